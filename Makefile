@@ -1,0 +1,35 @@
+# Thin wrapper: the real build is CMake. See README.md.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PORT ?= 8080
+
+.PHONY: all setup build build-asan run test unit clean eval
+
+all: build
+
+setup:
+	bash tools/setup.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: setup
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCLAUSEQA_SANITIZE=ON -DCLAUSEQA_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	bash tools/demo_kb.sh $(BUILD)/clauseqa data
+	$(BUILD)/clauseqa serve --data data --port $(PORT)
+
+# Every test: unit tests under ASan/UBSan, then the whole suite (unit, integration) on the release build.
+test: build build-asan
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# clauseqa set-up: installs what is missing, idempotently.
+#   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc)
+#   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
+# Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+prefix=${CLAUSEQA_DEPS:-/usr/local}
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+debs=(
+  build-essential cmake pkg-config git ca-certificates python3 python3-pip
+  libcivetweb-dev civetweb
+  libsqlite3-dev sqlite3
+  libmupdf-dev mupdf-tools
+  libharfbuzz-dev libjbig2dec0-dev libopenjp2-7-dev libgumbo-dev libmujs-dev libfreetype-dev libjpeg-dev zlib1g-dev
+  libfaiss-dev liblapack-dev libblas-dev libopenblas-dev
+  libcjson-dev libcmocka-dev libutf8proc-dev
+  dpkg-dev
+)
+
+missing=()
+for p in "${debs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: Debian packages present"
+fi
+
+# ---- libfaiss_c from Debian's faiss source package -----------------------------------------------
+if [ ! -f "$prefix/lib/libfaiss_c.a" ]; then
+  echo "setup: building libfaiss_c from Debian's faiss source package"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  # A private source list with deb-src entries (same mirror as the system's), so the system set-up is untouched.
+  mirror=$(grep -hoE 'https?://[^ ]*debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null | grep -v security | head -n1)
+  mirror=${mirror:-http://deb.debian.org/debian}
+  mkdir -p "$work/apt/lists/partial" "$work/src"
+  echo "deb-src $mirror bookworm main" > "$work/sources.list"
+  apt_opts=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o Dir::State::Lists="$work/apt/lists")
+  apt-get "${apt_opts[@]}" update -q
+  (cd "$work/src" && apt-get "${apt_opts[@]}" source --download-only faiss)
+  (cd "$work/src" && dpkg-source --no-check -x faiss_*.dsc faiss >/dev/null)
+  mkdir -p "$work/obj"
+  for f in "$work"/src/faiss/c_api/*.cpp "$work"/src/faiss/c_api/impl/*.cpp; do
+    [ -f "$f" ] || continue
+    o="$work/obj/$(basename "$(dirname "$f")")_$(basename "${f%.cpp}").o"
+    g++ -O2 -fPIC -std=c++17 -fopenmp -I"$work/src/faiss" -c "$f" -o "$o" &
+    while [ "$(jobs -r | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+  done
+  wait
+  $SUDO mkdir -p "$prefix/lib" "$prefix/include/faiss/c_api"
+  ar rcs "$work/libfaiss_c.a" "$work"/obj/*.o
+  $SUDO install -m 644 "$work/libfaiss_c.a" "$prefix/lib/libfaiss_c.a"
+  echo "setup: installed $prefix/lib/libfaiss_c.a"
+else
+  echo "setup: libfaiss_c present"
+fi
+
+echo "setup: done"

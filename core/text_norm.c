@@ -47,14 +47,23 @@ uint32_t cq_text_repair_cp(uint32_t cp, cq_text_stats *st) {
         return cp;
     }
     if (cp >= 0xF900 && cp <= 0xFAFF) {
-        /* CJK compatibility ideographs: their canonical decomposition is a single unified ideograph. */
-        utf8proc_int32_t buf[4];
-        int opt = 0;
-        utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)cp, buf, 4, UTF8PROC_COMPAT, &opt);
-        if (k == 1 && (uint32_t)buf[0] != cp) {
-            st->radicals++;
-            st->cjk++;
-            return (uint32_t)buf[0];
+        /* CJK compatibility ideographs: most have a canonical decomposition to one unified ideograph (a dozen in
+         * this block are unified ideographs themselves and stay). */
+        char in[5] = {0};
+        cq_utf8_encode(cp, in);
+        utf8proc_uint8_t *out = NULL;
+        if (utf8proc_map((const utf8proc_uint8_t *)in, 0, &out, UTF8PROC_NULLTERM | UTF8PROC_STABLE |
+                                                                     UTF8PROC_COMPOSE) > 0) {
+            size_t len, n = strlen((const char *)out);
+            uint32_t m = cq_utf8_decode((const char *)out, n, &len);
+            free(out);
+            if (len == n && m != cp) {
+                st->radicals++;
+                st->cjk++;
+                return m;
+            }
+        } else {
+            free(out);
         }
     }
     if ((cp >= 0xFF10 && cp <= 0xFF19) || (cp >= 0xFF21 && cp <= 0xFF3A) || (cp >= 0xFF41 && cp <= 0xFF5A)) {

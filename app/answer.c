@@ -1,0 +1,233 @@
+#include "app/answer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/strbuf.h"
+#include "core/text_norm.h"
+#include "core/utf8.h"
+
+#define DEFAULT_K 5
+#define DEFAULT_MIN_COVERAGE 0.35
+#define MAX_QUOTE_CHARS 400
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-6;
+}
+
+double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
+    if (n_terms == 0) return 0;
+    char *f = cq_text_norm_key(text, strlen(text));
+    if (!f) return 0;
+    size_t found = 0;
+    for (size_t i = 0; i < n_terms; i++)
+        if (strstr(f, terms[i])) found++;
+    free(f);
+    return (double)found / (double)n_terms;
+}
+
+static int has_cjk(const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n) {
+        size_t len;
+        if (cq_is_cjk(cq_utf8_decode(s + i, n - i, &len))) return 1;
+        i += len;
+    }
+    return 0;
+}
+
+/* A sentence of a clause: byte span [start, end). */
+typedef struct {
+    size_t start, end;
+    double score;
+} span;
+
+static int is_sentence_end(uint32_t cp) {
+    return cp == 0x3002 || cp == 0xFF01 || cp == 0xFF1F || cp == 0xFF1B || cp == '!' || cp == '?' || cp == ';' ||
+           cp == '\n';
+}
+
+/* Splits text into sentences (end punctuation kept with its sentence; '.' ends one when a space follows). */
+static size_t split_sentences(const char *text, span **out) {
+    size_t n = strlen(text), cap = 16, count = 0, start = 0, i = 0;
+    span *s = malloc(cap * sizeof *s);
+    *out = s;
+    if (!s) return 0;
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(text + i, n - i, &len);
+        i += len;
+        int end = is_sentence_end(cp) || (cp == '.' && (i >= n || text[i] == ' ' || text[i] == '\n'));
+        if (end || i >= n) {
+            size_t a = start, b = i;
+            while (a < b && (text[a] == ' ' || text[a] == '\n')) a++;
+            while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\n')) b--;
+            if (b > a) {
+                if (count == cap) {
+                    cap *= 2;
+                    span *p = realloc(s, cap * sizeof *p);
+                    if (!p) break;
+                    s = p;
+                }
+                s[count++] = (span){a, b, 0};
+            }
+            start = i;
+        }
+    }
+    *out = s;
+    return count;
+}
+
+/* The paragraph (款) number `paragraph` of an article: its n-th line. NULL when it has fewer. Malloc'd. */
+static char *nth_paragraph(const char *text, int paragraph) {
+    const char *p = text;
+    for (int i = 1; i < paragraph; i++) {
+        p = strchr(p, '\n');
+        if (!p) return NULL;
+        p++;
+    }
+    const char *e = strchr(p, '\n');
+    return strndup(p, e ? (size_t)(e - p) : strlen(p));
+}
+
+/* Body of an article without its label ("第十二条 " prefix), for answers that recite it. */
+static const char *skip_label(const char *text, const char *label) {
+    if (!label) return text;
+    size_t n = strlen(label);
+    if (strncmp(text, label, n) != 0) return text;
+    const char *p = text + n;
+    for (;;) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(p, strlen(p), &len);
+        if (!cp || !cq_is_space(cp)) break;
+        p += len;
+    }
+    return *p ? p : text;
+}
+
+static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *err) {
+    cq_citation *c = realloc(a->citations, (a->n_citations + 1) * sizeof *c);
+    if (!c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    a->citations = c;
+    c = &c[a->n_citations++];
+    *c = (cq_citation){
+        .clause_id = h->clause_id,
+        .doc = strdup(h->doc_name),
+        .clause = h->label ? strdup(h->label) : NULL,
+        .path = h->path ? strdup(h->path) : NULL,
+        .page = h->page_first,
+        .quote = strdup(quote),
+    };
+    if (!c->doc || !c->quote) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    return CQ_OK;
+}
+
+/* The best sentences of a clause for the question: the highest-scoring sentence, plus its neighbour when that
+ * one also matches, in document order, at most MAX_QUOTE_CHARS characters. */
+static char *best_sentences(const char *text, char **terms, size_t n_terms) {
+    span *s = NULL;
+    size_t n = split_sentences(text, &s);
+    if (n == 0) {
+        free(s);
+        return strdup(text);
+    }
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *sent = strndup(text + s[i].start, s[i].end - s[i].start);
+        double cov = sent ? cq_answer_coverage(terms, n_terms, sent) : 0;
+        size_t chars = sent ? cq_utf8_count(sent, strlen(sent)) : 1;
+        free(sent);
+        /* Coverage decides; among equals, shorter sentences say it more directly. */
+        s[i].score = cov - 0.001 * log((double)chars + 1.0);
+        if (s[i].score > s[best].score) best = i;
+    }
+    size_t a = best, b = best;
+    if (best + 1 < n && s[best + 1].score > 0.5 * s[best].score && s[best].score > 0) b = best + 1;
+    size_t start = s[a].start, end = s[b].end;
+    if (cq_utf8_count(text + start, end - start) > MAX_QUOTE_CHARS) end = s[a].end;
+    free(s);
+    return strndup(text + start, end - start);
+}
+
+static cq_answer_options with_defaults(const cq_answer_options *opt) {
+    cq_answer_options o = opt ? *opt : (cq_answer_options){0};
+    if (!o.k) o.k = DEFAULT_K;
+    if (!o.modes) o.modes = CQ_RETRIEVE_HYBRID;
+    if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
+    return o;
+}
+
+cq_status cq_answer_question(cq_store *st, int64_t kb_id, const char *question, const cq_answer_options *opt,
+                             cq_answer *out, cq_err *err) {
+    cq_answer_options o = with_defaults(opt);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cq_hits hits;
+    cq_status rc = cq_retrieve(st, kb_id, question, o.modes, o.k, &hits, err);
+    double retrieve_ms = ms_since(&t0);
+    if (rc) {
+        memset(out, 0, sizeof *out);
+        return rc;
+    }
+    rc = cq_answer_from_hits(question, &hits, &o, out, err);
+    out->retrieve_ms = retrieve_ms;
+    return rc;
+}
+
+cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+                              cq_err *err) {
+    memset(out, 0, sizeof *out);
+    cq_answer_options o = with_defaults(opt);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    out->hits = *hits;
+    memset(hits, 0, sizeof *hits);
+    cq_status rc = CQ_OK;
+    const int zh = has_cjk(question);
+    char **terms;
+    size_t n_terms = cq_retrieve_terms(question, &terms);
+    const cq_hit *top = out->hits.n ? &out->hits.hits[0] : NULL;
+    char *answer = NULL;
+    if (top && top->source == CQ_RETRIEVE_ROUTER) {
+        /* The question names the clause: recite it (or the paragraph asked for). */
+        char *para = top->paragraph ? nth_paragraph(skip_label(top->text, top->label), top->paragraph) : NULL;
+        const char *body = para ? para : skip_label(top->text, top->label);
+        answer = strdup(body);
+        out->coverage = 1.0;
+        if (answer) rc = cite(out, top, body, err);
+        free(para);
+    } else if (top) {
+        out->coverage = cq_answer_coverage(terms, n_terms, top->text);
+        if (out->coverage >= o.min_coverage) {
+            answer = best_sentences(top->text, terms, n_terms);
+            if (answer) rc = cite(out, top, answer, err);
+        }
+    }
+    cq_retrieve_terms_free(terms, n_terms);
+    if (!rc && !answer) {
+        out->abstained = true;
+        answer = strdup(zh ? "文档中没有找到能回答这个问题的内容。" : "The documents do not contain an answer to this question.");
+    }
+    if (!answer && !rc) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    out->answer = answer;
+    out->answer_ms = ms_since(&t0);
+    if (rc) cq_answer_free(out);
+    return rc;
+}
+
+void cq_answer_free(cq_answer *a) {
+    for (size_t i = 0; i < a->n_citations; i++) {
+        free(a->citations[i].doc);
+        free(a->citations[i].clause);
+        free(a->citations[i].path);
+        free(a->citations[i].quote);
+    }
+    free(a->citations);
+    free(a->answer);
+    cq_hits_free(&a->hits);
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,55 @@
+/* The answer pipeline: question → retrieved clauses → an answer with citations, or an abstention.
+ *
+ * Until the decoder is wired in, answers are extractive: for a clause the question names exactly (router hit)
+ * the clause itself (or the 款 asked for); otherwise the sentences of the best clause that cover the question's
+ * terms best. Every quote is a verbatim span of its cited clause. When the best clause covers too little of the
+ * question, the pipeline abstains and says so. */
+#ifndef CQ_APP_ANSWER_H
+#define CQ_APP_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "index/retrieve.h"
+#include "index/store.h"
+
+typedef struct {
+    int64_t clause_id;
+    char *doc;    /* document name */
+    char *clause; /* label or NULL */
+    char *path;
+    int page;     /* first page of the quote's clause, 0 when the document has no pages */
+    char *quote;  /* verbatim span of the clause text */
+} cq_citation;
+
+typedef struct {
+    char *answer;
+    bool abstained;
+    cq_citation *citations;
+    size_t n_citations;
+    cq_hits hits;        /* the retrieved clauses the answer was built from */
+    double coverage;     /* share of the question's terms found in the cited text */
+    double retrieve_ms;  /* stage timings */
+    double answer_ms;
+} cq_answer;
+
+typedef struct {
+    size_t k;       /* clauses to retrieve (default 5) */
+    int modes;      /* retrieval modes (default hybrid) */
+    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.35) */
+} cq_answer_options;
+
+cq_status cq_answer_question(cq_store *s, int64_t kb_id, const char *question, const cq_answer_options *opt,
+                             cq_answer *out, cq_err *err);
+
+/* The answer step alone, from clauses already retrieved: out takes ownership of *hits (left empty). */
+cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+                              cq_err *err);
+void cq_answer_free(cq_answer *a);
+
+/* Share of terms (cq_retrieve_terms) that occur in text after folding; 0 when there are no terms. */
+double cq_answer_coverage(char **terms, size_t n_terms, const char *text);
+
+#endif

@@ -1,0 +1,119 @@
+#include "app/cli_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+
+cq_store *cq_cli_open_store(const char *data_dir) {
+    cq_err err = {0};
+    if (cq_mkdirs(data_dir, &err)) {
+        fprintf(stderr, "clauseqa: %s\n", err.msg);
+        return NULL;
+    }
+    size_t n = strlen(data_dir) + 32;
+    char *path = malloc(n);
+    if (!path) return NULL;
+    snprintf(path, n, "%s/clauseqa.db", data_dir);
+    cq_store *s = NULL;
+    if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
+    free(path);
+    return s;
+}
+
+int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
+    cq_err err = {0};
+    int64_t id = 0;
+    cq_status rc = create ? cq_store_kb_ensure(s, name, &id, &err) : cq_store_kb_find(s, name, &id, &err);
+    if (rc) {
+        fprintf(stderr, "clauseqa: %s\n", err.msg);
+        return 0;
+    }
+    return id;
+}
+
+static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static cJSON *page_or_null(int page) { return page > 0 ? cJSON_CreateNumber(page) : cJSON_CreateNull(); }
+
+cJSON *cq_json_hit(const cq_hit *h) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "doc", cJSON_CreateString(h->doc_name));
+    cJSON_AddItemToObject(o, "title", str_or_null(h->doc_title));
+    cJSON_AddItemToObject(o, "clause", str_or_null(h->label));
+    cJSON_AddItemToObject(o, "path", cJSON_CreateString(h->path ? h->path : ""));
+    cJSON_AddItemToObject(o, "page", page_or_null(h->page_first));
+    if (h->page_last > h->page_first) {
+        cJSON *pages = cJSON_CreateArray();
+        for (int p = h->page_first; p <= h->page_last; p++) cJSON_AddItemToArray(pages, cJSON_CreateNumber(p));
+        cJSON_AddItemToObject(o, "pages", pages);
+    }
+    cJSON_AddItemToObject(o, "text", cJSON_CreateString(h->text));
+    cJSON_AddNumberToObject(o, "score", h->score);
+    cJSON_AddNumberToObject(o, "clause_id", (double)h->clause_id);
+    cJSON_AddStringToObject(o, "source", h->source == CQ_RETRIEVE_ROUTER ? "router" : "bm25");
+    return o;
+}
+
+cJSON *cq_json_hits(const cq_hits *h) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < h->n; i++) cJSON_AddItemToArray(a, cq_json_hit(&h->hits[i]));
+    return a;
+}
+
+cJSON *cq_json_answer(const cq_answer *a) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "answer", a->answer);
+    cJSON_AddBoolToObject(o, "abstained", a->abstained);
+    cJSON *cites = cJSON_CreateArray();
+    for (size_t i = 0; i < a->n_citations; i++) {
+        const cq_citation *c = &a->citations[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "clause_id", (double)c->clause_id);
+        cJSON_AddStringToObject(x, "doc", c->doc);
+        cJSON_AddItemToObject(x, "clause", str_or_null(c->clause));
+        cJSON_AddItemToObject(x, "path", str_or_null(c->path));
+        cJSON_AddItemToObject(x, "page", page_or_null(c->page));
+        cJSON_AddStringToObject(x, "quote", c->quote);
+        cJSON_AddItemToArray(cites, x);
+    }
+    cJSON_AddItemToObject(o, "citations", cites);
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "retrieve_ms", a->retrieve_ms);
+    cJSON_AddNumberToObject(t, "answer_ms", a->answer_ms);
+    cJSON_AddItemToObject(o, "timings", t);
+    return o;
+}
+
+void cq_json_print_line(cJSON *v, FILE *f) {
+    char *s = cJSON_PrintUnformatted(v);
+    if (s) {
+        fputs(s, f);
+        fputc('\n', f);
+        free(s);
+    }
+    cJSON_Delete(v);
+}
+
+char *cq_read_line(FILE *f) {
+    size_t cap = 0;
+    char *line = NULL;
+    ssize_t n = getline(&line, &cap, f);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    return line;
+}
+
+long cq_cli_positive(const char *opt, const char *value) {
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (*value == 0 || *end || v <= 0) {
+        fprintf(stderr, "clauseqa: %s needs a positive number, not '%s'\n", opt, value);
+        return -1;
+    }
+    return v;
+}

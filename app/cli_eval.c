@@ -1,0 +1,369 @@
+/* clauseqa eval --kb KB --suite DIR [--k 5] [--mode hybrid] [--limit N] [--out FILE] [--json]
+ *
+ * Scores an evaluation suite (shared/eval/FORMAT.md): ingests the suite's documents into KB when they are not
+ * there yet, then retrieves and answers every question and reports hit@1/3/5/10, MRR, answer EM / char-F1 and
+ * abstention, per question type and overall. */
+#include <dirent.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/answer.h"
+#include "app/cli.h"
+#include "app/cli_common.h"
+#include "app/eval_score.h"
+#include "app/ingest.h"
+#include "core/fileio.h"
+
+#define EVAL_DEPTH 10 /* hit@k is reported up to 10 */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode hybrid] [--limit N] [--out FILE] [--json]\n"
+               "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
+               "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
+               "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n");
+}
+
+typedef struct {
+    char name[40];
+    long n_questions, n_retrieval, hits[4], n_answers, n_unanswerable, abstained_right, n_answerable,
+        false_abstain;
+    double mrr, em, f1;
+} type_stats;
+
+typedef struct {
+    type_stats *v;
+    size_t n;
+} stats_table;
+
+static type_stats *stats_for(stats_table *t, const char *name) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->v[i].name, name)) return &t->v[i];
+    type_stats *p = realloc(t->v, (t->n + 1) * sizeof *p);
+    if (!p) return NULL;
+    t->v = p;
+    memset(&p[t->n], 0, sizeof p[t->n]);
+    snprintf(p[t->n].name, sizeof p[t->n].name, "%s", name);
+    return &p[t->n++];
+}
+
+static const int ks[4] = {1, 3, 5, 10};
+
+/* Ingests every document of dir/docs that KB lacks (by name). Returns the number that failed. */
+static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const char *dir, int quiet) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs", dir);
+    DIR *d = opendir(path);
+    if (!d) {
+        fprintf(stderr, "clauseqa eval: cannot open %s\n", path);
+        return 1;
+    }
+    int failed = 0, added = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *name = cq_path_stem(e->d_name);
+        cq_doc_info info;
+        cq_err err = {0};
+        int present = name && cq_store_doc_by_name(s, kb_id, name, &info, &err) == CQ_OK;
+        if (present) {
+            present = !strcmp(info.status, "ready");
+            cq_doc_info_free(&info);
+        }
+        free(name);
+        if (present) continue;
+        snprintf(path, sizeof path, "%s/docs/%s", dir, e->d_name);
+        cq_ingest_result r;
+        if (cq_ingest_file(s, data_dir, kb_id, path, NULL, &r, &err)) {
+            fprintf(stderr, "clauseqa eval: ingest failed: %s\n", err.msg);
+            failed++;
+        } else if (++added % 100 == 0 && !quiet) {
+            fprintf(stderr, "\ringested %d documents", added);
+        }
+    }
+    closedir(d);
+    if (added && !quiet) fprintf(stderr, "\ringested %d documents from %s\n", added, dir);
+    return failed;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static cJSON *stats_json(const type_stats *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "questions", (double)t->n_questions);
+    cJSON_AddNumberToObject(o, "retrieval_questions", (double)t->n_retrieval);
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "hit@%d", ks[i]);
+        cJSON_AddNumberToObject(o, key, t->n_retrieval ? (double)t->hits[i] / (double)t->n_retrieval : 0);
+    }
+    cJSON_AddNumberToObject(o, "mrr", t->n_retrieval ? t->mrr / (double)t->n_retrieval : 0);
+    cJSON_AddNumberToObject(o, "answer_questions", (double)t->n_answers);
+    cJSON_AddNumberToObject(o, "em", t->n_answers ? t->em / (double)t->n_answers : 0);
+    cJSON_AddNumberToObject(o, "f1", t->n_answers ? t->f1 / (double)t->n_answers : 0);
+    cJSON_AddNumberToObject(o, "unanswerable", (double)t->n_unanswerable);
+    cJSON_AddNumberToObject(o, "abstention_accuracy",
+                            t->n_unanswerable ? (double)t->abstained_right / (double)t->n_unanswerable : 0);
+    cJSON_AddNumberToObject(o, "false_abstention_rate",
+                            t->n_answerable ? (double)t->false_abstain / (double)t->n_answerable : 0);
+    return o;
+}
+
+static void print_row(const type_stats *t) {
+    double r = t->n_retrieval ? (double)t->n_retrieval : 1, a = t->n_answers ? (double)t->n_answers : 1;
+    printf("%-18s %6ld %6ld", t->name, t->n_questions, t->n_retrieval);
+    for (int i = 0; i < 4; i++) printf(" %6.3f", t->hits[i] / r);
+    printf(" %6.3f %6ld %6.3f %6.3f", t->mrr / r, t->n_answers, t->em / a, t->f1 / a);
+    if (t->n_unanswerable) printf("  %6.3f", (double)t->abstained_right / (double)t->n_unanswerable);
+    else printf("  %6s", "-");
+    printf(" %6.3f\n", t->n_answerable ? (double)t->false_abstain / (double)t->n_answerable : 0);
+}
+
+static void accumulate(type_stats *dst, const type_stats *src) {
+    dst->n_questions += src->n_questions;
+    dst->n_retrieval += src->n_retrieval;
+    for (int i = 0; i < 4; i++) dst->hits[i] += src->hits[i];
+    dst->mrr += src->mrr;
+    dst->n_answers += src->n_answers;
+    dst->em += src->em;
+    dst->f1 += src->f1;
+    dst->n_unanswerable += src->n_unanswerable;
+    dst->abstained_right += src->abstained_right;
+    dst->n_answerable += src->n_answerable;
+    dst->false_abstain += src->false_abstain;
+}
+
+int cq_cmd_eval(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
+        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'},
+        {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *kb = NULL, *suite = NULL, *data = NULL, *mode = "hybrid", *out_path = NULL;
+    long k = 5, limit = 0;
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': kb = optarg; break;
+        case 's': suite = optarg; break;
+        case 'k':
+            if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
+            break;
+        case 'm': mode = optarg; break;
+        case 'd': data = optarg; break;
+        case 'n':
+            if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
+            break;
+        case 'o': out_path = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!kb || !suite) {
+        fprintf(stderr, "clauseqa eval: --kb and --suite are required\n");
+        usage(stderr);
+        return 2;
+    }
+    cq_err err = {0};
+    int modes = cq_retrieve_parse_mode(mode, &err);
+    if (!modes) {
+        fprintf(stderr, "clauseqa eval: %s\n", err.msg);
+        return 2;
+    }
+    char qpath[4096];
+    snprintf(qpath, sizeof qpath, "%s/questions.jsonl", suite);
+    FILE *qf = fopen(qpath, "r");
+    if (!qf) {
+        fprintf(stderr, "clauseqa eval: cannot open %s\n", qpath);
+        return 1;
+    }
+    const char *data_dir = cq_cli_data_dir(data);
+    cq_store *s = cq_cli_open_store(data_dir);
+    if (!s) {
+        fclose(qf);
+        return 1;
+    }
+    int64_t kb_id = cq_cli_kb(s, kb, true);
+    int status = kb_id ? 0 : 1;
+    if (kb_id) {
+        int failed = 0;
+        /* The suite's documents, and those of the suites corpus.txt points to. */
+        char cpath[4096];
+        snprintf(cpath, sizeof cpath, "%s/corpus.txt", suite);
+        FILE *cf = fopen(cpath, "r");
+        if (cf) {
+            char *line;
+            while ((line = cq_read_line(cf))) {
+                if (*line) {
+                    char dir[4096];
+                    snprintf(dir, sizeof dir, "%s/%s", suite, line);
+                    failed += ensure_docs(s, data_dir, kb_id, dir, json);
+                }
+                free(line);
+            }
+            fclose(cf);
+        } else {
+            failed += ensure_docs(s, data_dir, kb_id, suite, json);
+        }
+        if (failed) fprintf(stderr, "clauseqa eval: %d documents failed to ingest (scored as misses)\n", failed);
+    }
+    FILE *out = out_path ? fopen(out_path, "w") : NULL;
+    if (out_path && !out) fprintf(stderr, "clauseqa eval: cannot write %s\n", out_path);
+    stats_table table = {0};
+    double *latencies = NULL;
+    size_t n_lat = 0, cap_lat = 0;
+    long n = 0;
+    char *line;
+    cq_answer_options aopt = {.k = (size_t)k, .modes = modes};
+    while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
+        cJSON *q = cJSON_Parse(line);
+        free(line);
+        const cJSON *question = q ? cJSON_GetObjectItem(q, "question") : NULL;
+        if (!cJSON_IsString(question)) {
+            fprintf(stderr, "clauseqa eval: skipping a malformed line of %s\n", qpath);
+            cJSON_Delete(q);
+            continue;
+        }
+        n++;
+        const cJSON *type = cJSON_GetObjectItem(q, "type");
+        const cJSON *gold = cJSON_GetObjectItem(q, "gold");
+        const cJSON *answers = cJSON_GetObjectItem(q, "answers");
+        int answerable = !cJSON_IsFalse(cJSON_GetObjectItem(q, "answerable"));
+        type_stats *t = stats_for(&table, cJSON_IsString(type) ? type->valuestring : "unknown");
+        if (!t) break;
+        t->n_questions++;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        cq_hits hits;
+        if (cq_retrieve(s, kb_id, question->valuestring, modes, EVAL_DEPTH, &hits, &err)) {
+            fprintf(stderr, "clauseqa eval: %s\n", err.msg);
+            cJSON_Delete(q);
+            status = 1;
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (n_lat == cap_lat) {
+            cap_lat = cap_lat ? cap_lat * 2 : 1024;
+            double *p = realloc(latencies, cap_lat * sizeof *p);
+            if (p) latencies = p;
+        }
+        if (n_lat < cap_lat)
+            latencies[n_lat++] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+        int rank = 0;
+        if (answerable && cJSON_GetArraySize(gold) > 0) {
+            t->n_retrieval++;
+            for (size_t i = 0; i < hits.n && !rank; i++) {
+                const cq_hit *h = &hits.hits[i];
+                cq_eval_passage r = {h->doc_name, h->text, h->page_first, h->page_last};
+                const cJSON *g;
+                cJSON_ArrayForEach(g, gold) {
+                    const cJSON *gd = cJSON_GetObjectItem(g, "doc"), *gp = cJSON_GetObjectItem(g, "page"),
+                                *gt = cJSON_GetObjectItem(g, "text");
+                    cq_eval_gold gg = {cJSON_IsString(gd) ? gd->valuestring : NULL,
+                                       cJSON_IsNumber(gp) ? gp->valueint : 0,
+                                       cJSON_IsString(gt) ? gt->valuestring : NULL};
+                    if (cq_eval_is_hit(&r, &gg)) {
+                        rank = (int)i + 1;
+                        break;
+                    }
+                }
+            }
+            for (int i = 0; i < 4; i++)
+                if (rank && rank <= ks[i]) t->hits[i]++;
+            if (rank) t->mrr += 1.0 / rank;
+        }
+        /* The answer step sees the same ranking (it builds on the best clauses). */
+        cq_answer a;
+        cq_status arc = cq_answer_from_hits(question->valuestring, &hits, &aopt, &a, &err);
+        if (arc) {
+            fprintf(stderr, "clauseqa eval: %s\n", err.msg);
+            cJSON_Delete(q);
+            status = 1;
+            break;
+        }
+        double em = 0, f1 = 0;
+        int n_ans = cJSON_GetArraySize(answers);
+        if (!answerable) {
+            t->n_unanswerable++;
+            if (a.abstained) t->abstained_right++;
+        } else {
+            t->n_answerable++;
+            if (a.abstained) t->false_abstain++;
+            if (n_ans > 0) {
+                t->n_answers++;
+                const cJSON *ans;
+                cJSON_ArrayForEach(ans, answers) {
+                    if (!cJSON_IsString(ans)) continue;
+                    const char *pred = a.abstained ? "" : a.answer;
+                    if (cq_eval_exact(pred, ans->valuestring)) em = 1;
+                    double f = cq_eval_char_f1(pred, ans->valuestring);
+                    if (f > f1) f1 = f;
+                }
+                t->em += em;
+                t->f1 += f1;
+            }
+        }
+        if (out) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToObject(o, "id", cJSON_Duplicate(cJSON_GetObjectItem(q, "id"), 1));
+            cJSON_AddNumberToObject(o, "rank", rank);
+            cJSON_AddNumberToObject(o, "em", em);
+            cJSON_AddNumberToObject(o, "f1", f1);
+            cJSON *ja = cq_json_answer(&a);
+            cJSON_AddItemToObject(o, "prediction", ja);
+            cJSON *top = cJSON_CreateArray();
+            for (size_t i = 0; i < a.hits.n && i < 3; i++) {
+                cJSON *h = cJSON_CreateObject();
+                cJSON_AddStringToObject(h, "doc", a.hits.hits[i].doc_name);
+                cJSON_AddStringToObject(h, "path", a.hits.hits[i].path ? a.hits.hits[i].path : "");
+                cJSON_AddItemToArray(top, h);
+            }
+            cJSON_AddItemToObject(o, "top", top);
+            cq_json_print_line(o, out);
+        }
+        cq_answer_free(&a);
+        cJSON_Delete(q);
+    }
+    fclose(qf);
+    if (out) fclose(out);
+    type_stats all = {.name = "all"};
+    for (size_t i = 0; i < table.n; i++) accumulate(&all, &table.v[i]);
+    double p50 = 0, p95 = 0;
+    if (n_lat) {
+        qsort(latencies, n_lat, sizeof *latencies, cmp_double);
+        p50 = latencies[n_lat / 2];
+        p95 = latencies[(size_t)floor(0.95 * (double)(n_lat - 1))];
+    }
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "suite", suite);
+        cJSON_AddStringToObject(o, "kb", kb);
+        cJSON_AddStringToObject(o, "mode", mode);
+        cJSON *types = cJSON_CreateObject();
+        for (size_t i = 0; i < table.n; i++) cJSON_AddItemToObject(types, table.v[i].name, stats_json(&table.v[i]));
+        cJSON_AddItemToObject(o, "types", types);
+        cJSON_AddItemToObject(o, "all", stats_json(&all));
+        cJSON_AddNumberToObject(o, "retrieve_ms_p50", p50);
+        cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
+        cq_json_print_line(o, stdout);
+    } else if (kb_id) {
+        printf("suite %s  (kb %s, mode %s, answers from top %ld)\n", suite, kb, mode, k);
+        printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
+               "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
+        for (size_t i = 0; i < table.n; i++) print_row(&table.v[i]);
+        print_row(&all);
+        printf("retrieve latency: p50 %.1f ms, p95 %.1f ms over %zu questions\n", p50, p95, n_lat);
+    }
+    free(latencies);
+    free(table.v);
+    cq_store_close(s);
+    return status;
+}

@@ -1,0 +1,183 @@
+/* clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR... */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/cli.h"
+#include "app/cli_common.h"
+#include "app/ingest.h"
+#include "core/fileio.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR...\n"
+               "Adds PDF, Markdown (.md) and plain-text (.txt) files to knowledge base KB (created when absent).\n"
+               "A directory adds every supported file in it (not recursive). Identical files are skipped.\n"
+               "  --replace   replace a document of the same name instead of refusing it\n"
+               "  --json      print one JSON document with every file's outcome\n"
+               "Exit status 1 when any file failed; the reason is printed for each.\n");
+}
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} path_list;
+
+static int push(path_list *l, const char *p) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n] = strdup(p);
+    return l->v[l->n] ? (int)(l->n++, 0) : -1;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int is_supported(const char *name) {
+    char *ext = cq_path_ext_lower(name);
+    int ok = ext && (!strcmp(ext, "pdf") || !strcmp(ext, "md") || !strcmp(ext, "markdown") || !strcmp(ext, "txt"));
+    free(ext);
+    return ok;
+}
+
+/* Expands directories into their supported files, sorted. */
+static int expand(path_list *out, const char *arg) {
+    struct stat st;
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(arg);
+        if (!d) return push(out, arg); /* reported as unreadable later */
+        path_list tmp = {0};
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.' || !is_supported(e->d_name)) continue;
+            size_t n = strlen(arg) + strlen(e->d_name) + 2;
+            char *p = malloc(n);
+            if (!p) break;
+            snprintf(p, n, "%s/%s", arg, e->d_name);
+            push(&tmp, p);
+            free(p);
+        }
+        closedir(d);
+        qsort(tmp.v, tmp.n, sizeof *tmp.v, cmp_str);
+        for (size_t i = 0; i < tmp.n; i++) {
+            push(out, tmp.v[i]);
+            free(tmp.v[i]);
+        }
+        free(tmp.v);
+        return 0;
+    }
+    return push(out, arg);
+}
+
+static void progress_bar(size_t done, size_t total, const char *name) {
+    int width = 30, filled = total ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
+    fprintf(stderr, "] %zu/%zu %-40.40s", done, total, name);
+    fflush(stderr);
+}
+
+int cq_cmd_ingest(int argc, char **argv) {
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"data", required_argument, 0, 'd'},
+                                         {"replace", no_argument, 0, 'r'},  {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
+    const char *kb = NULL, *data = NULL;
+    int replace = 0, json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': kb = optarg; break;
+        case 'd': data = optarg; break;
+        case 'r': replace = 1; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!kb || optind >= argc) {
+        fprintf(stderr, "clauseqa ingest: %s\n", !kb ? "--kb is required" : "no files given");
+        usage(stderr);
+        return 2;
+    }
+    path_list files = {0};
+    for (int i = optind; i < argc; i++) expand(&files, argv[i]);
+    const char *data_dir = cq_cli_data_dir(data);
+    cq_store *s = cq_cli_open_store(data_dir);
+    if (!s) return 1;
+    int64_t kb_id = cq_cli_kb(s, kb, true);
+    if (!kb_id) {
+        cq_store_close(s);
+        return 1;
+    }
+    int tty = isatty(fileno(stderr)) && !json;
+    size_t ok = 0, dup = 0, failed = 0, clauses = 0;
+    cJSON *results = json ? cJSON_CreateArray() : NULL;
+    for (size_t i = 0; i < files.n; i++) {
+        const char *path = files.v[i];
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        if (tty) progress_bar(i, files.n, base);
+        cq_err err = {0};
+        cq_ingest_result r;
+        cq_ingest_options o = {.replace = replace};
+        cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
+        if (rc) failed++;
+        else if (r.duplicate) dup++;
+        else {
+            ok++;
+            clauses += (size_t)r.n_clauses;
+        }
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "file", path);
+            cJSON_AddStringToObject(o, "status", rc ? "failed" : r.duplicate ? "duplicate" : "ready");
+            if (rc) {
+                cJSON_AddStringToObject(o, "error", err.msg);
+                cJSON_AddStringToObject(o, "code", cq_status_name(rc));
+            } else {
+                cJSON_AddNumberToObject(o, "document_id", (double)r.doc_id);
+                cJSON_AddNumberToObject(o, "pages", r.n_pages);
+                cJSON_AddNumberToObject(o, "clauses", r.n_clauses);
+                cJSON_AddNumberToObject(o, "quality", r.quality);
+                cJSON_AddStringToObject(o, "quality_reason", r.quality_reason);
+                cJSON_AddNumberToObject(o, "seconds", r.seconds);
+            }
+            cJSON_AddItemToArray(results, o);
+        } else if (rc) {
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "FAILED %s: %s\n", path, err.msg);
+        } else if (!tty) {
+            if (r.duplicate) fprintf(stderr, "skip   %s: already in '%s'\n", path, kb);
+            else
+                fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r.n_clauses,
+                        r.n_pages, r.quality, r.quality_reason[0] ? " - " : "", r.quality_reason, r.seconds);
+        } else if (r.quality < 0.8 && !r.duplicate) {
+            fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r.quality, r.quality_reason);
+        }
+        free(files.v[i]);
+    }
+    free(files.v);
+    if (tty) {
+        progress_bar(files.n, files.n, "");
+        fputc('\n', stderr);
+    }
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kb", kb);
+        cJSON_AddNumberToObject(o, "ingested", (double)ok);
+        cJSON_AddNumberToObject(o, "duplicates", (double)dup);
+        cJSON_AddNumberToObject(o, "failed", (double)failed);
+        cJSON_AddItemToObject(o, "files", results);
+        cq_json_print_line(o, stdout);
+    } else {
+        fprintf(stderr, "%zu ingested (%zu clauses), %zu already present, %zu failed\n", ok, clauses, dup, failed);
+    }
+    cq_store_close(s);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,237 @@
+#include "app/ingest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/doctext.h"
+#include "app/structure.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "core/sha256.h"
+#include "core/strbuf.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const char *cq_ingest_detect_format(const char *filename, const char *head, size_t head_len, cq_err *err) {
+    char *ext = cq_path_ext_lower(filename);
+    if (!ext) {
+        cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int is_pdf_bytes = 0;
+    for (size_t i = 0; i + 5 <= head_len && i < 1024; i++)
+        if (!memcmp(head + i, "%PDF-", 5)) {
+            is_pdf_bytes = 1;
+            break;
+        }
+    const char *fmt = NULL;
+    if (!strcmp(ext, "pdf")) {
+        if (is_pdf_bytes) fmt = "pdf";
+        else if (head_len == 0) cq_err_set(err, CQ_ERR_EMPTY, "%s is empty", filename);
+        else cq_err_set(err, CQ_ERR_FORMAT, "%s is named .pdf but is not a PDF (no %%PDF- header)", filename);
+    } else if (!strcmp(ext, "md") || !strcmp(ext, "markdown")) {
+        fmt = "md";
+    } else if (!strcmp(ext, "txt") || !strcmp(ext, "text")) {
+        fmt = "txt";
+    } else if (is_pdf_bytes) {
+        fmt = "pdf";
+    } else {
+        cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: unsupported file type '.%s' (use PDF, Markdown or plain text)",
+                   filename, ext);
+    }
+    free(ext);
+    return fmt;
+}
+
+/* The FTS title column of a document: its title and its name, so that either finds it. */
+static char *doc_label(const char *title, const char *name) {
+    cq_strbuf b = {0};
+    if (title) cq_strbuf_printf(&b, "%s ", title);
+    cq_strbuf_puts(&b, name);
+    return cq_strbuf_take(&b);
+}
+
+static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const char *label, const cq_doctext *doc,
+                               const cq_structure *st, cq_err *err) {
+    for (int i = 0; i < doc->n_pages; i++) {
+        const cq_page *p = &doc->pages[i];
+        cq_store_page sp = {p->page_no, p->width, p->height, (int)p->n_chars, p->quality, p->quality_reason};
+        cq_status rc = cq_store_page_add(s, doc_id, &sp, err);
+        if (rc) return rc;
+    }
+    for (size_t i = 0; i < st->n_clauses; i++) {
+        const cq_clause *c = &st->clauses[i];
+        cq_box *boxes = NULL;
+        size_t n_boxes = cq_doctext_boxes(doc, c->start, c->end, &boxes);
+        cq_store_box *sb = n_boxes ? malloc(n_boxes * sizeof *sb) : NULL;
+        if (n_boxes && !sb) {
+            free(boxes);
+            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+        for (size_t b = 0; b < n_boxes; b++)
+            sb[b] = (cq_store_box){boxes[b].x0, boxes[b].y0, boxes[b].x1, boxes[b].y1, boxes[b].page_no};
+        free(boxes);
+        cq_store_clause sc = {
+            .ord = (int)i,
+            .kind = (int)c->kind,
+            .label = c->label,
+            .label_key = c->label_key,
+            .path = c->path,
+            .text = c->text,
+            .page_first = c->page_first,
+            .page_last = c->page_last,
+            .start_off = c->start,
+            .end_off = c->end,
+            .boxes = sb,
+            .n_boxes = n_boxes,
+        };
+        cq_status rc = cq_store_clause_add(s, kb_id, doc_id, label, &sc, NULL, err);
+        free(sb);
+        if (rc) return rc;
+    }
+    return CQ_OK;
+}
+
+/* Reads and parses the document (no database work). */
+static cq_status extract(const char *stored_path, const char *format, const char *data, size_t len, cq_doctext *doc,
+                         cq_structure *st, cq_err *err) {
+    cq_status rc;
+    if (!strcmp(format, "pdf")) rc = cq_doctext_from_pdf(stored_path, doc, err);
+    else if (!strcmp(format, "md")) rc = cq_doctext_from_markdown(data, len, doc, err);
+    else rc = cq_doctext_from_plain(data, len, doc, err);
+    if (rc) return rc;
+    rc = cq_structure_parse(doc, st, err);
+    if (rc) return rc;
+    if (st->n_clauses == 0) return cq_err_set(err, CQ_ERR_EMPTY, "no text could be read from the document");
+    return CQ_OK;
+}
+
+static void record_failure(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
+                           const char *sha, int64_t size, const char *why) {
+    cq_err e2 = {0};
+    int64_t doc_id;
+    if (cq_store_doc_create(s, kb_id, name, filename, format ? format : "unknown", sha, size, &doc_id, &e2) == CQ_OK)
+        cq_store_doc_finish(s, doc_id, "failed", why, NULL, 0, 0, 0, "", &e2);
+}
+
+cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const char *path,
+                         const cq_ingest_options *opt, cq_ingest_result *res, cq_err *err) {
+    static const cq_ingest_options defaults = {0};
+    if (!opt) opt = &defaults;
+    memset(res, 0, sizeof *res);
+    double t0 = now_seconds();
+    const char *filename = opt->filename ? opt->filename : path;
+    const char *slash = strrchr(filename, '/');
+    if (slash) filename = slash + 1;
+
+    char *data = NULL, *name = NULL, *stored = NULL;
+    size_t len = 0;
+    cq_doctext doc = {0};
+    cq_structure st = {0};
+    cq_doc_info old = {0}, same = {0};
+    int64_t doc_id = 0;
+    char sha[65];
+    cq_status rc = cq_file_read(path, CQ_INGEST_MAX_BYTES, &data, &len, err);
+    if (rc) goto out;
+    name = cq_path_stem(filename);
+    if (!name || !*name) {
+        rc = cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", filename);
+        goto out;
+    }
+    const char *format = cq_ingest_detect_format(filename, data, len, err);
+    if (!format) {
+        rc = err ? err->code : CQ_ERR_FORMAT;
+        goto out;
+    }
+    snprintf(res->format, sizeof res->format, "%s", format);
+    cq_sha256_hex(data, len, sha);
+
+    /* Duplicate content: done already (a failed earlier attempt is retried). */
+    rc = cq_store_doc_by_hash(s, kb_id, sha, &same, err);
+    if (rc == CQ_OK) {
+        if (!strcmp(same.status, "ready")) {
+            res->duplicate = true;
+            res->doc_id = same.id;
+            res->n_pages = same.n_pages;
+            res->n_clauses = same.n_clauses;
+            res->quality = same.quality;
+            snprintf(res->quality_reason, sizeof res->quality_reason, "%s", same.quality_reason ? same.quality_reason : "");
+            goto out;
+        }
+        rc = cq_store_doc_delete(s, same.id, err);
+        if (rc) goto out;
+    } else if (rc != CQ_ERR_NOT_FOUND) {
+        goto out;
+    }
+    cq_err_clear(err);
+    rc = cq_store_doc_by_name(s, kb_id, name, &old, err);
+    if (rc == CQ_OK && !strcmp(old.status, "ready") && !opt->replace) {
+        rc = cq_err_set(err, CQ_ERR_EXISTS,
+                        "a different document named '%s' is already in this knowledge base (replace it explicitly)",
+                        name);
+        goto out;
+    }
+    if (rc != CQ_OK && rc != CQ_ERR_NOT_FOUND) goto out;
+    cq_err_clear(err);
+    rc = CQ_OK;
+
+    /* Keep the original: page images and downloads are served from it. */
+    size_t n = strlen(data_dir) + 96;
+    stored = malloc(n);
+    if (!stored) {
+        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(stored, n, "%s/files", data_dir);
+    rc = cq_mkdirs(stored, err);
+    if (rc) goto out;
+    snprintf(stored, n, "%s/files/%s.%s", data_dir, sha, format);
+    rc = cq_file_write_atomic(stored, data, len, err);
+    if (rc) goto out;
+
+    rc = extract(stored, format, data, len, &doc, &st, err);
+    if (rc) {
+        record_failure(s, kb_id, name, filename, format, sha, (int64_t)len, err ? err->msg : "extraction failed");
+        goto out;
+    }
+    const char *title = doc.title;
+    if (st.title && (!title || !strcmp(format, "pdf"))) title = st.title;
+    char *label = doc_label(title, name);
+    rc = cq_store_begin(s, err);
+    if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format, sha, (int64_t)len, &doc_id, err);
+    if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, err);
+    if (!rc)
+        rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
+                                 doc.quality_reason, err);
+    if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
+    free(label);
+    if (!rc) rc = cq_store_commit(s, err);
+    if (rc) {
+        cq_store_rollback(s);
+        doc_id = 0;
+        goto out;
+    }
+    res->doc_id = doc_id;
+    res->n_pages = doc.n_pages;
+    res->n_clauses = (int)st.n_clauses;
+    res->quality = doc.quality;
+    snprintf(res->quality_reason, sizeof res->quality_reason, "%s", doc.quality_reason);
+
+out:
+    if (rc && err) cq_err_prefix(err, "%s: ", filename);
+    res->seconds = now_seconds() - t0;
+    cq_structure_free(&st);
+    cq_doctext_free(&doc);
+    cq_doc_info_free(&old);
+    cq_doc_info_free(&same);
+    free(stored);
+    free(name);
+    free(data);
+    return rc;
+}

@@ -1,0 +1,119 @@
+#include "core/fileio.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return cq_err_set(err, CQ_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat stbuf;
+    if (fstat(fileno(f), &stbuf) != 0 || !S_ISREG(stbuf.st_mode)) {
+        fclose(f);
+        return cq_err_set(err, CQ_ERR_IO, "%s is not a regular file", path);
+    }
+    size_t size = (size_t)stbuf.st_size;
+    if (max_bytes && size > max_bytes) {
+        fclose(f);
+        return cq_err_set(err, CQ_ERR_INVALID, "%s is too large (%zu bytes, limit %zu)", path, size, max_bytes);
+    }
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        fclose(f);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading %s", path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    fclose(f);
+    if (got != size) {
+        free(buf);
+        return cq_err_set(err, CQ_ERR_IO, "short read on %s", path);
+    }
+    buf[size] = 0;
+    *data = buf;
+    *len = size;
+    return CQ_OK;
+}
+
+cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err) {
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return CQ_ERR_IO;
+    }
+    int bad = fwrite(data, 1, len, f) != len;
+    bad |= fflush(f) != 0;
+    bad |= fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        cq_err_set(err, CQ_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return CQ_ERR_IO;
+    }
+    free(tmp);
+    return CQ_OK;
+}
+
+cq_status cq_file_copy(const char *src, const char *dst, cq_err *err) {
+    char *data;
+    size_t len;
+    cq_status rc = cq_file_read(src, 0, &data, &len, err);
+    if (rc) return rc;
+    rc = cq_file_write_atomic(dst, data, len, err);
+    free(data);
+    return rc;
+}
+
+cq_status cq_mkdirs(const char *path, cq_err *err) {
+    char *p = strdup(path);
+    if (!p) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            cq_err_set(err, CQ_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
+            free(p);
+            return CQ_ERR_IO;
+        }
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        cq_err_set(err, CQ_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
+        free(p);
+        return CQ_ERR_IO;
+    }
+    free(p);
+    return CQ_OK;
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+char *cq_path_stem(const char *path) {
+    const char *b = base_name(path);
+    const char *dot = strrchr(b, '.');
+    size_t n = (dot && dot != b) ? (size_t)(dot - b) : strlen(b);
+    return strndup(b, n);
+}
+
+char *cq_path_ext_lower(const char *path) {
+    const char *b = base_name(path);
+    const char *dot = strrchr(b, '.');
+    char *e = strdup((dot && dot != b) ? dot + 1 : "");
+    if (e)
+        for (char *q = e; *q; q++) *q = (char)tolower((unsigned char)*q);
+    return e;
+}

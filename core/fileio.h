@@ -1,0 +1,27 @@
+/* Whole-file reading and writing, and directory helpers. */
+#ifndef CQ_CORE_FILEIO_H
+#define CQ_CORE_FILEIO_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+/* Reads the whole file into a malloc'd buffer (NUL-terminated, *len excludes the NUL). Refuses files over
+ * max_bytes (0 = no limit) with CQ_ERR_INVALID. */
+cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err);
+
+/* Writes data to path atomically (temporary file + rename). */
+cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err);
+
+/* Copies src to dst atomically. */
+cq_status cq_file_copy(const char *src, const char *dst, cq_err *err);
+
+/* mkdir -p */
+cq_status cq_mkdirs(const char *path, cq_err *err);
+
+/* The final path component without directory and without its last extension ("a/b/民法典.md" → "民法典"),
+ * and the extension lower-cased without the dot ("md"; "" when none). Both malloc'd. */
+char *cq_path_stem(const char *path);
+char *cq_path_ext_lower(const char *path);
+
+#endif

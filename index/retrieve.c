@@ -1,0 +1,254 @@
+#include "index/retrieve.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strbuf.h"
+#include "core/utf8.h"
+#include "index/fts_cjk.h"
+#include "index/router.h"
+
+/* BM25 column weights for (kb, doc, title, path, body): kb and doc are filters, not evidence. The title weighs
+ * more than the body because a question that names a law should prefer that law's articles. */
+#define W_TITLE 2.0
+#define W_PATH 1.5
+#define W_BODY 1.0
+#define MAX_TERMS 40          /* a long question keeps its first MAX_TERMS distinct terms */
+#define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
+#define ROUTER_SCORE 1000.0
+
+int cq_retrieve_parse_mode(const char *s, cq_err *err) {
+    int modes = 0;
+    char *copy = strdup(s ? s : "");
+    if (!copy) return 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "router")) modes |= CQ_RETRIEVE_ROUTER;
+        else if (!strcmp(t, "bm25")) modes |= CQ_RETRIEVE_BM25;
+        else if (!strcmp(t, "dense")) modes |= CQ_RETRIEVE_DENSE;
+        else if (!strcmp(t, "hybrid")) modes |= CQ_RETRIEVE_HYBRID;
+        else {
+            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense or hybrid)", t);
+            free(copy);
+            return 0;
+        }
+    }
+    free(copy);
+    if (!modes) cq_err_set(err, CQ_ERR_INVALID, "empty retrieval mode");
+    return modes;
+}
+
+/* ---- query terms -------------------------------------------------------------------------------------------- */
+
+/* Bigrams that only say "this is a question" and words that carry no topic. They are removed from the query;
+ * everything else is weighed by BM25's IDF. */
+static const char *const stop_terms[] = {
+    "什么", "是什", "么是", "么的", "哪些", "些是", "有哪", "怎么", "么办", "怎样", "如何", "多少", "是否", "为什",
+    "么样", "请问", "哪个", "哪里", "哪项", "的是", "是多", "吗?", "的内", "内容", "容是", "条的", "条规", "定了",
+    "了什", "是怎", "么规", "规定", "定的", "的规", "应当", "可以", "什么?",
+    "the", "a", "an", "of", "to", "in", "and", "or", "is", "are", "was", "be", "by", "for", "on", "with", "as",
+    "at", "that", "this", "what", "which", "who", "whom", "does", "do", "did", "how", "any", "if", "it", "its",
+    "there", "from", "under", "shall", "may", "not", "no", "than", "then", "these", "those", "such", "into",
+};
+
+static int is_stop(const char *t) {
+    for (size_t i = 0; i < sizeof stop_terms / sizeof stop_terms[0]; i++)
+        if (!strcmp(t, stop_terms[i])) return 1;
+    return 0;
+}
+
+typedef struct {
+    char **terms;
+    size_t n, cap;
+} term_list;
+
+static int collect_term(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
+    (void)start;
+    (void)end;
+    term_list *l = ctx;
+    if (flags & CQ_FTS_TOK_TAIL) return 0; /* the tail unigram of a run adds nothing to its bigrams */
+    if (l->n >= MAX_TERMS || len == 0 || len > 64) return 0;
+    char buf[72];
+    memcpy(buf, tok, len);
+    buf[len] = 0;
+    if (is_stop(buf)) return 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->terms[i], buf)) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **p = realloc(l->terms, cap * sizeof *p);
+        if (!p) return 0;
+        l->terms = p;
+        l->cap = cap;
+    }
+    char *d = strdup(buf);
+    if (d) l->terms[l->n++] = d;
+    return 0;
+}
+
+size_t cq_retrieve_terms(const char *question, char ***terms) {
+    term_list l = {0};
+    cq_fts_cjk_tokenize(question, strlen(question), CQ_FTS_CJK_QUERY, collect_term, &l);
+    *terms = l.terms;
+    return l.n;
+}
+
+void cq_retrieve_terms_free(char **terms, size_t n) {
+    for (size_t i = 0; i < n; i++) free(terms[i]);
+    free(terms);
+}
+
+/* ---- hits --------------------------------------------------------------------------------------------------- */
+
+void cq_hits_free(cq_hits *h) {
+    for (size_t i = 0; i < h->n; i++) {
+        cq_hit *x = &h->hits[i];
+        free(x->doc_name);
+        free(x->doc_title);
+        free(x->label);
+        free(x->path);
+        free(x->text);
+        free(x->boxes);
+    }
+    free(h->hits);
+    memset(h, 0, sizeof *h);
+}
+
+static int has_clause(const cq_hits *h, int64_t id) {
+    for (size_t i = 0; i < h->n; i++)
+        if (h->hits[i].clause_id == id) return 1;
+    return 0;
+}
+
+static cq_status add_hit(cq_store *s, cq_hits *h, size_t k, int64_t clause_id, double score, int source,
+                         int paragraph, cq_err *err) {
+    if (h->n >= k || has_clause(h, clause_id)) return CQ_OK;
+    cq_clause_row row;
+    cq_status rc = cq_store_clause_get(s, clause_id, &row, err);
+    if (rc) return rc;
+    cq_hit *x = &h->hits[h->n++];
+    *x = (cq_hit){
+        .clause_id = row.id,
+        .doc_id = row.doc_id,
+        .doc_name = row.doc_name,
+        .doc_title = row.doc_title,
+        .label = row.label,
+        .path = row.path,
+        .text = row.text,
+        .page_first = row.page_first,
+        .page_last = row.page_last,
+        .score = score,
+        .source = source,
+        .paragraph = paragraph,
+        .boxes = row.boxes,
+        .n_boxes = row.n_boxes,
+    };
+    free(row.label_key); /* the hit owns every other field now */
+    return CQ_OK;
+}
+
+/* ---- BM25 --------------------------------------------------------------------------------------------------- */
+
+static void append_quoted(cq_strbuf *b, const char *t) {
+    cq_strbuf_puts(b, "\"");
+    for (const char *p = t; *p; p++) {
+        if (*p == '"') cq_strbuf_puts(b, "\"\"");
+        else cq_strbuf_append(b, p, 1);
+    }
+    cq_strbuf_puts(b, "\"");
+}
+
+/* Runs one BM25 query: terms OR-ed over title/path/body, limited to the KB and, when docs is given, to them. */
+static cq_status bm25(cq_store *s, int64_t kb_id, char **terms, size_t n_terms, const cq_title_match *docs,
+                      size_t n_docs, cq_hits *h, size_t k, cq_err *err) {
+    if (n_terms == 0 || h->n >= k) return CQ_OK;
+    cq_strbuf q = {0};
+    cq_strbuf_printf(&q, "kb : kb%lld AND ", (long long)kb_id);
+    if (n_docs) {
+        cq_strbuf_puts(&q, "doc : (");
+        for (size_t i = 0; i < n_docs; i++) cq_strbuf_printf(&q, "%sd%lld", i ? " OR " : "", (long long)docs[i].doc_id);
+        cq_strbuf_puts(&q, ") AND ");
+    }
+    cq_strbuf_puts(&q, "{title path body} : (");
+    for (size_t i = 0; i < n_terms; i++) {
+        if (i) cq_strbuf_puts(&q, " OR ");
+        append_quoted(&q, terms[i]);
+    }
+    cq_strbuf_puts(&q, ")");
+    if (q.failed) {
+        cq_strbuf_free(&q);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    sqlite3 *db = cq_store_db(s);
+    sqlite3_stmt *st;
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT rowid, bm25(clause_fts, 0, 0, %g, %g, %g) AS r FROM clause_fts WHERE clause_fts MATCH ? "
+             "ORDER BY r LIMIT ?",
+             W_TITLE, W_PATH, W_BODY);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        cq_strbuf_free(&q);
+        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    }
+    sqlite3_bind_text(st, 1, q.data, (int)q.len, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)(k + h->n));
+    cq_strbuf_free(&q);
+    /* Collect ids first: add_hit runs its own statements. */
+    int64_t ids[256];
+    double scores[256];
+    size_t n = 0;
+    int rc;
+    while (n < 256 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ids[n] = sqlite3_column_int64(st, 0);
+        scores[n++] = -sqlite3_column_double(st, 1); /* FTS5 bm25 is negative: more negative is better */
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n && h->n < k; i++) {
+        cq_status r = add_hit(s, h, k, ids[i], scores[i], CQ_RETRIEVE_BM25, 0, err);
+        if (r) return r;
+    }
+    return CQ_OK;
+}
+
+/* ---- fusion ------------------------------------------------------------------------------------------------- */
+
+cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int modes, size_t k, cq_hits *out,
+                      cq_err *err) {
+    memset(out, 0, sizeof *out);
+    if (k == 0) return CQ_OK;
+    if (k > 200) k = 200;
+    if (modes & CQ_RETRIEVE_DENSE)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "dense retrieval is not available: the SSM encoder has no trained weights yet");
+    out->hits = calloc(k, sizeof *out->hits);
+    if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = CQ_OK;
+    if (modes & CQ_RETRIEVE_ROUTER) {
+        cq_clause_ref ref;
+        if (cq_router_parse(question, &ref)) {
+            int64_t ids[64];
+            size_t n = 0;
+            rc = cq_router_resolve(s, kb_id, question, &ref, ids, k < 64 ? k : 64, &n, err);
+            for (size_t i = 0; !rc && i < n; i++)
+                rc = add_hit(s, out, k, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)ref.paragraph, err);
+        }
+    }
+    if (!rc && (modes & CQ_RETRIEVE_BM25)) {
+        char **terms;
+        size_t n_terms = cq_retrieve_terms(question, &terms);
+        out->n_query_terms = (int)n_terms;
+        cq_title_match docs[MAX_TITLE_DOCS];
+        size_t n_docs = 0;
+        rc = cq_router_titles(s, kb_id, question, docs, MAX_TITLE_DOCS, &n_docs, err);
+        /* Documents the question names are searched first (only the best-matching tier), then the whole KB. */
+        size_t tier = 0;
+        while (tier < n_docs && docs[tier].score >= docs[0].score) tier++;
+        if (!rc && tier) rc = bm25(s, kb_id, terms, n_terms, docs, tier, out, k, err);
+        if (!rc) rc = bm25(s, kb_id, terms, n_terms, NULL, 0, out, k, err);
+        cq_retrieve_terms_free(terms, n_terms);
+    }
+    if (rc) cq_hits_free(out);
+    return rc;
+}

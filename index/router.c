@@ -1,0 +1,437 @@
+#include "index/router.h"
+
+#include <ctype.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numerals.h"
+#include "core/text_norm.h"
+#include "core/utf8.h"
+#include "index/store_internal.h"
+
+/* ---- parsing ------------------------------------------------------------------------------------------------ */
+
+static const char *skip_spaces(const char *p) {
+    for (;;) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(p, strlen(p), &len);
+        if (!cp || !cq_is_space(cp)) return p;
+        p += len;
+    }
+}
+
+/* "第" number unit: returns the number and sets *unit_cp to the unit character (条 章 节 编 款 项), *end after it. */
+static long parse_di(const char *p, uint32_t *unit_cp, const char **end) {
+    static const char di[] = "第";
+    if (strncmp(p, di, sizeof di - 1) != 0) return -1;
+    const char *q = skip_spaces(p + sizeof di - 1);
+    size_t used;
+    long v = cq_number_parse(q, strlen(q), &used);
+    if (v <= 0) return -1;
+    q = skip_spaces(q + used);
+    size_t len;
+    uint32_t cp = cq_utf8_decode(q, strlen(q), &len);
+    if (cp != 0x6761 && cp != 0x7AE0 && cp != 0x8282 && cp != 0x7F16 && cp != 0x6B3E && cp != 0x9879) return -1;
+    *unit_cp = cp;
+    *end = q + len;
+    return v;
+}
+
+static long roman_value(const char *p, size_t *used) {
+    long total = 0, prev = 0;
+    size_t i = 0;
+    for (;; i++) {
+        int c = toupper((unsigned char)p[i]);
+        long v = c == 'I' ? 1 : c == 'V' ? 5 : c == 'X' ? 10 : c == 'L' ? 50 : c == 'C' ? 100 : 0;
+        if (!v) break;
+        total += v;
+        if (v > prev && prev) total -= 2 * prev;
+        prev = v;
+    }
+    *used = i;
+    return i ? total : -1;
+}
+
+/* English: Article 5 / ARTICLE IV / Art. 5 / Section 7.2 / Sec. 7.2(a) / Clause 4.1 / § 3 */
+static int parse_english(const char *q, const char *p, cq_clause_ref *ref) {
+    static const char *words[] = {"article", "art.", "section", "sec.", "clause", "§"};
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t wl = strlen(words[w]);
+        if (strncasecmp(p, words[w], wl) != 0) continue;
+        if (p > q && isalpha((unsigned char)p[-1])) continue;
+        const char *s = p + wl;
+        while (*s == ' ' || *s == '\t') s++;
+        if (isdigit((unsigned char)*s)) {
+            size_t n = 0;
+            char key[32];
+            while (n < sizeof key - 1 && (isdigit((unsigned char)s[n]) || (s[n] == '.' && isdigit((unsigned char)s[n + 1]))))
+                n++;
+            memcpy(key, s, n);
+            key[n] = 0;
+            snprintf(ref->key, sizeof ref->key, "%s", key);
+            ref->article = atol(key);
+            ref->start = (size_t)(p - q);
+            ref->end = (size_t)(s + n - q);
+            return 1;
+        }
+        size_t used;
+        long r = roman_value(s, &used);
+        if (r > 0 && !isalpha((unsigned char)s[used])) {
+            snprintf(ref->key, sizeof ref->key, "%ld", r);
+            ref->article = r;
+            ref->start = (size_t)(p - q);
+            ref->end = (size_t)(s + used - q);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cq_router_parse(const char *question, cq_clause_ref *ref) {
+    memset(ref, 0, sizeof *ref);
+    int found = 0;
+    for (const char *p = question; *p;) {
+        uint32_t unit;
+        const char *end;
+        long v = parse_di(p, &unit, &end);
+        if (v <= 0) {
+            if (ref->article) break; /* the first article reference and what directly follows it (款, 项) */
+            size_t len;
+            cq_utf8_decode(p, strlen(p), &len);
+            p += len;
+            continue;
+        }
+        if (unit == 0x6761 && ref->article) break; /* a second article: keep the first */
+        if (!found) ref->start = (size_t)(p - question);
+        found = 1;
+        switch (unit) {
+        case 0x7F16: ref->part = v; break;      /* 编 */
+        case 0x7AE0: ref->chapter = v; break;   /* 章 */
+        case 0x8282: ref->section = v; break;   /* 节 */
+        case 0x6B3E: ref->paragraph = v; break; /* 款 */
+        case 0x9879: ref->item = v; break;      /* 项 */
+        default:                                /* 条, maybe 之一 */
+            ref->article = v;
+            if (!strncmp(end, "之", 3)) {
+                size_t used;
+                long sub = cq_number_parse(end + 3, strlen(end + 3), &used);
+                if (sub > 0) {
+                    ref->article_sub = sub;
+                    end += 3 + used;
+                }
+            }
+        }
+        ref->end = (size_t)(end - question);
+        p = end;
+    }
+    if (ref->article) {
+        if (ref->article_sub) snprintf(ref->key, sizeof ref->key, "%ld-%ld", ref->article, ref->article_sub);
+        else snprintf(ref->key, sizeof ref->key, "%ld", ref->article);
+        return 1;
+    }
+    if (ref->chapter || ref->section || ref->part) return 1;
+    memset(ref, 0, sizeof *ref);
+    for (const char *p = question; *p; p++)
+        if (parse_english(question, p, ref)) return 1;
+    return 0;
+}
+
+/* ---- titles ------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t doc_id;
+    char *key;    /* folded title variant */
+    int chars;    /* its length in characters */
+    int weak;     /* 1 for variants that drop information (province prefix, base name of a part) */
+    long date;    /* yyyymmdd from the file name, 0 when unknown */
+} title_variant;
+
+typedef struct {
+    int64_t kb_id;
+    int64_t n_docs, max_doc_id;
+    title_variant *v;
+    size_t n, cap;
+    int64_t single_doc; /* the only ready document of the KB, else 0 */
+} router_cache;
+
+void cq_router_cache_free(void *p) {
+    router_cache *c = p;
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) free(c->v[i].key);
+    free(c->v);
+    free(c);
+}
+
+/* Folds for title matching: NFKC + case fold, white space, 《》〈〉<> and quotes removed. */
+static char *title_fold(const char *s) {
+    char *k = cq_text_norm_key(s, strlen(s));
+    if (!k) return NULL;
+    size_t n = strlen(k), i = 0, o = 0;
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(k + i, n - i, &len);
+        int drop = cp == 0x300A || cp == 0x300B || cp == 0x3008 || cp == 0x3009 || cp == '<' || cp == '>' ||
+                   cp == 0x201C || cp == 0x201D || cp == '"';
+        if (!drop) {
+            memmove(k + o, k + i, len);
+            o += len;
+        }
+        i += len;
+    }
+    k[o] = 0;
+    return k;
+}
+
+static void add_variant(router_cache *c, int64_t doc_id, const char *text, int weak, long date) {
+    char *k = title_fold(text);
+    if (!k) return;
+    int chars = (int)cq_utf8_count(k, strlen(k));
+    int cjk = 0;
+    size_t len;
+    uint32_t first = cq_utf8_decode(k, strlen(k), &len);
+    cjk = cq_is_cjk(first);
+    if (chars < (cjk ? 2 : 4)) {
+        free(k);
+        return;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].doc_id == doc_id && !strcmp(c->v[i].key, k)) {
+            if (!weak) c->v[i].weak = 0;
+            free(k);
+            return;
+        }
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        title_variant *p = realloc(c->v, cap * sizeof *p);
+        if (!p) {
+            free(k);
+            return;
+        }
+        c->v = p;
+        c->cap = cap;
+    }
+    c->v[c->n++] = (title_variant){doc_id, k, chars, weak, date};
+}
+
+/* Drops a leading administrative prefix: 上海市 / 广东省 / 内蒙古自治区 / 延边朝鲜族自治州 ... */
+static const char *after_admin_prefix(const char *s) {
+    static const char *suffixes[] = {"自治区", "自治州", "自治县", "省", "市", "县"};
+    const char *p = s;
+    for (int chars = 0; chars < 9 && *p; chars++) {
+        size_t len;
+        cq_utf8_decode(p, strlen(p), &len);
+        p += len;
+        if (chars < 1) continue;
+        for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++) {
+            size_t sl = strlen(suffixes[k]);
+            if ((size_t)(p - s) >= sl && !strncmp(p - sl, suffixes[k], sl) && cq_utf8_count(p, strlen(p)) >= 4)
+                return p;
+        }
+    }
+    return NULL;
+}
+
+/* Name "公司法(2018-10-26)" or "广告法(2021-04-29)_经济法": base name without the date group, and the date. */
+static char *name_base(const char *name, long *date) {
+    *date = 0;
+    char *out = malloc(strlen(name) + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (const char *p = name; *p;) {
+        if (*p == '(') {
+            const char *close = strchr(p, ')');
+            if (close) {
+                int y, m, d;
+                if (sscanf(p + 1, "%4d-%2d-%2d", &y, &m, &d) == 3) *date = (long)y * 10000 + m * 100 + d;
+                p = close + 1;
+                continue;
+            }
+        }
+        out[o++] = *p++;
+    }
+    out[o] = 0;
+    return out;
+}
+
+static void add_doc_variants(router_cache *c, int64_t doc_id, const char *name, const char *title) {
+    long date;
+    char *base = name_base(name, &date);
+    if (!base) return;
+    add_variant(c, doc_id, name, 0, date);
+    add_variant(c, doc_id, base, 0, date);
+    char *us = strchr(base, '_');
+    size_t len;
+    if (us && cq_is_cjk(cq_utf8_decode(base, strlen(base), &len))) {
+        /* "民法典_合同编": "民法典合同编" strong, "民法典" weak. */
+        char *joined = strdup(base);
+        if (joined) {
+            char *q = strchr(joined, '_');
+            memmove(q, q + 1, strlen(q));
+            add_variant(c, doc_id, joined, 0, date);
+            free(joined);
+        }
+        *us = 0;
+        add_variant(c, doc_id, base, 1, date);
+    }
+    const char *candidates[2] = {base, title};
+    for (int i = 0; i < 2; i++) {
+        const char *t = candidates[i];
+        if (!t) continue;
+        if (i == 1) add_variant(c, doc_id, t, 0, date);
+        static const char prc[] = "中华人民共和国";
+        if (!strncmp(t, prc, sizeof prc - 1)) add_variant(c, doc_id, t + sizeof prc - 1, 0, date);
+        const char *a = after_admin_prefix(t);
+        if (a) add_variant(c, doc_id, a, 1, date);
+    }
+    free(base);
+}
+
+static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_err *err) {
+    sqlite3 *db = cq_store_db(s);
+    void **slot = cq_store_router_slot(s);
+    router_cache *c = *slot;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*), coalesce(max(id), 0), min(id) FROM documents "
+                           "WHERE kb_id = ? AND status = 'ready'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, kb_id);
+    int64_t n_docs = 0, max_id = 0, min_id = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        n_docs = sqlite3_column_int64(st, 0);
+        max_id = sqlite3_column_int64(st, 1);
+        min_id = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (c && c->kb_id == kb_id && c->n_docs == n_docs && c->max_doc_id == max_id) {
+        *out = c;
+        return CQ_OK;
+    }
+    cq_router_cache_free(c);
+    *slot = NULL;
+    c = calloc(1, sizeof *c);
+    if (!c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    c->kb_id = kb_id;
+    c->n_docs = n_docs;
+    c->max_doc_id = max_id;
+    c->single_doc = n_docs == 1 ? min_id : 0;
+    if (sqlite3_prepare_v2(db, "SELECT id, name, title FROM documents WHERE kb_id = ? AND status = 'ready'", -1, &st,
+                           NULL) != SQLITE_OK) {
+        cq_router_cache_free(c);
+        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
+    }
+    sqlite3_bind_int64(st, 1, kb_id);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        add_doc_variants(c, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+                         (const char *)sqlite3_column_text(st, 2));
+    sqlite3_finalize(st);
+    *slot = c;
+    *out = c;
+    return CQ_OK;
+}
+
+typedef struct {
+    cq_title_match m;
+    long date;
+} ranked_match;
+
+static int cmp_match(const void *a, const void *b) {
+    const ranked_match *x = a, *y = b;
+    if (x->m.score != y->m.score) return x->m.score < y->m.score ? 1 : -1;
+    if (x->date != y->date) return x->date < y->date ? 1 : -1; /* newest version first */
+    return x->m.doc_id < y->m.doc_id ? 1 : (x->m.doc_id > y->m.doc_id ? -1 : 0);
+}
+
+cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_title_match *out, size_t max,
+                           size_t *n, cq_err *err) {
+    *n = 0;
+    router_cache *c = NULL;
+    cq_status rc = load_cache(s, kb_id, &c, err);
+    if (rc) return rc;
+    char *q = title_fold(question);
+    if (!q) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    ranked_match *best = NULL;
+    size_t nb = 0, cap = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const title_variant *v = &c->v[i];
+        if (!strstr(q, v->key)) continue;
+        double score = v->chars - (v->weak ? 0.5 : 0.0);
+        size_t j;
+        for (j = 0; j < nb; j++)
+            if (best[j].m.doc_id == v->doc_id) break;
+        if (j < nb) {
+            if (score > best[j].m.score) best[j].m.score = score;
+            continue;
+        }
+        if (nb == cap) {
+            cap = cap ? cap * 2 : 16;
+            ranked_match *p = realloc(best, cap * sizeof *p);
+            if (!p) {
+                free(best);
+                free(q);
+                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            }
+            best = p;
+        }
+        best[nb++] = (ranked_match){{v->doc_id, score}, v->date};
+    }
+    free(q);
+    if (nb) qsort(best, nb, sizeof *best, cmp_match);
+    for (size_t i = 0; i < nb && *n < max; i++) out[(*n)++] = best[i].m;
+    free(best);
+    return CQ_OK;
+}
+
+/* ---- resolving ---------------------------------------------------------------------------------------------- */
+
+static cq_status lookup(sqlite3 *db, int64_t doc_id, const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n,
+                        cq_err *err) {
+    sqlite3_stmt *st;
+    char pattern[96] = "";
+    const char *sql;
+    if (ref->key[0]) {
+        sql = "SELECT id FROM clauses WHERE doc_id = ?1 AND label_key = ?2 ORDER BY ord LIMIT 1";
+    } else {
+        /* A chapter / section / part without an article: its articles in order. */
+        char num[64];
+        const char *unit = ref->section ? "节" : ref->chapter ? "章" : "编";
+        long v = ref->section ? ref->section : ref->chapter ? ref->chapter : ref->part;
+        snprintf(pattern, sizeof pattern, "%%第%s%s%%", cq_number_format_cn(v, num), unit);
+        sql = "SELECT id FROM clauses WHERE doc_id = ?1 AND path LIKE ?2 AND kind = 1 ORDER BY ord LIMIT ?3";
+    }
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_text(st, 2, ref->key[0] ? ref->key : pattern, -1, SQLITE_TRANSIENT);
+    if (!ref->key[0]) sqlite3_bind_int64(st, 3, (sqlite3_int64)(max - *n));
+    while (*n < max && sqlite3_step(st) == SQLITE_ROW) out[(*n)++] = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, const cq_clause_ref *ref,
+                            int64_t *out, size_t max, size_t *n, cq_err *err) {
+    *n = 0;
+    cq_title_match m[64];
+    size_t nm;
+    cq_status rc = cq_router_titles(s, kb_id, question, m, 64, &nm, err);
+    if (rc) return rc;
+    router_cache *c = *cq_store_router_slot(s);
+    if (nm == 0) {
+        /* No document named: only a KB of one document makes the reference unambiguous. */
+        if (!c->single_doc) return CQ_OK;
+        m[0] = (cq_title_match){c->single_doc, 0};
+        nm = 1;
+    }
+    /* Only the best-matching title tier: a reference that is not in the named document is not looked up in
+     * another one (that would be a wrong clause, not a near miss). Versions of one law share the tier. */
+    for (size_t i = 0; i < nm && *n < max; i++) {
+        if (m[i].score < m[0].score) break;
+        rc = lookup(cq_store_db(s), m[i].doc_id, ref, out, max, n, err);
+        if (rc) return rc;
+    }
+    return CQ_OK;
+}

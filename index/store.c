@@ -1,0 +1,593 @@
+#include "index/store.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/utf8.h"
+#include "index/fts_cjk.h"
+#include "index/router.h"
+#include "index/store_internal.h"
+
+struct cq_store {
+    sqlite3 *db;
+    void *router_cache; /* index/router.c */
+};
+
+void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
+
+/* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
+static const char *const migrations[] = {
+    "CREATE TABLE kbs(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "CREATE TABLE documents(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  name TEXT NOT NULL,\n"
+    "  filename TEXT NOT NULL,\n"
+    "  format TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  size_bytes INTEGER NOT NULL,\n"
+    "  title TEXT,\n"
+    "  n_pages INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_clauses INTEGER NOT NULL DEFAULT 0,\n"
+    "  status TEXT NOT NULL DEFAULT 'processing',\n"
+    "  error TEXT,\n"
+    "  quality REAL NOT NULL DEFAULT 1,\n"
+    "  quality_reason TEXT NOT NULL DEFAULT '',\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);\n"
+    "CREATE INDEX documents_kb_name ON documents(kb_id, name);\n"
+    "CREATE TABLE pages(\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  page_no INTEGER NOT NULL,\n"
+    "  width REAL NOT NULL, height REAL NOT NULL,\n"
+    "  n_chars INTEGER NOT NULL,\n"
+    "  quality REAL NOT NULL,\n"
+    "  quality_reason TEXT NOT NULL DEFAULT '',\n"
+    "  PRIMARY KEY(doc_id, page_no)) WITHOUT ROWID;\n"
+    "CREATE TABLE clauses(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  ord INTEGER NOT NULL,\n"
+    "  kind INTEGER NOT NULL,\n"
+    "  label TEXT, label_key TEXT,\n"
+    "  path TEXT NOT NULL DEFAULT '',\n"
+    "  text TEXT NOT NULL,\n"
+    "  page_first INTEGER NOT NULL DEFAULT 0, page_last INTEGER NOT NULL DEFAULT 0,\n"
+    "  start_off INTEGER NOT NULL, end_off INTEGER NOT NULL,\n"
+    "  boxes BLOB);\n"
+    "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
+    "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
+    "CREATE VIRTUAL TABLE clause_fts USING fts5(kb, doc, title, path, body, tokenize='cjk');\n"
+    "CREATE TABLE jobs(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  state TEXT NOT NULL,\n"
+    "  done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0,\n"
+    "  error TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n",
+};
+
+static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
+    return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(s->db));
+}
+
+static cq_status exec(cq_store *s, const char *sql, cq_err *err) {
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        cq_err_set(err, CQ_ERR_DB, "%s", msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return CQ_ERR_DB;
+    }
+    return CQ_OK;
+}
+
+static cq_status prepare(cq_store *s, const char *sql, sqlite3_stmt **st, cq_err *err) {
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) return db_error(s, err, "prepare");
+    return CQ_OK;
+}
+
+static cq_status migrate(cq_store *s, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "PRAGMA user_version", &st, err)) return CQ_ERR_DB;
+    int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    int target = (int)(sizeof migrations / sizeof migrations[0]);
+    if (version > target)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "database schema version %d is newer than this program (%d): upgrade clauseqa", version,
+                          target);
+    for (int v = version; v < target; v++) {
+        if (exec(s, "BEGIN IMMEDIATE", err)) return CQ_ERR_DB;
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
+        if (exec(s, migrations[v], err) || exec(s, pragma, err)) {
+            cq_store_rollback(s);
+            return cq_err_prefix(err, "schema migration %d: ", v + 1);
+        }
+        if (exec(s, "COMMIT", err)) return CQ_ERR_DB;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
+    *out = NULL;
+    cq_store *s = calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        cq_err_set(err, CQ_ERR_DB, "cannot open database %s: %s", path,
+                   s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        cq_store_close(s);
+        return CQ_ERR_DB;
+    }
+    sqlite3_busy_timeout(s->db, 10000);
+    cq_status rc = exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err);
+    if (!rc) rc = cq_fts_cjk_register(s->db, err);
+    if (!rc) rc = migrate(s, err);
+    if (rc) {
+        cq_err_prefix(err, "database %s: ", path);
+        cq_store_close(s);
+        return rc;
+    }
+    *out = s;
+    return CQ_OK;
+}
+
+void cq_store_close(cq_store *s) {
+    if (!s) return;
+    cq_router_cache_free(s->router_cache);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+sqlite3 *cq_store_db(cq_store *s) { return s->db; }
+
+cq_status cq_store_begin(cq_store *s, cq_err *err) { return exec(s, "BEGIN IMMEDIATE", err); }
+cq_status cq_store_commit(cq_store *s, cq_err *err) { return exec(s, "COMMIT", err); }
+void cq_store_rollback(cq_store *s) {
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static char *col_strdup(sqlite3_stmt *st, int i) {
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+/* ---- knowledge bases ---------------------------------------------------------------------------------------- */
+
+int cq_store_kb_name_valid(const char *name) {
+    size_t n = strlen(name), i = 0, chars = 0;
+    if (n == 0 || name[0] == '.') return 0;
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(name + i, n - i, &len);
+        if (cp == CQ_UTF8_REPLACEMENT) return 0;
+        if (!(cq_is_latin_alnum(cp) || cq_is_cjk(cp) || cp == '-' || cp == '_' || cp == '.')) return 0;
+        i += len;
+        chars++;
+    }
+    return chars <= 64;
+}
+
+cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT id FROM kbs WHERE name = ?", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    cq_status out = CQ_OK;
+    if (rc == SQLITE_ROW) *kb_id = sqlite3_column_int64(st, 0);
+    else if (rc == SQLITE_DONE) out = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
+    else out = db_error(s, err, "find knowledge base");
+    sqlite3_finalize(st);
+    return out;
+}
+
+cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    if (!cq_store_kb_name_valid(name))
+        return cq_err_set(err, CQ_ERR_INVALID,
+                          "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
+                          "or '.'",
+                          name);
+    sqlite3_stmt *st;
+    if (prepare(s, "INSERT INTO kbs(name, created_at) VALUES(?, ?)", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)time(NULL));
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_CONSTRAINT) return cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
+    if (rc != SQLITE_DONE) return db_error(s, err, "create knowledge base");
+    *kb_id = sqlite3_last_insert_rowid(s->db);
+    return CQ_OK;
+}
+
+cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    cq_status rc = cq_store_kb_find(s, name, kb_id, err);
+    if (rc != CQ_ERR_NOT_FOUND) return rc;
+    return cq_store_kb_create(s, name, kb_id, err);
+}
+
+cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "SELECT k.id, k.name, k.created_at, "
+                "(SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "
+                "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id) "
+                "FROM kbs k ORDER BY k.name",
+                &st, err))
+        return CQ_ERR_DB;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            cq_kb_info *p = realloc(*out, cap * sizeof *p);
+            if (!p) {
+                sqlite3_finalize(st);
+                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            }
+            *out = p;
+        }
+        cq_kb_info *k = &(*out)[(*n)++];
+        memset(k, 0, sizeof *k);
+        k->id = sqlite3_column_int64(st, 0);
+        snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
+        k->created_at = sqlite3_column_int64(st, 2);
+        k->n_documents = sqlite3_column_int64(st, 3);
+        k->n_clauses = sqlite3_column_int64(st, 4);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list knowledge bases");
+}
+
+static cq_status delete_fts_rows(cq_store *s, const char *where, int64_t id, cq_err *err) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "DELETE FROM clause_fts WHERE rowid IN (SELECT c.id FROM clauses c %s)", where);
+    sqlite3_stmt *st;
+    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "delete index rows");
+}
+
+static cq_status exec_id(cq_store *s, const char *sql, int64_t id, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "delete");
+}
+
+cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
+    if (cq_store_begin(s, err)) return CQ_ERR_DB;
+    cq_status rc = delete_fts_rows(s, "JOIN documents d ON d.id = c.doc_id WHERE d.kb_id = ?", kb_id, err);
+    if (!rc) rc = exec_id(s, "DELETE FROM kbs WHERE id = ?", kb_id, err);
+    if (rc) {
+        cq_store_rollback(s);
+        return rc;
+    }
+    return cq_store_commit(s, err);
+}
+
+/* ---- documents ---------------------------------------------------------------------------------------------- */
+
+#define DOC_COLUMNS                                                                                                 \
+    "id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error, quality, "     \
+    "quality_reason, created_at"
+
+static void doc_from_row(sqlite3_stmt *st, cq_doc_info *d) {
+    memset(d, 0, sizeof *d);
+    d->id = sqlite3_column_int64(st, 0);
+    d->kb_id = sqlite3_column_int64(st, 1);
+    d->name = col_strdup(st, 2);
+    d->filename = col_strdup(st, 3);
+    d->format = col_strdup(st, 4);
+    snprintf(d->sha256, sizeof d->sha256, "%s", (const char *)sqlite3_column_text(st, 5));
+    d->size_bytes = sqlite3_column_int64(st, 6);
+    d->title = col_strdup(st, 7);
+    d->n_pages = sqlite3_column_int(st, 8);
+    d->n_clauses = sqlite3_column_int(st, 9);
+    d->status = col_strdup(st, 10);
+    d->error = col_strdup(st, 11);
+    d->quality = sqlite3_column_double(st, 12);
+    d->quality_reason = col_strdup(st, 13);
+    d->created_at = sqlite3_column_int64(st, 14);
+}
+
+void cq_doc_info_free(cq_doc_info *d) {
+    if (!d) return;
+    free(d->name);
+    free(d->filename);
+    free(d->format);
+    free(d->title);
+    free(d->status);
+    free(d->error);
+    free(d->quality_reason);
+    memset(d, 0, sizeof *d);
+}
+
+void cq_doc_info_free_array(cq_doc_info *d, size_t n) {
+    for (size_t i = 0; i < n; i++) cq_doc_info_free(&d[i]);
+    free(d);
+}
+
+static cq_status doc_query_one(cq_store *s, const char *where, int64_t id, const char *text, cq_doc_info *out,
+                               cq_err *err) {
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT " DOC_COLUMNS " FROM documents WHERE %s", where);
+    sqlite3_stmt *st;
+    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, id);
+    if (text) sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    cq_status out_rc = CQ_OK;
+    if (rc == SQLITE_ROW) doc_from_row(st, out);
+    else if (rc == SQLITE_DONE) out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document");
+    else out_rc = db_error(s, err, "find document");
+    sqlite3_finalize(st);
+    return out_rc;
+}
+
+cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err) {
+    return doc_query_one(s, "kb_id = ?1 AND sha256 = ?2", kb_id, sha256, out, err);
+}
+
+cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err) {
+    return doc_query_one(s, "kb_id = ?1 AND name = ?2 ORDER BY (status = 'ready') DESC, id DESC LIMIT 1", kb_id,
+                         name, out, err);
+}
+
+cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err) {
+    return doc_query_one(s, "id = ?1", doc_id, NULL, out, err);
+}
+
+cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT " DOC_COLUMNS " FROM documents WHERE kb_id = ? ORDER BY id", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, kb_id);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            cq_doc_info *p = realloc(*out, cap * sizeof *p);
+            if (!p) {
+                sqlite3_finalize(st);
+                cq_doc_info_free_array(*out, *n);
+                *out = NULL;
+                *n = 0;
+                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            }
+            *out = p;
+        }
+        doc_from_row(st, &(*out)[(*n)++]);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list documents");
+}
+
+cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
+                              const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, created_at) "
+                "VALUES(?, ?, ?, ?, ?, ?, 'processing', ?)",
+                &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, kb_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, filename, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, format, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, sha256, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 6, size_bytes);
+    sqlite3_bind_int64(st, 7, (sqlite3_int64)time(NULL));
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_CONSTRAINT)
+        return cq_err_set(err, CQ_ERR_EXISTS, "the same file is already in this knowledge base");
+    if (rc != SQLITE_DONE) return db_error(s, err, "create document");
+    *doc_id = sqlite3_last_insert_rowid(s->db);
+    return CQ_OK;
+}
+
+cq_status cq_store_page_add(cq_store *s, int64_t doc_id, const cq_store_page *p, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality, quality_reason) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?)",
+                &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_int(st, 2, p->page_no);
+    sqlite3_bind_double(st, 3, p->width);
+    sqlite3_bind_double(st, 4, p->height);
+    sqlite3_bind_int(st, 5, p->n_chars);
+    sqlite3_bind_double(st, 6, p->quality);
+    sqlite3_bind_text(st, 7, p->quality_reason ? p->quality_reason : "", -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "add page");
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
+    if (v) sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, i);
+}
+
+cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
+                              const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "INSERT INTO clauses(doc_id, ord, kind, label, label_key, path, text, page_first, page_last, "
+                "start_off, end_off, boxes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_int(st, 2, c->ord);
+    sqlite3_bind_int(st, 3, c->kind);
+    bind_text_or_null(st, 4, c->label);
+    bind_text_or_null(st, 5, c->label_key);
+    sqlite3_bind_text(st, 6, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 7, c->text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 8, c->page_first);
+    sqlite3_bind_int(st, 9, c->page_last);
+    sqlite3_bind_int64(st, 10, c->start_off);
+    sqlite3_bind_int64(st, 11, c->end_off);
+    if (c->n_boxes) sqlite3_bind_blob(st, 12, c->boxes, (int)(c->n_boxes * sizeof *c->boxes), SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, 12);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return db_error(s, err, "add clause");
+    int64_t id = sqlite3_last_insert_rowid(s->db);
+    if (prepare(s, "INSERT INTO clause_fts(rowid, kb, doc, title, path, body) VALUES(?, ?, ?, ?, ?, ?)", &st, err))
+        return CQ_ERR_DB;
+    char kb_tok[32], doc_tok[32];
+    snprintf(kb_tok, sizeof kb_tok, "kb%lld", (long long)kb_id);
+    snprintf(doc_tok, sizeof doc_tok, "d%lld", (long long)doc_id);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, kb_tok, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, doc_tok, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, doc_label ? doc_label : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 6, c->text, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return db_error(s, err, "index clause");
+    if (clause_id) *clause_id = id;
+    return CQ_OK;
+}
+
+cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
+                              int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "UPDATE documents SET status = ?, error = ?, title = ?, n_pages = ?, n_clauses = ?, quality = ?, "
+                "quality_reason = ? WHERE id = ?",
+                &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, status, -1, SQLITE_TRANSIENT);
+    bind_text_or_null(st, 2, error);
+    bind_text_or_null(st, 3, title);
+    sqlite3_bind_int(st, 4, n_pages);
+    sqlite3_bind_int(st, 5, n_clauses);
+    sqlite3_bind_double(st, 6, quality);
+    sqlite3_bind_text(st, 7, quality_reason ? quality_reason : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 8, doc_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "finish document");
+}
+
+cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err) {
+    int own_tx = sqlite3_get_autocommit(s->db);
+    if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
+    cq_status rc = delete_fts_rows(s, "WHERE c.doc_id = ?", doc_id, err);
+    if (!rc) rc = exec_id(s, "DELETE FROM documents WHERE id = ?", doc_id, err);
+    if (rc) {
+        if (own_tx) cq_store_rollback(s);
+        return rc;
+    }
+    return own_tx ? cq_store_commit(s, err) : CQ_OK;
+}
+
+/* ---- clauses ------------------------------------------------------------------------------------------------ */
+
+void cq_clause_row_free(cq_clause_row *c) {
+    if (!c) return;
+    free(c->doc_name);
+    free(c->doc_title);
+    free(c->label);
+    free(c->label_key);
+    free(c->path);
+    free(c->text);
+    free(c->boxes);
+    memset(c, 0, sizeof *c);
+}
+
+cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    if (prepare(s,
+                "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, c.page_first, "
+                "c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?",
+                &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, clause_id);
+    int rc = sqlite3_step(st);
+    cq_status out_rc = CQ_OK;
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(st, 0);
+        out->doc_id = sqlite3_column_int64(st, 1);
+        out->doc_name = col_strdup(st, 2);
+        out->doc_title = col_strdup(st, 3);
+        out->kind = sqlite3_column_int(st, 4);
+        out->label = col_strdup(st, 5);
+        out->label_key = col_strdup(st, 6);
+        out->path = col_strdup(st, 7);
+        out->text = col_strdup(st, 8);
+        out->page_first = sqlite3_column_int(st, 9);
+        out->page_last = sqlite3_column_int(st, 10);
+        int bytes = sqlite3_column_bytes(st, 11);
+        if (bytes > 0) {
+            out->boxes = malloc((size_t)bytes);
+            if (out->boxes) {
+                memcpy(out->boxes, sqlite3_column_blob(st, 11), (size_t)bytes);
+                out->n_boxes = (size_t)bytes / sizeof(cq_store_box);
+            }
+        }
+    } else if (rc == SQLITE_DONE) {
+        out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
+    } else {
+        out_rc = db_error(s, err, "get clause");
+    }
+    sqlite3_finalize(st);
+    return out_rc;
+}
+
+/* ---- jobs --------------------------------------------------------------------------------------------------- */
+
+cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?, ?, 'queued', ?, ?)", &st,
+                err))
+        return CQ_ERR_DB;
+    sqlite3_int64 now = (sqlite3_int64)time(NULL);
+    sqlite3_bind_int64(st, 1, kb_id);
+    if (doc_id > 0) sqlite3_bind_int64(st, 2, doc_id);
+    else sqlite3_bind_null(st, 2);
+    sqlite3_bind_int64(st, 3, now);
+    sqlite3_bind_int64(st, 4, now);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return db_error(s, err, "create job");
+    *job_id = sqlite3_last_insert_rowid(s->db);
+    return CQ_OK;
+}
+
+cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
+                              cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "UPDATE jobs SET state = ?, done = ?, total = ?, error = ?, updated_at = ? WHERE id = ?", &st, err))
+        return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 2, done);
+    sqlite3_bind_int(st, 3, total);
+    bind_text_or_null(st, 4, error);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)time(NULL));
+    sqlite3_bind_int64(st, 6, job_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "update job");
+}

@@ -1,0 +1,137 @@
+/* The store: SQLite (WAL) is the truth for knowledge bases, documents, pages, clauses and jobs.
+ *
+ * Schema (see the migrations in store.c):
+ *   kbs(id, name UNIQUE, created_at)
+ *   documents(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error,
+ *             quality, quality_reason, created_at)         status: processing | ready | failed
+ *   pages(doc_id, page_no, width, height, n_chars, quality, quality_reason)
+ *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
+ *   clause_fts  FTS5(kb, doc, title, path, body) with the `cjk` tokenizer; rowid = clauses.id; kb and doc hold
+ *               one token each ("kb3", "d17") so that a MATCH can be limited to a KB or to documents
+ *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at)
+ * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
+ *
+ * A cq_store is one connection: use it from one thread at a time (open one per thread). */
+#ifndef CQ_INDEX_STORE_H
+#define CQ_INDEX_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct cq_store cq_store;
+typedef struct sqlite3 sqlite3;
+
+#define CQ_STORE_SCHEMA_VERSION 1
+
+/* Opens (creating when absent) the database at path, sets WAL, registers the cjk tokenizer, migrates. */
+cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
+void cq_store_close(cq_store *s);
+sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries */
+
+cq_status cq_store_begin(cq_store *s, cq_err *err);
+cq_status cq_store_commit(cq_store *s, cq_err *err);
+void cq_store_rollback(cq_store *s);
+
+/* ---- knowledge bases ---- */
+typedef struct {
+    int64_t id;
+    char name[128];
+    int64_t n_documents;
+    int64_t n_clauses;
+    int64_t created_at;
+} cq_kb_info;
+
+/* Valid KB names: 1-64 characters of letters, digits, CJK, '-', '_', '.'; not starting with '.'. */
+int cq_store_kb_name_valid(const char *name);
+cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS if taken */
+cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* create or find */
+cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err);   /* NOT_FOUND */
+cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err);
+cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err);
+
+/* ---- documents ---- */
+typedef struct {
+    int64_t id, kb_id;
+    char *name;      /* file name without extension: the name citations and evaluation use */
+    char *filename;  /* as uploaded */
+    char *format;    /* pdf | md | txt */
+    char sha256[65];
+    int64_t size_bytes;
+    char *title;     /* the document's title (from the text), or NULL */
+    int n_pages, n_clauses;
+    char *status;    /* processing | ready | failed */
+    char *error;     /* why it failed, or NULL */
+    double quality;
+    char *quality_reason;
+    int64_t created_at;
+} cq_doc_info;
+
+void cq_doc_info_free(cq_doc_info *d);
+void cq_doc_info_free_array(cq_doc_info *d, size_t n);
+
+/* Finds a document of the KB by content hash or by name: NOT_FOUND when none. */
+cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err);
+cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err);
+cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err);
+cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err);
+
+/* Creates the row (status processing). */
+cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
+                              const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err);
+
+typedef struct {
+    int page_no;
+    float width, height;
+    int n_chars;
+    double quality;
+    const char *quality_reason;
+} cq_store_page;
+cq_status cq_store_page_add(cq_store *s, int64_t doc_id, const cq_store_page *p, cq_err *err);
+
+typedef struct {
+    float x0, y0, x1, y1;
+    int32_t page_no;
+} cq_store_box;
+
+typedef struct {
+    int ord;                /* order in the document */
+    int kind;               /* cq_clause_kind of app/structure.h */
+    const char *label, *label_key, *path, *text;
+    int page_first, page_last;
+    uint32_t start_off, end_off;
+    const cq_store_box *boxes;
+    size_t n_boxes;
+} cq_store_clause;
+/* doc_label: what the FTS title column indexes for this document (its title and name). */
+cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
+                              const cq_store_clause *c, int64_t *clause_id, cq_err *err);
+
+/* Marks the document ready (or failed with error) and records its summary. */
+cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
+                              int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err);
+
+/* Removes the document and everything derived from it, in one transaction. */
+cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err);
+
+/* ---- clauses ---- */
+typedef struct {
+    int64_t id, doc_id;
+    char *doc_name, *doc_title;
+    int kind;
+    char *label, *label_key, *path, *text;
+    int page_first, page_last;
+    cq_store_box *boxes;
+    size_t n_boxes;
+} cq_clause_row;
+
+void cq_clause_row_free(cq_clause_row *c);
+cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err);
+
+/* ---- jobs ---- */
+cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err);
+cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
+                              cq_err *err);
+
+#endif

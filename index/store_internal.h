@@ -1,0 +1,10 @@
+/* Internals shared by the index/ modules (not part of the public API). */
+#ifndef CQ_INDEX_STORE_INTERNAL_H
+#define CQ_INDEX_STORE_INTERNAL_H
+
+#include "index/store.h"
+
+/* The router's per-connection title cache (owned by the store, freed with it). */
+void **cq_store_router_slot(cq_store *s);
+
+#endif

@@ -1,0 +1,461 @@
+#include "attention/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CQ_X86 1
+#endif
+
+#define QK 32    /* elements per Q8_0 / Q5_0 block */
+#define QK_K 256 /* elements per K-quant super-block */
+
+typedef struct {
+    uint16_t d;
+    int8_t qs[QK];
+} block_q8_0; /* 34 bytes */
+
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+} block_q5_0; /* 22 bytes */
+
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} block_q4_k; /* 144 bytes */
+
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+} block_q6_k; /* 210 bytes */
+
+_Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block layout");
+_Static_assert(sizeof(block_q5_0) == 22, "Q5_0 block layout");
+_Static_assert(sizeof(block_q4_k) == 144, "Q4_K block layout");
+_Static_assert(sizeof(block_q6_k) == 210, "Q6_K block layout");
+
+bool cq_qtype_block(uint32_t type, size_t *block_elems, size_t *block_bytes) {
+    size_t e, b;
+    switch (type) {
+    case CQ_QTYPE_F32: e = 1, b = 4; break;
+    case CQ_QTYPE_F16: e = 1, b = 2; break;
+    case CQ_QTYPE_BF16: e = 1, b = 2; break;
+    case CQ_QTYPE_Q8_0: e = QK, b = sizeof(block_q8_0); break;
+    case CQ_QTYPE_Q5_0: e = QK, b = sizeof(block_q5_0); break;
+    case CQ_QTYPE_Q4_K: e = QK_K, b = sizeof(block_q4_k); break;
+    case CQ_QTYPE_Q6_K: e = QK_K, b = sizeof(block_q6_k); break;
+    default: return false;
+    }
+    if (block_elems) *block_elems = e;
+    if (block_bytes) *block_bytes = b;
+    return true;
+}
+
+const char *cq_qtype_name(uint32_t type) {
+    switch (type) {
+    case CQ_QTYPE_F32: return "F32";
+    case CQ_QTYPE_F16: return "F16";
+    case CQ_QTYPE_BF16: return "BF16";
+    case CQ_QTYPE_Q8_0: return "Q8_0";
+    case CQ_QTYPE_Q5_0: return "Q5_0";
+    case CQ_QTYPE_Q4_K: return "Q4_K";
+    case CQ_QTYPE_Q6_K: return "Q6_K";
+    default: return "unknown";
+    }
+}
+
+/* ---- half and bfloat16 ---------------------------------------------------------------------------------------- */
+
+float cq_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13); /* inf / nan */
+    } else if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: value = mant * 2^-24 */
+            float f = (float)mant * 0x1p-24f;
+            return sign ? -f : f;
+        }
+    } else {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t cq_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffff;
+    if (absx >= 0x7f800000) return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
+    if (absx >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* rounds past the largest half: inf */
+    if (absx < 0x38800000) {                                    /* below the smallest normal half */
+        float a;
+        memcpy(&a, &absx, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 0x1p24f)); /* subnormal, round to nearest even */
+    }
+    uint32_t mant = absx & 0x7fffff, exp = (absx >> 23) - 112;
+    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++; /* carries into the exponent correctly */
+    return (uint16_t)(sign | h);
+}
+
+float cq_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t cq_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static inline uint16_t rd16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* Q4_K packs 8 six-bit scales and 8 six-bit mins in 12 bytes: entries 0..3 in the low 6 bits of bytes 0..3
+ * (scales) and 4..7 (mins); entries 4..7 in the nibbles of bytes 8..11 with their top 2 bits in the high bits
+ * of bytes 0..7. */
+static inline void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+/* ---- scalar dequantization (the definition; everything else is tested against it) ----------------------------- */
+
+static void dequant_scalar(uint32_t type, const void *row, float *y, size_t n) {
+    switch (type) {
+    case CQ_QTYPE_F32: memcpy(y, row, n * sizeof(float)); break;
+    case CQ_QTYPE_F16:
+        for (size_t i = 0; i < n; i++) y[i] = cq_f16_to_f32(rd16((const uint8_t *)row + 2 * i));
+        break;
+    case CQ_QTYPE_BF16:
+        for (size_t i = 0; i < n; i++) y[i] = cq_bf16_to_f32(rd16((const uint8_t *)row + 2 * i));
+        break;
+    case CQ_QTYPE_Q8_0: {
+        const block_q8_0 *b = row;
+        for (size_t i = 0; i < n / QK; i++, y += QK) {
+            float d = cq_f16_to_f32(b[i].d);
+            for (int j = 0; j < QK; j++) y[j] = d * (float)b[i].qs[j];
+        }
+        break;
+    }
+    case CQ_QTYPE_Q5_0: {
+        const block_q5_0 *b = row;
+        for (size_t i = 0; i < n / QK; i++, y += QK) {
+            float d = cq_f16_to_f32(b[i].d);
+            uint32_t qh;
+            memcpy(&qh, b[i].qh, 4);
+            for (int j = 0; j < QK / 2; j++) {
+                int lo = (b[i].qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
+                int hi = (b[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+                y[j] = d * (float)(lo - 16);
+                y[j + QK / 2] = d * (float)(hi - 16);
+            }
+        }
+        break;
+    }
+    case CQ_QTYPE_Q4_K: {
+        const block_q4_k *b = row;
+        for (size_t i = 0; i < n / QK_K; i++) {
+            float d = cq_f16_to_f32(b[i].d), dmin = cq_f16_to_f32(b[i].dmin);
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *q = b[i].qs + 32 * g;
+                uint8_t sc0, m0, sc1, m1;
+                q4k_scale_min(b[i].scales, 2 * g, &sc0, &m0);
+                q4k_scale_min(b[i].scales, 2 * g + 1, &sc1, &m1);
+                float a0 = d * sc0, c0 = dmin * m0, a1 = d * sc1, c1 = dmin * m1;
+                for (int l = 0; l < 32; l++) y[l] = a0 * (float)(q[l] & 0x0f) - c0;
+                for (int l = 0; l < 32; l++) y[32 + l] = a1 * (float)(q[l] >> 4) - c1;
+                y += 64;
+            }
+        }
+        break;
+    }
+    case CQ_QTYPE_Q6_K: {
+        const block_q6_k *b = row;
+        for (size_t i = 0; i < n / QK_K; i++) {
+            float d = cq_f16_to_f32(b[i].d);
+            for (int h = 0; h < 2; h++) { /* two halves of 128: ql 64 bytes, qh 32 bytes, 8 scales each */
+                const uint8_t *ql = b[i].ql + 64 * h, *qh = b[i].qh + 32 * h;
+                const int8_t *sc = b[i].scales + 8 * h;
+                for (int l = 0; l < 32; l++) {
+                    int is = l / 16;
+                    int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                    y[l] = d * sc[is] * (float)q1;
+                    y[l + 32] = d * sc[is + 2] * (float)q2;
+                    y[l + 64] = d * sc[is + 4] * (float)q3;
+                    y[l + 96] = d * sc[is + 6] * (float)q4;
+                }
+                y += 128;
+            }
+        }
+        break;
+    }
+    default: memset(y, 0, n * sizeof(float)); break;
+    }
+}
+
+/* Scalar dot: dequantize one block at a time into a small buffer, then multiply. */
+static float dot_scalar(uint32_t type, const void *row, const float *x, size_t n) {
+    if (type == CQ_QTYPE_F32) {
+        const float *w = row;
+        float s = 0;
+        for (size_t i = 0; i < n; i++) s += w[i] * x[i];
+        return s;
+    }
+    size_t be, bb;
+    if (!cq_qtype_block(type, &be, &bb)) return 0;
+    size_t chunk = be < 64 ? 64 : be; /* F16/BF16: 64 elements at a time */
+    float buf[QK_K], s = 0;
+    const uint8_t *p = row;
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t m = n - i < chunk ? n - i : chunk;
+        dequant_scalar(type, p + i / be * bb, buf, m);
+        for (size_t j = 0; j < m; j++) s += buf[j] * x[i + j];
+    }
+    return s;
+}
+
+/* ---- AVX2 + FMA kernels ------------------------------------------------------------------------------------- *
+ * Each format has a "decode" step that turns bytes into float vectors of weights (scale applied); dequant stores
+ * them, dot multiplies them into an accumulator. */
+#ifdef CQ_X86
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 32 signed bytes -> 4 x 8 floats */
+AVX2 static inline void i8x32_to_f32(__m256i q, __m256 out[4]) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo)));
+    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)));
+}
+
+/* Q5_0 block -> 32 signed quants (-16..15) as bytes in element order */
+AVX2 static inline __m256i q5_0_bytes(const block_q5_0 *b) {
+    __m128i qs = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), _mm_and_si128(qs, m4));
+    /* Spread the 32 bits of qh over 32 bytes: byte j gets 0x10 when bit j is set. */
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                       _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                         0x0101010101010101LL, 0x0000000000000000LL));
+    __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), sel), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(q, hb), _mm256_set1_epi8(16));
+}
+
+/* Q6_K half (128 elements) -> 4 x 32 signed quants (-32..31) in element order */
+AVX2 static inline void q6_k_bytes(const uint8_t *ql, const uint8_t *qh, __m256i out[4]) {
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
+    out[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2));
+    out[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m2));
+    out[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m2));
+    out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
+    for (int k = 0; k < 4; k++) out[k] = _mm256_sub_epi8(out[k], off);
+}
+
+/* 32 unsigned nibbles (bytes 0..15) -> 4 x 8 floats */
+AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo)));
+    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)));
+}
+
+/* The shared walk over a row: for every 32 weights, `emit(k, w[4])` where w are the 4 x 8 weights of elements
+ * 32k..32k+31. Written as a macro so dequant (store) and dot (fma) share the decoding with no call overhead. */
+#define WALK_ROW(type, row, n, EMIT)                                                                              \
+    do {                                                                                                          \
+        __m256 w_[4];                                                                                             \
+        switch (type) {                                                                                           \
+        case CQ_QTYPE_Q8_0: {                                                                                     \
+            const block_q8_0 *b_ = (row);                                                                         \
+            for (size_t i_ = 0; i_ < (n) / QK; i_++) {                                                            \
+                __m256 d_ = _mm256_set1_ps(cq_f16_to_f32(b_[i_].d));                                              \
+                i8x32_to_f32(_mm256_loadu_si256((const __m256i *)b_[i_].qs), w_);                                 \
+                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_mul_ps(w_[k_], d_);                                \
+                EMIT(i_, w_);                                                                                     \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        case CQ_QTYPE_Q5_0: {                                                                                     \
+            const block_q5_0 *b_ = (row);                                                                         \
+            for (size_t i_ = 0; i_ < (n) / QK; i_++) {                                                            \
+                __m256 d_ = _mm256_set1_ps(cq_f16_to_f32(b_[i_].d));                                              \
+                i8x32_to_f32(q5_0_bytes(&b_[i_]), w_);                                                            \
+                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_mul_ps(w_[k_], d_);                                \
+                EMIT(i_, w_);                                                                                     \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        case CQ_QTYPE_Q4_K: {                                                                                     \
+            const block_q4_k *b_ = (row);                                                                         \
+            __m256i m4_ = _mm256_set1_epi8(0x0f);                                                                 \
+            for (size_t i_ = 0; i_ < (n) / QK_K; i_++) {                                                          \
+                float d_ = cq_f16_to_f32(b_[i_].d), dm_ = cq_f16_to_f32(b_[i_].dmin);                             \
+                for (int s_ = 0; s_ < 8; s_++) {                                                                  \
+                    uint8_t sc_, mn_;                                                                             \
+                    q4k_scale_min(b_[i_].scales, s_, &sc_, &mn_);                                                 \
+                    __m256i q_ = _mm256_loadu_si256((const __m256i *)(b_[i_].qs + 32 * (s_ / 2)));                \
+                    if (s_ & 1) q_ = _mm256_srli_epi16(q_, 4);                                                    \
+                    u8x32_to_f32(_mm256_and_si256(q_, m4_), w_);                                                  \
+                    __m256 a_ = _mm256_set1_ps(d_ * sc_), c_ = _mm256_set1_ps(dm_ * mn_);                         \
+                    for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_fmsub_ps(w_[k_], a_, c_);                      \
+                    EMIT(i_ * 8 + s_, w_);                                                                        \
+                }                                                                                                 \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        case CQ_QTYPE_Q6_K: {                                                                                     \
+            const block_q6_k *b_ = (row);                                                                         \
+            for (size_t i_ = 0; i_ < (n) / QK_K; i_++) {                                                          \
+                float d_ = cq_f16_to_f32(b_[i_].d);                                                               \
+                for (int h_ = 0; h_ < 2; h_++) {                                                                  \
+                    __m256i q_[4];                                                                                \
+                    q6_k_bytes(b_[i_].ql + 64 * h_, b_[i_].qh + 32 * h_, q_);                                     \
+                    const int8_t *sc_ = b_[i_].scales + 8 * h_;                                                   \
+                    for (int g_ = 0; g_ < 4; g_++) { /* 32 elements, two scales of 16 */                          \
+                        i8x32_to_f32(q_[g_], w_);                                                                 \
+                        __m256 s0_ = _mm256_set1_ps(d_ * sc_[2 * g_]), s1_ = _mm256_set1_ps(d_ * sc_[2 * g_ + 1]); \
+                        w_[0] = _mm256_mul_ps(w_[0], s0_);                                                        \
+                        w_[1] = _mm256_mul_ps(w_[1], s0_);                                                        \
+                        w_[2] = _mm256_mul_ps(w_[2], s1_);                                                        \
+                        w_[3] = _mm256_mul_ps(w_[3], s1_);                                                        \
+                        EMIT(i_ * 8 + h_ * 4 + g_, w_);                                                           \
+                    }                                                                                             \
+                }                                                                                                 \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        case CQ_QTYPE_F16: {                                                                                      \
+            const uint16_t *h_ = (row);                                                                           \
+            for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
+                for (int k_ = 0; k_ < 4; k_++)                                                                    \
+                    w_[k_] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h_ + 32 * i_ + 8 * k_)));          \
+                EMIT(i_, w_);                                                                                     \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        case CQ_QTYPE_BF16: {                                                                                     \
+            const uint16_t *h_ = (row);                                                                           \
+            for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
+                for (int k_ = 0; k_ < 4; k_++)                                                                    \
+                    w_[k_] = _mm256_castsi256_ps(_mm256_slli_epi32(                                               \
+                        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h_ + 32 * i_ + 8 * k_))), 16));   \
+                EMIT(i_, w_);                                                                                     \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        default: {                                                                                                \
+            const float *f_ = (const float *)(row);                                                               \
+            for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
+                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_loadu_ps(f_ + 32 * i_ + 8 * k_);                  \
+                EMIT(i_, w_);                                                                                     \
+            }                                                                                                     \
+            break;                                                                                                \
+        }                                                                                                         \
+        }                                                                                                         \
+    } while (0)
+
+AVX2 static void dequant_avx2(uint32_t type, const void *row, float *y, size_t n) {
+#define STORE(k, w)                                                                                               \
+    for (int j_ = 0; j_ < 4; j_++) _mm256_storeu_ps(y + 32 * (k) + 8 * j_, (w)[j_]);
+    WALK_ROW(type, row, n, STORE);
+#undef STORE
+}
+
+AVX2 static float dot_avx2(uint32_t type, const void *row, const float *x, size_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+#define FMA(k, w)                                                                                                 \
+    do {                                                                                                          \
+        const float *x_ = x + 32 * (k);                                                                           \
+        acc0 = _mm256_fmadd_ps((w)[0], _mm256_loadu_ps(x_), acc0);                                                \
+        acc1 = _mm256_fmadd_ps((w)[1], _mm256_loadu_ps(x_ + 8), acc1);                                           \
+        acc0 = _mm256_fmadd_ps((w)[2], _mm256_loadu_ps(x_ + 16), acc0);                                          \
+        acc1 = _mm256_fmadd_ps((w)[3], _mm256_loadu_ps(x_ + 24), acc1);                                          \
+    } while (0)
+    WALK_ROW(type, row, n, FMA);
+#undef FMA
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+static int detect_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+#else
+static int detect_avx2(void) { return 0; }
+#endif
+
+/* -1: not yet detected; 0 scalar; 1 AVX2. Written once (idempotent race) or by tests before threads start. */
+static int g_use_avx2 = -1;
+
+static inline int use_avx2(void) {
+    if (g_use_avx2 < 0) g_use_avx2 = detect_avx2();
+    return g_use_avx2;
+}
+
+bool cq_quant_has_avx2(void) { return detect_avx2() != 0; }
+
+bool cq_quant_set_scalar(bool scalar_only) {
+    bool was = use_avx2() != 0;
+    g_use_avx2 = scalar_only ? 0 : detect_avx2();
+    return was;
+}
+
+void cq_dequant_row(uint32_t type, const void *row, float *out, size_t n) {
+#ifdef CQ_X86
+    /* F16/BF16/F32 rows need n % 32 == 0 for the vector walk; fall back otherwise. */
+    if (use_avx2() && n % 32 == 0) {
+        dequant_avx2(type, row, out, n);
+        return;
+    }
+#endif
+    dequant_scalar(type, row, out, n);
+}
+
+float cq_dot_row(uint32_t type, const void *row, const float *x, size_t n) {
+#ifdef CQ_X86
+    if (use_avx2() && n % 32 == 0) return dot_avx2(type, row, x, n);
+#endif
+    return dot_scalar(type, row, x, n);
+}

@@ -1,0 +1,56 @@
+/* Weight formats of GGUF tensors: block layouts, dequantization, and the dot products of the CPU forward.
+ *
+ * Every format stores a row of n elements as n / block_elems blocks (the type ids are ggml's, as written in GGUF):
+ *   F32   1 x float                                                             4 B / 1
+ *   F16   1 x IEEE half                                                         2 B / 1
+ *   BF16  1 x bfloat16 (top half of a float)                                    2 B / 1
+ *   Q8_0  half d; int8 q[32]                      x = d*q                       34 B / 32
+ *   Q5_0  half d; u8 qh[4]; u8 qs[16]             x = d*(q - 16), q 5-bit:      22 B / 32
+ *         low nibble of qs[j] is element j, high nibble element j+16; bit j of the 32-bit qh is the 5th bit
+ *         of element j
+ *   Q4_K  half d, dmin; u8 scales[12]; u8 qs[128]                               144 B / 256
+ *         8 sub-blocks of 32 with 6-bit scale sc and min m (packed in scales[12]): x = d*sc*q - dmin*m, q 4-bit;
+ *         qs holds 4 groups of 32 bytes, group g: low nibbles = sub-block 2g, high nibbles = sub-block 2g+1
+ *   Q6_K  u8 ql[128]; u8 qh[64]; int8 scales[16]; half d                        210 B / 256
+ *         16 sub-blocks of 16 with int8 scale: x = d*scale*(q - 32), q 6-bit = 4 low bits (ql) + 2 high (qh)
+ *
+ * The CPU forward keeps activations in float and dequantizes weights on the fly (exact up to float rounding: the
+ * reference for the CUDA path). The row kernels below use AVX2+FMA when the CPU has them (detected at run time)
+ * and a portable scalar path otherwise; both are tested against the plain dequantization. */
+#ifndef CQ_ATTENTION_QUANT_H
+#define CQ_ATTENTION_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    CQ_QTYPE_F32 = 0,
+    CQ_QTYPE_F16 = 1,
+    CQ_QTYPE_Q5_0 = 6,
+    CQ_QTYPE_Q8_0 = 8,
+    CQ_QTYPE_Q4_K = 12,
+    CQ_QTYPE_Q6_K = 14,
+    CQ_QTYPE_BF16 = 30,
+} cq_qtype;
+
+/* Elements and bytes per block; false for a type this reader does not know (the caller reports it). */
+bool cq_qtype_block(uint32_t type, size_t *block_elems, size_t *block_bytes);
+const char *cq_qtype_name(uint32_t type); /* "Q4_K"; "unknown" for a type this reader does not know */
+
+float cq_f16_to_f32(uint16_t h);
+uint16_t cq_f32_to_f16(float f);   /* round to nearest even */
+float cq_bf16_to_f32(uint16_t h);
+uint16_t cq_f32_to_bf16(float f);  /* round to nearest even */
+
+/* Dequantizes n elements (a multiple of the block size) of a row of `type` into out. */
+void cq_dequant_row(uint32_t type, const void *row, float *out, size_t n);
+
+/* Dot product of a quantized row of n elements with a float vector x: sum_i w[i]*x[i]. */
+float cq_dot_row(uint32_t type, const void *row, const float *x, size_t n);
+
+/* Forces the scalar kernels (tests compare both paths); returns whether AVX2+FMA kernels were in use. */
+bool cq_quant_set_scalar(bool scalar_only);
+bool cq_quant_has_avx2(void);
+
+#endif

@@ -3,9 +3,12 @@
  * One UTF-8 string for the whole document (repaired, see core/text_norm.h) plus, for PDFs, where each piece sits
  * on its page. Line structure in `text`:
  *   '\n'  a hard break: end of a paragraph, heading or list item (a PDF line that does not simply wrap on);
- *   '\f'  a page break (PDFs only), always between two pages' text;
+ *   '\f'  a page break (PDFs only), always between two pages' text (one per page boundary, also around empty
+ *         pages): "\n\f" where a paragraph ends with its page, '\f' alone where a paragraph runs on to the next
+ *         page (there '\f' stands for the join: nothing between CJK characters, a space between Latin words);
  * soft wraps inside a paragraph are already joined by the extractor (CJK-CJK without a space, Latin with one),
- * and running headers / footers / page numbers are dropped. Markdown and plain text have no pages (n_pages = 0).
+ * and running headers / footers / page numbers are dropped. The text never has an empty line ("\n\n").
+ * Markdown and plain text have no pages (n_pages = 0) and one '\n' between paragraphs.
  *
  * Memory: a PDF is read one page at a time; what stays is this compact record (text + a few floats per glyph),
  * so a 200-page document needs a few MB whatever the PDF's size. */

@@ -33,8 +33,8 @@ const char *cq_ingest_detect_format(const char *filename, const char *head, size
     const char *fmt = NULL;
     if (!strcmp(ext, "pdf")) {
         if (is_pdf_bytes) fmt = "pdf";
-        else if (head_len == 0) cq_err_set(err, CQ_ERR_EMPTY, "%s is empty", filename);
-        else cq_err_set(err, CQ_ERR_FORMAT, "%s is named .pdf but is not a PDF (no %%PDF- header)", filename);
+        else if (head_len == 0) cq_err_set(err, CQ_ERR_EMPTY, "the file is empty");
+        else cq_err_set(err, CQ_ERR_FORMAT, "named .pdf but not a PDF (no %%PDF- header)");
     } else if (!strcmp(ext, "md") || !strcmp(ext, "markdown")) {
         fmt = "md";
     } else if (!strcmp(ext, "txt") || !strcmp(ext, "text")) {
@@ -42,8 +42,7 @@ const char *cq_ingest_detect_format(const char *filename, const char *head, size
     } else if (is_pdf_bytes) {
         fmt = "pdf";
     } else {
-        cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: unsupported file type '.%s' (use PDF, Markdown or plain text)",
-                   filename, ext);
+        cq_err_set(err, CQ_ERR_UNSUPPORTED, "unsupported file type '.%s' (use PDF, Markdown or plain text)", ext);
     }
     free(ext);
     return fmt;
@@ -196,6 +195,11 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (rc) goto out;
 
     rc = extract(stored, format, data, len, &doc, &st, err);
+    if (rc && err && !strncmp(err->msg, stored, strlen(stored)) && !strncmp(err->msg + strlen(stored), ": ", 2)) {
+        /* The stored copy's path is an internal detail: the message names the file as uploaded (prefix below). */
+        size_t skip = strlen(stored) + 2;
+        memmove(err->msg, err->msg + skip, strlen(err->msg + skip) + 1);
+    }
     if (rc) {
         record_failure(s, kb_id, name, filename, format, sha, (int64_t)len, err ? err->msg : "extraction failed");
         goto out;

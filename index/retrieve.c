@@ -225,9 +225,10 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
     out->hits = calloc(k, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;
+    cq_clause_ref ref;
+    int has_ref = cq_router_parse(question, &ref);
     if (modes & CQ_RETRIEVE_ROUTER) {
-        cq_clause_ref ref;
-        if (cq_router_parse(question, &ref)) {
+        if (has_ref) {
             int64_t ids[64];
             size_t n = 0;
             rc = cq_router_resolve(s, kb_id, question, &ref, ids, k < 64 ? k : 64, &n, err);
@@ -236,8 +237,16 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
         }
     }
     if (!rc && (modes & CQ_RETRIEVE_BM25)) {
+        /* The reference itself ("第四十四条") says where, not what: its digits would only match other articles. */
+        char *topic = strdup(question);
+        if (!topic) {
+            cq_hits_free(out);
+            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+        if (has_ref && ref.end > ref.start) memset(topic + ref.start, ' ', ref.end - ref.start);
         char **terms;
-        size_t n_terms = cq_retrieve_terms(question, &terms);
+        size_t n_terms = cq_retrieve_terms(topic, &terms);
+        free(topic);
         out->n_query_terms = (int)n_terms;
         cq_title_match docs[MAX_TITLE_DOCS];
         size_t n_docs = 0;

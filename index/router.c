@@ -412,6 +412,35 @@ static cq_status lookup(sqlite3 *db, int64_t doc_id, const cq_clause_ref *ref, i
     return CQ_OK;
 }
 
+/* The one ready document of the KB that has a clause labelled ref->key (or, for a chapter reference, the KB's only
+ * document); *doc_id = 0 when there are none or several. */
+static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref *ref, int64_t *doc_id,
+                                       cq_err *err) {
+    *doc_id = 0;
+    if (!ref->key[0]) {
+        router_cache *c = *cq_store_router_slot(s);
+        *doc_id = c ? c->single_doc : 0;
+        return CQ_OK;
+    }
+    sqlite3 *db = cq_store_db(s);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT DISTINCT c.doc_id FROM clauses c JOIN documents d ON d.id = c.doc_id "
+                           "WHERE c.label_key = ?1 AND d.kb_id = ?2 AND d.status = 'ready' LIMIT 2",
+                           -1, &st, NULL) != SQLITE_OK)
+        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
+    sqlite3_bind_text(st, 1, ref->key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, kb_id);
+    int64_t first = 0, n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!n) first = sqlite3_column_int64(st, 0);
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (n == 1) *doc_id = first;
+    return CQ_OK;
+}
+
 cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, const cq_clause_ref *ref,
                             int64_t *out, size_t max, size_t *n, cq_err *err) {
     *n = 0;
@@ -419,11 +448,13 @@ cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, co
     size_t nm;
     cq_status rc = cq_router_titles(s, kb_id, question, m, 64, &nm, err);
     if (rc) return rc;
-    router_cache *c = *cq_store_router_slot(s);
     if (nm == 0) {
-        /* No document named: only a KB of one document makes the reference unambiguous. */
-        if (!c->single_doc) return CQ_OK;
-        m[0] = (cq_title_match){c->single_doc, 0};
+        /* No document named: the reference is unambiguous only when one document of the KB has such a clause
+         * (a KB of one contract, or "Section 7.2" where the other documents are Chinese laws). */
+        int64_t only = 0;
+        rc = unique_doc_with_label(s, kb_id, ref, &only, err);
+        if (rc || !only) return rc;
+        m[0] = (cq_title_match){only, 0};
         nm = 1;
     }
     /* Only the best-matching title tier: a reference that is not in the named document is not looked up in

@@ -63,6 +63,7 @@ static const char *const migrations[] = {
     "  boxes BLOB);\n"
     "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
     "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
+    "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
     "CREATE VIRTUAL TABLE clause_fts USING fts5(kb, doc, title, path, body, tokenize='cjk');\n"
     "CREATE TABLE jobs(\n"
     "  id INTEGER PRIMARY KEY,\n"

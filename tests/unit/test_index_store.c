@@ -156,9 +156,13 @@ static void test_router_resolve_and_delete(void **state) {
     assert_int_equal(cq_retrieve(s, kb, "劳动法第九百条", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
     assert_int_equal(h.n, 0);
     cq_hits_free(&h);
-    /* No title in a KB of several documents: ambiguous, nothing. */
-    assert_int_equal(cq_retrieve(s, kb, "第三条说了什么", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
+    /* No title: a label that several documents have is ambiguous (nothing); one that only one has is not. */
+    assert_int_equal(cq_retrieve(s, kb, "第一条说了什么", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
     assert_int_equal(h.n, 0);
+    cq_hits_free(&h);
+    assert_int_equal(cq_retrieve(s, kb, "第三条说了什么", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.hits[0].doc_id, labour);
     cq_hits_free(&h);
     /* BM25 finds 2-character words; a named document ranks first. */
     assert_int_equal(cq_retrieve(s, kb, "加班工资怎么支付？", CQ_RETRIEVE_BM25, 5, &h, &err), CQ_OK);

@@ -68,6 +68,7 @@ static bool is_cn_numeral(uint32_t cp) {
 static bool is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
 static bool is_upper(uint32_t cp) { return cp >= 'A' && cp <= 'Z'; }
 static bool is_lower(uint32_t cp) { return cp >= 'a' && cp <= 'z'; }
+static bool is_ascii_alpha_cp(uint32_t cp) { return is_upper(cp) || is_lower(cp); }
 static bool is_roman(uint32_t cp) {
     return cp == 'i' || cp == 'v' || cp == 'x' || cp == 'l' || cp == 'I' || cp == 'V' || cp == 'X' || cp == 'L';
 }
@@ -129,18 +130,26 @@ static bool word_is(const uint32_t *cp, size_t n, const char *w) {
     return true;
 }
 
-size_t cq_dt_item_label(const uint32_t *cp, size_t n) {
+size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong) {
+    bool dummy;
+    if (!strong) strong = &dummy;
+    *strong = false;
     if (n == 0) return 0;
     bool article = false;
     size_t k = chinese_label_len(cp, n, &article);
     if (k) {
         /* A label runs into its body only after a space ("第五条 …"); "第二十条规定的…" continues a sentence. */
-        if (k >= n || cp[k] == ' ' || cp[k] == 0xFF1A) return k;
+        if (k >= n || cp[k] == ' ' || cp[k] == 0xFF1A) {
+            *strong = true;
+            return k;
+        }
         return 0;
     }
+    *strong = true;
     if (is_bullet(cp[0])) return 1;
     if ((cp[0] == '-' || cp[0] == '*' || cp[0] == '+') && n > 1 && cp[1] == ' ')
         return 1;
+    *strong = false;
     /* （一） (1) (a) (iv) */
     if (cp[0] == '(' || cp[0] == 0xFF08) {
         size_t i = 1;
@@ -209,10 +218,33 @@ size_t cq_dt_item_label(const uint32_t *cp, size_t n) {
         if (i == start) return 0;
         size_t label = i;
         while (i < n && (cp[i] == ' ' || cp[i] == ':' || cp[i] == '-' || cp[i] == 0x2013 || cp[i] == 0x2014)) i++;
-        if (i >= n || !is_lower(cp[i])) return label;
+        if (i >= n || !is_lower(cp[i])) {
+            *strong = true;
+            return label;
+        }
         return 0;
     }
     return 0;
+}
+
+static bool ends_with_word(const uint32_t *cp, size_t n, const char *w) {
+    size_t k = strlen(w);
+    if (n < k || (n > k && is_ascii_alpha_cp(cp[n - k - 1]))) return false;
+    for (size_t i = 0; i < k; i++)
+        if ((cp[n - k + i] | 0x20) != (unsigned char)w[i]) return false;
+    return true;
+}
+
+bool cq_dt_starts_item(const uint32_t *line, size_t n, const uint32_t *prev, size_t np, bool prev_full) {
+    bool strong;
+    if (!cq_dt_item_label(line, n, &strong)) return false;
+    while (np > 0 && prev[np - 1] == ' ') np--;
+    if (np > 0 && prev[np - 1] == 0x7B2C) return false; /* "…前款第" + "（一）项" */
+    if (strong || !prev_full || np == 0) return true;
+    /* "(a)", "1.", "一、" after a full line: an item only where the line before closes a clause ("…as follows:",
+     * "…; and"); "…upon ten" + "(10) days", "…Section" + "2.1 of this Agreement" wrap on */
+    return cq_dt_ends_sentence(prev, np) || ends_with_word(prev, np, "and") || ends_with_word(prev, np, "or") ||
+           prev[np - 1] == ',' || prev[np - 1] == 0xFF0C;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -223,7 +255,6 @@ typedef struct {
     size_t start, end;
 } run_span;
 
-static bool is_ascii_alpha(uint32_t cp) { return is_upper(cp) || is_lower(cp); }
 
 /* The character next to the digits at one end of a digit group, skipping a space: 0 at the line's end. */
 static uint32_t digit_context_left(const uint32_t *cp, const run_span *runs, size_t r) {
@@ -292,7 +323,7 @@ bool cq_dt_clean_line(const uint32_t *cp, size_t n, uint32_t *out, bool cjk_gap_
      * boundaries are lost. */
     for (size_t k = 0; k < n_runs;) {
         size_t a = k;
-        while (k < n_runs && runs[k].end - runs[k].start == 1 && is_ascii_alpha(cp[runs[k].start])) k++;
+        while (k < n_runs && runs[k].end - runs[k].start == 1 && is_ascii_alpha_cp(cp[runs[k].start])) k++;
         if (k - a >= 4) sp->spaced_letters += k - a;
         if (k == a) k++;
     }
@@ -320,7 +351,7 @@ bool cq_dt_clean_line(const uint32_t *cp, size_t n, uint32_t *out, bool cjk_gap_
             if (len_left == 1 || len_right == 1) gap[g] = 0; /* 第 一 条, 总 则 */
             else if (cjk_gap_breaks) gap[g] = '\n';
         } else if (cjk_gap_breaks && cq_dt_cjkish(left) &&
-                   cq_dt_item_label(cp + runs[g + 1].start, n - runs[g + 1].start) > 0) {
+                   cq_dt_item_label(cp + runs[g + 1].start, n - runs[g + 1].start, NULL) > 0) {
             gap[g] = '\n';
         }
     }
@@ -603,30 +634,24 @@ static cq_status assemble(const line_list *l, bool cjk_gap_breaks, text_builder 
         }
         const char *s = l->buf.data + x->start;
         bool join = false;
-        if (prev && !x->hard && wrapped) {
+        if (prev && !x->hard && wrapped && x->indent <= prev->indent + 1) { /* an indented line starts anew */
             uint32_t head[24];
             size_t nh;
             lines_decode_first(s, x->len, head, &nh, 24);
-            size_t label = cq_dt_item_label(head, nh);
-            bool indented = x->indent > prev->indent + 1;
-            if (!label && !indented) {
-                if (has_blank) {
-                    join = true;
-                } else {
-                    /* the previous line must reach the wrap width: the next word would not have fitted */
-                    const char *ps = l->buf.data + prev->start;
-                    size_t pw = display_width(ps, prev->len) + (size_t)prev->indent;
-                    size_t word = 0;
-                    for (size_t k = 0; k < nh && head[k] != ' '; k++) word += cq_dt_cjkish(head[k]) ? 2 : 1;
-                    /* the last few characters decide whether it ends a sentence */
-                    size_t off = prev->len > 32 ? prev->len - 32 : 0;
-                    while (off < prev->len && ((unsigned char)ps[off] & 0xC0) == 0x80) off++;
-                    uint32_t tail[40];
-                    size_t nt;
-                    lines_decode_first(ps + off, prev->len - off, tail, &nt, 40);
-                    join = pw + word + 1 > wrap_width && !cq_dt_ends_sentence(tail, nt);
-                }
-            }
+            /* the previous line's last characters, and whether it reaches the wrap width (the next word would
+             * not have fitted) */
+            const char *ps = l->buf.data + prev->start;
+            size_t off = prev->len > 32 ? prev->len - 32 : 0;
+            while (off < prev->len && ((unsigned char)ps[off] & 0xC0) == 0x80) off++;
+            uint32_t tail[40];
+            size_t nt;
+            lines_decode_first(ps + off, prev->len - off, tail, &nt, 40);
+            size_t pw = display_width(ps, prev->len) + (size_t)prev->indent;
+            size_t word = 0;
+            for (size_t k = 0; k < nh && head[k] != ' '; k++) word += cq_dt_cjkish(head[k]) ? 2 : 1;
+            bool full = has_blank || pw + word + 1 > wrap_width;
+            if (!cq_dt_starts_item(head, nh, tail, nt, full))
+                join = has_blank || (full && !cq_dt_ends_sentence(tail, nt));
         }
         builder_line(b, s, x->len, join, cjk_gap_breaks);
         if (b->failed) return CQ_ERR_NOMEM;

@@ -21,8 +21,15 @@ bool cq_dt_ends_sentence(const uint32_t *cp, size_t n);
 
 /* If the line cp[0..n) starts like a new item, returns the length of its label in code points (> 0), else 0.
  * Items: 第…条/章/节/编/部分/款/项 (and 之一), （一） (1) (a) (iv), 一、 1、 1. 1.2.3 2.1 A. a), Article / Section /
- * Chapter / Part / Schedule / Exhibit / Annex / Appendix + number, and bullets (• ● ■ ◆ - * followed by a space). */
-size_t cq_dt_item_label(const uint32_t *cp, size_t n);
+ * Chapter / Part / Schedule / Exhibit / Annex / Appendix + number, and bullets (• ● ■ ◆ - * followed by a space).
+ * *strong (may be NULL) is set for labels that start an item wherever they stand (第…条 with its space, Article /
+ * Section headings, bullets); the others ("(10)", "2.1", "一、") also occur where a sentence wraps. */
+size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong);
+
+/* Whether the line cp[0..n) starts a new item after the line prev[0..np) (its last characters are enough).
+ * A strong label always does; a weak one only after a line that stops short (!prev_full) or closes a clause
+ * (。；：.;: , "and", "or"). Never after a line ending in 第 ("…前款第" + "（一）项"). */
+bool cq_dt_starts_item(const uint32_t *cp, size_t n, const uint32_t *prev, size_t np, bool prev_full);
 
 /* True if cp[0..n) is exactly a Chinese structural label: 第 + numeral + 条/章/节/编/部分 (optionally 之 + numeral).
  * The single space after such a label ("第一条 为了…") is kept by every reader. */
@@ -43,8 +50,8 @@ typedef struct {
  * Returns false when out of memory. */
 bool cq_dt_clean_line(const uint32_t *cp, size_t n, uint32_t *out, bool cjk_gap_breaks, cq_dt_spacing *sp);
 
-/* Text quality 0..1 from the repair counts and spacing problems; writes the worst problem to reason
- * ("" when clean). chars is the number of characters the score is about (those read from the source). */
+/* Text quality 0..1 from the repair counts and spacing problems, relative to st->chars (the characters read
+ * from the source); writes the worst problem to reason ("" when clean). */
 double cq_dt_quality(const cq_text_stats *st, const cq_dt_spacing *sp, char *reason, size_t reason_size);
 
 #endif

@@ -228,7 +228,7 @@ static bool same_printed_line(const raw_line *a, const raw_line *b) {
 }
 
 /* Length of the item label at the start of glyphs cp[0..n) (see cq_dt_item_label). */
-static size_t label_of(const uint32_t *cp, size_t n) { return cq_dt_item_label(cp, n < 40 ? n : 40); }
+static size_t label_of(const uint32_t *cp, size_t n) { return cq_dt_item_label(cp, n < 40 ? n : 40, NULL); }
 
 static int cmp_float_asc(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -736,9 +736,6 @@ static bool line_wraps_on(const join_ctx *jc, const pdf_line *A, const pdf_line 
                           float b_left_margin) {
     const extraction *ex = jc->ex;
     if (A->vertical || B->vertical) return false;
-    uint32_t a_last = ex->g_cp[A->first + A->n - 1];
-    /* 第五条, （一）, 1., Section 2 start an item, unless A stops mid-reference ("…前款第" + "（一）项") */
-    if (a_last != 0x7B2C && label_of(ex->g_cp + B->first, B->n)) return false;
     float em = maxf(A->size, B->size);
     if (fabsf(A->size - B->size) > 0.15f * em) return false;               /* heading ↔ body */
     float right, left;
@@ -761,6 +758,10 @@ static bool line_wraps_on(const join_ctx *jc, const pdf_line *A, const pdf_line 
     bool a_full;
     if (ends_cjk(ex, A)) a_full = A->x1 > right - 1.5f * A->size;
     else a_full = A->x1 + 0.3f * A->size + first_word_width(ex, B) > right; /* B's first word did not fit */
+    /* 第五条, （一）, 1., Section 2 start an item (see cq_dt_starts_item) */
+    uint32_t nt = A->n < 12 ? A->n : 12;
+    if (cq_dt_starts_item(ex->g_cp + B->first, B->n < 40 ? B->n : 40, ex->g_cp + A->first + A->n - nt, nt, a_full))
+        return false;
     if (line_ends_sentence(ex, A)) {
         /* A sentence ends at the line end: a paragraph ends too, unless the document marks paragraphs with extra
          * space and B sits at the distance of a wrapped line. Across a page break there is no distance to go by:

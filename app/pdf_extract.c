@@ -218,17 +218,25 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
     }
 }
 
-/* Pieces of one printed line that MuPDF split (a label and its text, table cells close together) are merged:
- * consecutive in reading order, same baseline, the second just right of the first. */
-static bool same_printed_line(const raw_line *a, const raw_line *b) {
-    if (a->vertical || b->vertical) return false;
-    float size = maxf(a->size, b->size);
-    return fabsf(a->baseline - b->baseline) < 0.3f * size && b->x0 >= a->x1 - 0.25f * size &&
-           b->x0 - a->x1 < 2.5f * size && minf(a->size, b->size) > 0.6f * size;
-}
-
 /* Length of the item label at the start of glyphs cp[0..n) (see cq_dt_item_label). */
 static size_t label_of(const uint32_t *cp, size_t n) { return cq_dt_item_label(cp, n < 40 ? n : 40, NULL); }
+
+/* Pieces of one printed line that MuPDF split (a label and its text, table cells close together) are merged:
+ * consecutive in reading order, same baseline, the second just right of the first (up to 2.5 em away; 4 em
+ * when the first piece is only an item label such as "1.4" or "(a)", set apart by a tab stop). */
+static bool same_printed_line(const page_scratch *s, const raw_line *a, const raw_line *b) {
+    if (a->vertical || b->vertical) return false;
+    float size = maxf(a->size, b->size);
+    if (fabsf(a->baseline - b->baseline) >= 0.3f * size || b->x0 < a->x1 - 0.25f * size ||
+        minf(a->size, b->size) <= 0.6f * size)
+        return false;
+    float gap = b->x0 - a->x1;
+    if (gap < 2.5f * size) return true;
+    if (gap >= 4.0f * size || a->n > 12) return false;
+    size_t n = a->n;
+    while (n > 0 && s->cp[a->first + n - 1] == ' ') n--;
+    return n > 0 && label_of(s->cp + a->first, n) == n;
+}
 
 static int cmp_float_asc(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -288,7 +296,7 @@ static void build_page_lines(extraction *ex, page_scratch *s, int page, pdf_page
     while (i < s->n_lines && !ex->nomem && !s->nomem) {
         /* group i..j-1: one printed line */
         size_t j = i + 1;
-        while (j < s->n_lines && same_printed_line(&s->lines[j - 1], &s->lines[j])) j++;
+        while (j < s->n_lines && same_printed_line(s, &s->lines[j - 1], &s->lines[j])) j++;
         /* gather its glyphs, with a space where the pieces leave a gap */
         size_t total = 0;
         for (size_t k = i; k < j; k++) total += s->lines[k].n + 1;
@@ -598,18 +606,28 @@ static bool drop_inner_page_numbers(extraction *ex, const uint8_t *row) {
 static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
     size_t n_cand = 0;
     for (size_t i = 0; i < ex->n_lines; i++) n_cand += !ex->lines[i].drop && (!by_row || row[i]);
-    if (n_cand == 0) return true;
-    margin_line *c = malloc(n_cand * sizeof *c);
+    uint8_t *has_word = malloc(ex->n_lines ? ex->n_lines : 1);
+    if (!has_word) return false;
+    for (size_t i = 0; i < ex->n_lines; i++) {
+        /* numbers alone ("1.4", "12") are left to the page-number rules: "#.#" would also match section labels */
+        const pdf_line *L = &ex->lines[i];
+        has_word[i] = 0;
+        for (uint32_t g = L->first; g < L->first + L->n && !has_word[i]; g++)
+            has_word[i] = cq_is_latin_alnum(ex->g_cp[g]) ? !(ex->g_cp[g] >= '0' && ex->g_cp[g] <= '9')
+                                                         : cq_dt_cjkish(ex->g_cp[g]) && !cq_is_cjk_punct(ex->g_cp[g]);
+    }
+    margin_line *c = malloc((n_cand ? n_cand : 1) * sizeof *c);
     uint8_t *seen = calloc((size_t)ex->n_pages, 1);
     if (!c || !seen) {
         free(c);
         free(seen);
+        free(has_word);
         return false;
     }
     size_t k = 0;
     for (size_t i = 0; i < ex->n_lines; i++) {
         pdf_line *L = &ex->lines[i];
-        if (L->drop || (by_row && !row[i])) continue;
+        if (L->drop || (by_row && !row[i]) || !has_word[i]) continue;
         float y = by_row ? (float)row[i] * 1000.0f : (L->y0 + L->y1) / 2;
         c[k++] = (margin_line){.key = margin_key(ex, L), .y = y, .page = L->page, .line = (uint32_t)i};
     }
@@ -638,6 +656,7 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
     }
     free(c);
     free(seen);
+    free(has_word);
     return true;
 }
 

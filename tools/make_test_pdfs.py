@@ -204,6 +204,7 @@ EN_PARAS = [
      "expenses approved in advance in writing by Beta.", "wrap"),
     ("4. Confidentiality.", "plain"),
     ("Each party shall keep the other party's confidential information secret.", "wrap"),
+    (("5.1", "All notices under this Agreement shall be in writing."), "tab"),
 ]
 
 
@@ -263,6 +264,13 @@ def en_content(lines, page_no, n_pages):
     for text, kind in lines:
         if kind == "gap":
             y += EN_PITCH // 2
+            continue
+        if kind == "tab":  # a label, then its text at a tab stop 3 em to the right of the label's end
+            label, body = text
+            out.append("BT /F1 %d Tf 1 0 0 1 %d %d Tm %s Tj ET" % (EN_SIZE, EN_LEFT, PAGE_H - y, latin_str(label)))
+            x = EN_LEFT + len(label) * 6 + 3 * EN_SIZE
+            out.append("BT /F1 %d Tf 1 0 0 1 %d %d Tm %s Tj ET" % (EN_SIZE, x, PAGE_H - y, latin_str(body)))
+            y += EN_PITCH
             continue
         x = EN_LEFT if kind != "center" else (PAGE_W - len(text) * 6) // 2
         out.append("BT /F1 %d Tf 1 0 0 1 %d %d Tm %s Tj ET" % (EN_SIZE, x, PAGE_H - y, latin_str(text)))

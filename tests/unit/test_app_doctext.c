@@ -238,6 +238,8 @@ static void test_pdf_en_fixture(void **state) {
     assert_non_null(strstr(d.text, "forty-five days"));
     /* Latin wrap across pages: '\f' stands for the space */
     assert_non_null(strstr(d.text, "per month\funtil paid in full"));
+    /* a label and its text set apart by a tab stop are one line */
+    assert_true(has_line(d.text, "5.1 All notices under this Agreement shall be in writing."));
     assert_null(strstr(d.text, "CONFIDENTIAL"));
     assert_null(strstr(d.text, "Page 1 of"));
 

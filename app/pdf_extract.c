@@ -33,8 +33,15 @@
  * The record built by pass 1
  * --------------------------------------------------------------------------------------------------------- */
 
+/* Glyphs as parallel arrays: code point (after repair) and horizontal extent in points. */
 typedef struct {
-    uint32_t first, n;      /* glyphs in ex->g_* */
+    uint32_t *cp;
+    float *x0, *x1;
+    size_t n, cap;
+} glyph_list;
+
+typedef struct {
+    uint32_t first, n;      /* glyphs in ex->g */
     float x0, y0, x1, y1;   /* box in points, origin top-left */
     float baseline, size;   /* baseline y and font size of the line's middle glyph */
     float label_end_x;      /* x where the text after a leading item label starts, 0 if no label */
@@ -56,9 +63,7 @@ typedef struct {
 } pdf_page_info;
 
 typedef struct {
-    uint32_t *g_cp;         /* per glyph: code point (pass 1), byte offset in text (pass 3) */
-    float *g_x0, *g_x1;
-    size_t n_glyphs, cap_glyphs;
+    glyph_list g;           /* every line's glyphs, back to back */
     pdf_line *lines;
     size_t n_lines, cap_lines;
     pdf_page_info *pages;
@@ -76,9 +81,7 @@ typedef struct {
 } raw_line;
 
 typedef struct {
-    uint32_t *cp;
-    float *x0, *x1;
-    size_t n, cap;
+    glyph_list g;
     raw_line *lines;
     size_t n_lines, cap_lines;
     uint32_t *clean;        /* cq_dt_clean_line output */
@@ -97,54 +100,35 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-static bool scratch_glyph(page_scratch *s, uint32_t cp, float x0, float x1) {
-    size_t cap = s->cap;
-    if (s->n == s->cap) {
-        size_t c1 = cap, c2 = cap, c3 = cap;
-        if (!grow((void **)&s->cp, &c1, s->n + 1, sizeof *s->cp) || !grow((void **)&s->x0, &c2, s->n + 1, sizeof *s->x0) ||
-            !grow((void **)&s->x1, &c3, s->n + 1, sizeof *s->x1)) {
-            s->nomem = true;
+static bool glyphs_push(glyph_list *g, uint32_t cp, float x0, float x1) {
+    if (g->n == g->cap) {
+        size_t c1 = g->cap, c2 = c1, c3 = c1;
+        if (!grow((void **)&g->cp, &c1, g->n + 1, sizeof *g->cp) || !grow((void **)&g->x0, &c2, g->n + 1, sizeof *g->x0) ||
+            !grow((void **)&g->x1, &c3, g->n + 1, sizeof *g->x1))
             return false;
-        }
-        s->cap = c1;
+        g->cap = c1;
     }
-    s->cp[s->n] = cp;
-    s->x0[s->n] = x0;
-    s->x1[s->n] = x1;
-    s->n++;
+    g->cp[g->n] = cp;
+    g->x0[g->n] = x0;
+    g->x1[g->n] = x1;
+    g->n++;
     return true;
 }
 
-static bool ex_glyph(extraction *ex, uint32_t cp, float x0, float x1) {
-    if (ex->n_glyphs == ex->cap_glyphs) {
-        size_t c1 = ex->cap_glyphs, c2 = c1, c3 = c1;
-        if (!grow((void **)&ex->g_cp, &c1, ex->n_glyphs + 1, sizeof *ex->g_cp) ||
-            !grow((void **)&ex->g_x0, &c2, ex->n_glyphs + 1, sizeof *ex->g_x0) ||
-            !grow((void **)&ex->g_x1, &c3, ex->n_glyphs + 1, sizeof *ex->g_x1)) {
-            ex->nomem = true;
-            return false;
-        }
-        ex->cap_glyphs = c1;
-    }
-    ex->g_cp[ex->n_glyphs] = cp;
-    ex->g_x0[ex->n_glyphs] = x0;
-    ex->g_x1[ex->n_glyphs] = x1;
-    ex->n_glyphs++;
-    return true;
+static void glyphs_free(glyph_list *g) {
+    free(g->cp);
+    free(g->x0);
+    free(g->x1);
 }
 
 static void free_scratch(page_scratch *s) {
-    free(s->cp);
-    free(s->x0);
-    free(s->x1);
+    glyphs_free(&s->g);
     free(s->lines);
     free(s->clean);
 }
 
 static void free_extraction(extraction *ex) {
-    free(ex->g_cp);
-    free(ex->g_x0);
-    free(ex->g_x1);
+    glyphs_free(&ex->g);
     free(ex->lines);
     free(ex->pages);
 }
@@ -166,7 +150,7 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
         }
         if (b->type != FZ_STEXT_BLOCK_TEXT) continue;
         for (fz_stext_line *ln = b->u.t.first_line; ln; ln = ln->next) {
-            size_t first = s->n;
+            size_t first = s->g.n;
             float size_mid = 0;
             size_t n_sizes = 0;
             float baseline = 0;
@@ -179,14 +163,16 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
                 fz_quad q = ch->quad;
                 float x0 = minf(minf(q.ul.x, q.ll.x), minf(q.ur.x, q.lr.x));
                 float x1 = maxf(maxf(q.ul.x, q.ll.x), maxf(q.ur.x, q.lr.x));
-                if (!scratch_glyph(s, cp, x0, x1)) return;
-                if (cp != ' ') {
-                    if (n_sizes == 0) baseline = ch->origin.y;
-                    n_sizes++;
-                    size_mid = ch->size; /* overwritten until the middle glyph: see below */
+                if (!glyphs_push(&s->g, cp, x0, x1)) {
+                    s->nomem = true;
+                    return;
+                }
+                if (cp != ' ' && n_sizes++ == 0) {
+                    baseline = ch->origin.y;
+                    size_mid = ch->size;
                 }
             }
-            if (s->n == first) continue;
+            if (s->g.n == first) continue;
             /* font size of the middle non-space glyph: robust against a drop cap or a footnote mark */
             if (n_sizes > 1) {
                 size_t want = n_sizes / 2, k = 0;
@@ -204,7 +190,7 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
             }
             raw_line *r = &s->lines[s->n_lines++];
             r->first = first;
-            r->n = s->n - first;
+            r->n = s->g.n - first;
             r->x0 = ln->bbox.x0;
             r->y0 = ln->bbox.y0;
             r->x1 = ln->bbox.x1;
@@ -234,11 +220,11 @@ static bool same_printed_line(const page_scratch *s, const raw_line *a, const ra
     if (gap < 2.5f * size) return true;
     if (gap >= 4.0f * size || a->n > 12) return false;
     size_t n = a->n;
-    while (n > 0 && s->cp[a->first + n - 1] == ' ') n--;
-    return n > 0 && label_of(s->cp + a->first, n) == n;
+    while (n > 0 && s->g.cp[a->first + n - 1] == ' ') n--;
+    return n > 0 && label_of(s->g.cp + a->first, n) == n;
 }
 
-static int cmp_float_asc(const void *a, const void *b) {
+static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
@@ -252,42 +238,54 @@ static size_t respace_zero_width(const page_scratch *s, uint32_t *cps, size_t *s
     for (size_t k = 0; k < m; k++) {
         if (cps[k] == ' ' || src[k] == SIZE_MAX) continue;
         letters++;
-        if (s->x1[src[k]] - s->x0[src[k]] < 0.05f * size) zero++; /* a slanted quad is not quite 0 */
+        if (s->g.x1[src[k]] - s->g.x0[src[k]] < 0.05f * size) zero++; /* a slanted quad is not quite 0 */
     }
     if (letters < 4 || zero * 10 < letters * 6) return m;
-    /* letters only, then the steps between them */
-    size_t n = 0;
+    /* the usual step from one letter to the next */
+    float steps[256];
+    size_t ns = 0;
+    float prev_x = 0;
+    bool have_prev = false;
+    for (size_t k = 0; k < m && ns < 256; k++) {
+        if (cps[k] == ' ' || src[k] == SIZE_MAX) continue;
+        float x = s->g.x0[src[k]];
+        if (have_prev && x > prev_x) steps[ns++] = x - prev_x;
+        prev_x = x;
+        have_prev = true;
+    }
+    if (ns < 3) return m;
+    qsort(steps, ns, sizeof *steps, cmp_float);
+    float word_gap = 1.4f * steps[ns / 2];
+    /* letters only, then a space before each letter that follows a word gap (or goes backwards); the result is
+     * written in place, so it must not be longer than the line */
+    size_t n = 0, gaps = 0;
+    have_prev = false;
+    for (size_t k = 0; k < m; k++) {
+        if (cps[k] == ' ' || src[k] == SIZE_MAX) continue;
+        float x = s->g.x0[src[k]];
+        if (have_prev && (x - prev_x > word_gap || x < prev_x)) gaps++;
+        prev_x = x;
+        have_prev = true;
+        n++;
+    }
+    if (n + gaps > m) return m;
+    n = 0;
     for (size_t k = 0; k < m; k++)
         if (cps[k] != ' ' && src[k] != SIZE_MAX) {
             cps[n] = cps[k];
             src[n++] = src[k];
         }
-    float steps[256];
-    size_t ns = 0;
-    for (size_t k = 1; k < n && ns < 256; k++) {
-        float d = s->x0[src[k]] - s->x0[src[k - 1]];
-        if (d > 0) steps[ns++] = d;
-    }
-    if (ns < 3) return n;
-    qsort(steps, ns, sizeof *steps, cmp_float_asc);
-    float usual = steps[ns / 2];
-    /* rebuild from the end so that inserting spaces never overwrites unread letters (m ≥ n + spaces fits: the
-     * line had at least one space per letter gap it loses) */
-    size_t gaps = 0;
-    for (size_t k = 1; k < n; k++)
-        if (s->x0[src[k]] - s->x0[src[k - 1]] > 1.4f * usual || s->x0[src[k]] < s->x0[src[k - 1]]) gaps++;
-    size_t total = n + gaps;
-    if (total > m) return n; /* cannot happen (see above); keep the letters without spaces */
-    size_t w = total;
+    size_t w = n + gaps;
     for (size_t k = n; k-- > 0;) {
         cps[--w] = cps[k];
         src[w] = src[k];
-        if (k > 0 && (s->x0[src[w]] - s->x0[src[k - 1]] > 1.4f * usual || s->x0[src[w]] < s->x0[src[k - 1]])) {
+        float x = s->g.x0[src[w]];
+        if (k > 0 && (x - s->g.x0[src[k - 1]] > word_gap || x < s->g.x0[src[k - 1]])) {
             cps[--w] = ' ';
             src[w] = SIZE_MAX;
         }
     }
-    return total;
+    return n + gaps;
 }
 
 /* Turns the scratch's raw lines into cleaned lines of the record. */
@@ -319,7 +317,7 @@ static void build_page_lines(extraction *ex, page_scratch *s, int page, pdf_page
                 src[m++] = SIZE_MAX;
             }
             for (size_t g = 0; g < r->n; g++) {
-                cps[m] = s->cp[r->first + g];
+                cps[m] = s->g.cp[r->first + g];
                 src[m++] = r->first + g;
             }
         }
@@ -329,22 +327,23 @@ static void build_page_lines(extraction *ex, page_scratch *s, int page, pdf_page
             s->nomem = true;
             return;
         }
-        uint32_t first = (uint32_t)ex->n_glyphs;
-        float gap_x0 = 0;
-        for (size_t k = 0; k < m; k++) {
-            if (src[k] == SIZE_MAX) {
-                gap_x0 = k > 0 && src[k - 1] != SIZE_MAX ? s->x1[src[k - 1]] : 0;
-                if (!out[k]) continue;
-                float gx1 = k + 1 < m && src[k + 1] != SIZE_MAX ? s->x0[src[k + 1]] : gap_x0;
-                if (!ex_glyph(ex, out[k], gap_x0, gx1)) break;
-                continue;
-            }
+        uint32_t first = (uint32_t)ex->g.n;
+        for (size_t k = 0; k < m && !ex->nomem; k++) {
             if (!out[k]) continue;
-            if (!ex_glyph(ex, out[k], s->x0[src[k]], s->x1[src[k]])) break;
+            float x0, x1;
+            if (src[k] != SIZE_MAX) {
+                x0 = s->g.x0[src[k]];
+                x1 = s->g.x1[src[k]];
+            } else { /* a space between two pieces: it spans the gap */
+                bool before = k > 0 && src[k - 1] != SIZE_MAX, after = k + 1 < m && src[k + 1] != SIZE_MAX;
+                x1 = after ? s->g.x0[src[k + 1]] : before ? s->g.x1[src[k - 1]] : 0;
+                x0 = before ? minf(s->g.x1[src[k - 1]], x1) : x1;
+            }
+            if (!glyphs_push(&ex->g, out[k], x0, x1)) ex->nomem = true;
         }
         free(src);
         if (ex->nomem) return;
-        uint32_t n = (uint32_t)ex->n_glyphs - first;
+        uint32_t n = (uint32_t)ex->g.n - first;
         if (n > 0) {
             if (!grow((void **)&ex->lines, &ex->cap_lines, ex->n_lines + 1, sizeof *ex->lines)) {
                 ex->nomem = true;
@@ -365,18 +364,18 @@ static void build_page_lines(extraction *ex, page_scratch *s, int page, pdf_page
                 L->y1 = maxf(L->y1, s->lines[k].y1);
             }
             /* glyph extents are tighter than MuPDF's line box (which counts trailing spaces) */
-            L->x0 = ex->g_x0[first];
-            L->x1 = ex->g_x1[first + n - 1];
+            L->x0 = ex->g.x0[first];
+            L->x1 = ex->g.x1[first + n - 1];
             L->baseline = s->lines[i].baseline;
             L->size = s->lines[i].size;
             L->page = page;
             L->block = s->lines[i].block;
             L->vertical = s->lines[i].vertical;
-            size_t label = label_of(ex->g_cp + first, n);
+            size_t label = label_of(ex->g.cp + first, n);
             if (label) {
                 size_t k = label;
-                while (k < n && ex->g_cp[first + k] == ' ') k++;
-                L->label_end_x = k < n ? ex->g_x0[first + k] : L->x1;
+                while (k < n && ex->g.cp[first + k] == ' ') k++;
+                L->label_end_x = k < n ? ex->g.x0[first + k] : L->x1;
             }
         }
         i = j;
@@ -397,7 +396,7 @@ static bool read_page(fz_context *ctx, fz_document *doc, int page, extraction *e
     fz_stext_page *st = NULL;
     fz_var(pg);
     fz_var(st);
-    s->n = 0;
+    s->g.n = 0;
     s->n_lines = 0;
     pi->first_line = (uint32_t)ex->n_lines;
     fz_try(ctx) {
@@ -529,7 +528,7 @@ static int cmp_margin(const void *a, const void *b) {
 static uint64_t margin_key(const extraction *ex, const pdf_line *L) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t g = L->first; g < L->first + L->n; g++) {
-        uint32_t c = ex->g_cp[g];
+        uint32_t c = ex->g.cp[g];
         if (c == ' ') continue;
         if (c >= '0' && c <= '9') c = '#';
         h = (h ^ c) * 1099511628211ull;
@@ -580,7 +579,7 @@ static bool drop_inner_page_numbers(extraction *ex, const uint8_t *row) {
     for (size_t i = 0; i < ex->n_lines; i++) {
         const pdf_line *L = &ex->lines[i];
         long value;
-        if (row[i] && page_number_only(ex->g_cp + L->first, L->n, &value) && value >= 0) {
+        if (row[i] && page_number_only(ex->g.cp + L->first, L->n, &value) && value >= 0) {
             offset[n] = value - (L->page + 1);
             line[n++] = (uint32_t)i;
         }
@@ -613,8 +612,8 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
         const pdf_line *L = &ex->lines[i];
         has_word[i] = 0;
         for (uint32_t g = L->first; g < L->first + L->n && !has_word[i]; g++)
-            has_word[i] = cq_is_latin_alnum(ex->g_cp[g]) ? !(ex->g_cp[g] >= '0' && ex->g_cp[g] <= '9')
-                                                         : cq_dt_cjkish(ex->g_cp[g]) && !cq_is_cjk_punct(ex->g_cp[g]);
+            has_word[i] = cq_is_latin_alnum(ex->g.cp[g]) ? !(ex->g.cp[g] >= '0' && ex->g.cp[g] <= '9')
+                                                         : cq_dt_cjkish(ex->g.cp[g]) && !cq_is_cjk_punct(ex->g.cp[g]);
     }
     margin_line *c = malloc((n_cand ? n_cand : 1) * sizeof *c);
     uint8_t *seen = calloc((size_t)ex->n_pages, 1);
@@ -667,7 +666,7 @@ static bool drop_running_lines(extraction *ex) {
     for (size_t i = 0; i < ex->n_lines; i++) {
         pdf_line *L = &ex->lines[i];
         long value;
-        if (in_margin(L, &ex->pages[L->page]) && page_number_only(ex->g_cp + L->first, L->n, &value)) L->drop = true;
+        if (in_margin(L, &ex->pages[L->page]) && page_number_only(ex->g.cp + L->first, L->n, &value)) L->drop = true;
     }
     if (ex->n_lines == 0) return true;
     uint8_t *row = malloc(ex->n_lines);
@@ -691,24 +690,19 @@ static bool drop_running_lines(extraction *ex) {
  * Pass 3: joining lines into the text
  * --------------------------------------------------------------------------------------------------------- */
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-static bool ends_cjk(const extraction *ex, const pdf_line *L) { return cq_dt_cjkish(ex->g_cp[L->first + L->n - 1]); }
+static bool ends_cjk(const extraction *ex, const pdf_line *L) { return cq_dt_cjkish(ex->g.cp[L->first + L->n - 1]); }
 
 static bool line_ends_sentence(const extraction *ex, const pdf_line *L) {
     uint32_t n = L->n < 8 ? L->n : 8;
-    return cq_dt_ends_sentence(ex->g_cp + L->first + L->n - n, n);
+    return cq_dt_ends_sentence(ex->g.cp + L->first + L->n - n, n);
 }
 
 /* Width of the next line's first word (up to its first space; one glyph for CJK). */
 static float first_word_width(const extraction *ex, const pdf_line *B) {
     uint32_t g = B->first, end = B->first + B->n;
-    if (cq_dt_cjkish(ex->g_cp[g])) return ex->g_x1[g] - ex->g_x0[g];
-    while (g + 1 < end && ex->g_cp[g + 1] != ' ') g++;
-    return ex->g_x1[g] - B->x0;
+    if (cq_dt_cjkish(ex->g.cp[g])) return ex->g.x1[g] - ex->g.x0[g];
+    while (g + 1 < end && ex->g.cp[g + 1] != ' ') g++;
+    return ex->g.x1[g] - B->x0;
 }
 
 /* Right edge and left margin of the text column line i belongs to: lines of the page starting within 4 em
@@ -779,7 +773,7 @@ static bool line_wraps_on(const join_ctx *jc, const pdf_line *A, const pdf_line 
     else a_full = A->x1 + 0.3f * A->size + first_word_width(ex, B) > right; /* B's first word did not fit */
     /* 第五条, （一）, 1., Section 2 start an item (see cq_dt_starts_item) */
     uint32_t nt = A->n < 12 ? A->n : 12;
-    if (cq_dt_starts_item(ex->g_cp + B->first, B->n < 40 ? B->n : 40, ex->g_cp + A->first + A->n - nt, nt, a_full))
+    if (cq_dt_starts_item(ex->g.cp + B->first, B->n < 40 ? B->n : 40, ex->g.cp + A->first + A->n - nt, nt, a_full))
         return false;
     if (line_ends_sentence(ex, A)) {
         /* A sentence ends at the line end: a paragraph ends too, unless the document marks paragraphs with extra
@@ -839,7 +833,7 @@ static bool measure_spacing(const extraction *ex, uint32_t *const *kept_of_page,
             float right, left;
             column_edges(ex, kept, n, k - 1, &right, &left);
             bool full = A->x1 > right - 1.5f * A->size;
-            bool label = label_of(ex->g_cp + B->first, B->n) > 0;
+            bool label = label_of(ex->g.cp + B->first, B->n) > 0;
             if (full && !label && !line_ends_sentence(ex, A)) w[nw++] = pitch;
             else if (!full || label) q[np++] = pitch;
             else stop[ns++] = pitch; /* full line ending a sentence: decided once the cut is known */
@@ -881,11 +875,11 @@ static bool emit_line(extraction *ex, const pdf_line *L, text_out *o, int page_n
     cl->text_start = (uint32_t)o->text.len;
     cl->glyph_first = (uint32_t)o->n_glyphs_out;
     for (uint32_t g = L->first; g < L->first + L->n; g++) {
-        uint32_t cp = ex->g_cp[g];
+        uint32_t cp = ex->g.cp[g];
         size_t w = o->n_glyphs_out++;
         o->offsets[w] = (uint32_t)o->text.len;
-        ex->g_x0[w] = ex->g_x0[g];
-        ex->g_x1[w] = ex->g_x1[g];
+        ex->g.x0[w] = ex->g.x0[g];
+        ex->g.x1[w] = ex->g.x1[g];
         cq_strbuf_put_cp(&o->text, cp);
     }
     cl->text_end = (uint32_t)o->text.len;
@@ -899,9 +893,9 @@ static bool emit_line(extraction *ex, const pdf_line *L, text_out *o, int page_n
 /* What goes between a line that wraps on and the next: nothing, one space, or dropping the hyphen of
  * "evaluat-" + "ing". Returns the separator; *drop_hyphen is set when the previous line's '-' must go. */
 static const char *wrap_separator(const extraction *ex, const pdf_line *A, const pdf_line *B, bool *drop_hyphen) {
-    uint32_t last = ex->g_cp[A->first + A->n - 1];
-    uint32_t before_last = A->n > 1 ? ex->g_cp[A->first + A->n - 2] : 0;
-    uint32_t next = ex->g_cp[B->first];
+    uint32_t last = ex->g.cp[A->first + A->n - 1];
+    uint32_t before_last = A->n > 1 ? ex->g.cp[A->first + A->n - 2] : 0;
+    uint32_t next = ex->g.cp[B->first];
     *drop_hyphen = false;
     if (last == '-' && before_last >= 'a' && before_last <= 'z' && next >= 'a' && next <= 'z') {
         *drop_hyphen = true;
@@ -1062,7 +1056,7 @@ static cq_status assemble_text(extraction *ex, cq_doctext *out, cq_err *err) {
     bool full_stop_continues = false;
     bool para_spacing = measure_spacing(ex, kept_of_page, n_kept_of_page, &cut, &full_stop_continues);
 
-    o.offsets = malloc((ex->n_glyphs ? ex->n_glyphs : 1) * sizeof *o.offsets);
+    o.offsets = malloc((ex->g.n ? ex->g.n : 1) * sizeof *o.offsets);
     if (!o.offsets) {
         st = CQ_ERR_NOMEM;
         goto done;
@@ -1140,16 +1134,16 @@ static cq_status assemble_text(extraction *ex, cq_doctext *out, cq_err *err) {
     out->n_glyphs = o.n_glyphs_out;
     size_t keep = out->n_glyphs ? out->n_glyphs : 1;
     uint32_t *go = realloc(o.offsets, keep * sizeof *go);
-    float *gx0 = realloc(ex->g_x0, keep * sizeof *gx0);
-    float *gx1 = realloc(ex->g_x1, keep * sizeof *gx1);
+    float *gx0 = realloc(ex->g.x0, keep * sizeof *gx0);
+    float *gx1 = realloc(ex->g.x1, keep * sizeof *gx1);
     if (go) o.offsets = go;
-    if (gx0) ex->g_x0 = gx0;
-    if (gx1) ex->g_x1 = gx1;
+    if (gx0) ex->g.x0 = gx0;
+    if (gx1) ex->g.x1 = gx1;
     out->glyph_offset = o.offsets;
-    out->glyph_x0 = ex->g_x0;
-    out->glyph_x1 = ex->g_x1;
+    out->glyph_x0 = ex->g.x0;
+    out->glyph_x1 = ex->g.x1;
     o.offsets = NULL;
-    ex->g_x0 = ex->g_x1 = NULL;
+    ex->g.x0 = ex->g.x1 = NULL;
     document_quality(out);
 done:
     if (st != CQ_OK) cq_err_set(err, st, "out of memory while assembling the text of the PDF");

@@ -385,6 +385,21 @@ static void test_pdf_shared_page_numbers(void **state) {
     cq_doctext_free(&d);
 }
 
+/* An OCR layer whose glyphs have no width: MuPDF spaces out every letter; the reader rebuilds the words. */
+static void test_pdf_shared_zero_width_glyphs(void **state) {
+    (void)state;
+    const char *path = shared_path("mmlongbench-dev/docs/fd76bbefe469561966e5387aa709c482.pdf");
+    if (!path) return;
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(cq_doctext_from_pdf(path, &d, &err), CQ_OK);
+    check_pdf_invariants(&d);
+    assert_non_null(strstr(d.text, "Slight shock"));
+    assert_null(strstr(d.text, "S l i g h t"));
+    assert_true(d.quality > 0.9);
+    cq_doctext_free(&d);
+}
+
 static void test_markdown_shared_law(void **state) {
     (void)state;
     const char *path = shared_path("laws-zh/docs/农民专业合作社法(2017-12-27).md");
@@ -592,7 +607,8 @@ int main(void) {
         cmocka_unit_test(test_pdf_zh_fixture),      cmocka_unit_test(test_pdf_en_fixture),
         cmocka_unit_test(test_pdf_bad_inputs),      cmocka_unit_test(test_pdf_shared_law),
         cmocka_unit_test(test_pdf_shared_contract), cmocka_unit_test(test_pdf_shared_page_numbers),
-        cmocka_unit_test(test_markdown_shared_law), cmocka_unit_test(test_markdown),
+        cmocka_unit_test(test_pdf_shared_zero_width_glyphs), cmocka_unit_test(test_markdown_shared_law),
+        cmocka_unit_test(test_markdown),
         cmocka_unit_test(test_plain),               cmocka_unit_test(test_free_twice_and_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -570,8 +570,9 @@ static void builder_line(text_builder *b, const char *s, size_t n, bool join, bo
         if (prev == '-' && is_lower(before) && is_lower(next)) {
             b->out.len -= 1; /* "evaluat-" + "ing" */
             b->out.data[b->out.len] = 0;
-        } else if (!cq_dt_cjkish(prev) && !cq_dt_cjkish(next) && prev != '-' && prev != 0x2014) {
-            cq_strbuf_put_cp(&b->out, ' ');
+        } else if (!cq_dt_cjkish(prev) && !cq_dt_cjkish(next) && !(prev == '-' && before != ' ') &&
+                   prev != 0x2014 && prev != 0x2013 && prev != '/') {
+            cq_strbuf_put_cp(&b->out, ' '); /* but "Big-" + "Five", "and/" + "or" join as printed */
         }
     }
     for (size_t k = first; k < m; k++) {
@@ -587,7 +588,8 @@ static void builder_line(text_builder *b, const char *s, size_t n, bool join, bo
     if (b->out.failed) b->failed = true;
 }
 
-static void lines_decode_first(const char *s, size_t n, uint32_t *cp, size_t *m, size_t max) {
+/* Decodes up to max code points of s[0..n) into cp (tabs and ideographic spaces as ' '); *m = how many. */
+static void decode_prefix(const char *s, size_t n, uint32_t *cp, size_t *m, size_t max) {
     size_t i = 0, k = 0;
     while (i < n && k < max) {
         size_t len;
@@ -637,7 +639,7 @@ static cq_status assemble(const line_list *l, bool cjk_gap_breaks, text_builder 
         if (prev && !x->hard && wrapped && x->indent <= prev->indent + 1) { /* an indented line starts anew */
             uint32_t head[24];
             size_t nh;
-            lines_decode_first(s, x->len, head, &nh, 24);
+            decode_prefix(s, x->len, head, &nh, 24);
             /* the previous line's last characters, and whether it reaches the wrap width (the next word would
              * not have fitted) */
             const char *ps = l->buf.data + prev->start;
@@ -645,7 +647,7 @@ static cq_status assemble(const line_list *l, bool cjk_gap_breaks, text_builder 
             while (off < prev->len && ((unsigned char)ps[off] & 0xC0) == 0x80) off++;
             uint32_t tail[40];
             size_t nt;
-            lines_decode_first(ps + off, prev->len - off, tail, &nt, 40);
+            decode_prefix(ps + off, prev->len - off, tail, &nt, 40);
             size_t pw = display_width(ps, prev->len) + (size_t)prev->indent;
             size_t word = 0;
             for (size_t k = 0; k < nh && head[k] != ' '; k++) word += cq_dt_cjkish(head[k]) ? 2 : 1;

@@ -1164,7 +1164,9 @@ static cq_status check_file(const char *path, cq_err *err) {
     if (!f) return cq_err_set(err, CQ_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     char head[1024];
     size_t n = fread(head, 1, sizeof head, f);
+    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
+    if (read_errno) return cq_err_set(err, CQ_ERR_IO, "cannot read %s: %s", path, strerror(read_errno));
     if (n == 0) return cq_err_set(err, CQ_ERR_EMPTY, "%s is empty (0 bytes)", path);
     for (size_t i = 0; i + 5 <= n; i++)
         if (memcmp(head + i, "%PDF-", 5) == 0) return CQ_OK;

@@ -269,6 +269,9 @@ static void test_pdf_bad_inputs(void **state) {
     assert_non_null(strstr(err.msg, "cannot open"));
     assert_null(d.text);
 
+    assert_int_equal(cq_doctext_from_pdf("/tmp", &d, &err), CQ_ERR_IO); /* a directory */
+    assert_non_null(strstr(err.msg, "cannot read"));
+
     char *p = write_temp("", 0, "empty.pdf");
     assert_int_equal(cq_doctext_from_pdf(p, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "empty"));

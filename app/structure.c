@@ -271,8 +271,8 @@ static void segment_line(parser *p, uint32_t s, uint32_t e) {
         }
         if (i >= e || prev_cp == 0) continue;
         bool after_cjk = cq_is_cjk(prev_cp) || cq_is_cjk_punct(prev_cp);
-        bool brk = (is_cn_sentence_end(prev_cp) || prev_cp == 0xFF1B || prev_cp == 0xFF1A ||
-                    ((prev_cp == 0x201D || prev_cp == 0x300D || prev_cp == 0x300F))) ||
+        bool brk = is_cn_sentence_end(prev_cp) || prev_cp == 0xFF1B || prev_cp == 0xFF1A || /* 。！？；： */
+                   prev_cp == 0x201D || prev_cp == 0x300D || prev_cp == 0x300F ||                /* ”」』 */
                    (after_cjk && (run >= 3 || ideo >= 2));
         if (brk) {
             add_segment(p, seg_start, ws);
@@ -475,13 +475,14 @@ static int parse_dotted(const parser *p, uint32_t i, uint32_t e, uint32_t num[4]
 /* What follows an English label: end of line, or space and something that is not a lower-case word (a lower-case
  * word means a mention: "Section 3.4 of this Agreement"). */
 static bool en_label_follow_ok(const parser *p, uint32_t i, uint32_t e, bool *label_only) {
-    if (i < e && (p->t[i] == '.' || p->t[i] == ':')) i++;
+    bool stop = i < e && (p->t[i] == '.' || p->t[i] == ':');
+    if (stop) i++;
     uint32_t j = skip_inline_space(p, i, e);
     *label_only = j >= e;
     if (j >= e) return true;
-    if (j == i) return false; /* glued to something: 7.3(a) */
     size_t len;
     uint32_t cp = cp_at(p, j, e, &len);
+    if (j == i) return stop && is_upper(cp); /* "Article 1.Amendment" (a space lost by the PDF), not "7.3(a)" */
     return !is_lower(cp);
 }
 
@@ -528,12 +529,13 @@ static void classify_en(parser *p, segment *g) {
             goto caps;
         }
         /* outline markers "I. TERM AND TERMINATION" / "A. Term." (a capital run, a dot, a capital word) */
-        if (we - s <= 6 && we + 1 < e && p->t[we] == '.' && (p->t[we + 1] == ' ' || p->t[we + 1] == '\t')) {
+        if (we - s <= 6 && we < e && p->t[we] == '.' &&
+            (we + 1 == e || p->t[we + 1] == ' ' || p->t[we + 1] == '\t')) {
             bool caps_run = true;
             for (uint32_t i = s; i < we; i++) caps_run &= is_upper((unsigned char)p->t[i]);
             uint32_t j = skip_inline_space(p, we + 1, e);
             cp = j < e ? cp_at(p, j, e, &len) : 0;
-            if (caps_run && (is_upper(cp) || cp == '(' || cp == '"' || cp == 0x201C)) {
+            if (caps_run && (j >= e || is_upper(cp) || cp == '(' || cp == '"' || cp == 0x201C)) {
                 int v = roman_value(p, s, we);
                 if (v > 0 || we - s == 1) {
                     g->cand = CAND_ARTICLE;
@@ -543,6 +545,7 @@ static void classify_en(parser *p, segment *g) {
                     g->depth = 1;
                     g->label_end = we;
                     g->level = v > 0 ? 1 : 3;
+                    if (j >= e) g->flags |= F_LABEL_ONLY; /* "II." with its title on the next line */
                     return;
                 }
             }
@@ -552,12 +555,21 @@ static void classify_en(parser *p, segment *g) {
                       word_is(p, s, we, "APPENDIX") || word_is(p, s, we, "Appendix") ||
                       word_is(p, s, we, "ATTACHMENT") || word_is(p, s, we, "Attachment");
         if (attach && g->n_chars <= EN_HEADING_MAX_CHARS) {
-            cp = cp_before(p, s, e, NULL);
-            uint32_t words = 1;
-            for (uint32_t i = s; i < e; i++) words += p->t[i] == ' ';
-            bool lower = false;
-            for (uint32_t i = s; i < e; i++) lower |= is_lower((unsigned char)p->t[i]);
-            if (cp != '.' && cp != ',' && cp != ';' && (!lower || words <= 4)) {
+            /* "EXHIBIT A", "Schedule 1.1(b) – Assigned Domain Names", "Annex 2: Form of Notice"; not "Schedule 1 sets
+             * out the fees." */
+            uint32_t i = skip_inline_space(p, we, e), id = i;
+            while (i < e && i - id < 12 && (is_upper((unsigned char)p->t[i]) || is_lower((unsigned char)p->t[i]) ||
+                                            is_digit((unsigned char)p->t[i]) || strchr(".()-", p->t[i])))
+                i++;
+            bool ok = i > id && i - id < 12 && (i >= e || p->t[i] == ' ' || p->t[i] == ':');
+            if (ok && i > id && p->t[i - 1] == '.') i--; /* "EXHIBIT A." */
+            uint32_t j = skip_inline_space(p, i, e);
+            if (ok && j < e) {
+                cp = cp_at(p, j, e, &len);
+                ok = cp == ':' || cp == 0x2013 || cp == 0x2014 || cp == '-' || is_upper(cp) || cp == '"' || cp == 0x201C;
+            }
+            uint32_t last = cp_before(p, s, e, NULL);
+            if (ok && last != ',' && last != ';') {
                 g->head = HEAD_ATTACH;
                 g->level = 0;
                 return;
@@ -676,7 +688,8 @@ static void classify_cn(parser *p, segment *g) {
                 i += (uint32_t)len;
                 n++;
             }
-            if (i < e && n >= 2 && n <= HEADING_MAX_CHARS && is_inline_space(cp_at(p, i, e, &(size_t){0}))) {
+            size_t len;
+            if (i < e && n >= 2 && n <= HEADING_MAX_CHARS && is_inline_space(cp_at(p, i, e, &len))) {
                 g->flags |= F_HEADLIKE;
                 g->head_end = i;
             }
@@ -743,19 +756,24 @@ static bool is_contents_line(const parser *p, const segment *g) {
     return false;
 }
 
-/* The text of a contents entry before its dot leaders: "1 Eligibility" in "1 Eligibility ......2". */
+/* The text of a contents entry before its dot leaders: "1 Eligibility" in "1 Eligibility ......2", "第一章 总则……1". */
 static uint32_t toc_entry_end(const parser *p, const segment *g) {
-    uint32_t dots = 0;
-    for (uint32_t i = g->start; i < g->end; i++) {
-        if (p->t[i] == '.' || (unsigned char)p->t[i] == 0xE2) { /* '.' or the lead byte of … */
-            if (++dots == 4) {
-                uint32_t e = i - 3;
+    uint32_t dots = 0, run_start = g->start;
+    for (uint32_t i = g->start; i < g->end;) {
+        size_t len;
+        uint32_t cp = cp_at(p, i, g->end, &len);
+        if (cp == '.' || cp == 0x2026 || cp == 0x00B7) { /* . … · */
+            if (dots == 0) run_start = i;
+            dots += cp == 0x2026 ? 3 : 1;
+            if (dots >= 4) {
+                uint32_t e = run_start;
                 while (e > g->start && p->t[e - 1] == ' ') e--;
                 return e;
             }
         } else {
             dots = 0;
         }
+        i += (uint32_t)len;
     }
     return g->end;
 }
@@ -830,8 +848,8 @@ static bool cn_next(uint32_t n, uint32_t sub, const segment *c) {
     return (c->num[0] == n + 1 && c->num[1] == 0) || (c->num[0] == n && c->num[1] > sub);
 }
 
-/* The last segment before k that is not a heading candidate (headings between an introduction ending with a colon
- * and the quoted article it introduces belong to the quotation). */
+/* Does the last segment before k that is not a heading line end with a colon? (Headings between an introduction
+ * "…内容如下：" and the quoted article it introduces belong to the quotation.) */
 static bool colon_before(const parser *p, size_t k) {
     for (size_t n = 0; k > 0 && n < 32; n++) {
         const segment *g = &p->segs[--k];
@@ -913,29 +931,35 @@ static bool en_successor(const uint32_t *u, int du, const uint32_t *v, int dv, u
 }
 
 /* "2. Fees. Customer shall …" / "1 Eligibility": the label is followed by a short capitalised title (ending in a
- * period, or making up the whole line), as headings are and list items ("2. Maintain the systems; and") are not. */
-static bool en_titled(const parser *p, const segment *g) {
+ * period, or making up the whole line), as headings are and list items ("2. Maintain the systems; and") are not.
+ * Returns the end of the title, or 0 when there is none. */
+static uint32_t en_title_end(const parser *p, const segment *g) {
+    static const char *small[] = {"and", "of", "or", "the", "for", "to", "in", "on", "by", "with", "a", "an"};
     uint32_t i = g->label_end, e = g->end;
     if (i < e && (p->t[i] == '.' || p->t[i] == ':')) i++;
     i = skip_inline_space(p, i, e);
-    int words = 0;
-    while (i < e && words < 10) {
+    for (int words = 0; i < e && words < 10; words++) {
         uint32_t w = i;
         while (i < e && p->t[i] != ' ' && p->t[i] != '.' && p->t[i] != ';' && p->t[i] != ',') i++;
-        if (i == w) return false;
-        static const char *small[] = {"and", "of", "or", "the", "for", "to", "in", "on", "by", "with", "a", "an"};
-        bool ok = is_upper((unsigned char)p->t[w]) || p->t[w] == '(' || p->t[w] == '&' || p->t[w] == '-' ||
-                  is_digit((unsigned char)p->t[w]) || (unsigned char)p->t[w] >= 0x80;
+        if (i == w) return 0;
+        unsigned char c = (unsigned char)p->t[w];
+        bool ok = is_upper(c) || c == '(' || c == '&' || c == '-' || is_digit(c) || c >= 0x80;
         for (size_t k = 0; k < sizeof small / sizeof *small && !ok; k++)
             ok = strlen(small[k]) == i - w && !memcmp(p->t + w, small[k], i - w);
-        if (!ok) return false;
-        words++;
-        if (i >= e) return true; /* the whole line */
-        if (p->t[i] == '.') return i + 1 >= e || p->t[i + 1] == ' ';
-        if (p->t[i] != ' ') return false;
+        if (!ok) return 0;
+        if (i >= e) return e; /* the whole line */
+        if (p->t[i] == '.') return i + 1 >= e || p->t[i + 1] == ' ' ? i : 0;
+        if (p->t[i] != ' ') return 0;
         i++;
     }
-    return false;
+    return 0;
+}
+
+static bool en_titled(const parser *p, const segment *g) { return en_title_end(p, g) != 0; }
+
+/* Dotted-number labels: 7.2, Section 7.2, § 7.2 (not ARTICLE IV, I., A.). */
+static bool en_numeric(const segment *g) {
+    return g->en_kind == EN_NUMBER || g->en_kind == EN_SECTION || g->en_kind == EN_SIGN;
 }
 
 /* A plausible first label: 1, 1.1, 2 (when 1 was lost), 0. */
@@ -953,7 +977,7 @@ static void resolve_en(parser *p) {
     bool style_known[5] = {false}, style_titled[5] = {false}; /* per depth: do accepted labels carry titles? */
     uint32_t u[4] = {0};       /* last accepted dotted number */
     int du = 0;
-    bool run_has_body = false; /* a body line followed an accepted label since the last (re)start */
+    bool run_has_body = false; /* a body line followed some accepted label since the numbering (re)started */
     size_t last_acc = (size_t)-1, last_attach = (size_t)-1, scan = 0;
     size_t n_acc = 0, first_acc_ci = 0;
     for (size_t ci = 0; ci < p->n_cands; ci++) {
@@ -975,9 +999,9 @@ static void resolve_en(parser *p) {
         }
         bool accept = false, first_like = false;
         if (g->en_kind == EN_ROMAN) {
-            /* a top-level outline heading, like an article; "I." after "H." is the letter I */
+            /* a top-level outline heading, like an article; but "C." after "B." (or "I." after "H.") is a letter */
             bool as_article = art ? g->num[0] == art + 1 || g->num[0] == art + 2 : g->num[0] <= 2;
-            if (!as_article && g->num[1] && art && g->num[1] == letter + 1) {
+            if (g->num[1] && du > 0 && letter > 0 && g->num[1] == letter + 1) {
                 g->en_kind = EN_LETTER;
                 g->num[0] = g->num[1];
                 g->level = 3;
@@ -1025,26 +1049,28 @@ static void resolve_en(parser *p) {
                 accept = true;
                 for (size_t j = ci + 1; j < p->n_cands && j <= ci + 32 && accept; j++) {
                     const segment *h = &p->segs[p->cands[j]];
-                    if (h->en_kind != EN_ARTICLE && en_successor(u, du, h->num, h->depth, 1)) accept = false;
+                    if (en_numeric(h) && en_successor(u, du, h->num, h->depth, 1)) accept = false;
                 }
             } else {
                 accept = false;
             }
         }
         bool restart = !accept && first_like && n_acc > 0 && !run_has_body;
-        if (accept && (g->en_kind == EN_NUMBER || g->en_kind == EN_SECTION || g->en_kind == EN_SIGN)) {
-            /* the same number again soon: this one is a list item or a quotation when the twin comes before this
-             * one's successor, or when the twin has the style of the labels accepted so far and this one has not */
+        if (accept && en_numeric(g)) {
+            /* The same number again soon: one of the two is a list item or a quotation. When their styles differ,
+             * the one styled like the labels accepted so far wins ("2. COMPENSATION" over "2. If Beta finishes …");
+             * otherwise this one loses when its twin comes before its successor. */
             bool successor_seen = false;
             for (size_t j = ci + 1; j < p->n_cands && j <= ci + 32; j++) {
                 const segment *h = &p->segs[p->cands[j]];
                 if (h->en_kind == EN_ARTICLE) break;
+                if (!en_numeric(h)) continue;
                 if (en_successor(g->num, g->depth, h->num, h->depth, 1)) successor_seen = true;
                 if (h->en_kind == g->en_kind && h->depth == g->depth &&
                     !memcmp(h->num, g->num, g->depth * sizeof g->num[0])) {
-                    bool style_says_twin = style_known[g->depth] && en_titled(p, g) != style_titled[g->depth] &&
-                                           en_titled(p, h) == style_titled[g->depth];
-                    if (!successor_seen || style_says_twin) accept = false;
+                    bool mine = en_titled(p, g), twin = en_titled(p, h);
+                    if (style_known[g->depth] && mine != twin) accept = mine == style_titled[g->depth];
+                    else accept = successor_seen;
                     break;
                 }
             }
@@ -1069,7 +1095,7 @@ static void resolve_en(parser *p) {
             u[0] = art;
             du = 1;
             letter = 0;
-        } else if (g->en_kind == EN_NUMBER || g->en_kind == EN_SECTION || g->en_kind == EN_SIGN) {
+        } else if (en_numeric(g)) {
             if (g->num[0] != u[0]) letter = 0;
             memcpy(u, g->num, sizeof u);
             du = g->depth;
@@ -1078,11 +1104,15 @@ static void resolve_en(parser *p) {
                 style_titled[du] = en_titled(p, g);
             }
         }
-        if (n_acc == 0) first_acc_ci = ci;
+        if (n_acc == 0) {
+            first_acc_ci = ci;
+            run_has_body = false;
+        }
+        /* a label line that is a sentence carries its own body: contents entries are short title lines */
+        if ((g->flags & F_SENT_END) || g->n_chars > EN_HEADING_MAX_CHARS) run_has_body = true;
         g->role = ROLE_ARTICLE;
         n_acc++;
         last_acc = k;
-        run_has_body = false;
     }
     size_t clauses = 0;
     for (size_t ci = 0; ci < p->n_cands; ci++)
@@ -1133,7 +1163,8 @@ static bool is_date_line(const parser *p, const segment *g) {
 
 /* Confirms heading candidates (Chinese) from their neighbours; marks quoted headings. */
 static void resolve_headings_cn(parser *p) {
-    /* next_art[k]: role of the first segment after k that is not a heading candidate (ARTICLE → 1, quoted → 2) */
+    /* next_kind[k]: the first segment after k that is not a heading candidate is an article (1), a quoted article
+     * (2), or something else (0) */
     size_t n = p->n_segs;
     uint8_t *next_kind = malloc(n ? n : 1);
     if (!next_kind) {
@@ -1214,10 +1245,13 @@ static void resolve_headings_cn(parser *p) {
 
 static void resolve_headings_en(parser *p) {
     size_t n = p->n_segs;
+    bool labels_seen = false;
     for (size_t k = 0; k < n; k++) {
         segment *g = &p->segs[k];
+        labels_seen |= g->role == ROLE_ARTICLE;
         if (g->role != ROLE_BODY) continue;
         if (g->head == HEAD_ATTACH) {
+            if (k < 3 && !labels_seen) continue; /* "Exhibit 10.1" atop an SEC filing names the document itself */
             g->role = ROLE_HEADING;
         } else if (g->head == HEAD_CAPS && !p->have_articles && k > 0 && k + 1 < n && p->segs[k + 1].role == ROLE_BODY &&
                    p->segs[k + 1].head != HEAD_CAPS) {
@@ -1597,6 +1631,11 @@ static void emit(parser *p) {
             p->pending_head_start = UINT32_MAX;
             p->pending_head_chars = 0;
             open_article(p, k);
+            if (!p->cjk) {
+                /* the clause heads its sub-clauses: "II. LICENSE > Section II.A" */
+                uint32_t he = g->head_end != g->end ? g->head_end : en_title_end(p, g);
+                push_heading(p->stack, &p->n_stack, g->level, g->start, he ? he : g->label_end);
+            }
             break;
         case ROLE_TITLE:
             if (p->art_open) p->art_end = g->end;
@@ -1624,7 +1663,6 @@ static void emit(parser *p) {
                 /* an inline title starts a chunk that carries on with the rest of the line */
                 flush_chunk(p);
                 push_heading(p->stack, &p->n_stack, g->level, g->start, g->head_end);
-                if (g->level <= 3) p->n_qstack = 0;
                 feed_body(p, g, true);
                 break;
             }

@@ -518,6 +518,60 @@ static void test_en_lists_are_not_sections(void **state) {
     cq_structure_free(&st);
 }
 
+/* Shapes met in CUAD filings through the PDF reader. */
+static void test_en_outline_and_schedules(void **state) {
+    (void)state;
+    cq_doctext d;
+    doc_set(&d, (char *)"Exhibit 10.1\n"
+                        "SPONSORSHIP AGREEMENT\n"
+                        "This Agreement is made between Alpha Inc. and Beta LLC.\n"
+                        "1. DEFINITIONS\n"
+                        "A. \"Event\" means the annual tournament.\n"
+                        "B. \"Marks\" means the trademarks of Alpha.\n"
+                        "C. \"Term\" means the period set out in Section 2.\n"
+                        "2. COMPENSATION\n"
+                        "A. Alpha shall pay the base fee.\n"
+                        "B. In addition, Alpha shall pay bonuses:\n"
+                        "1. If Beta wins a major, USD 10,000.\n"
+                        "2. If Beta finishes in the top ten, USD 5,000.\n"
+                        "3. APPROVAL OF ADVERTISING\n"
+                        "Beta shall approve all advertising within ten days.\n"
+                        "Schedule 1 sets out the fee table and forms part of this Agreement.\n"
+                        "Schedule 1.1(b) \xE2\x80\x93 Assigned Domain Names\n"
+                        "alpha-events.com\n"
+                        "beta-golf.com\n");
+    cq_structure st = parse_ok(&d);
+    assert_int_equal(st.clauses[0].kind, CQ_CLAUSE_PREAMBLE);
+    assert_string_equal(st.clauses[0].path, ""); /* "Exhibit 10.1" atop a filing is no attachment */
+    assert_null(by_label(&st, "Section 1")); /* a heading: its letters are the clauses */
+    expect_article(&st, "Section 1.A", "1.a", "1. DEFINITIONS > Section 1.A", "A. \"Event\"");
+    expect_article(&st, "Section 1.C", "1.c", "1. DEFINITIONS > Section 1.C", "C. \"Term\""); /* C is no roman 100 */
+    expect_article(&st, "Section 2.B", "2.b", "2. COMPENSATION > Section 2.B", NULL);
+    assert_non_null(strstr(by_label(&st, "Section 2.B")->text, "2. If Beta finishes in the top ten"));
+    expect_article(&st, "Section 3", "3", "Section 3", "3. APPROVAL OF ADVERTISING\nBeta shall approve");
+    assert_non_null(strstr(by_label(&st, "Section 3")->text, "Schedule 1 sets out the fee table"));
+    assert_null(strstr(by_label(&st, "Section 3")->text, "alpha-events.com"));
+    assert_string_equal(containing(&st, "alpha-events.com")->path, "Schedule 1.1(b) \xE2\x80\x93 Assigned Domain Names");
+    assert_int_equal(count_kind(&st, CQ_CLAUSE_ARTICLE), 6);
+    cq_structure_free(&st);
+
+    doc_set(&d, (char *)"LICENSE AGREEMENT\n"
+                        "I.\n"
+                        "DEFINITIONS\n"
+                        "\"Product\" means the licensed product.\n"
+                        "II.\n"
+                        "LICENSE\n"
+                        "The following terms apply to the license.\n"
+                        "A. Grant. Licensor grants Licensee a non-exclusive license.\n"
+                        "B. Limits. Licensee shall not sublicense.\n");
+    st = parse_ok(&d);
+    expect_article(&st, "Section I", "1", "Section I", "I.\nDEFINITIONS\n\"Product\"");
+    expect_article(&st, "Section II", "2", "Section II", "II.\nLICENSE\nThe following terms");
+    expect_article(&st, "Section II.A", "2.a", "II. LICENSE > Section II.A", "A. Grant.");
+    expect_article(&st, "Section II.B", "2.b", "II. LICENSE > Section II.B", NULL);
+    cq_structure_free(&st);
+}
+
 static void test_en_unstructured(void **state) {
     (void)state;
     cq_strbuf b = {0};
@@ -1026,6 +1080,7 @@ int main(void) {
         cmocka_unit_test(test_cn_paragraph_sizes),
         cmocka_unit_test(test_en_labels),
         cmocka_unit_test(test_en_lists_are_not_sections),
+        cmocka_unit_test(test_en_outline_and_schedules),
         cmocka_unit_test(test_en_unstructured),
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_fixtures),

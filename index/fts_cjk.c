@@ -47,6 +47,10 @@ typedef struct {
     uint32_t word_last;   /* last character appended, kept or not */
     size_t word_start, word_end;
     uint32_t joiner;      /* pending '.' or '\'' after the word, 0 if none */
+
+    /* query mode: the tail unigram of the last closed run, emitted only if another token follows */
+    char tail[4];
+    size_t tail_len, tail_start, tail_end;
 } tok_state;
 
 /* ASCII: class and folded (lower-case) form. */
@@ -127,6 +131,13 @@ static size_t fold_slow(uint32_t cp, uint32_t *out) {
 
 static void emit(tok_state *st, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
     if (st->rc) return;
+    if (st->tail_len) {
+        /* Something follows the run: its tail keeps the phrase's positions aligned with the document's. */
+        size_t n = st->tail_len;
+        st->tail_len = 0;
+        st->rc = st->cb(st->ctx, st->tail, n, st->tail_start, st->tail_end, CQ_FTS_TOK_TAIL);
+        if (st->rc) return;
+    }
     if (!st->query && !(flags & CQ_FTS_TOK_COLOCATED)) {
         /* highlight() copies text between consecutive positions' offsets and misbehaves when they overlap;
          * overlap happens only when one source character folds to several (㍻ → 平成). */
@@ -147,8 +158,12 @@ static void run_add(tok_state *st, uint32_t cp, size_t start, size_t end) {
         if (st->query) {
             emit(st, buf, n1 + n2, st->prev_start, end, 0);
         } else {
-            emit(st, buf, n1, st->prev_start, st->prev_end, 0);
-            emit(st, buf, n1 + n2, st->prev_start, end, CQ_FTS_TOK_COLOCATED);
+            /* The bigram's offsets are its first character's, exactly as the unigram it shares a position with
+             * gets them: offsets of neighbouring positions never overlap, so highlight() stays exact. */
+            size_t s0 = st->prev_start < st->last_end ? st->last_end : st->prev_start;
+            size_t e0 = st->prev_end < s0 ? s0 : st->prev_end;
+            emit(st, buf, n1, s0, e0, 0);
+            emit(st, buf, n1 + n2, s0, e0, CQ_FTS_TOK_COLOCATED);
         }
     }
     st->prev = cp;
@@ -161,7 +176,16 @@ static void run_close(tok_state *st) {
     if (!st->run_len) return;
     char buf[4];
     size_t n = cq_utf8_encode(st->prev, buf);
-    emit(st, buf, n, st->prev_start, st->prev_end, st->query && st->run_len > 1 ? CQ_FTS_TOK_TAIL : 0);
+    if (st->query && st->run_len > 1) {
+        /* Held back: at the end of the query string the run is fully said by its bigrams, and a phrase of
+         * single-token bigrams costs FTS5 far less than one that also needs the tail's positions. */
+        memcpy(st->tail, buf, n);
+        st->tail_len = n;
+        st->tail_start = st->prev_start;
+        st->tail_end = st->prev_end;
+    } else {
+        emit(st, buf, n, st->prev_start, st->prev_end, 0);
+    }
     st->run_len = 0;
 }
 
@@ -282,6 +306,7 @@ int cq_fts_cjk_tokenize(const char *text, size_t len, cq_fts_cjk_mode mode, cq_t
     st.run_len = 0;
     st.word_open = false;
     st.joiner = 0;
+    st.tail_len = 0;
 
     size_t i = 0;
     while (i < len && !st.rc) {

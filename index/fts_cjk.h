@@ -8,25 +8,26 @@
  *
  * Token rules (on the folded text):
  *  - CJK run: a maximal sequence of Han ideographs (core/utf8.h cq_is_cjk) and kana. Every character of the run
- *    takes one position. In a document (FTS5 DOCUMENT and AUX) position i carries the unigram c[i] (offsets:
- *    that character) and, COLOCATED at the same position, the bigram c[i]c[i+1] (offsets: both characters);
- *    the last character of a run carries its unigram only. In a query (FTS5 QUERY, with or without PREFIX) a
- *    run c[0..k] is the bigrams c[0]c[1] … c[k-1]c[k] at positions 0..k-1 followed by the unigram c[k] at
- *    position k (flag CQ_FTS_TOK_TAIL); a run of one character is its unigram. So
+ *    takes one position. In a document (FTS5 DOCUMENT and AUX) position i carries the unigram c[i] and,
+ *    COLOCATED at the same position, the bigram c[i]c[i+1]; both carry the offsets of c[i] alone. The last
+ *    character of a run carries its unigram only. In a query (FTS5 QUERY, with or without PREFIX) a run
+ *    c[0..k] is the bigrams c[0]c[1] … c[k-1]c[k] at positions 0..k-1, followed by the unigram c[k] at position
+ *    k (flag CQ_FTS_TOK_TAIL) only when another token follows in the same query string; a run of one character
+ *    is its unigram. So
  *      document 员工加班费 → 员 员工 | 工 工加 | 加 加班 | 班 班费 | 费      (| separates positions)
- *      query    加班费     → 加班 | 班费 | 费
+ *      query    加班费     → 加班 | 班费                 query 加班费100 → 加班 | 班费 | 费 | 100
  *    and the query phrase matches wherever the three characters occur, in any longer run. Why this shape:
- *      * 2-character words are found by one bigram (FTS5's trigram tokenizer cannot);
+ *      * 2-character words are found by one token (FTS5's trigram tokenizer cannot find them at all);
  *      * 1-character queries (税) match every occurrence, not only isolated ones, with no prefix trick;
- *      * every position's offsets cover exactly one character, so highlight() spans are exact: a query
- *        phrase covers its characters and no more, and two overlapping matches merge. (With bigram offsets,
- *        two matches at neighbouring positions overlap and SQLite 3.40's highlight() then copies the rest of
- *        the text into its output; checked with the trigram tokenizer, which has the same problem);
- *      * a query phrase may cross a run's end: "人民币100元" matches 人民币100元.
- *    The cost is two index entries per Han character instead of one: on laws-zh the FTS5 index takes 1.6 bytes
- *    per byte of text, against 1.0 for bigrams alone (measured once with a throwaway variant) and 1.4 for the
- *    trigram tokenizer; tests/bench/bench_fts_cjk.c prints the current figures. NEAR distances count
- *    positions, so in CJK text they count characters.
+ *      * a quoted bigram ("加班") is a one-token phrase: BM25 queries that OR many bigrams cost FTS5 about half
+ *        of what two-token phrases cost (measured on laws-zh: 62 ms against 130 ms for 8 terms);
+ *      * offsets of neighbouring positions never overlap, so highlight() and snippet() stay well-formed
+ *        (SQLite 3.40's highlight() copies the rest of the text into its output when they overlap). A phrase
+ *        that ends its query string with a CJK run highlights all but that run's last character;
+ *      * a query phrase may cross a run's end: "人民币100元" matches 人民币100元 (the tail keeps positions).
+ *    NEAR counts positions: a CJK phrase at the end of its query string spans one position less than its
+ *    characters. The cost is about two index entries per Han character instead of one (measured in
+ *    tests/bench/bench_fts_cjk.c).
  *  - Word: a maximal sequence of letters and digits (ASCII, or Unicode L* / N* other than CJK), with combining
  *    marks attached (the word is then recomposed, so "cafe\u0301" and "café" are one token; marks outside a
  *    word are ignored, so half-width ｶﾞ reads カ). Inside a word, '.' between two digits joins ("7.2",
@@ -42,10 +43,10 @@
  *
  * Queries through FTS5 syntax: every string, quoted or bare, is a phrase, so MATCH '加班费' and
  * MATCH '"加班费"' both ask for the three characters in order. A looser "all bigrams, anywhere" query is
- * MATCH '"加班" "班费"' (implicit AND of two 2-character phrases; their matches in 加班费 overlap and highlight
- * as one span). A query builder walks cq_fts_cjk_tokenize(..., CQ_FTS_CJK_QUERY, ...) and quotes each token
- * that has no CQ_FTS_TOK_TAIL flag (tokens never contain '"'): FTS5 runs the same tokenizer on each quoted
- * string, so "加班" becomes 加班 | 班 again.
+ * MATCH '"加班" "班费"' (implicit AND of two one-token phrases). A query builder walks
+ * cq_fts_cjk_tokenize(..., CQ_FTS_CJK_QUERY, ...) and quotes each token that has no CQ_FTS_TOK_TAIL flag
+ * (tokens never contain '"'): FTS5 runs the same tokenizer on each quoted string, so "加班" is the single
+ * token 加班 again.
  *
  * FTS5 flags: DOCUMENT and AUX tokenize as a document; QUERY and QUERY|PREFIX as a query. A prefix query
  * ("加"* or "compe"*) needs nothing special: the last token of the phrase is matched as a prefix. */
@@ -68,7 +69,8 @@ typedef enum {
 /* Token flags passed to the callback. */
 enum {
     CQ_FTS_TOK_COLOCATED = 1u << 0, /* document mode: same position as the previous token (the bigram at c[i]) */
-    CQ_FTS_TOK_TAIL = 1u << 1,      /* query mode: the last character of a run of >= 2, after its bigrams */
+    CQ_FTS_TOK_TAIL = 1u << 1,      /* query mode: the last character of a run of >= 2, after its bigrams, when
+                                       another token follows in the same string */
 };
 
 /* Called once per token, in order. tok[0..len) is the folded token (UTF-8, not NUL-terminated, valid only

@@ -160,56 +160,89 @@ static void append_quoted(cq_strbuf *b, const char *t) {
     cq_strbuf_puts(b, "\"");
 }
 
-/* Runs one BM25 query: terms OR-ed over title/path/body, limited to the KB and, when docs is given, to them. */
+/* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
+static cq_status doc_rowid_range(sqlite3 *db, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?", -1, &st, NULL) != SQLITE_OK)
+        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    sqlite3_bind_int64(st, 1, doc_id);
+    *lo = 1;
+    *hi = 0;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        *lo = sqlite3_column_int64(st, 0);
+        *hi = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+typedef struct {
+    int64_t id;
+    double score;
+} scored;
+
+static int cmp_scored(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    return x->score < y->score ? 1 : (x->score > y->score ? -1 : (x->id > y->id) - (x->id < y->id));
+}
+
+/* Appends up to `limit` (clause id, score) pairs for the query, restricted to rowids [lo, hi] when lo <= hi. */
+static cq_status bm25_query(sqlite3 *db, int64_t kb_id, const char *match, int64_t lo, int64_t hi, size_t limit,
+                            scored *out, size_t *n, size_t cap, cq_err *err) {
+    char sql[320];
+    snprintf(sql, sizeof sql,
+             "SELECT rowid, bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g) AS r FROM " CQ_FTS_TABLE_FMT " WHERE "
+             CQ_FTS_TABLE_FMT " MATCH ?1 %s ORDER BY r LIMIT ?2",
+             (long long)kb_id, W_TITLE, W_PATH, W_BODY, (long long)kb_id, (long long)kb_id,
+             lo <= hi ? "AND rowid BETWEEN ?3 AND ?4" : "");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+    if (lo <= hi) {
+        sqlite3_bind_int64(st, 3, lo);
+        sqlite3_bind_int64(st, 4, hi);
+    }
+    int rc;
+    while (*n < cap && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        out[*n].id = sqlite3_column_int64(st, 0);
+        out[*n].score = -sqlite3_column_double(st, 1); /* FTS5 bm25 is negative: more negative is better */
+        (*n)++;
+    }
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+/* BM25 over the KB's FTS table: terms OR-ed; when docs are given, only their clauses (best first over all of
+ * them). Adds the results to h after what it holds. */
 static cq_status bm25(cq_store *s, int64_t kb_id, char **terms, size_t n_terms, const cq_title_match *docs,
                       size_t n_docs, cq_hits *h, size_t k, cq_err *err) {
     if (n_terms == 0 || h->n >= k) return CQ_OK;
     cq_strbuf q = {0};
-    cq_strbuf_printf(&q, "kb : kb%lld AND ", (long long)kb_id);
-    if (n_docs) {
-        cq_strbuf_puts(&q, "doc : (");
-        for (size_t i = 0; i < n_docs; i++) cq_strbuf_printf(&q, "%sd%lld", i ? " OR " : "", (long long)docs[i].doc_id);
-        cq_strbuf_puts(&q, ") AND ");
-    }
-    cq_strbuf_puts(&q, "{title path body} : (");
     for (size_t i = 0; i < n_terms; i++) {
         if (i) cq_strbuf_puts(&q, " OR ");
         append_quoted(&q, terms[i]);
     }
-    cq_strbuf_puts(&q, ")");
     if (q.failed) {
         cq_strbuf_free(&q);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT rowid, bm25(clause_fts, 0, 0, %g, %g, %g) AS r FROM clause_fts WHERE clause_fts MATCH ? "
-             "ORDER BY r LIMIT ?",
-             W_TITLE, W_PATH, W_BODY);
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        cq_strbuf_free(&q);
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    size_t want = k + h->n, cap = want * (n_docs ? n_docs : 1), n = 0;
+    scored *found = malloc(cap * sizeof *found);
+    cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc && !n_docs) rc = bm25_query(db, kb_id, q.data, 1, 0, want, found, &n, cap, err);
+    for (size_t i = 0; !rc && i < n_docs; i++) {
+        int64_t lo = 1, hi = 0;
+        rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
+        if (!rc && lo <= hi) rc = bm25_query(db, kb_id, q.data, lo, hi, want, found, &n, cap, err);
     }
-    sqlite3_bind_text(st, 1, q.data, (int)q.len, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)(k + h->n));
     cq_strbuf_free(&q);
-    /* Collect ids first: add_hit runs its own statements. */
-    int64_t ids[256];
-    double scores[256];
-    size_t n = 0;
-    int rc;
-    while (n < 256 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        ids[n] = sqlite3_column_int64(st, 0);
-        scores[n++] = -sqlite3_column_double(st, 1); /* FTS5 bm25 is negative: more negative is better */
-    }
-    sqlite3_finalize(st);
-    for (size_t i = 0; i < n && h->n < k; i++) {
-        cq_status r = add_hit(s, h, k, ids[i], scores[i], CQ_RETRIEVE_BM25, 0, err);
-        if (r) return r;
-    }
-    return CQ_OK;
+    if (!rc) qsort(found, n, sizeof *found, cmp_scored);
+    for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, err);
+    free(found);
+    return rc;
 }
 
 /* ---- fusion ------------------------------------------------------------------------------------------------- */

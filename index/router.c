@@ -164,7 +164,7 @@ void cq_router_cache_free(void *p) {
     free(c);
 }
 
-/* Folds for title matching: NFKC + case fold, white space, 《》〈〉<> and quotes removed. */
+/* Folds for title matching: NFKC + case fold, white space, brackets and quotes removed. */
 static char *title_fold(const char *s) {
     char *k = cq_text_norm_key(s, strlen(s));
     if (!k) return NULL;
@@ -172,8 +172,10 @@ static char *title_fold(const char *s) {
     while (i < n) {
         size_t len;
         uint32_t cp = cq_utf8_decode(k + i, n - i, &len);
+        /* Brackets and quotes around or inside titles are not said in questions: 《》〈〉<>“”"()[] (the fold has
+         * already made full-width （） ASCII). "宪法修正案（2004年）" is asked as "宪法修正案2004年". */
         int drop = cp == 0x300A || cp == 0x300B || cp == 0x3008 || cp == 0x3009 || cp == '<' || cp == '>' ||
-                   cp == 0x201C || cp == 0x201D || cp == '"';
+                   cp == 0x201C || cp == 0x201D || cp == '"' || cp == '(' || cp == ')' || cp == '[' || cp == ']';
         if (!drop) {
             memmove(k + o, k + i, len);
             o += len;

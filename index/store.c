@@ -64,7 +64,7 @@ static const char *const migrations[] = {
     "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
     "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
     "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
-    "CREATE VIRTUAL TABLE clause_fts USING fts5(kb, doc, title, path, body, tokenize='cjk');\n"
+
     "CREATE TABLE jobs(\n"
     "  id INTEGER PRIMARY KEY,\n"
     "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
@@ -196,16 +196,32 @@ cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_e
                           "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
                           "or '.'",
                           name);
+    /* The row and its FTS table come together or not at all. */
+    int own_tx = sqlite3_get_autocommit(s->db);
+    if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
     sqlite3_stmt *st;
-    if (prepare(s, "INSERT INTO kbs(name, created_at) VALUES(?, ?)", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)time(NULL));
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_CONSTRAINT) return cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
-    if (rc != SQLITE_DONE) return db_error(s, err, "create knowledge base");
-    *kb_id = sqlite3_last_insert_rowid(s->db);
-    return CQ_OK;
+    cq_status out = prepare(s, "INSERT INTO kbs(name, created_at) VALUES(?, ?)", &st, err);
+    if (!out) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)time(NULL));
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc == SQLITE_CONSTRAINT) out = cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
+        else if (rc != SQLITE_DONE) out = db_error(s, err, "create knowledge base");
+    }
+    if (!out) {
+        *kb_id = sqlite3_last_insert_rowid(s->db);
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "CREATE VIRTUAL TABLE IF NOT EXISTS " CQ_FTS_TABLE_FMT " USING fts5(title, path, body, tokenize='cjk')",
+                 (long long)*kb_id);
+        out = exec(s, sql, err);
+    }
+    if (own_tx) {
+        if (out) cq_store_rollback(s);
+        else out = cq_store_commit(s, err);
+    }
+    return out;
 }
 
 cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
@@ -249,9 +265,11 @@ cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list knowledge bases");
 }
 
-static cq_status delete_fts_rows(cq_store *s, const char *where, int64_t id, cq_err *err) {
-    char sql[256];
-    snprintf(sql, sizeof sql, "DELETE FROM clause_fts WHERE rowid IN (SELECT c.id FROM clauses c %s)", where);
+/* Deletes the FTS rows of the clauses selected by `where` (which binds ?1 = id) from the KB's FTS table. */
+static cq_status delete_fts_rows(cq_store *s, int64_t kb_id, const char *where, int64_t id, cq_err *err) {
+    char sql[320];
+    snprintf(sql, sizeof sql, "DELETE FROM " CQ_FTS_TABLE_FMT " WHERE rowid IN (SELECT c.id FROM clauses c %s)",
+             (long long)kb_id, where);
     sqlite3_stmt *st;
     if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
     sqlite3_bind_int64(st, 1, id);
@@ -271,7 +289,9 @@ static cq_status exec_id(cq_store *s, const char *sql, int64_t id, cq_err *err) 
 
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
     if (cq_store_begin(s, err)) return CQ_ERR_DB;
-    cq_status rc = delete_fts_rows(s, "JOIN documents d ON d.id = c.doc_id WHERE d.kb_id = ?", kb_id, err);
+    char sql[96];
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
+    cq_status rc = exec(s, sql, err);
     if (!rc) rc = exec_id(s, "DELETE FROM kbs WHERE id = ?", kb_id, err);
     if (rc) {
         cq_store_rollback(s);
@@ -452,17 +472,14 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return db_error(s, err, "add clause");
     int64_t id = sqlite3_last_insert_rowid(s->db);
-    if (prepare(s, "INSERT INTO clause_fts(rowid, kb, doc, title, path, body) VALUES(?, ?, ?, ?, ?, ?)", &st, err))
-        return CQ_ERR_DB;
-    char kb_tok[32], doc_tok[32];
-    snprintf(kb_tok, sizeof kb_tok, "kb%lld", (long long)kb_id);
-    snprintf(doc_tok, sizeof doc_tok, "d%lld", (long long)doc_id);
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO " CQ_FTS_TABLE_FMT "(rowid, title, path, body) VALUES(?, ?, ?, ?)",
+             (long long)kb_id);
+    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, kb_tok, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, doc_tok, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, doc_label ? doc_label : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 6, c->text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, doc_label ? doc_label : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, c->text, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return db_error(s, err, "index clause");
@@ -492,9 +509,14 @@ cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, c
 }
 
 cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err) {
+    cq_doc_info d;
+    cq_status rc = cq_store_doc_get(s, doc_id, &d, err);
+    if (rc) return rc;
+    int64_t kb_id = d.kb_id;
+    cq_doc_info_free(&d);
     int own_tx = sqlite3_get_autocommit(s->db);
     if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
-    cq_status rc = delete_fts_rows(s, "WHERE c.doc_id = ?", doc_id, err);
+    rc = delete_fts_rows(s, kb_id, "WHERE c.doc_id = ?", doc_id, err);
     if (!rc) rc = exec_id(s, "DELETE FROM documents WHERE id = ?", doc_id, err);
     if (rc) {
         if (own_tx) cq_store_rollback(s);

@@ -6,8 +6,8 @@
  *             quality, quality_reason, created_at)         status: processing | ready | failed
  *   pages(doc_id, page_no, width, height, n_chars, quality, quality_reason)
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
- *   clause_fts  FTS5(kb, doc, title, path, body) with the `cjk` tokenizer; rowid = clauses.id; kb and doc hold
- *               one token each ("kb3", "d17") so that a MATCH can be limited to a KB or to documents
+ *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
+ *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
  *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at)
  * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
  *
@@ -24,6 +24,9 @@ typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
 #define CQ_STORE_SCHEMA_VERSION 1
+
+/* printf format of a KB's FTS table name, from its id (long long). */
+#define CQ_FTS_TABLE_FMT "fts_kb%lld"
 
 /* Opens (creating when absent) the database at path, sets WAL, registers the cjk tokenizer, migrates. */
 cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);

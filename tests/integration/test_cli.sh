@@ -69,7 +69,7 @@ for f in "${bad[@]}"; do
 done
 db=$data/clauseqa.db
 check "integrity" test "$(sqlite3 "$db" 'PRAGMA integrity_check')" = ok
-check "fts rows = clauses" test "$(sqlite3 "$db" 'SELECT (SELECT count(*) FROM clause_fts_docsize) = (SELECT count(*) FROM clauses)')" = 1
+check "fts rows = clauses" test "$(sqlite3 "$db" 'SELECT (SELECT count(*) FROM fts_kb1_docsize) = (SELECT count(*) FROM clauses)')" = 1
 check "failed docs have no clauses" test "$(sqlite3 "$db" "SELECT count(*) FROM clauses c JOIN documents d ON d.id = c.doc_id WHERE d.status != 'ready'")" = 0
 check "ready docs unchanged" test "$(sqlite3 "$db" "SELECT count(*) FROM documents WHERE status = 'ready'")" = 3
 check "unknown kb" bash -c "! '$bin' retrieve --data '$data' --kb nope x 2>/dev/null"

@@ -54,6 +54,10 @@
 #define CQ_PARA_MIN_CHARS 200   /* consecutive paragraphs are merged until a chunk reaches this size ... */
 #define CQ_PARA_MAX_CHARS 400   /* ... as long as the merged chunk stays within this size */
 #define CQ_PARA_SPLIT_CHARS 600 /* a paragraph longer than this is split, at sentence ends where possible */
+/* A labelled clause longer than this (a 10-K "Section" running over fifty pages, a law whose last article swallowed
+ * its attached tables) keeps its label and whole lines up to this size; the rest follows as paragraph chunks whose
+ * path ends with the clause. Genuine articles stay whole: the longest in the 3,368 laws of laws-zh has ~1,400. */
+#define CQ_ARTICLE_MAX_CHARS 3000
 
 #define HEADING_MAX_CHARS 40      /* a Chinese heading line (第三章 申报条件, 一、总体要求) is at most this long */
 #define PLAIN_HEADING_MAX_CHARS 20 /* an unnumbered heading line (保护规划, 附则) */
@@ -139,6 +143,7 @@ typedef struct {
     uint32_t pending_head_start; /* start of heading lines that open the next chunk; UINT32_MAX when none */
     uint32_t pending_head_chars;
     char *chunk_path;
+    const char *cont_path; /* while an overlong clause continues as chunks: their path */
 
     uint32_t en_top_start, en_top_end; /* printed number of the current English top-level label */
     uint8_t last_numbered_level; /* level of the last 第X编/章/节 heading: plain headings sit at the same level */
@@ -962,6 +967,13 @@ static bool en_numeric(const segment *g) {
     return g->en_kind == EN_NUMBER || g->en_kind == EN_SECTION || g->en_kind == EN_SIGN;
 }
 
+/* The segment after k is a title line: short, capitalised, no label of its own. */
+static bool en_title_follows(const parser *p, size_t k) {
+    if (k + 1 >= p->n_segs) return false;
+    const segment *t = &p->segs[k + 1];
+    return !t->cand && t->n_chars <= EN_HEADING_MAX_CHARS && is_upper((unsigned char)p->t[t->start]);
+}
+
 /* A plausible first label: 1, 1.1, 2 (when 1 was lost), 0. */
 static bool en_first_ok(const segment *g) {
     if (g->num[0] > 2) return false;
@@ -1036,6 +1048,8 @@ static void resolve_en(parser *p) {
             else accept = g->num[0] <= 2 || (du > 0 && g->num[0] == u[0] + 1);
         } else if (have_article_kind && g->en_kind == EN_NUMBER && g->depth == 1) {
             accept = false; /* under ARTICLE / I. headings a bare "1." is a list item */
+        } else if (g->en_kind == EN_NUMBER && g->label_end == g->end && !en_title_follows(p, k)) {
+            accept = false; /* "1.1" alone on a line is a table cell unless its title follows: "7.2" / "Termination" */
         } else {
             first_like = en_first_ok(g) && g->num[0] <= 1;
             if (du == 0) {
@@ -1407,7 +1421,8 @@ static void feed_piece(parser *p, uint32_t s, uint32_t e, uint32_t n_chars, bool
         flush_chunk(p);
     if (!p->chunk_open) {
         cq_strbuf b = {0};
-        append_stack(&b, p, p->stack, p->n_stack);
+        if (p->cont_path) cq_strbuf_puts(&b, p->cont_path);
+        else append_stack(&b, p, p->stack, p->n_stack);
         p->chunk_path = cq_strbuf_take(&b);
         if (b.failed || !p->chunk_path) p->nomem = true;
         p->chunk_open = true;
@@ -1591,23 +1606,84 @@ static void open_article(parser *p, size_t k) {
     if (!p->art_label || !p->art_key || !p->art_path || b.failed) p->nomem = true;
 }
 
+/* The byte position after at most max_chars code points of [s, e), at the last sentence end if there is one, else at
+ * the last clause break (；，, space), else exactly there. *n_chars gets the code points before it. */
+static uint32_t cut_within(const parser *p, uint32_t s, uint32_t e, uint32_t max_chars, uint32_t *n_chars) {
+    uint32_t i = s, n = 0, sent = 0, sent_n = 0, brk = 0, brk_n = 0;
+    while (i < e && n < max_chars) {
+        size_t len;
+        uint32_t cp = cp_at(p, i, e, &len);
+        i += (uint32_t)len;
+        n++;
+        if (is_cn_sentence_end(cp) || ((cp == '.' || cp == '!' || cp == '?') && i < e && p->t[i] == ' '))
+            sent = i, sent_n = n;
+        else if (cp == 0xFF1B || cp == 0xFF0C || cp == ';' || cp == ',' || cq_is_space(cp))
+            brk = i, brk_n = n;
+    }
+    if (sent > s) return *n_chars = sent_n, sent;
+    if (brk > s) return *n_chars = brk_n, brk;
+    return *n_chars = n, i;
+}
+
 static void close_article(parser *p) {
     if (!p->art_open) return;
     p->art_open = false;
-    const segment *g = &p->segs[p->art_seg];
-    cq_clause *c = new_clause(p, CQ_CLAUSE_ARTICLE, g->start, p->art_end);
+    size_t first = p->art_seg, next = first + 1;
+    const segment *g = &p->segs[first];
+    uint32_t end = p->art_end, cut = end;
+    size_t total = 0, n_in = p->n_segs;
+    for (size_t k = first; k < p->n_segs && p->segs[k].end <= end; k++) total += p->segs[k].n_chars + 1, n_in = k + 1;
+    if (total > CQ_ARTICLE_MAX_CHARS) {
+        /* overlong: whole lines up to the limit (or a cut inside the label line when it alone is longer) */
+        uint32_t n = g->n_chars, in_first;
+        if (n > CQ_ARTICLE_MAX_CHARS) {
+            cut = cut_within(p, g->start, g->end, CQ_ARTICLE_MAX_CHARS, &in_first);
+            next = first; /* the rest of the label line continues */
+        } else {
+            while (next < n_in && n + 1 + p->segs[next].n_chars <= CQ_ARTICLE_MAX_CHARS) /* + the line break */
+                n += 1 + p->segs[next++].n_chars;
+            cut = p->segs[next - 1].end;
+        }
+        uint32_t cs;
+        while (cut > g->start && cq_is_space(cp_before(p, g->start, cut, &cs))) cut = cs;
+    }
+    cq_clause *c = new_clause(p, CQ_CLAUSE_ARTICLE, g->start, cut);
     if (!c) {
         free(p->art_label);
         free(p->art_key);
         free(p->art_path);
-    } else {
-        c->label = p->art_label;
-        c->label_key = p->art_key;
-        c->path = p->art_path;
-        if (!p->art_quoted) p->parent_article = p->n_clauses - 1;
-        p->article_emitted = true;
+        p->art_label = p->art_key = p->art_path = NULL;
+        return;
     }
+    c->label = p->art_label;
+    c->label_key = p->art_key;
+    c->path = p->art_path;
+    if (!p->art_quoted) p->parent_article = p->n_clauses - 1;
+    p->article_emitted = true;
     p->art_label = p->art_key = p->art_path = NULL;
+    if (cut == end) return;
+    /* the continuation: paragraph chunks under the clause's path (c may move as clauses are added) */
+    char *path = strdup(c->path);
+    if (!path) {
+        p->nomem = true;
+        return;
+    }
+    uint32_t pending = p->pending_head_start;
+    p->pending_head_start = UINT32_MAX;
+    flush_chunk(p);
+    p->cont_path = path;
+    bool boundary = true;
+    if (next == first) { /* the rest of the label line */
+        uint32_t rest = skip_inline_space(p, cut, g->end);
+        if (rest < g->end) feed_long(p, rest, g->end, true);
+        next = first + 1;
+        boundary = false;
+    }
+    for (size_t k = next; k < n_in; k++, boundary = false) feed_body(p, &p->segs[k], boundary);
+    flush_chunk(p);
+    p->cont_path = NULL;
+    p->pending_head_start = pending;
+    free(path);
 }
 
 static void push_heading(heading_ref *st, size_t *n, uint8_t level, uint32_t s, uint32_t e) {

@@ -598,6 +598,50 @@ static void test_en_unstructured(void **state) {
     cq_strbuf_free(&b);
 }
 
+/* A clause that swallows pages (a 10-K section, a statement of work, a case text after a quoted article) keeps its
+ * label and whole lines up to the cap; the rest continues as paragraph chunks under the clause's path. */
+static void test_overlong_clauses(void **state) {
+    (void)state;
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, "STATEMENT OF WORK\n1. Scope. The Developer shall build the platform described below.\n");
+    for (int i = 0; i < 60; i++)
+        cq_strbuf_printf(&b, "Feature %d: users can browse the catalogue, place orders and track deliveries in real time.\n", i);
+    cq_strbuf_puts(&b, "2. Fees. The Client shall pay the fees within 30 days.\n"
+                       "Revenue table\n1.0\n1.1\n(4.0)\n2.5\n");
+    cq_doctext d;
+    doc_set(&d, b.data);
+    cq_structure st = parse_ok(&d);
+    const cq_clause *c = by_label(&st, "Section 1");
+    assert_non_null(c);
+    assert_true(chars(c->text) <= 3000 && chars(c->text) > 2000);
+    size_t i = (size_t)(c - st.clauses) + 1, continued = 0;
+    for (; i < st.n_clauses && st.clauses[i].kind == CQ_CLAUSE_PARAGRAPH; i++) {
+        assert_string_equal(st.clauses[i].path, "Section 1");
+        assert_true(chars(st.clauses[i].text) <= PARA_SPLIT);
+        continued++;
+    }
+    assert_true(continued >= 4);
+    assert_string_equal(st.clauses[i].label, "Section 2");
+    assert_non_null(strstr(st.clauses[i].text, "1.0\n1.1")); /* table cells are no labels */
+    assert_int_equal(count_kind(&st, CQ_CLAUSE_ARTICLE), 2);
+    cq_structure_free(&st);
+
+    /* a case text quoting one article near its start: the judgment after it is not part of the article for ever */
+    cq_strbuf_reset(&b);
+    cq_strbuf_puts(&b, "某某诉某某合同纠纷案\n第六条 食品经营者应当查验供货者的许可证和食品出厂检验合格证。\n");
+    for (int i = 0; i < 90; i++) /* about 4,700 characters */
+        cq_strbuf_printf(&b, "本院第%d次审理查明，被告于当日销售的商品已过保质期，原告据此主张十倍赔偿，本院予以支持并依法判决如下。\n", i + 1);
+    doc_set(&d, b.data);
+    st = parse_ok(&d);
+    c = by_label(&st, "第六条");
+    assert_non_null(c);
+    assert_true(chars(c->text) <= 3000);
+    assert_string_equal(st.clauses[st.n_clauses - 1].path, "第六条");
+    assert_int_equal(st.clauses[st.n_clauses - 1].kind, CQ_CLAUSE_PARAGRAPH);
+    cq_structure_free(&st);
+    cq_strbuf_free(&b);
+}
+
 /* ---- pages -------------------------------------------------------------------------------------------------- */
 
 static void test_pages(void **state) {
@@ -1082,6 +1126,7 @@ int main(void) {
         cmocka_unit_test(test_en_lists_are_not_sections),
         cmocka_unit_test(test_en_outline_and_schedules),
         cmocka_unit_test(test_en_unstructured),
+        cmocka_unit_test(test_overlong_clauses),
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fixture_details),

@@ -30,9 +30,18 @@
  *     them: plain text cannot tell them from an article's last line (the laws-zh gold keeps them there too), and
  *     dropping text is worse than carrying a stray heading. 附则 alone on its line is treated the same way;
  *     第X章 / 第X节 lines and attachments (附件 …) are left out of articles.
- *   - Articles are never split, whatever their length; unstructured text is merged and split into chunks (sizes
- *     below). English clauses with an empty body whose next clause is deeper ("ARTICLE VII" followed by "7.1")
- *     are headings only.
+ *   - A clause runs to the next label or heading. Only a clause over CQ_ARTICLE_MAX_CHARS (far above any genuine
+ *     article) is cut: its labelled part keeps whole lines up to the limit, the rest follows as paragraph chunks
+ *     under its path. Unstructured text is merged and split into chunks (sizes below). English clauses with an
+ *     empty body whose next clause is deeper ("ARTICLE VII" followed by "7.1") are headings only; a clause with
+ *     sub-clauses heads their path ("II. LICENSE > Section II.A").
+ *   - English numbering is accepted as a sequence: 7.1 → 7.2 → 8 (or 8.1), up to a few skipped numbers; a label
+ *     repeated soon after (a list "1. 2. 3." inside section 2) loses to its twin styled like the accepted labels
+ *     ("2. Fees." over "2. If the Buyer …"); under ARTICLE / I. headings a bare "1." is a list item; outline
+ *     letters A. B. C. belong to the current top level ("C." after "B." is a letter, not roman 100).
+ *   - Tables of contents (dot leaders, or the short lines after "Contents"/目录 until the first entry comes again)
+ *     are text, not labels. Attachments (附件, EXHIBIT A, Schedule 1.1(b) – …) end the clause before them, head
+ *     the chunks after them, and let numbering start afresh.
  *   - label_key: Chinese and Arabic numbers become decimal, 之一 becomes "-1" (第二十条之一 → "20-1"), roman
  *     article numbers become decimal (ARTICLE IV → "4"), dotted numbers stay as printed ("7.2", "1.01": the
  *     clause router keys questions the same way), outline letters follow their top level (I. / B. → "1.b").

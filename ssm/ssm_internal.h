@@ -1,0 +1,95 @@
+/* Internals shared by the ssm/ files (not part of the public API): the model's tensors, the state's layout, and
+ * the contract every backend implements for one block of tokens. */
+#ifndef CQ_SSM_INTERNAL_H
+#define CQ_SSM_INTERNAL_H
+
+#include <math.h>
+
+#include "ssm/ssm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One direction of one layer's mixer (Mamba block). R = dt_rank, N = d_state, K = d_conv, Di = d_inner. */
+typedef struct {
+    const float *in_proj;  /* (2*Di, d_model)  rows 0..Di-1 give x, rows Di..2Di-1 give z */
+    const float *conv_w;   /* (Di, K)          xc[t,c] = b[c] + sum_j w[c,j] * x[t-K+1+j, c] */
+    const float *conv_b;   /* (Di) */
+    const float *x_proj;   /* (R + 2N, Di)     rows: dt_low (R), B (N), C (N) */
+    const float *dt_proj;  /* (Di, R) */
+    const float *dt_bias;  /* (Di) */
+    const float *A_log;    /* (Di, N)          A = -exp(A_log) */
+    const float *D;        /* (Di) */
+    const float *out_proj; /* (d_model, Di) */
+} cq_ssm_mixer_w;
+
+typedef struct {
+    const float *norm;  /* (d_model) RMSNorm weight */
+    cq_ssm_mixer_w fwd; /* the forward (causal, stateful) scan */
+    cq_ssm_mixer_w rev; /* the clause-local reversed scan; all NULL unless bidirectional */
+} cq_ssm_layer_w;
+
+struct cq_ssm_model {
+    cq_ssm_config cfg;
+    int d_inner;
+    uint32_t fingerprint;   /* of the shape: states carry it so that a foreign state is refused */
+    const float *embedding; /* (vocab_size, d_model) */
+    cq_ssm_layer_w *layers; /* n_layer */
+    const float *norm_f;    /* (d_model) */
+    const float *pool_w;    /* (d_embed, 2*d_model)  columns 0..d_model-1 take the mean, the rest the last */
+    const float *pool_b;    /* (d_embed) */
+    float *arena;           /* every tensor above, as F32 */
+};
+
+/* conv holds the last K-1 inputs of each layer's conv, oldest first; h the scan state. Both start at zero. */
+struct cq_ssm_state {
+    uint32_t fingerprint;
+    int n_layer, d_inner, d_state, d_conv;
+    int64_t n_tokens;
+    float *conv; /* (n_layer, Di, K-1) */
+    float *h;    /* (n_layer, Di, N) */
+};
+
+/* One block: T tokens of n_seq independent sequences laid end to end. Each sequence starts from its state (or from
+ * zero when states[i] is NULL) and leaves its final state there. Pieces partition the block (each lies inside one
+ * sequence): they are the clause segments cut by the block's edges, the unit of pooling and, when bidirectional,
+ * of the reversed scan. For each piece the backend writes
+ *     pool_mean[p] = W_mean · sum_{t in p} o_t        pool_last[p] = W_last · o_{end-1}        (d_embed each)
+ * where o is the final normalized output, and W_mean, W_last the two halves of pool_w; the driver finishes
+ * v = normalize((sum of pool_mean over a segment's pieces) / n + pool_last of its last piece + pool_b). */
+typedef struct {
+    const int32_t *tokens;
+    size_t n_tokens;
+    size_t n_seq;
+    const size_t *seq_off; /* n_seq + 1 */
+    cq_ssm_state *const *states;
+    size_t n_pieces;
+    const size_t *piece_off; /* n_pieces + 1 */
+    float *pool_mean;        /* n_pieces × d_embed */
+    float *pool_last;        /* n_pieces × d_embed */
+    float *outputs;          /* optional: T × d_model */
+} cq_ssm_block;
+
+cq_status cq_ssm_ref_forward(const cq_ssm_model *m, const cq_ssm_block *b, cq_err *err);
+
+typedef struct cq_ssm_cpu cq_ssm_cpu;
+cq_status cq_ssm_cpu_new(const cq_ssm_model *m, int n_threads, cq_ssm_cpu **out, cq_err *err);
+void cq_ssm_cpu_free(cq_ssm_cpu *c);
+cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err);
+
+typedef struct cq_ssm_cuda cq_ssm_cuda;
+cq_status cq_ssm_cuda_new(const cq_ssm_model *m, cq_ssm_cuda **out, cq_err *err);
+void cq_ssm_cuda_free(cq_ssm_cuda *c);
+cq_status cq_ssm_cuda_forward(cq_ssm_cuda *c, const cq_ssm_block *b, cq_err *err);
+size_t cq_ssm_cuda_block_tokens(const cq_ssm_cuda *c);
+
+/* Scalar helpers every backend agrees on (torch's definitions). */
+static inline float cq_ssm_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float cq_ssm_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,323 @@
+/* Loading a model: DIR/ssm.json (the config) and DIR/ssm.safetensors (the tensors).
+ *
+ * safetensors: an 8-byte little-endian header length n, n bytes of JSON {"name": {"dtype", "shape",
+ * "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data; offsets count from the end of the header.
+ * Every tensor the config implies must be present with its exact shape, and nothing else may be: a mismatch
+ * almost always means weights and config from different runs, and the message says which tensor and how. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "ssm/ssm_internal.h"
+
+#define CQ_SSM_MAX_CONFIG_BYTES (1u << 20)
+#define CQ_SSM_MAX_WEIGHTS_BYTES ((size_t)4 << 30)
+
+static cq_status config_int(const cJSON *root, const char *key, int lo, int hi, int *out, cq_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return cq_err_set(err, CQ_ERR_FORMAT, "missing \"%s\"", key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"%s\" must be an integer", key);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"%s\" is %g; expected %d..%d", key, v->valuedouble, lo, hi);
+    *out = (int)v->valuedouble;
+    return CQ_OK;
+}
+
+static cq_status parse_config(const char *text, cq_ssm_config *cfg, cq_err *err) {
+    cJSON *root = cJSON_Parse(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return cq_err_set(err, CQ_ERR_FORMAT, "not a JSON object");
+    }
+    cq_status rc = CQ_OK;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    const cJSON *bidir = cJSON_GetObjectItemCaseSensitive(root, "bidirectional");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "norm_eps");
+    int version = 0;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "clauseqa-ssm"))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"format\" must be \"clauseqa-ssm\"");
+    else if ((rc = config_int(root, "version", 1, 1, &version, err)))
+        ;
+    else if (!cJSON_IsString(tok) || strcmp(tok->valuestring, "cq-hash-v1"))
+        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "\"tokenizer\" must be \"cq-hash-v1\" (the only one built in)");
+    else if ((rc = config_int(root, "vocab_size", 8, CQ_SSM_VOCAB_SIZE, &cfg->vocab_size, err)) ||
+             (rc = config_int(root, "d_model", 8, 8192, &cfg->d_model, err)) ||
+             (rc = config_int(root, "n_layer", 1, 64, &cfg->n_layer, err)) ||
+             (rc = config_int(root, "d_state", 1, 64, &cfg->d_state, err)) ||
+             (rc = config_int(root, "d_conv", 1, 8, &cfg->d_conv, err)) ||
+             (rc = config_int(root, "expand", 1, 8, &cfg->expand, err)) ||
+             (rc = config_int(root, "dt_rank", 1, 1024, &cfg->dt_rank, err)) ||
+             (rc = config_int(root, "d_embed", 8, 8192, &cfg->d_embed, err)))
+        ;
+    else if (bidir && !cJSON_IsBool(bidir))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"bidirectional\" must be true or false");
+    else if (eps && (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0 && eps->valuedouble < 1)))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"norm_eps\" must be a number in (0, 1)");
+    else if (cfg->d_model % 8)
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"d_model\" is %d; it must be a multiple of 8", cfg->d_model);
+    if (!rc) {
+        cfg->bidirectional = cJSON_IsTrue(bidir);
+        cfg->norm_eps = eps ? (float)eps->valuedouble : 1e-5f;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* The tensors a config implies, in arena order. */
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[3];
+    const float **dst;
+} tensor_spec;
+
+static size_t spec_numel(const tensor_spec *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+static void add_spec(tensor_spec *specs, size_t *n, const char *name, const float **dst, int ndim, int64_t d0,
+                     int64_t d1, int64_t d2) {
+    tensor_spec *t = &specs[(*n)++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->shape[2] = d2;
+    t->dst = dst;
+}
+
+static void mixer_specs(const cq_ssm_config *c, int l, const char *which, cq_ssm_mixer_w *w, tensor_spec *specs,
+                        size_t *n) {
+    const int64_t Di = (int64_t)c->expand * c->d_model, N = c->d_state, R = c->dt_rank;
+    char nm[64];
+#define MIX(field, suffix, nd, a, b_, c_)                                       \
+    snprintf(nm, sizeof nm, "layers.%d.%s.%s", l, which, suffix);               \
+    add_spec(specs, n, nm, &w->field, nd, a, b_, c_)
+    MIX(in_proj, "in_proj.weight", 2, 2 * Di, c->d_model, 0);
+    MIX(conv_w, "conv1d.weight", 3, Di, 1, c->d_conv);
+    MIX(conv_b, "conv1d.bias", 1, Di, 0, 0);
+    MIX(x_proj, "x_proj.weight", 2, R + 2 * N, Di, 0);
+    MIX(dt_proj, "dt_proj.weight", 2, Di, R, 0);
+    MIX(dt_bias, "dt_proj.bias", 1, Di, 0, 0);
+    MIX(A_log, "A_log", 2, Di, N, 0);
+    MIX(D, "D", 1, Di, 0, 0);
+    MIX(out_proj, "out_proj.weight", 2, c->d_model, Di, 0);
+#undef MIX
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (!man) {
+            bits = sign;
+        } else { /* subnormal: renormalize */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | man << 13;
+    } else {
+        bits = sign | (exp + 127 - 15) << 23 | man << 13;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Copies one stored tensor into dst as F32. */
+static cq_status read_tensor(const cJSON *entry, const tensor_spec *spec, const unsigned char *data, size_t data_len,
+                             float *dst, cq_err *err) {
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(entry, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
+    if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: header entry lacks dtype, shape or data_offsets",
+                          spec->name);
+    size_t esize;
+    if (!strcmp(dtype->valuestring, "F32"))
+        esize = 4;
+    else if (!strcmp(dtype->valuestring, "F16") || !strcmp(dtype->valuestring, "BF16"))
+        esize = 2;
+    else
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "tensor %s: dtype %s; expected F32, F16 or BF16", spec->name,
+                          dtype->valuestring);
+    int ndim = cJSON_GetArraySize(shape);
+    int64_t got[8] = {0};
+    int shape_ok = ndim == spec->ndim;
+    for (int i = 0; i < ndim && i < 8; i++) {
+        const cJSON *d = cJSON_GetArrayItem(shape, i);
+        got[i] = cJSON_IsNumber(d) ? (int64_t)d->valuedouble : -1;
+        if (i < spec->ndim && got[i] != spec->shape[i]) shape_ok = 0;
+    }
+    if (!shape_ok) {
+        char want[96], have[96];
+        shape_str(want, sizeof want, spec->ndim, spec->shape);
+        shape_str(have, sizeof have, ndim < 8 ? ndim : 8, got);
+        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: shape %s; the config implies %s", spec->name, have, want);
+    }
+    const cJSON *o0 = cJSON_GetArrayItem(offs, 0), *o1 = cJSON_GetArrayItem(offs, 1);
+    double b = cJSON_IsNumber(o0) ? o0->valuedouble : -1, e = cJSON_IsNumber(o1) ? o1->valuedouble : -1;
+    size_t n = spec_numel(spec);
+    if (b < 0 || e < b || e > (double)data_len || (size_t)(e - b) != n * esize)
+        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: data_offsets [%.0f, %.0f] do not hold %zu %s values "
+                          "inside the %zu data bytes", spec->name, b, e, n, dtype->valuestring, data_len);
+    const unsigned char *src = data + (size_t)b;
+    if (esize == 4) {
+        memcpy(dst, src, n * 4);
+    } else {
+        int bf16 = !strcmp(dtype->valuestring, "BF16");
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            if (bf16) {
+                uint32_t bits = (uint32_t)v << 16;
+                memcpy(&dst[i], &bits, 4);
+            } else {
+                dst[i] = half_to_float(v);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(dst[i]))
+            return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: element %zu is not finite", spec->name, i);
+    return CQ_OK;
+}
+
+static uint32_t config_fingerprint(const cq_ssm_config *c) {
+    int v[] = {c->vocab_size, c->d_model, c->n_layer, c->d_state, c->d_conv, c->expand, c->dt_rank, c->d_embed,
+               c->bidirectional};
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (int k = 0; k < 4; k++) h = (h ^ (uint32_t)((v[i] >> (8 * k)) & 0xff)) * 16777619u;
+    return h;
+}
+
+static cq_status load_tensors(cq_ssm_model *m, const char *buf, size_t len, cq_err *err) {
+    const cq_ssm_config *c = &m->cfg;
+    if (len < 8) return cq_err_set(err, CQ_ERR_FORMAT, "file too short for a safetensors header");
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)buf[i];
+    if (hlen > len - 8) return cq_err_set(err, CQ_ERR_FORMAT, "header length %llu exceeds the file",
+                                          (unsigned long long)hlen);
+    cJSON *hdr = cJSON_ParseWithLength(buf + 8, (size_t)hlen);
+    if (!hdr || !cJSON_IsObject(hdr)) {
+        cJSON_Delete(hdr);
+        return cq_err_set(err, CQ_ERR_FORMAT, "header is not a JSON object");
+    }
+    const unsigned char *data = (const unsigned char *)buf + 8 + hlen;
+    size_t data_len = len - 8 - (size_t)hlen;
+
+    size_t max_specs = 4 + (size_t)c->n_layer * 19, n_specs = 0;
+    tensor_spec *specs = calloc(max_specs, sizeof *specs);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    cq_status rc = CQ_OK;
+    if (!specs || !m->layers) {
+        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    add_spec(specs, &n_specs, "embedding.weight", &m->embedding, 2, c->vocab_size, c->d_model, 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "layers.%d.norm.weight", l);
+        add_spec(specs, &n_specs, nm, &m->layers[l].norm, 1, c->d_model, 0, 0);
+        mixer_specs(c, l, "mixer", &m->layers[l].fwd, specs, &n_specs);
+        if (c->bidirectional) mixer_specs(c, l, "mixer_rev", &m->layers[l].rev, specs, &n_specs);
+    }
+    add_spec(specs, &n_specs, "norm_f.weight", &m->norm_f, 1, c->d_model, 0, 0);
+    add_spec(specs, &n_specs, "pool.weight", &m->pool_w, 2, c->d_embed, 2 * c->d_model, 0);
+    add_spec(specs, &n_specs, "pool.bias", &m->pool_b, 1, c->d_embed, 0, 0);
+
+    size_t total = 0;
+    for (size_t i = 0; i < n_specs; i++) total += spec_numel(&specs[i]);
+    m->arena = malloc(total * sizeof(float));
+    if (!m->arena) {
+        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu weights", total);
+        goto done;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n_specs && !rc; i++) {
+        const cJSON *entry = cJSON_GetObjectItemCaseSensitive(hdr, specs[i].name);
+        if (!entry) {
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "missing tensor %s (config: n_layer %d, bidirectional %s)",
+                            specs[i].name, c->n_layer, c->bidirectional ? "true" : "false");
+            break;
+        }
+        rc = read_tensor(entry, &specs[i], data, data_len, m->arena + off, err);
+        *specs[i].dst = m->arena + off;
+        off += spec_numel(&specs[i]);
+    }
+    /* Anything stored that the config does not name is refused too. */
+    for (const cJSON *e = hdr->child; e && !rc; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) continue;
+        size_t i = 0;
+        while (i < n_specs && strcmp(specs[i].name, e->string)) i++;
+        if (i == n_specs)
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "unexpected tensor %s (config: n_layer %d, bidirectional %s)",
+                            e->string, c->n_layer, c->bidirectional ? "true" : "false");
+    }
+done:
+    free(specs);
+    cJSON_Delete(hdr);
+    return rc;
+}
+
+cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err) {
+    *out = NULL;
+    cq_ssm_model *m = calloc(1, sizeof *m);
+    if (!m) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    char path[4096];
+    char *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/ssm.json", dir);
+    cq_status rc = cq_file_read(path, CQ_SSM_MAX_CONFIG_BYTES, &text, &len, err);
+    if (!rc) {
+        rc = parse_config(text, &m->cfg, err);
+        if (rc) cq_err_prefix(err, "%s: ", path);
+    }
+    free(text);
+    text = NULL;
+    if (!rc) {
+        m->d_inner = m->cfg.expand * m->cfg.d_model;
+        m->fingerprint = config_fingerprint(&m->cfg);
+        snprintf(path, sizeof path, "%s/ssm.safetensors", dir);
+        rc = cq_file_read(path, CQ_SSM_MAX_WEIGHTS_BYTES, &text, &len, err);
+        if (!rc) {
+            rc = load_tensors(m, text, len, err);
+            if (rc) cq_err_prefix(err, "%s: ", path);
+        }
+        free(text);
+    }
+    if (rc) {
+        cq_err_prefix(err, "SSM model: ");
+        cq_ssm_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return CQ_OK;
+}
+
+void cq_ssm_model_free(cq_ssm_model *m) {
+    if (!m) return;
+    free(m->layers);
+    free(m->arena);
+    free(m);
+}
+
+const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m) { return &m->cfg; }

@@ -1,0 +1,211 @@
+/* ssm/: the C encoder against the PyTorch reference (tools/ssm_ref/, fixtures in tests/data/ssm/), the tokenizer
+ * against its Python twin, and the loader's messages.
+ *
+ * Tolerance: the fixtures hold float64 results for float32 weights; the float32 C result must match each tensor
+ * (final outputs, vectors, final conv and scan states) to max|c - ref| / max|ref| <= 1e-4. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+
+#include "core/fileio.h"
+#include "ssm/ssm_internal.h"
+#include "test_ssm_util.h"
+
+#define TOL 1e-4
+
+static cJSON *load_json(const char *rel) {
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/ssm/%s", src ? src : ".", rel);
+    char *text = NULL;
+    size_t len = 0;
+    cq_err err = {0};
+    if (cq_file_read(path, 0, &text, &len, &err)) fail_msg("%s", err.msg);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    return j;
+}
+
+static size_t json_len(const cJSON *a) { return (size_t)cJSON_GetArraySize(a); }
+
+static float *json_floats(const cJSON *a) {
+    size_t n = json_len(a);
+    float *v = malloc((n + 1) * sizeof *v);
+    size_t i = 0;
+    for (const cJSON *x = a->child; x; x = x->next) v[i++] = (float)x->valuedouble;
+    return v;
+}
+
+static void test_tokenizer_matches_python(void **state) {
+    (void)state;
+    cJSON *j = load_json("tokenizer.json");
+    const cJSON *items = cJSON_GetObjectItem(j, "items");
+    int n_items = 0;
+    for (const cJSON *it = items->child; it; it = it->next, n_items++) {
+        const char *hex = cJSON_GetObjectItem(it, "hex")->valuestring;
+        size_t len = strlen(hex) / 2;
+        char *text = malloc(len + 1);
+        for (size_t i = 0; i < len; i++) {
+            unsigned v;
+            sscanf(hex + 2 * i, "%2x", &v);
+            text[i] = (char)v;
+        }
+        const cJSON *want = cJSON_GetObjectItem(it, "ids");
+        int32_t ids[512];
+        size_t n = cq_ssm_tokenize(text, len, ids, 512);
+        assert_int_equal(n, json_len(want));
+        size_t i = 0;
+        for (const cJSON *x = want->child; x; x = x->next, i++) assert_int_equal(ids[i], x->valueint);
+        /* a short buffer still reports the full count */
+        if (n > 2) assert_int_equal(cq_ssm_tokenize(text, len, ids, 2), n);
+        free(text);
+    }
+    assert_true(n_items >= 8);
+    cJSON_Delete(j);
+}
+
+static void run_fixture(const char *name, cq_ssm_backend backend) {
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    char dir[1024], rel[64];
+    snprintf(dir, sizeof dir, "%s/tests/data/ssm/%s", src ? src : ".", name);
+    cq_err err = {0};
+    cq_ssm_model *m = NULL;
+    if (cq_ssm_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    const cq_ssm_config *c = cq_ssm_model_config(m);
+    cq_ssm_encoder *e = NULL;
+    if (cq_ssm_encoder_new(m, backend, 2, &e, &err)) fail_msg("%s", err.msg);
+    snprintf(rel, sizeof rel, "%s/cases.json", name);
+    cJSON *j = load_json(rel);
+    int n_cases = 0;
+    for (const cJSON *cs = cJSON_GetObjectItem(j, "cases")->child; cs; cs = cs->next, n_cases++) {
+        const cJSON *jt = cJSON_GetObjectItem(cs, "tokens"), *je = cJSON_GetObjectItem(cs, "segment_ends");
+        size_t T = json_len(jt), S = json_len(je), split = (size_t)cJSON_GetObjectItem(cs, "split")->valueint;
+        int32_t *tok = malloc(T * sizeof *tok);
+        uint32_t *ends = malloc(S * sizeof *ends);
+        size_t i = 0;
+        for (const cJSON *x = jt->child; x; x = x->next) tok[i++] = x->valueint;
+        i = 0;
+        for (const cJSON *x = je->child; x; x = x->next) ends[i++] = (uint32_t)x->valueint;
+        float *want_out = json_floats(cJSON_GetObjectItem(cs, "outputs"));
+        float *want_vec = json_floats(cJSON_GetObjectItem(cs, "vectors"));
+        float *want_conv = json_floats(cJSON_GetObjectItem(cs, "conv"));
+        float *want_h = json_floats(cJSON_GetObjectItem(cs, "h"));
+        float *out = calloc(T * c->d_model, sizeof *out), *vec = calloc(S * c->d_embed, sizeof *vec);
+        size_t n_conv = (size_t)c->n_layer * m->d_inner * (c->d_conv - 1);
+        size_t n_h = (size_t)c->n_layer * m->d_inner * c->d_state;
+
+        /* whole, then cut at `split` into two calls that carry the state */
+        for (int pass = 0; pass < 2; pass++) {
+            cq_ssm_state *st = NULL;
+            assert_int_equal(cq_ssm_state_new(m, &st, &err), CQ_OK);
+            memset(out, 0, T * c->d_model * sizeof *out);
+            if (pass == 0 || split == 0) {
+                cq_ssm_seq s = {tok, T, ends, S, st, vec, out};
+                if (cq_ssm_encode_tokens(e, &s, 1, &err)) fail_msg("%s", err.msg);
+            } else {
+                size_t s1 = 0;
+                while (ends[s1] != split) s1++;
+                s1++;
+                uint32_t *ends2 = malloc(S * sizeof *ends2);
+                for (size_t k = s1; k < S; k++) ends2[k - s1] = ends[k] - (uint32_t)split;
+                cq_ssm_seq a = {tok, split, ends, s1, st, vec, out};
+                cq_ssm_seq b = {tok + split, T - split, ends2, S - s1, st, vec + s1 * c->d_embed,
+                                out + split * c->d_model};
+                if (cq_ssm_encode_tokens(e, &a, 1, &err) || cq_ssm_encode_tokens(e, &b, 1, &err))
+                    fail_msg("%s", err.msg);
+                free(ends2);
+            }
+            double e_out = ssm_test_rel_err(out, want_out, T * c->d_model);
+            double e_vec = ssm_test_rel_err(vec, want_vec, S * c->d_embed);
+            double e_conv = ssm_test_rel_err(st->conv, want_conv, n_conv);
+            double e_h = ssm_test_rel_err(st->h, want_h, n_h);
+            if (e_out > TOL || e_vec > TOL || e_conv > TOL || e_h > TOL)
+                fail_msg("%s backend %d case %d pass %d (T=%zu): rel err outputs %.2e vectors %.2e conv %.2e h %.2e",
+                         name, backend, n_cases, pass, T, e_out, e_vec, e_conv, e_h);
+            assert_int_equal(cq_ssm_state_tokens(st), (int64_t)T);
+            cq_ssm_state_free(st);
+        }
+        free(tok);
+        free(ends);
+        free(want_out);
+        free(want_vec);
+        free(want_conv);
+        free(want_h);
+        free(out);
+        free(vec);
+    }
+    assert_int_equal(n_cases, 4);
+    cJSON_Delete(j);
+    cq_ssm_encoder_free(e);
+    cq_ssm_model_free(m);
+}
+
+static void test_fixture_uni_ref(void **state) { (void)state; run_fixture("uni", CQ_SSM_BACKEND_REF); }
+static void test_fixture_bidir_ref(void **state) { (void)state; run_fixture("bidir", CQ_SSM_BACKEND_REF); }
+static void test_fixture_uni_cpu(void **state) { (void)state; run_fixture("uni", CQ_SSM_BACKEND_CPU); }
+static void test_fixture_bidir_cpu(void **state) { (void)state; run_fixture("bidir", CQ_SSM_BACKEND_CPU); }
+
+static void expect_load_error(const char *dir, const char *needle) {
+    cq_ssm_model *m = NULL;
+    cq_err err = {0};
+    assert_int_not_equal(cq_ssm_model_load(dir, &m, &err), CQ_OK);
+    assert_null(m);
+    if (!strstr(err.msg, needle)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, needle);
+}
+
+static void test_loader_messages(void **state) {
+    (void)state;
+    char dir[128];
+    snprintf(dir, sizeof dir, "/tmp/cq_test_ssm_load_%d", (int)getpid());
+    cq_ssm_config c = {.vocab_size = 64, .d_model = 8, .n_layer = 2, .d_state = 4, .d_conv = 4, .expand = 2,
+                       .dt_rank = 2, .d_embed = 8, .norm_eps = 1e-5f};
+    expect_load_error(dir, "ssm.json");
+    assert_int_equal(ssm_test_write_model(dir, &c, 1, "layers.1.mixer.A_log", NULL), 0);
+    expect_load_error(dir, "missing tensor layers.1.mixer.A_log");
+    assert_int_equal(ssm_test_write_model(dir, &c, 1, NULL, "layers.0.mixer.x_proj.weight"), 0);
+    expect_load_error(dir, "tensor layers.0.mixer.x_proj.weight: shape [11, 16]; the config implies [10, 16]");
+    /* weights of a bidirectional model under a unidirectional config */
+    c.bidirectional = true;
+    assert_int_equal(ssm_test_write_model(dir, &c, 1, NULL, NULL), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/ssm.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"cq-hash-v1\", \"vocab_size\": 64, "
+               "\"d_model\": 8, \"n_layer\": 2, \"d_state\": 4, \"d_conv\": 4, \"expand\": 2, \"dt_rank\": 2, "
+               "\"d_embed\": 8}");
+    fclose(f);
+    expect_load_error(dir, "unexpected tensor layers.0.mixer_rev");
+    f = fopen(path, "w");
+    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"cq-hash-v1\", \"vocab_size\": 64, "
+               "\"d_model\": 8, \"n_layer\": 2, \"d_state\": 4, \"d_conv\": 4, \"expand\": 2.5, \"dt_rank\": 2, "
+               "\"d_embed\": 8}");
+    fclose(f);
+    expect_load_error(dir, "\"expand\" must be an integer");
+    f = fopen(path, "w");
+    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"gemma\"}");
+    fclose(f);
+    expect_load_error(dir, "\"tokenizer\" must be \"cq-hash-v1\"");
+    f = fopen(path, "w");
+    fprintf(f, "not json");
+    fclose(f);
+    expect_load_error(dir, "not a JSON object");
+    /* a truncated weights file */
+    c.bidirectional = false;
+    assert_int_equal(ssm_test_write_model(dir, &c, 1, NULL, NULL), 0);
+    snprintf(path, sizeof path, "%s/ssm.safetensors", dir);
+    assert_int_equal(truncate(path, 200), 0);
+    expect_load_error(dir, "ssm.safetensors");
+    ssm_test_rm_model(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tokenizer_matches_python), cmocka_unit_test(test_fixture_uni_ref),
+        cmocka_unit_test(test_fixture_bidir_ref),        cmocka_unit_test(test_fixture_uni_cpu),
+        cmocka_unit_test(test_fixture_bidir_cpu),        cmocka_unit_test(test_loader_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

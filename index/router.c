@@ -1,6 +1,7 @@
 #include "index/router.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,11 +143,19 @@ int cq_router_parse(const char *question, cq_clause_ref *ref) {
 
 typedef struct {
     int64_t doc_id;
-    char *key;    /* folded title variant */
-    int chars;    /* its length in characters */
-    int weak;     /* 1 for variants that drop information (province prefix, base name of a part) */
-    long date;    /* yyyymmdd from the file name, 0 when unknown */
+    char *key;          /* folded title variant */
+    int chars;          /* its length in characters */
+    int weak;           /* 1 for variants that drop information (province prefix, base name of a part) */
+    int generic;        /* the same text names documents of three or more different names: identifies none */
+    long date;          /* yyyymmdd from the file name, 0 when unknown */
+    uint64_t name_hash; /* of the document's name without date: versions of one law share it */
 } title_variant;
+
+typedef struct {
+    int64_t doc_id;
+    char word[40];
+    int df; /* documents whose name has this word */
+} name_word;
 
 typedef struct {
     int64_t kb_id;
@@ -154,6 +163,10 @@ typedef struct {
     title_variant *v;
     size_t n, cap;
     int64_t single_doc; /* the only ready document of the KB, else 0 */
+    /* Words of Latin-script file names ("CopAcc_NDA-and-ToP-Mentors_2.0_2017" → copacc nda top mentors), grouped
+     * by document, with how many documents' names have each word. */
+    name_word *words;
+    size_t n_words, cap_words;
 } router_cache;
 
 void cq_router_cache_free(void *p) {
@@ -161,6 +174,7 @@ void cq_router_cache_free(void *p) {
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) free(c->v[i].key);
     free(c->v);
+    free(c->words);
     free(c);
 }
 
@@ -186,7 +200,13 @@ static char *title_fold(const char *s) {
     return k;
 }
 
-static void add_variant(router_cache *c, int64_t doc_id, const char *text, int weak, long date) {
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void add_variant(router_cache *c, int64_t doc_id, const char *text, int weak, long date, uint64_t name_hash) {
     char *k = title_fold(text);
     if (!k) return;
     int chars = (int)cq_utf8_count(k, strlen(k));
@@ -194,13 +214,16 @@ static void add_variant(router_cache *c, int64_t doc_id, const char *text, int w
     size_t len;
     uint32_t first = cq_utf8_decode(k, strlen(k), &len);
     cjk = cq_is_cjk(first);
-    if (chars < (cjk ? 2 : 4)) {
+    /* Folding drops spaces, so a short Latin key would match inside unrelated words ("confidential" inside
+     * "...the confidential information"): Latin names and titles match literally only when long (a full file
+     * name); shorter ones are matched word by word (match_name_words). */
+    if (chars < (cjk ? 2 : 16)) {
         free(k);
         return;
     }
-    for (size_t i = 0; i < c->n; i++)
-        if (c->v[i].doc_id == doc_id && !strcmp(c->v[i].key, k)) {
-            if (!weak) c->v[i].weak = 0;
+    for (size_t i = c->n; i > 0 && c->v[i - 1].doc_id == doc_id; i--)
+        if (!strcmp(c->v[i - 1].key, k)) {
+            if (!weak) c->v[i - 1].weak = 0;
             free(k);
             return;
         }
@@ -214,7 +237,7 @@ static void add_variant(router_cache *c, int64_t doc_id, const char *text, int w
         c->v = p;
         c->cap = cap;
     }
-    c->v[c->n++] = (title_variant){doc_id, k, chars, weak, date};
+    c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
 }
 
 /* Drops a leading administrative prefix: 上海市 / 广东省 / 内蒙古自治区 / 延边朝鲜族自治州 ... */
@@ -261,8 +284,20 @@ static void add_doc_variants(router_cache *c, int64_t doc_id, const char *name, 
     long date;
     char *base = name_base(name, &date);
     if (!base) return;
-    add_variant(c, doc_id, name, 0, date);
-    add_variant(c, doc_id, base, 0, date);
+    /* The family a document belongs to: its name without date, and for Chinese names without the part after
+     * '_' (民法典_合同编 and 民法典_物权编 are parts of one code). */
+    char *family = strdup(base);
+    if (!family) {
+        free(base);
+        return;
+    }
+    size_t flen;
+    char *fus = strchr(family, '_');
+    if (fus && cq_is_cjk(cq_utf8_decode(family, strlen(family), &flen))) *fus = 0;
+    uint64_t h = fnv1a(family);
+    free(family);
+    add_variant(c, doc_id, name, 0, date, h);
+    add_variant(c, doc_id, base, 0, date, h);
     char *us = strchr(base, '_');
     size_t len;
     if (us && cq_is_cjk(cq_utf8_decode(base, strlen(base), &len))) {
@@ -271,23 +306,114 @@ static void add_doc_variants(router_cache *c, int64_t doc_id, const char *name, 
         if (joined) {
             char *q = strchr(joined, '_');
             memmove(q, q + 1, strlen(q));
-            add_variant(c, doc_id, joined, 0, date);
+            add_variant(c, doc_id, joined, 0, date, h);
             free(joined);
         }
         *us = 0;
-        add_variant(c, doc_id, base, 1, date);
+        add_variant(c, doc_id, base, 1, date, h);
     }
     const char *candidates[2] = {base, title};
     for (int i = 0; i < 2; i++) {
         const char *t = candidates[i];
         if (!t) continue;
-        if (i == 1) add_variant(c, doc_id, t, 0, date);
+        if (i == 1) add_variant(c, doc_id, t, 0, date, h);
         static const char prc[] = "中华人民共和国";
-        if (!strncmp(t, prc, sizeof prc - 1)) add_variant(c, doc_id, t + sizeof prc - 1, 0, date);
+        if (!strncmp(t, prc, sizeof prc - 1)) add_variant(c, doc_id, t + sizeof prc - 1, 0, date, h);
         const char *a = after_admin_prefix(t);
-        if (a) add_variant(c, doc_id, a, 1, date);
+        if (a) add_variant(c, doc_id, a, 1, date, h);
     }
     free(base);
+}
+
+static int is_name_stop(const char *w) {
+    static const char *const stop[] = {"and", "the", "for", "with", "between", "inc", "ltd", "llc", "corp", "co"};
+    for (size_t i = 0; i < sizeof stop / sizeof stop[0]; i++)
+        if (!strcmp(w, stop[i])) return 1;
+    return 0;
+}
+
+/* Lower-case ASCII words of at least 3 characters that are not all digits; a file name's "_20" (an encoded space)
+ * is dropped from the front of a word. With capitalized_only, only words written with a capital letter count (in a
+ * question, names are: "Keep" the company, not "keep" the verb). Calls fn for each. */
+static void latin_words(const char *text, int strip_20, int capitalized_only, void (*fn)(void *, const char *),
+                        void *ctx) {
+    char w[40];
+    size_t n = 0;
+    int upper = 0;
+    for (const char *p = text;; p++) {
+        if (*p && isalnum((unsigned char)*p)) {
+            upper |= isupper((unsigned char)*p) != 0;
+            if (n < sizeof w - 1) w[n++] = (char)tolower((unsigned char)*p);
+            continue;
+        }
+        if (capitalized_only && !upper) n = 0;
+        upper = 0;
+        w[n] = 0;
+        const char *word = w;
+        if (strip_20 && n > 2 && w[0] == '2' && w[1] == '0' && isalpha((unsigned char)w[2])) word += 2;
+        size_t len = strlen(word), digits = 0;
+        for (size_t i = 0; i < len; i++) digits += isdigit((unsigned char)word[i]) != 0;
+        if (len >= 3 && digits < len && !is_name_stop(word)) fn(ctx, word);
+        n = 0;
+        if (!*p) break;
+    }
+}
+
+typedef struct {
+    router_cache *c;
+    int64_t doc_id;
+} word_ctx;
+
+static void add_name_word(void *p, const char *w) {
+    word_ctx *x = p;
+    router_cache *c = x->c;
+    for (size_t i = c->n_words; i > 0 && c->words[i - 1].doc_id == x->doc_id; i--)
+        if (!strcmp(c->words[i - 1].word, w)) return;
+    if (c->n_words == c->cap_words) {
+        size_t cap = c->cap_words ? c->cap_words * 2 : 256;
+        name_word *nw = realloc(c->words, cap * sizeof *nw);
+        if (!nw) return;
+        c->words = nw;
+        c->cap_words = cap;
+    }
+    name_word *nw = &c->words[c->n_words++];
+    nw->doc_id = x->doc_id;
+    snprintf(nw->word, sizeof nw->word, "%s", w);
+    nw->df = 0;
+}
+
+static void count_name_word_df(router_cache *c) {
+    for (size_t i = 0; i < c->n_words; i++) {
+        int df = 0;
+        for (size_t j = 0; j < c->n_words; j++) df += !strcmp(c->words[i].word, c->words[j].word);
+        c->words[i].df = df;
+    }
+}
+
+static int cmp_variant_key(const void *a, const void *b) {
+    const title_variant *x = *(const title_variant *const *)a, *y = *(const title_variant *const *)b;
+    int d = strcmp(x->key, y->key);
+    if (d) return d;
+    return (x->name_hash > y->name_hash) - (x->name_hash < y->name_hash);
+}
+
+/* "NON-DISCLOSURE AGREEMENT" heads a dozen contracts: a text that several differently named documents share says
+ * nothing about which one a question means. Versions of one law (same name, other dates) do not count. */
+#define GENERIC_TITLE_NAMES 3
+static void mark_generic_titles(router_cache *c) {
+    title_variant **idx = malloc(c->n * sizeof *idx);
+    if (!idx) return;
+    for (size_t i = 0; i < c->n; i++) idx[i] = &c->v[i];
+    qsort(idx, c->n, sizeof *idx, cmp_variant_key);
+    for (size_t i = 0; i < c->n;) {
+        size_t j = i + 1;
+        int names = 1;
+        for (; j < c->n && !strcmp(idx[j]->key, idx[i]->key); j++) names += idx[j]->name_hash != idx[j - 1]->name_hash;
+        if (names >= GENERIC_TITLE_NAMES)
+            for (size_t k = i; k < j; k++) idx[k]->generic = 1;
+        i = j;
+    }
+    free(idx);
 }
 
 static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_err *err) {
@@ -326,10 +452,17 @@ static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_e
         return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
     }
     sqlite3_bind_int64(st, 1, kb_id);
-    while (sqlite3_step(st) == SQLITE_ROW)
-        add_doc_variants(c, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-                         (const char *)sqlite3_column_text(st, 2));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t doc_id = sqlite3_column_int64(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        add_doc_variants(c, doc_id, name, (const char *)sqlite3_column_text(st, 2));
+        word_ctx x = {c, doc_id};
+        latin_words(name, 1, 0, add_name_word, &x);
+    }
     sqlite3_finalize(st);
+    mark_generic_titles(c);
+    /* Quadratic, but over file-name words of Latin-script documents only: a few thousand at most. */
+    if (c->n_words <= 20000) count_name_word_df(c);
     *slot = c;
     *out = c;
     return CQ_OK;
@@ -347,6 +480,79 @@ static int cmp_match(const void *a, const void *b) {
     return x->m.doc_id < y->m.doc_id ? 1 : (x->m.doc_id > y->m.doc_id ? -1 : 0);
 }
 
+typedef struct {
+    char (*w)[40];
+    size_t n, cap;
+} word_set;
+
+static void add_question_word(void *p, const char *w) {
+    word_set *ws = p;
+    for (size_t i = 0; i < ws->n; i++)
+        if (!strcmp(ws->w[i], w)) return;
+    if (ws->n == ws->cap) {
+        size_t cap = ws->cap ? ws->cap * 2 : 32;
+        char(*nw)[40] = realloc(ws->w, cap * sizeof *nw);
+        if (!nw) return;
+        ws->w = nw;
+        ws->cap = cap;
+    }
+    snprintf(ws->w[ws->n++], 40, "%s", w);
+}
+
+/* A question that names a Latin-script document by the words of its file name ("the Non-Disclosure Agreement
+ * between CopAcc and ToP Mentors" → CopAcc_NDA-and-ToP-Mentors_2.0_2017): most of the name's weight (words
+ * weighed by how rare they are among the KB's names) must be in the question, including one word that at most two
+ * names have. Such matches score 1 + coverage, below any literal title match (2 characters and more). */
+#define NAME_MIN_COVERAGE 0.6
+static cq_status match_name_words(const router_cache *c, const char *question, ranked_match **best, size_t *nb,
+                                  size_t *cap, cq_err *err) {
+    if (!c->n_words) return CQ_OK;
+    word_set qw = {0};
+    latin_words(question, 0, 1, add_question_word, &qw);
+    if (!qw.n) return CQ_OK;
+    double n_docs = (double)(c->n_docs ? c->n_docs : 1);
+    for (size_t i = 0; i < c->n_words;) {
+        size_t j = i;
+        double total = 0, found = 0;
+        int distinctive = 0;
+        for (; j < c->n_words && c->words[j].doc_id == c->words[i].doc_id; j++) {
+            double idf = log(1.0 + n_docs / c->words[j].df);
+            total += idf;
+            for (size_t k = 0; k < qw.n; k++)
+                if (!strcmp(qw.w[k], c->words[j].word)) {
+                    found += idf;
+                    if (c->words[j].df <= 2) distinctive = 1;
+                    break;
+                }
+        }
+        double coverage = total > 0 ? found / total : 0;
+        if (distinctive && coverage >= NAME_MIN_COVERAGE) {
+            int64_t doc_id = c->words[i].doc_id;
+            double score = 1.0 + coverage;
+            size_t m;
+            for (m = 0; m < *nb; m++)
+                if ((*best)[m].m.doc_id == doc_id) break;
+            if (m < *nb) {
+                if (score > (*best)[m].m.score) (*best)[m].m.score = score;
+            } else {
+                if (*nb == *cap) {
+                    *cap = *cap ? *cap * 2 : 16;
+                    ranked_match *p = realloc(*best, *cap * sizeof *p);
+                    if (!p) {
+                        free(qw.w);
+                        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                    }
+                    *best = p;
+                }
+                (*best)[(*nb)++] = (ranked_match){{doc_id, score}, 0};
+            }
+        }
+        i = j;
+    }
+    free(qw.w);
+    return CQ_OK;
+}
+
 cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_title_match *out, size_t max,
                            size_t *n, cq_err *err) {
     *n = 0;
@@ -359,7 +565,7 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
     size_t nb = 0, cap = 0;
     for (size_t i = 0; i < c->n; i++) {
         const title_variant *v = &c->v[i];
-        if (!strstr(q, v->key)) continue;
+        if (v->generic || !strstr(q, v->key)) continue;
         double score = v->chars - (v->weak ? 0.5 : 0.0);
         size_t j;
         for (j = 0; j < nb; j++)
@@ -381,6 +587,11 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
         best[nb++] = (ranked_match){{v->doc_id, score}, v->date};
     }
     free(q);
+    rc = match_name_words(c, question, &best, &nb, &cap, err);
+    if (rc) {
+        free(best);
+        return rc;
+    }
     if (nb) qsort(best, nb, sizeof *best, cmp_match);
     for (size_t i = 0; i < nb && *n < max; i++) out[(*n)++] = best[i].m;
     free(best);

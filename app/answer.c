@@ -10,7 +10,7 @@
 #include "core/utf8.h"
 
 #define DEFAULT_K 5
-#define DEFAULT_MIN_COVERAGE 0.35
+#define DEFAULT_MIN_COVERAGE 0.25
 #define MAX_QUOTE_CHARS 400
 
 static double ms_since(const struct timespec *t0) {

@@ -38,7 +38,7 @@ typedef struct {
 typedef struct {
     size_t k;       /* clauses to retrieve (default 5) */
     int modes;      /* retrieval modes (default hybrid) */
-    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.35) */
+    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
 } cq_answer_options;
 
 cq_status cq_answer_question(cq_store *s, int64_t kb_id, const char *question, const cq_answer_options *opt,

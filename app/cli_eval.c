@@ -22,9 +22,11 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode hybrid] [--limit N] [--out FILE] [--json]\n"
+               "                     [--min-coverage X]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
-               "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n");
+               "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
+               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning).\n");
 }
 
 typedef struct {
@@ -144,9 +146,10 @@ int cq_cmd_eval(int argc, char **argv) {
         {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
         {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"min-coverage", required_argument, 0, 'c'}, {0, 0, 0, 0}};
     const char *kb = NULL, *suite = NULL, *data = NULL, *mode = "hybrid", *out_path = NULL;
     long k = 5, limit = 0;
+    double min_coverage = 0;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -162,6 +165,7 @@ int cq_cmd_eval(int argc, char **argv) {
             if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
             break;
         case 'o': out_path = optarg; break;
+        case 'c': min_coverage = atof(optarg); break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -222,7 +226,7 @@ int cq_cmd_eval(int argc, char **argv) {
     size_t n_lat = 0, cap_lat = 0;
     long n = 0;
     char *line;
-    cq_answer_options aopt = {.k = (size_t)k, .modes = modes};
+    cq_answer_options aopt = {.k = (size_t)k, .modes = modes, .min_coverage = min_coverage};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);

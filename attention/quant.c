@@ -254,13 +254,42 @@ AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* 32 signed bytes -> 4 x 8 floats */
-AVX2 static inline void i8x32_to_f32(__m256i q, __m256 out[4]) {
+/* 32 weights as 4 x 8 floats. A struct, not an array, so that the compiler keeps it in registers. */
+typedef struct {
+    __m256 v0, v1, v2, v3;
+} f32x32;
+
+AVX2 static inline f32x32 i8x32_to_f32(__m256i q) {
     __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo)));
-    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)));
+    return (f32x32){_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo))),
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi)))};
+}
+
+/* 32 unsigned bytes (0..15) -> 4 x 8 floats */
+AVX2 static inline f32x32 u8x32_to_f32(__m256i q) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    return (f32x32){_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo))),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)))};
+}
+
+AVX2 static inline f32x32 scale2(f32x32 w, __m256 s01, __m256 s23) {
+    return (f32x32){_mm256_mul_ps(w.v0, s01), _mm256_mul_ps(w.v1, s01), _mm256_mul_ps(w.v2, s23),
+                    _mm256_mul_ps(w.v3, s23)};
+}
+
+AVX2 static inline f32x32 load_f16x32(const uint16_t *h) {
+    return (f32x32){_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)),
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8))),
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 16))),
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 24)))};
+}
+
+AVX2 static inline __m256 bf16x8(const uint16_t *h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
 }
 
 /* Q5_0 block -> 32 signed quants (-16..15) as bytes in element order */
@@ -279,40 +308,34 @@ AVX2 static inline __m256i q5_0_bytes(const block_q5_0 *b) {
     return _mm256_sub_epi8(_mm256_or_si256(q, hb), _mm256_set1_epi8(16));
 }
 
-/* Q6_K half (128 elements) -> 4 x 32 signed quants (-32..31) in element order */
-AVX2 static inline void q6_k_bytes(const uint8_t *ql, const uint8_t *qh, __m256i out[4]) {
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+/* Q6_K: group g (0..3) of a 128-element half -> 32 signed quants (-32..31) in element order */
+AVX2 static inline __m256i q6_k_bytes(const uint8_t *ql, const uint8_t *qh, int g) {
+    __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * (g & 1)));
     __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-    __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
-    out[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2));
-    out[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m2));
-    out[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m2));
-    out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
-    for (int k = 0; k < 4; k++) out[k] = _mm256_sub_epi8(out[k], off);
+    __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+    if (g >= 2) l = _mm256_srli_epi16(l, 4);
+    /* high bits of group g are bits 2g..2g+1 of qh: move them to bits 4..5 */
+    switch (g) {
+    case 0: h = _mm256_slli_epi16(h, 4); break;
+    case 1: h = _mm256_slli_epi16(h, 2); break;
+    case 2: break;
+    default: h = _mm256_srli_epi16(h, 2); break;
+    }
+    __m256i q = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(h, m2));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(32));
 }
 
-/* 32 unsigned nibbles (bytes 0..15) -> 4 x 8 floats */
-AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
-    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo)));
-    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)));
-}
-
-/* The shared walk over a row: for every 32 weights, `emit(k, w[4])` where w are the 4 x 8 weights of elements
- * 32k..32k+31. Written as a macro so dequant (store) and dot (fma) share the decoding with no call overhead. */
+/* The shared walk over a row: for every 32 weights, EMIT(k, w) with w the f32x32 of elements 32k..32k+31. A macro
+ * so that dequant (store) and dot (fma) share the decoding with no call in the loop: calls out of AVX code into
+ * non-VEX code cost far more than the arithmetic here. Half scales convert with F16C (_cvtsh_ss) for that reason. */
 #define WALK_ROW(type, row, n, EMIT)                                                                              \
     do {                                                                                                          \
-        __m256 w_[4];                                                                                             \
         switch (type) {                                                                                           \
         case CQ_QTYPE_Q8_0: {                                                                                     \
             const block_q8_0 *b_ = (row);                                                                         \
             for (size_t i_ = 0; i_ < (n) / QK; i_++) {                                                            \
-                __m256 d_ = _mm256_set1_ps(cq_f16_to_f32(b_[i_].d));                                              \
-                i8x32_to_f32(_mm256_loadu_si256((const __m256i *)b_[i_].qs), w_);                                 \
-                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_mul_ps(w_[k_], d_);                                \
+                __m256 d_ = _mm256_set1_ps(_cvtsh_ss(b_[i_].d));                                                  \
+                f32x32 w_ = scale2(i8x32_to_f32(_mm256_loadu_si256((const __m256i *)b_[i_].qs)), d_, d_);         \
                 EMIT(i_, w_);                                                                                     \
             }                                                                                                     \
             break;                                                                                                \
@@ -320,26 +343,28 @@ AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
         case CQ_QTYPE_Q5_0: {                                                                                     \
             const block_q5_0 *b_ = (row);                                                                         \
             for (size_t i_ = 0; i_ < (n) / QK; i_++) {                                                            \
-                __m256 d_ = _mm256_set1_ps(cq_f16_to_f32(b_[i_].d));                                              \
-                i8x32_to_f32(q5_0_bytes(&b_[i_]), w_);                                                            \
-                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_mul_ps(w_[k_], d_);                                \
+                __m256 d_ = _mm256_set1_ps(_cvtsh_ss(b_[i_].d));                                                  \
+                f32x32 w_ = scale2(i8x32_to_f32(q5_0_bytes(&b_[i_])), d_, d_);                                    \
                 EMIT(i_, w_);                                                                                     \
             }                                                                                                     \
             break;                                                                                                \
         }                                                                                                         \
         case CQ_QTYPE_Q4_K: {                                                                                     \
             const block_q4_k *b_ = (row);                                                                         \
-            __m256i m4_ = _mm256_set1_epi8(0x0f);                                                                 \
+            const __m256i m4_ = _mm256_set1_epi8(0x0f);                                                           \
             for (size_t i_ = 0; i_ < (n) / QK_K; i_++) {                                                          \
-                float d_ = cq_f16_to_f32(b_[i_].d), dm_ = cq_f16_to_f32(b_[i_].dmin);                             \
+                float d_ = _cvtsh_ss(b_[i_].d), dm_ = _cvtsh_ss(b_[i_].dmin);                                     \
                 for (int s_ = 0; s_ < 8; s_++) {                                                                  \
                     uint8_t sc_, mn_;                                                                             \
                     q4k_scale_min(b_[i_].scales, s_, &sc_, &mn_);                                                 \
                     __m256i q_ = _mm256_loadu_si256((const __m256i *)(b_[i_].qs + 32 * (s_ / 2)));                \
                     if (s_ & 1) q_ = _mm256_srli_epi16(q_, 4);                                                    \
-                    u8x32_to_f32(_mm256_and_si256(q_, m4_), w_);                                                  \
+                    f32x32 w_ = u8x32_to_f32(_mm256_and_si256(q_, m4_));                                          \
                     __m256 a_ = _mm256_set1_ps(d_ * sc_), c_ = _mm256_set1_ps(dm_ * mn_);                         \
-                    for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_fmsub_ps(w_[k_], a_, c_);                      \
+                    w_.v0 = _mm256_fmsub_ps(w_.v0, a_, c_);                                                       \
+                    w_.v1 = _mm256_fmsub_ps(w_.v1, a_, c_);                                                       \
+                    w_.v2 = _mm256_fmsub_ps(w_.v2, a_, c_);                                                       \
+                    w_.v3 = _mm256_fmsub_ps(w_.v3, a_, c_);                                                       \
                     EMIT(i_ * 8 + s_, w_);                                                                        \
                 }                                                                                                 \
             }                                                                                                     \
@@ -348,18 +373,13 @@ AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
         case CQ_QTYPE_Q6_K: {                                                                                     \
             const block_q6_k *b_ = (row);                                                                         \
             for (size_t i_ = 0; i_ < (n) / QK_K; i_++) {                                                          \
-                float d_ = cq_f16_to_f32(b_[i_].d);                                                               \
+                float d_ = _cvtsh_ss(b_[i_].d);                                                                   \
                 for (int h_ = 0; h_ < 2; h_++) {                                                                  \
-                    __m256i q_[4];                                                                                \
-                    q6_k_bytes(b_[i_].ql + 64 * h_, b_[i_].qh + 32 * h_, q_);                                     \
+                    const uint8_t *ql_ = b_[i_].ql + 64 * h_, *qh_ = b_[i_].qh + 32 * h_;                         \
                     const int8_t *sc_ = b_[i_].scales + 8 * h_;                                                   \
                     for (int g_ = 0; g_ < 4; g_++) { /* 32 elements, two scales of 16 */                          \
-                        i8x32_to_f32(q_[g_], w_);                                                                 \
-                        __m256 s0_ = _mm256_set1_ps(d_ * sc_[2 * g_]), s1_ = _mm256_set1_ps(d_ * sc_[2 * g_ + 1]); \
-                        w_[0] = _mm256_mul_ps(w_[0], s0_);                                                        \
-                        w_[1] = _mm256_mul_ps(w_[1], s0_);                                                        \
-                        w_[2] = _mm256_mul_ps(w_[2], s1_);                                                        \
-                        w_[3] = _mm256_mul_ps(w_[3], s1_);                                                        \
+                        f32x32 w_ = scale2(i8x32_to_f32(q6_k_bytes(ql_, qh_, g_)),                               \
+                                           _mm256_set1_ps(d_ * sc_[2 * g_]), _mm256_set1_ps(d_ * sc_[2 * g_ + 1])); \
                         EMIT(i_ * 8 + h_ * 4 + g_, w_);                                                           \
                     }                                                                                             \
                 }                                                                                                 \
@@ -369,8 +389,7 @@ AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
         case CQ_QTYPE_F16: {                                                                                      \
             const uint16_t *h_ = (row);                                                                           \
             for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
-                for (int k_ = 0; k_ < 4; k_++)                                                                    \
-                    w_[k_] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h_ + 32 * i_ + 8 * k_)));          \
+                f32x32 w_ = load_f16x32(h_ + 32 * i_);                                                            \
                 EMIT(i_, w_);                                                                                     \
             }                                                                                                     \
             break;                                                                                                \
@@ -378,17 +397,18 @@ AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
         case CQ_QTYPE_BF16: {                                                                                     \
             const uint16_t *h_ = (row);                                                                           \
             for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
-                for (int k_ = 0; k_ < 4; k_++)                                                                    \
-                    w_[k_] = _mm256_castsi256_ps(_mm256_slli_epi32(                                               \
-                        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h_ + 32 * i_ + 8 * k_))), 16));   \
+                const uint16_t *p_ = h_ + 32 * i_;                                                                \
+                f32x32 w_ = {bf16x8(p_), bf16x8(p_ + 8), bf16x8(p_ + 16), bf16x8(p_ + 24)};                       \
                 EMIT(i_, w_);                                                                                     \
             }                                                                                                     \
             break;                                                                                                \
         }                                                                                                         \
-        default: {                                                                                                \
+        default: { /* F32 */                                                                                      \
             const float *f_ = (const float *)(row);                                                               \
             for (size_t i_ = 0; i_ < (n) / 32; i_++) {                                                            \
-                for (int k_ = 0; k_ < 4; k_++) w_[k_] = _mm256_loadu_ps(f_ + 32 * i_ + 8 * k_);                  \
+                const float *p_ = f_ + 32 * i_;                                                                   \
+                f32x32 w_ = {_mm256_loadu_ps(p_), _mm256_loadu_ps(p_ + 8), _mm256_loadu_ps(p_ + 16),              \
+                             _mm256_loadu_ps(p_ + 24)};                                                           \
                 EMIT(i_, w_);                                                                                     \
             }                                                                                                     \
             break;                                                                                                \
@@ -398,20 +418,69 @@ AVX2 static inline void u8x32_to_f32(__m256i q, __m256 out[4]) {
 
 AVX2 static void dequant_avx2(uint32_t type, const void *row, float *y, size_t n) {
 #define STORE(k, w)                                                                                               \
-    for (int j_ = 0; j_ < 4; j_++) _mm256_storeu_ps(y + 32 * (k) + 8 * j_, (w)[j_]);
+    do {                                                                                                          \
+        float *y_ = y + 32 * (k);                                                                                 \
+        _mm256_storeu_ps(y_, (w).v0);                                                                             \
+        _mm256_storeu_ps(y_ + 8, (w).v1);                                                                         \
+        _mm256_storeu_ps(y_ + 16, (w).v2);                                                                        \
+        _mm256_storeu_ps(y_ + 24, (w).v3);                                                                        \
+    } while (0)
     WALK_ROW(type, row, n, STORE);
 #undef STORE
 }
 
+/* Dot of 32 signed quants (bytes) with x[0..32), unscaled: the block scale is applied once per block. */
+AVX2 static inline __m256 i8x32_dot(__m256i q, const float *x) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), _mm256_loadu_ps(x));
+    __m256 b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(lo, lo))), _mm256_loadu_ps(x + 8));
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), _mm256_loadu_ps(x + 16), a);
+    b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(hi, hi))), _mm256_loadu_ps(x + 24), b);
+    return _mm256_add_ps(a, b);
+}
+
+/* Q8_0 and Q5_0, the formats of the embedding/output matrix and of most layer weights, are the decode hot path:
+ * two blocks per iteration into independent accumulators, each block's scale applied once. */
+AVX2 static float dot_q8_0_avx2(const block_q8_0 *b, const float *x, size_t nb) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m256 s0 = i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i].qs), x + 32 * i);
+        __m256 s1 = i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), x + 32 * i + 32);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), s0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d)), s1, acc1);
+    }
+    for (; i < nb; i++)
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)),
+                               i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i].qs), x + 32 * i), acc0);
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+AVX2 static float dot_q5_0_avx2(const block_q5_0 *b, const float *x, size_t nb) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m256 s0 = i8x32_dot(q5_0_bytes(&b[i]), x + 32 * i);
+        __m256 s1 = i8x32_dot(q5_0_bytes(&b[i + 1]), x + 32 * i + 32);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), s0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d)), s1, acc1);
+    }
+    for (; i < nb; i++)
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), i8x32_dot(q5_0_bytes(&b[i]), x + 32 * i), acc0);
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
 AVX2 static float dot_avx2(uint32_t type, const void *row, const float *x, size_t n) {
+    if (type == CQ_QTYPE_Q8_0) return dot_q8_0_avx2(row, x, n / QK);
+    if (type == CQ_QTYPE_Q5_0) return dot_q5_0_avx2(row, x, n / QK);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
 #define FMA(k, w)                                                                                                 \
     do {                                                                                                          \
         const float *x_ = x + 32 * (k);                                                                           \
-        acc0 = _mm256_fmadd_ps((w)[0], _mm256_loadu_ps(x_), acc0);                                                \
-        acc1 = _mm256_fmadd_ps((w)[1], _mm256_loadu_ps(x_ + 8), acc1);                                           \
-        acc0 = _mm256_fmadd_ps((w)[2], _mm256_loadu_ps(x_ + 16), acc0);                                          \
-        acc1 = _mm256_fmadd_ps((w)[3], _mm256_loadu_ps(x_ + 24), acc1);                                          \
+        acc0 = _mm256_fmadd_ps((w).v0, _mm256_loadu_ps(x_), acc0);                                                \
+        acc1 = _mm256_fmadd_ps((w).v1, _mm256_loadu_ps(x_ + 8), acc1);                                            \
+        acc0 = _mm256_fmadd_ps((w).v2, _mm256_loadu_ps(x_ + 16), acc0);                                           \
+        acc1 = _mm256_fmadd_ps((w).v3, _mm256_loadu_ps(x_ + 24), acc1);                                           \
     } while (0)
     WALK_ROW(type, row, n, FMA);
 #undef FMA

@@ -1,0 +1,204 @@
+#include "attention/cpu_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "attention/quant.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CQ_X86 1
+#define AVX2 __attribute__((target("avx2,fma")))
+
+static int g_avx2 = -1;
+static inline int have_avx2(void) {
+    if (g_avx2 < 0) g_avx2 = cq_quant_has_avx2();
+    return g_avx2;
+}
+
+AVX2 static float dot_avx2(const float *a, const float *b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+AVX2 static void axpy_avx2(float *y, float a, const float *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* exp(x) for |x| <= 88: 2^n * p(r) with r = x - n ln2 (two-part ln2), p of degree 6 (Cephes); ~1 ulp. */
+AVX2 static inline __m256 exp_avx2(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* y = gelu(y) * u with tanh(z) = 1 - 2 / (exp(2z) + 1) */
+AVX2 static void geglu_avx2(float *y, const float *u, int n) {
+    const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f),
+                 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(y + i);
+        __m256 z = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
+        __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp_avx2(_mm256_mul_ps(two, z)), one)));
+        __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(g, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = cq_k_gelu_tanh(y[i]) * u[i];
+}
+
+/* 6 rows x 16 tokens: per k, two vector loads of packed tokens meet six broadcast weights (12 FMAs). Rows past
+ * n_rows repeat the last row and are not stored. */
+AVX2 static void kernel_6x16(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt, int n_tok,
+                             float *y, size_t ldy) {
+    const float *w0 = w, *w1 = w + (n_rows > 1) * ldw, *w2 = w + (n_rows > 2 ? 2 : n_rows - 1) * ldw,
+                *w3 = w + (n_rows > 3 ? 3 : n_rows - 1) * ldw, *w4 = w + (n_rows > 4 ? 4 : n_rows - 1) * ldw,
+                *w5 = w + (n_rows > 5 ? 5 : n_rows - 1) * ldw;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int i = 0; i < k; i++) {
+        const float *xi = xt + (size_t)i * ldxt;
+        __m256 x0 = _mm256_loadu_ps(xi), x1 = _mm256_loadu_ps(xi + 8), b;
+        b = _mm256_broadcast_ss(w0 + i), c00 = _mm256_fmadd_ps(b, x0, c00), c01 = _mm256_fmadd_ps(b, x1, c01);
+        b = _mm256_broadcast_ss(w1 + i), c10 = _mm256_fmadd_ps(b, x0, c10), c11 = _mm256_fmadd_ps(b, x1, c11);
+        b = _mm256_broadcast_ss(w2 + i), c20 = _mm256_fmadd_ps(b, x0, c20), c21 = _mm256_fmadd_ps(b, x1, c21);
+        b = _mm256_broadcast_ss(w3 + i), c30 = _mm256_fmadd_ps(b, x0, c30), c31 = _mm256_fmadd_ps(b, x1, c31);
+        b = _mm256_broadcast_ss(w4 + i), c40 = _mm256_fmadd_ps(b, x0, c40), c41 = _mm256_fmadd_ps(b, x1, c41);
+        b = _mm256_broadcast_ss(w5 + i), c50 = _mm256_fmadd_ps(b, x0, c50), c51 = _mm256_fmadd_ps(b, x1, c51);
+    }
+    float out[6][16];
+    _mm256_storeu_ps(out[0], c00), _mm256_storeu_ps(out[0] + 8, c01);
+    _mm256_storeu_ps(out[1], c10), _mm256_storeu_ps(out[1] + 8, c11);
+    _mm256_storeu_ps(out[2], c20), _mm256_storeu_ps(out[2] + 8, c21);
+    _mm256_storeu_ps(out[3], c30), _mm256_storeu_ps(out[3] + 8, c31);
+    _mm256_storeu_ps(out[4], c40), _mm256_storeu_ps(out[4] + 8, c41);
+    _mm256_storeu_ps(out[5], c50), _mm256_storeu_ps(out[5] + 8, c51);
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < n_rows; r++) y[(size_t)t * ldy + r] = out[r][t];
+}
+
+/* 6 rows x 8 tokens, for the last panel when it holds 8 tokens or fewer. */
+AVX2 static void kernel_6x8(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt, int n_tok,
+                            float *y, size_t ldy) {
+    const float *wr[6];
+    for (int r = 0; r < 6; r++) wr[r] = w + (size_t)(r < n_rows ? r : n_rows - 1) * ldw;
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    for (int i = 0; i < k; i++) {
+        __m256 x0 = _mm256_loadu_ps(xt + (size_t)i * ldxt);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[0] + i), x0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[1] + i), x0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[2] + i), x0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[3] + i), x0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[4] + i), x0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr[5] + i), x0, c5);
+    }
+    float out[6][8];
+    _mm256_storeu_ps(out[0], c0), _mm256_storeu_ps(out[1], c1), _mm256_storeu_ps(out[2], c2);
+    _mm256_storeu_ps(out[3], c3), _mm256_storeu_ps(out[4], c4), _mm256_storeu_ps(out[5], c5);
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < n_rows; r++) y[(size_t)t * ldy + r] = out[r][t];
+}
+
+AVX2 static void rows_times_tokens_avx2(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt,
+                                        int n_tokens, float *y, size_t ldy) {
+    for (int r = 0; r < n_rows; r += 6) {
+        int nr = n_rows - r < 6 ? n_rows - r : 6;
+        int t = 0;
+        for (; n_tokens - t > 8; t += 16) {
+            int nt = n_tokens - t < 16 ? n_tokens - t : 16;
+            kernel_6x16(w + (size_t)r * ldw, ldw, nr, k, xt + t, ldxt, nt, y + (size_t)t * ldy + r, ldy);
+        }
+        if (t < n_tokens) kernel_6x8(w + (size_t)r * ldw, ldw, nr, k, xt + t, ldxt, n_tokens - t, y + (size_t)t * ldy + r, ldy);
+    }
+}
+#else
+static inline int have_avx2(void) { return 0; }
+#endif
+
+float cq_k_dot(const float *a, const float *b, int n) {
+#ifdef CQ_X86
+    if (have_avx2()) return dot_avx2(a, b, n);
+#endif
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void cq_k_axpy(float *y, float a, const float *x, int n) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        axpy_avx2(y, a, x, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+float cq_k_gelu_tanh(float x) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+void cq_k_geglu(float *y, const float *u, int n) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        geglu_avx2(y, u, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) y[i] = cq_k_gelu_tanh(y[i]) * u[i];
+}
+
+size_t cq_k_packed_width(int n_tokens) { return ((size_t)n_tokens + 15) / 16 * 16; }
+
+void cq_k_pack_tokens(const float *x, size_t ldx, int n_tokens, int k, float *xt) {
+    size_t w = cq_k_packed_width(n_tokens);
+    for (int kk = 0; kk < k; kk++) {
+        float *row = xt + (size_t)kk * w;
+        for (int t = 0; t < n_tokens; t++) row[t] = x[(size_t)t * ldx + kk];
+        for (size_t t = (size_t)n_tokens; t < w; t++) row[t] = 0;
+    }
+}
+
+void cq_k_rows_times_tokens(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt, int n_tokens,
+                            float *y, size_t ldy) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        rows_times_tokens_avx2(w, ldw, n_rows, k, xt, ldxt, n_tokens, y, ldy);
+        return;
+    }
+#endif
+    for (int r = 0; r < n_rows; r++) {
+        for (int t = 0; t < n_tokens; t++) {
+            float s = 0;
+            for (int kk = 0; kk < k; kk++) s += w[(size_t)r * ldw + kk] * xt[(size_t)kk * ldxt + t];
+            y[(size_t)t * ldy + r] = s;
+        }
+    }
+}

@@ -1,0 +1,22 @@
+/* Internal: the vector and matrix kernels of the CPU forward. AVX2+FMA versions are chosen at run time when the
+ * CPU has them; the portable C versions compute the same thing (and are what non-x86 builds run). */
+#ifndef CQ_ATTENTION_CPU_KERNELS_H
+#define CQ_ATTENTION_CPU_KERNELS_H
+
+#include <stddef.h>
+
+float cq_k_dot(const float *a, const float *b, int n);
+void cq_k_axpy(float *y, float a, const float *x, int n); /* y += a x */
+float cq_k_gelu_tanh(float x);
+void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
+
+/* Multi-token matrix products read the tokens k-major: xt[kk * ldxt + t] = x[t * ldx + kk], ldxt a multiple of 16
+ * with zero padding, so that one vector load covers 8 tokens. */
+size_t cq_k_packed_width(int n_tokens);
+void cq_k_pack_tokens(const float *x, size_t ldx, int n_tokens, int k, float *xt);
+
+/* y[t * ldy + i] = w_i . x_t for rows i < n_rows (row-major, stride ldw floats) and tokens t < n_tokens. */
+void cq_k_rows_times_tokens(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt, int n_tokens,
+                            float *y, size_t ldy);
+
+#endif

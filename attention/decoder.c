@@ -1,0 +1,115 @@
+#include "attention/decoder.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/forward_cpu.h"
+#include "attention/model.h"
+
+struct cq_decoder {
+    cq_gguf *gguf;
+    cq_gemma model;
+    cq_tokenizer *tok;
+    cq_decoder_info info;
+    cq_cpu_model *cpu;
+    pthread_mutex_t lock; /* one forward pass at a time: the backends share scratch and threads */
+};
+
+struct cq_decoder_seq {
+    cq_decoder *d;
+    int32_t pos, max_tokens;
+    cq_cpu_seq *cpu;
+};
+
+cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err) {
+    *out = NULL;
+    cq_decoder_options o = opt ? *opt : (cq_decoder_options){0};
+    if (o.device == CQ_DEVICE_CUDA)
+        return cq_err_set(err, CQ_ERR_DEVICE, "decoder: CUDA was asked for but this build has no CUDA decoder");
+    cq_decoder *d = calloc(1, sizeof *d);
+    if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&d->lock, NULL);
+    cq_status s = cq_gguf_open(path, &d->gguf, err);
+    if (!s) {
+        s = cq_gemma_load(d->gguf, &d->model, err);
+        if (s) cq_err_prefix(err, "%s: ", path);
+    }
+    if (!s) s = cq_tokenizer_from_gguf(d->gguf, &d->tok, err);
+    if (!s && cq_tokenizer_vocab_size(d->tok) != d->model.n_vocab)
+        s = cq_err_set(err, CQ_ERR_FORMAT, "%s: the vocabulary has %d tokens but the embedding %d rows", path,
+                       cq_tokenizer_vocab_size(d->tok), d->model.n_vocab);
+    if (!s) s = cq_cpu_model_new(&d->model, o.n_threads, &d->cpu, err);
+    if (s) {
+        cq_decoder_close(d);
+        return s;
+    }
+    const cq_gemma *m = &d->model;
+    cq_decoder_info *i = &d->info;
+    snprintf(i->architecture, sizeof i->architecture, "gemma3");
+    snprintf(i->name, sizeof i->name, "%s", m->name);
+    i->n_vocab = m->n_vocab, i->n_embd = m->n_embd, i->n_layer = m->n_layer, i->n_head = m->n_head;
+    i->n_head_kv = m->n_head_kv, i->head_dim = m->head_dim, i->n_ff = m->n_ff;
+    i->context_length = m->context_length, i->sliding_window = m->window, i->n_global_layers = m->n_global;
+    i->device = CQ_DEVICE_CPU;
+    *out = d;
+    return CQ_OK;
+}
+
+void cq_decoder_close(cq_decoder *d) {
+    if (!d) return;
+    cq_cpu_model_free(d->cpu);
+    cq_tokenizer_free(d->tok);
+    cq_gemma_free(&d->model);
+    cq_gguf_close(d->gguf);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+const cq_decoder_info *cq_decoder_get_info(const cq_decoder *d) { return &d->info; }
+const cq_tokenizer *cq_decoder_tokenizer(const cq_decoder *d) { return d->tok; }
+
+cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq **out, cq_err *err) {
+    *out = NULL;
+    if (max_tokens <= 0) max_tokens = d->model.context_length;
+    if (max_tokens > d->model.context_length)
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: %d tokens exceed the model's context of %d", max_tokens,
+                          d->model.context_length);
+    cq_decoder_seq *s = calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    s->d = d;
+    s->max_tokens = max_tokens;
+    cq_status st = cq_cpu_seq_new(d->cpu, max_tokens, &s->cpu, err);
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return CQ_OK;
+}
+
+void cq_decoder_seq_free(cq_decoder_seq *s) {
+    if (!s) return;
+    cq_cpu_seq_free(s->cpu);
+    free(s);
+}
+
+void cq_decoder_seq_reset(cq_decoder_seq *s) { s->pos = 0; }
+int32_t cq_decoder_seq_pos(const cq_decoder_seq *s) { return s->pos; }
+
+cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, float *logits, bool all_logits,
+                          cq_err *err) {
+    if (n == 0) return CQ_OK;
+    if (n > (size_t)(s->max_tokens - s->pos))
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: %zu more tokens at position %d exceed the sequence limit of %d",
+                          n, s->pos, s->max_tokens);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->d->model.n_vocab)
+            return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", tokens[i]);
+    pthread_mutex_lock(&s->d->lock);
+    cq_status st = cq_cpu_eval(s->cpu, tokens, n, s->pos, logits, all_logits, err);
+    pthread_mutex_unlock(&s->d->lock);
+    if (!st) s->pos += (int32_t)n;
+    return st;
+}

@@ -1,0 +1,106 @@
+/* The decoder: a Gemma-3 text model read from GGUF, run on the CPU (the exact reference) or on CUDA.
+ *
+ * Every hyper-parameter comes from the GGUF metadata (gemma3.*), so 270M, 1B, 4B ... all load. The architecture,
+ * per layer l (x the residual stream, d = embedding_length):
+ *   h = RMSNorm(x) ; q,k,v = Wq h, Wk h, Wv h ; q,k = RMSNorm per head (QK-norm) ; RoPE(q,k) (NeoX halves;
+ *   base 10k on local layers, rope.freq_base = 1M on global ones, linear scaling on global ones if the file says) ;
+ *   a = softmax(q k^T * scale + causal mask [+ window mask on local layers]) v ; x += RMSNorm(Wo a) ;
+ *   h = RMSNorm(x) ; x += RMSNorm(Wdown (gelu_tanh(Wgate h) * Wup h))
+ * with x0 = embedding * sqrt(d), logits = token_embd^T RMSNorm(x) (tied), optional final tanh soft-capping.
+ * Layer l is global when (l + 1) % 6 == 0 (5 local : 1 global) unless the file gives another period; local layers
+ * attend to the last sliding_window positions and keep a ring-buffer KV cache of window + batch slots, global
+ * layers a full cache that grows with the sequence.
+ *
+ * A model is immutable once open and may be shared by several sequences (each with its own KV cache); calls on
+ * one model are serialized internally, so sequences may be used from different threads. */
+#ifndef CQ_ATTENTION_DECODER_H
+#define CQ_ATTENTION_DECODER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/tokenizer.h"
+#include "core/error.h"
+
+typedef enum {
+    CQ_DEVICE_AUTO = 0, /* CUDA when built with it and a GPU is present, else CPU */
+    CQ_DEVICE_CPU = 1,
+    CQ_DEVICE_CUDA = 2,
+} cq_device;
+
+typedef struct {
+    cq_device device;
+    int n_threads; /* CPU threads, the caller's included; 0: one per online CPU */
+} cq_decoder_options;
+
+typedef struct {
+    char architecture[32]; /* "gemma3" */
+    char name[128];        /* general.name */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int32_t context_length; /* trained context */
+    int32_t sliding_window;
+    int32_t n_global_layers;
+    cq_device device;      /* the one in use */
+} cq_decoder_info;
+
+typedef struct cq_decoder cq_decoder;
+typedef struct cq_decoder_seq cq_decoder_seq;
+
+/* Opens a GGUF model. A missing file is CQ_ERR_NOT_FOUND, a broken or non-Gemma-3 one CQ_ERR_FORMAT or
+ * CQ_ERR_UNSUPPORTED, CUDA asked for but unavailable CQ_ERR_DEVICE; err says which and why. */
+cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err);
+void cq_decoder_close(cq_decoder *d);
+const cq_decoder_info *cq_decoder_get_info(const cq_decoder *d);
+const cq_tokenizer *cq_decoder_tokenizer(const cq_decoder *d);
+
+/* A sequence of up to max_tokens positions (0: the model's context_length). KV memory grows with use. */
+cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq **out, cq_err *err);
+void cq_decoder_seq_free(cq_decoder_seq *s);
+void cq_decoder_seq_reset(cq_decoder_seq *s); /* back to position 0 */
+int32_t cq_decoder_seq_pos(const cq_decoder_seq *s); /* tokens consumed so far */
+
+/* Feeds n tokens at the sequence's current position and advances it. logits: NULL, or n_vocab floats for the
+ * last token, or n * n_vocab floats (token-major) when all_logits. Bad ids or running past max_tokens are
+ * CQ_ERR_INVALID and leave the sequence unchanged. */
+cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, float *logits, bool all_logits,
+                          cq_err *err);
+
+/* ---- generation ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    float temperature;        /* 0: greedy */
+    int32_t top_k;            /* 0: off */
+    float top_p;              /* 1: off */
+    float repetition_penalty; /* 1: off; > 1 discourages tokens already in the prompt or output */
+    int32_t repetition_window;/* how many recent tokens the penalty looks at; 0: all */
+    uint64_t seed;
+} cq_sampler_params;
+
+cq_sampler_params cq_sampler_defaults(void); /* greedy, everything off */
+
+/* Called with each new piece of text (whole UTF-8 characters), in order; return false to stop. */
+typedef bool (*cq_token_cb)(void *user, const char *text, size_t len);
+
+typedef struct {
+    cq_sampler_params sampler;
+    int32_t max_tokens;       /* new tokens at most */
+    const char *const *stop;  /* NULL-terminated list of stop strings (not included in the output), or NULL */
+    bool stop_at_eos;         /* stop at <eos> and <end_of_turn>; default true */
+    unsigned encode_flags;    /* for the prompt: CQ_TOK_ADD_BOS | CQ_TOK_PARSE_SPECIAL by default */
+} cq_generate_params;
+
+cq_generate_params cq_generate_defaults(void);
+
+typedef struct {
+    int32_t prompt_tokens, new_tokens;
+    double prefill_s, decode_s;
+    bool stopped_by_string, stopped_by_eos, stopped_by_callback;
+} cq_generate_stats;
+
+/* Resets s, feeds the prompt, then samples up to max_tokens tokens, streaming text through cb (may be NULL).
+ * *out (may be NULL) receives the whole generated text (malloc'd). */
+cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_generate_params *p, cq_token_cb cb,
+                              void *user, char **out, cq_generate_stats *stats, cq_err *err);
+
+#endif

@@ -1,0 +1,411 @@
+#include "attention/forward_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/cpu_kernels.h"
+#include "attention/quant.h"
+
+/* Rows dequantized at once for a multi-token product: 2 groups of the 6-row micro-kernel. */
+#define ROW_TILE 12
+/* Rows per task of the GeGLU product (gate and up rows of one task are combined by that task). */
+#define GEGLU_ROWS 48
+
+struct cq_cpu_model {
+    const cq_gemma *m;
+    cq_pool *pool;
+    int n_threads;
+    size_t max_cols;
+    float *tiles;       /* (n_threads, tile_floats): ROW_TILE dequantized rows + GeGLU up rows */
+    size_t tile_floats; /* per thread */
+    float *xpack;       /* (max_cols, packed width of CQ_CPU_BATCH) the tokens of the current product, k-major */
+    double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
+};
+
+struct cq_cpu_seq {
+    cq_cpu_model *cm;
+    int32_t max_tokens;
+    /* KV cache per layer: (slots, n_head_kv, head_dim). Local layers: window + CQ_CPU_BATCH slots used as a ring
+     * (slot = pos % slots); global layers: one slot per position, grown on demand up to max_tokens. */
+    float **k, **v;
+    int32_t *slots;
+    /* activations of one chunk of T <= CQ_CPU_BATCH tokens */
+    float *x;     /* (T, n_embd) residual stream */
+    float *xn;    /* (T, n_embd) normed input of a block */
+    float *q;     /* (T, n_head*head_dim) */
+    float *kn;    /* (T, n_head_kv*head_dim) */
+    float *vn;    /* (T, n_head_kv*head_dim) */
+    float *att;   /* (T, n_head*head_dim) attention output */
+    float *o;     /* (T, n_embd) block output */
+    float *ff;    /* (T, n_ff) gelu(gate) * up */
+    float *rope;  /* (2 kinds, T, head_dim/2, cos|sin) */
+    float *scores; /* (n_threads, max_tokens) */
+};
+
+/* ---- ops ----------------------------------------------------------------------------------------------------- */
+
+void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+/* cs holds cos and sin of the head_dim/2 angles, interleaved per pair: cs[2i] = cos, cs[2i+1] = sin. */
+static void rope_angles(float *cs, int half, int32_t pos, const double *inv_freq) {
+    for (int i = 0; i < half; i++) {
+        double a = pos * inv_freq[i];
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+}
+
+static void rope_apply(float *x, int half, const float *cs) {
+    for (int i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * c - x1 * s;
+        x[i + half] = x1 * c + x0 * s;
+    }
+}
+
+static void rope_freqs(double *inv_freq, int head_dim, float base, float freq_scale) {
+    for (int i = 0; i < head_dim / 2; i++) inv_freq[i] = pow((double)base, -2.0 * i / head_dim) * freq_scale;
+}
+
+void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scale) {
+    int half = head_dim / 2;
+    double inv_freq[half];
+    float cs[2 * half];
+    rope_freqs(inv_freq, head_dim, base, freq_scale);
+    rope_angles(cs, half, pos, inv_freq);
+    rope_apply(x, half, cs);
+}
+
+float cq_op_gelu_tanh(float x) { return cq_k_gelu_tanh(x); }
+
+/* Softmax attention of one query over keys given by up to two contiguous runs of cache slots (a wrapped ring). */
+static void attend_runs(const float *q, const float *k, const float *v, size_t stride, int hd, int32_t first,
+                        int32_t n1, int32_t n, float scale, float softcap, float *scores, float *out) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t slot = i < n1 ? first + i : i - n1;
+        float s = cq_k_dot(q, k + (size_t)slot * stride, hd) * scale;
+        if (softcap > 0) s = softcap * tanhf(s / softcap);
+        scores[i] = s;
+        if (s > mx) mx = s;
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (scores[i] = expf(scores[i] - mx));
+    float inv = (float)(1.0 / sum);
+    memset(out, 0, (size_t)hd * sizeof *out);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t slot = i < n1 ? first + i : i - n1;
+        cq_k_axpy(out, scores[i] * inv, v + (size_t)slot * stride, hd);
+    }
+}
+
+void cq_op_attention(const float *q, const float *k, const float *v, int n_keys, size_t kv_stride, int head_dim,
+                     float scale, float softcap, float *scores, float *out) {
+    attend_runs(q, k, v, kv_stride, head_dim, 0, n_keys, n_keys, scale, softcap, scores, out);
+}
+
+void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens, float *y, size_t ldy) {
+    float *row = malloc((size_t)w->cols * sizeof *row);
+    if (!row) return;
+    for (int64_t r = 0; r < w->rows; r++) {
+        cq_dequant_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, (size_t)w->cols);
+        for (int t = 0; t < n_tokens; t++) {
+            double s = 0;
+            for (int64_t kk = 0; kk < w->cols; kk++) s += (double)row[kk] * x[(size_t)t * ldx + kk];
+            y[(size_t)t * ldy + r] = (float)s;
+        }
+    }
+    free(row);
+}
+
+/* ---- matrix products ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const cq_wmat *w;
+    const cq_wmat *w2; /* GeGLU when set: y = gelu(W x) * (W2 x), both by the task that owns the rows */
+    const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
+    size_t ldx, ldxt, ldy;
+    int n_tokens;
+    float *y;
+    int rows_per_task;
+    cq_cpu_model *cm;
+} matmul_job;
+
+/* y[t*ldy + (r - col0)] = W[r] . x_t for rows [r0, r1): a dot per row for one token (each weight read once), else
+ * tiles of dequantized rows against the packed tokens. */
+static void rows_times_tokens(const matmul_job *j, const cq_wmat *w, int r0, int r1, float *y, size_t ldy, int col0,
+                              float *tile) {
+    const int k = (int)w->cols;
+    const uint8_t *base = w->data;
+    if (j->n_tokens == 1) {
+        for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row(w->type, base + (size_t)r * w->row_bytes, j->x, (size_t)k);
+        return;
+    }
+    for (int r = r0; r < r1; r += ROW_TILE) {
+        int nr = r1 - r < ROW_TILE ? r1 - r : ROW_TILE;
+        for (int i = 0; i < nr; i++)
+            cq_dequant_row(w->type, base + (size_t)(r + i) * w->row_bytes, tile + (size_t)i * k, (size_t)k);
+        cq_k_rows_times_tokens(tile, (size_t)k, nr, k, j->x, j->ldxt, j->n_tokens, y + (r - col0), ldy);
+    }
+}
+
+static void matmul_task(void *ctx, int task, int thread) {
+    const matmul_job *j = ctx;
+    int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
+    if (r1 > j->w->rows) r1 = (int)j->w->rows;
+    float *tile = j->cm->tiles + (size_t)thread * j->cm->tile_floats;
+    rows_times_tokens(j, j->w, r0, r1, j->y, j->ldy, 0, tile);
+    if (!j->w2) return;
+    float *up = tile + (size_t)ROW_TILE * j->cm->max_cols; /* GEGLU_ROWS x n_tokens, see cq_cpu_model_new */
+    const size_t ldu = (size_t)(r1 - r0);
+    rows_times_tokens(j, j->w2, r0, r1, up, ldu, r0, tile);
+    for (int t = 0; t < j->n_tokens; t++) cq_k_geglu(j->y + (size_t)t * j->ldy + r0, up + (size_t)t * ldu, r1 - r0);
+}
+
+/* y (n_tokens, ldy) = x W^T, and with w2 the GeGLU of two products; multithreaded over rows. */
+static void matmul(cq_cpu_model *cm, const cq_wmat *w, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
+                   float *y, size_t ldy) {
+    matmul_job j = {w, w2, x, ldx, 0, ldy, n_tokens, y, 0, cm};
+    if (n_tokens > 1) {
+        cq_k_pack_tokens(x, ldx, n_tokens, (int)w->cols, cm->xpack);
+        j.x = cm->xpack;
+        j.ldxt = cq_k_packed_width(n_tokens);
+    }
+    if (w2) {
+        j.rows_per_task = GEGLU_ROWS;
+    } else {
+        /* about 8 tasks per thread to balance, each a whole number of tiles */
+        int64_t per = w->rows / ((int64_t)cm->n_threads * 8);
+        if (per < ROW_TILE) per = ROW_TILE;
+        j.rows_per_task = (int)((per + ROW_TILE - 1) / ROW_TILE * ROW_TILE);
+    }
+    int n_tasks = (int)((w->rows + j.rows_per_task - 1) / j.rows_per_task);
+    cq_pool_run(cm->pool, n_tasks, matmul_task, &j);
+}
+
+/* ---- model and sequence -------------------------------------------------------------------------------------- */
+
+cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out, cq_err *err) {
+    *out = NULL;
+    cq_cpu_model *cm = calloc(1, sizeof *cm);
+    if (!cm) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cm->m = m;
+    cq_status s = cq_pool_new(n_threads, &cm->pool, err);
+    if (s) {
+        free(cm);
+        return s;
+    }
+    cm->n_threads = cq_pool_threads(cm->pool);
+    size_t max_cols = (size_t)m->n_embd;
+    if ((size_t)m->n_ff > max_cols) max_cols = (size_t)m->n_ff;
+    if ((size_t)m->n_head * m->head_dim > max_cols) max_cols = (size_t)m->n_head * m->head_dim;
+    cm->max_cols = max_cols;
+    cm->tile_floats = (size_t)ROW_TILE * max_cols + (size_t)GEGLU_ROWS * CQ_CPU_BATCH;
+    cm->tiles = malloc((size_t)cm->n_threads * cm->tile_floats * sizeof(float));
+    cm->xpack = malloc(max_cols * cq_k_packed_width(CQ_CPU_BATCH) * sizeof(float));
+    for (int kind = 0; kind < 2; kind++) cm->inv_freq[kind] = malloc((size_t)m->head_dim / 2 * sizeof(double));
+    if (!cm->tiles || !cm->xpack || !cm->inv_freq[0] || !cm->inv_freq[1]) {
+        cq_cpu_model_free(cm);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for CPU scratch");
+    }
+    for (int32_t l = 0; l < m->n_layer; l++) /* every layer of a kind shares its base and scaling */
+        rope_freqs(cm->inv_freq[m->layers[l].global], m->head_dim, m->layers[l].rope_base, m->layers[l].rope_freq_scale);
+    *out = cm;
+    return CQ_OK;
+}
+
+void cq_cpu_model_free(cq_cpu_model *cm) {
+    if (!cm) return;
+    cq_pool_free(cm->pool);
+    free(cm->tiles);
+    free(cm->xpack);
+    free(cm->inv_freq[0]);
+    free(cm->inv_freq[1]);
+    free(cm);
+}
+
+cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out, cq_err *err) {
+    *out = NULL;
+    const cq_gemma *m = cm->m;
+    cq_cpu_seq *s = calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    s->cm = cm;
+    s->max_tokens = max_tokens;
+    const size_t T = CQ_CPU_BATCH, d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim,
+                 kvd = (size_t)m->n_head_kv * m->head_dim, ff = (size_t)m->n_ff, f = sizeof(float);
+    s->k = calloc((size_t)m->n_layer, sizeof *s->k);
+    s->v = calloc((size_t)m->n_layer, sizeof *s->v);
+    s->slots = calloc((size_t)m->n_layer, sizeof *s->slots);
+    s->x = malloc(T * d * f), s->xn = malloc(T * d * f), s->o = malloc(T * d * f);
+    s->q = malloc(T * qd * f), s->att = malloc(T * qd * f);
+    s->kn = malloc(T * kvd * f), s->vn = malloc(T * kvd * f);
+    s->ff = malloc(T * ff * f);
+    s->rope = malloc(2 * T * (size_t)m->head_dim * f);
+    s->scores = malloc((size_t)cm->n_threads * (size_t)max_tokens * f);
+    bool ok = s->k && s->v && s->slots && s->x && s->xn && s->o && s->q && s->att && s->kn && s->vn && s->ff &&
+              s->rope && s->scores;
+    const int32_t ring = m->window + CQ_CPU_BATCH < max_tokens ? m->window + CQ_CPU_BATCH : max_tokens;
+    for (int32_t l = 0; ok && l < m->n_layer; l++) {
+        if (m->layers[l].global) continue; /* grown on demand */
+        s->slots[l] = ring;
+        s->k[l] = malloc((size_t)ring * kvd * f);
+        s->v[l] = malloc((size_t)ring * kvd * f);
+        ok = s->k[l] && s->v[l];
+    }
+    if (!ok) {
+        cq_cpu_seq_free(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for a decoder sequence of %d tokens", max_tokens);
+    }
+    *out = s;
+    return CQ_OK;
+}
+
+void cq_cpu_seq_free(cq_cpu_seq *s) {
+    if (!s) return;
+    const cq_gemma *m = s->cm->m;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        if (s->k) free(s->k[l]);
+        if (s->v) free(s->v[l]);
+    }
+    free(s->k), free(s->v), free(s->slots);
+    free(s->x), free(s->xn), free(s->o), free(s->q), free(s->att), free(s->kn), free(s->vn), free(s->ff);
+    free(s->rope), free(s->scores);
+    free(s);
+}
+
+size_t cq_cpu_seq_kv_bytes(const cq_cpu_seq *s) {
+    const cq_gemma *m = s->cm->m;
+    size_t total = 0, kvd = (size_t)m->n_head_kv * m->head_dim;
+    for (int32_t l = 0; l < m->n_layer; l++) total += 2 * (size_t)s->slots[l] * kvd * sizeof(float);
+    return total;
+}
+
+/* Global layers: room for positions [0, need), growing by doubling and keeping what is cached. */
+static cq_status ensure_global_slots(cq_cpu_seq *s, int32_t need, cq_err *err) {
+    const cq_gemma *m = s->cm->m;
+    const size_t kvd = (size_t)m->n_head_kv * m->head_dim;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        if (!m->layers[l].global || s->slots[l] >= need) continue;
+        int32_t cap = s->slots[l] ? s->slots[l] : 256;
+        while (cap < need) cap = cap > s->max_tokens / 2 ? s->max_tokens : cap * 2;
+        if (cap > s->max_tokens) cap = s->max_tokens;
+        float *k = realloc(s->k[l], (size_t)cap * kvd * sizeof(float));
+        if (!k) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for the KV cache (%d positions)", cap);
+        s->k[l] = k;
+        float *v = realloc(s->v[l], (size_t)cap * kvd * sizeof(float));
+        if (!v) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for the KV cache (%d positions)", cap);
+        s->v[l] = v;
+        s->slots[l] = cap;
+    }
+    return CQ_OK;
+}
+
+typedef struct {
+    const cq_gemma *m;
+    const cq_gemma_layer *L;
+    cq_cpu_seq *s;
+    int32_t layer, pos0;
+} attn_job;
+
+/* One (token, head): keys are positions [lo, p], lo = p - window + 1 on local layers. In the ring buffer they are
+ * one run of slots, or two where it wraps. */
+static void attn_task(void *ctx, int task, int thread) {
+    const attn_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int t = task / m->n_head, h = task % m->n_head, kvh = h / (m->n_head / m->n_head_kv), hd = m->head_dim;
+    const int32_t p = j->pos0 + t, lo = (!j->L->global && p - m->window + 1 > 0) ? p - m->window + 1 : 0;
+    const size_t stride = (size_t)m->n_head_kv * hd;
+    const int32_t slots = j->s->slots[j->layer], n = p - lo + 1, first = j->L->global ? lo : lo % slots;
+    const int32_t n1 = first + n <= slots ? n : slots - first;
+    attend_runs(j->s->q + ((size_t)t * m->n_head + h) * hd, j->s->k[j->layer] + (size_t)kvh * hd,
+                j->s->v[j->layer] + (size_t)kvh * hd, stride, hd, first, n1, n, m->attn_scale, m->attn_softcap,
+                j->s->scores + (size_t)thread * j->s->max_tokens, j->s->att + ((size_t)t * m->n_head + h) * hd);
+}
+
+static void add_into(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* One chunk of T <= CQ_CPU_BATCH tokens at positions pos0.. (formulas in attention/decoder.h). */
+static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits, bool all_logits) {
+    cq_cpu_model *cm = s->cm;
+    const cq_gemma *m = cm->m;
+    const int d = m->n_embd, hd = m->head_dim, half = hd / 2, qd = m->n_head * hd, kvd = m->n_head_kv * hd;
+    for (int t = 0; t < T; t++) {
+        float *xt = s->x + (size_t)t * d;
+        cq_dequant_row(m->token_embd.type, (const uint8_t *)m->token_embd.data + (size_t)tokens[t] * m->token_embd.row_bytes,
+                       xt, (size_t)d);
+        for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
+        for (int kind = 0; kind < 2; kind++) rope_angles(s->rope + ((size_t)kind * T + t) * hd, half, pos0 + t, cm->inv_freq[kind]);
+    }
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        const cq_gemma_layer *L = &m->layers[l];
+        const float *rope = s->rope + (size_t)L->global * T * hd;
+        for (int t = 0; t < T; t++) cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->attn_norm, d, m->rms_eps);
+        matmul(cm, &L->wq, NULL, s->xn, d, T, s->q, qd);
+        matmul(cm, &L->wk, NULL, s->xn, d, T, s->kn, kvd);
+        matmul(cm, &L->wv, NULL, s->xn, d, T, s->vn, kvd);
+        for (int t = 0; t < T; t++) {
+            const float *cs = rope + (size_t)t * hd;
+            for (int h = 0; h < m->n_head; h++) {
+                float *qh = s->q + (size_t)t * qd + (size_t)h * hd;
+                cq_op_rmsnorm(qh, qh, L->q_norm, hd, m->rms_eps);
+                rope_apply(qh, half, cs);
+            }
+            for (int h = 0; h < m->n_head_kv; h++) {
+                float *kh = s->kn + (size_t)t * kvd + (size_t)h * hd;
+                cq_op_rmsnorm(kh, kh, L->k_norm, hd, m->rms_eps);
+                rope_apply(kh, half, cs);
+            }
+            int32_t p = pos0 + t, slot = L->global ? p : p % s->slots[l];
+            memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+            memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+        }
+        attn_job aj = {m, L, s, l, pos0};
+        cq_pool_run(cm->pool, T * m->n_head, attn_task, &aj);
+        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d);
+        for (int t = 0; t < T; t++) {
+            float *ot = s->o + (size_t)t * d;
+            cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
+            add_into(s->x + (size_t)t * d, ot, d);
+            cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->ffn_norm, d, m->rms_eps);
+        }
+        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff);
+        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d);
+        for (int t = 0; t < T; t++) {
+            float *ot = s->o + (size_t)t * d;
+            cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
+            add_into(s->x + (size_t)t * d, ot, d);
+        }
+    }
+    if (!logits) return;
+    int first = all_logits ? 0 : T - 1, n_out = T - first;
+    for (int t = first; t < T; t++)
+        cq_op_rmsnorm(s->xn + (size_t)(t - first) * d, s->x + (size_t)t * d, m->output_norm, d, m->rms_eps);
+    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab);
+    if (m->final_softcap > 0) {
+        const float c = m->final_softcap;
+        for (size_t i = 0; i < (size_t)n_out * m->n_vocab; i++) logits[i] = c * tanhf(logits[i] / c);
+    }
+}
+
+cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
+                      cq_err *err) {
+    cq_status st = ensure_global_slots(s, pos + (int32_t)n, err);
+    if (st) return st;
+    const size_t V = (size_t)s->cm->m->n_vocab;
+    for (size_t i = 0; i < n; i += CQ_CPU_BATCH) {
+        int T = n - i < CQ_CPU_BATCH ? (int)(n - i) : CQ_CPU_BATCH;
+        float *out = NULL;
+        if (logits && all_logits) out = logits + i * V;
+        else if (logits && i + (size_t)T == n) out = logits;
+        forward_chunk(s, tokens + i, T, pos + (int32_t)i, out, all_logits);
+    }
+    return CQ_OK;
+}

@@ -1,0 +1,47 @@
+/* Internal: the CPU forward pass of Gemma 3 (float activations, weights dequantized on the fly), and the plain-C
+ * twins of every op that the CUDA kernels are tested against. */
+#ifndef CQ_ATTENTION_FORWARD_CPU_H
+#define CQ_ATTENTION_FORWARD_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/model.h"
+#include "attention/threadpool.h"
+#include "core/error.h"
+
+/* Tokens per forward chunk; local layers keep window + CQ_CPU_BATCH KV slots. */
+#define CQ_CPU_BATCH 64
+
+typedef struct cq_cpu_model cq_cpu_model;
+typedef struct cq_cpu_seq cq_cpu_seq;
+
+cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out, cq_err *err);
+void cq_cpu_model_free(cq_cpu_model *cm);
+
+cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out, cq_err *err);
+void cq_cpu_seq_free(cq_cpu_seq *s);
+/* Runs tokens[0..n) at positions pos .. pos+n-1 (pos = the tokens already in the cache). logits as in
+ * cq_decoder_eval. The caller checks ids and bounds. */
+cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
+                      cq_err *err);
+size_t cq_cpu_seq_kv_bytes(const cq_cpu_seq *s);
+
+/* ---- ops (single-threaded C twins) ---------------------------------------------------------------------------- */
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may be x */
+void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* NeoX rotary embedding of one head in place: pairs (i, i + d/2), angle pos * freq_scale * base^(-2i/d) */
+void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scale);
+/* gelu with the tanh approximation */
+float cq_op_gelu_tanh(float x);
+/* One query head against n_keys cached keys/values (rows of head_dim floats, stride kv_stride floats):
+ * out = softmax(scale * q.k_j [soft-capped]) . v_j */
+void cq_op_attention(const float *q, const float *k, const float *v, int n_keys, size_t kv_stride, int head_dim,
+                     float scale, float softcap, float *scores, float *out);
+/* y[t*ldy + r] = W[r] . x[t*ldx] for all rows, t < n_tokens: dequantize each row, sum in double. Obviously right and
+ * slow: the reference the fast products (CPU tiles, cuBLAS) are tested against. */
+void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens, float *y, size_t ldy);
+
+#endif

@@ -1,0 +1,140 @@
+/* Retrieval latency benchmark: ingests a suite's documents into a KB (unless already there) and times retrieve for
+ * every question of the suite, per mode. Prints a table (ms): p50, p95, p99, mean, and the ingest time.
+ *
+ *   bench_retrieve [--data DIR] [--kb KB] [--suite DIR] [--k 10] [--limit N]
+ * Defaults: a fresh temporary data dir, KB "bench", suite ../shared/eval/laws-zh (relative to the source tree). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "app/cli_common.h"
+#include "app/ingest.h"
+#include "core/fileio.h"
+#include "index/retrieve.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    static const struct option opts[] = {{"data", required_argument, 0, 'd'}, {"kb", required_argument, 0, 'b'},
+                                         {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
+                                         {"limit", required_argument, 0, 'n'}, {0, 0, 0, 0}};
+    char tmp[] = "/tmp/cq_bench_XXXXXX";
+    const char *data = NULL, *kb = "bench", *suite = NULL;
+    long k = 10, limit = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': data = optarg; break;
+        case 'b': kb = optarg; break;
+        case 's': suite = optarg; break;
+        case 'k': k = atol(optarg); break;
+        case 'n': limit = atol(optarg); break;
+        default: fprintf(stderr, "usage: %s [--data DIR] [--kb KB] [--suite DIR] [--k 10] [--limit N]\n", argv[0]); return 2;
+        }
+    }
+    char default_suite[4096];
+    if (!suite) {
+        const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+        snprintf(default_suite, sizeof default_suite, "%s/../shared/eval/laws-zh", src ? src : ".");
+        suite = default_suite;
+    }
+    if (!data) {
+        if (!mkdtemp(tmp)) return 1;
+        data = tmp;
+    }
+    cq_store *s = cq_cli_open_store(data);
+    if (!s) return 1;
+    int64_t kb_id = cq_cli_kb(s, kb, true);
+    if (!kb_id) return 1;
+
+    /* Ingest (skipped for documents already in the KB). */
+    if (strlen(suite) > 3000) return 2;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/docs", suite);
+    FILE *ls = NULL;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls -1 '%s'", path);
+    ls = popen(cmd, "r");
+    double t0 = now_ms();
+    long docs = 0, clauses = 0;
+    char *line;
+    while (ls && (line = cq_read_line(ls))) {
+        char file[8192];
+        snprintf(file, sizeof file, "%s/%s", path, line);
+        free(line);
+        cq_ingest_result r;
+        cq_err err = {0};
+        if (cq_ingest_file(s, data, kb_id, file, NULL, &r, &err) == CQ_OK && !r.duplicate) {
+            docs++;
+            clauses += r.n_clauses;
+        }
+    }
+    if (ls) pclose(ls);
+    double ingest_s = (now_ms() - t0) / 1e3;
+
+    snprintf(path, sizeof path, "%s/questions.jsonl", suite);
+    FILE *qf = fopen(path, "r");
+    if (!qf) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return 1;
+    }
+    char **questions = NULL;
+    size_t nq = 0;
+    while ((line = cq_read_line(qf)) && (!limit || (long)nq < limit)) {
+        cJSON *q = cJSON_Parse(line);
+        free(line);
+        const cJSON *t = q ? cJSON_GetObjectItem(q, "question") : NULL;
+        if (cJSON_IsString(t)) {
+            questions = realloc(questions, (nq + 1) * sizeof *questions);
+            questions[nq++] = strdup(t->valuestring);
+        }
+        cJSON_Delete(q);
+    }
+    fclose(qf);
+
+    printf("suite %s: %ld documents ingested now (%ld clauses) in %.1f s; %zu questions, k=%ld\n", suite, docs,
+           clauses, ingest_s, nq, k);
+    printf("%-8s %9s %9s %9s %9s %9s\n", "mode", "p50 ms", "p95 ms", "p99 ms", "mean ms", "q/s");
+    const char *modes[] = {"router", "bm25", "hybrid"};
+    double *lat = malloc((nq ? nq : 1) * sizeof *lat);
+    for (size_t m = 0; m < 3; m++) {
+        cq_err err = {0};
+        int mode = cq_retrieve_parse_mode(modes[m], &err);
+        double total = 0;
+        for (size_t i = 0; i < nq; i++) {
+            cq_hits h;
+            double a = now_ms();
+            if (cq_retrieve(s, kb_id, questions[i], mode, (size_t)k, &h, &err) == CQ_OK) cq_hits_free(&h);
+            lat[i] = now_ms() - a;
+            total += lat[i];
+        }
+        qsort(lat, nq, sizeof *lat, cmp_double);
+        if (nq)
+            printf("%-8s %9.2f %9.2f %9.2f %9.2f %9.1f\n", modes[m], lat[nq / 2], lat[(size_t)(0.95 * (nq - 1))],
+                   lat[(size_t)(0.99 * (nq - 1))], total / nq, 1e3 * nq / total);
+    }
+    free(lat);
+    for (size_t i = 0; i < nq; i++) free(questions[i]);
+    free(questions);
+    cq_store_close(s);
+    if (data == tmp) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) return 1;
+    }
+    return 0;
+}

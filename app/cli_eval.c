@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app/answer.h"
 #include "app/cli.h"
@@ -82,7 +83,7 @@ static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const c
         if (cq_ingest_file(s, data_dir, kb_id, path, NULL, &r, &err)) {
             fprintf(stderr, "clauseqa eval: ingest failed: %s\n", err.msg);
             failed++;
-        } else if (++added % 100 == 0 && !quiet) {
+        } else if (++added % 100 == 0 && !quiet && isatty(fileno(stderr))) {
             fprintf(stderr, "\ringested %d documents", added);
         }
     }

@@ -73,6 +73,32 @@ static const char *const migrations[] = {
     "  done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0,\n"
     "  error TEXT,\n"
     "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n",
+    /* 2: SSM encoder output (index/vectors.h): clause vectors and document states, each naming its model */
+    "CREATE TABLE clause_vectors(\n"
+    "  clause_id INTEGER PRIMARY KEY REFERENCES clauses(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  model TEXT NOT NULL,\n"
+    "  vec BLOB NOT NULL);\n"
+    "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n"
+    "CREATE TABLE doc_states(\n"
+    "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  model TEXT NOT NULL,\n"
+    "  n_tokens INTEGER NOT NULL,\n"
+    "  state BLOB NOT NULL);\n",
+    /* 3: API keys (index/keys.h) and what an ingestion job needs to resume after a restart (index/jobs.h) */
+    "CREATE TABLE api_keys(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  name TEXT NOT NULL,\n"
+    "  prefix TEXT NOT NULL,\n"
+    "  hash TEXT NOT NULL UNIQUE,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER);\n"
+    "ALTER TABLE jobs ADD COLUMN filename TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN upload_path TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE INDEX jobs_state ON jobs(state);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -94,27 +120,41 @@ static cq_status prepare(cq_store *s, const char *sql, sqlite3_stmt **st, cq_err
     return CQ_OK;
 }
 
-static cq_status migrate(cq_store *s, cq_err *err) {
+static cq_status schema_version(cq_store *s, int *version, cq_err *err) {
     sqlite3_stmt *st;
     if (prepare(s, "PRAGMA user_version", &st, err)) return CQ_ERR_DB;
-    int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    *version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_finalize(st);
-    int target = (int)(sizeof migrations / sizeof migrations[0]);
-    if (version > target)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "database schema version %d is newer than this program (%d): upgrade clauseqa", version,
-                          target);
-    for (int v = version; v < target; v++) {
+    return CQ_OK;
+}
+
+/* Brings the schema to the newest version, one migration per transaction. The version is read again under the
+ * write lock: two processes opening a fresh database at once must not both run a migration. */
+static cq_status migrate(cq_store *s, cq_err *err) {
+    const int target = (int)(sizeof migrations / sizeof migrations[0]);
+    for (;;) {
+        int version;
+        if (schema_version(s, &version, err)) return CQ_ERR_DB;
+        if (version > target)
+            return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                              "database schema version %d is newer than this program (%d): upgrade clauseqa", version,
+                              target);
+        if (version == target) return CQ_OK;
         if (exec(s, "BEGIN IMMEDIATE", err)) return CQ_ERR_DB;
-        char pragma[64];
-        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
-        if (exec(s, migrations[v], err) || exec(s, pragma, err)) {
+        if (schema_version(s, &version, err)) {
             cq_store_rollback(s);
-            return cq_err_prefix(err, "schema migration %d: ", v + 1);
+            return CQ_ERR_DB;
+        }
+        if (version < target) {
+            char pragma[64];
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", version + 1);
+            if (exec(s, migrations[version], err) || exec(s, pragma, err)) {
+                cq_store_rollback(s);
+                return cq_err_prefix(err, "schema migration %d: ", version + 1);
+            }
         }
         if (exec(s, "COMMIT", err)) return CQ_ERR_DB;
     }
-    return CQ_OK;
 }
 
 cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {

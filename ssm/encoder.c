@@ -57,6 +57,8 @@ void cq_ssm_encoder_free(cq_ssm_encoder *e) {
 
 cq_ssm_backend cq_ssm_encoder_backend(const cq_ssm_encoder *e) { return e->backend; }
 
+cq_ssm_cuda *cq_ssm_encoder_cuda(cq_ssm_encoder *e) { return e->cuda; }
+
 static cq_status validate_seq(const cq_ssm_model *m, const cq_ssm_seq *s, size_t i, cq_err *err) {
     if (s->n_tokens && (!s->tokens || !s->segment_ends || !s->n_segments || !s->vectors))
         return cq_err_set(err, CQ_ERR_INVALID, "sequence %zu: tokens, segments and vectors are required", i);

@@ -43,6 +43,8 @@ typedef struct {
 cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err);
 void cq_ssm_model_free(cq_ssm_model *m);
 const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m);
+/* The weights' identity: the SHA-256 (hex) of ssm.safetensors. Stored vectors and states name it. */
+const char *cq_ssm_model_id(const cq_ssm_model *m);
 
 /* ---- tokenizer (cq-hash-v1, docs/SSM.md) ---- */
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/threadpool.h"
+#include "ssm/ssm_pool.h"
 #include "ssm/ssm_internal.h"
 
 #define MR 6   /* rows of a micro-tile */
@@ -172,8 +172,7 @@ typedef struct {
     int n_col_groups;
 } gemm_job;
 
-static void gemm_task(void *ctx, int task, int thread) {
-    (void)thread;
+static void gemm_task(void *ctx, int task) {
     const gemm_job *g = ctx;
     size_t r0 = (size_t)(task / g->n_col_groups) * ROW_CHUNK;
     int p0 = (task % g->n_col_groups) * COL_PANELS;
@@ -194,13 +193,13 @@ static void gemm_task(void *ctx, int task, int thread) {
 }
 
 /* C (m × n, ldc) (+)= A (m × k, lda) · W^T */
-static void gemm(cq_pool *pool, const float *A, size_t lda, size_t m, const packed_w *W, float *C, size_t ldc,
+static void gemm(cq_ssm_pool *pool, const float *A, size_t lda, size_t m, const packed_w *W, float *C, size_t ldc,
                  int accumulate) {
     if (!m) return;
     gemm_job g = {.A = A, .lda = lda, .m = m, .W = W, .C = C, .ldc = ldc, .accumulate = accumulate,
                   .n_col_groups = (W->n_panels + COL_PANELS - 1) / COL_PANELS};
     size_t row_chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
-    cq_pool_run(pool, (int)(row_chunks * (size_t)g.n_col_groups), gemm_task, &g);
+    cq_ssm_pool_run(pool, (int)(row_chunks * (size_t)g.n_col_groups), gemm_task, &g);
 }
 
 /* ---- the backend ---- */
@@ -212,7 +211,7 @@ typedef struct {
 
 struct cq_ssm_cpu {
     const cq_ssm_model *m;
-    cq_pool *pool;
+    cq_ssm_pool *pool;
     mixer_packed *fwd, *rev;
     packed_w pool_mean, pool_last;
     /* scratch for cap tokens */
@@ -266,7 +265,7 @@ void cq_ssm_cpu_free(cq_ssm_cpu *c) {
     free(c->perm);
     free(c->psum);
     free(c->plast);
-    cq_pool_free(c->pool);
+    cq_ssm_pool_free(c->pool);
     free(c);
 }
 
@@ -278,7 +277,7 @@ cq_status cq_ssm_cpu_new(const cq_ssm_model *m, int n_threads, cq_ssm_cpu **out,
     cq_ssm_cpu *c = calloc(1, sizeof *c);
     if (!c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     c->m = m;
-    cq_status rc = cq_pool_new(n_threads, &c->pool, err);
+    cq_status rc = cq_ssm_pool_new(n_threads, &c->pool, err);
     if (rc) {
         free(c);
         return rc;
@@ -346,8 +345,7 @@ typedef struct {
     size_t T;
 } norm_job;
 
-static void norm_task(void *ctx, int task, int thread) {
-    (void)thread;
+static void norm_task(void *ctx, int task) {
     const norm_job *j = ctx;
     size_t r0 = (size_t)task * 64, r1 = r0 + 64 < j->T ? r0 + 64 : j->T;
     for (size_t t = r0; t < r1; t++) {
@@ -362,7 +360,7 @@ static void norm_task(void *ctx, int task, int thread) {
 
 static void rmsnorm_rows(cq_ssm_cpu *c, const float *x, const float *w, float *y, size_t T) {
     norm_job j = {.x = x, .w = w, .y = y, .dm = c->m->cfg.d_model, .eps = c->m->cfg.norm_eps, .T = T};
-    cq_pool_run(c->pool, (int)((T + 63) / 64), norm_task, &j);
+    cq_ssm_pool_run(c->pool, (int)((T + 63) / 64), norm_task, &j);
 }
 
 /* Sequences for one mixer pass: [off[i], off[i+1]) with states (NULL entries: zero, dropped). */
@@ -378,8 +376,7 @@ typedef struct {
 } chan_job;
 
 /* Phase 1, per 8-channel group: xc = silu(conv(x) + b), sliding the conv window through each sequence. */
-static void conv_task(void *ctx, int task, int thread) {
-    (void)thread;
+static void conv_task(void *ctx, int task) {
     const chan_job *j = ctx;
     const int Di = j->m->d_inner, K = j->m->cfg.d_conv, c0 = task * 8;
     __m256 w[8], bias = _mm256_setzero_ps();
@@ -417,8 +414,7 @@ static void conv_task(void *ctx, int task, int thread) {
 
 /* Phase 2, per 8-channel group: the selective scan with the D skip and the SiLU(z) gate.
  *   dt = softplus(dt_raw + bias); h = exp(dt*A) h + dt*x*B_t; y = (C_t · h + D x) * silu(z) */
-static void scan_task(void *ctx, int task, int thread) {
-    (void)thread;
+static void scan_task(void *ctx, int task) {
     const chan_job *j = ctx;
     const int Di = j->m->d_inner, N = j->m->cfg.d_state, R = j->m->cfg.dt_rank, c0 = task * 8;
     const size_t ldx = (size_t)R + 2 * N;
@@ -466,10 +462,10 @@ static void mixer(cq_ssm_cpu *c, const cq_ssm_mixer_w *w, const mixer_packed *mp
     gemm(c->pool, xn, dm, T, &mp->in_proj, c->xz, 2 * Di, 0);
     chan_job j = {.m = m, .w = w, .mp = mp, .layer = layer, .n_seq = n_seq, .off = off, .states = states,
                   .xz = c->xz, .xc = c->xc, .xdbl = c->xdbl, .dt = c->dt, .y = c->y};
-    cq_pool_run(c->pool, (int)(Di / 8), conv_task, &j);
+    cq_ssm_pool_run(c->pool, (int)(Di / 8), conv_task, &j);
     gemm(c->pool, c->xc, Di, T, &mp->x_proj, c->xdbl, R + 2 * N, 0);
     gemm(c->pool, c->xdbl, R + 2 * N, T, &mp->dt_proj, c->dt, Di, 0);
-    cq_pool_run(c->pool, (int)(Di / 8), scan_task, &j);
+    cq_ssm_pool_run(c->pool, (int)(Di / 8), scan_task, &j);
     gemm(c->pool, c->y, Di, T, &mp->out_proj, out, dm, accumulate);
 }
 

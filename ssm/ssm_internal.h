@@ -34,6 +34,7 @@ struct cq_ssm_model {
     cq_ssm_config cfg;
     int d_inner;
     uint32_t fingerprint;   /* of the shape: states carry it so that a foreign state is refused */
+    char id[65];            /* SHA-256 of ssm.safetensors */
     const float *embedding; /* (vocab_size, d_model) */
     cq_ssm_layer_w *layers; /* n_layer */
     const float *norm_f;    /* (d_model) */
@@ -83,6 +84,10 @@ cq_status cq_ssm_cuda_new(const cq_ssm_model *m, cq_ssm_cuda **out, cq_err *err)
 void cq_ssm_cuda_free(cq_ssm_cuda *c);
 cq_status cq_ssm_cuda_forward(cq_ssm_cuda *c, const cq_ssm_block *b, cq_err *err);
 size_t cq_ssm_cuda_block_tokens(const cq_ssm_cuda *c);
+/* bench_ssm only: the scan passes alone and a device copy, timed (ssm_cuda.cu) */
+cq_status cq_ssm_cuda_bench_scan(cq_ssm_cuda *c, size_t T, double *scan_ms, double *scan_gbps, double *copy_gbps,
+                                 cq_err *err);
+cq_ssm_cuda *cq_ssm_encoder_cuda(cq_ssm_encoder *e); /* NULL unless the CUDA backend */
 
 /* Scalar helpers every backend agrees on (torch's definitions). */
 static inline float cq_ssm_silu(float x) { return x / (1.0f + expf(-x)); }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/sha256.h"
 #include "ssm/ssm_internal.h"
 
 #define CQ_SSM_MAX_CONFIG_BYTES (1u << 20)
@@ -301,6 +302,7 @@ cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err) {
         if (!rc) {
             rc = load_tensors(m, text, len, err);
             if (rc) cq_err_prefix(err, "%s: ", path);
+            else cq_sha256_hex(text, len, m->id);
         }
         free(text);
     }
@@ -321,3 +323,5 @@ void cq_ssm_model_free(cq_ssm_model *m) {
 }
 
 const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m) { return &m->cfg; }
+
+const char *cq_ssm_model_id(const cq_ssm_model *m) { return m->id; }

@@ -14,13 +14,13 @@
 #include "ssm/ssm.h"
 
 static uint64_t ssm_test_rng = 88172645463325252ull;
-static float ssm_test_uniform(void) { /* xorshift64*, in [0, 1) */
+static inline float ssm_test_uniform(void) { /* xorshift64*, in [0, 1) */
     ssm_test_rng ^= ssm_test_rng >> 12;
     ssm_test_rng ^= ssm_test_rng << 25;
     ssm_test_rng ^= ssm_test_rng >> 27;
     return (float)((ssm_test_rng * 2685821657736338717ull) >> 40) / 16777216.0f;
 }
-static float ssm_test_normal(void) {
+static inline float ssm_test_normal(void) {
     float u = ssm_test_uniform() + 1e-7f, v = ssm_test_uniform();
     return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
 }
@@ -34,7 +34,7 @@ typedef struct {
 
 /* Writes dir/ssm.json and dir/ssm.safetensors for cfg with random weights on Mamba's scales. Tensors named in
  * skip are left out, and shape_bump adds one to the first dimension of the tensor so named (for loader tests). */
-static int ssm_test_write_model(const char *dir, const cq_ssm_config *c, uint64_t seed, const char *skip,
+static inline int ssm_test_write_model(const char *dir, const cq_ssm_config *c, uint64_t seed, const char *skip,
                                 const char *shape_bump) {
     ssm_test_rng = seed * 2654435761u + 1;
     mkdir(dir, 0755);
@@ -121,7 +121,7 @@ static int ssm_test_write_model(const char *dir, const cq_ssm_config *c, uint64_
     return 0;
 }
 
-static void ssm_test_rm_model(const char *dir) {
+static inline void ssm_test_rm_model(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/ssm.json", dir);
     unlink(path);
@@ -131,7 +131,7 @@ static void ssm_test_rm_model(const char *dir) {
 }
 
 /* max |a - b| / max |b|: the error relative to the tensor's scale */
-static double ssm_test_rel_err(const float *a, const float *b, size_t n) {
+static inline double ssm_test_rel_err(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);

@@ -1,0 +1,79 @@
+/* clauseqa reindex --kb KB [--data DIR]: rebuilds the KB's FAISS index from the vectors SQLite holds. */
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "app/cli_common.h"
+#include "index/vectors.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: clauseqa reindex --kb KB [--data DIR]\n"
+               "Rebuilds KB's vector index (DATA/vectors/kb<ID>.faiss) from the clause vectors stored in SQLite,\n"
+               "for the encoder model that wrote the most recent ones.\n");
+}
+
+int cq_cmd_reindex(int argc, char **argv) {
+    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},
+                                         {"data", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *kb = NULL, *data = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': kb = optarg; break;
+        case 'd': data = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!kb || optind < argc) {
+        fprintf(stderr, "clauseqa reindex: %s\n", !kb ? "--kb is required" : "unexpected argument");
+        usage(stderr);
+        return 2;
+    }
+    const char *data_dir = cq_cli_data_dir(data);
+    cq_store *s = cq_cli_open_store(data_dir);
+    if (!s) return 1;
+    int64_t kb_id = cq_cli_kb(s, kb, false);
+    if (!kb_id) {
+        cq_store_close(s);
+        return 1;
+    }
+    /* the model and dimension of the KB's newest vectors */
+    char model[80] = "";
+    int dim = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s),
+                           "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ? ORDER BY rowid DESC LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, kb_id);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            snprintf(model, sizeof model, "%s", (const char *)sqlite3_column_text(st, 0));
+            dim = sqlite3_column_int(st, 1) / (int)sizeof(float);
+        }
+        sqlite3_finalize(st);
+    }
+    if (!*model || dim <= 0) {
+        printf("KB %s has no clause vectors: nothing to index (dense retrieval needs trained encoder weights)\n", kb);
+        cq_store_close(s);
+        return 0;
+    }
+    cq_err err = {0};
+    cq_vectors *v = NULL;
+    int rc = 0;
+    /* open repairs a mismatch itself; rebuild anyway, as asked */
+    if (cq_vectors_open(s, data_dir, kb_id, model, dim, &v, &err) || cq_vectors_rebuild(v, &err)) {
+        fprintf(stderr, "clauseqa reindex: %s\n", err.msg);
+        rc = 1;
+    } else {
+        printf("KB %s: %zu vectors of %d (model %.12s…) indexed %s\n", kb, cq_vectors_count(v), dim, model,
+               cq_vectors_is_hnsw(v) ? "with HNSW" : "exactly (flat)");
+    }
+    cq_vectors_close(v);
+    cq_store_close(s);
+    return rc;
+}

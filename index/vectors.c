@@ -1,0 +1,361 @@
+/* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
+#include "index/vectors.h"
+
+#include <faiss/c_api/AutoTune_c.h>
+#include <faiss/c_api/IndexFlat_c.h>
+#include <faiss/c_api/Index_c.h>
+#include <faiss/c_api/MetaIndexes_c.h>
+#include <faiss/c_api/error_c.h>
+#include <faiss/c_api/impl/AuxIndexStructures_c.h>
+#include <faiss/c_api/index_factory_c.h>
+#include <faiss/c_api/index_io_c.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "core/log.h"
+
+struct cq_vectors {
+    cq_store *store;
+    int64_t kb_id;
+    char model[80];
+    int dim;
+    char path[4096];
+    FaissIndex *index;
+    int hnsw, dirty;
+    pthread_rwlock_t lock;
+};
+
+static cq_status faiss_error(cq_err *err, const char *what) {
+    const char *m = faiss_get_last_error();
+    return cq_err_set(err, CQ_ERR_INTERNAL, "FAISS %s: %s", what, m ? m : "failed");
+}
+
+static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
+    return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
+}
+
+static cq_status new_index(cq_vectors *v, size_t n, cq_err *err) {
+    if (v->index) faiss_Index_free(v->index);
+    v->index = NULL;
+    v->hnsw = n >= CQ_VECTORS_HNSW_MIN;
+    if (faiss_index_factory(&v->index, v->dim, v->hnsw ? CQ_VECTORS_HNSW_SPEC : CQ_VECTORS_FLAT_SPEC,
+                            METRIC_INNER_PRODUCT))
+        return faiss_error(err, "index_factory");
+    return CQ_OK;
+}
+
+static cq_status set_search_params(cq_vectors *v, cq_err *err) {
+    if (!v->hnsw) return CQ_OK;
+    FaissParameterSpace *ps = NULL;
+    if (faiss_ParameterSpace_new(&ps)) return faiss_error(err, "ParameterSpace");
+    int rc = faiss_ParameterSpace_set_index_parameter(ps, v->index, "efSearch", CQ_VECTORS_EF_SEARCH);
+    faiss_ParameterSpace_free(ps);
+    return rc ? faiss_error(err, "set efSearch") : CQ_OK;
+}
+
+static cq_status count_rows(cq_vectors *v, size_t *n, cq_err *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(v->store), "SELECT count(*) FROM clause_vectors WHERE kb_id = ? AND model = ?",
+                           -1, &st, NULL))
+        return db_error(v->store, err, "count vectors");
+    sqlite3_bind_int64(st, 1, v->kb_id);
+    sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
+    *n = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
+    pthread_rwlock_rdlock(&v->lock);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", v->path, (int)getpid());
+    cq_status rc = CQ_OK;
+    if (faiss_write_index_fname(v->index, tmp))
+        rc = faiss_error(err, "write index");
+    else if (rename(tmp, v->path))
+        rc = cq_err_set(err, CQ_ERR_IO, "cannot rename %s to %s", tmp, v->path);
+    if (rc) unlink(tmp);
+    else v->dirty = 0;
+    pthread_rwlock_unlock(&v->lock);
+    return rc;
+}
+
+cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err) {
+    size_t n = 0;
+    cq_status rc = count_rows(v, &n, err);
+    if (rc) return rc;
+    pthread_rwlock_wrlock(&v->lock);
+    rc = new_index(v, n, err);
+    sqlite3_stmt *st = NULL;
+    enum { BATCH = 4096 };
+    float *buf = malloc((size_t)BATCH * v->dim * sizeof(float));
+    idx_t *ids = malloc(BATCH * sizeof(idx_t));
+    if (!rc && (!buf || !ids)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc && sqlite3_prepare_v2(cq_store_db(v->store),
+                                  "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ? AND model = ? "
+                                  "ORDER BY clause_id", -1, &st, NULL))
+        rc = db_error(v->store, err, "read vectors");
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, v->kb_id);
+        sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
+        size_t b = 0;
+        int step;
+        while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+            if ((size_t)sqlite3_column_bytes(st, 1) != (size_t)v->dim * sizeof(float)) {
+                rc = cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %d bytes, expected %zu",
+                                (long long)sqlite3_column_int64(st, 0), sqlite3_column_bytes(st, 1),
+                                (size_t)v->dim * sizeof(float));
+                break;
+            }
+            ids[b] = sqlite3_column_int64(st, 0);
+            memcpy(buf + b * v->dim, sqlite3_column_blob(st, 1), (size_t)v->dim * sizeof(float));
+            if (++b == BATCH) {
+                if (faiss_Index_add_with_ids(v->index, (idx_t)b, buf, ids)) rc = faiss_error(err, "add");
+                b = 0;
+            }
+        }
+        if (!rc && step != SQLITE_DONE && step != SQLITE_ROW) rc = db_error(v->store, err, "read vectors");
+        if (!rc && b && faiss_Index_add_with_ids(v->index, (idx_t)b, buf, ids)) rc = faiss_error(err, "add");
+    }
+    sqlite3_finalize(st);
+    free(buf);
+    free(ids);
+    if (!rc) rc = set_search_params(v, err);
+    v->dirty = 1;
+    pthread_rwlock_unlock(&v->lock);
+    if (!rc) rc = cq_vectors_save(v, err);
+    if (!rc) CQ_INFO("vectors: KB %lld rebuilt from SQLite: %zu vectors (%s)", (long long)v->kb_id, n,
+                     v->hnsw ? "HNSW" : "flat");
+    return rc;
+}
+
+cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, cq_err *err) {
+    *out = NULL;
+    if (dim <= 0 || !model || !*model || strlen(model) >= sizeof ((cq_vectors *)0)->model)
+        return cq_err_set(err, CQ_ERR_INVALID, "vectors: bad dimension or model id");
+    cq_vectors *v = calloc(1, sizeof *v);
+    if (!v) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    v->store = s;
+    v->kb_id = kb_id;
+    v->dim = dim;
+    snprintf(v->model, sizeof v->model, "%s", model);
+    pthread_rwlock_init(&v->lock, NULL);
+    char dir[4000];
+    snprintf(dir, sizeof dir, "%s/vectors", data_dir);
+    snprintf(v->path, sizeof v->path, "%s/kb%lld.faiss", dir, (long long)kb_id);
+    size_t n_rows = 0;
+    cq_status rc = cq_mkdirs(dir, err);
+    if (!rc) rc = count_rows(v, &n_rows, err);
+    if (!rc) {
+        FaissIndex *idx = NULL;
+        if (access(v->path, R_OK) == 0 && faiss_read_index_fname(v->path, 0, &idx)) idx = NULL;
+        FaissIndexIDMap *map = idx ? faiss_IndexIDMap_cast(idx) : NULL;
+        if (idx && !map) {
+            faiss_Index_free(idx);
+            idx = NULL;
+        }
+        if (idx && faiss_Index_d(idx) == dim && (size_t)faiss_Index_ntotal(idx) == n_rows) {
+            v->index = idx;
+            v->hnsw = !faiss_IndexFlat_cast(faiss_IndexIDMap_sub_index(map));
+            rc = set_search_params(v, err);
+        } else {
+            if (idx) {
+                CQ_WARN("vectors: %s holds %lld vectors of %d, SQLite %zu of %d: rebuilding", v->path,
+                        (long long)faiss_Index_ntotal(idx), faiss_Index_d(idx), n_rows, dim);
+                faiss_Index_free(idx);
+            }
+            rc = cq_vectors_rebuild(v, err);
+        }
+    }
+    if (rc) {
+        cq_vectors_close(v);
+        return rc;
+    }
+    *out = v;
+    return CQ_OK;
+}
+
+void cq_vectors_close(cq_vectors *v) {
+    if (!v) return;
+    if (v->dirty && v->index) {
+        cq_err err = {0};
+        if (cq_vectors_save(v, &err)) CQ_WARN("vectors: %s (SQLite keeps the vectors)", err.msg);
+    }
+    if (v->index) faiss_Index_free(v->index);
+    pthread_rwlock_destroy(&v->lock);
+    free(v);
+}
+
+size_t cq_vectors_count(const cq_vectors *v) { return (size_t)faiss_Index_ntotal(v->index); }
+int cq_vectors_is_hnsw(const cq_vectors *v) { return v->hnsw; }
+
+static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    if (v->hnsw) return CQ_ERR_UNSUPPORTED; /* HNSW cannot remove: the caller rebuilds */
+    FaissIDSelectorBatch *sel = NULL;
+    if (faiss_IDSelectorBatch_new(&sel, n, (const idx_t *)clause_ids)) return faiss_error(err, "IDSelectorBatch");
+    size_t removed = 0;
+    int rc = faiss_Index_remove_ids(v->index, (FaissIDSelector *)sel, &removed);
+    faiss_IDSelector_free((FaissIDSelector *)sel);
+    return rc ? faiss_error(err, "remove_ids") : CQ_OK;
+}
+
+cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *vectors, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    sqlite3 *db = cq_store_db(v->store);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?,?,?,?)",
+                           -1, &st, NULL))
+        return db_error(v->store, err, "store vectors");
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_int64(st, 1, clause_ids[i]);
+        sqlite3_bind_int64(st, 2, v->kb_id);
+        sqlite3_bind_text(st, 3, v->model, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(v->store, err, "store vectors");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    pthread_rwlock_wrlock(&v->lock);
+    size_t total = (size_t)faiss_Index_ntotal(v->index) + n;
+    int rebuild = !v->hnsw && total >= CQ_VECTORS_HNSW_MIN;
+    if (!rebuild) {
+        /* replaced clauses must not appear twice */
+        rc = remove_from_index(v, clause_ids, n, err);
+        if (rc == CQ_ERR_UNSUPPORTED) {
+            rc = CQ_OK;
+            rebuild = 1;
+        }
+    }
+    if (!rc && !rebuild && faiss_Index_add_with_ids(v->index, (idx_t)n, vectors, (const idx_t *)clause_ids))
+        rc = faiss_error(err, "add");
+    v->dirty = 1;
+    pthread_rwlock_unlock(&v->lock);
+    if (!rc && rebuild) rc = cq_vectors_rebuild(v, err);
+    return rc;
+}
+
+cq_status cq_vectors_remove(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(v->store), "DELETE FROM clause_vectors WHERE clause_id = ?", -1, &st, NULL))
+        return db_error(v->store, err, "remove vectors");
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_int64(st, 1, clause_ids[i]);
+        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(v->store, err, "remove vectors");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    pthread_rwlock_wrlock(&v->lock);
+    rc = remove_from_index(v, clause_ids, n, err);
+    v->dirty = 1;
+    pthread_rwlock_unlock(&v->lock);
+    if (rc == CQ_ERR_UNSUPPORTED) rc = cq_vectors_rebuild(v, err);
+    return rc;
+}
+
+cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT id FROM clauses WHERE doc_id = ? ORDER BY id", -1, &st, NULL))
+        return db_error(s, err, "clause ids");
+    sqlite3_bind_int64(st, 1, doc_id);
+    size_t cap = 0;
+    cq_status rc = CQ_OK;
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int64_t *p = realloc(*ids, cap * sizeof *p);
+            if (!p) {
+                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            *ids = p;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
+                            cq_err *err) {
+    *n_out = 0;
+    if (!k) return CQ_OK;
+    idx_t *labels = malloc(k * sizeof *labels);
+    float *dist = malloc(k * sizeof *dist);
+    if (!labels || !dist) {
+        free(labels);
+        free(dist);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    pthread_rwlock_rdlock(&v->lock);
+    int rc = faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels);
+    pthread_rwlock_unlock(&v->lock);
+    if (!rc)
+        for (size_t i = 0; i < k; i++)
+            if (labels[i] >= 0) {
+                ids[*n_out] = labels[i];
+                scores[*n_out] = dist[i];
+                (*n_out)++;
+            }
+    free(labels);
+    free(dist);
+    return rc ? faiss_error(err, "search") : CQ_OK;
+}
+
+cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
+                               size_t len, cq_err *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s),
+                           "INSERT OR REPLACE INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?)", -1,
+                           &st, NULL))
+        return db_error(s, err, "store document state");
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, n_tokens);
+    sqlite3_bind_blob(st, 4, state, (int)len, SQLITE_STATIC);
+    cq_status rc = sqlite3_step(st) == SQLITE_DONE ? CQ_OK : db_error(s, err, "store document state");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
+                               cq_err *err) {
+    *state = NULL;
+    *len = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT state FROM doc_states WHERE doc_id = ? AND model = ?", -1, &st,
+                           NULL))
+        return db_error(s, err, "read document state");
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    cq_status rc = CQ_OK;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *len = (size_t)sqlite3_column_bytes(st, 0);
+        *state = malloc(*len + 1);
+        if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else memcpy(*state, sqlite3_column_blob(st, 0), *len);
+    } else {
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
+                        model);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}

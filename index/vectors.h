@@ -1,0 +1,63 @@
+/* Dense clause vectors of a knowledge base: SQLite holds the truth (clause_vectors, doc_states; migration 2 in
+ * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite.
+ *
+ *   FAISS file  DATA/vectors/kb<ID>.faiss, an ID-mapped index whose ids are clause ids: exact inner product
+ *               ("IDMap,Flat") below CQ_VECTORS_HNSW_MIN vectors, "IDMap,HNSW32" (efSearch 128) from there on,
+ *               the size where the flat scan stops meeting the latency target (docs/PERF.md, "SSM encoder").
+ *   open        loads the file and checks its count against SQLite; a missing, unreadable or mismatched file is
+ *               rebuilt from SQLite before anything is served.
+ *   model       every vector row names the encoder weights that made it (cq_ssm_model_id); only rows of the
+ *               model the KB is opened with are indexed, so vectors of older weights are never mixed in.
+ *
+ * Vectors are unit length, so the inner product is the cosine. A cq_vectors is used by one thread at a time for
+ * changes; searches may run concurrently with each other (a read-write lock guards the index). */
+#ifndef CQ_INDEX_VECTORS_H
+#define CQ_INDEX_VECTORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "index/store.h"
+
+#define CQ_VECTORS_HNSW_MIN 50000
+#define CQ_VECTORS_FLAT_SPEC "IDMap,Flat"
+#define CQ_VECTORS_HNSW_SPEC "IDMap,HNSW32"
+#define CQ_VECTORS_EF_SEARCH 128
+
+typedef struct cq_vectors cq_vectors;
+
+/* Opens KB kb_id's index for vectors of `dim` floats made by `model`; repairs it from SQLite when needed. */
+cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, cq_err *err);
+/* Saves the FAISS file when it changed, then frees. */
+void cq_vectors_close(cq_vectors *v);
+
+size_t cq_vectors_count(const cq_vectors *v);
+int cq_vectors_is_hnsw(const cq_vectors *v);
+
+/* Stores n clause vectors (n × dim) in SQLite (replacing earlier ones of those clauses) and adds them to FAISS.
+ * The caller's transaction, if any, covers the SQLite rows. */
+cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *vectors, size_t n, cq_err *err);
+
+/* Removes the vectors of these clauses from SQLite and FAISS (call before deleting a document's clauses, with
+ * cq_vectors_doc_clause_ids; a later open repairs a missed call). */
+cq_status cq_vectors_remove(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err);
+cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
+
+/* Up to k nearest clauses of the unit query vector: ids and scores (inner products, best first); *n_out ≤ k. */
+cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
+                            cq_err *err);
+
+/* Rebuilds the FAISS index from SQLite and saves it (`clauseqa reindex`). */
+cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err);
+cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
+
+/* ---- document states (ssm/ state blobs) ---- */
+cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
+                               size_t len, cq_err *err);
+/* NOT_FOUND when the document has no state of that model. *state is malloc'd. */
+cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
+                               cq_err *err);
+
+#endif

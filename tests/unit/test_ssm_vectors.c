@@ -1,0 +1,252 @@
+/* index/vectors: clause vectors in SQLite and FAISS — add, search, replace, remove, document delete, repair of a
+ * missing or stale FAISS file from SQLite, document states; and the encoder feeding it end to end. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "index/store.h"
+#include "index/vectors.h"
+#include "ssm/ssm.h"
+#include "test_ssm_util.h"
+
+#define DIM 16
+
+typedef struct {
+    char dir[128];
+    cq_store *s;
+    int64_t kb, doc_a, doc_b;
+    int64_t clauses[20]; /* 0..9 in doc_a, 10..19 in doc_b */
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/cq_test_vectors_%d", (int)getpid());
+    char path[256];
+    mkdir(f->dir, 0755);
+    snprintf(path, sizeof path, "%s/clauseqa.db", f->dir);
+    cq_err err = {0};
+    if (cq_store_open(path, &f->s, &err) || cq_store_kb_create(f->s, "kb", &f->kb, &err) ||
+        cq_store_doc_create(f->s, f->kb, "a", "a.txt", "txt", "aa", 1, &f->doc_a, &err) ||
+        cq_store_doc_create(f->s, f->kb, "b", "b.txt", "txt", "bb", 1, &f->doc_b, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    for (int i = 0; i < 20; i++) {
+        char text[32];
+        snprintf(text, sizeof text, "第%d条", i + 1);
+        cq_store_clause c = {.ord = i, .text = text, .path = "", .start_off = 0, .end_off = 1};
+        if (cq_store_clause_add(f->s, f->kb, i < 10 ? f->doc_a : f->doc_b, "doc", &c, &f->clauses[i], &err)) {
+            fprintf(stderr, "setup: %s\n", err.msg);
+            return -1;
+        }
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    cq_store_close(f->s);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd)) return -1;
+    free(f);
+    return 0;
+}
+
+/* vector i: a unit vector along axis i % DIM, tilted by i / DIM */
+static void vec(int i, float *v) {
+    memset(v, 0, DIM * sizeof *v);
+    v[i % DIM] = 1.0f;
+    v[(i + 1) % DIM] = 0.1f * (float)(i / DIM);
+    float n = sqrtf(1.0f + v[(i + 1) % DIM] * v[(i + 1) % DIM]);
+    v[i % DIM] /= n;
+    v[(i + 1) % DIM] /= n;
+}
+
+static void add_all(fixture *f, cq_vectors *v) {
+    float x[20 * DIM];
+    for (int i = 0; i < 20; i++) vec(i, x + i * DIM);
+    cq_err err = {0};
+    if (cq_vectors_add(v, f->clauses, x, 20, &err)) fail_msg("%s", err.msg);
+}
+
+static int64_t top1(cq_vectors *v, int i) {
+    float q[DIM], scores[3];
+    int64_t ids[3];
+    size_t n = 0;
+    cq_err err = {0};
+    vec(i, q);
+    if (cq_vectors_search(v, q, 3, ids, scores, &n, &err)) fail_msg("%s", err.msg);
+    assert_true(n >= 1);
+    assert_true(n < 2 || scores[0] >= scores[1]);
+    return ids[0];
+}
+
+static size_t sql_count(fixture *f, const char *sql) {
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(cq_store_db(f->s), sql, -1, &st, NULL), SQLITE_OK);
+    size_t n = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    return n;
+}
+
+static void test_add_search_remove(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    cq_vectors *v = NULL;
+    if (cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_vectors_count(v), 0);
+    add_all(f, v);
+    assert_int_equal(cq_vectors_count(v), 20);
+    assert_false(cq_vectors_is_hnsw(v));
+    for (int i = 0; i < 20; i++) assert_int_equal(top1(v, i), f->clauses[i]);
+    /* replacing a clause's vector keeps one entry */
+    float x[DIM];
+    vec(3, x);
+    assert_int_equal(cq_vectors_add(v, &f->clauses[5], x, 1, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 20);
+    /* removing a document's clauses (before deleting it) */
+    int64_t *ids;
+    size_t n;
+    assert_int_equal(cq_vectors_doc_clause_ids(f->s, f->doc_b, &ids, &n, &err), CQ_OK);
+    assert_int_equal(n, 10);
+    assert_int_equal(cq_vectors_remove(v, ids, n, &err), CQ_OK);
+    free(ids);
+    assert_int_equal(cq_vectors_count(v), 10);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM clause_vectors"), 10);
+    for (int i = 10; i < 20; i++) assert_true(top1(v, i) < f->clauses[10]);
+    cq_vectors_close(v); /* saves */
+
+    /* reopened from the file */
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 10);
+    assert_int_equal(top1(v, 0), f->clauses[0]);
+    cq_vectors_close(v);
+
+    /* a document deleted without telling the index: SQLite cascades, open repairs */
+    assert_int_equal(cq_store_doc_delete(f->s, f->doc_a, &err), CQ_OK);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM clause_vectors"), 0);
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 0);
+    float q[DIM], sc[3];
+    int64_t got[3];
+    vec(0, q);
+    assert_int_equal(cq_vectors_search(v, q, 3, got, sc, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    cq_vectors_close(v);
+}
+
+static void test_repair_and_models(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    cq_vectors *v = NULL;
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    add_all(f, v);
+    cq_vectors_close(v);
+    /* the FAISS file lost: rebuilt from SQLite */
+    char path[256];
+    snprintf(path, sizeof path, "%s/vectors/kb%lld.faiss", f->dir, (long long)f->kb);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 20);
+    assert_int_equal(top1(v, 7), f->clauses[7]);
+    cq_vectors_close(v);
+    /* a corrupt file: rebuilt */
+    FILE *fp = fopen(path, "w");
+    fputs("garbage", fp);
+    fclose(fp);
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 20);
+    /* a row added behind the index's back (a crash before the save): the count differs, open rebuilds */
+    cq_vectors_close(v);
+    assert_int_equal(sqlite3_exec(cq_store_db(f->s), "DELETE FROM clause_vectors WHERE rowid IN "
+                                                      "(SELECT rowid FROM clause_vectors LIMIT 3)", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-1", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 17);
+    cq_vectors_close(v);
+    /* vectors of other weights are not served */
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "model-2", DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), 0);
+    cq_vectors_close(v);
+}
+
+static void test_states(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    unsigned char blob[100];
+    for (int i = 0; i < 100; i++) blob[i] = (unsigned char)i;
+    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, "m", 42, blob, sizeof blob, &err), CQ_OK);
+    void *got;
+    size_t len;
+    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m", &got, &len, &err), CQ_OK);
+    assert_int_equal(len, sizeof blob);
+    assert_memory_equal(got, blob, len);
+    free(got);
+    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "other", &got, &len, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_vectors_state_get(f->s, f->doc_b, "m", &got, &len, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_doc_delete(f->s, f->doc_a, &err), CQ_OK);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 0);
+}
+
+/* ingest's path with the encoder: a document's clauses encoded, stored, found again by a question */
+static void test_encoder_to_index(void **state) {
+    fixture *f = *state;
+    char mdir[160];
+    snprintf(mdir, sizeof mdir, "%s/model", f->dir);
+    cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 1, .d_state = 4, .d_conv = 4,
+                       .expand = 2, .dt_rank = 2, .d_embed = DIM, .norm_eps = 1e-5f};
+    cq_err err = {0};
+    cq_ssm_model *m;
+    cq_ssm_encoder *e;
+    assert_int_equal(ssm_test_write_model(mdir, &c, 5, NULL, NULL), 0);
+    if (cq_ssm_model_load(mdir, &m, &err) || cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, 1, &e, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(strlen(cq_ssm_model_id(m)), 64);
+    const char *texts[10];
+    size_t lens[10];
+    char buf[10][64];
+    for (int i = 0; i < 10; i++) {
+        snprintf(buf[i], sizeof buf[i], "第%d条 clause number %d about topic %c", i + 1, i, 'a' + i);
+        texts[i] = buf[i];
+        lens[i] = strlen(buf[i]);
+    }
+    float vecs[10 * DIM];
+    cq_ssm_state *st;
+    assert_int_equal(cq_ssm_state_new(m, &st, &err), CQ_OK);
+    assert_int_equal(cq_ssm_encode_document(e, st, texts, lens, 10, vecs, &err), CQ_OK);
+    cq_vectors *v;
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, cq_ssm_model_id(m), DIM, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->clauses, vecs, 10, &err), CQ_OK);
+    size_t sz = cq_ssm_state_size_bytes(m);
+    void *blob = malloc(sz);
+    assert_int_equal(cq_ssm_state_save(st, blob, sz, &err), CQ_OK);
+    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, cq_ssm_model_id(m), cq_ssm_state_tokens(st), blob, sz, &err),
+                     CQ_OK);
+    /* a stored vector is its own nearest neighbour */
+    int64_t ids[1];
+    float score;
+    size_t n;
+    assert_int_equal(cq_vectors_search(v, vecs + 4 * DIM, 1, ids, &score, &n, &err), CQ_OK);
+    assert_int_equal(ids[0], f->clauses[4]);
+    assert_true(fabsf(score - 1.0f) < 1e-4f);
+    free(blob);
+    cq_vectors_close(v);
+    cq_ssm_state_free(st);
+    cq_ssm_encoder_free(e);
+    cq_ssm_model_free(m);
+    ssm_test_rm_model(mdir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repair_and_models, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_states, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_encoder_to_index, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

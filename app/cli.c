@@ -10,12 +10,14 @@ int cq_cmd_ingest(int argc, char **argv);
 int cq_cmd_retrieve(int argc, char **argv);
 int cq_cmd_ask(int argc, char **argv);
 int cq_cmd_eval(int argc, char **argv);
+int cq_cmd_reindex(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
     {"retrieve", cq_cmd_retrieve, "rank the clauses that answer a question"},
     {"ask", cq_cmd_ask, "answer a question with citations"},
     {"eval", cq_cmd_eval, "score an evaluation suite (shared/eval/FORMAT.md)"},
+    {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
 };
 
 static void usage(FILE *f) {

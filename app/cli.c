@@ -11,6 +11,8 @@ int cq_cmd_retrieve(int argc, char **argv);
 int cq_cmd_ask(int argc, char **argv);
 int cq_cmd_eval(int argc, char **argv);
 int cq_cmd_reindex(int argc, char **argv);
+int cq_cmd_serve(int argc, char **argv);
+int cq_cmd_keys(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -18,6 +20,8 @@ static const cq_command commands[] = {
     {"ask", cq_cmd_ask, "answer a question with citations"},
     {"eval", cq_cmd_eval, "score an evaluation suite (shared/eval/FORMAT.md)"},
     {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
+    {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
+    {"keys", cq_cmd_keys, "create, list and revoke API keys"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,151 @@
+/* clauseqa keys create --role admin|editor|reader [--kb KB|*] [--name NAME] | list | revoke ID  [--data DIR] */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/cli.h"
+#include "app/cli_common.h"
+#include "index/keys.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: clauseqa keys create --role admin|editor|reader [--kb KB|'*'] [--name NAME] [--json]\n"
+               "       clauseqa keys list [--json]\n"
+               "       clauseqa keys revoke ID\n"
+               "API keys for the HTTP API (Authorization: Bearer KEY). Roles: admin (keys, KBs, everything),\n"
+               "editor (upload and delete documents of --kb, and read it), reader (retrieve and ask in --kb);\n"
+               "--kb '*' gives the role on every KB. The key is printed once; only its hash is stored.\n"
+               "All take --data DIR.\n");
+}
+
+static void format_time(int64_t t, char *out, size_t cap) {
+    if (!t) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
+}
+
+static cJSON *key_json(const cq_key_info *k) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", (double)k->id);
+    cJSON_AddStringToObject(o, "name", k->name);
+    cJSON_AddStringToObject(o, "prefix", k->prefix);
+    cJSON_AddStringToObject(o, "role", cq_key_role_name(k->role));
+    cJSON_AddItemToObject(o, "kb", k->kb[0] ? cJSON_CreateString(k->kb) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "created_at", (double)k->created_at);
+    cJSON_AddNumberToObject(o, "last_used_at", (double)k->last_used_at);
+    cJSON_AddBoolToObject(o, "revoked", k->revoked_at != 0);
+    return o;
+}
+
+int cq_cmd_keys(int argc, char **argv) {
+    static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
+                                         {"name", required_argument, 0, 'n'}, {"data", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *role = NULL, *kb = NULL, *name = NULL, *data = NULL;
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': role = optarg; break;
+        case 'k': kb = optarg; break;
+        case 'n': name = optarg; break;
+        case 'd': data = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *action = argv[optind];
+    if (strcmp(action, "create") && strcmp(action, "list") && strcmp(action, "revoke")) {
+        fprintf(stderr, "clauseqa keys: unknown action '%s'\n", action);
+        usage(stderr);
+        return 2;
+    }
+    cq_key_role r = CQ_ROLE_NONE;
+    long long revoke_id = 0;
+    if (!strcmp(action, "create")) {
+        r = cq_key_role_parse(role);
+        if (r == CQ_ROLE_NONE) {
+            fprintf(stderr, "clauseqa keys create: --role must be admin, editor or reader\n");
+            return 2;
+        }
+        if ((r == CQ_ROLE_ADMIN) == (kb != NULL)) {
+            fprintf(stderr, "clauseqa keys create: %s\n",
+                    r == CQ_ROLE_ADMIN ? "admin keys take no --kb" : "editor and reader keys need --kb KB (or '*')");
+            return 2;
+        }
+    } else if (!strcmp(action, "revoke")) {
+        char *end;
+        revoke_id = optind + 1 < argc ? strtoll(argv[optind + 1], &end, 10) : 0;
+        if (revoke_id <= 0 || *end) {
+            fprintf(stderr, "clauseqa keys revoke: give the key's id (see clauseqa keys list)\n");
+            return 2;
+        }
+    }
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    if (!s) return 1;
+    cq_err err = {0};
+    int status = 0;
+    if (!strcmp(action, "create")) {
+        char secret[CQ_KEY_SECRET_BYTES];
+        cq_key_info k;
+        if (cq_store_key_create(s, name, r, kb, secret, &k, &err)) {
+            fprintf(stderr, "clauseqa keys create: %s\n", err.msg);
+            status = 1;
+        } else if (json) {
+            cJSON *o = key_json(&k);
+            cJSON_AddStringToObject(o, "key", secret);
+            cq_json_print_line(o, stdout);
+        } else {
+            printf("%s\n", secret);
+            fprintf(stderr, "key %lld (%s%s%s) created. It is shown only this once; send it as\n"
+                            "  Authorization: Bearer %s\n",
+                    (long long)k.id, cq_key_role_name(k.role), k.kb[0] ? " of " : "", k.kb, secret);
+        }
+        secret[0] = 0;
+    } else if (!strcmp(action, "list")) {
+        cq_key_info *keys;
+        size_t n;
+        if (cq_store_key_list(s, &keys, &n, &err)) {
+            fprintf(stderr, "clauseqa keys list: %s\n", err.msg);
+            status = 1;
+        } else if (json) {
+            cJSON *a = cJSON_CreateArray();
+            for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, key_json(&keys[i]));
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToObject(o, "keys", a);
+            cq_json_print_line(o, stdout);
+        } else {
+            printf("%-5s %-20s %-13s %-7s %-20s %-17s %s\n", "id", "name", "prefix", "role", "kb", "last used",
+                   "state");
+            for (size_t i = 0; i < n; i++) {
+                char used[32];
+                format_time(keys[i].last_used_at, used, sizeof used);
+                printf("%-5lld %-20s %-13s %-7s %-20s %-17s %s\n", (long long)keys[i].id, keys[i].name,
+                       keys[i].prefix, cq_key_role_name(keys[i].role), keys[i].kb[0] ? keys[i].kb : "-", used,
+                       keys[i].revoked_at ? "revoked" : "active");
+            }
+        }
+        if (!status) free(keys);
+    } else {
+        if (cq_store_key_revoke(s, (int64_t)revoke_id, &err)) {
+            fprintf(stderr, "clauseqa keys revoke: %s\n", err.msg);
+            status = 1;
+        } else {
+            fprintf(stderr, "key %lld revoked\n", revoke_id);
+        }
+    }
+    cq_store_close(s);
+    return status;
+}

@@ -1,0 +1,147 @@
+/* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
+ *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "app/cli_common.h"
+#include "app/service.h"
+#include "core/log.h"
+#include "web/server.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
+            "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
+            "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
+            "ingestion jobs not yet done resume at the next start.\n"
+            "  --port N          TCP port (0: any free port; see --port-file)\n"
+            "  --host ADDR       IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
+            "  --threads N       worker threads, the most requests handled at once (default 16)\n"
+            "  --connections N   connections held open at once, idle keep-alive ones included (default 128)\n"
+            "  --max-upload-mb N largest upload accepted (default 64)\n"
+            "  --no-open-mode    require API keys even on a loopback address while none exist\n"
+            "  --port-file PATH  write the port listened on to PATH once the server is up\n"
+            "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
+            "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
+            "authentication on.\n");
+}
+
+static bool is_loopback(const char *host) { return !strncmp(host, "127.", 4); }
+
+int cq_cmd_serve(int argc, char **argv) {
+    static const struct option opts[] = {{"port", required_argument, 0, 'p'},
+                                         {"host", required_argument, 0, 'H'},
+                                         {"data", required_argument, 0, 'd'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"connections", required_argument, 0, 'c'},
+                                         {"max-upload-mb", required_argument, 0, 'm'},
+                                         {"no-open-mode", no_argument, 0, 'n'},
+                                         {"port-file", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
+    long port = 8080, threads = 16, connections = 128, upload_mb = 64;
+    bool no_open = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': {
+            char *end;
+            port = strtol(optarg, &end, 10);
+            if (*end || port < 0 || port > 65535) {
+                fprintf(stderr, "clauseqa serve: --port needs a number from 0 to 65535\n");
+                return 2;
+            }
+            break;
+        }
+        case 'H': host = optarg; break;
+        case 'd': data = optarg; break;
+        case 't':
+            if ((threads = cq_cli_positive("--threads", optarg)) < 0) return 2;
+            break;
+        case 'c':
+            if ((connections = cq_cli_positive("--connections", optarg)) < 0) return 2;
+            break;
+        case 'm':
+            if ((upload_mb = cq_cli_positive("--max-upload-mb", optarg)) < 0) return 2;
+            break;
+        case 'n': no_open = true; break;
+        case 'f': port_file = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "clauseqa serve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!strcmp(host, "localhost")) host = "127.0.0.1";
+    if (threads > 256 || connections > 4096 || upload_mb > 512) {
+        fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections and 512 MB uploads\n");
+        return 2;
+    }
+    const char *data_dir = cq_cli_data_dir(data);
+
+    /* Signals are taken by sigwait below: block them before any thread starts so that every thread inherits it. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cq_err err = {0};
+    cq_service *svc = NULL;
+    cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
+                            .max_connections = (int)threads + 2};
+    if (cq_service_open(&sc, &svc, &err)) {
+        fprintf(stderr, "clauseqa serve: %s\n", err.msg);
+        return 1;
+    }
+    cq_web_service ws;
+    cq_service_web(svc, &ws);
+    cq_web_config wc = {
+        .host = host,
+        .port = (int)port,
+        .threads = (int)threads,
+        .connections = (int)connections,
+        .max_upload_bytes = (size_t)upload_mb << 20,
+        .spool_dir = cq_service_spool_dir(svc),
+    };
+    cq_web_server *server = NULL;
+    if (cq_web_start(&wc, &ws, &server, &err)) {
+        fprintf(stderr, "clauseqa serve: %s\n", err.msg);
+        cq_service_close(svc);
+        return 1;
+    }
+    int bound = cq_web_port(server);
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (f) {
+            fprintf(f, "%d\n", bound);
+            fclose(f);
+        }
+    }
+    CQ_INFO("serving http://%s:%d/ (data: %s, %ld threads)", host, bound, data_dir, threads);
+    if (cq_service_open_mode(svc))
+        CQ_WARN("open mode: no API key exists, so requests are not authenticated (this machine only). Turn "
+                "authentication on with: clauseqa keys create --role admin --data %s",
+                data_dir);
+    else if (!sc.allow_open)
+        CQ_INFO("API keys are required (clauseqa keys create --role admin --data %s makes the first)", data_dir);
+
+    int sig = 0;
+    sigwait(&stop, &sig);
+    CQ_INFO("%s: stopping (requests in flight finish; unfinished ingestion jobs resume at the next start)",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cq_web_stop(server);
+    cq_service_close(svc);
+    CQ_INFO("stopped");
+    return 0;
+}

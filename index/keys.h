@@ -1,0 +1,56 @@
+/* API keys for the HTTP API: the secret is shown once at creation and stored only as its SHA-256.
+ *
+ * Roles: admin (everything: keys, KBs, every KB's documents and questions), editor (upload and delete documents of
+ * one KB, and read it), reader (retrieve and ask in one KB). A key's KB is a KB name, or "*" for every KB; admin
+ * keys have none (""). Secrets are "cq_" + 40 hex digits (160 random bits), so an unsalted hash is enough.
+ *
+ * Schema (migration in store.c):
+ *   api_keys(id, name, prefix, hash UNIQUE, role, kb, created_at, last_used_at, revoked_at) */
+#ifndef CQ_INDEX_KEYS_H
+#define CQ_INDEX_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "index/store.h"
+
+typedef enum { CQ_ROLE_NONE = 0, CQ_ROLE_READER = 1, CQ_ROLE_EDITOR = 2, CQ_ROLE_ADMIN = 3 } cq_key_role;
+
+#define CQ_KEY_SECRET_BYTES 44 /* "cq_" + 40 hex + NUL */
+
+typedef struct {
+    int64_t id;
+    char name[64];
+    char prefix[16];   /* the secret's first characters, to recognise a key in lists */
+    cq_key_role role;
+    char kb[128];      /* KB name, "*" for every KB, "" for admin keys */
+    int64_t created_at, last_used_at, revoked_at; /* unix seconds; 0 = never */
+} cq_key_info;
+
+const char *cq_key_role_name(cq_key_role role); /* "admin" | "editor" | "reader" | "none" */
+cq_key_role cq_key_role_parse(const char *name); /* CQ_ROLE_NONE when unknown */
+
+/* Creates a key. kb is required for editor/reader (a KB name or "*") and must be NULL or "" for admin. The secret
+ * (CQ_KEY_SECRET_BYTES with its NUL) is written to secret; info (may be NULL) receives the stored row. */
+cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
+                              char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err);
+
+/* Every key, revoked ones included, oldest first. */
+cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err);
+
+/* Revokes key id: NOT_FOUND when there is no such key, INVALID when it is revoked already. */
+cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err);
+
+/* Finds the active key whose secret this is: NOT_FOUND when unknown or revoked. Records the use (at most once a
+ * minute, so that checking a key is a read in the common case). */
+cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, cq_err *err);
+
+/* Number of keys not revoked. */
+cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err);
+
+/* Does a key of this role and KB allow `need` on KB kb_name (NULL: an action on no particular KB)? Admin allows
+ * everything; editor implies reader; a KB-less action (list KBs aside) needs admin. */
+int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name);
+
+#endif

@@ -1,0 +1,80 @@
+/* app/followup: follow-up questions completed from the clause cited before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "app/followup.h"
+
+static void assert_resolves(const char *question, const char *doc, const char *clause, bool names_document,
+                            const char *expected) {
+    cq_followup_context ctx = {doc, clause};
+    char *got = cq_followup_resolve(question, &ctx, names_document);
+    if (!expected) {
+        if (got) fail_msg("'%s' should stay as it is, got '%s'", question, got);
+        return;
+    }
+    if (!got) fail_msg("'%s' was not resolved (expected '%s')", question, expected);
+    assert_string_equal(got, expected);
+    free(got);
+}
+
+static void test_classify(void **state) {
+    (void)state;
+    size_t a, b;
+    assert_int_equal(cq_followup_classify("那第二款呢？", &a, &b), CQ_FOLLOWUP_PARAGRAPH);
+    assert_int_equal(a, strlen("那"));
+    assert_int_equal(b, strlen("那第二款"));
+    assert_int_equal(cq_followup_classify("第三项是什么", &a, &b), CQ_FOLLOWUP_PARAGRAPH);
+    assert_int_equal(cq_followup_classify("第二款第三项呢", &a, &b), CQ_FOLLOWUP_PARAGRAPH);
+    assert_int_equal(b, strlen("第二款第三项"));
+    assert_int_equal(cq_followup_classify("第五十条呢？", &a, &b), CQ_FOLLOWUP_ARTICLE);
+    assert_int_equal(cq_followup_classify("劳动法第四十四条第二款", &a, &b), CQ_FOLLOWUP_ARTICLE);
+    assert_int_equal(cq_followup_classify("What about Section 7.2?", &a, &b), CQ_FOLLOWUP_ARTICLE);
+    assert_int_equal(cq_followup_classify("加班费怎么算？", &a, &b), CQ_FOLLOWUP_NONE);
+    assert_int_equal(cq_followup_classify("第二个问题", &a, &b), CQ_FOLLOWUP_NONE);
+    assert_int_equal(cq_followup_classify("", &a, &b), CQ_FOLLOWUP_NONE);
+}
+
+static void test_paragraph_takes_article(void **state) {
+    (void)state;
+    assert_resolves("那第二款呢？", "劳动法(2018-12-29)", "第四十四条", false, "那《劳动法(2018-12-29)》第四十四条第二款呢？");
+    assert_resolves("第三项呢", "劳动法(2018-12-29)", "第四十四条", false, "《劳动法(2018-12-29)》第四十四条第三项呢");
+    /* the document is named or not: a paragraph alone always needs the article */
+    assert_resolves("那第二款呢？", "劳动法(2018-12-29)", "第四十四条", true, "那《劳动法(2018-12-29)》第四十四条第二款呢？");
+    assert_resolves("那第二款呢？", "农民专业合作社法", "第二十条之一", false, "那《农民专业合作社法》第二十条之一第二款呢？");
+}
+
+static void test_article_takes_document(void **state) {
+    (void)state;
+    assert_resolves("那第五十条呢？", "劳动法(2018-12-29)", "第四十四条", false, "那《劳动法(2018-12-29)》第五十条呢？");
+    assert_resolves("第五十条规定了什么", "劳动法(2018-12-29)", NULL, false, "《劳动法(2018-12-29)》第五十条规定了什么");
+    assert_resolves("And Section 7.2?", "sample-services-agreement", "Section 5.2", false,
+                    "And sample-services-agreement Section 7.2?");
+    /* a question that names its document stands */
+    assert_resolves("劳动合同法第十条呢", "劳动法(2018-12-29)", "第四十四条", true, NULL);
+}
+
+static void test_no_context_or_nothing_to_complete(void **state) {
+    (void)state;
+    assert_resolves("加班费怎么算？", "劳动法(2018-12-29)", "第四十四条", false, NULL);
+    assert_resolves("那第二款呢？", "", "第四十四条", false, NULL);
+    assert_resolves("那第二款呢？", NULL, NULL, false, NULL);
+    /* a paragraph of something that is not an article (a section label, a paragraph chunk) cannot be formed */
+    assert_resolves("那第二款呢？", "sample-services-agreement", "Section 5.2", false, NULL);
+    assert_resolves("那第二款呢？", "劳动法(2018-12-29)", NULL, false, NULL);
+    assert_null(cq_followup_resolve("那第二款呢？", NULL, false));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_paragraph_takes_article),
+        cmocka_unit_test(test_article_takes_document),
+        cmocka_unit_test(test_no_context_or_nothing_to_complete),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

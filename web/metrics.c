@@ -1,0 +1,99 @@
+#include "web/metrics.h"
+
+#include <string.h>
+
+/* Upper bounds of the latency buckets, seconds (the last bucket, +Inf, is implicit). */
+static const double bucket_le[CQ_WEB_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                         0.25,  0.5,    1,     2.5,  5,     10,   30};
+
+static const char *const route_names[CQ_ROUTE_COUNT] = {
+    [CQ_ROUTE_UNKNOWN] = "other",
+    [CQ_ROUTE_PAGE] = "/",
+    [CQ_ROUTE_HEALTH] = "/api/v1/health",
+    [CQ_ROUTE_METRICS] = "/metrics",
+    [CQ_ROUTE_KBS] = "/api/v1/kbs",
+    [CQ_ROUTE_KB] = "/api/v1/kbs/{kb}",
+    [CQ_ROUTE_KB_DOCUMENTS] = "/api/v1/kbs/{kb}/documents",
+    [CQ_ROUTE_KB_JOBS] = "/api/v1/kbs/{kb}/jobs",
+    [CQ_ROUTE_JOB] = "/api/v1/jobs/{id}",
+    [CQ_ROUTE_DOCUMENT] = "/api/v1/documents/{id}",
+    [CQ_ROUTE_DOCUMENT_ORIGINAL] = "/api/v1/documents/{id}/original",
+    [CQ_ROUTE_PAGE_IMAGE] = "/api/v1/documents/{id}/pages/{n}.png",
+    [CQ_ROUTE_CLAUSE] = "/api/v1/clauses/{id}",
+    [CQ_ROUTE_RETRIEVE] = "/api/v1/kbs/{kb}/retrieve",
+    [CQ_ROUTE_ASK] = "/api/v1/kbs/{kb}/ask",
+    [CQ_ROUTE_OPENAI_MODELS] = "/v1/models",
+    [CQ_ROUTE_OPENAI_CHAT] = "/v1/chat/completions",
+};
+
+const char *cq_web_route_name(cq_web_route route) {
+    return route >= 0 && route < CQ_ROUTE_COUNT ? route_names[route] : "other";
+}
+
+void cq_web_metrics_init(cq_web_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->lock, NULL);
+}
+
+void cq_web_metrics_destroy(cq_web_metrics *m) { pthread_mutex_destroy(&m->lock); }
+
+void cq_web_metrics_begin(cq_web_metrics *m) {
+    pthread_mutex_lock(&m->lock);
+    m->in_flight++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cq_web_metrics_end(cq_web_metrics *m, cq_web_route route, int status, double seconds) {
+    if (route < 0 || route >= CQ_ROUTE_COUNT) route = CQ_ROUTE_UNKNOWN;
+    pthread_mutex_lock(&m->lock);
+    m->in_flight--;
+    cq_web_route_metrics *r = &m->routes[route];
+    int slot = CQ_WEB_MAX_STATUSES - 1;
+    for (int i = 0; i < CQ_WEB_MAX_STATUSES; i++)
+        if (r->status[i] == status || r->status[i] == 0) {
+            slot = i;
+            break;
+        }
+    if (r->status[slot] == 0) r->status[slot] = status;
+    r->count[slot]++;
+    int b = 0;
+    while (b < CQ_WEB_LATENCY_BUCKETS && seconds > bucket_le[b]) b++;
+    if (b < CQ_WEB_LATENCY_BUCKETS) r->bucket[b]++;
+    r->n++;
+    r->sum_seconds += seconds;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cq_web_metrics_print(cq_web_metrics *m, cq_strbuf *out) {
+    pthread_mutex_lock(&m->lock);
+    cq_strbuf_puts(out, "# HELP clauseqa_http_requests_total HTTP requests by route pattern and status.\n"
+                        "# TYPE clauseqa_http_requests_total counter\n");
+    for (int r = 0; r < CQ_ROUTE_COUNT; r++)
+        for (int i = 0; i < CQ_WEB_MAX_STATUSES && m->routes[r].status[i]; i++)
+            cq_strbuf_printf(out, "clauseqa_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route_names[r],
+                             m->routes[r].status[i], (unsigned long long)m->routes[r].count[i]);
+    cq_strbuf_puts(out, "# HELP clauseqa_http_request_duration_seconds Time from request to the last byte sent.\n"
+                        "# TYPE clauseqa_http_request_duration_seconds histogram\n");
+    for (int r = 0; r < CQ_ROUTE_COUNT; r++) {
+        const cq_web_route_metrics *rm = &m->routes[r];
+        if (!rm->n) continue;
+        uint64_t cumulative = 0;
+        for (int b = 0; b < CQ_WEB_LATENCY_BUCKETS; b++) {
+            cumulative += rm->bucket[b];
+            cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                             route_names[r], bucket_le[b], (unsigned long long)cumulative);
+        }
+        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                         route_names[r], (unsigned long long)rm->n);
+        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
+                         rm->sum_seconds);
+        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
+                         (unsigned long long)rm->n);
+    }
+    cq_strbuf_printf(out,
+                     "# HELP clauseqa_http_requests_in_flight Requests being handled now.\n"
+                     "# TYPE clauseqa_http_requests_in_flight gauge\n"
+                     "clauseqa_http_requests_in_flight %llu\n",
+                     (unsigned long long)m->in_flight);
+    pthread_mutex_unlock(&m->lock);
+}

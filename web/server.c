@@ -1,0 +1,834 @@
+/* CivetWeb set-up, routing and the REST handlers under /api/v1 (the OpenAI-compatible ones are in openai.c). */
+#include "web/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "web/http.h"
+#include "web/static_files.h"
+
+#define DEFAULT_THREADS 16
+#define DEFAULT_CONNECTIONS 128
+#define DEFAULT_MAX_JSON_BYTES (1u << 20)
+#define DEFAULT_MAX_UPLOAD_BYTES (64u << 20)
+#define DEFAULT_TIMEOUT_MS 30000
+#define PAGE_WIDTH_DEFAULT 1000
+#define PAGE_WIDTH_MIN 100
+#define PAGE_WIDTH_MAX 2400
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- authentication ------------------------------------------------------------------------------------------- */
+
+bool cq_web_authenticate(cq_web_req *r) {
+    const char *h = mg_get_header(r->conn, "Authorization");
+    char token[256] = "";
+    bool malformed = false;
+    if (h) {
+        if (!strncasecmp(h, "Bearer ", 7)) {
+            const char *t = h + 7;
+            while (*t == ' ') t++;
+            if (strlen(t) < sizeof token) snprintf(token, sizeof token, "%s", t);
+            else malformed = true;
+            size_t n = strlen(token);
+            while (n && token[n - 1] == ' ') token[--n] = 0;
+        } else {
+            malformed = true;
+        }
+    }
+    cq_err err = {0};
+    if (malformed) {
+        cq_web_send_error(r, 401, "unauthorized", "use 'Authorization: Bearer <key>'");
+        return false;
+    }
+    if (r->svc->authenticate(r->svc->ctx, token[0] ? token : NULL, &r->who, &err)) {
+        if (err.code == CQ_ERR_NOT_FOUND)
+            cq_web_send_error(r, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "a valid API key is required");
+        else cq_web_send_status_error(r, &err);
+        return false;
+    }
+    return true;
+}
+
+bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb) {
+    if (r->svc->allows(r->svc->ctx, &r->who, need, kb)) return true;
+    static const char *const names[] = {"", "read", "edit", "admin"};
+    if (kb) cq_web_send_error(r, 403, "forbidden", "this key may not %s knowledge base '%s'", names[need], kb);
+    else cq_web_send_error(r, 403, "forbidden", "this needs an admin key");
+    return false;
+}
+
+/* ---- helpers -------------------------------------------------------------------------------------------------- */
+
+static bool method_is(const cq_web_req *r, const char *m) { return !strcmp(r->method, m); }
+
+static void method_not_allowed(cq_web_req *r, const char *allowed) {
+    r->status = 405;
+    cq_web_send_error(r, 405, "method_not_allowed", "%s %s: use %s", r->method, r->path, allowed);
+}
+
+/* A positive id from a path segment; 0 (and 404 sent) when it is not one. */
+static int64_t path_id(cq_web_req *r, const char *seg) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(seg, &end, 10);
+    if (errno || *end || v <= 0 || seg[0] == '+' || seg[0] == ' ') {
+        cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+        return 0;
+    }
+    return (int64_t)v;
+}
+
+/* Sends out (status) or the error of a failed service call. */
+static void reply(cq_web_req *r, cq_status rc, const cq_err *err, int status, cJSON *out) {
+    if (rc) {
+        cJSON_Delete(out);
+        cq_web_send_status_error(r, err);
+    } else {
+        cq_web_send_json(r, status, out ? out : cJSON_CreateObject());
+    }
+}
+
+static cJSON *wrap(const char *key, cJSON *v) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, key, v);
+    return o;
+}
+
+/* Drops the KBs of a list (array of objects with "name") that who may not read. */
+static void filter_kbs(cq_web_req *r, cJSON *arr, const char *field) {
+    cJSON *it = arr ? arr->child : NULL;
+    while (it) {
+        cJSON *next = it->next;
+        const cJSON *name = cJSON_GetObjectItem(it, field);
+        if (!cJSON_IsString(name) || !r->svc->allows(r->svc->ctx, &r->who, CQ_WEB_READ, name->valuestring))
+            cJSON_Delete(cJSON_DetachItemViaPointer(arr, it));
+        it = next;
+    }
+}
+
+/* ---- the page ------------------------------------------------------------------------------------------------- */
+
+static bool serve_static(cq_web_req *r) {
+    const char *p = !strcmp(r->path, "/") ? "/index.html" : r->path;
+    for (size_t i = 0; i < cq_web_n_static_files; i++) {
+        const cq_web_static_file *f = &cq_web_static_files[i];
+        if (strcmp(f->path, p)) continue;
+        r->route = CQ_ROUTE_PAGE;
+        if (!method_is(r, "GET") && !method_is(r, "HEAD")) {
+            method_not_allowed(r, "GET");
+            return true;
+        }
+        cq_web_send_bytes(r, 200, f->mime, f->data, f->len, "no-cache");
+        return true;
+    }
+    return false;
+}
+
+/* ---- health and metrics --------------------------------------------------------------------------------------- */
+
+static void handle_health(cq_web_req *r) {
+    cJSON *out = NULL;
+    cq_err err = {0};
+    cq_status rc = r->svc->health(r->svc->ctx, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_metrics(cq_web_req *r) {
+    cq_strbuf b = {0};
+    cq_web_metrics_print(&r->server->metrics, &b);
+    r->svc->metrics(r->svc->ctx, &b);
+    if (b.failed) {
+        cq_strbuf_free(&b);
+        cq_web_send_error(r, 503, "no_memory", "out of memory");
+        return;
+    }
+    cq_web_send_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "", b.len, NULL);
+    cq_strbuf_free(&b);
+}
+
+/* ---- knowledge bases ------------------------------------------------------------------------------------------ */
+
+static void handle_kbs(cq_web_req *r) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    if (method_is(r, "GET")) {
+        cq_status rc = r->svc->kb_list(r->svc->ctx, &out, &err);
+        if (!rc) filter_kbs(r, out, "name");
+        reply(r, rc, &err, 200, rc ? out : wrap("kbs", out));
+    } else if (method_is(r, "POST")) {
+        if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+        cJSON *body = cq_web_read_json(r);
+        if (!body) return;
+        const cJSON *name = cJSON_GetObjectItem(body, "name");
+        if (!cJSON_IsString(name)) cq_web_send_error(r, 400, "invalid", "give the knowledge base a \"name\"");
+        else {
+            cq_status rc = r->svc->kb_create(r->svc->ctx, name->valuestring, &out, &err);
+            reply(r, rc, &err, 201, out);
+        }
+        cJSON_Delete(body);
+    } else {
+        method_not_allowed(r, "GET, POST");
+    }
+}
+
+static void handle_kb(cq_web_req *r, const char *kb) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    if (method_is(r, "GET")) {
+        if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+        cq_status rc = r->svc->kb_get(r->svc->ctx, kb, &out, &err);
+        reply(r, rc, &err, 200, out);
+    } else if (method_is(r, "DELETE")) {
+        if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+        cq_status rc = r->svc->kb_delete(r->svc->ctx, kb, &err);
+        if (!rc) {
+            out = cJSON_CreateObject();
+            cJSON_AddStringToObject(out, "deleted", kb);
+        }
+        reply(r, rc, &err, 200, out);
+    } else {
+        method_not_allowed(r, "GET, DELETE");
+    }
+}
+
+static void handle_kb_jobs(cq_web_req *r, const char *kb) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->job_list(r->svc->ctx, kb, &out, &err);
+    reply(r, rc, &err, 200, rc ? out : wrap("jobs", out));
+}
+
+/* ---- uploads -------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    cq_web_req *r;
+    FILE *f;
+    char path[1100];
+    char filename[512];
+    size_t bytes, max;
+    bool have_file, too_large, io_error, replace;
+    char field_value[16];
+} upload_state;
+
+static bool spool_open(upload_state *u) {
+    snprintf(u->path, sizeof u->path, "%s/upload-XXXXXX", u->r->server->spool_dir);
+    int fd = mkstemp(u->path);
+    if (fd < 0) return false;
+    u->f = fdopen(fd, "wb");
+    if (!u->f) {
+        close(fd);
+        unlink(u->path);
+        return false;
+    }
+    return true;
+}
+
+static int form_field_found(const char *key, const char *filename, char *path, size_t pathlen, void *user) {
+    (void)path;
+    (void)pathlen;
+    upload_state *u = user;
+    if (filename && *filename) {
+        if (u->have_file) return MG_FORM_FIELD_STORAGE_SKIP; /* one document per request: the first file */
+        u->have_file = true;
+        snprintf(u->filename, sizeof u->filename, "%s", filename);
+        if (!spool_open(u)) {
+            u->io_error = true;
+            return MG_FORM_FIELD_STORAGE_ABORT;
+        }
+        return MG_FORM_FIELD_STORAGE_GET;
+    }
+    u->field_value[0] = 0;
+    return !strcmp(key, "replace") ? MG_FORM_FIELD_STORAGE_GET : MG_FORM_FIELD_STORAGE_SKIP;
+}
+
+static int form_field_get(const char *key, const char *value, size_t len, void *user) {
+    upload_state *u = user;
+    if (!strcmp(key, "replace") && !u->f) {
+        snprintf(u->field_value, sizeof u->field_value, "%.*s", (int)(len < 15 ? len : 15), value);
+        u->replace = !strcmp(u->field_value, "true") || !strcmp(u->field_value, "1") || !strcmp(u->field_value, "on");
+        return MG_FORM_FIELD_HANDLE_NEXT;
+    }
+    if (!u->f) return MG_FORM_FIELD_HANDLE_NEXT;
+    u->bytes += len;
+    if (u->bytes > u->max) {
+        u->too_large = true;
+        return MG_FORM_FIELD_HANDLE_ABORT;
+    }
+    if (len && fwrite(value, 1, len, u->f) != len) {
+        u->io_error = true;
+        return MG_FORM_FIELD_HANDLE_ABORT;
+    }
+    return MG_FORM_FIELD_HANDLE_GET;
+}
+
+static int form_field_store(const char *path, long long size, void *user) {
+    (void)path;
+    (void)size;
+    (void)user;
+    return MG_FORM_FIELD_HANDLE_NEXT;
+}
+
+/* Finishes the spooled file; false (and the error sent) when it is unusable. */
+static bool spool_close(upload_state *u) {
+    bool ok = u->f && !u->io_error && !u->too_large;
+    if (u->f && fclose(u->f) != 0) ok = false;
+    u->f = NULL;
+    if (!ok && u->path[0]) {
+        unlink(u->path);
+        u->path[0] = 0;
+    }
+    return ok;
+}
+
+static bool truthy(const char *s) { return !strcmp(s, "1") || !strcmp(s, "true") || !strcmp(s, "yes"); }
+
+static void handle_upload(cq_web_req *r, const char *kb) {
+    if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
+    upload_state u = {.r = r, .max = r->server->cfg.max_upload_bytes};
+    long long length = r->ri->content_length;
+    if (length > (long long)u.max + 65536) { /* multipart framing may add a little */
+        mg_disable_connection_keep_alive(r->conn);
+        cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
+        return;
+    }
+    const char *ctype = mg_get_header(r->conn, "Content-Type");
+    char q[16];
+    if (cq_web_query(r, "replace", q, sizeof q)) u.replace = truthy(q);
+    if (ctype && !strncasecmp(ctype, "multipart/form-data", 19)) {
+        struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
+        int n = mg_handle_form_request(r->conn, &h);
+        bool ok = spool_close(&u);
+        if (u.too_large) {
+            mg_disable_connection_keep_alive(r->conn);
+            cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
+            return;
+        }
+        if (!u.have_file) {
+            cq_web_send_error(r, 400, "invalid", "the form has no file field");
+            return;
+        }
+        if (n < 0 || !ok) {
+            if (u.path[0]) unlink(u.path);
+            cq_web_send_error(r, u.io_error ? 500 : 400, u.io_error ? "io" : "bad_request",
+                              u.io_error ? "the upload could not be stored" : "the multipart body is malformed");
+            return;
+        }
+    } else {
+        /* Raw body: the name from ?filename= or X-Filename (both percent-decoded). */
+        if (!cq_web_query(r, "filename", u.filename, sizeof u.filename)) {
+            const char *h = mg_get_header(r->conn, "X-Filename");
+            if (h) mg_url_decode(h, (int)strlen(h), u.filename, (int)sizeof u.filename, 0);
+        }
+        if (!u.filename[0]) {
+            cq_web_send_error(r, 400, "invalid",
+                              "name the file: ?filename=NAME, an X-Filename header, or a multipart form");
+            return;
+        }
+        if (!spool_open(&u)) {
+            cq_web_send_error(r, 500, "io", "the upload could not be stored");
+            return;
+        }
+        char buf[65536];
+        int got;
+        while ((got = mg_read(r->conn, buf, sizeof buf)) > 0) {
+            u.bytes += (size_t)got;
+            if (u.bytes > u.max) {
+                u.too_large = true;
+                break;
+            }
+            if (fwrite(buf, 1, (size_t)got, u.f) != (size_t)got) {
+                u.io_error = true;
+                break;
+            }
+        }
+        if (got < 0) u.io_error = true;
+        if (!spool_close(&u)) {
+            if (u.too_large) {
+                mg_disable_connection_keep_alive(r->conn);
+                cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
+            } else {
+                cq_web_send_error(r, 400, "bad_request", "the upload could not be read");
+            }
+            return;
+        }
+    }
+    cq_err err = {0};
+    cJSON *out = NULL;
+    bool accepted = false;
+    cq_status rc = r->svc->upload(r->svc->ctx, kb, u.filename, u.path, u.replace, &out, &accepted, &err);
+    if (rc) {
+        cJSON_Delete(out);
+        cq_web_send_status_error(r, &err);
+        return;
+    }
+    cq_web_send_json(r, accepted ? 202 : 200, out);
+}
+
+static void handle_kb_documents(cq_web_req *r, const char *kb) {
+    if (method_is(r, "POST") || method_is(r, "PUT")) return handle_upload(r, kb);
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET, POST");
+    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_list(r->svc->ctx, kb, &out, &err);
+    reply(r, rc, &err, 200, rc ? out : wrap("documents", out));
+}
+
+/* ---- jobs, documents, pages, clauses -------------------------------------------------------------------------- */
+
+static void handle_job(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    char kb[128] = "";
+    cq_status rc = r->svc->job_get(r->svc->ctx, id, &out, kb, &err);
+    if (!rc && !cq_web_authorize(r, CQ_WEB_READ, kb)) {
+        cJSON_Delete(out);
+        return;
+    }
+    reply(r, rc, &err, 200, out);
+}
+
+/* The KB of document id, checked against need; false when a response was sent. */
+static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
+    char kb[128] = "";
+    cq_err err = {0};
+    if (r->svc->doc_kb(r->svc->ctx, id, kb, &err)) {
+        cq_web_send_status_error(r, &err);
+        return false;
+    }
+    return cq_web_authorize(r, need, kb);
+}
+
+static void handle_document(cq_web_req *r, int64_t id) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    if (method_is(r, "GET")) {
+        if (!authorize_doc(r, id, CQ_WEB_READ)) return;
+        cq_status rc = r->svc->doc_get(r->svc->ctx, id, &out, &err);
+        reply(r, rc, &err, 200, out);
+    } else if (method_is(r, "DELETE")) {
+        if (!authorize_doc(r, id, CQ_WEB_EDIT)) return;
+        cq_status rc = r->svc->doc_delete(r->svc->ctx, id, &err);
+        if (!rc) {
+            out = cJSON_CreateObject();
+            cJSON_AddNumberToObject(out, "deleted", (double)id);
+        }
+        reply(r, rc, &err, 200, out);
+    } else {
+        method_not_allowed(r, "GET, DELETE");
+    }
+}
+
+static void handle_original(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
+    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
+    cq_web_file f = {0};
+    cq_err err = {0};
+    if (r->svc->doc_original(r->svc->ctx, id, &f, &err)) return cq_web_send_status_error(r, &err);
+    cq_web_send_file(r, &f, "private, max-age=3600");
+}
+
+static void handle_page_image(cq_web_req *r, int64_t id, const char *seg) {
+    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
+    /* "{n}.png" */
+    char *end;
+    errno = 0;
+    long page = strtol(seg, &end, 10);
+    if (errno || end == seg || strcmp(end, ".png") || page <= 0 || page > 100000)
+        return cq_web_send_error(r, 404, "not_found", "pages are /pages/{n}.png with n from 1");
+    long width = cq_web_query_long(r, "width", PAGE_WIDTH_DEFAULT, PAGE_WIDTH_MIN, PAGE_WIDTH_MAX);
+    if (width < 0) return;
+    long long clause = 0;
+    char buf[32];
+    if (cq_web_query(r, "clause", buf, sizeof buf) && buf[0]) {
+        clause = strtoll(buf, &end, 10);
+        if (*end || clause <= 0) return cq_web_send_error(r, 400, "invalid", "clause must be a clause id");
+    }
+    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
+    cq_web_file f = {0};
+    cq_err err = {0};
+    if (r->svc->page_image(r->svc->ctx, id, (int)page, (int64_t)clause, (int)width, &f, &err))
+        return cq_web_send_status_error(r, &err);
+    cq_web_send_file(r, &f, "private, max-age=86400");
+}
+
+static void handle_clause(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    char kb[128] = "";
+    cq_status rc = r->svc->clause_get(r->svc->ctx, id, &out, kb, &err);
+    if (!rc && !cq_web_authorize(r, CQ_WEB_READ, kb)) {
+        cJSON_Delete(out);
+        return;
+    }
+    reply(r, rc, &err, 200, out);
+}
+
+/* ---- questions ------------------------------------------------------------------------------------------------ */
+
+/* Fills q from a request body {"question", "k", "mode", "history"}; sends 400 and returns false when invalid. */
+static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q) {
+    memset(q, 0, sizeof *q);
+    const cJSON *question = cJSON_GetObjectItem(body, "question");
+    if (!cJSON_IsString(question) || !question->valuestring[0]) {
+        cq_web_send_error(r, 400, "invalid", "\"question\" must be a non-empty string");
+        return false;
+    }
+    q->question = question->valuestring;
+    const cJSON *k = cJSON_GetObjectItem(body, "k");
+    if (k) {
+        if (!cJSON_IsNumber(k) || k->valuedouble < 1 || k->valuedouble > 50) {
+            cq_web_send_error(r, 400, "invalid", "\"k\" must be a number from 1 to 50");
+            return false;
+        }
+        q->k = (int)k->valuedouble;
+    }
+    const cJSON *mode = cJSON_GetObjectItem(body, "mode");
+    if (mode) {
+        if (!cJSON_IsString(mode)) {
+            cq_web_send_error(r, 400, "invalid", "\"mode\" must be a string such as \"hybrid\"");
+            return false;
+        }
+        q->mode = mode->valuestring;
+    }
+    const cJSON *history = cJSON_GetObjectItem(body, "history");
+    if (history && !cJSON_IsNull(history)) {
+        if (!cJSON_IsArray(history)) {
+            cq_web_send_error(r, 400, "invalid", "\"history\" must be an array of {role, content} turns");
+            return false;
+        }
+        q->history = history;
+    }
+    return true;
+}
+
+static void handle_retrieve(cq_web_req *r, const char *kb) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    cq_web_question q;
+    if (parse_question(r, body, &q)) {
+        cq_err err = {0};
+        cJSON *out = NULL;
+        cq_status rc = r->svc->retrieve(r->svc->ctx, kb, &q, &out, &err);
+        reply(r, rc, &err, 200, out);
+    }
+    cJSON_Delete(body);
+}
+
+static int ask_token(void *user, const char *text, size_t len) {
+    cq_web_req *r = user;
+    cq_web_sse_start(r);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *s = cJSON_CreateString("");
+    free(s->valuestring);
+    s->valuestring = strndup(text, len);
+    cJSON_AddItemToObject(o, "text", s);
+    return cq_web_sse_send(r, "token", o);
+}
+
+static void handle_ask(cq_web_req *r, const char *kb) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    cq_web_question q;
+    if (!parse_question(r, body, &q)) {
+        cJSON_Delete(body);
+        return;
+    }
+    bool stream = cq_web_accepts_sse(r);
+    const cJSON *st = cJSON_GetObjectItem(body, "stream");
+    if (cJSON_IsBool(st)) stream = cJSON_IsTrue(st);
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->ask(r->svc->ctx, kb, &q, stream ? ask_token : NULL, r, &out, &err);
+    cJSON_Delete(body);
+    if (!stream || (rc && !r->sse)) return reply(r, rc, &err, 200, out);
+    if (rc) { /* failed after the stream began */
+        cq_web_send_status_error(r, &err);
+        cq_web_sse_end(r);
+        cJSON_Delete(out);
+        return;
+    }
+    cq_web_sse_start(r); /* an empty answer sent no tokens */
+    cJSON *cites = cJSON_DetachItemFromObject(out, "citations");
+    cq_web_sse_send(r, "citations", wrap("citations", cites ? cites : cJSON_CreateArray()));
+    cq_web_sse_send(r, "done", out);
+    cq_web_sse_end(r);
+}
+
+/* ---- routing -------------------------------------------------------------------------------------------------- */
+
+static void split_path(cq_web_req *r) {
+    snprintf(r->segbuf, sizeof r->segbuf, "%s", r->path);
+    r->n_seg = 0;
+    char *save = NULL;
+    for (char *s = strtok_r(r->segbuf, "/", &save); s && r->n_seg < 16; s = strtok_r(NULL, "/", &save))
+        r->seg[r->n_seg++] = s;
+}
+
+static bool seg_is(const cq_web_req *r, int i, const char *s) { return i < r->n_seg && !strcmp(r->seg[i], s); }
+
+static void dispatch(cq_web_req *r) {
+    if (serve_static(r)) return;
+    split_path(r);
+    if (r->n_seg == 1 && seg_is(r, 0, "metrics")) {
+        r->route = CQ_ROUTE_METRICS;
+        return method_is(r, "GET") ? handle_metrics(r) : method_not_allowed(r, "GET");
+    }
+    if (r->n_seg == 1 && seg_is(r, 0, "favicon.ico")) {
+        r->route = CQ_ROUTE_PAGE;
+        return cq_web_send_bytes(r, 204, "image/x-icon", "", 0, "max-age=86400");
+    }
+    bool api = seg_is(r, 0, "api") && seg_is(r, 1, "v1");
+    bool openai = seg_is(r, 0, "v1");
+    if (api && r->n_seg == 3 && seg_is(r, 2, "health")) {
+        r->route = CQ_ROUTE_HEALTH;
+        return method_is(r, "GET") ? handle_health(r) : method_not_allowed(r, "GET");
+    }
+    if (!api && !openai) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+
+    /* Everything else needs a key (or open development mode). Route first, so 404s are counted by pattern. */
+    int n = r->n_seg;
+    if (api && seg_is(r, 2, "kbs")) {
+        r->route = n == 3   ? CQ_ROUTE_KBS
+                   : n == 4 ? CQ_ROUTE_KB
+                   : n == 5 && seg_is(r, 4, "documents") ? CQ_ROUTE_KB_DOCUMENTS
+                   : n == 5 && seg_is(r, 4, "jobs")      ? CQ_ROUTE_KB_JOBS
+                   : n == 5 && seg_is(r, 4, "retrieve")  ? CQ_ROUTE_RETRIEVE
+                   : n == 5 && seg_is(r, 4, "ask")       ? CQ_ROUTE_ASK
+                                                        : CQ_ROUTE_UNKNOWN;
+    } else if (api && seg_is(r, 2, "jobs") && n == 4) {
+        r->route = CQ_ROUTE_JOB;
+    } else if (api && seg_is(r, 2, "documents")) {
+        r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
+                   : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
+                   : n == 6 && seg_is(r, 4, "pages")         ? CQ_ROUTE_PAGE_IMAGE
+                                                             : CQ_ROUTE_UNKNOWN;
+    } else if (api && seg_is(r, 2, "clauses") && n == 4) {
+        r->route = CQ_ROUTE_CLAUSE;
+    } else if (openai && n == 2 && seg_is(r, 1, "models")) {
+        r->route = CQ_ROUTE_OPENAI_MODELS;
+    } else if (openai && n == 3 && seg_is(r, 1, "chat") && seg_is(r, 2, "completions")) {
+        r->route = CQ_ROUTE_OPENAI_CHAT;
+    }
+    if (r->route == CQ_ROUTE_UNKNOWN) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+    if (!cq_web_authenticate(r)) return;
+
+    int64_t id;
+    switch (r->route) {
+    case CQ_ROUTE_KBS: return handle_kbs(r);
+    case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
+    case CQ_ROUTE_KB_DOCUMENTS: return handle_kb_documents(r, r->seg[3]);
+    case CQ_ROUTE_KB_JOBS: return handle_kb_jobs(r, r->seg[3]);
+    case CQ_ROUTE_RETRIEVE: return handle_retrieve(r, r->seg[3]);
+    case CQ_ROUTE_ASK: return handle_ask(r, r->seg[3]);
+    case CQ_ROUTE_JOB:
+        if ((id = path_id(r, r->seg[3]))) handle_job(r, id);
+        return;
+    case CQ_ROUTE_DOCUMENT:
+        if ((id = path_id(r, r->seg[3]))) handle_document(r, id);
+        return;
+    case CQ_ROUTE_DOCUMENT_ORIGINAL:
+        if ((id = path_id(r, r->seg[3]))) handle_original(r, id);
+        return;
+    case CQ_ROUTE_PAGE_IMAGE:
+        if ((id = path_id(r, r->seg[3]))) handle_page_image(r, id, r->seg[5]);
+        return;
+    case CQ_ROUTE_CLAUSE:
+        if ((id = path_id(r, r->seg[3]))) handle_clause(r, id);
+        return;
+    case CQ_ROUTE_OPENAI_MODELS: return cq_web_openai_models(r);
+    case CQ_ROUTE_OPENAI_CHAT: return cq_web_openai_chat(r);
+    default: return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+    }
+}
+
+/* CivetWeb runs handlers on threads with 100 KB stacks (fixed when Debian built it): too little for SQLite, the
+ * pipelines and the sanitizers. So its threads only hold connections; every request runs on one of our workers
+ * (ordinary 8 MB stacks), a bounded pool, while the connection's thread waits for it. */
+typedef struct task {
+    cq_web_req *r;
+    bool done;
+    pthread_cond_t cond;
+    struct task *next;
+} task;
+
+static void *pool_worker(void *arg) {
+    cq_web_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->pool_lock);
+        while (!s->pool_stopping && !s->tasks) pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+        task *t = s->tasks;
+        if (!t) { /* stopping, and nothing left to do */
+            pthread_mutex_unlock(&s->pool_lock);
+            return NULL;
+        }
+        s->tasks = t->next;
+        if (!s->tasks) s->tasks_tail = NULL;
+        pthread_mutex_unlock(&s->pool_lock);
+        dispatch(t->r);
+        pthread_mutex_lock(&s->pool_lock);
+        t->done = true;
+        pthread_cond_signal(&t->cond);
+        pthread_mutex_unlock(&s->pool_lock);
+    }
+}
+
+static void run_on_pool(cq_web_server *s, cq_web_req *r) {
+    task t = {.r = r};
+    pthread_cond_init(&t.cond, NULL);
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->tasks_tail) s->tasks_tail->next = &t;
+    else s->tasks = &t;
+    s->tasks_tail = &t;
+    pthread_cond_signal(&s->pool_cond);
+    while (!t.done) pthread_cond_wait(&t.cond, &s->pool_lock);
+    pthread_mutex_unlock(&s->pool_lock);
+    pthread_cond_destroy(&t.cond);
+}
+
+static int handle_request(struct mg_connection *conn, void *cbdata) {
+    cq_web_server *s = cbdata;
+    double t0 = now_seconds();
+    cq_web_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        mg_send_http_error(conn, 503, "out of memory");
+        return 503;
+    }
+    r->conn = conn;
+    r->server = s;
+    r->svc = &s->svc;
+    r->ri = mg_get_request_info(conn);
+    r->method = r->ri->request_method ? r->ri->request_method : "";
+    snprintf(r->path, sizeof r->path, "%s", r->ri->local_uri ? r->ri->local_uri : "/");
+    cq_web_metrics_begin(&s->metrics);
+    run_on_pool(s, r);
+    if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
+    double dt = now_seconds() - t0;
+    cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
+    CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
+    int status = r->status;
+    free(r);
+    return status;
+}
+
+static int log_message(const struct mg_connection *conn, const char *message) {
+    (void)conn;
+    CQ_WARN("http: %s", message);
+    return 1;
+}
+
+/* ---- start and stop ------------------------------------------------------------------------------------------- */
+
+cq_status cq_web_start(const cq_web_config *config, const cq_web_service *service, cq_web_server **out,
+                       cq_err *err) {
+    *out = NULL;
+    cq_web_server *s = calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_web_metrics_init(&s->metrics);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_cond_init(&s->pool_cond, NULL);
+    s->svc = *service;
+    s->cfg = *config;
+    if (!s->cfg.threads) s->cfg.threads = DEFAULT_THREADS;
+    if (!s->cfg.connections) s->cfg.connections = DEFAULT_CONNECTIONS;
+    if (!s->cfg.max_json_bytes) s->cfg.max_json_bytes = DEFAULT_MAX_JSON_BYTES;
+    if (!s->cfg.max_upload_bytes) s->cfg.max_upload_bytes = DEFAULT_MAX_UPLOAD_BYTES;
+    if (!s->cfg.request_timeout_ms) s->cfg.request_timeout_ms = DEFAULT_TIMEOUT_MS;
+    s->host = strdup(config->host && *config->host ? config->host : "127.0.0.1");
+    s->spool_dir = strdup(config->spool_dir ? config->spool_dir : "/tmp");
+    if (!s->host || !s->spool_dir) {
+        cq_web_stop(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    s->cfg.host = s->host;
+    s->cfg.spool_dir = s->spool_dir;
+    s->pool_threads = calloc((size_t)s->cfg.threads, sizeof *s->pool_threads);
+    if (!s->pool_threads) {
+        cq_web_stop(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < s->cfg.threads; i++) {
+        if (pthread_create(&s->pool_threads[i], NULL, pool_worker, s) != 0) {
+            cq_web_stop(s);
+            return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start worker thread %d", i);
+        }
+        s->n_pool_threads++;
+    }
+
+    char ports[300], threads[16], timeout[16], queue[16];
+    snprintf(ports, sizeof ports, "%s:%d", s->host, config->port);
+    snprintf(threads, sizeof threads, "%d", s->cfg.connections);
+    snprintf(timeout, sizeof timeout, "%d", s->cfg.request_timeout_ms);
+    snprintf(queue, sizeof queue, "%d", s->cfg.connections);
+    const char *options[] = {"listening_ports", ports,
+                             "num_threads", threads,
+                             "connection_queue", queue,
+                             "request_timeout_ms", timeout,
+                             "keep_alive_timeout_ms", "5000",
+                             "enable_keep_alive", "yes",
+                             "tcp_nodelay", "1",
+                             "max_request_size", "65536",
+                             NULL};
+    struct mg_callbacks cb = {0};
+    cb.log_message = log_message;
+    mg_init_library(0);
+    char errtext[256] = "";
+    unsigned errcode = 0;
+    struct mg_error_data ed = {&errcode, errtext, sizeof errtext};
+    struct mg_init_data init = {&cb, s, options};
+    s->mg = mg_start2(&init, &ed);
+    if (!s->mg) {
+        cq_err_set(err, CQ_ERR_IO, "cannot listen on %s:%d: %s", s->host, config->port,
+                   errtext[0] ? errtext : "unknown error");
+        cq_web_stop(s);
+        return CQ_ERR_IO;
+    }
+    struct mg_server_port sp[4];
+    int np = mg_get_server_ports(s->mg, 4, sp);
+    s->port = np > 0 ? sp[0].port : config->port;
+    mg_set_request_handler(s->mg, "/", handle_request, s);
+    *out = s;
+    return CQ_OK;
+}
+
+int cq_web_port(const cq_web_server *server) { return server->port; }
+
+void cq_web_stop(cq_web_server *s) {
+    if (!s) return;
+    if (s->mg) {
+        mg_stop(s->mg); /* joins the connection threads: requests in flight finish first */
+        mg_exit_library();
+    }
+    pthread_mutex_lock(&s->pool_lock);
+    s->pool_stopping = true;
+    pthread_cond_broadcast(&s->pool_cond);
+    pthread_mutex_unlock(&s->pool_lock);
+    for (int i = 0; i < s->n_pool_threads; i++) pthread_join(s->pool_threads[i], NULL);
+    free(s->pool_threads);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_cond_destroy(&s->pool_cond);
+    cq_web_metrics_destroy(&s->metrics);
+    free(s->host);
+    free(s->spool_dir);
+    free(s);
+}

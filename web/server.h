@@ -1,0 +1,126 @@
+/* The HTTP server: CivetWeb, JSON REST under /api/v1, server-sent events, the OpenAI-compatible
+ * /v1/chat/completions, Prometheus /metrics and the page (web/static, compiled into the binary).
+ *
+ * The server knows no pipeline. app/ implements the service below (ingest, jobs, documents, retrieval, answers,
+ * page images, keys) and hands it over at start; the server parses requests, checks keys and roles through the
+ * service, maps status codes to HTTP and writes JSON or event streams. Every route, its role and its answers are
+ * documented in docs/API.md.
+ *
+ * Errors are {"error": {"code": "...", "message": "..."}} with the HTTP status of the cq_status (see
+ * cq_web_http_status) or of the HTTP problem itself (401, 403, 405, 411, 413).
+ *
+ * Threads: CivetWeb's threads hold the connections (config.connections); the requests run on a bounded pool of
+ * worker threads (config.threads). Every service function may be called from several of them at once and must be
+ * thread-safe. */
+#ifndef CQ_WEB_SERVER_H
+#define CQ_WEB_SERVER_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+
+/* What a request needs on a KB; roles are ordered (admin > editor > reader). */
+typedef enum { CQ_WEB_NONE = 0, CQ_WEB_READ = 1, CQ_WEB_EDIT = 2, CQ_WEB_ADMIN = 3 } cq_web_role;
+
+/* Who is asking: filled by the service from the Bearer key. */
+typedef struct {
+    int64_t key_id;   /* 0 in open (development) mode */
+    cq_web_role role;
+    char kb[128];     /* the key's KB, "*" for every KB, "" for admin keys */
+    char name[64];    /* the key's name, for logs */
+} cq_web_principal;
+
+/* A file to send: a path the service vouches for (inside its data directory), a MIME type and, for downloads, the
+ * name the client should save it under. */
+typedef struct {
+    char path[1024];
+    char mime[64];
+    char download_name[256]; /* "" for inline content */
+} cq_web_file;
+
+/* A question, as the retrieve / ask / chat endpoints parsed it. */
+typedef struct {
+    const char *question;
+    const cJSON *history; /* previous turns, [{"role": "user"|"assistant", "content": ..., "citations": [...]}] or
+                             NULL; borrowed */
+    int k;                /* clauses to retrieve; 0 = default */
+    const char *mode;     /* retrieval modes ("hybrid", "router,bm25" ...) or NULL */
+} cq_web_question;
+
+/* Streaming: called for every piece of answer text; returns 0 to go on, non-zero when the client is gone. */
+typedef int (*cq_web_token_fn)(void *user, const char *text, size_t len);
+
+typedef struct {
+    void *ctx; /* passed to every function */
+
+    /* ---- keys ---- */
+    /* bearer: the token of "Authorization: Bearer ...", NULL when absent. NOT_FOUND (→ 401) when the request
+     * carries no valid key and the service is not in open development mode. */
+    cq_status (*authenticate)(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err);
+    /* Does who have `need` on kb (NULL: a request that concerns no KB)? */
+    bool (*allows)(void *ctx, const cq_web_principal *who, cq_web_role need, const char *kb);
+
+    /* ---- service state ---- */
+    cq_status (*health)(void *ctx, cJSON **out, cq_err *err);
+    void (*metrics)(void *ctx, cq_strbuf *out); /* appends its own Prometheus families */
+
+    /* ---- knowledge bases ---- */
+    cq_status (*kb_list)(void *ctx, cJSON **out, cq_err *err); /* array of {name, documents, clauses, created_at} */
+    cq_status (*kb_get)(void *ctx, const char *kb, cJSON **out, cq_err *err);
+    cq_status (*kb_create)(void *ctx, const char *kb, cJSON **out, cq_err *err); /* EXISTS, INVALID */
+    cq_status (*kb_delete)(void *ctx, const char *kb, cq_err *err);
+
+    /* ---- documents and jobs ---- */
+    cq_status (*doc_list)(void *ctx, const char *kb, cJSON **out, cq_err *err);
+    cq_status (*doc_get)(void *ctx, int64_t doc_id, cJSON **out, cq_err *err); /* with pages and quality */
+    cq_status (*doc_kb)(void *ctx, int64_t doc_id, char kb[128], cq_err *err);  /* the KB a document is in */
+    cq_status (*doc_delete)(void *ctx, int64_t doc_id, cq_err *err);
+    cq_status (*doc_original)(void *ctx, int64_t doc_id, cq_web_file *file, cq_err *err);
+    /* The page as PNG, width pixels wide, with the clause's boxes highlighted (clause_id 0: none). */
+    cq_status (*page_image)(void *ctx, int64_t doc_id, int page_no, int64_t clause_id, int width, cq_web_file *file,
+                            cq_err *err);
+    /* A clause with its document, heading path, pages and boxes (for citation chips). */
+    cq_status (*clause_get)(void *ctx, int64_t clause_id, cJSON **out, char kb[128], cq_err *err);
+
+    /* Takes over the spooled upload at path (the service moves or deletes it). *accepted = true: a job was queued
+     * (HTTP 202; out has "job"); false: the content was in the KB already (HTTP 200, out has "duplicate": true). */
+    cq_status (*upload)(void *ctx, const char *kb, const char *filename, const char *path, bool replace,
+                        cJSON **out, bool *accepted, cq_err *err);
+    cq_status (*job_get)(void *ctx, int64_t job_id, cJSON **out, char kb[128], cq_err *err);
+    cq_status (*job_list)(void *ctx, const char *kb, cJSON **out, cq_err *err);
+
+    /* ---- questions ---- */
+    cq_status (*retrieve)(void *ctx, const char *kb, const cq_web_question *q, cJSON **out, cq_err *err);
+    /* out: {"answer", "abstained", "citations", "timings", "question", "resolved_question"?}. on_token (may be
+     * NULL) receives the answer text as it is produced, before ask returns. */
+    cq_status (*ask)(void *ctx, const char *kb, const cq_web_question *q, cq_web_token_fn on_token, void *user,
+                     cJSON **out, cq_err *err);
+} cq_web_service;
+
+typedef struct {
+    const char *host;            /* default 127.0.0.1 */
+    int port;                    /* 0: any free port (see cq_web_port) */
+    int threads;                 /* worker threads: requests handled at once (default 16) */
+    int connections;             /* connections held open at once, keep-alive ones included (default 128) */
+    size_t max_json_bytes;       /* request bodies other than uploads (default 1 MiB) */
+    size_t max_upload_bytes;     /* uploads (default 64 MiB) */
+    int request_timeout_ms;      /* socket reads and writes (default 30000) */
+    const char *spool_dir;       /* where uploads are received before the service takes them (must exist) */
+} cq_web_config;
+
+typedef struct cq_web_server cq_web_server;
+
+cq_status cq_web_start(const cq_web_config *config, const cq_web_service *service, cq_web_server **out,
+                       cq_err *err);
+int cq_web_port(const cq_web_server *server); /* the port listened on */
+/* Stops accepting, lets the requests in flight finish, frees the server. */
+void cq_web_stop(cq_web_server *server);
+
+/* The HTTP status of a service error. */
+int cq_web_http_status(cq_status code);
+
+#endif

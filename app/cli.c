@@ -10,6 +10,8 @@ int cq_cmd_ingest(int argc, char **argv);
 int cq_cmd_retrieve(int argc, char **argv);
 int cq_cmd_ask(int argc, char **argv);
 int cq_cmd_eval(int argc, char **argv);
+int cq_cmd_generate(int argc, char **argv);
+int cq_cmd_perplexity(int argc, char **argv);
 int cq_cmd_reindex(int argc, char **argv);
 int cq_cmd_serve(int argc, char **argv);
 int cq_cmd_keys(int argc, char **argv);
@@ -19,6 +21,8 @@ static const cq_command commands[] = {
     {"retrieve", cq_cmd_retrieve, "rank the clauses that answer a question"},
     {"ask", cq_cmd_ask, "answer a question with citations"},
     {"eval", cq_cmd_eval, "score an evaluation suite (shared/eval/FORMAT.md)"},
+    {"generate", cq_cmd_generate, "continue a prompt with the decoder (streamed)"},
+    {"perplexity", cq_cmd_perplexity, "perplexity of the decoder on a text file"},
     {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},

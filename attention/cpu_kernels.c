@@ -58,6 +58,26 @@ AVX2 static inline __m256 exp_avx2(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+AVX2 static double sum_exp_avx2(const float *x, int n, float shift) {
+    __m256 acc = _mm256_setzero_ps(), sh = _mm256_set1_ps(shift);
+    double total = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        acc = _mm256_add_ps(acc, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
+        if ((i & 1023) == 1016) { /* flush to double every 1024 elements: float partial sums stay exact enough */
+            float t[8];
+            _mm256_storeu_ps(t, acc);
+            for (int k = 0; k < 8; k++) total += t[k];
+            acc = _mm256_setzero_ps();
+        }
+    }
+    float t[8];
+    _mm256_storeu_ps(t, acc);
+    for (int k = 0; k < 8; k++) total += t[k];
+    for (; i < n; i++) total += exp((double)(x[i] - shift));
+    return total;
+}
+
 /* y = gelu(y) * u with tanh(z) = 1 - 2 / (exp(2z) + 1) */
 AVX2 static void geglu_avx2(float *y, const float *u, int n) {
     const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f),
@@ -173,6 +193,15 @@ void cq_k_geglu(float *y, const float *u, int n) {
     }
 #endif
     for (int i = 0; i < n; i++) y[i] = cq_k_gelu_tanh(y[i]) * u[i];
+}
+
+double cq_k_sum_exp(const float *x, int n, float shift) {
+#ifdef CQ_X86
+    if (have_avx2()) return sum_exp_avx2(x, n, shift);
+#endif
+    double total = 0;
+    for (int i = 0; i < n; i++) total += exp((double)(x[i] - shift));
+    return total;
 }
 
 size_t cq_k_packed_width(int n_tokens) { return ((size_t)n_tokens + 15) / 16 * 16; }

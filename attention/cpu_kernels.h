@@ -9,6 +9,7 @@ float cq_k_dot(const float *a, const float *b, int n);
 void cq_k_axpy(float *y, float a, const float *x, int n); /* y += a x */
 float cq_k_gelu_tanh(float x);
 void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
+double cq_k_sum_exp(const float *x, int n, float shift); /* sum of exp(x[i] - shift), shift >= max x for safety */
 
 /* Multi-token matrix products read the tokens k-major: xt[kk * ldxt + t] = x[t * ldx + kk], ldxt a multiple of 16
  * with zero padding, so that one vector load covers 8 tokens. */

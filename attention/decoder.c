@@ -23,6 +23,18 @@ struct cq_decoder_seq {
     cq_cpu_seq *cpu;
 };
 
+cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err) {
+    if (!strcmp(name, "auto")) *out = CQ_DEVICE_AUTO;
+    else if (!strcmp(name, "cpu")) *out = CQ_DEVICE_CPU;
+    else if (!strcmp(name, "cuda")) *out = CQ_DEVICE_CUDA;
+    else return cq_err_set(err, CQ_ERR_INVALID, "unknown device '%s' (auto, cpu or cuda)", name);
+    return CQ_OK;
+}
+
+const char *cq_device_name(cq_device d) {
+    return d == CQ_DEVICE_CUDA ? "cuda" : d == CQ_DEVICE_CPU ? "cpu" : "auto";
+}
+
 cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err) {
     *out = NULL;
     cq_decoder_options o = opt ? *opt : (cq_decoder_options){0};
@@ -97,6 +109,8 @@ void cq_decoder_seq_free(cq_decoder_seq *s) {
 
 void cq_decoder_seq_reset(cq_decoder_seq *s) { s->pos = 0; }
 int32_t cq_decoder_seq_pos(const cq_decoder_seq *s) { return s->pos; }
+int32_t cq_decoder_seq_limit(const cq_decoder_seq *s) { return s->max_tokens; }
+const cq_decoder *cq_decoder_seq_decoder(const cq_decoder_seq *s) { return s->d; }
 
 cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, float *logits, bool all_logits,
                           cq_err *err) {

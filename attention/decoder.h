@@ -34,6 +34,13 @@ typedef struct {
     int n_threads; /* CPU threads, the caller's included; 0: one per online CPU */
 } cq_decoder_options;
 
+/* The default weights, relative to the data directory (fetched by tools/fetch_model.sh). */
+#define CQ_DECODER_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
+
+/* "auto", "cpu" or "cuda"; anything else is CQ_ERR_INVALID. */
+cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err);
+const char *cq_device_name(cq_device d);
+
 typedef struct {
     char architecture[32]; /* "gemma3" */
     char name[128];        /* general.name */
@@ -58,7 +65,9 @@ const cq_tokenizer *cq_decoder_tokenizer(const cq_decoder *d);
 cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq **out, cq_err *err);
 void cq_decoder_seq_free(cq_decoder_seq *s);
 void cq_decoder_seq_reset(cq_decoder_seq *s); /* back to position 0 */
-int32_t cq_decoder_seq_pos(const cq_decoder_seq *s); /* tokens consumed so far */
+int32_t cq_decoder_seq_pos(const cq_decoder_seq *s);   /* tokens consumed so far */
+int32_t cq_decoder_seq_limit(const cq_decoder_seq *s); /* max_tokens */
+const cq_decoder *cq_decoder_seq_decoder(const cq_decoder_seq *s);
 
 /* Feeds n tokens at the sequence's current position and advances it. logits: NULL, or n_vocab floats for the
  * last token, or n * n_vocab floats (token-major) when all_logits. Bad ids or running past max_tokens are
@@ -102,5 +111,21 @@ typedef struct {
  * *out (may be NULL) receives the whole generated text (malloc'd). */
 cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_generate_params *p, cq_token_cb cb,
                               void *user, char **out, cq_generate_stats *stats, cq_err *err);
+
+/* ---- perplexity ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    double perplexity;  /* exp(nll_sum / n_scored) */
+    double nll_sum;     /* sum of -log p(token | its prefix in the window), natural log */
+    int64_t n_tokens;   /* tokens of the text */
+    int64_t n_scored;   /* tokens predicted (all of them: each window starts with BOS) */
+    int32_t n_windows;
+    double seconds;
+} cq_perplexity;
+
+/* Perplexity of a text (tokenized without parsing special tokens) in windows of at most `context` tokens (0: 512):
+ * each window is BOS followed by the next context-1 text tokens, and every text token is scored once. */
+cq_status cq_decoder_perplexity(cq_decoder *d, const char *text, size_t len, int32_t context, cq_perplexity *out,
+                                cq_err *err);
 
 #endif

@@ -1,0 +1,175 @@
+/* clauseqa generate PROMPT [--model PATH] [--max-tokens N] [--temperature T] ...: runs the decoder on a prompt and
+ * streams the continuation to stdout. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "attention/decoder.h"
+
+#define MAX_STOPS 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: clauseqa generate [options] PROMPT\n"
+            "Continues PROMPT with the decoder and streams the text (prompt special tokens such as\n"
+            "<start_of_turn> are parsed; <bos> is added).\n"
+            "  --model PATH            GGUF weights (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
+            "  --data DIR              data directory (default: $CLAUSEQA_DATA or ./data)\n"
+            "  --max-tokens N          new tokens at most (default 128)\n"
+            "  --temperature T         0 = greedy (default 0)\n"
+            "  --top-k K, --top-p P    sampling filters (default off)\n"
+            "  --repetition-penalty R  > 1 discourages repeats (default 1)\n"
+            "  --seed S                sampling seed\n"
+            "  --stop STR              stop before STR (repeatable)\n"
+            "  --device cpu|cuda|auto  (default auto)\n"
+            "  --threads N             CPU threads (default: all)\n"
+            "  --json                  print one JSON document instead of streaming\n");
+}
+
+static bool print_piece(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+static int parse_float(const char *opt, const char *v, float *out) {
+    char *end;
+    *out = strtof(v, &end);
+    if (*v == 0 || *end) {
+        fprintf(stderr, "clauseqa generate: %s needs a number, not '%s'\n", opt, v);
+        return -1;
+    }
+    return 0;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int cq_cmd_generate(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"data", required_argument, 0, 'd'},
+                                         {"max-tokens", required_argument, 0, 'n'},
+                                         {"temperature", required_argument, 0, 't'},
+                                         {"top-k", required_argument, 0, 'k'},
+                                         {"top-p", required_argument, 0, 'p'},
+                                         {"repetition-penalty", required_argument, 0, 'r'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"stop", required_argument, 0, 'x'},
+                                         {"device", required_argument, 0, 'v'},
+                                         {"threads", required_argument, 0, 'j'},
+                                         {"json", no_argument, 0, 'J'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *data = NULL, *stops[MAX_STOPS + 1] = {0};
+    int n_stops = 0, json = 0, c;
+    cq_generate_params gp = cq_generate_defaults();
+    gp.max_tokens = 128;
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, 0};
+    cq_err err = {0};
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'd': data = optarg; break;
+        case 'n':
+            gp.max_tokens = (int32_t)strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end || gp.max_tokens <= 0) {
+                fprintf(stderr, "clauseqa generate: --max-tokens needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 't': if (parse_float("--temperature", optarg, &gp.sampler.temperature)) return 2; break;
+        case 'k':
+            gp.sampler.top_k = (int32_t)strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end || gp.sampler.top_k < 0) {
+                fprintf(stderr, "clauseqa generate: --top-k needs a number >= 0\n");
+                return 2;
+            }
+            break;
+        case 'p': if (parse_float("--top-p", optarg, &gp.sampler.top_p)) return 2; break;
+        case 'r': if (parse_float("--repetition-penalty", optarg, &gp.sampler.repetition_penalty)) return 2; break;
+        case 's': gp.sampler.seed = strtoull(optarg, NULL, 10); break;
+        case 'x':
+            if (n_stops == MAX_STOPS) {
+                fprintf(stderr, "clauseqa generate: at most %d --stop strings\n", MAX_STOPS);
+                return 2;
+            }
+            stops[n_stops++] = optarg;
+            break;
+        case 'v':
+            if (cq_device_parse(optarg, &opt.device, &err)) {
+                fprintf(stderr, "clauseqa generate: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        case 'j':
+            opt.n_threads = (int)strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end || opt.n_threads <= 0) {
+                fprintf(stderr, "clauseqa generate: --threads needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 'J': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "clauseqa generate: give one PROMPT (quote it)\n");
+        usage(stderr);
+        return 2;
+    }
+    if (n_stops) gp.stop = stops;
+    char path[4096];
+    if (!model) {
+        snprintf(path, sizeof path, "%s/%s", cq_cli_data_dir(data), CQ_DECODER_DEFAULT_MODEL);
+        model = path;
+    }
+    cq_decoder *d;
+    if (cq_decoder_open(model, &opt, &d, &err)) {
+        fprintf(stderr, "clauseqa generate: %s\n", err.msg);
+        return 1;
+    }
+    cq_decoder_seq *s;
+    if (cq_decoder_seq_new(d, 0, &s, &err)) {
+        fprintf(stderr, "clauseqa generate: %s\n", err.msg);
+        cq_decoder_close(d);
+        return 1;
+    }
+    char *text = NULL;
+    cq_generate_stats st;
+    cq_status rc = cq_decoder_generate(s, argv[optind], &gp, json ? NULL : print_piece, NULL, &text, &st, &err);
+    if (rc) {
+        fprintf(stderr, "\nclauseqa generate: %s\n", err.msg);
+    } else if (json) {
+        printf("{\"text\": ");
+        json_string(stdout, text);
+        printf(", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tokens_per_s\": %.1f, "
+               "\"decode_tokens_per_s\": %.1f, \"device\": \"%s\", \"stopped_by\": \"%s\"}\n",
+               st.prompt_tokens, st.new_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0,
+               st.decode_s > 0 ? st.new_tokens / st.decode_s : 0, cq_device_name(cq_decoder_get_info(d)->device),
+               st.stopped_by_string ? "stop" : st.stopped_by_eos ? "eos" : "max_tokens");
+    } else {
+        printf("\n");
+        fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %d new tokens, %.1f tok/s decode; %s]\n",
+                st.prompt_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0, st.new_tokens,
+                st.decode_s > 0 ? st.new_tokens / st.decode_s : 0, cq_device_name(cq_decoder_get_info(d)->device));
+    }
+    free(text);
+    cq_decoder_seq_free(s);
+    cq_decoder_close(d);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,131 @@
+/* clauseqa perplexity FILE [--model PATH] [--context N]: how well the decoder predicts a text. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "attention/decoder.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: clauseqa perplexity [options] FILE\n"
+            "Perplexity of the decoder on FILE (UTF-8 text), in windows of --context tokens, each starting with\n"
+            "<bos>; every token of the text is scored once.\n"
+            "  --model PATH            GGUF weights (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
+            "  --data DIR              data directory (default: $CLAUSEQA_DATA or ./data)\n"
+            "  --context N             window in tokens (default 512)\n"
+            "  --device cpu|cuda|auto  (default auto)\n"
+            "  --threads N             CPU threads (default: all)\n"
+            "  --json                  print one JSON document\n");
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *p = realloc(buf, cap * 2);
+            if (!p) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int cq_cmd_perplexity(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},
+                                         {"context", required_argument, 0, 'c'}, {"device", required_argument, 0, 'v'},
+                                         {"threads", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'},
+                                         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    const char *model = NULL, *data = NULL;
+    long context = 512;
+    int json = 0, c;
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, 0};
+    cq_err err = {0};
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'd': data = optarg; break;
+        case 'c':
+            context = strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end || context < 2) {
+                fprintf(stderr, "clauseqa perplexity: --context needs a number >= 2\n");
+                return 2;
+            }
+            break;
+        case 'v':
+            if (cq_device_parse(optarg, &opt.device, &err)) {
+                fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        case 'j':
+            opt.n_threads = (int)strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end || opt.n_threads <= 0) {
+                fprintf(stderr, "clauseqa perplexity: --threads needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 'J': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "clauseqa perplexity: give one FILE\n");
+        usage(stderr);
+        return 2;
+    }
+    size_t len = 0;
+    char *text = read_all(argv[optind], &len);
+    if (!text) {
+        fprintf(stderr, "clauseqa perplexity: cannot read %s\n", argv[optind]);
+        return 1;
+    }
+    char path[4096];
+    if (!model) {
+        snprintf(path, sizeof path, "%s/%s", cq_cli_data_dir(data), CQ_DECODER_DEFAULT_MODEL);
+        model = path;
+    }
+    cq_decoder *d;
+    if (cq_decoder_open(model, &opt, &d, &err)) {
+        fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
+        free(text);
+        return 1;
+    }
+    cq_perplexity p;
+    cq_status rc = cq_decoder_perplexity(d, text, len, (int32_t)context, &p, &err);
+    if (rc) {
+        fprintf(stderr, "clauseqa perplexity: %s: %s\n", argv[optind], err.msg);
+    } else if (json) {
+        printf("{\"file\": \"%s\", \"perplexity\": %.6f, \"tokens\": %lld, \"scored\": %lld, \"windows\": %d, "
+               "\"context\": %ld, \"tokens_per_s\": %.1f, \"device\": \"%s\"}\n",
+               argv[optind], p.perplexity, (long long)p.n_tokens, (long long)p.n_scored, p.n_windows, context,
+               p.seconds > 0 ? p.n_scored / p.seconds : 0, cq_device_name(cq_decoder_get_info(d)->device));
+    } else {
+        printf("perplexity %.4f over %lld tokens (%d windows of <= %ld), %.1f tokens/s on %s\n", p.perplexity,
+               (long long)p.n_scored, p.n_windows, context, p.seconds > 0 ? p.n_scored / p.seconds : 0,
+               cq_device_name(cq_decoder_get_info(d)->device));
+    }
+    cq_decoder_close(d);
+    free(text);
+    return rc ? 1 : 0;
+}

@@ -6,14 +6,17 @@
 #include <string.h>
 
 #include "attention/forward_cpu.h"
+#include "attention/forward_cuda.h"
 #include "attention/model.h"
+#include "core/log.h"
 
 struct cq_decoder {
     cq_gguf *gguf;
     cq_gemma model;
     cq_tokenizer *tok;
     cq_decoder_info info;
-    cq_cpu_model *cpu;
+    cq_cpu_model *cpu;   /* one of the two backends */
+    cq_cuda_model *cuda;
     pthread_mutex_t lock; /* one forward pass at a time: the backends share scratch and threads */
 };
 
@@ -21,6 +24,7 @@ struct cq_decoder_seq {
     cq_decoder *d;
     int32_t pos, max_tokens;
     cq_cpu_seq *cpu;
+    cq_cuda_seq *cuda;
 };
 
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err) {
@@ -38,8 +42,6 @@ const char *cq_device_name(cq_device d) {
 cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err) {
     *out = NULL;
     cq_decoder_options o = opt ? *opt : (cq_decoder_options){0};
-    if (o.device == CQ_DEVICE_CUDA)
-        return cq_err_set(err, CQ_ERR_DEVICE, "decoder: CUDA was asked for but this build has no CUDA decoder");
     cq_decoder *d = calloc(1, sizeof *d);
     if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&d->lock, NULL);
@@ -52,7 +54,22 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     if (!s && cq_tokenizer_vocab_size(d->tok) != d->model.n_vocab)
         s = cq_err_set(err, CQ_ERR_FORMAT, "%s: the vocabulary has %d tokens but the embedding %d rows", path,
                        cq_tokenizer_vocab_size(d->tok), d->model.n_vocab);
-    if (!s) s = cq_cpu_model_new(&d->model, o.n_threads, &d->cpu, err);
+    /* AUTO takes the GPU when there is one and falls back to the CPU (with a warning) if it cannot be used. */
+    if (!s && (o.device == CQ_DEVICE_CUDA || (o.device == CQ_DEVICE_AUTO && cq_cuda_available()))) {
+        s = cq_cuda_model_new(&d->model, &d->cuda, err);
+        if (s) {
+            cq_cuda_model_free(d->cuda);
+            d->cuda = NULL;
+            if (o.device == CQ_DEVICE_CUDA) {
+                cq_err_prefix(err, "decoder: CUDA was asked for: ");
+            } else {
+                CQ_WARN("decoder: GPU not usable (%s); running on the CPU", err ? err->msg : "");
+                cq_err_clear(err);
+                s = CQ_OK;
+            }
+        }
+    }
+    if (!s && !d->cuda) s = cq_cpu_model_new(&d->model, o.n_threads, &d->cpu, err);
     if (s) {
         cq_decoder_close(d);
         return s;
@@ -64,7 +81,7 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     i->n_vocab = m->n_vocab, i->n_embd = m->n_embd, i->n_layer = m->n_layer, i->n_head = m->n_head;
     i->n_head_kv = m->n_head_kv, i->head_dim = m->head_dim, i->n_ff = m->n_ff;
     i->context_length = m->context_length, i->sliding_window = m->window, i->n_global_layers = m->n_global;
-    i->device = CQ_DEVICE_CPU;
+    i->device = d->cuda ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
     *out = d;
     return CQ_OK;
 }
@@ -72,6 +89,7 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
 void cq_decoder_close(cq_decoder *d) {
     if (!d) return;
     cq_cpu_model_free(d->cpu);
+    cq_cuda_model_free(d->cuda);
     cq_tokenizer_free(d->tok);
     cq_gemma_free(&d->model);
     cq_gguf_close(d->gguf);
@@ -92,9 +110,10 @@ cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq *
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     s->d = d;
     s->max_tokens = max_tokens;
-    cq_status st = cq_cpu_seq_new(d->cpu, max_tokens, &s->cpu, err);
+    cq_status st = d->cuda ? cq_cuda_seq_new(d->cuda, max_tokens, &s->cuda, err)
+                           : cq_cpu_seq_new(d->cpu, max_tokens, &s->cpu, err);
     if (st) {
-        free(s);
+        cq_decoder_seq_free(s);
         return st;
     }
     *out = s;
@@ -104,6 +123,7 @@ cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq *
 void cq_decoder_seq_free(cq_decoder_seq *s) {
     if (!s) return;
     cq_cpu_seq_free(s->cpu);
+    cq_cuda_seq_free(s->cuda);
     free(s);
 }
 
@@ -122,7 +142,8 @@ cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, fl
         if (tokens[i] < 0 || tokens[i] >= s->d->model.n_vocab)
             return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", tokens[i]);
     pthread_mutex_lock(&s->d->lock);
-    cq_status st = cq_cpu_eval(s->cpu, tokens, n, s->pos, logits, all_logits, err);
+    cq_status st = s->cuda ? cq_cuda_eval(s->cuda, tokens, n, s->pos, logits, all_logits, err)
+                           : cq_cpu_eval(s->cpu, tokens, n, s->pos, logits, all_logits, err);
     pthread_mutex_unlock(&s->d->lock);
     if (!st) s->pos += (int32_t)n;
     return st;

@@ -1,0 +1,658 @@
+/* The CUDA forward of Gemma 3 (see forward_cuda.h for the design, attention/decoder.h for the formulas).
+ *
+ * Per chunk of T tokens: embed -> per layer { RMSNorm -> q,k,v GEMMs -> QK-norm + RoPE + KV store -> attention ->
+ * o GEMM -> post-norm + residual -> RMSNorm -> gate,up GEMMs -> GeGLU -> down GEMM -> post-norm + residual } ->
+ * final norm -> logits GEMM (tied embedding). */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" { /* C headers: their functions keep C linkage */
+#include "attention/model.h"
+#include "attention/quant.h"
+#include "core/error.h"
+}
+#include "attention/forward_cuda.h"
+
+/* Records the failing statement, file and line in err and returns CQ_ERR_DEVICE up the stack. */
+#define CUDA_TRY(stmt)                                                                                           \
+    do {                                                                                                         \
+        cudaError_t e_ = (stmt);                                                                                 \
+        if (e_ != cudaSuccess)                                                                                   \
+            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: %s", #stmt, __FILE__, __LINE__,           \
+                              cudaGetErrorString(e_));                                                           \
+    } while (0)
+#define CUBLAS_TRY(stmt)                                                                                         \
+    do {                                                                                                         \
+        cublasStatus_t s_ = (stmt);                                                                              \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: cuBLAS status %d", #stmt, __FILE__,       \
+                              __LINE__, (int)s_);                                                                \
+    } while (0)
+/* a kernel launch: check the launch itself (bad configuration), not completion */
+#define LAUNCH_TRY() CUDA_TRY(cudaGetLastError())
+
+#define ATT_WARPS 4       /* warps per attention block; each keeps its own partial softmax */
+#define MAX_HD_PER_LANE 16 /* head_dim <= 512 */
+#define LOGIT_ROWS 64     /* tokens whose logits are computed at once */
+
+typedef __nv_bfloat16 bf16;
+
+/* ---- kernels ----------------------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result */
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    __shared__ float total;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float s = lane < (int)(blockDim.x / 32) ? part[lane] : 0.0f;
+        s = warp_sum(s);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    float r = total;
+    __syncthreads();
+    return r;
+}
+
+__global__ void embed_kernel(const int32_t *tokens, const bf16 *emb, float *x, int T, int d, float scale) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * d) return;
+    x[i] = __bfloat162float(emb[(size_t)tokens[i / d] * d + i % d]) * scale;
+}
+
+/* one block per row: y = x / sqrt(mean(x^2) + eps) * w; with add, x_out += that instead (post-norm residual) */
+__global__ void rmsnorm_kernel(const float *x, const float *w, float *y, int n, float eps, int add) {
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    float r = rsqrtf(block_sum(ss) / n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = xr[i] * r * w[i];
+        yr[i] = add ? yr[i] + v : v;
+    }
+}
+
+__global__ void to_bf16_kernel(const float *x, bf16 *y, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __float2bfloat16(x[i]);
+}
+
+__device__ __forceinline__ float gelu_tanh_d(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+__global__ void geglu_kernel(float *y, const float *u, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = gelu_tanh_d(y[i]) * u[i];
+}
+
+__global__ void softcap_kernel(float *x, size_t n, float cap) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) x[i] = cap * tanhf(x[i] / cap);
+}
+
+/* One block per (token, head slot): slots [0, H) are query heads, [H, H + Hkv) key heads. blockDim = head_dim / 2,
+ * thread i owns the RoPE pair (i, i + half). RMSNorm over the head with its weight, then RoPE at position pos0 + t
+ * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. */
+__global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
+                                          const float *k_norm, const double *inv_freq, float *kcache, float *vcache,
+                                          int H, int Hkv, int hd, int32_t pos0, int slots, int ring, float eps) {
+    const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
+    const bool is_q = hs < H;
+    const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
+    const float *w = is_q ? q_norm : k_norm;
+    float x0 = src[i], x1 = src[i + half];
+    float r = rsqrtf(block_sum(x0 * x0 + x1 * x1) / hd + eps);
+    x0 *= r * w[i];
+    x1 *= r * w[i + half];
+    const int32_t p = pos0 + t;
+    double s, c;
+    sincos((double)p * inv_freq[i], &s, &c);
+    float cf = (float)c, sf = (float)s;
+    float y0 = x0 * cf - x1 * sf, y1 = x1 * cf + x0 * sf;
+    if (is_q) {
+        float *dst = q + ((size_t)t * H + hs) * hd;
+        dst[i] = y0;
+        dst[i + half] = y1;
+    } else {
+        const int kvh = hs - H;
+        const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
+        float *kd = kcache + (slot * Hkv + kvh) * hd, *vd = vcache + (slot * Hkv + kvh) * hd;
+        const float *vs = v + ((size_t)t * Hkv + kvh) * hd;
+        kd[i] = y0;
+        kd[i + half] = y1;
+        vd[i] = vs[i];
+        vd[i + half] = vs[i + half];
+    }
+}
+
+/* Attention, pass 1. Grid (T*H, n_split), ATT_WARPS warps per block. Query (t, h) at position p sees keys
+ * [lo, p] (lo = p - window + 1 on local layers); split s takes a contiguous share of them and each warp of the
+ * block every ATT_WARPS-th key of that share, keeping a running max m, sum l and weighted values (online softmax).
+ * Lanes hold head_dim/32 consecutive dimensions. Each warp writes its partial (m, l, acc) for pass 2. */
+__global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
+                                         int Hkv, int hd, int32_t pos0, int window, int slots, int ring, float scale,
+                                         float softcap) {
+    const int th = blockIdx.x, t = th / H, h = th % H, kvh = h / (H / Hkv);
+    const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int per = hd / 32;
+    const int32_t p = pos0 + t, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+    const int32_t n = p - lo + 1, share = (n + n_split - 1) / n_split;
+    const int32_t a = lo + split * share, b = min(p + 1, a + share);
+    float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
+    const float *qr = q + ((size_t)t * H + h) * hd + lane * per;
+    for (int i = 0; i < per; i++) qv[i] = qr[i], acc[i] = 0;
+    float m = -INFINITY, l = 0;
+    for (int32_t j = a + warp; j < b; j += ATT_WARPS) {
+        const size_t slot = ring ? (size_t)(j % slots) : (size_t)j;
+        const float *kr = kcache + (slot * Hkv + kvh) * hd + lane * per;
+        float sc = 0;
+        for (int i = 0; i < per; i++) sc += qv[i] * kr[i];
+        sc = warp_sum(sc) * scale;
+        if (softcap > 0) sc = softcap * tanhf(sc / softcap);
+        float m_new = fmaxf(m, sc), corr = expf(m - m_new), e = expf(sc - m_new);
+        const float *vr = vcache + (slot * Hkv + kvh) * hd + lane * per;
+        for (int i = 0; i < per; i++) acc[i] = acc[i] * corr + e * vr[i];
+        l = l * corr + e;
+        m = m_new;
+    }
+    float *out = part + (((size_t)th * n_split + split) * ATT_WARPS + warp) * (hd + 2);
+    if (lane == 0) out[0] = m, out[1] = l;
+    for (int i = 0; i < per; i++) out[2 + lane * per + i] = acc[i];
+}
+
+/* Attention, pass 2: one block per (t, h), one thread per dimension: merge the partials. */
+__global__ void attention_combine_kernel(const float *part, float *out, int hd, int n_part) {
+    const int th = blockIdx.x, d = threadIdx.x;
+    const float *pp = part + (size_t)th * n_part * (hd + 2);
+    float M = -INFINITY;
+    for (int i = 0; i < n_part; i++) M = fmaxf(M, pp[(size_t)i * (hd + 2)]);
+    float L = 0, acc = 0;
+    for (int i = 0; i < n_part; i++) {
+        const float *pi = pp + (size_t)i * (hd + 2);
+        if (pi[1] == 0) continue; /* an empty share */
+        float w = expf(pi[0] - M);
+        L += pi[1] * w;
+        acc += pi[2 + d] * w;
+    }
+    out[(size_t)th * hd + d] = acc / L;
+}
+
+/* ---- model and sequence -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    bf16 *w;
+    int64_t rows, cols;
+} dmat;
+
+typedef struct {
+    dmat wq, wk, wv, wo, wgate, wup, wdown;
+    float *attn_norm, *q_norm, *k_norm, *post_attn_norm, *ffn_norm, *post_ffw_norm;
+} dlayer;
+
+struct cq_cuda_model {
+    const cq_gemma *m;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    dlayer *layers;
+    bf16 *token_embd; /* (n_vocab, n_embd): embedding and output */
+    float *output_norm;
+    double *inv_freq[2]; /* local, global */
+    size_t max_cols;
+};
+
+struct cq_cuda_seq {
+    cq_cuda_model *cm;
+    int32_t max_tokens;
+    float **k, **v;
+    int32_t *slots;
+    int32_t *tokens;
+    float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *part, *logits;
+    bf16 *xb;
+    size_t part_floats;
+};
+
+extern "C" bool cq_cuda_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+/* Dequantizes W on the host (row by row through cq_dequant_row) into bf16 and uploads it. */
+static cq_status upload_matrix(const cq_wmat *w, dmat *out, cq_err *err) {
+    out->rows = w->rows;
+    out->cols = w->cols;
+    const size_t n = (size_t)w->rows * (size_t)w->cols;
+    uint16_t *host = (uint16_t *)malloc(n * sizeof(uint16_t));
+    float *row = (float *)malloc((size_t)w->cols * sizeof(float));
+    if (!host || !row) {
+        free(host);
+        free(row);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory staging weights");
+    }
+    for (int64_t r = 0; r < w->rows; r++) {
+        cq_dequant_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, (size_t)w->cols);
+        for (int64_t c = 0; c < w->cols; c++) host[(size_t)r * w->cols + c] = cq_f32_to_bf16(row[c]);
+    }
+    free(row);
+    cudaError_t e = cudaMalloc(&out->w, n * sizeof(bf16));
+    if (e == cudaSuccess) e = cudaMemcpy(out->w, host, n * sizeof(bf16), cudaMemcpyHostToDevice);
+    free(host);
+    if (e != cudaSuccess)
+        return cq_err_set(err, CQ_ERR_DEVICE, "uploading a %lld x %lld matrix: %s", (long long)w->rows,
+                          (long long)w->cols, cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+static cq_status upload_floats(const float *h, size_t n, float **out, cq_err *err) {
+    CUDA_TRY(cudaMalloc(out, n * sizeof(float)));
+    CUDA_TRY(cudaMemcpy(*out, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return CQ_OK;
+}
+
+static void rope_freqs(double *inv_freq, int head_dim, float base, float freq_scale) {
+    for (int i = 0; i < head_dim / 2; i++) inv_freq[i] = pow((double)base, -2.0 * i / head_dim) * freq_scale;
+}
+
+extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, cq_err *err) {
+    *out = NULL;
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (m->head_dim % 64 || m->head_dim > 32 * MAX_HD_PER_LANE)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "CUDA decoder: head_dim %d is not a multiple of 64 up to %d",
+                          m->head_dim, 32 * MAX_HD_PER_LANE);
+    cq_cuda_model *cm = (cq_cuda_model *)calloc(1, sizeof *cm);
+    if (!cm) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cm->m = m;
+    *out = cm; /* freed by the caller's cq_cuda_model_free on any error below */
+    CUDA_TRY(cudaStreamCreateWithFlags(&cm->stream, cudaStreamNonBlocking));
+    CUBLAS_TRY(cublasCreate(&cm->blas));
+    CUBLAS_TRY(cublasSetStream(cm->blas, cm->stream));
+    cm->layers = (dlayer *)calloc((size_t)m->n_layer, sizeof *cm->layers);
+    if (!cm->layers) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status s;
+    dmat emb;
+    if ((s = upload_matrix(&m->token_embd, &emb, err))) return s;
+    cm->token_embd = emb.w;
+    if ((s = upload_floats(m->output_norm, (size_t)m->n_embd, &cm->output_norm, err))) return s;
+    const size_t d = (size_t)m->n_embd, hd = (size_t)m->head_dim;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        const cq_gemma_layer *L = &m->layers[l];
+        dlayer *D = &cm->layers[l];
+        if ((s = upload_matrix(&L->wq, &D->wq, err)) || (s = upload_matrix(&L->wk, &D->wk, err)) ||
+            (s = upload_matrix(&L->wv, &D->wv, err)) || (s = upload_matrix(&L->wo, &D->wo, err)) ||
+            (s = upload_matrix(&L->wgate, &D->wgate, err)) || (s = upload_matrix(&L->wup, &D->wup, err)) ||
+            (s = upload_matrix(&L->wdown, &D->wdown, err)) ||
+            (s = upload_floats(L->attn_norm, d, &D->attn_norm, err)) ||
+            (s = upload_floats(L->q_norm, hd, &D->q_norm, err)) || (s = upload_floats(L->k_norm, hd, &D->k_norm, err)) ||
+            (s = upload_floats(L->post_attn_norm, d, &D->post_attn_norm, err)) ||
+            (s = upload_floats(L->ffn_norm, d, &D->ffn_norm, err)) ||
+            (s = upload_floats(L->post_ffw_norm, d, &D->post_ffw_norm, err)))
+            return s;
+    }
+    double *freq = (double *)malloc(hd / 2 * sizeof(double));
+    if (!freq) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int kind = 0; kind < 2; kind++) {
+        for (int32_t l = 0; l < m->n_layer; l++)
+            if (m->layers[l].global == (kind == 1))
+                rope_freqs(freq, m->head_dim, m->layers[l].rope_base, m->layers[l].rope_freq_scale);
+        cudaError_t e = cudaMalloc(&cm->inv_freq[kind], hd / 2 * sizeof(double));
+        if (e == cudaSuccess) e = cudaMemcpy(cm->inv_freq[kind], freq, hd / 2 * sizeof(double), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            free(freq);
+            return cq_err_set(err, CQ_ERR_DEVICE, "uploading RoPE tables: %s", cudaGetErrorString(e));
+        }
+    }
+    free(freq);
+    cm->max_cols = d;
+    if ((size_t)m->n_ff > cm->max_cols) cm->max_cols = (size_t)m->n_ff;
+    if ((size_t)m->n_head * hd > cm->max_cols) cm->max_cols = (size_t)m->n_head * hd;
+    return CQ_OK;
+}
+
+extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
+    if (!cm) return;
+    if (cm->layers) {
+        for (int32_t l = 0; l < cm->m->n_layer; l++) {
+            dlayer *D = &cm->layers[l];
+            cudaFree(D->wq.w), cudaFree(D->wk.w), cudaFree(D->wv.w), cudaFree(D->wo.w);
+            cudaFree(D->wgate.w), cudaFree(D->wup.w), cudaFree(D->wdown.w);
+            cudaFree(D->attn_norm), cudaFree(D->q_norm), cudaFree(D->k_norm);
+            cudaFree(D->post_attn_norm), cudaFree(D->ffn_norm), cudaFree(D->post_ffw_norm);
+        }
+    }
+    free(cm->layers);
+    cudaFree(cm->token_embd);
+    cudaFree(cm->output_norm);
+    cudaFree(cm->inv_freq[0]);
+    cudaFree(cm->inv_freq[1]);
+    if (cm->blas) cublasDestroy(cm->blas);
+    if (cm->stream) cudaStreamDestroy(cm->stream);
+    free(cm);
+}
+
+/* Attention partial buffers: enough for a full batch with one split, or one token split over its whole range. */
+static size_t part_floats_for(const cq_gemma *m, int32_t max_tokens) {
+    size_t a = (size_t)CQ_CUDA_BATCH * m->n_head * ATT_WARPS * (m->head_dim + 2);
+    size_t b = (size_t)m->n_head * ((max_tokens + 255) / 256) * ATT_WARPS * (m->head_dim + 2);
+    return a > b ? a : b;
+}
+
+extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+    *out = NULL;
+    const cq_gemma *m = cm->m;
+    cq_cuda_seq *s = (cq_cuda_seq *)calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    s->cm = cm;
+    s->max_tokens = max_tokens;
+    *out = s; /* freed by cq_cuda_seq_free on any error below */
+    s->k = (float **)calloc((size_t)m->n_layer, sizeof *s->k);
+    s->v = (float **)calloc((size_t)m->n_layer, sizeof *s->v);
+    s->slots = (int32_t *)calloc((size_t)m->n_layer, sizeof *s->slots);
+    if (!s->k || !s->v || !s->slots) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    const size_t kvd = (size_t)m->n_head_kv * m->head_dim, f = sizeof(float), B = CQ_CUDA_BATCH;
+    const int32_t ring = m->window + CQ_CUDA_BATCH < max_tokens ? m->window + CQ_CUDA_BATCH : max_tokens;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        s->slots[l] = m->layers[l].global ? max_tokens : ring;
+        CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * f));
+        CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * f));
+    }
+    const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
+    s->part_floats = part_floats_for(m, max_tokens);
+    CUDA_TRY(cudaMalloc(&s->tokens, B * sizeof(int32_t)));
+    CUDA_TRY(cudaMalloc(&s->x, B * d * f));
+    CUDA_TRY(cudaMalloc(&s->xn, B * d * f));
+    CUDA_TRY(cudaMalloc(&s->o, B * d * f));
+    CUDA_TRY(cudaMalloc(&s->q, B * qd * f));
+    CUDA_TRY(cudaMalloc(&s->att, B * qd * f));
+    CUDA_TRY(cudaMalloc(&s->kn, B * kvd * f));
+    CUDA_TRY(cudaMalloc(&s->vn, B * kvd * f));
+    CUDA_TRY(cudaMalloc(&s->g, B * ff * f));
+    CUDA_TRY(cudaMalloc(&s->u, B * ff * f));
+    CUDA_TRY(cudaMalloc(&s->part, s->part_floats * f));
+    CUDA_TRY(cudaMalloc(&s->xb, B * cm->max_cols * sizeof(bf16)));
+    CUDA_TRY(cudaMalloc(&s->logits, (size_t)LOGIT_ROWS * m->n_vocab * f));
+    return CQ_OK;
+}
+
+extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
+    if (!s) return;
+    for (int32_t l = 0; s->k && l < s->cm->m->n_layer; l++) cudaFree(s->k[l]), cudaFree(s->v[l]);
+    free(s->k), free(s->v), free(s->slots);
+    cudaFree(s->tokens), cudaFree(s->x), cudaFree(s->xn), cudaFree(s->o), cudaFree(s->q), cudaFree(s->att);
+    cudaFree(s->kn), cudaFree(s->vn), cudaFree(s->g), cudaFree(s->u), cudaFree(s->part), cudaFree(s->xb);
+    cudaFree(s->logits);
+    free(s);
+}
+
+static unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* y (T, W.rows) f32 = x (T, W.cols) W^T, x given as bf16. Row-major y = x W^T is, column-major,
+ * Y (rows x T) = W^T-of-(cols x rows) times X (cols x T). */
+static cq_status gemm(cq_cuda_model *cm, const dmat *w, const bf16 *x, int T, float *y, cq_err *err) {
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_TRY(cublasGemmEx(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, T, (int)w->cols, &one, w->w, CUDA_R_16BF,
+                            (int)w->cols, x, CUDA_R_16BF, (int)w->cols, &zero, y, CUDA_R_32F, (int)w->rows,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return CQ_OK;
+}
+
+static cq_status to_bf16(cq_cuda_model *cm, const float *x, bf16 *y, size_t n, cq_err *err) {
+    to_bf16_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>(x, y, n);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
+static cq_status rmsnorm(cq_cuda_model *cm, const float *x, const float *w, float *y, int rows, int n, int add,
+                         cq_err *err) {
+    rmsnorm_kernel<<<rows, 256, 0, cm->stream>>>(x, w, y, n, cm->m->rms_eps, add);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
+static int pick_splits(int T, int H, int32_t max_keys) {
+    if ((int64_t)T * H >= 512) return 1; /* enough blocks already */
+    int s = (int)((max_keys + 255) / 256);
+    return s < 1 ? 1 : s > 64 ? 64 : s;
+}
+
+static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
+                           size_t part_floats, float *out, int T, int H, int Hkv, int hd, int32_t pos0, int window,
+                           int slots, int ring, float scale, float softcap, cq_err *err) {
+    int32_t max_keys = window > 0 && pos0 + T > window ? window : pos0 + T;
+    int splits = pick_splits(T, H, max_keys);
+    while (splits > 1 && (size_t)T * H * splits * ATT_WARPS * (hd + 2) > part_floats) splits /= 2;
+    attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
+        q, kc, vc, part, H, Hkv, hd, pos0, window, slots, ring, scale, softcap);
+    LAUNCH_TRY();
+    attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits * ATT_WARPS);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
+static cq_status forward_chunk(cq_cuda_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits,
+                               bool all_logits, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    const cq_gemma *m = cm->m;
+    const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
+    const size_t qd = (size_t)H * hd;
+    cq_status st;
+    CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+    embed_kernel<<<blocks_for((size_t)T * d, 256), 256, 0, cm->stream>>>(s->tokens, cm->token_embd, s->x, T, d,
+                                                                          m->embed_scale);
+    LAUNCH_TRY();
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        const cq_gemma_layer *L = &m->layers[l];
+        const dlayer *D = &cm->layers[l];
+        if ((st = rmsnorm(cm, s->x, D->attn_norm, s->xn, T, d, 0, err)) ||
+            (st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wq, s->xb, T, s->q, err)) ||
+            (st = gemm(cm, &D->wk, s->xb, T, s->kn, err)) || (st = gemm(cm, &D->wv, s->xb, T, s->vn, err)))
+            return st;
+        qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
+            s->q, s->kn, s->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], s->k[l], s->v[l], H, Hkv, hd, pos0,
+            s->slots[l], !L->global, m->rms_eps);
+        LAUNCH_TRY();
+        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->att, T, H, Hkv, hd, pos0,
+                            L->global ? 0 : m->window, s->slots[l], !L->global, m->attn_scale, m->attn_softcap, err)) ||
+            (st = to_bf16(cm, s->att, s->xb, (size_t)T * qd, err)) || (st = gemm(cm, &D->wo, s->xb, T, s->o, err)) ||
+            (st = rmsnorm(cm, s->o, D->post_attn_norm, s->x, T, d, 1, err)) ||
+            (st = rmsnorm(cm, s->x, D->ffn_norm, s->xn, T, d, 0, err)) ||
+            (st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
+            (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
+            return st;
+        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff);
+        LAUNCH_TRY();
+        if ((st = to_bf16(cm, s->g, s->xb, (size_t)T * ff, err)) || (st = gemm(cm, &D->wdown, s->xb, T, s->o, err)) ||
+            (st = rmsnorm(cm, s->o, D->post_ffw_norm, s->x, T, d, 1, err)))
+            return st;
+    }
+    if (logits) {
+        const int first = all_logits ? 0 : T - 1;
+        const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
+        for (int r = first; r < T; r += LOGIT_ROWS) {
+            int n = T - r < LOGIT_ROWS ? T - r : LOGIT_ROWS;
+            if ((st = rmsnorm(cm, s->x + (size_t)r * d, cm->output_norm, s->xn, n, d, 0, err)) ||
+                (st = to_bf16(cm, s->xn, s->xb, (size_t)n * d, err)) || (st = gemm(cm, &out_w, s->xb, n, s->logits, err)))
+                return st;
+            const size_t nv = (size_t)n * m->n_vocab;
+            if (m->final_softcap > 0) {
+                softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap);
+                LAUNCH_TRY();
+            }
+            CUDA_TRY(cudaMemcpyAsync(logits + (size_t)(r - first) * m->n_vocab, s->logits, nv * sizeof(float),
+                                     cudaMemcpyDeviceToHost, cm->stream));
+        }
+    }
+    CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits,
+                                  bool all_logits, cq_err *err) {
+    const size_t V = (size_t)s->cm->m->n_vocab;
+    for (size_t i = 0; i < n; i += CQ_CUDA_BATCH) {
+        int T = n - i < CQ_CUDA_BATCH ? (int)(n - i) : CQ_CUDA_BATCH;
+        float *out = NULL;
+        if (logits && all_logits) out = logits + i * V;
+        else if (logits && i + (size_t)T == n) out = logits;
+        cq_status st = forward_chunk(s, tokens + i, T, pos + (int32_t)i, out, all_logits, err);
+        if (st) return st;
+    }
+    return CQ_OK;
+}
+
+/* ---- single kernels for the tests ---------------------------------------------------------------------------- */
+
+/* Device copies of host arrays, freed together. */
+typedef struct {
+    void *p[8];
+    int n;
+} dev_set;
+
+static void dev_free(dev_set *ds) {
+    for (int i = 0; i < ds->n; i++) cudaFree(ds->p[i]);
+    ds->n = 0;
+}
+
+static cq_status dev_copy(dev_set *ds, const void *host, size_t bytes, void **out, cq_err *err) {
+    CUDA_TRY(cudaMalloc(out, bytes ? bytes : 1));
+    ds->p[ds->n++] = *out;
+    if (host) CUDA_TRY(cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps,
+                                        cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dx, *dw, *dy;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, (size_t)rows * n * 4, (void **)&dx, err)) || (s = dev_copy(&ds, w, (size_t)n * 4, (void **)&dw, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)rows * n * 4, (void **)&dy, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    rmsnorm_kernel<<<rows, 256>>>(dx, dw, dy, n, eps, 0);
+    cudaError_t e = cudaMemcpy(out, dy, (size_t)rows * n * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "rmsnorm: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base,
+                                     float freq_scale, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    /* Runs the fused kernel as rows query heads of one token each, with unit norm weights, so compare against
+     * cq_op_rmsnorm (weight 1) followed by cq_op_rope. Positions: one per row, via pos0 = pos[r] per launch. */
+    const int half = head_dim / 2;
+    double *freq = (double *)malloc((size_t)half * sizeof(double));
+    float *ones = (float *)malloc((size_t)head_dim * sizeof(float));
+    if (!freq || !ones) {
+        free(freq), free(ones);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    rope_freqs(freq, head_dim, base, freq_scale);
+    for (int i = 0; i < head_dim; i++) ones[i] = 1.0f;
+    dev_set ds = {{0}, 0};
+    float *dx, *dw, *dk;
+    double *df;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, (size_t)rows * head_dim * 4, (void **)&dx, err)) ||
+        (s = dev_copy(&ds, ones, (size_t)head_dim * 4, (void **)&dw, err)) ||
+        (s = dev_copy(&ds, freq, (size_t)half * 8, (void **)&df, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)head_dim * 4, (void **)&dk, err))) {
+        dev_free(&ds);
+        free(freq), free(ones);
+        return s;
+    }
+    for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
+        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, df, dk, dk, 1, 0, head_dim,
+                                               pos[r], 1, 0, 0.0f);
+    cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    free(freq), free(ones);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "rope: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dy, *du;
+    cq_status s;
+    if ((s = dev_copy(&ds, y, (size_t)n * 4, (void **)&dy, err)) || (s = dev_copy(&ds, u, (size_t)n * 4, (void **)&du, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n);
+    cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys,
+                                          int head_dim, int window, float scale, float softcap, float *out,
+                                          cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q > n_keys)
+        return cq_err_set(err, CQ_ERR_INVALID, "attention test: bad shape");
+    const size_t part_floats = (size_t)n_q * 64 * ATT_WARPS * (head_dim + 2);
+    dev_set ds = {{0}, 0};
+    float *dq, *dk, *dv, *dp, *dout;
+    cq_status s;
+    if ((s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
+        (s = dev_copy(&ds, k, (size_t)n_keys * head_dim * 4, (void **)&dk, err)) ||
+        (s = dev_copy(&ds, v, (size_t)n_keys * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    cq_cuda_model tmp; /* attention() only uses the stream */
+    memset(&tmp, 0, sizeof tmp);
+    s = attention(&tmp, dq, dk, dv, dp, part_floats, dout, n_q, 1, 1, head_dim, n_keys - n_q, window, n_keys, 0, scale,
+                  softcap, err);
+    cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (!s && e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "attention: %s", cudaGetErrorString(e));
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    cq_cuda_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    CUBLAS_TRY(cublasCreate(&tmp.blas));
+    dmat dw = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx, *dy;
+    bf16 *dxb;
+    cq_status s = upload_matrix(w, &dw, err);
+    if (!s) s = dev_copy(&ds, x, (size_t)n_tokens * w->cols * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)n_tokens * w->cols * sizeof(bf16), (void **)&dxb, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)n_tokens * w->rows * 4, (void **)&dy, err);
+    if (!s) s = to_bf16(&tmp, dx, dxb, (size_t)n_tokens * w->cols, err);
+    if (!s) s = gemm(&tmp, &dw, dxb, n_tokens, dy, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, dy, (size_t)n_tokens * w->rows * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "matmul: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(dw.w);
+    cublasDestroy(tmp.blas);
+    return s;
+}

@@ -1,0 +1,50 @@
+/* Without CUDA in the build, the CUDA forward exists only to say so. */
+#ifndef CLAUSEQA_HAVE_CUDA
+#include "attention/forward_cuda.h"
+
+#define NO_CUDA(err) cq_err_set(err, CQ_ERR_UNSUPPORTED, "this build of clauseqa has no CUDA")
+
+bool cq_cuda_available(void) { return false; }
+cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, cq_err *err) {
+    (void)m;
+    *out = NULL;
+    return NO_CUDA(err);
+}
+void cq_cuda_model_free(cq_cuda_model *cm) { (void)cm; }
+cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+    (void)cm, (void)max_tokens;
+    *out = NULL;
+    return NO_CUDA(err);
+}
+void cq_cuda_seq_free(cq_cuda_seq *s) { (void)s; }
+cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
+                       cq_err *err) {
+    (void)s, (void)tokens, (void)n, (void)pos, (void)logits, (void)all_logits;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps, cq_err *err) {
+    (void)out, (void)x, (void)w, (void)rows, (void)n, (void)eps;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base, float freq_scale,
+                          cq_err *err) {
+    (void)x, (void)rows, (void)head_dim, (void)pos, (void)base, (void)freq_scale;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
+    (void)y, (void)u, (void)n;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
+                               int window, float scale, float softcap, float *out, cq_err *err) {
+    (void)q, (void)k, (void)v, (void)n_q, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
+    (void)out;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
+    (void)w, (void)x, (void)n_tokens, (void)y;
+    return NO_CUDA(err);
+}
+#else
+typedef int cq_forward_cuda_stub_unused; /* ISO C wants a translation unit to declare something */
+#endif

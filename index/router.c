@@ -258,6 +258,16 @@ static const char *after_admin_prefix(const char *s) {
     return NULL;
 }
 
+int cq_router_local_place(const char *name, char *place, size_t cap) {
+    const char *rest = after_admin_prefix(name);
+    if (!rest) return 0;
+    size_t n = (size_t)(rest - name);
+    if (n >= cap) n = cap - 1;
+    memcpy(place, name, n);
+    place[n] = 0;
+    return 1;
+}
+
 /* Name "公司法(2018-10-26)" or "广告法(2021-04-29)_经济法": base name without the date group, and the date. */
 static char *name_base(const char *name, long *date) {
     *date = 0;

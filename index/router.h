@@ -44,6 +44,9 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
 cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, const cq_clause_ref *ref,
                             int64_t *out, size_t max, size_t *n, cq_err *err);
 
+/* A local regulation's place: "上海市住宅物业管理规定" → 1 and place "上海市"; national documents → 0. */
+int cq_router_local_place(const char *name, char *place, size_t cap);
+
 /* Frees the router cache of a store (called by cq_store_close). */
 void cq_router_cache_free(void *cache);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/cli.h"
 #include "app/cli_common.h"
@@ -29,6 +30,13 @@ static void usage(FILE *f) {
             "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
             "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
             "authentication on.\n");
+}
+
+static void second_interrupt(int sig) {
+    (void)sig;
+    static const char msg[] = "clauseqa serve: second SIGINT, exiting without waiting\n";
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(130);
+    _exit(130);
 }
 
 static bool is_loopback(const char *host) { return !strncmp(host, "127.", 4); }
@@ -138,6 +146,10 @@ int cq_cmd_serve(int argc, char **argv) {
 
     int sig = 0;
     sigwait(&stop, &sig);
+    /* While stopping, a second SIGTERM is ignored (CivetWeb's threads do not all keep the signals blocked) and a
+     * second SIGINT (Ctrl-C again) ends the process at once. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, second_interrupt);
     CQ_INFO("%s: stopping (requests in flight finish; unfinished ingestion jobs resume at the next start)",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     cq_web_stop(server);

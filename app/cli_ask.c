@@ -1,5 +1,4 @@
 /* clauseqa ask --kb KB [--k 5] [--json | --jsonl] QUESTION */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,89 +27,46 @@ static void print_text(const cq_answer *a) {
     }
 }
 
+typedef struct {
+    cq_store *s;
+    int64_t kb_id;
+    cq_answer_options opt;
+} ask_ctx;
+
+static cJSON *ask_one(void *p, const char *question, cq_err *err) {
+    ask_ctx *x = p;
+    cq_answer a;
+    if (cq_answer_question(x->s, x->kb_id, question, &x->opt, &a, err)) return NULL;
+    cJSON *out = cq_json_answer(&a);
+    cq_answer_free(&a);
+    return out;
+}
+
 int cq_cmd_ask(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
-                                         {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL, *mode = "hybrid";
-    long k = 5;
-    int json = 0, jsonl = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'b': kb = optarg; break;
-        case 'k':
-            if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
-            break;
-        case 'm': mode = optarg; break;
-        case 'd': data = optarg; break;
-        case 'j': json = 1; break;
-        case 'l': jsonl = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!kb || (!jsonl && optind >= argc)) {
-        fprintf(stderr, "clauseqa ask: %s\n", !kb ? "--kb is required" : "no question given");
-        usage(stderr);
-        return 2;
-    }
-    cq_err err = {0};
-    cq_answer_options o = {.k = (size_t)k};
-    o.modes = cq_retrieve_parse_mode(mode, &err);
-    if (!o.modes) {
-        fprintf(stderr, "clauseqa ask: %s\n", err.msg);
-        return 2;
-    }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_question_cli o;
+    int rc = cq_cli_parse_question("ask", argc, argv, usage, &o);
+    if (rc >= 0) return rc;
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir(o.data));
     if (!s) return 1;
-    int64_t kb_id = cq_cli_kb(s, kb, false);
-    if (!kb_id) {
-        cq_store_close(s);
-        return 1;
-    }
-    int status = 0;
-    if (jsonl) {
-        char *line;
-        while ((line = cq_read_line(stdin))) {
-            cJSON *in = cJSON_Parse(line);
-            free(line);
-            cJSON *id = in ? cJSON_GetObjectItem(in, "id") : NULL;
-            const cJSON *q = in ? cJSON_GetObjectItem(in, "question") : NULL;
-            cJSON *out;
-            cq_answer a;
-            if (!cJSON_IsString(q)) {
-                out = cJSON_CreateObject();
-                cJSON_AddStringToObject(out, "error", "each line needs a string \"question\"");
-                status = 1;
-            } else if (cq_answer_question(s, kb_id, q->valuestring, &o, &a, &err)) {
-                out = cJSON_CreateObject();
-                cJSON_AddStringToObject(out, "error", err.msg);
-                status = 1;
-            } else {
-                out = cq_json_answer(&a);
-                cq_answer_free(&a);
-            }
-            cJSON_AddItemToObjectCS(out, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-            cJSON_Delete(in);
-            cq_json_print_line(out, stdout);
-            fflush(stdout);
-        }
-    } else {
+    ask_ctx x = {s, cq_cli_kb(s, o.kb, false), {.k = (size_t)o.k, .modes = o.modes}};
+    int status = 1;
+    if (x.kb_id && o.jsonl) {
+        status = cq_cli_jsonl(ask_one, &x);
+    } else if (x.kb_id) {
+        cq_err err = {0};
         cq_answer a;
-        if (cq_answer_question(s, kb_id, argv[optind], &o, &a, &err)) {
+        if (cq_answer_question(s, x.kb_id, o.question, &x.opt, &a, &err)) {
             fprintf(stderr, "clauseqa ask: %s\n", err.msg);
-            status = 1;
         } else {
-            if (json) {
+            if (o.json) {
                 cJSON *out = cq_json_answer(&a);
-                cJSON_AddStringToObject(out, "question", argv[optind]);
+                cJSON_AddStringToObject(out, "question", o.question);
                 cq_json_print_line(out, stdout);
             } else {
                 print_text(&a);
             }
             cq_answer_free(&a);
+            status = 0;
         }
     }
     cq_store_close(s);

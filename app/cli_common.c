@@ -1,5 +1,6 @@
 #include "app/cli_common.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +117,66 @@ long cq_cli_positive(const char *opt, const char *value) {
         return -1;
     }
     return v;
+}
+
+int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o) {
+    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
+                                         {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
+                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    *o = (cq_question_cli){.mode = "hybrid", .k = 5};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': o->kb = optarg; break;
+        case 'k':
+            if ((o->k = cq_cli_positive("--k", optarg)) < 0) return 2;
+            break;
+        case 'm': o->mode = optarg; break;
+        case 'd': o->data = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'l': o->jsonl = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!o->kb || (!o->jsonl && optind >= argc)) {
+        fprintf(stderr, "clauseqa %s: %s\n", cmd, !o->kb ? "--kb is required" : "no question given");
+        usage(stderr);
+        return 2;
+    }
+    cq_err err = {0};
+    o->modes = cq_retrieve_parse_mode(o->mode, &err);
+    if (!o->modes) {
+        fprintf(stderr, "clauseqa %s: %s\n", cmd, err.msg);
+        return 2;
+    }
+    o->question = o->jsonl ? NULL : argv[optind];
+    return -1;
+}
+
+int cq_cli_jsonl(cq_jsonl_fn fn, void *ctx) {
+    int status = 0;
+    char *line;
+    while ((line = cq_read_line(stdin))) {
+        cJSON *in = cJSON_Parse(line);
+        free(line);
+        const cJSON *id = in ? cJSON_GetObjectItem(in, "id") : NULL;
+        const cJSON *q = in ? cJSON_GetObjectItem(in, "question") : NULL;
+        cJSON *out = NULL;
+        cq_err err = {0};
+        if (!cJSON_IsString(q)) cq_err_set(&err, CQ_ERR_INVALID, "each line needs a string \"question\"");
+        else out = fn(ctx, q->valuestring, &err);
+        if (!out) {
+            out = cJSON_CreateObject();
+            cJSON_AddStringToObject(out, "error", err.msg);
+            status = 1;
+        }
+        cJSON_AddItemToObject(out, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+        cJSON_Delete(in);
+        cq_json_print_line(out, stdout);
+        fflush(stdout);
+    }
+    return status;
 }

@@ -31,4 +31,22 @@ char *cq_read_line(FILE *f);
 /* Parses a positive integer option value; prints an error and returns -1 when invalid. */
 long cq_cli_positive(const char *opt, const char *value);
 
+/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, and the question. */
+typedef struct {
+    const char *kb, *data, *mode;
+    long k;
+    int modes;            /* parsed --mode */
+    int json, jsonl;
+    const char *question; /* NULL with --jsonl */
+} cq_question_cli;
+
+/* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after
+ * --help, 2 for bad usage, with usage printed). */
+int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o);
+
+/* Answers JSON lines {"id", "question"} from stdin: fn turns one question into the output object (or returns NULL
+ * with err set, which becomes {"error": ...}); "id" is copied. Returns 0, or 1 when any line failed. */
+typedef cJSON *(*cq_jsonl_fn)(void *ctx, const char *question, cq_err *err);
+int cq_cli_jsonl(cq_jsonl_fn fn, void *ctx);
+
 #endif

@@ -1,5 +1,4 @@
 /* clauseqa retrieve --kb KB [--k 5] [--mode hybrid] [--json | --jsonl] QUESTION */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,90 +40,48 @@ static void print_text(const cq_hits *h) {
     }
 }
 
+typedef struct {
+    cq_store *s;
+    int64_t kb_id;
+    const cq_question_cli *o;
+} retrieve_ctx;
+
+static cJSON *retrieve_one(void *p, const char *question, cq_err *err) {
+    retrieve_ctx *x = p;
+    cq_hits h;
+    if (cq_retrieve(x->s, x->kb_id, question, x->o->modes, (size_t)x->o->k, &h, err)) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "results", cq_json_hits(&h));
+    cq_hits_free(&h);
+    return o;
+}
+
 int cq_cmd_retrieve(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
-                                         {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL, *mode = "hybrid";
-    long k = 5;
-    int json = 0, jsonl = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'b': kb = optarg; break;
-        case 'k':
-            if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
-            break;
-        case 'm': mode = optarg; break;
-        case 'd': data = optarg; break;
-        case 'j': json = 1; break;
-        case 'l': jsonl = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!kb || (!jsonl && optind >= argc)) {
-        fprintf(stderr, "clauseqa retrieve: %s\n", !kb ? "--kb is required" : "no question given");
-        usage(stderr);
-        return 2;
-    }
-    cq_err err = {0};
-    int modes = cq_retrieve_parse_mode(mode, &err);
-    if (!modes) {
-        fprintf(stderr, "clauseqa retrieve: %s\n", err.msg);
-        return 2;
-    }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_question_cli o;
+    int rc = cq_cli_parse_question("retrieve", argc, argv, usage, &o);
+    if (rc >= 0) return rc;
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir(o.data));
     if (!s) return 1;
-    int64_t kb_id = cq_cli_kb(s, kb, false);
-    if (!kb_id) {
-        cq_store_close(s);
-        return 1;
-    }
-    int status = 0;
-    if (jsonl) {
-        char *line;
-        while ((line = cq_read_line(stdin))) {
-            cJSON *in = cJSON_Parse(line);
-            free(line);
-            cJSON *out = cJSON_CreateObject();
-            cJSON *id = in ? cJSON_GetObjectItem(in, "id") : NULL;
-            cJSON_AddItemToObject(out, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-            const cJSON *q = in ? cJSON_GetObjectItem(in, "question") : NULL;
-            if (!cJSON_IsString(q)) {
-                cJSON_AddStringToObject(out, "error", "each line needs a string \"question\"");
-                status = 1;
-            } else {
-                cq_hits h;
-                if (cq_retrieve(s, kb_id, q->valuestring, modes, (size_t)k, &h, &err)) {
-                    cJSON_AddStringToObject(out, "error", err.msg);
-                    status = 1;
-                } else {
-                    cJSON_AddItemToObject(out, "results", cq_json_hits(&h));
-                    cq_hits_free(&h);
-                }
-            }
-            cJSON_Delete(in);
-            cq_json_print_line(out, stdout);
-            fflush(stdout);
-        }
-    } else {
-        const char *question = argv[optind];
+    retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), &o};
+    int status = 1;
+    if (x.kb_id && o.jsonl) {
+        status = cq_cli_jsonl(retrieve_one, &x);
+    } else if (x.kb_id) {
+        cq_err err = {0};
         cq_hits h;
-        if (cq_retrieve(s, kb_id, question, modes, (size_t)k, &h, &err)) {
+        if (cq_retrieve(s, x.kb_id, o.question, o.modes, (size_t)o.k, &h, &err)) {
             fprintf(stderr, "clauseqa retrieve: %s\n", err.msg);
-            status = 1;
         } else {
-            if (json) {
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "question", question);
-                cJSON_AddItemToObject(o, "results", cq_json_hits(&h));
-                cq_json_print_line(o, stdout);
+            if (o.json) {
+                cJSON *out = cJSON_CreateObject();
+                cJSON_AddStringToObject(out, "question", o.question);
+                cJSON_AddItemToObject(out, "results", cq_json_hits(&h));
+                cq_json_print_line(out, stdout);
             } else {
                 print_text(&h);
             }
             cq_hits_free(&h);
+            status = 0;
         }
     }
     cq_store_close(s);

@@ -71,7 +71,7 @@ int cq_cmd_reindex(int argc, char **argv) {
         rc = 1;
     } else {
         printf("KB %s: %zu vectors of %d (model %.12s…) indexed %s\n", kb, cq_vectors_count(v), dim, model,
-               cq_vectors_is_hnsw(v) ? "with HNSW" : "exactly (flat)");
+               cq_vectors_is_ivf(v) ? "with an inverted file (IVF)" : "exactly (flat)");
     }
     cq_vectors_close(v);
     cq_store_close(s);

@@ -1,14 +1,15 @@
 /* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
 #include "index/vectors.h"
 
-#include <faiss/c_api/AutoTune_c.h>
-#include <faiss/c_api/IndexFlat_c.h>
+#include <faiss/c_api/IndexIVF_c.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/MetaIndexes_c.h>
 #include <faiss/c_api/error_c.h>
 #include <faiss/c_api/impl/AuxIndexStructures_c.h>
 #include <faiss/c_api/index_factory_c.h>
 #include <faiss/c_api/index_io_c.h>
+#include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ struct cq_vectors {
     int dim;
     char path[4096];
     FaissIndex *index;
-    int hnsw, dirty;
+    int ivf, dirty;
     pthread_rwlock_t lock;
 };
 
@@ -39,23 +40,31 @@ static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
     return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
 }
 
-static cq_status new_index(cq_vectors *v, size_t n, cq_err *err) {
-    if (v->index) faiss_Index_free(v->index);
-    v->index = NULL;
-    v->hnsw = n >= CQ_VECTORS_HNSW_MIN;
-    if (faiss_index_factory(&v->index, v->dim, v->hnsw ? CQ_VECTORS_HNSW_SPEC : CQ_VECTORS_FLAT_SPEC,
-                            METRIC_INNER_PRODUCT))
-        return faiss_error(err, "index_factory");
-    return CQ_OK;
+void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe) {
+    int l = 64;
+    while (l < 4096 && l * 2 <= 4 * sqrt((double)n) * 1.41421356) l *= 2;
+    *nlist = l;
+    *nprobe = l / 32 < 8 ? 8 : l / 32;
 }
 
-static cq_status set_search_params(cq_vectors *v, cq_err *err) {
-    if (!v->hnsw) return CQ_OK;
-    FaissParameterSpace *ps = NULL;
-    if (faiss_ParameterSpace_new(&ps)) return faiss_error(err, "ParameterSpace");
-    int rc = faiss_ParameterSpace_set_index_parameter(ps, v->index, "efSearch", CQ_VECTORS_EF_SEARCH);
-    faiss_ParameterSpace_free(ps);
-    return rc ? faiss_error(err, "set efSearch") : CQ_OK;
+/* A fresh, empty index for n vectors; an IVF one is trained on x (n × dim) first. */
+static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err) {
+    if (v->index) faiss_Index_free(v->index);
+    v->index = NULL;
+    v->ivf = n >= CQ_VECTORS_IVF_MIN;
+    if (!v->ivf) {
+        if (faiss_index_factory(&v->index, v->dim, CQ_VECTORS_FLAT_SPEC, METRIC_INNER_PRODUCT))
+            return faiss_error(err, "index_factory");
+        return CQ_OK;
+    }
+    int nlist, nprobe;
+    cq_vectors_ivf_shape(n, &nlist, &nprobe);
+    char spec[64];
+    snprintf(spec, sizeof spec, "IVF%d,Flat", nlist);
+    if (faiss_index_factory(&v->index, v->dim, spec, METRIC_INNER_PRODUCT)) return faiss_error(err, "index_factory");
+    if (faiss_Index_train(v->index, (idx_t)n, x)) return faiss_error(err, "train");
+    faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(v->index), (size_t)nprobe);
+    return CQ_OK;
 }
 
 static cq_status count_rows(cq_vectors *v, size_t *n, cq_err *err) {
@@ -89,13 +98,11 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err) {
     size_t n = 0;
     cq_status rc = count_rows(v, &n, err);
     if (rc) return rc;
-    pthread_rwlock_wrlock(&v->lock);
-    rc = new_index(v, n, err);
+    float *x = malloc((n + 1) * (size_t)v->dim * sizeof(float));
+    idx_t *ids = malloc((n + 1) * sizeof(idx_t));
     sqlite3_stmt *st = NULL;
-    enum { BATCH = 4096 };
-    float *buf = malloc((size_t)BATCH * v->dim * sizeof(float));
-    idx_t *ids = malloc(BATCH * sizeof(idx_t));
-    if (!rc && (!buf || !ids)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    size_t got = 0;
+    if (!x || !ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", n);
     if (!rc && sqlite3_prepare_v2(cq_store_db(v->store),
                                   "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ? AND model = ? "
                                   "ORDER BY clause_id", -1, &st, NULL))
@@ -103,34 +110,30 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err) {
     if (!rc) {
         sqlite3_bind_int64(st, 1, v->kb_id);
         sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
-        size_t b = 0;
         int step;
-        while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        while (!rc && got < n && (step = sqlite3_step(st)) == SQLITE_ROW) {
             if ((size_t)sqlite3_column_bytes(st, 1) != (size_t)v->dim * sizeof(float)) {
                 rc = cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %d bytes, expected %zu",
                                 (long long)sqlite3_column_int64(st, 0), sqlite3_column_bytes(st, 1),
                                 (size_t)v->dim * sizeof(float));
                 break;
             }
-            ids[b] = sqlite3_column_int64(st, 0);
-            memcpy(buf + b * v->dim, sqlite3_column_blob(st, 1), (size_t)v->dim * sizeof(float));
-            if (++b == BATCH) {
-                if (faiss_Index_add_with_ids(v->index, (idx_t)b, buf, ids)) rc = faiss_error(err, "add");
-                b = 0;
-            }
+            ids[got] = sqlite3_column_int64(st, 0);
+            memcpy(x + got * v->dim, sqlite3_column_blob(st, 1), (size_t)v->dim * sizeof(float));
+            got++;
         }
-        if (!rc && step != SQLITE_DONE && step != SQLITE_ROW) rc = db_error(v->store, err, "read vectors");
-        if (!rc && b && faiss_Index_add_with_ids(v->index, (idx_t)b, buf, ids)) rc = faiss_error(err, "add");
     }
     sqlite3_finalize(st);
-    free(buf);
-    free(ids);
-    if (!rc) rc = set_search_params(v, err);
+    pthread_rwlock_wrlock(&v->lock);
+    if (!rc) rc = new_index(v, got, x, err);
+    if (!rc && got && faiss_Index_add_with_ids(v->index, (idx_t)got, x, ids)) rc = faiss_error(err, "add");
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
+    free(x);
+    free(ids);
     if (!rc) rc = cq_vectors_save(v, err);
-    if (!rc) CQ_INFO("vectors: KB %lld rebuilt from SQLite: %zu vectors (%s)", (long long)v->kb_id, n,
-                     v->hnsw ? "HNSW" : "flat");
+    if (!rc) CQ_INFO("vectors: KB %lld rebuilt from SQLite: %zu vectors (%s)", (long long)v->kb_id, got,
+                     v->ivf ? "IVF" : "flat");
     return rc;
 }
 
@@ -155,15 +158,19 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
     if (!rc) {
         FaissIndex *idx = NULL;
         if (access(v->path, R_OK) == 0 && faiss_read_index_fname(v->path, 0, &idx)) idx = NULL;
-        FaissIndexIDMap *map = idx ? faiss_IndexIDMap_cast(idx) : NULL;
-        if (idx && !map) {
+        int is_ivf = idx && faiss_IndexIVF_cast(idx) != NULL;
+        if (idx && !is_ivf && !faiss_IndexIDMap_cast(idx)) { /* not one of ours */
             faiss_Index_free(idx);
             idx = NULL;
         }
         if (idx && faiss_Index_d(idx) == dim && (size_t)faiss_Index_ntotal(idx) == n_rows) {
             v->index = idx;
-            v->hnsw = !faiss_IndexFlat_cast(faiss_IndexIDMap_sub_index(map));
-            rc = set_search_params(v, err);
+            v->ivf = is_ivf;
+            if (is_ivf) {
+                int nlist, nprobe;
+                cq_vectors_ivf_shape(n_rows, &nlist, &nprobe);
+                faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(idx), (size_t)nprobe);
+            }
         } else {
             if (idx) {
                 CQ_WARN("vectors: %s holds %lld vectors of %d, SQLite %zu of %d: rebuilding", v->path,
@@ -193,11 +200,10 @@ void cq_vectors_close(cq_vectors *v) {
 }
 
 size_t cq_vectors_count(const cq_vectors *v) { return (size_t)faiss_Index_ntotal(v->index); }
-int cq_vectors_is_hnsw(const cq_vectors *v) { return v->hnsw; }
+int cq_vectors_is_ivf(const cq_vectors *v) { return v->ivf; }
 
 static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
     if (!n) return CQ_OK;
-    if (v->hnsw) return CQ_ERR_UNSUPPORTED; /* HNSW cannot remove: the caller rebuilds */
     FaissIDSelectorBatch *sel = NULL;
     if (faiss_IDSelectorBatch_new(&sel, n, (const idx_t *)clause_ids)) return faiss_error(err, "IDSelectorBatch");
     size_t removed = 0;
@@ -226,15 +232,8 @@ cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *
     if (rc) return rc;
     pthread_rwlock_wrlock(&v->lock);
     size_t total = (size_t)faiss_Index_ntotal(v->index) + n;
-    int rebuild = !v->hnsw && total >= CQ_VECTORS_HNSW_MIN;
-    if (!rebuild) {
-        /* replaced clauses must not appear twice */
-        rc = remove_from_index(v, clause_ids, n, err);
-        if (rc == CQ_ERR_UNSUPPORTED) {
-            rc = CQ_OK;
-            rebuild = 1;
-        }
-    }
+    int rebuild = !v->ivf && total >= CQ_VECTORS_IVF_MIN; /* grown past flat: train an IVF */
+    if (!rebuild) rc = remove_from_index(v, clause_ids, n, err); /* a replaced clause must not appear twice */
     if (!rc && !rebuild && faiss_Index_add_with_ids(v->index, (idx_t)n, vectors, (const idx_t *)clause_ids))
         rc = faiss_error(err, "add");
     v->dirty = 1;
@@ -260,7 +259,6 @@ cq_status cq_vectors_remove(cq_vectors *v, const int64_t *clause_ids, size_t n, 
     rc = remove_from_index(v, clause_ids, n, err);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
-    if (rc == CQ_ERR_UNSUPPORTED) rc = cq_vectors_rebuild(v, err);
     return rc;
 }
 
@@ -305,6 +303,8 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
         free(dist);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
+    /* one query is too little work to share: FAISS's OpenMP team only waits on busy cores (this thread only) */
+    omp_set_num_threads(1);
     pthread_rwlock_rdlock(&v->lock);
     int rc = faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels);
     pthread_rwlock_unlock(&v->lock);

@@ -1,9 +1,11 @@
 /* Dense clause vectors of a knowledge base: SQLite holds the truth (clause_vectors, doc_states; migration 2 in
  * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite.
  *
- *   FAISS file  DATA/vectors/kb<ID>.faiss, an ID-mapped index whose ids are clause ids: exact inner product
- *               ("IDMap,Flat") below CQ_VECTORS_HNSW_MIN vectors, "IDMap,HNSW32" (efSearch 128) from there on,
- *               the size where the flat scan stops meeting the latency target (docs/PERF.md, "SSM encoder").
+ *   FAISS file  DATA/vectors/kb<ID>.faiss, an index whose ids are clause ids: exact inner product ("IDMap,Flat")
+ *               below CQ_VECTORS_IVF_MIN vectors, the size where the flat scan stops meeting the latency target
+ *               on 2 cores; an inverted file ("IVF<nlist>,Flat", nlist ≈ 4·√n, nprobe nlist/32) from there on.
+ *               IVF rather than HNSW: it removes ids in place and trains in seconds, where HNSW can remove nothing
+ *               and took minutes to build 150,000 vectors on 2 cores (docs/PERF.md, "SSM encoder").
  *   open        loads the file and checks its count against SQLite; a missing, unreadable or mismatched file is
  *               rebuilt from SQLite before anything is served.
  *   model       every vector row names the encoder weights that made it (cq_ssm_model_id); only rows of the
@@ -20,10 +22,11 @@
 #include "core/error.h"
 #include "index/store.h"
 
-#define CQ_VECTORS_HNSW_MIN 50000
+#define CQ_VECTORS_IVF_MIN 20000
 #define CQ_VECTORS_FLAT_SPEC "IDMap,Flat"
-#define CQ_VECTORS_HNSW_SPEC "IDMap,HNSW32"
-#define CQ_VECTORS_EF_SEARCH 128
+
+/* The IVF shape for n vectors: nlist a power of two near 4·√n (64..4096), nprobe = nlist / 32 (at least 8). */
+void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe);
 
 typedef struct cq_vectors cq_vectors;
 
@@ -34,7 +37,7 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
 void cq_vectors_close(cq_vectors *v);
 
 size_t cq_vectors_count(const cq_vectors *v);
-int cq_vectors_is_hnsw(const cq_vectors *v);
+int cq_vectors_is_ivf(const cq_vectors *v);
 
 /* Stores n clause vectors (n × dim) in SQLite (replacing earlier ones of those clauses) and adds them to FAISS.
  * The caller's transaction, if any, covers the SQLite rows. */

@@ -193,15 +193,6 @@ static void gemm_task(void *ctx, int task) {
 }
 
 /* C (m × n, ldc) (+)= A (m × k, lda) · W^T */
-static void gemm(cq_ssm_pool *pool, const float *A, size_t lda, size_t m, const packed_w *W, float *C, size_t ldc,
-                 int accumulate) {
-    if (!m) return;
-    gemm_job g = {.A = A, .lda = lda, .m = m, .W = W, .C = C, .ldc = ldc, .accumulate = accumulate,
-                  .n_col_groups = (W->n_panels + COL_PANELS - 1) / COL_PANELS};
-    size_t row_chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
-    cq_ssm_pool_run(pool, (int)(row_chunks * (size_t)g.n_col_groups), gemm_task, &g);
-}
-
 /* ---- the backend ---- */
 
 typedef struct {
@@ -212,6 +203,7 @@ typedef struct {
 struct cq_ssm_cpu {
     const cq_ssm_model *m;
     cq_ssm_pool *pool;
+    int serial; /* this block is too small to share: waking workers costs more than it saves */
     mixer_packed *fwd, *rev;
     packed_w pool_mean, pool_last;
     /* scratch for cap tokens */
@@ -221,6 +213,22 @@ struct cq_ssm_cpu {
     size_t cap_pieces;
     float *psum, *plast;
 };
+
+static void parallel(cq_ssm_cpu *c, int n_tasks, cq_ssm_pool_fn fn, void *ctx) {
+    if (c->serial)
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t);
+    else
+        cq_ssm_pool_run(c->pool, n_tasks, fn, ctx);
+}
+
+static void gemm(cq_ssm_cpu *c, const float *A, size_t lda, size_t m, const packed_w *W, float *C, size_t ldc,
+                 int accumulate) {
+    if (!m) return;
+    gemm_job g = {.A = A, .lda = lda, .m = m, .W = W, .C = C, .ldc = ldc, .accumulate = accumulate,
+                  .n_col_groups = (W->n_panels + COL_PANELS - 1) / COL_PANELS};
+    size_t row_chunks = (m + ROW_CHUNK - 1) / ROW_CHUNK;
+    parallel(c, (int)(row_chunks * (size_t)g.n_col_groups), gemm_task, &g);
+}
 
 static void free_packed(packed_w *p) { free(p->p); }
 
@@ -360,7 +368,7 @@ static void norm_task(void *ctx, int task) {
 
 static void rmsnorm_rows(cq_ssm_cpu *c, const float *x, const float *w, float *y, size_t T) {
     norm_job j = {.x = x, .w = w, .y = y, .dm = c->m->cfg.d_model, .eps = c->m->cfg.norm_eps, .T = T};
-    cq_ssm_pool_run(c->pool, (int)((T + 63) / 64), norm_task, &j);
+    parallel(c, (int)((T + 63) / 64), norm_task, &j);
 }
 
 /* Sequences for one mixer pass: [off[i], off[i+1]) with states (NULL entries: zero, dropped). */
@@ -459,14 +467,14 @@ static void mixer(cq_ssm_cpu *c, const cq_ssm_mixer_w *w, const mixer_packed *mp
     const cq_ssm_model *m = c->m;
     const size_t dm = (size_t)m->cfg.d_model, Di = (size_t)m->d_inner, R = (size_t)m->cfg.dt_rank,
                  N = (size_t)m->cfg.d_state;
-    gemm(c->pool, xn, dm, T, &mp->in_proj, c->xz, 2 * Di, 0);
+    gemm(c, xn, dm, T, &mp->in_proj, c->xz, 2 * Di, 0);
     chan_job j = {.m = m, .w = w, .mp = mp, .layer = layer, .n_seq = n_seq, .off = off, .states = states,
                   .xz = c->xz, .xc = c->xc, .xdbl = c->xdbl, .dt = c->dt, .y = c->y};
-    cq_ssm_pool_run(c->pool, (int)(Di / 8), conv_task, &j);
-    gemm(c->pool, c->xc, Di, T, &mp->x_proj, c->xdbl, R + 2 * N, 0);
-    gemm(c->pool, c->xdbl, R + 2 * N, T, &mp->dt_proj, c->dt, Di, 0);
-    cq_ssm_pool_run(c->pool, (int)(Di / 8), scan_task, &j);
-    gemm(c->pool, c->y, Di, T, &mp->out_proj, out, dm, accumulate);
+    parallel(c, (int)(Di / 8), conv_task, &j);
+    gemm(c, c->xc, Di, T, &mp->x_proj, c->xdbl, R + 2 * N, 0);
+    gemm(c, c->xdbl, R + 2 * N, T, &mp->dt_proj, c->dt, Di, 0);
+    parallel(c, (int)(Di / 8), scan_task, &j);
+    gemm(c, c->y, Di, T, &mp->out_proj, out, dm, accumulate);
 }
 
 cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err) {
@@ -475,6 +483,7 @@ cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err) 
     if (m->cfg.d_state > 64)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fast CPU backend supports d_state up to 64");
     if (!ensure_scratch(c, T, P)) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu tokens", T);
+    c->serial = T < 128;
     for (size_t t = 0; t < T; t++) memcpy(c->x + t * dm, m->embedding + (size_t)b->tokens[t] * dm, dm * sizeof(float));
     if (m->cfg.bidirectional) /* position t of the reversed layout reads token perm[t] */
         for (size_t p = 0; p < P; p++)
@@ -502,7 +511,7 @@ cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err) 
             for (size_t i = 0; i < dm; i++) s[i] += c->xn[t * dm + i];
         memcpy(c->plast + p * dm, c->xn + (b->piece_off[p + 1] - 1) * dm, dm * sizeof(float));
     }
-    gemm(c->pool, c->psum, dm, P, &c->pool_mean, b->pool_mean, (size_t)m->cfg.d_embed, 0);
-    gemm(c->pool, c->plast, dm, P, &c->pool_last, b->pool_last, (size_t)m->cfg.d_embed, 0);
+    gemm(c, c->psum, dm, P, &c->pool_mean, b->pool_mean, (size_t)m->cfg.d_embed, 0);
+    gemm(c, c->plast, dm, P, &c->pool_last, b->pool_last, (size_t)m->cfg.d_embed, 0);
     return CQ_OK;
 }

@@ -101,7 +101,7 @@ static void test_add_search_remove(void **state) {
     assert_int_equal(cq_vectors_count(v), 0);
     add_all(f, v);
     assert_int_equal(cq_vectors_count(v), 20);
-    assert_false(cq_vectors_is_hnsw(v));
+    assert_false(cq_vectors_is_ivf(v));
     for (int i = 0; i < 20; i++) assert_int_equal(top1(v, i), f->clauses[i]);
     /* replacing a clause's vector keeps one entry */
     float x[DIM];
@@ -192,6 +192,60 @@ static void test_states(void **state) {
     assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 0);
 }
 
+/* past CQ_VECTORS_IVF_MIN the index becomes an inverted file: trained, searchable, removable, reloadable */
+static void test_ivf(void **state) {
+    fixture *f = *state;
+    const size_t n = CQ_VECTORS_IVF_MIN + 500;
+    sqlite3 *db = cq_store_db(f->s);
+    assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO clauses(doc_id, ord, kind, text, start_off, end_off) "
+                                            "VALUES(?, ?, 0, 'x', 0, 1)", -1, &st, NULL), SQLITE_OK);
+    int64_t *ids = malloc(n * sizeof *ids);
+    float *x = malloc(n * DIM * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_int64(st, 1, f->doc_b);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)(100 + i));
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+        ids[i] = sqlite3_last_insert_rowid(db);
+        double n2 = 0;
+        for (int j = 0; j < DIM; j++) {
+            x[i * DIM + j] = ssm_test_normal();
+            n2 += (double)x[i * DIM + j] * x[i * DIM + j];
+        }
+        for (int j = 0; j < DIM; j++) x[i * DIM + j] /= (float)sqrt(n2);
+    }
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    cq_err err = {0};
+    cq_vectors *v;
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "m", DIM, &v, &err), CQ_OK);
+    if (cq_vectors_add(v, ids, x, n, &err)) fail_msg("%s", err.msg);
+    assert_true(cq_vectors_is_ivf(v));
+    assert_int_equal(cq_vectors_count(v), n);
+    int64_t got[2];
+    float sc[2];
+    size_t k;
+    for (size_t i = 0; i < n; i += 997) { /* a stored vector finds itself: its own list is always probed */
+        assert_int_equal(cq_vectors_search(v, x + i * DIM, 2, got, sc, &k, &err), CQ_OK);
+        assert_int_equal(got[0], ids[i]);
+    }
+    assert_int_equal(cq_vectors_remove(v, ids, 10, &err), CQ_OK);
+    assert_int_equal(cq_vectors_count(v), n - 10);
+    assert_int_equal(cq_vectors_search(v, x, 2, got, sc, &k, &err), CQ_OK);
+    assert_int_not_equal(got[0], ids[0]);
+    cq_vectors_close(v);
+    assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "m", DIM, &v, &err), CQ_OK); /* from the file */
+    assert_true(cq_vectors_is_ivf(v));
+    assert_int_equal(cq_vectors_count(v), n - 10);
+    assert_int_equal(cq_vectors_search(v, x + 5000 * DIM, 2, got, sc, &k, &err), CQ_OK);
+    assert_int_equal(got[0], ids[5000]);
+    cq_vectors_close(v);
+    free(ids);
+    free(x);
+}
+
 /* ingest's path with the encoder: a document's clauses encoded, stored, found again by a question */
 static void test_encoder_to_index(void **state) {
     fixture *f = *state;
@@ -246,6 +300,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_and_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_states, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ivf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_encoder_to_index, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

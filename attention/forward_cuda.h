@@ -1,7 +1,9 @@
 /* Internal: the CUDA forward of Gemma 3. Weights are dequantized once to bf16 on the GPU; activations, norms and
- * the KV cache stay float32; every matrix product is a cuBLAS bf16 x bf16 -> f32 GEMM (prefill and decode alike);
- * the rest are own kernels: embedding gather, RMSNorm, fused QK-norm + RoPE + KV store, attention with an online
- * softmax split over the key range (flash-decoding style, so one KV head still fills the GPU at batch 1), GeGLU.
+ * the KV cache stay float32. Prefill products are cuBLAS bf16 x bf16 -> f32 GEMMs; a decode step uses own
+ * matrix-vector kernels that read each weight once (q/k/v in one launch, gate/up fused with GeGLU) and is replayed
+ * as a CUDA graph. The rest are own kernels: embedding gather, RMSNorm, residual add fused with the next norm,
+ * fused QK-norm + RoPE + KV store, attention with an online softmax split over the key range (flash-decoding
+ * style, so one KV head still fills the GPU at batch 1).
  * Every kernel has its C twin in forward_cpu.h (cq_op_*), and tests/unit/test_attention_cuda.c compares them.
  * Without CUDA in the build, every function here returns CQ_ERR_UNSUPPORTED. */
 #ifndef CQ_ATTENTION_FORWARD_CUDA_H
@@ -44,7 +46,8 @@ cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err);
  * [lo_i, hi_i) with lo_i = max(0, hi_i - window) (window 0: all), hi_i = n_keys - n_q + i + 1 (causal). */
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
                                int window, float scale, float softcap, float *out, cq_err *err);
-/* y (n_tokens, rows) = x W^T with W converted to bf16 and x rounded to bf16, f32 accumulation. */
+/* y (n_tokens, rows) = x W^T with W converted to bf16, f32 accumulation: one token through the decode kernel (x in
+ * float), more through cuBLAS (x rounded to bf16). */
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err);
 
 #ifdef __cplusplus

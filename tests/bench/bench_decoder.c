@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
            info->n_embd, info->n_vocab, info->device == CQ_DEVICE_CUDA ? "cuda" : "cpu", opt.n_threads);
     printf("%-34s %10s %12s\n", "phase", "tokens", "tokens/s");
     printf("%-34s %10s %12.2f s\n", "open (map, tokenizer)", "-", t_open);
-    printf("%-34s %10d %12.1f\n", "prefill (last logits)", n_prompt, n_prompt / t_prefill);
+    printf("%-34s %10d %12.1f   (%.1f ms: time to first token)\n", "prefill (last logits)", n_prompt,
+           n_prompt / t_prefill, t_prefill * 1e3);
     printf("%-34s %10d %12.1f\n", "decode (greedy, batch 1)", n_decode, n_decode / t_decode);
     printf("%-34s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
     free(all);

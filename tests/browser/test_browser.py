@@ -160,6 +160,7 @@ def main():
     finally:
         if driver:
             driver.quit()
+        check('server exits 0', s.stop() == 0, s.log_text())
         s.close()
     print('screenshots in', OUT)
     T.finish()

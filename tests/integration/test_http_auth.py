@@ -123,6 +123,7 @@ def main():
                                                                                    'rb').read())
         m = s.get('/metrics').body.decode()
         check('401 and 403 counted', 'status="401"' in m and 'status="403"' in m)
+        check('server exits 0', s.stop() == 0, s.log_text())
     finally:
         s.close()
 

@@ -113,6 +113,7 @@ def main():
         except openai.AuthenticationError:
             check('bad key: 401', True)
         check('server healthy', s.get('/api/v1/health').status == 200)
+        check('server exits 0', s.stop() == 0, s.log_text())
     except Exception as e:
         check('no exception', False, f'{e!r}\n{s.log_text()}')
         raise

@@ -19,6 +19,7 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
+#include "ssm/ssm.h"
 
 struct cq_vectors {
     cq_store *store;
@@ -359,3 +360,103 @@ cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, v
     sqlite3_finalize(st);
     return rc;
 }
+
+/* ---- dense retrieval ---- */
+
+#define DENSE_MAX_KBS 64
+
+struct cq_dense {
+    char data_dir[4000];
+    cq_ssm_model *model;
+    cq_ssm_encoder *encoder;
+    pthread_mutex_t encode_mu, kbs_mu;
+    int64_t kb_ids[DENSE_MAX_KBS];
+    cq_vectors *kbs[DENSE_MAX_KBS];
+    size_t n_kbs;
+};
+
+cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
+    *out = NULL;
+    char dir[4100], cfg[4200];
+    snprintf(dir, sizeof dir, "%s/models/ssm", data_dir);
+    snprintf(cfg, sizeof cfg, "%s/ssm.json", dir);
+    if (access(cfg, R_OK))
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "dense retrieval needs trained encoder weights in %s "
+                          "(ssm.json and ssm.safetensors); none are installed, so use --mode router,bm25", dir);
+    cq_dense *d = calloc(1, sizeof *d);
+    if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    snprintf(d->data_dir, sizeof d->data_dir, "%s", data_dir);
+    pthread_mutex_init(&d->encode_mu, NULL);
+    pthread_mutex_init(&d->kbs_mu, NULL);
+    cq_status rc = cq_ssm_model_load(dir, &d->model, err);
+    if (!rc && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
+        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "encoder weights in %s have a %d-token vocabulary; text needs %d",
+                        dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
+    if (!rc) { /* the GPU when there is one, else the fast CPU path, else the reference */
+        cq_err e2 = {0};
+        if (cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_CUDA, 0, &d->encoder, &e2) &&
+            cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_CPU, 0, &d->encoder, &e2))
+            rc = cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_REF, 1, &d->encoder, err);
+    }
+    if (rc) {
+        cq_dense_close(d);
+        return rc;
+    }
+    *out = d;
+    return CQ_OK;
+}
+
+void cq_dense_close(cq_dense *d) {
+    if (!d) return;
+    for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
+    cq_ssm_encoder_free(d->encoder);
+    cq_ssm_model_free(d->model);
+    pthread_mutex_destroy(&d->encode_mu);
+    pthread_mutex_destroy(&d->kbs_mu);
+    free(d);
+}
+
+cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out, cq_err *err) {
+    pthread_mutex_lock(&d->kbs_mu);
+    cq_status rc = CQ_OK;
+    size_t i = 0;
+    while (i < d->n_kbs && d->kb_ids[i] != kb_id) i++;
+    if (i == d->n_kbs) {
+        if (d->n_kbs == DENSE_MAX_KBS) { /* keep the newest: close the oldest */
+            cq_vectors_close(d->kbs[0]);
+            memmove(d->kbs, d->kbs + 1, (DENSE_MAX_KBS - 1) * sizeof d->kbs[0]);
+            memmove(d->kb_ids, d->kb_ids + 1, (DENSE_MAX_KBS - 1) * sizeof d->kb_ids[0]);
+            d->n_kbs--;
+            i = d->n_kbs;
+        }
+        rc = cq_vectors_open(s, d->data_dir, kb_id, cq_ssm_model_id(d->model),
+                             cq_ssm_model_config(d->model)->d_embed, &d->kbs[i], err);
+        if (!rc) {
+            d->kb_ids[i] = kb_id;
+            d->n_kbs++;
+        }
+    }
+    *out = rc ? NULL : d->kbs[i];
+    pthread_mutex_unlock(&d->kbs_mu);
+    return rc;
+}
+
+cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *question, size_t k, int64_t *ids,
+                          float *scores, size_t *n, cq_err *err) {
+    *n = 0;
+    int dim = cq_ssm_model_config(d->model)->d_embed;
+    float *q = malloc((size_t)dim * sizeof *q);
+    if (!q) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    size_t len = strlen(question);
+    pthread_mutex_lock(&d->encode_mu);
+    cq_status rc = cq_ssm_encode_queries(d->encoder, &question, &len, 1, q, err);
+    pthread_mutex_unlock(&d->encode_mu);
+    cq_vectors *v = NULL;
+    if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
+    if (!rc) rc = cq_vectors_search(v, q, k, ids, scores, n, err);
+    free(q);
+    return rc;
+}
+
+cq_ssm_encoder *cq_dense_encoder(cq_dense *d) { return d->encoder; }
+const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "index/store.h"
+#include "ssm/ssm.h"
 
 #define CQ_VECTORS_IVF_MIN 20000
 #define CQ_VECTORS_FLAT_SPEC "IDMap,Flat"
@@ -55,6 +56,23 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
 /* Rebuilds the FAISS index from SQLite and saves it (`clauseqa reindex`). */
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
+
+/* ---- dense retrieval: the encoder and the KBs' indexes, for index/retrieve.c ----
+ * Weights live in DATA/models/ssm/ (ssm.json + ssm.safetensors). Without them cq_dense_open fails with
+ * CQ_ERR_UNSUPPORTED and a message a person can act on; the product ships no untrained weights. One cq_dense per
+ * process: searches may run from several threads (the encoder is used under a lock, FAISS searches share). */
+typedef struct cq_dense cq_dense;
+cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err);
+void cq_dense_close(cq_dense *d);
+/* The k clauses of KB kb_id nearest the question: ids and cosine scores, best first, *n ≤ k. The KB's index is
+ * opened (and checked against SQLite through s) on first use and kept. */
+cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *question, size_t k, int64_t *ids,
+                          float *scores, size_t *n, cq_err *err);
+/* The KB's shared index (opened on first use): ingest adds and delete removes through it, so searches see them. */
+cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out, cq_err *err);
+/* The encoder and the weights' id, for ingest to encode documents with. */
+cq_ssm_encoder *cq_dense_encoder(cq_dense *d);
+const cq_ssm_model *cq_dense_model(cq_dense *d);
 
 /* ---- document states (ssm/ state blobs) ---- */
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,

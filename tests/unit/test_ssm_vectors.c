@@ -295,12 +295,50 @@ static void test_encoder_to_index(void **state) {
     ssm_test_rm_model(mdir);
 }
 
+/* dense retrieval as retrieve.c calls it: a clear refusal without weights, results with them */
+static void test_dense(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    cq_dense *d = NULL;
+    assert_int_equal(cq_dense_open(f->dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "dense retrieval needs trained encoder weights"));
+    char mdir[200];
+    snprintf(mdir, sizeof mdir, "%s/models", f->dir);
+    mkdir(mdir, 0755);
+    snprintf(mdir, sizeof mdir, "%s/models/ssm", f->dir);
+    cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 1, .d_state = 4, .d_conv = 4,
+                       .expand = 2, .dt_rank = 2, .d_embed = DIM, .norm_eps = 1e-5f};
+    assert_int_equal(ssm_test_write_model(mdir, &c, 9, NULL, NULL), 0);
+    if (cq_dense_open(f->dir, &d, &err)) fail_msg("%s", err.msg);
+    const char *texts[3] = {"第一条 总则", "第二条 劳动合同", "Section 7.2 Termination"};
+    size_t lens[3] = {strlen(texts[0]), strlen(texts[1]), strlen(texts[2])};
+    float vecs[3 * DIM];
+    cq_ssm_state *st;
+    assert_int_equal(cq_ssm_state_new(cq_dense_model(d), &st, &err), CQ_OK);
+    assert_int_equal(cq_ssm_encode_document(cq_dense_encoder(d), st, texts, lens, 3, vecs, &err), CQ_OK);
+    cq_vectors *v;
+    assert_int_equal(cq_dense_kb(d, f->s, f->kb, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->clauses, vecs, 3, &err), CQ_OK);
+    int64_t ids[5];
+    float scores[5];
+    size_t n;
+    assert_int_equal(cq_dense_search(d, f->s, f->kb, "劳动合同", 5, ids, scores, &n, &err), CQ_OK);
+    assert_int_equal(n, 3); /* every stored clause, best first */
+    for (size_t i = 0; i < n; i++) assert_true(ids[i] >= f->clauses[0] && ids[i] <= f->clauses[2]);
+    assert_true(scores[0] >= scores[1] && scores[1] >= scores[2]);
+    cq_ssm_state_free(st);
+    cq_dense_close(d);
+    ssm_test_rm_model(mdir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_and_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_states, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ivf, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_encoder_to_index, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,18 +141,17 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
 
 /* ---- bodies ---------------------------------------------------------------------------------------------------- */
 
-/* Bodies a little over the limit are read and dropped so that the client, still sending, sees the 413; bodies far
- * over it are not read at all and the connection is closed after the answer. */
-#define DRAIN_MAX_BYTES (16u << 20)
+#define DRAIN_MAX_BYTES (16u << 20) /* read past a body's limit before refusing it, at most */
 
-static void refuse_too_large(cq_web_req *r, long long length, size_t max) {
-    if (length >= 0 && (unsigned long long)length <= (unsigned long long)max + DRAIN_MAX_BYTES) {
-        char buf[16384];
-        while (mg_read(r->conn, buf, sizeof buf) > 0) {
-        }
-    } else {
-        mg_disable_connection_keep_alive(r->conn);
-    }
+void cq_web_refuse_too_large(cq_web_req *r, size_t max) {
+    /* Read and drop what the client is still sending (up to DRAIN_MAX_BYTES), so that it sees the answer rather
+     * than a reset connection; past that, close the connection after the answer. */
+    char *buf = malloc(65536);
+    size_t drained = 0;
+    int got = 1;
+    while (buf && drained <= DRAIN_MAX_BYTES && (got = mg_read(r->conn, buf, 65536)) > 0) drained += (size_t)got;
+    free(buf);
+    if (got != 0) mg_disable_connection_keep_alive(r->conn);
     cq_web_send_error(r, 413, "payload_too_large", "the request body is larger than %zu bytes", max);
 }
 
@@ -161,7 +160,7 @@ int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len) {
     *len = 0;
     long long length = r->ri->content_length;
     if (length > (long long)max) {
-        refuse_too_large(r, length, max);
+        cq_web_refuse_too_large(r, max);
         return 413;
     }
     size_t cap = length >= 0 ? (size_t)length + 1 : 4096, n = 0;
@@ -174,7 +173,7 @@ int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len) {
         if (n + 1 >= cap) {
             if (cap > max + 1) {
                 free(buf);
-                refuse_too_large(r, -1, max);
+                cq_web_refuse_too_large(r, max);
                 return 413;
             }
             size_t ncap = cap * 2 > max + 2 ? max + 2 : cap * 2;
@@ -198,7 +197,7 @@ int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len) {
         n += (size_t)got;
         if (n > max) {
             free(buf);
-            refuse_too_large(r, -1, max);
+            cq_web_refuse_too_large(r, max);
             return 413;
         }
     }

@@ -63,6 +63,8 @@ void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *t
 /* Reads the body into a malloc'd NUL-terminated buffer of at most max bytes. Returns 0, or sends the error (413
  * payload too large, 400 unreadable) and returns its status. */
 int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len);
+/* Sends 413 for a body over max bytes, reading what the client still sends first (within reason). */
+void cq_web_refuse_too_large(cq_web_req *r, size_t max);
 /* Reads a JSON object body; sends 400/413 and returns NULL when it is not one. */
 cJSON *cq_web_read_json(cq_web_req *r);
 

@@ -301,11 +301,8 @@ static void handle_upload(cq_web_req *r, const char *kb) {
     if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
     upload_state u = {.r = r, .max = r->server->cfg.max_upload_bytes};
     long long length = r->ri->content_length;
-    if (length > (long long)u.max + 65536) { /* multipart framing may add a little */
-        mg_disable_connection_keep_alive(r->conn);
-        cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
-        return;
-    }
+    if (length > (long long)u.max + 65536) /* multipart framing may add a little */
+        return cq_web_refuse_too_large(r, u.max);
     const char *ctype = mg_get_header(r->conn, "Content-Type");
     char q[16];
     if (cq_web_query(r, "replace", q, sizeof q)) u.replace = truthy(q);
@@ -313,11 +310,7 @@ static void handle_upload(cq_web_req *r, const char *kb) {
         struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
         int n = mg_handle_form_request(r->conn, &h);
         bool ok = spool_close(&u);
-        if (u.too_large) {
-            mg_disable_connection_keep_alive(r->conn);
-            cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
-            return;
-        }
+        if (u.too_large) return cq_web_refuse_too_large(r, u.max);
         if (!u.have_file) {
             cq_web_send_error(r, 400, "invalid", "the form has no file field");
             return;
@@ -359,8 +352,7 @@ static void handle_upload(cq_web_req *r, const char *kb) {
         if (got < 0) u.io_error = true;
         if (!spool_close(&u)) {
             if (u.too_large) {
-                mg_disable_connection_keep_alive(r->conn);
-                cq_web_send_error(r, 413, "payload_too_large", "uploads are limited to %zu bytes", u.max);
+                cq_web_refuse_too_large(r, u.max);
             } else {
                 cq_web_send_error(r, 400, "bad_request", "the upload could not be read");
             }

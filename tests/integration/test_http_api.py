@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import DEMO_MD, DEMO_PDF, SHARED_DIR, Checks, Server, multipart, png_size, quote  # noqa: E402
+from http_server import DEMO_MD, DEMO_PDF, SHARED_DIR, SOURCE_DIR, Checks, Server, multipart, png_size, quote  # noqa: E402
 
 T = Checks('test_http_api')
 check = T.check
@@ -202,6 +202,13 @@ def test_bad_inputs(s):
     r = s.upload('laws', None, filename='truncated.pdf', content=truncated)
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
     check('truncated PDF fails with a reason', job.get('state') == 'failed' and job.get('error'), job)
+
+    for name, reason in (('encrypted.pdf', 'password'), ('scanned.pdf', 'no text layer')):
+        r = s.upload('laws', os.path.join(SOURCE_DIR, 'tests', 'data', 'pdf', name))
+        job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
+        check(name + ' fails with its reason', job.get('state') == 'failed' and reason in (job.get('error') or ''), job)
+        doc = s.get(f"/api/v1/documents/{job.get('document_id')}").json() if job.get('document_id') else {}
+        check(name + ' listed as failed', doc.get('status') == 'failed' and reason in (doc.get('error') or ''), doc)
 
     # Names with path tricks: kept as a plain name, never a path.
     pdf = open(DEMO_PDF, 'rb').read()

@@ -937,8 +937,9 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
     cq_ingest_result res;
     cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
     cq_err e2 = {0};
+    /* The end state and the document link change together: a reader never sees "ready" without the document. */
+    bool tx = cq_store_begin(st, &e2) == CQ_OK;
     if (rc) {
-        cq_store_job_update(st, job_id, "failed", 0, total, err.msg, &e2);
         /* the pipeline records a failed document with the reason: link it so the job shows it */
         cq_doc_info d;
         int64_t doc_id = 0;
@@ -946,6 +947,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
             doc_id = d.id;
             cq_doc_info_free(&d);
         }
+        cq_store_job_update(st, job_id, "failed", 0, total, err.msg, &e2);
         cq_store_job_finish(st, job_id, doc_id, &e2);
         atomic_fetch_add(&s->jobs_failed, 1);
         CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);
@@ -961,6 +963,10 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         }
         CQ_INFO("job %lld: %s %s (%d pages, %d clauses, %.2f s)", (long long)job_id, j.filename,
                 res.duplicate ? "was there already" : "ready", res.n_pages, res.n_clauses, res.seconds);
+    }
+    if (tx && cq_store_commit(st, &e2)) {
+        CQ_ERROR("job %lld: cannot record its end: %s", (long long)job_id, e2.msg);
+        cq_store_rollback(st);
     }
     unlink(j.upload_path);
     cq_job_info_free(&j);

@@ -439,20 +439,32 @@ AVX2 static inline __m256 i8x32_dot(__m256i q, const float *x) {
     return _mm256_add_ps(a, b);
 }
 
+/* The same from 32 bytes in memory, widening 8 at a time straight from the load (no shuffles to split the row). */
+AVX2 static inline __m256 i8x32_dot_mem(const int8_t *q, const float *x) {
+    __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))),
+                             _mm256_loadu_ps(x));
+    __m256 b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8)))),
+                             _mm256_loadu_ps(x + 8));
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 16)))),
+                        _mm256_loadu_ps(x + 16), a);
+    b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 24)))),
+                        _mm256_loadu_ps(x + 24), b);
+    return _mm256_add_ps(a, b);
+}
+
 /* Q8_0 and Q5_0, the formats of the embedding/output matrix and of most layer weights, are the decode hot path:
  * two blocks per iteration into independent accumulators, each block's scale applied once. */
 AVX2 static float dot_q8_0_avx2(const block_q8_0 *b, const float *x, size_t nb) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 2 <= nb; i += 2) {
-        __m256 s0 = i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i].qs), x + 32 * i);
-        __m256 s1 = i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), x + 32 * i + 32);
+        __m256 s0 = i8x32_dot_mem(b[i].qs, x + 32 * i);
+        __m256 s1 = i8x32_dot_mem(b[i + 1].qs, x + 32 * i + 32);
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), s0, acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d)), s1, acc1);
     }
     for (; i < nb; i++)
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)),
-                               i8x32_dot(_mm256_loadu_si256((const __m256i *)b[i].qs), x + 32 * i), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), i8x32_dot_mem(b[i].qs, x + 32 * i), acc0);
     return hsum256(_mm256_add_ps(acc0, acc1));
 }
 

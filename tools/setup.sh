@@ -45,8 +45,14 @@ if [ ! -f "$prefix/lib/libfaiss_c.a" ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   # A private source list with deb-src entries (same mirror as the system's), so the system set-up is untouched.
-  mirror=$(grep -hoE 'https?://[^ ]*debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null | grep -v security | head -n1)
+  # The first non-security Debian mirror of the system: "URIs:" lines of deb822 .sources files, or "deb URL ..."
+  # lines of classic lists (comments ignored; Debian 12 may have no /etc/apt/sources.list at all).
+  mirror=$( { grep -hE '^[[:space:]]*URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}';
+              grep -hE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+                awk '{for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; break}}'; } |
+            grep -E '/debian/?$' | grep -v security | head -n 1 || true)
   mirror=${mirror:-http://deb.debian.org/debian}
+  echo "setup: faiss source from $mirror"
   mkdir -p "$work/apt/lists/partial" "$work/src"
   echo "deb-src $mirror bookworm main" > "$work/sources.list"
   apt_opts=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts=/dev/null

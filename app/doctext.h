@@ -64,6 +64,10 @@ typedef struct {
 /* Readers. Each fills *out (zeroed first) or returns an error with a message a person can act on:
  * not a PDF, encrypted, truncated/damaged, no text at all (CQ_ERR_EMPTY, "no text layer on any of N pages ..."). */
 cq_status cq_doctext_from_pdf(const char *path, cq_doctext *out, cq_err *err);
+/* The same, calling progress(user, pages_read, n_pages) after each page (progress may be NULL). */
+typedef void (*cq_doctext_progress_fn)(void *user, int pages_read, int n_pages);
+cq_status cq_doctext_from_pdf_progress(const char *path, cq_doctext_progress_fn progress, void *user, cq_doctext *out,
+                                       cq_err *err);
 cq_status cq_doctext_from_markdown(const char *data, size_t len, cq_doctext *out, cq_err *err);
 cq_status cq_doctext_from_plain(const char *data, size_t len, cq_doctext *out, cq_err *err);
 

@@ -98,10 +98,11 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
 }
 
 /* Reads and parses the document (no database work). */
-static cq_status extract(const char *stored_path, const char *format, const char *data, size_t len, cq_doctext *doc,
-                         cq_structure *st, cq_err *err) {
+static cq_status extract(const char *stored_path, const char *format, const char *data, size_t len,
+                         const cq_ingest_options *opt, cq_doctext *doc, cq_structure *st, cq_err *err) {
     cq_status rc;
-    if (!strcmp(format, "pdf")) rc = cq_doctext_from_pdf(stored_path, doc, err);
+    if (!strcmp(format, "pdf"))
+        rc = cq_doctext_from_pdf_progress(stored_path, opt->progress, opt->progress_user, doc, err);
     else if (!strcmp(format, "md")) rc = cq_doctext_from_markdown(data, len, doc, err);
     else rc = cq_doctext_from_plain(data, len, doc, err);
     if (rc) return rc;
@@ -194,7 +195,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     rc = cq_file_write_atomic(stored, data, len, err);
     if (rc) goto out;
 
-    rc = extract(stored, format, data, len, &doc, &st, err);
+    rc = extract(stored, format, data, len, opt, &doc, &st, err);
     if (rc && err && !strncmp(err->msg, stored, strlen(stored)) && !strncmp(err->msg + strlen(stored), ": ", 2)) {
         /* The stored copy's path is an internal detail: the message names the file as uploaded (prefix below). */
         size_t skip = strlen(stored) + 2;

@@ -26,6 +26,9 @@ typedef struct {
 typedef struct {
     bool replace;          /* replace a document of the same name */
     const char *filename;  /* name as uploaded (default: base name of path) */
+    /* Called after each PDF page is read (pages_read of n_pages), before anything is written; may be NULL. */
+    void (*progress)(void *user, int pages_read, int n_pages);
+    void *progress_user;
 } cq_ingest_options;
 
 /* Largest file accepted, bytes. */

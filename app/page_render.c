@@ -140,30 +140,3 @@ cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const
     pthread_mutex_unlock(&render_lock);
     return rc;
 }
-
-cq_status cq_page_count(const char *pdf_path, int *n_pages, cq_err *err) {
-    *n_pages = 0;
-    fz_context *ctx = fz_new_context(NULL, NULL, 8 << 20);
-    if (!ctx) return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
-    fz_document *doc = NULL;
-    fz_stream *stream = NULL;
-    cq_status rc = CQ_OK;
-    fz_var(doc);
-    fz_var(stream);
-    fz_var(rc);
-    fz_set_warning_callback(ctx, NULL, NULL);
-    fz_set_error_callback(ctx, NULL, NULL);
-    fz_try(ctx) {
-        fz_register_document_handlers(ctx);
-        stream = fz_open_file(ctx, pdf_path);
-        doc = fz_open_document_with_stream(ctx, "application/pdf", stream);
-        if (!fz_needs_password(ctx, doc)) *n_pages = fz_count_pages(ctx, doc);
-    }
-    fz_always(ctx) {
-        fz_drop_document(ctx, doc);
-        fz_drop_stream(ctx, stream);
-    }
-    fz_catch(ctx) { rc = cq_err_set(err, CQ_ERR_FORMAT, "not a readable PDF: %s", fz_caught_message(ctx)); }
-    fz_drop_context(ctx);
-    return rc;
-}

@@ -17,7 +17,4 @@
 cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const cq_store_box *boxes, size_t n_boxes,
                              const char *png_path, cq_err *err);
 
-/* Number of pages of the PDF at path. */
-cq_status cq_page_count(const char *pdf_path, int *n_pages, cq_err *err);
-
 #endif

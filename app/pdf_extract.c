@@ -1178,6 +1178,11 @@ static cq_status check_file(const char *path, cq_err *err) {
 }
 
 cq_status cq_doctext_from_pdf(const char *path, cq_doctext *out, cq_err *err) {
+    return cq_doctext_from_pdf_progress(path, NULL, NULL, out, err);
+}
+
+cq_status cq_doctext_from_pdf_progress(const char *path, cq_doctext_progress_fn progress, void *user, cq_doctext *out,
+                                       cq_err *err) {
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
     if (!path) return cq_err_set(err, CQ_ERR_INVALID, "no PDF path given");
@@ -1246,6 +1251,7 @@ cq_status cq_doctext_from_pdf(const char *path, cq_doctext *out, cq_err *err) {
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
             goto out;
         }
+        if (progress) progress(user, p + 1, n_pages);
     }
     bool repaired = pdf && pdf_was_repaired(ctx, pdf);
 

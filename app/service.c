@@ -36,6 +36,7 @@
 #define OPEN_MODE_RECHECK_S 1.0  /* how long "no keys exist" is trusted before asking the database again */
 #define STREAM_CHUNK_CHARS 4     /* answer text is streamed in pieces of about this many characters */
 #define FILENAME_MAX_BYTES 200
+#define PROGRESS_INTERVAL_S 0.2  /* how often a running job's page count is written */
 
 typedef struct queued_job {
     int64_t id;
@@ -915,6 +916,26 @@ static cq_status svc_job_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     return rc;
 }
 
+/* Pages read so far, written to the job row at most every PROGRESS_INTERVAL_S (and at the last page). The ingest
+ * pipeline calls it before it opens its transaction, so the worker's connection is free to write. */
+typedef struct {
+    cq_store *st;
+    int64_t job_id;
+    double last_write;
+    int done, total;
+} job_progress;
+
+static void report_progress(void *user, int pages_read, int n_pages) {
+    job_progress *p = user;
+    p->done = pages_read;
+    p->total = n_pages;
+    double now = now_seconds();
+    if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
+    p->last_write = now;
+    cq_err err = {0};
+    cq_store_job_update(p->st, p->job_id, "running", pages_read, n_pages, NULL, &err);
+}
+
 /* Runs one job with the worker's own connection. */
 static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
     cq_err err = {0};
@@ -924,16 +945,14 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         cq_job_info_free(&j);
         return;
     }
-    int total = 0;
-    const char *dot = strrchr(j.upload_path, '.');
-    if (dot && !strcmp(dot, ".pdf")) cq_page_count(j.upload_path, &total, &err);
-    cq_err_clear(&err);
-    cq_store_job_update(st, job_id, "running", 0, total, NULL, &err);
+    cq_store_job_update(st, job_id, "running", 0, 0, NULL, &err);
     char sha[65] = "";
     cq_sha256_file_hex(j.upload_path, sha, &err);
     cq_err_clear(&err);
 
-    cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename};
+    job_progress progress = {.st = st, .job_id = job_id, .last_write = now_seconds()};
+    cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
+                             .progress_user = &progress};
     cq_ingest_result res;
     cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
     cq_err e2 = {0};
@@ -947,7 +966,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
             doc_id = d.id;
             cq_doc_info_free(&d);
         }
-        cq_store_job_update(st, job_id, "failed", 0, total, err.msg, &e2);
+        cq_store_job_update(st, job_id, "failed", progress.done, progress.total, err.msg, &e2);
         cq_store_job_finish(st, job_id, doc_id, &e2);
         atomic_fetch_add(&s->jobs_failed, 1);
         CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);

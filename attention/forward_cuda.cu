@@ -15,6 +15,7 @@ extern "C" { /* C headers: their functions keep C linkage */
 #include "attention/model.h"
 #include "attention/quant.h"
 #include "core/error.h"
+#include "core/log.h"
 }
 #include "attention/forward_cuda.h"
 
@@ -320,6 +321,7 @@ struct cq_cuda_model {
     float *output_norm;
     double *inv_freq[2]; /* local, global */
     size_t max_cols;
+    void *blas_workspace; /* given to cuBLAS, so that it allocates nothing while a graph is captured */
 };
 
 struct cq_cuda_seq {
@@ -328,12 +330,16 @@ struct cq_cuda_seq {
     float **k, **v;
     int32_t *slots;
     int32_t *tokens, *pos;  /* device: the chunk's tokens, its first position */
-    int32_t *h_step;        /* pinned host: token and position of a decode step (read by the graph's copies) */
+    int32_t *h_step;        /* pinned host: token and position of a step (read by the graphs' copies) */
+    int32_t *h_tokens;      /* pinned host: the tokens of a full prefill chunk */
     float *h_logits;        /* pinned host: a decode step's logits */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *part, *logits;
     bf16 *xb;
     size_t part_floats;
-    cudaGraphExec_t decode_graph; /* one decode step, captured at the first one and replayed */
+    cudaGraphExec_t decode_graph;  /* one decode step, captured at the first one and replayed */
+    cudaGraphExec_t prefill_graph; /* one full chunk of CQ_CUDA_BATCH tokens, captured at the second one */
+    bool full_chunk_seen;          /* a full chunk ran outside a graph (cuBLAS has picked its kernels) */
+    bool no_graphs;                /* a capture failed: launch kernels directly (slower, same results) */
 };
 
 extern "C" bool cq_cuda_available(void) {
@@ -392,6 +398,9 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     CUDA_TRY(cudaStreamCreateWithFlags(&cm->stream, cudaStreamNonBlocking));
     CUBLAS_TRY(cublasCreate(&cm->blas));
     CUBLAS_TRY(cublasSetStream(cm->blas, cm->stream));
+    const size_t ws_bytes = 32u << 20;
+    CUDA_TRY(cudaMalloc(&cm->blas_workspace, ws_bytes));
+    CUBLAS_TRY(cublasSetWorkspace(cm->blas, cm->blas_workspace, ws_bytes));
     cm->layers = (dlayer *)calloc((size_t)m->n_layer, sizeof *cm->layers);
     if (!cm->layers) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status s;
@@ -428,6 +437,18 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
         }
     }
     free(freq);
+    /* Load every kernel now: with lazy module loading, a kernel first launched inside a graph capture would be
+     * loaded there, which some drivers refuse. */
+    const void *kernels[] = {(const void *)embed_kernel,         (const void *)rmsnorm_kernel,
+                             (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
+                             (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
+                             (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
+                             (const void *)gemv3_kernel,         (const void *)gemv_geglu_kernel,
+                             (const void *)addnorm_kernel};
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        cudaFuncAttributes fa;
+        CUDA_TRY(cudaFuncGetAttributes(&fa, kernels[i]));
+    }
     cm->max_cols = d;
     if ((size_t)m->n_ff > cm->max_cols) cm->max_cols = (size_t)m->n_ff;
     if ((size_t)m->n_head * hd > cm->max_cols) cm->max_cols = (size_t)m->n_head * hd;
@@ -451,6 +472,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     cudaFree(cm->inv_freq[0]);
     cudaFree(cm->inv_freq[1]);
     if (cm->blas) cublasDestroy(cm->blas);
+    cudaFree(cm->blas_workspace);
     if (cm->stream) cudaStreamDestroy(cm->stream);
     free(cm);
 }
@@ -486,6 +508,7 @@ extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_c
     CUDA_TRY(cudaMalloc(&s->tokens, B * sizeof(int32_t)));
     CUDA_TRY(cudaMalloc(&s->pos, sizeof(int32_t)));
     CUDA_TRY(cudaMallocHost(&s->h_step, 2 * sizeof(int32_t)));
+    CUDA_TRY(cudaMallocHost(&s->h_tokens, B * sizeof(int32_t)));
     CUDA_TRY(cudaMallocHost(&s->h_logits, (size_t)m->n_vocab * sizeof(float)));
     CUDA_TRY(cudaMalloc(&s->x, B * d * f));
     CUDA_TRY(cudaMalloc(&s->xn, B * d * f));
@@ -509,8 +532,9 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     cudaFree(s->tokens), cudaFree(s->x), cudaFree(s->xn), cudaFree(s->o), cudaFree(s->q), cudaFree(s->att);
     cudaFree(s->kn), cudaFree(s->vn), cudaFree(s->g), cudaFree(s->u), cudaFree(s->part), cudaFree(s->xb);
     cudaFree(s->logits), cudaFree(s->pos);
-    cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits);
+    cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits), cudaFreeHost(s->h_tokens);
     if (s->decode_graph) cudaGraphExecDestroy(s->decode_graph);
+    if (s->prefill_graph) cudaGraphExecDestroy(s->prefill_graph);
     free(s);
 }
 
@@ -669,6 +693,18 @@ static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq
 static cq_status decode_step(cq_cuda_seq *s, int32_t token, int32_t pos, float *logits, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const size_t V = (size_t)cm->m->n_vocab;
+    if (s->no_graphs) { /* capture failed once on this device: the same kernels, launched one by one */
+        s->h_step[0] = token;
+        s->h_step[1] = pos;
+        CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_step, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        cq_status st = enqueue_chunk(s, 1, pos, 1, err);
+        if (st) return st;
+        CUDA_TRY(cudaMemcpyAsync(s->h_logits, s->logits, V * sizeof(float), cudaMemcpyDeviceToHost, cm->stream));
+        CUDA_TRY(cudaStreamSynchronize(cm->stream));
+        if (logits) memcpy(logits, s->h_logits, V * sizeof(float));
+        return CQ_OK;
+    }
     if (!s->decode_graph) {
         cudaGraph_t g;
         CUDA_TRY(cudaStreamBeginCapture(cm->stream, cudaStreamCaptureModeThreadLocal));
@@ -677,13 +713,17 @@ static cq_status decode_step(cq_cuda_seq *s, int32_t token, int32_t pos, float *
         cq_status st = enqueue_chunk(s, 1, pos, 1, err);
         cudaMemcpyAsync(s->h_logits, s->logits, V * sizeof(float), cudaMemcpyDeviceToHost, cm->stream);
         cudaError_t e = cudaStreamEndCapture(cm->stream, &g);
-        if (st) return st;
-        if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "capturing the decode step: %s", cudaGetErrorString(e));
-        e = cudaGraphInstantiate(&s->decode_graph, g, 0);
-        cudaGraphDestroy(g);
-        if (e != cudaSuccess) {
+        const bool captured = e == cudaSuccess;
+        if (!st && captured) e = cudaGraphInstantiate(&s->decode_graph, g, 0);
+        if (captured) cudaGraphDestroy(g);
+        if (st || e != cudaSuccess) {
+            CQ_WARN("decoder: CUDA graph capture failed (%s); decoding without graphs",
+                    st ? (err ? err->msg : "") : cudaGetErrorString(e));
+            cudaGetLastError(); /* clear the capture error */
+            cq_err_clear(err);
             s->decode_graph = NULL;
-            return cq_err_set(err, CQ_ERR_DEVICE, "instantiating the decode step: %s", cudaGetErrorString(e));
+            s->no_graphs = true;
+            return decode_step(s, token, pos, logits, err);
         }
     }
     s->h_step[0] = token;
@@ -694,14 +734,53 @@ static cq_status decode_step(cq_cuda_seq *s, int32_t token, int32_t pos, float *
     return CQ_OK;
 }
 
+/* A full prefill chunk as a CUDA graph: ~270 launches and cuBLAS calls become one, which matters on a host where
+ * each call is slow. Positions come from device memory and the kernels' shapes do not depend on them, so one
+ * capture serves every full chunk of the sequence. */
+static cq_status prefill_graph_launch(cq_cuda_seq *s, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    if (!s->prefill_graph) {
+        cudaGraph_t g;
+        CUDA_TRY(cudaStreamBeginCapture(cm->stream, cudaStreamCaptureModeThreadLocal));
+        cudaMemcpyAsync(s->tokens, s->h_tokens, CQ_CUDA_BATCH * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        cq_status st = enqueue_chunk(s, CQ_CUDA_BATCH, s->h_step[1], 0, err);
+        cudaError_t e = cudaStreamEndCapture(cm->stream, &g);
+        const bool captured = e == cudaSuccess;
+        if (!st && captured) e = cudaGraphInstantiate(&s->prefill_graph, g, 0);
+        if (captured) cudaGraphDestroy(g);
+        if (st || e != cudaSuccess) {
+            CQ_WARN("decoder: CUDA graph capture failed (%s); running without graphs",
+                    st ? (err ? err->msg : "") : cudaGetErrorString(e));
+            cudaGetLastError();
+            cq_err_clear(err);
+            s->prefill_graph = NULL;
+            s->no_graphs = true;
+            CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_tokens, CQ_CUDA_BATCH * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                     cm->stream));
+            CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+            return enqueue_chunk(s, CQ_CUDA_BATCH, s->h_step[1], 0, err);
+        }
+    }
+    CUDA_TRY(cudaGraphLaunch(s->prefill_graph, cm->stream));
+    return CQ_OK;
+}
+
 static cq_status forward_chunk(cq_cuda_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits,
                                bool all_logits, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     if (T == 1) return decode_step(s, tokens[0], pos0, logits, err);
     s->h_step[1] = pos0;
-    CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-    CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-    cq_status st = enqueue_chunk(s, T, pos0, 0, err);
+    cq_status st;
+    if (T == CQ_CUDA_BATCH && s->full_chunk_seen && !s->no_graphs) {
+        memcpy(s->h_tokens, tokens, (size_t)T * sizeof(int32_t));
+        st = prefill_graph_launch(s, err);
+    } else {
+        CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        st = enqueue_chunk(s, T, pos0, 0, err);
+        if (T == CQ_CUDA_BATCH) s->full_chunk_seen = true;
+    }
     if (!st && logits) st = copy_logits(s, all_logits ? 0 : T - 1, T, logits, err);
     if (st) return st;
     CUDA_TRY(cudaStreamSynchronize(cm->stream));

@@ -66,8 +66,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_decoder: %s\n", err.msg);
         return 1;
     }
-    /* warm-up: page in the weights */
-    cq_decoder_eval(s, ids, 8, logits, false, &err);
+    /* warm-up: page in the weights, let the GPU path capture its graphs */
+    cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err);
+    cq_decoder_eval(s, ids, 1, logits, false, &err);
     cq_decoder_seq_reset(s);
 
     t0 = now_s();

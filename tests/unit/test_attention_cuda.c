@@ -5,7 +5,8 @@
  * matrix products of the real model's own quantized matrices (every format) against the exact float product.
  * Then the whole forward, CUDA vs CPU, on every model found: the real model if present (it is not carried to the GPU
  * box) and the synthetic ones named by $CLAUSEQA_SYNTH_GGUF (colon-separated; tools/decoder_ref/make_synthetic_gguf.py),
- * over a prompt past the sliding window and the ring, then single-token decode steps.
+ * over a prompt past the sliding window and the ring (the full chunks after the first replayed as a CUDA graph), then
+ * single-token decode steps (a graph too).
  *
  * Thresholds: f32 kernels by normalized mean squared error (NMSE) < 1e-10 (float rounding only; measured 1e-17 to
  * 3e-12 on an H200); the bf16 products < 1e-4 (bf16 keeps 8 significant bits; measured 2e-6 to 6e-6); the whole
@@ -220,8 +221,9 @@ static void compare_forward(const char *path) {
     const cq_decoder_info *info = cq_decoder_get_info(cpu);
     assert_int_equal(cq_decoder_get_info(gpu)->device, CQ_DEVICE_CUDA);
     const int V = info->n_vocab;
-    /* past window + batch, so that both backends' rings (window + their batch) wrap */
-    int T = info->sliding_window + (CQ_CPU_BATCH > CQ_CUDA_BATCH ? CQ_CPU_BATCH : CQ_CUDA_BATCH) + 40, steps = 4;
+    /* past window + batch, so that both backends' rings (window + their batch) wrap, and with at least two full
+     * CUDA chunks before the tail, so that the second one runs as the captured prefill graph */
+    int T = info->sliding_window + 2 * (CQ_CPU_BATCH > CQ_CUDA_BATCH ? CQ_CPU_BATCH : CQ_CUDA_BATCH) + 100, steps = 4;
     int32_t *ids = malloc((size_t)(T + steps) * sizeof *ids);
     for (int i = 0; i < T + steps; i++) /* BOS, then a fixed spread of ordinary tokens */
         ids[i] = i == 0 ? cq_tokenizer_bos(cq_decoder_tokenizer(cpu)) : 300 + (int)((unsigned)(i * 7919) % (unsigned)(V - 300));
@@ -244,7 +246,10 @@ static void compare_forward(const char *path) {
     assert_true(agree * 10 >= tail * 9);
     for (int i = 0; i < steps; i++) { /* decode: one token at a time */
         assert_int_equal(cq_decoder_eval(sc, ids + T + i, 1, b, false, &err), CQ_OK);
-        assert_int_equal(cq_decoder_eval(sg, ids + T + i, 1, a, false, &err), CQ_OK);
+        if (cq_decoder_eval(sg, ids + T + i, 1, a, false, &err)) {
+            fprintf(stderr, "decode step %d: %s\n", i, err.msg);
+            fail();
+        }
         double es = nmse(a, b, (size_t)V);
         fprintf(stderr, "  decode step %d: nmse %.2e\n", i, es);
         assert_true(es < NMSE_BF16_FORWARD);

@@ -1129,6 +1129,13 @@ static char *resolve_followup(cq_store *st, int64_t kb_id, const char *question,
     return cq_followup_resolve(question, &ctx, names_document(st, kb_id, question));
 }
 
+/* A retrieval mode this server cannot run (dense without trained encoder weights) is the request's problem (400),
+ * not an unsupported upload type (415). */
+static cq_status question_error(cq_status rc, cq_err *err) {
+    if (rc == CQ_ERR_UNSUPPORTED) err->code = rc = CQ_ERR_INVALID;
+    return rc;
+}
+
 static cq_status question_options(const cq_web_question *q, int *modes, size_t *k, cq_err *err) {
     *k = q->k > 0 ? (size_t)q->k : 5;
     *modes = cq_retrieve_parse_mode(q->mode ? q->mode : "hybrid", err);
@@ -1177,7 +1184,7 @@ static cq_status svc_retrieve(void *ctx, const char *kb, const cq_web_question *
     }
     cq_hits_free(&hits);
     free(resolved);
-    return rc;
+    return question_error(rc, err);
 }
 
 /* Sends text to on_token in pieces of about STREAM_CHUNK_CHARS characters, cut after a space or punctuation when
@@ -1223,7 +1230,7 @@ static cq_status svc_ask(void *ctx, const char *kb, const cq_web_question *q, cq
     pool_put(s, st); /* the connection is not needed while the answer streams */
     if (rc) {
         free(resolved);
-        return rc;
+        return question_error(rc, err);
     }
     double t2 = now_seconds();
     if (on_token) stream_text(s, a.answer, on_token, user);

@@ -98,6 +98,9 @@ def test_upload_and_ask(s):
                                              'mode': 'bm25'})
     check('retrieve English bm25', r.status == 200 and 'sixty (60) days' in r.json()['results'][0]['text'], r)
     check('bad mode', s.post('/api/v1/kbs/laws/retrieve', {'question': 'x', 'mode': 'psychic'}).status == 400)
+    r = s.post('/api/v1/kbs/laws/retrieve', {'question': 'x', 'mode': 'dense'})
+    check('dense: 200 with an encoder, 400 without', r.status == 200 or (r.status == 400 and 'dense' in
+                                                                         r.json()['error']['message']), r)
 
     # ask, JSON
     r = s.post('/api/v1/kbs/laws/ask', {'question': '劳动法第四十四条'})

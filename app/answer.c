@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
@@ -82,16 +83,51 @@ static size_t split_sentences(const char *text, span **out) {
     return count;
 }
 
-/* The paragraph (款) number `paragraph` of an article: its n-th line. NULL when it has fewer. Malloc'd. */
-static char *nth_paragraph(const char *text, int paragraph) {
-    const char *p = text;
-    for (int i = 1; i < paragraph; i++) {
-        p = strchr(p, '\n');
-        if (!p) return NULL;
-        p++;
+/* True when a line of an article is an item (项) — "（一）…", "(二)…", "一、…" — which belongs to the paragraph (款)
+ * above it rather than starting one. */
+static int is_item_line(const char *line) {
+    size_t len;
+    uint32_t cp = cq_utf8_decode(line, strlen(line), &len);
+    const char *p = line + len;
+    if (cp == 0xFF08 || cp == '(') { /* （ or ( */
+        size_t used;
+        if (cq_number_parse(p, strlen(p), &used) < 0) return 0;
+        cp = cq_utf8_decode(p + used, strlen(p + used), &len);
+        return cp == 0xFF09 || cp == ')';
     }
-    const char *e = strchr(p, '\n');
-    return strndup(p, e ? (size_t)(e - p) : strlen(p));
+    size_t used;
+    if (cq_number_parse(line, strlen(line), &used) < 0 || used == 0) return 0;
+    cp = cq_utf8_decode(line + used, strlen(line + used), &len);
+    return cp == 0x3001; /* 、 */
+}
+
+/* Paragraph (款) `paragraph` of an article body, with its items; or, when item > 0, that item (项) of it. NULL when
+ * the article has no such paragraph or item. Malloc'd. */
+static char *article_part(const char *text, int paragraph, int item) {
+    int para = 0, it = 0;
+    const char *start = NULL, *end = NULL;
+    for (const char *line = text; *line;) {
+        const char *eol = strchr(line, '\n');
+        const char *next = eol ? eol + 1 : line + strlen(line);
+        if (!is_item_line(line)) {
+            para++;
+            it = 0;
+            if (para == paragraph && !item) start = line;
+            if (para == paragraph + 1 && start && !item) {
+                end = line;
+                break;
+            }
+        } else if (para == paragraph && item && ++it == item) {
+            start = line;
+            end = eol ? eol : next;
+            break;
+        }
+        line = next;
+    }
+    if (!start) return NULL;
+    if (!end) end = start + strlen(start);
+    while (end > start && (end[-1] == '\n' || end[-1] == ' ')) end--;
+    return strndup(start, (size_t)(end - start));
 }
 
 /* Body of an article without its label ("第十二条 " prefix), for answers that recite it. */
@@ -194,9 +230,26 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
     char *answer = NULL;
     if (top && top->source == CQ_RETRIEVE_ROUTER) {
         /* The question names the clause: recite it (or the paragraph asked for). */
-        char *para = top->paragraph ? nth_paragraph(skip_label(top->text, top->label), top->paragraph) : NULL;
+        int para_no = top->paragraph ? top->paragraph : (top->item ? 1 : 0);
+        char *para = para_no ? article_part(skip_label(top->text, top->label), para_no, top->item) : NULL;
         const char *body = para ? para : skip_label(top->text, top->label);
-        answer = strdup(body);
+        if (para_no && !para) {
+            /* The article exists but not the part asked for: say so, then recite the whole article. */
+            cq_strbuf b = {0};
+            if (zh) {
+                char num[64];
+                cq_strbuf_printf(&b, "%s没有", top->label ? top->label : "该条");
+                if (top->paragraph) cq_strbuf_printf(&b, "第%s款", cq_number_format_cn(top->paragraph, num));
+                if (top->item) cq_strbuf_printf(&b, "第%s项", cq_number_format_cn(top->item, num));
+                cq_strbuf_puts(&b, "，以下是该条全文：\n");
+            } else {
+                cq_strbuf_printf(&b, "%s has no such paragraph; the whole clause:\n", top->label ? top->label : "The clause");
+            }
+            cq_strbuf_puts(&b, body);
+            answer = cq_strbuf_take(&b);
+        } else {
+            answer = strdup(body);
+        }
         out->coverage = 1.0;
         if (answer) rc = cite(out, top, body, err);
         free(para);

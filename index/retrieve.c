@@ -128,7 +128,7 @@ static int has_clause(const cq_hits *h, int64_t id) {
 }
 
 static cq_status add_hit(cq_store *s, cq_hits *h, size_t k, int64_t clause_id, double score, int source,
-                         int paragraph, cq_err *err) {
+                         int paragraph, int item, cq_err *err) {
     if (h->n >= k || has_clause(h, clause_id)) return CQ_OK;
     cq_clause_row row;
     cq_status rc = cq_store_clause_get(s, clause_id, &row, err);
@@ -147,6 +147,7 @@ static cq_status add_hit(cq_store *s, cq_hits *h, size_t k, int64_t clause_id, d
         .score = score,
         .source = source,
         .paragraph = paragraph,
+        .item = item,
         .boxes = row.boxes,
         .n_boxes = row.n_boxes,
     };
@@ -267,7 +268,7 @@ static cq_status bm25(cq_store *s, int64_t kb_id, const char *question, char **t
     cq_strbuf_free(&q);
     if (!rc) rc = apply_local_prior(db, question, found, n, err);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
-    for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, err);
+    for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);
     free(found);
     return rc;
 }
@@ -293,7 +294,8 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
             size_t n = 0;
             rc = cq_router_resolve(s, kb_id, question, &ref, ids, k < 64 ? k : 64, &n, err);
             for (size_t i = 0; !rc && i < n; i++)
-                rc = add_hit(s, out, k, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)ref.paragraph, err);
+                rc = add_hit(s, out, k, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)ref.paragraph,
+                             (int)ref.item, err);
         }
     }
     if (!rc && (modes & CQ_RETRIEVE_BM25)) {

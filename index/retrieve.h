@@ -36,6 +36,7 @@ typedef struct {
     double score;     /* higher is better; router hits score 1000 */
     int source;       /* CQ_RETRIEVE_ROUTER or CQ_RETRIEVE_BM25 */
     int paragraph;    /* 款 the question named (router), 0 none */
+    int item;         /* 项 the question named with it (router), 0 none */
     cq_store_box *boxes;
     size_t n_boxes;
 } cq_hit;

@@ -1,0 +1,107 @@
+/* app/answer.c: answers from retrieved clauses — recitation of a named article, its paragraphs (款) and items (项),
+ * extractive sentences, abstention. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "app/answer.h"
+
+static const char *article44 =
+    "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付工资报酬：\n"
+    "（一）安排劳动者延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；\n"
+    "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；\n"
+    "（三）法定休假日安排劳动者工作的，支付不低于工资的百分之三百的工资报酬。";
+static const char *article30 = "第三十条 用人单位应当及时足额支付劳动报酬。\n"
+                               "用人单位拖欠劳动报酬的，劳动者可以依法申请支付令。";
+
+/* One retrieved clause as the router (source ROUTER) or BM25 would return it. */
+static cq_hits one_hit(const char *text, const char *label, int source, int paragraph, int item) {
+    cq_hits h = {0};
+    h.hits = calloc(1, sizeof *h.hits);
+    h.n = 1;
+    h.hits[0] = (cq_hit){.clause_id = 7, .doc_id = 1, .doc_name = strdup("劳动法"), .label = strdup(label),
+                         .path = strdup(label), .text = strdup(text), .page_first = 4, .page_last = 4,
+                         .score = 1000, .source = source, .paragraph = paragraph, .item = item};
+    return h;
+}
+
+static char *answer_for(const char *question, const char *text, const char *label, int source, int paragraph,
+                        int item, int *abstained) {
+    cq_hits h = one_hit(text, label, source, paragraph, item);
+    cq_answer a;
+    cq_err err = {0};
+    assert_int_equal(cq_answer_from_hits(question, &h, NULL, &a, &err), CQ_OK);
+    char *out = strdup(a.answer);
+    *abstained = a.abstained;
+    if (!a.abstained) {
+        assert_int_equal(a.n_citations, 1);
+        assert_int_equal(a.citations[0].clause_id, 7);
+        assert_int_equal(a.citations[0].page, 4);
+        assert_non_null(strstr(text, a.citations[0].quote)); /* quotes are verbatim */
+    }
+    cq_answer_free(&a);
+    return out;
+}
+
+static void test_recite(void **state) {
+    (void)state;
+    int ab;
+    char *a = answer_for("劳动法第四十四条", article44, "第四十四条", CQ_RETRIEVE_ROUTER, 0, 0, &ab);
+    assert_false(ab);
+    assert_true(!strncmp(a, "有下列情形之一的", strlen("有下列情形之一的"))); /* label dropped */
+    assert_non_null(strstr(a, "百分之三百"));
+    free(a);
+}
+
+static void test_paragraph_and_item(void **state) {
+    (void)state;
+    int ab;
+    char *a = answer_for("第三十条第二款", article30, "第三十条", CQ_RETRIEVE_ROUTER, 2, 0, &ab);
+    assert_string_equal(a, "用人单位拖欠劳动报酬的，劳动者可以依法申请支付令。");
+    free(a);
+    /* Items belong to the paragraph above them: paragraph 1 of article 44 is the lead-in and its three items. */
+    a = answer_for("第四十四条第一款", article44, "第四十四条", CQ_RETRIEVE_ROUTER, 1, 0, &ab);
+    assert_non_null(strstr(a, "（三）法定休假日"));
+    free(a);
+    a = answer_for("第四十四条第一款第二项", article44, "第四十四条", CQ_RETRIEVE_ROUTER, 1, 2, &ab);
+    assert_string_equal(a, "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；");
+    free(a);
+    a = answer_for("第四十四条第三项", article44, "第四十四条", CQ_RETRIEVE_ROUTER, 0, 3, &ab);
+    assert_true(!strncmp(a, "（三）", strlen("（三）")));
+    free(a);
+    /* A paragraph the article does not have: said, then the whole article. */
+    a = answer_for("第四十四条第二款", article44, "第四十四条", CQ_RETRIEVE_ROUTER, 2, 0, &ab);
+    assert_true(!strncmp(a, "第四十四条没有第二款", strlen("第四十四条没有第二款")));
+    assert_non_null(strstr(a, "百分之三百"));
+    free(a);
+}
+
+static void test_extractive_and_abstain(void **state) {
+    (void)state;
+    int ab;
+    char *a = answer_for("拖欠劳动报酬怎么办？", article30, "第三十条", CQ_RETRIEVE_BM25, 0, 0, &ab);
+    assert_false(ab);
+    assert_string_equal(a, "用人单位拖欠劳动报酬的，劳动者可以依法申请支付令。");
+    free(a);
+    a = answer_for("火星上的量子引力如何影响足球转播？", article30, "第三十条", CQ_RETRIEVE_BM25, 0, 0, &ab);
+    assert_true(ab);
+    free(a);
+    /* Nothing retrieved: abstain, in the question's language. */
+    cq_hits none = {0};
+    cq_answer ans;
+    cq_err err = {0};
+    assert_int_equal(cq_answer_from_hits("What is the notice period?", &none, NULL, &ans, &err), CQ_OK);
+    assert_true(ans.abstained);
+    assert_non_null(strstr(ans.answer, "do not contain"));
+    cq_answer_free(&ans);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_recite), cmocka_unit_test(test_paragraph_and_item),
+                                       cmocka_unit_test(test_extractive_and_abstain)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

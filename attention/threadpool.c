@@ -18,23 +18,31 @@
  * of one forward pass, far shorter than the gap between two requests. */
 #define SPIN_ITERS 20000
 
-/* Work is claimed from one 64-bit word: run generation (high 32 bits) and next task (low 32 bits). A claim is a
- * compare-and-swap on the whole word, so a worker that wakes late can never take a task of a run that has ended
- * or started since. The caller waits for its tasks to be *done*, not for every worker to show up: a worker that
- * the OS has descheduled holds up a run only if it has claimed one of its tasks. */
+/* Work is claimed from one 64-bit word holding the run's generation (24 bits), its task count (20 bits) and the
+ * next task (20 bits). A claim is a compare-and-swap on the whole word, checked against the count in that same
+ * word: a worker that wakes late can never take a task of a run that has ended, nor of one being set up (its
+ * count is not yet published). The caller waits for its tasks to be *done*, not for every worker to show up: a
+ * worker the OS has descheduled holds up a run only if it has claimed one of its tasks. */
+#define GEN_BITS 24
+#define COUNT_BITS 20
+#define MAX_TASKS ((1 << COUNT_BITS) - 1)
+#define WORD(gen, count, next) ((uint64_t)(gen) << 40 | (uint64_t)(count) << 20 | (uint64_t)(next))
+#define WORD_GEN(w) ((uint32_t)((w) >> 40))
+#define WORD_COUNT(w) ((int)(((w) >> 20) & MAX_TASKS))
+#define WORD_NEXT(w) ((int)((w) & MAX_TASKS))
+
 struct cq_pool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    _Atomic uint64_t work;  /* generation << 32 | next task */
+    _Atomic uint64_t work;  /* WORD(generation, tasks, next task) */
     atomic_int n_done;      /* tasks of the current run finished */
     atomic_bool caller_sleeping;
     bool stop;
-    /* the current run, written before its generation is published */
+    /* the current run, written before its word is published */
     cq_pool_fn fn;
     void *ctx;
-    int n_tasks;
 };
 
 typedef struct {
@@ -46,12 +54,11 @@ typedef struct {
 static void run_tasks(cq_pool *p, uint32_t gen, int thread) {
     for (;;) {
         uint64_t w = atomic_load(&p->work);
-        if ((uint32_t)(w >> 32) != gen) return;
-        uint32_t t = (uint32_t)w;
-        if ((int)t >= p->n_tasks) return;
+        if (WORD_GEN(w) != gen || WORD_NEXT(w) >= WORD_COUNT(w)) return;
         if (!atomic_compare_exchange_weak(&p->work, &w, w + 1)) continue;
-        p->fn(p->ctx, (int)t, thread);
-        if (atomic_fetch_add(&p->n_done, 1) + 1 == p->n_tasks && atomic_load(&p->caller_sleeping)) {
+        const int n_tasks = WORD_COUNT(w);
+        p->fn(p->ctx, WORD_NEXT(w), thread);
+        if (atomic_fetch_add(&p->n_done, 1) + 1 == n_tasks && atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -64,19 +71,19 @@ static void *worker_main(void *arg) {
     cq_pool *p = wa->pool;
     int index = wa->index;
     free(wa);
-    uint32_t seen = 0; /* generation 0 is never a run: runs start at 1 */
+    uint32_t seen = 0; /* generation 0 is never a run */
     for (;;) {
         int spins = 0;
-        while ((uint32_t)(atomic_load(&p->work) >> 32) == seen && spins < SPIN_ITERS) {
+        while (WORD_GEN(atomic_load(&p->work)) == seen && spins < SPIN_ITERS) {
             cpu_relax();
             spins++;
         }
         pthread_mutex_lock(&p->mu);
-        while ((uint32_t)(atomic_load(&p->work) >> 32) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
+        while (WORD_GEN(atomic_load(&p->work)) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
         bool stop = p->stop;
         pthread_mutex_unlock(&p->mu);
         if (stop) return NULL;
-        seen = (uint32_t)(atomic_load(&p->work) >> 32);
+        seen = WORD_GEN(atomic_load(&p->work));
         run_tasks(p, seen, index);
     }
 }
@@ -134,18 +141,17 @@ int cq_pool_threads(const cq_pool *p) { return p->n_threads; }
 
 void cq_pool_run(cq_pool *p, int n_tasks, cq_pool_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
-    if (p->n_threads == 1 || n_tasks == 1) {
+    if (p->n_threads == 1 || n_tasks == 1 || n_tasks > MAX_TASKS) {
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
-    p->n_tasks = n_tasks;
     atomic_store(&p->n_done, 0);
-    uint32_t gen = (uint32_t)(atomic_load(&p->work) >> 32) + 1;
-    if (gen == 0) gen = 1; /* after 2^32 runs: skip the workers' initial value */
+    uint32_t gen = (WORD_GEN(atomic_load(&p->work)) + 1) & ((1u << GEN_BITS) - 1);
+    if (gen == 0) gen = 1; /* 0 is the workers' initial value, never a run */
     pthread_mutex_lock(&p->mu);
-    atomic_store(&p->work, (uint64_t)gen << 32);
+    atomic_store(&p->work, WORD(gen, n_tasks, 0));
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, gen, 0);

@@ -1,7 +1,9 @@
 /* Sampler (greedy, temperature, top-k, top-p, repetition penalty) on hand-made logits, and generation on the real
  * model: greedy text equals the reference's greedy tokens, streaming delivers the same text in whole characters,
- * stop strings cut the output, the callback can stop it, max_tokens holds. */
+ * stop strings cut the output, the callback can stop it, max_tokens holds; two sequences on one model from two
+ * threads at once. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -181,10 +183,48 @@ static void test_generate_greedy_and_stream(void **state) {
     free(want);
 }
 
+/* Two sequences on one model from two threads at once give what each gives alone. */
+typedef struct {
+    const char *prompt;
+    char *out;
+    cq_status rc;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    cq_decoder_seq *s;
+    cq_err err = {0};
+    j->rc = cq_decoder_seq_new(dec, 64, &s, &err);
+    if (j->rc) return NULL;
+    cq_generate_params p = cq_generate_defaults();
+    p.max_tokens = 6;
+    j->rc = cq_decoder_generate(s, j->prompt, &p, NULL, NULL, &j->out, NULL, &err);
+    cq_decoder_seq_free(s);
+    return NULL;
+}
+
+static void test_concurrent_sequences(void **state) {
+    (void)state;
+    job alone[2] = {{"The capital of France is", NULL, 0}, {"第一条 为了保护劳动者的合法权益，", NULL, 0}};
+    job together[2] = {alone[0], alone[1]};
+    run_job(&alone[0]);
+    run_job(&alone[1]);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, run_job, &together[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(alone[i].rc, CQ_OK);
+        assert_int_equal(together[i].rc, CQ_OK);
+        assert_string_equal(alone[i].out, together[i].out);
+        free(alone[i].out), free(together[i].out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler),
         cmocka_unit_test(test_generate_greedy_and_stream),
+        cmocka_unit_test(test_concurrent_sequences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,24 +18,7 @@ extern "C" { /* C headers: their functions keep C linkage */
 #include "core/log.h"
 }
 #include "attention/forward_cuda.h"
-
-/* Records the failing statement, file and line in err and returns CQ_ERR_DEVICE up the stack. */
-#define CUDA_TRY(stmt)                                                                                           \
-    do {                                                                                                         \
-        cudaError_t e_ = (stmt);                                                                                 \
-        if (e_ != cudaSuccess)                                                                                   \
-            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: %s", #stmt, __FILE__, __LINE__,           \
-                              cudaGetErrorString(e_));                                                           \
-    } while (0)
-#define CUBLAS_TRY(stmt)                                                                                         \
-    do {                                                                                                         \
-        cublasStatus_t s_ = (stmt);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                         \
-            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: cuBLAS status %d", #stmt, __FILE__,       \
-                              __LINE__, (int)s_);                                                                \
-    } while (0)
-/* a kernel launch: check the launch itself (bad configuration), not completion */
-#define LAUNCH_TRY() CUDA_TRY(cudaGetLastError())
+#include "core/cuda_check.h"
 
 #define ATT_WARPS 4       /* warps per attention block; their running softmaxes merge in shared memory */
 #define MAX_HD_PER_LANE 16 /* head_dim <= 512 */

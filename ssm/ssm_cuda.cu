@@ -22,25 +22,10 @@ extern "C" {
 #include "core/error.h" /* a C header: its functions keep C linkage */
 }
 #include "ssm/ssm_internal.h"
+#include "core/cuda_check.h"
 
 #define CHUNK 256
 #define SCAN_THREADS 128
-
-/* Records the failing statement, file and line in err and returns CQ_ERR_DEVICE up the stack. */
-#define CUDA_TRY(stmt)                                                                                 \
-    do {                                                                                               \
-        cudaError_t e_ = (stmt);                                                                       \
-        if (e_ != cudaSuccess)                                                                         \
-            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: %s", #stmt, __FILE__, __LINE__, \
-                              cudaGetErrorString(e_));                                                 \
-    } while (0)
-#define CUBLAS_TRY(stmt)                                                                               \
-    do {                                                                                               \
-        cublasStatus_t s_ = (stmt);                                                                    \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                               \
-            return cq_err_set(err, CQ_ERR_DEVICE, "%s failed at %s:%d: cuBLAS status %d", #stmt,      \
-                              __FILE__, __LINE__, (int)s_);                                            \
-    } while (0)
 
 /* ---- kernels ---- */
 

@@ -6,6 +6,13 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "index/vectors.h"
+
+/* The process's dense retriever, opened with the first store when trained encoder weights are installed. */
+static cq_dense *g_dense;
+static int g_dense_tried;
+
+static void close_dense(void) { cq_dense_close(g_dense); }
 
 cq_store *cq_cli_open_store(const char *data_dir) {
     cq_err err = {0};
@@ -20,6 +27,13 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     cq_store *s = NULL;
     if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
     free(path);
+    if (s && !g_dense_tried) {
+        g_dense_tried = 1;
+        cq_err derr = {0};
+        if (cq_dense_open(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
+        else if (derr.code != CQ_ERR_UNSUPPORTED) fprintf(stderr, "clauseqa: dense retrieval off: %s\n", derr.msg);
+    }
+    if (s) cq_dense_attach(s, g_dense);
     return s;
 }
 
@@ -53,7 +67,9 @@ cJSON *cq_json_hit(const cq_hit *h) {
     cJSON_AddItemToObject(o, "text", cJSON_CreateString(h->text));
     cJSON_AddNumberToObject(o, "score", h->score);
     cJSON_AddNumberToObject(o, "clause_id", (double)h->clause_id);
-    cJSON_AddStringToObject(o, "source", h->source == CQ_RETRIEVE_ROUTER ? "router" : "bm25");
+    cJSON_AddStringToObject(o, "source", h->source == CQ_RETRIEVE_ROUTER  ? "router"
+                                         : h->source == CQ_RETRIEVE_DENSE ? "dense"
+                                                                          : "bm25");
     return o;
 }
 

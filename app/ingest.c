@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
+#include "index/vectors.h"
+#include "ssm/ssm.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -57,7 +59,7 @@ static char *doc_label(const char *title, const char *name) {
 }
 
 static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const char *label, const cq_doctext *doc,
-                               const cq_structure *st, cq_err *err) {
+                               const cq_structure *st, int64_t *clause_ids, cq_err *err) {
     for (int i = 0; i < doc->n_pages; i++) {
         const cq_page *p = &doc->pages[i];
         cq_store_page sp = {p->page_no, p->width, p->height, (int)p->n_chars, p->quality, p->quality_reason};
@@ -90,11 +92,47 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
             .boxes = sb,
             .n_boxes = n_boxes,
         };
-        cq_status rc = cq_store_clause_add(s, kb_id, doc_id, label, &sc, NULL, err);
+        cq_status rc = cq_store_clause_add(s, kb_id, doc_id, label, &sc, &clause_ids[i], err);
         free(sb);
         if (rc) return rc;
     }
     return CQ_OK;
+}
+
+/* With a dense retriever attached to the connection (index/vectors.h), one encoder pass over the document gives a
+ * vector per clause and the document's final state; both are written in the ingest transaction. */
+static cq_status encode_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const cq_structure *st,
+                                const int64_t *clause_ids, cq_err *err) {
+    cq_dense *d = cq_dense_attached(s);
+    if (!d || st->n_clauses == 0) return CQ_OK;
+    const cq_ssm_model *m = cq_dense_model(d);
+    size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed, state_bytes = cq_ssm_state_size_bytes(m);
+    const char **texts = malloc(n * sizeof *texts);
+    size_t *lens = malloc(n * sizeof *lens);
+    float *vectors = malloc(n * dim * sizeof *vectors);
+    void *state_buf = malloc(state_bytes);
+    cq_ssm_state *state = NULL;
+    cq_vectors *v = NULL;
+    cq_status rc = texts && lens && vectors && state_buf ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        texts[i] = st->clauses[i].text;
+        lens[i] = strlen(texts[i]);
+    }
+    if (!rc) rc = cq_ssm_state_new(m, &state, err);
+    if (!rc) rc = cq_ssm_encode_document(cq_dense_encoder(d), state, texts, lens, n, vectors, err);
+    if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
+    if (!rc) rc = cq_vectors_add(v, clause_ids, vectors, n, err);
+    if (!rc) rc = cq_ssm_state_save(state, state_buf, state_bytes, err);
+    if (!rc)
+        rc = cq_vectors_state_put(s, doc_id, cq_ssm_model_id(m), cq_ssm_state_tokens(state), state_buf, state_bytes,
+                                  err);
+    if (rc) cq_err_prefix(err, "encoding clauses: ");
+    cq_ssm_state_free(state);
+    free(state_buf);
+    free(vectors);
+    free(lens);
+    free(texts);
+    return rc;
 }
 
 /* Reads and parses the document (no database work). */
@@ -135,7 +173,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     cq_doctext doc = {0};
     cq_structure st = {0};
     cq_doc_info old = {0}, same = {0};
-    int64_t doc_id = 0;
+    int64_t doc_id = 0, *clause_ids = NULL;
     char sha[65];
     cq_status rc = cq_file_read(path, CQ_INGEST_MAX_BYTES, &data, &len, err);
     if (rc) goto out;
@@ -208,9 +246,11 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     const char *title = doc.title;
     if (st.title && (!title || !strcmp(format, "pdf"))) title = st.title;
     char *label = doc_label(title, name);
-    rc = cq_store_begin(s, err);
+    clause_ids = calloc(st.n_clauses, sizeof *clause_ids);
+    rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format, sha, (int64_t)len, &doc_id, err);
-    if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, err);
+    if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
+    if (!rc) rc = encode_clauses(s, kb_id, doc_id, &st, clause_ids, err);
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
@@ -231,6 +271,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
 out:
     if (rc && err) cq_err_prefix(err, "%s: ", filename);
     res->seconds = now_seconds() - t0;
+    free(clause_ids);
     cq_structure_free(&st);
     cq_doctext_free(&doc);
     cq_doc_info_free(&old);

@@ -9,6 +9,7 @@
 #include "core/utf8.h"
 #include "index/fts_cjk.h"
 #include "index/router.h"
+#include "index/vectors.h"
 
 /* BM25 column weights for (kb, doc, title, path, body): kb and doc are filters, not evidence. The title weighs
  * more than the body because a question that names a law should prefer that law's articles. */
@@ -275,14 +276,76 @@ static cq_status bm25(cq_store *s, int64_t kb_id, const char *question, char **t
 
 /* ---- fusion ------------------------------------------------------------------------------------------------- */
 
+#define RRF_K 60.0    /* reciprocal-rank fusion: a list's rank r adds 1 / (RRF_K + r) */
+#define DENSE_POOL 50 /* nearest clauses fetched from the vector index */
+
+typedef struct {
+    int64_t id;
+    double score;
+    int source;   /* the list where the clause ranks best */
+    int best_rank;
+} fused;
+
+static int cmp_fused(const void *a, const void *b) {
+    const fused *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void fuse_add(fused *f, size_t *n, int64_t id, int rank, int source) {
+    size_t i;
+    for (i = 0; i < *n && f[i].id != id; i++) {
+    }
+    if (i == *n) f[(*n)++] = (fused){id, 0, source, rank};
+    f[i].score += 1.0 / (RRF_K + rank);
+    if (rank < f[i].best_rank) {
+        f[i].best_rank = rank;
+        f[i].source = source;
+    }
+}
+
+/* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
+ * them and the dense list are merged by reciprocal-rank fusion (only the dense list when BM25 was not asked for). */
+static cq_status dense_fuse(cq_store *s, int64_t kb_id, const char *question, cq_hits *h, size_t k, cq_err *err) {
+    int64_t ids[DENSE_POOL];
+    float cos[DENSE_POOL];
+    size_t nd = 0;
+    cq_status rc = cq_dense_search(cq_dense_attached(s), s, kb_id, question, DENSE_POOL, ids, cos, &nd, err);
+    if (rc) return rc;
+    size_t routed = 0;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    fused *f = malloc((h->n + nd + 1) * sizeof *f);
+    if (!f) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    size_t nf = 0;
+    for (size_t i = routed; i < h->n; i++) fuse_add(f, &nf, h->hits[i].clause_id, (int)(i - routed) + 1, CQ_RETRIEVE_BM25);
+    for (size_t i = 0; i < nd; i++) fuse_add(f, &nf, ids[i], (int)i + 1, CQ_RETRIEVE_DENSE);
+    qsort(f, nf, sizeof *f, cmp_fused);
+    /* Rebuild the list after the router hits in the fused order; the BM25 hits move aside and are freed after. */
+    cq_hits old = {malloc((h->n - routed + 1) * sizeof *old.hits), h->n - routed, 0};
+    if (!old.hits) {
+        free(f);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    memcpy(old.hits, h->hits + routed, old.n * sizeof *old.hits);
+    h->n = routed;
+    for (size_t i = 0; !rc && i < nf && h->n < k; i++) {
+        if (has_clause(h, f[i].id)) continue;
+        rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].source, 0, 0, err);
+    }
+    cq_hits_free(&old);
+    free(f);
+    return rc;
+}
+
 cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int modes, size_t k, cq_hits *out,
                       cq_err *err) {
     memset(out, 0, sizeof *out);
     if (k == 0) return CQ_OK;
     if (k > 200) k = 200;
-    if (modes & CQ_RETRIEVE_DENSE)
+    if ((modes & CQ_RETRIEVE_DENSE) && !cq_dense_attached(s))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is not available: the SSM encoder has no trained weights yet");
+                          "dense retrieval is not available: no trained SSM encoder weights are installed "
+                          "(DATA/models/ssm/ssm.json and ssm.safetensors); use --mode router,bm25");
     out->hits = calloc(k, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;
@@ -320,6 +383,7 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
         if (!rc) rc = bm25(s, kb_id, question, terms, n_terms, NULL, 0, out, k, err);
         cq_retrieve_terms_free(terms, n_terms);
     }
+    if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, kb_id, question, out, k, err);
     if (rc) cq_hits_free(out);
     return rc;
 }

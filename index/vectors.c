@@ -1,5 +1,6 @@
 /* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
 #include "index/vectors.h"
+#include "index/store_internal.h"
 
 #include <faiss/c_api/IndexIVF_c.h>
 #include <faiss/c_api/Index_c.h>
@@ -374,6 +375,9 @@ struct cq_dense {
     cq_vectors *kbs[DENSE_MAX_KBS];
     size_t n_kbs;
 };
+
+void cq_dense_attach(cq_store *s, cq_dense *d) { *cq_store_dense_slot(s) = d; }
+cq_dense *cq_dense_attached(cq_store *s) { return *cq_store_dense_slot(s); }
 
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     *out = NULL;

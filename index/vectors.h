@@ -70,6 +70,10 @@ cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *q
                           float *scores, size_t *n, cq_err *err);
 /* The KB's shared index (opened on first use): ingest adds and delete removes through it, so searches see them. */
 cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out, cq_err *err);
+/* Makes d (or NULL) the dense retriever of connection s: cq_retrieve searches it for CQ_RETRIEVE_DENSE and ingest
+ * encodes new documents into it. d is borrowed: it must outlive the connection's use of it. */
+void cq_dense_attach(cq_store *s, cq_dense *d);
+cq_dense *cq_dense_attached(cq_store *s);
 /* The encoder and the weights' id, for ingest to encode documents with. */
 cq_ssm_encoder *cq_dense_encoder(cq_dense *d);
 const cq_ssm_model *cq_dense_model(cq_dense *d);

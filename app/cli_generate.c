@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app/cli.h"
+#include "app/cli_common.h"
 #include "attention/decoder.h"
 
 #define MAX_STOPS 16
@@ -115,13 +116,12 @@ int cq_cmd_generate(int argc, char **argv) {
                 return 2;
             }
             break;
-        case 'j':
-            opt.n_threads = (int)strtol(optarg, &end, 10);
-            if (*optarg == 0 || *end || opt.n_threads <= 0) {
-                fprintf(stderr, "clauseqa generate: --threads needs a positive number\n");
-                return 2;
-            }
+        case 'j': {
+            long n = cq_cli_positive("--threads", optarg);
+            if (n < 0) return 2;
+            opt.n_threads = (int)n;
             break;
+        }
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "app/cli.h"
+#include "app/cli_common.h"
+#include "core/fileio.h"
 #include "attention/decoder.h"
 
 static void usage(FILE *f) {
@@ -18,34 +20,6 @@ static void usage(FILE *f) {
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
             "  --json                  print one JSON document\n");
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *p = realloc(buf, cap * 2);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 int cq_cmd_perplexity(int argc, char **argv) {
@@ -77,13 +51,12 @@ int cq_cmd_perplexity(int argc, char **argv) {
                 return 2;
             }
             break;
-        case 'j':
-            opt.n_threads = (int)strtol(optarg, &end, 10);
-            if (*optarg == 0 || *end || opt.n_threads <= 0) {
-                fprintf(stderr, "clauseqa perplexity: --threads needs a positive number\n");
-                return 2;
-            }
+        case 'j': {
+            long n = cq_cli_positive("--threads", optarg);
+            if (n < 0) return 2;
+            opt.n_threads = (int)n;
             break;
+        }
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -95,9 +68,9 @@ int cq_cmd_perplexity(int argc, char **argv) {
         return 2;
     }
     size_t len = 0;
-    char *text = read_all(argv[optind], &len);
-    if (!text) {
-        fprintf(stderr, "clauseqa perplexity: cannot read %s\n", argv[optind]);
+    char *text = NULL;
+    if (cq_file_read(argv[optind], 0, &text, &len, &err)) {
+        fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
         return 1;
     }
     char path[4096];

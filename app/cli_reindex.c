@@ -66,7 +66,7 @@ int cq_cmd_reindex(int argc, char **argv) {
     cq_vectors *v = NULL;
     int rc = 0;
     /* open repairs a mismatch itself; rebuild anyway, as asked */
-    if (cq_vectors_open(s, data_dir, kb_id, model, dim, &v, &err) || cq_vectors_rebuild(v, &err)) {
+    if (cq_vectors_open(s, data_dir, kb_id, model, dim, &v, &err) || cq_vectors_rebuild(v, s, &err)) {
         fprintf(stderr, "clauseqa reindex: %s\n", err.msg);
         rc = 1;
     } else {

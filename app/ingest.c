@@ -119,9 +119,9 @@ static cq_status encode_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, cons
         lens[i] = strlen(texts[i]);
     }
     if (!rc) rc = cq_ssm_state_new(m, &state, err);
-    if (!rc) rc = cq_ssm_encode_document(cq_dense_encoder(d), state, texts, lens, n, vectors, err);
+    if (!rc) rc = cq_dense_encode_document(d, state, texts, lens, n, vectors, err);
     if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
-    if (!rc) rc = cq_vectors_add(v, clause_ids, vectors, n, err);
+    if (!rc) rc = cq_vectors_add(v, s, clause_ids, vectors, n, err);
     if (!rc) rc = cq_ssm_state_save(state, state_buf, state_bytes, err);
     if (!rc)
         rc = cq_vectors_state_put(s, doc_id, cq_ssm_model_id(m), cq_ssm_state_tokens(state), state_buf, state_bytes,
@@ -202,7 +202,8 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
             snprintf(res->quality_reason, sizeof res->quality_reason, "%s", same.quality_reason ? same.quality_reason : "");
             goto out;
         }
-        rc = cq_store_doc_delete(s, same.id, err);
+        rc = cq_dense_forget_doc(s, same.id, err);
+        if (!rc) rc = cq_store_doc_delete(s, same.id, err);
         if (rc) goto out;
     } else if (rc != CQ_ERR_NOT_FOUND) {
         goto out;
@@ -250,15 +251,20 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format, sha, (int64_t)len, &doc_id, err);
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
+    bool encoded = false;
     if (!rc) rc = encode_clauses(s, kb_id, doc_id, &st, clause_ids, err);
+    encoded = !rc;
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
+    if (!rc && old.id) rc = cq_dense_forget_doc(s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);
     if (!rc) rc = cq_store_commit(s, err);
     if (rc) {
         cq_store_rollback(s);
+        cq_err e2 = {0};
+        if (encoded) cq_dense_forget(s, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
         doc_id = 0;
         goto out;
     }

@@ -27,6 +27,7 @@
 #include "index/retrieve.h"
 #include "index/router.h"
 #include "index/store.h"
+#include "index/vectors.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
 #define JOB_LIST_LIMIT 100
@@ -47,6 +48,7 @@ struct cq_service {
     char *data_dir, *db_path, *files_dir, *uploads_dir, *spool_dir, *cache_dir;
     bool allow_open;
     double started_at;
+    cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights; every connection carries it */
 
     pthread_mutex_t pool_lock;
     cq_store **pool;
@@ -93,6 +95,7 @@ static cq_store *pool_get(cq_service *s, cq_err *err) {
     pthread_mutex_unlock(&s->pool_lock);
     if (st) return st;
     if (cq_store_open(s->db_path, &st, err)) return NULL;
+    cq_dense_attach(st, s->dense);
     return st;
 }
 
@@ -401,7 +404,7 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     cJSON *m = cJSON_AddObjectToObject(o, "models");
     cJSON_AddStringToObject(m, "answers", "extractive");
     cJSON_AddBoolToObject(m, "decoder_loaded", false);
-    cJSON_AddBoolToObject(m, "encoder_loaded", false);
+    cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
     *out = o;
     return CQ_OK;
 }
@@ -453,7 +456,7 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      "# HELP clauseqa_model_loaded Whether a model is loaded (1) or not (0).\n"
                      "# TYPE clauseqa_model_loaded gauge\n"
                      "clauseqa_model_loaded{model=\"decoder\"} 0\n"
-                     "clauseqa_model_loaded{model=\"encoder\"} 0\n"
+                     "clauseqa_model_loaded{model=\"encoder\"} %d\n"
                      "# HELP clauseqa_page_images_total Page images served, by whether they were rendered or cached.\n"
                      "# TYPE clauseqa_page_images_total counter\n"
                      "clauseqa_page_images_total{source=\"rendered\"} %llu\n"
@@ -463,7 +466,7 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      "clauseqa_auth_open_mode %d\n",
                      (unsigned long long)atomic_load(&s->answers), (unsigned long long)atomic_load(&s->abstentions),
                      (unsigned long long)atomic_load(&s->retrievals),
-                     (unsigned long long)atomic_load(&s->chunks_streamed),
+                     (unsigned long long)atomic_load(&s->chunks_streamed), s->dense ? 1 : 0,
                      (unsigned long long)atomic_load(&s->pages_rendered),
                      (unsigned long long)atomic_load(&s->page_cache_hits), cq_service_open_mode(s) ? 1 : 0);
 }
@@ -533,6 +536,7 @@ static cq_status svc_kb_delete(void *ctx, const char *kb, cq_err *err) {
     if (!rc) rc = cq_store_doc_list(st, id, &docs, &n, err);
     if (!rc) rc = cq_store_kb_delete(st, id, err);
     if (!rc) {
+        cq_dense_forget_kb(st, id);
         for (size_t i = 0; i < n; i++) remove_files_of(s, st, docs[i].sha256, docs[i].format);
         CQ_INFO("knowledge base '%s' deleted with its %zu documents", kb, n);
     }
@@ -606,7 +610,8 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
     cq_doc_info d;
     cq_status rc = cq_store_doc_get(st, doc_id, &d, err);
     if (!rc) {
-        rc = cq_store_doc_delete(st, doc_id, err);
+        rc = cq_dense_forget_doc(st, doc_id, err);
+        if (!rc) rc = cq_store_doc_delete(st, doc_id, err);
         if (!rc) {
             remove_files_of(s, st, d.sha256, d.format);
             CQ_INFO("document %lld (%s) deleted", (long long)doc_id, d.name);
@@ -999,6 +1004,7 @@ static void *worker_main(void *arg) {
         CQ_ERROR("ingestion worker: %s", err.msg);
         return NULL;
     }
+    cq_dense_attach(st, s->dense);
     for (;;) {
         pthread_mutex_lock(&s->queue_lock);
         while (!s->stopping && !s->head) pthread_cond_wait(&s->queue_cond, &s->queue_lock);
@@ -1321,8 +1327,18 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     cq_status rc = CQ_OK;
     const char *dirs[] = {s->files_dir, s->spool_dir, s->cache_dir};
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
+    if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
+        cq_err derr = {0};
+        if (cq_dense_open(s->data_dir, &s->dense, &derr) == CQ_OK)
+            CQ_INFO("dense retrieval on: SSM encoder weights from %s/models/ssm", s->data_dir);
+        else if (derr.code == CQ_ERR_UNSUPPORTED)
+            CQ_INFO("dense retrieval off: %s", derr.msg);
+        else
+            CQ_ERROR("dense retrieval off: the encoder weights cannot be used: %s", derr.msg);
+    }
     cq_store *st = NULL;
     if (!rc) rc = cq_store_open(s->db_path, &st, err); /* creates and migrates the database up front */
+    if (st) cq_dense_attach(st, s->dense);
     pool_put(s, st);
     if (!rc) rc = resume_jobs(s, err);
     if (!rc) {
@@ -1351,6 +1367,7 @@ void cq_service_close(cq_service *s) {
     }
     for (size_t i = 0; i < s->n_pool; i++) cq_store_close(s->pool[i]);
     free(s->pool);
+    cq_dense_close(s->dense); /* after every connection that carried it; saves the changed FAISS files */
     pthread_mutex_destroy(&s->pool_lock);
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);

@@ -23,7 +23,6 @@
 #include "ssm/ssm.h"
 
 struct cq_vectors {
-    cq_store *store;
     int64_t kb_id;
     char model[80];
     int dim;
@@ -69,11 +68,11 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
     return CQ_OK;
 }
 
-static cq_status count_rows(cq_vectors *v, size_t *n, cq_err *err) {
+static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(v->store), "SELECT count(*) FROM clause_vectors WHERE kb_id = ? AND model = ?",
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ? AND model = ?",
                            -1, &st, NULL))
-        return db_error(v->store, err, "count vectors");
+        return db_error(s, err, "count vectors");
     sqlite3_bind_int64(st, 1, v->kb_id);
     sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
     *n = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
@@ -96,19 +95,19 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
     return rc;
 }
 
-cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err) {
+cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
     size_t n = 0;
-    cq_status rc = count_rows(v, &n, err);
+    cq_status rc = count_rows(v, s, &n, err);
     if (rc) return rc;
     float *x = malloc((n + 1) * (size_t)v->dim * sizeof(float));
     idx_t *ids = malloc((n + 1) * sizeof(idx_t));
     sqlite3_stmt *st = NULL;
     size_t got = 0;
     if (!x || !ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", n);
-    if (!rc && sqlite3_prepare_v2(cq_store_db(v->store),
+    if (!rc && sqlite3_prepare_v2(cq_store_db(s),
                                   "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ? AND model = ? "
                                   "ORDER BY clause_id", -1, &st, NULL))
-        rc = db_error(v->store, err, "read vectors");
+        rc = db_error(s, err, "read vectors");
     if (!rc) {
         sqlite3_bind_int64(st, 1, v->kb_id);
         sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
@@ -146,7 +145,6 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
         return cq_err_set(err, CQ_ERR_INVALID, "vectors: bad dimension or model id");
     cq_vectors *v = calloc(1, sizeof *v);
     if (!v) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    v->store = s;
     v->kb_id = kb_id;
     v->dim = dim;
     snprintf(v->model, sizeof v->model, "%s", model);
@@ -156,7 +154,7 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
     snprintf(v->path, sizeof v->path, "%s/kb%lld.faiss", dir, (long long)kb_id);
     size_t n_rows = 0;
     cq_status rc = cq_mkdirs(dir, err);
-    if (!rc) rc = count_rows(v, &n_rows, err);
+    if (!rc) rc = count_rows(v, s, &n_rows, err);
     if (!rc) {
         FaissIndex *idx = NULL;
         if (access(v->path, R_OK) == 0 && faiss_read_index_fname(v->path, 0, &idx)) idx = NULL;
@@ -179,7 +177,7 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
                         (long long)faiss_Index_ntotal(idx), faiss_Index_d(idx), n_rows, dim);
                 faiss_Index_free(idx);
             }
-            rc = cq_vectors_rebuild(v, err);
+            rc = cq_vectors_rebuild(v, s, err);
         }
     }
     if (rc) {
@@ -214,20 +212,21 @@ static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, siz
     return rc ? faiss_error(err, "remove_ids") : CQ_OK;
 }
 
-cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *vectors, size_t n, cq_err *err) {
+cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
+                         cq_err *err) {
     if (!n) return CQ_OK;
-    sqlite3 *db = cq_store_db(v->store);
+    sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?,?,?,?)",
                            -1, &st, NULL))
-        return db_error(v->store, err, "store vectors");
+        return db_error(s, err, "store vectors");
     cq_status rc = CQ_OK;
     for (size_t i = 0; i < n && !rc; i++) {
         sqlite3_bind_int64(st, 1, clause_ids[i]);
         sqlite3_bind_int64(st, 2, v->kb_id);
         sqlite3_bind_text(st, 3, v->model, -1, SQLITE_STATIC);
         sqlite3_bind_blob(st, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(v->store, err, "store vectors");
+        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "store vectors");
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -240,28 +239,31 @@ cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *
         rc = faiss_error(err, "add");
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
-    if (!rc && rebuild) rc = cq_vectors_rebuild(v, err);
+    if (!rc && rebuild) rc = cq_vectors_rebuild(v, s, err);
     return rc;
 }
 
-cq_status cq_vectors_remove(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
-    if (!n) return CQ_OK;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(v->store), "DELETE FROM clause_vectors WHERE clause_id = ?", -1, &st, NULL))
-        return db_error(v->store, err, "remove vectors");
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        sqlite3_bind_int64(st, 1, clause_ids[i]);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(v->store, err, "remove vectors");
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    if (rc) return rc;
+cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
     pthread_rwlock_wrlock(&v->lock);
-    rc = remove_from_index(v, clause_ids, n, err);
+    cq_status rc = remove_from_index(v, clause_ids, n, err);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
     return rc;
+}
+
+cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "DELETE FROM clause_vectors WHERE clause_id = ?", -1, &st, NULL))
+        return db_error(s, err, "remove vectors");
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_bind_int64(st, 1, clause_ids[i]);
+        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "remove vectors");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
 }
 
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
@@ -364,20 +366,31 @@ cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, v
 
 /* ---- dense retrieval ---- */
 
-#define DENSE_MAX_KBS 64
-
+/* The KBs' indexes stay open for the life of the cq_dense (each is as large as its vectors, which are needed to
+ * answer anyway); a KB's index is closed only when the KB is deleted (cq_dense_forget_kb), so a pointer handed out
+ * by cq_dense_kb stays valid while the KB exists. */
 struct cq_dense {
     char data_dir[4000];
     cq_ssm_model *model;
-    cq_ssm_encoder *encoder;
-    pthread_mutex_t encode_mu, kbs_mu;
-    int64_t kb_ids[DENSE_MAX_KBS];
-    cq_vectors *kbs[DENSE_MAX_KBS];
-    size_t n_kbs;
+    cq_ssm_encoder *encoder;     /* questions: short, on the calling thread, under encode_mu */
+    cq_ssm_encoder *doc_encoder; /* documents: long, its own workers, under doc_mu, so ingestion never holds up
+                                    the questions of other threads */
+    pthread_mutex_t encode_mu, doc_mu, kbs_mu;
+    int64_t *kb_ids;
+    cq_vectors **kbs;
+    size_t n_kbs, cap_kbs;
 };
 
 void cq_dense_attach(cq_store *s, cq_dense *d) { *cq_store_dense_slot(s) = d; }
 cq_dense *cq_dense_attached(cq_store *s) { return *cq_store_dense_slot(s); }
+
+/* The GPU when there is one, else the fast CPU path, else the reference. */
+static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encoder **out, cq_err *err) {
+    cq_err e2 = {0};
+    if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CUDA, 0, out, &e2) == CQ_OK) return CQ_OK;
+    if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, n_threads, out, &e2) == CQ_OK) return CQ_OK;
+    return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
+}
 
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     *out = NULL;
@@ -391,17 +404,14 @@ cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     snprintf(d->data_dir, sizeof d->data_dir, "%s", data_dir);
     pthread_mutex_init(&d->encode_mu, NULL);
+    pthread_mutex_init(&d->doc_mu, NULL);
     pthread_mutex_init(&d->kbs_mu, NULL);
     cq_status rc = cq_ssm_model_load(dir, &d->model, err);
     if (!rc && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
         rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "encoder weights in %s have a %d-token vocabulary; text needs %d",
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
-    if (!rc) { /* the GPU when there is one, else the fast CPU path, else the reference */
-        cq_err e2 = {0};
-        if (cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_CUDA, 0, &d->encoder, &e2) &&
-            cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_CPU, 0, &d->encoder, &e2))
-            rc = cq_ssm_encoder_new(d->model, CQ_SSM_BACKEND_REF, 1, &d->encoder, err);
-    }
+    if (!rc) rc = new_encoder(d->model, 1, &d->encoder, err);
+    if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, err);
     if (rc) {
         cq_dense_close(d);
         return rc;
@@ -413,9 +423,13 @@ cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
 void cq_dense_close(cq_dense *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
+    free(d->kbs);
+    free(d->kb_ids);
     cq_ssm_encoder_free(d->encoder);
+    cq_ssm_encoder_free(d->doc_encoder);
     cq_ssm_model_free(d->model);
     pthread_mutex_destroy(&d->encode_mu);
+    pthread_mutex_destroy(&d->doc_mu);
     pthread_mutex_destroy(&d->kbs_mu);
     free(d);
 }
@@ -426,15 +440,18 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
     size_t i = 0;
     while (i < d->n_kbs && d->kb_ids[i] != kb_id) i++;
     if (i == d->n_kbs) {
-        if (d->n_kbs == DENSE_MAX_KBS) { /* keep the newest: close the oldest */
-            cq_vectors_close(d->kbs[0]);
-            memmove(d->kbs, d->kbs + 1, (DENSE_MAX_KBS - 1) * sizeof d->kbs[0]);
-            memmove(d->kb_ids, d->kb_ids + 1, (DENSE_MAX_KBS - 1) * sizeof d->kb_ids[0]);
-            d->n_kbs--;
-            i = d->n_kbs;
+        if (d->n_kbs == d->cap_kbs) {
+            size_t cap = d->cap_kbs ? 2 * d->cap_kbs : 8;
+            int64_t *ids = realloc(d->kb_ids, cap * sizeof *ids);
+            if (ids) d->kb_ids = ids;
+            cq_vectors **kbs = realloc(d->kbs, cap * sizeof *kbs);
+            if (kbs) d->kbs = kbs;
+            if (ids && kbs) d->cap_kbs = cap;
+            else rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
-        rc = cq_vectors_open(s, d->data_dir, kb_id, cq_ssm_model_id(d->model),
-                             cq_ssm_model_config(d->model)->d_embed, &d->kbs[i], err);
+        if (!rc)
+            rc = cq_vectors_open(s, d->data_dir, kb_id, cq_ssm_model_id(d->model),
+                                 cq_ssm_model_config(d->model)->d_embed, &d->kbs[i], err);
         if (!rc) {
             d->kb_ids[i] = kb_id;
             d->n_kbs++;
@@ -443,6 +460,31 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
     *out = rc ? NULL : d->kbs[i];
     pthread_mutex_unlock(&d->kbs_mu);
     return rc;
+}
+
+/* Keeps the FAISS hits that SQLite (as s sees it) holds for this KB and model: a vector whose clause was rolled
+ * back, deleted by another process, or whose id now names a clause of another KB is never served. */
+static cq_status keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores, size_t *n,
+                             cq_err *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT 1 FROM clause_vectors WHERE clause_id = ? AND kb_id = ? AND model = ?",
+                           -1, &st, NULL))
+        return db_error(s, err, "check vectors");
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        sqlite3_bind_int64(st, 1, ids[i]);
+        sqlite3_bind_int64(st, 2, kb_id);
+        sqlite3_bind_text(st, 3, model, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            ids[kept] = ids[i];
+            scores[kept++] = scores[i];
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (kept < *n) CQ_WARN("vectors: KB %lld: %zu stale FAISS hits skipped", (long long)kb_id, *n - kept);
+    *n = kept;
+    return CQ_OK;
 }
 
 cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *question, size_t k, int64_t *ids,
@@ -458,9 +500,63 @@ cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *q
     cq_vectors *v = NULL;
     if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
     if (!rc) rc = cq_vectors_search(v, q, k, ids, scores, n, err);
+    if (!rc) rc = keep_stored(s, kb_id, cq_ssm_model_id(d->model), ids, scores, n, err);
     free(q);
     return rc;
 }
 
-cq_ssm_encoder *cq_dense_encoder(cq_dense *d) { return d->encoder; }
+cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
+                                   size_t n, float *vectors, cq_err *err) {
+    pthread_mutex_lock(&d->doc_mu);
+    cq_status rc = cq_ssm_encode_document(d->doc_encoder, state, clauses, lens, n, vectors, err);
+    pthread_mutex_unlock(&d->doc_mu);
+    return rc;
+}
+
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
+
+/* The KB's index if it is open (no opening: an index opened now would be checked against SQLite anyway). */
+static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {
+    pthread_mutex_lock(&d->kbs_mu);
+    cq_vectors *v = NULL;
+    for (size_t i = 0; i < d->n_kbs && !v; i++)
+        if (d->kb_ids[i] == kb_id) v = d->kbs[i];
+    pthread_mutex_unlock(&d->kbs_mu);
+    return v;
+}
+
+cq_status cq_dense_forget(cq_store *s, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
+    cq_dense *d = cq_dense_attached(s);
+    cq_vectors *v = d && n ? open_kb(d, kb_id) : NULL;
+    return v ? cq_vectors_forget(v, clause_ids, n, err) : CQ_OK;
+}
+
+cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err) {
+    cq_dense *d = cq_dense_attached(s);
+    if (!d) return CQ_OK;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
+        return db_error(s, err, "find document");
+    sqlite3_bind_int64(st, 1, doc_id);
+    int64_t kb_id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    if (kb_id < 0 || !open_kb(d, kb_id)) return CQ_OK;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    cq_status rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
+    if (!rc) rc = cq_dense_forget(s, kb_id, ids, n, err);
+    free(ids);
+    return rc;
+}
+
+void cq_dense_forget_kb(cq_store *s, int64_t kb_id) {
+    cq_dense *d = cq_dense_attached(s);
+    cq_vectors *v = d ? open_kb(d, kb_id) : NULL;
+    if (!v) return;
+    /* Emptied, not closed: a request that looked the KB up just before it went may still hold the pointer. */
+    cq_err err = {0};
+    pthread_rwlock_wrlock(&v->lock);
+    if (new_index(v, 0, NULL, &err)) CQ_WARN("vectors: KB %lld: %s", (long long)kb_id, err.msg);
+    v->dirty = 1;
+    pthread_rwlock_unlock(&v->lock);
+}

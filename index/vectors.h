@@ -42,25 +42,31 @@ int cq_vectors_is_ivf(const cq_vectors *v);
 
 /* Stores n clause vectors (n × dim) in SQLite (replacing earlier ones of those clauses) and adds them to FAISS.
  * The caller's transaction, if any, covers the SQLite rows. */
-cq_status cq_vectors_add(cq_vectors *v, const int64_t *clause_ids, const float *vectors, size_t n, cq_err *err);
+cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
+                         cq_err *err);
 
 /* Removes the vectors of these clauses from SQLite and FAISS (call before deleting a document's clauses, with
  * cq_vectors_doc_clause_ids; a later open repairs a missed call). */
-cq_status cq_vectors_remove(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err);
+cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err);
+/* Removes them from FAISS only: their SQLite rows are gone already (cascade, rollback). */
+cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err);
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
 
 /* Up to k nearest clauses of the unit query vector: ids and scores (inner products, best first); *n_out ≤ k. */
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err);
 
-/* Rebuilds the FAISS index from SQLite and saves it (`clauseqa reindex`). */
-cq_status cq_vectors_rebuild(cq_vectors *v, cq_err *err);
+/* Rebuilds the FAISS index from SQLite (read through s) and saves it (`clauseqa reindex`). */
+cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
 
 /* ---- dense retrieval: the encoder and the KBs' indexes, for index/retrieve.c ----
  * Weights live in DATA/models/ssm/ (ssm.json + ssm.safetensors). Without them cq_dense_open fails with
  * CQ_ERR_UNSUPPORTED and a message a person can act on; the product ships no untrained weights. One cq_dense per
- * process: searches may run from several threads (the encoder is used under a lock, FAISS searches share). */
+ * process, attached to any number of connections (the server's pool and its ingestion worker): every call takes
+ * the caller's connection for its SQLite work, questions and documents have an encoder each (each under its own
+ * lock, so an ingestion never holds up questions), FAISS searches share a read lock. FAISS follows SQLite: hits
+ * whose rows the caller's connection does not see (a rolled-back ingest, a deleted document) are dropped. */
 typedef struct cq_dense cq_dense;
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err);
 void cq_dense_close(cq_dense *d);
@@ -74,9 +80,16 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
  * encodes new documents into it. d is borrowed: it must outlive the connection's use of it. */
 void cq_dense_attach(cq_store *s, cq_dense *d);
 cq_dense *cq_dense_attached(cq_store *s);
-/* The encoder and the weights' id, for ingest to encode documents with. */
-cq_ssm_encoder *cq_dense_encoder(cq_dense *d);
+/* Encodes a document's clauses for ingest (cq_ssm_encode_document on the document encoder, under its lock). */
+cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
+                                   size_t n, float *vectors, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
+/* Keeping FAISS in step with SQLite on connection s (no-ops without an attached retriever or an open index):
+ * forget drops clause ids whose rows went (or never committed); forget_doc drops a document's clauses (call before
+ * deleting it); forget_kb empties a KB's index (call once the KB is deleted). */
+cq_status cq_dense_forget(cq_store *s, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err);
+cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err);
+void cq_dense_forget_kb(cq_store *s, int64_t kb_id);
 
 /* ---- document states (ssm/ state blobs) ---- */
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,

@@ -70,7 +70,7 @@ static void add_all(fixture *f, cq_vectors *v) {
     float x[20 * DIM];
     for (int i = 0; i < 20; i++) vec(i, x + i * DIM);
     cq_err err = {0};
-    if (cq_vectors_add(v, f->clauses, x, 20, &err)) fail_msg("%s", err.msg);
+    if (cq_vectors_add(v, f->s, f->clauses, x, 20, &err)) fail_msg("%s", err.msg);
 }
 
 static int64_t top1(cq_vectors *v, int i) {
@@ -106,14 +106,14 @@ static void test_add_search_remove(void **state) {
     /* replacing a clause's vector keeps one entry */
     float x[DIM];
     vec(3, x);
-    assert_int_equal(cq_vectors_add(v, &f->clauses[5], x, 1, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->s, &f->clauses[5], x, 1, &err), CQ_OK);
     assert_int_equal(cq_vectors_count(v), 20);
     /* removing a document's clauses (before deleting it) */
     int64_t *ids;
     size_t n;
     assert_int_equal(cq_vectors_doc_clause_ids(f->s, f->doc_b, &ids, &n, &err), CQ_OK);
     assert_int_equal(n, 10);
-    assert_int_equal(cq_vectors_remove(v, ids, n, &err), CQ_OK);
+    assert_int_equal(cq_vectors_remove(v, f->s, ids, n, &err), CQ_OK);
     free(ids);
     assert_int_equal(cq_vectors_count(v), 10);
     assert_int_equal(sql_count(f, "SELECT count(*) FROM clause_vectors"), 10);
@@ -221,7 +221,7 @@ static void test_ivf(void **state) {
     cq_err err = {0};
     cq_vectors *v;
     assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, "m", DIM, &v, &err), CQ_OK);
-    if (cq_vectors_add(v, ids, x, n, &err)) fail_msg("%s", err.msg);
+    if (cq_vectors_add(v, f->s, ids, x, n, &err)) fail_msg("%s", err.msg);
     assert_true(cq_vectors_is_ivf(v));
     assert_int_equal(cq_vectors_count(v), n);
     int64_t got[2];
@@ -231,7 +231,7 @@ static void test_ivf(void **state) {
         assert_int_equal(cq_vectors_search(v, x + i * DIM, 2, got, sc, &k, &err), CQ_OK);
         assert_int_equal(got[0], ids[i]);
     }
-    assert_int_equal(cq_vectors_remove(v, ids, 10, &err), CQ_OK);
+    assert_int_equal(cq_vectors_remove(v, f->s, ids, 10, &err), CQ_OK);
     assert_int_equal(cq_vectors_count(v), n - 10);
     assert_int_equal(cq_vectors_search(v, x, 2, got, sc, &k, &err), CQ_OK);
     assert_int_not_equal(got[0], ids[0]);
@@ -274,7 +274,7 @@ static void test_encoder_to_index(void **state) {
     assert_int_equal(cq_ssm_encode_document(e, st, texts, lens, 10, vecs, &err), CQ_OK);
     cq_vectors *v;
     assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, cq_ssm_model_id(m), DIM, &v, &err), CQ_OK);
-    assert_int_equal(cq_vectors_add(v, f->clauses, vecs, 10, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 10, &err), CQ_OK);
     size_t sz = cq_ssm_state_size_bytes(m);
     void *blob = malloc(sz);
     assert_int_equal(cq_ssm_state_save(st, blob, sz, &err), CQ_OK);
@@ -316,10 +316,10 @@ static void test_dense(void **state) {
     float vecs[3 * DIM];
     cq_ssm_state *st;
     assert_int_equal(cq_ssm_state_new(cq_dense_model(d), &st, &err), CQ_OK);
-    assert_int_equal(cq_ssm_encode_document(cq_dense_encoder(d), st, texts, lens, 3, vecs, &err), CQ_OK);
+    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, &err), CQ_OK);
     cq_vectors *v;
     assert_int_equal(cq_dense_kb(d, f->s, f->kb, &v, &err), CQ_OK);
-    assert_int_equal(cq_vectors_add(v, f->clauses, vecs, 3, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 3, &err), CQ_OK);
     int64_t ids[5];
     float scores[5];
     size_t n;

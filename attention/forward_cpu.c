@@ -20,6 +20,8 @@ struct cq_cpu_model {
     float *tiles;       /* (n_threads, tile_floats): ROW_TILE dequantized rows + GeGLU up rows */
     size_t tile_floats; /* per thread */
     float *xpack;       /* (max_cols, packed width of CQ_CPU_BATCH) the tokens of the current product, k-major */
+    cq_i16_block *xq;    /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
+    bool exact;         /* decode steps in float too (CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
     double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
 };
 
@@ -130,6 +132,7 @@ typedef struct {
     const cq_wmat *w;
     const cq_wmat *w2; /* GeGLU when set: y = gelu(W x) * (W2 x), both by the task that owns the rows */
     const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
+    const cq_i16_block *xq; /* one token quantized to int16 (the fast decode product), or NULL */
     size_t ldx, ldxt, ldy;
     int n_tokens;
     float *y;
@@ -137,12 +140,16 @@ typedef struct {
     cq_cpu_model *cm;
 } matmul_job;
 
-/* y[t*ldy + (r - col0)] = W[r] . x_t for rows [r0, r1): a dot per row for one token (each weight read once), else
- * tiles of dequantized rows against the packed tokens. */
+/* y[t*ldy + (r - col0)] = W[r] . x_t for rows [r0, r1): a dot per row for one token (each weight read once; in
+ * integers when the token was quantized), else tiles of dequantized rows against the packed tokens. */
 static void rows_times_tokens(const matmul_job *j, const cq_wmat *w, int r0, int r1, float *y, size_t ldy, int col0,
                               float *tile) {
     const int k = (int)w->cols;
     const uint8_t *base = w->data;
+    if (j->n_tokens == 1 && j->xq) {
+        for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row_i16(w->type, base + (size_t)r * w->row_bytes, j->xq, (size_t)k);
+        return;
+    }
     if (j->n_tokens == 1) {
         for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row(w->type, base + (size_t)r * w->row_bytes, j->x, (size_t)k);
         return;
@@ -168,10 +175,17 @@ static void matmul_task(void *ctx, int task, int thread) {
     for (int t = 0; t < j->n_tokens; t++) cq_k_geglu(j->y + (size_t)t * j->ldy + r0, up + (size_t)t * ldu, r1 - r0);
 }
 
-/* y (n_tokens, ldy) = x W^T, and with w2 the GeGLU of two products; multithreaded over rows. */
+static bool has_i16_dot(const cq_wmat *w) { return w && cq_qtype_has_i16_dot(w->type) && w->cols % 32 == 0; }
+
+/* y (n_tokens, ldy) = x W^T, and with w2 the GeGLU of two products; multithreaded over rows. quantized: a decode
+ * step's product, the token quantized to int16 once (when the weight formats allow), see cq_cpu_eval. */
 static void matmul(cq_cpu_model *cm, const cq_wmat *w, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
-                   float *y, size_t ldy) {
-    matmul_job j = {w, w2, x, ldx, 0, ldy, n_tokens, y, 0, cm};
+                   float *y, size_t ldy, bool quantized) {
+    matmul_job j = {w, w2, x, NULL, ldx, 0, ldy, n_tokens, y, 0, cm};
+    if (n_tokens == 1 && quantized && has_i16_dot(w) && (!w2 || has_i16_dot(w2))) {
+        cq_quantize_i16(x, (size_t)w->cols, cm->xq);
+        j.xq = cm->xq;
+    }
     if (n_tokens > 1) {
         cq_k_pack_tokens(x, ldx, n_tokens, (int)w->cols, cm->xpack);
         j.x = cm->xpack;
@@ -209,8 +223,11 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out,
     cm->tile_floats = (size_t)ROW_TILE * max_cols + (size_t)GEGLU_ROWS * CQ_CPU_BATCH;
     cm->tiles = malloc((size_t)cm->n_threads * cm->tile_floats * sizeof(float));
     cm->xpack = malloc(max_cols * cq_k_packed_width(CQ_CPU_BATCH) * sizeof(float));
+    cm->xq = malloc((max_cols / 32 + 1) * sizeof *cm->xq);
+    const char *exact = getenv("CLAUSEQA_CPU_EXACT");
+    cm->exact = exact && *exact && strcmp(exact, "0");
     for (int kind = 0; kind < 2; kind++) cm->inv_freq[kind] = malloc((size_t)m->head_dim / 2 * sizeof(double));
-    if (!cm->tiles || !cm->xpack || !cm->inv_freq[0] || !cm->inv_freq[1]) {
+    if (!cm->tiles || !cm->xpack || !cm->xq || !cm->inv_freq[0] || !cm->inv_freq[1]) {
         cq_cpu_model_free(cm);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for CPU scratch");
     }
@@ -225,6 +242,7 @@ void cq_cpu_model_free(cq_cpu_model *cm) {
     cq_pool_free(cm->pool);
     free(cm->tiles);
     free(cm->xpack);
+    free(cm->xq);
     free(cm->inv_freq[0]);
     free(cm->inv_freq[1]);
     free(cm);
@@ -333,7 +351,8 @@ static void add_into(float *x, const float *y, size_t n) {
 }
 
 /* One chunk of T <= CQ_CPU_BATCH tokens at positions pos0.. (formulas in attention/decoder.h). */
-static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits, bool all_logits) {
+static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits, bool all_logits,
+                          bool quantized) {
     cq_cpu_model *cm = s->cm;
     const cq_gemma *m = cm->m;
     const int d = m->n_embd, hd = m->head_dim, half = hd / 2, qd = m->n_head * hd, kvd = m->n_head_kv * hd;
@@ -348,9 +367,9 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         const cq_gemma_layer *L = &m->layers[l];
         const float *rope = s->rope + (size_t)L->global * T * hd;
         for (int t = 0; t < T; t++) cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->attn_norm, d, m->rms_eps);
-        matmul(cm, &L->wq, NULL, s->xn, d, T, s->q, qd);
-        matmul(cm, &L->wk, NULL, s->xn, d, T, s->kn, kvd);
-        matmul(cm, &L->wv, NULL, s->xn, d, T, s->vn, kvd);
+        matmul(cm, &L->wq, NULL, s->xn, d, T, s->q, qd, quantized);
+        matmul(cm, &L->wk, NULL, s->xn, d, T, s->kn, kvd, quantized);
+        matmul(cm, &L->wv, NULL, s->xn, d, T, s->vn, kvd, quantized);
         for (int t = 0; t < T; t++) {
             const float *cs = rope + (size_t)t * hd;
             for (int h = 0; h < m->n_head; h++) {
@@ -369,15 +388,15 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         }
         attn_job aj = {m, L, s, l, pos0};
         cq_pool_run(cm->pool, T * m->n_head, attn_task, &aj);
-        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d);
+        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, quantized);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
             add_into(s->x + (size_t)t * d, ot, d);
             cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->ffn_norm, d, m->rms_eps);
         }
-        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff);
-        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d);
+        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff, quantized);
+        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d, quantized);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
@@ -388,7 +407,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
     int first = all_logits ? 0 : T - 1, n_out = T - first;
     for (int t = first; t < T; t++)
         cq_op_rmsnorm(s->xn + (size_t)(t - first) * d, s->x + (size_t)t * d, m->output_norm, d, m->rms_eps);
-    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab);
+    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab, quantized);
     if (m->final_softcap > 0) {
         const float c = m->final_softcap;
         for (size_t i = 0; i < (size_t)n_out * m->n_vocab; i++) logits[i] = c * tanhf(logits[i] / c);
@@ -400,12 +419,13 @@ cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t po
     cq_status st = ensure_global_slots(s, pos + (int32_t)n, err);
     if (st) return st;
     const size_t V = (size_t)s->cm->m->n_vocab;
+    const bool quantized = n == 1 && !all_logits && !s->cm->exact;
     for (size_t i = 0; i < n; i += CQ_CPU_BATCH) {
         int T = n - i < CQ_CPU_BATCH ? (int)(n - i) : CQ_CPU_BATCH;
         float *out = NULL;
         if (logits && all_logits) out = logits + i * V;
         else if (logits && i + (size_t)T == n) out = logits;
-        forward_chunk(s, tokens + i, T, pos + (int32_t)i, out, all_logits);
+        forward_chunk(s, tokens + i, T, pos + (int32_t)i, out, all_logits, quantized);
     }
     return CQ_OK;
 }

@@ -499,6 +499,135 @@ AVX2 static float dot_avx2(uint32_t type, const void *row, const float *x, size_
     return hsum256(_mm256_add_ps(acc0, acc1));
 }
 
+/* ---- int16 activations (the fast decode products) --------------------------------------------------------------
+ * x arrives as cq_i16_block (x = d*q per 32 elements, q int16). The weights' integer quants widen to int16 and
+ * vpmaddwd sums pairs into int32 (no float conversion of the weights), then one float FMA per block applies the two
+ * scales. Weight quants are at most 8 bits, and Q6_K's are pre-multiplied by their int8 scale (at most 32 x 128 in
+ * magnitude), so no int32 sum can overflow. */
+AVX2 static inline __m256i i16x32_dot(__m256i w_lo, __m256i w_hi, const int16_t *x) { /* 8 int32 partial sums */
+    return _mm256_add_epi32(_mm256_madd_epi16(w_lo, _mm256_loadu_si256((const __m256i *)x)),
+                            _mm256_madd_epi16(w_hi, _mm256_loadu_si256((const __m256i *)(x + 16))));
+}
+
+/* 32 signed bytes in element order -> their dot with x, as 8 floats */
+AVX2 static inline __m256 i8x32_dot_i16(__m256i q, const int16_t *x) {
+    return _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)),
+                                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), x));
+}
+
+AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_block *x, size_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float min_sum = 0;
+    switch (type) {
+    case CQ_QTYPE_Q8_0: {
+        const block_q8_0 *b = row;
+        size_t nb = n / QK, i = 0;
+        for (; i + 2 <= nb; i += 2) {
+            __m256 s0 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i].qs)),
+                                                      _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))),
+                                                      x[i].qs));
+            __m256 s1 = _mm256_cvtepi32_ps(
+                i16x32_dot(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i + 1].qs)),
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b[i + 1].qs + 16))), x[i + 1].qs));
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d), s0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x[i + 1].d), s1, acc1);
+        }
+        for (; i < nb; i++)
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d),
+                                   i8x32_dot_i16(_mm256_loadu_si256((const __m256i *)b[i].qs), x[i].qs), acc0);
+        break;
+    }
+    case CQ_QTYPE_Q5_0: {
+        const block_q5_0 *b = row;
+        size_t nb = n / QK, i = 0;
+        for (; i + 2 <= nb; i += 2) {
+            __m256 s0 = i8x32_dot_i16(q5_0_bytes(&b[i]), x[i].qs);
+            __m256 s1 = i8x32_dot_i16(q5_0_bytes(&b[i + 1]), x[i + 1].qs);
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d), s0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x[i + 1].d), s1, acc1);
+        }
+        for (; i < nb; i++)
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d), i8x32_dot_i16(q5_0_bytes(&b[i]), x[i].qs),
+                                   acc0);
+        break;
+    }
+    case CQ_QTYPE_Q4_K: { /* sub-block s: d*sc*(q . x) - dmin*m*sum(x), q unsigned 0..15 */
+        const block_q4_k *b = row;
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        for (size_t i = 0; i < n / QK_K; i++, x += 8) {
+            float d = _cvtsh_ss(b[i].d), dm = _cvtsh_ss(b[i].dmin);
+            for (int g = 0; g < 4; g++) { /* 32 bytes: low nibbles sub-block 2g, high nibbles 2g+1 */
+                __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * g));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                uint8_t sc0, mn0, sc1, mn1;
+                q4k_scale_min(b[i].scales, 2 * g, &sc0, &mn0);
+                q4k_scale_min(b[i].scales, 2 * g + 1, &sc1, &mn1);
+                const cq_i16_block *x0 = &x[2 * g], *x1 = &x[2 * g + 1];
+                __m256 f0 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo)),
+                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(lo, 1)), x0->qs));
+                __m256 f1 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(hi)),
+                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(hi, 1)), x1->qs));
+                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * sc0 * x0->d), f0, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * sc1 * x1->d), f1, acc1);
+                min_sum += dm * mn0 * x0->dsum + dm * mn1 * x1->dsum;
+            }
+        }
+        break;
+    }
+    case CQ_QTYPE_Q6_K: { /* groups of 32 with two int8 scales of 16, multiplied into the int16 quants */
+        const block_q6_k *b = row;
+        for (size_t i = 0; i < n / QK_K; i++) {
+            float d = _cvtsh_ss(b[i].d);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = b[i].ql + 64 * h, *qh = b[i].qh + 32 * h;
+                const int8_t *sc = b[i].scales + 8 * h;
+                for (int g = 0; g < 4; g++, x++) {
+                    __m256i q = q6_k_bytes(ql, qh, g);
+                    __m256i lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(sc[2 * g]));
+                    __m256i hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)),
+                                                    _mm256_set1_epi16(sc[2 * g + 1]));
+                    __m256 f = _mm256_cvtepi32_ps(i16x32_dot(lo, hi, x->qs));
+                    if (g & 1) acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), f, acc1);
+                    else acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), f, acc0);
+                }
+            }
+        }
+        break;
+    }
+    default: return 0;
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1)) - min_sum;
+}
+
+AVX2 static void quantize_i16_avx2(const float *x, size_t n, cq_i16_block *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (size_t i = 0; i < n / QK; i++, x += QK) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16),
+               v3 = _mm256_loadu_ps(x + 24);
+        __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                  _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float amax = _mm_cvtss_f32(m), d = amax / 32767.0f;
+        __m256 id = _mm256_set1_ps(d > 0 ? 32767.0f / amax : 0.0f);
+        /* round to nearest even, as lrintf in the scalar twin */
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id)),
+                i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        /* packs interleaves the 128-bit lanes; a permute of 64-bit quarters restores element order */
+        __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i0, i1), 0xd8);
+        __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i2, i3), 0xd8);
+        _mm256_storeu_si256((__m256i *)out[i].qs, p0);
+        _mm256_storeu_si256((__m256i *)(out[i].qs + 16), p1);
+        out[i].d = d;
+        out[i].dsum = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
 static int detect_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -539,4 +668,55 @@ float cq_dot_row(uint32_t type, const void *row, const float *x, size_t n) {
     if (use_avx2() && n % 32 == 0) return dot_avx2(type, row, x, n);
 #endif
     return dot_scalar(type, row, x, n);
+}
+
+/* ---- int16 activations: scalar twins and dispatch ------------------------------------------------------------- */
+
+bool cq_qtype_has_i16_dot(uint32_t type) {
+    return type == CQ_QTYPE_Q8_0 || type == CQ_QTYPE_Q5_0 || type == CQ_QTYPE_Q4_K || type == CQ_QTYPE_Q6_K;
+}
+
+static void quantize_i16_scalar(const float *x, size_t n, cq_i16_block *out) {
+    for (size_t i = 0; i < n / QK; i++, x += QK) {
+        float amax = 0;
+        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 32767.0f, id = d > 0 ? 32767.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < QK; j++) {
+            out[i].qs[j] = (int16_t)lrintf(x[j] * id);
+            sum += out[i].qs[j];
+        }
+        out[i].d = d;
+        out[i].dsum = d * (float)sum;
+    }
+}
+
+/* The definition: the weights dequantized by block, against the dequantized activations. */
+static float dot_i16_scalar(uint32_t type, const void *row, const cq_i16_block *x, size_t n) {
+    size_t be, bb;
+    if (!cq_qtype_has_i16_dot(type) || !cq_qtype_block(type, &be, &bb)) return 0;
+    float w[QK_K], s = 0;
+    const uint8_t *p = row;
+    for (size_t i = 0; i < n; i += be, p += bb) {
+        dequant_scalar(type, p, w, be);
+        for (size_t j = 0; j < be; j++) s += w[j] * (x[(i + j) / QK].d * (float)x[(i + j) / QK].qs[(i + j) % QK]);
+    }
+    return s;
+}
+
+void cq_quantize_i16(const float *x, size_t n, cq_i16_block *out) {
+#ifdef CQ_X86
+    if (use_avx2()) {
+        quantize_i16_avx2(x, n, out);
+        return;
+    }
+#endif
+    quantize_i16_scalar(x, n, out);
+}
+
+float cq_dot_row_i16(uint32_t type, const void *row, const cq_i16_block *x, size_t n) {
+#ifdef CQ_X86
+    if (use_avx2()) return dot_i16_avx2(type, row, x, n);
+#endif
+    return dot_i16_scalar(type, row, x, n);
 }

@@ -15,7 +15,8 @@
  *         16 sub-blocks of 16 with int8 scale: x = d*scale*(q - 32), q 6-bit = 4 low bits (ql) + 2 high (qh)
  *
  * The CPU forward keeps activations in float and dequantizes weights on the fly (exact up to float rounding: the
- * reference for the CUDA path). The row kernels below use AVX2+FMA when the CPU has them (detected at run time)
+ * reference for the CUDA path), except in decode steps, where activations may be int16 (cq_i16_block below). The
+ * row kernels below use AVX2+FMA when the CPU has them (detected at run time)
  * and a portable scalar path otherwise; both are tested against the plain dequantization. */
 #ifndef CQ_ATTENTION_QUANT_H
 #define CQ_ATTENTION_QUANT_H
@@ -48,6 +49,22 @@ void cq_dequant_row(uint32_t type, const void *row, float *out, size_t n);
 
 /* Dot product of a quantized row of n elements with a float vector x: sum_i w[i]*x[i]. */
 float cq_dot_row(uint32_t type, const void *row, const float *x, size_t n);
+
+/* Activations quantized to int16 for the fast decode products: per block of 32, x = d*q with d = max|x| / 32767
+ * and q rounded to nearest, so every element is within max|x| / 65534 of its block's largest magnitude (int8, as
+ * ggml does it, moved logits of the real model by up to 0.14; int16 costs the same here, the loads being the
+ * limit). dsum = d * sum(q), the Q4_K min term. */
+typedef struct {
+    float d, dsum;
+    int16_t qs[32];
+} cq_i16_block;
+
+bool cq_qtype_has_i16_dot(uint32_t type); /* Q8_0, Q5_0, Q4_K, Q6_K */
+/* n a multiple of 32: out gets n / 32 blocks. */
+void cq_quantize_i16(const float *x, size_t n, cq_i16_block *out);
+/* sum_i w[i] * xq[i] for a row of a type with cq_qtype_has_i16_dot (0 otherwise), xq = the dequantized blocks;
+ * integer products in the AVX2 path. */
+float cq_dot_row_i16(uint32_t type, const void *row, const cq_i16_block *x, size_t n);
 
 /* Forces the scalar kernels (tests compare both paths); returns whether AVX2+FMA kernels were in use. */
 bool cq_quant_set_scalar(bool scalar_only);

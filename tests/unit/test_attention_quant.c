@@ -105,6 +105,28 @@ static void test_fixture_blocks(void **state) {
     free(json);
 }
 
+/* A row of n elements of `type`: random bytes, with sane scales where the format holds halves or floats. */
+static uint8_t *random_row(uint32_t type, size_t n) {
+    size_t be, bb;
+    assert_true(cq_qtype_block(type, &be, &bb));
+    size_t nbytes = n / be * bb;
+    uint8_t *raw = malloc(nbytes);
+    for (size_t i = 0; i < nbytes; i++) raw[i] = (uint8_t)next_u32();
+    for (size_t blk = 0; blk < n / be; blk++) {
+        uint8_t *b = raw + blk * bb;
+        uint16_t h1 = cq_f32_to_f16(next_float() * 0.1f), h2 = cq_f32_to_f16(next_float() * 0.1f);
+        switch (type) {
+        case CQ_QTYPE_Q8_0: case CQ_QTYPE_Q5_0: memcpy(b, &h1, 2); break;
+        case CQ_QTYPE_Q4_K: memcpy(b, &h1, 2), memcpy(b + 2, &h2, 2); break;
+        case CQ_QTYPE_Q6_K: memcpy(b + 208, &h1, 2); break;
+        case CQ_QTYPE_F16: memcpy(b, &h1, 2); break;
+        case CQ_QTYPE_BF16: { uint16_t v = cq_f32_to_bf16(next_float()); memcpy(b, &v, 2); break; }
+        case CQ_QTYPE_F32: { float v = next_float(); memcpy(b, &v, 4); break; }
+        }
+    }
+    return raw;
+}
+
 /* Random blocks (random bytes, with sane scales) in every format: AVX2 and scalar agree, dot == dequant . x. */
 static void test_random_blocks_both_paths(void **state) {
     (void)state;
@@ -116,22 +138,7 @@ static void test_random_blocks_both_paths(void **state) {
             size_t n = lengths[li], be, bb;
             assert_true(cq_qtype_block(types[ti], &be, &bb));
             if (n % be) continue;
-            size_t nbytes = n / be * bb;
-            uint8_t *raw = malloc(nbytes);
-            for (size_t i = 0; i < nbytes; i++) raw[i] = (uint8_t)next_u32();
-            /* Overwrite scales / values with finite numbers where the format holds halves or floats. */
-            for (size_t blk = 0; blk < n / be; blk++) {
-                uint8_t *b = raw + blk * bb;
-                uint16_t h1 = cq_f32_to_f16(next_float() * 0.1f), h2 = cq_f32_to_f16(next_float() * 0.1f);
-                switch (types[ti]) {
-                case CQ_QTYPE_Q8_0: case CQ_QTYPE_Q5_0: memcpy(b, &h1, 2); break;
-                case CQ_QTYPE_Q4_K: memcpy(b, &h1, 2), memcpy(b + 2, &h2, 2); break;
-                case CQ_QTYPE_Q6_K: memcpy(b + 208, &h1, 2); break;
-                case CQ_QTYPE_F16: memcpy(b, &h1, 2); break;
-                case CQ_QTYPE_BF16: { uint16_t v = cq_f32_to_bf16(next_float()); memcpy(b, &v, 2); break; }
-                case CQ_QTYPE_F32: { float v = next_float(); memcpy(b, &v, 4); break; }
-                }
-            }
+            uint8_t *raw = random_row(types[ti], n);
             float *a = malloc(n * 4), *s = malloc(n * 4), *x = malloc(n * 4);
             for (size_t i = 0; i < n; i++) x[i] = next_float();
             cq_quant_set_scalar(true);
@@ -153,6 +160,56 @@ static void test_random_blocks_both_paths(void **state) {
                 assert_true(fabs(da - r) <= 1e-5 * scale + 1e-6);
             }
             free(raw), free(a), free(s), free(x);
+        }
+    }
+}
+
+/* The int16-activation products of decode steps: the quantized vector is within half a step of x everywhere, the
+ * AVX2 quantizer equals the scalar one bit for bit, and both dot paths equal dequant(w) . dequant(xq) up to float
+ * summation (random bytes: every weight quant value, Q8_0's -128 included). */
+static void test_int16_activation_dots(void **state) {
+    (void)state;
+    const uint32_t types[] = {CQ_QTYPE_Q8_0, CQ_QTYPE_Q5_0, CQ_QTYPE_Q4_K, CQ_QTYPE_Q6_K};
+    const size_t lengths[] = {256, 640, 1024, 2048};
+    assert_false(cq_qtype_has_i16_dot(CQ_QTYPE_F16));
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        assert_true(cq_qtype_has_i16_dot(types[ti]));
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            size_t n = lengths[li], be;
+            assert_true(cq_qtype_block(types[ti], &be, NULL));
+            if (n % be) continue;
+            uint8_t *raw = random_row(types[ti], n);
+            float *x = malloc(n * 4), *w = malloc(n * 4), *xd = malloc(n * 4);
+            for (size_t i = 0; i < n; i++) x[i] = next_float() * (i % 37 == 0 ? 20.0f : 1.0f); /* with outliers */
+            if (li == 0) memset(x, 0, 32 * sizeof *x);                                         /* an all-zero block */
+            cq_i16_block *qs = malloc(n / 32 * sizeof *qs), *qa = malloc(n / 32 * sizeof *qa);
+            cq_quant_set_scalar(true);
+            cq_quantize_i16(x, n, qs);
+            cq_dequant_row(types[ti], raw, w, n);
+            for (size_t b = 0; b < n / 32; b++) {
+                int sum = 0;
+                for (int j = 0; j < 32; j++) {
+                    xd[32 * b + j] = qs[b].d * qs[b].qs[j];
+                    sum += qs[b].qs[j];
+                    assert_true(fabsf(xd[32 * b + j] - x[32 * b + j]) <= 0.51f * qs[b].d); /* half a step, and float rounding */
+                }
+                assert_true(qs[b].dsum == qs[b].d * (float)sum);
+            }
+            double r = ref_dot(w, xd, n), scale = 0;
+            for (size_t i = 0; i < n; i++) scale += fabs((double)w[i] * xd[i]);
+            double ds = cq_dot_row_i16(types[ti], raw, qs, n);
+            assert_true(fabs(ds - r) <= 1e-5 * scale + 1e-6);
+            cq_quant_set_scalar(false);
+            if (cq_quant_has_avx2()) {
+                cq_quantize_i16(x, n, qa);
+                assert_memory_equal(qa, qs, n / 32 * sizeof *qs);
+                double da = cq_dot_row_i16(types[ti], raw, qa, n);
+                if (fabs(da - r) > 1e-5 * scale + 1e-6) {
+                    fprintf(stderr, "%s n=%zu: avx2 %.9g reference %.9g\n", cq_qtype_name(types[ti]), n, da, r);
+                    fail();
+                }
+            }
+            free(raw), free(x), free(w), free(xd), free(qs), free(qa);
         }
     }
 }
@@ -193,6 +250,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_blocks),
         cmocka_unit_test(test_random_blocks_both_paths),
+        cmocka_unit_test(test_int16_activation_dots),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_block_table),
     };

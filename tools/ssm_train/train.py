@@ -283,6 +283,8 @@ def main():
     ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--commit", default="")
     ap.add_argument("--checkpoint-every", type=float, default=120.0)
+    ap.add_argument("--init", default="", help="start from the weights in this folder (ssm.safetensors, ssm.json)")
+    ap.add_argument("--validate", choices=["full", "none"], default="full")
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ssm_ref"))
@@ -327,6 +329,13 @@ def main():
             layer.mixer.out_proj.weight.mul_(1 / math.sqrt(2 * model.c.n_layer))
         model.norm_f.weight.fill_(1.0)
         model.pool.bias.zero_()
+    init_manifest = None
+    if args.init:  # continue from earlier weights (a second stage); their manifest is kept in this one
+        from safetensors.torch import load_file
+        sd = load_file(os.path.join(args.init, "ssm.safetensors"))
+        model.load_state_dict({k: v.float() for k, v in sd.items()})
+        init_manifest = json.load(open(os.path.join(args.init, "ssm.json"))).get("manifest")
+        log("initialized from %s (%s steps)" % (args.init, (init_manifest or {}).get("steps_done")))
     model.to(device).train()
     # smoke test of the evaluation and export paths before spending the training budget on them
     smoke_q = [q for s in SUITES for q in [x for x in val_q if x["suite"] == s][:3]]
@@ -355,11 +364,12 @@ def main():
                          "corpus.npz_sha256": sha256_file(os.path.join(args.data, "corpus.npz")),
                          "queries.json_sha256": sha256_file(os.path.join(args.data, "queries.json"))},
                 "hyper_parameters": {k: v for k, v in vars(args).items() if k not in ("data", "out", "commit", "parts",
-                                                                                  "checkpoint_every", "budget")},
+                                                                                  "checkpoint_every", "init")},
                 "steps_done": step, "objective": "contrastive: in-batch + in-document + BM25 hard negatives; "
                 "queries = train-split dev questions, inverse-cloze sentences, title+heading paths; no teacher",
                 "seed": args.seed, "weights": "bf16", "train_seconds": round(time.time() - t_start, 1),
-                "loss_history": history[-20:], "validation": val}
+                "loss_history": history[-20:], "validation": val, "init": args.init or None,
+                "init_manifest": init_manifest}
 
     while step < steps:
         qs, pos, wins = make_batch(corpus, train_q, by_suite, headings, rng, args)
@@ -383,7 +393,7 @@ def main():
             last_ckpt = time.time()
             log("checkpoint written")
     bf16_round(model)
-    val = validate(model, corpus, val_q, device)
+    val = validate(model, corpus, val_q, device) if args.validate == "full" else None
     log("validation (dense, bf16 weights): " + json.dumps(val))
     export(model, args.out, make_manifest(val), args.parts)
     log("exported to %s" % args.out)

@@ -1,0 +1,111 @@
+/* The C runtime against the TRAINING model (issue 6): tests/data/ssm/train/ holds a small random model and the
+ * vectors tools/ssm_train/model.py (the parallel forward the encoder is trained with, its document/query layout and
+ * its pooling) gives for a few documents and questions, computed in float64 by tools/ssm_train/make_parity_fixture.py.
+ * The C text-level calls (tokenizer, BOS/SEP/QRY, encoder, pooling) must give the same vectors for the same
+ * weights: max|c - ref| / max|ref| <= 1e-4 per document / question, for the reference and the fast CPU backends
+ * (and CUDA where a GPU is present). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+
+#include "core/fileio.h"
+#include "ssm/ssm_internal.h"
+#include "test_ssm_util.h"
+
+#define TOL 1e-4
+
+static cJSON *load_cases(const char *dir) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/cases.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    cq_err err = {0};
+    if (cq_file_read(path, 0, &text, &len, &err)) fail_msg("%s", err.msg);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    return j;
+}
+
+static float *floats(const cJSON *a, size_t *n) {
+    *n = (size_t)cJSON_GetArraySize(a);
+    float *v = malloc((*n + 1) * sizeof *v);
+    size_t i = 0;
+    for (const cJSON *x = a->child; x; x = x->next) v[i++] = (float)x->valuedouble;
+    return v;
+}
+
+static void run(cq_ssm_backend backend) {
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/data/ssm/train", src ? src : ".");
+    cq_err err = {0};
+    cq_ssm_model *m = NULL;
+    if (cq_ssm_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    const cq_ssm_config *c = cq_ssm_model_config(m);
+    cq_ssm_encoder *e = NULL;
+    cq_status rc = cq_ssm_encoder_new(m, backend, 2, &e, &err);
+    if (rc == CQ_ERR_UNSUPPORTED && backend == CQ_SSM_BACKEND_CUDA) {
+        cq_ssm_model_free(m);
+        skip();
+    }
+    if (rc) fail_msg("%s", err.msg);
+    cJSON *j = load_cases(dir);
+    int n_docs = 0, n_queries = 0;
+    for (const cJSON *cs = cJSON_GetObjectItem(j, "cases")->child; cs; cs = cs->next) {
+        const char *kind = cJSON_GetObjectItem(cs, "kind")->valuestring;
+        size_t n_want = 0;
+        float *want = floats(cJSON_GetObjectItem(cs, "vectors"), &n_want);
+        float *got = NULL;
+        if (!strcmp(kind, "document")) {
+            const cJSON *cl = cJSON_GetObjectItem(cs, "clauses");
+            size_t n = (size_t)cJSON_GetArraySize(cl), i = 0;
+            const char **texts = malloc(n * sizeof *texts);
+            size_t *lens = malloc(n * sizeof *lens);
+            for (const cJSON *x = cl->child; x; x = x->next, i++) {
+                texts[i] = x->valuestring;
+                lens[i] = strlen(x->valuestring);
+            }
+            assert_int_equal(n_want, n * (size_t)c->d_embed);
+            got = calloc(n_want, sizeof *got);
+            cq_ssm_state *st = NULL;
+            assert_int_equal(cq_ssm_state_new(m, &st, &err), CQ_OK);
+            if (cq_ssm_encode_document(e, st, texts, lens, n, got, &err)) fail_msg("%s", err.msg);
+            cq_ssm_state_free(st);
+            free(texts);
+            free(lens);
+            n_docs++;
+        } else {
+            const char *q = cJSON_GetObjectItem(cs, "text")->valuestring;
+            size_t len = strlen(q);
+            assert_int_equal(n_want, (size_t)c->d_embed);
+            got = calloc(n_want, sizeof *got);
+            if (cq_ssm_encode_queries(e, &q, &len, 1, got, &err)) fail_msg("%s", err.msg);
+            n_queries++;
+        }
+        double rel = ssm_test_rel_err(got, want, n_want);
+        if (rel > TOL) fail_msg("backend %d, %s case %d: relative error %.3e > %.0e", backend, kind,
+                                n_docs + n_queries, rel, TOL);
+        free(got);
+        free(want);
+    }
+    assert_true(n_docs >= 3 && n_queries >= 3);
+    cJSON_Delete(j);
+    cq_ssm_encoder_free(e);
+    cq_ssm_model_free(m);
+}
+
+static void test_train_parity_ref(void **state) { (void)state; run(CQ_SSM_BACKEND_REF); }
+static void test_train_parity_cpu(void **state) { (void)state; run(CQ_SSM_BACKEND_CPU); }
+static void test_train_parity_cuda(void **state) { (void)state; run(CQ_SSM_BACKEND_CUDA); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_parity_ref),
+        cmocka_unit_test(test_train_parity_cpu),
+        cmocka_unit_test(test_train_parity_cuda),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -148,3 +148,30 @@ cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, fl
     if (!st) s->pos += (int32_t)n;
     return st;
 }
+
+cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next, cq_err *err) {
+    if (!s->cuda) {
+        const int32_t V = s->d->model.n_vocab;
+        float *logits = malloc((size_t)V * sizeof *logits);
+        if (!logits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        cq_status st = cq_decoder_eval(s, &token, 1, logits, false, err);
+        if (!st) {
+            int32_t best = 0;
+            for (int32_t i = 1; i < V; i++)
+                if (logits[i] > logits[best]) best = i;
+            *next = best;
+        }
+        free(logits);
+        return st;
+    }
+    if (s->pos >= s->max_tokens)
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: 1 more token at position %d exceeds the sequence limit of %d",
+                          s->pos, s->max_tokens);
+    if (token < 0 || token >= s->d->model.n_vocab)
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", token);
+    pthread_mutex_lock(&s->d->lock);
+    cq_status st = cq_cuda_decode_greedy(s->cuda, token, s->pos, next, err);
+    pthread_mutex_unlock(&s->d->lock);
+    if (!st) s->pos++;
+    return st;
+}

@@ -75,6 +75,10 @@ const cq_decoder *cq_decoder_seq_decoder(const cq_decoder_seq *s);
 cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, float *logits, bool all_logits,
                           cq_err *err);
 
+/* Feeds one token and returns the greedy next token (the argmax of its logits, the first on ties). On CUDA the
+ * argmax is taken on the GPU and the logits stay there. */
+cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next, cq_err *err);
+
 /* ---- generation ---------------------------------------------------------------------------------------------- */
 
 typedef struct {

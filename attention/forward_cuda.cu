@@ -23,6 +23,8 @@ extern "C" { /* C headers: their functions keep C linkage */
 #define ATT_WARPS 4       /* warps per attention block; their running softmaxes merge in shared memory */
 #define MAX_HD_PER_LANE 16 /* head_dim <= 512 */
 #define LOGIT_ROWS 64     /* tokens whose logits are computed at once */
+#define PREFILL_GRAPHS 8 /* captured prefill chunks kept per sequence */
+#define ATT_GEMM_MAX_KEYS 8192 /* prefill attention through cuBLAS up to this many key slots (scores buffer) */
 
 typedef __nv_bfloat16 bf16;
 
@@ -225,43 +227,397 @@ __global__ void attention_combine_kernel(const float *part, float *out, int hd, 
     out[(size_t)th * hd + d] = acc / L;
 }
 
-/* One decode step reads every weight once: matrix-vector products with a warp per row, 16-byte loads of 8 bf16
- * weights per lane, x in float (cols a multiple of 8). */
-__device__ __forceinline__ float row_dot(const bf16 *w, const float *x, int cols, int lane) {
+/* max over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result */
+__device__ float block_max(float v) {
+    __shared__ float part[32];
+    __shared__ float total;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float s = lane < (int)(blockDim.x / 32) ? part[lane] : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1) s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, o));
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    float r = total;
+    __syncthreads();
+    return r;
+}
+
+/* Prefill attention through cuBLAS: scores S = Q K^T for the chunk's T queries of every head against nk cache
+ * slots come from one GEMM; this kernel turns row (h, t) of S into softmax weights in place: scale, soft-cap,
+ * mask (slot j holds position j, or on a ring of `slots` the latest position <= the chunk's last that falls in
+ * slot j; query t at p = pos0 + t sees positions (p - window, p]), softmax. A second GEMM gives P V. */
+__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, int window, int slots, int ring,
+                                   float scale, float softcap) {
+    float *r = sc + (size_t)blockIdx.x * nk;
+    const int32_t pos0 = *pos0p, p = pos0 + (int32_t)(blockIdx.x % T), last = pos0 + T - 1;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        const int32_t pj = ring ? last - (last - j) % slots : j;
+        float v = -INFINITY;
+        if (pj <= p && (window <= 0 || pj > p - window)) {
+            v = r[j] * scale;
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+        }
+        r[j] = v;
+        mx = fmaxf(mx, v);
+    }
+    mx = block_max(mx);
+    float sum = 0;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        float e = expf(r[j] - mx); /* 0 for a masked slot */
+        r[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / block_sum(sum);
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) r[j] *= inv;
+}
+
+/* ---- the decode step (one token) ------------------------------------------------------------------------------
+ * Five kernels a layer: q/k/v products; attention (QK-norm, RoPE, the new key stored, partials over a share of the
+ * keys, and the last block of a head merging them); o product; gate/up products with GeGLU; down product. The
+ * residual add and the next RMSNorm run in the prologue of the product that needs their result (each block
+ * recomputes them from 2 x n_embd floats; block 0 writes the new residual to the other of two buffers), and the
+ * logits product ends with the soft-cap and a packed atomicMax, so greedy decoding copies 8 bytes, not the logits.
+ * Each kernel first loads its weights into registers, then waits for the kernel before it (programmatic dependent
+ * launch on sm_90: the next kernel's weight loads overlap this one's tail). */
+
+__device__ __forceinline__ void pdl_wait(void) { /* no-op unless launched with programmatic serialization */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_next(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+enum { PRO_COPY = 0, PRO_EMBED = 1, PRO_ADDNORM = 2 };
+
+/* What a decode product multiplies, built in shared memory by every block:
+ *   COPY:    xs = xin
+ *   EMBED:   v = emb[token] * emb_scale;                    xs = RMSNorm(v) * w_next
+ *   ADDNORM: v = xin + RMSNorm(o) * w_post (the residual);  xs = RMSNorm(v) * w_next
+ * with v written to xout by block 0 when xout is set. best, when set, is zeroed (by block 0) for the argmax. */
+typedef struct {
+    int mode, n;
+    float eps, emb_scale;
+    const float *xin, *o, *w_post, *w_next;
+    float *xout;
+    const int32_t *token;
+    const bf16 *emb;
+    unsigned long long *best;
+} dpro;
+
+__device__ void prologue(const dpro &p, float *xs) {
+    const int n = p.n;
+    if (p.best && blockIdx.x == 0 && threadIdx.x == 0) *p.best = 0;
+    if (p.mode == PRO_COPY) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = p.xin[i];
+        __syncthreads();
+        return;
+    }
+    float ss = 0;
+    if (p.mode == PRO_EMBED) {
+        const bf16 *e = p.emb + (size_t)*p.token * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            float v = __bfloat162float(e[i]) * p.emb_scale;
+            xs[i] = v;
+            ss += v * v;
+        }
+    } else {
+        float so = 0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) so += p.o[i] * p.o[i];
+        float r = rsqrtf(block_sum(so) / n + p.eps);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            float v = p.xin[i] + p.o[i] * r * p.w_post[i];
+            xs[i] = v;
+            ss += v * v;
+        }
+    }
+    float r = rsqrtf(block_sum(ss) / n + p.eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { /* each thread rereads only its own elements */
+        if (p.xout && blockIdx.x == 0) p.xout[i] = xs[i];
+        xs[i] = xs[i] * r * p.w_next[i];
+    }
+    __syncthreads();
+}
+
+/* A warp's share of one weight row: lane l holds bf16 weights [base + 8l + 256k, +8) for k < IT (16-byte loads). */
+template <int IT> struct wrow {
+    uint4 v[IT];
+};
+
+template <int IT> __device__ __forceinline__ void wrow_load(wrow<IT> &r, const bf16 *w, int base, int cols, int lane) {
+#pragma unroll
+    for (int k = 0; k < IT; k++) {
+        int i = base + lane * 8 + k * 256;
+        r.v[k] = i < cols ? __ldg((const uint4 *)(w + i)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int IT>
+__device__ __forceinline__ float wrow_dot(const wrow<IT> &r, const float *xs, int base, int cols, int lane) {
     float s = 0;
-    for (int i = lane * 8; i < cols; i += 256) {
-        uint4 raw = *(const uint4 *)(w + i);
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
-        float4 x0 = *(const float4 *)(x + i), x1 = *(const float4 *)(x + i + 4);
-        float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]), c = __bfloat1622float2(h[2]),
-               d = __bfloat1622float2(h[3]);
-        s += a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w + c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
+#pragma unroll
+    for (int k = 0; k < IT; k++) {
+        int i = base + lane * 8 + k * 256;
+        if (i < cols) {
+            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&r.v[k];
+            float4 x0 = *(const float4 *)(xs + i), x1 = *(const float4 *)(xs + i + 4);
+            float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]), c = __bfloat1622float2(h[2]),
+                   d = __bfloat1622float2(h[3]);
+            s += a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w + c.x * x1.x + c.y * x1.y + d.x * x1.z + d.y * x1.w;
+        }
+    }
+    return s;
+}
+
+/* Row w . xs (summed over the warp), the first IT x 256 columns already in `first`. */
+template <int IT>
+__device__ __forceinline__ float wrow_finish(const wrow<IT> &first, const bf16 *w, const float *xs, int cols,
+                                             int lane) {
+    float s = wrow_dot(first, xs, 0, cols, lane);
+    for (int base = IT * 256; base < cols; base += IT * 256) {
+        wrow<IT> r;
+        wrow_load(r, w, base, cols, lane);
+        s += wrow_dot(r, xs, base, cols, lane);
     }
     return warp_sum(s);
 }
 
-#define GEMV_ROWS 8 /* rows (warps) per block */
+#define DEC_WARPS 4 /* rows (one per warp) per block of a decode product */
 
-/* y[r] = W[r] . x for up to three matrices stacked by rows (q, k, v share one launch) */
-__global__ void gemv3_kernel(const bf16 *w0, int r0, float *y0, const bf16 *w1, int r1, float *y1, const bf16 *w2,
-                             int r2, float *y2, int cols, const float *x) {
-    int row = blockIdx.x * GEMV_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bf16 *w;
-    float *y;
+/* y[r] = W[r] . xs for up to three matrices stacked by rows (q, k, v share one launch); xs from the prologue. */
+template <int IT>
+__global__ void __launch_bounds__(32 * DEC_WARPS)
+    dec_mv_kernel(const bf16 *w0, int r0, float *y0, const bf16 *w1, int r1, float *y1, const bf16 *w2, int r2,
+                  float *y2, int cols, dpro pro) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32;
+    int row = blockIdx.x * DEC_WARPS + threadIdx.x / 32;
+    const bf16 *w = NULL;
+    float *y = NULL;
     if (row < r0) w = w0, y = y0;
     else if ((row -= r0) < r1) w = w1, y = y1;
     else if ((row -= r1) < r2) w = w2, y = y2;
-    else return;
-    float v = row_dot(w + (size_t)row * cols, x, cols, lane);
+    wrow<IT> first;
+    if (w) wrow_load(first, w + (size_t)row * cols, 0, cols, lane);
+    pdl_wait();
+    pdl_launch_next();
+    prologue(pro, xs);
+    if (!w) return;
+    float v = wrow_finish(first, w + (size_t)row * cols, xs, cols, lane);
     if (lane == 0) y[row] = v;
 }
 
-/* y[r] = gelu(Wg[r] . x) * (Wu[r] . x) */
-__global__ void gemv_geglu_kernel(const bf16 *wg, const bf16 *wu, int rows, int cols, const float *x, float *y) {
-    int row = blockIdx.x * GEMV_ROWS + threadIdx.x / 32, lane = threadIdx.x % 32;
+/* y[r] = gelu(Wg[r] . xs) * (Wu[r] . xs) */
+template <int IT>
+__global__ void __launch_bounds__(32 * DEC_WARPS)
+    dec_geglu_kernel(const bf16 *wg, const bf16 *wu, int rows, int cols, float *y, dpro pro) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32, row = blockIdx.x * DEC_WARPS + threadIdx.x / 32;
+    wrow<IT> fg, fu;
+    if (row < rows) wrow_load(fg, wg + (size_t)row * cols, 0, cols, lane), wrow_load(fu, wu + (size_t)row * cols, 0, cols, lane);
+    pdl_wait();
+    pdl_launch_next();
+    prologue(pro, xs);
     if (row >= rows) return;
-    float g = row_dot(wg + (size_t)row * cols, x, cols, lane), u = row_dot(wu + (size_t)row * cols, x, cols, lane);
+    float g = wrow_finish(fg, wg + (size_t)row * cols, xs, cols, lane);
+    float u = wrow_finish(fu, wu + (size_t)row * cols, xs, cols, lane);
     if (lane == 0) y[row] = gelu_tanh_d(g) * u;
+}
+
+/* An order-preserving key for (logit, row): larger logit first, then the smaller row (the host's first maximum). */
+__device__ __forceinline__ unsigned long long argmax_key(float v, int row) {
+    unsigned u = __float_as_uint(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (0xffffffffu - (unsigned)row);
+}
+
+#define LOGIT_WARPS 8
+#define LOGIT_GROUP 4      /* rows of a warp whose loads are in flight together */
+#define LOGIT_WARP_ROWS 16 /* rows per warp */
+
+/* Logits of the tied embedding E (rows x cols) against xs: soft-capped (softcap > 0), written to logits if set,
+ * and their argmax folded into *best (packed by argmax_key) if set. */
+template <int IT>
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    dec_logits_kernel(const bf16 *E, int rows, int cols, dpro pro, float softcap, float *logits,
+                      unsigned long long *best) {
+    extern __shared__ float xs[];
+    __shared__ unsigned long long wbest[LOGIT_WARPS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int row0 = (blockIdx.x * LOGIT_WARPS + warp) * LOGIT_WARP_ROWS;
+    wrow<IT> w[LOGIT_GROUP];
+#pragma unroll
+    for (int j = 0; j < LOGIT_GROUP; j++)
+        if (row0 + j < rows) wrow_load(w[j], E + (size_t)(row0 + j) * cols, 0, cols, lane);
+    pdl_wait();
+    pdl_launch_next();
+    prologue(pro, xs);
+    unsigned long long mine = 0;
+    for (int g = 0; g < LOGIT_WARP_ROWS; g += LOGIT_GROUP) {
+        if (g > 0) {
+#pragma unroll
+            for (int j = 0; j < LOGIT_GROUP; j++)
+                if (row0 + g + j < rows) wrow_load(w[j], E + (size_t)(row0 + g + j) * cols, 0, cols, lane);
+        }
+#pragma unroll
+        for (int j = 0; j < LOGIT_GROUP; j++) {
+            const int row = row0 + g + j;
+            if (row >= rows) break;
+            float v = wrow_finish(w[j], E + (size_t)row * cols, xs, cols, lane);
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            if (logits && lane == 0) logits[row] = v;
+            unsigned long long k = argmax_key(v, row);
+            mine = k > mine ? k : mine;
+        }
+    }
+    if (!best) return;
+    if (lane == 0) wbest[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < LOGIT_WARPS; i++) mine = wbest[i] > mine ? wbest[i] : mine;
+        atomicMax(best, mine);
+    }
+}
+
+/* RMSNorm of one head (weight w) then RoPE at position p, block-wide, into dst (shared memory). */
+__device__ void norm_rope_head(const float *src, const float *w, const double *inv_freq, int32_t p, int hd, float eps,
+                               float *dst) {
+    const int half = hd / 2;
+    float ss = 0;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += src[i] * src[i];
+    float r = rsqrtf(block_sum(ss) / hd + eps);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float x0 = src[i] * (r * w[i]), x1 = src[i + half] * (r * w[i + half]);
+        double s, c;
+        sincos((double)p * inv_freq[i], &s, &c);
+        float cf = (float)c, sf = (float)s;
+        dst[i] = x0 * cf - x1 * sf;
+        dst[i + half] = x1 * cf + x0 * sf;
+    }
+    __syncthreads();
+}
+
+/* Decode attention. Grid (H, S), ATT_WARPS warps a block. The token at position p (device memory) attends keys
+ * [lo, p]; split s takes a contiguous share. Every block normalizes and rotates its query head; the block whose
+ * share holds p also builds the new key and value itself (so no block reads the slot being written), and the
+ * first query head of each KV group stores them in the cache. Each block writes one partial (m, l, acc); the last
+ * block of a head to finish (counted in count[h], reset by it) merges the S partials into out. */
+__global__ void __launch_bounds__(32 * ATT_WARPS)
+    dec_attention_kernel(const float *qraw, const float *kraw, const float *vraw, const float *q_norm,
+                         const float *k_norm, const double *inv_freq, float *kcache, float *vcache, float *part,
+                         unsigned *count, float *out, int H, int Hkv, int hd, const int32_t *posp, int window, int slots,
+                         int ring, float scale, float softcap, float eps) {
+    __shared__ float qs[32 * MAX_HD_PER_LANE], ks[32 * MAX_HD_PER_LANE], vs[32 * MAX_HD_PER_LANE];
+    __shared__ float sm_ml[ATT_WARPS][2];
+    __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
+    __shared__ bool last;
+    pdl_wait();
+    pdl_launch_next();
+    const int h = blockIdx.x, split = blockIdx.y, S = gridDim.y, group = H / Hkv, kvh = h / group;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per = hd / 32;
+    const int32_t p = *posp, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+    const int32_t share = (p - lo + 1 + S - 1) / S, a = lo + split * share, b = min(p + 1, a + share);
+    norm_rope_head(qraw + (size_t)h * hd, q_norm, inv_freq, p, hd, eps, qs);
+    const bool has_new = a <= p && p < b;
+    if (has_new) {
+        norm_rope_head(kraw + (size_t)kvh * hd, k_norm, inv_freq, p, hd, eps, ks);
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) vs[i] = vraw[(size_t)kvh * hd + i];
+        __syncthreads();
+        if (h % group == 0) {
+            const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
+            for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+                kcache[(slot * Hkv + kvh) * hd + i] = ks[i];
+                vcache[(slot * Hkv + kvh) * hd + i] = vs[i];
+            }
+        }
+    }
+    float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
+#pragma unroll
+    for (int i = 0; i < MAX_HD_PER_LANE; i++) qv[i] = i < per ? qs[lane * per + i] : 0.0f, acc[i] = 0;
+    float m = -INFINITY, l = 0;
+    for (int32_t j0 = a + warp * KEY_GROUP; j0 < b; j0 += ATT_WARPS * KEY_GROUP) {
+        float sc[KEY_GROUP];
+        const float *vrow[KEY_GROUP];
+#pragma unroll
+        for (int g = 0; g < KEY_GROUP; g++) {
+            int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: recompute key j0, masked below */
+            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
+            const float *kr = j == p ? ks + lane * per : kcache + row;
+            vrow[g] = j == p ? vs + lane * per : vcache + row;
+            float d = 0;
+#pragma unroll
+            for (int i = 0; i < MAX_HD_PER_LANE; i++)
+                if (i < per) d += qv[i] * kr[i];
+            sc[g] = d;
+        }
+        float gmax = -INFINITY;
+#pragma unroll
+        for (int g = 0; g < KEY_GROUP; g++) {
+            float v = warp_sum(sc[g]) * scale;
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            sc[g] = j0 + g < b ? v : -INFINITY;
+            gmax = fmaxf(gmax, sc[g]);
+        }
+        float m_new = fmaxf(m, gmax), corr = expf(m - m_new), esum = 0;
+#pragma unroll
+        for (int i = 0; i < MAX_HD_PER_LANE; i++) acc[i] *= corr;
+#pragma unroll
+        for (int g = 0; g < KEY_GROUP; g++) {
+            float e = expf(sc[g] - m_new);
+            esum += e;
+#pragma unroll
+            for (int i = 0; i < MAX_HD_PER_LANE; i++)
+                if (i < per) acc[i] += e * vrow[g][i];
+        }
+        l = l * corr + esum;
+        m = m_new;
+    }
+    if (lane == 0) sm_ml[warp][0] = m, sm_ml[warp][1] = l;
+#pragma unroll
+    for (int i = 0; i < MAX_HD_PER_LANE; i++)
+        if (i < per) sm_acc[warp][lane * per + i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY, wgt[ATT_WARPS], L = 0;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm_ml[w][0]);
+    for (int w = 0; w < ATT_WARPS; w++) {
+        wgt[w] = M == -INFINITY ? 0.0f : expf(sm_ml[w][0] - M);
+        L += sm_ml[w][1] * wgt[w];
+    }
+    float *mine = part + ((size_t)h * S + split) * (hd + 2);
+    if (threadIdx.x == 0) mine[0] = M, mine[1] = L;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0;
+        for (int w = 0; w < ATT_WARPS; w++) v += sm_acc[w][d] * wgt[w];
+        mine[2 + d] = v;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&count[h], 1u) == (unsigned)S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float *pp = part + (size_t)h * S * (hd + 2);
+    float Mh = -INFINITY;
+    for (int i = 0; i < S; i++) Mh = fmaxf(Mh, __ldcg(pp + (size_t)i * (hd + 2)));
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float Lh = 0, ah = 0;
+        for (int i = 0; i < S; i++) {
+            const float *pi = pp + (size_t)i * (hd + 2);
+            float li = __ldcg(pi + 1), w = li == 0 ? 0.0f : expf(__ldcg(pi) - Mh);
+            Lh += li * w;
+            ah += __ldcg(pi + 2 + d) * w;
+        }
+        out[(size_t)h * hd + d] = ah / Lh;
+    }
+    if (threadIdx.x == 0) count[h] = 0;
 }
 
 /* The residual step of a block and the norm that opens the next one: x += RMSNorm(o) * w_post, then
@@ -285,6 +641,31 @@ __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, co
 
 /* ---- model and sequence -------------------------------------------------------------------------------------- */
 
+/* The decode kernels come in IT = 1..8 (16-byte loads per lane a row in flight before the prologue): the one for a
+ * row of `cols` bf16 weights. */
+#define DEC_MAX_IT 8
+static int dec_iters(int cols) {
+    int it = (cols + 255) / 256;
+    return it < 1 ? 1 : it > DEC_MAX_IT ? DEC_MAX_IT : it;
+}
+typedef void (*dec_mv_fn)(const bf16 *, int, float *, const bf16 *, int, float *, const bf16 *, int, float *, int, dpro);
+typedef void (*dec_geglu_fn)(const bf16 *, const bf16 *, int, int, float *, dpro);
+typedef void (*dec_logits_fn)(const bf16 *, int, int, dpro, float, float *, unsigned long long *);
+#define DEC_PICK(kernel, cols)                                                                                       \
+    switch (dec_iters(cols)) {                                                                                       \
+    case 1: return kernel<1>;                                                                                        \
+    case 2: return kernel<2>;                                                                                        \
+    case 3: return kernel<3>;                                                                                        \
+    case 4: return kernel<4>;                                                                                        \
+    case 5: return kernel<5>;                                                                                        \
+    case 6: return kernel<6>;                                                                                        \
+    case 7: return kernel<7>;                                                                                        \
+    default: return kernel<8>;                                                                                       \
+    }
+static dec_mv_fn dec_mv_for(int cols) { DEC_PICK(dec_mv_kernel, cols) }
+static dec_geglu_fn dec_geglu_for(int cols) { DEC_PICK(dec_geglu_kernel, cols) }
+static dec_logits_fn dec_logits_for(int cols) { DEC_PICK(dec_logits_kernel, cols) }
+
 typedef struct {
     bf16 *w;
     int64_t rows, cols;
@@ -305,6 +686,7 @@ struct cq_cuda_model {
     double *inv_freq[2]; /* local, global */
     size_t max_cols;
     void *blas_workspace; /* given to cuBLAS, so that it allocates nothing while a graph is captured */
+    bool pdl;             /* launch decode kernels with programmatic dependent launch (sm_90, CQ_CUDA_PDL != 0) */
 };
 
 struct cq_cuda_seq {
@@ -316,12 +698,20 @@ struct cq_cuda_seq {
     int32_t *h_step;        /* pinned host: token and position of a step (read by the graphs' copies) */
     int32_t *h_tokens;      /* pinned host: the tokens of a full prefill chunk */
     float *h_logits;        /* pinned host: a decode step's logits */
+    unsigned long long *best, *h_best; /* device and pinned host: a greedy step's packed argmax */
+    float *x2;              /* the other residual buffer of a decode step */
+    unsigned *count;        /* per query head: attention blocks done (decode) */
+    int dec_splits[2];      /* decode attention splits: local, global layers */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *part, *logits;
+    float *sc;                /* prefill attention scores, sc_floats of them */
+    size_t sc_floats;
     bf16 *xb;
     size_t part_floats;
-    cudaGraphExec_t decode_graph;  /* one decode step, captured at the first one and replayed */
-    cudaGraphExec_t prefill_graph; /* one full chunk of CQ_CUDA_BATCH tokens, captured at the second one */
-    bool full_chunk_seen;          /* a full chunk ran outside a graph (cuBLAS has picked its kernels) */
+    cudaGraphExec_t decode_graph[2]; /* one decode step (logits out; argmax out), captured at first use */
+    cudaGraphExec_t prefill_graph[PREFILL_GRAPHS]; /* full chunks of CQ_CUDA_BATCH tokens, per first position */
+    int32_t prefill_pos[PREFILL_GRAPHS];
+    bool prefill_seen[PREFILL_GRAPHS]; /* a full chunk ran directly at prefill_pos (its graph may follow) */
+    int prefill_next;              /* the slot to reuse next */
     bool no_graphs;                /* a capture failed: launch kernels directly (slower, same results) */
 };
 
@@ -426,8 +816,8 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
                              (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
                              (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
                              (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
-                             (const void *)gemv3_kernel,         (const void *)gemv_geglu_kernel,
-                             (const void *)addnorm_kernel};
+                             (const void *)addnorm_kernel,       (const void *)dec_attention_kernel,
+                             (const void *)att_softmax_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaFuncAttributes fa;
         CUDA_TRY(cudaFuncGetAttributes(&fa, kernels[i]));
@@ -435,6 +825,23 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cm->max_cols = d;
     if ((size_t)m->n_ff > cm->max_cols) cm->max_cols = (size_t)m->n_ff;
     if ((size_t)m->n_head * hd > cm->max_cols) cm->max_cols = (size_t)m->n_head * hd;
+    /* the decode products' kernels, with room for their input vector in dynamic shared memory */
+    const int smem = (int)(cm->max_cols * sizeof(float));
+    const int widths[] = {(int)d, (int)(m->n_head * hd), (int)m->n_ff};
+    for (int i = 0; i < 3; i++) {
+        const void *dk[] = {(const void *)dec_mv_for(widths[i]), (const void *)dec_geglu_for(widths[i]),
+                            (const void *)dec_logits_for(widths[i])};
+        for (int j = 0; j < 3; j++) {
+            cudaFuncAttributes fa;
+            CUDA_TRY(cudaFuncGetAttributes(&fa, dk[j]));
+            if (smem > 48 * 1024) CUDA_TRY(cudaFuncSetAttribute(dk[j], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        }
+    }
+    int dev = 0, major = 0;
+    CUDA_TRY(cudaGetDevice(&dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    const char *pdl = getenv("CQ_CUDA_PDL");
+    cm->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
     return CQ_OK;
 }
 
@@ -460,10 +867,18 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     free(cm);
 }
 
+/* Decode attention: shares of about DEC_SPLIT_KEYS keys, so that a short range still spreads over many blocks. */
+#define DEC_SPLIT_KEYS 32
+#define DEC_MAX_SPLITS 128
+static int dec_splits_for(int32_t keys) {
+    int s = (int)((keys + DEC_SPLIT_KEYS - 1) / DEC_SPLIT_KEYS);
+    return s < 1 ? 1 : s > DEC_MAX_SPLITS ? DEC_MAX_SPLITS : s;
+}
+
 /* Attention partial buffers: enough for a full batch with one split, or one token split over its whole range. */
 static size_t part_floats_for(const cq_gemma *m, int32_t max_tokens) {
     size_t a = (size_t)CQ_CUDA_BATCH * m->n_head * (m->head_dim + 2);
-    size_t b = (size_t)m->n_head * 64 * (m->head_dim + 2); /* a decode step: up to 64 splits */
+    size_t b = (size_t)m->n_head * DEC_MAX_SPLITS * (m->head_dim + 2); /* a decode step */
     return a > b ? a : b;
 }
 
@@ -505,6 +920,17 @@ extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_c
     CUDA_TRY(cudaMalloc(&s->part, s->part_floats * f));
     CUDA_TRY(cudaMalloc(&s->xb, B * cm->max_cols * sizeof(bf16)));
     CUDA_TRY(cudaMalloc(&s->logits, (size_t)LOGIT_ROWS * m->n_vocab * f));
+    CUDA_TRY(cudaMalloc(&s->best, sizeof *s->best));
+    s->sc_floats = (size_t)m->n_head * B * (max_tokens < ATT_GEMM_MAX_KEYS ? max_tokens : ATT_GEMM_MAX_KEYS);
+    CUDA_TRY(cudaMalloc(&s->sc, s->sc_floats * f));
+    CUDA_TRY(cudaMallocHost(&s->h_best, sizeof *s->h_best));
+    CUDA_TRY(cudaMalloc(&s->x2, d * f));
+    CUDA_TRY(cudaMalloc(&s->count, (size_t)m->n_head * sizeof *s->count));
+    CUDA_TRY(cudaMemset(s->count, 0, (size_t)m->n_head * sizeof *s->count));
+    for (int kind = 0; kind < 2; kind++) { /* the longest key range a layer of that kind can meet */
+        int32_t keys = kind == 0 && m->window < max_tokens ? m->window : max_tokens;
+        s->dec_splits[kind] = dec_splits_for(keys);
+    }
     return CQ_OK;
 }
 
@@ -514,10 +940,12 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     free(s->k), free(s->v), free(s->slots);
     cudaFree(s->tokens), cudaFree(s->x), cudaFree(s->xn), cudaFree(s->o), cudaFree(s->q), cudaFree(s->att);
     cudaFree(s->kn), cudaFree(s->vn), cudaFree(s->g), cudaFree(s->u), cudaFree(s->part), cudaFree(s->xb);
-    cudaFree(s->logits), cudaFree(s->pos);
-    cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits), cudaFreeHost(s->h_tokens);
-    if (s->decode_graph) cudaGraphExecDestroy(s->decode_graph);
-    if (s->prefill_graph) cudaGraphExecDestroy(s->prefill_graph);
+    cudaFree(s->logits), cudaFree(s->pos), cudaFree(s->best), cudaFree(s->sc), cudaFree(s->x2), cudaFree(s->count);
+    cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits), cudaFreeHost(s->h_tokens), cudaFreeHost(s->h_best);
+    for (int i = 0; i < 2; i++)
+        if (s->decode_graph[i]) cudaGraphExecDestroy(s->decode_graph[i]);
+    for (int i = 0; i < PREFILL_GRAPHS; i++)
+        if (s->prefill_graph[i]) cudaGraphExecDestroy(s->prefill_graph[i]);
     free(s);
 }
 
@@ -554,9 +982,38 @@ static int pick_splits(int T, int H, int32_t max_keys) {
     return s < 1 ? 1 : s > 64 ? 64 : s;
 }
 
+/* Prefill attention as two strided-batched SGEMMs around att_softmax_kernel (exact float32). Keys: the nk slots
+ * 0..nk-1 (every slot of a ring once it has wrapped). Query head h of KV group g = h / (H / Hkv); one batched GEMM
+ * per KV group, the group's heads its batch. sc holds H x T x nk floats. */
+static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *sc,
+                                float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p, int32_t nk, int window,
+                                int slots, int ring, float scale, float softcap, cq_err *err) {
+    const float one = 1.0f, zero = 0.0f;
+    const int group = H / Hkv;
+    const long long tk = (long long)T * nk;
+    for (int g = 0; g < Hkv; g++) /* S^T (nk x T, column-major) = K^T-view (nk x hd) Q^T-view (hd x T), per head */
+        CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, nk, T, hd, &one, kc + (size_t)g * hd,
+                                             Hkv * hd, 0, q + (size_t)g * group * hd, H * hd, hd, &zero,
+                                             sc + (size_t)g * group * tk, nk, tk, group));
+    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, window, slots, ring, scale, softcap);
+    LAUNCH_TRY();
+    for (int g = 0; g < Hkv; g++) /* O^T (hd x T, ld H*hd) = V^T-view (hd x nk) P^T-view (nk x T), per head */
+        CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, T, nk, &one, vc + (size_t)g * hd,
+                                             Hkv * hd, 0, sc + (size_t)g * group * tk, nk, tk, &zero,
+                                             out + (size_t)g * group * hd, H * hd, hd, group));
+    return CQ_OK;
+}
+
+/* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
+ * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). */
 static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
-                           size_t part_floats, float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
-                           int32_t max_keys, int window, int slots, int ring, float scale, float softcap, cq_err *err) {
+                           size_t part_floats, float *sc, size_t sc_floats, float *out, int T, int H, int Hkv, int hd,
+                           const int32_t *pos0p, int32_t pos0, int32_t max_keys, int window, int slots, int ring,
+                           float scale, float softcap, cq_err *err) {
+    const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T;
+    if (T > 1 && sc && (size_t)H * T * nk <= sc_floats)
+        return attention_gemm(cm, q, kc, vc, sc, out, T, H, Hkv, hd, pos0p, nk, window, slots, ring, scale, softcap,
+                              err);
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
     attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
@@ -567,19 +1024,60 @@ static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, c
     return CQ_OK;
 }
 
-static cq_status gemv3(cq_cuda_model *cm, const dmat *a, float *ya, const dmat *b, float *yb, const dmat *c, float *yc,
-                       const float *x, cq_err *err) {
-    int rows = (int)(a->rows + (b ? b->rows : 0) + (c ? c->rows : 0));
-    gemv3_kernel<<<(rows + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, 0, cm->stream>>>(
-        a->w, (int)a->rows, ya, b ? b->w : NULL, b ? (int)b->rows : 0, yb, c ? c->w : NULL, c ? (int)c->rows : 0, yc,
-        (int)a->cols, x);
-    LAUNCH_TRY();
+/* A kernel on the model's stream; with pdl, allowed to start before the previous one ends (it waits inside). */
+template <typename... KArgs, typename... Args>
+static cudaError_t launch(bool pdl, cudaStream_t st, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                          Args... args) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
+static dpro pro_copy(const float *x, int n) {
+    dpro p;
+    memset(&p, 0, sizeof p);
+    p.mode = PRO_COPY, p.n = n, p.xin = x;
+    return p;
+}
+
+static dpro pro_addnorm(const cq_gemma *m, const float *x, const float *o, const float *w_post, const float *w_next,
+                        float *xout) {
+    dpro p;
+    memset(&p, 0, sizeof p);
+    p.mode = PRO_ADDNORM, p.n = m->n_embd, p.eps = m->rms_eps;
+    p.xin = x, p.o = o, p.w_post = w_post, p.w_next = w_next, p.xout = xout;
+    return p;
+}
+
+/* Up to three matrices with the same columns, stacked by rows, times the prologue's vector (one token). */
+static cq_status dec_mv(cq_cuda_model *cm, bool pdl, const dmat *a, float *ya, const dmat *b, float *yb, const dmat *c,
+                        float *yc, const dpro &pro, cq_err *err) {
+    const int rows = (int)(a->rows + (b ? b->rows : 0) + (c ? c->rows : 0)), cols = (int)a->cols;
+    CUDA_TRY(launch(pdl, cm->stream, dec_mv_for(cols), dim3((rows + DEC_WARPS - 1) / DEC_WARPS), dim3(32 * DEC_WARPS),
+                    (size_t)cols * sizeof(float), a->w, (int)a->rows, ya, b ? b->w : NULL, b ? (int)b->rows : 0, yb,
+                    c ? c->w : NULL, c ? (int)c->rows : 0, yc, cols, pro));
     return CQ_OK;
 }
 
-/* y (T, W.rows) = x W^T: cuBLAS for a batch, the warp-per-row kernel for one token (x in float, no conversion). */
+/* Logits of one token (the tied embedding) with the soft-cap, to logits and/or their argmax to best. */
+static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float *logits, unsigned long long *best,
+                            cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const int per_block = LOGIT_WARPS * LOGIT_WARP_ROWS;
+    CUDA_TRY(launch(pdl, cm->stream, dec_logits_for(m->n_embd), dim3((m->n_vocab + per_block - 1) / per_block),
+                    dim3(32 * LOGIT_WARPS), (size_t)m->n_embd * sizeof(float), (const bf16 *)cm->token_embd,
+                    (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
+    return CQ_OK;
+}
+
+/* y (T, W.rows) = x W^T: cuBLAS for a batch, the decode product for one token (x in float, no conversion). */
 static cq_status linear(cq_cuda_seq *s, const dmat *w, const float *x, int T, float *y, cq_err *err) {
-    if (T == 1) return gemv3(s->cm, w, y, NULL, NULL, NULL, NULL, x, err);
+    if (T == 1) return dec_mv(s->cm, false, w, y, NULL, NULL, NULL, NULL, pro_copy(x, (int)w->cols), err);
     cq_status st = to_bf16(s->cm, x, s->xb, (size_t)T * w->cols, err);
     return st ? st : gemm(s->cm, w, s->xb, T, y, err);
 }
@@ -591,9 +1089,9 @@ static cq_status addnorm(cq_cuda_model *cm, float *x, const float *o, const floa
     return CQ_OK;
 }
 
-/* The kernels of one chunk, queued on the stream: tokens in s->tokens and the first position in s->pos already.
- * With logits_rows > 0, the logits of the last logits_rows tokens (at most LOGIT_ROWS) end in s->logits. */
-static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, int logits_rows, cq_err *err) {
+/* The kernels of a chunk of T > 1 tokens, queued on the stream: tokens in s->tokens and the first position in
+ * s->pos already. The final-normed states end in s->xn (copy_logits takes them from there). */
+static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const cq_gemma *m = cm->m;
     const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
@@ -605,48 +1103,32 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, int logits_r
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];
         const dlayer *D = &cm->layers[l];
-        if (T == 1) st = gemv3(cm, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, s->xn, err);
-        else if (!(st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) && !(st = gemm(cm, &D->wq, s->xb, T, s->q, err)))
-            if (!(st = gemm(cm, &D->wk, s->xb, T, s->kn, err))) st = gemm(cm, &D->wv, s->xb, T, s->vn, err);
-        if (st) return st;
+        if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wq, s->xb, T, s->q, err)) ||
+            (st = gemm(cm, &D->wk, s->xb, T, s->kn, err)) || (st = gemm(cm, &D->wv, s->xb, T, s->vn, err)))
+            return st;
         qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
             s->q, s->kn, s->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], s->k[l], s->v[l], H, Hkv, hd, s->pos,
             s->slots[l], !L->global, m->rms_eps);
         LAUNCH_TRY();
         const int window = L->global ? 0 : m->window;
-        /* the longest key range this launch can meet: for a decode step, any position up to the limit */
-        int32_t max_keys = T == 1 ? s->max_tokens : pos0 + T;
+        int32_t max_keys = pos0 + T; /* the longest key range of this chunk */
         if (window > 0 && max_keys > window) max_keys = window;
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->att, T, H, Hkv, hd, s->pos,
-                            max_keys, window, s->slots[l], !L->global, m->attn_scale, m->attn_softcap, err)) ||
+        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
+                            Hkv, hd, s->pos, pos0, max_keys, window, s->slots[l], !L->global, m->attn_scale,
+                            m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
             (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, err)))
             return st;
-        if (T == 1) {
-            gemv_geglu_kernel<<<(ff + GEMV_ROWS - 1) / GEMV_ROWS, 32 * GEMV_ROWS, 0, cm->stream>>>(
-                D->wgate.w, D->wup.w, ff, d, s->xn, s->g);
-            LAUNCH_TRY();
-        } else {
-            if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
-                (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
-                return st;
-            geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff);
-            LAUNCH_TRY();
-        }
+        if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
+            (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
+            return st;
+        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff);
+        LAUNCH_TRY();
         /* the last layer's closing norm is the output norm: xn is then ready for the logits */
         if ((st = linear(s, &D->wdown, s->g, T, s->o, err)) ||
             (st = addnorm(cm, s->x, s->o, D->post_ffw_norm, w_next, s->xn, T, err)))
             return st;
-    }
-    if (logits_rows > 0) {
-        const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
-        if ((st = linear(s, &out_w, s->xn + (size_t)(T - logits_rows) * d, logits_rows, s->logits, err))) return st;
-        if (m->final_softcap > 0) {
-            const size_t nv = (size_t)logits_rows * m->n_vocab;
-            softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap);
-            LAUNCH_TRY();
-        }
     }
     return CQ_OK;
 }
@@ -658,10 +1140,12 @@ static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq
     const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
     for (int r = first; r < T; r += LOGIT_ROWS) {
         int n = T - r < LOGIT_ROWS ? T - r : LOGIT_ROWS;
-        cq_status st = linear(s, &out_w, s->xn + (size_t)r * m->n_embd, n, s->logits, err);
-        if (st) return st;
         const size_t nv = (size_t)n * m->n_vocab;
-        if (m->final_softcap > 0) {
+        cq_status st = n == 1 ? dec_logits(cm, false, pro_copy(s->xn + (size_t)r * m->n_embd, m->n_embd), s->logits,
+                                           NULL, err)
+                              : linear(s, &out_w, s->xn + (size_t)r * m->n_embd, n, s->logits, err);
+        if (st) return st;
+        if (n > 1 && m->final_softcap > 0) {
             softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap);
             LAUNCH_TRY();
         }
@@ -671,102 +1155,205 @@ static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq
     return CQ_OK;
 }
 
-/* A decode step as a CUDA graph: the copies of token and position in, ~8 kernels per layer, the logits out. Captured
- * once per sequence; replaying it saves the launch overhead that dominates a 270M model at batch 1. */
-static cq_status decode_step(cq_cuda_seq *s, int32_t token, int32_t pos, float *logits, cq_err *err) {
+/* The kernels of one decode step (token in s->tokens, position in s->pos): the logits to s->logits when
+ * with_logits, else only their argmax to s->best. */
+static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
     cq_cuda_model *cm = s->cm;
-    const size_t V = (size_t)cm->m->n_vocab;
-    if (s->no_graphs) { /* capture failed once on this device: the same kernels, launched one by one */
-        s->h_step[0] = token;
-        s->h_step[1] = pos;
-        CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_step, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        cq_status st = enqueue_chunk(s, 1, pos, 1, err);
-        if (st) return st;
-        CUDA_TRY(cudaMemcpyAsync(s->h_logits, s->logits, V * sizeof(float), cudaMemcpyDeviceToHost, cm->stream));
-        CUDA_TRY(cudaStreamSynchronize(cm->stream));
-        if (logits) memcpy(logits, s->h_logits, V * sizeof(float));
-        return CQ_OK;
+    const cq_gemma *m = cm->m;
+    const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv;
+    const bool pdl = cm->pdl;
+    float *cur = s->x, *nxt = s->x2; /* the residual stream, ping-ponged by the prologues that update it */
+    cq_status st;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        const cq_gemma_layer *L = &m->layers[l];
+        const dlayer *D = &cm->layers[l];
+        dpro pro;
+        if (l == 0) {
+            memset(&pro, 0, sizeof pro);
+            pro.mode = PRO_EMBED, pro.n = d, pro.eps = m->rms_eps, pro.emb_scale = m->embed_scale;
+            pro.token = s->tokens, pro.emb = cm->token_embd, pro.w_next = D->attn_norm, pro.xout = cur;
+            pro.best = s->best;
+        } else {
+            pro = pro_addnorm(m, cur, s->o, cm->layers[l - 1].post_ffw_norm, D->attn_norm, nxt);
+            float *t = cur;
+            cur = nxt, nxt = t;
+        }
+        if ((st = dec_mv(cm, pdl && l > 0, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, pro, err))) return st;
+        const int splits = s->dec_splits[L->global];
+        CUDA_TRY(launch(pdl, cm->stream, dec_attention_kernel, dim3(H, splits), dim3(32 * ATT_WARPS), 0,
+                        (const float *)s->q, (const float *)s->kn, (const float *)s->vn, (const float *)D->q_norm,
+                        (const float *)D->k_norm, (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
+                        s->count, s->att, H, Hkv, hd, (const int32_t *)s->pos, L->global ? 0 : m->window,
+                        s->slots[l], L->global ? 0 : 1, m->attn_scale, m->attn_softcap, m->rms_eps));
+        if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pro_copy(s->att, H * hd), err))) return st;
+        pro = pro_addnorm(m, cur, s->o, D->post_attn_norm, D->ffn_norm, nxt);
+        float *t = cur;
+        cur = nxt, nxt = t;
+        CUDA_TRY(launch(pdl, cm->stream, dec_geglu_for(d), dim3((m->n_ff + DEC_WARPS - 1) / DEC_WARPS),
+                        dim3(32 * DEC_WARPS), (size_t)d * sizeof(float), (const bf16 *)D->wgate.w,
+                        (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro));
+        if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pro_copy(s->g, m->n_ff), err))) return st;
     }
-    if (!s->decode_graph) {
+    const dpro pro = pro_addnorm(m, cur, s->o, cm->layers[m->n_layer - 1].post_ffw_norm, cm->output_norm, NULL);
+    return dec_logits(cm, pdl, pro, with_logits ? s->logits : NULL, s->best, err);
+}
+
+/* The copies and kernels of one decode step (token and position from s->h_step), the result to pinned host
+ * memory: the logits (variant 0) or the argmax (variant 1). */
+static cq_status enqueue_step(cq_cuda_seq *s, int variant, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_step, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+    CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+    cq_status st = enqueue_decode(s, variant == 0, err);
+    if (st) return st;
+    if (variant == 0)
+        CUDA_TRY(cudaMemcpyAsync(s->h_logits, s->logits, (size_t)cm->m->n_vocab * sizeof(float),
+                                 cudaMemcpyDeviceToHost, cm->stream));
+    else
+        CUDA_TRY(cudaMemcpyAsync(s->h_best, s->best, sizeof *s->best, cudaMemcpyDeviceToHost, cm->stream));
+    return CQ_OK;
+}
+
+/* A decode step, replayed from a CUDA graph of its ~90 kernels (captured at its first use, per variant), which
+ * saves the launch overhead that dominates a 270M model at batch 1. */
+static cq_status decode_step(cq_cuda_seq *s, int32_t token, int32_t pos, int variant, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    s->h_step[0] = token;
+    s->h_step[1] = pos;
+    if (!s->no_graphs && !s->decode_graph[variant]) {
         cudaGraph_t g;
         CUDA_TRY(cudaStreamBeginCapture(cm->stream, cudaStreamCaptureModeThreadLocal));
-        cudaMemcpyAsync(s->tokens, s->h_step, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
-        cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
-        cq_status st = enqueue_chunk(s, 1, pos, 1, err);
-        cudaMemcpyAsync(s->h_logits, s->logits, V * sizeof(float), cudaMemcpyDeviceToHost, cm->stream);
+        cq_status st = enqueue_step(s, variant, err);
         cudaError_t e = cudaStreamEndCapture(cm->stream, &g);
         const bool captured = e == cudaSuccess;
-        if (!st && captured) e = cudaGraphInstantiate(&s->decode_graph, g, 0);
+        if (!st && captured) e = cudaGraphInstantiate(&s->decode_graph[variant], g, 0);
         if (captured) cudaGraphDestroy(g);
         if (st || e != cudaSuccess) {
             CQ_WARN("decoder: CUDA graph capture failed (%s); decoding without graphs",
                     st ? (err ? err->msg : "") : cudaGetErrorString(e));
             cudaGetLastError(); /* clear the capture error */
             cq_err_clear(err);
-            s->decode_graph = NULL;
+            s->decode_graph[variant] = NULL;
             s->no_graphs = true;
-            return decode_step(s, token, pos, logits, err);
         }
     }
-    s->h_step[0] = token;
-    s->h_step[1] = pos;
-    CUDA_TRY(cudaGraphLaunch(s->decode_graph, cm->stream));
+    if (s->no_graphs) { /* capture failed once on this device: the same kernels, launched one by one */
+        cq_status st = enqueue_step(s, variant, err);
+        if (st) return st;
+    } else {
+        CUDA_TRY(cudaGraphLaunch(s->decode_graph[variant], cm->stream));
+    }
     CUDA_TRY(cudaStreamSynchronize(cm->stream));
-    if (logits) memcpy(logits, s->h_logits, V * sizeof(float));
     return CQ_OK;
 }
 
-/* A full prefill chunk as a CUDA graph: ~270 launches and cuBLAS calls become one, which matters on a host where
- * each call is slow. Positions come from device memory and the kernels' shapes do not depend on them, so one
- * capture serves every full chunk of the sequence. */
-static cq_status prefill_graph_launch(cq_cuda_seq *s, cq_err *err) {
+static int32_t unpack_argmax(unsigned long long key) { return (int32_t)(0xffffffffu - (unsigned)(key & 0xffffffffu)); }
+
+/* A full prefill chunk as a CUDA graph: ~300 launches and cuBLAS calls become one. The attention GEMMs' shapes
+ * depend on the chunk's first position, so a graph is captured per position, the second time a full chunk starts
+ * there (a sequence reset and fed again: a fresh sequence runs each chunk once and gains nothing from capturing);
+ * PREFILL_GRAPHS positions are remembered, the oldest forgotten. */
+static cq_status prefill_graph_launch(cq_cuda_seq *s, int slot, cq_err *err) {
     cq_cuda_model *cm = s->cm;
-    if (!s->prefill_graph) {
+    const int32_t pos0 = s->h_step[1];
+    if (!s->prefill_graph[slot]) {
         cudaGraph_t g;
         CUDA_TRY(cudaStreamBeginCapture(cm->stream, cudaStreamCaptureModeThreadLocal));
         cudaMemcpyAsync(s->tokens, s->h_tokens, CQ_CUDA_BATCH * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
         cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
-        cq_status st = enqueue_chunk(s, CQ_CUDA_BATCH, s->h_step[1], 0, err);
+        cq_status st = enqueue_chunk(s, CQ_CUDA_BATCH, pos0, err);
         cudaError_t e = cudaStreamEndCapture(cm->stream, &g);
         const bool captured = e == cudaSuccess;
-        if (!st && captured) e = cudaGraphInstantiate(&s->prefill_graph, g, 0);
+        if (!st && captured) e = cudaGraphInstantiate(&s->prefill_graph[slot], g, 0);
         if (captured) cudaGraphDestroy(g);
         if (st || e != cudaSuccess) {
             CQ_WARN("decoder: CUDA graph capture failed (%s); running without graphs",
                     st ? (err ? err->msg : "") : cudaGetErrorString(e));
             cudaGetLastError();
             cq_err_clear(err);
-            s->prefill_graph = NULL;
+            s->prefill_graph[slot] = NULL;
             s->no_graphs = true;
             CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_tokens, CQ_CUDA_BATCH * sizeof(int32_t), cudaMemcpyHostToDevice,
                                      cm->stream));
             CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-            return enqueue_chunk(s, CQ_CUDA_BATCH, s->h_step[1], 0, err);
+            return enqueue_chunk(s, CQ_CUDA_BATCH, pos0, err);
         }
     }
-    CUDA_TRY(cudaGraphLaunch(s->prefill_graph, cm->stream));
+    CUDA_TRY(cudaGraphLaunch(s->prefill_graph[slot], cm->stream));
     return CQ_OK;
 }
 
 static cq_status forward_chunk(cq_cuda_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits,
                                bool all_logits, cq_err *err) {
     cq_cuda_model *cm = s->cm;
-    if (T == 1) return decode_step(s, tokens[0], pos0, logits, err);
+    if (T == 1) {
+        cq_status st = decode_step(s, tokens[0], pos0, 0, err);
+        if (!st && logits) memcpy(logits, s->h_logits, (size_t)cm->m->n_vocab * sizeof(float));
+        return st;
+    }
     s->h_step[1] = pos0;
+    int slot = -1;
+    for (int i = 0; i < PREFILL_GRAPHS; i++)
+        if (s->prefill_seen[i] && s->prefill_pos[i] == pos0) slot = i;
     cq_status st;
-    if (T == CQ_CUDA_BATCH && s->full_chunk_seen && !s->no_graphs) {
+    if (T == CQ_CUDA_BATCH && slot >= 0 && !s->no_graphs) {
         memcpy(s->h_tokens, tokens, (size_t)T * sizeof(int32_t));
-        st = prefill_graph_launch(s, err);
+        st = prefill_graph_launch(s, slot, err);
     } else {
         CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
         CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        st = enqueue_chunk(s, T, pos0, 0, err);
-        if (T == CQ_CUDA_BATCH) s->full_chunk_seen = true;
+        st = enqueue_chunk(s, T, pos0, err);
+        if (T == CQ_CUDA_BATCH && slot < 0) { /* remember the position, forgetting the oldest */
+            slot = s->prefill_next;
+            s->prefill_next = (s->prefill_next + 1) % PREFILL_GRAPHS;
+            if (s->prefill_graph[slot]) cudaGraphExecDestroy(s->prefill_graph[slot]);
+            s->prefill_graph[slot] = NULL;
+            s->prefill_seen[slot] = true;
+            s->prefill_pos[slot] = pos0;
+        }
     }
     if (!st && logits) st = copy_logits(s, all_logits ? 0 : T - 1, T, logits, err);
     if (st) return st;
     CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_t pos, int32_t *next, cq_err *err) {
+    cq_status st = decode_step(s, token, pos, 1, err);
+    if (!st) *next = unpack_argmax(*s->h_best);
+    return st;
+}
+
+extern "C" size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s) {
+    const cq_gemma *m = s->cm->m;
+    size_t n = 0;
+    for (int32_t l = 0; l < m->n_layer; l++) n += 2 * (size_t)s->slots[l] * m->n_head_kv * m->head_dim * sizeof(float);
+    return n;
+}
+
+extern "C" cq_status cq_cuda_copy_bandwidth(size_t bytes, double *gb_per_s, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    cudaError_t e = cudaMalloc(&a, bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&b, bytes);
+    if (e == cudaSuccess) e = cudaMemset(a, 1, bytes);
+    if (e == cudaSuccess) e = cudaEventCreate(&e0);
+    if (e == cudaSuccess) e = cudaEventCreate(&e1);
+    const int reps = 20;
+    if (e == cudaSuccess) e = cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice); /* warm-up */
+    if (e == cudaSuccess) e = cudaEventRecord(e0);
+    for (int i = 0; i < reps && e == cudaSuccess; i++)
+        e = cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice);
+    if (e == cudaSuccess) e = cudaEventRecord(e1);
+    if (e == cudaSuccess) e = cudaEventSynchronize(e1);
+    float ms = 0;
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, e0, e1);
+    cudaFree(a), cudaFree(b);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "copy bandwidth: %s", cudaGetErrorString(e));
+    *gb_per_s = 2.0 * bytes * reps / (ms * 1e-3) / 1e9; /* bytes read plus bytes written */
     return CQ_OK;
 }
 
@@ -788,10 +1375,10 @@ extern "C" cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t 
 
 /* Device copies of host arrays, freed together. */
 typedef struct {
-    void *p[8];
+    void *p[16];
     int n;
 } dev_set;
-/* at most 8 buffers per test call */
+/* at most 16 buffers per test call */
 
 static void dev_free(dev_set *ds) {
     for (int i = 0; i < ds->n; i++) cudaFree(ds->p[i]);
@@ -899,12 +1486,71 @@ extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const 
     }
     cq_cuda_model tmp; /* attention() only uses the stream */
     memset(&tmp, 0, sizeof tmp);
-    s = attention(&tmp, dq, dk, dv, dp, part_floats, dout, n_q, 1, 1, head_dim, dpos,
-                  window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
+    float *dsc = NULL;
+    const size_t sc_floats = (size_t)n_q * n_keys;
+    if (n_q > 1 && n_keys <= ATT_GEMM_MAX_KEYS) /* the cuBLAS path, as a prefill chunk takes it */
+        s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err);
+    if (!s && cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
+    if (!s)
+        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+                      window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
+    if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     if (!s && e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "attention: %s", cudaGetErrorString(e));
     return s;
+}
+
+extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
+                                                 int head_dim, int window, float scale, float softcap, float *out,
+                                                 cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (head_dim % 64 || head_dim > 32 * MAX_HD_PER_LANE || n_keys < 1 || n_head < 1)
+        return cq_err_set(err, CQ_ERR_INVALID, "decode attention test: bad shape");
+    const size_t hd = (size_t)head_dim, f = sizeof(float);
+    const int32_t pos = n_keys - 1;
+    const int splits = dec_splits_for(window > 0 && window < n_keys ? window : n_keys);
+    float *ones = (float *)malloc(hd * f);
+    double *zeros = (double *)calloc(hd / 2, sizeof(double)); /* RoPE at angle 0: the identity */
+    if (!ones || !zeros) {
+        free(ones), free(zeros);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < hd; i++) ones[i] = 1.0f;
+    dev_set ds = {{0}, 0};
+    float *dq, *dkc, *dvc, *dkn, *dvn, *dw, *dpart, *dout;
+    double *dfreq;
+    int32_t *dpos;
+    unsigned *dcount;
+    cq_status s;
+    if ((s = dev_copy(&ds, &pos, sizeof pos, (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, q, n_head * hd * f, (void **)&dq, err)) ||
+        (s = dev_copy(&ds, k, (size_t)n_keys * hd * f, (void **)&dkc, err)) ||
+        (s = dev_copy(&ds, v, (size_t)n_keys * hd * f, (void **)&dvc, err)) ||
+        (s = dev_copy(&ds, k + (size_t)pos * hd, hd * f, (void **)&dkn, err)) ||
+        (s = dev_copy(&ds, v + (size_t)pos * hd, hd * f, (void **)&dvn, err)) ||
+        (s = dev_copy(&ds, ones, hd * f, (void **)&dw, err)) ||
+        (s = dev_copy(&ds, zeros, hd / 2 * sizeof(double), (void **)&dfreq, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)n_head * splits * (hd + 2) * f, (void **)&dpart, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)n_head * sizeof(unsigned), (void **)&dcount, err)) ||
+        (s = dev_copy(&ds, NULL, n_head * hd * f, (void **)&dout, err))) {
+        dev_free(&ds);
+        free(ones), free(zeros);
+        return s;
+    }
+    cudaError_t e = cudaMemset(dcount, 0, (size_t)n_head * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(dkc + (size_t)pos * hd, 0xff, hd * f); /* NaN: the slot must not be read */
+    if (e == cudaSuccess) {
+        dec_attention_kernel<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, dfreq, dkc, dvc, dpart,
+                                                                      dcount, dout, n_head, 1, head_dim, dpos, window,
+                                                                      n_keys, 0, scale, softcap, 1e-6f);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(out, dout, n_head * hd * f, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    free(ones), free(zeros);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "decode attention: %s", cudaGetErrorString(e));
+    return CQ_OK;
 }
 
 extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
@@ -920,7 +1566,8 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
     if (!s) s = dev_copy(&ds, x, (size_t)n_tokens * w->cols * 4, (void **)&dx, err);
     if (!s) s = dev_copy(&ds, NULL, (size_t)n_tokens * w->cols * sizeof(bf16), (void **)&dxb, err);
     if (!s) s = dev_copy(&ds, NULL, (size_t)n_tokens * w->rows * 4, (void **)&dy, err);
-    if (!s && n_tokens == 1) s = gemv3(&tmp, &dw, dy, NULL, NULL, NULL, NULL, dx, err); /* the decode kernel */
+    if (!s && n_tokens == 1) /* the decode kernel */
+        s = dec_mv(&tmp, false, &dw, dy, NULL, NULL, NULL, NULL, pro_copy(dx, (int)w->cols), err);
     if (!s && n_tokens > 1) s = to_bf16(&tmp, dx, dxb, (size_t)n_tokens * w->cols, err);
     if (!s && n_tokens > 1) s = gemm(&tmp, &dw, dxb, n_tokens, dy, err);
     if (!s) {

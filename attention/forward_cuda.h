@@ -1,9 +1,14 @@
 /* Internal: the CUDA forward of Gemma 3. Weights are dequantized once to bf16 on the GPU; activations, norms and
- * the KV cache stay float32. Prefill products are cuBLAS bf16 x bf16 -> f32 GEMMs; a decode step uses own
- * matrix-vector kernels that read each weight once (q/k/v in one launch, gate/up fused with GeGLU) and is replayed
- * as a CUDA graph. The rest are own kernels: embedding gather, RMSNorm, residual add fused with the next norm,
- * fused QK-norm + RoPE + KV store, attention with an online softmax split over the key range (flash-decoding
- * style, so one KV head still fills the GPU at batch 1).
+ * the KV cache stay float32.
+ * Prefill (chunks of up to CQ_CUDA_BATCH tokens): cuBLAS bf16 x bf16 -> f32 GEMMs for the products; own kernels
+ * for the embedding gather, RMSNorm, the residual add fused with the next norm, fused QK-norm + RoPE + KV store;
+ * attention as two float32 cuBLAS GEMMs around a masked softmax (an online-softmax kernel beyond
+ * ATT_GEMM_MAX_KEYS key slots); full chunks replayed as CUDA graphs.
+ * Decode (one token): five own kernels a layer that read each weight once (q/k/v in one launch; attention with
+ * QK-norm, RoPE and the KV store fused, split over the key range so one KV head still fills the GPU, the splits
+ * merged by the last block; o; gate/up with GeGLU; down), the residual add and next RMSNorm in each product's
+ * prologue; launched with programmatic dependent launch and replayed as a CUDA graph; greedy steps take the
+ * argmax on the GPU.
  * Every kernel has its C twin in forward_cpu.h (cq_op_*), and tests/unit/test_attention_cuda.c compares them.
  * Without CUDA in the build, every function here returns CQ_ERR_UNSUPPORTED. */
 #ifndef CQ_ATTENTION_FORWARD_CUDA_H
@@ -35,6 +40,14 @@ void cq_cuda_seq_free(cq_cuda_seq *s);
 cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
                        cq_err *err);
 
+/* One greedy decode step: token at pos in, the argmax of the next token's logits out (computed on the GPU, so the
+ * logits never leave it). */
+cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_t pos, int32_t *next, cq_err *err);
+/* Bytes of the sequence's KV cache on the GPU (allocated in full at cq_cuda_seq_new). */
+size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s);
+/* Device-to-device cudaMemcpy bandwidth over two buffers of `bytes`, counting bytes read plus bytes written. */
+cq_status cq_cuda_copy_bandwidth(size_t bytes, double *gb_per_s, cq_err *err);
+
 /* ---- single kernels on host data, for the kernel tests (each copies in, runs, copies out) -------------------- */
 
 cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps, cq_err *err);
@@ -46,6 +59,11 @@ cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err);
  * [lo_i, hi_i) with lo_i = max(0, hi_i - window) (window 0: all), hi_i = n_keys - n_q + i + 1 (causal). */
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
                                int window, float scale, float softcap, float *out, cq_err *err);
+/* A decode step's fused attention: n_head query heads q sharing one KV head; the token at position n_keys - 1
+ * brings key and value row n_keys - 1 of k and v (the earlier rows are the cache). q and that key are
+ * RMS-normalized (unit weight, eps 1e-6) and rotated at angle 0 (the identity) in the kernel; window as above. */
+cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
+                                      int head_dim, int window, float scale, float softcap, float *out, cq_err *err);
 /* y (n_tokens, rows) = x W^T with W converted to bf16, f32 accumulation: one token through the decode kernel (x in
  * float), more through cuBLAS (x rounded to bf16). */
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err);

@@ -22,6 +22,18 @@ cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t 
     (void)s, (void)tokens, (void)n, (void)pos, (void)logits, (void)all_logits;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_t pos, int32_t *next, cq_err *err) {
+    (void)s, (void)token, (void)pos, (void)next;
+    return NO_CUDA(err);
+}
+size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s) {
+    (void)s;
+    return 0;
+}
+cq_status cq_cuda_copy_bandwidth(size_t bytes, double *gb_per_s, cq_err *err) {
+    (void)bytes, (void)gb_per_s;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps, cq_err *err) {
     (void)out, (void)x, (void)w, (void)rows, (void)n, (void)eps;
     return NO_CUDA(err);
@@ -38,6 +50,12 @@ cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
                                int window, float scale, float softcap, float *out, cq_err *err) {
     (void)q, (void)k, (void)v, (void)n_q, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
+    (void)out;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
+                                      int head_dim, int window, float scale, float softcap, float *out, cq_err *err) {
+    (void)q, (void)n_head, (void)k, (void)v, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
     (void)out;
     return NO_CUDA(err);
 }

@@ -1,12 +1,21 @@
-/* Decoder throughput: prefill (prompt tokens/s, logits of the last token only) and decode (one token at a time,
- * full logits each step), plus all-position scoring (perplexity mode). Not a test: prints a table.
- *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] */
+/* Decoder throughput: prefill (prompt tokens/s, logits of the last token only; median of several runs, its time is
+ * the time to first token), decode at batch 1 (full logits to the host every step, argmax on the host; and on
+ * CUDA greedy steps with the argmax on the GPU), and all-position scoring (perplexity mode). Not a test: prints a
+ * table. On CUDA the prefill runs (the same sequence reset and fed again) replay captured graphs; a fresh
+ * sequence's prefill, which runs its kernels directly as an ask's does, is timed too. On CUDA it also measures the device-to-device copy bandwidth and the bandwidth a greedy step achieves
+ * (its weight bytes per token over its time), and prints the GPU KV-cache size at a 32k context.
+ * With --compare-cpu it runs the same short prompt through the CPU decoder and the GPU one and prints both greedy
+ * continuations, the steps whose argmax agree (the CPU's token fed to both) and the logits' relative error.
+ *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
+ *                 [--compare-cpu 1] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "attention/decoder.h"
+#include "attention/forward_cuda.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -21,6 +30,83 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void die(const char *what, const cq_err *err) {
+    fprintf(stderr, "bench_decoder: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+/* Weight bytes a decode step reads when every matrix is bf16 (the GPU's format): the layers and the tied output. */
+static double weight_bytes_bf16(const cq_decoder_info *i) {
+    const double d = i->n_embd, qd = (double)i->n_head * i->head_dim, kvd = (double)i->n_head_kv * i->head_dim;
+    const double layer = d * qd * 2 + d * kvd * 2 + d * i->n_ff * 3;
+    return 2.0 * (layer * i->n_layer + (double)i->n_vocab * d);
+}
+
+/* The same prompt, greedy, on the CPU and the GPU: the continuations, argmax agreement, logits error. */
+static void compare_cpu(const char *model, int n_steps) {
+    cq_err err = {0};
+    cq_decoder *dc, *dg;
+    cq_decoder_options oc = {CQ_DEVICE_CPU, 0}, og = {CQ_DEVICE_CUDA, 0};
+    if (cq_decoder_open(model, &oc, &dc, &err)) die("open (cpu)", &err);
+    if (cq_decoder_open(model, &og, &dg, &err)) die("open (cuda)", &err);
+    const cq_tokenizer *tok = cq_decoder_tokenizer(dc);
+    const int V = cq_decoder_get_info(dc)->n_vocab;
+    const char *prompt = "第一条 为了保护劳动者的合法权益，调整劳动关系，建立和维护适应社会主义市场经济的劳动制度，"
+                         "根据宪法，制定本法。\n第二条";
+    int32_t *ids;
+    size_t n;
+    if (cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n, &err)) die("encode", &err);
+    cq_decoder_seq *sc, *sg, *sg2;
+    if (cq_decoder_seq_new(dc, (int32_t)n + n_steps + 1, &sc, &err) ||
+        cq_decoder_seq_new(dg, (int32_t)n + n_steps + 1, &sg, &err) ||
+        cq_decoder_seq_new(dg, (int32_t)n + n_steps + 1, &sg2, &err))
+        die("seq", &err);
+    float *lc = malloc((size_t)V * 4), *lg = malloc((size_t)V * 4);
+    if (cq_decoder_eval(sc, ids, n - 1, NULL, false, &err) || cq_decoder_eval(sg, ids, n - 1, NULL, false, &err) ||
+        cq_decoder_eval(sg2, ids, n - 1, NULL, false, &err))
+        die("prefill", &err);
+    int32_t *out_c = malloc((size_t)n_steps * 4), *out_g = malloc((size_t)n_steps * 4);
+    int32_t tc = ids[n - 1], tg = ids[n - 1];
+    int agree = 0, free_agree = 0;
+    bool diverged = false;
+    double worst = 0;
+    for (int i = 0; i < n_steps; i++) {
+        int32_t gpu_next, free_next;
+        /* teacher-forced: the GPU sees the CPU's tokens, so each step compares the same context */
+        if (cq_decoder_eval(sc, &tc, 1, lc, false, &err) || cq_decoder_eval(sg, &tc, 1, lg, false, &err))
+            die("step", &err);
+        if (cq_decoder_eval_greedy(sg2, tg, &free_next, &err)) die("greedy step", &err);
+        double e = 0, r = 0;
+        for (int v = 0; v < V; v++) e += (double)(lg[v] - lc[v]) * (lg[v] - lc[v]), r += (double)lc[v] * lc[v];
+        if (e / r > worst) worst = e / r;
+        gpu_next = argmax(lg, V);
+        int32_t cpu_next = argmax(lc, V);
+        agree += gpu_next == cpu_next;
+        out_c[i] = cpu_next;
+        out_g[i] = free_next; /* the GPU left to itself: greedy on the GPU, fed its own tokens */
+        if (!diverged && free_next == cpu_next) free_agree++;
+        else diverged = true;
+        tc = cpu_next;
+        tg = free_next;
+    }
+    char *text_c, *text_g;
+    size_t len_c, len_g;
+    cq_tokenizer_decode(tok, out_c, (size_t)n_steps, false, &text_c, &len_c, &err);
+    cq_tokenizer_decode(tok, out_g, (size_t)n_steps, false, &text_g, &len_g, &err);
+    printf("compare CPU vs GPU, %zu-token prompt, %d greedy steps:\n", n, n_steps);
+    printf("  teacher-forced argmax agreement %d/%d, worst logits NMSE %.2e\n", agree, n_steps, worst);
+    printf("  free-running GPU greedy (argmax on the GPU) equal to the CPU's first %d tokens\n", free_agree);
+    printf("  CPU: %.*s\n  GPU: %.*s\n", (int)len_c, text_c, (int)len_g, text_g);
+    free(text_c), free(text_g), free(out_c), free(out_g), free(lc), free(lg), free(ids);
+    cq_decoder_seq_free(sc), cq_decoder_seq_free(sg), cq_decoder_seq_free(sg2);
+    cq_decoder_close(dc), cq_decoder_close(dg);
+}
+
 int main(int argc, char **argv) {
     const char *model = "data/models/gemma-3-270m-q4_k_m.gguf";
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
@@ -30,27 +116,28 @@ int main(int argc, char **argv) {
         model = path;
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
-    int n_prompt = 512, n_decode = 64;
+    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) opt.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) n_prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--compare-cpu")) compare = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--device")) opt.device = !strcmp(argv[i + 1], "cuda") ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
         }
     }
+    if (runs < 1) runs = 1;
     cq_err err = {0};
     cq_decoder *d;
     double t0 = now_s();
-    if (cq_decoder_open(model, &opt, &d, &err)) {
-        fprintf(stderr, "bench_decoder: %s\n", err.msg);
-        return 1;
-    }
+    if (cq_decoder_open(model, &opt, &d, &err)) die("open", &err);
     double t_open = now_s() - t0;
     const cq_decoder_info *info = cq_decoder_get_info(d);
+    const bool gpu = info->device == CQ_DEVICE_CUDA;
     /* A prompt of real text: repeat a legal sentence until n_prompt tokens. */
     const char *sentence = "第一条 为了保护劳动者的合法权益，调整劳动关系，根据宪法，制定本法。 Article 1. This Agreement "
                            "governs the termination of employment and the payment of overtime. ";
@@ -62,30 +149,50 @@ int main(int argc, char **argv) {
     free(piece);
     float *logits = malloc((size_t)info->n_vocab * sizeof *logits);
     cq_decoder_seq *s;
-    if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &s, &err)) {
-        fprintf(stderr, "bench_decoder: %s\n", err.msg);
-        return 1;
+    if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &s, &err)) die("seq", &err);
+    /* warm-up: page in the weights, let the GPU path capture its graphs (twice: the prefill graph is captured at
+     * the second full chunk) */
+    for (int w = 0; w < (gpu ? 2 : 1); w++) {
+        cq_decoder_seq_reset(s);
+        cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err);
+        int32_t next;
+        cq_decoder_eval(s, ids, 1, logits, false, &err);
+        if (gpu) cq_decoder_eval_greedy(s, ids[1], &next, &err);
     }
-    /* warm-up: page in the weights, let the GPU path capture its graphs */
-    cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err);
-    cq_decoder_eval(s, ids, 1, logits, false, &err);
-    cq_decoder_seq_reset(s);
 
-    t0 = now_s();
-    if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) {
-        fprintf(stderr, "bench_decoder: %s\n", err.msg);
-        return 1;
+    double t_fresh = 0; /* a new sequence, as an ask makes: its full chunks run directly, no graphs yet */
+    if (gpu) {
+        cq_decoder_seq *fresh;
+        if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &fresh, &err)) die("seq", &err);
+        t0 = now_s();
+        if (cq_decoder_eval(fresh, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
+        t_fresh = now_s() - t0;
+        cq_decoder_seq_free(fresh);
     }
-    double t_prefill = now_s() - t0;
-    t0 = now_s();
-    for (int i = 0; i < n_decode; i++) {
-        int32_t next = argmax(logits, info->n_vocab);
-        if (cq_decoder_eval(s, &next, 1, logits, false, &err)) {
-            fprintf(stderr, "bench_decoder: %s\n", err.msg);
-            return 1;
-        }
+    double *t_runs = malloc((size_t)runs * sizeof *t_runs);
+    for (int r = 0; r < runs; r++) {
+        cq_decoder_seq_reset(s);
+        t0 = now_s();
+        if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
+        t_runs[r] = now_s() - t0;
     }
-    double t_decode = now_s() - t0;
+    qsort(t_runs, (size_t)runs, sizeof *t_runs, cmp_double);
+    const double t_prefill = t_runs[runs / 2];
+    int32_t first = argmax(logits, info->n_vocab);
+    t0 = now_s();
+    for (int i = 0, next = first; i < n_decode; i++) {
+        if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
+        next = argmax(logits, info->n_vocab);
+    }
+    double t_decode = now_s() - t0, t_greedy = 0;
+    if (gpu) { /* the same steps with the argmax on the GPU */
+        cq_decoder_seq_reset(s);
+        if (cq_decoder_eval(s, ids, (size_t)n_prompt, NULL, false, &err)) die("prefill", &err);
+        t0 = now_s();
+        for (int i = 0, next = first; i < n_decode; i++)
+            if (cq_decoder_eval_greedy(s, next, &next, &err)) die("greedy decode", &err);
+        t_greedy = now_s() - t0;
+    }
     /* scoring: 64 tokens with logits at every position (the perplexity path) */
     int n_score = 64;
     float *all = malloc((size_t)n_score * info->n_vocab * sizeof *all);
@@ -95,17 +202,40 @@ int main(int argc, char **argv) {
     double t_score = now_s() - t0;
 
     printf("decoder benchmark: %s (%d layers, d=%d, vocab %d), device %s, %d threads\n", info->name, info->n_layer,
-           info->n_embd, info->n_vocab, info->device == CQ_DEVICE_CUDA ? "cuda" : "cpu", opt.n_threads);
-    printf("%-34s %10s %12s\n", "phase", "tokens", "tokens/s");
-    printf("%-34s %10s %12.2f s\n", "open (map, tokenizer)", "-", t_open);
-    printf("%-34s %10d %12.1f   (%.1f ms: time to first token)\n", "prefill (last logits)", n_prompt,
-           n_prompt / t_prefill, t_prefill * 1e3);
-    printf("%-34s %10d %12.1f\n", "decode (greedy, batch 1)", n_decode, n_decode / t_decode);
-    printf("%-34s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
+           info->n_embd, info->n_vocab, gpu ? "cuda" : "cpu", opt.n_threads);
+    printf("%-38s %10s %12s\n", "phase", "tokens", "tokens/s");
+    printf("%-38s %10s %12.2f s\n", "open (map, tokenizer, upload)", "-", t_open);
+    printf("%-38s %10d %12.1f   (%.2f ms: time to first token; median of %d, min %.2f ms)\n", "prefill (last logits)",
+           n_prompt, n_prompt / t_prefill, t_prefill * 1e3, runs, t_runs[0] * 1e3);
+    if (gpu)
+        printf("%-38s %10d %12.1f   (%.2f ms: time to first token)\n", "prefill, fresh sequence (no graphs)", n_prompt,
+               n_prompt / t_fresh, t_fresh * 1e3);
+    printf("%-38s %10d %12.1f\n", "decode (full logits to host, batch 1)", n_decode, n_decode / t_decode);
+    if (gpu) printf("%-38s %10d %12.1f\n", "decode (greedy, argmax on GPU)", n_decode, n_decode / t_greedy);
+    printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
+    if (gpu) {
+        double copy = 0;
+        if (cq_cuda_copy_bandwidth((size_t)1 << 30, &copy, &err)) die("copy bandwidth", &err);
+        const double wb = weight_bytes_bf16(info), step = t_greedy / n_decode;
+        printf("device-to-device copy (1 GiB, read + write): %.0f GB/s\n", copy);
+        printf("greedy step: %.1f us, bf16 weights %.1f MB/token -> %.0f GB/s achieved (%.0f%% of copy); "
+               "bandwidth bound %.0f tok/s\n",
+               step * 1e6, wb / 1e6, wb / step / 1e9, 100.0 * wb / step / 1e9 / copy, copy * 1e9 / wb);
+        /* the layout of cq_cuda_seq_new: local layers a ring of window + batch slots, global ones every position */
+        const double ctx = 32768, kv_tok = 2.0 * info->n_head_kv * info->head_dim * sizeof(float);
+        const double ring = info->sliding_window + CQ_CUDA_BATCH < ctx ? info->sliding_window + CQ_CUDA_BATCH : ctx;
+        const int n_local = info->n_layer - info->n_global_layers;
+        printf("KV cache at a 32k context (float32 K and V): global %d x %.0f x %.0f B = %.1f MiB, local %d x %.0f "
+               "slots x %.0f B = %.1f MiB\n",
+               info->n_global_layers, ctx, kv_tok, info->n_global_layers * ctx * kv_tok / 1048576.0, n_local, ring,
+               kv_tok, n_local * ring * kv_tok / 1048576.0);
+    }
     free(all);
     free(logits);
     free(ids);
+    free(t_runs);
     cq_decoder_seq_free(s);
     cq_decoder_close(d);
+    if (compare && gpu) compare_cpu(model, 32);
     return 0;
 }

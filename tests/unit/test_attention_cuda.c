@@ -1,12 +1,14 @@
 /* CUDA decoder against its C twins (skipped without a GPU).
  *
  * Kernels on random data at production and odd sizes (1 and 7 tokens, window edges): RMSNorm, fused QK-norm + RoPE
- * up to position 32767, GeGLU, attention with and without a window and split over long key ranges, and the bf16
+ * up to position 32767, GeGLU, prefill attention (cuBLAS and online-softmax paths) with and without a window and
+ * split over long key ranges, the decode step's fused attention (1 to 4 query heads, up to 9000 keys), and the bf16
  * matrix products of the real model's own quantized matrices (every format) against the exact float product.
- * Then the whole forward, CUDA vs CPU, on every model found: the real model if present (it is not carried to the GPU
- * box) and the synthetic ones named by $CLAUSEQA_SYNTH_GGUF (colon-separated; tools/decoder_ref/make_synthetic_gguf.py),
- * over a prompt past the sliding window and the ring (the full chunks after the first replayed as a CUDA graph), then
- * single-token decode steps (a graph too).
+ * Then the whole forward, CUDA vs CPU, on every model found: the real model if present (on the GPU machine only when
+ * carried there) and the synthetic ones named by $CLAUSEQA_SYNTH_GGUF (colon-separated; tools/decoder_ref/make_synthetic_gguf.py),
+ * over a prompt past the sliding window and the ring (fed twice, so that the full chunks replay as CUDA graphs), then
+ * single-token decode steps (a graph too; greedy steps with the argmax on the GPU must pick the argmax of the same
+ * step's logits), and decode steps from position 0.
  *
  * Thresholds: f32 kernels by normalized mean squared error (NMSE) < 1e-10 (float rounding only; measured 1e-17 to
  * 3e-12 on an H200); the bf16 products < 1e-4 (bf16 keeps 8 significant bits; measured 2e-6 to 6e-6); the whole
@@ -125,8 +127,10 @@ static void test_attention(void **state) {
     (void)state;
     SKIP_WITHOUT_GPU();
     /* (queries, keys, window): single decode steps, a batch of 7, window edges, and long ranges split over blocks */
-    const int cases[][3] = {{1, 1, 0},   {7, 7, 0},     {7, 600, 512},  {1, 513, 512},
-                            {1, 2048, 0}, {1, 9000, 0}, {64, 700, 512}, {5, 40, 16}};
+    /* (more than one query takes the cuBLAS path up to 8192 keys, the online-softmax kernel beyond) */
+    const int cases[][3] = {{1, 1, 0},      {7, 7, 0},     {7, 600, 512},  {1, 513, 512},   {1, 2048, 0},
+                            {1, 9000, 0},   {64, 700, 512}, {5, 40, 16},   {16, 9000, 512}, {64, 8500, 0},
+                            {512, 1024, 512}};
     const int hds[] = {256, 64};
     for (int hi = 0; hi < 2; hi++) {
         int hd = hds[hi];
@@ -149,6 +153,42 @@ static void test_attention(void **state) {
             fprintf(stderr, "  attention hd %d, %d queries x %d keys, window %d: nmse %.2e\n", hd, nq, nk, win, e);
             assert_true(e < NMSE_F32);
             free(q), free(k), free(v), free(a), free(b), free(sc);
+        }
+    }
+}
+
+/* The decode step's fused attention (QK-norm of the query and the new key, RoPE at angle 0, the new key taken
+ * from the kernel's own copy, splits merged by the last block) against normalize-then-attend in C. */
+static void test_decode_attention(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const int cases[][3] = {{1, 0, 1}, {2, 0, 4}, {37, 0, 4}, {600, 512, 4}, {513, 512, 1}, {9000, 0, 4}, {40, 16, 2}};
+    const int hds[] = {256, 64};
+    for (int hi = 0; hi < 2; hi++) {
+        const int hd = hds[hi];
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int nk = cases[c][0], win = cases[c][1], H = cases[c][2];
+            float *q = malloc((size_t)H * hd * 4), *k = malloc((size_t)nk * hd * 4), *v = malloc((size_t)nk * hd * 4);
+            float *a = malloc((size_t)H * hd * 4), *b = malloc((size_t)H * hd * 4), *sc = malloc((size_t)nk * 4);
+            float *ones = malloc((size_t)hd * 4);
+            fill(q, (size_t)H * hd, 3.0f);
+            fill(k, (size_t)nk * hd, 1.0f);
+            fill(v, (size_t)nk * hd, 1.0f);
+            for (int i = 0; i < hd; i++) ones[i] = 1.0f;
+            const float scale = 1.0f / sqrtf((float)hd) * 4.0f;
+            cq_err err = {0};
+            assert_int_equal(cq_cuda_op_decode_attention(q, H, k, v, nk, hd, win, scale, 0.0f, a, &err), CQ_OK);
+            const int lo = win > 0 && nk - win > 0 ? nk - win : 0;
+            cq_op_rmsnorm(k + (size_t)(nk - 1) * hd, k + (size_t)(nk - 1) * hd, ones, hd, 1e-6f);
+            for (int h = 0; h < H; h++) {
+                cq_op_rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, ones, hd, 1e-6f);
+                cq_op_attention(q + (size_t)h * hd, k + (size_t)lo * hd, v + (size_t)lo * hd, nk - lo, (size_t)hd, hd,
+                                scale, 0.0f, sc, b + (size_t)h * hd);
+            }
+            double e = nmse(a, b, (size_t)H * hd);
+            fprintf(stderr, "  decode attention hd %d, %d heads x %d keys, window %d: nmse %.2e\n", hd, H, nk, win, e);
+            assert_true(e < NMSE_F32);
+            free(q), free(k), free(v), free(a), free(b), free(sc), free(ones);
         }
     }
 }
@@ -221,8 +261,8 @@ static void compare_forward(const char *path) {
     const cq_decoder_info *info = cq_decoder_get_info(cpu);
     assert_int_equal(cq_decoder_get_info(gpu)->device, CQ_DEVICE_CUDA);
     const int V = info->n_vocab;
-    /* past window + batch, so that both backends' rings (window + their batch) wrap, and with at least two full
-     * CUDA chunks before the tail, so that the second one runs as the captured prefill graph */
+    /* past window + batch, so that both backends' rings (window + their batch) wrap, with several full CUDA chunks
+     * before the tail (fed twice on the GPU: the second time they replay as captured prefill graphs) */
     int T = info->sliding_window + 2 * (CQ_CPU_BATCH > CQ_CUDA_BATCH ? CQ_CPU_BATCH : CQ_CUDA_BATCH) + 100, steps = 4;
     int32_t *ids = malloc((size_t)(T + steps) * sizeof *ids);
     for (int i = 0; i < T + steps; i++) /* BOS, then a fixed spread of ordinary tokens */
@@ -235,6 +275,8 @@ static void compare_forward(const char *path) {
     float *a = malloc((size_t)tail * V * 4), *b = malloc((size_t)tail * V * 4);
     assert_int_equal(cq_decoder_eval(sc, ids, (size_t)head, NULL, false, &err), CQ_OK);
     assert_int_equal(cq_decoder_eval(sg, ids, (size_t)head, NULL, false, &err), CQ_OK);
+    cq_decoder_seq_reset(sg);
+    assert_int_equal(cq_decoder_eval(sg, ids, (size_t)head, NULL, false, &err), CQ_OK);
     assert_int_equal(cq_decoder_eval(sc, ids + head, tail, b, true, &err), CQ_OK);
     assert_int_equal(cq_decoder_eval(sg, ids + head, tail, a, true, &err), CQ_OK);
     double e = nmse(a, b, (size_t)tail * V);
@@ -244,14 +286,33 @@ static void compare_forward(const char *path) {
             tail, e, agree, tail);
     assert_true(e < NMSE_BF16_FORWARD);
     assert_true(agree * 10 >= tail * 9);
+    /* a second, fresh GPU sequence (its chunks run directly, no graphs) decodes greedily (argmax on the GPU) */
+    cq_decoder_seq *sg2;
+    assert_int_equal(cq_decoder_seq_new(gpu, T + steps, &sg2, &err), CQ_OK);
+    assert_int_equal(cq_decoder_eval(sg2, ids, (size_t)T, NULL, false, &err), CQ_OK);
     for (int i = 0; i < steps; i++) { /* decode: one token at a time */
         assert_int_equal(cq_decoder_eval(sc, ids + T + i, 1, b, false, &err), CQ_OK);
         if (cq_decoder_eval(sg, ids + T + i, 1, a, false, &err)) {
             fprintf(stderr, "decode step %d: %s\n", i, err.msg);
             fail();
         }
+        int32_t next;
+        assert_int_equal(cq_decoder_eval_greedy(sg2, ids[T + i], &next, &err), CQ_OK);
         double es = nmse(a, b, (size_t)V);
-        fprintf(stderr, "  decode step %d: nmse %.2e\n", i, es);
+        fprintf(stderr, "  decode step %d: nmse %.2e, argmax GPU %d (on the GPU %d) CPU %d\n", i, es, argmax(a, V),
+                next, argmax(b, V));
+        assert_true(es < NMSE_BF16_FORWARD);
+        assert_int_equal(next, argmax(a, V)); /* the same kernels: the same logits */
+    }
+    cq_decoder_seq_free(sg2);
+    /* decode from the start: short key ranges spread over many (mostly empty) splits */
+    cq_decoder_seq_reset(sc);
+    cq_decoder_seq_reset(sg);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(cq_decoder_eval(sc, ids + i, 1, b, false, &err), CQ_OK);
+        assert_int_equal(cq_decoder_eval(sg, ids + i, 1, a, false, &err), CQ_OK);
+        double es = nmse(a, b, (size_t)V);
+        fprintf(stderr, "  decode at position %d: nmse %.2e\n", i, es);
         assert_true(es < NMSE_BF16_FORWARD);
     }
     free(a), free(b), free(ids);
@@ -287,7 +348,8 @@ static void test_forward_vs_cpu(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
-        cmocka_unit_test(test_attention),      cmocka_unit_test(test_matmul_bf16),
+        cmocka_unit_test(test_attention),      cmocka_unit_test(test_decode_attention),
+        cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_forward_vs_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

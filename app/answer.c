@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
@@ -12,6 +13,7 @@
 
 #define DEFAULT_K 5
 #define DEFAULT_MIN_COVERAGE 0.25
+#define REFUSAL_COVERAGE 0.5
 #define MAX_QUOTE_CHARS 400
 
 static double ms_since(const struct timespec *t0) {
@@ -29,16 +31,6 @@ double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
         if (strstr(f, terms[i])) found++;
     free(f);
     return (double)found / (double)n_terms;
-}
-
-static int has_cjk(const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n) {
-        size_t len;
-        if (cq_is_cjk(cq_utf8_decode(s + i, n - i, &len))) return 1;
-        i += len;
-    }
-    return 0;
 }
 
 /* A sentence of a clause: byte span [start, end). */
@@ -189,6 +181,39 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
     return strndup(text + start, end - start);
 }
 
+/* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
+ * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
+ * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer. */
+static void generate(const char *question, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
+                     bool *declined, bool zh) {
+    cq_gen_answer g;
+    cq_err e = {0};
+    const char *why = NULL;
+    /* The small model declines answerable questions too readily: it may decline only when the best clause holds
+     * less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are. */
+    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE};
+    if (cq_gen_answer_run(o->decoder, question, &out->hits, &go, o->on_text, o->user, &g, &e)) {
+        CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
+        why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
+    } else {
+        out->prompt_tokens = g.prompt_tokens;
+        out->tokens_generated = g.new_tokens;
+        if (g.refused) {
+            *declined = true;
+        } else if (g.text && cq_gen_answer_supported(g.text, &out->hits, g.clause)) {
+            *answer = g.text;
+            *clause = g.clause;
+            g.text = NULL;
+            out->generated = true;
+        } else {
+            why = zh ? "生成的回答无法在条文中核实，以下为条文原文摘录。"
+                     : "The generated answer could not be verified against the clauses; quoted from the clause instead.";
+        }
+        cq_gen_answer_free(&g);
+    }
+    if (why) out->notice = strdup(why);
+}
+
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
     if (!o.k) o.k = DEFAULT_K;
@@ -223,7 +248,7 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
     out->hits = *hits;
     memset(hits, 0, sizeof *hits);
     cq_status rc = CQ_OK;
-    const int zh = has_cjk(question);
+    const int zh = cq_utf8_has_cjk(question);
     char **terms;
     size_t n_terms = cq_retrieve_terms(question, &terms);
     const cq_hit *top = out->hits.n ? &out->hits.hits[0] : NULL;
@@ -255,7 +280,13 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
         free(para);
     } else if (top) {
         out->coverage = cq_answer_coverage(terms, n_terms, top->text);
-        if (out->coverage >= o.min_coverage) {
+        bool declined = false;
+        if (out->coverage >= o.min_coverage && o.decoder) {
+            size_t clause = 0;
+            generate(question, &o, out, &answer, &clause, &declined, zh);
+            if (answer) rc = cite(out, &out->hits.hits[clause], answer, err);
+        }
+        if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
             answer = best_sentences(top->text, terms, n_terms);
             if (answer) rc = cite(out, top, answer, err);
         }
@@ -281,6 +312,7 @@ void cq_answer_free(cq_answer *a) {
     }
     free(a->citations);
     free(a->answer);
+    free(a->notice);
     cq_hits_free(&a->hits);
     memset(a, 0, sizeof *a);
 }

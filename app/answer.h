@@ -1,9 +1,11 @@
 /* The answer pipeline: question → retrieved clauses → an answer with citations, or an abstention.
  *
- * Until the decoder is wired in, answers are extractive: for a clause the question names exactly (router hit)
- * the clause itself (or the 款 asked for); otherwise the sentences of the best clause that cover the question's
- * terms best. Every quote is a verbatim span of its cited clause. When the best clause covers too little of the
- * question, the pipeline abstains and says so. */
+ * A clause the question names exactly (router hit) is recited (or the 款 asked for). Otherwise, when the best
+ * clause covers too little of the question, the pipeline abstains and says so; else, with a decoder, the answer is
+ * generated (app/generate_answer.h: a verbatim span of a retrieved clause, checked, streamed as it is written; the
+ * model may also decline, which is an abstention), and without one — or when the generated answer is empty or not
+ * supported by the clauses, which adds a notice — it is extractive: the sentences of the best clause that cover
+ * the question's terms best. Every quote is a verbatim span of its cited clause. */
 #ifndef CQ_APP_ANSWER_H
 #define CQ_APP_ANSWER_H
 
@@ -11,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/generate_answer.h"
+#include "attention/decoder.h"
 #include "core/error.h"
 #include "index/retrieve.h"
 #include "index/store.h"
@@ -31,6 +35,9 @@ typedef struct {
     size_t n_citations;
     cq_hits hits;        /* the retrieved clauses the answer was built from */
     double coverage;     /* share of the question's terms found in the cited text */
+    bool generated;      /* the answer was written by the decoder */
+    char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
+    int prompt_tokens, tokens_generated;
     double retrieve_ms;  /* stage timings */
     double answer_ms;
 } cq_answer;
@@ -39,6 +46,9 @@ typedef struct {
     size_t k;       /* clauses to retrieve (default 5) */
     int modes;      /* retrieval modes (default hybrid) */
     double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
+    cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
+    cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
+    void *user;
 } cq_answer_options;
 
 cq_status cq_answer_question(cq_store *s, int64_t kb_id, const char *question, const cq_answer_options *opt,

@@ -8,15 +8,15 @@
 #include "app/cli_common.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode hybrid] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode hybrid] [--answers auto] [--json] QUESTION\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
+               "Generated answers stream to the terminal as they are written (text output).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"answer\", \"abstained\",\n"
-               "            \"citations\"} lines\n");
+               "            \"citations\"} lines\n" CQ_CLI_ANSWER_USAGE);
 }
 
-static void print_text(const cq_answer *a) {
-    printf("%s\n", a->answer);
+static void print_citations(const cq_answer *a) {
     for (size_t i = 0; i < a->n_citations; i++) {
         const cq_citation *c = &a->citations[i];
         printf("\n[%zu] %s", i + 1, c->doc);
@@ -42,13 +42,33 @@ static cJSON *ask_one(void *p, const char *question, cq_err *err) {
     return out;
 }
 
+static bool print_piece(void *user, const char *text, size_t len) {
+    int *printed = user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    *printed = 1;
+    return true;
+}
+
 int cq_cmd_ask(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("ask", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(o.data));
-    if (!s) return 1;
-    ask_ctx x = {s, cq_cli_kb(s, o.kb, false), {.k = (size_t)o.k, .modes = o.modes}};
+    const char *data_dir = cq_cli_data_dir(o.data);
+    int failed;
+    cq_decoder *dec = cq_cli_answer_decoder("ask", data_dir, &o.answer, &failed);
+    if (failed) return 1;
+    cq_store *s = cq_cli_open_store(data_dir);
+    if (!s) {
+        cq_decoder_close(dec);
+        return 1;
+    }
+    int printed = 0;
+    ask_ctx x = {s, cq_cli_kb(s, o.kb, false), {.k = (size_t)o.k, .modes = o.modes, .decoder = dec}};
+    if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
+        x.opt.on_text = print_piece;
+        x.opt.user = &printed;
+    }
     int status = 1;
     if (x.kb_id && o.jsonl) {
         status = cq_cli_jsonl(ask_one, &x);
@@ -63,12 +83,19 @@ int cq_cmd_ask(int argc, char **argv) {
                 cJSON_AddStringToObject(out, "question", o.question);
                 cq_json_print_line(out, stdout);
             } else {
-                print_text(&a);
+                if (printed && a.generated) printf("\n"); /* the answer is on the screen already */
+                else {
+                    if (printed) printf("\n");
+                    if (a.notice) printf("(%s)\n", a.notice);
+                    printf("%s\n", a.answer);
+                }
+                print_citations(&a);
             }
             cq_answer_free(&a);
             status = 0;
         }
     }
     cq_store_close(s);
+    cq_decoder_close(dec);
     return status;
 }

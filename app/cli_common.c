@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "index/vectors.h"
@@ -83,6 +84,8 @@ cJSON *cq_json_answer(const cq_answer *a) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "answer", a->answer);
     cJSON_AddBoolToObject(o, "abstained", a->abstained);
+    cJSON_AddBoolToObject(o, "generated", a->generated);
+    if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
     cJSON *cites = cJSON_CreateArray();
     for (size_t i = 0; i < a->n_citations; i++) {
         const cq_citation *c = &a->citations[i];
@@ -139,11 +142,15 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
                                          {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},
                                          {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+                                         {"help", no_argument, 0, 'h'},       CQ_CLI_ANSWER_OPTIONS,
+                                         {0, 0, 0, 0}};
     *o = (cq_question_cli){.mode = "hybrid", .k = 5};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int a = cq_cli_answer_opt(c, optarg, &o->answer);
+        if (a < 0) return 2;
+        if (a) continue;
         switch (c) {
         case 'b': o->kb = optarg; break;
         case 'k':
@@ -195,4 +202,51 @@ int cq_cli_jsonl(cq_jsonl_fn fn, void *ctx) {
         fflush(stdout);
     }
     return status;
+}
+
+int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a) {
+    switch (c) {
+    case 1000:
+        if (strcmp(value, "auto") && strcmp(value, "generate") && strcmp(value, "extractive")) {
+            fprintf(stderr, "clauseqa: --answers is auto, generate or extractive, not '%s'\n", value);
+            return -1;
+        }
+        a->answers = value;
+        return 1;
+    case 1001: a->model = value; return 1;
+    case 1002: {
+        cq_device d;
+        cq_err err = {0};
+        if (cq_device_parse(value, &d, &err)) {
+            fprintf(stderr, "clauseqa: %s\n", err.msg);
+            return -1;
+        }
+        a->device = value;
+        return 1;
+    }
+    case 1003: return (a->threads = cq_cli_positive("--threads", value)) < 0 ? -1 : 1;
+    default: return 0;
+    }
+}
+
+cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed) {
+    *failed = 0;
+    const char *mode = a->answers ? a->answers : "auto";
+    if (!strcmp(mode, "extractive")) return NULL;
+    char path[4096];
+    const char *model = a->model;
+    if (!model) {
+        snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
+        model = path;
+    }
+    if (!strcmp(mode, "auto") && !a->model && access(model, R_OK)) return NULL; /* not installed: extractive */
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads};
+    cq_err err = {0};
+    cq_decoder *d = NULL;
+    if ((a->device && cq_device_parse(a->device, &opt.device, &err)) || cq_decoder_open(model, &opt, &d, &err)) {
+        fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
+        *failed = 1;
+        return NULL;
+    }
+    return d;
 }

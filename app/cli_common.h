@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "app/answer.h"
+#include "attention/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 
@@ -31,13 +32,38 @@ char *cq_read_line(FILE *f);
 /* Parses a positive integer option value; prints an error and returns -1 when invalid. */
 long cq_cli_positive(const char *opt, const char *value);
 
-/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, and the question. */
+/* How answers are made: --answers auto|generate|extractive, --model PATH, --device cpu|cuda|auto, --threads N.
+ * auto generates when the decoder's weights are installed (DATA/models/...gguf or --model) and answers
+ * extractively otherwise; generate insists on the decoder. */
+typedef struct {
+    const char *answers, *model, *device;
+    long threads;
+} cq_answer_cli;
+
+/* The getopt_long entries for them (val 1000..1003), to append to a command's table. */
+#define CQ_CLI_ANSWER_OPTIONS                                                                                         \
+    {"answers", required_argument, 0, 1000}, {"model", required_argument, 0, 1001},                                 \
+        {"device", required_argument, 0, 1002}, {"threads", required_argument, 0, 1003}
+#define CQ_CLI_ANSWER_USAGE                                                                                           \
+    "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
+    "                  (default: generate when the decoder's weights are installed)\n"                                \
+    "  --model PATH    decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"                                  \
+    "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"
+/* Applies getopt value c (1000..1003) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
+int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a);
+/* The decoder the options ask for: NULL for extractive answers (and for auto without weights). *failed is set when
+ * the decoder was required or its weights exist but cannot be used (message printed). */
+cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed);
+
+/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
+ * question. */
 typedef struct {
     const char *kb, *data, *mode;
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
+    cq_answer_cli answer;
 } cq_question_cli;
 
 /* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after

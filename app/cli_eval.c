@@ -27,7 +27,9 @@ static void usage(FILE *f) {
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
-               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning).\n");
+               "--every N scores every Nth question only (a spread-out sample; --limit counts the scored ones).\n"
+               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning).\n"
+               CQ_CLI_ANSWER_USAGE);
 }
 
 typedef struct {
@@ -145,15 +147,19 @@ static void accumulate(type_stats *dst, const type_stats *src) {
 int cq_cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {
         {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
-        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'},
+        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
-        {"min-coverage", required_argument, 0, 'c'}, {0, 0, 0, 0}};
+        {"min-coverage", required_argument, 0, 'c'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+    cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *data = NULL, *mode = "hybrid", *out_path = NULL;
-    long k = 5, limit = 0;
+    long k = 5, limit = 0, every = 1;
     double min_coverage = 0;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int a = cq_cli_answer_opt(c, optarg, &answer_cli);
+        if (a < 0) return 2;
+        if (a) continue;
         switch (c) {
         case 'b': kb = optarg; break;
         case 's': suite = optarg; break;
@@ -164,6 +170,9 @@ int cq_cmd_eval(int argc, char **argv) {
         case 'd': data = optarg; break;
         case 'n':
             if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
+            break;
+        case 'e':
+            if ((every = cq_cli_positive("--every", optarg)) < 0) return 2;
             break;
         case 'o': out_path = optarg; break;
         case 'c': min_coverage = atof(optarg); break;
@@ -191,8 +200,11 @@ int cq_cmd_eval(int argc, char **argv) {
         return 1;
     }
     const char *data_dir = cq_cli_data_dir(data);
-    cq_store *s = cq_cli_open_store(data_dir);
+    int dec_failed;
+    cq_decoder *dec = cq_cli_answer_decoder("eval", data_dir, &answer_cli, &dec_failed);
+    cq_store *s = dec_failed ? NULL : cq_cli_open_store(data_dir);
     if (!s) {
+        cq_decoder_close(dec);
         fclose(qf);
         return 1;
     }
@@ -225,15 +237,19 @@ int cq_cmd_eval(int argc, char **argv) {
     stats_table table = {0};
     double *latencies = NULL;
     size_t n_lat = 0, cap_lat = 0;
-    long n = 0;
+    long n = 0, seen = 0;
     char *line;
-    cq_answer_options aopt = {.k = (size_t)k, .modes = modes, .min_coverage = min_coverage};
+    cq_answer_options aopt = {.k = (size_t)k, .modes = modes, .min_coverage = min_coverage, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
         const cJSON *question = q ? cJSON_GetObjectItem(q, "question") : NULL;
         if (!cJSON_IsString(question)) {
             fprintf(stderr, "clauseqa eval: skipping a malformed line of %s\n", qpath);
+            cJSON_Delete(q);
+            continue;
+        }
+        if (seen++ % every) {
             cJSON_Delete(q);
             continue;
         }
@@ -360,7 +376,7 @@ int cq_cmd_eval(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
         cq_json_print_line(o, stdout);
     } else if (kb_id) {
-        printf("suite %s  (kb %s, mode %s, answers from top %ld)\n", suite, kb, mode, k);
+        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb, mode, dec ? "generated" : "extractive", k);
         printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
                "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
         for (size_t i = 0; i < table.n; i++) print_row(&table.v[i]);
@@ -370,5 +386,6 @@ int cq_cmd_eval(int argc, char **argv) {
     free(latencies);
     free(table.v);
     cq_store_close(s);
+    cq_decoder_close(dec);
     return status;
 }

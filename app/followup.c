@@ -49,16 +49,6 @@ cq_followup_kind cq_followup_classify(const char *question, size_t *start, size_
     return CQ_FOLLOWUP_NONE;
 }
 
-static bool has_cjk(const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n) {
-        size_t len;
-        if (cq_is_cjk(cq_utf8_decode(s + i, n - i, &len))) return true;
-        i += len ? len : 1;
-    }
-    return false;
-}
-
 /* Is label an article label (第…条, possibly 之一)? Paragraphs can only be completed against one. */
 static bool is_article_label(const char *label) {
     if (!label || strncmp(label, "第", 3)) return false;
@@ -80,7 +70,7 @@ char *cq_followup_resolve(const char *question, const cq_followup_context *ctx, 
     if (kind == CQ_FOLLOWUP_PARAGRAPH && !is_article_label(ctx->clause)) return NULL;
     cq_strbuf b = {0};
     cq_strbuf_append(&b, question, start);
-    bool cjk = has_cjk(ctx->doc);
+    bool cjk = cq_utf8_has_cjk(ctx->doc);
     if (cjk) cq_strbuf_printf(&b, "《%s》", ctx->doc);
     else cq_strbuf_printf(&b, "%s%s ", start && question[start - 1] != ' ' ? " " : "", ctx->doc);
     if (kind == CQ_FOLLOWUP_PARAGRAPH) cq_strbuf_puts(&b, ctx->clause);

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "attention/decoder.h"
 #include "core/error.h"
 #include "web/server.h"
 
@@ -22,6 +23,8 @@ typedef struct {
     const char *data_dir;
     bool allow_open;  /* open mode while no key exists (only for loopback servers) */
     int max_connections; /* store connections kept open (default 16) */
+    cq_decoder *decoder; /* writes answers (app/generate_answer.h); NULL: extractive answers. Borrowed: it must
+                            outlive the service */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

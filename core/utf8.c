@@ -1,5 +1,7 @@
 #include "core/utf8.h"
 
+#include <string.h>
+
 uint32_t cq_utf8_decode(const char *str, size_t n, size_t *len) {
     const unsigned char *s = (const unsigned char *)str;
     if (n == 0) {
@@ -109,6 +111,16 @@ bool cq_is_cjk_punct(uint32_t cp) {
 bool cq_is_latin_alnum(uint32_t cp) {
     return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
            (cp >= 0xC0 && cp <= 0x24F && cp != 0xD7 && cp != 0xF7);
+}
+
+bool cq_utf8_has_cjk(const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n) {
+        size_t len;
+        if (cq_is_cjk(cq_utf8_decode(s + i, n - i, &len))) return true;
+        i += len ? len : 1;
+    }
+    return false;
 }
 
 bool cq_is_space(uint32_t cp) {

@@ -29,5 +29,7 @@ bool cq_is_cjk_punct(uint32_t cp);
 bool cq_is_latin_alnum(uint32_t cp);
 /* Unicode white space, including U+3000 ideographic space and NBSP. */
 bool cq_is_space(uint32_t cp);
+/* True if the NUL-terminated s holds a Han ideograph (the question is Chinese, answer in Chinese). */
+bool cq_utf8_has_cjk(const char *s);
 
 #endif

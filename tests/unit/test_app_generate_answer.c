@@ -1,0 +1,173 @@
+/* app/generate_answer.c: the prompt (preamble, passage of the best clauses within the budget, labels once, newlines
+ * flattened, the question, Chinese or English), the support check, and copy-constrained generation on the real
+ * model: the answer is a span of a clause shown, the streamed pieces are whole characters that make the answer,
+ * the refusal is only taken when allowed, and answer.c uses the decoder's answer with its citation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "app/answer.h"
+#include "app/generate_answer.h"
+#include "core/strbuf.h"
+#include "core/utf8.h"
+
+static const char *article44 =
+    "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：\n"
+    "（一）安排劳动者延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；\n"
+    "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；\n"
+    "（三）法定休假日安排劳动者工作的，支付不低于工资的百分之三百的工资报酬。";
+static const char *article36 = "第三十六条 国家实行劳动者每日工作时间不超过八小时、平均每周工作时间不超过四十四小时的工时制度。";
+
+static void add_hit(cq_hits *h, int64_t id, const char *doc, const char *title, const char *label, const char *text) {
+    h->hits = realloc(h->hits, (h->n + 1) * sizeof *h->hits);
+    h->hits[h->n++] = (cq_hit){.clause_id = id, .doc_id = 1, .doc_name = strdup(doc),
+                               .doc_title = title ? strdup(title) : NULL, .label = label ? strdup(label) : NULL,
+                               .path = strdup(label ? label : ""), .text = strdup(text), .source = CQ_RETRIEVE_BM25};
+}
+
+static cq_hits two_articles(void) {
+    cq_hits h = {0};
+    add_hit(&h, 44, "劳动法(2018-12-29)", "中华人民共和国劳动法", "第四十四条", article44);
+    add_hit(&h, 36, "劳动法(2018-12-29)", "中华人民共和国劳动法", "第三十六条", article36);
+    return h;
+}
+
+static void test_prompt_zh(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    size_t *shown;
+    char *p = cq_gen_answer_prompt("休息日加班工资怎么算？", &h, 0, &shown);
+    assert_non_null(p);
+    assert_non_null(strstr(p, "用材料中的原文回答问题"));          /* the instruction and worked examples */
+    assert_non_null(strstr(p, "材料：《中华人民共和国劳动法》第四十四条 有下列情形")); /* label not repeated */
+    assert_null(strstr(p, "第四十四条第四十四条"));
+    assert_non_null(strstr(p, "工资报酬： （一）")); /* newlines flattened: one line per passage */
+    assert_non_null(strstr(p, " 《中华人民共和国劳动法》第三十六条")); /* the next clause fits in the budget */
+    const char *tail = "\n问题：休息日加班工资怎么算？\n答案：";
+    assert_string_equal(p + strlen(p) - strlen(tail), tail);
+    assert_int_equal(shown[0], strlen(article44));
+    assert_int_equal(shown[1], strlen(article36));
+    free(p);
+    free(shown);
+
+    /* A small budget: the first clause cut at a character boundary, the second left out. */
+    p = cq_gen_answer_prompt("休息日加班工资怎么算？", &h, 20, &shown);
+    assert_non_null(p);
+    assert_true(cq_utf8_valid(p, strlen(p)));
+    assert_int_equal(cq_utf8_count(article44, shown[0]), 20);
+    assert_int_equal(shown[1], 0);
+    assert_null(strstr(p, "第三十六条"));
+    free(p);
+    free(shown);
+    cq_hits_free(&h);
+}
+
+static void test_prompt_en(void **state) {
+    (void)state;
+    cq_hits h = {0};
+    add_hit(&h, 5, "services", "Sample Services Agreement", "7.2", "7.2 Payment. Invoices are due in 30 days.");
+    size_t *shown;
+    char *p = cq_gen_answer_prompt("When are invoices due?", &h, 0, &shown);
+    assert_non_null(strstr(p, "Passage: Sample Services Agreement. 7.2 Payment. Invoices are due in 30 days."));
+    const char *tail = "\nQuestion: When are invoices due?\nAnswer:";
+    assert_string_equal(p + strlen(p) - strlen(tail), tail);
+    assert_string_equal(cq_gen_answer_refusal(false), "Cannot be answered");
+    free(p);
+    free(shown);
+    cq_hits_free(&h);
+}
+
+static void test_supported(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    assert_true(cq_gen_answer_supported("不低于工资的百分之二百", &h, 0));
+    assert_true(cq_gen_answer_supported("工资报酬： （一）安排", &h, 0)); /* across a flattened newline */
+    assert_false(cq_gen_answer_supported("不低于工资的百分之二百", &h, 1)); /* another clause */
+    assert_false(cq_gen_answer_supported("不低于工资的两倍", &h, 0));     /* a paraphrase */
+    assert_false(cq_gen_answer_supported("", &h, 0));
+    assert_false(cq_gen_answer_supported(NULL, &h, 0));
+    assert_false(cq_gen_answer_supported("第四十四条", &h, 2)); /* out of range */
+    cq_hits_free(&h);
+}
+
+static cq_decoder *dec;
+
+static int open_model(void **state) {
+    (void)state;
+    const char *root = getenv("CLAUSEQA_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data/models/gemma-3-270m-q4_k_m.gguf", root ? root : ".");
+    cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
+    cq_err err = {0};
+    if (cq_decoder_open(path, &opt, &dec, &err)) {
+        fprintf(stderr, "the model must be present (make setup fetches it): %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int close_model(void **state) {
+    (void)state;
+    cq_decoder_close(dec);
+    return 0;
+}
+
+static bool collect(void *user, const char *text, size_t len) {
+    cq_strbuf *b = user;
+    assert_true(len > 0);
+    assert_true(cq_utf8_valid(text, len)); /* whole characters only */
+    cq_strbuf_append(b, text, len);
+    return true;
+}
+
+static void test_generate_span(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_strbuf streamed = {0};
+    cq_gen_answer g;
+    cq_err err = {0};
+    cq_gen_answer_options o = {.allow_refusal = false};
+    assert_int_equal(cq_gen_answer_run(dec, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &o,
+                                       collect, &streamed, &g, &err),
+                     CQ_OK);
+    assert_false(g.refused);
+    assert_non_null(g.text);
+    assert_true(cq_gen_answer_supported(g.text, &h, g.clause));
+    assert_string_equal(streamed.data ? streamed.data : "", g.text);
+    assert_true(g.new_tokens > 0 && g.prompt_tokens > 100);
+    assert_true(strlen(g.text) < strlen(article44));
+    cq_gen_answer_free(&g);
+    cq_strbuf_free(&streamed);
+
+    /* Through answer.c: the decoder's answer, cited by the clause that holds it. */
+    cq_answer a;
+    cq_answer_options ao = {.decoder = dec};
+    assert_int_equal(cq_answer_from_hits("休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &ao, &a, &err),
+                     CQ_OK);
+    assert_true(a.generated);
+    assert_false(a.abstained);
+    assert_null(a.notice);
+    assert_int_equal(a.n_citations, 1);
+    assert_string_equal(a.citations[0].quote, a.answer);
+    assert_true(a.tokens_generated > 0);
+    cq_answer_free(&a);
+}
+
+int main(void) {
+    const struct CMUnitTest plain[] = {
+        cmocka_unit_test(test_prompt_zh),
+        cmocka_unit_test(test_prompt_en),
+        cmocka_unit_test(test_supported),
+    };
+    const struct CMUnitTest model[] = {
+        cmocka_unit_test(test_generate_span),
+    };
+    int rc = cmocka_run_group_tests(plain, NULL, NULL);
+    return rc | cmocka_run_group_tests(model, open_model, close_model);
+}

@@ -16,6 +16,7 @@
 #include "app/generate_answer.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
+#include "test_decoder_util.h"
 
 static const char *article44 =
     "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：\n"
@@ -100,16 +101,9 @@ static cq_decoder *dec;
 
 static int open_model(void **state) {
     (void)state;
-    const char *root = getenv("CLAUSEQA_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/data/models/gemma-3-270m-q4_k_m.gguf", root ? root : ".");
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
-    cq_err err = {0};
-    if (cq_decoder_open(path, &opt, &dec, &err)) {
-        fprintf(stderr, "the model must be present (make setup fetches it): %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    dec = test_open_real_model(&opt);
+    return dec ? 0 : -1;
 }
 
 static int close_model(void **state) {

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "attention/decoder.h"
+#include "test_decoder_util.h"
 #include "attention/sampler.h"
 #include "core/utf8.h"
 
@@ -22,15 +23,8 @@ static cq_decoder *dec;
 
 static int setup(void **state) {
     (void)state;
-    const char *root = getenv("CLAUSEQA_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/data/models/gemma-3-270m-q4_k_m.gguf", root ? root : ".");
-    cq_err err = {0};
-    if (cq_decoder_open(path, NULL, &dec, &err)) {
-        fprintf(stderr, "the model must be present (make setup fetches it): %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    dec = test_open_real_model(NULL);
+    return dec ? 0 : -1;
 }
 
 static int teardown(void **state) {

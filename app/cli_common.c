@@ -31,7 +31,7 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     if (s && !g_dense_tried) {
         g_dense_tried = 1;
         cq_err derr = {0};
-        if (cq_dense_open(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
+        if (cq_dense_open_configured(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
         else if (derr.code != CQ_ERR_UNSUPPORTED) fprintf(stderr, "clauseqa: dense retrieval off: %s\n", derr.msg);
     }
     if (s) cq_dense_attach(s, g_dense);

@@ -1374,7 +1374,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
-        if (cq_dense_open(s->data_dir, &s->dense, &derr) == CQ_OK)
+        if (cq_dense_open_configured(s->data_dir, &s->dense, &derr) == CQ_OK)
             CQ_INFO("dense retrieval on: SSM encoder weights from %s/models/ssm", s->data_dir);
         else if (derr.code == CQ_ERR_UNSUPPORTED)
             CQ_INFO("dense retrieval off: %s", derr.msg);

@@ -344,8 +344,8 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
     if (k > 200) k = 200;
     if ((modes & CQ_RETRIEVE_DENSE) && !cq_dense_attached(s))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is not available: no trained SSM encoder weights are installed "
-                          "(DATA/models/ssm/ssm.json and ssm.safetensors); use --mode router,bm25");
+                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
     out->hits = calloc(k, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;

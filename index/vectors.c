@@ -420,6 +420,22 @@ cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     return CQ_OK;
 }
 
+cq_status cq_dense_open_configured(const char *data_dir, cq_dense **out, cq_err *err) {
+    *out = NULL;
+    const char *env = getenv("CLAUSEQA_DENSE");
+    const char *mode = env && *env ? env : "auto";
+    if (!strcmp(mode, "off")) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "dense retrieval is off (CLAUSEQA_DENSE=off)");
+    if (strcmp(mode, "on") && strcmp(mode, "auto"))
+        return cq_err_set(err, CQ_ERR_INVALID, "CLAUSEQA_DENSE is on, off or auto, not '%s'", mode);
+    cq_status rc = cq_dense_open(data_dir, out, err);
+    if (rc || !strcmp(mode, "on") || cq_dense_backend(*out) == CQ_SSM_BACKEND_CUDA) return rc;
+    cq_dense_close(*out);
+    *out = NULL;
+    return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                      "dense retrieval is off without a GPU: encoding on the CPU makes ingestion several times slower "
+                      "and the trained weights do not beat BM25 yet (docs/EVAL.md); CLAUSEQA_DENSE=on turns it on");
+}
+
 void cq_dense_close(cq_dense *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
@@ -514,6 +530,7 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
 }
 
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
+cq_ssm_backend cq_dense_backend(const cq_dense *d) { return cq_ssm_encoder_backend(d->doc_encoder); }
 
 /* The KB's index if it is open (no opening: an index opened now would be checked against SQLite anyway). */
 static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {

@@ -69,6 +69,13 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
  * whose rows the caller's connection does not see (a rolled-back ingest, a deleted document) are dropped. */
 typedef struct cq_dense cq_dense;
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err);
+/* The process's dense retriever as the environment configures it (the CLI and the server use this):
+ * CLAUSEQA_DENSE=on (the weights must be installed), off, or auto (unset): on when the weights are installed and
+ * the encoder runs on a GPU. On the CPU, encoding every clause makes ingestion several times slower (docs/PERF.md)
+ * while dense retrieval does not beat BM25 yet (docs/EVAL.md), so there it is opt-in. Off: CQ_ERR_UNSUPPORTED
+ * with the reason. Documents ingested while it was off have no vectors: dense retrieval does not see them until
+ * they are ingested again (replace) with it on. */
+cq_status cq_dense_open_configured(const char *data_dir, cq_dense **out, cq_err *err);
 void cq_dense_close(cq_dense *d);
 /* The k clauses of KB kb_id nearest the question: ids and cosine scores, best first, *n ≤ k. The KB's index is
  * opened (and checked against SQLite through s) on first use and kept. */
@@ -84,6 +91,8 @@ cq_dense *cq_dense_attached(cq_store *s);
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
                                    size_t n, float *vectors, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
+/* Where documents are encoded (CUDA, the fast CPU path, or the reference). */
+cq_ssm_backend cq_dense_backend(const cq_dense *d);
 /* Keeping FAISS in step with SQLite on connection s (no-ops without an attached retriever or an open index):
  * forget drops clause ids whose rows went (or never committed); forget_doc drops a document's clauses (call before
  * deleting it); forget_kb empties a KB's index (call once the KB is deleted). */

@@ -111,6 +111,7 @@ def dense_ids_valid(s, kb, question, what):
 
 def main():
     binary = sys.argv[1]
+    os.environ['CLAUSEQA_DENSE'] = 'on'  # random weights on the CPU: dense is opt-in there (docs/SSM.md)
     s = Server(binary)
     write_random_model(os.path.join(s.data, 'models', 'ssm'))
     try:
@@ -199,6 +200,24 @@ def main():
         check('repaired index serves only stored vectors',
               set(ids) <= {row[0] for row in db_rows(s.data, 'SELECT clause_id FROM clause_vectors')})
         s.stop()
+    finally:
+        s.close()
+
+    # Dense not turned on without a GPU (auto): weights installed, but ingestion does not encode and dense is a 400.
+    del os.environ['CLAUSEQA_DENSE']
+    s = Server(binary)
+    write_random_model(os.path.join(s.data, 'models', 'ssm'))
+    try:
+        s.start()
+        if s.get('/api/v1/health').json()['models']['encoder_loaded'] is False:  # no GPU here
+            check('auto without a GPU: the log says how to turn dense on', 'CLAUSEQA_DENSE=on' in s.log_text())
+            s.post('/api/v1/kbs', {'name': 'kb'})
+            upload_ready(s, 'kb', DEMO_MD)
+            check('auto without a GPU: nothing encoded',
+                  db_rows(s.data, 'SELECT count(*) FROM clause_vectors')[0][0] == 0)
+            r, _ = retrieve(s, 'kb', 'termination', 'dense')
+            check('auto without a GPU: dense is a 400 that says how', r.status == 400
+                  and 'CLAUSEQA_DENSE=on' in r.body.decode(), r)
     finally:
         s.close()
 

@@ -52,7 +52,23 @@ static void test_dense_plumbing(void **state) {
     cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 1, .d_state = 4, .d_conv = 4,
                        .expand = 2, .dt_rank = 2, .d_embed = 32, .norm_eps = 1e-5f};
     assert_int_equal(ssm_test_write_model(models, &c, 11, NULL, NULL), 0);
-    if (cq_dense_open(dir, &d, &err)) fail_msg("%s", err.msg);
+    /* As configured (CLAUSEQA_DENSE): off, on, a bad value, and auto — on only when the encoder has a GPU. */
+    setenv("CLAUSEQA_DENSE", "off", 1);
+    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    setenv("CLAUSEQA_DENSE", "maybe", 1);
+    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_INVALID);
+    unsetenv("CLAUSEQA_DENSE");
+    cq_status auto_rc = cq_dense_open_configured(dir, &d, &err);
+    if (auto_rc == CQ_OK) {
+        assert_int_equal(cq_dense_backend(d), CQ_SSM_BACKEND_CUDA);
+        cq_dense_close(d);
+    } else {
+        assert_int_equal(auto_rc, CQ_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "CLAUSEQA_DENSE=on"));
+    }
+    setenv("CLAUSEQA_DENSE", "on", 1);
+    if (cq_dense_open_configured(dir, &d, &err)) fail_msg("%s", err.msg);
+    unsetenv("CLAUSEQA_DENSE");
     cq_dense_attach(s, d);
 
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");

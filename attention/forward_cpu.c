@@ -26,7 +26,7 @@ struct cq_cpu_model {
     float *tiles;       /* (n_threads, tile_floats): ROW_TILE dequantized rows + GeGLU up rows */
     size_t tile_floats; /* per thread */
     float *xpack;       /* (max_cols, packed width of CQ_CPU_BATCH) the tokens of the current product, k-major */
-    cq_i16_block *xq;    /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
+    cq_i16_block *xq;   /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
     bool exact;         /* decode steps in float too (CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
     double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
 };

@@ -198,8 +198,12 @@ static void generate(const char *question, const cq_answer_options *o, cq_answer
     } else {
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;
+        out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
         if (g.refused) {
             *declined = true;
+        } else if (g.text && out->confidence < o->min_confidence) {
+            why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
+                     : "The generated answer was too uncertain; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_supported(g.text, &out->hits, g.clause)) {
             *answer = g.text;
             *clause = g.clause;
@@ -219,6 +223,7 @@ static cq_answer_options with_defaults(const cq_answer_options *opt) {
     if (!o.k) o.k = DEFAULT_K;
     if (!o.modes) o.modes = CQ_RETRIEVE_HYBRID;
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
+    if (o.min_confidence == 0) o.min_confidence = CQ_ANSWER_MIN_CONFIDENCE;
     return o;
 }
 

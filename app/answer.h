@@ -38,15 +38,20 @@ typedef struct {
     bool generated;      /* the answer was written by the decoder */
     char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
     int prompt_tokens, tokens_generated;
+    double confidence;   /* a generated answer's mean token probability (geometric), 0 when none was generated */
     double retrieve_ms;  /* stage timings */
     double answer_ms;
 } cq_answer;
+
+#define CQ_ANSWER_MIN_CONFIDENCE (-1.0) /* not yet chosen: every supported generated answer is used */
 
 typedef struct {
     size_t k;       /* clauses to retrieve (default 5) */
     int modes;      /* retrieval modes (default hybrid) */
     double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
+    double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
+                              CQ_ANSWER_MIN_CONFIDENCE; negative: never) */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;

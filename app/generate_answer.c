@@ -144,6 +144,16 @@ static int top_n(const float *logits, int32_t n_vocab, int n, int32_t *idx) {
     return have;
 }
 
+/* log p(token) under the softmax of the logits. */
+static double log_softmax_at(const float *logits, int32_t n_vocab, int32_t token) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
+    return (double)(logits[token] - mx) - log(sum);
+}
+
 /* Is answer[0..n) a span of one shown clause (its index in *which), or a prefix of the refusal phrase? */
 static bool admissible(char *const *flat, size_t n_flat, const char *refusal, const char *answer, size_t n,
                        size_t *which) {
@@ -207,6 +217,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     size_t which = (size_t)-1, streamed = 0;
+    double logprob_sum = 0;
     int32_t cand[MAX_CANDIDATES];
     bool stop = false;
     for (int step = 0; !rc && !stop && step < o.max_new_tokens; step++) {
@@ -246,6 +257,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         }
         if (stop || pick < 0) break;
         (void)plen;
+        logprob_sum += log_softmax_at(logits, n_vocab, pick);
         out->new_tokens++;
         if (on_text && which != (size_t)-1) { /* stream whole characters of a real answer, never the refusal */
             size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
@@ -258,6 +270,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         if (!stop) rc = cq_decoder_eval(seq, &pick, 1, logits, false, err);
     }
     out->decode_ms = ms_since(&t0);
+    out->mean_logprob = out->new_tokens ? logprob_sum / out->new_tokens : 0;
     if (!rc && ans.len) {
         if (which == (size_t)-1) {
             out->refused = !strcmp(ans.data, refusal);

@@ -27,6 +27,7 @@ typedef struct {
     size_t clause;       /* index into the hits of the clause it quotes */
     bool refused;        /* the model said the clauses do not answer the question */
     int prompt_tokens, new_tokens;
+    double mean_logprob; /* mean natural-log probability of the tokens taken (the model's confidence), 0 if none */
     double prefill_ms, decode_ms;
 } cq_gen_answer;
 

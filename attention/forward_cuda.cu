@@ -5,6 +5,7 @@
  * final norm -> logits GEMM (tied embedding). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -135,6 +136,11 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
  * keeping a running max m, sum l and weighted values (online softmax). Lanes hold head_dim/32 consecutive
  * dimensions. The warps merge in shared memory and the block writes one partial (m, l, acc) for pass 2. */
 #define KEY_GROUP 4
+/* Decode attention: shares of about DEC_SPLIT_KEYS keys, so that a short range still spreads over many blocks; at
+ * most DEC_MAX_SPLITS (one per thread of the merging block), merged MERGE_GROUP splits a warp at a time. */
+#define DEC_SPLIT_KEYS 32
+#define DEC_MAX_SPLITS (32 * ATT_WARPS)
+#define MERGE_GROUP 4
 __global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
                                          int Hkv, int hd, const int32_t *pos0p, int window, int slots, int ring,
                                          float scale, float softcap) {
@@ -313,28 +319,66 @@ typedef struct {
     unsigned long long *best;
 } dpro;
 
+/* Copies NV float vectors of n floats (n a multiple of 4) from global to shared memory with 16-byte accesses, the
+ * loads of U float4 per thread per vector all in flight before the first store. */
+template <int NV, int U>
+__device__ __forceinline__ void load_vecs(const float *const (&src)[NV], float *const (&dst)[NV], int n) {
+    const int step = blockDim.x * 4;
+    for (int base = threadIdx.x * 4; base < n; base += step * U) {
+        float4 v[NV][U];
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (base + u * step < n) v[k][u] = *(const float4 *)(src[k] + base + u * step);
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (base + u * step < n) *(float4 *)(dst[k] + base + u * step) = v[k][u];
+    }
+}
+
+/* Builds xs[0, n); EMBED and ADDNORM stage their inputs in xs[n, 5n) (see pro_smem). */
 __device__ void prologue(const dpro &p, float *xs) {
     const int n = p.n;
     if (p.best && blockIdx.x == 0 && threadIdx.x == 0) *p.best = 0;
     if (p.mode == PRO_COPY) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = p.xin[i];
+        const float *src[1] = {p.xin};
+        float *const dst[1] = {xs};
+        load_vecs<1, 4>(src, dst, n);
         __syncthreads();
         return;
     }
+    float *so = xs + n, *sx = xs + 2 * n, *swp = xs + 3 * n, *swn = xs + 4 * n;
     float ss = 0;
     if (p.mode == PRO_EMBED) {
+        const float *src[1] = {p.w_next};
+        float *const dst[1] = {swn};
+        load_vecs<1, 4>(src, dst, n);
         const bf16 *e = p.emb + (size_t)*p.token * n;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            float v = __bfloat162float(e[i]) * p.emb_scale;
-            xs[i] = v;
-            ss += v * v;
+        for (int i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
+            uint4 raw = *(const uint4 *)(e + i);
+            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float2 f = __bfloat1622float2(h[k]);
+                float a = f.x * p.emb_scale, b = f.y * p.emb_scale;
+                xs[i + 2 * k] = a, xs[i + 2 * k + 1] = b;
+                ss += a * a + b * b;
+            }
         }
+        __syncthreads();
     } else {
-        float so = 0;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) so += p.o[i] * p.o[i];
-        float r = rsqrtf(block_sum(so) / n + p.eps);
+        const float *src[4] = {p.o, p.xin, p.w_post, p.w_next};
+        float *const dst[4] = {so, sx, swp, swn};
+        load_vecs<4, 2>(src, dst, n);
+        __syncthreads();
+        float so2 = 0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) so2 += so[i] * so[i];
+        float r = rsqrtf(block_sum(so2) / n + p.eps);
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            float v = p.xin[i] + p.o[i] * r * p.w_post[i];
+            float v = sx[i] + so[i] * r * swp[i];
             xs[i] = v;
             ss += v * v;
         }
@@ -342,7 +386,7 @@ __device__ void prologue(const dpro &p, float *xs) {
     float r = rsqrtf(block_sum(ss) / n + p.eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) { /* each thread rereads only its own elements */
         if (p.xout && blockIdx.x == 0) p.xout[i] = xs[i];
-        xs[i] = xs[i] * r * p.w_next[i];
+        xs[i] = xs[i] * r * swn[i];
     }
     __syncthreads();
 }
@@ -440,11 +484,11 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int row) {
 }
 
 #define LOGIT_WARPS 8
-#define LOGIT_GROUP 4      /* rows of a warp whose loads are in flight together */
-#define LOGIT_WARP_ROWS 16 /* rows per warp */
+#define LOGIT_GROUP 4 /* rows of a warp whose loads are in flight together */
 
 /* Logits of the tied embedding E (rows x cols) against xs: soft-capped (softcap > 0), written to logits if set,
- * and their argmax folded into *best (packed by argmax_key) if set. */
+ * and their argmax folded into *best (packed by argmax_key) if set. A persistent grid (as many blocks as fit at
+ * once): each block builds xs once, its warps take LOGIT_GROUP rows at a time. */
 template <int IT>
 __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     dec_logits_kernel(const bf16 *E, int rows, int cols, dpro pro, float softcap, float *logits,
@@ -452,7 +496,8 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     extern __shared__ float xs[];
     __shared__ unsigned long long wbest[LOGIT_WARPS];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int row0 = (blockIdx.x * LOGIT_WARPS + warp) * LOGIT_WARP_ROWS;
+    const int stride = gridDim.x * LOGIT_WARPS * LOGIT_GROUP;
+    int row0 = (blockIdx.x * LOGIT_WARPS + warp) * LOGIT_GROUP;
     wrow<IT> w[LOGIT_GROUP];
 #pragma unroll
     for (int j = 0; j < LOGIT_GROUP; j++)
@@ -461,15 +506,15 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     pdl_launch_next();
     prologue(pro, xs);
     unsigned long long mine = 0;
-    for (int g = 0; g < LOGIT_WARP_ROWS; g += LOGIT_GROUP) {
-        if (g > 0) {
+    for (bool first = true; row0 < rows; row0 += stride, first = false) {
+        if (!first) {
 #pragma unroll
             for (int j = 0; j < LOGIT_GROUP; j++)
-                if (row0 + g + j < rows) wrow_load(w[j], E + (size_t)(row0 + g + j) * cols, 0, cols, lane);
+                if (row0 + j < rows) wrow_load(w[j], E + (size_t)(row0 + j) * cols, 0, cols, lane);
         }
 #pragma unroll
         for (int j = 0; j < LOGIT_GROUP; j++) {
-            const int row = row0 + g + j;
+            const int row = row0 + j;
             if (row >= rows) break;
             float v = wrow_finish(w[j], E + (size_t)row * cols, xs, cols, lane);
             if (softcap > 0) v = softcap * tanhf(v / softcap);
@@ -487,50 +532,213 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     }
 }
 
-/* RMSNorm of one head (weight w) then RoPE at position p, block-wide, into dst (shared memory). */
-__device__ void norm_rope_head(const float *src, const float *w, const double *inv_freq, int32_t p, int hd, float eps,
-                               float *dst) {
-    const int half = hd / 2;
-    float ss = 0;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += src[i] * src[i];
-    float r = rsqrtf(block_sum(ss) / hd + eps);
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float x0 = src[i] * (r * w[i]), x1 = src[i + half] * (r * w[i + half]);
-        double s, c;
-        sincos((double)p * inv_freq[i], &s, &c);
-        float cf = (float)c, sf = (float)s;
-        dst[i] = x0 * cf - x1 * sf;
-        dst[i + half] = x1 * cf + x0 * sf;
+#define ROPE_PAIRS (32 * MAX_HD_PER_LANE / 2 / (32 * ATT_WARPS)) /* RoPE pairs per thread, head_dim <= 512 */
+
+/* The same from a Q8_0 embedding kept as in the file (int8 weights, one fp16 scale per 32; half the bytes of bf16,
+ * and exact): q (rows x cols) int8, d (rows x cols / 32) fp16. Eight lanes a row, IT = cols / 128 16-byte loads
+ * each, so a warp takes 4 rows at a time; the next 4 rows' loads are issued before the current ones are used. */
+/* Signed byte k of w as a float, exactly, without the quarter-rate integer conversion: the byte, offset by 128,
+ * becomes the low mantissa bits of 2^23 (one byte permute), and one subtraction removes 2^23 + 128. */
+__device__ __forceinline__ float i8_at(unsigned w, int k) {
+    const unsigned u = __byte_perm(w ^ 0x80808080u, 0x4b000000u, 0x7440u + (unsigned)k);
+    return __uint_as_float(u) - 8388736.0f;
+}
+
+template <int IT>
+__device__ __forceinline__ void q8_load(uint4 (&w)[IT], float (&sc)[IT], const int8_t *Q, const __half *Dsc, int row,
+                                        int rows, int cols, int sub) {
+#pragma unroll
+    for (int k = 0; k < IT; k++) {
+        const int idx = sub + 8 * k; /* weights [16 idx, 16 idx + 16) of the row, scale block idx / 2 */
+        w[k] = row < rows ? __ldg((const uint4 *)(Q + (size_t)row * cols) + idx) : make_uint4(0, 0, 0, 0);
+        sc[k] = row < rows ? __half2float(Dsc[(size_t)row * (cols / 32) + idx / 2]) : 0.0f;
     }
+}
+
+template <int IT>
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    dec_logits_q8_kernel(const int8_t *Q, const __half *Dsc, int rows, int cols, dpro pro, float softcap,
+                         float *logits, unsigned long long *best) {
+    extern __shared__ float xs[];
+    __shared__ unsigned long long wbest[LOGIT_WARPS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, sub = lane % 8, quad = lane / 8;
+    const int stride = gridDim.x * LOGIT_WARPS * 4;
+    int row0 = (blockIdx.x * LOGIT_WARPS + warp) * 4;
+    uint4 w[IT], wn[IT];
+    float sc[IT], sn[IT];
+    q8_load(w, sc, Q, Dsc, row0 + quad, rows, cols, sub);
+    pdl_wait();
+    pdl_launch_next();
+    prologue(pro, xs);
+    unsigned long long mine = 0;
+    for (; row0 < rows; row0 += stride) {
+        if (row0 + stride < rows) q8_load(wn, sn, Q, Dsc, row0 + stride + quad, rows, cols, sub);
+        float s = 0;
+#pragma unroll
+        for (int k = 0; k < IT; k++) {
+            const float4 *x = (const float4 *)(xs + 16 * (sub + 8 * k));
+            const unsigned q[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+            float dsum = 0;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float4 xv = x[e];
+                dsum += i8_at(q[e], 0) * xv.x + i8_at(q[e], 1) * xv.y + i8_at(q[e], 2) * xv.z + i8_at(q[e], 3) * xv.w;
+            }
+            s += sc[k] * dsum;
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        const int row = row0 + quad;
+        if (row < rows) {
+            if (softcap > 0) s = softcap * tanhf(s / softcap);
+            if (logits && sub == 0) logits[row] = s;
+            unsigned long long key = argmax_key(s, row);
+            mine = key > mine ? key : mine;
+        }
+#pragma unroll
+        for (int k = 0; k < IT; k++) w[k] = wn[k], sc[k] = sn[k];
+    }
+    if (!best) return;
+    for (int o = 16; o > 0; o >>= 1) {
+        unsigned long long other = __shfl_xor_sync(0xffffffffu, mine, o);
+        mine = other > mine ? other : mine;
+    }
+    if (lane == 0) wbest[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < LOGIT_WARPS; i++) mine = wbest[i] > mine ? wbest[i] : mine;
+        atomicMax(best, mine);
+    }
+}
+
+/* The RoPE rotation of this thread's pairs (i, i + half), i = threadIdx.x + k blockDim.x, at position p. */
+struct rope_pairs {
+    float w[ROPE_PAIRS][2], c[ROPE_PAIRS], s[ROPE_PAIRS], x[ROPE_PAIRS][2];
+};
+
+__device__ __forceinline__ void rope_setup(rope_pairs &r, const float *w, const double *inv_freq, int32_t p, int hd) {
+    const int half = hd / 2;
+#pragma unroll
+    for (int k = 0; k < ROPE_PAIRS; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        r.w[k][0] = r.w[k][1] = r.c[k] = r.s[k] = 0;
+        if (i < half) {
+            r.w[k][0] = w[i], r.w[k][1] = w[i + half];
+            double sd, cd;
+            sincos((double)p * inv_freq[i], &sd, &cd);
+            r.c[k] = (float)cd, r.s[k] = (float)sd;
+        }
+    }
+}
+
+__device__ __forceinline__ void rope_load(rope_pairs &r, const float *src, int hd) {
+    const int half = hd / 2;
+#pragma unroll
+    for (int k = 0; k < ROPE_PAIRS; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        r.x[k][0] = i < half ? src[i] : 0.0f, r.x[k][1] = i < half ? src[i + half] : 0.0f;
+    }
+}
+
+__device__ __forceinline__ float rope_ss(const rope_pairs &r) {
+    float ss = 0;
+#pragma unroll
+    for (int k = 0; k < ROPE_PAIRS; k++) ss += r.x[k][0] * r.x[k][0] + r.x[k][1] * r.x[k][1];
+    return ss;
+}
+
+__device__ __forceinline__ void rope_apply(const rope_pairs &r, float rs, int hd, float *dst) {
+    const int half = hd / 2;
+#pragma unroll
+    for (int k = 0; k < ROPE_PAIRS; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= half) continue;
+        float x0 = r.x[k][0] * (rs * r.w[k][0]), x1 = r.x[k][1] * (rs * r.w[k][1]);
+        dst[i] = x0 * r.c[k] - x1 * r.s[k];
+        dst[i + half] = x1 * r.c[k] + x0 * r.s[k];
+    }
+}
+
+/* RMSNorm of the query head (weights in rq) then RoPE into qdst, and the same for the key head into kdst when
+ * with_k, the two norms' sums in one block reduction; block-wide (ends with a barrier). */
+__device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pairs &rk, bool with_k, int hd, float eps,
+                                            float *qdst, float *kdst) {
+    __shared__ float part[32][2];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    float sq = rope_ss(rq), sk = with_k ? rope_ss(rk) : 0.0f;
+    sq = warp_sum(sq), sk = warp_sum(sk);
+    if (lane == 0) part[warp][0] = sq, part[warp][1] = sk;
+    __syncthreads();
+    sq = 0, sk = 0;
+    for (int w = 0; w < nw; w++) sq += part[w][0], sk += part[w][1];
+    rope_apply(rq, rsqrtf(sq / hd + eps), hd, qdst);
+    if (with_k) rope_apply(rk, rsqrtf(sk / hd + eps), hd, kdst);
     __syncthreads();
 }
 
-/* Decode attention. Grid (H, S), ATT_WARPS warps a block. The token at position p (device memory) attends keys
- * [lo, p]; split s takes a contiguous share. Every block normalizes and rotates its query head; the block whose
- * share holds p also builds the new key and value itself (so no block reads the slot being written), and the
- * first query head of each KV group stores them in the cache. Each block writes one partial (m, l, acc); the last
- * block of a head to finish (counted in count[h], reset by it) merges the S partials into out. */
+/* Decode attention. Grid (H, S), ATT_WARPS warps a block; PER >= head_dim / 32 dimensions a lane. The token at
+ * position p (device memory) attends keys [lo, p]; split s takes a contiguous share. Before waiting for the q/k/v
+ * product, a block loads what does not depend on it: the first group of cache keys and values of each warp, the
+ * norm weights and the RoPE angles. Then every block normalizes and rotates its query head; the block whose share
+ * holds p also builds the new key and value itself (no block reads the slot being written), and the first query
+ * head of each KV group stores them in the cache. Each block writes one partial (m, l, acc); the last block of a
+ * head to finish (counted in count[h], reset by it) merges the S partials into out. */
+template <int PER>
 __global__ void __launch_bounds__(32 * ATT_WARPS)
     dec_attention_kernel(const float *qraw, const float *kraw, const float *vraw, const float *q_norm,
                          const float *k_norm, const double *inv_freq, float *kcache, float *vcache, float *part,
                          unsigned *count, float *out, int H, int Hkv, int hd, const int32_t *posp, int window, int slots,
                          int ring, float scale, float softcap, float eps) {
-    __shared__ float qs[32 * MAX_HD_PER_LANE], ks[32 * MAX_HD_PER_LANE], vs[32 * MAX_HD_PER_LANE];
+    constexpr int KG = KEY_GROUP; /* keys of a warp whose loads are in flight together (8 measured slower) */
+    __shared__ float qs[32 * PER], ks[32 * PER], vs[32 * PER];
     __shared__ float sm_ml[ATT_WARPS][2];
-    __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
+    __shared__ float sm_acc[ATT_WARPS][32 * PER];
+    __shared__ float sw[DEC_MAX_SPLITS];
     __shared__ bool last;
-    pdl_wait();
-    pdl_launch_next();
     const int h = blockIdx.x, split = blockIdx.y, S = gridDim.y, group = H / Hkv, kvh = h / group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per = hd / 32;
     const int32_t p = *posp, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const int32_t share = (p - lo + 1 + S - 1) / S, a = lo + split * share, b = min(p + 1, a + share);
-    norm_rope_head(qraw + (size_t)h * hd, q_norm, inv_freq, p, hd, eps, qs);
     const bool has_new = a <= p && p < b;
+    float kk[KG][PER], vv[KG][PER];
+    /* the keys and values of group j0 from the cache, key p (not in it yet) as zeros */
+    auto load_group = [&](int32_t j0) {
+#pragma unroll
+        for (int g = 0; g < KG; g++) {
+            const int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: key j0 again, masked later */
+            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const bool ok = i < per && j != p;
+                kk[g][i] = ok ? kcache[row + i] : 0.0f, vv[g][i] = ok ? vcache[row + i] : 0.0f;
+            }
+        }
+    };
+    /* key p of group j0, if it holds it, from the block's own ks/vs */
+    auto patch_group = [&](int32_t j0) {
+#pragma unroll
+        for (int g = 0; g < KG; g++)
+            if (j0 + g == p && p < b) {
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if (i < per) kk[g][i] = ks[lane * per + i], vv[g][i] = vs[lane * per + i];
+            }
+    };
+    int32_t j0 = a + warp * KG;
+    if (j0 < b) load_group(j0); /* the cache holds no write of this step but slot p */
+    rope_pairs rq, rk;
+    rope_setup(rq, q_norm, inv_freq, p, hd);
+    if (has_new) rope_setup(rk, k_norm, inv_freq, p, hd);
+    pdl_wait();
+    pdl_launch_next();
+    rope_load(rq, qraw + (size_t)h * hd, hd);
     if (has_new) {
-        norm_rope_head(kraw + (size_t)kvh * hd, k_norm, inv_freq, p, hd, eps, ks);
+        rope_load(rk, kraw + (size_t)kvh * hd, hd);
         for (int i = threadIdx.x; i < hd; i += blockDim.x) vs[i] = vraw[(size_t)kvh * hd + i];
-        __syncthreads();
+    }
+    rope_finish(rq, rk, has_new, hd, eps, qs, ks);
+    if (has_new) {
         if (h % group == 0) {
             const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
             for (int i = threadIdx.x; i < hd; i += blockDim.x) {
@@ -539,28 +747,24 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
             }
         }
     }
-    float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
+    float qv[PER], acc[PER];
 #pragma unroll
-    for (int i = 0; i < MAX_HD_PER_LANE; i++) qv[i] = i < per ? qs[lane * per + i] : 0.0f, acc[i] = 0;
+    for (int i = 0; i < PER; i++) qv[i] = i < per ? qs[lane * per + i] : 0.0f, acc[i] = 0;
     float m = -INFINITY, l = 0;
-    for (int32_t j0 = a + warp * KEY_GROUP; j0 < b; j0 += ATT_WARPS * KEY_GROUP) {
-        float sc[KEY_GROUP];
-        const float *vrow[KEY_GROUP];
+    for (bool first = true; j0 < b; j0 += ATT_WARPS * KG, first = false) {
+        if (!first) load_group(j0);
+        if (has_new) patch_group(j0);
+        float sc[KG];
 #pragma unroll
-        for (int g = 0; g < KEY_GROUP; g++) {
-            int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: recompute key j0, masked below */
-            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
-            const float *kr = j == p ? ks + lane * per : kcache + row;
-            vrow[g] = j == p ? vs + lane * per : vcache + row;
+        for (int g = 0; g < KG; g++) {
             float d = 0;
 #pragma unroll
-            for (int i = 0; i < MAX_HD_PER_LANE; i++)
-                if (i < per) d += qv[i] * kr[i];
+            for (int i = 0; i < PER; i++) d += qv[i] * kk[g][i];
             sc[g] = d;
         }
         float gmax = -INFINITY;
 #pragma unroll
-        for (int g = 0; g < KEY_GROUP; g++) {
+        for (int g = 0; g < KG; g++) {
             float v = warp_sum(sc[g]) * scale;
             if (softcap > 0) v = softcap * tanhf(v / softcap);
             sc[g] = j0 + g < b ? v : -INFINITY;
@@ -568,21 +772,20 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
         }
         float m_new = fmaxf(m, gmax), corr = expf(m - m_new), esum = 0;
 #pragma unroll
-        for (int i = 0; i < MAX_HD_PER_LANE; i++) acc[i] *= corr;
+        for (int i = 0; i < PER; i++) acc[i] *= corr;
 #pragma unroll
-        for (int g = 0; g < KEY_GROUP; g++) {
+        for (int g = 0; g < KG; g++) {
             float e = expf(sc[g] - m_new);
             esum += e;
 #pragma unroll
-            for (int i = 0; i < MAX_HD_PER_LANE; i++)
-                if (i < per) acc[i] += e * vrow[g][i];
+            for (int i = 0; i < PER; i++) acc[i] += e * vv[g][i];
         }
         l = l * corr + esum;
         m = m_new;
     }
     if (lane == 0) sm_ml[warp][0] = m, sm_ml[warp][1] = l;
 #pragma unroll
-    for (int i = 0; i < MAX_HD_PER_LANE; i++)
+    for (int i = 0; i < PER; i++)
         if (i < per) sm_acc[warp][lane * per + i] = acc[i];
     __syncthreads();
     float M = -INFINITY, wgt[ATT_WARPS], L = 0;
@@ -591,31 +794,61 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
         wgt[w] = M == -INFINITY ? 0.0f : expf(sm_ml[w][0] - M);
         L += sm_ml[w][1] * wgt[w];
     }
-    float *mine = part + ((size_t)h * S + split) * (hd + 2);
-    if (threadIdx.x == 0) mine[0] = M, mine[1] = L;
+    /* partial of split i of head h: acc at part[(h S + i) hd], (m, l) at part[H S hd + 2 (h S + i)] */
+    float *pacc = part + (size_t)h * S * hd, *pml = part + (size_t)H * S * hd + (size_t)h * S * 2;
+    if (threadIdx.x == 0) pml[2 * split] = M, pml[2 * split + 1] = L;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0;
         for (int w = 0; w < ATT_WARPS; w++) v += sm_acc[w][d] * wgt[w];
-        mine[2 + d] = v;
+        pacc[(size_t)split * hd + d] = v;
     }
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(&count[h], 1u) == (unsigned)S - 1;
     __syncthreads();
     if (!last) return;
+    /* the merge, by the head's last block: each thread the (m, l) of one split (S <= blockDim), warp w the
+     * accumulators of splits w, w + ATT_WARPS, ... (MERGE_GROUP at a time), the first group's loads issued with
+     * the (m, l) ones */
     __threadfence();
-    const float *pp = part + (size_t)h * S * (hd + 2);
-    float Mh = -INFINITY;
-    for (int i = 0; i < S; i++) Mh = fmaxf(Mh, __ldcg(pp + (size_t)i * (hd + 2)));
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float Lh = 0, ah = 0;
-        for (int i = 0; i < S; i++) {
-            const float *pi = pp + (size_t)i * (hd + 2);
-            float li = __ldcg(pi + 1), w = li == 0 ? 0.0f : expf(__ldcg(pi) - Mh);
-            Lh += li * w;
-            ah += __ldcg(pi + 2 + d) * w;
+    float pv[MERGE_GROUP][PER];
+    auto load_merge = [&](int i0) {
+#pragma unroll
+        for (int g = 0; g < MERGE_GROUP; g++) {
+            const int i = i0 + g * ATT_WARPS;
+#pragma unroll
+            for (int k = 0; k < PER; k++) pv[g][k] = i < S && k < per ? __ldcg(pacc + (size_t)i * hd + lane * per + k) : 0.0f;
         }
-        out[(size_t)h * hd + d] = ah / Lh;
+    };
+    load_merge(warp);
+    float mi = -INFINITY, li = 0;
+    if ((int)threadIdx.x < S) mi = __ldcg(pml + 2 * threadIdx.x), li = __ldcg(pml + 2 * threadIdx.x + 1);
+    const float Mh = block_max(mi);
+    const float wi = li == 0 ? 0.0f : expf(mi - Mh); /* an empty share weighs nothing */
+    const float Lh = block_sum(li * wi);
+    if ((int)threadIdx.x < S) sw[threadIdx.x] = wi;
+    __syncthreads();
+    float ah[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) ah[k] = 0;
+    for (int i0 = warp; i0 < S; i0 += ATT_WARPS * MERGE_GROUP) {
+        if (i0 != warp) load_merge(i0);
+#pragma unroll
+        for (int g = 0; g < MERGE_GROUP; g++) {
+            const int i = i0 + g * ATT_WARPS;
+            const float w = i < S ? sw[i] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < PER; k++) ah[k] += w * pv[g][k];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; k++)
+        if (k < per) sm_acc[warp][lane * per + k] = ah[k];
+    __syncthreads();
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0;
+        for (int w = 0; w < ATT_WARPS; w++) v += sm_acc[w][d];
+        out[(size_t)h * hd + d] = v / Lh;
     }
     if (threadIdx.x == 0) count[h] = 0;
 }
@@ -665,6 +898,33 @@ typedef void (*dec_logits_fn)(const bf16 *, int, int, dpro, float, float *, unsi
 static dec_mv_fn dec_mv_for(int cols) { DEC_PICK(dec_mv_kernel, cols) }
 static dec_geglu_fn dec_geglu_for(int cols) { DEC_PICK(dec_geglu_kernel, cols) }
 static dec_logits_fn dec_logits_for(int cols) { DEC_PICK(dec_logits_kernel, cols) }
+/* The Q8_0 logits kernel for cols (a multiple of 128 up to 128 * Q8_MAX_IT), or NULL. */
+#define Q8_MAX_IT 10
+typedef void (*dec_logits_q8_fn)(const int8_t *, const __half *, int, int, dpro, float, float *, unsigned long long *);
+static dec_logits_q8_fn dec_logits_q8_for(int cols) {
+    if (cols % 128) return NULL;
+    switch (cols / 128) {
+    case 1: return dec_logits_q8_kernel<1>;
+    case 2: return dec_logits_q8_kernel<2>;
+    case 3: return dec_logits_q8_kernel<3>;
+    case 4: return dec_logits_q8_kernel<4>;
+    case 5: return dec_logits_q8_kernel<5>;
+    case 6: return dec_logits_q8_kernel<6>;
+    case 7: return dec_logits_q8_kernel<7>;
+    case 8: return dec_logits_q8_kernel<8>;
+    case 9: return dec_logits_q8_kernel<9>;
+    case 10: return dec_logits_q8_kernel<10>;
+    default: return NULL;
+    }
+}
+typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
+                                 const double *, float *, float *, float *, unsigned *, float *, int, int, int,
+                                 const int32_t *, int, int, int, float, float, float);
+/* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) */
+static dec_attention_fn dec_attention_for(int hd) {
+    return hd <= 64 ? dec_attention_kernel<2> : hd <= 128 ? dec_attention_kernel<4>
+                                            : hd <= 256 ? dec_attention_kernel<8> : dec_attention_kernel<16>;
+}
 
 typedef struct {
     bf16 *w;
@@ -687,6 +947,9 @@ struct cq_cuda_model {
     size_t max_cols;
     void *blas_workspace; /* given to cuBLAS, so that it allocates nothing while a graph is captured */
     bool pdl;             /* launch decode kernels with programmatic dependent launch (sm_90, CQ_CUDA_PDL != 0) */
+    int logit_blocks;     /* the logits kernel's grid: as many blocks as are resident at once */
+    int8_t *emb_q;        /* a Q8_0 embedding as in the file, for a decode step's logits (NULL: bf16 is used) */
+    __half *emb_d;
 };
 
 struct cq_cuda_seq {
@@ -746,6 +1009,34 @@ static cq_status upload_matrix(const cq_wmat *w, dmat *out, cq_err *err) {
     return CQ_OK;
 }
 
+/* A Q8_0 matrix whose rows suit dec_logits_q8_kernel, repacked on the host into int8 weights and fp16 scales and
+ * uploaded; any other leaves *q and *d NULL. */
+static cq_status upload_q8(const cq_wmat *w, int8_t **q, __half **d, cq_err *err) {
+    *q = NULL, *d = NULL;
+    if (w->type != CQ_QTYPE_Q8_0 || !dec_logits_q8_for((int)w->cols)) return CQ_OK;
+    const size_t rows = (size_t)w->rows, cols = (size_t)w->cols, nb = cols / 32;
+    int8_t *hq = (int8_t *)malloc(rows * cols);
+    uint16_t *hd = (uint16_t *)malloc(rows * nb * sizeof(uint16_t));
+    if (!hq || !hd) {
+        free(hq), free(hd);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory staging the Q8_0 embedding");
+    }
+    for (size_t r = 0; r < rows; r++) { /* a block: fp16 scale, then 32 int8 */
+        const uint8_t *src = (const uint8_t *)w->data + r * w->row_bytes;
+        for (size_t b = 0; b < nb; b++, src += 34) {
+            memcpy(hd + r * nb + b, src, 2);
+            memcpy(hq + r * cols + b * 32, src + 2, 32);
+        }
+    }
+    cudaError_t e = cudaMalloc(q, rows * cols);
+    if (e == cudaSuccess) e = cudaMalloc(d, rows * nb * sizeof(__half));
+    if (e == cudaSuccess) e = cudaMemcpy(*q, hq, rows * cols, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(*d, hd, rows * nb * sizeof(__half), cudaMemcpyHostToDevice);
+    free(hq), free(hd);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "uploading the Q8_0 embedding: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
 static cq_status upload_floats(const float *h, size_t n, float **out, cq_err *err) {
     CUDA_TRY(cudaMalloc(out, n * sizeof(float)));
     CUDA_TRY(cudaMemcpy(*out, h, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -780,6 +1071,7 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     dmat emb;
     if ((s = upload_matrix(&m->token_embd, &emb, err))) return s;
     cm->token_embd = emb.w;
+    if ((s = upload_q8(&m->token_embd, &cm->emb_q, &cm->emb_d, err))) return s;
     if ((s = upload_floats(m->output_norm, (size_t)m->n_embd, &cm->output_norm, err))) return s;
     const size_t d = (size_t)m->n_embd, hd = (size_t)m->head_dim;
     for (int32_t l = 0; l < m->n_layer; l++) {
@@ -816,7 +1108,7 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
                              (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
                              (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
                              (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
-                             (const void *)addnorm_kernel,       (const void *)dec_attention_kernel,
+                             (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim),
                              (const void *)att_softmax_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaFuncAttributes fa;
@@ -825,8 +1117,9 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cm->max_cols = d;
     if ((size_t)m->n_ff > cm->max_cols) cm->max_cols = (size_t)m->n_ff;
     if ((size_t)m->n_head * hd > cm->max_cols) cm->max_cols = (size_t)m->n_head * hd;
-    /* the decode products' kernels, with room for their input vector in dynamic shared memory */
-    const int smem = (int)(cm->max_cols * sizeof(float));
+    /* the decode products' kernels, with room for their input vector and the prologue's staging in dynamic shared
+     * memory; the logits kernel's persistent grid fills every multiprocessor */
+    const int smem = (int)((cm->max_cols + 4 * d) * sizeof(float));
     const int widths[] = {(int)d, (int)(m->n_head * hd), (int)m->n_ff};
     for (int i = 0; i < 3; i++) {
         const void *dk[] = {(const void *)dec_mv_for(widths[i]), (const void *)dec_geglu_for(widths[i]),
@@ -837,9 +1130,13 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
             if (smem > 48 * 1024) CUDA_TRY(cudaFuncSetAttribute(dk[j], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         }
     }
-    int dev = 0, major = 0;
+    int dev = 0, major = 0, sms = 0, per_sm = 0;
     CUDA_TRY(cudaGetDevice(&dev));
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const void *lk = cm->emb_q ? (const void *)dec_logits_q8_for((int)d) : (const void *)dec_logits_for((int)d);
+    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lk, 32 * LOGIT_WARPS, 5 * d * sizeof(float)));
+    cm->logit_blocks = sms * (per_sm > 0 ? per_sm : 1);
     const char *pdl = getenv("CQ_CUDA_PDL");
     cm->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
     return CQ_OK;
@@ -858,6 +1155,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     }
     free(cm->layers);
     cudaFree(cm->token_embd);
+    cudaFree(cm->emb_q), cudaFree(cm->emb_d);
     cudaFree(cm->output_norm);
     cudaFree(cm->inv_freq[0]);
     cudaFree(cm->inv_freq[1]);
@@ -867,9 +1165,6 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     free(cm);
 }
 
-/* Decode attention: shares of about DEC_SPLIT_KEYS keys, so that a short range still spreads over many blocks. */
-#define DEC_SPLIT_KEYS 32
-#define DEC_MAX_SPLITS 128
 static int dec_splits_for(int32_t keys) {
     int s = (int)((keys + DEC_SPLIT_KEYS - 1) / DEC_SPLIT_KEYS);
     return s < 1 ? 1 : s > DEC_MAX_SPLITS ? DEC_MAX_SPLITS : s;
@@ -1038,6 +1333,11 @@ static cudaError_t launch(bool pdl, cudaStream_t st, void (*kernel)(KArgs...), d
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 
+/* Dynamic shared memory of a decode product over `cols` columns with prologue pro. */
+static size_t pro_smem(int cols, const dpro &pro) {
+    return ((size_t)cols + (pro.mode == PRO_COPY ? 0 : 4 * (size_t)pro.n)) * sizeof(float);
+}
+
 static dpro pro_copy(const float *x, int n) {
     dpro p;
     memset(&p, 0, sizeof p);
@@ -1059,18 +1359,27 @@ static cq_status dec_mv(cq_cuda_model *cm, bool pdl, const dmat *a, float *ya, c
                         float *yc, const dpro &pro, cq_err *err) {
     const int rows = (int)(a->rows + (b ? b->rows : 0) + (c ? c->rows : 0)), cols = (int)a->cols;
     CUDA_TRY(launch(pdl, cm->stream, dec_mv_for(cols), dim3((rows + DEC_WARPS - 1) / DEC_WARPS), dim3(32 * DEC_WARPS),
-                    (size_t)cols * sizeof(float), a->w, (int)a->rows, ya, b ? b->w : NULL, b ? (int)b->rows : 0, yb,
+                    pro_smem(cols, pro), a->w, (int)a->rows, ya, b ? b->w : NULL, b ? (int)b->rows : 0, yb,
                     c ? c->w : NULL, c ? (int)c->rows : 0, yc, cols, pro));
     return CQ_OK;
 }
 
-/* Logits of one token (the tied embedding) with the soft-cap, to logits and/or their argmax to best. */
+/* Logits of one token (the tied embedding: Q8_0 as in the file when it is, else bf16) with the soft-cap, to logits
+ * and/or their argmax to best. */
 static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float *logits, unsigned long long *best,
                             cq_err *err) {
     const cq_gemma *m = cm->m;
-    const int per_block = LOGIT_WARPS * LOGIT_WARP_ROWS;
-    CUDA_TRY(launch(pdl, cm->stream, dec_logits_for(m->n_embd), dim3((m->n_vocab + per_block - 1) / per_block),
-                    dim3(32 * LOGIT_WARPS), (size_t)m->n_embd * sizeof(float), (const bf16 *)cm->token_embd,
+    if (cm->emb_q) {
+        const int per_block = LOGIT_WARPS * 4, need = (m->n_vocab + per_block - 1) / per_block;
+        CUDA_TRY(launch(pdl, cm->stream, dec_logits_q8_for(m->n_embd),
+                        dim3(need < cm->logit_blocks ? need : cm->logit_blocks), dim3(32 * LOGIT_WARPS),
+                        pro_smem(m->n_embd, pro), (const int8_t *)cm->emb_q, (const __half *)cm->emb_d,
+                        (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
+        return CQ_OK;
+    }
+    const int per_block = LOGIT_WARPS * LOGIT_GROUP, need = (m->n_vocab + per_block - 1) / per_block;
+    CUDA_TRY(launch(pdl, cm->stream, dec_logits_for(m->n_embd), dim3(need < cm->logit_blocks ? need : cm->logit_blocks),
+                    dim3(32 * LOGIT_WARPS), pro_smem(m->n_embd, pro), (const bf16 *)cm->token_embd,
                     (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
     return CQ_OK;
 }
@@ -1180,7 +1489,7 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
         }
         if ((st = dec_mv(cm, pdl && l > 0, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, pro, err))) return st;
         const int splits = s->dec_splits[L->global];
-        CUDA_TRY(launch(pdl, cm->stream, dec_attention_kernel, dim3(H, splits), dim3(32 * ATT_WARPS), 0,
+        CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
                         (const float *)s->q, (const float *)s->kn, (const float *)s->vn, (const float *)D->q_norm,
                         (const float *)D->k_norm, (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
                         s->count, s->att, H, Hkv, hd, (const int32_t *)s->pos, L->global ? 0 : m->window,
@@ -1190,7 +1499,7 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
         float *t = cur;
         cur = nxt, nxt = t;
         CUDA_TRY(launch(pdl, cm->stream, dec_geglu_for(d), dim3((m->n_ff + DEC_WARPS - 1) / DEC_WARPS),
-                        dim3(32 * DEC_WARPS), (size_t)d * sizeof(float), (const bf16 *)D->wgate.w,
+                        dim3(32 * DEC_WARPS), pro_smem(d, pro), (const bf16 *)D->wgate.w,
                         (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro));
         if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pro_copy(s->g, m->n_ff), err))) return st;
     }
@@ -1541,7 +1850,7 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     cudaError_t e = cudaMemset(dcount, 0, (size_t)n_head * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(dkc + (size_t)pos * hd, 0xff, hd * f); /* NaN: the slot must not be read */
     if (e == cudaSuccess) {
-        dec_attention_kernel<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, dfreq, dkc, dvc, dpart,
+        dec_attention_for(head_dim)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, dfreq, dkc, dvc, dpart,
                                                                       dcount, dout, n_head, 1, head_dim, dpos, window,
                                                                       n_keys, 0, scale, softcap, 1e-6f);
         e = cudaGetLastError();
@@ -1551,6 +1860,31 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     free(ones), free(zeros);
     if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "decode attention: %s", cudaGetErrorString(e));
     return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    cq_cuda_model tmp; /* what dec_logits reads: the embedding, the grid, the stream */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.m = m;
+    dmat emb = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx = NULL, *dy = NULL;
+    const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    cq_status s = upload_q8(&m->token_embd, &tmp.emb_q, &tmp.emb_d, err);
+    if (!s && !tmp.emb_q) s = upload_matrix(&m->token_embd, &emb, err);
+    tmp.token_embd = emb.w;
+    tmp.logit_blocks = 1024;
+    if (!s) s = dev_copy(&ds, x, d * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, V * 4, (void **)&dy, err);
+    if (!s) s = dec_logits(&tmp, false, pro_copy(dx, (int)d), dy, NULL, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, dy, V * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    return s;
 }
 
 extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {

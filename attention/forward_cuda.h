@@ -64,6 +64,9 @@ cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, i
  * RMS-normalized (unit weight, eps 1e-6) and rotated at angle 0 (the identity) in the kernel; window as above. */
 cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
                                       int head_dim, int window, float scale, float softcap, float *out, cq_err *err);
+/* One token's logits (n_vocab) from x (n_embd, final-normed) through the decode step's logits kernel: Q8_0 weights
+ * as in the file when the embedding is Q8_0 (exact float products), else bf16; soft-capped as the model says. */
+cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err);
 /* y (n_tokens, rows) = x W^T with W converted to bf16, f32 accumulation: one token through the decode kernel (x in
  * float), more through cuBLAS (x rounded to bf16). */
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err);

@@ -59,6 +59,10 @@ cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k
     (void)out;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err) {
+    (void)m, (void)x, (void)y;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     (void)w, (void)x, (void)n_tokens, (void)y;
     return NO_CUDA(err);

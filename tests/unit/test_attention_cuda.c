@@ -3,7 +3,8 @@
  * Kernels on random data at production and odd sizes (1 and 7 tokens, window edges): RMSNorm, fused QK-norm + RoPE
  * up to position 32767, GeGLU, prefill attention (cuBLAS and online-softmax paths) with and without a window and
  * split over long key ranges, the decode step's fused attention (1 to 4 query heads, up to 9000 keys), and the bf16
- * matrix products of the real model's own quantized matrices (every format) against the exact float product.
+ * matrix products of the real model's own quantized matrices (every format) against the exact float product, and the
+ * decode step's logits kernel (Q8_0 embedding as stored: float rounding only).
  * Then the whole forward, CUDA vs CPU, on every model found: the real model if present (on the GPU machine only when
  * carried there) and the synthetic ones named by $CLAUSEQA_SYNTH_GGUF (colon-separated; tools/decoder_ref/make_synthetic_gguf.py),
  * over a prompt past the sliding window and the ring (fed twice, so that the full chunks replay as CUDA graphs), then
@@ -30,6 +31,7 @@
 #include "attention/forward_cuda.h"
 #include "attention/gguf.h"
 #include "attention/model.h"
+#include "attention/quant.h"
 
 #define NMSE_F32 1e-10
 #define NMSE_BF16_MATMUL 1e-4
@@ -234,6 +236,19 @@ static void test_matmul_bf16(void **state) {
                 free(x), free(a), free(b);
             }
         }
+        /* the decode step's logits kernel: the embedding as stored when it is Q8_0 (then exact), else bf16 */
+        const cq_wmat *e = &m.token_embd;
+        float *x = malloc((size_t)e->cols * 4), *a = malloc((size_t)e->rows * 4), *b = malloc((size_t)e->rows * 4);
+        fill(x, (size_t)e->cols, 1.0f);
+        assert_int_equal(cq_cuda_op_logits(&m, x, a, &err), CQ_OK);
+        cq_op_matmul_ref(e, x, (size_t)e->cols, 1, b, (size_t)e->rows);
+        if (m.final_softcap > 0)
+            for (int64_t r = 0; r < e->rows; r++) b[r] = m.final_softcap * tanhf(b[r] / m.final_softcap);
+        double el = nmse(a, b, (size_t)e->rows);
+        fprintf(stderr, "  logits %s %lldx%lld (%s): nmse %.2e\n", first, (long long)e->rows, (long long)e->cols,
+                e->type == CQ_QTYPE_Q8_0 ? "Q8_0" : "bf16", el);
+        assert_true(el < (e->type == CQ_QTYPE_Q8_0 && e->cols % 128 == 0 ? NMSE_F32 : NMSE_BF16_MATMUL));
+        free(x), free(a), free(b);
         cq_gemma_free(&m);
         cq_gguf_close(g);
         tested++;

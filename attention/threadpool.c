@@ -1,6 +1,7 @@
 #include "attention/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,9 +15,19 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Spin iterations before a waiting thread sleeps: tens of microseconds, longer than the gap between two dispatches
- * of one forward pass, far shorter than the gap between two requests. */
+/* Spin iterations before a waiting thread sleeps: about a millisecond with the yields below, longer than the gap
+ * between two dispatches of one forward pass, far shorter than the gap between two requests. */
 #define SPIN_ITERS 20000
+/* A spinning thread gives up its CPU every YIELD_EVERY iterations (sched_yield returns at once when nothing else
+ * waits for the CPU): on a loaded machine the thread it waits for may be queued behind it, and a decode step has
+ * ~90 barriers. Measured on the shared 2-core dev box at load 6-7, 2-thread decode: 10 -> 13-18 tok/s, CPU per
+ * token 48 -> 40 ms (yielding every 64 iterations: 11-15 tok/s). */
+#define YIELD_EVERY 16
+
+static inline void spin_wait(int spins) {
+    if (spins % YIELD_EVERY == YIELD_EVERY - 1) sched_yield();
+    else cpu_relax();
+}
 
 /* Work is claimed from one 64-bit word holding the run's generation (24 bits), its task count (20 bits) and the
  * next task (20 bits). A claim is a compare-and-swap on the whole word, checked against the count in that same
@@ -74,10 +85,7 @@ static void *worker_main(void *arg) {
     uint32_t seen = 0; /* generation 0 is never a run */
     for (;;) {
         int spins = 0;
-        while (WORD_GEN(atomic_load(&p->work)) == seen && spins < SPIN_ITERS) {
-            cpu_relax();
-            spins++;
-        }
+        while (WORD_GEN(atomic_load(&p->work)) == seen && spins < SPIN_ITERS) spin_wait(spins++);
         pthread_mutex_lock(&p->mu);
         while (WORD_GEN(atomic_load(&p->work)) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
         bool stop = p->stop;
@@ -156,10 +164,7 @@ void cq_pool_run(cq_pool *p, int n_tasks, cq_pool_fn fn, void *ctx) {
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, gen, 0);
     int spins = 0;
-    while (atomic_load(&p->n_done) < n_tasks && spins < SPIN_ITERS) {
-        cpu_relax();
-        spins++;
-    }
+    while (atomic_load(&p->n_done) < n_tasks && spins < SPIN_ITERS) spin_wait(spins++);
     if (atomic_load(&p->n_done) < n_tasks) {
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->caller_sleeping, true);

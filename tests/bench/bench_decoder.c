@@ -2,8 +2,9 @@
  * the time to first token), decode at batch 1 (full logits to the host every step, argmax on the host; and on
  * CUDA greedy steps with the argmax on the GPU), and all-position scoring (perplexity mode). Not a test: prints a
  * table. On CUDA the prefill runs (the same sequence reset and fed again) replay captured graphs; a fresh
- * sequence's prefill, which runs its kernels directly as an ask's does, is timed too. On CUDA it also measures the device-to-device copy bandwidth and the bandwidth a greedy step achieves
- * (its weight bytes per token over its time), and prints the GPU KV-cache size at a 32k context.
+ * sequence's prefill, which runs its kernels directly as an ask's does, is timed too. On CUDA it also measures the
+ * device-to-device copy bandwidth and the bandwidth a greedy step achieves (its weight bytes per token over its
+ * time), and prints the GPU KV-cache size at a 32k context.
  * With --compare-cpu it runs the same short prompt through the CPU decoder and the GPU one and prints both greedy
  * continuations, the steps whose argmax agree (the CPU's token fed to both) and the logits' relative error.
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
@@ -40,11 +41,12 @@ static void die(const char *what, const cq_err *err) {
     exit(1);
 }
 
-/* Weight bytes a decode step reads when every matrix is bf16 (the GPU's format): the layers and the tied output. */
-static double weight_bytes_bf16(const cq_decoder_info *i) {
+/* Weight bytes a decode step reads: the layers in bf16 (the GPU's format) and the tied output matrix in bf16, or
+ * as Q8_0 (1 byte a weight and a 2-byte scale per 32), which the GPU keeps when the file stores it so. */
+static double weight_bytes(const cq_decoder_info *i, bool output_q8) {
     const double d = i->n_embd, qd = (double)i->n_head * i->head_dim, kvd = (double)i->n_head_kv * i->head_dim;
     const double layer = d * qd * 2 + d * kvd * 2 + d * i->n_ff * 3;
-    return 2.0 * (layer * i->n_layer + (double)i->n_vocab * d);
+    return 2.0 * layer * i->n_layer + (double)i->n_vocab * d * (output_q8 ? 1.0 + 2.0 / 32 : 2.0);
 }
 
 /* The same prompt, greedy, on the CPU and the GPU: the continuations, argmax agreement, logits error. */
@@ -216,11 +218,16 @@ int main(int argc, char **argv) {
     if (gpu) {
         double copy = 0;
         if (cq_cuda_copy_bandwidth((size_t)1 << 30, &copy, &err)) die("copy bandwidth", &err);
-        const double wb = weight_bytes_bf16(info), step = t_greedy / n_decode;
+        const double step = t_greedy / n_decode;
         printf("device-to-device copy (1 GiB, read + write): %.0f GB/s\n", copy);
-        printf("greedy step: %.1f us, bf16 weights %.1f MB/token -> %.0f GB/s achieved (%.0f%% of copy); "
-               "bandwidth bound %.0f tok/s\n",
-               step * 1e6, wb / 1e6, wb / step / 1e9, 100.0 * wb / step / 1e9 / copy, copy * 1e9 / wb);
+        printf("greedy step: %.1f us\n", step * 1e6);
+        for (int q8 = 0; q8 < 2; q8++) {
+            const double wb = weight_bytes(info, q8);
+            printf("  weights %.1f MB/token (output matrix %s) -> %.0f GB/s achieved (%.0f%% of copy); bound %.0f "
+                   "tok/s\n",
+                   wb / 1e6, q8 ? "Q8_0, if the file has it so" : "bf16", wb / step / 1e9,
+                   100.0 * wb / step / 1e9 / copy, copy * 1e9 / wb);
+        }
         /* the layout of cq_cuda_seq_new: local layers a ring of window + batch slots, global ones every position */
         const double ctx = 32768, kv_tok = 2.0 * info->n_head_kv * info->head_dim * sizeof(float);
         const double ring = info->sliding_window + CQ_CUDA_BATCH < ctx ? info->sliding_window + CQ_CUDA_BATCH : ctx;

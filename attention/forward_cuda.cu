@@ -130,6 +130,53 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     }
 }
 
+/* One online-softmax step of a warp over KG keys: sc holds the lane's partial dot products of the query with them
+ * (keys j0 + g >= b are masked), vals the lane's dimensions of their values; folds them into (m, l, acc). */
+template <int KG, int N>
+__device__ __forceinline__ void softmax_step(float (&sc)[KG], const float (&vals)[KG][N], int32_t j0, int32_t b,
+                                             float scale, float softcap, float &m, float &l, float (&acc)[N]) {
+    float gmax = -INFINITY;
+#pragma unroll
+    for (int g = 0; g < KG; g++) {
+        float v = warp_sum(sc[g]) * scale;
+        if (softcap > 0) v = softcap * tanhf(v / softcap);
+        sc[g] = j0 + g < b ? v : -INFINITY;
+        gmax = fmaxf(gmax, sc[g]);
+    }
+    float m_new = fmaxf(m, gmax), corr = expf(m - m_new), esum = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) acc[i] *= corr;
+#pragma unroll
+    for (int g = 0; g < KG; g++) {
+        float e = expf(sc[g] - m_new); /* 0 for a masked key */
+        esum += e;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc[i] += e * vals[g][i];
+    }
+    l = l * corr + esum;
+    m = m_new;
+}
+
+/* The warps' running softmaxes (m, l, the lane's per dimensions of acc) to shared memory, then merged: the block's
+ * max M, sum L and each warp's weight (the caller sums sm_acc[w][d] * wgt[w]). Block-wide. */
+template <int N>
+__device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)[N], int per,
+                                            float (&sm_ml)[ATT_WARPS][2], float (&sm_acc)[ATT_WARPS][32 * N], float &M,
+                                            float &L, float (&wgt)[ATT_WARPS]) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) sm_ml[warp][0] = m, sm_ml[warp][1] = l;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        if (i < per) sm_acc[warp][lane * per + i] = acc[i];
+    __syncthreads();
+    M = -INFINITY, L = 0;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm_ml[w][0]);
+    for (int w = 0; w < ATT_WARPS; w++) {
+        wgt[w] = M == -INFINITY ? 0.0f : expf(sm_ml[w][0] - M);
+        L += sm_ml[w][1] * wgt[w];
+    }
+}
+
 /* Attention, pass 1. Grid (T*H, n_split), ATT_WARPS warps per block. Query (t, h) at position p sees keys
  * [lo, p] (lo = p - window + 1 on local layers); split s takes a contiguous share of them, and the warps of the
  * block take groups of KEY_GROUP consecutive keys in turn (the loads of a group are in flight together), each
@@ -159,55 +206,24 @@ __global__ void attention_partial_kernel(const float *q, const float *kcache, co
     for (int i = 0; i < MAX_HD_PER_LANE; i++) qv[i] = i < per ? qr[i] : 0.0f, acc[i] = 0;
     float m = -INFINITY, l = 0;
     for (int32_t j0 = a + warp * KEY_GROUP; j0 < b; j0 += ATT_WARPS * KEY_GROUP) {
-        float sc[KEY_GROUP];
-        size_t row[KEY_GROUP];
+        float sc[KEY_GROUP], vals[KEY_GROUP][MAX_HD_PER_LANE];
 #pragma unroll
         for (int g = 0; g < KEY_GROUP; g++) {
             int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: recompute key j0, masked below */
-            row[g] = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
-            const float *kr = kcache + row[g];
+            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
             float d = 0;
 #pragma unroll
-            for (int i = 0; i < MAX_HD_PER_LANE; i++)
-                if (i < per) d += qv[i] * kr[i];
+            for (int i = 0; i < MAX_HD_PER_LANE; i++) {
+                if (i < per) d += qv[i] * kcache[row + i];
+                vals[g][i] = i < per ? vcache[row + i] : 0.0f;
+            }
             sc[g] = d;
         }
-        float gmax = -INFINITY;
-#pragma unroll
-        for (int g = 0; g < KEY_GROUP; g++) {
-            float v = warp_sum(sc[g]) * scale;
-            if (softcap > 0) v = softcap * tanhf(v / softcap);
-            sc[g] = j0 + g < b ? v : -INFINITY;
-            gmax = fmaxf(gmax, sc[g]);
-        }
-        float m_new = fmaxf(m, gmax), corr = expf(m - m_new), esum = 0;
-#pragma unroll
-        for (int i = 0; i < MAX_HD_PER_LANE; i++) acc[i] *= corr;
-#pragma unroll
-        for (int g = 0; g < KEY_GROUP; g++) {
-            float e = expf(sc[g] - m_new); /* 0 for a masked key */
-            esum += e;
-            const float *vr = vcache + row[g];
-#pragma unroll
-            for (int i = 0; i < MAX_HD_PER_LANE; i++)
-                if (i < per) acc[i] += e * vr[i];
-        }
-        l = l * corr + esum;
-        m = m_new;
+        softmax_step(sc, vals, j0, b, scale, softcap, m, l, acc);
     }
-    if (lane == 0) sm_ml[warp][0] = m, sm_ml[warp][1] = l;
-#pragma unroll
-    for (int i = 0; i < MAX_HD_PER_LANE; i++)
-        if (i < per) sm_acc[warp][lane * per + i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm_ml[w][0]);
+    float M, L, wgt[ATT_WARPS];
+    merge_warps(m, l, acc, per, sm_ml, sm_acc, M, L, wgt);
     float *out = part + ((size_t)th * n_split + split) * (hd + 2);
-    float wgt[ATT_WARPS], L = 0;
-    for (int w = 0; w < ATT_WARPS; w++) {
-        wgt[w] = M == -INFINITY ? 0.0f : expf(sm_ml[w][0] - M);
-        L += sm_ml[w][1] * wgt[w];
-    }
     if (threadIdx.x == 0) out[0] = M, out[1] = L;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0;
@@ -762,38 +778,10 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
             for (int i = 0; i < PER; i++) d += qv[i] * kk[g][i];
             sc[g] = d;
         }
-        float gmax = -INFINITY;
-#pragma unroll
-        for (int g = 0; g < KG; g++) {
-            float v = warp_sum(sc[g]) * scale;
-            if (softcap > 0) v = softcap * tanhf(v / softcap);
-            sc[g] = j0 + g < b ? v : -INFINITY;
-            gmax = fmaxf(gmax, sc[g]);
-        }
-        float m_new = fmaxf(m, gmax), corr = expf(m - m_new), esum = 0;
-#pragma unroll
-        for (int i = 0; i < PER; i++) acc[i] *= corr;
-#pragma unroll
-        for (int g = 0; g < KG; g++) {
-            float e = expf(sc[g] - m_new);
-            esum += e;
-#pragma unroll
-            for (int i = 0; i < PER; i++) acc[i] += e * vv[g][i];
-        }
-        l = l * corr + esum;
-        m = m_new;
+        softmax_step(sc, vv, j0, b, scale, softcap, m, l, acc);
     }
-    if (lane == 0) sm_ml[warp][0] = m, sm_ml[warp][1] = l;
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-        if (i < per) sm_acc[warp][lane * per + i] = acc[i];
-    __syncthreads();
-    float M = -INFINITY, wgt[ATT_WARPS], L = 0;
-    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm_ml[w][0]);
-    for (int w = 0; w < ATT_WARPS; w++) {
-        wgt[w] = M == -INFINITY ? 0.0f : expf(sm_ml[w][0] - M);
-        L += sm_ml[w][1] * wgt[w];
-    }
+    float M, L, wgt[ATT_WARPS];
+    merge_warps(m, l, acc, per, sm_ml, sm_acc, M, L, wgt);
     /* partial of split i of head h: acc at part[(h S + i) hd], (m, l) at part[H S hd + 2 (h S + i)] */
     float *pacc = part + (size_t)h * S * hd, *pml = part + (size_t)H * S * hd + (size_t)h * S * 2;
     if (threadIdx.x == 0) pml[2 * split] = M, pml[2 * split + 1] = L;

@@ -150,6 +150,20 @@ static void test_generate_span(void **state) {
     assert_int_equal(a.n_citations, 1);
     assert_string_equal(a.citations[0].quote, a.answer);
     assert_true(a.tokens_generated > 0);
+    assert_true(a.confidence > 0 && a.confidence <= 1);
+    cq_answer_free(&a);
+
+    /* Asking for more confidence than the model has: the extractive answer, with a notice saying why. */
+    h = two_articles();
+    ao.min_confidence = 0.999999;
+    assert_int_equal(cq_answer_from_hits("休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &ao, &a, &err),
+                     CQ_OK);
+    assert_false(a.generated);
+    assert_false(a.abstained);
+    assert_non_null(a.notice);
+    assert_non_null(strstr(a.notice, "把握不足"));
+    assert_int_equal(a.n_citations, 1);
+    assert_non_null(strstr(article44, a.citations[0].quote));
     cq_answer_free(&a);
 }
 

@@ -107,8 +107,13 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
     cq_strbuf text = {0};
     size_t emitted = 0, n_hist = n_ids;
     char piece[256];
+    /* Greedy without a penalty needs only the argmax: cq_decoder_eval_greedy takes it where the logits are (on the
+     * GPU it copies 8 bytes a step instead of the whole vocabulary's logits). */
+    const bool greedy = p.sampler.temperature <= 0 && (p.sampler.repetition_penalty == 0 ||
+                                                         p.sampler.repetition_penalty == 1);
+    int32_t pending = -1;
     for (int32_t i = 0; !rc && i < p.max_tokens; i++) {
-        int32_t next = cq_sampler_pick(&sampler, logits, hist, n_hist);
+        int32_t next = greedy && pending >= 0 ? pending : cq_sampler_pick(&sampler, logits, hist, n_hist);
         if (p.stop_at_eos && (next == eos || next == eot)) {
             st.stopped_by_eos = true;
             break;
@@ -148,7 +153,7 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
             emitted = safe;
         }
         if (i + 1 == p.max_tokens || cq_decoder_seq_pos(s) >= cq_decoder_seq_limit(s)) break;
-        rc = cq_decoder_eval(s, &next, 1, logits, false, err);
+        rc = greedy ? cq_decoder_eval_greedy(s, next, &pending, err) : cq_decoder_eval(s, &next, 1, logits, false, err);
     }
     st.decode_s = now_s() - t0;
     if (!rc && cb && !st.stopped_by_callback && text.len > emitted) cb(user, text.data + emitted, text.len - emitted);

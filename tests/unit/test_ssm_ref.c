@@ -11,6 +11,7 @@
 
 #include "core/fileio.h"
 #include "ssm/ssm_internal.h"
+#include "test_json_util.h"
 #include "test_ssm_util.h"
 
 #define TOL 1e-4
@@ -19,14 +20,7 @@ static cJSON *load_json(const char *rel) {
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/ssm/%s", src ? src : ".", rel);
-    char *text = NULL;
-    size_t len = 0;
-    cq_err err = {0};
-    if (cq_file_read(path, 0, &text, &len, &err)) fail_msg("%s", err.msg);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    assert_non_null(j);
-    return j;
+    return test_read_json(path);
 }
 
 static size_t json_len(const cJSON *a) { return (size_t)cJSON_GetArraySize(a); }

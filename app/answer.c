@@ -191,7 +191,7 @@ static void generate(const char *question, const cq_answer_options *o, cq_answer
     const char *why = NULL;
     /* The small model declines answerable questions too readily: it may decline only when the best clause holds
      * less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are. */
-    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE};
+    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE, .min_confidence = o->min_confidence};
     if (cq_gen_answer_run(o->decoder, question, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";

@@ -15,6 +15,7 @@
 #define DEFAULT_CANDIDATES 64
 #define MAX_CANDIDATES 256
 #define MAX_PIECE 64
+#define STREAM_AFTER_TOKENS 4
 
 static const char REFUSAL_ZH[] = "无法回答";
 static const char REFUSAL_EN[] = "Cannot be answered";
@@ -218,6 +219,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
 
     size_t which = (size_t)-1, streamed = 0;
     double logprob_sum = 0;
+    bool stop_by_client = false;
     int32_t cand[MAX_CANDIDATES];
     bool stop = false;
     for (int step = 0; !rc && !stop && step < o.max_new_tokens; step++) {
@@ -259,10 +261,15 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         (void)plen;
         logprob_sum += log_softmax_at(logits, n_vocab, pick);
         out->new_tokens++;
-        if (on_text && which != (size_t)-1) { /* stream whole characters of a real answer, never the refusal */
+        /* Stream whole characters of a real answer (never the refusal), once a few tokens show the model is sure
+         * enough that the answer will be used: an answer that falls back (min_confidence) is rarely begun on the
+         * wire. The rest goes at the end (below). */
+        bool sure = out->new_tokens >= STREAM_AFTER_TOKENS &&
+                    exp(logprob_sum / out->new_tokens) >= o.min_confidence;
+        if (on_text && which != (size_t)-1 && sure) {
             size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
             if (ready) {
-                if (!on_text(user, ans.data + streamed, ready)) stop = true;
+                if (!on_text(user, ans.data + streamed, ready)) stop = stop_by_client = true;
                 streamed += ready;
             }
         }
@@ -275,6 +282,8 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         if (which == (size_t)-1) {
             out->refused = !strcmp(ans.data, refusal);
         } else {
+            ans.len = whole_chars(ans.data, ans.len); /* a byte token may have left half a character */
+            ans.data[ans.len] = 0;
             /* A dangling comma or space at the end says nothing. */
             while (ans.len && (ans.data[ans.len - 1] == ' ' || ans.data[ans.len - 1] == ','))
                 ans.data[--ans.len] = 0;
@@ -297,6 +306,8 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
                     break;
                 }
             if (ans.len) {
+                if (on_text && !stop_by_client && streamed < ans.len && exp(out->mean_logprob) >= o.min_confidence)
+                    on_text(user, ans.data + streamed, ans.len - streamed);
                 out->text = cq_strbuf_take(&ans);
                 out->clause = which;
             }

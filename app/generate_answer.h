@@ -36,6 +36,7 @@ typedef struct {
     int max_new_tokens;       /* default 96 */
     int candidates;           /* top logits examined per step for an admissible token (default 64) */
     bool allow_refusal;       /* the refusal phrase is admissible (else only spans of the clauses are) */
+    double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
 } cq_gen_answer_options;
 
 /* The prompt for question over the first hits (at most max_context_chars of clause text); *shown receives how many

@@ -235,18 +235,25 @@ cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const c
     const char *mode = a->answers ? a->answers : "auto";
     if (!strcmp(mode, "extractive")) return NULL;
     char path[4096];
+    snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
+    if (!strcmp(mode, "auto") && !a->model && access(path, R_OK)) return NULL; /* not installed: extractive */
+    cq_decoder *d = cq_cli_open_decoder(cmd, data_dir, a);
+    *failed = d == NULL;
+    return d;
+}
+
+cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a) {
+    char path[4096];
     const char *model = a->model;
     if (!model) {
         snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
         model = path;
     }
-    if (!strcmp(mode, "auto") && !a->model && access(model, R_OK)) return NULL; /* not installed: extractive */
     cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads};
     cq_err err = {0};
     cq_decoder *d = NULL;
     if ((a->device && cq_device_parse(a->device, &opt.device, &err)) || cq_decoder_open(model, &opt, &d, &err)) {
         fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
-        *failed = 1;
         return NULL;
     }
     return d;

@@ -40,10 +40,12 @@ typedef struct {
     long threads;
 } cq_answer_cli;
 
-/* The getopt_long entries for them (val 1000..1003), to append to a command's table. */
-#define CQ_CLI_ANSWER_OPTIONS                                                                                         \
-    {"answers", required_argument, 0, 1000}, {"model", required_argument, 0, 1001},                                 \
-        {"device", required_argument, 0, 1002}, {"threads", required_argument, 0, 1003}
+/* The getopt_long entries for them (val 1000..1003), to append to a command's table; the decoder's own (--model
+ * --device --threads) serve `generate` and `perplexity` too. */
+#define CQ_CLI_DECODER_OPTIONS                                                                                        \
+    {"model", required_argument, 0, 1001}, {"device", required_argument, 0, 1002},                                  \
+        {"threads", required_argument, 0, 1003}
+#define CQ_CLI_ANSWER_OPTIONS {"answers", required_argument, 0, 1000}, CQ_CLI_DECODER_OPTIONS
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
@@ -54,6 +56,9 @@ int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a);
 /* The decoder the options ask for: NULL for extractive answers (and for auto without weights). *failed is set when
  * the decoder was required or its weights exist but cannot be used (message printed). */
 cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed);
+/* Opens the decoder --model (default DATA/models/...gguf) names on --device with --threads; NULL with the reason
+ * printed as "clauseqa CMD: ...". */
+cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a);
 
 /* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
  * question. */

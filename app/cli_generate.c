@@ -59,8 +59,7 @@ static void json_string(FILE *f, const char *s) {
 }
 
 int cq_cmd_generate(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"data", required_argument, 0, 'd'},
+    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
                                          {"max-tokens", required_argument, 0, 'n'},
                                          {"temperature", required_argument, 0, 't'},
                                          {"top-k", required_argument, 0, 'k'},
@@ -68,22 +67,23 @@ int cq_cmd_generate(int argc, char **argv) {
                                          {"repetition-penalty", required_argument, 0, 'r'},
                                          {"seed", required_argument, 0, 's'},
                                          {"stop", required_argument, 0, 'x'},
-                                         {"device", required_argument, 0, 'v'},
-                                         {"threads", required_argument, 0, 'j'},
                                          {"json", no_argument, 0, 'J'},
                                          {"help", no_argument, 0, 'h'},
+                                         CQ_CLI_DECODER_OPTIONS,
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *data = NULL, *stops[MAX_STOPS + 1] = {0};
+    const char *data = NULL, *stops[MAX_STOPS + 1] = {0};
+    cq_answer_cli dec_cli = {0};
     int n_stops = 0, json = 0, c;
     cq_generate_params gp = cq_generate_defaults();
     gp.max_tokens = 128;
-    cq_decoder_options opt = {CQ_DEVICE_AUTO, 0};
     cq_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int a = cq_cli_answer_opt(c, optarg, &dec_cli);
+        if (a < 0) return 2;
+        if (a) continue;
         char *end;
         switch (c) {
-        case 'm': model = optarg; break;
         case 'd': data = optarg; break;
         case 'n':
             gp.max_tokens = (int32_t)strtol(optarg, &end, 10);
@@ -110,18 +110,6 @@ int cq_cmd_generate(int argc, char **argv) {
             }
             stops[n_stops++] = optarg;
             break;
-        case 'v':
-            if (cq_device_parse(optarg, &opt.device, &err)) {
-                fprintf(stderr, "clauseqa generate: %s\n", err.msg);
-                return 2;
-            }
-            break;
-        case 'j': {
-            long n = cq_cli_positive("--threads", optarg);
-            if (n < 0) return 2;
-            opt.n_threads = (int)n;
-            break;
-        }
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -133,16 +121,8 @@ int cq_cmd_generate(int argc, char **argv) {
         return 2;
     }
     if (n_stops) gp.stop = stops;
-    char path[4096];
-    if (!model) {
-        snprintf(path, sizeof path, "%s/%s", cq_cli_data_dir(data), CQ_DECODER_DEFAULT_MODEL);
-        model = path;
-    }
-    cq_decoder *d;
-    if (cq_decoder_open(model, &opt, &d, &err)) {
-        fprintf(stderr, "clauseqa generate: %s\n", err.msg);
-        return 1;
-    }
+    cq_decoder *d = cq_cli_open_decoder("generate", cq_cli_data_dir(data), &dec_cli);
+    if (!d) return 1;
     cq_decoder_seq *s;
     if (cq_decoder_seq_new(d, 0, &s, &err)) {
         fprintf(stderr, "clauseqa generate: %s\n", err.msg);

@@ -23,20 +23,21 @@ static void usage(FILE *f) {
 }
 
 int cq_cmd_perplexity(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},
-                                         {"context", required_argument, 0, 'c'}, {"device", required_argument, 0, 'v'},
-                                         {"threads", required_argument, 0, 'j'}, {"json", no_argument, 0, 'J'},
-                                         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    const char *model = NULL, *data = NULL;
+    static const struct option opts[] = {{"data", required_argument, 0, 'd'}, {"context", required_argument, 0, 'c'},
+                                         {"json", no_argument, 0, 'J'},       {"help", no_argument, 0, 'h'},
+                                         CQ_CLI_DECODER_OPTIONS,              {0, 0, 0, 0}};
+    const char *data = NULL;
+    cq_answer_cli dec_cli = {0};
     long context = 512;
     int json = 0, c;
-    cq_decoder_options opt = {CQ_DEVICE_AUTO, 0};
     cq_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int a = cq_cli_answer_opt(c, optarg, &dec_cli);
+        if (a < 0) return 2;
+        if (a) continue;
         char *end;
         switch (c) {
-        case 'm': model = optarg; break;
         case 'd': data = optarg; break;
         case 'c':
             context = strtol(optarg, &end, 10);
@@ -45,18 +46,6 @@ int cq_cmd_perplexity(int argc, char **argv) {
                 return 2;
             }
             break;
-        case 'v':
-            if (cq_device_parse(optarg, &opt.device, &err)) {
-                fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
-                return 2;
-            }
-            break;
-        case 'j': {
-            long n = cq_cli_positive("--threads", optarg);
-            if (n < 0) return 2;
-            opt.n_threads = (int)n;
-            break;
-        }
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -73,14 +62,8 @@ int cq_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
         return 1;
     }
-    char path[4096];
-    if (!model) {
-        snprintf(path, sizeof path, "%s/%s", cq_cli_data_dir(data), CQ_DECODER_DEFAULT_MODEL);
-        model = path;
-    }
-    cq_decoder *d;
-    if (cq_decoder_open(model, &opt, &d, &err)) {
-        fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
+    cq_decoder *d = cq_cli_open_decoder("perplexity", cq_cli_data_dir(data), &dec_cli);
+    if (!d) {
         free(text);
         return 1;
     }

@@ -1,12 +1,12 @@
 #include "app/page_render.h"
 
-#include <errno.h>
 #include <mupdf/fitz.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "core/fileio.h"
 
 /* MuPDF contexts are not shared between threads here; the lock keeps rendering to one page at a time, which bounds
  * its memory (a 2400-pixel page is ~20 MB of pixmap) as well. */
@@ -36,35 +36,6 @@ static void blend_rect(unsigned char *samples, int stride, int n, int w, int h, 
                 p[c] = (unsigned char)(v + 0.5f);
             }
     }
-}
-
-static cq_status write_atomic(const char *path, const unsigned char *data, size_t len, cq_err *err) {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return CQ_ERR_IO;
-    }
-    FILE *f = fdopen(fd, "wb");
-    int bad = !f;
-    if (f) {
-        bad |= fwrite(data, 1, len, f) != len;
-        bad |= fclose(f) != 0;
-    } else {
-        close(fd);
-    }
-    if (bad || rename(tmp, path) != 0) {
-        cq_err_set(err, CQ_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return CQ_ERR_IO;
-    }
-    free(tmp);
-    return CQ_OK;
 }
 
 cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const cq_store_box *boxes, size_t n_boxes,
@@ -133,7 +104,7 @@ cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const
     if (!rc && png) {
         unsigned char *data;
         size_t len = fz_buffer_storage(ctx, png, &data);
-        rc = write_atomic(png_path, data, len, err);
+        rc = cq_file_write_atomic(png_path, data, len, err);
     }
     fz_drop_buffer(ctx, png);
     fz_drop_context(ctx);

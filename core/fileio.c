@@ -44,10 +44,15 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (!tmp) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    snprintf(tmp, n, "%s.tmp.XXXXXX", path); /* a name of its own: threads may write the same path at once */
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         free(tmp);
         return CQ_ERR_IO;
     }

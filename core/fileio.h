@@ -10,7 +10,8 @@
  * max_bytes (0 = no limit) with CQ_ERR_INVALID. */
 cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err);
 
-/* Writes data to path atomically (temporary file + rename). */
+/* Writes data to path atomically (a temporary file of its own, flushed to disk, then renamed): safe when several
+ * threads write the same path; readers see the old file or the new one, never a part. */
 cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err);
 
 /* Copies src to dst atomically. */

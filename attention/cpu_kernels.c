@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attention/quant.h"
+#include "core/exp_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,30 +41,12 @@ AVX2 static void axpy_avx2(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* exp(x) for |x| <= 88: 2^n * p(r) with r = x - n ln2 (two-part ln2), p of degree 6 (Cephes); ~1 ulp. */
-AVX2 static inline __m256 exp_avx2(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 AVX2 static double sum_exp_avx2(const float *x, int n, float shift) {
     __m256 acc = _mm256_setzero_ps(), sh = _mm256_set1_ps(shift);
     double total = 0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        acc = _mm256_add_ps(acc, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
+        acc = _mm256_add_ps(acc, cq_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
         if ((i & 1023) == 1016) { /* flush to double every 1024 elements: float partial sums stay exact enough */
             float t[8];
             _mm256_storeu_ps(t, acc);
@@ -86,7 +69,7 @@ AVX2 static void geglu_avx2(float *y, const float *u, int n) {
     for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_loadu_ps(y + i);
         __m256 z = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
-        __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp_avx2(_mm256_mul_ps(two, z)), one)));
+        __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(cq_exp256(_mm256_mul_ps(two, z)), one)));
         __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
         _mm256_storeu_ps(y + i, _mm256_mul_ps(g, _mm256_loadu_ps(u + i)));
     }

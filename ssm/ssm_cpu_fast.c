@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ssm/ssm_pool.h"
+#include "core/exp_avx2.h"
 #include "ssm/ssm_internal.h"
+#include "ssm/ssm_pool.h"
 
 #define MR 6   /* rows of a micro-tile */
 #define NR 16  /* columns of a panel */
@@ -21,26 +22,6 @@
 #define COL_PANELS 4
 
 /* ---- vector math ---- */
-
-static inline __m256 exp256(__m256 x) {
-    /* exp(x) = 2^n * e^r, n = round(x / ln2), |r| <= ln2/2; degree-6 Taylor/minimax for e^r */
-    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
 
 /* natural log for x > 0 (finite, normal) */
 static inline __m256 log256(__m256 x) {
@@ -66,7 +47,7 @@ static inline __m256 log256(__m256 x) {
 /* softplus(x) = x for x > 20, else log1p(exp(x)); log1p(u) = log(w) * u / (w - 1) with w = 1 + u keeps small u
  * accurate (w == 1 gives u). */
 static inline __m256 softplus256(__m256 x) {
-    __m256 u = exp256(x), w = _mm256_add_ps(u, _mm256_set1_ps(1.0f)), wm1 = _mm256_sub_ps(w, _mm256_set1_ps(1.0f));
+    __m256 u = cq_exp256(x), w = _mm256_add_ps(u, _mm256_set1_ps(1.0f)), wm1 = _mm256_sub_ps(w, _mm256_set1_ps(1.0f));
     __m256 is_one = _mm256_cmp_ps(wm1, _mm256_setzero_ps(), _CMP_EQ_OQ);
     __m256 safe = _mm256_blendv_ps(wm1, _mm256_set1_ps(1.0f), is_one);
     __m256 l = _mm256_blendv_ps(_mm256_mul_ps(log256(w), _mm256_div_ps(u, safe)), u, is_one);
@@ -74,7 +55,7 @@ static inline __m256 softplus256(__m256 x) {
 }
 
 static inline __m256 silu256(__m256 x) {
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), cq_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
 /* ---- packed matrix product ---- */
@@ -444,7 +425,7 @@ static void scan_task(void *ctx, int task) {
             __m256 dtx = _mm256_mul_ps(dt, x), y = _mm256_mul_ps(D, x);
             const float *B = j->xdbl + t * ldx + R, *C = B + N;
             for (int n = 0; n < N; n++) {
-                __m256 dA = exp256(_mm256_mul_ps(dt, _mm256_load_ps(At + n * 8)));
+                __m256 dA = cq_exp256(_mm256_mul_ps(dt, _mm256_load_ps(At + n * 8)));
                 h[n] = _mm256_fmadd_ps(dA, h[n], _mm256_mul_ps(dtx, _mm256_broadcast_ss(B + n)));
                 y = _mm256_fmadd_ps(h[n], _mm256_broadcast_ss(C + n), y);
             }

@@ -226,7 +226,6 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         int nc = top_n(logits, n_vocab, o.candidates, cand);
         int32_t pick = -1;
         char piece[MAX_PIECE];
-        size_t plen = 0;
         for (int c = 0; c < nc && pick < 0; c++) {
             int32_t id = cand[c];
             if (id == eos || id == eot) {
@@ -250,7 +249,6 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             size_t w;
             if (admissible(flat, hits->n, o.allow_refusal ? refusal : NULL, ans.data, ans.len, &w)) {
                 pick = id;
-                plen = n;
                 which = w;
             } else {
                 ans.len = old;
@@ -258,7 +256,6 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             }
         }
         if (stop || pick < 0) break;
-        (void)plen;
         logprob_sum += log_softmax_at(logits, n_vocab, pick);
         out->new_tokens++;
         /* Stream whole characters of a real answer (never the refusal), once a few tokens show the model is sure

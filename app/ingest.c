@@ -251,9 +251,8 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format, sha, (int64_t)len, &doc_id, err);
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
-    bool encoded = false;
     if (!rc) rc = encode_clauses(s, kb_id, doc_id, &st, clause_ids, err);
-    encoded = !rc;
+    const bool encoded = !rc; /* the vectors are in FAISS from here on */
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);

@@ -17,22 +17,6 @@ static inline int have_avx2(void) {
     return g_avx2;
 }
 
-AVX2 static float dot_avx2(const float *a, const float *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
-    s0 = _mm256_add_ps(s0, s1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float s = _mm_cvtss_f32(h);
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 AVX2 static void axpy_avx2(float *y, float a, const float *x, int n) {
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
@@ -40,6 +24,105 @@ AVX2 static void axpy_avx2(float *y, float a, const float *x, int n) {
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
+
+/* The sum of two accumulators of a dot product: the one order that dot_avx2 and dot_heads_avx2 share. */
+AVX2 static inline float hsum_pair(__m256 s0, __m256 s1) {
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+AVX2 static float dot_avx2(const float *a, const float *b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    float s = hsum_pair(s0, s1);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Two heads against two keys per pass (8 accumulators): each key row is loaded once for both heads, and every
+ * (head, key) sum takes dot_avx2's exact sequence of operations. hd a multiple of 16. */
+AVX2 static void dot_heads_avx2(const float *q, int n_heads, const float *k, size_t stride, int n, int hd,
+                                float *scores, size_t lds) {
+    int h = 0;
+    for (; h + 2 <= n_heads; h += 2) {
+        const float *qa = q + (size_t)h * hd, *qb = qa + hd;
+        float *sa = scores + (size_t)h * lds, *sb = sa + lds;
+        int i = 0;
+        for (; i + 2 <= n; i += 2) {
+            const float *k0 = k + (size_t)i * stride, *k1 = k0 + stride;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, b00 = a00, b01 = a00, b10 = a00,
+                   b11 = a00;
+            for (int d = 0; d < hd; d += 16) {
+                __m256 x0 = _mm256_loadu_ps(k0 + d), x1 = _mm256_loadu_ps(k0 + d + 8);
+                __m256 y0 = _mm256_loadu_ps(k1 + d), y1 = _mm256_loadu_ps(k1 + d + 8);
+                __m256 qa0 = _mm256_loadu_ps(qa + d), qa1 = _mm256_loadu_ps(qa + d + 8);
+                a00 = _mm256_fmadd_ps(qa0, x0, a00), a01 = _mm256_fmadd_ps(qa1, x1, a01);
+                a10 = _mm256_fmadd_ps(qa0, y0, a10), a11 = _mm256_fmadd_ps(qa1, y1, a11);
+                __m256 qb0 = _mm256_loadu_ps(qb + d), qb1 = _mm256_loadu_ps(qb + d + 8);
+                b00 = _mm256_fmadd_ps(qb0, x0, b00), b01 = _mm256_fmadd_ps(qb1, x1, b01);
+                b10 = _mm256_fmadd_ps(qb0, y0, b10), b11 = _mm256_fmadd_ps(qb1, y1, b11);
+            }
+            sa[i] = hsum_pair(a00, a01), sa[i + 1] = hsum_pair(a10, a11);
+            sb[i] = hsum_pair(b00, b01), sb[i + 1] = hsum_pair(b10, b11);
+        }
+        for (; i < n; i++) {
+            sa[i] = dot_avx2(qa, k + (size_t)i * stride, hd);
+            sb[i] = dot_avx2(qb, k + (size_t)i * stride, hd);
+        }
+    }
+    for (; h < n_heads; h++)
+        for (int i = 0; i < n; i++) scores[(size_t)h * lds + i] = dot_avx2(q + (size_t)h * hd, k + (size_t)i * stride, hd);
+}
+
+/* out_h += sum_i p_h[i] v_i with the partial sums of 32 elements of two heads held in registers across all keys
+ * (8 accumulators): each V row is loaded once for both heads, and every element takes axpy_avx2's fmas in key
+ * order. hd a multiple of 8. */
+AVX2 static void axpy_heads_avx2(float *out, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
+                                 int n, int hd) {
+    int h = 0;
+    for (; h + 2 <= n_heads; h += 2) {
+        float *oa = out + (size_t)h * hd, *ob = oa + hd;
+        const float *pa = p + (size_t)h * ldp, *pb = pa + ldp;
+        int d = 0;
+        for (; d + 32 <= hd; d += 32) {
+            __m256 a0 = _mm256_loadu_ps(oa + d), a1 = _mm256_loadu_ps(oa + d + 8), a2 = _mm256_loadu_ps(oa + d + 16),
+                   a3 = _mm256_loadu_ps(oa + d + 24), b0 = _mm256_loadu_ps(ob + d), b1 = _mm256_loadu_ps(ob + d + 8),
+                   b2 = _mm256_loadu_ps(ob + d + 16), b3 = _mm256_loadu_ps(ob + d + 24);
+            const float *vi = v + d;
+            for (int i = 0; i < n; i++, vi += stride) {
+                __m256 x0 = _mm256_loadu_ps(vi), x1 = _mm256_loadu_ps(vi + 8), x2 = _mm256_loadu_ps(vi + 16),
+                       x3 = _mm256_loadu_ps(vi + 24);
+                __m256 ca = _mm256_broadcast_ss(pa + i), cb = _mm256_broadcast_ss(pb + i);
+                a0 = _mm256_fmadd_ps(ca, x0, a0), a1 = _mm256_fmadd_ps(ca, x1, a1);
+                a2 = _mm256_fmadd_ps(ca, x2, a2), a3 = _mm256_fmadd_ps(ca, x3, a3);
+                b0 = _mm256_fmadd_ps(cb, x0, b0), b1 = _mm256_fmadd_ps(cb, x1, b1);
+                b2 = _mm256_fmadd_ps(cb, x2, b2), b3 = _mm256_fmadd_ps(cb, x3, b3);
+            }
+            _mm256_storeu_ps(oa + d, a0), _mm256_storeu_ps(oa + d + 8, a1), _mm256_storeu_ps(oa + d + 16, a2);
+            _mm256_storeu_ps(oa + d + 24, a3), _mm256_storeu_ps(ob + d, b0), _mm256_storeu_ps(ob + d + 8, b1);
+            _mm256_storeu_ps(ob + d + 16, b2), _mm256_storeu_ps(ob + d + 24, b3);
+        }
+        for (; d < hd; d += 8) {
+            __m256 a0 = _mm256_loadu_ps(oa + d), b0 = _mm256_loadu_ps(ob + d);
+            for (int i = 0; i < n; i++) {
+                __m256 x0 = _mm256_loadu_ps(v + (size_t)i * stride + d);
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pa + i), x0, a0);
+                b0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pb + i), x0, b0);
+            }
+            _mm256_storeu_ps(oa + d, a0), _mm256_storeu_ps(ob + d, b0);
+        }
+    }
+    for (; h < n_heads; h++)
+        for (int i = 0; i < n; i++) axpy_avx2(out + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
+}
+
 
 AVX2 static double sum_exp_avx2(const float *x, int n, float shift) {
     __m256 acc = _mm256_setzero_ps(), sh = _mm256_set1_ps(shift);
@@ -161,6 +244,29 @@ void cq_k_axpy(float *y, float a, const float *x, int n) {
     }
 #endif
     for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, int n, int hd, float *scores,
+                    size_t lds) {
+#ifdef CQ_X86
+    if (have_avx2() && hd % 16 == 0) {
+        dot_heads_avx2(q, n_heads, k, stride, n, hd, scores, lds);
+        return;
+    }
+#endif
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < n; i++) scores[(size_t)h * lds + i] = cq_k_dot(q + (size_t)h * hd, k + (size_t)i * stride, hd);
+}
+
+void cq_k_axpy_heads(float *out, int n_heads, const float *p, size_t ldp, const float *v, size_t stride, int n, int hd) {
+#ifdef CQ_X86
+    if (have_avx2() && hd % 8 == 0) {
+        axpy_heads_avx2(out, n_heads, p, ldp, v, stride, n, hd);
+        return;
+    }
+#endif
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < n; i++) cq_k_axpy(out + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
 }
 
 float cq_k_gelu_tanh(float x) {

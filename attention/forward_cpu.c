@@ -48,7 +48,7 @@ struct cq_cpu_seq {
     float *o;     /* (T, n_embd) block output */
     float *ff;    /* (T, n_ff) gelu(gate) * up */
     float *rope;  /* (2 kinds, T, head_dim/2, cos|sin) */
-    float *scores; /* (n_threads, max_tokens) */
+    float *scores; /* (n_threads, n_head, max_tokens) */
 };
 
 /* ---- ops ----------------------------------------------------------------------------------------------------- */
@@ -92,30 +92,34 @@ void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scal
 
 float cq_op_gelu_tanh(float x) { return cq_k_gelu_tanh(x); }
 
-/* Softmax attention of one query over keys given by up to two contiguous runs of cache slots (a wrapped ring). */
-static void attend_runs(const float *q, const float *k, const float *v, size_t stride, int hd, int32_t first,
-                        int32_t n1, int32_t n, float scale, float softcap, float *scores, float *out) {
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t slot = i < n1 ? first + i : i - n1;
-        float s = cq_k_dot(q, k + (size_t)slot * stride, hd) * scale;
-        if (softcap > 0) s = softcap * tanhf(s / softcap);
-        scores[i] = s;
-        if (s > mx) mx = s;
+/* Softmax attention of n_heads queries (q + h*hd, one KV head) over keys given by up to two contiguous runs of cache
+ * slots (a wrapped ring): [first, first + n1) and [0, n - n1). Each K and V row is read once for all the heads;
+ * every head's arithmetic is the same as alone. scores: (n_heads, n). out: (n_heads, hd). */
+static void attend_runs(const float *q, int n_heads, const float *k, const float *v, size_t stride, int hd,
+                        int32_t first, int32_t n1, int32_t n, float scale, float softcap, float *scores, float *out) {
+    cq_k_dot_heads(q, n_heads, k + (size_t)first * stride, stride, n1, hd, scores, (size_t)n);
+    if (n > n1) cq_k_dot_heads(q, n_heads, k, stride, n - n1, hd, scores + n1, (size_t)n);
+    for (int h = 0; h < n_heads; h++) { /* scores become the softmax weights */
+        float *sc = scores + (size_t)h * n, mx = -INFINITY;
+        for (int32_t i = 0; i < n; i++) {
+            float s = sc[i] * scale;
+            if (softcap > 0) s = softcap * tanhf(s / softcap);
+            sc[i] = s;
+            if (s > mx) mx = s;
+        }
+        double sum = 0;
+        for (int32_t i = 0; i < n; i++) sum += (sc[i] = expf(sc[i] - mx));
+        float inv = (float)(1.0 / sum);
+        for (int32_t i = 0; i < n; i++) sc[i] *= inv;
     }
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (scores[i] = expf(scores[i] - mx));
-    float inv = (float)(1.0 / sum);
-    memset(out, 0, (size_t)hd * sizeof *out);
-    for (int32_t i = 0; i < n; i++) {
-        int32_t slot = i < n1 ? first + i : i - n1;
-        cq_k_axpy(out, scores[i] * inv, v + (size_t)slot * stride, hd);
-    }
+    memset(out, 0, (size_t)n_heads * hd * sizeof *out);
+    cq_k_axpy_heads(out, n_heads, scores, (size_t)n, v + (size_t)first * stride, stride, n1, hd);
+    if (n > n1) cq_k_axpy_heads(out, n_heads, scores + n1, (size_t)n, v, stride, n - n1, hd);
 }
 
 void cq_op_attention(const float *q, const float *k, const float *v, int n_keys, size_t kv_stride, int head_dim,
                      float scale, float softcap, float *scores, float *out) {
-    attend_runs(q, k, v, kv_stride, head_dim, 0, n_keys, n_keys, scale, softcap, scores, out);
+    attend_runs(q, 1, k, v, kv_stride, head_dim, 0, n_keys, n_keys, scale, softcap, scores, out);
 }
 
 void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens, float *y, size_t ldy) {
@@ -357,7 +361,7 @@ cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out,
     s->kn = malloc(T * kvd * f), s->vn = malloc(T * kvd * f);
     s->ff = malloc(T * ff * f);
     s->rope = malloc(2 * T * (size_t)m->head_dim * f);
-    s->scores = malloc((size_t)cm->n_threads * (size_t)max_tokens * f);
+    s->scores = malloc((size_t)cm->n_threads * (size_t)m->n_head * (size_t)max_tokens * f);
     bool ok = s->k && s->v && s->slots && s->x && s->xn && s->o && s->q && s->att && s->kn && s->vn && s->ff &&
               s->rope && s->scores;
     const int32_t ring = m->window + CQ_CPU_BATCH < max_tokens ? m->window + CQ_CPU_BATCH : max_tokens;
@@ -421,21 +425,23 @@ typedef struct {
     const cq_gemma_layer *L;
     cq_cpu_seq *s;
     int32_t layer, pos0;
+    int heads_per_task; /* consecutive heads of one KV head, see forward_chunk */
 } attn_job;
 
-/* One (token, head): keys are positions [lo, p], lo = p - window + 1 on local layers. In the ring buffer they are
- * one run of slots, or two where it wraps. */
+/* One token and heads_per_task heads of one KV head: keys are positions [lo, p], lo = p - window + 1 on local
+ * layers. In the ring buffer they are one run of slots, or two where it wraps. */
 static void attn_task(void *ctx, int task, int thread) {
     const attn_job *j = ctx;
     const cq_gemma *m = j->m;
-    const int t = task / m->n_head, h = task % m->n_head, kvh = h / (m->n_head / m->n_head_kv), hd = m->head_dim;
+    const int tasks_per_token = m->n_head / j->heads_per_task, t = task / tasks_per_token,
+              h = task % tasks_per_token * j->heads_per_task, kvh = h / (m->n_head / m->n_head_kv), hd = m->head_dim;
     const int32_t p = j->pos0 + t, lo = (!j->L->global && p - m->window + 1 > 0) ? p - m->window + 1 : 0;
     const size_t stride = (size_t)m->n_head_kv * hd;
     const int32_t slots = j->s->slots[j->layer], n = p - lo + 1, first = j->L->global ? lo : lo % slots;
     const int32_t n1 = first + n <= slots ? n : slots - first;
-    attend_runs(j->s->q + ((size_t)t * m->n_head + h) * hd, j->s->k[j->layer] + (size_t)kvh * hd,
+    attend_runs(j->s->q + ((size_t)t * m->n_head + h) * hd, j->heads_per_task, j->s->k[j->layer] + (size_t)kvh * hd,
                 j->s->v[j->layer] + (size_t)kvh * hd, stride, hd, first, n1, n, m->attn_scale, m->attn_softcap,
-                j->s->scores + (size_t)thread * j->s->max_tokens, j->s->att + ((size_t)t * m->n_head + h) * hd);
+                j->s->scores + (size_t)thread * m->n_head * j->s->max_tokens, j->s->att + ((size_t)t * m->n_head + h) * hd);
 }
 
 static void add_into(float *x, const float *y, size_t n) {
@@ -479,8 +485,12 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
             memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
         }
-        attn_job aj = {m, L, s, l, pos0};
-        cq_pool_run(cm->pool, T * m->n_head, attn_task, &aj);
+        /* All the heads of a KV head in one task (its K and V rows read once), unless that leaves a thread idle
+         * (a decode step: 2 tasks of 2 heads for 2 threads). */
+        int heads_per_task = m->n_head / m->n_head_kv;
+        while (heads_per_task % 2 == 0 && T * (m->n_head / heads_per_task) < cm->n_threads) heads_per_task /= 2;
+        attn_job aj = {m, L, s, l, pos0, heads_per_task};
+        cq_pool_run(cm->pool, T * (m->n_head / heads_per_task), attn_task, &aj);
         matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, quantized);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;

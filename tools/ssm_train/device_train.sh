@@ -1,0 +1,33 @@
+#!/bin/bash
+# Issue 6, on the H200 (one `run` call): teacher vectors for every clause / question / heading query, then one
+# training per distillation weight in $WEIGHTS side by side on the GPU, each continuing from the shipped weights for
+# $BUDGET seconds, validated on a sub-corpus (--validate sub) and exported; logs and weights under $OUT/d<W>/ and
+# kept in .device/run1/ for a following call (device_eval.sh).
+#   carry: .device/c1 (bundle.tar.xz = tar of .device/ssm_data and .device/teacher, xz)
+set -u
+cd "$(dirname "$0")/../.."
+WEIGHTS=${WEIGHTS:-"0 1 3"}
+BUDGET=${BUDGET:-240}
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+tar -C .device -xJf .device/c1/bundle.tar.xz || exit 1
+R=.device/run1; rm -rf $R; mkdir -p $R
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+python3 tools/ssm_train/train.py --data .device/ssm_data --teacher .device/teacher --teacher-save /tmp/teacher.pt \
+  --teacher-only > $R/teacher.log 2>&1
+cat $R/teacher.log | cut -c1-1500
+[ -f /tmp/teacher.pt ] || exit 1
+echo "teacher done at $(( $(date +%s) - T0 )) s"
+for w in $WEIGHTS; do
+  python3 tools/ssm_train/train.py --data .device/ssm_data --out $R/d$w --init data/models/ssm \
+    --teacher /tmp/teacher.pt --distill $w --lr 1.5e-3 --warmup 20 --budget $BUDGET --validate sub \
+    --commit "$COMMIT" --checkpoint-every 1e9 > $R/d$w.log 2>&1 &
+done
+wait
+echo "trainings done at $(( $(date +%s) - T0 )) s"
+for w in $WEIGHTS; do
+  mkdir -p $OUT/d$w && cp $R/d$w/ssm.json $R/d$w/ssm.safetensors $OUT/d$w/ 2>/dev/null
+  echo "== d$w"; grep -E "s/step|step [0-9]*0 |validation" $R/d$w.log | cut -c1-700
+done
+cat $R/teacher.log $R/d*.log > $OUT/logs.txt

@@ -452,6 +452,10 @@ static void attn_task(void *ctx, int task, int thread) {
  * (which a step's 250 MB of weights evict from the caches) instead of each reading all of it: the scores of every
  * head over a part of the keys, the softmax of a head, and a part of every head's output elements over all keys.
  * Each score and output element is computed by the same operations as in attend_runs: results are the same. */
+/* Keys from which a decode step's attention takes the three dispatches: below, the two extra waits for the threads
+ * cost more than reading a short cache twice. */
+#define DECODE_SPLIT_KEYS 256
+
 typedef struct {
     const cq_gemma *m;
     const float *q, *k, *v; /* k, v: the layer's cache */
@@ -554,8 +558,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
             memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
         }
-        if (T == 1 && cm->n_threads > 1 && hd % 8 == 0) {
-            const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
+        const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
+        if (T == 1 && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
             const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
             const int key_tasks = cm->n_threads, elem_tasks = cm->n_threads;
             decode_attn_job dj = {m, s->q, s->k[l], s->v[l], s->scores, s->att, first, n1, n,
@@ -564,9 +568,12 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             cq_pool_run(cm->pool, (int)((n + dj.keys_per_task - 1) / dj.keys_per_task), decode_scores_task, &dj);
             cq_pool_run(cm->pool, m->n_head, decode_softmax_task, &dj);
             cq_pool_run(cm->pool, (hd + dj.elems_per_task - 1) / dj.elems_per_task, decode_mix_task, &dj);
-        } else { /* every head of a KV head in one task (its K and V rows read once) */
-            attn_job aj = {m, L, s, l, pos0, m->n_head / m->n_head_kv};
-            cq_pool_run(cm->pool, T * m->n_head_kv, attn_task, &aj);
+        } else { /* every head of a KV head in one task (its K and V rows read once), unless that leaves a thread
+                  * idle (a decode step over few keys: 2 tasks of 2 heads for 2 threads) */
+            int heads_per_task = m->n_head / m->n_head_kv;
+            while (heads_per_task % 2 == 0 && T * (m->n_head / heads_per_task) < cm->n_threads) heads_per_task /= 2;
+            attn_job aj = {m, L, s, l, pos0, heads_per_task};
+            cq_pool_run(cm->pool, T * (m->n_head / heads_per_task), attn_task, &aj);
         }
         matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, quantized);
         for (int t = 0; t < T; t++) {

@@ -14,13 +14,13 @@ T0=$(date +%s)
 tar -C .device -xJf .device/c1/bundle.tar.xz || exit 1
 R=.device/run1; rm -rf $R; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
-python3 tools/ssm_train/train.py --data .device/ssm_data --teacher .device/teacher --teacher-save /tmp/teacher.pt \
+timeout 110 python3 tools/ssm_train/train.py --data .device/ssm_data --teacher .device/teacher --teacher-save /tmp/teacher.pt \
   --teacher-only > $R/teacher.log 2>&1
 cat $R/teacher.log | cut -c1-1500
 [ -f /tmp/teacher.pt ] || exit 1
 echo "teacher done at $(( $(date +%s) - T0 )) s"
 for w in $WEIGHTS; do
-  python3 tools/ssm_train/train.py --data .device/ssm_data --out $R/d$w --init data/models/ssm \
+  timeout $((BUDGET + 110)) python3 tools/ssm_train/train.py --data .device/ssm_data --out $R/d$w --init data/models/ssm \
     --teacher /tmp/teacher.pt --distill $w --lr 1.5e-3 --warmup 20 --budget $BUDGET --validate sub \
     --commit "$COMMIT" --checkpoint-every 1e9 > $R/d$w.log 2>&1 &
 done

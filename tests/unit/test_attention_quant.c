@@ -166,11 +166,12 @@ static void test_random_blocks_both_paths(void **state) {
 
 /* The int16-activation products of decode steps: the quantized vector is within half a step of x everywhere, the
  * AVX2 quantizer equals the scalar one bit for bit, and both dot paths equal dequant(w) . dequant(xq) up to float
- * summation (random bytes: every weight quant value, Q8_0's -128 included). */
+ * summation (random bytes: every weight quant value, Q8_0's -128 included, and a Q6_K scale of -128). One and three
+ * blocks reach the AVX2 kernels' single-block tails, alone and after a pair. */
 static void test_int16_activation_dots(void **state) {
     (void)state;
     const uint32_t types[] = {CQ_QTYPE_Q8_0, CQ_QTYPE_Q5_0, CQ_QTYPE_Q4_K, CQ_QTYPE_Q6_K};
-    const size_t lengths[] = {256, 640, 1024, 2048};
+    const size_t lengths[] = {256, 32, 96, 640, 1024, 2048};
     assert_false(cq_qtype_has_i16_dot(CQ_QTYPE_F16));
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         assert_true(cq_qtype_has_i16_dot(types[ti]));
@@ -179,6 +180,7 @@ static void test_int16_activation_dots(void **state) {
             assert_true(cq_qtype_block(types[ti], &be, NULL));
             if (n % be) continue;
             uint8_t *raw = random_row(types[ti], n);
+            if (types[ti] == CQ_QTYPE_Q6_K) raw[192 + li] = 0x80; /* int8 scale -128 (scales at byte 192) */
             float *x = malloc(n * 4), *w = malloc(n * 4), *xd = malloc(n * 4);
             for (size_t i = 0; i < n; i++) x[i] = next_float() * (i % 37 == 0 ? 20.0f : 1.0f); /* with outliers */
             if (li == 0) memset(x, 0, 32 * sizeof *x);                                         /* an all-zero block */

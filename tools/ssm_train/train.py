@@ -494,7 +494,7 @@ def main():
         step += 1
         if step == 20 and not args.steps:
             per = (time.time() - t_start) / 20
-            steps = max(100, int(args.budget / per))
+            steps = max(20, int(args.budget / per))
             log("%.3f s/step -> %d steps in the %.0f s budget" % (per, steps, args.budget))
         if step % 50 == 0 or step == 1:
             history.append([step, round(loss.item(), 4), round(top1, 3)] + ([round(kl, 4)] if kl is not None else []))

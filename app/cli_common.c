@@ -226,6 +226,7 @@ int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a) {
         return 1;
     }
     case 1003: return (a->threads = cq_cli_positive("--threads", value)) < 0 ? -1 : 1;
+    case 1004: a->exact = true; return 1;
     default: return 0;
     }
 }
@@ -249,7 +250,7 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_
         snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
         model = path;
     }
-    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads};
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
     cq_err err = {0};
     cq_decoder *d = NULL;
     if ((a->device && cq_device_parse(a->device, &opt.device, &err)) || cq_decoder_open(model, &opt, &d, &err)) {

@@ -38,20 +38,22 @@ long cq_cli_positive(const char *opt, const char *value);
 typedef struct {
     const char *answers, *model, *device;
     long threads;
+    bool exact; /* --exact: the CPU decoder's decode steps in float too */
 } cq_answer_cli;
 
-/* The getopt_long entries for them (val 1000..1003), to append to a command's table; the decoder's own (--model
- * --device --threads) serve `generate` and `perplexity` too. */
+/* The getopt_long entries for them (val 1000..1004), to append to a command's table; the decoder's own (--model
+ * --device --threads --exact) serve `generate` and `perplexity` too. */
 #define CQ_CLI_DECODER_OPTIONS                                                                                        \
     {"model", required_argument, 0, 1001}, {"device", required_argument, 0, 1002},                                  \
-        {"threads", required_argument, 0, 1003}
+        {"threads", required_argument, 0, 1003}, {"exact", no_argument, 0, 1004}
 #define CQ_CLI_ANSWER_OPTIONS {"answers", required_argument, 0, 1000}, CQ_CLI_DECODER_OPTIONS
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
     "  --model PATH    decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"                                  \
-    "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"
-/* Applies getopt value c (1000..1003) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
+    "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"               \
+    "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"
+/* Applies getopt value c (1000..1004) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
 int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a);
 /* The decoder the options ask for: NULL for extractive answers (and for auto without weights). *failed is set when
  * the decoder was required or its weights exist but cannot be used (message printed). */

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  --stop STR              stop before STR (repeatable)\n"
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
+            "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
             "  --json                  print one JSON document instead of streaming\n");
 }
 

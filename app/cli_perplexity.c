@@ -19,6 +19,7 @@ static void usage(FILE *f) {
             "  --context N             window in tokens (default 512)\n"
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
+            "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
             "  --json                  print one JSON document\n");
 }
 

@@ -69,7 +69,7 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
             }
         }
     }
-    if (!s && !d->cuda) s = cq_cpu_model_new(&d->model, o.n_threads, &d->cpu, err);
+    if (!s && !d->cuda) s = cq_cpu_model_new(&d->model, o.n_threads, o.exact, &d->cpu, err);
     if (s) {
         cq_decoder_close(d);
         return s;

@@ -27,7 +27,7 @@ struct cq_cpu_model {
     size_t tile_floats; /* per thread */
     float *xpack;       /* (max_cols, packed width of CQ_CPU_BATCH) the tokens of the current product, k-major */
     cq_i16_block *xq;   /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
-    bool exact;         /* decode steps in float too (CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
+    bool exact;         /* decode steps in float too (options.exact, CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
     double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
 };
 
@@ -301,7 +301,7 @@ fail:
     cm->m = m;
 }
 
-cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out, cq_err *err) {
+cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_model **out, cq_err *err) {
     *out = NULL;
     cq_cpu_model *cm = calloc(1, sizeof *cm);
     if (!cm) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -320,8 +320,8 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out,
     cm->tiles = malloc((size_t)cm->n_threads * cm->tile_floats * sizeof(float));
     cm->xpack = malloc(max_cols * cq_k_packed_width(CQ_CPU_BATCH) * sizeof(float));
     cm->xq = malloc((max_cols / 32 + 1) * sizeof *cm->xq);
-    const char *exact = getenv("CLAUSEQA_CPU_EXACT");
-    cm->exact = exact && *exact && strcmp(exact, "0");
+    const char *env = getenv("CLAUSEQA_CPU_EXACT");
+    cm->exact = exact || (env && *env && strcmp(env, "0"));
     for (int kind = 0; kind < 2; kind++) cm->inv_freq[kind] = malloc((size_t)m->head_dim / 2 * sizeof(double));
     if (!cm->tiles || !cm->xpack || !cm->xq || !cm->inv_freq[0] || !cm->inv_freq[1]) {
         cq_cpu_model_free(cm);

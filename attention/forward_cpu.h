@@ -17,7 +17,8 @@
 typedef struct cq_cpu_model cq_cpu_model;
 typedef struct cq_cpu_seq cq_cpu_seq;
 
-cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, cq_cpu_model **out, cq_err *err);
+/* exact: every product in float (see cq_cpu_eval); CLAUSEQA_CPU_EXACT=1 in the environment sets it too. */
+cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_model **out, cq_err *err);
 void cq_cpu_model_free(cq_cpu_model *cm);
 
 cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out, cq_err *err);
@@ -25,7 +26,8 @@ void cq_cpu_seq_free(cq_cpu_seq *s);
 /* Runs tokens[0..n) at positions pos .. pos+n-1 (pos = the tokens already in the cache). logits as in
  * cq_decoder_eval. The caller checks ids and bounds.
  *
- * Two precisions. Prompts, scoring (all_logits) and everything when the environment sets CLAUSEQA_CPU_EXACT=1 run
+ * Two precisions. Prompts, scoring (all_logits) and everything in an exact model (cq_decoder_options.exact, or
+ * CLAUSEQA_CPU_EXACT=1 in the environment) run
  * in float: weights dequantized exactly, products in float (the reference for transformers and the CUDA path).
  * A decode step (n == 1, last logits) otherwise quantizes the activation vector of each matrix product to int16
  * per block of 32 (cq_quantize_i16) and multiplies the weights' integer quants by it in integers, with no float

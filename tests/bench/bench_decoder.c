@@ -53,7 +53,7 @@ static double weight_bytes(const cq_decoder_info *i, bool output_q8) {
 static void compare_cpu(const char *model, int n_steps) {
     cq_err err = {0};
     cq_decoder *dc, *dg;
-    cq_decoder_options oc = {CQ_DEVICE_CPU, 0}, og = {CQ_DEVICE_CUDA, 0};
+    cq_decoder_options oc = {CQ_DEVICE_CPU, 0, false}, og = {CQ_DEVICE_CUDA, 0, false};
     if (cq_decoder_open(model, &oc, &dc, &err)) die("open (cpu)", &err);
     if (cq_decoder_open(model, &og, &dg, &err)) die("open (cuda)", &err);
     const cq_tokenizer *tok = cq_decoder_tokenizer(dc);
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/%s", src, model);
         model = path;
     }
-    cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
+    cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
     int n_prompt = 512, n_decode = 64, runs = 5, compare = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];

@@ -93,5 +93,22 @@ else
   echo "  ../shared not found: shared-suite checks skipped"
 fi
 
+# --- generate: default and exact CPU decode steps (the real model, when set-up fetched it) ---
+model=$src/data/models/gemma-3-270m-q4_k_m.gguf
+if [ -f "$model" ]; then
+  texts=()
+  for mode in default exact; do
+    flag=(); [ $mode = exact ] && flag=(--exact)
+    out=$("$bin" generate --model "$model" --device cpu --threads 2 --max-tokens 6 --json "${flag[@]}" \
+      "The capital of France is")
+    check "generate ($mode): 6 new tokens" test "$(echo "$out" | json 'd["new_tokens"]')" = 6
+    texts+=("$(echo "$out" | json 'd["text"]')")
+  done
+  check "generate: default and --exact greedy continuations agree" test "${texts[0]}" = "${texts[1]}"
+  check "generate: continuation not empty" test -n "${texts[0]// /}"
+else
+  echo "  decoder weights not found: generate checks skipped"
+fi
+
 echo "$pass passed, $fail failed"
 test "$fail" = 0

@@ -101,7 +101,7 @@ static cq_decoder *dec;
 
 static int open_model(void **state) {
     (void)state;
-    cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
+    cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
     dec = test_open_real_model(&opt);
     return dec ? 0 : -1;
 }

@@ -268,7 +268,7 @@ static int argmax(const float *x, int n) {
 static void compare_forward(const char *path) {
     cq_err err = {0};
     cq_decoder *cpu, *gpu;
-    cq_decoder_options oc = {CQ_DEVICE_CPU, 0}, og = {CQ_DEVICE_CUDA, 0};
+    cq_decoder_options oc = {CQ_DEVICE_CPU, 0, false}, og = {CQ_DEVICE_CUDA, 0, false};
     assert_int_equal(cq_decoder_open(path, &oc, &cpu, &err), CQ_OK);
     if (cq_decoder_open(path, &og, &gpu, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -4,8 +4,9 @@
  * after the window edge, and with the local ring buffer wrapped; the prompt goes in uneven pieces of 1 to 411
  * tokens, split at the checked positions). Plus greedy continuations, sequence limits and bad ids.
  *
- * Two decoders: the exact one (CLAUSEQA_CPU_EXACT=1: float products everywhere, the reference) and the default one,
- * whose decode steps quantize activations to int16 for integer dot products (attention/forward_cpu.h).
+ * Two decoders: the exact one (options.exact, as CLAUSEQA_CPU_EXACT=1: float products everywhere, the reference)
+ * and the default one, whose decode steps quantize activations to int16 for integer dot products
+ * (attention/forward_cpu.h).
  *
  * Tolerance: every one of the reference's top-16 logits within LOGIT_TOL (absolute; logits here are 5..30), and
  * the same argmax wherever the reference's top two differ by more than that. Measured: exact, max 3.3e-5 on the
@@ -59,10 +60,8 @@ static char *read_file(const char *path) {
 static int setup(void **state) {
     (void)state;
     cq_err err = {0};
-    cq_decoder_options opt = {CQ_DEVICE_CPU, 0};
-    setenv("CLAUSEQA_CPU_EXACT", "1", 1);
-    cq_status st = cq_decoder_open(source_path("data/models/gemma-3-270m-q4_k_m.gguf"), &opt, &dec, &err);
-    unsetenv("CLAUSEQA_CPU_EXACT");
+    cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false}, exact = {CQ_DEVICE_CPU, 0, true};
+    cq_status st = cq_decoder_open(source_path("data/models/gemma-3-270m-q4_k_m.gguf"), &exact, &dec, &err);
     if (st || cq_decoder_open(source_path("data/models/gemma-3-270m-q4_k_m.gguf"), &opt, &fast, &err)) {
         fprintf(stderr, "the model must be present (make setup fetches it): %s\n", err.msg);
         return -1;

@@ -541,10 +541,11 @@ AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_bloc
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float min_sum = 0;
     switch (type) {
-    case CQ_QTYPE_Q8_0: {
+    case CQ_QTYPE_Q8_0: { /* the output matrix, read from memory: a prefetch 1 KB ahead (rows follow each other) */
         const block_q8_0 *b = row;
         size_t nb = n / QK, i = 0;
         for (; i + 2 <= nb; i += 2) {
+            _mm_prefetch((const char *)&b[i] + 1024, _MM_HINT_T0);
             __m256 s0 = _mm256_cvtepi32_ps(i16x32_dot(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i].qs)),
                                                       _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))),
                                                       x[i].qs));

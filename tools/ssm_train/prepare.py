@@ -61,6 +61,22 @@ def hits(clause_norm, gold_norm):
     return char_f1(clause_norm, gold_norm) >= 0.5
 
 
+def suite_documents(db, suite):
+    """(doc_id, name, title, rows) of a suite's KB in the order training uses: its ready documents by id (every
+    document when none is ready), rows = its clauses (id, path, label, text) by position. Exits without the KB."""
+    kb = db.execute("select id from kbs where name=?", (suite,)).fetchone()
+    if not kb:
+        sys.exit("no KB %s in the store" % suite)
+    docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? and status='ready' "
+                      "order by id", (kb[0],)).fetchall()
+    if not docs:
+        docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? order by id",
+                          (kb[0],)).fetchall()
+    for doc_id, name, title in docs:
+        rows = db.execute("select id, path, label, text from clauses where doc_id=? order by ord", (doc_id,)).fetchall()
+        yield doc_id, name, title, rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", required=True)
@@ -79,17 +95,7 @@ def main():
     heading_queries = []
     n_tok = 0
     for si, suite in enumerate(SUITES):
-        kb = db.execute("select id from kbs where name=?", (suite,)).fetchone()
-        if not kb:
-            sys.exit("no KB %s in %s" % (suite, args.db))
-        docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? and status='ready' "
-                          "order by id", (kb[0],)).fetchall()
-        if not docs:
-            docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? order by id",
-                              (kb[0],)).fetchall()
-        for doc_id, name, title in docs:
-            rows = db.execute("select id, path, label, text from clauses where doc_id=? order by ord",
-                              (doc_id,)).fetchall()
+        for doc_id, name, title, rows in suite_documents(db, suite):
             if not rows:
                 continue
             first = len(cl_off) - 1

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "ssm_train"))
 import e5_format  # noqa: E402
 import e5_torch  # noqa: E402
 import tokenizer as cqtok  # noqa: E402
-from prepare import SUITES  # noqa: E402
+from prepare import SUITES, suite_documents  # noqa: E402
 
 MAX_CONTENT = 510
 
@@ -64,15 +64,7 @@ def main():
     db = sqlite3.connect(args.db)
     clauses, headings = [], []
     for suite in SUITES:
-        kb = db.execute("select id from kbs where name=?", (suite,)).fetchone()
-        docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? and status='ready' "
-                          "order by id", (kb[0],)).fetchall()
-        if not docs:
-            docs = db.execute("select id, name, coalesce(title, name) from documents where kb_id=? order by id",
-                              (kb[0],)).fetchall()
-        for doc_id, name, title in docs:
-            rows = db.execute("select id, path, label, text from clauses where doc_id=? order by ord",
-                              (doc_id,)).fetchall()
+        for doc_id, name, title, rows in suite_documents(db, suite):
             groups = defaultdict(list)
             for cid, path, label, text in rows:
                 groups_key = [p for p in (path or "").split(" > ") if p]

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "attention/model.h"
-#include "attention/threadpool.h"
+#include "core/threadpool.h"
 #include "core/error.h"
 
 /* Tokens per forward chunk; local layers keep window + CQ_CPU_BATCH KV slots. */

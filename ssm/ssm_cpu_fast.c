@@ -14,7 +14,7 @@
 
 #include "core/exp_avx2.h"
 #include "ssm/ssm_internal.h"
-#include "ssm/ssm_pool.h"
+#include "core/threadpool.h"
 
 #define MR 6   /* rows of a micro-tile */
 #define NR 16  /* columns of a panel */
@@ -153,7 +153,8 @@ typedef struct {
     int n_col_groups;
 } gemm_job;
 
-static void gemm_task(void *ctx, int task) {
+static void gemm_task(void *ctx, int task, int thread) {
+    (void)thread;
     const gemm_job *g = ctx;
     size_t r0 = (size_t)(task / g->n_col_groups) * ROW_CHUNK;
     int p0 = (task % g->n_col_groups) * COL_PANELS;
@@ -183,7 +184,7 @@ typedef struct {
 
 struct cq_ssm_cpu {
     const cq_ssm_model *m;
-    cq_ssm_pool *pool;
+    cq_pool *pool;
     int serial; /* this block is too small to share: waking workers costs more than it saves */
     mixer_packed *fwd, *rev;
     packed_w pool_mean, pool_last;
@@ -195,11 +196,11 @@ struct cq_ssm_cpu {
     float *psum, *plast;
 };
 
-static void parallel(cq_ssm_cpu *c, int n_tasks, cq_ssm_pool_fn fn, void *ctx) {
+static void parallel(cq_ssm_cpu *c, int n_tasks, cq_pool_fn fn, void *ctx) {
     if (c->serial)
-        for (int t = 0; t < n_tasks; t++) fn(ctx, t);
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     else
-        cq_ssm_pool_run(c->pool, n_tasks, fn, ctx);
+        cq_pool_run(c->pool, n_tasks, fn, ctx);
 }
 
 static void gemm(cq_ssm_cpu *c, const float *A, size_t lda, size_t m, const packed_w *W, float *C, size_t ldc,
@@ -254,7 +255,7 @@ void cq_ssm_cpu_free(cq_ssm_cpu *c) {
     free(c->perm);
     free(c->psum);
     free(c->plast);
-    cq_ssm_pool_free(c->pool);
+    cq_pool_free(c->pool);
     free(c);
 }
 
@@ -266,7 +267,7 @@ cq_status cq_ssm_cpu_new(const cq_ssm_model *m, int n_threads, cq_ssm_cpu **out,
     cq_ssm_cpu *c = calloc(1, sizeof *c);
     if (!c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     c->m = m;
-    cq_status rc = cq_ssm_pool_new(n_threads, &c->pool, err);
+    cq_status rc = cq_pool_new(n_threads, &c->pool, err);
     if (rc) {
         free(c);
         return rc;
@@ -334,7 +335,8 @@ typedef struct {
     size_t T;
 } norm_job;
 
-static void norm_task(void *ctx, int task) {
+static void norm_task(void *ctx, int task, int thread) {
+    (void)thread;
     const norm_job *j = ctx;
     size_t r0 = (size_t)task * 64, r1 = r0 + 64 < j->T ? r0 + 64 : j->T;
     for (size_t t = r0; t < r1; t++) {
@@ -365,7 +367,8 @@ typedef struct {
 } chan_job;
 
 /* Phase 1, per 8-channel group: xc = silu(conv(x) + b), sliding the conv window through each sequence. */
-static void conv_task(void *ctx, int task) {
+static void conv_task(void *ctx, int task, int thread) {
+    (void)thread;
     const chan_job *j = ctx;
     const int Di = j->m->d_inner, K = j->m->cfg.d_conv, c0 = task * 8;
     __m256 w[8], bias = _mm256_setzero_ps();
@@ -403,7 +406,8 @@ static void conv_task(void *ctx, int task) {
 
 /* Phase 2, per 8-channel group: the selective scan with the D skip and the SiLU(z) gate.
  *   dt = softplus(dt_raw + bias); h = exp(dt*A) h + dt*x*B_t; y = (C_t · h + D x) * silu(z) */
-static void scan_task(void *ctx, int task) {
+static void scan_task(void *ctx, int task, int thread) {
+    (void)thread;
     const chan_job *j = ctx;
     const int Di = j->m->d_inner, N = j->m->cfg.d_state, R = j->m->cfg.dt_rank, c0 = task * 8;
     const size_t ldx = (size_t)R + 2 * N;

@@ -1,4 +1,4 @@
-#include "attention/threadpool.h"
+#include "core/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -124,7 +124,7 @@ cq_status cq_pool_new(int n_threads, cq_pool **out, cq_err *err) {
             free(wa);
             p->n_threads = i; /* join only the ones started */
             cq_pool_free(p);
-            return cq_err_set(err, CQ_ERR_NOMEM, "cannot start decoder thread %d", i);
+            return cq_err_set(err, CQ_ERR_NOMEM, "cannot start worker thread %d", i);
         }
     }
     *out = p;

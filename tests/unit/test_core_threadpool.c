@@ -1,4 +1,4 @@
-/* The decoder's thread pool: every task of every run executes exactly once, whatever the number of tasks, with
+/* The CPU thread pool (the decoder's forward, the SSM encoder's fast backend): every task of every run executes exactly once, whatever the number of tasks, with
  * callers taking turns from several threads (as sequences sharing a model do). A late worker once took a task of
  * the next run before that run was published and executed it twice: the in-place update below catches that. */
 #include <pthread.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "attention/threadpool.h"
+#include "core/threadpool.h"
 
 #define MAX_TASKS 300
 

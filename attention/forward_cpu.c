@@ -49,6 +49,7 @@ struct cq_cpu_seq {
     float *ff;    /* (T, n_ff) gelu(gate) * up */
     float *rope;  /* (2 kinds, T, head_dim/2, cos|sin) */
     float *scores; /* (n_threads, n_head, max_tokens) */
+    float *part;   /* (n_threads, n_head, head_dim + 2): a decode step's attention shares (decode_flash_task) */
 };
 
 /* ---- ops ----------------------------------------------------------------------------------------------------- */
@@ -366,8 +367,9 @@ cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out,
     s->ff = malloc(T * ff * f);
     s->rope = malloc(2 * T * (size_t)m->head_dim * f);
     s->scores = malloc((size_t)cm->n_threads * (size_t)m->n_head * (size_t)max_tokens * f);
+    s->part = malloc((size_t)cm->n_threads * (size_t)m->n_head * ((size_t)m->head_dim + 2) * f);
     bool ok = s->k && s->v && s->slots && s->x && s->xn && s->o && s->q && s->att && s->kn && s->vn && s->ff &&
-              s->rope && s->scores;
+              s->rope && s->scores && s->part;
     const int32_t ring = m->window + CQ_CPU_BATCH < max_tokens ? m->window + CQ_CPU_BATCH : max_tokens;
     for (int32_t l = 0; ok && l < m->n_layer; l++) {
         if (m->layers[l].global) continue; /* grown on demand */
@@ -393,7 +395,7 @@ void cq_cpu_seq_free(cq_cpu_seq *s) {
     }
     free(s->k), free(s->v), free(s->slots);
     free(s->x), free(s->xn), free(s->o), free(s->q), free(s->att), free(s->kn), free(s->vn), free(s->ff);
-    free(s->rope), free(s->scores);
+    free(s->rope), free(s->scores), free(s->part);
     free(s);
 }
 
@@ -517,6 +519,112 @@ static void decode_mix_task(void *ctx, int task, int thread) {
     }
 }
 
+/* A decode step's attention in one dispatch (the default, quantized mode): task i takes a contiguous share of the
+ * keys for every head, in chunks of FLASH_KEYS: the scores of the chunk (each K row read once for the heads of its
+ * KV head), a running max and sum per head (online softmax: the head's accumulated values rescaled when the max
+ * grows), the values weighted in (each V row read once). Its share (acc, max, sum per head) goes to part; the
+ * caller merges the shares (flash_merge). Both threads stream their own keys, and a layer costs one wait instead of
+ * three. Exact mode keeps the three dispatches (every element computed as attend_runs does). */
+#define FLASH_KEYS 32
+
+typedef struct {
+    const cq_gemma *m;
+    const float *q, *k, *v; /* k, v: the layer's cache */
+    int32_t first, n1, n;   /* the keys: slots [first, first + n1), then [0, n - n1) */
+    int32_t keys_per_task;
+    float *scores;          /* per thread: (n_head, FLASH_KEYS) scratch */
+    size_t scores_per_thread;
+    float *part;            /* per task: (n_head, head_dim + 2): acc, then max and sum */
+} decode_flash_job;
+
+static void decode_flash_task(void *ctx, int task, int thread) {
+    const decode_flash_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int hd = m->head_dim, H = m->n_head, group = H / m->n_head_kv;
+    const size_t stride = (size_t)m->n_head_kv * hd, ld = (size_t)hd + 2;
+    float *sc = j->scores + (size_t)thread * j->scores_per_thread, *part = j->part + (size_t)task * H * ld;
+    for (int h = 0; h < H; h++) {
+        memset(part + h * ld, 0, (size_t)hd * sizeof *part);
+        part[h * ld + hd] = -INFINITY, part[h * ld + hd + 1] = 0;
+    }
+    const int32_t end = (task + 1) * j->keys_per_task < j->n ? (task + 1) * j->keys_per_task : j->n;
+    for (int32_t i = task * j->keys_per_task; i < end;) {
+        int32_t run;
+        const int32_t slot = i < j->n1 ? j->first + i : i - j->n1;
+        run = i < j->n1 ? j->n1 - i : j->n - i;
+        if (run > end - i) run = end - i;
+        if (run > FLASH_KEYS) run = FLASH_KEYS;
+        for (int g = 0; g < m->n_head_kv; g++)
+            cq_k_dot_heads(j->q + (size_t)g * group * hd, group, j->k + (size_t)slot * stride + (size_t)g * hd, stride,
+                           run, hd, sc + (size_t)g * group * FLASH_KEYS, FLASH_KEYS);
+        for (int h = 0; h < H; h++) {
+            float *s = sc + (size_t)h * FLASH_KEYS, *acc = part + h * ld, mx = acc[hd];
+            for (int32_t t = 0; t < run; t++) {
+                float x = s[t] * m->attn_scale;
+                if (m->attn_softcap > 0) x = m->attn_softcap * tanhf(x / m->attn_softcap);
+                s[t] = x;
+                if (x > mx) mx = x;
+            }
+            if (mx > acc[hd]) { /* the running max grows: rescale what was accumulated */
+                const float c = expf(acc[hd] - mx);
+                for (int e = 0; e < hd; e++) acc[e] *= c;
+                acc[hd + 1] *= c;
+                acc[hd] = mx;
+            }
+            float sum = 0;
+            for (int32_t t = 0; t < run; t++) sum += (s[t] = expf(s[t] - mx));
+            acc[hd + 1] += sum;
+        }
+        for (int g = 0; g < m->n_head_kv; g++)
+            cq_k_axpy_heads(part + (size_t)g * group * ld, ld, group, sc + (size_t)g * group * FLASH_KEYS, FLASH_KEYS,
+                            j->v + (size_t)slot * stride + (size_t)g * hd, stride, run, hd);
+        i += run;
+    }
+}
+
+/* out (n_head, hd) from the n_tasks shares of decode_flash_task */
+static void flash_merge(const cq_gemma *m, const float *part, int n_tasks, float *out) {
+    const int hd = m->head_dim;
+    const size_t ld = (size_t)hd + 2;
+    for (int h = 0; h < m->n_head; h++) {
+        float mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n_tasks; t++) {
+            const float *p = part + ((size_t)t * m->n_head + h) * ld;
+            if (p[hd + 1] > 0 && p[hd] > mx) mx = p[hd];
+        }
+        float *o = out + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int t = 0; t < n_tasks; t++) {
+            const float *p = part + ((size_t)t * m->n_head + h) * ld;
+            if (!(p[hd + 1] > 0)) continue; /* a share without keys */
+            const float c = expf(p[hd] - mx);
+            sum += c * p[hd + 1];
+            for (int e = 0; e < hd; e++) o[e] += c * p[e];
+        }
+        const float inv = 1.0f / sum;
+        for (int e = 0; e < hd; e++) o[e] *= inv;
+    }
+}
+
+bool cq_op_attention_shares(const float *q, int n_head, int n_head_kv, int hd, const float *k, const float *v,
+                            int32_t first, int32_t n1, int32_t n, float scale, float softcap, int n_shares,
+                            float *out) {
+    cq_gemma g;
+    memset(&g, 0, sizeof g);
+    g.n_head = n_head, g.n_head_kv = n_head_kv, g.head_dim = hd, g.attn_scale = scale, g.attn_softcap = softcap;
+    float *sc = malloc((size_t)n_head * FLASH_KEYS * sizeof *sc);
+    float *part = malloc((size_t)n_shares * n_head * ((size_t)hd + 2) * sizeof *part);
+    if (!sc || !part) {
+        free(sc), free(part);
+        return false;
+    }
+    decode_flash_job j = {&g, q, k, v, first, n1, n, (n + n_shares - 1) / n_shares, sc, 0, part};
+    for (int t = 0; t < n_shares; t++) decode_flash_task(&j, t, 0);
+    flash_merge(&g, part, n_shares, out);
+    free(sc), free(part);
+    return true;
+}
+
 static void add_into(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -559,7 +667,14 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
         }
         const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
-        if (T == 1 && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
+        if (T == 1 && quantized && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
+            const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
+            const int tasks = cm->n_threads;
+            decode_flash_job fj = {m, s->q, s->k[l], s->v[l], first, n1, n, (n + tasks - 1) / tasks, s->scores,
+                                   (size_t)m->n_head * s->max_tokens, s->part};
+            cq_pool_run(cm->pool, tasks, decode_flash_task, &fj);
+            flash_merge(m, s->part, tasks, s->att);
+        } else if (T == 1 && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
             const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
             const int key_tasks = cm->n_threads, elem_tasks = cm->n_threads;
             decode_attn_job dj = {m, s->q, s->k[l], s->v[l], s->scores, s->att, first, n1, n,

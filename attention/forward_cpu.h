@@ -50,6 +50,13 @@ float cq_op_gelu_tanh(float x);
  * out = softmax(scale * q.k_j [soft-capped]) . v_j */
 void cq_op_attention(const float *q, const float *k, const float *v, int n_keys, size_t kv_stride, int head_dim,
                      float scale, float softcap, float *scores, float *out);
+/* A decode step's attention as the default mode runs it from 256 keys on (forward_cpu.c, decode_flash_task): n_head
+ * queries q (n_head, hd) over n keys of a cache of n_head_kv heads (rows of n_head_kv * hd floats) in slots
+ * [first, first + n1) then [0, n - n1), split into n_shares shares (online softmax each), merged into out
+ * (n_head, hd). Serial, for tests; false when out of memory. */
+bool cq_op_attention_shares(const float *q, int n_head, int n_head_kv, int hd, const float *k, const float *v,
+                            int32_t first, int32_t n1, int32_t n, float scale, float softcap, int n_shares,
+                            float *out);
 /* y[t*ldy + r] = W[r] . x[t*ldx] for all rows, t < n_tokens: dequantize each row, sum in double. Obviously right and
  * slow: the reference the fast products (CPU tiles, cuBLAS) are tested against. */
 void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens, float *y, size_t ldy);

@@ -2,7 +2,9 @@
  * score equal bit for bit to cq_k_dot, every output equal bit for bit to the cq_k_axpy calls in key order, so that
  * grouping heads changes no result (the exact mode's pins depend on it). Head sizes on every path: 256 (the model),
  * 48 (a multiple of 16 but not of 32), 40 (of 8 only: the one-head dot) and 7 (scalar); odd head and key counts;
- * rows with a stride wider than a head, as in the KV cache; a second call continuing the first (a wrapped ring). */
+ * rows with a stride wider than a head, as in the KV cache; a second call continuing the first (a wrapped ring).
+ * And the default mode's decode attention (shares of the keys with an online softmax, merged) against the plain
+ * softmax attention of each head, over a wrapped ring, uneven shares and key counts around its chunk of 32. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "attention/cpu_kernels.h"
+#include "attention/forward_cpu.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float next_float(void) {
@@ -92,6 +95,38 @@ static void test_axpy_heads_equal_axpy(void **state) {
 
 /* The twins themselves: a dot against a double sum, an axpy against its definition (a wrong offset or a skipped
  * element would show here, not only as a difference between the two paths). */
+static void test_attention_shares(void **state) {
+    (void)state;
+    const int keys[] = {1, 31, 32, 33, 257, 600}, shares[] = {1, 2, 3};
+    const int hd = 64, H = 4, Hkv = 2, group = H / Hkv, slots = 700;
+    const size_t stride = (size_t)Hkv * hd;
+    for (size_t a = 0; a < sizeof keys / sizeof *keys; a++)
+        for (size_t b = 0; b < sizeof shares / sizeof *shares; b++)
+            for (int wrap = 0; wrap < 2; wrap++) {
+                const int n = keys[a];
+                /* the keys in slots [first, slots) then [0, n - n1) when wrapped, else from slot 5 */
+                const int first = wrap && n > 1 ? slots - n / 2 : 5, n1 = first + n <= slots ? n : slots - first;
+                float *q = random_floats((size_t)H * hd), *k = random_floats((size_t)slots * stride);
+                float *v = random_floats((size_t)slots * stride), *got = malloc((size_t)H * hd * sizeof *got);
+                for (size_t i = 0; i < (size_t)slots * stride; i++) k[i] *= 3.0f; /* peaked softmaxes too */
+                assert_true(cq_op_attention_shares(q, H, Hkv, hd, k, v, first, n1, n, 0.125f, 0.0f, shares[b], got));
+                /* the reference: the keys in order, contiguous, one head at a time */
+                float *kc = malloc((size_t)n * hd * sizeof *kc), *vc = malloc((size_t)n * hd * sizeof *vc);
+                float *sc = malloc((size_t)n * sizeof *sc), want[64];
+                for (int h = 0; h < H; h++) {
+                    const int g = h / group;
+                    for (int i = 0; i < n; i++) {
+                        const int slot = i < n1 ? first + i : i - n1;
+                        memcpy(kc + (size_t)i * hd, k + (size_t)slot * stride + (size_t)g * hd, hd * sizeof *kc);
+                        memcpy(vc + (size_t)i * hd, v + (size_t)slot * stride + (size_t)g * hd, hd * sizeof *vc);
+                    }
+                    cq_op_attention(q + (size_t)h * hd, kc, vc, n, (size_t)hd, hd, 0.125f, 0.0f, sc, want);
+                    for (int e = 0; e < hd; e++) assert_float_equal(got[h * hd + e], want[e], 2e-5f);
+                }
+                free(q), free(k), free(v), free(got), free(kc), free(vc), free(sc);
+            }
+}
+
 static void test_one_head_kernels(void **state) {
     (void)state;
     const int sizes[] = {7, 40, 48, 256};
@@ -114,6 +149,7 @@ int main(void) {
         cmocka_unit_test(test_dot_heads_equal_dot),
         cmocka_unit_test(test_axpy_heads_equal_axpy),
         cmocka_unit_test(test_one_head_kernels),
+        cmocka_unit_test(test_attention_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

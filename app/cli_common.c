@@ -68,9 +68,7 @@ cJSON *cq_json_hit(const cq_hit *h) {
     cJSON_AddItemToObject(o, "text", cJSON_CreateString(h->text));
     cJSON_AddNumberToObject(o, "score", h->score);
     cJSON_AddNumberToObject(o, "clause_id", (double)h->clause_id);
-    cJSON_AddStringToObject(o, "source", h->source == CQ_RETRIEVE_ROUTER  ? "router"
-                                         : h->source == CQ_RETRIEVE_DENSE ? "dense"
-                                                                          : "bm25");
+    cJSON_AddStringToObject(o, "source", cq_retrieve_source_name(h->source));
     return o;
 }
 

@@ -24,7 +24,7 @@ static void print_text(const cq_hits *h) {
         printf("%zu. %s", i + 1, x->doc_name);
         if (x->path && *x->path) printf(" | %s", x->path);
         if (x->page_first) printf(" | p. %d", x->page_first);
-        printf("  [%s %.2f]\n   ", x->source == CQ_RETRIEVE_ROUTER ? "router" : "bm25", x->score);
+        printf("  [%s %.2f]\n   ", cq_retrieve_source_name(x->source), x->score);
         /* First 160 characters of the clause on one line. */
         const char *t = x->text;
         size_t n = strlen(t), i_b = 0, chars = 0;

@@ -25,6 +25,10 @@
 #define LOCAL_PRIOR 0.8
 #define PRIOR_POOL 3 /* candidates fetched per result wanted, for the prior to reorder */
 
+const char *cq_retrieve_source_name(int source) {
+    return source == CQ_RETRIEVE_ROUTER ? "router" : source == CQ_RETRIEVE_DENSE ? "dense" : "bm25";
+}
+
 int cq_retrieve_parse_mode(const char *s, cq_err *err) {
     int modes = 0;
     char *copy = strdup(s ? s : "");

@@ -24,6 +24,8 @@ enum {
 
 /* Parses "router,bm25" / "hybrid" / "bm25" into a mode mask; 0 with a message in err when invalid. */
 int cq_retrieve_parse_mode(const char *s, cq_err *err);
+/* "router", "bm25" or "dense": the name of a hit's source (as JSON and the CLI print it). */
+const char *cq_retrieve_source_name(int source);
 
 typedef struct {
     int64_t clause_id, doc_id;
@@ -34,7 +36,7 @@ typedef struct {
     char *text;       /* clause text */
     int page_first, page_last; /* 0 for documents without pages */
     double score;     /* higher is better; router hits score 1000 */
-    int source;       /* CQ_RETRIEVE_ROUTER or CQ_RETRIEVE_BM25 */
+    int source;       /* CQ_RETRIEVE_ROUTER, CQ_RETRIEVE_BM25 or CQ_RETRIEVE_DENSE */
     int paragraph;    /* 款 the question named (router), 0 none */
     int item;         /* 项 the question named with it (router), 0 none */
     cq_store_box *boxes;

@@ -209,10 +209,25 @@ static void test_schema_reopen(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x.db"));
 }
 
+/* Retrieval modes parse both ways and every hit source has its own printed name (a dense hit was once shown as
+ * "bm25" by the CLI). */
+static void test_retrieve_modes_and_sources(void **state) {
+    (void)state;
+    cq_err err = {0};
+    assert_int_equal(cq_retrieve_parse_mode("router,bm25,dense", &err),
+                     CQ_RETRIEVE_ROUTER | CQ_RETRIEVE_BM25 | CQ_RETRIEVE_DENSE);
+    assert_int_equal(cq_retrieve_parse_mode("hybrid", &err), CQ_RETRIEVE_HYBRID);
+    assert_int_equal(cq_retrieve_parse_mode("bm25,semantic", &err), 0);
+    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_ROUTER), "router");
+    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_BM25), "bm25");
+    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_DENSE), "dense");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kb, setup, teardown),
         cmocka_unit_test(test_router_parse),
+        cmocka_unit_test(test_retrieve_modes_and_sources),
         cmocka_unit_test_setup_teardown(test_router_resolve_and_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_reopen, setup, teardown),
     };

@@ -450,81 +450,16 @@ static void attn_task(void *ctx, int task, int thread) {
                 j->s->scores + (size_t)thread * m->n_head * j->s->max_tokens, j->s->att + ((size_t)t * m->n_head + h) * hd);
 }
 
-/* A decode step's attention (one token) in three dispatches, so that both threads share the reading of the KV cache
- * (which a step's 250 MB of weights evict from the caches) instead of each reading all of it: the scores of every
- * head over a part of the keys, the softmax of a head, and a part of every head's output elements over all keys.
- * Each score and output element is computed by the same operations as in attend_runs: results are the same. */
-/* Keys from which a decode step's attention takes the three dispatches: below, the two extra waits for the threads
- * cost more than reading a short cache twice. */
+/* Keys from which a decode step's attention is split over the keys (decode_flash_task): below, the wait for the
+ * merge costs more than reading a short cache once per head group. */
 #define DECODE_SPLIT_KEYS 256
-
-typedef struct {
-    const cq_gemma *m;
-    const float *q, *k, *v; /* k, v: the layer's cache */
-    float *scores;          /* (n_head, n) */
-    float *out;             /* (n_head, head_dim) */
-    int32_t first, n1, n;   /* the keys: slots [first, first + n1), then [0, n - n1) */
-    int keys_per_task, elems_per_task;
-} decode_attn_job;
-
-/* slot of the i-th key and how many keys follow it contiguously */
-static int32_t key_slot(const decode_attn_job *j, int32_t i, int32_t *run) {
-    if (i < j->n1) {
-        *run = j->n1 - i;
-        return j->first + i;
-    }
-    *run = j->n - i;
-    return i - j->n1;
-}
-
-static void decode_scores_task(void *ctx, int task, int thread) {
-    (void)thread;
-    const decode_attn_job *j = ctx;
-    const cq_gemma *m = j->m;
-    const int hd = m->head_dim, group = m->n_head / m->n_head_kv;
-    const size_t stride = (size_t)m->n_head_kv * hd;
-    int32_t i = task * j->keys_per_task, end = i + j->keys_per_task < j->n ? i + j->keys_per_task : j->n;
-    while (i < end) {
-        int32_t run, slot = key_slot(j, i, &run);
-        if (run > end - i) run = end - i;
-        for (int g = 0; g < m->n_head_kv; g++)
-            cq_k_dot_heads(j->q + (size_t)g * group * hd, group, j->k + (size_t)slot * stride + (size_t)g * hd, stride,
-                           run, hd, j->scores + (size_t)g * group * j->n + i, (size_t)j->n);
-        i += run;
-    }
-}
-
-static void decode_softmax_task(void *ctx, int head, int thread) {
-    (void)thread;
-    const decode_attn_job *j = ctx;
-    softmax_scores(j->scores + (size_t)head * j->n, j->n, j->m->attn_scale, j->m->attn_softcap);
-}
-
-static void decode_mix_task(void *ctx, int task, int thread) {
-    (void)thread;
-    const decode_attn_job *j = ctx;
-    const cq_gemma *m = j->m;
-    const int hd = m->head_dim, group = m->n_head / m->n_head_kv, e0 = task * j->elems_per_task,
-              len = hd - e0 < j->elems_per_task ? hd - e0 : j->elems_per_task;
-    const size_t stride = (size_t)m->n_head_kv * hd;
-    for (int g = 0; g < m->n_head_kv; g++) {
-        float *out = j->out + (size_t)g * group * hd + e0;
-        for (int h = 0; h < group; h++) memset(out + (size_t)h * hd, 0, (size_t)len * sizeof *out);
-        for (int32_t i = 0; i < j->n;) {
-            int32_t run, slot = key_slot(j, i, &run);
-            cq_k_axpy_heads(out, (size_t)hd, group, j->scores + (size_t)g * group * j->n + i, (size_t)j->n,
-                            j->v + (size_t)slot * stride + (size_t)g * hd + e0, stride, run, len);
-            i += run;
-        }
-    }
-}
 
 /* A decode step's attention in one dispatch (the default, quantized mode): task i takes a contiguous share of the
  * keys for every head, in chunks of FLASH_KEYS: the scores of the chunk (each K row read once for the heads of its
  * KV head), a running max and sum per head (online softmax: the head's accumulated values rescaled when the max
  * grows), the values weighted in (each V row read once). Its share (acc, max, sum per head) goes to part; the
- * caller merges the shares (flash_merge). Both threads stream their own keys, and a layer costs one wait instead of
- * three. Exact mode keeps the three dispatches (every element computed as attend_runs does). */
+ * caller merges the shares (flash_merge). Both threads stream their own keys, and a layer costs one wait. Exact
+ * mode keeps attn_task (one softmax over all the keys, as attend_runs computes it: the reference). */
 #define FLASH_KEYS 32
 
 typedef struct {
@@ -549,9 +484,8 @@ static void decode_flash_task(void *ctx, int task, int thread) {
     }
     const int32_t end = (task + 1) * j->keys_per_task < j->n ? (task + 1) * j->keys_per_task : j->n;
     for (int32_t i = task * j->keys_per_task; i < end;) {
-        int32_t run;
         const int32_t slot = i < j->n1 ? j->first + i : i - j->n1;
-        run = i < j->n1 ? j->n1 - i : j->n - i;
+        int32_t run = i < j->n1 ? j->n1 - i : j->n - i;
         if (run > end - i) run = end - i;
         if (run > FLASH_KEYS) run = FLASH_KEYS;
         for (int g = 0; g < m->n_head_kv; g++)
@@ -668,21 +602,13 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         }
         const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
         if (T == 1 && quantized && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
-            const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
+            const int32_t first = L->global ? lo : lo % s->slots[l];
+            const int32_t n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
             const int tasks = cm->n_threads;
             decode_flash_job fj = {m, s->q, s->k[l], s->v[l], first, n1, n, (n + tasks - 1) / tasks, s->scores,
                                    (size_t)m->n_head * s->max_tokens, s->part};
             cq_pool_run(cm->pool, tasks, decode_flash_task, &fj);
             flash_merge(m, s->part, tasks, s->att);
-        } else if (T == 1 && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {
-            const int32_t first = L->global ? lo : lo % s->slots[l], n1 = first + n <= s->slots[l] ? n : s->slots[l] - first;
-            const int key_tasks = cm->n_threads, elem_tasks = cm->n_threads;
-            decode_attn_job dj = {m, s->q, s->k[l], s->v[l], s->scores, s->att, first, n1, n,
-                                  (int)((n + key_tasks - 1) / key_tasks + 1) / 2 * 2, /* whole pairs of keys */
-                                  (hd / elem_tasks + 7) / 8 * 8}; /* whole vectors of elements */
-            cq_pool_run(cm->pool, (int)((n + dj.keys_per_task - 1) / dj.keys_per_task), decode_scores_task, &dj);
-            cq_pool_run(cm->pool, m->n_head, decode_softmax_task, &dj);
-            cq_pool_run(cm->pool, (hd + dj.elems_per_task - 1) / dj.elems_per_task, decode_mix_task, &dj);
         } else { /* every head of a KV head in one task (its K and V rows read once), unless that leaves a thread
                   * idle (a decode step over few keys: 2 tasks of 2 heads for 2 threads) */
             int heads_per_task = m->n_head / m->n_head_kv;

@@ -19,7 +19,7 @@ for what in "$@"; do
     T=$(mktemp -d); mkdir -p $T/bin $T/lib $T/eval
     strip -o $T/bin/clauseqa "$CQ"
     for l in $(ldd "$CQ" | awk '{print $3}' | grep -v -E \
-        "/libc.so|/libm.so|ld-linux|libdl|libpthread|librt|libgcc_s|libstdc|cuda|libcublas|libz.so|libblas|liblapack"); do
+        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/lib/
     done
     ln -s libopenblas.so.0 $T/lib/libblas.so.3

@@ -4,6 +4,7 @@
 # 1.23 s alone: no gain), each continuing from the shipped weights for $BUDGET seconds, validated on a sub-corpus
 # (--validate sub) and exported; logs under $OUT/, weights under $OUT/d<W>/ and
 # kept in .device/run1/ for a following call (device_eval.sh).
+#   EXTRA: more train.py arguments for every run (e.g. --distill-suites laws-zh,policy-zh-dev)
 #   carry: .device/c1 (bundle.tar.xz = tar of .device/ssm_data and .device/teacher, xz)
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,7 +28,7 @@ for w in $WEIGHTS; do  # each run's weights and log come back as soon as it ends
   b=$BUDGET; [ $((b + 80)) -le $left ] || b=$((left - 80))
   timeout $((left - 5)) python3 tools/ssm_train/train.py --data .device/ssm_data --out $R/d$w --init data/models/ssm \
     --teacher /tmp/teacher.pt --distill $w --lr 1.5e-3 --warmup 20 --budget $b --validate sub \
-    --commit "$COMMIT" --checkpoint-every 1e9 > $R/d$w.log 2>&1
+    --commit "$COMMIT" --checkpoint-every 1e9 ${EXTRA:-} > $R/d$w.log 2>&1
   mkdir -p $OUT/d$w && cp $R/d$w/ssm.json $R/d$w/ssm.safetensors $OUT/d$w/ 2>/dev/null
   cp $R/d$w.log $OUT/
   echo "== d$w (budget $b s) ended at $(( $(date +%s) - T0 )) s"; grep -E "s/step|step [0-9]*0 |validation" $R/d$w.log | cut -c1-700

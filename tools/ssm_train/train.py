@@ -129,7 +129,7 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
         g = q["pos"][rng.randrange(len(q["pos"]))]
         queries.append(q["tokens"][:MAX_QUERY])
         pos.append(set(q["pos"]))
-        tq.append(("q", q["_i"]))
+        tq.append(("q", q["_i"], s))
         windows.append(corpus.window(g, args.window, rng))
         if q["neg"]:
             windows.append(corpus.window(q["neg"][rng.randrange(len(q["neg"]))], args.window, rng))
@@ -139,7 +139,7 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
         hi = rng.randrange(len(headings))
         h = headings[hi]
         g = h["pos"][rng.randrange(len(h["pos"]))]
-        tq.append(("h", hi))
+        tq.append(("h", hi, SUITES_ALL[int(corpus.doc_suite[corpus.clause_doc[g]])]))
         queries.append(h["tokens"][:MAX_QUERY])
         pos.append(set(h["pos"]))
         windows.append(corpus.window(g, args.window, rng))
@@ -161,6 +161,7 @@ def make_batch(corpus, train_q, by_suite, headings, rng, args):
     return queries, pos, windows, tq
 
 
+SUITES_ALL = []  # the prepared data's suites, in meta.json's order (doc_suite indexes it)
 TEACHER = None  # {"c": (n_clauses, 384), "q": (n_questions, 384), "h": (n_headings, 384)} unit vectors on the GPU
 
 
@@ -181,7 +182,7 @@ def batch_loss(model, queries, pos, windows, args, device, tq=None):
     top = mask.gather(1, s.argmax(1, keepdim=True)).float().mean()
     kl = None
     if TEACHER is not None and args.distill > 0 and tq is not None:
-        rows = [i for i, r in enumerate(tq) if r is not None]
+        rows = [i for i, r in enumerate(tq) if r is not None and (not args.distill_suites or r[2] in args.distill_suites)]
         if rows:
             tqv = torch.stack([TEACHER[tq[i][0]][tq[i][1]] for i in rows]).float()
             tcv = TEACHER["c"][torch.as_tensor(gids, device=device)].float()
@@ -379,6 +380,8 @@ def main():
     ap.add_argument("--teacher-save", default="", help="write the teacher vectors to this .pt file (and go on)")
     ap.add_argument("--distill", type=float, default=0.0, help="weight of the distillation term (0: none)")
     ap.add_argument("--distill-tau", type=float, default=0.02)
+    ap.add_argument("--distill-suites", type=lambda v: sorted(x for x in v.split(",") if x), default=[],
+                    help="comma-separated suites whose queries get the distillation term (default: all)")
     ap.add_argument("--teacher-only", action="store_true", help="compute (and --teacher-save) the teacher vectors, "
                     "score the teacher itself on the validation questions, and stop")
     args = ap.parse_args()
@@ -406,6 +409,10 @@ def main():
 
     meta = json.load(open(os.path.join(args.data, "meta.json")))
     SUITES = meta["suites"]
+    SUITES_ALL[:] = SUITES
+    for x in args.distill_suites:
+        if x not in SUITES:
+            ap.error("--distill-suites: unknown suite %r (known: %s)" % (x, ", ".join(SUITES)))
     corpus = Corpus(os.path.join(args.data, "corpus.npz"))
     qd = json.load(open(os.path.join(args.data, "queries.json")))
     train_q = [q for q in qd["questions"] if q["split"] == "train"]
@@ -475,7 +482,8 @@ def main():
                 "steps_done": step, "objective": "contrastive: in-batch + in-document + BM25 hard negatives; "
                 "queries = train-split dev questions, inverse-cloze sentences, title+heading paths; " +
                 ("teacher distillation: %g * KL(teacher || student) over the batch's clauses for dev-question and "
-                 "heading queries (teacher softmax at tau %g)" % (args.distill, args.distill_tau)
+                 "heading queries of %s (teacher softmax at tau %g)"
+                 % (args.distill, ", ".join(args.distill_suites) or "every suite", args.distill_tau)
                  if TEACHER is not None and args.distill > 0 else "no teacher"),
                 "teacher": teacher_info if args.distill > 0 else None,
                 "seed": args.seed, "weights": "bf16", "train_seconds": round(time.time() - t_start, 1),

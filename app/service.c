@@ -413,6 +413,7 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
         cJSON_AddStringToObject(m, "decoder_device", cq_device_name(di->device));
     }
     cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
+    if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
     *out = o;
     return CQ_OK;
 }

@@ -384,12 +384,24 @@ struct cq_dense {
 void cq_dense_attach(cq_store *s, cq_dense *d) { *cq_store_dense_slot(s) = d; }
 cq_dense *cq_dense_attached(cq_store *s) { return *cq_store_dense_slot(s); }
 
-/* The GPU when there is one, else the fast CPU path, else the reference. */
-static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encoder **out, cq_err *err) {
+/* The GPU when there is one, else the fast CPU path, else the reference; why the GPU was not used goes to why
+ * (empty when it was). */
+static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encoder **out, char why[512], cq_err *err) {
     cq_err e2 = {0};
+    why[0] = 0;
     if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CUDA, 0, out, &e2) == CQ_OK) return CQ_OK;
+    memcpy(why, e2.msg, sizeof e2.msg);
+    cq_err_clear(&e2);
     if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, n_threads, out, &e2) == CQ_OK) return CQ_OK;
     return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
+}
+
+const char *cq_ssm_backend_name(cq_ssm_backend b) {
+    switch (b) {
+    case CQ_SSM_BACKEND_CUDA: return "cuda";
+    case CQ_SSM_BACKEND_CPU: return "cpu";
+    default: return "reference";
+    }
 }
 
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
@@ -410,12 +422,17 @@ cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     if (!rc && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
         rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "encoder weights in %s have a %d-token vocabulary; text needs %d",
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
-    if (!rc) rc = new_encoder(d->model, 1, &d->encoder, err);
-    if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, err);
+    char why[512];
+    if (!rc) rc = new_encoder(d->model, 1, &d->encoder, why, err);
+    if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, why, err);
     if (rc) {
         cq_dense_close(d);
         return rc;
     }
+    /* Which device encodes is worth one line: a GPU box that silently encodes on its CPU is slow for no clear reason. */
+    cq_ssm_backend b = cq_ssm_encoder_backend(d->doc_encoder);
+    if (b == CQ_SSM_BACKEND_CUDA) CQ_INFO("dense: SSM encoder on the GPU (cuda)");
+    else CQ_INFO("dense: SSM encoder on the CPU (%s backend): no GPU encoder: %s", cq_ssm_backend_name(b), why);
     *out = d;
     return CQ_OK;
 }

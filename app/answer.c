@@ -204,6 +204,9 @@ static void generate(const char *question, const cq_answer_options *o, cq_answer
         } else if (g.text && out->confidence < o->min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
+        } else if (g.text && cq_gen_answer_is_title(g.text, &out->hits, g.clause)) {
+            why = zh ? "生成的回答只重复了文件标题，以下为条文原文摘录。"
+                     : "The generated answer only repeated the document's title; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_supported(g.text, &out->hits, g.clause)) {
             *answer = g.text;
             *clause = g.clause;

@@ -118,6 +118,30 @@ bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t cla
     return ok;
 }
 
+/* s without ASCII and ideographic spaces (U+3000), malloc'd. */
+static char *without_spaces(const char *s) {
+    size_t n = strlen(s);
+    char *o = malloc(n + 1), *w = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n;) {
+        if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
+        else if (!strncmp(s + i, "\xe3\x80\x80", 3)) i += 3; /* U+3000 */
+        else *w++ = s[i++];
+    }
+    *w = 0;
+    return o;
+}
+
+bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clause) {
+    if (!answer || clause >= hits->n || !hits->hits[clause].doc_title) return false;
+    char *a = without_spaces(answer), *t = without_spaces(hits->hits[clause].doc_title);
+    bool is = false;
+    if (a && t && *a && strstr(t, a)) is = cq_utf8_count(a, strlen(a)) * 5 >= cq_utf8_count(t, strlen(t)) * 4;
+    free(a);
+    free(t);
+    return is;
+}
+
 void cq_gen_answer_free(cq_gen_answer *g) {
     free(g->text);
     memset(g, 0, sizeof *g);

@@ -97,6 +97,25 @@ static void test_supported(void **state) {
     cq_hits_free(&h);
 }
 
+static void test_is_title(void **state) {
+    (void)state;
+    cq_hits h = {0};
+    const char *title = "北京市16条举措助中小微企业渡难关 70亿元财政资金帮扶";
+    add_hit(&h, 1, "6488f3b3", title, NULL,
+            "北京市16条举措助中小微企业渡难关 70亿元财政资金帮扶 昨天下午举行的新闻发布会上，市发改委解读了措施。");
+    add_hit(&h, 2, "notes", NULL, NULL, "没有标题的文件");
+    assert_true(cq_gen_answer_is_title(title, &h, 0));
+    assert_true(cq_gen_answer_is_title("北京市16条举措助中小微企业渡难关70亿元财政资金帮扶", &h, 0)); /* spaces aside */
+    assert_true(cq_gen_answer_is_title("北京市16条举措助中小微企业渡难关 70亿元财政资金", &h, 0));   /* most of it */
+    assert_false(cq_gen_answer_is_title("北京市16条举措", &h, 0));                 /* a part that may answer */
+    assert_false(cq_gen_answer_is_title("市发改委解读了措施", &h, 0));             /* the body */
+    assert_false(cq_gen_answer_is_title("", &h, 0));
+    assert_false(cq_gen_answer_is_title(NULL, &h, 0));
+    assert_false(cq_gen_answer_is_title("没有标题的文件", &h, 1)); /* no title */
+    assert_false(cq_gen_answer_is_title(title, &h, 2));            /* out of range */
+    cq_hits_free(&h);
+}
+
 static cq_decoder *dec;
 
 static int open_model(void **state) {
@@ -172,6 +191,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_zh),
         cmocka_unit_test(test_prompt_en),
         cmocka_unit_test(test_supported),
+        cmocka_unit_test(test_is_title),
     };
     const struct CMUnitTest model[] = {
         cmocka_unit_test(test_generate_span),

@@ -11,6 +11,7 @@
 #include <faiss/c_api/index_io_c.h>
 #include <math.h>
 #include <omp.h>
+#include <omp.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -40,6 +41,8 @@ static cq_status faiss_error(cq_err *err, const char *what) {
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
     return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
 }
+
+#define SMALL_ADD 1024 /* vectors: an add below this runs on one OpenMP thread (cq_vectors_add) */
 
 void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe) {
     int l = 64;
@@ -234,9 +237,16 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
     pthread_rwlock_wrlock(&v->lock);
     size_t total = (size_t)faiss_Index_ntotal(v->index) + n;
     int rebuild = !v->ivf && total >= CQ_VECTORS_IVF_MIN; /* grown past flat: train an IVF */
+    /* A document's few vectors: FAISS's OpenMP team (the IVF add and remove) and OpenBLAS's threads (the product
+     * that assigns them to lists) spin against each other between such small calls, about 4x the time of the add
+     * on 2 cores (tests/bench/bench_vectors_add.c); one OpenMP thread for them avoids that. The setting is this
+     * thread's own and is put back. */
+    int omp_prev = omp_get_max_threads();
+    if (n < SMALL_ADD) omp_set_num_threads(1);
     if (!rebuild) rc = remove_from_index(v, clause_ids, n, err); /* a replaced clause must not appear twice */
     if (!rc && !rebuild && faiss_Index_add_with_ids(v->index, (idx_t)n, vectors, (const idx_t *)clause_ids))
         rc = faiss_error(err, "add");
+    if (n < SMALL_ADD) omp_set_num_threads(omp_prev);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
     if (!rc && rebuild) rc = cq_vectors_rebuild(v, s, err);

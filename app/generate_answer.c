@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/strbuf.h"
+#include "core/text_norm.h"
 #include "core/utf8.h"
 
 #define DEFAULT_CONTEXT_CHARS 600
@@ -118,23 +119,10 @@ bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t cla
     return ok;
 }
 
-/* s without ASCII and ideographic spaces (U+3000), malloc'd. */
-static char *without_spaces(const char *s) {
-    size_t n = strlen(s);
-    char *o = malloc(n + 1), *w = o;
-    if (!o) return NULL;
-    for (size_t i = 0; i < n;) {
-        if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
-        else if (!strncmp(s + i, "\xe3\x80\x80", 3)) i += 3; /* U+3000 */
-        else *w++ = s[i++];
-    }
-    *w = 0;
-    return o;
-}
-
 bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clause) {
     if (!answer || clause >= hits->n || !hits->hits[clause].doc_title) return false;
-    char *a = without_spaces(answer), *t = without_spaces(hits->hits[clause].doc_title);
+    const char *title = hits->hits[clause].doc_title;
+    char *a = cq_text_norm_key(answer, strlen(answer)), *t = cq_text_norm_key(title, strlen(title));
     bool is = false;
     if (a && t && *a && strstr(t, a)) is = cq_utf8_count(a, strlen(a)) * 5 >= cq_utf8_count(t, strlen(t)) * 4;
     free(a);

@@ -50,7 +50,8 @@ void cq_gen_answer_free(cq_gen_answer *g);
 /* The check an answer must pass to be used: non-empty and a verbatim span of the text of hits[clause]. */
 bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t clause);
 
-/* True when the answer only repeats the title of hits[clause]'s document: the title holds the answer (spaces aside)
+/* True when the answer only repeats the title of hits[clause]'s document: the title holds the answer (both as the eval format's norm() sees them:
+ * folded, white space removed)
  * and the answer is at least 80 % of the title's characters. News-style notices often open with their headline,
  * which the copy-constrained decoder can quote; that is no answer to a question about the notice. */
 bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clause);

@@ -11,7 +11,6 @@
 #include <faiss/c_api/index_io_c.h>
 #include <math.h>
 #include <omp.h>
-#include <omp.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -239,8 +238,8 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
     int rebuild = !v->ivf && total >= CQ_VECTORS_IVF_MIN; /* grown past flat: train an IVF */
     /* A document's few vectors: FAISS's OpenMP team (the IVF add and remove) and OpenBLAS's threads (the product
      * that assigns them to lists) spin against each other between such small calls, about 4x the time of the add
-     * on 2 cores (tests/bench/bench_vectors_add.c); one OpenMP thread for them avoids that. The setting is this
-     * thread's own and is put back. */
+     * on 2 cores (tests/bench/bench_vectors_add.c); one OpenMP thread for them avoids that, as for one query in
+     * cq_vectors_search. The setting is this thread's own and is put back here. */
     int omp_prev = omp_get_max_threads();
     if (n < SMALL_ADD) omp_set_num_threads(1);
     if (!rebuild) rc = remove_from_index(v, clause_ids, n, err); /* a replaced clause must not appear twice */
@@ -404,14 +403,6 @@ static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encode
     cq_err_clear(&e2);
     if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, n_threads, out, &e2) == CQ_OK) return CQ_OK;
     return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
-}
-
-const char *cq_ssm_backend_name(cq_ssm_backend b) {
-    switch (b) {
-    case CQ_SSM_BACKEND_CUDA: return "cuda";
-    case CQ_SSM_BACKEND_CPU: return "cpu";
-    default: return "reference";
-    }
 }
 
 cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {

@@ -93,8 +93,6 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
 const cq_ssm_model *cq_dense_model(cq_dense *d);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */
 cq_ssm_backend cq_dense_backend(const cq_dense *d);
-/* "cuda", "cpu" or "reference". */
-const char *cq_ssm_backend_name(cq_ssm_backend b);
 /* Keeping FAISS in step with SQLite on connection s (no-ops without an attached retriever or an open index):
  * forget drops clause ids whose rows went (or never committed); forget_doc drops a document's clauses (call before
  * deleting it); forget_kb empties a KB's index (call once the KB is deleted). */

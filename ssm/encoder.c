@@ -57,6 +57,14 @@ void cq_ssm_encoder_free(cq_ssm_encoder *e) {
 
 cq_ssm_backend cq_ssm_encoder_backend(const cq_ssm_encoder *e) { return e->backend; }
 
+const char *cq_ssm_backend_name(cq_ssm_backend b) {
+    switch (b) {
+    case CQ_SSM_BACKEND_CUDA: return "cuda";
+    case CQ_SSM_BACKEND_CPU: return "cpu";
+    default: return "reference";
+    }
+}
+
 cq_ssm_cuda *cq_ssm_encoder_cuda(cq_ssm_encoder *e) { return e->cuda; }
 
 static cq_status validate_seq(const cq_ssm_model *m, const cq_ssm_seq *s, size_t i, cq_err *err) {

@@ -68,6 +68,8 @@ cq_status cq_ssm_encoder_new(const cq_ssm_model *m, cq_ssm_backend backend, int 
                              cq_err *err);
 void cq_ssm_encoder_free(cq_ssm_encoder *e);
 cq_ssm_backend cq_ssm_encoder_backend(const cq_ssm_encoder *e);
+/* "cuda", "cpu" or "reference". */
+const char *cq_ssm_backend_name(cq_ssm_backend b);
 
 /* Encodes a document's next clauses, continuing state (fresh from cq_ssm_state_new for a new document). Each
  * clause is read as SEP + its tokens, and a new document starts with BOS. vectors: n_clauses × d_embed. */

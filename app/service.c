@@ -16,7 +16,6 @@
 #include "app/cli_common.h"
 #include "app/followup.h"
 #include "app/ingest.h"
-#include "app/page_render.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -28,6 +27,7 @@
 #include "index/router.h"
 #include "index/store.h"
 #include "index/vectors.h"
+#include "reader/reader.h"
 #include "attention/decoder.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
@@ -244,8 +244,6 @@ static bool is_sha256_hex(const char *s) {
     return true;
 }
 
-static bool known_format(const char *f) { return f && (!strcmp(f, "pdf") || !strcmp(f, "md") || !strcmp(f, "txt")); }
-
 /* Is content sha256 still used by a document in any KB? */
 static bool sha_in_use(cq_store *st, const char *sha) {
     cq_kb_info *kbs;
@@ -266,7 +264,7 @@ static bool sha_in_use(cq_store *st, const char *sha) {
 
 /* Removes the original and the cached page images of content sha once no document uses it any more. */
 static void remove_files_of(cq_service *s, cq_store *st, const char *sha, const char *format) {
-    if (!is_sha256_hex(sha) || !known_format(format) || sha_in_use(st, sha)) return;
+    if (!is_sha256_hex(sha) || !cq_reader_format_named(format) || sha_in_use(st, sha)) return;
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.%s", s->files_dir, sha, format);
     unlink(path);
@@ -380,6 +378,25 @@ static size_t queue_depth(cq_service *s, int64_t *running) {
     return n;
 }
 
+/* The formats uploads may have (reader/reader.h), for clients' file pickers. */
+static cJSON *formats_json(void) {
+    size_t n;
+    const cq_reader_format *f = cq_reader_formats(&n);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", f[i].name);
+        cJSON_AddStringToObject(o, "label", f[i].label);
+        cJSON *ext = cJSON_AddArrayToObject(o, "extensions");
+        for (size_t e = 0; e < CQ_READER_MAX_EXTENSIONS && f[i].extensions[e]; e++)
+            cJSON_AddItemToArray(ext, cJSON_CreateString(f[i].extensions[e]));
+        cJSON_AddStringToObject(o, "mime", f[i].mime);
+        cJSON_AddBoolToObject(o, "pages", f[i].has_pages);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
 static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     cq_service *s = ctx;
     cq_store *st = pool_get(s, err);
@@ -414,6 +431,7 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     }
     cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
     if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
+    cJSON_AddItemToObject(o, "formats", formats_json());
     *out = o;
     return CQ_OK;
 }
@@ -640,7 +658,7 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
 }
 
 static cq_status original_path(cq_service *s, const cq_doc_info *d, char *path, size_t cap, cq_err *err) {
-    if (!is_sha256_hex(d->sha256) || !known_format(d->format))
+    if (!is_sha256_hex(d->sha256) || !cq_reader_format_named(d->format))
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no stored original", (long long)d->id);
     snprintf(path, cap, "%s/%s.%s", s->files_dir, d->sha256, d->format);
     if (access(path, R_OK) != 0)
@@ -659,10 +677,7 @@ static cq_status svc_doc_original(void *ctx, int64_t doc_id, cq_web_file *f, cq_
     memset(f, 0, sizeof *f);
     rc = original_path(s, &d, f->path, sizeof f->path, err);
     if (!rc) {
-        snprintf(f->mime, sizeof f->mime, "%s",
-                 !strcmp(d.format, "pdf")  ? "application/pdf"
-                 : !strcmp(d.format, "md") ? "text/markdown; charset=utf-8"
-                                           : "text/plain; charset=utf-8");
+        snprintf(f->mime, sizeof f->mime, "%s", cq_reader_format_named(d.format)->mime);
         snprintf(f->download_name, sizeof f->download_name, "%s", d.filename ? d.filename : d.name);
     }
     cq_doc_info_free(&d);
@@ -691,14 +706,15 @@ static cq_status svc_page_image(void *ctx, int64_t doc_id, int page_no, int64_t 
     }
     pool_put(s, st);
     memset(f, 0, sizeof *f);
-    char pdf[1100];
-    if (!rc && strcmp(d.format, "pdf"))
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld is %s: page images exist for PDFs only",
+    char original[1100];
+    const cq_reader_format *format = cq_reader_format_named(d.format);
+    if (!rc && (!format || !format->render))
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld is %s, a format without pages: it has no page images",
                         (long long)doc_id, d.format);
     if (!rc && (page_no < 1 || page_no > d.n_pages))
         rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has %d pages; there is no page %d", (long long)doc_id,
                         d.n_pages, page_no);
-    if (!rc) rc = original_path(s, &d, pdf, sizeof pdf, err);
+    if (!rc) rc = original_path(s, &d, original, sizeof original, err);
     if (!rc) {
         width = (width + 50) / 100 * 100;
         if (width < 100) width = 100;
@@ -721,7 +737,12 @@ static cq_status svc_page_image(void *ctx, int64_t doc_id, int page_no, int64_t 
         if (access(f->path, R_OK) == 0) {
             atomic_fetch_add(&s->page_cache_hits, 1);
         } else {
-            rc = cq_page_render_png(pdf, page_no, width, c.boxes, c.n_boxes, f->path, err);
+            cq_box *boxes = c.n_boxes ? malloc(c.n_boxes * sizeof *boxes) : NULL;
+            for (size_t i = 0; boxes && i < c.n_boxes; i++)
+                boxes[i] = (cq_box){c.boxes[i].page_no, c.boxes[i].x0, c.boxes[i].y0, c.boxes[i].x1, c.boxes[i].y1};
+            rc = c.n_boxes && !boxes ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                     : format->render(original, page_no, width, boxes, c.n_boxes, f->path, err);
+            free(boxes);
             if (!rc) atomic_fetch_add(&s->pages_rendered, 1);
         }
     }
@@ -776,7 +797,8 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
                     cJSON_AddItemToArray(sizes, p);
                 }
         free(pages);
-        if (c.page_first > 0 && d.format && !strcmp(d.format, "pdf")) {
+        const cq_reader_format *format = cq_reader_format_named(d.format);
+        if (c.page_first > 0 && format && format->render) {
             char url[128];
             snprintf(url, sizeof url, "/api/v1/documents/%lld/pages/%d.png?clause=%lld", (long long)c.doc_id,
                      c.page_first, (long long)c.id);
@@ -817,10 +839,10 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         return err->code;
     }
     int64_t kb_id = 0, job_id = 0;
-    char head[1024], sha[65], *name = NULL, *upload_path = NULL;
+    char head[CQ_READER_HEAD_BYTES], sha[65], *name = NULL, *upload_path = NULL;
     size_t head_len = 0;
     struct stat sb;
-    const char *format = NULL;
+    const cq_reader_format *format = NULL;
     cq_doc_info same = {0}, named = {0};
     cq_status rc = find_kb(st, kb, &kb_id, err);
     if (!rc && (stat(spooled, &sb) != 0 || !S_ISREG(sb.st_mode)))
@@ -832,7 +854,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
             head_len = fread(head, 1, sizeof head, fp);
             fclose(fp);
         }
-        format = cq_ingest_detect_format(filename, head, head_len, err);
+        format = cq_reader_detect(filename, head, head_len, err);
         if (!format) {
             rc = err->code ? err->code : CQ_ERR_FORMAT;
             cq_err_prefix(err, "%s: ", filename);
@@ -869,7 +891,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) {
         char leaf[64];
-        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, format);
+        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, format->name);
         upload_path = path_join(s->uploads_dir, leaf);
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else if (rename(spooled, upload_path) != 0)

@@ -100,7 +100,7 @@ typedef struct {
 
 typedef struct {
     int ord;                /* order in the document */
-    int kind;               /* cq_clause_kind of app/structure.h */
+    int kind;               /* cq_clause_kind of reader/reader.h */
     const char *label, *label_key, *path, *text;
     int page_first, page_last;
     uint32_t start_off, end_off;

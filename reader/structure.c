@@ -1,4 +1,4 @@
-/* Structure parser: document text → clauses (see app/structure.h for the model).
+/* Structure parser: document text → clauses (see reader/reader.h for the model).
  *
  * Four passes over the text, each linear:
  *   1. segmentation: the text is cut into segments at hard breaks ('\n'), page breaks ('\f') and, in Chinese
@@ -47,7 +47,7 @@
  *     clause router keys questions the same way), outline letters follow their top level (I. / B. → "1.b").
  *   - Display labels: Chinese labels as printed without spaces ("第十二条"); English ones as "Article IV",
  *     "Section 7.2" (also for bare numbered headings "7.2 Termination."), "§ 3". */
-#include "app/structure.h"
+#include "reader/reader.h"
 
 #include <stdbool.h>
 #include <stdio.h>

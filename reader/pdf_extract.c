@@ -1,4 +1,4 @@
-/* PDF reader: cq_doctext_from_pdf with MuPDF.
+/* PDF reader: cq_reader_read_pdf with MuPDF.
  *
  * Three passes, so that only the compact record stays in memory whatever the PDF's size:
  *  1. page by page: MuPDF's structured text for the page, turned into lines of glyphs (code point after repair,
@@ -12,7 +12,7 @@
  *
  * MuPDF is used with one context per call; its warnings are kept (the last one goes into error messages) and
  * never printed. */
-#include "app/doctext.h"
+#include "reader/reader.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,7 +24,7 @@
 #include <mupdf/fitz.h>
 #include <mupdf/pdf.h>
 
-#include "app/doctext_internal.h"
+#include "reader/reader_internal.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
@@ -1177,15 +1177,13 @@ static cq_status check_file(const char *path, cq_err *err) {
     return cq_err_set(err, CQ_ERR_FORMAT, "%s is not a PDF (no %%PDF- header; it starts with \"%s\")", path, shown);
 }
 
-cq_status cq_doctext_from_pdf(const char *path, cq_doctext *out, cq_err *err) {
-    return cq_doctext_from_pdf_progress(path, NULL, NULL, out, err);
-}
-
-cq_status cq_doctext_from_pdf_progress(const char *path, cq_doctext_progress_fn progress, void *user, cq_doctext *out,
-                                       cq_err *err) {
+cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
-    if (!path) return cq_err_set(err, CQ_ERR_INVALID, "no PDF path given");
+    if (!in || !in->path) return cq_err_set(err, CQ_ERR_INVALID, "no PDF path given");
+    const char *path = in->path;
+    cq_reader_progress_fn progress = in->progress;
+    void *user = in->progress_user;
     cq_status st = check_file(path, err);
     if (st != CQ_OK) return st;
 

@@ -9,12 +9,6 @@
 #include "core/fileio.h"
 #include "index/vectors.h"
 
-/* The process's dense retriever, opened with the first store when trained encoder weights are installed. */
-static cq_dense *g_dense;
-static int g_dense_tried;
-
-static void close_dense(void) { cq_dense_close(g_dense); }
-
 cq_store *cq_cli_open_store(const char *data_dir) {
     cq_err err = {0};
     if (cq_mkdirs(data_dir, &err)) {
@@ -28,14 +22,15 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     cq_store *s = NULL;
     if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
     free(path);
-    if (s && !g_dense_tried) {
-        g_dense_tried = 1;
-        cq_err derr = {0};
-        if (cq_dense_open_configured(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
-        else if (derr.code != CQ_ERR_UNSUPPORTED) fprintf(stderr, "clauseqa: dense retrieval off: %s\n", derr.msg);
-    }
-    if (s) cq_dense_attach(s, g_dense);
     return s;
+}
+
+cq_dense *cq_cli_open_dense(const char *data_dir) {
+    cq_dense *d = NULL;
+    cq_err err = {0};
+    if (cq_dense_open_configured(data_dir, &d, &err) && err.code != CQ_ERR_UNSUPPORTED)
+        fprintf(stderr, "clauseqa: dense retrieval off: %s\n", err.msg);
+    return d;
 }
 
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
@@ -143,7 +138,7 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
                                          {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
                                          {"help", no_argument, 0, 'h'},       CQ_CLI_ANSWER_OPTIONS,
                                          {0, 0, 0, 0}};
-    *o = (cq_question_cli){.mode = "hybrid", .k = 5};
+    *o = (cq_question_cli){.k = CQ_RETRIEVE_DEFAULT_K};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

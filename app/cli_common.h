@@ -11,9 +11,14 @@
 #include "attention/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
+#include "index/vectors.h"
 
 /* Opens DATA/clauseqa.db (creating the directory). Prints the error and returns NULL on failure. */
 cq_store *cq_cli_open_store(const char *data_dir);
+
+/* The dense retriever as CLAUSEQA_DENSE and DATA/models/ssm/ configure it (index/vectors.h), or NULL when it is
+ * off (a reason is printed only when the weights exist but cannot be used). Close it with cq_dense_close. */
+cq_dense *cq_cli_open_dense(const char *data_dir);
 
 /* Finds KB name (create: make it when absent). Prints the error and returns 0 on failure. */
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create);
@@ -65,7 +70,7 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_
 /* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
  * question. */
 typedef struct {
-    const char *kb, *data, *mode;
+    const char *kb, *data, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;

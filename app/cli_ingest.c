@@ -118,6 +118,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
+    cq_dense *dense = cq_cli_open_dense(data_dir); /* encodes the clauses when dense retrieval is on */
     int tty = isatty(fileno(stderr)) && !json;
     size_t ok = 0, dup = 0, failed = 0, clauses = 0;
     cJSON *results = json ? cJSON_CreateArray() : NULL;
@@ -127,7 +128,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         if (tty) progress_bar(i, files.n, base);
         cq_err err = {0};
         cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace};
+        cq_ingest_options o = {.replace = replace, .dense = dense};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;
@@ -181,5 +182,6 @@ int cq_cmd_ingest(int argc, char **argv) {
         fprintf(stderr, "%zu ingested (%zu clauses), %zu already present, %zu failed\n", ok, clauses, dup, failed);
     }
     cq_store_close(s);
+    cq_dense_close(dense);
     return failed ? 1 : 0;
 }

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -12,12 +12,6 @@
 #include "index/vectors.h"
 #include "reader/reader.h"
 #include "ssm/ssm.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The FTS title column of a document: its title and its name, so that either finds it. */
 static char *doc_label(const char *title, const char *name) {
@@ -68,11 +62,10 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
     return CQ_OK;
 }
 
-/* With a dense retriever attached to the connection (index/vectors.h), one encoder pass over the document gives a
- * vector per clause and the document's final state; both are written in the ingest transaction. */
-static cq_status encode_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const cq_structure *st,
+/* With a dense retriever (index/vectors.h), one encoder pass over the document gives a vector per clause and the
+ * document's final state; both are written in the ingest transaction. */
+static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t doc_id, const cq_structure *st,
                                 const int64_t *clause_ids, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
     if (!d || st->n_clauses == 0) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
     size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed, state_bytes = cq_ssm_state_size_bytes(m);
@@ -129,7 +122,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     static const cq_ingest_options defaults = {0};
     if (!opt) opt = &defaults;
     memset(res, 0, sizeof *res);
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
     const char *filename = opt->filename ? opt->filename : path;
     const char *slash = strrchr(filename, '/');
     if (slash) filename = slash + 1;
@@ -168,7 +161,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
             snprintf(res->quality_reason, sizeof res->quality_reason, "%s", same.quality_reason ? same.quality_reason : "");
             goto out;
         }
-        rc = cq_dense_forget_doc(s, same.id, err);
+        rc = cq_dense_forget_doc(opt->dense, s, same.id, err);
         if (!rc) rc = cq_store_doc_delete(s, same.id, err);
         if (rc) goto out;
     } else if (rc != CQ_ERR_NOT_FOUND) {
@@ -217,19 +210,19 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format->name, sha, (int64_t)len, &doc_id, err);
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
-    if (!rc) rc = encode_clauses(s, kb_id, doc_id, &st, clause_ids, err);
+    if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, &st, clause_ids, err);
     const bool encoded = !rc; /* the vectors are in FAISS from here on */
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
-    if (!rc && old.id) rc = cq_dense_forget_doc(s, old.id, err);
+    if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);
     if (!rc) rc = cq_store_commit(s, err);
     if (rc) {
         cq_store_rollback(s);
         cq_err e2 = {0};
-        if (encoded) cq_dense_forget(s, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
+        if (encoded) cq_dense_forget(opt->dense, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
         doc_id = 0;
         goto out;
     }
@@ -241,7 +234,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
 
 out:
     if (rc && err) cq_err_prefix(err, "%s: ", filename);
-    res->seconds = now_seconds() - t0;
+    res->seconds = cq_clock_seconds() - t0;
     free(clause_ids);
     cq_structure_free(&st);
     cq_doctext_free(&doc);

@@ -23,12 +23,16 @@ typedef struct {
     double seconds;       /* wall time of the whole ingest */
 } cq_ingest_result;
 
+typedef struct cq_dense cq_dense; /* index/vectors.h */
+
 typedef struct {
     bool replace;          /* replace a document of the same name */
     const char *filename;  /* name as uploaded (default: base name of path) */
     /* Called after each PDF page is read (pages_read of n_pages), before anything is written; may be NULL. */
     void (*progress)(void *user, int pages_read, int n_pages);
     void *progress_user;
+    cq_dense *dense;       /* the dense retriever (index/vectors.h): encode the clauses into its index of the KB, and
+                              take replaced documents' vectors out; NULL: no vectors (borrowed) */
 } cq_ingest_options;
 
 /* Largest file accepted, bytes. */

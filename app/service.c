@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "app/answer.h"
@@ -24,11 +23,12 @@
 #include "index/jobs.h"
 #include "index/keys.h"
 #include "index/retrieve.h"
-#include "index/router.h"
+#include "index/query.h"
 #include "index/store.h"
 #include "index/vectors.h"
 #include "reader/reader.h"
 #include "attention/decoder.h"
+#include "core/clock.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
 #define JOB_LIST_LIMIT 100
@@ -49,7 +49,8 @@ struct cq_service {
     char *data_dir, *db_path, *files_dir, *uploads_dir, *spool_dir, *cache_dir;
     bool allow_open;
     double started_at;
-    cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights; every connection carries it */
+    cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights: retrieval and the ingestion
+                        worker are given it */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
 
     pthread_mutex_t pool_lock;
@@ -77,12 +78,6 @@ struct cq_service {
 /* Milliseconds between two times in seconds, to the microsecond (JSON stays readable). */
 static double ms_between(double t0, double t1) { return (double)(long long)((t1 - t0) * 1e6 + 0.5) / 1e3; }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static char *path_join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -98,7 +93,6 @@ static cq_store *pool_get(cq_service *s, cq_err *err) {
     pthread_mutex_unlock(&s->pool_lock);
     if (st) return st;
     if (cq_store_open(s->db_path, &st, err)) return NULL;
-    cq_dense_attach(st, s->dense);
     return st;
 }
 
@@ -317,7 +311,7 @@ static void sanitize_filename(const char *in, char *out, size_t cap) {
 bool cq_service_open_mode(cq_service *s) {
     if (!s->allow_open) return false;
     pthread_mutex_lock(&s->auth_lock);
-    double now = now_seconds();
+    double now = cq_clock_seconds();
     bool stale = now - s->auth_checked_at > OPEN_MODE_RECHECK_S;
     bool open_now = s->open_now;
     pthread_mutex_unlock(&s->auth_lock);
@@ -414,7 +408,7 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", "ok");
     cJSON_AddStringToObject(o, "version", "0.1.0");
-    cJSON_AddNumberToObject(o, "uptime_s", (double)(long long)(now_seconds() - s->started_at));
+    cJSON_AddNumberToObject(o, "uptime_s", (double)(long long)(cq_clock_seconds() - s->started_at));
     cJSON_AddBoolToObject(o, "auth", !cq_service_open_mode(s));
     cJSON_AddNumberToObject(o, "kbs", (double)n);
     cJSON_AddNumberToObject(o, "documents", (double)docs);
@@ -571,7 +565,7 @@ static cq_status svc_kb_delete(void *ctx, const char *kb, cq_err *err) {
     if (!rc) rc = cq_store_doc_list(st, id, &docs, &n, err);
     if (!rc) rc = cq_store_kb_delete(st, id, err);
     if (!rc) {
-        cq_dense_forget_kb(st, id);
+        cq_dense_forget_kb(s->dense, id);
         for (size_t i = 0; i < n; i++) remove_files_of(s, st, docs[i].sha256, docs[i].format);
         CQ_INFO("knowledge base '%s' deleted with its %zu documents", kb, n);
     }
@@ -645,7 +639,7 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
     cq_doc_info d;
     cq_status rc = cq_store_doc_get(st, doc_id, &d, err);
     if (!rc) {
-        rc = cq_dense_forget_doc(st, doc_id, err);
+        rc = cq_dense_forget_doc(s->dense, st, doc_id, err);
         if (!rc) rc = cq_store_doc_delete(st, doc_id, err);
         if (!rc) {
             remove_files_of(s, st, d.sha256, d.format);
@@ -973,7 +967,7 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     job_progress *p = user;
     p->done = pages_read;
     p->total = n_pages;
-    double now = now_seconds();
+    double now = cq_clock_seconds();
     if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
     p->last_write = now;
     cq_err err = {0};
@@ -994,9 +988,9 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
     cq_sha256_file_hex(j.upload_path, sha, &err);
     cq_err_clear(&err);
 
-    job_progress progress = {.st = st, .job_id = job_id, .last_write = now_seconds()};
+    job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
-                             .progress_user = &progress};
+                             .progress_user = &progress, .dense = s->dense};
     cq_ingest_result res;
     cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
     cq_err e2 = {0};
@@ -1043,7 +1037,6 @@ static void *worker_main(void *arg) {
         CQ_ERROR("ingestion worker: %s", err.msg);
         return NULL;
     }
-    cq_dense_attach(st, s->dense);
     for (;;) {
         pthread_mutex_lock(&s->queue_lock);
         while (!s->stopping && !s->head) pthread_cond_wait(&s->queue_cond, &s->queue_lock);
@@ -1120,20 +1113,11 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
 
 /* ---- questions ------------------------------------------------------------------------------------------------ */
 
-static bool names_document(cq_store *st, int64_t kb_id, const char *question) {
-    cq_title_match m;
-    size_t n = 0;
-    cq_err err = {0};
-    return cq_router_titles(st, kb_id, question, &m, 1, &n, &err) == CQ_OK && n > 0;
-}
-
 /* The question completed against the history (app/followup.h), or NULL when it stands as it is. The context is
  * built turn by turn: an assistant turn's first citation, else what the user turn itself referred to (its clause
  * reference, resolved the same way, else its best retrieved clause). */
-static char *resolve_followup(cq_store *st, int64_t kb_id, const char *question, const cJSON *history) {
-    size_t a, b;
-    if (!history || cJSON_GetArraySize(history) == 0 || cq_followup_classify(question, &a, &b) == CQ_FOLLOWUP_NONE)
-        return NULL;
+static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *history) {
+    if (!history || cJSON_GetArraySize(history) == 0 || q->type == CQ_QUERY_TOPIC) return NULL;
     char doc[256] = "", clause[128] = "";
     int n = cJSON_GetArraySize(history);
     for (int i = n > HISTORY_TURNS_MAX ? n - HISTORY_TURNS_MAX : 0; i < n; i++) {
@@ -1149,29 +1133,51 @@ static char *resolve_followup(cq_store *st, int64_t kb_id, const char *question,
                 snprintf(clause, sizeof clause, "%s", cJSON_IsString(cl) ? cl->valuestring : "");
             }
         } else if (!strcmp(role->valuestring, "user") && cJSON_IsString(content)) {
-            cq_followup_context ctx = {doc, clause[0] ? clause : NULL};
-            char *resolved = NULL;
-            if (doc[0])
-                resolved = cq_followup_resolve(content->valuestring, &ctx,
-                                               names_document(st, kb_id, content->valuestring));
-            const char *q = resolved ? resolved : content->valuestring;
-            cq_hits h = {0};
             cq_err err = {0};
-            if (cq_retrieve(st, kb_id, q, CQ_RETRIEVE_ROUTER, 1, &h, &err) == CQ_OK && h.n == 0) {
+            cq_query turn_q;
+            if (cq_query_parse(st, q->kb_id, content->valuestring, &turn_q, &err)) continue;
+            cq_followup_context ctx = {doc, clause[0] ? clause : NULL};
+            char *resolved = doc[0] ? cq_followup_resolve(&turn_q, &ctx) : NULL;
+            if (resolved) {
+                cq_query_free(&turn_q);
+                cq_status rc = cq_query_parse(st, q->kb_id, resolved, &turn_q, &err);
+                free(resolved);
+                if (rc) continue;
+            }
+            cq_hits h = {0};
+            if (cq_retrieve(st, &turn_q, &(cq_retrieve_options){.modes = CQ_RETRIEVE_ROUTER, .k = 1}, &h, &err) ==
+                    CQ_OK &&
+                h.n == 0) {
                 cq_hits_free(&h);
-                cq_retrieve(st, kb_id, q, CQ_RETRIEVE_HYBRID, 1, &h, &err);
+                cq_retrieve(st, &turn_q, &(cq_retrieve_options){.modes = CQ_RETRIEVE_HYBRID, .k = 1}, &h, &err);
             }
             if (h.n) {
                 snprintf(doc, sizeof doc, "%s", h.hits[0].doc_name);
                 snprintf(clause, sizeof clause, "%s", h.hits[0].label ? h.hits[0].label : "");
             }
             cq_hits_free(&h);
-            free(resolved);
+            cq_query_free(&turn_q);
         }
     }
     if (!doc[0]) return NULL;
     cq_followup_context ctx = {doc, clause[0] ? clause : NULL};
-    return cq_followup_resolve(question, &ctx, names_document(st, kb_id, question));
+    return cq_followup_resolve(q, &ctx);
+}
+
+/* The question as it is answered: parsed for KB kb_id and, when it is a follow-up, completed against the history
+ * and parsed again (*resolved then says so: q->text is the completed question). */
+static cq_status parse_question(cq_store *st, int64_t kb_id, const cq_web_question *wq, cq_query *q, bool *resolved,
+                                cq_err *err) {
+    *resolved = false;
+    cq_status rc = cq_query_parse(st, kb_id, wq->question, q, err);
+    char *completed = rc ? NULL : resolve_followup(st, q, wq->history);
+    if (completed) {
+        cq_query_free(q);
+        rc = cq_query_parse(st, kb_id, completed, q, err);
+        *resolved = !rc;
+        free(completed);
+    }
+    return rc;
 }
 
 /* A retrieval mode this server cannot run (dense without trained encoder weights) is the request's problem (400),
@@ -1181,10 +1187,10 @@ static cq_status question_error(cq_status rc, cq_err *err) {
     return rc;
 }
 
-static cq_status question_options(const cq_web_question *q, int *modes, size_t *k, cq_err *err) {
-    *k = q->k > 0 ? (size_t)q->k : 5;
-    *modes = cq_retrieve_parse_mode(q->mode ? q->mode : "hybrid", err);
-    return *modes ? CQ_OK : (err->code ? err->code : CQ_ERR_INVALID);
+static cq_status question_options(cq_service *s, const cq_web_question *q, cq_retrieve_options *o, cq_err *err) {
+    *o = (cq_retrieve_options){.k = q->k > 0 ? (size_t)q->k : 0, .dense = s->dense};
+    o->modes = cq_retrieve_parse_mode(q->mode, err);
+    return o->modes ? CQ_OK : (err->code ? err->code : CQ_ERR_INVALID);
 }
 
 /* Adds "document_id" to each hit of a JSON array made by cq_json_hits from hits. */
@@ -1199,25 +1205,26 @@ static void add_document_ids(cJSON *arr, const cq_hits *hits) {
 
 static cq_status svc_retrieve(void *ctx, const char *kb, const cq_web_question *q, cJSON **out, cq_err *err) {
     cq_service *s = ctx;
-    int modes;
-    size_t k;
-    cq_status rc = question_options(q, &modes, &k, err);
+    cq_retrieve_options opt;
+    cq_status rc = question_options(s, q, &opt, err);
     if (rc) return rc;
     cq_store *st = pool_get(s, err);
     if (!st) return err->code;
     int64_t kb_id;
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
+    cq_query query = {0};
+    bool resolved = false;
     rc = find_kb(st, kb, &kb_id, err);
-    char *resolved = rc ? NULL : resolve_followup(st, kb_id, q->question, q->history);
-    double t1 = now_seconds();
+    if (!rc) rc = parse_question(st, kb_id, q, &query, &resolved, err);
+    double t1 = cq_clock_seconds();
     cq_hits hits = {0};
-    if (!rc) rc = cq_retrieve(st, kb_id, resolved ? resolved : q->question, modes, k, &hits, err);
-    double t2 = now_seconds();
+    if (!rc) rc = cq_retrieve(st, &query, &opt, &hits, err);
+    double t2 = cq_clock_seconds();
     pool_put(s, st);
     if (!rc) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "question", q->question);
-        if (resolved) cJSON_AddStringToObject(o, "resolved_question", resolved);
+        if (resolved) cJSON_AddStringToObject(o, "resolved_question", query.text);
         cJSON *results = cq_json_hits(&hits);
         add_document_ids(results, &hits);
         cJSON_AddItemToObject(o, "results", results);
@@ -1228,7 +1235,7 @@ static cq_status svc_retrieve(void *ctx, const char *kb, const cq_web_question *
         atomic_fetch_add(&s->retrievals, 1);
     }
     cq_hits_free(&hits);
-    free(resolved);
+    cq_query_free(&query);
     return question_error(rc, err);
 }
 
@@ -1265,7 +1272,7 @@ typedef struct {
 
 static bool relay_text(void *user, const char *text, size_t len) {
     token_relay *r = user;
-    if (!r->pieces) r->first_at = now_seconds();
+    if (!r->pieces) r->first_at = cq_clock_seconds();
     r->pieces++;
     return r->on_token(r->user, text, len) == 0;
 }
@@ -1273,42 +1280,42 @@ static bool relay_text(void *user, const char *text, size_t len) {
 static cq_status svc_ask(void *ctx, const char *kb, const cq_web_question *q, cq_web_token_fn on_token, void *user,
                          cJSON **out, cq_err *err) {
     cq_service *s = ctx;
-    int modes;
-    size_t k;
-    cq_status rc = question_options(q, &modes, &k, err);
+    cq_answer_options opt = {.decoder = s->decoder};
+    cq_status rc = question_options(s, q, &opt.retrieve, err);
     if (rc) return rc;
     cq_store *st = pool_get(s, err);
     if (!st) return err->code;
     int64_t kb_id;
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
+    cq_query query = {0};
+    bool resolved = false;
     rc = find_kb(st, kb, &kb_id, err);
-    char *resolved = rc ? NULL : resolve_followup(st, kb_id, q->question, q->history);
-    double t1 = now_seconds();
+    if (!rc) rc = parse_question(st, kb_id, q, &query, &resolved, err);
+    double t1 = cq_clock_seconds();
     cq_answer a;
     memset(&a, 0, sizeof a);
-    cq_answer_options opt = {.k = k, .modes = modes, .decoder = s->decoder};
     token_relay relay = {s, on_token, user, 0, 0};
     if (on_token) {
         opt.on_text = relay_text;
         opt.user = &relay;
     }
-    if (!rc) rc = cq_answer_question(st, kb_id, resolved ? resolved : q->question, &opt, &a, err);
+    if (!rc) rc = cq_answer_question(st, &query, &opt, &a, err);
     pool_put(s, st); /* the connection is not needed while the answer streams */
     if (rc) {
-        free(resolved);
+        cq_query_free(&query);
         return question_error(rc, err);
     }
-    double t2 = now_seconds();
+    double t2 = cq_clock_seconds();
     /* A generated answer is on the wire already; an extractive one (or an abstention, or the fallback after a
      * generated answer that failed its check — then the final event's answer is the one to keep) goes now. */
     atomic_fetch_add(&s->chunks_streamed, relay.pieces);
     if (on_token && !a.generated) stream_text(s, a.answer, on_token, user);
-    double t3 = now_seconds();
+    double t3 = cq_clock_seconds();
     if (s->decoder && !a.abstained) atomic_fetch_add(a.generated ? &s->answers_generated : &s->answers_fallback, 1);
     atomic_fetch_add(&s->tokens_generated, (uint_fast64_t)a.tokens_generated);
     cJSON *o = cq_json_answer(&a);
     cJSON_AddStringToObject(o, "question", q->question);
-    if (resolved) cJSON_AddStringToObject(o, "resolved_question", resolved);
+    if (resolved) cJSON_AddStringToObject(o, "resolved_question", query.text);
     cJSON *cites = cJSON_GetObjectItem(o, "citations");
     size_t i = 0;
     cJSON *c;
@@ -1333,7 +1340,7 @@ static cq_status svc_ask(void *ctx, const char *kb, const cq_web_question *q, cq
     atomic_fetch_add(&s->answers, 1);
     if (a.abstained) atomic_fetch_add(&s->abstentions, 1);
     cq_answer_free(&a);
-    free(resolved);
+    cq_query_free(&query);
     *out = o;
     return CQ_OK;
 }
@@ -1375,7 +1382,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     pthread_mutex_init(&s->auth_lock, NULL);
     pthread_mutex_init(&s->queue_lock, NULL);
     pthread_cond_init(&s->queue_cond, NULL);
-    s->started_at = now_seconds();
+    s->started_at = cq_clock_seconds();
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
@@ -1406,7 +1413,6 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     }
     cq_store *st = NULL;
     if (!rc) rc = cq_store_open(s->db_path, &st, err); /* creates and migrates the database up front */
-    if (st) cq_dense_attach(st, s->dense);
     pool_put(s, st);
     if (!rc) rc = resume_jobs(s, err);
     if (!rc) {
@@ -1435,7 +1441,7 @@ void cq_service_close(cq_service *s) {
     }
     for (size_t i = 0; i < s->n_pool; i++) cq_store_close(s->pool[i]);
     free(s->pool);
-    cq_dense_close(s->dense); /* after every connection that carried it; saves the changed FAISS files */
+    cq_dense_close(s->dense); /* after the worker that used it; saves the changed FAISS files */
     pthread_mutex_destroy(&s->pool_lock);
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);

@@ -14,11 +14,9 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
-    void *dense;        /* index/vectors.h cq_dense_attach: borrowed */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
-void **cq_store_dense_slot(cq_store *s) { return &s->dense; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {

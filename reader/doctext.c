@@ -18,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reader/reader_internal.h"
+#include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
+#include "reader/reader_internal.h"
 
 /* ---------------------------------------------------------------------------------------------------------
  * Character classes and line-start patterns shared with the PDF reader
@@ -55,16 +56,6 @@ bool cq_dt_ends_sentence(const uint32_t *cp, size_t n) {
     }
 }
 
-static bool is_cn_numeral(uint32_t cp) {
-    switch (cp) {
-    case 0x4E00: case 0x4E8C: case 0x4E09: case 0x56DB: case 0x4E94: case 0x516D: case 0x4E03: case 0x516B:
-    case 0x4E5D: case 0x5341: case 0x767E: case 0x5343: case 0x4E07: case 0x96F6: case 0x3007: case 0x4E24:
-        return true; /* 一二三四五六七八九十百千万零〇两 */
-    default:
-        return false;
-    }
-}
-
 static bool is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
 static bool is_upper(uint32_t cp) { return cp >= 'A' && cp <= 'Z'; }
 static bool is_lower(uint32_t cp) { return cp >= 'a' && cp <= 'z'; }
@@ -77,7 +68,7 @@ static bool is_roman(uint32_t cp) {
 static size_t chinese_label_len(const uint32_t *cp, size_t n, bool *is_article) {
     if (n < 3 || cp[0] != 0x7B2C) return 0; /* 第 */
     size_t i = 1;
-    while (i < n && (is_cn_numeral(cp[i]) || is_digit(cp[i]))) i++;
+    while (i < n && (cq_is_cn_numeral(cp[i]) || is_digit(cp[i]))) i++;
     if (i == 1 || i >= n) return 0;
     *is_article = false;
     switch (cp[i]) {
@@ -95,9 +86,9 @@ static size_t chinese_label_len(const uint32_t *cp, size_t n, bool *is_article) 
     default:
         return 0;
     }
-    if (i + 1 < n && cp[i] == 0x4E4B && is_cn_numeral(cp[i + 1])) { /* 之一 */
+    if (i + 1 < n && cp[i] == 0x4E4B && cq_is_cn_numeral(cp[i + 1])) { /* 之一 */
         i++;
-        while (i < n && is_cn_numeral(cp[i])) i++;
+        while (i < n && cq_is_cn_numeral(cp[i])) i++;
     }
     return i;
 }
@@ -153,8 +144,8 @@ size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong) {
     /* （一） (1) (a) (iv) */
     if (cp[0] == '(' || cp[0] == 0xFF08) {
         size_t i = 1;
-        if (i < n && is_cn_numeral(cp[i])) {
-            while (i < n && is_cn_numeral(cp[i])) i++;
+        if (i < n && cq_is_cn_numeral(cp[i])) {
+            while (i < n && cq_is_cn_numeral(cp[i])) i++;
         } else if (i < n && is_digit(cp[i])) {
             while (i < n && is_digit(cp[i]) && i < 4) i++;
         } else if (i + 1 < n && (is_lower(cp[i]) || is_upper(cp[i])) && (cp[i + 1] == ')' || cp[i + 1] == 0xFF09)) {
@@ -171,9 +162,9 @@ size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong) {
         return i;
     }
     /* 一、 */
-    if (is_cn_numeral(cp[0])) {
+    if (cq_is_cn_numeral(cp[0])) {
         size_t i = 0;
-        while (i < n && is_cn_numeral(cp[i])) i++;
+        while (i < n && cq_is_cn_numeral(cp[i])) i++;
         if (i < n && i <= 4 && (cp[i] == 0x3001 || cp[i] == 0xFF0E)) return i + 1;
         return 0;
     }

@@ -622,6 +622,41 @@ static void test_free_twice_and_null(void **state) {
     assert_int_equal(last, 0);
 }
 
+/* 第壹条 (financial numerals) is a label to the line rules as it is to the structure parser and the router: its
+ * space is kept, the line starts an item, and the clause gets its number. */
+static void test_financial_numerals(void **state) {
+    (void)state;
+    const char *labels[] = {"第壹条", "第贰拾条", "第拾伍条之壹", "第叁章", "第伍佰零壹条"};
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        uint32_t cp[32];
+        size_t n = 0;
+        for (const char *p = labels[i]; *p && n < 32;) {
+            size_t len;
+            cp[n++] = cq_utf8_decode(p, strlen(p), &len);
+            p += len;
+        }
+        assert_true(cq_dt_is_heading_label(cp, n));
+        cp[n] = ' ';
+        bool strong = false;
+        assert_int_equal(cq_dt_item_label(cp, n + 1, &strong), n);
+        assert_true(strong);
+    }
+    const char *text = "第壹条 甲方应当按时付款。\n第贰条 乙方应当按时交货。\n";
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(from_plain(text, strlen(text), &d, &err), CQ_OK);
+    assert_string_equal(d.text, "第壹条 甲方应当按时付款。\n第贰条 乙方应当按时交货。");
+    cq_structure st;
+    assert_int_equal(cq_structure_parse(&d, &st, &err), CQ_OK);
+    assert_int_equal(st.n_clauses, 2);
+    assert_string_equal(st.clauses[0].label, "第壹条");
+    assert_string_equal(st.clauses[0].label_key, "1");
+    assert_string_equal(st.clauses[1].label, "第贰条");
+    assert_string_equal(st.clauses[1].label_key, "2");
+    cq_structure_free(&st);
+    cq_doctext_free(&d);
+}
+
 /* ---- the format table ------------------------------------------------------------------------------------- */
 
 static const char *detect(const char *filename, const char *head, cq_err *err) {
@@ -700,6 +735,7 @@ int main(void) {
         cmocka_unit_test(test_pdf_shared_zero_width_glyphs), cmocka_unit_test(test_markdown_shared_law),
         cmocka_unit_test(test_markdown),
         cmocka_unit_test(test_plain),               cmocka_unit_test(test_free_twice_and_null),
+        cmocka_unit_test(test_financial_numerals),
         cmocka_unit_test(test_format_table),        cmocka_unit_test(test_format_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

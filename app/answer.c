@@ -137,6 +137,7 @@ static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *
     c = &c[a->n_citations++];
     *c = (cq_citation){
         .clause_id = h->clause_id,
+        .doc_id = h->doc_id,
         .doc = strdup(h->doc_name),
         .clause = h->label ? strdup(h->label) : NULL,
         .path = h->path ? strdup(h->path) : NULL,

@@ -21,7 +21,7 @@
 #include "index/store.h"
 
 typedef struct {
-    int64_t clause_id;
+    int64_t clause_id, doc_id;
     char *doc;    /* document name */
     char *clause; /* label or NULL */
     char *path;

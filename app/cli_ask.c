@@ -8,7 +8,8 @@
 #include "app/cli_common.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--json]"
+               " QUESTION\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
                "Generated answers stream to the terminal as they are written (text output).\n"

@@ -1,4 +1,5 @@
-/* Pieces every CLI command uses: opening the data directory, finding a KB, JSON of hits and answers. */
+/* Pieces every CLI command uses: opening the data directory and the dense retriever, finding a KB, options and
+ * JSON lines. The JSON of hits and answers is app/json.h (shared with the HTTP service). */
 #ifndef CQ_APP_CLI_COMMON_H
 #define CQ_APP_CLI_COMMON_H
 
@@ -8,6 +9,7 @@
 #include <stdio.h>
 
 #include "app/answer.h"
+#include "app/json.h"
 #include "attention/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
@@ -22,14 +24,6 @@ cq_dense *cq_cli_open_dense(const char *data_dir);
 
 /* Finds KB name (create: make it when absent). Prints the error and returns 0 on failure. */
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create);
-
-/* One retrieval result as the CLI/REST JSON contract has it (see ARCHITECTURE.md). */
-cJSON *cq_json_hit(const cq_hit *h);
-cJSON *cq_json_hits(const cq_hits *h);
-cJSON *cq_json_answer(const cq_answer *a);
-
-/* Prints a cJSON value on one line followed by '\n' and frees it. */
-void cq_json_print_line(cJSON *v, FILE *f);
 
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);

@@ -22,7 +22,8 @@
 #define EVAL_DEPTH 10 /* hit@k is reported up to 10 */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N] [--out FILE] [--json]\n"
+    fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
+               " [--out FILE] [--json]\n"
                "                     [--min-coverage X]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
@@ -384,8 +385,8 @@ int cq_cmd_eval(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
         cq_json_print_line(o, stdout);
     } else if (kb_id) {
-        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb, mode ? mode : CQ_RETRIEVE_DEFAULT_MODE,
-               dec ? "generated" : "extractive", k);
+        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb,
+               mode ? mode : CQ_RETRIEVE_DEFAULT_MODE, dec ? "generated" : "extractive", k);
         printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
                "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
         for (size_t i = 0; i < table.n; i++) print_row(&table.v[i]);

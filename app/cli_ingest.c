@@ -160,7 +160,7 @@ int cq_cmd_ingest(int argc, char **argv) {
             else
                 fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r.n_clauses,
                         r.n_pages, r.quality, r.quality_reason[0] ? " - " : "", r.quality_reason, r.seconds);
-        } else if (r.quality < 0.8 && !r.duplicate) {
+        } else if (r.quality < CQ_PAGE_QUALITY_WARN && !r.duplicate) {
             fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r.quality, r.quality_reason);
         }
         free(files.v[i]);

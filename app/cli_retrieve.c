@@ -10,7 +10,8 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,hybrid] [--json] QUESTION\n"
                "       clauseqa retrieve --kb KB --jsonl < questions.jsonl\n"
-               "Ranks the clauses of KB that answer QUESTION (default mode: " CQ_RETRIEVE_DEFAULT_MODE " = router + bm25).\n"
+               "Ranks the clauses of KB that answer QUESTION (default mode: " CQ_RETRIEVE_DEFAULT_MODE
+               " = router + bm25).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n");
 }
 

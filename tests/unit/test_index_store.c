@@ -40,6 +40,14 @@ static void test_kb(void **state) {
     assert_int_equal(cq_store_kb_create(s, "", &b, &err), CQ_ERR_INVALID);
     assert_int_equal(cq_store_kb_create(s, "法规库-2024", &b, &err), CQ_OK);
     assert_int_equal(cq_store_kb_find(s, "nope", &b, &err), CQ_ERR_NOT_FOUND);
+    /* By id, with its counts. */
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, a, &info, &err), CQ_OK);
+    assert_string_equal(info.name, "laws");
+    assert_int_equal(info.id, a);
+    assert_int_equal(info.n_documents, 0);
+    assert_true(info.created_at > 0);
+    assert_int_equal(cq_store_kb_get(s, a + b + 100, &info, &err), CQ_ERR_NOT_FOUND);
     cq_kb_info *list;
     size_t n;
     assert_int_equal(cq_store_kb_list(s, &list, &n, &err), CQ_OK);
@@ -65,10 +73,30 @@ static void test_doc_delete(void **state) {
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM fts_kb%lld", (long long)kb);
     assert_int_equal(test_count(s, sql), test_count(s, "SELECT count(*) FROM clauses"));
+    /* The originals' contents in use: any document of any KB, in any state. */
+    bool in_use = false;
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_true(in_use);
+    assert_int_equal(cq_store_content_in_use(s, "h3", &in_use, &err), CQ_OK); /* deleted above */
+    assert_false(in_use);
+    int64_t other, failed;
+    assert_int_equal(cq_store_kb_ensure(s, "other", &other, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, other, "x", "x.pdf", "pdf", "h9", 10, &failed, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_content_in_use(s, "h9", &in_use, &err), CQ_OK);
+    assert_true(in_use);
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, kb, &info, &err), CQ_OK);
+    assert_int_equal(info.n_documents, 2);
+    assert_int_equal(info.n_clauses, 8);
     /* Deleting the KB removes everything of it. */
     assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM documents"), 0);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'fts_kb%'"), 0);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM documents WHERE kb_id = %lld", (long long)kb);
+    assert_int_equal(test_count(s, sql), 0);
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_false(in_use);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'fts_kb%lld%%'", (long long)kb);
+    assert_int_equal(test_count(s, sql), 0);
 }
 
 static void test_schema_reopen(void **state) {

@@ -320,6 +320,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
     size_t top_n = opt->rerank ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
+    if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;
     out->hits = calloc(pool, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;

@@ -77,9 +77,10 @@ typedef struct {
     size_t k;        /* clauses wanted; 0: CQ_RETRIEVE_DEFAULT_K; at most CQ_RETRIEVE_MAX_K */
     cq_dense *dense; /* the dense retriever (index/vectors.h) CQ_RETRIEVE_DENSE searches; borrowed. NULL with
                         CQ_RETRIEVE_DENSE asked for: CQ_ERR_UNSUPPORTED with the reason */
-    /* Reranking, the last stage: with rerank set, max(k, rerank_top_n) candidates are fused, the first
-     * rerank_top_n (0: k) after the router hits are rescored by rerank(rerank_ctx, ...) and sorted by that score
-     * (ties keep the fused order), and the list is cut to k. Router hits stay first and are not rescored. */
+    /* Reranking, the last stage: with rerank set, max(k, rerank_top_n) candidates (rerank_top_n 0: k; at most
+     * CQ_RETRIEVE_MAX_K) are fused; the candidates after the router hits, at most rerank_top_n of them, are
+     * rescored by rerank(rerank_ctx, ...) and sorted by that score (ties keep the fused order); then the list is
+     * cut to k. Router hits stay first and are not rescored. */
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;

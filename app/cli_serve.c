@@ -1,5 +1,5 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
- *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] */
+ *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] [--ocr off|auto|force] */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  --max-upload-mb N largest upload accepted (default 64)\n"
             "  --no-open-mode    require API keys even on a loopback address while none exist\n"
             "  --port-file PATH  write the port listened on to PATH once the server is up\n"
+            "  --ocr MODE        OCR of scanned PDF pages for uploads that do not say: auto (default), off, force\n"
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
@@ -59,11 +60,13 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"model", required_argument, 0, 1001},
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
+                                         {"ocr", required_argument, 0, 1005},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64;
     bool no_open = false;
+    cq_reader_ocr ocr = CQ_OCR_AUTO;
     cq_answer_cli answer_cli = {0};
     int c;
     optind = 1;
@@ -94,6 +97,12 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         case 'n': no_open = true; break;
         case 'f': port_file = optarg; break;
+        case 1005:
+            if (!cq_reader_ocr_parse(optarg, &ocr)) {
+                fprintf(stderr, "clauseqa serve: --ocr takes off, auto or force (not '%s')\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -129,7 +138,7 @@ int cq_cmd_serve(int argc, char **argv) {
                                                                            : "its weights are not installed");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec};
+                            .max_connections = (int)threads + 2, .decoder = dec, .ocr = ocr};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);

@@ -17,6 +17,7 @@
 
 #include "attention/decoder.h"
 #include "core/error.h"
+#include "reader/reader.h"
 #include "web/server.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ typedef struct {
     int max_connections; /* store connections kept open (default 16) */
     cq_decoder *decoder; /* writes answers (app/generate_answer.h); NULL: extractive answers. Borrowed: it must
                             outlive the service */
+    cq_reader_ocr ocr;   /* OCR of scanned PDF pages for uploads that do not choose (reader/reader.h; zero: auto) */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

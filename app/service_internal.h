@@ -31,6 +31,7 @@ struct cq_service {
     cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights: retrieval and the ingestion
                         worker are given it */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
+    cq_reader_ocr ocr;   /* OCR for uploads that do not choose */
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;

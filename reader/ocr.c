@@ -27,7 +27,12 @@
 
 #include "core/utf8.h"
 
-#define OCR_DPI 300
+#define OCR_DPI 300              /* the first rendering */
+#define OCR_LINE_PX 44           /* the text line height (pixels) Tesseract reads best, and the range left alone */
+#define OCR_LINE_PX_LOW 24
+#define OCR_LINE_PX_HIGH 54
+#define OCR_MIN_DPI 150
+#define OCR_MAX_DPI 600
 #define OCR_MAX_PIXELS (40u * 1000u * 1000u) /* a page larger than A3 at 300 dpi is rendered at a lower dpi */
 #define OCR_MAX_THREADS 8
 #define OCR_MIN_WORD_CONFIDENCE 20.0f /* words below this (0..100) that hold no letter or digit are noise */
@@ -152,13 +157,15 @@ static void attach_fragments(cq_ocr_page *p) {
 
 /* Reads Tesseract's result into p: a line per text line, symbol boxes converted from pixels to page points
  * (x_pt = (px + origin_x) / scale). Between words a ' ' glyph (spanning the gap) where the page shows a space:
- * between Latin words always; where Chinese is involved only across a wide gap (Tesseract cuts Chinese into
- * "words" anywhere, and its boxes of Chinese characters are rough: narrower than the ink, so that characters set
- * solid seem up to half an em apart), never next to full-width punctuation (its own white space is part of its
- * glyph). The printed space after "第一条" is an em or more. The page's confidence is the mean word confidence
- * weighted by characters (symbol confidences are high even for misread characters). */
-#define OCR_CJK_SPACE_EM 0.6f   /* between two Chinese characters */
-#define OCR_MIXED_SPACE_EM 0.5f /* between Chinese and Latin letters or digits */
+ * between Latin words always; between Chinese and Latin letters or digits across a gap of OCR_MIXED_SPACE_EM;
+ * between two Chinese characters only after a structural label ("第一条　为了", which every reader keeps) across
+ * OCR_LABEL_SPACE_EM: Tesseract cuts Chinese into "words" anywhere and its boxes of Chinese characters are rough
+ * (narrower than the ink, so that characters set solid seem up to half an em apart), while Chinese print has no
+ * spaces inside its sentences; never next to full-width punctuation (its white space is part of its glyph).
+ * The page's confidence is the mean word confidence weighted by characters (symbol confidences are high even for
+ * misread characters). */
+#define OCR_LABEL_SPACE_EM 0.3f
+#define OCR_MIXED_SPACE_EM 0.5f
 
 /* A Han character, kana, hangul, a Latin letter or a digit: not punctuation. */
 static bool is_letter(uint32_t cp) {
@@ -167,15 +174,39 @@ static bool is_letter(uint32_t cp) {
                                      !(cp >= 0xFF5B && cp <= 0xFF65));
 }
 
-/* Is there a space between the glyph `before` and the next word, which starts with `after` gap points on? */
-static bool word_space(uint32_t before, uint32_t after, float gap, float em) {
+/* Is there a space between the line so far, line[0..n) (n > 0), and the next word, which starts with `after`
+ * gap points on? */
+static bool word_space(const uint32_t *line, uint32_t n, uint32_t after, float gap, float em) {
+    uint32_t before = line[n - 1];
     bool cjk_before = cq_dt_cjkish(before), cjk_after = cq_dt_cjkish(after);
     if (!cjk_before && !cjk_after) return true;
     if (!is_letter(before) || !is_letter(after)) return false;
-    return gap > (cjk_before && cjk_after ? OCR_CJK_SPACE_EM : OCR_MIXED_SPACE_EM) * em;
+    if (cjk_before && cjk_after) return gap > OCR_LABEL_SPACE_EM * em && cq_dt_is_heading_label(line, n);
+    return gap > OCR_MIXED_SPACE_EM * em;
 }
 
+static bool is_quote(uint32_t cp) {
+    return cp == 0x201C || cp == 0x201D || cp == 0x2018 || cp == 0x2019 || cp == '"' || cp == '\'';
+}
 static bool is_closing_quote(uint32_t cp) { return cp == 0x201D || cp == 0x2019 || cp == '"' || cp == '\''; }
+
+/* Body lines of a page are of one size: line boxes vary with the ink (a line of 。and ，is lower), so every line
+ * within a quarter of the page's median height takes the median (headings keep theirs). */
+static void even_sizes(cq_ocr_page *p) {
+    float h[512];
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_lines && n < 512; i++) h[n++] = p->lines[i].size;
+    if (n == 0) return;
+    for (size_t i = 1; i < n; i++) /* insertion sort: a page has few lines */
+        for (size_t k = i; k > 0 && h[k - 1] > h[k]; k--) {
+            float t = h[k];
+            h[k] = h[k - 1];
+            h[k - 1] = t;
+        }
+    float median = h[n / 2];
+    for (size_t i = 0; i < p->n_lines; i++)
+        if (fabsf(p->lines[i].size - median) < 0.25f * median) p->lines[i].size = median;
+}
 
 static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x, int origin_y) {
     size_t cap_glyphs = 0, cap_lines = 0;
@@ -187,7 +218,6 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
     bool ok = true, skip_word = false, word_start = false, pending_space = false, quote_skipped = false;
     cq_ocr_line *L = NULL;
     float word_x0 = 0, prev_word_x1 = 0, gap_from = 0;
-    uint32_t word_first_cp = 0;
     do {
         if (TessPageIteratorIsAtBeginningOf(pi, RIL_BLOCK)) block++;
         if (TessPageIteratorIsAtBeginningOf(pi, RIL_TEXTLINE)) {
@@ -226,7 +256,6 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
             char *w = TessResultIteratorGetUTF8Text(it, RIL_WORD);
             size_t wlen = w ? strlen(w) : 0, len;
             bool meaningful = false;
-            word_first_cp = wlen ? cq_utf8_decode(w, wlen, &len) : 0;
             size_t chars = 0;
             for (size_t i = 0; i < wlen;) {
                 uint32_t cp = cq_utf8_decode(w + i, wlen - i, &len);
@@ -258,11 +287,13 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
             continue;
         }
         float x0 = (float)(l + origin_x) / scale, x1 = (float)(r + origin_x) / scale;
-        size_t n = strlen(sym), k = 0, count = cq_utf8_count(sym, n);
-        if (word_start && count == 1 && is_closing_quote(word_first_cp) &&
-            !TessPageIteratorIsAtFinalElement(pi, RIL_WORD, RIL_SYMBOL)) {
-            /* a closing quote opening a word is what the LSTM reads into a wide gap ("第一条　为了" as
-             * "第一条 ”为了"), not a character */
+        size_t n = strlen(sym), k = 0, count = cq_utf8_count(sym, n), first_len;
+        uint32_t sym_cp = n ? cq_utf8_decode(sym, n, &first_len) : 0;
+        if (count == 1 && is_quote(sym_cp) &&
+            ((word_start && is_closing_quote(sym_cp) && !TessPageIteratorIsAtFinalElement(pi, RIL_WORD, RIL_SYMBOL)) ||
+             cq_dt_is_heading_label(p->cp + L->first, L->n))) {
+            /* a closing quote opening a word, or any quote right after a label, is what the LSTM reads into a wide
+             * gap ("第一条　为了" as "第一条 ”为了"), not a character */
             TessDeleteText(sym);
             quote_skipped = true;
             continue;
@@ -278,12 +309,13 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
             if (pending_space) { /* decided at the word's first character */
                 pending_space = false;
                 float from = quote_skipped ? a : word_x0;
-                if (word_space(p->cp[p->n_glyphs - 1], cp, from - gap_from, L->size) &&
-                    !push_glyph(p, &cap_glyphs, ' ', gap_from, from > gap_from ? from : gap_from)) {
-                    ok = false;
-                    break;
+                if (word_space(p->cp + L->first, L->n, cp, from - gap_from, L->size)) {
+                    if (!push_glyph(p, &cap_glyphs, ' ', gap_from, from > gap_from ? from : gap_from)) {
+                        ok = false;
+                        break;
+                    }
+                    L->n++;
                 }
-                if (p->cp[p->n_glyphs - 1] == ' ') L->n++;
             }
             if (!push_glyph(p, &cap_glyphs, cp, a, z)) ok = false;
             else L->n++;
@@ -294,6 +326,7 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
     TessResultIteratorDelete(it);
     if (!ok) return false;
     for (size_t i = 0; i < p->n_lines; i++) fix_cjk_punctuation(p, &p->lines[i]);
+    even_sizes(p);
     attach_fragments(p);
     p->confidence = conf_weight > 0 ? conf_sum / conf_weight / 100.0 : 0;
     if (p->confidence > 1) p->confidence = 1;
@@ -333,26 +366,26 @@ static TessBaseAPI *engine_new(char *why, size_t cap) {
         TessBaseAPIDelete(api);
         return NULL;
     }
-    TessBaseAPISetPageSegMode(api, PSM_AUTO);
+    /* One column of text lines of any size: documents are rarely set in columns, and the automatic layout
+     * analysis takes a column of article labels ("第五条" over "第六条", set off by a wide space) for vertical
+     * text, or drops it */
+    TessBaseAPISetPageSegMode(api, PSM_SINGLE_COLUMN);
     return api;
 }
 
-/* Pixels per point: OCR_DPI, or less for a page that would exceed OCR_MAX_PIXELS. */
-static float render_scale(fz_rect bounds) {
-    double w = bounds.x1 - bounds.x0, h = bounds.y1 - bounds.y0, scale = OCR_DPI / 72.0;
+/* Pixels per point: dpi / 72, or less for a page that would exceed OCR_MAX_PIXELS. */
+static float render_scale(fz_rect bounds, double dpi) {
+    double w = bounds.x1 - bounds.x0, h = bounds.y1 - bounds.y0, scale = dpi / 72.0;
     if (w > 0 && h > 0 && w * h * scale * scale > OCR_MAX_PIXELS) scale = sqrt(OCR_MAX_PIXELS / (w * h));
     return (float)scale;
 }
 
-/* The display list as a grey pixmap (the list is dropped); NULL with the reason in error. */
+/* The display list as a grey pixmap; NULL with the reason in error. */
 static fz_pixmap *render_list(fz_context *ctx, fz_display_list *list, float scale, char *error, size_t cap) {
     fz_pixmap *pix = NULL;
     fz_var(pix);
     fz_try(ctx) {
         pix = fz_new_pixmap_from_display_list(ctx, list, fz_scale(scale, scale), fz_device_gray(ctx), 0);
-    }
-    fz_always(ctx) {
-        fz_drop_display_list(ctx, list);
     }
     fz_catch(ctx) {
         snprintf(error, cap, "cannot render the page: %s", fz_caught_message(ctx));
@@ -361,12 +394,37 @@ static fz_pixmap *render_list(fz_context *ctx, fz_display_list *list, float scal
     return pix;
 }
 
-/* Renders and recognises page run->pages[i] into run->results[i]. */
+static void set_image(fz_context *ctx, TessBaseAPI *api, fz_pixmap *pix, float scale) {
+    TessBaseAPISetImage(api, fz_pixmap_samples(ctx, pix), fz_pixmap_width(ctx, pix), fz_pixmap_height(ctx, pix), 1,
+                        (int)fz_pixmap_stride(ctx, pix));
+    TessBaseAPISetSourceResolution(api, (int)(scale * 72 + 0.5f));
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The median height in pixels of the text lines Tesseract's layout analysis finds in the image set, 0 if none. */
+static int median_line_px(TessBaseAPI *api) {
+    TessPageIterator *pi = TessBaseAPIAnalyseLayout(api);
+    if (!pi) return 0;
+    int h[512], n = 0;
+    do {
+        int l, t, r, b;
+        if (TessPageIteratorBoundingBox(pi, RIL_TEXTLINE, &l, &t, &r, &b) && b - t >= 8 && n < 512) h[n++] = b - t;
+    } while (TessPageIteratorNext(pi, RIL_TEXTLINE));
+    TessPageIteratorDelete(pi);
+    if (n == 0) return 0;
+    qsort(h, (size_t)n, sizeof *h, cmp_int);
+    return h[n / 2];
+}
+
+/* Renders and recognises page run->pages[i] into run->results[i]. The page is drawn at OCR_DPI; when the layout
+ * analysis finds its text lines far from OCR_LINE_PX high (large print such as the 16-point type of official
+ * documents reads worse at 300 dpi than at 200, small print worse than larger), it is drawn again at the
+ * resolution that gives that height, between OCR_MIN_DPI and OCR_MAX_DPI. */
 static void ocr_one(ocr_run *run, fz_context *ctx, TessBaseAPI *api, int i) {
     cq_ocr_page *res = &run->results[i];
     fz_page *page = NULL;
     fz_display_list *list = NULL;
-    fz_pixmap *pix;
     fz_rect bounds = fz_empty_rect;
     fz_var(page);
     fz_var(list);
@@ -387,15 +445,29 @@ static void ocr_one(ocr_run *run, fz_context *ctx, TessBaseAPI *api, int i) {
         res->failed = true;
         return;
     }
-    const float scale = render_scale(bounds);
-    pix = render_list(ctx, list, scale, res->error, sizeof res->error);
+    float scale = render_scale(bounds, OCR_DPI);
+    fz_pixmap *pix = render_list(ctx, list, scale, res->error, sizeof res->error);
+    if (pix) {
+        set_image(ctx, api, pix, scale);
+        int line_px = median_line_px(api);
+        if (line_px > OCR_LINE_PX_HIGH || (line_px > 0 && line_px < OCR_LINE_PX_LOW)) {
+            double dpi = OCR_DPI * (double)OCR_LINE_PX / line_px;
+            dpi = dpi < OCR_MIN_DPI ? OCR_MIN_DPI : dpi > OCR_MAX_DPI ? OCR_MAX_DPI : dpi;
+            float rescaled = render_scale(bounds, dpi);
+            if (fabsf(rescaled - scale) > 0.05f * scale) {
+                fz_drop_pixmap(ctx, pix);
+                scale = rescaled;
+                pix = render_list(ctx, list, scale, res->error, sizeof res->error);
+                if (pix) set_image(ctx, api, pix, scale);
+            }
+        }
+    }
+    fz_drop_display_list(ctx, list);
     if (!pix) {
         res->failed = true;
+        TessBaseAPIClear(api);
         return;
     }
-    TessBaseAPISetImage(api, fz_pixmap_samples(ctx, pix), fz_pixmap_width(ctx, pix), fz_pixmap_height(ctx, pix), 1,
-                        (int)fz_pixmap_stride(ctx, pix));
-    TessBaseAPISetSourceResolution(api, (int)(scale * 72 + 0.5f));
     if (TessBaseAPIRecognize(api, NULL) != 0) {
         snprintf(res->error, sizeof res->error, "Tesseract could not recognise the page");
         res->failed = true;

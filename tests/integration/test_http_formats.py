@@ -71,6 +71,7 @@ def job_of(s, r):
 def test_formats(s):
     h = s.get('/api/v1/health').json()
     formats = {f['name']: f for f in h.get('formats', [])}
+    check('health says the OCR default', h.get('ocr') == {'default': 'off', 'languages': 'chi_sim+eng'}, h)
     check('health lists Word and HTML', {'docx', 'html'} <= set(formats) and formats['docx']['pages'] is False
           and formats['html']['extensions'] == ['html', 'htm', 'xhtml'] and formats['docx']['mime'].startswith(
               'application/vnd.openxmlformats-officedocument'), h)

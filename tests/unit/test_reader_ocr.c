@@ -358,6 +358,30 @@ static void test_force(void **state) {
     cq_doctext_free(&d);
 }
 
+/* Without Tesseract's language data: auto leaves the scan flagged and says why, force fails the document. */
+static void test_without_language_data(void **state) {
+    (void)state;
+    const char *saved = getenv("TESSDATA_PREFIX");
+    char *keep = saved ? strdup(saved) : NULL;
+    setenv("TESSDATA_PREFIX", "/nonexistent/tessdata", 1);
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(read_pdf(fx.scan_pdf, CQ_OCR_AUTO, 0, NULL, NULL, &d, &err), CQ_ERR_EMPTY);
+    assert_non_null(strstr(err.msg, "no text layer on any of 1 pages, and OCR failed: Tesseract cannot load its "
+                                    "language data chi_sim+eng"));
+    assert_int_equal(read_pdf(fx.mixed_pdf, CQ_OCR_AUTO, 0, NULL, NULL, &d, &err), CQ_OK);
+    assert_false(d.pages[0].ocr);
+    assert_non_null(strstr(d.pages[0].quality_reason, "no text layer (scanned page?); OCR failed: Tesseract cannot"));
+    assert_string_equal(d.pages[1].quality_reason, "");
+    cq_doctext_free(&d);
+    assert_int_equal(read_pdf(fx.text_pdf, CQ_OCR_FORCE, 0, NULL, NULL, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "OCR was asked for but is not available: Tesseract cannot load"));
+    assert_null(d.text);
+    if (keep) setenv("TESSDATA_PREFIX", keep, 1);
+    else unsetenv("TESSDATA_PREFIX");
+    free(keep);
+}
+
 static void test_mode_names(void **state) {
     (void)state;
     cq_reader_ocr m = CQ_OCR_FORCE;
@@ -377,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_scanned_page),
         cmocka_unit_test(test_mixed_document_in_parallel),
         cmocka_unit_test(test_force),
+        cmocka_unit_test(test_without_language_data),
     };
     return cmocka_run_group_tests(tests, make_fixtures, remove_fixtures);
 }

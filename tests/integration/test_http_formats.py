@@ -47,13 +47,13 @@ HTML = ('<html><head><meta http-equiv="Content-Type" content="text/html; charset
         '<p>第二条 归档的网页应当\n完整可读。</p><footer>版权所有</footer></body></html>').encode('gb18030')
 
 
-def make_scan(tmp):
-    """A one-page image-only PDF of page 1 of zh_law.pdf, or None without mutool."""
+def make_scan(tmp, page=1, dpi=150):
+    """A one-page image-only PDF of a page of zh_law.pdf, or None without mutool."""
     if not shutil.which('mutool'):
         return None
-    png, pdf = os.path.join(tmp, 'page.png'), os.path.join(tmp, 'scan.pdf')
+    png, pdf = os.path.join(tmp, f'page{page}-{dpi}.png'), os.path.join(tmp, f'scan{page}-{dpi}.pdf')
     src = os.path.join(SOURCE_DIR, 'tests', 'data', 'pdf', 'zh_law.pdf')
-    subprocess.run(['mutool', 'draw', '-q', '-r', '150', '-c', 'gray', '-o', png, src, '1'], check=True,
+    subprocess.run(['mutool', 'draw', '-q', '-r', str(dpi), '-c', 'gray', '-o', png, src, str(page)], check=True,
                    capture_output=True)
     subprocess.run(['mutool', 'convert', '-O', 'compress', '-o', pdf, png], check=True, capture_output=True)
     return pdf
@@ -135,6 +135,7 @@ def test_scan(s, tmp):
     check('scanned article found by its label', res.get('clause') == '第二条' and res.get('page') == 1
           and res.get('text', '').startswith('第二条'), r)
     c = s.get(f"/api/v1/clauses/{res.get('clause_id')}").json()
+    check('no page warning on a clean scan', c.get('page_warnings') == [], c)
     boxes = c.get('boxes') or []
     check('boxes on the page', boxes and all(b['page'] == 1 and 0 < b['x0'] < b['x1'] < 600 and 0 < b['y0'] < b['y1']
                                             < 850 for b in boxes), c)
@@ -143,6 +144,18 @@ def test_scan(s, tmp):
     # the form field does the same as the query parameter
     job = job_of(s, upload(s, 'docs', 'scan-force.pdf', scan + b'\n%other copy\n', ocr='force'))
     check('ocr form field', job['state'] == 'ready', job)
+    # a scan at 60 dpi: read, with low confidence, which the document and its clauses' page view warn of
+    s.post('/api/v1/kbs', {'name': 'blurred'})
+    job = job_of(s, upload(s, 'blurred', 'blurred.pdf', open(make_scan(tmp, page=2, dpi=60), 'rb').read(), ocr='auto'))
+    warnings = (job.get('document') or {}).get('warnings') or []
+    check('low OCR confidence is a warning', job['state'] == 'ready' and any(
+        w.startswith('page 1: low OCR confidence') for w in warnings), job)
+    r = s.post('/api/v1/kbs/blurred/retrieve', {'question': '第七条'})
+    res = r.json()['results'][0] if r.status == 200 and r.json()['results'] else {}
+    c = s.get(f"/api/v1/clauses/{res.get('clause_id')}").json()
+    pw = c.get('page_warnings') or [{}]
+    check("the clause's page warns", pw[0].get('page') == 1 and pw[0].get('quality', 1) < 0.8
+          and 'low OCR confidence' in pw[0].get('reason', ''), c)
 
 
 def main():

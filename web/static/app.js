@@ -514,6 +514,11 @@ async function showPage(n) {
   $('page-label').textContent = t('page', n) + (last > first ? ' (' + first + '–' + last + ')' : '');
   $('page-prev').disabled = n <= first;
   $('page-next').disabled = n >= last;
+  /* a page whose text is doubtful (a low-confidence OCR page) says so above its image */
+  const warning = (c.page_warnings || []).find((w) => w.page === n);
+  $('page-warning').hidden = !warning;
+  $('page-warning').textContent = warning ? '⚠ ' + t('qualityWarn') + ' (' + warning.quality.toFixed(2) + '): ' +
+    warning.reason : '';
   const img = $('page-image');
   const width = Math.min(1600, Math.round(($('drawer').clientWidth || 700) * (window.devicePixelRatio || 1)));
   const url = '/api/v1/documents/' + c.document_id + '/pages/' + n + '.png?clause=' + c.clause_id + '&width=' + width;

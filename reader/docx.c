@@ -14,8 +14,8 @@
  *
  * Bad input fails with a message and nothing else: a truncated or damaged archive, an archive without
  * word/document.xml, a part that expands beyond DOCX_MAX_PART_BYTES (declared or actually read: zip bombs),
- * more than DOCX_MAX_TOTAL_BYTES in all, XML that is not well-formed or nests deeper than libxml2's default limit
- * (XML_PARSE_HUGE stays off), and any DOCTYPE (Word never writes one; refusing it rules out entity expansion
+ * more than DOCX_MAX_TOTAL_BYTES in all, XML that is not well-formed UTF-8 or nests deeper than libxml2's default
+ * limit (XML_PARSE_HUGE stays off), and any DOCTYPE (Word never writes one; refusing it rules out entity expansion
  * bombs and external entities before libxml2 sees the text, which is parsed without entity substitution and
  * without network access anyway). */
 #include <pthread.h>
@@ -638,7 +638,9 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
     return CQ_OK;
 }
 
-/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits. */
+/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits. The bytes are
+ * read as UTF-8 whatever the part declares (Word writes nothing else), so that the DTD check sees what the parser
+ * sees: a DOCTYPE hidden in UTF-16 or EBCDIC is not well-formed UTF-8. */
 static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDoc **out, cq_err *err) {
     *out = NULL;
     for (size_t i = 0; i + 9 <= len; i++)
@@ -649,7 +651,7 @@ static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDo
     pthread_once(&xml_once, xml_init);
     xmlParserCtxt *ctxt = xmlNewParserCtxt();
     if (!ctxt) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory parsing %s", name);
-    xmlDoc *doc = xmlCtxtReadMemory(ctxt, buf, (int)len, name, NULL,
+    xmlDoc *doc = xmlCtxtReadMemory(ctxt, buf, (int)len, name, "UTF-8",
                                     XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
     cq_status rc = CQ_OK;
     if (!doc || !ctxt->wellFormed) {

@@ -161,7 +161,8 @@ static const char *page_utf8(const char *data, size_t len, size_t *out_len, char
     char cs[40];
     declared_charset(data, len, cs, sizeof cs);
     bool valid = cq_utf8_valid(data, len);
-    if (cs[0] && strcmp(cs, "utf-8") && strcmp(cs, "utf8")) {
+    /* a page cannot declare UTF-16 or UTF-32 in its own bytes (HTML reads such a declaration as UTF-8) */
+    if (cs[0] && strcmp(cs, "utf-8") && strcmp(cs, "utf8") && strncmp(cs, "utf-16", 6) && strncmp(cs, "utf-32", 6)) {
         if ((*owned = cq_dt_iconv(is_gb(cs) ? "GB18030" : cs, data, len, out_len))) return *owned;
     }
     /* declared UTF-8, nothing declared, or the declaration was wrong */

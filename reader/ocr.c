@@ -1,6 +1,7 @@
-/* OCR of PDF pages: MuPDF renders a page at OCR_DPI into a grey pixmap, Tesseract's C API recognises it, and its
- * symbols come back as lines of glyphs in page coordinates (reader_internal.h: cq_ocr_page), which the PDF reader
- * treats as it treats the glyphs of a text layer.
+/* OCR of PDF pages: MuPDF renders a page into a grey pixmap (at OCR_DPI, or again at the resolution that gives its
+ * text lines the height Tesseract reads best: ocr_one), Tesseract's C API recognises it as one column of lines, and
+ * its symbols come back as lines of glyphs in page coordinates (reader_internal.h: cq_ocr_page), which the PDF
+ * reader treats as it treats the glyphs of a text layer.
  *
  * Threads. Pages are recognised by up to `threads` workers at once, each with its own MuPDF context (cloned from
  * the reader's, which was made with cq_ocr_new_context: MuPDF across threads needs its lock callbacks) and its own

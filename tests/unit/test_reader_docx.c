@@ -329,6 +329,15 @@ static void test_bad_documents(void **state) {
     cq_strbuf_free(&b);
     free(lol);
 
+    /* the same bomb in UTF-16, where a byte search for "<!DOCTYPE" would not see it: not UTF-8, not XML for us */
+    const char bomb16_utf8[] = "<?xml version=\"1.0\" encoding=\"UTF-16\"?><!DOCTYPE d [<!ENTITY a \"aaaa\">]><d>&a;</d>";
+    char bomb16[2 * sizeof bomb16_utf8 + 2] = {(char)0xFF, (char)0xFE};
+    for (size_t i = 0; i + 1 < sizeof bomb16_utf8; i++) bomb16[2 + 2 * i] = bomb16_utf8[i];
+    part utf16[] = {{"word/document.xml", bomb16, 2 * (sizeof bomb16_utf8 - 1) + 2}};
+    z = make_zip(tmp_path, utf16, 1, &len);
+    expect_failure(z, len, CQ_ERR_FORMAT, "word/document.xml is not well-formed XML");
+    free(z);
+
     /* nested deeper than libxml2 accepts without XML_PARSE_HUGE */
     cq_strbuf deep = {0};
     cq_strbuf_puts(&deep, "<w:document " W_NS "><w:body><w:p>");

@@ -62,6 +62,7 @@ typedef struct {
     float width, height;
     uint32_t first_line, n_lines;
     size_t n_images;
+    float image_area;       /* square points of the page covered by images (overlaps counted twice) */
     size_t n_glyphs;        /* glyphs read from the page (before header/footer removal) */
     cq_text_stats stats;
     cq_dt_spacing spacing;
@@ -157,6 +158,8 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
     for (fz_stext_block *b = st->first_block; b; b = b->next, block_no++) {
         if (b->type == FZ_STEXT_BLOCK_IMAGE) {
             pi->n_images++;
+            fz_rect r = fz_intersect_rect(b->bbox, st->mediabox);
+            if (!fz_is_empty_rect(r)) pi->image_area += (r.x1 - r.x0) * (r.y1 - r.y0);
             continue;
         }
         if (b->type != FZ_STEXT_BLOCK_TEXT) continue;
@@ -1188,15 +1191,30 @@ done:
  * OCR
  * --------------------------------------------------------------------------------------------------------- */
 
-/* Below this text quality a page's text layer is not usable (cq_reader_ocr auto) */
+/* cq_reader_ocr auto: a page with images has no usable text layer when it has no text, when its text is too
+ * damaged (quality below OCR_TEXT_QUALITY_BELOW), or when it is a scan that carries a little text of its own
+ * (images over OCR_SCAN_IMAGE_SHARE of the page, fewer than OCR_SCAN_TEXT_CHARS characters of text: a court's
+ * filing stamp, a page number or a watermark over a scanned page). */
 #define OCR_TEXT_QUALITY_BELOW 0.5
+#define OCR_SCAN_IMAGE_SHARE 0.5f
+#define OCR_SCAN_TEXT_CHARS 200
 
-static bool wants_ocr(const pdf_page_info *pi, cq_reader_ocr mode) {
+/* Characters (not spaces) of the page's text-layer lines. */
+static size_t page_text_chars(const extraction *ex, const pdf_page_info *pi) {
+    size_t n = 0;
+    for (uint32_t i = pi->first_line; i < pi->first_line + pi->n_lines; i++)
+        for (uint32_t g = ex->lines[i].first; g < ex->lines[i].first + ex->lines[i].n; g++) n += ex->g.cp[g] != ' ';
+    return n;
+}
+
+static bool wants_ocr(const extraction *ex, const pdf_page_info *pi, cq_reader_ocr mode) {
     if (mode == CQ_OCR_FORCE) return !pi->unreadable;
     if (mode == CQ_OCR_OFF || pi->unreadable || pi->n_images == 0) return false;
     if (pi->n_lines == 0) return true;
     char reason[160];
-    return cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason) < OCR_TEXT_QUALITY_BELOW;
+    if (cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason) < OCR_TEXT_QUALITY_BELOW) return true;
+    return pi->image_area >= OCR_SCAN_IMAGE_SHARE * pi->width * pi->height &&
+           page_text_chars(ex, pi) < OCR_SCAN_TEXT_CHARS;
 }
 
 /* Puts the OCR result of page `page` into the record in place of its text-layer lines (appended at the end; see
@@ -1295,10 +1313,14 @@ static cq_status ocr_pages(fz_context *ctx, fz_document *doc, extraction *ex, pa
         }
         pi->ocr_tried = true;
         if (pi->n_lines > 0 && in->ocr != CQ_OCR_FORCE) {
-            /* a damaged text layer: kept unless OCR is surer of its reading */
+            /* the page has a text layer (see wants_ocr): OCR replaces it when the layer is damaged and OCR surer of
+             * its reading, or when OCR reads much more (the layer was a stamp on a scan) */
             char reason[160];
             double q = cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason);
-            if (r->n_lines == 0 || r->confidence <= q) continue;
+            size_t layer = page_text_chars(ex, pi), read = 0;
+            for (size_t g = 0; g < r->n_glyphs; g++) read += r->cp[g] != ' ';
+            bool surer = q < OCR_TEXT_QUALITY_BELOW && r->confidence > q, more = read >= 2 * layer + 50;
+            if (r->n_lines == 0 || !(surer || more)) continue;
         }
         if (!take_ocr_page(ex, s, todo[i], r)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory taking in OCR text");
     }
@@ -1403,7 +1425,7 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
             goto out;
         }
-        if (wants_ocr(&ex.pages[p], in->ocr)) ocr_todo[n_todo++] = p;
+        if (wants_ocr(&ex, &ex.pages[p], in->ocr)) ocr_todo[n_todo++] = p;
         else if (progress) progress(user, ++ps.done, n_pages);
     }
     if (n_todo > 0) {

@@ -8,8 +8,9 @@
  * Adding a format is one file (its reader, declared in reader/reader_internal.h) plus one row (reader/formats.c).
  * A format without pages leaves cq_doctext.pages NULL: clauses then have no page numbers and no boxes.
  *
- * OCR. A PDF page without a usable text layer (a scan) is rendered at 300 dpi and recognised by Tesseract
- * (CQ_OCR_LANGUAGES); its symbol boxes become the glyph boxes, so the page goes through the same line rules,
+ * OCR. A PDF page without a usable text layer (a scan) is rendered at 300 dpi (again at another resolution when
+ * its print is far from the size Tesseract reads best) and recognised by Tesseract (CQ_OCR_LANGUAGES); its symbol
+ * boxes become the glyph boxes, so the page goes through the same line rules,
  * header/footer removal and structure parser as a text page, and citations highlight on it. Pages are recognised
  * in parallel (cq_reader_input.ocr_threads); cq_page.ocr / ocr_confidence say which pages were read so.
  *
@@ -74,7 +75,7 @@ typedef struct {
     char quality_reason[160];      /* "" when clean; else e.g. "no text layer (scanned page?)", or for a page read
                                       by OCR "text recognised by OCR (confidence 0.93)" */
     bool ocr;                      /* the page's text was recognised by OCR (the text layer, if any, was not used) */
-    double ocr_confidence;         /* OCR pages: Tesseract's mean character confidence, 0..1 */
+    double ocr_confidence;         /* OCR pages: Tesseract's word confidences averaged over the characters, 0..1 */
 } cq_page;
 
 typedef struct {

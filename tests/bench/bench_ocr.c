@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     }
     int n = max_pages > 0 && max_pages < orig.n_pages ? max_pages : orig.n_pages;
     scan_page *pages = calloc((size_t)n, sizeof *pages);
-    for (int i = 0; i < n; i++) pages[i] = (scan_page){i, true};
+    for (int i = 0; i < n; i++) pages[i] = (scan_page){i, true, NULL};
     char scan[128], why[256];
     snprintf(scan, sizeof scan, "/tmp/bench_ocr_%d.pdf", (int)getpid());
     if (scan_pdf(pdf, scan, dpi, pages, n, why, sizeof why)) {

@@ -1,6 +1,7 @@
 /* Scans made by MuPDF, for the OCR test (tests/unit/test_reader_ocr.c) and benchmark (tests/bench/bench_ocr.c):
  * pages of a PDF drawn at a resolution in grey and put alone, as a picture, on the page of a new PDF (what a
- * scanner gives), optionally with text pages copied in between. */
+ * scanner gives), optionally with a line of real text over the picture (a court's filing stamp) and with text
+ * pages copied in between. */
 #ifndef CQ_TEST_SCAN_UTIL_H
 #define CQ_TEST_SCAN_UTIL_H
 
@@ -11,8 +12,9 @@
 #include <mupdf/pdf.h>
 
 typedef struct {
-    int page;     /* 0-based page of the source */
-    bool scanned; /* as a picture; false: the page itself, text layer and all */
+    int page;          /* 0-based page of the source */
+    bool scanned;      /* as a picture; false: the page itself, text layer and all */
+    const char *stamp; /* scanned pages: ASCII text set in Helvetica 9 pt at the foot of the page, or NULL */
 } scan_page;
 
 /* Writes out_pdf from pages[0..n) of in_pdf, pictures drawn at dpi. 0, or -1 with the reason in err. */
@@ -62,6 +64,14 @@ static inline int scan_pdf(const char *in_pdf, const char *out_pdf, int dpi, con
             pdf_dict_puts(ctx, res, "XObject", xobj);
             content = fz_new_buffer(ctx, 64);
             fz_append_printf(ctx, content, "q %g 0 0 %g 0 0 cm /Im0 Do Q\n", box.x1 - box.x0, box.y1 - box.y0);
+            if (pages[i].stamp) {
+                pdf_obj *fonts = pdf_dict_puts_dict(ctx, res, "Font", 1);
+                pdf_obj *font = pdf_dict_puts_dict(ctx, fonts, "F1", 3);
+                pdf_dict_puts_drop(ctx, font, "Type", pdf_new_name(ctx, "Font"));
+                pdf_dict_puts_drop(ctx, font, "Subtype", pdf_new_name(ctx, "Type1"));
+                pdf_dict_puts_drop(ctx, font, "BaseFont", pdf_new_name(ctx, "Helvetica"));
+                fz_append_printf(ctx, content, "BT /F1 9 Tf 72 30 Td (%s) Tj ET\n", pages[i].stamp);
+            }
             new_page = pdf_add_page(ctx, dst, fz_make_rect(0, 0, box.x1 - box.x0, box.y1 - box.y0), 0, res, content);
             pdf_insert_page(ctx, dst, -1, new_page);
             pdf_drop_obj(ctx, new_page);

@@ -123,7 +123,8 @@ typedef void (*cq_reader_progress_fn)(void *user, int pages_read, int n_pages);
 
 /* OCR of scanned pages (formats with pages). The zero value is auto. */
 typedef enum {
-    CQ_OCR_AUTO = 0, /* pages without a usable text layer: no text but images, or text too damaged to use */
+    CQ_OCR_AUTO = 0, /* pages without a usable text layer: no text but images, text too damaged to use, or a scan
+                        with a few characters of real text on it (a filing stamp) */
     CQ_OCR_OFF = 1,  /* never: such pages stay flagged "no text layer (scanned page?)" */
     CQ_OCR_FORCE = 2, /* every page, its text layer ignored (a text layer known to be wrong) */
 } cq_reader_ocr;

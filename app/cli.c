@@ -15,6 +15,7 @@ int cq_cmd_perplexity(int argc, char **argv);
 int cq_cmd_reindex(int argc, char **argv);
 int cq_cmd_serve(int argc, char **argv);
 int cq_cmd_keys(int argc, char **argv);
+int cq_cmd_prompt(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -26,6 +27,7 @@ static const cq_command commands[] = {
     {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
+    {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},
 };
 
 static void usage(FILE *f) {

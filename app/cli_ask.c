@@ -6,6 +6,7 @@
 #include "app/answer.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--json]"
@@ -75,6 +76,8 @@ int cq_cmd_ask(int argc, char **argv) {
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
     ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
                  {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}};
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&x.opt.retrieve, &reranker, dec);
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
         x.opt.on_text = print_piece;
         x.opt.user = &printed;

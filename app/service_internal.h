@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "app/rerank.h"
 #include "app/service.h"
 #include "index/jobs.h"
 #include "index/store.h"
@@ -31,6 +32,7 @@ struct cq_service {
     cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights: retrieval and the ingestion
                         worker are given it */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
+    cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;

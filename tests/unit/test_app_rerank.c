@@ -125,35 +125,34 @@ static double relevance(const char *q, const cq_hit *h) {
 
 static void test_rerank(void **state) {
     (void)state;
-    const char *q = "试用期最长多长时间？";
+    const char *text = "试用期最长多长时间？";
     cq_err err = {0};
     cq_hits h = candidates();
-    assert_int_equal(cq_rerank_hits(dec, q, &h, 4, 0, &err), CQ_ERR_UNSUPPORTED); /* the base model: no */
-    for (size_t i = 0; i < h.n; i++) assert_int_equal(h.hits[i].clause_id, (int64_t)i + 1);
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
+    cq_reranker r = {.decoder = dec};
+    double scores[7];
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_ERR_UNSUPPORTED); /* the base model */
+    cq_retrieve_options o = {0};
+    cq_rerank_attach(&o, &r, dec);
+    assert_null(o.rerank); /* no adapter: nothing attached, so mode rerank fails with the reason */
     assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
+    cq_rerank_attach(&o, &r, dec);
+    assert_ptr_equal(o.rerank, cq_rerank_score);
+    assert_ptr_equal(o.rerank_ctx, &r);
+    assert_int_equal(o.rerank_top_n, CQ_RERANK_TOP_N_CPU);
+    /* Every batch size gives each clause the score of its prompt run alone. */
     double want[7];
-    for (size_t i = 1; i < h.n; i++) want[i + 1] = relevance(q, &h.hits[i]);
+    for (size_t i = 0; i < h.n; i++) want[i] = relevance(text, &h.hits[i]);
     for (size_t batch = 0; batch < 3; batch++) {
-        cq_hits r = candidates();
-        assert_int_equal(cq_rerank_hits(dec, q, &r, 4, batch, &err), CQ_OK);
-        assert_int_equal(r.hits[0].clause_id, 1); /* the router hit stays first */
-        assert_int_equal(r.hits[5].clause_id, 6); /* past top_n: untouched */
-        assert_true(r.hits[5].score == 10.0 - 6);
-        int seen3 = -1, seen5 = -1;
-        for (size_t i = 1; i < 5; i++) {
-            const int64_t id = r.hits[i].clause_id;
-            assert_true(id >= 2 && id <= 5);
-            assert_true(fabs(r.hits[i].score - want[id]) < 1e-4);
-            if (i > 1) assert_true(r.hits[i - 1].score >= r.hits[i].score);
-            if (id == 3) seen3 = (int)i;
-            if (id == 5) seen5 = (int)i;
-        }
-        assert_true(seen3 >= 0 && seen3 < seen5); /* the same clause twice: equal scores keep their order */
-        fprintf(stderr, "  batch %zu: order %lld %lld %lld %lld, scores %.3f %.3f %.3f %.3f\n", batch,
-                (long long)r.hits[1].clause_id, (long long)r.hits[2].clause_id, (long long)r.hits[3].clause_id,
-                (long long)r.hits[4].clause_id, r.hits[1].score, r.hits[2].score, r.hits[3].score, r.hits[4].score);
-        cq_hits_free(&r);
+        r.batch = batch;
+        for (size_t i = 0; i < h.n; i++) scores[i] = NAN;
+        assert_int_equal(cq_rerank_score(&r, &q, h.hits, h.n, scores, &err), CQ_OK);
+        for (size_t i = 0; i < h.n; i++) assert_true(fabs(scores[i] - want[i]) < 1e-4);
+        assert_true(fabs(scores[2] - scores[4]) < 1e-6); /* the same clause twice: the same score */
+        fprintf(stderr, "  batch %zu: scores %.3f %.3f %.3f %.3f\n", batch, scores[1], scores[2], scores[3], scores[4]);
     }
+    cq_query_free(&q);
     cq_hits_free(&h);
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
 }

@@ -23,6 +23,12 @@ cJSON *cq_json_hit(const cq_hit *h);
 cJSON *cq_json_hits(const cq_hits *h);
 cJSON *cq_json_answer(const cq_answer *a);
 
+/* Prints s in exactly cols terminal columns: cut by display width (a Chinese character takes two), never inside a
+ * character, with "…" where it was cut; padded with spaces when shorter. */
+void cq_cli_print_cell(FILE *f, const char *s, int cols);
+/* Unix seconds as "2026-11-29 21:40" (UTC); "-" for 0. */
+void cq_cli_format_time(int64_t t, char *out, size_t cap);
+
 /* Prints a cJSON value on one line followed by '\n' and frees it. */
 void cq_json_print_line(cJSON *v, FILE *f);
 
@@ -33,8 +39,8 @@ char *cq_read_line(FILE *f);
 long cq_cli_positive(const char *opt, const char *value);
 
 /* How answers are made: --answers auto|generate|extractive, --model PATH, --device cpu|cuda|auto, --threads N.
- * auto generates when the decoder's weights are installed (DATA/models/...gguf or --model) and answers
- * extractively otherwise; generate insists on the decoder. */
+ * auto generates when the decoder's weights are installed (found in the models folders, app/models.h, or --model)
+ * and answers extractively otherwise, with a warning that says how to install them; generate insists on them. */
 typedef struct {
     const char *answers, *model, *device;
     long threads;
@@ -50,22 +56,25 @@ typedef struct {
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
-    "  --model PATH    decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"                                  \
+    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models)\n"       \
     "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"               \
     "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"
 /* Applies getopt value c (1000..1004) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
 int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a);
 /* The decoder the options ask for: NULL for extractive answers (and for auto without weights). *failed is set when
  * the decoder was required or its weights exist but cannot be used (message printed). */
-cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed);
-/* Opens the decoder --model (default DATA/models/...gguf) names on --device with --threads; NULL with the reason
- * printed as "clauseqa CMD: ...". */
-cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a);
+cq_decoder *cq_cli_answer_decoder(const char *cmd, const cq_answer_cli *a, int *failed);
+/* Opens the decoder --model (default: the one the models folders hold) names on --device with --threads; NULL with
+ * the reason printed as "clauseqa CMD: ...". */
+cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a);
+/* The warning for answers that are extractive because no folder holds the decoder's weights: where they were looked
+ * for and how to install them. */
+void cq_cli_warn_no_decoder(const char *cmd);
 
-/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
- * question. */
+/* The options `retrieve` and `ask` share: --kb --k --mode --json --jsonl --help, the answer options, and the
+ * question (the words after the options, joined by spaces). */
 typedef struct {
-    const char *kb, *data, *mode;
+    const char *kb, *mode;
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;
@@ -74,7 +83,7 @@ typedef struct {
 } cq_question_cli;
 
 /* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after
- * --help, 2 for bad usage, with usage printed). */
+ * --help, 2 for bad usage, with the slip and the --help hint printed). */
 int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o);
 
 /* Answers JSON lines {"id", "question"} from stdin: fn turns one question into the output object (or returns NULL

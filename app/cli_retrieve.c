@@ -8,7 +8,7 @@
 #include "core/utf8.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,hybrid] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,hybrid] [--json] QUESTION...\n"
                "       clauseqa retrieve --kb KB --jsonl < questions.jsonl\n"
                "Ranks the clauses of KB that answer QUESTION (default mode: hybrid = router + bm25).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n");
@@ -60,7 +60,7 @@ int cq_cmd_retrieve(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("retrieve", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(o.data));
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), &o};
     int status = 1;

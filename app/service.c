@@ -50,6 +50,7 @@ struct cq_service {
     bool allow_open;
     double started_at;
     cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights; every connection carries it */
+    const cq_models *models; /* where the model files were found (borrowed) */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
 
     pthread_mutex_t pool_lock;
@@ -380,6 +381,29 @@ static size_t queue_depth(cq_service *s, int64_t *running) {
     return n;
 }
 
+/* Which model files were found where: {"files": {"decoder": {"path", "from"} | null, "encoder": ...},
+ * "searched": [{"dir", "from"}]}. */
+static void add_model_files(cJSON *m, const cq_models *found) {
+    if (!found) return;
+    cJSON *files = cJSON_AddObjectToObject(m, "files");
+    const char *paths[2] = {found->decoder, found->encoder}, *origins[2] = {found->decoder_origin, found->encoder_origin};
+    for (int i = 0; i < 2; i++) {
+        cJSON *f = origins[i] ? cJSON_CreateObject() : cJSON_CreateNull();
+        if (origins[i]) {
+            cJSON_AddStringToObject(f, "path", paths[i]);
+            cJSON_AddStringToObject(f, "from", origins[i]);
+        }
+        cJSON_AddItemToObject(files, i ? "encoder" : "decoder", f);
+    }
+    cJSON *searched = cJSON_AddArrayToObject(m, "searched");
+    for (size_t i = 0; i < found->n_dirs; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dir", found->dirs[i].dir);
+        cJSON_AddStringToObject(d, "from", found->dirs[i].origin);
+        cJSON_AddItemToArray(searched, d);
+    }
+}
+
 static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     cq_service *s = ctx;
     cq_store *st = pool_get(s, err);
@@ -414,6 +438,7 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     }
     cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
     if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
+    add_model_files(m, s->models);
     *out = o;
     return CQ_OK;
 }
@@ -1357,6 +1382,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
+    s->models = config->models;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
@@ -1375,8 +1401,15 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
-        if (cq_dense_open_configured(s->data_dir, &s->dense, &derr) == CQ_OK)
-            CQ_INFO("dense retrieval on: SSM encoder weights from %s/models/ssm", s->data_dir);
+        const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
+        char searched[3400] = "";
+        if (s->models) cq_models_searched(s->models, searched, sizeof searched);
+        if (!weights)
+            CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
+        else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
+            CQ_INFO("dense retrieval on: SSM encoder on %s, weights %s (%s)",
+                    cq_dense_backend(s->dense) == CQ_SSM_BACKEND_CUDA ? "the GPU" : "the CPU", weights,
+                    s->models->encoder_origin);
         else if (derr.code == CQ_ERR_UNSUPPORTED)
             CQ_INFO("dense retrieval off: %s", derr.msg);
         else

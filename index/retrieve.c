@@ -348,7 +348,7 @@ cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int mode
     if (k > 200) k = 200;
     if ((modes & CQ_RETRIEVE_DENSE) && !cq_dense_attached(s))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
     out->hits = calloc(k, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

@@ -724,6 +724,7 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
     double dt = now_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
+    cq_web_access_log_write(s->access_log, r, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
     int status = r->status;
     free(r);
@@ -761,6 +762,14 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     }
     s->cfg.host = s->host;
     s->cfg.spool_dir = s->spool_dir;
+    s->cfg.access_log = NULL; /* the path is the log's own (below) */
+    cq_status rc = config->port ? cq_web_listen_check(s->host, config->port, err) : CQ_OK;
+    if (!rc && config->access_log) rc = cq_web_access_log_open(config->access_log, config->access_log_json,
+                                                               &s->access_log, err);
+    if (rc) {
+        cq_web_stop(s);
+        return rc;
+    }
     s->pool_threads = calloc((size_t)s->cfg.threads, sizeof *s->pool_threads);
     if (!s->pool_threads) {
         cq_web_stop(s);
@@ -812,6 +821,10 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
 
 int cq_web_port(const cq_web_server *server) { return server->port; }
 
+cq_status cq_web_reopen_logs(cq_web_server *server, cq_err *err) {
+    return cq_web_access_log_reopen(server->access_log, err);
+}
+
 /* Waits until no request is being handled (at most the request timeout): CivetWeb's stop would cut off requests
  * still reading their bodies. */
 static void drain(cq_web_server *s) {
@@ -843,6 +856,7 @@ void cq_web_stop(cq_web_server *s) {
     pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->pool_cond);
     cq_web_metrics_destroy(&s->metrics);
+    cq_web_access_log_close(s->access_log);
     free(s->host);
     free(s->spool_dir);
     free(s);

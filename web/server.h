@@ -110,6 +110,8 @@ typedef struct {
     size_t max_upload_bytes;     /* uploads (default 64 MiB) */
     int request_timeout_ms;      /* socket reads and writes (default 30000) */
     const char *spool_dir;       /* where uploads are received before the service takes them (must exist) */
+    const char *access_log;      /* one line a request to this file, "-" for stdout, NULL for none */
+    bool access_log_json;        /* JSON lines instead of text (web/access_log.c shows both) */
 } cq_web_config;
 
 typedef struct cq_web_server cq_web_server;
@@ -117,6 +119,13 @@ typedef struct cq_web_server cq_web_server;
 cq_status cq_web_start(const cq_web_config *config, const cq_web_service *service, cq_web_server **out,
                        cq_err *err);
 int cq_web_port(const cq_web_server *server); /* the port listened on */
+/* Whether host:port can be listened on (web/listen.c), asked by cq_web_start before CivetWeb (whose error says only
+ * "Failed to setup server ports") and by a caller that wants to know before loading models: CQ_ERR_EXISTS when
+ * another program listens there, CQ_ERR_INVALID for an address that is not this machine's, CQ_ERR_IO for the rest;
+ * each with a message that says what to do. */
+cq_status cq_web_listen_check(const char *host, int port, cq_err *err);
+/* Opens the access log file again (after log rotation moved it away). */
+cq_status cq_web_reopen_logs(cq_web_server *server, cq_err *err);
 /* Stops accepting, lets the requests in flight finish, frees the server. */
 void cq_web_stop(cq_web_server *server);
 

@@ -44,11 +44,11 @@ printf '%s\n' '{"id": 7, "question": "试用期最长多长时间？"}' '{"id": 
 check "jsonl ids" test "$(json 'd["id"]' < <(head -1 "$work/r.jsonl"))" = 7
 check "jsonl results" test "$(json 'len(d["results"])' < <(tail -1 "$work/r.jsonl"))" = 3
 
-# --- ask ---
-out=$("$bin" ask --data "$data" --kb demo --json "劳动法第四十四条")
+# --- ask (extractive answers: the decoder's are tested in test_http_generate.py) ---
+out=$("$bin" ask --data "$data" --kb demo --answers extractive --json "劳动法第四十四条")
 check "ask cites" test "$(echo "$out" | json 'd["citations"][0]["clause"]')" = "第四十四条"
 check "ask quotes verbatim" test "$(echo "$out" | json 'd["citations"][0]["quote"] in d["answer"]')" = True
-out=$("$bin" ask --data "$data" --kb demo --json "火星上的量子引力如何影响足球比赛的转播权？")
+out=$("$bin" ask --data "$data" --kb demo --answers extractive --json "火星上的量子引力如何影响足球比赛的转播权？")
 check "ask abstains" test "$(echo "$out" | json 'd["abstained"]')" = True
 
 # --- bad inputs: each fails clearly and leaves the database consistent ---
@@ -86,7 +86,7 @@ if [ -d "$shared/eval/laws-zh-pdf" ]; then
   mkdir -p "$work/suite/docs"
   cp "$shared/eval/laws-zh-pdf/docs/农民专业合作社法(2017-12-27).pdf" "$work/suite/docs/"
   grep '"农民专业合作社法(2017-12-27)"' "$shared/eval/laws-zh-pdf/questions.jsonl" | head -20 > "$work/suite/questions.jsonl"
-  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --json)
+  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --answers extractive --json)
   echo "  mini eval: $(echo "$out" | json 'd["all"]')"
   check "mini eval clause lookups" test "$(echo "$out" | json 'd["types"]["clause_lookup"]["hit@1"] >= 0.9')" = True
 else

@@ -234,6 +234,7 @@ cq_status cq_backup_write(const char *data_dir, const char *out_dir, cq_backup_c
     char copy[PATH_CAP];
     join(copy, tmp, "clauseqa.db");
     if (!rc) rc = snapshot(db, copy, err);
+    if (!rc) chmod(copy, 0600); /* keys (hashed) and every document: for its owner only, like the folder */
     if (!rc) rc = settle_copy(copy, counts, kbs, &docs, &n_docs, err);
     if (n_docs) qsort(docs, n_docs, sizeof *docs, by_sha256);
     for (size_t i = 0; !rc && i < n_docs; i++) {
@@ -269,8 +270,8 @@ cq_status cq_backup_write(const char *data_dir, const char *out_dir, cq_backup_c
     counts->bytes += db_bytes;
     join(src, data_dir, "clauseqa.conf");
     join(path, tmp, "clauseqa.conf");
-    int64_t conf_bytes;
-    char conf_sha[65];
+    int64_t conf_bytes = 0;
+    char conf_sha[65] = "";
     if (!rc && access(src, R_OK) == 0) rc = copy_hashing(src, path, 0600, conf_sha, &conf_bytes, err);
 
     if (!rc) {
@@ -287,6 +288,7 @@ cq_status cq_backup_write(const char *data_dir, const char *out_dir, cq_backup_c
         cJSON_AddNumberToObject(c, "files", (double)counts->files);
         cJSON_AddItemToObject(m, "kbs", kbs);
         cJSON_AddItemToObject(m, "database", file_entry("clauseqa.db", db_bytes, sha));
+        if (conf_sha[0]) cJSON_AddItemToObject(m, "config", file_entry("clauseqa.conf", conf_bytes, conf_sha));
         cJSON_AddItemToObject(m, "files", files);
         cJSON_AddItemToObject(m, "missing_originals", missing);
         kbs = files = missing = NULL;
@@ -324,8 +326,11 @@ static cq_status verify(const char *backup_dir, cJSON **manifest, cq_err *err) {
         cJSON_Delete(m);
         return cq_err_set(err, CQ_ERR_FORMAT, "%s/manifest.json is not a %s manifest", backup_dir, CQ_BACKUP_FORMAT);
     }
-    const cJSON *entry = db;
-    for (int i = -1; !rc && (i < 0 || (entry = cJSON_GetArrayItem(files, i))); i++) {
+    const cJSON *config = cJSON_GetObjectItem(m, "config"), *entry;
+    for (int i = -2; !rc; i++) {
+        entry = i == -2 ? db : i == -1 ? config : cJSON_GetArrayItem(files, i);
+        if (i >= 0 && !entry) break;
+        if (!entry) continue; /* no clauseqa.conf */
         const cJSON *rel = cJSON_GetObjectItem(entry, "path"), *want = cJSON_GetObjectItem(entry, "sha256");
         if (!cJSON_IsString(rel) || !cJSON_IsString(want) || strstr(rel->valuestring, "..") ||
             rel->valuestring[0] == '/') {

@@ -8,8 +8,8 @@
  *   clauseqa.conf   the data directory's configuration file, when it has one
  *   manifest.json   {"format": "clauseqa-backup-1", "created_at", "version", "schema_version", "source",
  *                    "counts": {"kbs", "documents", "clauses", "files"}, "kbs": [{"name", "documents", "clauses"}],
- *                    "database": {"path", "bytes", "sha256"}, "files": [{"path", "bytes", "sha256"}],
- *                    "missing_originals": [...]}
+ *                    "database": {"path", "bytes", "sha256"}, "config": {...} (when there is one),
+ *                    "files": [{"path", "bytes", "sha256"}], "missing_originals": [...]}
  * Left out, because they are rebuilt: cache/ (page images), vectors/ (FAISS, rebuilt from the vectors in SQLite),
  * uploads/ (uploads still waiting for their job: in the backup those jobs are marked failed, "upload it again").
  * The folder is written under a temporary name and renamed when complete, so a backup that exists is whole.

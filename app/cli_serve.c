@@ -133,7 +133,7 @@ int cq_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     cq_err err = {0};
-    if (port && cq_web_listen_check(host, (int)port, &err)) { /* before the models take their seconds to load */
+    if (cq_web_listen_check(host, (int)port, &err)) { /* before the models take their seconds to load */
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         return err.code == CQ_ERR_INVALID ? 2 : 1;
     }

@@ -1407,9 +1407,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
         if (!weights)
             CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
         else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
-            CQ_INFO("dense retrieval on: SSM encoder on %s, weights %s (%s)",
-                    cq_dense_backend(s->dense) == CQ_SSM_BACKEND_CUDA ? "the GPU" : "the CPU", weights,
-                    s->models->encoder_origin);
+            CQ_INFO("dense retrieval on: encoder weights %s (%s)", weights, s->models->encoder_origin);
         else if (derr.code == CQ_ERR_UNSUPPORTED)
             CQ_INFO("dense retrieval off: %s", derr.msg);
         else

@@ -763,7 +763,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     s->cfg.host = s->host;
     s->cfg.spool_dir = s->spool_dir;
     s->cfg.access_log = NULL; /* the path is the log's own (below) */
-    cq_status rc = config->port ? cq_web_listen_check(s->host, config->port, err) : CQ_OK;
+    cq_status rc = cq_web_listen_check(s->host, config->port, err);
     if (!rc && config->access_log) rc = cq_web_access_log_open(config->access_log, config->access_log_json,
                                                                &s->access_log, err);
     if (rc) {

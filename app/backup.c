@@ -294,7 +294,8 @@ cq_status cq_backup_write(const char *data_dir, const char *out_dir, cq_backup_c
         kbs = files = missing = NULL;
         char *text = cJSON_Print(m);
         join(path, tmp, "manifest.json");
-        rc = text ? cq_file_write_atomic(path, text, strlen(text), err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        rc = text ? cq_file_write_atomic(path, text, strlen(text), err)
+                  : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         free(text);
     }
     cJSON_Delete(m);

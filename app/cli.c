@@ -44,7 +44,8 @@ static void usage(FILE *f) {
                "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nOptions every command takes, before or after its name:\n"
-               "  --data DIR      the data directory (else $CLAUSEQA_DATA, else `data =` of clauseqa.conf, else ./data)\n"
+               "  --data DIR      the data directory (else $CLAUSEQA_DATA, else `data =` of clauseqa.conf,\n"
+               "                  else ./data)\n"
                "  --config FILE   the configuration file (else $CLAUSEQA_CONFIG, else /etc/clauseqa/clauseqa.conf,\n"
                "                  else DATA/clauseqa.conf when they exist); flags override it (docs/API.md)\n"
                "  --models DIR    where the model files are looked for first (else $CLAUSEQA_MODELS, else `models =`\n"

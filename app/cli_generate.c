@@ -38,7 +38,9 @@ static bool print_piece(void *user, const char *text, size_t len) {
 }
 
 /* Tokens a second, to one decimal. */
-static double rate(int tokens, double seconds) { return seconds > 0 ? (double)(long long)(tokens / seconds * 10) / 10 : 0; }
+static double rate(int tokens, double seconds) {
+    return seconds > 0 ? (double)(long long)(tokens / seconds * 10) / 10 : 0;
+}
 
 static int parse_float(const char *opt, const char *v, float *out) {
     char *end;

@@ -49,6 +49,7 @@ int cq_cmd_keys(int argc, char **argv) {
         }
     }
     if (optind >= argc) {
+        fprintf(stderr, "clauseqa keys: say create, list or revoke ID\n");
         return cq_cli_usage_hint("keys");
     }
     const char *action = argv[optind];

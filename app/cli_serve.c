@@ -190,7 +190,9 @@ int cq_cmd_serve(int argc, char **argv) {
         CQ_INFO("API keys are required (clauseqa keys create --role admin --data %s makes the first)", data_dir);
     if (access_log && strcmp(access_log, "-")) CQ_INFO("access log: %s", access_log);
     /* The address last, where the eye lands. */
-    CQ_INFO("serving http://%s:%d/ (data: %s, %ld threads; Ctrl-C stops)", host, bound, data_dir, threads);
+    const char *config = cq_cli_config_path();
+    CQ_INFO("serving http://%s:%d/ (data: %s%s%s, %ld threads; Ctrl-C stops)", host, bound, data_dir,
+            config ? ", configuration: " : "", config ? config : "", threads);
 
     int sig = 0;
     while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {

@@ -89,8 +89,9 @@ static int on_entry(void *user, const char *section, const char *key, const char
     }
     char keys[400];
     if (!section_known) {
-        cq_err_set(p->err, CQ_ERR_INVALID, "%s:%d: unknown section [%s] (there is [serve], and keys before any section)",
-                   where, p->line, section);
+        cq_err_set(p->err, CQ_ERR_INVALID,
+                   "%s:%d: unknown section [%s] (there is [serve], and keys before any section)", where, p->line,
+                   section);
     } else if (k == N_KNOWN) {
         list_keys(section, keys, sizeof keys);
         cq_err_set(p->err, CQ_ERR_INVALID, "%s:%d: unknown key '%s'%s%s%s (known: %s)", where, p->line, key,
@@ -173,7 +174,8 @@ size_t cq_config_flags(const cq_config *c, const char *command, char **out, size
         int b = parse_bool(e->value);
         bool is_bool = false;
         for (size_t k = 0; k < N_KNOWN; k++)
-            if (!strcmp(known[k].section, e->section) && !strcmp(known[k].key, e->key)) is_bool = known[k].kind == KEY_BOOL;
+            if (!strcmp(known[k].section, e->section) && !strcmp(known[k].key, e->key))
+                is_bool = known[k].kind == KEY_BOOL;
         if (is_bool && b == 0) continue;
         size_t len = strlen(e->key) + strlen(e->value) + 4;
         char *flag = malloc(len);

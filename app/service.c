@@ -386,7 +386,8 @@ static size_t queue_depth(cq_service *s, int64_t *running) {
 static void add_model_files(cJSON *m, const cq_models *found) {
     if (!found) return;
     cJSON *files = cJSON_AddObjectToObject(m, "files");
-    const char *paths[2] = {found->decoder, found->encoder}, *origins[2] = {found->decoder_origin, found->encoder_origin};
+    const char *paths[2] = {found->decoder, found->encoder};
+    const char *origins[2] = {found->decoder_origin, found->encoder_origin};
     for (int i = 0; i < 2; i++) {
         cJSON *f = origins[i] ? cJSON_CreateObject() : cJSON_CreateNull();
         if (origins[i]) {

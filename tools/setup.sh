@@ -20,7 +20,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 debs=(
-  build-essential cmake pkg-config git ca-certificates python3 python3-pip
+  build-essential cmake pkg-config git ca-certificates curl python3 python3-pip
   libcivetweb-dev civetweb
   libsqlite3-dev sqlite3
   libmupdf-dev mupdf-tools

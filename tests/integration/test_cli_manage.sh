@@ -54,7 +54,7 @@ check "unknown kb: one line" test "$(lines "$work/err")" = 1
 
 # --- usage slips: one line and the command's --help hint, never the whole help ---
 for slip in "retrieve --data $data" "ask --kb laws --frobnicate x" "ingest --kb" "kb rename a b" "doc show" \
-            "doc list" "backup" "serve --port" "frob"; do
+            "doc list" "backup" "serve --port" "keys" "frob"; do
   set +e
   # shellcheck disable=SC2086
   "$bin" $slip > "$work/out" 2> "$work/err"
@@ -121,9 +121,10 @@ check "unknown key: exit 2" test $rc = 2
 check "unknown key: file and line" has "clauseqa.conf:3: unknown key 'prot' in [serve]" "$work/err"
 check "a named config file must exist" bash -c "! '$bin' --config '$work/nope.conf' kb list 2>/dev/null"
 unset CLAUSEQA_CONFIG
-printf 'log-level = debug\n' > "$data/clauseqa.conf"
-"$bin" --data "$data" kb list 2> "$work/err" > /dev/null
-check "DATA/clauseqa.conf is read" test -s "$work/err" # debug lines
+printf 'models = %s/conf-models\n' "$work" > "$data/clauseqa.conf"
+cp "$bin" "$work/clauseqa-copy" # finds models nowhere else: the warning lists the folders searched
+"$work/clauseqa-copy" --data "$data" ask --kb laws --json 第十九条 > /dev/null 2> "$work/err"
+check "DATA/clauseqa.conf is read (models =)" has "$work/conf-models (clauseqa.conf)" "$work/err"
 printf 'data = /elsewhere\n' > "$data/clauseqa.conf"
 check "data = in DATA/clauseqa.conf is refused" bash -c "! '$bin' --data '$data' kb list 2>/dev/null"
 rm "$data/clauseqa.conf"

@@ -141,6 +141,7 @@ def config_and_startup(binary, work):
     T.check('start-up: a few lines', len(start) <= 5, start)
     T.check('start-up: the address last', start and 'serving http://127.0.0.1:' in start[-1], start)
     T.check('start-up: 4 threads from the file', start and '4 threads' in start[-1], start)
+    T.check('start-up: names the configuration file', start and f'configuration: {conf}' in start[-1], start)
     T.check('start-up: dense retrieval in one line', sum('dense' in ln for ln in start) <= 1, start)
 
 

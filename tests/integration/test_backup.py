@@ -83,6 +83,7 @@ def main():
     binary = os.path.abspath(sys.argv[1])
     work = tempfile.mkdtemp(prefix='cq-backup-')
     source = os.path.join(work, 'source')
+    servers = []  # closed however the test ends
     try:
         run(binary, 'ingest', '--data', source, '--kb', 'laws', DEMO_PDF, DEMO_LAW, DEMO_MD, check_rc=0)
         key = run(binary, 'keys', 'create', '--data', source, '--role', 'reader', '--kb', 'laws', '--name', 'portal',
@@ -95,6 +96,7 @@ def main():
         admin = run(binary, 'keys', 'create', '--data', source, '--role', 'admin', '--name', 'ops',
                     check_rc=0).stdout.strip()
         s = Server(binary, data_dir=source)
+        servers.append(s)
         s.start()
         s.key = admin
         backups = []
@@ -148,6 +150,7 @@ def main():
 
         # The restored directory serves: the key works, a question is answered.
         s = Server(binary, data_dir=target, args=['--no-open-mode'])
+        servers.append(s)
         s.start()
         s.key = key
         r = s.post('/api/v1/kbs/laws/ask', {'question': '劳动合同法第十九条'})
@@ -190,6 +193,8 @@ def main():
         mode = os.stat(os.path.join(final, 'clauseqa.db')).st_mode & 0o777
         T.check('the backup is its owner\'s only', mode == 0o600 and os.stat(final).st_mode & 0o077 == 0, oct(mode))
     finally:
+        for s in servers:
+            s.close()
         shutil.rmtree(work, ignore_errors=True)
     T.finish()
 

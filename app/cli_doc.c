@@ -19,26 +19,9 @@ static void usage(FILE *f) {
                "document has the same content).\n");
 }
 
-static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
-
-/* The fields of the REST API's document objects (docs/API.md), and where the original is kept. */
+/* The REST API's document object (app/json.h) and where the original is kept. */
 static cJSON *doc_json(const cq_doc_info *d, const char *kb, const char *data_dir) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "id", (double)d->id);
-    cJSON_AddStringToObject(o, "kb", kb);
-    cJSON_AddStringToObject(o, "name", d->name ? d->name : "");
-    cJSON_AddStringToObject(o, "filename", d->filename ? d->filename : "");
-    cJSON_AddStringToObject(o, "format", d->format ? d->format : "");
-    cJSON_AddStringToObject(o, "sha256", d->sha256);
-    cJSON_AddNumberToObject(o, "size_bytes", (double)d->size_bytes);
-    cJSON_AddItemToObject(o, "title", str_or_null(d->title));
-    cJSON_AddNumberToObject(o, "pages", d->n_pages);
-    cJSON_AddNumberToObject(o, "clauses", d->n_clauses);
-    cJSON_AddStringToObject(o, "status", d->status ? d->status : "");
-    cJSON_AddItemToObject(o, "error", str_or_null(d->error));
-    cJSON_AddNumberToObject(o, "quality", d->quality);
-    cJSON_AddStringToObject(o, "quality_reason", d->quality_reason ? d->quality_reason : "");
-    cJSON_AddNumberToObject(o, "created_at", (double)d->created_at);
+    cJSON *o = cq_json_doc(d, kb);
     char path[1200];
     cJSON_AddItemToObject(o, "original", cq_original_path(data_dir, d->sha256, d->format, path, sizeof path)
                                              ? cJSON_CreateString(path)
@@ -85,14 +68,8 @@ static int find_doc(cq_store *s, const char *cmd, int64_t id, cq_doc_info *d, ch
         fprintf(stderr, "clauseqa doc %s: %s\n", cmd, err.msg);
         return 1;
     }
-    cq_kb_info *kbs;
-    size_t n;
-    snprintf(kb, 128, "?");
-    if (cq_store_kb_list(s, &kbs, &n, &err) == CQ_OK) {
-        for (size_t i = 0; i < n; i++)
-            if (kbs[i].id == d->kb_id) snprintf(kb, 128, "%s", kbs[i].name);
-        free(kbs);
-    }
+    cq_kb_info info;
+    snprintf(kb, 128, "%s", cq_store_kb_get(s, d->kb_id, &info, &err) == CQ_OK ? info.name : "?");
     return 0;
 }
 
@@ -106,14 +83,8 @@ static int show(cq_store *s, int64_t id, int json) {
     cq_err err = {0};
     cq_store_page_list(s, id, &pages, &n_pages, &err);
     if (json) {
-        cJSON *o = doc_json(&d, kb, data_dir), *a = cJSON_AddArrayToObject(o, "page_quality");
-        for (size_t i = 0; i < n_pages; i++) {
-            cJSON *p = cJSON_CreateObject();
-            cJSON_AddNumberToObject(p, "page", pages[i].page_no);
-            cJSON_AddNumberToObject(p, "quality", pages[i].quality);
-            cJSON_AddStringToObject(p, "reason", pages[i].quality_reason);
-            cJSON_AddItemToArray(a, p);
-        }
+        cJSON *o = doc_json(&d, kb, data_dir);
+        cq_json_doc_add_pages(o, pages, n_pages, true);
         cq_json_print_line(o, stdout);
     } else {
         char when[32], path[1200];
@@ -127,7 +98,7 @@ static int show(cq_store *s, int64_t id, int json) {
         printf("  quality    %.2f%s%s\n", d.quality, d.quality_reason && *d.quality_reason ? " - " : "",
                d.quality_reason ? d.quality_reason : "");
         for (size_t i = 0; i < n_pages; i++)
-            if (pages[i].quality < 0.8)
+            if (pages[i].quality < CQ_PAGE_QUALITY_WARN)
                 printf("             page %d: %.2f %s\n", pages[i].page_no, pages[i].quality, pages[i].quality_reason);
         printf("  added      %s UTC\n", when);
         printf("  sha256     %s\n", d.sha256);
@@ -145,7 +116,8 @@ static int delete_doc(cq_store *s, int64_t id) {
     cq_err err = {0};
     /* As the server deletes: the vectors first (FAISS follows SQLite), then the rows, then the unshared original. */
     int status = 0;
-    if (cq_dense_forget_doc(s, id, &err) || cq_store_doc_delete(s, id, &err)) {
+    cq_dense *dense = cq_cli_open_dense(cq_cli_data_dir());
+    if (cq_dense_forget_doc(dense, s, id, &err) || cq_store_doc_delete(s, id, &err)) {
         fprintf(stderr, "clauseqa doc delete: %s\n", err.msg);
         status = 1;
     } else {
@@ -153,6 +125,7 @@ static int delete_doc(cq_store *s, int64_t id) {
         fprintf(stderr, "document %lld (%s) deleted from '%s' with its %d clauses\n", (long long)id, d.name, kb,
                 d.n_clauses);
     }
+    cq_dense_close(dense);
     cq_doc_info_free(&d);
     return status;
 }

@@ -19,15 +19,6 @@ static void usage(FILE *f) {
                "Names: 1-64 letters, digits, CJK, '-', '_', '.'. `ingest --kb NAME` creates a KB too.\n");
 }
 
-static cJSON *kb_json(const cq_kb_info *k) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", k->name);
-    cJSON_AddNumberToObject(o, "documents", (double)k->n_documents);
-    cJSON_AddNumberToObject(o, "clauses", (double)k->n_clauses);
-    cJSON_AddNumberToObject(o, "created_at", (double)k->created_at);
-    return o;
-}
-
 static int list(cq_store *s, int json) {
     cq_kb_info *kbs;
     size_t n;
@@ -38,7 +29,7 @@ static int list(cq_store *s, int json) {
     }
     if (json) {
         cJSON *a = cJSON_CreateArray(), *o = cJSON_CreateObject();
-        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, kb_json(&kbs[i]));
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cq_json_kb(&kbs[i]));
         cJSON_AddItemToObject(o, "kbs", a);
         cq_json_print_line(o, stdout);
     } else if (!n) {
@@ -69,8 +60,10 @@ static int delete_kb(cq_store *s, const char *data_dir, const char *name) {
         return 1;
     }
     /* What lives beside SQLite: the KB's vector index and the originals no other KB shares. */
-    if (cq_dense_attached(s)) {
-        cq_dense_forget_kb(s, id);
+    cq_dense *dense = cq_cli_open_dense(data_dir);
+    if (dense) {
+        cq_dense_forget_kb(dense, id);
+        cq_dense_close(dense);
     } else {
         char faiss[1200];
         snprintf(faiss, sizeof faiss, "%s/vectors/kb%lld.faiss", data_dir, (long long)id);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reader/reader.h"
+
 static bool is_sha256_hex(const char *s) {
     if (!s || strlen(s) != 64) return false;
     for (const char *p = s; *p; p++)
@@ -16,32 +18,18 @@ static bool is_sha256_hex(const char *s) {
 
 bool cq_original_path(const char *data_dir, const char *sha256, const char *format, char *out, size_t cap) {
     out[0] = 0;
-    if (!is_sha256_hex(sha256) || !format || (strcmp(format, "pdf") && strcmp(format, "md") && strcmp(format, "txt")))
-        return false;
+    if (!is_sha256_hex(sha256) || !format || !cq_reader_format_named(format)) return false;
     snprintf(out, cap, "%s/files/%s.%s", data_dir, sha256, format);
     return true;
 }
 
-/* Is content sha256 still used by a document of any KB? When unsure, it is. */
-static bool in_use(cq_store *s, const char *sha256) {
-    cq_kb_info *kbs;
-    size_t n;
-    cq_err err = {0};
-    if (cq_store_kb_list(s, &kbs, &n, &err)) return true;
-    bool used = false;
-    for (size_t i = 0; i < n && !used; i++) {
-        cq_doc_info d;
-        cq_status rc = cq_store_doc_by_hash(s, kbs[i].id, sha256, &d, &err);
-        if (rc == CQ_OK) cq_doc_info_free(&d);
-        used = rc != CQ_ERR_NOT_FOUND;
-    }
-    free(kbs);
-    return used;
-}
-
 void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sha256, const char *format) {
     char path[1200];
-    if (!cq_original_path(data_dir, sha256, format, path, sizeof path) || in_use(s, sha256)) return;
+    bool in_use = true; /* when unsure, it is */
+    cq_err err = {0};
+    if (!cq_original_path(data_dir, sha256, format, path, sizeof path) ||
+        cq_store_content_in_use(s, sha256, &in_use, &err) || in_use)
+        return;
     unlink(path);
     char cache[1100];
     snprintf(cache, sizeof cache, "%s/cache/pages", data_dir);

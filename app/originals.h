@@ -9,7 +9,8 @@
 
 #include "index/store.h"
 
-/* DATA/files/<sha256>.<format> into out; false (out "") when sha256 is not a hash or format not pdf, md or txt. */
+/* DATA/files/<sha256>.<format> into out; false (out "") when sha256 is not a hash or format not one of the format
+ * table's (reader/reader.h). */
 bool cq_original_path(const char *data_dir, const char *sha256, const char *format, char *out, size_t cap);
 
 /* Removes the original and its cached page images when no document of any KB (as s sees them) uses it any more. */

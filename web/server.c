@@ -1,4 +1,5 @@
 /* CivetWeb set-up, routing and the REST handlers under /api/v1 (the OpenAI-compatible ones are in openai.c). */
+#include "core/clock.h"
 #include "web/server.h"
 
 #include <errno.h>
@@ -24,11 +25,6 @@
 #define PAGE_WIDTH_MIN 100
 #define PAGE_WIDTH_MAX 2400
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- authentication ------------------------------------------------------------------------------------------- */
 
@@ -701,7 +697,7 @@ static void run_on_pool(cq_web_server *s, cq_web_req *r) {
 
 static int handle_request(struct mg_connection *conn, void *cbdata) {
     cq_web_server *s = cbdata;
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
     cq_web_req *r = calloc(1, sizeof *r);
     if (!r) {
         mg_send_http_error(conn, 503, "out of memory");
@@ -722,7 +718,7 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
         run_on_pool(s, r);
     }
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
-    double dt = now_seconds() - t0;
+    double dt = cq_clock_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
     cq_web_access_log_write(s->access_log, r, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
@@ -829,12 +825,12 @@ cq_status cq_web_reopen_logs(cq_web_server *server, cq_err *err) {
  * still reading their bodies. */
 static void drain(cq_web_server *s) {
     atomic_store(&s->draining, true);
-    double deadline = now_seconds() + s->cfg.request_timeout_ms / 1e3;
+    double deadline = cq_clock_seconds() + s->cfg.request_timeout_ms / 1e3;
     for (;;) {
         pthread_mutex_lock(&s->metrics.lock);
         uint64_t busy = s->metrics.in_flight;
         pthread_mutex_unlock(&s->metrics.lock);
-        if (busy == 0 || now_seconds() > deadline) break;
+        if (busy == 0 || cq_clock_seconds() > deadline) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }

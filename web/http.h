@@ -102,5 +102,8 @@ void cq_web_openai_chat(cq_web_req *r);
 bool cq_web_authenticate(cq_web_req *r);
 /* Checks who may do `need` on kb; sends 403 and returns false when not. */
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
+/* The conversation fields of an ask's body into q ("conversation_id", "store", "regenerate"; a turn is kept by
+ * default when keep_default); sends 400 and returns false when they are invalid. */
+bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q);
 
 #endif

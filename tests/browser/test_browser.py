@@ -6,7 +6,6 @@ Skips (77) without Selenium or Chromium.
 
 usage: test_browser.py path/to/clauseqa"""
 import os
-import shutil
 import sys
 import time
 
@@ -14,25 +13,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 from http_server import DEMO_PDF, Checks, Server  # noqa: E402
 
-try:
-    from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
-except ImportError:
-    print('skip: python3-selenium is not installed')
-    sys.exit(77)
-CHROMIUM = shutil.which('chromium') or '/usr/bin/chromium'
-DRIVER = shutil.which('chromedriver') or '/usr/bin/chromedriver'
-if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-    print('skip: chromium / chromedriver are not installed')
-    sys.exit(77)
+from chromium import OUT, By, Keys, start, waiter  # noqa: E402 (skips without Chromium)
 
-OUT = os.path.join(HERE, 'out')
 T = Checks('test_browser')
 check = T.check
+wait = waiter(check)
 
 # Share of pixels in the marker colour, drawn on a canvas (the image is same-origin, so readable).
 HIGHLIGHT_SHARE_JS = """
@@ -47,28 +32,12 @@ return n / (c.width * c.height);
 """
 
 
-def wait(driver, cond, what, timeout_s=30):
-    try:
-        return WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(cond)
-    except TimeoutException:
-        check(what, False, 'timed out')
-        return None
-
-
 def main():
-    os.makedirs(OUT, exist_ok=True)
     s = Server(sys.argv[1])
     driver = None
     try:
         s.start()
-        opts = webdriver.ChromeOptions()
-        for a in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--window-size=1400,900',
-                  '--lang=zh-CN', '--no-proxy-server', '--disable-extensions', '--disable-background-networking',
-                  '--disable-component-update', '--disable-sync', '--no-first-run'):
-            opts.add_argument(a)
-        opts.binary_location = CHROMIUM
-        opts.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-        driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+        driver = start()
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
         driver.execute_script("localStorage.setItem('cq.lang', 'zh')")

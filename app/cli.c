@@ -21,6 +21,7 @@ int cq_cmd_kb(int argc, char **argv);
 int cq_cmd_doc(int argc, char **argv);
 int cq_cmd_backup(int argc, char **argv);
 int cq_cmd_restore(int argc, char **argv);
+int cq_cmd_prompt(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -36,6 +37,7 @@ static const cq_command commands[] = {
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
     {"backup", cq_cmd_backup, "copy the data directory, consistent while the server runs"},
     {"restore", cq_cmd_restore, "restore a backup into the data directory"},
+    {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app/cli.h"
 #include "core/fileio.h"
+#include "core/log.h"
 #include "core/utf8.h"
 #include "index/vectors.h"
 
@@ -219,6 +221,7 @@ int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a) {
     }
     case 1003: return (a->threads = cq_cli_positive("--threads", value)) < 0 ? -1 : 1;
     case 1004: a->exact = true; return 1;
+    case 1005: a->adapter = value; return 1;
     default: return 0;
     }
 }
@@ -246,7 +249,29 @@ cq_decoder *cq_cli_answer_decoder(const char *cmd, const cq_answer_cli *a, int *
     return d;
 }
 
+/* The adapter --adapter names, else the folder `answer` next to the model when it holds an adapter.json; NULL for
+ * none (--adapter none, or nothing there). */
+static const char *adapter_dir(const char *model, const cq_answer_cli *a, char *buf, size_t cap) {
+    if (a->adapter) return strcmp(a->adapter, "none") ? a->adapter : NULL;
+    const char *slash = strrchr(model, '/');
+    snprintf(buf, cap, "%.*s%s/adapter.json", slash ? (int)(slash - model + 1) : 0, model,
+             strrchr(CQ_DECODER_DEFAULT_ADAPTER, '/') + 1);
+    if (access(buf, R_OK)) return NULL;
+    *strrchr(buf, '/') = 0;
+    return buf;
+}
+
+void cq_cli_log_adapter(const cq_decoder *d) {
+    const cq_adapter_info *ai = cq_decoder_adapter(d);
+    if (ai)
+        CQ_INFO("decoder: adapter %s (steps %lld, rank %d, %d projections) from %s: trained prompt %s", ai->name,
+                (long long)ai->steps, ai->rank, ai->n_adapted, ai->dir, ai->prompt_format);
+    else
+        CQ_INFO("decoder: no adapter (base model, few-shot prompt)");
+}
+
 cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
+    char adir[4096];
     const cq_models *m = cq_cli_models();
     const char *model = a->model ? a->model : m->decoder_origin ? m->decoder : NULL;
     if (!model) {
@@ -264,5 +289,10 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
         fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
         return NULL;
     }
+    /* An adapter that cannot be used is a warning: answers still work with the base model and its prompt. */
+    const char *dir = adapter_dir(model, a, adir, sizeof adir);
+    if (dir && cq_decoder_load_adapter(d, dir, &err))
+        CQ_WARN("clauseqa %s: the adapter is not used (the base model answers): %s", cmd, err.msg);
+    cq_cli_log_adapter(d);
     return d;
 }

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
             "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR|none      the trained adapter (default: DATA/models/answer when present)\n"
             "  --json                  print one JSON document\n");
 }
 

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
             "  --device D        cpu, cuda or auto (default) for the decoder\n"
             "  --exact           CPU decoder: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR     the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"
             "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
             "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
             "authentication on.\n");
@@ -65,6 +66,7 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"model", required_argument, 0, 1001},
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
+                                         {"adapter", required_argument, 0, 1005},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;

@@ -42,6 +42,7 @@ cJSON *cq_json_answer(const cq_answer *a) {
     cJSON_AddStringToObject(o, "answer", a->answer);
     cJSON_AddBoolToObject(o, "abstained", a->abstained);
     cJSON_AddBoolToObject(o, "generated", a->generated);
+    if (a->verdict) cJSON_AddStringToObject(o, "verdict", a->verdict);
     if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
     if (a->tokens_generated) cJSON_AddNumberToObject(o, "confidence", (double)(long long)(a->confidence * 1e4) / 1e4);
     cJSON *cites = cJSON_CreateArray();

@@ -58,6 +58,14 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
         const cq_decoder_info *di = cq_decoder_get_info(s->decoder);
         cJSON_AddStringToObject(m, "decoder", di->name);
         cJSON_AddStringToObject(m, "decoder_device", cq_device_name(di->device));
+        const cq_adapter_info *ai = cq_decoder_adapter(s->decoder);
+        cJSON *ad = ai ? cJSON_AddObjectToObject(m, "adapter") : cJSON_AddNullToObject(m, "adapter");
+        if (ai) {
+            cJSON_AddStringToObject(ad, "name", ai->name);
+            cJSON_AddItemToObject(ad, "steps", ai->steps >= 0 ? cJSON_CreateNumber((double)ai->steps) : cJSON_CreateNull());
+            cJSON_AddNumberToObject(ad, "rank", ai->rank);
+            cJSON_AddStringToObject(ad, "prompt_format", ai->prompt_format);
+        }
     }
     cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
     if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));

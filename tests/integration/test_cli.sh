@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CLI integration: ingest real documents, retrieve, ask, duplicates, bad inputs, database consistency, eval.
+# CLI integration: ingest real documents, retrieve, ask, duplicates, bad inputs, database consistency, eval, the
+# decoder's adapter discovery, the trained prompts.
 # usage: test_cli.sh path/to/clauseqa
 set -euo pipefail
 bin=$(realpath "$1")
@@ -108,9 +109,47 @@ if [ -f "$model" ]; then
   done
   check "generate: default and --exact greedy continuations agree" test "${texts[0]}" = "${texts[1]}"
   check "generate: continuation not empty" test -n "${texts[0]// /}"
+
+  # the adapter next to the model is loaded by default (here one whose factors are zero: the same text), --adapter
+  # none leaves it out, and one trained on another base model is a warning while the base model answers
+  mkdir -p "$work/models/answer"
+  ln -s "$model" "$work/models/m.gguf"
+  python3 - "$model" "$work/models/answer" <<'PY'
+import hashlib, json, struct, sys
+model, out = sys.argv[1], sys.argv[2]
+h = hashlib.sha256()
+with open(model, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
+hdr = {"blk.0.attn_q.lora_a": {"dtype": "F32", "shape": [1, 640], "data_offsets": [0, 2560]},
+       "blk.0.attn_q.lora_b": {"dtype": "F32", "shape": [1024, 1], "data_offsets": [2560, 6656]}}
+raw = json.dumps(hdr).encode()
+raw += b" " * (-len(raw) % 8)
+with open(out + "/adapter.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(raw)) + raw + bytes(6656))
+json.dump({"format": "clauseqa-lora-v1", "rank": 1, "alpha": 1, "prompt_format": "cq-prompt-v1",
+           "base": {"file": "gemma-3-270m-q4_k_m.gguf", "sha256": h.hexdigest()},
+           "manifest": {"steps": 12}}, open(out + "/adapter.json", "w"))
+PY
+  gen() { "$bin" generate --model "$work/models/m.gguf" --device cpu --threads 2 --max-tokens 6 --json "$@" \
+    "The capital of France is" 2>"$work/gen.err" | json 'd["text"]'; }
+  check "generate with the default adapter: same text as the base model" test "$(gen)" = "${texts[0]}"
+  check "generate: the log names the adapter" grep -q "decoder: adapter answer (steps 12, rank 1" "$work/gen.err"
+  check "generate --adapter none: the same text" test "$(gen --adapter none)" = "${texts[0]}"
+  check "generate --adapter none: no adapter" grep -q "decoder: no adapter" "$work/gen.err"
+  sed -i 's/"sha256": "[0-9a-f]*"/"sha256": "'"$(printf '0%.0s' $(seq 64))"'"/' "$work/models/answer/adapter.json"
+  check "generate with a wrong-base adapter: the base model answers" test "$(gen)" = "${texts[0]}"
+  check "generate with a wrong-base adapter: a warning says why" grep -q "the adapter is not used.*was trained on base model" "$work/gen.err"
 else
   echo "  decoder weights not found: generate checks skipped"
 fi
+
+# --- prompt --jsonl: the trained decoder's prompts (docs/ANSWERS.md) ---
+out=$(printf '%s\n' '{"id": 1, "task": "relevance", "question": " 试用期最长多长时间？\n", "passages": [{"title": "劳动法", "label": "第二十一条", "text": "试用期最长\n不得超过六个月。"}]}' \
+        '{"id": 2, "task": "summary", "question": "q", "passages": []}' | "$bin" prompt --jsonl) && rc=0 || rc=$?
+check "prompt: a line that fails gives exit 1" test "$rc" = 1
+check "prompt: relevance prompt" test "$(echo "$out" | head -1 | json 'd["prompt"]')" = "$(printf '任务：相关性\n材料：《劳动法》第二十一条 试用期最长 不得超过六个月。\n问题：试用期最长多长时间？\n相关：')"
+check "prompt: unknown task" test "$(echo "$out" | tail -1 | json '"must be" in d["error"] and d["id"] == 2')" = True
 
 echo "$pass passed, $fail failed"
 test "$fail" = 0

@@ -1,9 +1,13 @@
 """Headless Chromium for the page's tests (Selenium): the test is skipped (exit 77) without Selenium, Chromium or its
 driver; start() opens the browser every test uses (Chinese, no network beyond the server, the console logged);
-waiter(check) gives a wait whose timeout is a failed check (and that reads again what the page redrew). Screenshots go to OUT (ignored by git)."""
+waiter(check) gives a wait whose timeout is a failed check (and that reads again what the page redrew); session()
+runs a test's server and browser. Screenshots go to OUT (ignored by git). It puts tests/integration on the path, for http_server."""
+import contextlib
 import os
 import shutil
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
 
 try:
     from selenium import webdriver
@@ -46,3 +50,25 @@ def waiter(check):
             check(what, False, 'timed out')
             return None
     return wait
+
+
+@contextlib.contextmanager
+def session(server, check, name):
+    """The server (tests/integration/http_server.py) started and a browser: on an exception, a failed check with the
+    server's log and OUT/failure-NAME.png; however the test ends, the browser closed and the server stopped (a
+    check: it exits 0)."""
+    driver = None
+    try:
+        server.start()
+        driver = start()
+        yield driver
+    except Exception as e:
+        check('no exception', False, f'{e!r}\n{server.log_text()}')
+        if driver:
+            driver.save_screenshot(os.path.join(OUT, f'failure-{name}.png'))
+        raise
+    finally:
+        if driver:
+            driver.quit()
+        check('server exits 0', server.stop() == 0, server.log_text())
+        server.close()

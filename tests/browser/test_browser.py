@@ -9,11 +9,8 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
-from http_server import DEMO_PDF, Checks, Server  # noqa: E402
-
-from chromium import OUT, By, Keys, start, waiter  # noqa: E402 (skips without Chromium)
+from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
+from http_server import DEMO_PDF, Checks, Server
 
 T = Checks('test_browser')
 check = T.check
@@ -34,10 +31,7 @@ return n / (c.width * c.height);
 
 def main():
     s = Server(sys.argv[1])
-    driver = None
-    try:
-        s.start()
-        driver = start()
+    with session(s, check, 'browser') as driver:
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
         driver.execute_script("localStorage.setItem('cq.lang', 'zh')")
@@ -124,16 +118,6 @@ def main():
         wait(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, '.doc'), 'document deleted')
         check('deleted on the server', s.get('/api/v1/kbs/' + '%E6%B3%95%E8%A7%84' + '/documents').json()['documents']
               == [])
-    except Exception as e:
-        check('no exception', False, f'{e!r}\n{s.log_text()}')
-        if driver:
-            driver.save_screenshot(os.path.join(OUT, 'failure.png'))
-        raise
-    finally:
-        if driver:
-            driver.quit()
-        check('server exits 0', s.stop() == 0, s.log_text())
-        s.close()
     print('screenshots in', OUT)
     T.finish()
 

@@ -12,16 +12,12 @@ Screenshots of both widths go to tests/browser/out/ (ignored by git). Skips (77)
 
 usage: test_browser_chat.py path/to/clauseqa"""
 import os
-import shutil
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
-from http_server import DEMO_PDF, Checks, Server  # noqa: E402
-
-from chromium import OUT, By, Keys, start, waiter  # noqa: E402 (skips without Chromium)
+from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
+from http_server import DEMO_PDF, Checks, Server
 
 T = Checks('test_browser_chat')
 check = T.check
@@ -295,15 +291,11 @@ def mobile(driver, s, tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix='cq-browser-')
     s = Server(sys.argv[1])
-    driver = None
-    try:
-        s.start()
+    with tempfile.TemporaryDirectory(prefix='cq-browser-') as tmp, session(s, check, 'chat') as driver:
         s.post('/api/v1/kbs', {'name': KB})
         job = s.wait_job(s.upload(KB, DEMO_PDF).json()['job']['id'])
         check('document ready', job.get('state') == 'ready', job)
-        driver = start()
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
         driver.execute_script("localStorage.setItem('cq.lang', 'zh')")
@@ -358,17 +350,6 @@ def main():
         severe = [e for e in driver.get_log('browser') if e['level'] == 'SEVERE'
                   and 'Failed to load resource' not in e['message']]  # the refused upload's 415
         check('no console errors', not severe, severe)
-    except Exception as e:
-        check('no exception', False, f'{e!r}\n{s.log_text()}')
-        if driver:
-            driver.save_screenshot(os.path.join(OUT, 'failure-chat.png'))
-        raise
-    finally:
-        if driver:
-            driver.quit()
-        check('server exits 0', s.stop() == 0, s.log_text())
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     print('screenshots in', OUT)
     T.finish()
 

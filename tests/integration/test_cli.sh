@@ -9,14 +9,7 @@ shared=${CLAUSEQA_SHARED:-$src/../shared}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data=$work/data
-pass=0
-fail=0
-check() { # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
-}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/checks.sh"
 
 # --- ingest the demo documents (PDF + Markdown) ---
 out=$("$bin" ingest --data "$data" --kb demo --json "$src"/data/demo/*.pdf "$src"/data/demo/*.md)
@@ -151,5 +144,4 @@ check "prompt: a line that fails gives exit 1" test "$rc" = 1
 check "prompt: relevance prompt" test "$(echo "$out" | head -1 | json 'd["prompt"]')" = "$(printf '任务：相关性\n材料：《劳动法》第二十一条 试用期最长 不得超过六个月。\n问题：试用期最长多长时间？\n相关：')"
 check "prompt: unknown task" test "$(echo "$out" | tail -1 | json '"must be" in d["error"] and d["id"] == 2')" = True
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+finish

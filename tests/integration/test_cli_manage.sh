@@ -9,14 +9,7 @@ src=${CLAUSEQA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data=$work/data
-pass=0
-fail=0
-check() { # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
-}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/checks.sh"
 has() { grep -qF -- "$1" "$2"; }
 lines() { wc -l < "$1" | tr -d ' '; }
 db() { sqlite3 "$1/clauseqa.db" "$2"; }
@@ -182,5 +175,4 @@ if [ -f "$model" ]; then
   check "<prefix>/bin/clauseqa finds <prefix>/share/clauseqa/models" bash -c "! grep -q warning '$work/err'"
 fi
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+finish

@@ -15,13 +15,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-pass=0
-fail=0
-check() { # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
-}
+source "$(dirname "$0")/checks.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # --- the example clauseqa.conf: every key known, the values the commands accept ---
@@ -120,5 +114,4 @@ else
   echo "  nginx not found: the nginx example not exercised (apt-get install nginx-light to run it)"
 fi
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+finish

@@ -161,12 +161,12 @@ static void accumulate(type_stats *dst, const type_stats *src) {
 int cq_cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {
         {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
-        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
+        {"mode", required_argument, 0, 'm'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
         {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
         {"rerank-top-n", required_argument, 0, 't'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
-    const char *kb = NULL, *suite = NULL, *data = NULL, *mode = NULL, *out_path = NULL;
+    const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
     double min_coverage = 0, min_confidence = 0;
     int json = 0, c;
@@ -182,7 +182,6 @@ int cq_cmd_eval(int argc, char **argv) {
             if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
             break;
         case 'm': mode = optarg; break;
-        case 'd': data = optarg; break;
         case 'n':
             if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
             break;
@@ -197,13 +196,12 @@ int cq_cmd_eval(int argc, char **argv) {
             break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("eval");
         }
     }
     if (!kb || !suite) {
         fprintf(stderr, "clauseqa eval: --kb and --suite are required\n");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("eval");
     }
     cq_err err = {0};
     int modes = cq_retrieve_parse_mode(mode, &err);
@@ -218,9 +216,9 @@ int cq_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "clauseqa eval: cannot open %s\n", qpath);
         return 1;
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     int dec_failed;
-    cq_decoder *dec = cq_cli_answer_decoder("eval", data_dir, &answer_cli, &dec_failed);
+    cq_decoder *dec = cq_cli_answer_decoder("eval", &answer_cli, &dec_failed);
     cq_store *s = dec_failed ? NULL : cq_cli_open_store(data_dir);
     if (!s) {
         cq_decoder_close(dec);

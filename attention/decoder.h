@@ -36,8 +36,8 @@ typedef struct {
                     * variable CLAUSEQA_CPU_EXACT=1 sets it for every decoder of the process. */
 } cq_decoder_options;
 
-/* The default weights, relative to the data directory (fetched by tools/fetch_model.sh). */
-#define CQ_DECODER_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
+/* The default weights' file name, looked for in the models folders (app/models.h; tools/fetch_model.sh fetches it). */
+#define CQ_DECODER_DEFAULT_FILE "gemma-3-270m-q4_k_m.gguf"
 
 /* "auto", "cpu" or "cuda"; anything else is CQ_ERR_INVALID. */
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err);

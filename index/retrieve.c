@@ -322,7 +322,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (k > CQ_RETRIEVE_MAX_K) k = CQ_RETRIEVE_MAX_K;
     if ((modes & CQ_RETRIEVE_DENSE) && !opt->dense)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
     if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,

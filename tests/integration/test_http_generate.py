@@ -63,6 +63,9 @@ def main():
         done = ev[-1][1] if ev else {}
         check('sse: token events, then citations and done', names[-2:] == ['citations', 'done'] and len(tokens) > 2,
               names)
+        stages = [e[1].get('stage') for e in ev if e[0] == 'stage']
+        check('sse: the decoder\'s stage is said before its first words', stages == ['retrieving', 'generating']
+              and names.index('token') > max(i for i, n in enumerate(names) if n == 'stage'), (stages, names[:6]))
         check('sse: the streamed pieces make the answer', ''.join(tokens) == done.get('answer'),
               (''.join(tokens), done.get('answer')))
         check('sse: first token timed', done.get('timings', {}).get('first_token_ms', 0) > 0, done.get('timings'))

@@ -47,6 +47,31 @@ CASES = [
 ]
 
 
+def random_cases(n=200, seed=13):
+    """Seeded random cases around the edges: lengths near the 800 / 400 budgets, 4-byte characters (U+20000…) at the
+    cut, \r and \n, labels that open the text or not, empty or missing labels, white space of every kind around
+    the question, questions whose only CJK is U+3007 or that have none."""
+    import random
+    rng = random.Random(seed)
+    alphabet = ["字", "𠀀", "𪚥", "a", "B", " ", "\n", "\r", "，", "。", "é", "〇", "ｘ", "1"]
+    spaces = [" ", "\t", "\u3000", "\u00a0", "\u2003", "\u200b", "\ufeff", "\r\n", ""]
+    out = []
+    for i in range(n):
+        zh = rng.random() < 0.6
+        q = rng.choice(spaces) + (rng.choice(["试用期多长？", "甲〇乙", "第〇条?"]) if zh else
+                                  rng.choice(["How long?", "What is 〸?", "Net\n30?"])) + rng.choice(spaces)
+        ps = []
+        for _ in range(rng.randint(1, 7)):
+            L = rng.choice([0, 1, 5, 50, 199, 200, 201, 399, 400, 401, 600, 799, 800, 801, 1200])
+            text = "".join(rng.choice(alphabet) for _ in range(L))
+            label = rng.choice([None, "", "第十二条", "7.2", "Section 3"])
+            if label and rng.random() < 0.5:
+                text = label + text
+            ps.append({"title": rng.choice(["劳动法", "MSA", "t" * 30, "《嵌套》"]), "label": label, "text": text})
+        out.append((rng.choice(["answer", "answer", "relevance"]), q, ps))
+    return out
+
+
 def python_prompt(task, question, passages):
     if task == "answer":
         return P.answer_prompt(question, passages)[0]
@@ -62,8 +87,9 @@ def main():
     if probe.returncode != 0 or "jsonl" not in (probe.stdout + probe.stderr):
         print("SKIP: %s has no `prompt --jsonl` command yet" % cq)
         return 77
+    cases = CASES + random_cases()
     lines = []
-    for i, (task, q, ps) in enumerate(CASES):
+    for i, (task, q, ps) in enumerate(cases):
         lines.append(json.dumps({"id": "c%d" % i, "task": task, "question": q, "passages": ps}, ensure_ascii=False))
     r = subprocess.run([cq, "prompt", "--jsonl"], input="\n".join(lines) + "\n", capture_output=True, text=True)
     if r.returncode != 0:
@@ -75,7 +101,7 @@ def main():
             o = json.loads(line)
             got[o["id"]] = o["prompt"]
     bad = 0
-    for i, (task, q, ps) in enumerate(CASES):
+    for i, (task, q, ps) in enumerate(cases):
         want = python_prompt(task, q, ps)
         c = got.get("c%d" % i)
         if c != want:
@@ -89,9 +115,9 @@ def main():
             print("  python: %r" % want[max(0, k - 40):k + 60])
             print("  C:      %r" % c[max(0, k - 40):k + 60])
     if bad:
-        print("FAIL: %d of %d prompts differ" % (bad, len(CASES)))
+        print("FAIL: %d of %d prompts differ" % (bad, len(cases)))
         return 1
-    print("ok: %d prompts byte-identical (python cqprompt.py vs clauseqa prompt --jsonl)" % len(CASES))
+    print("ok: %d prompts byte-identical (python cqprompt.py vs clauseqa prompt --jsonl)" % len(cases))
     return 0
 
 

@@ -111,6 +111,31 @@ def test_prepare_rules():
     check(dev_split.doc_is_validation("cjrc-dev", "1") in (True, False), "dev_split importable")
 
 
+def test_reproduce():
+    doc = {"format": "clauseqa-lora-v1", "rank": 16, "alpha": 32.0, "prompt_format": "cq-prompt-v1",
+           "base": {"file": "gemma-3-270m-q4_k_m.gguf", "sha256": "0" * 64},
+           "manifest": {"commit": "abc1234", "steps": 777,
+                        "hyper_parameters": {"rank": 16, "alpha": 32.0, "lr": 0.0002, "batch": 32, "seed": 5,
+                                             "mix": "answer=1", "attn": "sdpa"},
+                        "data": {"licensed_only": True, "prepare_options": {"seed": 9, "rel_pairs": 1,
+                                                                             "out": "/x", "limit": 0}}}}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "adapter.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([sys.executable, os.path.join(TOOLS, "reproduce.py"), "--adapter", path, "--out",
+                            os.path.join(d, "o"), "--dry-run"], capture_output=True, text=True)
+    out = r.stdout
+    check(r.returncode == 0, "reproduce --dry-run: %s" % r.stderr[-500:])
+    lines = [l for l in out.splitlines() if not l.startswith("#")]
+    check(len(lines) == 3 and "prepare.py" in lines[0] and "pack.py" in lines[1] and "train.py" in lines[2],
+          "reproduce: prepare, pack, train")
+    check(len(lines) == 3 and "--licensed-only" in lines[0] and "--rel-pairs 1" in lines[0] and "--seed 9" in lines[0],
+          "reproduce: the recorded prepare options")
+    check(len(lines) == 3 and "--steps 777" in lines[2] and "--rank 16" in lines[2] and "--mix answer=1" in lines[2],
+          "reproduce: the recorded step count and hyper-parameters")
+
+
 TORCH_PART = r'''
 import json, os, sys, tempfile
 import numpy as np
@@ -192,6 +217,14 @@ for st in states:
     a = st["ans"]
     assert a and (a in passage or b"Cannot be answered".startswith(a) or b"Yes".startswith(a) or b"No".startswith(a)), a
     assert 0.0 <= st["p_refuse"] <= 1.0
+# the reranker's score: logit(yes) - logit(no) at the last prompt position, batched with right padding
+prompts = [np.array([2, 7, 8, 9, 10]), np.array([2, 11]), np.array([2, 12, 13, 14])]
+sc = T.relevance_scores(model, prompts, [(20, 21)] * 3, lambda: torch.autocast("cpu", enabled=False), torch.device("cpu"))
+model.config.use_cache = False
+for p_, v in zip(prompts, sc):
+    with torch.no_grad():
+        lg = model(input_ids=torch.tensor([p_])).logits[0, -1]
+    assert abs(float(lg[20] - lg[21]) - v) < 1e-4, (float(lg[20] - lg[21]), v)
 print("torch part ok: losses %.3f -> %.3f, merged vs LoRA logits %.1e, answers %r" % (losses[0], losses[-1], diff,
       [s["ans"] for s in states]))
 '''
@@ -224,6 +257,7 @@ def test_torch():
 def main():
     test_formatter()
     test_prepare_rules()
+    test_reproduce()
     test_torch()
     if FAILS:
         print("%d failure(s)" % len(FAILS))

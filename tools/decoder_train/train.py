@@ -82,6 +82,8 @@ class Data:
         z = np.load(path)
         self.meta = json.loads(str(z["meta"]))
         self.z = z
+        # NpzFile reads an array from the file at every access: keep the validation arrays
+        self.va = {k: np.asarray(z[k]) for k in ("va_p", "va_p_off", "va_c", "va_c_off", "vr_p", "vr_p_off", "vr_q_off")}
         self.tasks, self.sources = self.meta["tasks"], self.meta["sources"]
         self.tr_p, self.tr_p_off, self.tr_c, self.tr_c_off = z["tr_p"], z["tr_p_off"], z["tr_c"], z["tr_c_off"]
         self.task, self.source = z["tr_task"].astype(np.int64), z["tr_source"].astype(np.int64)
@@ -105,11 +107,11 @@ class Data:
         return p, c
 
     def val_prompt(self, i):
-        z = self.z
+        z = self.va
         return z["va_p"][z["va_p_off"][i]:z["va_p_off"][i + 1]], z["va_c"][z["va_c_off"][i]:z["va_c_off"][i + 1]]
 
     def rerank_prompts(self, q):
-        z = self.z
+        z = self.va
         a, b = z["vr_q_off"][q], z["vr_q_off"][q + 1]
         return [z["vr_p"][z["vr_p_off"][j]:z["vr_p_off"][j + 1]] for j in range(a, b)]
 
@@ -459,9 +461,24 @@ def auc(pos, neg):
 
 
 @torch.no_grad()
+def relevance_scores(model, prompts, yes_no, autocast, device):
+    """logit(yes) - logit(no) at the last position of each prompt (token ids), the reranker's score."""
+    ids, mask = right_pad(prompts, 0, device)
+    last = torch.tensor([len(p) - 1 for p in prompts], device=device)
+    with autocast():
+        h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        hl = h[torch.arange(len(prompts), device=device), last]
+        y = torch.tensor([a for a, _ in yes_no], device=device)
+        n = torch.tensor([b for _, b in yes_no], device=device)
+        lg = head_logits(model, hl)
+    lg = lg.float()
+    r = torch.arange(len(prompts), device=device)
+    return (lg[r, y] - lg[r, n]).tolist()
+
+
+@torch.no_grad()
 def val_rerank(model, data, autocast, device, batch, limit, deadline):
     ft = data.meta["first_tokens"]
-    W = model.lm_head.weight
     per = {}
     qs = list(range(len(data.val_rerank)))[:limit] if limit else range(len(data.val_rerank))
     items = []
@@ -476,16 +493,11 @@ def val_rerank(model, data, autocast, device, batch, limit, deadline):
             log("rerank validation: deadline")
             break
         chunk = items[k:k + batch]
-        ids, mask = right_pad([c[2] for c in chunk], 0, device)
-        last = torch.tensor([len(c[2]) - 1 for c in chunk], device=device)
-        with autocast():
-            h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
-            hl = h[torch.arange(len(chunk), device=device), last]
-        for b, (q, j, _) in enumerate(chunk):
-            lang = data.val_rerank[q]["lang"]
-            y, n = ft["rel_%s_yes" % lang], ft["rel_%s_no" % lang]
-            hv = hl[b].float()
-            scores[(q, j)] = float(hv @ W[y].float() - hv @ W[n].float())
+        yn = [(ft["rel_%s_yes" % data.val_rerank[q]["lang"]], ft["rel_%s_no" % data.val_rerank[q]["lang"]])
+              for q, _, _ in chunk]
+        sc = relevance_scores(model, [c[2] for c in chunk], yn, autocast, device)
+        for (q, j, _), v in zip(chunk, sc):
+            scores[(q, j)] = v
     for q in qs:
         r = data.val_rerank[q]
         n = len(r["hits"])
@@ -723,6 +735,7 @@ def main():
         "validation": None,
     }
     dtype = L.pick_dtype(loras, args.export_dtype)
+    manifest["export_dtype"] = str(dtype).split(".")[-1]
     tensors = L.write_adapter(args.out, loras, args.rank, args.alpha, os.path.basename(args.gguf), base_sha,
                               manifest, dtype)
     log("adapter written: %s (%d tensors, %s, %.1f MB)" % (args.out, len(tensors), str(dtype).split(".")[-1],

@@ -83,6 +83,7 @@ def write_adapter(out_dir, loras, rank, alpha, base_file, base_sha256, manifest,
     tensors = adapter_tensors(loras, dtype)
     tmp = os.path.join(out_dir, "adapter.safetensors.tmp")
     save_file(tensors, tmp, metadata={"format": FORMAT})
+    os.chmod(tmp, 0o644)
     os.replace(tmp, os.path.join(out_dir, "adapter.safetensors"))
     write_adapter_json(out_dir, rank, alpha, base_file, base_sha256, manifest, prompt_format)
     return tensors

@@ -82,12 +82,15 @@ static int expand(path_list *out, const char *arg) {
 
 /* Files done of total, and within the current file the pages read (a scanned PDF's OCR takes a while). */
 static void progress_bar(size_t done, size_t total, const char *name, int page, int pages) {
+    static int pages_drawn; /* the width of the pages last drawn: blanked when the line gets shorter */
     int width = 30, filled = total ? (int)(width * done / total) : width;
-    char pages_text[32] = "";
-    if (pages > 0) snprintf(pages_text, sizeof pages_text, " (page %d/%d)", page, pages);
     fprintf(stderr, "\r[");
     for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
-    fprintf(stderr, "] %zu/%zu %-40.40s%-20s", done, total, name, pages_text);
+    fprintf(stderr, "] %zu/%zu ", done, total);
+    cq_cli_print_cell(stderr, name, 40); /* by display width: a Chinese name is never cut inside a character */
+    int drawn = pages > 0 ? fprintf(stderr, " (page %d/%d)", page, pages) : 0;
+    for (int i = drawn; i < pages_drawn; i++) fputc(' ', stderr);
+    pages_drawn = drawn;
     fflush(stderr);
 }
 
@@ -102,38 +105,32 @@ static void page_progress(void *user, int page, int pages) {
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"data", required_argument, 0, 'd'},
-                                         {"replace", no_argument, 0, 'r'},  {"json", no_argument, 0, 'j'},
-                                         {"ocr", required_argument, 0, 'o'},
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"replace", no_argument, 0, 'r'},
+                                         {"json", no_argument, 0, 'j'},     {"ocr", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL;
+    const char *kb = NULL;
     int replace = 0, json = 0, c;
     cq_reader_ocr ocr = CQ_OCR_AUTO;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'k': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'r': replace = 1; break;
         case 'j': json = 1; break;
         case 'o':
-            if (!cq_reader_ocr_parse(optarg, &ocr)) {
-                fprintf(stderr, "clauseqa ingest: --ocr takes off, auto or force (not '%s')\n", optarg);
-                return 2;
-            }
+            if (!cq_cli_ocr("ingest", optarg, &ocr)) return 2;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("ingest");
         }
     }
     if (!kb || optind >= argc) {
         fprintf(stderr, "clauseqa ingest: %s\n", !kb ? "--kb is required" : "no files given");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("ingest");
     }
     path_list files = {0};
     for (int i = optind; i < argc; i++) expand(&files, argv[i]);
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, true);

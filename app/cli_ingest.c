@@ -164,7 +164,7 @@ int cq_cmd_ingest(int argc, char **argv) {
             cJSON_AddStringToObject(o, "status", rc ? "failed" : r.duplicate ? "duplicate" : "ready");
             if (rc) {
                 cJSON_AddStringToObject(o, "error", err.msg);
-                cJSON_AddStringToObject(o, "code", cq_status_name(rc));
+                cJSON_AddStringToObject(o, "code", cq_err_name(&err));
             } else {
                 cJSON_AddNumberToObject(o, "document_id", (double)r.doc_id);
                 cJSON_AddNumberToObject(o, "pages", r.n_pages);

@@ -585,9 +585,9 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
         return cq_err_set(err, CQ_ERR_FORMAT, "damaged Word file: cannot read the entry %s (%s)", name,
                           zip_strerror(z));
     if ((st.valid & ZIP_STAT_SIZE) && st.size > DOCX_MAX_PART_BYTES)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "%s would expand to %llu MB, more than the %u MB a part may have (a zip bomb?)", name,
-                          (unsigned long long)(st.size >> 20), DOCX_MAX_PART_BYTES >> 20);
+        return cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "too_large",
+                                 "%s would expand to %llu MB, more than the %u MB a part may have (a zip bomb?)", name,
+                                 (unsigned long long)(st.size >> 20), DOCX_MAX_PART_BYTES >> 20);
     size_t cap = DOCX_MAX_PART_BYTES < *budget ? DOCX_MAX_PART_BYTES : *budget;
     zip_file_t *f = zip_fopen_index(z, (zip_uint64_t)idx, 0);
     if (!f)
@@ -600,9 +600,9 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
     while (!rc) {
         if (n == size) { /* the declared size was wrong: grow up to the cap */
             if (size > cap) {
-                rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                                "%s expands to more than %zu MB (a zip bomb, or a document too large to read)", name,
-                                cap >> 20);
+                rc = cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "too_large",
+                                       "%s expands to more than %zu MB (a zip bomb, or a document too large to read)",
+                                       name, cap >> 20);
                 break;
             }
             size_t nsize = size * 2 > cap + 1 ? cap + 1 : size * 2;
@@ -625,8 +625,9 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
     }
     zip_fclose(f);
     if (!rc && n > cap)
-        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                        "%s expands to more than %zu MB (a zip bomb, or a document too large to read)", name, cap >> 20);
+        rc = cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "too_large",
+                               "%s expands to more than %zu MB (a zip bomb, or a document too large to read)", name,
+                               cap >> 20);
     if (rc) {
         free(buf);
         return rc;

@@ -572,16 +572,18 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
     if (!in || (!in->data && in->len)) return cq_err_set(err, CQ_ERR_INVALID, "no input data given");
     if (in->len == 0) return cq_err_set(err, CQ_ERR_EMPTY, "the file is empty (0 bytes)");
     if (in->len > HTML_MAX_BYTES)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "the HTML page is too large (%zu MB; at most %u MB)",
-                          in->len >> 20, HTML_MAX_BYTES >> 20);
+        return cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "too_large",
+                                 "the HTML page is too large (%zu MB; at most %u MB)", in->len >> 20,
+                                 HTML_MAX_BYTES >> 20);
     size_t len;
     char *owned;
     const char *text = page_utf8(in->data, in->len, &len, &owned);
     size_t depth = nesting_depth(text, len);
     if (depth > HTML_MAX_DEPTH) {
         free(owned);
-        return cq_err_set(err, CQ_ERR_FORMAT, "the HTML nests elements %zu deep, more than the %d a page may have",
-                          depth, HTML_MAX_DEPTH);
+        return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep",
+                                 "the HTML nests elements %zu deep, more than the %d a page may have", depth,
+                                 HTML_MAX_DEPTH);
     }
     GumboOptions options = kGumboDefaultOptions;
     options.max_errors = 0; /* parse errors are not kept: the parser recovers as browsers do */
@@ -597,7 +599,8 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
         walk(&h, g->root, 0);
         flush(&h);
         if (h.too_deep)
-            rc = cq_err_set(err, CQ_ERR_FORMAT, "the HTML nests elements more than %d deep", HTML_MAX_DEPTH);
+            rc = cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep", "the HTML nests elements more than %d deep",
+                                   HTML_MAX_DEPTH);
         else if (h.nomem)
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading the HTML");
     }

@@ -72,6 +72,7 @@ typedef struct {
     bool ocr_tried;         /* OCR ran on the page (ocr: and its result was used) */
     double ocr_confidence;
     char ocr_error[200];    /* OCR failed or is not available: why */
+    bool ocr_unavailable;   /* … it is not available (Tesseract or its language data missing) */
 } pdf_page_info;
 
 typedef struct {
@@ -1307,8 +1308,9 @@ static cq_status ocr_pages(fz_context *ctx, fz_document *doc, extraction *ex, pa
         const cq_ocr_page *r = &res[i];
         if (r->failed) {
             if (r->unavailable && in->ocr == CQ_OCR_FORCE)
-                rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "OCR was asked for but is not available: %s", r->error);
+                rc = cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "ocr_unavailable", "OCR was asked for but is not available: %s", r->error);
             snprintf(pi->ocr_error, sizeof pi->ocr_error, "%s", r->error);
+            pi->ocr_unavailable = r->unavailable;
             continue;
         }
         pi->ocr_tried = true;
@@ -1460,17 +1462,22 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     }
     if (with_text == 0) {
         const char *ocr_error = "";
-        bool ocr_tried = false;
+        bool ocr_tried = false, ocr_unavailable = false;
         for (int p = 0; p < n_pages; p++) {
-            if (ex.pages[p].ocr_error[0] && !ocr_error[0]) ocr_error = ex.pages[p].ocr_error;
+            if (ex.pages[p].ocr_error[0] && !ocr_error[0]) {
+                ocr_error = ex.pages[p].ocr_error;
+                ocr_unavailable = ex.pages[p].ocr_unavailable;
+            }
             ocr_tried |= ex.pages[p].ocr_tried;
         }
         if (with_images && in->ocr == CQ_OCR_OFF)
-            st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text layer on any of %d pages (scanned document? OCR is off)",
-                            path, n_pages);
+            st = cq_err_set_reason(err, CQ_ERR_EMPTY, "ocr_off",
+                                   "%s: no text layer on any of %d pages (scanned document? OCR is off)", path,
+                                   n_pages);
         else if (with_images && ocr_error[0] && !ocr_tried)
-            st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text layer on any of %d pages, and OCR failed: %s", path,
-                            n_pages, ocr_error);
+            st = cq_err_set_reason(err, CQ_ERR_EMPTY, ocr_unavailable ? "ocr_unavailable" : "ocr_failed",
+                                   "%s: no text layer on any of %d pages, and OCR failed: %s", path, n_pages,
+                                   ocr_error);
         else if (with_images)
             st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text layer on any of %d pages, and OCR recognised no text on "
                             "them (a scan without text, or too poor to read?)", path, n_pages);

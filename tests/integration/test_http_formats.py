@@ -2,61 +2,21 @@
 """Word, HTML and scanned PDFs through the HTTP API (issue 18): the formats health lists, uploads that become
 documents without pages (citations name the clause; no page images), a scan read by OCR whose clauses highlight on
 the page image, the server's OCR default (--ocr off here) and the upload's own ocr parameter, and bad files that
-fail as jobs with their reason. The scan is made here: a page of tests/data/pdf/zh_law.pdf drawn by mutool
-(mupdf-tools) into a grey picture and put alone on a PDF page.
+fail as jobs with their reason and code (the readers' finer codes: too_large, too_deep, ocr_off). The documents are
+made by format_fixtures.py (the scan: a page of tests/data/pdf/zh_law.pdf drawn by mutool into a grey picture).
 
 usage: test_http_formats.py path/to/clauseqa"""
-import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import SOURCE_DIR, Checks, Server, multipart, png_size, quote  # noqa: E402
+from format_fixtures import HTML, NESTED_HTML, TRUNCATED_WORD, WORD, make_scan, zip_bomb  # noqa: E402
+from http_server import Checks, Server, multipart, png_size, quote  # noqa: E402
 
 T = Checks('test_http_formats')
 check = T.check
-
-W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-
-
-def docx(body_xml):
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, 'w', zipfile.ZIP_DEFLATED) as z:
-        z.writestr('[Content_Types].xml', '<Types/>')
-        z.writestr('word/document.xml', f'<w:document {W}><w:body>{body_xml}</w:body></w:document>')
-    return out.getvalue()
-
-
-def para(text, outline=None):
-    ppr = f'<w:pPr><w:outlineLvl w:val="{outline}"/></w:pPr>' if outline is not None else ''
-    return f'<w:p>{ppr}<w:r><w:t>{text}</w:t></w:r></w:p>'
-
-
-WORD = docx(para('档案管理办法') + para('第一章 总则', 0) + para('第一条 为了加强档案管理，制定本办法。')
-            + para('第二条 档案工作实行统一领导、分级管理。')
-            + '<w:tbl><w:tr><w:tc>' + para('类别') + '</w:tc><w:tc>' + para('期限') + '</w:tc></w:tr>'
-            + '<w:tr><w:tc>' + para('文书') + '</w:tc><w:tc>' + para('永久') + '</w:tc></w:tr></w:tbl>')
-
-HTML = ('<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312">'
-        '<title>通知</title></head><body><nav>首页 | 政务公开</nav><script>var a = 1;</script>'
-        '<h1>关于做好网页归档的通知</h1><h2>一、总体要求</h2><p>第一条 各单位应当定期归档网页。</p>'
-        '<p>第二条 归档的网页应当\n完整可读。</p><footer>版权所有</footer></body></html>').encode('gb18030')
-
-
-def make_scan(tmp, page=1, dpi=150):
-    """A one-page image-only PDF of a page of zh_law.pdf, or None without mutool."""
-    if not shutil.which('mutool'):
-        return None
-    png, pdf = os.path.join(tmp, f'page{page}-{dpi}.png'), os.path.join(tmp, f'scan{page}-{dpi}.pdf')
-    src = os.path.join(SOURCE_DIR, 'tests', 'data', 'pdf', 'zh_law.pdf')
-    subprocess.run(['mutool', 'draw', '-q', '-r', str(dpi), '-c', 'gray', '-o', png, src, str(page)], check=True,
-                   capture_output=True)
-    subprocess.run(['mutool', 'convert', '-O', 'compress', '-o', pdf, png], check=True, capture_output=True)
-    return pdf
 
 
 def upload(s, kb, name, content, **fields):
@@ -103,12 +63,14 @@ def test_formats(s):
           and res.get('path') == '一、总体要求 > 第二条', r)
 
     # bad files: each a failed job with its reason, the document listed as failed
-    bad = [('truncated.docx', WORD[:len(WORD) // 2], 'damaged or truncated Word file'),
-           ('nested.html', b'<div>' * 5000, 'nests elements 5000 deep'),
-           ('empty.html', b'<script>x()</script>', 'no visible text')]
-    for name, content, reason in bad:
+    bad = [('truncated.docx', TRUNCATED_WORD, 'damaged or truncated Word file', 'bad_format'),
+           ('bomb.docx', zip_bomb(), 'word/document.xml would expand to 70 MB', 'too_large'),
+           ('nested.html', NESTED_HTML, 'nests elements 5000 deep', 'too_deep'),
+           ('empty.html', b'<script>x()</script>', 'no visible text', 'empty')]
+    for name, content, reason, code in bad:
         job = job_of(s, upload(s, 'docs', name, content))
-        check(name + ' fails with its reason', job['state'] == 'failed' and reason in (job.get('error') or ''), job)
+        check(name + ' fails with its reason and code', job['state'] == 'failed' and reason in (job.get('error') or '')
+              and job.get('error_code') == code, job)
     r = upload(s, 'docs', 'x.pdf', b'%PDF-1.4\n', ocr='sometimes')
     check('ocr takes off, auto or force', r.status == 400 and r.error_code() == 'invalid', r)
 
@@ -121,7 +83,8 @@ def test_scan(s, tmp):
     scan = open(scan_path, 'rb').read()
     # the server runs with --ocr off: without a parameter the scan is only flagged
     job = job_of(s, upload(s, 'docs', 'scan-off.pdf', scan))
-    check('server default --ocr off', job['state'] == 'failed' and 'OCR is off' in (job.get('error') or ''), job)
+    check('server default --ocr off', job['state'] == 'failed' and 'OCR is off' in (job.get('error') or '')
+          and job.get('error_code') == 'ocr_off', job)
     # ?ocr=auto on a raw upload: recognised, with progress and OCR confidence in the page report
     r = s.post('/api/v1/kbs/docs/documents?ocr=auto&filename=' + quote('扫描件.pdf'), scan)
     job = job_of(s, r)

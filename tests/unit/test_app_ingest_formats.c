@@ -65,14 +65,15 @@ static void check_consistent(cq_store *s, int64_t ready_docs) {
     assert_int_equal(test_count(s, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'"), 0);
 }
 
-static void expect_failure(cq_store *s, int64_t kb, const char *path, cq_status code, const char *message,
-                           int64_t ready_docs) {
+/* name: what a client is told (cq_err_name: the code's name, or the reader's finer reason) */
+static void expect_failure(cq_store *s, int64_t kb, const char *path, cq_status code, const char *name,
+                           const char *message, int64_t ready_docs) {
     cq_ingest_result res;
     cq_err err = {0};
     cq_status rc = ingest(s, kb, path, &res, &err);
-    if (rc != code || !strstr(err.msg, message))
-        fail_msg("%s: expected %s \"%s\", got %s: %s", path, cq_status_name(code), message, cq_status_name(rc),
-                 err.msg);
+    if (rc != code || strcmp(cq_err_name(&err), name) || !strstr(err.msg, message))
+        fail_msg("%s: expected %s (%s) \"%s\", got %s (%s): %s", path, cq_status_name(code), name, message,
+                 cq_status_name(rc), cq_err_name(&err), err.msg);
     check_consistent(s, ready_docs);
 }
 
@@ -116,7 +117,7 @@ static void test_word_and_html(void **state) {
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     write_file(path, head, n / 2);
-    expect_failure(s, kb, path, CQ_ERR_FORMAT, "truncated.docx: damaged or truncated Word file", 2);
+    expect_failure(s, kb, path, CQ_ERR_FORMAT, "bad_format", "truncated.docx: damaged or truncated Word file", 2);
 
     size_t big = 70u << 20;
     char *huge = malloc(big);
@@ -124,14 +125,14 @@ static void test_word_and_html(void **state) {
     snprintf(path, sizeof path, "/tmp/cq_ingest_formats_in/bomb.docx");
     write_docx(path, huge, big);
     free(huge);
-    expect_failure(s, kb, path, CQ_ERR_UNSUPPORTED, "bomb.docx: word/document.xml would expand to 70 MB", 2);
+    expect_failure(s, kb, path, CQ_ERR_UNSUPPORTED, "too_large", "bomb.docx: word/document.xml would expand to 70 MB", 2);
 
     snprintf(path, sizeof path, "/tmp/cq_ingest_formats_in/entities.docx");
     write_docx(path,
                "<!DOCTYPE d [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;\">]><w:document " W_NS
                "><w:body><w:p><w:r><w:t>&b;</w:t></w:r></w:p></w:body></w:document>",
                0);
-    expect_failure(s, kb, path, CQ_ERR_FORMAT, "entities.docx: word/document.xml declares a DTD", 2);
+    expect_failure(s, kb, path, CQ_ERR_FORMAT, "bad_format", "entities.docx: word/document.xml declares a DTD", 2);
 
     snprintf(path, sizeof path, "/tmp/cq_ingest_formats_in/deep.html");
     cq_strbuf b = {0};
@@ -139,15 +140,15 @@ static void test_word_and_html(void **state) {
     cq_strbuf_puts(&b, "第一条 深。");
     write_file(path, b.data, b.len);
     cq_strbuf_free(&b);
-    expect_failure(s, kb, path, CQ_ERR_FORMAT, "deep.html: the HTML nests elements 20000 deep", 2);
+    expect_failure(s, kb, path, CQ_ERR_FORMAT, "too_deep", "deep.html: the HTML nests elements 20000 deep", 2);
 
     snprintf(path, sizeof path, "/tmp/cq_ingest_formats_in/scripts.htm");
     write_file(path, "<script>alert(1)</script><style>p{}</style>", 43);
-    expect_failure(s, kb, path, CQ_ERR_EMPTY, "scripts.htm: the HTML page has no visible text", 2);
+    expect_failure(s, kb, path, CQ_ERR_EMPTY, "empty", "scripts.htm: the HTML page has no visible text", 2);
 
     snprintf(path, sizeof path, "/tmp/cq_ingest_formats_in/renamed.docx");
     write_file(path, GOOD_HTML, strlen(GOOD_HTML));
-    expect_failure(s, kb, path, CQ_ERR_FORMAT, "named .docx but not a Word (DOCX) file", 2);
+    expect_failure(s, kb, path, CQ_ERR_FORMAT, "bad_format", "named .docx but not a Word (DOCX) file", 2);
 
     /* each failure is listed as a failed document with its reason */
     assert_int_equal(test_count(s, "SELECT count(*) FROM documents WHERE status = 'failed' AND error != ''"), 5);

@@ -180,6 +180,7 @@ static void test_bad_pages(void **state) {
     cq_strbuf_puts(&b, "深处");
     assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "the HTML nests elements 100000 deep, more than the 1000 a page may have"));
+    assert_string_equal(cq_err_name(&err), "too_deep");
     assert_null(d.text);
     cq_strbuf_free(&b);
     /* elements that may stay open (p, li) and void ones (br, img) do not count as nesting */

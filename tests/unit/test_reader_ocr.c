@@ -224,6 +224,7 @@ static void test_scanned_page(void **state) {
     /* OCR off: the page is flagged, and a document of scans alone has no text */
     assert_int_equal(read_pdf(fx.scan_pdf, CQ_OCR_OFF, 0, NULL, NULL, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "no text layer on any of 1 pages (scanned document? OCR is off)"));
+    assert_string_equal(cq_err_name(&err), "ocr_off"); /* the page says it in its language */
 
     cq_status rc = read_pdf(fx.scan_pdf, CQ_OCR_AUTO, 1, NULL, NULL, &d, &err);
     if (rc) fail_msg("%s", err.msg);
@@ -375,6 +376,7 @@ static void test_without_language_data(void **state) {
     assert_int_equal(read_pdf(fx.scan_pdf, CQ_OCR_AUTO, 0, NULL, NULL, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "no text layer on any of 1 pages, and OCR failed: Tesseract cannot load its "
                                     "language data chi_sim+eng"));
+    assert_string_equal(cq_err_name(&err), "ocr_unavailable");
     assert_int_equal(read_pdf(fx.mixed_pdf, CQ_OCR_AUTO, 0, NULL, NULL, &d, &err), CQ_OK);
     assert_false(d.pages[0].ocr);
     assert_non_null(strstr(d.pages[0].quality_reason, "no text layer (scanned page?); OCR failed: Tesseract cannot"));
@@ -382,6 +384,7 @@ static void test_without_language_data(void **state) {
     cq_doctext_free(&d);
     assert_int_equal(read_pdf(fx.text_pdf, CQ_OCR_FORCE, 0, NULL, NULL, &d, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "OCR was asked for but is not available: Tesseract cannot load"));
+    assert_string_equal(cq_err_name(&err), "ocr_unavailable");
     assert_null(d.text);
     if (keep) setenv("TESSDATA_PREFIX", keep, 1);
     else unsetenv("TESSDATA_PREFIX");

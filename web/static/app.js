@@ -40,6 +40,10 @@ const I18N = {
       invalid_json: '请求无效', io: '服务器无法保存文件', database: '服务器数据库出错', no_memory: '服务器内存不足',
       internal: '服务器内部错误', device: '服务器的计算设备出错', shutting_down: '服务器正在停止，请稍后再试',
       network: '网络错误，连接中断', failed: '处理失败',
+      /* the readers' finer reasons (docs/API.md, jobs) */
+      too_large: '文件解压或展开后太大（可能是 zip 炸弹），拒绝读取', too_deep: '文件的元素嵌套过深，拒绝读取',
+      ocr_off: '这是没有文字层的扫描件，而服务器关闭了 OCR 文字识别', ocr_unavailable: '这是扫描件，但服务器上的 OCR 文字识别不可用（缺少语言数据）',
+      ocr_failed: '这是扫描件，OCR 文字识别失败',
     },
     pageWarn: '这一页的文字可能有误（质量 {0}）：请对照页面图像核对',
   },
@@ -83,6 +87,10 @@ const I18N = {
       no_memory: 'the server is out of memory', internal: 'internal server error', device: 'the server\'s compute device failed',
       shutting_down: 'the server is stopping; try again shortly', network: 'network error: the connection broke',
       failed: 'processing failed',
+      too_large: 'the file expands to too much (a zip bomb?): refused', too_deep: 'the file nests its elements too deep: refused',
+      ocr_off: 'a scan without a text layer, and the server has OCR turned off',
+      ocr_unavailable: 'a scan, but OCR is not available on the server (its language data is missing)',
+      ocr_failed: 'a scan, and OCR failed on it',
     },
     pageWarn: 'the text of this page may be wrong (quality {0}): check it against the page image',
   },
@@ -114,7 +122,7 @@ const t = (k, ...args) => {
   return s;
 };
 
-/* A server error code ("bad_format", "exists" …, docs/API.md) in the page's language. */
+/* A server error code ("bad_format", "exists", a reader's "too_large" …, docs/API.md) in the page's language. */
 function errorText(code) {
   const errors = t('errors');
   const s = errors[code] || errors.failed;

@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/text_norm.h"
-#include "core/utf8.h"
 #include "reader/reader.h"
 #include "../unit/test_scan_util.h"
 
@@ -23,44 +21,6 @@ static double cpu_seconds(void) {
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec * 1e-6;
-}
-
-/* Folded code points without white space. */
-static size_t folded(const char *s, size_t n, uint32_t **out) {
-    char *f = cq_text_fold(s, n);
-    size_t len = f ? strlen(f) : 0, m = 0, i = 0;
-    *out = malloc((len + 1) * sizeof **out);
-    while (i < len) {
-        size_t l;
-        uint32_t cp = cq_utf8_decode(f + i, len - i, &l);
-        i += l;
-        if (!cq_is_space(cp)) (*out)[m++] = cp;
-    }
-    free(f);
-    return m;
-}
-
-static double accuracy(const char *truth, size_t tn, const char *got, size_t gn) {
-    uint32_t *a, *b;
-    size_t n = folded(truth, tn, &a), m = folded(got, gn, &b);
-    size_t *row = malloc((m + 1) * sizeof *row);
-    for (size_t j = 0; j <= m; j++) row[j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= m; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    double acc = n ? 1.0 - (double)row[m] / (double)n : 1;
-    free(row);
-    free(a);
-    free(b);
-    return acc;
 }
 
 static cq_status read_pdf(const char *path, cq_reader_ocr ocr, int threads, cq_doctext *d, cq_err *err) {
@@ -119,8 +79,8 @@ int main(int argc, char **argv) {
     double sum = 0, chars = 0;
     for (int p = 0; p < n && p < first.n_pages; p++) {
         const cq_page *a = &orig.pages[p], *b = &first.pages[p];
-        double acc = accuracy(orig.text + a->text_start, a->text_end - a->text_start, first.text + b->text_start,
-                              b->text_end - b->text_start);
+        double acc = scan_char_accuracy(orig.text + a->text_start, a->text_end - a->text_start,
+                                        first.text + b->text_start, b->text_end - b->text_start);
         printf("| %d | %u | %.4f |\n", p + 1, a->n_chars, acc);
         sum += acc * a->n_chars;
         chars += a->n_chars;

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <zip.h>
 
+#include "core/fileio.h"
 #include "core/strbuf.h"
 #include "reader/reader.h"
 
@@ -134,15 +135,9 @@ static char *make_zip(const char *path, const part *parts, size_t n, size_t *out
         assert_true(zip_file_add(z, parts[i].name, src, ZIP_FL_ENC_UTF_8) >= 0);
     }
     assert_int_equal(zip_close(z), 0);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *out_len = (size_t)len;
+    char *b;
+    cq_err err = {0};
+    assert_int_equal(cq_file_read(path, 0, &b, out_len, &err), CQ_OK);
     return b;
 }
 

@@ -18,7 +18,6 @@
 #include <mupdf/fitz.h>
 #include <mupdf/pdf.h>
 
-#include "core/text_norm.h"
 #include "core/utf8.h"
 #include "reader/reader.h"
 #include "test_scan_util.h"
@@ -152,45 +151,9 @@ static int remove_fixtures(void **state) {
 
 /* ---- measuring -------------------------------------------------------------------------------------------- */
 
-/* The code points of s after fold (NFKC: full-width and ASCII punctuation alike) without white space. */
-static size_t folded_cps(const char *s, size_t n, uint32_t **out) {
-    char *f = cq_text_fold(s, n);
-    assert_non_null(f);
-    size_t len = strlen(f), m = 0, i = 0;
-    *out = malloc((len + 1) * sizeof **out);
-    while (i < len) {
-        size_t l;
-        uint32_t cp = cq_utf8_decode(f + i, len - i, &l);
-        i += l;
-        if (!cq_is_space(cp)) (*out)[m++] = cp;
-    }
-    free(f);
-    return m;
-}
-
 /* Character accuracy: 1 - (edit distance / length of the truth). */
 static double char_accuracy(const char *truth, const char *got, size_t got_len) {
-    uint32_t *a, *b;
-    size_t n = folded_cps(truth, strlen(truth), &a), m = folded_cps(got, got_len, &b);
-    size_t *row = malloc((m + 1) * sizeof *row);
-    for (size_t j = 0; j <= m; j++) row[j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= m; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    double acc = 1.0 - (double)row[m] / (double)n;
-    free(row);
-    free(a);
-    free(b);
-    return acc;
+    return scan_char_accuracy(truth, strlen(truth), got, got_len);
 }
 
 static char *truth_text(void) {

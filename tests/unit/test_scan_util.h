@@ -1,15 +1,21 @@
 /* Scans made by MuPDF, for the OCR test (tests/unit/test_reader_ocr.c) and benchmark (tests/bench/bench_ocr.c):
  * pages of a PDF drawn at a resolution in grey and put alone, as a picture, on the page of a new PDF (what a
  * scanner gives), optionally with a line of real text over the picture (a court's filing stamp) and with text
- * pages copied in between. */
+ * pages copied in between; and the character accuracy of what OCR read. */
 #ifndef CQ_TEST_SCAN_UTIL_H
 #define CQ_TEST_SCAN_UTIL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <mupdf/fitz.h>
 #include <mupdf/pdf.h>
+
+#include "core/text_norm.h"
+#include "core/utf8.h"
 
 typedef struct {
     int page;          /* 0-based page of the source */
@@ -114,6 +120,46 @@ static inline int scan_pdf(const char *in_pdf, const char *out_pdf, int dpi, con
     }
     fz_drop_context(ctx);
     return rc;
+}
+
+/* The code points of s[0..n) after fold (NFKC: full-width and ASCII punctuation alike) without white space, in
+ * *out (malloc'd); how many. */
+static inline size_t scan_folded(const char *s, size_t n, uint32_t **out) {
+    char *f = cq_text_fold(s, n);
+    size_t len = f ? strlen(f) : 0, m = 0, i = 0;
+    *out = malloc((len + 1) * sizeof **out);
+    while (i < len) {
+        size_t l;
+        uint32_t cp = cq_utf8_decode(f + i, len - i, &l);
+        i += l;
+        if (!cq_is_space(cp)) (*out)[m++] = cp;
+    }
+    free(f);
+    return m;
+}
+
+/* Character accuracy of got against truth, both folded: 1 - edit distance / the truth's length (1 for no truth). */
+static inline double scan_char_accuracy(const char *truth, size_t truth_len, const char *got, size_t got_len) {
+    uint32_t *a, *b;
+    size_t n = scan_folded(truth, truth_len, &a), m = scan_folded(got, got_len, &b);
+    size_t *row = malloc((m + 1) * sizeof *row);
+    for (size_t j = 0; j <= m; j++) row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    double acc = n ? 1.0 - (double)row[m] / (double)n : 1;
+    free(row);
+    free(a);
+    free(b);
+    return acc;
 }
 
 #endif

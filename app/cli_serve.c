@@ -19,7 +19,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
-            "                      [--access-log FILE|-] [--access-log-format text|json]\n"
+            "                      [--access-log FILE|-] [--access-log-format text|json] [--ocr off|auto|force]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
             "ingestion jobs not yet done resume at the next start. SIGHUP reopens the access log (log rotation).\n"
             "Every option can also be set in clauseqa.conf's [serve] section (clauseqa --help, docs/API.md).\n"

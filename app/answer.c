@@ -188,7 +188,9 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
     /* The small base model declines answerable questions too readily: it may decline only when the best clause
      * holds less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are.
      * The trained model may always decline (generate_answer.c). */
-    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE, .min_confidence = o->min_confidence};
+    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
+                                .min_confidence = o->min_confidence,
+                                .refusal_min_p = o->refusal_min_p ? o->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P};
     if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
@@ -196,6 +198,7 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;
         out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
+        out->refusal_p = g.refusal_p;
         if (g.refused) {
             *declined = true;
         } else if (g.text && g.verdict) {

@@ -44,6 +44,7 @@ typedef struct {
     char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
     int prompt_tokens, tokens_generated;
     double confidence;   /* a generated answer's mean token probability (geometric), 0 when none was generated */
+    double refusal_p;    /* the probability the decoder gave to refusing (generate_answer.h), 0 when not asked */
     double retrieve_ms;  /* stage timings */
     double answer_ms;
 } cq_answer;
@@ -54,6 +55,8 @@ typedef struct {
  * never), since its answers were not measured below any floor yet (docs/EVAL.md says when they are). */
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
 #define CQ_ANSWER_MIN_CONFIDENCE_TRAINED (-1.0)
+/* The trained model's refusal threshold (docs/EVAL.md: chosen on the dev suites' train parts). */
+#define CQ_ANSWER_REFUSAL_MIN_P 0.0
 
 typedef struct {
     cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
@@ -63,6 +66,8 @@ typedef struct {
     double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
                               CQ_ANSWER_MIN_CONFIDENCE, with an adapter CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
                               negative: never) */
+    double refusal_min_p;  /* the trained model may refuse only when it gives the refusal at least this probability
+                              (default CQ_ANSWER_REFUSAL_MIN_P; above 1: never), generate_answer.h */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;

@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
-               "                     [--min-coverage X] [--min-confidence X] [--rerank-top-n N]\n"
+               "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
@@ -33,6 +33,8 @@ static void usage(FILE *f) {
                "--min-coverage sets the share of question terms the best clause must hold to answer (tuning; the base\n"
                "model only). --min-confidence sets the floor below which a generated answer falls back to the\n"
                "extractive one (default 0.3 for the base model, none with the trained adapter; negative: none).\n"
+               "--refusal-min-p: the trained model refuses only when it gives the refusal at least this probability\n"
+               "(above 1: never; the per-question lines of --out carry refusal_p).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
                CQ_CLI_ANSWER_USAGE);
 }
@@ -164,11 +166,11 @@ int cq_cmd_eval(int argc, char **argv) {
         {"mode", required_argument, 0, 'm'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
         {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
-        {"rerank-top-n", required_argument, 0, 't'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+        {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
-    double min_coverage = 0, min_confidence = 0;
+    double min_coverage = 0, min_confidence = 0, refusal_min_p = 0;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -191,6 +193,7 @@ int cq_cmd_eval(int argc, char **argv) {
         case 'o': out_path = optarg; break;
         case 'c': min_coverage = atof(optarg); break;
         case 'f': min_confidence = atof(optarg); break;
+        case 'r': refusal_min_p = atof(optarg); break;
         case 't':
             if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
             break;
@@ -262,7 +265,7 @@ int cq_cmd_eval(int argc, char **argv) {
     cq_reranker reranker = {0};
     cq_rerank_attach(&ropt, &reranker, dec);
     cq_answer_options aopt = {.min_coverage = min_coverage,
-                              .min_confidence = min_confidence, .decoder = dec};
+                              .min_confidence = min_confidence, .refusal_min_p = refusal_min_p, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
@@ -366,6 +369,7 @@ int cq_cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "f1", f1);
             cJSON *ja = cq_json_answer(&a);
             cJSON_AddItemToObject(o, "prediction", ja);
+            if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();

@@ -292,6 +292,26 @@ static size_t whole_chars(const char *s, size_t n) {
     return i;
 }
 
+/* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
+ * dropped, as the first token's are) begins it. */
+static double refusal_start_p(const cq_tokenizer *tok, const float *logits, int32_t n_vocab, const int32_t *cand,
+                              int nc, const char *refusal) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0, p = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
+    char piece[MAX_PIECE];
+    for (int c = 0; c < nc; c++) {
+        size_t n = cq_tokenizer_piece(tok, cand[c], false, piece, sizeof piece);
+        if (n == 0 || n > sizeof piece) continue;
+        const char *s = piece;
+        while (n && *s == ' ') s++, n--;
+        if (n && n <= strlen(refusal) && !memcmp(refusal, s, n)) p += exp((double)(logits[cand[c]] - mx));
+    }
+    return p / sum;
+}
+
 cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err) {
     memset(out, 0, sizeof *out);
@@ -342,11 +362,15 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     double logprob_sum = 0;
     bool stop_by_client = false;
     int32_t cand[MAX_CANDIDATES];
-    bool stop = false;
+    bool stop = false, allow_refusal = o.allow_refusal;
     for (int step = 0; !rc && !stop && step < o.max_new_tokens; step++) {
         int nc = top_n(logits, n_vocab, o.candidates, cand);
         int32_t pick = -1;
         char piece[MAX_PIECE];
+        if (step == 0 && allow_refusal) {
+            out->refusal_p = refusal_start_p(tok, logits, n_vocab, cand, nc, refusal);
+            if (o.refusal_min_p > 0 && out->refusal_p < o.refusal_min_p) allow_refusal = false;
+        }
         for (int c = 0; c < nc && pick < 0; c++) {
             int32_t id = cand[c];
             if (id == eos || id == eot) {
@@ -368,7 +392,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             size_t old = ans.len;
             cq_strbuf_append(&ans, p, n);
             size_t w;
-            if (admissible(flat, hits->n, o.allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
+            if (admissible(flat, hits->n, allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
                 pick = id;
                 which = w;
             } else {

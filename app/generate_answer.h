@@ -35,6 +35,8 @@ typedef struct {
     bool trained;        /* the adapter's prompt (cq-prompt-v1) was used */
     int prompt_tokens, new_tokens;
     double mean_logprob; /* mean natural-log probability of the tokens taken (the model's confidence), 0 if none */
+    double refusal_p;    /* probability the model gave, at the answer's first token, to starting the refusal phrase
+                          * (0 when the refusal was not admissible) */
     double prefill_ms, decode_ms;
 } cq_gen_answer;
 
@@ -46,6 +48,8 @@ typedef struct {
     bool allow_refusal;       /* base model: the refusal phrase is admissible (else only spans of the clauses are);
                                * the trained model may always refuse */
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
+    double refusal_min_p;     /* the refusal may be chosen only when refusal_p is at least this (0: whenever it is
+                               * the likeliest admissible start; above 1: never) */
 } cq_gen_answer_options;
 
 /* The prompt for question over the first hits (at most max_context_chars of clause text); *shown receives how many

@@ -78,7 +78,7 @@ int cq_cmd_ask(int argc, char **argv) {
     ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
                  {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}};
     cq_reranker reranker = {0};
-    cq_rerank_attach(&x.opt.retrieve, &reranker, dec);
+    cq_rerank_attach(&x.opt.retrieve, &reranker, dec, o.mode == NULL);
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
         x.opt.on_text = print_piece;
         x.opt.user = &printed;

@@ -76,7 +76,7 @@ int cq_cmd_retrieve(int argc, char **argv) {
     retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), {.modes = o.modes, .k = (size_t)o.k, .dense = dense}};
     cq_decoder *dec = o.modes & CQ_RETRIEVE_RERANK ? cq_cli_open_decoder("retrieve", &o.answer) : NULL;
     cq_reranker reranker = {0};
-    cq_rerank_attach(&x.opt, &reranker, dec);
+    cq_rerank_attach(&x.opt, &reranker, dec, false); /* retrieve loads the decoder only for --mode ...,rerank */
     int status = 1;
     if (x.kb_id && o.jsonl) {
         status = cq_cli_jsonl(retrieve_one, &x);

@@ -16,6 +16,7 @@
 #ifndef CQ_INDEX_RETRIEVE_H
 #define CQ_INDEX_RETRIEVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,9 @@ typedef struct {
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;
+    bool rerank_chinese; /* with rerank set, rerank Chinese questions even without CQ_RETRIEVE_RERANK in the modes:
+                            what callers set when the modes were left to the default and reranking is cheap (the
+                            GPU); docs/EVAL.md says where reranking wins */
 } cq_retrieve_options;
 
 /* The clauses of KB q->kb_id (q parsed with a store) that answer q, best first, at most k. */

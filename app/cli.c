@@ -15,6 +15,8 @@ int cq_cmd_perplexity(int argc, char **argv);
 int cq_cmd_reindex(int argc, char **argv);
 int cq_cmd_serve(int argc, char **argv);
 int cq_cmd_keys(int argc, char **argv);
+int cq_cmd_compare(int argc, char **argv);
+int cq_cmd_versions(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -23,9 +25,11 @@ static const cq_command commands[] = {
     {"eval", cq_cmd_eval, "score an evaluation suite (shared/eval/FORMAT.md)"},
     {"generate", cq_cmd_generate, "continue a prompt with the decoder (streamed)"},
     {"perplexity", cq_cmd_perplexity, "perplexity of the decoder on a text file"},
-    {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
+    {"reindex", cq_cmd_reindex, "analyse versions again and rebuild a KB's vector index (FAISS) from SQLite"},
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
+    {"compare", cq_cmd_compare, "compare two versions of a regulation clause by clause"},
+    {"versions", cq_cmd_versions, "list and correct which documents are versions of one regulation"},
 };
 
 static void usage(FILE *f) {

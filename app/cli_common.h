@@ -61,16 +61,22 @@ cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const c
  * printed as "clauseqa CMD: ...". */
 cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a);
 
-/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
- * question. */
+/* The options `retrieve` and `ask` share: --kb --k --mode --data --as-of --json --jsonl --help, the answer options,
+ * and the question. */
 typedef struct {
     const char *kb, *data, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
+    cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (index/versions.h); 0: none */
     cq_answer_cli answer;
 } cq_question_cli;
+
+/* The usage line of --as-of, for the commands that take it. */
+#define CQ_CLI_AS_OF_USAGE                                                                                            \
+    "  --as-of DAY     YYYY-MM-DD: prefer the versions of regulations in force that day (a date in the question,\n"   \
+    "                  \"2020年时\", \"as of 1 March 2020\", does the same)\n"
 
 /* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after
  * --help, 2 for bad usage, with usage printed). */

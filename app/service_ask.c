@@ -75,6 +75,9 @@ static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *hist
 static cq_status parse_question(cq_store *st, int64_t kb_id, const cq_web_question *wq, cq_query *q, bool *resolved,
                                 cq_err *err) {
     *resolved = false;
+    cq_date as_of = 0;
+    if (wq->as_of && wq->as_of[0] && !(as_of = cq_date_parse_iso(wq->as_of)))
+        return cq_err_set(err, CQ_ERR_INVALID, "\"as_of\" must be a day written YYYY-MM-DD, not '%s'", wq->as_of);
     cq_status rc = cq_query_parse(st, kb_id, wq->question, q, err);
     char *completed = rc ? NULL : resolve_followup(st, q, wq->history);
     if (completed) {
@@ -83,7 +86,14 @@ static cq_status parse_question(cq_store *st, int64_t kb_id, const cq_web_questi
         *resolved = !rc;
         free(completed);
     }
+    if (!rc && as_of) cq_query_set_as_of(q, as_of);
     return rc;
+}
+
+/* "as_of": the day the question was answered for, when it named one or the request gave one. */
+static void add_as_of(cJSON *o, const cq_query *q) {
+    char d[11];
+    if (q->as_of) cJSON_AddStringToObject(o, "as_of", cq_date_format(q->as_of, d));
 }
 
 /* A retrieval mode this server cannot run (dense without trained encoder weights) is the request's problem (400),
@@ -133,6 +143,7 @@ static cq_status svc_retrieve(void *ctx, const char *kb, const cq_web_question *
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "question", q->question);
         if (resolved) cJSON_AddStringToObject(o, "resolved_question", query.text);
+        add_as_of(o, &query);
         cJSON_AddItemToObject(o, "results", cq_json_hits(&hits));
         cJSON *t = cJSON_AddObjectToObject(o, "timings");
         cJSON_AddNumberToObject(t, "followup_ms", ms_between(t0, t1));

@@ -99,6 +99,31 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
+    /* 4 and 5 are the security branch's (ids never reused; settings): these two empty steps hold their numbers
+     * until it is merged, when its migrations take their places. */
+    "",
+    "",
+    /* 6: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+     * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
+     * Documents ingested before this migration get their rows when their KB is first asked about, or by
+     * `clauseqa reindex`. */
+    "CREATE TABLE doc_versions(\n"
+    "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  label TEXT NOT NULL DEFAULT '',\n"
+    "  promulgated INTEGER NOT NULL DEFAULT 0,\n"
+    "  effective INTEGER NOT NULL DEFAULT 0,\n"
+    "  repealed INTEGER NOT NULL DEFAULT 0,\n"
+    "  by_user INTEGER NOT NULL DEFAULT 0,\n"
+    "  analysed_at INTEGER NOT NULL);\n"
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);\n"
+    "CREATE TABLE doc_repeals(\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  key TEXT NOT NULL,\n"
+    "  PRIMARY KEY(doc_id, key)) WITHOUT ROWID;\n"
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

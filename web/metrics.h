@@ -26,6 +26,8 @@ typedef enum {
     CQ_ROUTE_ASK,
     CQ_ROUTE_OPENAI_MODELS,
     CQ_ROUTE_OPENAI_CHAT,
+    CQ_ROUTE_DOCUMENT_VERSION,
+    CQ_ROUTE_COMPARE,
     CQ_ROUTE_COUNT
 } cq_web_route;
 

@@ -173,7 +173,8 @@ void cq_web_openai_chat(cq_web_req *r) {
     chat_stream cs = {.r = r, .model = model->valuestring, .created = (long long)time(NULL)};
     snprintf(cs.id, sizeof cs.id, "chatcmpl-%llx%llx", (unsigned long long)cs.created,
              (unsigned long long)atomic_fetch_add(&completion_counter, 1));
-    cq_web_question q = {.question = question, .history = history};
+    const cJSON *as_of = cJSON_GetObjectItem(body, "as_of"); /* an extension, as in /ask */
+    cq_web_question q = {.question = question, .history = history, .as_of = cJSON_IsString(as_of) ? as_of->valuestring : NULL};
     cq_err err = {0};
     cJSON *answer = NULL;
     cq_status rc = r->svc->ask(r->svc->ctx, model->valuestring, &q, stream ? chat_token : NULL, &cs, &answer, &err);

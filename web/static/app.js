@@ -21,6 +21,15 @@ const I18N = {
     examples: ['劳动法第四十四条规定了什么？', '试用期最长多长时间？', 'What does Section 5.2 say?'],
     timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除', copy: '复制',
     tooLarge: '文件太大', networkError: '网络错误',
+    asOf: '截至', in_force: '现行有效', superseded: '已被取代', repealed: '已废止', not_yet_in_force: '尚未施行',
+    unknown: '未知', versionsN: '共 {0} 个版本', compare: '比较', compareWith: '与{0}比较', editVersion: '版本信息',
+    compareTitle: '版本对比', changedOnly: '只看改动', wholeDoc: '全部条文', versionTitle: '版本信息',
+    vGroup: '所属法规（版本组，留空则单独成组）', vLabel: '版本名称', vPromulgated: '公布日期', vEffective: '施行日期',
+    vRepealed: '废止日期（空：未废止）', vAuto: '恢复自动识别', same: '未变', changed: '修改', added: '新增',
+    removed: '删除', renumbered: '条号变化', moved: '位置移动', fullCompare: '查看完整对比',
+    summary: '原 {0} 条，现 {1} 条：修改 {2}，新增 {3}，删除 {4}，未变 {5}（条号变化 {6}）',
+    effectiveFrom: '{0} 起施行', previousVersion: '上一版本', nextVersion: '下一版本', noPairs: '没有符合条件的条文',
+    saved: '已保存',
   },
   en: {
     kb: 'Knowledge base', newKb: 'New', deleteKb: 'Delete', apiKey: 'API key', library: 'Library',
@@ -42,6 +51,17 @@ const I18N = {
     examples: ['What does Section 5.2 say?', '劳动法第四十四条规定了什么？', 'How many days of notice are needed to terminate?'],
     timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted', copy: 'Copy',
     tooLarge: 'file too large', networkError: 'network error',
+    asOf: 'As of', in_force: 'in force', superseded: 'superseded', repealed: 'repealed',
+    not_yet_in_force: 'not yet in force', unknown: 'unknown', versionsN: '{0} versions', compare: 'Compare',
+    compareWith: 'Compare with {0}', editVersion: 'Version', compareTitle: 'Versions compared',
+    changedOnly: 'changes only', wholeDoc: 'All clauses', versionTitle: 'Version',
+    vGroup: 'Regulation (version group; empty: on its own)', vLabel: 'Version name', vPromulgated: 'Promulgated',
+    vEffective: 'In force from', vRepealed: 'Repealed on (empty: not repealed)', vAuto: 'Back to automatic',
+    same: 'same', changed: 'changed', added: 'added', removed: 'removed', renumbered: 'renumbered', moved: 'moved',
+    fullCompare: 'Whole comparison',
+    summary: '{0} clauses before, {1} now: {2} changed, {3} added, {4} removed, {5} same ({6} renumbered)',
+    effectiveFrom: 'in force from {0}', previousVersion: 'previous version', nextVersion: 'next version',
+    noPairs: 'no clauses to show', saved: 'saved',
   },
 };
 
@@ -237,6 +257,117 @@ function statusBadge(status) {
   return el('span', { class: 'badge ' + status }, t(status));
 }
 
+/* ---- versions of a regulation --------------------------------------------------------------------------------- */
+
+/* Does a version object say something worth showing (several versions, or not in force)? */
+const versionMatters = (v) => v && (v.versions > 1 || (v.status && v.status !== 'in_force'));
+
+function versionBadge(v) {
+  const title = [v.label, v.effective ? t('effectiveFrom', v.effective) : '', v.repealed ? t('repealed') + ' ' + v.repealed : '']
+    .filter(Boolean).join(' · ');
+  return el('span', { class: 'badge version ' + v.status, title, 'data-status': v.status }, t(v.status));
+}
+
+/* The version line of a document in the list: label, status, and the buttons to compare and correct. */
+function docVersion(d) {
+  const v = d.version;
+  if (d.status !== 'ready') return null;
+  const compare = v && (v.previous || v.next);
+  return el('div', { class: 'doc-version small muted' },
+    v && versionMatters(v) ? versionBadge(v) : null,
+    v && v.label ? el('span', { class: 'doc-version-label' }, v.label) : null,
+    v && v.versions > 1 ? el('span', {}, t('versionsN', v.versions)) : null,
+    compare ? el('button', { class: 'link small compare-doc', type: 'button',
+      onclick: () => (v.previous ? openCompare(v.previous.document_id, d.id, {}) : openCompare(d.id, v.next.document_id, {})) },
+      t('compare')) : null,
+    el('button', { class: 'link small edit-version', type: 'button', onclick: () => editVersion(d) }, t('editVersion')));
+}
+
+function diffNodes(diff) {
+  return diff.map((x) => (x.op === 'added' ? el('ins', { class: 'diff' }, x.text)
+    : x.op === 'removed' ? el('del', { class: 'diff' }, x.text) : document.createTextNode(x.text)));
+}
+
+const clauseLabels = (cl) => cl.map((c) => c.clause || '¶').join(' + ');
+
+function renderPair(p) {
+  const head = el('div', { class: 'pair-head' },
+    el('span', { class: 'badge ' + p.kind }, t(p.kind)),
+    p.a.length && p.b.length ? clauseLabels(p.a) + ' → ' + clauseLabels(p.b) : clauseLabels(p.a.length ? p.a : p.b),
+    p.renumbered ? el('span', { class: 'muted small' }, t('renumbered')) : null,
+    p.moved ? el('span', { class: 'muted small' }, t('moved')) : null,
+    p.kind === 'changed' ? el('span', { class: 'muted small' }, '≈' + Math.round(p.similarity * 100) + '%') : null);
+  let body;
+  if (p.kind === 'changed') body = diffNodes(p.diff);
+  else if (p.kind === 'added') body = [el('ins', { class: 'diff' }, p.b.map((c) => c.text).join('\n'))];
+  else if (p.kind === 'removed') body = [el('del', { class: 'diff' }, p.a.map((c) => c.text).join('\n'))];
+  else body = [p.b.map((c) => c.text).join('\n')];
+  return el('div', { class: 'pair ' + p.kind, 'data-kind': p.kind }, head, el('div', { class: 'pair-text' }, body));
+}
+
+const compareState = { a: 0, b: 0, opts: {} };
+
+/* The comparison of document a (older) with b, in the compare dialog; opts.clauseId / opts.clause narrow it. */
+async function openCompare(a, b, opts) {
+  compareState.a = a;
+  compareState.b = b;
+  compareState.opts = opts || {};
+  await renderCompare();
+  const d = $('compare-dialog');
+  if (!d.open) d.showModal();
+}
+
+async function renderCompare() {
+  const { a, b, opts } = compareState;
+  const q = new URLSearchParams();
+  if (opts.clauseId) q.set('clause_id', opts.clauseId);
+  if (opts.clause) q.set('clause', opts.clause);
+  if ($('compare-changed').checked) q.set('changed', '1');
+  let c;
+  try { c = await api('GET', '/api/v1/documents/' + a + '/compare/' + b + '?' + q); } catch (e) { toast(e.message, true); return; }
+  const side = (x) => x.doc + (x.version && x.version.label ? ' (' + x.version.label + (x.version.effective ? ', ' + t('effectiveFrom', x.version.effective) : '') + ')' : '');
+  $('compare-sides').textContent = side(c.a) + '  →  ' + side(c.b);
+  const s = c.summary;
+  $('compare-summary').textContent = t('summary', c.a.clauses, c.b.clauses, s.changed, s.added, s.removed, s.same, s.renumbered);
+  $('compare-all').hidden = !(opts.clauseId || opts.clause);
+  $('compare-pairs').replaceChildren(...(c.pairs.length ? c.pairs.map(renderPair) : [el('p', { class: 'muted' }, t('noPairs'))]));
+}
+
+$('compare-changed').addEventListener('change', renderCompare);
+$('compare-all').addEventListener('click', () => { compareState.opts = {}; renderCompare(); });
+$('compare-close').addEventListener('click', () => $('compare-dialog').close());
+
+let versionDoc = null;
+async function editVersion(d) {
+  let r;
+  try { r = await api('GET', '/api/v1/documents/' + d.id + '/version'); } catch (e) { toast(e.message, true); return; }
+  versionDoc = d;
+  const v = r.version || {};
+  $('version-doc').textContent = d.name;
+  $('v-group').value = v.group || '';
+  $('v-label').value = v.label || '';
+  $('v-promulgated').value = v.promulgated || '';
+  $('v-effective').value = v.effective || '';
+  $('v-repealed').value = v.repealed || '';
+  $('version-dialog').showModal();
+}
+
+$('version-dialog').addEventListener('close', async () => {
+  const how = $('version-dialog').returnValue;
+  if (!versionDoc || (how !== 'save' && how !== 'auto')) return;
+  const path = '/api/v1/documents/' + versionDoc.id + '/version';
+  const edit = {
+    group: $('v-group').value.trim(), label: $('v-label').value.trim(),
+    promulgated: $('v-promulgated').value || null, effective: $('v-effective').value || null,
+    repealed: $('v-repealed').value || null,
+  };
+  try {
+    await (how === 'auto' ? api('DELETE', path) : api('PUT', path, edit));
+    toast(versionDoc.name + ' — ' + t('saved'));
+    await loadDocs();
+  } catch (e) { toast(e.message, true); }
+});
+
 function renderDocs() {
   const list = $('docs');
   const f = ($('doc-filter').value || '').toLowerCase();
@@ -252,6 +383,7 @@ function renderDocs() {
           d.format.toUpperCase(),
           d.pages ? ' · ' + d.pages + ' ' + t('pages') : '',
           ' · ' + d.clauses + ' ' + t('clauses')),
+        docVersion(d),
         d.error ? el('div', { class: 'doc-error small' }, d.error) : null,
         warn ? el('div', { class: 'doc-warn small', title: warnings },
           '⚠ ' + t('qualityWarn') + ' (' + d.quality.toFixed(2) + ')' + (d.quality_reason ? ': ' + d.quality_reason : '')) : null),
@@ -426,7 +558,7 @@ async function ask() {
     const res = await fetch(kbPath(state.kb) + '/ask', {
       method: 'POST',
       headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
-      body: JSON.stringify({ question, history: state.history }),
+      body: JSON.stringify(Object.assign({ question, history: state.history }, $('as-of').value ? { as_of: $('as-of').value } : {})),
     });
     if (res.status === 401) askForKey();
     if (!res.ok) {
@@ -452,11 +584,21 @@ async function ask() {
     body.classList.remove('streaming');
     if (done && done.abstained) { msg.classList.add('abstained'); body.prepend(el('span', { class: 'badge warn' }, t('abstained')), ' '); }
     if (done && done.resolved_question) msg.prepend(el('div', { class: 'resolved muted small' }, t('resolved') + done.resolved_question));
+    if (done && done.version_notice && !(done.answer || '').startsWith(done.version_notice))
+      body.after(el('div', { class: 'version-notice' }, done.version_notice));
+    if (done && done.compare) {
+      const cmp = done.compare;
+      msg.append(el('div', { class: 'inline-compare' },
+        (cmp.pairs || []).map(renderPair),
+        el('button', { class: 'link small full-compare', type: 'button',
+          onclick: () => openCompare(cmp.a.document_id, cmp.b.document_id, {}) }, t('fullCompare'))));
+    }
     if (citations.length) {
       msg.append(el('div', { class: 'cites' },
         el('span', { class: 'muted small' }, t('sources')),
         citations.map((c, i) => el('button', { class: 'chip cite', type: 'button', 'data-clause-id': c.clause_id,
-          title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c)))));
+          title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c),
+          versionMatters(c.version) ? versionBadge(c.version) : null))));
     }
     if (done && done.timings) {
       msg.append(el('div', { class: 'timing muted small' },
@@ -497,6 +639,17 @@ async function openClause(id) {
   $('drawer-title').textContent = c.clause || c.path || c.doc;
   $('drawer-path').textContent = c.path || '';
   $('drawer-text').textContent = c.text;
+  const v = c.version, line = $('drawer-version');
+  line.hidden = !versionMatters(v);
+  if (versionMatters(v)) {
+    line.replaceChildren(versionBadge(v), v.label || '', v.effective ? ' · ' + t('effectiveFrom', v.effective) : '',
+      v.previous ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(v.previous.document_id, c.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('previousVersion') + ' ' + v.previous.label)) : null,
+      v.next ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(c.document_id, v.next.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null);
+  }
   $('drawer-original').href = '/api/v1/documents/' + c.document_id + '/original';
   const hasPage = !!c.page_image_url;
   $('page-view').hidden = !hasPage;

@@ -330,6 +330,17 @@ static const cq_cmp_pair *pair_with_key(const cq_comparison *c, const char *key,
     return NULL;
 }
 
+/* A clause's text without the label it starts with ("第六十条 …"): the answer names the clause itself. */
+static const char *body(const cq_cmp_clause *c) {
+    const char *t = c->text;
+    size_t n = c->label ? strlen(c->label) : 0;
+    if (n && !strncmp(t, c->label, n)) {
+        t += n;
+        while (*t == ' ' || *t == '\n') t++;
+    }
+    return *t ? t : c->text;
+}
+
 static const char *labels_of(const cq_cmp_clause *side, const size_t *idx, size_t n, char *buf, size_t cap, bool zh) {
     buf[0] = 0;
     for (size_t k = 0; k < n; k++) {
@@ -349,7 +360,7 @@ static void describe_clause(const cq_answer_compare *x, cq_strbuf *b, bool zh) {
         labels_of(c->a, pb->a, pb->n_a, la, sizeof la, zh);
         if (pb->kind == CQ_PAIR_ADDED) {
             cq_strbuf_printf(b, zh ? "新版%s是新增的条文：\n%s" : "%s of the newer version is new:\n%s", lb,
-                             c->b[pb->b[0]].text);
+                             body(&c->b[pb->b[0]]));
         } else if (pb->kind == CQ_PAIR_SAME) {
             if (pb->renumbered) cq_strbuf_printf(b, zh ? "新版%s即原%s，内容未变（条号变化）。" : "%s of the newer version is the former %s, unchanged (renumbered).", lb, la);
             else cq_strbuf_printf(b, zh ? "%s内容未变。" : "%s is unchanged.", lb);
@@ -360,9 +371,9 @@ static void describe_clause(const cq_answer_compare *x, cq_strbuf *b, bool zh) {
             else cq_strbuf_printf(b, zh ? "新版%s（原%s）有修改：%s。" : "%s of the newer version (formerly %s) was changed: %s.", lb, la, what ? what : "");
             free(what);
             cq_strbuf_printf(b, zh ? "\n修改前（%s）：" : "\nBefore (%s): ", la);
-            for (size_t k = 0; k < pb->n_a; k++) cq_strbuf_printf(b, "%s%s", k ? "\n" : "", c->a[pb->a[k]].text);
+            for (size_t k = 0; k < pb->n_a; k++) cq_strbuf_printf(b, "%s%s", k ? "\n" : "", body(&c->a[pb->a[k]]));
             cq_strbuf_printf(b, zh ? "\n修改后（%s）：" : "\nAfter (%s): ", lb);
-            for (size_t k = 0; k < pb->n_b; k++) cq_strbuf_printf(b, "%s%s", k ? "\n" : "", c->b[pb->b[k]].text);
+            for (size_t k = 0; k < pb->n_b; k++) cq_strbuf_printf(b, "%s%s", k ? "\n" : "", body(&c->b[pb->b[k]]));
         }
     }
     if (pa && pa != pb) {
@@ -370,7 +381,8 @@ static void describe_clause(const cq_answer_compare *x, cq_strbuf *b, bool zh) {
         labels_of(c->b, pa->b, pa->n_b, lb, sizeof lb, zh);
         if (b->len) cq_strbuf_puts(b, "\n");
         if (pa->kind == CQ_PAIR_REMOVED)
-            cq_strbuf_printf(b, zh ? "旧版%s在新版中已删除：%s" : "%s of the older version was removed: %s", la, c->a[pa->a[0]].text);
+            cq_strbuf_printf(b, zh ? "旧版%s在新版中已删除：%s" : "%s of the older version was removed: %s", la,
+                             body(&c->a[pa->a[0]]));
         else
             cq_strbuf_printf(b, zh ? "旧版%s现为新版%s（%s）。" : "%s of the older version is now %s (%s).", la, lb,
                              pa->kind == CQ_PAIR_SAME ? (zh ? "内容未变" : "unchanged") : (zh ? "有修改" : "changed"));

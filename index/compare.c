@@ -290,11 +290,11 @@ static double sim(const corpus *c, size_t i, size_t j) {
     return dice(c, x->ids, x->count, x->n, x->weight, y->ids, y->count, y->n, y->weight);
 }
 
-/* Similarity of one clause with two adjacent ones of the other side taken together: a_i with b_j + b_(j+1)
- * (two_b), or a_i + a_(i+1) with b_j. */
-static double sim2(corpus *c, size_t i, size_t j, bool two_b) {
+/* Similarity of one clause with two of the other side taken together: a_i with b_j + b_j2 (two_b), or a_i + a_i2
+ * with b_j. */
+static double sim_with_two(corpus *c, size_t i, size_t i2, size_t j, size_t j2, bool two_b) {
     const clause_bag *one = two_b ? bag_a(c, i) : bag_b(c, j);
-    const clause_bag *p = two_b ? bag_b(c, j) : bag_a(c, i), *q = two_b ? bag_b(c, j + 1) : bag_a(c, i + 1);
+    const clause_bag *p = two_b ? bag_b(c, j) : bag_a(c, i), *q = two_b ? bag_b(c, j2) : bag_a(c, i2);
     size_t x = 0, y = 0, n = 0;
     while (x < p->n || y < q->n) {
         if (y >= q->n || (x < p->n && p->ids[x] < q->ids[y])) {
@@ -310,6 +310,19 @@ static double sim2(corpus *c, size_t i, size_t j, bool two_b) {
     }
     return dice(c, one->ids, one->count, one->n, one->weight, c->scratch_ids, c->scratch_count, n,
                 p->weight + q->weight);
+}
+
+/* Two adjacent clauses of one side with one of the other: a_i with b_j + b_(j+1) (two_b), or a_i + a_(i+1) with
+ * b_j. */
+static double sim2(corpus *c, size_t i, size_t j, bool two_b) {
+    return sim_with_two(c, i, i + 1, j, j + 1, two_b);
+}
+
+/* How much of clause x's text (weighted) is found in clause y: |x ∩ y| / |x|. */
+static double containment(const corpus *c, const clause_bag *x, const clause_bag *y) {
+    if (x->weight <= 0) return 0;
+    return dice(c, x->ids, x->count, x->n, x->weight, y->ids, y->count, y->n, y->weight) * (x->weight + y->weight) /
+           (2 * x->weight);
 }
 
 double cq_text_similarity(const char *a, const char *b) {
@@ -339,11 +352,13 @@ double cq_text_similarity(const char *a, const char *b) {
 #define SPLIT_PENALTY 0.05 /* a split or merge must beat matching one part and leaving the other unmatched by this */
 #define SPLIT_PROBE 0.2    /* a split is only tried where one of its parts alone is at least this similar */
 
-/* A matched pair: a[i .. i + n_a) with b[j .. j + n_b). */
+/* A matched pair: a[i .. i + n_a) with b[j .. j + n_b), and possibly one more clause of a side that was merged
+ * into it from elsewhere (extra_a, extra_b; -1: none). */
 typedef struct {
     size_t i, n_a, j, n_b;
     double similarity;
     bool moved;
+    long extra_a, extra_b;
 } match;
 
 typedef struct {
@@ -433,9 +448,9 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
         switch (back) {
         case BACK_UP: i--; continue;
         case BACK_LEFT: j--; continue;
-        case BACK_DIAG: x = (match){i0 + i - 1, 1, j0 + j - 1, 1, S[(i0 + i - 1) * nb + j0 + j - 1], false}; i--, j--; break;
-        case BACK_SPLIT: x = (match){i0 + i - 1, 1, j0 + j - 2, 2, sim2(c, i0 + i - 1, j0 + j - 2, true), false}; i--, j -= 2; break;
-        case BACK_MERGE: x = (match){i0 + i - 2, 2, j0 + j - 1, 1, sim2(c, i0 + i - 2, j0 + j - 1, false), false}; i -= 2, j--; break;
+        case BACK_DIAG: x = (match){i0 + i - 1, 1, j0 + j - 1, 1, S[(i0 + i - 1) * nb + j0 + j - 1], false, -1, -1}; i--, j--; break;
+        case BACK_SPLIT: x = (match){i0 + i - 1, 1, j0 + j - 2, 2, sim2(c, i0 + i - 1, j0 + j - 2, true), false, -1, -1}; i--, j -= 2; break;
+        case BACK_MERGE: x = (match){i0 + i - 2, 2, j0 + j - 1, 1, sim2(c, i0 + i - 2, j0 + j - 1, false), false, -1, -1}; i -= 2, j--; break;
         default: i = j = 0; continue;
         }
         if (!match_push(out, x)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -456,13 +471,17 @@ static void pair_kind(const corpus *c, const cq_cmp_clause *a, const cq_cmp_clau
     p->n_b = x->n_b;
     for (size_t k = 0; k < x->n_a; k++) p->a[k] = x->i + k;
     for (size_t k = 0; k < x->n_b; k++) p->b[k] = x->j + k;
+    if (x->extra_a >= 0) p->a[p->n_a++] = (size_t)x->extra_a;
+    if (x->extra_b >= 0) p->b[p->n_b++] = (size_t)x->extra_b;
+    if (p->n_a == 2 && p->a[1] < p->a[0]) p->a[0] = p->a[1], p->a[1] = x->i; /* in document order */
+    if (p->n_b == 2 && p->b[1] < p->b[0]) p->b[0] = p->b[1], p->b[1] = x->j;
     p->similarity = x->similarity > 1 ? 1 : x->similarity;
     p->moved = x->moved;
-    bool same = x->n_a == 1 && x->n_b == 1 && !strcmp(bag_a(c, x->i)->norm, bag_b(c, x->j)->norm);
+    bool same = p->n_a == 1 && p->n_b == 1 && !strcmp(bag_a(c, x->i)->norm, bag_b(c, x->j)->norm);
     p->kind = same ? CQ_PAIR_SAME : CQ_PAIR_CHANGED;
     if (same) p->similarity = 1;
     const char *la = a[x->i].label_key, *lb = b[x->j].label_key;
-    p->renumbered = x->n_a == 1 && x->n_b == 1 && la && lb && strcmp(la, lb);
+    p->renumbered = p->n_a == 1 && p->n_b == 1 && la && lb && strcmp(la, lb);
 }
 
 /* The body of one or two clauses, joined by a line break. */
@@ -502,25 +521,14 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
         for (size_t j = 0; j < n_b; j++) S[i * n_b + j] = (float)sim(&c, i, j);
     /* pass 1: the whole documents */
     if (!rc) rc = align_region(&c, S, 0, n_a, 0, n_b, CQ_ALIGN_MATCH, true, &chain, err);
-    /* pass 2: each gap between two matches (and before the first, after the last), with a lower bar */
-    size_t pi = 0, pj = 0;
-    for (size_t k = 0; !rc && k <= chain.n; k++) {
-        size_t ni = k < chain.n ? chain.m[k].i : n_a, nj = k < chain.n ? chain.m[k].j : n_b;
-        rc = align_region(&c, S, pi, ni, pj, nj, CQ_ALIGN_GAP_MATCH, false, &extra, err);
-        if (k < chain.n) {
-            pi = chain.m[k].i + chain.m[k].n_a;
-            pj = chain.m[k].j + chain.m[k].n_b;
-        }
-    }
-    for (size_t k = 0; !rc && k < extra.n; k++)
-        if (!match_push(&chain, extra.m[k])) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc) qsort(chain.m, chain.n, sizeof *chain.m, cmp_match_i);
     for (size_t k = 0; !rc && k < chain.n; k++) {
         for (size_t x = 0; x < chain.m[k].n_a; x++) used_a[chain.m[k].i + x] = true;
         for (size_t x = 0; x < chain.m[k].n_b; x++) used_b[chain.m[k].j + x] = true;
     }
-    /* pass 3: clauses moved elsewhere — the most similar unmatched pairs, out of order */
-    size_t n_ordered = chain.n;
+    /* pass 2: clauses moved elsewhere — the most similar unmatched pairs, out of order. Before the gaps are
+     * aligned with a lower bar, so that a clause moved to another chapter is not paired with a stranger that
+     * happens to stand in its old place. */
+    match_list moved = {0};
     for (;;) {
         if (rc) break;
         double best = CQ_ALIGN_MOVED;
@@ -533,7 +541,59 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
         }
         if (!found) break;
         used_a[bi] = used_b[bj] = true;
-        if (!match_push(&chain, (match){bi, 1, bj, 1, best, true})) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t j = 0; j < n_b; j++) S[bi * n_b + j] = 0; /* out of the gaps' reach */
+        for (size_t i = 0; i < n_a; i++) S[i * n_b + bj] = 0;
+        if (!match_push(&moved, (match){bi, 1, bj, 1, best, true, -1, -1}))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    /* pass 3: each gap between two ordered matches (and before the first, after the last), with a lower bar */
+    size_t pi = 0, pj = 0;
+    for (size_t k = 0; !rc && k <= chain.n; k++) {
+        size_t ni = k < chain.n ? chain.m[k].i : n_a, nj = k < chain.n ? chain.m[k].j : n_b;
+        rc = align_region(&c, S, pi, ni, pj, nj, CQ_ALIGN_GAP_MATCH, false, &extra, err);
+        if (k < chain.n) {
+            pi = chain.m[k].i + chain.m[k].n_a;
+            pj = chain.m[k].j + chain.m[k].n_b;
+        }
+    }
+    for (size_t k = 0; !rc && k < extra.n; k++) {
+        used_a[extra.m[k].i] = used_b[extra.m[k].j] = true;
+        if (!match_push(&chain, extra.m[k])) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    if (!rc && chain.n) qsort(chain.m, chain.n, sizeof *chain.m, cmp_match_i);
+    /* the ordered matches first, then the moved ones */
+    size_t n_ordered = chain.n;
+    for (size_t k = 0; !rc && k < moved.n; k++)
+        if (!match_push(&chain, moved.m[k])) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    free(moved.m);
+    /* pass 4: a clause left over whose text is mostly inside a matched clause of the other side was merged into it
+     * (or split off it): it joins that pair when that makes the pair more alike */
+    bool *absorbed_a = calloc(n_a + 1, 1), *absorbed_b = calloc(n_b + 1, 1);
+    if (!rc && (!absorbed_a || !absorbed_b)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int side = 0; !rc && side < 2; side++) {
+        size_t n_left = side ? n_b : n_a;
+        bool *used = side ? used_b : used_a, *absorbed = side ? absorbed_b : absorbed_a;
+        for (size_t x = 0; x < n_left; x++) {
+            if (used[x]) continue;
+            const clause_bag *left = side ? bag_b(&c, x) : bag_a(&c, x);
+            size_t best_m = chain.n;
+            double best = CQ_ALIGN_ABSORBED;
+            for (size_t k = 0; k < chain.n; k++) {
+                const match *m = &chain.m[k];
+                if (m->n_a != 1 || m->n_b != 1 || m->extra_a >= 0 || m->extra_b >= 0) continue; /* 1:1 pairs only */
+                const clause_bag *host = side ? bag_a(&c, m->i) : bag_b(&c, m->j);
+                double in = containment(&c, left, host);
+                if (in >= best) best = in, best_m = k;
+            }
+            if (best_m == chain.n) continue;
+            match *m = &chain.m[best_m];
+            double joined = side ? sim_with_two(&c, m->i, 0, m->j, x, true) : sim_with_two(&c, m->i, x, m->j, 0, false);
+            if (joined <= m->similarity) continue;
+            m->similarity = joined;
+            if (side) m->extra_b = (long)x;
+            else m->extra_a = (long)x;
+            used[x] = absorbed[x] = true;
+        }
     }
     /* the pairs in b's order: before each ordered match, the removed clauses of a up to it, then b's clauses up to
      * it (added, or moved here) */
@@ -543,11 +603,12 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
     for (size_t k = 0; !rc && k <= n_ordered; k++) {
         size_t ni = k < n_ordered ? chain.m[k].i : n_a, nj = k < n_ordered ? chain.m[k].j : n_b;
         for (; ia < ni; ia++) {
-            bool moved = false;
+            bool moved = absorbed_a[ia];
             for (size_t x = n_ordered; x < chain.n; x++) moved |= chain.m[x].i == ia;
             if (!moved) out->pairs[out->n_pairs++] = (cq_cmp_pair){.kind = CQ_PAIR_REMOVED, .a = {ia}, .n_a = 1};
         }
         for (; jb < nj; jb++) {
+            if (absorbed_b[jb]) continue;
             size_t x;
             for (x = n_ordered; x < chain.n && chain.m[x].j != jb; x++) {
             }
@@ -579,6 +640,8 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
     free(S);
     free(used_a);
     free(used_b);
+    free(absorbed_a);
+    free(absorbed_b);
     free(chain.m);
     free(extra.m);
     corpus_free(&c);

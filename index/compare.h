@@ -8,8 +8,9 @@
  * maximizes the sum of (similarity − CQ_ALIGN_MATCH) over matched pairs, where one clause may also match two
  * adjacent ones (a clause split in two, or two merged). The gaps between matched pairs are aligned again with the
  * lower threshold CQ_ALIGN_GAP_MATCH (a clause rewritten in place), and what is left unmatched on both sides is
- * paired out of order when very similar (CQ_ALIGN_MOVED: a clause moved to another chapter). The rest is added
- * (only in b) or removed (only in a).
+ * paired out of order when very similar (CQ_ALIGN_MOVED: a clause moved to another chapter). A clause still left
+ * whose text is mostly inside a matched clause of the other side (CQ_ALIGN_ABSORBED) joins that pair: merged into
+ * it from elsewhere, or split off it. The rest is added (only in b) or removed (only in a).
  *
  * Kinds: same (bodies equal once folded and spaces dropped; the number may have changed: renumbered), changed
  * (with a character diff), added, removed.
@@ -29,7 +30,9 @@
 
 #define CQ_ALIGN_MATCH 0.35     /* a pair must be at least this similar to be matched by the first pass */
 #define CQ_ALIGN_GAP_MATCH 0.15 /* … by the second pass, between two matched pairs */
-#define CQ_ALIGN_MOVED 0.6      /* … out of order */
+#define CQ_ALIGN_MOVED 0.5      /* … out of order */
+#define CQ_ALIGN_ABSORBED 0.7   /* a clause left over joins a matched pair when this share of its text is inside
+                                   that pair's clause of the other side (merged into it, or split off it) */
 #define CQ_ALIGN_SAME_NUMBER 0.03 /* bonus for equal numbers (breaks ties between repeated texts) */
 #define CQ_ALIGN_MAX_CELLS 4000000 /* clauses of a × clauses of b that one comparison may take */
 
@@ -69,7 +72,8 @@ typedef enum { CQ_PAIR_SAME = 0, CQ_PAIR_CHANGED, CQ_PAIR_ADDED, CQ_PAIR_REMOVED
 
 typedef struct {
     cq_pair_kind kind;
-    size_t a[2], n_a;   /* clauses of side a (indexes; 0, 1 or 2 of them) */
+    size_t a[2], n_a;   /* clauses of side a (indexes; 0, 1 or 2 of them: two adjacent ones split or merged, or a
+                           clause merged in from elsewhere) */
     size_t b[2], n_b;   /* clauses of side b */
     double similarity;  /* of the matched texts, 0..1 */
     bool renumbered;    /* matched clauses whose labels differ */

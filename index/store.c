@@ -14,9 +14,11 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
+    void *versions_seen; /* index/versions.c */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
+void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -209,6 +211,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
 void cq_store_close(cq_store *s) {
     if (!s) return;
     cq_router_cache_free(s->router_cache);
+    free(s->versions_seen);
     sqlite3_close(s->db);
     free(s);
 }

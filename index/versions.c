@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "index/store_internal.h"
 
 #define HEADER_MAX_BYTES 6000 /* the header (preamble clauses) read for dates */
 #define TAIL_CLAUSES 3        /* the last articles read for 施行 and 废止 */
@@ -155,8 +156,49 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     return CQ_OK;
 }
 
+static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);
+
+/* What a connection has seen of its KBs: the documents (count, largest id) when every ready one had its version.
+ * Retrieval asks for every question; the count and largest id come from an index, without reading the rows. */
+#define SEEN_KBS 8
+typedef struct {
+    int64_t kb_id, n_docs, max_id;
+} seen_kb;
+
+static bool kb_documents(sqlite3 *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_int64(st, 1, kb_id);
+    bool ok = sqlite3_step(st) == SQLITE_ROW;
+    if (ok) {
+        *n = sqlite3_column_int64(st, 0);
+        *max_id = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     if (n_analysed) *n_analysed = 0;
+    sqlite3 *db = cq_store_db(s);
+    seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
+    int64_t n_docs = -1, max_id = 0;
+    if (!redo && kb_documents(db, kb_id, &n_docs, &max_id) && *slot)
+        for (int i = 0; i < SEEN_KBS; i++)
+            if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == n_docs && (*slot)[i].max_id == max_id) return CQ_OK;
+    cq_status rc = ensure(s, kb_id, redo, n_analysed, err);
+    if (!rc && n_docs >= 0 && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
+        int k = 0; /* its entry, else a free one, else the first */
+        for (int i = SEEN_KBS - 1; i >= 0; i--)
+            if ((*slot)[i].kb_id == kb_id || (*slot)[i].kb_id == 0) k = i;
+        (*slot)[k] = (seen_kb){kb_id, n_docs, max_id};
+    }
+    return rc;
+}
+
+static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ? AND status = 'ready' ORDER BY id"
@@ -223,7 +265,7 @@ static int cmp_entry(const void *a, const void *b) {
 /* Orders a group's versions and settles the regulation's repeal: another document repeals it (repealed_by), or its
  * newest version says it was repealed. An older version that says so was replaced, not repealed. */
 static void group_finish(cq_version_group *g, cq_date repealed_by) {
-    qsort(g->v, g->n, sizeof *g->v, cmp_entry);
+    if (g->n) qsort(g->v, g->n, sizeof *g->v, cmp_entry);
     g->repealed = repealed_by;
     if (g->n) {
         cq_date own = g->v[g->n - 1].repealed;
@@ -340,7 +382,9 @@ bool cq_version_group_prefers(const cq_version_group *g, int64_t doc_id, cq_date
 
 static cq_version_state state_on(const cq_version_group *g, size_t i, cq_date on) {
     const cq_version_entry *e = &g->v[i];
-    if (g->repealed && g->repealed <= on) return CQ_VERSION_REPEALED;
+    /* a repeal ends the versions that had begun by then; a later one of that name is a new regulation (the
+     * 国家安全法 of 1993 was repealed by 反间谍法 in 2014, the 国家安全法 of 2015 is another law) */
+    if (g->repealed && g->repealed <= on && start_of(e) < g->repealed) return CQ_VERSION_REPEALED;
     if (e->repealed && e->repealed <= on) return CQ_VERSION_REPEALED;
     if (start_of(e) > on) return CQ_VERSION_NOT_YET;
     for (size_t j = i + 1; j < g->n; j++)
@@ -362,7 +406,7 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
     snprintf(out->label, sizeof out->label, "%s", e->label);
     out->promulgated = e->promulgated;
     out->effective = e->effective;
-    out->repealed = e->repealed ? e->repealed : g->repealed;
+    out->repealed = e->repealed ? e->repealed : g->repealed && start_of(e) < g->repealed ? g->repealed : 0;
     out->by_user = e->by_user;
     out->n_versions = (int)g->n;
     out->index = (int)i;

@@ -47,7 +47,7 @@ int cq_date_last_day(int year, int month);         /* 28..31 */
 
 /* ---- what a document says about its version (pure, index/versions_text.c) ---------------------------------- */
 
-#define CQ_VERSION_KEY_MAX 192
+#define CQ_VERSION_KEY_MAX 256
 #define CQ_VERSION_LABEL_MAX 64
 #define CQ_VERSION_MAX_REPEALS 8
 

@@ -526,10 +526,17 @@ static void key_of(const char *text, char *out, size_t cap) {
     }
     cps_free(&t);
     if (!b.failed && b.data) {
-        size_t n = b.len < cap - 1 ? b.len : cap - 1;
-        while (n > 0 && n < b.len && ((unsigned char)b.data[n] & 0xC0) == 0x80) n--; /* whole code points */
-        memcpy(out, b.data, n);
-        out[n] = 0;
+        if (b.len < cap) {
+            memcpy(out, b.data, b.len + 1);
+        } else {
+            /* too long: its start and a hash of the whole, so that names differing only at the end stay apart */
+            uint64_t h = 1469598103934665603ull;
+            for (size_t i = 0; i < b.len; i++) h = (h ^ (unsigned char)b.data[i]) * 1099511628211ull;
+            size_t n = cap - 18;
+            while (n > 0 && ((unsigned char)b.data[n] & 0xC0) == 0x80) n--; /* whole code points */
+            memcpy(out, b.data, n);
+            snprintf(out + n, cap - n, "#%016llx", (unsigned long long)h);
+        }
     }
     cq_strbuf_free(&b);
 }
@@ -650,7 +657,11 @@ static int date_kind(const cps *t, const found_date *dates, size_t n, size_t k, 
     if (b > a + 120) b = a + 120;
     int kind = DATE_OTHER;
     *label_word = NULL;
-    for (size_t i = a; i < b && t->cp[i] != '\n'; i++)
+    int quoted = 0; /* inside 《…》: "根据《国务院关于废止和修改部分行政法规的决定》修订" names a decision, not a repeal */
+    for (size_t i = a; i < b && t->cp[i] != '\n'; i++) {
+        if (t->cp[i] == 0x300A) quoted++;
+        if (t->cp[i] == 0x300B && quoted) quoted--;
+        if (quoted) continue;
         for (size_t w = 0; w < sizeof date_words / sizeof *date_words; w++) {
             if (!at_word(t, i, date_words[w].zh)) continue;
             /* the first word decides (…通过 自2020年1月1日起施行: 通过), the last label word labels */
@@ -658,6 +669,7 @@ static int date_kind(const cps *t, const found_date *dates, size_t n, size_t k, 
             if (date_words[w].label) *label_word = date_words[w].label;
             break;
         }
+    }
     if (kind != DATE_OTHER) return kind;
     /* English: "effective as of March 1, 2020", "Amended and Restated as of …", "dated January 5, 2019" */
     size_t start = dates[k].d.start, from = k > 0 ? dates[k - 1].d.end : 0;
@@ -688,10 +700,16 @@ static void repeals_in_tail(const cps *t, const char *tail, cq_version_meta *m) 
     for (size_t i = 0; i <= t->n; i++) {
         bool end = i == t->n || t->cp[i] == 0x3002 || t->cp[i] == '\n' || t->cp[i] == 0xFF1B;
         if (!end) continue;
+        /* "《X》同时废止", "决定废止《X》": a repeal said as one, not "依照《立法法》…制定、修改和废止" */
+        static const char *const says[] = {"同时废止", "予以废止", "即行废止", "决定废止", "废止下列", "同时停止执行"};
         bool repeals = false;
-        for (size_t j = sent; j + 1 < i; j++) repeals |= at_word(t, j, "废止") > 0;
+        for (size_t j = sent; j < i; j++) repeals |= at_any(t, j, says, sizeof says / sizeof *says, NULL) > 0;
         for (size_t j = sent; repeals && j < i && m->n_repeals < CQ_VERSION_MAX_REPEALS; j++) {
             if (t->cp[j] != 0x300A) continue; /* 《 */
+            if (j >= sent + 2 && (at_word(t, j - 2, "依照") || at_word(t, j - 2, "根据") || at_word(t, j - 2, "按照"))) {
+                while (j < i && t->cp[j] != 0x300B) j++; /* a law it acts under */
+                continue;
+            }
             size_t e = j + 1;
             while (e < i && t->cp[e] != 0x300B) e++;
             if (e >= i) break;

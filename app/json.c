@@ -265,7 +265,7 @@ static cJSON *cmp_clause(const cq_cmp_clause *c) {
     return o;
 }
 
-cJSON *cq_json_pair(const cq_comparison *c, const cq_cmp_pair *p) {
+static cJSON *json_pair(const cq_comparison *c, const cq_cmp_pair *p) {
     static const char *const ops[] = {"equal", "removed", "added"};
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", cq_pair_kind_name(p->kind));
@@ -320,7 +320,7 @@ cJSON *cq_json_comparison(const cq_comparison *c, const cq_doc_info *da, const c
     cJSON_AddNumberToObject(s, "renumbered", (double)c->al.n_renumbered);
     cJSON *pairs = cJSON_AddArrayToObject(o, "pairs");
     for (size_t k = 0; k < c->al.n_pairs; k++)
-        if (pair_wanted(c, &c->al.pairs[k], f)) cJSON_AddItemToArray(pairs, cq_json_pair(c, &c->al.pairs[k]));
+        if (pair_wanted(c, &c->al.pairs[k], f)) cJSON_AddItemToArray(pairs, json_pair(c, &c->al.pairs[k]));
     return o;
 }
 

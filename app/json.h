@@ -66,8 +66,6 @@ typedef struct {
  * a side is {"document_id", "doc", "title", "version"}, a clause {"clause_id", "clause", "key", "path", "text"}. */
 cJSON *cq_json_comparison(const cq_comparison *c, const cq_doc_info *da, const cq_doc_info *db,
                           const cq_version_status *va, const cq_version_status *vb, const cq_compare_filter *f);
-/* One pair of a comparison as above. */
-cJSON *cq_json_pair(const cq_comparison *c, const cq_cmp_pair *p);
 
 /* Prints a cJSON value on one line followed by '\n' and frees it. */
 void cq_json_print_line(cJSON *v, FILE *f);

@@ -31,16 +31,6 @@ const char *cq_version_state_name(cq_version_state s) {
     }
 }
 
-const char *cq_version_state_words(cq_version_state s, bool zh) {
-    switch (s) {
-    case CQ_VERSION_IN_FORCE: return zh ? "现行有效" : "in force";
-    case CQ_VERSION_SUPERSEDED: return zh ? "已被取代" : "superseded";
-    case CQ_VERSION_REPEALED: return zh ? "已废止" : "repealed";
-    case CQ_VERSION_NOT_YET: return zh ? "尚未施行" : "not yet in force";
-    default: return zh ? "未知" : "unknown";
-    }
-}
-
 /* ---- analysis ----------------------------------------------------------------------------------------------- */
 
 /* The header (the clauses before the first article) and the last TAIL_CLAUSES clauses of a document. */

@@ -117,8 +117,6 @@ typedef enum {
 
 /* "in_force", "superseded", "repealed", "not_yet_in_force", "unknown" (as JSON and the CLI print them). */
 const char *cq_version_state_name(cq_version_state s);
-/* 现行有效 / 已被取代 / 已废止 / 尚未施行 / 未知, or the English words, for answers and notices. */
-const char *cq_version_state_words(cq_version_state s, bool zh);
 
 /* One version of a group, as the group lists it. */
 typedef struct {

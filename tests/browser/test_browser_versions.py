@@ -132,8 +132,10 @@ def main():
         chips[0].click()
         wait(driver, lambda d: 'open' in d.find_element(By.ID, 'drawer').get_attribute('class'), 'drawer opens')
         line = driver.find_element(By.ID, 'drawer-version')
-        check('drawer: version line', line.is_displayed() and '2018年修正' in line.text, line.text)
-        line.find_element(By.CSS_SELECTOR, 'button').click()
+        wait(driver, lambda d: line.is_displayed() and '2018年修正' in line.text, 'drawer: version line')
+        check('drawer: no stray text', 'null' not in line.text, line.text)
+        time.sleep(0.3)  # the drawer's slide-in
+        driver.execute_script('arguments[0].click()', line.find_element(By.CSS_SELECTOR, 'button'))
         wait(driver, lambda d: d.find_element(By.ID, 'compare-dialog').get_attribute('open') is not None and
              len(d.find_elements(By.CSS_SELECTOR, '#compare-pairs .pair')) == 1, 'clause comparison')
         check('clause comparison: one pair', '第二条 → 第三条' in driver.find_element(By.ID, 'compare-pairs').text)

@@ -642,13 +642,13 @@ async function openClause(id) {
   const v = c.version, line = $('drawer-version');
   line.hidden = !versionMatters(v);
   if (versionMatters(v)) {
-    line.replaceChildren(versionBadge(v), v.label || '', v.effective ? ' · ' + t('effectiveFrom', v.effective) : '',
+    line.replaceChildren(...[versionBadge(v), v.label || '', v.effective ? ' · ' + t('effectiveFrom', v.effective) : '',
       v.previous ? el('button', { class: 'link small', type: 'button',
         onclick: () => openCompare(v.previous.document_id, c.document_id, { clauseId: c.clause_id }) },
         t('compareWith', t('previousVersion') + ' ' + v.previous.label)) : null,
       v.next ? el('button', { class: 'link small', type: 'button',
         onclick: () => openCompare(c.document_id, v.next.document_id, { clauseId: c.clause_id }) },
-        t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null);
+        t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null].filter((x) => x !== null));
   }
   $('drawer-original').href = '/api/v1/documents/' + c.document_id + '/original';
   const hasPage = !!c.page_image_url;

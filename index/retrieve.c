@@ -337,7 +337,7 @@ static const cq_version_group *group_for(cq_store *s, group_cache *c, int64_t do
         c->g[c->n] = g;
         return &c->g[c->n++];
     }
-    if (!err.code) cq_version_group_free(&g);
+    cq_version_group_free(&g); /* none, or no room left to keep it */
     if (c->n_none == c->cap_none) {
         size_t cap = c->cap_none ? c->cap_none * 2 : 16;
         int64_t *p = realloc(c->none, cap * sizeof *p);

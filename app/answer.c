@@ -179,15 +179,17 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
 
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
- * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer. */
+ * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer.
+ * A verdict (trained model) is the answer word with out->verdict set; it cites the first clause. */
 static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
                      bool *declined) {
     const bool zh = q->lang == CQ_QUERY_ZH;
     cq_gen_answer g;
     cq_err e = {0};
     const char *why = NULL;
-    /* The small model declines answerable questions too readily: it may decline only when the best clause holds
-     * less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are. */
+    /* The small base model declines answerable questions too readily: it may decline only when the best clause
+     * holds less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are.
+     * The trained model may always decline (generate_answer.c). */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE, .min_confidence = o->min_confidence};
     if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
@@ -198,6 +200,12 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
         if (g.refused) {
             *declined = true;
+        } else if (g.text && g.verdict) {
+            *answer = g.text;
+            *clause = g.clause;
+            g.text = NULL;
+            out->verdict = g.verdict;
+            out->generated = true;
         } else if (g.text && out->confidence < o->min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
@@ -221,7 +229,9 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
-    if (o.min_confidence == 0) o.min_confidence = CQ_ANSWER_MIN_CONFIDENCE;
+    if (o.min_confidence == 0)
+        o.min_confidence = o.decoder && cq_decoder_adapter(o.decoder) ? CQ_ANSWER_MIN_CONFIDENCE_TRAINED
+                                                                      : CQ_ANSWER_MIN_CONFIDENCE;
     return o;
 }
 
@@ -292,10 +302,19 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
     } else if (top) {
         out->coverage = cq_answer_coverage(terms, n_terms, top->text);
         bool declined = false;
-        if (out->coverage >= o.min_coverage && o.decoder) {
+        /* the trained model answers whatever the coverage: it decides when to abstain */
+        const bool trained = o.decoder && cq_decoder_adapter(o.decoder);
+        if ((out->coverage >= o.min_coverage || trained) && o.decoder) {
             size_t clause = 0;
             generate(q, &o, out, &answer, &clause, &declined);
-            if (answer) rc = cite(out, &out->hits.hits[clause], answer, err);
+            if (answer && out->verdict) { /* the quote: the first clause's sentences that match the question best */
+                char *quote = best_sentences(out->hits.hits[clause].text, terms, n_terms);
+                rc = quote ? cite(out, &out->hits.hits[clause], quote, err)
+                           : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                free(quote);
+            } else if (answer) {
+                rc = cite(out, &out->hits.hits[clause], answer, err);
+            }
         }
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
             answer = best_sentences(top->text, terms, n_terms);

@@ -1,11 +1,14 @@
 /* The answer pipeline: question → retrieved clauses → an answer with citations, or an abstention.
  *
- * A clause the question names exactly (router hit) is recited (or the 款 asked for). Otherwise, when the best
- * clause covers too little of the question, the pipeline abstains and says so; else, with a decoder, the answer is
- * generated (app/generate_answer.h: a verbatim span of a retrieved clause, checked, streamed as it is written; the
- * model may also decline, which is an abstention), and without one — or when the generated answer is empty or not
- * supported by the clauses, which adds a notice — it is extractive: the sentences of the best clause that cover
- * the question's terms best. Every quote is a verbatim span of its cited clause.
+ * A clause the question names exactly (router hit) is recited (or the 款 asked for). Otherwise, with a decoder that
+ * runs the trained adapter, the model answers and decides itself when the clauses do not answer the question (no
+ * term-coverage rule: a long question is not a reason to abstain), a yes/no question with a verdict that cites the
+ * first clause. Without the adapter, when the best clause covers too little of the question, the pipeline abstains
+ * and says so; else, with a decoder, the answer is generated (app/generate_answer.h: a verbatim span of a
+ * retrieved clause, checked, streamed as it is written; the model may also decline, which is an abstention), and
+ * without one — or when the generated answer is empty or not supported by the clauses, which adds a notice — it is
+ * extractive: the sentences of the best clause that cover the question's terms best. Every quote is a verbatim span
+ * of its cited clause.
  *
  * Versions (app/answer_versions.c, index/versions.h). A question about a day ("2020年时…", as_of) is answered from
  * the version in force then and the answer starts by saying which ("依据2018年修正版（2018-10-26起施行）…"); every
@@ -54,6 +57,7 @@ typedef struct {
     cq_hits hits;        /* the retrieved clauses the answer was built from */
     double coverage;     /* share of the question's terms found in the cited text */
     bool generated;      /* the answer was written by the decoder */
+    const char *verdict; /* "yes" / "no" when the answer is the trained model's verdict on a yes/no question */
     char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
     char *version_notice; /* which version the answer rests on, when that matters (see above), or NULL */
     cq_date as_of;        /* the day the question asked about (its own date or the request's), 0: none */
@@ -68,15 +72,20 @@ typedef struct {
 #define CQ_ANSWER_RECENT_MONTHS 12
 
 /* Below this geometric-mean token probability a generated answer is replaced by the extractive one: on the dev
- * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle. */
+ * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle.
+ * The base model's floor; with the trained adapter there is none by default (CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1:
+ * never), since its answers were not measured below any floor yet (docs/EVAL.md says when they are). */
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
+#define CQ_ANSWER_MIN_CONFIDENCE_TRAINED (-1.0)
 
 typedef struct {
     cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
-    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
+    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25), unless
+                          * the trained model answers */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
     double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
-                              CQ_ANSWER_MIN_CONFIDENCE; negative: never) */
+                              CQ_ANSWER_MIN_CONFIDENCE, with an adapter CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
+                              negative: never) */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;

@@ -6,12 +6,14 @@
 #include "app/answer.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--as-of DAY] [--json]"
-               " QUESTION\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--as-of DAY]"
+               " [--json] QUESTION...\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
+               "The words after the options are the question (quoting it is optional).\n"
                "Generated answers stream to the terminal as they are written (text output).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"answer\", \"abstained\",\n"
                "            \"citations\"} lines\n" CQ_CLI_AS_OF_USAGE CQ_CLI_ANSWER_USAGE);
@@ -66,9 +68,9 @@ int cq_cmd_ask(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("ask", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    const char *data_dir = cq_cli_data_dir(o.data);
+    const char *data_dir = cq_cli_data_dir();
     int failed;
-    cq_decoder *dec = cq_cli_answer_decoder("ask", data_dir, &o.answer, &failed);
+    cq_decoder *dec = cq_cli_answer_decoder("ask", &o.answer, &failed);
     if (failed) return 1;
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) {
@@ -79,6 +81,8 @@ int cq_cmd_ask(int argc, char **argv) {
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
     ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
                  {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}, o.as_of};
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&x.opt.retrieve, &reranker, dec);
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
         x.opt.on_text = print_piece;
         x.opt.user = &printed;

@@ -77,32 +77,29 @@ static void print_side(const char *what, const cq_doc_info *d, const cq_version_
 }
 
 int cq_cmd_compare(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},    {"data", required_argument, 0, 'd'},
-                                         {"clause", required_argument, 0, 'c'}, {"changed", no_argument, 0, 'x'},
-                                         {"json", no_argument, 0, 'j'},         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL, *clause = NULL;
+    static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"clause", required_argument, 0, 'c'},
+                                         {"changed", no_argument, 0, 'x'},     {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *kb = NULL, *clause = NULL;
     bool json = false, changed = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'b': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'c': clause = optarg; break;
         case 'x': changed = true; break;
         case 'j': json = true; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("compare");
         }
     }
     int n_names = argc - optind;
     if (!kb || n_names < 1 || n_names > 2) {
         fprintf(stderr, "clauseqa compare: %s\n", !kb ? "--kb is required" : "name one or two documents");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("compare");
     }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, false);
     cq_doc_info da = {0}, db = {0};

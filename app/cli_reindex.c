@@ -20,26 +20,23 @@ static void usage(FILE *f) {
 
 int cq_cmd_reindex(int argc, char **argv) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},
-                                         {"data", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL;
+    const char *kb = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'b': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("reindex");
         }
     }
     if (!kb || optind < argc) {
         fprintf(stderr, "clauseqa reindex: %s\n", !kb ? "--kb is required" : "unexpected argument");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("reindex");
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, false);

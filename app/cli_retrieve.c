@@ -5,13 +5,15 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 #include "core/utf8.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,hybrid] [--as-of DAY] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,rerank] [--as-of DAY] [--json]"
+               " QUESTION...\n"
                "       clauseqa retrieve --kb KB --jsonl < questions.jsonl\n"
                "Ranks the clauses of KB that answer QUESTION (default mode: " CQ_RETRIEVE_DEFAULT_MODE
-               " = router + bm25).\n"
+               " = router + bm25; rerank: the trained decoder rescores the candidates, see --adapter).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n"
                CQ_CLI_AS_OF_USAGE);
 }
@@ -74,11 +76,14 @@ int cq_cmd_retrieve(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("retrieve", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    const char *data_dir = cq_cli_data_dir(o.data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
     retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, o.as_of};
+    cq_decoder *dec = o.modes & CQ_RETRIEVE_RERANK ? cq_cli_open_decoder("retrieve", &o.answer) : NULL;
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&x.opt, &reranker, dec);
     int status = 1;
     if (x.kb_id && o.jsonl) {
         status = cq_cli_jsonl(retrieve_one, &x);
@@ -102,5 +107,6 @@ int cq_cmd_retrieve(int argc, char **argv) {
     }
     cq_store_close(s);
     cq_dense_close(dense);
+    cq_decoder_close(dec);
     return status;
 }

@@ -49,14 +49,14 @@ static cq_date day_arg(const char *opt, const char *v, int *bad) {
 
 int cq_cmd_versions(int argc, char **argv) {
     static const struct option opts[] = {
-        {"kb", required_argument, 0, 'b'},       {"data", required_argument, 0, 'd'},
-        {"all", no_argument, 0, 'a'},            {"json", no_argument, 0, 'j'},
+        {"kb", required_argument, 0, 'b'},       {"all", no_argument, 0, 'a'},
+        {"json", no_argument, 0, 'j'},
         {"set", required_argument, 0, 's'},      {"auto", required_argument, 0, 'u'},
         {"group", required_argument, 0, 'g'},    {"label", required_argument, 0, 'l'},
         {"promulgated", required_argument, 0, 'p'}, {"effective", required_argument, 0, 'e'},
         {"repealed", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL, *set = NULL, *reset = NULL;
+    const char *kb = NULL, *set = NULL, *reset = NULL;
     bool all = false, json = false;
     cq_version_edit e = {.promulgated = -1, .effective = -1, .repealed = -1};
     int c, bad = 0;
@@ -64,7 +64,6 @@ int cq_cmd_versions(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'b': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'a': all = true; break;
         case 'j': json = true; break;
         case 's': set = optarg; break;
@@ -75,16 +74,18 @@ int cq_cmd_versions(int argc, char **argv) {
         case 'e': e.effective = day_arg("--effective", optarg, &bad); break;
         case 'r': e.repealed = day_arg("--repealed", optarg, &bad); break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("versions");
         }
     }
     if (bad) return 2;
     if (!kb || optind < argc || (set && reset)) {
-        fprintf(stderr, "clauseqa versions: %s\n", !kb ? "--kb is required" : "unexpected argument");
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "clauseqa versions: %s\n",
+                !kb             ? "--kb is required"
+                : optind < argc ? "unexpected argument"
+                                : "--set and --auto name one document each: give one of them");
+        return cq_cli_usage_hint("versions");
     }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, false);
     cq_err err = {0};

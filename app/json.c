@@ -47,6 +47,7 @@ cJSON *cq_json_answer(const cq_answer *a) {
     cJSON_AddStringToObject(o, "answer", a->answer);
     cJSON_AddBoolToObject(o, "abstained", a->abstained);
     cJSON_AddBoolToObject(o, "generated", a->generated);
+    if (a->verdict) cJSON_AddStringToObject(o, "verdict", a->verdict);
     if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
     if (a->tokens_generated) cJSON_AddNumberToObject(o, "confidence", (double)(long long)(a->confidence * 1e4) / 1e4);
     cJSON *cites = cJSON_CreateArray();
@@ -151,6 +152,7 @@ cJSON *cq_json_job(const cq_job_info *j, cJSON *doc) {
     double progress = ended ? 1 : j->total > 0 ? (double)j->done / j->total : 0;
     cJSON_AddNumberToObject(o, "progress", progress);
     cJSON_AddItemToObject(o, "error", str_or_null(j->error));
+    cJSON_AddItemToObject(o, "error_code", str_or_null(j->error_code[0] ? j->error_code : NULL));
     cJSON_AddItemToObject(o, "document_id", j->doc_id ? cJSON_CreateNumber((double)j->doc_id) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "created_at", (double)j->created_at);
     cJSON_AddNumberToObject(o, "updated_at", (double)j->updated_at);

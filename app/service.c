@@ -96,6 +96,7 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     cq_svc_jobs_web(w);
     cq_svc_ask_web(w);
     cq_svc_versions_web(w);
+    cq_svc_conversations_web(w);
 }
 
 const char *cq_service_spool_dir(const cq_service *svc) { return svc->spool_dir; }
@@ -112,6 +113,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
+    s->models = config->models;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
@@ -130,8 +132,13 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
-        if (cq_dense_open_configured(s->data_dir, &s->dense, &derr) == CQ_OK)
-            CQ_INFO("dense retrieval on: SSM encoder weights from %s/models/ssm", s->data_dir);
+        const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
+        char searched[3400] = "";
+        if (s->models) cq_models_searched(s->models, searched, sizeof searched);
+        if (!weights)
+            CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
+        else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
+            CQ_INFO("dense retrieval on: encoder weights %s (%s)", weights, s->models->encoder_origin);
         else if (derr.code == CQ_ERR_UNSUPPORTED)
             CQ_INFO("dense retrieval off: %s", derr.msg);
         else

@@ -40,14 +40,20 @@ int cq_retrieve_parse_mode(const char *s, cq_err *err) {
         else if (!strcmp(t, "bm25")) modes |= CQ_RETRIEVE_BM25;
         else if (!strcmp(t, "dense")) modes |= CQ_RETRIEVE_DENSE;
         else if (!strcmp(t, "hybrid")) modes |= CQ_RETRIEVE_HYBRID;
+        else if (!strcmp(t, "rerank")) modes |= CQ_RETRIEVE_RERANK;
         else {
-            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense or hybrid)", t);
+            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense, hybrid or rerank)",
+                       t);
             free(copy);
             return 0;
         }
     }
     free(copy);
-    if (!modes) cq_err_set(err, CQ_ERR_INVALID, "empty retrieval mode");
+    if (!(modes & ~CQ_RETRIEVE_RERANK)) {
+        cq_err_set(err, CQ_ERR_INVALID, modes ? "rerank needs a retriever before it (e.g. router,bm25,rerank)"
+                                              : "empty retrieval mode");
+        return 0;
+    }
     return modes;
 }
 
@@ -435,9 +441,14 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (k > CQ_RETRIEVE_MAX_K) k = CQ_RETRIEVE_MAX_K;
     if ((modes & CQ_RETRIEVE_DENSE) && !opt->dense)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
-    size_t top_n = opt->rerank ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
+    if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
+                          "docs/ANSWERS.md); use --mode router,bm25");
+    const bool reranking = (modes & CQ_RETRIEVE_RERANK) != 0;
+    size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
     if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;
     out->hits = calloc(pool, sizeof *out->hits);
@@ -474,7 +485,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         if (!rc) rc = bm25(s, q, NULL, 0, out, pool, err);
     }
     if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, opt->dense, q, out, pool, err);
-    if (!rc && opt->rerank) rc = rerank(opt, q, out, top_n, err);
+    if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
     if (!rc) prefer_versions(&versions, out);
     group_cache_free(&groups);
     if (rc) {

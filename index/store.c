@@ -101,11 +101,25 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
-    /* 4 and 5 are the security branch's (ids never reused; settings): these two empty steps hold their numbers
-     * until it is merged, when its migrations take their places. */
-    "",
-    "",
-    /* 6: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+    /* 4: conversations (index/conversations.h): a key's questions and answers in one KB; the code of a job's
+     * failure (cq_status_name), so that clients can say it in their own language */
+    "CREATE TABLE conversations(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  owner_key_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question TEXT NOT NULL,\n"
+    "  reply TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n"
+    "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n",
+    /* 5: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
      * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
      * Documents ingested before this migration get their rows when their KB is first asked about, or by
      * `clauseqa reindex`. */

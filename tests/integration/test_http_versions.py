@@ -122,6 +122,18 @@ def test_as_of(s, old, new):
     done = [d for e, d in events if e == 'done']
     streamed = ''.join(d['text'] for e, d in events if e == 'token')
     check('ask as_of streamed', done and done[0]['answer'] == streamed and 'version_notice' in done[0], events[-2:])
+    stages = [d.get('stage') for e, d in events if e == 'stage']
+    check('ask as_of streamed: its stages', stages == ['retrieving', 'answering'], events[:3])
+    # the turn is kept with its day and note; regenerate asks for the day again
+    cid = done[0].get('conversation_id') if done else None
+    turns = s.get(f'/api/v1/conversations/{cid}').json().get('turns') or [{}]
+    check('kept turn: the day and the note', turns[-1].get('as_of') == '2020-01-01'
+          and '现行版本为2023年修订版' in turns[-1].get('version_notice', ''), turns)
+    r = s.post('/api/v1/kbs/laws/ask', {'question': '示例法第二条规定了什么？', 'conversation_id': cid, 'regenerate': True,
+                                        'as_of': '2025-01-01'})
+    turns = s.get(f'/api/v1/conversations/{cid}').json().get('turns') or [{}]
+    check('regenerate with another day', r.status == 200 and len(turns) == 1 and turns[0].get('as_of') == '2025-01-01'
+          and turns[0]['citations'][0]['document_id'] == new, turns)
     for bad in ('2020-02-30', '2020/01/01', 20200101):
         r = s.post('/api/v1/kbs/laws/ask', {'question': '示例法第二条', 'as_of': bad})
         check(f'bad as_of {bad!r}', r.status == 400 and r.error_code() == 'invalid', r)
@@ -138,6 +150,15 @@ def test_compare_question(s, old, new):
     check('comparison question: compare object', c.get('url') == f'/api/v1/documents/{old}/compare/{new}?clause=3'
           and [p['kind'] for p in c.get('pairs', [])] == ['changed', 'same'], c)
     check('comparison question: cites both', {x['document_id'] for x in j['citations']} == {old, new}, j['citations'])
+    r, events = s.events('/api/v1/kbs/laws/ask', {'question': '示例法新旧版本第三条有何不同？'})
+    done = [d for e, d in events if e == 'done']
+    streamed = ''.join(d['text'] for e, d in events if e == 'token')
+    stages = [d.get('stage') for e, d in events if e == 'stage']
+    check('comparison streamed: the comparing stage, then the answer', stages == ['comparing'] and done
+          and done[0]['answer'] == streamed and done[0].get('compare', {}).get('url') == c.get('url'), events[:3])
+    cid = done[0].get('conversation_id') if done else None
+    turns = s.get(f'/api/v1/conversations/{cid}').json().get('turns') or [{}]
+    check('comparison kept in its conversation', turns[0].get('compare', {}).get('url') == c.get('url'), turns)
 
 
 def test_corrections(s, old, new):

@@ -38,6 +38,17 @@ static uint64_t fnv(const char *s, size_t n) {
 /* ASCII letters and digits: what Latin words are made of. */
 static bool is_word_byte(unsigned char c) { return (unsigned)((c | 32) - 'a') < 26 || (unsigned)(c - '0') < 10; }
 
+/* The token at byte i of s (n bytes): a Latin word (*word) or one character (*cp). Returns where it ends. */
+static size_t token_end(const char *s, size_t n, size_t i, uint32_t *cp, bool *word) {
+    size_t len;
+    *cp = cq_utf8_decode(s + i, n - i, &len);
+    size_t j = i + (len ? len : 1);
+    *word = *cp < 128 && is_word_byte((unsigned char)*cp);
+    if (*word)
+        while (j < n && is_word_byte((unsigned char)s[j])) j++;
+    return j;
+}
+
 /* Tokens of text for the diff: Han characters, Latin words (letters and digits), runs of white space, any other
  * character. Returns the count; *out malloc'd (NULL when text is empty). */
 static size_t tokenize(const char *text, token **out) {
@@ -45,14 +56,11 @@ static size_t tokenize(const char *text, token **out) {
     token *t = malloc(cap * sizeof *t);
     *out = t;
     if (!t) return 0;
-    size_t i = 0;
-    while (i < n) {
-        size_t len;
-        uint32_t cp = cq_utf8_decode(text + i, n - i, &len);
-        if (!len) len = 1;
-        size_t j = i + len;
-        if (cp < 128 && is_word_byte((unsigned char)cp)) {
-            while (j < n && is_word_byte((unsigned char)text[j])) j++;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        bool word;
+        size_t j = token_end(text, n, i, &cp, &word);
+        if (word) {
             t[k++] = (token){i, j, fnv(text + i, j - i)};
         } else if (cq_is_space(cp)) {
             for (;;) {
@@ -114,12 +122,10 @@ static size_t sim_tokens(const char *norm, uint64_t **out) {
     *out = t;
     if (!t) return 0;
     for (size_t i = 0; i < n;) {
-        size_t len;
-        uint32_t cp = cq_utf8_decode(norm + i, n - i, &len);
-        if (!len) len = 1;
-        size_t j = i + len;
-        if (cp < 128 && is_word_byte((unsigned char)cp)) {
-            while (j < n && is_word_byte((unsigned char)norm[j])) j++;
+        uint32_t cp;
+        bool word;
+        size_t j = token_end(norm, n, i, &cp, &word);
+        if (word) {
             t[k++] = fnv(norm + i, j - i);
         } else if (cp >= 128 && !cq_is_space(cp) && !cq_is_cjk_punct(cp)) {
             t[k++] = cp;

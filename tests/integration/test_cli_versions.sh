@@ -10,49 +10,12 @@ shared=${CLAUSEQA_SHARED:-$src/../shared}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data=$work/data
-pass=0
-fail=0
-check() { # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
-}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/checks.sh"
 
-# Two versions of a small law: 第二条 renumbered to 第三条 and changed, a new 第二条, one clause unchanged.
+# Two versions of a small law (tests/data/versions/): 第二条 renumbered to 第三条 and changed, a new 第二条, one
+# clause unchanged.
 mkdir -p "$work/docs"
-cat > "$work/docs/示例法(2018-10-26).md" <<'MD'
-# 中华人民共和国示例法
-
-2001年3月1日 第九届全国人民代表大会常务委员会第二十次会议通过
-
-2018年10月26日 第十三届全国人民代表大会常务委员会第六次会议《关于修改〈中华人民共和国示例法〉的决定》修正
-
-第一条 为了规范示例活动，保护当事人的合法权益，制定本法。
-
-第二条 一人有限责任公司不设股东会。股东作出决定时，应当采用书面形式。
-
-第三条 示例活动应当遵守法律、行政法规。
-
-第四条 本法自2001年7月1日起施行。
-MD
-cat > "$work/docs/示例法(2023-12-29).md" <<'MD'
-# 中华人民共和国示例法
-
-2001年3月1日 第九届全国人民代表大会常务委员会第二十次会议通过
-
-2023年12月29日 第十四届全国人民代表大会常务委员会第七次会议修订
-
-第一条 为了规范示例活动，保护当事人的合法权益，制定本法。
-
-第二条 国家鼓励示例活动的创新发展。
-
-第三条 只有一个股东的有限责任公司不设股东会。股东作出决定时，应当采用书面形式，并由股东签名或者盖章。
-
-第四条 示例活动应当遵守法律、行政法规。
-
-第五条 本法自2024年7月1日起施行。
-MD
+cp "$src/tests/data/versions/示例法(2018-10-26).md" "$src/tests/data/versions/示例法(2023-12-29).md" "$work/docs/"
 out=$("$bin" ingest --data "$data" --kb v --json "$work/docs/"*.md)
 check "versions ingested" test "$(echo "$out" | json 'd["ingested"]')" = 2
 
@@ -132,5 +95,4 @@ else
   echo "  ../shared not found: 公司法 checks skipped"
 fi
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+finish

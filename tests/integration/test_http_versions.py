@@ -10,41 +10,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import SHARED_DIR, Checks, Server, quote  # noqa: E402
+from http_server import SHARED_DIR, SOURCE_DIR, Checks, Server, quote  # noqa: E402
 
 T = Checks('test_http_versions')
 check = T.check
 
-V2018 = '''# 中华人民共和国示例法
-
-2001年3月1日 第九届全国人民代表大会常务委员会第二十次会议通过
-
-2018年10月26日 第十三届全国人民代表大会常务委员会第六次会议《关于修改〈中华人民共和国示例法〉的决定》修正
-
-第一条 为了规范示例活动，保护当事人的合法权益，制定本法。
-
-第二条 一人有限责任公司不设股东会。股东作出决定时，应当采用书面形式。
-
-第三条 示例活动应当遵守法律、行政法规。
-
-第四条 本法自2001年7月1日起施行。
-'''
-V2023 = '''# 中华人民共和国示例法
-
-2001年3月1日 第九届全国人民代表大会常务委员会第二十次会议通过
-
-2023年12月29日 第十四届全国人民代表大会常务委员会第七次会议修订
-
-第一条 为了规范示例活动，保护当事人的合法权益，制定本法。
-
-第二条 国家鼓励示例活动的创新发展。
-
-第三条 只有一个股东的有限责任公司不设股东会。股东作出决定时，应当采用书面形式，并由股东签名或者盖章。
-
-第四条 示例活动应当遵守法律、行政法规。
-
-第五条 本法自2024年7月1日起施行。
-'''
+# Two versions of a small law (tests/data/versions/, also the CLI's and the page's test): 第二条 renumbered to
+# 第三条 and changed, a new 第二条, one clause unchanged.
+VERSIONS_DIR = os.path.join(SOURCE_DIR, 'tests', 'data', 'versions')
+V2018, V2023 = (open(os.path.join(VERSIONS_DIR, f'示例法({day}).md'), encoding='utf-8').read()
+                for day in ('2018-10-26', '2023-12-29'))
 
 
 def upload(s, name, text):

@@ -30,7 +30,7 @@ static int64_t add_version(cq_store *s, int64_t kb, const char *name, const char
     assert_int_equal(cq_store_clause_add(s, kb, doc, "中华人民共和国某某法", &h, NULL, &err), CQ_OK);
     for (size_t i = 0; i < n; i++) {
         static const char *const labels[] = {"第一条", "第二条", "第三条", "第四条"};
-        char key[8];
+        char key[24];
         snprintf(key, sizeof key, "%zu", i + 1);
         cq_store_clause c = {.ord = (int)i + 1, .kind = 1, .label = labels[i], .label_key = key, .path = labels[i],
                              .text = articles[i]};

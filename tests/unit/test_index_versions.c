@@ -324,7 +324,7 @@ static int64_t add_law(cq_store *s, int64_t kb, const char *name, const char *ti
         assert_int_equal(cq_store_clause_add(s, kb, doc, title, &c, NULL, &err), CQ_OK);
     }
     for (size_t i = 0; i < n; i++) {
-        char label[64], key[16];
+        char label[64], key[24];
         const char *sp = strchr(articles[i], ' ');
         snprintf(label, sizeof label, "%.*s", (int)(sp - articles[i]), articles[i]);
         snprintf(key, sizeof key, "%zu", i + 1);

@@ -11,6 +11,9 @@
  * Reranking (mode rerank, after fusion): the options' reranker (the trained decoder's relevance judgement,
  * app/rerank.h) rescores the first rerank_top_n hits after the router hits and they are put in its order (see
  * cq_retrieve_options).
+ * Versions (index/versions.h): among the documents the router looks in, and among the hits of one regulation's
+ * versions, the version meant for the query's day (q->as_of, else today; q->version_year) comes first, the other
+ * versions keep their places after it; every hit carries its document's version status on that day.
  *
  * Every retriever is passed in the options: nothing rides on the store connection. */
 #ifndef CQ_INDEX_RETRIEVE_H
@@ -23,6 +26,7 @@
 #include "core/error.h"
 #include "index/query.h"
 #include "index/store.h"
+#include "index/versions.h"
 
 enum {
     CQ_RETRIEVE_ROUTER = 1,
@@ -59,6 +63,8 @@ typedef struct {
     int item;         /* 项 the question named with it (router), 0 none */
     cq_store_box *boxes;
     size_t n_boxes;
+    cq_version_status version; /* its document's version on the day asked about (state unknown when never
+                                  analysed, index/versions.h) */
 } cq_hit;
 
 typedef struct {

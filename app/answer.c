@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/answer_versions.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/numerals.h"
@@ -143,6 +144,7 @@ static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *
         .path = h->path ? strdup(h->path) : NULL,
         .page = h->page_first,
         .quote = strdup(quote),
+        .version = h->version,
     };
     if (!c->doc || !c->quote) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     return CQ_OK;
@@ -240,6 +242,14 @@ cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_op
                              cq_err *err) {
     cq_answer_options o = with_defaults(opt);
     double t0 = cq_clock_seconds();
+    if (q->compare) {
+        bool handled = false;
+        cq_status rc = cq_answer_compare_versions(st, q, out, &handled, err);
+        if (rc || handled) {
+            out->answer_ms = cq_clock_ms_since(t0);
+            return rc;
+        }
+    }
     cq_hits hits;
     cq_status rc = cq_retrieve(st, q, &o.retrieve, &hits, err);
     double retrieve_ms = cq_clock_ms_since(t0);
@@ -249,12 +259,14 @@ cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_op
     }
     rc = cq_answer_from_hits(q, &hits, &o, out, err);
     out->retrieve_ms = retrieve_ms;
+    if (!rc) cq_answer_version_notes(st, q, out);
     return rc;
 }
 
 cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
+    out->as_of = q->as_of;
     cq_answer_options o = with_defaults(opt);
     double t0 = cq_clock_seconds();
     out->hits = *hits;
@@ -333,6 +345,11 @@ void cq_answer_free(cq_answer *a) {
     free(a->citations);
     free(a->answer);
     free(a->notice);
+    free(a->version_notice);
+    if (a->compare) {
+        cq_answer_compare_free(a->compare);
+        free(a->compare);
+    }
     cq_hits_free(&a->hits);
     memset(a, 0, sizeof *a);
 }

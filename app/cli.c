@@ -22,6 +22,8 @@ int cq_cmd_doc(int argc, char **argv);
 int cq_cmd_backup(int argc, char **argv);
 int cq_cmd_restore(int argc, char **argv);
 int cq_cmd_prompt(int argc, char **argv);
+int cq_cmd_compare(int argc, char **argv);
+int cq_cmd_versions(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -32,12 +34,14 @@ static const cq_command commands[] = {
     {"eval", cq_cmd_eval, "score an evaluation suite (shared/eval/FORMAT.md)"},
     {"generate", cq_cmd_generate, "continue a prompt with the decoder (streamed)"},
     {"perplexity", cq_cmd_perplexity, "perplexity of the decoder on a text file"},
-    {"reindex", cq_cmd_reindex, "rebuild a knowledge base's vector index (FAISS) from SQLite"},
+    {"reindex", cq_cmd_reindex, "analyse versions again and rebuild a KB's vector index (FAISS) from SQLite"},
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
     {"backup", cq_cmd_backup, "copy the data directory, consistent while the server runs"},
     {"restore", cq_cmd_restore, "restore a backup into the data directory"},
     {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},
+    {"compare", cq_cmd_compare, "compare two versions of a regulation clause by clause"},
+    {"versions", cq_cmd_versions, "list and correct which documents are versions of one regulation"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -140,6 +140,7 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
                                          {"mode", required_argument, 0, 'm'}, {"json", no_argument, 0, 'j'},
                                          {"jsonl", no_argument, 0, 'l'},      {"help", no_argument, 0, 'h'},
+                                         {"as-of", required_argument, 0, 'a'},
                                          CQ_CLI_ANSWER_OPTIONS,               {0, 0, 0, 0}};
     *o = (cq_question_cli){.k = CQ_RETRIEVE_DEFAULT_K};
     int c;
@@ -156,6 +157,12 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
         case 'm': o->mode = optarg; break;
         case 'j': o->json = 1; break;
         case 'l': o->jsonl = 1; break;
+        case 'a':
+            if (!(o->as_of = cq_date_parse_iso(optarg))) {
+                fprintf(stderr, "clauseqa %s: --as-of is a day written YYYY-MM-DD, not '%s'\n", cmd, optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint(cmd);
         }

@@ -81,16 +81,22 @@ void cq_cli_warn_no_decoder(const char *cmd);
 /* Logs whether d runs an adapter, and which. */
 void cq_cli_log_adapter(const cq_decoder *d);
 
-/* The options `retrieve` and `ask` share: --kb --k --mode --json --jsonl --help, the answer options, and the
- * question (the words after the options, joined by spaces). */
+/* The options `retrieve` and `ask` share: --kb --k --mode --as-of --json --jsonl --help, the answer options, and
+ * the question (the words after the options, joined by spaces). */
 typedef struct {
     const char *kb, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
+    cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (index/versions.h); 0: none */
     cq_answer_cli answer;
 } cq_question_cli;
+
+/* The usage line of --as-of, for the commands that take it. */
+#define CQ_CLI_AS_OF_USAGE                                                                                            \
+    "  --as-of DAY     YYYY-MM-DD: prefer the versions of regulations in force that day (a date in the question,\n"   \
+    "                  \"2020年时\", \"as of 1 March 2020\", does the same)\n"
 
 /* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after
  * --help, 2 for bad usage, with the slip and the --help hint printed). */

@@ -263,7 +263,7 @@ int cq_cmd_eval(int argc, char **argv) {
     /* Retrieval goes EVAL_DEPTH deep for hit@10; the answer step sees the same ranking. */
     cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n};
     cq_reranker reranker = {0};
-    cq_rerank_attach(&ropt, &reranker, dec);
+    cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
     cq_answer_options aopt = {.min_coverage = min_coverage,
                               .min_confidence = min_confidence, .refusal_min_p = refusal_min_p, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {

@@ -36,11 +36,12 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     return rc;
 }
 
-void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d) {
+void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted) {
     if (!d || !cq_decoder_adapter(d)) return;
+    const bool gpu = cq_decoder_get_info(d)->device == CQ_DEVICE_CUDA;
     r->decoder = d;
     o->rerank = cq_rerank_score;
     o->rerank_ctx = r;
-    if (!o->rerank_top_n)
-        o->rerank_top_n = cq_decoder_get_info(d)->device == CQ_DEVICE_CUDA ? CQ_RERANK_TOP_N_GPU : CQ_RERANK_TOP_N_CPU;
+    o->rerank_chinese = mode_defaulted && gpu;
+    if (!o->rerank_top_n) o->rerank_top_n = gpu ? CQ_RERANK_TOP_N_GPU : CQ_RERANK_TOP_N_CPU;
 }

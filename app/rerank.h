@@ -31,7 +31,11 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
 
 /* Makes r (decoder d) the reranker of o when d runs a trained adapter: o->rerank, o->rerank_ctx, and
  * o->rerank_top_n when it is 0 (CQ_RERANK_TOP_N_GPU or _CPU by d's device). Leaves o as it is otherwise, so a
- * retrieval asking for mode rerank then fails with the reason. r must outlive the retrievals. */
-void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d);
+ * retrieval asking for mode rerank then fails with the reason. r must outlive the retrievals.
+ * mode_defaulted: the caller's modes are the default (the user chose none); then, on the GPU, Chinese questions are
+ * reranked by default (o->rerank_chinese): on the dev suites' validation parts reranking lifted hit@1 on every
+ * Chinese suite but was mixed on English ones, and costs ~30 ms on the GPU against seconds on the CPU
+ * (docs/EVAL.md, docs/PERF.md). */
+void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted);
 
 #endif

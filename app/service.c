@@ -80,6 +80,8 @@ cJSON *cq_svc_doc_json(cq_store *st, const cq_doc_info *d, const char *kb, bool 
         cq_json_doc_add_pages(o, pages, n, all_pages);
         free(pages);
     }
+    cJSON *v = all_pages ? cq_svc_version_json(st, d->id) : NULL; /* one document: with its group's versions */
+    if (v) cJSON_AddItemToObject(o, "version", v);
     return o;
 }
 
@@ -93,6 +95,7 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     cq_svc_library_web(w);
     cq_svc_jobs_web(w);
     cq_svc_ask_web(w);
+    cq_svc_versions_web(w);
     cq_svc_conversations_web(w);
 }
 

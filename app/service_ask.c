@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app/answer.h"
+#include "app/answer_versions.h"
 #include "app/followup.h"
 #include "app/json.h"
 #include "app/service_internal.h"
@@ -70,12 +71,16 @@ static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *hist
     return cq_followup_resolve(q, &ctx);
 }
 
-/* The question as it is answered: parsed for KB kb_id and, when it is a follow-up, completed against the history
- * and parsed again (*resolved then says so: q->text is the completed question). */
-static cq_status parse_question(cq_store *st, int64_t kb_id, const char *question, const cJSON *history, cq_query *q,
-                                bool *resolved, cq_err *err) {
+/* The question wq asks as it is answered: parsed for KB kb_id and, when it is a follow-up, completed against history
+ * (the request's or its conversation's turns) and parsed again (*resolved then says so: q->text is the completed
+ * question); the request's "as_of" overrides a day the question names. */
+static cq_status parse_question(cq_store *st, int64_t kb_id, const cq_web_question *wq, const cJSON *history,
+                                cq_query *q, bool *resolved, cq_err *err) {
     *resolved = false;
-    cq_status rc = cq_query_parse(st, kb_id, question, q, err);
+    cq_date as_of = 0;
+    if (wq->as_of && wq->as_of[0] && !(as_of = cq_date_parse_iso(wq->as_of)))
+        return cq_err_set(err, CQ_ERR_INVALID, "\"as_of\" must be a day written YYYY-MM-DD, not '%s'", wq->as_of);
+    cq_status rc = cq_query_parse(st, kb_id, wq->question, q, err);
     char *completed = rc ? NULL : resolve_followup(st, q, history);
     if (completed) {
         cq_query_free(q);
@@ -83,7 +88,14 @@ static cq_status parse_question(cq_store *st, int64_t kb_id, const char *questio
         *resolved = !rc;
         free(completed);
     }
+    if (!rc && as_of) cq_query_set_as_of(q, as_of);
     return rc;
+}
+
+/* "as_of": the day the question was answered for, when it named one or the request gave one. */
+static void add_as_of(cJSON *o, const cq_query *q) {
+    char d[11];
+    if (q->as_of) cJSON_AddStringToObject(o, "as_of", cq_date_format(q->as_of, d));
 }
 
 /* A retrieval mode this server cannot run (dense without trained encoder weights) is the request's problem (400),
@@ -96,7 +108,7 @@ static cq_status question_error(cq_status rc, cq_err *err) {
 static cq_status question_options(cq_service *s, const cq_web_question *q, cq_retrieve_options *o, cq_err *err) {
     *o = (cq_retrieve_options){.k = q->k > 0 ? (size_t)q->k : 0, .dense = s->dense};
     o->modes = cq_retrieve_parse_mode(q->mode, err);
-    cq_rerank_attach(o, &s->reranker, s->decoder);
+    cq_rerank_attach(o, &s->reranker, s->decoder, q->mode == NULL);
     return o->modes ? CQ_OK : (err->code ? err->code : CQ_ERR_INVALID);
 }
 
@@ -110,7 +122,7 @@ static cq_store *begin_question(cq_service *s, const char *kb, const cq_web_ques
     cq_store *st = question_options(s, wq, opt, err) ? NULL : cq_svc_open_kb(s, kb, &kb_id, err);
     if (!st) return NULL;
     *t0 = cq_clock_seconds();
-    if (parse_question(st, kb_id, wq->question, wq->history, q, resolved, err)) {
+    if (parse_question(st, kb_id, wq, wq->history, q, resolved, err)) {
         cq_svc_pool_put(s, st);
         return NULL;
     }
@@ -134,6 +146,7 @@ static cq_status svc_retrieve(void *ctx, const char *kb, const cq_web_question *
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "question", q->question);
         if (resolved) cJSON_AddStringToObject(o, "resolved_question", query.text);
+        add_as_of(o, &query);
         cJSON_AddItemToObject(o, "results", cq_json_hits(&hits));
         cJSON *t = cJSON_AddObjectToObject(o, "timings");
         cJSON_AddNumberToObject(t, "followup_ms", ms_between(t0, t1));
@@ -253,9 +266,20 @@ static cq_status answer_ask(cq_service *s, const cq_web_principal *who, const ch
     cq_status rc = open_conversation(st, who, kb_id, kb, q, stream, conversation_id, created, &history, err);
     if (!rc) {
         if (cJSON_GetArraySize(history ? history : q->history) > 0) tell(stream, "stage", "resolving", NULL, 0);
-        rc = parse_question(st, kb_id, q->question, history ? history : q->history, query, resolved, err);
+        rc = parse_question(st, kb_id, q, history ? history : q->history, query, resolved, err);
     }
     cJSON_Delete(history);
+    if (!rc && query->compare) { /* a question comparing versions is answered from their comparison */
+        t[1] = cq_clock_seconds();
+        tell(stream, "stage", "comparing", NULL, 0);
+        bool handled = false;
+        rc = cq_answer_compare_versions(st, query, a, &handled, err);
+        if (rc || handled) {
+            cq_svc_pool_put(s, st);
+            if (!rc) a->answer_ms = ms_between(t[1], cq_clock_seconds());
+            return rc;
+        }
+    }
     cq_hits hits = {0};
     if (!rc) {
         t[1] = cq_clock_seconds();
@@ -276,8 +300,13 @@ static cq_status answer_ask(cq_service *s, const cq_web_principal *who, const ch
         opt.user = relay;
     }
     rc = cq_answer_from_hits(query, &hits, &opt, a, err);
-    if (!rc) a->retrieve_ms = ms_between(t[1], t[2]);
-    return rc;
+    if (rc) return rc;
+    a->retrieve_ms = ms_between(t[1], t[2]);
+    /* which version the answer rests on (a connection again, briefly; without one the note is left out) */
+    cq_err verr = {0};
+    if ((st = cq_svc_pool_get(s, &verr))) cq_answer_version_notes(st, query, a);
+    cq_svc_pool_put(s, st);
+    return CQ_OK;
 }
 
 static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb, const cq_web_question *q,

@@ -6,6 +6,7 @@
  *   service_jobs.c     uploads, the ingestion queue and its worker, jobs
  *   service_ask.c      retrieve and ask: follow-up questions, streaming, stages, keeping the turns
  *   service_conversations.c  conversations: listed, read, renamed, deleted by their owner; turns as history
+ *   service_versions.c versions of a regulation (a document's version, corrections) and comparisons
  * Each concern fills its entries of the web table (cq_svc_*_web); the JSON is app/json.h. */
 #ifndef CQ_APP_SERVICE_INTERNAL_H
 #define CQ_APP_SERVICE_INTERNAL_H
@@ -75,6 +76,9 @@ cq_status cq_svc_kb_list(cq_service *s, cq_kb_info **kbs, size_t *n, cq_err *err
 cq_status cq_svc_kb_name(cq_store *st, int64_t kb_id, char kb[128], cq_err *err);
 /* A document as JSON (app/json.h) with its page quality warnings, and every page's quality with all_pages. */
 cJSON *cq_svc_doc_json(cq_store *st, const cq_doc_info *d, const char *kb, bool all_pages);
+/* A document's version of a regulation as JSON (app/json.h's version object with "version_list": the versions of
+ * its group, each with its status today), or NULL when it has none (service_versions.c). */
+cJSON *cq_svc_version_json(cq_store *st, int64_t doc_id);
 /* "a/b", malloc'd. */
 char *cq_svc_path_join(const char *a, const char *b);
 
@@ -107,5 +111,6 @@ void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_g
 void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list */
 void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
 void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */
+void cq_svc_versions_web(cq_web_service *w);      /* doc_version, doc_compare */
 
 #endif

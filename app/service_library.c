@@ -12,6 +12,7 @@
 #include "app/service_internal.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "index/versions.h"
 #include "reader/reader.h"
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
@@ -81,13 +82,26 @@ static cq_status svc_doc_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     cq_doc_info *docs = NULL;
     size_t n = 0;
     cq_status rc = cq_store_doc_list(st, id, &docs, &n, err);
+    /* every document's version today (index/versions.h), analysing those never analysed */
+    cq_version_status *versions = NULL;
+    size_t n_versions = 0;
+    cq_err verr = {0};
+    if (!rc && (cq_versions_ensure(st, id, false, NULL, &verr) ||
+                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)))
+        CQ_WARN("versions of KB %s: %s", kb, verr.msg);
     if (!rc) {
         cJSON *a = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++) /* the pages of documents that need a warning */
-            cJSON_AddItemToArray(a, docs[i].quality < CQ_PAGE_QUALITY_WARN ? cq_svc_doc_json(st, &docs[i], kb, false)
-                                                                           : cq_json_doc(&docs[i], kb));
+        for (size_t i = 0; i < n; i++) { /* the pages of documents that need a warning */
+            cJSON *d = docs[i].quality < CQ_PAGE_QUALITY_WARN ? cq_svc_doc_json(st, &docs[i], kb, false)
+                                                              : cq_json_doc(&docs[i], kb);
+            const cq_version_status *v = cq_versions_find(versions, n_versions, docs[i].id);
+            cJSON *vj = v ? cq_json_version(v) : NULL;
+            if (vj) cJSON_AddItemToObject(d, "version", vj);
+            cJSON_AddItemToArray(a, d);
+        }
         *out = a;
     }
+    free(versions);
     cq_doc_info_free_array(docs, n);
     cq_svc_pool_put(s, st);
     return rc;
@@ -252,6 +266,8 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
         const cq_reader_format *format = cq_reader_format_named(d.format);
         *out = cq_json_clause(&c, &d, kb, pages, n_pages, format && format->render);
         free(pages);
+        cJSON *v = cq_svc_version_json(st, c.doc_id); /* for the drawer: status, and the versions to compare with */
+        if (v) cJSON_AddItemToObject(*out, "version", v);
     }
     cq_svc_pool_put(s, st);
     cq_clause_row_free(&c);

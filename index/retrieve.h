@@ -11,17 +11,22 @@
  * Reranking (mode rerank, after fusion): the options' reranker (the trained decoder's relevance judgement,
  * app/rerank.h) rescores the first rerank_top_n hits after the router hits and they are put in its order (see
  * cq_retrieve_options).
+ * Versions (index/versions.h): among the documents the router looks in, and among the hits of one regulation's
+ * versions, the version meant for the query's day (q->as_of, else today; q->version_year) comes first, the other
+ * versions keep their places after it; every hit carries its document's version status on that day.
  *
  * Every retriever is passed in the options: nothing rides on the store connection. */
 #ifndef CQ_INDEX_RETRIEVE_H
 #define CQ_INDEX_RETRIEVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
 #include "index/query.h"
 #include "index/store.h"
+#include "index/versions.h"
 
 enum {
     CQ_RETRIEVE_ROUTER = 1,
@@ -58,6 +63,8 @@ typedef struct {
     int item;         /* 项 the question named with it (router), 0 none */
     cq_store_box *boxes;
     size_t n_boxes;
+    cq_version_status version; /* its document's version on the day asked about (state unknown when never
+                                  analysed, index/versions.h) */
 } cq_hit;
 
 typedef struct {
@@ -87,6 +94,9 @@ typedef struct {
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;
+    bool rerank_chinese; /* with rerank set, rerank Chinese questions even without CQ_RETRIEVE_RERANK in the modes:
+                            what callers set when the modes were left to the default and reranking is cheap (the
+                            GPU); docs/EVAL.md says where reranking wins */
 } cq_retrieve_options;
 
 /* The clauses of KB q->kb_id (q parsed with a store) that answer q, best first, at most k. */

@@ -14,9 +14,11 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
+    void *versions_seen; /* index/versions.c */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
+void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -117,6 +119,27 @@ static const char *const migrations[] = {
     "  created_at INTEGER NOT NULL);\n"
     "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n"
     "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n",
+    /* 5: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+     * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
+     * Documents ingested before this migration get their rows when their KB is first asked about, or by
+     * `clauseqa reindex`. */
+    "CREATE TABLE doc_versions(\n"
+    "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  label TEXT NOT NULL DEFAULT '',\n"
+    "  promulgated INTEGER NOT NULL DEFAULT 0,\n"
+    "  effective INTEGER NOT NULL DEFAULT 0,\n"
+    "  repealed INTEGER NOT NULL DEFAULT 0,\n"
+    "  by_user INTEGER NOT NULL DEFAULT 0,\n"
+    "  analysed_at INTEGER NOT NULL);\n"
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);\n"
+    "CREATE TABLE doc_repeals(\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  key TEXT NOT NULL,\n"
+    "  PRIMARY KEY(doc_id, key)) WITHOUT ROWID;\n"
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -202,6 +225,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
 void cq_store_close(cq_store *s) {
     if (!s) return;
     cq_router_cache_free(s->router_cache);
+    free(s->versions_seen);
     sqlite3_close(s->db);
     free(s);
 }

@@ -10,6 +10,8 @@
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
  *   jobs(id, kb_id, doc_id, state, done, total, error, error_code, created_at, updated_at)
  *   api_keys (index/keys.h), conversations and conversation_turns (index/conversations.h)
+ *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
+ *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
  * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
  *
  * A cq_store is one connection: use it from one thread at a time (open one per thread). */
@@ -25,7 +27,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 4
+#define CQ_STORE_SCHEMA_VERSION 5
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"

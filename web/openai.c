@@ -171,7 +171,10 @@ void cq_web_openai_chat(cq_web_req *r) {
 
     /* The client keeps the history; the service keeps the turns only when asked ("store": true, as OpenAI's own
      * API has it) or when the request continues a conversation ("conversation_id"). */
-    cq_web_question q = {.question = question, .history = history};
+    const cJSON *as_of = cJSON_GetObjectItem(body, "as_of"); /* an extension, as in /ask */
+    cq_web_question q = {.question = question,
+                         .history = history,
+                         .as_of = cJSON_IsString(as_of) ? as_of->valuestring : NULL};
     if (!cq_web_parse_conversation(r, body, false, &q)) goto out;
     const cJSON *stream_flag = cJSON_GetObjectItem(body, "stream");
     bool stream = cJSON_IsTrue(stream_flag);

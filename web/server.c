@@ -476,9 +476,44 @@ static void handle_clause(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+/* ---- versions and comparisons --------------------------------------------------------------------------------- */
+
+static void handle_document_version(cq_web_req *r, int64_t id) {
+    bool get = method_is(r, "GET"), put = method_is(r, "PUT"), del = method_is(r, "DELETE");
+    if (!get && !put && !del) return method_not_allowed(r, "GET, PUT, DELETE");
+    if (!authorize_doc(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT)) return;
+    cJSON *body = put ? cq_web_read_json(r) : NULL;
+    if (put && !body) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_version(r->svc->ctx, id, body, del, &out, &err);
+    cJSON_Delete(body);
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_compare(cq_web_req *r, int64_t a, const char *seg_b) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    int64_t b = path_id(r, seg_b);
+    if (!b) return;
+    if (!authorize_doc(r, a, CQ_WEB_READ) || !authorize_doc(r, b, CQ_WEB_READ)) return;
+    char clause[64] = "", clause_id[32] = "", changed[8] = "";
+    cq_web_compare q = {0};
+    if (cq_web_query(r, "clause", clause, sizeof clause) && clause[0]) q.clause = clause;
+    if (cq_web_query(r, "clause_id", clause_id, sizeof clause_id) && clause_id[0]) {
+        char *end;
+        q.clause_id = strtoll(clause_id, &end, 10);
+        if (*end || q.clause_id <= 0) return cq_web_send_error(r, 400, "invalid", "clause_id must be a clause id");
+    }
+    if (cq_web_query(r, "changed", changed, sizeof changed)) q.changes_only = strcmp(changed, "0") && strcmp(changed, "false");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_compare(r->svc->ctx, a, b, &q, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
 /* ---- questions ------------------------------------------------------------------------------------------------ */
 
-/* Fills q from a request body {"question", "k", "mode", "history"}; sends 400 and returns false when invalid. */
+/* Fills q from a request body {"question", "k", "mode", "as_of", "history"}; sends 400 and returns false when invalid. */
 static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q) {
     memset(q, 0, sizeof *q);
     const cJSON *question = cJSON_GetObjectItem(body, "question");
@@ -502,6 +537,14 @@ static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q)
             return false;
         }
         q->mode = mode->valuestring;
+    }
+    const cJSON *as_of = cJSON_GetObjectItem(body, "as_of");
+    if (as_of && !cJSON_IsNull(as_of)) {
+        if (!cJSON_IsString(as_of)) {
+            cq_web_send_error(r, 400, "invalid", "\"as_of\" must be a day written \"YYYY-MM-DD\"");
+            return false;
+        }
+        q->as_of = as_of->valuestring;
     }
     const cJSON *history = cJSON_GetObjectItem(body, "history");
     if (history && !cJSON_IsNull(history)) {
@@ -696,6 +739,8 @@ static void dispatch(cq_web_req *r) {
         r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
                    : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
                    : n == 6 && seg_is(r, 4, "pages")         ? CQ_ROUTE_PAGE_IMAGE
+                   : n == 5 && seg_is(r, 4, "version")       ? CQ_ROUTE_DOCUMENT_VERSION
+                   : n == 6 && seg_is(r, 4, "compare")       ? CQ_ROUTE_COMPARE
                                                              : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "clauses") && n == 4) {
         r->route = CQ_ROUTE_CLAUSE;
@@ -731,6 +776,12 @@ static void dispatch(cq_web_req *r) {
         return;
     case CQ_ROUTE_CLAUSE:
         if ((id = path_id(r, r->seg[3]))) handle_clause(r, id);
+        return;
+    case CQ_ROUTE_DOCUMENT_VERSION:
+        if ((id = path_id(r, r->seg[3]))) handle_document_version(r, id);
+        return;
+    case CQ_ROUTE_COMPARE:
+        if ((id = path_id(r, r->seg[3]))) handle_compare(r, id, r->seg[5]);
         return;
     case CQ_ROUTE_CONVERSATIONS: return handle_conversations(r);
     case CQ_ROUTE_CONVERSATION:

@@ -49,16 +49,24 @@ typedef struct {
                              NULL; borrowed. An ask that continues a conversation reads its stored turns instead */
     int k;                /* clauses to retrieve; 0 = default */
     const char *mode;     /* retrieval modes ("hybrid", "router,bm25" ...) or NULL */
+    const char *as_of;    /* "YYYY-MM-DD": answer from the versions in force that day (index/versions.h), or NULL */
     /* ask only: conversations kept by the service, per key (docs/API.md) */
     int64_t conversation_id; /* continue this conversation of the asker's; 0: none named */
     bool keep;               /* keep the turn: in conversation_id, or in a new conversation when that is 0 */
     bool regenerate;         /* the turn replaces the conversation's last one */
 } cq_web_question;
 
+/* Which pairs of a comparison of two documents to send (GET /api/v1/documents/{a}/compare/{b}?clause=&changed=). */
+typedef struct {
+    const char *clause;   /* an article of either side: "60", "第六十条", "20-1"; NULL: all */
+    int64_t clause_id;    /* a clause of either side; 0: all */
+    bool changes_only;    /* leave out the clauses that did not change */
+} cq_web_compare;
+
 /* Streaming an answer. on_token gets every piece of answer text; on_event (may be NULL) the events before and
  * between them: "conversation" {"conversation_id", "title"} first, then "stage" {"stage": "resolving" |
- * "retrieving" | "generating" | "answering", ...the timings so far}. data is borrowed. Both return 0 to go on,
- * non-zero when the client is gone. */
+ * "retrieving" | "comparing" | "generating" | "answering", ...the timings so far}. data is borrowed. Both return 0
+ * to go on, non-zero when the client is gone. */
 typedef int (*cq_web_token_fn)(void *user, const char *text, size_t len);
 typedef struct {
     cq_web_token_fn on_token;
@@ -95,6 +103,13 @@ typedef struct {
     /* The page as PNG, width pixels wide, with the clause's boxes highlighted (clause_id 0: none). */
     cq_status (*page_image)(void *ctx, int64_t doc_id, int page_no, int64_t clause_id, int width, cq_web_file *file,
                             cq_err *err);
+    /* A document's version of a regulation (index/versions.h): {"document_id", "doc", "version", "version_list"}.
+     * edit (PUT's body: "group", "label", "promulgated", "effective", "repealed", "status") is a person's correction
+     * applied first; reset (DELETE) goes back to the automatic analysis. INVALID for a malformed edit. */
+    cq_status (*doc_version)(void *ctx, int64_t doc_id, const cJSON *edit, bool reset, cJSON **out, cq_err *err);
+    /* Documents a (the older) and b compared clause by clause (index/compare.h). */
+    cq_status (*doc_compare)(void *ctx, int64_t doc_a, int64_t doc_b, const cq_web_compare *q, cJSON **out,
+                             cq_err *err);
     /* A clause with its document, heading path, pages and boxes (for citation chips). */
     cq_status (*clause_get)(void *ctx, int64_t clause_id, cJSON **out, char kb[128], cq_err *err);
 

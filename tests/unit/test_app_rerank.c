@@ -134,13 +134,14 @@ static void test_rerank(void **state) {
     double scores[7];
     assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_ERR_UNSUPPORTED); /* the base model */
     cq_retrieve_options o = {0};
-    cq_rerank_attach(&o, &r, dec);
+    cq_rerank_attach(&o, &r, dec, true);
     assert_null(o.rerank); /* no adapter: nothing attached, so mode rerank fails with the reason */
     assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
-    cq_rerank_attach(&o, &r, dec);
+    cq_rerank_attach(&o, &r, dec, true);
     assert_ptr_equal(o.rerank, cq_rerank_score);
     assert_ptr_equal(o.rerank_ctx, &r);
     assert_int_equal(o.rerank_top_n, CQ_RERANK_TOP_N_CPU);
+    assert_false(o.rerank_chinese); /* the CPU: reranking only when asked for */
     /* Every batch size gives each clause the score of its prompt run alone. */
     double want[7];
     for (size_t i = 0; i < h.n; i++) want[i] = relevance(text, &h.hits[i]);

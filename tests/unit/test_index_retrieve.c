@@ -387,6 +387,20 @@ static void test_rerank(void **state) {
     assert_true(h.hits[1].clause_id > h.hits[2].clause_id);
     assert_no_duplicates(&h);
     cq_hits_free(&h);
+    /* rerank_chinese (the GPU's default): a Chinese question is reranked without the mode, an English one is not. */
+    p = (rerank_probe){0};
+    cq_retrieve_options zh = {.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4, .rerank_chinese = true};
+    assert_int_equal(retrieve(f, "工资 劳动者 会议", &zh, &h, &err), CQ_OK);
+    assert_int_equal(p.calls, 1);
+    cq_hits_free(&h);
+    static const char *const payment[][4] = {
+        {"7.2", "7.2", "7 Fees > 7.2", "7.2 Payment. The Customer shall pay each invoice within thirty days."},
+    };
+    test_add_doc(f->s, f->kb, "services-agreement", "Services Agreement", "h5", payment, 1);
+    assert_int_equal(retrieve(f, "When must the customer pay an invoice?", &zh, &h, &err), CQ_OK);
+    assert_true(h.n > 0);
+    assert_int_equal(p.calls, 1);
+    cq_hits_free(&h);
     /* A failing reranker fails the retrieval with its reason. */
     p = (rerank_probe){.fail = 1};
     assert_int_equal(retrieve(f, "工资 劳动者 会议", &o, &h, &err), CQ_ERR_INTERNAL);

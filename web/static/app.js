@@ -1,7 +1,8 @@
 /* clauseqa page: document library (KBs, uploads with progress, status), conversations kept by the server (listed,
  * reopened, renamed, deleted) and the chat (answers streamed with the server's stages, citations that open the
- * clause and its highlighted page, stop, copy, regenerate). One pane at a time on a phone. Talks only to this
- * server's /api/v1 (docs/API.md). */
+ * clause and its highlighted page, stop, copy, regenerate) and versions of a regulation (each document's status and
+ * label, a person's correction, "as of" a day, comparisons with the character diff). One pane at a time on a phone.
+ * Talks only to this server's /api/v1 (docs/API.md). */
 'use strict';
 
 const I18N = {
@@ -30,8 +31,19 @@ const I18N = {
     rename: '重命名', renamePrompt: '对话的新名称', confirmDeleteConv: '删除对话“{0}”？', turns: '{0} 轮',
     stop: '停止', stopped: '已停止', copy: '复制', copied: '已复制', regenerate: '重新生成', dismiss: '关闭',
     notice: '说明', convGone: '这个对话已不存在。',
-    stages: { resolving: '理解追问…', retrieving: '检索条款…', generating: '生成回答…', answering: '整理答案…' },
+    stages: { resolving: '理解追问…', retrieving: '检索条款…', comparing: '比较版本…', generating: '生成回答…',
+      answering: '整理答案…' },
     retrieved: '检索用时 {0} ms',
+    asOf: '截至', asOfHint: '按该日有效的法规版本回答', in_force: '现行有效', superseded: '已被取代', repealed: '已废止',
+    not_yet_in_force: '尚未施行', unknown: '未知', versionsN: '共 {0} 个版本', compare: '比较', compareWith: '与{0}比较',
+    editVersion: '版本信息', compareTitle: '版本对比', changedOnly: '只看改动', wholeDoc: '全部条文', versionTitle: '版本信息',
+    vGroup: '所属法规（版本组，留空则单独成组）', vLabel: '版本名称', vPromulgated: '公布日期', vEffective: '施行日期',
+    vRepealed: '废止日期（空：未废止）', vAuto: '恢复自动识别',
+    kinds: { same: '未变', changed: '修改', added: '新增', removed: '删除' },
+    renumbered: '条号变化', moved: '位置移动', fullCompare: '查看完整对比',
+    summary: '原 {0} 条，现 {1} 条：修改 {2}，新增 {3}，删除 {4}，未变 {5}（条号变化 {6}）',
+    effectiveFrom: '{0} 起施行', previousVersion: '上一版本', nextVersion: '下一版本', noPairs: '没有符合条件的条文',
+    saved: '已保存',
     errors: {
       bad_format: '文件格式不对或已损坏，无法读取', unsupported: '不支持这种文件类型（可上传 {0}）',
       empty: '文件是空的，或读不出文字', exists: '知识库里已有同名的另一份文档：先删除它，或改名后再上传',
@@ -74,9 +86,20 @@ const I18N = {
     confirmDeleteConv: 'Delete conversation “{0}”?', turns: '{0} turns', stop: 'Stop', stopped: 'stopped',
     copy: 'Copy', copied: 'copied', regenerate: 'Regenerate', dismiss: 'Dismiss', notice: 'Note',
     convGone: 'That conversation no longer exists.',
-    stages: { resolving: 'Reading the follow-up…', retrieving: 'Searching the clauses…', generating: 'Writing the answer…',
-      answering: 'Composing the answer…' },
+    stages: { resolving: 'Reading the follow-up…', retrieving: 'Searching the clauses…', comparing: 'Comparing the versions…',
+      generating: 'Writing the answer…', answering: 'Composing the answer…' },
     retrieved: 'searched in {0} ms',
+    asOf: 'As of', asOfHint: 'Answer from the versions of regulations in force that day', in_force: 'in force',
+    superseded: 'superseded', repealed: 'repealed', not_yet_in_force: 'not yet in force', unknown: 'unknown',
+    versionsN: '{0} versions', compare: 'Compare', compareWith: 'Compare with {0}', editVersion: 'Version',
+    compareTitle: 'Versions compared', changedOnly: 'changes only', wholeDoc: 'All clauses', versionTitle: 'Version',
+    vGroup: 'Regulation (version group; empty: on its own)', vLabel: 'Version name', vPromulgated: 'Promulgated',
+    vEffective: 'In force from', vRepealed: 'Repealed on (empty: not repealed)', vAuto: 'Back to automatic',
+    kinds: { same: 'same', changed: 'changed', added: 'added', removed: 'removed' },
+    renumbered: 'renumbered', moved: 'moved', fullCompare: 'Whole comparison',
+    summary: '{0} clauses before, {1} now: {2} changed, {3} added, {4} removed, {5} same ({6} renumbered)',
+    effectiveFrom: 'in force from {0}', previousVersion: 'previous version', nextVersion: 'next version',
+    noPairs: 'no clauses to show', saved: 'saved',
     errors: {
       bad_format: 'the file is not in a readable format, or it is damaged', unsupported: 'this file type is not supported (upload {0})',
       empty: 'the file is empty, or no text could be read from it',
@@ -184,6 +207,7 @@ function applyLanguage() {
   document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
   document.querySelectorAll('[data-i18n]').forEach((e) => { e.textContent = t(e.dataset.i18n); });
   document.querySelectorAll('[data-i18n-placeholder]').forEach((e) => { e.placeholder = t(e.dataset.i18nPlaceholder); });
+  document.querySelectorAll('[data-i18n-title]').forEach((e) => { e.title = t(e.dataset.i18nTitle); });
   if (PHONE.matches) $('question').placeholder = t('askPlaceholderShort'); /* the keys hint does not fit, nor apply */
   $('lang-toggle').textContent = state.lang === 'zh' ? 'EN' : '中文';
   renderAskButton();
@@ -358,6 +382,117 @@ function statusBadge(status) {
   return el('span', { class: 'badge ' + status }, t(status));
 }
 
+/* ---- versions of a regulation --------------------------------------------------------------------------------- */
+
+/* Does a version object say something worth showing (several versions, or not in force)? */
+const versionMatters = (v) => v && (v.versions > 1 || (v.status && v.status !== 'in_force'));
+
+function versionBadge(v) {
+  const title = [v.label, v.effective ? t('effectiveFrom', v.effective) : '', v.repealed ? t('repealed') + ' ' + v.repealed : '']
+    .filter(Boolean).join(' · ');
+  return el('span', { class: 'badge version ' + v.status, title, 'data-status': v.status }, t(v.status));
+}
+
+/* The version line of a document in the list: label, status, and the buttons to compare and correct. */
+function docVersion(d) {
+  const v = d.version;
+  if (d.status !== 'ready') return null;
+  const compare = v && (v.previous || v.next);
+  return el('div', { class: 'doc-version small muted' },
+    v && versionMatters(v) ? versionBadge(v) : null,
+    v && v.label ? el('span', { class: 'doc-version-label' }, v.label) : null,
+    v && v.versions > 1 ? el('span', {}, t('versionsN', v.versions)) : null,
+    compare ? el('button', { class: 'link small compare-doc', type: 'button',
+      onclick: () => (v.previous ? openCompare(v.previous.document_id, d.id, {}) : openCompare(d.id, v.next.document_id, {})) },
+      t('compare')) : null,
+    el('button', { class: 'link small edit-version', type: 'button', onclick: () => editVersion(d) }, t('editVersion')));
+}
+
+function diffNodes(diff) {
+  return diff.map((x) => (x.op === 'added' ? el('ins', { class: 'diff' }, x.text)
+    : x.op === 'removed' ? el('del', { class: 'diff' }, x.text) : document.createTextNode(x.text)));
+}
+
+const clauseLabels = (cl) => cl.map((c) => c.clause || '¶').join(' + ');
+
+function renderPair(p) {
+  const head = el('div', { class: 'pair-head' },
+    el('span', { class: 'badge ' + p.kind }, t('kinds')[p.kind] || p.kind),
+    p.a.length && p.b.length ? clauseLabels(p.a) + ' → ' + clauseLabels(p.b) : clauseLabels(p.a.length ? p.a : p.b),
+    p.renumbered ? el('span', { class: 'muted small' }, t('renumbered')) : null,
+    p.moved ? el('span', { class: 'muted small' }, t('moved')) : null,
+    p.kind === 'changed' ? el('span', { class: 'muted small' }, '≈' + Math.round(p.similarity * 100) + '%') : null);
+  let body;
+  if (p.kind === 'changed') body = diffNodes(p.diff);
+  else if (p.kind === 'added') body = [el('ins', { class: 'diff' }, p.b.map((c) => c.text).join('\n'))];
+  else if (p.kind === 'removed') body = [el('del', { class: 'diff' }, p.a.map((c) => c.text).join('\n'))];
+  else body = [p.b.map((c) => c.text).join('\n')];
+  return el('div', { class: 'pair ' + p.kind, 'data-kind': p.kind }, head, el('div', { class: 'pair-text' }, body));
+}
+
+const compareState = { a: 0, b: 0, opts: {} };
+
+/* The comparison of document a (older) with b, in the compare dialog; opts.clauseId / opts.clause narrow it. */
+async function openCompare(a, b, opts) {
+  compareState.a = a;
+  compareState.b = b;
+  compareState.opts = opts || {};
+  await renderCompare();
+  const d = $('compare-dialog');
+  if (!d.open) d.showModal();
+}
+
+async function renderCompare() {
+  const { a, b, opts } = compareState;
+  const q = new URLSearchParams();
+  if (opts.clauseId) q.set('clause_id', opts.clauseId);
+  if (opts.clause) q.set('clause', opts.clause);
+  if ($('compare-changed').checked) q.set('changed', '1');
+  let c;
+  try { c = await api('GET', '/api/v1/documents/' + a + '/compare/' + b + '?' + q); } catch (e) { toast(e.message, true); return; }
+  const side = (x) => x.doc + (x.version && x.version.label ? ' (' + x.version.label + (x.version.effective ? ', ' + t('effectiveFrom', x.version.effective) : '') + ')' : '');
+  $('compare-sides').textContent = side(c.a) + '  →  ' + side(c.b);
+  const s = c.summary;
+  $('compare-summary').textContent = t('summary', c.a.clauses, c.b.clauses, s.changed, s.added, s.removed, s.same, s.renumbered);
+  $('compare-all').hidden = !(opts.clauseId || opts.clause);
+  $('compare-pairs').replaceChildren(...(c.pairs.length ? c.pairs.map(renderPair) : [el('p', { class: 'muted' }, t('noPairs'))]));
+}
+
+$('compare-changed').addEventListener('change', renderCompare);
+$('compare-all').addEventListener('click', () => { compareState.opts = {}; renderCompare(); });
+$('compare-close').addEventListener('click', () => $('compare-dialog').close());
+
+let versionDoc = null;
+async function editVersion(d) {
+  let r;
+  try { r = await api('GET', '/api/v1/documents/' + d.id + '/version'); } catch (e) { toast(e.message, true); return; }
+  versionDoc = d;
+  const v = r.version || {};
+  $('version-doc').textContent = d.name;
+  $('v-group').value = v.group || '';
+  $('v-label').value = v.label || '';
+  $('v-promulgated').value = v.promulgated || '';
+  $('v-effective').value = v.effective || '';
+  $('v-repealed').value = v.repealed || '';
+  $('version-dialog').showModal();
+}
+
+$('version-dialog').addEventListener('close', async () => {
+  const how = $('version-dialog').returnValue;
+  if (!versionDoc || (how !== 'save' && how !== 'auto')) return;
+  const path = '/api/v1/documents/' + versionDoc.id + '/version';
+  const edit = {
+    group: $('v-group').value.trim(), label: $('v-label').value.trim(),
+    promulgated: $('v-promulgated').value || null, effective: $('v-effective').value || null,
+    repealed: $('v-repealed').value || null,
+  };
+  try {
+    await (how === 'auto' ? api('DELETE', path) : api('PUT', path, edit));
+    toast(versionDoc.name + ' — ' + t('saved'));
+    await loadDocs();
+  } catch (e) { toast(e.message, true); }
+});
+
 function renderDocs() {
   const list = $('docs');
   const f = ($('doc-filter').value || '').toLowerCase();
@@ -373,6 +508,7 @@ function renderDocs() {
           d.format.toUpperCase(),
           d.pages ? ' · ' + d.pages + ' ' + t('pages') : '',
           ' · ' + d.clauses + ' ' + t('clauses')),
+        docVersion(d),
         /* the reason is the server's (English) words: in Chinese it says "failed" and shows them on hover */
         d.error ? el('div', { class: 'doc-error small', title: d.error }, state.lang === 'en' ? d.error : errorText('failed')) : null,
         warn ? el('div', { class: 'doc-warn small', title: warnings },
@@ -573,7 +709,9 @@ async function openConversation(id, quiet) {
   setConversation(c.id);
   for (const turn of c.turns) {
     addMessage('user', turn.question);
-    renderAnswer(addMessage('assistant', ''), turn);
+    const m = addMessage('assistant', '');
+    if (turn.as_of) m.msg.dataset.asOf = turn.as_of; /* regenerate asks for the day it was answered for */
+    renderAnswer(m, turn);
   }
   refreshActions();
   showPane('chat');
@@ -619,6 +757,12 @@ function citationLabel(c) {
   return c.doc + (c.clause ? ' ' + c.clause : '') + (c.page ? ' · p.' + c.page : '');
 }
 
+/* The version a citation rests on, in words, when it matters ("2018年修正, 已被取代"); '' when not. */
+function citationVersion(c) {
+  const v = c.version;
+  return versionMatters(v) ? [v.label, t(v.status)].filter(Boolean).join(', ') : '';
+}
+
 function addMessage(role, text) {
   const w = $('welcome');
   if (w) w.remove();
@@ -630,7 +774,8 @@ function addMessage(role, text) {
 }
 
 /* An answer (the ask's final event, or a stored turn): text, abstention, how the question was read, the notice of a
- * generated answer that fell back to quoted text, citations, timings, and the copy / regenerate actions. */
+ * generated answer that fell back to quoted text, the version it rests on, a comparison's diff, citations with their
+ * versions, timings, and the copy / regenerate actions. */
 function renderAnswer(m, a) {
   const { msg, body } = m;
   body.classList.remove('streaming');
@@ -639,12 +784,23 @@ function renderAnswer(m, a) {
   if (a.abstained) { msg.classList.add('abstained'); body.prepend(el('span', { class: 'badge warn' }, t('abstained')), ' '); }
   if (a.resolved_question) msg.prepend(el('div', { class: 'resolved muted small' }, t('resolved') + a.resolved_question));
   if (a.notice) msg.insertBefore(el('div', { class: 'notice', role: 'note' }, '⚠ ' + a.notice), body);
+  /* the answer to a question about a day starts with the version it rests on: the notice is not said twice */
+  if (a.version_notice && !(a.answer || '').startsWith(a.version_notice))
+    body.after(el('div', { class: 'version-notice', role: 'note' }, a.version_notice));
+  if (a.compare) {
+    const cmp = a.compare;
+    msg.append(el('div', { class: 'inline-compare' },
+      (cmp.pairs || []).map(renderPair),
+      el('button', { class: 'link small full-compare', type: 'button',
+        onclick: () => openCompare(cmp.a.document_id, cmp.b.document_id, {}) }, t('fullCompare'))));
+  }
   const citations = a.citations || [];
   if (citations.length) {
     msg.append(el('div', { class: 'cites' },
       el('span', { class: 'muted small' }, t('sources')),
       citations.map((c, i) => el('button', { class: 'chip cite', type: 'button', 'data-clause-id': c.clause_id,
-        title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c)))));
+        title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c),
+        versionMatters(c.version) ? versionBadge(c.version) : null))));
   }
   if (a.timings) {
     msg.append(el('div', { class: 'timing muted small' },
@@ -671,7 +827,8 @@ function refreshActions() {
 
 async function copyAnswer(m, citations, button) {
   const answer = m.body.textContent;
-  const sources = citations.map((c, i) => '[' + (i + 1) + '] ' + citationLabel(c) + (c.path ? ' (' + c.path + ')' : ''));
+  const sources = citations.map((c, i) => '[' + (i + 1) + '] ' + citationLabel(c) + (c.path ? ' (' + c.path + ')' : '') +
+    (citationVersion(c) ? ' — ' + citationVersion(c) : ''));
   const text = sources.length ? answer + '\n\n' + t('sources') + ':\n' + sources.join('\n') : answer;
   try {
     await navigator.clipboard.writeText(text);
@@ -691,7 +848,7 @@ function regenerate(m) {
   const question = m.msg.dataset.question;
   if (!question || state.busy) return;
   m.msg.remove();
-  ask({ question, regenerate: true });
+  ask({ question, regenerate: true, asOf: m.msg.dataset.asOf || '' });
 }
 
 /* Reads a text/event-stream response, calling onEvent(name, data) for each event. */
@@ -737,12 +894,14 @@ function showStage(body, ev) {
   body.replaceChildren(el('span', { class: 'stage' }, label + (ev.retrieve_ms !== undefined ? ' (' + t('retrieved', Math.round(ev.retrieve_ms)) + ')' : '')));
 }
 
-/* Asks the question in the box (or opts.question again, in place of the last answer, with opts.regenerate) in the
- * conversation on screen; the answer streams in, stop aborts it. */
+/* Asks the question in the box (or opts.question again, in place of the last answer, with opts.regenerate, for the
+ * day opts.asOf) in the conversation on screen, as of the day in the as-of box; the answer streams in, stop aborts
+ * it. */
 async function ask(opts) {
   const input = $('question');
   const again = !!(opts && opts.regenerate);
   const question = again ? opts.question : input.value.trim();
+  const asOf = again ? opts.asOf : $('as-of').value;
   if (!question || state.busy) return;
   if (!state.kb) { toast(t('noKb'), true); return; }
   const controller = new AbortController();
@@ -756,12 +915,14 @@ async function ask(opts) {
   const m = addMessage('assistant', '');
   const { msg, body } = m;
   msg.dataset.question = question;
+  if (asOf) msg.dataset.asOf = asOf;
   body.classList.add('streaming');
   let text = '', started = false, citations = [], done = null;
   try {
     const req = { question };
     if (state.conversationId) req.conversation_id = state.conversationId;
     if (again && state.conversationId) req.regenerate = true;
+    if (asOf) req.as_of = asOf;
     const res = await fetch(kbPath(state.kb) + '/ask', {
       method: 'POST',
       headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
@@ -841,6 +1002,17 @@ async function openClause(id) {
   $('drawer-title').textContent = c.clause || c.path || c.doc;
   $('drawer-path').textContent = c.path || '';
   $('drawer-text').textContent = c.text;
+  const v = c.version, line = $('drawer-version');
+  line.hidden = !versionMatters(v);
+  if (versionMatters(v)) {
+    line.replaceChildren(...[versionBadge(v), v.label || '', v.effective ? ' · ' + t('effectiveFrom', v.effective) : '',
+      v.previous ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(v.previous.document_id, c.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('previousVersion') + ' ' + v.previous.label)) : null,
+      v.next ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(c.document_id, v.next.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null].filter((x) => x !== null));
+  }
   $('drawer-original').href = '/api/v1/documents/' + c.document_id + '/original';
   const hasPage = !!c.page_image_url;
   $('page-view').hidden = !hasPage;

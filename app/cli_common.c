@@ -114,6 +114,12 @@ long cq_cli_positive(const char *opt, const char *value) {
     return v;
 }
 
+bool cq_cli_ocr(const char *cmd, const char *value, cq_reader_ocr *ocr) {
+    if (cq_reader_ocr_parse(value, ocr)) return true;
+    fprintf(stderr, "clauseqa %s: --ocr takes off, auto or force (not '%s')\n", cmd, value);
+    return false;
+}
+
 /* The question's words joined by spaces (`clauseqa ask --kb k What law governs…` asks the whole sentence); kept
  * until the next call. */
 static const char *join_words(int n, char **words) {

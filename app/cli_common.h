@@ -14,6 +14,7 @@
 #include "index/retrieve.h"
 #include "index/store.h"
 #include "index/vectors.h"
+#include "reader/reader.h"
 
 /* Opens DATA/clauseqa.db (creating the directory). Prints the error and returns NULL on failure. */
 cq_store *cq_cli_open_store(const char *data_dir);
@@ -36,6 +37,8 @@ char *cq_read_line(FILE *f);
 
 /* Parses a positive integer option value; prints an error and returns -1 when invalid. */
 long cq_cli_positive(const char *opt, const char *value);
+/* Parses --ocr off|auto|force into *ocr; prints "clauseqa CMD: ..." and returns false when invalid. */
+bool cq_cli_ocr(const char *cmd, const char *value, cq_reader_ocr *ocr);
 
 /* How answers are made: --answers auto|generate|extractive, --model PATH, --device cpu|cuda|auto, --threads N,
  * --adapter DIR|none. auto generates when the decoder's weights are installed (found in the models folders,

@@ -1,4 +1,4 @@
-/* clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR... */
+/* clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] FILE|DIR... */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include "reader/reader.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR...\n"
+    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] FILE|DIR...\n"
                "Adds documents to knowledge base KB (created when absent):");
     size_t n;
     const cq_reader_format *formats = cq_reader_formats(&n);
@@ -26,6 +26,8 @@ static void usage(FILE *f) {
     fprintf(f, ".\n"
                "A directory adds every supported file in it (not recursive). Identical files are skipped.\n"
                "  --replace   replace a document of the same name instead of refusing it\n"
+               "  --ocr MODE  scanned PDF pages: auto (default) recognises pages without a usable text layer,\n"
+               "              off leaves them flagged, force recognises every page (its text layer ignored)\n"
                "  --json      print one JSON document with every file's outcome\n"
                "Exit status 1 when any file failed; the reason is printed for each.\n");
 }
@@ -78,27 +80,46 @@ static int expand(path_list *out, const char *arg) {
     return push(out, arg);
 }
 
-static void progress_bar(size_t done, size_t total, const char *name) {
+/* Files done of total, and within the current file the pages read (a scanned PDF's OCR takes a while). */
+static void progress_bar(size_t done, size_t total, const char *name, int page, int pages) {
+    static int pages_drawn; /* the width of the pages last drawn: blanked when the line gets shorter */
     int width = 30, filled = total ? (int)(width * done / total) : width;
     fprintf(stderr, "\r[");
     for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
     fprintf(stderr, "] %zu/%zu ", done, total);
     cq_cli_print_cell(stderr, name, 40); /* by display width: a Chinese name is never cut inside a character */
+    int drawn = pages > 0 ? fprintf(stderr, " (page %d/%d)", page, pages) : 0;
+    for (int i = drawn; i < pages_drawn; i++) fputc(' ', stderr);
+    pages_drawn = drawn;
     fflush(stderr);
+}
+
+typedef struct {
+    size_t done, total;
+    const char *name;
+} bar_state;
+
+static void page_progress(void *user, int page, int pages) {
+    const bar_state *b = user;
+    progress_bar(b->done, b->total, b->name, page, pages);
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"replace", no_argument, 0, 'r'},
-                                         {"json", no_argument, 0, 'j'},     {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"json", no_argument, 0, 'j'},     {"ocr", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
     const char *kb = NULL;
     int replace = 0, json = 0, c;
+    cq_reader_ocr ocr = CQ_OCR_AUTO;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'k': kb = optarg; break;
         case 'r': replace = 1; break;
         case 'j': json = 1; break;
+        case 'o':
+            if (!cq_cli_ocr("ingest", optarg, &ocr)) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("ingest");
         }
@@ -124,10 +145,12 @@ int cq_cmd_ingest(int argc, char **argv) {
     for (size_t i = 0; i < files.n; i++) {
         const char *path = files.v[i];
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        if (tty) progress_bar(i, files.n, base);
+        bar_state bar = {i, files.n, base};
+        if (tty) progress_bar(i, files.n, base, 0, 0);
         cq_err err = {0};
         cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace, .dense = dense};
+        cq_ingest_options o = {.replace = replace, .dense = dense, .ocr = ocr, .progress = tty ? page_progress : NULL,
+                               .progress_user = &bar};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;
@@ -141,7 +164,7 @@ int cq_cmd_ingest(int argc, char **argv) {
             cJSON_AddStringToObject(o, "status", rc ? "failed" : r.duplicate ? "duplicate" : "ready");
             if (rc) {
                 cJSON_AddStringToObject(o, "error", err.msg);
-                cJSON_AddStringToObject(o, "code", cq_status_name(rc));
+                cJSON_AddStringToObject(o, "code", cq_err_name(&err));
             } else {
                 cJSON_AddNumberToObject(o, "document_id", (double)r.doc_id);
                 cJSON_AddNumberToObject(o, "pages", r.n_pages);
@@ -166,7 +189,7 @@ int cq_cmd_ingest(int argc, char **argv) {
     }
     free(files.v);
     if (tty) {
-        progress_bar(files.n, files.n, "");
+        progress_bar(files.n, files.n, "", 0, 0);
         fputc('\n', stderr);
     }
     if (json) {

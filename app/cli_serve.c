@@ -1,5 +1,6 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--threads N] [--connections N] [--max-upload-mb N]
- *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json] ... */
+ *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json]
+ *                [--ocr off|auto|force] ... */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,7 +19,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
-            "                      [--access-log FILE|-] [--access-log-format text|json]\n"
+            "                      [--access-log FILE|-] [--access-log-format text|json] [--ocr off|auto|force]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
             "ingestion jobs not yet done resume at the next start. SIGHUP reopens the access log (log rotation).\n"
             "Every option can also be set in clauseqa.conf's [serve] section (clauseqa --help, docs/API.md).\n"
@@ -32,6 +33,7 @@ static void usage(FILE *f) {
             "  --access-log F    one line a request (time, client, method, path, status, bytes, duration, key)\n"
             "                    appended to file F, or to stdout for '-'\n"
             "  --access-log-format text (default) or json (JSON lines)\n"
+            "  --ocr MODE        OCR of scanned PDF pages for uploads that do not say: auto (default), off, force\n"
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
@@ -67,12 +69,14 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
                                          {"adapter", required_argument, 0, 1005},
+                                         {"ocr", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;
     bool access_json = false;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64;
     bool no_open = false;
+    cq_reader_ocr ocr = CQ_OCR_AUTO;
     cq_answer_cli answer_cli = {0};
     int c;
     optind = 1;
@@ -109,6 +113,9 @@ int cq_cmd_serve(int argc, char **argv) {
                 return 2;
             }
             access_json = !strcmp(optarg, "json");
+            break;
+        case 'o':
+            if (!cq_cli_ocr("serve", optarg, &ocr)) return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("serve");
@@ -151,7 +158,7 @@ int cq_cmd_serve(int argc, char **argv) {
         CQ_INFO("answers: extractive (--answers extractive)");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec, .models = models};
+                            .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);

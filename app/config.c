@@ -24,12 +24,15 @@ static const struct {
     {"serve", "connections", KEY_NUMBER},
     {"serve", "max-upload-mb", KEY_NUMBER},
     {"serve", "no-open-mode", KEY_BOOL},
+    {"serve", "port-file", KEY_TEXT},
     {"serve", "answers", KEY_TEXT},
     {"serve", "model", KEY_TEXT},
     {"serve", "device", KEY_TEXT},
     {"serve", "exact", KEY_BOOL},
+    {"serve", "adapter", KEY_TEXT},
     {"serve", "access-log", KEY_TEXT},
     {"serve", "access-log-format", KEY_TEXT},
+    {"serve", "ocr", KEY_TEXT},
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 

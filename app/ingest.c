@@ -101,7 +101,8 @@ static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t
 /* Reads and parses the document (no database work). */
 static cq_status extract(const char *stored_path, const cq_reader_format *format, const char *data, size_t len,
                          const cq_ingest_options *opt, cq_doctext *doc, cq_structure *st, cq_err *err) {
-    cq_reader_input in = {stored_path, data, len, opt->progress, opt->progress_user};
+    cq_reader_input in = {.path = stored_path, .data = data, .len = len, .progress = opt->progress,
+                          .progress_user = opt->progress_user, .ocr = opt->ocr};
     cq_status rc = format->read(&in, doc, err);
     if (rc) return rc;
     rc = cq_structure_parse(doc, st, err);

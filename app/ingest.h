@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "index/store.h"
+#include "reader/reader.h"
 
 typedef struct {
     int64_t doc_id;
@@ -19,7 +20,7 @@ typedef struct {
     int n_pages, n_clauses;
     double quality;
     char quality_reason[160];
-    char format[8];       /* the format's name (reader/reader.h): pdf | md | txt */
+    char format[8];       /* the format's name (reader/reader.h): pdf | docx | html | md | txt */
     double seconds;       /* wall time of the whole ingest */
 } cq_ingest_result;
 
@@ -28,9 +29,11 @@ typedef struct cq_dense cq_dense; /* index/vectors.h */
 typedef struct {
     bool replace;          /* replace a document of the same name */
     const char *filename;  /* name as uploaded (default: base name of path) */
-    /* Called after each PDF page is read (pages_read of n_pages), before anything is written; may be NULL. */
+    /* Called after each PDF page is read (pages_read of n_pages; pages read by OCR last, as they finish), before
+     * anything is written; may be NULL. */
     void (*progress)(void *user, int pages_read, int n_pages);
     void *progress_user;
+    cq_reader_ocr ocr;     /* OCR of scanned PDF pages (reader/reader.h); the zero value is auto */
     cq_dense *dense;       /* the dense retriever (index/vectors.h): encode the clauses into its index of the KB, and
                               take replaced documents' vectors out; NULL: no vectors (borrowed) */
 } cq_ingest_options;

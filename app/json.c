@@ -196,6 +196,17 @@ cJSON *cq_json_clause(const cq_clause_row *c, const cq_doc_info *d, const char *
             cJSON_AddNumberToObject(p, "height", pages[i].height);
             cJSON_AddItemToArray(sizes, p);
         }
+    /* the clause's pages whose text is doubtful (a low-confidence OCR page, damaged text): the page view says so */
+    cJSON *warnings = cJSON_AddArrayToObject(o, "page_warnings");
+    for (size_t i = 0; c->page_first > 0 && i < n_pages; i++)
+        if (pages[i].page_no >= c->page_first && pages[i].page_no <= c->page_last &&
+            pages[i].quality < CQ_PAGE_QUALITY_WARN) {
+            cJSON *w = cJSON_CreateObject();
+            cJSON_AddNumberToObject(w, "page", pages[i].page_no);
+            cJSON_AddNumberToObject(w, "quality", pages[i].quality);
+            cJSON_AddStringToObject(w, "reason", pages[i].quality_reason);
+            cJSON_AddItemToArray(warnings, w);
+        }
     if (c->page_first > 0 && page_images) {
         char url[128];
         snprintf(url, sizeof url, "/api/v1/documents/%lld/pages/%d.png?clause=%lld", (long long)c->doc_id,

@@ -114,6 +114,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
     s->models = config->models;
+    s->ocr = config->ocr;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);

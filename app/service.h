@@ -18,6 +18,7 @@
 #include "app/models.h"
 #include "attention/decoder.h"
 #include "core/error.h"
+#include "reader/reader.h"
 #include "web/server.h"
 
 typedef struct {
@@ -28,6 +29,7 @@ typedef struct {
                             outlive the service */
     const cq_models *models; /* where the decoder and the encoder were found (health says it); the encoder is
                                 loaded from there. Borrowed; NULL: none */
+    cq_reader_ocr ocr;   /* OCR of scanned PDF pages for uploads that do not choose (reader/reader.h; zero: auto) */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

@@ -37,6 +37,7 @@ struct cq_service {
     const cq_models *models; /* where the model files were found (borrowed) */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
     cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
+    cq_reader_ocr ocr;   /* OCR for uploads that do not choose */
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;

@@ -1,6 +1,7 @@
 /* The service's ingestion: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
  * through cq_ingest_file with its own connection, one at a time; jobs left queued or running by a stop or a crash
- * run again at the next start. */
+ * run again at the next start. An upload's OCR mode travels in its file name (DATA/uploads/job-ID.ocr-MODE.EXT),
+ * so that a job resumed after a restart is read as it was asked for. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -83,9 +84,14 @@ static cJSON *job_json(cq_store *st, const cq_job_info *j) {
 }
 
 static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw, const char *spooled, bool replace,
-                            cJSON **out, bool *accepted, cq_err *err) {
+                            const char *ocr_name, cJSON **out, bool *accepted, cq_err *err) {
     cq_service *s = ctx;
     *accepted = false;
+    cq_reader_ocr ocr = s->ocr;
+    if (ocr_name && !cq_reader_ocr_parse(ocr_name, &ocr)) {
+        unlink(spooled);
+        return cq_err_set(err, CQ_ERR_INVALID, "ocr must be off, auto or force (not '%.20s')", ocr_name);
+    }
     char filename[FILENAME_MAX_BYTES + 16];
     sanitize_filename(filename_raw, filename, sizeof filename);
     int64_t kb_id = 0, job_id = 0;
@@ -144,7 +150,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) {
         char leaf[64];
-        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, format->name);
+        snprintf(leaf, sizeof leaf, "job-%lld.ocr-%s.%s", (long long)job_id, cq_reader_ocr_name(ocr), format->name);
         upload_path = cq_svc_path_join(s->uploads_dir, leaf);
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else if (rename(spooled, upload_path) != 0)
@@ -233,6 +239,16 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     cq_store_job_update(p->st, p->job_id, "running", pages_read, n_pages, NULL, &err);
 }
 
+/* The OCR mode in an upload's name (job-ID.ocr-MODE.EXT); the service's default for names without one. */
+static cq_reader_ocr upload_ocr(const cq_service *s, const char *upload_path) {
+    const char *leaf = strrchr(upload_path, '/');
+    const char *m = strstr(leaf ? leaf : upload_path, ".ocr-");
+    char name[16];
+    cq_reader_ocr ocr;
+    if (m && sscanf(m + 5, "%15[a-z]", name) == 1 && cq_reader_ocr_parse(name, &ocr)) return ocr;
+    return s->ocr;
+}
+
 /* Runs one job with the worker's own connection. */
 static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
     cq_err err = {0};
@@ -249,7 +265,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
 
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
-                             .progress_user = &progress, .dense = s->dense};
+                             .progress_user = &progress, .dense = s->dense, .ocr = upload_ocr(s, j.upload_path)};
     cq_ingest_result res;
     cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
     cq_err e2 = {0};

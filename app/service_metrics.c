@@ -71,6 +71,9 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
     add_model_files(m, s->models);
     cJSON_AddItemToObject(o, "formats", cq_json_formats());
+    cJSON *ocr = cJSON_AddObjectToObject(o, "ocr"); /* for uploads that do not choose (docs/API.md) */
+    cJSON_AddStringToObject(ocr, "default", cq_reader_ocr_name(s->ocr));
+    cJSON_AddStringToObject(ocr, "languages", CQ_OCR_LANGUAGES);
     *out = o;
     return CQ_OK;
 }

@@ -4,16 +4,33 @@
 #include <stdio.h>
 #include <string.h>
 
+static void set_v(cq_err *err, cq_status code, const char *reason, const char *fmt, va_list ap) {
+    err->code = code;
+    err->reason = reason;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+}
+
 cq_status cq_err_set(cq_err *err, cq_status code, const char *fmt, ...) {
     if (err) {
-        err->code = code;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        set_v(err, code, NULL, fmt, ap);
         va_end(ap);
     }
     return code;
 }
+
+cq_status cq_err_set_reason(cq_err *err, cq_status code, const char *reason, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        set_v(err, code, reason, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *cq_err_name(const cq_err *err) { return err->reason ? err->reason : cq_status_name(err->code); }
 
 cq_status cq_err_prefix(cq_err *err, const char *fmt, ...) {
     if (!err) return CQ_ERR_INTERNAL;
@@ -36,6 +53,7 @@ void cq_err_clear(cq_err *err) {
     if (err) {
         err->code = CQ_OK;
         err->msg[0] = 0;
+        err->reason = NULL;
     }
 }
 

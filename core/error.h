@@ -25,12 +25,22 @@ typedef enum {
 typedef struct {
     cq_status code;
     char msg[512];
+    /* Where the code says too little for a person to act on, a finer stable name of what went wrong ("too_large":
+     * a zip bomb; "ocr_off": a scan while OCR is off …): a static string, NULL otherwise. A client that says errors
+     * in its own language (the page) maps it as it maps the codes. */
+    const char *reason;
 } cq_err;
 
-/* Records code and a printf-style message in err (which may be NULL); returns code so callers can
- * `return cq_err_set(err, CQ_ERR_IO, "cannot open %s", path);`. */
+/* Records code and a printf-style message in err (which may be NULL), without a reason; returns code so callers
+ * can `return cq_err_set(err, CQ_ERR_IO, "cannot open %s", path);`. */
 cq_status cq_err_set(cq_err *err, cq_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with a reason (a static string: see cq_err). */
+cq_status cq_err_set_reason(cq_err *err, cq_status code, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* What a client is told went wrong: err's reason when it has one, else cq_status_name of its code. */
+const char *cq_err_name(const cq_err *err);
 
 /* Prefixes an existing message with context: "ingest a.pdf: " + old message. Returns err->code. */
 cq_status cq_err_prefix(cq_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -67,7 +67,7 @@ cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, co
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "UPDATE jobs SET error_code = ? WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
         return db_error(s, err, "fail job");
-    sqlite3_bind_text(st, 1, cq_status_name(why->code ? why->code : CQ_ERR_INTERNAL), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, why->code ? cq_err_name(why) : cq_status_name(CQ_ERR_INTERNAL), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, job_id);
     int step = sqlite3_step(st);
     sqlite3_finalize(st);

@@ -21,7 +21,8 @@ typedef struct {
     char state[16];
     int done, total;           /* pages */
     char *error;               /* NULL unless failed */
-    char error_code[24];       /* why it failed as a cq_status_name ("bad_format", "empty" …), "" when not known */
+    char error_code[24];       /* why it failed as cq_err_name gives it (a cq_status_name such as "bad_format", or
+                                  a reader's finer reason such as "too_large"), "" when not known */
     char *filename;            /* as uploaded (sanitized) */
     char *upload_path;         /* NULL once the job ended */
     int64_t size_bytes;

@@ -690,7 +690,7 @@ static void builder_free(text_builder *b) {
 
 /* ---- decoding ---- */
 
-static char *iconv_convert(const char *from, const char *data, size_t len, size_t *out_len) {
+char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len) {
     iconv_t cd = iconv_open("UTF-8", from);
     if (cd == (iconv_t)-1) return NULL;
     size_t cap = len * 2 + 16;
@@ -741,7 +741,7 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
     if (len >= 2 && (((unsigned char)data[0] == 0xFF && (unsigned char)data[1] == 0xFE) ||
                      ((unsigned char)data[0] == 0xFE && (unsigned char)data[1] == 0xFF))) {
         bool le = (unsigned char)data[0] == 0xFF;
-        char *c = iconv_convert(le ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len);
+        char *c = cq_dt_iconv(le ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len);
         if (c) {
             *owned = c;
             return c;
@@ -761,7 +761,7 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
             i += l;
         }
         if (invalid > valid_multi) {
-            char *c = iconv_convert("GB18030", data, len, out_len);
+            char *c = cq_dt_iconv("GB18030", data, len, out_len);
             if (c) {
                 *owned = c;
                 return c;
@@ -1102,6 +1102,94 @@ cq_status cq_reader_read_markdown(const cq_reader_input *in, cq_doctext *out, cq
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Formats that come as blocks (DOCX, HTML)
+ * --------------------------------------------------------------------------------------------------------- */
+
+struct cq_dt_blocks {
+    text_builder b;
+    cq_heading *headings;
+    size_t n_headings, cap_headings;
+};
+
+cq_dt_blocks *cq_dt_blocks_new(void) { return calloc(1, sizeof(cq_dt_blocks)); }
+
+void cq_dt_blocks_free(cq_dt_blocks *b) {
+    if (!b) return;
+    builder_free(&b->b);
+    free(b->headings);
+    free(b);
+}
+
+void cq_dt_blocks_add(cq_dt_blocks *b, const char *s, size_t n, int heading_level) {
+    size_t i = 0;
+    while (i < n && !b->b.failed) {
+        size_t j = i;
+        while (j < n && s[j] != '\n') j++;
+        size_t before = b->b.out.len;
+        builder_line(&b->b, s + i, j - i, false, false);
+        if (heading_level > 0 && b->b.out.len > before && !b->b.failed) {
+            size_t start = b->b.out.data[before] == '\n' ? before + 1 : before;
+            if (b->n_headings == b->cap_headings) {
+                size_t cap = b->cap_headings ? 2 * b->cap_headings : 16;
+                cq_heading *h = realloc(b->headings, cap * sizeof *h);
+                if (!h) {
+                    b->b.failed = true;
+                    return;
+                }
+                b->headings = h;
+                b->cap_headings = cap;
+            }
+            b->headings[b->n_headings++] = (cq_heading){(uint32_t)start, (uint32_t)b->b.out.len,
+                                                         heading_level > 9 ? 9 : heading_level};
+        }
+        i = j + 1;
+    }
+}
+
+cq_status cq_dt_blocks_finish(cq_dt_blocks *b, char *title, cq_doctext *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    if (b->b.out.len > UINT32_MAX / 2) {
+        cq_status s = cq_err_set(err, CQ_ERR_UNSUPPORTED, "the document's text is too large (%zu bytes)", b->b.out.len);
+        free(title);
+        cq_dt_blocks_free(b);
+        return s;
+    }
+    cq_status s = finish_text(&b->b, title, out, err);
+    if (s == CQ_OK && b->n_headings) {
+        out->headings = b->headings;
+        out->n_headings = b->n_headings;
+        b->headings = NULL;
+    }
+    cq_dt_blocks_free(b);
+    return s;
+}
+
+char *cq_dt_title(const char *s, size_t n) {
+    cq_strbuf raw = {0}, out = {0};
+    cq_text_repair(s, n, &raw, NULL);
+    const char *r = raw.data ? raw.data : "";
+    size_t i = 0;
+    while (i < raw.len) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(r + i, raw.len - i, &len);
+        if (cq_is_space(cp)) {
+            if (out.len && out.data[out.len - 1] != ' ') cq_strbuf_append(&out, " ", 1);
+        } else {
+            cq_strbuf_append(&out, r + i, len);
+        }
+        i += len;
+    }
+    while (out.len && out.data[out.len - 1] == ' ') out.data[--out.len] = 0;
+    bool ok = !raw.failed && !out.failed && out.len > 0;
+    cq_strbuf_free(&raw);
+    if (!ok) {
+        cq_strbuf_free(&out);
+        return NULL;
+    }
+    return cq_strbuf_take(&out);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * Queries
  * --------------------------------------------------------------------------------------------------------- */
 
@@ -1175,6 +1263,7 @@ void cq_doctext_free(cq_doctext *doc) {
     free(doc->glyph_offset);
     free(doc->glyph_x0);
     free(doc->glyph_x1);
+    free(doc->headings);
     free(doc->title);
     memset(doc, 0, sizeof *doc);
 }

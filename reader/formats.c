@@ -22,6 +22,23 @@ static const cq_reader_format formats[] = {
         .render = cq_reader_render_pdf,
     },
     {
+        .name = "docx",
+        .label = "Word (DOCX)",
+        .extensions = {"docx"},
+        .magic = "PK\x03\x04", /* a zip archive */
+        .mime = "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        .text_title_first = true, /* the document properties often keep a template's title */
+        .read = cq_reader_read_docx,
+    },
+    {
+        .name = "html",
+        .label = "HTML",
+        .extensions = {"html", "htm", "xhtml"},
+        .mime = "text/html", /* no charset: the page's own <meta> says it */
+        .text_title_first = true, /* <title> often carries the site's name too */
+        .read = cq_reader_read_html,
+    },
+    {
         .name = "md",
         .label = "Markdown",
         .extensions = {"md", "markdown"},
@@ -85,8 +102,11 @@ const cq_reader_format *cq_reader_detect(const char *filename, const char *head,
     }
     const cq_reader_format *f = format_of_extension(ext);
     if (f && f->magic && !has_magic(f, head, head_len)) {
+        bool printable = true;
+        for (const char *m = f->magic; *m; m++) printable &= *m >= 0x20 && *m < 0x7f;
         if (head_len == 0) cq_err_set(err, CQ_ERR_EMPTY, "the file is empty");
-        else cq_err_set(err, CQ_ERR_FORMAT, "named .%s but not a %s (no %s header)", ext, f->label, f->magic);
+        else if (printable) cq_err_set(err, CQ_ERR_FORMAT, "named .%s but not a %s (no %s header)", ext, f->label, f->magic);
+        else cq_err_set(err, CQ_ERR_FORMAT, "named .%s but not a %s file (it does not start like one)", ext, f->label);
         f = NULL;
     } else if (!f) {
         for (size_t i = 0; i < N_FORMATS && !f; i++)
@@ -101,4 +121,19 @@ const cq_reader_format *cq_reader_detect(const char *filename, const char *head,
     }
     free(ext);
     return f;
+}
+
+static const char *const ocr_names[] = {[CQ_OCR_AUTO] = "auto", [CQ_OCR_OFF] = "off", [CQ_OCR_FORCE] = "force"};
+
+const char *cq_reader_ocr_name(cq_reader_ocr mode) {
+    return (unsigned)mode < sizeof ocr_names / sizeof ocr_names[0] ? ocr_names[mode] : "auto";
+}
+
+bool cq_reader_ocr_parse(const char *name, cq_reader_ocr *mode) {
+    for (size_t i = 0; name && i < sizeof ocr_names / sizeof ocr_names[0]; i++)
+        if (!strcmp(ocr_names[i], name)) {
+            *mode = (cq_reader_ocr)i;
+            return true;
+        }
+    return false;
 }

@@ -10,8 +10,14 @@
  *  3. the lines are joined into the document text: '\n' after a line that ends a paragraph, nothing or one space
  *     where a line only wraps on (the rules are at line_wraps_on), '\f' between pages.
  *
- * MuPDF is used with one context per call; its warnings are kept (the last one goes into error messages) and
- * never printed. */
+ * OCR (reader/ocr.c). After pass 1, the pages without a usable text layer (cq_reader_ocr: no text but images, or
+ * text too damaged to use; every page when forced) are recognised in parallel; a page's OCR lines replace its
+ * text-layer lines (they are added at the end of the record, which is then put back in page order) and go through
+ * passes 2 and 3 like any others. A page keeps a damaged text layer when OCR reads it with less confidence than
+ * the layer's own quality score.
+ *
+ * MuPDF is used with one context per call (made for sharing with the OCR threads); its warnings are kept (the last
+ * one goes into error messages) and never printed. */
 #include "reader/reader.h"
 
 #include <errno.h>
@@ -56,11 +62,17 @@ typedef struct {
     float width, height;
     uint32_t first_line, n_lines;
     size_t n_images;
+    float image_area;       /* square points of the page covered by images (overlaps counted twice) */
     size_t n_glyphs;        /* glyphs read from the page (before header/footer removal) */
     cq_text_stats stats;
     cq_dt_spacing spacing;
     bool unreadable;
     char error[120];
+    bool ocr;               /* the lines are OCR's */
+    bool ocr_tried;         /* OCR ran on the page (ocr: and its result was used) */
+    double ocr_confidence;
+    char ocr_error[200];    /* OCR failed or is not available: why */
+    bool ocr_unavailable;   /* … it is not available (Tesseract or its language data missing) */
 } pdf_page_info;
 
 typedef struct {
@@ -147,6 +159,8 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
     for (fz_stext_block *b = st->first_block; b; b = b->next, block_no++) {
         if (b->type == FZ_STEXT_BLOCK_IMAGE) {
             pi->n_images++;
+            fz_rect r = fz_intersect_rect(b->bbox, st->mediabox);
+            if (!fz_is_empty_rect(r)) pi->image_area += (r.x1 - r.x0) * (r.y1 - r.y0);
             continue;
         }
         if (b->type != FZ_STEXT_BLOCK_TEXT) continue;
@@ -921,14 +935,40 @@ static void page_quality(const pdf_page_info *pi, cq_page *pg) {
     if (pg->n_chars == 0) {
         if (pi->n_images > 0) {
             pg->quality = 0;
-            snprintf(pg->quality_reason, sizeof pg->quality_reason, "no text layer (scanned page?)");
+            if (pi->ocr_error[0])
+                snprintf(pg->quality_reason, sizeof pg->quality_reason, "no text layer (scanned page?); OCR failed: %.100s",
+                         pi->ocr_error);
+            else if (pi->ocr_tried)
+                snprintf(pg->quality_reason, sizeof pg->quality_reason,
+                         "no text layer (scanned page?); OCR recognised no text");
+            else
+                snprintf(pg->quality_reason, sizeof pg->quality_reason, "no text layer (scanned page?)");
         } else {
             pg->quality = 1;
             pg->quality_reason[0] = 0; /* a blank page is not a problem */
         }
         return;
     }
-    pg->quality = cq_dt_quality(&pi->stats, &pi->spacing, pg->quality_reason, sizeof pg->quality_reason);
+    char reason[sizeof pg->quality_reason];
+    pg->quality = cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason);
+    if (!pi->ocr) {
+        memcpy(pg->quality_reason, reason, sizeof reason);
+        return;
+    }
+    /* OCR: the text is as good as Tesseract was sure of it */
+    pg->ocr = true;
+    pg->ocr_confidence = pi->ocr_confidence;
+    if (pi->ocr_confidence < pg->quality) pg->quality = pi->ocr_confidence;
+    if (pi->ocr_confidence < CQ_OCR_LOW_CONFIDENCE)
+        snprintf(pg->quality_reason, sizeof pg->quality_reason,
+                 "low OCR confidence %.2f: the recognised text may be wrong (check it against the page image)",
+                 pi->ocr_confidence);
+    else if (reason[0])
+        snprintf(pg->quality_reason, sizeof pg->quality_reason, "OCR (confidence %.2f): %.120s", pi->ocr_confidence,
+                 reason);
+    else
+        snprintf(pg->quality_reason, sizeof pg->quality_reason, "text recognised by OCR (confidence %.2f)",
+                 pi->ocr_confidence);
 }
 
 /* Document score: page scores weighted by characters; a page without text (scanned, unreadable) weighs as much
@@ -1148,6 +1188,150 @@ done:
     return st;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * OCR
+ * --------------------------------------------------------------------------------------------------------- */
+
+/* cq_reader_ocr auto: a page with images has no usable text layer when it has no text, when its text is too
+ * damaged (quality below OCR_TEXT_QUALITY_BELOW), or when it is a scan that carries a little text of its own
+ * (images over OCR_SCAN_IMAGE_SHARE of the page, fewer than OCR_SCAN_TEXT_CHARS characters of text: a court's
+ * filing stamp, a page number or a watermark over a scanned page). */
+#define OCR_TEXT_QUALITY_BELOW 0.5
+#define OCR_SCAN_IMAGE_SHARE 0.5f
+#define OCR_SCAN_TEXT_CHARS 200
+
+/* Characters (not spaces) of the page's text-layer lines. */
+static size_t page_text_chars(const extraction *ex, const pdf_page_info *pi) {
+    size_t n = 0;
+    for (uint32_t i = pi->first_line; i < pi->first_line + pi->n_lines; i++)
+        for (uint32_t g = ex->lines[i].first; g < ex->lines[i].first + ex->lines[i].n; g++) n += ex->g.cp[g] != ' ';
+    return n;
+}
+
+static bool wants_ocr(const extraction *ex, const pdf_page_info *pi, cq_reader_ocr mode) {
+    if (mode == CQ_OCR_FORCE) return !pi->unreadable;
+    if (mode == CQ_OCR_OFF || pi->unreadable || pi->n_images == 0) return false;
+    if (pi->n_lines == 0) return true;
+    char reason[160];
+    if (cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason) < OCR_TEXT_QUALITY_BELOW) return true;
+    return pi->image_area >= OCR_SCAN_IMAGE_SHARE * pi->width * pi->height &&
+           page_text_chars(ex, pi) < OCR_SCAN_TEXT_CHARS;
+}
+
+/* Puts the OCR result of page `page` into the record in place of its text-layer lines (appended at the end; see
+ * restore_page_order), through the same repair and line building as a text layer. False when out of memory. */
+static bool take_ocr_page(extraction *ex, page_scratch *s, int page, const cq_ocr_page *r) {
+    pdf_page_info *pi = &ex->pages[page];
+    memset(&pi->stats, 0, sizeof pi->stats);
+    memset(&pi->spacing, 0, sizeof pi->spacing);
+    pi->n_glyphs = 0;
+    s->g.n = 0;
+    s->n_lines = 0;
+    for (size_t l = 0; l < r->n_lines; l++) {
+        const cq_ocr_line *ol = &r->lines[l];
+        size_t first = s->g.n;
+        for (uint32_t g = ol->first; g < ol->first + ol->n; g++) {
+            pi->n_glyphs++;
+            uint32_t cp = cq_text_repair_cp(r->cp[g], &pi->stats);
+            if (!cp) continue;
+            if (cq_is_space(cp)) cp = ' ';
+            if (!glyphs_push(&s->g, cp, r->x0[g], r->x1[g])) return false;
+        }
+        if (s->g.n == first) continue;
+        if (!grow((void **)&s->lines, &s->cap_lines, s->n_lines + 1, sizeof *s->lines)) return false;
+        s->lines[s->n_lines++] = (raw_line){.first = first, .n = s->g.n - first, .x0 = ol->x0, .y0 = ol->y0,
+                                            .x1 = ol->x1, .y1 = ol->y1, .baseline = ol->baseline, .size = ol->size,
+                                            .block = ol->block};
+    }
+    pi->first_line = (uint32_t)ex->n_lines;
+    build_page_lines(ex, s, page, pi);
+    pi->n_lines = (uint32_t)ex->n_lines - pi->first_line;
+    pi->ocr = true;
+    pi->ocr_confidence = r->confidence;
+    return !s->nomem && !ex->nomem;
+}
+
+/* After OCR the lines of a page need not be together nor in page order, and lines of replaced text layers are
+ * left over: the record is rebuilt page by page (emit_line compacts glyphs in place and needs them in order). */
+static bool restore_page_order(extraction *ex) {
+    glyph_list g = {0};
+    pdf_line *lines = malloc((ex->n_lines ? ex->n_lines : 1) * sizeof *lines);
+    if (!lines) return false;
+    size_t n = 0;
+    for (int p = 0; p < ex->n_pages; p++) {
+        pdf_page_info *pi = &ex->pages[p];
+        uint32_t first = (uint32_t)n;
+        for (uint32_t i = pi->first_line; i < pi->first_line + pi->n_lines; i++) {
+            pdf_line L = ex->lines[i];
+            uint32_t gfirst = (uint32_t)g.n;
+            for (uint32_t k = L.first; k < L.first + L.n; k++)
+                if (!glyphs_push(&g, ex->g.cp[k], ex->g.x0[k], ex->g.x1[k])) {
+                    glyphs_free(&g);
+                    free(lines);
+                    return false;
+                }
+            L.first = gfirst;
+            lines[n++] = L;
+        }
+        pi->first_line = first;
+    }
+    glyphs_free(&ex->g);
+    free(ex->lines);
+    ex->g = g;
+    ex->lines = lines;
+    ex->n_lines = ex->cap_lines = n;
+    if (!ex->cap_lines) ex->cap_lines = 1;
+    return true;
+}
+
+typedef struct {
+    cq_reader_progress_fn progress;
+    void *user;
+    int done, n_pages;
+} progress_state;
+
+static void ocr_page_done(void *user, int i) {
+    (void)i;
+    progress_state *ps = user;
+    ps->done++;
+    if (ps->progress) ps->progress(ps->user, ps->done, ps->n_pages);
+}
+
+/* OCR of the pages that want it (cq_reader_ocr), results into the record. */
+static cq_status ocr_pages(fz_context *ctx, fz_document *doc, extraction *ex, page_scratch *s, const int *todo,
+                           int n_todo, const cq_reader_input *in, progress_state *ps, cq_err *err) {
+    cq_ocr_page *res = calloc((size_t)n_todo, sizeof *res);
+    if (!res) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for OCR of %d pages", n_todo);
+    cq_status rc = cq_ocr_pages(ctx, doc, todo, n_todo, in->ocr_threads, res, ocr_page_done, ps, err);
+    for (int i = 0; i < n_todo && !rc; i++) {
+        pdf_page_info *pi = &ex->pages[todo[i]];
+        const cq_ocr_page *r = &res[i];
+        if (r->failed) {
+            if (r->unavailable && in->ocr == CQ_OCR_FORCE)
+                rc = cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "ocr_unavailable", "OCR was asked for but is not available: %s", r->error);
+            snprintf(pi->ocr_error, sizeof pi->ocr_error, "%s", r->error);
+            pi->ocr_unavailable = r->unavailable;
+            continue;
+        }
+        pi->ocr_tried = true;
+        if (pi->n_lines > 0 && in->ocr != CQ_OCR_FORCE) {
+            /* the page has a text layer (see wants_ocr): OCR replaces it when the layer is damaged and OCR surer of
+             * its reading, or when OCR reads much more (the layer was a stamp on a scan) */
+            char reason[160];
+            double q = cq_dt_quality(&pi->stats, &pi->spacing, reason, sizeof reason);
+            size_t layer = page_text_chars(ex, pi), read = 0;
+            for (size_t g = 0; g < r->n_glyphs; g++) read += r->cp[g] != ' ';
+            bool surer = q < OCR_TEXT_QUALITY_BELOW && r->confidence > q, more = read >= 2 * layer + 50;
+            if (r->n_lines == 0 || !(surer || more)) continue;
+        }
+        if (!take_ocr_page(ex, s, todo[i], r)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory taking in OCR text");
+    }
+    for (int i = 0; i < n_todo; i++) cq_ocr_page_free(&res[i]);
+    free(res);
+    if (!rc && !restore_page_order(ex)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory ordering OCR text");
+    return rc;
+}
+
 /* Checks the file itself before MuPDF sees it: readable, not empty, a PDF header near the start. */
 static cq_status check_file(const char *path, cq_err *err) {
     FILE *f = fopen(path, "rb");
@@ -1177,7 +1361,7 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     cq_status st = check_file(path, err);
     if (st != CQ_OK) return st;
 
-    fz_context *ctx = fz_new_context(NULL, NULL, 64 << 20);
+    fz_context *ctx = cq_ocr_new_context(64 << 20);
     if (!ctx) return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
     extraction ex = {0};
     page_scratch scratch = {0};
@@ -1186,6 +1370,7 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
 
     fz_document *doc = NULL;
     fz_stream *stream = NULL;
+    int *ocr_todo = NULL;
     int n_pages = 0;
     bool opened = false, locked = false;
     char title_raw[512] = "";
@@ -1230,16 +1415,27 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
 
     ex.n_pages = n_pages;
     ex.pages = calloc((size_t)n_pages, sizeof *ex.pages);
-    if (!ex.pages) {
+    ocr_todo = malloc((size_t)n_pages * sizeof *ocr_todo);
+    if (!ex.pages || !ocr_todo) {
         st = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %d pages", n_pages);
         goto out;
     }
+    progress_state ps = {progress, user, 0, n_pages};
+    int n_todo = 0;
     for (int p = 0; p < n_pages; p++) {
         if (!read_page(ctx, doc, p, &ex, &scratch)) {
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
             goto out;
         }
-        if (progress) progress(user, p + 1, n_pages);
+        if (wants_ocr(&ex, &ex.pages[p], in->ocr)) ocr_todo[n_todo++] = p;
+        else if (progress) progress(user, ++ps.done, n_pages);
+    }
+    if (n_todo > 0) {
+        st = ocr_pages(ctx, doc, &ex, &scratch, ocr_todo, n_todo, in, &ps, err);
+        if (st) {
+            if (st != CQ_ERR_NOMEM) cq_err_prefix(err, "%s: ", path);
+            goto out;
+        }
     }
     bool repaired = pdf && pdf_was_repaired(ctx, pdf);
 
@@ -1265,9 +1461,26 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         goto out;
     }
     if (with_text == 0) {
-        if (with_images)
-            st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text layer on any of %d pages (scanned document? OCR is not "
-                            "supported)", path, n_pages);
+        const char *ocr_error = "";
+        bool ocr_tried = false, ocr_unavailable = false;
+        for (int p = 0; p < n_pages; p++) {
+            if (ex.pages[p].ocr_error[0] && !ocr_error[0]) {
+                ocr_error = ex.pages[p].ocr_error;
+                ocr_unavailable = ex.pages[p].ocr_unavailable;
+            }
+            ocr_tried |= ex.pages[p].ocr_tried;
+        }
+        if (with_images && in->ocr == CQ_OCR_OFF)
+            st = cq_err_set_reason(err, CQ_ERR_EMPTY, "ocr_off",
+                                   "%s: no text layer on any of %d pages (scanned document? OCR is off)", path,
+                                   n_pages);
+        else if (with_images && ocr_error[0] && !ocr_tried)
+            st = cq_err_set_reason(err, CQ_ERR_EMPTY, ocr_unavailable ? "ocr_unavailable" : "ocr_failed",
+                                   "%s: no text layer on any of %d pages, and OCR failed: %s", path, n_pages,
+                                   ocr_error);
+        else if (with_images)
+            st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text layer on any of %d pages, and OCR recognised no text on "
+                            "them (a scan without text, or too poor to read?)", path, n_pages);
         else
             st = cq_err_set(err, CQ_ERR_EMPTY, "%s: no text on any of its %d pages (blank document?)", path, n_pages);
         goto out;
@@ -1300,6 +1513,7 @@ out:
             snprintf(err->msg + l, sizeof err->msg - l, " [MuPDF: %s]", ex.last_warning);
         }
     }
+    free(ocr_todo);
     free_scratch(&scratch);
     free_extraction(&ex);
     fz_drop_document(ctx, doc);

@@ -8,6 +8,16 @@
  * Adding a format is one file (its reader, declared in reader/reader_internal.h) plus one row (reader/formats.c).
  * A format without pages leaves cq_doctext.pages NULL: clauses then have no page numbers and no boxes.
  *
+ * OCR. A PDF page without a usable text layer (a scan) is rendered at 300 dpi (again at another resolution when
+ * its print is far from the size Tesseract reads best) and recognised by Tesseract (CQ_OCR_LANGUAGES); its symbol
+ * boxes become the glyph boxes, so the page goes through the same line rules,
+ * header/footer removal and structure parser as a text page, and citations highlight on it. Pages are recognised
+ * in parallel (cq_reader_input.ocr_threads); cq_page.ocr / ocr_confidence say which pages were read so.
+ *
+ * Formats without pages that come as blocks (DOCX, HTML) give one line per paragraph, heading, list item (with the
+ * number or bullet the document shows) and table row (cells separated by " | "), and mark their headings
+ * (cq_doctext.headings) so that the structure parser takes them as headings whatever their wording.
+ *
  * Document text. One UTF-8 string for the whole document (repaired, see core/text_norm.h) plus, for formats with
  * pages, where each piece sits on its page. Line structure in `text`:
  *   '\n'  a hard break: end of a paragraph, heading or list item (a PDF line that does not simply wrap on);
@@ -49,14 +59,23 @@ typedef struct {
     int page_no;                   /* 1-based */
 } cq_line;
 
+/* A line of the text that the format marks as a heading (cq_doctext.headings). */
+typedef struct {
+    uint32_t start, end;           /* byte span of the whole line in cq_doctext.text */
+    int level;                     /* 1 (Heading 1, <h1>) .. 9 */
+} cq_heading;
+
 typedef struct {
     int page_no;                   /* 1-based */
     float width, height;           /* points */
     uint32_t text_start, text_end; /* byte span of the page's text in cq_doctext.text */
     uint32_t line_first, n_lines;  /* its lines in cq_doctext.lines */
     uint32_t n_chars;              /* code points of text on the page */
-    double quality;                /* 0 (unusable) .. 1 (clean) */
-    char quality_reason[160];      /* "" when clean; else e.g. "no text layer (scanned page?)" */
+    double quality;                /* 0 (unusable) .. 1 (clean); for a page read by OCR at most its confidence */
+    char quality_reason[160];      /* "" when clean; else e.g. "no text layer (scanned page?)", or for a page read
+                                      by OCR "text recognised by OCR (confidence 0.93)" */
+    bool ocr;                      /* the page's text was recognised by OCR (the text layer, if any, was not used) */
+    double ocr_confidence;         /* OCR pages: Tesseract's word confidences averaged over the characters, 0..1 */
 } cq_page;
 
 typedef struct {
@@ -70,8 +89,12 @@ typedef struct {
     uint32_t *glyph_offset;
     float *glyph_x0, *glyph_x1;
     size_t n_glyphs;
+    /* Headings the format marks as such (Word heading styles, HTML h1-h6), in text order; NULL for formats that
+     * do not mark them (PDF, Markdown and plain text: their headings are recognised from the text alone). */
+    cq_heading *headings;
+    size_t n_headings;
     char *title;                   /* the document's own title if the format states it (PDF metadata, a leading
-                                      Markdown "# " heading), else NULL; malloc'd */
+                                      Markdown "# " heading, DOCX properties, HTML <title>), else NULL; malloc'd */
     double quality;                /* document score: character-weighted mean of page scores (1 for text) */
     char quality_reason[160];      /* worst problem found, "" when clean */
 } cq_doctext;
@@ -93,8 +116,28 @@ void cq_doctext_free(cq_doctext *doc);
 
 /* ---- formats ------------------------------------------------------------------------------------------------ */
 
-/* Called by readers of paged formats after each page (pages_read of n_pages); may be NULL. */
+/* Called by readers of paged formats after each page (pages_read of n_pages, pages_read going up by one from 1),
+ * on the thread that called the reader; pages read by OCR come after the others, as they are recognised.
+ * May be NULL. */
 typedef void (*cq_reader_progress_fn)(void *user, int pages_read, int n_pages);
+
+/* OCR of scanned pages (formats with pages). The zero value is auto. */
+typedef enum {
+    CQ_OCR_AUTO = 0, /* pages without a usable text layer: no text but images, text too damaged to use, or a scan
+                        with a few characters of real text on it (a filing stamp) */
+    CQ_OCR_OFF = 1,  /* never: such pages stay flagged "no text layer (scanned page?)" */
+    CQ_OCR_FORCE = 2, /* every page, its text layer ignored (a text layer known to be wrong) */
+} cq_reader_ocr;
+
+/* "off" | "auto" | "force" and back; parse returns false for anything else. */
+const char *cq_reader_ocr_name(cq_reader_ocr mode);
+bool cq_reader_ocr_parse(const char *name, cq_reader_ocr *mode);
+
+/* An OCR page whose confidence is below this is a warning on the page (the service's page-quality warning
+ * threshold, CQ_PAGE_QUALITY_WARN in app/json.h, is the same). */
+#define CQ_OCR_LOW_CONFIDENCE 0.80
+/* The Tesseract languages OCR reads (Debian: tesseract-ocr-chi-sim, tesseract-ocr-eng). */
+#define CQ_OCR_LANGUAGES "chi_sim+eng"
 
 /* What a reader reads: the file (readers that open files themselves, as MuPDF does, use path) and its bytes. */
 typedef struct {
@@ -103,6 +146,8 @@ typedef struct {
     size_t len;
     cq_reader_progress_fn progress;
     void *progress_user;
+    cq_reader_ocr ocr;             /* formats with pages */
+    int ocr_threads;               /* pages recognised at once; 0: one per online CPU (at most 8) */
 } cq_reader_input;
 
 /* Fills *out (zeroed first) or returns an error with a message a person can act on: not this format, encrypted,

@@ -22,6 +22,53 @@ cq_status cq_reader_render_pdf(const char *path, int page_no, int width, const c
 cq_status cq_reader_read_markdown(const cq_reader_input *in, cq_doctext *out, cq_err *err);
 cq_status cq_reader_read_plain(const cq_reader_input *in, cq_doctext *out, cq_err *err);
 
+/* Word (DOCX: word/document.xml with its styles and numbering, libzip + libxml2), from in->data.
+ * reader/docx.c */
+cq_status cq_reader_read_docx(const cq_reader_input *in, cq_doctext *out, cq_err *err);
+/* HTML (gumbo; UTF-8, or the charset its <meta> declares), from in->data. reader/html.c */
+cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err *err);
+
+/* ---- OCR of PDF pages (reader/ocr.c) ---- */
+
+typedef struct fz_context fz_context;
+typedef struct fz_document fz_document;
+
+/* A text line Tesseract found: glyphs first..first+n of its page (a ' ' glyph between words), box, baseline and
+ * size (the line's height) in page points, and the text block it belongs to. */
+typedef struct {
+    uint32_t first, n;
+    float x0, y0, x1, y1, baseline, size;
+    int block;
+} cq_ocr_line;
+
+/* What OCR read on one page: code points as Tesseract gives them (not yet repaired) with their horizontal extent
+ * in points, the lines, and the mean symbol confidence (0..1; 0 when nothing was read). */
+typedef struct {
+    uint32_t *cp;
+    float *x0, *x1;
+    size_t n_glyphs;
+    cq_ocr_line *lines;
+    size_t n_lines;
+    double confidence;
+    bool failed;      /* the page could not be recognised: error says why */
+    bool unavailable; /* … because Tesseract or its language data is missing */
+    bool nomem;
+    char error[200];
+} cq_ocr_page;
+
+/* A MuPDF context whose clones other threads can use (lock callbacks set); NULL when out of memory. */
+fz_context *cq_ocr_new_context(size_t max_store);
+
+/* Recognises pages[0..n) (0-based page indexes of doc, opened with ctx from cq_ocr_new_context) with up to
+ * `threads` threads (0: cq_ocr_default_threads()), into results[0..n) (zeroed first; free each with
+ * cq_ocr_page_free). on_page(user, i) is called on the calling thread as page i finishes. The document must not be
+ * used by the caller meanwhile. Pages that fail are marked in their result; the call itself fails only when it
+ * cannot run (out of memory, no thread). */
+cq_status cq_ocr_pages(fz_context *ctx, fz_document *doc, const int *pages, int n, int threads,
+                       cq_ocr_page *results, void (*on_page)(void *user, int i), void *user, cq_err *err);
+void cq_ocr_page_free(cq_ocr_page *p);
+int cq_ocr_default_threads(void); /* online CPUs, at most 8 */
+
 /* ---- helpers shared by the readers ---- */
 
 /* Han ideographs, kana, hangul and CJK / full-width punctuation: characters that are written without spaces
@@ -67,5 +114,28 @@ bool cq_dt_clean_line(const uint32_t *cp, size_t n, uint32_t *out, bool cjk_gap_
 /* Text quality 0..1 from the repair counts and spacing problems, relative to st->chars (the characters read
  * from the source); writes the worst problem to reason ("" when clean). */
 double cq_dt_quality(const cq_text_stats *st, const cq_dt_spacing *sp, char *reason, size_t reason_size);
+
+/* ---- text of formats that come as blocks (DOCX, HTML) ---- */
+
+/* Each block (a paragraph, heading, list item or table row) becomes one line of the document text; a '\n' inside a
+ * block (a line break the document asks for) starts another line. Characters are repaired and spaces cleaned as
+ * every reader does (cq_dt_clean_line); blocks without text are skipped. */
+typedef struct cq_dt_blocks cq_dt_blocks;
+
+cq_dt_blocks *cq_dt_blocks_new(void); /* NULL when out of memory */
+/* Adds s[0..n); heading_level 1..9 marks its lines as headings (cq_doctext.headings), 0 does not. */
+void cq_dt_blocks_add(cq_dt_blocks *b, const char *s, size_t n, int heading_level);
+/* Moves the text into *out (zeroed first) with title (malloc'd or NULL, taken over either way) and frees b.
+ * CQ_ERR_EMPTY when no block had any text, CQ_ERR_NOMEM when memory ran out along the way. */
+cq_status cq_dt_blocks_finish(cq_dt_blocks *b, char *title, cq_doctext *out, cq_err *err);
+void cq_dt_blocks_free(cq_dt_blocks *b);
+
+/* A title as a document states it (DOCX properties, HTML <title>): repaired, white space collapsed and trimmed.
+ * Malloc'd; NULL when nothing is left or out of memory. */
+char *cq_dt_title(const char *s, size_t n);
+
+/* Converts data[0..len) from charset `from` (an iconv name) to UTF-8. Malloc'd, NUL-terminated, length in
+ * *out_len; NULL when the input is not in that charset (or iconv does not know it, or out of memory). */
+char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len);
 
 #endif

@@ -80,7 +80,7 @@
 /* Segments */
 
 enum { CAND_NONE = 0, CAND_ARTICLE = 1 };
-enum { HEAD_NONE = 0, HEAD_NUMBERED, HEAD_KNOWN, HEAD_ATTACH, HEAD_ENUM, HEAD_PLAIN, HEAD_CAPS };
+enum { HEAD_NONE = 0, HEAD_NUMBERED, HEAD_KNOWN, HEAD_ATTACH, HEAD_ENUM, HEAD_PLAIN, HEAD_CAPS, HEAD_MARKED };
 enum { ROLE_BODY = 0, ROLE_ARTICLE, ROLE_HEADING, ROLE_TITLE };
 /* English labels: ARTICLE IV, Section 7.2, § 3, 7.2 / 12., outline headings I. / A. */
 enum { EN_NONE = 0, EN_ARTICLE, EN_SECTION, EN_SIGN, EN_NUMBER, EN_ROMAN, EN_LETTER };
@@ -94,6 +94,7 @@ enum {
     F_SENT_END = 1 << 5,  /* ends with sentence punctuation */
     F_LABEL_ONLY = 1 << 6, /* the segment is only a label ("ARTICLE I", "第一章") */
     F_WEAK = 1 << 7,       /* "2 In connection with …": a bare number without a dot; only a strict successor counts */
+    F_MARKED = 1 << 8,     /* the format marks the line as a heading (cq_doctext.headings) */
 };
 
 typedef struct {
@@ -103,7 +104,7 @@ typedef struct {
     uint32_t head_end;     /* headings: end of the heading text used in paths */
     uint32_t num[4];       /* Chinese: num[0] = article number, num[1] = 之X; English: the dotted number */
     uint8_t cand;          /* CAND_* */
-    uint8_t head;          /* HEAD_* (lexical heading candidate) */
+    uint8_t head;          /* HEAD_* (lexical heading candidate; HEAD_MARKED: only the format says so) */
     uint8_t level;         /* heading level: 1 编/attachment … 3 章 … 5 一、 6 （一）; English 1 article, 1+d */
     uint8_t en_kind;       /* EN_* */
     uint8_t depth;         /* English: components in num */
@@ -802,6 +803,38 @@ static void mark_contents(parser *p) {
     }
 }
 
+/* Lines the format marks as headings (Word heading styles, HTML h1-h6) are headings whatever their wording; an
+ * article label stays an article (a Word file may style "第一条" as a heading). A marked heading that the text
+ * also shows as one (第一章, 一、, 附件) keeps its lexical level; the others take the level their format level
+ * has next to those (Heading 3 under a Heading 2 "第一章" sits at the level of 节), else the format level. */
+static void mark_headings(parser *p) {
+    const cq_doctext *d = p->doc;
+    uint8_t lexical[10] = {0}; /* format level → the lexical level of headings seen at it */
+    size_t h = 0;
+    for (size_t k = 0; k < p->n_segs && h < d->n_headings; k++) {
+        segment *g = &p->segs[k];
+        while (h < d->n_headings && d->headings[h].end < g->end) h++;
+        if (h == d->n_headings || g->start < d->headings[h].start) continue;
+        int w = d->headings[h].level < 1 ? 1 : d->headings[h].level > 9 ? 9 : d->headings[h].level;
+        g->flags |= F_MARKED | F_HEADLIKE;
+        g->flags &= (uint16_t)~F_TOC;
+        if (g->cand) continue;
+        g->head_end = g->end;
+        if (g->head && g->head != HEAD_PLAIN && g->head != HEAD_CAPS) {
+            lexical[w] = g->level;
+            continue;
+        }
+        g->head = HEAD_MARKED;
+        int level = w;
+        for (int up = w; up >= 1; up--)
+            if (lexical[up]) {
+                level = lexical[up] + (w - up);
+                break;
+            }
+        g->level = (uint8_t)(level < MAX_LEVELS - 1 ? level : MAX_LEVELS - 1);
+    }
+}
+
 static void classify(parser *p) {
     for (size_t k = 0; k < p->n_segs; k++) {
         segment *g = &p->segs[k];
@@ -822,8 +855,10 @@ static void classify(parser *p) {
         if (g->flags & F_TOC) continue;
         if (p->cjk) classify_cn(p, g);
         else classify_en(p, g);
-        if (g->cand) p->n_cands++;
     }
+    mark_headings(p);
+    for (size_t k = 0; k < p->n_segs; k++)
+        if (p->segs[k].cand) p->n_cands++;
     if (p->n_cands == 0) return;
     p->cands = malloc(p->n_cands * sizeof *p->cands);
     if (!p->cands) {
@@ -1202,7 +1237,9 @@ static void resolve_headings_cn(parser *p) {
             continue;
         }
         bool is_head = false;
-        switch (g->head) {
+        if (g->flags & F_MARKED) /* an unnumbered heading first in the document is its title */
+            is_head = k > 0 || g->head != HEAD_MARKED;
+        else switch (g->head) {
         case HEAD_NUMBERED:
         case HEAD_KNOWN:
         case HEAD_ATTACH:
@@ -1261,7 +1298,9 @@ static void resolve_headings_en(parser *p) {
         segment *g = &p->segs[k];
         labels_seen |= g->role == ROLE_ARTICLE;
         if (g->role != ROLE_BODY) continue;
-        if (g->head == HEAD_ATTACH) {
+        if (g->flags & F_MARKED) {
+            if (k > 0 || g->head != HEAD_MARKED) g->role = ROLE_HEADING; /* first and unnumbered: the title */
+        } else if (g->head == HEAD_ATTACH) {
             if (k < 3 && !labels_seen) continue; /* "Exhibit 10.1" atop an SEC filing names the document itself */
             g->role = ROLE_HEADING;
         } else if (g->head == HEAD_CAPS && !p->have_articles && k > 0 && k + 1 < n && p->segs[k + 1].role == ROLE_BODY &&
@@ -1703,7 +1742,7 @@ static void emit(parser *p) {
                 break;
             }
             if ((g->head == HEAD_PLAIN || g->head == HEAD_ENUM || g->head == HEAD_KNOWN) && p->art_open &&
-                g->head_end == g->end) {
+                g->head_end == g->end && !(g->flags & F_MARKED)) {
                 /* unnumbered headings between articles stay in the text of the article before them */
                 p->art_end = g->end;
                 push_heading(p->stack, &p->n_stack, g->level, g->start, g->head_end);

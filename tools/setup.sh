@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # clauseqa set-up: installs what is missing, idempotently.
 #   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc,
-#     inih)
+#     inih, Tesseract with its Chinese and English data for OCR, libzip and libxml2 for Word files; gumbo, for
+#     HTML, comes with MuPDF's dependencies)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
 #   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
 # Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
@@ -27,6 +28,7 @@ debs=(
   libharfbuzz-dev libjbig2dec0-dev libopenjp2-7-dev libgumbo-dev libmujs-dev libfreetype-dev libjpeg-dev zlib1g-dev
   libfaiss-dev liblapack-dev libblas-dev libopenblas-dev
   libcjson-dev libcmocka-dev libutf8proc-dev libinih-dev
+  libtesseract-dev tesseract-ocr-chi-sim tesseract-ocr-eng libzip-dev libxml2-dev
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
 )

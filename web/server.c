@@ -219,6 +219,7 @@ typedef struct {
     size_t bytes, max;
     bool have_file, too_large, io_error, replace;
     char field_value[16];
+    char ocr[16]; /* "" when not given */
 } upload_state;
 
 static bool spool_open(upload_state *u) {
@@ -249,7 +250,7 @@ static int form_field_found(const char *key, const char *filename, char *path, s
         return MG_FORM_FIELD_STORAGE_GET;
     }
     u->field_value[0] = 0;
-    return !strcmp(key, "replace") ? MG_FORM_FIELD_STORAGE_GET : MG_FORM_FIELD_STORAGE_SKIP;
+    return !strcmp(key, "replace") || !strcmp(key, "ocr") ? MG_FORM_FIELD_STORAGE_GET : MG_FORM_FIELD_STORAGE_SKIP;
 }
 
 static int form_field_get(const char *key, const char *value, size_t len, void *user) {
@@ -257,6 +258,10 @@ static int form_field_get(const char *key, const char *value, size_t len, void *
     if (!strcmp(key, "replace") && !u->f) {
         snprintf(u->field_value, sizeof u->field_value, "%.*s", (int)(len < 15 ? len : 15), value);
         u->replace = !strcmp(u->field_value, "true") || !strcmp(u->field_value, "1") || !strcmp(u->field_value, "on");
+        return MG_FORM_FIELD_HANDLE_NEXT;
+    }
+    if (!strcmp(key, "ocr") && !u->f) {
+        snprintf(u->ocr, sizeof u->ocr, "%.*s", (int)(len < sizeof u->ocr - 1 ? len : sizeof u->ocr - 1), value);
         return MG_FORM_FIELD_HANDLE_NEXT;
     }
     if (!u->f) return MG_FORM_FIELD_HANDLE_NEXT;
@@ -302,6 +307,7 @@ static void handle_upload(cq_web_req *r, const char *kb) {
     const char *ctype = mg_get_header(r->conn, "Content-Type");
     char q[16];
     if (cq_web_query(r, "replace", q, sizeof q)) u.replace = truthy(q);
+    cq_web_query(r, "ocr", u.ocr, sizeof u.ocr);
     if (ctype && !strncasecmp(ctype, "multipart/form-data", 19)) {
         struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
         int n = mg_handle_form_request(r->conn, &h);
@@ -358,7 +364,8 @@ static void handle_upload(cq_web_req *r, const char *kb) {
     cq_err err = {0};
     cJSON *out = NULL;
     bool accepted = false;
-    cq_status rc = r->svc->upload(r->svc->ctx, kb, u.filename, u.path, u.replace, &out, &accepted, &err);
+    cq_status rc = r->svc->upload(r->svc->ctx, kb, u.filename, u.path, u.replace, u.ocr[0] ? u.ocr : NULL, &out,
+                                  &accepted, &err);
     if (rc) {
         cJSON_Delete(out);
         cq_web_send_status_error(r, &err);

@@ -114,9 +114,10 @@ typedef struct {
     cq_status (*clause_get)(void *ctx, int64_t clause_id, cJSON **out, char kb[128], cq_err *err);
 
     /* Takes over the spooled upload at path (the service moves or deletes it). *accepted = true: a job was queued
-     * (HTTP 202; out has "job"); false: the content was in the KB already (HTTP 200, out has "duplicate": true). */
+     * (HTTP 202; out has "job"); false: the content was in the KB already (HTTP 200, out has "duplicate": true).
+     * ocr: the upload's "ocr" parameter as sent (off | auto | force), NULL when absent (INVALID otherwise). */
     cq_status (*upload)(void *ctx, const char *kb, const char *filename, const char *path, bool replace,
-                        cJSON **out, bool *accepted, cq_err *err);
+                        const char *ocr, cJSON **out, bool *accepted, cq_err *err);
     cq_status (*job_get)(void *ctx, int64_t job_id, cJSON **out, char kb[128], cq_err *err);
     cq_status (*job_list)(void *ctx, const char *kb, cJSON **out, cq_err *err);
 

@@ -39,7 +39,8 @@ def main():
         wait(driver, lambda d: d.find_element(By.ID, 'auth-state').is_displayed(), 'page loads')
         check('Chinese labels', driver.find_element(By.ID, 'library-title').text == '文档库')
         accept = driver.find_element(By.ID, 'file-input').get_attribute('accept') or ''
-        check('file picker offers the server\'s formats', {'.pdf', '.md', '.markdown', '.txt', 'application/pdf'}
+        check('file picker offers the server\'s formats', {'.pdf', '.docx', '.html', '.htm', '.md', '.markdown', '.txt',
+                                                          'application/pdf', 'text/html'}
               <= set(accept.split(',')), accept)
 
         # a knowledge base, made with the "new" button

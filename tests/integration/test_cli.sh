@@ -71,6 +71,29 @@ check "ready docs unchanged" test "$(sqlite3 "$db" "SELECT count(*) FROM documen
 check "unknown kb" bash -c "! '$bin' retrieve --data '$data' --kb nope x 2>/dev/null"
 check "usage error" bash -c "'$bin' retrieve --data '$data' 2>/dev/null; test \$? = 2"
 
+# --- a folder with a GB2312 web page and a Word file (the format table says what a folder holds) ---
+mkdir -p "$work/web"
+python3 - "$work/web" <<'PY'
+import sys, zipfile
+d = sys.argv[1]
+page = ('<html><head><meta charset="gb2312"><title>通知</title></head><body><nav>首页</nav><h1>关于网页归档的通知</h1>'
+        '<p>第一条 各单位应当定期归档网页。</p><p>第二条 归档网页保存十年。</p></body></html>')
+open(d + '/通知.html', 'wb').write(page.encode('gb18030'))
+w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+body = ''.join(f'<w:p><w:r><w:t>{t}</w:t></w:r></w:p>' for t in ('第一条 文书档案永久保存。', '第二条 会计档案保存三十年。'))
+with zipfile.ZipFile(d + '/期限.docx', 'w') as z:
+    z.writestr('word/document.xml', f'<w:document {w}><w:body>{body}</w:body></w:document>')
+open(d + '/notes.odt', 'w').write('not a supported format: skipped by the folder scan')
+PY
+out=$("$bin" ingest --data "$data" --kb web --json "$work/web")
+check "folder: Word and HTML ingested" test "$(echo "$out" | json 'd["ingested"]')" = 2
+check "Word has no pages" test "$(echo "$out" | json '[f for f in d["files"] if f["file"].endswith(".docx")][0]["pages"]')" = 0
+out=$("$bin" retrieve --data "$data" --kb web --json "网页保存多少年")
+check "GB2312 page retrieved" test "$(echo "$out" | json 'd["results"][0]["text"]')" = "第二条 归档网页保存十年。"
+check "Word clause has no page" test "$("$bin" retrieve --data "$data" --kb web --json "期限第二条" | json 'd["results"][0]["page"]')" = None
+check "--ocr takes off, auto or force" bash -c "'$bin' ingest --data '$data' --kb web --ocr sometimes '$work/web' 2>/dev/null; test \$? = 2"
+check "--ocr off leaves scans flagged" bash -c "'$bin' ingest --data '$data' --kb web --ocr off '$src/tests/data/pdf/scanned.pdf' 2>&1 | grep -q 'FAILED.*OCR is off'"
+
 # --- real PDFs and a small eval from ../shared, when it is there ---
 if [ -d "$shared/eval/laws-zh-pdf" ]; then
   out=$("$bin" ingest --data "$data" --kb pdf --json "$shared/eval/laws-zh-pdf/docs/农民专业合作社法(2017-12-27).pdf" \

@@ -1,7 +1,7 @@
 """Running the server as an operator does (issue 17): the access log (text and JSON lines, reopened on SIGHUP for
 log rotation), clauseqa.conf driving `serve` with flags winning, a busy port reported as one, the start-up log short
 with the address last, /api/v1/health saying which model files were loaded from where, and the ingest progress line
-cut by display width on a terminal.
+cut by display width on a terminal (with the pages of a PDF read so far).
 
 usage: test_ops_server.py path/to/clauseqa"""
 import json
@@ -18,7 +18,7 @@ import time
 import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import DEMO_MD, SOURCE_DIR, Checks, Server, binary_without_models  # noqa: E402
+from http_server import DEMO_MD, DEMO_PDF, SOURCE_DIR, Checks, Server, binary_without_models  # noqa: E402
 
 T = Checks('test_ops_server')
 TEXT_LINE = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\S+) (\S+) (\S+) (\d{3}) (\d+) (\d+\.\d)ms (\S+)$')
@@ -112,7 +112,7 @@ def config_and_startup(binary, work):
     log = os.path.join(work, 'conf-access.log')
     with open(conf, 'w') as f:
         f.write(f'data = {data}\n[serve]\nport = 0\nthreads = 4\nanswers = extractive\naccess-log = {log}\n'
-                f'access-log-format = json\n')
+                f'access-log-format = json\nocr = force\n')
     env = dict(os.environ, CLAUSEQA_CONFIG=conf)
     p = subprocess.Popen([binary, 'serve', '--port-file', port_file, '--access-log-format', 'text'],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -127,6 +127,7 @@ def config_and_startup(binary, work):
         health = json.loads(c.getresponse().read())
         T.check('config: data = used', os.path.exists(os.path.join(data, 'clauseqa.db')))
         T.check('config: answers = extractive', health['models']['answers'] == 'extractive', health)
+        T.check('config: ocr = force', (health.get('ocr') or {}).get('default') == 'force', health)
         time.sleep(0.2)
         T.check('config: access-log = used; --access-log-format text wins over json',
                 lines_of(log) and TEXT_LINE.match(lines_of(log)[0]), lines_of(log) if os.path.exists(log) else None)
@@ -178,10 +179,9 @@ def display_width(s):
     return sum(2 if unicodedata.east_asian_width(ch) in 'WF' else 0 if unicodedata.combining(ch) else 1 for ch in s)
 
 
-def progress_on_a_terminal(binary, work):
-    name = '中华人民共和国劳动合同法实施条例及其配套规定汇编二零二四年修订版本.md'
-    path = os.path.join(work, name)
-    shutil.copy(os.path.join(SOURCE_DIR, 'data', 'demo', '劳动合同法(2012-12-28).md'), path)
+def bars_on_a_terminal(binary, work, path):
+    """The progress lines `clauseqa ingest` draws on a terminal for path, or None (a failed check) when they are not
+    UTF-8."""
     master, slave = pty.openpty()
     p = subprocess.Popen([binary, 'ingest', '--data', os.path.join(work, 'tty'), '--kb', 'k', path],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
@@ -201,14 +201,29 @@ def progress_on_a_terminal(binary, work):
         text = out.decode('utf-8')
     except UnicodeDecodeError as e:
         T.check('progress: valid UTF-8 (never cut inside a character)', False, repr(out[:300]) + str(e))
-        return
+        return None
     bars = [seg for seg in re.split(r'[\r\n]', text) if seg.startswith('[')]
     T.check('progress: drawn on a terminal', bars, text)
+    return bars
+
+
+def progress_on_a_terminal(binary, work):
+    name = '中华人民共和国劳动合同法实施条例及其配套规定汇编二零二四年修订版本.md'
+    path = os.path.join(work, name)
+    shutil.copy(os.path.join(SOURCE_DIR, 'data', 'demo', '劳动合同法(2012-12-28).md'), path)
+    bars = bars_on_a_terminal(binary, work, path)
+    if bars is None:
+        return
     first = bars[0] if bars else ''
     shown = first.split(' ', 2)[2] if first.count(' ') >= 2 else ''
     T.check('progress: the name cut to 40 columns with an ellipsis', display_width(shown) == 40 and '…' in shown,
             (shown, display_width(shown)))
     T.check('progress: the name begins as it should', shown.startswith('中华人民共和国'), shown)
+    # a PDF: the pages read of the file being read follow its name, which keeps its 40 columns
+    bars = bars_on_a_terminal(binary, work, DEMO_PDF) or []
+    paged = [b for b in bars if re.search(r' \(page \d+/9\)$', b)]
+    cell = paged[-1].split(' ', 2)[2].rsplit(' (page', 1)[0] if paged else ''
+    T.check('progress: the pages read after the name', paged and display_width(cell) == 40, bars[-3:])
 
 
 def main():

@@ -62,6 +62,13 @@ static void test_config_reads_keys_and_flags(void **state) {
     for (size_t i = 0; i < n; i++) free(flags[i]);
     assert_int_equal(cq_config_flags(&c, "ask", flags, 8), 0);
     cq_config_free(&c);
+    /* every serve option is a key */
+    assert_int_equal(load("[serve]\nport-file = /run/clauseqa.port\nadapter = none\nocr = off\n", &c, &err), CQ_OK);
+    n = cq_config_flags(&c, "serve", flags, 8);
+    assert_int_equal(n, 3);
+    assert_string_equal(flags[2], "--ocr=off");
+    for (size_t i = 0; i < n; i++) free(flags[i]);
+    cq_config_free(&c);
 }
 
 static void test_config_errors_name_the_line(void **state) {

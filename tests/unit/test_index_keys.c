@@ -150,6 +150,14 @@ static void test_jobs(void **state) {
     assert_string_equal(j.error, "named .pdf but not a PDF");
     assert_string_equal(j.error_code, "bad_format");
     cq_job_info_free(&j);
+    /* a reader's finer reason is the code a client is given */
+    cq_err_set_reason(&why, CQ_ERR_UNSUPPORTED, "too_large", "word/document.xml would expand to 70 MB");
+    assert_int_equal(cq_store_job_fail(s, job1, 0, 0, &why, &err), CQ_OK);
+    assert_int_equal(cq_store_job_get(s, job1, &j, &err), CQ_OK);
+    assert_string_equal(j.error_code, "too_large");
+    cq_job_info_free(&j);
+    cq_err_set(&why, CQ_ERR_FORMAT, "named .pdf but not a PDF"); /* cq_err_set forgets the reason */
+    assert_null(why.reason);
     assert_int_equal(cq_store_job_unfinished(s, &list, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
     cq_job_info_free_array(list, n);

@@ -19,10 +19,15 @@
 
 /* ---- helpers ----------------------------------------------------------------------------------------------- */
 
-/* The readers, called as the format table calls them. */
-static cq_status from_pdf(const char *path, cq_doctext *out, cq_err *err) {
-    cq_reader_input in = {.path = path};
+/* The readers, called as the format table calls them. PDFs are read with OCR off: these tests are about text
+ * layers (OCR has tests/unit/test_reader_ocr.c); one case below checks what auto does with an image of no text. */
+static cq_status from_pdf_ocr(const char *path, cq_reader_ocr ocr, cq_doctext *out, cq_err *err) {
+    cq_reader_input in = {.path = path, .ocr = ocr};
     return cq_reader_read_pdf(&in, out, err);
+}
+
+static cq_status from_pdf(const char *path, cq_doctext *out, cq_err *err) {
+    return from_pdf_ocr(path, CQ_OCR_OFF, out, err);
 }
 
 static cq_status from_markdown(const char *data, size_t len, cq_doctext *out, cq_err *err) {
@@ -318,9 +323,13 @@ static void test_pdf_bad_inputs(void **state) {
     assert_non_null(strstr(err.msg, "encrypted PDF: a password is required"));
 
     assert_int_equal(from_pdf(fixture_path("scanned.pdf"), &d, &err), CQ_ERR_EMPTY);
-    assert_non_null(strstr(err.msg, "no text layer on any of 2 pages (scanned document? OCR is not supported)"));
+    assert_non_null(strstr(err.msg, "no text layer on any of 2 pages (scanned document? OCR is off)"));
     assert_null(d.text);
     assert_null(d.pages);
+    /* OCR finds nothing to read in a grey gradient: the same failure, saying so */
+    assert_int_equal(from_pdf_ocr(fixture_path("scanned.pdf"), CQ_OCR_AUTO, &d, &err), CQ_ERR_EMPTY);
+    assert_non_null(strstr(err.msg, "no text layer on any of 2 pages, and OCR recognised no text on them"));
+    assert_null(d.text);
 
     assert_int_equal(from_pdf(NULL, &d, &err), CQ_ERR_INVALID);
 }
@@ -685,7 +694,7 @@ static void test_format_table(void **state) {
             assert_ptr_equal(cq_reader_format_of_name(name), &t[i]);
         }
     }
-    assert_null(cq_reader_format_named("docx"));
+    assert_null(cq_reader_format_named("doc"));
     assert_null(cq_reader_format_named(NULL));
     assert_null(cq_reader_format_of_name("scan.png"));
     assert_null(cq_reader_format_of_name("README"));
@@ -693,6 +702,9 @@ static void test_format_table(void **state) {
     assert_true(cq_reader_format_named("pdf")->has_pages);
     assert_false(cq_reader_format_named("md")->has_pages);
     assert_string_equal(cq_reader_format_named("pdf")->mime, "application/pdf");
+    assert_false(cq_reader_format_named("docx")->has_pages);
+    assert_false(cq_reader_format_named("html")->has_pages);
+    assert_string_equal(cq_reader_format_of_name("通知.HTM")->name, "html");
 }
 
 static void test_format_detect(void **state) {
@@ -717,7 +729,18 @@ static void test_format_detect(void **state) {
     assert_int_equal(e.code, CQ_ERR_EMPTY);
     assert_null(detect("image.png", "\x89PNG", &e));
     assert_int_equal(e.code, CQ_ERR_UNSUPPORTED);
-    assert_string_equal(e.msg, "unsupported file type '.png' (use PDF, Markdown or plain text)");
+    assert_string_equal(e.msg, "unsupported file type '.png' (use PDF, Word (DOCX), HTML, Markdown or plain text)");
+    /* Word files are zip archives; HTML has no magic bytes, its extension says it */
+    assert_string_equal(detect("law.docx", "PK\x03\x04\x14\x00", &e), "docx");
+    assert_string_equal(detect("upload", "PK\x03\x04\x14\x00", &e), "docx");
+    assert_null(detect("old.docx", "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", &e)); /* a .doc, or a password-protected file */
+    assert_int_equal(e.code, CQ_ERR_FORMAT);
+    assert_string_equal(e.msg, "named .docx but not a Word (DOCX) file (it does not start like one)");
+    assert_null(detect("old.doc", "\xd0\xcf\x11\xe0", &e));
+    assert_int_equal(e.code, CQ_ERR_UNSUPPORTED);
+    assert_string_equal(detect("page.html", "<!DOCTYPE html>", &e), "html");
+    assert_string_equal(detect("page.HTM", "<html>", &e), "html");
+    assert_string_equal(detect("page.xhtml", "<?xml version=\"1.0\"?>", &e), "html");
     /* magic bytes count only within the head */
     char head[CQ_READER_HEAD_BYTES + 16];
     memset(head, ' ', sizeof head);

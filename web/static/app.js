@@ -8,7 +8,9 @@
 const I18N = {
   zh: {
     kb: '知识库', newKb: '新建', deleteKb: '删除', apiKey: 'API 密钥', library: '文档库',
-    dropTitle: '拖放文件到这里，或点击选择', dropHint: 'PDF、Markdown、纯文本', documents: '文档', filter: '筛选',
+    dropTitle: '拖放文件到这里，或点击选择', documents: '文档', filter: '筛选',
+    /* the formats' names in this language (which formats there are is the server's: health's "formats") */
+    formatNames: { pdf: 'PDF', docx: 'Word', html: 'HTML 网页', md: 'Markdown', txt: '纯文本' }, listSep: '、',
     noDocs: '还没有文档。上传一份开始吧。', chat: '问答', welcomeTitle: '就文档提问，答案附带条款出处',
     welcomeText: '每个回答都引用原文条款与页码；点击引用查看条款全文和高亮的页面。',
     askPlaceholder: '输入问题，Enter 发送，Shift+Enter 换行', askPlaceholderShort: '输入问题', send: '发送', newChat: '新对话',
@@ -50,11 +52,17 @@ const I18N = {
       invalid_json: '请求无效', io: '服务器无法保存文件', database: '服务器数据库出错', no_memory: '服务器内存不足',
       internal: '服务器内部错误', device: '服务器的计算设备出错', shutting_down: '服务器正在停止，请稍后再试',
       network: '网络错误，连接中断', failed: '处理失败',
+      /* the readers' finer reasons (docs/API.md, jobs) */
+      too_large: '文件解压或展开后太大（可能是 zip 炸弹），拒绝读取', too_deep: '文件的元素嵌套过深，拒绝读取',
+      ocr_off: '这是没有文字层的扫描件，而服务器关闭了 OCR 文字识别', ocr_unavailable: '这是扫描件，但服务器上的 OCR 文字识别不可用（缺少语言数据）',
+      ocr_failed: '这是扫描件，OCR 文字识别失败',
     },
+    pageWarn: '这一页的文字可能有误（质量 {0}）：请对照页面图像核对',
   },
   en: {
     kb: 'Knowledge base', newKb: 'New', deleteKb: 'Delete', apiKey: 'API key', library: 'Library',
-    dropTitle: 'Drop files here, or click to choose', dropHint: 'PDF, Markdown, plain text', documents: 'Documents',
+    dropTitle: 'Drop files here, or click to choose', documents: 'Documents',
+    formatNames: { pdf: 'PDF', docx: 'Word', html: 'HTML', md: 'Markdown', txt: 'plain text' }, listSep: ', ',
     filter: 'Filter', noDocs: 'No documents yet. Upload one to begin.', chat: 'Chat',
     welcomeTitle: 'Ask your documents; every answer cites its clause',
     welcomeText: 'Answers quote the clause and page they rest on; click a citation for the clause and its highlighted page.',
@@ -102,7 +110,12 @@ const I18N = {
       no_memory: 'the server is out of memory', internal: 'internal server error', device: 'the server\'s compute device failed',
       shutting_down: 'the server is stopping; try again shortly', network: 'network error: the connection broke',
       failed: 'processing failed',
+      too_large: 'the file expands to too much (a zip bomb?): refused', too_deep: 'the file nests its elements too deep: refused',
+      ocr_off: 'a scan without a text layer, and the server has OCR turned off',
+      ocr_unavailable: 'a scan, but OCR is not available on the server (its language data is missing)',
+      ocr_failed: 'a scan, and OCR failed on it',
     },
+    pageWarn: 'the text of this page may be wrong (quality {0}): check it against the page image',
   },
 };
 
@@ -132,11 +145,11 @@ const t = (k, ...args) => {
   return s;
 };
 
-/* A server error code ("bad_format", "exists" …, docs/API.md) in the page's language. */
+/* A server error code ("bad_format", "exists", a reader's "too_large" …, docs/API.md) in the page's language. */
 function errorText(code) {
   const errors = t('errors');
   const s = errors[code] || errors.failed;
-  return s.replace('{0}', t('dropHint'));
+  return s.replace('{0}', formatsText());
 }
 
 function el(tag, attrs, ...children) {
@@ -203,6 +216,7 @@ function applyLanguage() {
   renderConvs();
   renderKbCount();
   renderAuth();
+  renderFormats();
 }
 
 function renderExamples() {
@@ -274,8 +288,15 @@ function renderAuth() {
   pill.className = 'pill ' + (health.auth ? 'ok' : 'warn');
 }
 
-/* The file picker offers the formats the server reads (health's "formats", from its format table). */
-function renderAccept() {
+/* The formats the server reads (health's "formats", from its format table) in the page's language. */
+function formatsText() {
+  const names = t('formatNames');
+  return (health && health.formats || []).map((f) => names[f.name] || f.label).join(t('listSep'));
+}
+
+/* The file picker and the drop zone's hint offer them. */
+function renderFormats() {
+  $('drop-hint').textContent = formatsText();
   if (!health || !health.formats) return;
   $('file-input').accept = health.formats
     .flatMap((f) => [...f.extensions.map((e) => '.' + e), f.mime.split(';')[0]]).join(',');
@@ -287,7 +308,7 @@ async function loadKbs() {
   try {
     health = await api('GET', '/api/v1/health');
     renderAuth();
-    renderAccept();
+    renderFormats();
     const data = await api('GET', '/api/v1/kbs');
     state.kbs = data.kbs;
   } catch (e) {
@@ -1016,6 +1037,11 @@ async function showPage(n) {
   $('page-label').textContent = t('page', n) + (last > first ? ' (' + first + '–' + last + ')' : '');
   $('page-prev').disabled = n <= first;
   $('page-next').disabled = n >= last;
+  /* a page whose text is doubtful (a low-confidence OCR page) says so above its image; the server's words on hover */
+  const warning = (c.page_warnings || []).find((w) => w.page === n);
+  $('page-warning').hidden = !warning;
+  $('page-warning').textContent = warning ? '⚠ ' + t('pageWarn', warning.quality.toFixed(2)) : '';
+  $('page-warning').title = warning ? warning.reason : '';
   $('zoom-label').textContent = Math.round(state.zoom * 100) + '%';
   $('zoom-out').disabled = state.zoom <= ZOOMS[0];
   $('zoom-in').disabled = state.zoom >= ZOOMS[ZOOMS.length - 1];

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "index/vectors.h"
 
 /* The process's dense retriever, opened with the first store when trained encoder weights are installed. */
@@ -106,7 +107,7 @@ cJSON *cq_json_answer(const cq_answer *a) {
 }
 
 void cq_json_print_line(cJSON *v, FILE *f) {
-    char *s = cJSON_PrintUnformatted(v);
+    char *s = cq_json_print(v, NULL);
     if (s) {
         fputs(s, f);
         fputc('\n', f);

@@ -47,17 +47,7 @@ static int parse_float(const char *opt, const char *v, float *out) {
     return 0;
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
+static double round1(double v) { return (double)(long long)(v * 10 + 0.5) / 10; }
 
 int cq_cmd_generate(int argc, char **argv) {
     static const struct option opts[] = {{"data", required_argument, 0, 'd'},
@@ -136,13 +126,18 @@ int cq_cmd_generate(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "\nclauseqa generate: %s\n", err.msg);
     } else if (json) {
-        printf("{\"text\": ");
-        json_string(stdout, text);
-        printf(", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tokens_per_s\": %.1f, "
-               "\"decode_tokens_per_s\": %.1f, \"device\": \"%s\", \"stopped_by\": \"%s\"}\n",
-               st.prompt_tokens, st.new_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0,
-               st.decode_s > 0 ? st.new_tokens / st.decode_s : 0, cq_device_name(cq_decoder_get_info(d)->device),
-               st.stopped_by_string ? "stop" : st.stopped_by_eos ? "eos" : "max_tokens");
+        /* the text may end inside a character (max_tokens): cq_json_print_line keeps the JSON valid */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "text", text);
+        cJSON_AddNumberToObject(o, "prompt_tokens", st.prompt_tokens);
+        cJSON_AddNumberToObject(o, "new_tokens", st.new_tokens);
+        cJSON_AddNumberToObject(o, "prefill_tokens_per_s",
+                                round1(st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0));
+        cJSON_AddNumberToObject(o, "decode_tokens_per_s", round1(st.decode_s > 0 ? st.new_tokens / st.decode_s : 0));
+        cJSON_AddStringToObject(o, "device", cq_device_name(cq_decoder_get_info(d)->device));
+        cJSON_AddStringToObject(o, "stopped_by",
+                                st.stopped_by_string ? "stop" : st.stopped_by_eos ? "eos" : "max_tokens");
+        cq_json_print_line(o, stdout);
     } else {
         printf("\n");
         fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %d new tokens, %.1f tok/s decode; %s]\n",

@@ -73,10 +73,17 @@ int cq_cmd_perplexity(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "clauseqa perplexity: %s: %s\n", argv[optind], err.msg);
     } else if (json) {
-        printf("{\"file\": \"%s\", \"perplexity\": %.6f, \"tokens\": %lld, \"scored\": %lld, \"windows\": %d, "
-               "\"context\": %ld, \"tokens_per_s\": %.1f, \"device\": \"%s\"}\n",
-               argv[optind], p.perplexity, (long long)p.n_tokens, (long long)p.n_scored, p.n_windows, context,
-               p.seconds > 0 ? p.n_scored / p.seconds : 0, cq_device_name(cq_decoder_get_info(d)->device));
+        cJSON *o = cJSON_CreateObject(); /* the file name is any bytes: cq_json_print_line keeps the JSON valid */
+        cJSON_AddStringToObject(o, "file", argv[optind]);
+        cJSON_AddNumberToObject(o, "perplexity", p.perplexity);
+        cJSON_AddNumberToObject(o, "tokens", (double)p.n_tokens);
+        cJSON_AddNumberToObject(o, "scored", (double)p.n_scored);
+        cJSON_AddNumberToObject(o, "windows", p.n_windows);
+        cJSON_AddNumberToObject(o, "context", (double)context);
+        cJSON_AddNumberToObject(o, "tokens_per_s",
+                                (double)(long long)((p.seconds > 0 ? p.n_scored / p.seconds : 0) * 10 + 0.5) / 10);
+        cJSON_AddStringToObject(o, "device", cq_device_name(cq_decoder_get_info(d)->device));
+        cq_json_print_line(o, stdout);
     } else {
         printf("perplexity %.4f over %lld tokens (%d windows of <= %ld), %.1f tokens/s on %s\n", p.perplexity,
                (long long)p.n_scored, p.n_windows, context, p.seconds > 0 ? p.n_scored / p.seconds : 0,

@@ -1,5 +1,6 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
- *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] */
+ *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] [--cors-origin URL]... [--allow-host NAME]...
+ *                [--request-timeout-s N] [--max-client-connections N] */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,10 +15,14 @@
 #include "core/log.h"
 #include "web/server.h"
 
+#define MAX_LIST 32 /* --cors-origin and --allow-host values */
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
+            "                      [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s 30]\n"
+            "                      [--max-client-connections 32]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
             "ingestion jobs not yet done resume at the next start.\n"
             "  --port N          TCP port (0: any free port; see --port-file)\n"
@@ -27,14 +32,20 @@ static void usage(FILE *f) {
             "  --max-upload-mb N largest upload accepted (default 64)\n"
             "  --no-open-mode    require API keys even on a loopback address while none exist\n"
             "  --port-file PATH  write the port listened on to PATH once the server is up\n"
+            "  --cors-origin URL let pages of this origin (https://portal.example.com) call the API; repeatable.\n"
+            "                    Default: only the server's own page may; other origins cannot change anything\n"
+            "  --allow-host NAME accept requests for this host name (besides IP addresses and localhost); repeatable;\n"
+            "                    '*' accepts any (turns the DNS-rebinding check off)\n"
+            "  --request-timeout-s N  seconds for request headers and for each read and write (default 30)\n"
+            "  --max-client-connections N  connections one client address may hold (default 32; 0: no limit)\n"
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
             "  --device D        cpu, cuda or auto (default) for the decoder\n"
             "  --exact           CPU decoder: float products in decode steps too (the reference; slower)\n"
-            "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
-            "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
-            "authentication on.\n");
+            "Keys: while no API key has ever existed and the server listens on a loopback address, requests are\n"
+            "not authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
+            "authentication on for good: revoking every key does not turn it off, `clauseqa keys open-mode on` does.\n");
 }
 
 static void second_interrupt(int sig) {
@@ -59,10 +70,16 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"model", required_argument, 0, 1001},
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
+                                         {"cors-origin", required_argument, 0, 1005},
+                                         {"allow-host", required_argument, 0, 1006},
+                                         {"request-timeout-s", required_argument, 0, 1007},
+                                         {"max-client-connections", required_argument, 0, 1008},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
-    long port = 8080, threads = 16, connections = 128, upload_mb = 64;
+    long port = 8080, threads = 16, connections = 128, upload_mb = 64, timeout_s = 30, client_connections = 32;
+    const char *cors[MAX_LIST + 1] = {0}, *hosts[MAX_LIST + 1] = {0};
+    int n_cors = 0, n_hosts = 0;
     bool no_open = false;
     cq_answer_cli answer_cli = {0};
     int c;
@@ -94,6 +111,28 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         case 'n': no_open = true; break;
         case 'f': port_file = optarg; break;
+        case 1005:
+        case 1006:
+            if ((c == 1005 ? n_cors : n_hosts) == MAX_LIST) {
+                fprintf(stderr, "clauseqa serve: at most %d of --%s\n", MAX_LIST,
+                        c == 1005 ? "cors-origin" : "allow-host");
+                return 2;
+            }
+            if (c == 1005) cors[n_cors++] = optarg;
+            else hosts[n_hosts++] = optarg;
+            break;
+        case 1007:
+            if ((timeout_s = cq_cli_positive("--request-timeout-s", optarg)) < 0) return 2;
+            break;
+        case 1008: {
+            char *end;
+            client_connections = strtol(optarg, &end, 10);
+            if (!*optarg || *end || client_connections < 0) {
+                fprintf(stderr, "clauseqa serve: --max-client-connections needs a number (0: no limit)\n");
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -103,8 +142,9 @@ int cq_cmd_serve(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
-    if (threads > 256 || connections > 4096 || upload_mb > 512) {
-        fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections and 512 MB uploads\n");
+    if (threads > 256 || connections > 4096 || upload_mb > 512 || timeout_s > 3600 || client_connections > 4096) {
+        fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections, 512 MB uploads and a 3600 s "
+                        "request timeout\n");
         return 2;
     }
     const char *data_dir = cq_cli_data_dir(data);
@@ -143,6 +183,10 @@ int cq_cmd_serve(int argc, char **argv) {
         .threads = (int)threads,
         .connections = (int)connections,
         .max_upload_bytes = (size_t)upload_mb << 20,
+        .request_timeout_ms = (int)timeout_s * 1000,
+        .max_client_connections = client_connections ? (int)client_connections : -1,
+        .cors_origins = cors,
+        .allowed_hosts = hosts,
         .spool_dir = cq_service_spool_dir(svc),
     };
     cq_web_server *server = NULL;
@@ -161,12 +205,15 @@ int cq_cmd_serve(int argc, char **argv) {
         }
     }
     CQ_INFO("serving http://%s:%d/ (data: %s, %ld threads)", host, bound, data_dir, threads);
+    for (int i = 0; i < n_cors; i++) CQ_INFO("CORS: pages of %s may call the API", cors[i]);
     if (cq_service_open_mode(svc))
-        CQ_WARN("open mode: no API key exists, so requests are not authenticated (this machine only). Turn "
+        CQ_WARN("open mode: no API key has been made, so requests are not authenticated (this machine only). Turn "
                 "authentication on with: clauseqa keys create --role admin --data %s",
                 data_dir);
-    else if (!sc.allow_open)
-        CQ_INFO("API keys are required (clauseqa keys create --role admin --data %s makes the first)", data_dir);
+    else
+        CQ_INFO("authentication on: requests need an API key (clauseqa keys create --role admin --data %s makes "
+                "one)",
+                data_dir);
 
     int sig = 0;
     sigwait(&stop, &sig);

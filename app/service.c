@@ -39,6 +39,7 @@
 #define STREAM_CHUNK_CHARS 4     /* answer text is streamed in pieces of about this many characters */
 #define FILENAME_MAX_BYTES 200
 #define PROGRESS_INTERVAL_S 0.2  /* how often a running job's page count is written */
+#define STALE_TEMP_AGE_S 10      /* temporary files this old that no writer holds are a crashed write's */
 
 typedef struct queued_job {
     int64_t id;
@@ -326,11 +327,14 @@ bool cq_service_open_mode(cq_service *s) {
     if (!stale) return open_now;
     cq_err err = {0};
     cq_store *st = pool_get(s, &err);
-    int64_t n = 1;
-    if (st) cq_store_key_count_active(st, &n, &err);
+    bool open = false;
+    if (st) cq_store_auth_open(st, &open, &err); /* index/keys.h: stays closed once a key has existed */
     pool_put(s, st);
     pthread_mutex_lock(&s->auth_lock);
-    s->open_now = n == 0;
+    if (open != s->open_now && s->auth_checked_at > 0)
+        CQ_WARN("%s", open ? "auth: open mode ON (clauseqa keys open-mode on): requests are not authenticated"
+                           : "auth: authentication ON: requests need an API key");
+    s->open_now = open;
     s->auth_checked_at = now;
     open_now = s->open_now;
     pthread_mutex_unlock(&s->auth_lock);
@@ -1373,6 +1377,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     cq_status rc = CQ_OK;
     const char *dirs[] = {s->files_dir, s->spool_dir, s->cache_dir};
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
+    for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], STALE_TEMP_AGE_S); /* crashed writes */
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
         if (cq_dense_open_configured(s->data_dir, &s->dense, &derr) == CQ_OK)

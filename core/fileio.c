@@ -1,12 +1,18 @@
 #include "core/fileio.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#define TEMP_MARK ".tmp." /* cq_file_write_atomic's temporary files: PATH.tmp.XXXXXX */
 
 cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err) {
     *data = NULL;
@@ -44,8 +50,10 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (!tmp) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp.XXXXXX", path); /* a name of its own: threads may write the same path at once */
+    snprintf(tmp, n, "%s" TEMP_MARK "XXXXXX", path); /* a name of its own: threads may write the same path at once */
     int fd = mkstemp(tmp);
+    /* Locked while it is written, so that cq_remove_stale_temp_files tells it from a crashed writer's leftover. */
+    if (fd >= 0) flock(fd, LOCK_EX);
     FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
@@ -68,6 +76,29 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     }
     free(tmp);
     return CQ_OK;
+}
+
+int cq_remove_stale_temp_files(const char *dir, int min_age_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, TEMP_MARK)) continue;
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        /* A writer that is alive holds the lock; a young file may be one whose writer has not taken it yet. */
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= min_age_s &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    return removed;
 }
 
 cq_status cq_file_copy(const char *src, const char *dst, cq_err *err) {

@@ -1,10 +1,12 @@
 #include "index/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/utf8.h"
 #include "index/fts_cjk.h"
@@ -101,6 +103,98 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
+    /* 4: ids are never used twice. Without AUTOINCREMENT SQLite gives a new row the largest id + 1, so deleting the
+     * newest KB, document, clause, job or key handed its id to the next one: an old clause id opened another KB's
+     * clause, a KB's FAISS files (named by id) could meet a new KB. Each table is rebuilt (the SQLite way: new
+     * table, copy, drop, rename; foreign keys are off during migrations) keeping every id, so every reference and
+     * every FTS rowid stays as it was. */
+    "CREATE TABLE kbs_v4(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO kbs_v4(id, name, created_at) SELECT id, name, created_at FROM kbs;\n"
+    "DROP TABLE kbs;\n"
+    "ALTER TABLE kbs_v4 RENAME TO kbs;\n"
+    "CREATE TABLE documents_v4(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  name TEXT NOT NULL,\n"
+    "  filename TEXT NOT NULL,\n"
+    "  format TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  size_bytes INTEGER NOT NULL,\n"
+    "  title TEXT,\n"
+    "  n_pages INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_clauses INTEGER NOT NULL DEFAULT 0,\n"
+    "  status TEXT NOT NULL DEFAULT 'processing',\n"
+    "  error TEXT,\n"
+    "  quality REAL NOT NULL DEFAULT 1,\n"
+    "  quality_reason TEXT NOT NULL DEFAULT '',\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO documents_v4(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, "
+    "status, error, quality, quality_reason, created_at) SELECT id, kb_id, name, filename, format, sha256, "
+    "size_bytes, title, n_pages, n_clauses, status, error, quality, quality_reason, created_at FROM documents;\n"
+    "DROP TABLE documents;\n"
+    "ALTER TABLE documents_v4 RENAME TO documents;\n"
+    "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);\n"
+    "CREATE INDEX documents_kb_name ON documents(kb_id, name);\n"
+    "CREATE TABLE clauses_v4(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  ord INTEGER NOT NULL,\n"
+    "  kind INTEGER NOT NULL,\n"
+    "  label TEXT, label_key TEXT,\n"
+    "  path TEXT NOT NULL DEFAULT '',\n"
+    "  text TEXT NOT NULL,\n"
+    "  page_first INTEGER NOT NULL DEFAULT 0, page_last INTEGER NOT NULL DEFAULT 0,\n"
+    "  start_off INTEGER NOT NULL, end_off INTEGER NOT NULL,\n"
+    "  boxes BLOB);\n"
+    "INSERT INTO clauses_v4(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
+    "end_off, boxes) SELECT id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
+    "end_off, boxes FROM clauses;\n"
+    "DROP TABLE clauses;\n"
+    "ALTER TABLE clauses_v4 RENAME TO clauses;\n"
+    "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
+    "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
+    "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
+    "CREATE TABLE jobs_v4(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  state TEXT NOT NULL,\n"
+    "  done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0,\n"
+    "  error TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,\n"
+    "  filename TEXT,\n"
+    "  upload_path TEXT,\n"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "  replace_doc INTEGER NOT NULL DEFAULT 0);\n"
+    "INSERT INTO jobs_v4(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, "
+    "upload_path, size_bytes, replace_doc) SELECT id, kb_id, doc_id, state, done, total, error, created_at, "
+    "updated_at, filename, upload_path, size_bytes, replace_doc FROM jobs;\n"
+    "DROP TABLE jobs;\n"
+    "ALTER TABLE jobs_v4 RENAME TO jobs;\n"
+    "CREATE INDEX jobs_state ON jobs(state);\n"
+    "CREATE TABLE api_keys_v4(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL,\n"
+    "  prefix TEXT NOT NULL,\n"
+    "  hash TEXT NOT NULL UNIQUE,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER);\n"
+    "INSERT INTO api_keys_v4(id, name, prefix, hash, role, kb, created_at, last_used_at, revoked_at) SELECT id, "
+    "name, prefix, hash, role, kb, created_at, last_used_at, revoked_at FROM api_keys;\n"
+    "DROP TABLE api_keys;\n"
+    "ALTER TABLE api_keys_v4 RENAME TO api_keys;\n",
+    /* 5: settings of the installation (index/keys.h: once a key has existed, authentication stays on until an
+     * admin turns open mode on again). A database that has had a key has authentication on. */
+    "CREATE TABLE settings(\n"
+    "  name TEXT PRIMARY KEY,\n"
+    "  value TEXT NOT NULL,\n"
+    "  updated_at INTEGER NOT NULL);\n"
+    "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
+    "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -122,6 +216,8 @@ static cq_status prepare(cq_store *s, const char *sql, sqlite3_stmt **st, cq_err
     return CQ_OK;
 }
 
+static cq_status migrate_steps(cq_store *s, int target, cq_err *err);
+
 static cq_status schema_version(cq_store *s, int *version, cq_err *err) {
     sqlite3_stmt *st;
     if (prepare(s, "PRAGMA user_version", &st, err)) return CQ_ERR_DB;
@@ -131,9 +227,22 @@ static cq_status schema_version(cq_store *s, int *version, cq_err *err) {
 }
 
 /* Brings the schema to the newest version, one migration per transaction. The version is read again under the
- * write lock: two processes opening a fresh database at once must not both run a migration. */
+ * write lock: two processes opening a fresh database at once must not both run a migration. Foreign keys are off
+ * while migrations run (a table rebuild drops a table others refer to; SQLite ignores the pragma inside a
+ * transaction, so it is set around them). */
 static cq_status migrate(cq_store *s, cq_err *err) {
     const int target = (int)(sizeof migrations / sizeof migrations[0]);
+    int version;
+    if (schema_version(s, &version, err)) return CQ_ERR_DB;
+    if (version >= target) return migrate_steps(s, target, err);
+    if (exec(s, "PRAGMA foreign_keys=OFF", err)) return CQ_ERR_DB;
+    cq_status rc = migrate_steps(s, target, err);
+    cq_err ignored = {0};
+    if (exec(s, "PRAGMA foreign_keys=ON", rc ? &ignored : err) && !rc) rc = CQ_ERR_DB;
+    return rc;
+}
+
+static cq_status migrate_steps(cq_store *s, int target, cq_err *err) {
     for (;;) {
         int version;
         if (schema_version(s, &version, err)) return CQ_ERR_DB;
@@ -163,6 +272,10 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     *out = NULL;
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    /* A new database is private to its owner, like the originals: SQLite would create it 0644, and its -wal and
+     * -shm files take the database file's mode. An empty file is an empty database. */
+    int fd = strcmp(path, ":memory:") ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    if (fd >= 0) close(fd);
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
         cq_err_set(err, CQ_ERR_DB, "cannot open database %s: %s", path,

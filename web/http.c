@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include "core/json.h"
 
 /* Headers every response carries: no sniffing, and a policy that keeps the page from loading anything that is not
  * ours (the page makes no external requests; this makes sure of it). */
@@ -20,6 +23,8 @@ static void common_headers(struct mg_connection *c) {
 
 static void start_response(cq_web_req *r, int status, const char *mime, long long length, const char *cache) {
     r->status = status;
+    /* An unread body would have to be read (or waited for) before the next request: close instead. */
+    if (r->body_pending) mg_disable_connection_keep_alive(r->conn);
     mg_response_header_start(r->conn, status);
     mg_response_header_add(r->conn, "Content-Type", mime, -1);
     if (length >= 0) {
@@ -29,6 +34,7 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
     }
     mg_response_header_add(r->conn, "Cache-Control", cache ? cache : "no-store", -1);
     common_headers(r->conn);
+    if (r->cors_origin) cq_web_cors_headers(r);
     if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
 }
 
@@ -43,15 +49,16 @@ void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *t
     cq_web_send_bytes(r, status, mime, text, strlen(text), NULL);
 }
 
+static const char oom_json[] = "{\"error\":{\"code\":\"no_memory\",\"message\":\"out of memory\"}}";
+
 void cq_web_send_json(cq_web_req *r, int status, cJSON *body) {
-    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+    size_t n = 0;
+    char *s = body ? cq_json_print(body, &n) : NULL;
     cJSON_Delete(body);
     if (!s) {
-        static const char oom[] = "{\"error\":{\"code\":\"no_memory\",\"message\":\"out of memory\"}}";
-        cq_web_send_bytes(r, 503, "application/json", oom, sizeof oom - 1, NULL);
+        cq_web_send_bytes(r, 503, "application/json", oom_json, sizeof oom_json - 1, NULL);
         return;
     }
-    size_t n = strlen(s);
     s[n] = '\n'; /* one line per document, like the CLI (the NUL is not sent) */
     cq_web_send_bytes(r, status, "application/json; charset=utf-8", s, n + 1, NULL);
     free(s);
@@ -77,6 +84,27 @@ void cq_web_send_error(cq_web_req *r, int status, const char *code, const char *
         return;
     }
     cq_web_send_json(r, status, error_body(code, msg));
+}
+
+void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *code, const char *message) {
+    mg_disable_connection_keep_alive(conn);
+    size_t n = 0;
+    cJSON *o = error_body(code, message);
+    char *s = cq_json_print(o, &n);
+    cJSON_Delete(o);
+    const char *text = s ? s : oom_json;
+    size_t len = s ? n : sizeof oom_json - 1;
+    char length[32];
+    snprintf(length, sizeof length, "%zu", len);
+    mg_response_header_start(conn, status);
+    mg_response_header_add(conn, "Content-Type", "application/json; charset=utf-8", -1);
+    mg_response_header_add(conn, "Content-Length", length, -1);
+    mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+    common_headers(conn);
+    mg_response_header_send(conn);
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    if (!ri || !ri->request_method || strcmp(ri->request_method, "HEAD")) mg_write(conn, text, len);
+    free(s);
 }
 
 void cq_web_send_status_error(cq_web_req *r, const cq_err *err) {
@@ -139,89 +167,152 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
     fclose(fp);
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* ---- bodies ---------------------------------------------------------------------------------------------------- */
 
-#define DRAIN_MAX_BYTES (16u << 20) /* read past a body's limit before refusing it, at most */
-
 void cq_web_refuse_too_large(cq_web_req *r, size_t max) {
-    /* Read and drop what the client is still sending (up to DRAIN_MAX_BYTES), so that it sees the answer rather
-     * than a reset connection; past that, close the connection after the answer. */
-    char *buf = malloc(65536);
-    size_t drained = 0;
-    int got = 1;
-    while (buf && drained <= DRAIN_MAX_BYTES && (got = mg_read(r->conn, buf, 65536)) > 0) drained += (size_t)got;
-    free(buf);
-    if (got != 0) mg_disable_connection_keep_alive(r->conn);
+    /* Answered at once, without reading what the client is still sending: the connection closes after it. */
+    r->body_pending = true;
     cq_web_send_error(r, 413, "payload_too_large", "the request body is larger than %zu bytes", max);
 }
 
-int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    long long length = r->ri->content_length;
-    if (length > (long long)max) {
+#define DRAIN_MAX_BYTES (16u << 20) /* read and dropped after an answer to a request whose body was not read */
+#define DRAIN_MAX_S 5.0
+
+void cq_web_drain_body(cq_web_req *r) {
+    /* Closing a socket with unread data resets the connection, and a client still sending its body would see the
+     * reset instead of the answer (sent already). So read and drop what it still sends, within bounds; a read that
+     * waits for data that never comes returns after the request timeout. */
+    char buf[16384];
+    size_t drained = 0;
+    double t0 = now_seconds();
+    int got;
+    while (drained < DRAIN_MAX_BYTES && now_seconds() - t0 < DRAIN_MAX_S &&
+           (got = mg_read(r->conn, buf, sizeof buf)) > 0)
+        drained += (size_t)got;
+}
+
+void cq_web_refuse_too_slow(cq_web_req *r) {
+    r->body_pending = true;
+    cq_web_send_error(r, 408, "request_timeout", "the request body did not arrive in time");
+}
+
+/* Where a body goes: a growing buffer, or a file. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    FILE *f;
+    bool write_failed;
+} body_sink;
+
+static bool sink_put(body_sink *k, const char *data, size_t n) {
+    if (k->f) {
+        if (fwrite(data, 1, n, k->f) != n) k->write_failed = true;
+        return !k->write_failed;
+    }
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (cap < k->len + n + 1) cap *= 2;
+        char *p = realloc(k->buf, cap);
+        if (!p) return false;
+        k->buf = p;
+        k->cap = cap;
+    }
+    memcpy(k->buf + k->len, data, n);
+    k->len += n;
+    k->buf[k->len] = 0;
+    return true;
+}
+
+/* Reads the whole body into k. The body must arrive within the request timeout plus the time it takes at
+ * CQ_WEB_MIN_BODY_BYTES_PER_S; each read waits at most the request timeout (CivetWeb), so the limit is overrun by
+ * one timeout at most. */
+static int read_body(cq_web_req *r, size_t max, body_sink *k) {
+    long long declared = r->ri->content_length; /* -1: chunked (CivetWeb answers 411 to other bodies) */
+    if (declared > (long long)max) {
         cq_web_refuse_too_large(r, max);
         return 413;
     }
-    size_t cap = length >= 0 ? (size_t)length + 1 : 4096, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        cq_web_send_error(r, 503, "no_memory", "out of memory");
-        return 503;
-    }
+    double t0 = now_seconds(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
+    char chunk[16384];
+    size_t total = 0;
     for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > max + 1) {
-                free(buf);
-                cq_web_refuse_too_large(r, max);
-                return 413;
-            }
-            size_t ncap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-            char *p = realloc(buf, ncap);
-            if (!p) {
-                free(buf);
-                cq_web_send_error(r, 503, "no_memory", "out of memory");
-                return 503;
-            }
-            buf = p;
-            cap = ncap;
-        }
-        int got = mg_read(r->conn, buf + n, cap - n - 1);
+        size_t want = sizeof chunk;
+        if (declared >= 0 && (long long)total >= declared) break;
+        if (declared >= 0 && (unsigned long long)(declared - (long long)total) < want)
+            want = (size_t)(declared - (long long)total);
+        int got = mg_read(r->conn, chunk, want);
         if (got < 0) {
-            free(buf);
-            mg_disable_connection_keep_alive(r->conn);
-            cq_web_send_error(r, 400, "bad_request", "the request body could not be read");
+            /* the client closed its side, or a chunked body broke off or is malformed */
+            r->body_pending = true;
+            cq_web_send_error(r, 400, "bad_request", "the request body could not be read (it is cut short or "
+                                                     "malformed)");
             return 400;
         }
-        if (got == 0) break;
-        n += (size_t)got;
-        if (n > max) {
-            free(buf);
+        if (got == 0) break; /* the end, or (with a Content-Length) nothing came within the request timeout */
+        total += (size_t)got;
+        if (total > max) {
             cq_web_refuse_too_large(r, max);
             return 413;
         }
+        if (!sink_put(k, chunk, (size_t)got)) {
+            r->body_pending = true;
+            if (k->f) return 500;
+            cq_web_send_error(r, 503, "no_memory", "out of memory");
+            return 503;
+        }
+        bool more = declared < 0 || (long long)total < declared;
+        if (more && now_seconds() - t0 > timeout_s + (double)total / CQ_WEB_MIN_BODY_BYTES_PER_S) {
+            cq_web_refuse_too_slow(r);
+            return 408;
+        }
     }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
+    if (declared >= 0 && (long long)total < declared) {
+        cq_web_refuse_too_slow(r);
+        return 408;
+    }
+    r->body_pending = false;
     return 0;
 }
 
+int cq_web_read_body(cq_web_req *r, size_t max) {
+    body_sink k = {0};
+    int rc = read_body(r, max, &k);
+    if (rc) {
+        free(k.buf);
+        return rc;
+    }
+    if (!k.buf && !(k.buf = calloc(1, 1))) {
+        cq_web_send_error(r, 503, "no_memory", "out of memory");
+        return 503;
+    }
+    r->body = k.buf;
+    r->body_len = k.len;
+    return 0;
+}
+
+int cq_web_read_body_to(cq_web_req *r, FILE *f, size_t max, size_t *bytes) {
+    body_sink k = {.f = f};
+    int rc = read_body(r, max, &k);
+    *bytes = k.len;
+    return rc;
+}
+
 cJSON *cq_web_read_json(cq_web_req *r) {
-    char *body;
-    size_t len;
-    if (cq_web_read_body(r, r->server->cfg.max_json_bytes, &body, &len)) return NULL;
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    char why[160];
+    cJSON *v = cq_json_parse_strict(r->body ? r->body : "", r->body_len, why, sizeof why);
     if (!v) {
-        size_t at = end && end >= body ? (size_t)(end - body) : 0;
-        cq_web_send_error(r, 400, "invalid_json", "the body is not valid JSON (near byte %zu)", at);
+        cq_web_send_error(r, 400, "invalid_json", "the body is not valid JSON: %s", why);
     } else if (!cJSON_IsObject(v)) {
         cJSON_Delete(v);
         v = NULL;
         cq_web_send_error(r, 400, "invalid_json", "the body must be a JSON object");
     }
-    free(body);
     return v;
 }
 
@@ -256,12 +347,14 @@ bool cq_web_accepts_sse(const cq_web_req *r) {
 void cq_web_sse_start(cq_web_req *r) {
     if (r->sse) return;
     r->status = 200;
+    if (r->body_pending) mg_disable_connection_keep_alive(r->conn);
     mg_response_header_start(r->conn, 200);
     mg_response_header_add(r->conn, "Content-Type", "text/event-stream; charset=utf-8", -1);
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Accel-Buffering", "no", -1); /* tells nginx not to buffer the stream */
     mg_response_header_add(r->conn, "Transfer-Encoding", "chunked", -1);
     common_headers(r->conn);
+    if (r->cors_origin) cq_web_cors_headers(r);
     mg_response_header_send(r->conn);
     r->sse = true;
 }
@@ -276,7 +369,7 @@ static int sse_write(cq_web_req *r, const char *s, size_t n) {
 }
 
 int cq_web_sse_send(cq_web_req *r, const char *event, cJSON *data) {
-    char *json = cJSON_PrintUnformatted(data);
+    char *json = cq_json_print(data, NULL);
     cJSON_Delete(data);
     if (!json) return -1;
     size_t n = strlen(json) + (event ? strlen(event) : 0) + 32;

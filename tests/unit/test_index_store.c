@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "index/fts_cjk.h"
 #include "index/retrieve.h"
 #include "index/router.h"
 #include "index/store.h"
@@ -26,6 +28,14 @@ static int setup(void **state) {
         return -1;
     }
     *state = s;
+    return 0;
+}
+
+/* No store: the test makes its own database at db_path. */
+static int setup_empty(void **state) {
+    snprintf(db_path, sizeof db_path, "/tmp/cq_test_store_%d.db", (int)getpid());
+    unlink(db_path);
+    *state = NULL;
     return 0;
 }
 
@@ -209,6 +219,139 @@ static void test_schema_reopen(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x.db"));
 }
 
+/* Ids are never used twice: an id a client kept (a clause in a citation, a job it polls) names what it named or
+ * nothing, never another KB's row. */
+static void test_ids_never_reused(void **state) {
+    cq_store *s = *state;
+    cq_err err = {0};
+    int64_t kb_a, kb_b, kb_c, job1, job2;
+    assert_int_equal(cq_store_kb_create(s, "a", &kb_a, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "b", &kb_b, &err), CQ_OK);
+    int64_t doc1 = add_doc(s, kb_a, "公司法", "中华人民共和国公司法", "h1", company_law, 4);
+    int64_t last_clause = count(s, "SELECT max(id) FROM clauses");
+    assert_int_equal(cq_store_job_create(s, kb_a, doc1, &job1, &err), CQ_OK);
+    /* the newest document, its clauses and its job go */
+    assert_int_equal(cq_store_doc_delete(s, doc1, &err), CQ_OK);
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, last_clause, &row, &err), CQ_ERR_NOT_FOUND);
+    int64_t doc2 = add_doc(s, kb_b, "劳动法", "中华人民共和国劳动法", "h2", labour_law, 2);
+    assert_true(doc2 > doc1);
+    assert_true(count(s, "SELECT min(id) FROM clauses") > last_clause);
+    assert_int_equal(cq_store_clause_get(s, last_clause, &row, &err), CQ_ERR_NOT_FOUND); /* not b's clause */
+    assert_int_equal(cq_store_job_create(s, kb_b, doc2, &job2, &err), CQ_OK);
+    assert_true(job2 > job1);
+    /* the newest KB goes: the next one has a new id (its FTS table and vector files are named by it) */
+    assert_int_equal(cq_store_kb_delete(s, kb_b, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "c", &kb_c, &err), CQ_OK);
+    assert_true(kb_c > kb_b);
+}
+
+/* A database file is private to its owner, with its -wal and -shm files. */
+static void test_file_mode(void **state) {
+    (void)state;
+    struct stat st;
+    const char *suffixes[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s%s", db_path, suffixes[i]);
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+    }
+}
+
+/* A version 3 database (before ids were kept unique and settings existed) is migrated keeping every row, id,
+ * reference and FTS row; a database that has had a key keeps authentication on. */
+static void test_migration_from_v3(void **state) {
+    (void)state;
+    sqlite3 *db;
+    cq_err err = {0};
+    assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+    assert_int_equal(cq_fts_cjk_register(db, &err), CQ_OK);
+    const char *v3 =
+        "CREATE TABLE kbs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);"
+        "CREATE TABLE documents(id INTEGER PRIMARY KEY, kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,"
+        " name TEXT NOT NULL, filename TEXT NOT NULL, format TEXT NOT NULL, sha256 TEXT NOT NULL,"
+        " size_bytes INTEGER NOT NULL, title TEXT, n_pages INTEGER NOT NULL DEFAULT 0,"
+        " n_clauses INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'processing', error TEXT,"
+        " quality REAL NOT NULL DEFAULT 1, quality_reason TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL);"
+        "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);"
+        "CREATE INDEX documents_kb_name ON documents(kb_id, name);"
+        "CREATE TABLE pages(doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
+        " page_no INTEGER NOT NULL, width REAL NOT NULL, height REAL NOT NULL, n_chars INTEGER NOT NULL,"
+        " quality REAL NOT NULL, quality_reason TEXT NOT NULL DEFAULT '', PRIMARY KEY(doc_id, page_no)) WITHOUT ROWID;"
+        "CREATE TABLE clauses(id INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE"
+        " CASCADE, ord INTEGER NOT NULL, kind INTEGER NOT NULL, label TEXT, label_key TEXT,"
+        " path TEXT NOT NULL DEFAULT '', text TEXT NOT NULL, page_first INTEGER NOT NULL DEFAULT 0,"
+        " page_last INTEGER NOT NULL DEFAULT 0, start_off INTEGER NOT NULL, end_off INTEGER NOT NULL, boxes BLOB);"
+        "CREATE INDEX clauses_doc ON clauses(doc_id, ord);"
+        "CREATE TABLE jobs(id INTEGER PRIMARY KEY, kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,"
+        " doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE, state TEXT NOT NULL,"
+        " done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, error TEXT,"
+        " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, filename TEXT, upload_path TEXT,"
+        " size_bytes INTEGER NOT NULL DEFAULT 0, replace_doc INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE clause_vectors(clause_id INTEGER PRIMARY KEY REFERENCES clauses(id) ON DELETE CASCADE,"
+        " kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE, model TEXT NOT NULL, vec BLOB NOT NULL);"
+        "CREATE TABLE doc_states(doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
+        " model TEXT NOT NULL, n_tokens INTEGER NOT NULL, state BLOB NOT NULL);"
+        "CREATE TABLE api_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL, prefix TEXT NOT NULL,"
+        " hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL, kb TEXT, created_at INTEGER NOT NULL,"
+        " last_used_at INTEGER, revoked_at INTEGER);"
+        "CREATE VIRTUAL TABLE fts_kb1 USING fts5(title, path, body, tokenize='cjk');"
+        "CREATE VIRTUAL TABLE fts_kb2 USING fts5(title, path, body, tokenize='cjk');"
+        "INSERT INTO kbs VALUES(1, 'a', 0), (2, 'b', 0);"
+        "INSERT INTO documents(id, kb_id, name, filename, format, sha256, size_bytes, status, created_at)"
+        " VALUES(1, 1, 'x', 'x.md', 'md', 'h1', 1, 'ready', 0), (2, 2, 'y', 'y.md', 'md', 'h2', 1, 'ready', 0);"
+        "INSERT INTO pages VALUES(1, 1, 595, 842, 10, 1, ''), (2, 1, 595, 842, 10, 1, '');"
+        "INSERT INTO clauses(id, doc_id, ord, kind, label, label_key, text, start_off, end_off) VALUES"
+        " (1, 1, 0, 1, '第一条', '1', '第一条 总则', 0, 1), (2, 1, 1, 1, '第二条', '2', '第二条 工资', 1, 2),"
+        " (3, 2, 0, 1, '第三条', '3', '第三条 休假', 0, 1);"
+        "INSERT INTO fts_kb1(rowid, title, path, body) VALUES(1, 'x', '', '第一条 总则'), (2, 'x', '', '第二条 工资');"
+        "INSERT INTO fts_kb2(rowid, title, path, body) VALUES(3, 'y', '', '第三条 休假');"
+        "INSERT INTO jobs(id, kb_id, doc_id, state, created_at, updated_at) VALUES(7, 2, 2, 'ready', 0, 0);"
+        "INSERT INTO clause_vectors VALUES(3, 2, 'm', x'00');"
+        "INSERT INTO api_keys(id, name, prefix, hash, role, created_at, revoked_at)"
+        " VALUES(1, 'ops', 'cq_1', 'h', 'admin', 0, 5);"
+        "PRAGMA user_version = 3;";
+    char *msg = NULL;
+    if (sqlite3_exec(db, v3, NULL, NULL, &msg) != SQLITE_OK) fail_msg("v3 schema: %s", msg);
+    sqlite3_close(db);
+
+    cq_store *s;
+    assert_int_equal(cq_store_open(db_path, &s, &err), CQ_OK);
+    assert_int_equal(count(s, "PRAGMA user_version"), CQ_STORE_SCHEMA_VERSION);
+    assert_int_equal(count(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                              "('kbs', 'documents', 'clauses', 'jobs', 'api_keys') AND sql LIKE '%AUTOINCREMENT%'"),
+                     5);
+    assert_int_equal(count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '%_v4'"), 0);
+    assert_int_equal(count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN "
+                              "('documents_kb_hash', 'documents_kb_name', 'clauses_doc', 'clauses_label', "
+                              "'clauses_label_key', 'jobs_state')"),
+                     6);
+    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 3);
+    assert_int_equal(count(s, "SELECT count(*) FROM pages"), 2);
+    assert_int_equal(count(s, "SELECT id FROM jobs WHERE doc_id = 2"), 7);
+    assert_int_equal(count(s, "SELECT count(*) FROM fts_kb1 WHERE fts_kb1 MATCH '工资'"), 1);
+    assert_int_equal(count(s, "SELECT count(*) FROM settings WHERE name = 'auth_required' AND value = '1'"), 1);
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, 3, &row, &err), CQ_OK);
+    assert_string_equal(row.text, "第三条 休假");
+    cq_clause_row_free(&row);
+
+    /* references still cascade; ids go on from the largest */
+    int64_t kb;
+    assert_int_equal(cq_store_kb_find(s, "b", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
+    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 2);
+    assert_int_equal(count(s, "SELECT count(*) FROM jobs"), 0);
+    assert_int_equal(count(s, "SELECT count(*) FROM clause_vectors"), 0);
+    int64_t doc = add_doc(s, 1, "劳动法", "中华人民共和国劳动法", "h3", labour_law, 2);
+    assert_true(doc > 2);
+    assert_true(count(s, "SELECT max(id) FROM clauses") > 3);
+    assert_int_equal(cq_store_clause_get(s, 3, &row, &err), CQ_ERR_NOT_FOUND);
+    cq_store_close(s);
+}
+
 /* Retrieval modes parse both ways and every hit source has its own printed name (a dense hit was once shown as
  * "bm25" by the CLI). */
 static void test_retrieve_modes_and_sources(void **state) {
@@ -230,6 +373,9 @@ int main(void) {
         cmocka_unit_test(test_retrieve_modes_and_sources),
         cmocka_unit_test_setup_teardown(test_router_resolve_and_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ids_never_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_mode, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_from_v3, setup_empty, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

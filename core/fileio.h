@@ -14,8 +14,8 @@ cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *
  * threads write the same path; readers see the old file or the new one, never a part. */
 cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err);
 
-/* Removes the temporary files (NAME.tmp.XXXXXX) that writers killed before their rename left in dir: those at
- * least min_age_s seconds old that no writer holds. Returns how many were removed. */
+/* Removes the temporary files (NAME.tmp.PID.XXXXXX) that writers killed before their rename left in dir: those no
+ * writer holds whose process has exited, or that are at least min_age_s seconds old. Returns how many. */
 int cq_remove_stale_temp_files(const char *dir, int min_age_s);
 
 /* Copies src to dst atomically. */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # clauseqa set-up: installs what is missing, idempotently.
-#   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc)
+#   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc;
+#     clang and its libFuzzer runtime for tests/fuzz/)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
 #   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
 # Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
@@ -22,6 +23,7 @@ debs=(
   libcjson-dev libcmocka-dev libutf8proc-dev
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -38,11 +38,22 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
     if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
 }
 
+#define WATCHED_ANSWER_BYTES 65536 /* answers this large are watched (a smaller one fits the socket's buffers) */
+
+/* The deadline of writing len bytes: the request timeout plus their time at the minimum rate. */
+static double write_deadline(const cq_web_req *r, long long len) {
+    return cq_web_now() + r->server->cfg.request_timeout_ms / 1e3 + (double)len / CQ_WEB_MIN_BODY_BYTES_PER_S;
+}
+
 void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *data, size_t len,
                        const char *cache_control) {
     start_response(r, status, mime, (long long)len, cache_control);
     mg_response_header_send(r->conn);
-    if (strcmp(r->method, "HEAD") != 0 && len) mg_write(r->conn, data, len);
+    if (!strcmp(r->method, "HEAD") || !len) return;
+    bool watched = len >= WATCHED_ANSWER_BYTES;
+    if (watched) cq_web_watch_begin(r, true, write_deadline(r, (long long)len));
+    mg_write(r->conn, data, len);
+    if (watched) cq_web_watch_end(r);
 }
 
 void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *text) {
@@ -94,14 +105,12 @@ void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *
     cJSON_Delete(o);
     const char *text = s ? s : oom_json;
     size_t len = s ? n : sizeof oom_json - 1;
-    char length[32];
-    snprintf(length, sizeof length, "%zu", len);
-    mg_response_header_start(conn, status);
-    mg_response_header_add(conn, "Content-Type", "application/json; charset=utf-8", -1);
-    mg_response_header_add(conn, "Content-Length", length, -1);
-    mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-    common_headers(conn);
-    mg_response_header_send(conn);
+    /* Written out here: CivetWeb's status line would repeat the version the request named, whatever it holds
+     * ("HTTP/<anything> 505"). */
+    mg_printf(conn,
+              "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+              status, mg_get_response_code_text(conn, status), len);
     const struct mg_request_info *ri = mg_get_request_info(conn);
     if (!ri || !ri->request_method || strcmp(ri->request_method, "HEAD")) mg_write(conn, text, len);
     free(s);
@@ -159,18 +168,14 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
     }
     mg_response_header_send(r->conn);
     if (strcmp(r->method, "HEAD") != 0) {
+        cq_web_watch_begin(r, true, write_deadline(r, (long long)st.st_size));
         char buf[65536];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
             if (mg_write(r->conn, buf, n) <= 0) break;
+        cq_web_watch_end(r);
     }
     fclose(fp);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- bodies ---------------------------------------------------------------------------------------------------- */
@@ -190,9 +195,9 @@ void cq_web_drain_body(cq_web_req *r) {
      * waits for data that never comes returns after the request timeout. */
     char buf[16384];
     size_t drained = 0;
-    double t0 = now_seconds();
+    double t0 = cq_web_now();
     int got;
-    while (drained < DRAIN_MAX_BYTES && now_seconds() - t0 < DRAIN_MAX_S &&
+    while (drained < DRAIN_MAX_BYTES && cq_web_now() - t0 < DRAIN_MAX_S &&
            (got = mg_read(r->conn, buf, sizeof buf)) > 0)
         drained += (size_t)got;
 }
@@ -230,54 +235,52 @@ static bool sink_put(body_sink *k, const char *data, size_t n) {
 }
 
 /* Reads the whole body into k. The body must arrive within the request timeout plus the time it takes at
- * CQ_WEB_MIN_BODY_BYTES_PER_S; each read waits at most the request timeout (CivetWeb), so the limit is overrun by
- * one timeout at most. */
+ * CQ_WEB_MIN_BODY_BYTES_PER_S (the watchdog cuts it off after that). */
 static int read_body(cq_web_req *r, size_t max, body_sink *k) {
     long long declared = r->ri->content_length; /* -1: chunked (CivetWeb answers 411 to other bodies) */
     if (declared > (long long)max) {
         cq_web_refuse_too_large(r, max);
         return 413;
     }
-    double t0 = now_seconds(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
+    double t0 = cq_web_now(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
     char chunk[16384];
     size_t total = 0;
+    int rc = 0;
+    cq_web_watch_begin(r, false, t0 + timeout_s);
     for (;;) {
         size_t want = sizeof chunk;
         if (declared >= 0 && (long long)total >= declared) break;
         if (declared >= 0 && (unsigned long long)(declared - (long long)total) < want)
             want = (size_t)(declared - (long long)total);
         int got = mg_read(r->conn, chunk, want);
-        if (got < 0) {
-            /* the client closed its side, or a chunked body broke off or is malformed */
-            r->body_pending = true;
-            cq_web_send_error(r, 400, "bad_request", "the request body could not be read (it is cut short or "
-                                                     "malformed)");
-            return 400;
+        if (got < 0) { /* the client closed its side, the watchdog cut it off, or a chunked body is malformed */
+            rc = 400;
+            break;
         }
         if (got == 0) break; /* the end, or (with a Content-Length) nothing came within the request timeout */
         total += (size_t)got;
         if (total > max) {
-            cq_web_refuse_too_large(r, max);
-            return 413;
+            rc = 413;
+            break;
         }
         if (!sink_put(k, chunk, (size_t)got)) {
-            r->body_pending = true;
-            if (k->f) return 500;
-            cq_web_send_error(r, 503, "no_memory", "out of memory");
-            return 503;
+            rc = k->f ? 500 : 503;
+            break;
         }
-        bool more = declared < 0 || (long long)total < declared;
-        if (more && now_seconds() - t0 > timeout_s + (double)total / CQ_WEB_MIN_BODY_BYTES_PER_S) {
-            cq_web_refuse_too_slow(r);
-            return 408;
-        }
+        cq_web_watch_move(r, t0 + timeout_s + (double)total / CQ_WEB_MIN_BODY_BYTES_PER_S);
     }
-    if (declared >= 0 && (long long)total < declared) {
-        cq_web_refuse_too_slow(r);
-        return 408;
+    if (cq_web_watch_end(r) || (!rc && declared >= 0 && (long long)total < declared)) rc = 408;
+    r->body_pending = rc != 0;
+    switch (rc) {
+    case 0:
+    case 500: break; /* the caller says what could not be stored */
+    case 408: cq_web_refuse_too_slow(r); break;
+    case 413: cq_web_refuse_too_large(r, max); break;
+    case 503: cq_web_send_error(r, 503, "no_memory", "out of memory"); break;
+    default:
+        cq_web_send_error(r, 400, "bad_request", "the request body could not be read (it is cut short or malformed)");
     }
-    r->body_pending = false;
-    return 0;
+    return rc;
 }
 
 int cq_web_read_body(cq_web_req *r, size_t max) {

@@ -33,6 +33,24 @@ typedef struct {
     size_t n, cap;
 } cq_web_clients;
 
+/* A transfer with a deadline (watchdog.c). */
+typedef struct cq_web_watch {
+    struct cq_web_watch *prev, *next;
+    char addr[48];        /* the client's address and port, the server's port: how its socket is found */
+    int port, local_port;
+    bool writing;         /* an answer being written (else a body being read) */
+    bool fired, registered;
+    double deadline;      /* cq_web_now() seconds */
+} cq_web_watch;
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    cq_web_watch *head;
+    bool stopping, started;
+} cq_web_watchdog;
+
 struct cq_web_server {
     struct mg_context *mg;
     cq_web_service svc;
@@ -45,6 +63,7 @@ struct cq_web_server {
     cq_web_pool pool;     /* the handlers */
     cq_web_pool priority; /* health and metrics: answered while every worker of pool is busy */
     cq_web_clients clients;
+    cq_web_watchdog watchdog;
     atomic_bool draining; /* stopping: new requests get 503 */
 };
 
@@ -74,6 +93,7 @@ typedef struct {
     size_t body_len;
     cq_web_upload upload; /* an upload, spooled on the connection thread */
     const char *cors_origin; /* the allowed foreign Origin to answer with Access-Control-Allow-Origin, or NULL */
+    cq_web_watch watch;   /* the body being read or the answer being written, while it is */
     bool sse;             /* an event stream was started */
     bool sse_broken;      /* writing to it failed: the client is gone */
 } cq_web_req;
@@ -93,8 +113,8 @@ void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *t
 void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *code, const char *message);
 
 /* ---- request bodies (read on the connection thread, see server.c) ---- */
-/* Bodies must arrive at this average rate at least (after the first request timeout): a client that dribbles its
- * body a byte at a time holds its connection for seconds, not hours. */
+/* Bodies and large answers must move at this average rate at least, after the first request timeout: a client that
+ * dribbles its body (or reads its answer) a byte at a time holds its connection for seconds, not hours. */
 #define CQ_WEB_MIN_BODY_BYTES_PER_S 16384
 /* Reads the body into r->body (at most max bytes). Returns 0, or sends the error (413 too large, 408 too slow, 400
  * unreadable or cut short) and returns its status. */
@@ -131,6 +151,16 @@ bool cq_web_accepts_sse(const cq_web_req *r);
 /* ---- the OpenAI-compatible endpoints (web/openai.c) ---- */
 void cq_web_openai_models(cq_web_req *r);
 void cq_web_openai_chat(cq_web_req *r);
+
+/* ---- deadlines of slow transfers (web/watchdog.c) ---- */
+double cq_web_now(void); /* monotonic seconds */
+cq_status cq_web_watchdog_start(cq_web_watchdog *w, cq_err *err);
+void cq_web_watchdog_stop(cq_web_watchdog *w);
+/* Watches r's body read (writing false) or answer (writing true): past deadline its socket is shut down. */
+void cq_web_watch_begin(cq_web_req *r, bool writing, double deadline);
+void cq_web_watch_move(cq_web_req *r, double deadline);
+/* Ends the watch; true when the deadline passed (the socket was shut down). */
+bool cq_web_watch_end(cq_web_req *r);
 
 /* ---- what is checked before a request reaches a handler (web/guard.c) ---- */
 /* Copies the allowed origins and host names of config (INVALID when one is malformed); guard_free frees them. */

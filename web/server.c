@@ -26,11 +26,6 @@
 #define PAGE_WIDTH_MIN 100
 #define PAGE_WIDTH_MAX 2400
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- authentication ------------------------------------------------------------------------------------------- */
 
@@ -218,7 +213,7 @@ typedef struct {
     FILE *f;
     size_t bytes, max;
     double t0, timeout_s;
-    bool have_file, too_large, too_slow, io_error;
+    bool have_file, too_large, io_error;
 } upload_state;
 
 static bool spool_open(cq_web_req *r, FILE **f) {
@@ -281,10 +276,7 @@ static int form_field_get(const char *key, const char *value, size_t len, void *
         u->io_error = true;
         return MG_FORM_FIELD_HANDLE_ABORT;
     }
-    if (now_seconds() - u->t0 > u->timeout_s + (double)u->bytes / CQ_WEB_MIN_BODY_BYTES_PER_S) {
-        u->too_slow = true; /* the same rule as other bodies (web/http.h) */
-        return MG_FORM_FIELD_HANDLE_ABORT;
-    }
+    cq_web_watch_move(u->r, u->t0 + u->timeout_s + (double)u->bytes / CQ_WEB_MIN_BODY_BYTES_PER_S);
     return MG_FORM_FIELD_HANDLE_GET;
 }
 
@@ -297,13 +289,15 @@ static int form_field_store(const char *path, long long size, void *user) {
 
 /* A multipart form, streamed by CivetWeb's form parser (which reads the body itself). */
 static void receive_form(cq_web_req *r, size_t max) {
-    upload_state u = {.r = r, .max = max, .t0 = now_seconds(), .timeout_s = r->server->cfg.request_timeout_ms / 1e3};
+    upload_state u = {.r = r, .max = max, .t0 = cq_web_now(), .timeout_s = r->server->cfg.request_timeout_ms / 1e3};
     struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
+    cq_web_watch_begin(r, false, u.t0 + u.timeout_s);
     int n = mg_handle_form_request(r->conn, &h);
+    bool too_slow = cq_web_watch_end(r);
     r->body_pending = true; /* the parser may stop before the end of the body: never keep the connection */
-    bool ok = spool_close(r, u.f, !u.io_error && !u.too_large && !u.too_slow && n >= 0);
+    bool ok = spool_close(r, u.f, !u.io_error && !u.too_large && !too_slow && n >= 0);
     if (u.too_large) return cq_web_refuse_too_large(r, max);
-    if (u.too_slow) return cq_web_refuse_too_slow(r);
+    if (too_slow) return cq_web_refuse_too_slow(r);
     if (u.io_error) return cq_web_send_error(r, 500, "io", "the upload could not be stored");
     if (!u.have_file) return cq_web_send_error(r, 400, "invalid", "the form has no file field");
     if (!ok) return cq_web_send_error(r, 400, "bad_request", "the multipart body is malformed or cut short");
@@ -800,7 +794,7 @@ static void serve(cq_web_req *r) {
 
 static int handle_request(struct mg_connection *conn, void *cbdata) {
     cq_web_server *s = cbdata;
-    double t0 = now_seconds();
+    double t0 = cq_web_now();
     cq_web_req *r = calloc(1, sizeof *r);
     if (!r) {
         cq_web_send_conn_error(conn, 503, "no_memory", "out of memory");
@@ -816,7 +810,7 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
     if (r->upload.path[0]) unlink(r->upload.path); /* received, but never handed to the service */
     free(r->body);
-    double dt = now_seconds() - t0;
+    double dt = cq_web_now() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
     /* Not after a slow body (408) nor for a client over its connections (429): those are the clients to let go. */
@@ -888,6 +882,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     s->cfg.host = s->host;
     s->cfg.spool_dir = s->spool_dir;
     cq_status rc = cq_web_guard_init(s, config, err);
+    if (!rc) rc = cq_web_watchdog_start(&s->watchdog, err);
     if (!rc) rc = pool_start(&s->pool, s->cfg.threads, err);
     if (!rc) rc = pool_start(&s->priority, 1, err);
     if (rc) {
@@ -946,12 +941,12 @@ int cq_web_port(const cq_web_server *server) { return server->port; }
  * still reading their bodies. */
 static void drain(cq_web_server *s) {
     atomic_store(&s->draining, true);
-    double deadline = now_seconds() + s->cfg.request_timeout_ms / 1e3;
+    double deadline = cq_web_now() + s->cfg.request_timeout_ms / 1e3;
     for (;;) {
         pthread_mutex_lock(&s->metrics.lock);
         uint64_t busy = s->metrics.in_flight;
         pthread_mutex_unlock(&s->metrics.lock);
-        if (busy == 0 || now_seconds() > deadline) break;
+        if (busy == 0 || cq_web_now() > deadline) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
@@ -966,6 +961,7 @@ void cq_web_stop(cq_web_server *s) {
     }
     pool_stop(&s->pool);
     pool_stop(&s->priority);
+    cq_web_watchdog_stop(&s->watchdog);
     cq_web_clients_destroy(&s->clients);
     cq_web_metrics_destroy(&s->metrics);
     cq_web_guard_free(s);

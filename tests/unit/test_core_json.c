@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <utime.h>
@@ -89,26 +90,34 @@ static void test_stale_temp_files(void **state) {
     char dir[64];
     snprintf(dir, sizeof dir, "/tmp/cq_test_tmpfiles_%d", (int)getpid());
     mkdir(dir, 0700);
-    char kept_fresh[128], kept_locked[128], stale[128], other[128];
+    pid_t dead = fork(); /* a process that has exited: its temp files are a killed writer's */
+    if (dead == 0) _exit(0);
+    assert_true(dead > 0);
+    waitpid(dead, NULL, 0);
+    char kept_fresh[128], kept_mine[128], kept_locked[128], stale[128], dead_fresh[128], other[128];
     snprintf(kept_fresh, sizeof kept_fresh, "%s/a.pdf.tmp.AAAAAA", dir);
-    snprintf(kept_locked, sizeof kept_locked, "%s/b.pdf.tmp.BBBBBB", dir);
-    snprintf(stale, sizeof stale, "%s/c.pdf.tmp.CCCCCC", dir);
-    snprintf(other, sizeof other, "%s/d.pdf", dir);
-    const char *all[] = {kept_fresh, kept_locked, stale, other};
+    snprintf(kept_mine, sizeof kept_mine, "%s/b.pdf.tmp.%d.BBBBBB", dir, (int)getpid());
+    snprintf(dead_fresh, sizeof dead_fresh, "%s/c.pdf.tmp.%d.CCCCCC", dir, (int)dead);
+    snprintf(kept_locked, sizeof kept_locked, "%s/d.pdf.tmp.DDDDDD", dir);
+    snprintf(stale, sizeof stale, "%s/e.pdf.tmp.EEEEEE", dir);
+    snprintf(other, sizeof other, "%s/f.pdf", dir);
+    const char *all[] = {kept_fresh, kept_mine, dead_fresh, kept_locked, stale, other};
     struct utimbuf old = {time(NULL) - 120, time(NULL) - 120};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         FILE *f = fopen(all[i], "w");
         assert_non_null(f);
         fputs("x", f);
         fclose(f);
-        if (i > 0) utime(all[i], &old);
+        if (i > 2) utime(all[i], &old);
     }
     int fd = open(kept_locked, O_RDONLY); /* a writer still at work holds its file locked */
     assert_true(fd >= 0);
     assert_int_equal(flock(fd, LOCK_EX), 0);
-    assert_int_equal(cq_remove_stale_temp_files(dir, 60), 1);
+    assert_int_equal(cq_remove_stale_temp_files(dir, 60), 2);
     assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(dead_fresh, F_OK), -1);
     assert_int_equal(access(kept_fresh, F_OK), 0);
+    assert_int_equal(access(kept_mine, F_OK), 0);
     assert_int_equal(access(kept_locked, F_OK), 0);
     assert_int_equal(access(other, F_OK), 0);
     close(fd);
@@ -120,8 +129,8 @@ static void test_stale_temp_files(void **state) {
     snprintf(path, sizeof path, "%s/e.bin", dir);
     cq_err err = {0};
     assert_int_equal(cq_file_write_atomic(path, "data", 4, &err), CQ_OK);
-    assert_int_equal(cq_remove_stale_temp_files(dir, 0), 1); /* only kept_fresh is left */
-    for (int i = 0; i < 4; i++) unlink(all[i]);
+    assert_int_equal(cq_remove_stale_temp_files(dir, 0), 2); /* only kept_fresh and kept_mine are left */
+    for (int i = 0; i < 6; i++) unlink(all[i]);
     unlink(path);
     assert_int_equal(rmdir(dir), 0);
 }

@@ -186,6 +186,7 @@ void cq_web_refuse_too_large(cq_web_req *r, size_t max) {
     cq_web_send_error(r, 413, "payload_too_large", "the request body is larger than %zu bytes", max);
 }
 
+#define BODY_CHUNK_BYTES 16384
 #define DRAIN_MAX_BYTES (16u << 20) /* read and dropped after an answer to a request whose body was not read */
 #define DRAIN_MAX_S 5.0
 
@@ -193,13 +194,14 @@ void cq_web_drain_body(cq_web_req *r) {
     /* Closing a socket with unread data resets the connection, and a client still sending its body would see the
      * reset instead of the answer (sent already). So read and drop what it still sends, within bounds; a read that
      * waits for data that never comes returns after the request timeout. */
-    char buf[16384];
+    char *buf = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
     size_t drained = 0;
     double t0 = cq_web_now();
     int got;
-    while (drained < DRAIN_MAX_BYTES && cq_web_now() - t0 < DRAIN_MAX_S &&
-           (got = mg_read(r->conn, buf, sizeof buf)) > 0)
+    while (buf && drained < DRAIN_MAX_BYTES && cq_web_now() - t0 < DRAIN_MAX_S &&
+           (got = mg_read(r->conn, buf, BODY_CHUNK_BYTES)) > 0)
         drained += (size_t)got;
+    free(buf);
 }
 
 void cq_web_refuse_too_slow(cq_web_req *r) {
@@ -243,12 +245,12 @@ static int read_body(cq_web_req *r, size_t max, body_sink *k) {
         return 413;
     }
     double t0 = cq_web_now(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
-    char chunk[16384];
+    char *chunk = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
     size_t total = 0;
-    int rc = 0;
+    int rc = chunk ? 0 : 503;
     cq_web_watch_begin(r, false, t0 + timeout_s);
-    for (;;) {
-        size_t want = sizeof chunk;
+    while (chunk) {
+        size_t want = BODY_CHUNK_BYTES;
         if (declared >= 0 && (long long)total >= declared) break;
         if (declared >= 0 && (unsigned long long)(declared - (long long)total) < want)
             want = (size_t)(declared - (long long)total);
@@ -269,6 +271,7 @@ static int read_body(cq_web_req *r, size_t max, body_sink *k) {
         }
         cq_web_watch_move(r, t0 + timeout_s + (double)total / CQ_WEB_MIN_BODY_BYTES_PER_S);
     }
+    free(chunk);
     if (cq_web_watch_end(r) || (!rc && declared >= 0 && (long long)total < declared)) rc = 408;
     r->body_pending = rc != 0;
     switch (rc) {

@@ -327,8 +327,6 @@ static void receive_raw(cq_web_req *r, size_t max) {
 /* Runs on the connection thread, after admit. Leaves r->upload.path set, or a response sent. */
 static void receive_upload(cq_web_req *r) {
     size_t max = r->server->cfg.max_upload_bytes;
-    if (r->ri->content_length > (long long)max + 65536) /* multipart framing may add a little */
-        return cq_web_refuse_too_large(r, max);
     char q[16];
     if (cq_web_query(r, "replace", q, sizeof q)) r->upload.replace = truthy(q);
     const char *ctype = mg_get_header(r->conn, "Content-Type");
@@ -352,7 +350,6 @@ static void handle_upload(cq_web_req *r, const char *kb) {
 }
 
 static void handle_kb_documents(cq_web_req *r, const char *kb) {
-    if (method_is(r, "POST") || method_is(r, "PUT")) return handle_upload(r, kb);
     if (!method_is(r, "GET")) return method_not_allowed(r, "GET, POST");
     if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
     cq_err err = {0};
@@ -780,8 +777,10 @@ static void serve(cq_web_req *r) {
 
     int kind = body_kind(r);
     if (kind != BODY_NONE) {
+        /* a body announced larger than the limit is refused at once, before a byte of it is read (an upload's
+         * multipart framing may add a little to the file) */
         size_t max = kind == BODY_JSON ? s->cfg.max_json_bytes : s->cfg.max_upload_bytes + 65536;
-        if (r->ri->content_length > (long long)max) /* at once, before anything is read */
+        if (r->ri->content_length > (long long)max)
             return cq_web_refuse_too_large(r, kind == BODY_JSON ? max : s->cfg.max_upload_bytes);
         run_on_pool(&s->pool, admit_task, r);
         if (r->status) return;

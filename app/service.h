@@ -6,9 +6,9 @@
  *     at the next start;
  *   - documents, KBs, page images (MuPDF, cached under DATA/cache/pages/), retrieval and answers (with follow-up
  *     questions resolved against the previous turns, app/followup.h);
- *   - API keys (index/keys.h). Open mode: while no key exists and open mode is allowed (the server listens on a
- *     loopback address), every request is treated as an admin's, so the page works at once on a developer's
- *     machine; the first key created turns authentication on.
+ *   - API keys (index/keys.h). Open mode: while no key has been made and open mode is allowed (the server listens
+ *     on a loopback address), every request is treated as an admin's, so the page works at once on a developer's
+ *     machine; the first key created turns authentication on until `clauseqa keys open-mode on` (logged).
  * Files it serves are always under the data directory: originals by content hash, cached page images. */
 #ifndef CQ_APP_SERVICE_H
 #define CQ_APP_SERVICE_H
@@ -39,7 +39,7 @@ void cq_service_web(cq_service *svc, cq_web_service *out);
 /* Where the web server spools uploads (DATA/uploads/spool). */
 const char *cq_service_spool_dir(const cq_service *svc);
 
-/* True while open mode is on (no key exists and it is allowed). */
+/* True while open mode is on (allowed, no key active, authentication not required: index/keys.h). */
 bool cq_service_open_mode(cq_service *svc);
 
 /* Stops the worker after the job it is running (queued jobs stay queued for the next start) and closes. */

@@ -224,7 +224,9 @@ static void check_answer(const uint8_t *req, size_t req_len, const char *buf, si
     char head[8192];
     snprintf(head, sizeof head, "%.*s", (int)(end - buf), buf);
     char ctype[128], clen[32], te[32];
-    bool head_request = req_len >= 4 && !memcmp(req, "HEAD", 4);
+    size_t skip = 0; /* blank lines before a request line are skipped (RFC 9112, and CivetWeb does) */
+    while (skip < req_len && strchr(" \t\r\n", req[skip]) && req[skip]) skip++;
+    bool head_request = req_len - skip >= 4 && !memcmp(req + skip, "HEAD", 4);
     if (status < 200 || status == 204 || head_request || header_value(head, "Transfer-Encoding:", te, sizeof te))
         return;
     if (!header_value(head, "Content-Type:", ctype, sizeof ctype) ||

@@ -285,11 +285,32 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A connection to the server; retried when the system is out of ports for a moment or a signal interrupts. */
+static int connect_server(void) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) abort();
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof a)) {
+            /* closed with a reset once the answer is read: no TIME_WAIT, so a long run does not run out of ports */
+            struct linger no_linger = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof no_linger);
+            return fd;
+        }
+        int e = errno;
+        if (fd >= 0) close(fd);
+        if (e != EINTR && e != EADDRNOTAVAIL && e != EAGAIN) {
+            fprintf(stderr, "cannot connect to the server: %s\n", strerror(e));
+            abort();
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "cannot connect to the server: out of ports\n");
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int fd = connect_server();
     struct timeval tv = {8, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

@@ -3,24 +3,17 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
 
-#define DEFAULT_K 5
 #define DEFAULT_MIN_COVERAGE 0.25
 #define REFUSAL_COVERAGE 0.5
 #define MAX_QUOTE_CHARS 400
-
-static double ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-6;
-}
 
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     if (n_terms == 0) return 0;
@@ -144,6 +137,7 @@ static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *
     c = &c[a->n_citations++];
     *c = (cq_citation){
         .clause_id = h->clause_id,
+        .doc_id = h->doc_id,
         .doc = strdup(h->doc_name),
         .clause = h->label ? strdup(h->label) : NULL,
         .path = h->path ? strdup(h->path) : NULL,
@@ -184,15 +178,16 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
  * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer. */
-static void generate(const char *question, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
-                     bool *declined, bool zh) {
+static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
+                     bool *declined) {
+    const bool zh = q->lang == CQ_QUERY_ZH;
     cq_gen_answer g;
     cq_err e = {0};
     const char *why = NULL;
     /* The small model declines answerable questions too readily: it may decline only when the best clause holds
      * less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are. */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE, .min_confidence = o->min_confidence};
-    if (cq_gen_answer_run(o->decoder, question, &out->hits, &go, o->on_text, o->user, &g, &e)) {
+    if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {
@@ -223,42 +218,38 @@ static void generate(const char *question, const cq_answer_options *o, cq_answer
 
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
-    if (!o.k) o.k = DEFAULT_K;
-    if (!o.modes) o.modes = CQ_RETRIEVE_HYBRID;
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
     if (o.min_confidence == 0) o.min_confidence = CQ_ANSWER_MIN_CONFIDENCE;
     return o;
 }
 
-cq_status cq_answer_question(cq_store *st, int64_t kb_id, const char *question, const cq_answer_options *opt,
-                             cq_answer *out, cq_err *err) {
+cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_options *opt, cq_answer *out,
+                             cq_err *err) {
     cq_answer_options o = with_defaults(opt);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     cq_hits hits;
-    cq_status rc = cq_retrieve(st, kb_id, question, o.modes, o.k, &hits, err);
-    double retrieve_ms = ms_since(&t0);
+    cq_status rc = cq_retrieve(st, q, &o.retrieve, &hits, err);
+    double retrieve_ms = cq_clock_ms_since(t0);
     if (rc) {
         memset(out, 0, sizeof *out);
         return rc;
     }
-    rc = cq_answer_from_hits(question, &hits, &o, out, err);
+    rc = cq_answer_from_hits(q, &hits, &o, out, err);
     out->retrieve_ms = retrieve_ms;
     return rc;
 }
 
-cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
     cq_answer_options o = with_defaults(opt);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     out->hits = *hits;
     memset(hits, 0, sizeof *hits);
     cq_status rc = CQ_OK;
-    const int zh = cq_utf8_has_cjk(question);
-    char **terms;
-    size_t n_terms = cq_retrieve_terms(question, &terms);
+    const int zh = q->lang == CQ_QUERY_ZH;
+    char **terms = q->all_terms;
+    size_t n_terms = q->n_all_terms;
     const cq_hit *top = out->hits.n ? &out->hits.hits[0] : NULL;
     char *answer = NULL;
     if (top && top->source == CQ_RETRIEVE_ROUTER) {
@@ -291,7 +282,7 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
         bool declined = false;
         if (out->coverage >= o.min_coverage && o.decoder) {
             size_t clause = 0;
-            generate(question, &o, out, &answer, &clause, &declined, zh);
+            generate(q, &o, out, &answer, &clause, &declined);
             if (answer) rc = cite(out, &out->hits.hits[clause], answer, err);
         }
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
@@ -299,14 +290,13 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
             if (answer) rc = cite(out, top, answer, err);
         }
     }
-    cq_retrieve_terms_free(terms, n_terms);
     if (!rc && !answer) {
         out->abstained = true;
         answer = strdup(zh ? "文档中没有找到能回答这个问题的内容。" : "The documents do not contain an answer to this question.");
     }
     if (!answer && !rc) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     out->answer = answer;
-    out->answer_ms = ms_since(&t0);
+    out->answer_ms = cq_clock_ms_since(t0);
     if (rc) cq_answer_free(out);
     return rc;
 }

@@ -16,11 +16,12 @@
 #include "app/generate_answer.h"
 #include "attention/decoder.h"
 #include "core/error.h"
+#include "index/query.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 
 typedef struct {
-    int64_t clause_id;
+    int64_t clause_id, doc_id;
     char *doc;    /* document name */
     char *clause; /* label or NULL */
     char *path;
@@ -48,8 +49,7 @@ typedef struct {
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
 
 typedef struct {
-    size_t k;       /* clauses to retrieve (default 5) */
-    int modes;      /* retrieval modes (default hybrid) */
+    cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
     double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
     double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
@@ -58,15 +58,17 @@ typedef struct {
     void *user;
 } cq_answer_options;
 
-cq_status cq_answer_question(cq_store *s, int64_t kb_id, const char *question, const cq_answer_options *opt,
-                             cq_answer *out, cq_err *err);
+/* Retrieves the clauses for q (parsed for its KB, index/query.h) and answers from them. */
+cq_status cq_answer_question(cq_store *s, const cq_query *q, const cq_answer_options *opt, cq_answer *out,
+                             cq_err *err);
 
-/* The answer step alone, from clauses already retrieved: out takes ownership of *hits (left empty). */
-cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+/* The answer step alone, from clauses already retrieved for q: out takes ownership of *hits (left empty). q needs
+ * no KB (its text, language and terms are read). */
+cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err);
 void cq_answer_free(cq_answer *a);
 
-/* Share of terms (cq_retrieve_terms) that occur in text after folding; 0 when there are no terms. */
+/* Share of terms (a query's all_terms) that occur in text after folding; 0 when there are no terms. */
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text);
 
 #endif

@@ -8,7 +8,8 @@
 #include "app/cli_common.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode hybrid] [--answers auto] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--json]"
+               " QUESTION\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
                "Generated answers stream to the terminal as they are written (text output).\n"
@@ -33,10 +34,17 @@ typedef struct {
     cq_answer_options opt;
 } ask_ctx;
 
+static cq_status ask(const ask_ctx *x, const char *question, cq_answer *a, cq_err *err) {
+    cq_query q;
+    cq_status rc = cq_query_parse(x->s, x->kb_id, question, &q, err);
+    if (!rc) rc = cq_answer_question(x->s, &q, &x->opt, a, err);
+    cq_query_free(&q);
+    return rc;
+}
+
 static cJSON *ask_one(void *p, const char *question, cq_err *err) {
-    ask_ctx *x = p;
     cq_answer a;
-    if (cq_answer_question(x->s, x->kb_id, question, &x->opt, &a, err)) return NULL;
+    if (ask(p, question, &a, err)) return NULL;
     cJSON *out = cq_json_answer(&a);
     cq_answer_free(&a);
     return out;
@@ -64,7 +72,9 @@ int cq_cmd_ask(int argc, char **argv) {
         return 1;
     }
     int printed = 0;
-    ask_ctx x = {s, cq_cli_kb(s, o.kb, false), {.k = (size_t)o.k, .modes = o.modes, .decoder = dec}};
+    cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
+    ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
+                 {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}};
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
         x.opt.on_text = print_piece;
         x.opt.user = &printed;
@@ -75,7 +85,7 @@ int cq_cmd_ask(int argc, char **argv) {
     } else if (x.kb_id) {
         cq_err err = {0};
         cq_answer a;
-        if (cq_answer_question(s, x.kb_id, o.question, &x.opt, &a, &err)) {
+        if (ask(&x, o.question, &a, &err)) {
             fprintf(stderr, "clauseqa ask: %s\n", err.msg);
         } else {
             if (o.json) {
@@ -96,6 +106,7 @@ int cq_cmd_ask(int argc, char **argv) {
         }
     }
     cq_store_close(s);
+    cq_dense_close(dense);
     cq_decoder_close(dec);
     return status;
 }

@@ -7,14 +7,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "core/json.h"
 #include "index/vectors.h"
-
-/* The process's dense retriever, opened with the first store when trained encoder weights are installed. */
-static cq_dense *g_dense;
-static int g_dense_tried;
-
-static void close_dense(void) { cq_dense_close(g_dense); }
 
 cq_store *cq_cli_open_store(const char *data_dir) {
     cq_err err = {0};
@@ -29,14 +22,15 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     cq_store *s = NULL;
     if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
     free(path);
-    if (s && !g_dense_tried) {
-        g_dense_tried = 1;
-        cq_err derr = {0};
-        if (cq_dense_open_configured(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
-        else if (derr.code != CQ_ERR_UNSUPPORTED) fprintf(stderr, "clauseqa: dense retrieval off: %s\n", derr.msg);
-    }
-    if (s) cq_dense_attach(s, g_dense);
     return s;
+}
+
+cq_dense *cq_cli_open_dense(const char *data_dir) {
+    cq_dense *d = NULL;
+    cq_err err = {0};
+    if (cq_dense_open_configured(data_dir, &d, &err) && err.code != CQ_ERR_UNSUPPORTED)
+        fprintf(stderr, "clauseqa: dense retrieval off: %s\n", err.msg);
+    return d;
 }
 
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
@@ -48,72 +42,6 @@ int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
         return 0;
     }
     return id;
-}
-
-static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
-
-static cJSON *page_or_null(int page) { return page > 0 ? cJSON_CreateNumber(page) : cJSON_CreateNull(); }
-
-cJSON *cq_json_hit(const cq_hit *h) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "doc", cJSON_CreateString(h->doc_name));
-    cJSON_AddItemToObject(o, "title", str_or_null(h->doc_title));
-    cJSON_AddItemToObject(o, "clause", str_or_null(h->label));
-    cJSON_AddItemToObject(o, "path", cJSON_CreateString(h->path ? h->path : ""));
-    cJSON_AddItemToObject(o, "page", page_or_null(h->page_first));
-    if (h->page_last > h->page_first) {
-        cJSON *pages = cJSON_CreateArray();
-        for (int p = h->page_first; p <= h->page_last; p++) cJSON_AddItemToArray(pages, cJSON_CreateNumber(p));
-        cJSON_AddItemToObject(o, "pages", pages);
-    }
-    cJSON_AddItemToObject(o, "text", cJSON_CreateString(h->text));
-    cJSON_AddNumberToObject(o, "score", h->score);
-    cJSON_AddNumberToObject(o, "clause_id", (double)h->clause_id);
-    cJSON_AddStringToObject(o, "source", cq_retrieve_source_name(h->source));
-    return o;
-}
-
-cJSON *cq_json_hits(const cq_hits *h) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < h->n; i++) cJSON_AddItemToArray(a, cq_json_hit(&h->hits[i]));
-    return a;
-}
-
-cJSON *cq_json_answer(const cq_answer *a) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "answer", a->answer);
-    cJSON_AddBoolToObject(o, "abstained", a->abstained);
-    cJSON_AddBoolToObject(o, "generated", a->generated);
-    if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
-    if (a->tokens_generated) cJSON_AddNumberToObject(o, "confidence", (double)(long long)(a->confidence * 1e4) / 1e4);
-    cJSON *cites = cJSON_CreateArray();
-    for (size_t i = 0; i < a->n_citations; i++) {
-        const cq_citation *c = &a->citations[i];
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "clause_id", (double)c->clause_id);
-        cJSON_AddStringToObject(x, "doc", c->doc);
-        cJSON_AddItemToObject(x, "clause", str_or_null(c->clause));
-        cJSON_AddItemToObject(x, "path", str_or_null(c->path));
-        cJSON_AddItemToObject(x, "page", page_or_null(c->page));
-        cJSON_AddStringToObject(x, "quote", c->quote);
-        cJSON_AddItemToArray(cites, x);
-    }
-    cJSON_AddItemToObject(o, "citations", cites);
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddNumberToObject(t, "retrieve_ms", a->retrieve_ms);
-    cJSON_AddNumberToObject(t, "answer_ms", a->answer_ms);
-    cJSON_AddItemToObject(o, "timings", t);
-    return o;
-}
-
-void cq_json_print_line(cJSON *v, FILE *f) {
-    char *s = cq_json_print(v, NULL);
-    if (s) {
-        fputs(s, f);
-        fputc('\n', f);
-        free(s);
-    }
-    cJSON_Delete(v);
 }
 
 char *cq_read_line(FILE *f) {
@@ -144,7 +72,7 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
                                          {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
                                          {"help", no_argument, 0, 'h'},       CQ_CLI_ANSWER_OPTIONS,
                                          {0, 0, 0, 0}};
-    *o = (cq_question_cli){.mode = "hybrid", .k = 5};
+    *o = (cq_question_cli){.k = CQ_RETRIEVE_DEFAULT_K};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

@@ -1,4 +1,5 @@
-/* Pieces every CLI command uses: opening the data directory, finding a KB, JSON of hits and answers. */
+/* Pieces every CLI command uses: opening the data directory and the dense retriever, finding a KB, options and
+ * JSON lines. The JSON of hits and answers is app/json.h (shared with the HTTP service). */
 #ifndef CQ_APP_CLI_COMMON_H
 #define CQ_APP_CLI_COMMON_H
 
@@ -8,23 +9,21 @@
 #include <stdio.h>
 
 #include "app/answer.h"
+#include "app/json.h"
 #include "attention/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
+#include "index/vectors.h"
 
 /* Opens DATA/clauseqa.db (creating the directory). Prints the error and returns NULL on failure. */
 cq_store *cq_cli_open_store(const char *data_dir);
 
+/* The dense retriever as CLAUSEQA_DENSE and DATA/models/ssm/ configure it (index/vectors.h), or NULL when it is
+ * off (a reason is printed only when the weights exist but cannot be used). Close it with cq_dense_close. */
+cq_dense *cq_cli_open_dense(const char *data_dir);
+
 /* Finds KB name (create: make it when absent). Prints the error and returns 0 on failure. */
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create);
-
-/* One retrieval result as the CLI/REST JSON contract has it (see ARCHITECTURE.md). */
-cJSON *cq_json_hit(const cq_hit *h);
-cJSON *cq_json_hits(const cq_hits *h);
-cJSON *cq_json_answer(const cq_answer *a);
-
-/* Prints a cJSON value on one line followed by '\n' and frees it. */
-void cq_json_print_line(cJSON *v, FILE *f);
 
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
@@ -65,7 +64,7 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_
 /* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
  * question. */
 typedef struct {
-    const char *kb, *data, *mode;
+    const char *kb, *data, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;

@@ -10,11 +10,20 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/ingest.h"
-#include "core/fileio.h"
+#include "reader/reader.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR...\n"
-               "Adds PDF, Markdown (.md) and plain-text (.txt) files to knowledge base KB (created when absent).\n"
+               "Adds documents to knowledge base KB (created when absent):");
+    size_t n;
+    const cq_reader_format *formats = cq_reader_formats(&n);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s %s (", i ? "," : "", formats[i].label);
+        for (size_t e = 0; e < CQ_READER_MAX_EXTENSIONS && formats[i].extensions[e]; e++)
+            fprintf(f, "%s.%s", e ? " " : "", formats[i].extensions[e]);
+        fprintf(f, ")");
+    }
+    fprintf(f, ".\n"
                "A directory adds every supported file in it (not recursive). Identical files are skipped.\n"
                "  --replace   replace a document of the same name instead of refusing it\n"
                "  --json      print one JSON document with every file's outcome\n"
@@ -40,13 +49,6 @@ static int push(path_list *l, const char *p) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int is_supported(const char *name) {
-    char *ext = cq_path_ext_lower(name);
-    int ok = ext && (!strcmp(ext, "pdf") || !strcmp(ext, "md") || !strcmp(ext, "markdown") || !strcmp(ext, "txt"));
-    free(ext);
-    return ok;
-}
-
 /* Expands directories into their supported files, sorted. */
 static int expand(path_list *out, const char *arg) {
     struct stat st;
@@ -56,7 +58,7 @@ static int expand(path_list *out, const char *arg) {
         path_list tmp = {0};
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_name[0] == '.' || !is_supported(e->d_name)) continue;
+            if (e->d_name[0] == '.' || !cq_reader_format_of_name(e->d_name)) continue;
             size_t n = strlen(arg) + strlen(e->d_name) + 2;
             char *p = malloc(n);
             if (!p) break;
@@ -116,6 +118,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
+    cq_dense *dense = cq_cli_open_dense(data_dir); /* encodes the clauses when dense retrieval is on */
     int tty = isatty(fileno(stderr)) && !json;
     size_t ok = 0, dup = 0, failed = 0, clauses = 0;
     cJSON *results = json ? cJSON_CreateArray() : NULL;
@@ -125,7 +128,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         if (tty) progress_bar(i, files.n, base);
         cq_err err = {0};
         cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace};
+        cq_ingest_options o = {.replace = replace, .dense = dense};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;
@@ -157,7 +160,7 @@ int cq_cmd_ingest(int argc, char **argv) {
             else
                 fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r.n_clauses,
                         r.n_pages, r.quality, r.quality_reason[0] ? " - " : "", r.quality_reason, r.seconds);
-        } else if (r.quality < 0.8 && !r.duplicate) {
+        } else if (r.quality < CQ_PAGE_QUALITY_WARN && !r.duplicate) {
             fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r.quality, r.quality_reason);
         }
         free(files.v[i]);
@@ -179,5 +182,6 @@ int cq_cmd_ingest(int argc, char **argv) {
         fprintf(stderr, "%zu ingested (%zu clauses), %zu already present, %zu failed\n", ok, clauses, dup, failed);
     }
     cq_store_close(s);
+    cq_dense_close(dense);
     return failed ? 1 : 0;
 }

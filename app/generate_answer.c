@@ -1,11 +1,11 @@
 /* Generated answers with copy-constrained greedy decoding; see generate_answer.h. */
 #define _GNU_SOURCE /* memmem */
 #include "app/generate_answer.h"
+#include "core/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/strbuf.h"
 #include "core/text_norm.h"
@@ -135,12 +135,6 @@ void cq_gen_answer_free(cq_gen_answer *g) {
     memset(g, 0, sizeof *g);
 }
 
-static double ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-6;
-}
-
 /* The indices of the n largest logits, best first (n small: insertion into a sorted list). */
 static int top_n(const float *logits, int32_t n_vocab, int n, int32_t *idx) {
     int have = 0;
@@ -222,12 +216,11 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     if (!rc) rc = cq_decoder_eval(seq, ids, n_ids, logits, false, err);
     out->prompt_tokens = (int)n_ids;
-    out->prefill_ms = ms_since(&t0);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    out->prefill_ms = cq_clock_ms_since(t0);
+    t0 = cq_clock_seconds();
 
     size_t which = (size_t)-1, streamed = 0;
     double logprob_sum = 0;
@@ -285,7 +278,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         if (!stop && ans.len >= strlen(refusal) && which == (size_t)-1 && !strcmp(ans.data, refusal)) break;
         if (!stop) rc = cq_decoder_eval(seq, &pick, 1, logits, false, err);
     }
-    out->decode_ms = ms_since(&t0);
+    out->decode_ms = cq_clock_ms_since(t0);
     out->mean_logprob = out->new_tokens ? logprob_sum / out->new_tokens : 0;
     if (!rc && ans.len) {
         if (which == (size_t)-1) {

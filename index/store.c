@@ -16,11 +16,9 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
-    void *dense;        /* index/vectors.h cq_dense_attach: borrowed */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
-void **cq_store_dense_slot(cq_store *s) { return &s->dense; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -385,17 +383,38 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return cq_store_kb_create(s, name, kb_id, err);
 }
 
+#define KB_COLUMNS                                                                                                  \
+    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
+    "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id)"
+
+static void kb_from_row(sqlite3_stmt *st, cq_kb_info *k) {
+    memset(k, 0, sizeof *k);
+    k->id = sqlite3_column_int64(st, 0);
+    snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
+    k->created_at = sqlite3_column_int64(st, 2);
+    k->n_documents = sqlite3_column_int64(st, 3);
+    k->n_clauses = sqlite3_column_int64(st, 4);
+}
+
+cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k WHERE k.id = ?", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, kb_id);
+    int rc = sqlite3_step(st);
+    cq_status out_rc = CQ_OK;
+    if (rc == SQLITE_ROW) kb_from_row(st, out);
+    else if (rc == SQLITE_DONE)
+        out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
+    else out_rc = db_error(s, err, "find knowledge base");
+    sqlite3_finalize(st);
+    return out_rc;
+}
+
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (prepare(s,
-                "SELECT k.id, k.name, k.created_at, "
-                "(SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "
-                "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id) "
-                "FROM kbs k ORDER BY k.name",
-                &st, err))
-        return CQ_ERR_DB;
+    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k ORDER BY k.name", &st, err)) return CQ_ERR_DB;
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -408,13 +427,7 @@ cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err
             }
             *out = p;
         }
-        cq_kb_info *k = &(*out)[(*n)++];
-        memset(k, 0, sizeof *k);
-        k->id = sqlite3_column_int64(st, 0);
-        snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
-        k->created_at = sqlite3_column_int64(st, 2);
-        k->n_documents = sqlite3_column_int64(st, 3);
-        k->n_clauses = sqlite3_column_int64(st, 4);
+        kb_from_row(st, &(*out)[(*n)++]);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list knowledge bases");
@@ -552,6 +565,18 @@ cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list documents");
+}
+
+cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
+    *in_use = true; /* when unsure, the original is kept */
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT 1 FROM documents WHERE sha256 = ? LIMIT 1", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(s, err, "look up content");
+    *in_use = rc == SQLITE_ROW;
+    return CQ_OK;
 }
 
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,

@@ -18,6 +18,7 @@
 #ifndef CQ_INDEX_STORE_H
 #define CQ_INDEX_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,7 @@ int cq_store_kb_name_valid(const char *name);
 cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS if taken */
 cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* create or find */
 cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err);   /* NOT_FOUND */
+cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err);      /* NOT_FOUND */
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err);
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err);
 
@@ -82,6 +84,8 @@ cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, c
 cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err);
 cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err);
 cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err);
+/* Whether a document of any KB (in any state) has content sha256: its stored original is still needed. */
+cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err);
 
 /* Creates the row (status processing). */
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
@@ -103,7 +107,7 @@ typedef struct {
 
 typedef struct {
     int ord;                /* order in the document */
-    int kind;               /* cq_clause_kind of app/structure.h */
+    int kind;               /* cq_clause_kind of reader/reader.h */
     const char *label, *label_key, *path, *text;
     int page_first, page_last;
     uint32_t start_off, end_off;

@@ -7,7 +7,4 @@
 /* The router's per-connection title cache (owned by the store, freed with it). */
 void **cq_store_router_slot(cq_store *s);
 
-/* The dense retriever attached to this connection (index/vectors.h cq_dense_attach; borrowed, not freed). */
-void **cq_store_dense_slot(cq_store *s);
-
 #endif

@@ -1,6 +1,5 @@
 /* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
 #include "index/vectors.h"
-#include "index/store_internal.h"
 
 #include <faiss/c_api/IndexIVF_c.h>
 #include <faiss/c_api/Index_c.h>
@@ -390,9 +389,6 @@ struct cq_dense {
     size_t n_kbs, cap_kbs;
 };
 
-void cq_dense_attach(cq_store *s, cq_dense *d) { *cq_store_dense_slot(s) = d; }
-cq_dense *cq_dense_attached(cq_store *s) { return *cq_store_dense_slot(s); }
-
 /* The GPU when there is one, else the fast CPU path, else the reference; why the GPU was not used goes to why
  * (empty when it was). */
 static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encoder **out, char why[512], cq_err *err) {
@@ -560,14 +556,12 @@ static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {
     return v;
 }
 
-cq_status cq_dense_forget(cq_store *s, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
+cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
     cq_vectors *v = d && n ? open_kb(d, kb_id) : NULL;
     return v ? cq_vectors_forget(v, clause_ids, n, err) : CQ_OK;
 }
 
-cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
+cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
@@ -579,13 +573,12 @@ cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err) {
     int64_t *ids = NULL;
     size_t n = 0;
     cq_status rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
-    if (!rc) rc = cq_dense_forget(s, kb_id, ids, n, err);
+    if (!rc) rc = cq_dense_forget(d, kb_id, ids, n, err);
     free(ids);
     return rc;
 }
 
-void cq_dense_forget_kb(cq_store *s, int64_t kb_id) {
-    cq_dense *d = cq_dense_attached(s);
+void cq_dense_forget_kb(cq_dense *d, int64_t kb_id) {
     cq_vectors *v = d ? open_kb(d, kb_id) : NULL;
     if (!v) return;
     /* Emptied, not closed: a request that looked the KB up just before it went may still hold the pointer. */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/json.h"
 
 /* Headers every response carries: no sniffing, and a policy that keeps the page from loading anything that is not
@@ -42,7 +43,7 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
 
 /* The deadline of writing len bytes: the request timeout plus their time at the minimum rate. */
 static double write_deadline(const cq_web_req *r, long long len) {
-    return cq_web_now() + r->server->cfg.request_timeout_ms / 1e3 + (double)len / CQ_WEB_MIN_BODY_BYTES_PER_S;
+    return cq_clock_seconds() + r->server->cfg.request_timeout_ms / 1e3 + (double)len / CQ_WEB_MIN_BODY_BYTES_PER_S;
 }
 
 void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *data, size_t len,
@@ -196,9 +197,9 @@ void cq_web_drain_body(cq_web_req *r) {
      * waits for data that never comes returns after the request timeout. */
     char *buf = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
     size_t drained = 0;
-    double t0 = cq_web_now();
+    double t0 = cq_clock_seconds();
     int got;
-    while (buf && drained < DRAIN_MAX_BYTES && cq_web_now() - t0 < DRAIN_MAX_S &&
+    while (buf && drained < DRAIN_MAX_BYTES && cq_clock_seconds() - t0 < DRAIN_MAX_S &&
            (got = mg_read(r->conn, buf, BODY_CHUNK_BYTES)) > 0)
         drained += (size_t)got;
     free(buf);
@@ -244,7 +245,7 @@ static int read_body(cq_web_req *r, size_t max, body_sink *k) {
         cq_web_refuse_too_large(r, max);
         return 413;
     }
-    double t0 = cq_web_now(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
+    double t0 = cq_clock_seconds(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
     char *chunk = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
     size_t total = 0;
     int rc = chunk ? 0 : 503;

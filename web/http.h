@@ -40,7 +40,7 @@ typedef struct cq_web_watch {
     int port, local_port;
     bool writing;         /* an answer being written (else a body being read) */
     bool fired, registered;
-    double deadline;      /* cq_web_now() seconds */
+    double deadline;      /* cq_clock_seconds() (core/clock.h) */
 } cq_web_watch;
 
 typedef struct {
@@ -153,7 +153,6 @@ void cq_web_openai_models(cq_web_req *r);
 void cq_web_openai_chat(cq_web_req *r);
 
 /* ---- deadlines of slow transfers (web/watchdog.c) ---- */
-double cq_web_now(void); /* monotonic seconds */
 cq_status cq_web_watchdog_start(cq_web_watchdog *w, cq_err *err);
 void cq_web_watchdog_stop(cq_web_watchdog *w);
 /* Watches r's body read (writing false) or answer (writing true): past deadline its socket is shut down. */

@@ -1,4 +1,5 @@
 /* CivetWeb set-up, routing and the REST handlers under /api/v1 (the OpenAI-compatible ones are in openai.c). */
+#include "core/clock.h"
 #include "web/server.h"
 
 #include <errno.h>
@@ -289,7 +290,8 @@ static int form_field_store(const char *path, long long size, void *user) {
 
 /* A multipart form, streamed by CivetWeb's form parser (which reads the body itself). */
 static void receive_form(cq_web_req *r, size_t max) {
-    upload_state u = {.r = r, .max = max, .t0 = cq_web_now(), .timeout_s = r->server->cfg.request_timeout_ms / 1e3};
+    upload_state u = {.r = r, .max = max, .t0 = cq_clock_seconds(),
+                      .timeout_s = r->server->cfg.request_timeout_ms / 1e3};
     struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
     cq_web_watch_begin(r, false, u.t0 + u.timeout_s);
     int n = mg_handle_form_request(r->conn, &h);
@@ -793,7 +795,7 @@ static void serve(cq_web_req *r) {
 
 static int handle_request(struct mg_connection *conn, void *cbdata) {
     cq_web_server *s = cbdata;
-    double t0 = cq_web_now();
+    double t0 = cq_clock_seconds();
     cq_web_req *r = calloc(1, sizeof *r);
     if (!r) {
         cq_web_send_conn_error(conn, 503, "no_memory", "out of memory");
@@ -809,7 +811,7 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
     if (r->upload.path[0]) unlink(r->upload.path); /* received, but never handed to the service */
     free(r->body);
-    double dt = cq_web_now() - t0;
+    double dt = cq_clock_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
     /* Not after a slow body (408) nor for a client over its connections (429): those are the clients to let go. */
@@ -940,12 +942,12 @@ int cq_web_port(const cq_web_server *server) { return server->port; }
  * still reading their bodies. */
 static void drain(cq_web_server *s) {
     atomic_store(&s->draining, true);
-    double deadline = cq_web_now() + s->cfg.request_timeout_ms / 1e3;
+    double deadline = cq_clock_seconds() + s->cfg.request_timeout_ms / 1e3;
     for (;;) {
         pthread_mutex_lock(&s->metrics.lock);
         uint64_t busy = s->metrics.in_flight;
         pthread_mutex_unlock(&s->metrics.lock);
-        if (busy == 0 || cq_web_now() > deadline) break;
+        if (busy == 0 || cq_clock_seconds() > deadline) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }

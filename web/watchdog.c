@@ -17,16 +17,11 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "web/http.h"
 
 #define WATCHDOG_PERIOD_MS 200
-
-double cq_web_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The descriptor of the TCP connection from addr:port to our local_port, or -1. */
 static int find_socket(const char *addr, int port, int local_port) {
@@ -73,7 +68,7 @@ static void *watchdog_main(void *arg) {
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&w->cond, &w->lock, &until);
-        double now = cq_web_now();
+        double now = cq_clock_seconds();
         for (cq_web_watch *x = w->head; x; x = x->next) {
             if (x->fired || now <= x->deadline) continue;
             x->fired = true;

@@ -13,16 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "attention/decoder.h"
 #include "attention/forward_cuda.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "core/clock.h"
 
 static int argmax(const float *x, int n) {
     int best = 0;
@@ -135,9 +129,9 @@ int main(int argc, char **argv) {
     if (runs < 1) runs = 1;
     cq_err err = {0};
     cq_decoder *d;
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     if (cq_decoder_open(model, &opt, &d, &err)) die("open", &err);
-    double t_open = now_s() - t0;
+    double t_open = cq_clock_seconds() - t0;
     const cq_decoder_info *info = cq_decoder_get_info(d);
     const bool gpu = info->device == CQ_DEVICE_CUDA;
     /* A prompt of real text: repeat a legal sentence until n_prompt tokens. */
@@ -166,42 +160,42 @@ int main(int argc, char **argv) {
     if (gpu) {
         cq_decoder_seq *fresh;
         if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &fresh, &err)) die("seq", &err);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         if (cq_decoder_eval(fresh, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
-        t_fresh = now_s() - t0;
+        t_fresh = cq_clock_seconds() - t0;
         cq_decoder_seq_free(fresh);
     }
     double *t_runs = malloc((size_t)runs * sizeof *t_runs);
     for (int r = 0; r < runs; r++) {
         cq_decoder_seq_reset(s);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
-        t_runs[r] = now_s() - t0;
+        t_runs[r] = cq_clock_seconds() - t0;
     }
     qsort(t_runs, (size_t)runs, sizeof *t_runs, cmp_double);
     const double t_prefill = t_runs[runs / 2];
     int32_t first = argmax(logits, info->n_vocab);
-    t0 = now_s();
+    t0 = cq_clock_seconds();
     for (int i = 0, next = first; i < n_decode; i++) {
         if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
         next = argmax(logits, info->n_vocab);
     }
-    double t_decode = now_s() - t0, t_greedy = 0;
+    double t_decode = cq_clock_seconds() - t0, t_greedy = 0;
     if (gpu) { /* the same steps with the argmax on the GPU */
         cq_decoder_seq_reset(s);
         if (cq_decoder_eval(s, ids, (size_t)n_prompt, NULL, false, &err)) die("prefill", &err);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         for (int i = 0, next = first; i < n_decode; i++)
             if (cq_decoder_eval_greedy(s, next, &next, &err)) die("greedy decode", &err);
-        t_greedy = now_s() - t0;
+        t_greedy = cq_clock_seconds() - t0;
     }
     /* scoring: 64 tokens with logits at every position (the perplexity path) */
     int n_score = 64;
     float *all = malloc((size_t)n_score * info->n_vocab * sizeof *all);
     cq_decoder_seq_reset(s);
-    t0 = now_s();
+    t0 = cq_clock_seconds();
     cq_decoder_eval(s, ids, (size_t)n_score, all, true, &err);
-    double t_score = now_s() - t0;
+    double t_score = cq_clock_seconds() - t0;
 
     printf("decoder benchmark: %s (%d layers, d=%d, vocab %d), device %s, %d threads\n", info->name, info->n_layer,
            info->n_embd, info->n_vocab, gpu ? "cuda" : "cpu", opt.n_threads);

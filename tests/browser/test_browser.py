@@ -75,6 +75,9 @@ def main():
         driver.get(base)
         wait(driver, lambda d: d.find_element(By.ID, 'auth-state').is_displayed(), 'page loads')
         check('Chinese labels', driver.find_element(By.ID, 'library-title').text == '文档库')
+        accept = driver.find_element(By.ID, 'file-input').get_attribute('accept') or ''
+        check('file picker offers the server\'s formats', {'.pdf', '.md', '.markdown', '.txt', 'application/pdf'}
+              <= set(accept.split(',')), accept)
 
         # a knowledge base, made with the "new" button
         driver.find_element(By.ID, 'kb-new').click()

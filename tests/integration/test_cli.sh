@@ -33,6 +33,7 @@ check "router: clause" test "$(echo "$out" | json 'd["results"][0]["clause"]')" 
 check "router: doc" test "$(echo "$out" | json 'd["results"][0]["doc"]')" = "劳动法(2018-12-29)"
 check "router: page" test "$(echo "$out" | json 'd["results"][0]["page"] >= 1')" = True
 check "router: text" test "$(echo "$out" | json '"百分之一百五十" in d["results"][0]["text"]')" = True
+check "hits name their document (as REST)" test "$(echo "$out" | json 'all(r["document_id"] >= 1 for r in d["results"])')" = True
 out=$("$bin" retrieve --data "$data" --kb demo --json "劳动合同法第九百九十九条")
 check "missing article gives no router hit" test "$(echo "$out" | json 'all(r["source"] != "router" for r in d["results"])')" = True
 out=$("$bin" retrieve --data "$data" --kb demo --json --mode bm25 "How many days of notice are needed to terminate the services agreement?")
@@ -48,6 +49,7 @@ check "jsonl results" test "$(json 'len(d["results"])' < <(tail -1 "$work/r.json
 out=$("$bin" ask --data "$data" --kb demo --json "劳动法第四十四条")
 check "ask cites" test "$(echo "$out" | json 'd["citations"][0]["clause"]')" = "第四十四条"
 check "ask quotes verbatim" test "$(echo "$out" | json 'd["citations"][0]["quote"] in d["answer"]')" = True
+check "citations name their document (as REST)" test "$(echo "$out" | json 'd["citations"][0]["document_id"] >= 1')" = True
 out=$("$bin" ask --data "$data" --kb demo --json "火星上的量子引力如何影响足球比赛的转播权？")
 check "ask abstains" test "$(echo "$out" | json 'd["abstained"]')" = True
 

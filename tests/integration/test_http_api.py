@@ -34,6 +34,9 @@ def test_kbs(s):
     h = r.json()
     check('health', r.status == 200 and h['status'] == 'ok', r)
     check('open mode without keys', h['auth'] is False, r)
+    formats = {f['name']: f for f in h.get('formats', [])}
+    check('health lists the formats', set(formats) == {'pdf', 'md', 'txt'} and formats['pdf']['pages'] is True
+          and formats['md']['extensions'] == ['md', 'markdown'] and formats['txt']['pages'] is False, h)
     r = s.post('/api/v1/kbs', {'name': 'laws'})
     check('create kb', r.status == 201 and r.json()['name'] == 'laws', r)
     check('create kb again', s.post('/api/v1/kbs', {'name': 'laws'}).status == 409)

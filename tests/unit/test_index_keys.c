@@ -14,32 +14,7 @@
 #include "index/jobs.h"
 #include "index/keys.h"
 #include "index/store.h"
-
-static char db_path[256];
-
-static int setup(void **state) {
-    snprintf(db_path, sizeof db_path, "/tmp/cq_test_keys_%d.db", (int)getpid());
-    unlink(db_path);
-    cq_store *s = NULL;
-    cq_err err = {0};
-    if (cq_store_open(db_path, &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state) {
-    cq_store_close(*state);
-    char p[300];
-    unlink(db_path);
-    snprintf(p, sizeof p, "%s-wal", db_path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", db_path);
-    unlink(p);
-    return 0;
-}
+#include "test_store_util.h"
 
 static void test_create_check_revoke(void **state) {
     cq_store *s = *state;
@@ -238,11 +213,11 @@ static void test_auth_stays_required(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_check_revoke, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_validates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_check_revoke, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_create_validates, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_allows),
-        cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_auth_stays_required, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_auth_stays_required, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

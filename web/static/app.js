@@ -157,12 +157,20 @@ function renderAuth() {
   pill.className = 'pill ' + (health.auth ? 'ok' : 'warn');
 }
 
+/* The file picker offers the formats the server reads (health's "formats", from its format table). */
+function renderAccept() {
+  if (!health || !health.formats) return;
+  $('file-input').accept = health.formats
+    .flatMap((f) => [...f.extensions.map((e) => '.' + e), f.mime.split(';')[0]]).join(',');
+}
+
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
 
 async function loadKbs() {
   try {
     health = await api('GET', '/api/v1/health');
     renderAuth();
+    renderAccept();
     const data = await api('GET', '/api/v1/kbs');
     state.kbs = data.kbs;
   } catch (e) {

@@ -1,4 +1,9 @@
-#include "app/page_render.h"
+/* Page images for citations: one PDF page rendered by MuPDF at a given width, with a clause's boxes highlighted as
+ * translucent marker strokes, written as PNG (the PDF row's renderer in reader/formats.c).
+ *
+ * Rendering is serialized by one lock (a fresh MuPDF context per call, so nothing is shared across threads); the
+ * HTTP service caches the PNGs on disk, so each page is drawn once per highlight. */
+#include "reader/reader_internal.h"
 
 #include <mupdf/fitz.h>
 #include <pthread.h>
@@ -38,8 +43,8 @@ static void blend_rect(unsigned char *samples, int stride, int n, int w, int h, 
     }
 }
 
-cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const cq_store_box *boxes, size_t n_boxes,
-                             const char *png_path, cq_err *err) {
+cq_status cq_reader_render_pdf(const char *pdf_path, int page_no, int width, const cq_box *boxes, size_t n_boxes,
+                               const char *png_path, cq_err *err) {
     if (width < 16 || width > 10000) return cq_err_set(err, CQ_ERR_INVALID, "width %d is out of range", width);
     pthread_mutex_lock(&render_lock);
     fz_context *ctx = fz_new_context(NULL, NULL, 32 << 20);
@@ -80,7 +85,7 @@ cq_status cq_page_render_png(const char *pdf_path, int page_no, int width, const
             int w = fz_pixmap_width(ctx, pix), h = fz_pixmap_height(ctx, pix);
             int ox = fz_pixmap_x(ctx, pix), oy = fz_pixmap_y(ctx, pix);
             for (size_t i = 0; i < n_boxes; i++) {
-                const cq_store_box *b = &boxes[i];
+                const cq_box *b = &boxes[i];
                 if (b->page_no != page_no) continue;
                 /* Boxes are in the page's own coordinates (as MuPDF reports text); the pixmap starts at (ox, oy). */
                 int x0 = (int)(b->x0 * scale) - ox - PAD_PX, x1 = (int)(b->x1 * scale + 0.999f) - ox + PAD_PX;

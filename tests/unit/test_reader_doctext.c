@@ -1,4 +1,4 @@
-/* app/doctext: the PDF, Markdown and plain-text readers and the page / box queries.
+/* reader/: the PDF, Markdown and plain-text readers, the format table and the page / box queries.
  *
  * Committed fixtures (tests/data/pdf, made by tools/make_test_pdfs.py) cover the product without ../shared;
  * the real documents of ../shared/eval are used when $CLAUSEQA_SHARED points at them (skipped otherwise). */
@@ -13,10 +13,27 @@
 
 #include <cmocka.h>
 
-#include "app/doctext.h"
+#include "reader/reader.h"
+#include "reader/reader_internal.h"
 #include "core/utf8.h"
 
 /* ---- helpers ----------------------------------------------------------------------------------------------- */
+
+/* The readers, called as the format table calls them. */
+static cq_status from_pdf(const char *path, cq_doctext *out, cq_err *err) {
+    cq_reader_input in = {.path = path};
+    return cq_reader_read_pdf(&in, out, err);
+}
+
+static cq_status from_markdown(const char *data, size_t len, cq_doctext *out, cq_err *err) {
+    cq_reader_input in = {.data = data, .len = len};
+    return cq_reader_read_markdown(&in, out, err);
+}
+
+static cq_status from_plain(const char *data, size_t len, cq_doctext *out, cq_err *err) {
+    cq_reader_input in = {.data = data, .len = len};
+    return cq_reader_read_plain(&in, out, err);
+}
 
 static char *fixture_path(const char *name) {
     static char buf[4096];
@@ -150,7 +167,7 @@ static void test_pdf_zh_fixture(void **state) {
     (void)state;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(fixture_path("zh_law.pdf"), &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(fixture_path("zh_law.pdf"), &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     assert_int_equal(d.n_pages, 3);
     assert_string_equal(d.title, "测试法规");
@@ -222,7 +239,7 @@ static void test_pdf_en_fixture(void **state) {
     (void)state;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(fixture_path("en_contract.pdf"), &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(fixture_path("en_contract.pdf"), &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     assert_int_equal(d.n_pages, 3);
     assert_null(d.title); /* "Microsoft Word - ….docx" is not a title */
@@ -265,21 +282,21 @@ static void test_pdf_bad_inputs(void **state) {
     cq_doctext d;
     cq_err err = {0};
 
-    assert_int_equal(cq_doctext_from_pdf("/nonexistent/dir/x.pdf", &d, &err), CQ_ERR_IO);
+    assert_int_equal(from_pdf("/nonexistent/dir/x.pdf", &d, &err), CQ_ERR_IO);
     assert_non_null(strstr(err.msg, "cannot open"));
     assert_null(d.text);
 
-    assert_int_equal(cq_doctext_from_pdf("/tmp", &d, &err), CQ_ERR_IO); /* a directory */
+    assert_int_equal(from_pdf("/tmp", &d, &err), CQ_ERR_IO); /* a directory */
     assert_non_null(strstr(err.msg, "cannot read"));
 
     char *p = write_temp("", 0, "empty.pdf");
-    assert_int_equal(cq_doctext_from_pdf(p, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_pdf(p, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "empty"));
     unlink(p);
 
     const char junk[] = "PK\003\004 this is a zip file, not a PDF at all";
     p = write_temp(junk, sizeof junk - 1, "junk.pdf");
-    assert_int_equal(cq_doctext_from_pdf(p, &d, &err), CQ_ERR_FORMAT);
+    assert_int_equal(from_pdf(p, &d, &err), CQ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "not a PDF"));
     unlink(p);
 
@@ -288,24 +305,24 @@ static void test_pdf_bad_inputs(void **state) {
     char *whole = read_file(fixture_path("zh_law.pdf"), &n);
     assert_non_null(whole);
     p = write_temp(whole, n / 2, "half.pdf");
-    assert_int_equal(cq_doctext_from_pdf(p, &d, &err), CQ_ERR_FORMAT);
+    assert_int_equal(from_pdf(p, &d, &err), CQ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "truncated"));
     unlink(p);
     /* a header and then garbage */
     p = write_temp("%PDF-1.4\n%garbage\n1 0 obj\n<<", 28, "stub.pdf");
-    assert_int_equal(cq_doctext_from_pdf(p, &d, &err), CQ_ERR_FORMAT);
+    assert_int_equal(from_pdf(p, &d, &err), CQ_ERR_FORMAT);
     unlink(p);
     free(whole);
 
-    assert_int_equal(cq_doctext_from_pdf(fixture_path("encrypted.pdf"), &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(from_pdf(fixture_path("encrypted.pdf"), &d, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "encrypted PDF: a password is required"));
 
-    assert_int_equal(cq_doctext_from_pdf(fixture_path("scanned.pdf"), &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_pdf(fixture_path("scanned.pdf"), &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "no text layer on any of 2 pages (scanned document? OCR is not supported)"));
     assert_null(d.text);
     assert_null(d.pages);
 
-    assert_int_equal(cq_doctext_from_pdf(NULL, &d, &err), CQ_ERR_INVALID);
+    assert_int_equal(from_pdf(NULL, &d, &err), CQ_ERR_INVALID);
 }
 
 /* ---- real documents from ../shared/eval -------------------------------------------------------------------- */
@@ -316,7 +333,7 @@ static void test_pdf_shared_law(void **state) {
     if (!path) return;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(path, &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(path, &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     assert_int_equal(d.n_pages, 8);
     assert_string_equal(d.title, "中华人民共和国农民专业合作社法");
@@ -354,7 +371,7 @@ static void test_pdf_shared_contract(void **state) {
     if (!path) return;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(path, &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(path, &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     assert_true(has_line(d.text, "1. DEFINITIONS."));
     assert_true(has_line(d.text, "(c) \"CUSTOMERS\" means all users who access Co-Branded Site."));
@@ -374,7 +391,7 @@ static void test_pdf_shared_page_numbers(void **state) {
     if (!path) return;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(path, &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(path, &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     for (int p = 0; p < d.n_pages; p++) {
         const cq_page *pg = &d.pages[p];
@@ -395,7 +412,7 @@ static void test_pdf_shared_zero_width_glyphs(void **state) {
     if (!path) return;
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_pdf(path, &d, &err), CQ_OK);
+    assert_int_equal(from_pdf(path, &d, &err), CQ_OK);
     check_pdf_invariants(&d);
     assert_non_null(strstr(d.text, "Slight shock"));
     assert_null(strstr(d.text, "S l i g h t"));
@@ -411,7 +428,7 @@ static void test_markdown_shared_law(void **state) {
     char *data = read_file(path, &n);
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_markdown(data, n, &d, &err), CQ_OK);
+    assert_int_equal(from_markdown(data, n, &d, &err), CQ_OK);
     assert_string_equal(d.title, "中华人民共和国农民专业合作社法");
     assert_true(has_line(d.text, "第三十三条 农民专业合作社设理事长一名，可以设理事会。理事长为本社的法定代表人。"));
     assert_true(has_line(d.text, "第一章 总则"));
@@ -427,7 +444,7 @@ static void test_markdown_shared_law(void **state) {
 static cq_doctext md(const char *s) {
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_markdown(s, strlen(s), &d, &err), CQ_OK);
+    assert_int_equal(from_markdown(s, strlen(s), &d, &err), CQ_OK);
     return d;
 }
 
@@ -484,9 +501,9 @@ static void test_markdown(void **state) {
     cq_doctext_free(&d);
 
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_markdown("", 0, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_markdown("", 0, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "the file contains no text"));
-    assert_int_equal(cq_doctext_from_markdown("  \n\n<!-- only a comment -->\n# \n", 30, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_markdown("  \n\n<!-- only a comment -->\n# \n", 30, &d, &err), CQ_ERR_EMPTY);
     assert_string_equal(err.msg, "the file contains no text");
     assert_null(d.text);
 }
@@ -496,7 +513,7 @@ static void test_markdown(void **state) {
 static cq_doctext plain(const char *s, size_t n) {
     cq_doctext d;
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_plain(s, n, &d, &err), CQ_OK);
+    assert_int_equal(from_plain(s, n, &d, &err), CQ_OK);
     assert_true(cq_utf8_valid(d.text, d.text_len));
     assert_null(strstr(d.text, "\n\n"));
     return d;
@@ -585,12 +602,12 @@ static void test_plain(void **state) {
     cq_doctext_free(&d);
 
     cq_err err = {0};
-    assert_int_equal(cq_doctext_from_plain("", 0, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_plain("", 0, &d, &err), CQ_ERR_EMPTY);
     assert_non_null(strstr(err.msg, "the file contains no text"));
-    assert_int_equal(cq_doctext_from_plain(" \r\n\t\n\xE3\x80\x80\n", 8, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_plain(" \r\n\t\n\xE3\x80\x80\n", 8, &d, &err), CQ_ERR_EMPTY);
     assert_string_equal(err.msg, "the file contains no text");
-    assert_int_equal(cq_doctext_from_plain("\xEF\xBB\xBF", 3, &d, &err), CQ_ERR_EMPTY);
-    assert_int_equal(cq_doctext_from_plain(NULL, 0, NULL, &err), CQ_ERR_INVALID);
+    assert_int_equal(from_plain("\xEF\xBB\xBF", 3, &d, &err), CQ_ERR_EMPTY);
+    assert_int_equal(from_plain(NULL, 0, NULL, &err), CQ_ERR_INVALID);
 }
 
 static void test_free_twice_and_null(void **state) {
@@ -605,6 +622,111 @@ static void test_free_twice_and_null(void **state) {
     assert_int_equal(last, 0);
 }
 
+/* 第壹条 (financial numerals) is a label to the line rules as it is to the structure parser and the router: its
+ * space is kept, the line starts an item, and the clause gets its number. */
+static void test_financial_numerals(void **state) {
+    (void)state;
+    const char *labels[] = {"第壹条", "第贰拾条", "第拾伍条之壹", "第叁章", "第伍佰零壹条"};
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        uint32_t cp[32];
+        size_t n = 0;
+        for (const char *p = labels[i]; *p && n < 32;) {
+            size_t len;
+            cp[n++] = cq_utf8_decode(p, strlen(p), &len);
+            p += len;
+        }
+        assert_true(cq_dt_is_heading_label(cp, n));
+        cp[n] = ' ';
+        bool strong = false;
+        assert_int_equal(cq_dt_item_label(cp, n + 1, &strong), n);
+        assert_true(strong);
+    }
+    const char *text = "第壹条 甲方应当按时付款。\n第贰条 乙方应当按时交货。\n";
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(from_plain(text, strlen(text), &d, &err), CQ_OK);
+    assert_string_equal(d.text, "第壹条 甲方应当按时付款。\n第贰条 乙方应当按时交货。");
+    cq_structure st;
+    assert_int_equal(cq_structure_parse(&d, &st, &err), CQ_OK);
+    assert_int_equal(st.n_clauses, 2);
+    assert_string_equal(st.clauses[0].label, "第壹条");
+    assert_string_equal(st.clauses[0].label_key, "1");
+    assert_string_equal(st.clauses[1].label, "第贰条");
+    assert_string_equal(st.clauses[1].label_key, "2");
+    cq_structure_free(&st);
+    cq_doctext_free(&d);
+}
+
+/* ---- the format table ------------------------------------------------------------------------------------- */
+
+static const char *detect(const char *filename, const char *head, cq_err *err) {
+    cq_err_clear(err);
+    const cq_reader_format *f = cq_reader_detect(filename, head, strlen(head), err);
+    return f ? f->name : NULL;
+}
+
+static void test_format_table(void **state) {
+    (void)state;
+    size_t n;
+    const cq_reader_format *t = cq_reader_formats(&n);
+    assert_true(n >= 3);
+    for (size_t i = 0; i < n; i++) {
+        /* every row is complete, names and extensions name one format each */
+        assert_non_null(t[i].name);
+        assert_non_null(t[i].label);
+        assert_non_null(t[i].mime);
+        assert_non_null(t[i].read);
+        assert_non_null(t[i].extensions[0]);
+        assert_int_equal(t[i].has_pages, t[i].render != NULL);
+        assert_ptr_equal(cq_reader_format_named(t[i].name), &t[i]);
+        for (size_t e = 0; e < CQ_READER_MAX_EXTENSIONS && t[i].extensions[e]; e++) {
+            char name[64];
+            snprintf(name, sizeof name, "Some File.%s", t[i].extensions[e]);
+            assert_ptr_equal(cq_reader_format_of_name(name), &t[i]);
+        }
+    }
+    assert_null(cq_reader_format_named("docx"));
+    assert_null(cq_reader_format_named(NULL));
+    assert_null(cq_reader_format_of_name("scan.png"));
+    assert_null(cq_reader_format_of_name("README"));
+    assert_string_equal(cq_reader_format_of_name("LAW.PDF")->name, "pdf");
+    assert_true(cq_reader_format_named("pdf")->has_pages);
+    assert_false(cq_reader_format_named("md")->has_pages);
+    assert_string_equal(cq_reader_format_named("pdf")->mime, "application/pdf");
+}
+
+static void test_format_detect(void **state) {
+    (void)state;
+    cq_err e = {0};
+    assert_string_equal(detect("law.pdf", "%PDF-1.7\n", &e), "pdf");
+    assert_string_equal(detect("law.PDF", "\n\n%PDF-1.4", &e), "pdf");
+    assert_string_equal(detect("notes.md", "# Title", &e), "md");
+    assert_string_equal(detect("notes.Markdown", "# Title", &e), "md");
+    assert_string_equal(detect("a.txt", "text", &e), "txt");
+    assert_string_equal(detect("a.text", "text", &e), "txt");
+    /* the extension decides: a Markdown file that quotes a PDF header stays Markdown */
+    assert_string_equal(detect("a.md", "%PDF-1.7", &e), "md");
+    /* an unknown extension (an upload's spool name) is recognised by its magic bytes */
+    assert_string_equal(detect("upload.bin", "%PDF-1.7", &e), "pdf");
+    assert_string_equal(detect("upload", "%PDF-1.7", &e), "pdf");
+    /* a format with magic bytes must have them */
+    assert_null(detect("fake.pdf", "this is plain text, not a PDF", &e));
+    assert_int_equal(e.code, CQ_ERR_FORMAT);
+    assert_string_equal(e.msg, "named .pdf but not a PDF (no %PDF- header)");
+    assert_null(detect("empty.pdf", "", &e));
+    assert_int_equal(e.code, CQ_ERR_EMPTY);
+    assert_null(detect("image.png", "\x89PNG", &e));
+    assert_int_equal(e.code, CQ_ERR_UNSUPPORTED);
+    assert_string_equal(e.msg, "unsupported file type '.png' (use PDF, Markdown or plain text)");
+    /* magic bytes count only within the head */
+    char head[CQ_READER_HEAD_BYTES + 16];
+    memset(head, ' ', sizeof head);
+    memcpy(head + CQ_READER_HEAD_BYTES + 1, "%PDF-", 5);
+    cq_err err = {0};
+    assert_null(cq_reader_detect("late.bin", head, sizeof head, &err));
+    assert_int_equal(err.code, CQ_ERR_UNSUPPORTED);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pdf_zh_fixture),      cmocka_unit_test(test_pdf_en_fixture),
@@ -613,6 +735,8 @@ int main(void) {
         cmocka_unit_test(test_pdf_shared_zero_width_glyphs), cmocka_unit_test(test_markdown_shared_law),
         cmocka_unit_test(test_markdown),
         cmocka_unit_test(test_plain),               cmocka_unit_test(test_free_twice_and_null),
+        cmocka_unit_test(test_financial_numerals),
+        cmocka_unit_test(test_format_table),        cmocka_unit_test(test_format_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* Structure parser: document text → clauses (see app/structure.h for the model).
+/* Structure parser: document text → clauses (see reader/reader.h for the model).
  *
  * Four passes over the text, each linear:
  *   1. segmentation: the text is cut into segments at hard breaks ('\n'), page breaks ('\f') and, in Chinese
@@ -47,7 +47,7 @@
  *     clause router keys questions the same way), outline letters follow their top level (I. / B. → "1.b").
  *   - Display labels: Chinese labels as printed without spaces ("第十二条"); English ones as "Article IV",
  *     "Section 7.2" (also for bare numbered headings "7.2 Termination."), "§ 3". */
-#include "app/structure.h"
+#include "reader/reader.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -448,23 +448,11 @@ static uint32_t word_end(const parser *p, uint32_t i, uint32_t e) {
     return i;
 }
 
+/* The Roman numeral that is the whole word [s, e) (8 letters at most), else -1. */
 static int roman_value(const parser *p, uint32_t s, uint32_t e) {
-    int total = 0, prev = 0;
-    if (e - s > 8) return -1;
-    for (uint32_t i = e; i > s; i--) {
-        int v;
-        switch (p->t[i - 1]) {
-        case 'I': case 'i': v = 1; break;
-        case 'V': case 'v': v = 5; break;
-        case 'X': case 'x': v = 10; break;
-        case 'L': case 'l': v = 50; break;
-        case 'C': case 'c': v = 100; break;
-        default: return -1;
-        }
-        total += v < prev ? -v : v;
-        if (v > prev) prev = v;
-    }
-    return total > 0 ? total : -1;
+    size_t used;
+    long v = e - s <= 8 ? cq_roman_parse(p->t + s, e - s, &used) : -1;
+    return v > 0 && used == e - s ? (int)v : -1;
 }
 
 /* Dotted number at i: 7, 7.2, 1.01, 2.3.1. Returns components (0 when none), sets the end (before a trailing '.'). */
@@ -1361,28 +1349,6 @@ static char *clean_text(const parser *p, uint32_t s, uint32_t e) {
     return cq_strbuf_take(&b);
 }
 
-static void page_span(const cq_doctext *doc, uint32_t s, uint32_t e, int *first, int *last) {
-    *first = *last = 0;
-    if (!doc->pages || doc->n_pages <= 0) return;
-    /* last page whose text starts at or before x */
-    int lo = 0, hi = doc->n_pages - 1, a = 0;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (doc->pages[mid].text_start <= s) a = mid, lo = mid + 1;
-        else hi = mid - 1;
-    }
-    uint32_t x = e > s ? e - 1 : s;
-    lo = a, hi = doc->n_pages - 1;
-    int b = a;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (doc->pages[mid].text_start <= x) b = mid, lo = mid + 1;
-        else hi = mid - 1;
-    }
-    *first = doc->pages[a].page_no;
-    *last = doc->pages[b].page_no;
-}
-
 static void append_stack(cq_strbuf *b, const parser *p, const heading_ref *st, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (b->len) cq_strbuf_append(b, " > ", 3);
@@ -1408,7 +1374,7 @@ static cq_clause *new_clause(parser *p, cq_clause_kind kind, uint32_t s, uint32_
     c->start = s;
     c->end = e;
     c->text = clean_text(p, s, e);
-    page_span(p->doc, s, e, &c->page_first, &c->page_last);
+    cq_doctext_page_span(p->doc, s, e, &c->page_first, &c->page_last);
     if (!c->text) p->nomem = true;
     return c;
 }

@@ -1,4 +1,4 @@
-/* PDF reader: cq_doctext_from_pdf with MuPDF.
+/* PDF reader: cq_reader_read_pdf with MuPDF.
  *
  * Three passes, so that only the compact record stays in memory whatever the PDF's size:
  *  1. page by page: MuPDF's structured text for the page, turned into lines of glyphs (code point after repair,
@@ -12,7 +12,7 @@
  *
  * MuPDF is used with one context per call; its warnings are kept (the last one goes into error messages) and
  * never printed. */
-#include "app/doctext.h"
+#include "reader/reader.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,10 +24,11 @@
 #include <mupdf/fitz.h>
 #include <mupdf/pdf.h>
 
-#include "app/doctext_internal.h"
+#include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
+#include "reader/reader_internal.h"
 
 /* ---------------------------------------------------------------------------------------------------------
  * The record built by pass 1
@@ -440,20 +441,6 @@ static bool is_roman_cp(uint32_t c) {
     return c == 'i' || c == 'v' || c == 'x' || c == 'l' || c == 'I' || c == 'V' || c == 'X' || c == 'L';
 }
 
-/* Value of a small Roman numeral (i … lxxx), -1 if malformed. */
-static long roman_value(const uint32_t *t, size_t n) {
-    long v = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = t[i] | 0x20; /* lower case */
-        long d = c == 'i' ? 1 : c == 'v' ? 5 : c == 'x' ? 10 : c == 'l' ? 50 : -1;
-        if (d < 0) return -1;
-        uint32_t nx = i + 1 < n ? (t[i + 1] | 0x20) : 0;
-        long dn = nx == 'i' ? 1 : nx == 'v' ? 5 : nx == 'x' ? 10 : nx == 'l' ? 50 : 0;
-        v += d < dn ? -d : d;
-    }
-    return v;
-}
-
 static bool is_dash_deco(uint32_t c) {
     return c == '-' || c == 0x2010 || c == 0x2012 || c == 0x2013 || c == 0x2014 || c == 0x2015 || c == 0x2212 ||
            c == 0x00B7 || c == 0x2022 || c == '|' || c == '~' || c == 0xFF0D || c == 0x2500;
@@ -490,7 +477,10 @@ static bool page_number_only(const uint32_t *cp, size_t n, long *value) {
     if (i == d) {
         while (i < e && is_roman_cp(t[i])) i++;
         if (i == d || i - d > 6) return false;
-        *value = roman_value(t + d, i - d);
+        char roman[6];
+        for (size_t k = d; k < i; k++) roman[k - d] = (char)t[k]; /* ASCII: is_roman_cp */
+        size_t used;
+        *value = cq_roman_parse(roman, i - d, &used);
     }
     if (chinese) {
         if (i >= e || t[i] != 0x9875) return false; /* 页 */
@@ -1177,15 +1167,13 @@ static cq_status check_file(const char *path, cq_err *err) {
     return cq_err_set(err, CQ_ERR_FORMAT, "%s is not a PDF (no %%PDF- header; it starts with \"%s\")", path, shown);
 }
 
-cq_status cq_doctext_from_pdf(const char *path, cq_doctext *out, cq_err *err) {
-    return cq_doctext_from_pdf_progress(path, NULL, NULL, out, err);
-}
-
-cq_status cq_doctext_from_pdf_progress(const char *path, cq_doctext_progress_fn progress, void *user, cq_doctext *out,
-                                       cq_err *err) {
+cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
-    if (!path) return cq_err_set(err, CQ_ERR_INVALID, "no PDF path given");
+    if (!in || !in->path) return cq_err_set(err, CQ_ERR_INVALID, "no PDF path given");
+    const char *path = in->path;
+    cq_reader_progress_fn progress = in->progress;
+    void *user = in->progress_user;
     cq_status st = check_file(path, err);
     if (st != CQ_OK) return st;
 

@@ -1,14 +1,28 @@
-/* Helpers shared by the document readers (app/doctext.c: Markdown and plain text; app/pdf_extract.c: PDF).
- * Not part of the public contract in app/doctext.h: the line-joining rules and the text-quality score live here
+/* Inside reader/: the readers the format table (reader/formats.c) names, and the helpers they share.
+ * Not part of the public contract in reader/reader.h: the line-joining rules and the text-quality score live here
  * so that every format breaks paragraphs and scores text the same way. */
-#ifndef CQ_APP_DOCTEXT_INTERNAL_H
-#define CQ_APP_DOCTEXT_INTERNAL_H
+#ifndef CQ_READER_READER_INTERNAL_H
+#define CQ_READER_READER_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/text_norm.h"
+#include "reader/reader.h"
+
+/* ---- the readers (cq_reader_fn) and renderers (cq_reader_render_fn) of the table ---- */
+
+/* PDF (MuPDF), from in->path; progress after each page. reader/pdf_extract.c */
+cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err *err);
+/* A PDF page as PNG with highlights (one page at a time: the lock bounds MuPDF's memory). reader/page_render.c */
+cq_status cq_reader_render_pdf(const char *path, int page_no, int width, const cq_box *boxes, size_t n_boxes,
+                               const char *png_path, cq_err *err);
+/* Markdown and plain text (UTF-8, UTF-16 or GB18030), from in->data. reader/doctext.c */
+cq_status cq_reader_read_markdown(const cq_reader_input *in, cq_doctext *out, cq_err *err);
+cq_status cq_reader_read_plain(const cq_reader_input *in, cq_doctext *out, cq_err *err);
+
+/* ---- helpers shared by the readers ---- */
 
 /* Han ideographs, kana, hangul and CJK / full-width punctuation: characters that are written without spaces
  * between them. Unlike cq_is_cjk_punct this excludes the general punctuation block (curly quotes, dashes),

@@ -16,13 +16,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "app/structure.h"
+#include "reader/reader.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
 
-/* The chunk sizes app/structure.c promises for unstructured text (code points). */
+/* The chunk sizes reader/structure.c promises for unstructured text (code points). */
 #define PARA_MIN 200
 #define PARA_MAX 400
 #define PARA_SPLIT 600
@@ -83,7 +83,7 @@ static char *fixture_text(const char *name) {
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
     if (src) {
         snprintf(path, sizeof path, "%s/tests/data/structure/%s", src, name);
-    } else { /* this file is tests/unit/test_app_structure.c */
+    } else { /* this file is tests/unit/test_reader_structure.c */
         snprintf(path, sizeof path, "%s", __FILE__);
         char *cut = strstr(path, "tests/unit/");
         assert_non_null(cut);

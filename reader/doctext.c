@@ -1,5 +1,5 @@
-/* Document text: the Markdown and plain-text readers, the line rules every reader shares (doctext_internal.h),
- * and the queries over a cq_doctext (page span, highlight boxes). The PDF reader is app/pdf_extract.c.
+/* Document text: the Markdown and plain-text readers, the line rules every reader shares (reader_internal.h),
+ * and the queries over a cq_doctext (page span, highlight boxes). The PDF reader is reader/pdf_extract.c.
  *
  * Paragraphs in Markdown and plain text. The text keeps exactly one '\n' between paragraphs and never an empty
  * line. A blank line, a heading, a list item, a table row, a Markdown hard break and a line that starts like a
@@ -9,7 +9,7 @@
  * the next only if it reaches the wrap width and does not end a sentence; otherwise (the laws corpus: one
  * paragraph per line, lines of any length) every line stays a line. Joining puts no space between CJK
  * characters and one space between Latin words, and drops the hyphen of a word hyphenated at the line end. */
-#include "app/doctext.h"
+#include "reader/reader.h"
 
 #include <errno.h>
 #include <iconv.h>
@@ -18,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/doctext_internal.h"
+#include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
+#include "reader/reader_internal.h"
 
 /* ---------------------------------------------------------------------------------------------------------
  * Character classes and line-start patterns shared with the PDF reader
@@ -55,16 +56,6 @@ bool cq_dt_ends_sentence(const uint32_t *cp, size_t n) {
     }
 }
 
-static bool is_cn_numeral(uint32_t cp) {
-    switch (cp) {
-    case 0x4E00: case 0x4E8C: case 0x4E09: case 0x56DB: case 0x4E94: case 0x516D: case 0x4E03: case 0x516B:
-    case 0x4E5D: case 0x5341: case 0x767E: case 0x5343: case 0x4E07: case 0x96F6: case 0x3007: case 0x4E24:
-        return true; /* 一二三四五六七八九十百千万零〇两 */
-    default:
-        return false;
-    }
-}
-
 static bool is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
 static bool is_upper(uint32_t cp) { return cp >= 'A' && cp <= 'Z'; }
 static bool is_lower(uint32_t cp) { return cp >= 'a' && cp <= 'z'; }
@@ -77,7 +68,7 @@ static bool is_roman(uint32_t cp) {
 static size_t chinese_label_len(const uint32_t *cp, size_t n, bool *is_article) {
     if (n < 3 || cp[0] != 0x7B2C) return 0; /* 第 */
     size_t i = 1;
-    while (i < n && (is_cn_numeral(cp[i]) || is_digit(cp[i]))) i++;
+    while (i < n && (cq_is_cn_numeral(cp[i]) || is_digit(cp[i]))) i++;
     if (i == 1 || i >= n) return 0;
     *is_article = false;
     switch (cp[i]) {
@@ -95,9 +86,9 @@ static size_t chinese_label_len(const uint32_t *cp, size_t n, bool *is_article) 
     default:
         return 0;
     }
-    if (i + 1 < n && cp[i] == 0x4E4B && is_cn_numeral(cp[i + 1])) { /* 之一 */
+    if (i + 1 < n && cp[i] == 0x4E4B && cq_is_cn_numeral(cp[i + 1])) { /* 之一 */
         i++;
-        while (i < n && is_cn_numeral(cp[i])) i++;
+        while (i < n && cq_is_cn_numeral(cp[i])) i++;
     }
     return i;
 }
@@ -153,8 +144,8 @@ size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong) {
     /* （一） (1) (a) (iv) */
     if (cp[0] == '(' || cp[0] == 0xFF08) {
         size_t i = 1;
-        if (i < n && is_cn_numeral(cp[i])) {
-            while (i < n && is_cn_numeral(cp[i])) i++;
+        if (i < n && cq_is_cn_numeral(cp[i])) {
+            while (i < n && cq_is_cn_numeral(cp[i])) i++;
         } else if (i < n && is_digit(cp[i])) {
             while (i < n && is_digit(cp[i]) && i < 4) i++;
         } else if (i + 1 < n && (is_lower(cp[i]) || is_upper(cp[i])) && (cp[i + 1] == ')' || cp[i + 1] == 0xFF09)) {
@@ -171,9 +162,9 @@ size_t cq_dt_item_label(const uint32_t *cp, size_t n, bool *strong) {
         return i;
     }
     /* 一、 */
-    if (is_cn_numeral(cp[0])) {
+    if (cq_is_cn_numeral(cp[0])) {
         size_t i = 0;
-        while (i < n && is_cn_numeral(cp[i])) i++;
+        while (i < n && cq_is_cn_numeral(cp[i])) i++;
         if (i < n && i <= 4 && (cp[i] == 0x3001 || cp[i] == 0xFF0E)) return i + 1;
         return 0;
     }
@@ -741,9 +732,8 @@ static char *iconv_convert(const char *from, const char *data, size_t len, size_
 /* Returns the text as UTF-8: *owned is set when the result was converted (caller frees it). A UTF-8 BOM is
  * skipped; UTF-16 with a BOM and GB18030/GBK (a file that is mostly invalid UTF-8 but valid GB18030) are
  * converted; anything else is read as UTF-8 with invalid bytes counted as replacements later. */
-static const char *decode_text(const char *data, size_t len, size_t *out_len, char **owned, const char **encoding) {
+static const char *decode_text(const char *data, size_t len, size_t *out_len, char **owned) {
     *owned = NULL;
-    *encoding = "UTF-8";
     if (len >= 3 && (unsigned char)data[0] == 0xEF && (unsigned char)data[1] == 0xBB && (unsigned char)data[2] == 0xBF) {
         *out_len = len - 3;
         return data + 3;
@@ -754,7 +744,6 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
         char *c = iconv_convert(le ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len);
         if (c) {
             *owned = c;
-            *encoding = le ? "UTF-16LE" : "UTF-16BE";
             return c;
         }
     }
@@ -775,7 +764,6 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
             char *c = iconv_convert("GB18030", data, len, out_len);
             if (c) {
                 *owned = c;
-                *encoding = "GB18030";
                 return c;
             }
         }
@@ -806,22 +794,26 @@ static void plain_line(void *ctx, const char *s, size_t n) {
     lines_add(l, s + skip, blank ? 0 : n - skip, indent, blank, false);
 }
 
-static cq_status check_input(const char *data, size_t len, cq_doctext *out, cq_err *err) {
+/* Checks the input and decodes it (decode_text): text[0..n), *owned to free. */
+static cq_status open_input(const cq_reader_input *in, cq_doctext *out, const char **text, size_t *n, char **owned,
+                            cq_err *err) {
+    *owned = NULL;
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
-    if (!data && len) return cq_err_set(err, CQ_ERR_INVALID, "no input data given");
-    if (len > UINT32_MAX / 4) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "the file is too large (%zu bytes)", len);
-    if (len == 0) return cq_err_set(err, CQ_ERR_EMPTY, "the file contains no text (0 bytes)");
+    if (!in || (!in->data && in->len)) return cq_err_set(err, CQ_ERR_INVALID, "no input data given");
+    if (in->len > UINT32_MAX / 4)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "the file is too large (%zu bytes)", in->len);
+    if (in->len == 0) return cq_err_set(err, CQ_ERR_EMPTY, "the file contains no text (0 bytes)");
+    *text = decode_text(in->data, in->len, n, owned);
     return CQ_OK;
 }
 
-cq_status cq_doctext_from_plain(const char *data, size_t len, cq_doctext *out, cq_err *err) {
-    cq_status s = check_input(data, len, out, err);
-    if (s != CQ_OK) return s;
+cq_status cq_reader_read_plain(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
+    const char *text;
     size_t n;
     char *owned;
-    const char *encoding;
-    const char *text = decode_text(data, len, &n, &owned, &encoding);
+    cq_status s = open_input(in, out, &text, &n, &owned, err);
+    if (s != CQ_OK) return s;
     line_list l = {0};
     split_lines(text, n, plain_line, &l);
     text_builder b = {0};
@@ -1077,13 +1069,12 @@ static char *md_strip_comments(const char *s, size_t n, size_t *out_n) {
     return o;
 }
 
-cq_status cq_doctext_from_markdown(const char *data, size_t len, cq_doctext *out, cq_err *err) {
-    cq_status s = check_input(data, len, out, err);
-    if (s != CQ_OK) return s;
+cq_status cq_reader_read_markdown(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
+    const char *text;
     size_t n;
     char *owned;
-    const char *encoding;
-    const char *text = decode_text(data, len, &n, &owned, &encoding);
+    cq_status s = open_input(in, out, &text, &n, &owned, err);
+    if (s != CQ_OK) return s;
     size_t sn;
     char *stripped = md_strip_comments(text, n, &sn);
     if (!stripped) {

@@ -66,6 +66,16 @@ long cq_cli_positive(const char *opt, const char *value) {
     return v;
 }
 
+long cq_cli_count(const char *opt, const char *value) {
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (*value == 0 || *end || v < 0 || v > 1000000000L) {
+        fprintf(stderr, "clauseqa: %s needs a number (0 or more), not '%s'\n", opt, value);
+        return -1;
+    }
+    return v;
+}
+
 int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
                                          {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},

@@ -1,4 +1,4 @@
-/* clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR... */
+/* clauseqa ingest --kb KB [--data DIR] [--replace] [--json] [--max-pages N] [--doc-memory-mb N] FILE|DIR... */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,7 +13,8 @@
 #include "reader/reader.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR...\n"
+    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] [--max-pages 5000]\n"
+               "                       [--doc-memory-mb 512] FILE|DIR...\n"
                "Adds documents to knowledge base KB (created when absent):");
     size_t n;
     const cq_reader_format *formats = cq_reader_formats(&n);
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
                "A directory adds every supported file in it (not recursive). Identical files are skipped.\n"
                "  --replace   replace a document of the same name instead of refusing it\n"
                "  --json      print one JSON document with every file's outcome\n"
+               CQ_CLI_LIMITS_HELP
                "Exit status 1 when any file failed; the reason is printed for each.\n");
 }
 
@@ -89,9 +91,12 @@ static void progress_bar(size_t done, size_t total, const char *name) {
 int cq_cmd_ingest(int argc, char **argv) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"data", required_argument, 0, 'd'},
                                          {"replace", no_argument, 0, 'r'},  {"json", no_argument, 0, 'j'},
+                                         {"max-pages", required_argument, 0, 'p'},
+                                         {"doc-memory-mb", required_argument, 0, 'M'},
                                          {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
     const char *kb = NULL, *data = NULL;
     int replace = 0, json = 0, c;
+    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -99,6 +104,12 @@ int cq_cmd_ingest(int argc, char **argv) {
         case 'd': data = optarg; break;
         case 'r': replace = 1; break;
         case 'j': json = 1; break;
+        case 'p':
+            if ((max_pages = cq_cli_count("--max-pages", optarg)) < 0) return 2;
+            break;
+        case 'M':
+            if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -128,7 +139,8 @@ int cq_cmd_ingest(int argc, char **argv) {
         if (tty) progress_bar(i, files.n, base);
         cq_err err = {0};
         cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace, .dense = dense};
+        cq_ingest_options o = {.replace = replace, .dense = dense,
+                               .limits = {.max_pages = (int)max_pages, .max_bytes = (size_t)memory_mb << 20}};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;

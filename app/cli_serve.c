@@ -1,6 +1,6 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
  *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] [--cors-origin URL]... [--allow-host NAME]...
- *                [--request-timeout-s N] [--max-client-connections N] */
+ *                [--request-timeout-s N] [--max-client-connections N] [--max-pages N] [--doc-memory-mb N] */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +13,7 @@
 #include "app/cli_common.h"
 #include "app/service.h"
 #include "core/log.h"
+#include "reader/reader.h"
 #include "web/server.h"
 
 #define MAX_LIST 32 /* --cors-origin and --allow-host values */
@@ -22,9 +23,9 @@ static void usage(FILE *f) {
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
             "                      [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s 30]\n"
-            "                      [--max-client-connections 32]\n"
-            "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
-            "ingestion jobs not yet done resume at the next start.\n"
+            "                      [--max-client-connections 32] [--max-pages 5000] [--doc-memory-mb 512]\n"
+            "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish, the\n"
+            "running ingestion job stops between two pages, and jobs not yet done resume at the next start.\n"
             "  --port N          TCP port (0: any free port; see --port-file)\n"
             "  --host ADDR       IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
             "  --threads N       worker threads, the most requests handled at once (default 16)\n"
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
             "                    '*' accepts any (turns the DNS-rebinding check off)\n"
             "  --request-timeout-s N  seconds for request headers and for each read and write (default 30)\n"
             "  --max-client-connections N  connections one client address may hold (default 32; 0: no limit)\n"
+            CQ_CLI_LIMITS_HELP
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
@@ -74,10 +76,13 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"allow-host", required_argument, 0, 1006},
                                          {"request-timeout-s", required_argument, 0, 1007},
                                          {"max-client-connections", required_argument, 0, 1008},
+                                         {"max-pages", required_argument, 0, 1009},
+                                         {"doc-memory-mb", required_argument, 0, 1010},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64, timeout_s = 30, client_connections = 32;
+    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
     const char *cors[MAX_LIST + 1] = {0}, *hosts[MAX_LIST + 1] = {0};
     int n_cors = 0, n_hosts = 0;
     bool no_open = false;
@@ -133,6 +138,12 @@ int cq_cmd_serve(int argc, char **argv) {
             }
             break;
         }
+        case 1009:
+            if ((max_pages = cq_cli_count("--max-pages", optarg)) < 0) return 2;
+            break;
+        case 1010:
+            if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -169,7 +180,9 @@ int cq_cmd_serve(int argc, char **argv) {
                                                                            : "its weights are not installed");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec};
+                            .max_connections = (int)threads + 2, .decoder = dec,
+                            .max_pages = max_pages ? (int)max_pages : -1,
+                            .doc_memory_mb = memory_mb ? (int)memory_mb : -1};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);
@@ -221,8 +234,9 @@ int cq_cmd_serve(int argc, char **argv) {
      * second SIGINT (Ctrl-C again) ends the process at once. */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, second_interrupt);
-    CQ_INFO("%s: stopping (requests in flight finish; unfinished ingestion jobs resume at the next start)",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    CQ_INFO("%s: stopping (requests in flight finish; the running ingestion job stops between two pages; "
+            "unfinished jobs resume at the next start)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cq_service_interrupt_jobs(svc);
     cq_web_stop(server);
     cq_service_close(svc);
     cq_decoder_close(dec);

@@ -142,6 +142,7 @@ cJSON *cq_json_job(const cq_job_info *j, cJSON *doc) {
     double progress = ended ? 1 : j->total > 0 ? (double)j->done / j->total : 0;
     cJSON_AddNumberToObject(o, "progress", progress);
     cJSON_AddItemToObject(o, "error", str_or_null(j->error));
+    cJSON_AddNumberToObject(o, "attempts", j->attempts);
     cJSON_AddItemToObject(o, "document_id", j->doc_id ? cJSON_CreateNumber((double)j->doc_id) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "created_at", (double)j->created_at);
     cJSON_AddNumberToObject(o, "updated_at", (double)j->updated_at);

@@ -32,7 +32,7 @@ cJSON *cq_json_doc(const cq_doc_info *d, const char *kb);
 /* Adds "warnings" (the pages below CQ_PAGE_QUALITY_WARN, the first 20 named) and, with all_pages,
  * "page_quality": [{"page", "quality", "chars", "reason"}] to a document object. */
 void cq_json_doc_add_pages(cJSON *doc, const cq_page_info *pages, size_t n, bool all_pages);
-/* {"id", "kb", "state", "filename", "size_bytes", "done", "total", "progress", "error", "document_id",
+/* {"id", "kb", "state", "filename", "size_bytes", "done", "total", "progress", "error", "attempts", "document_id",
  * "created_at", "updated_at", "url", "document"?}; doc (taken over) is the job's document object, or NULL. */
 cJSON *cq_json_job(const cq_job_info *j, cJSON *doc);
 /* A clause for citation chips: {"clause_id", "document_id", "kb", "doc", "title", "format", "clause", "path",

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "reader/reader.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
 #define STALE_TEMP_AGE_S 10 /* temporary files this old that no writer holds are a crashed write's */
@@ -106,10 +107,15 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     pthread_mutex_init(&s->auth_lock, NULL);
     pthread_mutex_init(&s->queue_lock, NULL);
     pthread_cond_init(&s->queue_cond, NULL);
+    pthread_cond_init(&s->job_ended, NULL);
     s->started_at = cq_clock_seconds();
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
+    s->max_pages = config->max_pages > 0 ? config->max_pages : config->max_pages < 0 ? 0 : CQ_READER_DEFAULT_MAX_PAGES;
+    s->doc_memory_bytes = (size_t)(config->doc_memory_mb > 0   ? config->doc_memory_mb
+                                   : config->doc_memory_mb < 0 ? 0
+                                                               : CQ_READER_DEFAULT_MAX_MB) << 20;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
@@ -148,6 +154,8 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     return CQ_OK;
 }
 
+void cq_service_interrupt_jobs(cq_service *s) { cq_svc_jobs_interrupt(s); }
+
 void cq_service_close(cq_service *s) {
     if (!s) return;
     cq_svc_jobs_stop(s);
@@ -158,6 +166,7 @@ void cq_service_close(cq_service *s) {
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);
     pthread_cond_destroy(&s->queue_cond);
+    pthread_cond_destroy(&s->job_ended);
     free(s->data_dir);
     free(s->db_path);
     free(s->files_dir);

@@ -2,8 +2,10 @@
  *
  *   - a pool of store connections (a cq_store is one SQLite connection, used by one thread at a time);
  *   - the ingestion queue: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
- *     through cq_ingest_file with its own connection; jobs left queued or running by a stop or a crash run again
- *     at the next start;
+ *     through cq_ingest_file with its own connection, within a page limit and a memory budget; a job can be
+ *     cancelled (between two pages: nothing of it is kept); a stop interrupts the running job between two pages
+ *     and queues it again; jobs left queued or running by a stop or a crash run again at the next start (a job
+ *     whose starts all ended in crashes fails after CQ_JOB_MAX_ATTEMPTS);
  *   - documents, KBs, page images (MuPDF, cached under DATA/cache/pages/), retrieval and answers (with follow-up
  *     questions resolved against the previous turns, app/followup.h);
  *   - API keys (index/keys.h). Open mode: while no key has been made and open mode is allowed (the server listens
@@ -25,6 +27,8 @@ typedef struct {
     int max_connections; /* store connections kept open (default 16) */
     cq_decoder *decoder; /* writes answers (app/generate_answer.h); NULL: extractive answers. Borrowed: it must
                             outlive the service */
+    int max_pages;       /* pages a document may have (0: CQ_READER_DEFAULT_MAX_PAGES, < 0: no limit) */
+    int doc_memory_mb;   /* memory budget of one document's reading (0: CQ_READER_DEFAULT_MAX_MB, < 0: none) */
 } cq_service_config;
 
 typedef struct cq_service cq_service;
@@ -42,7 +46,12 @@ const char *cq_service_spool_dir(const cq_service *svc);
 /* True while open mode is on (allowed, no key active, authentication not required: index/keys.h). */
 bool cq_service_open_mode(cq_service *svc);
 
-/* Stops the worker after the job it is running (queued jobs stay queued for the next start) and closes. */
+/* The first step of a stop, at once: the running ingestion job stops between two pages (it is queued again) and no
+ * job starts. The web server may then drain its requests; cq_service_close does the rest. */
+void cq_service_interrupt_jobs(cq_service *svc);
+
+/* Stops the worker (the job it is running is interrupted between two pages and queued again; queued jobs stay
+ * queued for the next start) and closes. */
 void cq_service_close(cq_service *svc);
 
 #endif

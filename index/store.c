@@ -193,6 +193,13 @@ static const char *const migrations[] = {
     "  updated_at INTEGER NOT NULL);\n"
     "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
     "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
+    /* 6 is the versions branch's (issue 19: doc_versions, doc_repeals): this empty step holds its number until that
+     * branch is merged, when its migration takes its place. */
+    "",
+    /* 7: how many times a job has been started (index/jobs.h). A job found running at a start was cut off by a
+     * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
+     * for good instead of taking the server down at every start. */
+    "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

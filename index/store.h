@@ -8,7 +8,8 @@
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
- *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at)
+ *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, upload_path, size_bytes,
+ *        replace_doc, attempts)                           state: index/jobs.h
  *   settings(name, value, updated_at)
  * Ids (KBs, documents, clauses, jobs, keys) are never used twice, even after deletion (AUTOINCREMENT), so an id a
  * client kept names what it named or nothing. A new database file is made mode 0600.
@@ -27,7 +28,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 5
+#define CQ_STORE_SCHEMA_VERSION 7
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"

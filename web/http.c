@@ -131,6 +131,8 @@ int cq_web_http_status(cq_status code) {
     case CQ_ERR_FORMAT:
     case CQ_ERR_UNSUPPORTED: return 415;
     case CQ_ERR_EMPTY: return 422;
+    case CQ_ERR_TOO_LARGE: return 413;
+    case CQ_ERR_CANCELLED: return 409;
     case CQ_ERR_NOMEM: return 503;
     case CQ_ERR_IO:
     case CQ_ERR_DB:

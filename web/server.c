@@ -375,6 +375,20 @@ static void handle_job(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+static void handle_job_cancel(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    char kb[128] = "";
+    cq_status rc = r->svc->job_get(r->svc->ctx, id, &out, kb, &err);
+    cJSON_Delete(out);
+    out = NULL;
+    if (rc) return cq_web_send_status_error(r, &err);
+    if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
+    rc = r->svc->job_cancel(r->svc->ctx, id, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
 /* The KB of document id, checked against need; false when a response was sent. */
 static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
     char kb[128] = "";
@@ -595,6 +609,8 @@ static void route(cq_web_req *r) {
                                                         : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "jobs") && n == 4) {
         r->route = CQ_ROUTE_JOB;
+    } else if (api && seg_is(r, 2, "jobs") && n == 5 && seg_is(r, 4, "cancel")) {
+        r->route = CQ_ROUTE_JOB_CANCEL;
     } else if (api && seg_is(r, 2, "documents")) {
         r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
                    : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
@@ -656,6 +672,9 @@ static void dispatch(cq_web_req *r) {
     case CQ_ROUTE_ASK: return handle_ask(r, r->seg[3]);
     case CQ_ROUTE_JOB:
         if ((id = path_id(r, r->seg[3]))) handle_job(r, id);
+        return;
+    case CQ_ROUTE_JOB_CANCEL:
+        if ((id = path_id(r, r->seg[3]))) handle_job_cancel(r, id);
         return;
     case CQ_ROUTE_DOCUMENT:
         if ((id = path_id(r, r->seg[3]))) handle_document(r, id);

@@ -97,6 +97,9 @@ typedef struct {
     cq_status (*upload)(void *ctx, const char *kb, const char *filename, const char *path, bool replace,
                         cJSON **out, bool *accepted, cq_err *err);
     cq_status (*job_get)(void *ctx, int64_t job_id, cJSON **out, char kb[128], cq_err *err);
+    /* Cancels a job that has not ended: a queued one at once, a running one between two pages (nothing of its
+     * document is kept). out: the job as it is then. EXISTS (→ 409) when it has ended already. */
+    cq_status (*job_cancel)(void *ctx, int64_t job_id, cJSON **out, cq_err *err);
     cq_status (*job_list)(void *ctx, const char *kb, cJSON **out, cq_err *err);
 
     /* ---- questions ---- */

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The page in headless Chromium (Selenium): create a KB, upload a PDF, wait until it is ready, ask, see an answer
 with a citation, open it and see the clause with its highlighted page image; a follow-up; language switch; keyboard;
-no requests leave the server; delete. Screenshots go to tests/browser/out/ (ignored by git).
+no requests leave the server; a long job cancelled from its upload row; delete. Screenshots go to tests/browser/out/
+(ignored by git).
 Skips (77) without Selenium or Chromium.
 
 usage: test_browser.py path/to/clauseqa"""
@@ -13,6 +14,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 from http_server import DEMO_PDF, Checks, Server  # noqa: E402
+from test_http_jobs import many_pages  # noqa: E402
 
 try:
     from selenium import webdriver
@@ -57,7 +59,7 @@ def wait(driver, cond, what, timeout_s=30):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    s = Server(sys.argv[1])
+    s = Server(sys.argv[1], args=['--max-pages', '0'])
     driver = None
     try:
         s.start()
@@ -146,6 +148,18 @@ def main():
         check('no external requests', not foreign, foreign)
         severe = [e for e in driver.get_log('browser') if e['level'] == 'SEVERE']
         check('no console errors', not severe, severe)
+
+        # a long job, cancelled with its upload row's button: it stops between two pages and nothing of it stays
+        driver.find_element(By.ID, 'file-input').send_keys(many_pages(os.path.join(s.tmp, 'long.pdf'), 40000))
+        button = wait(driver, lambda d: [b for b in d.find_elements(By.CSS_SELECTOR, '.upload .upload-cancel')
+                                         if b.is_displayed()], 'cancel button', 60)
+        if button:
+            button[0].click()
+        row = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '.upload.cancelled'), 'row says cancelled')
+        check('upload row says cancelled', row and 'cancelled' in row[0].text, row and row[0].text)
+        driver.save_screenshot(os.path.join(OUT, 'cancelled.png'))
+        docs = s.get('/api/v1/kbs/' + '%E6%B3%95%E8%A7%84' + '/documents').json()['documents']
+        check('nothing of the cancelled job stays', [d['name'] for d in docs] == ['劳动法(2018-12-29)'], docs)
 
         # delete the document from the library
         driver.find_element(By.CSS_SELECTOR, '.doc .danger-text').click()

@@ -172,6 +172,13 @@ static cq_status stub_job_get(void *ctx, int64_t id, cJSON **out, char kb[128], 
     return CQ_OK;
 }
 
+static cq_status stub_job_cancel(void *ctx, int64_t id, cJSON **out, cq_err *err) {
+    (void)ctx;
+    if (id > 50) return cq_err_set(err, CQ_ERR_EXISTS, "job %lld has ended (ready)", (long long)id);
+    *out = named("state", "cancelled");
+    return CQ_OK;
+}
+
 static cq_status stub_job_list(void *ctx, const char *kb, cJSON **out, cq_err *err) {
     return stub_doc_list(ctx, kb, out, err);
 }
@@ -268,7 +275,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .doc_get = stub_doc_get,           .doc_kb = stub_doc_kb,       .doc_delete = stub_doc_delete,
         .doc_original = stub_no_file,      .page_image = stub_page_image, .clause_get = stub_clause_get,
         .upload = stub_upload,             .job_get = stub_job_get,     .job_list = stub_job_list,
-        .retrieve = stub_retrieve,         .ask = stub_ask,
+        .job_cancel = stub_job_cancel,     .retrieve = stub_retrieve,   .ask = stub_ask,
     };
     static const char *const origins[] = {"https://portal.example.com", NULL};
     static const char *const hosts[] = {"qa.example.com", NULL};

@@ -26,7 +26,7 @@ seed chunked           "POST /api/v1/kbs HTTP/1.1\r\n${H}Transfer-Encoding: chun
 seed upload_raw        "PUT /api/v1/kbs/laws/documents?filename=a.md&replace=1 HTTP/1.1\r\n${H}Content-Length: 12\r\n\r\n# A\n\nText.\n"
 seed upload_xname      "POST /api/v1/kbs/laws/documents HTTP/1.1\r\n${H}X-Filename: %%E6%%B3%%95.txt\r\nContent-Length: 4\r\n\r\ntext"
 seed upload_form       "POST /api/v1/kbs/laws/documents HTTP/1.1\r\n${H}Content-Type: multipart/form-data; boundary=XB\r\nContent-Length: 143\r\n\r\n--XB\r\nContent-Disposition: form-data; name=\"replace\"\r\n\r\ntrue\r\n--XB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.md\"\r\n\r\n# A\r\n--XB--\r\n"
-seed ids               "GET /api/v1/documents/7/pages/2.png?clause=3&width=500 HTTP/1.1\r\n$H\r\nGET /api/v1/clauses/9 HTTP/1.1\r\n$H\r\nGET /api/v1/jobs/101 HTTP/1.1\r\n$H\r\n"
+seed ids               "GET /api/v1/documents/7/pages/2.png?clause=3&width=500 HTTP/1.1\r\n$H\r\nGET /api/v1/clauses/9 HTTP/1.1\r\n$H\r\nGET /api/v1/jobs/101 HTTP/1.1\r\n$H\r\nPOST /api/v1/jobs/7/cancel HTTP/1.1\r\n$H\r\n"
 seed preflight         "OPTIONS /api/v1/kbs HTTP/1.1\r\n${H}Origin: https://portal.example.com\r\nAccess-Control-Request-Method: POST\r\n\r\n"
 seed foreign_origin    "DELETE /api/v1/kbs/laws HTTP/1.1\r\n${H}Origin: http://evil.example\r\n\r\n"
 seed foreign_host      "GET /api/v1/kbs HTTP/1.1\r\nHost: rebind.example:8080\r\n\r\n"

@@ -72,6 +72,7 @@ class Server:
         self.port = None
         self.key = None
         self.log_path = os.path.join(self.tmp, 'server.log')
+        self.env = None  # extra environment variables of the next start (e.g. CLAUSEQA_FAULT, core/fault.h)
 
     def start(self, timeout_s=30):
         port_file = os.path.join(self.tmp, 'port')
@@ -79,7 +80,8 @@ class Server:
             os.unlink(port_file)
         self.log = open(self.log_path, 'ab')
         self.proc = subprocess.Popen([self.binary, 'serve', '--data', self.data, '--port', '0', '--port-file',
-                                      port_file] + self.args, stdout=self.log, stderr=subprocess.STDOUT)
+                                      port_file] + self.args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:

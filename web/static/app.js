@@ -20,7 +20,7 @@ const I18N = {
     openMode: '开放模式：无需密钥', authOn: '已启用密钥', qualityWarn: '文字质量较低',
     examples: ['劳动法第四十四条规定了什么？', '试用期最长多长时间？', 'What does Section 5.2 say?'],
     timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除', copy: '复制',
-    tooLarge: '文件太大', networkError: '网络错误',
+    tooLarge: '文件太大', networkError: '网络错误', cancelled: '已取消', cancelJob: '取消解析',
   },
   en: {
     kb: 'Knowledge base', newKb: 'New', deleteKb: 'Delete', apiKey: 'API key', library: 'Library',
@@ -41,7 +41,7 @@ const I18N = {
     openMode: 'open mode: no key needed', authOn: 'keys required', qualityWarn: 'low text quality',
     examples: ['What does Section 5.2 say?', '劳动法第四十四条规定了什么？', 'How many days of notice are needed to terminate?'],
     timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted', copy: 'Copy',
-    tooLarge: 'file too large', networkError: 'network error',
+    tooLarge: 'file too large', networkError: 'network error', cancelled: 'cancelled', cancelJob: 'Cancel',
   },
 };
 
@@ -280,15 +280,24 @@ async function deleteDoc(d) {
 function uploadRow(file) {
   const bar = el('div', { class: 'bar-fill' });
   const status = el('span', { class: 'small upload-status' }, t('uploading'));
+  /* shown while the job is queued or running: the server stops it between two pages and keeps nothing */
+  const cancel = el('button', { class: 'link small upload-cancel', type: 'button', hidden: true }, t('cancelJob'));
   const row = el('li', { class: 'upload' },
-    el('div', { class: 'upload-head' }, el('span', { class: 'upload-name' }, file.name), status),
+    el('div', { class: 'upload-head' }, el('span', { class: 'upload-name' }, file.name), status, cancel),
     el('div', { class: 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-label': file.name }, bar));
   $('uploads').prepend(row);
   return {
     row,
     progress(p) { bar.style.width = (p * 100).toFixed(1) + '%'; row.querySelector('.bar').setAttribute('aria-valuenow', Math.round(p * 100)); },
     status(text, cls) { status.textContent = text; row.className = 'upload ' + (cls || ''); },
-    done() { setTimeout(() => row.remove(), 6000); },
+    cancellable(jobId) {
+      cancel.hidden = !jobId;
+      cancel.onclick = jobId ? async () => {
+        cancel.disabled = true;
+        try { await api('POST', '/api/v1/jobs/' + jobId + '/cancel'); } catch (e) { toast(e.message, true); }
+      } : null;
+    },
+    done() { cancel.hidden = true; setTimeout(() => row.remove(), 6000); },
   };
 }
 
@@ -319,6 +328,7 @@ function uploadFile(file) {
     }
     ui.progress(0.5);
     ui.status(t('queued'));
+    ui.cancellable(data.job.id);
     pollJob(data.job.id, ui);
   };
   xhr.send(form);
@@ -342,9 +352,16 @@ async function pollJob(id, ui) {
       return;
     }
     if (job.state === 'failed') {
+      ui.cancellable(null);
       ui.status(t('failed') + ': ' + (job.error || ''), 'failed');
       ui.row.title = job.error || '';
       loadKbs();
+      return;
+    }
+    if (job.state === 'cancelled') {
+      ui.status(t('cancelled'), 'cancelled');
+      ui.row.title = job.error || '';
+      ui.done();
       return;
     }
     ui.status(t(job.state) + (job.total ? ' ' + job.done + '/' + job.total : ''));

@@ -14,6 +14,7 @@
 #include "app/answer.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 #include "app/eval_score.h"
 #include "app/ingest.h"
 #include "core/clock.h"
@@ -24,12 +25,17 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
-               "                     [--min-coverage X]\n"
+               "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
                "--every N scores every Nth question only (a spread-out sample; --limit counts the scored ones).\n"
-               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning).\n"
+               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning; the base\n"
+               "model only). --min-confidence sets the floor below which a generated answer falls back to the\n"
+               "extractive one (default 0.3 for the base model, none with the trained adapter; negative: none).\n"
+               "--refusal-min-p: the trained model refuses only when it gives the refusal at least this probability\n"
+               "(above 1: never; the per-question lines of --out carry refusal_p).\n"
+               "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
                CQ_CLI_ANSWER_USAGE);
 }
 
@@ -57,6 +63,13 @@ static type_stats *stats_for(stats_table *t, const char *name) {
 }
 
 static const int ks[4] = {1, 3, 5, 10};
+
+/* What an answer is scored as: on yes_no questions a verdict (the trained model's 是/否, Yes/No) is YES or NO, as
+ * the suites write those answers (shared/eval/FORMAT.md); otherwise the answer text. */
+static const char *eval_prediction(const cq_answer *a, const char *type) {
+    if (a->verdict && !strcmp(type, "yes_no")) return strcmp(a->verdict, "yes") ? "NO" : "YES";
+    return a->answer;
+}
 
 /* Ingests every document of dir/docs that KB lacks (by name). Returns the number that failed. */
 static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const char *dir, cq_dense *dense,
@@ -150,13 +163,14 @@ static void accumulate(type_stats *dst, const type_stats *src) {
 int cq_cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {
         {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
-        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
+        {"mode", required_argument, 0, 'm'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
-        {"min-coverage", required_argument, 0, 'c'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+        {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
+        {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
-    const char *kb = NULL, *suite = NULL, *data = NULL, *mode = NULL, *out_path = NULL;
-    long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1;
-    double min_coverage = 0;
+    const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
+    long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
+    double min_coverage = 0, min_confidence = 0, refusal_min_p = 0;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -170,7 +184,6 @@ int cq_cmd_eval(int argc, char **argv) {
             if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
             break;
         case 'm': mode = optarg; break;
-        case 'd': data = optarg; break;
         case 'n':
             if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
             break;
@@ -179,15 +192,19 @@ int cq_cmd_eval(int argc, char **argv) {
             break;
         case 'o': out_path = optarg; break;
         case 'c': min_coverage = atof(optarg); break;
+        case 'f': min_confidence = atof(optarg); break;
+        case 'r': refusal_min_p = atof(optarg); break;
+        case 't':
+            if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
+            break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("eval");
         }
     }
     if (!kb || !suite) {
         fprintf(stderr, "clauseqa eval: --kb and --suite are required\n");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("eval");
     }
     cq_err err = {0};
     int modes = cq_retrieve_parse_mode(mode, &err);
@@ -202,9 +219,9 @@ int cq_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "clauseqa eval: cannot open %s\n", qpath);
         return 1;
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     int dec_failed;
-    cq_decoder *dec = cq_cli_answer_decoder("eval", data_dir, &answer_cli, &dec_failed);
+    cq_decoder *dec = cq_cli_answer_decoder("eval", &answer_cli, &dec_failed);
     cq_store *s = dec_failed ? NULL : cq_cli_open_store(data_dir);
     if (!s) {
         cq_decoder_close(dec);
@@ -244,8 +261,11 @@ int cq_cmd_eval(int argc, char **argv) {
     long n = 0, seen = 0;
     char *line;
     /* Retrieval goes EVAL_DEPTH deep for hit@10; the answer step sees the same ranking. */
-    cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense};
-    cq_answer_options aopt = {.min_coverage = min_coverage, .decoder = dec};
+    cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n};
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
+    cq_answer_options aopt = {.min_coverage = min_coverage,
+                              .min_confidence = min_confidence, .refusal_min_p = refusal_min_p, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
@@ -332,7 +352,7 @@ int cq_cmd_eval(int argc, char **argv) {
                 const cJSON *ans;
                 cJSON_ArrayForEach(ans, answers) {
                     if (!cJSON_IsString(ans)) continue;
-                    const char *pred = a.abstained ? "" : a.answer;
+                    const char *pred = a.abstained ? "" : eval_prediction(&a, t->name);
                     if (cq_eval_exact(pred, ans->valuestring)) em = 1;
                     double f = cq_eval_char_f1(pred, ans->valuestring);
                     if (f > f1) f1 = f;
@@ -349,6 +369,7 @@ int cq_cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "f1", f1);
             cJSON *ja = cq_json_answer(&a);
             cJSON_AddItemToObject(o, "prediction", ja);
+            if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();

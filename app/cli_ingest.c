@@ -84,24 +84,26 @@ static void progress_bar(size_t done, size_t total, const char *name) {
     int width = 30, filled = total ? (int)(width * done / total) : width;
     fprintf(stderr, "\r[");
     for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
-    fprintf(stderr, "] %zu/%zu %-40.40s", done, total, name);
+    fprintf(stderr, "] %zu/%zu ", done, total);
+    cq_cli_print_cell(stderr, name, 40); /* by display width: a Chinese name is never cut inside a character */
     fflush(stderr);
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"data", required_argument, 0, 'd'},
-                                         {"replace", no_argument, 0, 'r'},  {"json", no_argument, 0, 'j'},
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'},
+                                         {"replace", no_argument, 0, 'r'},
+                                         {"json", no_argument, 0, 'j'},
                                          {"max-pages", required_argument, 0, 'p'},
                                          {"doc-memory-mb", required_argument, 0, 'M'},
-                                         {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL;
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *kb = NULL;
     int replace = 0, json = 0, c;
     long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'k': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'r': replace = 1; break;
         case 'j': json = 1; break;
         case 'p':
@@ -111,17 +113,16 @@ int cq_cmd_ingest(int argc, char **argv) {
             if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("ingest");
         }
     }
     if (!kb || optind >= argc) {
         fprintf(stderr, "clauseqa ingest: %s\n", !kb ? "--kb is required" : "no files given");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("ingest");
     }
     path_list files = {0};
     for (int i = optind; i < argc; i++) expand(&files, argv[i]);
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, true);

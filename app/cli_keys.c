@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app/cli.h"
 #include "app/cli_common.h"
@@ -26,17 +25,6 @@ static void usage(FILE *f) {
                "All take --data DIR.\n");
 }
 
-static void format_time(int64_t t, char *out, size_t cap) {
-    if (!t) {
-        snprintf(out, cap, "-");
-        return;
-    }
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
-}
-
 static cJSON *key_json(const cq_key_info *k) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", (double)k->id);
@@ -51,8 +39,8 @@ static cJSON *key_json(const cq_key_info *k) {
 }
 
 /* keys open-mode [on|off]: says, or changes, whether authentication is required. */
-static int open_mode(const char *data, const char *to) {
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+static int open_mode(const char *to) {
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     cq_err err = {0};
     bool required = false;
@@ -63,7 +51,7 @@ static int open_mode(const char *data, const char *to) {
         status = 1;
     } else if (!to) {
         char when[32];
-        format_time(since, when, sizeof when);
+        cq_cli_format_time(since, when, sizeof when);
         if (required || active)
             printf("authentication on%s%s: %lld active key%s\n", required ? " since " : "", required ? when : "",
                    (long long)active, active == 1 ? "" : "s");
@@ -88,10 +76,9 @@ static int open_mode(const char *data, const char *to) {
 
 int cq_cmd_keys(int argc, char **argv) {
     static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
-                                         {"name", required_argument, 0, 'n'}, {"data", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *role = NULL, *kb = NULL, *name = NULL, *data = NULL;
+                                         {"name", required_argument, 0, 'n'}, {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    const char *role = NULL, *kb = NULL, *name = NULL;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -99,15 +86,14 @@ int cq_cmd_keys(int argc, char **argv) {
         case 'r': role = optarg; break;
         case 'k': kb = optarg; break;
         case 'n': name = optarg; break;
-        case 'd': data = optarg; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("keys");
         }
     }
     if (optind >= argc) {
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "clauseqa keys: say create, list or revoke ID\n");
+        return cq_cli_usage_hint("keys");
     }
     const char *action = argv[optind];
     if (!strcmp(action, "open-mode")) {
@@ -116,12 +102,11 @@ int cq_cmd_keys(int argc, char **argv) {
             fprintf(stderr, "clauseqa keys open-mode: give on, off, or nothing (to see the mode)\n");
             return 2;
         }
-        return open_mode(data, to);
+        return open_mode(to);
     }
     if (strcmp(action, "create") && strcmp(action, "list") && strcmp(action, "revoke")) {
         fprintf(stderr, "clauseqa keys: unknown action '%s'\n", action);
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("keys");
     }
     cq_key_role r = CQ_ROLE_NONE;
     long long revoke_id = 0;
@@ -144,7 +129,7 @@ int cq_cmd_keys(int argc, char **argv) {
             return 2;
         }
     }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     cq_err err = {0};
     int status = 0;
@@ -182,7 +167,7 @@ int cq_cmd_keys(int argc, char **argv) {
                    "state");
             for (size_t i = 0; i < n; i++) {
                 char used[32];
-                format_time(keys[i].last_used_at, used, sizeof used);
+                cq_cli_format_time(keys[i].last_used_at, used, sizeof used);
                 printf("%-5lld %-20s %-13s %-7s %-20s %-17s %s\n", (long long)keys[i].id, keys[i].name,
                        keys[i].prefix, cq_key_role_name(keys[i].role), keys[i].kb[0] ? keys[i].kb : "-", used,
                        keys[i].revoked_at ? "revoked" : "active");

@@ -1,6 +1,7 @@
-/* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
- *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] [--cors-origin URL]... [--allow-host NAME]...
- *                [--request-timeout-s N] [--max-client-connections N] [--max-pages N] [--doc-memory-mb N] */
+/* clauseqa serve [--port 8080] [--host 127.0.0.1] [--threads N] [--connections N] [--max-upload-mb N]
+ *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json]
+ *                [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s N] [--max-client-connections N]
+ *                [--max-pages N] [--doc-memory-mb N] ... */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,14 +19,36 @@
 
 #define MAX_LIST 32 /* --cors-origin and --allow-host values */
 
+/* --cors-origin and --allow-host values: the flag is repeatable and a value may hold several separated by commas
+ * (so that one key of clauseqa.conf can give them all). Values are cut in place: argv's strings are the program's. */
+typedef struct {
+    const char *items[MAX_LIST + 1]; /* NULL-terminated */
+    int n;
+} name_list;
+
+static int name_list_add(name_list *l, const char *opt, char *value) {
+    char *save = NULL;
+    for (char *t = strtok_r(value, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (l->n == MAX_LIST) {
+            fprintf(stderr, "clauseqa serve: at most %d values of %s\n", MAX_LIST, opt);
+            return -1;
+        }
+        l->items[l->n++] = t;
+    }
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
+            "                      [--access-log FILE|-] [--access-log-format text|json]\n"
             "                      [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s 30]\n"
             "                      [--max-client-connections 32] [--max-pages 5000] [--doc-memory-mb 512]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish, the\n"
-            "running ingestion job stops between two pages, and jobs not yet done resume at the next start.\n"
+            "running ingestion job stops between two pages, and jobs not yet done resume at the next start. SIGHUP\n"
+            "reopens the access log (log rotation).\n"
+            "Every option can also be set in clauseqa.conf's [serve] section (clauseqa --help, docs/API.md).\n"
             "  --port N          TCP port (0: any free port; see --port-file)\n"
             "  --host ADDR       IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
             "  --threads N       worker threads, the most requests handled at once (default 16)\n"
@@ -33,21 +56,28 @@ static void usage(FILE *f) {
             "  --max-upload-mb N largest upload accepted (default 64)\n"
             "  --no-open-mode    require API keys even on a loopback address while none exist\n"
             "  --port-file PATH  write the port listened on to PATH once the server is up\n"
-            "  --cors-origin URL let pages of this origin (https://portal.example.com) call the API; repeatable.\n"
-            "                    Default: only the server's own page may; other origins cannot change anything\n"
-            "  --allow-host NAME accept requests for this host name (besides IP addresses and localhost); repeatable;\n"
-            "                    '*' accepts any (turns the DNS-rebinding check off)\n"
+            "  --access-log F    one line a request (time, client, method, path, status, bytes, duration, key)\n"
+            "                    appended to file F, or to stdout for '-'\n"
+            "  --access-log-format text (default) or json (JSON lines)\n"
+            "  --cors-origin URL let pages of this origin (https://portal.example.com) call the API; repeatable, or\n"
+            "                    several separated by commas. Default: only the server's own page may; other origins\n"
+            "                    cannot change anything\n"
+            "  --allow-host NAME accept requests for this host name (besides IP addresses and localhost), such as the\n"
+            "                    name a proxy in front passes on; repeatable, or several separated by commas; '*'\n"
+            "                    accepts any (turns the DNS-rebinding check off)\n"
             "  --request-timeout-s N  seconds for request headers and for each read and write (default 30)\n"
             "  --max-client-connections N  connections one client address may hold (default 32; 0: no limit)\n"
             CQ_CLI_LIMITS_HELP
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
-            "  --model PATH      decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
+            "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
             "  --device D        cpu, cuda or auto (default) for the decoder\n"
             "  --exact           CPU decoder: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR     the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"
             "Keys: while no API key has ever existed and the server listens on a loopback address, requests are\n"
             "not authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
-            "authentication on for good: revoking every key does not turn it off, `clauseqa keys open-mode on` does.\n");
+            "authentication on for good: revoking every key does not turn it off;\n"
+            "`clauseqa keys open-mode on` does.\n");
 }
 
 static void second_interrupt(int sig) {
@@ -62,29 +92,31 @@ static bool is_loopback(const char *host) { return !strncmp(host, "127.", 4); }
 int cq_cmd_serve(int argc, char **argv) {
     static const struct option opts[] = {{"port", required_argument, 0, 'p'},
                                          {"host", required_argument, 0, 'H'},
-                                         {"data", required_argument, 0, 'd'},
                                          {"threads", required_argument, 0, 't'},
                                          {"connections", required_argument, 0, 'c'},
                                          {"max-upload-mb", required_argument, 0, 'm'},
                                          {"no-open-mode", no_argument, 0, 'n'},
                                          {"port-file", required_argument, 0, 'f'},
+                                         {"access-log", required_argument, 0, 'a'},
+                                         {"access-log-format", required_argument, 0, 'F'},
                                          {"answers", required_argument, 0, 1000},
                                          {"model", required_argument, 0, 1001},
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
-                                         {"cors-origin", required_argument, 0, 1005},
-                                         {"allow-host", required_argument, 0, 1006},
-                                         {"request-timeout-s", required_argument, 0, 1007},
-                                         {"max-client-connections", required_argument, 0, 1008},
-                                         {"max-pages", required_argument, 0, 1009},
-                                         {"doc-memory-mb", required_argument, 0, 1010},
+                                         {"adapter", required_argument, 0, 1005},
+                                         {"cors-origin", required_argument, 0, 1006},
+                                         {"allow-host", required_argument, 0, 1007},
+                                         {"request-timeout-s", required_argument, 0, 1008},
+                                         {"max-client-connections", required_argument, 0, 1009},
+                                         {"max-pages", required_argument, 0, 1010},
+                                         {"doc-memory-mb", required_argument, 0, 1011},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
+    const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;
+    bool access_json = false;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64, timeout_s = 30, client_connections = 32;
     long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
-    const char *cors[MAX_LIST + 1] = {0}, *hosts[MAX_LIST + 1] = {0};
-    int n_cors = 0, n_hosts = 0;
+    name_list cors = {0}, hosts = {0};
     bool no_open = false;
     cq_answer_cli answer_cli = {0};
     int c;
@@ -104,7 +136,6 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         }
         case 'H': host = optarg; break;
-        case 'd': data = optarg; break;
         case 't':
             if ((threads = cq_cli_positive("--threads", optarg)) < 0) return 2;
             break;
@@ -116,20 +147,23 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         case 'n': no_open = true; break;
         case 'f': port_file = optarg; break;
-        case 1005:
-        case 1006:
-            if ((c == 1005 ? n_cors : n_hosts) == MAX_LIST) {
-                fprintf(stderr, "clauseqa serve: at most %d of --%s\n", MAX_LIST,
-                        c == 1005 ? "cors-origin" : "allow-host");
+        case 'a': access_log = optarg; break;
+        case 'F':
+            if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
+                fprintf(stderr, "clauseqa serve: --access-log-format is text or json, not '%s'\n", optarg);
                 return 2;
             }
-            if (c == 1005) cors[n_cors++] = optarg;
-            else hosts[n_hosts++] = optarg;
+            access_json = !strcmp(optarg, "json");
             break;
+        case 1006:
         case 1007:
+            if (name_list_add(c == 1006 ? &cors : &hosts, c == 1006 ? "--cors-origin" : "--allow-host", optarg))
+                return 2;
+            break;
+        case 1008:
             if ((timeout_s = cq_cli_positive("--request-timeout-s", optarg)) < 0) return 2;
             break;
-        case 1008: {
+        case 1009: {
             char *end;
             client_connections = strtol(optarg, &end, 10);
             if (!*optarg || *end || client_connections < 0) {
@@ -138,19 +172,19 @@ int cq_cmd_serve(int argc, char **argv) {
             }
             break;
         }
-        case 1009:
+        case 1010:
             if ((max_pages = cq_cli_count("--max-pages", optarg)) < 0) return 2;
             break;
-        case 1010:
+        case 1011:
             if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("serve");
         }
     }
     if (optind < argc) {
         fprintf(stderr, "clauseqa serve: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+        return cq_cli_usage_hint("serve");
     }
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
     if (threads > 256 || connections > 4096 || upload_mb > 512 || timeout_s > 3600 || client_connections > 4096) {
@@ -158,29 +192,35 @@ int cq_cmd_serve(int argc, char **argv) {
                         "request timeout\n");
         return 2;
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
 
     /* Signals are taken by sigwait below: block them before any thread starts so that every thread inherits it. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     cq_err err = {0};
+    if (cq_web_listen_check(host, (int)port, &err)) { /* before the models take their seconds to load */
+        fprintf(stderr, "clauseqa serve: %s\n", err.msg);
+        return err.code == CQ_ERR_INVALID ? 2 : 1;
+    }
     int dec_failed;
-    cq_decoder *dec = cq_cli_answer_decoder("serve", data_dir, &answer_cli, &dec_failed);
+    const cq_models *models = cq_cli_models();
+    cq_decoder *dec = cq_cli_answer_decoder("serve", &answer_cli, &dec_failed);
     if (dec_failed) return 1;
     if (dec)
-        CQ_INFO("answers: generated by %s on %s", cq_decoder_get_info(dec)->name,
-                cq_device_name(cq_decoder_get_info(dec)->device));
-    else
-        CQ_INFO("answers: extractive (no decoder: %s)", answer_cli.answers ? "--answers extractive"
-                                                                           : "its weights are not installed");
+        CQ_INFO("answers: generated by %s on %s, weights %s (%s)", cq_decoder_get_info(dec)->name,
+                cq_device_name(cq_decoder_get_info(dec)->device), answer_cli.model ? answer_cli.model : models->decoder,
+                answer_cli.model ? "--model" : models->decoder_origin);
+    else if (answer_cli.answers)
+        CQ_INFO("answers: extractive (--answers extractive)");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec,
+                            .max_connections = (int)threads + 2, .decoder = dec, .models = models,
                             .max_pages = max_pages ? (int)max_pages : -1,
                             .doc_memory_mb = memory_mb ? (int)memory_mb : -1};
     if (cq_service_open(&sc, &svc, &err)) {
@@ -198,9 +238,11 @@ int cq_cmd_serve(int argc, char **argv) {
         .max_upload_bytes = (size_t)upload_mb << 20,
         .request_timeout_ms = (int)timeout_s * 1000,
         .max_client_connections = client_connections ? (int)client_connections : -1,
-        .cors_origins = cors,
-        .allowed_hosts = hosts,
+        .cors_origins = cors.items,
+        .allowed_hosts = hosts.items,
         .spool_dir = cq_service_spool_dir(svc),
+        .access_log = access_log,
+        .access_log_json = access_json,
     };
     cq_web_server *server = NULL;
     if (cq_web_start(&wc, &ws, &server, &err)) {
@@ -217,8 +259,7 @@ int cq_cmd_serve(int argc, char **argv) {
             fclose(f);
         }
     }
-    CQ_INFO("serving http://%s:%d/ (data: %s, %ld threads)", host, bound, data_dir, threads);
-    for (int i = 0; i < n_cors; i++) CQ_INFO("CORS: pages of %s may call the API", cors[i]);
+    for (int i = 0; i < cors.n; i++) CQ_INFO("CORS: pages of %s may call the API", cors.items[i]);
     if (cq_service_open_mode(svc))
         CQ_WARN("open mode: no API key has been made, so requests are not authenticated (this machine only). Turn "
                 "authentication on with: clauseqa keys create --role admin --data %s",
@@ -227,9 +268,17 @@ int cq_cmd_serve(int argc, char **argv) {
         CQ_INFO("authentication on: requests need an API key (clauseqa keys create --role admin --data %s makes "
                 "one)",
                 data_dir);
+    if (access_log && strcmp(access_log, "-")) CQ_INFO("access log: %s", access_log);
+    /* The address last, where the eye lands. */
+    const char *config = cq_cli_config_path();
+    CQ_INFO("serving http://%s:%d/ (data: %s%s%s, %ld threads; Ctrl-C stops)", host, bound, data_dir,
+            config ? ", configuration: " : "", config ? config : "", threads);
 
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+        if (cq_web_reopen_logs(server, &err)) CQ_ERROR("SIGHUP: %s", err.msg);
+        else if (access_log) CQ_INFO("SIGHUP: access log reopened");
+    }
     /* While stopping, a second SIGTERM is ignored (CivetWeb's threads do not all keep the signals blocked) and a
      * second SIGINT (Ctrl-C again) ends the process at once. */
     signal(SIGTERM, SIG_IGN);

@@ -12,6 +12,7 @@
 #include "core/sha256.h"
 #include "core/strbuf.h"
 #include "index/vectors.h"
+#include "index/versions.h"
 #include "reader/reader.h"
 #include "ssm/ssm.h"
 
@@ -235,6 +236,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
     if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);

@@ -82,6 +82,8 @@ cJSON *cq_svc_doc_json(cq_store *st, const cq_doc_info *d, const char *kb, bool 
         cq_json_doc_add_pages(o, pages, n, all_pages);
         free(pages);
     }
+    cJSON *v = all_pages ? cq_svc_version_json(st, d->id) : NULL; /* one document: with its group's versions */
+    if (v) cJSON_AddItemToObject(o, "version", v);
     return o;
 }
 
@@ -95,6 +97,8 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     cq_svc_library_web(w);
     cq_svc_jobs_web(w);
     cq_svc_ask_web(w);
+    cq_svc_versions_web(w);
+    cq_svc_conversations_web(w);
 }
 
 const char *cq_service_spool_dir(const cq_service *svc) { return svc->spool_dir; }
@@ -116,6 +120,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->doc_memory_bytes = (size_t)(config->doc_memory_mb > 0   ? config->doc_memory_mb
                                    : config->doc_memory_mb < 0 ? 0
                                                                : CQ_READER_DEFAULT_MAX_MB) << 20;
+    s->models = config->models;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
@@ -135,8 +140,13 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], STALE_TEMP_AGE_S); /* crashed writes */
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
-        if (cq_dense_open_configured(s->data_dir, &s->dense, &derr) == CQ_OK)
-            CQ_INFO("dense retrieval on: SSM encoder weights from %s/models/ssm", s->data_dir);
+        const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
+        char searched[3400] = "";
+        if (s->models) cq_models_searched(s->models, searched, sizeof searched);
+        if (!weights)
+            CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
+        else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
+            CQ_INFO("dense retrieval on: encoder weights %s (%s)", weights, s->models->encoder_origin);
         else if (derr.code == CQ_ERR_UNSUPPORTED)
             CQ_INFO("dense retrieval off: %s", derr.msg);
         else

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "app/models.h"
 #include "attention/decoder.h"
 #include "core/error.h"
 #include "web/server.h"
@@ -29,6 +30,8 @@ typedef struct {
                             outlive the service */
     int max_pages;       /* pages a document may have (0: CQ_READER_DEFAULT_MAX_PAGES, < 0: no limit) */
     int doc_memory_mb;   /* memory budget of one document's reading (0: CQ_READER_DEFAULT_MAX_MB, < 0: none) */
+    const cq_models *models; /* where the decoder and the encoder were found (health says it); the encoder is
+                                loaded from there. Borrowed; NULL: none */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

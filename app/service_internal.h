@@ -4,7 +4,9 @@
  *   service_metrics.c  health and the Prometheus text
  *   service_library.c  KBs, documents, originals, page images, clauses; removing files no document uses
  *   service_jobs.c     uploads, the ingestion queue and its worker, jobs
- *   service_ask.c      retrieve and ask: follow-up questions, streaming
+ *   service_ask.c      retrieve and ask: follow-up questions, streaming, stages, keeping the turns
+ *   service_conversations.c  conversations: listed, read, renamed, deleted by their owner; turns as history
+ *   service_versions.c versions of a regulation (a document's version, corrections) and comparisons
  * Each concern fills its entries of the web table (cq_svc_*_web); the JSON is app/json.h. */
 #ifndef CQ_APP_SERVICE_INTERNAL_H
 #define CQ_APP_SERVICE_INTERNAL_H
@@ -14,7 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "app/rerank.h"
 #include "app/service.h"
+#include "index/conversations.h"
 #include "index/jobs.h"
 #include "index/store.h"
 #include "index/vectors.h"
@@ -30,7 +34,9 @@ struct cq_service {
     double started_at;
     cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights: retrieval and the ingestion
                         worker are given it */
+    const cq_models *models; /* where the model files were found (borrowed) */
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
+    cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;
@@ -75,6 +81,9 @@ cq_status cq_svc_kb_list(cq_service *s, cq_kb_info **kbs, size_t *n, cq_err *err
 cq_status cq_svc_kb_name(cq_store *st, int64_t kb_id, char kb[128], cq_err *err);
 /* A document as JSON (app/json.h) with its page quality warnings, and every page's quality with all_pages. */
 cJSON *cq_svc_doc_json(cq_store *st, const cq_doc_info *d, const char *kb, bool all_pages);
+/* A document's version of a regulation as JSON (app/json.h's version object with "version_list": the versions of
+ * its group, each with its status today), or NULL when it has none (service_versions.c). */
+cJSON *cq_svc_version_json(cq_store *st, int64_t doc_id);
 /* "a/b", malloc'd. */
 char *cq_svc_path_join(const char *a, const char *b);
 
@@ -90,11 +99,26 @@ void cq_svc_jobs_stop(cq_service *s);
 /* Jobs waiting, and the one running (0: none). */
 size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
 
+/* ---- conversations (service_conversations.c) ---- */
+
+/* Conversation id if who may see it (its owner, or an admin); NOT_FOUND otherwise, as for one that does not exist. */
+cq_status cq_svc_conversation_find(cq_store *st, const cq_web_principal *who, int64_t id, cq_conversation *c,
+                                   cq_err *err);
+/* A new conversation of who's in KB kb_id, titled after the question. */
+cq_status cq_svc_conversation_begin(cq_store *st, const cq_web_principal *who, int64_t kb_id, const char *question,
+                                    int64_t *id, cq_err *err);
+/* The last last_n turns of conversation id (drop_last: those before its last turn) as an ask's history: [{"role":
+ * "user", "content"}, {"role": "assistant", "content", "citations"}, ...]. */
+cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, bool drop_last, cJSON **history,
+                                      cq_err *err);
+
 /* ---- the web table, by concern ---- */
 void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
 void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
 void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get */
 void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_cancel */
 void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
+void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */
+void cq_svc_versions_web(cq_web_service *w);      /* doc_version, doc_compare */
 
 #endif

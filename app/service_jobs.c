@@ -179,7 +179,8 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     if (rc) {
         unlink(spooled);
         if (upload_path) unlink(upload_path);
-        if (job_id) cq_store_job_update(st, job_id, "failed", 0, 0, err->msg, NULL);
+        cq_err e2 = {0};
+        if (job_id) cq_store_job_fail(st, job_id, 0, 0, err, &e2);
     }
     cq_svc_pool_put(s, st);
     cq_doc_info_free(&same);
@@ -300,7 +301,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
             doc_id = d.id;
             cq_doc_info_free(&d);
         }
-        cq_store_job_update(st, job_id, "failed", progress.done, progress.total, err.msg, &e2);
+        cq_store_job_fail(st, job_id, progress.done, progress.total, &err, &e2);
         cq_store_job_finish(st, job_id, doc_id, &e2);
         atomic_fetch_add(&s->jobs_failed, 1);
         CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);
@@ -437,13 +438,13 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
         const char *name = jobs[i].filename ? jobs[i].filename : "?";
         bool crashed = !strcmp(jobs[i].state, "running"); /* a stop queues its running job again */
         if (crashed && jobs[i].attempts >= CQ_JOB_MAX_ATTEMPTS) {
-            char why[256];
-            snprintf(why, sizeof why, "not tried again: the server stopped (a crash, or killed for its memory) "
-                     "during each of the %d times this document was read", jobs[i].attempts);
-            cq_store_job_update(st, jobs[i].id, "failed", 0, jobs[i].total, why, &e2);
+            cq_err why = {0};
+            cq_err_set(&why, CQ_ERR_INTERNAL, "not tried again: the server stopped (a crash, or killed for its "
+                       "memory) during each of the %d times this document was read", jobs[i].attempts);
+            cq_store_job_fail(st, jobs[i].id, 0, jobs[i].total, &why, &e2);
             cq_store_job_finish(st, jobs[i].id, 0, &e2);
             if (jobs[i].upload_path) unlink(jobs[i].upload_path);
-            CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why);
+            CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why.msg);
         } else if (jobs[i].upload_path && access(jobs[i].upload_path, R_OK) == 0) {
             cq_store_job_update(st, jobs[i].id, "queued", 0, jobs[i].total, NULL, &e2);
             enqueue(s, jobs[i].id);
@@ -453,7 +454,9 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
             else
                 CQ_INFO("job %lld (%s) resumes", (long long)jobs[i].id, name);
         } else {
-            cq_store_job_update(st, jobs[i].id, "failed", 0, 0, "the upload was lost when the server stopped", &e2);
+            cq_err lost = {0};
+            cq_err_set(&lost, CQ_ERR_IO, "the upload was lost when the server stopped");
+            cq_store_job_fail(st, jobs[i].id, 0, 0, &lost, &e2);
             cq_store_job_finish(st, jobs[i].id, 0, &e2);
         }
     }

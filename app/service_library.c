@@ -8,40 +8,12 @@
 #include <unistd.h>
 
 #include "app/json.h"
+#include "app/originals.h"
 #include "app/service_internal.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "index/versions.h"
 #include "reader/reader.h"
-
-/* ---- files under the data directory -------------------------------------------------------------------------- */
-
-static bool is_sha256_hex(const char *s) {
-    if (strlen(s) != 64) return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
-    return true;
-}
-
-/* Removes the original and the cached page images of content sha once no document uses it any more. */
-static void remove_files_of(cq_service *s, cq_store *st, const char *sha, const char *format) {
-    bool in_use = true;
-    cq_err err = {0};
-    if (!is_sha256_hex(sha) || !cq_reader_format_named(format) || cq_store_content_in_use(st, sha, &in_use, &err) ||
-        in_use)
-        return;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s.%s", s->files_dir, sha, format);
-    unlink(path);
-    DIR *d = opendir(s->cache_dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, sha, 64) && e->d_name[64] == '-') {
-            snprintf(path, sizeof path, "%s/%s", s->cache_dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-}
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
 
@@ -92,7 +64,7 @@ static cq_status svc_kb_delete(void *ctx, const char *kb, cq_err *err) {
     if (!rc) rc = cq_store_kb_delete(st, id, err);
     if (!rc) {
         cq_dense_forget_kb(s->dense, id);
-        for (size_t i = 0; i < n; i++) remove_files_of(s, st, docs[i].sha256, docs[i].format);
+        for (size_t i = 0; i < n; i++) cq_original_remove_unused(st, s->data_dir, docs[i].sha256, docs[i].format);
         CQ_INFO("knowledge base '%s' deleted with its %zu documents", kb, n);
     }
     cq_doc_info_free_array(docs, n);
@@ -110,13 +82,26 @@ static cq_status svc_doc_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     cq_doc_info *docs = NULL;
     size_t n = 0;
     cq_status rc = cq_store_doc_list(st, id, &docs, &n, err);
+    /* every document's version today (index/versions.h), analysing those never analysed */
+    cq_version_status *versions = NULL;
+    size_t n_versions = 0;
+    cq_err verr = {0};
+    if (!rc && (cq_versions_ensure(st, id, false, NULL, &verr) ||
+                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)))
+        CQ_WARN("versions of KB %s: %s", kb, verr.msg);
     if (!rc) {
         cJSON *a = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++) /* the pages of documents that need a warning */
-            cJSON_AddItemToArray(a, docs[i].quality < CQ_PAGE_QUALITY_WARN ? cq_svc_doc_json(st, &docs[i], kb, false)
-                                                                           : cq_json_doc(&docs[i], kb));
+        for (size_t i = 0; i < n; i++) { /* the pages of documents that need a warning */
+            cJSON *d = docs[i].quality < CQ_PAGE_QUALITY_WARN ? cq_svc_doc_json(st, &docs[i], kb, false)
+                                                              : cq_json_doc(&docs[i], kb);
+            const cq_version_status *v = cq_versions_find(versions, n_versions, docs[i].id);
+            cJSON *vj = v ? cq_json_version(v) : NULL;
+            if (vj) cJSON_AddItemToObject(d, "version", vj);
+            cJSON_AddItemToArray(a, d);
+        }
         *out = a;
     }
+    free(versions);
     cq_doc_info_free_array(docs, n);
     cq_svc_pool_put(s, st);
     return rc;
@@ -162,7 +147,7 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
         rc = cq_dense_forget_doc(s->dense, st, doc_id, err);
         if (!rc) rc = cq_store_doc_delete(st, doc_id, err);
         if (!rc) {
-            remove_files_of(s, st, d.sha256, d.format);
+            cq_original_remove_unused(st, s->data_dir, d.sha256, d.format);
             CQ_INFO("document %lld (%s) deleted", (long long)doc_id, d.name);
         }
         cq_doc_info_free(&d);
@@ -172,9 +157,8 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
 }
 
 static cq_status original_path(cq_service *s, const cq_doc_info *d, char *path, size_t cap, cq_err *err) {
-    if (!is_sha256_hex(d->sha256) || !cq_reader_format_named(d->format))
+    if (!cq_original_path(s->data_dir, d->sha256, d->format, path, cap))
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no stored original", (long long)d->id);
-    snprintf(path, cap, "%s/%s.%s", s->files_dir, d->sha256, d->format);
     if (access(path, R_OK) != 0)
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original of document %lld is missing", (long long)d->id);
     return CQ_OK;
@@ -282,6 +266,8 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
         const cq_reader_format *format = cq_reader_format_named(d.format);
         *out = cq_json_clause(&c, &d, kb, pages, n_pages, format && format->render);
         free(pages);
+        cJSON *v = cq_svc_version_json(st, c.doc_id); /* for the drawer: status, and the versions to compare with */
+        if (v) cJSON_AddItemToObject(*out, "version", v);
     }
     cq_svc_pool_put(s, st);
     cq_clause_row_free(&c);

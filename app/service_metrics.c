@@ -6,6 +6,30 @@
 #include "core/clock.h"
 #include "ssm/ssm.h"
 
+/* Which model files were found where: {"files": {"decoder": {"path", "from"} | null, "encoder": ...},
+ * "searched": [{"dir", "from"}]}. */
+static void add_model_files(cJSON *m, const cq_models *found) {
+    if (!found) return;
+    cJSON *files = cJSON_AddObjectToObject(m, "files");
+    const char *paths[2] = {found->decoder, found->encoder};
+    const char *origins[2] = {found->decoder_origin, found->encoder_origin};
+    for (int i = 0; i < 2; i++) {
+        cJSON *f = origins[i] ? cJSON_CreateObject() : cJSON_CreateNull();
+        if (origins[i]) {
+            cJSON_AddStringToObject(f, "path", paths[i]);
+            cJSON_AddStringToObject(f, "from", origins[i]);
+        }
+        cJSON_AddItemToObject(files, i ? "encoder" : "decoder", f);
+    }
+    cJSON *searched = cJSON_AddArrayToObject(m, "searched");
+    for (size_t i = 0; i < found->n_dirs; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dir", found->dirs[i].dir);
+        cJSON_AddStringToObject(d, "from", found->dirs[i].origin);
+        cJSON_AddItemToArray(searched, d);
+    }
+}
+
 static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
     cq_service *s = ctx;
     cq_kb_info *kbs;
@@ -34,9 +58,18 @@ static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
         const cq_decoder_info *di = cq_decoder_get_info(s->decoder);
         cJSON_AddStringToObject(m, "decoder", di->name);
         cJSON_AddStringToObject(m, "decoder_device", cq_device_name(di->device));
+        const cq_adapter_info *ai = cq_decoder_adapter(s->decoder);
+        cJSON *ad = ai ? cJSON_AddObjectToObject(m, "adapter") : cJSON_AddNullToObject(m, "adapter");
+        if (ai) {
+            cJSON_AddStringToObject(ad, "name", ai->name);
+            cJSON_AddItemToObject(ad, "steps", ai->steps >= 0 ? cJSON_CreateNumber((double)ai->steps) : cJSON_CreateNull());
+            cJSON_AddNumberToObject(ad, "rank", ai->rank);
+            cJSON_AddStringToObject(ad, "prompt_format", ai->prompt_format);
+        }
     }
     cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
     if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
+    add_model_files(m, s->models);
     cJSON_AddItemToObject(o, "formats", cq_json_formats());
     *out = o;
     return CQ_OK;

@@ -5,11 +5,12 @@
  * job ends, so that a job interrupted by a restart can run again. States:
  *   queued → running → ready | failed | duplicate | cancelled
  * duplicate: identical content was in the KB already; failed: for good (a damaged or too large document, or
- * CQ_JOB_MAX_ATTEMPTS starts that each ended in a crash); cancelled: on request, nothing of it was kept.
- * Interrupted is not an end: a shutdown puts its running job back to queued (cq_store_job_interrupted), and a job
- * a crash left running is queued again at the next start, attempts permitting.
- * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc; by migration
- * 7: attempts. */
+ * CQ_JOB_MAX_ATTEMPTS starts that each ended in a crash; error_code says which); cancelled: on request, nothing of
+ * it was kept. Interrupted is not an end: a shutdown puts its running job back to queued
+ * (cq_store_job_interrupted), and a job a crash left running is queued again at the next start, attempts
+ * permitting.
+ * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc; by the
+ * conversations migration: error_code; by migration 8: attempts. */
 #ifndef CQ_INDEX_JOBS_H
 #define CQ_INDEX_JOBS_H
 
@@ -25,6 +26,7 @@ typedef struct {
     char state[16];
     int done, total;           /* pages */
     char *error;               /* NULL unless failed */
+    char error_code[24];       /* why it failed as a cq_status_name ("bad_format", "empty" …), "" when not known */
     char *filename;            /* as uploaded (sanitized) */
     char *upload_path;         /* NULL once the job ended */
     int64_t size_bytes;
@@ -48,6 +50,8 @@ cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filen
 cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err);
 /* A shutdown stopped the job: queued again with no pages done, and this attempt not counted. */
 cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err);
+/* Marks the job failed at page done of total, with why's message and code. */
+cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err);
 /* Links the job to its document; clears the upload path once the job has ended. */
 cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_err *err);
 

@@ -128,12 +128,24 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
     if (!out->text) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     out->lang = cq_utf8_has_cjk(question) ? CQ_QUERY_ZH : CQ_QUERY_EN;
     out->type = classify(question, &out->ref);
-    /* The reference itself ("第四十四条") says where, not what: its digits would only match other articles. */
+    cq_question_date when;
+    if (cq_question_date_find(question, &when)) {
+        out->as_of = when.on;
+        out->as_of_first = when.first;
+        out->version_year = when.version_year;
+        out->as_of_start = when.start;
+        out->as_of_end = when.end;
+    }
+    out->compare = cq_question_is_comparison(question);
+    /* The reference itself ("第四十四条") says where, not what: its digits would only match other articles. The
+     * date a question asks about ("2020年时") says when, not what, either. */
     char *topic = strdup(question);
     int failed = !topic;
     if (topic) {
         if (out->type == CQ_QUERY_CLAUSE && out->ref.end > out->ref.start)
             memset(topic + out->ref.start, ' ', out->ref.end - out->ref.start);
+        if (out->as_of_end > out->as_of_start)
+            memset(topic + out->as_of_start, ' ', out->as_of_end - out->as_of_start);
         failed |= terms_of(topic, &out->terms, &out->n_terms);
         free(topic);
     }
@@ -145,4 +157,9 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
     }
     if (rc) cq_query_free(out);
     return rc;
+}
+
+void cq_query_set_as_of(cq_query *q, cq_date day) {
+    q->as_of = q->as_of_first = day;
+    q->version_year = 0;
 }

@@ -7,18 +7,23 @@
  *     terms      what BM25 searches: the words of the question without its reference ("第四十四条" says where,
  *                not what), question words and stop words removed, deduplicated
  *     all_terms  the same for the whole question, reference included: what an answer's coverage counts
+ *     as_of      the day the question asks about (index/versions.h: "2020年时" → 2020-12-31, "as of 1 March
+ *                2020"), or the one the request gives (cq_query_set_as_of); 0: today. Its words are not BM25 terms
+ *     compare    it compares versions: "新旧版本第六十条有何不同？"
  *
  * Everything but the titles is a function of the text alone; the titles need the KB (the router's title cache).
  * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
 #ifndef CQ_INDEX_QUERY_H
 #define CQ_INDEX_QUERY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
 #include "index/router.h"
 #include "index/store.h"
+#include "index/versions.h"
 
 typedef enum {
     CQ_QUERY_TOPIC = 0, /* names no clause: "员工加班费怎么算？" */
@@ -44,6 +49,11 @@ typedef struct {
     size_t n_terms;
     char **all_terms;    /* terms of the whole question */
     size_t n_all_terms;
+    cq_date as_of;       /* the day asked about (the last day of a period the question names), 0: today */
+    cq_date as_of_first; /* the period's first day ("2020年时": 2020-01-01); == as_of for a day */
+    int version_year;    /* "2018年修正版": the version of that year is meant (as_of is that year's last day) */
+    size_t as_of_start, as_of_end; /* the date's byte span in the question; 0, 0 when it came with the request */
+    int compare;         /* the question compares versions: 2 it says so, 1 it asks what changed (index/versions.h) */
     int64_t kb_id;       /* the KB the titles were matched in; 0 when parsed without one */
     cq_title_match titles[CQ_QUERY_MAX_TITLES]; /* documents of that KB the question names, best first */
     size_t n_titles;
@@ -53,5 +63,8 @@ typedef struct {
  * the query cannot be retrieved with. *out is zeroed first; free it with cq_query_free. */
 cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_query *out, cq_err *err);
 void cq_query_free(cq_query *q);
+
+/* The day a request asks about (REST "as_of", CLI --as-of): it overrides a date found in the question. */
+void cq_query_set_as_of(cq_query *q, cq_date day);
 
 #endif

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/strbuf.h"
+#include "index/compare.h"
 #include "index/router.h"
 #include "index/vectors.h"
 
@@ -21,6 +23,7 @@
  * on laws-zh semantic questions (gold national in 1,233 of 1,234): see docs/EVAL.md. */
 #define LOCAL_PRIOR 0.8
 #define PRIOR_POOL 3 /* candidates fetched per result wanted, for the prior to reorder */
+#define GROUPS_MAX 64 /* version groups one retrieval looks at (more: the others keep their order) */
 
 const char *cq_retrieve_source_name(int source) {
     return source == CQ_RETRIEVE_ROUTER ? "router" : source == CQ_RETRIEVE_DENSE ? "dense" : "bm25";
@@ -37,14 +40,20 @@ int cq_retrieve_parse_mode(const char *s, cq_err *err) {
         else if (!strcmp(t, "bm25")) modes |= CQ_RETRIEVE_BM25;
         else if (!strcmp(t, "dense")) modes |= CQ_RETRIEVE_DENSE;
         else if (!strcmp(t, "hybrid")) modes |= CQ_RETRIEVE_HYBRID;
+        else if (!strcmp(t, "rerank")) modes |= CQ_RETRIEVE_RERANK;
         else {
-            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense or hybrid)", t);
+            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense, hybrid or rerank)",
+                       t);
             free(copy);
             return 0;
         }
     }
     free(copy);
-    if (!modes) cq_err_set(err, CQ_ERR_INVALID, "empty retrieval mode");
+    if (!(modes & ~CQ_RETRIEVE_RERANK)) {
+        cq_err_set(err, CQ_ERR_INVALID, modes ? "rerank needs a retriever before it (e.g. router,bm25,rerank)"
+                                              : "empty retrieval mode");
+        return 0;
+    }
     return modes;
 }
 
@@ -304,6 +313,122 @@ static cq_status rerank(const cq_retrieve_options *o, const cq_query *q, cq_hits
     return rc;
 }
 
+/* ---- versions ----------------------------------------------------------------------------------------------- */
+
+/* The version groups a retrieval has looked at (a question touches a few), and the documents that have none. */
+typedef struct {
+    cq_version_group *g;
+    size_t n, cap;
+    int64_t *none;
+    size_t n_none, cap_none;
+} group_cache;
+
+static void group_cache_free(group_cache *c) {
+    for (size_t i = 0; i < c->n; i++) cq_version_group_free(&c->g[i]);
+    free(c->g);
+    free(c->none);
+}
+
+/* The group of doc_id, or NULL when it has none (not analysed) or on failure (versions are a refinement: a
+ * retrieval does not fail for them). */
+static const cq_version_group *group_for(cq_store *s, group_cache *c, int64_t doc_id) {
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t k = 0; k < c->g[i].n; k++)
+            if (c->g[i].v[k].doc_id == doc_id) return &c->g[i];
+    for (size_t i = 0; i < c->n_none; i++)
+        if (c->none[i] == doc_id) return NULL;
+    cq_version_group g;
+    cq_err err = {0};
+    if (cq_versions_group_of(s, doc_id, &g, &err) == CQ_OK && c->n < c->cap) {
+        c->g[c->n] = g;
+        return &c->g[c->n++];
+    }
+    cq_version_group_free(&g); /* none, or no room left to keep it */
+    if (c->n_none == c->cap_none) {
+        size_t cap = c->cap_none ? c->cap_none * 2 : 16;
+        int64_t *p = realloc(c->none, cap * sizeof *p);
+        if (!p) return NULL;
+        c->none = p;
+        c->cap_none = cap;
+    }
+    c->none[c->n_none++] = doc_id;
+    return NULL;
+}
+
+/* Stable reordering of the items [0, n) that belong to version groups with several versions: within the places
+ * one group's items hold, an item of the version meant for the day moves ahead of an item of another version —
+ * of any item of it (documents, and router hits: the clause the question names, in each version), or, with twins
+ * set, of the item it is a twin of (BM25 and dense hits: the same clause in another version, text similarity at
+ * least TWIN_SIMILARITY; a clause the version meant for the day no longer has keeps its rank). doc(i) is item
+ * i's document; move exchanges two items. */
+#define TWIN_SIMILARITY 0.5
+typedef struct {
+    cq_store *s;
+    group_cache *cache;
+    cq_date on;
+    int version_year;
+} prefer_ctx;
+
+static bool twins(void *items, size_t i, size_t j) {
+    const cq_hit *h = items;
+    return cq_text_similarity(h[i].text, h[j].text) >= TWIN_SIMILARITY;
+}
+
+static void prefer_order(prefer_ctx *x, size_t n, int64_t (*doc)(void *, size_t), void (*move)(void *, size_t, size_t),
+                         bool (*twin)(void *, size_t, size_t), void *items) {
+    for (size_t i = 0; i < n; i++) {
+        const cq_version_group *g = group_for(x->s, x->cache, doc(items, i));
+        if (!g || g->n < 2 || cq_version_group_prefers(g, doc(items, i), x->on, x->version_year)) continue;
+        /* item i is a version not meant: the first later item of the same group that is meant moves into its
+         * place, and the items of that group between them shift back by one */
+        size_t j;
+        for (j = i + 1; j < n; j++) {
+            const cq_version_group *h = group_for(x->s, x->cache, doc(items, j));
+            if (h == g && cq_version_group_prefers(g, doc(items, j), x->on, x->version_year) &&
+                (!twin || twin(items, i, j)))
+                break;
+        }
+        if (j == n) continue;
+        size_t prev = j;
+        for (size_t k = j; k-- > i;) {
+            if (group_for(x->s, x->cache, doc(items, k)) != g) continue;
+            move(items, prev, k); /* the meant item travels from prev back to k */
+            prev = k;
+        }
+    }
+}
+
+static int64_t title_doc(void *items, size_t i) { return ((cq_title_match *)items)[i].doc_id; }
+static void title_move(void *items, size_t from, size_t to) {
+    cq_title_match *t = items, x = t[from];
+    t[from] = t[to];
+    t[to] = x;
+    double score = t[from].score; /* places keep their scores */
+    t[from].score = t[to].score;
+    t[to].score = score;
+}
+static int64_t hit_doc(void *items, size_t i) { return ((cq_hit *)items)[i].doc_id; }
+static void hit_move(void *items, size_t from, size_t to) {
+    cq_hit *h = items, x = h[from];
+    h[from] = h[to];
+    h[to] = x;
+}
+
+/* Versions of a regulation among the hits: the version meant for the day first (router hits among router hits,
+ * the others among the others); every hit gets its document's status on that day. */
+static void prefer_versions(prefer_ctx *x, cq_hits *h) {
+    size_t routed = 0;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    prefer_order(x, routed, hit_doc, hit_move, NULL, h->hits);
+    prefer_order(x, h->n - routed, hit_doc, hit_move, twins, h->hits + routed);
+    for (size_t i = 0; i < h->n; i++) {
+        cq_hit *t = &h->hits[i];
+        const cq_version_group *g = group_for(x->s, x->cache, t->doc_id);
+        if (g) cq_version_status_in(g, t->doc_id, x->on, &t->version);
+        else t->version = (cq_version_status){.doc_id = t->doc_id, .on = x->on};
+    }
+}
+
 /* ---- retrieval ---------------------------------------------------------------------------------------------- */
 
 cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options *opt, cq_hits *out, cq_err *err) {
@@ -316,18 +441,36 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (k > CQ_RETRIEVE_MAX_K) k = CQ_RETRIEVE_MAX_K;
     if ((modes & CQ_RETRIEVE_DENSE) && !opt->dense)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
-    size_t top_n = opt->rerank ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
+    if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
+                          "docs/ANSWERS.md); use --mode router,bm25");
+    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_chinese && q->lang == CQ_QUERY_ZH);
+    size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
     if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;
     out->hits = calloc(pool, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;
+    /* Documents ingested before versions existed are analysed once, when their KB is first asked about. */
+    cq_err verr = {0};
+    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr)) CQ_WARN("versions: %s", verr.msg);
+    group_cache groups = {0};
+    groups.g = calloc(GROUPS_MAX, sizeof *groups.g);
+    groups.cap = groups.g ? GROUPS_MAX : 0;
+    prefer_ctx versions = {s, &groups, q->as_of ? q->as_of : cq_date_today(), q->version_year};
+    /* The documents the question names, the best tier with the version meant for the day first. */
+    cq_title_match titles[CQ_QUERY_MAX_TITLES];
+    size_t n_titles = q->n_titles, tier = 0;
+    memcpy(titles, q->titles, n_titles * sizeof *titles);
+    while (tier < n_titles && titles[tier].score >= titles[0].score) tier++;
+    prefer_order(&versions, tier, title_doc, title_move, NULL, titles);
     if ((modes & CQ_RETRIEVE_ROUTER) && q->type == CQ_QUERY_CLAUSE) {
         int64_t ids[64];
         size_t n = 0;
-        rc = cq_router_resolve(s, q->kb_id, q->titles, q->n_titles, &q->ref, ids, pool < 64 ? pool : 64, &n, err);
+        rc = cq_router_resolve(s, q->kb_id, titles, n_titles, &q->ref, ids, pool < 64 ? pool : 64, &n, err);
         for (size_t i = 0; !rc && i < n; i++)
             rc = add_hit(s, out, pool, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)q->ref.paragraph,
                          (int)q->ref.item, err);
@@ -336,13 +479,15 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         out->n_query_terms = (int)q->n_terms;
         /* Documents the question names are searched first (only the best-matching tier of the first
          * MAX_TITLE_DOCS), then the whole KB. */
-        size_t n_docs = q->n_titles < MAX_TITLE_DOCS ? q->n_titles : MAX_TITLE_DOCS, tier = 0;
-        while (tier < n_docs && q->titles[tier].score >= q->titles[0].score) tier++;
-        if (tier) rc = bm25(s, q, q->titles, tier, out, pool, err);
+        size_t n_docs = n_titles < MAX_TITLE_DOCS ? n_titles : MAX_TITLE_DOCS, first = 0;
+        while (first < n_docs && titles[first].score >= titles[0].score) first++;
+        if (first) rc = bm25(s, q, titles, first, out, pool, err);
         if (!rc) rc = bm25(s, q, NULL, 0, out, pool, err);
     }
     if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, opt->dense, q, out, pool, err);
-    if (!rc && opt->rerank) rc = rerank(opt, q, out, top_n, err);
+    if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
+    if (!rc) prefer_versions(&versions, out);
+    group_cache_free(&groups);
     if (rc) {
         cq_hits_free(out);
         return rc;

@@ -8,25 +8,32 @@
  *   dense   nearest clauses by SSM encoder vectors (index/vectors.h): needs the dense retriever in the options
  * Fusion: router hits first (they are exact), then the BM25 list; with dense, the BM25 and dense lists after the
  * router hits are merged by reciprocal rank. Duplicates keep their best place.
- * Reranking (optional, after fusion): a reranker rescores the first rerank_top_n hits after the router hits and
- * they are put in its order (see cq_retrieve_options).
+ * Reranking (mode rerank, after fusion): the options' reranker (the trained decoder's relevance judgement,
+ * app/rerank.h) rescores the first rerank_top_n hits after the router hits and they are put in its order (see
+ * cq_retrieve_options).
+ * Versions (index/versions.h): among the documents the router looks in, and among the hits of one regulation's
+ * versions, the version meant for the query's day (q->as_of, else today; q->version_year) comes first, the other
+ * versions keep their places after it; every hit carries its document's version status on that day.
  *
  * Every retriever is passed in the options: nothing rides on the store connection. */
 #ifndef CQ_INDEX_RETRIEVE_H
 #define CQ_INDEX_RETRIEVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
 #include "index/query.h"
 #include "index/store.h"
+#include "index/versions.h"
 
 enum {
     CQ_RETRIEVE_ROUTER = 1,
     CQ_RETRIEVE_BM25 = 2,
     CQ_RETRIEVE_DENSE = 4,
     CQ_RETRIEVE_HYBRID = CQ_RETRIEVE_ROUTER | CQ_RETRIEVE_BM25,
+    CQ_RETRIEVE_RERANK = 8, /* the last stage: the options' reranker rescores the fused candidates */
 };
 
 /* The default retrieval (what --mode and the API's "mode" mean when left out) and its name; one is the parse of
@@ -36,7 +43,7 @@ enum {
 #define CQ_RETRIEVE_DEFAULT_K 5   /* clauses retrieved when k is left out */
 #define CQ_RETRIEVE_MAX_K 200     /* larger k are cut to this */
 
-/* Parses "router,bm25" / "hybrid" / "bm25" into a mode mask (NULL: CQ_RETRIEVE_DEFAULT_MODES); 0 with a message in
+/* Parses "router,bm25" / "hybrid" / "bm25" / "router,bm25,rerank" into a mode mask (NULL: CQ_RETRIEVE_DEFAULT_MODES); 0 with a message in
  * err when invalid. */
 int cq_retrieve_parse_mode(const char *s, cq_err *err);
 /* "router", "bm25" or "dense": the name of a hit's source (as JSON and the CLI print it). */
@@ -56,6 +63,8 @@ typedef struct {
     int item;         /* 项 the question named with it (router), 0 none */
     cq_store_box *boxes;
     size_t n_boxes;
+    cq_version_status version; /* its document's version on the day asked about (state unknown when never
+                                  analysed, index/versions.h) */
 } cq_hit;
 
 typedef struct {
@@ -77,13 +86,17 @@ typedef struct {
     size_t k;        /* clauses wanted; 0: CQ_RETRIEVE_DEFAULT_K; at most CQ_RETRIEVE_MAX_K */
     cq_dense *dense; /* the dense retriever (index/vectors.h) CQ_RETRIEVE_DENSE searches; borrowed. NULL with
                         CQ_RETRIEVE_DENSE asked for: CQ_ERR_UNSUPPORTED with the reason */
-    /* Reranking, the last stage: with rerank set, max(k, rerank_top_n) candidates (rerank_top_n 0: k; at most
+    /* Reranking, the last stage, when the modes hold CQ_RETRIEVE_RERANK (rerank NULL then: CQ_ERR_UNSUPPORTED with
+     * the reason; a reranker given without the mode is not used): max(k, rerank_top_n) candidates (rerank_top_n 0: k; at most
      * CQ_RETRIEVE_MAX_K) are fused; the candidates after the router hits, at most rerank_top_n of them, are
      * rescored by rerank(rerank_ctx, ...) and sorted by that score (ties keep the fused order); then the list is
      * cut to k. Router hits stay first and are not rescored. */
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;
+    bool rerank_chinese; /* with rerank set, rerank Chinese questions even without CQ_RETRIEVE_RERANK in the modes:
+                            what callers set when the modes were left to the default and reranking is cheap (the
+                            GPU); docs/EVAL.md says where reranking wins */
 } cq_retrieve_options;
 
 /* The clauses of KB q->kb_id (q parsed with a store) that answer q, best first, at most k. */

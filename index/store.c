@@ -16,9 +16,11 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
+    void *versions_seen; /* index/versions.c */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
+void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -101,19 +103,60 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
-    /* 4: ids are never used twice. Without AUTOINCREMENT SQLite gives a new row the largest id + 1, so deleting the
-     * newest KB, document, clause, job or key handed its id to the next one: an old clause id opened another KB's
-     * clause, a KB's FAISS files (named by id) could meet a new KB. Each table is rebuilt (the SQLite way: new
-     * table, copy, drop, rename; foreign keys are off during migrations) keeping every id, so every reference and
-     * every FTS rowid stays as it was. */
-    "CREATE TABLE kbs_v4(\n"
+    /* 4: conversations (index/conversations.h): a key's questions and answers in one KB; the code of a job's
+     * failure (cq_status_name), so that clients can say it in their own language */
+    "CREATE TABLE conversations(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  owner_key_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question TEXT NOT NULL,\n"
+    "  reply TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n"
+    "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n",
+    /* 5: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+     * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
+     * Documents ingested before this migration get their rows when their KB is first asked about, or by
+     * `clauseqa reindex`. */
+    "CREATE TABLE doc_versions(\n"
+    "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  label TEXT NOT NULL DEFAULT '',\n"
+    "  promulgated INTEGER NOT NULL DEFAULT 0,\n"
+    "  effective INTEGER NOT NULL DEFAULT 0,\n"
+    "  repealed INTEGER NOT NULL DEFAULT 0,\n"
+    "  by_user INTEGER NOT NULL DEFAULT 0,\n"
+    "  analysed_at INTEGER NOT NULL);\n"
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);\n"
+    "CREATE TABLE doc_repeals(\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  key TEXT NOT NULL,\n"
+    "  PRIMARY KEY(doc_id, key)) WITHOUT ROWID;\n"
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n",
+    /* 6: ids are never used twice. Without AUTOINCREMENT SQLite gives a new row the largest id + 1, so deleting the
+     * newest KB, document, clause, job, key or conversation handed its id to the next one: an old clause id opened
+     * another KB's clause, a KB's FAISS files (named by id) could meet a new KB, a new key could inherit a revoked
+     * key's conversations (owner_key_id). Each table is rebuilt (the SQLite way: new table, copy, drop, rename;
+     * foreign keys are off during migrations) keeping every id and every column the migrations before this one
+     * added, so every reference and every FTS rowid stays as it was. The tables keyed by another table's id
+     * (pages, clause_vectors, doc_states, doc_versions, doc_repeals) need no rebuild. */
+    "CREATE TABLE kbs_v6(\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "  name TEXT NOT NULL UNIQUE,\n"
     "  created_at INTEGER NOT NULL);\n"
-    "INSERT INTO kbs_v4(id, name, created_at) SELECT id, name, created_at FROM kbs;\n"
+    "INSERT INTO kbs_v6(id, name, created_at) SELECT id, name, created_at FROM kbs;\n"
     "DROP TABLE kbs;\n"
-    "ALTER TABLE kbs_v4 RENAME TO kbs;\n"
-    "CREATE TABLE documents_v4(\n"
+    "ALTER TABLE kbs_v6 RENAME TO kbs;\n"
+    "CREATE TABLE documents_v6(\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
     "  name TEXT NOT NULL,\n"
@@ -129,14 +172,14 @@ static const char *const migrations[] = {
     "  quality REAL NOT NULL DEFAULT 1,\n"
     "  quality_reason TEXT NOT NULL DEFAULT '',\n"
     "  created_at INTEGER NOT NULL);\n"
-    "INSERT INTO documents_v4(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, "
+    "INSERT INTO documents_v6(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, "
     "status, error, quality, quality_reason, created_at) SELECT id, kb_id, name, filename, format, sha256, "
     "size_bytes, title, n_pages, n_clauses, status, error, quality, quality_reason, created_at FROM documents;\n"
     "DROP TABLE documents;\n"
-    "ALTER TABLE documents_v4 RENAME TO documents;\n"
+    "ALTER TABLE documents_v6 RENAME TO documents;\n"
     "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);\n"
     "CREATE INDEX documents_kb_name ON documents(kb_id, name);\n"
-    "CREATE TABLE clauses_v4(\n"
+    "CREATE TABLE clauses_v6(\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
     "  ord INTEGER NOT NULL,\n"
@@ -147,15 +190,15 @@ static const char *const migrations[] = {
     "  page_first INTEGER NOT NULL DEFAULT 0, page_last INTEGER NOT NULL DEFAULT 0,\n"
     "  start_off INTEGER NOT NULL, end_off INTEGER NOT NULL,\n"
     "  boxes BLOB);\n"
-    "INSERT INTO clauses_v4(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
+    "INSERT INTO clauses_v6(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
     "end_off, boxes) SELECT id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
     "end_off, boxes FROM clauses;\n"
     "DROP TABLE clauses;\n"
-    "ALTER TABLE clauses_v4 RENAME TO clauses;\n"
+    "ALTER TABLE clauses_v6 RENAME TO clauses;\n"
     "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
     "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
     "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
-    "CREATE TABLE jobs_v4(\n"
+    "CREATE TABLE jobs_v6(\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
     "  doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,\n"
@@ -166,14 +209,15 @@ static const char *const migrations[] = {
     "  filename TEXT,\n"
     "  upload_path TEXT,\n"
     "  size_bytes INTEGER NOT NULL DEFAULT 0,\n"
-    "  replace_doc INTEGER NOT NULL DEFAULT 0);\n"
-    "INSERT INTO jobs_v4(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, "
-    "upload_path, size_bytes, replace_doc) SELECT id, kb_id, doc_id, state, done, total, error, created_at, "
-    "updated_at, filename, upload_path, size_bytes, replace_doc FROM jobs;\n"
+    "  replace_doc INTEGER NOT NULL DEFAULT 0,\n"
+    "  error_code TEXT);\n"
+    "INSERT INTO jobs_v6(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, "
+    "upload_path, size_bytes, replace_doc, error_code) SELECT id, kb_id, doc_id, state, done, total, error, "
+    "created_at, updated_at, filename, upload_path, size_bytes, replace_doc, error_code FROM jobs;\n"
     "DROP TABLE jobs;\n"
-    "ALTER TABLE jobs_v4 RENAME TO jobs;\n"
+    "ALTER TABLE jobs_v6 RENAME TO jobs;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n"
-    "CREATE TABLE api_keys_v4(\n"
+    "CREATE TABLE api_keys_v6(\n"
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "  name TEXT NOT NULL,\n"
     "  prefix TEXT NOT NULL,\n"
@@ -181,11 +225,34 @@ static const char *const migrations[] = {
     "  role TEXT NOT NULL,\n"
     "  kb TEXT,\n"
     "  created_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER);\n"
-    "INSERT INTO api_keys_v4(id, name, prefix, hash, role, kb, created_at, last_used_at, revoked_at) SELECT id, "
+    "INSERT INTO api_keys_v6(id, name, prefix, hash, role, kb, created_at, last_used_at, revoked_at) SELECT id, "
     "name, prefix, hash, role, kb, created_at, last_used_at, revoked_at FROM api_keys;\n"
     "DROP TABLE api_keys;\n"
-    "ALTER TABLE api_keys_v4 RENAME TO api_keys;\n",
-    /* 5: settings of the installation (index/keys.h: once a key has existed, authentication stays on until an
+    "ALTER TABLE api_keys_v6 RENAME TO api_keys;\n"
+    "CREATE TABLE conversations_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  owner_key_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "INSERT INTO conversations_v6(id, owner_key_id, kb_id, title, created_at, updated_at) SELECT id, owner_key_id, "
+    "kb_id, title, created_at, updated_at FROM conversations;\n"
+    "DROP TABLE conversations;\n"
+    "ALTER TABLE conversations_v6 RENAME TO conversations;\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question TEXT NOT NULL,\n"
+    "  reply TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO conversation_turns_v6(id, conversation_id, question, reply, created_at) SELECT id, "
+    "conversation_id, question, reply, created_at FROM conversation_turns;\n"
+    "DROP TABLE conversation_turns;\n"
+    "ALTER TABLE conversation_turns_v6 RENAME TO conversation_turns;\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
+    /* 7: settings of the installation (index/keys.h: once a key has existed, authentication stays on until an
      * admin turns open mode on again). A database that has had a key has authentication on. */
     "CREATE TABLE settings(\n"
     "  name TEXT PRIMARY KEY,\n"
@@ -193,10 +260,7 @@ static const char *const migrations[] = {
     "  updated_at INTEGER NOT NULL);\n"
     "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
     "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
-    /* 6 is the versions branch's (issue 19: doc_versions, doc_repeals): this empty step holds its number until that
-     * branch is merged, when its migration takes its place. */
-    "",
-    /* 7: how many times a job has been started (index/jobs.h). A job found running at a start was cut off by a
+    /* 8: how many times a job has been started (index/jobs.h). A job found running at a start was cut off by a
      * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
      * for good instead of taking the server down at every start. */
     "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
@@ -304,6 +368,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
 void cq_store_close(cq_store *s) {
     if (!s) return;
     cq_router_cache_free(s->router_cache);
+    free(s->versions_seen);
     sqlite3_close(s->db);
     free(s);
 }

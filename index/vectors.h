@@ -61,7 +61,8 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
 
 /* ---- dense retrieval: the encoder and the KBs' indexes ----
- * Weights live in DATA/models/ssm/ (ssm.json + ssm.safetensors). Without them cq_dense_open fails with
+ * Weights: weights_dir holds ssm.json + ssm.safetensors (app/models.h finds it: a models/ssm folder); the KBs'
+ * FAISS files live under data_dir. Without weights (weights_dir NULL or empty) cq_dense_open fails with
  * CQ_ERR_UNSUPPORTED and a message a person can act on; the product ships no untrained weights. One cq_dense per
  * process, passed explicitly to whatever needs it: retrieval (cq_retrieve_options.dense), ingest
  * (cq_ingest_options.dense) and deletions (the forget calls below). Every call takes the caller's connection for
@@ -70,14 +71,14 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
  * questions), FAISS searches share a read lock. FAISS follows SQLite: hits whose rows the caller's connection does
  * not see (a rolled-back ingest, a deleted document) are dropped. */
 typedef struct cq_dense cq_dense;
-cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err);
+cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err);
 /* The process's dense retriever as the environment configures it (the CLI and the server use this):
  * CLAUSEQA_DENSE=on (the weights must be installed), off, or auto (unset): on when the weights are installed and
  * the encoder runs on a GPU. On the CPU, encoding every clause makes ingestion several times slower (docs/PERF.md)
  * while dense retrieval does not beat BM25 yet (docs/EVAL.md), so there it is opt-in. Off: CQ_ERR_UNSUPPORTED
  * with the reason. Documents ingested while it was off have no vectors: dense retrieval does not see them until
  * they are ingested again (replace) with it on. */
-cq_status cq_dense_open_configured(const char *data_dir, cq_dense **out, cq_err *err);
+cq_status cq_dense_open_configured(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err);
 void cq_dense_close(cq_dense *d);
 /* The k clauses of KB kb_id nearest the question: ids and cosine scores, best first, *n ≤ k. The KB's index is
  * opened (and checked against SQLite through s) on first use and kept. */

@@ -125,12 +125,12 @@ static void answer_preflight(cq_web_req *r) {
     mg_response_header_start(r->conn, 204);
     if (r->cors_origin) {
         cq_web_cors_headers(r);
-        mg_response_header_add(r->conn, "Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE", -1);
+        mg_response_header_add(r->conn, "Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE", -1);
         mg_response_header_add(r->conn, "Access-Control-Allow-Headers",
                                "Authorization, Content-Type, Accept, X-Filename", -1);
         mg_response_header_add(r->conn, "Access-Control-Max-Age", "600", -1);
     }
-    mg_response_header_add(r->conn, "Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS", -1);
+    mg_response_header_add(r->conn, "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", -1);
     mg_response_header_add(r->conn, "Content-Length", "0", -1);
     mg_response_header_send(r->conn);
 }

@@ -53,7 +53,7 @@ void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *
     if (!strcmp(r->method, "HEAD") || !len) return;
     bool watched = len >= WATCHED_ANSWER_BYTES;
     if (watched) cq_web_watch_begin(r, true, write_deadline(r, (long long)len));
-    mg_write(r->conn, data, len);
+    if (mg_write(r->conn, data, len) > 0) r->bytes_sent += len;
     if (watched) cq_web_watch_end(r);
 }
 
@@ -174,8 +174,10 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
         cq_web_watch_begin(r, true, write_deadline(r, (long long)st.st_size));
         char buf[65536];
         size_t n;
-        while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
             if (mg_write(r->conn, buf, n) <= 0) break;
+            r->bytes_sent += n;
+        }
         cq_web_watch_end(r);
     }
     fclose(fp);
@@ -374,6 +376,7 @@ static int sse_write(cq_web_req *r, const char *s, size_t n) {
         r->sse_broken = true;
         return -1;
     }
+    r->bytes_sent += n;
     return 0;
 }
 

@@ -16,6 +16,8 @@
 #include "web/metrics.h"
 #include "web/server.h"
 
+typedef struct cq_web_access_log cq_web_access_log;
+
 /* Worker threads that run handlers (server.c): a queue of tasks and the threads that take them. */
 typedef struct {
     pthread_mutex_t lock;
@@ -65,6 +67,7 @@ struct cq_web_server {
     cq_web_clients clients;
     cq_web_watchdog watchdog;
     atomic_bool draining; /* stopping: new requests get 503 */
+    cq_web_access_log *access_log; /* NULL: none */
 };
 
 /* An upload received on the connection thread, for the handler to hand to the service. */
@@ -96,6 +99,7 @@ typedef struct {
     cq_web_watch watch;   /* the body being read or the answer being written, while it is */
     bool sse;             /* an event stream was started */
     bool sse_broken;      /* writing to it failed: the client is gone */
+    size_t bytes_sent;    /* response body bytes written (the access log) */
 } cq_web_req;
 
 /* ---- responses ---- */
@@ -148,6 +152,12 @@ void cq_web_sse_end(cq_web_req *r);
 
 bool cq_web_accepts_sse(const cq_web_req *r);
 
+/* ---- the access log (web/access_log.c): one line a request, text or JSON, to a file or "-" (stdout) ---- */
+cq_status cq_web_access_log_open(const char *path, bool json, cq_web_access_log **out, cq_err *err);
+void cq_web_access_log_write(cq_web_access_log *log, const cq_web_req *r, double seconds); /* log NULL: no-op */
+cq_status cq_web_access_log_reopen(cq_web_access_log *log, cq_err *err); /* after rotation; stdout: no-op */
+void cq_web_access_log_close(cq_web_access_log *log);
+
 /* ---- the OpenAI-compatible endpoints (web/openai.c) ---- */
 void cq_web_openai_models(cq_web_req *r);
 void cq_web_openai_chat(cq_web_req *r);
@@ -188,5 +198,8 @@ bool cq_web_question_fits(cq_web_req *r, const char *question);
 bool cq_web_authenticate(cq_web_req *r);
 /* Checks who may do `need` on kb; sends 403 and returns false when not. */
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
+/* The conversation fields of an ask's body into q ("conversation_id", "store", "regenerate"; a turn is kept by
+ * default when keep_default); sends 400 and returns false when they are invalid. */
+bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q);
 
 #endif

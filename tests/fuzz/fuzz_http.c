@@ -191,16 +191,79 @@ static cq_status stub_retrieve(void *ctx, const char *kb, const cq_web_question 
     return CQ_OK;
 }
 
-static cq_status stub_ask(void *ctx, const char *kb, const cq_web_question *q, cq_web_token_fn on_token, void *user,
-                          cJSON **out, cq_err *err) {
+static cq_status stub_ask(void *ctx, const cq_web_principal *who, const char *kb, const cq_web_question *q,
+                          const cq_web_stream *stream, cJSON **out, cq_err *err) {
+    (void)who;
+    if (q->conversation_id == 404) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", 404LL);
     if (stub_retrieve(ctx, kb, q, out, err)) return err->code;
     cJSON_AddStringToObject(*out, "answer", q->question);
     cJSON_AddItemToObject(*out, "citations", cJSON_CreateArray());
+    if (!stream) return CQ_OK;
+    if (stream->on_event) {
+        cJSON *stage = named("stage", "retrieving");
+        int gone = stream->on_event(stream->user, "stage", stage);
+        cJSON_Delete(stage);
+        if (gone) return CQ_OK;
+    }
     /* streams the question back in pieces of 3 bytes, which may split a character (as decoders do) */
     size_t n = strlen(q->question);
-    for (size_t i = 0; on_token && i < n; i += 3)
-        if (on_token(user, q->question + i, n - i < 3 ? n - i : 3)) break;
+    for (size_t i = 0; stream->on_token && i < n; i += 3)
+        if (stream->on_token(stream->user, q->question + i, n - i < 3 ? n - i : 3)) break;
     return CQ_OK;
+}
+
+/* A document's version: echoes the edit's strings (a PUT body is strict JSON: valid UTF-8, no NUL). */
+static cq_status stub_doc_version(void *ctx, int64_t id, const cJSON *edit, bool reset, cJSON **out, cq_err *err) {
+    (void)ctx;
+    (void)reset;
+    if (id == 404) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no document %lld", (long long)id);
+    const cJSON *label = edit ? cJSON_GetObjectItem(edit, "label") : NULL;
+    if (label && !cJSON_IsString(label)) return cq_err_set(err, CQ_ERR_INVALID, "\"label\" must be a string");
+    if (label && !cq_utf8_valid(label->valuestring, strlen(label->valuestring))) abort(); /* strict JSON in */
+    *out = named("label", label ? label->valuestring : "");
+    return CQ_OK;
+}
+
+static cq_status stub_doc_compare(void *ctx, int64_t a, int64_t b, const cq_web_compare *q, cJSON **out,
+                                  cq_err *err) {
+    (void)ctx;
+    if (a == b) return cq_err_set(err, CQ_ERR_INVALID, "a document compared with itself");
+    *out = named("clause", q->clause ? q->clause : ""); /* a query value: any bytes */
+    return CQ_OK;
+}
+
+static cq_status stub_conversation_list(void *ctx, const cq_web_principal *who, const char *kb, bool all,
+                                        cJSON **out, cq_err *err) {
+    (void)ctx;
+    (void)who;
+    (void)all;
+    if (kb && check_kb(kb, err)) return err->code;
+    *out = named("kb", kb ? kb : "");
+    return CQ_OK;
+}
+
+static cq_status stub_conversation_get(void *ctx, const cq_web_principal *who, int64_t id, cJSON **out,
+                                       cq_err *err) {
+    (void)ctx;
+    (void)who;
+    if (id == 404) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
+    *out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(*out, "id", (double)id);
+    return CQ_OK;
+}
+
+static cq_status stub_conversation_rename(void *ctx, const cq_web_principal *who, int64_t id, const char *title,
+                                          cJSON **out, cq_err *err) {
+    if (!cq_utf8_valid(title, strlen(title))) abort(); /* strict JSON in */
+    if (stub_conversation_get(ctx, who, id, out, err)) return err->code;
+    cJSON_AddStringToObject(*out, "title", title);
+    return CQ_OK;
+}
+
+static cq_status stub_conversation_delete(void *ctx, const cq_web_principal *who, int64_t id, cq_err *err) {
+    (void)ctx;
+    (void)who;
+    return id == 404 ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id) : CQ_OK;
 }
 
 /* ---- the answer -------------------------------------------------------------------------------------------------- */
@@ -276,6 +339,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .doc_original = stub_no_file,      .page_image = stub_page_image, .clause_get = stub_clause_get,
         .upload = stub_upload,             .job_get = stub_job_get,     .job_list = stub_job_list,
         .job_cancel = stub_job_cancel,     .retrieve = stub_retrieve,   .ask = stub_ask,
+        .doc_version = stub_doc_version,   .doc_compare = stub_doc_compare,
+        .conversation_list = stub_conversation_list,     .conversation_get = stub_conversation_get,
+        .conversation_rename = stub_conversation_rename, .conversation_delete = stub_conversation_delete,
     };
     static const char *const origins[] = {"https://portal.example.com", NULL};
     static const char *const hosts[] = {"qa.example.com", NULL};

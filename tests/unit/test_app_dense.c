@@ -43,7 +43,7 @@ static void test_dense_plumbing(void **state) {
 
     /* No weights: dense is refused with a reason; the default modes work. */
     cq_dense *d = NULL;
-    assert_int_equal(cq_dense_open(dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(cq_dense_open(dir, NULL, &d, &err), CQ_ERR_UNSUPPORTED);
     cq_hits h;
     assert_int_equal(retrieve(s, kb, "加班", CQ_RETRIEVE_DENSE, 5, NULL, &h, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "models/ssm"));
@@ -57,11 +57,11 @@ static void test_dense_plumbing(void **state) {
     assert_int_equal(ssm_test_write_model(models, &c, 11, NULL, NULL), 0);
     /* As configured (CLAUSEQA_DENSE): off, on, a bad value, and auto — on only when the encoder has a GPU. */
     setenv("CLAUSEQA_DENSE", "off", 1);
-    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(cq_dense_open_configured(dir, models, &d, &err), CQ_ERR_UNSUPPORTED);
     setenv("CLAUSEQA_DENSE", "maybe", 1);
-    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_dense_open_configured(dir, models, &d, &err), CQ_ERR_INVALID);
     unsetenv("CLAUSEQA_DENSE");
-    cq_status auto_rc = cq_dense_open_configured(dir, &d, &err);
+    cq_status auto_rc = cq_dense_open_configured(dir, models, &d, &err);
     if (auto_rc == CQ_OK) {
         assert_int_equal(cq_dense_backend(d), CQ_SSM_BACKEND_CUDA);
         cq_dense_close(d);
@@ -70,7 +70,7 @@ static void test_dense_plumbing(void **state) {
         assert_non_null(strstr(err.msg, "CLAUSEQA_DENSE=on"));
     }
     setenv("CLAUSEQA_DENSE", "on", 1);
-    if (cq_dense_open_configured(dir, &d, &err)) fail_msg("%s", err.msg);
+    if (cq_dense_open_configured(dir, models, &d, &err)) fail_msg("%s", err.msg);
     unsetenv("CLAUSEQA_DENSE");
 
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");

@@ -140,6 +140,15 @@ static void test_jobs(void **state) {
     assert_int_equal(cq_store_job_get(s, job1, &j, &err), CQ_OK);
     assert_null(j.upload_path);
     assert_string_equal(j.error, "not a PDF");
+    assert_string_equal(j.error_code, ""); /* failed without a code */
+    cq_job_info_free(&j);
+    cq_err why = {0};
+    cq_err_set(&why, CQ_ERR_FORMAT, "named .pdf but not a PDF");
+    assert_int_equal(cq_store_job_fail(s, job1, 0, 0, &why, &err), CQ_OK);
+    assert_int_equal(cq_store_job_get(s, job1, &j, &err), CQ_OK);
+    assert_string_equal(j.state, "failed");
+    assert_string_equal(j.error, "named .pdf but not a PDF");
+    assert_string_equal(j.error_code, "bad_format");
     cq_job_info_free(&j);
     assert_int_equal(cq_store_job_unfinished(s, &list, &n, &err), CQ_OK);
     assert_int_equal(n, 1);

@@ -29,6 +29,9 @@ static void test_modes(void **state) {
     assert_int_equal(cq_retrieve_parse_mode("bm25,semantic", &err), 0);
     assert_non_null(strstr(err.msg, "semantic"));
     assert_int_equal(cq_retrieve_parse_mode("", &err), 0);
+    assert_int_equal(cq_retrieve_parse_mode("router,bm25,rerank", &err), CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_RERANK);
+    assert_int_equal(cq_retrieve_parse_mode("rerank", &err), 0); /* nothing to rerank */
+    assert_non_null(strstr(err.msg, "router,bm25,rerank"));
     assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_ROUTER), "router");
     assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_BM25), "bm25");
     assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_DENSE), "dense");
@@ -355,7 +358,15 @@ static void test_rerank(void **state) {
         else if (id > second) second = id;
     }
     cq_hits_free(&fused);
-    cq_retrieve_options o = {.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4};
+    /* The mode without a reranker is an error a person can act on; a reranker without the mode is not called. */
+    cq_retrieve_options o = {.modes = CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_RERANK, .k = 2};
+    assert_int_equal(retrieve(f, "工资 劳动者 会议", &o, &h, &err), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "adapter"));
+    o = (cq_retrieve_options){.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4};
+    assert_int_equal(retrieve(f, "工资 劳动者 会议", &o, &h, &err), CQ_OK);
+    assert_int_equal(p.calls, 0);
+    cq_hits_free(&h);
+    o.modes = CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_RERANK;
     assert_int_equal(retrieve(f, "工资 劳动者 会议", &o, &h, &err), CQ_OK);
     assert_int_equal(p.calls, 1);
     assert_int_equal(p.seen, 4);
@@ -366,7 +377,8 @@ static void test_rerank(void **state) {
     cq_hits_free(&h);
     /* Router hits stay first; only what follows them is rescored (top_n 0: k). */
     p = (rerank_probe){0};
-    o = (cq_retrieve_options){.k = 3, .rerank = by_clause_id, .rerank_ctx = &p};
+    o = (cq_retrieve_options){
+        .modes = CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_RERANK, .k = 3, .rerank = by_clause_id, .rerank_ctx = &p};
     assert_int_equal(retrieve(f, "劳动法第三条 工资 会议", &o, &h, &err), CQ_OK);
     assert_int_equal(h.n, 3);
     assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);
@@ -374,6 +386,20 @@ static void test_rerank(void **state) {
     assert_int_equal(p.seen, 2);
     assert_true(h.hits[1].clause_id > h.hits[2].clause_id);
     assert_no_duplicates(&h);
+    cq_hits_free(&h);
+    /* rerank_chinese (the GPU's default): a Chinese question is reranked without the mode, an English one is not. */
+    p = (rerank_probe){0};
+    cq_retrieve_options zh = {.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4, .rerank_chinese = true};
+    assert_int_equal(retrieve(f, "工资 劳动者 会议", &zh, &h, &err), CQ_OK);
+    assert_int_equal(p.calls, 1);
+    cq_hits_free(&h);
+    static const char *const payment[][4] = {
+        {"7.2", "7.2", "7 Fees > 7.2", "7.2 Payment. The Customer shall pay each invoice within thirty days."},
+    };
+    test_add_doc(f->s, f->kb, "services-agreement", "Services Agreement", "h5", payment, 1);
+    assert_int_equal(retrieve(f, "When must the customer pay an invoice?", &zh, &h, &err), CQ_OK);
+    assert_true(h.n > 0);
+    assert_int_equal(p.calls, 1);
     cq_hits_free(&h);
     /* A failing reranker fails the retrieval with its reason. */
     p = (rerank_probe){.fail = 1};

@@ -40,6 +40,8 @@ def main():
         driver.get(base)
         wait(driver, lambda d: d.find_element(By.ID, 'auth-state').is_displayed(), 'page loads')
         check('Chinese labels', driver.find_element(By.ID, 'library-title').text == '文档库')
+        auth = wait(driver, lambda d: d.find_element(By.ID, 'auth-state').text, 'the mode is shown')
+        check('the page says open mode (no key needed)', auth == '开放模式：无需密钥', auth)
         accept = driver.find_element(By.ID, 'file-input').get_attribute('accept') or ''
         check('file picker offers the server\'s formats', {'.pdf', '.md', '.markdown', '.txt', 'application/pdf'}
               <= set(accept.split(',')), accept)

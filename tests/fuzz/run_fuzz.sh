@@ -39,6 +39,11 @@ seed short_body        "POST /api/v1/kbs/laws/ask HTTP/1.1\r\n${H}Content-Length
 seed bad_key           "GET /api/v1/kbs HTTP/1.1\r\n${H}Authorization: Bearer bad\r\n\r\n"
 seed garbage           "GARBAGE\r\n\r\n"
 seed http10            "GET /api/v1/health HTTP/1.0\r\n\r\n"
+seed version_put       "PUT /api/v1/documents/7/version HTTP/1.1\r\n${H}Content-Length: 47\r\n\r\n{\"label\":\"2018年版\",\"effective\":\"2019-01-01\"}"
+seed compare           "GET /api/v1/documents/7/compare/8?clause=%%E7%%AC%%AC%%E5%%85%%AD%%E5%%8D%%81%%E6%%9D%%A1&changed=1 HTTP/1.1\r\n$H\r\n"
+seed conversations     "GET /api/v1/conversations?kb=laws&all=1 HTTP/1.1\r\n$H\r\nGET /api/v1/conversations/5 HTTP/1.1\r\n$H\r\nDELETE /api/v1/conversations/404 HTTP/1.1\r\n$H\r\n"
+seed conversation_name "PATCH /api/v1/conversations/5 HTTP/1.1\r\n${H}Content-Length: 18\r\n\r\n{\"title\":\"工资\"}"
+seed ask_kept          "POST /api/v1/kbs/laws/ask HTTP/1.1\r\n${H}Content-Length: 53\r\n\r\n{\"question\":\"加班\",\"conversation_id\":5,\"keep\":true}"
 
 set +e
 "$fuzzer" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 \

@@ -66,6 +66,13 @@ def test_cors_default(s):
     check('Origin null refused', r.status == 403, r)
     r = s.request('PUT', '/api/v1/kbs/cors/documents?filename=a.md', b'# A\n', headers={'Origin': evil})
     check('cross-origin PUT refused', r.status == 403, r)
+    # the routes of conversations and versions (PATCH, PUT, DELETE): refused before any handler runs
+    for method, path, body in (('PATCH', '/api/v1/conversations/1', {'title': 'x'}),
+                               ('DELETE', '/api/v1/conversations/1', None),
+                               ('PUT', '/api/v1/documents/1/version', {'label': 'x'}),
+                               ('DELETE', '/api/v1/documents/1/version', None)):
+        r = s.request(method, path, body, headers={'Origin': evil})
+        check(f'cross-origin {method} {path} refused', r.status == 403 and r.error_code() == 'forbidden_origin', r)
 
     r = s.get('/api/v1/kbs', headers={'Origin': evil})
     check('cross-origin GET answered without CORS headers (unreadable by the page)',
@@ -86,6 +93,7 @@ def test_cors_allowed(binary):
                                                          'Access-Control-Request-Headers': 'authorization'})
         check('allowed preflight', r.status == 204 and r.header('Access-Control-Allow-Origin') == portal
               and 'POST' in (r.header('Access-Control-Allow-Methods') or '')
+              and 'PATCH' in (r.header('Access-Control-Allow-Methods') or '')
               and 'Authorization' in (r.header('Access-Control-Allow-Headers') or ''), r.headers)
         r = s.post('/api/v1/kbs', {'name': 'p'}, headers={'Origin': portal})
         check('allowed origin POST', r.status == 201 and r.header('Access-Control-Allow-Origin') == portal
@@ -126,11 +134,12 @@ def test_host(s, binary):
     r = raw_request(s.port, b'GET /api/v1/health HTTP/1.0\r\n\r\n')
     check('HTTP/1.0 without Host answered', r and r.status == 200, r)
 
-    s2 = Server(binary, args=['--allow-host', 'qa.example.com', '--allow-host', 'Docs.Example.com:8443'])
+    s2 = Server(binary, args=['--allow-host', 'qa.example.com', '--allow-host', 'Docs.Example.com:8443',
+                              '--allow-host', 'a.example, b.example'])
     try:
         s2.start()
         for host, want in (('qa.example.com', 200), ('qa.example.com:8080', 200), ('docs.example.com', 200),
-                           ('evil.example', 403)):
+                           ('a.example', 200), ('b.example', 200), ('evil.example', 403)):
             r = s2.get('/api/v1/health', headers={'Host': host})
             check(f'--allow-host: {host} -> {want}', r.status == want, r)
     finally:

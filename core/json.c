@@ -7,8 +7,8 @@
 
 #include "core/utf8.h"
 
-char *cq_json_print(const cJSON *v, size_t *len) {
-    char *s = cJSON_PrintUnformatted(v);
+/* s (cJSON's text, taken over) with every invalid UTF-8 sequence replaced by U+FFFD. */
+static char *valid_text(char *s, size_t *len) {
     if (!s) return NULL;
     size_t n = strlen(s), valid = cq_utf8_valid_prefix(s, n);
     if (valid == n) {
@@ -38,6 +38,10 @@ char *cq_json_print(const cJSON *v, size_t *len) {
     if (len) *len = o;
     return out;
 }
+
+char *cq_json_print(const cJSON *v, size_t *len) { return valid_text(cJSON_PrintUnformatted(v), len); }
+
+char *cq_json_print_formatted(const cJSON *v, size_t *len) { return valid_text(cJSON_Print(v), len); }
 
 static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 

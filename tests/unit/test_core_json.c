@@ -42,6 +42,16 @@ static void test_print_repairs_utf8(void **state) {
         cJSON_Delete(o);
         free(s);
     }
+    /* the indented form for files people read (a backup's manifest) is repaired the same way */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "source", "/data/\xFF");
+    size_t n;
+    char *f = cq_json_print_formatted(m, &n);
+    assert_true(cq_utf8_valid(f, n));
+    assert_non_null(strchr(f, '\n'));
+    assert_non_null(strstr(f, "/data/\xEF\xBF\xBD"));
+    free(f);
+    cJSON_Delete(m);
     /* valid text is left as it is */
     cJSON *o = cJSON_CreateString("《劳动法》第四十四条 \"quoted\"\n");
     char *s = cq_json_print(o, NULL);

@@ -10,6 +10,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/ingest.h"
+#include "core/fileio.h"
 #include "reader/reader.h"
 
 static void usage(FILE *f) {
@@ -125,6 +126,9 @@ int cq_cmd_ingest(int argc, char **argv) {
     const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
+    char files_dir[4200];
+    snprintf(files_dir, sizeof files_dir, "%s/files", data_dir);
+    cq_remove_stale_temp_files(files_dir, CQ_TEMP_STALE_AGE_S); /* what an ingest killed while writing left */
     int64_t kb_id = cq_cli_kb(s, kb, true);
     if (!kb_id) {
         cq_store_close(s);

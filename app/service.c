@@ -13,7 +13,6 @@
 #include "reader/reader.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
-#define STALE_TEMP_AGE_S 10 /* temporary files this old that no writer holds are a crashed write's */
 
 char *cq_svc_path_join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -137,7 +136,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     cq_status rc = CQ_OK;
     const char *dirs[] = {s->files_dir, s->spool_dir, s->cache_dir};
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
-    for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], STALE_TEMP_AGE_S); /* crashed writes */
+    for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], CQ_TEMP_STALE_AGE_S); /* crashed writes */
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
         const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fault.h"
+
 #define TEMP_MARK ".tmp." /* cq_file_write_atomic's temporary files: PATH.tmp.XXXXXX */
 
 cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err) {
@@ -71,6 +73,7 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     bad |= fflush(f) != 0;
     bad |= fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
+    cq_fault_point("in-temp-write"); /* the crash tests (core/fault.h) */
     if (bad || rename(tmp, path) != 0) {
         cq_err_set(err, CQ_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);

@@ -119,31 +119,35 @@ static void test_lying_page_trees(void **state) {
 }
 
 /* Reading time grows with the pages, not with their square: 8 times the pages may take about 8 times as long. Before
- * the page map, 8,000 pages took 64 times (and more) as long as 1,000 (20,000 tiny pages: 206 s). */
+ * the page map, 8,000 pages took 64 times (and more) as long as 1,000 (20,000 tiny pages: 206 s). The machine is
+ * shared: each size is timed as the better of two reads, and a round whose ratio a burst of load spoiled is done
+ * again (at most 3 rounds; the quadratic reading was over x30 in every one). */
 static void test_pages_in_linear_time(void **state) {
     (void)state;
     const int sizes[2] = {1000, 8000};
-    double seconds[2];
-    for (int i = 0; i < 2; i++) {
-        test_pdf_pages(pdf_path, sizes[i], 0, 0, 0);
-        seconds[i] = 1e9;
-        for (int run = 0; run < 2; run++) { /* the better of two: the machine is shared */
-            cq_doctext doc;
-            cq_err err = {0};
-            cq_reader_limits lim = {.max_pages = 0};
-            double t0 = cq_clock_seconds();
-            assert_int_equal(read_pdf(&lim, NULL, &doc, &err), CQ_OK);
-            double t = cq_clock_seconds() - t0;
-            if (t < seconds[i]) seconds[i] = t;
-            assert_int_equal(doc.n_pages, sizes[i]);
-            assert_page_text(&doc, sizes[i]);
-            cq_doctext_free(&doc);
+    double seconds[2], ratio = 1e9;
+    for (int round = 0; round < 3 && ratio > 20; round++) {
+        for (int i = 0; i < 2; i++) {
+            test_pdf_pages(pdf_path, sizes[i], 0, 0, 0);
+            seconds[i] = 1e9;
+            for (int run = 0; run < 2; run++) {
+                cq_doctext doc;
+                cq_err err = {0};
+                cq_reader_limits lim = {.max_pages = 0};
+                double t0 = cq_clock_seconds();
+                assert_int_equal(read_pdf(&lim, NULL, &doc, &err), CQ_OK);
+                double t = cq_clock_seconds() - t0;
+                if (t < seconds[i]) seconds[i] = t;
+                assert_int_equal(doc.n_pages, sizes[i]);
+                assert_page_text(&doc, sizes[i]);
+                cq_doctext_free(&doc);
+            }
         }
+        ratio = seconds[1] / (seconds[0] > 1e-3 ? seconds[0] : 1e-3);
+        printf("pages read: %d in %.3f s, %d in %.3f s (x%.1f for x8 pages)\n", sizes[0], seconds[0], sizes[1],
+               seconds[1], ratio);
     }
-    double ratio = seconds[1] / (seconds[0] > 1e-3 ? seconds[0] : 1e-3);
-    printf("pages read: %d in %.3f s, %d in %.3f s (x%.1f for x8 pages)\n", sizes[0], seconds[0], sizes[1], seconds[1],
-           ratio);
-    if (ratio > 20) fail_msg("8 times the pages took %.1f times as long", ratio);
+    if (ratio > 20) fail_msg("8 times the pages took %.1f times as long, in each of 3 rounds", ratio);
 }
 
 static void test_cancel_between_pages(void **state) {

@@ -81,7 +81,10 @@ def main():
             time.sleep(delay)
             p.send_signal(signal.SIGKILL)
             p.wait()
-            before = store(data) if os.path.exists(os.path.join(data, 'clauseqa.db')) else None
+            try:  # killed before its first migration committed, the database has no tables yet
+                before = store(data) if os.path.exists(os.path.join(data, 'clauseqa.db')) else None
+            except sqlite3.OperationalError:
+                before = None
             got = run_again(binary, data, f'kill at {delay} s')
             print(f'kill -9 {delay:.2f} s after the start: {len(before[0]) if before else 0} document(s) saved '
                   f'before the kill, {got[1]} clauses after the second run', flush=True)

@@ -16,6 +16,7 @@
 
 #include "app/originals.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/sha256.h"
 #include "index/jobs.h"
 #include "index/store.h"
@@ -292,7 +293,7 @@ cq_status cq_backup_write(const char *data_dir, const char *out_dir, cq_backup_c
         cJSON_AddItemToObject(m, "files", files);
         cJSON_AddItemToObject(m, "missing_originals", missing);
         kbs = files = missing = NULL;
-        char *text = cJSON_Print(m);
+        char *text = cq_json_print_formatted(m, NULL);
         join(path, tmp, "manifest.json");
         rc = text ? cq_file_write_atomic(path, text, strlen(text), err)
                   : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

@@ -9,6 +9,7 @@
 
 #include "app/cli.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/utf8.h"
 #include "index/vectors.h"
@@ -120,6 +121,16 @@ bool cq_cli_ocr(const char *cmd, const char *value, cq_reader_ocr *ocr) {
     return false;
 }
 
+long cq_cli_count(const char *opt, const char *value) {
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (*value == 0 || *end || v < 0 || v > 1000000000L) {
+        fprintf(stderr, "clauseqa: %s needs a number (0 or more), not '%s'\n", opt, value);
+        return -1;
+    }
+    return v;
+}
+
 /* The question's words joined by spaces (`clauseqa ask --kb k What law governs…` asks the whole sentence); kept
  * until the next call. */
 static const char *join_words(int n, char **words) {
@@ -191,13 +202,15 @@ int cq_cli_jsonl(cq_jsonl_fn fn, void *ctx) {
     int status = 0;
     char *line;
     while ((line = cq_read_line(stdin))) {
-        cJSON *in = cJSON_Parse(line);
+        char why[160];
+        cJSON *in = cq_json_parse_strict(line, strlen(line), why, sizeof why); /* \u0000 would cut a question short */
         free(line);
         const cJSON *id = in ? cJSON_GetObjectItem(in, "id") : NULL;
         const cJSON *q = in ? cJSON_GetObjectItem(in, "question") : NULL;
         cJSON *out = NULL;
         cq_err err = {0};
-        if (!cJSON_IsString(q)) cq_err_set(&err, CQ_ERR_INVALID, "each line needs a string \"question\"");
+        if (!in) cq_err_set(&err, CQ_ERR_INVALID, "the line is not valid JSON: %s", why);
+        else if (!cJSON_IsString(q)) cq_err_set(&err, CQ_ERR_INVALID, "each line needs a string \"question\"");
         else out = fn(ctx, q->valuestring, &err);
         if (!out) {
             out = cJSON_CreateObject();

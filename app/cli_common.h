@@ -35,6 +35,15 @@ void cq_cli_format_time(int64_t t, char *out, size_t cap);
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
 
+/* A number >= 0 for option opt (0 usually: no limit), or -1 with a message on stderr. */
+long cq_cli_count(const char *opt, const char *value);
+/* The document limits of ingest and serve: --max-pages N and --doc-memory-mb N (0: no limit), into a reader's
+ * limits (reader/reader.h); the defaults are CQ_READER_DEFAULT_MAX_PAGES and CQ_READER_DEFAULT_MAX_MB. */
+#define CQ_CLI_LIMITS_HELP                                                                                         \
+    "  --max-pages N       a document with more pages fails as too large (default 5000; 0: no limit)\n"          \
+    "  --doc-memory-mb N   memory one document's reading may take; past it the document fails as too large\n"    \
+    "                      (default 512; 0: no budget)\n"
+
 /* Parses a positive integer option value; prints an error and returns -1 when invalid. */
 long cq_cli_positive(const char *opt, const char *value);
 /* Parses --ocr off|auto|force into *ocr; prints "clauseqa CMD: ..." and returns false when invalid. */

@@ -127,6 +127,7 @@ int cq_cmd_generate(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "\nclauseqa generate: %s\n", err.msg);
     } else if (json) {
+        /* the text may end inside a character (max_tokens): cq_json_print_line keeps the JSON valid */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "text", text ? text : "");
         cJSON_AddNumberToObject(o, "prompt_tokens", st.prompt_tokens);

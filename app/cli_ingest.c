@@ -1,4 +1,5 @@
-/* clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] FILE|DIR... */
+/* clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] [--max-pages N]
+ *                 [--doc-memory-mb N] FILE|DIR... */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,10 +11,12 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/ingest.h"
+#include "core/fileio.h"
 #include "reader/reader.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] FILE|DIR...\n"
+    fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json]\n"
+               "                       [--max-pages 5000] [--doc-memory-mb 512] FILE|DIR...\n"
                "Adds documents to knowledge base KB (created when absent):");
     size_t n;
     const cq_reader_format *formats = cq_reader_formats(&n);
@@ -29,6 +32,7 @@ static void usage(FILE *f) {
                "  --ocr MODE  scanned PDF pages: auto (default) recognises pages without a usable text layer,\n"
                "              off leaves them flagged, force recognises every page (its text layer ignored)\n"
                "  --json      print one JSON document with every file's outcome\n"
+               CQ_CLI_LIMITS_HELP
                "Exit status 1 when any file failed; the reason is printed for each.\n");
 }
 
@@ -105,12 +109,18 @@ static void page_progress(void *user, int page, int pages) {
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"replace", no_argument, 0, 'r'},
-                                         {"json", no_argument, 0, 'j'},     {"ocr", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'},
+                                         {"replace", no_argument, 0, 'r'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"ocr", required_argument, 0, 'o'},
+                                         {"max-pages", required_argument, 0, 'p'},
+                                         {"doc-memory-mb", required_argument, 0, 'M'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *kb = NULL;
     int replace = 0, json = 0, c;
     cq_reader_ocr ocr = CQ_OCR_AUTO;
+    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -119,6 +129,12 @@ int cq_cmd_ingest(int argc, char **argv) {
         case 'j': json = 1; break;
         case 'o':
             if (!cq_cli_ocr("ingest", optarg, &ocr)) return 2;
+            break;
+        case 'p':
+            if ((max_pages = cq_cli_count("--max-pages", optarg)) < 0) return 2;
+            break;
+        case 'M':
+            if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("ingest");
@@ -133,6 +149,9 @@ int cq_cmd_ingest(int argc, char **argv) {
     const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
+    char files_dir[4200];
+    snprintf(files_dir, sizeof files_dir, "%s/files", data_dir);
+    cq_remove_stale_temp_files(files_dir, CQ_TEMP_STALE_AGE_S); /* what an ingest killed while writing left */
     int64_t kb_id = cq_cli_kb(s, kb, true);
     if (!kb_id) {
         cq_store_close(s);
@@ -150,7 +169,8 @@ int cq_cmd_ingest(int argc, char **argv) {
         cq_err err = {0};
         cq_ingest_result r;
         cq_ingest_options o = {.replace = replace, .dense = dense, .ocr = ocr, .progress = tty ? page_progress : NULL,
-                               .progress_user = &bar};
+                               .progress_user = &bar,
+                               .limits = {.max_pages = (int)max_pages, .max_bytes = (size_t)memory_mb << 20}};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;

@@ -1,4 +1,5 @@
-/* clauseqa keys create --role admin|editor|reader [--kb KB|*] [--name NAME] | list | revoke ID  [--data DIR] */
+/* clauseqa keys create --role admin|editor|reader [--kb KB|*] [--name NAME] | list | revoke ID | open-mode [on|off]
+ *              [--data DIR] */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,15 +7,21 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "core/log.h"
 #include "index/keys.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa keys create --role admin|editor|reader [--kb KB|'*'] [--name NAME] [--json]\n"
                "       clauseqa keys list [--json]\n"
                "       clauseqa keys revoke ID\n"
+               "       clauseqa keys open-mode [on|off]\n"
                "API keys for the HTTP API (Authorization: Bearer KEY). Roles: admin (keys, KBs, everything),\n"
                "editor (upload and delete documents of --kb, and read it), reader (retrieve and ask in --kb);\n"
                "--kb '*' gives the role on every KB. The key is printed once; only its hash is stored.\n"
+               "The first key turns authentication on for good: revoking every key leaves every request refused.\n"
+               "open-mode on lets a loopback server answer without keys again (no key may be active); off requires\n"
+               "keys even before one exists; without an argument it says which mode is on. A running server\n"
+               "follows within a second and logs the change.\n"
                "All take --data DIR.\n");
 }
 
@@ -29,6 +36,42 @@ static cJSON *key_json(const cq_key_info *k) {
     cJSON_AddNumberToObject(o, "last_used_at", (double)k->last_used_at);
     cJSON_AddBoolToObject(o, "revoked", k->revoked_at != 0);
     return o;
+}
+
+/* keys open-mode [on|off]: says, or changes, whether authentication is required. */
+static int open_mode(const char *to) {
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
+    if (!s) return 1;
+    cq_err err = {0};
+    bool required = false;
+    int64_t since = 0, active = 0;
+    int status = 0;
+    if (cq_store_auth_required(s, &required, &since, &err) || cq_store_key_count_active(s, &active, &err)) {
+        fprintf(stderr, "clauseqa keys open-mode: %s\n", err.msg);
+        status = 1;
+    } else if (!to) {
+        char when[32];
+        cq_cli_format_time(since, when, sizeof when);
+        if (required || active)
+            printf("authentication on%s%s: %lld active key%s\n", required ? " since " : "", required ? when : "",
+                   (long long)active, active == 1 ? "" : "s");
+        else
+            printf("open mode: a server on a loopback address answers without keys until a key is made\n");
+    } else if (!strcmp(to, "on") && active) {
+        fprintf(stderr, "clauseqa keys open-mode on: %lld key%s active: revoke %s first (clauseqa keys list)\n",
+                (long long)active, active == 1 ? " is" : "s are", active == 1 ? "it" : "them");
+        status = 1;
+    } else if (cq_store_auth_set_required(s, !strcmp(to, "off"), &err)) {
+        fprintf(stderr, "clauseqa keys open-mode: %s\n", err.msg);
+        status = 1;
+    } else if (!strcmp(to, "on")) {
+        CQ_WARN("keys open-mode on (by %s): a server on a loopback address answers without keys, as admin",
+                getenv("USER") ? getenv("USER") : "?");
+    } else {
+        CQ_INFO("keys open-mode off (by %s): every request needs an API key", getenv("USER") ? getenv("USER") : "?");
+    }
+    cq_store_close(s);
+    return status;
 }
 
 int cq_cmd_keys(int argc, char **argv) {
@@ -53,6 +96,14 @@ int cq_cmd_keys(int argc, char **argv) {
         return cq_cli_usage_hint("keys");
     }
     const char *action = argv[optind];
+    if (!strcmp(action, "open-mode")) {
+        const char *to = optind + 1 < argc ? argv[optind + 1] : NULL;
+        if ((to && strcmp(to, "on") && strcmp(to, "off")) || optind + 2 < argc) {
+            fprintf(stderr, "clauseqa keys open-mode: give on, off, or nothing (to see the mode)\n");
+            return 2;
+        }
+        return open_mode(to);
+    }
     if (strcmp(action, "create") && strcmp(action, "list") && strcmp(action, "revoke")) {
         fprintf(stderr, "clauseqa keys: unknown action '%s'\n", action);
         return cq_cli_usage_hint("keys");

@@ -70,7 +70,7 @@ int cq_cmd_perplexity(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "clauseqa perplexity: %s: %s\n", argv[optind], err.msg);
     } else if (json) {
-        cJSON *o = cJSON_CreateObject();
+        cJSON *o = cJSON_CreateObject(); /* the file name is any bytes: cq_json_print_line keeps the JSON valid */
         cJSON_AddStringToObject(o, "file", argv[optind]);
         cJSON_AddNumberToObject(o, "perplexity", p.perplexity);
         cJSON_AddNumberToObject(o, "tokens", (double)p.n_tokens);

@@ -8,6 +8,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/generate_answer.h"
+#include "core/json.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa prompt --jsonl < requests.jsonl\n"
@@ -67,12 +68,13 @@ int cq_cmd_prompt(int argc, char **argv) {
     int status = 0;
     char *line;
     while ((line = cq_read_line(stdin))) {
-        cJSON *in = cJSON_Parse(line);
+        char bad[160];
+        cJSON *in = cq_json_parse_strict(line, strlen(line), bad, sizeof bad);
         free(line);
         cJSON *out = cJSON_CreateObject();
         const cJSON *id = in ? cJSON_GetObjectItemCaseSensitive(in, "id") : NULL;
         cJSON_AddItemToObject(out, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-        const char *why = "not a JSON object";
+        const char *why = in ? "not a JSON object" : bad;
         char *prompt = cJSON_IsObject(in) ? prompt_of(in, &why) : NULL;
         if (prompt) {
             cJSON_AddStringToObject(out, "prompt", prompt);

@@ -1,6 +1,7 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--threads N] [--connections N] [--max-upload-mb N]
  *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json]
- *                [--ocr off|auto|force] ... */
+ *                [--ocr off|auto|force] [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s N]
+ *                [--max-client-connections N] [--max-pages N] [--doc-memory-mb N] ... */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,15 +14,40 @@
 #include "app/cli_common.h"
 #include "app/service.h"
 #include "core/log.h"
+#include "reader/reader.h"
 #include "web/server.h"
+
+#define MAX_LIST 32 /* --cors-origin and --allow-host values */
+
+/* --cors-origin and --allow-host values: the flag is repeatable and a value may hold several separated by commas
+ * (so that one key of clauseqa.conf can give them all). Values are cut in place: argv's strings are the program's. */
+typedef struct {
+    const char *items[MAX_LIST + 1]; /* NULL-terminated */
+    int n;
+} name_list;
+
+static int name_list_add(name_list *l, const char *opt, char *value) {
+    char *save = NULL;
+    for (char *t = strtok_r(value, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (l->n == MAX_LIST) {
+            fprintf(stderr, "clauseqa serve: at most %d values of %s\n", MAX_LIST, opt);
+            return -1;
+        }
+        l->items[l->n++] = t;
+    }
+    return 0;
+}
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
             "                      [--access-log FILE|-] [--access-log-format text|json] [--ocr off|auto|force]\n"
-            "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
-            "ingestion jobs not yet done resume at the next start. SIGHUP reopens the access log (log rotation).\n"
+            "                      [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s 30]\n"
+            "                      [--max-client-connections 32] [--max-pages 5000] [--doc-memory-mb 512]\n"
+            "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish, the\n"
+            "running ingestion job stops between two pages, and jobs not yet done resume at the next start. SIGHUP\n"
+            "reopens the access log (log rotation).\n"
             "Every option can also be set in clauseqa.conf's [serve] section (clauseqa --help, docs/API.md).\n"
             "  --port N          TCP port (0: any free port; see --port-file)\n"
             "  --host ADDR       IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
@@ -34,15 +60,25 @@ static void usage(FILE *f) {
             "                    appended to file F, or to stdout for '-'\n"
             "  --access-log-format text (default) or json (JSON lines)\n"
             "  --ocr MODE        OCR of scanned PDF pages for uploads that do not say: auto (default), off, force\n"
+            "  --cors-origin URL let pages of this origin (https://portal.example.com) call the API; repeatable, or\n"
+            "                    several separated by commas. Default: only the server's own page may; other origins\n"
+            "                    cannot change anything\n"
+            "  --allow-host NAME accept requests for this host name (besides IP addresses and localhost), such as the\n"
+            "                    name a proxy in front passes on; repeatable, or several separated by commas; '*'\n"
+            "                    accepts any (turns the DNS-rebinding check off)\n"
+            "  --request-timeout-s N  seconds for request headers and for each read and write (default 30)\n"
+            "  --max-client-connections N  connections one client address may hold (default 32; 0: no limit)\n"
+            CQ_CLI_LIMITS_HELP
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
             "  --device D        cpu, cuda or auto (default) for the decoder\n"
             "  --exact           CPU decoder: float products in decode steps too (the reference; slower)\n"
             "  --adapter DIR     the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"
-            "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
-            "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
-            "authentication on.\n");
+            "Keys: while no API key has ever existed and the server listens on a loopback address, requests are\n"
+            "not authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
+            "authentication on for good: revoking every key does not turn it off;\n"
+            "`clauseqa keys open-mode on` does.\n");
 }
 
 static void second_interrupt(int sig) {
@@ -70,11 +106,19 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"exact", no_argument, 0, 1004},
                                          {"adapter", required_argument, 0, 1005},
                                          {"ocr", required_argument, 0, 'o'},
+                                         {"cors-origin", required_argument, 0, 1006},
+                                         {"allow-host", required_argument, 0, 1007},
+                                         {"request-timeout-s", required_argument, 0, 1008},
+                                         {"max-client-connections", required_argument, 0, 1009},
+                                         {"max-pages", required_argument, 0, 1010},
+                                         {"doc-memory-mb", required_argument, 0, 1011},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;
     bool access_json = false;
-    long port = 8080, threads = 16, connections = 128, upload_mb = 64;
+    long port = 8080, threads = 16, connections = 128, upload_mb = 64, timeout_s = 30, client_connections = 32;
+    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
+    name_list cors = {0}, hosts = {0};
     bool no_open = false;
     cq_reader_ocr ocr = CQ_OCR_AUTO;
     cq_answer_cli answer_cli = {0};
@@ -117,6 +161,29 @@ int cq_cmd_serve(int argc, char **argv) {
         case 'o':
             if (!cq_cli_ocr("serve", optarg, &ocr)) return 2;
             break;
+        case 1006:
+        case 1007:
+            if (name_list_add(c == 1006 ? &cors : &hosts, c == 1006 ? "--cors-origin" : "--allow-host", optarg))
+                return 2;
+            break;
+        case 1008:
+            if ((timeout_s = cq_cli_positive("--request-timeout-s", optarg)) < 0) return 2;
+            break;
+        case 1009: {
+            char *end;
+            client_connections = strtol(optarg, &end, 10);
+            if (!*optarg || *end || client_connections < 0) {
+                fprintf(stderr, "clauseqa serve: --max-client-connections needs a number (0: no limit)\n");
+                return 2;
+            }
+            break;
+        }
+        case 1010:
+            if ((max_pages = cq_cli_count("--max-pages", optarg)) < 0) return 2;
+            break;
+        case 1011:
+            if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("serve");
         }
@@ -126,8 +193,9 @@ int cq_cmd_serve(int argc, char **argv) {
         return cq_cli_usage_hint("serve");
     }
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
-    if (threads > 256 || connections > 4096 || upload_mb > 512) {
-        fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections and 512 MB uploads\n");
+    if (threads > 256 || connections > 4096 || upload_mb > 512 || timeout_s > 3600 || client_connections > 4096) {
+        fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections, 512 MB uploads and a 3600 s "
+                        "request timeout\n");
         return 2;
     }
     const char *data_dir = cq_cli_data_dir();
@@ -158,7 +226,9 @@ int cq_cmd_serve(int argc, char **argv) {
         CQ_INFO("answers: extractive (--answers extractive)");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr};
+                            .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr,
+                            .max_pages = max_pages ? (int)max_pages : -1,
+                            .doc_memory_mb = memory_mb ? (int)memory_mb : -1};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);
@@ -172,6 +242,10 @@ int cq_cmd_serve(int argc, char **argv) {
         .threads = (int)threads,
         .connections = (int)connections,
         .max_upload_bytes = (size_t)upload_mb << 20,
+        .request_timeout_ms = (int)timeout_s * 1000,
+        .max_client_connections = client_connections ? (int)client_connections : -1,
+        .cors_origins = cors.items,
+        .allowed_hosts = hosts.items,
         .spool_dir = cq_service_spool_dir(svc),
         .access_log = access_log,
         .access_log_json = access_json,
@@ -191,12 +265,15 @@ int cq_cmd_serve(int argc, char **argv) {
             fclose(f);
         }
     }
+    for (int i = 0; i < cors.n; i++) CQ_INFO("CORS: pages of %s may call the API", cors.items[i]);
     if (cq_service_open_mode(svc))
-        CQ_WARN("open mode: no API key exists, so requests are not authenticated (this machine only). Turn "
+        CQ_WARN("open mode: no API key has been made, so requests are not authenticated (this machine only). Turn "
                 "authentication on with: clauseqa keys create --role admin --data %s",
                 data_dir);
-    else if (!sc.allow_open)
-        CQ_INFO("API keys are required (clauseqa keys create --role admin --data %s makes the first)", data_dir);
+    else
+        CQ_INFO("authentication on: requests need an API key (clauseqa keys create --role admin --data %s makes "
+                "one)",
+                data_dir);
     if (access_log && strcmp(access_log, "-")) CQ_INFO("access log: %s", access_log);
     /* The address last, where the eye lands. */
     const char *config = cq_cli_config_path();
@@ -212,8 +289,9 @@ int cq_cmd_serve(int argc, char **argv) {
      * second SIGINT (Ctrl-C again) ends the process at once. */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, second_interrupt);
-    CQ_INFO("%s: stopping (requests in flight finish; unfinished ingestion jobs resume at the next start)",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    CQ_INFO("%s: stopping (requests in flight finish; the running ingestion job stops between two pages; "
+            "unfinished jobs resume at the next start)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cq_service_interrupt_jobs(svc);
     cq_web_stop(server);
     cq_service_close(svc);
     cq_decoder_close(dec);

@@ -33,6 +33,12 @@ static const struct {
     {"serve", "access-log", KEY_TEXT},
     {"serve", "access-log-format", KEY_TEXT},
     {"serve", "ocr", KEY_TEXT},
+    {"serve", "cors-origin", KEY_TEXT},
+    {"serve", "allow-host", KEY_TEXT},
+    {"serve", "request-timeout-s", KEY_NUMBER},
+    {"serve", "max-client-connections", KEY_NUMBER},
+    {"serve", "max-pages", KEY_NUMBER},
+    {"serve", "doc-memory-mb", KEY_NUMBER},
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 

@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
+#include "core/fault.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -98,17 +100,30 @@ static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t
     return rc;
 }
 
-/* Reads and parses the document (no database work). */
+/* Reads and parses the document (no database work), within opt->limits: the record, and then the record with the
+ * clauses (which copy its text about once), must fit the memory budget. */
 static cq_status extract(const char *stored_path, const cq_reader_format *format, const char *data, size_t len,
                          const cq_ingest_options *opt, cq_doctext *doc, cq_structure *st, cq_err *err) {
     cq_reader_input in = {.path = stored_path, .data = data, .len = len, .progress = opt->progress,
-                          .progress_user = opt->progress_user, .ocr = opt->ocr};
+                          .progress_user = opt->progress_user, .ocr = opt->ocr, .limits = &opt->limits};
     cq_status rc = format->read(&in, doc, err);
+    if (rc) return rc;
+    rc = cq_reader_check_bytes(&opt->limits, cq_doctext_bytes(doc) + 2 * doc->text_len, "its clauses", err);
+    if (!rc) rc = cq_reader_check_cancel(&opt->limits, "after reading", err);
     if (rc) return rc;
     rc = cq_structure_parse(doc, st, err);
     if (rc) return rc;
+    rc = cq_reader_check_bytes(&opt->limits, cq_doctext_bytes(doc) + cq_structure_bytes(st), "its clauses", err);
+    if (rc) return rc;
     if (st->n_clauses == 0) return cq_err_set(err, CQ_ERR_EMPTY, "no text could be read from the document");
     return CQ_OK;
+}
+
+/* A cancelled ingest leaves nothing: the stored original goes unless a document uses the same content. */
+static void forget_original(cq_store *s, const char *stored, const char *sha) {
+    bool in_use = true;
+    cq_err e2 = {0};
+    if (stored && cq_store_content_in_use(s, sha, &in_use, &e2) == CQ_OK && !in_use) unlink(stored);
 }
 
 static void record_failure(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
@@ -201,6 +216,10 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         size_t skip = strlen(stored) + 2;
         memmove(err->msg, err->msg + skip, strlen(err->msg + skip) + 1);
     }
+    if (rc == CQ_ERR_CANCELLED) {
+        forget_original(s, stored, sha);
+        goto out;
+    }
     if (rc) {
         record_failure(s, kb_id, name, filename, format->name, sha, (int64_t)len, err ? err->msg : "extraction failed");
         goto out;
@@ -209,7 +228,8 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (st.title && (!title || format->text_title_first)) title = st.title;
     char *label = doc_label(title, name);
     clause_ids = calloc(st.n_clauses, sizeof *clause_ids);
-    rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    rc = clause_ids ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc) rc = cq_store_begin(s, err);
     if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format->name, sha, (int64_t)len, &doc_id, err);
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
     if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, &st, clause_ids, err);
@@ -221,14 +241,18 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);
+    if (!rc) rc = cq_reader_check_cancel(&opt->limits, "before the document was saved", err);
+    if (!rc && opt->before_commit) rc = opt->before_commit(opt->before_commit_user, s, doc_id, err);
     if (!rc) rc = cq_store_commit(s, err);
     if (rc) {
         cq_store_rollback(s);
         cq_err e2 = {0};
         if (encoded) cq_dense_forget(opt->dense, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
+        if (rc == CQ_ERR_CANCELLED) forget_original(s, stored, sha);
         doc_id = 0;
         goto out;
     }
+    cq_fault_point("after-document-commit"); /* the crash tests (core/fault.h) */
     res->doc_id = doc_id;
     res->n_pages = doc.n_pages;
     res->n_clauses = (int)st.n_clauses;

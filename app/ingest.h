@@ -3,7 +3,12 @@
  * One document is written in one transaction: it is either there with all its clauses, or marked failed with
  * the reason (so a person sees why), never half there. The same content uploaded again into a KB is reported as a
  * duplicate and not ingested twice. A different file with the name of an existing document is refused unless
- * replace is set, in which case the old document is removed once the new one is in. */
+ * replace is set, in which case the old document is removed once the new one is in.
+ *
+ * Limits (opt->limits, reader/reader.h): a document over its page limit or memory budget fails as "document too
+ * large" (CQ_ERR_TOO_LARGE, recorded as a failed document like any other permanent failure); a cancel flag set by
+ * another thread stops the reading between pages, or the pipeline before its transaction or before its commit
+ * (CQ_ERR_CANCELLED): then nothing of the document stays, not even its stored original when no document uses it. */
 #ifndef CQ_APP_INGEST_H
 #define CQ_APP_INGEST_H
 
@@ -36,6 +41,13 @@ typedef struct {
     cq_reader_ocr ocr;     /* OCR of scanned PDF pages (reader/reader.h); the zero value is auto */
     cq_dense *dense;       /* the dense retriever (index/vectors.h): encode the clauses into its index of the KB, and
                               take replaced documents' vectors out; NULL: no vectors (borrowed) */
+    cq_reader_limits limits; /* pages, memory budget, cancel flag; the zero value: none (the CLI and the service
+                                give CQ_READER_DEFAULT_MAX_PAGES / _MAX_MB unless told otherwise) */
+    /* Called inside the document's transaction, just before its commit, with the new document's id: what must
+     * change with the document or not at all (the service's job end, so that a crash between the two cannot
+     * leave a job to be run again). An error rolls the document back. May be NULL. */
+    cq_status (*before_commit)(void *user, cq_store *s, int64_t doc_id, cq_err *err);
+    void *before_commit_user;
 } cq_ingest_options;
 
 /* Largest file accepted, bytes. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "reader/reader.h"
 
 #define PAGE_WARNINGS_MAX 20 /* page quality warnings listed per document */
@@ -153,6 +154,7 @@ cJSON *cq_json_job(const cq_job_info *j, cJSON *doc) {
     cJSON_AddNumberToObject(o, "progress", progress);
     cJSON_AddItemToObject(o, "error", str_or_null(j->error));
     cJSON_AddItemToObject(o, "error_code", str_or_null(j->error_code[0] ? j->error_code : NULL));
+    cJSON_AddNumberToObject(o, "attempts", j->attempts);
     cJSON_AddItemToObject(o, "document_id", j->doc_id ? cJSON_CreateNumber((double)j->doc_id) : cJSON_CreateNull());
     cJSON_AddNumberToObject(o, "created_at", (double)j->created_at);
     cJSON_AddNumberToObject(o, "updated_at", (double)j->updated_at);
@@ -352,7 +354,7 @@ static cJSON *answer_compare(const cq_answer_compare *x) {
 }
 
 void cq_json_print_line(cJSON *v, FILE *f) {
-    char *s = cJSON_PrintUnformatted(v);
+    char *s = cq_json_print(v, NULL); /* valid UTF-8 whatever the strings hold (core/json.h) */
     if (s) {
         fputs(s, f);
         fputc('\n', f);

@@ -35,8 +35,9 @@ cJSON *cq_json_doc(const cq_doc_info *d, const char *kb);
 /* Adds "warnings" (the pages below CQ_PAGE_QUALITY_WARN, the first 20 named) and, with all_pages,
  * "page_quality": [{"page", "quality", "chars", "reason"}] to a document object. */
 void cq_json_doc_add_pages(cJSON *doc, const cq_page_info *pages, size_t n, bool all_pages);
-/* {"id", "kb", "state", "filename", "size_bytes", "done", "total", "progress", "error", "error_code", "document_id",
- * "created_at", "updated_at", "url", "document"?}; doc (taken over) is the job's document object, or NULL. */
+/* {"id", "kb", "state", "filename", "size_bytes", "done", "total", "progress", "error", "error_code", "attempts",
+ * "document_id", "created_at", "updated_at", "url", "document"?}; doc (taken over) is the job's document object,
+ * or NULL. */
 cJSON *cq_json_job(const cq_job_info *j, cJSON *doc);
 /* A clause for citation chips: {"clause_id", "document_id", "kb", "doc", "title", "format", "clause", "path",
  * "text", "page", "page_last", "boxes", "page_sizes", "page_warnings", "page_image_url"?}; pages: the document's

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "reader/reader.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
 
@@ -109,10 +110,15 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     pthread_mutex_init(&s->auth_lock, NULL);
     pthread_mutex_init(&s->queue_lock, NULL);
     pthread_cond_init(&s->queue_cond, NULL);
+    pthread_cond_init(&s->job_ended, NULL);
     s->started_at = cq_clock_seconds();
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
     s->decoder = config->decoder;
+    s->max_pages = config->max_pages > 0 ? config->max_pages : config->max_pages < 0 ? 0 : CQ_READER_DEFAULT_MAX_PAGES;
+    s->doc_memory_bytes = (size_t)(config->doc_memory_mb > 0   ? config->doc_memory_mb
+                                   : config->doc_memory_mb < 0 ? 0
+                                                               : CQ_READER_DEFAULT_MAX_MB) << 20;
     s->models = config->models;
     s->ocr = config->ocr;
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
@@ -131,6 +137,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     cq_status rc = CQ_OK;
     const char *dirs[] = {s->files_dir, s->spool_dir, s->cache_dir};
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
+    for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], CQ_TEMP_STALE_AGE_S); /* crashed writes */
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
         const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
@@ -157,6 +164,8 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     return CQ_OK;
 }
 
+void cq_service_interrupt_jobs(cq_service *s) { cq_svc_jobs_interrupt(s); }
+
 void cq_service_close(cq_service *s) {
     if (!s) return;
     cq_svc_jobs_stop(s);
@@ -167,6 +176,7 @@ void cq_service_close(cq_service *s) {
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);
     pthread_cond_destroy(&s->queue_cond);
+    pthread_cond_destroy(&s->job_ended);
     free(s->data_dir);
     free(s->db_path);
     free(s->files_dir);

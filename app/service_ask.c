@@ -10,6 +10,7 @@
 #include "app/json.h"
 #include "app/service_internal.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/utf8.h"
 #include "index/query.h"
 #include "index/retrieve.h"
@@ -243,7 +244,7 @@ static cq_status open_conversation(cq_store *st, const cq_web_principal *who, in
 
 /* Keeps the ask's reply as a turn of conversation id (in place of the last one with regenerate). */
 static cq_status keep_turn(cq_service *s, int64_t id, const cq_web_question *q, const cJSON *reply, cq_err *err) {
-    char *text = cJSON_PrintUnformatted(reply);
+    char *text = cq_json_print(reply, NULL);
     cq_store *st = text ? cq_svc_pool_get(s, err) : NULL;
     cq_status rc = !text ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : !st ? err->code : CQ_OK;
     if (!rc) rc = cq_store_conversation_add_turn(st, id, q->question, text, q->regenerate, err);

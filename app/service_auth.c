@@ -1,13 +1,14 @@
-/* The service's API keys and open mode (app/service.h): while no key exists and open mode is allowed, every request
- * is an admin's; the first key created turns authentication on. */
+/* The service's API keys and open mode (app/service.h): while no key has been made and open mode is allowed, every
+ * request is an admin's; the first key created turns authentication on until `clauseqa keys open-mode on`. */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/service_internal.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "index/keys.h"
 
-#define OPEN_MODE_RECHECK_S 1.0 /* how long "no keys exist" is trusted before asking the database again */
+#define OPEN_MODE_RECHECK_S 1.0 /* how long the open mode found is trusted before asking the database again */
 
 bool cq_service_open_mode(cq_service *s) {
     if (!s->allow_open) return false;
@@ -19,11 +20,14 @@ bool cq_service_open_mode(cq_service *s) {
     if (!stale) return open_now;
     cq_err err = {0};
     cq_store *st = cq_svc_pool_get(s, &err);
-    int64_t n = 1;
-    if (st) cq_store_key_count_active(st, &n, &err);
+    bool open = false;
+    if (st) cq_store_auth_open(st, &open, &err); /* index/keys.h: stays closed once a key has existed */
     cq_svc_pool_put(s, st);
     pthread_mutex_lock(&s->auth_lock);
-    s->open_now = n == 0;
+    if (open != s->open_now && s->auth_checked_at > 0)
+        CQ_WARN("%s", open ? "auth: open mode ON (clauseqa keys open-mode on): requests are not authenticated"
+                           : "auth: authentication ON: requests need an API key");
+    s->open_now = open;
     s->auth_checked_at = now;
     open_now = s->open_now;
     pthread_mutex_unlock(&s->auth_lock);

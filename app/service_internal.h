@@ -49,14 +49,20 @@ struct cq_service {
 
     pthread_mutex_t queue_lock; /* service_jobs.c */
     pthread_cond_t queue_cond;
+    pthread_cond_t job_ended;   /* signalled when the running job ends (a cancel waits for it) */
     cq_svc_queued_job *head, *tail;
     size_t queued;
     int64_t running_job;
     bool stopping, worker_started;
+    bool cancel_by_user;        /* the running job's cancel flag was set by a cancel request, not by the stop */
+    atomic_bool cancel_running; /* the running job's reader stops before its next page (cq_reader_limits) */
     pthread_t worker;
+    int max_pages;              /* per document, as the reader takes them (cq_reader_limits) */
+    size_t doc_memory_bytes;
 
     /* counters for /metrics */
-    atomic_uint_fast64_t jobs_ready, jobs_failed, jobs_duplicate, ingest_pages, ingest_ms;
+    atomic_uint_fast64_t jobs_ready, jobs_failed, jobs_duplicate, jobs_cancelled, jobs_interrupted, ingest_pages,
+        ingest_ms;
     atomic_uint_fast64_t answers, abstentions, retrievals, chunks_streamed, pages_rendered, page_cache_hits;
     atomic_uint_fast64_t tokens_generated, answers_generated, answers_fallback;
 };
@@ -86,7 +92,10 @@ char *cq_svc_path_join(const char *a, const char *b);
 
 /* Re-queues the jobs a previous run left unfinished, sweeps stray uploads, starts the worker. */
 cq_status cq_svc_jobs_start(cq_service *s, cq_err *err);
-/* Stops the worker after the job it is running; queued jobs stay queued in the database. */
+/* The stop's first step: the running job stops before its next page (queued again), no job starts. */
+void cq_svc_jobs_interrupt(cq_service *s);
+/* Stops the worker: its running job is interrupted between two pages and queued again (uncounted); queued jobs stay
+ * queued in the database. */
 void cq_svc_jobs_stop(cq_service *s);
 /* Jobs waiting, and the one running (0: none). */
 size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
@@ -108,7 +117,7 @@ cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, b
 void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
 void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
 void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get */
-void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list */
+void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_cancel */
 void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
 void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */
 void cq_svc_versions_web(cq_web_service *w);      /* doc_version, doc_compare */

@@ -1,19 +1,29 @@
 /* The service's ingestion: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
- * through cq_ingest_file with its own connection, one at a time; jobs left queued or running by a stop or a crash
- * run again at the next start. An upload's OCR mode travels in its file name (DATA/uploads/job-ID.ocr-MODE.EXT),
- * so that a job resumed after a restart is read as it was asked for. */
+ * through cq_ingest_file with its own connection, one at a time, within the page limit and the memory budget. An
+ * upload's OCR mode travels in its file name (DATA/uploads/job-ID.ocr-MODE.EXT), so that a job resumed after a
+ * restart is read as it was asked for.
+ *
+ * Ends. A job that produced a document ends ready in the document's own transaction (before_commit), so no crash
+ * can leave a saved document with a job still to run (which then found its own document and ended duplicate). A
+ * cancel request takes a queued job out of the queue, or sets the reader's cancel flag for the running one, which
+ * stops before its next page and keeps nothing. A stop sets the same flag: the running job is queued again,
+ * uncounted, with its upload, and resumes at the next start. A job a crash left running starts again at the next
+ * start, unless that was its CQ_JOB_MAX_ATTEMPTS-th start: then it fails, so that a document that kills the
+ * server (its memory) cannot do so at every start. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app/ingest.h"
 #include "app/json.h"
 #include "app/service_internal.h"
 #include "core/clock.h"
+#include "core/fault.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -24,6 +34,7 @@
 #define JOB_LIST_LIMIT 100
 #define FILENAME_MAX_BYTES 200
 #define PROGRESS_INTERVAL_S 0.2 /* how often a running job's page count is written */
+#define CANCEL_WAIT_S 3.0       /* how long a cancel request waits for the running job to stop */
 
 /* A file name as uploaded, made safe to keep and show: the last path component (either slash), no control
  * characters, valid UTF-8, at most FILENAME_MAX_BYTES bytes (the extension kept), never "", "." or "..". */
@@ -232,6 +243,7 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     job_progress *p = user;
     p->done = pages_read;
     p->total = n_pages;
+    if (pages_read == 1) cq_fault_point("while-reading"); /* the crash tests (core/fault.h) */
     double now = cq_clock_seconds();
     if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
     p->last_write = now;
@@ -249,6 +261,14 @@ static cq_reader_ocr upload_ocr(const cq_service *s, const char *upload_path) {
     return s->ocr;
 }
 
+/* Inside the document's transaction (cq_ingest_options.before_commit): the job ends ready with its document. */
+static cq_status job_ready_in_tx(void *user, cq_store *st, int64_t doc_id, cq_err *err) {
+    job_progress *p = user;
+    cq_status rc = cq_store_job_update(st, p->job_id, "ready", p->total, p->total, NULL, err);
+    if (!rc) rc = cq_store_job_finish(st, p->job_id, doc_id, err);
+    return rc;
+}
+
 /* Runs one job with the worker's own connection. */
 static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
     cq_err err = {0};
@@ -258,20 +278,39 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         cq_job_info_free(&j);
         return;
     }
-    cq_store_job_update(st, job_id, "running", 0, 0, NULL, &err);
+    cq_store_job_begin_attempt(st, job_id, NULL, &err); /* counted before it runs: a crash cannot skip it */
     char sha[65] = "";
     cq_sha256_file_hex(j.upload_path, sha, &err);
     cq_err_clear(&err);
 
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
-                             .progress_user = &progress, .dense = s->dense, .ocr = upload_ocr(s, j.upload_path)};
+                             .progress_user = &progress, .dense = s->dense, .ocr = upload_ocr(s, j.upload_path),
+                             .limits = {s->max_pages, s->doc_memory_bytes, &s->cancel_running},
+                             .before_commit = job_ready_in_tx, .before_commit_user = &progress};
     cq_ingest_result res;
     cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
+    pthread_mutex_lock(&s->queue_lock);
+    bool by_user = s->cancel_by_user;
+    pthread_mutex_unlock(&s->queue_lock);
     cq_err e2 = {0};
+    if (rc == CQ_ERR_CANCELLED && !by_user) {
+        /* the stop: nothing was kept; queued again with its upload, this start not counted */
+        cq_store_job_interrupted(st, job_id, &e2);
+        atomic_fetch_add(&s->jobs_interrupted, 1);
+        CQ_INFO("job %lld (%s): interrupted by the stop after %d of %d pages; it resumes at the next start",
+                (long long)job_id, j.filename, progress.done, progress.total);
+        cq_job_info_free(&j);
+        return;
+    }
     /* The end state and the document link change together: a reader never sees "ready" without the document. */
     bool tx = cq_store_begin(st, &e2) == CQ_OK;
-    if (rc) {
+    if (rc == CQ_ERR_CANCELLED) {
+        cq_store_job_update(st, job_id, "cancelled", progress.done, progress.total, err.msg, &e2);
+        cq_store_job_finish(st, job_id, 0, &e2);
+        atomic_fetch_add(&s->jobs_cancelled, 1);
+        CQ_INFO("job %lld: %s", (long long)job_id, err.msg);
+    } else if (rc) {
         /* the pipeline records a failed document with the reason: link it so the job shows it */
         cq_doc_info d;
         int64_t doc_id = 0;
@@ -283,18 +322,17 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         cq_store_job_finish(st, job_id, doc_id, &e2);
         atomic_fetch_add(&s->jobs_failed, 1);
         CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);
-    } else {
-        cq_store_job_update(st, job_id, res.duplicate ? "duplicate" : "ready", res.n_pages, res.n_pages, NULL, &e2);
+    } else if (res.duplicate) {
+        cq_store_job_update(st, job_id, "duplicate", res.n_pages, res.n_pages, NULL, &e2);
         cq_store_job_finish(st, job_id, res.doc_id, &e2);
-        if (res.duplicate) {
-            atomic_fetch_add(&s->jobs_duplicate, 1);
-        } else {
-            atomic_fetch_add(&s->jobs_ready, 1);
-            atomic_fetch_add(&s->ingest_pages, (uint64_t)res.n_pages);
-            atomic_fetch_add(&s->ingest_ms, (uint64_t)(res.seconds * 1e3 + 0.5));
-        }
-        CQ_INFO("job %lld: %s %s (%d pages, %d clauses, %.2f s)", (long long)job_id, j.filename,
-                res.duplicate ? "was there already" : "ready", res.n_pages, res.n_clauses, res.seconds);
+        atomic_fetch_add(&s->jobs_duplicate, 1);
+        CQ_INFO("job %lld: %s was there already", (long long)job_id, j.filename);
+    } else { /* ended ready with its document (job_ready_in_tx) */
+        atomic_fetch_add(&s->jobs_ready, 1);
+        atomic_fetch_add(&s->ingest_pages, (uint64_t)res.n_pages);
+        atomic_fetch_add(&s->ingest_ms, (uint64_t)(res.seconds * 1e3 + 0.5));
+        CQ_INFO("job %lld: %s ready (%d pages, %d clauses, %.2f s)", (long long)job_id, j.filename, res.n_pages,
+                res.n_clauses, res.seconds);
     }
     if (tx && cq_store_commit(st, &e2)) {
         CQ_ERROR("job %lld: cannot record its end: %s", (long long)job_id, e2.msg);
@@ -324,15 +362,81 @@ static void *worker_main(void *arg) {
         if (!s->head) s->tail = NULL;
         s->queued--;
         s->running_job = q->id;
+        s->cancel_by_user = false;
+        atomic_store(&s->cancel_running, false); /* under the lock: a stop from now on sets it for this job */
         pthread_mutex_unlock(&s->queue_lock);
         run_job(s, st, q->id);
         free(q);
         pthread_mutex_lock(&s->queue_lock);
         s->running_job = 0;
+        pthread_cond_broadcast(&s->job_ended);
         pthread_mutex_unlock(&s->queue_lock);
     }
     cq_store_close(st);
     return NULL;
+}
+
+/* Takes job_id out of the in-memory queue; true if it was there. Under queue_lock. */
+static bool dequeue(cq_service *s, int64_t job_id) {
+    cq_svc_queued_job *prev = NULL;
+    for (cq_svc_queued_job *q = s->head; q; prev = q, q = q->next) {
+        if (q->id != job_id) continue;
+        if (prev) prev->next = q->next;
+        else s->head = q->next;
+        if (s->tail == q) s->tail = prev;
+        s->queued--;
+        free(q);
+        return true;
+    }
+    return false;
+}
+
+static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *err) {
+    cq_service *s = ctx;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    bool was_queued, was_running = false, still_running = false;
+    pthread_mutex_lock(&s->queue_lock);
+    was_queued = dequeue(s, job_id);
+    if (!was_queued && s->running_job == job_id) {
+        was_running = true;
+        s->cancel_by_user = true;
+        atomic_store(&s->cancel_running, true);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)CANCEL_WAIT_S;
+        while (s->running_job == job_id)
+            if (pthread_cond_timedwait(&s->job_ended, &s->queue_lock, &until) == ETIMEDOUT) break;
+        still_running = s->running_job == job_id;
+    }
+    pthread_mutex_unlock(&s->queue_lock);
+    cq_job_info j;
+    cq_status rc = cq_store_job_get(st, job_id, &j, err);
+    if (!rc && !was_running && !strcmp(j.state, "queued")) {
+        /* it had not started: it ends here, its upload with it */
+        cq_err e2 = {0};
+        if (cq_store_begin(st, &e2) == CQ_OK) {
+            cq_store_job_update(st, job_id, "cancelled", 0, j.total, "cancelled before it started", &e2);
+            cq_store_job_finish(st, job_id, 0, &e2);
+            if (cq_store_commit(st, &e2)) cq_store_rollback(st);
+        }
+        if (j.upload_path) unlink(j.upload_path);
+        atomic_fetch_add(&s->jobs_cancelled, 1);
+        CQ_INFO("job %lld (%s): cancelled before it started", (long long)job_id, j.filename ? j.filename : "?");
+        cq_job_info_free(&j);
+        rc = cq_store_job_get(st, job_id, &j, err);
+    } else if (!rc && !was_running && !was_queued) {
+        rc = cq_err_set(err, CQ_ERR_EXISTS, "job %lld has ended (%s): there is nothing to cancel%s", (long long)job_id,
+                        j.state, !strcmp(j.state, "ready") ? " (delete its document instead)" : "");
+    }
+    if (!rc) {
+        *out = job_json(st, &j);
+        /* a running job stops between two pages: one still running after CANCEL_WAIT_S ends cancelled shortly */
+        if (still_running) cJSON_AddBoolToObject(*out, "cancel_requested", true);
+    }
+    cq_job_info_free(&j);
+    cq_svc_pool_put(s, st);
+    return rc;
 }
 
 /* Jobs a previous run left queued or running go back into the queue; uploads no job owns are removed. */
@@ -348,10 +452,24 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
     }
     for (size_t i = 0; i < n; i++) {
         cq_err e2 = {0};
-        if (jobs[i].upload_path && access(jobs[i].upload_path, R_OK) == 0) {
+        const char *name = jobs[i].filename ? jobs[i].filename : "?";
+        bool crashed = !strcmp(jobs[i].state, "running"); /* a stop queues its running job again */
+        if (crashed && jobs[i].attempts >= CQ_JOB_MAX_ATTEMPTS) {
+            cq_err why = {0};
+            cq_err_set(&why, CQ_ERR_INTERNAL, "not tried again: the server stopped (a crash, or killed for its "
+                       "memory) during each of the %d times this document was read", jobs[i].attempts);
+            cq_store_job_fail(st, jobs[i].id, 0, jobs[i].total, &why, &e2);
+            cq_store_job_finish(st, jobs[i].id, 0, &e2);
+            if (jobs[i].upload_path) unlink(jobs[i].upload_path);
+            CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why.msg);
+        } else if (jobs[i].upload_path && access(jobs[i].upload_path, R_OK) == 0) {
             cq_store_job_update(st, jobs[i].id, "queued", 0, jobs[i].total, NULL, &e2);
             enqueue(s, jobs[i].id);
-            CQ_INFO("job %lld (%s) resumes", (long long)jobs[i].id, jobs[i].filename ? jobs[i].filename : "?");
+            if (crashed)
+                CQ_WARN("job %lld (%s) was cut off by a crash: it runs again (start %d of at most %d)",
+                        (long long)jobs[i].id, name, jobs[i].attempts + 1, CQ_JOB_MAX_ATTEMPTS);
+            else
+                CQ_INFO("job %lld (%s) resumes", (long long)jobs[i].id, name);
         } else {
             cq_err lost = {0};
             cq_err_set(&lost, CQ_ERR_IO, "the upload was lost when the server stopped");
@@ -360,6 +478,23 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
         }
     }
     cq_job_info_free_array(jobs, n);
+    /* Originals no document uses: stored by a job that a crash cut off and that then failed for good (a job that
+     * runs again stores its original again). */
+    DIR *fd = opendir(s->files_dir);
+    struct dirent *fe;
+    while (fd && (fe = readdir(fd))) {
+        const char *dot = strchr(fe->d_name, '.');
+        if (!dot || dot - fe->d_name != 64 || !cq_reader_format_named(dot + 1)) continue;
+        char sha[65], path[1200];
+        snprintf(sha, sizeof sha, "%.64s", fe->d_name);
+        bool in_use = true;
+        cq_err e3 = {0};
+        if (cq_store_content_in_use(st, sha, &in_use, &e3) == CQ_OK && !in_use) {
+            snprintf(path, sizeof path, "%s/%s", s->files_dir, fe->d_name);
+            unlink(path);
+        }
+    }
+    if (fd) closedir(fd);
     /* Spooled bodies of requests that never finished, and uploads of jobs deleted with their KB. */
     const char *dirs[] = {s->spool_dir, s->uploads_dir};
     for (int k = 0; k < 2; k++) {
@@ -405,11 +540,16 @@ cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
     return CQ_OK;
 }
 
-void cq_svc_jobs_stop(cq_service *s) {
+void cq_svc_jobs_interrupt(cq_service *s) {
     pthread_mutex_lock(&s->queue_lock);
     s->stopping = true;
+    atomic_store(&s->cancel_running, true); /* the running job stops before its next page */
     pthread_cond_broadcast(&s->queue_cond);
     pthread_mutex_unlock(&s->queue_lock);
+}
+
+void cq_svc_jobs_stop(cq_service *s) {
+    cq_svc_jobs_interrupt(s);
     if (s->worker_started) pthread_join(s->worker, NULL);
     while (s->head) {
         cq_svc_queued_job *q = s->head;
@@ -422,4 +562,5 @@ void cq_svc_jobs_web(cq_web_service *w) {
     w->upload = svc_upload;
     w->job_get = svc_job_get;
     w->job_list = svc_job_list;
+    w->job_cancel = svc_job_cancel;
 }

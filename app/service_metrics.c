@@ -92,6 +92,10 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      "clauseqa_ingest_jobs_total{state=\"ready\"} %llu\n"
                      "clauseqa_ingest_jobs_total{state=\"failed\"} %llu\n"
                      "clauseqa_ingest_jobs_total{state=\"duplicate\"} %llu\n"
+                     "clauseqa_ingest_jobs_total{state=\"cancelled\"} %llu\n"
+                     "# HELP clauseqa_ingest_jobs_interrupted_total Running jobs a shutdown queued again.\n"
+                     "# TYPE clauseqa_ingest_jobs_interrupted_total counter\n"
+                     "clauseqa_ingest_jobs_interrupted_total %llu\n"
                      "# HELP clauseqa_ingest_pages_total Pages ingested.\n"
                      "# TYPE clauseqa_ingest_pages_total counter\n"
                      "clauseqa_ingest_pages_total %.0f\n"
@@ -103,7 +107,9 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      "clauseqa_ingest_pages_per_second %.2f\n",
                      queued + (running ? 1 : 0), (unsigned long long)atomic_load(&s->jobs_ready),
                      (unsigned long long)atomic_load(&s->jobs_failed),
-                     (unsigned long long)atomic_load(&s->jobs_duplicate), pages, ms / 1e3,
+                     (unsigned long long)atomic_load(&s->jobs_duplicate),
+                     (unsigned long long)atomic_load(&s->jobs_cancelled),
+                     (unsigned long long)atomic_load(&s->jobs_interrupted), pages, ms / 1e3,
                      ms > 0 ? pages / (ms / 1e3) : 0.0);
     cq_strbuf_printf(b,
                      "# HELP clauseqa_answers_total Questions answered (abstentions included).\n"

@@ -71,6 +71,8 @@ const char *cq_status_name(cq_status code) {
     case CQ_ERR_UNSUPPORTED: return "unsupported";
     case CQ_ERR_DEVICE: return "device";
     case CQ_ERR_INTERNAL: return "internal";
+    case CQ_ERR_TOO_LARGE: return "too_large";
+    case CQ_ERR_CANCELLED: return "cancelled";
     }
     return "unknown";
 }

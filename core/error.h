@@ -20,6 +20,8 @@ typedef enum {
     CQ_ERR_UNSUPPORTED = 9, /* encrypted PDF, unknown format, missing feature */
     CQ_ERR_DEVICE = 10,   /* CUDA / cuBLAS failure */
     CQ_ERR_INTERNAL = 11, /* a bug: an invariant did not hold */
+    CQ_ERR_TOO_LARGE = 12, /* over a configured limit (a document's pages or memory budget): retrying cannot help */
+    CQ_ERR_CANCELLED = 13, /* stopped on request (a job cancelled, the server stopping) */
 } cq_status;
 
 typedef struct {

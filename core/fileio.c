@@ -1,12 +1,22 @@
 #include "core/fileio.h"
 
 #include <ctype.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "core/fault.h"
+
+#define TEMP_MARK ".tmp." /* cq_file_write_atomic's temporary files: PATH.tmp.XXXXXX */
 
 cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *len, cq_err *err) {
     *data = NULL;
@@ -41,11 +51,14 @@ cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *
 }
 
 cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err) {
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + 48;
     char *tmp = malloc(n);
     if (!tmp) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp.XXXXXX", path); /* a name of its own: threads may write the same path at once */
+    /* a name of its own (threads may write the same path at once) that says which process writes it */
+    snprintf(tmp, n, "%s" TEMP_MARK "%d.XXXXXX", path, (int)getpid());
     int fd = mkstemp(tmp);
+    /* Locked while it is written, so that cq_remove_stale_temp_files tells it from a crashed writer's leftover. */
+    if (fd >= 0) flock(fd, LOCK_EX);
     FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
@@ -60,6 +73,7 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     bad |= fflush(f) != 0;
     bad |= fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
+    cq_fault_point("in-temp-write"); /* the crash tests (core/fault.h) */
     if (bad || rename(tmp, path) != 0) {
         cq_err_set(err, CQ_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
@@ -68,6 +82,37 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     }
     free(tmp);
     return CQ_OK;
+}
+
+/* The writer of a temp file is gone: the process its name names has exited. */
+static bool writer_gone(const char *name) {
+    const char *p = strstr(name, TEMP_MARK) + strlen(TEMP_MARK);
+    char *end;
+    long pid = strtol(p, &end, 10);
+    return end != p && *end == '.' && pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int cq_remove_stale_temp_files(const char *dir, int min_age_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, TEMP_MARK)) continue;
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        /* A writer at work holds the lock; a young file whose writer lives may be one that has not taken it yet. */
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (now - st.st_mtime >= min_age_s || writer_gone(e->d_name)) &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    return removed;
 }
 
 cq_status cq_file_copy(const char *src, const char *dst, cq_err *err) {

@@ -14,6 +14,12 @@ cq_status cq_file_read(const char *path, size_t max_bytes, char **data, size_t *
  * threads write the same path; readers see the old file or the new one, never a part. */
 cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, cq_err *err);
 
+/* Removes the temporary files (NAME.tmp.PID.XXXXXX) that writers killed before their rename left in dir: those no
+ * writer holds whose process has exited, or that are at least min_age_s seconds old. Returns how many. */
+int cq_remove_stale_temp_files(const char *dir, int min_age_s);
+/* The age past which a temporary file no writer holds is a crashed write's, whoever its writer was. */
+#define CQ_TEMP_STALE_AGE_S 10
+
 /* Copies src to dst atomically. */
 cq_status cq_file_copy(const char *src, const char *dst, cq_err *err);
 

@@ -107,16 +107,22 @@ size_t cq_utf8_fit_width(const char *s, size_t n, int max_cols, int *cols) {
     return i;
 }
 
-bool cq_utf8_valid(const char *s, size_t n) {
+size_t cq_utf8_valid_prefix(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
+        if ((unsigned char)s[i] < 0x80) { /* ASCII runs are the common case */
+            i++;
+            continue;
+        }
         size_t len;
         uint32_t cp = cq_utf8_decode(s + i, n - i, &len);
-        if (cp == CQ_UTF8_REPLACEMENT && len == 1) return false;
+        if (cp == CQ_UTF8_REPLACEMENT && len == 1) return i;
         i += len;
     }
-    return true;
+    return n;
 }
+
+bool cq_utf8_valid(const char *s, size_t n) { return cq_utf8_valid_prefix(s, n) == n; }
 
 bool cq_is_cjk(uint32_t cp) {
     return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x323AF) ||

@@ -28,6 +28,9 @@ size_t cq_utf8_fit_width(const char *s, size_t n, int max_cols, int *cols);
 
 /* True if s[0..n) is valid UTF-8. */
 bool cq_utf8_valid(const char *s, size_t n);
+/* Length of the longest valid UTF-8 prefix of s[0..n): n when it is all valid, else where the first invalid or
+ * truncated sequence starts. Surrogates, overlong forms and code points past U+10FFFF are invalid. */
+size_t cq_utf8_valid_prefix(const char *s, size_t n);
 
 /* Han ideographs (unified, extensions, compatibility). */
 bool cq_is_cjk(uint32_t cp);

@@ -47,6 +47,37 @@ cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filen
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "record upload");
 }
 
+/* Runs an UPDATE of one job whose only parameters are ?1 (updated_at) and ?2 (the id). */
+static cq_status job_exec(cq_store *s, const char *sql, int64_t job_id, const char *what, cq_err *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) return db_error(s, err, what);
+    sqlite3_bind_int64(st, 1, (int64_t)time(NULL));
+    sqlite3_bind_int64(st, 2, job_id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, what);
+}
+
+cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err) {
+    cq_status rc = job_exec(s,
+                            "UPDATE jobs SET state = 'running', done = 0, error = NULL, attempts = attempts + 1, "
+                            "updated_at = ?1 WHERE id = ?2",
+                            job_id, "start job", err);
+    if (rc || !attempts) return rc;
+    cq_job_info j;
+    rc = cq_store_job_get(s, job_id, &j, err);
+    *attempts = rc ? 0 : j.attempts;
+    cq_job_info_free(&j);
+    return rc;
+}
+
+cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err) {
+    return job_exec(s,
+                    "UPDATE jobs SET state = 'queued', done = 0, attempts = max(attempts - 1, 0), updated_at = ?1 "
+                    "WHERE id = ?2",
+                    job_id, "requeue job", err);
+}
+
 cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_err *err) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "UPDATE jobs SET doc_id = ?, upload_path = NULL, updated_at = ? WHERE id = ?",
@@ -76,7 +107,8 @@ cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, co
 
 #define JOB_COLUMNS                                                                                                 \
     "j.id, j.kb_id, coalesce(j.doc_id, 0), k.name, j.state, j.done, j.total, j.error, j.filename, j.upload_path, " \
-    "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, '') "        \
+    "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, ''), "      \
+    "j.attempts "                                                                                               \
     "FROM jobs j JOIN kbs k ON k.id = j.kb_id"
 
 static void job_from_row(sqlite3_stmt *st, cq_job_info *j) {
@@ -96,6 +128,7 @@ static void job_from_row(sqlite3_stmt *st, cq_job_info *j) {
     j->updated_at = sqlite3_column_int64(st, 12);
     j->replace = sqlite3_column_int(st, 13);
     snprintf(j->error_code, sizeof j->error_code, "%s", (const char *)sqlite3_column_text(st, 14));
+    j->attempts = sqlite3_column_int(st, 15);
 }
 
 /* Runs a job query whose ?1 (when bound >= 0) is an id and ?2 a limit; collects the rows. */

@@ -3,9 +3,14 @@
  *
  * A job is one uploaded file waiting for, or going through, ingestion. The upload is kept at upload_path until the
  * job ends, so that a job interrupted by a restart can run again. States:
- *   queued → running → ready | failed | duplicate        (duplicate: identical content was in the KB already)
+ *   queued → running → ready | failed | duplicate | cancelled
+ * duplicate: identical content was in the KB already; failed: for good (a damaged or too large document, or
+ * CQ_JOB_MAX_ATTEMPTS starts that each ended in a crash; error_code says which); cancelled: on request, nothing of
+ * it was kept. Interrupted is not an end: a shutdown puts its running job back to queued
+ * (cq_store_job_interrupted), and a job a crash left running is queued again at the next start, attempts
+ * permitting.
  * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc; by the
- * conversations migration: error_code. */
+ * conversations migration: error_code; by migration 8: attempts. */
 #ifndef CQ_INDEX_JOBS_H
 #define CQ_INDEX_JOBS_H
 
@@ -27,8 +32,13 @@ typedef struct {
     char *upload_path;         /* NULL once the job ended */
     int64_t size_bytes;
     int replace;               /* replace a document of the same name */
+    int attempts;              /* starts of this job that were not interrupted by a shutdown */
     int64_t created_at, updated_at;
 } cq_job_info;
+
+/* A job found running after this many starts (each cut off by a crash: the process killed for its memory, say)
+ * fails instead of running again. */
+#define CQ_JOB_MAX_ATTEMPTS 3
 
 void cq_job_info_free(cq_job_info *j);
 void cq_job_info_free_array(cq_job_info *j, size_t n);
@@ -37,6 +47,10 @@ void cq_job_info_free_array(cq_job_info *j, size_t n);
  * replaces a document of the same name. */
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
                                   int64_t size_bytes, int replace, cq_err *err);
+/* The job starts (again): running, no pages done, one more attempt (*attempts, may be NULL, gets the count). */
+cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err);
+/* A shutdown stopped the job: queued again with no pages done, and this attempt not counted. */
+cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err);
 /* Marks the job failed at page done of total, with why's message and code. */
 cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err);
 /* Links the job to its document; clears the upload path once the job has ended. */

@@ -96,11 +96,22 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
     memcpy(prefix, secret, PREFIX_CHARS);
     prefix[PREFIX_CHARS] = 0;
 
+    /* The key and "authentication is required" come together. */
+    int own_tx = sqlite3_get_autocommit(cq_store_db(s));
+    if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
+    rc = cq_store_auth_set_required(s, true, err);
+    if (rc) {
+        if (own_tx) cq_store_rollback(s);
+        return rc;
+    }
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) VALUES(?, ?, ?, ?, ?, ?)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_error(s, err, "create key");
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_error(s, err, "create key");
+        if (own_tx) cq_store_rollback(s);
+        return rc;
+    }
     sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, prefix, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, hash, -1, SQLITE_TRANSIENT);
@@ -111,10 +122,19 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
     sqlite3_bind_int64(st, 6, now);
     int step = sqlite3_step(st);
     sqlite3_finalize(st);
-    if (step != SQLITE_DONE) return db_error(s, err, "create key");
+    int64_t id = sqlite3_last_insert_rowid(cq_store_db(s));
+    if (step != SQLITE_DONE) {
+        rc = db_error(s, err, "create key");
+        if (own_tx) cq_store_rollback(s);
+        return rc;
+    }
+    if (own_tx && cq_store_commit(s, err)) {
+        cq_store_rollback(s);
+        return CQ_ERR_DB;
+    }
     if (info) {
         memset(info, 0, sizeof *info);
-        info->id = sqlite3_last_insert_rowid(cq_store_db(s));
+        info->id = id;
         snprintf(info->name, sizeof info->name, "%s", name);
         snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
         info->role = role;
@@ -216,4 +236,48 @@ cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
     if (rc == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? CQ_OK : db_error(s, err, "count keys");
+}
+
+cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
+    *required = false;
+    if (since) *since = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_error(s, err, "read settings");
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        *required = v && !strcmp((const char *)v, "1");
+        if (since && *required) *since = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "read settings");
+}
+
+cq_status cq_store_auth_set_required(cq_store *s, bool required, cq_err *err) {
+    bool now;
+    cq_status rc = cq_store_auth_required(s, &now, NULL, err);
+    if (rc || now == required) return rc; /* unchanged: keeps the time it was set */
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s),
+                           "INSERT INTO settings(name, value, updated_at) VALUES('auth_required', ?, ?) "
+                           "ON CONFLICT(name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_error(s, err, "write settings");
+    sqlite3_bind_text(st, 1, required ? "1" : "0", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+    int step = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return step == SQLITE_DONE ? CQ_OK : db_error(s, err, "write settings");
+}
+
+cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err) {
+    *open = false;
+    bool required = true;
+    int64_t active = 1;
+    cq_status rc = cq_store_auth_required(s, &required, NULL, err);
+    if (!rc && !required) rc = cq_store_key_count_active(s, &active, err);
+    if (!rc) *open = !required && active == 0;
+    return rc;
 }

@@ -4,11 +4,17 @@
  * one KB, and read it), reader (retrieve and ask in one KB). A key's KB is a KB name, or "*" for every KB; admin
  * keys have none (""). Secrets are "cq_" + 40 hex digits (160 random bits), so an unsalted hash is enough.
  *
- * Schema (migration in store.c):
- *   api_keys(id, name, prefix, hash UNIQUE, role, kb, created_at, last_used_at, revoked_at) */
+ * Open mode (a developer's machine: no key needed) is possible only while authentication is not required. Creating
+ * a key requires it for good: revoking every key afterwards does not reopen the server (a 401 for everyone is
+ * safer than a silent open door). Only an admin's explicit `clauseqa keys open-mode on` lifts it.
+ *
+ * Schema (migrations in store.c):
+ *   api_keys(id, name, prefix, hash UNIQUE, role, kb, created_at, last_used_at, revoked_at)
+ *   settings: 'auth_required' = '1' once required */
 #ifndef CQ_INDEX_KEYS_H
 #define CQ_INDEX_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +54,13 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
 
 /* Number of keys not revoked. */
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err);
+
+/* Whether authentication is required (set by the first key, or by cq_store_auth_set_required), and since when
+ * (unix seconds; may be NULL). */
+cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err);
+cq_status cq_store_auth_set_required(cq_store *s, bool required, cq_err *err);
+/* Open mode may apply: authentication is not required and no key is active. */
+cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err);
 
 /* Does a key of this role and KB allow `need` on KB kb_name (NULL: an action on no particular KB)? Admin allows
  * everything; editor implies reader; a KB-less action (list KBs aside) needs admin. */

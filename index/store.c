@@ -1,10 +1,12 @@
 #include "index/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/utf8.h"
 #include "index/fts_cjk.h"
@@ -140,6 +142,128 @@ static const char *const migrations[] = {
     "  key TEXT NOT NULL,\n"
     "  PRIMARY KEY(doc_id, key)) WITHOUT ROWID;\n"
     "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n",
+    /* 6: ids are never used twice. Without AUTOINCREMENT SQLite gives a new row the largest id + 1, so deleting the
+     * newest KB, document, clause, job, key or conversation handed its id to the next one: an old clause id opened
+     * another KB's clause, a KB's FAISS files (named by id) could meet a new KB, a new key could inherit a revoked
+     * key's conversations (owner_key_id). Each table is rebuilt (the SQLite way: new table, copy, drop, rename;
+     * foreign keys are off during migrations) keeping every id and every column the migrations before this one
+     * added, so every reference and every FTS rowid stays as it was. The tables keyed by another table's id
+     * (pages, clause_vectors, doc_states, doc_versions, doc_repeals) need no rebuild. */
+    "CREATE TABLE kbs_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO kbs_v6(id, name, created_at) SELECT id, name, created_at FROM kbs;\n"
+    "DROP TABLE kbs;\n"
+    "ALTER TABLE kbs_v6 RENAME TO kbs;\n"
+    "CREATE TABLE documents_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  name TEXT NOT NULL,\n"
+    "  filename TEXT NOT NULL,\n"
+    "  format TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  size_bytes INTEGER NOT NULL,\n"
+    "  title TEXT,\n"
+    "  n_pages INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_clauses INTEGER NOT NULL DEFAULT 0,\n"
+    "  status TEXT NOT NULL DEFAULT 'processing',\n"
+    "  error TEXT,\n"
+    "  quality REAL NOT NULL DEFAULT 1,\n"
+    "  quality_reason TEXT NOT NULL DEFAULT '',\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO documents_v6(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, "
+    "status, error, quality, quality_reason, created_at) SELECT id, kb_id, name, filename, format, sha256, "
+    "size_bytes, title, n_pages, n_clauses, status, error, quality, quality_reason, created_at FROM documents;\n"
+    "DROP TABLE documents;\n"
+    "ALTER TABLE documents_v6 RENAME TO documents;\n"
+    "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);\n"
+    "CREATE INDEX documents_kb_name ON documents(kb_id, name);\n"
+    "CREATE TABLE clauses_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  ord INTEGER NOT NULL,\n"
+    "  kind INTEGER NOT NULL,\n"
+    "  label TEXT, label_key TEXT,\n"
+    "  path TEXT NOT NULL DEFAULT '',\n"
+    "  text TEXT NOT NULL,\n"
+    "  page_first INTEGER NOT NULL DEFAULT 0, page_last INTEGER NOT NULL DEFAULT 0,\n"
+    "  start_off INTEGER NOT NULL, end_off INTEGER NOT NULL,\n"
+    "  boxes BLOB);\n"
+    "INSERT INTO clauses_v6(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
+    "end_off, boxes) SELECT id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, "
+    "end_off, boxes FROM clauses;\n"
+    "DROP TABLE clauses;\n"
+    "ALTER TABLE clauses_v6 RENAME TO clauses;\n"
+    "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
+    "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
+    "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
+    "CREATE TABLE jobs_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  state TEXT NOT NULL,\n"
+    "  done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0,\n"
+    "  error TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,\n"
+    "  filename TEXT,\n"
+    "  upload_path TEXT,\n"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "  replace_doc INTEGER NOT NULL DEFAULT 0,\n"
+    "  error_code TEXT);\n"
+    "INSERT INTO jobs_v6(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, "
+    "upload_path, size_bytes, replace_doc, error_code) SELECT id, kb_id, doc_id, state, done, total, error, "
+    "created_at, updated_at, filename, upload_path, size_bytes, replace_doc, error_code FROM jobs;\n"
+    "DROP TABLE jobs;\n"
+    "ALTER TABLE jobs_v6 RENAME TO jobs;\n"
+    "CREATE INDEX jobs_state ON jobs(state);\n"
+    "CREATE TABLE api_keys_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL,\n"
+    "  prefix TEXT NOT NULL,\n"
+    "  hash TEXT NOT NULL UNIQUE,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER);\n"
+    "INSERT INTO api_keys_v6(id, name, prefix, hash, role, kb, created_at, last_used_at, revoked_at) SELECT id, "
+    "name, prefix, hash, role, kb, created_at, last_used_at, revoked_at FROM api_keys;\n"
+    "DROP TABLE api_keys;\n"
+    "ALTER TABLE api_keys_v6 RENAME TO api_keys;\n"
+    "CREATE TABLE conversations_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  owner_key_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "INSERT INTO conversations_v6(id, owner_key_id, kb_id, title, created_at, updated_at) SELECT id, owner_key_id, "
+    "kb_id, title, created_at, updated_at FROM conversations;\n"
+    "DROP TABLE conversations;\n"
+    "ALTER TABLE conversations_v6 RENAME TO conversations;\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns_v6(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question TEXT NOT NULL,\n"
+    "  reply TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "INSERT INTO conversation_turns_v6(id, conversation_id, question, reply, created_at) SELECT id, "
+    "conversation_id, question, reply, created_at FROM conversation_turns;\n"
+    "DROP TABLE conversation_turns;\n"
+    "ALTER TABLE conversation_turns_v6 RENAME TO conversation_turns;\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
+    /* 7: settings of the installation (index/keys.h: once a key has existed, authentication stays on until an
+     * admin turns open mode on again). A database that has had a key has authentication on. */
+    "CREATE TABLE settings(\n"
+    "  name TEXT PRIMARY KEY,\n"
+    "  value TEXT NOT NULL,\n"
+    "  updated_at INTEGER NOT NULL);\n"
+    "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
+    "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
+    /* 8: how many times a job has been started (index/jobs.h). A job found running at a start was cut off by a
+     * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
+     * for good instead of taking the server down at every start. */
+    "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -161,6 +285,8 @@ static cq_status prepare(cq_store *s, const char *sql, sqlite3_stmt **st, cq_err
     return CQ_OK;
 }
 
+static cq_status migrate_steps(cq_store *s, int target, cq_err *err);
+
 static cq_status schema_version(cq_store *s, int *version, cq_err *err) {
     sqlite3_stmt *st;
     if (prepare(s, "PRAGMA user_version", &st, err)) return CQ_ERR_DB;
@@ -170,9 +296,22 @@ static cq_status schema_version(cq_store *s, int *version, cq_err *err) {
 }
 
 /* Brings the schema to the newest version, one migration per transaction. The version is read again under the
- * write lock: two processes opening a fresh database at once must not both run a migration. */
+ * write lock: two processes opening a fresh database at once must not both run a migration. Foreign keys are off
+ * while migrations run (a table rebuild drops a table others refer to; SQLite ignores the pragma inside a
+ * transaction, so it is set around them). */
 static cq_status migrate(cq_store *s, cq_err *err) {
     const int target = (int)(sizeof migrations / sizeof migrations[0]);
+    int version;
+    if (schema_version(s, &version, err)) return CQ_ERR_DB;
+    if (version >= target) return migrate_steps(s, target, err);
+    if (exec(s, "PRAGMA foreign_keys=OFF", err)) return CQ_ERR_DB;
+    cq_status rc = migrate_steps(s, target, err);
+    cq_err ignored = {0};
+    if (exec(s, "PRAGMA foreign_keys=ON", rc ? &ignored : err) && !rc) rc = CQ_ERR_DB;
+    return rc;
+}
+
+static cq_status migrate_steps(cq_store *s, int target, cq_err *err) {
     for (;;) {
         int version;
         if (schema_version(s, &version, err)) return CQ_ERR_DB;
@@ -202,6 +341,10 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     *out = NULL;
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    /* A new database is private to its owner, like the originals: SQLite would create it 0644, and its -wal and
+     * -shm files take the database file's mode. An empty file is an empty database. */
+    int fd = strcmp(path, ":memory:") ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    if (fd >= 0) close(fd);
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
         cq_err_set(err, CQ_ERR_DB, "cannot open database %s: %s", path,

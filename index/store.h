@@ -8,10 +8,15 @@
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
- *   jobs(id, kb_id, doc_id, state, done, total, error, error_code, created_at, updated_at)
+ *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, upload_path, size_bytes,
+ *        replace_doc, error_code, attempts)           state: index/jobs.h
  *   api_keys (index/keys.h), conversations and conversation_turns (index/conversations.h)
  *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
  *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
+ *   settings(name, value, updated_at)
+ * Ids (KBs, documents, clauses, jobs, keys, conversations and their turns) are never used twice, even after
+ * deletion (AUTOINCREMENT), so an id a client kept names what it named or nothing. A new database file is made mode
+ * 0600.
  * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
  *
  * A cq_store is one connection: use it from one thread at a time (open one per thread). */
@@ -27,7 +32,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 5
+#define CQ_STORE_SCHEMA_VERSION 8
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"

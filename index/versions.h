@@ -17,7 +17,7 @@
  *                       (（已废止）, 决定废止), another document of the KB says so (《X》同时废止), or a person said so
  *   not_yet_in_force    takes effect after D
  *
- * Stored in doc_versions (store.c migration 6), one row per analysed document, and doc_repeals (the titles a
+ * Stored in doc_versions (store.c migration 5), one row per analysed document, and doc_repeals (the titles a
  * document repeals). Documents are analysed at ingest; documents ingested before versions existed are analysed the
  * first time their KB is asked about (cq_versions_ensure) or by `clauseqa reindex`. A person's correction
  * (cq_versions_set: group, dates, label, repeal) is kept over any later analysis until reset to automatic. */

@@ -57,10 +57,10 @@ static void mupdf_unlock(void *user, int lock) {
     pthread_mutex_unlock(&mupdf_mutex[lock]);
 }
 
-fz_context *cq_ocr_new_context(size_t max_store) {
+fz_context *cq_ocr_new_context(const void *alloc, size_t max_store) {
     pthread_once(&mupdf_once, mupdf_init_locks);
     static const fz_locks_context locks = {NULL, mupdf_lock, mupdf_unlock};
-    return fz_new_context(NULL, &locks, max_store);
+    return fz_new_context(alloc, &locks, max_store);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -344,6 +344,7 @@ typedef struct {
     const int *pages;
     int n;
     cq_ocr_page *results;
+    const atomic_bool *cancel; /* NULL: never */
     pthread_mutex_t doc_lock; /* the document: one thread at a time */
     pthread_mutex_t lock;     /* next, done, finished */
     pthread_cond_t cond;
@@ -498,7 +499,10 @@ static void *worker(void *arg) {
         int i = run->next++;
         pthread_mutex_unlock(&run->lock);
         if (i >= run->n) break;
-        if (api) {
+        if (run->cancel && atomic_load(run->cancel)) {
+            run->results[i].failed = true;
+            snprintf(run->results[i].error, sizeof run->results[i].error, "cancelled");
+        } else if (api) {
             ocr_one(run, ctx, api, i);
         } else {
             run->results[i].failed = true;
@@ -528,12 +532,13 @@ int cq_ocr_default_threads(void) {
 }
 
 cq_status cq_ocr_pages(fz_context *ctx, fz_document *doc, const int *pages, int n, int threads,
-                       cq_ocr_page *results, void (*on_page)(void *user, int i), void *user, cq_err *err) {
+                       const atomic_bool *cancel, cq_ocr_page *results, void (*on_page)(void *user, int i), void *user,
+                       cq_err *err) {
     memset(results, 0, (size_t)n * sizeof *results);
     if (n <= 0) return CQ_OK;
     if (threads <= 0) threads = cq_ocr_default_threads();
     if (threads > n) threads = n;
-    ocr_run run = {.ctx = ctx, .doc = doc, .pages = pages, .n = n, .results = results};
+    ocr_run run = {.ctx = ctx, .doc = doc, .pages = pages, .n = n, .results = results, .cancel = cancel};
     run.finished = calloc((size_t)n, sizeof *run.finished);
     bool *reported = calloc((size_t)n, sizeof *reported);
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
@@ -597,5 +602,6 @@ cq_status cq_ocr_pages(fz_context *ctx, fz_document *doc, const int *pages, int 
     free(tids);
     for (int i = 0; i < n && !rc; i++)
         if (results[i].nomem) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory during OCR");
+    if (!rc && cancel && atomic_load(cancel)) rc = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled during OCR");
     return rc;
 }

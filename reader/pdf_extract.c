@@ -17,10 +17,19 @@
  * the layer's own quality score.
  *
  * MuPDF is used with one context per call (made for sharing with the OCR threads); its warnings are kept (the last
- * one goes into error messages) and never printed. */
+ * one goes into error messages) and never printed.
+ *
+ * Limits (cq_reader_limits). The page count is checked before any page is read. The memory budget covers MuPDF
+ * (its context allocates through a counting allocator that refuses past the budget, shared by the OCR threads'
+ * clones; the page that needed it makes the document "too large", not merely unreadable) plus the record (its
+ * arrays' capacities, checked every 4,096 glyphs and after each page) plus what assembling the text will add. A
+ * cancel flag is looked at before each page, and by the OCR threads before each page they take. Page k is found
+ * through MuPDF's page map, built once (O(n)), where MuPDF alone walks the page tree from its root for every page
+ * (O(n^2): 20,000 tiny pages took 88 s, now 1.6 s; docs/RELIABILITY.md). */
 #include "reader/reader.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -85,6 +94,14 @@ typedef struct {
     char last_warning[200];
 } extraction;
 
+/* The memory budget of one reading: MuPDF's allocations (through budget_malloc and co.) plus the record's. */
+typedef struct {
+    size_t limit;           /* bytes, 0: none */
+    _Atomic size_t mupdf;   /* what MuPDF holds now (its OCR threads' clones allocate through the same budget) */
+    size_t own;             /* the record and the page scratch, as last counted */
+    atomic_bool refused;    /* an allocation of MuPDF was refused for the budget (since the flag was cleared) */
+} pdf_budget;
+
 /* One line as MuPDF gives it, before merging and cleaning (page-local scratch). */
 typedef struct {
     size_t first, n;        /* in the scratch glyph arrays */
@@ -100,7 +117,44 @@ typedef struct {
     uint32_t *clean;        /* cq_dt_clean_line output */
     size_t cap_clean;
     bool nomem;
+    bool over_budget;       /* the page's glyphs went past the budget */
+    pdf_budget *budget;
+    size_t record_bytes;    /* the record's share of budget->own, as counted before this page */
 } page_scratch;
+
+static bool budget_allows(pdf_budget *b, size_t more) {
+    if (b->limit && b->mupdf + b->own + more > b->limit) {
+        b->refused = true;
+        return false;
+    }
+    return true;
+}
+
+static void *budget_malloc(void *user, size_t size) {
+    pdf_budget *b = user;
+    if (!budget_allows(b, size)) return NULL;
+    void *p = malloc(size);
+    if (p) b->mupdf += malloc_usable_size(p);
+    return p;
+}
+
+static void *budget_realloc(void *user, void *old, size_t size) {
+    pdf_budget *b = user;
+    size_t had = old ? malloc_usable_size(old) : 0;
+    if (size > had && !budget_allows(b, size - had)) return NULL;
+    void *p = realloc(old, size);
+    if (p || size == 0) {
+        b->mupdf -= had;
+        if (p) b->mupdf += malloc_usable_size(p);
+    }
+    return p;
+}
+
+static void budget_free(void *user, void *p) {
+    pdf_budget *b = user;
+    if (p) b->mupdf -= malloc_usable_size(p);
+    free(p);
+}
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;
@@ -181,6 +235,13 @@ static void read_stext(fz_stext_page *st, page_scratch *s, pdf_page_info *pi) {
                 if (!glyphs_push(&s->g, cp, x0, x1)) {
                     s->nomem = true;
                     return;
+                }
+                if ((s->g.n & 4095) == 0 && s->budget->limit) {
+                    s->budget->own = s->record_bytes + s->g.cap * 12 + s->cap_lines * sizeof *s->lines;
+                    if (!budget_allows(s->budget, 0)) {
+                        s->over_budget = true;
+                        return;
+                    }
                 }
                 if (cp != ' ' && n_sizes++ == 0) {
                     baseline = ch->origin.y;
@@ -397,25 +458,78 @@ static void build_page_lines(extraction *ex, page_scratch *s, int page, pdf_page
     }
 }
 
+/* MuPDF's message msg, as text fit for ours, into dst (cap bytes): valid UTF-8 (MuPDF quotes the file's own bytes:
+ * "non-page object in page tree (Pa\347e)"; each invalid byte becomes U+FFFD), no control characters, cut at a
+ * character boundary. */
+static void mupdf_text(char *dst, size_t cap, const char *msg) {
+    size_t n = strlen(msg), o = 0;
+    for (size_t i = 0; i < n && cap > 0;) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(msg + i, n - i, &len);
+        if (len == 0) len = 1;
+        char buf[4];
+        size_t k;
+        if (cp == CQ_UTF8_REPLACEMENT && !(len == 3 && !memcmp(msg + i, "\xEF\xBF\xBD", 3))) {
+            memcpy(buf, "\xEF\xBF\xBD", 3);
+            k = 3;
+            len = 1;
+        } else if (cp < 0x20 || cp == 0x7f) {
+            buf[0] = ' ';
+            k = 1;
+        } else {
+            memcpy(buf, msg + i, len);
+            k = len;
+        }
+        if (o + k + 1 > cap) break;
+        memcpy(dst + o, buf, k);
+        o += k;
+        i += len;
+    }
+    if (cap > 0) dst[o] = 0;
+}
+
 static void warning_cb(void *user, const char *message) {
     extraction *ex = user;
-    snprintf(ex->last_warning, sizeof ex->last_warning, "%s", message);
+    mupdf_text(ex->last_warning, sizeof ex->last_warning, message);
 }
 
 static void error_cb(void *user, const char *message) { (void)user, (void)message; }
 
-/* Reads page `page` into the record. Returns false only when out of memory. */
-static bool read_page(fz_context *ctx, fz_document *doc, int page, extraction *ex, page_scratch *s) {
+/* Bytes the record holds (capacities: what is allocated), the page scratch included. */
+static size_t record_bytes(const extraction *ex, const page_scratch *s) {
+    return ex->g.cap * 12 + ex->cap_lines * sizeof *ex->lines + (size_t)ex->n_pages * sizeof *ex->pages +
+           s->g.cap * 12 + s->cap_lines * sizeof *s->lines + s->cap_clean * sizeof *s->clean;
+}
+
+typedef enum { PAGE_READ, PAGE_NOMEM, PAGE_OVER_BUDGET } page_result;
+
+/* Reads page `page` into the record. A page MuPDF cannot read is marked unreadable (PAGE_READ); PAGE_NOMEM when
+ * malloc failed, PAGE_OVER_BUDGET when the page needed more than the budget left. */
+static page_result read_page(fz_context *ctx, fz_document *doc, pdf_document *map, int page, extraction *ex,
+                             page_scratch *s) {
     pdf_page_info *pi = &ex->pages[page];
     fz_page *pg = NULL;
     fz_stext_page *st = NULL;
+    pdf_obj *held = NULL;
     fz_var(pg);
     fz_var(st);
+    fz_var(held);
     s->g.n = 0;
     s->n_lines = 0;
+    s->budget->refused = false;
+    s->record_bytes = ex->g.cap * 12 + ex->cap_lines * sizeof *ex->lines + (size_t)ex->n_pages * sizeof *ex->pages;
     pi->first_line = (uint32_t)ex->n_lines;
     fz_try(ctx) {
+        /* With the page map (map: its document, else NULL), MuPDF 1.21's page lookup returns a reference to the page
+         * object that pdf_load_page keeps once more and never gives back: each page object (~700 bytes) would stay
+         * allocated for good. The extra reference is measured, and given back when there is one. */
+        int refs = 0;
+        if (map) {
+            held = pdf_load_object(ctx, map, map->fwd_page_map[page]);
+            refs = pdf_obj_refs(ctx, held);
+        }
         pg = fz_load_page(ctx, doc, page);
+        if (held && ((pdf_page *)pg)->obj == held && pdf_obj_refs(ctx, held) == refs + 2) pdf_drop_obj(ctx, held);
         fz_rect r = fz_bound_page(ctx, pg);
         pi->width = r.x1 - r.x0;
         pi->height = r.y1 - r.y0;
@@ -429,16 +543,21 @@ static bool read_page(fz_context *ctx, fz_document *doc, int page, extraction *e
     fz_always(ctx) {
         fz_drop_stext_page(ctx, st);
         fz_drop_page(ctx, pg);
+        pdf_drop_obj(ctx, held);
     }
     fz_catch(ctx) {
+        if (fz_caught(ctx) == FZ_ERROR_MEMORY && s->budget->refused) s->over_budget = true;
         pi->unreadable = true;
-        snprintf(pi->error, sizeof pi->error, "%s", fz_caught_message(ctx));
+        mupdf_text(pi->error, sizeof pi->error, fz_caught_message(ctx));
         s->n_lines = 0;
     }
-    if (s->nomem) return false;
+    if (s->nomem) return PAGE_NOMEM;
+    if (s->over_budget) return PAGE_OVER_BUDGET;
     build_page_lines(ex, s, page, pi);
     pi->n_lines = (uint32_t)ex->n_lines - pi->first_line;
-    return !s->nomem && !ex->nomem;
+    if (s->nomem || ex->nomem) return PAGE_NOMEM;
+    s->budget->own = record_bytes(ex, s);
+    return budget_allows(s->budget, 0) ? PAGE_READ : PAGE_OVER_BUDGET;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -709,6 +828,8 @@ static float first_word_width(const extraction *ex, const pdf_line *B) {
     return ex->g.x1[g] - B->x0;
 }
 
+#define COLUMN_WINDOW 256 /* lines before and after a line that column_edges looks at */
+
 /* Right edge and left margin of the text column line i belongs to: lines of the page starting within 4 em
  * of it; the second-largest right end (one wide line, such as a spanning heading, does not set the edge). */
 static void column_edges(const extraction *ex, const uint32_t *kept, size_t n_kept, size_t i, float *right,
@@ -718,7 +839,12 @@ static void column_edges(const extraction *ex, const uint32_t *kept, size_t n_ke
     float best = A->x1, second = -1;
     float l = A->x0;
     size_t count = 0;
-    for (size_t k = 0; k < n_kept; k++) {
+    /* The lines within COLUMN_WINDOW of line i in reading order: all of an ordinary page's (so the same answer as
+     * the whole page), a bounded number on a page of tens of thousands of tiny lines (where the whole page made
+     * the text assembly quadratic: 10 million glyphs on one page took 76 s, now 8 s). */
+    size_t from = i > COLUMN_WINDOW ? i - COLUMN_WINDOW : 0, to = n_kept - i > COLUMN_WINDOW ? i + COLUMN_WINDOW + 1
+                                                                                            : n_kept;
+    for (size_t k = from; k < to; k++) {
         const pdf_line *M = &ex->lines[kept[k]];
         if (M->vertical || fabsf(M->x0 - A->x0) > 4 * em) continue;
         count++;
@@ -1302,7 +1428,8 @@ static cq_status ocr_pages(fz_context *ctx, fz_document *doc, extraction *ex, pa
                            int n_todo, const cq_reader_input *in, progress_state *ps, cq_err *err) {
     cq_ocr_page *res = calloc((size_t)n_todo, sizeof *res);
     if (!res) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for OCR of %d pages", n_todo);
-    cq_status rc = cq_ocr_pages(ctx, doc, todo, n_todo, in->ocr_threads, res, ocr_page_done, ps, err);
+    cq_status rc = cq_ocr_pages(ctx, doc, todo, n_todo, in->ocr_threads, in->limits ? in->limits->cancel : NULL, res,
+                                ocr_page_done, ps, err);
     for (int i = 0; i < n_todo && !rc; i++) {
         pdf_page_info *pi = &ex->pages[todo[i]];
         const cq_ocr_page *r = &res[i];
@@ -1351,6 +1478,39 @@ static cq_status check_file(const char *path, cq_err *err) {
     return cq_err_set(err, CQ_ERR_FORMAT, "%s is not a PDF (no %%PDF- header; it starts with \"%s\")", path, shown);
 }
 
+/* Pages under page tree node `node` (kids typed /Page, under kids typed /Pages), or -1 when the tree is one that
+ * MuPDF's page map does not hold as it is: a kid of another type, a cycle, deeper than 64 levels, more than
+ * `most` pages. May throw (MuPDF's errors). */
+static int count_tree_pages(fz_context *ctx, pdf_obj *node, int depth, int most) {
+    if (!pdf_is_dict(ctx, node) || depth > 64 || pdf_mark_obj(ctx, node)) return -1;
+    int total = 0;
+    fz_var(total);
+    fz_try(ctx) {
+        pdf_obj *kids = pdf_dict_get(ctx, node, PDF_NAME(Kids));
+        int n = pdf_array_len(ctx, kids);
+        for (int i = 0; i < n && total >= 0; i++) {
+            pdf_obj *kid = pdf_array_get(ctx, kids, i);
+            pdf_obj *type = pdf_dict_get(ctx, kid, PDF_NAME(Type));
+            if (pdf_name_eq(ctx, type, PDF_NAME(Page))) {
+                total++;
+            } else if (pdf_name_eq(ctx, type, PDF_NAME(Pages))) {
+                int k = count_tree_pages(ctx, kid, depth + 1, most - total);
+                total = k < 0 ? -1 : total + k;
+            } else {
+                total = -1;
+            }
+            if (total > most) total = -1;
+        }
+    }
+    fz_always(ctx) {
+        pdf_unmark_obj(ctx, node); /* MuPDF's own walks use the marks: none may stay set */
+    }
+    fz_catch(ctx) {
+        fz_rethrow(ctx);
+    }
+    return total;
+}
+
 cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
@@ -1361,10 +1521,18 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     cq_status st = check_file(path, err);
     if (st != CQ_OK) return st;
 
-    fz_context *ctx = cq_ocr_new_context(64 << 20);
-    if (!ctx) return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
+    const cq_reader_limits *lim = in->limits;
+    pdf_budget budget = {.limit = lim ? lim->max_bytes : 0};
+    fz_alloc_context alloc = {&budget, budget_malloc, budget_realloc, budget_free};
+    size_t store = 64 << 20; /* MuPDF's cache of fonts and images, inside the budget */
+    if (budget.limit && store > budget.limit / 8) store = budget.limit / 8;
+    fz_context *ctx = cq_ocr_new_context(&alloc, store);
+    if (!ctx) {
+        if (budget.refused) return cq_reader_check_bytes(lim, SIZE_MAX, "MuPDF's context", err);
+        return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
+    }
     extraction ex = {0};
-    page_scratch scratch = {0};
+    page_scratch scratch = {.budget = &budget};
     fz_set_warning_callback(ctx, warning_cb, &ex);
     fz_set_error_callback(ctx, error_cb, NULL);
 
@@ -1372,7 +1540,8 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     fz_stream *stream = NULL;
     int *ocr_todo = NULL;
     int n_pages = 0;
-    bool opened = false, locked = false;
+    bool opened = false, locked = false, page_map = false;
+    pdf_document *pdf = NULL;
     char title_raw[512] = "";
     char open_error[256] = "";
     fz_var(doc);
@@ -1380,6 +1549,7 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     fz_var(n_pages);
     fz_var(opened);
     fz_var(locked);
+    fz_var(page_map);
     fz_try(ctx) {
         fz_register_document_handlers(ctx);
         /* by content, not by name: stored uploads need not end in .pdf (the header was checked above) */
@@ -1394,7 +1564,11 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         }
     }
     fz_catch(ctx) {
-        snprintf(open_error, sizeof open_error, "%s", fz_caught_message(ctx));
+        mupdf_text(open_error, sizeof open_error, fz_caught_message(ctx));
+    }
+    if ((!opened || open_error[0]) && budget.refused) {
+        st = cq_reader_check_bytes(lim, SIZE_MAX, "opening it", err);
+        goto out;
     }
     if (!opened || open_error[0]) {
         st = cq_err_set(err, CQ_ERR_FORMAT, "%s: damaged PDF, MuPDF cannot read it (%s)", path,
@@ -1405,12 +1579,36 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         st = cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: encrypted PDF: a password is required", path);
         goto out;
     }
-    pdf_document *pdf = pdf_specifics(ctx, doc);
+    pdf = pdf_specifics(ctx, doc);
     if (n_pages <= 0) {
         bool repaired = pdf && pdf_was_repaired(ctx, pdf);
         st = cq_err_set(err, CQ_ERR_FORMAT, "%s: the PDF has no pages%s", path,
                         repaired ? " (damaged or truncated: MuPDF rebuilt it and found none)" : "");
         goto out;
+    }
+    int max_pages = lim && lim->max_pages > 0 && lim->max_pages < CQ_READER_PAGES_CAP ? lim->max_pages
+                                                                                      : CQ_READER_PAGES_CAP;
+    if (n_pages > max_pages) {
+        st = cq_err_set(err, CQ_ERR_TOO_LARGE, "%s: document too large: the PDF has %d pages, more than the %d a "
+                        "document may have (--max-pages)", path, n_pages, max_pages);
+        goto out;
+    }
+
+    /* MuPDF finds page k by walking the page tree from its root, counting kids: on a flat tree of n pages that is
+     * O(n) a page and O(n^2) a document. Its page map (built once, O(n)) makes each lookup O(1). The map is
+     * built only for a tree whose pages are exactly the n_pages its root claims (MuPDF leaves the entries of
+     * missing pages uninitialised); any other tree is read by the walk, within max_pages. */
+    if (pdf) {
+        fz_try(ctx) {
+            if (count_tree_pages(ctx, pdf_dict_getp(ctx, pdf_trailer(ctx, pdf), "Root/Pages"), 0, n_pages) ==
+                n_pages) {
+                pdf_load_page_tree(ctx, pdf);
+                page_map = true;
+            }
+        }
+        fz_catch(ctx) {
+            page_map = false;
+        }
     }
 
     ex.n_pages = n_pages;
@@ -1423,17 +1621,39 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     progress_state ps = {progress, user, 0, n_pages};
     int n_todo = 0;
     for (int p = 0; p < n_pages; p++) {
-        if (!read_page(ctx, doc, p, &ex, &scratch)) {
+        char when[64];
+        snprintf(when, sizeof when, "after %d of %d pages", p, n_pages);
+        st = cq_reader_check_cancel(lim, when, err);
+        if (st) goto out;
+        page_result r = read_page(ctx, doc, page_map ? pdf : NULL, p, &ex, &scratch);
+        if (r == PAGE_NOMEM) {
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
+            goto out;
+        }
+        if (r == PAGE_OVER_BUDGET) {
+            char what[96];
+            size_t glyphs = ex.g.n + scratch.g.n;
+            if (glyphs) snprintf(what, sizeof what, "page %d of %d (%zu characters read by then)", p + 1, n_pages,
+                                 glyphs);
+            else snprintf(what, sizeof what, "page %d of %d", p + 1, n_pages);
+            st = cq_reader_check_bytes(lim, SIZE_MAX, what, err);
             goto out;
         }
         if (wants_ocr(&ex, &ex.pages[p], in->ocr)) ocr_todo[n_todo++] = p;
         else if (progress) progress(user, ++ps.done, n_pages);
     }
     if (n_todo > 0) {
+        st = cq_reader_check_cancel(lim, "before OCR", err);
+        if (st) goto out;
+        /* the OCR threads load their pages without read_page's care for the page map's extra reference (see there):
+         * the map goes first (a page's lookup by the walk is nothing beside its recognition) */
+        if (page_map) {
+            pdf_drop_page_tree(ctx, pdf);
+            page_map = false;
+        }
         st = ocr_pages(ctx, doc, &ex, &scratch, ocr_todo, n_todo, in, &ps, err);
         if (st) {
-            if (st != CQ_ERR_NOMEM) cq_err_prefix(err, "%s: ", path);
+            if (st != CQ_ERR_NOMEM && st != CQ_ERR_CANCELLED) cq_err_prefix(err, "%s: ", path);
             goto out;
         }
     }
@@ -1489,6 +1709,12 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         st = cq_err_set(err, CQ_ERR_NOMEM, "out of memory while looking for running headers");
         goto out;
     }
+    /* assembling adds the text (at most 4 bytes a glyph, and the breaks), the glyph offsets, the lines */
+    budget.own = record_bytes(&ex, &scratch);
+    st = cq_reader_check_bytes(lim, budget.mupdf + budget.own + ex.g.n * 8 + ex.n_lines * (sizeof(cq_line) + 10) +
+                                        (size_t)n_pages * sizeof(cq_page),
+                               "its text", err);
+    if (st) goto out;
     st = assemble_text(&ex, out, err);
     if (st != CQ_OK) goto out;
     if (repaired) {
@@ -1509,13 +1735,16 @@ out:
     if (st != CQ_OK) {
         cq_doctext_free(out);
         if (ex.last_warning[0] && err && strlen(err->msg) + 40 < sizeof err->msg && st == CQ_ERR_FORMAT) {
+            char note[sizeof ex.last_warning + 16];
+            snprintf(note, sizeof note, " [MuPDF: %s]", ex.last_warning);
             size_t l = strlen(err->msg);
-            snprintf(err->msg + l, sizeof err->msg - l, " [MuPDF: %s]", ex.last_warning);
+            mupdf_text(err->msg + l, sizeof err->msg - l, note); /* cut, if it must be, between two characters */
         }
     }
     free(ocr_todo);
     free_scratch(&scratch);
     free_extraction(&ex);
+    if (page_map) pdf_drop_page_tree(ctx, pdf);
     fz_drop_document(ctx, doc);
     fz_drop_stream(ctx, stream);
     fz_drop_context(ctx);

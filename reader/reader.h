@@ -29,7 +29,10 @@
  * Markdown and plain text have no pages (n_pages = 0) and one '\n' between paragraphs.
  *
  * Memory: a PDF is read one page at a time; what stays is this compact record (text + a few floats per glyph),
- * so a 200-page document needs a few MB whatever the PDF's size.
+ * so a 200-page document needs a few MB whatever the PDF's size. A hostile one can still ask for gigabytes (a
+ * 4 KB PDF of two million nested `q` operators made MuPDF allocate 1.2 GB; a page of millions of tiny glyphs grows
+ * the record): cq_reader_limits bounds a document's pages and memory, and lets another thread cancel the reading.
+ * Pages are found in time linear in their number (MuPDF's page map, not a walk of the page tree per page).
  *
  * Structure. cq_structure_parse turns the text into clauses:
  * Chinese legal structure: 编 / 分编 / 章 / 节 are headings (they go into the heading path); 条 (including
@@ -43,6 +46,7 @@
 #ifndef CQ_READER_READER_H
 #define CQ_READER_READER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -114,6 +118,9 @@ size_t cq_doctext_boxes(const cq_doctext *doc, uint32_t start, uint32_t end, cq_
 
 void cq_doctext_free(cq_doctext *doc);
 
+/* Bytes the record holds (text, pages, lines, glyph arrays): what the memory budget counts once it is read. */
+size_t cq_doctext_bytes(const cq_doctext *doc);
+
 /* ---- formats ------------------------------------------------------------------------------------------------ */
 
 /* Called by readers of paged formats after each page (pages_read of n_pages, pages_read going up by one from 1),
@@ -138,6 +145,26 @@ bool cq_reader_ocr_parse(const char *name, cq_reader_ocr *mode);
 #define CQ_OCR_LOW_CONFIDENCE 0.80
 /* The Tesseract languages OCR reads (Debian: tesseract-ocr-chi-sim, tesseract-ocr-eng). */
 #define CQ_OCR_LANGUAGES "chi_sim+eng"
+/* What reading one document may cost. The zero value: no limit but the hard cap on pages, never cancelled. */
+typedef struct {
+    int max_pages;    /* a paged document with more pages fails before a page is read (CQ_ERR_TOO_LARGE);
+                         0: CQ_READER_PAGES_CAP */
+    size_t max_bytes; /* memory the reading may hold: the format library's allocations (MuPDF's, refused past it),
+                         the glyphs, lines and text of the record, then the clauses (cq_structure_bytes, checked by
+                         the caller); past it CQ_ERR_TOO_LARGE, "document too large"; 0: no budget */
+    const atomic_bool *cancel; /* set by another thread: a paged reader stops before its next page with
+                                  CQ_ERR_CANCELLED; NULL: never */
+} cq_reader_limits;
+
+#define CQ_READER_DEFAULT_MAX_PAGES 5000
+#define CQ_READER_DEFAULT_MAX_MB 512
+#define CQ_READER_PAGES_CAP 1000000 /* whatever max_pages says: a page count beyond it is a lie or an attack */
+
+/* CQ_ERR_CANCELLED when limits (may be NULL) say stop, else CQ_OK; what: "after 12 of 40 pages" for the message. */
+cq_status cq_reader_check_cancel(const cq_reader_limits *limits, const char *what, cq_err *err);
+/* CQ_ERR_TOO_LARGE when bytes is over the budget, naming what needs it and the budget, else CQ_OK; bytes SIZE_MAX:
+ * an amount not known, only that it is over. */
+cq_status cq_reader_check_bytes(const cq_reader_limits *limits, size_t bytes, const char *what, cq_err *err);
 
 /* What a reader reads: the file (readers that open files themselves, as MuPDF does, use path) and its bytes. */
 typedef struct {
@@ -148,10 +175,12 @@ typedef struct {
     void *progress_user;
     cq_reader_ocr ocr;             /* formats with pages */
     int ocr_threads;               /* pages recognised at once; 0: one per online CPU (at most 8) */
+    const cq_reader_limits *limits; /* NULL: none */
 } cq_reader_input;
 
 /* Fills *out (zeroed first) or returns an error with a message a person can act on: not this format, encrypted,
- * truncated/damaged, no text at all (CQ_ERR_EMPTY, "no text layer on any of N pages ..."). */
+ * truncated/damaged, no text at all (CQ_ERR_EMPTY, "no text layer on any of N pages ..."), over in->limits
+ * (CQ_ERR_TOO_LARGE), cancelled (CQ_ERR_CANCELLED). */
 typedef cq_status (*cq_reader_fn)(const cq_reader_input *in, cq_doctext *out, cq_err *err);
 
 /* Renders page page_no (1-based) of the file at path, width pixels wide, highlighting the boxes on that page
@@ -218,5 +247,7 @@ typedef struct {
 
 cq_status cq_structure_parse(const cq_doctext *doc, cq_structure *out, cq_err *err);
 void cq_structure_free(cq_structure *s);
+/* Bytes the clauses hold (their records and strings): with cq_doctext_bytes, what the memory budget counts. */
+size_t cq_structure_bytes(const cq_structure *s);
 
 #endif

@@ -56,16 +56,20 @@ typedef struct {
     char error[200];
 } cq_ocr_page;
 
-/* A MuPDF context whose clones other threads can use (lock callbacks set); NULL when out of memory. */
-fz_context *cq_ocr_new_context(size_t max_store);
+/* A MuPDF context whose clones other threads can use (lock callbacks set), allocating through alloc, a
+ * const fz_alloc_context * (MuPDF's is an anonymous struct, which cannot be declared here; NULL: the C library's);
+ * NULL when out of memory. */
+fz_context *cq_ocr_new_context(const void *alloc, size_t max_store);
 
 /* Recognises pages[0..n) (0-based page indexes of doc, opened with ctx from cq_ocr_new_context) with up to
  * `threads` threads (0: cq_ocr_default_threads()), into results[0..n) (zeroed first; free each with
  * cq_ocr_page_free). on_page(user, i) is called on the calling thread as page i finishes. The document must not be
  * used by the caller meanwhile. Pages that fail are marked in their result; the call itself fails only when it
- * cannot run (out of memory, no thread). */
+ * cannot run (out of memory, no thread) or when cancel (may be NULL) is set: the threads look at it before each page
+ * they take, and the call then fails with CQ_ERR_CANCELLED. */
 cq_status cq_ocr_pages(fz_context *ctx, fz_document *doc, const int *pages, int n, int threads,
-                       cq_ocr_page *results, void (*on_page)(void *user, int i), void *user, cq_err *err);
+                       const atomic_bool *cancel, cq_ocr_page *results, void (*on_page)(void *user, int i), void *user,
+                       cq_err *err);
 void cq_ocr_page_free(cq_ocr_page *p);
 int cq_ocr_default_threads(void); /* online CPUs, at most 8 */
 

@@ -2,7 +2,7 @@
 # clauseqa set-up: installs what is missing, idempotently.
 #   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc,
 #     inih, Tesseract with its Chinese and English data for OCR, libzip and libxml2 for Word files; gumbo, for
-#     HTML, comes with MuPDF's dependencies)
+#     HTML, comes with MuPDF's dependencies; clang and its libFuzzer runtime for tests/fuzz/)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
 #   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
 # Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
@@ -31,6 +31,7 @@ debs=(
   libtesseract-dev tesseract-ocr-chi-sim tesseract-ocr-eng libzip-dev libxml2-dev
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/json.h"
 #include "web/http.h"
 
 struct cq_web_access_log {
@@ -104,7 +105,7 @@ void cq_web_access_log_write(cq_web_access_log *l, const cq_web_req *r, double s
         if (key) cJSON_AddStringToObject(o, "key", key);
         const char *fwd = mg_get_header(r->conn, "X-Forwarded-For");
         if (fwd) cJSON_AddStringToObject(o, "forwarded_for", fwd);
-        line = cJSON_PrintUnformatted(o);
+        line = cq_json_print(o, NULL); /* a path or key name may hold invalid UTF-8 */
         cJSON_Delete(o);
     } else {
         char path[3200], who[200];

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/json.h"
 
 /* Headers every response carries: no sniffing, and a policy that keeps the page from loading anything that is not
  * ours (the page makes no external requests; this makes sure of it). */
@@ -20,6 +24,8 @@ static void common_headers(struct mg_connection *c) {
 
 static void start_response(cq_web_req *r, int status, const char *mime, long long length, const char *cache) {
     r->status = status;
+    /* An unread body would have to be read (or waited for) before the next request: close instead. */
+    if (r->body_pending) mg_disable_connection_keep_alive(r->conn);
     mg_response_header_start(r->conn, status);
     mg_response_header_add(r->conn, "Content-Type", mime, -1);
     if (length >= 0) {
@@ -29,29 +35,42 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
     }
     mg_response_header_add(r->conn, "Cache-Control", cache ? cache : "no-store", -1);
     common_headers(r->conn);
+    if (r->cors_origin) cq_web_cors_headers(r);
     if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
+}
+
+#define WATCHED_ANSWER_BYTES 65536 /* answers this large are watched (a smaller one fits the socket's buffers) */
+
+/* The deadline of writing len bytes: the request timeout plus their time at the minimum rate. */
+static double write_deadline(const cq_web_req *r, long long len) {
+    return cq_clock_seconds() + r->server->cfg.request_timeout_ms / 1e3 + (double)len / CQ_WEB_MIN_BODY_BYTES_PER_S;
 }
 
 void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *data, size_t len,
                        const char *cache_control) {
     start_response(r, status, mime, (long long)len, cache_control);
     mg_response_header_send(r->conn);
-    if (strcmp(r->method, "HEAD") != 0 && len && mg_write(r->conn, data, len) > 0) r->bytes_sent += len;
+    if (!strcmp(r->method, "HEAD") || !len) return;
+    bool watched = len >= WATCHED_ANSWER_BYTES;
+    if (watched) cq_web_watch_begin(r, true, write_deadline(r, (long long)len));
+    if (mg_write(r->conn, data, len) > 0) r->bytes_sent += len;
+    if (watched) cq_web_watch_end(r);
 }
 
 void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *text) {
     cq_web_send_bytes(r, status, mime, text, strlen(text), NULL);
 }
 
+static const char oom_json[] = "{\"error\":{\"code\":\"no_memory\",\"message\":\"out of memory\"}}";
+
 void cq_web_send_json(cq_web_req *r, int status, cJSON *body) {
-    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+    size_t n = 0;
+    char *s = body ? cq_json_print(body, &n) : NULL;
     cJSON_Delete(body);
     if (!s) {
-        static const char oom[] = "{\"error\":{\"code\":\"no_memory\",\"message\":\"out of memory\"}}";
-        cq_web_send_bytes(r, 503, "application/json", oom, sizeof oom - 1, NULL);
+        cq_web_send_bytes(r, 503, "application/json", oom_json, sizeof oom_json - 1, NULL);
         return;
     }
-    size_t n = strlen(s);
     s[n] = '\n'; /* one line per document, like the CLI (the NUL is not sent) */
     cq_web_send_bytes(r, status, "application/json; charset=utf-8", s, n + 1, NULL);
     free(s);
@@ -79,6 +98,25 @@ void cq_web_send_error(cq_web_req *r, int status, const char *code, const char *
     cq_web_send_json(r, status, error_body(code, msg));
 }
 
+void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *code, const char *message) {
+    mg_disable_connection_keep_alive(conn);
+    size_t n = 0;
+    cJSON *o = error_body(code, message);
+    char *s = cq_json_print(o, &n);
+    cJSON_Delete(o);
+    const char *text = s ? s : oom_json;
+    size_t len = s ? n : sizeof oom_json - 1;
+    /* Written out here: CivetWeb's status line would repeat the version the request named, whatever it holds
+     * ("HTTP/<anything> 505"). */
+    mg_printf(conn,
+              "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+              status, mg_get_response_code_text(conn, status), len);
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    if (!ri || !ri->request_method || strcmp(ri->request_method, "HEAD")) mg_write(conn, text, len);
+    free(s);
+}
+
 void cq_web_send_status_error(cq_web_req *r, const cq_err *err) {
     cq_status code = err->code ? err->code : CQ_ERR_INTERNAL;
     cq_web_send_error(r, cq_web_http_status(code), cq_status_name(code), "%s", err->msg[0] ? err->msg : "failed");
@@ -93,6 +131,8 @@ int cq_web_http_status(cq_status code) {
     case CQ_ERR_FORMAT:
     case CQ_ERR_UNSUPPORTED: return 415;
     case CQ_ERR_EMPTY: return 422;
+    case CQ_ERR_TOO_LARGE: return 413;
+    case CQ_ERR_CANCELLED: return 409;
     case CQ_ERR_NOMEM: return 503;
     case CQ_ERR_IO:
     case CQ_ERR_DB:
@@ -131,99 +171,159 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
     }
     mg_response_header_send(r->conn);
     if (strcmp(r->method, "HEAD") != 0) {
+        cq_web_watch_begin(r, true, write_deadline(r, (long long)st.st_size));
         char buf[65536];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
             if (mg_write(r->conn, buf, n) <= 0) break;
             r->bytes_sent += n;
         }
+        cq_web_watch_end(r);
     }
     fclose(fp);
 }
 
 /* ---- bodies ---------------------------------------------------------------------------------------------------- */
 
-#define DRAIN_MAX_BYTES (16u << 20) /* read past a body's limit before refusing it, at most */
-
 void cq_web_refuse_too_large(cq_web_req *r, size_t max) {
-    /* Read and drop what the client is still sending (up to DRAIN_MAX_BYTES), so that it sees the answer rather
-     * than a reset connection; past that, close the connection after the answer. */
-    char *buf = malloc(65536);
-    size_t drained = 0;
-    int got = 1;
-    while (buf && drained <= DRAIN_MAX_BYTES && (got = mg_read(r->conn, buf, 65536)) > 0) drained += (size_t)got;
-    free(buf);
-    if (got != 0) mg_disable_connection_keep_alive(r->conn);
+    /* Answered at once, without reading what the client is still sending: the connection closes after it. */
+    r->body_pending = true;
     cq_web_send_error(r, 413, "payload_too_large", "the request body is larger than %zu bytes", max);
 }
 
-int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    long long length = r->ri->content_length;
-    if (length > (long long)max) {
+#define BODY_CHUNK_BYTES 16384
+#define DRAIN_MAX_BYTES (16u << 20) /* read and dropped after an answer to a request whose body was not read */
+#define DRAIN_MAX_S 5.0
+
+void cq_web_drain_body(cq_web_req *r) {
+    /* Closing a socket with unread data resets the connection, and a client still sending its body would see the
+     * reset instead of the answer (sent already). So read and drop what it still sends, within bounds; a read that
+     * waits for data that never comes returns after the request timeout. */
+    char *buf = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
+    size_t drained = 0;
+    double t0 = cq_clock_seconds();
+    int got;
+    while (buf && drained < DRAIN_MAX_BYTES && cq_clock_seconds() - t0 < DRAIN_MAX_S &&
+           (got = mg_read(r->conn, buf, BODY_CHUNK_BYTES)) > 0)
+        drained += (size_t)got;
+    free(buf);
+}
+
+void cq_web_refuse_too_slow(cq_web_req *r) {
+    r->body_pending = true;
+    cq_web_send_error(r, 408, "request_timeout", "the request body did not arrive in time");
+}
+
+/* Where a body goes: a growing buffer, or a file. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    FILE *f;
+    bool write_failed;
+} body_sink;
+
+static bool sink_put(body_sink *k, const char *data, size_t n) {
+    if (k->f) {
+        if (fwrite(data, 1, n, k->f) != n) k->write_failed = true;
+        return !k->write_failed;
+    }
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (cap < k->len + n + 1) cap *= 2;
+        char *p = realloc(k->buf, cap);
+        if (!p) return false;
+        k->buf = p;
+        k->cap = cap;
+    }
+    memcpy(k->buf + k->len, data, n);
+    k->len += n;
+    k->buf[k->len] = 0;
+    return true;
+}
+
+/* Reads the whole body into k. The body must arrive within the request timeout plus the time it takes at
+ * CQ_WEB_MIN_BODY_BYTES_PER_S (the watchdog cuts it off after that). */
+static int read_body(cq_web_req *r, size_t max, body_sink *k) {
+    long long declared = r->ri->content_length; /* -1: chunked (CivetWeb answers 411 to other bodies) */
+    if (declared > (long long)max) {
         cq_web_refuse_too_large(r, max);
         return 413;
     }
-    size_t cap = length >= 0 ? (size_t)length + 1 : 4096, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
+    double t0 = cq_clock_seconds(), timeout_s = r->server->cfg.request_timeout_ms / 1e3;
+    char *chunk = malloc(BODY_CHUNK_BYTES); /* the connection thread's stack is small (server.c) */
+    size_t total = 0;
+    int rc = chunk ? 0 : 503;
+    cq_web_watch_begin(r, false, t0 + timeout_s);
+    while (chunk) {
+        size_t want = BODY_CHUNK_BYTES;
+        if (declared >= 0 && (long long)total >= declared) break;
+        if (declared >= 0 && (unsigned long long)(declared - (long long)total) < want)
+            want = (size_t)(declared - (long long)total);
+        int got = mg_read(r->conn, chunk, want);
+        if (got < 0) { /* the client closed its side, the watchdog cut it off, or a chunked body is malformed */
+            rc = 400;
+            break;
+        }
+        if (got == 0) break; /* the end, or (with a Content-Length) nothing came within the request timeout */
+        total += (size_t)got;
+        if (total > max) {
+            rc = 413;
+            break;
+        }
+        if (!sink_put(k, chunk, (size_t)got)) {
+            rc = k->f ? 500 : 503;
+            break;
+        }
+        cq_web_watch_move(r, t0 + timeout_s + (double)total / CQ_WEB_MIN_BODY_BYTES_PER_S);
+    }
+    free(chunk);
+    if (cq_web_watch_end(r) || (!rc && declared >= 0 && (long long)total < declared)) rc = 408;
+    r->body_pending = rc != 0;
+    switch (rc) {
+    case 0:
+    case 500: break; /* the caller says what could not be stored */
+    case 408: cq_web_refuse_too_slow(r); break;
+    case 413: cq_web_refuse_too_large(r, max); break;
+    case 503: cq_web_send_error(r, 503, "no_memory", "out of memory"); break;
+    default:
+        cq_web_send_error(r, 400, "bad_request", "the request body could not be read (it is cut short or malformed)");
+    }
+    return rc;
+}
+
+int cq_web_read_body(cq_web_req *r, size_t max) {
+    body_sink k = {0};
+    int rc = read_body(r, max, &k);
+    if (rc) {
+        free(k.buf);
+        return rc;
+    }
+    if (!k.buf && !(k.buf = calloc(1, 1))) {
         cq_web_send_error(r, 503, "no_memory", "out of memory");
         return 503;
     }
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > max + 1) {
-                free(buf);
-                cq_web_refuse_too_large(r, max);
-                return 413;
-            }
-            size_t ncap = cap * 2 > max + 2 ? max + 2 : cap * 2;
-            char *p = realloc(buf, ncap);
-            if (!p) {
-                free(buf);
-                cq_web_send_error(r, 503, "no_memory", "out of memory");
-                return 503;
-            }
-            buf = p;
-            cap = ncap;
-        }
-        int got = mg_read(r->conn, buf + n, cap - n - 1);
-        if (got < 0) {
-            free(buf);
-            mg_disable_connection_keep_alive(r->conn);
-            cq_web_send_error(r, 400, "bad_request", "the request body could not be read");
-            return 400;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-        if (n > max) {
-            free(buf);
-            cq_web_refuse_too_large(r, max);
-            return 413;
-        }
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
+    r->body = k.buf;
+    r->body_len = k.len;
     return 0;
 }
 
+int cq_web_read_body_to(cq_web_req *r, FILE *f, size_t max, size_t *bytes) {
+    body_sink k = {.f = f};
+    int rc = read_body(r, max, &k);
+    *bytes = k.len;
+    return rc;
+}
+
 cJSON *cq_web_read_json(cq_web_req *r) {
-    char *body;
-    size_t len;
-    if (cq_web_read_body(r, r->server->cfg.max_json_bytes, &body, &len)) return NULL;
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    char why[160];
+    cJSON *v = cq_json_parse_strict(r->body ? r->body : "", r->body_len, why, sizeof why);
     if (!v) {
-        size_t at = end && end >= body ? (size_t)(end - body) : 0;
-        cq_web_send_error(r, 400, "invalid_json", "the body is not valid JSON (near byte %zu)", at);
+        cq_web_send_error(r, 400, "invalid_json", "the body is not valid JSON: %s", why);
     } else if (!cJSON_IsObject(v)) {
         cJSON_Delete(v);
         v = NULL;
         cq_web_send_error(r, 400, "invalid_json", "the body must be a JSON object");
     }
-    free(body);
     return v;
 }
 
@@ -258,12 +358,14 @@ bool cq_web_accepts_sse(const cq_web_req *r) {
 void cq_web_sse_start(cq_web_req *r) {
     if (r->sse) return;
     r->status = 200;
+    if (r->body_pending) mg_disable_connection_keep_alive(r->conn);
     mg_response_header_start(r->conn, 200);
     mg_response_header_add(r->conn, "Content-Type", "text/event-stream; charset=utf-8", -1);
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Accel-Buffering", "no", -1); /* tells nginx not to buffer the stream */
     mg_response_header_add(r->conn, "Transfer-Encoding", "chunked", -1);
     common_headers(r->conn);
+    if (r->cors_origin) cq_web_cors_headers(r);
     mg_response_header_send(r->conn);
     r->sse = true;
 }
@@ -279,7 +381,7 @@ static int sse_write(cq_web_req *r, const char *s, size_t n) {
 }
 
 int cq_web_sse_send(cq_web_req *r, const char *event, cJSON *data) {
-    char *json = cJSON_PrintUnformatted(data);
+    char *json = cq_json_print(data, NULL);
     cJSON_Delete(data);
     if (!json) return -1;
     size_t n = strlen(json) + (event ? strlen(event) : 0) + 32;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "web/metrics.h"
@@ -17,23 +18,65 @@
 
 typedef struct cq_web_access_log cq_web_access_log;
 
+/* Worker threads that run handlers (server.c): a queue of tasks and the threads that take them. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct task *tasks, *tasks_tail;
+    pthread_t *threads;
+    int n_threads;
+    bool stopping;
+} cq_web_pool;
+
+/* Connections per client address (guard.c). */
+typedef struct {
+    pthread_mutex_t lock;
+    struct cq_web_client *items; /* one per address with a connection open */
+    size_t n, cap;
+} cq_web_clients;
+
+/* A transfer with a deadline (watchdog.c). */
+typedef struct cq_web_watch {
+    struct cq_web_watch *prev, *next;
+    char addr[48];        /* the client's address and port, the server's port: how its socket is found */
+    int port, local_port;
+    bool writing;         /* an answer being written (else a body being read) */
+    bool fired, registered;
+    double deadline;      /* cq_clock_seconds() (core/clock.h) */
+} cq_web_watch;
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    cq_web_watch *head;
+    bool stopping, started;
+} cq_web_watchdog;
+
 struct cq_web_server {
     struct mg_context *mg;
     cq_web_service svc;
     cq_web_config cfg;
     char *host, *spool_dir;
+    char **cors_origins, **allowed_hosts; /* copies of the config's lists, NULL-terminated */
+    bool any_host;                        /* --allow-host '*' */
     int port;
     cq_web_metrics metrics;
-    /* the worker pool that runs the handlers (server.c) */
-    pthread_mutex_t pool_lock;
-    pthread_cond_t pool_cond;
-    struct task *tasks, *tasks_tail;
-    pthread_t *pool_threads;
-    int n_pool_threads;
-    bool pool_stopping;
+    cq_web_pool pool;     /* the handlers */
+    cq_web_pool priority; /* health and metrics: answered while every worker of pool is busy */
+    cq_web_clients clients;
+    cq_web_watchdog watchdog;
     atomic_bool draining; /* stopping: new requests get 503 */
     cq_web_access_log *access_log; /* NULL: none */
 };
+
+/* An upload received on the connection thread, for the handler to hand to the service. */
+typedef struct {
+    char path[1100];     /* the spooled file; "" when none */
+    char filename[512];  /* the name the client gave */
+    bool replace;
+    char ocr[16];        /* the "ocr" parameter as sent; "" when none */
+} cq_web_upload;
 
 typedef struct {
     struct mg_connection *conn;
@@ -48,6 +91,13 @@ typedef struct {
     cq_web_route route;
     int status;           /* the status sent (for metrics); 0 until a response started */
     cq_web_principal who;
+    bool admitted;        /* authenticated (and, for an upload, allowed to edit the KB) */
+    bool body_pending;    /* the request has a body not read yet: the connection closes after the response */
+    char *body;           /* a JSON body, read on the connection thread (NUL-terminated) */
+    size_t body_len;
+    cq_web_upload upload; /* an upload, spooled on the connection thread */
+    const char *cors_origin; /* the allowed foreign Origin to answer with Access-Control-Allow-Origin, or NULL */
+    cq_web_watch watch;   /* the body being read or the answer being written, while it is */
     bool sse;             /* an event stream was started */
     bool sse_broken;      /* writing to it failed: the client is gone */
     size_t bytes_sent;    /* response body bytes written (the access log) */
@@ -63,13 +113,29 @@ void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *
 void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_control);
 void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *text);
 
-/* ---- request bodies ---- */
-/* Reads the body into a malloc'd NUL-terminated buffer of at most max bytes. Returns 0, or sends the error (413
- * payload too large, 400 unreadable) and returns its status. */
-int cq_web_read_body(cq_web_req *r, size_t max, char **out, size_t *len);
-/* Sends 413 for a body over max bytes, reading what the client still sends first (within reason). */
+/* An error for a connection that has no request (CivetWeb's own errors: malformed requests, oversized headers):
+ * the documented JSON body; the connection closes after it. */
+void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *code, const char *message);
+
+/* ---- request bodies (read on the connection thread, see server.c) ---- */
+/* Bodies and large answers must move at this average rate at least, after the first request timeout: a client that
+ * dribbles its body (or reads its answer) a byte at a time holds its connection for seconds, not hours. */
+#define CQ_WEB_MIN_BODY_BYTES_PER_S 16384
+/* Reads the body into r->body (at most max bytes). Returns 0, or sends the error (413 too large, 408 too slow, 400
+ * unreadable or cut short) and returns its status. */
+int cq_web_read_body(cq_web_req *r, size_t max);
+/* Streams the body to f (at most max bytes); *bytes gets its length. Same errors as cq_web_read_body, except that
+ * a write error returns 500 without sending anything (the caller says what could not be stored). */
+int cq_web_read_body_to(cq_web_req *r, FILE *f, size_t max, size_t *bytes);
+/* Sends 413 for a body over max bytes, at once; the connection closes after it. */
 void cq_web_refuse_too_large(cq_web_req *r, size_t max);
-/* Reads a JSON object body; sends 400/413 and returns NULL when it is not one. */
+/* After an answer to a request whose body was not read (413, 401 ...): reads and drops what the client still sends
+ * (at most 16 MiB, for about 5 s), so that it sees the answer rather than a reset connection. */
+void cq_web_drain_body(cq_web_req *r);
+/* Sends 408 for a body that stopped arriving; the connection closes after it. */
+void cq_web_refuse_too_slow(cq_web_req *r);
+/* The body read before as a JSON object; sends 400 and returns NULL when it is not one (docs/API.md: strict JSON,
+ * no trailing data). */
 cJSON *cq_web_read_json(cq_web_req *r);
 
 /* ---- query strings ---- */
@@ -97,7 +163,38 @@ void cq_web_access_log_close(cq_web_access_log *log);
 void cq_web_openai_models(cq_web_req *r);
 void cq_web_openai_chat(cq_web_req *r);
 
+/* ---- deadlines of slow transfers (web/watchdog.c) ---- */
+cq_status cq_web_watchdog_start(cq_web_watchdog *w, cq_err *err);
+void cq_web_watchdog_stop(cq_web_watchdog *w);
+/* Watches r's body read (writing false) or answer (writing true): past deadline its socket is shut down. */
+void cq_web_watch_begin(cq_web_req *r, bool writing, double deadline);
+void cq_web_watch_move(cq_web_req *r, double deadline);
+/* Ends the watch; true when the deadline passed (the socket was shut down). */
+bool cq_web_watch_end(cq_web_req *r);
+
+/* ---- what is checked before a request reaches a handler (web/guard.c) ---- */
+/* Copies the allowed origins and host names of config (INVALID when one is malformed); guard_free frees them. */
+cq_status cq_web_guard_init(cq_web_server *s, const cq_web_config *config, cq_err *err);
+void cq_web_guard_free(cq_web_server *s);
+/* Host header (DNS rebinding), Origin of requests that change something (cross-site requests), NUL bytes in the
+ * URL, CORS preflights. Returns false when a response was sent. Runs on the connection thread. */
+bool cq_web_guard_request(cq_web_req *r);
+/* The Access-Control-* headers of a response to an allowed foreign origin. */
+void cq_web_cors_headers(cq_web_req *r);
+/* Counts the connection of this request against its client address, once per connection. False when the address
+ * holds more connections than allowed (and the connection is not counted). */
+bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn);
+/* CivetWeb's connection_close callback: the connection's address holds one fewer. */
+void cq_web_clients_closed(const struct mg_connection *conn);
+void cq_web_clients_init(cq_web_clients *c);
+void cq_web_clients_destroy(cq_web_clients *c);
+
 /* ---- helpers shared by the handlers (web/server.c) ---- */
+/* Questions longer than this (in characters) are refused with 413 question_too_long: no clause answers a
+ * 900 KB question, and retrieval and the prompt would pay for every character. */
+#define CQ_WEB_QUESTION_MAX_CHARS 4000
+/* False (and 413 sent) when the question is longer than CQ_WEB_QUESTION_MAX_CHARS. */
+bool cq_web_question_fits(cq_web_req *r, const char *question);
 /* Authenticates the request (sending 401 on failure); returns false when a response was sent. */
 bool cq_web_authenticate(cq_web_req *r);
 /* Checks who may do `need` on kb; sends 403 and returns false when not. */

@@ -16,6 +16,7 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_KB_DOCUMENTS] = "/api/v1/kbs/{kb}/documents",
     [CQ_ROUTE_KB_JOBS] = "/api/v1/kbs/{kb}/jobs",
     [CQ_ROUTE_JOB] = "/api/v1/jobs/{id}",
+    [CQ_ROUTE_JOB_CANCEL] = "/api/v1/jobs/{id}/cancel",
     [CQ_ROUTE_DOCUMENT] = "/api/v1/documents/{id}",
     [CQ_ROUTE_DOCUMENT_ORIGINAL] = "/api/v1/documents/{id}/original",
     [CQ_ROUTE_PAGE_IMAGE] = "/api/v1/documents/{id}/pages/{n}.png",

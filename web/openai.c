@@ -156,6 +156,7 @@ void cq_web_openai_chat(cq_web_req *r) {
                 goto out;
             }
             question = text;
+            if (!cq_web_question_fits(r, question)) goto out;
             break;
         }
         if (text && (!strcmp(role->valuestring, "user") || !strcmp(role->valuestring, "assistant"))) {

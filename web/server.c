@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/utf8.h"
 #include "web/http.h"
 #include "web/static_files.h"
 
@@ -21,6 +22,7 @@
 #define DEFAULT_MAX_JSON_BYTES (1u << 20)
 #define DEFAULT_MAX_UPLOAD_BYTES (64u << 20)
 #define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_MAX_CLIENT_CONNECTIONS 32
 #define PAGE_WIDTH_DEFAULT 1000
 #define PAGE_WIDTH_MIN 100
 #define PAGE_WIDTH_MAX 2400
@@ -117,20 +119,14 @@ static void filter_kbs(cq_web_req *r, cJSON *arr, const char *field) {
 
 /* ---- the page ------------------------------------------------------------------------------------------------- */
 
-static bool serve_static(cq_web_req *r) {
+static void serve_static(cq_web_req *r) {
+    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
+    if (!strcmp(r->path, "/favicon.ico")) return cq_web_send_bytes(r, 204, "image/x-icon", "", 0, "max-age=86400");
     const char *p = !strcmp(r->path, "/") ? "/index.html" : r->path;
     for (size_t i = 0; i < cq_web_n_static_files; i++) {
         const cq_web_static_file *f = &cq_web_static_files[i];
-        if (strcmp(f->path, p)) continue;
-        r->route = CQ_ROUTE_PAGE;
-        if (!method_is(r, "GET") && !method_is(r, "HEAD")) {
-            method_not_allowed(r, "GET");
-            return true;
-        }
-        cq_web_send_bytes(r, 200, f->mime, f->data, f->len, "no-cache");
-        return true;
+        if (!strcmp(f->path, p)) return cq_web_send_bytes(r, 200, f->mime, f->data, f->len, "no-cache");
     }
-    return false;
 }
 
 /* ---- health and metrics --------------------------------------------------------------------------------------- */
@@ -211,29 +207,40 @@ static void handle_kb_jobs(cq_web_req *r, const char *kb) {
 
 /* ---- uploads -------------------------------------------------------------------------------------------------- */
 
+/* An upload is received on the connection thread (receive_upload: spooled to a file of its own, however slowly
+ * the client sends it) and handed to the service on a worker (handle_upload). */
 typedef struct {
     cq_web_req *r;
     FILE *f;
-    char path[1100];
-    char filename[512];
     size_t bytes, max;
-    bool have_file, too_large, io_error, replace;
-    char field_value[16];
-    char ocr[16]; /* "" when not given */
+    double t0, timeout_s;
+    bool have_file, too_large, io_error;
 } upload_state;
 
-static bool spool_open(upload_state *u) {
-    snprintf(u->path, sizeof u->path, "%s/upload-XXXXXX", u->r->server->spool_dir);
-    int fd = mkstemp(u->path);
-    if (fd < 0) return false;
-    u->f = fdopen(fd, "wb");
-    if (!u->f) {
+static bool spool_open(cq_web_req *r, FILE **f) {
+    snprintf(r->upload.path, sizeof r->upload.path, "%s/upload-XXXXXX", r->server->spool_dir);
+    int fd = mkstemp(r->upload.path);
+    *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (*f) return true;
+    if (fd >= 0) {
         close(fd);
-        unlink(u->path);
-        return false;
+        unlink(r->upload.path);
     }
-    return true;
+    r->upload.path[0] = 0;
+    return false;
 }
+
+/* Closes the spooled file; false (and the file removed) when it is unusable. */
+static bool spool_close(cq_web_req *r, FILE *f, bool ok) {
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok && r->upload.path[0]) {
+        unlink(r->upload.path);
+        r->upload.path[0] = 0;
+    }
+    return ok;
+}
+
+static bool truthy(const char *s) { return !strcmp(s, "1") || !strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"); }
 
 static int form_field_found(const char *key, const char *filename, char *path, size_t pathlen, void *user) {
     (void)path;
@@ -242,26 +249,28 @@ static int form_field_found(const char *key, const char *filename, char *path, s
     if (filename && *filename) {
         if (u->have_file) return MG_FORM_FIELD_STORAGE_SKIP; /* one document per request: the first file */
         u->have_file = true;
-        snprintf(u->filename, sizeof u->filename, "%s", filename);
-        if (!spool_open(u)) {
+        snprintf(u->r->upload.filename, sizeof u->r->upload.filename, "%s", filename);
+        if (!spool_open(u->r, &u->f)) {
             u->io_error = true;
             return MG_FORM_FIELD_STORAGE_ABORT;
         }
         return MG_FORM_FIELD_STORAGE_GET;
     }
-    u->field_value[0] = 0;
     return !strcmp(key, "replace") || !strcmp(key, "ocr") ? MG_FORM_FIELD_STORAGE_GET : MG_FORM_FIELD_STORAGE_SKIP;
 }
 
 static int form_field_get(const char *key, const char *value, size_t len, void *user) {
     upload_state *u = user;
     if (!strcmp(key, "replace") && !u->f) {
-        snprintf(u->field_value, sizeof u->field_value, "%.*s", (int)(len < 15 ? len : 15), value);
-        u->replace = !strcmp(u->field_value, "true") || !strcmp(u->field_value, "1") || !strcmp(u->field_value, "on");
+        char v[16];
+        snprintf(v, sizeof v, "%.*s", (int)(len < 15 ? len : 15), value);
+        u->r->upload.replace = truthy(v);
         return MG_FORM_FIELD_HANDLE_NEXT;
     }
     if (!strcmp(key, "ocr") && !u->f) {
-        snprintf(u->ocr, sizeof u->ocr, "%.*s", (int)(len < sizeof u->ocr - 1 ? len : sizeof u->ocr - 1), value);
+        char *o = u->r->upload.ocr;
+        const size_t cap = sizeof u->r->upload.ocr - 1;
+        snprintf(o, cap + 1, "%.*s", (int)(len < cap ? len : cap), value);
         return MG_FORM_FIELD_HANDLE_NEXT;
     }
     if (!u->f) return MG_FORM_FIELD_HANDLE_NEXT;
@@ -274,6 +283,7 @@ static int form_field_get(const char *key, const char *value, size_t len, void *
         u->io_error = true;
         return MG_FORM_FIELD_HANDLE_ABORT;
     }
+    cq_web_watch_move(u->r, u->t0 + u->timeout_s + (double)u->bytes / CQ_WEB_MIN_BODY_BYTES_PER_S);
     return MG_FORM_FIELD_HANDLE_GET;
 }
 
@@ -284,88 +294,62 @@ static int form_field_store(const char *path, long long size, void *user) {
     return MG_FORM_FIELD_HANDLE_NEXT;
 }
 
-/* Finishes the spooled file; false (and the error sent) when it is unusable. */
-static bool spool_close(upload_state *u) {
-    bool ok = u->f && !u->io_error && !u->too_large;
-    if (u->f && fclose(u->f) != 0) ok = false;
-    u->f = NULL;
-    if (!ok && u->path[0]) {
-        unlink(u->path);
-        u->path[0] = 0;
-    }
-    return ok;
+/* A multipart form, streamed by CivetWeb's form parser (which reads the body itself). */
+static void receive_form(cq_web_req *r, size_t max) {
+    upload_state u = {.r = r, .max = max, .t0 = cq_clock_seconds(),
+                      .timeout_s = r->server->cfg.request_timeout_ms / 1e3};
+    struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
+    cq_web_watch_begin(r, false, u.t0 + u.timeout_s);
+    int n = mg_handle_form_request(r->conn, &h);
+    bool too_slow = cq_web_watch_end(r);
+    r->body_pending = true; /* the parser may stop before the end of the body: never keep the connection */
+    bool ok = spool_close(r, u.f, !u.io_error && !u.too_large && !too_slow && n >= 0);
+    if (u.too_large) return cq_web_refuse_too_large(r, max);
+    if (too_slow) return cq_web_refuse_too_slow(r);
+    if (u.io_error) return cq_web_send_error(r, 500, "io", "the upload could not be stored");
+    if (!u.have_file) return cq_web_send_error(r, 400, "invalid", "the form has no file field");
+    if (!ok) return cq_web_send_error(r, 400, "bad_request", "the multipart body is malformed or cut short");
 }
 
-static bool truthy(const char *s) { return !strcmp(s, "1") || !strcmp(s, "true") || !strcmp(s, "yes"); }
-
-static void handle_upload(cq_web_req *r, const char *kb) {
-    if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
-    upload_state u = {.r = r, .max = r->server->cfg.max_upload_bytes};
-    long long length = r->ri->content_length;
-    if (length > (long long)u.max + 65536) /* multipart framing may add a little */
-        return cq_web_refuse_too_large(r, u.max);
-    const char *ctype = mg_get_header(r->conn, "Content-Type");
-    char q[16];
-    if (cq_web_query(r, "replace", q, sizeof q)) u.replace = truthy(q);
-    cq_web_query(r, "ocr", u.ocr, sizeof u.ocr);
-    if (ctype && !strncasecmp(ctype, "multipart/form-data", 19)) {
-        struct mg_form_data_handler h = {form_field_found, form_field_get, form_field_store, &u};
-        int n = mg_handle_form_request(r->conn, &h);
-        bool ok = spool_close(&u);
-        if (u.too_large) return cq_web_refuse_too_large(r, u.max);
-        if (!u.have_file) {
-            cq_web_send_error(r, 400, "invalid", "the form has no file field");
-            return;
-        }
-        if (n < 0 || !ok) {
-            if (u.path[0]) unlink(u.path);
-            cq_web_send_error(r, u.io_error ? 500 : 400, u.io_error ? "io" : "bad_request",
-                              u.io_error ? "the upload could not be stored" : "the multipart body is malformed");
-            return;
-        }
-    } else {
-        /* Raw body: the name from ?filename= or X-Filename (both percent-decoded). */
-        if (!cq_web_query(r, "filename", u.filename, sizeof u.filename)) {
-            const char *h = mg_get_header(r->conn, "X-Filename");
-            if (h) mg_url_decode(h, (int)strlen(h), u.filename, (int)sizeof u.filename, 0);
-        }
-        if (!u.filename[0]) {
-            cq_web_send_error(r, 400, "invalid",
-                              "name the file: ?filename=NAME, an X-Filename header, or a multipart form");
-            return;
-        }
-        if (!spool_open(&u)) {
-            cq_web_send_error(r, 500, "io", "the upload could not be stored");
-            return;
-        }
-        char buf[65536];
-        int got;
-        while ((got = mg_read(r->conn, buf, sizeof buf)) > 0) {
-            u.bytes += (size_t)got;
-            if (u.bytes > u.max) {
-                u.too_large = true;
-                break;
-            }
-            if (fwrite(buf, 1, (size_t)got, u.f) != (size_t)got) {
-                u.io_error = true;
-                break;
-            }
-        }
-        if (got < 0) u.io_error = true;
-        if (!spool_close(&u)) {
-            if (u.too_large) {
-                cq_web_refuse_too_large(r, u.max);
-            } else {
-                cq_web_send_error(r, 400, "bad_request", "the upload could not be read");
-            }
-            return;
+/* A raw body, named by ?filename= or an X-Filename header (both percent-decoded). */
+static void receive_raw(cq_web_req *r, size_t max) {
+    if (!cq_web_query(r, "filename", r->upload.filename, sizeof r->upload.filename)) {
+        const char *h = mg_get_header(r->conn, "X-Filename");
+        if (h) {
+            int n = mg_url_decode(h, (int)strlen(h), r->upload.filename, (int)sizeof r->upload.filename, 0);
+            if (n < 0 || (size_t)n != strlen(r->upload.filename))
+                return cq_web_send_error(r, 400, "invalid", "X-Filename holds a NUL byte or is too long");
         }
     }
+    if (!r->upload.filename[0])
+        return cq_web_send_error(r, 400, "invalid",
+                                 "name the file: ?filename=NAME, an X-Filename header, or a multipart form");
+    FILE *f;
+    if (!spool_open(r, &f)) return cq_web_send_error(r, 500, "io", "the upload could not be stored");
+    size_t bytes;
+    int rc = cq_web_read_body_to(r, f, max, &bytes);
+    if (!spool_close(r, f, rc == 0) && rc == 500)
+        cq_web_send_error(r, 500, "io", "the upload could not be stored");
+}
+
+/* Runs on the connection thread, after admit. Leaves r->upload.path set, or a response sent. */
+static void receive_upload(cq_web_req *r) {
+    size_t max = r->server->cfg.max_upload_bytes;
+    char q[16];
+    if (cq_web_query(r, "replace", q, sizeof q)) r->upload.replace = truthy(q);
+    cq_web_query(r, "ocr", r->upload.ocr, sizeof r->upload.ocr);
+    const char *ctype = mg_get_header(r->conn, "Content-Type");
+    if (ctype && !strncasecmp(ctype, "multipart/form-data", 19)) receive_form(r, max);
+    else receive_raw(r, max);
+}
+
+static void handle_upload(cq_web_req *r, const char *kb) {
     cq_err err = {0};
     cJSON *out = NULL;
     bool accepted = false;
-    cq_status rc = r->svc->upload(r->svc->ctx, kb, u.filename, u.path, u.replace, u.ocr[0] ? u.ocr : NULL, &out,
-                                  &accepted, &err);
+    cq_status rc = r->svc->upload(r->svc->ctx, kb, r->upload.filename, r->upload.path, r->upload.replace,
+                                  r->upload.ocr[0] ? r->upload.ocr : NULL, &out, &accepted, &err);
+    r->upload.path[0] = 0; /* the service took it over */
     if (rc) {
         cJSON_Delete(out);
         cq_web_send_status_error(r, &err);
@@ -375,7 +359,6 @@ static void handle_upload(cq_web_req *r, const char *kb) {
 }
 
 static void handle_kb_documents(cq_web_req *r, const char *kb) {
-    if (method_is(r, "POST") || method_is(r, "PUT")) return handle_upload(r, kb);
     if (!method_is(r, "GET")) return method_not_allowed(r, "GET, POST");
     if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
     cq_err err = {0};
@@ -396,6 +379,20 @@ static void handle_job(cq_web_req *r, int64_t id) {
         cJSON_Delete(out);
         return;
     }
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_job_cancel(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    char kb[128] = "";
+    cq_status rc = r->svc->job_get(r->svc->ctx, id, &out, kb, &err);
+    cJSON_Delete(out);
+    out = NULL;
+    if (rc) return cq_web_send_status_error(r, &err);
+    if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
+    rc = r->svc->job_cancel(r->svc->ctx, id, &out, &err);
     reply(r, rc, &err, 200, out);
 }
 
@@ -513,6 +510,14 @@ static void handle_compare(cq_web_req *r, int64_t a, const char *seg_b) {
 
 /* ---- questions ------------------------------------------------------------------------------------------------ */
 
+bool cq_web_question_fits(cq_web_req *r, const char *question) {
+    size_t chars = cq_utf8_count(question, strlen(question));
+    if (chars <= CQ_WEB_QUESTION_MAX_CHARS) return true;
+    cq_web_send_error(r, 413, "question_too_long", "the question is %zu characters long; at most %d are answered",
+                      chars, CQ_WEB_QUESTION_MAX_CHARS);
+    return false;
+}
+
 /* Fills q from a request body {"question", "k", "mode", "as_of", "history"}; sends 400 and returns false when invalid. */
 static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q) {
     memset(q, 0, sizeof *q);
@@ -521,6 +526,7 @@ static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q)
         cq_web_send_error(r, 400, "invalid", "\"question\" must be a non-empty string");
         return false;
     }
+    if (!cq_web_question_fits(r, question->valuestring)) return false;
     q->question = question->valuestring;
     const cJSON *k = cJSON_GetObjectItem(body, "k");
     if (k) {
@@ -704,28 +710,24 @@ static void split_path(cq_web_req *r) {
 
 static bool seg_is(const cq_web_req *r, int i, const char *s) { return i < r->n_seg && !strcmp(r->seg[i], s); }
 
-static void dispatch(cq_web_req *r) {
-    if (serve_static(r)) return;
-    split_path(r);
-    if (r->n_seg == 1 && seg_is(r, 0, "metrics")) {
-        r->route = CQ_ROUTE_METRICS;
-        return method_is(r, "GET") ? handle_metrics(r) : method_not_allowed(r, "GET");
-    }
-    if (r->n_seg == 1 && seg_is(r, 0, "favicon.ico")) {
+/* Sets r->route from the path (CQ_ROUTE_PAGE for the page's files, CQ_ROUTE_UNKNOWN for no route). */
+static void route(cq_web_req *r) {
+    const char *p = !strcmp(r->path, "/") ? "/index.html" : r->path;
+    bool page = !strcmp(r->path, "/favicon.ico");
+    for (size_t i = 0; i < cq_web_n_static_files && !page; i++) page = !strcmp(cq_web_static_files[i].path, p);
+    if (page) {
         r->route = CQ_ROUTE_PAGE;
-        return cq_web_send_bytes(r, 204, "image/x-icon", "", 0, "max-age=86400");
+        return;
     }
+    split_path(r);
+    int n = r->n_seg;
     bool api = seg_is(r, 0, "api") && seg_is(r, 1, "v1");
     bool openai = seg_is(r, 0, "v1");
-    if (api && r->n_seg == 3 && seg_is(r, 2, "health")) {
+    if (n == 1 && seg_is(r, 0, "metrics")) {
+        r->route = CQ_ROUTE_METRICS;
+    } else if (api && n == 3 && seg_is(r, 2, "health")) {
         r->route = CQ_ROUTE_HEALTH;
-        return method_is(r, "GET") ? handle_health(r) : method_not_allowed(r, "GET");
-    }
-    if (!api && !openai) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-
-    /* Everything else needs a key (or open development mode). Route first, so 404s are counted by pattern. */
-    int n = r->n_seg;
-    if (api && seg_is(r, 2, "kbs")) {
+    } else if (api && seg_is(r, 2, "kbs")) {
         r->route = n == 3   ? CQ_ROUTE_KBS
                    : n == 4 ? CQ_ROUTE_KB
                    : n == 5 && seg_is(r, 4, "documents") ? CQ_ROUTE_KB_DOCUMENTS
@@ -735,6 +737,8 @@ static void dispatch(cq_web_req *r) {
                                                         : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "jobs") && n == 4) {
         r->route = CQ_ROUTE_JOB;
+    } else if (api && seg_is(r, 2, "jobs") && n == 5 && seg_is(r, 4, "cancel")) {
+        r->route = CQ_ROUTE_JOB_CANCEL;
     } else if (api && seg_is(r, 2, "documents")) {
         r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
                    : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
@@ -751,19 +755,60 @@ static void dispatch(cq_web_req *r) {
     } else if (openai && n == 3 && seg_is(r, 1, "chat") && seg_is(r, 2, "completions")) {
         r->route = CQ_ROUTE_OPENAI_CHAT;
     }
-    if (r->route == CQ_ROUTE_UNKNOWN) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-    if (!cq_web_authenticate(r)) return;
+}
 
+/* What the request's body is for: BODY_NONE (no body is read; one that is sent closes the connection after the
+ * response), BODY_JSON (read into r->body) or BODY_UPLOAD (spooled to a file). */
+enum { BODY_NONE, BODY_JSON, BODY_UPLOAD };
+
+static int body_kind(const cq_web_req *r) {
+    switch (r->route) {
+    case CQ_ROUTE_KBS:
+    case CQ_ROUTE_RETRIEVE:
+    case CQ_ROUTE_ASK:
+    case CQ_ROUTE_OPENAI_CHAT: return method_is(r, "POST") ? BODY_JSON : BODY_NONE;
+    case CQ_ROUTE_CONVERSATION: return method_is(r, "PATCH") ? BODY_JSON : BODY_NONE;
+    case CQ_ROUTE_DOCUMENT_VERSION: return method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
+    case CQ_ROUTE_KB_DOCUMENTS: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_UPLOAD : BODY_NONE;
+    default: return BODY_NONE;
+    }
+}
+
+/* Authentication, and for an upload the right to edit the KB: before the body is read, so that a client without a
+ * key cannot make the server receive 64 MB. False when a response was sent. */
+static bool admit(cq_web_req *r) {
+    if (r->admitted) return true;
+    if (!cq_web_authenticate(r)) return false;
+    if (r->route == CQ_ROUTE_KB_DOCUMENTS && body_kind(r) == BODY_UPLOAD && !cq_web_authorize(r, CQ_WEB_EDIT, r->seg[3]))
+        return false;
+    r->admitted = true;
+    return true;
+}
+
+static void admit_task(cq_web_req *r) { admit(r); }
+
+/* Runs on a worker. */
+static void dispatch(cq_web_req *r) {
+    switch (r->route) {
+    case CQ_ROUTE_HEALTH: return method_is(r, "GET") ? handle_health(r) : method_not_allowed(r, "GET");
+    case CQ_ROUTE_METRICS: return method_is(r, "GET") ? handle_metrics(r) : method_not_allowed(r, "GET");
+    default: break;
+    }
+    if (!admit(r)) return;
     int64_t id;
     switch (r->route) {
     case CQ_ROUTE_KBS: return handle_kbs(r);
     case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
-    case CQ_ROUTE_KB_DOCUMENTS: return handle_kb_documents(r, r->seg[3]);
+    case CQ_ROUTE_KB_DOCUMENTS:
+        return body_kind(r) == BODY_UPLOAD ? handle_upload(r, r->seg[3]) : handle_kb_documents(r, r->seg[3]);
     case CQ_ROUTE_KB_JOBS: return handle_kb_jobs(r, r->seg[3]);
     case CQ_ROUTE_RETRIEVE: return handle_retrieve(r, r->seg[3]);
     case CQ_ROUTE_ASK: return handle_ask(r, r->seg[3]);
     case CQ_ROUTE_JOB:
         if ((id = path_id(r, r->seg[3]))) handle_job(r, id);
+        return;
+    case CQ_ROUTE_JOB_CANCEL:
+        if ((id = path_id(r, r->seg[3]))) handle_job_cancel(r, id);
         return;
     case CQ_ROUTE_DOCUMENT:
         if ((id = path_id(r, r->seg[3]))) handle_document(r, id);
@@ -793,10 +838,15 @@ static void dispatch(cq_web_req *r) {
     }
 }
 
+/* ---- workers -------------------------------------------------------------------------------------------------- */
+
 /* CivetWeb runs handlers on threads with 100 KB stacks (fixed when Debian built it): too little for SQLite, the
- * pipelines and the sanitizers. So its threads only hold connections; every request runs on one of our workers
- * (ordinary 8 MB stacks), a bounded pool, while the connection's thread waits for it. */
+ * pipelines and the sanitizers. So its threads hold the connections, check what needs no store and receive the
+ * bodies; everything else runs on one of our workers (ordinary 8 MB stacks), a bounded pool, while the connection's
+ * thread waits for it. Health and metrics have a worker of their own, so that they are answered while every worker
+ * of the pool is busy. */
 typedef struct task {
+    void (*fn)(cq_web_req *r);
     cq_web_req *r;
     bool done;
     pthread_cond_t cond;
@@ -804,37 +854,106 @@ typedef struct task {
 } task;
 
 static void *pool_worker(void *arg) {
-    cq_web_server *s = arg;
+    cq_web_pool *p = arg;
     for (;;) {
-        pthread_mutex_lock(&s->pool_lock);
-        while (!s->pool_stopping && !s->tasks) pthread_cond_wait(&s->pool_cond, &s->pool_lock);
-        task *t = s->tasks;
+        pthread_mutex_lock(&p->lock);
+        while (!p->stopping && !p->tasks) pthread_cond_wait(&p->cond, &p->lock);
+        task *t = p->tasks;
         if (!t) { /* stopping, and nothing left to do */
-            pthread_mutex_unlock(&s->pool_lock);
+            pthread_mutex_unlock(&p->lock);
             return NULL;
         }
-        s->tasks = t->next;
-        if (!s->tasks) s->tasks_tail = NULL;
-        pthread_mutex_unlock(&s->pool_lock);
-        dispatch(t->r);
-        pthread_mutex_lock(&s->pool_lock);
+        p->tasks = t->next;
+        if (!p->tasks) p->tasks_tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+        t->fn(t->r);
+        pthread_mutex_lock(&p->lock);
         t->done = true;
         pthread_cond_signal(&t->cond);
-        pthread_mutex_unlock(&s->pool_lock);
+        pthread_mutex_unlock(&p->lock);
     }
 }
 
-static void run_on_pool(cq_web_server *s, cq_web_req *r) {
-    task t = {.r = r};
+static void run_on_pool(cq_web_pool *p, void (*fn)(cq_web_req *r), cq_web_req *r) {
+    task t = {.fn = fn, .r = r};
     pthread_cond_init(&t.cond, NULL);
-    pthread_mutex_lock(&s->pool_lock);
-    if (s->tasks_tail) s->tasks_tail->next = &t;
-    else s->tasks = &t;
-    s->tasks_tail = &t;
-    pthread_cond_signal(&s->pool_cond);
-    while (!t.done) pthread_cond_wait(&t.cond, &s->pool_lock);
-    pthread_mutex_unlock(&s->pool_lock);
+    pthread_mutex_lock(&p->lock);
+    if (p->tasks_tail) p->tasks_tail->next = &t;
+    else p->tasks = &t;
+    p->tasks_tail = &t;
+    pthread_cond_signal(&p->cond);
+    while (!t.done) pthread_cond_wait(&t.cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
     pthread_cond_destroy(&t.cond);
+}
+
+static cq_status pool_start(cq_web_pool *p, int threads, cq_err *err) {
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->threads = calloc((size_t)threads, sizeof *p->threads);
+    if (!p->threads) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < threads; i++) {
+        if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0)
+            return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start worker thread %d", i);
+        p->n_threads++;
+    }
+    return CQ_OK;
+}
+
+static void pool_stop(cq_web_pool *p) {
+    if (!p->threads) return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+}
+
+/* ---- a request, from CivetWeb's connection thread -------------------------------------------------------------- */
+
+static bool has_body(const cq_web_req *r) {
+    return r->ri->content_length > 0 || (r->ri->content_length < 0 && mg_get_header(r->conn, "Transfer-Encoding"));
+}
+
+/* Everything but the handlers' own work, on the connection thread: the checks, the page, the body. */
+static void serve(cq_web_req *r) {
+    cq_web_server *s = r->server;
+    r->body_pending = has_body(r);
+    if (atomic_load(&s->draining)) {
+        /* stopping: requests already running finish, new ones are turned away */
+        r->body_pending = true;
+        return cq_web_send_error(r, 503, "shutting_down", "the server is stopping");
+    }
+    if (!cq_web_guard_request(r)) return;
+    route(r);
+    /* The liveness probe is answered whatever a client address holds. */
+    if (r->route != CQ_ROUTE_HEALTH && !cq_web_clients_admit(s, r->conn)) {
+        r->body_pending = true;
+        return cq_web_send_error(r, 429, "too_many_connections",
+                                 "this client address holds %d connections already: close some first",
+                                 s->cfg.max_client_connections);
+    }
+    if (r->route == CQ_ROUTE_PAGE) return serve_static(r);
+    if (r->route == CQ_ROUTE_UNKNOWN) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+    if (r->route == CQ_ROUTE_HEALTH || r->route == CQ_ROUTE_METRICS) return run_on_pool(&s->priority, dispatch, r);
+
+    int kind = body_kind(r);
+    if (kind != BODY_NONE) {
+        /* a body announced larger than the limit is refused at once, before a byte of it is read (an upload's
+         * multipart framing may add a little to the file) */
+        size_t max = kind == BODY_JSON ? s->cfg.max_json_bytes : s->cfg.max_upload_bytes + 65536;
+        if (r->ri->content_length > (long long)max)
+            return cq_web_refuse_too_large(r, kind == BODY_JSON ? max : s->cfg.max_upload_bytes);
+        run_on_pool(&s->pool, admit_task, r);
+        if (r->status) return;
+        if (kind == BODY_JSON) cq_web_read_body(r, max);
+        else receive_upload(r);
+        if (r->status) return;
+    }
+    run_on_pool(&s->pool, dispatch, r);
 }
 
 static int handle_request(struct mg_connection *conn, void *cbdata) {
@@ -842,7 +961,7 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     double t0 = cq_clock_seconds();
     cq_web_req *r = calloc(1, sizeof *r);
     if (!r) {
-        mg_send_http_error(conn, 503, "out of memory");
+        cq_web_send_conn_error(conn, 503, "no_memory", "out of memory");
         return 503;
     }
     r->conn = conn;
@@ -850,23 +969,50 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     r->svc = &s->svc;
     r->ri = mg_get_request_info(conn);
     r->method = r->ri->request_method ? r->ri->request_method : "";
-    snprintf(r->path, sizeof r->path, "%s", r->ri->local_uri ? r->ri->local_uri : "/");
     cq_web_metrics_begin(&s->metrics);
-    if (atomic_load(&s->draining)) {
-        /* stopping: requests already running finish, new ones are turned away */
-        mg_disable_connection_keep_alive(conn);
-        cq_web_send_error(r, 503, "shutting_down", "the server is stopping");
-    } else {
-        run_on_pool(s, r);
-    }
+    serve(r);
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
+    if (r->upload.path[0]) unlink(r->upload.path); /* received, but never handed to the service */
+    free(r->body);
     double dt = cq_clock_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
     cq_web_access_log_write(s->access_log, r, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
+    /* Not after a slow body (408) nor for a client over its connections (429): those are the clients to let go. */
+    if (r->body_pending && has_body(r) && r->status != 408 && r->status != 429) cq_web_drain_body(r);
     int status = r->status;
     free(r);
     return status;
+}
+
+/* Errors CivetWeb answers itself, before any handler (a malformed request line, headers over 64 KiB, a bad
+ * Content-Length, an HTTP version other than 1.0 and 1.1): the same JSON as every other error. */
+static int http_error(struct mg_connection *conn, int status, const char *msg) {
+    static const struct {
+        int status;
+        const char *code, *message;
+    } known[] = {
+        {400, "bad_request", "the request is malformed or incomplete"},
+        {404, "not_found", "no such resource"},
+        {405, "method_not_allowed", "the method is not allowed"},
+        {408, "request_timeout", "the request did not arrive in time"},
+        {411, "length_required", "the request body needs a valid Content-Length"},
+        {413, "payload_too_large", "the request headers are larger than 64 KiB"},
+        {414, "uri_too_long", "the URL is too long"},
+        {417, "expectation_failed", "the expectation cannot be met"},
+        {500, "internal", "the server failed"},
+        {503, "unavailable", "the server cannot answer now"},
+        {505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served"},
+    };
+    const char *code = "error", *message = msg && *msg ? msg : "error";
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (known[i].status == status) {
+            code = known[i].code;
+            message = known[i].message;
+        }
+    CQ_DEBUG("http: %d %s (%s)", status, code, msg ? msg : "");
+    cq_web_send_conn_error(conn, status, code, message);
+    return 0;
 }
 
 static int log_message(const struct mg_connection *conn, const char *message) {
@@ -883,8 +1029,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     cq_web_server *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_web_metrics_init(&s->metrics);
-    pthread_mutex_init(&s->pool_lock, NULL);
-    pthread_cond_init(&s->pool_cond, NULL);
+    cq_web_clients_init(&s->clients);
     s->svc = *service;
     s->cfg = *config;
     if (!s->cfg.threads) s->cfg.threads = DEFAULT_THREADS;
@@ -892,6 +1037,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     if (!s->cfg.max_json_bytes) s->cfg.max_json_bytes = DEFAULT_MAX_JSON_BYTES;
     if (!s->cfg.max_upload_bytes) s->cfg.max_upload_bytes = DEFAULT_MAX_UPLOAD_BYTES;
     if (!s->cfg.request_timeout_ms) s->cfg.request_timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (!s->cfg.max_client_connections) s->cfg.max_client_connections = DEFAULT_MAX_CLIENT_CONNECTIONS;
     s->host = strdup(config->host && *config->host ? config->host : "127.0.0.1");
     s->spool_dir = strdup(config->spool_dir ? config->spool_dir : "/tmp");
     if (!s->host || !s->spool_dir) {
@@ -904,21 +1050,13 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     cq_status rc = cq_web_listen_check(s->host, config->port, err);
     if (!rc && config->access_log) rc = cq_web_access_log_open(config->access_log, config->access_log_json,
                                                                &s->access_log, err);
+    if (!rc) rc = cq_web_guard_init(s, config, err);
+    if (!rc) rc = cq_web_watchdog_start(&s->watchdog, err);
+    if (!rc) rc = pool_start(&s->pool, s->cfg.threads, err);
+    if (!rc) rc = pool_start(&s->priority, 1, err);
     if (rc) {
         cq_web_stop(s);
         return rc;
-    }
-    s->pool_threads = calloc((size_t)s->cfg.threads, sizeof *s->pool_threads);
-    if (!s->pool_threads) {
-        cq_web_stop(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < s->cfg.threads; i++) {
-        if (pthread_create(&s->pool_threads[i], NULL, pool_worker, s) != 0) {
-            cq_web_stop(s);
-            return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start worker thread %d", i);
-        }
-        s->n_pool_threads++;
     }
 
     char ports[300], threads[16], timeout[16], queue[16];
@@ -929,14 +1067,22 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     const char *options[] = {"listening_ports", ports,
                              "num_threads", threads,
                              "connection_queue", queue,
-                             "request_timeout_ms", timeout,
+                             "request_timeout_ms", timeout, /* headers, each body read, each write */
                              "keep_alive_timeout_ms", "5000",
                              "enable_keep_alive", "yes",
                              "tcp_nodelay", "1",
                              "max_request_size", "65536",
+                             "decode_url", "no", /* guard.c decodes, and refuses %00 */
+                             /* CivetWeb answers preflights itself with every origin and method allowed unless
+                              * these are empty; guard.c answers them instead */
+                             "access_control_allow_origin", "",
+                             "access_control_allow_methods", "",
+                             "access_control_allow_headers", "",
                              NULL};
     struct mg_callbacks cb = {0};
     cb.log_message = log_message;
+    cb.http_error = http_error;
+    cb.connection_close = cq_web_clients_closed;
     mg_init_library(0);
     char errtext[256] = "";
     unsigned errcode = 0;
@@ -946,6 +1092,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     if (!s->mg) {
         cq_err_set(err, CQ_ERR_IO, "cannot listen on %s:%d: %s", s->host, config->port,
                    errtext[0] ? errtext : "unknown error");
+        mg_exit_library();
         cq_web_stop(s);
         return CQ_ERR_IO;
     }
@@ -985,15 +1132,12 @@ void cq_web_stop(cq_web_server *s) {
         mg_stop(s->mg); /* joins the connection threads: requests in flight finish first */
         mg_exit_library();
     }
-    pthread_mutex_lock(&s->pool_lock);
-    s->pool_stopping = true;
-    pthread_cond_broadcast(&s->pool_cond);
-    pthread_mutex_unlock(&s->pool_lock);
-    for (int i = 0; i < s->n_pool_threads; i++) pthread_join(s->pool_threads[i], NULL);
-    free(s->pool_threads);
-    pthread_mutex_destroy(&s->pool_lock);
-    pthread_cond_destroy(&s->pool_cond);
+    pool_stop(&s->pool);
+    pool_stop(&s->priority);
+    cq_web_watchdog_stop(&s->watchdog);
+    cq_web_clients_destroy(&s->clients);
     cq_web_metrics_destroy(&s->metrics);
+    cq_web_guard_free(s);
     cq_web_access_log_close(s->access_log);
     free(s->host);
     free(s->spool_dir);

@@ -7,11 +7,17 @@
  * documented in docs/API.md.
  *
  * Errors are {"error": {"code": "...", "message": "..."}} with the HTTP status of the cq_status (see
- * cq_web_http_status) or of the HTTP problem itself (401, 403, 405, 411, 413).
+ * cq_web_http_status) or of the HTTP problem itself (400, 401, 403, 405, 408, 411, 413, 429 ...), those CivetWeb
+ * answers itself included.
  *
- * Threads: CivetWeb's threads hold the connections (config.connections); the requests run on a bounded pool of
- * worker threads (config.threads). Every service function may be called from several of them at once and must be
- * thread-safe. */
+ * Before a handler: the Host header must name the server (DNS rebinding), a request that changes something must
+ * come from the server's own origin or an allowed one (cross-site requests), the URL holds no encoded NUL, and a
+ * client address holds a bounded number of connections (web/guard.c).
+ *
+ * Threads: CivetWeb's threads hold the connections (config.connections) and receive request bodies, so that a slow
+ * client holds its own connection only; the requests run on a bounded pool of worker threads (config.threads), and
+ * health and metrics on one more of their own. Every service function may be called from several of them at once
+ * and must be thread-safe. */
 #ifndef CQ_WEB_SERVER_H
 #define CQ_WEB_SERVER_H
 
@@ -119,6 +125,9 @@ typedef struct {
     cq_status (*upload)(void *ctx, const char *kb, const char *filename, const char *path, bool replace,
                         const char *ocr, cJSON **out, bool *accepted, cq_err *err);
     cq_status (*job_get)(void *ctx, int64_t job_id, cJSON **out, char kb[128], cq_err *err);
+    /* Cancels a job that has not ended: a queued one at once, a running one between two pages (nothing of its
+     * document is kept). out: the job as it is then. EXISTS (→ 409) when it has ended already. */
+    cq_status (*job_cancel)(void *ctx, int64_t job_id, cJSON **out, cq_err *err);
     cq_status (*job_list)(void *ctx, const char *kb, cJSON **out, cq_err *err);
 
     /* ---- questions ---- */
@@ -146,7 +155,13 @@ typedef struct {
     int connections;             /* connections held open at once, keep-alive ones included (default 128) */
     size_t max_json_bytes;       /* request bodies other than uploads (default 1 MiB) */
     size_t max_upload_bytes;     /* uploads (default 64 MiB) */
-    int request_timeout_ms;      /* socket reads and writes (default 30000) */
+    int request_timeout_ms;      /* request headers, and each socket read and write (default 30000); a body must
+                                    arrive within it plus its size at 16 KiB/s */
+    int max_client_connections;  /* connections one client address may hold (default 32; -1: no limit) */
+    const char *const *cors_origins;  /* NULL-terminated origins ("https://portal.example.com") whose pages may call
+                                         the API; NULL: same origin only */
+    const char *const *allowed_hosts; /* NULL-terminated Host names accepted besides IP addresses and localhost
+                                         ("*": any); NULL: none */
     const char *spool_dir;       /* where uploads are received before the service takes them (must exist) */
     const char *access_log;      /* one line a request to this file, "-" for stdout, NULL for none */
     bool access_log_json;        /* JSON lines instead of text (web/access_log.c shows both) */

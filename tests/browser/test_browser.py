@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The page in headless Chromium (Selenium): create a KB, upload a PDF, wait until it is ready, ask, see an answer
 with a citation, open it and see the clause with its highlighted page image; a follow-up; language switch; keyboard;
-no requests leave the server; delete. Screenshots go to tests/browser/out/ (ignored by git).
+no requests leave the server; a long job cancelled from its upload row; delete. Screenshots go to tests/browser/out/
+(ignored by git).
 Skips (77) without Selenium or Chromium.
 
 usage: test_browser.py path/to/clauseqa"""
@@ -11,6 +12,7 @@ import time
 
 from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
 from http_server import DEMO_PDF, Checks, Server
+from test_http_jobs import many_pages
 
 T = Checks('test_browser')
 check = T.check
@@ -30,7 +32,7 @@ return n / (c.width * c.height);
 
 
 def main():
-    s = Server(sys.argv[1])
+    s = Server(sys.argv[1], args=['--max-pages', '0'])
     with session(s, check, 'browser') as driver:
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
@@ -38,6 +40,8 @@ def main():
         driver.get(base)
         wait(driver, lambda d: d.find_element(By.ID, 'auth-state').is_displayed(), 'page loads')
         check('Chinese labels', driver.find_element(By.ID, 'library-title').text == '文档库')
+        auth = wait(driver, lambda d: d.find_element(By.ID, 'auth-state').text, 'the mode is shown')
+        check('the page says open mode (no key needed)', auth == '开放模式：无需密钥', auth)
         accept = driver.find_element(By.ID, 'file-input').get_attribute('accept') or ''
         check('file picker offers the server\'s formats', {'.pdf', '.docx', '.html', '.htm', '.md', '.markdown', '.txt',
                                                           'application/pdf', 'text/html'}
@@ -110,6 +114,18 @@ def main():
         check('no external requests', not foreign, foreign)
         severe = [e for e in driver.get_log('browser') if e['level'] == 'SEVERE']
         check('no console errors', not severe, severe)
+
+        # a long job, cancelled with its upload row's button: it stops between two pages and nothing of it stays
+        driver.find_element(By.ID, 'file-input').send_keys(many_pages(os.path.join(s.tmp, 'long.pdf'), 40000))
+        button = wait(driver, lambda d: [b for b in d.find_elements(By.CSS_SELECTOR, '.upload .upload-cancel')
+                                         if b.is_displayed()], 'cancel button', 60)
+        if button:
+            button[0].click()
+        row = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '.upload.cancelled'), 'row says cancelled')
+        check('upload row says cancelled', row and 'cancelled' in row[0].text, row and row[0].text)
+        driver.save_screenshot(os.path.join(OUT, 'cancelled.png'))
+        docs = s.get('/api/v1/kbs/' + '%E6%B3%95%E8%A7%84' + '/documents').json()['documents']
+        check('nothing of the cancelled job stays', [d['name'] for d in docs] == ['劳动法(2018-12-29)'], docs)
 
         # delete the document from the library
         driver.find_element(By.CSS_SELECTOR, '.doc .danger-text').click()

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,7 @@ class Server:
         self.port = None
         self.key = None
         self.log_path = os.path.join(self.tmp, 'server.log')
+        self.env = None  # extra environment variables of the next start (e.g. CLAUSEQA_FAULT, core/fault.h)
 
     def start(self, timeout_s=30):
         port_file = os.path.join(self.tmp, 'port')
@@ -88,7 +90,8 @@ class Server:
             os.unlink(port_file)
         self.log = open(self.log_path, 'ab')
         self.proc = subprocess.Popen([self.binary, 'serve', '--data', self.data, '--port', '0', '--port-file',
-                                      port_file] + self.args, stdout=self.log, stderr=subprocess.STDOUT)
+                                      port_file] + self.args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -136,8 +139,10 @@ class Server:
         return subprocess.run([self.binary] + list(args) + ['--data', self.data], capture_output=True, text=True,
                               input=input_text, timeout=60)
 
-    def request(self, method, path, body=None, headers=None, key='default', timeout_s=60):
-        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=timeout_s)
+    def request(self, method, path, body=None, headers=None, key='default', timeout_s=60, source=None):
+        """source: the client address (any 127.x.y.z), for the limits per client address."""
+        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=timeout_s,
+                                          source_address=(source, 0) if source else None)
         h = dict(headers or {})
         use_key = self.key if key == 'default' else key
         if use_key:
@@ -163,12 +168,14 @@ class Server:
     def delete(self, path, **kw):
         return self.request('DELETE', path, **kw)
 
-    def upload(self, kb, path, filename=None, content=None, replace=False, **kw):
+    def upload(self, kb, path, filename=None, content=None, replace=False, headers=None, **kw):
         """Multipart upload of a file (or of content under filename)."""
         data = content if content is not None else open(path, 'rb').read()
         name = filename if filename is not None else os.path.basename(path)
         body, ctype = multipart({'replace': 'true'} if replace else {}, ('file', name, data))
-        return self.post(f'/api/v1/kbs/{quote(kb)}/documents', body, headers={'Content-Type': ctype}, **kw)
+        h = {'Content-Type': ctype}
+        h.update(headers or {})
+        return self.post(f'/api/v1/kbs/{quote(kb)}/documents', body, headers=h, **kw)
 
     def wait_job(self, job_id, timeout_s=120, **kw):
         deadline = time.time() + timeout_s
@@ -203,6 +210,63 @@ class Server:
             except ValueError:
                 out.append((name, text))
         return r, out
+
+
+class RawResponse:
+    """A response read off a socket: status, headers (lower-case names), body bytes."""
+
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def strict_json(self):
+        """The body as JSON, or None when it is not valid UTF-8 JSON."""
+        try:
+            return json.loads(self.body.decode('utf-8'))
+        except ValueError:
+            return None
+
+    def __repr__(self):
+        return f'<raw {self.status} {self.body[:300]!r}>'
+
+
+def read_response(sock, timeout_s=10):
+    """Reads one HTTP response from sock; None when the connection closes (or times out) before a status line."""
+    sock.settimeout(timeout_s)
+    data = b''
+    try:
+        while b'\r\n\r\n' not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        if b'\r\n\r\n' not in data:
+            return None
+        head, body = data.split(b'\r\n\r\n', 1)
+        lines = head.decode('latin-1').split('\r\n')
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(':')
+            headers[k.strip().lower()] = v.strip()
+        length = int(headers.get('content-length', '-1'))
+        while length >= 0 and len(body) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return RawResponse(status, headers, body[:length] if length >= 0 else body)
+    except (socket.timeout, ConnectionError):
+        return None
+
+
+def raw_request(port, data, timeout_s=10, source='127.0.0.1'):
+    """Sends data as it is (from the address source) and reads the answer."""
+    sock = socket.create_connection(('127.0.0.1', port), timeout=timeout_s, source_address=(source, 0))
+    try:
+        sock.sendall(data)
+        return read_response(sock, timeout_s)
+    finally:
+        sock.close()
 
 
 def quote(s):

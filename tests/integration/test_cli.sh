@@ -38,6 +38,12 @@ printf '%s\n' '{"id": 7, "question": "试用期最长多长时间？"}' '{"id": 
   "$bin" retrieve --data "$data" --kb demo --jsonl --k 3 > "$work/r.jsonl"
 check "jsonl ids" test "$(json 'd["id"]' < <(head -1 "$work/r.jsonl"))" = 7
 check "jsonl results" test "$(json 'len(d["results"])' < <(tail -1 "$work/r.jsonl"))" = 3
+# strict JSON lines: \u0000 would cut the question short, trailing junk is not JSON; each such line is an error line
+printf '%s\n' '{"id": 1, "question": "试用期\u0000最长"}' '{"id": 2, "question": "试用期"} x' |
+  "$bin" retrieve --data "$data" --kb demo --jsonl --k 3 > "$work/bad.jsonl" && rc=0 || rc=$?
+check "jsonl: a line that is not strict JSON gives exit 1" test "$rc" = 1
+check "jsonl: \\u0000 refused" test "$(json '"NUL" in d["error"]' < <(head -1 "$work/bad.jsonl"))" = True
+check "jsonl: trailing data refused" test "$(json '"after the JSON value" in d["error"]' < <(tail -1 "$work/bad.jsonl"))" = True
 
 # --- ask (extractive answers: the decoder's are tested in test_http_generate.py) ---
 out=$("$bin" ask --data "$data" --kb demo --answers extractive --json "劳动法第四十四条")
@@ -166,5 +172,7 @@ out=$(printf '%s\n' '{"id": 1, "task": "relevance", "question": " 试用期最�
 check "prompt: a line that fails gives exit 1" test "$rc" = 1
 check "prompt: relevance prompt" test "$(echo "$out" | head -1 | json 'd["prompt"]')" = "$(printf '任务：相关性\n材料：《劳动法》第二十一条 试用期最长 不得超过六个月。\n问题：试用期最长多长时间？\n相关：')"
 check "prompt: unknown task" test "$(echo "$out" | tail -1 | json '"must be" in d["error"] and d["id"] == 2')" = True
+out=$(printf '%s\n' '{"id": 3, "task": "answer", "question": "a\u0000b", "passages": []}' | "$bin" prompt --jsonl) || true
+check "prompt: \\u0000 refused" test "$(echo "$out" | json '"NUL" in d["error"]')" = True
 
 finish

@@ -298,7 +298,7 @@ def test_resume(binary):
         # the process exits 0; the job it queued runs at the next start.
         body, ctype = multipart({}, ('file', 'again.pdf', open(DEMO_PDF, 'rb').read() + b'\n%pad'))
         c = socket.create_connection(('127.0.0.1', s.port), timeout=30)
-        c.sendall(f'POST /api/v1/kbs/r/documents HTTP/1.1\r\nHost: t\r\nContent-Type: {ctype}\r\n'
+        c.sendall(f'POST /api/v1/kbs/r/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {ctype}\r\n'
                   f'Content-Length: {len(body)}\r\n\r\n'.encode() + body[:len(body) // 2])
         time.sleep(0.3)
         s.proc.send_signal(signal.SIGTERM)

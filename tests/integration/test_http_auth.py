@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """API keys over HTTP: open mode until the first key, then 401 without a valid key and 403 outside a key's KB or
-role (admin / editor / reader, one KB or every KB); revocation; `clauseqa keys` on the command line.
+role (admin / editor / reader, one KB or every KB); revocation; `clauseqa keys` on the command line; authentication
+stays on when the last key is revoked, until `clauseqa keys open-mode on`.
 
 usage: test_http_auth.py path/to/clauseqa"""
 import json
@@ -20,6 +21,42 @@ def create_key(s, *args):
     if not check('keys create ' + ' '.join(args), r.returncode == 0, r.stderr):
         return None
     return json.loads(r.stdout)['key']
+
+
+def test_auth_stays_on(s, keys, admin):
+    """Revoking the last key does not reopen the server; only `keys open-mode on` does, and it is logged."""
+    for k in keys:
+        if not k['revoked']:
+            s.cli('keys', 'revoke', str(k['id']))
+    check('every key revoked', all(k['revoked'] for k in json.loads(s.cli('keys', 'list', '--json').stdout)['keys']))
+    time.sleep(1.2)
+    r = s.get('/api/v1/health', key=None)
+    check('no key left: health still says auth', r.json()['auth'] is True, r)
+    check('no key left: 401 without a key', s.get('/api/v1/kbs', key=None).status == 401)
+    check('no key left: a KB cannot be deleted without a key', s.delete('/api/v1/kbs/laws', key=None).status == 401)
+    check('...and the revoked admin key is refused', s.get('/api/v1/kbs', key=admin).status == 401)
+    check('metrics: open mode 0', 'clauseqa_auth_open_mode 0' in s.get('/metrics').body.decode())
+    r = s.cli('keys', 'open-mode')
+    check('keys open-mode says authentication is on', r.returncode == 0 and 'authentication on' in r.stdout, r)
+
+    r = s.cli('keys', 'open-mode', 'on')
+    check('keys open-mode on', r.returncode == 0 and 'open-mode on' in r.stderr, r)
+    time.sleep(1.2)
+    check('open mode after the admin turned it on', s.get('/api/v1/health', key=None).json()['auth'] is False)
+    check('open mode: no key needed', s.get('/api/v1/kbs', key=None).status == 200)
+    check('the server logs the change', 'open mode ON' in s.log_text(), s.log_text()[-500:])
+    check('keys open-mode says open', 'open mode' in s.cli('keys', 'open-mode').stdout)
+
+    r = s.cli('keys', 'open-mode', 'off')
+    check('keys open-mode off', r.returncode == 0, r)
+    time.sleep(1.2)
+    check('keys required again, with no key', s.get('/api/v1/kbs', key=None).status == 401)
+    check('the server logs it', 'authentication ON' in s.log_text(), s.log_text()[-500:])
+    key = create_key(s, '--role', 'reader', '--kb', 'laws')
+    r = s.cli('keys', 'open-mode', 'on')
+    check('open-mode on refused while a key is active', r.returncode == 1 and 'revoke' in r.stderr, r)
+    check('the new key works', s.get('/api/v1/kbs/laws', key=key).status == 200)
+    check('usage error', s.cli('keys', 'open-mode', 'maybe').returncode == 2)
 
 
 def main():
@@ -123,6 +160,7 @@ def main():
                                                                                    'rb').read())
         m = s.get('/metrics').body.decode()
         check('401 and 403 counted', 'status="401"' in m and 'status="403"' in m)
+        test_auth_stays_on(s, keys, admin)
         check('server exits 0', s.stop() == 0, s.log_text())
     finally:
         s.close()

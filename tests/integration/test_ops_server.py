@@ -68,15 +68,24 @@ def access_log(binary, work):
         s.get('/api/v1/health', headers={'X-Forwarded-For': '203.0.113.7'})
         s.post('/api/v1/kbs', {'name': 'k"q'})
         s.get('/api/v1/kbs/%E6%B3%95/documents')
+        s.get('/api/v1/kbs/%FF%E6%B3/documents')  # a decoded path that is not UTF-8: its line stays valid JSON
         time.sleep(0.2)
         s.stop()
-        out = [ln for ln in s.log_text().splitlines() if ln.startswith('{')]
-        rows = [json.loads(ln) for ln in out]
+        out = [ln for ln in open(s.log_path, 'rb').read().splitlines() if ln.startswith(b'{')]
+        rows = []
+        for ln in out:
+            try:
+                rows.append(json.loads(ln.decode('utf-8')))  # strictly: valid UTF-8 JSON
+            except ValueError:
+                T.check('json: every line is UTF-8 JSON', False, ln)
         T.check('json: a line a request on stdout', len(rows) >= 3, out)
         T.check('json: the fields', rows and set(rows[0]) >= {'time', 'client', 'method', 'path', 'status', 'bytes',
                                                                'duration_ms'}, rows)
         T.check('json: forwarded_for', any(r.get('forwarded_for') == '203.0.113.7' for r in rows), rows)
         T.check('json: the path decoded', any(r['path'] == '/api/v1/kbs/法/documents' for r in rows), rows)
+        T.check('json: invalid UTF-8 in a path written as U+FFFD',
+                any(r['path'].startswith('/api/v1/kbs/\ufffd') and r['path'].endswith('/documents') for r in rows),
+                [r['path'] for r in rows])
     finally:
         s.close()
     r = subprocess.run([binary, 'serve', '--port', '0', '--data', os.path.join(work, 'x'), '--access-log',

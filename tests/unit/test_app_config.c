@@ -71,6 +71,30 @@ static void test_config_reads_keys_and_flags(void **state) {
     cq_config_free(&c);
 }
 
+/* The security and robustness options of issue 16 are keys too: the lists as one value (cli_serve.c splits them at
+ * commas), the limits as numbers. */
+static void test_config_security_keys(void **state) {
+    (void)state;
+    cq_config c;
+    cq_err err;
+    assert_int_equal(load("[serve]\nallow-host = qa.example.org, qa.internal\n"
+                          "cors-origin = https://portal.example.com\nrequest-timeout-s = 20\n"
+                          "max-client-connections = 0\nmax-pages = 10000\ndoc-memory-mb = 256\n",
+                          &c, &err),
+                     CQ_OK);
+    char *flags[8];
+    size_t n = cq_config_flags(&c, "serve", flags, 8);
+    assert_int_equal(n, 6);
+    assert_string_equal(flags[0], "--allow-host=qa.example.org, qa.internal");
+    assert_string_equal(flags[1], "--cors-origin=https://portal.example.com");
+    assert_string_equal(flags[5], "--doc-memory-mb=256");
+    for (size_t i = 0; i < n; i++) free(flags[i]);
+    cq_config_free(&c);
+    assert_int_equal(load("[serve]\nmax-pages = all\n", &c, &err), CQ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max-pages needs a whole number"));
+    assert_null(c.entries);
+}
+
 static void test_config_errors_name_the_line(void **state) {
     (void)state;
     static const struct {
@@ -169,6 +193,7 @@ static void test_models_first_folder_wins_per_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_reads_keys_and_flags),
+        cmocka_unit_test(test_config_security_keys),
         cmocka_unit_test(test_config_errors_name_the_line),
         cmocka_unit_test(test_models_first_folder_wins_per_file),
     };

@@ -187,12 +187,54 @@ static void test_jobs(void **state) {
     free(pages);
 }
 
+/* Once a key has existed, authentication stays on: revoking the last key does not reopen the server; only an
+ * explicit change (clauseqa keys open-mode on) does. */
+static void test_auth_stays_required(void **state) {
+    cq_store *s = *state;
+    cq_err err = {0};
+    bool open, required;
+    int64_t since;
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_true(open);
+    assert_int_equal(cq_store_auth_required(s, &required, &since, &err), CQ_OK);
+    assert_false(required);
+    assert_int_equal(since, 0);
+
+    char secret[CQ_KEY_SECRET_BYTES];
+    cq_key_info k;
+    assert_int_equal(cq_store_key_create(s, "ops", CQ_ROLE_ADMIN, NULL, secret, &k, &err), CQ_OK);
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_false(open);
+    assert_int_equal(cq_store_key_revoke(s, k.id, &err), CQ_OK);
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_false(open); /* every key revoked: still closed */
+    assert_int_equal(cq_store_auth_required(s, &required, &since, &err), CQ_OK);
+    assert_true(required);
+    assert_true(since > 0);
+
+    assert_int_equal(cq_store_auth_set_required(s, false, &err), CQ_OK);
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_true(open);
+    assert_int_equal(cq_store_auth_set_required(s, true, &err), CQ_OK); /* keys required before any exists */
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_false(open);
+
+    /* the key and the setting come together, also inside a caller's transaction */
+    assert_int_equal(cq_store_auth_set_required(s, false, &err), CQ_OK);
+    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
+    assert_int_equal(cq_store_key_create(s, "r", CQ_ROLE_READER, "*", secret, &k, &err), CQ_OK);
+    cq_store_rollback(s);
+    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
+    assert_true(open);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_check_revoke, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_create_validates, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_allows),
         cmocka_unit_test_setup_teardown(test_jobs, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_auth_stays_required, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

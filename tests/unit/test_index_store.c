@@ -7,12 +7,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "index/conversations.h"
+#include "index/fts_cjk.h"
+#include "index/jobs.h"
 #include "index/store.h"
 #include "test_store_util.h"
+
+/* No store: the test makes its own database at test_db_path. */
+static int setup_empty(void **state) {
+    snprintf(test_db_path, sizeof test_db_path, "/tmp/cq_test_store_%d.db", (int)getpid());
+    unlink(test_db_path);
+    *state = NULL;
+    return 0;
+}
 
 static const char *const company_law[][4] = {
     {NULL, NULL, "", "中华人民共和国公司法"},
@@ -112,11 +124,260 @@ static void test_schema_reopen(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x.db"));
 }
 
+/* Ids are never used twice: an id a client kept (a clause in a citation, a job it polls) names what it named or
+ * nothing, never another KB's row. */
+static void test_ids_never_reused(void **state) {
+    cq_store *s = *state;
+    cq_err err = {0};
+    int64_t kb_a, kb_b, kb_c, job1, job2;
+    assert_int_equal(cq_store_kb_create(s, "a", &kb_a, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "b", &kb_b, &err), CQ_OK);
+    int64_t doc1 = test_add_doc(s, kb_a, "公司法", "中华人民共和国公司法", "h1", company_law, 4);
+    int64_t last_clause = test_count(s, "SELECT max(id) FROM clauses");
+    assert_int_equal(cq_store_job_create(s, kb_a, doc1, &job1, &err), CQ_OK);
+    /* the newest document, its clauses and its job go */
+    assert_int_equal(cq_store_doc_delete(s, doc1, &err), CQ_OK);
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, last_clause, &row, &err), CQ_ERR_NOT_FOUND);
+    int64_t doc2 = test_add_doc(s, kb_b, "劳动法", "中华人民共和国劳动法", "h2", labour_law, 2);
+    assert_true(doc2 > doc1);
+    assert_true(test_count(s, "SELECT min(id) FROM clauses") > last_clause);
+    assert_int_equal(cq_store_clause_get(s, last_clause, &row, &err), CQ_ERR_NOT_FOUND); /* not b's clause */
+    assert_int_equal(cq_store_job_create(s, kb_b, doc2, &job2, &err), CQ_OK);
+    assert_true(job2 > job1);
+    /* the newest KB goes: the next one has a new id (its FTS table and vector files are named by it) */
+    assert_int_equal(cq_store_kb_delete(s, kb_b, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "c", &kb_c, &err), CQ_OK);
+    assert_true(kb_c > kb_b);
+}
+
+/* A database file is private to its owner, with its -wal and -shm files. */
+static void test_file_mode(void **state) {
+    (void)state;
+    struct stat st;
+    const char *suffixes[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s%s", test_db_path, suffixes[i]);
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+    }
+}
+
+/* The schema at version 3 (migrations 1 to 3), as the program wrote it before ids were kept unique. */
+#define SCHEMA_V3                                                                                                      \
+    "CREATE TABLE kbs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL);"                \
+    "CREATE TABLE documents(id INTEGER PRIMARY KEY, kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,"      \
+    " name TEXT NOT NULL, filename TEXT NOT NULL, format TEXT NOT NULL, sha256 TEXT NOT NULL,"                         \
+    " size_bytes INTEGER NOT NULL, title TEXT, n_pages INTEGER NOT NULL DEFAULT 0,"                                    \
+    " n_clauses INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'processing', error TEXT,"                    \
+    " quality REAL NOT NULL DEFAULT 1, quality_reason TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL);"         \
+    "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);"                                               \
+    "CREATE INDEX documents_kb_name ON documents(kb_id, name);"                                                        \
+    "CREATE TABLE pages(doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"                           \
+    " page_no INTEGER NOT NULL, width REAL NOT NULL, height REAL NOT NULL, n_chars INTEGER NOT NULL,"                  \
+    " quality REAL NOT NULL, quality_reason TEXT NOT NULL DEFAULT '', PRIMARY KEY(doc_id, page_no)) WITHOUT ROWID;"    \
+    "CREATE TABLE clauses(id INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE"          \
+    " CASCADE, ord INTEGER NOT NULL, kind INTEGER NOT NULL, label TEXT, label_key TEXT,"                               \
+    " path TEXT NOT NULL DEFAULT '', text TEXT NOT NULL, page_first INTEGER NOT NULL DEFAULT 0,"                       \
+    " page_last INTEGER NOT NULL DEFAULT 0, start_off INTEGER NOT NULL, end_off INTEGER NOT NULL, boxes BLOB);"        \
+    "CREATE INDEX clauses_doc ON clauses(doc_id, ord);"                                                                \
+    "CREATE TABLE jobs(id INTEGER PRIMARY KEY, kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,"           \
+    " doc_id INTEGER REFERENCES documents(id) ON DELETE CASCADE, state TEXT NOT NULL,"                                 \
+    " done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, error TEXT,"                                  \
+    " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, filename TEXT, upload_path TEXT,"                      \
+    " size_bytes INTEGER NOT NULL DEFAULT 0, replace_doc INTEGER NOT NULL DEFAULT 0);"                                 \
+    "CREATE TABLE clause_vectors(clause_id INTEGER PRIMARY KEY REFERENCES clauses(id) ON DELETE CASCADE,"              \
+    " kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE, model TEXT NOT NULL, vec BLOB NOT NULL);"           \
+    "CREATE TABLE doc_states(doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"                   \
+    " model TEXT NOT NULL, n_tokens INTEGER NOT NULL, state BLOB NOT NULL);"                                           \
+    "CREATE TABLE api_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL, prefix TEXT NOT NULL,"                          \
+    " hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL, kb TEXT, created_at INTEGER NOT NULL,"                            \
+    " last_used_at INTEGER, revoked_at INTEGER);"                                                                      \
+    "CREATE VIRTUAL TABLE fts_kb1 USING fts5(title, path, body, tokenize='cjk');"                                      \
+    "CREATE VIRTUAL TABLE fts_kb2 USING fts5(title, path, body, tokenize='cjk');"
+
+/* A version 3 database (before ids were kept unique and settings existed) is migrated keeping every row, id,
+ * reference and FTS row; a database that has had a key keeps authentication on. */
+static void test_migration_from_v3(void **state) {
+    (void)state;
+    sqlite3 *db;
+    cq_err err = {0};
+    assert_int_equal(sqlite3_open(test_db_path, &db), SQLITE_OK);
+    assert_int_equal(cq_fts_cjk_register(db, &err), CQ_OK);
+    const char *v3 =
+        SCHEMA_V3
+        "INSERT INTO kbs VALUES(1, 'a', 0), (2, 'b', 0);"
+        "INSERT INTO documents(id, kb_id, name, filename, format, sha256, size_bytes, status, created_at)"
+        " VALUES(1, 1, 'x', 'x.md', 'md', 'h1', 1, 'ready', 0), (2, 2, 'y', 'y.md', 'md', 'h2', 1, 'ready', 0);"
+        "INSERT INTO pages VALUES(1, 1, 595, 842, 10, 1, ''), (2, 1, 595, 842, 10, 1, '');"
+        "INSERT INTO clauses(id, doc_id, ord, kind, label, label_key, text, start_off, end_off) VALUES"
+        " (1, 1, 0, 1, '第一条', '1', '第一条 总则', 0, 1), (2, 1, 1, 1, '第二条', '2', '第二条 工资', 1, 2),"
+        " (3, 2, 0, 1, '第三条', '3', '第三条 休假', 0, 1);"
+        "INSERT INTO fts_kb1(rowid, title, path, body) VALUES(1, 'x', '', '第一条 总则'), (2, 'x', '', '第二条 工资');"
+        "INSERT INTO fts_kb2(rowid, title, path, body) VALUES(3, 'y', '', '第三条 休假');"
+        "INSERT INTO jobs(id, kb_id, doc_id, state, created_at, updated_at) VALUES(7, 2, 2, 'ready', 0, 0);"
+        "INSERT INTO clause_vectors VALUES(3, 2, 'm', x'00');"
+        "INSERT INTO api_keys(id, name, prefix, hash, role, created_at, revoked_at)"
+        " VALUES(1, 'ops', 'cq_1', 'h', 'admin', 0, 5);"
+        "PRAGMA user_version = 3;";
+    char *msg = NULL;
+    if (sqlite3_exec(db, v3, NULL, NULL, &msg) != SQLITE_OK) fail_msg("v3 schema: %s", msg);
+    sqlite3_close(db);
+
+    cq_store *s;
+    assert_int_equal(cq_store_open(test_db_path, &s, &err), CQ_OK);
+    assert_int_equal(test_count(s, "PRAGMA user_version"), CQ_STORE_SCHEMA_VERSION);
+    assert_int_equal(test_count(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                              "('kbs', 'documents', 'clauses', 'jobs', 'api_keys') AND sql LIKE '%AUTOINCREMENT%'"),
+                     5);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '%\\_v6' ESCAPE '\\'"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN "
+                              "('documents_kb_hash', 'documents_kb_name', 'clauses_doc', 'clauses_label', "
+                              "'clauses_label_key', 'jobs_state')"),
+                     6);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM clauses"), 3);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM pages"), 2);
+    assert_int_equal(test_count(s, "SELECT id FROM jobs WHERE doc_id = 2"), 7);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM fts_kb1 WHERE fts_kb1 MATCH '工资'"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM settings WHERE name = 'auth_required' AND value = '1'"), 1);
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, 3, &row, &err), CQ_OK);
+    assert_string_equal(row.text, "第三条 休假");
+    cq_clause_row_free(&row);
+
+    /* references still cascade; ids go on from the largest */
+    int64_t kb;
+    assert_int_equal(cq_store_kb_find(s, "b", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM clauses"), 2);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM jobs"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM clause_vectors"), 0);
+    int64_t doc = test_add_doc(s, 1, "劳动法", "中华人民共和国劳动法", "h3", labour_law, 2);
+    assert_true(doc > 2);
+    assert_true(test_count(s, "SELECT max(id) FROM clauses") > 3);
+    assert_int_equal(cq_store_clause_get(s, 3, &row, &err), CQ_ERR_NOT_FOUND);
+    cq_store_close(s);
+}
+
+/* What main's migrations 4 and 5 added (the schema of a database made by clauseqa at 831b75d, before this branch's
+ * migrations): conversations and the jobs' error code; versions of a regulation. */
+#define SCHEMA_V5_ADDS                                                                                                 \
+    "CREATE TABLE conversations(id INTEGER PRIMARY KEY, owner_key_id INTEGER NOT NULL,"                                \
+    " kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE, title TEXT NOT NULL,"                               \
+    " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"                                                      \
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);"                                     \
+    "CREATE INDEX conversations_kb ON conversations(kb_id);"                                                           \
+    "CREATE TABLE conversation_turns(id INTEGER PRIMARY KEY,"                                                          \
+    " conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE, question TEXT NOT NULL,"        \
+    " reply TEXT NOT NULL, created_at INTEGER NOT NULL);"                                                              \
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);"                         \
+    "ALTER TABLE jobs ADD COLUMN error_code TEXT;"                                                                     \
+    "CREATE TABLE doc_versions(doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"                 \
+    " kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE, key TEXT NOT NULL,"                                 \
+    " label TEXT NOT NULL DEFAULT '', promulgated INTEGER NOT NULL DEFAULT 0, effective INTEGER NOT NULL DEFAULT 0,"    \
+    " repealed INTEGER NOT NULL DEFAULT 0,"                                                                            \
+    " by_user INTEGER NOT NULL DEFAULT 0, analysed_at INTEGER NOT NULL);"                                              \
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);"                                                       \
+    "CREATE TABLE doc_repeals(doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"                     \
+    " kb_id INTEGER NOT NULL, key TEXT NOT NULL, PRIMARY KEY(doc_id, key)) WITHOUT ROWID;"                             \
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);"
+
+/* A version 5 database (made by main before this branch's migrations 6 to 8) is migrated keeping its conversations,
+ * their turns, the jobs' error codes and the versions of its documents, with every id and reference; conversation
+ * ids are then never used twice either. */
+static void test_migration_from_v5(void **state) {
+    (void)state;
+    sqlite3 *db;
+    cq_err err = {0};
+    assert_int_equal(sqlite3_open(test_db_path, &db), SQLITE_OK);
+    assert_int_equal(cq_fts_cjk_register(db, &err), CQ_OK);
+    const char *v5 =
+        SCHEMA_V3 SCHEMA_V5_ADDS
+        "INSERT INTO kbs VALUES(1, 'a', 0), (2, 'b', 0);"
+        "INSERT INTO documents(id, kb_id, name, filename, format, sha256, size_bytes, status, created_at) VALUES"
+        " (1, 1, 'x(2018)', 'x.md', 'md', 'h1', 1, 'ready', 0), (2, 2, 'y', 'y.md', 'md', 'h2', 1, 'ready', 0),"
+        " (3, 1, 'x(2023)', 'x2.md', 'md', 'h3', 1, 'ready', 0);"
+        "INSERT INTO clauses(id, doc_id, ord, kind, label, label_key, text, start_off, end_off) VALUES"
+        " (1, 1, 0, 1, '第一条', '1', '第一条 总则', 0, 1), (2, 2, 0, 1, '第二条', '2', '第二条 工资', 0, 1),"
+        " (3, 3, 0, 1, '第一条', '1', '第一条 总则（修订）', 0, 1);"
+        "INSERT INTO fts_kb1(rowid, title, path, body) VALUES(1, 'x', '', '第一条 总则'), (3, 'x', '', '第一条 总则（修订）');"
+        "INSERT INTO fts_kb2(rowid, title, path, body) VALUES(2, 'y', '', '第二条 工资');"
+        "INSERT INTO jobs(id, kb_id, doc_id, state, error, error_code, created_at, updated_at) VALUES"
+        " (7, 2, 2, 'failed', 'no text layer', 'empty', 0, 0), (8, 1, 1, 'ready', NULL, NULL, 0, 0);"
+        "INSERT INTO api_keys(id, name, prefix, hash, role, created_at) VALUES(4, 'ops', 'cq_4', 'h4', 'admin', 0);"
+        "INSERT INTO conversations VALUES(5, 4, 1, '总则', 10, 20), (6, 4, 2, '工资', 10, 30);"
+        "INSERT INTO conversation_turns VALUES(9, 5, '第一条？', '{\"answer\": \"x\"}', 20), (10, 6, '工资？', '{}', 30);"
+        "INSERT INTO doc_versions VALUES(1, 1, 'x', '2018', 20181229, 20190101, 20231229, 1, 5),"
+        " (3, 1, 'x', '2023', 20231229, 20240701, 0, 0, 5);"
+        "INSERT INTO doc_repeals VALUES(3, 1, 'x-old');"
+        "PRAGMA user_version = 5;";
+    char *msg = NULL;
+    if (sqlite3_exec(db, v5, NULL, NULL, &msg) != SQLITE_OK) fail_msg("v5 schema: %s", msg);
+    sqlite3_close(db);
+
+    cq_store *s;
+    assert_int_equal(cq_store_open(test_db_path, &s, &err), CQ_OK);
+    assert_int_equal(test_count(s, "PRAGMA user_version"), CQ_STORE_SCHEMA_VERSION);
+    assert_int_equal(test_count(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                              "('kbs', 'documents', 'clauses', 'jobs', 'api_keys', 'conversations', "
+                              "'conversation_turns') AND sql LIKE '%AUTOINCREMENT%'"),
+                     7);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE '%\\_v6' ESCAPE '\\'"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN "
+                              "('conversations_owner', 'conversations_kb', 'conversation_turns_conversation', "
+                              "'doc_versions_key', 'doc_repeals_key', 'jobs_state', 'clauses_label_key')"),
+                     7);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM settings WHERE name = 'auth_required' AND value = '1'"), 1);
+
+    /* jobs keep their failure code and start with no attempts counted */
+    cq_job_info j;
+    assert_int_equal(cq_store_job_get(s, 7, &j, &err), CQ_OK);
+    assert_string_equal(j.error_code, "empty");
+    assert_string_equal(j.error, "no text layer");
+    assert_int_equal(j.attempts, 0);
+    cq_job_info_free(&j);
+    /* conversations and their turns, versions and repeals, as they were */
+    cq_conversation c;
+    assert_int_equal(cq_store_conversation_get(s, 5, &c, &err), CQ_OK);
+    assert_string_equal(c.title, "总则");
+    assert_int_equal(c.owner_key_id, 4);
+    cq_conversation_free(&c);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM conversation_turns WHERE conversation_id = 5 AND id = 9"), 1);
+    assert_int_equal(test_count(s, "SELECT effective FROM doc_versions WHERE doc_id = 3"), 20240701);
+    assert_int_equal(test_count(s, "SELECT by_user FROM doc_versions WHERE doc_id = 1"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_repeals WHERE doc_id = 3"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM fts_kb1 WHERE fts_kb1 MATCH '修订'"), 1);
+
+    /* references still cascade: a KB takes its conversations, turns and jobs; a document its version rows */
+    assert_int_equal(cq_store_kb_delete(s, 2, &err), CQ_OK);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM conversations"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM conversation_turns"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM jobs"), 1);
+    assert_int_equal(cq_store_doc_delete(s, 3, &err), CQ_OK);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_versions"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_repeals"), 0);
+    /* the newest conversation went with its KB: the next one has a new id, and so has the next turn */
+    int64_t conv;
+    assert_int_equal(cq_store_conversation_create(s, 4, 1, "新的", &conv, &err), CQ_OK);
+    assert_true(conv > 6);
+    assert_int_equal(cq_store_conversation_add_turn(s, conv, "问", "{}", 0, &err), CQ_OK);
+    assert_true(test_count(s, "SELECT max(id) FROM conversation_turns") > 10);
+    cq_store_close(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kb, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_doc_delete, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_schema_reopen, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_ids_never_reused, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_file_mode, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_migration_from_v3, setup_empty, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_migration_from_v5, setup_empty, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,10 +23,10 @@ const I18N = {
     confirmDeleteKb: '删除知识库“{0}”及其全部文档？', kbName: '新知识库名称（字母、数字、中文、-、_、.）',
     noKb: '没有知识库，请先新建一个。', page: '第 {0} 页', of: '共 {0} 页', sources: '出处',
     abstained: '未找到依据', resolved: '理解为：', failedAsk: '提问失败：',
-    openMode: '开放模式（未启用密钥）', authOn: '已启用密钥', qualityWarn: '文字质量较低',
+    openMode: '开放模式：无需密钥', authOn: '已启用密钥', qualityWarn: '文字质量较低',
     examples: ['劳动法第四十四条规定了什么？', '试用期最长多长时间？', 'What does Section 5.2 say?'],
     timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除',
-    tooLarge: '文件太大', networkError: '网络错误',
+    tooLarge: '文件太大', networkError: '网络错误', cancelled: '已取消', cancelJob: '取消解析',
     conversations: '对话', noConvs: '还没有对话。提一个问题开始吧。', pageTab: '原文', backToChat: '‹ 返回问答',
     rename: '重命名', renamePrompt: '对话的新名称', confirmDeleteConv: '删除对话“{0}”？', turns: '{0} 轮',
     stop: '停止', stopped: '已停止', copy: '复制', copied: '已复制', regenerate: '重新生成', dismiss: '关闭',
@@ -53,7 +53,8 @@ const I18N = {
       internal: '服务器内部错误', device: '服务器的计算设备出错', shutting_down: '服务器正在停止，请稍后再试',
       network: '网络错误，连接中断', failed: '处理失败',
       /* the readers' finer reasons (docs/API.md, jobs) */
-      too_large: '文件解压或展开后太大（可能是 zip 炸弹），拒绝读取', too_deep: '文件的元素嵌套过深，拒绝读取',
+      too_large: '文档太大（页数或所需内存超过服务器的上限，或解压后过大，可能是 zip 炸弹），拒绝读取', too_deep: '文件的元素嵌套过深，拒绝读取',
+      cancelled: '已取消',
       ocr_off: '这是没有文字层的扫描件，而服务器关闭了 OCR 文字识别', ocr_unavailable: '这是扫描件，但服务器上的 OCR 文字识别不可用（缺少语言数据）',
       ocr_failed: '这是扫描件，OCR 文字识别失败',
     },
@@ -77,10 +78,10 @@ const I18N = {
     kbName: 'Name of the new knowledge base (letters, digits, Chinese, - _ .)',
     noKb: 'No knowledge base yet: create one first.', page: 'Page {0}', of: 'of {0}', sources: 'Sources',
     abstained: 'No support found', resolved: 'Read as: ', failedAsk: 'The question failed: ',
-    openMode: 'open mode (no keys yet)', authOn: 'keys required', qualityWarn: 'low text quality',
+    openMode: 'open mode: no key needed', authOn: 'keys required', qualityWarn: 'low text quality',
     examples: ['What does Section 5.2 say?', '劳动法第四十四条规定了什么？', 'How many days of notice are needed to terminate?'],
     timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted',
-    tooLarge: 'file too large', networkError: 'network error',
+    tooLarge: 'file too large', networkError: 'network error', cancelled: 'cancelled', cancelJob: 'Cancel',
     conversations: 'Conversations', noConvs: 'No conversations yet. Ask a question to start one.', pageTab: 'Page',
     backToChat: '‹ Back to chat', rename: 'Rename', renamePrompt: 'New name of the conversation',
     confirmDeleteConv: 'Delete conversation “{0}”?', turns: '{0} turns', stop: 'Stop', stopped: 'stopped',
@@ -110,7 +111,8 @@ const I18N = {
       no_memory: 'the server is out of memory', internal: 'internal server error', device: 'the server\'s compute device failed',
       shutting_down: 'the server is stopping; try again shortly', network: 'network error: the connection broke',
       failed: 'processing failed',
-      too_large: 'the file expands to too much (a zip bomb?): refused', too_deep: 'the file nests its elements too deep: refused',
+      too_large: 'the document is too large (pages or memory over the server\'s limit, or it expands to too much: a zip bomb?): refused',
+      too_deep: 'the file nests its elements too deep: refused', cancelled: 'cancelled',
       ocr_off: 'a scan without a text layer, and the server has OCR turned off',
       ocr_unavailable: 'a scan, but OCR is not available on the server (its language data is missing)',
       ocr_failed: 'a scan, and OCR failed on it',
@@ -547,12 +549,14 @@ function uploadRow(file) {
   const bar = el('div', { class: 'bar-fill' });
   const status = el('span', { class: 'small upload-status' }, t('uploading'));
   const error = el('div', { class: 'small upload-error', hidden: true });
+  /* shown while the job is queued or running: the server stops it between two pages and keeps nothing */
+  const cancel = el('button', { class: 'link small upload-cancel', type: 'button', hidden: true }, t('cancelJob'));
   const [start, end] = nameParts(file.name);
   let timer = null;
   const row = el('li', { class: 'upload', title: file.name },
     el('div', { class: 'upload-head' },
       el('span', { class: 'upload-name', title: file.name }, el('span', { class: 'name-start' }, start), el('span', { class: 'name-end' }, end)),
-      status,
+      status, cancel,
       el('button', { class: 'upload-dismiss', type: 'button', title: t('dismiss'), 'aria-label': t('dismiss') + ' ' + file.name,
         onclick: () => { clearTimeout(timer); row.remove(); } }, '✕')),
     el('div', { class: 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-label': file.name }, bar),
@@ -562,9 +566,17 @@ function uploadRow(file) {
     row,
     progress(p) { bar.style.width = (p * 100).toFixed(1) + '%'; row.querySelector('.bar').setAttribute('aria-valuenow', Math.round(p * 100)); },
     status(text, cls) { status.textContent = text; row.className = 'upload ' + (cls || ''); },
-    done() { timer = setTimeout(() => row.remove(), 6000); },
+    cancellable(jobId) {
+      cancel.hidden = !jobId;
+      cancel.onclick = jobId ? async () => {
+        cancel.disabled = true;
+        try { await api('POST', '/api/v1/jobs/' + jobId + '/cancel'); } catch (e) { toast(e.message, true); }
+      } : null;
+    },
+    done() { cancel.hidden = true; timer = setTimeout(() => row.remove(), 6000); },
     /* failed: the bar full and red, the reason in the page's language, the server's own words on hover */
     fail(code, detail) {
+      ui.cancellable(null);
       ui.progress(1);
       ui.status(t('failed'), 'failed');
       error.textContent = errorText(code);
@@ -603,6 +615,7 @@ function uploadFile(file) {
     }
     ui.progress(0.5);
     ui.status(t('queued'));
+    ui.cancellable(data.job.id);
     pollJob(data.job.id, ui);
   };
   xhr.send(form);
@@ -628,6 +641,12 @@ async function pollJob(id, ui) {
     if (job.state === 'failed') {
       ui.fail(job.error_code || 'failed', job.error);
       loadKbs();
+      return;
+    }
+    if (job.state === 'cancelled') {
+      ui.status(t('cancelled'), 'cancelled');
+      ui.row.title = job.error || '';
+      ui.done();
       return;
     }
     ui.status(t(job.state) + (job.total ? ' ' + job.done + '/' + job.total : ''));

@@ -1,0 +1,13 @@
+/* Fault injection for the crash tests (docs/RELIABILITY.md): CLAUSEQA_FAULT=POINT in the environment makes the
+ * process exit at once (status 86, no clean-up, as a kill -9 would) when it reaches that point. Points:
+ *   after-document-commit   the ingest pipeline has committed a document (app/ingest.c)
+ *   while-reading           an ingestion job of the server has read its first page (app/service_jobs.c)
+ *   in-temp-write           a file written whole is still under its temporary name (cq_file_write_atomic)
+ * Unset (always, outside the tests), a point costs one getenv. */
+#ifndef CQ_CORE_FAULT_H
+#define CQ_CORE_FAULT_H
+
+/* Exits the process with status 86 when CLAUSEQA_FAULT names point. */
+void cq_fault_point(const char *point);
+
+#endif

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/ssm_vocab.h"
 #include "core/log.h"
+#include "index/vectors.h"
 
 /* One line per command; its implementation is app/cli_<name>.c. */
 int cq_cmd_ingest(int argc, char **argv);
@@ -56,6 +58,8 @@ int cq_cli_main(int argc, char **argv) {
         printf("clauseqa 0.1.0\n");
         return 0;
     }
+    /* encoder weights trained on the decoder's vocabulary read it from the decoder's GGUF (docs/SSM.md) */
+    cq_dense_set_vocab_source(cq_ssm_vocab_open_for_dense, cq_ssm_vocab_close_for_dense);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "clauseqa: unknown command '%s'\n\n", argv[1]);

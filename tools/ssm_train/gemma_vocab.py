@@ -26,14 +26,26 @@ import numpy as np
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_GGUF = os.path.join(ROOT, "data", "models", "gemma-3-270m-q4_k_m.gguf")
 LIB_DIR = os.path.join(ROOT, "build-gemma-tok")
-SOURCES = ["attention/tokenizer.c", "attention/gguf.c", "attention/quant.c", "core/strbuf.c", "core/error.c",
-           "core/utf8.c"]
+SOURCES = ["app/ssm_vocab.c", "attention/tokenizer.c", "attention/gguf.c", "attention/quant.c", "core/strbuf.c",
+           "core/error.c", "core/utf8.c", "core/sha256.c"]
 ROW_STRIDE = 64          # table_id: every 64th row
 N_MARKERS = 5
 
 
 class _Err(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+class _Vocab(ctypes.Structure):  # cq_ssm_vocab (ssm/ssm.h)
+    _fields_ = [("name", ctypes.c_char_p), ("n_vocab", ctypes.c_int32), ("n_embd", ctypes.c_int32),
+                ("table_id", ctypes.c_char_p), ("ctx", ctypes.c_void_p), ("tokenize", ctypes.c_void_p),
+                ("row", ctypes.c_void_p)]
+
+
+_TOKENIZE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                             ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)), ctypes.POINTER(ctypes.c_size_t),
+                             ctypes.POINTER(_Err))
+_ROW = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_float))
 
 
 def _lib():
@@ -45,88 +57,75 @@ def _lib():
                        ["-lm", "-o", so + ".tmp"], check=True)
         os.replace(so + ".tmp", so)
     lib = ctypes.CDLL(so)
-    lib.cq_gguf_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]
-    lib.cq_tokenizer_from_gguf.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]
-    lib.cq_tokenizer_encode.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint,
-                                        ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
-                                        ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_Err)]
-    lib.cq_tokenizer_vocab_size.argtypes = [ctypes.c_void_p]
-    lib.cq_gguf_close.argtypes = [ctypes.c_void_p]
+    lib.cq_ssm_gemma_vocab_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]
+    lib.cq_ssm_gemma_vocab_get.argtypes = [ctypes.c_void_p]
+    lib.cq_ssm_gemma_vocab_get.restype = ctypes.POINTER(_Vocab)
     return lib
 
 
-class Tokenizer:
-    """Gemma-3's tokenizer through the C code. encode(text) -> list of ids (no BOS, no special parsing)."""
+class Vocab:
+    """The decoder's vocabulary exactly as app/ssm_vocab.c lends it to the encoder."""
 
     def __init__(self, gguf=DEFAULT_GGUF):
         self.lib = _lib()
         self.libc = ctypes.CDLL(None)
         self.libc.free.argtypes = [ctypes.c_void_p]
-        g, t, err = ctypes.c_void_p(), ctypes.c_void_p(), _Err()
-        if self.lib.cq_gguf_open(gguf.encode(), ctypes.byref(g), ctypes.byref(err)):
-            raise RuntimeError("gguf %s: %s" % (gguf, err.msg.decode()))
-        if self.lib.cq_tokenizer_from_gguf(g, ctypes.byref(t), ctypes.byref(err)):
-            raise RuntimeError("tokenizer: %s" % err.msg.decode())
-        self.lib.cq_gguf_close(g)
-        self.t = t
-        self.n_vocab = self.lib.cq_tokenizer_vocab_size(t)
+        h, err = ctypes.c_void_p(), _Err()
+        if self.lib.cq_ssm_gemma_vocab_open(gguf.encode(), ctypes.byref(h), ctypes.byref(err)):
+            raise RuntimeError(err.msg.decode())
+        self.h = h
+        v = self.lib.cq_ssm_gemma_vocab_get(h).contents
+        self.name, self.n_vocab, self.n_embd = v.name.decode(), v.n_vocab, v.n_embd
+        self.table_id = v.table_id.decode()
+        self._ctx = v.ctx
+        self._tokenize = _TOKENIZE(v.tokenize)
+        self._row = _ROW(v.row)
 
     def encode(self, text):
         b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         ids, n, err = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_size_t(), _Err()
-        if self.lib.cq_tokenizer_encode(self.t, b, len(b), 0, ctypes.byref(ids), ctypes.byref(n), ctypes.byref(err)):
+        if self._tokenize(self._ctx, b, len(b), ctypes.byref(ids), ctypes.byref(n), ctypes.byref(err)):
             raise RuntimeError("encode: %s" % err.msg.decode())
-        out = np.ctypeslib.as_array(ids, shape=(n.value,)).copy() if n.value else np.zeros(0, np.int32)
+        out = np.ctypeslib.as_array(ids, shape=(n.value,)).astype(np.int32) if n.value else np.zeros(0, np.int32)
         self.libc.free(ids)
-        # the runtime does the same (app/ssm_vocab.c): an id below 5 could only be a control token; read as UNK
-        out[out < N_MARKERS] = 1
-        return out.astype(np.int32)
+        return out
+
+    def rows(self, ids):
+        """float32 (len(ids), n_embd): the table rows as the runtime dequantizes them."""
+        out = np.zeros((len(ids), self.n_embd), np.float32)
+        for k, i in enumerate(np.asarray(ids).tolist()):
+            self._row(self._ctx, int(i), out[k].ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        return out
+
+
+Tokenizer = Vocab
+
+
+def table_rows(ids, gguf=DEFAULT_GGUF):
+    return Vocab(gguf).rows(ids)
+
+
+def table_id(gguf=DEFAULT_GGUF):
+    return Vocab(gguf).table_id
+
+
+def table_info(gguf=DEFAULT_GGUF):
+    v = Vocab(gguf)
+    return {"name": v.name, "n_embd": v.n_embd, "n_vocab": v.n_vocab, "table_id": v.table_id}
 
 
 def _table(gguf):
     import gguf as gg
     r = gg.GGUFReader(gguf)
     t = next(x for x in r.tensors if x.name == "token_embd.weight")
-    n_embd, n_vocab = int(t.shape[0]), int(t.shape[1])
-    raw = np.asarray(t.data)                    # Q8_0: (n_vocab, n_embd / 32 * 34) bytes
-    return r, t, t.tensor_type.name, n_embd, n_vocab, raw.reshape(n_vocab, -1)
-
-
-def dequant_rows(type_name, raw_rows, n_embd):
-    if type_name == "Q8_0":
-        b = raw_rows.reshape(len(raw_rows), n_embd // 32, 34)
-        d = b[:, :, :2].copy().view(np.float16).astype(np.float32)
-        q = b[:, :, 2:].copy().view(np.int8).astype(np.float32)
-        return (q * d).reshape(len(raw_rows), n_embd)
-    if type_name == "F32":
-        return raw_rows.copy().view(np.float32).reshape(len(raw_rows), n_embd)
-    if type_name == "F16":
-        return raw_rows.copy().view(np.float16).astype(np.float32).reshape(len(raw_rows), n_embd)
-    raise ValueError("token_embd type %s: only Q8_0, F16 and F32 are read here" % type_name)
-
-
-def table_rows(ids, gguf=DEFAULT_GGUF):
-    """float32 rows (len(ids), n_embd) of token_embd, as the runtime dequantizes them."""
-    _, _, tn, n_embd, _, raw = _table(gguf)
-    return dequant_rows(tn, raw[np.asarray(ids, dtype=np.int64)], n_embd)
-
-
-def table_id(gguf=DEFAULT_GGUF):
-    _, _, tn, n_embd, n_vocab, raw = _table(gguf)
-    h = hashlib.sha256(("%s:%dx%d\n" % (tn, n_embd, n_vocab)).encode())
-    h.update(np.ascontiguousarray(raw[::ROW_STRIDE]).tobytes())
-    return h.hexdigest()
-
-
-def table_info(gguf=DEFAULT_GGUF):
-    _, _, tn, n_embd, n_vocab, _ = _table(gguf)
-    return {"type": tn, "n_embd": n_embd, "n_vocab": n_vocab}
+    return r, t, np.asarray(t.data).reshape(int(t.shape[1]), -1)
 
 
 def trim(keep_ids, out, gguf=DEFAULT_GGUF):
     """Writes `out`: tokenizer metadata + token_embd.weight with only keep_ids' rows (and every 64th) non-zero."""
     import gguf as gg
-    r, t, tn, n_embd, n_vocab, raw = _table(gguf)
+    r, t, raw = _table(gguf)
+    n_vocab = raw.shape[0]
     keep = np.zeros(n_vocab, bool)
     keep[np.asarray(keep_ids, dtype=np.int64)] = True
     keep[::ROW_STRIDE] = True

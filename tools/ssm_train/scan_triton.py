@@ -21,6 +21,8 @@ dB and dC are summed over channel blocks, dA over sequences, by torch on per-pro
 check() compares both directions with scan_reference() (a plain sequential loop) in float64 and float32; it runs on
 the CPU under TRITON_INTERPRET=1 (tools/ssm_train/test_scan.py) and on the GPU at the start of training.
 """
+import time
+
 import torch
 import triton
 import triton.language as tl
@@ -166,6 +168,36 @@ class SelectiveScan(torch.autograd.Function):
         _scan_bwd[(Bsz, NDB)](x, dt, A, Bm, Cm, lens, dy, hs, ws, dx, ddt, dA, dB, dC, L, Di, NCH, NDB,
                               N=N, BD=BD, CH=CH, num_warps=CONFIG["num_warps"])
         return dx, ddt, dA.sum(0), dB.sum(2), dC.sum(2), None
+
+
+def autotune(Di, N, device, Bsz=128, L=512):
+    """Times forward + backward of a few configurations on the GPU at a training batch's shape and keeps the
+    fastest in CONFIG (a second or two). Returns {config: ms}."""
+    if device != "cuda":
+        return {}
+    x, dt, A, Bm, Cm = random_inputs(Bsz, L, Di, N, torch.float32, device)
+    for v in (x, dt, A, Bm, Cm):
+        v.requires_grad_(True)
+    lens = torch.full((Bsz,), L, dtype=torch.int32, device=device)
+    w = torch.randn_like(x)
+    times = {}
+    for bd, nw in ((16, 1), (32, 1), (64, 2)):
+        CONFIG.update(BD=bd, num_warps=nw)
+        try:
+            for rep in range(3):
+                if rep == 1:
+                    torch.cuda.synchronize()
+                    t = time.time()
+                y = selective_scan(x, dt, A, Bm, Cm, lens)
+                torch.autograd.grad((y * w).sum(), (x, dt, A, Bm, Cm))
+            torch.cuda.synchronize()
+            times[(bd, nw)] = (time.time() - t) / 2 * 1000
+        except Exception as e:  # a configuration this GPU or Triton refuses
+            times[(bd, nw)] = float("inf")
+            print("scan config BD=%d warps=%d failed: %r" % (bd, nw, e), flush=True)
+    best = min(times, key=times.get)
+    CONFIG.update(BD=best[0], num_warps=best[1])
+    return {"BD=%d,warps=%d" % k: round(v, 3) for k, v in times.items()}
 
 
 def selective_scan(x, dt, A, Bm, Cm, lens=None):

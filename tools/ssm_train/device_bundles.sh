@@ -9,6 +9,7 @@
 #                      the data and the suites' questions use (and every 64th row, so the table's fingerprint holds);
 #                      the rest zero, which xz removes: the 241 MB model does not travel
 #   eval   .device/s14/e1 ...: s14eval.tar.xz.<i>-of-<n>: cq/bin/clauseqa (CUDA build, stripped), cq/bin/bench_ssm,
+#            cq/bin/test_ssm_{ref,train_parity,cuda} (the CUDA backend against the fixtures, external vocabulary too),
 #            cq/lib/ (its non-system shared libraries), eval/<suite>/ (docs, questions.jsonl = the validation part,
 #            train.jsonl = the train part's questions, tools/dev_split.py)
 #   tools/ssm_train/device_bundles.sh [train] [eval]      (DATA=.device/ssm14, CQ=build-gpu/clauseqa)
@@ -47,6 +48,9 @@ sys.path.insert(0, "tools/ssm_train"); sys.path.insert(0, "tools")
 import dev_split, gemma_vocab
 d = sys.argv[1]
 ids = set(np.load(os.path.join(d, "data", "tokens.gemma3.npz"))["ids"].tolist())
+fx = json.load(open("tests/data/ssm/train_gemma/cases.json", encoding="utf-8"))["token_ids"]  # the parity test's
+ids.update(i for doc in fx["documents"] for c in doc for i in c)
+ids.update(i for q in fx["queries"] for i in q)
 v = gemma_vocab.Vocab()
 for s in ["laws-zh", "policy-zh-dev", "cjrc-dev", "cuad-dev", "contracts-en-dev"]:
     for q in dev_split.read_questions("../shared/eval", s):
@@ -62,6 +66,7 @@ PY
     T=$(mktemp -d); mkdir -p $T/cq/bin $T/cq/lib $T/eval
     strip -o $T/cq/bin/clauseqa "$CQ"
     strip -o $T/cq/bin/bench_ssm "$(dirname $CQ)/tests/bench_ssm"
+    for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do strip -o $T/cq/bin/$t "$(dirname $CQ)/tests/$t"; done
     for l in $(ldd "$CQ" | awk '{print $3}' | grep -v -E \
         "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/cq/lib/

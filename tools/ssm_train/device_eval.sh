@@ -19,13 +19,34 @@ T0=$(date +%s)
 DEADLINE=$(( T0 + ${LIMIT:-560} ))
 OUT=${OUT:-/tmp/out14}; mkdir -p $OUT
 W=/tmp/ssm14
-tools/ssm_train/device_stash.sh cq/bin/clauseqa gemma-trim.gguf 2>&1 | tee $OUT/log.txt || exit 1
+SUITES=${SUITES:-"laws-zh policy-zh-dev cjrc-dev cuad-dev contracts-en-dev"}
+if [ "${TINY:-0}" = 1 ]; then  # a CPU test of this script: the CPU build, small suites, device_train.sh TINY=1's runs
+  W=/tmp/ssm14tiny; mkdir -p $W/cq/bin; ln -sf $PWD/build/clauseqa $W/cq/bin/; ln -sf $PWD/build/tests/bench_ssm $W/cq/bin/
+  ln -sf $(readlink -f data/models/gemma-3-270m-q4_k_m.gguf) $W/gemma-trim.gguf
+  SUITES=${TINY_SUITES:-"policy-zh-dev contracts-en-dev"}
+  for s in $SUITES; do
+    mkdir -p $W/eval/$s && python3 tools/dev_split.py --out $W/v $s > /dev/null && python3 tools/dev_split.py --out $W/t --part train $s > /dev/null &&
+      ln -sfn $(readlink -f ../shared/eval/$s/docs) $W/eval/$s/docs && cp $W/v/$s/questions.jsonl $W/eval/$s/ && cp $W/t/$s/questions.jsonl $W/eval/$s/train.jsonl
+  done
+else
+  tools/ssm_train/device_stash.sh cq/bin/clauseqa gemma-trim.gguf 2>&1 | tee $OUT/log.txt || exit 1
+fi
 export LD_LIBRARY_PATH=$W/cq/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export CLAUSEQA_DENSE=on
 CQ=$W/cq/bin/clauseqa
 ldd $CQ | grep "not found" && exit 1
 log() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a $OUT/log.txt; }
-nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee -a $OUT/log.txt
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee -a $OUT/log.txt
+
+# 0. the CUDA backend against the PyTorch fixtures, the external vocabulary's too (test_ssm_ref: a lent table;
+#    test_ssm_train_parity: text through the Gemma vocabulary of the trimmed GGUF, which holds the fixture's rows)
+if [ "${TINY:-0}" != 1 ]; then
+  T=/tmp/cqsrc; rm -rf $T; mkdir -p $T/data/models && ln -s $PWD/tests $T/tests && ln -s $W/gemma-trim.gguf $T/data/models/gemma-3-270m-q4_k_m.gguf
+  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do
+    CLAUSEQA_SOURCE_DIR=$T timeout 120 $W/cq/bin/$t > /tmp/$t.txt 2>&1; log "$t rc $? ($(grep -c OK /tmp/$t.txt) ok, $(grep -c SKIPPED /tmp/$t.txt) skipped lines)"
+    grep -E "FAIL|Error|error" /tmp/$t.txt | head -5
+  done
+fi
 
 # 1. GPU encode speed by shape (random weights, the built-in vocabulary: the input layer is a table row either way)
 timeout 120 $W/cq/bin/bench_ssm gpu ${SHAPES:-shape=192x4 shape=256x4 shape=384x4 shape=192x6} > $OUT/speed.txt 2>&1
@@ -46,7 +67,6 @@ for n in $NEW; do
   setup $n $src && TAGS="$TAGS $n"
 done
 log "weights: $TAGS"
-SUITES="laws-zh policy-zh-dev cjrc-dev cuad-dev contracts-en-dev"
 evals() {  # tag suite datadir modes...
   local t=$1 s=$2 d=$3; shift 3
   for mode in "$@"; do

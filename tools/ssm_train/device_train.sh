@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 LIMIT=${LIMIT:-560}
 DEADLINE=$(( T0 + LIMIT ))
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 OUT=${OUT:-/tmp/out14}; mkdir -p $OUT
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 BUDGET=${BUDGET:-300}

@@ -42,19 +42,30 @@ def flat(t):
     return [float("%.12g" % v) for v in t.detach().reshape(-1).tolist()]
 
 
-def gemma_fixture(out_dir):
+def gemma_fixture(out_dir, weights=None):
+    """weights: a trained gemma3 encoder's folder (train.py's export) to write the fixture for, instead of a small
+    random model: `make_parity_fixture.py --weights DIR OUT` then shows the C runtime gives that encoder's vectors."""
     import numpy as np
     import gemma_vocab
-    tok = gemma_vocab.Tokenizer()
-    info = gemma_vocab.table_info()
-    docs_tok = [[tok.encode(c).tolist() for c in d] for d in DOCS]
-    q_tok = [tok.encode(q).tolist() for q in QUERIES]
+    v = gemma_vocab.Vocab()
+    docs_tok = [[v.encode(c).tolist() for c in d] for d in DOCS]
+    q_tok = [v.encode(q).tolist() for q in QUERIES]
     ids = sorted(set(i for d in docs_tok for c in d for i in c) | set(i for q in q_tok for i in q))
-    cfg = tm.Config(**dict(SMALL, vocab_size=info["n_vocab"]), tokenizer="gemma3", token_embd_dim=info["n_embd"],
-                    token_table_id=gemma_vocab.table_id())
-    model = tm.SSMEncoder(cfg)
-    model.embedding.set_table(ids, gemma_vocab.table_rows(ids))
-    tm.random_init(model, 12)
+    if weights:
+        from safetensors.torch import load_file
+        j = json.load(open(os.path.join(weights, "ssm.json")))
+        cfg = tm.Config(**{k: j[k] for k in ("vocab_size", "d_model", "n_layer", "d_state", "d_conv", "expand",
+                                              "dt_rank", "d_embed", "bidirectional", "norm_eps", "tokenizer",
+                                              "token_embd_dim", "token_table_id")})
+        model = tm.SSMEncoder(cfg)
+        model.embedding.set_table(ids, v.rows(ids))
+        model.load_state_dict({k: t.float() for k, t in load_file(os.path.join(weights, "ssm.safetensors")).items()})
+    else:
+        cfg = tm.Config(**dict(SMALL, vocab_size=v.n_vocab), tokenizer="gemma3", token_embd_dim=v.n_embd,
+                        token_table_id=v.table_id)
+        model = tm.SSMEncoder(cfg)
+        model.embedding.set_table(ids, v.rows(ids))
+        tm.random_init(model, 12)
     tm.ssm_ref.save(model, out_dir)
     m64 = model.double()
     cases = []
@@ -77,6 +88,9 @@ def gemma_fixture(out_dir):
 
 
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--weights":
+        gemma_fixture(sys.argv[3], sys.argv[2])
+        return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/ssm/train"
     gemma_dir = os.path.join(os.path.dirname(out_dir.rstrip("/")), "train_gemma")
     import gemma_vocab

@@ -22,6 +22,8 @@ def main():
     ap.add_argument("--train", type=int, default=25)
     ap.add_argument("--others", type=int, default=6)
     ap.add_argument("--max-doc-clauses", type=int, default=60)
+    ap.add_argument("--max-ict", type=int, default=300)
+    ap.add_argument("--max-clause-chars", type=int, default=400, help="longer clauses are cut (teacher cost on a CPU)")
     a = ap.parse_args()
     rng = random.Random(5)
     z = np.load(os.path.join(a.data, "corpus.npz"))
@@ -47,7 +49,8 @@ def main():
     for d in keep:
         for g in range(int(doc_off[d]), int(doc_off[d + 1])):
             remap[g] = len(new_off) - 1
-            b = text[text_off[g]:text_off[g + 1]]
+            b = text[text_off[g]:text_off[g + 1]].tobytes().decode("utf-8")[:a.max_clause_chars].encode("utf-8")
+            b = np.frombuffer(b, np.uint8)
             new_text.append(b)
             new_off.append(new_off[-1] + len(b))
         new_doc_off.append(len(new_off) - 1)
@@ -62,6 +65,7 @@ def main():
                 x[k] = [int(remap[g]) for g in x[k] if remap[g] >= 0]
         return x
     out_q = {k: [fix(x) for x in q[k] if ok(x)] for k in ("questions", "headings", "ict")}
+    out_q["ict"] = out_q["ict"][:a.max_ict]
     os.makedirs(a.out, exist_ok=True)
     np.savez(os.path.join(a.out, "corpus.npz"), text=np.concatenate(new_text), text_off=np.asarray(new_off, np.int64),
              doc_off=np.asarray(new_doc_off, np.int64), doc_suite=doc_suite[keep], doc_val=doc_val[keep])

@@ -529,7 +529,9 @@ def main():
     ap.add_argument("--no-fused", action="store_true", help="the prefix scan in torch ops (today's path)")
     ap.add_argument("--workers", type=int, default=3, help="batch-building processes")
     ap.add_argument("--tf32", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2, help="torch's CPU threads (several runs share the CPUs)")
     args = ap.parse_args()
+    torch.set_num_threads(max(1, args.threads))
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -605,7 +607,7 @@ def main():
                  "tokens": os.path.basename(data.tokens_path), "tokens_sha256": sha256_file(data.tokens_path)},
         "hyper_parameters": {k: v for k, v in vars(args).items() if k not in ("data", "out", "commit", "init",
                                                                               "checkpoint_every", "deadline",
-                                                                              "reserve", "workers",
+                                                                              "reserve", "workers", "threads",
                                                                               "teacher_save")},
         "teacher": teacher_info, "seed": args.seed, "weights": "bf16", "init": args.init or None,
         "init_manifest": init_manifest, "fused_scan": tm.FUSED}

@@ -227,23 +227,33 @@ class Sampler:
         return out
 
 
-def batch_tensors(batch, device):
-    """Padded query and window token tensors, segment tables and the positive mask, on the device."""
+def _pad(seqs):
+    a = np.zeros((len(seqs), max(1, max(len(x) for x in seqs))), np.int64)
+    for i, x in enumerate(seqs):
+        a[i, :len(x)] = x
+    return a
+
+
+def batch_arrays(batch):
+    """The batch as padded NumPy arrays (built in the worker processes): query and window tokens, segment tables,
+    the positive mask."""
     queries = [tm.query_tokens(b[0]) for b in batch]
     windows = [w for b in batch for w in b[2]]
     built = [tm.document_tokens(cl) for _, cl in windows]
     gids = np.asarray([g for ids, _ in windows for g in ids])
-    mask = np.stack([np.isin(gids, np.fromiter(b[1], dtype=np.int64)) for b in batch])
     return {
-        "q": tm.pad_batch(queries, device), "q_len": torch.as_tensor([len(s) for s in queries], device=device),
-        "w": tm.pad_batch([b[0] for b in built], device),
-        "w_len": torch.as_tensor([len(b[0]) for b in built], device=device),
-        "rows": torch.as_tensor([i for i, b in enumerate(built) for _ in b[1]], device=device),
-        "st": torch.as_tensor([s for b in built for s in b[1]], device=device),
-        "en": torch.as_tensor([e for b in built for e in b[2]], device=device),
-        "gids": torch.as_tensor(gids, device=device), "mask": torch.from_numpy(mask).to(device),
+        "q": _pad(queries), "q_len": np.asarray([len(x) for x in queries]),
+        "w": _pad([b[0] for b in built]), "w_len": np.asarray([len(b[0]) for b in built]),
+        "rows": np.asarray([i for i, b in enumerate(built) for _ in b[1]]),
+        "st": np.asarray([x for b in built for x in b[1]]), "en": np.asarray([x for b in built for x in b[2]]),
+        "gids": gids, "mask": np.stack([np.isin(gids, np.fromiter(b[1], dtype=np.int64)) for b in batch]),
         "tkeys": [b[3] for b in batch], "suites": [b[4] for b in batch], "ntok": int(sum(len(b[0]) for b in built)),
     }
+
+
+def batch_tensors(arrays, device):
+    return {k: (torch.from_numpy(v).to(device, non_blocking=True) if isinstance(v, np.ndarray) else v)
+            for k, v in arrays.items()}
 
 
 def batch_loss(model, head, bt, args, ckpt=True):
@@ -672,7 +682,7 @@ def batch_stream(sampler, args):
     the same from run to run (for a given --workers)."""
     if args.workers <= 0:
         while True:
-            yield sampler.batch()
+            yield batch_arrays(sampler.batch())
     import multiprocessing as mp
     ctx = mp.get_context("fork")
     qs = [ctx.Queue(maxsize=6) for _ in range(args.workers)]
@@ -689,7 +699,7 @@ def batch_stream(sampler, args):
 def _worker(sampler, seed, q):
     sampler.rng = random.Random(seed)
     while True:
-        q.put(sampler.batch())
+        q.put(batch_arrays(sampler.batch()))
 
 
 if __name__ == "__main__":

@@ -516,7 +516,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: train for --budget seconds)")
     ap.add_argument("--budget", type=float, default=360.0)
     ap.add_argument("--deadline", type=float, default=0.0, help="Unix time by which validation + export are done")
-    ap.add_argument("--reserve", type=float, default=75.0, help="seconds kept before --deadline for the end")
+    ap.add_argument("--reserve", type=float, default=100.0, help="seconds kept before --deadline for the end")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--window", type=int, default=512)
     ap.add_argument("--mix", default="dev:0.35,lawyer_llama:0.08,argpair:0.04,heading:0.13,ict:0.4")
@@ -561,10 +561,16 @@ def main():
     msg = "prefix scan vs ssm_ref: float64 rel err %.2e" % e64
     if tm.FUSED:
         import scan_triton
-        worst = max(scan_triton.check(3, 150, 48, 16, torch.float32, device, lens=[150, 99, 1]).values())
-        if worst > 1e-4:
+        try:
+            worst = max(scan_triton.check(3, 150, 48, 16, torch.float32, device, lens=[150, 99, 1]).values())
+        except Exception as e:  # a Triton that cannot compile the kernel: train on, with the prefix scan
+            worst = float("nan")
+            msg += "; FUSED SCAN FAILED (%r): the prefix scan instead" % e
+            tm.FUSED = False
+        if tm.FUSED and not worst <= 1e-4:
             sys.exit("fused scan differs from the loop on the GPU: %.2e" % worst)
-        msg += "; fused scan (GPU, float32) vs loop, outputs and gradients %.2e" % worst
+        if tm.FUSED:
+            msg += "; fused scan (GPU, float32) vs loop, outputs and gradients %.2e" % worst
     log(msg)
 
     data = Data(args.data, None if args.teacher_only else args.tokenizer)

@@ -85,17 +85,15 @@ void cq_ssm_gemma_vocab_close(cq_ssm_gemma_vocab *v) {
     free(v);
 }
 
-cq_status cq_ssm_vocab_open_for_dense(const char *data_dir, const char *name, const cq_ssm_vocab **vocab,
+cq_status cq_ssm_vocab_open_for_dense(const char *gguf_path, const char *name, const cq_ssm_vocab **vocab,
                                       void **handle, cq_err *err) {
     *vocab = NULL;
     *handle = NULL;
     if (strcmp(name, "gemma3"))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "the encoder needs the \"%s\" vocabulary, which clauseqa does not "
                           "have", name);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
     cq_ssm_gemma_vocab *v = NULL;
-    cq_status rc = cq_ssm_gemma_vocab_open(path, &v, err);
+    cq_status rc = cq_ssm_gemma_vocab_open(gguf_path, &v, err);
     if (rc) return cq_err_prefix(err, "the encoder reads text through the decoder's vocabulary: ");
     *vocab = cq_ssm_gemma_vocab_get(v);
     *handle = v;

@@ -4,6 +4,7 @@
 #define CQ_ATTENTION_CPU_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 float cq_k_dot(const float *a, const float *b, int n);
 void cq_k_axpy(float *y, float a, const float *x, int n); /* y += a x */
@@ -28,5 +29,13 @@ void cq_k_pack_tokens(const float *x, size_t ldx, int n_tokens, int k, float *xt
 /* y[t * ldy + i] = w_i . x_t for rows i < n_rows (row-major, stride ldw floats) and tokens t < n_tokens. */
 void cq_k_rows_times_tokens(const float *w, size_t ldw, int n_rows, int k, const float *xt, size_t ldxt, int n_tokens,
                             float *y, size_t ldy);
+
+/* An adapter's low-rank term (forward_cpu.c): y[k] += sum_j u[j] * B[i + k][j] for outputs i .. i + n - 1, j < rank,
+ * with B held as bt by cq_k_lowrank_tile: bf16, tiles of 16 outputs, each tile rank x 16 values front to back (the
+ * rank index outer), so that a run of outputs reads its tiles in order, whole lines. */
+void cq_k_lowrank_rows(float *y, int i, int n, const float *u, int rank, const uint16_t *bt);
+/* bt (cq_k_lowrank_tiled_size values) from b (n_out, rank) row-major float, times scale. */
+size_t cq_k_lowrank_tiled_size(int n_out, int rank);
+void cq_k_lowrank_tile(const float *b, int n_out, int rank, float scale, uint16_t *bt);
 
 #endif

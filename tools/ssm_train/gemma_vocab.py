@@ -48,13 +48,26 @@ _TOKENIZE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, cty
 _ROW = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_float))
 
 
+# core/utf8.c measures display width with utf8proc, which the tokenizer never calls: where utf8proc (header or
+# library) is missing, as on a bare GPU box, a stand-in header lets the library build without it.
+_UTF8PROC_SHIM = """#include <stdint.h>
+typedef int32_t utf8proc_int32_t;
+static inline int utf8proc_charwidth(utf8proc_int32_t c) { (void)c; return 1; } /* unused by the tokenizer */
+"""
+
+
 def _lib():
     so = os.path.join(LIB_DIR, "libcqtok.so")
     srcs = [os.path.join(ROOT, s) for s in SOURCES]
-    if not os.path.exists(so) or any(os.path.getmtime(s) > os.path.getmtime(so) for s in srcs):
+    if not os.path.exists(so) or any(os.path.getmtime(s) > os.path.getmtime(so) for s in srcs + [__file__]):
         os.makedirs(LIB_DIR, exist_ok=True)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-I", ROOT] + srcs +
-                       ["-lm", "-o", so + ".tmp"], check=True)
+        cmd = ["gcc", "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-I", ROOT] + srcs
+        if subprocess.run(cmd + ["-lutf8proc", "-lm", "-o", so + ".tmp"], capture_output=True).returncode:
+            shim = os.path.join(LIB_DIR, "shim")
+            os.makedirs(shim, exist_ok=True)
+            with open(os.path.join(shim, "utf8proc.h"), "w") as f:
+                f.write(_UTF8PROC_SHIM)
+            subprocess.run(cmd[:-len(srcs)] + ["-I", shim] + srcs + ["-lm", "-o", so + ".tmp"], check=True)
         os.replace(so + ".tmp", so)
     lib = ctypes.CDLL(so)
     lib.cq_ssm_gemma_vocab_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]

@@ -158,10 +158,12 @@ class SSMEncoder(nn.Module):
         self.norm_f = RMSNorm(c.d_model, c.norm_eps)
         self.pool = nn.Linear(2 * c.d_model, c.d_embed, bias=True)
 
-    def zero_state(self, dtype=torch.float32):
+    def zero_state(self, dtype=torch.float32, device=None):
+        """Zero conv and scan states, on the model's device unless told (a model moved to CUDA runs there)."""
         c = self.c
-        return ([torch.zeros(c.d_inner, c.d_conv - 1, dtype=dtype) for _ in range(c.n_layer)],
-                [torch.zeros(c.d_inner, c.d_state, dtype=dtype) for _ in range(c.n_layer)])
+        device = self.norm_f.weight.device if device is None else device
+        return ([torch.zeros(c.d_inner, c.d_conv - 1, dtype=dtype, device=device) for _ in range(c.n_layer)],
+                [torch.zeros(c.d_inner, c.d_state, dtype=dtype, device=device) for _ in range(c.n_layer)])
 
     def forward(self, tokens, segment_ends, state=None):
         """tokens (L,) int64 of one sequence; segment_ends ascending, last == L. Continues state (conv list, h list)

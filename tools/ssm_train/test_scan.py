@@ -22,6 +22,19 @@ CASES = [  # (Bsz, L, Di, N, lens, BD, CH): odd lengths, a channel block cut by 
 ]
 
 
+def check_devices(tm, small):
+    """ssm_ref's loop and the prefix path on the meta device: a tensor made on the CPU inside them (as ssm_ref's zero
+    state once was, which stopped this test on the H200) fails here too, without a GPU."""
+    import copy
+    m = copy.deepcopy(small).double().to("meta")
+    tok = torch.randint(5, 64, (9,)).to("meta")
+    m(tok, [4, 9])
+    o = tm.encode(m, tok.unsqueeze(0), fused=False)
+    tm.pool(m, o, torch.zeros(2, dtype=torch.long, device="meta"), torch.tensor([0, 4], device="meta"),
+            torch.tensor([4, 9], device="meta"))
+    print("ssm_ref and model.py keep their tensors on the model's device (meta)")
+
+
 def main():
     dev = "cuda" if torch.cuda.is_available() and not os.environ.get("TRITON_INTERPRET") else "cpu"
     worst = {}
@@ -44,6 +57,7 @@ def main():
     small = tm.SSMEncoder(tm.Config(vocab_size=64, d_model=8, n_layer=2, d_state=4, d_conv=4, expand=2, dt_rank=2,
                                     d_embed=8))
     tm.random_init(small, 1)
+    check_devices(tm, small)
     e = tm.check_against_reference(small.double().to(dev), dev, lengths=(1, 5, 70), tol=1e-9, fused=True)
     print("model.py fused forward vs ssm_ref (float64): %.1e" % e)
     # every parameter's gradient through the whole encoder: fused scan against the prefix scan, padded batch

@@ -10,8 +10,9 @@
 #                      the rest zero, which xz removes: the 241 MB model does not travel
 #   eval   .device/s14/e1 ...: s14eval.tar.xz.<i>-of-<n>: cq/bin/clauseqa (CUDA build, stripped), cq/bin/bench_ssm,
 #            cq/bin/test_ssm_{ref,train_parity,cuda} (the CUDA backend against the fixtures, external vocabulary too),
-#            cq/lib/ (its non-system shared libraries), eval/<suite>/ (docs, questions.jsonl = the validation part,
-#            train.jsonl = the train part's questions, tools/dev_split.py)
+#            cq/lib/ (the non-system shared libraries of all of them: libcmocka for the tests), eval/<suite>/
+#            (docs, questions.jsonl = the validation part, train.jsonl = the train part's questions,
+#            tools/dev_split.py)
 #   tools/ssm_train/device_bundles.sh [train] [eval]      (DATA=.device/ssm14, CQ=build-gpu/clauseqa)
 # The device scripts stash every part they carry (device_stash.sh) and unpack a set once all its parts are there.
 set -eu
@@ -67,7 +68,9 @@ PY
     strip -o $T/cq/bin/clauseqa "$CQ"
     strip -o $T/cq/bin/bench_ssm "$(dirname $CQ)/tests/bench_ssm"
     for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do strip -o $T/cq/bin/$t "$(dirname $CQ)/tests/$t"; done
-    for l in $(ldd "$CQ" | awk '{print $3}' | grep -v -E \
+    # the non-system libraries of every binary carried, not only clauseqa's: the unit tests link libcmocka, which
+    # clauseqa does not (without it they stopped at the loader, rc 127, on the H200 box)
+    for l in $(for b in $T/cq/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u | grep -v -E \
         "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/cq/lib/
     done

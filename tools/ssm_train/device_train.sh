@@ -9,7 +9,8 @@
 #      BM25) and exported; each run's folder (ssm.json, ssm.safetensors, its log) comes back as $OUT/<name>.tgz as
 #      soon as it ends, and stays in /tmp/stash14/runs/<name> for call C (device_eval.sh).
 #   carry: .device/s14/p2 (device_bundles.sh); call A must have run just before (part 1).
-#   RUNS: "name:train.py options;..." (default below); BUDGET seconds of training each (default 300)
+#   RUNS: "name:train.py options;..." (default below); BUDGET seconds of training each (default 300);
+#   WORKERS batch-building processes per run (default: CPUs / runs - 1)
 #   TINY=1: the same on .device/s14tiny (tiny_data.py) with tiny models: a CPU test of this script.
 set -u
 cd "$(dirname "$0")/../.."
@@ -28,7 +29,7 @@ if [ "${TINY:-0}" = 1 ]; then
   W=/tmp/ssm14tiny; mkdir -p $W; cp -r .device/s14tiny/data .device/s14tiny/teacher $W/ 2>/dev/null
   cp .device/s14tiny/gemma-trim.gguf $W/ 2>/dev/null
   RUNS=${TINY_RUNS:-"g16:--tokenizer gemma3 --d-model 16 --n-layer 1 --d-embed 16;h16:--tokenizer cq-hash-v1 --d-model 16 --n-layer 1 --d-embed 16"}
-  EXTRA="$EXTRA --batch 4 --window 96 --warmup 2 --workers 1"
+  EXTRA="$EXTRA --batch 4 --window 96 --warmup 2"
   JOBS=2
 else
   tools/ssm_train/device_stash.sh data/corpus.npz data/queries.json data/docs.json data/meta.json \
@@ -58,6 +59,11 @@ left=$(( DEADLINE - $(date +%s) ))
 b=$BUDGET; [ $(( b + 150 )) -le $left ] || b=$(( left - 150 ))
 log "trainings: ${b} s each, deadline in ${left} s"
 IFS=';' read -ra R <<< "$RUNS"
+# batch workers: the CPUs shared among the runs, one core each left to the run's main loop (1 run on 16 cores: 15;
+# 4 runs: 3). Steps wait on batches (docs/SSM.md, "Results of the device plan"): a lone run gets every core. WORKERS=
+# overrides; a --workers in the run's options or EXTRA comes after and wins.
+WORKERS=${WORKERS:-$(( JOBS / ${#R[@]} - 1 ))}; [ "$WORKERS" -ge 1 ] || WORKERS=1
+log "batch workers per run: $WORKERS (${#R[@]} runs, $JOBS CPUs)"
 pids=()
 for r in "${R[@]}"; do
   name=${r%%:*}; opts=${r#*:}
@@ -65,7 +71,7 @@ for r in "${R[@]}"; do
   [ -f $W/data/tokens.$tok.npz ] || { log "$name: no $tok ids, not started"; continue; }
   ( d=$W/runs/$name; mkdir -p $d
     timeout $(( DEADLINE - $(date +%s) )) python3 tools/ssm_train/train.py --data $W/data --out $d --teacher $W/teacher.pt \
-      --budget $b --deadline $DEADLINE --commit "$COMMIT" $opts $EXTRA > $d/train.log 2>&1
+      --budget $b --deadline $DEADLINE --commit "$COMMIT" --workers $WORKERS $opts $EXTRA > $d/train.log 2>&1
     echo "rc $?" >> $d/train.log
     rm -rf /tmp/stash14/runs/$name; cp -r $d /tmp/stash14/runs/$name
     tar -C $W/runs -czf $OUT/$name.tgz $name

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include "app/config.h"
+#include "app/ssm_vocab.h"
+#include "attention/decoder.h"
 #include "core/log.h"
+#include "index/vectors.h"
 
 /* One line per command; its implementation is app/cli_<name>.c. */
 int cq_cmd_ingest(int argc, char **argv);
@@ -84,6 +87,22 @@ const cq_models *cq_cli_models(void) {
         g.models_found = true;
     }
     return &g.found;
+}
+
+/* The decoder's vocabulary for encoder weights trained on it (docs/SSM.md "Input layer"): from the decoder GGUF that
+ * the models search found. */
+static cq_status lend_vocab(void *ctx, const char *name, const cq_ssm_vocab **vocab, void **handle, cq_err *err) {
+    (void)ctx;
+    const cq_models *m = cq_cli_models();
+    if (!m->decoder_origin) {
+        char searched[3400] = "";
+        cq_models_searched(m, searched, sizeof searched);
+        *vocab = NULL;
+        *handle = NULL;
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "the encoder weights read text through the decoder's vocabulary "
+                          "(\"%s\"), and no decoder (%s) was found in %s", name, CQ_DECODER_DEFAULT_FILE, searched);
+    }
+    return cq_ssm_vocab_open_for_dense(m->decoder, name, vocab, handle, err);
 }
 
 int cq_cli_usage_hint(const char *cmd) {
@@ -201,6 +220,9 @@ int cq_cli_main(int argc, char **argv) {
         return 2;
     }
     if ((rc = settle(data, config, models, log_level)) >= 0) return rc;
+    /* encoder weights trained on the decoder's vocabulary read it from the decoder's GGUF, wherever the models were
+     * found (docs/SSM.md "Input layer") */
+    cq_dense_set_vocab_source(lend_vocab, cq_ssm_vocab_close_for_dense, NULL);
 
     /* The command's argv: its name as the program ("clauseqa ask", which getopt's messages show), the flags of its
      * section of clauseqa.conf, then the command line's own (later flags override earlier ones). */

@@ -384,6 +384,7 @@ struct cq_dense {
     cq_ssm_encoder *doc_encoder; /* documents: long, its own workers, under doc_mu, so ingestion never holds up
                                     the questions of other threads */
     pthread_mutex_t encode_mu, doc_mu, kbs_mu;
+    void *vocab_handle; /* the external input vocabulary, when the weights need one */
     int64_t *kb_ids;
     cq_vectors **kbs;
     size_t n_kbs, cap_kbs;
@@ -399,6 +400,16 @@ static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encode
     cq_err_clear(&e2);
     if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, n_threads, out, &e2) == CQ_OK) return CQ_OK;
     return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
+}
+
+static cq_dense_vocab_open_fn vocab_open;
+static void (*vocab_close)(void *handle);
+static void *vocab_ctx;
+
+void cq_dense_set_vocab_source(cq_dense_vocab_open_fn open, void (*close)(void *handle), void *ctx) {
+    vocab_open = open;
+    vocab_close = close;
+    vocab_ctx = ctx;
 }
 
 /* Opens the retriever; why the GPU is not used goes to why ("" when it is). */
@@ -418,8 +429,18 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
     pthread_mutex_init(&d->encode_mu, NULL);
     pthread_mutex_init(&d->doc_mu, NULL);
     pthread_mutex_init(&d->kbs_mu, NULL);
-    cq_status rc = cq_ssm_model_load(dir, &d->model, err);
-    if (!rc && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
+    char tokenizer[32] = "";
+    const cq_ssm_vocab *vocab = NULL;
+    cq_status rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
+    if (!rc && strcmp(tokenizer, "cq-hash-v1")) {
+        if (!vocab_open)
+            rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "the encoder weights in %s read text through the \"%s\" "
+                            "vocabulary, which this program cannot lend", dir, tokenizer);
+        else
+            rc = vocab_open(vocab_ctx, tokenizer, &vocab, &d->vocab_handle, err);
+    }
+    if (!rc) rc = cq_ssm_model_load_vocab(dir, vocab, &d->model, err);
+    if (!rc && !vocab && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
         rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "encoder weights in %s have a %d-token vocabulary; text needs %d",
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
     if (!rc) rc = new_encoder(d->model, 1, &d->encoder, why, err);
@@ -476,6 +497,7 @@ void cq_dense_close(cq_dense *d) {
     cq_ssm_encoder_free(d->encoder);
     cq_ssm_encoder_free(d->doc_encoder);
     cq_ssm_model_free(d->model);
+    if (d->vocab_handle && vocab_close) vocab_close(d->vocab_handle);
     pthread_mutex_destroy(&d->encode_mu);
     pthread_mutex_destroy(&d->doc_mu);
     pthread_mutex_destroy(&d->kbs_mu);

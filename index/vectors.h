@@ -72,6 +72,13 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
  * not see (a rolled-back ingest, a deleted document) are dropped. */
 typedef struct cq_dense cq_dense;
 cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err);
+/* Weights trained on an external input vocabulary (ssm.json "tokenizer" other than cq-hash-v1, docs/SSM.md "Input
+ * layer") need it lent by the program: it registers once, before opening, how to open one by name (clauseqa:
+ * app/ssm_vocab.c, "gemma3" from the decoder's GGUF where app/models.h finds it); ctx is passed back to open. The
+ * handle is closed with the cq_dense. Without a source such weights are CQ_ERR_UNSUPPORTED. */
+typedef cq_status (*cq_dense_vocab_open_fn)(void *ctx, const char *name, const cq_ssm_vocab **vocab, void **handle,
+                                           cq_err *err);
+void cq_dense_set_vocab_source(cq_dense_vocab_open_fn open, void (*close)(void *handle), void *ctx);
 /* The process's dense retriever as the environment configures it (the CLI and the server use this):
  * CLAUSEQA_DENSE=on (the weights must be installed), off, or auto (unset): on when the weights are installed and
  * the encoder runs on a GPU. On the CPU, encoding every clause makes ingestion several times slower (docs/PERF.md)

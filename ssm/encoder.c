@@ -288,9 +288,27 @@ cq_status cq_ssm_encode_tokens(cq_ssm_encoder *e, cq_ssm_seq *seqs, size_t n_seq
 
 /* ---- text level ---- */
 
-/* Appends marker + the tokens of text to (*ids, *n), growing the buffer. */
-static cq_status append_text(int32_t **ids, size_t *n, size_t *cap, int32_t marker, const char *text, size_t len,
-                             cq_err *err) {
+/* Appends marker + the tokens of text to (*ids, *n), growing the buffer: the built-in tokenizer, or the model's
+ * external vocabulary. */
+static cq_status append_text(const cq_ssm_model *m, int32_t **ids, size_t *n, size_t *cap, int32_t marker,
+                             const char *text, size_t len, cq_err *err) {
+    if (m->vocab) {
+        int32_t *v = NULL;
+        size_t nv = 0;
+        cq_status rc = m->vocab->tokenize(m->vocab->ctx, text, len, &v, &nv, err);
+        if (!rc && !grow((void **)ids, cap, *n + nv + 1, sizeof **ids))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < nv; i++)
+            if (v[i] < 0 || v[i] >= m->cfg.vocab_size)
+                rc = cq_err_set(err, CQ_ERR_INTERNAL, "the %s tokenizer gave id %d", m->cfg.tokenizer, (int)v[i]);
+        if (!rc) {
+            (*ids)[(*n)++] = marker;
+            if (nv) memcpy(*ids + *n, v, nv * sizeof *v);
+            *n += nv;
+        }
+        free(v);
+        return rc;
+    }
     /* a UTF-8 text of len bytes has at most len tokens */
     if (!grow((void **)ids, cap, *n + len + 2, sizeof **ids)) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     (*ids)[(*n)++] = marker;
@@ -311,7 +329,7 @@ cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const c
         else ids[n++] = CQ_SSM_TOK_BOS;
     }
     for (size_t i = 0; i < n_clauses && !rc; i++) {
-        rc = append_text(&ids, &n, &cap, CQ_SSM_TOK_SEP, clauses[i], lens[i], err);
+        rc = append_text(e->m, &ids, &n, &cap, CQ_SSM_TOK_SEP, clauses[i], lens[i], err);
         if (!rc && n > UINT32_MAX) rc = cq_err_set(err, CQ_ERR_INVALID, "document too long for one call");
         if (!rc) ends[i] = (uint32_t)n;
     }
@@ -336,7 +354,7 @@ cq_status cq_ssm_encode_queries(cq_ssm_encoder *e, const char *const *questions,
     cq_status rc = starts && ends && seqs ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !rc; i++) {
         starts[i] = n_ids;
-        rc = append_text(&ids, &n_ids, &cap, CQ_SSM_TOK_QRY, questions[i], lens[i], err);
+        rc = append_text(e->m, &ids, &n_ids, &cap, CQ_SSM_TOK_QRY, questions[i], lens[i], err);
         if (!rc && n_ids - starts[i] > UINT32_MAX) rc = cq_err_set(err, CQ_ERR_INVALID, "question too long");
     }
     if (!rc) {

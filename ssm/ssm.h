@@ -10,7 +10,9 @@
  *   cq_ssm_state    one document's running state (conv window + scan state per layer, tokens read so far).
  *
  * Weights live in a directory holding `ssm.json` (the config) and `ssm.safetensors`; the loader names what is
- * wrong with either. Nothing here downloads anything: the tokenizer is built in. */
+ * wrong with either. Nothing here downloads anything. The input layer is either built in (tokenizer cq-hash-v1 and
+ * its own embedding table) or an external vocabulary the caller lends (cq_ssm_vocab: the decoder's tokenizer and
+ * token-embedding table, projected to d_model; ssm/ never reads the decoder's files itself). */
 #ifndef CQ_SSM_SSM_H
 #define CQ_SSM_SSM_H
 
@@ -25,7 +27,7 @@ typedef struct cq_ssm_encoder cq_ssm_encoder;
 typedef struct cq_ssm_state cq_ssm_state;
 
 typedef struct {
-    int vocab_size;     /* 32768 for tokenizer "cq-hash-v1" */
+    int vocab_size;     /* 32768 for tokenizer "cq-hash-v1"; the external vocabulary's size otherwise */
     int d_model;        /* residual width */
     int n_layer;
     int d_state;        /* N: scan state per channel */
@@ -35,12 +37,38 @@ typedef struct {
     int d_embed;        /* clause/query vector size */
     bool bidirectional; /* add a clause-local reversed scan (docs/SSM.md) */
     float norm_eps;     /* RMSNorm epsilon */
+    char tokenizer[16]; /* "cq-hash-v1" (built in) or the name of an external vocabulary ("gemma3") */
+    int token_embd_dim; /* external vocabulary: its table's width (0 with the built-in table) */
 } cq_ssm_config;
+
+/* ---- external input vocabulary (docs/SSM.md, "Input layer") ----
+ * Ids 0..4 are the encoder's own markers (PAD, UNK, BOS, SEP, QRY, rows `embedding.markers` of the weights); every
+ * other id reads the lent table's row projected by `embedding.proj.weight` (d_model × n_embd). tokenize must never
+ * return an id below 5 for text (Gemma's are control tokens; an adapter maps any to 1, UNK). The callbacks may be
+ * called from several threads at once; the vocabulary must outlive every model loaded with it. */
+typedef struct {
+    const char *name;     /* must equal the config's "tokenizer" */
+    int32_t n_vocab;      /* must equal the config's "vocab_size" */
+    int32_t n_embd;       /* must equal the config's "token_embd_dim" */
+    const char *table_id; /* the table's fingerprint; must equal the config's "token_table_id" */
+    void *ctx;
+    /* text -> *ids (malloc'd, the caller frees), *n ids; no marker tokens */
+    cq_status (*tokenize)(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n, cq_err *err);
+    /* the table row of id, n_embd floats */
+    void (*row)(void *ctx, int32_t id, float *out);
+} cq_ssm_vocab;
 
 /* ---- model ---- */
 
-/* Loads DIR/ssm.json and DIR/ssm.safetensors (F32, F16 or BF16 tensors; kept as F32). */
+/* Loads DIR/ssm.json and DIR/ssm.safetensors (F32, F16 or BF16 tensors; kept as F32). Weights whose config names
+ * an external tokenizer need cq_ssm_model_load_vocab. */
 cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err);
+/* The same with the external vocabulary the config names (NULL: the built-in tokenizer only). The model's id
+ * then covers the table too (SHA-256 of ssm.safetensors followed by the table's fingerprint). */
+cq_status cq_ssm_model_load_vocab(const char *dir, const cq_ssm_vocab *vocab, cq_ssm_model **out, cq_err *err);
+/* The "tokenizer" the weights in DIR were trained with (reads ssm.json only): "cq-hash-v1" or an external
+ * vocabulary's name, which the caller must then lend. */
+cq_status cq_ssm_model_tokenizer(const char *dir, char *name, size_t cap, cq_err *err);
 void cq_ssm_model_free(cq_ssm_model *m);
 const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m);
 /* The weights' identity: the SHA-256 (hex) of ssm.safetensors. Stored vectors and states name it. */
@@ -51,8 +79,8 @@ const char *cq_ssm_model_id(const cq_ssm_model *m);
 enum { CQ_SSM_TOK_PAD = 0, CQ_SSM_TOK_UNK = 1, CQ_SSM_TOK_BOS = 2, CQ_SSM_TOK_SEP = 3, CQ_SSM_TOK_QRY = 4 };
 #define CQ_SSM_VOCAB_SIZE 32768
 
-/* Tokenizes UTF-8 text; writes at most cap ids and returns how many the text has (call again with more room
- * when the result exceeds cap). Adds no marker tokens. */
+/* cq-hash-v1: tokenizes UTF-8 text; writes at most cap ids and returns how many the text has (call again with more
+ * room when the result exceeds cap). Adds no marker tokens. */
 size_t cq_ssm_tokenize(const char *text, size_t len, int32_t *ids, size_t cap);
 
 /* ---- encoder ---- */

@@ -83,7 +83,7 @@ cq_status cq_ssm_ref_forward(const cq_ssm_model *m, const cq_ssm_block *b, cq_er
         rc = cq_err_set(err, CQ_ERR_NOMEM, "ssm reference: out of memory for %zu tokens", T);
         goto done;
     }
-    for (size_t t = 0; t < T; t++) memcpy(x + t * dm, m->embedding + (size_t)b->tokens[t] * dm, dm * sizeof(float));
+    if ((rc = cq_ssm_embed(m, b->tokens, T, x, err))) goto done;
 
     for (int l = 0; l < cfg->n_layer; l++) {
         const cq_ssm_layer_w *L = &m->layers[l];

@@ -469,7 +469,8 @@ cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err) 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fast CPU backend supports d_state up to 64");
     if (!ensure_scratch(c, T, P)) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu tokens", T);
     c->serial = T < 128;
-    for (size_t t = 0; t < T; t++) memcpy(c->x + t * dm, m->embedding + (size_t)b->tokens[t] * dm, dm * sizeof(float));
+    cq_status rc = cq_ssm_embed(m, b->tokens, T, c->x, err);
+    if (rc) return rc;
     if (m->cfg.bidirectional) /* position t of the reversed layout reads token perm[t] */
         for (size_t p = 0; p < P; p++)
             for (size_t t = b->piece_off[p]; t < b->piece_off[p + 1]; t++)

@@ -200,8 +200,10 @@ struct cq_ssm_cuda {
     const cq_ssm_model *m;
     cublasHandle_t blas;
     cudaStream_t stream;
-    float *emb, *norm_f, *pool_w;
+    float *emb, *norm_f, *pool_w; /* emb: the built-in table; NULL with an external vocabulary */
     float **norm;
+    float *host_x;                 /* external vocabulary: the input rows, made on the host (cq_ssm_embed) */
+    size_t cap_host_x;
     dev_mixer *fwd, *rev;
     /* scratch, for cap tokens */
     size_t cap, cap_pieces, cap_chunks, cap_slots;
@@ -258,6 +260,7 @@ extern "C" void cq_ssm_cuda_free(cq_ssm_cuda *c) {
     free(c->fwd);
     free(c->rev);
     free(c->norm);
+    free(c->host_x);
     void *bufs[] = {c->emb, c->norm_f, c->pool_w, c->tokens, c->x, c->xn, c->xz, c->xc, c->xdbl, c->dt, c->y,
                     c->tmp, c->xr, c->perm, c->piece_off, c->chunk_end, c->chunk_decay, c->h_start, c->conv_state,
                     c->h_state, c->psum, c->plast, c->pool_mean, c->pool_last};
@@ -303,7 +306,7 @@ extern "C" cq_status cq_ssm_cuda_new(const cq_ssm_model *m, cq_ssm_cuda **out, c
     if (!rc && (cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
                 cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS))
         rc = cq_err_set(err, CQ_ERR_DEVICE, "cuBLAS set-up failed");
-    if (!rc) rc = upload(m->embedding, (size_t)m->cfg.vocab_size * dm, &c->emb, err);
+    if (!rc && m->embedding) rc = upload(m->embedding, (size_t)m->cfg.vocab_size * dm, &c->emb, err);
     if (!rc) rc = upload(m->norm_f, dm, &c->norm_f, err);
     if (!rc) rc = upload(m->pool_w, (size_t)m->cfg.d_embed * 2 * dm, &c->pool_w, err);
     for (int l = 0; !rc && l < L; l++) {
@@ -554,7 +557,18 @@ extern "C" cq_status cq_ssm_cuda_forward(cq_ssm_cuda *c, const cq_ssm_block *b, 
                 cudaMemcpyAsync(c->piece_off, b->piece_off, (P + 1) * sizeof(size_t), cudaMemcpyHostToDevice,
                                 c->stream)))
         rc = cq_err_set(err, CQ_ERR_DEVICE, "uploading tokens failed");
-    if (!rc) embed_kernel<<<blocks_for(T * dm, 256), 256, 0, c->stream>>>(c->tokens, c->emb, c->x, T, (int)dm);
+    if (!rc && c->emb) {
+        embed_kernel<<<blocks_for(T * dm, 256), 256, 0, c->stream>>>(c->tokens, c->emb, c->x, T, (int)dm);
+    } else if (!rc) { /* external vocabulary: projected rows from the model's cache, uploaded */
+        if (T * dm > c->cap_host_x) {
+            float *p = (float *)realloc(c->host_x, T * dm * sizeof(float));
+            if (!p) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            else c->host_x = p, c->cap_host_x = T * dm;
+        }
+        if (!rc) rc = cq_ssm_embed(m, b->tokens, T, c->host_x, err);
+        if (!rc && cudaMemcpyAsync(c->x, c->host_x, T * dm * sizeof(float), cudaMemcpyHostToDevice, c->stream))
+            rc = cq_err_set(err, CQ_ERR_DEVICE, "uploading the input rows failed");
+    }
     for (size_t l = 0; !rc && l < L; l++) {
         rmsnorm_kernel<<<blocks_for(T, 8), 256, 0, c->stream>>>(c->x, c->norm[l], c->xn, T, (int)dm,
                                                                   m->cfg.norm_eps);

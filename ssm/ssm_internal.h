@@ -35,7 +35,11 @@ struct cq_ssm_model {
     int d_inner;
     uint32_t fingerprint;   /* of the shape: states carry it so that a foreign state is refused */
     char id[65];            /* SHA-256 of ssm.safetensors */
-    const float *embedding; /* (vocab_size, d_model) */
+    const float *embedding; /* (vocab_size, d_model); NULL with an external vocabulary */
+    const cq_ssm_vocab *vocab; /* the external vocabulary, or NULL */
+    const float *markers;   /* external vocabulary: (5, d_model) rows of ids 0..4 */
+    const float *embd_proj; /* external vocabulary: (d_model, token_embd_dim) */
+    void *row_cache;        /* external vocabulary: projected rows, filled on first use (ssm/input.c) */
     cq_ssm_layer_w *layers; /* n_layer */
     const float *norm_f;    /* (d_model) */
     const float *pool_w;    /* (d_embed, 2*d_model)  columns 0..d_model-1 take the mean, the rest the last */
@@ -71,6 +75,12 @@ typedef struct {
     float *pool_last;        /* n_pieces × d_embed */
     float *outputs;          /* optional: T × d_model */
 } cq_ssm_block;
+
+/* The network's input rows x0 (n × d_model) of tokens: the embedding table's rows, or with an external vocabulary
+ * the markers' rows and the projected table rows (computed once per id and kept; safe from several threads). */
+cq_status cq_ssm_embed(const cq_ssm_model *m, const int32_t *tokens, size_t n, float *x, cq_err *err);
+cq_status cq_ssm_row_cache_new(cq_ssm_model *m, cq_err *err); /* at load: one empty slot per id */
+void cq_ssm_row_cache_free(cq_ssm_model *m);
 
 cq_status cq_ssm_ref_forward(const cq_ssm_model *m, const cq_ssm_block *b, cq_err *err);
 

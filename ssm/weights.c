@@ -1,6 +1,10 @@
 /* Loading a model: DIR/ssm.json (the config) and DIR/ssm.safetensors (the tensors, read by core/safetensors.h).
  * Every tensor the config implies must be present with its exact shape, and nothing else may be: a mismatch
- * almost always means weights and config from different runs, and the message says which tensor and how. */
+ * almost always means weights and config from different runs, and the message says which tensor and how.
+ *
+ * Input layer: "tokenizer": "cq-hash-v1" has its own table embedding.weight (vocab_size, d_model); any other name is
+ * an external vocabulary (cq_ssm_vocab, lent by the caller) with "token_embd_dim" and "token_table_id" in the
+ * config and embedding.markers (5, d_model) + embedding.proj.weight (d_model, token_embd_dim) in the weights. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +30,11 @@ static cq_status config_int(const cJSON *root, const char *key, int lo, int hi, 
     return CQ_OK;
 }
 
-static cq_status parse_config(const char *text, cq_ssm_config *cfg, cq_err *err) {
+#define CQ_SSM_MAX_VOCAB (1 << 22)
+#define CQ_SSM_MARKERS 5
+
+static cq_status parse_config(const char *text, cq_ssm_config *cfg, char *table_id, size_t table_id_cap,
+                              cq_err *err) {
     cJSON *root = cJSON_Parse(text);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -37,15 +45,25 @@ static cq_status parse_config(const char *text, cq_ssm_config *cfg, cq_err *err)
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     const cJSON *bidir = cJSON_GetObjectItemCaseSensitive(root, "bidirectional");
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "norm_eps");
+    const cJSON *table = cJSON_GetObjectItemCaseSensitive(root, "token_table_id");
+    const int builtin = !cJSON_IsString(tok) || !strcmp(tok->valuestring, "cq-hash-v1");
     int version = 0;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "clauseqa-ssm"))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"format\" must be \"clauseqa-ssm\"");
     else if ((rc = config_int(root, "version", 1, 1, &version, err)))
         ;
-    else if (!cJSON_IsString(tok) || strcmp(tok->valuestring, "cq-hash-v1"))
-        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "\"tokenizer\" must be \"cq-hash-v1\" (the only one built in)");
-    else if ((rc = config_int(root, "vocab_size", 8, CQ_SSM_VOCAB_SIZE, &cfg->vocab_size, err)) ||
-             (rc = config_int(root, "d_model", 8, 8192, &cfg->d_model, err)) ||
+    else if (!cJSON_IsString(tok) || !tok->valuestring[0] || strlen(tok->valuestring) >= sizeof cfg->tokenizer)
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"tokenizer\" must name the input vocabulary (\"cq-hash-v1\", "
+                        "\"gemma3\")");
+    else if ((rc = config_int(root, "vocab_size", 8, builtin ? CQ_SSM_VOCAB_SIZE : CQ_SSM_MAX_VOCAB,
+                              &cfg->vocab_size, err)))
+        ;
+    else if (!builtin && (rc = config_int(root, "token_embd_dim", 1, 65536, &cfg->token_embd_dim, err)))
+        ;
+    else if (!builtin && !cJSON_IsString(table))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"token_table_id\" (the fingerprint of the token table the weights "
+                        "were trained on) is missing");
+    else if ((rc = config_int(root, "d_model", 8, 8192, &cfg->d_model, err)) ||
              (rc = config_int(root, "n_layer", 1, 64, &cfg->n_layer, err)) ||
              (rc = config_int(root, "d_state", 1, 64, &cfg->d_state, err)) ||
              (rc = config_int(root, "d_conv", 1, 8, &cfg->d_conv, err)) ||
@@ -62,6 +80,9 @@ static cq_status parse_config(const char *text, cq_ssm_config *cfg, cq_err *err)
     if (!rc) {
         cfg->bidirectional = cJSON_IsTrue(bidir);
         cfg->norm_eps = eps ? (float)eps->valuedouble : 1e-5f;
+        snprintf(cfg->tokenizer, sizeof cfg->tokenizer, "%s", tok->valuestring);
+        if (builtin) cfg->token_embd_dim = 0;
+        else snprintf(table_id, table_id_cap, "%s", table->valuestring);
     }
     cJSON_Delete(root);
     return rc;
@@ -126,9 +147,11 @@ static cq_status read_tensor(const cq_st_tensor *t, const tensor_spec *spec, flo
 
 static uint32_t config_fingerprint(const cq_ssm_config *c) {
     int v[] = {c->vocab_size, c->d_model, c->n_layer, c->d_state, c->d_conv, c->expand, c->dt_rank, c->d_embed,
-               c->bidirectional};
+               c->bidirectional, c->token_embd_dim};
+    /* the built-in table's fingerprint is what it was before external vocabularies existed (stored states) */
+    const size_t nv = sizeof v / sizeof v[0] - (c->token_embd_dim ? 0 : 1);
     uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    for (size_t i = 0; i < nv; i++)
         for (int k = 0; k < 4; k++) h = (h ^ (uint32_t)((v[i] >> (8 * k)) & 0xff)) * 16777619u;
     return h;
 }
@@ -138,14 +161,19 @@ static cq_status load_tensors(cq_ssm_model *m, const char *buf, size_t len, cq_e
     cq_safetensors st;
     cq_status rc = cq_safetensors_parse(buf, len, &st, err);
     if (rc) return rc;
-    size_t max_specs = 4 + (size_t)c->n_layer * 19, n_specs = 0;
+    size_t max_specs = 5 + (size_t)c->n_layer * 19, n_specs = 0;
     tensor_spec *specs = calloc(max_specs, sizeof *specs);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!specs || !m->layers) {
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    add_spec(specs, &n_specs, "embedding.weight", &m->embedding, 2, c->vocab_size, c->d_model, 0);
+    if (c->token_embd_dim) {
+        add_spec(specs, &n_specs, "embedding.markers", &m->markers, 2, CQ_SSM_MARKERS, c->d_model, 0);
+        add_spec(specs, &n_specs, "embedding.proj.weight", &m->embd_proj, 2, c->d_model, c->token_embd_dim, 0);
+    } else {
+        add_spec(specs, &n_specs, "embedding.weight", &m->embedding, 2, c->vocab_size, c->d_model, 0);
+    }
     for (int l = 0; l < c->n_layer; l++) {
         char nm[64];
         snprintf(nm, sizeof nm, "layers.%d.norm.weight", l);
@@ -190,17 +218,53 @@ done:
     return rc;
 }
 
+/* The external vocabulary against what the config says the weights were trained on. */
+static cq_status check_vocab(const cq_ssm_config *c, const char *table_id, const cq_ssm_vocab *v, cq_err *err) {
+    if (!c->token_embd_dim) return CQ_OK;
+    if (!v)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "these weights read text through the \"%s\" vocabulary (the "
+                          "decoder's tokenizer and token table), which was not given", c->tokenizer);
+    if (!v->name || strcmp(v->name, c->tokenizer) || !v->tokenize || !v->row)
+        return cq_err_set(err, CQ_ERR_INVALID, "the vocabulary given is \"%s\"; the weights need \"%s\"",
+                          v->name ? v->name : "?", c->tokenizer);
+    if (v->n_vocab != c->vocab_size || v->n_embd != c->token_embd_dim)
+        return cq_err_set(err, CQ_ERR_FORMAT, "the %s vocabulary has %d ids × %d; the weights were trained on %d × %d",
+                          c->tokenizer, (int)v->n_vocab, (int)v->n_embd, c->vocab_size, c->token_embd_dim);
+    if (!v->table_id || strcmp(v->table_id, table_id))
+        return cq_err_set(err, CQ_ERR_FORMAT, "the %s token table (fingerprint %.16s…) is not the one the weights were "
+                          "trained on (%.16s…)", c->tokenizer, v->table_id ? v->table_id : "?", table_id);
+    return CQ_OK;
+}
+
+cq_status cq_ssm_model_tokenizer(const char *dir, char *name, size_t cap, cq_err *err) {
+    char path[4096], table_id[128];
+    char *text = NULL;
+    size_t len = 0;
+    cq_ssm_config cfg = {0};
+    snprintf(path, sizeof path, "%s/ssm.json", dir);
+    cq_status rc = cq_file_read(path, CQ_SSM_MAX_CONFIG_BYTES, &text, &len, err);
+    if (!rc && (rc = parse_config(text, &cfg, table_id, sizeof table_id, err))) cq_err_prefix(err, "%s: ", path);
+    free(text);
+    if (!rc) snprintf(name, cap, "%s", cfg.tokenizer);
+    return rc;
+}
+
 cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err) {
+    return cq_ssm_model_load_vocab(dir, NULL, out, err);
+}
+
+cq_status cq_ssm_model_load_vocab(const char *dir, const cq_ssm_vocab *vocab, cq_ssm_model **out, cq_err *err) {
     *out = NULL;
     cq_ssm_model *m = calloc(1, sizeof *m);
     if (!m) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    char path[4096];
+    char path[4096], table_id[128] = "";
     char *text = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/ssm.json", dir);
     cq_status rc = cq_file_read(path, CQ_SSM_MAX_CONFIG_BYTES, &text, &len, err);
     if (!rc) {
-        rc = parse_config(text, &m->cfg, err);
+        rc = parse_config(text, &m->cfg, table_id, sizeof table_id, err);
+        if (!rc) rc = check_vocab(&m->cfg, table_id, vocab, err);
         if (rc) cq_err_prefix(err, "%s: ", path);
     }
     free(text);
@@ -208,12 +272,26 @@ cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err) {
     if (!rc) {
         m->d_inner = m->cfg.expand * m->cfg.d_model;
         m->fingerprint = config_fingerprint(&m->cfg);
+        m->vocab = m->cfg.token_embd_dim ? vocab : NULL;
         snprintf(path, sizeof path, "%s/ssm.safetensors", dir);
         rc = cq_file_read(path, CQ_SSM_MAX_WEIGHTS_BYTES, &text, &len, err);
         if (!rc) {
             rc = load_tensors(m, text, len, err);
-            if (rc) cq_err_prefix(err, "%s: ", path);
-            else cq_sha256_hex(text, len, m->id);
+            if (rc) {
+                cq_err_prefix(err, "%s: ", path);
+            } else if (m->vocab && (rc = cq_ssm_row_cache_new(m, err))) {
+                ;
+            } else if (m->vocab) { /* the vectors depend on the table as much as on these weights */
+                cq_sha256 h;
+                unsigned char d[32];
+                cq_sha256_init(&h);
+                cq_sha256_update(&h, text, len);
+                cq_sha256_update(&h, table_id, strlen(table_id));
+                cq_sha256_final(&h, d);
+                for (int i = 0; i < 32; i++) snprintf(m->id + 2 * i, 3, "%02x", d[i]);
+            } else {
+                cq_sha256_hex(text, len, m->id);
+            }
         }
         free(text);
     }
@@ -228,6 +306,7 @@ cq_status cq_ssm_model_load(const char *dir, cq_ssm_model **out, cq_err *err) {
 
 void cq_ssm_model_free(cq_ssm_model *m) {
     if (!m) return;
+    cq_ssm_row_cache_free(m);
     free(m->layers);
     free(m->arena);
     free(m);

@@ -1,6 +1,10 @@
 /* SSM encoder benchmarks (docs/PERF.md, "SSM encoder"). Prints a table; not a test.
  *
- *   bench_ssm [cpu] [gpu] [faiss]      (default: cpu faiss, plus gpu when a GPU is present)
+ *   bench_ssm [cpu] [gpu] [faiss] [shape=DxL ...]   (default: cpu faiss, plus gpu when a GPU is present)
+ *
+ * shape=DxL  the encoder shape to time instead of the production one: d_model D, L layers (d_state 16, expand 2,
+ *            dt_rank ceil(D/16), d_embed 256); several shape= run one after the other (issue 14's width/depth
+ *            choice, docs/SSM.md "Sizes")
  *
  * cpu    fast CPU backend at the production shape (random weights): tokens/s on a 30,000-token document, query
  *        encoding latency P50/P95 (one question at a time)
@@ -35,7 +39,7 @@ static double pct(double *v, size_t n, double p) {
     return v[i < n ? i : n - 1];
 }
 
-static const cq_ssm_config production = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 192, .n_layer = 4,
+static cq_ssm_config production = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 192, .n_layer = 4,
                                          .d_state = 16, .d_conv = 4, .expand = 2, .dt_rank = 12, .d_embed = 256,
                                          .norm_eps = 1e-5f};
 
@@ -241,27 +245,46 @@ static void bench_faiss(void) {
     free(ids);
 }
 
-int main(int argc, char **argv) {
-    int cpu = argc < 2, gpu = argc < 2, faiss = argc < 2;
-    for (int i = 1; i < argc; i++) {
-        cpu |= !strcmp(argv[i], "cpu");
-        gpu |= !strcmp(argv[i], "gpu");
-        faiss |= !strcmp(argv[i], "faiss");
-    }
+static int run_shape(const cq_ssm_config *c, int cpu, int gpu) {
     char dir[128];
     snprintf(dir, sizeof dir, "/tmp/cq_bench_ssm_%d", (int)getpid());
     cq_ssm_model *m = NULL;
     cq_err err = {0};
-    if ((cpu || gpu) && (ssm_test_write_model(dir, &production, 3, NULL, NULL) || cq_ssm_model_load(dir, &m, &err))) {
+    if (ssm_test_write_model(dir, c, 3, NULL, NULL) || cq_ssm_model_load(dir, &m, &err)) {
         fprintf(stderr, "model: %s\n", err.msg);
         return 1;
     }
-    printf("# bench_ssm: d_model %d, %d layers, d_state %d, d_embed %d\n", production.d_model, production.n_layer,
-           production.d_state, production.d_embed);
+    printf("# bench_ssm: d_model %d, %d layers, d_state %d, d_embed %d\n", c->d_model, c->n_layer, c->d_state,
+           c->d_embed);
     if (cpu) bench_cpu(m);
     if (gpu) bench_gpu(m);
-    if (faiss) bench_faiss();
     cq_ssm_model_free(m);
-    if (m) ssm_test_rm_model(dir);
+    ssm_test_rm_model(dir);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int cpu = 0, gpu = 0, faiss = 0, n_shapes = 0, modes = 0;
+    cq_ssm_config shapes[16];
+    for (int i = 1; i < argc; i++) {
+        int d, l;
+        if (!strcmp(argv[i], "cpu")) cpu = modes = 1;
+        else if (!strcmp(argv[i], "gpu")) gpu = modes = 1;
+        else if (!strcmp(argv[i], "faiss")) faiss = modes = 1;
+        else if (sscanf(argv[i], "shape=%dx%d", &d, &l) == 2 && n_shapes < 16 && d >= 8 && d % 8 == 0 && l >= 1) {
+            shapes[n_shapes] = production;
+            shapes[n_shapes].d_model = d;
+            shapes[n_shapes].n_layer = l;
+            shapes[n_shapes++].dt_rank = (d + 15) / 16;
+        } else {
+            fprintf(stderr, "usage: bench_ssm [cpu] [gpu] [faiss] [shape=DxL ...]\n");
+            return 2;
+        }
+    }
+    if (!modes) cpu = gpu = faiss = 1;
+    if (!n_shapes) shapes[n_shapes++] = production;
+    for (int i = 0; i < n_shapes && (cpu || gpu); i++)
+        if (run_shape(&shapes[i], cpu, gpu)) return 1;
+    if (faiss) bench_faiss();
     return 0;
 }

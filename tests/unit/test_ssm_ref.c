@@ -61,16 +61,61 @@ static void test_tokenizer_matches_python(void **state) {
     cJSON_Delete(j);
 }
 
+/* The external vocabulary of the "table" fixture: table.json's rows (tools/ssm_ref/make_fixtures.py). */
+typedef struct {
+    float *rows;
+    int n_embd;
+    int calls; /* row() calls: each id is projected once, then cached */
+} test_table;
+
+static void test_table_row(void *ctx, int32_t id, float *out) {
+    test_table *t = ctx;
+    __atomic_add_fetch(&t->calls, 1, __ATOMIC_RELAXED);
+    memcpy(out, t->rows + (size_t)id * t->n_embd, (size_t)t->n_embd * sizeof(float));
+}
+
+static cq_status test_table_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n, cq_err *err) {
+    (void)ctx;
+    *ids = malloc((len + 1) * sizeof **ids);
+    if (!*ids) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < len; i++) (*ids)[i] = 5 + (unsigned char)text[i]; /* one id per byte, 5..260 */
+    *n = len;
+    return CQ_OK;
+}
+
+static test_table table_ctx;
+static cq_ssm_vocab table_vocab = {.name = "test-table", .n_vocab = 300, .n_embd = 16, .table_id = "test-table-1",
+                                   .ctx = &table_ctx, .tokenize = test_table_tokenize, .row = test_table_row};
+
+static void load_table(void) {
+    if (table_ctx.rows) return;
+    cJSON *j = load_json("table/table.json");
+    table_ctx.rows = json_floats(cJSON_GetObjectItem(j, "rows"));
+    table_ctx.n_embd = cJSON_GetObjectItem(j, "n_embd")->valueint;
+    assert_int_equal(cJSON_GetObjectItem(j, "n_vocab")->valueint, 300);
+    cJSON_Delete(j);
+}
+
 static void run_fixture(const char *name, cq_ssm_backend backend) {
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
     char dir[1024], rel[64];
     snprintf(dir, sizeof dir, "%s/tests/data/ssm/%s", src ? src : ".", name);
     cq_err err = {0};
     cq_ssm_model *m = NULL;
-    if (cq_ssm_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    const cq_ssm_vocab *vocab = NULL;
+    if (!strcmp(name, "table")) {
+        load_table();
+        vocab = &table_vocab;
+    }
+    if (cq_ssm_model_load_vocab(dir, vocab, &m, &err)) fail_msg("%s", err.msg);
     const cq_ssm_config *c = cq_ssm_model_config(m);
     cq_ssm_encoder *e = NULL;
-    if (cq_ssm_encoder_new(m, backend, 2, &e, &err)) fail_msg("%s", err.msg);
+    cq_status rc = cq_ssm_encoder_new(m, backend, 2, &e, &err);
+    if (rc == CQ_ERR_UNSUPPORTED && backend == CQ_SSM_BACKEND_CUDA) {
+        cq_ssm_model_free(m);
+        skip();
+    }
+    if (rc) fail_msg("%s", err.msg);
     snprintf(rel, sizeof rel, "%s/cases.json", name);
     cJSON *j = load_json(rel);
     int n_cases = 0;
@@ -141,6 +186,57 @@ static void test_fixture_uni_ref(void **state) { (void)state; run_fixture("uni",
 static void test_fixture_bidir_ref(void **state) { (void)state; run_fixture("bidir", CQ_SSM_BACKEND_REF); }
 static void test_fixture_uni_cpu(void **state) { (void)state; run_fixture("uni", CQ_SSM_BACKEND_CPU); }
 static void test_fixture_bidir_cpu(void **state) { (void)state; run_fixture("bidir", CQ_SSM_BACKEND_CPU); }
+static void test_fixture_table_ref(void **state) { (void)state; run_fixture("table", CQ_SSM_BACKEND_REF); }
+static void test_fixture_table_cpu(void **state) { (void)state; run_fixture("table", CQ_SSM_BACKEND_CPU); }
+static void test_fixture_table_cuda(void **state) { (void)state; run_fixture("table", CQ_SSM_BACKEND_CUDA); }
+
+/* An external vocabulary: each id's row is projected once and kept; text goes through the vocabulary's tokenizer;
+ * the wrong vocabulary, or none, is refused with a reason. */
+static void test_table_vocab(void **state) {
+    (void)state;
+    load_table();
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/data/ssm/table", src ? src : ".");
+    cq_err err = {0};
+    cq_ssm_model *m = NULL;
+    assert_int_not_equal(cq_ssm_model_load(dir, &m, &err), CQ_OK);
+    assert_non_null(strstr(err.msg, "\"test-table\" vocabulary"));
+    cq_ssm_vocab other = table_vocab;
+    other.table_id = "another table";
+    assert_int_not_equal(cq_ssm_model_load_vocab(dir, &other, &m, &err), CQ_OK);
+    assert_non_null(strstr(err.msg, "is not the one the weights were trained on"));
+    other = table_vocab;
+    other.n_embd = 32;
+    assert_int_not_equal(cq_ssm_model_load_vocab(dir, &other, &m, &err), CQ_OK);
+    assert_non_null(strstr(err.msg, "300 ids × 32"));
+    char name[32];
+    assert_int_equal(cq_ssm_model_tokenizer(dir, name, sizeof name, &err), CQ_OK);
+    assert_string_equal(name, "test-table");
+
+    assert_int_equal(cq_ssm_model_load_vocab(dir, &table_vocab, &m, &err), CQ_OK);
+    cq_ssm_model *m2 = NULL; /* the id covers the table: same weights, same table, same id */
+    assert_int_equal(cq_ssm_model_load_vocab(dir, &table_vocab, &m2, &err), CQ_OK);
+    assert_string_equal(cq_ssm_model_id(m), cq_ssm_model_id(m2));
+    cq_ssm_model_free(m2);
+    cq_ssm_encoder *e = NULL;
+    assert_int_equal(cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, &e, &err), CQ_OK);
+    const char *q = "abcabc";
+    size_t len = strlen(q);
+    float v1[8], v2[8];
+    table_ctx.calls = 0;
+    assert_int_equal(cq_ssm_encode_queries(e, &q, &len, 1, v1, &err), CQ_OK);
+    assert_int_equal(table_ctx.calls, 3); /* a, b, c: three ids, each projected once */
+    /* the text reads as QRY + one id per byte: the same vector as the token-level call */
+    int32_t tok[7] = {CQ_SSM_TOK_QRY, 5 + 'a', 5 + 'b', 5 + 'c', 5 + 'a', 5 + 'b', 5 + 'c'};
+    uint32_t end = 7;
+    cq_ssm_seq s = {tok, 7, &end, 1, NULL, v2, NULL};
+    assert_int_equal(cq_ssm_encode_tokens(e, &s, 1, &err), CQ_OK);
+    assert_true(ssm_test_rel_err(v1, v2, 8) < 1e-6);
+    assert_int_equal(table_ctx.calls, 3);
+    cq_ssm_encoder_free(e);
+    cq_ssm_model_free(m);
+}
 
 static void expect_load_error(const char *dir, const char *needle) {
     cq_ssm_model *m = NULL;
@@ -179,9 +275,17 @@ static void test_loader_messages(void **state) {
     fclose(f);
     expect_load_error(dir, "\"expand\" must be an integer");
     f = fopen(path, "w");
-    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"gemma\"}");
+    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"gemma3\", \"vocab_size\": 64, "
+               "\"d_model\": 8, \"n_layer\": 2, \"d_state\": 4, \"d_conv\": 4, \"expand\": 2, \"dt_rank\": 2, "
+               "\"d_embed\": 8}");
     fclose(f);
-    expect_load_error(dir, "\"tokenizer\" must be \"cq-hash-v1\"");
+    expect_load_error(dir, "missing \"token_embd_dim\"");
+    f = fopen(path, "w");
+    fprintf(f, "{\"format\": \"clauseqa-ssm\", \"version\": 1, \"tokenizer\": \"gemma3\", \"vocab_size\": 64, "
+               "\"token_embd_dim\": 16, \"token_table_id\": \"ab\", \"d_model\": 8, \"n_layer\": 2, \"d_state\": 4, "
+               "\"d_conv\": 4, \"expand\": 2, \"dt_rank\": 2, \"d_embed\": 8}");
+    fclose(f);
+    expect_load_error(dir, "\"gemma3\" vocabulary (the decoder's tokenizer and token table), which was not given");
     f = fopen(path, "w");
     fprintf(f, "not json");
     fclose(f);
@@ -198,6 +302,8 @@ static void test_loader_messages(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_matches_python), cmocka_unit_test(test_fixture_uni_ref),
+        cmocka_unit_test(test_fixture_table_ref), cmocka_unit_test(test_fixture_table_cpu),
+        cmocka_unit_test(test_fixture_table_cuda), cmocka_unit_test(test_table_vocab),
         cmocka_unit_test(test_fixture_bidir_ref),        cmocka_unit_test(test_fixture_uni_cpu),
         cmocka_unit_test(test_fixture_bidir_cpu),        cmocka_unit_test(test_loader_messages),
     };

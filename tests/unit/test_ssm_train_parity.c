@@ -3,13 +3,18 @@
  * its pooling) gives for a few documents and questions, computed in float64 by tools/ssm_train/make_parity_fixture.py.
  * The C text-level calls (tokenizer, BOS/SEP/QRY, encoder, pooling) must give the same vectors for the same
  * weights: max|c - ref| / max|ref| <= 1e-4 per document / question, for the reference and the fast CPU backends
- * (and CUDA where a GPU is present). */
+ * (and CUDA where a GPU is present).
+ *
+ * tests/data/ssm/train_gemma/ is the same for an encoder on the decoder's vocabulary (docs/SSM.md, "Input layer"):
+ * the C side gets the Gemma-3 tokenizer and token table from the installed GGUF through app/ssm_vocab.c (skipped
+ * where data/models/gemma-3-270m-q4_k_m.gguf is not installed). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "app/ssm_vocab.h"
 #include "core/fileio.h"
 #include "ssm/ssm_internal.h"
 #include "test_json_util.h"
@@ -31,23 +36,47 @@ static float *floats(const cJSON *a, size_t *n) {
     return v;
 }
 
-static void run(cq_ssm_backend backend) {
+static void run_fixture(const char *name, cq_ssm_backend backend) {
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tests/data/ssm/train", src ? src : ".");
+    char dir[1024], gguf[1100];
+    snprintf(dir, sizeof dir, "%s/tests/data/ssm/%s", src ? src : ".", name);
     cq_err err = {0};
     cq_ssm_model *m = NULL;
-    if (cq_ssm_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    cq_ssm_gemma_vocab *gv = NULL;
+    if (!strcmp(name, "train_gemma")) {
+        snprintf(gguf, sizeof gguf, "%s/data/models/gemma-3-270m-q4_k_m.gguf", src ? src : ".");
+        if (access(gguf, R_OK)) skip();
+        if (cq_ssm_gemma_vocab_open(gguf, &gv, &err)) fail_msg("%s", err.msg);
+    }
+    if (cq_ssm_model_load_vocab(dir, gv ? cq_ssm_gemma_vocab_get(gv) : NULL, &m, &err)) fail_msg("%s", err.msg);
     const cq_ssm_config *c = cq_ssm_model_config(m);
     cq_ssm_encoder *e = NULL;
     cq_status rc = cq_ssm_encoder_new(m, backend, 2, &e, &err);
     if (rc == CQ_ERR_UNSUPPORTED && backend == CQ_SSM_BACKEND_CUDA) {
         cq_ssm_model_free(m);
+        cq_ssm_gemma_vocab_close(gv);
         skip();
     }
     if (rc) fail_msg("%s", err.msg);
     cJSON *j = load_cases(dir);
     int n_docs = 0, n_queries = 0;
+    const cJSON *ids = cJSON_GetObjectItem(j, "token_ids");
+    if (gv && ids) { /* the adapter's tokenizer gives the ids training saw (gemma_vocab.py) */
+        const cJSON *qs = cJSON_GetObjectItem(ids, "queries");
+        const cJSON *cs = cJSON_GetObjectItem(j, "cases")->child;
+        while (cs && strcmp(cJSON_GetObjectItem(cs, "kind")->valuestring, "query")) cs = cs->next;
+        for (const cJSON *q = qs->child; q && cs; q = q->next, cs = cs->next) {
+            const char *text = cJSON_GetObjectItem(cs, "text")->valuestring;
+            int32_t *got = NULL;
+            size_t n = 0;
+            const cq_ssm_vocab *v = cq_ssm_gemma_vocab_get(gv);
+            assert_int_equal(v->tokenize(v->ctx, text, strlen(text), &got, &n, &err), CQ_OK);
+            assert_int_equal(n, (size_t)cJSON_GetArraySize(q));
+            size_t i = 0;
+            for (const cJSON *x = q->child; x; x = x->next, i++) assert_int_equal(got[i], x->valueint);
+            free(got);
+        }
+    }
     for (const cJSON *cs = cJSON_GetObjectItem(j, "cases")->child; cs; cs = cs->next) {
         const char *kind = cJSON_GetObjectItem(cs, "kind")->valuestring;
         size_t n_want = 0;
@@ -89,17 +118,24 @@ static void run(cq_ssm_backend backend) {
     cJSON_Delete(j);
     cq_ssm_encoder_free(e);
     cq_ssm_model_free(m);
+    cq_ssm_gemma_vocab_close(gv);
 }
 
-static void test_train_parity_ref(void **state) { (void)state; run(CQ_SSM_BACKEND_REF); }
-static void test_train_parity_cpu(void **state) { (void)state; run(CQ_SSM_BACKEND_CPU); }
-static void test_train_parity_cuda(void **state) { (void)state; run(CQ_SSM_BACKEND_CUDA); }
+static void test_train_parity_ref(void **state) { (void)state; run_fixture("train", CQ_SSM_BACKEND_REF); }
+static void test_train_parity_cpu(void **state) { (void)state; run_fixture("train", CQ_SSM_BACKEND_CPU); }
+static void test_train_parity_cuda(void **state) { (void)state; run_fixture("train", CQ_SSM_BACKEND_CUDA); }
+static void test_gemma_parity_ref(void **state) { (void)state; run_fixture("train_gemma", CQ_SSM_BACKEND_REF); }
+static void test_gemma_parity_cpu(void **state) { (void)state; run_fixture("train_gemma", CQ_SSM_BACKEND_CPU); }
+static void test_gemma_parity_cuda(void **state) { (void)state; run_fixture("train_gemma", CQ_SSM_BACKEND_CUDA); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_parity_ref),
         cmocka_unit_test(test_train_parity_cpu),
         cmocka_unit_test(test_train_parity_cuda),
+        cmocka_unit_test(test_gemma_parity_ref),
+        cmocka_unit_test(test_gemma_parity_cpu),
+        cmocka_unit_test(test_gemma_parity_cuda),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* index/vectors: clause vectors in SQLite and FAISS — add, search, replace, remove, document delete, repair of a
  * missing or stale FAISS file from SQLite, document states; and the encoder feeding it end to end. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -335,6 +336,97 @@ static void test_dense(void **state) {
     ssm_test_rm_model(mdir);
 }
 
+/* weights on a lent vocabulary (docs/SSM.md "Input layer"): cq_dense_open asks the registered source for it by
+ * name, with the source's context, and closes its handle with the retriever (tests/data/ssm/table: "test-table") */
+typedef struct {
+    int opened, closed;
+    const char *table_id;
+    char asked[32];
+} lender;
+
+static cq_status lent_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n, cq_err *err) {
+    (void)ctx;
+    *ids = malloc((len + 1) * sizeof **ids);
+    if (!*ids) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < len; i++) (*ids)[i] = 5 + (unsigned char)text[i];
+    *n = len;
+    return CQ_OK;
+}
+
+static void lent_row(void *ctx, int32_t id, float *out) {
+    (void)ctx;
+    for (int j = 0; j < 16; j++) out[j] = 0.05f * sinf(0.37f * (float)id + (float)j);
+}
+
+static cq_ssm_vocab lent_vocab = {.name = "test-table", .n_vocab = 300, .n_embd = 16,
+                                  .tokenize = lent_tokenize, .row = lent_row};
+static lender *last_lender;
+
+static cq_status lend(void *ctx, const char *name, const cq_ssm_vocab **vocab, void **handle, cq_err *err) {
+    (void)err;
+    lender *l = ctx;
+    snprintf(l->asked, sizeof l->asked, "%s", name);
+    l->opened++;
+    lent_vocab.table_id = l->table_id;
+    *vocab = &lent_vocab;
+    *handle = l;
+    last_lender = l;
+    return CQ_OK;
+}
+
+static void unlend(void *handle) { ((lender *)handle)->closed++; }
+
+static void test_dense_lent_vocab(void **state) {
+    fixture *f = *state;
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    char wdir[1024];
+    snprintf(wdir, sizeof wdir, "%s/tests/data/ssm/table", src ? src : ".");
+    cq_err err = {0};
+    cq_dense *d = NULL;
+    cq_dense_set_vocab_source(NULL, NULL, NULL); /* a program that lends none */
+    assert_int_equal(cq_dense_open(f->dir, wdir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "cannot lend"));
+
+    lender wrong = {.table_id = "another-table"};
+    cq_dense_set_vocab_source(lend, unlend, &wrong);
+    cq_err_clear(&err);
+    assert_int_equal(cq_dense_open(f->dir, wdir, &d, &err), CQ_ERR_FORMAT); /* not the table it was trained on */
+    assert_null(d);
+    assert_int_equal(wrong.opened, 1);
+    assert_int_equal(wrong.closed, 1); /* the handle is given back on failure too */
+
+    lender ok = {.table_id = "test-table-1"};
+    cq_dense_set_vocab_source(lend, unlend, &ok);
+    cq_err_clear(&err);
+    if (cq_dense_open(f->dir, wdir, &d, &err)) fail_msg("%s", err.msg);
+    assert_ptr_equal(last_lender, &ok);
+    assert_string_equal(ok.asked, "test-table");
+    const int E = cq_ssm_model_config(cq_dense_model(d))->d_embed;
+    const char *texts[3] = {"clause one", "clause two", "termination"};
+    size_t lens[3] = {strlen(texts[0]), strlen(texts[1]), strlen(texts[2])};
+    float *vecs = calloc(3 * (size_t)E, sizeof *vecs);
+    cq_ssm_state *st;
+    assert_int_equal(cq_ssm_state_new(cq_dense_model(d), &st, &err), CQ_OK);
+    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, &err), CQ_OK);
+    cq_vectors *v;
+    assert_int_equal(cq_dense_kb(d, f->s, f->kb, &v, &err), CQ_OK);
+    assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 3, &err), CQ_OK);
+    int64_t ids[5];
+    float scores[5];
+    size_t n;
+    assert_int_equal(cq_dense_search(d, f->s, f->kb, "termination", 5, ids, scores, &n, &err), CQ_OK);
+    assert_int_equal(n, 3);
+    assert_true(scores[0] >= scores[1] && scores[1] >= scores[2]);
+    cq_ssm_state_free(st);
+    free(vecs);
+    assert_int_equal(ok.closed, 0);
+    cq_dense_close(d);
+    assert_int_equal(ok.opened, 1);
+    assert_int_equal(ok.closed, 1);
+    cq_dense_set_vocab_source(NULL, NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
@@ -342,6 +434,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_states, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ivf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense_lent_vocab, setup, teardown),
         cmocka_unit_test_setup_teardown(test_encoder_to_index, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,9 @@
   tests/data/ssm/{uni,bidir}/ssm.json, ssm.safetensors   tiny random models (vocab 64, d_model 8)
   tests/data/ssm/{uni,bidir}/cases.json                  token sequences with their outputs, vectors, final state
   tests/data/ssm/tokenizer.json                          texts and their cq-hash-v1 ids
+  tests/data/ssm/table/                                  the same for an external-vocabulary input layer (markers +
+                                                         projected table rows, docs/SSM.md "Input layer"): a random
+                                                         300 x 16 table in table.json, lent by the C test
 
 Expected values are computed in float64 from the float32 weights, so they are the exact answer to within 1e-12 and
 the C float32 result must match them to the tolerance the test states. Deterministic: fixed seeds.
@@ -52,6 +55,22 @@ def main():
         with open(os.path.join(d, "cases.json"), "w") as f:
             json.dump({"cases": make_cases(model, seed + 100)}, f)
             f.write("\n")
+    # external vocabulary "test-table": ids 0..4 the markers, the others rows of a random table, projected
+    cfg = ssm_ref.Config(**dict(TINY, vocab_size=300), tokenizer="test-table", token_embd_dim=16,
+                         token_table_id="test-table-1")
+    model = ssm_ref.SSMEncoder(cfg)
+    g = torch.Generator().manual_seed(7)
+    rows = (torch.randn(300, 16, generator=g) * 0.05).float()
+    model.embedding.set_table(torch.arange(300), rows)
+    ssm_ref.random_init(model, 3)
+    d = os.path.join(out_dir, "table")
+    ssm_ref.save(model, d)
+    with open(os.path.join(d, "table.json"), "w") as f:
+        json.dump({"n_vocab": 300, "n_embd": 16, "rows": flat(rows)}, f)
+        f.write("\n")
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump({"cases": make_cases(model, 103)}, f)
+        f.write("\n")
     texts = ["《XX省数字经济促进条例》第三章第十二条规定的申报条件有哪些？", "What does Section 7.2 say about termination?",
              "员工加班费怎么算？ Overtime pay, Art. 44", "  tabs\tand\nnewlines　全角空格  ", "Ünïcödé — «quotes» …",
              "第十二条之一 a b C D", "emoji 😀 and ｆｕｌｌｗｉｄｔｈ", ""]

@@ -4,6 +4,12 @@ model the training pipeline (tools/ssm_train/, issue 6) is to build on: same ten
 tokenizer (tokenizer.py).
 
 Shapes: L tokens, d_model, Di = expand * d_model, N = d_state, K = d_conv, R = dt_rank, E = d_embed.
+
+Two input layers (docs/SSM.md, "Input layer"): tokenizer "cq-hash-v1" has its own table `embedding.weight`
+(vocab_size, d_model); tokenizer "gemma3" reads the decoder's vocabulary (262,144 ids) through its frozen
+token-embedding table (token_embd_dim = 640 wide, not part of these weights) projected to d_model by
+`embedding.proj.weight`, and ids 0..4 (Gemma's control tokens, which tokenizing text never gives) are this
+encoder's markers PAD, UNK, BOS, SEP, QRY with rows of their own, `embedding.markers`.
 """
 import json
 import math
@@ -25,16 +31,64 @@ class Config:
         self.d_embed = kw["d_embed"]
         self.bidirectional = kw.get("bidirectional", False)
         self.norm_eps = kw.get("norm_eps", 1e-5)
+        self.tokenizer = kw.get("tokenizer", "cq-hash-v1")
+        self.token_embd_dim = kw.get("token_embd_dim", 0)     # gemma3: the table's width (640)
+        self.token_table_id = kw.get("token_table_id", "")   # gemma3: the table's fingerprint (gemma_vocab.py)
+        if self.external and self.token_embd_dim <= 0:
+            raise ValueError("tokenizer %s (an external vocabulary) needs token_embd_dim" % self.tokenizer)
+
+    @property
+    def external(self):
+        """True when the input is an external vocabulary's table (any tokenizer but the built-in cq-hash-v1)."""
+        return self.tokenizer != "cq-hash-v1"
 
     @property
     def d_inner(self):
         return self.expand * self.d_model
 
     def to_json(self):
-        return {"format": "clauseqa-ssm", "version": 1, "tokenizer": "cq-hash-v1",
-                "vocab_size": self.vocab_size, "d_model": self.d_model, "n_layer": self.n_layer,
-                "d_state": self.d_state, "d_conv": self.d_conv, "expand": self.expand, "dt_rank": self.dt_rank,
-                "d_embed": self.d_embed, "bidirectional": self.bidirectional, "norm_eps": self.norm_eps}
+        j = {"format": "clauseqa-ssm", "version": 1, "tokenizer": self.tokenizer,
+             "vocab_size": self.vocab_size, "d_model": self.d_model, "n_layer": self.n_layer,
+             "d_state": self.d_state, "d_conv": self.d_conv, "expand": self.expand, "dt_rank": self.dt_rank,
+             "d_embed": self.d_embed, "bidirectional": self.bidirectional, "norm_eps": self.norm_eps}
+        if self.external:
+            j["token_embd_dim"] = self.token_embd_dim
+            j["token_table_id"] = self.token_table_id
+        return j
+
+
+N_MARKERS = 5  # PAD, UNK, BOS, SEP, QRY
+
+
+class TableInput(nn.Module):
+    """x = markers[id] for id < 5, else proj · table[id]. The table (the decoder's token_embd, dequantized) is a
+    frozen buffer outside the state dict: `rows` holds the table rows of the ids in `ids` (set_table), since the
+    whole 262,144 x 640 table is rarely needed; an id without a row is an error."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.markers = nn.Parameter(torch.zeros(N_MARKERS, c.d_model))
+        self.proj = nn.Linear(c.token_embd_dim, c.d_model, bias=False)
+        self.register_buffer("rows", torch.zeros(0, c.token_embd_dim), persistent=False)
+        self.register_buffer("row_of", torch.full((c.vocab_size,), -1, dtype=torch.long), persistent=False)
+
+    def set_table(self, ids, rows):
+        """ids (n,) int: vocabulary ids; rows (n, token_embd_dim) float: their table rows."""
+        ids = torch.as_tensor(ids, dtype=torch.long)
+        self.rows = torch.as_tensor(rows).to(device=self.markers.device, dtype=self.markers.dtype).contiguous()
+        row_of = torch.full((self.row_of.shape[0],), -1, dtype=torch.long)
+        row_of[ids] = torch.arange(len(ids))
+        self.row_of = row_of.to(self.markers.device)
+
+    def forward(self, tokens):
+        marker = tokens < N_MARKERS
+        r = self.row_of[tokens.clamp_min(N_MARKERS)]
+        if bool((r[~marker] < 0).any()):
+            raise ValueError("token ids without a table row: %s" % tokens[~marker][r[~marker] < 0][:8].tolist())
+        # project the rows in use once, then gather (fewer rows than tokens in a training batch)
+        used, inv = torch.unique(r.clamp_min(0), return_inverse=True)
+        x = self.proj(self.rows[used])[inv]
+        return torch.where(marker.unsqueeze(-1), self.markers[tokens.clamp(max=N_MARKERS - 1)], x)
 
 
 class RMSNorm(nn.Module):
@@ -99,21 +153,23 @@ class SSMEncoder(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.c = c
-        self.embedding = nn.Embedding(c.vocab_size, c.d_model)
+        self.embedding = TableInput(c) if c.external else nn.Embedding(c.vocab_size, c.d_model)
         self.layers = nn.ModuleList([Layer(c) for _ in range(c.n_layer)])
         self.norm_f = RMSNorm(c.d_model, c.norm_eps)
         self.pool = nn.Linear(2 * c.d_model, c.d_embed, bias=True)
 
-    def zero_state(self, dtype=torch.float32):
+    def zero_state(self, dtype=torch.float32, device=None):
+        """Zero conv and scan states, on the model's device unless told (a model moved to CUDA runs there)."""
         c = self.c
-        return ([torch.zeros(c.d_inner, c.d_conv - 1, dtype=dtype) for _ in range(c.n_layer)],
-                [torch.zeros(c.d_inner, c.d_state, dtype=dtype) for _ in range(c.n_layer)])
+        device = self.norm_f.weight.device if device is None else device
+        return ([torch.zeros(c.d_inner, c.d_conv - 1, dtype=dtype, device=device) for _ in range(c.n_layer)],
+                [torch.zeros(c.d_inner, c.d_state, dtype=dtype, device=device) for _ in range(c.n_layer)])
 
     def forward(self, tokens, segment_ends, state=None):
         """tokens (L,) int64 of one sequence; segment_ends ascending, last == L. Continues state (conv list, h list)
         or starts from zero. Returns (outputs (L, d_model), vectors (n_seg, E), final state)."""
         c = self.c
-        dtype = self.embedding.weight.dtype
+        dtype = self.norm_f.weight.dtype
         conv, hs = state if state is not None else self.zero_state(dtype)
         conv, hs = list(conv), list(hs)
         starts = [0] + list(segment_ends[:-1])
@@ -150,7 +206,14 @@ def random_init(model, seed):
         return torch.randn(*shape, generator=g) * std
 
     with torch.no_grad():
-        model.embedding.weight.copy_(rn(c.vocab_size, c.d_model))
+        if c.external:
+            model.embedding.markers.copy_(rn(N_MARKERS, c.d_model))
+            # unit-scale inputs: proj ~ N(0, 1 / (token_embd_dim * mean square of the table rows in use))
+            ms = float(model.embedding.rows.double().pow(2).mean()) if model.embedding.rows.numel() else 1.0
+            model.embedding.proj.weight.copy_(rn(c.d_model, c.token_embd_dim,
+                                                 std=1 / math.sqrt(c.token_embd_dim * max(ms, 1e-12))))
+        else:
+            model.embedding.weight.copy_(rn(c.vocab_size, c.d_model))
         mixers = []
         for layer in model.layers:
             layer.norm.weight.copy_(1 + rn(c.d_model, std=0.1))

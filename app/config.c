@@ -39,6 +39,8 @@ static const struct {
     {"serve", "max-client-connections", KEY_NUMBER},
     {"serve", "max-pages", KEY_NUMBER},
     {"serve", "doc-memory-mb", KEY_NUMBER},
+    {"serve", "max-asks", KEY_NUMBER},
+    {"serve", "max-waiting-asks", KEY_NUMBER},
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 

@@ -121,6 +121,11 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
                                                                : CQ_READER_DEFAULT_MAX_MB) << 20;
     s->models = config->models;
     s->ocr = config->ocr;
+    cq_admission_init(&s->asks, config->max_asks > 0 ? config->max_asks : CQ_ADMISSION_DEFAULT_ACTIVE,
+                      config->max_waiting_asks > 0   ? config->max_waiting_asks
+                      : config->max_waiting_asks < 0 ? 0
+                                                     : CQ_ADMISSION_DEFAULT_WAITING,
+                      config->ask_wait_s > 0 ? config->ask_wait_s : CQ_ADMISSION_DEFAULT_WAIT_S);
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
@@ -172,6 +177,7 @@ void cq_service_close(cq_service *s) {
     for (size_t i = 0; i < s->n_pool; i++) cq_store_close(s->pool[i]);
     free(s->pool);
     cq_dense_close(s->dense); /* after the worker that used it; saves the changed FAISS files */
+    cq_admission_destroy(&s->asks);
     pthread_mutex_destroy(&s->pool_lock);
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);

@@ -34,6 +34,9 @@ typedef struct {
     const cq_models *models; /* where the decoder and the encoder were found (health says it); the encoder is
                                 loaded from there. Borrowed; NULL: none */
     cq_reader_ocr ocr;   /* OCR of scanned PDF pages for uploads that do not choose (reader/reader.h; zero: auto) */
+    int max_asks;        /* asks answered at once (app/admission.h; 0: CQ_ADMISSION_DEFAULT_ACTIVE) */
+    int max_waiting_asks; /* asks waiting their turn beyond those (0: CQ_ADMISSION_DEFAULT_WAITING, < 0: none) */
+    double ask_wait_s;   /* how long an ask may wait (0: CQ_ADMISSION_DEFAULT_WAIT_S) */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

@@ -10,6 +10,7 @@
 #include "app/json.h"
 #include "app/service_internal.h"
 #include "core/clock.h"
+#include "core/fault.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "index/query.h"
@@ -321,7 +322,12 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
     cq_answer a;
     memset(&a, 0, sizeof a);
     token_relay relay = {s, stream ? stream->on_token : NULL, stream ? stream->user : NULL, 0, 0};
-    cq_status rc = answer_ask(s, who, kb, q, stream, &relay, &conversation_id, &created, &query, &resolved, &a, t, err);
+    /* a place among the asks answered at once, before anything is streamed: a refusal is a plain 503 */
+    double held_since = 0;
+    cq_status rc = cq_admission_enter(&s->asks, &held_since, err);
+    if (rc) return rc;
+    cq_fault_delay("ask-answering");
+    rc = answer_ask(s, who, kb, q, stream, &relay, &conversation_id, &created, &query, &resolved, &a, t, err);
     cJSON *o = NULL;
     if (!rc) {
         double t2 = cq_clock_seconds();
@@ -356,6 +362,7 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
         if (st) cq_store_conversation_delete(st, conversation_id, &e2);
         cq_svc_pool_put(s, st);
     }
+    cq_admission_leave(&s->asks, held_since);
     cq_answer_free(&a);
     cq_query_free(&query);
     if (rc) {

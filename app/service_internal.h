@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "app/admission.h"
 #include "app/rerank.h"
 #include "app/service.h"
 #include "index/conversations.h"
@@ -38,6 +39,7 @@ struct cq_service {
     cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
     cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
     cq_reader_ocr ocr;   /* OCR for uploads that do not choose */
+    cq_admission asks;   /* service_ask.c: asks answered at once and waiting (app/admission.h) */
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;

@@ -152,6 +152,36 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      (unsigned long long)atomic_load(&s->chunks_streamed), s->decoder ? 1 : 0, s->dense ? 1 : 0,
                      (unsigned long long)atomic_load(&s->pages_rendered),
                      (unsigned long long)atomic_load(&s->page_cache_hits), cq_service_open_mode(s) ? 1 : 0);
+    cq_admission_stats a = cq_admission_get_stats(&s->asks);
+    cq_strbuf_printf(b,
+                     "# HELP clauseqa_asks_active Asks being answered now (at most clauseqa_asks_active_max).\n"
+                     "# TYPE clauseqa_asks_active gauge\n"
+                     "clauseqa_asks_active %d\n"
+                     "# HELP clauseqa_asks_active_max Asks answered at once (--max-asks).\n"
+                     "# TYPE clauseqa_asks_active_max gauge\n"
+                     "clauseqa_asks_active_max %d\n"
+                     "# HELP clauseqa_asks_waiting Asks waiting their turn (at most clauseqa_asks_waiting_max).\n"
+                     "# TYPE clauseqa_asks_waiting gauge\n"
+                     "clauseqa_asks_waiting %d\n"
+                     "# HELP clauseqa_asks_waiting_max Asks that may wait (--max-waiting-asks).\n"
+                     "# TYPE clauseqa_asks_waiting_max gauge\n"
+                     "clauseqa_asks_waiting_max %d\n"
+                     "# HELP clauseqa_asks_admitted_total Asks given a place.\n"
+                     "# TYPE clauseqa_asks_admitted_total counter\n"
+                     "clauseqa_asks_admitted_total %llu\n"
+                     "# HELP clauseqa_asks_refused_total Asks refused with 503 (the queue full, or the wait too long).\n"
+                     "# TYPE clauseqa_asks_refused_total counter\n"
+                     "clauseqa_asks_refused_total{why=\"full\"} %llu\n"
+                     "clauseqa_asks_refused_total{why=\"waited\"} %llu\n"
+                     "# HELP clauseqa_asks_wait_seconds_total Time admitted asks spent waiting for their place.\n"
+                     "# TYPE clauseqa_asks_wait_seconds_total counter\n"
+                     "clauseqa_asks_wait_seconds_total %.3f\n"
+                     "# HELP clauseqa_asks_hold_seconds Running mean of how long an ask holds its place.\n"
+                     "# TYPE clauseqa_asks_hold_seconds gauge\n"
+                     "clauseqa_asks_hold_seconds %.4f\n",
+                     a.active, a.max_active, a.waiting, a.max_waiting, (unsigned long long)a.admitted,
+                     (unsigned long long)(a.refused - a.timed_out), (unsigned long long)a.timed_out, a.wait_seconds,
+                     a.mean_hold_s);
 }
 
 void cq_svc_metrics_web(cq_web_service *w) {

@@ -7,6 +7,7 @@
 static void set_v(cq_err *err, cq_status code, const char *reason, const char *fmt, va_list ap) {
     err->code = code;
     err->reason = reason;
+    err->retry_after_s = 0;
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 }
 
@@ -54,6 +55,7 @@ void cq_err_clear(cq_err *err) {
         err->code = CQ_OK;
         err->msg[0] = 0;
         err->reason = NULL;
+        err->retry_after_s = 0;
     }
 }
 
@@ -73,6 +75,7 @@ const char *cq_status_name(cq_status code) {
     case CQ_ERR_INTERNAL: return "internal";
     case CQ_ERR_TOO_LARGE: return "too_large";
     case CQ_ERR_CANCELLED: return "cancelled";
+    case CQ_ERR_BUSY: return "busy";
     }
     return "unknown";
 }

@@ -22,6 +22,7 @@ typedef enum {
     CQ_ERR_INTERNAL = 11, /* a bug: an invariant did not hold */
     CQ_ERR_TOO_LARGE = 12, /* over a configured limit (a document's pages or memory budget): retrying cannot help */
     CQ_ERR_CANCELLED = 13, /* stopped on request (a job cancelled, the server stopping) */
+    CQ_ERR_BUSY = 14,     /* at capacity now: try again later (retry_after_s says when; HTTP 503 + Retry-After) */
 } cq_status;
 
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
      * a zip bomb; "ocr_off": a scan while OCR is off …): a static string, NULL otherwise. A client that says errors
      * in its own language (the page) maps it as it maps the codes. */
     const char *reason;
+    int retry_after_s; /* with CQ_ERR_BUSY: seconds after which trying again is likely to succeed; 0 otherwise */
 } cq_err;
 
 /* Records code and a printf-style message in err (which may be NULL), without a reason; returns code so callers

@@ -10,4 +10,10 @@
 /* Exits the process with status 86 when CLAUSEQA_FAULT names point. */
 void cq_fault_point(const char *point);
 
+/* Delays for the load tests: CLAUSEQA_FAULT_DELAY=POINT:MS makes each thread that reaches point sleep MS
+ * milliseconds (at most 60,000). Points:
+ *   ask-answering           an ask has its place (app/admission.h) and is about to be answered (app/service_ask.c)
+ */
+void cq_fault_delay(const char *point);
+
 #endif

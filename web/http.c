@@ -37,6 +37,11 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
     common_headers(r->conn);
     if (r->cors_origin) cq_web_cors_headers(r);
     if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
+    if (status == 503 && r->retry_after_s > 0) {
+        char s[16];
+        snprintf(s, sizeof s, "%d", r->retry_after_s);
+        mg_response_header_add(r->conn, "Retry-After", s, -1);
+    }
 }
 
 #define WATCHED_ANSWER_BYTES 65536 /* answers this large are watched (a smaller one fits the socket's buffers) */
@@ -119,6 +124,7 @@ void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *
 
 void cq_web_send_status_error(cq_web_req *r, const cq_err *err) {
     cq_status code = err->code ? err->code : CQ_ERR_INTERNAL;
+    if (code == CQ_ERR_BUSY) r->retry_after_s = err->retry_after_s > 0 ? err->retry_after_s : 1;
     cq_web_send_error(r, cq_web_http_status(code), cq_status_name(code), "%s", err->msg[0] ? err->msg : "failed");
 }
 
@@ -133,6 +139,7 @@ int cq_web_http_status(cq_status code) {
     case CQ_ERR_EMPTY: return 422;
     case CQ_ERR_TOO_LARGE: return 413;
     case CQ_ERR_CANCELLED: return 409;
+    case CQ_ERR_BUSY: return 503;
     case CQ_ERR_NOMEM: return 503;
     case CQ_ERR_IO:
     case CQ_ERR_DB:

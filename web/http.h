@@ -90,6 +90,7 @@ typedef struct {
     char segbuf[1024];
     cq_web_route route;
     int status;           /* the status sent (for metrics); 0 until a response started */
+    int retry_after_s;    /* a 503's Retry-After (seconds), 0: none */
     cq_web_principal who;
     bool admitted;        /* authenticated (and, for an upload, allowed to edit the KB) */
     bool body_pending;    /* the request has a body not read yet: the connection closes after the response */

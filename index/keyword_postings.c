@@ -606,7 +606,7 @@ cq_status cq_keyword_search_rank(cq_keyword_search *s, int64_t n_rows, int64_t n
     *out = NULL;
     *n = 0;
     if (n_rows <= 0 || limit == 0 || s->n_phrases == 0) return CQ_OK;
-    qsort(s->rows, s->n_rows, sizeof *s->rows, cmp_stored);
+    if (s->n_rows) qsort(s->rows, s->n_rows, sizeof *s->rows, cmp_stored);
     matches *ms = calloc(s->n_phrases, sizeof *ms);
     if (!ms) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;

@@ -219,11 +219,12 @@ static int cmp_row(const void *a, const void *b) {
 cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_doc *out, cq_err *err) {
     memset(out, 0, sizeof *out);
     doc_builder b = {0};
+    cq_status rc = CQ_ERR_NOMEM;
     for (size_t i = 0; i < n && !b.failed; i++) {
         if (i && c[i].clause_id <= c[i - 1].clause_id) {
             free(b.occ);
-            cq_err_set(err, CQ_ERR_INVALID, "keyword index: clause ids must increase (%lld after %lld)",
-                       (long long)c[i].clause_id, (long long)c[i - 1].clause_id);
+            rc = cq_err_set(err, CQ_ERR_INVALID, "keyword index: clause ids must increase (%lld after %lld)",
+                            (long long)c[i].clause_id, (long long)c[i - 1].clause_id);
             goto fail;
         }
         const char *columns[CQ_BM25_N_COLUMNS] = {c[i].title, c[i].path, c[i].body};
@@ -265,7 +266,7 @@ fail:
     free(b.last_clause);
     free(b.n_clauses);
     memset(out, 0, sizeof *out);
-    return err ? err->code : CQ_ERR_NOMEM;
+    return rc;
 }
 
 void cq_keyword_doc_free(cq_keyword_doc *d) {

@@ -198,13 +198,11 @@ static int gin_build(cq_store *s, int64_t kb_sq, cq_pg *pg, const id_pair *map, 
     PGresult *r = PQexec(c, "COPY gin_probe FROM STDIN");
     PQclear(r);
     cq_strbuf line = {0};
+    size_t row = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t pg_id = -1;
-        for (size_t i = 0; i < n_map; i++) /* the map is by PostgreSQL id; this runs once */
-            if (map[i].sq == sqlite3_column_int64(st, 0)) {
-                pg_id = map[i].pg;
-                break;
-            }
+        /* both stores number a KB's clauses in the same order, so the i-th rowid is the i-th PostgreSQL id */
+        int64_t pg_id = row < n_map ? map[row].pg : -1;
+        row++;
         cq_strbuf_reset(&line);
         cq_strbuf_printf(&line, "%lld\t{", (long long)pg_id);
         /* the clause's distinct tokens: the keyword index's own rows for a one-clause document */
@@ -282,7 +280,6 @@ int main(int argc, char **argv) {
     long long index_rows = atoll(PQgetvalue(size, 0, 0));
     PQclear(size);
 
-    /* the map by SQLite id would serve gin_build better; it is built once */
     double gin_s = 0;
     if (gin && gin_build(s, kb_sq, pg, map, n_map, &gin_s)) return 1;
 

@@ -6,8 +6,8 @@
 # initdb in a new folder under /tmp (UTF-8, C collation, trust authentication for the superuser `clauseqa`), a
 # server on a free port of 127.0.0.1 with its unix socket in that folder, fsync off (the data are thrown away).
 # COMMAND sees CLAUSEQA_PG (a libpq connection string over the socket) and CLAUSEQA_PG_PORT; its exit status is the
-# script's. PostgreSQL refuses to run as root: as root the cluster belongs to `nobody` (runuser), which needs no
-# user of its own to be created. The folder is under /tmp, not $TMPDIR, because that user must be able to reach it.
+# script's. PostgreSQL refuses to run as root: as root the cluster belongs to `nobody` (through runuser, or setpriv
+# where runuser has no PAM set-up), so no user has to be created. The folder is under /tmp, not $TMPDIR, because that user must be able to reach it.
 # Without the server binaries (Debian postgresql-15, which tools/setup.sh installs) it says so and exits 77, the
 # status ctest reads as "skipped". CLAUSEQA_PG_BIN names another bin folder; CLAUSEQA_PG_SETTINGS adds server
 # settings ("-c shared_buffers=512MB" for benchmarks).
@@ -25,7 +25,16 @@ dir=$(mktemp -d /tmp/clauseqa-pg.XXXXXX)
 as=()
 if [ "$(id -u)" = 0 ]; then
   chown nobody "$dir"
-  as=(runuser -u nobody --)
+  # runuser needs PAM's runuser configuration; setpriv (util-linux too) needs nothing but the capability to switch.
+  if runuser -u nobody -- true 2>/dev/null; then
+    as=(runuser -u nobody --)
+  elif setpriv --reuid=nobody --regid="$(id -gn nobody)" --clear-groups true 2>/dev/null; then
+    as=(setpriv --reuid=nobody --regid="$(id -gn nobody)" --clear-groups)
+  else
+    echo "cluster.sh: running as root and cannot switch to the user nobody (runuser, setpriv), which PostgreSQL" \
+         "needs" >&2
+    exit 1
+  fi
 fi
 pg() { (cd "$dir" && "${as[@]}" "$@"); } # as the cluster's owner, from a folder it can enter
 cleanup() {

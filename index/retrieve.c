@@ -7,15 +7,11 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "index/bm25.h"
 #include "index/compare.h"
 #include "index/router.h"
 #include "index/vectors.h"
 
-/* BM25 column weights for the KB's FTS columns (title, path, body; index/store.h). The title weighs more than the
- * body because a question that names a law should prefer that law's articles. */
-#define W_TITLE 2.0
-#define W_PATH 1.5
-#define W_BODY 1.0
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
 #define ROUTER_SCORE 1000.0
 /* A local regulation (上海市…, 广东省…) applies in one place; a question that names no place is about the law that
@@ -152,7 +148,7 @@ static cq_status bm25_query(sqlite3 *db, int64_t kb_id, const char *match, int64
     snprintf(sql, sizeof sql,
              "SELECT rowid, bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g) AS r FROM " CQ_FTS_TABLE_FMT " WHERE "
              CQ_FTS_TABLE_FMT " MATCH ?1 %s ORDER BY r LIMIT ?2",
-             (long long)kb_id, W_TITLE, W_PATH, W_BODY, (long long)kb_id, (long long)kb_id,
+             (long long)kb_id, CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY, (long long)kb_id, (long long)kb_id,
              lo <= hi ? "AND rowid BETWEEN ?3 AND ?4" : "");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)

@@ -1,0 +1,541 @@
+/* The PostgreSQL store: connection, schema migrations, KBs, documents, clauses and the keyword index (store_pg.h).
+ *
+ * Statements send their parameters as text and read results in binary (integers in network order, text and bytea
+ * as their bytes). A document's clauses and postings go in with COPY: one document of laws-zh is ~50 clauses and
+ * ~2,000 postings rows, which row-by-row INSERTs would make ~100 times slower. */
+#include "index/store_pg.h"
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/strbuf.h"
+
+struct cq_pg {
+    PGconn *conn;
+};
+
+/* Migrations run in order; migration i brings clauseqa_schema.version from i to i + 1. Only ever append. */
+static const char *const migrations[] = {
+    "CREATE TABLE kbs(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  name text NOT NULL UNIQUE,\n"
+    "  created_at bigint NOT NULL);\n"
+    "CREATE TABLE documents(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  name text NOT NULL,\n"
+    "  filename text NOT NULL,\n"
+    "  format text NOT NULL,\n"
+    "  sha256 text NOT NULL,\n"
+    "  size_bytes bigint NOT NULL,\n"
+    "  title text,\n"
+    "  n_pages integer NOT NULL DEFAULT 0,\n"
+    "  n_clauses integer NOT NULL DEFAULT 0,\n"
+    "  status text NOT NULL DEFAULT 'processing',\n"
+    "  error text,\n"
+    "  quality double precision NOT NULL DEFAULT 1,\n"
+    "  quality_reason text NOT NULL DEFAULT '',\n"
+    "  created_at bigint NOT NULL,\n"
+    "  keyword_clauses bigint NOT NULL DEFAULT 0,\n"
+    "  keyword_positions bigint NOT NULL DEFAULT 0);\n"
+    "CREATE UNIQUE INDEX documents_kb_hash ON documents(kb_id, sha256);\n"
+    "CREATE INDEX documents_kb_name ON documents(kb_id, name);\n"
+    "CREATE TABLE clauses(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  ord integer NOT NULL,\n"
+    "  kind integer NOT NULL,\n"
+    "  label text, label_key text,\n"
+    "  path text NOT NULL DEFAULT '',\n"
+    "  text text NOT NULL,\n"
+    "  page_first integer NOT NULL DEFAULT 0, page_last integer NOT NULL DEFAULT 0,\n"
+    "  start_off bigint NOT NULL, end_off bigint NOT NULL,\n"
+    "  boxes bytea);\n"
+    "CREATE INDEX clauses_doc ON clauses(doc_id, ord);\n"
+    "CREATE INDEX clauses_label ON clauses(doc_id, label_key);\n"
+    /* The keyword index (keyword_postings.h). Tokens compare as bytes (COLLATE \"C\"): equality is all a search
+     * asks, and a locale's collation would only make the b-tree slower. */
+    "CREATE TABLE keyword_postings(\n"
+    "  kb_id bigint NOT NULL,\n"
+    "  token text COLLATE \"C\" NOT NULL,\n"
+    "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  n_clauses integer NOT NULL,\n"
+    "  postings bytea NOT NULL,\n"
+    "  PRIMARY KEY(kb_id, token, doc_id));\n"
+    "CREATE INDEX keyword_postings_doc ON keyword_postings(doc_id);\n",
+};
+
+/* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */
+#define MIGRATION_LOCK "7164892001163731297"
+
+static cq_status pg_error(cq_pg *pg, cq_err *err, const char *what) {
+    const char *msg = PQerrorMessage(pg->conn);
+    size_t len = strlen(msg);
+    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
+    return cq_err_set(err, CQ_ERR_DB, "%s: %.*s", what, (int)len, msg);
+}
+
+/* Runs sql (several statements allowed, no parameters). */
+static cq_status exec(cq_pg *pg, const char *sql, const char *what, cq_err *err) {
+    PGresult *r = PQexec(pg->conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    cq_status rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? CQ_OK : pg_error(pg, err, what);
+    PQclear(r);
+    return rc;
+}
+
+/* Runs sql with text parameters, binary results; NULL (with err filled) unless it succeeded. */
+static PGresult *query(cq_pg *pg, const char *sql, int n_params, const char *const *params, const char *what,
+                       cq_err *err) {
+    PGresult *r = PQexecParams(pg->conn, sql, n_params, NULL, params, NULL, NULL, 1);
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+    pg_error(pg, err, what);
+    PQclear(r);
+    return NULL;
+}
+
+static void rollback(cq_pg *pg) {
+    if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE) PQclear(PQexec(pg->conn, "ROLLBACK"));
+}
+
+static int64_t get_int64(const PGresult *r, int row, int col) {
+    const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static int32_t get_int32(const PGresult *r, int row, int col) {
+    const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static char *get_strdup(const PGresult *r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return NULL;
+    int len = PQgetlength(r, row, col);
+    char *s = malloc((size_t)len + 1);
+    if (s) {
+        memcpy(s, PQgetvalue(r, row, col), (size_t)len);
+        s[len] = 0;
+    }
+    return s;
+}
+
+/* ---- connection and schema ------------------------------------------------------------------------------- */
+
+static void quiet_notice(void *arg, const char *message) {
+    (void)arg;
+    (void)message; /* "relation already exists, skipping" and the like */
+}
+
+cq_status cq_pg_schema_version(cq_pg *pg, int *version, cq_err *err) {
+    *version = 0;
+    PGresult *r = query(pg, "SELECT to_regclass('clauseqa_schema') IS NOT NULL", 0, NULL, "read the schema version", err);
+    if (!r) return CQ_ERR_DB;
+    bool exists = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0];
+    PQclear(r);
+    if (!exists) return CQ_OK;
+    r = query(pg, "SELECT version FROM clauseqa_schema", 0, NULL, "read the schema version", err);
+    if (!r) return CQ_ERR_DB;
+    if (PQntuples(r) == 1) *version = get_int32(r, 0, 0);
+    PQclear(r);
+    return CQ_OK;
+}
+
+/* Brings the schema to the newest version, one migration per transaction, each under the advisory lock with the
+ * version read again: nodes that start together must not both run a migration. DDL is transactional in
+ * PostgreSQL, so a migration that fails leaves nothing behind. */
+static cq_status migrate(cq_pg *pg, cq_err *err) {
+    const int target = (int)(sizeof migrations / sizeof migrations[0]);
+    for (;;) {
+        int version;
+        if (cq_pg_schema_version(pg, &version, err)) return CQ_ERR_DB;
+        if (version > target)
+            return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                              "database schema version %d is newer than this program (%d): upgrade clauseqa", version,
+                              target);
+        if (version == target) return CQ_OK;
+        cq_status rc = exec(pg,
+                            "BEGIN; SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ");\n"
+                            "CREATE TABLE IF NOT EXISTS clauseqa_schema(version integer NOT NULL);\n"
+                            "INSERT INTO clauseqa_schema SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM clauseqa_schema);",
+                            "lock the schema", err);
+        if (!rc) rc = cq_pg_schema_version(pg, &version, err);
+        if (!rc && version < target) {
+            rc = exec(pg, migrations[version], "migrate", err);
+            if (!rc) rc = exec(pg, "UPDATE clauseqa_schema SET version = version + 1", "migrate", err);
+            if (rc) cq_err_prefix(err, "schema migration %d: ", version + 1);
+        }
+        if (!rc) rc = exec(pg, "COMMIT", "migrate", err);
+        if (rc) {
+            rollback(pg);
+            return rc;
+        }
+    }
+}
+
+cq_status cq_pg_open(const char *conninfo, cq_pg **out, cq_err *err) {
+    *out = NULL;
+    cq_pg *pg = calloc(1, sizeof *pg);
+    if (!pg) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    pg->conn = PQconnectdb(conninfo);
+    if (!pg->conn) {
+        free(pg);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    cq_status rc = PQstatus(pg->conn) == CONNECTION_OK ? CQ_OK : pg_error(pg, err, "cannot connect to PostgreSQL");
+    if (!rc) {
+        PQsetNoticeProcessor(pg->conn, quiet_notice, NULL);
+        rc = migrate(pg, err);
+    }
+    if (rc) {
+        cq_pg_close(pg);
+        return rc;
+    }
+    *out = pg;
+    return CQ_OK;
+}
+
+void cq_pg_close(cq_pg *pg) {
+    if (!pg) return;
+    PQfinish(pg->conn);
+    free(pg);
+}
+
+PGconn *cq_pg_conn(cq_pg *pg) { return pg->conn; }
+
+/* ---- knowledge bases and documents ------------------------------------------------------------------------- */
+
+cq_status cq_pg_kb_ensure(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err) {
+    if (!cq_store_kb_name_valid(name))
+        return cq_err_set(err, CQ_ERR_INVALID,
+                          "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
+                          "or '.'",
+                          name);
+    char now[32];
+    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
+    const char *params[] = {name, now};
+    /* Two nodes may create the same KB at once: the loser's INSERT does nothing and both read the winner's row. */
+    PGresult *r = query(pg, "INSERT INTO kbs(name, created_at) VALUES($1, $2) ON CONFLICT (name) DO NOTHING", 2, params,
+                        "create knowledge base", err);
+    if (!r) return CQ_ERR_DB;
+    PQclear(r);
+    r = query(pg, "SELECT id FROM kbs WHERE name = $1", 1, params, "find knowledge base", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = PQntuples(r) == 1 ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
+    if (!rc) *kb_id = get_int64(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+static cq_status exec_id(cq_pg *pg, const char *sql, int64_t id, const char *what, int *changed, cq_err *err) {
+    char text[32];
+    snprintf(text, sizeof text, "%lld", (long long)id);
+    const char *params[] = {text};
+    PGresult *r = query(pg, sql, 1, params, what, err);
+    if (!r) return CQ_ERR_DB;
+    if (changed) *changed = atoi(PQcmdTuples(r));
+    PQclear(r);
+    return CQ_OK;
+}
+
+cq_status cq_pg_kb_delete(cq_pg *pg, int64_t kb_id, cq_err *err) {
+    int n = 0;
+    cq_status rc = exec_id(pg, "DELETE FROM kbs WHERE id = $1", kb_id, "delete knowledge base", &n, err);
+    if (!rc && !n) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
+    return rc;
+}
+
+cq_status cq_pg_doc_create(cq_pg *pg, int64_t kb_id, const char *name, const char *filename, const char *format,
+                           const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
+    char kb[32], size[32], now[32];
+    snprintf(kb, sizeof kb, "%lld", (long long)kb_id);
+    snprintf(size, sizeof size, "%lld", (long long)size_bytes);
+    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
+    const char *params[] = {kb, name, filename, format, sha256, size, now};
+    PGresult *r = PQexecParams(pg->conn,
+                               "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, "
+                               "created_at) VALUES($1, $2, $3, $4, $5, $6, 'processing', $7) RETURNING id",
+                               7, NULL, params, NULL, NULL, 1);
+    cq_status rc = CQ_OK;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        *doc_id = get_int64(r, 0, 0);
+    } else {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (state && !strcmp(state, "23505")) /* unique_violation: (kb_id, sha256) */
+            rc = cq_err_set(err, CQ_ERR_EXISTS, "the same file is already in this knowledge base");
+        else
+            rc = pg_error(pg, err, "create document");
+    }
+    PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err) {
+    int n = 0;
+    cq_status rc = exec_id(pg, "DELETE FROM documents WHERE id = $1", doc_id, "delete document", &n, err);
+    if (!rc && !n) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document");
+    return rc;
+}
+
+/* ---- adding clauses: COPY ------------------------------------------------------------------------------------ */
+
+/* A COPY text-format field: backslash, tab, newline and carriage return escaped; NULL is \N. */
+static void copy_text(cq_strbuf *b, const char *s) {
+    if (!s) {
+        cq_strbuf_puts(b, "\\N");
+        return;
+    }
+    const char *run = s;
+    for (; *s; s++) {
+        const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
+        if (!esc) continue;
+        cq_strbuf_append(b, run, (size_t)(s - run));
+        cq_strbuf_puts(b, esc);
+        run = s + 1;
+    }
+    cq_strbuf_append(b, run, (size_t)(s - run));
+}
+
+/* A bytea COPY field: \x and hex digits, the backslash doubled for COPY. */
+static void copy_bytea(cq_strbuf *b, const unsigned char *p, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    cq_strbuf_puts(b, "\\\\x");
+    char buf[256];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[k++] = hex[p[i] >> 4];
+        buf[k++] = hex[p[i] & 15];
+        if (k == sizeof buf) {
+            cq_strbuf_append(b, buf, k);
+            k = 0;
+        }
+    }
+    cq_strbuf_append(b, buf, k);
+}
+
+static cq_status copy_in(cq_pg *pg, const char *sql, const cq_strbuf *data, const char *what, cq_err *err) {
+    PGresult *r = PQexec(pg->conn, sql);
+    bool ready = PQresultStatus(r) == PGRES_COPY_IN;
+    PQclear(r);
+    if (!ready) return pg_error(pg, err, what);
+    bool sent = PQputCopyData(pg->conn, data->data ? data->data : "", (int)data->len) == 1;
+    sent = PQputCopyEnd(pg->conn, sent ? NULL : "clauseqa: sending failed") == 1 && sent;
+    cq_status rc = CQ_OK;
+    while ((r = PQgetResult(pg->conn))) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc) rc = pg_error(pg, err, what);
+        PQclear(r);
+    }
+    if (!sent && !rc) rc = pg_error(pg, err, what);
+    return rc;
+}
+
+static int cmp_int64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
+                                int64_t *clause_ids, cq_err *err) {
+    char doc[32], count[32];
+    snprintf(doc, sizeof doc, "%lld", (long long)doc_id);
+    snprintf(count, sizeof count, "%zu", n);
+    int64_t *ids = calloc(n ? n : 1, sizeof *ids);
+    cq_keyword_clause *kc = calloc(n ? n : 1, sizeof *kc);
+    cq_keyword_doc index = {0};
+    cq_strbuf rows = {0};
+    PGresult *r = NULL;
+    int64_t kb_id = 0;
+    cq_status rc = ids && kc ? exec(pg, "BEGIN", "add clauses", err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        /* The document's row, locked: its clauses and postings come in one call, once. */
+        const char *params[] = {doc};
+        r = query(pg, "SELECT kb_id, keyword_clauses FROM documents WHERE id = $1 FOR UPDATE", 1, params,
+                  "add clauses", err);
+        if (!r) rc = CQ_ERR_DB;
+        else if (PQntuples(r) != 1) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document");
+        else if (get_int64(r, 0, 1) > 0) rc = cq_err_set(err, CQ_ERR_EXISTS, "the document's clauses are already there");
+        else kb_id = get_int64(r, 0, 0);
+        PQclear(r);
+    }
+    if (!rc && n) {
+        const char *params[] = {count};
+        r = query(pg, "SELECT nextval('clauses_id_seq') FROM generate_series(1, $1::int)", 1, params, "add clauses",
+                  err);
+        if (!r) rc = CQ_ERR_DB;
+        for (size_t i = 0; r && i < n; i++) ids[i] = get_int64(r, (int)i, 0);
+        PQclear(r);
+        qsort(ids, n, sizeof *ids, cmp_int64);
+    }
+    if (!rc && n) {
+        for (size_t i = 0; i < n; i++) {
+            const cq_store_clause *x = &c[i];
+            cq_strbuf_printf(&rows, "%lld\t%s\t%d\t%d\t", (long long)ids[i], doc, x->ord, x->kind);
+            copy_text(&rows, x->label);
+            cq_strbuf_puts(&rows, "\t");
+            copy_text(&rows, x->label_key);
+            cq_strbuf_puts(&rows, "\t");
+            copy_text(&rows, x->path ? x->path : "");
+            cq_strbuf_puts(&rows, "\t");
+            copy_text(&rows, x->text ? x->text : "");
+            cq_strbuf_printf(&rows, "\t%d\t%d\t%u\t%u\t", x->page_first, x->page_last, x->start_off, x->end_off);
+            if (x->n_boxes) copy_bytea(&rows, (const unsigned char *)x->boxes, x->n_boxes * sizeof *x->boxes);
+            else cq_strbuf_puts(&rows, "\\N");
+            cq_strbuf_puts(&rows, "\n");
+            kc[i] = (cq_keyword_clause){ids[i], doc_label, x->path, x->text};
+        }
+        rc = rows.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                         : copy_in(pg,
+                                   "COPY clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, "
+                                   "page_last, start_off, end_off, boxes) FROM STDIN",
+                                   &rows, "add clauses", err);
+    }
+    if (!rc) rc = cq_keyword_doc_build(kc, n, &index, err);
+    if (!rc && index.n) {
+        cq_strbuf_reset(&rows);
+        for (size_t i = 0; i < index.n; i++) {
+            const cq_keyword_row *x = &index.rows[i];
+            cq_strbuf_printf(&rows, "%lld\t", (long long)kb_id);
+            copy_text(&rows, x->token);
+            cq_strbuf_printf(&rows, "\t%s\t%d\t", doc, x->n_clauses);
+            copy_bytea(&rows, x->postings, x->postings_bytes);
+            cq_strbuf_puts(&rows, "\n");
+        }
+        rc = rows.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                         : copy_in(pg, "COPY keyword_postings(kb_id, token, doc_id, n_clauses, postings) FROM STDIN",
+                                   &rows, "index clauses", err);
+    }
+    if (!rc) {
+        char n_clauses[32], n_positions[32];
+        snprintf(n_clauses, sizeof n_clauses, "%lld", (long long)index.n_clauses);
+        snprintf(n_positions, sizeof n_positions, "%lld", (long long)index.n_positions);
+        const char *params[] = {doc, n_clauses, n_positions};
+        r = query(pg, "UPDATE documents SET keyword_clauses = $2, keyword_positions = $3 WHERE id = $1", 3, params,
+                  "index clauses", err);
+        if (!r) rc = CQ_ERR_DB;
+        PQclear(r);
+    }
+    if (!rc) rc = exec(pg, "COMMIT", "add clauses", err);
+    if (rc) rollback(pg);
+    else if (clause_ids) memcpy(clause_ids, ids, n * sizeof *ids);
+    cq_keyword_doc_free(&index);
+    cq_strbuf_free(&rows);
+    free(kc);
+    free(ids);
+    return rc;
+}
+
+/* ---- clauses ---------------------------------------------------------------------------------------------- */
+
+cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    char id[32];
+    snprintf(id, sizeof id, "%lld", (long long)clause_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg,
+                        "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, "
+                        "c.page_first, c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id "
+                        "WHERE c.id = $1",
+                        1, params, "get clause", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = CQ_OK;
+    if (PQntuples(r) != 1) {
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
+    } else {
+        out->id = get_int64(r, 0, 0);
+        out->doc_id = get_int64(r, 0, 1);
+        out->doc_name = get_strdup(r, 0, 2);
+        out->doc_title = get_strdup(r, 0, 3);
+        out->kind = get_int32(r, 0, 4);
+        out->label = get_strdup(r, 0, 5);
+        out->label_key = get_strdup(r, 0, 6);
+        out->path = get_strdup(r, 0, 7);
+        out->text = get_strdup(r, 0, 8);
+        out->page_first = get_int32(r, 0, 9);
+        out->page_last = get_int32(r, 0, 10);
+        int bytes = PQgetisnull(r, 0, 11) ? 0 : PQgetlength(r, 0, 11);
+        if (bytes > 0 && (out->boxes = malloc((size_t)bytes))) {
+            memcpy(out->boxes, PQgetvalue(r, 0, 11), (size_t)bytes);
+            out->n_boxes = (size_t)bytes / sizeof(cq_store_box);
+        }
+        if (!out->doc_name || !out->path || !out->text) {
+            cq_clause_row_free(out);
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* ---- keyword retrieval ---------------------------------------------------------------------------------------- */
+
+/* A text[] literal: {"a","b"} with '"' and '\' escaped. */
+static void array_literal(cq_strbuf *b, const char *const *items, size_t n) {
+    cq_strbuf_puts(b, "{");
+    for (size_t i = 0; i < n; i++) {
+        cq_strbuf_puts(b, i ? ",\"" : "\"");
+        for (const char *p = items[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') cq_strbuf_puts(b, "\\");
+            cq_strbuf_append(b, p, 1);
+        }
+        cq_strbuf_puts(b, "\"");
+    }
+    cq_strbuf_puts(b, "}");
+}
+
+cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
+                     size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_keyword_search *s = NULL;
+    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
+    if (rc) return rc;
+    const char *const *tokens;
+    size_t n_tokens = cq_keyword_search_tokens(s, &tokens);
+    if (!n_tokens) {
+        cq_keyword_search_free(s);
+        return CQ_OK;
+    }
+    char kb[32];
+    snprintf(kb, sizeof kb, "%lld", (long long)kb_id);
+    cq_strbuf array = {0};
+    array_literal(&array, tokens, n_tokens);
+    if (array.failed) {
+        cq_keyword_search_free(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    const char *params[] = {kb, array.data};
+    /* The KB's statistics (the row whose token is NULL) and every postings row of the query's tokens, in one
+     * statement: one snapshot, so the statistics are those of the rows read. Every document's rows are read even
+     * when doc_ids restricts the hits: a phrase's document frequency is the KB's. */
+    PGresult *r = query(pg,
+                        "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, NULL::bytea "
+                        "FROM documents WHERE kb_id = $1 "
+                        "UNION ALL SELECT token, doc_id, 0::bigint, postings FROM keyword_postings "
+                        "WHERE kb_id = $1 AND token = ANY($2::text[])",
+                        2, params, "keyword search", err);
+    cq_strbuf_free(&array);
+    if (!r) {
+        cq_keyword_search_free(s);
+        return CQ_ERR_DB;
+    }
+    int64_t n_rows = 0, n_positions = 0;
+    const int rows = PQntuples(r);
+    for (int i = 0; !rc && i < rows; i++) {
+        if (PQgetisnull(r, i, 0)) {
+            if (!PQgetisnull(r, i, 1)) n_rows = get_int64(r, i, 1), n_positions = get_int64(r, i, 2);
+            continue;
+        }
+        rc = cq_keyword_search_add(s, PQgetvalue(r, i, 0), get_int64(r, i, 1),
+                                   (const unsigned char *)PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3), err);
+    }
+    PQclear(r);
+    if (!rc) rc = cq_keyword_search_rank(s, n_rows, n_positions, doc_ids, n_docs, limit, out, n, err);
+    cq_keyword_search_free(s);
+    return rc;
+}

@@ -160,23 +160,35 @@ typedef struct {
     const cq_wmat *w2; /* GeGLU when set (one part): y = gelu(W x) * (W2 x), both by the task that owns the rows */
     const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
     const cq_i16_block *xq; /* one token quantized to int16 (the fast decode product), or NULL */
+    const cq_tokens_i16 *xt16; /* several tokens quantized to int16 (a prompt's integer product), or NULL */
     size_t ldxt;
     int n_tokens;
     cq_cpu_model *cm;
 } matmul_job;
 
 /* y[t*ldy + (r - col0)] = W[r] . x_t for rows [r0, r1): a dot per row for one token (each weight read once; in
- * integers when the token was quantized), else tiles of dequantized rows against the packed tokens. */
+ * integers when the token was quantized), else tiles of rows against the packed tokens: as int16 quants when the
+ * tokens were quantized, dequantized to float otherwise. */
 static void rows_times_tokens(const matmul_job *j, const cq_wmat *w, int r0, int r1, float *y, size_t ldy, int col0,
                               float *tile) {
     const int k = (int)w->cols;
     const uint8_t *base = w->data;
     if (j->n_tokens == 1 && j->xq) {
-        for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row_i16(w->type, base + (size_t)r * w->row_bytes, j->xq, (size_t)k);
+        cq_dot_rows_i16(w->type, base + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, j->xq, (size_t)k, y + (r0 - col0));
         return;
     }
     if (j->n_tokens == 1) {
         for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row(w->type, base + (size_t)r * w->row_bytes, j->x, (size_t)k);
+        return;
+    }
+    if (j->xt16) { /* the tile's room: int16 quants, then per-16 scales, then per-32 mins (cq_rows_i16) */
+        cq_rows_i16 t16 = {.q = (int16_t *)tile, .scale = tile + ROW_TILE * (size_t)k / 2};
+        t16.min = t16.scale + ROW_TILE * (size_t)k / 16;
+        for (int r = r0; r < r1; r += ROW_TILE) {
+            int nr = r1 - r < ROW_TILE ? r1 - r : ROW_TILE;
+            cq_unpack_rows_i16(w->type, base + (size_t)r * w->row_bytes, w->row_bytes, nr, (size_t)k, &t16);
+            cq_k_rows_times_tokens_i16(&t16, j->xt16, y + (r - col0), ldy);
+        }
         return;
     }
     for (int r = r0; r < r1; r += ROW_TILE) {
@@ -206,12 +218,12 @@ static void matmul_task(void *ctx, int task, int thread) {
 static bool has_i16_dot(const cq_wmat *w) { return cq_qtype_has_i16_dot(w->type) && w->cols % 32 == 0; }
 
 /* y_p (n_tokens, ldy_p) = x W_p^T for each of n_parts matrices of x's width, and with w2 (one part) the GeGLU of
- * two products; multithreaded over rows. quantized: a decode step's products, the token quantized to int16 once
- * (when every weight format allows), see cq_cpu_eval. */
+ * two products; multithreaded over rows. quantized: the tokens quantized to int16 once (when every weight format
+ * allows) and the products in integers, see cq_cpu_eval. */
 static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w, float *const *y, const size_t *ldy,
                          const cq_wmat *w2, const float *x, size_t ldx, int n_tokens, bool quantized) {
     matmul_job j = {.n_parts = n_parts, .w2 = w2, .x = x, .n_tokens = n_tokens, .cm = cm};
-    bool int16 = n_tokens == 1 && quantized && (!w2 || has_i16_dot(w2));
+    bool int16 = quantized && (!w2 || has_i16_dot(w2));
     int n_tasks = 0;
     for (int p = 0; p < n_parts; p++) {
         int rows_per_task = GEGLU_ROWS;
@@ -224,11 +236,18 @@ static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w,
         n_tasks += (int)((w[p]->rows + rows_per_task - 1) / rows_per_task);
         int16 = int16 && has_i16_dot(w[p]);
     }
-    if (int16) {
+    cq_tokens_i16 xt16;
+    if (int16 && n_tokens == 1) {
         cq_quantize_i16(x, (size_t)w[0]->cols, cm->xq);
         j.xq = cm->xq;
-    }
-    if (n_tokens > 1) {
+    } else if (int16) { /* in the room of the float packing (cq_cpu_model_new): pairs, then scales and sums */
+        const size_t cols = (size_t)w[0]->cols, width = cq_k_packed_width(n_tokens);
+        xt16.q = (int32_t *)cm->xpack;
+        xt16.d = cm->xpack + cols / 2 * width;
+        xt16.dsum = xt16.d + cols / 32 * width;
+        cq_k_pack_tokens_i16(x, ldx, n_tokens, (int)cols, &xt16);
+        j.xt16 = &xt16;
+    } else if (n_tokens > 1) {
         cq_k_pack_tokens(x, ldx, n_tokens, (int)w[0]->cols, cm->xpack);
         j.x = cm->xpack;
         j.ldxt = cq_k_packed_width(n_tokens);
@@ -576,6 +595,12 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
         for (int kind = 0; kind < 2; kind++) rope_angles(s->rope + ((size_t)kind * T + t) * hd, half, pos0 + t, cm->inv_freq[kind]);
     }
+    /* A prompt (T > 1) quantizes the inputs of the o and gate/up products only, and only where integer products are
+     * the faster ones (cq_k_tokens_i16_fast): with the K/V products (errors kept in the cache for every later token)
+     * or the down product (GeGLU outputs with large outliers) in int16 too, the logits of the real model moved by up
+     * to 1.6e-2 from the exact ones (tolerance 1e-2); without them by 3.6e-3, as with decode steps alone
+     * (tests/unit/test_attention_forward.c). */
+    const bool all_int16 = quantized && T == 1, some_int16 = all_int16 || (quantized && cq_k_tokens_i16_fast());
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];
         const float *rope = s->rope + (size_t)L->global * T * hd;
@@ -583,7 +608,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         const cq_wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_out[3] = {s->q, s->kn, s->vn};
         const size_t qkv_ld[3] = {(size_t)qd, (size_t)kvd, (size_t)kvd};
-        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, NULL, s->xn, d, T, quantized);
+        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, NULL, s->xn, d, T, all_int16);
         for (int t = 0; t < T; t++) {
             const float *cs = rope + (size_t)t * hd;
             for (int h = 0; h < m->n_head; h++) {
@@ -616,15 +641,15 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             attn_job aj = {m, L, s, l, pos0, heads_per_task};
             cq_pool_run(cm->pool, T * (m->n_head / heads_per_task), attn_task, &aj);
         }
-        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, quantized);
+        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, some_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
             add_into(s->x + (size_t)t * d, ot, d);
             cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->ffn_norm, d, m->rms_eps);
         }
-        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff, quantized);
-        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d, quantized);
+        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff, some_int16);
+        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d, all_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
@@ -635,7 +660,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
     int first = all_logits ? 0 : T - 1, n_out = T - first;
     for (int t = first; t < T; t++)
         cq_op_rmsnorm(s->xn + (size_t)(t - first) * d, s->x + (size_t)t * d, m->output_norm, d, m->rms_eps);
-    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab, quantized);
+    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab, some_int16);
     if (m->final_softcap > 0) {
         const float c = m->final_softcap;
         for (size_t i = 0; i < (size_t)n_out * m->n_vocab; i++) logits[i] = c * tanhf(logits[i] / c);
@@ -647,7 +672,7 @@ cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t po
     cq_status st = ensure_global_slots(s, pos + (int32_t)n, err);
     if (st) return st;
     const size_t V = (size_t)s->cm->m->n_vocab;
-    const bool quantized = n == 1 && !all_logits && !s->cm->exact;
+    const bool quantized = !all_logits && !s->cm->exact;
     for (size_t i = 0; i < n; i += CQ_CPU_BATCH) {
         int T = n - i < CQ_CPU_BATCH ? (int)(n - i) : CQ_CPU_BATCH;
         float *out = NULL;

@@ -7,14 +7,18 @@
  * time), and prints the GPU KV-cache size at a 32k context.
  * With --compare-cpu it runs the same short prompt through the CPU decoder and the GPU one and prints both greedy
  * continuations, the steps whose argmax agree (the CPU's token fed to both) and the logits' relative error.
+ * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (attention/cpu_isa.h) alternates within
+ * each of --runs rounds: a prefill of the prompt, then --decode steps after it, per level; medians and ranges per
+ * level (an A/B on one model copy, in one process, on a shared machine).
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
- *                 [--compare-cpu 1] */
+ *                 [--compare-cpu 1] [--isa LIST] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "attention/cpu_isa.h"
 #include "attention/decoder.h"
 #include "attention/forward_cuda.h"
 
@@ -109,6 +113,59 @@ static void compare_cpu(const char *model, int n_steps) {
     cq_decoder_close(dc), cq_decoder_close(dg);
 }
 
+/* --isa: rounds of (prefill, decode) alternating the kernels' instruction set; a table of medians and ranges. */
+static void compare_isa(cq_decoder *d, const char *list, const int32_t *ids, int n_prompt, int n_decode, int rounds) {
+    cq_isa levels[3];
+    int n_levels = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok && n_levels < 3; tok = strtok(NULL, ",")) {
+        cq_isa l = !strcmp(tok, "scalar") ? CQ_ISA_SCALAR : !strcmp(tok, "avx2") ? CQ_ISA_AVX2 : CQ_ISA_AVX512;
+        if (l > cq_isa_detected()) {
+            fprintf(stderr, "bench_decoder: this CPU does not run %s; skipped\n", tok);
+            continue;
+        }
+        levels[n_levels++] = l;
+    }
+    const int V = cq_decoder_get_info(d)->n_vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *tp = malloc((size_t)rounds * 3 * sizeof *tp), *td = malloc((size_t)rounds * 3 * sizeof *td);
+    cq_decoder_seq *s;
+    cq_err err = {0};
+    if (cq_decoder_seq_new(d, n_prompt + n_decode + 8, &s, &err)) die("seq", &err);
+    for (int r = 0; r < rounds; r++) {
+        for (int li = 0; li < n_levels; li++) {
+            cq_isa_set(levels[li]);
+            cq_decoder_seq_reset(s);
+            double t0 = now_s();
+            if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
+            tp[li * rounds + r] = now_s() - t0;
+            int32_t next = argmax(logits, V);
+            t0 = now_s();
+            for (int i = 0; i < n_decode; i++) {
+                if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
+                next = argmax(logits, V);
+            }
+            td[li * rounds + r] = now_s() - t0;
+            printf("round %d %-12s prefill %7.1f tok/s  decode %6.1f tok/s\n", r + 1, cq_isa_name(levels[li]),
+                   n_prompt / tp[li * rounds + r], n_decode / td[li * rounds + r]);
+            fflush(stdout);
+        }
+    }
+    printf("%-12s %28s %28s\n", "kernels", "prefill tok/s median (range)", "decode tok/s median (range)");
+    for (int li = 0; li < n_levels; li++) {
+        double *a = tp + li * rounds, *b = td + li * rounds;
+        qsort(a, (size_t)rounds, sizeof *a, cmp_double);
+        qsort(b, (size_t)rounds, sizeof *b, cmp_double);
+        char c1[64], c2[64];
+        snprintf(c1, sizeof c1, "%.1f (%.1f-%.1f)", n_prompt / a[rounds / 2], n_prompt / a[rounds - 1], n_prompt / a[0]);
+        snprintf(c2, sizeof c2, "%.1f (%.1f-%.1f)", n_decode / b[rounds / 2], n_decode / b[rounds - 1], n_decode / b[0]);
+        printf("%-12s %28s %28s\n", cq_isa_name(levels[li]), c1, c2);
+    }
+    cq_decoder_seq_free(s);
+    free(logits), free(tp), free(td);
+}
+
 int main(int argc, char **argv) {
     const char *model = "data/models/gemma-3-270m-q4_k_m.gguf";
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
@@ -119,6 +176,7 @@ int main(int argc, char **argv) {
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
     int n_prompt = 512, n_decode = 64, runs = 5, compare = 0;
+    const char *isa = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) opt.n_threads = atoi(argv[i + 1]);
@@ -126,6 +184,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--compare-cpu")) compare = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) opt.device = !strcmp(argv[i + 1], "cuda") ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -149,6 +208,12 @@ int main(int argc, char **argv) {
     ids[have++] = cq_tokenizer_bos(cq_decoder_tokenizer(d));
     for (; have < (size_t)n_prompt; have++) ids[have] = piece[(have - 1) % n_piece];
     free(piece);
+    if (isa && !gpu) {
+        compare_isa(d, isa, ids, n_prompt, n_decode, runs);
+        free(ids);
+        cq_decoder_close(d);
+        return 0;
+    }
     float *logits = malloc((size_t)info->n_vocab * sizeof *logits);
     cq_decoder_seq *s;
     if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &s, &err)) die("seq", &err);

@@ -140,6 +140,22 @@ AVX2 static double sum_exp_avx2(const float *x, int n, float shift) {
     return total;
 }
 
+AVX2 static double exp_shift_avx2(float *x, int n, float shift) {
+    __m256 acc = _mm256_setzero_ps(), sh = _mm256_set1_ps(shift);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = cq_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float t[8];
+    _mm256_storeu_ps(t, acc);
+    double total = 0;
+    for (int k = 0; k < 8; k++) total += t[k];
+    for (; i < n; i++) total += (x[i] = expf(x[i] - shift));
+    return total;
+}
+
 /* y = gelu(y) * u with tanh(z) = 1 - 2 / (exp(2z) + 1) */
 AVX2 static void geglu_avx2(float *y, const float *u, int n) {
     const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f),
@@ -448,6 +464,15 @@ double cq_k_sum_exp(const float *x, int n, float shift) {
 #endif
     double total = 0;
     for (int i = 0; i < n; i++) total += exp((double)(x[i] - shift));
+    return total;
+}
+
+double cq_k_exp_shift(float *x, int n, float shift) {
+#ifdef CQ_X86
+    if (have_avx2()) return exp_shift_avx2(x, n, shift);
+#endif
+    double total = 0;
+    for (int i = 0; i < n; i++) total += (x[i] = expf(x[i] - shift));
     return total;
 }
 

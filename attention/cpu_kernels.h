@@ -23,6 +23,8 @@ void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t
 float cq_k_gelu_tanh(float x);
 void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
 double cq_k_sum_exp(const float *x, int n, float shift); /* sum of exp(x[i] - shift), shift >= max x for safety */
+/* x[i] = exp(x[i] - shift) in place (0 for -inf), returning their sum; shift >= max x. */
+double cq_k_exp_shift(float *x, int n, float shift);
 
 /* Multi-token matrix products read the tokens k-major: xt[kk * ldxt + t] = x[t * ldx + kk], ldxt a multiple of 16
  * with zero padding, so that one vector load covers 8 tokens. */

@@ -14,6 +14,12 @@
 #define ROW_TILE 12
 /* Rows per task of the GeGLU product (gate and up rows of one task are combined by that task). */
 #define GEGLU_ROWS 48
+/* A prompt's attention (prompt_attention): keys per block of its online softmax (so that a chunk of a long prompt
+ * takes several, and the tests' 613-token prompt checks the blocks' merge), keys per task of the score product,
+ * queries per task of the rest. */
+#define PROMPT_KEYS 256
+#define PROMPT_KEY_ROWS 48
+#define PROMPT_QUERY_ROWS 24
 
 struct cq_cpu_model {
     const cq_gemma *m;  /* &own, or the caller's model when the weights were not copied */
@@ -49,6 +55,11 @@ struct cq_cpu_seq {
     float *ff;    /* (T, n_ff) gelu(gate) * up */
     float *rope;  /* (2 kinds, T, head_dim/2, cos|sin) */
     float *scores; /* (n_threads, n_head, max_tokens) */
+    /* a prompt's attention (prompt_attention), one KV head at a time, q = group * CQ_CPU_BATCH queries */
+    float *pa_scores; /* (q, PROMPT_KEYS) */
+    float *pa_v;      /* (PROMPT_KEYS, head_dim) a block's V rows where the ring wraps */
+    float *pa_q;      /* (q, head_dim) the queries of one KV head when the model has several */
+    float *pa_max, *pa_sum; /* (q) */
     float *part;   /* (n_threads, n_head, head_dim + 2): a decode step's attention shares (decode_flash_task) */
 };
 
@@ -337,6 +348,8 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_
     if ((size_t)m->n_head * m->head_dim > max_cols) max_cols = (size_t)m->n_head * m->head_dim;
     cm->max_cols = max_cols;
     cm->tile_floats = (size_t)ROW_TILE * max_cols + (size_t)GEGLU_ROWS * CQ_CPU_BATCH;
+    if (cm->tile_floats < (size_t)PROMPT_QUERY_ROWS * (m->head_dim + 1)) /* prompt_softmax_pv_task */
+        cm->tile_floats = (size_t)PROMPT_QUERY_ROWS * (m->head_dim + 1);
     cm->tiles = malloc((size_t)cm->n_threads * cm->tile_floats * sizeof(float));
     cm->xpack = malloc(max_cols * cq_k_packed_width(CQ_CPU_BATCH) * sizeof(float));
     cm->xq = malloc((max_cols / 32 + 1) * sizeof *cm->xq);
@@ -387,8 +400,11 @@ cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out,
     s->rope = malloc(2 * T * (size_t)m->head_dim * f);
     s->scores = malloc((size_t)cm->n_threads * (size_t)m->n_head * (size_t)max_tokens * f);
     s->part = malloc((size_t)cm->n_threads * (size_t)m->n_head * ((size_t)m->head_dim + 2) * f);
+    const size_t pq = T * (size_t)(m->n_head / m->n_head_kv);
+    s->pa_scores = malloc(pq * PROMPT_KEYS * f), s->pa_v = malloc((size_t)PROMPT_KEYS * m->head_dim * f);
+    s->pa_q = malloc(pq * (size_t)m->head_dim * f), s->pa_max = malloc(pq * f), s->pa_sum = malloc(pq * f);
     bool ok = s->k && s->v && s->slots && s->x && s->xn && s->o && s->q && s->att && s->kn && s->vn && s->ff &&
-              s->rope && s->scores && s->part;
+              s->rope && s->scores && s->part && s->pa_scores && s->pa_v && s->pa_q && s->pa_max && s->pa_sum;
     const int32_t ring = m->window + CQ_CPU_BATCH < max_tokens ? m->window + CQ_CPU_BATCH : max_tokens;
     for (int32_t l = 0; ok && l < m->n_layer; l++) {
         if (m->layers[l].global) continue; /* grown on demand */
@@ -415,6 +431,7 @@ void cq_cpu_seq_free(cq_cpu_seq *s) {
     free(s->k), free(s->v), free(s->slots);
     free(s->x), free(s->xn), free(s->o), free(s->q), free(s->att), free(s->kn), free(s->vn), free(s->ff);
     free(s->rope), free(s->scores), free(s->part);
+    free(s->pa_scores), free(s->pa_v), free(s->pa_q), free(s->pa_max), free(s->pa_sum);
     free(s);
 }
 
@@ -578,6 +595,132 @@ bool cq_op_attention_shares(const float *q, int n_head, int n_head_kv, int hd, c
     return true;
 }
 
+/* ---- a prompt's attention as matrix products ---------------------------------------------------------------------
+ * For T > 1 tokens, per KV head: its group * T queries (query i: token i / group, head g * group + i % group) against
+ * the chunk's keys, positions [kmin, pos0 + T), in blocks of at most PROMPT_KEYS with an online softmax:
+ *   scores S = Q K^T (cq_k_rows_times_tokens: the key rows against the packed queries; each key row read once for
+ *   every query, where attend_runs read it once per token), then per query the mask (keys after it, or out of its
+ *   window), scale and soft-cap, the running max and sum, and out = c out + P V (the probability rows against the V
+ *   rows as packed "tokens" of head_dim elements). Two dispatches a block: keys split over tasks, then queries. */
+typedef struct {
+    const cq_gemma *m;
+    cq_cpu_model *cm;
+    cq_cpu_seq *s;
+    int group, n_q;       /* heads per KV head; queries */
+    int head0;            /* first head of the KV head */
+    int32_t pos0, kmin, window; /* window 0: a global layer */
+    const float *k, *v;   /* the layer's cache at the KV head's offset; rows of stride floats */
+    size_t stride;
+    int32_t slots, slot0; /* ring size (the cache's rows), slot of key position kmin */
+    const float *qpack;   /* (head_dim, qw) the queries, k-major */
+    size_t qw;
+    int32_t j0, nb;       /* the block: keys [j0, j0 + nb) of the chunk's range */
+    const float *vb;      /* its V rows, consecutive (ldv floats apart) */
+    size_t ldv;
+    bool last;            /* the last block: divide by the sums */
+} prompt_att_job;
+
+static float *prompt_att_out(const prompt_att_job *j, int i) { /* query i's output row in s->att */
+    const int t = i / j->group, h = j->head0 + i % j->group;
+    return j->s->att + ((size_t)t * j->m->n_head + h) * j->m->head_dim;
+}
+
+/* scores of keys [j0 + task * PROMPT_KEY_ROWS, ...) for every query, split where the ring wraps */
+static void prompt_scores_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const prompt_att_job *j = ctx;
+    const int hd = j->m->head_dim;
+    int32_t a = task * PROMPT_KEY_ROWS, b = a + PROMPT_KEY_ROWS < j->nb ? a + PROMPT_KEY_ROWS : j->nb;
+    while (a < b) {
+        const int32_t slot = (j->slot0 + j->j0 + a) % j->slots, run = b - a < j->slots - slot ? b - a : j->slots - slot;
+        cq_k_rows_times_tokens(j->k + (size_t)slot * j->stride, j->stride, run, hd, j->qpack, j->qw, j->n_q,
+                               j->s->pa_scores + a, PROMPT_KEYS);
+        a += run;
+    }
+}
+
+/* queries [task * PROMPT_QUERY_ROWS, ...): mask, softmax update, out = c out + P V */
+static void prompt_softmax_pv_task(void *ctx, int task, int thread) {
+    const prompt_att_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int hd = m->head_dim, i0 = task * PROMPT_QUERY_ROWS;
+    const int i1 = i0 + PROMPT_QUERY_ROWS < j->n_q ? i0 + PROMPT_QUERY_ROWS : j->n_q, nq = i1 - i0;
+    float *c = j->cm->tiles + (size_t)thread * j->cm->tile_floats, *pv = c + PROMPT_QUERY_ROWS;
+    for (int i = i0; i < i1; i++) {
+        float *sc = j->s->pa_scores + (size_t)i * PROMPT_KEYS;
+        const int32_t p = j->pos0 + i / j->group, lo = j->window && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+        float mx = j->s->pa_max[i];
+        for (int32_t t = 0; t < j->nb; t++) {
+            const int32_t kp = j->kmin + j->j0 + t;
+            float x = sc[t] * m->attn_scale;
+            if (m->attn_softcap > 0) x = m->attn_softcap * tanhf(x / m->attn_softcap);
+            if (kp > p || kp < lo) x = -INFINITY;
+            sc[t] = x;
+            if (x > mx) mx = x;
+        }
+        if (mx == -INFINITY) { /* no key of this block for this query (nor any before) */
+            memset(sc, 0, (size_t)j->nb * sizeof *sc);
+            c[i - i0] = 1.0f;
+            continue;
+        }
+        c[i - i0] = expf(j->s->pa_max[i] - mx); /* 0 on the first block with keys */
+        j->s->pa_sum[i] = j->s->pa_sum[i] * c[i - i0] + (float)cq_k_exp_shift(sc, j->nb, mx);
+        j->s->pa_max[i] = mx;
+    }
+    /* pv (hd, nq): element e of query i at pv[e * nq + i - i0] */
+    cq_k_rows_times_tokens(j->s->pa_scores + (size_t)i0 * PROMPT_KEYS, PROMPT_KEYS, nq, j->nb, j->vb, j->ldv, hd, pv,
+                           (size_t)nq);
+    for (int i = i0; i < i1; i++) {
+        float *out = prompt_att_out(j, i);
+        const float ci = c[i - i0], inv = j->last ? 1.0f / j->s->pa_sum[i] : 1.0f;
+        for (int e = 0; e < hd; e++) out[e] = (out[e] * ci + pv[(size_t)e * nq + i - i0]) * inv;
+    }
+}
+
+static void prompt_attention(cq_cpu_seq *s, int32_t l, int T, int32_t pos0) {
+    cq_cpu_model *cm = s->cm;
+    const cq_gemma *m = cm->m;
+    const cq_gemma_layer *L = &m->layers[l];
+    const int hd = m->head_dim, group = m->n_head / m->n_head_kv, n_q = T * group;
+    const int32_t window = L->global ? 0 : m->window;
+    const int32_t kmin = window && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0, nk = pos0 + T - kmin;
+    const size_t stride = (size_t)m->n_head_kv * hd, qw = cq_k_packed_width(n_q);
+    for (int g = 0; g < m->n_head_kv; g++) {
+        /* the queries of KV head g, k-major, in the room of the matrix products' packing */
+        const float *q = s->q + (size_t)g * group * hd;
+        size_t ldq = (size_t)hd;
+        if (m->n_head_kv > 1) {
+            for (int t = 0; t < T; t++)
+                memcpy(s->pa_q + (size_t)t * group * hd, s->q + ((size_t)t * m->n_head + (size_t)g * group) * hd,
+                       (size_t)group * hd * sizeof *s->pa_q);
+            q = s->pa_q;
+        }
+        cq_k_pack_tokens(q, ldq, n_q, hd, cm->xpack);
+        for (int i = 0; i < n_q; i++) s->pa_max[i] = -INFINITY, s->pa_sum[i] = 0;
+        for (int i = 0; i < n_q; i++) {
+            const int t = i / group, h = g * group + i % group;
+            memset(s->att + ((size_t)t * m->n_head + h) * hd, 0, (size_t)hd * sizeof *s->att);
+        }
+        const int n_blocks = (nk + PROMPT_KEYS - 1) / PROMPT_KEYS;
+        for (int blk = 0; blk < n_blocks; blk++) {
+            const int32_t j0 = (int32_t)((int64_t)nk * blk / n_blocks), j1 = (int32_t)((int64_t)nk * (blk + 1) / n_blocks);
+            prompt_att_job j = {m, cm, s, group, n_q, g * group, pos0, kmin, window, s->k[l] + (size_t)g * hd,
+                                s->v[l] + (size_t)g * hd, stride, s->slots[l], L->global ? kmin : kmin % s->slots[l],
+                                cm->xpack, qw, j0, j1 - j0, NULL, stride, blk == n_blocks - 1};
+            const int32_t slot = (j.slot0 + j0) % j.slots;
+            if (slot + j.nb <= j.slots) {
+                j.vb = j.v + (size_t)slot * stride;
+            } else { /* the ring wraps inside the block: its V rows copied together */
+                for (int32_t t = 0; t < j.nb; t++)
+                    memcpy(s->pa_v + (size_t)t * hd, j.v + (size_t)((slot + t) % j.slots) * stride, (size_t)hd * sizeof *s->pa_v);
+                j.vb = s->pa_v, j.ldv = (size_t)hd;
+            }
+            cq_pool_run(cm->pool, (j.nb + PROMPT_KEY_ROWS - 1) / PROMPT_KEY_ROWS, prompt_scores_task, &j);
+            cq_pool_run(cm->pool, (n_q + PROMPT_QUERY_ROWS - 1) / PROMPT_QUERY_ROWS, prompt_softmax_pv_task, &j);
+        }
+    }
+}
+
 static void add_into(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -634,6 +777,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
                                    (size_t)m->n_head * s->max_tokens, s->part};
             cq_pool_run(cm->pool, tasks, decode_flash_task, &fj);
             flash_merge(m, s->part, tasks, s->att);
+        } else if (T > 1 && hd % 16 == 0) {
+            prompt_attention(s, l, T, pos0);
         } else { /* every head of a KV head in one task (its K and V rows read once), unless that leaves a thread
                   * idle (a decode step over few keys: 2 tasks of 2 heads for 2 threads) */
             int heads_per_task = m->n_head / m->n_head_kv;

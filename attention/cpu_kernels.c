@@ -156,6 +156,24 @@ AVX2 static double exp_shift_avx2(float *x, int n, float shift) {
     return total;
 }
 
+AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, int n, float eps) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+        s0 = _mm256_fmadd_pd(a, a, s0), s1 = _mm256_fmadd_pd(b, b, s1);
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
+    double ss = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    const float r = (float)(1.0 / sqrt(ss / n + eps));
+    const __m256 vr = _mm256_set1_ps(r);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vr), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
 /* y = gelu(y) * u with tanh(z) = 1 - 2 / (exp(2z) + 1) */
 AVX2 static void geglu_avx2(float *y, const float *u, int n) {
     const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f),
@@ -441,6 +459,19 @@ void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t
 #endif
     for (int h = 0; h < n_heads; h++)
         for (int i = 0; i < n; i++) cq_k_axpy(out + (size_t)h * ldo, p[(size_t)h * ldp + i], v + (size_t)i * stride, hd);
+}
+
+void cq_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        rmsnorm_avx2(out, x, w, n, eps);
+        return;
+    }
+#endif
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
 
 float cq_k_gelu_tanh(float x) {

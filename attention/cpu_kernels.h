@@ -20,6 +20,8 @@ void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, 
                     size_t lds);
 void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
                      int n, int hd);
+/* out[i] = x[i] * r * w[i], r = 1 / sqrt(mean(x^2) + eps) with the squares summed in double; out may be x */
+void cq_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 float cq_k_gelu_tanh(float x);
 void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
 double cq_k_sum_exp(const float *x, int n, float shift); /* sum of exp(x[i] - shift), shift >= max x for safety */

@@ -65,12 +65,7 @@ struct cq_cpu_seq {
 
 /* ---- ops ----------------------------------------------------------------------------------------------------- */
 
-void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
-}
+void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) { cq_k_rmsnorm(out, x, w, n, eps); }
 
 /* cs holds cos and sin of the head_dim/2 angles, interleaved per pair: cs[2i] = cos, cs[2i+1] = sin. */
 static void rope_angles(float *cs, int half, int32_t pos, const double *inv_freq) {

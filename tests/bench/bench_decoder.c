@@ -10,8 +10,9 @@
  * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (attention/cpu_isa.h) alternates within
  * each of --runs rounds: a prefill of the prompt, then --decode steps after it, per level; medians and ranges per
  * level (an A/B on one model copy, in one process, on a shared machine).
+ * --score 0 skips the scoring pass.
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
- *                 [--compare-cpu 1] [--isa LIST] */
+ *                 [--compare-cpu 1] [--isa LIST] [--score N] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,9 @@ static void compare_isa(cq_decoder *d, const char *list, const int32_t *ids, int
     cq_decoder_seq *s;
     cq_err err = {0};
     if (cq_decoder_seq_new(d, n_prompt + n_decode + 8, &s, &err)) die("seq", &err);
+    /* warm-up: pages of the weights, the KV cache and the scratch touched once */
+    if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err) || cq_decoder_eval(s, ids, 1, logits, false, &err))
+        die("warm-up", &err);
     for (int r = 0; r < rounds; r++) {
         for (int li = 0; li < n_levels; li++) {
             cq_isa_set(levels[li]);
@@ -175,7 +179,7 @@ int main(int argc, char **argv) {
         model = path;
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
-    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0;
+    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, n_score = 64;
     const char *isa = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
@@ -185,6 +189,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--compare-cpu")) compare = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
+        else if (!strcmp(argv[i], "--score")) n_score = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--device")) opt.device = !strcmp(argv[i + 1], "cuda") ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -260,13 +265,16 @@ int main(int argc, char **argv) {
             if (cq_decoder_eval_greedy(s, next, &next, &err)) die("greedy decode", &err);
         t_greedy = now_s() - t0;
     }
-    /* scoring: 64 tokens with logits at every position (the perplexity path) */
-    int n_score = 64;
-    float *all = malloc((size_t)n_score * info->n_vocab * sizeof *all);
-    cq_decoder_seq_reset(s);
-    t0 = now_s();
-    cq_decoder_eval(s, ids, (size_t)n_score, all, true, &err);
-    double t_score = now_s() - t0;
+    /* scoring: n_score tokens with logits at every position (the perplexity path) */
+    if (n_score > n_prompt) n_score = n_prompt;
+    float *all = n_score > 0 ? malloc((size_t)n_score * info->n_vocab * sizeof *all) : NULL;
+    double t_score = 0;
+    if (n_score > 0) {
+        cq_decoder_seq_reset(s);
+        t0 = now_s();
+        cq_decoder_eval(s, ids, (size_t)n_score, all, true, &err);
+        t_score = now_s() - t0;
+    }
 
     printf("decoder benchmark: %s (%d layers, d=%d, vocab %d), device %s, %d threads\n", info->name, info->n_layer,
            info->n_embd, info->n_vocab, gpu ? "cuda" : "cpu", opt.n_threads);
@@ -279,7 +287,7 @@ int main(int argc, char **argv) {
                n_prompt / t_fresh, t_fresh * 1e3);
     printf("%-38s %10d %12.1f\n", "decode (full logits to host, batch 1)", n_decode, n_decode / t_decode);
     if (gpu) printf("%-38s %10d %12.1f\n", "decode (greedy, argmax on GPU)", n_decode, n_decode / t_greedy);
-    printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
+    if (n_score > 0) printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
     if (gpu) {
         double copy = 0;
         if (cq_cuda_copy_bandwidth((size_t)1 << 30, &copy, &err)) die("copy bandwidth", &err);

@@ -149,7 +149,7 @@ static void test_attention_shares(void **state) {
 }
 
 static void check_one_head_kernels(void) {
-    const int sizes[] = {7, 40, 48, 256};
+    const int sizes[] = {7, 40, 48, 256, 640};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         const int n = sizes[s];
         float *a = random_floats((size_t)n), *b = random_floats((size_t)n), *y = random_floats((size_t)n);
@@ -160,6 +160,14 @@ static void check_one_head_kernels(void) {
         memcpy(y0, y, (size_t)n * sizeof *y0);
         cq_k_axpy(y, 0.75f, a, n);
         for (int i = 0; i < n; i++) assert_true(fabsf(y[i] - (y0[i] + 0.75f * a[i])) <= 1e-6f);
+        /* rmsnorm against its definition in double, and in place */
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)a[i] * a[i];
+        const double r = 1.0 / sqrt(ss / n + 1e-6);
+        cq_k_rmsnorm(y, a, b, n, 1e-6f);
+        for (int i = 0; i < n; i++) assert_true(fabs(y[i] - a[i] * r * b[i]) <= 1e-6 * (fabs(a[i] * r * b[i]) + 1e-6));
+        cq_k_rmsnorm(a, a, b, n, 1e-6f);
+        assert_memory_equal(a, y, (size_t)n * sizeof *a);
         free(a), free(b), free(y), free(y0);
     }
 }

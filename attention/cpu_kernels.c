@@ -354,6 +354,96 @@ AVX512 __attribute__((always_inline)) static inline void kernel_i16_avx512(const
         for (int r = 0; r < nr; r++) y[(size_t)(t0 + t) * ldy + r0 + r] = out[r][t];
 }
 
+/* ---- attention on AVX-512: the same sums as the AVX2 kernels, bit for bit ---------------------------------------
+ * A zmm accumulator over 16 elements holds dot_avx2's two ymm ones (lanes 0..7 and 8..15), and its halves added
+ * first give hsum_pair's order; an axpy element is the same chain of FMAs in key order. So the exact mode's results
+ * do not depend on the level. What changes is the traffic: four heads per pass over the keys (each K row read once
+ * for all four), and V rows read 256 bytes at a time for four heads. */
+
+AVX512 static inline float hsum_zmm(__m512 z) { /* = hsum_pair(low half, high half) */
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(z), _mm512_extractf32x8_ps(z, 1));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* four heads against two keys per pass (8 accumulators); hd a multiple of 16 */
+AVX512 static void dot_heads_avx512(const float *q, int n_heads, const float *k, size_t stride, int n, int hd,
+                                    float *scores, size_t lds) {
+    int h = 0;
+    for (; h + 4 <= n_heads; h += 4) {
+        const float *q0 = q + (size_t)h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+        float *s0 = scores + (size_t)h * lds, *s1 = s0 + lds, *s2 = s1 + lds, *s3 = s2 + lds;
+        int i = 0;
+        for (; i + 2 <= n; i += 2) {
+            const float *ka = k + (size_t)i * stride, *kb = ka + stride;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            for (int d = 0; d < hd; d += 16) {
+                const __m512 x = _mm512_loadu_ps(ka + d), y = _mm512_loadu_ps(kb + d);
+                __m512 w = _mm512_loadu_ps(q0 + d);
+                a0 = _mm512_fmadd_ps(w, x, a0), b0 = _mm512_fmadd_ps(w, y, b0);
+                w = _mm512_loadu_ps(q1 + d);
+                a1 = _mm512_fmadd_ps(w, x, a1), b1 = _mm512_fmadd_ps(w, y, b1);
+                w = _mm512_loadu_ps(q2 + d);
+                a2 = _mm512_fmadd_ps(w, x, a2), b2 = _mm512_fmadd_ps(w, y, b2);
+                w = _mm512_loadu_ps(q3 + d);
+                a3 = _mm512_fmadd_ps(w, x, a3), b3 = _mm512_fmadd_ps(w, y, b3);
+            }
+            s0[i] = hsum_zmm(a0), s1[i] = hsum_zmm(a1), s2[i] = hsum_zmm(a2), s3[i] = hsum_zmm(a3);
+            s0[i + 1] = hsum_zmm(b0), s1[i + 1] = hsum_zmm(b1), s2[i + 1] = hsum_zmm(b2), s3[i + 1] = hsum_zmm(b3);
+        }
+        if (i < n) dot_heads_avx2(q0, 4, k + (size_t)i * stride, stride, 1, hd, scores + (size_t)h * lds + i, lds);
+    }
+    if (h < n_heads) dot_heads_avx2(q + (size_t)h * hd, n_heads - h, k, stride, n, hd, scores + (size_t)h * lds, lds);
+}
+
+/* four heads x 64 elements held in 16 accumulators across all keys; hd a multiple of 16 */
+AVX512 static void axpy_heads_avx512(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v,
+                                     size_t stride, int n, int hd) {
+    int h = 0;
+    for (; h + 4 <= n_heads; h += 4) {
+        float *o[4];
+        const float *ph[4];
+        for (int j = 0; j < 4; j++) o[j] = out + (size_t)(h + j) * ldo, ph[j] = p + (size_t)(h + j) * ldp;
+        int d = 0;
+        for (; d + 64 <= hd; d += 64) {
+            __m512 acc[4][4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) acc[j][e] = _mm512_loadu_ps(o[j] + d + 16 * e);
+            const float *vi = v + d;
+            for (int i = 0; i < n; i++, vi += stride) {
+                const __m512 x0 = _mm512_loadu_ps(vi), x1 = _mm512_loadu_ps(vi + 16), x2 = _mm512_loadu_ps(vi + 32),
+                             x3 = _mm512_loadu_ps(vi + 48);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m512 c = _mm512_set1_ps(ph[j][i]);
+                    acc[j][0] = _mm512_fmadd_ps(c, x0, acc[j][0]), acc[j][1] = _mm512_fmadd_ps(c, x1, acc[j][1]);
+                    acc[j][2] = _mm512_fmadd_ps(c, x2, acc[j][2]), acc[j][3] = _mm512_fmadd_ps(c, x3, acc[j][3]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) _mm512_storeu_ps(o[j] + d + 16 * e, acc[j][e]);
+        }
+        for (; d < hd; d += 16) {
+            __m512 a0 = _mm512_loadu_ps(o[0] + d), a1 = _mm512_loadu_ps(o[1] + d), a2 = _mm512_loadu_ps(o[2] + d),
+                   a3 = _mm512_loadu_ps(o[3] + d);
+            for (int i = 0; i < n; i++) {
+                const __m512 x = _mm512_loadu_ps(v + (size_t)i * stride + d);
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(ph[0][i]), x, a0), a1 = _mm512_fmadd_ps(_mm512_set1_ps(ph[1][i]), x, a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(ph[2][i]), x, a2), a3 = _mm512_fmadd_ps(_mm512_set1_ps(ph[3][i]), x, a3);
+            }
+            _mm512_storeu_ps(o[0] + d, a0), _mm512_storeu_ps(o[1] + d, a1), _mm512_storeu_ps(o[2] + d, a2);
+            _mm512_storeu_ps(o[3] + d, a3);
+        }
+    }
+    if (h < n_heads) axpy_heads_avx2(out + (size_t)h * ldo, ldo, n_heads - h, p + (size_t)h * ldp, ldp, v, stride, n, hd);
+}
+
 /* The float product on AVX-512: 12 rows x 32 tokens (16 when fewer remain), per k two loads of packed tokens meet
  * 12 broadcast weights (24 FMAs, 24 accumulators). Every output is the same chain of FMAs in k order as in
  * kernel_6x16, so the results are bit for bit those of the AVX2 path. Rows past n_rows repeat the last row and are
@@ -440,6 +530,10 @@ void cq_k_axpy(float *y, float a, const float *x, int n) {
 void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, int n, int hd, float *scores,
                     size_t lds) {
 #ifdef CQ_X86
+    if (cq_isa_active() >= CQ_ISA_AVX512 && hd % 16 == 0) {
+        dot_heads_avx512(q, n_heads, k, stride, n, hd, scores, lds);
+        return;
+    }
     if (have_avx2() && hd % 16 == 0) {
         dot_heads_avx2(q, n_heads, k, stride, n, hd, scores, lds);
         return;
@@ -452,6 +546,10 @@ void cq_k_dot_heads(const float *q, int n_heads, const float *k, size_t stride, 
 void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t ldp, const float *v, size_t stride,
                      int n, int hd) {
 #ifdef CQ_X86
+    if (cq_isa_active() >= CQ_ISA_AVX512 && hd % 16 == 0) {
+        axpy_heads_avx512(out, ldo, n_heads, p, ldp, v, stride, n, hd);
+        return;
+    }
     if (have_avx2() && hd % 8 == 0) {
         axpy_heads_avx2(out, ldo, n_heads, p, ldp, v, stride, n, hd);
         return;

@@ -3,7 +3,8 @@
  * table. The matrices of one layer fit in L2 (the kernels' compute speed); the 178 MB output matrix comes from
  * memory. Then the prompts' products of 64 tokens, weights in tiles of 12 rows: dequantized to float (cq_dequant_row,
  * cq_k_rows_times_tokens) and unpacked to int16 against int16 tokens (cq_unpack_rows_i16,
- * cq_k_rows_times_tokens_i16), in GFLOP/s. Levels alternate within each round, and the table shows the best and
+ * cq_k_rows_times_tokens_i16), in GFLOP/s. Then a decode step's attention (cq_op_attention_shares: 4 heads of 256
+ * over one KV head, 2 shares) at 512 and 2,048 keys, in microseconds. Levels alternate within each round, and the table shows the best and
  * the median round: on a shared machine the best is the kernel's own speed, the median what the neighbours left
  * of it.
  *   bench_cpu_kernels [--rounds N] [--big 0|1] */
@@ -15,6 +16,7 @@
 
 #include "attention/cpu_isa.h"
 #include "attention/cpu_kernels.h"
+#include "attention/forward_cpu.h"
 #include "attention/quant.h"
 
 static double now_s(void) {
@@ -185,6 +187,40 @@ int main(int argc, char **argv) {
         printf("\n");
         free(w), free(x), free(y), free(xt), free(tile), free(x16.q), free(x16.d), free(x16.dsum);
         free(t16.q), free(t16.scale), free(t16.min), free(t);
+    }
+    /* decode attention */
+    printf("\ndecode attention, 4 heads x 256 on one KV head, 2 shares, 1 thread; microseconds: best / median of %d "
+           "rounds\n%-34s", rounds, "keys");
+    for (cq_isa l = CQ_ISA_SCALAR + 1; l <= top; l++) printf(" %22s", cq_isa_name(l));
+    printf("\n");
+    const int key_counts[] = {512, 2048};
+    for (int ki = 0; ki < 2; ki++) {
+        const int n = key_counts[ki], H = 4, hd = 256;
+        float *q = malloc((size_t)H * hd * sizeof *q), *k = malloc((size_t)n * hd * sizeof *k),
+              *v = malloc((size_t)n * hd * sizeof *v), *out = malloc((size_t)H * hd * sizeof *out);
+        for (int i = 0; i < H * hd; i++) q[i] = next_float();
+        for (size_t i = 0; i < (size_t)n * hd; i++) k[i] = next_float(), v[i] = next_float();
+        double *t = malloc((size_t)rounds * 3 * sizeof *t);
+        for (int r = 0; r < rounds; r++) {
+            for (cq_isa l = CQ_ISA_SCALAR + 1; l <= top; l++) {
+                cq_isa_set(l);
+                double t0 = now_s();
+                for (int rep = 0; rep < 10; rep++) cq_op_attention_shares(q, H, 1, hd, k, v, 0, n, n, 0.0625f, 0.0f, 2, out);
+                t[l * rounds + r] = (now_s() - t0) / 10;
+            }
+        }
+        char what[32];
+        snprintf(what, sizeof what, "%d", n);
+        printf("%-34s", what);
+        for (cq_isa l = CQ_ISA_SCALAR + 1; l <= top; l++) {
+            double *tv = t + l * rounds;
+            qsort(tv, (size_t)rounds, sizeof *tv, cmp_double);
+            char cell[32];
+            snprintf(cell, sizeof cell, "%.0f / %.0f", tv[0] * 1e6, tv[rounds / 2] * 1e6);
+            printf(" %22s", cell);
+        }
+        printf("\n");
+        free(q), free(k), free(v), free(out), free(t);
     }
     cq_isa_set(top);
     return 0;

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "attention/cpu_isa.h"
 #include "attention/decoder.h"
 
 #define LOGIT_TOL 0.02f
@@ -193,6 +194,40 @@ static void test_greedy_continuations(void **state) {
     greedy_continuations(fast);
 }
 
+/* The exact mode computes the same bits on every vector level (its AVX-512 kernels keep the AVX2 ones' order of
+ * operations): a 300-token prompt in chunks (the prompt attention's blocks, the ring) and 3 decode steps, all
+ * logits compared between AVX2 and AVX-512 where the CPU runs both. */
+static void test_exact_same_on_every_level(void **state) {
+    (void)state;
+    const cq_isa top = cq_isa_active();
+    if (top < CQ_ISA_AVX512) return;
+    const int V = cq_decoder_get_info(dec)->n_vocab, n_steps = 3, P = 300;
+    cJSON *c, *long_case = NULL; /* the longest case */
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(ref, "cases")) {
+        if (!long_case || cJSON_GetArraySize(cJSON_GetObjectItem(c, "ids")) >
+                              cJSON_GetArraySize(cJSON_GetObjectItem(long_case, "ids")))
+            long_case = c;
+    }
+    int n;
+    int32_t *ids = case_ids(long_case, &n);
+    assert_true(n > P + n_steps);
+    float *logits[2];
+    for (int k = 0; k < 2; k++) {
+        cq_isa_set(k ? CQ_ISA_AVX512 : CQ_ISA_AVX2);
+        logits[k] = malloc((size_t)(n_steps + 1) * V * sizeof *logits[k]);
+        cq_decoder_seq *s;
+        cq_err err = {0};
+        assert_int_equal(cq_decoder_seq_new(dec, P + n_steps + 1, &s, &err), CQ_OK);
+        assert_int_equal(cq_decoder_eval(s, ids, P, logits[k], false, &err), CQ_OK);
+        for (int i = 0; i < n_steps; i++)
+            assert_int_equal(cq_decoder_eval(s, ids + P + i, 1, logits[k] + (size_t)(i + 1) * V, false, &err), CQ_OK);
+        cq_decoder_seq_free(s);
+    }
+    cq_isa_set(top);
+    assert_memory_equal(logits[0], logits[1], (size_t)(n_steps + 1) * V * sizeof *logits[0]);
+    free(logits[0]), free(logits[1]), free(ids);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     cq_decoder_seq *s;
@@ -224,6 +259,7 @@ int main(void) {
         cmocka_unit_test(test_logits_match_reference),
         cmocka_unit_test(test_default_decode_close_to_exact),
         cmocka_unit_test(test_greedy_continuations),
+        cmocka_unit_test(test_exact_same_on_every_level),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

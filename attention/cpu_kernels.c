@@ -288,6 +288,82 @@ AVX2 static void rows_times_tokens_avx2(const float *w, size_t ldw, int n_rows, 
         if (t < n_tokens) kernel_6x8(w + (size_t)r * ldw, ldw, nr, k, xt + t, ldxt, n_tokens - t, y + (size_t)t * ldy + r, ldy);
     }
 }
+/* ---- the prompts' integer products (AVX2) -----------------------------------------------------------------------
+ * 3 rows x 16 tokens (two vectors of 8; 8 when fewer remain): per pair of elements, vpmaddwd of the broadcast row
+ * pair with the tokens' pairs, added into int32 lanes; after each block of the weights, the lanes go to float as in
+ * kernel_i16_avx512. 6 int32 accumulators (the float sums in L1): vpmaddwd (16 products) and vpaddd run on more ports
+ * than the FMA (8), so this does a little more products a cycle than the float tiles. */
+#define TILE_ROWS_AVX2 3
+
+AVX2 __attribute__((always_inline)) static inline void kernel_i16_avx2(const cq_rows_i16 *w, int r0, int nr,
+                                                                     const cq_tokens_i16 *x, int t0, int nt, float *y,
+                                                                     size_t ldy, const int nj, const int B) {
+    const int k = w->n, nblk = k / B;
+    const int16_t *wq[TILE_ROWS_AVX2];
+    const float *ws[TILE_ROWS_AVX2], *wm[TILE_ROWS_AVX2];
+    for (int r = 0; r < TILE_ROWS_AVX2; r++) {
+        const int rr = r0 + (r < nr ? r : nr - 1);
+        wq[r] = w->q + (size_t)rr * k, ws[r] = w->scale + (size_t)rr * nblk;
+        wm[r] = w->min ? w->min + (size_t)rr * (k / 32) : NULL;
+    }
+    const size_t W = x->width;
+    /* the float sums live in memory (L1): 16 registers hold the int32 sums, the token pairs and a broadcast */
+    float out[TILE_ROWS_AVX2][16];
+    memset(out, 0, sizeof out);
+    for (int b = 0; b < nblk; b++) {
+        __m256i acc[TILE_ROWS_AVX2][2];
+#pragma GCC unroll 3
+        for (int r = 0; r < TILE_ROWS_AVX2; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+        const int32_t *xq = x->q + (size_t)b * (B / 2) * W + t0;
+#pragma GCC unroll 16
+        for (int p = 0; p < B / 2; p++, xq += W) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)xq),
+                          x1 = nj > 1 ? _mm256_loadu_si256((const __m256i *)(xq + 8)) : x0;
+#pragma GCC unroll 3
+            for (int r = 0; r < TILE_ROWS_AVX2; r++) {
+                int32_t pair;
+                memcpy(&pair, wq[r] + b * B + 2 * p, 4);
+                const __m256i wb = _mm256_set1_epi32(pair);
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(wb, x0));
+                if (nj > 1) acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(wb, x1));
+                /* keeps each sum a chain in its register: reassociated into trees, the products of a block were all
+                 * live at once and spilled */
+                __asm__("" : "+x"(acc[r][0]), "+x"(acc[r][1]));
+            }
+        }
+        const size_t xb = (size_t)(b * B / 32) * W + t0;
+        const __m256 d0 = _mm256_loadu_ps(x->d + xb), d1 = nj > 1 ? _mm256_loadu_ps(x->d + xb + 8) : d0;
+        const __m256 m0 = w->min ? _mm256_loadu_ps(x->dsum + xb) : _mm256_setzero_ps(),
+                     m1 = nj > 1 && w->min ? _mm256_loadu_ps(x->dsum + xb + 8) : m0;
+#pragma GCC unroll 3
+        for (int r = 0; r < TILE_ROWS_AVX2; r++) {
+            const __m256 sc = _mm256_set1_ps(ws[r][b]), mr = _mm256_set1_ps(w->min ? wm[r][b] : 0.0f);
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(sc, d0), _mm256_loadu_ps(out[r]));
+            _mm256_storeu_ps(out[r], _mm256_fnmadd_ps(mr, m0, f));
+            if (nj > 1) {
+                f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(sc, d1), _mm256_loadu_ps(out[r] + 8));
+                _mm256_storeu_ps(out[r] + 8, _mm256_fnmadd_ps(mr, m1, f));
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) y[(size_t)(t0 + t) * ldy + r0 + r] = out[r][t];
+}
+
+#define KERNEL_I16_AVX2(B)                                                                                           \
+    AVX2 static void rows_times_tokens_i16_avx2_##B(const cq_rows_i16 *w, const cq_tokens_i16 *x, float *y,         \
+                                                    size_t ldy) {                                                   \
+        for (int r = 0; r < w->n_rows; r += TILE_ROWS_AVX2) {                                                       \
+            const int nr = w->n_rows - r < TILE_ROWS_AVX2 ? w->n_rows - r : TILE_ROWS_AVX2;                         \
+            int t = 0;                                                                                              \
+            for (; x->n_tokens - t > 8; t += 16)                                                                    \
+                kernel_i16_avx2(w, r, nr, x, t, x->n_tokens - t < 16 ? x->n_tokens - t : 16, y, ldy, 2, B);         \
+            if (t < x->n_tokens) kernel_i16_avx2(w, r, nr, x, t, x->n_tokens - t, y, ldy, 1, B);                    \
+        }                                                                                                           \
+    }
+KERNEL_I16_AVX2(32)
+KERNEL_I16_AVX2(16)
+
 /* ---- the prompts' integer products (AVX-512 VNNI) ------------------------------------------------------------- *
  * 6 rows x 32 tokens (two vectors of 16 tokens; 16 when fewer remain): per pair of elements, one load of the pairs
  * of 16 tokens meets the broadcast pair of each row in vpdpwssd (int32 lanes = tokens); after each block of the
@@ -664,6 +740,11 @@ void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, fl
         else rows_times_tokens_i16_avx512_16(w, x, y, ldy);
         return;
     }
+    if (have_avx2() && (w->block == 32 || w->block == 16)) {
+        if (w->block == 32) rows_times_tokens_i16_avx2_32(w, x, y, ldy);
+        else rows_times_tokens_i16_avx2_16(w, x, y, ldy);
+        return;
+    }
 #endif
     const int k = w->n, B = w->block;
     for (int r = 0; r < w->n_rows; r++) {
@@ -685,4 +766,4 @@ void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, fl
     }
 }
 
-bool cq_k_tokens_i16_fast(void) { return cq_isa_active() >= CQ_ISA_AVX512; }
+bool cq_k_tokens_i16_fast(void) { return cq_isa_active() >= CQ_ISA_AVX2; }

@@ -54,9 +54,10 @@ void cq_k_pack_tokens_i16(const float *x, size_t ldx, int n_tokens, int k, cq_to
 /* y[t * ldy + r] = w_r . x_t for the rows of w and the tokens of x (w->n == x->k): per block of w, the integer dot of
  * the quants times scale_r * d_t, minus min_r * dsum_t per block of 32 where w has mins. */
 void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, float *y, size_t ldy);
-/* Whether the integer product above is the faster one here: with AVX-512 VNNI (vpdpwssd: 32 int16 products an
- * instruction, twice float's 16 FMAs; measured 175 vs 95 GFLOP/s a core on an EPYC 9004, bench_cpu_kernels); on the
- * other levels it is the plain C twin, and prompts stay in float. */
+/* Whether the integer product above is the faster one here: on AVX-512 VNNI (vpdpwssd: 32 int16 products an
+ * instruction against 16 float FMAs; 175 vs 95 GFLOP/s a core on an EPYC 9004, bench_cpu_kernels) and on AVX2
+ * (vpmaddwd + vpaddd on more ports than the FMAs: 106 vs 95); not for the plain C twin, where prompts stay in
+ * float. */
 bool cq_k_tokens_i16_fast(void);
 
 #endif

@@ -32,8 +32,8 @@ typedef enum {
 typedef struct {
     cq_device device;
     int n_threads; /* CPU threads, the caller's included; 0: one per online CPU */
-    bool exact;    /* CPU: every product in float (the reference; slower), where decode steps and, on AVX-512
-                    * CPUs, part of each prompt take int16 activations otherwise (attention/forward_cpu.h). The
+    bool exact;    /* CPU: every product in float (the reference; slower), where decode steps and part of each
+                    * prompt take int16 activations otherwise (attention/forward_cpu.h). The
                     * environment variable CLAUSEQA_CPU_EXACT=1 sets it for every decoder of the process. */
 } cq_decoder_options;
 

@@ -31,9 +31,9 @@ void cq_cpu_seq_free(cq_cpu_seq *s);
  * reference for transformers and the CUDA path). A decode step (n == 1, last logits) otherwise quantizes the
  * activation vector of each matrix product to int16 per block of 32 (cq_quantize_i16) and multiplies the weights'
  * integer quants by it in integers, with no float conversion of the weights; each weight is still read once per
- * step. Prompts (n > 1, last logits) run in float, except where integer products are the faster ones
- * (cq_k_tokens_i16_fast: AVX-512 VNNI): there the o and gate/up products and the last token's logits take int16
- * activations too (forward_chunk says why not the others). On the real model the logits stay within 3.6e-3 of the
+ * step. Prompts (n > 1, last logits) take int16 activations in the o and gate/up products and the last token's
+ * logits too where integer products are the faster ones (cq_k_tokens_i16_fast: the AVX2 and AVX-512 kernels;
+ * forward_chunk says why not the other products), and run in float on the plain C kernels. On the real model the logits stay within 3.6e-3 of the
  * exact ones either way (over all logits of the test prompts; tolerance 1e-2) and the greedy continuations are the
  * same (tests/unit/test_attention_forward.c). */
 cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,

@@ -648,6 +648,75 @@ AVX2 static void quantize_i16_avx2(const float *x, size_t n, cq_i16_block *out) 
     }
 }
 
+/* cq_rows_i16 on AVX2: the signed bytes of q5_0_bytes / q6_k_bytes (element order, offsets applied) widened */
+AVX2 static inline void store_i8x32_as_i16(int16_t *q, __m256i b) {
+    _mm256_storeu_si256((__m256i *)q, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
+    _mm256_storeu_si256((__m256i *)(q + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)));
+}
+
+AVX2 static void unpack_rows_i16_avx2(uint32_t type, const uint8_t *rows, size_t row_bytes, int n_rows, size_t n,
+                                      cq_rows_i16 *o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = rows + (size_t)r * row_bytes;
+        int16_t *q = o->q + (size_t)r * n;
+        float *scale = o->scale + (size_t)r * (n / o->block);
+        switch (type) {
+        case CQ_QTYPE_Q8_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q8_0 *b = (const block_q8_0 *)row + i;
+                scale[i] = _cvtsh_ss(b->d);
+                store_i8x32_as_i16(q + QK * i, _mm256_loadu_si256((const __m256i *)b->qs));
+            }
+            break;
+        case CQ_QTYPE_Q5_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q5_0 *b = (const block_q5_0 *)row + i;
+                scale[i] = _cvtsh_ss(b->d);
+                store_i8x32_as_i16(q + QK * i, q5_0_bytes(b));
+            }
+            break;
+        case CQ_QTYPE_Q4_K: {
+            float *min = o->min + (size_t)r * (n / QK);
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q4_k *b = (const block_q4_k *)row + i;
+                uint32_t w[3];
+                memcpy(w, b->scales, sizeof w);
+                uint64_t sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
+                uint64_t mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+                _mm256_storeu_ps(scale + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
+                                                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
+                _mm256_storeu_ps(min + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)),
+                                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)))));
+                for (int g = 0; g < 4; g++) {
+                    __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
+                    store_i8x32_as_i16(q + QK_K * i + 64 * g, _mm256_and_si256(qs, m4));
+                    store_i8x32_as_i16(q + QK_K * i + 64 * g + 32, _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4));
+                }
+            }
+            break;
+        }
+        case CQ_QTYPE_Q6_K:
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q6_k *b = (const block_q6_k *)row + i;
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+                const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+                _mm256_storeu_ps(scale + 16 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d));
+                _mm256_storeu_ps(scale + 16 * i + 8,
+                                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc))), d));
+                for (int h = 0; h < 2; h++)
+                    for (int g = 0; g < 4; g++)
+                        store_i8x32_as_i16(q + QK_K * i + 128 * h + 32 * g, q6_k_bytes(b->ql + 64 * h, b->qh + 32 * h, g));
+            }
+            break;
+        default:
+            memset(q, 0, n * sizeof *q);
+            for (size_t i = 0; i < n / o->block; i++) scale[i] = 0;
+            break;
+        }
+    }
+}
+
 #endif
 
 /* The AVX2 kernels (and the AVX-512 ones, which take the products that they speed up) from CQ_ISA_AVX2 on. */
@@ -776,6 +845,10 @@ void cq_unpack_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n
 #ifdef CQ_X86
     if (cq_isa_active() >= CQ_ISA_AVX512) {
         cq_unpack_rows_i16_avx512(type, rows, row_bytes, n_rows, n, out);
+        return;
+    }
+    if (use_avx2()) {
+        unpack_rows_i16_avx2(type, rows, row_bytes, n_rows, n, out);
         return;
     }
 #endif

@@ -94,19 +94,21 @@ static cq_isa detect(void) { return CQ_ISA_SCALAR; }
 #endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static cq_isa g_detected, g_active;
+static cq_isa g_detected;
+int cq_isa_level_ = -1;
 
 static void init(void) {
     g_detected = detect();
-    g_active = g_detected;
+    cq_isa active = g_detected;
     const char *env = getenv("CLAUSEQA_CPU_ISA");
-    if (env && !strcmp(env, "scalar")) g_active = CQ_ISA_SCALAR;
-    else if (env && !strcmp(env, "avx2") && g_active > CQ_ISA_AVX2) g_active = CQ_ISA_AVX2;
+    if (env && !strcmp(env, "scalar")) active = CQ_ISA_SCALAR;
+    else if (env && !strcmp(env, "avx2") && active > CQ_ISA_AVX2) active = CQ_ISA_AVX2;
+    __atomic_store_n(&cq_isa_level_, (int)active, __ATOMIC_RELEASE);
 }
 
-cq_isa cq_isa_active(void) {
+cq_isa cq_isa_init_(void) {
     pthread_once(&once, init);
-    return g_active;
+    return (cq_isa)__atomic_load_n(&cq_isa_level_, __ATOMIC_ACQUIRE);
 }
 
 cq_isa cq_isa_detected(void) {
@@ -115,9 +117,8 @@ cq_isa cq_isa_detected(void) {
 }
 
 cq_isa cq_isa_set(cq_isa level) {
-    pthread_once(&once, init);
-    cq_isa was = g_active;
-    g_active = level < g_detected ? level : g_detected;
+    const cq_isa was = cq_isa_init_();
+    __atomic_store_n(&cq_isa_level_, (int)(level < g_detected ? level : g_detected), __ATOMIC_RELEASE);
     return was;
 }
 

@@ -15,8 +15,14 @@
 
 typedef enum { CQ_ISA_SCALAR = 0, CQ_ISA_AVX2 = 1, CQ_ISA_AVX512 = 2 } cq_isa;
 
-/* The level the kernels use: the detected one, capped by CLAUSEQA_CPU_ISA, or what cq_isa_set chose. */
-cq_isa cq_isa_active(void);
+/* The level the kernels use: the detected one, capped by CLAUSEQA_CPU_ISA, or what cq_isa_set chose. Inline (the
+ * kernels ask per row): a plain read once the first call has detected it. */
+extern int cq_isa_level_; /* -1 until detected */
+cq_isa cq_isa_init_(void);
+static inline cq_isa cq_isa_active(void) {
+    const int l = __atomic_load_n(&cq_isa_level_, __ATOMIC_ACQUIRE);
+    return l >= 0 ? (cq_isa)l : cq_isa_init_();
+}
 /* What the CPU runs (detection and probe, no cap). */
 cq_isa cq_isa_detected(void);
 /* Tests: use min(level, detected) from now on; returns the level in use before. Call while no kernel runs. */

@@ -304,7 +304,7 @@ AVX2 __attribute__((always_inline)) static inline void kernel_i16_avx2(const cq_
     for (int r = 0; r < TILE_ROWS_AVX2; r++) {
         const int rr = r0 + (r < nr ? r : nr - 1);
         wq[r] = w->q + (size_t)rr * k, ws[r] = w->scale + (size_t)rr * nblk;
-        wm[r] = w->min ? w->min + (size_t)rr * (k / 32) : NULL;
+        wm[r] = w->min + (size_t)rr * (k / 32);
     }
     const size_t W = x->width;
     /* the float sums live in memory (L1): 16 registers hold the int32 sums, the token pairs and a broadcast */
@@ -333,11 +333,11 @@ AVX2 __attribute__((always_inline)) static inline void kernel_i16_avx2(const cq_
         }
         const size_t xb = (size_t)(b * B / 32) * W + t0;
         const __m256 d0 = _mm256_loadu_ps(x->d + xb), d1 = nj > 1 ? _mm256_loadu_ps(x->d + xb + 8) : d0;
-        const __m256 m0 = w->min ? _mm256_loadu_ps(x->dsum + xb) : _mm256_setzero_ps(),
-                     m1 = nj > 1 && w->min ? _mm256_loadu_ps(x->dsum + xb + 8) : m0;
+        const __m256 m0 = w->has_min ? _mm256_loadu_ps(x->dsum + xb) : _mm256_setzero_ps(),
+                     m1 = nj > 1 && w->has_min ? _mm256_loadu_ps(x->dsum + xb + 8) : m0;
 #pragma GCC unroll 3
         for (int r = 0; r < TILE_ROWS_AVX2; r++) {
-            const __m256 sc = _mm256_set1_ps(ws[r][b]), mr = _mm256_set1_ps(w->min ? wm[r][b] : 0.0f);
+            const __m256 sc = _mm256_set1_ps(ws[r][b]), mr = _mm256_set1_ps(w->has_min ? wm[r][b] : 0.0f);
             __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(sc, d0), _mm256_loadu_ps(out[r]));
             _mm256_storeu_ps(out[r], _mm256_fnmadd_ps(mr, m0, f));
             if (nj > 1) {
@@ -379,7 +379,7 @@ AVX512 __attribute__((always_inline)) static inline void kernel_i16_avx512(const
     for (int r = 0; r < TILE_ROWS; r++) {
         const int rr = r0 + (r < nr ? r : nr - 1); /* rows past nr repeat the last one and are not stored */
         wq[r] = w->q + (size_t)rr * k, ws[r] = w->scale + (size_t)rr * nblk;
-        wm[r] = w->min ? w->min + (size_t)rr * (k / 32) : NULL;
+        wm[r] = w->min + (size_t)rr * (k / 32);
     }
     const size_t W = x->width;
     __m512 f[TILE_ROWS][2];
@@ -410,7 +410,7 @@ AVX512 __attribute__((always_inline)) static inline void kernel_i16_avx512(const
             f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][0]), _mm512_mul_ps(s, d0), f[r][0]);
             if (nj > 1) f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][1]), _mm512_mul_ps(s, d1), f[r][1]);
         }
-        if (w->min) { /* Q4_K: block 32 */
+        if (w->has_min) { /* Q4_K: block 32 */
             const __m512 m0 = _mm512_loadu_ps(x->dsum + xb), m1 = nj > 1 ? _mm512_loadu_ps(x->dsum + xb + 16) : m0;
 #pragma GCC unroll 6
             for (int r = 0; r < TILE_ROWS; r++) {
@@ -759,7 +759,7 @@ void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, fl
                     dot += q[i] * xi[i & 1];
                 }
                 s += w->scale[(size_t)r * (k / B) + b] * x->d[(size_t)(b * B / 32) * x->width + t] * (float)dot;
-                if (w->min && B == 32) s -= w->min[(size_t)r * (k / 32) + b] * x->dsum[(size_t)b * x->width + t];
+                if (w->has_min && B == 32) s -= w->min[(size_t)r * (k / 32) + b] * x->dsum[(size_t)b * x->width + t];
             }
             y[(size_t)t * ldy + r] = s;
         }

@@ -780,7 +780,7 @@ static void unpack_rows_i16_scalar(uint32_t type, const uint8_t *rows, size_t ro
     for (int r = 0; r < n_rows; r++) {
         const uint8_t *row = rows + (size_t)r * row_bytes;
         int16_t *q = o->q + (size_t)r * n;
-        float *scale = o->scale + (size_t)r * (n / o->block), *min = o->min ? o->min + (size_t)r * (n / QK) : NULL;
+        float *scale = o->scale + (size_t)r * (n / o->block), *min = o->min + (size_t)r * (n / QK);
         switch (type) {
         case CQ_QTYPE_Q8_0:
             for (size_t i = 0; i < n / QK; i++) {
@@ -841,7 +841,7 @@ static void unpack_rows_i16_scalar(uint32_t type, const uint8_t *rows, size_t ro
 
 void cq_unpack_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, size_t n, cq_rows_i16 *out) {
     out->n_rows = n_rows, out->n = (int)n, out->block = type == CQ_QTYPE_Q6_K ? 16 : QK;
-    if (type != CQ_QTYPE_Q4_K) out->min = NULL;
+    out->has_min = type == CQ_QTYPE_Q4_K;
 #ifdef CQ_X86
     if (cq_isa_active() >= CQ_ISA_AVX512) {
         cq_unpack_rows_i16_avx512(type, rows, row_bytes, n_rows, n, out);

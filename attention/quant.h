@@ -70,7 +70,7 @@ void cq_dot_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_ro
 
 /* Rows of weights as int16 quants with float block scales, for the multi-token integer products of prompts
  * (cq_k_rows_times_tokens_i16): w_r[i] = scale[r * (n / block) + i / block] * q[r * n + i] - min[r * (n / 32) + i / 32]
- * with min NULL (zero) except for Q4_K. block is 32, or 16 for Q6_K (whose scales are per 16). Quants are at most 8
+ * with the min term only where has_min (Q4_K). block is 32, or 16 for Q6_K (whose scales are per 16). Quants are at most 8
  * bits, so a block's integer dot with int16 activations stays within int32. The caller provides q (n_rows * n),
  * scale (n_rows * n / 16) and min (n_rows * n / 32) room. */
 typedef struct {
@@ -78,10 +78,11 @@ typedef struct {
     int16_t *q;
     float *scale;
     float *min;
+    bool has_min;
 } cq_rows_i16;
 
 /* Unpacks n_rows rows (at rows + r * row_bytes, n elements each, a type with cq_qtype_has_i16_dot) into out, whose
- * q, scale and min point to the caller's room; sets out's n_rows, n, block, and min to NULL where unused. */
+ * q, scale and min point to the caller's room; sets out's n_rows, n, block and has_min. */
 void cq_unpack_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, size_t n, cq_rows_i16 *out);
 
 #endif

@@ -268,12 +268,12 @@ static void test_unpack_rows_i16(void **state) {
             tile[0] = (cq_rows_i16){.q = q[0], .scale = sc[0], .min = mn[0]};
             cq_unpack_rows_i16(types[ti], raw, row_bytes, ROWS, n, &tile[0]);
             assert_int_equal(tile[0].block, types[ti] == CQ_QTYPE_Q6_K ? 16 : 32);
-            assert_true((tile[0].min != NULL) == (types[ti] == CQ_QTYPE_Q4_K));
+            assert_true(tile[0].has_min == (types[ti] == CQ_QTYPE_Q4_K));
             for (int r = 0; r < ROWS; r++) {
                 cq_dequant_row(types[ti], raw + r * row_bytes, w, n);
                 for (size_t i = 0; i < n; i++) {
                     float v = tile[0].scale[r * (n / tile[0].block) + i / tile[0].block] * tile[0].q[r * n + i];
-                    if (tile[0].min) v -= tile[0].min[r * (n / 32) + i / 32];
+                    if (tile[0].has_min) v -= tile[0].min[r * (n / 32) + i / 32];
                     assert_true(fabsf(v - w[i]) <= 1e-6f * fmaxf(1.0f, fabsf(w[i])));
                 }
             }
@@ -284,7 +284,8 @@ static void test_unpack_rows_i16(void **state) {
                 assert_int_equal(tile[1].block, tile[0].block);
                 assert_memory_equal(q[1], q[0], ROWS * n * sizeof *q[0]);
                 assert_memory_equal(sc[1], sc[0], ROWS * n / tile[0].block * sizeof *sc[0]);
-                if (tile[0].min) assert_memory_equal(mn[1], mn[0], ROWS * n / 32 * sizeof *mn[0]);
+                assert_true(tile[1].has_min == tile[0].has_min);
+                if (tile[0].has_min) assert_memory_equal(mn[1], mn[0], ROWS * n / 32 * sizeof *mn[0]);
             }
             cq_isa_set(top);
             for (int k = 0; k < 2; k++) free(q[k]), free(sc[k]), free(mn[k]);

@@ -733,12 +733,14 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
         for (int kind = 0; kind < 2; kind++) rope_angles(s->rope + ((size_t)kind * T + t) * hd, half, pos0 + t, cm->inv_freq[kind]);
     }
-    /* A prompt (T > 1) quantizes the inputs of the o and gate/up products only (59 % of a layer's weights), and only
-     * where integer products are the faster ones (cq_k_tokens_i16_fast). Measured on the real model, largest logit
-     * difference from the exact mode (tests/unit/test_attention_forward.c, tolerance 1e-2): o and gate/up 3.6e-3, as
-     * with decode steps alone; with the down product too 7e-3 to 1.1e-2; with every product 1.6e-2, and simulated
-     * with activation blocks of 32, 16 and 8 elements 2.4e-2, 5.7e-3 and 9.1e-3 (no trend with the block size: not
-     * a few outliers, but small errors grown over 18 layers and hundreds of positions). */
+    /* In the quantized (default) mode, a chunk of one token (a decode step, or the last chunk of a prompt of 64 k + 1
+     * tokens) quantizes the input of every product. A prompt's chunk (T > 1) quantizes the inputs of the o and
+     * gate/up products only (59 % of a layer's weights), and only where integer products are the faster ones
+     * (cq_k_tokens_i16_fast). Measured on the real model, largest logit difference from the exact mode
+     * (tests/unit/test_attention_forward.c, tolerance 1e-2): o and gate/up 3.6e-3, as with decode steps alone; with
+     * the down product too 7e-3 to 1.1e-2; with every product 1.6e-2, and simulated with activation blocks of 32, 16
+     * and 8 elements 2.4e-2, 5.7e-3 and 9.1e-3 (no trend with the block size: not a few outliers, but small errors
+     * grown over 18 layers and hundreds of positions). */
     const bool all_int16 = quantized && T == 1, some_int16 = all_int16 || (quantized && cq_k_tokens_i16_fast());
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];

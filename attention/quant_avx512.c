@@ -12,8 +12,9 @@
 
 /* ---- int16 activations (decode steps) ----------------------------------------------------------------------------
  * Each block's 32 weight quants become one vector of 32 int16 in element order, multiplied into the block's int16
- * activations with vpmaddwd (lane k: elements 2k and 2k+1, so no int32 overflow: at most 2 x 4,096 x 32,767), then
- * one float FMA per block (or half block) applies the scales. */
+ * activations with vpmaddwd (lane k: elements 2k and 2k+1, at most 2 x 128 x 32,767), then one float FMA per block
+ * applies the scales (Q6_K: a vector of its two half-block scales). vpdpwssd would add nothing here: each block's
+ * sums go to float at once. */
 
 /* Q5_0: the 16 bytes twice as words, the low nibbles of the first copy (elements 0..15) and the high nibbles of the
  * second (16..31); then -16 where the 5th bit (bit j of qh for element j) is clear. */

@@ -22,9 +22,17 @@ build-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCLAUSEQA_SANITIZE=ON -DCLAUSEQA_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-run: build
-	bash tools/demo_kb.sh $(BUILD)/clauseqa data
-	$(BUILD)/clauseqa serve --data data --port $(PORT)
+# make run says little: what the set-up installs, one line for the build (its output goes to $(BUILD)/build.log and is
+# shown only when it fails), one for the demo KB, then the server's few lines, its address last. PORT=N picks the port.
+run:
+	@bash tools/setup.sh --quiet
+	@mkdir -p $(BUILD)
+	@{ [ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS); } \
+	   > $(BUILD)/build.log 2>&1 && cmake --build $(BUILD) -j $(JOBS) >> $(BUILD)/build.log 2>&1 \
+	 || { tail -n 40 $(BUILD)/build.log; echo "make run: the build failed; $(BUILD)/build.log has its whole output"; exit 1; }
+	@echo "built $(BUILD)/clauseqa (log: $(BUILD)/build.log)"
+	@bash tools/demo_kb.sh $(BUILD)/clauseqa data
+	@exec $(BUILD)/clauseqa serve --data data --port $(PORT)
 
 # Every test: unit tests under ASan/UBSan, then the whole suite (unit, integration) on the release build.
 test: build build-asan

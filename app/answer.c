@@ -3,24 +3,18 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "app/answer_versions.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
 
-#define DEFAULT_K 5
 #define DEFAULT_MIN_COVERAGE 0.25
 #define REFUSAL_COVERAGE 0.5
 #define MAX_QUOTE_CHARS 400
-
-static double ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-6;
-}
 
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     if (n_terms == 0) return 0;
@@ -144,11 +138,13 @@ static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *
     c = &c[a->n_citations++];
     *c = (cq_citation){
         .clause_id = h->clause_id,
+        .doc_id = h->doc_id,
         .doc = strdup(h->doc_name),
         .clause = h->label ? strdup(h->label) : NULL,
         .path = h->path ? strdup(h->path) : NULL,
         .page = h->page_first,
         .quote = strdup(quote),
+        .version = h->version,
     };
     if (!c->doc || !c->quote) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     return CQ_OK;
@@ -183,24 +179,36 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
 
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
- * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer. */
-static void generate(const char *question, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
-                     bool *declined, bool zh) {
+ * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer.
+ * A verdict (trained model) is the answer word with out->verdict set; it cites the first clause. */
+static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
+                     bool *declined) {
+    const bool zh = q->lang == CQ_QUERY_ZH;
     cq_gen_answer g;
     cq_err e = {0};
     const char *why = NULL;
-    /* The small model declines answerable questions too readily: it may decline only when the best clause holds
-     * less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are. */
-    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE, .min_confidence = o->min_confidence};
-    if (cq_gen_answer_run(o->decoder, question, &out->hits, &go, o->on_text, o->user, &g, &e)) {
+    /* The small base model declines answerable questions too readily: it may decline only when the best clause
+     * holds less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are.
+     * The trained model may always decline (generate_answer.c). */
+    cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
+                                .min_confidence = o->min_confidence,
+                                .refusal_min_p = o->refusal_min_p ? o->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P};
+    if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;
         out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
+        out->refusal_p = g.refusal_p;
         if (g.refused) {
             *declined = true;
+        } else if (g.text && g.verdict) {
+            *answer = g.text;
+            *clause = g.clause;
+            g.text = NULL;
+            out->verdict = g.verdict;
+            out->generated = true;
         } else if (g.text && out->confidence < o->min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
@@ -223,42 +231,50 @@ static void generate(const char *question, const cq_answer_options *o, cq_answer
 
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
-    if (!o.k) o.k = DEFAULT_K;
-    if (!o.modes) o.modes = CQ_RETRIEVE_HYBRID;
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
-    if (o.min_confidence == 0) o.min_confidence = CQ_ANSWER_MIN_CONFIDENCE;
+    if (o.min_confidence == 0)
+        o.min_confidence = o.decoder && cq_decoder_adapter(o.decoder) ? CQ_ANSWER_MIN_CONFIDENCE_TRAINED
+                                                                      : CQ_ANSWER_MIN_CONFIDENCE;
     return o;
 }
 
-cq_status cq_answer_question(cq_store *st, int64_t kb_id, const char *question, const cq_answer_options *opt,
-                             cq_answer *out, cq_err *err) {
+cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_options *opt, cq_answer *out,
+                             cq_err *err) {
     cq_answer_options o = with_defaults(opt);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
+    if (q->compare) {
+        bool handled = false;
+        cq_status rc = cq_answer_compare_versions(st, q, out, &handled, err);
+        if (rc || handled) {
+            out->answer_ms = cq_clock_ms_since(t0);
+            return rc;
+        }
+    }
     cq_hits hits;
-    cq_status rc = cq_retrieve(st, kb_id, question, o.modes, o.k, &hits, err);
-    double retrieve_ms = ms_since(&t0);
+    cq_status rc = cq_retrieve(st, q, &o.retrieve, &hits, err);
+    double retrieve_ms = cq_clock_ms_since(t0);
     if (rc) {
         memset(out, 0, sizeof *out);
         return rc;
     }
-    rc = cq_answer_from_hits(question, &hits, &o, out, err);
+    rc = cq_answer_from_hits(q, &hits, &o, out, err);
     out->retrieve_ms = retrieve_ms;
+    if (!rc) cq_answer_version_notes(st, q, out);
     return rc;
 }
 
-cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
+    out->as_of = q->as_of;
     cq_answer_options o = with_defaults(opt);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     out->hits = *hits;
     memset(hits, 0, sizeof *hits);
     cq_status rc = CQ_OK;
-    const int zh = cq_utf8_has_cjk(question);
-    char **terms;
-    size_t n_terms = cq_retrieve_terms(question, &terms);
+    const int zh = q->lang == CQ_QUERY_ZH;
+    char **terms = q->all_terms;
+    size_t n_terms = q->n_all_terms;
     const cq_hit *top = out->hits.n ? &out->hits.hits[0] : NULL;
     char *answer = NULL;
     if (top && top->source == CQ_RETRIEVE_ROUTER) {
@@ -289,24 +305,32 @@ cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answ
     } else if (top) {
         out->coverage = cq_answer_coverage(terms, n_terms, top->text);
         bool declined = false;
-        if (out->coverage >= o.min_coverage && o.decoder) {
+        /* the trained model answers whatever the coverage: it decides when to abstain */
+        const bool trained = o.decoder && cq_decoder_adapter(o.decoder);
+        if ((out->coverage >= o.min_coverage || trained) && o.decoder) {
             size_t clause = 0;
-            generate(question, &o, out, &answer, &clause, &declined, zh);
-            if (answer) rc = cite(out, &out->hits.hits[clause], answer, err);
+            generate(q, &o, out, &answer, &clause, &declined);
+            if (answer && out->verdict) { /* the quote: the first clause's sentences that match the question best */
+                char *quote = best_sentences(out->hits.hits[clause].text, terms, n_terms);
+                rc = quote ? cite(out, &out->hits.hits[clause], quote, err)
+                           : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                free(quote);
+            } else if (answer) {
+                rc = cite(out, &out->hits.hits[clause], answer, err);
+            }
         }
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
             answer = best_sentences(top->text, terms, n_terms);
             if (answer) rc = cite(out, top, answer, err);
         }
     }
-    cq_retrieve_terms_free(terms, n_terms);
     if (!rc && !answer) {
         out->abstained = true;
         answer = strdup(zh ? "文档中没有找到能回答这个问题的内容。" : "The documents do not contain an answer to this question.");
     }
     if (!answer && !rc) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     out->answer = answer;
-    out->answer_ms = ms_since(&t0);
+    out->answer_ms = cq_clock_ms_since(t0);
     if (rc) cq_answer_free(out);
     return rc;
 }
@@ -321,6 +345,11 @@ void cq_answer_free(cq_answer *a) {
     free(a->citations);
     free(a->answer);
     free(a->notice);
+    free(a->version_notice);
+    if (a->compare) {
+        cq_answer_compare_free(a->compare);
+        free(a->compare);
+    }
     cq_hits_free(&a->hits);
     memset(a, 0, sizeof *a);
 }

@@ -1,11 +1,20 @@
 /* The answer pipeline: question → retrieved clauses → an answer with citations, or an abstention.
  *
- * A clause the question names exactly (router hit) is recited (or the 款 asked for). Otherwise, when the best
- * clause covers too little of the question, the pipeline abstains and says so; else, with a decoder, the answer is
- * generated (app/generate_answer.h: a verbatim span of a retrieved clause, checked, streamed as it is written; the
- * model may also decline, which is an abstention), and without one — or when the generated answer is empty or not
- * supported by the clauses, which adds a notice — it is extractive: the sentences of the best clause that cover
- * the question's terms best. Every quote is a verbatim span of its cited clause. */
+ * A clause the question names exactly (router hit) is recited (or the 款 asked for). Otherwise, with a decoder that
+ * runs the trained adapter, the model answers and decides itself when the clauses do not answer the question (no
+ * term-coverage rule: a long question is not a reason to abstain), a yes/no question with a verdict that cites the
+ * first clause. Without the adapter, when the best clause covers too little of the question, the pipeline abstains
+ * and says so; else, with a decoder, the answer is generated (app/generate_answer.h: a verbatim span of a
+ * retrieved clause, checked, streamed as it is written; the model may also decline, which is an abstention), and
+ * without one — or when the generated answer is empty or not supported by the clauses, which adds a notice — it is
+ * extractive: the sentences of the best clause that cover the question's terms best. Every quote is a verbatim span
+ * of its cited clause.
+ *
+ * Versions (app/answer_versions.c, index/versions.h). A question about a day ("2020年时…", as_of) is answered from
+ * the version in force then and the answer starts by saying which ("依据2018年修正版（2018-10-26起施行）…"); every
+ * answer says in version_notice when the version it cites is not the one in force, or when the cited clause changed
+ * in the last CQ_ANSWER_RECENT_MONTHS months. A question comparing versions ("新旧版本第六十条有何不同？") is answered
+ * from the clause-by-clause comparison of the two versions (index/compare.h). */
 #ifndef CQ_APP_ANSWER_H
 #define CQ_APP_ANSWER_H
 
@@ -16,17 +25,29 @@
 #include "app/generate_answer.h"
 #include "attention/decoder.h"
 #include "core/error.h"
+#include "index/compare.h"
+#include "index/query.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 
 typedef struct {
-    int64_t clause_id;
+    int64_t clause_id, doc_id;
     char *doc;    /* document name */
     char *clause; /* label or NULL */
     char *path;
     int page;     /* first page of the quote's clause, 0 when the document has no pages */
     char *quote;  /* verbatim span of the clause text */
+    cq_version_status version; /* its document's version on the day asked about (index/versions.h) */
 } cq_citation;
+
+/* A question comparing two versions: the comparison and what the answer was about. */
+typedef struct {
+    cq_comparison cmp;          /* a: the older version, b: the newer */
+    cq_version_status va, vb;   /* their versions */
+    char *name_a, *name_b;      /* the documents' names */
+    char *title_a, *title_b;    /* their titles (may be NULL) */
+    char key[32];               /* the article asked about (its label key), "" for the whole regulation */
+} cq_answer_compare;
 
 typedef struct {
     char *answer;
@@ -36,37 +57,59 @@ typedef struct {
     cq_hits hits;        /* the retrieved clauses the answer was built from */
     double coverage;     /* share of the question's terms found in the cited text */
     bool generated;      /* the answer was written by the decoder */
+    const char *verdict; /* "yes" / "no" when the answer is the trained model's verdict on a yes/no question */
     char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
+    char *version_notice; /* which version the answer rests on, when that matters (see above), or NULL */
+    cq_date as_of;        /* the day the question asked about (its own date or the request's), 0: none */
+    cq_answer_compare *compare; /* a question comparing versions: what was compared, or NULL */
     int prompt_tokens, tokens_generated;
     double confidence;   /* a generated answer's mean token probability (geometric), 0 when none was generated */
+    double refusal_p;    /* the probability the decoder gave to refusing (generate_answer.h), 0 when not asked */
     double retrieve_ms;  /* stage timings */
     double answer_ms;
 } cq_answer;
 
+/* A cited clause that changed less than this many months ago gets a note (version_notice). */
+#define CQ_ANSWER_RECENT_MONTHS 12
+
 /* Below this geometric-mean token probability a generated answer is replaced by the extractive one: on the dev
- * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle. */
+ * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle.
+ * The base model's floor; with the trained adapter there is none by default (CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1:
+ * never), since its answers were not measured below any floor yet (docs/EVAL.md says when they are). */
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
+#define CQ_ANSWER_MIN_CONFIDENCE_TRAINED (-1.0)
+/* The trained model refuses only when it gives the refusal at least this probability. Chosen on the dev suites'
+ * train parts (docs/EVAL.md, tools/decoder_train/refusal_threshold.py): the model's refusal separates unanswerable
+ * questions only partly, so refusing whenever it is the likeliest start refused a third of the answerable ones;
+ * at 0.9 false abstention stays under 5 % on every train part and the confident refusals remain. */
+#define CQ_ANSWER_REFUSAL_MIN_P 0.9
 
 typedef struct {
-    size_t k;       /* clauses to retrieve (default 5) */
-    int modes;      /* retrieval modes (default hybrid) */
-    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25) */
+    cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
+    double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25), unless
+                          * the trained model answers */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
     double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
-                              CQ_ANSWER_MIN_CONFIDENCE; negative: never) */
+                              CQ_ANSWER_MIN_CONFIDENCE, with an adapter CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
+                              negative: never) */
+    double refusal_min_p;  /* the trained model may refuse only when it gives the refusal at least this probability
+                              (default CQ_ANSWER_REFUSAL_MIN_P; above 1: never), generate_answer.h */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;
 
-cq_status cq_answer_question(cq_store *s, int64_t kb_id, const char *question, const cq_answer_options *opt,
-                             cq_answer *out, cq_err *err);
+/* Retrieves the clauses for q (parsed for its KB, index/query.h) and answers from them, with the version notes
+ * above; a question comparing versions is answered from their comparison. */
+cq_status cq_answer_question(cq_store *s, const cq_query *q, const cq_answer_options *opt, cq_answer *out,
+                             cq_err *err);
 
-/* The answer step alone, from clauses already retrieved: out takes ownership of *hits (left empty). */
-cq_status cq_answer_from_hits(const char *question, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
+/* The answer step alone, from clauses already retrieved for q: out takes ownership of *hits (left empty). q needs
+ * no KB (its text, language and terms are read). */
+cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err);
 void cq_answer_free(cq_answer *a);
 
-/* Share of terms (cq_retrieve_terms) that occur in text after folding; 0 when there are no terms. */
+/* Share of terms (a query's all_terms) that occur in text after folding; 0 when there are no terms. */
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text);
 
 #endif

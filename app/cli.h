@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef int (*cq_command_fn)(int argc, char **argv); /* argv[0] is the command name */
+#include "app/models.h"
+
+typedef int (*cq_command_fn)(int argc, char **argv); /* argv[0] is "clauseqa NAME" */
 
 typedef struct {
     const char *name;
@@ -15,9 +17,20 @@ typedef struct {
     const char *summary; /* one line for `clauseqa --help` */
 } cq_command;
 
+/* Takes the options every command takes (--data, --config, --models, --log-level; before or after the command's
+ * name), reads the configuration file (app/config.h) and runs the command with the flags of its section of the file
+ * ahead of its own. */
 int cq_cli_main(int argc, char **argv);
 
-/* Data directory: --data DIR, else $CLAUSEQA_DATA, else "data". */
-const char *cq_cli_data_dir(const char *flag_value);
+/* Data directory: --data DIR, else $CLAUSEQA_DATA, else `data =` of clauseqa.conf, else "data". */
+const char *cq_cli_data_dir(void);
+/* The configuration file read, or NULL. */
+const char *cq_cli_config_path(void);
+/* The model files, looked for (app/models.h) on first use. */
+const cq_models *cq_cli_models(void);
+
+/* For a usage slip: the command printed one line saying what is wrong; this adds where the options are described.
+ * Returns 2 (the exit status of bad usage). */
+int cq_cli_usage_hint(const char *cmd);
 
 #endif

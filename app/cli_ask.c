@@ -6,14 +6,17 @@
 #include "app/answer.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode hybrid] [--answers auto] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--as-of DAY]"
+               " [--json] QUESTION...\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
+               "The words after the options are the question (quoting it is optional).\n"
                "Generated answers stream to the terminal as they are written (text output).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"answer\", \"abstained\",\n"
-               "            \"citations\"} lines\n" CQ_CLI_ANSWER_USAGE);
+               "            \"citations\"} lines\n" CQ_CLI_AS_OF_USAGE CQ_CLI_ANSWER_USAGE);
 }
 
 static void print_citations(const cq_answer *a) {
@@ -23,6 +26,8 @@ static void print_citations(const cq_answer *a) {
         if (c->path && *c->path) printf(" | %s", c->path);
         else if (c->clause) printf(" | %s", c->clause);
         if (c->page) printf(" | p. %d", c->page);
+        if (c->version.n_versions > 1 || (c->version.state && c->version.state != CQ_VERSION_IN_FORCE))
+            printf(" | %s%s%s", c->version.label, c->version.label[0] ? ", " : "", cq_version_state_name(c->version.state));
         printf("\n");
     }
 }
@@ -31,12 +36,21 @@ typedef struct {
     cq_store *s;
     int64_t kb_id;
     cq_answer_options opt;
+    cq_date as_of;
 } ask_ctx;
 
+static cq_status ask(const ask_ctx *x, const char *question, cq_answer *a, cq_err *err) {
+    cq_query q;
+    cq_status rc = cq_query_parse(x->s, x->kb_id, question, &q, err);
+    if (!rc && x->as_of) cq_query_set_as_of(&q, x->as_of);
+    if (!rc) rc = cq_answer_question(x->s, &q, &x->opt, a, err);
+    cq_query_free(&q);
+    return rc;
+}
+
 static cJSON *ask_one(void *p, const char *question, cq_err *err) {
-    ask_ctx *x = p;
     cq_answer a;
-    if (cq_answer_question(x->s, x->kb_id, question, &x->opt, &a, err)) return NULL;
+    if (ask(p, question, &a, err)) return NULL;
     cJSON *out = cq_json_answer(&a);
     cq_answer_free(&a);
     return out;
@@ -54,9 +68,9 @@ int cq_cmd_ask(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("ask", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    const char *data_dir = cq_cli_data_dir(o.data);
+    const char *data_dir = cq_cli_data_dir();
     int failed;
-    cq_decoder *dec = cq_cli_answer_decoder("ask", data_dir, &o.answer, &failed);
+    cq_decoder *dec = cq_cli_answer_decoder("ask", &o.answer, &failed);
     if (failed) return 1;
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) {
@@ -64,7 +78,11 @@ int cq_cmd_ask(int argc, char **argv) {
         return 1;
     }
     int printed = 0;
-    ask_ctx x = {s, cq_cli_kb(s, o.kb, false), {.k = (size_t)o.k, .modes = o.modes, .decoder = dec}};
+    cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
+    ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
+                 {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}, o.as_of};
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&x.opt.retrieve, &reranker, dec, o.mode == NULL);
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */
         x.opt.on_text = print_piece;
         x.opt.user = &printed;
@@ -75,7 +93,7 @@ int cq_cmd_ask(int argc, char **argv) {
     } else if (x.kb_id) {
         cq_err err = {0};
         cq_answer a;
-        if (cq_answer_question(s, x.kb_id, o.question, &x.opt, &a, &err)) {
+        if (ask(&x, o.question, &a, &err)) {
             fprintf(stderr, "clauseqa ask: %s\n", err.msg);
         } else {
             if (o.json) {
@@ -88,6 +106,8 @@ int cq_cmd_ask(int argc, char **argv) {
                     if (printed) printf("\n");
                     if (a.notice) printf("(%s)\n", a.notice);
                     printf("%s\n", a.answer);
+                    if (a.version_notice && !a.compare && !strstr(a.answer, a.version_notice))
+                        printf("(%s)\n", a.version_notice);
                 }
                 print_citations(&a);
             }
@@ -96,6 +116,7 @@ int cq_cmd_ask(int argc, char **argv) {
         }
     }
     cq_store_close(s);
+    cq_dense_close(dense);
     cq_decoder_close(dec);
     return status;
 }

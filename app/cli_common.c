@@ -4,16 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "app/cli.h"
 #include "core/fileio.h"
+#include "core/log.h"
+#include "core/utf8.h"
 #include "index/vectors.h"
-
-/* The process's dense retriever, opened with the first store when trained encoder weights are installed. */
-static cq_dense *g_dense;
-static int g_dense_tried;
-
-static void close_dense(void) { cq_dense_close(g_dense); }
 
 cq_store *cq_cli_open_store(const char *data_dir) {
     cq_err err = {0};
@@ -28,20 +26,39 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     cq_store *s = NULL;
     if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
     free(path);
-    if (s && !g_dense_tried) {
-        g_dense_tried = 1;
-        cq_err derr = {0};
-        if (cq_dense_open_configured(data_dir, &g_dense, &derr) == CQ_OK) atexit(close_dense);
-        else if (derr.code != CQ_ERR_UNSUPPORTED) fprintf(stderr, "clauseqa: dense retrieval off: %s\n", derr.msg);
-    }
-    if (s) cq_dense_attach(s, g_dense);
     return s;
+}
+
+cq_dense *cq_cli_open_dense(const char *data_dir) {
+    cq_dense *d = NULL;
+    cq_err err = {0};
+    const cq_models *m = cq_cli_models();
+    if (cq_dense_open_configured(data_dir, m->encoder_origin ? m->encoder : NULL, &d, &err) &&
+        err.code != CQ_ERR_UNSUPPORTED)
+        fprintf(stderr, "clauseqa: dense retrieval off: %s\n", err.msg);
+    return d;
 }
 
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
     cq_err err = {0};
     int64_t id = 0;
     cq_status rc = create ? cq_store_kb_ensure(s, name, &id, &err) : cq_store_kb_find(s, name, &id, &err);
+    if (rc == CQ_ERR_NOT_FOUND) {
+        cq_kb_info *kbs = NULL;
+        size_t n = 0;
+        cq_store_kb_list(s, &kbs, &n, &err);
+        fprintf(stderr, "clauseqa: no knowledge base is named '%s'", name);
+        if (n) {
+            fprintf(stderr, "; there %s ", n == 1 ? "is" : "are");
+            for (size_t i = 0; i < n; i++) fprintf(stderr, "%s'%s'", i ? ", " : "", kbs[i].name);
+            fprintf(stderr, " (clauseqa kb list)\n");
+        } else {
+            fprintf(stderr, "; there is none yet in %s (clauseqa ingest --kb NAME FILE... makes one)\n",
+                    cq_cli_data_dir());
+        }
+        free(kbs);
+        return 0;
+    }
     if (rc) {
         fprintf(stderr, "clauseqa: %s\n", err.msg);
         return 0;
@@ -49,70 +66,30 @@ int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
     return id;
 }
 
-static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
-
-static cJSON *page_or_null(int page) { return page > 0 ? cJSON_CreateNumber(page) : cJSON_CreateNull(); }
-
-cJSON *cq_json_hit(const cq_hit *h) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "doc", cJSON_CreateString(h->doc_name));
-    cJSON_AddItemToObject(o, "title", str_or_null(h->doc_title));
-    cJSON_AddItemToObject(o, "clause", str_or_null(h->label));
-    cJSON_AddItemToObject(o, "path", cJSON_CreateString(h->path ? h->path : ""));
-    cJSON_AddItemToObject(o, "page", page_or_null(h->page_first));
-    if (h->page_last > h->page_first) {
-        cJSON *pages = cJSON_CreateArray();
-        for (int p = h->page_first; p <= h->page_last; p++) cJSON_AddItemToArray(pages, cJSON_CreateNumber(p));
-        cJSON_AddItemToObject(o, "pages", pages);
+void cq_cli_print_cell(FILE *f, const char *s, int cols) {
+    size_t n = strlen(s);
+    int used;
+    size_t fit = cq_utf8_fit_width(s, n, cols, &used);
+    if (fit < n) {
+        fit = cq_utf8_fit_width(s, n, cols - 1, &used);
+        fwrite(s, 1, fit, f);
+        fputs("…", f);
+        used++;
+    } else {
+        fwrite(s, 1, fit, f);
     }
-    cJSON_AddItemToObject(o, "text", cJSON_CreateString(h->text));
-    cJSON_AddNumberToObject(o, "score", h->score);
-    cJSON_AddNumberToObject(o, "clause_id", (double)h->clause_id);
-    cJSON_AddStringToObject(o, "source", cq_retrieve_source_name(h->source));
-    return o;
+    for (; used < cols; used++) fputc(' ', f);
 }
 
-cJSON *cq_json_hits(const cq_hits *h) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < h->n; i++) cJSON_AddItemToArray(a, cq_json_hit(&h->hits[i]));
-    return a;
-}
-
-cJSON *cq_json_answer(const cq_answer *a) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "answer", a->answer);
-    cJSON_AddBoolToObject(o, "abstained", a->abstained);
-    cJSON_AddBoolToObject(o, "generated", a->generated);
-    if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
-    if (a->tokens_generated) cJSON_AddNumberToObject(o, "confidence", (double)(long long)(a->confidence * 1e4) / 1e4);
-    cJSON *cites = cJSON_CreateArray();
-    for (size_t i = 0; i < a->n_citations; i++) {
-        const cq_citation *c = &a->citations[i];
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "clause_id", (double)c->clause_id);
-        cJSON_AddStringToObject(x, "doc", c->doc);
-        cJSON_AddItemToObject(x, "clause", str_or_null(c->clause));
-        cJSON_AddItemToObject(x, "path", str_or_null(c->path));
-        cJSON_AddItemToObject(x, "page", page_or_null(c->page));
-        cJSON_AddStringToObject(x, "quote", c->quote);
-        cJSON_AddItemToArray(cites, x);
+void cq_cli_format_time(int64_t t, char *out, size_t cap) {
+    if (!t) {
+        snprintf(out, cap, "-");
+        return;
     }
-    cJSON_AddItemToObject(o, "citations", cites);
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddNumberToObject(t, "retrieve_ms", a->retrieve_ms);
-    cJSON_AddNumberToObject(t, "answer_ms", a->answer_ms);
-    cJSON_AddItemToObject(o, "timings", t);
-    return o;
-}
-
-void cq_json_print_line(cJSON *v, FILE *f) {
-    char *s = cJSON_PrintUnformatted(v);
-    if (s) {
-        fputs(s, f);
-        fputc('\n', f);
-        free(s);
-    }
-    cJSON_Delete(v);
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
 }
 
 char *cq_read_line(FILE *f) {
@@ -137,13 +114,29 @@ long cq_cli_positive(const char *opt, const char *value) {
     return v;
 }
 
+/* The question's words joined by spaces (`clauseqa ask --kb k What law governs…` asks the whole sentence); kept
+ * until the next call. */
+static const char *join_words(int n, char **words) {
+    static char *joined;
+    free(joined);
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(words[i]) + 1;
+    if (!(joined = malloc(len))) return NULL;
+    joined[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(joined, " ");
+        strcat(joined, words[i]);
+    }
+    return joined;
+}
+
 int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
-                                         {"mode", required_argument, 0, 'm'}, {"data", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},       {"jsonl", no_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},       CQ_CLI_ANSWER_OPTIONS,
-                                         {0, 0, 0, 0}};
-    *o = (cq_question_cli){.mode = "hybrid", .k = 5};
+                                         {"mode", required_argument, 0, 'm'}, {"json", no_argument, 0, 'j'},
+                                         {"jsonl", no_argument, 0, 'l'},      {"help", no_argument, 0, 'h'},
+                                         {"as-of", required_argument, 0, 'a'},
+                                         CQ_CLI_ANSWER_OPTIONS,               {0, 0, 0, 0}};
+    *o = (cq_question_cli){.k = CQ_RETRIEVE_DEFAULT_K};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -156,17 +149,24 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
             if ((o->k = cq_cli_positive("--k", optarg)) < 0) return 2;
             break;
         case 'm': o->mode = optarg; break;
-        case 'd': o->data = optarg; break;
         case 'j': o->json = 1; break;
         case 'l': o->jsonl = 1; break;
+        case 'a':
+            if (!(o->as_of = cq_date_parse_iso(optarg))) {
+                fprintf(stderr, "clauseqa %s: --as-of is a day written YYYY-MM-DD, not '%s'\n", cmd, optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint(cmd);
         }
     }
-    if (!o->kb || (!o->jsonl && optind >= argc)) {
-        fprintf(stderr, "clauseqa %s: %s\n", cmd, !o->kb ? "--kb is required" : "no question given");
-        usage(stderr);
-        return 2;
+    if (!o->kb || (!o->jsonl && optind >= argc) || (o->jsonl && optind < argc)) {
+        fprintf(stderr, "clauseqa %s: %s\n", cmd,
+                !o->kb      ? "--kb is required"
+                : o->jsonl ? "--jsonl reads the questions from stdin: give none on the command line"
+                           : "no question given");
+        return cq_cli_usage_hint(cmd);
     }
     cq_err err = {0};
     o->modes = cq_retrieve_parse_mode(o->mode, &err);
@@ -174,7 +174,10 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
         fprintf(stderr, "clauseqa %s: %s\n", cmd, err.msg);
         return 2;
     }
-    o->question = o->jsonl ? NULL : argv[optind];
+    if (!o->jsonl && !(o->question = join_words(argc - optind, argv + optind))) {
+        fprintf(stderr, "clauseqa %s: out of memory\n", cmd);
+        return 1;
+    }
     return -1;
 }
 
@@ -225,28 +228,66 @@ int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a) {
     }
     case 1003: return (a->threads = cq_cli_positive("--threads", value)) < 0 ? -1 : 1;
     case 1004: a->exact = true; return 1;
+    case 1005: a->adapter = value; return 1;
     default: return 0;
     }
 }
 
-cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed) {
+void cq_cli_warn_no_decoder(const char *cmd) {
+    char searched[3400];
+    cq_models_searched(cq_cli_models(), searched, sizeof searched);
+    fprintf(stderr,
+            "clauseqa %s: warning: the decoder's weights (%s) are in none of %s, so answers are extractive (quoted "
+            "sentences). Fetch them with `make setup` or `tools/fetch_model.sh DIR`, or point --models (or "
+            "$CLAUSEQA_MODELS) at a folder that has them; --answers extractive says you mean it.\n",
+            cmd, CQ_DECODER_DEFAULT_FILE, searched);
+}
+
+cq_decoder *cq_cli_answer_decoder(const char *cmd, const cq_answer_cli *a, int *failed) {
     *failed = 0;
     const char *mode = a->answers ? a->answers : "auto";
     if (!strcmp(mode, "extractive")) return NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
-    if (!strcmp(mode, "auto") && !a->model && access(path, R_OK)) return NULL; /* not installed: extractive */
-    cq_decoder *d = cq_cli_open_decoder(cmd, data_dir, a);
+    if (!strcmp(mode, "auto") && !a->model && !cq_cli_models()->decoder_origin) { /* not installed: extractive */
+        cq_cli_warn_no_decoder(cmd);
+        return NULL;
+    }
+    cq_decoder *d = cq_cli_open_decoder(cmd, a);
     *failed = d == NULL;
     return d;
 }
 
-cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a) {
-    char path[4096];
-    const char *model = a->model;
+/* The adapter --adapter names, else the folder `answer` next to the model when it holds an adapter.json; NULL for
+ * none (--adapter none, or nothing there). */
+static const char *adapter_dir(const char *model, const cq_answer_cli *a, char *buf, size_t cap) {
+    if (a->adapter) return strcmp(a->adapter, "none") ? a->adapter : NULL;
+    const char *slash = strrchr(model, '/');
+    snprintf(buf, cap, "%.*s%s/adapter.json", slash ? (int)(slash - model + 1) : 0, model,
+             strrchr(CQ_DECODER_DEFAULT_ADAPTER, '/') + 1);
+    if (access(buf, R_OK)) return NULL;
+    *strrchr(buf, '/') = 0;
+    return buf;
+}
+
+void cq_cli_log_adapter(const cq_decoder *d) {
+    const cq_adapter_info *ai = cq_decoder_adapter(d);
+    if (ai)
+        CQ_INFO("decoder: adapter %s (steps %lld, rank %d, %d projections) from %s: trained prompt %s", ai->name,
+                (long long)ai->steps, ai->rank, ai->n_adapted, ai->dir, ai->prompt_format);
+    else
+        CQ_INFO("decoder: no adapter (base model, few-shot prompt)");
+}
+
+cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
+    char adir[4096];
+    const cq_models *m = cq_cli_models();
+    const char *model = a->model ? a->model : m->decoder_origin ? m->decoder : NULL;
     if (!model) {
-        snprintf(path, sizeof path, "%s/%s", data_dir, CQ_DECODER_DEFAULT_MODEL);
-        model = path;
+        char searched[3400];
+        cq_models_searched(m, searched, sizeof searched);
+        fprintf(stderr, "clauseqa %s: the decoder's weights (%s) are in none of %s. Fetch them with `make setup` or "
+                        "`tools/fetch_model.sh DIR`, or give --models DIR or --model PATH.\n",
+                cmd, CQ_DECODER_DEFAULT_FILE, searched);
+        return NULL;
     }
     cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
     cq_err err = {0};
@@ -255,5 +296,10 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_
         fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
         return NULL;
     }
+    /* An adapter that cannot be used is a warning: answers still work with the base model and its prompt. */
+    const char *dir = adapter_dir(model, a, adir, sizeof adir);
+    if (dir && cq_decoder_load_adapter(d, dir, &err))
+        CQ_WARN("clauseqa %s: the adapter is not used (the base model answers): %s", cmd, err.msg);
+    cq_cli_log_adapter(d);
     return d;
 }

@@ -1,4 +1,5 @@
-/* Pieces every CLI command uses: opening the data directory, finding a KB, JSON of hits and answers. */
+/* Pieces every CLI command uses: opening the data directory and the dense retriever, finding a KB, options and
+ * JSON lines. The JSON of hits and answers is app/json.h (shared with the HTTP service). */
 #ifndef CQ_APP_CLI_COMMON_H
 #define CQ_APP_CLI_COMMON_H
 
@@ -8,23 +9,27 @@
 #include <stdio.h>
 
 #include "app/answer.h"
+#include "app/json.h"
 #include "attention/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
+#include "index/vectors.h"
 
 /* Opens DATA/clauseqa.db (creating the directory). Prints the error and returns NULL on failure. */
 cq_store *cq_cli_open_store(const char *data_dir);
 
+/* The dense retriever as CLAUSEQA_DENSE and the models folders' ssm/ configure it (index/vectors.h), or NULL when it is
+ * off (a reason is printed only when the weights exist but cannot be used). Close it with cq_dense_close. */
+cq_dense *cq_cli_open_dense(const char *data_dir);
+
 /* Finds KB name (create: make it when absent). Prints the error and returns 0 on failure. */
 int64_t cq_cli_kb(cq_store *s, const char *name, bool create);
 
-/* One retrieval result as the CLI/REST JSON contract has it (see ARCHITECTURE.md). */
-cJSON *cq_json_hit(const cq_hit *h);
-cJSON *cq_json_hits(const cq_hits *h);
-cJSON *cq_json_answer(const cq_answer *a);
-
-/* Prints a cJSON value on one line followed by '\n' and frees it. */
-void cq_json_print_line(cJSON *v, FILE *f);
+/* Prints s in exactly cols terminal columns: cut by display width (a Chinese character takes two), never inside a
+ * character, with "…" where it was cut; padded with spaces when shorter. */
+void cq_cli_print_cell(FILE *f, const char *s, int cols);
+/* Unix seconds as "2026-11-29 21:40" (UTC); "-" for 0. */
+void cq_cli_format_time(int64_t t, char *out, size_t cap);
 
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
@@ -32,49 +37,66 @@ char *cq_read_line(FILE *f);
 /* Parses a positive integer option value; prints an error and returns -1 when invalid. */
 long cq_cli_positive(const char *opt, const char *value);
 
-/* How answers are made: --answers auto|generate|extractive, --model PATH, --device cpu|cuda|auto, --threads N.
- * auto generates when the decoder's weights are installed (DATA/models/...gguf or --model) and answers
- * extractively otherwise; generate insists on the decoder. */
+/* How answers are made: --answers auto|generate|extractive, --model PATH, --device cpu|cuda|auto, --threads N,
+ * --adapter DIR|none. auto generates when the decoder's weights are installed (found in the models folders,
+ * app/models.h, or --model) and answers extractively otherwise, with a warning that says how to install them;
+ * generate insists on them. The adapter: the folder `answer` next to the model when it is there, unless --adapter
+ * says otherwise. */
 typedef struct {
     const char *answers, *model, *device;
     long threads;
     bool exact; /* --exact: the CPU decoder's decode steps in float too */
+    const char *adapter; /* --adapter DIR, or "none"; NULL: the default folder when present */
 } cq_answer_cli;
 
-/* The getopt_long entries for them (val 1000..1004), to append to a command's table; the decoder's own (--model
- * --device --threads --exact) serve `generate` and `perplexity` too. */
+/* The getopt_long entries for them (val 1000..1005), to append to a command's table; the decoder's own (--model
+ * --device --threads --exact --adapter) serve `generate` and `perplexity` too. */
 #define CQ_CLI_DECODER_OPTIONS                                                                                        \
     {"model", required_argument, 0, 1001}, {"device", required_argument, 0, 1002},                                  \
-        {"threads", required_argument, 0, 1003}, {"exact", no_argument, 0, 1004}
+        {"threads", required_argument, 0, 1003}, {"exact", no_argument, 0, 1004},                                   \
+        {"adapter", required_argument, 0, 1005}
 #define CQ_CLI_ANSWER_OPTIONS {"answers", required_argument, 0, 1000}, CQ_CLI_DECODER_OPTIONS
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
-    "  --model PATH    decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"                                  \
+    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models)\n"       \
     "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"               \
-    "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"
-/* Applies getopt value c (1000..1004) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
+    "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"               \
+    "  --adapter DIR   the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"
+/* Applies getopt value c (1000..1005) to a; returns 1 when it was one of them, 0 when not, -1 on a bad value. */
 int cq_cli_answer_opt(int c, const char *value, cq_answer_cli *a);
 /* The decoder the options ask for: NULL for extractive answers (and for auto without weights). *failed is set when
  * the decoder was required or its weights exist but cannot be used (message printed). */
-cq_decoder *cq_cli_answer_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a, int *failed);
-/* Opens the decoder --model (default DATA/models/...gguf) names on --device with --threads; NULL with the reason
- * printed as "clauseqa CMD: ...". */
-cq_decoder *cq_cli_open_decoder(const char *cmd, const char *data_dir, const cq_answer_cli *a);
+cq_decoder *cq_cli_answer_decoder(const char *cmd, const cq_answer_cli *a, int *failed);
+/* Opens the decoder --model (default: the one the models folders hold) names on --device with --threads, with the
+ * adapter (--adapter, else the folder `answer` next to the model when present; one that cannot be used is logged as
+ * a warning and left out); NULL with the reason printed as "clauseqa CMD: ...". */
+cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a);
+/* The warning for answers that are extractive because no folder holds the decoder's weights: where they were looked
+ * for and how to install them. */
+void cq_cli_warn_no_decoder(const char *cmd);
+/* Logs whether d runs an adapter, and which. */
+void cq_cli_log_adapter(const cq_decoder *d);
 
-/* The options `retrieve` and `ask` share: --kb --k --mode --data --json --jsonl --help, the answer options, and the
- * question. */
+/* The options `retrieve` and `ask` share: --kb --k --mode --as-of --json --jsonl --help, the answer options, and
+ * the question (the words after the options, joined by spaces). */
 typedef struct {
-    const char *kb, *data, *mode;
+    const char *kb, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
+    cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (index/versions.h); 0: none */
     cq_answer_cli answer;
 } cq_question_cli;
 
+/* The usage line of --as-of, for the commands that take it. */
+#define CQ_CLI_AS_OF_USAGE                                                                                            \
+    "  --as-of DAY     YYYY-MM-DD: prefer the versions of regulations in force that day (a date in the question,\n"   \
+    "                  \"2020年时\", \"as of 1 March 2020\", does the same)\n"
+
 /* Parses them for command cmd; returns -1 when the command should go on, else the exit code to return (0 after
- * --help, 2 for bad usage, with usage printed). */
+ * --help, 2 for bad usage, with the slip and the --help hint printed). */
 int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o);
 
 /* Answers JSON lines {"id", "question"} from stdin: fn turns one question into the output object (or returns NULL

@@ -9,26 +9,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "app/answer.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 #include "app/eval_score.h"
 #include "app/ingest.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 
 #define EVAL_DEPTH 10 /* hit@k is reported up to 10 */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode hybrid] [--limit N] [--out FILE] [--json]\n"
-               "                     [--min-coverage X]\n"
+    fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
+               " [--out FILE] [--json]\n"
+               "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
                "--every N scores every Nth question only (a spread-out sample; --limit counts the scored ones).\n"
-               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning).\n"
+               "--min-coverage sets the share of question terms the best clause must hold to answer (tuning; the base\n"
+               "model only). --min-confidence sets the floor below which a generated answer falls back to the\n"
+               "extractive one (default 0.3 for the base model, none with the trained adapter; negative: none).\n"
+               "--refusal-min-p: the trained model refuses only when it gives the refusal at least this probability\n"
+               "(above 1: never; the per-question lines of --out carry refusal_p).\n"
+               "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
                CQ_CLI_ANSWER_USAGE);
 }
 
@@ -57,8 +64,16 @@ static type_stats *stats_for(stats_table *t, const char *name) {
 
 static const int ks[4] = {1, 3, 5, 10};
 
+/* What an answer is scored as: on yes_no questions a verdict (the trained model's 是/否, Yes/No) is YES or NO, as
+ * the suites write those answers (shared/eval/FORMAT.md); otherwise the answer text. */
+static const char *eval_prediction(const cq_answer *a, const char *type) {
+    if (a->verdict && !strcmp(type, "yes_no")) return strcmp(a->verdict, "yes") ? "NO" : "YES";
+    return a->answer;
+}
+
 /* Ingests every document of dir/docs that KB lacks (by name). Returns the number that failed. */
-static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const char *dir, int quiet) {
+static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const char *dir, cq_dense *dense,
+                       int quiet) {
     char path[4096];
     snprintf(path, sizeof path, "%s/docs", dir);
     DIR *d = opendir(path);
@@ -82,7 +97,8 @@ static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const c
         if (present) continue;
         snprintf(path, sizeof path, "%s/docs/%s", dir, e->d_name);
         cq_ingest_result r;
-        if (cq_ingest_file(s, data_dir, kb_id, path, NULL, &r, &err)) {
+        cq_ingest_options opt = {.dense = dense};
+        if (cq_ingest_file(s, data_dir, kb_id, path, &opt, &r, &err)) {
             fprintf(stderr, "clauseqa eval: ingest failed: %s\n", err.msg);
             failed++;
         } else if (++added % 100 == 0 && !quiet && isatty(fileno(stderr))) {
@@ -147,13 +163,14 @@ static void accumulate(type_stats *dst, const type_stats *src) {
 int cq_cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {
         {"kb", required_argument, 0, 'b'},    {"suite", required_argument, 0, 's'}, {"k", required_argument, 0, 'k'},
-        {"mode", required_argument, 0, 'm'},  {"data", required_argument, 0, 'd'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
+        {"mode", required_argument, 0, 'm'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
-        {"min-coverage", required_argument, 0, 'c'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+        {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
+        {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
-    const char *kb = NULL, *suite = NULL, *data = NULL, *mode = "hybrid", *out_path = NULL;
-    long k = 5, limit = 0, every = 1;
-    double min_coverage = 0;
+    const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
+    long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
+    double min_coverage = 0, min_confidence = 0, refusal_min_p = 0;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -167,7 +184,6 @@ int cq_cmd_eval(int argc, char **argv) {
             if ((k = cq_cli_positive("--k", optarg)) < 0) return 2;
             break;
         case 'm': mode = optarg; break;
-        case 'd': data = optarg; break;
         case 'n':
             if ((limit = cq_cli_positive("--limit", optarg)) < 0) return 2;
             break;
@@ -176,15 +192,19 @@ int cq_cmd_eval(int argc, char **argv) {
             break;
         case 'o': out_path = optarg; break;
         case 'c': min_coverage = atof(optarg); break;
+        case 'f': min_confidence = atof(optarg); break;
+        case 'r': refusal_min_p = atof(optarg); break;
+        case 't':
+            if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
+            break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("eval");
         }
     }
     if (!kb || !suite) {
         fprintf(stderr, "clauseqa eval: --kb and --suite are required\n");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("eval");
     }
     cq_err err = {0};
     int modes = cq_retrieve_parse_mode(mode, &err);
@@ -199,15 +219,16 @@ int cq_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "clauseqa eval: cannot open %s\n", qpath);
         return 1;
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     int dec_failed;
-    cq_decoder *dec = cq_cli_answer_decoder("eval", data_dir, &answer_cli, &dec_failed);
+    cq_decoder *dec = cq_cli_answer_decoder("eval", &answer_cli, &dec_failed);
     cq_store *s = dec_failed ? NULL : cq_cli_open_store(data_dir);
     if (!s) {
         cq_decoder_close(dec);
         fclose(qf);
         return 1;
     }
+    cq_dense *dense = cq_cli_open_dense(data_dir);
     int64_t kb_id = cq_cli_kb(s, kb, true);
     int status = kb_id ? 0 : 1;
     if (kb_id) {
@@ -222,13 +243,13 @@ int cq_cmd_eval(int argc, char **argv) {
                 if (*line) {
                     char dir[4096];
                     snprintf(dir, sizeof dir, "%s/%s", suite, line);
-                    failed += ensure_docs(s, data_dir, kb_id, dir, json);
+                    failed += ensure_docs(s, data_dir, kb_id, dir, dense, json);
                 }
                 free(line);
             }
             fclose(cf);
         } else {
-            failed += ensure_docs(s, data_dir, kb_id, suite, json);
+            failed += ensure_docs(s, data_dir, kb_id, suite, dense, json);
         }
         if (failed) fprintf(stderr, "clauseqa eval: %d documents failed to ingest (scored as misses)\n", failed);
     }
@@ -239,7 +260,12 @@ int cq_cmd_eval(int argc, char **argv) {
     size_t n_lat = 0, cap_lat = 0;
     long n = 0, seen = 0;
     char *line;
-    cq_answer_options aopt = {.k = (size_t)k, .modes = modes, .min_coverage = min_coverage, .decoder = dec};
+    /* Retrieval goes EVAL_DEPTH deep for hit@10; the answer step sees the same ranking. */
+    cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n};
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
+    cq_answer_options aopt = {.min_coverage = min_coverage,
+                              .min_confidence = min_confidence, .refusal_min_p = refusal_min_p, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
@@ -261,23 +287,25 @@ int cq_cmd_eval(int argc, char **argv) {
         type_stats *t = stats_for(&table, cJSON_IsString(type) ? type->valuestring : "unknown");
         if (!t) break;
         t->n_questions++;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = cq_clock_seconds();
+        cq_query query;
         cq_hits hits;
-        if (cq_retrieve(s, kb_id, question->valuestring, modes, EVAL_DEPTH, &hits, &err)) {
+        if (cq_query_parse(s, kb_id, question->valuestring, &query, &err) ||
+            cq_retrieve(s, &query, &ropt, &hits, &err)) {
             fprintf(stderr, "clauseqa eval: %s\n", err.msg);
+            cq_query_free(&query);
             cJSON_Delete(q);
             status = 1;
             break;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double retrieve_ms = cq_clock_ms_since(t0);
         if (n_lat == cap_lat) {
             cap_lat = cap_lat ? cap_lat * 2 : 1024;
             double *p = realloc(latencies, cap_lat * sizeof *p);
             if (p) latencies = p;
         }
         if (n_lat < cap_lat)
-            latencies[n_lat++] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+            latencies[n_lat++] = retrieve_ms;
         int rank = 0;
         if (answerable && cJSON_GetArraySize(gold) > 0) {
             t->n_retrieval++;
@@ -303,7 +331,8 @@ int cq_cmd_eval(int argc, char **argv) {
         }
         /* The answer step sees the same ranking (it builds on the best clauses). */
         cq_answer a;
-        cq_status arc = cq_answer_from_hits(question->valuestring, &hits, &aopt, &a, &err);
+        cq_status arc = cq_answer_from_hits(&query, &hits, &aopt, &a, &err);
+        cq_query_free(&query);
         if (arc) {
             fprintf(stderr, "clauseqa eval: %s\n", err.msg);
             cJSON_Delete(q);
@@ -323,7 +352,7 @@ int cq_cmd_eval(int argc, char **argv) {
                 const cJSON *ans;
                 cJSON_ArrayForEach(ans, answers) {
                     if (!cJSON_IsString(ans)) continue;
-                    const char *pred = a.abstained ? "" : a.answer;
+                    const char *pred = a.abstained ? "" : eval_prediction(&a, t->name);
                     if (cq_eval_exact(pred, ans->valuestring)) em = 1;
                     double f = cq_eval_char_f1(pred, ans->valuestring);
                     if (f > f1) f1 = f;
@@ -340,6 +369,7 @@ int cq_cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "f1", f1);
             cJSON *ja = cq_json_answer(&a);
             cJSON_AddItemToObject(o, "prediction", ja);
+            if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();
@@ -367,7 +397,7 @@ int cq_cmd_eval(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "suite", suite);
         cJSON_AddStringToObject(o, "kb", kb);
-        cJSON_AddStringToObject(o, "mode", mode);
+        cJSON_AddStringToObject(o, "mode", mode ? mode : CQ_RETRIEVE_DEFAULT_MODE);
         cJSON *types = cJSON_CreateObject();
         for (size_t i = 0; i < table.n; i++) cJSON_AddItemToObject(types, table.v[i].name, stats_json(&table.v[i]));
         cJSON_AddItemToObject(o, "types", types);
@@ -376,7 +406,8 @@ int cq_cmd_eval(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
         cq_json_print_line(o, stdout);
     } else if (kb_id) {
-        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb, mode, dec ? "generated" : "extractive", k);
+        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb,
+               mode ? mode : CQ_RETRIEVE_DEFAULT_MODE, dec ? "generated" : "extractive", k);
         printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
                "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
         for (size_t i = 0; i < table.n; i++) print_row(&table.v[i]);
@@ -386,6 +417,7 @@ int cq_cmd_eval(int argc, char **argv) {
     free(latencies);
     free(table.v);
     cq_store_close(s);
+    cq_dense_close(dense);
     cq_decoder_close(dec);
     return status;
 }

@@ -16,8 +16,8 @@ static void usage(FILE *f) {
             "usage: clauseqa generate [options] PROMPT\n"
             "Continues PROMPT with the decoder and streams the text (prompt special tokens such as\n"
             "<start_of_turn> are parsed; <bos> is added).\n"
-            "  --model PATH            GGUF weights (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
-            "  --data DIR              data directory (default: $CLAUSEQA_DATA or ./data)\n"
+            "  --model PATH            GGUF weights (default: " CQ_DECODER_DEFAULT_FILE " in the models folders:\n"
+            "                          --models DIR, DATA/models, the install's; see clauseqa --help)\n"
             "  --max-tokens N          new tokens at most (default 128)\n"
             "  --temperature T         0 = greedy (default 0)\n"
             "  --top-k K, --top-p P    sampling filters (default off)\n"
@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
             "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR|none      the trained adapter (default: DATA/models/answer when present)\n"
             "  --json                  print one JSON document instead of streaming\n");
 }
 
@@ -35,6 +36,11 @@ static bool print_piece(void *user, const char *text, size_t len) {
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return true;
+}
+
+/* Tokens a second, to one decimal. */
+static double rate(int tokens, double seconds) {
+    return seconds > 0 ? (double)(long long)(tokens / seconds * 10) / 10 : 0;
 }
 
 static int parse_float(const char *opt, const char *v, float *out) {
@@ -47,21 +53,8 @@ static int parse_float(const char *opt, const char *v, float *out) {
     return 0;
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int cq_cmd_generate(int argc, char **argv) {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
-                                         {"max-tokens", required_argument, 0, 'n'},
+    static const struct option opts[] = {{"max-tokens", required_argument, 0, 'n'},
                                          {"temperature", required_argument, 0, 't'},
                                          {"top-k", required_argument, 0, 'k'},
                                          {"top-p", required_argument, 0, 'p'},
@@ -72,7 +65,7 @@ int cq_cmd_generate(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          CQ_CLI_DECODER_OPTIONS,
                                          {0, 0, 0, 0}};
-    const char *data = NULL, *stops[MAX_STOPS + 1] = {0};
+    const char *stops[MAX_STOPS + 1] = {0};
     cq_answer_cli dec_cli = {0};
     int n_stops = 0, json = 0, c;
     cq_generate_params gp = cq_generate_defaults();
@@ -85,7 +78,6 @@ int cq_cmd_generate(int argc, char **argv) {
         if (a) continue;
         char *end;
         switch (c) {
-        case 'd': data = optarg; break;
         case 'n':
             gp.max_tokens = (int32_t)strtol(optarg, &end, 10);
             if (*optarg == 0 || *end || gp.max_tokens <= 0) {
@@ -113,16 +105,15 @@ int cq_cmd_generate(int argc, char **argv) {
             break;
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("generate");
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "clauseqa generate: give one PROMPT (quote it)\n");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("generate");
     }
     if (n_stops) gp.stop = stops;
-    cq_decoder *d = cq_cli_open_decoder("generate", cq_cli_data_dir(data), &dec_cli);
+    cq_decoder *d = cq_cli_open_decoder("generate", &dec_cli);
     if (!d) return 1;
     cq_decoder_seq *s;
     if (cq_decoder_seq_new(d, 0, &s, &err)) {
@@ -136,13 +127,16 @@ int cq_cmd_generate(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "\nclauseqa generate: %s\n", err.msg);
     } else if (json) {
-        printf("{\"text\": ");
-        json_string(stdout, text);
-        printf(", \"prompt_tokens\": %d, \"new_tokens\": %d, \"prefill_tokens_per_s\": %.1f, "
-               "\"decode_tokens_per_s\": %.1f, \"device\": \"%s\", \"stopped_by\": \"%s\"}\n",
-               st.prompt_tokens, st.new_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0,
-               st.decode_s > 0 ? st.new_tokens / st.decode_s : 0, cq_device_name(cq_decoder_get_info(d)->device),
-               st.stopped_by_string ? "stop" : st.stopped_by_eos ? "eos" : "max_tokens");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "text", text ? text : "");
+        cJSON_AddNumberToObject(o, "prompt_tokens", st.prompt_tokens);
+        cJSON_AddNumberToObject(o, "new_tokens", st.new_tokens);
+        cJSON_AddNumberToObject(o, "prefill_tokens_per_s", rate(st.prompt_tokens, st.prefill_s));
+        cJSON_AddNumberToObject(o, "decode_tokens_per_s", rate(st.new_tokens, st.decode_s));
+        cJSON_AddStringToObject(o, "device", cq_device_name(cq_decoder_get_info(d)->device));
+        cJSON_AddStringToObject(o, "stopped_by",
+                                st.stopped_by_string ? "stop" : st.stopped_by_eos ? "eos" : "max_tokens");
+        cq_json_print_line(o, stdout);
     } else {
         printf("\n");
         fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %d new tokens, %.1f tok/s decode; %s]\n",

@@ -10,11 +10,20 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/ingest.h"
-#include "core/fileio.h"
+#include "reader/reader.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--json] FILE|DIR...\n"
-               "Adds PDF, Markdown (.md) and plain-text (.txt) files to knowledge base KB (created when absent).\n"
+               "Adds documents to knowledge base KB (created when absent):");
+    size_t n;
+    const cq_reader_format *formats = cq_reader_formats(&n);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s %s (", i ? "," : "", formats[i].label);
+        for (size_t e = 0; e < CQ_READER_MAX_EXTENSIONS && formats[i].extensions[e]; e++)
+            fprintf(f, "%s.%s", e ? " " : "", formats[i].extensions[e]);
+        fprintf(f, ")");
+    }
+    fprintf(f, ".\n"
                "A directory adds every supported file in it (not recursive). Identical files are skipped.\n"
                "  --replace   replace a document of the same name instead of refusing it\n"
                "  --json      print one JSON document with every file's outcome\n"
@@ -40,13 +49,6 @@ static int push(path_list *l, const char *p) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int is_supported(const char *name) {
-    char *ext = cq_path_ext_lower(name);
-    int ok = ext && (!strcmp(ext, "pdf") || !strcmp(ext, "md") || !strcmp(ext, "markdown") || !strcmp(ext, "txt"));
-    free(ext);
-    return ok;
-}
-
 /* Expands directories into their supported files, sorted. */
 static int expand(path_list *out, const char *arg) {
     struct stat st;
@@ -56,7 +58,7 @@ static int expand(path_list *out, const char *arg) {
         path_list tmp = {0};
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_name[0] == '.' || !is_supported(e->d_name)) continue;
+            if (e->d_name[0] == '.' || !cq_reader_format_of_name(e->d_name)) continue;
             size_t n = strlen(arg) + strlen(e->d_name) + 2;
             char *p = malloc(n);
             if (!p) break;
@@ -80,35 +82,34 @@ static void progress_bar(size_t done, size_t total, const char *name) {
     int width = 30, filled = total ? (int)(width * done / total) : width;
     fprintf(stderr, "\r[");
     for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
-    fprintf(stderr, "] %zu/%zu %-40.40s", done, total, name);
+    fprintf(stderr, "] %zu/%zu ", done, total);
+    cq_cli_print_cell(stderr, name, 40); /* by display width: a Chinese name is never cut inside a character */
     fflush(stderr);
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
-    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"data", required_argument, 0, 'd'},
-                                         {"replace", no_argument, 0, 'r'},  {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},     {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL;
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'}, {"replace", no_argument, 0, 'r'},
+                                         {"json", no_argument, 0, 'j'},     {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *kb = NULL;
     int replace = 0, json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'k': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'r': replace = 1; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("ingest");
         }
     }
     if (!kb || optind >= argc) {
         fprintf(stderr, "clauseqa ingest: %s\n", !kb ? "--kb is required" : "no files given");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("ingest");
     }
     path_list files = {0};
     for (int i = optind; i < argc; i++) expand(&files, argv[i]);
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, true);
@@ -116,6 +117,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
+    cq_dense *dense = cq_cli_open_dense(data_dir); /* encodes the clauses when dense retrieval is on */
     int tty = isatty(fileno(stderr)) && !json;
     size_t ok = 0, dup = 0, failed = 0, clauses = 0;
     cJSON *results = json ? cJSON_CreateArray() : NULL;
@@ -125,7 +127,7 @@ int cq_cmd_ingest(int argc, char **argv) {
         if (tty) progress_bar(i, files.n, base);
         cq_err err = {0};
         cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace};
+        cq_ingest_options o = {.replace = replace, .dense = dense};
         cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
         if (rc) failed++;
         else if (r.duplicate) dup++;
@@ -157,7 +159,7 @@ int cq_cmd_ingest(int argc, char **argv) {
             else
                 fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r.n_clauses,
                         r.n_pages, r.quality, r.quality_reason[0] ? " - " : "", r.quality_reason, r.seconds);
-        } else if (r.quality < 0.8 && !r.duplicate) {
+        } else if (r.quality < CQ_PAGE_QUALITY_WARN && !r.duplicate) {
             fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r.quality, r.quality_reason);
         }
         free(files.v[i]);
@@ -179,5 +181,6 @@ int cq_cmd_ingest(int argc, char **argv) {
         fprintf(stderr, "%zu ingested (%zu clauses), %zu already present, %zu failed\n", ok, clauses, dup, failed);
     }
     cq_store_close(s);
+    cq_dense_close(dense);
     return failed ? 1 : 0;
 }

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app/cli.h"
 #include "app/cli_common.h"
@@ -17,17 +16,6 @@ static void usage(FILE *f) {
                "editor (upload and delete documents of --kb, and read it), reader (retrieve and ask in --kb);\n"
                "--kb '*' gives the role on every KB. The key is printed once; only its hash is stored.\n"
                "All take --data DIR.\n");
-}
-
-static void format_time(int64_t t, char *out, size_t cap) {
-    if (!t) {
-        snprintf(out, cap, "-");
-        return;
-    }
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
 }
 
 static cJSON *key_json(const cq_key_info *k) {
@@ -45,10 +33,9 @@ static cJSON *key_json(const cq_key_info *k) {
 
 int cq_cmd_keys(int argc, char **argv) {
     static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
-                                         {"name", required_argument, 0, 'n'}, {"data", required_argument, 0, 'd'},
-                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *role = NULL, *kb = NULL, *name = NULL, *data = NULL;
+                                         {"name", required_argument, 0, 'n'}, {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    const char *role = NULL, *kb = NULL, *name = NULL;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -56,21 +43,19 @@ int cq_cmd_keys(int argc, char **argv) {
         case 'r': role = optarg; break;
         case 'k': kb = optarg; break;
         case 'n': name = optarg; break;
-        case 'd': data = optarg; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("keys");
         }
     }
     if (optind >= argc) {
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "clauseqa keys: say create, list or revoke ID\n");
+        return cq_cli_usage_hint("keys");
     }
     const char *action = argv[optind];
     if (strcmp(action, "create") && strcmp(action, "list") && strcmp(action, "revoke")) {
         fprintf(stderr, "clauseqa keys: unknown action '%s'\n", action);
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("keys");
     }
     cq_key_role r = CQ_ROLE_NONE;
     long long revoke_id = 0;
@@ -93,7 +78,7 @@ int cq_cmd_keys(int argc, char **argv) {
             return 2;
         }
     }
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(data));
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     cq_err err = {0};
     int status = 0;
@@ -131,7 +116,7 @@ int cq_cmd_keys(int argc, char **argv) {
                    "state");
             for (size_t i = 0; i < n; i++) {
                 char used[32];
-                format_time(keys[i].last_used_at, used, sizeof used);
+                cq_cli_format_time(keys[i].last_used_at, used, sizeof used);
                 printf("%-5lld %-20s %-13s %-7s %-20s %-17s %s\n", (long long)keys[i].id, keys[i].name,
                        keys[i].prefix, cq_key_role_name(keys[i].role), keys[i].kb[0] ? keys[i].kb : "-", used,
                        keys[i].revoked_at ? "revoked" : "active");

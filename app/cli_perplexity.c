@@ -14,20 +14,19 @@ static void usage(FILE *f) {
             "usage: clauseqa perplexity [options] FILE\n"
             "Perplexity of the decoder on FILE (UTF-8 text), in windows of --context tokens, each starting with\n"
             "<bos>; every token of the text is scored once.\n"
-            "  --model PATH            GGUF weights (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
-            "  --data DIR              data directory (default: $CLAUSEQA_DATA or ./data)\n"
+            "  --model PATH            GGUF weights (default: " CQ_DECODER_DEFAULT_FILE " in the models folders:\n"
+            "                          --models DIR, DATA/models, the install's; see clauseqa --help)\n"
             "  --context N             window in tokens (default 512)\n"
             "  --device cpu|cuda|auto  (default auto)\n"
             "  --threads N             CPU threads (default: all)\n"
             "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR|none      the trained adapter (default: DATA/models/answer when present)\n"
             "  --json                  print one JSON document\n");
 }
 
 int cq_cmd_perplexity(int argc, char **argv) {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'}, {"context", required_argument, 0, 'c'},
-                                         {"json", no_argument, 0, 'J'},       {"help", no_argument, 0, 'h'},
-                                         CQ_CLI_DECODER_OPTIONS,              {0, 0, 0, 0}};
-    const char *data = NULL;
+    static const struct option opts[] = {{"context", required_argument, 0, 'c'}, {"json", no_argument, 0, 'J'},
+                                         {"help", no_argument, 0, 'h'}, CQ_CLI_DECODER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli dec_cli = {0};
     long context = 512;
     int json = 0, c;
@@ -39,7 +38,6 @@ int cq_cmd_perplexity(int argc, char **argv) {
         if (a) continue;
         char *end;
         switch (c) {
-        case 'd': data = optarg; break;
         case 'c':
             context = strtol(optarg, &end, 10);
             if (*optarg == 0 || *end || context < 2) {
@@ -49,13 +47,12 @@ int cq_cmd_perplexity(int argc, char **argv) {
             break;
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("perplexity");
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "clauseqa perplexity: give one FILE\n");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("perplexity");
     }
     size_t len = 0;
     char *text = NULL;
@@ -63,7 +60,7 @@ int cq_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "clauseqa perplexity: %s\n", err.msg);
         return 1;
     }
-    cq_decoder *d = cq_cli_open_decoder("perplexity", cq_cli_data_dir(data), &dec_cli);
+    cq_decoder *d = cq_cli_open_decoder("perplexity", &dec_cli);
     if (!d) {
         free(text);
         return 1;
@@ -73,10 +70,17 @@ int cq_cmd_perplexity(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "clauseqa perplexity: %s: %s\n", argv[optind], err.msg);
     } else if (json) {
-        printf("{\"file\": \"%s\", \"perplexity\": %.6f, \"tokens\": %lld, \"scored\": %lld, \"windows\": %d, "
-               "\"context\": %ld, \"tokens_per_s\": %.1f, \"device\": \"%s\"}\n",
-               argv[optind], p.perplexity, (long long)p.n_tokens, (long long)p.n_scored, p.n_windows, context,
-               p.seconds > 0 ? p.n_scored / p.seconds : 0, cq_device_name(cq_decoder_get_info(d)->device));
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", argv[optind]);
+        cJSON_AddNumberToObject(o, "perplexity", p.perplexity);
+        cJSON_AddNumberToObject(o, "tokens", (double)p.n_tokens);
+        cJSON_AddNumberToObject(o, "scored", (double)p.n_scored);
+        cJSON_AddNumberToObject(o, "windows", p.n_windows);
+        cJSON_AddNumberToObject(o, "context", (double)context);
+        cJSON_AddNumberToObject(o, "tokens_per_s",
+                                p.seconds > 0 ? (double)(long long)(p.n_scored / p.seconds * 10) / 10 : 0);
+        cJSON_AddStringToObject(o, "device", cq_device_name(cq_decoder_get_info(d)->device));
+        cq_json_print_line(o, stdout);
     } else {
         printf("perplexity %.4f over %lld tokens (%d windows of <= %ld), %.1f tokens/s on %s\n", p.perplexity,
                (long long)p.n_scored, p.n_windows, context, p.seconds > 0 ? p.n_scored / p.seconds : 0,

@@ -1,41 +1,42 @@
-/* clauseqa reindex --kb KB [--data DIR]: rebuilds the KB's FAISS index from the vectors SQLite holds. */
+/* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (index/versions.h) and
+ * rebuilds the KB's FAISS index from the vectors SQLite holds. */
 #include <getopt.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "index/vectors.h"
+#include "index/versions.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa reindex --kb KB [--data DIR]\n"
-               "Rebuilds KB's vector index (DATA/vectors/kb<ID>.faiss) from the clause vectors stored in SQLite,\n"
-               "for the encoder model that wrote the most recent ones.\n");
+               "Analyses again which documents of KB are versions of one regulation, with their dates (a person's\n"
+               "corrections are kept), and rebuilds KB's vector index (DATA/vectors/kb<ID>.faiss) from the clause\n"
+               "vectors stored in SQLite, for the encoder model that wrote the most recent ones.\n");
 }
 
 int cq_cmd_reindex(int argc, char **argv) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},
-                                         {"data", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *kb = NULL, *data = NULL;
+    const char *kb = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'b': kb = optarg; break;
-        case 'd': data = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("reindex");
         }
     }
     if (!kb || optind < argc) {
         fprintf(stderr, "clauseqa reindex: %s\n", !kb ? "--kb is required" : "unexpected argument");
-        usage(stderr);
-        return 2;
+        return cq_cli_usage_hint("reindex");
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     int64_t kb_id = cq_cli_kb(s, kb, false);
@@ -43,6 +44,19 @@ int cq_cmd_reindex(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
+    /* versions of regulations (index/versions.h): every document analysed again, corrections kept */
+    cq_err verr = {0};
+    size_t analysed = 0, n_groups = 0;
+    cq_version_group *groups = NULL;
+    if (cq_versions_ensure(s, kb_id, true, &analysed, &verr) || cq_versions_list(s, kb_id, &groups, &n_groups, &verr)) {
+        fprintf(stderr, "clauseqa reindex: versions: %s\n", verr.msg);
+        cq_store_close(s);
+        return 1;
+    }
+    for (size_t i = 0; i < n_groups; i++) cq_version_group_free(&groups[i]);
+    free(groups);
+    printf("KB %s: versions of %zu documents analysed; %zu regulations have several versions\n", kb, analysed,
+           n_groups);
     /* the model and dimension of the KB's newest vectors */
     char model[80] = "";
     int dim = 0;

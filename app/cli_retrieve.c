@@ -5,13 +5,17 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "app/rerank.h"
 #include "core/utf8.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,hybrid] [--json] QUESTION\n"
+    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,rerank] [--as-of DAY] [--json]"
+               " QUESTION...\n"
                "       clauseqa retrieve --kb KB --jsonl < questions.jsonl\n"
-               "Ranks the clauses of KB that answer QUESTION (default mode: hybrid = router + bm25).\n"
-               "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n");
+               "Ranks the clauses of KB that answer QUESTION (default mode: " CQ_RETRIEVE_DEFAULT_MODE
+               " = router + bm25; rerank: the trained decoder rescores the candidates, see --adapter).\n"
+               "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n"
+               CQ_CLI_AS_OF_USAGE);
 }
 
 static void print_text(const cq_hits *h) {
@@ -24,7 +28,10 @@ static void print_text(const cq_hits *h) {
         printf("%zu. %s", i + 1, x->doc_name);
         if (x->path && *x->path) printf(" | %s", x->path);
         if (x->page_first) printf(" | p. %d", x->page_first);
-        printf("  [%s %.2f]\n   ", cq_retrieve_source_name(x->source), x->score);
+        printf("  [%s %.2f]", cq_retrieve_source_name(x->source), x->score);
+        if (x->version.n_versions > 1 || (x->version.state && x->version.state != CQ_VERSION_IN_FORCE))
+            printf(" [%s%s%s]", x->version.label, x->version.label[0] ? ", " : "", cq_version_state_name(x->version.state));
+        printf("\n   ");
         /* First 160 characters of the clause on one line. */
         const char *t = x->text;
         size_t n = strlen(t), i_b = 0, chars = 0;
@@ -43,13 +50,22 @@ static void print_text(const cq_hits *h) {
 typedef struct {
     cq_store *s;
     int64_t kb_id;
-    const cq_question_cli *o;
+    cq_retrieve_options opt;
+    cq_date as_of;
 } retrieve_ctx;
 
+static cq_status retrieve(const retrieve_ctx *x, const char *question, cq_hits *h, cq_err *err) {
+    cq_query q;
+    cq_status rc = cq_query_parse(x->s, x->kb_id, question, &q, err);
+    if (!rc && x->as_of) cq_query_set_as_of(&q, x->as_of);
+    if (!rc) rc = cq_retrieve(x->s, &q, &x->opt, h, err);
+    cq_query_free(&q);
+    return rc;
+}
+
 static cJSON *retrieve_one(void *p, const char *question, cq_err *err) {
-    retrieve_ctx *x = p;
     cq_hits h;
-    if (cq_retrieve(x->s, x->kb_id, question, x->o->modes, (size_t)x->o->k, &h, err)) return NULL;
+    if (retrieve(p, question, &h, err)) return NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "results", cq_json_hits(&h));
     cq_hits_free(&h);
@@ -60,16 +76,21 @@ int cq_cmd_retrieve(int argc, char **argv) {
     cq_question_cli o;
     int rc = cq_cli_parse_question("retrieve", argc, argv, usage, &o);
     if (rc >= 0) return rc;
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir(o.data));
+    const char *data_dir = cq_cli_data_dir();
+    cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
-    retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), &o};
+    cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
+    retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, o.as_of};
+    cq_decoder *dec = o.modes & CQ_RETRIEVE_RERANK ? cq_cli_open_decoder("retrieve", &o.answer) : NULL;
+    cq_reranker reranker = {0};
+    cq_rerank_attach(&x.opt, &reranker, dec, false); /* retrieve loads the decoder only for --mode ...,rerank */
     int status = 1;
     if (x.kb_id && o.jsonl) {
         status = cq_cli_jsonl(retrieve_one, &x);
     } else if (x.kb_id) {
         cq_err err = {0};
         cq_hits h;
-        if (cq_retrieve(s, x.kb_id, o.question, o.modes, (size_t)o.k, &h, &err)) {
+        if (retrieve(&x, o.question, &h, &err)) {
             fprintf(stderr, "clauseqa retrieve: %s\n", err.msg);
         } else {
             if (o.json) {
@@ -85,5 +106,7 @@ int cq_cmd_retrieve(int argc, char **argv) {
         }
     }
     cq_store_close(s);
+    cq_dense_close(dense);
+    cq_decoder_close(dec);
     return status;
 }

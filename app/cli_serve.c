@@ -1,5 +1,5 @@
-/* clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads N] [--connections N]
- *                [--max-upload-mb N] [--no-open-mode] [--port-file PATH] */
+/* clauseqa serve [--port 8080] [--host 127.0.0.1] [--threads N] [--connections N] [--max-upload-mb N]
+ *                [--no-open-mode] [--port-file PATH] [--access-log FILE|-] [--access-log-format text|json] ... */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,8 +18,10 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa serve [--port 8080] [--host 127.0.0.1] [--data DIR] [--threads 16]\n"
             "                      [--connections 128] [--max-upload-mb 64] [--no-open-mode] [--port-file PATH]\n"
+            "                      [--access-log FILE|-] [--access-log-format text|json]\n"
             "Serves the page and the REST API (docs/API.md) until SIGINT or SIGTERM; requests in flight finish and\n"
-            "ingestion jobs not yet done resume at the next start.\n"
+            "ingestion jobs not yet done resume at the next start. SIGHUP reopens the access log (log rotation).\n"
+            "Every option can also be set in clauseqa.conf's [serve] section (clauseqa --help, docs/API.md).\n"
             "  --port N          TCP port (0: any free port; see --port-file)\n"
             "  --host ADDR       IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
             "  --threads N       worker threads, the most requests handled at once (default 16)\n"
@@ -27,11 +29,15 @@ static void usage(FILE *f) {
             "  --max-upload-mb N largest upload accepted (default 64)\n"
             "  --no-open-mode    require API keys even on a loopback address while none exist\n"
             "  --port-file PATH  write the port listened on to PATH once the server is up\n"
+            "  --access-log F    one line a request (time, client, method, path, status, bytes, duration, key)\n"
+            "                    appended to file F, or to stdout for '-'\n"
+            "  --access-log-format text (default) or json (JSON lines)\n"
             "  --answers MODE    generate (the decoder writes verified answers, streamed), extractive, or auto\n"
             "                    (default: generate when the decoder's weights are installed)\n"
-            "  --model PATH      decoder GGUF (default: DATA/" CQ_DECODER_DEFAULT_MODEL ")\n"
+            "  --model PATH      decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders)\n"
             "  --device D        cpu, cuda or auto (default) for the decoder\n"
             "  --exact           CPU decoder: float products in decode steps too (the reference; slower)\n"
+            "  --adapter DIR     the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"
             "Keys: while no API key exists and the server listens on a loopback address, requests are not\n"
             "authenticated (open mode, for a developer's machine). `clauseqa keys create --role admin` turns\n"
             "authentication on.\n");
@@ -49,19 +55,22 @@ static bool is_loopback(const char *host) { return !strncmp(host, "127.", 4); }
 int cq_cmd_serve(int argc, char **argv) {
     static const struct option opts[] = {{"port", required_argument, 0, 'p'},
                                          {"host", required_argument, 0, 'H'},
-                                         {"data", required_argument, 0, 'd'},
                                          {"threads", required_argument, 0, 't'},
                                          {"connections", required_argument, 0, 'c'},
                                          {"max-upload-mb", required_argument, 0, 'm'},
                                          {"no-open-mode", no_argument, 0, 'n'},
                                          {"port-file", required_argument, 0, 'f'},
+                                         {"access-log", required_argument, 0, 'a'},
+                                         {"access-log-format", required_argument, 0, 'F'},
                                          {"answers", required_argument, 0, 1000},
                                          {"model", required_argument, 0, 1001},
                                          {"device", required_argument, 0, 1002},
                                          {"exact", no_argument, 0, 1004},
+                                         {"adapter", required_argument, 0, 1005},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *host = "127.0.0.1", *data = NULL, *port_file = NULL;
+    const char *host = "127.0.0.1", *port_file = NULL, *access_log = NULL;
+    bool access_json = false;
     long port = 8080, threads = 16, connections = 128, upload_mb = 64;
     bool no_open = false;
     cq_answer_cli answer_cli = {0};
@@ -82,7 +91,6 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         }
         case 'H': host = optarg; break;
-        case 'd': data = optarg; break;
         case 't':
             if ((threads = cq_cli_positive("--threads", optarg)) < 0) return 2;
             break;
@@ -94,42 +102,56 @@ int cq_cmd_serve(int argc, char **argv) {
             break;
         case 'n': no_open = true; break;
         case 'f': port_file = optarg; break;
+        case 'a': access_log = optarg; break;
+        case 'F':
+            if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
+                fprintf(stderr, "clauseqa serve: --access-log-format is text or json, not '%s'\n", optarg);
+                return 2;
+            }
+            access_json = !strcmp(optarg, "json");
+            break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cq_cli_usage_hint("serve");
         }
     }
     if (optind < argc) {
         fprintf(stderr, "clauseqa serve: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+        return cq_cli_usage_hint("serve");
     }
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
     if (threads > 256 || connections > 4096 || upload_mb > 512) {
         fprintf(stderr, "clauseqa serve: at most 256 threads, 4096 connections and 512 MB uploads\n");
         return 2;
     }
-    const char *data_dir = cq_cli_data_dir(data);
+    const char *data_dir = cq_cli_data_dir();
 
     /* Signals are taken by sigwait below: block them before any thread starts so that every thread inherits it. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     cq_err err = {0};
+    if (cq_web_listen_check(host, (int)port, &err)) { /* before the models take their seconds to load */
+        fprintf(stderr, "clauseqa serve: %s\n", err.msg);
+        return err.code == CQ_ERR_INVALID ? 2 : 1;
+    }
     int dec_failed;
-    cq_decoder *dec = cq_cli_answer_decoder("serve", data_dir, &answer_cli, &dec_failed);
+    const cq_models *models = cq_cli_models();
+    cq_decoder *dec = cq_cli_answer_decoder("serve", &answer_cli, &dec_failed);
     if (dec_failed) return 1;
     if (dec)
-        CQ_INFO("answers: generated by %s on %s", cq_decoder_get_info(dec)->name,
-                cq_device_name(cq_decoder_get_info(dec)->device));
-    else
-        CQ_INFO("answers: extractive (no decoder: %s)", answer_cli.answers ? "--answers extractive"
-                                                                           : "its weights are not installed");
+        CQ_INFO("answers: generated by %s on %s, weights %s (%s)", cq_decoder_get_info(dec)->name,
+                cq_device_name(cq_decoder_get_info(dec)->device), answer_cli.model ? answer_cli.model : models->decoder,
+                answer_cli.model ? "--model" : models->decoder_origin);
+    else if (answer_cli.answers)
+        CQ_INFO("answers: extractive (--answers extractive)");
     cq_service *svc = NULL;
     cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
-                            .max_connections = (int)threads + 2, .decoder = dec};
+                            .max_connections = (int)threads + 2, .decoder = dec, .models = models};
     if (cq_service_open(&sc, &svc, &err)) {
         fprintf(stderr, "clauseqa serve: %s\n", err.msg);
         cq_decoder_close(dec);
@@ -144,6 +166,8 @@ int cq_cmd_serve(int argc, char **argv) {
         .connections = (int)connections,
         .max_upload_bytes = (size_t)upload_mb << 20,
         .spool_dir = cq_service_spool_dir(svc),
+        .access_log = access_log,
+        .access_log_json = access_json,
     };
     cq_web_server *server = NULL;
     if (cq_web_start(&wc, &ws, &server, &err)) {
@@ -160,16 +184,23 @@ int cq_cmd_serve(int argc, char **argv) {
             fclose(f);
         }
     }
-    CQ_INFO("serving http://%s:%d/ (data: %s, %ld threads)", host, bound, data_dir, threads);
     if (cq_service_open_mode(svc))
         CQ_WARN("open mode: no API key exists, so requests are not authenticated (this machine only). Turn "
                 "authentication on with: clauseqa keys create --role admin --data %s",
                 data_dir);
     else if (!sc.allow_open)
         CQ_INFO("API keys are required (clauseqa keys create --role admin --data %s makes the first)", data_dir);
+    if (access_log && strcmp(access_log, "-")) CQ_INFO("access log: %s", access_log);
+    /* The address last, where the eye lands. */
+    const char *config = cq_cli_config_path();
+    CQ_INFO("serving http://%s:%d/ (data: %s%s%s, %ld threads; Ctrl-C stops)", host, bound, data_dir,
+            config ? ", configuration: " : "", config ? config : "", threads);
 
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+        if (cq_web_reopen_logs(server, &err)) CQ_ERROR("SIGHUP: %s", err.msg);
+        else if (access_log) CQ_INFO("SIGHUP: access log reopened");
+    }
     /* While stopping, a second SIGTERM is ignored (CivetWeb's threads do not all keep the signals blocked) and a
      * second SIGINT (Ctrl-C again) ends the process at once. */
     signal(SIGTERM, SIG_IGN);

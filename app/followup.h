@@ -1,8 +1,9 @@
 /* Follow-up questions in a conversation: "那第二款呢？" after a question about 劳动法第四十四条 means 劳动法第四十四条
  * 第二款; "第五十条呢？" means article 50 of the document discussed before.
  *
- * The previous turn leaves a context (the document and clause it cited); a question that names a 款/项 but no
- * article, or an article but no document, is rewritten by putting what it leaves out in front of its reference:
+ * The previous turn leaves a context (the document and clause it cited); a question (index/query.h) that names a
+ * 款/项 but no article (CQ_QUERY_PARAGRAPH), or an article but no document (CQ_QUERY_CLAUSE without titles), is
+ * rewritten by putting what it leaves out in front of its reference:
  *   "那第二款呢？" + (劳动法(2018-12-29), 第四十四条)  →  "那《劳动法(2018-12-29)》第四十四条第二款呢？"
  *   "第五十条呢？" + (劳动法(2018-12-29), …)          →  "《劳动法(2018-12-29)》第五十条呢？"
  * so that the clause router (index/router.h) finds the clause exactly. Questions without such a reference are left
@@ -10,25 +11,15 @@
 #ifndef CQ_APP_FOLLOWUP_H
 #define CQ_APP_FOLLOWUP_H
 
-#include <stdbool.h>
-#include <stddef.h>
-
-typedef enum {
-    CQ_FOLLOWUP_NONE = 0,  /* no reference that context could complete */
-    CQ_FOLLOWUP_PARAGRAPH, /* names a 款 or 项 but no article */
-    CQ_FOLLOWUP_ARTICLE,   /* names an article (条, Article, Section, 章 …): complete only when no document is named */
-} cq_followup_kind;
+#include "index/query.h"
 
 typedef struct {
     const char *doc;    /* name of the document cited before ("劳动法(2018-12-29)") */
     const char *clause; /* its clause label ("第四十四条") or NULL */
 } cq_followup_context;
 
-/* What the question's first clause reference is, and its byte span [*start, *end). */
-cq_followup_kind cq_followup_classify(const char *question, size_t *start, size_t *end);
-
-/* The question completed from ctx (malloc'd), or NULL when it stays as it is: no reference to complete, no usable
- * context, or (for an article reference) names_document says the question names its document already. */
-char *cq_followup_resolve(const char *question, const cq_followup_context *ctx, bool names_document);
+/* The question q completed from ctx (malloc'd), or NULL when it stays as it is: no reference to complete, no usable
+ * context, or (for an article reference) q names a document of its KB already. */
+char *cq_followup_resolve(const cq_query *q, const cq_followup_context *ctx);
 
 #endif

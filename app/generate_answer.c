@@ -1,11 +1,11 @@
 /* Generated answers with copy-constrained greedy decoding; see generate_answer.h. */
 #define _GNU_SOURCE /* memmem */
 #include "app/generate_answer.h"
+#include "core/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/strbuf.h"
 #include "core/text_norm.h"
@@ -20,6 +20,13 @@
 
 static const char REFUSAL_ZH[] = "无法回答";
 static const char REFUSAL_EN[] = "Cannot be answered";
+/* The trained model's verdict words (cq-prompt-v1): yes, then no. */
+static const char *const VERDICT_ZH[2] = {"是", "否"};
+static const char *const VERDICT_EN[2] = {"Yes", "No"};
+/* `which` of a candidate answer that is not a span of a clause: the refusal, or a verdict word (yes, no). */
+#define WHICH_REFUSAL ((size_t)-1)
+#define WHICH_YES ((size_t)-2)
+#define WHICH_NO ((size_t)-3)
 
 const char *cq_gen_answer_refusal(bool zh) { return zh ? REFUSAL_ZH : REFUSAL_EN; }
 
@@ -110,6 +117,97 @@ static char *flatten(const char *text, size_t n) {
     return f;
 }
 
+/* ---- cq-prompt-v1 ---------------------------------------------------------------------------------------------- */
+
+cq_prompt_passage cq_prompt_passage_of(const cq_hit *h) {
+    return (cq_prompt_passage){h->doc_title ? h->doc_title : h->doc_name, h->label, h->text};
+}
+
+/* The passage's header (docs/ANSWERS.md), then its first `take` bytes of text flattened. */
+static void put_passage(cq_strbuf *b, const cq_prompt_passage *p, size_t take, bool zh) {
+    const char *title = p->title ? p->title : "", *text = p->text ? p->text : "";
+    const bool with_label = p->label && *p->label && strncmp(text, p->label, strlen(p->label));
+    if (zh) cq_strbuf_printf(b, "《%s》%s%s", title, with_label ? p->label : "", with_label ? " " : "");
+    else if (with_label) cq_strbuf_printf(b, "%s, %s. ", title, p->label);
+    else cq_strbuf_printf(b, "%s. ", title);
+    put_flat(b, text, take);
+}
+
+/* The question with \r and \n made spaces and surrounding white space (cq_is_space) trimmed. */
+static void put_question(cq_strbuf *b, const char *q) {
+    size_t n = strlen(q), a = 0, e = n, len;
+    while (a < n && cq_is_space(cq_utf8_decode(q + a, n - a, &len))) a += len;
+    while (e > a) {
+        size_t k = e - 1;
+        while (k > a && ((unsigned char)q[k] & 0xC0) == 0x80) k--; /* the start of the last character */
+        if (!cq_is_space(cq_utf8_decode(q + k, e - k, &len))) break;
+        e = k;
+    }
+    put_flat(b, q + a, e - a);
+}
+
+char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown) {
+    const bool zh = cq_utf8_has_cjk(question);
+    size_t *sh = calloc(n + 1, sizeof *sh);
+    if (!sh) return NULL;
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, zh ? "任务：回答\n材料：\n" : "Task: answer\nPassages:\n");
+    /* the first passage cut to the budget, each next one whole while it fits; the first that does not ends it */
+    size_t left = CQ_PROMPT_ANSWER_CHARS;
+    for (size_t i = 0; i < n && i < CQ_PROMPT_ANSWER_PASSAGES && left > 0; i++) {
+        const char *text = p[i].text ? p[i].text : "";
+        const size_t chars = cq_utf8_count(text, strlen(text));
+        if (i > 0 && chars > left) break;
+        const size_t take = chars < left ? chars : left;
+        sh[i] = prefix_bytes(text, take);
+        left -= take;
+        cq_strbuf_printf(&b, "[%zu] ", i + 1);
+        put_passage(&b, &p[i], sh[i], zh);
+        cq_strbuf_puts(&b, "\n");
+    }
+    cq_strbuf_puts(&b, zh ? "问题：" : "Question: ");
+    put_question(&b, question);
+    cq_strbuf_puts(&b, zh ? "\n答案：" : "\nAnswer:");
+    if (b.failed) {
+        cq_strbuf_free(&b);
+        free(sh);
+        return NULL;
+    }
+    if (shown) *shown = sh;
+    else free(sh);
+    return cq_strbuf_take(&b);
+}
+
+char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p) {
+    const bool zh = cq_utf8_has_cjk(question);
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, zh ? "任务：相关性\n材料：" : "Task: relevance\nPassage: ");
+    put_passage(&b, p, prefix_bytes(p->text ? p->text : "", CQ_PROMPT_RELEVANCE_CHARS), zh);
+    cq_strbuf_puts(&b, zh ? "\n问题：" : "\nQuestion: ");
+    put_question(&b, question);
+    cq_strbuf_puts(&b, zh ? "\n相关：" : "\nRelevant:");
+    if (b.failed) {
+        cq_strbuf_free(&b);
+        return NULL;
+    }
+    return cq_strbuf_take(&b);
+}
+
+cq_status cq_prompt_relevance_ids(const cq_tokenizer *tok, bool zh, int32_t *yes, int32_t *no, cq_err *err) {
+    const char *words[2] = {zh ? "是" : " yes", zh ? "否" : " no"};
+    int32_t *out[2] = {yes, no};
+    for (int i = 0; i < 2; i++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        cq_status rc = cq_tokenizer_encode(tok, words[i], strlen(words[i]), 0, &ids, &n, err);
+        if (!rc && !n) rc = cq_err_set(err, CQ_ERR_INTERNAL, "the tokenizer gives no token for \"%s\"", words[i]);
+        if (!rc) *out[i] = ids[0];
+        free(ids);
+        if (rc) return rc;
+    }
+    return CQ_OK;
+}
+
 bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t clause) {
     if (!answer || !*answer || clause >= hits->n) return false;
     const char *t = hits->hits[clause].text;
@@ -133,12 +231,6 @@ bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clau
 void cq_gen_answer_free(cq_gen_answer *g) {
     free(g->text);
     memset(g, 0, sizeof *g);
-}
-
-static double ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-6;
 }
 
 /* The indices of the n largest logits, best first (n small: insertion into a sorted list). */
@@ -167,13 +259,19 @@ static double log_softmax_at(const float *logits, int32_t n_vocab, int32_t token
     return (double)(logits[token] - mx) - log(sum);
 }
 
-/* Is answer[0..n) a span of one shown clause (its index in *which), or a prefix of the refusal phrase? */
-static bool admissible(char *const *flat, size_t n_flat, const char *refusal, const char *answer, size_t n,
-                       size_t *which) {
+/* Is answer[0..n) a span of one shown clause (its index in *which), or a prefix of the refusal phrase or of a
+ * verdict word (verdicts: the yes and no words, or NULL)? */
+static bool admissible(char *const *flat, size_t n_flat, const char *refusal, const char *const *verdicts,
+                       const char *answer, size_t n, size_t *which) {
     if (refusal && n <= strlen(refusal) && !memcmp(refusal, answer, n)) {
-        *which = (size_t)-1;
+        *which = WHICH_REFUSAL;
         return true;
     }
+    for (int v = 0; verdicts && v < 2; v++)
+        if (n <= strlen(verdicts[v]) && !memcmp(verdicts[v], answer, n)) {
+            *which = v ? WHICH_NO : WHICH_YES;
+            return true;
+        }
     for (size_t i = 0; i < n_flat; i++)
         if (flat[i] && memmem(flat[i], strlen(flat[i]), answer, n)) {
             *which = i;
@@ -194,6 +292,26 @@ static size_t whole_chars(const char *s, size_t n) {
     return i;
 }
 
+/* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
+ * dropped, as the first token's are) begins it. */
+static double refusal_start_p(const cq_tokenizer *tok, const float *logits, int32_t n_vocab, const int32_t *cand,
+                              int nc, const char *refusal) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0, p = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
+    char piece[MAX_PIECE];
+    for (int c = 0; c < nc; c++) {
+        size_t n = cq_tokenizer_piece(tok, cand[c], false, piece, sizeof piece);
+        if (n == 0 || n > sizeof piece) continue;
+        const char *s = piece;
+        while (n && *s == ' ') s++, n--;
+        if (n && n <= strlen(refusal) && !memcmp(refusal, s, n)) p += exp((double)(logits[cand[c]] - mx));
+    }
+    return p / sum;
+}
+
 cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err) {
     memset(out, 0, sizeof *out);
@@ -203,13 +321,25 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     if (o.candidates > MAX_CANDIDATES) o.candidates = MAX_CANDIDATES;
     if (!hits->n) return CQ_OK;
     const bool zh = cq_utf8_has_cjk(question);
+    const bool trained = cq_decoder_adapter(d) != NULL;
     const char *refusal = cq_gen_answer_refusal(zh);
+    const char *const *verdicts = trained ? (zh ? VERDICT_ZH : VERDICT_EN) : NULL;
+    if (trained) o.allow_refusal = true; /* the model decides */
+    out->trained = trained;
     const cq_tokenizer *tok = cq_decoder_tokenizer(d);
     const int32_t n_vocab = cq_decoder_get_info(d)->n_vocab;
     const int32_t eos = cq_tokenizer_eos(tok), eot = cq_tokenizer_find(tok, "<end_of_turn>");
 
     size_t *shown = NULL;
-    char *prompt = cq_gen_answer_prompt(question, hits, o.max_context_chars, &shown);
+    char *prompt = NULL;
+    if (trained) {
+        cq_prompt_passage *pp = calloc(hits->n, sizeof *pp);
+        for (size_t i = 0; pp && i < hits->n; i++) pp[i] = cq_prompt_passage_of(&hits->hits[i]);
+        if (pp) prompt = cq_prompt_answer(question, pp, hits->n, &shown);
+        free(pp);
+    } else {
+        prompt = cq_gen_answer_prompt(question, hits, o.max_context_chars, &shown);
+    }
     char **flat = calloc(hits->n, sizeof *flat);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     int32_t *ids = NULL;
@@ -222,22 +352,25 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     if (!rc) rc = cq_decoder_eval(seq, ids, n_ids, logits, false, err);
     out->prompt_tokens = (int)n_ids;
-    out->prefill_ms = ms_since(&t0);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    out->prefill_ms = cq_clock_ms_since(t0);
+    t0 = cq_clock_seconds();
 
     size_t which = (size_t)-1, streamed = 0;
     double logprob_sum = 0;
     bool stop_by_client = false;
     int32_t cand[MAX_CANDIDATES];
-    bool stop = false;
+    bool stop = false, allow_refusal = o.allow_refusal;
     for (int step = 0; !rc && !stop && step < o.max_new_tokens; step++) {
         int nc = top_n(logits, n_vocab, o.candidates, cand);
         int32_t pick = -1;
         char piece[MAX_PIECE];
+        if (step == 0 && allow_refusal) {
+            out->refusal_p = refusal_start_p(tok, logits, n_vocab, cand, nc, refusal);
+            if (o.refusal_min_p > 0 && out->refusal_p < o.refusal_min_p) allow_refusal = false;
+        }
         for (int c = 0; c < nc && pick < 0; c++) {
             int32_t id = cand[c];
             if (id == eos || id == eot) {
@@ -259,7 +392,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             size_t old = ans.len;
             cq_strbuf_append(&ans, p, n);
             size_t w;
-            if (admissible(flat, hits->n, o.allow_refusal ? refusal : NULL, ans.data, ans.len, &w)) {
+            if (admissible(flat, hits->n, allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
                 pick = id;
                 which = w;
             } else {
@@ -275,21 +408,30 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
          * wire. The rest goes at the end (below). */
         bool sure = out->new_tokens >= STREAM_AFTER_TOKENS &&
                     exp(logprob_sum / out->new_tokens) >= o.min_confidence;
-        if (on_text && which != (size_t)-1 && sure) {
+        if (on_text && which < hits->n && sure) {
             size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
             if (ready) {
                 if (!on_text(user, ans.data + streamed, ready)) stop = stop_by_client = true;
                 streamed += ready;
             }
         }
-        if (!stop && ans.len >= strlen(refusal) && which == (size_t)-1 && !strcmp(ans.data, refusal)) break;
+        if (!stop && which == WHICH_REFUSAL && !strcmp(ans.data, refusal)) break;
         if (!stop) rc = cq_decoder_eval(seq, &pick, 1, logits, false, err);
     }
-    out->decode_ms = ms_since(&t0);
+    out->decode_ms = cq_clock_ms_since(t0);
     out->mean_logprob = out->new_tokens ? logprob_sum / out->new_tokens : 0;
     if (!rc && ans.len) {
-        if (which == (size_t)-1) {
+        if (which == WHICH_REFUSAL) {
             out->refused = !strcmp(ans.data, refusal);
+        } else if (which == WHICH_YES || which == WHICH_NO) {
+            const int v = which == WHICH_NO;
+            if (!strcmp(ans.data, verdicts[v])) { /* a whole verdict word: it cites the first passage */
+                out->verdict = v ? "no" : "yes";
+                out->clause = 0;
+                if (on_text && !stop_by_client && exp(out->mean_logprob) >= o.min_confidence)
+                    on_text(user, ans.data, ans.len);
+                out->text = cq_strbuf_take(&ans);
+            }
         } else {
             ans.len = whole_chars(ans.data, ans.len); /* a byte token may have left half a character */
             ans.data[ans.len] = 0;

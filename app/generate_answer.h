@@ -1,7 +1,12 @@
 /* Generated answers: the decoder reads the retrieved clauses and the question and writes the answer, token by token.
  *
- * The model is a small *base* model (Gemma-3-270M: no chat template, no instruction tuning), so the prompt is a
- * reading-comprehension pattern it continues: an instruction, two fixed worked examples (one answered with a
+ * With an adapter trained for the job (attention/decoder.h cq_decoder_load_adapter; docs/ANSWERS.md) the prompt is
+ * the one it was trained on, cq-prompt-v1 (cq_prompt_answer below: a task line, numbered passages, no examples),
+ * and the model decides itself whether the passages answer the question (its refusal phrase) and answers a yes/no
+ * question with a verdict word (是/否, Yes/No), reported in cq_gen_answer.verdict.
+ *
+ * Without one the model is a small *base* model (Gemma-3-270M: no chat template, no instruction tuning), so the
+ * prompt is a reading-comprehension pattern it continues: an instruction, two fixed worked examples (one answered with a
  * verbatim span, one "cannot be answered"), then the clauses (label, heading path, text) and the question, and
  * "答案：" / "Answer:" to continue. Greedy decoding is *copy-constrained*: a token is taken only when the answer so
  * far plus the token is still a verbatim span of one of the clauses shown (or a prefix of the refusal phrase); the
@@ -23,20 +28,28 @@
 typedef bool (*cq_answer_text_fn)(void *user, const char *text, size_t len);
 
 typedef struct {
-    char *text;          /* the answer (a verbatim span of hits[clause]) or NULL */
-    size_t clause;       /* index into the hits of the clause it quotes */
+    char *text;          /* the answer (a verbatim span of hits[clause], or the verdict word) or NULL */
+    size_t clause;       /* index into the hits of the clause it quotes (the first one for a verdict) */
     bool refused;        /* the model said the clauses do not answer the question */
+    const char *verdict; /* "yes" / "no": the trained model answered with a verdict word; NULL otherwise */
+    bool trained;        /* the adapter's prompt (cq-prompt-v1) was used */
     int prompt_tokens, new_tokens;
     double mean_logprob; /* mean natural-log probability of the tokens taken (the model's confidence), 0 if none */
+    double refusal_p;    /* probability the model gave, at the answer's first token, to starting the refusal phrase
+                          * (0 when the refusal was not admissible) */
     double prefill_ms, decode_ms;
 } cq_gen_answer;
 
 typedef struct {
-    size_t max_context_chars; /* clause text shown to the model, all clauses together (default 600) */
+    size_t max_context_chars; /* base model: clause text shown, all clauses together (default 600; the trained
+                               * prompt shows CQ_PROMPT_ANSWER_CHARS) */
     int max_new_tokens;       /* default 96 */
     int candidates;           /* top logits examined per step for an admissible token (default 64) */
-    bool allow_refusal;       /* the refusal phrase is admissible (else only spans of the clauses are) */
+    bool allow_refusal;       /* base model: the refusal phrase is admissible (else only spans of the clauses are);
+                               * the trained model may always refuse */
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
+    double refusal_min_p;     /* the refusal may be chosen only when refusal_p is at least this (0: whenever it is
+                               * the likeliest admissible start; above 1: never) */
 } cq_gen_answer_options;
 
 /* The prompt for question over the first hits (at most max_context_chars of clause text); *shown receives how many
@@ -58,5 +71,28 @@ bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clau
 
 /* The refusal phrase the prompt teaches, for the question's language. */
 const char *cq_gen_answer_refusal(bool zh);
+
+/* ---- the trained prompt, cq-prompt-v1 (docs/ANSWERS.md; `clauseqa prompt --jsonl` prints it) ---------------- */
+
+#define CQ_PROMPT_ANSWER_PASSAGES 5
+#define CQ_PROMPT_ANSWER_CHARS 800   /* passage text of an answer prompt, all passages together (code points) */
+#define CQ_PROMPT_RELEVANCE_CHARS 400
+
+typedef struct {
+    const char *title; /* the document's title, or its name when it has none (NULL: "") */
+    const char *label; /* the clause label (第十二条, 7.2) or NULL */
+    const char *text;
+} cq_prompt_passage;
+
+cq_prompt_passage cq_prompt_passage_of(const cq_hit *h);
+
+/* Task 1 (answer, also abstention) over the first passages of p[0..n), without <bos> (the tokenizer adds it).
+ * shown (may be NULL) receives, for each of the n passages, the bytes of its text shown (0: not shown; malloc'd).
+ * NULL when out of memory. The language is the question's (Chinese when it holds a Han character). */
+char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown);
+/* Task 3 (relevance) of one passage, its text cut to CQ_PROMPT_RELEVANCE_CHARS. */
+char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p);
+/* The first tokens of the relevance task's answer words (是/否, " yes"/" no") for the question's language. */
+cq_status cq_prompt_relevance_ids(const cq_tokenizer *tok, bool zh, int32_t *yes, int32_t *no, cq_err *err);
 
 #endif

@@ -3,52 +3,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "app/doctext.h"
-#include "app/structure.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
 #include "index/vectors.h"
+#include "index/versions.h"
+#include "reader/reader.h"
 #include "ssm/ssm.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-const char *cq_ingest_detect_format(const char *filename, const char *head, size_t head_len, cq_err *err) {
-    char *ext = cq_path_ext_lower(filename);
-    if (!ext) {
-        cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    int is_pdf_bytes = 0;
-    for (size_t i = 0; i + 5 <= head_len && i < 1024; i++)
-        if (!memcmp(head + i, "%PDF-", 5)) {
-            is_pdf_bytes = 1;
-            break;
-        }
-    const char *fmt = NULL;
-    if (!strcmp(ext, "pdf")) {
-        if (is_pdf_bytes) fmt = "pdf";
-        else if (head_len == 0) cq_err_set(err, CQ_ERR_EMPTY, "the file is empty");
-        else cq_err_set(err, CQ_ERR_FORMAT, "named .pdf but not a PDF (no %%PDF- header)");
-    } else if (!strcmp(ext, "md") || !strcmp(ext, "markdown")) {
-        fmt = "md";
-    } else if (!strcmp(ext, "txt") || !strcmp(ext, "text")) {
-        fmt = "txt";
-    } else if (is_pdf_bytes) {
-        fmt = "pdf";
-    } else {
-        cq_err_set(err, CQ_ERR_UNSUPPORTED, "unsupported file type '.%s' (use PDF, Markdown or plain text)", ext);
-    }
-    free(ext);
-    return fmt;
-}
 
 /* The FTS title column of a document: its title and its name, so that either finds it. */
 static char *doc_label(const char *title, const char *name) {
@@ -99,11 +63,10 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
     return CQ_OK;
 }
 
-/* With a dense retriever attached to the connection (index/vectors.h), one encoder pass over the document gives a
- * vector per clause and the document's final state; both are written in the ingest transaction. */
-static cq_status encode_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const cq_structure *st,
+/* With a dense retriever (index/vectors.h), one encoder pass over the document gives a vector per clause and the
+ * document's final state; both are written in the ingest transaction. */
+static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t doc_id, const cq_structure *st,
                                 const int64_t *clause_ids, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
     if (!d || st->n_clauses == 0) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
     size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed, state_bytes = cq_ssm_state_size_bytes(m);
@@ -136,13 +99,10 @@ static cq_status encode_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, cons
 }
 
 /* Reads and parses the document (no database work). */
-static cq_status extract(const char *stored_path, const char *format, const char *data, size_t len,
+static cq_status extract(const char *stored_path, const cq_reader_format *format, const char *data, size_t len,
                          const cq_ingest_options *opt, cq_doctext *doc, cq_structure *st, cq_err *err) {
-    cq_status rc;
-    if (!strcmp(format, "pdf"))
-        rc = cq_doctext_from_pdf_progress(stored_path, opt->progress, opt->progress_user, doc, err);
-    else if (!strcmp(format, "md")) rc = cq_doctext_from_markdown(data, len, doc, err);
-    else rc = cq_doctext_from_plain(data, len, doc, err);
+    cq_reader_input in = {stored_path, data, len, opt->progress, opt->progress_user};
+    cq_status rc = format->read(&in, doc, err);
     if (rc) return rc;
     rc = cq_structure_parse(doc, st, err);
     if (rc) return rc;
@@ -154,7 +114,7 @@ static void record_failure(cq_store *s, int64_t kb_id, const char *name, const c
                            const char *sha, int64_t size, const char *why) {
     cq_err e2 = {0};
     int64_t doc_id;
-    if (cq_store_doc_create(s, kb_id, name, filename, format ? format : "unknown", sha, size, &doc_id, &e2) == CQ_OK)
+    if (cq_store_doc_create(s, kb_id, name, filename, format, sha, size, &doc_id, &e2) == CQ_OK)
         cq_store_doc_finish(s, doc_id, "failed", why, NULL, 0, 0, 0, "", &e2);
 }
 
@@ -163,7 +123,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     static const cq_ingest_options defaults = {0};
     if (!opt) opt = &defaults;
     memset(res, 0, sizeof *res);
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
     const char *filename = opt->filename ? opt->filename : path;
     const char *slash = strrchr(filename, '/');
     if (slash) filename = slash + 1;
@@ -182,12 +142,12 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         rc = cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", filename);
         goto out;
     }
-    const char *format = cq_ingest_detect_format(filename, data, len, err);
+    const cq_reader_format *format = cq_reader_detect(filename, data, len, err);
     if (!format) {
         rc = err ? err->code : CQ_ERR_FORMAT;
         goto out;
     }
-    snprintf(res->format, sizeof res->format, "%s", format);
+    snprintf(res->format, sizeof res->format, "%s", format->name);
     cq_sha256_hex(data, len, sha);
 
     /* Duplicate content: done already (a failed earlier attempt is retried). */
@@ -202,7 +162,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
             snprintf(res->quality_reason, sizeof res->quality_reason, "%s", same.quality_reason ? same.quality_reason : "");
             goto out;
         }
-        rc = cq_dense_forget_doc(s, same.id, err);
+        rc = cq_dense_forget_doc(opt->dense, s, same.id, err);
         if (!rc) rc = cq_store_doc_delete(s, same.id, err);
         if (rc) goto out;
     } else if (rc != CQ_ERR_NOT_FOUND) {
@@ -230,7 +190,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     snprintf(stored, n, "%s/files", data_dir);
     rc = cq_mkdirs(stored, err);
     if (rc) goto out;
-    snprintf(stored, n, "%s/files/%s.%s", data_dir, sha, format);
+    snprintf(stored, n, "%s/files/%s.%s", data_dir, sha, format->name);
     rc = cq_file_write_atomic(stored, data, len, err);
     if (rc) goto out;
 
@@ -241,29 +201,30 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         memmove(err->msg, err->msg + skip, strlen(err->msg + skip) + 1);
     }
     if (rc) {
-        record_failure(s, kb_id, name, filename, format, sha, (int64_t)len, err ? err->msg : "extraction failed");
+        record_failure(s, kb_id, name, filename, format->name, sha, (int64_t)len, err ? err->msg : "extraction failed");
         goto out;
     }
     const char *title = doc.title;
-    if (st.title && (!title || !strcmp(format, "pdf"))) title = st.title;
+    if (st.title && (!title || format->text_title_first)) title = st.title;
     char *label = doc_label(title, name);
     clause_ids = calloc(st.n_clauses, sizeof *clause_ids);
     rc = clause_ids ? cq_store_begin(s, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format, sha, (int64_t)len, &doc_id, err);
+    if (!rc) rc = cq_store_doc_create(s, kb_id, name, filename, format->name, sha, (int64_t)len, &doc_id, err);
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &doc, &st, clause_ids, err);
-    if (!rc) rc = encode_clauses(s, kb_id, doc_id, &st, clause_ids, err);
+    if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, &st, clause_ids, err);
     const bool encoded = !rc; /* the vectors are in FAISS from here on */
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
-    if (!rc && old.id) rc = cq_dense_forget_doc(s, old.id, err);
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
+    if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);
     if (!rc) rc = cq_store_commit(s, err);
     if (rc) {
         cq_store_rollback(s);
         cq_err e2 = {0};
-        if (encoded) cq_dense_forget(s, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
+        if (encoded) cq_dense_forget(opt->dense, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
         doc_id = 0;
         goto out;
     }
@@ -275,7 +236,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
 
 out:
     if (rc && err) cq_err_prefix(err, "%s: ", filename);
-    res->seconds = now_seconds() - t0;
+    res->seconds = cq_clock_seconds() - t0;
     free(clause_ids);
     cq_structure_free(&st);
     cq_doctext_free(&doc);

@@ -1,4 +1,4 @@
-/* The ingest pipeline: file → stored original → text (app/doctext.h) → clauses (app/structure.h) → store.
+/* The ingest pipeline: file → stored original → text and clauses (reader/reader.h, by the format table) → store.
  *
  * One document is written in one transaction: it is either there with all its clauses, or marked failed with
  * the reason (so a person sees why), never half there. The same content uploaded again into a KB is reported as a
@@ -19,9 +19,11 @@ typedef struct {
     int n_pages, n_clauses;
     double quality;
     char quality_reason[160];
-    char format[8];       /* pdf | md | txt */
+    char format[8];       /* the format's name (reader/reader.h): pdf | md | txt */
     double seconds;       /* wall time of the whole ingest */
 } cq_ingest_result;
+
+typedef struct cq_dense cq_dense; /* index/vectors.h */
 
 typedef struct {
     bool replace;          /* replace a document of the same name */
@@ -29,6 +31,8 @@ typedef struct {
     /* Called after each PDF page is read (pages_read of n_pages), before anything is written; may be NULL. */
     void (*progress)(void *user, int pages_read, int n_pages);
     void *progress_user;
+    cq_dense *dense;       /* the dense retriever (index/vectors.h): encode the clauses into its index of the KB, and
+                              take replaced documents' vectors out; NULL: no vectors (borrowed) */
 } cq_ingest_options;
 
 /* Largest file accepted, bytes. */
@@ -37,8 +41,5 @@ typedef struct {
 /* Ingests the file at path into KB kb_id; data_dir holds the originals (data_dir/files/<sha256>.<ext>). */
 cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const char *path,
                          const cq_ingest_options *opt, cq_ingest_result *res, cq_err *err);
-
-/* Format from the file name and its first bytes: "pdf", "md", "txt", or NULL with a message in err. */
-const char *cq_ingest_detect_format(const char *filename, const char *head, size_t head_len, cq_err *err);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "app/models.h"
 #include "attention/decoder.h"
 #include "core/error.h"
 #include "web/server.h"
@@ -25,6 +26,8 @@ typedef struct {
     int max_connections; /* store connections kept open (default 16) */
     cq_decoder *decoder; /* writes answers (app/generate_answer.h); NULL: extractive answers. Borrowed: it must
                             outlive the service */
+    const cq_models *models; /* where the decoder and the encoder were found (health says it); the encoder is
+                                loaded from there. Borrowed; NULL: none */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

@@ -767,3 +767,90 @@ void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, fl
 }
 
 bool cq_k_tokens_i16_fast(void) { return cq_isa_active() >= CQ_ISA_AVX2; }
+
+/* ---- low-rank side product of an adapter (forward_cpu.c) ------------------------------------------------------ */
+
+#define LOWRANK_TILE 16 /* outputs a tile of the B factor holds: for each rank index, 16 consecutive bf16 (32 B) */
+
+static inline size_t lowrank_index(int rank, int i, int j) {
+    return (size_t)(i / LOWRANK_TILE) * rank * LOWRANK_TILE + (size_t)j * LOWRANK_TILE + i % LOWRANK_TILE;
+}
+
+#ifdef CQ_X86
+#define BF16X8(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+/* cnt outputs from output i (i % 8 + cnt <= 8) by one masked vector: the tile's 8 values of i's group rotated so
+ * that lane l holds output i + l, and y read and written in lanes l < cnt only (no output of another task). */
+AVX2 static void lowrank_part8(float *y, int i, int cnt, const float *u, int rank, const uint16_t *bt) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane);
+    const __m256i from = _mm256_and_si256(_mm256_add_epi32(lane, _mm256_set1_epi32(i % 8)), _mm256_set1_epi32(7));
+    const uint16_t *b = bt + lowrank_index(rank, i - i % 8, 0);
+    __m256 a0 = _mm256_maskload_ps(y, mask);
+    for (int j = 0; j < rank; j++, b += LOWRANK_TILE)
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(u[j]), _mm256_permutevar8x32_ps(BF16X8(b), from), a0);
+    _mm256_maskstore_ps(y, mask, a0);
+}
+
+/* Outputs [i, i + n): whole tiles (16 outputs, read front to back: two at once where they can), and 8 outputs at a
+ * time where the range starts or ends inside a tile, masked inside 8. */
+AVX2 static void lowrank_rows_avx2(float *y, int i, int n, const float *u, int rank, const uint16_t *bt) {
+    const size_t tile = (size_t)rank * LOWRANK_TILE;
+    int k = 0;
+    if (i % 8) { /* up to the next multiple of 8 */
+        k = 8 - i % 8 < n ? 8 - i % 8 : n;
+        lowrank_part8(y, i, k, u, rank, bt);
+    }
+    while (k < n) {
+        const uint16_t *b = bt + lowrank_index(rank, i + k, 0);
+        if ((i + k) % LOWRANK_TILE == 0 && k + 32 <= n) {
+            __m256 a0 = _mm256_loadu_ps(y + k), a1 = _mm256_loadu_ps(y + k + 8), a2 = _mm256_loadu_ps(y + k + 16),
+                   a3 = _mm256_loadu_ps(y + k + 24);
+            for (int j = 0; j < rank; j++, b += LOWRANK_TILE) {
+                const __m256 uj = _mm256_set1_ps(u[j]);
+                a0 = _mm256_fmadd_ps(uj, BF16X8(b), a0);
+                a1 = _mm256_fmadd_ps(uj, BF16X8(b + 8), a1);
+                a2 = _mm256_fmadd_ps(uj, BF16X8(b + tile), a2);
+                a3 = _mm256_fmadd_ps(uj, BF16X8(b + tile + 8), a3);
+            }
+            _mm256_storeu_ps(y + k, a0), _mm256_storeu_ps(y + k + 8, a1);
+            _mm256_storeu_ps(y + k + 16, a2), _mm256_storeu_ps(y + k + 24, a3);
+            k += 32;
+        } else if ((i + k) % LOWRANK_TILE == 0 && k + 16 <= n) {
+            __m256 a0 = _mm256_loadu_ps(y + k), a1 = _mm256_loadu_ps(y + k + 8);
+            for (int j = 0; j < rank; j++, b += LOWRANK_TILE) {
+                const __m256 uj = _mm256_set1_ps(u[j]);
+                a0 = _mm256_fmadd_ps(uj, BF16X8(b), a0);
+                a1 = _mm256_fmadd_ps(uj, BF16X8(b + 8), a1);
+            }
+            _mm256_storeu_ps(y + k, a0), _mm256_storeu_ps(y + k + 8, a1);
+            k += 16;
+        } else { /* 8 outputs, or the last few */
+            const int cnt = n - k < 8 ? n - k : 8;
+            lowrank_part8(y + k, i + k, cnt, u, rank, bt);
+            k += cnt;
+        }
+    }
+}
+#undef BF16X8
+#endif
+
+size_t cq_k_lowrank_tiled_size(int n_out, int rank) {
+    return (size_t)(n_out + LOWRANK_TILE - 1) / LOWRANK_TILE * LOWRANK_TILE * (size_t)rank;
+}
+
+void cq_k_lowrank_tile(const float *b, int n_out, int rank, float scale, uint16_t *bt) {
+    memset(bt, 0, cq_k_lowrank_tiled_size(n_out, rank) * sizeof *bt);
+    for (int o = 0; o < n_out; o++)
+        for (int j = 0; j < rank; j++) bt[lowrank_index(rank, o, j)] = cq_f32_to_bf16(scale * b[(size_t)o * rank + j]);
+}
+
+void cq_k_lowrank_rows(float *y, int i, int n, const float *u, int rank, const uint16_t *bt) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        lowrank_rows_avx2(y, i, n, u, rank, bt);
+        return;
+    }
+#endif
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < rank; j++) y[k] += u[j] * cq_bf16_to_f32(bt[lowrank_index(rank, i + k, j)]);
+}

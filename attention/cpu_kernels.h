@@ -60,4 +60,12 @@ void cq_k_rows_times_tokens_i16(const cq_rows_i16 *w, const cq_tokens_i16 *x, fl
  * float. */
 bool cq_k_tokens_i16_fast(void);
 
+/* An adapter's low-rank term (forward_cpu.c): y[k] += sum_j u[j] * B[i + k][j] for outputs i .. i + n - 1, j < rank,
+ * with B held as bt by cq_k_lowrank_tile: bf16, tiles of 16 outputs, each tile rank x 16 values front to back (the
+ * rank index outer), so that a run of outputs reads its tiles in order, whole lines. */
+void cq_k_lowrank_rows(float *y, int i, int n, const float *u, int rank, const uint16_t *bt);
+/* bt (cq_k_lowrank_tiled_size values) from b (n_out, rank) row-major float, times scale. */
+size_t cq_k_lowrank_tiled_size(int n_out, int rank);
+void cq_k_lowrank_tile(const float *b, int n_out, int rank, float scale, uint16_t *bt);
+
 #endif

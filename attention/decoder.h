@@ -37,8 +37,8 @@ typedef struct {
                     * environment variable CLAUSEQA_CPU_EXACT=1 sets it for every decoder of the process. */
 } cq_decoder_options;
 
-/* The default weights, relative to the data directory (fetched by tools/fetch_model.sh). */
-#define CQ_DECODER_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
+/* The default weights' file name, looked for in the models folders (app/models.h; tools/fetch_model.sh fetches it). */
+#define CQ_DECODER_DEFAULT_FILE "gemma-3-270m-q4_k_m.gguf"
 
 /* "auto", "cpu" or "cuda"; anything else is CQ_ERR_INVALID. */
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err);
@@ -81,6 +81,47 @@ cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, fl
 /* Feeds one token and returns the greedy next token (the argmax of its logits, the first on ties). On CUDA the
  * argmax is taken on the GPU and the logits stay there. */
 cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next, cq_err *err);
+
+/* ---- adapters ------------------------------------------------------------------------------------------------ */
+
+/* A LoRA adapter trained on this model (docs/ANSWERS.md: the folder holds adapter.json and adapter.safetensors,
+ * format clauseqa-lora-v1). Every adapted projection W becomes W + (alpha / rank) B A. The CPU runs it as a
+ * low-rank side product next to the quantized weights (y += s B (A x)); CUDA merges it into its bf16 weights. */
+typedef struct {
+    char dir[1024];          /* the folder it was read from */
+    char name[128];          /* the manifest's "name", else the folder's name */
+    int64_t steps;           /* the manifest's "steps" (training steps), -1 when it gives none */
+    int32_t rank;
+    float alpha;
+    int32_t n_adapted;       /* adapted projections, all layers together */
+    char prompt_format[32];  /* the prompt it was trained on: "cq-prompt-v1" */
+    char base_file[128];     /* the base model it names (base.file) */
+    char base_sha256[65];
+} cq_adapter_info;
+
+/* The folder's name next to the default model: DATA/models/answer. */
+#define CQ_DECODER_DEFAULT_ADAPTER "models/answer"
+
+/* Loads the adapter in folder dir onto d, replacing the one it had; dir NULL removes it (the base model again).
+ * The adapter's base.sha256 must be the SHA-256 of d's model file (CQ_ERR_INVALID with both names otherwise; the
+ * digest is cached next to the model, see attention/lora.h). Other errors name the file, tensor or field. On any
+ * error d keeps what it had, except a CUDA failure while merging (CQ_ERR_DEVICE), after which d must be closed.
+ * Calls on d's sequences wait while it loads. */
+cq_status cq_decoder_load_adapter(cq_decoder *d, const char *dir, cq_err *err);
+/* The adapter in use, or NULL (the base model). */
+const cq_adapter_info *cq_decoder_adapter(const cq_decoder *d);
+
+/* ---- scoring prompts ---------------------------------------------------------------------------------------- */
+
+#define CQ_DECODER_SCORE_MAX_IDS 8
+
+/* For each of n independent prompts (token ids as the caller encoded them, BOS included; each 1 to context_length
+ * tokens) the logits of n_ids token ids (at most CQ_DECODER_SCORE_MAX_IDS) at its last position:
+ * out[i * n_ids + k]. On CUDA the prompts run packed, end to end, through batched prefill chunks (each token sees
+ * only its own prompt: a block-diagonal causal mask; positions restart at 0 for every prompt), a few thousand tokens
+ * at a time; on the CPU one after the other. What a reranker needs: one relevance prompt per candidate. */
+cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
+                                   const int32_t *ids, size_t n_ids, float *out, cq_err *err);
 
 /* ---- generation ---------------------------------------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "attention/cpu_kernels.h"
+#include "attention/lora.h"
 #include "attention/quant.h"
 
 /* Rows dequantized at once for a multi-token product: 2 groups of the 6-row micro-kernel. */
@@ -20,6 +21,29 @@
 #define PROMPT_KEYS 256
 #define PROMPT_KEY_ROWS 48
 #define PROMPT_QUERY_ROWS 24
+
+/* An adapter as the CPU runs it (attention/lora.h), as a low-rank side product next to the quantized weights:
+ * merging W + s B A into them would mean requantizing, and the 4-bit grid is coarser than the delta (see
+ * docs/PERF.md). The projections of a layer that share an input form a group (q/k/v; o; gate/up; down): u = A x for
+ * the group's stacked A factors is one product before the group's own, and each adapted projection adds its rows'
+ * term y_r += sum_j u_j s B[r][j] in the task that computes those rows (for gate and up before the GeGLU).
+ * Factors in bf16: half the bytes of float for every decode step to read, and rounding far below the weights'. B is
+ * kept in tiles of 16 outputs (cpu_kernels.h), so that a task's rows read it front to back: held transposed, a
+ * rank-strided walk, it took 4x the time of the A product (perf) for the same bytes. */
+enum { GROUP_QKV, GROUP_O, GROUP_GATE_UP, GROUP_DOWN, N_GROUPS };
+
+typedef struct {
+    cq_wmat a[N_GROUPS];     /* (adapted projections of the group x rank, in) bf16; data NULL: none in the group */
+    uint16_t *bt[CQ_N_PROJ]; /* s B in bf16, in tiles of outputs (cq_k_lowrank_tile), or NULL: not adapted */
+    int u_off[CQ_N_PROJ];    /* its rows in its group's u */
+} lora_layer;
+
+/* One projection's low-rank term in a product: bt NULL for none. */
+typedef struct {
+    const uint16_t *bt;
+    const float *u; /* (n_tokens, ldu), this projection's rank values first */
+    size_t ldu;
+} lora_term;
 
 struct cq_cpu_model {
     const cq_gemma *m;  /* &own, or the caller's model when the weights were not copied */
@@ -35,6 +59,9 @@ struct cq_cpu_model {
     cq_i16_block *xq;   /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
     bool exact;         /* decode steps in float too (options.exact, CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
     double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
+    lora_layer *lora;    /* (n_layer) the adapter, or NULL */
+    int lora_rank;
+    float *lora_u;       /* (CQ_CPU_BATCH, 3 rank): a group's u = A x */
 };
 
 struct cq_cpu_seq {
@@ -147,6 +174,19 @@ void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens
     free(row);
 }
 
+void cq_op_lora_merge_ref(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out) {
+    const size_t cols = (size_t)w->cols;
+    for (int64_t r = 0; r < w->rows; r++) {
+        float *o = out + (size_t)r * cols;
+        cq_dequant_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, o, cols);
+        for (size_t c = 0; c < cols; c++) {
+            double d = 0;
+            for (int j = 0; j < rank; j++) d += (double)b[(size_t)r * rank + j] * a[(size_t)j * cols + c];
+            o[c] += (float)(scale * d);
+        }
+    }
+}
+
 /* ---- matrix products ----------------------------------------------------------------------------------------- */
 
 /* Up to 3 products of the same input (Q, K and V) run as one dispatch: their tasks are numbered one after the
@@ -158,12 +198,15 @@ typedef struct {
     float *y;
     size_t ldy;
     int rows_per_task, first_task;
+    lora_term lora;
 } matmul_part;
 
 typedef struct {
     matmul_part part[MAX_PARTS];
     int n_parts;
     const cq_wmat *w2; /* GeGLU when set (one part): y = gelu(W x) * (W2 x), both by the task that owns the rows */
+    lora_term lora2;   /* W2's adapter term */
+    int lora_rank;
     const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
     const cq_i16_block *xq; /* one token quantized to int16 (the fast decode product), or NULL */
     const cq_tokens_i16 *xt16; /* several tokens quantized to int16 (a prompt's integer product), or NULL */
@@ -205,6 +248,13 @@ static void rows_times_tokens(const matmul_job *j, const cq_wmat *w, int r0, int
     }
 }
 
+/* The adapter term of rows [r0, r1), for every token: y[t*ldy + (r - col0)] += u_t . s B[r]. */
+static void lowrank_rows(const matmul_job *j, const lora_term *lt, int r0, int r1, float *y, size_t ldy, int col0) {
+    for (int t = 0; t < j->n_tokens; t++)
+        cq_k_lowrank_rows(y + (size_t)t * ldy + (r0 - col0), r0, r1 - r0, lt->u + (size_t)t * lt->ldu, j->lora_rank,
+                          lt->bt);
+}
+
 static void matmul_task(void *ctx, int task, int thread) {
     const matmul_job *j = ctx;
     int p = 0;
@@ -214,21 +264,25 @@ static void matmul_task(void *ctx, int task, int thread) {
     if (r1 > pt->w->rows) r1 = (int)pt->w->rows;
     float *tile = j->cm->tiles + (size_t)thread * j->cm->tile_floats;
     rows_times_tokens(j, pt->w, r0, r1, pt->y, pt->ldy, 0, tile);
+    if (pt->lora.bt) lowrank_rows(j, &pt->lora, r0, r1, pt->y, pt->ldy, 0);
     if (!j->w2) return;
     float *up = tile + (size_t)ROW_TILE * j->cm->max_cols; /* GEGLU_ROWS x n_tokens, see cq_cpu_model_new */
     const size_t ldu = (size_t)(r1 - r0);
     rows_times_tokens(j, j->w2, r0, r1, up, ldu, r0, tile);
+    if (j->lora2.bt) lowrank_rows(j, &j->lora2, r0, r1, up, ldu, r0);
     for (int t = 0; t < j->n_tokens; t++) cq_k_geglu(pt->y + (size_t)t * pt->ldy + r0, up + (size_t)t * ldu, r1 - r0);
 }
 
 static bool has_i16_dot(const cq_wmat *w) { return cq_qtype_has_i16_dot(w->type) && w->cols % 32 == 0; }
 
 /* y_p (n_tokens, ldy_p) = x W_p^T for each of n_parts matrices of x's width, and with w2 (one part) the GeGLU of
- * two products; multithreaded over rows. quantized: the tokens quantized to int16 once (when every weight format
- * allows) and the products in integers, see cq_cpu_eval. */
+ * two products; multithreaded over rows. lora (NULL: none): each part's adapter term, then w2's. quantized: the
+ * tokens quantized to int16 once (when every weight format allows) and the products in integers, see cq_cpu_eval. */
 static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w, float *const *y, const size_t *ldy,
-                         const cq_wmat *w2, const float *x, size_t ldx, int n_tokens, bool quantized) {
-    matmul_job j = {.n_parts = n_parts, .w2 = w2, .x = x, .n_tokens = n_tokens, .cm = cm};
+                         const lora_term *lora, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
+                         bool quantized) {
+    matmul_job j = {.n_parts = n_parts, .w2 = w2, .x = x, .n_tokens = n_tokens, .cm = cm, .lora_rank = cm->lora_rank};
+    if (lora && w2) j.lora2 = lora[n_parts];
     bool int16 = quantized && (!w2 || has_i16_dot(w2));
     int n_tasks = 0;
     for (int p = 0; p < n_parts; p++) {
@@ -238,7 +292,7 @@ static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w,
             if (per < ROW_TILE) per = ROW_TILE;
             rows_per_task = (int)((per + ROW_TILE - 1) / ROW_TILE * ROW_TILE);
         }
-        j.part[p] = (matmul_part){w[p], y[p], ldy[p], rows_per_task, n_tasks};
+        j.part[p] = (matmul_part){w[p], y[p], ldy[p], rows_per_task, n_tasks, lora ? lora[p] : (lora_term){0}};
         n_tasks += (int)((w[p]->rows + rows_per_task - 1) / rows_per_task);
         int16 = int16 && has_i16_dot(w[p]);
     }
@@ -263,7 +317,18 @@ static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w,
 
 static void matmul(cq_cpu_model *cm, const cq_wmat *w, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
                    float *y, size_t ldy, bool quantized) {
-    matmul_parts(cm, 1, &w, &y, &ldy, w2, x, ldx, n_tokens, quantized);
+    matmul_parts(cm, 1, &w, &y, &ldy, NULL, w2, x, ldx, n_tokens, quantized);
+}
+
+/* The adapter's u = A x for group g of layer L (when it adapts any of the group's projections), and the terms of
+ * the n projections p[] that take x (NULL entries: not adapted). */
+static void lora_group(cq_cpu_model *cm, const lora_layer *L, int g, const float *x, size_t ldx, int n_tokens,
+                       bool quantized, int n, const cq_proj *p, lora_term *terms) {
+    memset(terms, 0, (size_t)n * sizeof *terms);
+    if (!L || !L->a[g].data) return;
+    matmul(cm, &L->a[g], NULL, x, ldx, n_tokens, cm->lora_u, (size_t)L->a[g].rows, quantized);
+    for (int i = 0; i < n; i++)
+        if (L->bt[p[i]]) terms[i] = (lora_term){L->bt[p[i]], cm->lora_u + L->u_off[p[i]], (size_t)L->a[g].rows};
 }
 
 /* ---- model and sequence -------------------------------------------------------------------------------------- */
@@ -361,8 +426,65 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_
     return CQ_OK;
 }
 
+static void lora_layers_free(lora_layer *ll, int32_t n_layer) {
+    for (int32_t l = 0; ll && l < n_layer; l++) {
+        for (int g = 0; g < N_GROUPS; g++) free((void *)ll[l].a[g].data);
+        for (int p = 0; p < CQ_N_PROJ; p++) free(ll[l].bt[p]);
+    }
+    free(ll);
+}
+
+static int group_of(cq_proj p) {
+    return p <= CQ_PROJ_V ? GROUP_QKV : p == CQ_PROJ_O ? GROUP_O : p == CQ_PROJ_DOWN ? GROUP_DOWN : GROUP_GATE_UP;
+}
+
+cq_status cq_cpu_model_set_lora(cq_cpu_model *cm, const cq_lora *lora, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    lora_layer *ll = NULL;
+    float *u = NULL;
+    const int r = lora ? lora->info.rank : 0;
+    if (lora) {
+        ll = calloc((size_t)m->n_layer, sizeof *ll);
+        u = malloc((size_t)CQ_CPU_BATCH * 3 * (size_t)r * sizeof *u);
+        if (!ll || !u) goto nomem;
+        for (int32_t l = 0; l < m->n_layer; l++) {
+            const cq_lora_layer *src = &lora->layers[l];
+            lora_layer *dst = &ll[l];
+            int rows[N_GROUPS] = {0};
+            for (int p = 0; p < CQ_N_PROJ; p++)
+                if (src->a[p]) dst->u_off[p] = rows[group_of((cq_proj)p)], rows[group_of((cq_proj)p)] += r;
+            for (int g = 0; g < N_GROUPS; g++) {
+                if (!rows[g]) continue;
+                const int64_t cols = g == GROUP_O ? (int64_t)m->n_head * m->head_dim : g == GROUP_DOWN ? m->n_ff : m->n_embd;
+                uint16_t *a = malloc((size_t)rows[g] * (size_t)cols * sizeof *a);
+                if (!a) goto nomem;
+                dst->a[g] = (cq_wmat){a, CQ_QTYPE_BF16, rows[g], cols, (size_t)cols * sizeof *a};
+            }
+            for (int p = 0; p < CQ_N_PROJ; p++) {
+                if (!src->a[p]) continue;
+                const cq_wmat *w = cq_proj_weight(&m->layers[l], (cq_proj)p);
+                uint16_t *a = (uint16_t *)dst->a[group_of((cq_proj)p)].data + (size_t)dst->u_off[p] * (size_t)w->cols;
+                for (size_t i = 0; i < (size_t)r * (size_t)w->cols; i++) a[i] = cq_f32_to_bf16(src->a[p][i]);
+                uint16_t *bt = malloc(cq_k_lowrank_tiled_size((int)w->rows, r) * sizeof *bt);
+                if (!(dst->bt[p] = bt)) goto nomem;
+                cq_k_lowrank_tile(src->b[p], (int)w->rows, r, lora->scale, bt);
+            }
+        }
+    }
+    lora_layers_free(cm->lora, m->n_layer);
+    free(cm->lora_u);
+    cm->lora = ll, cm->lora_u = u, cm->lora_rank = r;
+    return CQ_OK;
+nomem:
+    lora_layers_free(ll, m->n_layer);
+    free(u);
+    return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for the adapter");
+}
+
 void cq_cpu_model_free(cq_cpu_model *cm) {
     if (!cm) return;
+    lora_layers_free(cm->lora, cm->m->n_layer);
+    free(cm->lora_u);
     cq_pool_free(cm->pool);
     if (cm->weights) {
         munmap(cm->weights, cm->weights_map_bytes);
@@ -746,10 +868,13 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         const cq_gemma_layer *L = &m->layers[l];
         const float *rope = s->rope + (size_t)L->global * T * hd;
         for (int t = 0; t < T; t++) cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->attn_norm, d, m->rms_eps);
+        const lora_layer *LA = cm->lora ? &cm->lora[l] : NULL;
+        lora_term lt[3];
         const cq_wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_out[3] = {s->q, s->kn, s->vn};
         const size_t qkv_ld[3] = {(size_t)qd, (size_t)kvd, (size_t)kvd};
-        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, NULL, s->xn, d, T, all_int16);
+        lora_group(cm, LA, GROUP_QKV, s->xn, d, T, all_int16, 3, (const cq_proj[]){CQ_PROJ_Q, CQ_PROJ_K, CQ_PROJ_V}, lt);
+        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, LA ? lt : NULL, NULL, s->xn, d, T, all_int16);
         for (int t = 0; t < T; t++) {
             const float *cs = rope + (size_t)t * hd;
             for (int h = 0; h < m->n_head; h++) {
@@ -784,15 +909,22 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
             attn_job aj = {m, L, s, l, pos0, heads_per_task};
             cq_pool_run(cm->pool, T * (m->n_head / heads_per_task), attn_task, &aj);
         }
-        matmul(cm, &L->wo, NULL, s->att, qd, T, s->o, d, some_int16);
+        const cq_wmat *wo = &L->wo;
+        const size_t ld_o = (size_t)d;
+        lora_group(cm, LA, GROUP_O, s->att, qd, T, some_int16, 1, (const cq_proj[]){CQ_PROJ_O}, lt);
+        matmul_parts(cm, 1, &wo, &s->o, &ld_o, LA ? lt : NULL, NULL, s->att, qd, T, some_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
             add_into(s->x + (size_t)t * d, ot, d);
             cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->ffn_norm, d, m->rms_eps);
         }
-        matmul(cm, &L->wgate, &L->wup, s->xn, d, T, s->ff, m->n_ff, some_int16);
-        matmul(cm, &L->wdown, NULL, s->ff, m->n_ff, T, s->o, d, all_int16);
+        const cq_wmat *wg = &L->wgate, *wd = &L->wdown;
+        const size_t ld_ff = (size_t)m->n_ff;
+        lora_group(cm, LA, GROUP_GATE_UP, s->xn, d, T, some_int16, 2, (const cq_proj[]){CQ_PROJ_GATE, CQ_PROJ_UP}, lt);
+        matmul_parts(cm, 1, &wg, &s->ff, &ld_ff, LA ? lt : NULL, &L->wup, s->xn, d, T, some_int16);
+        lora_group(cm, LA, GROUP_DOWN, s->ff, m->n_ff, T, all_int16, 1, (const cq_proj[]){CQ_PROJ_DOWN}, lt);
+        matmul_parts(cm, 1, &wd, &s->o, &ld_o, LA ? lt : NULL, NULL, s->ff, m->n_ff, T, all_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);

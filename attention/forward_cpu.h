@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention/lora.h"
 #include "attention/model.h"
 #include "core/threadpool.h"
 #include "core/error.h"
@@ -20,6 +21,8 @@ typedef struct cq_cpu_seq cq_cpu_seq;
 /* exact: every product in float (see cq_cpu_eval); CLAUSEQA_CPU_EXACT=1 in the environment sets it too. */
 cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_model **out, cq_err *err);
 void cq_cpu_model_free(cq_cpu_model *cm);
+/* Runs the model with adapter lora from now on (NULL: without one); lora is not kept. On error nothing changes. */
+cq_status cq_cpu_model_set_lora(cq_cpu_model *cm, const cq_lora *lora, cq_err *err);
 
 cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out, cq_err *err);
 void cq_cpu_seq_free(cq_cpu_seq *s);
@@ -63,5 +66,8 @@ bool cq_op_attention_shares(const float *q, int n_head, int n_head_kv, int hd, c
 /* y[t*ldy + r] = W[r] . x[t*ldx] for all rows, t < n_tokens: dequantize each row, sum in double. Obviously right and
  * slow: the reference the fast products (CPU tiles, cuBLAS) are tested against. */
 void cq_op_matmul_ref(const cq_wmat *w, const float *x, size_t ldx, int n_tokens, float *y, size_t ldy);
+/* out (rows, cols) = W + scale B A for an adapter's factors a (rank, cols) and b (rows, rank): W dequantized, each
+ * delta summed in double. The reference that the CPU side product and CUDA's merge are tested against. */
+void cq_op_lora_merge_ref(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out);
 
 #endif

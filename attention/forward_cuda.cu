@@ -13,6 +13,7 @@
 #include <string.h>
 
 extern "C" { /* C headers: their functions keep C linkage */
+#include "attention/lora.h"
 #include "attention/model.h"
 #include "attention/quant.h"
 #include "core/error.h"
@@ -95,11 +96,12 @@ __global__ void softcap_kernel(float *x, size_t n, float cap) {
 
 /* One block per (token, head slot): slots [0, H) are query heads, [H, H + Hkv) key heads. blockDim = head_dim / 2,
  * thread i owns the RoPE pair (i, i + half). RMSNorm over the head with its weight, then RoPE at position pos0 + t
- * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. */
+ * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. Packed
+ * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t. */
 __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
                                           const float *k_norm, const double *inv_freq, float *kcache, float *vcache,
-                                          int H, int Hkv, int hd, const int32_t *pos0p, int slots, int ring,
-                                          float eps) {
+                                          int H, int Hkv, int hd, const int32_t *pos0p, const int32_t *rope_pos,
+                                          int slots, int ring, float eps) {
     const int32_t pos0 = *pos0p; /* in device memory, so that a captured decode graph replays at any position */
     const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
     const bool is_q = hs < H;
@@ -111,7 +113,7 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     x1 *= r * w[i + half];
     const int32_t p = pos0 + t;
     double s, c;
-    sincos((double)p * inv_freq[i], &s, &c);
+    sincos((double)(rope_pos ? rope_pos[t] : p) * inv_freq[i], &s, &c);
     float cf = (float)c, sf = (float)s;
     float y0 = x0 * cf - x1 * sf, y1 = x1 * cf + x0 * sf;
     if (is_q) {
@@ -178,10 +180,10 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 }
 
 /* Attention, pass 1. Grid (T*H, n_split), ATT_WARPS warps per block. Query (t, h) at position p sees keys
- * [lo, p] (lo = p - window + 1 on local layers); split s takes a contiguous share of them, and the warps of the
- * block take groups of KEY_GROUP consecutive keys in turn (the loads of a group are in flight together), each
- * keeping a running max m, sum l and weighted values (online softmax). Lanes hold head_dim/32 consecutive
- * dimensions. The warps merge in shared memory and the block writes one partial (m, l, acc) for pass 2. */
+ * [lo, p] (lo = p - window + 1 on local layers, and no earlier than seq_start[t] for packed prompts); split s
+ * takes a contiguous share of them, and the warps of the block take groups of KEY_GROUP consecutive keys in turn
+ * (the loads of a group are in flight together), each keeping a running max m, sum l and weighted values (online
+ * softmax). Lanes hold head_dim/32 consecutive dimensions. The warps merge in shared memory and the block writes one partial (m, l, acc) for pass 2. */
 #define KEY_GROUP 4
 /* Decode attention: shares of about DEC_SPLIT_KEYS keys, so that a short range still spreads over many blocks; at
  * most DEC_MAX_SPLITS (one per thread of the merging block), merged MERGE_GROUP splits a warp at a time. */
@@ -189,15 +191,16 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 #define DEC_MAX_SPLITS (32 * ATT_WARPS)
 #define MERGE_GROUP 4
 __global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
-                                         int Hkv, int hd, const int32_t *pos0p, int window, int slots, int ring,
-                                         float scale, float softcap) {
+                                         int Hkv, int hd, const int32_t *pos0p, const int32_t *seq_start, int window,
+                                         int slots, int ring, float scale, float softcap) {
     __shared__ float sm_ml[ATT_WARPS][2];
     __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
     const int32_t pos0 = *pos0p;
     const int th = blockIdx.x, t = th / H, h = th % H, kvh = h / (H / Hkv);
     const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per = hd / 32;
-    const int32_t p = pos0 + t, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+    const int32_t p = pos0 + t, lo = max((window > 0 && p - window + 1 > 0) ? p - window + 1 : 0,
+                                         seq_start ? seq_start[t] : 0);
     const int32_t n = p - lo + 1, share = (n + n_split - 1) / n_split;
     const int32_t a = lo + split * share, b = min(p + 1, a + share);
     float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
@@ -270,17 +273,19 @@ __device__ float block_max(float v) {
 
 /* Prefill attention through cuBLAS: scores S = Q K^T for the chunk's T queries of every head against nk cache
  * slots come from one GEMM; this kernel turns row (h, t) of S into softmax weights in place: scale, soft-cap,
- * mask (slot j holds position j, or on a ring of `slots` the latest position <= the chunk's last that falls in
- * slot j; query t at p = pos0 + t sees positions (p - window, p]), softmax. A second GEMM gives P V. */
-__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, int window, int slots, int ring,
-                                   float scale, float softcap) {
+ * mask (slot j holds position key0 + j, or on a ring of `slots` the latest position <= the chunk's last that falls
+ * in slot j; query t at p = pos0 + t sees positions (p - window, p], and none before seq_start[t] when packed),
+ * softmax. A second GEMM gives P V. */
+__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, const int32_t *seq_start,
+                                   int32_t key0, int window, int slots, int ring, float scale, float softcap) {
     float *r = sc + (size_t)blockIdx.x * nk;
-    const int32_t pos0 = *pos0p, p = pos0 + (int32_t)(blockIdx.x % T), last = pos0 + T - 1;
+    const int t = (int)(blockIdx.x % T);
+    const int32_t pos0 = *pos0p, p = pos0 + t, last = pos0 + T - 1, first = seq_start ? seq_start[t] : 0;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        const int32_t pj = ring ? last - (last - j) % slots : j;
+        const int32_t pj = ring ? last - (last - j) % slots : key0 + j;
         float v = -INFINITY;
-        if (pj <= p && (window <= 0 || pj > p - window)) {
+        if (pj <= p && pj >= first && (window <= 0 || pj > p - window)) {
             v = r[j] * scale;
             if (softcap > 0) v = softcap * tanhf(v / softcap);
         }
@@ -869,6 +874,20 @@ __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, co
     for (int i = threadIdx.x; i < n; i += blockDim.x) nr[i] = xr[i] * r * w_next[i];
 }
 
+/* A few logits of a few rows of the final-normed states (packed prompts' last tokens): out[i * n_ids + k] =
+ * softcap(E[ids[k]] . xn[rows[i]]), bf16 weights and float states; one warp per (row, id). */
+__global__ void select_logits_kernel(const float *xn, int d, const int32_t *rows, int n_rows, const bf16 *E,
+                                     const int32_t *ids, int n_ids, float softcap, float *out) {
+    const int w = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x % 32;
+    if (w >= n_rows * n_ids) return;
+    const float *x = xn + (size_t)rows[w / n_ids] * d;
+    const bf16 *e = E + (size_t)ids[w % n_ids] * d;
+    float s = 0;
+    for (int c = lane; c < d; c += 32) s += __bfloat162float(e[c]) * x[c];
+    s = warp_sum(s);
+    if (lane == 0) out[w] = softcap > 0 ? softcap * tanhf(s / softcap) : s;
+}
+
 /* ---- model and sequence -------------------------------------------------------------------------------------- */
 
 /* The decode kernels come in IT = 1..8 (16-byte loads per lane a row in flight before the prologue): the one for a
@@ -949,6 +968,7 @@ struct cq_cuda_model {
     int logit_blocks;     /* the logits kernel's grid: as many blocks as are resident at once */
     int8_t *emb_q;        /* a Q8_0 embedding as in the file, for a decode step's logits (NULL: bf16 is used) */
     __half *emb_d;
+    bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
 };
 
 struct cq_cuda_seq {
@@ -975,6 +995,14 @@ struct cq_cuda_seq {
     bool prefill_seen[PREFILL_GRAPHS]; /* a full chunk ran directly at prefill_pos (its graph may follow) */
     int prefill_next;              /* the slot to reuse next */
     bool no_graphs;                /* a capture failed: launch kernels directly (slower, same results) */
+    /* packed prompts (cq_cuda_score_packed): every layer's cache flat (one slot per packed token, no ring) */
+    bool flat;
+    bool packed;                   /* the chunk being queued is packed: */
+    int32_t *rope_pos, *seq_start; /* device (CQ_CUDA_BATCH): each token's position in its prompt, and where (as a
+                                    * packed index) its prompt starts */
+    int32_t key0;                  /* the chunk's first prompt's start: no earlier key is needed */
+    int32_t *sel_rows, *sel_ids;   /* device: rows of the chunk whose logits are wanted, the token ids wanted */
+    float *sel_out;                /* device: (prompts, ids) the selected logits */
 };
 
 extern "C" bool cq_cuda_available(void) {
@@ -1108,7 +1136,7 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
                              (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
                              (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
                              (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim),
-                             (const void *)att_softmax_kernel};
+                             (const void *)att_softmax_kernel,   (const void *)select_logits_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaFuncAttributes fa;
         CUDA_TRY(cudaFuncGetAttributes(&fa, kernels[i]));
@@ -1142,6 +1170,81 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     return CQ_OK;
 }
 
+static dmat *layer_proj(dlayer *D, cq_proj p) {
+    dmat *const m[CQ_N_PROJ] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->wgate, &D->wup, &D->wdown};
+    return m[p];
+}
+
+/* Scratch of a merge: the weight in float and the factors, on the device. */
+typedef struct {
+    float *w, *a, *b;
+} merge_bufs;
+
+/* out (bf16, already allocated: w's shape) = W + scale B A, with W dequantized on the host in float (exact) and
+ * the product added on the GPU in float (cuBLAS SGEMM, beta 1), rounded to bf16 once; a NULL: W alone. a (rank,
+ * cols) and b (rows, rank) row-major; bufs large enough. Row-major M (rows x cols) is column-major M^T, so the
+ * update is W^T += scale A^T B^T: an m = cols, n = rows, k = rank GEMM of the factors as stored. */
+static cq_status merge_upload(cq_cuda_model *cm, const cq_wmat *w, const float *a, const float *b, int rank,
+                              float scale, const merge_bufs *bufs, bf16 *out, cq_err *err) {
+    const size_t rows = (size_t)w->rows, cols = (size_t)w->cols, n = rows * cols;
+    float *host = (float *)malloc(n * sizeof(float));
+    if (!host) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory staging weights");
+    for (size_t r = 0; r < rows; r++)
+        cq_dequant_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, host + r * cols, cols);
+    cudaError_t e = cudaMemcpyAsync(bufs->w, host, n * sizeof(float), cudaMemcpyHostToDevice, cm->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cm->stream); /* host is freed below */
+    free(host);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "uploading a weight: %s", cudaGetErrorString(e));
+    if (a) {
+        const float one = 1.0f;
+        CUDA_TRY(cudaMemcpyAsync(bufs->a, a, (size_t)rank * cols * sizeof(float), cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(bufs->b, b, rows * (size_t)rank * sizeof(float), cudaMemcpyHostToDevice, cm->stream));
+        CUBLAS_TRY(cublasSgemm(cm->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)cols, (int)rows, rank, &scale, bufs->a,
+                               (int)cols, bufs->b, rank, &one, bufs->w, (int)cols));
+    }
+    to_bf16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, cm->stream>>>(bufs->w, out, n);
+    LAUNCH_TRY();
+    CUDA_TRY(cudaStreamSynchronize(cm->stream)); /* the factors' host memory may go once this returns */
+    return CQ_OK;
+}
+
+static cq_status merge_bufs_alloc(const cq_gemma *m, int rank, merge_bufs *bufs, cq_err *err) {
+    size_t most = 0, side = 0; /* the largest weight, and its largest side */
+    for (int32_t l = 0; l < m->n_layer; l++)
+        for (int p = 0; p < CQ_N_PROJ; p++) {
+            const cq_wmat *w = cq_proj_weight(&m->layers[l], (cq_proj)p);
+            most = (size_t)w->rows * w->cols > most ? (size_t)w->rows * w->cols : most;
+            const size_t longer = (size_t)(w->rows > w->cols ? w->rows : w->cols);
+            side = longer > side ? longer : side;
+        }
+    CUDA_TRY(cudaMalloc(&bufs->w, most * sizeof(float)));
+    CUDA_TRY(cudaMalloc(&bufs->a, (size_t)(rank > 0 ? rank : 1) * side * sizeof(float)));
+    CUDA_TRY(cudaMalloc(&bufs->b, (size_t)(rank > 0 ? rank : 1) * side * sizeof(float)));
+    return CQ_OK;
+}
+
+/* Merging is done once, at load: the decode kernels keep reading one bf16 matrix per projection, so the adapter
+ * costs no time per token (docs/PERF.md). Weights merged before and not adapted now are restored from the file;
+ * the device buffers stay where they are, so captured graphs remain valid. */
+extern "C" cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    if (!cm->merged && !(cm->merged = (bool *)calloc((size_t)m->n_layer * CQ_N_PROJ, sizeof(bool))))
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    merge_bufs bufs = {NULL, NULL, NULL};
+    cq_status st = merge_bufs_alloc(m, lora ? lora->info.rank : 0, &bufs, err);
+    for (int32_t l = 0; !st && l < m->n_layer; l++)
+        for (int p = 0; !st && p < CQ_N_PROJ; p++) {
+            const float *a = lora ? lora->layers[l].a[p] : NULL, *b = lora ? lora->layers[l].b[p] : NULL;
+            bool *merged = &cm->merged[(size_t)l * CQ_N_PROJ + p];
+            if (!a && !*merged) continue;
+            st = merge_upload(cm, cq_proj_weight(&m->layers[l], (cq_proj)p), a, b, lora ? lora->info.rank : 0,
+                              lora ? lora->scale : 0.0f, &bufs, layer_proj(&cm->layers[l], (cq_proj)p)->w, err);
+            if (!st) *merged = a != NULL;
+        }
+    cudaFree(bufs.w), cudaFree(bufs.a), cudaFree(bufs.b);
+    return st;
+}
+
 extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     if (!cm) return;
     if (cm->layers) {
@@ -1154,6 +1257,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
         }
     }
     free(cm->layers);
+    free(cm->merged);
     cudaFree(cm->token_embd);
     cudaFree(cm->emb_q), cudaFree(cm->emb_d);
     cudaFree(cm->output_norm);
@@ -1177,13 +1281,15 @@ static size_t part_floats_for(const cq_gemma *m, int32_t max_tokens) {
     return a > b ? a : b;
 }
 
-extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+/* flat: every layer's cache one slot per position (packed prompts), else local layers keep a ring. */
+static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cuda_seq **out, cq_err *err) {
     *out = NULL;
     const cq_gemma *m = cm->m;
     cq_cuda_seq *s = (cq_cuda_seq *)calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     s->cm = cm;
     s->max_tokens = max_tokens;
+    s->flat = flat;
     *out = s; /* freed by cq_cuda_seq_free on any error below */
     s->k = (float **)calloc((size_t)m->n_layer, sizeof *s->k);
     s->v = (float **)calloc((size_t)m->n_layer, sizeof *s->v);
@@ -1192,7 +1298,7 @@ extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_c
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, f = sizeof(float), B = CQ_CUDA_BATCH;
     const int32_t ring = m->window + CQ_CUDA_BATCH < max_tokens ? m->window + CQ_CUDA_BATCH : max_tokens;
     for (int32_t l = 0; l < m->n_layer; l++) {
-        s->slots[l] = m->layers[l].global ? max_tokens : ring;
+        s->slots[l] = m->layers[l].global || flat ? max_tokens : ring;
         CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * f));
         CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * f));
     }
@@ -1226,7 +1332,22 @@ extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_c
         int32_t keys = kind == 0 && m->window < max_tokens ? m->window : max_tokens;
         s->dec_splits[kind] = dec_splits_for(keys);
     }
+    if (flat) {
+        CUDA_TRY(cudaMalloc(&s->rope_pos, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->seq_start, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->sel_rows, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->sel_ids, CQ_CUDA_SCORE_MAX_IDS * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->sel_out, (size_t)max_tokens * CQ_CUDA_SCORE_MAX_IDS * f));
+    }
     return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+    return seq_new(cm, max_tokens, false, out, err);
+}
+
+extern "C" cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+    return seq_new(cm, max_tokens, true, out, err);
 }
 
 extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
@@ -1237,6 +1358,7 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     cudaFree(s->kn), cudaFree(s->vn), cudaFree(s->g), cudaFree(s->u), cudaFree(s->part), cudaFree(s->xb);
     cudaFree(s->logits), cudaFree(s->pos), cudaFree(s->best), cudaFree(s->sc), cudaFree(s->x2), cudaFree(s->count);
     cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits), cudaFreeHost(s->h_tokens), cudaFreeHost(s->h_best);
+    cudaFree(s->rope_pos), cudaFree(s->seq_start), cudaFree(s->sel_rows), cudaFree(s->sel_ids), cudaFree(s->sel_out);
     for (int i = 0; i < 2; i++)
         if (s->decode_graph[i]) cudaGraphExecDestroy(s->decode_graph[i]);
     for (int i = 0; i < PREFILL_GRAPHS; i++)
@@ -1278,19 +1400,22 @@ static int pick_splits(int T, int H, int32_t max_keys) {
 }
 
 /* Prefill attention as two strided-batched SGEMMs around att_softmax_kernel (exact float32). Keys: the nk slots
- * 0..nk-1 (every slot of a ring once it has wrapped). Query head h of KV group g = h / (H / Hkv); one batched GEMM
- * per KV group, the group's heads its batch. sc holds H x T x nk floats. */
+ * key0..key0+nk-1 (key0 0 on a ring, and every slot of a ring once it has wrapped). Query head h of KV group
+ * g = h / (H / Hkv); one batched GEMM per KV group, the group's heads its batch. sc holds H x T x nk floats. */
 static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *sc,
-                                float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p, int32_t nk, int window,
-                                int slots, int ring, float scale, float softcap, cq_err *err) {
+                                float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
+                                const int32_t *seq_start, int32_t key0, int32_t nk, int window, int slots, int ring,
+                                float scale, float softcap, cq_err *err) {
     const float one = 1.0f, zero = 0.0f;
     const int group = H / Hkv;
     const long long tk = (long long)T * nk;
+    kc += (size_t)key0 * Hkv * hd, vc += (size_t)key0 * Hkv * hd;
     for (int g = 0; g < Hkv; g++) /* S^T (nk x T, column-major) = K^T-view (nk x hd) Q^T-view (hd x T), per head */
         CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, nk, T, hd, &one, kc + (size_t)g * hd,
                                              Hkv * hd, 0, q + (size_t)g * group * hd, H * hd, hd, &zero,
                                              sc + (size_t)g * group * tk, nk, tk, group));
-    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, window, slots, ring, scale, softcap);
+    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, seq_start, key0, window, slots, ring, scale,
+                                                      softcap);
     LAUNCH_TRY();
     for (int g = 0; g < Hkv; g++) /* O^T (hd x T, ld H*hd) = V^T-view (hd x nk) P^T-view (nk x T), per head */
         CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, T, nk, &one, vc + (size_t)g * hd,
@@ -1300,19 +1425,21 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
 }
 
 /* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
- * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). */
+ * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). Packed
+ * prompts (seq_start set, no ring) need no key before key0, the start of the chunk's first prompt. */
 static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
                            size_t part_floats, float *sc, size_t sc_floats, float *out, int T, int H, int Hkv, int hd,
-                           const int32_t *pos0p, int32_t pos0, int32_t max_keys, int window, int slots, int ring,
-                           float scale, float softcap, cq_err *err) {
-    const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T;
+                           const int32_t *pos0p, int32_t pos0, const int32_t *seq_start, int32_t key0,
+                           int32_t max_keys, int window, int slots, int ring, float scale, float softcap, cq_err *err) {
+    if (ring) key0 = 0;
+    const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T - key0;
     if (T > 1 && sc && (size_t)H * T * nk <= sc_floats)
-        return attention_gemm(cm, q, kc, vc, sc, out, T, H, Hkv, hd, pos0p, nk, window, slots, ring, scale, softcap,
-                              err);
+        return attention_gemm(cm, q, kc, vc, sc, out, T, H, Hkv, hd, pos0p, seq_start, key0, nk, window, slots, ring,
+                              scale, softcap, err);
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
     attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
-        q, kc, vc, part, H, Hkv, hd, pos0p, window, slots, ring, scale, softcap);
+        q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap);
     LAUNCH_TRY();
     attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
     LAUNCH_TRY();
@@ -1399,7 +1526,8 @@ static cq_status addnorm(cq_cuda_model *cm, float *x, const float *o, const floa
 }
 
 /* The kernels of a chunk of T > 1 tokens, queued on the stream: tokens in s->tokens and the first position in
- * s->pos already. The final-normed states end in s->xn (copy_logits takes them from there). */
+ * s->pos already (for packed prompts also their positions in s->rope_pos and starts in s->seq_start, see
+ * cq_cuda_score_packed). The final-normed states end in s->xn (copy_logits takes them from there). */
 static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const cq_gemma *m = cm->m;
@@ -1415,17 +1543,18 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wq, s->xb, T, s->q, err)) ||
             (st = gemm(cm, &D->wk, s->xb, T, s->kn, err)) || (st = gemm(cm, &D->wv, s->xb, T, s->vn, err)))
             return st;
+        const int ring = !L->global && !s->flat;
         qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
             s->q, s->kn, s->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], s->k[l], s->v[l], H, Hkv, hd, s->pos,
-            s->slots[l], !L->global, m->rms_eps);
+            s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps);
         LAUNCH_TRY();
         const int window = L->global ? 0 : m->window;
         int32_t max_keys = pos0 + T; /* the longest key range of this chunk */
         if (window > 0 && max_keys > window) max_keys = window;
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
         if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
-                            Hkv, hd, s->pos, pos0, max_keys, window, s->slots[l], !L->global, m->attn_scale,
-                            m->attn_softcap, err)) ||
+                            Hkv, hd, s->pos, pos0, s->packed ? s->seq_start : NULL, s->packed ? s->key0 : 0, max_keys,
+                            window, s->slots[l], ring, m->attn_scale, m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
             (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, err)))
             return st;
@@ -1680,6 +1809,54 @@ extern "C" cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t 
     return CQ_OK;
 }
 
+extern "C" cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
+                                          const int32_t *ids, int n_ids, float *out, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    const cq_gemma *m = cm->m;
+    const int32_t total = starts[n];
+    if (!s->flat || total > s->max_tokens || n_ids < 1 || n_ids > CQ_CUDA_SCORE_MAX_IDS)
+        return cq_err_set(err, CQ_ERR_INVALID, "packed scoring: %d tokens, %d ids do not fit this sequence", total, n_ids);
+    CUDA_TRY(cudaMemcpyAsync(s->sel_ids, ids, (size_t)n_ids * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+    /* per chunk: each token's position in its prompt and its prompt's start, the rows that end a prompt. Pageable
+     * host arrays: cudaMemcpyAsync stages them before it returns, so the next chunk may refill them. */
+    int32_t rope[CQ_CUDA_BATCH], start[CQ_CUDA_BATCH], rows[CQ_CUDA_BATCH];
+    size_t prompt = 0, done = 0; /* the prompt of the chunk's first token; prompts whose logits are queued */
+    for (int32_t c0 = 0; c0 < total; c0 += CQ_CUDA_BATCH) {
+        const int T = total - c0 < CQ_CUDA_BATCH ? (int)(total - c0) : CQ_CUDA_BATCH;
+        while (starts[prompt + 1] <= c0) prompt++;
+        int n_rows = 0;
+        for (int t = 0, p = (int)prompt; t < T; t++) {
+            while (starts[p + 1] <= c0 + t) p++;
+            rope[t] = c0 + t - starts[p];
+            start[t] = starts[p];
+            if (c0 + t == starts[p + 1] - 1) rows[n_rows++] = t;
+        }
+        const int32_t pos0 = c0;
+        CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens + c0, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(s->pos, &pos0, sizeof pos0, cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(s->rope_pos, rope, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        CUDA_TRY(cudaMemcpyAsync(s->seq_start, start, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
+        if (n_rows)
+            CUDA_TRY(cudaMemcpyAsync(s->sel_rows, rows, (size_t)n_rows * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                     cm->stream));
+        s->packed = true, s->key0 = start[0];
+        cq_status st = enqueue_chunk(s, T, c0, err);
+        s->packed = false;
+        if (st) return st;
+        if (n_rows) {
+            const int warps = n_rows * n_ids;
+            select_logits_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, cm->stream>>>(
+                s->xn, m->n_embd, s->sel_rows, n_rows, cm->token_embd, s->sel_ids, n_ids, m->final_softcap,
+                s->sel_out + done * n_ids);
+            LAUNCH_TRY();
+            done += (size_t)n_rows;
+        }
+    }
+    CUDA_TRY(cudaMemcpyAsync(out, s->sel_out, n * n_ids * sizeof(float), cudaMemcpyDeviceToHost, cm->stream));
+    CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    return CQ_OK;
+}
+
 /* ---- single kernels for the tests ---------------------------------------------------------------------------- */
 
 /* Device copies of host arrays, freed together. */
@@ -1749,7 +1926,7 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
     }
     for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
         qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, df, dk, dk, 1, 0, head_dim,
-                                               dpos + r, 1, 0, 0.0f);
+                                               dpos + r, NULL, 1, 0, 0.0f);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     free(freq), free(ones);
@@ -1801,7 +1978,7 @@ extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const 
         s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err);
     if (!s && cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, NULL, 0,
                       window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
@@ -1910,6 +2087,78 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
     }
     dev_free(&ds);
     cudaFree(dw.w);
+    cublasDestroy(tmp.blas);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
+                                                 int n_prompts, int n_q, int head_dim, int window, float scale,
+                                                 float softcap, bool gemm_path, float *out, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    const int32_t n = starts[n_prompts], pos0 = n - n_q;
+    if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q < 1 || n_q > n || n_q > CQ_CUDA_BATCH)
+        return cq_err_set(err, CQ_ERR_INVALID, "packed attention test: bad shape");
+    int32_t *first = (int32_t *)malloc((size_t)n_q * sizeof(int32_t));
+    if (!first) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int t = 0, p = 0; t < n_q; t++) { /* the start of each query's prompt */
+        while (starts[p + 1] <= pos0 + t) p++;
+        first[t] = starts[p];
+    }
+    const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - first[0]);
+    dev_set ds = {{0}, 0};
+    float *dq, *dk, *dv, *dp, *dout, *dsc = NULL;
+    int32_t *dpos, *dfirst;
+    cq_status s;
+    if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, first, (size_t)n_q * sizeof(int32_t), (void **)&dfirst, err)) ||
+        (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
+        (s = dev_copy(&ds, k, (size_t)n * head_dim * 4, (void **)&dk, err)) ||
+        (s = dev_copy(&ds, v, (size_t)n * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err)) ||
+        (gemm_path && (s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err)))) {
+        dev_free(&ds);
+        free(first);
+        return s;
+    }
+    cq_cuda_model tmp; /* attention() only uses the stream and cuBLAS */
+    memset(&tmp, 0, sizeof tmp);
+    if (cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
+    if (!s)
+        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, dfirst,
+                      first[0], window > 0 && n > window ? window : n, window, n, 0, scale, softcap, err);
+    if (tmp.blas) cublasDestroy(tmp.blas);
+    cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    free(first);
+    if (!s && e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "packed attention: %s", cudaGetErrorString(e));
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b, int rank, float scale,
+                                           float *out, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    cq_cuda_model tmp; /* what merge_upload uses: the stream (default) and cuBLAS */
+    memset(&tmp, 0, sizeof tmp);
+    CUBLAS_TRY(cublasCreate(&tmp.blas));
+    const size_t n = (size_t)w->rows * w->cols, side = (size_t)(w->rows > w->cols ? w->rows : w->cols);
+    dev_set ds = {{0}, 0};
+    merge_bufs bufs = {NULL, NULL, NULL};
+    bf16 *dw = NULL;
+    uint16_t *host = (uint16_t *)malloc(n * sizeof(uint16_t));
+    cq_status s = host ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!s) s = dev_copy(&ds, NULL, n * 4, (void **)&bufs.w, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)rank * side * 4, (void **)&bufs.a, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)rank * side * 4, (void **)&bufs.b, err);
+    if (!s) s = dev_copy(&ds, NULL, n * sizeof(bf16), (void **)&dw, err);
+    if (!s) s = merge_upload(&tmp, w, a, b, rank, scale, &bufs, dw, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(host, dw, n * sizeof(bf16), cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "lora merge: %s", cudaGetErrorString(e));
+        for (size_t i = 0; !s && i < n; i++) out[i] = cq_bf16_to_f32(host[i]);
+    }
+    dev_free(&ds);
+    free(host);
     cublasDestroy(tmp.blas);
     return s;
 }

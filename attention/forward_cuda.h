@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention/lora.h"
 #include "attention/model.h"
 #include "core/error.h"
 
@@ -34,11 +35,24 @@ typedef struct cq_cuda_seq cq_cuda_seq;
 bool cq_cuda_available(void); /* built with CUDA and a GPU is visible */
 cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, cq_err *err);
 void cq_cuda_model_free(cq_cuda_model *cm);
+/* Merges adapter lora into the weights (W' = bf16(W + s B A), the delta added in float to the dequantized W), or
+ * restores the file's weights (NULL); lora is not kept. A failure (CQ_ERR_DEVICE) may leave weights half merged. */
+cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err *err);
 cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err);
 void cq_cuda_seq_free(cq_cuda_seq *s);
 /* As cq_cpu_eval: tokens at positions pos.., logits to host memory. */
 cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
                        cq_err *err);
+
+/* Packed prompts: n independent prompts laid end to end (tokens[starts[i] .. starts[i+1])) run as one stream of
+ * prefill chunks, each token rotated at its position in its prompt and attending only to its own prompt's earlier
+ * tokens (a block-diagonal causal mask, the window too); out[i * n_ids + k] = logit of ids[k] at prompt i's last
+ * token. s from cq_cuda_seq_new_packed (every layer's cache flat), starts[n] <= its max_tokens, n_ids at most
+ * CQ_CUDA_SCORE_MAX_IDS. Graphs are not captured (the chunk shapes change with every call). */
+#define CQ_CUDA_SCORE_MAX_IDS 8
+cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err);
+cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
+                               const int32_t *ids, int n_ids, float *out, cq_err *err);
 
 /* One greedy decode step: token at pos in, the argmax of the next token's logits out (computed on the GPU, so the
  * logits never leave it). */
@@ -64,6 +78,16 @@ cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, i
  * RMS-normalized (unit weight, eps 1e-6) and rotated at angle 0 (the identity) in the kernel; window as above. */
 cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
                                       int head_dim, int window, float scale, float softcap, float *out, cq_err *err);
+/* Packed prompts' attention (cq_cuda_score_packed): keys and values of n = starts[n_prompts] tokens, prompt i the
+ * rows [starts[i], starts[i+1]); queries the last n_q rows (one chunk), each seeing the keys of its own prompt up to
+ * itself (and within the window). gemm_path: the cuBLAS path (keys from the chunk's first prompt's start), else the
+ * online-softmax kernels. */
+cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
+                                      int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
+                                      bool gemm_path, float *out, cq_err *err);
+/* An adapter's merge as cq_cuda_model_set_lora does it: out (rows, cols) = bf16(W + scale B A), as floats. */
+cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out,
+                                cq_err *err);
 /* One token's logits (n_vocab) from x (n_embd, final-normed) through the decode step's logits kernel: Q8_0 weights
  * as in the file when the embedding is Q8_0 (exact float products), else bf16; soft-capped as the model says. */
 cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err);

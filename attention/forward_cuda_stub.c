@@ -11,12 +11,26 @@ cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, cq_err *err)
     return NO_CUDA(err);
 }
 void cq_cuda_model_free(cq_cuda_model *cm) { (void)cm; }
+cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err *err) {
+    (void)cm, (void)lora;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
     (void)cm, (void)max_tokens;
     *out = NULL;
     return NO_CUDA(err);
 }
 void cq_cuda_seq_free(cq_cuda_seq *s) { (void)s; }
+cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
+    (void)cm, (void)max_tokens;
+    *out = NULL;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
+                               const int32_t *ids, int n_ids, float *out, cq_err *err) {
+    (void)s, (void)tokens, (void)starts, (void)n, (void)ids, (void)n_ids, (void)out;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
                        cq_err *err) {
     (void)s, (void)tokens, (void)n, (void)pos, (void)logits, (void)all_logits;
@@ -65,6 +79,18 @@ cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err 
 }
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     (void)w, (void)x, (void)n_tokens, (void)y;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
+                                      int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
+                                      bool gemm_path, float *out, cq_err *err) {
+    (void)q, (void)k, (void)v, (void)starts, (void)n_prompts, (void)n_q, (void)head_dim, (void)window, (void)scale;
+    (void)softcap, (void)gemm_path, (void)out;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out,
+                                cq_err *err) {
+    (void)w, (void)a, (void)b, (void)rank, (void)scale, (void)out;
     return NO_CUDA(err);
 }
 #else

@@ -2,10 +2,10 @@
  * and the streaming of whole characters. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "attention/decoder.h"
 #include "attention/sampler.h"
+#include "core/clock.h"
 #include "core/strbuf.h"
 
 cq_generate_params cq_generate_defaults(void) {
@@ -14,12 +14,6 @@ cq_generate_params cq_generate_defaults(void) {
                                 .stop = NULL,
                                 .stop_at_eos = true,
                                 .encode_flags = CQ_TOK_ADD_BOS | CQ_TOK_PARSE_SPECIAL};
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* Bytes at the end of s[0..n) that start a UTF-8 character not yet complete. */
@@ -99,11 +93,11 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
         return rc;
     }
     cq_decoder_seq_reset(s);
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     rc = cq_decoder_eval(s, hist, n_ids, logits, false, err);
     st.prompt_tokens = (int32_t)n_ids;
-    st.prefill_s = now_s() - t0;
-    t0 = now_s();
+    st.prefill_s = cq_clock_seconds() - t0;
+    t0 = cq_clock_seconds();
     cq_strbuf text = {0};
     size_t emitted = 0, n_hist = n_ids;
     char piece[256];
@@ -155,7 +149,7 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
         if (i + 1 == p.max_tokens || cq_decoder_seq_pos(s) >= cq_decoder_seq_limit(s)) break;
         rc = greedy ? cq_decoder_eval_greedy(s, next, &pending, err) : cq_decoder_eval(s, &next, 1, logits, false, err);
     }
-    st.decode_s = now_s() - t0;
+    st.decode_s = cq_clock_seconds() - t0;
     if (!rc && cb && !st.stopped_by_callback && text.len > emitted) cb(user, text.data + emitted, text.len - emitted);
     cq_sampler_free(&sampler);
     free(hist);

@@ -1,10 +1,10 @@
 /* Perplexity: how well the model predicts a text, token by token. */
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "attention/cpu_kernels.h"
 #include "attention/decoder.h"
+#include "core/clock.h"
 
 #define SCORE_CHUNK 64 /* tokens whose logits are held at once (64 x vocabulary floats) */
 
@@ -36,8 +36,7 @@ cq_status cq_decoder_perplexity(cq_decoder *d, const char *text, size_t len, int
     cq_decoder_seq *s = NULL;
     if (!win || !logits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_decoder_seq_new(d, context, &s, err);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cq_clock_seconds();
     /* Windows of BOS + up to context-1 text tokens; every text token is predicted once, from its window's start. */
     for (size_t start = 0; !rc && start < n_ids; start += (size_t)context - 1) {
         size_t n_text = n_ids - start < (size_t)context - 1 ? n_ids - start : (size_t)context - 1;
@@ -57,8 +56,7 @@ cq_status cq_decoder_perplexity(cq_decoder *d, const char *text, size_t len, int
         }
         out->n_windows++;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    out->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    out->seconds = cq_clock_seconds() - t0;
     out->n_tokens = (int64_t)n_ids;
     out->perplexity = out->n_scored ? exp(out->nll_sum / (double)out->n_scored) : NAN;
     cq_decoder_seq_free(s);

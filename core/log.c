@@ -10,14 +10,16 @@
 static int g_level = -1;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+int cq_log_level_parse(const char *name) {
+    static const char *const names[] = {"debug", "info", "warn", "error", "off"};
+    for (int i = 0; name && i < 5; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
+
 static int level_from_env(void) {
-    const char *s = getenv("CLAUSEQA_LOG");
-    if (!s) return CQ_LOG_INFO;
-    if (!strcmp(s, "debug")) return CQ_LOG_DEBUG;
-    if (!strcmp(s, "warn")) return CQ_LOG_WARN;
-    if (!strcmp(s, "error")) return CQ_LOG_ERROR;
-    if (!strcmp(s, "off")) return CQ_LOG_OFF;
-    return CQ_LOG_INFO;
+    int level = cq_log_level_parse(getenv("CLAUSEQA_LOG"));
+    return level < 0 ? CQ_LOG_INFO : level;
 }
 
 void cq_log_set_level(cq_log_level level) { g_level = (int)level; }

@@ -33,6 +33,29 @@ static long unit_value(unsigned int cp) {
 
 bool cq_is_cn_numeral(unsigned int cp) { return digit_value(cp) >= 0 || unit_value(cp) > 0; }
 
+static long roman_letter(char c) {
+    switch (c) {
+    case 'I': case 'i': return 1;
+    case 'V': case 'v': return 5;
+    case 'X': case 'x': return 10;
+    case 'L': case 'l': return 50;
+    case 'C': case 'c': return 100;
+    default: return 0;
+    }
+}
+
+long cq_roman_parse(const char *s, size_t n, size_t *used) {
+    size_t i = 0;
+    long total = 0;
+    while (i < n && roman_letter(s[i])) {
+        long v = roman_letter(s[i]), next = i + 1 < n ? roman_letter(s[i + 1]) : 0;
+        total += v < next ? -v : v;
+        i++;
+    }
+    *used = i;
+    return i ? total : -1;
+}
+
 long cq_number_parse(const char *s, size_t n, size_t *used) {
     size_t i = 0, len;
     *used = 0;

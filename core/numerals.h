@@ -17,4 +17,10 @@ char *cq_number_format_cn(long v, char *out);
 /* True if cp is a Chinese numeral character accepted by cq_number_parse. */
 bool cq_is_cn_numeral(unsigned int cp);
 
+/* Parses a Roman numeral at s[0..n): the letters I V X L C in either case, read left to right, a letter worth less
+ * than the next one subtracted (IV = 4, XIV = 14, xl = 40). Returns the value and sets *used to the letters read
+ * (it stops at the first other byte), or returns -1 (with *used = 0) when s does not start with one. Malformed
+ * sequences ("IIV") get the value the rule gives; callers that need whole words check *used. */
+long cq_roman_parse(const char *s, size_t n, size_t *used);
+
 #endif

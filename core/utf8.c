@@ -1,6 +1,7 @@
 #include "core/utf8.h"
 
 #include <string.h>
+#include <utf8proc.h>
 
 uint32_t cq_utf8_decode(const char *str, size_t n, size_t *len) {
     const unsigned char *s = (const unsigned char *)str;
@@ -84,6 +85,26 @@ size_t cq_utf8_count(const char *s, size_t n) {
         count++;
     }
     return count;
+}
+
+int cq_utf8_char_width(uint32_t cp) {
+    if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) return 0;
+    int w = utf8proc_charwidth((utf8proc_int32_t)cp);
+    return w < 0 ? 0 : w > 2 ? 2 : w;
+}
+
+size_t cq_utf8_fit_width(const char *s, size_t n, int max_cols, int *cols) {
+    size_t i = 0;
+    int used = 0;
+    while (i < n) {
+        size_t len;
+        int w = cq_utf8_char_width(cq_utf8_decode(s + i, n - i, &len));
+        if (used + w > max_cols) break;
+        used += w;
+        i += len;
+    }
+    if (cols) *cols = used;
+    return i;
 }
 
 bool cq_utf8_valid(const char *s, size_t n) {

@@ -18,6 +18,14 @@ size_t cq_utf8_encode(uint32_t cp, char *out);
 /* Number of code points in s[0..n). */
 size_t cq_utf8_count(const char *s, size_t n);
 
+/* Terminal columns a code point takes: 2 for wide characters (Han, kana, Hangul, full-width forms), 0 for combining
+ * marks and controls, 1 otherwise (Unicode's East Asian Width, through utf8proc). */
+int cq_utf8_char_width(uint32_t cp);
+
+/* The longest prefix of s[0..n) that fits in max_cols terminal columns, never cut inside a character: returns its
+ * length in bytes and, when cols is not NULL, its width. */
+size_t cq_utf8_fit_width(const char *s, size_t n, int max_cols, int *cols);
+
 /* True if s[0..n) is valid UTF-8. */
 bool cq_utf8_valid(const char *s, size_t n);
 

@@ -61,9 +61,23 @@ cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_er
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "finish job");
 }
 
+cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err) {
+    cq_status rc = cq_store_job_update(s, job_id, "failed", done, total, why->msg, err);
+    if (rc) return rc;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s), "UPDATE jobs SET error_code = ? WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return db_error(s, err, "fail job");
+    sqlite3_bind_text(st, 1, cq_status_name(why->code ? why->code : CQ_ERR_INTERNAL), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, job_id);
+    int step = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return step == SQLITE_DONE ? CQ_OK : db_error(s, err, "fail job");
+}
+
 #define JOB_COLUMNS                                                                                                 \
     "j.id, j.kb_id, coalesce(j.doc_id, 0), k.name, j.state, j.done, j.total, j.error, j.filename, j.upload_path, " \
-    "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc FROM jobs j JOIN kbs k ON k.id = j.kb_id"
+    "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, '') "        \
+    "FROM jobs j JOIN kbs k ON k.id = j.kb_id"
 
 static void job_from_row(sqlite3_stmt *st, cq_job_info *j) {
     memset(j, 0, sizeof *j);
@@ -81,6 +95,7 @@ static void job_from_row(sqlite3_stmt *st, cq_job_info *j) {
     j->created_at = sqlite3_column_int64(st, 11);
     j->updated_at = sqlite3_column_int64(st, 12);
     j->replace = sqlite3_column_int(st, 13);
+    snprintf(j->error_code, sizeof j->error_code, "%s", (const char *)sqlite3_column_text(st, 14));
 }
 
 /* Runs a job query whose ?1 (when bound >= 0) is an id and ?2 a limit; collects the rows. */

@@ -4,7 +4,8 @@
  * A job is one uploaded file waiting for, or going through, ingestion. The upload is kept at upload_path until the
  * job ends, so that a job interrupted by a restart can run again. States:
  *   queued → running → ready | failed | duplicate        (duplicate: identical content was in the KB already)
- * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc. */
+ * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc; by the
+ * conversations migration: error_code. */
 #ifndef CQ_INDEX_JOBS_H
 #define CQ_INDEX_JOBS_H
 
@@ -20,6 +21,7 @@ typedef struct {
     char state[16];
     int done, total;           /* pages */
     char *error;               /* NULL unless failed */
+    char error_code[24];       /* why it failed as a cq_status_name ("bad_format", "empty" …), "" when not known */
     char *filename;            /* as uploaded (sanitized) */
     char *upload_path;         /* NULL once the job ended */
     int64_t size_bytes;
@@ -34,6 +36,8 @@ void cq_job_info_free_array(cq_job_info *j, size_t n);
  * replaces a document of the same name. */
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
                                   int64_t size_bytes, int replace, cq_err *err);
+/* Marks the job failed at page done of total, with why's message and code. */
+cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err);
 /* Links the job to its document; clears the upload path once the job has ended. */
 cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_err *err);
 

@@ -5,18 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/strbuf.h"
-#include "core/utf8.h"
-#include "index/fts_cjk.h"
+#include "index/compare.h"
 #include "index/router.h"
 #include "index/vectors.h"
 
-/* BM25 column weights for (kb, doc, title, path, body): kb and doc are filters, not evidence. The title weighs
- * more than the body because a question that names a law should prefer that law's articles. */
+/* BM25 column weights for the KB's FTS columns (title, path, body; index/store.h). The title weighs more than the
+ * body because a question that names a law should prefer that law's articles. */
 #define W_TITLE 2.0
 #define W_PATH 1.5
 #define W_BODY 1.0
-#define MAX_TERMS 40          /* a long question keeps its first MAX_TERMS distinct terms */
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
 #define ROUTER_SCORE 1000.0
 /* A local regulation (上海市…, 广东省…) applies in one place; a question that names no place is about the law that
@@ -24,14 +23,16 @@
  * on laws-zh semantic questions (gold national in 1,233 of 1,234): see docs/EVAL.md. */
 #define LOCAL_PRIOR 0.8
 #define PRIOR_POOL 3 /* candidates fetched per result wanted, for the prior to reorder */
+#define GROUPS_MAX 64 /* version groups one retrieval looks at (more: the others keep their order) */
 
 const char *cq_retrieve_source_name(int source) {
     return source == CQ_RETRIEVE_ROUTER ? "router" : source == CQ_RETRIEVE_DENSE ? "dense" : "bm25";
 }
 
 int cq_retrieve_parse_mode(const char *s, cq_err *err) {
+    if (!s) return CQ_RETRIEVE_DEFAULT_MODES;
     int modes = 0;
-    char *copy = strdup(s ? s : "");
+    char *copy = strdup(s);
     if (!copy) return 0;
     char *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -39,89 +40,36 @@ int cq_retrieve_parse_mode(const char *s, cq_err *err) {
         else if (!strcmp(t, "bm25")) modes |= CQ_RETRIEVE_BM25;
         else if (!strcmp(t, "dense")) modes |= CQ_RETRIEVE_DENSE;
         else if (!strcmp(t, "hybrid")) modes |= CQ_RETRIEVE_HYBRID;
+        else if (!strcmp(t, "rerank")) modes |= CQ_RETRIEVE_RERANK;
         else {
-            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense or hybrid)", t);
+            cq_err_set(err, CQ_ERR_INVALID, "unknown retrieval mode '%s' (use router, bm25, dense, hybrid or rerank)",
+                       t);
             free(copy);
             return 0;
         }
     }
     free(copy);
-    if (!modes) cq_err_set(err, CQ_ERR_INVALID, "empty retrieval mode");
-    return modes;
-}
-
-/* ---- query terms -------------------------------------------------------------------------------------------- */
-
-/* Bigrams that only say "this is a question" and words that carry no topic. They are removed from the query;
- * everything else is weighed by BM25's IDF. */
-static const char *const stop_terms[] = {
-    "什么", "是什", "么是", "么的", "哪些", "些是", "有哪", "怎么", "么办", "怎样", "如何", "多少", "是否", "为什",
-    "么样", "请问", "哪个", "哪里", "哪项", "的是", "是多", "吗?", "的内", "内容", "容是", "条的", "条规", "定了",
-    "了什", "是怎", "么规", "规定", "定的", "的规", "应当", "可以", "什么?",
-    "the", "a", "an", "of", "to", "in", "and", "or", "is", "are", "was", "be", "by", "for", "on", "with", "as",
-    "at", "that", "this", "what", "which", "who", "whom", "does", "do", "did", "how", "any", "if", "it", "its",
-    "there", "from", "under", "shall", "may", "not", "no", "than", "then", "these", "those", "such", "into",
-};
-
-static int is_stop(const char *t) {
-    for (size_t i = 0; i < sizeof stop_terms / sizeof stop_terms[0]; i++)
-        if (!strcmp(t, stop_terms[i])) return 1;
-    return 0;
-}
-
-typedef struct {
-    char **terms;
-    size_t n, cap;
-} term_list;
-
-static int collect_term(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
-    (void)start;
-    (void)end;
-    term_list *l = ctx;
-    if (flags & CQ_FTS_TOK_TAIL) return 0; /* the tail unigram of a run adds nothing to its bigrams */
-    if (l->n >= MAX_TERMS || len == 0 || len > 64) return 0;
-    char buf[72];
-    memcpy(buf, tok, len);
-    buf[len] = 0;
-    if (is_stop(buf)) return 0;
-    for (size_t i = 0; i < l->n; i++)
-        if (!strcmp(l->terms[i], buf)) return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **p = realloc(l->terms, cap * sizeof *p);
-        if (!p) return 0;
-        l->terms = p;
-        l->cap = cap;
+    if (!(modes & ~CQ_RETRIEVE_RERANK)) {
+        cq_err_set(err, CQ_ERR_INVALID, modes ? "rerank needs a retriever before it (e.g. router,bm25,rerank)"
+                                              : "empty retrieval mode");
+        return 0;
     }
-    char *d = strdup(buf);
-    if (d) l->terms[l->n++] = d;
-    return 0;
-}
-
-size_t cq_retrieve_terms(const char *question, char ***terms) {
-    term_list l = {0};
-    cq_fts_cjk_tokenize(question, strlen(question), CQ_FTS_CJK_QUERY, collect_term, &l);
-    *terms = l.terms;
-    return l.n;
-}
-
-void cq_retrieve_terms_free(char **terms, size_t n) {
-    for (size_t i = 0; i < n; i++) free(terms[i]);
-    free(terms);
+    return modes;
 }
 
 /* ---- hits --------------------------------------------------------------------------------------------------- */
 
+static void hit_free(cq_hit *x) {
+    free(x->doc_name);
+    free(x->doc_title);
+    free(x->label);
+    free(x->path);
+    free(x->text);
+    free(x->boxes);
+}
+
 void cq_hits_free(cq_hits *h) {
-    for (size_t i = 0; i < h->n; i++) {
-        cq_hit *x = &h->hits[i];
-        free(x->doc_name);
-        free(x->doc_title);
-        free(x->label);
-        free(x->path);
-        free(x->text);
-        free(x->boxes);
-    }
+    for (size_t i = 0; i < h->n; i++) hit_free(&h->hits[i]);
     free(h->hits);
     memset(h, 0, sizeof *h);
 }
@@ -246,15 +194,16 @@ static cq_status apply_local_prior(sqlite3 *db, const char *question, scored *fo
     return CQ_OK;
 }
 
-/* BM25 over the KB's FTS table: terms OR-ed; when docs are given, only their clauses (best first over all of
- * them). Adds the results to h after what it holds. */
-static cq_status bm25(cq_store *s, int64_t kb_id, const char *question, char **terms, size_t n_terms,
-                      const cq_title_match *docs, size_t n_docs, cq_hits *h, size_t k, cq_err *err) {
-    if (n_terms == 0 || h->n >= k) return CQ_OK;
+/* BM25 over the KB's FTS table: the query's terms OR-ed; when docs are given, only their clauses (best first over
+ * all of them). Adds the results to h after what it holds. */
+static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
+                      size_t k, cq_err *err) {
+    if (query->n_terms == 0 || h->n >= k) return CQ_OK;
+    const int64_t kb_id = query->kb_id;
     cq_strbuf q = {0};
-    for (size_t i = 0; i < n_terms; i++) {
+    for (size_t i = 0; i < query->n_terms; i++) {
         if (i) cq_strbuf_puts(&q, " OR ");
-        append_quoted(&q, terms[i]);
+        append_quoted(&q, query->terms[i]);
     }
     if (q.failed) {
         cq_strbuf_free(&q);
@@ -271,7 +220,7 @@ static cq_status bm25(cq_store *s, int64_t kb_id, const char *question, char **t
         if (!rc && lo <= hi) rc = bm25_query(db, kb_id, q.data, lo, hi, want, found, &n, cap, err);
     }
     cq_strbuf_free(&q);
-    if (!rc) rc = apply_local_prior(db, question, found, n, err);
+    if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
     for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);
     free(found);
@@ -310,11 +259,11 @@ static void fuse_add(fused *f, size_t *n, int64_t id, int rank, int source) {
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
  * them and the dense list are merged by reciprocal-rank fusion (only the dense list when BM25 was not asked for). */
-static cq_status dense_fuse(cq_store *s, int64_t kb_id, const char *question, cq_hits *h, size_t k, cq_err *err) {
+static cq_status dense_fuse(cq_store *s, cq_dense *d, const cq_query *q, cq_hits *h, size_t k, cq_err *err) {
     int64_t ids[DENSE_POOL];
     float cos[DENSE_POOL];
     size_t nd = 0;
-    cq_status rc = cq_dense_search(cq_dense_attached(s), s, kb_id, question, DENSE_POOL, ids, cos, &nd, err);
+    cq_status rc = cq_dense_search(d, s, q->kb_id, q->text, DENSE_POOL, ids, cos, &nd, err);
     if (rc) return rc;
     size_t routed = 0;
     while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
@@ -341,53 +290,208 @@ static cq_status dense_fuse(cq_store *s, int64_t kb_id, const char *question, cq
     return rc;
 }
 
-cq_status cq_retrieve(cq_store *s, int64_t kb_id, const char *question, int modes, size_t k, cq_hits *out,
-                      cq_err *err) {
+/* ---- reranking ---------------------------------------------------------------------------------------------- */
+
+/* The reranker's order for the first top_n hits after the router hits (stable: ties keep the fused order). */
+static cq_status rerank(const cq_retrieve_options *o, const cq_query *q, cq_hits *h, size_t top_n, cq_err *err) {
+    size_t routed = 0;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    size_t n = h->n - routed < top_n ? h->n - routed : top_n;
+    if (n == 0) return CQ_OK;
+    double *scores = malloc(n * sizeof *scores);
+    if (!scores) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_hit *x = h->hits + routed;
+    cq_status rc = o->rerank(o->rerank_ctx, q, x, n, scores, err);
+    for (size_t i = 0; !rc && i < n; i++) x[i].score = scores[i];
+    for (size_t i = 1; !rc && i < n; i++) /* insertion sort: n is a few dozen at most */
+        for (size_t j = i; j > 0 && x[j].score > x[j - 1].score; j--) {
+            cq_hit t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+    free(scores);
+    return rc;
+}
+
+/* ---- versions ----------------------------------------------------------------------------------------------- */
+
+/* The version groups a retrieval has looked at (a question touches a few), and the documents that have none. */
+typedef struct {
+    cq_version_group *g;
+    size_t n, cap;
+    int64_t *none;
+    size_t n_none, cap_none;
+} group_cache;
+
+static void group_cache_free(group_cache *c) {
+    for (size_t i = 0; i < c->n; i++) cq_version_group_free(&c->g[i]);
+    free(c->g);
+    free(c->none);
+}
+
+/* The group of doc_id, or NULL when it has none (not analysed) or on failure (versions are a refinement: a
+ * retrieval does not fail for them). */
+static const cq_version_group *group_for(cq_store *s, group_cache *c, int64_t doc_id) {
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t k = 0; k < c->g[i].n; k++)
+            if (c->g[i].v[k].doc_id == doc_id) return &c->g[i];
+    for (size_t i = 0; i < c->n_none; i++)
+        if (c->none[i] == doc_id) return NULL;
+    cq_version_group g;
+    cq_err err = {0};
+    if (cq_versions_group_of(s, doc_id, &g, &err) == CQ_OK && c->n < c->cap) {
+        c->g[c->n] = g;
+        return &c->g[c->n++];
+    }
+    cq_version_group_free(&g); /* none, or no room left to keep it */
+    if (c->n_none == c->cap_none) {
+        size_t cap = c->cap_none ? c->cap_none * 2 : 16;
+        int64_t *p = realloc(c->none, cap * sizeof *p);
+        if (!p) return NULL;
+        c->none = p;
+        c->cap_none = cap;
+    }
+    c->none[c->n_none++] = doc_id;
+    return NULL;
+}
+
+/* Stable reordering of the items [0, n) that belong to version groups with several versions: within the places
+ * one group's items hold, an item of the version meant for the day moves ahead of an item of another version —
+ * of any item of it (documents, and router hits: the clause the question names, in each version), or, with twins
+ * set, of the item it is a twin of (BM25 and dense hits: the same clause in another version, text similarity at
+ * least TWIN_SIMILARITY; a clause the version meant for the day no longer has keeps its rank). doc(i) is item
+ * i's document; move exchanges two items. */
+#define TWIN_SIMILARITY 0.5
+typedef struct {
+    cq_store *s;
+    group_cache *cache;
+    cq_date on;
+    int version_year;
+} prefer_ctx;
+
+static bool twins(void *items, size_t i, size_t j) {
+    const cq_hit *h = items;
+    return cq_text_similarity(h[i].text, h[j].text) >= TWIN_SIMILARITY;
+}
+
+static void prefer_order(prefer_ctx *x, size_t n, int64_t (*doc)(void *, size_t), void (*move)(void *, size_t, size_t),
+                         bool (*twin)(void *, size_t, size_t), void *items) {
+    for (size_t i = 0; i < n; i++) {
+        const cq_version_group *g = group_for(x->s, x->cache, doc(items, i));
+        if (!g || g->n < 2 || cq_version_group_prefers(g, doc(items, i), x->on, x->version_year)) continue;
+        /* item i is a version not meant: the first later item of the same group that is meant moves into its
+         * place, and the items of that group between them shift back by one */
+        size_t j;
+        for (j = i + 1; j < n; j++) {
+            const cq_version_group *h = group_for(x->s, x->cache, doc(items, j));
+            if (h == g && cq_version_group_prefers(g, doc(items, j), x->on, x->version_year) &&
+                (!twin || twin(items, i, j)))
+                break;
+        }
+        if (j == n) continue;
+        size_t prev = j;
+        for (size_t k = j; k-- > i;) {
+            if (group_for(x->s, x->cache, doc(items, k)) != g) continue;
+            move(items, prev, k); /* the meant item travels from prev back to k */
+            prev = k;
+        }
+    }
+}
+
+static int64_t title_doc(void *items, size_t i) { return ((cq_title_match *)items)[i].doc_id; }
+static void title_move(void *items, size_t from, size_t to) {
+    cq_title_match *t = items, x = t[from];
+    t[from] = t[to];
+    t[to] = x;
+    double score = t[from].score; /* places keep their scores */
+    t[from].score = t[to].score;
+    t[to].score = score;
+}
+static int64_t hit_doc(void *items, size_t i) { return ((cq_hit *)items)[i].doc_id; }
+static void hit_move(void *items, size_t from, size_t to) {
+    cq_hit *h = items, x = h[from];
+    h[from] = h[to];
+    h[to] = x;
+}
+
+/* Versions of a regulation among the hits: the version meant for the day first (router hits among router hits,
+ * the others among the others); every hit gets its document's status on that day. */
+static void prefer_versions(prefer_ctx *x, cq_hits *h) {
+    size_t routed = 0;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    prefer_order(x, routed, hit_doc, hit_move, NULL, h->hits);
+    prefer_order(x, h->n - routed, hit_doc, hit_move, twins, h->hits + routed);
+    for (size_t i = 0; i < h->n; i++) {
+        cq_hit *t = &h->hits[i];
+        const cq_version_group *g = group_for(x->s, x->cache, t->doc_id);
+        if (g) cq_version_status_in(g, t->doc_id, x->on, &t->version);
+        else t->version = (cq_version_status){.doc_id = t->doc_id, .on = x->on};
+    }
+}
+
+/* ---- retrieval ---------------------------------------------------------------------------------------------- */
+
+cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options *opt, cq_hits *out, cq_err *err) {
+    static const cq_retrieve_options defaults = {0};
+    if (!opt) opt = &defaults;
     memset(out, 0, sizeof *out);
-    if (k == 0) return CQ_OK;
-    if (k > 200) k = 200;
-    if ((modes & CQ_RETRIEVE_DENSE) && !cq_dense_attached(s))
+    if (!q->kb_id) return cq_err_set(err, CQ_ERR_INVALID, "the question was not parsed for a knowledge base");
+    int modes = opt->modes ? opt->modes : CQ_RETRIEVE_DEFAULT_MODES;
+    size_t k = opt->k ? opt->k : CQ_RETRIEVE_DEFAULT_K;
+    if (k > CQ_RETRIEVE_MAX_K) k = CQ_RETRIEVE_MAX_K;
+    if ((modes & CQ_RETRIEVE_DENSE) && !opt->dense)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                          "dense retrieval is off: it needs trained SSM encoder weights (DATA/models/ssm/) and, "
+                          "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
-    out->hits = calloc(k, sizeof *out->hits);
+    if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
+                          "docs/ANSWERS.md); use --mode router,bm25");
+    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_chinese && q->lang == CQ_QUERY_ZH);
+    size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
+    size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
+    if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;
+    out->hits = calloc(pool, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;
-    cq_clause_ref ref;
-    int has_ref = cq_router_parse(question, &ref);
-    if (modes & CQ_RETRIEVE_ROUTER) {
-        if (has_ref) {
-            int64_t ids[64];
-            size_t n = 0;
-            rc = cq_router_resolve(s, kb_id, question, &ref, ids, k < 64 ? k : 64, &n, err);
-            for (size_t i = 0; !rc && i < n; i++)
-                rc = add_hit(s, out, k, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)ref.paragraph,
-                             (int)ref.item, err);
-        }
+    /* Documents ingested before versions existed are analysed once, when their KB is first asked about. */
+    cq_err verr = {0};
+    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr)) CQ_WARN("versions: %s", verr.msg);
+    group_cache groups = {0};
+    groups.g = calloc(GROUPS_MAX, sizeof *groups.g);
+    groups.cap = groups.g ? GROUPS_MAX : 0;
+    prefer_ctx versions = {s, &groups, q->as_of ? q->as_of : cq_date_today(), q->version_year};
+    /* The documents the question names, the best tier with the version meant for the day first. */
+    cq_title_match titles[CQ_QUERY_MAX_TITLES];
+    size_t n_titles = q->n_titles, tier = 0;
+    memcpy(titles, q->titles, n_titles * sizeof *titles);
+    while (tier < n_titles && titles[tier].score >= titles[0].score) tier++;
+    prefer_order(&versions, tier, title_doc, title_move, NULL, titles);
+    if ((modes & CQ_RETRIEVE_ROUTER) && q->type == CQ_QUERY_CLAUSE) {
+        int64_t ids[64];
+        size_t n = 0;
+        rc = cq_router_resolve(s, q->kb_id, titles, n_titles, &q->ref, ids, pool < 64 ? pool : 64, &n, err);
+        for (size_t i = 0; !rc && i < n; i++)
+            rc = add_hit(s, out, pool, ids[i], ROUTER_SCORE - (double)i, CQ_RETRIEVE_ROUTER, (int)q->ref.paragraph,
+                         (int)q->ref.item, err);
     }
     if (!rc && (modes & CQ_RETRIEVE_BM25)) {
-        /* The reference itself ("第四十四条") says where, not what: its digits would only match other articles. */
-        char *topic = strdup(question);
-        if (!topic) {
-            cq_hits_free(out);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
-        if (has_ref && ref.end > ref.start) memset(topic + ref.start, ' ', ref.end - ref.start);
-        char **terms;
-        size_t n_terms = cq_retrieve_terms(topic, &terms);
-        free(topic);
-        out->n_query_terms = (int)n_terms;
-        cq_title_match docs[MAX_TITLE_DOCS];
-        size_t n_docs = 0;
-        rc = cq_router_titles(s, kb_id, question, docs, MAX_TITLE_DOCS, &n_docs, err);
-        /* Documents the question names are searched first (only the best-matching tier), then the whole KB. */
-        size_t tier = 0;
-        while (tier < n_docs && docs[tier].score >= docs[0].score) tier++;
-        if (!rc && tier) rc = bm25(s, kb_id, question, terms, n_terms, docs, tier, out, k, err);
-        if (!rc) rc = bm25(s, kb_id, question, terms, n_terms, NULL, 0, out, k, err);
-        cq_retrieve_terms_free(terms, n_terms);
+        out->n_query_terms = (int)q->n_terms;
+        /* Documents the question names are searched first (only the best-matching tier of the first
+         * MAX_TITLE_DOCS), then the whole KB. */
+        size_t n_docs = n_titles < MAX_TITLE_DOCS ? n_titles : MAX_TITLE_DOCS, first = 0;
+        while (first < n_docs && titles[first].score >= titles[0].score) first++;
+        if (first) rc = bm25(s, q, titles, first, out, pool, err);
+        if (!rc) rc = bm25(s, q, NULL, 0, out, pool, err);
     }
-    if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, kb_id, question, out, k, err);
-    if (rc) cq_hits_free(out);
-    return rc;
+    if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, opt->dense, q, out, pool, err);
+    if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
+    if (!rc) prefer_versions(&versions, out);
+    group_cache_free(&groups);
+    if (rc) {
+        cq_hits_free(out);
+        return rc;
+    }
+    while (out->n > k) hit_free(&out->hits[--out->n]); /* candidates that were there for the reranker */
+    return CQ_OK;
 }

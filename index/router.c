@@ -40,21 +40,6 @@ static long parse_di(const char *p, uint32_t *unit_cp, const char **end) {
     return v;
 }
 
-static long roman_value(const char *p, size_t *used) {
-    long total = 0, prev = 0;
-    size_t i = 0;
-    for (;; i++) {
-        int c = toupper((unsigned char)p[i]);
-        long v = c == 'I' ? 1 : c == 'V' ? 5 : c == 'X' ? 10 : c == 'L' ? 50 : c == 'C' ? 100 : 0;
-        if (!v) break;
-        total += v;
-        if (v > prev && prev) total -= 2 * prev;
-        prev = v;
-    }
-    *used = i;
-    return i ? total : -1;
-}
-
 /* English: Article 5 / ARTICLE IV / Art. 5 / Section 7.2 / Sec. 7.2(a) / Clause 4.1 / § 3 */
 static int parse_english(const char *q, const char *p, cq_clause_ref *ref) {
     static const char *words[] = {"article", "art.", "section", "sec.", "clause", "§"};
@@ -78,7 +63,7 @@ static int parse_english(const char *q, const char *p, cq_clause_ref *ref) {
             return 1;
         }
         size_t used;
-        long r = roman_value(s, &used);
+        long r = cq_roman_parse(s, strlen(s), &used);
         if (r > 0 && !isalpha((unsigned char)s[used])) {
             snprintf(ref->key, sizeof ref->key, "%ld", r);
             ref->article = r;
@@ -641,9 +626,10 @@ static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clau
                                        cq_err *err) {
     *doc_id = 0;
     if (!ref->key[0]) {
-        router_cache *c = *cq_store_router_slot(s);
-        *doc_id = c ? c->single_doc : 0;
-        return CQ_OK;
+        router_cache *c = NULL;
+        cq_status rc = load_cache(s, kb_id, &c, err);
+        if (!rc) *doc_id = c->single_doc;
+        return rc;
     }
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
@@ -664,27 +650,25 @@ static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clau
     return CQ_OK;
 }
 
-cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, const cq_clause_ref *ref,
-                            int64_t *out, size_t max, size_t *n, cq_err *err) {
+cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *titles, size_t n_titles,
+                            const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n, cq_err *err) {
     *n = 0;
-    cq_title_match m[64];
-    size_t nm;
-    cq_status rc = cq_router_titles(s, kb_id, question, m, 64, &nm, err);
-    if (rc) return rc;
+    const cq_title_match *m = titles;
+    size_t nm = n_titles;
+    cq_title_match only = {0, 0};
     if (nm == 0) {
         /* No document named: the reference is unambiguous only when one document of the KB has such a clause
          * (a KB of one contract, or "Section 7.2" where the other documents are Chinese laws). */
-        int64_t only = 0;
-        rc = unique_doc_with_label(s, kb_id, ref, &only, err);
-        if (rc || !only) return rc;
-        m[0] = (cq_title_match){only, 0};
+        cq_status rc = unique_doc_with_label(s, kb_id, ref, &only.doc_id, err);
+        if (rc || !only.doc_id) return rc;
+        m = &only;
         nm = 1;
     }
     /* Only the best-matching title tier: a reference that is not in the named document is not looked up in
      * another one (that would be a wrong clause, not a near miss). Versions of one law share the tier. */
     for (size_t i = 0; i < nm && *n < max; i++) {
         if (m[i].score < m[0].score) break;
-        rc = lookup(cq_store_db(s), m[i].doc_id, ref, out, max, n, err);
+        cq_status rc = lookup(cq_store_db(s), m[i].doc_id, ref, out, max, n, err);
         if (rc) return rc;
     }
     return CQ_OK;

@@ -40,9 +40,10 @@ typedef struct {
 cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_title_match *out, size_t max,
                            size_t *n, cq_err *err);
 
-/* Resolves a parsed reference: clause ids (best first) into out, at most max; *n = 0 when nothing matches. */
-cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const char *question, const cq_clause_ref *ref,
-                            int64_t *out, size_t max, size_t *n, cq_err *err);
+/* Resolves a parsed reference in the documents the question names (titles, best first, from cq_router_titles):
+ * clause ids (best first) into out, at most max; *n = 0 when nothing matches. */
+cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *titles, size_t n_titles,
+                            const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n, cq_err *err);
 
 /* A local regulation's place: "上海市住宅物业管理规定" → 1 and place "上海市"; national documents → 0. */
 int cq_router_local_place(const char *name, char *place, size_t cap);

@@ -14,11 +14,11 @@
 struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
-    void *dense;        /* index/vectors.h cq_dense_attach: borrowed */
+    void *versions_seen; /* index/versions.c */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
-void **cq_store_dense_slot(cq_store *s) { return &s->dense; }
+void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -101,6 +101,45 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
+    /* 4: conversations (index/conversations.h): a key's questions and answers in one KB; the code of a job's
+     * failure (cq_status_name), so that clients can say it in their own language */
+    "CREATE TABLE conversations(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  owner_key_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question TEXT NOT NULL,\n"
+    "  reply TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL);\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n"
+    "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n",
+    /* 5: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+     * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
+     * Documents ingested before this migration get their rows when their KB is first asked about, or by
+     * `clauseqa reindex`. */
+    "CREATE TABLE doc_versions(\n"
+    "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  label TEXT NOT NULL DEFAULT '',\n"
+    "  promulgated INTEGER NOT NULL DEFAULT 0,\n"
+    "  effective INTEGER NOT NULL DEFAULT 0,\n"
+    "  repealed INTEGER NOT NULL DEFAULT 0,\n"
+    "  by_user INTEGER NOT NULL DEFAULT 0,\n"
+    "  analysed_at INTEGER NOT NULL);\n"
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);\n"
+    "CREATE TABLE doc_repeals(\n"
+    "  doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  key TEXT NOT NULL,\n"
+    "  PRIMARY KEY(doc_id, key)) WITHOUT ROWID;\n"
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -186,6 +225,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
 void cq_store_close(cq_store *s) {
     if (!s) return;
     cq_router_cache_free(s->router_cache);
+    free(s->versions_seen);
     sqlite3_close(s->db);
     free(s);
 }
@@ -272,17 +312,38 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return cq_store_kb_create(s, name, kb_id, err);
 }
 
+#define KB_COLUMNS                                                                                                  \
+    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
+    "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id)"
+
+static void kb_from_row(sqlite3_stmt *st, cq_kb_info *k) {
+    memset(k, 0, sizeof *k);
+    k->id = sqlite3_column_int64(st, 0);
+    snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
+    k->created_at = sqlite3_column_int64(st, 2);
+    k->n_documents = sqlite3_column_int64(st, 3);
+    k->n_clauses = sqlite3_column_int64(st, 4);
+}
+
+cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k WHERE k.id = ?", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, kb_id);
+    int rc = sqlite3_step(st);
+    cq_status out_rc = CQ_OK;
+    if (rc == SQLITE_ROW) kb_from_row(st, out);
+    else if (rc == SQLITE_DONE)
+        out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
+    else out_rc = db_error(s, err, "find knowledge base");
+    sqlite3_finalize(st);
+    return out_rc;
+}
+
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (prepare(s,
-                "SELECT k.id, k.name, k.created_at, "
-                "(SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "
-                "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id) "
-                "FROM kbs k ORDER BY k.name",
-                &st, err))
-        return CQ_ERR_DB;
+    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k ORDER BY k.name", &st, err)) return CQ_ERR_DB;
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -295,13 +356,7 @@ cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err
             }
             *out = p;
         }
-        cq_kb_info *k = &(*out)[(*n)++];
-        memset(k, 0, sizeof *k);
-        k->id = sqlite3_column_int64(st, 0);
-        snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
-        k->created_at = sqlite3_column_int64(st, 2);
-        k->n_documents = sqlite3_column_int64(st, 3);
-        k->n_clauses = sqlite3_column_int64(st, 4);
+        kb_from_row(st, &(*out)[(*n)++]);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list knowledge bases");
@@ -439,6 +494,18 @@ cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list documents");
+}
+
+cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
+    *in_use = true; /* when unsure, the original is kept */
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT 1 FROM documents WHERE sha256 = ? LIMIT 1", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(s, err, "look up content");
+    *in_use = rc == SQLITE_ROW;
+    return CQ_OK;
 }
 
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,

@@ -8,13 +8,17 @@
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
- *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at)
+ *   jobs(id, kb_id, doc_id, state, done, total, error, error_code, created_at, updated_at)
+ *   api_keys (index/keys.h), conversations and conversation_turns (index/conversations.h)
+ *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
+ *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
  * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
  *
  * A cq_store is one connection: use it from one thread at a time (open one per thread). */
 #ifndef CQ_INDEX_STORE_H
 #define CQ_INDEX_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,7 +27,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 3
+#define CQ_STORE_SCHEMA_VERSION 5
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"
@@ -51,6 +55,7 @@ int cq_store_kb_name_valid(const char *name);
 cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS if taken */
 cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err); /* create or find */
 cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err);   /* NOT_FOUND */
+cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err);      /* NOT_FOUND */
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err);
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err);
 
@@ -79,6 +84,8 @@ cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, c
 cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err);
 cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err);
 cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err);
+/* Whether a document of any KB (in any state) has content sha256: its stored original is still needed. */
+cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err);
 
 /* Creates the row (status processing). */
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
@@ -100,7 +107,7 @@ typedef struct {
 
 typedef struct {
     int ord;                /* order in the document */
-    int kind;               /* cq_clause_kind of app/structure.h */
+    int kind;               /* cq_clause_kind of reader/reader.h */
     const char *label, *label_key, *path, *text;
     int page_first, page_last;
     uint32_t start_off, end_off;

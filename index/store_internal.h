@@ -6,8 +6,8 @@
 
 /* The router's per-connection title cache (owned by the store, freed with it). */
 void **cq_store_router_slot(cq_store *s);
-
-/* The dense retriever attached to this connection (index/vectors.h cq_dense_attach; borrowed, not freed). */
-void **cq_store_dense_slot(cq_store *s);
+/* index/versions.c's per-connection note of the KBs whose documents all have versions (malloc'd; freed with the
+ * store). */
+void **cq_store_versions_slot(cq_store *s);
 
 #endif

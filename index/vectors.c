@@ -1,6 +1,5 @@
 /* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
 #include "index/vectors.h"
-#include "index/store_internal.h"
 
 #include <faiss/c_api/IndexIVF_c.h>
 #include <faiss/c_api/Index_c.h>
@@ -390,9 +389,6 @@ struct cq_dense {
     size_t n_kbs, cap_kbs;
 };
 
-void cq_dense_attach(cq_store *s, cq_dense *d) { *cq_store_dense_slot(s) = d; }
-cq_dense *cq_dense_attached(cq_store *s) { return *cq_store_dense_slot(s); }
-
 /* The GPU when there is one, else the fast CPU path, else the reference; why the GPU was not used goes to why
  * (empty when it was). */
 static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encoder **out, char why[512], cq_err *err) {
@@ -405,14 +401,17 @@ static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encode
     return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
 }
 
-cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
+/* Opens the retriever; why the GPU is not used goes to why ("" when it is). */
+static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, char why[512],
+                            cq_err *err) {
     *out = NULL;
-    char dir[4100], cfg[4200];
-    snprintf(dir, sizeof dir, "%s/models/ssm", data_dir);
-    snprintf(cfg, sizeof cfg, "%s/ssm.json", dir);
-    if (access(cfg, R_OK))
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "dense retrieval needs trained encoder weights in %s "
-                          "(ssm.json and ssm.safetensors); none are installed, so use --mode router,bm25", dir);
+    why[0] = 0;
+    char cfg[4200];
+    const char *dir = weights_dir;
+    snprintf(cfg, sizeof cfg, "%s/ssm.json", dir ? dir : "");
+    if (!dir || access(cfg, R_OK))
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "dense retrieval needs trained encoder weights (ssm.json and "
+                          "ssm.safetensors in a models/ssm folder); none are installed, so use --mode router,bm25");
     cq_dense *d = calloc(1, sizeof *d);
     if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     snprintf(d->data_dir, sizeof d->data_dir, "%s", data_dir);
@@ -423,34 +422,49 @@ cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err) {
     if (!rc && cq_ssm_model_config(d->model)->vocab_size != CQ_SSM_VOCAB_SIZE)
         rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "encoder weights in %s have a %d-token vocabulary; text needs %d",
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
-    char why[512];
     if (!rc) rc = new_encoder(d->model, 1, &d->encoder, why, err);
     if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, why, err);
     if (rc) {
         cq_dense_close(d);
         return rc;
     }
-    /* Which device encodes is worth one line: a GPU box that silently encodes on its CPU is slow for no clear reason. */
-    cq_ssm_backend b = cq_ssm_encoder_backend(d->doc_encoder);
-    if (b == CQ_SSM_BACKEND_CUDA) CQ_INFO("dense: SSM encoder on the GPU (cuda)");
-    else CQ_INFO("dense: SSM encoder on the CPU (%s backend): no GPU encoder: %s", cq_ssm_backend_name(b), why);
     *out = d;
     return CQ_OK;
 }
 
-cq_status cq_dense_open_configured(const char *data_dir, cq_dense **out, cq_err *err) {
+/* Which device encodes is worth one line: a GPU box that silently encodes on its CPU is slow for no clear reason. */
+static void log_backend(const cq_dense *d, const char *why) {
+    cq_ssm_backend b = cq_dense_backend(d);
+    if (b == CQ_SSM_BACKEND_CUDA) CQ_INFO("dense: SSM encoder on the GPU (cuda)");
+    else CQ_INFO("dense: SSM encoder on the CPU (%s backend): no GPU encoder: %s", cq_ssm_backend_name(b), why);
+}
+
+cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {
+    char why[512];
+    cq_status rc = dense_open(data_dir, weights_dir, out, why, err);
+    if (!rc) log_backend(*out, why);
+    return rc;
+}
+
+cq_status cq_dense_open_configured(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {
     *out = NULL;
     const char *env = getenv("CLAUSEQA_DENSE");
     const char *mode = env && *env ? env : "auto";
-    if (!strcmp(mode, "off")) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "dense retrieval is off (CLAUSEQA_DENSE=off)");
+    if (!strcmp(mode, "off")) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "CLAUSEQA_DENSE=off");
     if (strcmp(mode, "on") && strcmp(mode, "auto"))
         return cq_err_set(err, CQ_ERR_INVALID, "CLAUSEQA_DENSE is on, off or auto, not '%s'", mode);
-    cq_status rc = cq_dense_open(data_dir, out, err);
-    if (rc || !strcmp(mode, "on") || cq_dense_backend(*out) == CQ_SSM_BACKEND_CUDA) return rc;
+    char why[512];
+    cq_status rc = dense_open(data_dir, weights_dir, out, why, err);
+    if (rc) return rc;
+    if (!strcmp(mode, "on") || cq_dense_backend(*out) == CQ_SSM_BACKEND_CUDA) {
+        log_backend(*out, why);
+        return CQ_OK;
+    }
+    /* auto without a GPU: off, and one line from the caller says so (not a line that the encoder runs first) */
     cq_dense_close(*out);
     *out = NULL;
     return cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                      "dense retrieval is off without a GPU: encoding on the CPU makes ingestion several times slower "
+                      "no GPU, and encoding on the CPU makes ingestion several times slower "
                       "and the trained weights do not beat BM25 yet (docs/EVAL.md); CLAUSEQA_DENSE=on turns it on");
 }
 
@@ -560,14 +574,12 @@ static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {
     return v;
 }
 
-cq_status cq_dense_forget(cq_store *s, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
+cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
     cq_vectors *v = d && n ? open_kb(d, kb_id) : NULL;
     return v ? cq_vectors_forget(v, clause_ids, n, err) : CQ_OK;
 }
 
-cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err) {
-    cq_dense *d = cq_dense_attached(s);
+cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
@@ -579,13 +591,12 @@ cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err) {
     int64_t *ids = NULL;
     size_t n = 0;
     cq_status rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
-    if (!rc) rc = cq_dense_forget(s, kb_id, ids, n, err);
+    if (!rc) rc = cq_dense_forget(d, kb_id, ids, n, err);
     free(ids);
     return rc;
 }
 
-void cq_dense_forget_kb(cq_store *s, int64_t kb_id) {
-    cq_dense *d = cq_dense_attached(s);
+void cq_dense_forget_kb(cq_dense *d, int64_t kb_id) {
     cq_vectors *v = d ? open_kb(d, kb_id) : NULL;
     if (!v) return;
     /* Emptied, not closed: a request that looked the KB up just before it went may still hold the pointer. */

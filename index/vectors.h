@@ -60,22 +60,25 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
 
-/* ---- dense retrieval: the encoder and the KBs' indexes, for index/retrieve.c ----
- * Weights live in DATA/models/ssm/ (ssm.json + ssm.safetensors). Without them cq_dense_open fails with
+/* ---- dense retrieval: the encoder and the KBs' indexes ----
+ * Weights: weights_dir holds ssm.json + ssm.safetensors (app/models.h finds it: a models/ssm folder); the KBs'
+ * FAISS files live under data_dir. Without weights (weights_dir NULL or empty) cq_dense_open fails with
  * CQ_ERR_UNSUPPORTED and a message a person can act on; the product ships no untrained weights. One cq_dense per
- * process, attached to any number of connections (the server's pool and its ingestion worker): every call takes
- * the caller's connection for its SQLite work, questions and documents have an encoder each (each under its own
- * lock, so an ingestion never holds up questions), FAISS searches share a read lock. FAISS follows SQLite: hits
- * whose rows the caller's connection does not see (a rolled-back ingest, a deleted document) are dropped. */
+ * process, passed explicitly to whatever needs it: retrieval (cq_retrieve_options.dense), ingest
+ * (cq_ingest_options.dense) and deletions (the forget calls below). Every call takes the caller's connection for
+ * its SQLite work, so any number of connections (the server's pool and its ingestion worker) share one cq_dense;
+ * questions and documents have an encoder each (each under its own lock, so an ingestion never holds up
+ * questions), FAISS searches share a read lock. FAISS follows SQLite: hits whose rows the caller's connection does
+ * not see (a rolled-back ingest, a deleted document) are dropped. */
 typedef struct cq_dense cq_dense;
-cq_status cq_dense_open(const char *data_dir, cq_dense **out, cq_err *err);
+cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err);
 /* The process's dense retriever as the environment configures it (the CLI and the server use this):
  * CLAUSEQA_DENSE=on (the weights must be installed), off, or auto (unset): on when the weights are installed and
  * the encoder runs on a GPU. On the CPU, encoding every clause makes ingestion several times slower (docs/PERF.md)
  * while dense retrieval does not beat BM25 yet (docs/EVAL.md), so there it is opt-in. Off: CQ_ERR_UNSUPPORTED
  * with the reason. Documents ingested while it was off have no vectors: dense retrieval does not see them until
  * they are ingested again (replace) with it on. */
-cq_status cq_dense_open_configured(const char *data_dir, cq_dense **out, cq_err *err);
+cq_status cq_dense_open_configured(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err);
 void cq_dense_close(cq_dense *d);
 /* The k clauses of KB kb_id nearest the question: ids and cosine scores, best first, *n ≤ k. The KB's index is
  * opened (and checked against SQLite through s) on first use and kept. */
@@ -83,22 +86,18 @@ cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *q
                           float *scores, size_t *n, cq_err *err);
 /* The KB's shared index (opened on first use): ingest adds and delete removes through it, so searches see them. */
 cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out, cq_err *err);
-/* Makes d (or NULL) the dense retriever of connection s: cq_retrieve searches it for CQ_RETRIEVE_DENSE and ingest
- * encodes new documents into it. d is borrowed: it must outlive the connection's use of it. */
-void cq_dense_attach(cq_store *s, cq_dense *d);
-cq_dense *cq_dense_attached(cq_store *s);
 /* Encodes a document's clauses for ingest (cq_ssm_encode_document on the document encoder, under its lock). */
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
                                    size_t n, float *vectors, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */
 cq_ssm_backend cq_dense_backend(const cq_dense *d);
-/* Keeping FAISS in step with SQLite on connection s (no-ops without an attached retriever or an open index):
- * forget drops clause ids whose rows went (or never committed); forget_doc drops a document's clauses (call before
- * deleting it); forget_kb empties a KB's index (call once the KB is deleted). */
-cq_status cq_dense_forget(cq_store *s, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err);
-cq_status cq_dense_forget_doc(cq_store *s, int64_t doc_id, cq_err *err);
-void cq_dense_forget_kb(cq_store *s, int64_t kb_id);
+/* Keeping FAISS in step with SQLite (no-ops when d is NULL or the KB's index is not open): forget drops clause
+ * ids whose rows went (or never committed); forget_doc drops a document's clauses (call before deleting it, with
+ * the connection that will); forget_kb empties a KB's index (call once the KB is deleted). */
+cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err);
+cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err);
+void cq_dense_forget_kb(cq_dense *d, int64_t kb_id);
 
 /* ---- document states (ssm/ state blobs) ---- */
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,

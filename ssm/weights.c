@@ -1,7 +1,4 @@
-/* Loading a model: DIR/ssm.json (the config) and DIR/ssm.safetensors (the tensors).
- *
- * safetensors: an 8-byte little-endian header length n, n bytes of JSON {"name": {"dtype", "shape",
- * "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data; offsets count from the end of the header.
+/* Loading a model: DIR/ssm.json (the config) and DIR/ssm.safetensors (the tensors, read by core/safetensors.h).
  * Every tensor the config implies must be present with its exact shape, and nothing else may be: a mismatch
  * almost always means weights and config from different runs, and the message says which tensor and how. */
 #include <cjson/cJSON.h>
@@ -11,6 +8,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/safetensors.h"
 #include "core/sha256.h"
 #include "ssm/ssm_internal.h"
 
@@ -113,92 +111,17 @@ static void mixer_specs(const cq_ssm_config *c, int l, const char *which, cq_ssm
 #undef MIX
 }
 
-static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && k < cap; i++)
-        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (k < cap) snprintf(buf + k, cap - k, "]");
-}
-
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (!man) {
-            bits = sign;
-        } else { /* subnormal: renormalize */
-            int e = -1;
-            do {
-                man <<= 1;
-                e++;
-            } while (!(man & 0x400));
-            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | man << 13;
-    } else {
-        bits = sign | (exp + 127 - 15) << 23 | man << 13;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-/* Copies one stored tensor into dst as F32. */
-static cq_status read_tensor(const cJSON *entry, const tensor_spec *spec, const unsigned char *data, size_t data_len,
-                             float *dst, cq_err *err) {
-    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(entry, "shape");
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
-    if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
-        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: header entry lacks dtype, shape or data_offsets",
-                          spec->name);
-    size_t esize;
-    if (!strcmp(dtype->valuestring, "F32"))
-        esize = 4;
-    else if (!strcmp(dtype->valuestring, "F16") || !strcmp(dtype->valuestring, "BF16"))
-        esize = 2;
-    else
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "tensor %s: dtype %s; expected F32, F16 or BF16", spec->name,
-                          dtype->valuestring);
-    int ndim = cJSON_GetArraySize(shape);
-    int64_t got[8] = {0};
-    int shape_ok = ndim == spec->ndim;
-    for (int i = 0; i < ndim && i < 8; i++) {
-        const cJSON *d = cJSON_GetArrayItem(shape, i);
-        got[i] = cJSON_IsNumber(d) ? (int64_t)d->valuedouble : -1;
-        if (i < spec->ndim && got[i] != spec->shape[i]) shape_ok = 0;
-    }
+/* Copies one stored tensor into dst as F32, after checking its shape against the config's. */
+static cq_status read_tensor(const cq_st_tensor *t, const tensor_spec *spec, float *dst, cq_err *err) {
+    int shape_ok = t->ndim == spec->ndim;
+    for (int i = 0; i < t->ndim && shape_ok; i++) shape_ok = t->shape[i] == spec->shape[i];
     if (!shape_ok) {
         char want[96], have[96];
-        shape_str(want, sizeof want, spec->ndim, spec->shape);
-        shape_str(have, sizeof have, ndim < 8 ? ndim : 8, got);
+        cq_st_shape_str(want, sizeof want, spec->ndim, spec->shape);
+        cq_st_shape_str(have, sizeof have, t->ndim, t->shape);
         return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: shape %s; the config implies %s", spec->name, have, want);
     }
-    const cJSON *o0 = cJSON_GetArrayItem(offs, 0), *o1 = cJSON_GetArrayItem(offs, 1);
-    double b = cJSON_IsNumber(o0) ? o0->valuedouble : -1, e = cJSON_IsNumber(o1) ? o1->valuedouble : -1;
-    size_t n = spec_numel(spec);
-    if (b < 0 || e < b || e > (double)data_len || (size_t)(e - b) != n * esize)
-        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: data_offsets [%.0f, %.0f] do not hold %zu %s values "
-                          "inside the %zu data bytes", spec->name, b, e, n, dtype->valuestring, data_len);
-    const unsigned char *src = data + (size_t)b;
-    if (esize == 4) {
-        memcpy(dst, src, n * 4);
-    } else {
-        int bf16 = !strcmp(dtype->valuestring, "BF16");
-        for (size_t i = 0; i < n; i++) {
-            uint16_t v = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-            if (bf16) {
-                uint32_t bits = (uint32_t)v << 16;
-                memcpy(&dst[i], &bits, 4);
-            } else {
-                dst[i] = half_to_float(v);
-            }
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(dst[i]))
-            return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: element %zu is not finite", spec->name, i);
-    return CQ_OK;
+    return cq_st_to_f32(t, dst, err);
 }
 
 static uint32_t config_fingerprint(const cq_ssm_config *c) {
@@ -212,23 +135,12 @@ static uint32_t config_fingerprint(const cq_ssm_config *c) {
 
 static cq_status load_tensors(cq_ssm_model *m, const char *buf, size_t len, cq_err *err) {
     const cq_ssm_config *c = &m->cfg;
-    if (len < 8) return cq_err_set(err, CQ_ERR_FORMAT, "file too short for a safetensors header");
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)buf[i];
-    if (hlen > len - 8) return cq_err_set(err, CQ_ERR_FORMAT, "header length %llu exceeds the file",
-                                          (unsigned long long)hlen);
-    cJSON *hdr = cJSON_ParseWithLength(buf + 8, (size_t)hlen);
-    if (!hdr || !cJSON_IsObject(hdr)) {
-        cJSON_Delete(hdr);
-        return cq_err_set(err, CQ_ERR_FORMAT, "header is not a JSON object");
-    }
-    const unsigned char *data = (const unsigned char *)buf + 8 + hlen;
-    size_t data_len = len - 8 - (size_t)hlen;
-
+    cq_safetensors st;
+    cq_status rc = cq_safetensors_parse(buf, len, &st, err);
+    if (rc) return rc;
     size_t max_specs = 4 + (size_t)c->n_layer * 19, n_specs = 0;
     tensor_spec *specs = calloc(max_specs, sizeof *specs);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    cq_status rc = CQ_OK;
     if (!specs || !m->layers) {
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -254,28 +166,27 @@ static cq_status load_tensors(cq_ssm_model *m, const char *buf, size_t len, cq_e
     }
     size_t off = 0;
     for (size_t i = 0; i < n_specs && !rc; i++) {
-        const cJSON *entry = cJSON_GetObjectItemCaseSensitive(hdr, specs[i].name);
-        if (!entry) {
+        const cq_st_tensor *t = cq_safetensors_find(&st, specs[i].name);
+        if (!t) {
             rc = cq_err_set(err, CQ_ERR_FORMAT, "missing tensor %s (config: n_layer %d, bidirectional %s)",
                             specs[i].name, c->n_layer, c->bidirectional ? "true" : "false");
             break;
         }
-        rc = read_tensor(entry, &specs[i], data, data_len, m->arena + off, err);
+        rc = read_tensor(t, &specs[i], m->arena + off, err);
         *specs[i].dst = m->arena + off;
         off += spec_numel(&specs[i]);
     }
     /* Anything stored that the config does not name is refused too. */
-    for (const cJSON *e = hdr->child; e && !rc; e = e->next) {
-        if (!strcmp(e->string, "__metadata__")) continue;
+    for (size_t k = 0; k < st.n && !rc; k++) {
         size_t i = 0;
-        while (i < n_specs && strcmp(specs[i].name, e->string)) i++;
+        while (i < n_specs && strcmp(specs[i].name, st.tensors[k].name)) i++;
         if (i == n_specs)
             rc = cq_err_set(err, CQ_ERR_FORMAT, "unexpected tensor %s (config: n_layer %d, bidirectional %s)",
-                            e->string, c->n_layer, c->bidirectional ? "true" : "false");
+                            st.tensors[k].name, c->n_layer, c->bidirectional ? "true" : "false");
     }
 done:
     free(specs);
-    cJSON_Delete(hdr);
+    cq_safetensors_free(&st);
     return rc;
 }
 

@@ -23,7 +23,7 @@ sha_of() { sha256sum "$1" | awk '{print $1}'; }
 
 if [ -f "$target" ]; then
   if [ "$(sha_of "$target")" = "$expected" ]; then
-    echo "fetch_model: $target present (sha256 ok)"
+    [ "${CLAUSEQA_QUIET:-0}" = 1 ] || echo "fetch_model: $target present (sha256 ok)"
     exit 0
   fi
   echo "fetch_model: $target has the wrong SHA-256; fetching it again"

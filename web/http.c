@@ -36,7 +36,7 @@ void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *
                        const char *cache_control) {
     start_response(r, status, mime, (long long)len, cache_control);
     mg_response_header_send(r->conn);
-    if (strcmp(r->method, "HEAD") != 0 && len) mg_write(r->conn, data, len);
+    if (strcmp(r->method, "HEAD") != 0 && len && mg_write(r->conn, data, len) > 0) r->bytes_sent += len;
 }
 
 void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *text) {
@@ -133,8 +133,10 @@ void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_con
     if (strcmp(r->method, "HEAD") != 0) {
         char buf[65536];
         size_t n;
-        while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
             if (mg_write(r->conn, buf, n) <= 0) break;
+            r->bytes_sent += n;
+        }
     }
     fclose(fp);
 }
@@ -272,6 +274,7 @@ static int sse_write(cq_web_req *r, const char *s, size_t n) {
         r->sse_broken = true;
         return -1;
     }
+    r->bytes_sent += n;
     return 0;
 }
 

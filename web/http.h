@@ -15,6 +15,8 @@
 #include "web/metrics.h"
 #include "web/server.h"
 
+typedef struct cq_web_access_log cq_web_access_log;
+
 struct cq_web_server {
     struct mg_context *mg;
     cq_web_service svc;
@@ -30,6 +32,7 @@ struct cq_web_server {
     int n_pool_threads;
     bool pool_stopping;
     atomic_bool draining; /* stopping: new requests get 503 */
+    cq_web_access_log *access_log; /* NULL: none */
 };
 
 typedef struct {
@@ -47,6 +50,7 @@ typedef struct {
     cq_web_principal who;
     bool sse;             /* an event stream was started */
     bool sse_broken;      /* writing to it failed: the client is gone */
+    size_t bytes_sent;    /* response body bytes written (the access log) */
 } cq_web_req;
 
 /* ---- responses ---- */
@@ -83,6 +87,12 @@ void cq_web_sse_end(cq_web_req *r);
 
 bool cq_web_accepts_sse(const cq_web_req *r);
 
+/* ---- the access log (web/access_log.c): one line a request, text or JSON, to a file or "-" (stdout) ---- */
+cq_status cq_web_access_log_open(const char *path, bool json, cq_web_access_log **out, cq_err *err);
+void cq_web_access_log_write(cq_web_access_log *log, const cq_web_req *r, double seconds); /* log NULL: no-op */
+cq_status cq_web_access_log_reopen(cq_web_access_log *log, cq_err *err); /* after rotation; stdout: no-op */
+void cq_web_access_log_close(cq_web_access_log *log);
+
 /* ---- the OpenAI-compatible endpoints (web/openai.c) ---- */
 void cq_web_openai_models(cq_web_req *r);
 void cq_web_openai_chat(cq_web_req *r);
@@ -92,5 +102,8 @@ void cq_web_openai_chat(cq_web_req *r);
 bool cq_web_authenticate(cq_web_req *r);
 /* Checks who may do `need` on kb; sends 403 and returns false when not. */
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
+/* The conversation fields of an ask's body into q ("conversation_id", "store", "regenerate"; a turn is kept by
+ * default when keep_default); sends 400 and returns false when they are invalid. */
+bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q);
 
 #endif

@@ -24,6 +24,10 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_ASK] = "/api/v1/kbs/{kb}/ask",
     [CQ_ROUTE_OPENAI_MODELS] = "/v1/models",
     [CQ_ROUTE_OPENAI_CHAT] = "/v1/chat/completions",
+    [CQ_ROUTE_CONVERSATIONS] = "/api/v1/conversations",
+    [CQ_ROUTE_CONVERSATION] = "/api/v1/conversations/{id}",
+    [CQ_ROUTE_DOCUMENT_VERSION] = "/api/v1/documents/{id}/version",
+    [CQ_ROUTE_COMPARE] = "/api/v1/documents/{a}/compare/{b}",
 };
 
 const char *cq_web_route_name(cq_web_route route) {

@@ -2,7 +2,8 @@
  * (`model` names the KB; the last user message is the question, the earlier turns are the history that follow-up
  * questions resolve against). Answers carry their citations in an extra "citations" field: on the response and on
  * the assistant message (so that a client that appends the message to its history sends them back), and, when
- * streaming, on the last chunk before "data: [DONE]". */
+ * streaming, on the last chunk before "data: [DONE]". With "store": true or a "conversation_id" the turn is kept in
+ * a conversation (docs/API.md), whose id comes back as "conversation_id" beside the citations. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,9 +109,9 @@ static int chat_token(void *user, const char *text, size_t len) {
     return cq_web_sse_send(cs->r, NULL, chunk(cs, delta, NULL));
 }
 
-/* Moves the answer's extra fields (citations, abstained, timings, resolved_question) onto o. */
+/* Moves the answer's extra fields (citations, abstained, timings, resolved_question, conversation_id) onto o. */
 static void add_extras(cJSON *o, cJSON *answer) {
-    static const char *const keys[] = {"citations", "abstained", "timings", "resolved_question"};
+    static const char *const keys[] = {"citations", "abstained", "timings", "resolved_question", "conversation_id"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         cJSON *v = cJSON_DetachItemFromObject(answer, keys[i]);
         if (v) cJSON_AddItemToObject(o, keys[i], v);
@@ -168,15 +169,22 @@ void cq_web_openai_chat(cq_web_req *r) {
         free(text);
     }
 
+    /* The client keeps the history; the service keeps the turns only when asked ("store": true, as OpenAI's own
+     * API has it) or when the request continues a conversation ("conversation_id"). */
+    const cJSON *as_of = cJSON_GetObjectItem(body, "as_of"); /* an extension, as in /ask */
+    cq_web_question q = {.question = question,
+                         .history = history,
+                         .as_of = cJSON_IsString(as_of) ? as_of->valuestring : NULL};
+    if (!cq_web_parse_conversation(r, body, false, &q)) goto out;
     const cJSON *stream_flag = cJSON_GetObjectItem(body, "stream");
     bool stream = cJSON_IsTrue(stream_flag);
     chat_stream cs = {.r = r, .model = model->valuestring, .created = (long long)time(NULL)};
     snprintf(cs.id, sizeof cs.id, "chatcmpl-%llx%llx", (unsigned long long)cs.created,
              (unsigned long long)atomic_fetch_add(&completion_counter, 1));
-    cq_web_question q = {.question = question, .history = history};
     cq_err err = {0};
     cJSON *answer = NULL;
-    cq_status rc = r->svc->ask(r->svc->ctx, model->valuestring, &q, stream ? chat_token : NULL, &cs, &answer, &err);
+    cq_web_stream tokens = {chat_token, NULL, &cs};
+    cq_status rc = r->svc->ask(r->svc->ctx, &r->who, model->valuestring, &q, stream ? &tokens : NULL, &answer, &err);
     if (rc) {
         cJSON_Delete(answer);
         cq_web_send_status_error(r, &err);

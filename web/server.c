@@ -1,4 +1,5 @@
 /* CivetWeb set-up, routing and the REST handlers under /api/v1 (the OpenAI-compatible ones are in openai.c). */
+#include "core/clock.h"
 #include "web/server.h"
 
 #include <errno.h>
@@ -24,11 +25,6 @@
 #define PAGE_WIDTH_MIN 100
 #define PAGE_WIDTH_MAX 2400
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- authentication ------------------------------------------------------------------------------------------- */
 
@@ -473,9 +469,44 @@ static void handle_clause(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+/* ---- versions and comparisons --------------------------------------------------------------------------------- */
+
+static void handle_document_version(cq_web_req *r, int64_t id) {
+    bool get = method_is(r, "GET"), put = method_is(r, "PUT"), del = method_is(r, "DELETE");
+    if (!get && !put && !del) return method_not_allowed(r, "GET, PUT, DELETE");
+    if (!authorize_doc(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT)) return;
+    cJSON *body = put ? cq_web_read_json(r) : NULL;
+    if (put && !body) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_version(r->svc->ctx, id, body, del, &out, &err);
+    cJSON_Delete(body);
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_compare(cq_web_req *r, int64_t a, const char *seg_b) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    int64_t b = path_id(r, seg_b);
+    if (!b) return;
+    if (!authorize_doc(r, a, CQ_WEB_READ) || !authorize_doc(r, b, CQ_WEB_READ)) return;
+    char clause[64] = "", clause_id[32] = "", changed[8] = "";
+    cq_web_compare q = {0};
+    if (cq_web_query(r, "clause", clause, sizeof clause) && clause[0]) q.clause = clause;
+    if (cq_web_query(r, "clause_id", clause_id, sizeof clause_id) && clause_id[0]) {
+        char *end;
+        q.clause_id = strtoll(clause_id, &end, 10);
+        if (*end || q.clause_id <= 0) return cq_web_send_error(r, 400, "invalid", "clause_id must be a clause id");
+    }
+    if (cq_web_query(r, "changed", changed, sizeof changed)) q.changes_only = strcmp(changed, "0") && strcmp(changed, "false");
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_compare(r->svc->ctx, a, b, &q, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
 /* ---- questions ------------------------------------------------------------------------------------------------ */
 
-/* Fills q from a request body {"question", "k", "mode", "history"}; sends 400 and returns false when invalid. */
+/* Fills q from a request body {"question", "k", "mode", "as_of", "history"}; sends 400 and returns false when invalid. */
 static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q) {
     memset(q, 0, sizeof *q);
     const cJSON *question = cJSON_GetObjectItem(body, "question");
@@ -499,6 +530,14 @@ static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q)
             return false;
         }
         q->mode = mode->valuestring;
+    }
+    const cJSON *as_of = cJSON_GetObjectItem(body, "as_of");
+    if (as_of && !cJSON_IsNull(as_of)) {
+        if (!cJSON_IsString(as_of)) {
+            cq_web_send_error(r, 400, "invalid", "\"as_of\" must be a day written \"YYYY-MM-DD\"");
+            return false;
+        }
+        q->as_of = as_of->valuestring;
     }
     const cJSON *history = cJSON_GetObjectItem(body, "history");
     if (history && !cJSON_IsNull(history)) {
@@ -526,6 +565,40 @@ static void handle_retrieve(cq_web_req *r, const char *kb) {
     cJSON_Delete(body);
 }
 
+/* Fills the conversation fields of q from an ask's body {"conversation_id", "store", "regenerate"}: a turn is kept
+ * when store says so (default keep_default; true when a conversation is named). Sends 400 and returns false when
+ * they are invalid. */
+bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q) {
+    const cJSON *id = cJSON_GetObjectItem(body, "conversation_id"), *store = cJSON_GetObjectItem(body, "store");
+    const cJSON *regenerate = cJSON_GetObjectItem(body, "regenerate");
+    if (id && !cJSON_IsNull(id)) {
+        if (!cJSON_IsNumber(id) || id->valuedouble < 1 || id->valuedouble != (double)(int64_t)id->valuedouble) {
+            cq_web_send_error(r, 400, "invalid", "\"conversation_id\" must be a conversation's id");
+            return false;
+        }
+        q->conversation_id = (int64_t)id->valuedouble;
+    }
+    if ((store && !cJSON_IsBool(store)) || (regenerate && !cJSON_IsBool(regenerate))) {
+        cq_web_send_error(r, 400, "invalid", "\"%s\" must be true or false", store && !cJSON_IsBool(store) ? "store"
+                                                                                                 : "regenerate");
+        return false;
+    }
+    q->keep = store ? cJSON_IsTrue(store) : keep_default || q->conversation_id;
+    q->regenerate = cJSON_IsTrue(regenerate);
+    if (q->regenerate && (!q->conversation_id || !q->keep)) {
+        cq_web_send_error(r, 400, "invalid", "\"regenerate\" replaces the last turn of a stored conversation: name "
+                                             "it with \"conversation_id\"");
+        return false;
+    }
+    return true;
+}
+
+static int ask_event(void *user, const char *event, const cJSON *data) {
+    cq_web_req *r = user;
+    cq_web_sse_start(r);
+    return cq_web_sse_send(r, event, cJSON_Duplicate(data, 1));
+}
+
 static int ask_token(void *user, const char *text, size_t len) {
     cq_web_req *r = user;
     cq_web_sse_start(r);
@@ -543,7 +616,7 @@ static void handle_ask(cq_web_req *r, const char *kb) {
     cJSON *body = cq_web_read_json(r);
     if (!body) return;
     cq_web_question q;
-    if (!parse_question(r, body, &q)) {
+    if (!parse_question(r, body, &q) || !cq_web_parse_conversation(r, body, true, &q)) {
         cJSON_Delete(body);
         return;
     }
@@ -552,7 +625,8 @@ static void handle_ask(cq_web_req *r, const char *kb) {
     if (cJSON_IsBool(st)) stream = cJSON_IsTrue(st);
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->ask(r->svc->ctx, kb, &q, stream ? ask_token : NULL, r, &out, &err);
+    cq_web_stream events = {ask_token, ask_event, r};
+    cq_status rc = r->svc->ask(r->svc->ctx, &r->who, kb, &q, stream ? &events : NULL, &out, &err);
     cJSON_Delete(body);
     if (!stream || (rc && !r->sse)) return reply(r, rc, &err, 200, out);
     if (rc) { /* failed after the stream began */
@@ -566,6 +640,49 @@ static void handle_ask(cq_web_req *r, const char *kb) {
     cq_web_sse_send(r, "citations", wrap("citations", cites ? cites : cJSON_CreateArray()));
     cq_web_sse_send(r, "done", out);
     cq_web_sse_end(r);
+}
+
+/* ---- conversations -------------------------------------------------------------------------------------------- */
+
+static void handle_conversations(cq_web_req *r) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    char kb[128] = "", all[16] = "";
+    bool by_kb = cq_web_query(r, "kb", kb, sizeof kb) && kb[0];
+    bool every_owner = cq_web_query(r, "all", all, sizeof all) && truthy(all);
+    if (every_owner && !cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+    if (by_kb && !cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->conversation_list(r->svc->ctx, &r->who, by_kb ? kb : NULL, every_owner, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_conversation(cq_web_req *r, int64_t id) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc;
+    if (method_is(r, "GET")) {
+        rc = r->svc->conversation_get(r->svc->ctx, &r->who, id, &out, &err);
+    } else if (method_is(r, "PATCH")) {
+        cJSON *body = cq_web_read_json(r);
+        if (!body) return;
+        const cJSON *title = cJSON_GetObjectItem(body, "title");
+        if (!cJSON_IsString(title)) {
+            cJSON_Delete(body);
+            return cq_web_send_error(r, 400, "invalid", "give the conversation a \"title\"");
+        }
+        rc = r->svc->conversation_rename(r->svc->ctx, &r->who, id, title->valuestring, &out, &err);
+        cJSON_Delete(body);
+    } else if (method_is(r, "DELETE")) {
+        rc = r->svc->conversation_delete(r->svc->ctx, &r->who, id, &err);
+        if (!rc) {
+            out = cJSON_CreateObject();
+            cJSON_AddNumberToObject(out, "deleted", (double)id);
+        }
+    } else {
+        return method_not_allowed(r, "GET, PATCH, DELETE");
+    }
+    reply(r, rc, &err, 200, out);
 }
 
 /* ---- routing -------------------------------------------------------------------------------------------------- */
@@ -615,9 +732,13 @@ static void dispatch(cq_web_req *r) {
         r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
                    : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
                    : n == 6 && seg_is(r, 4, "pages")         ? CQ_ROUTE_PAGE_IMAGE
+                   : n == 5 && seg_is(r, 4, "version")       ? CQ_ROUTE_DOCUMENT_VERSION
+                   : n == 6 && seg_is(r, 4, "compare")       ? CQ_ROUTE_COMPARE
                                                              : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "clauses") && n == 4) {
         r->route = CQ_ROUTE_CLAUSE;
+    } else if (api && seg_is(r, 2, "conversations") && n <= 4) {
+        r->route = n == 3 ? CQ_ROUTE_CONVERSATIONS : CQ_ROUTE_CONVERSATION;
     } else if (openai && n == 2 && seg_is(r, 1, "models")) {
         r->route = CQ_ROUTE_OPENAI_MODELS;
     } else if (openai && n == 3 && seg_is(r, 1, "chat") && seg_is(r, 2, "completions")) {
@@ -648,6 +769,16 @@ static void dispatch(cq_web_req *r) {
         return;
     case CQ_ROUTE_CLAUSE:
         if ((id = path_id(r, r->seg[3]))) handle_clause(r, id);
+        return;
+    case CQ_ROUTE_DOCUMENT_VERSION:
+        if ((id = path_id(r, r->seg[3]))) handle_document_version(r, id);
+        return;
+    case CQ_ROUTE_COMPARE:
+        if ((id = path_id(r, r->seg[3]))) handle_compare(r, id, r->seg[5]);
+        return;
+    case CQ_ROUTE_CONVERSATIONS: return handle_conversations(r);
+    case CQ_ROUTE_CONVERSATION:
+        if ((id = path_id(r, r->seg[3]))) handle_conversation(r, id);
         return;
     case CQ_ROUTE_OPENAI_MODELS: return cq_web_openai_models(r);
     case CQ_ROUTE_OPENAI_CHAT: return cq_web_openai_chat(r);
@@ -701,7 +832,7 @@ static void run_on_pool(cq_web_server *s, cq_web_req *r) {
 
 static int handle_request(struct mg_connection *conn, void *cbdata) {
     cq_web_server *s = cbdata;
-    double t0 = now_seconds();
+    double t0 = cq_clock_seconds();
     cq_web_req *r = calloc(1, sizeof *r);
     if (!r) {
         mg_send_http_error(conn, 503, "out of memory");
@@ -722,8 +853,9 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
         run_on_pool(s, r);
     }
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
-    double dt = now_seconds() - t0;
+    double dt = cq_clock_seconds() - t0;
     cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
+    cq_web_access_log_write(s->access_log, r, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
     int status = r->status;
     free(r);
@@ -761,6 +893,14 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     }
     s->cfg.host = s->host;
     s->cfg.spool_dir = s->spool_dir;
+    s->cfg.access_log = NULL; /* the path is the log's own (below) */
+    cq_status rc = cq_web_listen_check(s->host, config->port, err);
+    if (!rc && config->access_log) rc = cq_web_access_log_open(config->access_log, config->access_log_json,
+                                                               &s->access_log, err);
+    if (rc) {
+        cq_web_stop(s);
+        return rc;
+    }
     s->pool_threads = calloc((size_t)s->cfg.threads, sizeof *s->pool_threads);
     if (!s->pool_threads) {
         cq_web_stop(s);
@@ -812,16 +952,20 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
 
 int cq_web_port(const cq_web_server *server) { return server->port; }
 
+cq_status cq_web_reopen_logs(cq_web_server *server, cq_err *err) {
+    return cq_web_access_log_reopen(server->access_log, err);
+}
+
 /* Waits until no request is being handled (at most the request timeout): CivetWeb's stop would cut off requests
  * still reading their bodies. */
 static void drain(cq_web_server *s) {
     atomic_store(&s->draining, true);
-    double deadline = now_seconds() + s->cfg.request_timeout_ms / 1e3;
+    double deadline = cq_clock_seconds() + s->cfg.request_timeout_ms / 1e3;
     for (;;) {
         pthread_mutex_lock(&s->metrics.lock);
         uint64_t busy = s->metrics.in_flight;
         pthread_mutex_unlock(&s->metrics.lock);
-        if (busy == 0 || now_seconds() > deadline) break;
+        if (busy == 0 || cq_clock_seconds() > deadline) break;
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
@@ -843,6 +987,7 @@ void cq_web_stop(cq_web_server *s) {
     pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->pool_cond);
     cq_web_metrics_destroy(&s->metrics);
+    cq_web_access_log_close(s->access_log);
     free(s->host);
     free(s->spool_dir);
     free(s);

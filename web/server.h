@@ -46,13 +46,33 @@ typedef struct {
 typedef struct {
     const char *question;
     const cJSON *history; /* previous turns, [{"role": "user"|"assistant", "content": ..., "citations": [...]}] or
-                             NULL; borrowed */
+                             NULL; borrowed. An ask that continues a conversation reads its stored turns instead */
     int k;                /* clauses to retrieve; 0 = default */
     const char *mode;     /* retrieval modes ("hybrid", "router,bm25" ...) or NULL */
+    const char *as_of;    /* "YYYY-MM-DD": answer from the versions in force that day (index/versions.h), or NULL */
+    /* ask only: conversations kept by the service, per key (docs/API.md) */
+    int64_t conversation_id; /* continue this conversation of the asker's; 0: none named */
+    bool keep;               /* keep the turn: in conversation_id, or in a new conversation when that is 0 */
+    bool regenerate;         /* the turn replaces the conversation's last one */
 } cq_web_question;
 
-/* Streaming: called for every piece of answer text; returns 0 to go on, non-zero when the client is gone. */
+/* Which pairs of a comparison of two documents to send (GET /api/v1/documents/{a}/compare/{b}?clause=&changed=). */
+typedef struct {
+    const char *clause;   /* an article of either side: "60", "第六十条", "20-1"; NULL: all */
+    int64_t clause_id;    /* a clause of either side; 0: all */
+    bool changes_only;    /* leave out the clauses that did not change */
+} cq_web_compare;
+
+/* Streaming an answer. on_token gets every piece of answer text; on_event (may be NULL) the events before and
+ * between them: "conversation" {"conversation_id", "title"} first, then "stage" {"stage": "resolving" |
+ * "retrieving" | "comparing" | "generating" | "answering", ...the timings so far}. data is borrowed. Both return 0
+ * to go on, non-zero when the client is gone. */
 typedef int (*cq_web_token_fn)(void *user, const char *text, size_t len);
+typedef struct {
+    cq_web_token_fn on_token;
+    int (*on_event)(void *user, const char *event, const cJSON *data);
+    void *user;
+} cq_web_stream;
 
 typedef struct {
     void *ctx; /* passed to every function */
@@ -83,6 +103,13 @@ typedef struct {
     /* The page as PNG, width pixels wide, with the clause's boxes highlighted (clause_id 0: none). */
     cq_status (*page_image)(void *ctx, int64_t doc_id, int page_no, int64_t clause_id, int width, cq_web_file *file,
                             cq_err *err);
+    /* A document's version of a regulation (index/versions.h): {"document_id", "doc", "version", "version_list"}.
+     * edit (PUT's body: "group", "label", "promulgated", "effective", "repealed", "status") is a person's correction
+     * applied first; reset (DELETE) goes back to the automatic analysis. INVALID for a malformed edit. */
+    cq_status (*doc_version)(void *ctx, int64_t doc_id, const cJSON *edit, bool reset, cJSON **out, cq_err *err);
+    /* Documents a (the older) and b compared clause by clause (index/compare.h). */
+    cq_status (*doc_compare)(void *ctx, int64_t doc_a, int64_t doc_b, const cq_web_compare *q, cJSON **out,
+                             cq_err *err);
     /* A clause with its document, heading path, pages and boxes (for citation chips). */
     cq_status (*clause_get)(void *ctx, int64_t clause_id, cJSON **out, char kb[128], cq_err *err);
 
@@ -95,10 +122,20 @@ typedef struct {
 
     /* ---- questions ---- */
     cq_status (*retrieve)(void *ctx, const char *kb, const cq_web_question *q, cJSON **out, cq_err *err);
-    /* out: {"answer", "abstained", "citations", "timings", "question", "resolved_question"?}. on_token (may be
-     * NULL) receives the answer text as it is produced, before ask returns. */
-    cq_status (*ask)(void *ctx, const char *kb, const cq_web_question *q, cq_web_token_fn on_token, void *user,
-                     cJSON **out, cq_err *err);
+    /* out: {"answer", "abstained", "citations", "timings", "question", "resolved_question"?, "conversation_id"?}.
+     * stream (may be NULL) receives the answer as it is produced, before ask returns. who owns the conversation:
+     * one that is not theirs is NOT_FOUND (admins may continue any). */
+    cq_status (*ask)(void *ctx, const cq_web_principal *who, const char *kb, const cq_web_question *q,
+                     const cq_web_stream *stream, cJSON **out, cq_err *err);
+
+    /* ---- conversations: a key sees its own (admins any, and every owner's with all) ---- */
+    /* {"conversations": [...]}, newest first; kb NULL: of every KB */
+    cq_status (*conversation_list)(void *ctx, const cq_web_principal *who, const char *kb, bool all, cJSON **out,
+                                   cq_err *err);
+    cq_status (*conversation_get)(void *ctx, const cq_web_principal *who, int64_t id, cJSON **out, cq_err *err);
+    cq_status (*conversation_rename)(void *ctx, const cq_web_principal *who, int64_t id, const char *title,
+                                     cJSON **out, cq_err *err);
+    cq_status (*conversation_delete)(void *ctx, const cq_web_principal *who, int64_t id, cq_err *err);
 } cq_web_service;
 
 typedef struct {
@@ -110,6 +147,8 @@ typedef struct {
     size_t max_upload_bytes;     /* uploads (default 64 MiB) */
     int request_timeout_ms;      /* socket reads and writes (default 30000) */
     const char *spool_dir;       /* where uploads are received before the service takes them (must exist) */
+    const char *access_log;      /* one line a request to this file, "-" for stdout, NULL for none */
+    bool access_log_json;        /* JSON lines instead of text (web/access_log.c shows both) */
 } cq_web_config;
 
 typedef struct cq_web_server cq_web_server;
@@ -117,6 +156,13 @@ typedef struct cq_web_server cq_web_server;
 cq_status cq_web_start(const cq_web_config *config, const cq_web_service *service, cq_web_server **out,
                        cq_err *err);
 int cq_web_port(const cq_web_server *server); /* the port listened on */
+/* Whether host:port can be listened on (web/listen.c), asked by cq_web_start before CivetWeb (whose error says only
+ * "Failed to setup server ports") and by a caller that wants to know before loading models: CQ_ERR_EXISTS when
+ * another program listens there, CQ_ERR_INVALID for an address that is not this machine's, CQ_ERR_IO for the rest;
+ * each with a message that says what to do. */
+cq_status cq_web_listen_check(const char *host, int port, cq_err *err);
+/* Opens the access log file again (after log rotation moved it away). */
+cq_status cq_web_reopen_logs(cq_web_server *server, cq_err *err);
 /* Stops accepting, lets the requests in flight finish, frees the server. */
 void cq_web_stop(cq_web_server *server);
 

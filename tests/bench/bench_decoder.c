@@ -10,22 +10,32 @@
  * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (attention/cpu_isa.h) alternates within
  * each of --runs rounds: a prefill of the prompt, then --decode steps after it, per level; medians and ranges per
  * level (an A/B on one model copy, in one process, on a shared machine).
- * --score 0 skips the scoring pass.
+ * --adapter DIR runs everything with that LoRA adapter loaded. --ranks 0,16,32,64 instead compares adapters of
+ * those ranks (random factors on every projection; 0: none), one decoder each, their decode steps interleaved token
+ * by token over --rounds prompts (the box's load then hits them alike): prefill and decode rates per rank, and each
+ * rank's step time relative to the first's.
+ * --score N times scoring N prompts of --prompt tokens (a reranker's candidates: cq_decoder_score_prompts, packed
+ * into batched prefill chunks on CUDA) against running them one at a time, --runs times each, alternating.
+ * --perplexity N: the tokens of the scoring pass with logits at every position (default 64; 0 skips it).
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
- *                 [--compare-cpu 1] [--isa LIST] [--score N] */
+ *                 [--compare-cpu 1] [--isa LIST] [--adapter DIR] [--ranks LIST --rounds N] [--score N]
+ *                 [--perplexity N] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../unit/test_adapter_util.h"
 #include "attention/cpu_isa.h"
 #include "attention/decoder.h"
 #include "attention/forward_cuda.h"
+#include "attention/lora.h"
+#include "core/clock.h"
 
-static double now_s(void) {
+static double thread_cpu_s(void) { /* the calling thread's CPU time: with one thread, the work a step did */
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -141,16 +151,16 @@ static void compare_isa(cq_decoder *d, const char *list, const int32_t *ids, int
         for (int li = 0; li < n_levels; li++) {
             cq_isa_set(levels[li]);
             cq_decoder_seq_reset(s);
-            double t0 = now_s();
+            double t0 = cq_clock_seconds();
             if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
-            tp[li * rounds + r] = now_s() - t0;
+            tp[li * rounds + r] = cq_clock_seconds() - t0;
             int32_t next = argmax(logits, V);
-            t0 = now_s();
+            t0 = cq_clock_seconds();
             for (int i = 0; i < n_decode; i++) {
                 if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
                 next = argmax(logits, V);
             }
-            td[li * rounds + r] = now_s() - t0;
+            td[li * rounds + r] = cq_clock_seconds() - t0;
             printf("round %d %-12s prefill %7.1f tok/s  decode %6.1f tok/s\n", r + 1, cq_isa_name(levels[li]),
                    n_prompt / tp[li * rounds + r], n_decode / td[li * rounds + r]);
             fflush(stdout);
@@ -170,6 +180,136 @@ static void compare_isa(cq_decoder *d, const char *list, const int32_t *ids, int
     free(logits), free(tp), free(td);
 }
 
+/* n prompts of len tokens (different ones), scored packed and one at a time, runs times each alternating. */
+static void bench_score(cq_decoder *d, const int32_t *ids, int len, int n, int runs) {
+    const cq_decoder_info *info = cq_decoder_get_info(d);
+    cq_err err = {0};
+    int32_t **prompts = malloc((size_t)n * sizeof *prompts);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    for (int i = 0; i < n; i++) { /* the text shifted by i tokens, BOS first */
+        prompts[i] = malloc((size_t)len * sizeof(int32_t));
+        prompts[i][0] = ids[0];
+        for (int t = 1; t < len; t++) prompts[i][t] = ids[1 + (t + i) % (len - 1)];
+        lens[i] = (size_t)len;
+    }
+    const int32_t yes_no[2] = {ids[1], ids[2]};
+    float *out = malloc((size_t)n * 2 * sizeof *out), *logits = malloc((size_t)info->n_vocab * sizeof *logits);
+    double *tp = malloc((size_t)runs * sizeof *tp), *ts = malloc((size_t)runs * sizeof *ts);
+    cq_decoder_seq *s;
+    if (cq_decoder_seq_new(d, len, &s, &err)) die("seq", &err);
+    for (int r = -1; r < runs; r++) { /* run -1: warm-up */
+        double t0 = cq_clock_seconds();
+        if (cq_decoder_score_prompts(d, (const int32_t *const *)prompts, lens, (size_t)n, yes_no, 2, out, &err))
+            die("score", &err);
+        double t1 = cq_clock_seconds();
+        for (int i = 0; i < n; i++) {
+            cq_decoder_seq_reset(s);
+            if (cq_decoder_eval(s, prompts[i], lens[i], logits, false, &err)) die("prefill", &err);
+        }
+        double t2 = cq_clock_seconds();
+        if (r >= 0) tp[r] = t1 - t0, ts[r] = t2 - t1;
+    }
+    qsort(tp, (size_t)runs, sizeof *tp, cmp_double);
+    qsort(ts, (size_t)runs, sizeof *ts, cmp_double);
+    printf("score %d prompts of %d tokens (%d tokens): cq_decoder_score_prompts %.2f ms (min %.2f; %.0f tok/s), one "
+           "at a time %.2f ms (min %.2f), median of %d\n", n, len, n * len, tp[runs / 2] * 1e3, tp[0] * 1e3,
+           n * len / tp[runs / 2], ts[runs / 2] * 1e3, ts[0] * 1e3, runs);
+    for (int i = 0; i < n; i++) free(prompts[i]);
+    free(prompts), free(lens), free(out), free(logits), free(tp), free(ts);
+    cq_decoder_seq_free(s);
+}
+
+#define MAX_RANKS 8
+
+/* Adapters of several ranks compared on one box at one time: one decoder per rank (each its own copy of the
+ * weights), the same prompt prefilled by each in turn, then decode steps interleaved token by token (rank a's step,
+ * rank b's step, ...; argmax on the host, or on the GPU), so that the box's load hits every rank alike. Reports per
+ * rank the median prefill rate, the median step time, and the median over steps of its time relative to the step
+ * of the list's first rank (0: no adapter) next to it (wall; and the calling thread's CPU time, which with
+ * --threads 1 is the step's work whatever else the box runs; the quartiles of the wall ratio in
+ * parentheses). rounds: prefill + n_decode steps, that many times. */
+static void compare_ranks(const char *model, const cq_decoder_options *opt, const char *list, int rounds,
+                          const int32_t *ids, int n_prompt, int n_decode) {
+    int ranks[MAX_RANKS], n_ranks = 0;
+    char dirs[MAX_RANKS][128];
+    char sha[65];
+    cq_err err = {0};
+    cq_decoder *d[MAX_RANKS];
+    cq_decoder_seq *s[MAX_RANKS];
+    if (cq_model_file_sha256(model, sha, &err)) die("model digest", &err);
+    for (const char *p = list; *p && n_ranks < MAX_RANKS; p += strspn(p, ",")) {
+        const int k = n_ranks++;
+        ranks[k] = atoi(p);
+        p += strcspn(p, ",");
+        if (cq_decoder_open(model, opt, &d[k], &err)) die("open", &err);
+        if (cq_decoder_seq_new(d[k], n_prompt + n_decode + 8, &s[k], &err)) die("seq", &err);
+        if (ranks[k] > 0) {
+            snprintf(dirs[k], sizeof dirs[k], "/tmp/cq_bench_adapter_r%d_%d", ranks[k], (int)getpid());
+            test_adapter_spec spec = {.rank = ranks[k], .alpha = 2.0f * ranks[k], .base_sha256 = sha};
+            if (test_write_adapter(dirs[k], cq_decoder_get_info(d[k]), &spec, NULL)) exit(1);
+            if (cq_decoder_load_adapter(d[k], dirs[k], &err)) die("adapter", &err);
+            test_rm_adapter(dirs[k]);
+        }
+    }
+    const cq_decoder_info *info = cq_decoder_get_info(d[0]);
+    const bool gpu = info->device == CQ_DEVICE_CUDA;
+    const int n_steps = rounds * n_decode;
+    double *pre = calloc((size_t)n_ranks * rounds, sizeof *pre), *step = calloc((size_t)n_ranks * n_steps, sizeof *step);
+    double *rel = calloc((size_t)n_steps, sizeof *rel), *sorted = calloc((size_t)n_steps, sizeof *sorted);
+    double *cpu = calloc((size_t)n_ranks * n_steps, sizeof *cpu), *rel_cpu = calloc((size_t)n_steps, sizeof *rel_cpu);
+    float *logits = malloc((size_t)info->n_vocab * sizeof *logits);
+    int32_t next[MAX_RANKS];
+    for (int r = -1; r < rounds; r++) { /* round -1: warm-up */
+        for (int j = 0; j < n_ranks; j++) {
+            const int k = (j + (r < 0 ? 0 : r)) % n_ranks; /* each round another rank first */
+            cq_decoder_seq_reset(s[k]);
+            double t0 = cq_clock_seconds();
+            if (cq_decoder_eval(s[k], ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
+            if (r >= 0) pre[k * rounds + r] = n_prompt / (cq_clock_seconds() - t0);
+            next[k] = argmax(logits, info->n_vocab);
+        }
+        for (int i = 0; i < n_decode; i++) {
+            for (int j = 0; j < n_ranks; j++) {
+                const int k = (j + i) % n_ranks;
+                double t0 = cq_clock_seconds(), c0 = thread_cpu_s();
+                if (gpu) {
+                    if (cq_decoder_eval_greedy(s[k], next[k], &next[k], &err)) die("decode", &err);
+                } else {
+                    if (cq_decoder_eval(s[k], &next[k], 1, logits, false, &err)) die("decode", &err);
+                    next[k] = argmax(logits, info->n_vocab);
+                }
+                if (r >= 0) {
+                    step[(size_t)k * n_steps + (size_t)r * n_decode + i] = cq_clock_seconds() - t0;
+                    cpu[(size_t)k * n_steps + (size_t)r * n_decode + i] = thread_cpu_s() - c0;
+                }
+            }
+        }
+    }
+    printf("adapter ranks, %d rounds of a %d-token prompt then %d decode steps, the ranks' steps interleaved (%s):\n",
+           rounds, n_prompt, n_decode, gpu ? "argmax on the GPU" : "logits to the host");
+    printf("%6s %28s %12s %12s %26s %16s %10s\n", "rank", "prefill tok/s med (min-max)", "step ms med",
+           "decode tok/s", "step time / first's", "its CPU / first's", "factor MB");
+    for (int k = 0; k < n_ranks; k++) {
+        for (int i = 0; i < n_steps; i++) rel[i] = step[(size_t)k * n_steps + i] / step[i];
+        for (int i = 0; i < n_steps; i++) rel_cpu[i] = cpu[(size_t)k * n_steps + i] / cpu[i];
+        qsort(rel, (size_t)n_steps, sizeof *rel, cmp_double);
+        qsort(rel_cpu, (size_t)n_steps, sizeof *rel_cpu, cmp_double);
+        qsort(pre + k * rounds, (size_t)rounds, sizeof *pre, cmp_double);
+        double *sk = sorted;
+        memcpy(sk, step + (size_t)k * n_steps, (size_t)n_steps * sizeof *sk);
+        qsort(sk, (size_t)n_steps, sizeof *sk, cmp_double);
+        /* bf16 A (rank, in) and B (out, rank) of all seven projections of every layer, per unit of rank */
+        const double qd = (double)info->n_head * info->head_dim, kvd = (double)info->n_head_kv * info->head_dim;
+        const double per_rank = 2.0 * info->n_layer * (7.0 * info->n_embd + 2 * qd + 2 * kvd + 3.0 * info->n_ff);
+        printf("%6d %12.1f (%6.1f-%6.1f) %12.3f %12.1f %12.3f (%.3f-%.3f) %16.3f %10.1f\n", ranks[k],
+               pre[k * rounds + rounds / 2], pre[k * rounds], pre[k * rounds + rounds - 1],
+               sk[n_steps / 2] * 1e3, 1.0 / sk[n_steps / 2], rel[n_steps / 2], rel[n_steps / 4], rel[3 * n_steps / 4],
+               rel_cpu[n_steps / 2], ranks[k] * per_rank / 1e6);
+    }
+    for (int k = 0; k < n_ranks; k++) cq_decoder_seq_free(s[k]), cq_decoder_close(d[k]);
+    free(pre), free(step), free(rel), free(sorted), free(cpu), free(rel_cpu), free(logits);
+}
+
 int main(int argc, char **argv) {
     const char *model = "data/models/gemma-3-270m-q4_k_m.gguf";
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
@@ -179,8 +319,8 @@ int main(int argc, char **argv) {
         model = path;
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
-    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, n_score = 64;
-    const char *isa = NULL;
+    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, rounds = 5, score = 0, n_perplexity = 64;
+    const char *isa = NULL, *adapter = NULL, *ranks = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) opt.n_threads = atoi(argv[i + 1]);
@@ -189,7 +329,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--compare-cpu")) compare = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
-        else if (!strcmp(argv[i], "--score")) n_score = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--perplexity")) n_perplexity = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--adapter")) adapter = argv[i + 1];
+        else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
+        else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--score")) score = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--device")) opt.device = !strcmp(argv[i + 1], "cuda") ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -199,9 +343,14 @@ int main(int argc, char **argv) {
     if (runs < 1) runs = 1;
     cq_err err = {0};
     cq_decoder *d;
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     if (cq_decoder_open(model, &opt, &d, &err)) die("open", &err);
-    double t_open = now_s() - t0;
+    double t_open = cq_clock_seconds() - t0, t_adapter = 0;
+    if (adapter) {
+        t0 = cq_clock_seconds();
+        if (cq_decoder_load_adapter(d, adapter, &err)) die("adapter", &err);
+        t_adapter = cq_clock_seconds() - t0;
+    }
     const cq_decoder_info *info = cq_decoder_get_info(d);
     const bool gpu = info->device == CQ_DEVICE_CUDA;
     /* A prompt of real text: repeat a legal sentence until n_prompt tokens. */
@@ -217,6 +366,18 @@ int main(int argc, char **argv) {
         compare_isa(d, isa, ids, n_prompt, n_decode, runs);
         free(ids);
         cq_decoder_close(d);
+        return 0;
+    }
+    if (score > 0) {
+        bench_score(d, ids, n_prompt, score, runs);
+        free(ids);
+        cq_decoder_close(d);
+        return 0;
+    }
+    if (ranks) {
+        cq_decoder_close(d);
+        compare_ranks(model, &opt, ranks, rounds > 0 ? rounds : 1, ids, n_prompt, n_decode);
+        free(ids);
         return 0;
     }
     float *logits = malloc((size_t)info->n_vocab * sizeof *logits);
@@ -236,50 +397,55 @@ int main(int argc, char **argv) {
     if (gpu) {
         cq_decoder_seq *fresh;
         if (cq_decoder_seq_new(d, n_prompt + n_decode + 72, &fresh, &err)) die("seq", &err);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         if (cq_decoder_eval(fresh, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
-        t_fresh = now_s() - t0;
+        t_fresh = cq_clock_seconds() - t0;
         cq_decoder_seq_free(fresh);
     }
     double *t_runs = malloc((size_t)runs * sizeof *t_runs);
     for (int r = 0; r < runs; r++) {
         cq_decoder_seq_reset(s);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
-        t_runs[r] = now_s() - t0;
+        t_runs[r] = cq_clock_seconds() - t0;
     }
     qsort(t_runs, (size_t)runs, sizeof *t_runs, cmp_double);
     const double t_prefill = t_runs[runs / 2];
     int32_t first = argmax(logits, info->n_vocab);
-    t0 = now_s();
+    t0 = cq_clock_seconds();
     for (int i = 0, next = first; i < n_decode; i++) {
         if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
         next = argmax(logits, info->n_vocab);
     }
-    double t_decode = now_s() - t0, t_greedy = 0;
+    double t_decode = cq_clock_seconds() - t0, t_greedy = 0;
     if (gpu) { /* the same steps with the argmax on the GPU */
         cq_decoder_seq_reset(s);
         if (cq_decoder_eval(s, ids, (size_t)n_prompt, NULL, false, &err)) die("prefill", &err);
-        t0 = now_s();
+        t0 = cq_clock_seconds();
         for (int i = 0, next = first; i < n_decode; i++)
             if (cq_decoder_eval_greedy(s, next, &next, &err)) die("greedy decode", &err);
-        t_greedy = now_s() - t0;
+        t_greedy = cq_clock_seconds() - t0;
     }
-    /* scoring: n_score tokens with logits at every position (the perplexity path) */
-    if (n_score > n_prompt) n_score = n_prompt;
-    float *all = n_score > 0 ? malloc((size_t)n_score * info->n_vocab * sizeof *all) : NULL;
+    /* scoring: n_perplexity tokens with logits at every position (the perplexity path) */
+    if (n_perplexity > n_prompt) n_perplexity = n_prompt;
+    float *all = n_perplexity > 0 ? malloc((size_t)n_perplexity * info->n_vocab * sizeof *all) : NULL;
     double t_score = 0;
-    if (n_score > 0) {
+    if (n_perplexity > 0) {
         cq_decoder_seq_reset(s);
-        t0 = now_s();
-        cq_decoder_eval(s, ids, (size_t)n_score, all, true, &err);
-        t_score = now_s() - t0;
+        t0 = cq_clock_seconds();
+        cq_decoder_eval(s, ids, (size_t)n_perplexity, all, true, &err);
+        t_score = cq_clock_seconds() - t0;
     }
 
     printf("decoder benchmark: %s (%d layers, d=%d, vocab %d), device %s, %d threads\n", info->name, info->n_layer,
            info->n_embd, info->n_vocab, gpu ? "cuda" : "cpu", opt.n_threads);
     printf("%-38s %10s %12s\n", "phase", "tokens", "tokens/s");
     printf("%-38s %10s %12.2f s\n", "open (map, tokenizer, upload)", "-", t_open);
+    if (adapter) {
+        const cq_adapter_info *ai = cq_decoder_adapter(d);
+        printf("%-38s %10s %12.2f s   (%s, rank %d, %d projections)\n", "adapter (read, check, prepare)", "-", t_adapter,
+               ai->name, ai->rank, ai->n_adapted);
+    }
     printf("%-38s %10d %12.1f   (%.2f ms: time to first token; median of %d, min %.2f ms)\n", "prefill (last logits)",
            n_prompt, n_prompt / t_prefill, t_prefill * 1e3, runs, t_runs[0] * 1e3);
     if (gpu)
@@ -287,7 +453,7 @@ int main(int argc, char **argv) {
                n_prompt / t_fresh, t_fresh * 1e3);
     printf("%-38s %10d %12.1f\n", "decode (full logits to host, batch 1)", n_decode, n_decode / t_decode);
     if (gpu) printf("%-38s %10d %12.1f\n", "decode (greedy, argmax on GPU)", n_decode, n_decode / t_greedy);
-    if (n_score > 0) printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
+    if (n_perplexity > 0) printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_perplexity, n_perplexity / t_score);
     if (gpu) {
         double copy = 0;
         if (cq_cuda_copy_bandwidth((size_t)1 << 30, &copy, &err)) die("copy bandwidth", &err);

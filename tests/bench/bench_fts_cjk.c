@@ -12,18 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <sqlite3.h>
 
+#include "core/clock.h"
 #include "core/strbuf.h"
 #include "index/fts_cjk.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void append_file(cq_strbuf *all, const char *path) {
     FILE *f = fopen(path, "rb");
@@ -105,10 +99,10 @@ static double tokenize_timed(const char *text, size_t len, cq_fts_cjk_mode mode,
     }
     jobs[0] = (slice_job){text, cut, mode, {0}};
     jobs[1] = (slice_job){text + cut, len - cut, mode, {0}};
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     for (int i = 0; i < threads; i++) pthread_create(&tid[i], NULL, run_slice, &jobs[i]);
     for (int i = 0; i < threads; i++) pthread_join(tid[i], NULL);
-    double s = now_s() - t0;
+    double s = cq_clock_seconds() - t0;
     *c = jobs[0].c;
     if (threads == 2) {
         c->tokens += jobs[1].c.tokens;
@@ -135,7 +129,7 @@ static double fts_ingest(const char *text, size_t len, const char *tokenizer, lo
     sqlite3_stmt *ins = NULL;
     sqlite3_prepare_v2(db, "INSERT INTO t(body) VALUES(?)", -1, &ins, NULL);
     *rows = 0;
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     size_t i = 0;
     while (i < len) {
@@ -151,7 +145,7 @@ static double fts_ingest(const char *text, size_t len, const char *tokenizer, lo
     }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_exec(db, "INSERT INTO t(t) VALUES('optimize')", NULL, NULL, NULL);
-    double s = now_s() - t0;
+    double s = cq_clock_seconds() - t0;
     sqlite3_finalize(ins);
     sqlite3_stmt *q = NULL;
     sqlite3_prepare_v2(db, "SELECT sum(length(block)) FROM t_data", -1, &q, NULL);

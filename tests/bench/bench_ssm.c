@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <faiss/c_api/IndexIVF_c.h>
@@ -20,15 +19,10 @@
 #include <omp.h>
 #include <faiss/c_api/index_factory_c.h>
 
+#include "core/clock.h"
 #include "index/vectors.h"
 #include "ssm/ssm_internal.h"
 #include "../unit/test_ssm_util.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -66,9 +60,9 @@ static double doc_tokens_per_s(cq_ssm_encoder *e, const cq_ssm_model *m, size_t 
         cq_ssm_state *st;
         cq_ssm_state_new(m, &st, &err);
         cq_ssm_seq s = {tok, n, ends, S, st, v, NULL};
-        double t0 = now_s();
+        double t0 = cq_clock_seconds();
         if (cq_ssm_encode_tokens(e, &s, 1, &err)) fprintf(stderr, "encode: %s\n", err.msg);
-        double dt = now_s() - t0;
+        double dt = cq_clock_seconds() - t0;
         if (r >= 0 && dt < best) best = dt;
         cq_ssm_state_free(st);
     }
@@ -104,9 +98,9 @@ static void bench_cpu(const cq_ssm_model *m) {
                 size_t len = strlen(q);
                 int32_t ids[256];
                 tokens += cq_ssm_tokenize(q, len, ids, 256) + 1;
-                double t0 = now_s();
+                double t0 = cq_clock_seconds();
                 cq_ssm_encode_queries(e, &q, &len, 1, v, &err);
-                lat[i] = (now_s() - t0) * 1e3;
+                lat[i] = (cq_clock_seconds() - t0) * 1e3;
             }
             printf("| one question (%.0f tokens avg), latency P50 / P95 | %d | %.2f / %.2f ms |\n",
                    (double)tokens / NQ, threads, pct(lat, NQ, 0.5), pct(lat, NQ, 0.95));
@@ -138,18 +132,18 @@ static void bench_gpu(const cq_ssm_model *m) {
     float *v = malloc(NQ * 256 * sizeof(float));
     double best = 1e30;
     for (int r = -1; r < 10; r++) {
-        double t0 = now_s();
+        double t0 = cq_clock_seconds();
         if (cq_ssm_encode_queries(e, qs, lens, NQ, v, &err)) printf("queries: %s\n", err.msg);
-        double dt = now_s() - t0;
+        double dt = cq_clock_seconds() - t0;
         if (r >= 0 && dt < best) best = dt;
     }
     printf("| 1,024 questions (%zu tokens) per batch | %.2f ms, %.0f tokens/s |\n", tokens, best * 1e3,
            tokens / best);
     double lat[50];
     for (int i = 0; i < 50; i++) {
-        double t0 = now_s();
+        double t0 = cq_clock_seconds();
         cq_ssm_encode_queries(e, &qs[i % 5], &lens[i % 5], 1, v, &err);
-        lat[i] = (now_s() - t0) * 1e3;
+        lat[i] = (cq_clock_seconds() - t0) * 1e3;
     }
     printf("| one question, latency P50 / P95 | %.2f / %.2f ms |\n", pct(lat, 50, 0.5), pct(lat, 50, 0.95));
     double scan_ms, scan_gbps, copy_gbps;
@@ -168,9 +162,9 @@ static void search_latency(FaissIndex *idx, const float *q, int nq, double *p50,
     float d[10];
     idx_t l[10];
     for (int i = 0; i < nq; i++) {
-        double t0 = now_s();
+        double t0 = cq_clock_seconds();
         faiss_Index_search(idx, 1, q + (size_t)i * 256, 10, d, l);
-        lat[i] = (now_s() - t0) * 1e3;
+        lat[i] = (cq_clock_seconds() - t0) * 1e3;
     }
     *p50 = pct(lat, nq, 0.5);
     *p95 = pct(lat, nq, 0.95);
@@ -209,9 +203,9 @@ static void bench_faiss(void) {
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         if (flat) faiss_Index_free(flat);
         faiss_index_factory(&flat, DIM, CQ_VECTORS_FLAT_SPEC, METRIC_INNER_PRODUCT);
-        double t0 = now_s();
+        double t0 = cq_clock_seconds();
         faiss_Index_add_with_ids(flat, (idx_t)sizes[s], x, ids);
-        double build = now_s() - t0, p50, p95;
+        double build = cq_clock_seconds() - t0, p50, p95;
         search_latency(flat, q, NQ, &p50, &p95);
         printf("| flat | %zu | %.2f s | %.2f ms | %.2f ms | — |\n", sizes[s], build, p50, p95);
         fflush(stdout);
@@ -222,10 +216,10 @@ static void bench_faiss(void) {
     snprintf(spec, sizeof spec, "IVF%d,Flat", nlist);
     FaissIndex *ivf = NULL;
     faiss_index_factory(&ivf, DIM, spec, METRIC_INNER_PRODUCT);
-    double t0 = now_s();
+    double t0 = cq_clock_seconds();
     faiss_Index_train(ivf, NMAX, x);
     faiss_Index_add_with_ids(ivf, NMAX, x, ids);
-    double build = now_s() - t0;
+    double build = cq_clock_seconds() - t0;
     for (int probes = nprobe / 2; probes <= 2 * nprobe; probes *= 2) {
         double p50, p95;
         faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(ivf), (size_t)probes);

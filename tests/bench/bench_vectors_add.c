@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "index/store.h"
 #include "index/vectors.h"
 
@@ -26,11 +27,9 @@ typedef struct {
 } stamp;
 
 static stamp now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
     struct rusage r;
     getrusage(RUSAGE_SELF, &r);
-    return (stamp){(double)t.tv_sec + 1e-9 * (double)t.tv_nsec,
+    return (stamp){cq_clock_seconds(),
                    (double)r.ru_utime.tv_sec + 1e-6 * (double)r.ru_utime.tv_usec,
                    (double)r.ru_stime.tv_sec + 1e-6 * (double)r.ru_stime.tv_usec};
 }

@@ -77,7 +77,7 @@ def clauseqa_once(bench, model, cores, threads, kind):
     if kind == "avx2":
         env["CLAUSEQA_CPU_ISA"] = "avx2"
     out = run(["taskset", "-c", cores, bench, "--model", model, "--threads", str(threads), "--prompt", str(PROMPT),
-               "--decode", str(DECODE), "--runs", "1", "--score", "0"], env=env)
+               "--decode", str(DECODE), "--runs", "1", "--perplexity", "0"], env=env)
     pre = re.search(r"^prefill \(last logits\)\s+\d+\s+([\d.]+)", out, re.M)
     dec = re.search(r"^decode \(full logits to host, batch 1\)\s+\d+\s+([\d.]+)", out, re.M)
     if not pre or not dec:

@@ -6,33 +6,15 @@ Skips (77) without Selenium or Chromium.
 
 usage: test_browser.py path/to/clauseqa"""
 import os
-import shutil
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
-from http_server import DEMO_PDF, Checks, Server  # noqa: E402
+from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
+from http_server import DEMO_PDF, Checks, Server
 
-try:
-    from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
-except ImportError:
-    print('skip: python3-selenium is not installed')
-    sys.exit(77)
-CHROMIUM = shutil.which('chromium') or '/usr/bin/chromium'
-DRIVER = shutil.which('chromedriver') or '/usr/bin/chromedriver'
-if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-    print('skip: chromium / chromedriver are not installed')
-    sys.exit(77)
-
-OUT = os.path.join(HERE, 'out')
 T = Checks('test_browser')
 check = T.check
+wait = waiter(check)
 
 # Share of pixels in the marker colour, drawn on a canvas (the image is same-origin, so readable).
 HIGHLIGHT_SHARE_JS = """
@@ -47,34 +29,18 @@ return n / (c.width * c.height);
 """
 
 
-def wait(driver, cond, what, timeout_s=30):
-    try:
-        return WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(cond)
-    except TimeoutException:
-        check(what, False, 'timed out')
-        return None
-
-
 def main():
-    os.makedirs(OUT, exist_ok=True)
     s = Server(sys.argv[1])
-    driver = None
-    try:
-        s.start()
-        opts = webdriver.ChromeOptions()
-        for a in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--window-size=1400,900',
-                  '--lang=zh-CN', '--no-proxy-server', '--disable-extensions', '--disable-background-networking',
-                  '--disable-component-update', '--disable-sync', '--no-first-run'):
-            opts.add_argument(a)
-        opts.binary_location = CHROMIUM
-        opts.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-        driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    with session(s, check, 'browser') as driver:
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
         driver.execute_script("localStorage.setItem('cq.lang', 'zh')")
         driver.get(base)
         wait(driver, lambda d: d.find_element(By.ID, 'auth-state').is_displayed(), 'page loads')
         check('Chinese labels', driver.find_element(By.ID, 'library-title').text == '文档库')
+        accept = driver.find_element(By.ID, 'file-input').get_attribute('accept') or ''
+        check('file picker offers the server\'s formats', {'.pdf', '.md', '.markdown', '.txt', 'application/pdf'}
+              <= set(accept.split(',')), accept)
 
         # a knowledge base, made with the "new" button
         driver.find_element(By.ID, 'kb-new').click()
@@ -152,16 +118,6 @@ def main():
         wait(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, '.doc'), 'document deleted')
         check('deleted on the server', s.get('/api/v1/kbs/' + '%E6%B3%95%E8%A7%84' + '/documents').json()['documents']
               == [])
-    except Exception as e:
-        check('no exception', False, f'{e!r}\n{s.log_text()}')
-        if driver:
-            driver.save_screenshot(os.path.join(OUT, 'failure.png'))
-        raise
-    finally:
-        if driver:
-            driver.quit()
-        check('server exits 0', s.stop() == 0, s.log_text())
-        s.close()
     print('screenshots in', OUT)
     T.finish()
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CLI integration: ingest real documents, retrieve, ask, duplicates, bad inputs, database consistency, eval.
+# CLI integration: ingest real documents, retrieve, ask, duplicates, bad inputs, database consistency, eval, the
+# decoder's adapter discovery, the trained prompts.
 # usage: test_cli.sh path/to/clauseqa
 set -euo pipefail
 bin=$(realpath "$1")
@@ -8,14 +9,7 @@ shared=${CLAUSEQA_SHARED:-$src/../shared}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data=$work/data
-pass=0
-fail=0
-check() { # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAIL: $name"; fail=$((fail + 1)); fi
-}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/checks.sh"
 
 # --- ingest the demo documents (PDF + Markdown) ---
 out=$("$bin" ingest --data "$data" --kb demo --json "$src"/data/demo/*.pdf "$src"/data/demo/*.md)
@@ -33,6 +27,7 @@ check "router: clause" test "$(echo "$out" | json 'd["results"][0]["clause"]')" 
 check "router: doc" test "$(echo "$out" | json 'd["results"][0]["doc"]')" = "劳动法(2018-12-29)"
 check "router: page" test "$(echo "$out" | json 'd["results"][0]["page"] >= 1')" = True
 check "router: text" test "$(echo "$out" | json '"百分之一百五十" in d["results"][0]["text"]')" = True
+check "hits name their document (as REST)" test "$(echo "$out" | json 'all(r["document_id"] >= 1 for r in d["results"])')" = True
 out=$("$bin" retrieve --data "$data" --kb demo --json "劳动合同法第九百九十九条")
 check "missing article gives no router hit" test "$(echo "$out" | json 'all(r["source"] != "router" for r in d["results"])')" = True
 out=$("$bin" retrieve --data "$data" --kb demo --json --mode bm25 "How many days of notice are needed to terminate the services agreement?")
@@ -44,11 +39,12 @@ printf '%s\n' '{"id": 7, "question": "试用期最长多长时间？"}' '{"id": 
 check "jsonl ids" test "$(json 'd["id"]' < <(head -1 "$work/r.jsonl"))" = 7
 check "jsonl results" test "$(json 'len(d["results"])' < <(tail -1 "$work/r.jsonl"))" = 3
 
-# --- ask ---
-out=$("$bin" ask --data "$data" --kb demo --json "劳动法第四十四条")
+# --- ask (extractive answers: the decoder's are tested in test_http_generate.py) ---
+out=$("$bin" ask --data "$data" --kb demo --answers extractive --json "劳动法第四十四条")
 check "ask cites" test "$(echo "$out" | json 'd["citations"][0]["clause"]')" = "第四十四条"
 check "ask quotes verbatim" test "$(echo "$out" | json 'd["citations"][0]["quote"] in d["answer"]')" = True
-out=$("$bin" ask --data "$data" --kb demo --json "火星上的量子引力如何影响足球比赛的转播权？")
+check "citations name their document (as REST)" test "$(echo "$out" | json 'd["citations"][0]["document_id"] >= 1')" = True
+out=$("$bin" ask --data "$data" --kb demo --answers extractive --json "火星上的量子引力如何影响足球比赛的转播权？")
 check "ask abstains" test "$(echo "$out" | json 'd["abstained"]')" = True
 
 # --- bad inputs: each fails clearly and leaves the database consistent ---
@@ -86,7 +82,7 @@ if [ -d "$shared/eval/laws-zh-pdf" ]; then
   mkdir -p "$work/suite/docs"
   cp "$shared/eval/laws-zh-pdf/docs/农民专业合作社法(2017-12-27).pdf" "$work/suite/docs/"
   grep '"农民专业合作社法(2017-12-27)"' "$shared/eval/laws-zh-pdf/questions.jsonl" | head -20 > "$work/suite/questions.jsonl"
-  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --json)
+  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --answers extractive --json)
   echo "  mini eval: $(echo "$out" | json 'd["all"]')"
   check "mini eval clause lookups" test "$(echo "$out" | json 'd["types"]["clause_lookup"]["hit@1"] >= 0.9')" = True
 else
@@ -99,16 +95,53 @@ if [ -f "$model" ]; then
   texts=()
   for mode in default exact; do
     flag=(); [ $mode = exact ] && flag=(--exact)
-    out=$("$bin" generate --model "$model" --device cpu --threads 2 --max-tokens 6 --json "${flag[@]}" \
-      "The capital of France is")
+    out=$("$bin" generate --model "$model" --adapter none --device cpu --threads 2 --max-tokens 6 --json \
+      "${flag[@]}" "The capital of France is") # the base model: the shipped adapter sits next to it
     check "generate ($mode): 6 new tokens" test "$(echo "$out" | json 'd["new_tokens"]')" = 6
     texts+=("$(echo "$out" | json 'd["text"]')")
   done
   check "generate: default and --exact greedy continuations agree" test "${texts[0]}" = "${texts[1]}"
   check "generate: continuation not empty" test -n "${texts[0]// /}"
+
+  # the adapter next to the model is loaded by default (here one whose factors are zero: the same text), --adapter
+  # none leaves it out, and one trained on another base model is a warning while the base model answers
+  mkdir -p "$work/models/answer"
+  ln -s "$model" "$work/models/m.gguf"
+  python3 - "$model" "$work/models/answer" <<'PY'
+import hashlib, json, struct, sys
+model, out = sys.argv[1], sys.argv[2]
+h = hashlib.sha256()
+with open(model, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
+hdr = {"blk.0.attn_q.lora_a": {"dtype": "F32", "shape": [1, 640], "data_offsets": [0, 2560]},
+       "blk.0.attn_q.lora_b": {"dtype": "F32", "shape": [1024, 1], "data_offsets": [2560, 6656]}}
+raw = json.dumps(hdr).encode()
+raw += b" " * (-len(raw) % 8)
+with open(out + "/adapter.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(raw)) + raw + bytes(6656))
+json.dump({"format": "clauseqa-lora-v1", "rank": 1, "alpha": 1, "prompt_format": "cq-prompt-v1",
+           "base": {"file": "gemma-3-270m-q4_k_m.gguf", "sha256": h.hexdigest()},
+           "manifest": {"steps": 12}}, open(out + "/adapter.json", "w"))
+PY
+  gen() { "$bin" generate --model "$work/models/m.gguf" --device cpu --threads 2 --max-tokens 6 --json "$@" \
+    "The capital of France is" 2>"$work/gen.err" | json 'd["text"]'; }
+  check "generate with the default adapter: same text as the base model" test "$(gen)" = "${texts[0]}"
+  check "generate: the log names the adapter" grep -q "decoder: adapter answer (steps 12, rank 1" "$work/gen.err"
+  check "generate --adapter none: the same text" test "$(gen --adapter none)" = "${texts[0]}"
+  check "generate --adapter none: no adapter" grep -q "decoder: no adapter" "$work/gen.err"
+  sed -i 's/"sha256": "[0-9a-f]*"/"sha256": "'"$(printf '0%.0s' $(seq 64))"'"/' "$work/models/answer/adapter.json"
+  check "generate with a wrong-base adapter: the base model answers" test "$(gen)" = "${texts[0]}"
+  check "generate with a wrong-base adapter: a warning says why" grep -q "the adapter is not used.*was trained on base model" "$work/gen.err"
 else
   echo "  decoder weights not found: generate checks skipped"
 fi
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+# --- prompt --jsonl: the trained decoder's prompts (docs/ANSWERS.md) ---
+out=$(printf '%s\n' '{"id": 1, "task": "relevance", "question": " 试用期最长多长时间？\n", "passages": [{"title": "劳动法", "label": "第二十一条", "text": "试用期最长\n不得超过六个月。"}]}' \
+        '{"id": 2, "task": "summary", "question": "q", "passages": []}' | "$bin" prompt --jsonl) && rc=0 || rc=$?
+check "prompt: a line that fails gives exit 1" test "$rc" = 1
+check "prompt: relevance prompt" test "$(echo "$out" | head -1 | json 'd["prompt"]')" = "$(printf '任务：相关性\n材料：《劳动法》第二十一条 试用期最长 不得超过六个月。\n问题：试用期最长多长时间？\n相关：')"
+check "prompt: unknown task" test "$(echo "$out" | tail -1 | json '"must be" in d["error"] and d["id"] == 2')" = True
+
+finish

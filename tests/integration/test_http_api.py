@@ -34,6 +34,9 @@ def test_kbs(s):
     h = r.json()
     check('health', r.status == 200 and h['status'] == 'ok', r)
     check('open mode without keys', h['auth'] is False, r)
+    formats = {f['name']: f for f in h.get('formats', [])}
+    check('health lists the formats', set(formats) == {'pdf', 'md', 'txt'} and formats['pdf']['pages'] is True
+          and formats['md']['extensions'] == ['md', 'markdown'] and formats['txt']['pages'] is False, h)
     r = s.post('/api/v1/kbs', {'name': 'laws'})
     check('create kb', r.status == 201 and r.json()['name'] == 'laws', r)
     check('create kb again', s.post('/api/v1/kbs', {'name': 'laws'}).status == 409)
@@ -113,12 +116,12 @@ def test_upload_and_ask(s):
     r = s.post('/api/v1/kbs/laws/ask', {'question': '火星上的量子引力如何影响足球比赛的转播权？'})
     check('ask abstains', r.status == 200 and r.json()['abstained'] is True, r)
 
-    # ask, SSE: tokens, then citations, then done
+    # ask, SSE: the conversation, the stages, tokens, then citations, then done
     r, ev = s.events('/api/v1/kbs/laws/ask', {'question': '劳动法第四十四条'})
     names = [e[0] for e in ev]
     check('sse content type', (r.header('Content-Type') or '').startswith('text/event-stream'), r)
-    check('sse order', names and names[-2:] == ['citations', 'done'] and set(names[:-2]) == {'token'}
-          and len(names) > 3, names)
+    check('sse order', names[:3] == ['conversation', 'stage', 'stage'] and names[-2:] == ['citations', 'done']
+          and set(names[3:-2]) == {'token'} and len(names) > 6, names)
     tokens = ''.join(e[1]['text'] for e in ev if e[0] == 'token')
     done = ev[-1][1] if ev else {}
     check('sse tokens make the answer', tokens == done.get('answer'), (tokens[:80], done))

@@ -10,12 +10,14 @@ usage: test_http_dense.py path/to/clauseqa"""
 import json
 import os
 import random
+import shutil
 import sqlite3
 import struct
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import DEMO_MD, DEMO_PDF, Checks, Server, quote  # noqa: E402
+from http_server import DEMO_MD, DEMO_PDF, Checks, Server, binary_without_models, quote  # noqa: E402
 
 T = Checks('test_http_dense')
 check = T.check
@@ -226,8 +228,10 @@ def main():
     finally:
         s.close()
 
-    # Without weights: dense is refused with a message, the rest works.
-    s = Server(binary)
+    # Without weights (a binary that finds none: not the build tree's, which finds the source tree's): dense is refused
+    # with a message, the rest works.
+    bare = tempfile.mkdtemp(prefix='cq-bare-')
+    s = Server(binary_without_models(binary, bare))
     try:
         s.start()
         h = s.get('/api/v1/health').json()
@@ -242,6 +246,7 @@ def main():
         check('no weights: no vectors stored', db_rows(s.data, 'SELECT count(*) FROM clause_vectors')[0][0] == 0)
     finally:
         s.close()
+        shutil.rmtree(bare, ignore_errors=True)
     T.finish()
 
 

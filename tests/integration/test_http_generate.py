@@ -30,13 +30,14 @@ def main():
     if not os.path.exists(MODEL):
         print(f'skipped: {MODEL} is not installed (tools/fetch_model.sh)')
         sys.exit(77)
-    s = Server(binary, args=['--answers', 'generate', '--model', MODEL, '--device', 'cpu'])
+    # the base model and its few-shot prompt, whatever adapter the tree holds (health then says there is none)
+    s = Server(binary, args=['--answers', 'generate', '--model', MODEL, '--device', 'cpu', '--adapter', 'none'])
     try:
         s.start(timeout_s=60)
         h = s.get('/api/v1/health').json()
         m = h['models']
         check('health: generated answers', m['answers'] == 'generated' and m['decoder_loaded'] is True
-              and m.get('decoder_device') == 'cpu', m)
+              and m.get('decoder_device') == 'cpu' and 'adapter' in m and m['adapter'] is None, m)
         s.post('/api/v1/kbs', {'name': 'laws'})
         r = s.upload('laws', DEMO_PDF)
         job = s.wait_job(r.json()['job']['id'])
@@ -62,6 +63,9 @@ def main():
         done = ev[-1][1] if ev else {}
         check('sse: token events, then citations and done', names[-2:] == ['citations', 'done'] and len(tokens) > 2,
               names)
+        stages = [e[1].get('stage') for e in ev if e[0] == 'stage']
+        check('sse: the decoder\'s stage is said before its first words', stages == ['retrieving', 'generating']
+              and names.index('token') > max(i for i, n in enumerate(names) if n == 'stage'), (stages, names[:6]))
         check('sse: the streamed pieces make the answer', ''.join(tokens) == done.get('answer'),
               (''.join(tokens), done.get('answer')))
         check('sse: first token timed', done.get('timings', {}).get('first_token_ms', 0) > 0, done.get('timings'))

@@ -34,7 +34,10 @@ static char *answer_for(const char *question, const char *text, const char *labe
     cq_hits h = one_hit(text, label, source, paragraph, item);
     cq_answer a;
     cq_err err = {0};
-    assert_int_equal(cq_answer_from_hits(question, &h, NULL, &a, &err), CQ_OK);
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, question, &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_from_hits(&q, &h, NULL, &a, &err), CQ_OK);
+    cq_query_free(&q);
     char *out = strdup(a.answer);
     *abstained = a.abstained;
     if (!a.abstained) {
@@ -94,7 +97,10 @@ static void test_extractive_and_abstain(void **state) {
     cq_hits none = {0};
     cq_answer ans;
     cq_err err = {0};
-    assert_int_equal(cq_answer_from_hits("What is the notice period?", &none, NULL, &ans, &err), CQ_OK);
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, "What is the notice period?", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_from_hits(&q, &none, NULL, &ans, &err), CQ_OK);
+    cq_query_free(&q);
     assert_true(ans.abstained);
     assert_non_null(strstr(ans.answer, "do not contain"));
     cq_answer_free(&ans);

@@ -17,14 +17,17 @@
 #include "index/store.h"
 #include "index/vectors.h"
 #include "test_ssm_util.h"
+#include "test_store_util.h"
 
-static int64_t count(cq_store *s, const char *sql) {
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return n;
+/* Retrieval of question in KB kb with the given modes, k and dense retriever. */
+static cq_status retrieve(cq_store *s, int64_t kb, const char *question, int modes, size_t k, cq_dense *d,
+                          cq_hits *h, cq_err *err) {
+    cq_query q;
+    cq_status rc = cq_query_parse(s, kb, question, &q, err);
+    cq_retrieve_options o = {.modes = modes, .k = k, .dense = d};
+    if (!rc) rc = cq_retrieve(s, &q, &o, h, err);
+    cq_query_free(&q);
+    return rc;
 }
 
 static void test_dense_plumbing(void **state) {
@@ -40,9 +43,9 @@ static void test_dense_plumbing(void **state) {
 
     /* No weights: dense is refused with a reason; the default modes work. */
     cq_dense *d = NULL;
-    assert_int_equal(cq_dense_open(dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(cq_dense_open(dir, NULL, &d, &err), CQ_ERR_UNSUPPORTED);
     cq_hits h;
-    assert_int_equal(cq_retrieve(s, kb, "加班", CQ_RETRIEVE_DENSE, 5, &h, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(retrieve(s, kb, "加班", CQ_RETRIEVE_DENSE, 5, NULL, &h, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "models/ssm"));
 
     /* Random weights of the production vocabulary, small sizes. */
@@ -54,11 +57,11 @@ static void test_dense_plumbing(void **state) {
     assert_int_equal(ssm_test_write_model(models, &c, 11, NULL, NULL), 0);
     /* As configured (CLAUSEQA_DENSE): off, on, a bad value, and auto — on only when the encoder has a GPU. */
     setenv("CLAUSEQA_DENSE", "off", 1);
-    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    assert_int_equal(cq_dense_open_configured(dir, models, &d, &err), CQ_ERR_UNSUPPORTED);
     setenv("CLAUSEQA_DENSE", "maybe", 1);
-    assert_int_equal(cq_dense_open_configured(dir, &d, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_dense_open_configured(dir, models, &d, &err), CQ_ERR_INVALID);
     unsetenv("CLAUSEQA_DENSE");
-    cq_status auto_rc = cq_dense_open_configured(dir, &d, &err);
+    cq_status auto_rc = cq_dense_open_configured(dir, models, &d, &err);
     if (auto_rc == CQ_OK) {
         assert_int_equal(cq_dense_backend(d), CQ_SSM_BACKEND_CUDA);
         cq_dense_close(d);
@@ -67,26 +70,25 @@ static void test_dense_plumbing(void **state) {
         assert_non_null(strstr(err.msg, "CLAUSEQA_DENSE=on"));
     }
     setenv("CLAUSEQA_DENSE", "on", 1);
-    if (cq_dense_open_configured(dir, &d, &err)) fail_msg("%s", err.msg);
+    if (cq_dense_open_configured(dir, models, &d, &err)) fail_msg("%s", err.msg);
     unsetenv("CLAUSEQA_DENSE");
-    cq_dense_attach(s, d);
 
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
     snprintf(path, sizeof path, "%s/data/demo/劳动合同法(2012-12-28).md", src ? src : ".");
     cq_ingest_result r;
-    if (cq_ingest_file(s, dir, kb, path, NULL, &r, &err)) fail_msg("%s", err.msg);
+    cq_ingest_options io = {.dense = d}; /* ingest encodes into the retriever it is given */
+    if (cq_ingest_file(s, dir, kb, path, &io, &r, &err)) fail_msg("%s", err.msg);
     assert_true(r.n_clauses > 50);
-    assert_int_equal(count(s, "SELECT count(*) FROM clause_vectors"), r.n_clauses);
-    assert_int_equal(count(s, "SELECT count(*) FROM doc_states"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM clause_vectors"), r.n_clauses);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_states"), 1);
 
     /* Dense alone: k nearest clauses, all from the dense list. */
-    assert_int_equal(cq_retrieve(s, kb, "劳动者加班费怎么计算", CQ_RETRIEVE_DENSE, 5, &h, &err), CQ_OK);
+    assert_int_equal(retrieve(s, kb, "劳动者加班费怎么计算", CQ_RETRIEVE_DENSE, 5, d, &h, &err), CQ_OK);
     assert_int_equal(h.n, 5);
     for (size_t i = 0; i < h.n; i++) assert_int_equal(h.hits[i].source, CQ_RETRIEVE_DENSE);
     cq_hits_free(&h);
     /* Router + BM25 + dense: the exact reference stays first; fused results follow without duplicates. */
-    assert_int_equal(cq_retrieve(s, kb, "劳动合同法第三十条 劳动报酬", CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_DENSE, 8, &h,
-                                 &err),
+    assert_int_equal(retrieve(s, kb, "劳动合同法第三十条 劳动报酬", CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_DENSE, 8, d, &h, &err),
                      CQ_OK);
     assert_int_equal(h.n, 8);
     assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);

@@ -161,8 +161,9 @@ static void test_generate_span(void **state) {
     /* Through answer.c: the decoder's answer, cited by the clause that holds it. */
     cq_answer a;
     cq_answer_options ao = {.decoder = dec};
-    assert_int_equal(cq_answer_from_hits("休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &ao, &a, &err),
-                     CQ_OK);
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
     assert_true(a.generated);
     assert_false(a.abstained);
     assert_null(a.notice);
@@ -175,8 +176,7 @@ static void test_generate_span(void **state) {
     /* Asking for more confidence than the model has: the extractive answer, with a notice saying why. */
     h = two_articles();
     ao.min_confidence = 0.999999;
-    assert_int_equal(cq_answer_from_hits("休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &ao, &a, &err),
-                     CQ_OK);
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
     assert_false(a.generated);
     assert_false(a.abstained);
     assert_non_null(a.notice);
@@ -184,6 +184,7 @@ static void test_generate_span(void **state) {
     assert_int_equal(a.n_citations, 1);
     assert_non_null(strstr(article44, a.citations[0].quote));
     cq_answer_free(&a);
+    cq_query_free(&q);
 }
 
 int main(void) {

@@ -5,7 +5,9 @@
  * 48 (a multiple of 16 but not of 32), 40 (of 8 only: the one-head dot) and 7 (scalar); odd head and key counts;
  * rows with a stride wider than a head, as in the KV cache; a second call continuing the first (a wrapped ring).
  * And the default mode's decode attention (shares of the keys with an online softmax, merged) against the plain
- * softmax attention of each head, over a wrapped ring, uneven shares and key counts around its chunk of 32. */
+ * softmax attention of each head, over a wrapped ring, uneven shares and key counts around its chunk of 32.
+ * The adapter's low-rank term (cq_k_lowrank_rows: B in tiles of 32 outputs, masked edges) against the sum in double
+ * over every start and length of output ranges, ranks 1 to 40; the outputs outside the range untouched. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include "attention/cpu_isa.h"
 #include "attention/cpu_kernels.h"
 #include "attention/forward_cpu.h"
+#include "attention/quant.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float next_float(void) {
@@ -324,6 +327,37 @@ static void test_rows_times_tokens_i16(void **state) {
             }
 }
 
+/* An adapter's low-rank term, every output range of every tile layout, on every level (the AVX2 kernel's masked
+ * parts and the scalar twin). */
+static void check_lowrank_rows(void) {
+    for (int r = 1; r <= 40; r += 13)
+        for (int out = 5; out <= 100; out += 19) {
+            float *b = random_floats((size_t)out * r), *u = random_floats((size_t)r);
+            uint16_t *bt = malloc(cq_k_lowrank_tiled_size(out, r) * sizeof *bt);
+            cq_k_lowrank_tile(b, out, r, 0.5f, bt);
+            float *y = malloc((size_t)(out + 16) * sizeof *y);
+            for (int i = 0; i < out; i++)
+                for (int n = 0; i + n <= out; n++) {
+                    for (int k = 0; k < out + 16; k++) y[k] = (float)k;
+                    cq_k_lowrank_rows(y + 8 + i, i, n, u, r, bt);
+                    for (int k = 0; k < out + 16; k++) {
+                        double want = k;
+                        if (k >= 8 + i && k < 8 + i + n)
+                            for (int j = 0; j < r; j++)
+                                want += (double)u[j] * cq_bf16_to_f32(cq_f32_to_bf16(0.5f * b[(size_t)(k - 8) * r + j]));
+                        if (fabs(y[k] - want) > 1e-4 * (1 + fabs(want)))
+                            fail_msg("rank %d, %d outputs, [%d, %d): output %d is %g, not %g", r, out, i, i + n,
+                                     k - 8, (double)y[k], want);
+                    }
+                }
+            free(b), free(u), free(bt), free(y);
+        }
+}
+static void test_lowrank_rows(void **state) {
+    (void)state;
+    every_level(check_lowrank_rows);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_heads_equal_dot),
@@ -332,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_attention_shares),
         cmocka_unit_test(test_float_products),
         cmocka_unit_test(test_rows_times_tokens_i16),
+        cmocka_unit_test(test_lowrank_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,12 @@
  * over a prompt past the sliding window and the ring (fed twice, so that the full chunks replay as CUDA graphs), then
  * single-token decode steps (a graph too; greedy steps with the argmax on the GPU must pick the argmax of the same
  * step's logits), and decode steps from position 0.
+ * Adapters (attention/lora.h): CUDA merges them into its bf16 weights (cq_cuda_op_lora_merge against the float
+ * merge cq_op_lora_merge_ref, bf16 threshold), and the whole forward with a random adapter against the CPU's
+ * low-rank side product (forward thresholds); removing it gives the base logits back bit for bit. Packed prompts
+ * (cq_decoder_score_prompts): their attention kernel (block-diagonal causal mask, window, a chunk that starts inside
+ * a prompt; cuBLAS and online-softmax paths) against per-prompt C attention (f32 threshold), and the packed
+ * forward against each prompt run alone on the CPU and on the GPU (forward threshold over the scored logits).
  *
  * Thresholds: f32 kernels by normalized mean squared error (NMSE) < 1e-10 (float rounding only; measured 1e-17 to
  * 3e-12 on an H200); the bf16 products < 1e-4 (bf16 keeps 8 significant bits; measured 2e-6 to 6e-6); the whole
@@ -28,6 +34,8 @@
 
 #include "attention/decoder.h"
 #include "attention/forward_cpu.h"
+#include "attention/lora.h"
+#include "test_adapter_util.h"
 #include "attention/forward_cuda.h"
 #include "attention/gguf.h"
 #include "attention/model.h"
@@ -159,6 +167,48 @@ static void test_attention(void **state) {
     }
 }
 
+/* Packed prompts: each query attends to its own prompt only, the last n_q tokens forming the chunk. */
+static void test_attention_packed(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    /* prompt lengths, queries (the chunk: the last n_q tokens), window */
+    const struct {
+        int lens[6], n_lens, n_q, window;
+    } cases[] = {{{5, 1, 30, 7}, 4, 43, 0},        {{5, 1, 30, 7}, 4, 20, 16}, {{600, 300, 90}, 3, 512, 512},
+                 {{100, 700, 1}, 3, 512, 0},      {{1, 1, 1}, 3, 3, 0},       {{40, 40, 40, 40, 40, 40}, 6, 100, 16}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t starts[8] = {0};
+        for (int i = 0; i < cases[c].n_lens; i++) starts[i + 1] = starts[i] + cases[c].lens[i];
+        const int n = starts[cases[c].n_lens], nq = cases[c].n_q, hd = 256, win = cases[c].window;
+        float *q = malloc((size_t)nq * hd * 4), *k = malloc((size_t)n * hd * 4), *v = malloc((size_t)n * hd * 4);
+        float *a = malloc((size_t)nq * hd * 4), *b = malloc((size_t)nq * hd * 4), *sc = malloc((size_t)n * 4);
+        fill(q, (size_t)nq * hd, 1.0f);
+        fill(k, (size_t)n * hd, 1.0f);
+        fill(v, (size_t)n * hd, 1.0f);
+        const float scale = 1.0f / sqrtf((float)hd) * 4.0f;
+        for (int i = 0; i < nq; i++) { /* query at packed index p of prompt [s, e) */
+            const int p = n - nq + i;
+            int j = 0;
+            while (starts[j + 1] <= p) j++;
+            int lo = starts[j];
+            if (win > 0 && p - win + 1 > lo) lo = p - win + 1;
+            cq_op_attention(q + (size_t)i * hd, k + (size_t)lo * hd, v + (size_t)lo * hd, p - lo + 1, (size_t)hd, hd,
+                            scale, 0.0f, sc, b + (size_t)i * hd);
+        }
+        for (int gemm = 0; gemm < 2; gemm++) {
+            cq_err err = {0};
+            assert_int_equal(cq_cuda_op_attention_packed(q, k, v, starts, cases[c].n_lens, nq, hd, win, scale, 0.0f,
+                                                         gemm, a, &err),
+                             CQ_OK);
+            double e = nmse(a, b, (size_t)nq * hd);
+            fprintf(stderr, "  packed attention, %d prompts, %d tokens, last %d queries, window %d, %s: nmse %.2e\n",
+                    cases[c].n_lens, n, nq, win, gemm ? "cuBLAS" : "online softmax", e);
+            assert_true(e < NMSE_F32);
+        }
+        free(q), free(k), free(v), free(a), free(b), free(sc);
+    }
+}
+
 /* The decode step's fused attention (QK-norm of the query and the new key, RoPE at angle 0, the new key taken
  * from the kernel's own copy, splits merged by the last block) against normalize-then-attend in C. */
 static void test_decode_attention(void **state) {
@@ -257,6 +307,51 @@ static void test_matmul_bf16(void **state) {
     assert_true(tested > 0);
 }
 
+/* The adapter merge (W + s B A in float on the GPU, rounded to bf16 once) for every weight format of the model. */
+static void test_lora_merge(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const char *paths[2] = {model_path(), getenv("CLAUSEQA_SYNTH_GGUF")};
+    int tested = 0;
+    for (int pi = 0; pi < 2; pi++) {
+        if (!paths[pi]) continue;
+        char first[4096];
+        snprintf(first, sizeof first, "%s", paths[pi]);
+        char *colon = strchr(first, ':');
+        if (colon) *colon = 0;
+        cq_gguf *g;
+        cq_gemma m;
+        cq_err err = {0};
+        if (cq_gguf_open(first, &g, &err)) continue;
+        assert_int_equal(cq_gemma_load(g, &m, &err), CQ_OK);
+        uint32_t done = 0;
+        for (int p = 0; p < CQ_N_PROJ; p++) {
+            const cq_wmat *w = cq_proj_weight(&m.layers[0], (cq_proj)p);
+            if (done & (1u << w->type)) continue; /* one matrix per format */
+            done |= 1u << w->type;
+            const int rank = 16;
+            const size_t n = (size_t)w->rows * w->cols;
+            float *a = malloc((size_t)rank * w->cols * 4), *b = malloc((size_t)w->rows * rank * 4);
+            float *got = malloc(n * 4), *want = malloc(n * 4), *base = malloc(n * 4);
+            fill(a, (size_t)rank * w->cols, 1.0f / sqrtf((float)w->cols));
+            fill(b, (size_t)w->rows * rank, 0.5f / sqrtf((float)rank));
+            assert_int_equal(cq_cuda_op_lora_merge(w, a, b, rank, 2.0f, got, &err), CQ_OK);
+            cq_op_lora_merge_ref(w, a, b, rank, 2.0f, want);
+            cq_op_lora_merge_ref(w, a, b, 0, 0.0f, base);
+            double e = nmse(got, want, n), moved = nmse(base, want, n);
+            fprintf(stderr, "  lora merge %s %s %lldx%lld, rank %d: nmse %.2e (the delta alone: %.2e)\n", first,
+                    cq_qtype_name(w->type), (long long)w->rows, (long long)w->cols, rank, e, moved);
+            assert_true(e < NMSE_BF16_MATMUL);
+            assert_true(moved > 100 * e);
+            free(a), free(b), free(got), free(want), free(base);
+        }
+        cq_gemma_free(&m);
+        cq_gguf_close(g);
+        tested++;
+    }
+    assert_true(tested > 0);
+}
+
 static int argmax(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
@@ -264,8 +359,18 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* CUDA vs CPU forward on one model: a prompt past window + ring, logits at every position, then decode steps. */
-static void compare_forward(const char *path) {
+/* A random adapter for the model at path, written to dir (every projection of every second layer). */
+static void write_adapter(const char *path, const cq_decoder_info *info, const char *dir) {
+    char sha[65];
+    cq_err err = {0};
+    assert_int_equal(cq_model_file_sha256(path, sha, &err), CQ_OK);
+    test_adapter_spec spec = {.rank = 16, .alpha = 32, .b_gain = 0.3f, .layer_stride = 2, .base_sha256 = sha};
+    assert_int_equal(test_write_adapter(dir, info, &spec, NULL), 0);
+}
+
+/* CUDA vs CPU forward on one model: a prompt past window + ring, logits at every position, then decode steps; with
+ * a random adapter on both when with_adapter. */
+static void compare_forward(const char *path, bool with_adapter) {
     cq_err err = {0};
     cq_decoder *cpu, *gpu;
     cq_decoder_options oc = {CQ_DEVICE_CPU, 0, false}, og = {CQ_DEVICE_CUDA, 0, false};
@@ -273,6 +378,16 @@ static void compare_forward(const char *path) {
     if (cq_decoder_open(path, &og, &gpu, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         fail();
+    }
+    char adapter[128];
+    snprintf(adapter, sizeof adapter, "/tmp/cq_test_cuda_adapter_%d", (int)getpid());
+    if (with_adapter) {
+        write_adapter(path, cq_decoder_get_info(cpu), adapter);
+        assert_int_equal(cq_decoder_load_adapter(cpu, adapter, &err), CQ_OK);
+        if (cq_decoder_load_adapter(gpu, adapter, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            fail();
+        }
     }
     const cq_decoder_info *info = cq_decoder_get_info(cpu);
     assert_int_equal(cq_decoder_get_info(gpu)->device, CQ_DEVICE_CUDA);
@@ -298,8 +413,8 @@ static void compare_forward(const char *path) {
     double e = nmse(a, b, (size_t)tail * V);
     int agree = 0;
     for (int t = 0; t < tail; t++) agree += argmax(a + (size_t)t * V, V) == argmax(b + (size_t)t * V, V);
-    fprintf(stderr, "  forward %s: %d-token prompt, last %d positions: nmse %.2e, argmax agrees %d/%d\n", path, T,
-            tail, e, agree, tail);
+    fprintf(stderr, "  forward %s%s: %d-token prompt, last %d positions: nmse %.2e, argmax agrees %d/%d\n", path,
+            with_adapter ? " with an adapter" : "", T, tail, e, agree, tail);
     assert_true(e < NMSE_BF16_FORWARD);
     assert_true(agree * 10 >= tail * 9);
     /* a second, fresh GPU sequence (its chunks run directly, no graphs) decodes greedily (argmax on the GPU) */
@@ -331,6 +446,22 @@ static void compare_forward(const char *path) {
         fprintf(stderr, "  decode at position %d: nmse %.2e\n", i, es);
         assert_true(es < NMSE_BF16_FORWARD);
     }
+    if (with_adapter) { /* removed: the GPU's base weights come back, bit for bit */
+        float *base = malloc((size_t)V * 4);
+        cq_decoder *fresh;
+        assert_int_equal(cq_decoder_open(path, &og, &fresh, &err), CQ_OK);
+        cq_decoder_seq *sf;
+        assert_int_equal(cq_decoder_seq_new(fresh, 16, &sf, &err), CQ_OK);
+        assert_int_equal(cq_decoder_eval(sf, ids, 8, base, false, &err), CQ_OK);
+        assert_int_equal(cq_decoder_load_adapter(gpu, NULL, &err), CQ_OK);
+        cq_decoder_seq_reset(sg);
+        assert_int_equal(cq_decoder_eval(sg, ids, 8, a, false, &err), CQ_OK);
+        assert_memory_equal(a, base, (size_t)V * 4);
+        cq_decoder_seq_free(sf);
+        cq_decoder_close(fresh);
+        free(base);
+        test_rm_adapter(adapter);
+    }
     free(a), free(b), free(ids);
     cq_decoder_seq_free(sc);
     cq_decoder_seq_free(sg);
@@ -338,14 +469,65 @@ static void compare_forward(const char *path) {
     cq_decoder_close(gpu);
 }
 
-static void test_forward_vs_cpu(void **state) {
-    (void)state;
-    SKIP_WITHOUT_GPU();
+/* Packed scoring on the GPU (with a random adapter) against each prompt alone on the CPU and on the GPU: prompts of
+ * 1 token to past the window, more than two chunks in all, the logits of 8 ids at each prompt's end. */
+static void compare_packed(const char *path) {
+    cq_err err = {0};
+    cq_decoder *cpu, *gpu;
+    cq_decoder_options oc = {CQ_DEVICE_CPU, 0, false}, og = {CQ_DEVICE_CUDA, 0, false};
+    assert_int_equal(cq_decoder_open(path, &oc, &cpu, &err), CQ_OK);
+    assert_int_equal(cq_decoder_open(path, &og, &gpu, &err), CQ_OK);
+    char adapter[128];
+    snprintf(adapter, sizeof adapter, "/tmp/cq_test_cuda_packed_adapter_%d", (int)getpid());
+    const cq_decoder_info *info = cq_decoder_get_info(cpu);
+    write_adapter(path, info, adapter);
+    assert_int_equal(cq_decoder_load_adapter(cpu, adapter, &err), CQ_OK);
+    assert_int_equal(cq_decoder_load_adapter(gpu, adapter, &err), CQ_OK);
+    const int V = info->n_vocab, W = info->sliding_window;
+    const size_t lens[] = {1, 37, (size_t)W - 1, (size_t)W + 3, 2, 300, 511, 513, 64, (size_t)W * 2 + 5, 3, 250};
+    const size_t n = sizeof lens / sizeof lens[0];
+    int32_t *prompts[sizeof lens / sizeof lens[0]];
+    for (size_t i = 0; i < n; i++) {
+        prompts[i] = malloc(lens[i] * sizeof(int32_t));
+        for (size_t t = 0; t < lens[i]; t++)
+            prompts[i][t] = t == 0 ? cq_tokenizer_bos(cq_decoder_tokenizer(cpu))
+                                   : 300 + (int32_t)((unsigned)((t + 17 * i) * 7919) % (unsigned)(V - 300));
+    }
+    int32_t ids[8] = {5, 300, 301, 1000, 2000, 4000, 8000, 9999};
+    for (int k = 0; k < 8; k++) ids[k] %= V;
+    float *a = malloc(n * 8 * 4), *b = malloc(n * 8 * 4), *c = malloc(n * 8 * 4), *logits = malloc((size_t)V * 4);
+    assert_int_equal(cq_decoder_score_prompts(gpu, (const int32_t *const *)prompts, lens, n, ids, 8, a, &err), CQ_OK);
+    assert_int_equal(cq_decoder_score_prompts(cpu, (const int32_t *const *)prompts, lens, n, ids, 8, b, &err), CQ_OK);
+    for (size_t i = 0; i < n; i++) { /* each prompt alone on the GPU */
+        cq_decoder_seq *s;
+        assert_int_equal(cq_decoder_seq_new(gpu, (int32_t)lens[i] + 1, &s, &err), CQ_OK);
+        assert_int_equal(cq_decoder_eval(s, prompts[i], lens[i], logits, false, &err), CQ_OK);
+        for (int k = 0; k < 8; k++) c[i * 8 + k] = logits[ids[k]];
+        cq_decoder_seq_free(s);
+    }
+    double e_cpu = nmse(a, b, n * 8), e_gpu = nmse(a, c, n * 8);
+    fprintf(stderr, "  packed scoring %s, %zu prompts: nmse %.2e vs the CPU, %.2e vs the GPU one at a time\n", path,
+            n, e_cpu, e_gpu);
+    for (size_t i = 0; i < n; i++) {
+        double ei = nmse(a + i * 8, b + i * 8, 8);
+        if (ei > NMSE_BF16_FORWARD) fprintf(stderr, "    prompt %zu (%zu tokens): nmse %.2e\n", i, lens[i], ei);
+    }
+    assert_true(e_cpu < NMSE_BF16_FORWARD);
+    assert_true(e_gpu < NMSE_BF16_FORWARD);
+    for (size_t i = 0; i < n; i++) free(prompts[i]);
+    free(a), free(b), free(c), free(logits);
+    test_rm_adapter(adapter);
+    cq_decoder_close(cpu);
+    cq_decoder_close(gpu);
+}
+
+/* fn on every model: the real one when present, the synthetic ones of $CLAUSEQA_SYNTH_GGUF. */
+static void for_each_model(void (*fn)(const char *path, int variant), int variant) {
     int tested = 0;
     FILE *f = fopen(model_path(), "rb");
     if (f) {
         fclose(f);
-        compare_forward(model_path());
+        fn(model_path(), variant);
         tested++;
     }
     const char *synth = getenv("CLAUSEQA_SYNTH_GGUF");
@@ -353,7 +535,7 @@ static void test_forward_vs_cpu(void **state) {
         char list[8192];
         snprintf(list, sizeof list, "%s", synth);
         for (char *p = strtok(list, ":"); p; p = strtok(NULL, ":")) {
-            compare_forward(p);
+            fn(p, variant);
             tested++;
         }
     }
@@ -361,12 +543,38 @@ static void test_forward_vs_cpu(void **state) {
     assert_true(tested > 0);
 }
 
+static void forward_fn(const char *path, int with_adapter) { compare_forward(path, with_adapter != 0); }
+static void packed_fn(const char *path, int unused) {
+    (void)unused;
+    compare_packed(path);
+}
+
+static void test_forward_vs_cpu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(forward_fn, 0);
+}
+
+static void test_adapter_vs_cpu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(forward_fn, 1);
+}
+
+static void test_packed_scoring(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(packed_fn, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
-        cmocka_unit_test(test_attention),      cmocka_unit_test(test_decode_attention),
-        cmocka_unit_test(test_matmul_bf16),
-        cmocka_unit_test(test_forward_vs_cpu),
+        cmocka_unit_test(test_attention),      cmocka_unit_test(test_attention_packed),
+        cmocka_unit_test(test_decode_attention),
+        cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_lora_merge),
+        cmocka_unit_test(test_forward_vs_cpu), cmocka_unit_test(test_adapter_vs_cpu),
+        cmocka_unit_test(test_packed_scoring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

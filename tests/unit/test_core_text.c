@@ -75,6 +75,29 @@ static void test_utf8(void **state) {
     assert_true(cq_is_space(0x3000));
 }
 
+/* Display width: the ingest progress line cuts file names by terminal columns, never inside a character. */
+static void test_display_width(void **state) {
+    (void)state;
+    assert_int_equal(cq_utf8_char_width('a'), 1);
+    assert_int_equal(cq_utf8_char_width(0x52b3), 2);  /* 劳 */
+    assert_int_equal(cq_utf8_char_width(0xff08), 2);  /* （ full-width */
+    assert_int_equal(cq_utf8_char_width(0x0301), 0);  /* combining acute */
+    assert_int_equal(cq_utf8_char_width('\n'), 0);
+    const char *name = "劳动合同法(2012).pdf"; /* 5 wide characters, then 10 narrow ones: 20 columns */
+    int cols;
+    assert_int_equal(cq_utf8_fit_width(name, strlen(name), 100, &cols), strlen(name));
+    assert_int_equal(cols, 20);
+    assert_int_equal(cq_utf8_fit_width(name, strlen(name), 5, &cols), 6); /* 劳动: 4 columns; 合 would be 6 */
+    assert_int_equal(cols, 4);
+    assert_int_equal(cq_utf8_fit_width(name, strlen(name), 1, &cols), 0);
+    assert_int_equal(cols, 0);
+    assert_int_equal(cq_utf8_fit_width(name, strlen(name), 12, &cols), 17); /* 劳动合同法 + "(2" */
+    assert_int_equal(cols, 12);
+    const char *e = "e\xcc\x81t"; /* e + combining acute + t: the mark stays with its letter */
+    assert_int_equal(cq_utf8_fit_width(e, strlen(e), 1, &cols), 3);
+    assert_int_equal(cols, 1);
+}
+
 static void test_repair(void **state) {
     (void)state;
     cq_strbuf b = {0};
@@ -124,6 +147,7 @@ static void test_sha256(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_number_parse), cmocka_unit_test(test_number_format), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_display_width),
         cmocka_unit_test(test_repair),       cmocka_unit_test(test_fold_and_norm), cmocka_unit_test(test_sha256),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

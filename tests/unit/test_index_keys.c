@@ -14,32 +14,7 @@
 #include "index/jobs.h"
 #include "index/keys.h"
 #include "index/store.h"
-
-static char db_path[256];
-
-static int setup(void **state) {
-    snprintf(db_path, sizeof db_path, "/tmp/cq_test_keys_%d.db", (int)getpid());
-    unlink(db_path);
-    cq_store *s = NULL;
-    cq_err err = {0};
-    if (cq_store_open(db_path, &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state) {
-    cq_store_close(*state);
-    char p[300];
-    unlink(db_path);
-    snprintf(p, sizeof p, "%s-wal", db_path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", db_path);
-    unlink(p);
-    return 0;
-}
+#include "test_store_util.h"
 
 static void test_create_check_revoke(void **state) {
     cq_store *s = *state;
@@ -165,6 +140,15 @@ static void test_jobs(void **state) {
     assert_int_equal(cq_store_job_get(s, job1, &j, &err), CQ_OK);
     assert_null(j.upload_path);
     assert_string_equal(j.error, "not a PDF");
+    assert_string_equal(j.error_code, ""); /* failed without a code */
+    cq_job_info_free(&j);
+    cq_err why = {0};
+    cq_err_set(&why, CQ_ERR_FORMAT, "named .pdf but not a PDF");
+    assert_int_equal(cq_store_job_fail(s, job1, 0, 0, &why, &err), CQ_OK);
+    assert_int_equal(cq_store_job_get(s, job1, &j, &err), CQ_OK);
+    assert_string_equal(j.state, "failed");
+    assert_string_equal(j.error, "named .pdf but not a PDF");
+    assert_string_equal(j.error_code, "bad_format");
     cq_job_info_free(&j);
     assert_int_equal(cq_store_job_unfinished(s, &list, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
@@ -197,10 +181,10 @@ static void test_jobs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_check_revoke, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_validates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_check_revoke, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_create_validates, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_allows),
-        cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

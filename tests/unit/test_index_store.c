@@ -1,4 +1,5 @@
-/* index/: store (schema, documents, delete), router (parsing, title matching, resolution), BM25 retrieval. */
+/* index/store: schema, KBs, documents, delete. The router and retrieval have their own tests (test_index_router,
+ * test_index_retrieve). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,63 +11,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "index/retrieve.h"
-#include "index/router.h"
 #include "index/store.h"
-
-static char db_path[256];
-
-static int setup(void **state) {
-    snprintf(db_path, sizeof db_path, "/tmp/cq_test_store_%d.db", (int)getpid());
-    unlink(db_path);
-    cq_store *s = NULL;
-    cq_err err = {0};
-    if (cq_store_open(db_path, &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state) {
-    cq_store_close(*state);
-    char p[300];
-    unlink(db_path);
-    snprintf(p, sizeof p, "%s-wal", db_path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", db_path);
-    unlink(p);
-    return 0;
-}
-
-static int64_t count(cq_store *s, const char *sql) {
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return n;
-}
-
-/* Adds a ready document with the given (label, label_key, path, text) clauses. */
-static int64_t add_doc(cq_store *s, int64_t kb, const char *name, const char *title, const char *sha,
-                       const char *const (*clauses)[4], size_t n) {
-    cq_err err = {0};
-    int64_t doc;
-    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_create(s, kb, name, name, "md", sha, 100, &doc, &err), CQ_OK);
-    for (size_t i = 0; i < n; i++) {
-        cq_store_box box = {10, 20, 300, 40, 1};
-        cq_store_clause c = {.ord = (int)i, .kind = clauses[i][0] ? 1 : 3, .label = clauses[i][0],
-                             .label_key = clauses[i][1], .path = clauses[i][2], .text = clauses[i][3],
-                             .page_first = 1, .page_last = 1, .boxes = &box, .n_boxes = 1};
-        assert_int_equal(cq_store_clause_add(s, kb, doc, title, &c, NULL, &err), CQ_OK);
-    }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, title, 1, (int)n, 1.0, "", &err), CQ_OK);
-    assert_int_equal(cq_store_commit(s, &err), CQ_OK);
-    return doc;
-}
+#include "test_store_util.h"
 
 static const char *const company_law[][4] = {
     {NULL, NULL, "", "中华人民共和国公司法"},
@@ -94,6 +40,14 @@ static void test_kb(void **state) {
     assert_int_equal(cq_store_kb_create(s, "", &b, &err), CQ_ERR_INVALID);
     assert_int_equal(cq_store_kb_create(s, "法规库-2024", &b, &err), CQ_OK);
     assert_int_equal(cq_store_kb_find(s, "nope", &b, &err), CQ_ERR_NOT_FOUND);
+    /* By id, with its counts. */
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, a, &info, &err), CQ_OK);
+    assert_string_equal(info.name, "laws");
+    assert_int_equal(info.id, a);
+    assert_int_equal(info.n_documents, 0);
+    assert_true(info.created_at > 0);
+    assert_int_equal(cq_store_kb_get(s, a + b + 100, &info, &err), CQ_ERR_NOT_FOUND);
     cq_kb_info *list;
     size_t n;
     assert_int_equal(cq_store_kb_list(s, &list, &n, &err), CQ_OK);
@@ -101,99 +55,48 @@ static void test_kb(void **state) {
     free(list);
 }
 
-static void test_router_parse(void **state) {
-    (void)state;
-    cq_clause_ref r;
-    assert_true(cq_router_parse("《数字经济促进条例》第三章第十二条规定的申报条件有哪些？", &r));
-    assert_int_equal(r.chapter, 3);
-    assert_int_equal(r.article, 12);
-    assert_string_equal(r.key, "12");
-    assert_true(cq_router_parse("公司法第12条第二款是什么", &r));
-    assert_int_equal(r.article, 12);
-    assert_int_equal(r.paragraph, 2);
-    assert_true(cq_router_parse("刑法第二十条之一", &r));
-    assert_string_equal(r.key, "20-1");
-    assert_true(cq_router_parse("民法商法农民专业合作社法第三十三条的内容是什么？", &r));
-    assert_string_equal(r.key, "33");
-    assert_true(cq_router_parse("What does Section 7.2 say about termination?", &r));
-    assert_string_equal(r.key, "7.2");
-    assert_true(cq_router_parse("see ARTICLE IV of the agreement", &r));
-    assert_string_equal(r.key, "4");
-    assert_true(cq_router_parse("§ 3 applies", &r));
-    assert_string_equal(r.key, "3");
-    assert_true(cq_router_parse("第三章讲了什么", &r));
-    assert_int_equal(r.chapter, 3);
-    assert_string_equal(r.key, "");
-    assert_false(cq_router_parse("员工加班费怎么算？", &r));
-    assert_false(cq_router_parse("the party shall", &r)); /* "part" is not "Article" */
-}
-
-static void test_router_resolve_and_delete(void **state) {
+static void test_doc_delete(void **state) {
     cq_store *s = *state;
     cq_err err = {0};
     int64_t kb;
     assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
-    int64_t old = add_doc(s, kb, "公司法(2013-12-28)", "中华人民共和国公司法", "h1", company_law, 4);
-    int64_t newer = add_doc(s, kb, "公司法(2018-10-26)", "中华人民共和国公司法", "h2", company_law, 4);
-    int64_t labour = add_doc(s, kb, "劳动法(2018-12-29)", "中华人民共和国劳动法", "h3", labour_law, 2);
-    (void)old;
-
-    cq_hits h;
-    /* A named article: both versions, newest first; category words before the title are tolerated. */
-    assert_int_equal(cq_retrieve(s, kb, "民法商法公司法第十二条的内容是什么？", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
-    assert_int_equal(h.n, 2);
-    assert_int_equal(h.hits[0].doc_id, newer);
-    assert_string_equal(h.hits[0].label, "第十二条");
-    assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);
-    assert_int_equal(h.hits[0].n_boxes, 1);
-    cq_hits_free(&h);
-    /* 之一, full title with 《》. */
-    assert_int_equal(cq_retrieve(s, kb, "《中华人民共和国公司法》第二十条之一", CQ_RETRIEVE_ROUTER, 1, &h, &err), CQ_OK);
-    assert_int_equal(h.n, 1);
-    assert_string_equal(h.hits[0].label, "第二十条之一");
-    cq_hits_free(&h);
-    /* A reference that does not exist gives nothing, not a neighbour. */
-    assert_int_equal(cq_retrieve(s, kb, "劳动法第九百条", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
-    assert_int_equal(h.n, 0);
-    cq_hits_free(&h);
-    /* No title: a label that several documents have is ambiguous (nothing); one that only one has is not. */
-    assert_int_equal(cq_retrieve(s, kb, "第一条说了什么", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
-    assert_int_equal(h.n, 0);
-    cq_hits_free(&h);
-    assert_int_equal(cq_retrieve(s, kb, "第三条说了什么", CQ_RETRIEVE_ROUTER, 5, &h, &err), CQ_OK);
-    assert_int_equal(h.n, 1);
-    assert_int_equal(h.hits[0].doc_id, labour);
-    cq_hits_free(&h);
-    /* BM25 finds 2-character words; a named document ranks first. */
-    assert_int_equal(cq_retrieve(s, kb, "加班工资怎么支付？", CQ_RETRIEVE_BM25, 5, &h, &err), CQ_OK);
-    assert_true(h.n >= 1);
-    assert_int_equal(h.hits[0].doc_id, labour);
-    assert_string_equal(h.hits[0].label, "第四十四条");
-    cq_hits_free(&h);
-    /* Hybrid: router hit first, then BM25 hits without duplicates. */
-    assert_int_equal(cq_retrieve(s, kb, "劳动法第三条 平等就业", CQ_RETRIEVE_HYBRID, 5, &h, &err), CQ_OK);
-    assert_true(h.n >= 1);
-    assert_string_equal(h.hits[0].label, "第三条");
-    for (size_t i = 1; i < h.n; i++) assert_true(h.hits[i].clause_id != h.hits[0].clause_id);
-    cq_hits_free(&h);
-    assert_int_equal(cq_retrieve(s, kb, "x", CQ_RETRIEVE_DENSE, 5, &h, &err), CQ_ERR_UNSUPPORTED);
+    test_add_doc(s, kb, "公司法(2013-12-28)", "中华人民共和国公司法", "h1", company_law, 4);
+    test_add_doc(s, kb, "公司法(2018-10-26)", "中华人民共和国公司法", "h2", company_law, 4);
+    int64_t labour = test_add_doc(s, kb, "劳动法(2018-12-29)", "中华人民共和国劳动法", "h3", labour_law, 2);
 
     /* Delete: rows, FTS entries and jobs all go. */
     int64_t job;
     assert_int_equal(cq_store_job_create(s, kb, labour, &job, &err), CQ_OK);
     assert_int_equal(cq_store_doc_delete(s, labour, &err), CQ_OK);
-    assert_int_equal(count(s, "SELECT count(*) FROM clauses WHERE doc_id NOT IN (SELECT id FROM documents)"), 0);
-    assert_int_equal(count(s, "SELECT count(*) FROM jobs"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM clauses WHERE doc_id NOT IN (SELECT id FROM documents)"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM jobs"), 0);
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM fts_kb%lld", (long long)kb);
-    assert_int_equal(count(s, sql), count(s, "SELECT count(*) FROM clauses"));
-    assert_int_equal(cq_retrieve(s, kb, "加班工资怎么支付？", CQ_RETRIEVE_BM25, 5, &h, &err), CQ_OK);
-    for (size_t i = 0; i < h.n; i++) assert_true(h.hits[i].doc_id != labour);
-    cq_hits_free(&h);
+    assert_int_equal(test_count(s, sql), test_count(s, "SELECT count(*) FROM clauses"));
+    /* The originals' contents in use: any document of any KB, in any state. */
+    bool in_use = false;
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_true(in_use);
+    assert_int_equal(cq_store_content_in_use(s, "h3", &in_use, &err), CQ_OK); /* deleted above */
+    assert_false(in_use);
+    int64_t other, failed;
+    assert_int_equal(cq_store_kb_ensure(s, "other", &other, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, other, "x", "x.pdf", "pdf", "h9", 10, &failed, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_content_in_use(s, "h9", &in_use, &err), CQ_OK);
+    assert_true(in_use);
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, kb, &info, &err), CQ_OK);
+    assert_int_equal(info.n_documents, 2);
+    assert_int_equal(info.n_clauses, 8);
     /* Deleting the KB removes everything of it. */
     assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
-    assert_int_equal(count(s, "SELECT count(*) FROM documents"), 0);
-    assert_int_equal(count(s, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'fts_kb%'"), 0);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM documents WHERE kb_id = %lld", (long long)kb);
+    assert_int_equal(test_count(s, sql), 0);
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_false(in_use);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'fts_kb%lld%%'", (long long)kb);
+    assert_int_equal(test_count(s, sql), 0);
 }
 
 static void test_schema_reopen(void **state) {
@@ -201,35 +104,19 @@ static void test_schema_reopen(void **state) {
     /* Opening an existing database runs no migration twice and keeps data. */
     cq_store *s2;
     cq_err err = {0};
-    assert_int_equal(cq_store_open(db_path, &s2, &err), CQ_OK);
-    assert_int_equal(count(s2, "PRAGMA user_version"), CQ_STORE_SCHEMA_VERSION);
+    assert_int_equal(cq_store_open(test_db_path, &s2, &err), CQ_OK);
+    assert_int_equal(test_count(s2, "PRAGMA user_version"), CQ_STORE_SCHEMA_VERSION);
     cq_store_close(s2);
     cq_store *bad;
     assert_int_equal(cq_store_open("/nonexistent-dir/x.db", &bad, &err), CQ_ERR_DB);
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x.db"));
 }
 
-/* Retrieval modes parse both ways and every hit source has its own printed name (a dense hit was once shown as
- * "bm25" by the CLI). */
-static void test_retrieve_modes_and_sources(void **state) {
-    (void)state;
-    cq_err err = {0};
-    assert_int_equal(cq_retrieve_parse_mode("router,bm25,dense", &err),
-                     CQ_RETRIEVE_ROUTER | CQ_RETRIEVE_BM25 | CQ_RETRIEVE_DENSE);
-    assert_int_equal(cq_retrieve_parse_mode("hybrid", &err), CQ_RETRIEVE_HYBRID);
-    assert_int_equal(cq_retrieve_parse_mode("bm25,semantic", &err), 0);
-    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_ROUTER), "router");
-    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_BM25), "bm25");
-    assert_string_equal(cq_retrieve_source_name(CQ_RETRIEVE_DENSE), "dense");
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_kb, setup, teardown),
-        cmocka_unit_test(test_router_parse),
-        cmocka_unit_test(test_retrieve_modes_and_sources),
-        cmocka_unit_test_setup_teardown(test_router_resolve_and_delete, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_schema_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kb, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_doc_delete, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_schema_reopen, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,17 +300,20 @@ static void test_dense(void **state) {
     fixture *f = *state;
     cq_err err = {0};
     cq_dense *d = NULL;
-    assert_int_equal(cq_dense_open(f->dir, &d, &err), CQ_ERR_UNSUPPORTED);
+    char mdir[200];
+    snprintf(mdir, sizeof mdir, "%s/models/ssm", f->dir);
+    assert_int_equal(cq_dense_open(f->dir, NULL, &d, &err), CQ_ERR_UNSUPPORTED);
     assert_null(d);
     assert_non_null(strstr(err.msg, "dense retrieval needs trained encoder weights"));
-    char mdir[200];
+    assert_int_equal(cq_dense_open(f->dir, mdir, &d, &err), CQ_ERR_UNSUPPORTED); /* a folder without them */
+    assert_null(d);
     snprintf(mdir, sizeof mdir, "%s/models", f->dir);
     mkdir(mdir, 0755);
     snprintf(mdir, sizeof mdir, "%s/models/ssm", f->dir);
     cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 1, .d_state = 4, .d_conv = 4,
                        .expand = 2, .dt_rank = 2, .d_embed = DIM, .norm_eps = 1e-5f};
     assert_int_equal(ssm_test_write_model(mdir, &c, 9, NULL, NULL), 0);
-    if (cq_dense_open(f->dir, &d, &err)) fail_msg("%s", err.msg);
+    if (cq_dense_open(f->dir, mdir, &d, &err)) fail_msg("%s", err.msg);
     const char *texts[3] = {"第一条 总则", "第二条 劳动合同", "Section 7.2 Termination"};
     size_t lens[3] = {strlen(texts[0]), strlen(texts[1]), strlen(texts[2])};
     float vecs[3 * DIM];

@@ -1,5 +1,8 @@
-/* clauseqa page: document library (KBs, uploads with progress, status) and chat (streamed answers, citations that
- * open the clause and its highlighted page). Talks only to this server's /api/v1 (docs/API.md). */
+/* clauseqa page: document library (KBs, uploads with progress, status), conversations kept by the server (listed,
+ * reopened, renamed, deleted) and the chat (answers streamed with the server's stages, citations that open the
+ * clause and its highlighted page, stop, copy, regenerate) and versions of a regulation (each document's status and
+ * label, a person's correction, "as of" a day, comparisons with the character diff). One pane at a time on a phone.
+ * Talks only to this server's /api/v1 (docs/API.md). */
 'use strict';
 
 const I18N = {
@@ -8,7 +11,8 @@ const I18N = {
     dropTitle: '拖放文件到这里，或点击选择', dropHint: 'PDF、Markdown、纯文本', documents: '文档', filter: '筛选',
     noDocs: '还没有文档。上传一份开始吧。', chat: '问答', welcomeTitle: '就文档提问，答案附带条款出处',
     welcomeText: '每个回答都引用原文条款与页码；点击引用查看条款全文和高亮的页面。',
-    askPlaceholder: '输入问题，Enter 发送，Shift+Enter 换行', send: '发送', newChat: '新对话',
+    askPlaceholder: '输入问题，Enter 发送，Shift+Enter 换行', askPlaceholderShort: '输入问题', send: '发送', newChat: '新对话',
+    newChatPlus: '＋ 新对话',
     keysHint: '快捷键：/ 聚焦输入框 · Esc 关闭条款', original: '原文件', cancel: '取消', save: '保存',
     keyHelp: '服务器要求 API 密钥。在服务器上运行 clauseqa keys create 获得。',
     pages: '页', clauses: '条', ready: '就绪', failed: '失败', processing: '处理中', queued: '排队中',
@@ -16,11 +20,37 @@ const I18N = {
     confirmDelete: '删除文档“{0}”？它的条款和索引会一并删除。',
     confirmDeleteKb: '删除知识库“{0}”及其全部文档？', kbName: '新知识库名称（字母、数字、中文、-、_、.）',
     noKb: '没有知识库，请先新建一个。', page: '第 {0} 页', of: '共 {0} 页', sources: '出处',
-    abstained: '未找到依据', thinking: '检索中…', resolved: '理解为：', failedAsk: '提问失败：',
+    abstained: '未找到依据', resolved: '理解为：', failedAsk: '提问失败：',
     openMode: '开放模式（未启用密钥）', authOn: '已启用密钥', qualityWarn: '文字质量较低',
     examples: ['劳动法第四十四条规定了什么？', '试用期最长多长时间？', 'What does Section 5.2 say?'],
-    timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除', copy: '复制',
+    timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除',
     tooLarge: '文件太大', networkError: '网络错误',
+    conversations: '对话', noConvs: '还没有对话。提一个问题开始吧。', pageTab: '原文', backToChat: '‹ 返回问答',
+    rename: '重命名', renamePrompt: '对话的新名称', confirmDeleteConv: '删除对话“{0}”？', turns: '{0} 轮',
+    stop: '停止', stopped: '已停止', copy: '复制', copied: '已复制', regenerate: '重新生成', dismiss: '关闭',
+    notice: '说明', convGone: '这个对话已不存在。',
+    stages: { resolving: '理解追问…', retrieving: '检索条款…', comparing: '比较版本…', generating: '生成回答…',
+      answering: '整理答案…' },
+    retrieved: '检索用时 {0} ms',
+    asOf: '截至', asOfHint: '按该日有效的法规版本回答', in_force: '现行有效', superseded: '已被取代', repealed: '已废止',
+    not_yet_in_force: '尚未施行', unknown: '未知', versionsN: '共 {0} 个版本', compare: '比较', compareWith: '与{0}比较',
+    editVersion: '版本信息', compareTitle: '版本对比', changedOnly: '只看改动', wholeDoc: '全部条文', versionTitle: '版本信息',
+    vGroup: '所属法规（版本组，留空则单独成组）', vLabel: '版本名称', vPromulgated: '公布日期', vEffective: '施行日期',
+    vRepealed: '废止日期（空：未废止）', vAuto: '恢复自动识别',
+    kinds: { same: '未变', changed: '修改', added: '新增', removed: '删除' },
+    renumbered: '条号变化', moved: '位置移动', fullCompare: '查看完整对比',
+    summary: '原 {0} 条，现 {1} 条：修改 {2}，新增 {3}，删除 {4}，未变 {5}（条号变化 {6}）',
+    effectiveFrom: '{0} 起施行', previousVersion: '上一版本', nextVersion: '下一版本', noPairs: '没有符合条件的条文',
+    saved: '已保存',
+    errors: {
+      bad_format: '文件格式不对或已损坏，无法读取', unsupported: '不支持这种文件类型（可上传 {0}）',
+      empty: '文件是空的，或读不出文字', exists: '知识库里已有同名的另一份文档：先删除它，或改名后再上传',
+      payload_too_large: '文件太大', forbidden: '这个密钥没有权限', unauthorized: '需要有效的 API 密钥',
+      not_found: '找不到（可能已被删除）', invalid: '请求无效', bad_request: '上传的数据无法读取',
+      invalid_json: '请求无效', io: '服务器无法保存文件', database: '服务器数据库出错', no_memory: '服务器内存不足',
+      internal: '服务器内部错误', device: '服务器的计算设备出错', shutting_down: '服务器正在停止，请稍后再试',
+      network: '网络错误，连接中断', failed: '处理失败',
+    },
   },
   en: {
     kb: 'Knowledge base', newKb: 'New', deleteKb: 'Delete', apiKey: 'API key', library: 'Library',
@@ -28,7 +58,8 @@ const I18N = {
     filter: 'Filter', noDocs: 'No documents yet. Upload one to begin.', chat: 'Chat',
     welcomeTitle: 'Ask your documents; every answer cites its clause',
     welcomeText: 'Answers quote the clause and page they rest on; click a citation for the clause and its highlighted page.',
-    askPlaceholder: 'Ask a question — Enter sends, Shift+Enter for a new line', send: 'Send', newChat: 'New chat',
+    askPlaceholder: 'Ask a question — Enter sends, Shift+Enter for a new line', askPlaceholderShort: 'Ask a question',
+    send: 'Send', newChat: 'New chat', newChatPlus: '+ New chat',
     keysHint: 'Keys: / focuses the question · Esc closes the clause', original: 'Original', cancel: 'Cancel',
     save: 'Save', keyHelp: 'This server needs an API key. Create one on the server with clauseqa keys create.',
     pages: 'pages', clauses: 'clauses', ready: 'ready', failed: 'failed', processing: 'processing', queued: 'queued',
@@ -37,11 +68,41 @@ const I18N = {
     confirmDeleteKb: 'Delete knowledge base “{0}” and all its documents?',
     kbName: 'Name of the new knowledge base (letters, digits, Chinese, - _ .)',
     noKb: 'No knowledge base yet: create one first.', page: 'Page {0}', of: 'of {0}', sources: 'Sources',
-    abstained: 'No support found', thinking: 'Searching…', resolved: 'Read as: ', failedAsk: 'The question failed: ',
+    abstained: 'No support found', resolved: 'Read as: ', failedAsk: 'The question failed: ',
     openMode: 'open mode (no keys yet)', authOn: 'keys required', qualityWarn: 'low text quality',
     examples: ['What does Section 5.2 say?', '劳动法第四十四条规定了什么？', 'How many days of notice are needed to terminate?'],
-    timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted', copy: 'Copy',
+    timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted',
     tooLarge: 'file too large', networkError: 'network error',
+    conversations: 'Conversations', noConvs: 'No conversations yet. Ask a question to start one.', pageTab: 'Page',
+    backToChat: '‹ Back to chat', rename: 'Rename', renamePrompt: 'New name of the conversation',
+    confirmDeleteConv: 'Delete conversation “{0}”?', turns: '{0} turns', stop: 'Stop', stopped: 'stopped',
+    copy: 'Copy', copied: 'copied', regenerate: 'Regenerate', dismiss: 'Dismiss', notice: 'Note',
+    convGone: 'That conversation no longer exists.',
+    stages: { resolving: 'Reading the follow-up…', retrieving: 'Searching the clauses…', comparing: 'Comparing the versions…',
+      generating: 'Writing the answer…', answering: 'Composing the answer…' },
+    retrieved: 'searched in {0} ms',
+    asOf: 'As of', asOfHint: 'Answer from the versions of regulations in force that day', in_force: 'in force',
+    superseded: 'superseded', repealed: 'repealed', not_yet_in_force: 'not yet in force', unknown: 'unknown',
+    versionsN: '{0} versions', compare: 'Compare', compareWith: 'Compare with {0}', editVersion: 'Version',
+    compareTitle: 'Versions compared', changedOnly: 'changes only', wholeDoc: 'All clauses', versionTitle: 'Version',
+    vGroup: 'Regulation (version group; empty: on its own)', vLabel: 'Version name', vPromulgated: 'Promulgated',
+    vEffective: 'In force from', vRepealed: 'Repealed on (empty: not repealed)', vAuto: 'Back to automatic',
+    kinds: { same: 'same', changed: 'changed', added: 'added', removed: 'removed' },
+    renumbered: 'renumbered', moved: 'moved', fullCompare: 'Whole comparison',
+    summary: '{0} clauses before, {1} now: {2} changed, {3} added, {4} removed, {5} same ({6} renumbered)',
+    effectiveFrom: 'in force from {0}', previousVersion: 'previous version', nextVersion: 'next version',
+    noPairs: 'no clauses to show', saved: 'saved',
+    errors: {
+      bad_format: 'the file is not in a readable format, or it is damaged', unsupported: 'this file type is not supported (upload {0})',
+      empty: 'the file is empty, or no text could be read from it',
+      exists: 'another document of that name is in this knowledge base: delete it first, or rename the file',
+      payload_too_large: 'file too large', forbidden: 'this key is not allowed to do that', unauthorized: 'a valid API key is needed',
+      not_found: 'not found (it may have been deleted)', invalid: 'invalid request', bad_request: 'the upload could not be read',
+      invalid_json: 'invalid request', io: 'the server could not store the file', database: 'database error on the server',
+      no_memory: 'the server is out of memory', internal: 'internal server error', device: 'the server\'s compute device failed',
+      shutting_down: 'the server is stopping; try again shortly', network: 'network error: the connection broke',
+      failed: 'processing failed',
+    },
   },
 };
 
@@ -51,13 +112,18 @@ const state = {
   kb: localStorage.getItem('cq.kb') || '',
   kbs: [],
   docs: [],
-  history: [],
+  convs: [],
+  conversationId: null, /* the conversation on screen (kept by the server); null: a new one */
   busy: false,
+  controller: null,     /* aborts the answer being streamed (the stop button) */
   clause: null,
   page: 0,
+  zoom: 1,
+  side: localStorage.getItem('cq.side') === 'convs' ? 'convs' : 'library',
 };
 
 const $ = (id) => document.getElementById(id);
+const PHONE = window.matchMedia('(max-width: 820px)'); /* as style.css: one pane at a time */
 const welcomeNode = $('welcome');
 const t = (k, ...args) => {
   let s = (I18N[state.lang] || I18N.zh)[k];
@@ -65,6 +131,13 @@ const t = (k, ...args) => {
   args.forEach((a, i) => { s = s.replace('{' + i + '}', a); });
   return s;
 };
+
+/* A server error code ("bad_format", "exists" …, docs/API.md) in the page's language. */
+function errorText(code) {
+  const errors = t('errors');
+  const s = errors[code] || errors.failed;
+  return s.replace('{0}', t('dropHint'));
+}
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -94,6 +167,14 @@ function headers(extra) {
   return h;
 }
 
+/* An Error with the server's code and message ({"error": {"code", "message"}}) and the HTTP status. */
+function apiError(status, data, fallback) {
+  const e = new Error(data && data.error ? data.error.message : fallback);
+  e.status = status;
+  e.code = data && data.error ? data.error.code : (status === 413 ? 'payload_too_large' : status ? 'failed' : 'network');
+  return e;
+}
+
 async function api(method, path, body) {
   const opts = { method, headers: headers(body !== undefined ? { 'Content-Type': 'application/json' } : {}) };
   if (body !== undefined) opts.body = JSON.stringify(body);
@@ -101,12 +182,7 @@ async function api(method, path, body) {
   let data = null;
   try { data = await res.json(); } catch (e) { data = null; }
   if (res.status === 401) askForKey();
-  if (!res.ok) {
-    const msg = data && data.error ? data.error.message : res.status + ' ' + res.statusText;
-    const err = new Error(msg);
-    err.status = res.status;
-    throw err;
-  }
+  if (!res.ok) throw apiError(res.status, data, res.status + ' ' + res.statusText);
   return data;
 }
 
@@ -118,9 +194,13 @@ function applyLanguage() {
   document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
   document.querySelectorAll('[data-i18n]').forEach((e) => { e.textContent = t(e.dataset.i18n); });
   document.querySelectorAll('[data-i18n-placeholder]').forEach((e) => { e.placeholder = t(e.dataset.i18nPlaceholder); });
+  document.querySelectorAll('[data-i18n-title]').forEach((e) => { e.title = t(e.dataset.i18nTitle); });
+  if (PHONE.matches) $('question').placeholder = t('askPlaceholderShort'); /* the keys hint does not fit, nor apply */
   $('lang-toggle').textContent = state.lang === 'zh' ? 'EN' : '中文';
+  renderAskButton();
   renderExamples();
   renderDocs();
+  renderConvs();
   renderKbCount();
   renderAuth();
 }
@@ -131,6 +211,43 @@ function renderExamples() {
     class: 'chip example', type: 'button', onclick: () => { $('question').value = q; ask(); },
   }, q)));
 }
+
+/* ---- panes: the side pane shows conversations or the library; on a phone one pane fills the screen ------------- */
+
+function showSide(side) {
+  state.side = side;
+  localStorage.setItem('cq.side', side);
+  document.body.dataset.side = side;
+  renderTabs();
+}
+
+/* chat | convs | library | page (the clause drawer) */
+function showPane(pane) {
+  if (pane === 'page') {
+    if (state.clause) openDrawer();
+    return;
+  }
+  closeDrawer();
+  if (pane === 'convs' || pane === 'library') {
+    showSide(pane);
+    document.body.dataset.pane = 'side';
+  } else {
+    document.body.dataset.pane = 'chat';
+  }
+  renderTabs();
+}
+
+const drawerOpen = () => $('drawer').classList.contains('open');
+
+function renderTabs() {
+  document.querySelectorAll('[data-side-tab]').forEach((b) => b.setAttribute('aria-selected', String(b.dataset.sideTab === state.side)));
+  const pane = drawerOpen() ? 'page' : document.body.dataset.pane === 'side' ? state.side : 'chat';
+  document.querySelectorAll('[data-pane-tab]').forEach((b) => b.setAttribute('aria-selected', String(b.dataset.paneTab === pane)));
+  $('tab-page').disabled = !state.clause;
+}
+
+document.querySelectorAll('[data-side-tab]').forEach((b) => b.addEventListener('click', () => showSide(b.dataset.sideTab)));
+document.querySelectorAll('[data-pane-tab]').forEach((b) => b.addEventListener('click', () => showPane(b.dataset.paneTab)));
 
 /* ---- keys ----------------------------------------------------------------------------------------------------- */
 
@@ -157,12 +274,20 @@ function renderAuth() {
   pill.className = 'pill ' + (health.auth ? 'ok' : 'warn');
 }
 
+/* The file picker offers the formats the server reads (health's "formats", from its format table). */
+function renderAccept() {
+  if (!health || !health.formats) return;
+  $('file-input').accept = health.formats
+    .flatMap((f) => [...f.extensions.map((e) => '.' + e), f.mime.split(';')[0]]).join(',');
+}
+
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
 
 async function loadKbs() {
   try {
     health = await api('GET', '/api/v1/health');
     renderAuth();
+    renderAccept();
     const data = await api('GET', '/api/v1/kbs');
     state.kbs = data.kbs;
   } catch (e) {
@@ -171,11 +296,14 @@ async function loadKbs() {
   }
   const sel = $('kb-select');
   sel.replaceChildren(...state.kbs.map((k) => el('option', { value: k.name }, k.name)));
+  const before = state.kb;
   if (!state.kbs.find((k) => k.name === state.kb)) state.kb = state.kbs.length ? state.kbs[0].name : '';
   sel.value = state.kb;
   sel.disabled = !state.kbs.length;
   renderKbCount();
-  await loadDocs();
+  await Promise.all([loadDocs(), loadConvs()]);
+  /* reopen the conversation this KB showed last (after a reload, or another KB's) */
+  if (state.kb && (state.kb !== before || state.conversationId === null)) restoreConversation();
 }
 
 function renderKbCount() {
@@ -183,12 +311,13 @@ function renderKbCount() {
   $('kb-count').textContent = k ? t('docs', k.documents) : (state.kbs.length ? '' : t('noKb'));
 }
 
-$('kb-select').addEventListener('change', (e) => {
+$('kb-select').addEventListener('change', async (e) => {
   state.kb = e.target.value;
   localStorage.setItem('cq.kb', state.kb);
   newChat();
   renderKbCount();
-  loadDocs();
+  await Promise.all([loadDocs(), loadConvs()]);
+  restoreConversation();
 });
 
 $('kb-new').addEventListener('click', async () => {
@@ -198,6 +327,7 @@ $('kb-new').addEventListener('click', async () => {
     await api('POST', '/api/v1/kbs', { name });
     state.kb = name;
     localStorage.setItem('cq.kb', name);
+    newChat();
     await loadKbs();
   } catch (e) { toast(e.message, true); }
 });
@@ -206,7 +336,9 @@ $('kb-delete').addEventListener('click', async () => {
   if (!state.kb || !confirm(t('confirmDeleteKb', state.kb))) return;
   try {
     await api('DELETE', kbPath(state.kb));
+    localStorage.removeItem(convKey());
     state.kb = '';
+    newChat();
     await loadKbs();
   } catch (e) { toast(e.message, true); }
 });
@@ -229,6 +361,117 @@ function statusBadge(status) {
   return el('span', { class: 'badge ' + status }, t(status));
 }
 
+/* ---- versions of a regulation --------------------------------------------------------------------------------- */
+
+/* Does a version object say something worth showing (several versions, or not in force)? */
+const versionMatters = (v) => v && (v.versions > 1 || (v.status && v.status !== 'in_force'));
+
+function versionBadge(v) {
+  const title = [v.label, v.effective ? t('effectiveFrom', v.effective) : '', v.repealed ? t('repealed') + ' ' + v.repealed : '']
+    .filter(Boolean).join(' · ');
+  return el('span', { class: 'badge version ' + v.status, title, 'data-status': v.status }, t(v.status));
+}
+
+/* The version line of a document in the list: label, status, and the buttons to compare and correct. */
+function docVersion(d) {
+  const v = d.version;
+  if (d.status !== 'ready') return null;
+  const compare = v && (v.previous || v.next);
+  return el('div', { class: 'doc-version small muted' },
+    v && versionMatters(v) ? versionBadge(v) : null,
+    v && v.label ? el('span', { class: 'doc-version-label' }, v.label) : null,
+    v && v.versions > 1 ? el('span', {}, t('versionsN', v.versions)) : null,
+    compare ? el('button', { class: 'link small compare-doc', type: 'button',
+      onclick: () => (v.previous ? openCompare(v.previous.document_id, d.id, {}) : openCompare(d.id, v.next.document_id, {})) },
+      t('compare')) : null,
+    el('button', { class: 'link small edit-version', type: 'button', onclick: () => editVersion(d) }, t('editVersion')));
+}
+
+function diffNodes(diff) {
+  return diff.map((x) => (x.op === 'added' ? el('ins', { class: 'diff' }, x.text)
+    : x.op === 'removed' ? el('del', { class: 'diff' }, x.text) : document.createTextNode(x.text)));
+}
+
+const clauseLabels = (cl) => cl.map((c) => c.clause || '¶').join(' + ');
+
+function renderPair(p) {
+  const head = el('div', { class: 'pair-head' },
+    el('span', { class: 'badge ' + p.kind }, t('kinds')[p.kind] || p.kind),
+    p.a.length && p.b.length ? clauseLabels(p.a) + ' → ' + clauseLabels(p.b) : clauseLabels(p.a.length ? p.a : p.b),
+    p.renumbered ? el('span', { class: 'muted small' }, t('renumbered')) : null,
+    p.moved ? el('span', { class: 'muted small' }, t('moved')) : null,
+    p.kind === 'changed' ? el('span', { class: 'muted small' }, '≈' + Math.round(p.similarity * 100) + '%') : null);
+  let body;
+  if (p.kind === 'changed') body = diffNodes(p.diff);
+  else if (p.kind === 'added') body = [el('ins', { class: 'diff' }, p.b.map((c) => c.text).join('\n'))];
+  else if (p.kind === 'removed') body = [el('del', { class: 'diff' }, p.a.map((c) => c.text).join('\n'))];
+  else body = [p.b.map((c) => c.text).join('\n')];
+  return el('div', { class: 'pair ' + p.kind, 'data-kind': p.kind }, head, el('div', { class: 'pair-text' }, body));
+}
+
+const compareState = { a: 0, b: 0, opts: {} };
+
+/* The comparison of document a (older) with b, in the compare dialog; opts.clauseId / opts.clause narrow it. */
+async function openCompare(a, b, opts) {
+  compareState.a = a;
+  compareState.b = b;
+  compareState.opts = opts || {};
+  await renderCompare();
+  const d = $('compare-dialog');
+  if (!d.open) d.showModal();
+}
+
+async function renderCompare() {
+  const { a, b, opts } = compareState;
+  const q = new URLSearchParams();
+  if (opts.clauseId) q.set('clause_id', opts.clauseId);
+  if (opts.clause) q.set('clause', opts.clause);
+  if ($('compare-changed').checked) q.set('changed', '1');
+  let c;
+  try { c = await api('GET', '/api/v1/documents/' + a + '/compare/' + b + '?' + q); } catch (e) { toast(e.message, true); return; }
+  const side = (x) => x.doc + (x.version && x.version.label ? ' (' + x.version.label + (x.version.effective ? ', ' + t('effectiveFrom', x.version.effective) : '') + ')' : '');
+  $('compare-sides').textContent = side(c.a) + '  →  ' + side(c.b);
+  const s = c.summary;
+  $('compare-summary').textContent = t('summary', c.a.clauses, c.b.clauses, s.changed, s.added, s.removed, s.same, s.renumbered);
+  $('compare-all').hidden = !(opts.clauseId || opts.clause);
+  $('compare-pairs').replaceChildren(...(c.pairs.length ? c.pairs.map(renderPair) : [el('p', { class: 'muted' }, t('noPairs'))]));
+}
+
+$('compare-changed').addEventListener('change', renderCompare);
+$('compare-all').addEventListener('click', () => { compareState.opts = {}; renderCompare(); });
+$('compare-close').addEventListener('click', () => $('compare-dialog').close());
+
+let versionDoc = null;
+async function editVersion(d) {
+  let r;
+  try { r = await api('GET', '/api/v1/documents/' + d.id + '/version'); } catch (e) { toast(e.message, true); return; }
+  versionDoc = d;
+  const v = r.version || {};
+  $('version-doc').textContent = d.name;
+  $('v-group').value = v.group || '';
+  $('v-label').value = v.label || '';
+  $('v-promulgated').value = v.promulgated || '';
+  $('v-effective').value = v.effective || '';
+  $('v-repealed').value = v.repealed || '';
+  $('version-dialog').showModal();
+}
+
+$('version-dialog').addEventListener('close', async () => {
+  const how = $('version-dialog').returnValue;
+  if (!versionDoc || (how !== 'save' && how !== 'auto')) return;
+  const path = '/api/v1/documents/' + versionDoc.id + '/version';
+  const edit = {
+    group: $('v-group').value.trim(), label: $('v-label').value.trim(),
+    promulgated: $('v-promulgated').value || null, effective: $('v-effective').value || null,
+    repealed: $('v-repealed').value || null,
+  };
+  try {
+    await (how === 'auto' ? api('DELETE', path) : api('PUT', path, edit));
+    toast(versionDoc.name + ' — ' + t('saved'));
+    await loadDocs();
+  } catch (e) { toast(e.message, true); }
+});
+
 function renderDocs() {
   const list = $('docs');
   const f = ($('doc-filter').value || '').toLowerCase();
@@ -244,7 +487,9 @@ function renderDocs() {
           d.format.toUpperCase(),
           d.pages ? ' · ' + d.pages + ' ' + t('pages') : '',
           ' · ' + d.clauses + ' ' + t('clauses')),
-        d.error ? el('div', { class: 'doc-error small' }, d.error) : null,
+        docVersion(d),
+        /* the reason is the server's (English) words: in Chinese it says "failed" and shows them on hover */
+        d.error ? el('div', { class: 'doc-error small', title: d.error }, state.lang === 'en' ? d.error : errorText('failed')) : null,
         warn ? el('div', { class: 'doc-warn small', title: warnings },
           '⚠ ' + t('qualityWarn') + ' (' + d.quality.toFixed(2) + ')' + (d.quality_reason ? ': ' + d.quality_reason : '')) : null),
       el('div', { class: 'doc-actions' },
@@ -269,19 +514,45 @@ async function deleteDoc(d) {
 
 /* ---- uploads -------------------------------------------------------------------------------------------------- */
 
+/* The file name in two parts: the start, cut with "…" when the row is too narrow, and the end (with the extension),
+ * always shown. */
+function nameParts(name) {
+  const chars = [...name];
+  const tail = chars.length > 14 ? 10 : 0;
+  return [chars.slice(0, chars.length - tail).join(''), chars.slice(chars.length - tail).join('')];
+}
+
 function uploadRow(file) {
   const bar = el('div', { class: 'bar-fill' });
   const status = el('span', { class: 'small upload-status' }, t('uploading'));
-  const row = el('li', { class: 'upload' },
-    el('div', { class: 'upload-head' }, el('span', { class: 'upload-name' }, file.name), status),
-    el('div', { class: 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-label': file.name }, bar));
+  const error = el('div', { class: 'small upload-error', hidden: true });
+  const [start, end] = nameParts(file.name);
+  let timer = null;
+  const row = el('li', { class: 'upload', title: file.name },
+    el('div', { class: 'upload-head' },
+      el('span', { class: 'upload-name', title: file.name }, el('span', { class: 'name-start' }, start), el('span', { class: 'name-end' }, end)),
+      status,
+      el('button', { class: 'upload-dismiss', type: 'button', title: t('dismiss'), 'aria-label': t('dismiss') + ' ' + file.name,
+        onclick: () => { clearTimeout(timer); row.remove(); } }, '✕')),
+    el('div', { class: 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-label': file.name }, bar),
+    error);
   $('uploads').prepend(row);
-  return {
+  const ui = {
     row,
     progress(p) { bar.style.width = (p * 100).toFixed(1) + '%'; row.querySelector('.bar').setAttribute('aria-valuenow', Math.round(p * 100)); },
     status(text, cls) { status.textContent = text; row.className = 'upload ' + (cls || ''); },
-    done() { setTimeout(() => row.remove(), 6000); },
+    done() { timer = setTimeout(() => row.remove(), 6000); },
+    /* failed: the bar full and red, the reason in the page's language, the server's own words on hover */
+    fail(code, detail) {
+      ui.progress(1);
+      ui.status(t('failed'), 'failed');
+      error.textContent = errorText(code);
+      error.hidden = false;
+      error.title = detail || '';
+      row.title = file.name + (detail ? '\n' + detail : '');
+    },
   };
+  return ui;
 }
 
 function uploadFile(file) {
@@ -293,7 +564,7 @@ function uploadFile(file) {
   xhr.open('POST', kbPath(state.kb) + '/documents');
   if (state.key) xhr.setRequestHeader('Authorization', 'Bearer ' + state.key);
   xhr.upload.onprogress = (e) => { if (e.lengthComputable) ui.progress(0.5 * e.loaded / e.total); };
-  xhr.onerror = () => { ui.status(t('networkError'), 'failed'); ui.done(); };
+  xhr.onerror = () => ui.fail('network');
   xhr.onload = () => {
     let data = null;
     try { data = JSON.parse(xhr.responseText); } catch (e) { data = null; }
@@ -305,8 +576,8 @@ function uploadFile(file) {
       return;
     }
     if (xhr.status !== 202 || !data) {
-      ui.status((data && data.error ? data.error.message : xhr.status === 413 ? t('tooLarge') : xhr.statusText), 'failed');
-      ui.row.title = data && data.error ? data.error.message : '';
+      const e = apiError(xhr.status, data, xhr.statusText);
+      ui.fail(e.code, e.message);
       return;
     }
     ui.progress(0.5);
@@ -319,7 +590,7 @@ function uploadFile(file) {
 async function pollJob(id, ui) {
   for (let i = 0; i < 3600; i++) {
     let job;
-    try { job = await api('GET', '/api/v1/jobs/' + id); } catch (e) { ui.status(e.message, 'failed'); return; }
+    try { job = await api('GET', '/api/v1/jobs/' + id); } catch (e) { ui.fail(e.code, e.message); return; }
     const p = job.total ? job.done / job.total : 0;
     ui.progress(0.5 + 0.5 * (job.state === 'queued' ? 0 : job.progress || p));
     if (job.state === 'ready' || job.state === 'duplicate') {
@@ -334,8 +605,7 @@ async function pollJob(id, ui) {
       return;
     }
     if (job.state === 'failed') {
-      ui.status(t('failed') + ': ' + (job.error || ''), 'failed');
-      ui.row.title = job.error || '';
+      ui.fail(job.error_code || 'failed', job.error);
       loadKbs();
       return;
     }
@@ -353,17 +623,123 @@ $('file-input').addEventListener('change', (e) => { [...e.target.files].forEach(
 document.addEventListener('dragover', (e) => e.preventDefault());
 document.addEventListener('drop', (e) => { if (!drop.contains(e.target)) { e.preventDefault(); [...e.dataTransfer.files].forEach(uploadFile); } });
 
+/* ---- conversations (kept by the server, per key): listed, reopened, renamed, deleted ---------------------------- */
+
+const convKey = () => 'cq.conv.' + state.kb;
+
+function setConversation(id) {
+  state.conversationId = id;
+  if (id) localStorage.setItem(convKey(), String(id));
+  else localStorage.removeItem(convKey());
+  renderConvs();
+}
+
+async function loadConvs() {
+  if (!state.kb) { state.convs = []; renderConvs(); return; }
+  try {
+    state.convs = (await api('GET', '/api/v1/conversations?kb=' + encodeURIComponent(state.kb))).conversations;
+  } catch (e) {
+    state.convs = [];
+    if (e.status !== 401) toast(e.message, true);
+  }
+  renderConvs();
+}
+
+function formatTime(unix) {
+  const d = new Date(unix * 1000);
+  const sameDay = d.toDateString() === new Date().toDateString();
+  return sameDay ? d.toLocaleTimeString(state.lang === 'zh' ? 'zh-CN' : 'en', { hour: '2-digit', minute: '2-digit' })
+    : d.toLocaleDateString(state.lang === 'zh' ? 'zh-CN' : 'en');
+}
+
+function renderConvs() {
+  $('conv-list').replaceChildren(...state.convs.map((c) => el('li', {
+    class: 'conv' + (c.id === state.conversationId ? ' active' : ''), 'data-conv-id': c.id },
+  el('button', { class: 'conv-open', type: 'button', title: c.title, onclick: () => openConversation(c.id) },
+    el('span', { class: 'conv-title' }, c.title),
+    el('span', { class: 'conv-meta' }, t('turns', c.turn_count) + ' · ' + formatTime(c.updated_at))),
+  el('span', { class: 'conv-actions' },
+    el('button', { class: 'conv-rename', type: 'button', title: t('rename'), 'aria-label': t('rename') + ' ' + c.title,
+      onclick: () => renameConversation(c) }, t('rename')),
+    el('button', { class: 'conv-delete', type: 'button', title: t('delete'), 'aria-label': t('delete') + ' ' + c.title,
+      onclick: () => deleteConversation(c) }, '✕')))));
+  $('convs-empty').hidden = state.convs.length > 0;
+}
+
+function restoreConversation() {
+  const saved = Number(localStorage.getItem(convKey()));
+  if (saved && state.convs.find((c) => c.id === saved)) openConversation(saved, true);
+}
+
+async function openConversation(id, quiet) {
+  if (state.busy) return;
+  let c;
+  try { c = await api('GET', '/api/v1/conversations/' + id); } catch (e) {
+    if (e.status === 404) {
+      if (state.conversationId === id) newChat();
+      if (!quiet) toast(t('convGone'), true);
+      loadConvs();
+    } else if (e.status !== 401) {
+      toast(e.message, true);
+    }
+    return;
+  }
+  clearMessages();
+  setConversation(c.id);
+  for (const turn of c.turns) {
+    addMessage('user', turn.question);
+    const m = addMessage('assistant', '');
+    if (turn.as_of) m.msg.dataset.asOf = turn.as_of; /* regenerate asks for the day it was answered for */
+    renderAnswer(m, turn);
+  }
+  refreshActions();
+  showPane('chat');
+  const last = $('messages').lastElementChild;
+  if (last && last !== welcomeNode) last.scrollIntoView({ block: 'end' });
+}
+
+async function renameConversation(c) {
+  const title = (prompt(t('renamePrompt'), c.title) || '').trim();
+  if (!title || title === c.title) return;
+  try {
+    await api('PATCH', '/api/v1/conversations/' + c.id, { title });
+    await loadConvs();
+  } catch (e) { toast(e.code ? errorText(e.code) + ': ' + e.message : e.message, true); }
+}
+
+async function deleteConversation(c) {
+  if (!confirm(t('confirmDeleteConv', c.title))) return;
+  try {
+    await api('DELETE', '/api/v1/conversations/' + c.id);
+    if (state.conversationId === c.id) newChat();
+    await loadConvs();
+  } catch (e) { toast(e.message, true); }
+}
+
+$('conv-new').addEventListener('click', () => { newChat(); showPane('chat'); $('question').focus(); });
+
 /* ---- chat ----------------------------------------------------------------------------------------------------- */
 
-function newChat() {
-  state.history = [];
+function clearMessages() {
+  if (state.controller) state.controller.abort();
   $('messages').replaceChildren(welcomeNode);
   closeDrawer();
+}
+
+function newChat() {
+  clearMessages();
+  setConversation(null);
 }
 $('new-chat').addEventListener('click', () => { newChat(); $('question').focus(); });
 
 function citationLabel(c) {
   return c.doc + (c.clause ? ' ' + c.clause : '') + (c.page ? ' · p.' + c.page : '');
+}
+
+/* The version a citation rests on, in words, when it matters ("2018年修正, 已被取代"); '' when not. */
+function citationVersion(c) {
+  const v = c.version;
+  return versionMatters(v) ? [v.label, t(v.status)].filter(Boolean).join(', ') : '';
 }
 
 function addMessage(role, text) {
@@ -374,6 +750,84 @@ function addMessage(role, text) {
   $('messages').append(msg);
   msg.scrollIntoView({ block: 'end' });
   return { msg, body };
+}
+
+/* An answer (the ask's final event, or a stored turn): text, abstention, how the question was read, the notice of a
+ * generated answer that fell back to quoted text, the version it rests on, a comparison's diff, citations with their
+ * versions, timings, and the copy / regenerate actions. */
+function renderAnswer(m, a) {
+  const { msg, body } = m;
+  body.classList.remove('streaming');
+  body.textContent = a.answer || '';
+  msg.dataset.question = a.question || '';
+  if (a.abstained) { msg.classList.add('abstained'); body.prepend(el('span', { class: 'badge warn' }, t('abstained')), ' '); }
+  if (a.resolved_question) msg.prepend(el('div', { class: 'resolved muted small' }, t('resolved') + a.resolved_question));
+  if (a.notice) msg.insertBefore(el('div', { class: 'notice', role: 'note' }, '⚠ ' + a.notice), body);
+  /* the answer to a question about a day starts with the version it rests on: the notice is not said twice */
+  if (a.version_notice && !(a.answer || '').startsWith(a.version_notice))
+    body.after(el('div', { class: 'version-notice', role: 'note' }, a.version_notice));
+  if (a.compare) {
+    const cmp = a.compare;
+    msg.append(el('div', { class: 'inline-compare' },
+      (cmp.pairs || []).map(renderPair),
+      el('button', { class: 'link small full-compare', type: 'button',
+        onclick: () => openCompare(cmp.a.document_id, cmp.b.document_id, {}) }, t('fullCompare'))));
+  }
+  const citations = a.citations || [];
+  if (citations.length) {
+    msg.append(el('div', { class: 'cites' },
+      el('span', { class: 'muted small' }, t('sources')),
+      citations.map((c, i) => el('button', { class: 'chip cite', type: 'button', 'data-clause-id': c.clause_id,
+        title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c),
+        versionMatters(c.version) ? versionBadge(c.version) : null))));
+  }
+  if (a.timings) {
+    msg.append(el('div', { class: 'timing muted small' },
+      t('timing', Math.round(a.timings.retrieve_ms), Math.round(a.timings.generate_ms))));
+  }
+  addActions(m, citations);
+}
+
+function addActions(m, citations) {
+  const copy = el('button', { class: 'copy', type: 'button' }, t('copy'));
+  copy.addEventListener('click', () => copyAnswer(m, citations || [], copy));
+  m.msg.append(el('div', { class: 'msg-actions' }, copy,
+    el('button', { class: 'regen', type: 'button', onclick: () => regenerate(m) }, t('regenerate'))));
+}
+
+/* Regenerate belongs to the last answer only (the server replaces the conversation's last turn). */
+function refreshActions() {
+  const answers = [...document.querySelectorAll('.msg.assistant')];
+  answers.forEach((a, i) => {
+    const b = a.querySelector('.regen');
+    if (b) b.hidden = i !== answers.length - 1 || state.busy;
+  });
+}
+
+async function copyAnswer(m, citations, button) {
+  const answer = m.body.textContent;
+  const sources = citations.map((c, i) => '[' + (i + 1) + '] ' + citationLabel(c) + (c.path ? ' (' + c.path + ')' : '') +
+    (citationVersion(c) ? ' — ' + citationVersion(c) : ''));
+  const text = sources.length ? answer + '\n\n' + t('sources') + ':\n' + sources.join('\n') : answer;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (e) { /* no clipboard API (not a secure context): the old way */
+    const area = el('textarea', { style: 'position:fixed;opacity:0' });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    document.execCommand('copy');
+    area.remove();
+  }
+  button.textContent = t('copied');
+  setTimeout(() => { button.textContent = t('copy'); }, 2000);
+}
+
+function regenerate(m) {
+  const question = m.msg.dataset.question;
+  if (!question || state.busy) return;
+  m.msg.remove();
+  ask({ question, regenerate: true, asOf: m.msg.dataset.asOf || '' });
 }
 
 /* Reads a text/event-stream response, calling onEvent(name, data) for each event. */
@@ -400,34 +854,72 @@ async function readEvents(res, onEvent) {
   }
 }
 
-async function ask() {
+function renderAskButton() {
+  const b = $('ask-button');
+  b.textContent = t(state.busy ? 'stop' : 'send');
+  b.classList.toggle('stop', state.busy);
+  b.setAttribute('aria-label', t(state.busy ? 'stop' : 'send'));
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  renderAskButton();
+  refreshActions();
+}
+
+/* What the server is doing while the answer is not written yet (its "stage" events). */
+function showStage(body, ev) {
+  const label = t('stages')[ev.stage] || '…';
+  body.replaceChildren(el('span', { class: 'stage' }, label + (ev.retrieve_ms !== undefined ? ' (' + t('retrieved', Math.round(ev.retrieve_ms)) + ')' : '')));
+}
+
+/* Asks the question in the box (or opts.question again, in place of the last answer, with opts.regenerate, for the
+ * day opts.asOf) in the conversation on screen, as of the day in the as-of box; the answer streams in, stop aborts
+ * it. */
+async function ask(opts) {
   const input = $('question');
-  const question = input.value.trim();
+  const again = !!(opts && opts.regenerate);
+  const question = again ? opts.question : input.value.trim();
+  const asOf = again ? opts.asOf : $('as-of').value;
   if (!question || state.busy) return;
   if (!state.kb) { toast(t('noKb'), true); return; }
-  state.busy = true;
-  $('ask-button').disabled = true;
-  input.value = '';
-  autosize();
-  addMessage('user', question);
-  const { msg, body } = addMessage('assistant', '');
+  const controller = new AbortController();
+  state.controller = controller;
+  setBusy(true);
+  if (!again) {
+    input.value = '';
+    autosize();
+    addMessage('user', question);
+  }
+  const m = addMessage('assistant', '');
+  const { msg, body } = m;
+  msg.dataset.question = question;
+  if (asOf) msg.dataset.asOf = asOf;
   body.classList.add('streaming');
-  body.textContent = t('thinking');
   let text = '', started = false, citations = [], done = null;
   try {
+    const req = { question };
+    if (state.conversationId) req.conversation_id = state.conversationId;
+    if (again && state.conversationId) req.regenerate = true;
+    if (asOf) req.as_of = asOf;
     const res = await fetch(kbPath(state.kb) + '/ask', {
       method: 'POST',
       headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
-      body: JSON.stringify({ question, history: state.history }),
+      body: JSON.stringify(req),
+      signal: controller.signal,
     });
     if (res.status === 401) askForKey();
     if (!res.ok) {
-      let m = res.statusText;
-      try { m = (await res.json()).error.message; } catch (e) { /* keep the status text */ }
-      throw new Error(m);
+      let data = null;
+      try { data = await res.json(); } catch (e) { data = null; }
+      throw apiError(res.status, data, res.statusText);
     }
     await readEvents(res, (name, data) => {
-      if (name === 'token') {
+      if (name === 'conversation') {
+        setConversation(data.conversation_id);
+      } else if (name === 'stage') {
+        if (!started) showStage(body, data);
+      } else if (name === 'token') {
         if (!started) { body.textContent = ''; started = true; }
         text += data.text;
         body.textContent = text;
@@ -437,37 +929,37 @@ async function ask() {
       } else if (name === 'done') {
         done = data;
       } else if (name === 'error') {
-        throw new Error(data.error.message);
+        throw apiError(data.error.status, data, data.error.message);
       }
     });
-    if (!started) body.textContent = done ? done.answer : '';
-    body.classList.remove('streaming');
-    if (done && done.abstained) { msg.classList.add('abstained'); body.prepend(el('span', { class: 'badge warn' }, t('abstained')), ' '); }
-    if (done && done.resolved_question) msg.prepend(el('div', { class: 'resolved muted small' }, t('resolved') + done.resolved_question));
-    if (citations.length) {
-      msg.append(el('div', { class: 'cites' },
-        el('span', { class: 'muted small' }, t('sources')),
-        citations.map((c, i) => el('button', { class: 'chip cite', type: 'button', 'data-clause-id': c.clause_id,
-          title: c.path || '', onclick: () => openClause(c.clause_id) }, '[' + (i + 1) + '] ' + citationLabel(c)))));
-    }
-    if (done && done.timings) {
-      msg.append(el('div', { class: 'timing muted small' },
-        t('timing', Math.round(done.timings.retrieve_ms), Math.round(done.timings.generate_ms))));
-    }
-    state.history.push({ role: 'user', content: question });
-    state.history.push({ role: 'assistant', content: done ? done.answer : text, citations });
+    if (!done) throw apiError(0, null, t('errors').network);
+    done.citations = citations;
+    renderAnswer(m, done);
+    /* the answer is read from its sources: bring them (and the actions under them) into view */
+    msg.querySelector('.msg-actions').scrollIntoView({ block: 'end', behavior: 'smooth' });
   } catch (e) {
     body.classList.remove('streaming');
-    body.textContent = t('failedAsk') + e.message;
-    msg.classList.add('error');
+    if (e.name === 'AbortError') {
+      msg.classList.add('stopped');
+      if (!started) body.textContent = '';
+      body.append(' ', el('span', { class: 'badge warn' }, t('stopped')));
+      addActions(m, []);
+    } else {
+      body.textContent = t('failedAsk') + (e.code && e.code !== 'failed' ? errorText(e.code) + ' — ' : '') + e.message;
+      msg.classList.add('error');
+    }
   } finally {
-    state.busy = false;
-    $('ask-button').disabled = false;
-    input.focus();
+    if (state.controller === controller) state.controller = null;
+    setBusy(false);
+    loadConvs();
+    if (document.activeElement === document.body || document.activeElement === $('ask-button')) input.focus();
   }
 }
 
-$('ask-form').addEventListener('submit', (e) => { e.preventDefault(); ask(); });
+$('ask-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (state.busy) { if (state.controller) state.controller.abort(); } else ask();
+});
 function autosize() {
   const q = $('question');
   q.style.height = 'auto';
@@ -476,10 +968,10 @@ function autosize() {
 }
 $('question').addEventListener('input', autosize);
 $('question').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); ask(); }
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.busy) ask(); }
 });
 
-/* ---- the clause drawer ---------------------------------------------------------------------------------------- */
+/* ---- the clause drawer (on a phone: the page pane) ------------------------------------------------------------ */
 
 async function openClause(id) {
   let c;
@@ -489,15 +981,33 @@ async function openClause(id) {
   $('drawer-title').textContent = c.clause || c.path || c.doc;
   $('drawer-path').textContent = c.path || '';
   $('drawer-text').textContent = c.text;
+  const v = c.version, line = $('drawer-version');
+  line.hidden = !versionMatters(v);
+  if (versionMatters(v)) {
+    line.replaceChildren(...[versionBadge(v), v.label || '', v.effective ? ' · ' + t('effectiveFrom', v.effective) : '',
+      v.previous ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(v.previous.document_id, c.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('previousVersion') + ' ' + v.previous.label)) : null,
+      v.next ? el('button', { class: 'link small', type: 'button',
+        onclick: () => openCompare(c.document_id, v.next.document_id, { clauseId: c.clause_id }) },
+        t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null].filter((x) => x !== null));
+  }
   $('drawer-original').href = '/api/v1/documents/' + c.document_id + '/original';
   const hasPage = !!c.page_image_url;
   $('page-view').hidden = !hasPage;
+  openDrawer();
   if (hasPage) showPage(c.page);
+}
+
+function openDrawer() {
   const d = $('drawer');
   d.classList.add('open');
   d.setAttribute('aria-hidden', 'false');
+  renderTabs();
   $('drawer-close').focus();
 }
+
+const ZOOMS = [1, 1.5, 2, 3];
 
 async function showPage(n) {
   const c = state.clause;
@@ -506,8 +1016,13 @@ async function showPage(n) {
   $('page-label').textContent = t('page', n) + (last > first ? ' (' + first + '–' + last + ')' : '');
   $('page-prev').disabled = n <= first;
   $('page-next').disabled = n >= last;
+  $('zoom-label').textContent = Math.round(state.zoom * 100) + '%';
+  $('zoom-out').disabled = state.zoom <= ZOOMS[0];
+  $('zoom-in').disabled = state.zoom >= ZOOMS[ZOOMS.length - 1];
   const img = $('page-image');
-  const width = Math.min(1600, Math.round(($('drawer').clientWidth || 700) * (window.devicePixelRatio || 1)));
+  img.style.width = state.zoom * 100 + '%';
+  const frame = $('page-frame').clientWidth || $('drawer').clientWidth || 700;
+  const width = Math.min(2400, Math.max(100, Math.round(frame * state.zoom * (window.devicePixelRatio || 1))));
   const url = '/api/v1/documents/' + c.document_id + '/pages/' + n + '.png?clause=' + c.clause_id + '&width=' + width;
   img.alt = c.doc + ' ' + t('page', n);
   img.classList.add('loading');
@@ -533,19 +1048,31 @@ $('page-image').addEventListener('load', () => {
   const box = (c.boxes || []).find((b) => b.page === state.page);
   const size = (c.page_sizes || []).find((p) => p.page === state.page);
   const frame = img.parentElement;
-  frame.scrollTop = box && size ? Math.max(0, box.y0 * img.clientWidth / size.width - 60) : 0;
+  const scale = size ? img.clientWidth / size.width : 0;
+  frame.scrollTop = box && size ? Math.max(0, box.y0 * scale - 60) : 0;
+  frame.scrollLeft = box && size ? Math.max(0, box.x0 * scale - 20) : 0;
 });
 
 $('page-prev').addEventListener('click', () => showPage(state.page - 1));
 $('page-next').addEventListener('click', () => showPage(state.page + 1));
+function zoom(step) {
+  const i = ZOOMS.indexOf(state.zoom) + step;
+  if (i < 0 || i >= ZOOMS.length) return;
+  state.zoom = ZOOMS[i];
+  showPage(state.page);
+}
+$('zoom-in').addEventListener('click', () => zoom(1));
+$('zoom-out').addEventListener('click', () => zoom(-1));
 
 function closeDrawer() {
   const d = $('drawer');
   if (!d.classList.contains('open')) return;
   d.classList.remove('open');
   d.setAttribute('aria-hidden', 'true');
+  renderTabs();
 }
 $('drawer-close').addEventListener('click', closeDrawer);
+$('drawer-back').addEventListener('click', closeDrawer);
 
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape') closeDrawer();
@@ -560,5 +1087,7 @@ $('lang-toggle').addEventListener('click', () => {
 });
 $('key-button').addEventListener('click', askForKey);
 
+PHONE.addEventListener('change', applyLanguage);
+showSide(state.side);
 applyLanguage();
 loadKbs();

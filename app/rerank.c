@@ -1,0 +1,47 @@
+/* Relevance reranking; see rerank.h. */
+#include "app/rerank.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/generate_answer.h"
+
+cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, cq_err *err) {
+    const cq_reranker *r = ctx;
+    if (!r || !r->decoder || !cq_decoder_adapter(r->decoder))
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "reranking needs the decoder's trained adapter (docs/ANSWERS.md)");
+    if (n == 0) return CQ_OK;
+    size_t batch = r->batch && r->batch < n ? r->batch : n;
+    const cq_tokenizer *tok = cq_decoder_tokenizer(r->decoder);
+    int32_t ids[2];
+    cq_status rc = cq_prompt_relevance_ids(tok, q->lang == CQ_QUERY_ZH, &ids[0], &ids[1], err);
+    if (rc) return rc;
+    int32_t **prompts = calloc(n, sizeof *prompts);
+    size_t *lens = calloc(n, sizeof *lens);
+    float *logits = malloc(n * 2 * sizeof *logits);
+    if (!prompts || !lens || !logits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        const cq_prompt_passage p = cq_prompt_passage_of(&hits[i]);
+        char *text = cq_prompt_relevance(q->text, &p);
+        rc = text ? cq_tokenizer_encode(tok, text, strlen(text), CQ_TOK_ADD_BOS, &prompts[i], &lens[i], err)
+                  : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        free(text);
+    }
+    for (size_t i = 0; !rc && i < n; i += batch)
+        rc = cq_decoder_score_prompts(r->decoder, (const int32_t *const *)prompts + i, lens + i,
+                                      n - i < batch ? n - i : batch, ids, 2, logits + 2 * i, err);
+    for (size_t i = 0; !rc && i < n; i++) scores[i] = (double)logits[2 * i] - (double)logits[2 * i + 1];
+    for (size_t i = 0; prompts && i < n; i++) free(prompts[i]);
+    free(prompts), free(lens), free(logits);
+    return rc;
+}
+
+void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted) {
+    if (!d || !cq_decoder_adapter(d)) return;
+    const bool gpu = cq_decoder_get_info(d)->device == CQ_DEVICE_CUDA;
+    r->decoder = d;
+    o->rerank = cq_rerank_score;
+    o->rerank_ctx = r;
+    o->rerank_chinese = mode_defaulted && gpu;
+    if (!o->rerank_top_n) o->rerank_top_n = gpu ? CQ_RERANK_TOP_N_GPU : CQ_RERANK_TOP_N_CPU;
+}

@@ -1,0 +1,41 @@
+/* Reranking retrieved clauses with the trained decoder's relevance judgement (docs/ANSWERS.md, cq-prompt-v1 task 3):
+ * the reranker of retrieval mode `rerank` (index/retrieve.h, cq_retrieve_options).
+ *
+ * Each candidate clause becomes one relevance prompt (question and the clause, cut to 400 characters); its score is
+ * logit(yes) - logit(no) at the prompt's last position, the first tokens of 是/否 (Chinese questions) or " yes"/
+ * " no". The candidates go to the decoder `batch` prompts a call (cq_decoder_score_prompts: one packed batched
+ * prefill on the GPU, one prompt after another on the CPU). Retrieval sorts by the scores; router hits (exact
+ * clause references) stay first and are never scored. */
+#ifndef CQ_APP_RERANK_H
+#define CQ_APP_RERANK_H
+
+#include <stddef.h>
+
+#include "attention/decoder.h"
+#include "core/error.h"
+#include "index/retrieve.h"
+
+/* Candidates rescored when the caller does not say: the GPU scores twenty in one packed prefill in about the time
+ * of a short answer; on the CPU each prompt costs a prefill of a few hundred tokens (docs/PERF.md). */
+#define CQ_RERANK_TOP_N_GPU 20
+#define CQ_RERANK_TOP_N_CPU 3
+
+typedef struct {
+    cq_decoder *decoder; /* with its trained adapter; borrowed */
+    size_t batch;        /* prompts per decoder call (0: all at once) */
+} cq_reranker;
+
+/* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q. ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when
+ * the decoder runs no trained adapter (a base model's yes/no says nothing). */
+cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, cq_err *err);
+
+/* Makes r (decoder d) the reranker of o when d runs a trained adapter: o->rerank, o->rerank_ctx, and
+ * o->rerank_top_n when it is 0 (CQ_RERANK_TOP_N_GPU or _CPU by d's device). Leaves o as it is otherwise, so a
+ * retrieval asking for mode rerank then fails with the reason. r must outlive the retrievals.
+ * mode_defaulted: the caller's modes are the default (the user chose none); then, on the GPU, Chinese questions are
+ * reranked by default (o->rerank_chinese): on the dev suites' validation parts reranking lifted hit@1 on every
+ * Chinese suite but was mixed on English ones, and costs ~30 ms on the GPU against seconds on the CPU
+ * (docs/EVAL.md, docs/PERF.md). */
+void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted);
+
+#endif

@@ -1,0 +1,115 @@
+/* Inside the service (app/service.h): the state its files share and the helpers they call. One concern a file:
+ *   service.c          life cycle, the web function table, store connections, paths under the data directory
+ *   service_auth.c     API keys and open mode
+ *   service_metrics.c  health and the Prometheus text
+ *   service_library.c  KBs, documents, originals, page images, clauses; removing files no document uses
+ *   service_jobs.c     uploads, the ingestion queue and its worker, jobs
+ *   service_ask.c      retrieve and ask: follow-up questions, streaming, stages, keeping the turns
+ *   service_conversations.c  conversations: listed, read, renamed, deleted by their owner; turns as history
+ *   service_versions.c versions of a regulation (a document's version, corrections) and comparisons
+ * Each concern fills its entries of the web table (cq_svc_*_web); the JSON is app/json.h. */
+#ifndef CQ_APP_SERVICE_INTERNAL_H
+#define CQ_APP_SERVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "app/rerank.h"
+#include "app/service.h"
+#include "index/conversations.h"
+#include "index/jobs.h"
+#include "index/store.h"
+#include "index/vectors.h"
+
+typedef struct cq_svc_queued_job {
+    int64_t id;
+    struct cq_svc_queued_job *next;
+} cq_svc_queued_job;
+
+struct cq_service {
+    char *data_dir, *db_path, *files_dir, *uploads_dir, *spool_dir, *cache_dir;
+    bool allow_open;
+    double started_at;
+    cq_dense *dense; /* trained encoder + the KBs' vector indexes, NULL without weights: retrieval and the ingestion
+                        worker are given it */
+    const cq_models *models; /* where the model files were found (borrowed) */
+    cq_decoder *decoder; /* writes the answers (borrowed from the config), NULL: extractive answers */
+    cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
+
+    pthread_mutex_t pool_lock; /* service.c */
+    cq_store **pool;
+    size_t n_pool, max_pool;
+
+    pthread_mutex_t auth_lock; /* service_auth.c */
+    double auth_checked_at;
+    bool open_now;
+
+    pthread_mutex_t queue_lock; /* service_jobs.c */
+    pthread_cond_t queue_cond;
+    cq_svc_queued_job *head, *tail;
+    size_t queued;
+    int64_t running_job;
+    bool stopping, worker_started;
+    pthread_t worker;
+
+    /* counters for /metrics */
+    atomic_uint_fast64_t jobs_ready, jobs_failed, jobs_duplicate, ingest_pages, ingest_ms;
+    atomic_uint_fast64_t answers, abstentions, retrievals, chunks_streamed, pages_rendered, page_cache_hits;
+    atomic_uint_fast64_t tokens_generated, answers_generated, answers_fallback;
+};
+
+/* ---- store connections (service.c) ---- */
+
+/* A connection of the pool (opened when none is free); NULL with err set. */
+cq_store *cq_svc_pool_get(cq_service *s, cq_err *err);
+/* Back to the pool (rolled back first), or closed when the pool is full; NULL is ignored. */
+void cq_svc_pool_put(cq_service *s, cq_store *st);
+/* What most handlers start with: a connection and the id of the KB named kb. NULL with err set (the handler
+ * returns err->code) when there is no connection or no such KB; the connection then went back already. */
+cq_store *cq_svc_open_kb(cq_service *s, const char *kb, int64_t *kb_id, cq_err *err);
+/* Every KB with its counts (cq_store_kb_list on a pooled connection). */
+cq_status cq_svc_kb_list(cq_service *s, cq_kb_info **kbs, size_t *n, cq_err *err);
+/* The name of KB kb_id into kb (NOT_FOUND when it is gone). */
+cq_status cq_svc_kb_name(cq_store *st, int64_t kb_id, char kb[128], cq_err *err);
+/* A document as JSON (app/json.h) with its page quality warnings, and every page's quality with all_pages. */
+cJSON *cq_svc_doc_json(cq_store *st, const cq_doc_info *d, const char *kb, bool all_pages);
+/* A document's version of a regulation as JSON (app/json.h's version object with "version_list": the versions of
+ * its group, each with its status today), or NULL when it has none (service_versions.c). */
+cJSON *cq_svc_version_json(cq_store *st, int64_t doc_id);
+/* "a/b", malloc'd. */
+char *cq_svc_path_join(const char *a, const char *b);
+
+/* ---- the ingestion queue (service_jobs.c) ---- */
+
+/* Re-queues the jobs a previous run left unfinished, sweeps stray uploads, starts the worker. */
+cq_status cq_svc_jobs_start(cq_service *s, cq_err *err);
+/* Stops the worker after the job it is running; queued jobs stay queued in the database. */
+void cq_svc_jobs_stop(cq_service *s);
+/* Jobs waiting, and the one running (0: none). */
+size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
+
+/* ---- conversations (service_conversations.c) ---- */
+
+/* Conversation id if who may see it (its owner, or an admin); NOT_FOUND otherwise, as for one that does not exist. */
+cq_status cq_svc_conversation_find(cq_store *st, const cq_web_principal *who, int64_t id, cq_conversation *c,
+                                   cq_err *err);
+/* A new conversation of who's in KB kb_id, titled after the question. */
+cq_status cq_svc_conversation_begin(cq_store *st, const cq_web_principal *who, int64_t kb_id, const char *question,
+                                    int64_t *id, cq_err *err);
+/* The last last_n turns of conversation id (drop_last: those before its last turn) as an ask's history: [{"role":
+ * "user", "content"}, {"role": "assistant", "content", "citations"}, ...]. */
+cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, bool drop_last, cJSON **history,
+                                      cq_err *err);
+
+/* ---- the web table, by concern ---- */
+void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
+void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
+void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get */
+void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list */
+void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
+void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */
+void cq_svc_versions_web(cq_web_service *w);      /* doc_version, doc_compare */
+
+#endif

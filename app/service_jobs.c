@@ -1,0 +1,409 @@
+/* The service's ingestion: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
+ * through cq_ingest_file with its own connection, one at a time; jobs left queued or running by a stop or a crash
+ * run again at the next start. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/ingest.h"
+#include "app/json.h"
+#include "app/service_internal.h"
+#include "core/clock.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "core/sha256.h"
+#include "core/strbuf.h"
+#include "core/utf8.h"
+#include "reader/reader.h"
+
+#define JOB_LIST_LIMIT 100
+#define FILENAME_MAX_BYTES 200
+#define PROGRESS_INTERVAL_S 0.2 /* how often a running job's page count is written */
+
+/* A file name as uploaded, made safe to keep and show: the last path component (either slash), no control
+ * characters, valid UTF-8, at most FILENAME_MAX_BYTES bytes (the extension kept), never "", "." or "..". */
+static void sanitize_filename(const char *in, char *out, size_t cap) {
+    const char *base = in;
+    for (const char *p = in; *p; p++)
+        if (*p == '/' || *p == '\\') base = p + 1;
+    cq_strbuf b = {0};
+    size_t n = strlen(base), i = 0;
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(base + i, n - i, &len);
+        if (len == 0) len = 1;
+        if (cp == CQ_UTF8_REPLACEMENT || cp < 0x20 || cp == 0x7f || cp == ':' || cp == '*' || cp == '?' ||
+            cp == '"' || cp == '<' || cp == '>' || cp == '|')
+            cq_strbuf_puts(&b, "_");
+        else cq_strbuf_append(&b, base + i, len);
+        i += len;
+    }
+    const char *s = b.data ? b.data : "";
+    while (*s == ' ' || *s == '.') s++; /* no hidden files, no "..", no leading blanks */
+    size_t len = strlen(s);
+    if (len > FILENAME_MAX_BYTES) {
+        const char *dot = strrchr(s, '.');
+        size_t ext = dot && strlen(dot) <= 10 ? strlen(dot) : 0;
+        size_t keep = FILENAME_MAX_BYTES - ext;
+        while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--; /* whole characters only */
+        snprintf(out, cap, "%.*s%s", (int)keep, s, ext ? dot : "");
+    } else {
+        snprintf(out, cap, "%s", *s ? s : "upload");
+    }
+    cq_strbuf_free(&b);
+}
+
+static void enqueue(cq_service *s, int64_t job_id) {
+    cq_svc_queued_job *q = calloc(1, sizeof *q);
+    if (!q) return; /* stays 'queued' in the database: the next start runs it */
+    q->id = job_id;
+    pthread_mutex_lock(&s->queue_lock);
+    if (s->tail) s->tail->next = q;
+    else s->head = q;
+    s->tail = q;
+    s->queued++;
+    pthread_cond_signal(&s->queue_cond);
+    pthread_mutex_unlock(&s->queue_lock);
+}
+
+/* A job with its document (and the document's page warnings) once it has one. */
+static cJSON *job_json(cq_store *st, const cq_job_info *j) {
+    cJSON *doc = NULL;
+    cq_doc_info d;
+    cq_err err = {0};
+    if (j->doc_id && cq_store_doc_get(st, j->doc_id, &d, &err) == CQ_OK) {
+        doc = cq_svc_doc_json(st, &d, j->kb, false);
+        cq_doc_info_free(&d);
+    }
+    return cq_json_job(j, doc);
+}
+
+static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw, const char *spooled, bool replace,
+                            cJSON **out, bool *accepted, cq_err *err) {
+    cq_service *s = ctx;
+    *accepted = false;
+    char filename[FILENAME_MAX_BYTES + 16];
+    sanitize_filename(filename_raw, filename, sizeof filename);
+    int64_t kb_id = 0, job_id = 0;
+    cq_store *st = cq_svc_open_kb(s, kb, &kb_id, err);
+    if (!st) {
+        unlink(spooled);
+        return err->code;
+    }
+    char head[CQ_READER_HEAD_BYTES], sha[65], *name = NULL, *upload_path = NULL;
+    size_t head_len = 0;
+    struct stat sb;
+    const cq_reader_format *format = NULL;
+    cq_doc_info same = {0}, named = {0};
+    cq_status rc = CQ_OK;
+    if (stat(spooled, &sb) != 0 || !S_ISREG(sb.st_mode))
+        rc = cq_err_set(err, CQ_ERR_IO, "the upload was not received");
+    if (!rc && sb.st_size == 0) rc = cq_err_set(err, CQ_ERR_EMPTY, "%s: the file is empty", filename);
+    if (!rc) {
+        FILE *fp = fopen(spooled, "rb");
+        if (fp) {
+            head_len = fread(head, 1, sizeof head, fp);
+            fclose(fp);
+        }
+        format = cq_reader_detect(filename, head, head_len, err);
+        if (!format) {
+            rc = err->code ? err->code : CQ_ERR_FORMAT;
+            cq_err_prefix(err, "%s: ", filename);
+        }
+    }
+    if (!rc) rc = cq_sha256_file_hex(spooled, sha, err);
+    if (!rc) {
+        name = cq_path_stem(filename);
+        if (!name || !*name) rc = cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", filename);
+    }
+    if (!rc && cq_store_doc_by_hash(st, kb_id, sha, &same, err) == CQ_OK && !strcmp(same.status, "ready")) {
+        /* Identical content is in the KB already: report it, do nothing. */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "duplicate", true);
+        cJSON_AddItemToObject(o, "document", cq_svc_doc_json(st, &same, kb, false));
+        *out = o;
+        unlink(spooled);
+        cq_svc_pool_put(s, st);
+        cq_doc_info_free(&same);
+        free(name);
+        return CQ_OK;
+    }
+    if (!rc) cq_err_clear(err);
+    if (!rc && !replace && cq_store_doc_by_name(st, kb_id, name, &named, err) == CQ_OK &&
+        !strcmp(named.status, "ready"))
+        rc = cq_err_set(err, CQ_ERR_EXISTS,
+                        "a different document named '%s' is in '%s' already: delete it, or upload with replace=true",
+                        name, kb);
+    if (!rc) {
+        cq_err_clear(err);
+        rc = cq_store_job_create(st, kb_id, 0, &job_id, err);
+    }
+    if (!rc) {
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, format->name);
+        upload_path = cq_svc_path_join(s->uploads_dir, leaf);
+        if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else if (rename(spooled, upload_path) != 0)
+            rc = cq_err_set(err, CQ_ERR_IO, "cannot keep the upload: %s", strerror(errno));
+    }
+    if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, upload_path, (int64_t)sb.st_size, replace, err);
+    if (!rc) {
+        cq_job_info j;
+        rc = cq_store_job_get(st, job_id, &j, err);
+        if (!rc) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddBoolToObject(o, "duplicate", false);
+            cJSON_AddItemToObject(o, "job", job_json(st, &j));
+            *out = o;
+            *accepted = true;
+            cq_job_info_free(&j);
+            enqueue(s, job_id);
+            CQ_INFO("job %lld: %s queued for '%s' (%lld bytes)", (long long)job_id, filename, kb,
+                    (long long)sb.st_size);
+        }
+    }
+    if (rc) {
+        unlink(spooled);
+        if (upload_path) unlink(upload_path);
+        cq_err e2 = {0};
+        if (job_id) cq_store_job_fail(st, job_id, 0, 0, err, &e2);
+    }
+    cq_svc_pool_put(s, st);
+    cq_doc_info_free(&same);
+    cq_doc_info_free(&named);
+    free(name);
+    free(upload_path);
+    return rc;
+}
+
+static cq_status svc_job_get(void *ctx, int64_t job_id, cJSON **out, char kb[128], cq_err *err) {
+    cq_service *s = ctx;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_job_info j;
+    cq_status rc = cq_store_job_get(st, job_id, &j, err);
+    if (!rc) {
+        snprintf(kb, 128, "%s", j.kb);
+        *out = job_json(st, &j);
+        cq_job_info_free(&j);
+    }
+    cq_svc_pool_put(s, st);
+    return rc;
+}
+
+static cq_status svc_job_list(void *ctx, const char *kb, cJSON **out, cq_err *err) {
+    cq_service *s = ctx;
+    int64_t kb_id;
+    cq_store *st = cq_svc_open_kb(s, kb, &kb_id, err);
+    if (!st) return err->code;
+    cq_job_info *jobs = NULL;
+    size_t n = 0;
+    cq_status rc = cq_store_job_list(st, kb_id, JOB_LIST_LIMIT, &jobs, &n, err);
+    if (!rc) {
+        cJSON *a = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cq_json_job(&jobs[i], NULL));
+        *out = a;
+    }
+    cq_job_info_free_array(jobs, n);
+    cq_svc_pool_put(s, st);
+    return rc;
+}
+
+/* Pages read so far, written to the job row at most every PROGRESS_INTERVAL_S (and at the last page). The ingest
+ * pipeline calls it before it opens its transaction, so the worker's connection is free to write. */
+typedef struct {
+    cq_store *st;
+    int64_t job_id;
+    double last_write;
+    int done, total;
+} job_progress;
+
+static void report_progress(void *user, int pages_read, int n_pages) {
+    job_progress *p = user;
+    p->done = pages_read;
+    p->total = n_pages;
+    double now = cq_clock_seconds();
+    if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
+    p->last_write = now;
+    cq_err err = {0};
+    cq_store_job_update(p->st, p->job_id, "running", pages_read, n_pages, NULL, &err);
+}
+
+/* Runs one job with the worker's own connection. */
+static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
+    cq_err err = {0};
+    cq_job_info j;
+    if (cq_store_job_get(st, job_id, &j, &err)) return; /* its KB was deleted meanwhile: the upload is swept below */
+    if ((strcmp(j.state, "queued") && strcmp(j.state, "running")) || !j.upload_path) {
+        cq_job_info_free(&j);
+        return;
+    }
+    cq_store_job_update(st, job_id, "running", 0, 0, NULL, &err);
+    char sha[65] = "";
+    cq_sha256_file_hex(j.upload_path, sha, &err);
+    cq_err_clear(&err);
+
+    job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
+    cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
+                             .progress_user = &progress, .dense = s->dense};
+    cq_ingest_result res;
+    cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
+    cq_err e2 = {0};
+    /* The end state and the document link change together: a reader never sees "ready" without the document. */
+    bool tx = cq_store_begin(st, &e2) == CQ_OK;
+    if (rc) {
+        /* the pipeline records a failed document with the reason: link it so the job shows it */
+        cq_doc_info d;
+        int64_t doc_id = 0;
+        if (sha[0] && cq_store_doc_by_hash(st, j.kb_id, sha, &d, &e2) == CQ_OK) {
+            doc_id = d.id;
+            cq_doc_info_free(&d);
+        }
+        cq_store_job_fail(st, job_id, progress.done, progress.total, &err, &e2);
+        cq_store_job_finish(st, job_id, doc_id, &e2);
+        atomic_fetch_add(&s->jobs_failed, 1);
+        CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);
+    } else {
+        cq_store_job_update(st, job_id, res.duplicate ? "duplicate" : "ready", res.n_pages, res.n_pages, NULL, &e2);
+        cq_store_job_finish(st, job_id, res.doc_id, &e2);
+        if (res.duplicate) {
+            atomic_fetch_add(&s->jobs_duplicate, 1);
+        } else {
+            atomic_fetch_add(&s->jobs_ready, 1);
+            atomic_fetch_add(&s->ingest_pages, (uint64_t)res.n_pages);
+            atomic_fetch_add(&s->ingest_ms, (uint64_t)(res.seconds * 1e3 + 0.5));
+        }
+        CQ_INFO("job %lld: %s %s (%d pages, %d clauses, %.2f s)", (long long)job_id, j.filename,
+                res.duplicate ? "was there already" : "ready", res.n_pages, res.n_clauses, res.seconds);
+    }
+    if (tx && cq_store_commit(st, &e2)) {
+        CQ_ERROR("job %lld: cannot record its end: %s", (long long)job_id, e2.msg);
+        cq_store_rollback(st);
+    }
+    unlink(j.upload_path);
+    cq_job_info_free(&j);
+}
+
+static void *worker_main(void *arg) {
+    cq_service *s = arg;
+    cq_err err = {0};
+    cq_store *st = NULL;
+    if (cq_store_open(s->db_path, &st, &err)) {
+        CQ_ERROR("ingestion worker: %s", err.msg);
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->queue_lock);
+        while (!s->stopping && !s->head) pthread_cond_wait(&s->queue_cond, &s->queue_lock);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->queue_lock);
+            break;
+        }
+        cq_svc_queued_job *q = s->head;
+        s->head = q->next;
+        if (!s->head) s->tail = NULL;
+        s->queued--;
+        s->running_job = q->id;
+        pthread_mutex_unlock(&s->queue_lock);
+        run_job(s, st, q->id);
+        free(q);
+        pthread_mutex_lock(&s->queue_lock);
+        s->running_job = 0;
+        pthread_mutex_unlock(&s->queue_lock);
+    }
+    cq_store_close(st);
+    return NULL;
+}
+
+/* Jobs a previous run left queued or running go back into the queue; uploads no job owns are removed. */
+static cq_status resume_jobs(cq_service *s, cq_err *err) {
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_job_info *jobs;
+    size_t n;
+    cq_status rc = cq_store_job_unfinished(st, &jobs, &n, err);
+    if (rc) {
+        cq_svc_pool_put(s, st);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cq_err e2 = {0};
+        if (jobs[i].upload_path && access(jobs[i].upload_path, R_OK) == 0) {
+            cq_store_job_update(st, jobs[i].id, "queued", 0, jobs[i].total, NULL, &e2);
+            enqueue(s, jobs[i].id);
+            CQ_INFO("job %lld (%s) resumes", (long long)jobs[i].id, jobs[i].filename ? jobs[i].filename : "?");
+        } else {
+            cq_err lost = {0};
+            cq_err_set(&lost, CQ_ERR_IO, "the upload was lost when the server stopped");
+            cq_store_job_fail(st, jobs[i].id, 0, 0, &lost, &e2);
+            cq_store_job_finish(st, jobs[i].id, 0, &e2);
+        }
+    }
+    cq_job_info_free_array(jobs, n);
+    /* Spooled bodies of requests that never finished, and uploads of jobs deleted with their KB. */
+    const char *dirs[] = {s->spool_dir, s->uploads_dir};
+    for (int k = 0; k < 2; k++) {
+        DIR *d = opendir(dirs[k]);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", dirs[k], e->d_name);
+            long long id = 0;
+            bool owned = false;
+            if (k == 1 && sscanf(e->d_name, "job-%lld.", &id) == 1) {
+                cq_job_info j;
+                cq_err e3 = {0};
+                if (cq_store_job_get(st, id, &j, &e3) == CQ_OK) {
+                    owned = j.upload_path && !strcmp(j.upload_path, path);
+                    cq_job_info_free(&j);
+                }
+            }
+            struct stat sb;
+            if (!owned && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+        }
+        if (d) closedir(d);
+    }
+    cq_svc_pool_put(s, st);
+    return CQ_OK;
+}
+
+size_t cq_svc_queue_depth(cq_service *s, int64_t *running) {
+    pthread_mutex_lock(&s->queue_lock);
+    size_t n = s->queued;
+    *running = s->running_job;
+    pthread_mutex_unlock(&s->queue_lock);
+    return n;
+}
+
+cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
+    cq_status rc = resume_jobs(s, err);
+    if (rc) return rc;
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0)
+        return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start the ingestion worker");
+    s->worker_started = true;
+    return CQ_OK;
+}
+
+void cq_svc_jobs_stop(cq_service *s) {
+    pthread_mutex_lock(&s->queue_lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->queue_cond);
+    pthread_mutex_unlock(&s->queue_lock);
+    if (s->worker_started) pthread_join(s->worker, NULL);
+    while (s->head) {
+        cq_svc_queued_job *q = s->head;
+        s->head = q->next;
+        free(q);
+    }
+}
+
+void cq_svc_jobs_web(cq_web_service *w) {
+    w->upload = svc_upload;
+    w->job_get = svc_job_get;
+    w->job_list = svc_job_list;
+}

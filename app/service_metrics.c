@@ -1,0 +1,151 @@
+/* The service's state for operators: GET /api/v1/health (JSON) and its families of GET /metrics (Prometheus). */
+#include <stdlib.h>
+
+#include "app/json.h"
+#include "app/service_internal.h"
+#include "core/clock.h"
+#include "ssm/ssm.h"
+
+/* Which model files were found where: {"files": {"decoder": {"path", "from"} | null, "encoder": ...},
+ * "searched": [{"dir", "from"}]}. */
+static void add_model_files(cJSON *m, const cq_models *found) {
+    if (!found) return;
+    cJSON *files = cJSON_AddObjectToObject(m, "files");
+    const char *paths[2] = {found->decoder, found->encoder};
+    const char *origins[2] = {found->decoder_origin, found->encoder_origin};
+    for (int i = 0; i < 2; i++) {
+        cJSON *f = origins[i] ? cJSON_CreateObject() : cJSON_CreateNull();
+        if (origins[i]) {
+            cJSON_AddStringToObject(f, "path", paths[i]);
+            cJSON_AddStringToObject(f, "from", origins[i]);
+        }
+        cJSON_AddItemToObject(files, i ? "encoder" : "decoder", f);
+    }
+    cJSON *searched = cJSON_AddArrayToObject(m, "searched");
+    for (size_t i = 0; i < found->n_dirs; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dir", found->dirs[i].dir);
+        cJSON_AddStringToObject(d, "from", found->dirs[i].origin);
+        cJSON_AddItemToArray(searched, d);
+    }
+}
+
+static cq_status svc_health(void *ctx, cJSON **out, cq_err *err) {
+    cq_service *s = ctx;
+    cq_kb_info *kbs;
+    size_t n;
+    cq_status rc = cq_svc_kb_list(s, &kbs, &n, err);
+    if (rc) return rc;
+    int64_t docs = 0;
+    for (size_t i = 0; i < n; i++) docs += kbs[i].n_documents;
+    free(kbs);
+    int64_t running;
+    size_t queued = cq_svc_queue_depth(s, &running);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    cJSON_AddStringToObject(o, "version", "0.1.0");
+    cJSON_AddNumberToObject(o, "uptime_s", (double)(long long)(cq_clock_seconds() - s->started_at));
+    cJSON_AddBoolToObject(o, "auth", !cq_service_open_mode(s));
+    cJSON_AddNumberToObject(o, "kbs", (double)n);
+    cJSON_AddNumberToObject(o, "documents", (double)docs);
+    cJSON *q = cJSON_AddObjectToObject(o, "ingest_queue");
+    cJSON_AddNumberToObject(q, "queued", (double)queued);
+    cJSON_AddItemToObject(q, "running_job", running ? cJSON_CreateNumber((double)running) : cJSON_CreateNull());
+    cJSON *m = cJSON_AddObjectToObject(o, "models");
+    cJSON_AddStringToObject(m, "answers", s->decoder ? "generated" : "extractive");
+    cJSON_AddBoolToObject(m, "decoder_loaded", s->decoder != NULL);
+    if (s->decoder) {
+        const cq_decoder_info *di = cq_decoder_get_info(s->decoder);
+        cJSON_AddStringToObject(m, "decoder", di->name);
+        cJSON_AddStringToObject(m, "decoder_device", cq_device_name(di->device));
+        const cq_adapter_info *ai = cq_decoder_adapter(s->decoder);
+        cJSON *ad = ai ? cJSON_AddObjectToObject(m, "adapter") : cJSON_AddNullToObject(m, "adapter");
+        if (ai) {
+            cJSON_AddStringToObject(ad, "name", ai->name);
+            cJSON_AddItemToObject(ad, "steps", ai->steps >= 0 ? cJSON_CreateNumber((double)ai->steps) : cJSON_CreateNull());
+            cJSON_AddNumberToObject(ad, "rank", ai->rank);
+            cJSON_AddStringToObject(ad, "prompt_format", ai->prompt_format);
+        }
+    }
+    cJSON_AddBoolToObject(m, "encoder_loaded", s->dense != NULL);
+    if (s->dense) cJSON_AddStringToObject(m, "encoder_device", cq_ssm_backend_name(cq_dense_backend(s->dense)));
+    add_model_files(m, s->models);
+    cJSON_AddItemToObject(o, "formats", cq_json_formats());
+    *out = o;
+    return CQ_OK;
+}
+
+static void svc_metrics(void *ctx, cq_strbuf *b) {
+    cq_service *s = ctx;
+    int64_t running;
+    size_t queued = cq_svc_queue_depth(s, &running);
+    double pages = (double)atomic_load(&s->ingest_pages), ms = (double)atomic_load(&s->ingest_ms);
+    cq_strbuf_printf(b,
+                     "# HELP clauseqa_ingest_queue_depth Ingestion jobs waiting or running.\n"
+                     "# TYPE clauseqa_ingest_queue_depth gauge\n"
+                     "clauseqa_ingest_queue_depth %zu\n"
+                     "# HELP clauseqa_ingest_jobs_total Ingestion jobs ended, by outcome.\n"
+                     "# TYPE clauseqa_ingest_jobs_total counter\n"
+                     "clauseqa_ingest_jobs_total{state=\"ready\"} %llu\n"
+                     "clauseqa_ingest_jobs_total{state=\"failed\"} %llu\n"
+                     "clauseqa_ingest_jobs_total{state=\"duplicate\"} %llu\n"
+                     "# HELP clauseqa_ingest_pages_total Pages ingested.\n"
+                     "# TYPE clauseqa_ingest_pages_total counter\n"
+                     "clauseqa_ingest_pages_total %.0f\n"
+                     "# HELP clauseqa_ingest_seconds_total Time spent ingesting.\n"
+                     "# TYPE clauseqa_ingest_seconds_total counter\n"
+                     "clauseqa_ingest_seconds_total %.3f\n"
+                     "# HELP clauseqa_ingest_pages_per_second Pages ingested per second of ingestion, since start.\n"
+                     "# TYPE clauseqa_ingest_pages_per_second gauge\n"
+                     "clauseqa_ingest_pages_per_second %.2f\n",
+                     queued + (running ? 1 : 0), (unsigned long long)atomic_load(&s->jobs_ready),
+                     (unsigned long long)atomic_load(&s->jobs_failed),
+                     (unsigned long long)atomic_load(&s->jobs_duplicate), pages, ms / 1e3,
+                     ms > 0 ? pages / (ms / 1e3) : 0.0);
+    cq_strbuf_printf(b,
+                     "# HELP clauseqa_answers_total Questions answered (abstentions included).\n"
+                     "# TYPE clauseqa_answers_total counter\n"
+                     "clauseqa_answers_total %llu\n"
+                     "# HELP clauseqa_abstentions_total Questions the documents did not answer.\n"
+                     "# TYPE clauseqa_abstentions_total counter\n"
+                     "clauseqa_abstentions_total %llu\n"
+                     "# HELP clauseqa_retrievals_total Retrieve requests.\n"
+                     "# TYPE clauseqa_retrievals_total counter\n"
+                     "clauseqa_retrievals_total %llu\n"
+                     "# HELP clauseqa_generated_tokens_total Tokens generated by the decoder (extractive answers "
+                     "generate none).\n"
+                     "# TYPE clauseqa_generated_tokens_total counter\n"
+                     "clauseqa_generated_tokens_total %llu\n"
+                     "# HELP clauseqa_answers_generated_total Answers written by the decoder, and generated answers "
+                     "replaced by the extractive one (not verified against the clauses, or a decoder error).\n"
+                     "# TYPE clauseqa_answers_generated_total counter\n"
+                     "clauseqa_answers_generated_total{outcome=\"used\"} %llu\n"
+                     "clauseqa_answers_generated_total{outcome=\"fallback\"} %llu\n"
+                     "# HELP clauseqa_answer_chunks_streamed_total Pieces of answer text sent to streaming clients.\n"
+                     "# TYPE clauseqa_answer_chunks_streamed_total counter\n"
+                     "clauseqa_answer_chunks_streamed_total %llu\n"
+                     "# HELP clauseqa_model_loaded Whether a model is loaded (1) or not (0).\n"
+                     "# TYPE clauseqa_model_loaded gauge\n"
+                     "clauseqa_model_loaded{model=\"decoder\"} %d\n"
+                     "clauseqa_model_loaded{model=\"encoder\"} %d\n"
+                     "# HELP clauseqa_page_images_total Page images served, by whether they were rendered or cached.\n"
+                     "# TYPE clauseqa_page_images_total counter\n"
+                     "clauseqa_page_images_total{source=\"rendered\"} %llu\n"
+                     "clauseqa_page_images_total{source=\"cache\"} %llu\n"
+                     "# HELP clauseqa_auth_open_mode 1 while no API key exists and requests are not authenticated.\n"
+                     "# TYPE clauseqa_auth_open_mode gauge\n"
+                     "clauseqa_auth_open_mode %d\n",
+                     (unsigned long long)atomic_load(&s->answers), (unsigned long long)atomic_load(&s->abstentions),
+                     (unsigned long long)atomic_load(&s->retrievals),
+                     (unsigned long long)atomic_load(&s->tokens_generated),
+                     (unsigned long long)atomic_load(&s->answers_generated),
+                     (unsigned long long)atomic_load(&s->answers_fallback),
+                     (unsigned long long)atomic_load(&s->chunks_streamed), s->decoder ? 1 : 0, s->dense ? 1 : 0,
+                     (unsigned long long)atomic_load(&s->pages_rendered),
+                     (unsigned long long)atomic_load(&s->page_cache_hits), cq_service_open_mode(s) ? 1 : 0);
+}
+
+void cq_svc_metrics_web(cq_web_service *w) {
+    w->health = svc_health;
+    w->metrics = svc_metrics;
+}

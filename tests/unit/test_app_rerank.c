@@ -1,0 +1,222 @@
+/* Scoring prompts and reranking on the CPU (attention/decoder.h cq_decoder_score_prompts, app/rerank.h), and the
+ * answer path with an adapter, on the real model with a random adapter (its judgements mean nothing; the mechanics
+ * are what is tested): scores equal the last-position logits of each prompt run alone; reranking keeps router hits
+ * first, reorders only the first top_n others by logit(yes) - logit(no) of their relevance prompts, stably, in any
+ * batch size, and refuses without an adapter; with an adapter the answer prompt is cq-prompt-v1 and a long English
+ * question with little term coverage still reaches the model (no coverage abstention). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "app/answer.h"
+#include "app/generate_answer.h"
+#include "app/rerank.h"
+#include "attention/lora.h"
+#include "core/strbuf.h"
+#include "index/query.h"
+#include "test_adapter_util.h"
+#include "test_decoder_util.h"
+
+static cq_decoder *dec;
+static char adapter[256];
+
+static int setup(void **state) {
+    (void)state;
+    cq_decoder_options o = {CQ_DEVICE_CPU, 0, false};
+    if (!(dec = test_open_real_model(&o))) return -1;
+    const char *root = getenv("CLAUSEQA_SOURCE_DIR");
+    char model[4096], sha[65];
+    snprintf(model, sizeof model, "%s/data/models/gemma-3-270m-q4_k_m.gguf", root ? root : ".");
+    cq_err err = {0};
+    if (cq_model_file_sha256(model, sha, &err)) return -1;
+    snprintf(adapter, sizeof adapter, "/tmp/cq_test_rerank_adapter_%d", (int)getpid());
+    test_adapter_spec spec = {.rank = 4, .alpha = 4, .b_gain = 0.1f, .layer_stride = 4, .base_sha256 = sha};
+    return test_write_adapter(adapter, cq_decoder_get_info(dec), &spec, NULL);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cq_decoder_close(dec);
+    test_rm_adapter(adapter);
+    return 0;
+}
+
+static int32_t *encode(const char *text, size_t *n) {
+    int32_t *ids;
+    cq_err err = {0};
+    assert_int_equal(cq_tokenizer_encode(cq_decoder_tokenizer(dec), text, strlen(text), CQ_TOK_ADD_BOS, &ids, n, &err),
+                     CQ_OK);
+    return ids;
+}
+
+static void test_score_prompts(void **state) {
+    (void)state;
+    const char *texts[3] = {"第一条 为了保护劳动者的合法权益，制定本法。", "Either party may terminate.", "是"};
+    int32_t *p[3];
+    size_t len[3];
+    for (int i = 0; i < 3; i++) p[i] = encode(texts[i], &len[i]);
+    const int32_t ids[3] = {100, 2000, 30000};
+    float got[9];
+    cq_err err = {0};
+    assert_int_equal(cq_decoder_score_prompts(dec, (const int32_t *const *)p, len, 3, ids, 3, got, &err), CQ_OK);
+    const int V = cq_decoder_get_info(dec)->n_vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    for (int i = 0; i < 3; i++) { /* each prompt alone through a sequence of its own */
+        cq_decoder_seq *s;
+        assert_int_equal(cq_decoder_seq_new(dec, (int32_t)len[i], &s, &err), CQ_OK);
+        assert_int_equal(cq_decoder_eval(s, p[i], len[i], logits, false, &err), CQ_OK);
+        for (int k = 0; k < 3; k++) assert_true(got[i * 3 + k] == logits[ids[k]]);
+        cq_decoder_seq_free(s);
+    }
+    /* bad requests */
+    size_t zero[1] = {0};
+    assert_int_equal(cq_decoder_score_prompts(dec, (const int32_t *const *)p, zero, 1, ids, 1, got, &err), CQ_ERR_INVALID);
+    const int32_t bad = V;
+    assert_int_equal(cq_decoder_score_prompts(dec, (const int32_t *const *)p, len, 1, &bad, 1, got, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_decoder_score_prompts(dec, (const int32_t *const *)p, len, 1, ids, 0, got, &err), CQ_ERR_INVALID);
+    free(logits);
+    for (int i = 0; i < 3; i++) free(p[i]);
+}
+
+static void add_hit(cq_hits *h, int64_t id, const char *label, const char *text, int source) {
+    h->hits = realloc(h->hits, (h->n + 1) * sizeof *h->hits);
+    h->hits[h->n++] = (cq_hit){.clause_id = id, .doc_id = 1, .doc_name = strdup("劳动法"),
+                               .doc_title = strdup("中华人民共和国劳动法"), .label = label ? strdup(label) : NULL,
+                               .path = strdup(""), .text = strdup(text), .score = 10.0 - (double)id, .source = source};
+}
+
+static cq_hits candidates(void) {
+    cq_hits h = {0};
+    add_hit(&h, 1, "第三十六条", "第三十六条 国家实行劳动者每日工作时间不超过八小时的工时制度。", CQ_RETRIEVE_ROUTER);
+    add_hit(&h, 2, "第四十四条", "第四十四条 休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬。", CQ_RETRIEVE_BM25);
+    add_hit(&h, 3, "第二十一条", "第二十一条 劳动合同可以约定试用期。试用期最长不得超过六个月。", CQ_RETRIEVE_BM25);
+    add_hit(&h, 4, "第五十条", "第五十条 工资应当以货币形式按月支付给劳动者本人。", CQ_RETRIEVE_BM25);
+    add_hit(&h, 5, "第二十一条", "第二十一条 劳动合同可以约定试用期。试用期最长不得超过六个月。", CQ_RETRIEVE_BM25);
+    add_hit(&h, 6, "第七十条", "第七十条 国家发展社会保险事业。", CQ_RETRIEVE_BM25);
+    return h;
+}
+
+/* logit(是) - logit(否) of hit h's relevance prompt, run alone */
+static double relevance(const char *q, const cq_hit *h) {
+    const cq_prompt_passage p = cq_prompt_passage_of(h);
+    char *text = cq_prompt_relevance(q, &p);
+    size_t n;
+    int32_t *ids = encode(text, &n), yes, no;
+    cq_err err = {0};
+    assert_int_equal(cq_prompt_relevance_ids(cq_decoder_tokenizer(dec), true, &yes, &no, &err), CQ_OK);
+    const int V = cq_decoder_get_info(dec)->n_vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    cq_decoder_seq *s;
+    assert_int_equal(cq_decoder_seq_new(dec, (int32_t)n, &s, &err), CQ_OK);
+    assert_int_equal(cq_decoder_eval(s, ids, n, logits, false, &err), CQ_OK);
+    double r = (double)logits[yes] - (double)logits[no];
+    cq_decoder_seq_free(s);
+    free(logits), free(ids), free(text);
+    return r;
+}
+
+static void test_rerank(void **state) {
+    (void)state;
+    const char *text = "试用期最长多长时间？";
+    cq_err err = {0};
+    cq_hits h = candidates();
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
+    cq_reranker r = {.decoder = dec};
+    double scores[7];
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_ERR_UNSUPPORTED); /* the base model */
+    cq_retrieve_options o = {0};
+    cq_rerank_attach(&o, &r, dec, true);
+    assert_null(o.rerank); /* no adapter: nothing attached, so mode rerank fails with the reason */
+    assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
+    cq_rerank_attach(&o, &r, dec, true);
+    assert_ptr_equal(o.rerank, cq_rerank_score);
+    assert_ptr_equal(o.rerank_ctx, &r);
+    assert_int_equal(o.rerank_top_n, CQ_RERANK_TOP_N_CPU);
+    assert_false(o.rerank_chinese); /* the CPU: reranking only when asked for */
+    /* Every batch size gives each clause the score of its prompt run alone. */
+    double want[7];
+    for (size_t i = 0; i < h.n; i++) want[i] = relevance(text, &h.hits[i]);
+    for (size_t batch = 0; batch < 3; batch++) {
+        r.batch = batch;
+        for (size_t i = 0; i < h.n; i++) scores[i] = NAN;
+        assert_int_equal(cq_rerank_score(&r, &q, h.hits, h.n, scores, &err), CQ_OK);
+        for (size_t i = 0; i < h.n; i++) assert_true(fabs(scores[i] - want[i]) < 1e-4);
+        assert_true(fabs(scores[2] - scores[4]) < 1e-6); /* the same clause twice: the same score */
+        fprintf(stderr, "  batch %zu: scores %.3f %.3f %.3f %.3f\n", batch, scores[1], scores[2], scores[3], scores[4]);
+    }
+    cq_query_free(&q);
+    cq_hits_free(&h);
+    assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
+}
+
+static bool collect(void *user, const char *text, size_t len) {
+    cq_strbuf_append(user, text, len);
+    return true;
+}
+
+static void test_answer_with_adapter(void **state) {
+    (void)state;
+    cq_err err = {0};
+    assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
+    /* copy-constrained as before: a span of a shown clause, the refusal, or a verdict citing the first clause */
+    cq_hits h = candidates();
+    cq_gen_answer g;
+    cq_strbuf streamed = {0};
+    cq_gen_answer_options go = {.min_confidence = -1};
+    assert_int_equal(cq_gen_answer_run(dec, "试用期最长多长时间？", &h, &go, collect, &streamed, &g, &err), CQ_OK);
+    assert_true(g.trained);
+    fprintf(stderr, "  trained prompt: %d tokens, answer \"%s\" (clause %zu, refused %d, verdict %s)\n",
+            g.prompt_tokens, g.text ? g.text : "", g.clause, g.refused, g.verdict ? g.verdict : "-");
+    if (g.verdict) {
+        assert_int_equal(g.clause, 0);
+        assert_true(!strcmp(g.text, "是") || !strcmp(g.text, "否"));
+    } else if (g.text) {
+        assert_true(cq_gen_answer_supported(g.text, &h, g.clause));
+        assert_string_equal(streamed.data ? streamed.data : "", g.text);
+    }
+    cq_gen_answer_free(&g);
+    cq_strbuf_free(&streamed);
+
+    /* a long English question whose terms the clause barely holds: the model is asked (no coverage abstention) */
+    cq_hits e = {0};
+    e.hits = calloc(1, sizeof *e.hits);
+    e.hits[0] = (cq_hit){.clause_id = 9, .doc_name = strdup("distribution"), .doc_title = strdup("Distribution Agreement"),
+                         .label = strdup("12.1"), .path = strdup("12.1"),
+                         .text = strdup("12.1 Either party may end this Agreement on thirty days written notice."),
+                         .source = CQ_RETRIEVE_BM25};
+    e.n = 1;
+    cq_answer a;
+    cq_answer_options ao = {.decoder = dec};
+    const char *question = "What does this distribution agreement between the supplier and the distributor say about "
+                           "termination, renewal, notice periods and the consequences of ending the relationship?";
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, question, &q, &err), CQ_OK);
+    const double cov = cq_answer_coverage(q.all_terms, q.n_all_terms, e.hits[0].text);
+    assert_true(cov < 0.25); /* the base pipeline would abstain without asking the model */
+    assert_int_equal(cq_answer_from_hits(&q, &e, &ao, &a, &err), CQ_OK);
+    cq_query_free(&q);
+    fprintf(stderr, "  coverage %.2f; prompt %d tokens, generated %d, abstained %d: %s\n", cov, a.prompt_tokens,
+            a.tokens_generated, a.abstained, a.answer);
+    assert_true(a.prompt_tokens > 0);
+    cq_answer_free(&a);
+    cq_hits_free(&h);
+    assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_score_prompts),
+        cmocka_unit_test(test_rerank),
+        cmocka_unit_test(test_answer_with_adapter),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

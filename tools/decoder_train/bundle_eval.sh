@@ -1,0 +1,39 @@
+#!/bin/bash
+# Builds the two folders that device_eval.sh carries to the H200 (each call carries at most 64 MiB together with
+# the ~19 MB working tree), here, on the CPU:
+#   .device/evb/bin.tar.xz     the CUDA build's clauseqa, test_attention_cuda and bench_decoder (stripped) with their
+#                              non-system shared libraries (BLAS and LAPACK both served by libopenblas.so.0)
+#   .device/evs/suites.tar.xz  the validation parts (tools/dev_split.py) of cjrc-dev, cmrc-dev, policy-zh-dev,
+#                              cuad-dev, contracts-en-dev and laws-zh, their documents copied
+#   tools/decoder_train/bundle_eval.sh [bin] [suites]      (B=build folder of the CUDA build, default build-gpu)
+set -eu
+cd "$(dirname "$0")/../.."
+B=${B:-build-gpu}
+SUITES="cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev laws-zh"
+[ $# -gt 0 ] || set -- bin suites
+for what in "$@"; do
+  case $what in
+  bin)
+    T=$(mktemp -d); mkdir -p $T/bin $T/lib
+    for x in clauseqa tests/test_attention_cuda tests/bench_decoder; do strip -o $T/bin/$(basename $x) "$B/$x"; done
+    for l in $(ldd "$B/clauseqa" "$B/tests/test_attention_cuda" | awk '/=>/ {print $3}' | sort -u | grep -v -E \
+        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
+      cp -L "$l" $T/lib/
+    done
+    ln -s libopenblas.so.0 $T/lib/libblas.so.3
+    ln -s libopenblas.so.0 $T/lib/liblapack.so.3
+    mkdir -p .device/evb
+    tar -C $T -cf - bin lib | xz -T2 -9 > .device/evb/bin.tar.xz
+    rm -rf $T ;;
+  suites)
+    T=$(mktemp -d)
+    python3 tools/dev_split.py --eval ../shared/eval --out $T/links $SUITES > /dev/null
+    for s in $SUITES; do
+      mkdir -p $T/vs/$s && cp -rL $T/links/$s/docs $T/links/$s/questions.jsonl $T/vs/$s/
+    done
+    mkdir -p .device/evs
+    tar -C $T -cf - vs | xz -T2 -6 > .device/evs/suites.tar.xz
+    rm -rf $T ;;
+  esac
+done
+ls -la .device/evb .device/evs 2>/dev/null

@@ -32,8 +32,9 @@ typedef enum {
 typedef struct {
     cq_device device;
     int n_threads; /* CPU threads, the caller's included; 0: one per online CPU */
-    bool exact;    /* CPU: decode steps in float too, as prompts are (the reference; slower). The environment
-                    * variable CLAUSEQA_CPU_EXACT=1 sets it for every decoder of the process. */
+    bool exact;    /* CPU: every product in float (the reference; slower), where decode steps and part of each
+                    * prompt take int16 activations otherwise (attention/forward_cpu.h). The
+                    * environment variable CLAUSEQA_CPU_EXACT=1 sets it for every decoder of the process. */
 } cq_decoder_options;
 
 /* The default weights' file name, looked for in the models folders (app/models.h; tools/fetch_model.sh fetches it). */

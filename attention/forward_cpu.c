@@ -15,6 +15,12 @@
 #define ROW_TILE 12
 /* Rows per task of the GeGLU product (gate and up rows of one task are combined by that task). */
 #define GEGLU_ROWS 48
+/* A prompt's attention (prompt_attention): keys per block of its online softmax (so that a chunk of a long prompt
+ * takes several, and the tests' 613-token prompt checks the blocks' merge), keys per task of the score product,
+ * queries per task of the rest. */
+#define PROMPT_KEYS 256
+#define PROMPT_KEY_ROWS 48
+#define PROMPT_QUERY_ROWS 24
 
 /* An adapter as the CPU runs it (attention/lora.h), as a low-rank side product next to the quantized weights:
  * merging W + s B A into them would mean requantizing, and the 4-bit grid is coarser than the delta (see
@@ -76,17 +82,17 @@ struct cq_cpu_seq {
     float *ff;    /* (T, n_ff) gelu(gate) * up */
     float *rope;  /* (2 kinds, T, head_dim/2, cos|sin) */
     float *scores; /* (n_threads, n_head, max_tokens) */
+    /* a prompt's attention (prompt_attention), one KV head at a time, q = group * CQ_CPU_BATCH queries */
+    float *pa_scores; /* (q, PROMPT_KEYS) */
+    float *pa_v;      /* (PROMPT_KEYS, head_dim) a block's V rows where the ring wraps */
+    float *pa_q;      /* (q, head_dim) the queries of one KV head when the model has several */
+    float *pa_max, *pa_sum; /* (q) */
     float *part;   /* (n_threads, n_head, head_dim + 2): a decode step's attention shares (decode_flash_task) */
 };
 
 /* ---- ops ----------------------------------------------------------------------------------------------------- */
 
-void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
-}
+void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) { cq_k_rmsnorm(out, x, w, n, eps); }
 
 /* cs holds cos and sin of the head_dim/2 angles, interleaved per pair: cs[2i] = cos, cs[2i+1] = sin. */
 static void rope_angles(float *cs, int half, int32_t pos, const double *inv_freq) {
@@ -203,23 +209,35 @@ typedef struct {
     int lora_rank;
     const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
     const cq_i16_block *xq; /* one token quantized to int16 (the fast decode product), or NULL */
+    const cq_tokens_i16 *xt16; /* several tokens quantized to int16 (a prompt's integer product), or NULL */
     size_t ldxt;
     int n_tokens;
     cq_cpu_model *cm;
 } matmul_job;
 
 /* y[t*ldy + (r - col0)] = W[r] . x_t for rows [r0, r1): a dot per row for one token (each weight read once; in
- * integers when the token was quantized), else tiles of dequantized rows against the packed tokens. */
+ * integers when the token was quantized), else tiles of rows against the packed tokens: as int16 quants when the
+ * tokens were quantized, dequantized to float otherwise. */
 static void rows_times_tokens(const matmul_job *j, const cq_wmat *w, int r0, int r1, float *y, size_t ldy, int col0,
                               float *tile) {
     const int k = (int)w->cols;
     const uint8_t *base = w->data;
     if (j->n_tokens == 1 && j->xq) {
-        for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row_i16(w->type, base + (size_t)r * w->row_bytes, j->xq, (size_t)k);
+        cq_dot_rows_i16(w->type, base + (size_t)r0 * w->row_bytes, w->row_bytes, r1 - r0, j->xq, (size_t)k, y + (r0 - col0));
         return;
     }
     if (j->n_tokens == 1) {
         for (int r = r0; r < r1; r++) y[r - col0] = cq_dot_row(w->type, base + (size_t)r * w->row_bytes, j->x, (size_t)k);
+        return;
+    }
+    if (j->xt16) { /* the tile's room: int16 quants, then per-16 scales, then per-32 mins (cq_rows_i16) */
+        cq_rows_i16 t16 = {.q = (int16_t *)tile, .scale = tile + ROW_TILE * (size_t)k / 2};
+        t16.min = t16.scale + ROW_TILE * (size_t)k / 16;
+        for (int r = r0; r < r1; r += ROW_TILE) {
+            int nr = r1 - r < ROW_TILE ? r1 - r : ROW_TILE;
+            cq_unpack_rows_i16(w->type, base + (size_t)r * w->row_bytes, w->row_bytes, nr, (size_t)k, &t16);
+            cq_k_rows_times_tokens_i16(&t16, j->xt16, y + (r - col0), ldy);
+        }
         return;
     }
     for (int r = r0; r < r1; r += ROW_TILE) {
@@ -258,14 +276,14 @@ static void matmul_task(void *ctx, int task, int thread) {
 static bool has_i16_dot(const cq_wmat *w) { return cq_qtype_has_i16_dot(w->type) && w->cols % 32 == 0; }
 
 /* y_p (n_tokens, ldy_p) = x W_p^T for each of n_parts matrices of x's width, and with w2 (one part) the GeGLU of
- * two products; multithreaded over rows. lora (NULL: none): each part's adapter term, then w2's. quantized: a
- * decode step's products, the token quantized to int16 once (when every weight format allows), see cq_cpu_eval. */
+ * two products; multithreaded over rows. lora (NULL: none): each part's adapter term, then w2's. quantized: the
+ * tokens quantized to int16 once (when every weight format allows) and the products in integers, see cq_cpu_eval. */
 static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w, float *const *y, const size_t *ldy,
                          const lora_term *lora, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
                          bool quantized) {
     matmul_job j = {.n_parts = n_parts, .w2 = w2, .x = x, .n_tokens = n_tokens, .cm = cm, .lora_rank = cm->lora_rank};
     if (lora && w2) j.lora2 = lora[n_parts];
-    bool int16 = n_tokens == 1 && quantized && (!w2 || has_i16_dot(w2));
+    bool int16 = quantized && (!w2 || has_i16_dot(w2));
     int n_tasks = 0;
     for (int p = 0; p < n_parts; p++) {
         int rows_per_task = GEGLU_ROWS;
@@ -278,11 +296,18 @@ static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w,
         n_tasks += (int)((w[p]->rows + rows_per_task - 1) / rows_per_task);
         int16 = int16 && has_i16_dot(w[p]);
     }
-    if (int16) {
+    cq_tokens_i16 xt16;
+    if (int16 && n_tokens == 1) {
         cq_quantize_i16(x, (size_t)w[0]->cols, cm->xq);
         j.xq = cm->xq;
-    }
-    if (n_tokens > 1) {
+    } else if (int16) { /* in the room of the float packing (cq_cpu_model_new): pairs, then scales and sums */
+        const size_t cols = (size_t)w[0]->cols, width = cq_k_packed_width(n_tokens);
+        xt16.q = (int32_t *)cm->xpack;
+        xt16.d = cm->xpack + cols / 2 * width;
+        xt16.dsum = xt16.d + cols / 32 * width;
+        cq_k_pack_tokens_i16(x, ldx, n_tokens, (int)cols, &xt16);
+        j.xt16 = &xt16;
+    } else if (n_tokens > 1) {
         cq_k_pack_tokens(x, ldx, n_tokens, (int)w[0]->cols, cm->xpack);
         j.x = cm->xpack;
         j.ldxt = cq_k_packed_width(n_tokens);
@@ -383,6 +408,8 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_
     if ((size_t)m->n_head * m->head_dim > max_cols) max_cols = (size_t)m->n_head * m->head_dim;
     cm->max_cols = max_cols;
     cm->tile_floats = (size_t)ROW_TILE * max_cols + (size_t)GEGLU_ROWS * CQ_CPU_BATCH;
+    if (cm->tile_floats < (size_t)PROMPT_QUERY_ROWS * (m->head_dim + 1)) /* prompt_softmax_pv_task */
+        cm->tile_floats = (size_t)PROMPT_QUERY_ROWS * (m->head_dim + 1);
     cm->tiles = malloc((size_t)cm->n_threads * cm->tile_floats * sizeof(float));
     cm->xpack = malloc(max_cols * cq_k_packed_width(CQ_CPU_BATCH) * sizeof(float));
     cm->xq = malloc((max_cols / 32 + 1) * sizeof *cm->xq);
@@ -490,8 +517,11 @@ cq_status cq_cpu_seq_new(cq_cpu_model *cm, int32_t max_tokens, cq_cpu_seq **out,
     s->rope = malloc(2 * T * (size_t)m->head_dim * f);
     s->scores = malloc((size_t)cm->n_threads * (size_t)m->n_head * (size_t)max_tokens * f);
     s->part = malloc((size_t)cm->n_threads * (size_t)m->n_head * ((size_t)m->head_dim + 2) * f);
+    const size_t pq = T * (size_t)(m->n_head / m->n_head_kv);
+    s->pa_scores = malloc(pq * PROMPT_KEYS * f), s->pa_v = malloc((size_t)PROMPT_KEYS * m->head_dim * f);
+    s->pa_q = malloc(pq * (size_t)m->head_dim * f), s->pa_max = malloc(pq * f), s->pa_sum = malloc(pq * f);
     bool ok = s->k && s->v && s->slots && s->x && s->xn && s->o && s->q && s->att && s->kn && s->vn && s->ff &&
-              s->rope && s->scores && s->part;
+              s->rope && s->scores && s->part && s->pa_scores && s->pa_v && s->pa_q && s->pa_max && s->pa_sum;
     const int32_t ring = m->window + CQ_CPU_BATCH < max_tokens ? m->window + CQ_CPU_BATCH : max_tokens;
     for (int32_t l = 0; ok && l < m->n_layer; l++) {
         if (m->layers[l].global) continue; /* grown on demand */
@@ -518,6 +548,7 @@ void cq_cpu_seq_free(cq_cpu_seq *s) {
     free(s->k), free(s->v), free(s->slots);
     free(s->x), free(s->xn), free(s->o), free(s->q), free(s->att), free(s->kn), free(s->vn), free(s->ff);
     free(s->rope), free(s->scores), free(s->part);
+    free(s->pa_scores), free(s->pa_v), free(s->pa_q), free(s->pa_max), free(s->pa_sum);
     free(s);
 }
 
@@ -681,6 +712,132 @@ bool cq_op_attention_shares(const float *q, int n_head, int n_head_kv, int hd, c
     return true;
 }
 
+/* ---- a prompt's attention as matrix products ---------------------------------------------------------------------
+ * For T > 1 tokens, per KV head: its group * T queries (query i: token i / group, head g * group + i % group) against
+ * the chunk's keys, positions [kmin, pos0 + T), in blocks of at most PROMPT_KEYS with an online softmax:
+ *   scores S = Q K^T (cq_k_rows_times_tokens: the key rows against the packed queries; each key row read once for
+ *   every query, where attend_runs read it once per token), then per query the mask (keys after it, or out of its
+ *   window), scale and soft-cap, the running max and sum, and out = c out + P V (the probability rows against the V
+ *   rows as packed "tokens" of head_dim elements). Two dispatches a block: keys split over tasks, then queries. */
+typedef struct {
+    const cq_gemma *m;
+    cq_cpu_model *cm;
+    cq_cpu_seq *s;
+    int group, n_q;       /* heads per KV head; queries */
+    int head0;            /* first head of the KV head */
+    int32_t pos0, kmin, window; /* window 0: a global layer */
+    const float *k, *v;   /* the layer's cache at the KV head's offset; rows of stride floats */
+    size_t stride;
+    int32_t slots, slot0; /* ring size (the cache's rows), slot of key position kmin */
+    const float *qpack;   /* (head_dim, qw) the queries, k-major */
+    size_t qw;
+    int32_t j0, nb;       /* the block: keys [j0, j0 + nb) of the chunk's range */
+    const float *vb;      /* its V rows, consecutive (ldv floats apart) */
+    size_t ldv;
+    bool last;            /* the last block: divide by the sums */
+} prompt_att_job;
+
+static float *prompt_att_out(const prompt_att_job *j, int i) { /* query i's output row in s->att */
+    const int t = i / j->group, h = j->head0 + i % j->group;
+    return j->s->att + ((size_t)t * j->m->n_head + h) * j->m->head_dim;
+}
+
+/* scores of keys [j0 + task * PROMPT_KEY_ROWS, ...) for every query, split where the ring wraps */
+static void prompt_scores_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const prompt_att_job *j = ctx;
+    const int hd = j->m->head_dim;
+    int32_t a = task * PROMPT_KEY_ROWS, b = a + PROMPT_KEY_ROWS < j->nb ? a + PROMPT_KEY_ROWS : j->nb;
+    while (a < b) {
+        const int32_t slot = (j->slot0 + j->j0 + a) % j->slots, run = b - a < j->slots - slot ? b - a : j->slots - slot;
+        cq_k_rows_times_tokens(j->k + (size_t)slot * j->stride, j->stride, run, hd, j->qpack, j->qw, j->n_q,
+                               j->s->pa_scores + a, PROMPT_KEYS);
+        a += run;
+    }
+}
+
+/* queries [task * PROMPT_QUERY_ROWS, ...): mask, softmax update, out = c out + P V */
+static void prompt_softmax_pv_task(void *ctx, int task, int thread) {
+    const prompt_att_job *j = ctx;
+    const cq_gemma *m = j->m;
+    const int hd = m->head_dim, i0 = task * PROMPT_QUERY_ROWS;
+    const int i1 = i0 + PROMPT_QUERY_ROWS < j->n_q ? i0 + PROMPT_QUERY_ROWS : j->n_q, nq = i1 - i0;
+    float *c = j->cm->tiles + (size_t)thread * j->cm->tile_floats, *pv = c + PROMPT_QUERY_ROWS;
+    for (int i = i0; i < i1; i++) {
+        float *sc = j->s->pa_scores + (size_t)i * PROMPT_KEYS;
+        const int32_t p = j->pos0 + i / j->group, lo = j->window && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+        float mx = j->s->pa_max[i];
+        for (int32_t t = 0; t < j->nb; t++) {
+            const int32_t kp = j->kmin + j->j0 + t;
+            float x = sc[t] * m->attn_scale;
+            if (m->attn_softcap > 0) x = m->attn_softcap * tanhf(x / m->attn_softcap);
+            if (kp > p || kp < lo) x = -INFINITY;
+            sc[t] = x;
+            if (x > mx) mx = x;
+        }
+        if (mx == -INFINITY) { /* no key of this block for this query (nor any before) */
+            memset(sc, 0, (size_t)j->nb * sizeof *sc);
+            c[i - i0] = 1.0f;
+            continue;
+        }
+        c[i - i0] = expf(j->s->pa_max[i] - mx); /* 0 on the first block with keys */
+        j->s->pa_sum[i] = j->s->pa_sum[i] * c[i - i0] + (float)cq_k_exp_shift(sc, j->nb, mx);
+        j->s->pa_max[i] = mx;
+    }
+    /* pv (hd, nq): element e of query i at pv[e * nq + i - i0] */
+    cq_k_rows_times_tokens(j->s->pa_scores + (size_t)i0 * PROMPT_KEYS, PROMPT_KEYS, nq, j->nb, j->vb, j->ldv, hd, pv,
+                           (size_t)nq);
+    for (int i = i0; i < i1; i++) {
+        float *out = prompt_att_out(j, i);
+        const float ci = c[i - i0], inv = j->last ? 1.0f / j->s->pa_sum[i] : 1.0f;
+        for (int e = 0; e < hd; e++) out[e] = (out[e] * ci + pv[(size_t)e * nq + i - i0]) * inv;
+    }
+}
+
+static void prompt_attention(cq_cpu_seq *s, int32_t l, int T, int32_t pos0) {
+    cq_cpu_model *cm = s->cm;
+    const cq_gemma *m = cm->m;
+    const cq_gemma_layer *L = &m->layers[l];
+    const int hd = m->head_dim, group = m->n_head / m->n_head_kv, n_q = T * group;
+    const int32_t window = L->global ? 0 : m->window;
+    const int32_t kmin = window && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0, nk = pos0 + T - kmin;
+    const size_t stride = (size_t)m->n_head_kv * hd, qw = cq_k_packed_width(n_q);
+    for (int g = 0; g < m->n_head_kv; g++) {
+        /* the queries of KV head g, k-major, in the room of the matrix products' packing */
+        const float *q = s->q + (size_t)g * group * hd;
+        size_t ldq = (size_t)hd;
+        if (m->n_head_kv > 1) {
+            for (int t = 0; t < T; t++)
+                memcpy(s->pa_q + (size_t)t * group * hd, s->q + ((size_t)t * m->n_head + (size_t)g * group) * hd,
+                       (size_t)group * hd * sizeof *s->pa_q);
+            q = s->pa_q;
+        }
+        cq_k_pack_tokens(q, ldq, n_q, hd, cm->xpack);
+        for (int i = 0; i < n_q; i++) s->pa_max[i] = -INFINITY, s->pa_sum[i] = 0;
+        for (int i = 0; i < n_q; i++) {
+            const int t = i / group, h = g * group + i % group;
+            memset(s->att + ((size_t)t * m->n_head + h) * hd, 0, (size_t)hd * sizeof *s->att);
+        }
+        const int n_blocks = (nk + PROMPT_KEYS - 1) / PROMPT_KEYS;
+        for (int blk = 0; blk < n_blocks; blk++) {
+            const int32_t j0 = (int32_t)((int64_t)nk * blk / n_blocks), j1 = (int32_t)((int64_t)nk * (blk + 1) / n_blocks);
+            prompt_att_job j = {m, cm, s, group, n_q, g * group, pos0, kmin, window, s->k[l] + (size_t)g * hd,
+                                s->v[l] + (size_t)g * hd, stride, s->slots[l], L->global ? kmin : kmin % s->slots[l],
+                                cm->xpack, qw, j0, j1 - j0, NULL, stride, blk == n_blocks - 1};
+            const int32_t slot = (j.slot0 + j0) % j.slots;
+            if (slot + j.nb <= j.slots) {
+                j.vb = j.v + (size_t)slot * stride;
+            } else { /* the ring wraps inside the block: its V rows copied together */
+                for (int32_t t = 0; t < j.nb; t++)
+                    memcpy(s->pa_v + (size_t)t * hd, j.v + (size_t)((slot + t) % j.slots) * stride, (size_t)hd * sizeof *s->pa_v);
+                j.vb = s->pa_v, j.ldv = (size_t)hd;
+            }
+            cq_pool_run(cm->pool, (j.nb + PROMPT_KEY_ROWS - 1) / PROMPT_KEY_ROWS, prompt_scores_task, &j);
+            cq_pool_run(cm->pool, (n_q + PROMPT_QUERY_ROWS - 1) / PROMPT_QUERY_ROWS, prompt_softmax_pv_task, &j);
+        }
+    }
+}
+
 static void add_into(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -698,6 +855,15 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
         for (int kind = 0; kind < 2; kind++) rope_angles(s->rope + ((size_t)kind * T + t) * hd, half, pos0 + t, cm->inv_freq[kind]);
     }
+    /* In the quantized (default) mode, a chunk of one token (a decode step, or the last chunk of a prompt of 64 k + 1
+     * tokens) quantizes the input of every product. A prompt's chunk (T > 1) quantizes the inputs of the o and
+     * gate/up products only (59 % of a layer's weights), and only where integer products are the faster ones
+     * (cq_k_tokens_i16_fast). Measured on the real model, largest logit difference from the exact mode
+     * (tests/unit/test_attention_forward.c, tolerance 1e-2): o and gate/up 3.6e-3, as with decode steps alone; with
+     * the down product too 7e-3 to 1.1e-2; with every product 1.6e-2, and simulated with activation blocks of 32, 16
+     * and 8 elements 2.4e-2, 5.7e-3 and 9.1e-3 (no trend with the block size: not a few outliers, but small errors
+     * grown over 18 layers and hundreds of positions). */
+    const bool all_int16 = quantized && T == 1, some_int16 = all_int16 || (quantized && cq_k_tokens_i16_fast());
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];
         const float *rope = s->rope + (size_t)L->global * T * hd;
@@ -707,8 +873,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         const cq_wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_out[3] = {s->q, s->kn, s->vn};
         const size_t qkv_ld[3] = {(size_t)qd, (size_t)kvd, (size_t)kvd};
-        lora_group(cm, LA, GROUP_QKV, s->xn, d, T, quantized, 3, (const cq_proj[]){CQ_PROJ_Q, CQ_PROJ_K, CQ_PROJ_V}, lt);
-        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, LA ? lt : NULL, NULL, s->xn, d, T, quantized);
+        lora_group(cm, LA, GROUP_QKV, s->xn, d, T, all_int16, 3, (const cq_proj[]){CQ_PROJ_Q, CQ_PROJ_K, CQ_PROJ_V}, lt);
+        matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, LA ? lt : NULL, NULL, s->xn, d, T, all_int16);
         for (int t = 0; t < T; t++) {
             const float *cs = rope + (size_t)t * hd;
             for (int h = 0; h < m->n_head; h++) {
@@ -734,6 +900,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
                                    (size_t)m->n_head * s->max_tokens, s->part};
             cq_pool_run(cm->pool, tasks, decode_flash_task, &fj);
             flash_merge(m, s->part, tasks, s->att);
+        } else if (T > 1 && hd % 16 == 0) {
+            prompt_attention(s, l, T, pos0);
         } else { /* every head of a KV head in one task (its K and V rows read once), unless that leaves a thread
                   * idle (a decode step over few keys: 2 tasks of 2 heads for 2 threads) */
             int heads_per_task = m->n_head / m->n_head_kv;
@@ -743,8 +911,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         }
         const cq_wmat *wo = &L->wo;
         const size_t ld_o = (size_t)d;
-        lora_group(cm, LA, GROUP_O, s->att, qd, T, quantized, 1, (const cq_proj[]){CQ_PROJ_O}, lt);
-        matmul_parts(cm, 1, &wo, &s->o, &ld_o, LA ? lt : NULL, NULL, s->att, qd, T, quantized);
+        lora_group(cm, LA, GROUP_O, s->att, qd, T, some_int16, 1, (const cq_proj[]){CQ_PROJ_O}, lt);
+        matmul_parts(cm, 1, &wo, &s->o, &ld_o, LA ? lt : NULL, NULL, s->att, qd, T, some_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
@@ -753,10 +921,10 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         }
         const cq_wmat *wg = &L->wgate, *wd = &L->wdown;
         const size_t ld_ff = (size_t)m->n_ff;
-        lora_group(cm, LA, GROUP_GATE_UP, s->xn, d, T, quantized, 2, (const cq_proj[]){CQ_PROJ_GATE, CQ_PROJ_UP}, lt);
-        matmul_parts(cm, 1, &wg, &s->ff, &ld_ff, LA ? lt : NULL, &L->wup, s->xn, d, T, quantized);
-        lora_group(cm, LA, GROUP_DOWN, s->ff, m->n_ff, T, quantized, 1, (const cq_proj[]){CQ_PROJ_DOWN}, lt);
-        matmul_parts(cm, 1, &wd, &s->o, &ld_o, LA ? lt : NULL, NULL, s->ff, m->n_ff, T, quantized);
+        lora_group(cm, LA, GROUP_GATE_UP, s->xn, d, T, some_int16, 2, (const cq_proj[]){CQ_PROJ_GATE, CQ_PROJ_UP}, lt);
+        matmul_parts(cm, 1, &wg, &s->ff, &ld_ff, LA ? lt : NULL, &L->wup, s->xn, d, T, some_int16);
+        lora_group(cm, LA, GROUP_DOWN, s->ff, m->n_ff, T, all_int16, 1, (const cq_proj[]){CQ_PROJ_DOWN}, lt);
+        matmul_parts(cm, 1, &wd, &s->o, &ld_o, LA ? lt : NULL, NULL, s->ff, m->n_ff, T, all_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
             cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
@@ -767,7 +935,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
     int first = all_logits ? 0 : T - 1, n_out = T - first;
     for (int t = first; t < T; t++)
         cq_op_rmsnorm(s->xn + (size_t)(t - first) * d, s->x + (size_t)t * d, m->output_norm, d, m->rms_eps);
-    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab, quantized);
+    matmul(cm, &m->output, NULL, s->xn, d, n_out, logits, (size_t)m->n_vocab, some_int16);
     if (m->final_softcap > 0) {
         const float c = m->final_softcap;
         for (size_t i = 0; i < (size_t)n_out * m->n_vocab; i++) logits[i] = c * tanhf(logits[i] / c);
@@ -779,7 +947,7 @@ cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t po
     cq_status st = ensure_global_slots(s, pos + (int32_t)n, err);
     if (st) return st;
     const size_t V = (size_t)s->cm->m->n_vocab;
-    const bool quantized = n == 1 && !all_logits && !s->cm->exact;
+    const bool quantized = !all_logits && !s->cm->exact;
     for (size_t i = 0; i < n; i += CQ_CPU_BATCH) {
         int T = n - i < CQ_CPU_BATCH ? (int)(n - i) : CQ_CPU_BATCH;
         float *out = NULL;

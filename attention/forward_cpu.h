@@ -29,14 +29,17 @@ void cq_cpu_seq_free(cq_cpu_seq *s);
 /* Runs tokens[0..n) at positions pos .. pos+n-1 (pos = the tokens already in the cache). logits as in
  * cq_decoder_eval. The caller checks ids and bounds.
  *
- * Two precisions. Prompts, scoring (all_logits) and everything in an exact model (cq_decoder_options.exact, or
- * CLAUSEQA_CPU_EXACT=1 in the environment) run
- * in float: weights dequantized exactly, products in float (the reference for transformers and the CUDA path).
- * A decode step (n == 1, last logits) otherwise quantizes the activation vector of each matrix product to int16
- * per block of 32 (cq_quantize_i16) and multiplies the weights' integer quants by it in integers, with no float
- * conversion of the weights: on the real model its logits stay within 3.6e-3 of the exact ones (over all logits
- * of the test prompts; tolerance 1e-2) and the greedy continuations are the same
- * (tests/unit/test_attention_forward.c). Each weight is still read once per step. */
+ * Two precisions. Scoring (all_logits) and everything in an exact model (cq_decoder_options.exact, or
+ * CLAUSEQA_CPU_EXACT=1 in the environment) run in float: weights dequantized exactly, products in float (the
+ * reference for transformers and the CUDA path). A decode step (n == 1, last logits; or a prompt's last chunk of one
+ * token) otherwise quantizes the activation vector of each matrix product to int16 per block of 32
+ * (cq_quantize_i16) and multiplies the weights' integer quants by it in integers, with no float conversion of the
+ * weights; each weight is still read once per step. Prompts (n > 1, last logits) take int16 activations in the o and
+ * gate/up products and the last token's logits too where integer products are the faster ones
+ * (cq_k_tokens_i16_fast: the AVX2 and AVX-512 kernels; forward_chunk says why not the other products), and run in
+ * float on the plain C kernels. On the real model the logits stay within 4.5e-3 of the exact ones either way (over
+ * all logits of the test prompts; tolerance 1e-2) and the greedy continuations are the same
+ * (tests/unit/test_attention_forward.c). */
 cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
                       cq_err *err);
 size_t cq_cpu_seq_kv_bytes(const cq_cpu_seq *s);

@@ -3,42 +3,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention/cpu_isa.h"
+#include "attention/quant_blocks.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CQ_X86 1
 #endif
-
-#define QK 32    /* elements per Q8_0 / Q5_0 block */
-#define QK_K 256 /* elements per K-quant super-block */
-
-typedef struct {
-    uint16_t d;
-    int8_t qs[QK];
-} block_q8_0; /* 34 bytes */
-
-typedef struct {
-    uint16_t d;
-    uint8_t qh[4];
-    uint8_t qs[QK / 2];
-} block_q5_0; /* 22 bytes */
-
-typedef struct {
-    uint16_t d, dmin;
-    uint8_t scales[12];
-    uint8_t qs[QK_K / 2];
-} block_q4_k; /* 144 bytes */
-
-typedef struct {
-    uint8_t ql[QK_K / 2];
-    uint8_t qh[QK_K / 4];
-    int8_t scales[QK_K / 16];
-    uint16_t d;
-} block_q6_k; /* 210 bytes */
-
-_Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block layout");
-_Static_assert(sizeof(block_q5_0) == 22, "Q5_0 block layout");
-_Static_assert(sizeof(block_q4_k) == 144, "Q4_K block layout");
-_Static_assert(sizeof(block_q6_k) == 210, "Q6_K block layout");
 
 bool cq_qtype_block(uint32_t type, size_t *block_elems, size_t *block_bytes) {
     size_t e, b;
@@ -677,29 +648,79 @@ AVX2 static void quantize_i16_avx2(const float *x, size_t n, cq_i16_block *out) 
     }
 }
 
-static int detect_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+/* cq_rows_i16 on AVX2: the signed bytes of q5_0_bytes / q6_k_bytes (element order, offsets applied) widened */
+AVX2 static inline void store_i8x32_as_i16(int16_t *q, __m256i b) {
+    _mm256_storeu_si256((__m256i *)q, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
+    _mm256_storeu_si256((__m256i *)(q + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)));
 }
-#else
-static int detect_avx2(void) { return 0; }
+
+AVX2 static void unpack_rows_i16_avx2(uint32_t type, const uint8_t *rows, size_t row_bytes, int n_rows, size_t n,
+                                      cq_rows_i16 *o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = rows + (size_t)r * row_bytes;
+        int16_t *q = o->q + (size_t)r * n;
+        float *scale = o->scale + (size_t)r * (n / o->block);
+        switch (type) {
+        case CQ_QTYPE_Q8_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q8_0 *b = (const block_q8_0 *)row + i;
+                scale[i] = _cvtsh_ss(b->d);
+                store_i8x32_as_i16(q + QK * i, _mm256_loadu_si256((const __m256i *)b->qs));
+            }
+            break;
+        case CQ_QTYPE_Q5_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q5_0 *b = (const block_q5_0 *)row + i;
+                scale[i] = _cvtsh_ss(b->d);
+                store_i8x32_as_i16(q + QK * i, q5_0_bytes(b));
+            }
+            break;
+        case CQ_QTYPE_Q4_K: {
+            float *min = o->min + (size_t)r * (n / QK);
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q4_k *b = (const block_q4_k *)row + i;
+                uint32_t w[3];
+                memcpy(w, b->scales, sizeof w);
+                uint64_t sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
+                uint64_t mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+                _mm256_storeu_ps(scale + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
+                                                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
+                _mm256_storeu_ps(min + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)),
+                                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)))));
+                for (int g = 0; g < 4; g++) {
+                    __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
+                    store_i8x32_as_i16(q + QK_K * i + 64 * g, _mm256_and_si256(qs, m4));
+                    store_i8x32_as_i16(q + QK_K * i + 64 * g + 32, _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4));
+                }
+            }
+            break;
+        }
+        case CQ_QTYPE_Q6_K:
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q6_k *b = (const block_q6_k *)row + i;
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+                const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+                _mm256_storeu_ps(scale + 16 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d));
+                _mm256_storeu_ps(scale + 16 * i + 8,
+                                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc))), d));
+                for (int h = 0; h < 2; h++)
+                    for (int g = 0; g < 4; g++)
+                        store_i8x32_as_i16(q + QK_K * i + 128 * h + 32 * g, q6_k_bytes(b->ql + 64 * h, b->qh + 32 * h, g));
+            }
+            break;
+        default:
+            memset(q, 0, n * sizeof *q);
+            for (size_t i = 0; i < n / o->block; i++) scale[i] = 0;
+            break;
+        }
+    }
+}
+
 #endif
 
-/* -1: not yet detected; 0 scalar; 1 AVX2. Written once (idempotent race) or by tests before threads start. */
-static int g_use_avx2 = -1;
-
-static inline int use_avx2(void) {
-    if (g_use_avx2 < 0) g_use_avx2 = detect_avx2();
-    return g_use_avx2;
-}
-
-bool cq_quant_has_avx2(void) { return detect_avx2() != 0; }
-
-bool cq_quant_set_scalar(bool scalar_only) {
-    bool was = use_avx2() != 0;
-    g_use_avx2 = scalar_only ? 0 : detect_avx2();
-    return was;
-}
+/* The AVX2 kernels (and the AVX-512 ones, which take the products that they speed up) from CQ_ISA_AVX2 on. */
+static inline int use_avx2(void) { return cq_isa_active() >= CQ_ISA_AVX2; }
 
 void cq_dequant_row(uint32_t type, const void *row, float *out, size_t n) {
 #ifdef CQ_X86
@@ -753,6 +774,87 @@ static float dot_i16_scalar(uint32_t type, const void *row, const cq_i16_block *
     return s;
 }
 
+/* The definition of the int16 row tiles (cq_rows_i16), block by block as dequant_scalar reads them. */
+static void unpack_rows_i16_scalar(uint32_t type, const uint8_t *rows, size_t row_bytes, int n_rows, size_t n,
+                                   cq_rows_i16 *o) {
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = rows + (size_t)r * row_bytes;
+        int16_t *q = o->q + (size_t)r * n;
+        float *scale = o->scale + (size_t)r * (n / o->block), *min = o->min + (size_t)r * (n / QK);
+        switch (type) {
+        case CQ_QTYPE_Q8_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q8_0 *b = (const block_q8_0 *)row + i;
+                scale[i] = cq_f16_to_f32(b->d);
+                for (int j = 0; j < QK; j++) q[QK * i + j] = b->qs[j];
+            }
+            break;
+        case CQ_QTYPE_Q5_0:
+            for (size_t i = 0; i < n / QK; i++) {
+                const block_q5_0 *b = (const block_q5_0 *)row + i;
+                uint32_t qh;
+                memcpy(&qh, b->qh, 4);
+                scale[i] = cq_f16_to_f32(b->d);
+                for (int j = 0; j < QK / 2; j++) {
+                    q[QK * i + j] = (int16_t)(((b->qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4)) - 16);
+                    q[QK * i + j + QK / 2] = (int16_t)(((b->qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16);
+                }
+            }
+            break;
+        case CQ_QTYPE_Q4_K:
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q4_k *b = (const block_q4_k *)row + i;
+                const float d = cq_f16_to_f32(b->d), dmin = cq_f16_to_f32(b->dmin);
+                for (int s = 0; s < 8; s++) {
+                    uint8_t sc, m;
+                    q4k_scale_min(b->scales, s, &sc, &m);
+                    scale[8 * i + s] = d * sc, min[8 * i + s] = dmin * m;
+                    const uint8_t *qs = b->qs + 32 * (s / 2);
+                    for (int l = 0; l < 32; l++) q[QK_K * i + 32 * s + l] = (int16_t)(s & 1 ? qs[l] >> 4 : qs[l] & 0x0f);
+                }
+            }
+            break;
+        case CQ_QTYPE_Q6_K:
+            for (size_t i = 0; i < n / QK_K; i++) {
+                const block_q6_k *b = (const block_q6_k *)row + i;
+                const float d = cq_f16_to_f32(b->d);
+                for (int s = 0; s < 16; s++) scale[16 * i + s] = d * b->scales[s];
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+                    int16_t *y = q + QK_K * i + 128 * h;
+                    for (int l = 0; l < 32; l++) {
+                        y[l] = (int16_t)(((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                        y[l + 32] = (int16_t)(((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                        y[l + 64] = (int16_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                        y[l + 96] = (int16_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                    }
+                }
+            }
+            break;
+        default:
+            memset(q, 0, n * sizeof *q);
+            for (size_t i = 0; i < n / o->block; i++) scale[i] = 0;
+            break;
+        }
+    }
+}
+
+void cq_unpack_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, size_t n, cq_rows_i16 *out) {
+    out->n_rows = n_rows, out->n = (int)n, out->block = type == CQ_QTYPE_Q6_K ? 16 : QK;
+    out->has_min = type == CQ_QTYPE_Q4_K;
+#ifdef CQ_X86
+    if (cq_isa_active() >= CQ_ISA_AVX512) {
+        cq_unpack_rows_i16_avx512(type, rows, row_bytes, n_rows, n, out);
+        return;
+    }
+    if (use_avx2()) {
+        unpack_rows_i16_avx2(type, rows, row_bytes, n_rows, n, out);
+        return;
+    }
+#endif
+    unpack_rows_i16_scalar(type, rows, row_bytes, n_rows, n, out);
+}
+
 void cq_quantize_i16(const float *x, size_t n, cq_i16_block *out) {
 #ifdef CQ_X86
     if (use_avx2()) {
@@ -763,9 +865,23 @@ void cq_quantize_i16(const float *x, size_t n, cq_i16_block *out) {
     quantize_i16_scalar(x, n, out);
 }
 
-float cq_dot_row_i16(uint32_t type, const void *row, const cq_i16_block *x, size_t n) {
+void cq_dot_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, const cq_i16_block *x, size_t n,
+                     float *y) {
+    const uint8_t *p = rows;
+    if (!cq_qtype_has_i16_dot(type)) {
+        for (int r = 0; r < n_rows; r++) y[r] = 0;
+        return;
+    }
 #ifdef CQ_X86
-    if (use_avx2()) return dot_i16_avx2(type, row, x, n);
+    const cq_isa isa = cq_isa_active();
+    if (isa >= CQ_ISA_AVX512) {
+        cq_dot_rows_i16_avx512(type, p, row_bytes, n_rows, x, n, y);
+        return;
+    }
+    if (isa >= CQ_ISA_AVX2) {
+        for (int r = 0; r < n_rows; r++) y[r] = dot_i16_avx2(type, p + (size_t)r * row_bytes, x, n);
+        return;
+    }
 #endif
-    return dot_i16_scalar(type, row, x, n);
+    for (int r = 0; r < n_rows; r++) y[r] = dot_i16_scalar(type, p + (size_t)r * row_bytes, x, n);
 }

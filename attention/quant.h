@@ -16,8 +16,8 @@
  *
  * The CPU forward keeps activations in float and dequantizes weights on the fly (exact up to float rounding: the
  * reference for the CUDA path), except in decode steps, where activations may be int16 (cq_i16_block below). The
- * row kernels below use AVX2+FMA when the CPU has them (detected at run time)
- * and a portable scalar path otherwise; both are tested against the plain dequantization. */
+ * kernels below use AVX-512 or AVX2 when the CPU has them (attention/cpu_isa.h: chosen at run time) and a portable
+ * scalar path otherwise; every path is tested against the plain dequantization. */
 #ifndef CQ_ATTENTION_QUANT_H
 #define CQ_ATTENTION_QUANT_H
 
@@ -62,12 +62,27 @@ typedef struct {
 bool cq_qtype_has_i16_dot(uint32_t type); /* Q8_0, Q5_0, Q4_K, Q6_K */
 /* n a multiple of 32: out gets n / 32 blocks. */
 void cq_quantize_i16(const float *x, size_t n, cq_i16_block *out);
-/* sum_i w[i] * xq[i] for a row of a type with cq_qtype_has_i16_dot (0 otherwise), xq = the dequantized blocks;
- * integer products in the AVX2 path. */
-float cq_dot_row_i16(uint32_t type, const void *row, const cq_i16_block *x, size_t n);
+/* y[r] = sum_i w_r[i] * xq[i] for the n_rows rows w_r at rows + r * row_bytes, each of n elements of a type with
+ * cq_qtype_has_i16_dot (0 otherwise), xq = the dequantized blocks; integer products in the AVX2 and AVX-512
+ * kernels. */
+void cq_dot_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, const cq_i16_block *x, size_t n,
+                     float *y);
 
-/* Forces the scalar kernels (tests compare both paths); returns whether AVX2+FMA kernels were in use. */
-bool cq_quant_set_scalar(bool scalar_only);
-bool cq_quant_has_avx2(void);
+/* Rows of weights as int16 quants with float block scales, for the multi-token integer products of prompts
+ * (cq_k_rows_times_tokens_i16): w_r[i] = scale[r * (n / block) + i / block] * q[r * n + i] - min[r * (n / 32) + i / 32]
+ * with the min term only where has_min (Q4_K). block is 32, or 16 for Q6_K (whose scales are per 16). Quants are at most 8
+ * bits, so a block's integer dot with int16 activations stays within int32. The caller provides q (n_rows * n),
+ * scale (n_rows * n / 16) and min (n_rows * n / 32) room. */
+typedef struct {
+    int n_rows, n, block;
+    int16_t *q;
+    float *scale;
+    float *min;
+    bool has_min;
+} cq_rows_i16;
+
+/* Unpacks n_rows rows (at rows + r * row_bytes, n elements each, a type with cq_qtype_has_i16_dot) into out, whose
+ * q, scale and min point to the caller's room; sets out's n_rows, n, block and has_min. */
+void cq_unpack_rows_i16(uint32_t type, const void *rows, size_t row_bytes, int n_rows, size_t n, cq_rows_i16 *out);
 
 #endif

@@ -373,19 +373,29 @@ static int cjk_tokenize(Fts5Tokenizer *tokenizer, void *fts_ctx, int flags, cons
     return cq_fts_cjk_tokenize(text, (size_t)n_text, mode, fts5_sink_token, &sink);
 }
 
-cq_status cq_fts_cjk_register(sqlite3 *db, cq_err *err) {
-    static fts5_tokenizer cjk = {cjk_create, cjk_delete, cjk_tokenize};
-    if (!db) return cq_err_set(err, CQ_ERR_INVALID, "fts_cjk: no database handle");
+cq_status cq_fts5_api(sqlite3 *db, fts5_api **out, cq_err *err) {
+    *out = NULL;
+    if (!db) return cq_err_set(err, CQ_ERR_INVALID, "fts5: no database handle");
     sqlite3_stmt *stmt = NULL;
     if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &stmt, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fts_cjk: this SQLite has no FTS5: %s", sqlite3_errmsg(db));
-    fts5_api *api = NULL;
-    sqlite3_bind_pointer(stmt, 1, &api, "fts5_api_ptr", NULL);
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fts5: this SQLite has no FTS5: %s", sqlite3_errmsg(db));
+    sqlite3_bind_pointer(stmt, 1, out, "fts5_api_ptr", NULL);
     int rc = sqlite3_step(stmt);
     sqlite3_finalize(stmt);
-    if (rc != SQLITE_ROW || !api)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fts_cjk: cannot get the fts5_api pointer: %s", sqlite3_errstr(rc));
-    rc = api->xCreateTokenizer(api, "cjk", NULL, &cjk, NULL);
+    if (rc != SQLITE_ROW || !*out)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fts5: cannot get the fts5_api pointer: %s", sqlite3_errstr(rc));
+    return CQ_OK;
+}
+
+cq_status cq_fts_cjk_register(sqlite3 *db, cq_err *err) {
+    static fts5_tokenizer cjk = {cjk_create, cjk_delete, cjk_tokenize};
+    fts5_api *api;
+    cq_status s = cq_fts5_api(db, &api, err);
+    if (s) {
+        if (err) cq_err_prefix(err, "fts_cjk: ");
+        return s;
+    }
+    int rc = api->xCreateTokenizer(api, "cjk", NULL, &cjk, NULL);
     if (rc != SQLITE_OK) return cq_err_set(err, CQ_ERR_DB, "fts_cjk: cannot register tokenizer cjk: %s", sqlite3_errstr(rc));
     return CQ_OK;
 }

@@ -82,6 +82,10 @@ typedef int (*cq_token_cb)(void *ctx, const char *tok, size_t len, size_t start,
  * non-zero return value. Thread-safe; allocates nothing. */
 int cq_fts_cjk_tokenize(const char *text, size_t len, cq_fts_cjk_mode mode, cq_token_cb cb, void *ctx);
 
+/* The connection's FTS5 API (SELECT fts5(?1)), for registering tokenizers and auxiliary functions.
+ * CQ_ERR_UNSUPPORTED when SQLite has no FTS5. */
+cq_status cq_fts5_api(sqlite3 *db, fts5_api **out, cq_err *err);
+
 /* Registers the tokenizer as `cjk` on db, through the fts5_api pointer (SELECT fts5(?1)). Needed once per
  * connection, before the first statement that touches a table declared with tokenize='cjk'. The tokenizer
  * takes no arguments. CQ_ERR_UNSUPPORTED when SQLite has no FTS5, CQ_ERR_DB when registration fails. */

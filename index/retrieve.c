@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "core/strbuf.h"
 #include "index/bm25.h"
 #include "index/compare.h"
 #include "index/router.h"
@@ -106,15 +105,6 @@ static cq_status add_hit(cq_store *s, cq_hits *h, size_t k, int64_t clause_id, d
 
 /* ---- BM25 --------------------------------------------------------------------------------------------------- */
 
-static void append_quoted(cq_strbuf *b, const char *t) {
-    cq_strbuf_puts(b, "\"");
-    for (const char *p = t; *p; p++) {
-        if (*p == '"') cq_strbuf_puts(b, "\"\"");
-        else cq_strbuf_append(b, p, 1);
-    }
-    cq_strbuf_puts(b, "\"");
-}
-
 /* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
 static cq_status doc_rowid_range(sqlite3 *db, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
     sqlite3_stmt *st;
@@ -131,45 +121,12 @@ static cq_status doc_rowid_range(sqlite3 *db, int64_t doc_id, int64_t *lo, int64
     return CQ_OK;
 }
 
-typedef struct {
-    int64_t id;
-    double score;
-} scored;
-
 static int cmp_scored(const void *a, const void *b) {
-    const scored *x = a, *y = b;
+    const cq_bm25_hit *x = a, *y = b;
     return x->score < y->score ? 1 : (x->score > y->score ? -1 : (x->id > y->id) - (x->id < y->id));
 }
 
-/* Appends up to `limit` (clause id, score) pairs for the query, restricted to rowids [lo, hi] when lo <= hi. */
-static cq_status bm25_query(sqlite3 *db, int64_t kb_id, const char *match, int64_t lo, int64_t hi, size_t limit,
-                            scored *out, size_t *n, size_t cap, cq_err *err) {
-    char sql[320];
-    snprintf(sql, sizeof sql,
-             "SELECT rowid, bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g) AS r FROM " CQ_FTS_TABLE_FMT " WHERE "
-             CQ_FTS_TABLE_FMT " MATCH ?1 %s ORDER BY r LIMIT ?2",
-             (long long)kb_id, CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY, (long long)kb_id, (long long)kb_id,
-             lo <= hi ? "AND rowid BETWEEN ?3 AND ?4" : "");
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-    if (lo <= hi) {
-        sqlite3_bind_int64(st, 3, lo);
-        sqlite3_bind_int64(st, 4, hi);
-    }
-    int rc;
-    while (*n < cap && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        out[*n].id = sqlite3_column_int64(st, 0);
-        out[*n].score = -sqlite3_column_double(st, 1); /* FTS5 bm25 is negative: more negative is better */
-        (*n)++;
-    }
-    sqlite3_finalize(st);
-    return CQ_OK;
-}
-
-static cq_status apply_local_prior(sqlite3 *db, const char *question, scored *found, size_t n, cq_err *err) {
+static cq_status apply_local_prior(sqlite3 *db, const char *question, cq_bm25_hit *found, size_t n, cq_err *err) {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT d.name FROM clauses c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", -1,
                            &st, NULL) != SQLITE_OK)
@@ -190,32 +147,26 @@ static cq_status apply_local_prior(sqlite3 *db, const char *question, scored *fo
     return CQ_OK;
 }
 
-/* BM25 over the KB's FTS table: the query's terms OR-ed; when docs are given, only their clauses (best first over
- * all of them). Adds the results to h after what it holds. */
+/* BM25 over the KB's FTS table (index/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
+ * (best first over all of them). Adds the results to h after what it holds. */
 static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
                       size_t k, cq_err *err) {
     if (query->n_terms == 0 || h->n >= k) return CQ_OK;
     const int64_t kb_id = query->kb_id;
-    cq_strbuf q = {0};
-    for (size_t i = 0; i < query->n_terms; i++) {
-        if (i) cq_strbuf_puts(&q, " OR ");
-        append_quoted(&q, query->terms[i]);
-    }
-    if (q.failed) {
-        cq_strbuf_free(&q);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    const char *const *terms = (const char *const *)query->terms;
     sqlite3 *db = cq_store_db(s);
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
-    scored *found = malloc(cap * sizeof *found);
+    cq_bm25_hit *found = malloc(cap * sizeof *found);
     cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && !n_docs) rc = bm25_query(db, kb_id, q.data, 1, 0, want, found, &n, cap, err);
+    if (!rc && !n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
     for (size_t i = 0; !rc && i < n_docs; i++) {
         int64_t lo = 1, hi = 0;
+        size_t got = 0;
         rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
-        if (!rc && lo <= hi) rc = bm25_query(db, kb_id, q.data, lo, hi, want, found, &n, cap, err);
+        if (!rc && lo <= hi)
+            rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
+        n += got;
     }
-    cq_strbuf_free(&q);
     if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
     for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);

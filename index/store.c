@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/utf8.h"
+#include "index/bm25.h"
 #include "index/fts_cjk.h"
 #include "index/router.h"
 #include "index/store_internal.h"
@@ -17,10 +18,12 @@ struct cq_store {
     sqlite3 *db;
     void *router_cache; /* index/router.c */
     void *versions_seen; /* index/versions.c */
+    void *bm25_cache;    /* index/bm25.c */
 };
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
+void **cq_store_bm25_slot(cq_store *s) { return &s->bm25_cache; }
 
 /* Migrations run in order; migration i brings user_version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -355,6 +358,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     sqlite3_busy_timeout(s->db, 10000);
     cq_status rc = exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err);
     if (!rc) rc = cq_fts_cjk_register(s->db, err);
+    if (!rc) rc = cq_bm25_register(s->db, err);
     if (!rc) rc = migrate(s, err);
     if (rc) {
         cq_err_prefix(err, "database %s: ", path);
@@ -369,6 +373,7 @@ void cq_store_close(cq_store *s) {
     if (!s) return;
     cq_router_cache_free(s->router_cache);
     free(s->versions_seen);
+    cq_bm25_cache_free(s->bm25_cache);
     sqlite3_close(s->db);
     free(s);
 }

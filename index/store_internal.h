@@ -10,4 +10,8 @@ void **cq_store_router_slot(cq_store *s);
  * store). */
 void **cq_store_versions_slot(cq_store *s);
 
+/* index/bm25.c's per-connection statistics (freed with the store by cq_bm25_cache_free). */
+void **cq_store_bm25_slot(cq_store *s);
+void cq_bm25_cache_free(void *cache);
+
 #endif

@@ -7,14 +7,19 @@
  * time), and prints the GPU KV-cache size at a 32k context.
  * With --compare-cpu it runs the same short prompt through the CPU decoder and the GPU one and prints both greedy
  * continuations, the steps whose argmax agree (the CPU's token fed to both) and the logits' relative error.
+ * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (attention/cpu_isa.h) alternates within
+ * each of --runs rounds: a prefill of the prompt, then --decode steps after it, per level; medians and ranges per
+ * level (an A/B on one model copy, in one process, on a shared machine).
  * --adapter DIR runs everything with that LoRA adapter loaded. --ranks 0,16,32,64 instead compares adapters of
  * those ranks (random factors on every projection; 0: none), one decoder each, their decode steps interleaved token
  * by token over --rounds prompts (the box's load then hits them alike): prefill and decode rates per rank, and each
  * rank's step time relative to the first's.
  * --score N times scoring N prompts of --prompt tokens (a reranker's candidates: cq_decoder_score_prompts, packed
  * into batched prefill chunks on CUDA) against running them one at a time, --runs times each, alternating.
+ * --perplexity N: the tokens of the scoring pass with logits at every position (default 64; 0 skips it).
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
- *                 [--compare-cpu 1] [--adapter DIR] [--ranks LIST --rounds N] [--score N] */
+ *                 [--compare-cpu 1] [--isa LIST] [--adapter DIR] [--ranks LIST --rounds N] [--score N]
+ *                 [--perplexity N] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,7 @@
 #include <time.h>
 
 #include "../unit/test_adapter_util.h"
+#include "attention/cpu_isa.h"
 #include "attention/decoder.h"
 #include "attention/forward_cuda.h"
 #include "attention/lora.h"
@@ -116,6 +122,62 @@ static void compare_cpu(const char *model, int n_steps) {
     free(text_c), free(text_g), free(out_c), free(out_g), free(lc), free(lg), free(ids);
     cq_decoder_seq_free(sc), cq_decoder_seq_free(sg), cq_decoder_seq_free(sg2);
     cq_decoder_close(dc), cq_decoder_close(dg);
+}
+
+/* --isa: rounds of (prefill, decode) alternating the kernels' instruction set; a table of medians and ranges. */
+static void compare_isa(cq_decoder *d, const char *list, const int32_t *ids, int n_prompt, int n_decode, int rounds) {
+    cq_isa levels[3];
+    int n_levels = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok && n_levels < 3; tok = strtok(NULL, ",")) {
+        cq_isa l = !strcmp(tok, "scalar") ? CQ_ISA_SCALAR : !strcmp(tok, "avx2") ? CQ_ISA_AVX2 : CQ_ISA_AVX512;
+        if (l > cq_isa_detected()) {
+            fprintf(stderr, "bench_decoder: this CPU does not run %s; skipped\n", tok);
+            continue;
+        }
+        levels[n_levels++] = l;
+    }
+    const int V = cq_decoder_get_info(d)->n_vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *tp = malloc((size_t)rounds * 3 * sizeof *tp), *td = malloc((size_t)rounds * 3 * sizeof *td);
+    cq_decoder_seq *s;
+    cq_err err = {0};
+    if (cq_decoder_seq_new(d, n_prompt + n_decode + 8, &s, &err)) die("seq", &err);
+    /* warm-up: pages of the weights, the KV cache and the scratch touched once */
+    if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err) || cq_decoder_eval(s, ids, 1, logits, false, &err))
+        die("warm-up", &err);
+    for (int r = 0; r < rounds; r++) {
+        for (int li = 0; li < n_levels; li++) {
+            cq_isa_set(levels[li]);
+            cq_decoder_seq_reset(s);
+            double t0 = cq_clock_seconds();
+            if (cq_decoder_eval(s, ids, (size_t)n_prompt, logits, false, &err)) die("prefill", &err);
+            tp[li * rounds + r] = cq_clock_seconds() - t0;
+            int32_t next = argmax(logits, V);
+            t0 = cq_clock_seconds();
+            for (int i = 0; i < n_decode; i++) {
+                if (cq_decoder_eval(s, &next, 1, logits, false, &err)) die("decode", &err);
+                next = argmax(logits, V);
+            }
+            td[li * rounds + r] = cq_clock_seconds() - t0;
+            printf("round %d %-12s prefill %7.1f tok/s  decode %6.1f tok/s\n", r + 1, cq_isa_name(levels[li]),
+                   n_prompt / tp[li * rounds + r], n_decode / td[li * rounds + r]);
+            fflush(stdout);
+        }
+    }
+    printf("%-12s %28s %28s\n", "kernels", "prefill tok/s median (range)", "decode tok/s median (range)");
+    for (int li = 0; li < n_levels; li++) {
+        double *a = tp + li * rounds, *b = td + li * rounds;
+        qsort(a, (size_t)rounds, sizeof *a, cmp_double);
+        qsort(b, (size_t)rounds, sizeof *b, cmp_double);
+        char c1[64], c2[64];
+        snprintf(c1, sizeof c1, "%.1f (%.1f-%.1f)", n_prompt / a[rounds / 2], n_prompt / a[rounds - 1], n_prompt / a[0]);
+        snprintf(c2, sizeof c2, "%.1f (%.1f-%.1f)", n_decode / b[rounds / 2], n_decode / b[rounds - 1], n_decode / b[0]);
+        printf("%-12s %28s %28s\n", cq_isa_name(levels[li]), c1, c2);
+    }
+    cq_decoder_seq_free(s);
+    free(logits), free(tp), free(td);
 }
 
 /* n prompts of len tokens (different ones), scored packed and one at a time, runs times each alternating. */
@@ -257,8 +319,8 @@ int main(int argc, char **argv) {
         model = path;
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
-    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, rounds = 5, score = 0;
-    const char *adapter = NULL, *ranks = NULL;
+    int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, rounds = 5, score = 0, n_perplexity = 64;
+    const char *isa = NULL, *adapter = NULL, *ranks = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) opt.n_threads = atoi(argv[i + 1]);
@@ -266,6 +328,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--decode")) n_decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--compare-cpu")) compare = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
+        else if (!strcmp(argv[i], "--perplexity")) n_perplexity = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--adapter")) adapter = argv[i + 1];
         else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
@@ -298,6 +362,12 @@ int main(int argc, char **argv) {
     ids[have++] = cq_tokenizer_bos(cq_decoder_tokenizer(d));
     for (; have < (size_t)n_prompt; have++) ids[have] = piece[(have - 1) % n_piece];
     free(piece);
+    if (isa && !gpu) {
+        compare_isa(d, isa, ids, n_prompt, n_decode, runs);
+        free(ids);
+        cq_decoder_close(d);
+        return 0;
+    }
     if (score > 0) {
         bench_score(d, ids, n_prompt, score, runs);
         free(ids);
@@ -356,13 +426,16 @@ int main(int argc, char **argv) {
             if (cq_decoder_eval_greedy(s, next, &next, &err)) die("greedy decode", &err);
         t_greedy = cq_clock_seconds() - t0;
     }
-    /* scoring: 64 tokens with logits at every position (the perplexity path) */
-    int n_score = 64;
-    float *all = malloc((size_t)n_score * info->n_vocab * sizeof *all);
-    cq_decoder_seq_reset(s);
-    t0 = cq_clock_seconds();
-    cq_decoder_eval(s, ids, (size_t)n_score, all, true, &err);
-    double t_score = cq_clock_seconds() - t0;
+    /* scoring: n_perplexity tokens with logits at every position (the perplexity path) */
+    if (n_perplexity > n_prompt) n_perplexity = n_prompt;
+    float *all = n_perplexity > 0 ? malloc((size_t)n_perplexity * info->n_vocab * sizeof *all) : NULL;
+    double t_score = 0;
+    if (n_perplexity > 0) {
+        cq_decoder_seq_reset(s);
+        t0 = cq_clock_seconds();
+        cq_decoder_eval(s, ids, (size_t)n_perplexity, all, true, &err);
+        t_score = cq_clock_seconds() - t0;
+    }
 
     printf("decoder benchmark: %s (%d layers, d=%d, vocab %d), device %s, %d threads\n", info->name, info->n_layer,
            info->n_embd, info->n_vocab, gpu ? "cuda" : "cpu", opt.n_threads);
@@ -380,7 +453,7 @@ int main(int argc, char **argv) {
                n_prompt / t_fresh, t_fresh * 1e3);
     printf("%-38s %10d %12.1f\n", "decode (full logits to host, batch 1)", n_decode, n_decode / t_decode);
     if (gpu) printf("%-38s %10d %12.1f\n", "decode (greedy, argmax on GPU)", n_decode, n_decode / t_greedy);
-    printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_score, n_score / t_score);
+    if (n_perplexity > 0) printf("%-38s %10d %12.1f\n", "score (logits at every position)", n_perplexity, n_perplexity / t_score);
     if (gpu) {
         double copy = 0;
         if (cq_cuda_copy_bandwidth((size_t)1 << 30, &copy, &err)) die("copy bandwidth", &err);

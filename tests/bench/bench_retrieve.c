@@ -1,5 +1,8 @@
 /* Retrieval latency benchmark: ingests a suite's documents into a KB (unless already there) and times retrieve for
- * every question of the suite, per mode. Prints a table (ms): p50, p95, p99, mean, and the ingest time.
+ * every question of the suite, per mode. Prints a table (ms): p50, p95, p99, mean, and the ingest time. Then the
+ * whole-KB BM25 search of each question (k * 3 candidates, as retrieve asks for them) by cq_bm25_top and by its
+ * plain twin cq_bm25_top_reference (FTS5's bm25() over every matching row), alternating which goes first: their
+ * latencies, the rows the pruned search scored, and the questions whose results differ (must be 0).
  *
  *   bench_retrieve [--data DIR] [--kb KB] [--suite DIR] [--k 10] [--limit N]
  * Defaults: a fresh temporary data dir, KB "bench", suite ../shared/eval/laws-zh (relative to the source tree). */
@@ -16,6 +19,8 @@
 #include "app/ingest.h"
 #include "core/clock.h"
 #include "core/fileio.h"
+#include "index/bm25.h"
+#include "index/query.h"
 #include "index/retrieve.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -126,6 +131,49 @@ int main(int argc, char **argv) {
             printf("%-8s %9.2f %9.2f %9.2f %9.2f %9.1f\n", modes[m], lat[nq / 2], lat[(size_t)(0.95 * (nq - 1))],
                    lat[(size_t)(0.99 * (nq - 1))], total / nq, 1e3 * nq / total);
     }
+
+    /* the BM25 search against its twin */
+    const size_t want = (size_t)k * 3;
+    double *lat_ref = malloc((nq ? nq : 1) * sizeof *lat_ref), *rows = malloc((nq ? nq : 1) * sizeof *rows);
+    cq_bm25_hit *a = malloc(want * sizeof *a), *b = malloc(want * sizeof *b);
+    size_t differ = 0, pruned = 0;
+    for (size_t i = 0; i < nq; i++) {
+        cq_query q;
+        cq_err err = {0};
+        lat[i] = lat_ref[i] = rows[i] = 0;
+        if (cq_query_parse(s, kb_id, questions[i], &q, &err)) continue;
+        const char *const *terms = (const char *const *)q.terms;
+        size_t na = 0, nb = 0;
+        cq_bm25_trace tr = {0};
+        for (int r = 0; r < 2; r++) {
+            double t0 = cq_clock_seconds();
+            if ((r + (int)i) % 2) {
+                cq_bm25_top_reference(s, kb_id, terms, q.n_terms, 1, 0, want, a, &na, &err);
+                lat_ref[i] = cq_clock_ms_since(t0);
+            } else {
+                cq_bm25_top(s, kb_id, terms, q.n_terms, 1, 0, want, b, &nb, &tr, &err);
+                lat[i] = cq_clock_ms_since(t0);
+            }
+        }
+        differ += na != nb || memcmp(a, b, na * sizeof *a);
+        pruned += tr.pruned_terms > 0;
+        rows[i] = (double)tr.rows_visited;
+        cq_query_free(&q);
+    }
+    printf("\nwhole-KB BM25, %zu candidates: cq_bm25_top against cq_bm25_top_reference, %zu questions, %zu pruned, "
+           "%zu with other results\n", want, nq, pruned, differ);
+    printf("%-10s %9s %9s %9s %9s\n", "search", "p50", "p95", "p99", "mean");
+    double *cols[] = {lat_ref, lat, rows};
+    const char *names[] = {"reference", "pruned", "rows"};
+    for (int c = 0; c < 3; c++) {
+        double total = 0;
+        for (size_t i = 0; i < nq; i++) total += cols[c][i];
+        qsort(cols[c], nq, sizeof *cols[c], cmp_double);
+        if (nq)
+            printf("%-10s %9.2f %9.2f %9.2f %9.2f\n", names[c], cols[c][nq / 2], cols[c][(size_t)(0.95 * (nq - 1))],
+                   cols[c][(size_t)(0.99 * (nq - 1))], total / nq);
+    }
+    free(lat_ref), free(rows), free(a), free(b);
     free(lat);
     for (size_t i = 0; i < nq; i++) free(questions[i]);
     free(questions);

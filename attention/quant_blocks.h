@@ -1,0 +1,52 @@
+/* Internal: the block layouts of the GGUF formats (described in attention/quant.h) shared by the kernel files
+ * (quant.c: scalar and AVX2; quant_avx512.c: AVX-512), and the AVX-512 entry points that quant.c dispatches to. */
+#ifndef CQ_ATTENTION_QUANT_BLOCKS_H
+#define CQ_ATTENTION_QUANT_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/quant.h"
+
+#define QK 32    /* elements per Q8_0 / Q5_0 block */
+#define QK_K 256 /* elements per K-quant super-block */
+
+typedef struct {
+    uint16_t d;
+    int8_t qs[QK];
+} block_q8_0; /* 34 bytes */
+
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+} block_q5_0; /* 22 bytes */
+
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} block_q4_k; /* 144 bytes */
+
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+} block_q6_k; /* 210 bytes */
+
+_Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block layout");
+_Static_assert(sizeof(block_q5_0) == 22, "Q5_0 block layout");
+_Static_assert(sizeof(block_q4_k) == 144, "Q4_K block layout");
+_Static_assert(sizeof(block_q6_k) == 210, "Q6_K block layout");
+
+#if defined(__x86_64__) || defined(__i386__)
+/* quant_avx512.c; called only when cq_isa_active() is CQ_ISA_AVX512, with a type of cq_qtype_has_i16_dot. */
+void cq_dot_rows_i16_avx512(uint32_t type, const uint8_t *rows, size_t row_bytes, int n_rows, const cq_i16_block *x,
+                            size_t n, float *y);
+/* out's n_rows, n, block and min already set by cq_unpack_rows_i16 */
+void cq_unpack_rows_i16_avx512(uint32_t type, const uint8_t *rows, size_t row_bytes, int n_rows, size_t n,
+                               cq_rows_i16 *out);
+#endif
+
+#endif

@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""Load generator for asks (issue 15): a server of its own with a KB (data/demo, plus the first LOAD_DOCS PDFs of
+../shared/eval/laws-zh-pdf when present), then closed-loop clients asking streamed questions at each concurrency
+level for a bounded time. Prints one table row a level: asks/s, latency P50/P95/P99 (to the stream's end), time to
+first token P50/P95, generated tokens/s, 503s (admission: busy) and other errors. The clients run on the same machine
+as the server: on a small box they take cores from it (say so next to any figure).
+
+usage: tests/bench/bench_load.py [--binary build/clauseqa] [--levels 1,4,16,64,256] [--seconds 10]
+                                 [--answers extractive|generate|auto] [--docs N] [-- SERVE OPTIONS...]
+Serve options after -- go to `clauseqa serve` (--device cuda, --max-asks 16, --threads 300 ...)."""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.abspath(os.path.join(HERE, '..', '..'))
+SHARED = os.environ.get('CLAUSEQA_SHARED') or os.path.join(SOURCE, '..', 'shared')
+QUESTIONS = [
+    '劳动法第四十四条规定了什么？', '试用期最长多长时间？', '加班费怎么算', '用人单位解除劳动合同需要提前几天通知？',
+    'What does Section 5.2 say?', 'How many days of notice are needed to terminate the services agreement?',
+    '劳动合同法第十条', '未成年工是指多大年龄的劳动者？', '工会的职责是什么', '女职工生育享受多少天产假？',
+    '劳动争议发生后当事人可以怎么办？', 'Who owns the work product under the agreement?',
+]
+
+
+def percentile(values, q):
+    if not values:
+        return float('nan')
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def ask_streamed(port, question, timeout_s):
+    """One streamed ask: (status, seconds to the end, seconds to the first token or None, tokens, error code)."""
+    t0 = time.time()
+    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout_s)
+    try:
+        body = json.dumps({'question': question, 'stream': True}).encode()
+        conn.request('POST', '/api/v1/kbs/demo/ask', body=body,
+                     headers={'Content-Type': 'application/json', 'Accept': 'text/event-stream'})
+        r = conn.getresponse()
+        if r.status != 200:
+            data = r.read()
+            try:
+                code = json.loads(data)['error']['code']
+            except (ValueError, KeyError, TypeError):
+                code = 'http_%d' % r.status
+            return r.status, time.time() - t0, None, 0, code
+        first, tokens, event = None, 0, None
+        for raw in r:
+            line = raw.decode('utf-8', 'replace').rstrip('\n')
+            if line.startswith('event:'):
+                event = line[6:].strip()
+            elif line.startswith('data:') and event == 'token':
+                if first is None:
+                    first = time.time() - t0
+            elif line.startswith('data:') and event == 'done':
+                try:
+                    tokens = int(json.loads(line[5:]).get('tokens_generated') or 0)
+                except ValueError:
+                    pass
+        return 200, time.time() - t0, first, tokens, None
+    except OSError as e:
+        return 0, time.time() - t0, None, 0, type(e).__name__
+    finally:
+        conn.close()
+
+
+def run_level(port, clients, seconds):
+    results, lock = [], threading.Lock()
+    stop_at = time.time() + seconds
+
+    def client(i):
+        n = i
+        while time.time() < stop_at:
+            res = ask_streamed(port, QUESTIONS[n % len(QUESTIONS)], timeout_s=120)
+            n += clients
+            with lock:
+                results.append(res)
+            if res[0] == 503:
+                time.sleep(0.05)  # a refused client does not spin
+
+    t0 = time.time()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    ok = [r for r in results if r[0] == 200]
+    lat = [r[1] for r in ok]
+    ttft = [r[2] for r in ok if r[2] is not None]
+    busy = sum(1 for r in results if r[4] == 'busy')
+    errors = len(results) - len(ok) - busy
+    return {'clients': clients, 'asks': len(ok), 'asks_s': len(ok) / wall, 'p50': percentile(lat, 0.5),
+            'p95': percentile(lat, 0.95), 'p99': percentile(lat, 0.99), 'ttft50': percentile(ttft, 0.5),
+            'ttft95': percentile(ttft, 0.95), 'tok_s': sum(r[3] for r in ok) / wall, 'busy': busy,
+            'errors': errors, 'wall': wall}
+
+
+def main():
+    argv = sys.argv[1:]
+    serve_extra = []
+    if '--' in argv:
+        serve_extra = argv[argv.index('--') + 1:]
+        argv = argv[:argv.index('--')]
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--binary', default=os.path.join(SOURCE, 'build', 'clauseqa'))
+    ap.add_argument('--levels', default='1,4,16,64,256')
+    ap.add_argument('--seconds', type=float, default=10)
+    ap.add_argument('--answers', default='auto')
+    ap.add_argument('--docs', type=int, default=int(os.environ.get('LOAD_DOCS', '30')))
+    a = ap.parse_args(argv)
+    levels = [int(x) for x in a.levels.split(',')]
+    work = tempfile.mkdtemp(prefix='cq-load-')
+    server = None
+    try:
+        data = os.path.join(work, 'data')
+        subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
+                       stdout=subprocess.DEVNULL)
+        pdf_dir = os.path.join(SHARED, 'eval', 'laws-zh-pdf', 'docs')
+        if a.docs > 0 and os.path.isdir(pdf_dir):
+            pdfs = sorted(os.path.join(pdf_dir, f) for f in os.listdir(pdf_dir) if f.endswith('.pdf'))[:a.docs]
+            subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + pdfs,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = os.path.join(work, 'port')
+        threads = str(min(256, max(levels) + 8))  # a worker a client up to the server's cap: queueing shows in the
+        # admission numbers (and, past 256 clients, in the connection queue)
+        log = open(os.path.join(work, 'server.log'), 'wb')
+        server = subprocess.Popen([a.binary, 'serve', '--data', data, '--port', '0', '--port-file', port_file,
+                                   '--threads', threads, '--connections', str(max(levels) * 2 + 16),
+                                   '--max-client-connections', '0', '--answers', a.answers] + serve_extra,
+                                  stdout=log, stderr=subprocess.STDOUT)
+        for _ in range(600):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            if server.poll() is not None:
+                sys.exit('bench_load: the server exited:\n' + open(log.name, errors='replace').read()[-2000:])
+            time.sleep(0.1)
+        port = int(open(port_file).read())
+        health = {}
+        for _ in range(300):
+            try:
+                c = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
+                c.request('GET', '/api/v1/health')
+                health = json.loads(c.getresponse().read())
+                break
+            except OSError:
+                time.sleep(0.1)
+        ask_streamed(port, QUESTIONS[0], 120)  # warm-up (the decoder's first prompt)
+        print(f'# bench_load: {a.binary}, answers {a.answers}, {os.cpu_count()} CPUs here (clients included), '
+              f'{a.seconds:g} s a level; serve {" ".join(serve_extra) or "(defaults)"}')
+        models = health.get('models', {})
+        print(f'# answers: {models.get("answers", "?")}, decoder on {models.get("decoder_device", "-")}; '
+              f'KB demo: data/demo + {a.docs if os.path.isdir(pdf_dir) else 0} laws-zh-pdf documents')
+        print()
+        print('| clients | asks | asks/s | P50 ms | P95 ms | P99 ms | first token P50 / P95 ms | generated tok/s | 503 busy | errors |')
+        print('|---|---|---|---|---|---|---|---|---|---|')
+        for n in levels:
+            r = run_level(port, n, a.seconds)
+            print(f'| {n} | {r["asks"]} | {r["asks_s"]:.1f} | {r["p50"] * 1e3:.0f} | {r["p95"] * 1e3:.0f} | '
+                  f'{r["p99"] * 1e3:.0f} | {r["ttft50"] * 1e3:.0f} / {r["ttft95"] * 1e3:.0f} | {r["tok_s"]:.0f} | '
+                  f'{r["busy"]} | {r["errors"]} |', flush=True)
+    finally:
+        if server and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()

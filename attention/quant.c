@@ -551,10 +551,8 @@ AVX2 static float dot_i16_avx2(uint32_t type, const void *row, const cq_i16_bloc
         __m256 acc_min = _mm256_setzero_ps();
         for (size_t i = 0; i < n / QK_K; i++, x += 8) {
             /* the 8 scales and 8 mins of q4k_scale_min at once, from the three 32-bit words of `scales` */
-            uint32_t w[3];
-            memcpy(w, b[i].scales, sizeof w);
-            uint64_t sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
-            uint64_t mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+            uint64_t sc, mn;
+            cq_q4k_scales_mins(&b[i], &sc, &mn);
             __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
             __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
             __m256 xd = _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
@@ -680,10 +678,8 @@ AVX2 static void unpack_rows_i16_avx2(uint32_t type, const uint8_t *rows, size_t
             float *min = o->min + (size_t)r * (n / QK);
             for (size_t i = 0; i < n / QK_K; i++) {
                 const block_q4_k *b = (const block_q4_k *)row + i;
-                uint32_t w[3];
-                memcpy(w, b->scales, sizeof w);
-                uint64_t sc = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
-                uint64_t mn = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+                uint64_t sc, mn;
+                cq_q4k_scales_mins(b, &sc, &mn);
                 _mm256_storeu_ps(scale + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
                                                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
                 _mm256_storeu_ps(min + 8 * i, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)),

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attention/quant.h"
 
@@ -38,6 +39,15 @@ typedef struct {
 _Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block layout");
 _Static_assert(sizeof(block_q5_0) == 22, "Q5_0 block layout");
 _Static_assert(sizeof(block_q4_k) == 144, "Q4_K block layout");
+
+/* A Q4_K super-block's 8 six-bit scales and 8 six-bit mins, one a byte (sub-block j in byte j), unpacked at once
+ * from the three 32-bit words of `scales` (q4k_scale_min's layout). */
+static inline void cq_q4k_scales_mins(const block_q4_k *b, uint64_t *scales, uint64_t *mins) {
+    uint32_t w[3];
+    memcpy(w, b->scales, sizeof w);
+    *scales = (w[0] & 0x3f3f3f3fu) | (uint64_t)((w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u)) << 32;
+    *mins = (w[1] & 0x3f3f3f3fu) | (uint64_t)(((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)) << 32;
+}
 _Static_assert(sizeof(block_q6_k) == 210, "Q6_K block layout");
 
 #if defined(__x86_64__) || defined(__i386__)

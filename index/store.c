@@ -16,6 +16,7 @@
 
 struct cq_store {
     sqlite3 *db;
+    cq_pg *pg;           /* the PostgreSQL backend (index/store_pg.h), or NULL: SQLite */
     void *router_cache; /* index/router.c */
     void *versions_seen; /* index/versions.c */
     void *bm25_cache;    /* index/bm25.c */
@@ -379,6 +380,7 @@ void cq_store_close(cq_store *s) {
 }
 
 sqlite3 *cq_store_db(cq_store *s) { return s->db; }
+cq_pg *cq_store_pg(cq_store *s) { return s->pg; }
 
 cq_status cq_store_begin(cq_store *s, cq_err *err) { return exec(s, "BEGIN IMMEDIATE", err); }
 cq_status cq_store_commit(cq_store *s, cq_err *err) { return exec(s, "COMMIT", err); }

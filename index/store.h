@@ -40,7 +40,12 @@ typedef struct sqlite3 sqlite3;
 /* Opens (creating when absent) the database at path, sets WAL, registers the cjk tokenizer, migrates. */
 cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
 void cq_store_close(cq_store *s);
-sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries */
+sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries; NULL on PostgreSQL */
+
+/* The PostgreSQL backend's connection (index/store_pg.h) when the store is one, else NULL: the index/ modules
+ * with their own SQL take their PostgreSQL path when it is not NULL (docs/SCALE.md, issue 20). */
+typedef struct cq_pg cq_pg;
+cq_pg *cq_store_pg(cq_store *s);
 
 cq_status cq_store_begin(cq_store *s, cq_err *err);
 cq_status cq_store_commit(cq_store *s, cq_err *err);

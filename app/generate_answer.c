@@ -14,7 +14,7 @@
 #define DEFAULT_CONTEXT_CHARS 600
 #define DEFAULT_NEW_TOKENS 96
 #define DEFAULT_CANDIDATES 64
-#define MAX_CANDIDATES 256
+#define MAX_CANDIDATES CQ_TOP_MAX
 #define MAX_PIECE 64
 #define STREAM_AFTER_TOKENS 4
 
@@ -233,32 +233,6 @@ void cq_gen_answer_free(cq_gen_answer *g) {
     memset(g, 0, sizeof *g);
 }
 
-/* The indices of the n largest logits, best first (n small: insertion into a sorted list). */
-static int top_n(const float *logits, int32_t n_vocab, int n, int32_t *idx) {
-    int have = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        float v = logits[i];
-        if (have == n && v <= logits[idx[n - 1]]) continue;
-        int j = have < n ? have++ : n - 1;
-        while (j > 0 && logits[idx[j - 1]] < v) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = i;
-    }
-    return have;
-}
-
-/* log p(token) under the softmax of the logits. */
-static double log_softmax_at(const float *logits, int32_t n_vocab, int32_t token) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
-    return (double)(logits[token] - mx) - log(sum);
-}
-
 /* Is answer[0..n) a span of one shown clause (its index in *which), or a prefix of the refusal phrase or of a
  * verdict word (verdicts: the yes and no words, or NULL)? */
 static bool admissible(char *const *flat, size_t n_flat, const char *refusal, const char *const *verdicts,
@@ -294,22 +268,17 @@ static size_t whole_chars(const char *s, size_t n) {
 
 /* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
  * dropped, as the first token's are) begins it. */
-static double refusal_start_p(const cq_tokenizer *tok, const float *logits, int32_t n_vocab, const int32_t *cand,
-                              int nc, const char *refusal) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0, p = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
+static double refusal_start_p(const cq_tokenizer *tok, const cq_top *top, const char *refusal) {
+    double p = 0;
     char piece[MAX_PIECE];
-    for (int c = 0; c < nc; c++) {
-        size_t n = cq_tokenizer_piece(tok, cand[c], false, piece, sizeof piece);
+    for (int c = 0; c < top->n; c++) {
+        size_t n = cq_tokenizer_piece(tok, top->top_ids[c], false, piece, sizeof piece);
         if (n == 0 || n > sizeof piece) continue;
         const char *s = piece;
         while (n && *s == ' ') s++, n--;
-        if (n && n <= strlen(refusal) && !memcmp(refusal, s, n)) p += exp((double)(logits[cand[c]] - mx));
+        if (n && n <= strlen(refusal) && !memcmp(refusal, s, n)) p += exp((double)top->top_logits[c] - top->lse);
     }
-    return p / sum;
+    return p;
 }
 
 cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
@@ -327,7 +296,6 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     if (trained) o.allow_refusal = true; /* the model decides */
     out->trained = trained;
     const cq_tokenizer *tok = cq_decoder_tokenizer(d);
-    const int32_t n_vocab = cq_decoder_get_info(d)->n_vocab;
     const int32_t eos = cq_tokenizer_eos(tok), eot = cq_tokenizer_find(tok, "<end_of_turn>");
 
     size_t *shown = NULL;
@@ -341,19 +309,21 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
         prompt = cq_gen_answer_prompt(question, hits, o.max_context_chars, &shown);
     }
     char **flat = calloc(hits->n, sizeof *flat);
-    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    /* each step's candidates: the top logits and their log-sum-exp (on the GPU, the logits stay there) */
+    const cq_top_request want = {o.candidates, 0, {0}};
+    cq_top *top = malloc(sizeof *top);
     int32_t *ids = NULL;
     size_t n_ids = 0;
     cq_decoder_seq *seq = NULL;
     cq_strbuf ans = {0};
-    cq_status rc = prompt && flat && logits ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = prompt && flat && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < hits->n; i++)
         if (shown[i] && !(flat[i] = flatten(hits->hits[i].text, shown[i])))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
     double t0 = cq_clock_seconds();
-    if (!rc) rc = cq_decoder_eval(seq, ids, n_ids, logits, false, err);
+    if (!rc) rc = cq_decoder_eval_top(seq, ids, n_ids, &want, top, err);
     out->prompt_tokens = (int)n_ids;
     out->prefill_ms = cq_clock_ms_since(t0);
     t0 = cq_clock_seconds();
@@ -361,14 +331,15 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     size_t which = (size_t)-1, streamed = 0;
     double logprob_sum = 0;
     bool stop_by_client = false;
-    int32_t cand[MAX_CANDIDATES];
     bool stop = false, allow_refusal = o.allow_refusal;
     for (int step = 0; !rc && !stop && step < o.max_new_tokens; step++) {
-        int nc = top_n(logits, n_vocab, o.candidates, cand);
+        const int nc = top->n;
+        const int32_t *cand = top->top_ids;
         int32_t pick = -1;
+        double pick_logit = 0;
         char piece[MAX_PIECE];
         if (step == 0 && allow_refusal) {
-            out->refusal_p = refusal_start_p(tok, logits, n_vocab, cand, nc, refusal);
+            out->refusal_p = refusal_start_p(tok, top, refusal);
             if (o.refusal_min_p > 0 && out->refusal_p < o.refusal_min_p) allow_refusal = false;
         }
         for (int c = 0; c < nc && pick < 0; c++) {
@@ -394,6 +365,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             size_t w;
             if (admissible(flat, hits->n, allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
                 pick = id;
+                pick_logit = top->top_logits[c];
                 which = w;
             } else {
                 ans.len = old;
@@ -401,7 +373,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             }
         }
         if (stop || pick < 0) break;
-        logprob_sum += log_softmax_at(logits, n_vocab, pick);
+        logprob_sum += pick_logit - top->lse;
         out->new_tokens++;
         /* Stream whole characters of a real answer (never the refusal), once a few tokens show the model is sure
          * enough that the answer will be used: an answer that falls back (min_confidence) is rarely begun on the
@@ -416,7 +388,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             }
         }
         if (!stop && which == WHICH_REFUSAL && !strcmp(ans.data, refusal)) break;
-        if (!stop) rc = cq_decoder_eval(seq, &pick, 1, logits, false, err);
+        if (!stop) rc = cq_decoder_eval_top(seq, &pick, 1, &want, top, err);
     }
     out->decode_ms = cq_clock_ms_since(t0);
     out->mean_logprob = out->new_tokens ? logprob_sum / out->new_tokens : 0;
@@ -469,7 +441,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     free(ids);
     for (size_t i = 0; flat && i < hits->n; i++) free(flat[i]);
     free(flat);
-    free(logits);
+    free(top);
     free(shown);
     free(prompt);
     if (rc) cq_gen_answer_free(out);

@@ -44,7 +44,7 @@ typedef struct {
     size_t max_context_chars; /* base model: clause text shown, all clauses together (default 600; the trained
                                * prompt shows CQ_PROMPT_ANSWER_CHARS) */
     int max_new_tokens;       /* default 96 */
-    int candidates;           /* top logits examined per step for an admissible token (default 64) */
+    int candidates;           /* top logits examined per step for an admissible token (default and most: 64) */
     bool allow_refusal;       /* base model: the refusal phrase is admissible (else only spans of the clauses are);
                                * the trained model may always refuse */
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */

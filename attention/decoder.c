@@ -11,6 +11,20 @@
 #include "attention/model.h"
 #include "core/log.h"
 
+_Static_assert(CQ_DECODER_BATCH_MAX <= CQ_CUDA_DECODE_BATCH_MAX, "a decoder batch must fit a CUDA batch");
+
+/* A single-token step waiting for the batcher (cq_decoder_eval_top). */
+typedef struct step_req {
+    cq_decoder_seq *s;
+    int32_t token;
+    cq_top_request req;
+    cq_top *out;
+    cq_status st;
+    cq_err err;
+    bool done;
+    struct step_req *next;
+} step_req;
+
 struct cq_decoder {
     cq_gguf *gguf;
     cq_gemma model;
@@ -25,6 +39,13 @@ struct cq_decoder {
     bool has_adapter;
     cq_cuda_seq *pack;    /* CUDA: the flat sequence packed prompts run in (cq_decoder_score_prompts), or NULL */
     int32_t pack_tokens;  /* its capacity */
+    /* the batcher: steps queued (FIFO), whether one caller runs a batch now; batch_mu guards them and the stats */
+    pthread_mutex_t batch_mu;
+    pthread_cond_t batch_cv;
+    step_req *queue_head, *queue_tail;
+    bool batch_busy;
+    cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
+    cq_decoder_stats stats;
 };
 
 struct cq_decoder_seq {
@@ -32,6 +53,7 @@ struct cq_decoder_seq {
     int32_t pos, max_tokens;
     cq_cpu_seq *cpu;
     cq_cuda_seq *cuda;
+    int64_t kv_counted; /* its KV bytes in the stats: CUDA's whole cache, the CPU's at creation (it grows later) */
 };
 
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err) {
@@ -52,6 +74,8 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     cq_decoder *d = calloc(1, sizeof *d);
     if (!d) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->batch_mu, NULL);
+    pthread_cond_init(&d->batch_cv, NULL);
     d->path = strdup(path);
     cq_status s = d->path ? cq_gguf_open(path, &d->gguf, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!s) {
@@ -103,6 +127,8 @@ void cq_decoder_close(cq_decoder *d) {
     cq_gemma_free(&d->model);
     cq_gguf_close(d->gguf);
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->batch_mu);
+    pthread_cond_destroy(&d->batch_cv);
     free(d->path);
     free(d);
 }
@@ -133,6 +159,14 @@ const cq_adapter_info *cq_decoder_adapter(const cq_decoder *d) { return d->has_a
 const cq_decoder_info *cq_decoder_get_info(const cq_decoder *d) { return &d->info; }
 const cq_tokenizer *cq_decoder_tokenizer(const cq_decoder *d) { return d->tok; }
 
+/* A sequence opened (n 1, its KV bytes) or closed (n -1, minus them), for the stats. */
+static void count_seq(cq_decoder *d, int64_t bytes, int n) {
+    pthread_mutex_lock(&d->batch_mu);
+    d->stats.kv_bytes += bytes;
+    d->stats.seqs += n;
+    pthread_mutex_unlock(&d->batch_mu);
+}
+
 cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq **out, cq_err *err) {
     *out = NULL;
     if (max_tokens <= 0) max_tokens = d->model.context_length;
@@ -149,12 +183,15 @@ cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq *
         cq_decoder_seq_free(s);
         return st;
     }
+    s->kv_counted = s->cuda ? (int64_t)cq_cuda_seq_kv_bytes(s->cuda) : (int64_t)cq_cpu_seq_kv_bytes(s->cpu);
+    count_seq(d, s->kv_counted, 1);
     *out = s;
     return CQ_OK;
 }
 
 void cq_decoder_seq_free(cq_decoder_seq *s) {
     if (!s) return;
+    if (s->cuda || s->cpu) count_seq(s->d, -s->kv_counted, -1);
     cq_cpu_seq_free(s->cpu);
     cq_cuda_seq_free(s->cuda);
     free(s);
@@ -209,6 +246,117 @@ cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next
     return st;
 }
 
+/* Checks a step's tokens and request against s. */
+static cq_status check_top(const cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
+                           cq_err *err) {
+    if (n == 0) return cq_err_set(err, CQ_ERR_INVALID, "decoder: candidates after no token");
+    if (n > (size_t)(s->max_tokens - s->pos))
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: %zu more tokens at position %d exceed the sequence limit of %d",
+                          n, s->pos, s->max_tokens);
+    const int32_t V = s->d->model.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", tokens[i]);
+    if (req->k < 1 || req->k > CQ_TOP_MAX)
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: %d candidates asked for (1 to %d)", req->k, CQ_TOP_MAX);
+    if (req->n_ids < 0 || req->n_ids > CQ_TOP_MAX_IDS)
+        return cq_err_set(err, CQ_ERR_INVALID, "decoder: %d named ids (0 to %d)", req->n_ids, CQ_TOP_MAX_IDS);
+    for (int j = 0; j < req->n_ids; j++)
+        if (req->ids[j] < 0 || req->ids[j] >= V)
+            return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", req->ids[j]);
+    return CQ_OK;
+}
+
+static int batch_bucket(int B) {
+    int b = 0;
+    while (b + 1 < CQ_DECODER_BATCH_BUCKETS && B >= (2 << b)) b++;
+    return b;
+}
+
+/* The leader's turn: takes up to CQ_DECODER_BATCH_MAX queued steps (batch_mu held on entry and exit, released while
+ * the GPU runs them), runs them as one forward and marks each done with its outcome. */
+static void run_queued(cq_decoder *d) {
+    step_req *taken[CQ_DECODER_BATCH_MAX];
+    cq_cuda_seq *seqs[CQ_DECODER_BATCH_MAX];
+    int32_t tokens[CQ_DECODER_BATCH_MAX], pos[CQ_DECODER_BATCH_MAX];
+    cq_top_request reqs[CQ_DECODER_BATCH_MAX];
+    cq_top *outs = d->batch_out;
+    int B = 0;
+    while (d->queue_head && B < CQ_DECODER_BATCH_MAX) {
+        step_req *r = d->queue_head;
+        d->queue_head = r->next;
+        taken[B] = r, seqs[B] = r->s->cuda, tokens[B] = r->token, pos[B] = r->s->pos, reqs[B] = r->req;
+        B++;
+    }
+    if (!d->queue_head) d->queue_tail = NULL;
+    d->batch_busy = true;
+    pthread_mutex_unlock(&d->batch_mu);
+    cq_err e = {0};
+    pthread_mutex_lock(&d->lock);
+    cq_status st = cq_cuda_decode_batch(seqs, tokens, pos, B, reqs, outs, &e);
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&d->batch_mu);
+    for (int i = 0; i < B; i++) {
+        step_req *r = taken[i];
+        r->st = st;
+        if (st) r->err = e;
+        else {
+            *r->out = outs[i];
+            r->s->pos++;
+        }
+        r->done = true;
+    }
+    d->stats.steps += (uint64_t)B;
+    d->stats.forwards++;
+    d->stats.batch_hist[batch_bucket(B)]++;
+    d->batch_busy = false;
+    pthread_cond_broadcast(&d->batch_cv);
+}
+
+cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
+                              cq_top *out, cq_err *err) {
+    cq_decoder *d = s->d;
+    cq_status st = check_top(s, tokens, n, req, err);
+    if (st) return st;
+    if (!s->cuda) {
+        float *logits = malloc((size_t)d->model.n_vocab * sizeof *logits);
+        if (!logits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!(st = cq_decoder_eval(s, tokens, n, logits, false, err))) cq_top_from_logits(logits, d->model.n_vocab, req, out);
+        free(logits);
+        if (!st && n == 1) {
+            pthread_mutex_lock(&d->batch_mu);
+            d->stats.steps++, d->stats.forwards++, d->stats.batch_hist[0]++;
+            pthread_mutex_unlock(&d->batch_mu);
+        }
+        return st;
+    }
+    if (n > 1) { /* a prefill: alone, as cq_decoder_eval */
+        pthread_mutex_lock(&d->lock);
+        st = cq_cuda_eval_top(s->cuda, tokens, n, s->pos, req, out, err);
+        pthread_mutex_unlock(&d->lock);
+        if (!st) s->pos += (int32_t)n;
+        return st;
+    }
+    step_req r = {s, tokens[0], *req, out, CQ_OK, {0}, false, NULL};
+    pthread_mutex_lock(&d->batch_mu);
+    if (d->queue_tail) d->queue_tail->next = &r;
+    else d->queue_head = &r;
+    d->queue_tail = &r;
+    while (!r.done) {
+        if (!d->batch_busy) run_queued(d);
+        else pthread_cond_wait(&d->batch_cv, &d->batch_mu);
+    }
+    pthread_mutex_unlock(&d->batch_mu);
+    if (r.st && err) *err = r.err;
+    return r.st;
+}
+
+void cq_decoder_get_stats(cq_decoder *d, cq_decoder_stats *out) {
+    pthread_mutex_lock(&d->batch_mu);
+    *out = d->stats;
+    pthread_mutex_unlock(&d->batch_mu);
+}
+
 /* Packed prompts on CUDA: at most this many tokens a pass (the flat KV cache of every layer: 36 KB a token for the
  * 270M model, 288 MB here), unless one prompt alone is longer. */
 #define PACK_TOKENS 8192
@@ -228,10 +376,12 @@ static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, cons
             starts[j - i] = (int32_t)have;
         }
         if ((int32_t)have > d->pack_tokens) {
+            if (d->pack) count_seq(d, -(int64_t)cq_cuda_seq_kv_bytes(d->pack), -1);
             cq_cuda_seq_free(d->pack);
             d->pack = NULL, d->pack_tokens = 0;
             const int32_t cap = (int32_t)have > PACK_TOKENS ? (int32_t)have : PACK_TOKENS;
             if ((st = cq_cuda_seq_new_packed(d->cuda, cap, &d->pack, err))) break;
+            count_seq(d, (int64_t)cq_cuda_seq_kv_bytes(d->pack), 1);
             d->pack_tokens = cap;
         }
         st = cq_cuda_score_packed(d->pack, tokens, starts, j - i, ids, (int)n_ids, out + i * n_ids, err);

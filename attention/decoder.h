@@ -12,7 +12,9 @@
  * layers a full cache that grows with the sequence.
  *
  * A model is immutable once open and may be shared by several sequences (each with its own KV cache); calls on
- * one model are serialized internally, so sequences may be used from different threads. */
+ * one model are serialized internally, so sequences may be used from different threads (one thread per sequence
+ * at a time). On CUDA, single-token steps of cq_decoder_eval_top that several threads ask for at the same time run
+ * together as one batched forward. */
 #ifndef CQ_ATTENTION_DECODER_H
 #define CQ_ATTENTION_DECODER_H
 
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 #include "attention/tokenizer.h"
+#include "attention/top.h"
 #include "core/error.h"
 
 typedef enum {
@@ -81,6 +84,28 @@ cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, fl
 /* Feeds one token and returns the greedy next token (the argmax of its logits, the first on ties). On CUDA the
  * argmax is taken on the GPU and the logits stay there. */
 cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next, cq_err *err);
+
+/* Feeds n tokens (as cq_decoder_eval) and returns the candidates for the next one instead of its logits: the
+ * req->k (1..CQ_TOP_MAX) largest logits, their log-sum-exp and the logits of req->ids (attention/top.h). On the CPU
+ * from the full logits (cq_top_from_logits); on CUDA computed on the GPU, and only they come back.
+ * Continuous batching (CUDA, n == 1): a caller that finds the GPU busy with another step queues its own; whoever
+ * runs next takes every queued step (up to CQ_DECODER_BATCH_MAX) as one batched forward (cq_cuda_decode_batch), so
+ * a sequence joins and leaves the batch at any step and each caller still gets its own answer when its step is
+ * done. Alone, a step is today's batch-1 decode (its CUDA graph). Bad ids, k or n_ids are CQ_ERR_INVALID. */
+#define CQ_DECODER_BATCH_MAX 64
+cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
+                              cq_top *out, cq_err *err);
+
+/* What the decoder has done and holds, for /metrics. */
+#define CQ_DECODER_BATCH_BUCKETS 7 /* batch sizes 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more */
+typedef struct {
+    uint64_t steps;     /* single-token steps of cq_decoder_eval_top */
+    uint64_t forwards;  /* the forwards they ran in (steps / forwards: the mean batch) */
+    uint64_t batch_hist[CQ_DECODER_BATCH_BUCKETS]; /* forwards by batch size */
+    int64_t kv_bytes;   /* KV cache of the sequences open now */
+    int64_t seqs;       /* sequences open now (the reranker's packed one included) */
+} cq_decoder_stats;
+void cq_decoder_get_stats(cq_decoder *d, cq_decoder_stats *out);
 
 /* ---- adapters ------------------------------------------------------------------------------------------------ */
 

@@ -94,16 +94,29 @@ __global__ void softcap_kernel(float *x, size_t n, float cap) {
     if (i < n) x[i] = cap * tanhf(x[i] / cap);
 }
 
+/* The rows of a batched decode step (cq_cuda_decode_batch): row t is a token of its own sequence, at position
+ * pos[t], with that sequence's cache of this layer (k[t], v[t], slots[t] slots). pos NULL: the rows are one
+ * sequence's consecutive tokens (a prefill chunk). */
+typedef struct {
+    const int32_t *pos;
+    float *const *k;
+    float *const *v;
+    const int32_t *slots;
+} batch_rows;
+
 /* One block per (token, head slot): slots [0, H) are query heads, [H, H + Hkv) key heads. blockDim = head_dim / 2,
  * thread i owns the RoPE pair (i, i + half). RMSNorm over the head with its weight, then RoPE at position pos0 + t
  * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. Packed
- * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t. */
+ * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t.
+ * A batched decode step (br.pos set) takes each row's position and cache from br. */
 __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
                                           const float *k_norm, const double *inv_freq, float *kcache, float *vcache,
                                           int H, int Hkv, int hd, const int32_t *pos0p, const int32_t *rope_pos,
-                                          int slots, int ring, float eps) {
-    const int32_t pos0 = *pos0p; /* in device memory, so that a captured decode graph replays at any position */
+                                          int slots, int ring, float eps, batch_rows br) {
     const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
+    /* in device memory, so that a captured decode graph replays at any position */
+    const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p;
+    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
     const bool is_q = hs < H;
     const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
     const float *w = is_q ? q_norm : k_norm;
@@ -192,11 +205,12 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 #define MERGE_GROUP 4
 __global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
                                          int Hkv, int hd, const int32_t *pos0p, const int32_t *seq_start, int window,
-                                         int slots, int ring, float scale, float softcap) {
+                                         int slots, int ring, float scale, float softcap, batch_rows br) {
     __shared__ float sm_ml[ATT_WARPS][2];
     __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
-    const int32_t pos0 = *pos0p;
     const int th = blockIdx.x, t = th / H, h = th % H, kvh = h / (H / Hkv);
+    const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p; /* a batched step: row t at br.pos[t], its own cache */
+    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
     const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per = hd / 32;
     const int32_t p = pos0 + t, lo = max((window > 0 && p - window + 1 > 0) ? p - window + 1 : 0,
@@ -888,6 +902,106 @@ __global__ void select_logits_kernel(const float *xn, int d, const int32_t *rows
     if (lane == 0) out[w] = softcap > 0 ? softcap * tanhf(s / softcap) : s;
 }
 
+/* ---- a step's candidates (attention/top.h) ---------------------------------------------------------------------
+ * Rows of n_vocab logits on the GPU become, per row, the CQ_TOP_MAX largest (by argmax_key: larger logit first,
+ * then the smaller id, the host's order), the log-sum-exp and the logits of CQ_TOP_MAX_IDS named ids. Pass 1: one
+ * block per (row, segment of TOP_SEG logits) keeps its segment's best CQ_TOP_MAX keys and its (max, sum of exp);
+ * pass 2: one block per row merges the segments' keys the same way (TOP_CHUNK at a time) and their sums. A block
+ * keeps its running best in sm[0, CQ_TOP_MAX), loads the next TOP_CHUNK keys after them and bitonic-sorts all
+ * TOP_SORT, so that the best CQ_TOP_MAX are in front again. */
+#define TOP_SORT 4096
+#define TOP_CHUNK (TOP_SORT - CQ_TOP_MAX)
+#define TOP_SEG TOP_CHUNK /* logits per pass-1 block: one sort */
+#define TOP_THREADS 512
+
+/* what pass 2 writes per row, copied to the host as is */
+typedef struct {
+    int32_t ids[CQ_TOP_MAX];
+    float logits[CQ_TOP_MAX];
+    float lse;
+    float id_logits[CQ_TOP_MAX_IDS];
+} top_row;
+
+__device__ void bitonic_desc(unsigned long long *sm) {
+    for (int k = 2; k <= TOP_SORT; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < TOP_SORT; i += blockDim.x) {
+                const int o = i ^ j;
+                if (o > i) {
+                    const unsigned long long a = sm[i], b = sm[o];
+                    if ((i & k) == 0 ? a < b : a > b) sm[i] = b, sm[o] = a;
+                }
+            }
+            __syncthreads();
+        }
+}
+
+__device__ __forceinline__ float key_value(unsigned long long key) {
+    unsigned u = (unsigned)(key >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+    return __uint_as_float(u);
+}
+
+__global__ void __launch_bounds__(TOP_THREADS)
+    top_partial_kernel(const float *logits, int V, unsigned long long *keys, float2 *ml) {
+    __shared__ unsigned long long sm[TOP_SORT];
+    const int row = blockIdx.y, seg = blockIdx.x, n_seg = gridDim.x;
+    const float *x = logits + (size_t)row * V;
+    const int a = seg * TOP_SEG, b = min(V, a + TOP_SEG);
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < TOP_SORT; i += blockDim.x) {
+        const int j = a + i - CQ_TOP_MAX; /* the first CQ_TOP_MAX slots: no key yet */
+        unsigned long long k = 0;
+        if (i >= CQ_TOP_MAX && j < b) {
+            const float v = x[j];
+            mx = fmaxf(mx, v);
+            k = argmax_key(v, j);
+        }
+        sm[i] = k;
+    }
+    mx = block_max(mx); /* its barriers also publish sm */
+    float sum = 0;
+    for (int j = a + threadIdx.x; j < b; j += blockDim.x) sum += expf(x[j] - mx);
+    sum = block_sum(sum);
+    bitonic_desc(sm);
+    unsigned long long *out = keys + ((size_t)row * n_seg + seg) * CQ_TOP_MAX;
+    for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) out[i] = sm[i];
+    if (threadIdx.x == 0) ml[(size_t)row * n_seg + seg] = make_float2(mx, sum);
+}
+
+__global__ void __launch_bounds__(TOP_THREADS)
+    top_merge_kernel(const float *logits, int V, const unsigned long long *keys, const float2 *ml, int n_seg,
+                     const int32_t *ids, top_row *out) {
+    __shared__ unsigned long long sm[TOP_SORT];
+    const int row = blockIdx.x, n = n_seg * CQ_TOP_MAX;
+    const unsigned long long *k = keys + (size_t)row * n;
+    for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) sm[i] = 0;
+    for (int c = 0; c < n; c += TOP_CHUNK) {
+        for (int i = threadIdx.x; i < TOP_CHUNK; i += blockDim.x) sm[CQ_TOP_MAX + i] = c + i < n ? k[c + i] : 0;
+        __syncthreads();
+        bitonic_desc(sm);
+    }
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < n_seg; i += blockDim.x) m = fmaxf(m, ml[(size_t)row * n_seg + i].x);
+    m = block_max(m);
+    float sum = 0;
+    for (int i = threadIdx.x; i < n_seg; i += blockDim.x) {
+        const float2 p = ml[(size_t)row * n_seg + i];
+        sum += p.y == 0 ? 0.0f : p.y * expf(p.x - m);
+    }
+    sum = block_sum(sum);
+    top_row *o = out + row;
+    for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) {
+        o->ids[i] = (int32_t)(0xffffffffu - (unsigned)(sm[i] & 0xffffffffu));
+        o->logits[i] = key_value(sm[i]);
+    }
+    if (threadIdx.x < CQ_TOP_MAX_IDS) o->id_logits[threadIdx.x] = logits[(size_t)row * V + ids[row * CQ_TOP_MAX_IDS + threadIdx.x]];
+    if (threadIdx.x == 0) o->lse = m + logf(sum);
+}
+
+/* pass-1 blocks per row of n_vocab logits */
+static int top_segments(int32_t n_vocab) { return (int)((n_vocab + TOP_SEG - 1) / TOP_SEG); }
+
 /* ---- model and sequence -------------------------------------------------------------------------------------- */
 
 /* The decode kernels come in IT = 1..8 (16-byte loads per lane a row in flight before the prologue): the one for a
@@ -969,7 +1083,10 @@ struct cq_cuda_model {
     int8_t *emb_q;        /* a Q8_0 embedding as in the file, for a decode step's logits (NULL: bf16 is used) */
     __half *emb_d;
     bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
+    struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
 };
+
+static void batch_free(struct dec_batch *b);
 
 struct cq_cuda_seq {
     cq_cuda_model *cm;
@@ -980,6 +1097,10 @@ struct cq_cuda_seq {
     int32_t *h_step;        /* pinned host: token and position of a step (read by the graphs' copies) */
     int32_t *h_tokens;      /* pinned host: the tokens of a full prefill chunk */
     float *h_logits;        /* pinned host: a decode step's logits */
+    unsigned long long *top_keys; /* a step's candidates (cq_cuda_eval_top): pass 1's keys and sums, */
+    float2 *top_ml;
+    int32_t *top_ids, *h_top_ids; /* the named ids (device, pinned host: CQ_TOP_MAX_IDS), */
+    top_row *top, *h_top;         /* the result (device, pinned host) */
     unsigned long long *best, *h_best; /* device and pinned host: a greedy step's packed argmax */
     float *x2;              /* the other residual buffer of a decode step */
     unsigned *count;        /* per query head: attention blocks done (decode) */
@@ -989,7 +1110,7 @@ struct cq_cuda_seq {
     size_t sc_floats;
     bf16 *xb;
     size_t part_floats;
-    cudaGraphExec_t decode_graph[2]; /* one decode step (logits out; argmax out), captured at first use */
+    cudaGraphExec_t decode_graph[3]; /* one decode step (logits out; argmax out; candidates out), captured at first use */
     cudaGraphExec_t prefill_graph[PREFILL_GRAPHS]; /* full chunks of CQ_CUDA_BATCH tokens, per first position */
     int32_t prefill_pos[PREFILL_GRAPHS];
     bool prefill_seen[PREFILL_GRAPHS]; /* a full chunk ran directly at prefill_pos (its graph may follow) */
@@ -1263,6 +1384,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     cudaFree(cm->output_norm);
     cudaFree(cm->inv_freq[0]);
     cudaFree(cm->inv_freq[1]);
+    batch_free(cm->batch);
     if (cm->blas) cublasDestroy(cm->blas);
     cudaFree(cm->blas_workspace);
     if (cm->stream) cudaStreamDestroy(cm->stream);
@@ -1322,6 +1444,12 @@ static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cu
     CUDA_TRY(cudaMalloc(&s->xb, B * cm->max_cols * sizeof(bf16)));
     CUDA_TRY(cudaMalloc(&s->logits, (size_t)LOGIT_ROWS * m->n_vocab * f));
     CUDA_TRY(cudaMalloc(&s->best, sizeof *s->best));
+    CUDA_TRY(cudaMalloc(&s->top_keys, (size_t)top_segments(m->n_vocab) * CQ_TOP_MAX * sizeof *s->top_keys));
+    CUDA_TRY(cudaMalloc(&s->top_ml, (size_t)top_segments(m->n_vocab) * sizeof *s->top_ml));
+    CUDA_TRY(cudaMalloc(&s->top_ids, CQ_TOP_MAX_IDS * sizeof(int32_t)));
+    CUDA_TRY(cudaMallocHost(&s->h_top_ids, CQ_TOP_MAX_IDS * sizeof(int32_t)));
+    CUDA_TRY(cudaMalloc(&s->top, sizeof *s->top));
+    CUDA_TRY(cudaMallocHost(&s->h_top, sizeof *s->h_top));
     s->sc_floats = (size_t)m->n_head * B * (max_tokens < ATT_GEMM_MAX_KEYS ? max_tokens : ATT_GEMM_MAX_KEYS);
     CUDA_TRY(cudaMalloc(&s->sc, s->sc_floats * f));
     CUDA_TRY(cudaMallocHost(&s->h_best, sizeof *s->h_best));
@@ -1358,8 +1486,10 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     cudaFree(s->kn), cudaFree(s->vn), cudaFree(s->g), cudaFree(s->u), cudaFree(s->part), cudaFree(s->xb);
     cudaFree(s->logits), cudaFree(s->pos), cudaFree(s->best), cudaFree(s->sc), cudaFree(s->x2), cudaFree(s->count);
     cudaFreeHost(s->h_step), cudaFreeHost(s->h_logits), cudaFreeHost(s->h_tokens), cudaFreeHost(s->h_best);
+    cudaFree(s->top_keys), cudaFree(s->top_ml), cudaFree(s->top_ids), cudaFree(s->top);
+    cudaFreeHost(s->h_top_ids), cudaFreeHost(s->h_top);
     cudaFree(s->rope_pos), cudaFree(s->seq_start), cudaFree(s->sel_rows), cudaFree(s->sel_ids), cudaFree(s->sel_out);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (s->decode_graph[i]) cudaGraphExecDestroy(s->decode_graph[i]);
     for (int i = 0; i < PREFILL_GRAPHS; i++)
         if (s->prefill_graph[i]) cudaGraphExecDestroy(s->prefill_graph[i]);
@@ -1424,6 +1554,20 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
     return CQ_OK;
 }
 
+/* The online-softmax attention kernels, each (token, head) split over `splits` shares of its key range. */
+static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL};
+static cq_status attention_online(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
+                                  float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
+                                  const int32_t *seq_start, int window, int slots, int ring, float scale, float softcap,
+                                  int splits, batch_rows br, cq_err *err) {
+    attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
+        q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap, br);
+    LAUNCH_TRY();
+    attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
 /* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
  * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). Packed
  * prompts (seq_start set, no ring) need no key before key0, the start of the chunk's first prompt. */
@@ -1438,12 +1582,8 @@ static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, c
                               scale, softcap, err);
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
-    attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
-        q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap);
-    LAUNCH_TRY();
-    attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
-    LAUNCH_TRY();
-    return CQ_OK;
+    return attention_online(cm, q, kc, vc, part, out, T, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale,
+                            softcap, splits, NO_ROWS, err);
 }
 
 /* A kernel on the model's stream; with pdl, allowed to start before the previous one ends (it waits inside). */
@@ -1546,7 +1686,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         const int ring = !L->global && !s->flat;
         qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
             s->q, s->kn, s->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], s->k[l], s->v[l], H, Hkv, hd, s->pos,
-            s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps);
+            s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps, NO_ROWS);
         LAUNCH_TRY();
         const int window = L->global ? 0 : m->window;
         int32_t max_keys = pos0 + T; /* the longest key range of this chunk */
@@ -1636,19 +1776,38 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
     return dec_logits(cm, pdl, pro, with_logits ? s->logits : NULL, s->best, err);
 }
 
+/* The candidates of `rows` rows of logits (each n_vocab floats) into out: the two passes of top_partial_kernel and
+ * top_merge_kernel; keys and ml hold pass 1's results (top_segments per row), ids CQ_TOP_MAX_IDS per row. */
+static cq_status enqueue_top(cq_cuda_model *cm, const float *logits, int rows, unsigned long long *keys, float2 *ml,
+                             const int32_t *ids, top_row *out, cq_err *err) {
+    const int V = cm->m->n_vocab, n_seg = top_segments(V);
+    top_partial_kernel<<<dim3((unsigned)n_seg, (unsigned)rows), TOP_THREADS, 0, cm->stream>>>(logits, V, keys, ml);
+    LAUNCH_TRY();
+    top_merge_kernel<<<rows, TOP_THREADS, 0, cm->stream>>>(logits, V, keys, ml, n_seg, ids, out);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
 /* The copies and kernels of one decode step (token and position from s->h_step), the result to pinned host
- * memory: the logits (variant 0) or the argmax (variant 1). */
+ * memory: the logits (variant 0), the argmax (variant 1) or the candidates (variant 2, ids from s->h_top_ids). */
 static cq_status enqueue_step(cq_cuda_seq *s, int variant, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     CUDA_TRY(cudaMemcpyAsync(s->tokens, s->h_step, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
     CUDA_TRY(cudaMemcpyAsync(s->pos, s->h_step + 1, sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-    cq_status st = enqueue_decode(s, variant == 0, err);
+    if (variant == 2)
+        CUDA_TRY(cudaMemcpyAsync(s->top_ids, s->h_top_ids, CQ_TOP_MAX_IDS * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                 cm->stream));
+    cq_status st = enqueue_decode(s, variant != 1, err);
     if (st) return st;
     if (variant == 0)
         CUDA_TRY(cudaMemcpyAsync(s->h_logits, s->logits, (size_t)cm->m->n_vocab * sizeof(float),
                                  cudaMemcpyDeviceToHost, cm->stream));
-    else
+    else if (variant == 1)
         CUDA_TRY(cudaMemcpyAsync(s->h_best, s->best, sizeof *s->best, cudaMemcpyDeviceToHost, cm->stream));
+    else {
+        if ((st = enqueue_top(cm, s->logits, 1, s->top_keys, s->top_ml, s->top_ids, s->top, err))) return st;
+        CUDA_TRY(cudaMemcpyAsync(s->h_top, s->top, sizeof *s->top, cudaMemcpyDeviceToHost, cm->stream));
+    }
     return CQ_OK;
 }
 
@@ -1809,6 +1968,239 @@ extern "C" cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t 
     return CQ_OK;
 }
 
+/* A row of candidates as the request wants it. */
+static void top_to_host(const top_row *r, int32_t n_vocab, const cq_top_request *req, cq_top *out) {
+    const int k = req->k < 1 ? 1 : req->k > CQ_TOP_MAX ? CQ_TOP_MAX : req->k;
+    out->n = k < n_vocab ? k : n_vocab;
+    memcpy(out->top_ids, r->ids, (size_t)out->n * sizeof(int32_t));
+    memcpy(out->top_logits, r->logits, (size_t)out->n * sizeof(float));
+    out->lse = r->lse;
+    for (int j = 0; j < req->n_ids && j < CQ_TOP_MAX_IDS; j++) out->id_logits[j] = r->id_logits[j];
+}
+
+static void request_ids(const cq_top_request *req, int32_t *ids) {
+    for (int j = 0; j < CQ_TOP_MAX_IDS; j++) ids[j] = j < req->n_ids ? req->ids[j] : 0;
+}
+
+extern "C" cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos,
+                                      const cq_top_request *req, cq_top *out, cq_err *err) {
+    cq_cuda_model *cm = s->cm;
+    if (n == 0) return cq_err_set(err, CQ_ERR_INVALID, "candidates of no token");
+    request_ids(req, s->h_top_ids);
+    cq_status st;
+    if (n == 1) {
+        if ((st = decode_step(s, tokens[0], pos, 2, err))) return st;
+        top_to_host(s->h_top, cm->m->n_vocab, req, out);
+        return CQ_OK;
+    }
+    if ((st = cq_cuda_eval(s, tokens, n, pos, NULL, false, err))) return st;
+    /* the chunk's last row, final-normed in s->xn: its logits on the GPU, then its candidates */
+    const int last = (int)((n - 1) % CQ_CUDA_BATCH);
+    const cq_gemma *m = cm->m;
+    if ((st = dec_logits(cm, false, pro_copy(s->xn + (size_t)last * m->n_embd, m->n_embd), s->logits, NULL, err)))
+        return st;
+    CUDA_TRY(cudaMemcpyAsync(s->top_ids, s->h_top_ids, CQ_TOP_MAX_IDS * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             cm->stream));
+    if ((st = enqueue_top(cm, s->logits, 1, s->top_keys, s->top_ml, s->top_ids, s->top, err))) return st;
+    CUDA_TRY(cudaMemcpyAsync(s->h_top, s->top, sizeof *s->top, cudaMemcpyDeviceToHost, cm->stream));
+    CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    top_to_host(s->h_top, m->n_vocab, req, out);
+    return CQ_OK;
+}
+
+/* ---- batched decode steps (cq_cuda_decode_batch) ----------------------------------------------------------------
+ * B tokens of B sequences: every product one cuBLAS GEMM of B rows (as a prefill chunk), QK-norm + RoPE + KV store
+ * and attention one launch each with every row's position and cache from arrays (batch_rows), logits a GEMM of B
+ * rows, the candidates of each row. A graph per B, captured at its first use; the step's inputs (tokens,
+ * positions, named ids, each layer's cache pointers and slots per row) go up in one copy from pinned memory. */
+typedef struct dec_batch {
+    float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *logits, *part;
+    bf16 *xb;
+    unsigned long long *keys;
+    float2 *ml;
+    top_row *out, *h_out;
+    /* the step's inputs, `in` on the device and h_in pinned, in this layout (cap = CQ_CUDA_DECODE_BATCH_MAX, L =
+     * n_layer): float *k[L][cap], *v[L][cap]; int32 tokens[cap], pos[cap], slots[L][cap], ids[cap][CQ_TOP_MAX_IDS] */
+    char *in, *h_in;
+    size_t in_bytes;
+    size_t off_v, off_tokens, off_pos, off_slots, off_ids;
+    int splits[CQ_CUDA_DECODE_BATCH_MAX + 1];
+    cudaGraphExec_t graph[CQ_CUDA_DECODE_BATCH_MAX + 1];
+    bool no_graphs;
+} dec_batch;
+
+static void batch_free(dec_batch *b) {
+    if (!b) return;
+    cudaFree(b->x), cudaFree(b->xn), cudaFree(b->q), cudaFree(b->kn), cudaFree(b->vn), cudaFree(b->att);
+    cudaFree(b->o), cudaFree(b->g), cudaFree(b->u), cudaFree(b->logits), cudaFree(b->part), cudaFree(b->xb);
+    cudaFree(b->keys), cudaFree(b->ml), cudaFree(b->out), cudaFreeHost(b->h_out);
+    cudaFree(b->in), cudaFreeHost(b->h_in);
+    for (int i = 0; i <= CQ_CUDA_DECODE_BATCH_MAX; i++)
+        if (b->graph[i]) cudaGraphExecDestroy(b->graph[i]);
+    free(b);
+}
+
+static cq_status batch_new(cq_cuda_model *cm, dec_batch **out, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    dec_batch *b = (dec_batch *)calloc(1, sizeof *b);
+    if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    *out = b; /* freed by the caller on error */
+    const size_t C = CQ_CUDA_DECODE_BATCH_MAX, L = (size_t)m->n_layer, f = sizeof(float);
+    const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
+    const size_t kvd = (size_t)m->n_head_kv * m->head_dim, n_seg = (size_t)top_segments(m->n_vocab);
+    int dev = 0, sms = 0;
+    CUDA_TRY(cudaGetDevice(&dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int most = 1; /* attention splits per B: about two blocks per multiprocessor, at most 32 shares a head */
+    for (int B = 1; B <= (int)C; B++) {
+        int sp = (2 * sms + B * m->n_head - 1) / (B * m->n_head);
+        b->splits[B] = sp < 1 ? 1 : sp > 32 ? 32 : sp;
+        most = B * b->splits[B] > most ? B * b->splits[B] : most;
+    }
+    CUDA_TRY(cudaMalloc(&b->x, C * d * f));
+    CUDA_TRY(cudaMalloc(&b->xn, C * d * f));
+    CUDA_TRY(cudaMalloc(&b->o, C * d * f));
+    CUDA_TRY(cudaMalloc(&b->q, C * qd * f));
+    CUDA_TRY(cudaMalloc(&b->att, C * qd * f));
+    CUDA_TRY(cudaMalloc(&b->kn, C * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->vn, C * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->g, C * ff * f));
+    CUDA_TRY(cudaMalloc(&b->u, C * ff * f));
+    CUDA_TRY(cudaMalloc(&b->logits, C * (size_t)m->n_vocab * f));
+    CUDA_TRY(cudaMalloc(&b->part, (size_t)most * m->n_head * (m->head_dim + 2) * f));
+    CUDA_TRY(cudaMalloc(&b->xb, C * cm->max_cols * sizeof(bf16)));
+    CUDA_TRY(cudaMalloc(&b->keys, C * n_seg * CQ_TOP_MAX * sizeof *b->keys));
+    CUDA_TRY(cudaMalloc(&b->ml, C * n_seg * sizeof *b->ml));
+    CUDA_TRY(cudaMalloc(&b->out, C * sizeof *b->out));
+    CUDA_TRY(cudaMallocHost(&b->h_out, C * sizeof *b->h_out));
+    b->off_v = L * C * sizeof(float *);
+    b->off_tokens = 2 * L * C * sizeof(float *);
+    b->off_pos = b->off_tokens + C * sizeof(int32_t);
+    b->off_slots = b->off_pos + C * sizeof(int32_t);
+    b->off_ids = b->off_slots + L * C * sizeof(int32_t);
+    b->in_bytes = b->off_ids + C * CQ_TOP_MAX_IDS * sizeof(int32_t);
+    CUDA_TRY(cudaMalloc(&b->in, b->in_bytes));
+    CUDA_TRY(cudaMallocHost(&b->h_in, b->in_bytes));
+    memset(b->h_in, 0, b->in_bytes);
+    return CQ_OK;
+}
+
+/* The kernels of a batched step of B rows, inputs in b->in already; the candidates end in b->out. */
+static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
+    const size_t C = CQ_CUDA_DECODE_BATCH_MAX;
+    float *const *kc = (float *const *)b->in, *const *vc = (float *const *)(b->in + b->off_v);
+    const int32_t *tokens = (const int32_t *)(b->in + b->off_tokens), *pos = (const int32_t *)(b->in + b->off_pos);
+    const int32_t *slots = (const int32_t *)(b->in + b->off_slots), *ids = (const int32_t *)(b->in + b->off_ids);
+    cq_status st;
+    embed_kernel<<<blocks_for((size_t)B * d, 256), 256, 0, cm->stream>>>(tokens, cm->token_embd, b->x, B, d,
+                                                                          m->embed_scale);
+    LAUNCH_TRY();
+    if ((st = rmsnorm(cm, b->x, cm->layers[0].attn_norm, b->xn, B, d, 0, err))) return st;
+    for (int32_t l = 0; l < m->n_layer; l++) {
+        const cq_gemma_layer *L = &m->layers[l];
+        const dlayer *D = &cm->layers[l];
+        const batch_rows br = {pos, kc + (size_t)l * C, vc + (size_t)l * C, slots + (size_t)l * C};
+        if ((st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wq, b->xb, B, b->q, err)) ||
+            (st = gemm(cm, &D->wk, b->xb, B, b->kn, err)) || (st = gemm(cm, &D->wv, b->xb, B, b->vn, err)))
+            return st;
+        const int ring = !L->global;
+        qk_norm_rope_store_kernel<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
+            b->q, b->kn, b->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], NULL, NULL, H, Hkv, hd, NULL, NULL, 0,
+            ring, m->rms_eps, br);
+        LAUNCH_TRY();
+        const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
+        if ((st = attention_online(cm, b->q, NULL, NULL, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
+                                   L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, b->splits[B],
+                                   br, err)) ||
+            (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, err)) ||
+            (st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wgate, b->xb, B, b->g, err)) ||
+            (st = gemm(cm, &D->wup, b->xb, B, b->u, err)))
+            return st;
+        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff);
+        LAUNCH_TRY();
+        if ((st = to_bf16(cm, b->g, b->xb, (size_t)B * ff, err)) || (st = gemm(cm, &D->wdown, b->xb, B, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, err)))
+            return st;
+    }
+    const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
+    if ((st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
+        return st;
+    if (m->final_softcap > 0) {
+        softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
+            b->logits, (size_t)B * m->n_vocab, m->final_softcap);
+        LAUNCH_TRY();
+    }
+    return enqueue_top(cm, b->logits, B, b->keys, b->ml, ids, b->out, err);
+}
+
+static cq_status enqueue_batch_step(cq_cuda_model *cm, dec_batch *b, int B, cq_err *err) {
+    CUDA_TRY(cudaMemcpyAsync(b->in, b->h_in, b->in_bytes, cudaMemcpyHostToDevice, cm->stream));
+    cq_status st = enqueue_batch(cm, b, B, err);
+    if (st) return st;
+    CUDA_TRY(cudaMemcpyAsync(b->h_out, b->out, (size_t)B * sizeof *b->out, cudaMemcpyDeviceToHost, cm->stream));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int B,
+                                          const cq_top_request *req, cq_top *out, cq_err *err) {
+    if (B < 1 || B > CQ_CUDA_DECODE_BATCH_MAX)
+        return cq_err_set(err, CQ_ERR_INVALID, "a batched decode step of %d sequences (1 to %d)", B,
+                          CQ_CUDA_DECODE_BATCH_MAX);
+    if (B == 1) return cq_cuda_eval_top(seqs[0], tokens, 1, pos[0], req, out, err);
+    cq_cuda_model *cm = seqs[0]->cm;
+    const cq_gemma *m = cm->m;
+    for (int i = 0; i < B; i++)
+        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+            return cq_err_set(err, CQ_ERR_INVALID, "batched decode: sequence %d does not fit the batch", i);
+    cq_status st;
+    if (!cm->batch && (st = batch_new(cm, &cm->batch, err))) {
+        batch_free(cm->batch);
+        cm->batch = NULL;
+        return st;
+    }
+    dec_batch *b = cm->batch;
+    const size_t C = CQ_CUDA_DECODE_BATCH_MAX;
+    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
+    int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
+    for (int i = 0; i < B; i++) {
+        ht[i] = tokens[i], hp[i] = pos[i];
+        request_ids(&req[i], hi + (size_t)i * CQ_TOP_MAX_IDS);
+        for (int32_t l = 0; l < m->n_layer; l++) {
+            kc[(size_t)l * C + i] = seqs[i]->k[l], vc[(size_t)l * C + i] = seqs[i]->v[l];
+            hs[(size_t)l * C + i] = seqs[i]->slots[l];
+        }
+    }
+    if (!b->no_graphs && !b->graph[B]) {
+        cudaGraph_t g;
+        CUDA_TRY(cudaStreamBeginCapture(cm->stream, cudaStreamCaptureModeThreadLocal));
+        st = enqueue_batch_step(cm, b, B, err);
+        cudaError_t e = cudaStreamEndCapture(cm->stream, &g);
+        const bool captured = e == cudaSuccess;
+        if (!st && captured) e = cudaGraphInstantiate(&b->graph[B], g, 0);
+        if (captured) cudaGraphDestroy(g);
+        if (st || e != cudaSuccess) {
+            CQ_WARN("decoder: CUDA graph capture of a batched step failed (%s); batching without graphs",
+                    st ? (err ? err->msg : "") : cudaGetErrorString(e));
+            cudaGetLastError();
+            cq_err_clear(err);
+            b->graph[B] = NULL;
+            b->no_graphs = true;
+        }
+    }
+    if (b->no_graphs) {
+        if ((st = enqueue_batch_step(cm, b, B, err))) return st;
+    } else {
+        CUDA_TRY(cudaGraphLaunch(b->graph[B], cm->stream));
+    }
+    CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    for (int i = 0; i < B; i++) top_to_host(&b->h_out[i], m->n_vocab, &req[i], &out[i]);
+    return CQ_OK;
+}
+
 extern "C" cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
                                           const int32_t *ids, int n_ids, float *out, cq_err *err) {
     cq_cuda_model *cm = s->cm;
@@ -1926,7 +2318,7 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
     }
     for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
         qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, df, dk, dk, 1, 0, head_dim,
-                                               dpos + r, NULL, 1, 0, 0.0f);
+                                               dpos + r, NULL, 1, 0, 0.0f, NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     free(freq), free(ones);
@@ -2160,5 +2552,39 @@ extern "C" cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, con
     dev_free(&ds);
     free(host);
     cublasDestroy(tmp.blas);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req,
+                                    cq_top *out, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    const int n_seg = top_segments(n_vocab);
+    dev_set ds = {{0}, 0};
+    float *dl;
+    unsigned long long *keys;
+    float2 *ml;
+    int32_t *ids;
+    top_row *dout;
+    int32_t *hids = (int32_t *)malloc((size_t)rows * CQ_TOP_MAX_IDS * sizeof(int32_t));
+    top_row *hout = (top_row *)malloc((size_t)rows * sizeof(top_row));
+    if (!hids || !hout) {
+        free(hids), free(hout);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int r = 0; r < rows; r++) request_ids(&req[r], hids + (size_t)r * CQ_TOP_MAX_IDS);
+    cq_status s;
+    if (!(s = dev_copy(&ds, logits, (size_t)rows * n_vocab * 4, (void **)&dl, err)) &&
+        !(s = dev_copy(&ds, NULL, (size_t)rows * n_seg * CQ_TOP_MAX * 8, (void **)&keys, err)) &&
+        !(s = dev_copy(&ds, NULL, (size_t)rows * n_seg * sizeof(float2), (void **)&ml, err)) &&
+        !(s = dev_copy(&ds, hids, (size_t)rows * CQ_TOP_MAX_IDS * 4, (void **)&ids, err)) &&
+        !(s = dev_copy(&ds, NULL, (size_t)rows * sizeof(top_row), (void **)&dout, err))) {
+        top_partial_kernel<<<dim3((unsigned)n_seg, (unsigned)rows), TOP_THREADS>>>(dl, n_vocab, keys, ml);
+        top_merge_kernel<<<rows, TOP_THREADS>>>(dl, n_vocab, keys, ml, n_seg, ids, dout);
+        cudaError_t e = cudaMemcpy(hout, dout, (size_t)rows * sizeof(top_row), cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "candidates: %s", cudaGetErrorString(e));
+    }
+    for (int r = 0; !s && r < rows; r++) top_to_host(&hout[r], n_vocab, &req[r], &out[r]);
+    dev_free(&ds);
+    free(hids), free(hout);
     return s;
 }

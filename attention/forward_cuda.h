@@ -20,6 +20,7 @@
 
 #include "attention/lora.h"
 #include "attention/model.h"
+#include "attention/top.h"
 #include "core/error.h"
 
 #ifdef __cplusplus
@@ -57,6 +58,18 @@ cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int3
 /* One greedy decode step: token at pos in, the argmax of the next token's logits out (computed on the GPU, so the
  * logits never leave it). */
 cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_t pos, int32_t *next, cq_err *err);
+/* Feeds n tokens at pos.. and returns the candidates of the next one (attention/top.h), computed on the GPU from
+ * the last token's logits (two kernels: per-segment top keys and sums, then a merge per row), so that only they
+ * are copied back. One token is a decode step (its own graph), more a prefill. */
+cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, const cq_top_request *req,
+                           cq_top *out, cq_err *err);
+/* One decode step of B different sequences of one model as one batched forward: token i at pos[i] of seqs[i], its
+ * candidates to out[i] as req[i] asks. The products are cuBLAS GEMMs of B rows (bf16 inputs, as prefill), QK-norm +
+ * RoPE + KV store and attention one launch each over every row's own cache, then the logits and candidates of the B
+ * rows; a CUDA graph per B. B == 1 is cq_cuda_eval_top's decode step (its own kernels, float inputs). */
+#define CQ_CUDA_DECODE_BATCH_MAX 64
+cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int B,
+                               const cq_top_request *req, cq_top *out, cq_err *err);
 /* Bytes of the sequence's KV cache on the GPU (allocated in full at cq_cuda_seq_new). */
 size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s);
 /* Device-to-device cudaMemcpy bandwidth over two buffers of `bytes`, counting bytes read plus bytes written. */
@@ -91,6 +104,9 @@ cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b
 /* One token's logits (n_vocab) from x (n_embd, final-normed) through the decode step's logits kernel: Q8_0 weights
  * as in the file when the embedding is Q8_0 (exact float products), else bf16; soft-capped as the model says. */
 cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err);
+/* The candidates of rows rows of n_vocab logits each, through the kernels cq_cuda_eval_top uses. */
+cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req, cq_top *out,
+                         cq_err *err);
 /* y (n_tokens, rows) = x W^T with W converted to bf16, f32 accumulation: one token through the decode kernel (x in
  * float), more through cuBLAS (x rounded to bf16). */
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err);

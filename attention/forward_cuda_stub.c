@@ -40,6 +40,21 @@ cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_t pos, int3
     (void)s, (void)token, (void)pos, (void)next;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, const cq_top_request *req,
+                           cq_top *out, cq_err *err) {
+    (void)s, (void)tokens, (void)n, (void)pos, (void)req, (void)out;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int B,
+                               const cq_top_request *req, cq_top *out, cq_err *err) {
+    (void)seqs, (void)tokens, (void)pos, (void)B, (void)req, (void)out;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req, cq_top *out,
+                         cq_err *err) {
+    (void)logits, (void)rows, (void)n_vocab, (void)req, (void)out;
+    return NO_CUDA(err);
+}
 size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s) {
     (void)s;
     return 0;

@@ -17,10 +17,15 @@
  * --score N times scoring N prompts of --prompt tokens (a reranker's candidates: cq_decoder_score_prompts, packed
  * into batched prefill chunks on CUDA) against running them one at a time, --runs times each, alternating.
  * --perplexity N: the tokens of the scoring pass with logits at every position (default 64; 0 skips it).
+ * --concurrent LIST (e.g. 1,8,32,64): for each N, N threads with a sequence each (the --prompt tokens prefilled
+ * first) step --decode tokens at once through cq_decoder_eval_top (64 candidates a step, the best fed back, as an
+ * ask's answer loop does; on CUDA the decoder batches the steps that meet): aggregate decode tokens/s over the
+ * wall time, per-sequence tokens/s, and the mean batch the decoder ran (its stats), --runs times each, the median.
  *   bench_decoder [--model PATH] [--device cpu|cuda] [--threads N] [--prompt N] [--decode N] [--runs N]
  *                 [--compare-cpu 1] [--isa LIST] [--adapter DIR] [--ranks LIST --rounds N] [--score N]
- *                 [--perplexity N] */
+ *                 [--perplexity N] [--concurrent LIST] */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +315,89 @@ static void compare_ranks(const char *model, const cq_decoder_options *opt, cons
     free(pre), free(step), free(rel), free(sorted), free(cpu), free(rel_cpu), free(logits);
 }
 
+/* --concurrent: one thread's sequence, stepped after a shared start. */
+typedef struct {
+    cq_decoder_seq *s;
+    int32_t first;
+    int n_decode;
+    pthread_barrier_t *start;
+    double done_s;
+    cq_status st;
+} conc_job;
+
+static void *conc_main(void *arg) {
+    conc_job *j = arg;
+    cq_err err = {0};
+    const cq_top_request req = {CQ_TOP_MAX, 0, {0}};
+    cq_top top;
+    pthread_barrier_wait(j->start);
+    int32_t next = j->first;
+    for (int i = 0; i < j->n_decode && !j->st; i++) {
+        j->st = cq_decoder_eval_top(j->s, &next, 1, &req, &top, &err);
+        next = top.top_ids[0];
+    }
+    if (j->st) fprintf(stderr, "decode: %s\n", err.msg);
+    j->done_s = cq_clock_seconds();
+    return NULL;
+}
+
+static void bench_concurrent(cq_decoder *d, const char *list, const int32_t *ids, int n_prompt, int n_decode,
+                             int runs) {
+    printf("concurrent decode (cq_decoder_eval_top, %d candidates a step), after a %d-token prompt each, %d steps, "
+           "median of %d runs\n",
+           CQ_TOP_MAX, n_prompt, n_decode, runs);
+    printf("%8s %16s %16s %12s %12s\n", "streams", "aggregate tok/s", "per stream tok/s", "mean batch", "wall ms");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        const int n = atoi(tok);
+        if (n < 1) continue;
+        conc_job *jobs = calloc((size_t)n, sizeof *jobs);
+        pthread_t *th = calloc((size_t)n, sizeof *th);
+        double *wall = calloc((size_t)runs, sizeof *wall), mean_batch = 0;
+        cq_err err = {0};
+        for (int i = 0; i < n; i++)
+            if (cq_decoder_seq_new(d, n_prompt + n_decode + 1, &jobs[i].s, &err)) die("seq", &err);
+        for (int r = 0; r < runs; r++) {
+            pthread_barrier_t start;
+            pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+            const cq_top_request req = {1, 0, {0}};
+            cq_top top;
+            for (int i = 0; i < n; i++) {
+                cq_decoder_seq_reset(jobs[i].s);
+                if (cq_decoder_eval_top(jobs[i].s, ids, (size_t)n_prompt, &req, &top, &err)) die("prefill", &err);
+                jobs[i].first = top.top_ids[0], jobs[i].n_decode = n_decode, jobs[i].start = &start, jobs[i].st = CQ_OK;
+                if (pthread_create(&th[i], NULL, conc_main, &jobs[i])) {
+                    fprintf(stderr, "pthread_create failed\n");
+                    exit(1);
+                }
+            }
+            cq_decoder_stats s0, s1;
+            cq_decoder_get_stats(d, &s0);
+            pthread_barrier_wait(&start);
+            const double t0 = cq_clock_seconds();
+            double last = t0;
+            for (int i = 0; i < n; i++) {
+                pthread_join(th[i], NULL);
+                if (jobs[i].st) exit(1);
+                last = jobs[i].done_s > last ? jobs[i].done_s : last;
+            }
+            cq_decoder_get_stats(d, &s1);
+            wall[r] = last - t0;
+            if (r == runs / 2) mean_batch = (double)(s1.steps - s0.steps) / (double)(s1.forwards - s0.forwards);
+            pthread_barrier_destroy(&start);
+        }
+        double *sorted = malloc((size_t)runs * sizeof *sorted);
+        memcpy(sorted, wall, (size_t)runs * sizeof *sorted);
+        qsort(sorted, (size_t)runs, sizeof *sorted, cmp_double);
+        const double w = sorted[runs / 2];
+        printf("%8d %16.0f %16.1f %12.1f %12.1f\n", n, (double)n * n_decode / w, n_decode / w, mean_batch, w * 1e3);
+        fflush(stdout);
+        for (int i = 0; i < n; i++) cq_decoder_seq_free(jobs[i].s);
+        free(jobs), free(th), free(wall), free(sorted);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *model = "data/models/gemma-3-270m-q4_k_m.gguf";
     const char *src = getenv("CLAUSEQA_SOURCE_DIR");
@@ -320,7 +408,7 @@ int main(int argc, char **argv) {
     }
     cq_decoder_options opt = {CQ_DEVICE_CPU, 0, false};
     int n_prompt = 512, n_decode = 64, runs = 5, compare = 0, rounds = 5, score = 0, n_perplexity = 64;
-    const char *isa = NULL, *adapter = NULL, *ranks = NULL;
+    const char *isa = NULL, *adapter = NULL, *ranks = NULL, *concurrent = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) opt.n_threads = atoi(argv[i + 1]);
@@ -334,6 +422,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ranks")) ranks = argv[i + 1];
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--score")) score = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--concurrent")) concurrent = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) opt.device = !strcmp(argv[i + 1], "cuda") ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -364,6 +453,12 @@ int main(int argc, char **argv) {
     free(piece);
     if (isa && !gpu) {
         compare_isa(d, isa, ids, n_prompt, n_decode, runs);
+        free(ids);
+        cq_decoder_close(d);
+        return 0;
+    }
+    if (concurrent) {
+        bench_concurrent(d, concurrent, ids, n_prompt, n_decode, runs);
         free(ids);
         cq_decoder_close(d);
         return 0;

@@ -20,8 +20,16 @@
  * Thresholds: f32 kernels by normalized mean squared error (NMSE) < 1e-10 (float rounding only; measured 1e-17 to
  * 3e-12 on an H200); the bf16 products < 1e-4 (bf16 keeps 8 significant bits; measured 2e-6 to 6e-6); the whole
  * forward in bf16 < 2e-3 on the logits with the argmax agreeing on at least 90 % of positions (measured 8e-5 to
- * 1.3e-4, argmax 64/64, prefill and decode). Every figure is printed. */
+ * 1.3e-4, argmax 64/64, prefill and decode). Every figure is printed.
+ * A step's candidates (attention/top.h): the kernels against cq_top_from_logits on rows with many ties (the same
+ * ids and logits exactly, the log-sum-exp within 1e-5), and cq_decoder_eval_top against the full logits of the same
+ * kernels (exactly). Batched decode steps (cq_cuda_decode_batch: bf16 GEMMs of B rows) against the same sequences
+ * stepped one at a time (the batch-1 kernels, float inputs): the logits of 8 named ids and the top candidates' logits
+ * by NMSE < 2e-3 (the forward's bf16 threshold), the best candidate agreeing on at least 90 % of rows, over 6
+ * sequences from 1 token to past the ring and over CQ_CUDA_DECODE_BATCH_MAX short ones; and threads stepping their
+ * own sequences through cq_decoder_eval_top at once (batched by the decoder) against each sequence alone. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -567,6 +575,263 @@ static void test_packed_scoring(void **state) {
     for_each_model(packed_fn, 0);
 }
 
+/* Rows of logits with many ties (values from a few levels, the best tied), odd sizes too. */
+static void test_top_kernel(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const int sizes[] = {262144, 1000, 70001, 64, 7};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const int V = sizes[si], rows = 3;
+        float *x = malloc((size_t)rows * V * sizeof *x);
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < V; i++)
+                x[(size_t)r * V + i] = r == 0 ? (float)(int)(frand() * 6) : r == 1 ? frand() * 30 : -fabsf(frand()) * 1e3f;
+        cq_top_request req[3];
+        for (int r = 0; r < rows; r++) req[r] = (cq_top_request){r == 2 ? 5 : CQ_TOP_MAX, 3, {0, V - 1, V / 3}};
+        cq_top gpu[3], cpu;
+        cq_err err = {0};
+        if (cq_cuda_op_top(x, rows, V, req, gpu, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            fail();
+        }
+        double worst = 0;
+        for (int r = 0; r < rows; r++) {
+            cq_top_from_logits(x + (size_t)r * V, V, &req[r], &cpu);
+            assert_int_equal(gpu[r].n, cpu.n);
+            assert_memory_equal(gpu[r].top_ids, cpu.top_ids, (size_t)cpu.n * sizeof(int32_t));
+            assert_memory_equal(gpu[r].top_logits, cpu.top_logits, (size_t)cpu.n * sizeof(float));
+            assert_memory_equal(gpu[r].id_logits, cpu.id_logits, 3 * sizeof(float));
+            const double e = fabs(gpu[r].lse - cpu.lse);
+            worst = e > worst ? e : worst;
+            assert_true(e < 1e-5 * fabs(cpu.lse) + 1e-5);
+        }
+        fprintf(stderr, "  candidates of %d logits: ids and logits equal, log-sum-exp off by %.2e at most\n", V, worst);
+        free(x);
+    }
+}
+
+static int32_t test_token(int V, int i, int t) { return 300 + (int32_t)((unsigned)(i * 7919 + t * 104729) % (unsigned)(V - 300)); }
+
+/* cq_decoder_eval_top on the GPU against cq_decoder_eval's logits (the same kernels: equal), prefill and steps. */
+static void eval_top_fn(const char *path, int unused) {
+    (void)unused;
+    cq_err err = {0};
+    cq_decoder *gpu;
+    cq_decoder_options og = {CQ_DEVICE_CUDA, 0, false};
+    assert_int_equal(cq_decoder_open(path, &og, &gpu, &err), CQ_OK);
+    const int V = cq_decoder_get_info(gpu)->n_vocab, T = 700;
+    int32_t *ids = malloc((T + 4) * sizeof *ids);
+    for (int i = 0; i < T + 4; i++) ids[i] = test_token(V, 1, i);
+    cq_decoder_seq *a, *b;
+    assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &a, &err), CQ_OK);
+    assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &b, &err), CQ_OK);
+    float *logits = malloc((size_t)V * 4);
+    const cq_top_request req = {CQ_TOP_MAX, 2, {5, 300 % V}};
+    cq_top ta, tb;
+    for (int step = 0; step < 4; step++) {
+        const size_t n = step ? 1 : T;
+        const int32_t *t = step ? ids + T + step - 1 : ids;
+        assert_int_equal(cq_decoder_eval(a, t, n, logits, false, &err), CQ_OK);
+        cq_top_from_logits(logits, V, &req, &ta);
+        if (cq_decoder_eval_top(b, t, n, &req, &tb, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            fail();
+        }
+        assert_memory_equal(ta.top_ids, tb.top_ids, sizeof ta.top_ids);
+        assert_memory_equal(ta.top_logits, tb.top_logits, sizeof ta.top_logits);
+        assert_memory_equal(ta.id_logits, tb.id_logits, 2 * sizeof(float));
+        assert_true(fabs(ta.lse - tb.lse) < 1e-5 * fabs(ta.lse) + 1e-5);
+    }
+    fprintf(stderr, "  eval_top %s: prefill and 3 steps equal to the full logits' candidates\n", path);
+    free(ids), free(logits);
+    cq_decoder_seq_free(a);
+    cq_decoder_seq_free(b);
+    cq_decoder_close(gpu);
+}
+
+/* Accumulates the batched row's differences from the single row's. */
+typedef struct {
+    double err_ids, ref_ids, err_top, ref_top, lse;
+    int rows, agree;
+} batch_cmp;
+
+static void batch_compare(batch_cmp *c, const cq_top *single, const cq_top *batched) {
+    for (int j = 0; j < CQ_TOP_MAX_IDS; j++) {
+        const double d = (double)batched->id_logits[j] - single->id_logits[j];
+        c->err_ids += d * d, c->ref_ids += (double)single->id_logits[j] * single->id_logits[j];
+    }
+    for (int j = 0; j < single->n; j++) {
+        const double d = (double)batched->top_logits[j] - single->top_logits[j];
+        c->err_top += d * d, c->ref_top += (double)single->top_logits[j] * single->top_logits[j];
+    }
+    const double dl = fabs(batched->lse - single->lse);
+    c->lse = dl > c->lse ? dl : c->lse;
+    c->rows++;
+    c->agree += batched->top_ids[0] == single->top_ids[0];
+}
+
+static void batch_check(const batch_cmp *c, const char *what) {
+    const double e_ids = c->err_ids / c->ref_ids, e_top = c->err_top / c->ref_top;
+    fprintf(stderr, "  %s: %d rows, nmse %.2e (8 named ids) %.2e (top %d), log-sum-exp off by %.2e at most, best "
+                    "candidate agrees %d/%d\n",
+            what, c->rows, e_ids, e_top, CQ_TOP_MAX, c->lse, c->agree, c->rows);
+    assert_true(e_ids < NMSE_BF16_FORWARD);
+    assert_true(e_top < NMSE_BF16_FORWARD);
+    assert_true(c->agree * 10 >= c->rows * 9);
+}
+
+/* B sequences (prompt lengths lens) stepped `steps` times one at a time and as batches, compared. */
+static void batch_vs_single(cq_cuda_model *cm, const cq_gemma *m, const int *lens, int B, int steps, const char *what) {
+    cq_err err = {0};
+    const int V = m->n_vocab;
+    cq_cuda_seq **sa = calloc((size_t)B, sizeof *sa), **sb = calloc((size_t)B, sizeof *sb);
+    int32_t *tokens = malloc((size_t)B * sizeof *tokens), *pos = malloc((size_t)B * sizeof *pos);
+    cq_top_request *req = malloc((size_t)B * sizeof *req);
+    cq_top *ta = malloc((size_t)B * sizeof *ta), *tb = malloc((size_t)B * sizeof *tb);
+    batch_cmp c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < B; i++) {
+        int32_t *p = malloc((size_t)lens[i] * sizeof *p);
+        for (int t = 0; t < lens[i]; t++) p[t] = t == 0 ? 2 : test_token(V, i, t);
+        assert_int_equal(cq_cuda_seq_new(cm, lens[i] + steps + 1, &sa[i], &err), CQ_OK);
+        assert_int_equal(cq_cuda_seq_new(cm, lens[i] + steps + 1, &sb[i], &err), CQ_OK);
+        assert_int_equal(cq_cuda_eval(sa[i], p, (size_t)lens[i], 0, NULL, false, &err), CQ_OK);
+        assert_int_equal(cq_cuda_eval(sb[i], p, (size_t)lens[i], 0, NULL, false, &err), CQ_OK);
+        req[i] = (cq_top_request){CQ_TOP_MAX, CQ_TOP_MAX_IDS, {5, 300, 301, 1000, 2000, 4000, 8000, 9999}};
+        for (int j = 0; j < CQ_TOP_MAX_IDS; j++) req[i].ids[j] %= V;
+        free(p);
+    }
+    for (int step = 0; step < steps; step++) {
+        for (int i = 0; i < B; i++) {
+            tokens[i] = test_token(V, i + 1000, step), pos[i] = lens[i] + step;
+            assert_int_equal(cq_cuda_eval_top(sa[i], &tokens[i], 1, pos[i], &req[i], &ta[i], &err), CQ_OK);
+        }
+        if (cq_cuda_decode_batch(sb, tokens, pos, B, req, tb, &err)) {
+            fprintf(stderr, "batched step %d: %s\n", step, err.msg);
+            fail();
+        }
+        for (int i = 0; i < B; i++) batch_compare(&c, &ta[i], &tb[i]);
+    }
+    batch_check(&c, what);
+    for (int i = 0; i < B; i++) cq_cuda_seq_free(sa[i]), cq_cuda_seq_free(sb[i]);
+    free(sa), free(sb), free(tokens), free(pos), free(req), free(ta), free(tb);
+}
+
+static void batch_fn(const char *path, int unused) {
+    (void)unused;
+    cq_err err = {0};
+    cq_gguf *g;
+    cq_gemma m;
+    cq_cuda_model *cm;
+    assert_int_equal(cq_gguf_open(path, &g, &err), CQ_OK);
+    assert_int_equal(cq_gemma_load(g, &m, &err), CQ_OK);
+    assert_int_equal(cq_cuda_model_new(&m, &cm, &err), CQ_OK);
+    const int W = m.window;
+    const int lens[] = {1, 5, 37, 300, W + CQ_CUDA_BATCH + 30, 2 * W + 5};
+    char what[256];
+    snprintf(what, sizeof what, "batched vs single steps, %s, 6 sequences of 1 to %d tokens", path, lens[5]);
+    batch_vs_single(cm, &m, lens, 6, 5, what);
+    int many[CQ_CUDA_DECODE_BATCH_MAX];
+    for (int i = 0; i < CQ_CUDA_DECODE_BATCH_MAX; i++) many[i] = 3 + i;
+    snprintf(what, sizeof what, "batched vs single steps, %s, %d sequences", path, CQ_CUDA_DECODE_BATCH_MAX);
+    batch_vs_single(cm, &m, many, CQ_CUDA_DECODE_BATCH_MAX, 2, what);
+    int32_t t = 5, p = 0;
+    cq_top_request r = {1, 0, {0}};
+    cq_top o;
+    assert_int_equal(cq_cuda_decode_batch(NULL, &t, &p, CQ_CUDA_DECODE_BATCH_MAX + 1, &r, &o, &err), CQ_ERR_INVALID);
+    cq_cuda_model_free(cm);
+    cq_gemma_free(&m);
+    cq_gguf_close(g);
+}
+
+/* Threads stepping their own sequences at once through the decoder's batcher. */
+#define CONC_THREADS 8
+#define CONC_STEPS 12
+typedef struct {
+    cq_decoder_seq *s;
+    int index;
+    cq_top out[CONC_STEPS];
+    cq_status st;
+} conc_job;
+
+static void *conc_main(void *arg) {
+    conc_job *j = arg;
+    cq_err err = {0};
+    const int V = cq_decoder_get_info(cq_decoder_seq_decoder(j->s))->n_vocab;
+    cq_top_request req = {CQ_TOP_MAX, CQ_TOP_MAX_IDS, {5, 300, 301, 1000, 2000, 4000, 8000, 9999}};
+    for (int k = 0; k < CQ_TOP_MAX_IDS; k++) req.ids[k] %= V;
+    for (int step = 0; step < CONC_STEPS && !j->st; step++) {
+        const int32_t t = test_token(V, j->index + 2000, step);
+        j->st = cq_decoder_eval_top(j->s, &t, 1, &req, &j->out[step], &err);
+    }
+    return NULL;
+}
+
+static void concurrent_fn(const char *path, int unused) {
+    (void)unused;
+    cq_err err = {0};
+    cq_decoder *gpu;
+    cq_decoder_options og = {CQ_DEVICE_CUDA, 0, false};
+    assert_int_equal(cq_decoder_open(path, &og, &gpu, &err), CQ_OK);
+    const int V = cq_decoder_get_info(gpu)->n_vocab;
+    conc_job alone[CONC_THREADS], together[CONC_THREADS];
+    for (int pass = 0; pass < 2; pass++) {
+        conc_job *jobs = pass ? together : alone;
+        for (int i = 0; i < CONC_THREADS; i++) {
+            const int len = 20 + 37 * i;
+            int32_t *p = malloc((size_t)len * sizeof *p);
+            for (int t = 0; t < len; t++) p[t] = test_token(V, i, t);
+            memset(&jobs[i], 0, sizeof jobs[i]);
+            jobs[i].index = i;
+            assert_int_equal(cq_decoder_seq_new(gpu, len + CONC_STEPS, &jobs[i].s, &err), CQ_OK);
+            assert_int_equal(cq_decoder_eval(jobs[i].s, p, (size_t)len, NULL, false, &err), CQ_OK);
+            free(p);
+        }
+        cq_decoder_stats s0, s1;
+        cq_decoder_get_stats(gpu, &s0);
+        if (pass == 0) {
+            for (int i = 0; i < CONC_THREADS; i++) conc_main(&jobs[i]);
+        } else {
+            pthread_t th[CONC_THREADS];
+            for (int i = 0; i < CONC_THREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, conc_main, &jobs[i]), 0);
+            for (int i = 0; i < CONC_THREADS; i++) pthread_join(th[i], NULL);
+        }
+        cq_decoder_get_stats(gpu, &s1);
+        fprintf(stderr, "  %s: %llu steps in %llu forwards\n", pass ? "threads at once" : "one after the other",
+                (unsigned long long)(s1.steps - s0.steps), (unsigned long long)(s1.forwards - s0.forwards));
+        assert_int_equal(s1.steps - s0.steps, CONC_THREADS * CONC_STEPS);
+        if (pass == 0) assert_int_equal(s1.forwards - s0.forwards, CONC_THREADS * CONC_STEPS);
+        for (int i = 0; i < CONC_THREADS; i++) assert_int_equal(jobs[i].st, CQ_OK);
+    }
+    batch_cmp c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < CONC_THREADS; i++) {
+        for (int step = 0; step < CONC_STEPS; step++) batch_compare(&c, &alone[i].out[step], &together[i].out[step]);
+        cq_decoder_seq_free(alone[i].s);
+        cq_decoder_seq_free(together[i].s);
+    }
+    batch_check(&c, "threads at once vs one after the other");
+    cq_decoder_close(gpu);
+}
+
+static void test_eval_top(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(eval_top_fn, 0);
+}
+
+static void test_batched_decode(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(batch_fn, 0);
+}
+
+static void test_concurrent_decode(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(concurrent_fn, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
@@ -574,7 +839,9 @@ int main(void) {
         cmocka_unit_test(test_decode_attention),
         cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_lora_merge),
         cmocka_unit_test(test_forward_vs_cpu), cmocka_unit_test(test_adapter_vs_cpu),
-        cmocka_unit_test(test_packed_scoring),
+        cmocka_unit_test(test_packed_scoring), cmocka_unit_test(test_top_kernel),
+        cmocka_unit_test(test_eval_top),       cmocka_unit_test(test_batched_decode),
+        cmocka_unit_test(test_concurrent_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

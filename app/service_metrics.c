@@ -182,6 +182,30 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      a.active, a.max_active, a.waiting, a.max_waiting, (unsigned long long)a.admitted,
                      (unsigned long long)(a.refused - a.timed_out), (unsigned long long)a.timed_out, a.wait_seconds,
                      a.mean_hold_s);
+    if (!s->decoder) return;
+    /* decode steps batched across asks (cq_decoder_eval_top): a histogram of the forwards by batch size, whose sum
+     * is the steps; and the KV cache the open sequences hold */
+    cq_decoder_stats ds;
+    cq_decoder_get_stats(s->decoder, &ds);
+    cq_strbuf_puts(b, "# HELP clauseqa_decoder_batch_size Decode steps per forward (asks' steps run together).\n"
+                      "# TYPE clauseqa_decoder_batch_size histogram\n");
+    static const char *const le[CQ_DECODER_BATCH_BUCKETS] = {"1", "3", "7", "15", "31", "63", "+Inf"};
+    uint64_t cum = 0;
+    for (int i = 0; i < CQ_DECODER_BATCH_BUCKETS; i++) {
+        cum += ds.batch_hist[i];
+        cq_strbuf_printf(b, "clauseqa_decoder_batch_size_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)cum);
+    }
+    cq_strbuf_printf(b,
+                     "clauseqa_decoder_batch_size_sum %llu\n"
+                     "clauseqa_decoder_batch_size_count %llu\n"
+                     "# HELP clauseqa_decoder_kv_bytes KV cache held by the decoder's open sequences.\n"
+                     "# TYPE clauseqa_decoder_kv_bytes gauge\n"
+                     "clauseqa_decoder_kv_bytes %lld\n"
+                     "# HELP clauseqa_decoder_sequences Decoder sequences open now.\n"
+                     "# TYPE clauseqa_decoder_sequences gauge\n"
+                     "clauseqa_decoder_sequences %lld\n",
+                     (unsigned long long)ds.steps, (unsigned long long)ds.forwards, (long long)ds.kv_bytes,
+                     (long long)ds.seqs);
 }
 
 void cq_svc_metrics_web(cq_web_service *w) {

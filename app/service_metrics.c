@@ -198,13 +198,16 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
     cq_strbuf_printf(b,
                      "clauseqa_decoder_batch_size_sum %llu\n"
                      "clauseqa_decoder_batch_size_count %llu\n"
-                     "# HELP clauseqa_decoder_kv_bytes KV cache held by the decoder's open sequences.\n"
+                     "# HELP clauseqa_decoder_kv_bytes KV cache held by the decoder's open sequences, and (GPU) by "
+                     "closed ones kept for reuse.\n"
                      "# TYPE clauseqa_decoder_kv_bytes gauge\n"
-                     "clauseqa_decoder_kv_bytes %lld\n"
+                     "clauseqa_decoder_kv_bytes{state=\"open\"} %lld\n"
+                     "clauseqa_decoder_kv_bytes{state=\"pooled\"} %lld\n"
                      "# HELP clauseqa_decoder_sequences Decoder sequences open now.\n"
                      "# TYPE clauseqa_decoder_sequences gauge\n"
                      "clauseqa_decoder_sequences %lld\n",
                      (unsigned long long)ds.steps, (unsigned long long)ds.forwards, (long long)ds.kv_bytes,
+                     (long long)ds.kv_pooled_bytes,
                      (long long)ds.seqs);
 }
 

@@ -11,6 +11,9 @@
 #include "attention/model.h"
 #include "core/log.h"
 
+#define SEQ_POOL 64    /* CUDA sequences kept for reuse at most */
+#define SEQ_ROUND 512  /* their capacities are rounded up to a multiple of this */
+
 _Static_assert(CQ_DECODER_BATCH_MAX <= CQ_CUDA_DECODE_BATCH_MAX, "a decoder batch must fit a CUDA batch");
 
 /* A single-token step waiting for the batcher (cq_decoder_eval_top). */
@@ -45,6 +48,12 @@ struct cq_decoder {
     step_req *queue_head, *queue_tail;
     bool batch_busy;
     cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
+    /* CUDA sequences closed and kept for the next ones (batch_mu guards them): a new sequence's device buffers and
+     * its decode graphs cost milliseconds, and cudaFree waits for the whole GPU, so an ask per sequence would
+     * otherwise serialize every other ask's steps behind it. Capacities are multiples of SEQ_ROUND tokens. */
+    cq_cuda_seq *pool[SEQ_POOL];
+    int32_t pool_cap[SEQ_POOL];
+    int n_pool;
     cq_decoder_stats stats;
 };
 
@@ -54,6 +63,7 @@ struct cq_decoder_seq {
     cq_cpu_seq *cpu;
     cq_cuda_seq *cuda;
     int64_t kv_counted; /* its KV bytes in the stats: CUDA's whole cache, the CPU's at creation (it grows later) */
+    int32_t cuda_cap;   /* CUDA: the tokens its cache holds (>= max_tokens: pooled sequences are reused) */
 };
 
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err) {
@@ -120,6 +130,7 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
 
 void cq_decoder_close(cq_decoder *d) {
     if (!d) return;
+    for (int i = 0; i < d->n_pool; i++) cq_cuda_seq_free(d->pool[i]);
     cq_cuda_seq_free(d->pack);
     cq_cpu_model_free(d->cpu);
     cq_cuda_model_free(d->cuda);
@@ -177,10 +188,32 @@ cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq *
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     s->d = d;
     s->max_tokens = max_tokens;
-    cq_status st = d->cuda ? cq_cuda_seq_new(d->cuda, max_tokens, &s->cuda, err)
-                           : cq_cpu_seq_new(d->cpu, max_tokens, &s->cpu, err);
-    if (st) {
-        cq_decoder_seq_free(s);
+    cq_status st = CQ_OK;
+    if (d->cuda) { /* the smallest pooled sequence that holds max_tokens, else a new one */
+        pthread_mutex_lock(&d->batch_mu);
+        int best = -1;
+        for (int i = 0; i < d->n_pool; i++)
+            if (d->pool_cap[i] >= max_tokens && (best < 0 || d->pool_cap[i] < d->pool_cap[best])) best = i;
+        if (best >= 0) {
+            s->cuda = d->pool[best], s->cuda_cap = d->pool_cap[best];
+            d->pool[best] = d->pool[d->n_pool - 1], d->pool_cap[best] = d->pool_cap[d->n_pool - 1];
+            d->n_pool--;
+            d->stats.kv_pooled_bytes -= (int64_t)cq_cuda_seq_kv_bytes(s->cuda);
+        }
+        pthread_mutex_unlock(&d->batch_mu);
+        if (!s->cuda) {
+            int32_t cap = (max_tokens + SEQ_ROUND - 1) / SEQ_ROUND * SEQ_ROUND;
+            if (cap > d->model.context_length) cap = d->model.context_length;
+            st = cq_cuda_seq_new(d->cuda, cap, &s->cuda, err);
+            s->cuda_cap = cap;
+        }
+    } else {
+        st = cq_cpu_seq_new(d->cpu, max_tokens, &s->cpu, err);
+    }
+    if (st) { /* a half-made sequence: neither counted nor pooled */
+        cq_cpu_seq_free(s->cpu);
+        cq_cuda_seq_free(s->cuda);
+        free(s);
         return st;
     }
     s->kv_counted = s->cuda ? (int64_t)cq_cuda_seq_kv_bytes(s->cuda) : (int64_t)cq_cpu_seq_kv_bytes(s->cpu);
@@ -191,9 +224,20 @@ cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq *
 
 void cq_decoder_seq_free(cq_decoder_seq *s) {
     if (!s) return;
-    if (s->cuda || s->cpu) count_seq(s->d, -s->kv_counted, -1);
+    cq_decoder *d = s->d;
+    if (s->cuda || s->cpu) count_seq(d, -s->kv_counted, -1);
     cq_cpu_seq_free(s->cpu);
-    cq_cuda_seq_free(s->cuda);
+    if (s->cuda) {
+        pthread_mutex_lock(&d->batch_mu);
+        if (d->n_pool < SEQ_POOL) {
+            d->pool[d->n_pool] = s->cuda, d->pool_cap[d->n_pool] = s->cuda_cap;
+            d->n_pool++;
+            d->stats.kv_pooled_bytes += (int64_t)cq_cuda_seq_kv_bytes(s->cuda);
+            s->cuda = NULL;
+        }
+        pthread_mutex_unlock(&d->batch_mu);
+        cq_cuda_seq_free(s->cuda);
+    }
     free(s);
 }
 

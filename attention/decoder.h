@@ -103,6 +103,7 @@ typedef struct {
     uint64_t forwards;  /* the forwards they ran in (steps / forwards: the mean batch) */
     uint64_t batch_hist[CQ_DECODER_BATCH_BUCKETS]; /* forwards by batch size */
     int64_t kv_bytes;   /* KV cache of the sequences open now */
+    int64_t kv_pooled_bytes; /* CUDA: KV cache of closed sequences kept for reuse (up to 64 of them) */
     int64_t seqs;       /* sequences open now (the reranker's packed one included) */
 } cq_decoder_stats;
 void cq_decoder_get_stats(cq_decoder *d, cq_decoder_stats *out);

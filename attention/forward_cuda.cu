@@ -904,14 +904,17 @@ __global__ void select_logits_kernel(const float *xn, int d, const int32_t *rows
 
 /* ---- a step's candidates (attention/top.h) ---------------------------------------------------------------------
  * Rows of n_vocab logits on the GPU become, per row, the CQ_TOP_MAX largest (by argmax_key: larger logit first,
- * then the smaller id, the host's order), the log-sum-exp and the logits of CQ_TOP_MAX_IDS named ids. Pass 1: one
- * block per (row, segment of TOP_SEG logits) keeps its segment's best CQ_TOP_MAX keys and its (max, sum of exp);
- * pass 2: one block per row merges the segments' keys the same way (TOP_CHUNK at a time) and their sums. A block
- * keeps its running best in sm[0, CQ_TOP_MAX), loads the next TOP_CHUNK keys after them and bitonic-sorts all
- * TOP_SORT, so that the best CQ_TOP_MAX are in front again. */
-#define TOP_SORT 4096
+ * then the smaller id, the host's order), the log-sum-exp and the logits of CQ_TOP_MAX_IDS named ids.
+ * Pass 1: one block per (row, segment of TOP_SEG logits) bitonic-sorts its segment's keys and keeps the best
+ * CQ_TOP_MAX, with the segment's (max, sum of exp). Pass 2: one block per row. Every key of the row's top CQ_TOP_MAX
+ * is in its segment's best, and none is below the largest of the segments' CQ_TOP_MAX-th keys (that segment alone has
+ * CQ_TOP_MAX keys at or above it): the keys at or above that bound, usually little more than CQ_TOP_MAX, are sorted;
+ * should more than TOP_SORT pass it (many equal logits), the segments' keys are merged TOP_CHUNK at a time behind the
+ * running best instead. The segments' sums give the log-sum-exp. */
+#define TOP_SORT 4096                      /* pass 2's buffer */
+#define TOP_SEG_SORT 1024                  /* pass 1's sort: CQ_TOP_MAX empty slots, then the segment */
+#define TOP_SEG (TOP_SEG_SORT - CQ_TOP_MAX) /* logits per pass-1 block */
 #define TOP_CHUNK (TOP_SORT - CQ_TOP_MAX)
-#define TOP_SEG TOP_CHUNK /* logits per pass-1 block: one sort */
 #define TOP_THREADS 512
 
 /* what pass 2 writes per row, copied to the host as is */
@@ -922,10 +925,11 @@ typedef struct {
     float id_logits[CQ_TOP_MAX_IDS];
 } top_row;
 
-__device__ void bitonic_desc(unsigned long long *sm) {
-    for (int k = 2; k <= TOP_SORT; k <<= 1)
+/* sm[0, n) in descending order (n a power of two); block-wide, ends with a barrier */
+__device__ void bitonic_desc(unsigned long long *sm, int n) {
+    for (int k = 2; k <= n; k <<= 1)
         for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int i = threadIdx.x; i < TOP_SORT; i += blockDim.x) {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
                 const int o = i ^ j;
                 if (o > i) {
                     const unsigned long long a = sm[i], b = sm[o];
@@ -936,6 +940,25 @@ __device__ void bitonic_desc(unsigned long long *sm) {
         }
 }
 
+__device__ unsigned long long block_max_u64(unsigned long long v) {
+    __shared__ unsigned long long part[32];
+    __shared__ unsigned long long total;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long m = 0;
+        for (int w = 0; w < (int)(blockDim.x / 32); w++) m = part[w] > m ? part[w] : m;
+        total = m;
+    }
+    __syncthreads();
+    return total;
+}
+
 __device__ __forceinline__ float key_value(unsigned long long key) {
     unsigned u = (unsigned)(key >> 32);
     u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
@@ -944,13 +967,13 @@ __device__ __forceinline__ float key_value(unsigned long long key) {
 
 __global__ void __launch_bounds__(TOP_THREADS)
     top_partial_kernel(const float *logits, int V, unsigned long long *keys, float2 *ml) {
-    __shared__ unsigned long long sm[TOP_SORT];
+    __shared__ unsigned long long sm[TOP_SEG_SORT];
     const int row = blockIdx.y, seg = blockIdx.x, n_seg = gridDim.x;
     const float *x = logits + (size_t)row * V;
     const int a = seg * TOP_SEG, b = min(V, a + TOP_SEG);
     float mx = -INFINITY;
-    for (int i = threadIdx.x; i < TOP_SORT; i += blockDim.x) {
-        const int j = a + i - CQ_TOP_MAX; /* the first CQ_TOP_MAX slots: no key yet */
+    for (int i = threadIdx.x; i < TOP_SEG_SORT; i += blockDim.x) {
+        const int j = a + i - CQ_TOP_MAX; /* the first CQ_TOP_MAX slots: no key (0 sorts last) */
         unsigned long long k = 0;
         if (i >= CQ_TOP_MAX && j < b) {
             const float v = x[j];
@@ -963,7 +986,7 @@ __global__ void __launch_bounds__(TOP_THREADS)
     float sum = 0;
     for (int j = a + threadIdx.x; j < b; j += blockDim.x) sum += expf(x[j] - mx);
     sum = block_sum(sum);
-    bitonic_desc(sm);
+    bitonic_desc(sm, TOP_SEG_SORT);
     unsigned long long *out = keys + ((size_t)row * n_seg + seg) * CQ_TOP_MAX;
     for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) out[i] = sm[i];
     if (threadIdx.x == 0) ml[(size_t)row * n_seg + seg] = make_float2(mx, sum);
@@ -973,13 +996,39 @@ __global__ void __launch_bounds__(TOP_THREADS)
     top_merge_kernel(const float *logits, int V, const unsigned long long *keys, const float2 *ml, int n_seg,
                      const int32_t *ids, top_row *out) {
     __shared__ unsigned long long sm[TOP_SORT];
+    __shared__ int count;
     const int row = blockIdx.x, n = n_seg * CQ_TOP_MAX;
     const unsigned long long *k = keys + (size_t)row * n;
-    for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) sm[i] = 0;
-    for (int c = 0; c < n; c += TOP_CHUNK) {
-        for (int i = threadIdx.x; i < TOP_CHUNK; i += blockDim.x) sm[CQ_TOP_MAX + i] = c + i < n ? k[c + i] : 0;
+    unsigned long long bound = 0;
+    for (int i = threadIdx.x; i < n_seg; i += blockDim.x) {
+        const unsigned long long v = k[(size_t)i * CQ_TOP_MAX + CQ_TOP_MAX - 1];
+        bound = v > bound ? v : bound;
+    }
+    if (threadIdx.x == 0) count = 0;
+    bound = block_max_u64(bound); /* its barriers also publish count */
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const unsigned long long v = k[i];
+        if (v && v >= bound) {
+            const int c = atomicAdd(&count, 1);
+            if (c < TOP_SORT) sm[c] = v;
+        }
+    }
+    __syncthreads();
+    const int c = count;
+    if (c <= TOP_SORT) {
+        int n2 = CQ_TOP_MAX;
+        while (n2 < c) n2 <<= 1;
+        for (int i = c + threadIdx.x; i < n2; i += blockDim.x) sm[i] = 0;
         __syncthreads();
-        bitonic_desc(sm);
+        bitonic_desc(sm, n2);
+    } else {
+        __syncthreads();
+        for (int i = threadIdx.x; i < CQ_TOP_MAX; i += blockDim.x) sm[i] = 0;
+        for (int c0 = 0; c0 < n; c0 += TOP_CHUNK) {
+            for (int i = threadIdx.x; i < TOP_CHUNK; i += blockDim.x) sm[CQ_TOP_MAX + i] = c0 + i < n ? k[c0 + i] : 0;
+            __syncthreads();
+            bitonic_desc(sm, TOP_SORT);
+        }
     }
     float m = -INFINITY;
     for (int i = threadIdx.x; i < n_seg; i += blockDim.x) m = fmaxf(m, ml[(size_t)row * n_seg + i].x);
@@ -1988,8 +2037,11 @@ extern "C" cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, siz
     if (n == 0) return cq_err_set(err, CQ_ERR_INVALID, "candidates of no token");
     request_ids(req, s->h_top_ids);
     cq_status st;
-    if (n == 1) {
-        if ((st = decode_step(s, tokens[0], pos, 2, err))) return st;
+    /* a last chunk of one token runs as a decode step, which leaves no final-normed state in s->xn: the step itself
+     * then gives the candidates */
+    if (n % CQ_CUDA_BATCH == 1) {
+        if (n > 1 && (st = cq_cuda_eval(s, tokens, n - 1, pos, NULL, false, err))) return st;
+        if ((st = decode_step(s, tokens[n - 1], pos + (int32_t)n - 1, 2, err))) return st;
         top_to_host(s->h_top, cm->m->n_vocab, req, out);
         return CQ_OK;
     }

@@ -6,7 +6,11 @@ first token P50/P95, generated tokens/s, 503s (admission: busy) and other errors
 as the server: on a small box they take cores from it (say so next to any figure).
 
 usage: tests/bench/bench_load.py [--binary build/clauseqa] [--levels 1,4,16,64,256] [--seconds 10]
-                                 [--answers extractive|generate|auto] [--docs N] [-- SERVE OPTIONS...]
+                                 [--answers extractive|generate|auto] [--docs N] [--docs-dir DIR]
+                                 [--questions FILE.jsonl] [--mode MODE] [-- SERVE OPTIONS...]
+--docs-dir DIR ingests every document of DIR (e.g. an evaluation suite's docs/) instead of the laws-zh-pdf PDFs;
+--questions FILE asks the "question" of each JSON line of FILE (a suite's questions.jsonl) instead of the built-in
+ones; --mode M sends it as each ask's retrieval mode (e.g. router,bm25: no reranking; default: the server's). The mean decode batch of a level (steps per forward, from /metrics) is printed with it.
 Serve options after -- go to `clauseqa serve` (--device cuda, --max-asks 16, --threads 300 ...)."""
 import argparse
 import http.client
@@ -38,12 +42,15 @@ def percentile(values, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
+MODE = None  # --mode: the asks' retrieval mode (None: the server's default)
+
+
 def ask_streamed(port, question, timeout_s):
     """One streamed ask: (status, seconds to the end, seconds to the first token or None, tokens, error code)."""
     t0 = time.time()
     conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout_s)
     try:
-        body = json.dumps({'question': question, 'stream': True}).encode()
+        body = json.dumps(dict({'question': question, 'stream': True}, **({'mode': MODE} if MODE else {}))).encode()
         conn.request('POST', '/api/v1/kbs/demo/ask', body=body,
                      headers={'Content-Type': 'application/json', 'Accept': 'text/event-stream'})
         r = conn.getresponse()
@@ -74,6 +81,19 @@ def ask_streamed(port, question, timeout_s):
         conn.close()
 
 
+def batch_counts(port):
+    """(decode steps, forwards) so far, from /metrics' clauseqa_decoder_batch_size histogram; (0, 0) without it."""
+    try:
+        c = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
+        c.request('GET', '/metrics')
+        text = c.getresponse().read().decode()
+    except OSError:
+        return 0, 0
+    vals = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+            if ln.startswith('clauseqa_decoder_batch_size_sum') or ln.startswith('clauseqa_decoder_batch_size_count')}
+    return vals.get('clauseqa_decoder_batch_size_sum', 0), vals.get('clauseqa_decoder_batch_size_count', 0)
+
+
 def run_level(port, clients, seconds):
     results, lock = [], threading.Lock()
     stop_at = time.time() + seconds
@@ -88,6 +108,7 @@ def run_level(port, clients, seconds):
             if res[0] == 503:
                 time.sleep(0.05)  # a refused client does not spin
 
+    steps0, fwd0 = batch_counts(port)
     t0 = time.time()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
@@ -95,6 +116,7 @@ def run_level(port, clients, seconds):
     for t in threads:
         t.join()
     wall = time.time() - t0
+    steps1, fwd1 = batch_counts(port)
     ok = [r for r in results if r[0] == 200]
     lat = [r[1] for r in ok]
     ttft = [r[2] for r in ok if r[2] is not None]
@@ -103,7 +125,7 @@ def run_level(port, clients, seconds):
     return {'clients': clients, 'asks': len(ok), 'asks_s': len(ok) / wall, 'p50': percentile(lat, 0.5),
             'p95': percentile(lat, 0.95), 'p99': percentile(lat, 0.99), 'ttft50': percentile(ttft, 0.5),
             'ttft95': percentile(ttft, 0.95), 'tok_s': sum(r[3] for r in ok) / wall, 'busy': busy,
-            'errors': errors, 'wall': wall}
+            'errors': errors, 'wall': wall, 'batch': (steps1 - steps0) / (fwd1 - fwd0) if fwd1 > fwd0 else 0}
 
 
 def main():
@@ -118,7 +140,14 @@ def main():
     ap.add_argument('--seconds', type=float, default=10)
     ap.add_argument('--answers', default='auto')
     ap.add_argument('--docs', type=int, default=int(os.environ.get('LOAD_DOCS', '30')))
+    ap.add_argument('--docs-dir')
+    ap.add_argument('--questions')
+    ap.add_argument('--mode')
     a = ap.parse_args(argv)
+    global MODE
+    MODE = a.mode
+    if a.questions:
+        QUESTIONS[:] = [json.loads(ln)['question'] for ln in open(a.questions, encoding='utf-8') if ln.strip()]
     levels = [int(x) for x in a.levels.split(',')]
     work = tempfile.mkdtemp(prefix='cq-load-')
     server = None
@@ -127,7 +156,11 @@ def main():
         subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
                        stdout=subprocess.DEVNULL)
         pdf_dir = os.path.join(SHARED, 'eval', 'laws-zh-pdf', 'docs')
-        if a.docs > 0 and os.path.isdir(pdf_dir):
+        if a.docs_dir:
+            docs = sorted(os.path.join(a.docs_dir, f) for f in os.listdir(a.docs_dir))
+            subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + docs,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elif a.docs > 0 and os.path.isdir(pdf_dir):
             pdfs = sorted(os.path.join(pdf_dir, f) for f in os.listdir(pdf_dir) if f.endswith('.pdf'))[:a.docs]
             subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + pdfs,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -159,16 +192,20 @@ def main():
         print(f'# bench_load: {a.binary}, answers {a.answers}, {os.cpu_count()} CPUs here (clients included), '
               f'{a.seconds:g} s a level; serve {" ".join(serve_extra) or "(defaults)"}')
         models = health.get('models', {})
+        kb = (f'{len(os.listdir(a.docs_dir))} documents of {a.docs_dir}' if a.docs_dir else
+              f'{a.docs if os.path.isdir(pdf_dir) else 0} laws-zh-pdf documents')
         print(f'# answers: {models.get("answers", "?")}, decoder on {models.get("decoder_device", "-")}; '
-              f'KB demo: data/demo + {a.docs if os.path.isdir(pdf_dir) else 0} laws-zh-pdf documents')
+              f'KB demo: data/demo + {kb}; {len(QUESTIONS)} questions{" of " + a.questions if a.questions else ""}; '
+              f'mode {MODE or "the server default"}')
         print()
-        print('| clients | asks | asks/s | P50 ms | P95 ms | P99 ms | first token P50 / P95 ms | generated tok/s | 503 busy | errors |')
-        print('|---|---|---|---|---|---|---|---|---|---|')
+        print('| clients | asks | asks/s | P50 ms | P95 ms | P99 ms | first token P50 / P95 ms | generated tok/s | '
+              'mean decode batch | 503 busy | errors |')
+        print('|---|---|---|---|---|---|---|---|---|---|---|')
         for n in levels:
             r = run_level(port, n, a.seconds)
             print(f'| {n} | {r["asks"]} | {r["asks_s"]:.1f} | {r["p50"] * 1e3:.0f} | {r["p95"] * 1e3:.0f} | '
                   f'{r["p99"] * 1e3:.0f} | {r["ttft50"] * 1e3:.0f} / {r["ttft95"] * 1e3:.0f} | {r["tok_s"]:.0f} | '
-                  f'{r["busy"]} | {r["errors"]} |', flush=True)
+                  f'{r["batch"]:.1f} | {r["busy"]} | {r["errors"]} |', flush=True)
     finally:
         if server and server.poll() is None:
             server.terminate()

@@ -80,12 +80,12 @@ def main():
         gen = [ln for ln in metrics.splitlines() if ln.startswith('clauseqa_generated_tokens_total ')]
         check('metrics: tokens counted', gen and int(gen[0].split()[1]) > 0, gen)
         hist = {ln.split()[0]: float(ln.split()[1]) for ln in metrics.splitlines()
-                if ln.startswith('clauseqa_decoder_batch_size_') or ln.startswith('clauseqa_decoder_kv_bytes ')}
+                if ln.startswith('clauseqa_decoder_batch_size_') or ln.startswith('clauseqa_decoder_kv_bytes{')}
         check('metrics: decode steps in the batch histogram', hist.get('clauseqa_decoder_batch_size_count', 0) > 0 and
               hist.get('clauseqa_decoder_batch_size_sum', 0) >= hist['clauseqa_decoder_batch_size_count'] and
               hist.get('clauseqa_decoder_batch_size_bucket{le="+Inf"}') == hist['clauseqa_decoder_batch_size_count'],
               hist)
-        check('metrics: no sequence open between asks', hist.get('clauseqa_decoder_kv_bytes') == 0, hist)
+        check('metrics: no sequence open between asks', hist.get('clauseqa_decoder_kv_bytes{state="open"}') == 0, hist)
         check('metrics: generated answers used', 'clauseqa_answers_generated_total{outcome="used"} 2' in metrics,
               [ln for ln in metrics.splitlines() if 'answers_generated' in ln])
     finally:

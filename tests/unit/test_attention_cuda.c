@@ -575,20 +575,25 @@ static void test_packed_scoring(void **state) {
     for_each_model(packed_fn, 0);
 }
 
-/* Rows of logits with many ties (values from a few levels, the best tied), odd sizes too. */
+/* Rows of logits with many ties (values from a few levels, the best tied), spread ones, and one where each pass-1
+ * segment (960 logits) starts with 63 large ones, so that thousands of keys pass pass 2's bound and it merges them
+ * chunk by chunk; odd sizes too. */
 static void test_top_kernel(void **state) {
     (void)state;
     SKIP_WITHOUT_GPU();
     const int sizes[] = {262144, 1000, 70001, 64, 7};
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-        const int V = sizes[si], rows = 3;
+        const int V = sizes[si], rows = 4;
         float *x = malloc((size_t)rows * V * sizeof *x);
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < V; i++)
-                x[(size_t)r * V + i] = r == 0 ? (float)(int)(frand() * 6) : r == 1 ? frand() * 30 : -fabsf(frand()) * 1e3f;
-        cq_top_request req[3];
+                x[(size_t)r * V + i] = r == 0   ? (float)(int)(frand() * 6)
+                                       : r == 1 ? frand() * 30
+                                       : r == 2 ? -fabsf(frand()) * 1e3f
+                                                : (i % 960 < 63 ? 1000.0f : 0.0f) + frand();
+        cq_top_request req[4];
         for (int r = 0; r < rows; r++) req[r] = (cq_top_request){r == 2 ? 5 : CQ_TOP_MAX, 3, {0, V - 1, V / 3}};
-        cq_top gpu[3], cpu;
+        cq_top gpu[4], cpu;
         cq_err err = {0};
         if (cq_cuda_op_top(x, rows, V, req, gpu, &err)) {
             fprintf(stderr, "%s\n", err.msg);
@@ -612,40 +617,45 @@ static void test_top_kernel(void **state) {
 
 static int32_t test_token(int V, int i, int t) { return 300 + (int32_t)((unsigned)(i * 7919 + t * 104729) % (unsigned)(V - 300)); }
 
-/* cq_decoder_eval_top on the GPU against cq_decoder_eval's logits (the same kernels: equal), prefill and steps. */
+/* cq_decoder_eval_top on the GPU against cq_decoder_eval's logits (the same kernels: equal), prefill and steps;
+ * prompts whose last chunk is several tokens (700) and one token (513, a decode step). */
 static void eval_top_fn(const char *path, int unused) {
     (void)unused;
     cq_err err = {0};
     cq_decoder *gpu;
     cq_decoder_options og = {CQ_DEVICE_CUDA, 0, false};
     assert_int_equal(cq_decoder_open(path, &og, &gpu, &err), CQ_OK);
-    const int V = cq_decoder_get_info(gpu)->n_vocab, T = 700;
-    int32_t *ids = malloc((T + 4) * sizeof *ids);
-    for (int i = 0; i < T + 4; i++) ids[i] = test_token(V, 1, i);
-    cq_decoder_seq *a, *b;
-    assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &a, &err), CQ_OK);
-    assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &b, &err), CQ_OK);
-    float *logits = malloc((size_t)V * 4);
-    const cq_top_request req = {CQ_TOP_MAX, 2, {5, 300 % V}};
-    cq_top ta, tb;
-    for (int step = 0; step < 4; step++) {
-        const size_t n = step ? 1 : T;
-        const int32_t *t = step ? ids + T + step - 1 : ids;
-        assert_int_equal(cq_decoder_eval(a, t, n, logits, false, &err), CQ_OK);
-        cq_top_from_logits(logits, V, &req, &ta);
-        if (cq_decoder_eval_top(b, t, n, &req, &tb, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            fail();
+    const int V = cq_decoder_get_info(gpu)->n_vocab;
+    const int lens[2] = {700, CQ_CUDA_BATCH + 1};
+    for (int li = 0; li < 2; li++) {
+        const int T = lens[li];
+        int32_t *ids = malloc((T + 4) * sizeof *ids);
+        for (int i = 0; i < T + 4; i++) ids[i] = test_token(V, 1, i);
+        cq_decoder_seq *a, *b;
+        assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &a, &err), CQ_OK);
+        assert_int_equal(cq_decoder_seq_new(gpu, T + 4, &b, &err), CQ_OK);
+        float *logits = malloc((size_t)V * 4);
+        const cq_top_request req = {CQ_TOP_MAX, 2, {5, 300 % V}};
+        cq_top ta, tb;
+        for (int step = 0; step < 4; step++) {
+            const size_t n = step ? 1 : (size_t)T;
+            const int32_t *t = step ? ids + T + step - 1 : ids;
+            assert_int_equal(cq_decoder_eval(a, t, n, logits, false, &err), CQ_OK);
+            cq_top_from_logits(logits, V, &req, &ta);
+            if (cq_decoder_eval_top(b, t, n, &req, &tb, &err)) {
+                fprintf(stderr, "%s\n", err.msg);
+                fail();
+            }
+            assert_memory_equal(ta.top_ids, tb.top_ids, sizeof ta.top_ids);
+            assert_memory_equal(ta.top_logits, tb.top_logits, sizeof ta.top_logits);
+            assert_memory_equal(ta.id_logits, tb.id_logits, 2 * sizeof(float));
+            assert_true(fabs(ta.lse - tb.lse) < 1e-5 * fabs(ta.lse) + 1e-5);
         }
-        assert_memory_equal(ta.top_ids, tb.top_ids, sizeof ta.top_ids);
-        assert_memory_equal(ta.top_logits, tb.top_logits, sizeof ta.top_logits);
-        assert_memory_equal(ta.id_logits, tb.id_logits, 2 * sizeof(float));
-        assert_true(fabs(ta.lse - tb.lse) < 1e-5 * fabs(ta.lse) + 1e-5);
+        fprintf(stderr, "  eval_top %s: %d-token prefill and 3 steps equal to the full logits' candidates\n", path, T);
+        free(ids), free(logits);
+        cq_decoder_seq_free(a);
+        cq_decoder_seq_free(b);
     }
-    fprintf(stderr, "  eval_top %s: prefill and 3 steps equal to the full logits' candidates\n", path);
-    free(ids), free(logits);
-    cq_decoder_seq_free(a);
-    cq_decoder_seq_free(b);
     cq_decoder_close(gpu);
 }
 

@@ -67,7 +67,9 @@ void cq_decoder_close(cq_decoder *d);
 const cq_decoder_info *cq_decoder_get_info(const cq_decoder *d);
 const cq_tokenizer *cq_decoder_tokenizer(const cq_decoder *d);
 
-/* A sequence of up to max_tokens positions (0: the model's context_length). KV memory grows with use. */
+/* A sequence of up to max_tokens positions (0: the model's context_length). KV memory grows with use on the CPU; on
+ * CUDA it is allocated whole (capacity rounded up to 512 tokens), and a freed sequence's device buffers and graphs
+ * are kept (up to 64) for the next one that fits, so that opening and closing one per ask costs no allocation. */
 cq_status cq_decoder_seq_new(cq_decoder *d, int32_t max_tokens, cq_decoder_seq **out, cq_err *err);
 void cq_decoder_seq_free(cq_decoder_seq *s);
 void cq_decoder_seq_reset(cq_decoder_seq *s); /* back to position 0 */

@@ -8,7 +8,8 @@
  * QK-norm, RoPE and the KV store fused, split over the key range so one KV head still fills the GPU, the splits
  * merged by the last block; o; gate/up with GeGLU; down), the residual add and next RMSNorm in each product's
  * prologue; launched with programmatic dependent launch and replayed as a CUDA graph; greedy steps take the
- * argmax on the GPU.
+ * argmax on the GPU, candidate steps (cq_cuda_eval_top) their top logits. Steps of several sequences at once run as
+ * one batched forward (cq_cuda_decode_batch).
  * Every kernel has its C twin in forward_cpu.h (cq_op_*), and tests/unit/test_attention_cuda.c compares them.
  * Without CUDA in the build, every function here returns CQ_ERR_UNSUPPORTED. */
 #ifndef CQ_ATTENTION_FORWARD_CUDA_H

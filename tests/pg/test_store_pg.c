@@ -93,7 +93,9 @@ static void test_schema(void **state) {
     pg_exec(pg, "UPDATE clauseqa_schema SET version = 99");
     assert_int_equal(cq_pg_open(info, &again, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "newer"));
-    pg_exec(pg, "UPDATE clauseqa_schema SET version = 1");
+    char restore[64];
+    snprintf(restore, sizeof restore, "UPDATE clauseqa_schema SET version = %d", CQ_PG_SCHEMA_VERSION);
+    pg_exec(pg, restore);
 }
 
 static void test_bad_server(void **state) {

@@ -9,6 +9,7 @@
 #include "index/bm25.h"
 #include "index/compare.h"
 #include "index/router.h"
+#include "index/store_pg.h"
 #include "index/vectors.h"
 
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
@@ -147,6 +148,50 @@ static cq_status apply_local_prior(sqlite3 *db, const char *question, cq_bm25_hi
     return CQ_OK;
 }
 
+/* The local prior on PostgreSQL: the same rule, each hit's document name read once per document. */
+static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25_hit *found, const int64_t *doc_of,
+                                      size_t n, cq_err *err) {
+    int64_t doc = 0;
+    bool down = false;
+    for (size_t i = 0; i < n; i++) {
+        if (doc_of[i] != doc || !i) {
+            cq_doc_info d;
+            cq_status rc = cq_store_doc_get(s, doc_of[i], &d, err);
+            if (rc) return rc;
+            char place[64];
+            down = false;
+            if (cq_router_local_place(d.name, place, sizeof place)) {
+                size_t len = strlen(place);
+                if (len > 3) place[len - 3] = 0;
+                down = !strstr(question, place);
+            }
+            cq_doc_info_free(&d);
+            doc = doc_of[i];
+        }
+        if (down) found[i].score *= LOCAL_PRIOR;
+    }
+    return CQ_OK;
+}
+
+/* BM25 on PostgreSQL (cq_pg_bm25: FTS5's ranking and scores, bit for bit): the same pools as below — the best
+ * `want` over the KB, or the best `want` of each document given — into found[*n..), with each hit's document. */
+static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, size_t want,
+                         cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err) {
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; !rc && i < (n_docs ? n_docs : 1); i++) {
+        cq_keyword_hit *hits = NULL;
+        size_t got = 0;
+        rc = cq_pg_bm25(cq_store_pg(s), query->kb_id, (const char *const *)query->terms, query->n_terms,
+                        n_docs ? &docs[i].doc_id : NULL, n_docs ? 1 : 0, want, &hits, &got, err);
+        for (size_t j = 0; !rc && j < got; j++) {
+            found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
+            doc_of[(*n)++] = hits[j].doc_id;
+        }
+        free(hits);
+    }
+    return rc;
+}
+
 /* BM25 over the KB's FTS table (index/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
  * (best first over all of them). Adds the results to h after what it holds. */
 static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
@@ -158,16 +203,24 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
     cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && !n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
-    for (size_t i = 0; !rc && i < n_docs; i++) {
-        int64_t lo = 1, hi = 0;
-        size_t got = 0;
-        rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
-        if (!rc && lo <= hi)
-            rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
-        n += got;
+    if (!rc && cq_store_pg(s)) {
+        int64_t *doc_of = malloc(cap * sizeof *doc_of);
+        rc = doc_of ? bm25_pg(s, query, docs, n_docs, want, found, doc_of, &n, err)
+                    : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!rc) rc = apply_local_prior_pg(s, query->text, found, doc_of, n, err);
+        free(doc_of);
+    } else if (!rc) {
+        if (!n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
+        for (size_t i = 0; !rc && i < n_docs; i++) {
+            int64_t lo = 1, hi = 0;
+            size_t got = 0;
+            rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
+            if (!rc && lo <= hi)
+                rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
+            n += got;
+        }
+        if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     }
-    if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
     for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);
     free(found);
@@ -403,7 +456,8 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     cq_status rc = CQ_OK;
     /* Documents ingested before versions existed are analysed once, when their KB is first asked about. */
     cq_err verr = {0};
-    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr)) CQ_WARN("versions: %s", verr.msg);
+    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr) && verr.code != CQ_ERR_UNSUPPORTED)
+        CQ_WARN("versions: %s", verr.msg);
     group_cache groups = {0};
     groups.g = calloc(GROUPS_MAX, sizeof *groups.g);
     groups.cap = groups.g ? GROUPS_MAX : 0;

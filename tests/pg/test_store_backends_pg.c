@@ -15,6 +15,9 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "app/originals.h"
+#include "core/fileio.h"
+#include "core/sha256.h"
 #include "index/store.h"
 #include "index/store_pg.h"
 
@@ -321,6 +324,72 @@ static void test_rollback(void **state) {
     else assert_int_equal(rc, CQ_OK);
 }
 
+
+/* Originals (app/originals.h): kept as a file, and on PostgreSQL in the store too (in 1 MiB parts), so that a node
+ * without the file fetches it; removed from both when no document uses the content. */
+static void test_originals(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    char dir[128], path[1200], again[1200];
+    snprintf(dir, sizeof dir, "/tmp/cq_test_originals_%d", (int)getpid());
+    size_t len = 2 * CQ_PG_ORIGINAL_PART_BYTES + 12345;
+    unsigned char *data = malloc(len);
+    assert_non_null(data);
+    for (size_t i = 0; i < len; i++) data[i] = (unsigned char)(i * 7919 >> 3);
+    char sha[65];
+    cq_sha256_hex(data, len, sha);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK); /* twice: once */
+    assert_int_equal(cq_original_keep(s, dir, sha, "exe", data, len, path, sizeof path, &err), CQ_ERR_INVALID);
+    if (cq_store_pg(s))
+        assert_int_equal(count(s, "SELECT count(*) FROM originals"), 3);
+    /* A node without the file. */
+    assert_int_equal(cq_original_path(dir, sha, "pdf", path, sizeof path), true);
+    assert_int_equal(unlink(path), 0);
+    cq_status rc = cq_original_local(s, dir, sha, "pdf", again, sizeof again, &err);
+    if (!cq_store_pg(s)) {
+        assert_int_equal(rc, CQ_ERR_NOT_FOUND);
+    } else {
+        assert_int_equal(rc, CQ_OK);
+        assert_string_equal(again, path);
+        char *back = NULL;
+        size_t back_len = 0;
+        assert_int_equal(cq_file_read(again, len + 1, &back, &back_len, &err), CQ_OK);
+        assert_int_equal(back_len, len);
+        assert_memory_equal(back, data, len);
+        free(back);
+        void *none = NULL;
+        size_t none_len = 0;
+        assert_int_equal(cq_pg_original_get(cq_store_pg(s), "00", &none, &none_len, &err), CQ_ERR_NOT_FOUND);
+        /* An empty file is an original too. */
+        char empty_sha[65];
+        cq_sha256_hex("", 0, empty_sha);
+        assert_int_equal(cq_original_keep(s, dir, empty_sha, "txt", "", 0, path, sizeof path, &err), CQ_OK);
+        assert_int_equal(cq_pg_original_get(cq_store_pg(s), empty_sha, &none, &none_len, &err), CQ_OK);
+        assert_int_equal(none_len, 0);
+        free(none);
+    }
+    /* In use by a document: kept; unused: gone from the store and the folder. */
+    int64_t kb, doc;
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "a", "a.pdf", "pdf", sha, (int64_t)len, &doc, &err), CQ_OK);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK);
+    cq_original_remove_unused(s, dir, sha, "pdf");
+    assert_int_equal(access(path, R_OK), 0);
+    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
+    cq_original_remove_unused(s, dir, sha, "pdf");
+    assert_int_not_equal(access(path, R_OK), 0);
+    if (cq_store_pg(s)) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM originals WHERE sha256 = '%s'", sha);
+        assert_int_equal(count(s, sql), 0);
+    }
+    free(data);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- where a store is ------------------------------------------------------------------------------------ */
 
 static void test_where(void **state) {
@@ -389,7 +458,7 @@ int main(void) {
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen),
+        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals),
         cmocka_unit_test(test_where),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,8 +177,8 @@ static bool kb_documents(sqlite3 *db, int64_t kb_id, int64_t *n, int64_t *max_id
 }
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
     if (n_analysed) *n_analysed = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
     int64_t n_docs = -1, max_id = 0;
@@ -319,8 +319,8 @@ static cq_status load_group(sqlite3 *db, int64_t kb_id, const char *key, cq_vers
 }
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
     memset(out, 0, sizeof *out);
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?", err, "find version", &st))
@@ -427,6 +427,7 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
 }
 
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
     if (cq_store_pg(s)) return not_on_pg(err);
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
@@ -496,9 +497,9 @@ cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
 }
 
 cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
     *out = NULL;
     *n = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -565,9 +566,9 @@ static int cmp_status_doc(const void *a, const void *b) {
 
 cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
                                cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
     *out = NULL;
     *n = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,

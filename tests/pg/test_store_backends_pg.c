@@ -18,6 +18,7 @@
 #include "app/originals.h"
 #include "core/fileio.h"
 #include "core/sha256.h"
+#include "index/compare.h"
 #include "index/store.h"
 #include "index/store_pg.h"
 
@@ -390,6 +391,25 @@ static void test_originals(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Two versions of a law compared clause by clause (index/compare.h) read their clauses from either store. */
+static void test_compare(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    int64_t kb, ids_a[3], ids_b[3];
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    int64_t a = add_doc(s, kb, "公司法(2013)", "h1", ids_a);
+    int64_t b = add_doc(s, kb, "公司法(2018)", "h2", ids_b);
+    cq_comparison c;
+    assert_int_equal(cq_compare_docs(s, a, b, &c, &err), CQ_OK);
+    assert_int_equal(c.n_a, 2); /* the articles only: both have some */
+    assert_int_equal(c.n_b, 2);
+    assert_int_equal(c.a[0].clause_id, ids_a[1]);
+    assert_string_equal(c.b[1].text, law[2][3]);
+    assert_int_equal(c.al.n_same, 2);
+    assert_int_equal(c.al.n_changed + c.al.n_added + c.al.n_removed, 0);
+    cq_comparison_free(&c);
+}
+
 /* ---- where a store is ------------------------------------------------------------------------------------ */
 
 static void test_where(void **state) {
@@ -458,7 +478,7 @@ int main(void) {
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals),
+        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
         cmocka_unit_test(test_where),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,6 +83,13 @@ const char *cq_cli_data_dir(void) { return g.data ? g.data : "data"; }
 
 const char *cq_cli_store_where(void) { return g.store; }
 
+const char *cq_cli_store_name(void) {
+    static char shown[512];
+    if (!g.store) return cq_cli_data_dir();
+    cq_store_where_redact(g.store, shown, sizeof shown);
+    return shown;
+}
+
 const char *cq_cli_config_path(void) { return g.config.path; }
 
 const cq_models *cq_cli_models(void) {

@@ -27,6 +27,8 @@ const char *cq_cli_data_dir(void);
 /* Where the store is (index/store.h cq_store_open_uri): --store WHERE, else `store =` of clauseqa.conf, else NULL
  * (DATA/clauseqa.db). */
 const char *cq_cli_store_where(void);
+/* The store for messages: the data directory, or --store's value without a password. */
+const char *cq_cli_store_name(void);
 /* The configuration file read, or NULL. */
 const char *cq_cli_config_path(void);
 /* The model files, looked for (app/models.h) on first use. */

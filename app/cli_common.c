@@ -62,7 +62,7 @@ int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
             fprintf(stderr, " (clauseqa kb list)\n");
         } else {
             fprintf(stderr, "; there is none yet in %s (clauseqa ingest --kb NAME FILE... makes one)\n",
-                    cq_cli_data_dir());
+                    cq_cli_store_name());
         }
         free(kbs);
         return 0;

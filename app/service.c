@@ -167,6 +167,10 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     }
     cq_store *st = NULL;
     if (!rc) rc = cq_store_open_uri(s->db_path, &st, err); /* creates and migrates the database up front */
+    if (!rc && cq_store_pg(st)) /* issue 20: the server's jobs, keys and conversations come with pgjobs */
+        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                        "serving from PostgreSQL needs its jobs, API keys and conversations there, which this build "
+                        "does not keep yet: use the command line (ingest, retrieve, ask, eval) with --store");
     cq_svc_pool_put(s, st);
     if (!rc) rc = cq_svc_jobs_start(s, err);
     if (rc) {

@@ -81,6 +81,11 @@ gone = lists(f"{w}/pg.after.jsonl")
 assert not any(h[0] == "zh_law" for q in gone for h in gone[q])
 EOF
 
+# `store =` of clauseqa.conf does what --store does.
+printf 'store = %s\n' "$pg" > "$work/clauseqa.conf"
+CLAUSEQA_CONFIG="$work/clauseqa.conf" "$bin" --data "$work/empty" kb list > "$work/pg.kbs.conf"
+diff "$work/pg.kbs.after" "$work/pg.kbs.conf"
+
 # Originals in the store: the four documents left have theirs, the deleted one's is gone.
 "$psql_bin" "$pg" -Atc "SELECT count(DISTINCT sha256) FROM originals" | grep -qx 4
 # The password never goes on the command line; the store is named without it.

@@ -148,29 +148,35 @@ static cq_status apply_local_prior(sqlite3 *db, const char *question, cq_bm25_hi
     return CQ_OK;
 }
 
-/* The local prior on PostgreSQL: the same rule, each hit's document name read once per document. */
+/* The local prior on PostgreSQL: the same rule, the hits' document names read in one statement. */
 static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25_hit *found, const int64_t *doc_of,
                                       size_t n, cq_err *err) {
-    int64_t doc = 0;
-    bool down = false;
-    for (size_t i = 0; i < n; i++) {
-        if (doc_of[i] != doc || !i) {
-            cq_doc_info d;
-            cq_status rc = cq_store_doc_get(s, doc_of[i], &d, err);
-            if (rc) return rc;
-            char place[64];
-            down = false;
-            if (cq_router_local_place(d.name, place, sizeof place)) {
-                size_t len = strlen(place);
-                if (len > 3) place[len - 3] = 0;
-                down = !strstr(question, place);
-            }
-            cq_doc_info_free(&d);
-            doc = doc_of[i];
-        }
-        if (down) found[i].score *= LOCAL_PRIOR;
+    if (!n) return CQ_OK;
+    int64_t *docs = malloc(n * sizeof *docs);
+    char **names = calloc(n, sizeof *names);
+    size_t n_docs = 0;
+    cq_status rc = docs && names ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t j = 0;
+        while (j < n_docs && docs[j] != doc_of[i]) j++;
+        if (j == n_docs) docs[n_docs++] = doc_of[i];
     }
-    return CQ_OK;
+    if (!rc) rc = cq_pg_doc_names(cq_store_pg(s), docs, n_docs, names, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t j = 0;
+        while (docs[j] != doc_of[i]) j++;
+        char place[64];
+        if (names[j] && cq_router_local_place(names[j], place, sizeof place)) {
+            /* "上海市" is also asked as "上海": drop the last character (省/市/县) before looking. */
+            size_t len = strlen(place);
+            if (len > 3) place[len - 3] = 0;
+            if (!strstr(question, place)) found[i].score *= LOCAL_PRIOR;
+        }
+    }
+    for (size_t j = 0; names && j < n_docs; j++) free(names[j]);
+    free(names);
+    free(docs);
+    return rc;
 }
 
 /* BM25 on PostgreSQL (cq_pg_bm25: FTS5's ranking and scores, bit for bit): the same pools as below — the best

@@ -946,3 +946,32 @@ cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size
     }
     return rc;
 }
+
+cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err) {
+    for (size_t i = 0; i < n; i++) names[i] = NULL;
+    if (!n) return CQ_OK;
+    cq_strbuf list = {0};
+    cq_strbuf_puts(&list, "{");
+    for (size_t i = 0; i < n; i++) cq_strbuf_printf(&list, "%s%lld", i ? "," : "", (long long)ids[i]);
+    cq_strbuf_puts(&list, "}");
+    if (list.failed) {
+        cq_strbuf_free(&list);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    const char *params[] = {list.data};
+    PGresult *r = query(pg, "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])", 1, params,
+                        "read document names", err);
+    cq_strbuf_free(&list);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = CQ_OK;
+    for (int row = 0; !rc && row < PQntuples(r); row++) {
+        int64_t id = get_int64(r, row, 0);
+        for (size_t i = 0; !rc && i < n; i++)
+            if (ids[i] == id && !names[i] && !(names[i] = get_strdup(r, row, 1)))
+                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    PQclear(r);
+    if (rc)
+        for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
+    return rc;
+}

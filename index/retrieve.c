@@ -180,21 +180,32 @@ static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25
 }
 
 /* BM25 on PostgreSQL (cq_pg_bm25: FTS5's ranking and scores, bit for bit): the same pools as below — the best
- * `want` over the KB, or the best `want` of each document given — into found[*n..), with each hit's document. */
+ * `want` over the KB, or the best `want` of each document given (the rows read once) — into found[0..*n), with
+ * each hit's document. */
 static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, size_t want,
                          cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err) {
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; !rc && i < (n_docs ? n_docs : 1); i++) {
-        cq_keyword_hit *hits = NULL;
-        size_t got = 0;
-        rc = cq_pg_bm25(cq_store_pg(s), query->kb_id, (const char *const *)query->terms, query->n_terms,
-                        n_docs ? &docs[i].doc_id : NULL, n_docs ? 1 : 0, want, &hits, &got, err);
-        for (size_t j = 0; !rc && j < got; j++) {
-            found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
-            doc_of[(*n)++] = hits[j].doc_id;
-        }
-        free(hits);
+    const char *const *terms = (const char *const *)query->terms;
+    cq_keyword_hit *hits = NULL;
+    int64_t *ids = NULL;
+    size_t got = 0;
+    cq_status rc;
+    if (!n_docs) {
+        rc = cq_pg_bm25(cq_store_pg(s), query->kb_id, terms, query->n_terms, NULL, 0, want, &hits, &got, err);
+    } else {
+        hits = malloc(n_docs * want * sizeof *hits);
+        ids = malloc(n_docs * sizeof *ids);
+        rc = hits && ids ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < n_docs; i++) ids[i] = docs[i].doc_id;
+        if (!rc)
+            rc = cq_pg_bm25_each_doc(cq_store_pg(s), query->kb_id, terms, query->n_terms, ids, n_docs, want, hits,
+                                     &got, err);
     }
+    for (size_t j = 0; !rc && j < got; j++) {
+        found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
+        doc_of[(*n)++] = hits[j].doc_id;
+    }
+    free(ids);
+    free(hits);
     return rc;
 }
 

@@ -539,31 +539,21 @@ static void array_literal(cq_strbuf *b, const char *const *items, size_t n) {
     cq_strbuf_puts(b, "}");
 }
 
-cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
-                     size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_keyword_search *s = NULL;
-    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
-    if (rc) return rc;
+/* Reads the KB's statistics and every postings row of the search's tokens into s, in one statement (one snapshot,
+ * so the statistics are those of the rows read). Every document's rows are read even when the hits are restricted
+ * to some documents: a phrase's document frequency is the KB's. */
+static cq_status bm25_read(cq_pg *pg, int64_t kb_id, cq_keyword_search *s, int64_t *n_rows, int64_t *n_positions,
+                           cq_err *err) {
+    *n_rows = *n_positions = 0;
     const char *const *tokens;
     size_t n_tokens = cq_keyword_search_tokens(s, &tokens);
-    if (!n_tokens) {
-        cq_keyword_search_free(s);
-        return CQ_OK;
-    }
+    if (!n_tokens) return CQ_OK;
     char kb[32];
     snprintf(kb, sizeof kb, "%lld", (long long)kb_id);
     cq_strbuf array = {0};
     array_literal(&array, tokens, n_tokens);
-    if (array.failed) {
-        cq_keyword_search_free(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (array.failed) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     const char *params[] = {kb, array.data};
-    /* The KB's statistics (the row whose token is NULL) and every postings row of the query's tokens, in one
-     * statement: one snapshot, so the statistics are those of the rows read. Every document's rows are read even
-     * when doc_ids restricts the hits: a phrase's document frequency is the KB's. */
     PGresult *r = query(pg,
                         "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, NULL::bytea "
                         "FROM documents WHERE kb_id = $1 "
@@ -571,22 +561,52 @@ cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t 
                         "WHERE kb_id = $1 AND token = ANY($2::text[])",
                         2, params, "keyword search", err);
     cq_strbuf_free(&array);
-    if (!r) {
-        cq_keyword_search_free(s);
-        return CQ_ERR_DB;
-    }
-    int64_t n_rows = 0, n_positions = 0;
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = CQ_OK;
     const int rows = PQntuples(r);
     for (int i = 0; !rc && i < rows; i++) {
         if (PQgetisnull(r, i, 0)) {
-            if (!PQgetisnull(r, i, 1)) n_rows = get_int64(r, i, 1), n_positions = get_int64(r, i, 2);
+            if (!PQgetisnull(r, i, 1)) *n_rows = get_int64(r, i, 1), *n_positions = get_int64(r, i, 2);
             continue;
         }
         rc = cq_keyword_search_add(s, PQgetvalue(r, i, 0), get_int64(r, i, 1),
                                    (const unsigned char *)PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3), err);
     }
     PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
+                     size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_keyword_search *s = NULL;
+    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
+    if (rc) return rc;
+    int64_t n_rows = 0, n_positions = 0;
+    rc = bm25_read(pg, kb_id, s, &n_rows, &n_positions, err);
     if (!rc) rc = cq_keyword_search_rank(s, n_rows, n_positions, doc_ids, n_docs, limit, out, n, err);
+    cq_keyword_search_free(s);
+    return rc;
+}
+
+cq_status cq_pg_bm25_each_doc(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms,
+                              const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out, size_t *n,
+                              cq_err *err) {
+    *n = 0;
+    cq_keyword_search *s = NULL;
+    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
+    if (rc) return rc;
+    int64_t n_rows = 0, n_positions = 0;
+    rc = bm25_read(pg, kb_id, s, &n_rows, &n_positions, err);
+    for (size_t i = 0; !rc && i < n_docs; i++) {
+        cq_keyword_hit *hits = NULL;
+        size_t got = 0;
+        rc = cq_keyword_search_rank(s, n_rows, n_positions, &doc_ids[i], 1, limit, &hits, &got, err);
+        if (!rc) memcpy(out + *n, hits, got * sizeof *hits);
+        if (!rc) *n += got;
+        free(hits);
+    }
     cq_keyword_search_free(s);
     return rc;
 }

@@ -103,5 +103,10 @@ cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err);
  * scores as index/retrieve.c reads FTS5's. One statement, so one snapshot. *out is malloc'd. */
 cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
                      size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err);
+/* cq_pg_bm25 restricted to each of doc_ids[0..n_docs) in turn, the rows read once: the best `limit` of the first
+ * document, then of the second, … into out (room for n_docs * limit), *n in all. What one call per document gives. */
+cq_status cq_pg_bm25_each_doc(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms,
+                              const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out, size_t *n,
+                              cq_err *err);
 
 #endif

@@ -87,7 +87,8 @@ static cq_status svc_doc_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     size_t n_versions = 0;
     cq_err verr = {0};
     if (!rc && (cq_versions_ensure(st, id, false, NULL, &verr) ||
-                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)))
+                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)) &&
+        verr.code != CQ_ERR_UNSUPPORTED) /* not on PostgreSQL yet */
         CQ_WARN("versions of KB %s: %s", kb, verr.msg);
     if (!rc) {
         cJSON *a = cJSON_CreateArray();

@@ -995,3 +995,33 @@ cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names,
         for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
     return rc;
 }
+
+cq_status cq_pg_page_list(cq_pg *pg, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    char id[32];
+    id_text(id, sizeof id, doc_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg,
+                        "SELECT page_no, width::float8, height::float8, n_chars, quality, quality_reason FROM pages "
+                        "WHERE doc_id = $1 ORDER BY page_no",
+                        1, params, "list pages", err);
+    if (!r) return CQ_ERR_DB;
+    int rows = PQntuples(r);
+    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) {
+        PQclear(r);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++) {
+        cq_page_info *p = &(*out)[i];
+        p->page_no = get_int32(r, i, 0);
+        p->width = (float)get_double(r, i, 1);
+        p->height = (float)get_double(r, i, 2);
+        p->n_chars = get_int32(r, i, 3);
+        p->quality = get_double(r, i, 4);
+        snprintf(p->quality_reason, sizeof p->quality_reason, "%.*s", PQgetlength(r, i, 5), PQgetvalue(r, i, 5));
+    }
+    *n = (size_t)rows;
+    PQclear(r);
+    return CQ_OK;
+}

@@ -19,6 +19,7 @@
 #include "core/fileio.h"
 #include "core/sha256.h"
 #include "index/compare.h"
+#include "index/jobs.h"
 #include "index/store.h"
 #include "index/store_pg.h"
 
@@ -266,6 +267,16 @@ static void test_documents(void **state) {
     char sql[160];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM pages WHERE doc_id = %lld AND quality_reason = 'low'", (long long)doc);
     assert_int_equal(count(s, sql), 2);
+    cq_page_info *pages = NULL;
+    size_t n_pages = 0;
+    assert_int_equal(cq_store_page_list(s, doc, &pages, &n_pages, &err), CQ_OK);
+    assert_int_equal(n_pages, 2);
+    assert_int_equal(pages[1].page_no, 2);
+    assert_true(pages[0].width == 595.5f && pages[0].height == 842.25f);
+    assert_int_equal(pages[0].n_chars, 300);
+    assert_true(pages[1].quality == 0.75);
+    assert_string_equal(pages[1].quality_reason, "low");
+    free(pages);
 
     /* Delete: its clauses and pages go; content in use as long as any document of any KB has it. */
     bool in_use = false;

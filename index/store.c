@@ -433,9 +433,13 @@ static const char *keyword_value_end(const char *v) {
 }
 
 bool cq_store_where_has_password(const char *where) {
-    char shown[1024];
-    cq_store_where_redact(where, shown, sizeof shown);
-    return strcmp(shown, where) != 0;
+    size_t cap = strlen(where) + 1;
+    char *shown = malloc(cap);
+    if (!shown) return true; /* cannot tell: treat as secret */
+    cq_store_where_redact(where, shown, cap);
+    bool secret = strcmp(shown, where) != 0;
+    free(shown);
+    return secret;
 }
 
 void cq_store_where_redact(const char *where, char *out, size_t cap) {

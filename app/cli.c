@@ -8,6 +8,7 @@
 #include "app/ssm_vocab.h"
 #include "attention/decoder.h"
 #include "core/log.h"
+#include "index/store.h"
 #include "index/vectors.h"
 
 /* One line per command; its implementation is app/cli_<name>.c. */
@@ -49,12 +50,16 @@ static const cq_command commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa [--data DIR] [--config FILE] [--models DIR] [--log-level L] COMMAND [options]\n\n"
+    fprintf(f, "usage: clauseqa [--data DIR] [--store WHERE] [--config FILE] [--models DIR] [--log-level L] COMMAND "
+               "[options]\n\n"
                "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nOptions every command takes, before or after its name:\n"
                "  --data DIR      the data directory (else $CLAUSEQA_DATA, else `data =` of clauseqa.conf,\n"
                "                  else ./data)\n"
+               "  --store WHERE   the store: postgresql://USER@HOST/DB (or libpq key=value …; the password in\n"
+               "                  ~/.pgpass or $PGPASSFILE), or sqlite:FILE (else `store =` of clauseqa.conf,\n"
+               "                  else DATA/clauseqa.db; docs/SCALE.md)\n"
                "  --config FILE   the configuration file (else $CLAUSEQA_CONFIG, else /etc/clauseqa/clauseqa.conf,\n"
                "                  else DATA/clauseqa.conf when they exist); flags override it (docs/API.md)\n"
                "  --models DIR    where the model files are looked for first (else $CLAUSEQA_MODELS, else `models =`\n"
@@ -67,6 +72,7 @@ static void usage(FILE *f) {
 
 static struct {
     const char *data, *data_origin;
+    const char *store; /* NULL: DATA/clauseqa.db */
     const char *models, *models_origin;
     cq_config config; /* path NULL when no file was read */
     bool models_found;
@@ -74,6 +80,15 @@ static struct {
 } g;
 
 const char *cq_cli_data_dir(void) { return g.data ? g.data : "data"; }
+
+const char *cq_cli_store_where(void) { return g.store; }
+
+const char *cq_cli_store_name(void) {
+    static char shown[512];
+    if (!g.store) return cq_cli_data_dir();
+    cq_store_where_redact(g.store, shown, sizeof shown);
+    return shown;
+}
 
 const char *cq_cli_config_path(void) { return g.config.path; }
 
@@ -119,9 +134,10 @@ typedef struct {
 
 /* Takes the global options out of argv (anywhere before a "--"), leaving the command and its own options in order.
  * Returns -1 when they are fine, else the exit code (the problem printed). */
-static int take_global_options(int *argc, char **argv, const char **data, const char **config, const char **models,
-                               const char **log_level) {
-    const global_option opts[] = {{"data", data}, {"config", config}, {"models", models}, {"log-level", log_level}};
+static int take_global_options(int *argc, char **argv, const char **data, const char **store, const char **config,
+                               const char **models, const char **log_level) {
+    const global_option opts[] = {{"data", data},     {"store", store},         {"config", config},
+                                  {"models", models}, {"log-level", log_level}};
     int out = 1;
     bool rest = false;
     for (int i = 1; i < *argc; i++) {
@@ -153,7 +169,7 @@ static int take_global_options(int *argc, char **argv, const char **data, const 
 static bool readable(const char *path) { return access(path, R_OK) == 0; }
 
 /* Settles the data directory, the configuration file, the models folder and the log level. */
-static int settle(const char *data, const char *config, const char *models, const char *log_level) {
+static int settle(const char *data, const char *store, const char *config, const char *models, const char *log_level) {
     const char *env_data = getenv("CLAUSEQA_DATA"), *env_config = getenv("CLAUSEQA_CONFIG"),
                *env_models = getenv("CLAUSEQA_MODELS");
     g.data = data ? data : env_data && *env_data ? env_data : NULL;
@@ -178,6 +194,13 @@ static int settle(const char *data, const char *config, const char *models, cons
         }
         if (!g.data) g.data = file_data;
     }
+    /* A password on the command line is visible to every user of the machine (ps): it belongs in ~/.pgpass. */
+    if (store && cq_store_where_has_password(store)) {
+        fprintf(stderr, "clauseqa: --store must not carry the password (anyone on this machine can read a command "
+                        "line): put it in ~/.pgpass or the file $PGPASSFILE names\n");
+        return 2;
+    }
+    g.store = store ? store : cq_config_get(&g.config, "", "store");
     if (models) g.models = models, g.models_origin = "--models";
     else if (env_models && *env_models) g.models = env_models, g.models_origin = "$CLAUSEQA_MODELS";
     else if ((g.models = cq_config_get(&g.config, "", "models"))) g.models_origin = "clauseqa.conf";
@@ -196,8 +219,8 @@ static int settle(const char *data, const char *config, const char *models, cons
 }
 
 int cq_cli_main(int argc, char **argv) {
-    const char *data = NULL, *config = NULL, *models = NULL, *log_level = NULL;
-    int rc = take_global_options(&argc, argv, &data, &config, &models, &log_level);
+    const char *data = NULL, *store = NULL, *config = NULL, *models = NULL, *log_level = NULL;
+    int rc = take_global_options(&argc, argv, &data, &store, &config, &models, &log_level);
     if (rc >= 0) return rc;
     if (argc < 2) {
         usage(stderr);
@@ -219,7 +242,7 @@ int cq_cli_main(int argc, char **argv) {
                 argv[1][0] == '-' ? "unknown option" : "unknown command", argv[1]);
         return 2;
     }
-    if ((rc = settle(data, config, models, log_level)) >= 0) return rc;
+    if ((rc = settle(data, store, config, models, log_level)) >= 0) return rc;
     /* encoder weights trained on the decoder's vocabulary read it from the decoder's GGUF, wherever the models were
      * found (docs/SSM.md "Input layer") */
     cq_dense_set_vocab_source(lend_vocab, cq_ssm_vocab_close_for_dense, NULL);

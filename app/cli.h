@@ -17,13 +17,18 @@ typedef struct {
     const char *summary; /* one line for `clauseqa --help` */
 } cq_command;
 
-/* Takes the options every command takes (--data, --config, --models, --log-level; before or after the command's
+/* Takes the options every command takes (--data, --store, --config, --models, --log-level; before or after the command's
  * name), reads the configuration file (app/config.h) and runs the command with the flags of its section of the file
  * ahead of its own. */
 int cq_cli_main(int argc, char **argv);
 
 /* Data directory: --data DIR, else $CLAUSEQA_DATA, else `data =` of clauseqa.conf, else "data". */
 const char *cq_cli_data_dir(void);
+/* Where the store is (index/store.h cq_store_open_uri): --store WHERE, else `store =` of clauseqa.conf, else NULL
+ * (DATA/clauseqa.db). */
+const char *cq_cli_store_where(void);
+/* The store for messages: the data directory, or --store's value without a password. */
+const char *cq_cli_store_name(void);
 /* The configuration file read, or NULL. */
 const char *cq_cli_config_path(void);
 /* The model files, looked for (app/models.h) on first use. */

@@ -6,6 +6,7 @@
 #include "app/backup.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "index/store.h"
 
 static void backup_usage(FILE *f) {
     fprintf(f, "usage: clauseqa backup OUT [--data DIR] [--json]\n"
@@ -64,12 +65,25 @@ static int parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), 
     return -1;
 }
 
+/* backup and restore copy a SQLite data folder; a PostgreSQL store is backed up with PostgreSQL's own tools. */
+static bool refuse_postgresql(const char *cmd) {
+    const char *where = cq_cli_store_where();
+    if (!where || cq_store_where_kind(where) != CQ_STORE_POSTGRESQL) return false;
+    fprintf(stderr,
+            "clauseqa %s: the store is PostgreSQL: back it up with PostgreSQL's tools — pg_dump -Fc (and pg_restore), "
+            "or pg_basebackup with WAL archiving for point-in-time recovery; the originals are in the database too "
+            "(docs/SCALE.md, \"Backups\")\n",
+            cmd);
+    return true;
+}
+
 int cq_cmd_backup(int argc, char **argv) {
     const char *out = NULL;
     int json = 0;
     bool force = false;
     int rc = parse("backup", argc, argv, backup_usage, false, &out, &json, &force);
     if (rc >= 0) return rc;
+    if (refuse_postgresql("backup")) return 1;
     cq_backup_counts c;
     cq_err err = {0};
     if (cq_backup_write(cq_cli_data_dir(), out, &c, &err)) {
@@ -92,6 +106,7 @@ int cq_cmd_restore(int argc, char **argv) {
     bool force = false;
     int rc = parse("restore", argc, argv, restore_usage, true, &backup, &json, &force);
     if (rc >= 0) return rc;
+    if (refuse_postgresql("restore")) return 1;
     cq_backup_counts c;
     cq_err err = {0};
     const char *data_dir = cq_cli_data_dir();

@@ -24,8 +24,10 @@ cq_store *cq_cli_open_store(const char *data_dir) {
     char *path = malloc(n);
     if (!path) return NULL;
     snprintf(path, n, "%s/clauseqa.db", data_dir);
+    const char *where = cq_cli_store_where();
     cq_store *s = NULL;
-    if (cq_store_open(path, &s, &err)) fprintf(stderr, "clauseqa: %s\n", err.msg);
+    if (where ? cq_store_open_uri(where, &s, &err) : cq_store_open(path, &s, &err))
+        fprintf(stderr, "clauseqa: %s\n", err.msg);
     free(path);
     return s;
 }
@@ -34,6 +36,11 @@ cq_dense *cq_cli_open_dense(const char *data_dir) {
     cq_dense *d = NULL;
     cq_err err = {0};
     const cq_models *m = cq_cli_models();
+    const char *where = cq_cli_store_where();
+    if (where && cq_store_where_kind(where) == CQ_STORE_POSTGRESQL) { /* issue 20: pgvec */
+        if (m->encoder_origin) CQ_INFO("dense retrieval off: vectors are not kept in PostgreSQL yet");
+        return NULL;
+    }
     if (cq_dense_open_configured(data_dir, m->encoder_origin ? m->encoder : NULL, &d, &err) &&
         err.code != CQ_ERR_UNSUPPORTED)
         fprintf(stderr, "clauseqa: dense retrieval off: %s\n", err.msg);
@@ -55,7 +62,7 @@ int64_t cq_cli_kb(cq_store *s, const char *name, bool create) {
             fprintf(stderr, " (clauseqa kb list)\n");
         } else {
             fprintf(stderr, "; there is none yet in %s (clauseqa ingest --kb NAME FILE... makes one)\n",
-                    cq_cli_data_dir());
+                    cq_cli_store_name());
         }
         free(kbs);
         return 0;

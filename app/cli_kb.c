@@ -34,7 +34,7 @@ static int list(cq_store *s, int json) {
         cq_json_print_line(o, stdout);
     } else if (!n) {
         fprintf(stderr, "no knowledge base in %s yet (clauseqa kb create NAME, or clauseqa ingest --kb NAME FILE...)\n",
-                cq_cli_data_dir());
+                cq_cli_store_name());
     } else {
         printf("%-24s %9s %9s  %s\n", "name", "documents", "clauses", "created (UTC)");
         for (size_t i = 0; i < n; i++) {

@@ -44,6 +44,12 @@ int cq_cmd_reindex(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
+    if (cq_store_pg(s)) { /* issue 20: versions and vectors on PostgreSQL come with their own modules (pgvec) */
+        fprintf(stderr, "clauseqa reindex: the store is PostgreSQL, where versions and vectors are not kept yet: "
+                        "nothing to rebuild\n");
+        cq_store_close(s);
+        return 1;
+    }
     /* versions of regulations (index/versions.h): every document analysed again, corrections kept */
     cq_err verr = {0};
     size_t analysed = 0, n_groups = 0;

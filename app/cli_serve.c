@@ -241,7 +241,7 @@ int cq_cmd_serve(int argc, char **argv) {
     else if (answer_cli.answers)
         CQ_INFO("answers: extractive (--answers extractive)");
     cq_service *svc = NULL;
-    cq_service_config sc = {.data_dir = data_dir, .allow_open = is_loopback(host) && !no_open,
+    cq_service_config sc = {.data_dir = data_dir, .store = cq_cli_store_where(), .allow_open = is_loopback(host) && !no_open,
                             .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr,
                             .max_pages = max_pages ? (int)max_pages : -1,
                             .doc_memory_mb = memory_mb ? (int)memory_mb : -1,

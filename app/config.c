@@ -17,6 +17,7 @@ static const struct {
 } known[] = {
     {"", "data", KEY_TEXT},
     {"", "models", KEY_TEXT},
+    {"", "store", KEY_TEXT},
     {"", "log-level", KEY_TEXT},
     {"serve", "host", KEY_TEXT},
     {"serve", "port", KEY_NUMBER},

@@ -1,4 +1,5 @@
 #include "app/ingest.h"
+#include "app/originals.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,10 +121,8 @@ static cq_status extract(const char *stored_path, const cq_reader_format *format
 }
 
 /* A cancelled ingest leaves nothing: the stored original goes unless a document uses the same content. */
-static void forget_original(cq_store *s, const char *stored, const char *sha) {
-    bool in_use = true;
-    cq_err e2 = {0};
-    if (stored && cq_store_content_in_use(s, sha, &in_use, &e2) == CQ_OK && !in_use) unlink(stored);
+static void forget_original(cq_store *s, const char *data_dir, const char *sha, const char *format) {
+    cq_original_remove_unused(s, data_dir, sha, format);
 }
 
 static void record_failure(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
@@ -203,11 +202,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         goto out;
     }
-    snprintf(stored, n, "%s/files", data_dir);
-    rc = cq_mkdirs(stored, err);
-    if (rc) goto out;
-    snprintf(stored, n, "%s/files/%s.%s", data_dir, sha, format->name);
-    rc = cq_file_write_atomic(stored, data, len, err);
+    rc = cq_original_keep(s, data_dir, sha, format->name, data, len, stored, n, err);
     if (rc) goto out;
 
     rc = extract(stored, format, data, len, opt, &doc, &st, err);
@@ -217,7 +212,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         memmove(err->msg, err->msg + skip, strlen(err->msg + skip) + 1);
     }
     if (rc == CQ_ERR_CANCELLED) {
-        forget_original(s, stored, sha);
+        forget_original(s, data_dir, sha, format->name);
         goto out;
     }
     if (rc) {
@@ -238,6 +233,11 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
     if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
+    if (rc == CQ_ERR_UNSUPPORTED && cq_store_pg(s)) { /* not kept in PostgreSQL yet: the document goes in without */
+        CQ_DEBUG("%s: %s", filename, err ? err->msg : "versions not analysed");
+        cq_err_clear(err);
+        rc = CQ_OK;
+    }
     if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);
@@ -248,7 +248,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         cq_store_rollback(s);
         cq_err e2 = {0};
         if (encoded) cq_dense_forget(opt->dense, kb_id, clause_ids, st.n_clauses, &e2); /* their rows were rolled back */
-        if (rc == CQ_ERR_CANCELLED) forget_original(s, stored, sha);
+        if (rc == CQ_ERR_CANCELLED) forget_original(s, data_dir, sha, format->name);
         doc_id = 0;
         goto out;
     }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+#include "index/store_pg.h"
 #include "reader/reader.h"
 
 static bool is_sha256_hex(const char *s) {
@@ -30,6 +32,7 @@ void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sh
     if (!cq_original_path(data_dir, sha256, format, path, sizeof path) ||
         cq_store_content_in_use(s, sha256, &in_use, &err) || in_use)
         return;
+    if (cq_store_pg(s) && cq_pg_original_delete(cq_store_pg(s), sha256, &err)) return;
     unlink(path);
     char cache[1100];
     snprintf(cache, sizeof cache, "%s/cache/pages", data_dir);
@@ -41,4 +44,33 @@ void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sh
             if (snprintf(path, sizeof path, "%s/%s", cache, e->d_name) < (int)sizeof path) unlink(path);
         }
     closedir(d);
+}
+
+cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
+                           size_t len, char *path, size_t cap, cq_err *err) {
+    if (!cq_original_path(data_dir, sha256, format, path, cap))
+        return cq_err_set(err, CQ_ERR_INVALID, "no original can be kept for format '%s'", format ? format : "");
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/files", data_dir);
+    cq_status rc = cq_mkdirs(dir, err);
+    if (!rc && cq_store_pg(s)) rc = cq_pg_original_put(cq_store_pg(s), sha256, data, len, err);
+    if (!rc) rc = cq_file_write_atomic(path, data, len, err);
+    return rc;
+}
+
+cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha256, const char *format, char *path,
+                            size_t cap, cq_err *err) {
+    if (!cq_original_path(data_dir, sha256, format, path, cap))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "no stored original");
+    if (access(path, R_OK) == 0) return CQ_OK;
+    if (!cq_store_pg(s)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
+    void *data = NULL;
+    size_t len = 0;
+    cq_status rc = cq_pg_original_get(cq_store_pg(s), sha256, &data, &len, err);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/files", data_dir);
+    if (!rc) rc = cq_mkdirs(dir, err);
+    if (!rc) rc = cq_file_write_atomic(path, data, len, err); /* atomic: two requests may fetch it at once */
+    free(data);
+    return rc;
 }

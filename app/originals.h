@@ -1,6 +1,9 @@
 /* The stored originals: DATA/files/<sha256>.<format>, one file per content (documents of several KBs may share it),
  * written by ingest (app/ingest.c) and read for page images, downloads and backups. Page images rendered from one
- * are cached as DATA/cache/pages/<sha256>-*. */
+ * are cached as DATA/cache/pages/<sha256>-*.
+ *
+ * On a PostgreSQL store (docs/SCALE.md) the store holds them (originals table, index/store_pg.h), so that every node
+ * has every upload: DATA/files/ is then each node's cache of them, filled from the store when a file is missing. */
 #ifndef CQ_APP_ORIGINALS_H
 #define CQ_APP_ORIGINALS_H
 
@@ -13,7 +16,18 @@
  * table's (reader/reader.h). */
 bool cq_original_path(const char *data_dir, const char *sha256, const char *format, char *out, size_t cap);
 
-/* Removes the original and its cached page images when no document of any KB (as s sees them) uses it any more. */
+/* Removes the original (from the store too, on PostgreSQL) and its cached page images when no document of any KB
+ * (as s sees them) uses it any more. */
 void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sha256, const char *format);
+
+/* Keeps data (whose SHA-256 is sha256) as the original: DATA/files/<sha256>.<format>, and in the store on
+ * PostgreSQL. path (cap bytes) receives the file's path. */
+cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
+                           size_t len, char *path, size_t cap, cq_err *err);
+
+/* The path of the original's file, fetched from the store into DATA/files/ on PostgreSQL when this node has no
+ * copy yet. NOT_FOUND when there is none. */
+cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha256, const char *format, char *path,
+                            size_t cap, cq_err *err);
 
 #endif

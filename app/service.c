@@ -28,7 +28,7 @@ cq_store *cq_svc_pool_get(cq_service *s, cq_err *err) {
     cq_store *st = s->n_pool ? s->pool[--s->n_pool] : NULL;
     pthread_mutex_unlock(&s->pool_lock);
     if (st) return st;
-    if (cq_store_open(s->db_path, &st, err)) return NULL;
+    if (cq_store_open_uri(s->db_path, &st, err)) return NULL;
     return st;
 }
 
@@ -129,7 +129,13 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->max_pool = config->max_connections > 0 ? (size_t)config->max_connections : DEFAULT_MAX_CONNECTIONS;
     s->pool = calloc(s->max_pool, sizeof *s->pool);
     s->data_dir = strdup(config->data_dir);
-    s->db_path = cq_svc_path_join(config->data_dir, "clauseqa.db");
+    /* "sqlite:": a data folder whose name looks like a libpq keyword string ("a=b") is still a folder */
+    if (config->store) {
+        s->db_path = strdup(config->store);
+    } else {
+        size_t n = strlen(config->data_dir) + 32;
+        if ((s->db_path = malloc(n))) snprintf(s->db_path, n, "sqlite:%s/clauseqa.db", config->data_dir);
+    }
     s->files_dir = cq_svc_path_join(config->data_dir, "files");
     s->uploads_dir = cq_svc_path_join(config->data_dir, "uploads");
     s->spool_dir = cq_svc_path_join(config->data_dir, "uploads/spool");
@@ -148,7 +154,9 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
         const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
         char searched[3400] = "";
         if (s->models) cq_models_searched(s->models, searched, sizeof searched);
-        if (!weights)
+        if (config->store && cq_store_where_kind(config->store) == CQ_STORE_POSTGRESQL) /* issue 20: pgvec */
+            CQ_INFO("dense retrieval off: vectors are not kept in PostgreSQL yet");
+        else if (!weights)
             CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
         else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
             CQ_INFO("dense retrieval on: encoder weights %s (%s)", weights, s->models->encoder_origin);
@@ -158,7 +166,11 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
             CQ_ERROR("dense retrieval off: the encoder weights cannot be used: %s", derr.msg);
     }
     cq_store *st = NULL;
-    if (!rc) rc = cq_store_open(s->db_path, &st, err); /* creates and migrates the database up front */
+    if (!rc) rc = cq_store_open_uri(s->db_path, &st, err); /* creates and migrates the database up front */
+    if (!rc && cq_store_pg(st)) /* issue 20: the server's jobs, keys and conversations come with pgjobs */
+        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                        "serving from PostgreSQL needs its jobs, API keys and conversations there, which this build "
+                        "does not keep yet: use the command line (ingest, retrieve, ask, eval) with --store");
     cq_svc_pool_put(s, st);
     if (!rc) rc = cq_svc_jobs_start(s, err);
     if (rc) {

@@ -87,7 +87,8 @@ static cq_status svc_doc_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     size_t n_versions = 0;
     cq_err verr = {0};
     if (!rc && (cq_versions_ensure(st, id, false, NULL, &verr) ||
-                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)))
+                cq_versions_statuses(st, id, 0, &versions, &n_versions, &verr)) &&
+        verr.code != CQ_ERR_UNSUPPORTED) /* not on PostgreSQL yet */
         CQ_WARN("versions of KB %s: %s", kb, verr.msg);
     if (!rc) {
         cJSON *a = cJSON_CreateArray();
@@ -156,11 +157,19 @@ static cq_status svc_doc_delete(void *ctx, int64_t doc_id, cq_err *err) {
     return rc;
 }
 
+/* The original's file on this node: on PostgreSQL fetched from the store when this node has no copy yet. */
 static cq_status original_path(cq_service *s, const cq_doc_info *d, char *path, size_t cap, cq_err *err) {
     if (!cq_original_path(s->data_dir, d->sha256, d->format, path, cap))
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no stored original", (long long)d->id);
-    if (access(path, R_OK) != 0)
+    if (access(path, R_OK) == 0) return CQ_OK;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_err why = {0};
+    cq_status rc = cq_original_local(st, s->data_dir, d->sha256, d->format, path, cap, &why);
+    cq_svc_pool_put(s, st);
+    if (rc == CQ_ERR_NOT_FOUND)
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original of document %lld is missing", (long long)d->id);
+    if (rc) return cq_err_set(err, rc, "the original of document %lld: %s", (long long)d->id, why.msg);
     return CQ_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "core/text_norm.h"
 #include "core/utf8.h"
 #include "index/router.h"
+#include "index/store_pg.h"
 
 const char *cq_pair_kind_name(cq_pair_kind k) {
     switch (k) {
@@ -948,11 +949,43 @@ static char *col_dup(sqlite3_stmt *st, int i) {
 }
 
 /* The clauses of a document in order, and whether it has articles. */
-static cq_status load_clauses(sqlite3 *db, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
+/* load_clauses on PostgreSQL: the same rows, in the same order. */
+static cq_status load_clauses_pg(cq_pg *pg, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
+                                 cq_err *err) {
+    cq_clause_row *rows = NULL;
+    size_t n_rows = 0;
+    cq_status rc = cq_pg_doc_clauses(pg, doc_id, &rows, &n_rows, err);
+    if (rc) return rc;
+    if (n_rows) {
+        *out = calloc(n_rows, sizeof **out);
+        *kinds = calloc(n_rows, sizeof **kinds);
+        if (!*out || !*kinds) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_rows; i++) {
+        if (!rc) {
+            cq_cmp_clause *c = &(*out)[i];
+            c->clause_id = rows[i].id;
+            (*kinds)[i] = rows[i].kind;
+            c->label = rows[i].label;
+            c->label_key = rows[i].label_key;
+            c->path = rows[i].path;
+            c->text = rows[i].text;
+            rows[i].label = rows[i].label_key = rows[i].path = rows[i].text = NULL; /* the clause owns them now */
+            *n = i + 1;
+        }
+        cq_clause_row_free(&rows[i]);
+    }
+    free(rows);
+    return rc;
+}
+
+static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
                               cq_err *err) {
     *out = NULL;
     *kinds = NULL;
     *n = 0;
+    if (cq_store_pg(s)) return load_clauses_pg(cq_store_pg(s), doc_id, out, kinds, n, err);
+    sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT id, kind, label, label_key, path, text FROM clauses WHERE doc_id = ? ORDER BY ord",
                            -1, &st, NULL) != SQLITE_OK)
@@ -1006,10 +1039,9 @@ cq_status cq_compare_docs(cq_store *s, int64_t doc_a, int64_t doc_b, cq_comparis
     memset(out, 0, sizeof *out);
     out->doc_a = doc_a;
     out->doc_b = doc_b;
-    sqlite3 *db = cq_store_db(s);
     int *kinds_a = NULL, *kinds_b = NULL;
-    cq_status rc = load_clauses(db, doc_a, &out->a, &kinds_a, &out->n_a, err);
-    if (!rc) rc = load_clauses(db, doc_b, &out->b, &kinds_b, &out->n_b, err);
+    cq_status rc = load_clauses(s, doc_a, &out->a, &kinds_a, &out->n_a, err);
+    if (!rc) rc = load_clauses(s, doc_b, &out->b, &kinds_b, &out->n_b, err);
     if (!rc) {
         bool arts_a = false, arts_b = false;
         for (size_t i = 0; i < out->n_a; i++) arts_a |= kinds_a[i] == 1;

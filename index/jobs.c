@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "index/store_pg.h"
+
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
     return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
 }
@@ -196,6 +198,8 @@ cq_status cq_store_job_unfinished(cq_store *s, cq_job_info **out, size_t *n, cq_
 cq_status cq_store_page_list(cq_store *s, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
+    cq_pg *pg = cq_store_pg(s); /* pages are the store's (index/store_pg.h) */
+    if (pg) return cq_pg_page_list(pg, doc_id, out, n, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "SELECT page_no, width, height, n_chars, quality, quality_reason FROM pages WHERE doc_id = ? "

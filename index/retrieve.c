@@ -9,6 +9,7 @@
 #include "index/bm25.h"
 #include "index/compare.h"
 #include "index/router.h"
+#include "index/store_pg.h"
 #include "index/vectors.h"
 
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
@@ -147,6 +148,67 @@ static cq_status apply_local_prior(sqlite3 *db, const char *question, cq_bm25_hi
     return CQ_OK;
 }
 
+/* The local prior on PostgreSQL: the same rule, the hits' document names read in one statement. */
+static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25_hit *found, const int64_t *doc_of,
+                                      size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    int64_t *docs = malloc(n * sizeof *docs);
+    char **names = calloc(n, sizeof *names);
+    size_t n_docs = 0;
+    cq_status rc = docs && names ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t j = 0;
+        while (j < n_docs && docs[j] != doc_of[i]) j++;
+        if (j == n_docs) docs[n_docs++] = doc_of[i];
+    }
+    if (!rc) rc = cq_pg_doc_names(cq_store_pg(s), docs, n_docs, names, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t j = 0;
+        while (docs[j] != doc_of[i]) j++;
+        char place[64];
+        if (names[j] && cq_router_local_place(names[j], place, sizeof place)) {
+            /* "上海市" is also asked as "上海": drop the last character (省/市/县) before looking. */
+            size_t len = strlen(place);
+            if (len > 3) place[len - 3] = 0;
+            if (!strstr(question, place)) found[i].score *= LOCAL_PRIOR;
+        }
+    }
+    for (size_t j = 0; names && j < n_docs; j++) free(names[j]);
+    free(names);
+    free(docs);
+    return rc;
+}
+
+/* BM25 on PostgreSQL (cq_pg_bm25: FTS5's ranking and scores, bit for bit): the same pools as below — the best
+ * `want` over the KB, or the best `want` of each document given (the rows read once) — into found[0..*n), with
+ * each hit's document. */
+static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, size_t want,
+                         cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err) {
+    const char *const *terms = (const char *const *)query->terms;
+    cq_keyword_hit *hits = NULL;
+    int64_t *ids = NULL;
+    size_t got = 0;
+    cq_status rc;
+    if (!n_docs) {
+        rc = cq_pg_bm25(cq_store_pg(s), query->kb_id, terms, query->n_terms, NULL, 0, want, &hits, &got, err);
+    } else {
+        hits = malloc(n_docs * want * sizeof *hits);
+        ids = malloc(n_docs * sizeof *ids);
+        rc = hits && ids ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < n_docs; i++) ids[i] = docs[i].doc_id;
+        if (!rc)
+            rc = cq_pg_bm25_each_doc(cq_store_pg(s), query->kb_id, terms, query->n_terms, ids, n_docs, want, hits,
+                                     &got, err);
+    }
+    for (size_t j = 0; !rc && j < got; j++) {
+        found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
+        doc_of[(*n)++] = hits[j].doc_id;
+    }
+    free(ids);
+    free(hits);
+    return rc;
+}
+
 /* BM25 over the KB's FTS table (index/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
  * (best first over all of them). Adds the results to h after what it holds. */
 static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
@@ -158,16 +220,24 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
     cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && !n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
-    for (size_t i = 0; !rc && i < n_docs; i++) {
-        int64_t lo = 1, hi = 0;
-        size_t got = 0;
-        rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
-        if (!rc && lo <= hi)
-            rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
-        n += got;
+    if (!rc && cq_store_pg(s)) {
+        int64_t *doc_of = malloc(cap * sizeof *doc_of);
+        rc = doc_of ? bm25_pg(s, query, docs, n_docs, want, found, doc_of, &n, err)
+                    : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!rc) rc = apply_local_prior_pg(s, query->text, found, doc_of, n, err);
+        free(doc_of);
+    } else if (!rc) {
+        if (!n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
+        for (size_t i = 0; !rc && i < n_docs; i++) {
+            int64_t lo = 1, hi = 0;
+            size_t got = 0;
+            rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
+            if (!rc && lo <= hi)
+                rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
+            n += got;
+        }
+        if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     }
-    if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
     for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);
     free(found);
@@ -403,7 +473,8 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     cq_status rc = CQ_OK;
     /* Documents ingested before versions existed are analysed once, when their KB is first asked about. */
     cq_err verr = {0};
-    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr)) CQ_WARN("versions: %s", verr.msg);
+    if (cq_versions_ensure(s, q->kb_id, false, NULL, &verr) && verr.code != CQ_ERR_UNSUPPORTED)
+        CQ_WARN("versions: %s", verr.msg);
     group_cache groups = {0};
     groups.g = calloc(GROUPS_MAX, sizeof *groups.g);
     groups.cap = groups.g ? GROUPS_MAX : 0;

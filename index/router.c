@@ -10,6 +10,7 @@
 #include "core/numerals.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
+#include "index/router_pg.h"
 #include "index/store_internal.h"
 
 /* ---- parsing ------------------------------------------------------------------------------------------------ */
@@ -411,24 +412,37 @@ static void mark_generic_titles(router_cache *c) {
     free(idx);
 }
 
+static void add_doc_to_cache(void *ctx, int64_t doc_id, const char *name, const char *title) {
+    router_cache *c = ctx;
+    add_doc_variants(c, doc_id, name, title);
+    word_ctx x = {c, doc_id};
+    latin_words(name, 1, 0, add_name_word, &x);
+}
+
 static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_err *err) {
     sqlite3 *db = cq_store_db(s);
+    cq_pg *pg = cq_store_pg(s);
     void **slot = cq_store_router_slot(s);
     router_cache *c = *slot;
+    int64_t n_docs = 0, max_id = 0, min_id = 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
+    if (pg) {
+        cq_status rc = cq_pg_router_docs_stat(pg, kb_id, &n_docs, &max_id, &min_id, err);
+        if (rc) return rc;
+    } else if (sqlite3_prepare_v2(db,
                            "SELECT count(*), coalesce(max(id), 0), min(id) FROM documents "
                            "WHERE kb_id = ? AND status = 'ready'",
-                           -1, &st, NULL) != SQLITE_OK)
+                           -1, &st, NULL) != SQLITE_OK) {
         return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, kb_id);
-    int64_t n_docs = 0, max_id = 0, min_id = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        n_docs = sqlite3_column_int64(st, 0);
-        max_id = sqlite3_column_int64(st, 1);
-        min_id = sqlite3_column_int64(st, 2);
+    } else {
+        sqlite3_bind_int64(st, 1, kb_id);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            n_docs = sqlite3_column_int64(st, 0);
+            max_id = sqlite3_column_int64(st, 1);
+            min_id = sqlite3_column_int64(st, 2);
+        }
+        sqlite3_finalize(st);
     }
-    sqlite3_finalize(st);
     if (c && c->kb_id == kb_id && c->n_docs == n_docs && c->max_doc_id == max_id) {
         *out = c;
         return CQ_OK;
@@ -441,20 +455,23 @@ static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_e
     c->n_docs = n_docs;
     c->max_doc_id = max_id;
     c->single_doc = n_docs == 1 ? min_id : 0;
-    if (sqlite3_prepare_v2(db, "SELECT id, name, title FROM documents WHERE kb_id = ? AND status = 'ready'", -1, &st,
+    if (pg) {
+        cq_status rc = cq_pg_router_docs(pg, kb_id, add_doc_to_cache, c, err);
+        if (rc) {
+            cq_router_cache_free(c);
+            return rc;
+        }
+    } else if (sqlite3_prepare_v2(db, "SELECT id, name, title FROM documents WHERE kb_id = ? AND status = 'ready'", -1, &st,
                            NULL) != SQLITE_OK) {
         cq_router_cache_free(c);
         return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
+    } else {
+        sqlite3_bind_int64(st, 1, kb_id);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            add_doc_to_cache(c, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+                             (const char *)sqlite3_column_text(st, 2));
+        sqlite3_finalize(st);
     }
-    sqlite3_bind_int64(st, 1, kb_id);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t doc_id = sqlite3_column_int64(st, 0);
-        const char *name = (const char *)sqlite3_column_text(st, 1);
-        add_doc_variants(c, doc_id, name, (const char *)sqlite3_column_text(st, 2));
-        word_ctx x = {c, doc_id};
-        latin_words(name, 1, 0, add_name_word, &x);
-    }
-    sqlite3_finalize(st);
     mark_generic_titles(c);
     /* Quadratic, but over file-name words of Latin-script documents only: a few thousand at most. */
     if (c->n_words <= 20000) count_name_word_df(c);
@@ -595,8 +612,10 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
 
 /* ---- resolving ---------------------------------------------------------------------------------------------- */
 
-static cq_status lookup(sqlite3 *db, int64_t doc_id, const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n,
+static cq_status lookup(cq_store *s, int64_t doc_id, const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n,
                         cq_err *err) {
+    sqlite3 *db = cq_store_db(s);
+    cq_pg *pg = cq_store_pg(s);
     sqlite3_stmt *st;
     char pattern[96] = "";
     const char *sql;
@@ -610,6 +629,9 @@ static cq_status lookup(sqlite3 *db, int64_t doc_id, const cq_clause_ref *ref, i
         snprintf(pattern, sizeof pattern, "%%第%s%s%%", cq_number_format_cn(v, num), unit);
         sql = "SELECT id FROM clauses WHERE doc_id = ?1 AND path LIKE ?2 AND kind = 1 ORDER BY ord LIMIT ?3";
     }
+    if (pg)
+        return ref->key[0] ? cq_pg_router_by_key(pg, doc_id, ref->key, out, max, n, err)
+                           : cq_pg_router_by_path(pg, doc_id, pattern, out, max, n, err);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
     sqlite3_bind_int64(st, 1, doc_id);
@@ -631,6 +653,7 @@ static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clau
         if (!rc) *doc_id = c->single_doc;
         return rc;
     }
+    if (cq_store_pg(s)) return cq_pg_router_unique_doc(cq_store_pg(s), kb_id, ref->key, doc_id, err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db,
@@ -668,7 +691,7 @@ cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *ti
      * another one (that would be a wrong clause, not a near miss). Versions of one law share the tier. */
     for (size_t i = 0; i < nm && *n < max; i++) {
         if (m[i].score < m[0].score) break;
-        cq_status rc = lookup(cq_store_db(s), m[i].doc_id, ref, out, max, n, err);
+        cq_status rc = lookup(s, m[i].doc_id, ref, out, max, n, err);
         if (rc) return rc;
     }
     return CQ_OK;

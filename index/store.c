@@ -13,10 +13,25 @@
 #include "index/fts_cjk.h"
 #include "index/router.h"
 #include "index/store_internal.h"
+#include "index/store_pg.h"
+
+/* A document's clauses on PostgreSQL, held until its finish (or the commit): the keyword index there holds one
+ * postings list per token and document, so they are written together (cq_pg_doc_add_clauses_as). Each has its id
+ * from the moment it is added, from a block reserved ahead (ids left over are never used: ids may have gaps). */
+typedef struct {
+    int64_t doc_id;
+    char *label;
+    cq_store_clause *clauses; /* deep copies */
+    int64_t *ids;
+    size_t n, cap;
+    int64_t reserved[64];
+    size_t n_reserved, next_reserved;
+} pending_clauses;
 
 struct cq_store {
     sqlite3 *db;
     cq_pg *pg;           /* the PostgreSQL backend (index/store_pg.h), or NULL: SQLite */
+    pending_clauses pending; /* PostgreSQL only */
     void *router_cache; /* index/router.c */
     void *versions_seen; /* index/versions.c */
     void *bm25_cache;    /* index/bm25.c */
@@ -370,8 +385,14 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     return CQ_OK;
 }
 
+static void pending_drop(cq_store *s);
+
 void cq_store_close(cq_store *s) {
     if (!s) return;
+    pending_drop(s);
+    free(s->pending.clauses);
+    free(s->pending.ids);
+    cq_pg_close(s->pg);
     cq_router_cache_free(s->router_cache);
     free(s->versions_seen);
     cq_bm25_cache_free(s->bm25_cache);
@@ -382,9 +403,238 @@ void cq_store_close(cq_store *s) {
 sqlite3 *cq_store_db(cq_store *s) { return s->db; }
 cq_pg *cq_store_pg(cq_store *s) { return s->pg; }
 
-cq_status cq_store_begin(cq_store *s, cq_err *err) { return exec(s, "BEGIN IMMEDIATE", err); }
-cq_status cq_store_commit(cq_store *s, cq_err *err) { return exec(s, "COMMIT", err); }
+/* ---- where the store is ------------------------------------------------------------------------------------ */
+
+/* A libpq "key=value …" string starts with a keyword and '=' (a file name that does can be given as sqlite:NAME). */
+static bool is_pg_keywords(const char *where) {
+    const char *p = where;
+    while (*p == ' ' || *p == '\t') p++;
+    const char *start = p;
+    while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
+    while (*p == ' ' || *p == '\t') p++;
+    return p > start && *p == '=';
+}
+
+cq_store_kind cq_store_where_kind(const char *where) {
+    if (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11) || is_pg_keywords(where))
+        return CQ_STORE_POSTGRESQL;
+    return CQ_STORE_SQLITE;
+}
+
+/* "password=…" of a keyword string: its value's end (values may be quoted with '' and escape with \). */
+static const char *keyword_value_end(const char *v) {
+    if (*v != '\'') {
+        while (*v && *v != ' ' && *v != '\t') v++;
+        return v;
+    }
+    for (v++; *v && *v != '\''; v++)
+        if (*v == '\\' && v[1]) v++;
+    return *v ? v + 1 : v;
+}
+
+bool cq_store_where_has_password(const char *where) {
+    size_t cap = strlen(where) + 1;
+    char *shown = malloc(cap);
+    if (!shown) return true; /* cannot tell: treat as secret */
+    cq_store_where_redact(where, shown, cap);
+    bool secret = strcmp(shown, where) != 0;
+    free(shown);
+    return secret;
+}
+
+void cq_store_where_redact(const char *where, char *out, size_t cap) {
+    if (!cap) return;
+    out[0] = 0;
+    if (cq_store_where_kind(where) != CQ_STORE_POSTGRESQL) {
+        snprintf(out, cap, "%s", where);
+        return;
+    }
+    size_t used = 0;
+#define PUT(p, n)                                                                                                   \
+    do {                                                                                                            \
+        size_t k_ = (size_t)(n);                                                                                    \
+        if (used + k_ >= cap) k_ = cap - 1 - used;                                                                  \
+        memcpy(out + used, (p), k_);                                                                                \
+        used += k_;                                                                                                 \
+        out[used] = 0;                                                                                              \
+    } while (0)
+    if (!is_pg_keywords(where)) {
+        /* scheme://[user[:password]@]host…?…password=…: the password between ':' and '@', and a password
+         * parameter, go */
+        const char *auth = strstr(where, "://") + 3, *at = NULL;
+        for (const char *p = auth; *p && *p != '/' && *p != '?'; p++)
+            if (*p == '@') at = p;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        const char *rest = where;
+        if (colon) {
+            PUT(where, colon - where);
+            rest = at;
+        }
+        const char *q = strchr(rest, '?');
+        if (!q) {
+            PUT(rest, strlen(rest));
+            return;
+        }
+        PUT(rest, q - rest);
+        const char *sep = "?";
+        for (const char *p = q + 1; *p;) {
+            const char *end = strchr(p, '&');
+            if (!end) end = p + strlen(p);
+            if (strncmp(p, "password=", 9)) {
+                PUT(sep, 1);
+                PUT(p, end - p);
+                sep = "&";
+            }
+            p = *end ? end + 1 : end;
+        }
+        return;
+    }
+    for (const char *p = where; *p;) {
+        const char *key = p;
+        while (*p == ' ' || *p == '\t') p++;
+        const char *name = p;
+        while (*p && *p != '=' && *p != ' ' && *p != '\t') p++;
+        bool secret = p - name == 8 && !strncmp(name, "password", 8);
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '=') {
+            p++;
+            while (*p == ' ' || *p == '\t') p++;
+            p = keyword_value_end(p);
+        }
+        if (!secret) PUT(key, p - key);
+        if (p == key) p++;
+    }
+#undef PUT
+}
+
+cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
+    *out = NULL;
+    if (!where || !*where) return cq_err_set(err, CQ_ERR_INVALID, "no store given");
+    if (cq_store_where_kind(where) == CQ_STORE_SQLITE)
+        return cq_store_open(strncmp(where, "sqlite:", 7) ? where : where + 7, out, err);
+    cq_store *s = calloc(1, sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = cq_pg_open(where, &s->pg, err);
+    if (rc) {
+        char shown[512];
+        cq_store_where_redact(where, shown, sizeof shown);
+        cq_err_prefix(err, "store %s: ", shown);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return CQ_OK;
+}
+
+/* ---- clauses held for PostgreSQL ------------------------------------------------------------------------------ */
+
+static void pending_drop(cq_store *s) {
+    pending_clauses *p = &s->pending;
+    for (size_t i = 0; i < p->n; i++) {
+        cq_store_clause *c = &p->clauses[i];
+        free((char *)c->label);
+        free((char *)c->label_key);
+        free((char *)c->path);
+        free((char *)c->text);
+        free((cq_store_box *)c->boxes);
+    }
+    free(p->label);
+    p->label = NULL;
+    p->n = 0;
+    p->doc_id = 0;
+}
+
+static cq_status pending_flush(cq_store *s, cq_err *err) {
+    pending_clauses *p = &s->pending;
+    if (!p->n) return CQ_OK;
+    cq_status rc = cq_pg_doc_add_clauses_as(s->pg, p->doc_id, p->label, p->clauses, p->n, p->ids, err);
+    pending_drop(s);
+    return rc;
+}
+
+static char *dup_or_null(const char *v, bool *failed) {
+    if (!v) return NULL;
+    char *d = strdup(v);
+    if (!d) *failed = true;
+    return d;
+}
+
+static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
+                             int64_t *clause_id, cq_err *err) {
+    pending_clauses *p = &s->pending;
+    if (p->n && p->doc_id != doc_id) {
+        cq_status rc = pending_flush(s, err);
+        if (rc) return rc;
+    }
+    if (p->next_reserved == p->n_reserved) {
+        size_t want = sizeof p->reserved / sizeof p->reserved[0];
+        cq_status rc = cq_pg_clause_ids_next(s->pg, want, p->reserved, err);
+        if (rc) return rc;
+        p->n_reserved = want;
+        p->next_reserved = 0;
+    }
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        cq_store_clause *c2 = realloc(p->clauses, cap * sizeof *c2);
+        if (c2) p->clauses = c2;
+        int64_t *i2 = c2 ? realloc(p->ids, cap * sizeof *i2) : NULL;
+        if (i2) p->ids = i2;
+        if (!c2 || !i2) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        p->cap = cap;
+    }
+    bool failed = false;
+    cq_store_clause copy = *c;
+    copy.label = dup_or_null(c->label, &failed);
+    copy.label_key = dup_or_null(c->label_key, &failed);
+    copy.path = dup_or_null(c->path, &failed);
+    copy.text = dup_or_null(c->text ? c->text : "", &failed);
+    copy.boxes = NULL;
+    if (c->n_boxes) {
+        cq_store_box *b = malloc(c->n_boxes * sizeof *b);
+        if (b) memcpy(b, c->boxes, c->n_boxes * sizeof *b);
+        else failed = true;
+        copy.boxes = b;
+    }
+    if (!p->n && !failed) p->label = dup_or_null(doc_label ? doc_label : "", &failed);
+    if (failed) {
+        free((char *)copy.label);
+        free((char *)copy.label_key);
+        free((char *)copy.path);
+        free((char *)copy.text);
+        free((cq_store_box *)copy.boxes);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    p->doc_id = doc_id;
+    p->clauses[p->n] = copy;
+    p->ids[p->n] = p->reserved[p->next_reserved++];
+    if (clause_id) *clause_id = p->ids[p->n];
+    p->n++;
+    return CQ_OK;
+}
+
+cq_status cq_store_begin(cq_store *s, cq_err *err) {
+    if (s->pg) return cq_pg_begin(s->pg, err);
+    return exec(s, "BEGIN IMMEDIATE", err);
+}
+
+cq_status cq_store_commit(cq_store *s, cq_err *err) {
+    if (s->pg) {
+        cq_status rc = pending_flush(s, err);
+        if (rc) {
+            cq_pg_rollback(s->pg);
+            return rc;
+        }
+        return cq_pg_commit(s->pg, err);
+    }
+    return exec(s, "COMMIT", err);
+}
+
 void cq_store_rollback(cq_store *s) {
+    if (s->pg) {
+        pending_drop(s);
+        cq_pg_rollback(s->pg);
+        return;
+    }
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
@@ -410,6 +660,7 @@ int cq_store_kb_name_valid(const char *name) {
 }
 
 cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    if (s->pg) return cq_pg_kb_find(s->pg, name, kb_id, err);
     sqlite3_stmt *st;
     if (prepare(s, "SELECT id FROM kbs WHERE name = ?", &st, err)) return CQ_ERR_DB;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
@@ -423,6 +674,7 @@ cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err
 }
 
 cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    if (s->pg) return cq_pg_kb_create(s->pg, name, kb_id, err);
     if (!cq_store_kb_name_valid(name))
         return cq_err_set(err, CQ_ERR_INVALID,
                           "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
@@ -457,6 +709,7 @@ cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_e
 }
 
 cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
+    if (s->pg) return cq_pg_kb_ensure(s->pg, name, kb_id, err);
     cq_status rc = cq_store_kb_find(s, name, kb_id, err);
     if (rc != CQ_ERR_NOT_FOUND) return rc;
     return cq_store_kb_create(s, name, kb_id, err);
@@ -476,6 +729,7 @@ static void kb_from_row(sqlite3_stmt *st, cq_kb_info *k) {
 }
 
 cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err) {
+    if (s->pg) return cq_pg_kb_get(s->pg, kb_id, out, err);
     sqlite3_stmt *st;
     if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k WHERE k.id = ?", &st, err)) return CQ_ERR_DB;
     sqlite3_bind_int64(st, 1, kb_id);
@@ -490,6 +744,7 @@ cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *e
 }
 
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
+    if (s->pg) return cq_pg_kb_list(s->pg, out, n, err);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -535,11 +790,14 @@ static cq_status exec_id(cq_store *s, const char *sql, int64_t id, cq_err *err) 
 }
 
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
+    if (s->pg) return cq_pg_kb_delete(s->pg, kb_id, err);
     if (cq_store_begin(s, err)) return CQ_ERR_DB;
     char sql[96];
     snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
     cq_status rc = exec(s, sql, err);
     if (!rc) rc = exec_id(s, "DELETE FROM kbs WHERE id = ?", kb_id, err);
+    if (!rc && sqlite3_changes(s->db) == 0)
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
     if (rc) {
         cq_store_rollback(s);
         return rc;
@@ -607,19 +865,23 @@ static cq_status doc_query_one(cq_store *s, const char *where, int64_t id, const
 }
 
 cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err) {
+    if (s->pg) return cq_pg_doc_by_hash(s->pg, kb_id, sha256, out, err);
     return doc_query_one(s, "kb_id = ?1 AND sha256 = ?2", kb_id, sha256, out, err);
 }
 
 cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err) {
+    if (s->pg) return cq_pg_doc_by_name(s->pg, kb_id, name, out, err);
     return doc_query_one(s, "kb_id = ?1 AND name = ?2 ORDER BY (status = 'ready') DESC, id DESC LIMIT 1", kb_id,
                          name, out, err);
 }
 
 cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err) {
+    if (s->pg) return cq_pg_doc_get(s->pg, doc_id, out, err);
     return doc_query_one(s, "id = ?1", doc_id, NULL, out, err);
 }
 
 cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err) {
+    if (s->pg) return cq_pg_doc_list(s->pg, kb_id, out, n, err);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -647,6 +909,7 @@ cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_
 }
 
 cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
+    if (s->pg) return cq_pg_content_in_use(s->pg, sha256, in_use, err);
     *in_use = true; /* when unsure, the original is kept */
     sqlite3_stmt *st;
     if (prepare(s, "SELECT 1 FROM documents WHERE sha256 = ? LIMIT 1", &st, err)) return CQ_ERR_DB;
@@ -660,6 +923,7 @@ cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use,
 
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
                               const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
+    if (s->pg) return cq_pg_doc_create(s->pg, kb_id, name, filename, format, sha256, size_bytes, doc_id, err);
     sqlite3_stmt *st;
     if (prepare(s,
                 "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, created_at) "
@@ -683,6 +947,7 @@ cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, cons
 }
 
 cq_status cq_store_page_add(cq_store *s, int64_t doc_id, const cq_store_page *p, cq_err *err) {
+    if (s->pg) return cq_pg_page_add(s->pg, doc_id, p, err);
     sqlite3_stmt *st;
     if (prepare(s,
                 "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality, quality_reason) "
@@ -708,6 +973,7 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
 
 cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                               const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
+    if (s->pg) return pending_add(s, doc_id, doc_label, c, clause_id, err);
     sqlite3_stmt *st;
     if (prepare(s,
                 "INSERT INTO clauses(doc_id, ord, kind, label, label_key, path, text, page_first, page_last, "
@@ -748,6 +1014,12 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
 
 cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
                               int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
+    if (s->pg) {
+        cq_status rc = s->pending.doc_id == doc_id ? pending_flush(s, err) : CQ_OK;
+        return rc ? rc
+                  : cq_pg_doc_finish(s->pg, doc_id, status, error, title, n_pages, n_clauses, quality, quality_reason,
+                                     err);
+    }
     sqlite3_stmt *st;
     if (prepare(s,
                 "UPDATE documents SET status = ?, error = ?, title = ?, n_pages = ?, n_clauses = ?, quality = ?, "
@@ -768,6 +1040,10 @@ cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, c
 }
 
 cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err) {
+    if (s->pg) {
+        if (s->pending.doc_id == doc_id) pending_drop(s);
+        return cq_pg_doc_delete(s->pg, doc_id, err);
+    }
     cq_doc_info d;
     cq_status rc = cq_store_doc_get(s, doc_id, &d, err);
     if (rc) return rc;
@@ -799,6 +1075,7 @@ void cq_clause_row_free(cq_clause_row *c) {
 }
 
 cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
+    if (s->pg) return cq_pg_clause_get(s->pg, clause_id, out, err);
     memset(out, 0, sizeof *out);
     sqlite3_stmt *st;
     if (prepare(s,
@@ -841,6 +1118,8 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
 /* ---- jobs --------------------------------------------------------------------------------------------------- */
 
 cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
+    if (s->pg) /* index/jobs_pg.h (issue 20, pgjobs) */
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "jobs are not kept in PostgreSQL yet");
     sqlite3_stmt *st;
     if (prepare(s, "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?, ?, 'queued', ?, ?)", &st,
                 err))
@@ -860,6 +1139,7 @@ cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_
 
 cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
                               cq_err *err) {
+    if (s->pg) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "jobs are not kept in PostgreSQL yet");
     sqlite3_stmt *st;
     if (prepare(s, "UPDATE jobs SET state = ?, done = ?, total = ?, error = ?, updated_at = ? WHERE id = ?", &st, err))
         return CQ_ERR_DB;

@@ -39,6 +39,17 @@ typedef struct sqlite3 sqlite3;
 
 /* Opens (creating when absent) the database at path, sets WAL, registers the cjk tokenizer, migrates. */
 cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
+
+/* Where a store is (`--store`, `store =` of clauseqa.conf; docs/SCALE.md): "postgresql://…", "postgres://…" or a
+ * libpq "key=value …" string is a PostgreSQL database (index/store_pg.h, migrated on open); "sqlite:PATH" or a
+ * plain path is a SQLite file (cq_store_open). The PostgreSQL password belongs in ~/.pgpass or $PGPASSFILE; errors
+ * name the store without it. */
+typedef enum { CQ_STORE_SQLITE, CQ_STORE_POSTGRESQL } cq_store_kind;
+cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err);
+cq_store_kind cq_store_where_kind(const char *where);
+/* where without its password (URI user:password@, password= parameters or keywords), for messages. */
+void cq_store_where_redact(const char *where, char *out, size_t cap);
+bool cq_store_where_has_password(const char *where);
 void cq_store_close(cq_store *s);
 sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries; NULL on PostgreSQL */
 
@@ -125,6 +136,9 @@ typedef struct {
     size_t n_boxes;
 } cq_store_clause;
 /* doc_label: what the FTS title column indexes for this document (its title and name). */
+/* On PostgreSQL the clauses of a document are held in the store (their ids given at once) and written together at
+ * cq_store_doc_finish of that document, or at cq_store_commit, or when a clause of another document comes;
+ * cq_store_rollback and cq_store_doc_delete drop them. */
 cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                               const cq_store_clause *c, int64_t *clause_id, cq_err *err);
 

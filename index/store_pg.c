@@ -67,6 +67,27 @@ static const char *const migrations[] = {
     "  postings bytea NOT NULL,\n"
     "  PRIMARY KEY(kb_id, token, doc_id));\n"
     "CREATE INDEX keyword_postings_doc ON keyword_postings(doc_id);\n",
+    /* 2: the rest of index/store.h's tables (pgstore): pages, the label lookups' index, the originals (uploaded
+     * files, app/originals.h) in parts of CQ_PG_ORIGINAL_PART_BYTES (TOAST keeps them out of line), settings. */
+    "CREATE TABLE pages(\n"
+    "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  page_no integer NOT NULL,\n"
+    "  width real NOT NULL, height real NOT NULL,\n"
+    "  n_chars integer NOT NULL,\n"
+    "  quality double precision NOT NULL,\n"
+    "  quality_reason text NOT NULL DEFAULT '',\n"
+    "  PRIMARY KEY(doc_id, page_no));\n"
+    "CREATE INDEX clauses_label_key ON clauses(label_key) WHERE label_key IS NOT NULL;\n"
+    "CREATE INDEX documents_sha256 ON documents(sha256);\n"
+    "CREATE TABLE originals(\n"
+    "  sha256 text COLLATE \"C\" NOT NULL,\n"
+    "  part integer NOT NULL,\n"
+    "  bytes bytea NOT NULL,\n"
+    "  PRIMARY KEY(sha256, part));\n"
+    "CREATE TABLE settings(\n"
+    "  name text PRIMARY KEY,\n"
+    "  value text NOT NULL,\n"
+    "  updated_at bigint NOT NULL);\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */
@@ -340,18 +361,53 @@ static int cmp_int64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+cq_status cq_pg_clause_ids_next(cq_pg *pg, size_t n, int64_t *ids, cq_err *err) {
+    if (!n) return CQ_OK;
+    char count[32];
+    snprintf(count, sizeof count, "%zu", n);
+    const char *params[] = {count};
+    PGresult *r = query(pg, "SELECT nextval('clauses_id_seq') FROM generate_series(1, $1::int)", 1, params,
+                        "reserve clause ids", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = (size_t)PQntuples(r) == n ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "reserve clause ids: short answer");
+    for (size_t i = 0; !rc && i < n; i++) ids[i] = get_int64(r, (int)i, 0);
+    PQclear(r);
+    if (!rc) qsort(ids, n, sizeof *ids, cmp_int64);
+    return rc;
+}
+
+static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
+                             const int64_t *given_ids, int64_t *clause_ids, cq_err *err);
+
 cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
                                 int64_t *clause_ids, cq_err *err) {
-    char doc[32], count[32];
+    return add_clauses(pg, doc_id, doc_label, c, n, NULL, clause_ids, err);
+}
+
+cq_status cq_pg_doc_add_clauses_as(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
+                                   size_t n, const int64_t *clause_ids, cq_err *err) {
+    for (size_t i = 1; i < n; i++)
+        if (clause_ids[i] <= clause_ids[i - 1])
+            return cq_err_set(err, CQ_ERR_INVALID, "add clauses: the clause ids must increase");
+    return add_clauses(pg, doc_id, doc_label, c, n, clause_ids, NULL, err);
+}
+
+/* The clauses' rows (ids given_ids, or new ones into clause_ids) and their keyword index, in the caller's
+ * transaction when one is open, else in one of its own. */
+static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
+                             const int64_t *given_ids, int64_t *clause_ids, cq_err *err) {
+    const bool own_tx = PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    char doc[32];
     snprintf(doc, sizeof doc, "%lld", (long long)doc_id);
-    snprintf(count, sizeof count, "%zu", n);
     int64_t *ids = calloc(n ? n : 1, sizeof *ids);
     cq_keyword_clause *kc = calloc(n ? n : 1, sizeof *kc);
     cq_keyword_doc index = {0};
     cq_strbuf rows = {0};
     PGresult *r = NULL;
     int64_t kb_id = 0;
-    cq_status rc = ids && kc ? exec(pg, "BEGIN", "add clauses", err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = !ids || !kc ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                   : own_tx       ? exec(pg, "BEGIN", "add clauses", err)
+                                  : CQ_OK;
     if (!rc) {
         /* The document's row, locked: its clauses and postings come in one call, once. */
         const char *params[] = {doc};
@@ -364,13 +420,8 @@ cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label
         PQclear(r);
     }
     if (!rc && n) {
-        const char *params[] = {count};
-        r = query(pg, "SELECT nextval('clauses_id_seq') FROM generate_series(1, $1::int)", 1, params, "add clauses",
-                  err);
-        if (!r) rc = CQ_ERR_DB;
-        for (size_t i = 0; r && i < n; i++) ids[i] = get_int64(r, (int)i, 0);
-        PQclear(r);
-        qsort(ids, n, sizeof *ids, cmp_int64);
+        if (given_ids) memcpy(ids, given_ids, n * sizeof *ids);
+        else rc = cq_pg_clause_ids_next(pg, n, ids, err);
     }
     if (!rc && n) {
         for (size_t i = 0; i < n; i++) {
@@ -420,9 +471,9 @@ cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label
         if (!r) rc = CQ_ERR_DB;
         PQclear(r);
     }
-    if (!rc) rc = exec(pg, "COMMIT", "add clauses", err);
-    if (rc) rollback(pg);
-    else if (clause_ids) memcpy(clause_ids, ids, n * sizeof *ids);
+    if (!rc && own_tx) rc = exec(pg, "COMMIT", "add clauses", err);
+    if (rc && own_tx) rollback(pg);
+    else if (!rc && clause_ids) memcpy(clause_ids, ids, n * sizeof *ids);
     cq_keyword_doc_free(&index);
     cq_strbuf_free(&rows);
     free(kc);
@@ -488,31 +539,21 @@ static void array_literal(cq_strbuf *b, const char *const *items, size_t n) {
     cq_strbuf_puts(b, "}");
 }
 
-cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
-                     size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_keyword_search *s = NULL;
-    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
-    if (rc) return rc;
+/* Reads the KB's statistics and every postings row of the search's tokens into s, in one statement (one snapshot,
+ * so the statistics are those of the rows read). Every document's rows are read even when the hits are restricted
+ * to some documents: a phrase's document frequency is the KB's. */
+static cq_status bm25_read(cq_pg *pg, int64_t kb_id, cq_keyword_search *s, int64_t *n_rows, int64_t *n_positions,
+                           cq_err *err) {
+    *n_rows = *n_positions = 0;
     const char *const *tokens;
     size_t n_tokens = cq_keyword_search_tokens(s, &tokens);
-    if (!n_tokens) {
-        cq_keyword_search_free(s);
-        return CQ_OK;
-    }
+    if (!n_tokens) return CQ_OK;
     char kb[32];
     snprintf(kb, sizeof kb, "%lld", (long long)kb_id);
     cq_strbuf array = {0};
     array_literal(&array, tokens, n_tokens);
-    if (array.failed) {
-        cq_keyword_search_free(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (array.failed) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     const char *params[] = {kb, array.data};
-    /* The KB's statistics (the row whose token is NULL) and every postings row of the query's tokens, in one
-     * statement: one snapshot, so the statistics are those of the rows read. Every document's rows are read even
-     * when doc_ids restricts the hits: a phrase's document frequency is the KB's. */
     PGresult *r = query(pg,
                         "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, NULL::bytea "
                         "FROM documents WHERE kb_id = $1 "
@@ -520,22 +561,467 @@ cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t 
                         "WHERE kb_id = $1 AND token = ANY($2::text[])",
                         2, params, "keyword search", err);
     cq_strbuf_free(&array);
-    if (!r) {
-        cq_keyword_search_free(s);
-        return CQ_ERR_DB;
-    }
-    int64_t n_rows = 0, n_positions = 0;
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = CQ_OK;
     const int rows = PQntuples(r);
     for (int i = 0; !rc && i < rows; i++) {
         if (PQgetisnull(r, i, 0)) {
-            if (!PQgetisnull(r, i, 1)) n_rows = get_int64(r, i, 1), n_positions = get_int64(r, i, 2);
+            if (!PQgetisnull(r, i, 1)) *n_rows = get_int64(r, i, 1), *n_positions = get_int64(r, i, 2);
             continue;
         }
         rc = cq_keyword_search_add(s, PQgetvalue(r, i, 0), get_int64(r, i, 1),
                                    (const unsigned char *)PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3), err);
     }
     PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
+                     size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_keyword_search *s = NULL;
+    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
+    if (rc) return rc;
+    int64_t n_rows = 0, n_positions = 0;
+    rc = bm25_read(pg, kb_id, s, &n_rows, &n_positions, err);
     if (!rc) rc = cq_keyword_search_rank(s, n_rows, n_positions, doc_ids, n_docs, limit, out, n, err);
     cq_keyword_search_free(s);
     return rc;
+}
+
+cq_status cq_pg_bm25_each_doc(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms,
+                              const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out, size_t *n,
+                              cq_err *err) {
+    *n = 0;
+    cq_keyword_search *s = NULL;
+    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
+    if (rc) return rc;
+    int64_t n_rows = 0, n_positions = 0;
+    rc = bm25_read(pg, kb_id, s, &n_rows, &n_positions, err);
+    for (size_t i = 0; !rc && i < n_docs; i++) {
+        cq_keyword_hit *hits = NULL;
+        size_t got = 0;
+        rc = cq_keyword_search_rank(s, n_rows, n_positions, &doc_ids[i], 1, limit, &hits, &got, err);
+        if (!rc) memcpy(out + *n, hits, got * sizeof *hits);
+        if (!rc) *n += got;
+        free(hits);
+    }
+    cq_keyword_search_free(s);
+    return rc;
+}
+
+/* ---- transactions ---------------------------------------------------------------------------------------------- */
+
+cq_status cq_pg_begin(cq_pg *pg, cq_err *err) { return exec(pg, "BEGIN", "begin", err); }
+
+cq_status cq_pg_commit(cq_pg *pg, cq_err *err) {
+    /* COMMIT of a transaction that failed rolls it back and says so only in its command tag. */
+    PGresult *r = PQexec(pg->conn, "COMMIT");
+    cq_status rc = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT")
+                       ? CQ_OK
+                       : cq_err_set(err, CQ_ERR_DB, "commit: the transaction failed and was rolled back");
+    PQclear(r);
+    return rc;
+}
+
+void cq_pg_rollback(cq_pg *pg) { rollback(pg); }
+
+bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(pg->conn) != PQTRANS_IDLE; }
+
+/* ---- knowledge bases ------------------------------------------------------------------------------------------- */
+
+static void id_text(char *out, size_t cap, int64_t id) { snprintf(out, cap, "%lld", (long long)id); }
+
+cq_status cq_pg_kb_create(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err) {
+    if (!cq_store_kb_name_valid(name))
+        return cq_err_set(err, CQ_ERR_INVALID,
+                          "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
+                          "or '.'",
+                          name);
+    char now[32];
+    id_text(now, sizeof now, (int64_t)time(NULL));
+    const char *params[] = {name, now};
+    /* ON CONFLICT DO NOTHING: a name taken is an answer, not an error that would abort the caller's transaction. */
+    PGresult *r = query(pg, "INSERT INTO kbs(name, created_at) VALUES($1, $2) ON CONFLICT (name) DO NOTHING RETURNING id",
+                        2, params, "create knowledge base", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = PQntuples(r) == 1 ? CQ_OK
+                                     : cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
+    if (!rc) *kb_id = get_int64(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_kb_find(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err) {
+    const char *params[] = {name};
+    PGresult *r = query(pg, "SELECT id FROM kbs WHERE name = $1", 1, params, "find knowledge base", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = PQntuples(r) == 1 ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
+    if (!rc) *kb_id = get_int64(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+#define PG_KB_COLUMNS                                                                                               \
+    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
+    "(SELECT coalesce(sum(n_clauses), 0)::bigint FROM documents d WHERE d.kb_id = k.id)"
+
+static void kb_from_result(const PGresult *r, int row, cq_kb_info *k) {
+    memset(k, 0, sizeof *k);
+    k->id = get_int64(r, row, 0);
+    snprintf(k->name, sizeof k->name, "%.*s", PQgetlength(r, row, 1), PQgetvalue(r, row, 1));
+    k->created_at = get_int64(r, row, 2);
+    k->n_documents = get_int64(r, row, 3);
+    k->n_clauses = get_int64(r, row, 4);
+}
+
+cq_status cq_pg_kb_get(cq_pg *pg, int64_t kb_id, cq_kb_info *out, cq_err *err) {
+    char id[32];
+    id_text(id, sizeof id, kb_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg, "SELECT " PG_KB_COLUMNS " FROM kbs k WHERE k.id = $1", 1, params, "find knowledge base",
+                        err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = PQntuples(r) == 1
+                       ? CQ_OK
+                       : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
+    if (!rc) kb_from_result(r, 0, out);
+    PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_kb_list(cq_pg *pg, cq_kb_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    /* COLLATE "C": the order SQLite's BINARY gives */
+    PGresult *r = query(pg, "SELECT " PG_KB_COLUMNS " FROM kbs k ORDER BY k.name COLLATE \"C\"", 0, NULL,
+                        "list knowledge bases", err);
+    if (!r) return CQ_ERR_DB;
+    int rows = PQntuples(r);
+    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) {
+        PQclear(r);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++) kb_from_result(r, i, &(*out)[i]);
+    *n = (size_t)rows;
+    PQclear(r);
+    return CQ_OK;
+}
+
+/* ---- documents ------------------------------------------------------------------------------------------------- */
+
+#define PG_DOC_COLUMNS                                                                                              \
+    "id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error, quality, "     \
+    "quality_reason, created_at"
+
+static double get_double(const PGresult *r, int row, int col) {
+    uint64_t bits = (uint64_t)get_int64(r, row, col);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+static bool doc_from_result(const PGresult *r, int row, cq_doc_info *d) {
+    memset(d, 0, sizeof *d);
+    d->id = get_int64(r, row, 0);
+    d->kb_id = get_int64(r, row, 1);
+    d->name = get_strdup(r, row, 2);
+    d->filename = get_strdup(r, row, 3);
+    d->format = get_strdup(r, row, 4);
+    snprintf(d->sha256, sizeof d->sha256, "%.*s", PQgetlength(r, row, 5), PQgetvalue(r, row, 5));
+    d->size_bytes = get_int64(r, row, 6);
+    d->title = get_strdup(r, row, 7);
+    d->n_pages = get_int32(r, row, 8);
+    d->n_clauses = get_int32(r, row, 9);
+    d->status = get_strdup(r, row, 10);
+    d->error = get_strdup(r, row, 11);
+    d->quality = get_double(r, row, 12);
+    d->quality_reason = get_strdup(r, row, 13);
+    d->created_at = get_int64(r, row, 14);
+    bool ok = d->name && d->filename && d->format && d->status && d->quality_reason &&
+              (d->title || PQgetisnull(r, row, 7)) && (d->error || PQgetisnull(r, row, 11));
+    if (!ok) cq_doc_info_free(d);
+    return ok;
+}
+
+/* One document of `where` ($1 an id, $2 text when not NULL). */
+static cq_status doc_one(cq_pg *pg, const char *where, int64_t id, const char *text, cq_doc_info *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    char sql[512], idt[32];
+    snprintf(sql, sizeof sql, "SELECT " PG_DOC_COLUMNS " FROM documents WHERE %s", where);
+    id_text(idt, sizeof idt, id);
+    const char *params[] = {idt, text};
+    PGresult *r = query(pg, sql, text ? 2 : 1, params, "find document", err);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = PQntuples(r) < 1             ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document")
+                   : !doc_from_result(r, 0, out) ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                                 : CQ_OK;
+    PQclear(r);
+    return rc;
+}
+
+cq_status cq_pg_doc_by_hash(cq_pg *pg, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err) {
+    return doc_one(pg, "kb_id = $1 AND sha256 = $2", kb_id, sha256, out, err);
+}
+
+cq_status cq_pg_doc_by_name(cq_pg *pg, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err) {
+    return doc_one(pg, "kb_id = $1 AND name = $2 ORDER BY (status = 'ready') DESC, id DESC LIMIT 1", kb_id, name, out,
+                   err);
+}
+
+cq_status cq_pg_doc_get(cq_pg *pg, int64_t doc_id, cq_doc_info *out, cq_err *err) {
+    return doc_one(pg, "id = $1", doc_id, NULL, out, err);
+}
+
+cq_status cq_pg_doc_list(cq_pg *pg, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    char id[32];
+    id_text(id, sizeof id, kb_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg, "SELECT " PG_DOC_COLUMNS " FROM documents WHERE kb_id = $1 ORDER BY id", 1, params,
+                        "list documents", err);
+    if (!r) return CQ_ERR_DB;
+    int rows = PQntuples(r);
+    cq_status rc = CQ_OK;
+    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < rows; i++) {
+        if (!doc_from_result(r, i, &(*out)[i])) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else *n = (size_t)i + 1;
+    }
+    PQclear(r);
+    if (rc) {
+        cq_doc_info_free_array(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_pg_content_in_use(cq_pg *pg, const char *sha256, bool *in_use, cq_err *err) {
+    *in_use = true; /* when unsure, the original is kept */
+    const char *params[] = {sha256};
+    PGresult *r = query(pg, "SELECT 1 FROM documents WHERE sha256 = $1 LIMIT 1", 1, params, "look up content", err);
+    if (!r) return CQ_ERR_DB;
+    *in_use = PQntuples(r) > 0;
+    PQclear(r);
+    return CQ_OK;
+}
+
+cq_status cq_pg_doc_finish(cq_pg *pg, int64_t doc_id, const char *status, const char *error, const char *title,
+                           int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
+    char id[32], pages[16], clauses[16], q[40];
+    id_text(id, sizeof id, doc_id);
+    snprintf(pages, sizeof pages, "%d", n_pages);
+    snprintf(clauses, sizeof clauses, "%d", n_clauses);
+    snprintf(q, sizeof q, "%.17g", quality);
+    const char *params[] = {status, error, title, pages, clauses, q, quality_reason ? quality_reason : "", id};
+    PGresult *r = query(pg,
+                        "UPDATE documents SET status = $1, error = $2, title = $3, n_pages = $4, n_clauses = $5, "
+                        "quality = $6, quality_reason = $7 WHERE id = $8",
+                        8, params, "finish document", err);
+    if (!r) return CQ_ERR_DB;
+    PQclear(r);
+    return CQ_OK;
+}
+
+cq_status cq_pg_page_add(cq_pg *pg, int64_t doc_id, const cq_store_page *p, cq_err *err) {
+    char id[32], no[16], w[32], h[32], chars[16], q[40];
+    id_text(id, sizeof id, doc_id);
+    snprintf(no, sizeof no, "%d", p->page_no);
+    snprintf(w, sizeof w, "%.9g", (double)p->width);
+    snprintf(h, sizeof h, "%.9g", (double)p->height);
+    snprintf(chars, sizeof chars, "%d", p->n_chars);
+    snprintf(q, sizeof q, "%.17g", p->quality);
+    const char *params[] = {id, no, w, h, chars, q, p->quality_reason ? p->quality_reason : ""};
+    PGresult *r = query(pg,
+                        "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality, quality_reason) "
+                        "VALUES($1, $2, $3, $4, $5, $6, $7)",
+                        7, params, "add page", err);
+    if (!r) return CQ_ERR_DB;
+    PQclear(r);
+    return CQ_OK;
+}
+
+/* ---- originals ----------------------------------------------------------------------------------------------- */
+
+cq_status cq_pg_original_put(cq_pg *pg, const char *sha256, const void *data, size_t len, cq_err *err) {
+    const bool own_tx = PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    cq_status rc = own_tx ? exec(pg, "BEGIN", "store original", err) : CQ_OK;
+    /* Content-addressed: whoever stored it first stored the same bytes. The lock makes two nodes storing the same
+     * new content at once write it once. */
+    const char *key[] = {sha256};
+    PGresult *r = NULL;
+    if (!rc && !(r = query(pg, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, key, "store original", err)))
+        rc = CQ_ERR_DB;
+    PQclear(r);
+    bool present = false;
+    if (!rc) {
+        r = query(pg, "SELECT 1 FROM originals WHERE sha256 = $1 AND part = 0", 1, key, "store original", err);
+        if (!r) rc = CQ_ERR_DB;
+        else present = PQntuples(r) > 0;
+        PQclear(r);
+    }
+    const unsigned char *p = data;
+    for (size_t part = 0, off = 0; !rc && !present && (off < len || part == 0); part++) {
+        size_t n = len - off < CQ_PG_ORIGINAL_PART_BYTES ? len - off : CQ_PG_ORIGINAL_PART_BYTES;
+        char part_text[16];
+        snprintf(part_text, sizeof part_text, "%zu", part);
+        const char *values[] = {sha256, part_text, (const char *)p + off};
+        const int lengths[] = {0, 0, (int)n}, formats[] = {0, 0, 1};
+        r = PQexecParams(pg->conn, "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)", 3, NULL, values,
+                         lengths, formats, 1);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = pg_error(pg, err, "store original");
+        PQclear(r);
+        off += n;
+    }
+    if (!rc && own_tx) rc = exec(pg, "COMMIT", "store original", err);
+    if (rc && own_tx) rollback(pg);
+    return rc;
+}
+
+cq_status cq_pg_original_get(cq_pg *pg, const char *sha256, void **data, size_t *len, cq_err *err) {
+    *data = NULL;
+    *len = 0;
+    const char *key[] = {sha256};
+    PGresult *r = query(pg, "SELECT sum(length(bytes))::bigint, count(*) FROM originals WHERE sha256 = $1", 1, key,
+                        "read original", err);
+    if (!r) return CQ_ERR_DB;
+    int64_t total = PQgetisnull(r, 0, 0) ? -1 : get_int64(r, 0, 0), parts = get_int64(r, 0, 1);
+    PQclear(r);
+    if (total < 0) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original %.12s… is not in the store", sha256);
+    unsigned char *buf = malloc(total ? (size_t)total : 1);
+    if (!buf) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    /* A part at a time: a 100 MB original never sits in a result and the buffer at once. */
+    size_t off = 0;
+    cq_status rc = CQ_OK;
+    for (int64_t part = 0; !rc && part < parts; part++) {
+        char part_text[24];
+        id_text(part_text, sizeof part_text, part);
+        const char *params[] = {sha256, part_text};
+        r = query(pg, "SELECT bytes FROM originals WHERE sha256 = $1 AND part = $2", 2, params, "read original", err);
+        if (!r) rc = CQ_ERR_DB;
+        else if (PQntuples(r) != 1 || off + (size_t)PQgetlength(r, 0, 0) > (size_t)total)
+            rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… changed while it was read", sha256);
+        else {
+            memcpy(buf + off, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0));
+            off += (size_t)PQgetlength(r, 0, 0);
+        }
+        PQclear(r);
+    }
+    if (!rc && off != (size_t)total) rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… is incomplete", sha256);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = off;
+    return CQ_OK;
+}
+
+cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err) {
+    const char *key[] = {sha256};
+    PGresult *r = query(pg, "DELETE FROM originals WHERE sha256 = $1", 1, key, "delete original", err);
+    if (!r) return CQ_ERR_DB;
+    PQclear(r);
+    return CQ_OK;
+}
+
+cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    char id[32];
+    id_text(id, sizeof id, doc_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg,
+                        "SELECT id, doc_id, kind, label, label_key, path, text, page_first, page_last FROM clauses "
+                        "WHERE doc_id = $1 ORDER BY ord",
+                        1, params, "read clauses", err);
+    if (!r) return CQ_ERR_DB;
+    int rows = PQntuples(r);
+    cq_status rc = CQ_OK;
+    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < rows; i++) {
+        cq_clause_row *c = &(*out)[i];
+        c->id = get_int64(r, i, 0);
+        c->doc_id = get_int64(r, i, 1);
+        c->kind = get_int32(r, i, 2);
+        c->label = get_strdup(r, i, 3);
+        c->label_key = get_strdup(r, i, 4);
+        c->path = get_strdup(r, i, 5);
+        c->text = get_strdup(r, i, 6);
+        c->page_first = get_int32(r, i, 7);
+        c->page_last = get_int32(r, i, 8);
+        *n = (size_t)i + 1;
+        if (!c->path || !c->text || (!c->label && !PQgetisnull(r, i, 3)) || (!c->label_key && !PQgetisnull(r, i, 4)))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    PQclear(r);
+    if (rc) {
+        for (size_t i = 0; i < *n; i++) cq_clause_row_free(&(*out)[i]);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err) {
+    for (size_t i = 0; i < n; i++) names[i] = NULL;
+    if (!n) return CQ_OK;
+    cq_strbuf list = {0};
+    cq_strbuf_puts(&list, "{");
+    for (size_t i = 0; i < n; i++) cq_strbuf_printf(&list, "%s%lld", i ? "," : "", (long long)ids[i]);
+    cq_strbuf_puts(&list, "}");
+    if (list.failed) {
+        cq_strbuf_free(&list);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    const char *params[] = {list.data};
+    PGresult *r = query(pg, "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])", 1, params,
+                        "read document names", err);
+    cq_strbuf_free(&list);
+    if (!r) return CQ_ERR_DB;
+    cq_status rc = CQ_OK;
+    for (int row = 0; !rc && row < PQntuples(r); row++) {
+        int64_t id = get_int64(r, row, 0);
+        for (size_t i = 0; !rc && i < n; i++)
+            if (ids[i] == id && !names[i] && !(names[i] = get_strdup(r, row, 1)))
+                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    PQclear(r);
+    if (rc)
+        for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
+    return rc;
+}
+
+cq_status cq_pg_page_list(cq_pg *pg, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    char id[32];
+    id_text(id, sizeof id, doc_id);
+    const char *params[] = {id};
+    PGresult *r = query(pg,
+                        "SELECT page_no, width::float8, height::float8, n_chars, quality, quality_reason FROM pages "
+                        "WHERE doc_id = $1 ORDER BY page_no",
+                        1, params, "list pages", err);
+    if (!r) return CQ_ERR_DB;
+    int rows = PQntuples(r);
+    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) {
+        PQclear(r);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++) {
+        cq_page_info *p = &(*out)[i];
+        p->page_no = get_int32(r, i, 0);
+        p->width = (float)get_double(r, i, 1);
+        p->height = (float)get_double(r, i, 2);
+        p->n_chars = get_int32(r, i, 3);
+        p->quality = get_double(r, i, 4);
+        snprintf(p->quality_reason, sizeof p->quality_reason, "%.*s", PQgetlength(r, i, 5), PQgetvalue(r, i, 5));
+    }
+    *n = (size_t)rows;
+    PQclear(r);
+    return CQ_OK;
 }

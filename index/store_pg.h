@@ -10,6 +10,9 @@
  *             quality, quality_reason, created_at, keyword_clauses, keyword_positions)
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   keyword_postings(kb_id, token, doc_id, n_clauses, postings)   PRIMARY KEY (kb_id, token, doc_id)
+ *   pages(doc_id, page_no, width, height, n_chars, quality, quality_reason)
+ *   originals(sha256, part, bytes)                 an uploaded file in parts of CQ_PG_ORIGINAL_PART_BYTES
+ *   settings(name, value, updated_at)
  * The SQLite store's columns and meanings (index/store.h), with the keyword statistics a document adds to its KB
  * (keyword_clauses, keyword_positions: FTS5's row count and total size, summed over the KB's documents). Deleting a
  * document (or its KB) removes its clauses and postings by cascade.
@@ -18,17 +21,19 @@
 #ifndef CQ_INDEX_STORE_PG_H
 #define CQ_INDEX_STORE_PG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
+#include "index/jobs.h"
 #include "index/keyword_postings.h"
 #include "index/store.h"
 
 typedef struct cq_pg cq_pg;
 typedef struct pg_conn PGconn;
 
-#define CQ_PG_SCHEMA_VERSION 1
+#define CQ_PG_SCHEMA_VERSION 2
 
 /* Connects (conninfo: a libpq connection string or postgresql:// URI) and brings the schema to
  * CQ_PG_SCHEMA_VERSION. CQ_ERR_DB when the server cannot be reached or refuses; CQ_ERR_UNSUPPORTED when its schema
@@ -52,6 +57,48 @@ cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label
 cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err); /* NOT_FOUND */
 cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_err *err); /* NOT_FOUND */
 
+/* Clause ids for n clauses (increasing; never handed out twice), taken before the clauses are written: the store
+ * (index/store.c) gives the caller a clause's id when it is added and writes the document's clauses together at
+ * the document's finish. */
+cq_status cq_pg_clause_ids_next(cq_pg *pg, size_t n, int64_t *ids, cq_err *err);
+/* cq_pg_doc_add_clauses with ids from cq_pg_clause_ids_next (increasing). Both join the caller's transaction when
+ * one is open (cq_pg_begin), else run in one of their own. */
+cq_status cq_pg_doc_add_clauses_as(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
+                                   size_t n, const int64_t *clause_ids, cq_err *err);
+
+/* ---- the rest of index/store.h (the same meanings and errors; index/store.c dispatches here) ---- */
+cq_status cq_pg_begin(cq_pg *pg, cq_err *err);
+cq_status cq_pg_commit(cq_pg *pg, cq_err *err); /* CQ_ERR_DB when the transaction had failed (rolled back) */
+void cq_pg_rollback(cq_pg *pg);
+bool cq_pg_in_transaction(cq_pg *pg);
+cq_status cq_pg_kb_create(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS, INVALID */
+cq_status cq_pg_kb_find(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err);
+cq_status cq_pg_kb_get(cq_pg *pg, int64_t kb_id, cq_kb_info *out, cq_err *err);
+cq_status cq_pg_kb_list(cq_pg *pg, cq_kb_info **out, size_t *n, cq_err *err);
+cq_status cq_pg_doc_by_hash(cq_pg *pg, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err);
+cq_status cq_pg_doc_by_name(cq_pg *pg, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err);
+cq_status cq_pg_doc_get(cq_pg *pg, int64_t doc_id, cq_doc_info *out, cq_err *err);
+cq_status cq_pg_doc_list(cq_pg *pg, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err);
+cq_status cq_pg_content_in_use(cq_pg *pg, const char *sha256, bool *in_use, cq_err *err);
+cq_status cq_pg_doc_finish(cq_pg *pg, int64_t doc_id, const char *status, const char *error, const char *title,
+                           int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err);
+cq_status cq_pg_page_add(cq_pg *pg, int64_t doc_id, const cq_store_page *p, cq_err *err);
+/* index/jobs.h's cq_store_page_list on PostgreSQL: a document's pages in order, *out malloc'd. */
+cq_status cq_pg_page_list(cq_pg *pg, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err);
+/* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
+ * boxes): *out malloc'd, each row freed with cq_clause_row_free. For index/compare.c. */
+cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);
+/* names[i] (malloc'd) of documents ids[0..n), NULL for an id with no document: one statement. */
+cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err);
+
+/* ---- originals (app/originals.h): the uploaded files by SHA-256, in parts ---- */
+#define CQ_PG_ORIGINAL_PART_BYTES (1u << 20)
+/* Stores data under sha256 unless it is there already (the same hash: the same bytes). */
+cq_status cq_pg_original_put(cq_pg *pg, const char *sha256, const void *data, size_t len, cq_err *err);
+/* *data malloc'd; NOT_FOUND when the store has no such original. */
+cq_status cq_pg_original_get(cq_pg *pg, const char *sha256, void **data, size_t *len, cq_err *err);
+cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err);
+
 /* ---- keyword retrieval ---- */
 
 /* BM25 over KB kb_id for terms[0..n_terms) OR-ed (each term a phrase, as index/retrieve.c asks FTS5), restricted
@@ -59,5 +106,10 @@ cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_
  * scores as index/retrieve.c reads FTS5's. One statement, so one snapshot. *out is malloc'd. */
 cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
                      size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err);
+/* cq_pg_bm25 restricted to each of doc_ids[0..n_docs) in turn, the rows read once: the best `limit` of the first
+ * document, then of the second, … into out (room for n_docs * limit), *n in all. What one call per document gives. */
+cq_status cq_pg_bm25_each_doc(cq_pg *pg, int64_t kb_id, const char *const *terms, size_t n_terms,
+                              const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out, size_t *n,
+                              cq_err *err);
 
 #endif

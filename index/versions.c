@@ -86,7 +86,13 @@ static cq_status step_done(sqlite3 *db, sqlite3_stmt *st, cq_err *err, const cha
     return rc == SQLITE_DONE ? CQ_OK : db_err(db, err, what);
 }
 
+/* Versions on PostgreSQL come with their own module (issue 20, pgvec); until then they are refused clearly. */
+static cq_status not_on_pg(cq_err *err) {
+    return cq_err_set(err, CQ_ERR_UNSUPPORTED, "versions of regulations are not kept in PostgreSQL yet");
+}
+
 cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -172,6 +178,7 @@ static bool kb_documents(sqlite3 *db, int64_t kb_id, int64_t *n, int64_t *max_id
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     if (n_analysed) *n_analysed = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
     int64_t n_docs = -1, max_id = 0;
@@ -313,6 +320,7 @@ static cq_status load_group(sqlite3 *db, int64_t kb_id, const char *key, cq_vers
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
     memset(out, 0, sizeof *out);
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?", err, "find version", &st))
@@ -419,6 +427,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
 }
 
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    if (cq_store_pg(s)) return not_on_pg(err);
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
     if (rc == CQ_ERR_NOT_FOUND) {
@@ -437,6 +447,7 @@ cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version
 /* ---- corrections -------------------------------------------------------------------------------------------- */
 
 cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e, cq_err *err) {
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     /* a document never analysed gets its automatic row first, then the correction over it */
     sqlite3_stmt *st;
@@ -475,6 +486,7 @@ cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e,
 }
 
 cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db, "UPDATE doc_versions SET by_user = 0 WHERE doc_id = ?", err, "reset version", &st))
@@ -487,6 +499,7 @@ cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
 cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -555,6 +568,7 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
                                cq_err *err) {
     *out = NULL;
     *n = 0;
+    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,

@@ -31,7 +31,7 @@ debs=(
   libfaiss-dev liblapack-dev libblas-dev libopenblas-dev
   libcjson-dev libcmocka-dev libutf8proc-dev libinih-dev
   libtesseract-dev tesseract-ocr-chi-sim tesseract-ocr-eng libzip-dev libxml2-dev
-  postgresql-15 libpq-dev
+  postgresql-15 libpq-dev haproxy
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
   clang libclang-rt-14-dev libomp-14-dev

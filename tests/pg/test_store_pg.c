@@ -93,7 +93,9 @@ static void test_schema(void **state) {
     pg_exec(pg, "UPDATE clauseqa_schema SET version = 99");
     assert_int_equal(cq_pg_open(info, &again, &err), CQ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "newer"));
-    pg_exec(pg, "UPDATE clauseqa_schema SET version = 1");
+    char restore[64];
+    snprintf(restore, sizeof restore, "UPDATE clauseqa_schema SET version = %d", CQ_PG_SCHEMA_VERSION);
+    pg_exec(pg, restore);
 }
 
 static void test_bad_server(void **state) {
@@ -302,6 +304,28 @@ static size_t expect_parity(twin *t, const char *const *terms, size_t n_terms, s
                      got[i].score, (long long)want[i].id, want[i].score);
     }
     free(got);
+    if (!doc_index && t->n_docs) {
+        /* cq_pg_bm25_each_doc: the rows read once, what one cq_pg_bm25 call per document gives */
+        enum { PER_DOC = 8 };
+        cq_keyword_hit each[16 * PER_DOC];
+        size_t n_each = 0, k = 0;
+        assert_int_equal(cq_pg_bm25_each_doc(t->pg, t->kb_pg, terms, n_terms, t->pg_docs, t->n_docs, PER_DOC, each,
+                                             &n_each, &err),
+                         CQ_OK);
+        for (size_t d = 0; d < t->n_docs; d++) {
+            cq_keyword_hit *one = NULL;
+            size_t n_one = 0;
+            assert_int_equal(cq_pg_bm25(t->pg, t->kb_pg, terms, n_terms, &t->pg_docs[d], 1, PER_DOC, &one, &n_one, &err),
+                             CQ_OK);
+            for (size_t i = 0; i < n_one; i++, k++) {
+                assert_true(k < n_each);
+                assert_int_equal(each[k].clause_id, one[i].clause_id);
+                assert_true(each[k].score == one[i].score);
+            }
+            free(one);
+        }
+        assert_int_equal(k, n_each);
+    }
     return n_got;
 }
 

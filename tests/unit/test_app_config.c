@@ -44,12 +44,14 @@ static void test_config_reads_keys_and_flags(void **state) {
     (void)state;
     cq_config c;
     cq_err err;
-    assert_int_equal(load("; a comment\n# another\ndata = /var/lib/clauseqa\nmodels = \"/opt/m\"\n\n[serve]\n"
+    assert_int_equal(load("; a comment\n# another\ndata = /var/lib/clauseqa\nmodels = \"/opt/m\"\n"
+                          "store = postgresql://qa@db/clauseqa\n\n[serve]\n"
                           "port = 9000   ; inline comment\nno-open-mode = yes\nexact = off\nhost=0.0.0.0\n",
                           &c, &err),
                      CQ_OK);
     assert_string_equal(cq_config_get(&c, "", "data"), "/var/lib/clauseqa");
     assert_string_equal(cq_config_get(&c, "", "models"), "/opt/m"); /* the quotes are the writer's */
+    assert_string_equal(cq_config_get(&c, "", "store"), "postgresql://qa@db/clauseqa");
     assert_string_equal(cq_config_get(&c, "serve", "port"), "9000");
     assert_null(cq_config_get(&c, "", "port")); /* a key belongs to its section */
     assert_null(cq_config_get(&c, "serve", "threads"));
@@ -101,7 +103,7 @@ static void test_config_errors_name_the_line(void **state) {
         const char *text, *message;
     } cases[] = {
         {"data = x\n[serve]\nprot = 80\n", "clauseqa.conf:3: unknown key 'prot' in [serve] (known: host, port"},
-        {"port = 80\n", "clauseqa.conf:1: unknown key 'port' (known: data, models, log-level)"},
+        {"port = 80\n", "clauseqa.conf:1: unknown key 'port' (known: data, models, store, log-level)"},
         {"\n[server]\nport = 80\n", "clauseqa.conf:3: unknown section [server]"},
         {"[serve]\nport = 80\nport = 81\n", "clauseqa.conf:3: 'port' is set twice (first on line 2)"},
         {"[serve]\n\nthreads = many\n", "clauseqa.conf:3: threads needs a whole number, not 'many'"},

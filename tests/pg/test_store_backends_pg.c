@@ -1,0 +1,496 @@
+/* index/store.h on both backends: the same test bodies run against a SQLite file and a PostgreSQL database (a fresh
+ * one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by cq_store_open_uri —
+ * KBs, documents, pages, clauses (held on PostgreSQL until the document's finish: their ids must be right from the
+ * start), transactions, deletes; and where a store is (`--store` values, the password kept out of messages). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+
+#include "app/originals.h"
+#include "core/fileio.h"
+#include "core/sha256.h"
+#include "index/compare.h"
+#include "index/jobs.h"
+#include "index/store.h"
+#include "index/store_pg.h"
+
+static const char *conninfo;
+
+typedef struct {
+    cq_store *s;
+    char where[600]; /* what cq_store_open_uri was given */
+    char sqlite_path[128];
+} backend;
+
+static int open_sqlite(void **state) {
+    static int n;
+    backend *b = calloc(1, sizeof *b);
+    if (!b) return -1;
+    snprintf(b->sqlite_path, sizeof b->sqlite_path, "/tmp/cq_test_backends_%d_%d.db", (int)getpid(), ++n);
+    unlink(b->sqlite_path);
+    snprintf(b->where, sizeof b->where, "sqlite:%s", b->sqlite_path);
+    cq_err err = {0};
+    if (cq_store_open_uri(b->where, &b->s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        free(b);
+        return -1;
+    }
+    *state = b;
+    return 0;
+}
+
+static int open_pg(void **state) {
+    static int n;
+    char name[64], sql[128];
+    snprintf(name, sizeof name, "b%d_%d", (int)getpid(), ++n);
+    PGconn *admin = PQconnectdb(conninfo);
+    if (PQstatus(admin) != CONNECTION_OK) return -1;
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    PGresult *r = PQexec(admin, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    PQfinish(admin);
+    if (!ok) return -1;
+    backend *b = calloc(1, sizeof *b);
+    if (!b) return -1;
+    snprintf(b->where, sizeof b->where, "%s dbname=%s", conninfo, name);
+    cq_err err = {0};
+    if (cq_store_open_uri(b->where, &b->s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        free(b);
+        return -1;
+    }
+    *state = b;
+    return 0;
+}
+
+static int close_backend(void **state) {
+    backend *b = *state;
+    cq_store_close(b->s);
+    if (b->sqlite_path[0]) {
+        char p[160];
+        unlink(b->sqlite_path);
+        snprintf(p, sizeof p, "%s-wal", b->sqlite_path);
+        unlink(p);
+        snprintf(p, sizeof p, "%s-shm", b->sqlite_path);
+        unlink(p);
+    }
+    free(b);
+    return 0;
+}
+
+/* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
+static int64_t count(cq_store *s, const char *sql) {
+    if (cq_store_pg(s)) {
+        PGresult *r = PQexec(cq_pg_conn(cq_store_pg(s)), sql);
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        int64_t n = atoll(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        return n;
+    }
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* ---- the bodies, run on both ------------------------------------------------------------------------------ */
+
+static void test_kbs(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    int64_t a, b, c;
+    assert_int_equal(cq_store_kb_create(s, "laws", &a, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "laws", &b, &err), CQ_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "exists"));
+    assert_int_equal(cq_store_kb_ensure(s, "laws", &b, &err), CQ_OK);
+    assert_int_equal(a, b);
+    assert_int_equal(cq_store_kb_create(s, "../etc", &b, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_store_kb_ensure(s, "", &b, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_store_kb_create(s, "法规库-2024", &b, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(s, "Zeta", &c, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_find(s, "nope", &b, &err), CQ_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "nope"));
+    assert_int_equal(cq_store_kb_find(s, "法规库-2024", &b, &err), CQ_OK);
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, a, &info, &err), CQ_OK);
+    assert_string_equal(info.name, "laws");
+    assert_int_equal(info.id, a);
+    assert_int_equal(info.n_documents, 0);
+    assert_int_equal(info.n_clauses, 0);
+    assert_true(info.created_at > 1700000000);
+    assert_int_equal(cq_store_kb_get(s, a + b + c + 100, &info, &err), CQ_ERR_NOT_FOUND);
+    /* Listed by name, bytewise (upper case before lower, CJK last), as SQLite orders text. */
+    cq_kb_info *list;
+    size_t n;
+    assert_int_equal(cq_store_kb_list(s, &list, &n, &err), CQ_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].name, "Zeta");
+    assert_string_equal(list[1].name, "laws");
+    assert_string_equal(list[2].name, "法规库-2024");
+    free(list);
+    /* Deleted, a KB's id is not used again. */
+    assert_int_equal(cq_store_kb_delete(s, c, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_find(s, "Zeta", &b, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_kb_create(s, "Zeta", &b, &err), CQ_OK);
+    assert_true(b > c);
+}
+
+static const char *const law[][4] = {
+    {NULL, NULL, "", "中华人民共和国公司法"},
+    {"第一条", "1", "第一章 总则 > 第一条", "第一条 为了规范公司的组织和行为，保护公司、股东和债权人的合法权益，制定本法。"},
+    {"第十二条", "12", "第一章 总则 > 第十二条", "第十二条 公司的经营范围由公司章程规定。\n\t可以修改 \\ 公司章程。"},
+};
+
+/* A document with law's clauses in one transaction, as app/ingest.c adds one; clause ids into ids. */
+static int64_t add_doc(cq_store *s, int64_t kb, const char *name, const char *sha, int64_t *ids) {
+    cq_err err = {0};
+    int64_t doc;
+    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, name, "公司法.md", "md", sha, 1234, &doc, &err), CQ_OK);
+    cq_store_page page = {1, 595.5f, 842.25f, 300, 0.75, "low"};
+    assert_int_equal(cq_store_page_add(s, doc, &page, &err), CQ_OK);
+    page.page_no = 2;
+    assert_int_equal(cq_store_page_add(s, doc, &page, &err), CQ_OK);
+    for (size_t i = 0; i < 3; i++) {
+        cq_store_box boxes[2] = {{10, 20, 300, 40, 1}, {10.5f, 60, 300, 80.25f, 2}};
+        cq_store_clause c = {.ord = (int)i, .kind = law[i][0] ? 1 : 3, .label = law[i][0], .label_key = law[i][1],
+                             .path = law[i][2], .text = law[i][3], .page_first = 1, .page_last = (int)i % 2 + 1,
+                             .start_off = (uint32_t)i * 100, .end_off = (uint32_t)i * 100 + 50, .boxes = boxes,
+                             .n_boxes = i};
+        assert_int_equal(cq_store_clause_add(s, kb, doc, "中华人民共和国公司法 公司法", &c, &ids[i], &err), CQ_OK);
+        memset(boxes, 0, sizeof boxes); /* the store kept its own copy */
+    }
+    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, "中华人民共和国公司法", 2, 3, 0.75, "low", &err), CQ_OK);
+    assert_int_equal(cq_store_commit(s, &err), CQ_OK);
+    return doc;
+}
+
+static void test_documents(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    int64_t kb, kb2, ids[3], ids2[3];
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(s, "t2", &kb2, &err), CQ_OK);
+    int64_t doc = add_doc(s, kb, "公司法", "h1", ids);
+    assert_true(ids[0] < ids[1] && ids[1] < ids[2]);
+
+    /* The clause ids handed out at add are the rows' ids. */
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, ids[2], &row, &err), CQ_OK);
+    assert_int_equal(row.id, ids[2]);
+    assert_int_equal(row.doc_id, doc);
+    assert_string_equal(row.doc_name, "公司法");
+    assert_string_equal(row.doc_title, "中华人民共和国公司法");
+    assert_string_equal(row.label, "第十二条");
+    assert_string_equal(row.label_key, "12");
+    assert_string_equal(row.text, law[2][3]);
+    assert_int_equal(row.page_first, 1);
+    assert_int_equal(row.page_last, 1);
+    assert_int_equal(row.n_boxes, 2);
+    assert_true(row.boxes[1].x0 == 10.5f && row.boxes[1].y1 == 80.25f && row.boxes[1].page_no == 2);
+    cq_clause_row_free(&row);
+    assert_int_equal(cq_store_clause_get(s, ids[0], &row, &err), CQ_OK);
+    assert_null(row.label);
+    assert_null(row.boxes);
+    assert_int_equal(row.kind, 3);
+    cq_clause_row_free(&row);
+    assert_int_equal(cq_store_clause_get(s, ids[2] + 1000, &row, &err), CQ_ERR_NOT_FOUND);
+
+    /* By hash, by name, by id, listed: every column as written. */
+    cq_doc_info d;
+    assert_int_equal(cq_store_doc_by_hash(s, kb, "h1", &d, &err), CQ_OK);
+    assert_int_equal(d.id, doc);
+    assert_int_equal(d.kb_id, kb);
+    assert_string_equal(d.name, "公司法");
+    assert_string_equal(d.filename, "公司法.md");
+    assert_string_equal(d.format, "md");
+    assert_string_equal(d.sha256, "h1");
+    assert_int_equal(d.size_bytes, 1234);
+    assert_string_equal(d.title, "中华人民共和国公司法");
+    assert_int_equal(d.n_pages, 2);
+    assert_int_equal(d.n_clauses, 3);
+    assert_string_equal(d.status, "ready");
+    assert_null(d.error);
+    assert_true(d.quality == 0.75);
+    assert_string_equal(d.quality_reason, "low");
+    assert_true(d.created_at > 1700000000);
+    cq_doc_info_free(&d);
+    assert_int_equal(cq_store_doc_by_hash(s, kb2, "h1", &d, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_doc_get(s, doc, &d, &err), CQ_OK);
+    assert_int_equal(d.id, doc);
+    cq_doc_info_free(&d);
+    assert_int_equal(cq_store_doc_get(s, doc + 1000, &d, &err), CQ_ERR_NOT_FOUND);
+    /* The same content twice in a KB is refused; in another KB it is fine. */
+    int64_t dup;
+    assert_int_equal(cq_store_doc_create(s, kb, "copy", "copy.md", "md", "h1", 1, &dup, &err), CQ_ERR_EXISTS);
+    int64_t doc2 = add_doc(s, kb2, "公司法", "h1", ids2);
+    assert_true(ids2[0] > ids[2]);
+
+    /* By name: a ready one before a failed one, the newest first. */
+    int64_t failed;
+    assert_int_equal(cq_store_doc_create(s, kb, "公司法", "公司法.pdf", "pdf", "h2", 10, &failed, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, NULL, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_by_name(s, kb, "公司法", &d, &err), CQ_OK);
+    assert_int_equal(d.id, doc);
+    cq_doc_info_free(&d);
+    assert_int_equal(cq_store_doc_get(s, failed, &d, &err), CQ_OK);
+    assert_string_equal(d.status, "failed");
+    assert_string_equal(d.error, "not a PDF");
+    assert_null(d.title);
+    assert_string_equal(d.quality_reason, "");
+    cq_doc_info_free(&d);
+    cq_doc_info *list;
+    size_t n;
+    assert_int_equal(cq_store_doc_list(s, kb, &list, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(list[0].id, doc);
+    assert_int_equal(list[1].id, failed);
+    cq_doc_info_free_array(list, n);
+    cq_kb_info info;
+    assert_int_equal(cq_store_kb_get(s, kb, &info, &err), CQ_OK);
+    assert_int_equal(info.n_documents, 2);
+    assert_int_equal(info.n_clauses, 3);
+
+    /* Pages, written with the document. */
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pages WHERE doc_id = %lld AND quality_reason = 'low'", (long long)doc);
+    assert_int_equal(count(s, sql), 2);
+    cq_page_info *pages = NULL;
+    size_t n_pages = 0;
+    assert_int_equal(cq_store_page_list(s, doc, &pages, &n_pages, &err), CQ_OK);
+    assert_int_equal(n_pages, 2);
+    assert_int_equal(pages[1].page_no, 2);
+    assert_true(pages[0].width == 595.5f && pages[0].height == 842.25f);
+    assert_int_equal(pages[0].n_chars, 300);
+    assert_true(pages[1].quality == 0.75);
+    assert_string_equal(pages[1].quality_reason, "low");
+    free(pages);
+
+    /* Delete: its clauses and pages go; content in use as long as any document of any KB has it. */
+    bool in_use = false;
+    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_clause_get(s, ids[1], &row, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(count(s, sql), 0);
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_true(in_use); /* kb2's copy */
+    assert_int_equal(cq_store_doc_delete(s, doc2, &err), CQ_OK);
+    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
+    assert_false(in_use);
+    assert_int_equal(cq_store_content_in_use(s, "h2", &in_use, &err), CQ_OK);
+    assert_true(in_use); /* a failed document keeps its original too */
+    /* The KB with everything in it. */
+    add_doc(s, kb, "again", "h3", ids);
+    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 0);
+    assert_int_equal(count(s, "SELECT count(*) FROM documents"), 0);
+}
+
+/* A rolled-back document leaves nothing, on either backend: no row, no clause, no page; ids are not reused. */
+static void test_rollback(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    int64_t kb, doc, id, ids[3];
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "gone", "gone.md", "md", "h1", 1, &doc, &err), CQ_OK);
+    cq_store_clause c = {.ord = 0, .kind = 1, .label = "第一条", .label_key = "1", .path = "p", .text = "正文"};
+    assert_int_equal(cq_store_clause_add(s, kb, doc, "gone", &c, &id, &err), CQ_OK);
+    cq_store_rollback(s);
+    assert_int_equal(count(s, "SELECT count(*) FROM documents"), 0);
+    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 0);
+    /* Clauses committed without a finish are written at the commit. */
+    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "kept", "kept.md", "md", "h2", 1, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_clause_add(s, kb, doc, "kept", &c, &ids[0], &err), CQ_OK);
+    assert_int_equal(cq_store_commit(s, &err), CQ_OK);
+    cq_clause_row row;
+    assert_int_equal(cq_store_clause_get(s, ids[0], &row, &err), CQ_OK);
+    assert_string_equal(row.text, "正文");
+    cq_clause_row_free(&row);
+    /* A document deleted in its own transaction before its finish: its clauses go with it. */
+    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "half", "half.md", "md", "h3", 1, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_clause_add(s, kb, doc, "half", &c, &id, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
+    assert_int_equal(cq_store_commit(s, &err), CQ_OK);
+    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 1);
+    assert_int_equal(cq_store_clause_get(s, id, &row, &err), CQ_ERR_NOT_FOUND);
+    /* Jobs are another module's on PostgreSQL (index/jobs_pg.h): refused clearly there, not crashed. */
+    int64_t job;
+    cq_status rc = cq_store_job_create(s, kb, 0, &job, &err);
+    if (cq_store_pg(s)) assert_int_equal(rc, CQ_ERR_UNSUPPORTED);
+    else assert_int_equal(rc, CQ_OK);
+}
+
+
+/* Originals (app/originals.h): kept as a file, and on PostgreSQL in the store too (in 1 MiB parts), so that a node
+ * without the file fetches it; removed from both when no document uses the content. */
+static void test_originals(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    char dir[128], path[1200], again[1200];
+    snprintf(dir, sizeof dir, "/tmp/cq_test_originals_%d", (int)getpid());
+    size_t len = 2 * CQ_PG_ORIGINAL_PART_BYTES + 12345;
+    unsigned char *data = malloc(len);
+    assert_non_null(data);
+    for (size_t i = 0; i < len; i++) data[i] = (unsigned char)(i * 7919 >> 3);
+    char sha[65];
+    cq_sha256_hex(data, len, sha);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK); /* twice: once */
+    assert_int_equal(cq_original_keep(s, dir, sha, "exe", data, len, path, sizeof path, &err), CQ_ERR_INVALID);
+    if (cq_store_pg(s))
+        assert_int_equal(count(s, "SELECT count(*) FROM originals"), 3);
+    /* A node without the file. */
+    assert_int_equal(cq_original_path(dir, sha, "pdf", path, sizeof path), true);
+    assert_int_equal(unlink(path), 0);
+    cq_status rc = cq_original_local(s, dir, sha, "pdf", again, sizeof again, &err);
+    if (!cq_store_pg(s)) {
+        assert_int_equal(rc, CQ_ERR_NOT_FOUND);
+    } else {
+        assert_int_equal(rc, CQ_OK);
+        assert_string_equal(again, path);
+        char *back = NULL;
+        size_t back_len = 0;
+        assert_int_equal(cq_file_read(again, len + 1, &back, &back_len, &err), CQ_OK);
+        assert_int_equal(back_len, len);
+        assert_memory_equal(back, data, len);
+        free(back);
+        void *none = NULL;
+        size_t none_len = 0;
+        assert_int_equal(cq_pg_original_get(cq_store_pg(s), "00", &none, &none_len, &err), CQ_ERR_NOT_FOUND);
+        /* An empty file is an original too. */
+        char empty_sha[65];
+        cq_sha256_hex("", 0, empty_sha);
+        assert_int_equal(cq_original_keep(s, dir, empty_sha, "txt", "", 0, path, sizeof path, &err), CQ_OK);
+        assert_int_equal(cq_pg_original_get(cq_store_pg(s), empty_sha, &none, &none_len, &err), CQ_OK);
+        assert_int_equal(none_len, 0);
+        free(none);
+    }
+    /* In use by a document: kept; unused: gone from the store and the folder. */
+    int64_t kb, doc;
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "a", "a.pdf", "pdf", sha, (int64_t)len, &doc, &err), CQ_OK);
+    assert_int_equal(cq_original_keep(s, dir, sha, "pdf", data, len, path, sizeof path, &err), CQ_OK);
+    cq_original_remove_unused(s, dir, sha, "pdf");
+    assert_int_equal(access(path, R_OK), 0);
+    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
+    cq_original_remove_unused(s, dir, sha, "pdf");
+    assert_int_not_equal(access(path, R_OK), 0);
+    if (cq_store_pg(s)) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM originals WHERE sha256 = '%s'", sha);
+        assert_int_equal(count(s, sql), 0);
+    }
+    free(data);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Two versions of a law compared clause by clause (index/compare.h) read their clauses from either store. */
+static void test_compare(void **state) {
+    cq_store *s = ((backend *)*state)->s;
+    cq_err err = {0};
+    int64_t kb, ids_a[3], ids_b[3];
+    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
+    int64_t a = add_doc(s, kb, "公司法(2013)", "h1", ids_a);
+    int64_t b = add_doc(s, kb, "公司法(2018)", "h2", ids_b);
+    cq_comparison c;
+    assert_int_equal(cq_compare_docs(s, a, b, &c, &err), CQ_OK);
+    assert_int_equal(c.n_a, 2); /* the articles only: both have some */
+    assert_int_equal(c.n_b, 2);
+    assert_int_equal(c.a[0].clause_id, ids_a[1]);
+    assert_string_equal(c.b[1].text, law[2][3]);
+    assert_int_equal(c.al.n_same, 2);
+    assert_int_equal(c.al.n_changed + c.al.n_added + c.al.n_removed, 0);
+    cq_comparison_free(&c);
+}
+
+/* ---- where a store is ------------------------------------------------------------------------------------ */
+
+static void test_where(void **state) {
+    (void)state;
+    assert_int_equal(cq_store_where_kind("postgresql://u@h/db"), CQ_STORE_POSTGRESQL);
+    assert_int_equal(cq_store_where_kind("postgres://h"), CQ_STORE_POSTGRESQL);
+    assert_int_equal(cq_store_where_kind("host=/tmp port=5432 dbname=x"), CQ_STORE_POSTGRESQL);
+    assert_int_equal(cq_store_where_kind(" dbname = x"), CQ_STORE_POSTGRESQL);
+    assert_int_equal(cq_store_where_kind("sqlite:host=x.db"), CQ_STORE_SQLITE);
+    assert_int_equal(cq_store_where_kind("data/clauseqa.db"), CQ_STORE_SQLITE);
+    assert_int_equal(cq_store_where_kind("/var/lib/a=b.db"), CQ_STORE_SQLITE);
+    char out[256];
+    const char *cases[][2] = {
+        {"postgresql://ann:s3cret@db.example:5432/clauseqa", "postgresql://ann@db.example:5432/clauseqa"},
+        {"postgresql://ann@db/clauseqa?sslmode=verify-full&password=x&connect_timeout=5",
+         "postgresql://ann@db/clauseqa?sslmode=verify-full&connect_timeout=5"},
+        {"postgres://db/clauseqa?password=x", "postgres://db/clauseqa"},
+        {"postgresql://db/a@b", "postgresql://db/a@b"},
+        {"host=db password=s3cret dbname=clauseqa", "host=db dbname=clauseqa"},
+        {"host=db password = 'a b\\' c' dbname=x", "host=db dbname=x"},
+        {"host=db dbname=x", "host=db dbname=x"},
+        {"sqlite:/tmp/x.db", "sqlite:/tmp/x.db"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cq_store_where_redact(cases[i][0], out, sizeof out);
+        assert_string_equal(out, cases[i][1]);
+        assert_int_equal(cq_store_where_has_password(cases[i][0]), strcmp(cases[i][0], cases[i][1]) != 0);
+    }
+    /* A server that cannot be reached: the message names the store, without its password. */
+    cq_store *s = NULL;
+    cq_err err = {0};
+    assert_int_equal(cq_store_open_uri("postgresql://ann:s3cret@127.0.0.1:1/x?connect_timeout=2", &s, &err), CQ_ERR_DB);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, "postgresql://ann@127.0.0.1:1/x"));
+    assert_null(strstr(err.msg, "s3cret"));
+    assert_int_equal(cq_store_open_uri("", &s, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_store_open_uri("sqlite:/nonexistent-dir/x.db", &s, &err), CQ_ERR_DB);
+}
+
+/* Both backends share one cluster and one migration path: opening a PostgreSQL store twice migrates once. */
+static void test_reopen(void **state) {
+    backend *b = *state;
+    cq_store *again = NULL;
+    cq_err err = {0};
+    int64_t kb, kb2;
+    assert_int_equal(cq_store_kb_ensure(b->s, "kept", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_open_uri(b->where, &again, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_find(again, "kept", &kb2, &err), CQ_OK);
+    assert_int_equal(kb, kb2);
+    if (cq_store_pg(again)) {
+        int version = 0;
+        assert_int_equal(cq_pg_schema_version(cq_store_pg(again), &version, &err), CQ_OK);
+        assert_int_equal(version, CQ_PG_SCHEMA_VERSION);
+    }
+    cq_store_close(again);
+}
+
+#define BOTH(fn)                                                                                                    \
+    cmocka_unit_test_setup_teardown(fn, open_sqlite, close_backend),                                                \
+        cmocka_unit_test_setup_teardown(fn, open_pg, close_backend)
+
+int main(void) {
+    conninfo = getenv("CLAUSEQA_PG");
+    if (!conninfo || !*conninfo) {
+        fprintf(stderr, "SKIP: CLAUSEQA_PG is not set (run through tests/pg/cluster.sh)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
+        cmocka_unit_test(test_where),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -314,15 +314,18 @@ cq_status cq_pg_job_claim(cq_pg *pg, const char *owner, int lease_s, int64_t *cl
                              "UPDATE jobs j SET state = 'running', done = 0, error = NULL, attempts = j.attempts + 1, "
                              "attempt = j.attempt + 1, lease_owner = $1, "
                              "lease_until = now() + make_interval(secs => $2), updated_at = $3 "
-                             "FROM c WHERE j.id = c.id RETURNING j.id, j.attempt, c.state = 'running'",
+                             "FROM c WHERE j.id = c.id RETURNING j.id, j.attempt, c.state = 'running', "
+                             "coalesce(j.upload_sha256, '')",
                              &a, "claim job", err);
     if (!r) rc = CQ_ERR_DB;
     int64_t id = 0;
     int attempt = 0, was_running = 0;
+    char sha[65] = "";
     if (r && PQntuples(r) == 1) {
         id = cq_pgq_int64(r, 0, 0);
         attempt = cq_pgq_int32(r, 0, 1);
         was_running = cq_pgq_bool(r, 0, 2);
+        snprintf(sha, sizeof sha, "%s", cq_pgq_str(r, 0, 3));
     }
     PQclear(r);
     char token[CQ_PG_JOB_OWNER_BYTES + 48];
@@ -352,6 +355,7 @@ cq_status cq_pg_job_claim(cq_pg *pg, const char *owner, int lease_s, int64_t *cl
         lease->job_id = id;
         snprintf(lease->owner, sizeof lease->owner, "%s", owner);
         lease->attempt = attempt;
+        snprintf(lease->upload_sha256, sizeof lease->upload_sha256, "%s", sha);
     }
     return CQ_OK;
 }

@@ -42,6 +42,7 @@ typedef struct {
     int64_t job_id;
     char owner[CQ_PG_JOB_OWNER_BYTES];
     int attempt;
+    char upload_sha256[65]; /* the job's upload by content ("" when not recorded) */
 } cq_pg_job_lease;
 
 /* ---- index/store.h and index/jobs.h on PostgreSQL ---- */

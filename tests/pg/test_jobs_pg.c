@@ -324,6 +324,7 @@ static void test_lease_expiry_and_fencing(void **state) {
     assert_int_equal(id, ids[0]);
     assert_int_equal(la.attempt, 1);
     assert_int_equal(taken, 0);
+    assert_string_equal(la.upload_sha256, "");
     assert_int_equal(cq_pg_job_update(a, id, "running", 1, 4, NULL, &err), CQ_OK);
     /* while a's lease lasts, b gets the other job, not a's; nobody else writes a's job */
     assert_int_equal(cq_pg_job_claim(b, "node-b", 30, &none, &lb, NULL, &err), CQ_OK);
@@ -468,6 +469,7 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
     assert_int_equal(id, ids[0]);
     assert_int_equal(taken, 1);
     assert_int_equal(lb.attempt, 2);
+    assert_string_equal(lb.upload_sha256, SHA_A);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM documents WHERE id = %lld", (long long)doc);
     assert_int_equal(pg_count(pg, sql), 0);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM clauses"), 0);

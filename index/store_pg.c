@@ -67,10 +67,11 @@ static const char *const migrations[] = {
     "  postings bytea NOT NULL,\n"
     "  PRIMARY KEY(kb_id, token, doc_id));\n"
     "CREATE INDEX keyword_postings_doc ON keyword_postings(doc_id);\n",
-    /* 2: ingestion jobs with a lease (index/jobs_pg.h), API keys and settings (index/keys.h), conversations
-     * (index/conversations.h): the SQLite store's columns, plus what several nodes need to share the job queue —
-     * the upload by content (upload_sha256: the bytes are in originals), the lease (lease_owner, lease_until, on
-     * the server's clock) and the fencing token's attempt, and a cancel request another node's worker sees. */
+    /* 2 (pgjobs): ingestion jobs with a lease (index/jobs_pg.h), API keys (index/keys.h; their "authentication
+     * required" row is in settings, which pgstore's migration adds), conversations (index/conversations.h): the
+     * SQLite store's columns, plus what several nodes need to share the job queue — the upload by content
+     * (upload_sha256: the bytes are in originals), the lease (lease_owner, lease_until, on the server's clock) and
+     * the fencing token's attempt, and a cancel request another node's worker sees. */
     "CREATE TABLE jobs(\n"
     "  id bigserial PRIMARY KEY,\n"
     "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
@@ -101,10 +102,6 @@ static const char *const migrations[] = {
     "  role text NOT NULL,\n"
     "  kb text,\n"
     "  created_at bigint NOT NULL, last_used_at bigint, revoked_at bigint);\n"
-    "CREATE TABLE settings(\n"
-    "  name text PRIMARY KEY,\n"
-    "  value text NOT NULL,\n"
-    "  updated_at bigint NOT NULL);\n"
     "CREATE TABLE conversations(\n"
     "  id bigserial PRIMARY KEY,\n"
     "  owner_key_id bigint NOT NULL,\n"

@@ -37,8 +37,8 @@ static cq_pg *pg_connect_again(cq_pg *pg) {
     return again;
 }
 
-/* A fresh database per test: every test starts from an empty schema. The tables the store's other migrations add
- * (pages, originals), made here in the shape this code assumes when they are not there. */
+/* A fresh database per test: every test starts from an empty schema. The tables another branch's migration adds
+ * (pgstore: pages, originals, settings), made here in its shape when they are not there. */
 static int pg_setup(void **state) {
     static int n;
     char name[64], sql[128];
@@ -63,10 +63,12 @@ static int pg_setup(void **state) {
                "SET client_min_messages = warning;"
                "CREATE TABLE IF NOT EXISTS pages(doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE, "
                "page_no integer NOT NULL, width real NOT NULL, height real NOT NULL, n_chars integer NOT NULL, "
-               "quality real NOT NULL DEFAULT 1, quality_reason text NOT NULL DEFAULT '', "
+               "quality double precision NOT NULL DEFAULT 1, quality_reason text NOT NULL DEFAULT '', "
                "PRIMARY KEY(doc_id, page_no));"
                "CREATE TABLE IF NOT EXISTS originals(sha256 text NOT NULL, part integer NOT NULL, bytes bytea NOT NULL, "
-               "PRIMARY KEY(sha256, part));");
+               "PRIMARY KEY(sha256, part));"
+               "CREATE TABLE IF NOT EXISTS settings(name text PRIMARY KEY, value text NOT NULL, "
+               "updated_at bigint NOT NULL);");
     ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     if (!ok) {

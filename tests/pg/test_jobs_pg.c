@@ -30,7 +30,7 @@ static void test_schema(void **state) {
     int version = 0;
     assert_int_equal(cq_pg_schema_version(pg, &version, &err), CQ_OK);
     assert_int_equal(version, CQ_PG_SCHEMA_VERSION);
-    const char *tables[] = {"jobs", "api_keys", "settings", "conversations", "conversation_turns"};
+    const char *tables[] = {"jobs", "api_keys", "conversations", "conversation_turns"};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
         char sql[96];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_tables WHERE tablename = '%s'", tables[i]);

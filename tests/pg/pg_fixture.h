@@ -63,7 +63,7 @@ static int pg_setup(void **state) {
                "SET client_min_messages = warning;"
                "CREATE TABLE IF NOT EXISTS pages(doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE, "
                "page_no integer NOT NULL, width real NOT NULL, height real NOT NULL, n_chars integer NOT NULL, "
-               "quality double precision NOT NULL DEFAULT 1, quality_reason text NOT NULL DEFAULT '', "
+               "quality double precision NOT NULL, quality_reason text NOT NULL DEFAULT '', "
                "PRIMARY KEY(doc_id, page_no));"
                "CREATE TABLE IF NOT EXISTS originals(sha256 text NOT NULL, part integer NOT NULL, bytes bytea NOT NULL, "
                "PRIMARY KEY(sha256, part));"

@@ -460,7 +460,7 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
     cq_store_clause c[2] = {{.ord = 0, .kind = 1, .text = "劳动合同的订立"}, {.ord = 1, .kind = 1, .text = "试用期"}};
     assert_int_equal(cq_pg_doc_add_clauses(a, doc, "a", c, 2, NULL, &err), CQ_OK);
     char sql[256];
-    snprintf(sql, sizeof sql, "INSERT INTO pages(doc_id, page_no, width, height, n_chars) VALUES(%lld, 1, 1, 1, 1)",
+    snprintf(sql, sizeof sql, "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality) VALUES(%lld, 1, 1, 1, 1, 1)",
              (long long)doc);
     pg_exec(pg, sql);
     assert_int_equal(cq_pg_doc_create(pg, kb, "b", "b.md", "md", SHA_B, 5, &keep, &err), CQ_OK);

@@ -368,8 +368,9 @@ cq_status cq_pg_job_renew(cq_pg *pg, const cq_pg_job_lease *lease, int lease_s, 
     cq_pgq_int(&a, lease->attempt);
     cq_pgq_int(&a, lease_s);
     PGresult *r = cq_pgq_run(pg,
-                             "UPDATE jobs SET lease_until = now() + make_interval(secs => $4) WHERE id = $1 "
-                             "AND lease_owner = $2 AND attempt = $3 AND state = 'running' RETURNING cancel_requested",
+                             "UPDATE jobs SET lease_until = CASE WHEN state = 'running' THEN now() + "
+                             "make_interval(secs => $4) ELSE lease_until END WHERE id = $1 AND lease_owner = $2 "
+                             "AND attempt = $3 RETURNING cancel_requested",
                              &a, "renew job lease", err);
     if (!r) return CQ_ERR_DB;
     cq_status rc = CQ_OK;

@@ -78,8 +78,10 @@ cq_status cq_pg_job_fetch_upload(cq_pg *pg, const char *sha256, const char *path
  * upload recorded yet (upload_path NULL) is not claimable. */
 cq_status cq_pg_job_claim(cq_pg *pg, const char *owner, int lease_s, int64_t *claimed, cq_pg_job_lease *lease,
                           int *taken_over, cq_err *err);
-/* Extends the lease by lease_s from now. CQ_ERR_CANCELLED when the token is no longer the job's (taken over) or
- * the job ended; *cancel_requested (may be NULL) tells whether someone asked to cancel the job. */
+/* Extends the lease by lease_s from now. CQ_ERR_CANCELLED when the token is no longer the job's (taken over, or
+ * requeued); a job the token still names that has ended (ready in its document's transaction, say) renews nothing
+ * and is no error, so a renewal also tells a worker whether what it did is still its own. *cancel_requested (may be
+ * NULL) tells whether someone asked to cancel the job. */
 cq_status cq_pg_job_renew(cq_pg *pg, const cq_pg_job_lease *lease, int lease_s, int *cancel_requested, cq_err *err);
 /* The connection drops its token (after the job ended or was interrupted): its writes are unfenced again. */
 cq_status cq_pg_job_release(cq_pg *pg, cq_err *err);

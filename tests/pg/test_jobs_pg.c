@@ -336,6 +336,7 @@ static void test_lease_expiry_and_fencing(void **state) {
     assert_int_equal(cq_pg_job_claim(b, "node-b", 30, &none, &lb, NULL, &err), CQ_OK);
     assert_int_equal(none, ids[1]);
     assert_int_equal(cq_pg_job_interrupted(b, none, &err), CQ_OK); /* b stops: queued again for anyone */
+    assert_int_equal(cq_pg_job_renew(b, &lb, 30, NULL, &err), CQ_ERR_CANCELLED); /* requeued: no longer b's */
     assert_int_equal(cq_pg_job_release(b, &err), CQ_OK);
     assert_int_equal(cq_pg_job_update(pg, id, "cancelled", 0, 0, NULL, &err), CQ_ERR_CANCELLED);
     assert_non_null(strstr(err.msg, "node-a"));
@@ -383,7 +384,10 @@ static void test_lease_expiry_and_fencing(void **state) {
     assert_int_equal(cq_pg_job_release(b, &err), CQ_OK);
     assert_int_equal(cq_pg_job_update(a, id, "failed", 0, 0, "late", &err), CQ_ERR_CANCELLED);
     assert_int_equal(cq_pg_job_update(pg, id, "failed", 0, 0, "late", &err), CQ_ERR_CANCELLED);
-    assert_int_equal(cq_pg_job_renew(b, &lb, 30, NULL, &err), CQ_ERR_CANCELLED); /* ended: nothing to renew */
+    /* ended: nothing to renew, but still b's (its end stands), never a's */
+    assert_int_equal(cq_pg_job_renew(b, &lb, 30, NULL, &err), CQ_OK);
+    assert_int_equal(pg_count(pg, "SELECT count(*) FROM jobs WHERE lease_until IS NOT NULL AND state = 'ready'"), 0);
+    assert_int_equal(cq_pg_job_renew(a, &la, 30, NULL, &err), CQ_ERR_CANCELLED);
     assert_int_equal(cq_pg_job_get(pg, id, &j, &err), CQ_OK);
     assert_string_equal(j.state, "ready");
     assert_int_equal(j.done, 4);

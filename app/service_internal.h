@@ -108,7 +108,7 @@ void cq_svc_jobs_interrupt(cq_service *s);
 /* Stops the worker: its running job is interrupted between two pages and queued again (uncounted); queued jobs stay
  * queued in the database. */
 void cq_svc_jobs_stop(cq_service *s);
-/* Jobs waiting, and the one running (0: none). */
+/* Jobs waiting (on PostgreSQL: every node's, from the shared table), and the one running here (0: none). */
 size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
 
 /* ---- conversations (service_conversations.c) ---- */

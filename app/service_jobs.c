@@ -737,6 +737,13 @@ size_t cq_svc_queue_depth(cq_service *s, int64_t *running) {
     size_t n = s->queued;
     *running = s->running_job;
     pthread_mutex_unlock(&s->queue_lock);
+    if (s->shared_queue) { /* the queue is every node's: the shared table's count (0 when it cannot be read) */
+        cq_err err = {0};
+        cq_store *st = cq_svc_pool_get(s, &err);
+        int64_t queued = 0;
+        if (st && cq_pg_job_count_queued(cq_store_pg(st), &queued, &err) == CQ_OK) n = (size_t)queued;
+        cq_svc_pool_put(s, st);
+    }
     return n;
 }
 

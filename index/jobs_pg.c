@@ -386,6 +386,15 @@ cq_status cq_pg_job_release(cq_pg *pg, cq_err *err) {
     return cq_pgq_exec(pg, "SELECT set_config('clauseqa.job_lease', '', false)", NULL, "release job", NULL, err);
 }
 
+cq_status cq_pg_job_count_queued(cq_pg *pg, int64_t *n, cq_err *err) {
+    *n = 0;
+    PGresult *r = cq_pgq_run(pg, "SELECT count(*) FROM jobs WHERE state = 'queued'", NULL, "count jobs", err);
+    if (!r) return CQ_ERR_DB;
+    *n = cq_pgq_int64(r, 0, 0);
+    PQclear(r);
+    return CQ_OK;
+}
+
 cq_status cq_pg_job_request_cancel(cq_pg *pg, int64_t job_id, cq_err *err) {
     cq_pgq_args a = {0};
     cq_pgq_int(&a, job_id);

@@ -85,6 +85,8 @@ cq_status cq_pg_job_claim(cq_pg *pg, const char *owner, int lease_s, int64_t *cl
 cq_status cq_pg_job_renew(cq_pg *pg, const cq_pg_job_lease *lease, int lease_s, int *cancel_requested, cq_err *err);
 /* The connection drops its token (after the job ended or was interrupted): its writes are unfenced again. */
 cq_status cq_pg_job_release(cq_pg *pg, cq_err *err);
+/* Jobs waiting in the shared queue, every node's (what a node's health and metrics report on PostgreSQL). */
+cq_status cq_pg_job_count_queued(cq_pg *pg, int64_t *n, cq_err *err);
 /* Asks whoever runs the job to cancel it (any connection, no token needed); NOT_FOUND without the job. */
 cq_status cq_pg_job_request_cancel(cq_pg *pg, int64_t job_id, cq_err *err);
 

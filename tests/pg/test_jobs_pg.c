@@ -285,6 +285,9 @@ static void test_two_nodes_never_share_a_job(void **state) {
     int64_t kb;
     assert_int_equal(cq_pg_kb_ensure(pg, "k", &kb, &err), CQ_OK);
     make_jobs(pg, kb, RACE_JOBS, NULL);
+    int64_t queued = 0;
+    assert_int_equal(cq_pg_job_count_queued(pg, &queued, &err), CQ_OK);
+    assert_int_equal(queued, RACE_JOBS);
     int64_t unclaimable;
     assert_int_equal(cq_pg_job_create(pg, kb, 0, &unclaimable, &err), CQ_OK); /* upload not recorded yet */
     node nodes[2] = {{.pg = pg_connect_again(pg)}, {.pg = pg_connect_again(pg)}};
@@ -314,6 +317,8 @@ static void test_two_nodes_never_share_a_job(void **state) {
     cq_job_info j;
     assert_int_equal(cq_pg_job_get(pg, unclaimable, &j, &err), CQ_OK);
     assert_string_equal(j.state, "queued");
+    assert_int_equal(cq_pg_job_count_queued(pg, &queued, &err), CQ_OK);
+    assert_int_equal(queued, 1);
     cq_job_info_free(&j);
 }
 

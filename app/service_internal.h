@@ -21,6 +21,7 @@
 #include "app/service.h"
 #include "index/conversations.h"
 #include "index/jobs.h"
+#include "index/jobs_pg.h"
 #include "index/store.h"
 #include "index/vectors.h"
 
@@ -59,6 +60,14 @@ struct cq_service {
     bool cancel_by_user;        /* the running job's cancel flag was set by a cancel request, not by the stop */
     atomic_bool cancel_running; /* the running job's reader stops before its next page (cq_reader_limits) */
     pthread_t worker;
+    /* On PostgreSQL the queue is the shared jobs table (index/jobs_pg.h): every node's worker claims from it, and
+     * the renewer keeps the running job's lease (service_jobs.c). */
+    bool shared_queue, renewer_started;
+    bool wake;                  /* an upload on this node: claim now rather than at the next poll */
+    char node_name[CQ_PG_JOB_OWNER_BYTES];
+    cq_pg_job_lease lease;      /* the running job's, when lease_held */
+    bool lease_held, lease_lost;
+    pthread_t renewer;
     int max_pages;              /* per document, as the reader takes them (cq_reader_limits) */
     size_t doc_memory_bytes;
 
@@ -99,7 +108,7 @@ void cq_svc_jobs_interrupt(cq_service *s);
 /* Stops the worker: its running job is interrupted between two pages and queued again (uncounted); queued jobs stay
  * queued in the database. */
 void cq_svc_jobs_stop(cq_service *s);
-/* Jobs waiting, and the one running (0: none). */
+/* Jobs waiting (on PostgreSQL: every node's, from the shared table), and the one running here (0: none). */
 size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
 
 /* ---- conversations (service_conversations.c) ---- */

@@ -9,7 +9,16 @@
  * stops before its next page and keeps nothing. A stop sets the same flag: the running job is queued again,
  * uncounted, with its upload, and resumes at the next start. A job a crash left running starts again at the next
  * start, unless that was its CQ_JOB_MAX_ATTEMPTS-th start: then it fails, so that a document that kills the
- * server (its memory) cannot do so at every start. */
+ * server (its memory) cannot do so at every start.
+ *
+ * Several nodes on PostgreSQL (docs/SCALE.md "Jobs"). The queue is the shared jobs table: each node's worker claims
+ * the oldest claimable job with a lease (index/jobs_pg.h), polling every CLAIM_POLL_S and at once after an upload
+ * on its own node, and a renewer thread with its own connection extends the lease every CQ_PG_JOB_RENEW_S. A node
+ * that dies (killed, partitioned, hung) stops renewing; when its lease runs out another node takes the job over,
+ * clearing what the dead attempt left of its document, and the dead node's late writes are refused (fencing). An
+ * upload is kept in the store by content as well (originals), so that any node can run it; a cancel of a job
+ * running on another node is a request that node's renewer sees. The CQ_JOB_MAX_ATTEMPTS rule holds for
+ * take-overs: a job taken over after its CQ_JOB_MAX_ATTEMPTS-th start fails. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +27,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libpq-fe.h>
 
 #include "app/ingest.h"
 #include "app/json.h"
@@ -35,6 +46,7 @@
 #define FILENAME_MAX_BYTES 200
 #define PROGRESS_INTERVAL_S 0.2 /* how often a running job's page count is written */
 #define CANCEL_WAIT_S 3.0       /* how long a cancel request waits for the running job to stop */
+#define CLAIM_POLL_S 1          /* PostgreSQL: how often an idle worker looks for jobs other nodes queued */
 
 /* A file name as uploaded, made safe to keep and show: the last path component (either slash), no control
  * characters, valid UTF-8, at most FILENAME_MAX_BYTES bytes (the extension kept), never "", "." or "..". */
@@ -70,6 +82,13 @@ static void sanitize_filename(const char *in, char *out, size_t cap) {
 }
 
 static void enqueue(cq_service *s, int64_t job_id) {
+    if (s->shared_queue) { /* the job is in the shared table: the worker only needs waking */
+        pthread_mutex_lock(&s->queue_lock);
+        s->wake = true;
+        pthread_cond_signal(&s->queue_cond);
+        pthread_mutex_unlock(&s->queue_lock);
+        return;
+    }
     cq_svc_queued_job *q = calloc(1, sizeof *q);
     if (!q) return; /* stays 'queued' in the database: the next start runs it */
     q->id = job_id;
@@ -166,6 +185,11 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else if (rename(spooled, upload_path) != 0)
             rc = cq_err_set(err, CQ_ERR_IO, "cannot keep the upload: %s", strerror(errno));
+    }
+    cq_pg *pg = cq_store_pg(st);
+    if (!rc && pg) { /* in the store by content too, before the job can be claimed: any node can run it */
+        rc = cq_pg_job_store_upload(pg, sha, upload_path, err);
+        if (!rc) rc = cq_pg_job_set_upload_sha256(pg, job_id, sha, err);
     }
     if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, upload_path, (int64_t)sb.st_size, replace, err);
     if (!rc) {
@@ -269,8 +293,48 @@ static cq_status job_ready_in_tx(void *user, cq_store *st, int64_t doc_id, cq_er
     return rc;
 }
 
-/* Runs one job with the worker's own connection. */
-static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
+/* PostgreSQL: the claimed job's upload as a file of this node — its own copy when the upload came here, else
+ * fetched from the store by content into the uploads folder under the same name (which carries the OCR mode).
+ * NULL (the job failed) when neither is there. */
+static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, const cq_pg_job_lease *lease) {
+    if (access(j->upload_path, R_OK) == 0) return strdup(j->upload_path);
+    const char *leaf = strrchr(j->upload_path, '/');
+    char *path = cq_svc_path_join(s->uploads_dir, leaf ? leaf + 1 : j->upload_path);
+    cq_err err = {0}, e2 = {0};
+    if (!path) return NULL;
+    if (!lease->upload_sha256[0]) cq_err_set(&err, CQ_ERR_IO, "the upload is on another node and not in the store");
+    else cq_pg_job_fetch_upload(cq_store_pg(st), lease->upload_sha256, path, &err);
+    if (!err.code) return path;
+    cq_err_prefix(&err, "the upload was lost: ");
+    if (cq_store_begin(st, &e2) == CQ_OK) {
+        cq_store_job_fail(st, j->id, 0, 0, &err, &e2);
+        cq_store_job_finish(st, j->id, 0, &e2);
+        if (cq_store_commit(st, &e2)) cq_store_rollback(st);
+    }
+    CQ_WARN("job %lld (%s) failed: %s", (long long)j->id, j->filename ? j->filename : "?", err.msg);
+    free(path);
+    return NULL;
+}
+
+/* A claimed job taken over after its CQ_JOB_MAX_ATTEMPTS-th start fails, as resume_jobs fails such a job on one
+ * node. True when it did. */
+static bool fail_after_max_attempts(cq_store *st, const cq_job_info *j) {
+    if (j->attempts <= CQ_JOB_MAX_ATTEMPTS) return false;
+    cq_err why = {0}, e2 = {0};
+    cq_err_set(&why, CQ_ERR_INTERNAL, "not tried again: the node running it stopped (a crash, or killed for its "
+               "memory) during each of the %d times this document was read", j->attempts - 1);
+    if (cq_store_begin(st, &e2) == CQ_OK) {
+        cq_store_job_fail(st, j->id, 0, j->total, &why, &e2);
+        cq_store_job_finish(st, j->id, 0, &e2);
+        if (cq_store_commit(st, &e2)) cq_store_rollback(st);
+    }
+    CQ_WARN("job %lld (%s) failed: %s", (long long)j->id, j->filename ? j->filename : "?", why.msg);
+    return true;
+}
+
+/* Runs one job with the worker's own connection. lease: the claim on PostgreSQL (the claim counted the start),
+ * NULL on SQLite. */
+static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job_lease *lease, bool taken_over) {
     cq_err err = {0};
     cq_job_info j;
     if (cq_store_job_get(st, job_id, &j, &err)) return; /* its KB was deleted meanwhile: the upload is swept below */
@@ -278,9 +342,22 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         cq_job_info_free(&j);
         return;
     }
-    cq_store_job_begin_attempt(st, job_id, NULL, &err); /* counted before it runs: a crash cannot skip it */
+    char *upload = NULL;
+    if (!lease) {
+        cq_store_job_begin_attempt(st, job_id, NULL, &err); /* counted before it runs: a crash cannot skip it */
+        upload = strdup(j.upload_path);
+    } else if (!(taken_over && fail_after_max_attempts(st, &j))) {
+        upload = claimed_upload(s, st, &j, lease);
+        if (taken_over && upload)
+            CQ_WARN("job %lld (%s): its node stopped renewing the lease; taken over (start %d of at most %d)",
+                    (long long)job_id, j.filename ? j.filename : "?", j.attempts, CQ_JOB_MAX_ATTEMPTS);
+    }
+    if (!upload) {
+        cq_job_info_free(&j);
+        return;
+    }
     char sha[65] = "";
-    cq_sha256_file_hex(j.upload_path, sha, &err);
+    cq_sha256_file_hex(upload, sha, &err);
     cq_err_clear(&err);
 
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
@@ -289,17 +366,27 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
                              .limits = {s->max_pages, s->doc_memory_bytes, &s->cancel_running},
                              .before_commit = job_ready_in_tx, .before_commit_user = &progress};
     cq_ingest_result res;
-    cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, j.upload_path, &opt, &res, &err);
+    cq_status rc = cq_ingest_file(st, s->data_dir, j.kb_id, upload, &opt, &res, &err);
     pthread_mutex_lock(&s->queue_lock);
     bool by_user = s->cancel_by_user;
     pthread_mutex_unlock(&s->queue_lock);
     cq_err e2 = {0};
+    if (lease && cq_pg_job_renew(cq_store_pg(st), lease, CQ_PG_JOB_LEASE_S, NULL, &e2) == CQ_ERR_CANCELLED) {
+        /* Another node took the job over while this one was slow: its writes were refused, it records nothing. */
+        CQ_WARN("job %lld (%s): %s; this node's attempt is dropped", (long long)job_id, j.filename, e2.msg);
+        if (strcmp(upload, j.upload_path)) unlink(upload); /* a fetched copy; the upload itself is the owner's */
+        free(upload);
+        cq_job_info_free(&j);
+        return;
+    }
+    cq_err_clear(&e2);
     if (rc == CQ_ERR_CANCELLED && !by_user) {
         /* the stop: nothing was kept; queued again with its upload, this start not counted */
         cq_store_job_interrupted(st, job_id, &e2);
         atomic_fetch_add(&s->jobs_interrupted, 1);
-        CQ_INFO("job %lld (%s): interrupted by the stop after %d of %d pages; it resumes at the next start",
-                (long long)job_id, j.filename, progress.done, progress.total);
+        CQ_INFO("job %lld (%s): interrupted by the stop after %d of %d pages; it resumes at the next start%s",
+                (long long)job_id, j.filename, progress.done, progress.total, lease ? " (or on another node)" : "");
+        free(upload);
         cq_job_info_free(&j);
         return;
     }
@@ -338,8 +425,103 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id) {
         CQ_ERROR("job %lld: cannot record its end: %s", (long long)job_id, e2.msg);
         cq_store_rollback(st);
     }
-    unlink(j.upload_path);
+    unlink(upload);
+    free(upload);
     cq_job_info_free(&j);
+}
+
+/* PostgreSQL: claims from the shared table until the stop; between claims the connection holds no token. */
+static void worker_shared(cq_service *s, cq_store *st) {
+    cq_pg *pg = cq_store_pg(st);
+    for (;;) {
+        cq_err err = {0};
+        int64_t id = 0;
+        int taken_over = 0;
+        cq_pg_job_lease lease;
+        pthread_mutex_lock(&s->queue_lock);
+        bool stop = s->stopping;
+        s->wake = false;
+        pthread_mutex_unlock(&s->queue_lock);
+        if (stop) break;
+        if (cq_pg_job_claim(pg, s->node_name, CQ_PG_JOB_LEASE_S, &id, &lease, &taken_over, &err)) {
+            CQ_WARN("ingestion worker: %s", err.msg);
+            if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
+            id = 0;
+        }
+        pthread_mutex_lock(&s->queue_lock);
+        if (!id) { /* nothing to do: wait for an upload here, the stop, or the next poll */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += CLAIM_POLL_S;
+            if (!s->stopping && !s->wake) pthread_cond_timedwait(&s->queue_cond, &s->queue_lock, &until);
+            pthread_mutex_unlock(&s->queue_lock);
+            continue;
+        }
+        s->running_job = id;
+        s->lease = lease;
+        s->lease_held = true;
+        s->lease_lost = false;
+        s->cancel_by_user = false;
+        atomic_store(&s->cancel_running, s->stopping); /* a stop from now on sets it for this job */
+        pthread_mutex_unlock(&s->queue_lock);
+        run_job(s, st, id, &lease, taken_over != 0);
+        cq_err e2 = {0};
+        if (cq_pg_job_release(pg, &e2)) CQ_WARN("ingestion worker: %s", e2.msg);
+        pthread_mutex_lock(&s->queue_lock);
+        s->running_job = 0;
+        s->lease_held = false;
+        pthread_cond_broadcast(&s->job_ended);
+        pthread_mutex_unlock(&s->queue_lock);
+    }
+}
+
+/* PostgreSQL: keeps the running job's lease, with a connection of its own (the worker's may be inside a long
+ * transaction). A lease found lost (taken over) or a cancel asked on another node stops the job before its next
+ * page. */
+static void *renewer_main(void *arg) {
+    cq_service *s = arg;
+    cq_err err = {0};
+    cq_store *st = NULL;
+    if (cq_store_open(s->db_path, &st, &err)) {
+        CQ_ERROR("job lease renewer: %s", err.msg);
+        return NULL;
+    }
+    cq_pg *pg = cq_store_pg(st);
+    for (int tick = 1;; tick++) {
+        pthread_mutex_lock(&s->queue_lock);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (!s->stopping) pthread_cond_timedwait(&s->job_ended, &s->queue_lock, &until);
+        bool stop = s->stopping, held = s->lease_held;
+        cq_pg_job_lease lease = s->lease;
+        pthread_mutex_unlock(&s->queue_lock);
+        if (stop && !held) break;
+        if (!pg || !held || tick % CQ_PG_JOB_RENEW_S) continue;
+        int cancel = 0;
+        cq_err e2 = {0};
+        cq_status rc = cq_pg_job_renew(pg, &lease, CQ_PG_JOB_LEASE_S, &cancel, &e2);
+        if (rc == CQ_ERR_DB) {
+            CQ_WARN("job %lld: %s", (long long)lease.job_id, e2.msg);
+            if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
+            continue;
+        }
+        pthread_mutex_lock(&s->queue_lock);
+        if (s->lease_held && s->lease.job_id == lease.job_id && s->lease.attempt == lease.attempt) {
+            if (rc == CQ_ERR_CANCELLED) {
+                s->lease_lost = true;
+                atomic_store(&s->cancel_running, true);
+                CQ_WARN("job %lld: %s: it stops here", (long long)lease.job_id, e2.msg);
+            } else if (cancel && !s->cancel_by_user) {
+                s->cancel_by_user = true;
+                atomic_store(&s->cancel_running, true);
+                CQ_INFO("job %lld: cancel requested on another node", (long long)lease.job_id);
+            }
+        }
+        pthread_mutex_unlock(&s->queue_lock);
+    }
+    cq_store_close(st);
+    return NULL;
 }
 
 static void *worker_main(void *arg) {
@@ -348,6 +530,11 @@ static void *worker_main(void *arg) {
     cq_store *st = NULL;
     if (cq_store_open_uri(s->db_path, &st, &err)) {
         CQ_ERROR("ingestion worker: %s", err.msg);
+        return NULL;
+    }
+    if (cq_store_pg(st)) {
+        worker_shared(s, st);
+        cq_store_close(st);
         return NULL;
     }
     for (;;) {
@@ -365,7 +552,7 @@ static void *worker_main(void *arg) {
         s->cancel_by_user = false;
         atomic_store(&s->cancel_running, false); /* under the lock: a stop from now on sets it for this job */
         pthread_mutex_unlock(&s->queue_lock);
-        run_job(s, st, q->id);
+        run_job(s, st, q->id, NULL, false);
         free(q);
         pthread_mutex_lock(&s->queue_lock);
         s->running_job = 0;
@@ -412,14 +599,33 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
     pthread_mutex_unlock(&s->queue_lock);
     cq_job_info j;
     cq_status rc = cq_store_job_get(st, job_id, &j, err);
+    bool elsewhere = false; /* PostgreSQL: claimed by another node (just now, or before) */
     if (!rc && !was_running && !strcmp(j.state, "queued")) {
         /* it had not started: it ends here, its upload with it */
         cq_err e2 = {0};
         if (cq_store_begin(st, &e2) == CQ_OK) {
-            cq_store_job_update(st, job_id, "cancelled", 0, j.total, "cancelled before it started", &e2);
-            cq_store_job_finish(st, job_id, 0, &e2);
-            if (cq_store_commit(st, &e2)) cq_store_rollback(st);
+            /* on PostgreSQL refused (fenced) when a node claimed it meanwhile: then that node is asked */
+            elsewhere = cq_store_job_update(st, job_id, "cancelled", 0, j.total, "cancelled before it started", &e2) ==
+                        CQ_ERR_CANCELLED;
+            if (!elsewhere) cq_store_job_finish(st, job_id, 0, &e2);
+            if (elsewhere || cq_store_commit(st, &e2)) cq_store_rollback(st);
         }
+    }
+    if (!rc && !was_running && s->shared_queue && (elsewhere || !strcmp(j.state, "running"))) {
+        /* running on another node: its renewer sees the request within CQ_PG_JOB_RENEW_S */
+        rc = cq_pg_job_request_cancel(cq_store_pg(st), job_id, err);
+        cq_job_info_free(&j);
+        if (!rc) rc = cq_store_job_get(st, job_id, &j, err);
+        if (!rc) {
+            *out = job_json(st, &j);
+            cJSON_AddBoolToObject(*out, "cancel_requested", true);
+            CQ_INFO("job %lld: cancel requested of the node running it", (long long)job_id);
+        }
+        cq_job_info_free(&j);
+        cq_svc_pool_put(s, st);
+        return rc;
+    }
+    if (!rc && !was_running && !strcmp(j.state, "queued")) {
         if (j.upload_path) unlink(j.upload_path);
         atomic_fetch_add(&s->jobs_cancelled, 1);
         CQ_INFO("job %lld (%s): cancelled before it started", (long long)job_id, j.filename ? j.filename : "?");
@@ -443,9 +649,12 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
 static cq_status resume_jobs(cq_service *s, cq_err *err) {
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
-    cq_job_info *jobs;
-    size_t n;
-    cq_status rc = cq_store_job_unfinished(st, &jobs, &n, err);
+    cq_job_info *jobs = NULL;
+    size_t n = 0;
+    /* PostgreSQL: the shared table is the queue, and another node may be running what is unfinished; leases decide
+     * who runs what, nothing is re-queued here. */
+    s->shared_queue = cq_store_pg(st) != NULL;
+    cq_status rc = s->shared_queue ? CQ_OK : cq_store_job_unfinished(st, &jobs, &n, err);
     if (rc) {
         cq_svc_pool_put(s, st);
         return rc;
@@ -528,15 +737,29 @@ size_t cq_svc_queue_depth(cq_service *s, int64_t *running) {
     size_t n = s->queued;
     *running = s->running_job;
     pthread_mutex_unlock(&s->queue_lock);
+    if (s->shared_queue) { /* the queue is every node's: the shared table's count (0 when it cannot be read) */
+        cq_err err = {0};
+        cq_store *st = cq_svc_pool_get(s, &err);
+        int64_t queued = 0;
+        if (st && cq_pg_job_count_queued(cq_store_pg(st), &queued, &err) == CQ_OK) n = (size_t)queued;
+        cq_svc_pool_put(s, st);
+    }
     return n;
 }
 
 cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
     cq_status rc = resume_jobs(s, err);
     if (rc) return rc;
+    if (s->shared_queue) cq_pg_job_owner_name(s->node_name); /* before the worker claims with it */
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0)
         return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start the ingestion worker");
     s->worker_started = true;
+    if (s->shared_queue) {
+        if (pthread_create(&s->renewer, NULL, renewer_main, s) != 0)
+            return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start the job lease renewer");
+        s->renewer_started = true;
+        CQ_INFO("ingestion: the shared queue on PostgreSQL, this node claims as '%s'", s->node_name);
+    }
     return CQ_OK;
 }
 
@@ -551,6 +774,7 @@ void cq_svc_jobs_interrupt(cq_service *s) {
 void cq_svc_jobs_stop(cq_service *s) {
     cq_svc_jobs_interrupt(s);
     if (s->worker_started) pthread_join(s->worker, NULL);
+    if (s->renewer_started) pthread_join(s->renewer, NULL);
     while (s->head) {
         cq_svc_queued_job *q = s->head;
         s->head = q->next;

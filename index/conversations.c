@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "index/conversations_pg.h"
+
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
     return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
 }
@@ -45,7 +47,7 @@ static void *reserve(void *list, size_t *cap, size_t count, size_t elem_size) {
     return grown;
 }
 
-static cq_status check_title(const char *title, cq_err *err) {
+cq_status cq_conversation_title_check(const char *title, cq_err *err) {
     if (!title || !title[0]) return cq_err_set(err, CQ_ERR_INVALID, "a conversation needs a title");
     if (strlen(title) > CQ_CONVERSATION_TITLE_MAX_BYTES)
         return cq_err_set(err, CQ_ERR_INVALID, "a conversation's title has at most %d bytes",
@@ -55,7 +57,9 @@ static cq_status check_title(const char *title, cq_err *err) {
 
 cq_status cq_store_conversation_create(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *title,
                                        int64_t *id, cq_err *err) {
-    if (check_title(title, err)) return CQ_ERR_INVALID;
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_create(pg, owner_key_id, kb_id, title, id, err);
+    if (cq_conversation_title_check(title, err)) return CQ_ERR_INVALID;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "INSERT INTO conversations(owner_key_id, kb_id, title, created_at, updated_at) "
@@ -94,6 +98,8 @@ static cq_status conversation_from_row(sqlite3_stmt *st, cq_conversation *c, cq_
 }
 
 cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_get(pg, id, out, err);
     memset(out, 0, sizeof *out);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT " CONVERSATION_COLUMNS " WHERE c.id = ?", -1, &st, NULL) !=
@@ -111,6 +117,8 @@ cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *ou
 
 cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
                                      cq_conversation **out, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_list(pg, owner_key_id, kb_id, limit, out, n, err);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -159,7 +167,9 @@ static cq_status change_one(cq_store *s, sqlite3_stmt *st, int64_t id, const cha
 }
 
 cq_status cq_store_conversation_rename(cq_store *s, int64_t id, const char *title, cq_err *err) {
-    if (check_title(title, err)) return CQ_ERR_INVALID;
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_rename(pg, id, title, err);
+    if (cq_conversation_title_check(title, err)) return CQ_ERR_INVALID;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "UPDATE conversations SET title = ?2 WHERE id = ?1", -1, &st, NULL) !=
         SQLITE_OK)
@@ -170,6 +180,8 @@ cq_status cq_store_conversation_rename(cq_store *s, int64_t id, const char *titl
 }
 
 cq_status cq_store_conversation_delete(cq_store *s, int64_t id, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_delete(pg, id, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "DELETE FROM conversations WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
         return db_error(s, err, "delete conversation");
@@ -179,6 +191,8 @@ cq_status cq_store_conversation_delete(cq_store *s, int64_t id, cq_err *err) {
 
 cq_status cq_store_conversation_turns(cq_store *s, int64_t id, size_t last_n, cq_conversation_turn **out, size_t *n,
                                       cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_turns(pg, id, last_n, out, n, err);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -239,6 +253,8 @@ static bool run_with_id(cq_store *s, const char *sql, int64_t id, cq_err *err) {
 
 cq_status cq_store_conversation_add_turn(cq_store *s, int64_t id, const char *question, const char *reply,
                                          int replace_last, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_conversation_add_turn(pg, id, question, reply, replace_last, err);
     if (cq_store_begin(s, err)) return err->code;
     bool ok = run_with_id(s, "UPDATE conversations SET updated_at = ?2 WHERE id = ?1", id, err);
     if (ok && sqlite3_changes(cq_store_db(s)) == 0) {

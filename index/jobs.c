@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "index/jobs_pg.h"
 #include "index/store_pg.h"
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -32,6 +33,8 @@ void cq_job_info_free_array(cq_job_info *j, size_t n) {
 
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
                                   int64_t size_bytes, int replace, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_set_upload(pg, job_id, filename, upload_path, size_bytes, replace, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "UPDATE jobs SET filename = ?, upload_path = ?, size_bytes = ?, replace_doc = ?, updated_at = ? "
@@ -61,6 +64,8 @@ static cq_status job_exec(cq_store *s, const char *sql, int64_t job_id, const ch
 }
 
 cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_begin_attempt(pg, job_id, attempts, err);
     cq_status rc = job_exec(s,
                             "UPDATE jobs SET state = 'running', done = 0, error = NULL, attempts = attempts + 1, "
                             "updated_at = ?1 WHERE id = ?2",
@@ -74,6 +79,8 @@ cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts,
 }
 
 cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_interrupted(pg, job_id, err);
     return job_exec(s,
                     "UPDATE jobs SET state = 'queued', done = 0, attempts = max(attempts - 1, 0), updated_at = ?1 "
                     "WHERE id = ?2",
@@ -81,6 +88,8 @@ cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err) {
 }
 
 cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_finish(pg, job_id, doc_id, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "UPDATE jobs SET doc_id = ?, upload_path = NULL, updated_at = ? WHERE id = ?",
                            -1, &st, NULL) != SQLITE_OK)
@@ -95,6 +104,8 @@ cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_er
 }
 
 cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_fail(pg, job_id, done, total, why, err);
     cq_status rc = cq_store_job_update(s, job_id, "failed", done, total, why->msg, err);
     if (rc) return rc;
     sqlite3_stmt *st;
@@ -170,6 +181,8 @@ static cq_status job_query(cq_store *s, const char *sql, int64_t id, int64_t lim
 }
 
 cq_status cq_store_job_get(cq_store *s, int64_t job_id, cq_job_info *out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_get(pg, job_id, out, err);
     cq_job_info *rows;
     size_t n;
     memset(out, 0, sizeof *out);
@@ -185,12 +198,16 @@ cq_status cq_store_job_get(cq_store *s, int64_t job_id, cq_job_info *out, cq_err
 }
 
 cq_status cq_store_job_list(cq_store *s, int64_t kb_id, size_t limit, cq_job_info **out, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_list(pg, kb_id, limit, out, n, err);
     const char *sql = kb_id ? "SELECT " JOB_COLUMNS " WHERE j.kb_id = ?1 ORDER BY j.id DESC LIMIT ?2"
                             : "SELECT " JOB_COLUMNS " WHERE ?1 = 0 ORDER BY j.id DESC LIMIT ?2";
     return job_query(s, sql, kb_id, (int64_t)limit, out, n, err);
 }
 
 cq_status cq_store_job_unfinished(cq_store *s, cq_job_info **out, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_job_unfinished(pg, out, n, err);
     return job_query(s, "SELECT " JOB_COLUMNS " WHERE j.state IN ('queued', 'running') ORDER BY j.id", 0, 0, out, n,
                      err);
 }

@@ -9,8 +9,9 @@
 #include <time.h>
 
 #include "core/sha256.h"
+#include "index/keys_pg.h"
 
-#define PREFIX_CHARS 10 /* "cq_" + 7 hex digits */
+#define PREFIX_CHARS CQ_KEY_PREFIX_CHARS
 #define CQ_STORE_BUSY_TIMEOUT_MS 10000 /* as cq_store_open sets it */
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -74,8 +75,9 @@ static void key_from_row(sqlite3_stmt *st, cq_key_info *k) {
     k->revoked_at = sqlite3_column_int64(st, 7);
 }
 
-cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
-                              char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
+cq_status cq_key_prepare(const char **name_io, cq_key_role role, const char *kb, char secret[CQ_KEY_SECRET_BYTES],
+                         char hash[65], char prefix[CQ_KEY_PREFIX_CHARS + 1], cq_err *err) {
+    const char *name = *name_io;
     if (role == CQ_ROLE_NONE) return cq_err_set(err, CQ_ERR_INVALID, "a key needs a role: admin, editor or reader");
     if (role == CQ_ROLE_ADMIN && kb && *kb)
         return cq_err_set(err, CQ_ERR_INVALID, "admin keys cover every knowledge base: give no KB");
@@ -91,10 +93,26 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
     memcpy(secret, "cq_", 3);
     cq_status rc = random_hex(secret + 3, CQ_KEY_SECRET_BYTES - 4, err);
     if (rc) return rc;
-    char hash[65], prefix[PREFIX_CHARS + 1];
     cq_sha256_hex(secret, strlen(secret), hash);
     memcpy(prefix, secret, PREFIX_CHARS);
     prefix[PREFIX_CHARS] = 0;
+    *name_io = name;
+    return CQ_OK;
+}
+
+bool cq_key_secret_hash(const char *secret, char hash[65]) {
+    if (!secret || strlen(secret) != CQ_KEY_SECRET_BYTES - 1 || strncmp(secret, "cq_", 3)) return false;
+    cq_sha256_hex(secret, strlen(secret), hash);
+    return true;
+}
+
+cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
+                              char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_key_create(pg, name, role, kb, secret, info, err);
+    char hash[65], prefix[PREFIX_CHARS + 1];
+    cq_status rc = cq_key_prepare(&name, role, kb, secret, hash, prefix, err);
+    if (rc) return rc;
 
     /* The key and "authentication is required" come together. */
     int own_tx = sqlite3_get_autocommit(cq_store_db(s));
@@ -145,6 +163,8 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
 }
 
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_key_list(pg, out, n, err);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -173,6 +193,8 @@ cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *e
 }
 
 cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_key_revoke(pg, id, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT coalesce(revoked_at, 0) FROM api_keys WHERE id = ?", -1, &st,
                            NULL) != SQLITE_OK)
@@ -195,11 +217,11 @@ cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
 }
 
 cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_key_check(pg, secret, out, err);
     memset(out, 0, sizeof *out);
-    if (!secret || strlen(secret) != CQ_KEY_SECRET_BYTES - 1 || strncmp(secret, "cq_", 3))
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
     char hash[65];
-    cq_sha256_hex(secret, strlen(secret), hash);
+    if (!cq_key_secret_hash(secret, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "SELECT " KEY_COLUMNS " FROM api_keys WHERE hash = ? AND revoked_at IS NULL", -1, &st,
@@ -227,6 +249,8 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
 }
 
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_key_count_active(pg, n, err);
     sqlite3_stmt *st;
     *n = 0;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", -1, &st, NULL) !=
@@ -239,6 +263,8 @@ cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
 }
 
 cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_auth_required(pg, required, since, err);
     *required = false;
     if (since) *since = 0;
     sqlite3_stmt *st;
@@ -256,6 +282,8 @@ cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq
 }
 
 cq_status cq_store_auth_set_required(cq_store *s, bool required, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_auth_set_required(pg, required, err);
     bool now;
     cq_status rc = cq_store_auth_required(s, &now, NULL, err);
     if (rc || now == required) return rc; /* unchanged: keeps the time it was set */

@@ -88,6 +88,56 @@ static const char *const migrations[] = {
     "  name text PRIMARY KEY,\n"
     "  value text NOT NULL,\n"
     "  updated_at bigint NOT NULL);\n",
+    /* 3 (pgjobs): ingestion jobs with a lease (index/jobs_pg.h), API keys (index/keys.h; their "authentication
+     * required" row is in settings, which pgstore's migration adds), conversations (index/conversations.h): the
+     * SQLite store's columns, plus what several nodes need to share the job queue — the upload by content
+     * (upload_sha256: the bytes are in originals), the lease (lease_owner, lease_until, on the server's clock) and
+     * the fencing token's attempt, and a cancel request another node's worker sees. */
+    "CREATE TABLE jobs(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  doc_id bigint REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  state text NOT NULL,\n"
+    "  done integer NOT NULL DEFAULT 0, total integer NOT NULL DEFAULT 0,\n"
+    "  error text,\n"
+    "  created_at bigint NOT NULL, updated_at bigint NOT NULL,\n"
+    "  filename text,\n"
+    "  upload_path text,\n"
+    "  upload_sha256 text,\n"
+    "  size_bytes bigint NOT NULL DEFAULT 0,\n"
+    "  replace_doc integer NOT NULL DEFAULT 0,\n"
+    "  error_code text,\n"
+    "  attempts integer NOT NULL DEFAULT 0,\n"
+    "  lease_owner text,\n"
+    "  lease_until timestamptz,\n"
+    "  attempt integer NOT NULL DEFAULT 0,\n"
+    "  cancel_requested boolean NOT NULL DEFAULT false);\n"
+    "CREATE INDEX jobs_unfinished ON jobs(id) WHERE state IN ('queued', 'running');\n"
+    "CREATE INDEX jobs_kb ON jobs(kb_id, id);\n"
+    "CREATE INDEX jobs_doc ON jobs(doc_id);\n"
+    "CREATE TABLE api_keys(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  name text NOT NULL,\n"
+    "  prefix text NOT NULL,\n"
+    "  hash text NOT NULL UNIQUE,\n"
+    "  role text NOT NULL,\n"
+    "  kb text,\n"
+    "  created_at bigint NOT NULL, last_used_at bigint, revoked_at bigint);\n"
+    "CREATE TABLE conversations(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  owner_key_id bigint NOT NULL,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  title text NOT NULL,\n"
+    "  created_at bigint NOT NULL, updated_at bigint NOT NULL);\n"
+    "CREATE INDEX conversations_owner ON conversations(owner_key_id, updated_at);\n"
+    "CREATE INDEX conversations_kb ON conversations(kb_id);\n"
+    "CREATE TABLE conversation_turns(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  conversation_id bigint NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  question text NOT NULL,\n"
+    "  reply text NOT NULL,\n"
+    "  created_at bigint NOT NULL);\n"
+    "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

@@ -76,6 +76,25 @@ static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) 
     return CQ_OK;
 }
 
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_kb_model(pg, kb_id, model, dim, err);
+    model[0] = 0;
+    *dim = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s),
+                           "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ? ORDER BY rowid DESC LIMIT 1",
+                           -1, &st, NULL))
+        return db_error(s, err, "find the KB's vectors");
+    sqlite3_bind_int64(st, 1, kb_id);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(model, 80, "%s", (const char *)sqlite3_column_text(st, 0));
+        *dim = sqlite3_column_int(st, 1) / (int)sizeof(float);
+    }
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
     pthread_rwlock_rdlock(&v->lock);
     char tmp[4200];

@@ -56,6 +56,10 @@ cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, 
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err);
 
+/* The model and dimension of KB kb_id's newest clause vectors (`clauseqa reindex`); model "" and dim 0 when the KB
+ * has none. */
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err);
+
 /* Rebuilds the FAISS index from SQLite (read through s) and saves it (`clauseqa reindex`). */
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);

@@ -233,6 +233,25 @@ cq_status cq_pg_vectors_keep_stored(cq_pg *pg, int64_t kb_id, const char *model,
     return CQ_OK;
 }
 
+cq_status cq_pg_vectors_kb_model(cq_pg *pg, int64_t kb_id, char model[80], int *dim, cq_err *err) {
+    model[0] = 0;
+    *dim = 0;
+    char kb[32];
+    ID_TEXT(kb, kb_id);
+    const char *params[] = {kb};
+    PGresult *r = cq_pgr_query(cq_pg_conn(pg),
+                               "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = $1 ORDER BY clause_id DESC "
+                               "LIMIT 1",
+                               1, params, "find the KB's vectors", err);
+    if (!r) return CQ_ERR_DB;
+    if (PQntuples(r) == 1) {
+        snprintf(model, 80, "%.*s", PQgetlength(r, 0, 0), PQgetvalue(r, 0, 0));
+        *dim = cq_pgr_int32(r, 0, 1) / (int)sizeof(float);
+    }
+    PQclear(r);
+    return CQ_OK;
+}
+
 cq_status cq_pg_vectors_doc_clause_ids(cq_pg *pg, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
     *ids = NULL;
     *n = 0;

@@ -43,6 +43,8 @@ cq_status cq_pg_vectors_get(cq_pg *pg, int64_t kb_id, const char *model, int dim
 /* Keeps ids[i] (and scores[i]) whose vector the KB and model hold, in order; *n shrinks. */
 cq_status cq_pg_vectors_keep_stored(cq_pg *pg, int64_t kb_id, const char *model, int64_t *ids, float *scores,
                                     size_t *n, cq_err *err);
+/* The model and dimension of the KB's newest vectors ("" and 0: none). */
+cq_status cq_pg_vectors_kb_model(cq_pg *pg, int64_t kb_id, char model[80], int *dim, cq_err *err);
 cq_status cq_pg_vectors_doc_clause_ids(cq_pg *pg, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
 /* The KB of a document (-1 when there is no such document). */
 cq_status cq_pg_vectors_doc_kb(cq_pg *pg, int64_t doc_id, int64_t *kb_id, cq_err *err);

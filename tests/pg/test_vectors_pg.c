@@ -182,6 +182,14 @@ static void test_vectors_store_and_feed(void **state) {
     assert_memory_equal(all_ids, ids, sizeof ids);
     assert_memory_equal(all, x, sizeof x);
     assert_int_equal(seq, 1);
+    char model[80];
+    int dim = 0;
+    assert_int_equal(cq_pg_vectors_kb_model(f->pg, f->kb, model, &dim, &err), CQ_OK);
+    assert_string_equal(model, MODEL);
+    assert_int_equal(dim, DIM);
+    assert_int_equal(cq_pg_vectors_kb_model(f->pg, f->kb + 1, model, &dim, &err), CQ_OK);
+    assert_string_equal(model, "");
+    assert_int_equal(dim, 0);
     free(all_ids);
     free(all);
     assert_int_equal(cq_pg_vectors_read_all(f->pg, f->kb, MODEL, DIM + 1, &all_ids, &all, &n, &seq, &err),
@@ -317,11 +325,22 @@ static void test_vectors_two_nodes(void **state) {
     }
     assert_int_equal(cq_vectors_count(vb), 0);
     assert_int_equal(cq_vectors_count(va), 0);
+    /* one feed, two KBs: each index takes its own KB's changes */
+    int64_t kb2 = 0, ids2[CLAUSES];
+    float x2[CLAUSES * DIM];
+    cq_vectors *vb2 = NULL;
+    assert_int_equal(cq_pg_kb_ensure(f->pg, "second", &kb2, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_kb(b, kb2, MODEL, DIM, &vb2, &err), CQ_OK);
+    add_doc(f, kb2, CLAUSES, ids2, x2);
+    assert_int_equal(cq_pg_vectors_store(f->pg, kb2, MODEL, DIM, ids2, x2, CLAUSES, &err), CQ_OK);
+    assert_true(wait_for(vb2, x2, ids2[0], true, 1000) >= 0);
+    assert_int_equal(cq_vectors_count(vb2), CLAUSES);
+    assert_int_equal(cq_vectors_count(vb), 0);
     cq_vector_feed_stats st;
     cq_vector_feed_stats_get(b, &st);
     assert_true(st.n_notifications >= 2 * N_DOCS);
-    assert_int_equal(st.n_applied, 2 * N_DOCS);
-    assert_int_equal(st.n_rebuilt, 1);
+    assert_int_equal(st.n_applied, 2 * N_DOCS + 1);
+    assert_int_equal(st.n_rebuilt, 2);
     summary("added (store commit to node B's search)", added_ms, N_DOCS);
     summary("deleted (document delete commit to gone from node B's search)", deleted_ms, N_DOCS);
     cq_vector_feed_stop(a);
@@ -406,6 +425,52 @@ static void test_vectors_catch_up(void **state) {
     cq_vector_feed_stop(b);
 }
 
+/* A flat index that the feed grows past CQ_VECTORS_IVF_MIN becomes an inverted file (rebuilt from the store inside
+ * the catch-up), and stays current after. */
+static void test_vectors_feed_grows_ivf(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    const size_t n = CQ_VECTORS_IVF_MIN;
+    cq_vector_feed *b = NULL;
+    cq_vectors *vb = NULL;
+    const cq_vector_feed_options slow_poll = {.poll_ms = 60000};
+    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &slow_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
+    assert_false(cq_vectors_is_ivf(vb));
+    int64_t doc = 0;
+    assert_int_equal(cq_pg_doc_create(f->pg, f->kb, "big", "big", "md", "big", 1, &doc, &err), CQ_OK);
+    cq_store_clause *c = calloc(n, sizeof *c);
+    int64_t *ids = calloc(n, sizeof *ids);
+    float *x = calloc(n * DIM, sizeof *x);
+    assert_non_null(c);
+    assert_non_null(ids);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) c[i] = (cq_store_clause){.ord = (int)i, .kind = 1, .text = "t"};
+    assert_int_equal(cq_pg_doc_add_clauses(f->pg, doc, "big", c, n, ids, &err), CQ_OK);
+    for (size_t i = 0; i < n * DIM; i++) x[i] = (float)rand_r(&f->seed) / RAND_MAX - 0.5f;
+    for (size_t i = 0; i < n; i++) {
+        double norm = 0;
+        for (int d = 0; d < DIM; d++) norm += (double)x[i * DIM + d] * x[i * DIM + d];
+        for (int d = 0; d < DIM; d++) x[i * DIM + d] /= (float)sqrt(norm);
+    }
+    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids, x, n, &err), CQ_OK);
+    double t0 = now_ms();
+    while (cq_vectors_count(vb) < n && now_ms() - t0 < 20000) usleep(5000);
+    assert_int_equal(cq_vectors_count(vb), n);
+    assert_true(cq_vectors_is_ivf(vb));
+    printf("feed: %zu vectors arrived as an IVF index in %.0f ms\n", n, now_ms() - t0);
+    int64_t more_ids[3];
+    float more[3 * DIM];
+    add_doc(f, f->kb, 3, more_ids, more);
+    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, more_ids, more, 3, &err), CQ_OK);
+    assert_true(wait_for(vb, more + DIM, more_ids[1], true, 1000) >= 0);
+    assert_int_equal(cq_vectors_count(vb), n + 3);
+    cq_vector_feed_stop(b);
+    free(c);
+    free(ids);
+    free(x);
+}
+
 int main(void) {
     conninfo = getenv("CLAUSEQA_PG");
     if (!conninfo || !*conninfo) {
@@ -416,6 +481,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_vectors_store_and_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_two_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_catch_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vectors_feed_grows_ivf, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,15 @@
 
 /* ---- a KB's cache ------------------------------------------------------------------------------------------ */
 
+/* v->seq is read and written under v's lock: a request thread's rebuild (cq_vectors_add growing past flat) sets it
+ * too. */
+static int64_t get_seq(cq_vectors *v) {
+    pthread_rwlock_rdlock(&v->lock);
+    int64_t seq = v->seq;
+    pthread_rwlock_unlock(&v->lock);
+    return seq;
+}
+
 static void set_seq(cq_vectors *v, int64_t seq) {
     pthread_rwlock_wrlock(&v->lock);
     if (seq > v->seq) v->seq = seq;
@@ -77,7 +86,7 @@ cq_status cq_vectors_catch_up(cq_pg *pg, cq_vectors *const *v, size_t n_v, int64
     if (applied) *applied = 0;
     /* from the oldest position of the indexes: none may miss a change */
     for (size_t j = 0; j < n_v; j++)
-        if (v[j]->seq < after) after = v[j]->seq;
+        if (get_seq(v[j]) < after) after = get_seq(v[j]);
     int64_t pos = after;
     cq_status rc = CQ_OK;
     for (;;) {
@@ -86,7 +95,7 @@ cq_status cq_vectors_catch_up(cq_pg *pg, cq_vectors *const *v, size_t n_v, int64
         rc = cq_pg_vector_changes(pg, pos, CHANGES_BATCH, &c, &n, err);
         for (size_t i = 0; !rc && i < n; i++) {
             for (size_t j = 0; !rc && j < n_v; j++) {
-                if (v[j]->kb_id != c[i].kb_id || c[i].seq <= v[j]->seq) continue;
+                if (v[j]->kb_id != c[i].kb_id || c[i].seq <= get_seq(v[j])) continue;
                 rc = apply_change(pg, v[j], &c[i], err);
                 if (!rc && applied) (*applied)++;
             }
@@ -232,11 +241,26 @@ static void save_changed(cq_vector_feed *f) {
     }
 }
 
+/* Takes the notifications libpq holds (under mu); how many. libpq reads them off the socket while it waits for any
+ * result on the connection (a catch-up's, cq_vector_feed_kb's), so one that came then is in its queue, not on the
+ * socket, and poll() would not wake for it: the loop looks here before it waits. */
+static int take_notifications(cq_vector_feed *f) {
+    PGconn *c = cq_pg_conn(f->pg);
+    int n = 0;
+    PGnotify *note;
+    while ((note = PQnotifies(c))) {
+        f->stats.n_notifications++;
+        PQfreemem(note);
+        n++;
+    }
+    return n;
+}
+
 static void *feed_main(void *arg) {
     cq_vector_feed *f = arg;
     PGconn *c = cq_pg_conn(f->pg);
     time_t last_save = time(NULL), last_prune = 0;
-    bool warned = false;
+    bool warned = false, pending = true;
     while (!atomic_load(&f->stop)) {
         cq_err err = {0};
         pthread_mutex_lock(&f->mu);
@@ -248,23 +272,24 @@ static void *feed_main(void *arg) {
                 f->stats.backend_pid = PQbackendPID(c);
                 CQ_INFO("vector feed: reconnected; catching up from %lld", (long long)f->stats.seq);
                 warned = false;
+                pending = true;
             }
         }
         bool ok = f->connected;
+        if (ok && take_notifications(f)) pending = true;
         pthread_mutex_unlock(&f->mu);
         struct pollfd fds[2] = {{.fd = ok ? PQsocket(c) : -1, .events = POLLIN}, {.fd = f->wake[0], .events = POLLIN}};
-        int ready = poll(fds, 2, f->opt.poll_ms);
+        /* a change waiting: no wait; disconnected: try again within a second */
+        int timeout_ms = pending ? 0 : ok || f->opt.poll_ms < 1000 ? f->opt.poll_ms : 1000;
+        int ready = poll(fds, 2, timeout_ms);
         if (ready < 0 && errno != EINTR) break;
         if (fds[1].revents) break;
         pthread_mutex_lock(&f->mu);
         if (f->connected && fds[0].revents && !PQconsumeInput(c)) f->connected = false;
-        PGnotify *note;
-        while ((note = PQnotifies(c))) {
-            f->stats.n_notifications++;
-            PQfreemem(note);
-        }
+        if (f->connected) take_notifications(f);
         /* a notification or the poll: read the feed either way (one indexed query when nothing changed) */
         cq_status rc = f->connected ? catch_up(f, &err) : CQ_ERR_DB;
+        pending = false;
         if (rc && PQstatus(c) != CONNECTION_OK) {
             f->connected = false;
             f->stats.backend_pid = 0;

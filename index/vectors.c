@@ -251,8 +251,22 @@ void cq_vectors_close(cq_vectors *v) {
     free(v);
 }
 
-size_t cq_vectors_count(const cq_vectors *v) { return (size_t)faiss_Index_ntotal(v->index); }
-int cq_vectors_is_ivf(const cq_vectors *v) { return v->ivf; }
+/* Under the read lock: on PostgreSQL the node's feed replaces the index from its own thread (a rebuild). */
+size_t cq_vectors_count(const cq_vectors *v) {
+    cq_vectors *w = (cq_vectors *)v; /* the lock is not part of the value */
+    pthread_rwlock_rdlock(&w->lock);
+    size_t n = (size_t)faiss_Index_ntotal(v->index);
+    pthread_rwlock_unlock(&w->lock);
+    return n;
+}
+
+int cq_vectors_is_ivf(const cq_vectors *v) {
+    cq_vectors *w = (cq_vectors *)v;
+    pthread_rwlock_rdlock(&w->lock);
+    int ivf = v->ivf;
+    pthread_rwlock_unlock(&w->lock);
+    return ivf;
+}
 
 /* The rows of cq_vectors_add, replacing earlier ones of those clauses (the caller's transaction, if any). */
 static cq_status store_rows(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,

@@ -204,6 +204,16 @@ int main(int argc, char **argv) {
                cq_vectors_is_ivf(v[0]) ? "IVF" : "flat");
         free(bi);
         free(bx);
+        /* what a rebuild reads: every vector of the KB, one snapshot */
+        int64_t *all_ids = NULL, seq = 0;
+        float *all_x = NULL;
+        size_t n_all = 0;
+        double r0 = now_ms();
+        if (cq_pg_vectors_read_all(pg, kb, MODEL, dim, &all_ids, &all_x, &n_all, &seq, &err)) die("read", &err);
+        printf("reading the KB's %zu vectors from PostgreSQL (one snapshot, row by row): %.1f s\n", n_all,
+               (now_ms() - r0) / 1e3);
+        free(all_ids);
+        free(all_x);
         /* a late node: rebuilt from clause_vectors; then restarted from its file */
         double s0 = now_ms();
         if (cq_vector_feed_start(pg, dirs[nodes], NULL, &feed[nodes], &err) ||

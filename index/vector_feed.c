@@ -195,19 +195,34 @@ struct cq_vector_feed {
     bool connected;
 };
 
-/* pg's connection parameters as a connection string (values quoted, ' and \ escaped). */
+/* A connection over TCP that went silent (the server's host died, a partition) would hold a read for the kernel's
+ * timeout, many minutes; these make libpq give up within about 20 s, and the feed reconnects. A setting the
+ * store's connection string makes stands. Ignored over a unix socket. */
+static const char *const silent_connection[][2] = {
+    {"keepalives", "1"}, {"keepalives_idle", "10"}, {"keepalives_interval", "5"}, {"keepalives_count", "2"},
+    {"tcp_user_timeout", "20000"},
+};
+
+/* pg's connection parameters as a connection string (values quoted, ' and \ escaped), with silent_connection's
+ * settings where pg has none. */
 static char *conninfo_of(PGconn *c) {
     PQconninfoOption *opts = PQconninfo(c);
     if (!opts) return NULL;
     cq_strbuf b = {0};
+    for (size_t i = 0; i < sizeof silent_connection / sizeof silent_connection[0]; i++) {
+        bool set = false;
+        for (PQconninfoOption *o = opts; o->keyword && !set; o++)
+            set = !strcmp(o->keyword, silent_connection[i][0]) && o->val && *o->val;
+        if (!set) cq_strbuf_printf(&b, "%s=%s ", silent_connection[i][0], silent_connection[i][1]);
+    }
     for (PQconninfoOption *o = opts; o->keyword; o++) {
         if (!o->val || !*o->val) continue;
-        cq_strbuf_printf(&b, "%s%s='", b.len ? " " : "", o->keyword);
+        cq_strbuf_printf(&b, "%s='", o->keyword);
         for (const char *p = o->val; *p; p++) {
             if (*p == '\'' || *p == '\\') cq_strbuf_puts(&b, "\\");
             cq_strbuf_append(&b, p, 1);
         }
-        cq_strbuf_puts(&b, "'");
+        cq_strbuf_puts(&b, "' ");
     }
     PQconninfoFree(opts);
     if (b.failed) {

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "index/store_pg.h"
 #include "index/vector_feed.h"
@@ -427,6 +428,54 @@ static void test_vectors_catch_up(void **state) {
     cq_vector_feed_stop(b);
 }
 
+/* Writers of vectors are serialised from their insert to their commit, so seq order is commit order: a second
+ * writer waits for the first's commit (without that, it could commit a higher seq first, a node's feed would move
+ * past it, and the first writer's change, committed later with a lower seq, would never reach that node). */
+typedef struct {
+    const char *info;
+    int64_t kb, *ids;
+    float *x;
+    cq_status rc;
+} writer_args;
+
+static void *second_writer(void *arg) {
+    writer_args *w = arg;
+    cq_pg *pg = NULL;
+    cq_err err = {0};
+    w->rc = cq_pg_open(w->info, &pg, &err);
+    if (!w->rc) w->rc = cq_pg_vectors_store(pg, w->kb, MODEL, DIM, w->ids, w->x, CLAUSES, &err);
+    cq_pg_close(pg);
+    return NULL;
+}
+
+static void test_vectors_writers_in_commit_order(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    const cq_vector_feed_options slow_poll = {.poll_ms = 60000};
+    cq_vector_feed *b = NULL;
+    cq_vectors *vb = NULL;
+    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &slow_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
+    int64_t ids1[CLAUSES], ids2[CLAUSES];
+    float x1[CLAUSES * DIM], x2[CLAUSES * DIM];
+    add_doc(f, f->kb, CLAUSES, ids1, x1);
+    add_doc(f, f->kb, CLAUSES, ids2, x2);
+    pg_exec(f->pg, "BEGIN");
+    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids1, x1, CLAUSES, &err), CQ_OK); /* seq s1 */
+    writer_args w = {.info = f->info, .kb = f->kb, .ids = ids2, .x = x2};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, second_writer, &w), 0);
+    usleep(300 * 1000);
+    assert_false(nearest_is(vb, x2, ids2[0])); /* the second writer waits */
+    pg_exec(f->pg, "COMMIT");
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, CQ_OK);
+    assert_true(wait_for(vb, x1, ids1[0], true, 1000) >= 0);
+    assert_true(wait_for(vb, x2, ids2[0], true, 1000) >= 0);
+    assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes WHERE op = 'add'"), 2);
+    cq_vector_feed_stop(b);
+}
+
 /* A flat index that the feed grows past CQ_VECTORS_IVF_MIN becomes an inverted file (rebuilt from the store inside
  * the catch-up), and stays current after. */
 static void test_vectors_feed_grows_ivf(void **state) {
@@ -483,6 +532,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_vectors_store_and_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_two_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_catch_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vectors_writers_in_commit_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_feed_grows_ivf, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,6 @@
 /* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (index/versions.h) and
  * rebuilds the KB's FAISS index from the vectors SQLite holds. */
 #include <getopt.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,16 +65,11 @@ int cq_cmd_reindex(int argc, char **argv) {
     /* the model and dimension of the KB's newest vectors */
     char model[80] = "";
     int dim = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s),
-                           "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ? ORDER BY rowid DESC LIMIT 1",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, kb_id);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            snprintf(model, sizeof model, "%s", (const char *)sqlite3_column_text(st, 0));
-            dim = sqlite3_column_int(st, 1) / (int)sizeof(float);
-        }
-        sqlite3_finalize(st);
+    cq_err merr = {0};
+    if (cq_vectors_kb_model(s, kb_id, model, &dim, &merr)) {
+        fprintf(stderr, "clauseqa reindex: %s\n", merr.msg);
+        cq_store_close(s);
+        return 1;
     }
     if (!*model || dim <= 0) {
         printf("KB %s has no clause vectors: nothing to index (dense retrieval needs trained encoder weights)\n", kb);

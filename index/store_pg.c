@@ -138,6 +138,71 @@ static const char *const migrations[] = {
     "  reply text NOT NULL,\n"
     "  created_at bigint NOT NULL);\n"
     "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
+    /* 4 (pgvec): versions of a regulation (index/versions_pg.h), as SQLite's migration 5; keys compare as bytes,
+     * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (index/vectors_pg.h: the
+     * truth; each node's FAISS index is a cache of them), and the change feed that keeps those caches current:
+     * statement triggers on clause_vectors append one vector_changes row per (KB, document) a statement added or
+     * deleted vectors of, and NOTIFY clauseqa_vectors, in the writer's transaction (a document or KB deleted by
+     * cascade feeds it too). The writers of the feed are serialised by a transaction advisory lock, so seq order is
+     * commit order and a reader that has seen seq s has seen every change before it. vector_changes_horizon: the
+     * last seq pruned (a node that has not applied it rebuilds). */
+    "CREATE TABLE doc_versions(\n"
+    "  doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  key text COLLATE \"C\" NOT NULL,\n"
+    "  label text NOT NULL DEFAULT '',\n"
+    "  promulgated integer NOT NULL DEFAULT 0,\n"
+    "  effective integer NOT NULL DEFAULT 0,\n"
+    "  repealed integer NOT NULL DEFAULT 0,\n"
+    "  by_user boolean NOT NULL DEFAULT false,\n"
+    "  analysed_at bigint NOT NULL);\n"
+    "CREATE INDEX doc_versions_key ON doc_versions(kb_id, key);\n"
+    "CREATE TABLE doc_repeals(\n"
+    "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id bigint NOT NULL,\n"
+    "  key text COLLATE \"C\" NOT NULL,\n"
+    "  PRIMARY KEY(doc_id, key));\n"
+    "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n"
+    "CREATE TABLE clause_vectors(\n"
+    "  clause_id bigint PRIMARY KEY,\n"
+    "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  kb_id bigint NOT NULL,\n"
+    "  model text NOT NULL,\n"
+    "  vec bytea NOT NULL);\n"
+    "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n"
+    "CREATE INDEX clause_vectors_doc ON clause_vectors(doc_id);\n"
+    "CREATE TABLE doc_states(\n"
+    "  doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  model text NOT NULL,\n"
+    "  n_tokens bigint NOT NULL,\n"
+    "  state bytea NOT NULL);\n"
+    "CREATE TABLE vector_changes(\n"
+    "  seq bigserial PRIMARY KEY,\n"
+    "  kb_id bigint NOT NULL,\n"
+    "  doc_id bigint NOT NULL,\n"
+    "  op text NOT NULL CHECK (op IN ('add', 'delete')),\n"
+    "  clause_ids bigint[] NOT NULL,\n"
+    "  created_at bigint NOT NULL);\n"
+    "CREATE TABLE vector_changes_horizon(pruned_to bigint NOT NULL);\n"
+    "INSERT INTO vector_changes_horizon VALUES(0);\n"
+    "CREATE FUNCTION clauseqa_vector_changes() RETURNS trigger LANGUAGE plpgsql AS $f$\n"
+    "DECLARE last_seq bigint;\n"
+    "BEGIN\n"
+    "  IF NOT EXISTS (SELECT 1 FROM changed) THEN RETURN NULL; END IF;\n"
+    "  PERFORM pg_advisory_xact_lock(7164892001163731302);\n"
+    "  WITH added AS (\n"
+    "    INSERT INTO vector_changes(kb_id, doc_id, op, clause_ids, created_at)\n"
+    "    SELECT kb_id, doc_id, CASE WHEN TG_OP = 'INSERT' THEN 'add' ELSE 'delete' END,\n"
+    "           array_agg(clause_id ORDER BY clause_id), extract(epoch FROM now())::bigint\n"
+    "    FROM changed GROUP BY kb_id, doc_id RETURNING seq)\n"
+    "  SELECT max(seq) INTO last_seq FROM added;\n"
+    "  PERFORM pg_notify('clauseqa_vectors', last_seq::text);\n"
+    "  RETURN NULL;\n"
+    "END $f$;\n"
+    "CREATE TRIGGER clause_vectors_added AFTER INSERT ON clause_vectors REFERENCING NEW TABLE AS changed\n"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n"
+    "CREATE TRIGGER clause_vectors_deleted AFTER DELETE ON clause_vectors REFERENCING OLD TABLE AS changed\n"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

@@ -19,17 +19,10 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
+#include "index/vector_feed.h"
+#include "index/vectors_internal.h"
+#include "index/vectors_pg.h"
 #include "ssm/ssm.h"
-
-struct cq_vectors {
-    int64_t kb_id;
-    char model[80];
-    int dim;
-    char path[4096];
-    FaissIndex *index;
-    int ivf, dirty;
-    pthread_rwlock_t lock;
-};
 
 static cq_status faiss_error(cq_err *err, const char *what) {
     const char *m = faiss_get_last_error();
@@ -70,6 +63,8 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
 }
 
 static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_count(pg, v->kb_id, v->model, n, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ? AND model = ?",
                            -1, &st, NULL))
@@ -77,6 +72,25 @@ static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) 
     sqlite3_bind_int64(st, 1, v->kb_id);
     sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
     *n = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_kb_model(pg, kb_id, model, dim, err);
+    model[0] = 0;
+    *dim = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(cq_store_db(s),
+                           "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ? ORDER BY rowid DESC LIMIT 1",
+                           -1, &st, NULL))
+        return db_error(s, err, "find the KB's vectors");
+    sqlite3_bind_int64(st, 1, kb_id);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(model, 80, "%s", (const char *)sqlite3_column_text(st, 0));
+        *dim = sqlite3_column_int(st, 1) / (int)sizeof(float);
+    }
     sqlite3_finalize(st);
     return CQ_OK;
 }
@@ -91,12 +105,29 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
     else if (rename(tmp, v->path))
         rc = cq_err_set(err, CQ_ERR_IO, "cannot rename %s to %s", tmp, v->path);
     if (rc) unlink(tmp);
-    else v->dirty = 0;
+    if (!rc && v->seq >= 0) { /* the feed position, after the file it describes (vectors_internal.h) */
+        char seq_path[4200], text[32];
+        snprintf(seq_path, sizeof seq_path, "%s.seq", v->path);
+        int len = snprintf(text, sizeof text, "%lld\n", (long long)v->seq);
+        rc = cq_file_write_atomic(seq_path, text, (size_t)len, err);
+    }
+    if (!rc) v->dirty = 0;
+    pthread_rwlock_unlock(&v->lock);
+    return rc;
+}
+
+cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err) {
+    pthread_rwlock_wrlock(&v->lock);
+    cq_status rc = new_index(v, n, x, err);
+    if (!rc && n && faiss_Index_add_with_ids(v->index, (idx_t)n, x, (const idx_t *)ids)) rc = faiss_error(err, "add");
+    v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
     return rc;
 }
 
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_vectors_rebuild_pg(v, pg, err);
     size_t n = 0;
     cq_status rc = count_rows(v, s, &n, err);
     if (rc) return rc;
@@ -126,11 +157,7 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
         }
     }
     sqlite3_finalize(st);
-    pthread_rwlock_wrlock(&v->lock);
-    if (!rc) rc = new_index(v, got, x, err);
-    if (!rc && got && faiss_Index_add_with_ids(v->index, (idx_t)got, x, ids)) rc = faiss_error(err, "add");
-    v->dirty = 1;
-    pthread_rwlock_unlock(&v->lock);
+    if (!rc) rc = cq_vectors_fill(v, (const int64_t *)ids, x, got, err);
     free(x);
     free(ids);
     if (!rc) rc = cq_vectors_save(v, err);
@@ -139,43 +166,67 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
     return rc;
 }
 
-cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                          cq_vectors **out, cq_err *err) {
+cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
+                         cq_err *err) {
     *out = NULL;
     if (dim <= 0 || !model || !*model || strlen(model) >= sizeof ((cq_vectors *)0)->model)
         return cq_err_set(err, CQ_ERR_INVALID, "vectors: bad dimension or model id");
+    char dir[4000];
+    snprintf(dir, sizeof dir, "%s/vectors", data_dir);
+    cq_status rc = cq_mkdirs(dir, err);
+    if (rc) return rc;
     cq_vectors *v = calloc(1, sizeof *v);
     if (!v) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     v->kb_id = kb_id;
     v->dim = dim;
+    v->seq = -1;
     snprintf(v->model, sizeof v->model, "%s", model);
     pthread_rwlock_init(&v->lock, NULL);
-    char dir[4000];
-    snprintf(dir, sizeof dir, "%s/vectors", data_dir);
     snprintf(v->path, sizeof v->path, "%s/kb%lld.faiss", dir, (long long)kb_id);
+    *out = v;
+    return CQ_OK;
+}
+
+FaissIndex *cq_vectors_read_file(const cq_vectors *v) {
+    FaissIndex *idx = NULL;
+    if (access(v->path, R_OK) || faiss_read_index_fname(v->path, 0, &idx)) return NULL;
+    if ((!faiss_IndexIVF_cast(idx) && !faiss_IndexIDMap_cast(idx)) || faiss_Index_d(idx) != v->dim) {
+        faiss_Index_free(idx); /* not one of ours */
+        return NULL;
+    }
+    return idx;
+}
+
+void cq_vectors_adopt(cq_vectors *v, FaissIndex *idx) {
+    pthread_rwlock_wrlock(&v->lock);
+    if (v->index) faiss_Index_free(v->index);
+    v->index = idx;
+    v->ivf = faiss_IndexIVF_cast(idx) != NULL;
+    if (v->ivf) {
+        int nlist, nprobe;
+        cq_vectors_ivf_shape((size_t)faiss_Index_ntotal(idx), &nlist, &nprobe);
+        faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(idx), (size_t)nprobe);
+    }
+    pthread_rwlock_unlock(&v->lock);
+}
+
+cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_vectors_open_pg(pg, data_dir, kb_id, model, dim, out, err);
+    cq_vectors *v = NULL;
+    cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
+    if (rc) return rc;
     size_t n_rows = 0;
-    cq_status rc = cq_mkdirs(dir, err);
-    if (!rc) rc = count_rows(v, s, &n_rows, err);
+    rc = count_rows(v, s, &n_rows, err);
     if (!rc) {
-        FaissIndex *idx = NULL;
-        if (access(v->path, R_OK) == 0 && faiss_read_index_fname(v->path, 0, &idx)) idx = NULL;
-        int is_ivf = idx && faiss_IndexIVF_cast(idx) != NULL;
-        if (idx && !is_ivf && !faiss_IndexIDMap_cast(idx)) { /* not one of ours */
-            faiss_Index_free(idx);
-            idx = NULL;
-        }
-        if (idx && faiss_Index_d(idx) == dim && (size_t)faiss_Index_ntotal(idx) == n_rows) {
-            v->index = idx;
-            v->ivf = is_ivf;
-            if (is_ivf) {
-                int nlist, nprobe;
-                cq_vectors_ivf_shape(n_rows, &nlist, &nprobe);
-                faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(idx), (size_t)nprobe);
-            }
+        FaissIndex *idx = cq_vectors_read_file(v);
+        if (idx && (size_t)faiss_Index_ntotal(idx) == n_rows) {
+            cq_vectors_adopt(v, idx);
         } else {
             if (idx) {
-                CQ_WARN("vectors: %s holds %lld vectors of %d, SQLite %zu of %d: rebuilding", v->path,
-                        (long long)faiss_Index_ntotal(idx), faiss_Index_d(idx), n_rows, dim);
+                CQ_WARN("vectors: %s holds %lld vectors, SQLite %zu: rebuilding", v->path,
+                        (long long)faiss_Index_ntotal(idx), n_rows);
                 faiss_Index_free(idx);
             }
             rc = cq_vectors_rebuild(v, s, err);
@@ -200,22 +251,28 @@ void cq_vectors_close(cq_vectors *v) {
     free(v);
 }
 
-size_t cq_vectors_count(const cq_vectors *v) { return (size_t)faiss_Index_ntotal(v->index); }
-int cq_vectors_is_ivf(const cq_vectors *v) { return v->ivf; }
-
-static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
-    if (!n) return CQ_OK;
-    FaissIDSelectorBatch *sel = NULL;
-    if (faiss_IDSelectorBatch_new(&sel, n, (const idx_t *)clause_ids)) return faiss_error(err, "IDSelectorBatch");
-    size_t removed = 0;
-    int rc = faiss_Index_remove_ids(v->index, (FaissIDSelector *)sel, &removed);
-    faiss_IDSelector_free((FaissIDSelector *)sel);
-    return rc ? faiss_error(err, "remove_ids") : CQ_OK;
+/* Under the read lock: on PostgreSQL the node's feed replaces the index from its own thread (a rebuild). */
+size_t cq_vectors_count(const cq_vectors *v) {
+    cq_vectors *w = (cq_vectors *)v; /* the lock is not part of the value */
+    pthread_rwlock_rdlock(&w->lock);
+    size_t n = (size_t)faiss_Index_ntotal(v->index);
+    pthread_rwlock_unlock(&w->lock);
+    return n;
 }
 
-cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
-                         cq_err *err) {
-    if (!n) return CQ_OK;
+int cq_vectors_is_ivf(const cq_vectors *v) {
+    cq_vectors *w = (cq_vectors *)v;
+    pthread_rwlock_rdlock(&w->lock);
+    int ivf = v->ivf;
+    pthread_rwlock_unlock(&w->lock);
+    return ivf;
+}
+
+/* The rows of cq_vectors_add, replacing earlier ones of those clauses (the caller's transaction, if any). */
+static cq_status store_rows(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
+                            cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_store(pg, v->kb_id, v->model, v->dim, clause_ids, vectors, n, err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?,?,?,?)",
@@ -231,22 +288,50 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
-    if (rc) return rc;
+    return rc;
+}
+
+static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    FaissIDSelectorBatch *sel = NULL;
+    if (faiss_IDSelectorBatch_new(&sel, n, (const idx_t *)clause_ids)) return faiss_error(err, "IDSelectorBatch");
+    size_t removed = 0;
+    int rc = faiss_Index_remove_ids(v->index, (FaissIDSelector *)sel, &removed);
+    faiss_IDSelector_free((FaissIDSelector *)sel);
+    return rc ? faiss_error(err, "remove_ids") : CQ_OK;
+}
+
+cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remove, const int64_t *ids, const float *x,
+                            size_t n, bool *rebuild, cq_err *err) {
+    *rebuild = false;
     pthread_rwlock_wrlock(&v->lock);
     size_t total = (size_t)faiss_Index_ntotal(v->index) + n;
-    int rebuild = !v->ivf && total >= CQ_VECTORS_IVF_MIN; /* grown past flat: train an IVF */
+    if (!v->ivf && total >= CQ_VECTORS_IVF_MIN) { /* grown past flat: the caller trains an IVF */
+        pthread_rwlock_unlock(&v->lock);
+        *rebuild = true;
+        return CQ_OK;
+    }
     /* A document's few vectors: FAISS's OpenMP team (the IVF add and remove) and OpenBLAS's threads (the product
      * that assigns them to lists) spin against each other between such small calls, about 4x the time of the add
      * on 2 cores (tests/bench/bench_vectors_add.c); one OpenMP thread for them avoids that, as for one query in
      * cq_vectors_search. The setting is this thread's own and is put back here. */
     int omp_prev = omp_get_max_threads();
-    if (n < SMALL_ADD) omp_set_num_threads(1);
-    if (!rebuild) rc = remove_from_index(v, clause_ids, n, err); /* a replaced clause must not appear twice */
-    if (!rc && !rebuild && faiss_Index_add_with_ids(v->index, (idx_t)n, vectors, (const idx_t *)clause_ids))
-        rc = faiss_error(err, "add");
-    if (n < SMALL_ADD) omp_set_num_threads(omp_prev);
+    if (n + n_remove < SMALL_ADD) omp_set_num_threads(1);
+    cq_status rc = remove_from_index(v, remove, n_remove, err);
+    if (!rc && n && faiss_Index_add_with_ids(v->index, (idx_t)n, x, (const idx_t *)ids)) rc = faiss_error(err, "add");
+    if (n + n_remove < SMALL_ADD) omp_set_num_threads(omp_prev);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
+    return rc;
+}
+
+cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
+                         cq_err *err) {
+    if (!n) return CQ_OK;
+    cq_status rc = store_rows(v, s, clause_ids, vectors, n, err);
+    bool rebuild = false;
+    /* a replaced clause must not appear twice: its old vector goes first */
+    if (!rc) rc = cq_vectors_update(v, clause_ids, n, clause_ids, vectors, n, &rebuild, err);
     if (!rc && rebuild) rc = cq_vectors_rebuild(v, s, err);
     return rc;
 }
@@ -261,6 +346,11 @@ cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, 
 
 cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err) {
     if (!n) return CQ_OK;
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) {
+        cq_status rc = cq_pg_vectors_delete(pg, clause_ids, n, err);
+        return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
+    }
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "DELETE FROM clause_vectors WHERE clause_id = ?", -1, &st, NULL))
         return db_error(s, err, "remove vectors");
@@ -275,6 +365,8 @@ cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_id
 }
 
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_doc_clause_ids(pg, doc_id, ids, n, err);
     *ids = NULL;
     *n = 0;
     sqlite3_stmt *st;
@@ -334,6 +426,8 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
 
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
                                size_t len, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_state_put(pg, doc_id, model, n_tokens, state, len, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
                            "INSERT OR REPLACE INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?)", -1,
@@ -350,6 +444,8 @@ cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, i
 
 cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
                                cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_vectors_state_get(pg, doc_id, model, state, len, err);
     *state = NULL;
     *len = 0;
     sqlite3_stmt *st;
@@ -388,6 +484,7 @@ struct cq_dense {
     int64_t *kb_ids;
     cq_vectors **kbs;
     size_t n_kbs, cap_kbs;
+    cq_vector_feed *feed; /* PostgreSQL: the node's feed, started by the first cq_dense_kb; it owns the indexes */
 };
 
 /* The GPU when there is one, else the fast CPU path, else the reference; why the GPU was not used goes to why
@@ -491,7 +588,9 @@ cq_status cq_dense_open_configured(const char *data_dir, const char *weights_dir
 
 void cq_dense_close(cq_dense *d) {
     if (!d) return;
-    for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
+    if (d->feed) cq_vector_feed_stop(d->feed); /* closes its indexes */
+    else
+        for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
     free(d->kbs);
     free(d->kb_ids);
     cq_ssm_encoder_free(d->encoder);
@@ -519,9 +618,12 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
             if (ids && kbs) d->cap_kbs = cap;
             else rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
-        if (!rc)
-            rc = cq_vectors_open(s, d->data_dir, kb_id, cq_ssm_model_id(d->model),
-                                 cq_ssm_model_config(d->model)->d_embed, &d->kbs[i], err);
+        cq_pg *pg = cq_store_pg(s);
+        const char *model = cq_ssm_model_id(d->model);
+        int dim = cq_ssm_model_config(d->model)->d_embed;
+        if (!rc && pg && !d->feed) rc = cq_vector_feed_start(pg, d->data_dir, NULL, &d->feed, err);
+        if (!rc && pg) rc = cq_vector_feed_kb(d->feed, kb_id, model, dim, &d->kbs[i], err);
+        else if (!rc) rc = cq_vectors_open(s, d->data_dir, kb_id, model, dim, &d->kbs[i], err);
         if (!rc) {
             d->kb_ids[i] = kb_id;
             d->n_kbs++;
@@ -536,6 +638,13 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
  * back, deleted by another process, or whose id now names a clause of another KB is never served. */
 static cq_status keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores, size_t *n,
                              cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) {
+        size_t before = *n;
+        cq_status rc = cq_pg_vectors_keep_stored(pg, kb_id, model, ids, scores, n, err);
+        if (!rc && *n < before) CQ_WARN("vectors: KB %lld: %zu stale FAISS hits skipped", (long long)kb_id, before - *n);
+        return rc;
+    }
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s), "SELECT 1 FROM clause_vectors WHERE clause_id = ? AND kb_id = ? AND model = ?",
                            -1, &st, NULL))
@@ -603,12 +712,19 @@ cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids,
 
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
-        return db_error(s, err, "find document");
-    sqlite3_bind_int64(st, 1, doc_id);
-    int64_t kb_id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
+    int64_t kb_id = -1;
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) {
+        cq_status rc = cq_pg_vectors_doc_kb(pg, doc_id, &kb_id, err);
+        if (rc) return rc;
+    } else {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
+            return db_error(s, err, "find document");
+        sqlite3_bind_int64(st, 1, doc_id);
+        kb_id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+        sqlite3_finalize(st);
+    }
     if (kb_id < 0 || !open_kb(d, kb_id)) return CQ_OK;
     int64_t *ids = NULL;
     size_t n = 0;

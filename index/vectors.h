@@ -1,5 +1,7 @@
 /* Dense clause vectors of a knowledge base: SQLite holds the truth (clause_vectors, doc_states; migration 2 in
- * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite.
+ * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite. On the
+ * PostgreSQL store (cq_store_pg) the same calls keep the vectors there (index/vectors_pg.h) and each node's FAISS
+ * index is a cache that its feed keeps current (index/vector_feed.h: LISTEN/NOTIFY, docs/SCALE.md "Vectors").
  *
  *   FAISS file  DATA/vectors/kb<ID>.faiss, an index whose ids are clause ids: exact inner product ("IDMap,Flat")
  *               below CQ_VECTORS_IVF_MIN vectors, the size where the flat scan stops meeting the latency target
@@ -55,6 +57,10 @@ cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, 
 /* Up to k nearest clauses of the unit query vector: ids and scores (inner products, best first); *n_out ≤ k. */
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err);
+
+/* The model and dimension of KB kb_id's newest clause vectors (`clauseqa reindex`); model "" and dim 0 when the KB
+ * has none. */
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err);
 
 /* Rebuilds the FAISS index from SQLite (read through s) and saves it (`clauseqa reindex`). */
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);

@@ -10,9 +10,10 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "index/store_internal.h"
+#include "index/store_pg.h"
+#include "index/versions_internal.h"
+#include "index/versions_pg.h"
 
-#define HEADER_MAX_BYTES 6000 /* the header (preamble clauses) read for dates */
-#define TAIL_CLAUSES 3        /* the last articles read for 施行 and 废止 */
 /* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
 #define KIND_ARTICLE 1
 #define KIND_PARAGRAPH 3
@@ -33,7 +34,17 @@ const char *cq_version_state_name(cq_version_state s) {
 
 /* ---- analysis ----------------------------------------------------------------------------------------------- */
 
-/* The header (the clauses before the first article) and the last TAIL_CLAUSES clauses of a document. */
+bool cq_version_header_take(cq_strbuf *header, int kind, const char *text, bool *first) {
+    if (header->len >= CQ_VERSION_HEADER_MAX_BYTES) return false;
+    /* the header is what comes before the first article; a document without articles: its first paragraph */
+    if (kind == KIND_ARTICLE) return false;
+    if (kind == KIND_PARAGRAPH && !*first) return false;
+    cq_strbuf_printf(header, "%s\n", text ? text : "");
+    *first = false;
+    return true;
+}
+
+/* The header (the clauses before the first article) and the last CQ_VERSION_TAIL_CLAUSES clauses of a document. */
 static cq_status read_texts(sqlite3 *db, int64_t doc_id, char **header, char **tail, cq_err *err) {
     cq_strbuf h = {0}, t = {0};
     sqlite3_stmt *st;
@@ -42,14 +53,8 @@ static cq_status read_texts(sqlite3 *db, int64_t doc_id, char **header, char **t
         return db_err(db, err, "read clauses");
     sqlite3_bind_int64(st, 1, doc_id);
     bool first = true;
-    while (sqlite3_step(st) == SQLITE_ROW && h.len < HEADER_MAX_BYTES) {
-        int kind = sqlite3_column_int(st, 0);
-        const char *text = (const char *)sqlite3_column_text(st, 1);
-        /* the header is what comes before the first article; a document without articles: its first paragraph */
-        if (kind == KIND_ARTICLE) break;
-        if (kind == KIND_PARAGRAPH && !first) break;
-        cq_strbuf_printf(&h, "%s\n", text ? text : "");
-        first = false;
+    while (sqlite3_step(st) == SQLITE_ROW &&
+           cq_version_header_take(&h, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 1), &first)) {
     }
     sqlite3_finalize(st);
     if (sqlite3_prepare_v2(db, "SELECT text FROM (SELECT ord, text FROM clauses WHERE doc_id = ? ORDER BY ord DESC "
@@ -59,7 +64,7 @@ static cq_status read_texts(sqlite3 *db, int64_t doc_id, char **header, char **t
         return db_err(db, err, "read clauses");
     }
     sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_int(st, 2, TAIL_CLAUSES);
+    sqlite3_bind_int(st, 2, CQ_VERSION_TAIL_CLAUSES);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *text = (const char *)sqlite3_column_text(st, 0);
         cq_strbuf_printf(&t, "%s\n", text ? text : "");
@@ -86,13 +91,9 @@ static cq_status step_done(sqlite3 *db, sqlite3_stmt *st, cq_err *err, const cha
     return rc == SQLITE_DONE ? CQ_OK : db_err(db, err, what);
 }
 
-/* Versions on PostgreSQL come with their own module (issue 20, pgvec); until then they are refused clearly. */
-static cq_status not_on_pg(cq_err *err) {
-    return cq_err_set(err, CQ_ERR_UNSUPPORTED, "versions of regulations are not kept in PostgreSQL yet");
-}
-
 cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_analyse(pg, doc_id, err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -177,8 +178,9 @@ static bool kb_documents(sqlite3 *db, int64_t kb_id, int64_t *n, int64_t *max_id
 }
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_ensure(pg, kb_id, redo, n_analysed, err);
     if (n_analysed) *n_analysed = 0;
-    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
     int64_t n_docs = -1, max_id = 0;
@@ -261,7 +263,7 @@ static int cmp_entry(const void *a, const void *b) {
 
 /* Orders a group's versions and settles the regulation's repeal: another document repeals it (repealed_by), or its
  * newest version says it was repealed. An older version that says so was replaced, not repealed. */
-static void group_finish(cq_version_group *g, cq_date repealed_by) {
+void cq_version_group_finish(cq_version_group *g, cq_date repealed_by) {
     if (g->n) qsort(g->v, g->n, sizeof *g->v, cmp_entry);
     g->repealed = repealed_by;
     if (g->n) {
@@ -314,13 +316,14 @@ static cq_status load_group(sqlite3 *db, int64_t kb_id, const char *key, cq_vers
     cq_date repealed = 0;
     if (sqlite3_step(st) == SQLITE_ROW) repealed = sqlite3_column_int(st, 1);
     sqlite3_finalize(st);
-    group_finish(g, repealed);
+    cq_version_group_finish(g, repealed);
     return CQ_OK;
 }
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_group_of(pg, doc_id, out, err);
     memset(out, 0, sizeof *out);
-    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?", err, "find version", &st))
@@ -336,14 +339,16 @@ cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *ou
     sqlite3_finalize(st);
     cq_status rc = load_group(db, kb_id, key, out, err);
     if (rc) return rc;
-    /* An empty key (a name with nothing left) groups nothing: the document stands alone. */
-    if (!key[0]) {
-        size_t k = 0;
-        for (size_t i = 0; i < out->n; i++)
-            if (out->v[i].doc_id == doc_id) out->v[k++] = out->v[i];
-        out->n = k;
-    }
+    if (!key[0]) cq_version_group_alone(out, doc_id);
     return CQ_OK;
+}
+
+void cq_version_group_alone(cq_version_group *g, int64_t doc_id) {
+    /* An empty key (a name with nothing left) groups nothing: the document stands alone. */
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i].doc_id == doc_id) g->v[k++] = g->v[i];
+    g->n = k;
 }
 
 int cq_version_group_pick(const cq_version_group *g, cq_date on, int version_year) {
@@ -427,8 +432,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
 }
 
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
-    memset(out, 0, sizeof *out);
-    if (cq_store_pg(s)) return not_on_pg(err);
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_status(pg, doc_id, on, out, err);
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
     if (rc == CQ_ERR_NOT_FOUND) {
@@ -446,8 +451,23 @@ cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version
 
 /* ---- corrections -------------------------------------------------------------------------------------------- */
 
+cq_status cq_version_edit_check(const cq_version_edit *e, cq_err *err) {
+    if ((e->promulgated > 0 && !cq_date_valid(e->promulgated)) || (e->effective > 0 && !cq_date_valid(e->effective)) ||
+        (e->repealed > 0 && !cq_date_valid(e->repealed)))
+        return cq_err_set(err, CQ_ERR_INVALID, "dates are days written YYYY-MM-DD");
+    return CQ_OK;
+}
+
+void cq_version_edit_key(const char *edit_key, int64_t doc_id, char key[CQ_VERSION_KEY_MAX]) {
+    /* the group as a person names it: the same normalization as names get, so "公司法" joins 公司法(2018-10-26) */
+    cq_version_title_key(edit_key, key, CQ_VERSION_KEY_MAX);
+    if (edit_key[0] && !key[0]) snprintf(key, CQ_VERSION_KEY_MAX, "%s", edit_key);
+    if (!edit_key[0]) snprintf(key, CQ_VERSION_KEY_MAX, "#%lld", (long long)doc_id); /* alone */
+}
+
 cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_set(pg, doc_id, e, err);
     sqlite3 *db = cq_store_db(s);
     /* a document never analysed gets its automatic row first, then the correction over it */
     sqlite3_stmt *st;
@@ -457,16 +477,9 @@ cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e,
     sqlite3_finalize(st);
     cq_status rc = have ? CQ_OK : cq_versions_analyse(s, doc_id, err);
     if (rc) return rc;
-    if ((e->promulgated > 0 && !cq_date_valid(e->promulgated)) || (e->effective > 0 && !cq_date_valid(e->effective)) ||
-        (e->repealed > 0 && !cq_date_valid(e->repealed)))
-        return cq_err_set(err, CQ_ERR_INVALID, "dates are days written YYYY-MM-DD");
+    if ((rc = cq_version_edit_check(e, err))) return rc;
     char key[CQ_VERSION_KEY_MAX] = "";
-    if (e->key) {
-        /* the group as a person names it: the same normalization as names get, so "公司法" joins 公司法(2018-10-26) */
-        cq_version_title_key(e->key, key, sizeof key);
-        if (e->key[0] && !key[0]) snprintf(key, sizeof key, "%s", e->key);
-        if (!e->key[0]) snprintf(key, sizeof key, "#%lld", (long long)doc_id); /* alone */
-    }
+    if (e->key) cq_version_edit_key(e->key, doc_id, key);
     if (exec_bind(db,
                   "UPDATE doc_versions SET by_user = 1, key = coalesce(?2, key), label = coalesce(?3, label), "
                   "promulgated = CASE WHEN ?4 >= 0 THEN ?4 ELSE promulgated END, "
@@ -486,7 +499,8 @@ cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e,
 }
 
 cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
-    if (cq_store_pg(s)) return not_on_pg(err);
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_reset(pg, doc_id, err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db, "UPDATE doc_versions SET by_user = 0 WHERE doc_id = ?", err, "reset version", &st))
@@ -497,9 +511,10 @@ cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
 }
 
 cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_list(pg, kb_id, out, n, err);
     *out = NULL;
     *n = 0;
-    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -548,13 +563,8 @@ cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, s
 
 /* ---- a whole KB ---------------------------------------------------------------------------------------------- */
 
-typedef struct {
-    char key[CQ_VERSION_KEY_MAX];
-    cq_version_entry e;
-} keyed_entry;
-
 static int cmp_keyed(const void *a, const void *b) {
-    const keyed_entry *x = a, *y = b;
+    const cq_version_keyed *x = a, *y = b;
     int d = strcmp(x->key, y->key);
     return d ? d : (x->e.doc_id > y->e.doc_id) - (x->e.doc_id < y->e.doc_id);
 }
@@ -566,9 +576,10 @@ static int cmp_status_doc(const void *a, const void *b) {
 
 cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
                                cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_statuses(pg, kb_id, on, out, n, err);
     *out = NULL;
     *n = 0;
-    if (cq_store_pg(s)) return not_on_pg(err);
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
@@ -577,20 +588,20 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
                   err, "load versions", &st))
         return CQ_ERR_DB;
     sqlite3_bind_int64(st, 1, kb_id);
-    keyed_entry *rows = NULL;
+    cq_version_keyed *rows = NULL;
     size_t nr = 0, cap = 0;
     cq_status rc = CQ_OK;
     while (sqlite3_step(st) == SQLITE_ROW) {
         if (nr == cap) {
             cap = cap ? cap * 2 : 64;
-            keyed_entry *p = realloc(rows, cap * sizeof *p);
+            cq_version_keyed *p = realloc(rows, cap * sizeof *p);
             if (!p) {
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
                 break;
             }
             rows = p;
         }
-        keyed_entry *k = &rows[nr++];
+        cq_version_keyed *k = &rows[nr++];
         memset(k, 0, sizeof *k);
         k->e.doc_id = sqlite3_column_int64(st, 0);
         snprintf(k->e.name, sizeof k->e.name, "%s", (const char *)sqlite3_column_text(st, 1));
@@ -600,11 +611,10 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
         k->e.repealed = sqlite3_column_int(st, 5);
         k->e.by_user = sqlite3_column_int(st, 6) != 0;
         snprintf(k->key, sizeof k->key, "%s", (const char *)sqlite3_column_text(st, 7));
-        if (!k->key[0]) snprintf(k->key, sizeof k->key, "#%lld", (long long)k->e.doc_id); /* alone */
     }
     sqlite3_finalize(st);
     /* cross-document repeals, by key */
-    keyed_entry *rep = NULL;
+    cq_version_keyed *rep = NULL;
     size_t n_rep = 0, cap_rep = 0;
     if (!rc && exec_bind(db, REPEALS_SQL " GROUP BY r.key ORDER BY r.key", err, "load repeals", &st)) rc = CQ_ERR_DB;
     else if (!rc) {
@@ -612,7 +622,7 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
         while (sqlite3_step(st) == SQLITE_ROW) {
             if (n_rep == cap_rep) {
                 cap_rep = cap_rep ? cap_rep * 2 : 16;
-                keyed_entry *p = realloc(rep, cap_rep * sizeof *p);
+                cq_version_keyed *p = realloc(rep, cap_rep * sizeof *p);
                 if (!p) {
                     rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
                     break;
@@ -625,28 +635,37 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
         }
         sqlite3_finalize(st);
     }
-    if (!rc && nr) {
-        qsort(rows, nr, sizeof *rows, cmp_keyed);
-        *out = calloc(nr, sizeof **out);
-        cq_version_entry *v = malloc(nr * sizeof *v);
-        if (!*out || !v) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < nr;) {
-            size_t j = i;
-            while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
-            cq_version_group g = {.v = v, .n = j - i};
-            snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
-            cq_date by = 0;
-            for (size_t r = 0; r < n_rep; r++)
-                if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
-            group_finish(&g, by);
-            for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
-            i = j;
-        }
-        free(v);
-        if (!rc) qsort(*out, *n, sizeof **out, cmp_status_doc);
-    }
+    if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
     free(rows);
     free(rep);
+    return rc;
+}
+
+cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep, size_t n_rep,
+                                    cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (!nr) return CQ_OK;
+    for (size_t i = 0; i < nr; i++) /* an empty key stands alone */
+        if (!rows[i].key[0]) snprintf(rows[i].key, sizeof rows[i].key, "#%lld", (long long)rows[i].e.doc_id);
+    qsort(rows, nr, sizeof *rows, cmp_keyed);
+    *out = calloc(nr, sizeof **out);
+    cq_version_entry *v = malloc(nr * sizeof *v);
+    cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nr;) {
+        size_t j = i;
+        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
+        cq_version_group g = {.v = v, .n = j - i};
+        snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
+        cq_date by = 0;
+        for (size_t r = 0; r < n_rep; r++)
+            if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
+        cq_version_group_finish(&g, by);
+        for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
+        i = j;
+    }
+    free(v);
+    if (!rc) qsort(*out, *n, sizeof **out, cmp_status_doc);
     if (rc) {
         free(*out);
         *out = NULL;

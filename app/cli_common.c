@@ -36,11 +36,6 @@ cq_dense *cq_cli_open_dense(const char *data_dir) {
     cq_dense *d = NULL;
     cq_err err = {0};
     const cq_models *m = cq_cli_models();
-    const char *where = cq_cli_store_where();
-    if (where && cq_store_where_kind(where) == CQ_STORE_POSTGRESQL) { /* issue 20: pgvec */
-        if (m->encoder_origin) CQ_INFO("dense retrieval off: vectors are not kept in PostgreSQL yet");
-        return NULL;
-    }
     if (cq_dense_open_configured(data_dir, m->encoder_origin ? m->encoder : NULL, &d, &err) &&
         err.code != CQ_ERR_UNSUPPORTED)
         fprintf(stderr, "clauseqa: dense retrieval off: %s\n", err.msg);

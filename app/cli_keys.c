@@ -38,21 +38,9 @@ static cJSON *key_json(const cq_key_info *k) {
     return o;
 }
 
-/* API keys in PostgreSQL come with their own module (issue 20, pgjobs: index/keys.c); until then they are refused
- * clearly. */
-static cq_store *open_key_store(const char *cmd) {
-    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
-    if (s && cq_store_pg(s)) {
-        fprintf(stderr, "clauseqa keys %s: API keys are not kept in PostgreSQL yet\n", cmd);
-        cq_store_close(s);
-        return NULL;
-    }
-    return s;
-}
-
 /* keys open-mode [on|off]: says, or changes, whether authentication is required. */
 static int open_mode(const char *to) {
-    cq_store *s = open_key_store("open-mode");
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     cq_err err = {0};
     bool required = false;
@@ -141,7 +129,7 @@ int cq_cmd_keys(int argc, char **argv) {
             return 2;
         }
     }
-    cq_store *s = open_key_store(action);
+    cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;
     cq_err err = {0};
     int status = 0;

@@ -43,12 +43,6 @@ int cq_cmd_reindex(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
-    if (cq_store_pg(s)) { /* issue 20: versions and vectors on PostgreSQL come with their own modules (pgvec) */
-        fprintf(stderr, "clauseqa reindex: the store is PostgreSQL, where versions and vectors are not kept yet: "
-                        "nothing to rebuild\n");
-        cq_store_close(s);
-        return 1;
-    }
     /* versions of regulations (index/versions.h): every document analysed again, corrections kept */
     cq_err verr = {0};
     size_t analysed = 0, n_groups = 0;
@@ -62,6 +56,12 @@ int cq_cmd_reindex(int argc, char **argv) {
     free(groups);
     printf("KB %s: versions of %zu documents analysed; %zu regulations have several versions\n", kb, analysed,
            n_groups);
+    if (cq_store_pg(s)) { /* the vectors are the store's; each node's FAISS index is a cache its feed keeps */
+        printf("KB %s: the store is PostgreSQL, where each node's vector index is a cache kept current from the store "
+               "(docs/SCALE.md): a node rebuilds it at its start when its file kb%lld.faiss is removed\n", kb, (long long)kb_id);
+        cq_store_close(s);
+        return 0;
+    }
     /* the model and dimension of the KB's newest vectors */
     char model[80] = "";
     int dim = 0;

@@ -233,11 +233,6 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, doc.n_pages, (int)st.n_clauses, doc.quality,
                                  doc.quality_reason, err);
     if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
-    if (rc == CQ_ERR_UNSUPPORTED && cq_store_pg(s)) { /* not kept in PostgreSQL yet: the document goes in without */
-        CQ_DEBUG("%s: %s", filename, err ? err->msg : "versions not analysed");
-        cq_err_clear(err);
-        rc = CQ_OK;
-    }
     if (!rc && old.id) rc = cq_dense_forget_doc(opt->dense, s, old.id, err);
     if (!rc && old.id) rc = cq_store_doc_delete(s, old.id, err);
     free(label);

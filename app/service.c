@@ -154,9 +154,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
         const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;
         char searched[3400] = "";
         if (s->models) cq_models_searched(s->models, searched, sizeof searched);
-        if (config->store && cq_store_where_kind(config->store) == CQ_STORE_POSTGRESQL) /* issue 20: pgvec */
-            CQ_INFO("dense retrieval off: vectors are not kept in PostgreSQL yet");
-        else if (!weights)
+        if (!weights)
             CQ_INFO("dense retrieval off: no trained encoder weights (ssm/ssm.json) in %s", searched);
         else if (cq_dense_open_configured(s->data_dir, weights, &s->dense, &derr) == CQ_OK)
             CQ_INFO("dense retrieval on: encoder weights %s (%s)", weights, s->models->encoder_origin);
@@ -167,10 +165,6 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     }
     cq_store *st = NULL;
     if (!rc) rc = cq_store_open_uri(s->db_path, &st, err); /* creates and migrates the database up front */
-    if (!rc && cq_store_pg(st)) /* issue 20: the server's jobs, keys and conversations come with pgjobs */
-        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
-                        "serving from PostgreSQL needs its jobs, API keys and conversations there, which this build "
-                        "does not keep yet: use the command line (ingest, retrieve, ask, eval) with --store");
     cq_svc_pool_put(s, st);
     if (!rc) rc = cq_svc_jobs_start(s, err);
     if (rc) {

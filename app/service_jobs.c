@@ -482,7 +482,7 @@ static void *renewer_main(void *arg) {
     cq_service *s = arg;
     cq_err err = {0};
     cq_store *st = NULL;
-    if (cq_store_open(s->db_path, &st, &err)) {
+    if (cq_store_open_uri(s->db_path, &st, &err)) {
         CQ_ERROR("job lease renewer: %s", err.msg);
         return NULL;
     }

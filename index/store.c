@@ -11,6 +11,7 @@
 #include "core/utf8.h"
 #include "index/bm25.h"
 #include "index/fts_cjk.h"
+#include "index/jobs_pg.h"
 #include "index/router.h"
 #include "index/store_internal.h"
 #include "index/store_pg.h"
@@ -1118,8 +1119,7 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
 /* ---- jobs --------------------------------------------------------------------------------------------------- */
 
 cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
-    if (s->pg) /* index/jobs_pg.h (issue 20, pgjobs) */
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "jobs are not kept in PostgreSQL yet");
+    if (s->pg) return cq_pg_job_create(s->pg, kb_id, doc_id, job_id, err); /* index/jobs_pg.h */
     sqlite3_stmt *st;
     if (prepare(s, "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?, ?, 'queued', ?, ?)", &st,
                 err))
@@ -1139,7 +1139,7 @@ cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_
 
 cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
                               cq_err *err) {
-    if (s->pg) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "jobs are not kept in PostgreSQL yet");
+    if (s->pg) return cq_pg_job_update(s->pg, job_id, state, done, total, error, err);
     sqlite3_stmt *st;
     if (prepare(s, "UPDATE jobs SET state = ?, done = ?, total = ?, error = ?, updated_at = ? WHERE id = ?", &st, err))
         return CQ_ERR_DB;

@@ -917,7 +917,11 @@ cq_status cq_pg_doc_list(cq_pg *pg, int64_t kb_id, cq_doc_info **out, size_t *n,
 cq_status cq_pg_content_in_use(cq_pg *pg, const char *sha256, bool *in_use, cq_err *err) {
     *in_use = true; /* when unsure, the original is kept */
     const char *params[] = {sha256};
-    PGresult *r = query(pg, "SELECT 1 FROM documents WHERE sha256 = $1 LIMIT 1", 1, params, "look up content", err);
+    /* an unfinished job's upload is the same content, waiting in originals for whichever node claims it */
+    PGresult *r = query(pg,
+                        "SELECT 1 FROM documents WHERE sha256 = $1 UNION ALL "
+                        "SELECT 1 FROM jobs WHERE upload_sha256 = $1 AND state IN ('queued', 'running') LIMIT 1",
+                        1, params, "look up content", err);
     if (!r) return CQ_ERR_DB;
     *in_use = PQntuples(r) > 0;
     PQclear(r);

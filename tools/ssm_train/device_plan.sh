@@ -42,9 +42,11 @@ stash)
 train)
   overlay
   [ -f $W/data/corpus.npz ] && [ -f $W/teacher/e5pack.npz ] || { echo "data not unpacked"; exit 1; }
+  # the job runs from a copy of its own: each call re-copies the checkout over this one (the overlay goes)
+  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app attention core ssm $R/
   cat > $W/train_job.sh <<EOF
 #!/bin/bash
-cd $PWD
+cd $R
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 T0=\$(date +%s)
 log() { echo "[\$(( \$(date +%s) - T0 )) s] \$*" >> $W/job.log; }

@@ -426,7 +426,7 @@ def fuse(b, dn, w, m):
     for r, g in enumerate(dn[:50]):
         if g not in keep:
             sc[g] = sc.get(g, 0.0) + w / (61 + r)
-    return top + sorted(sc, key=lambda g: -sc[g])  # ties in first-seen order (BM25's, then dense's), as rrf()
+    return top + sorted(sc, key=lambda g: (-sc[g], g))  # ties by clause id, as index/retrieve.c (cmp_fused)
 
 
 def calibrated_fusion(data, ranks_calib, ranks_val, bm25):

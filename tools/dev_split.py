@@ -41,6 +41,18 @@ def question_is_validation(suite, q):
     return any(doc_is_validation(suite, d) for d in docs)
 
 
+def doc_is_calibration(suite, doc):
+    """Issue 14's calibration part: about a fifth of the TRAIN documents (an independent hash), held out of the
+    encoder's training so that a fusion can be fitted on questions the encoder never saw."""
+    base = "laws-zh" if suite == "laws-zh-pdf" else suite
+    return not doc_is_validation(suite, doc) and _bucket("calib/%s/%s" % (base, doc)) == 0
+
+
+def question_is_calibration(suite, q):
+    docs = [g["doc"] for g in q.get("gold") or [] if g.get("doc")]
+    return bool(docs) and not question_is_validation(suite, q) and any(doc_is_calibration(suite, d) for d in docs)
+
+
 def read_questions(eval_dir, suite):
     with open(os.path.join(eval_dir, suite, "questions.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]

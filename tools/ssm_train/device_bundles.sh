@@ -69,9 +69,10 @@ PY
     strip -o $T/cq/bin/bench_ssm "$(dirname $CQ)/tests/bench_ssm"
     for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do strip -o $T/cq/bin/$t "$(dirname $CQ)/tests/$t"; done
     # the non-system libraries of every binary carried, not only clauseqa's: the unit tests link libcmocka, which
-    # clauseqa does not (without it they stopped at the loader, rc 127, on the H200 box)
+    # clauseqa does not (without it they stopped at the loader, rc 127, on the H200 box); CUDA's own libraries are
+    # named exactly: a bare "cuda" also matched libicudata (ICU), which then went missing on the box
     for l in $(for b in $T/cq/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u | grep -v -E \
-        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
+        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|/libcuda|/libcudart|/libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/cq/lib/
     done
     ln -s libopenblas.so.0 $T/cq/lib/libblas.so.3

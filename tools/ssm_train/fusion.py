@@ -28,6 +28,8 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import dev_split  # noqa: E402
 from prepare import hits, norm  # noqa: E402
 
 DEPTH_BM25, DEPTH_DENSE, K = 10, 50, 60.0
@@ -42,6 +44,8 @@ def collect(a):
                 continue
             qs = [json.loads(x) for x in open(p, encoding="utf-8") if x.strip()]
             qs = [q for q in qs if q.get("answerable", True) and q.get("gold")]
+            if part == "train" and a.calib_only:  # the fit needs only the calibration questions
+                qs = [q for q in qs if dev_split.question_is_calibration(suite, q)]
             lines = "".join(json.dumps({"id": q["id"], "question": q["question"]}, ensure_ascii=False) + "\n"
                             for q in qs)
             lists = {}
@@ -56,7 +60,8 @@ def collect(a):
                     lists.setdefault(o["id"], {})[mode] = o.get("results", [])
             for q in qs:
                 gold = [(g["doc"], norm(g["text"]) if g.get("text") else None) for g in q["gold"]]
-                keys, rec = {}, {"suite": suite, "type": q["type"], "part": part}
+                keys, rec = {}, {"suite": suite, "type": q["type"], "part": part,
+                                 "calib": part == "train" and dev_split.question_is_calibration(suite, q)}
                 for mode in ("bm25", "dense"):
                     items = []
                     for h in lists.get(q["id"], {}).get(mode, []):
@@ -81,6 +86,16 @@ def ranked(rec, method, w=1.0, c=0.0):
     sc = defaultdict(float)
     if method == "gate" and len(b) >= 2 and (b[0][1] - b[1][1]) / max(abs(b[0][1]), 1e-9) >= c:
         return [(k, h) for k, _, h in b]
+    if method == "keep":  # BM25's top c kept in place, the rest fused with the dense side weighted w (train.py fuse)
+        top = [(k, h) for k, _, h in b[:int(c)]]
+        kept = set(k for k, _ in top)
+        for r, (k, _, _) in enumerate(b):
+            if k not in kept:
+                sc[k] += 1.0 / (K + r + 1)
+        for r, (k, _, _) in enumerate(d):
+            if k not in kept:
+                sc[k] += w / (K + r + 1)
+        return top + [(k, hit[k]) for k in sorted(sc, key=lambda k: (-sc[k], k))]
     if method in ("rrf", "rrf-w", "gate"):
         wd = 1.0 if method == "rrf" else w
         for r, (k, _, _) in enumerate(b):
@@ -106,6 +121,7 @@ def metrics(recs, method, **kw):
 
 GRID_W = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0]
 GRID_C = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.1]
+GRID_M = [0, 1, 2, 3]
 
 
 def objective(groups, method, w, c):
@@ -121,7 +137,7 @@ def fit(groups, method):
     """Parameters maximizing the mean objective over groups (train parts), the smallest dense weight among ties."""
     best, arg = -1.0, {"w": 1.0, "c": 0.0}
     for w in GRID_W:
-        for c in (GRID_C if method == "gate" else [0.0]):
+        for c in (GRID_C if method == "gate" else GRID_M if method == "keep" else [0.0]):
             s = objective([g for g in groups if g], method, w, c)
             if s > best + 1e-12:
                 best, arg = s, {"w": w, "c": c}
@@ -132,30 +148,38 @@ LANG = {"laws-zh": "zh", "policy-zh-dev": "zh", "cjrc-dev": "zh", "cuad-dev": "e
 
 
 def fit_report(a):
-    for path in a.files:
-        d = json.load(gzip.open(path, "rt"))
+    files = [json.load(gzip.open(p, "rt")) for p in a.files]
+    if a.merge:  # one tag's per-suite files
+        files = [{"tag": files[0]["tag"], "questions": {k: v for f in files for k, v in f["questions"].items()}}]
+    for d in files:
         recs = [r for r in d["questions"].values() if r["type"] != "clause_lookup"]
+        # fit on the calibration questions (train documents the encoder never trained on) where the file has them
+        calib = any(r.get("calib") for r in recs)
+        for r in recs:
+            if r["part"] == "train" and calib and not r.get("calib"):
+                r["part"] = "trained"
         groups = sorted(set((r["suite"], r["type"]) for r in recs))
         part = {(s, t, p): [r for r in recs if (r["suite"], r["type"], r["part"]) == (s, t, p)]
                 for s, t in groups for p in ("train", "val")}
         suites = sorted(set(s for s, _ in groups))
         by_suite = {s: [r for r in recs if r["suite"] == s and r["part"] == "train"] for s in suites}
         fitted = {}
-        for m in ("rrf-w", "gate"):
+        for m in ("rrf-w", "gate", "keep"):
             fitted[m, "all"] = fit(list(by_suite.values()), m)
             for lang in set(LANG.get(s, "?") for s in suites):
                 fitted[m, lang] = fit([by_suite[s] for s in suites if LANG.get(s, "?") == lang], m)
-        print("\n### %s (%s)\n" % (d["tag"], os.path.basename(path)))
-        print("fitted on the train parts: %s\n" % json.dumps({"%s/%s" % k: v for k, v in fitted.items()}))
-        print("| suite | type | n (train/val) | bm25 | dense | rrf (today) | rrf-w: type / language / all | "
-              "gate: type / language / all |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n### %s\n" % d["tag"])
+        print("fitted on the %s: %s\n" % ("calibration questions (held out of training)" if calib else
+                                           "train parts", json.dumps({"%s/%s" % k: v for k, v in fitted.items()})))
+        print("| suite | type | n (fit/val) | bm25 | dense | rrf (today) | rrf-w: type / language / all | "
+              "gate: type / language / all | keep: type / language / all |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for s, t in groups:
             tr, va = part[s, t, "train"], part[s, t, "val"]
             if not va:
                 continue
             cells = ["%.3f" % metrics(va, m)["hit@5"] for m in ("bm25", "dense", "rrf")]
-            for m in ("rrf-w", "gate"):
+            for m in ("rrf-w", "gate", "keep"):
                 kws = [fit([tr], m) if tr else {"w": 1.0, "c": 0.0}, fitted[m, LANG.get(s, "?")], fitted[m, "all"]]
                 cells.append(" / ".join("%.3f" % metrics(va, m, **kw)["hit@5"] for kw in kws))
             print("| %s | %s | %d/%d | %s |" % (s, t, len(tr), len(va), " | ".join(cells)))
@@ -170,7 +194,9 @@ def main():
     c.add_argument("--suites", required=True)
     c.add_argument("--tag", required=True)
     c.add_argument("--out", required=True)
+    c.add_argument("--calib-only", action="store_true", help="of the train part, only the calibration questions")
     f = sub.add_parser("fit")
+    f.add_argument("--merge", action="store_true", help="the files are one tag's, per suite: fit them as one")
     f.add_argument("files", nargs="+")
     a = ap.parse_args()
     collect(a) if a.cmd == "collect" else fit_report(a)

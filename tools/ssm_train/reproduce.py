@@ -31,7 +31,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 FLAGS = {k: "--" + k.replace("_", "-") for k in (
     "tokenizer", "d_model", "n_layer", "d_state", "expand", "dt_rank", "d_embed", "token_embd_dim", "vocab_size",
     "seed", "batch", "window", "mix", "lr", "wd", "warmup", "tau", "validate", "distill", "distill_emb",
-    "distill_tau", "distill_suites", "tf32")}
+    "distill_tau", "distill_suites", "tf32", "long_frac", "long_window", "calib")}
 BOOL_FLAGS = {"no_fused": "--no-fused"}
 # issue 6's train.py (run at the stage's own commit)
 FLAGS_V1 = {"seed": "--seed", "batch": "--batch", "window": "--window", "lr": "--lr", "wd": "--wd", "warmup": "--warmup",
@@ -69,6 +69,8 @@ def stage_command(m, i, out, data, teacher_src, teacher_pt, have_teacher_pt, pyt
            "--steps", str(m["steps_done"]), "--checkpoint-every", "1e9", "--commit", "reproduce of " + str(m.get("commit"))]
     if gen == 2:
         cmd += ["--workers", "3"]
+        if "calib" not in hp:  # trained before the calibration part existed: every train document was trained on
+            cmd += ["--calib", "0"]
     if i > 0:
         cmd += ["--init", os.path.join(out, "stage%d" % i)]
     for k in sorted(hp):

@@ -44,10 +44,13 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
 import model as tm  # noqa: E402
+import dev_split  # noqa: E402
 
 MAX_CLAUSE = 256      # tokens of one clause inside a training window (the runtime reads whole clauses)
 MAX_QUERY = 96
+DEV_SUITES = ("laws-zh", "policy-zh-dev", "cjrc-dev", "cuad-dev", "contracts-en-dev")
 TEACHER = None        # {"c", "q", "h", "i"}: unit vectors (fp16) on the GPU, rows in prepare.py's order
 T0 = time.time()
 
@@ -86,6 +89,21 @@ class Data:
         self.clause_doc = np.searchsorted(self.doc_off, np.arange(self.n_clauses), side="right") - 1
         self.q = json.load(open(os.path.join(d, "queries.json"), encoding="utf-8"))
         self.docs = json.load(open(os.path.join(d, "docs.json"), encoding="utf-8"))
+        # the calibration part (dev_split.doc_is_calibration): train documents of the dev suites held out of training
+        # when calib is on, so that the fusion is fitted on questions the encoder never saw
+        self.doc_calib = np.asarray([d["suite"] in DEV_SUITES and dev_split.doc_is_calibration(d["suite"], d["name"])
+                                     for d in self.docs], bool)
+        self.doc_held = self.doc_val.astype(bool).copy()
+        for q in self.q["questions"]:  # dev questions of the train part on calibration documents
+            if q["src"] == "dev" and q["split"] == "train" and q["pos"] and \
+                    any(self.doc_calib[self.clause_doc[g]] for g in q["pos"]):
+                q["calib"] = True
+
+    def hold_calibration(self):
+        self.doc_held |= self.doc_calib
+
+    def held(self, g):
+        return bool(self.doc_held[self.clause_doc[g]])
 
     def text_tokens(self, kind, j):
         tok, off = self.t[kind]
@@ -97,17 +115,21 @@ class Data:
     def clen(self, i):
         return min(int(self.cl_off[i + 1] - self.cl_off[i]), MAX_CLAUSE) + 1
 
-    def window(self, g, max_len, rng, cut=None):
+    def window(self, g, max_len, rng, cut=None, prefix=False):
         """Clause ids and token lists of a window of consecutive clauses around g, the document's first clause in
-        front. cut = (clause, a, b): tokens a..b of that clause are left out."""
+        front. cut = (clause, a, b): tokens a..b of that clause are left out. prefix: grow towards the document's
+        start first (the window is the document read from its start up to g where that fits in max_len: the state
+        the runtime has at g, which reads every document whole)."""
         d = self.clause_doc[g]
         first, last = int(self.doc_off[d]), int(self.doc_off[d + 1])
         lo, hi = g, g + 1
         total = 1 + self.clen(g) + (self.clen(first) if g > first else 0)
-        left_first = rng.random() < 0.5
+        left_first = prefix or rng.random() < 0.5
         while True:
             moved = False
             for side in ((0, 1) if left_first else (1, 0)):
+                if prefix and side == 1 and lo - 1 > first and total + self.clen(lo - 1) <= max_len:
+                    continue  # the left side is not exhausted yet
                 if side == 0 and lo - 1 > first and total + self.clen(lo - 1) <= max_len:
                     lo -= 1
                     total += self.clen(lo)
@@ -150,7 +172,7 @@ class Sampler:
         self.items = {"dev": [], "lawyer_llama": [], "argpair": []}
         by_suite = {}
         for j, q in enumerate(qs):
-            if q["split"] != "train":
+            if q["split"] != "train" or not q["pos"] or any(data.held(g) for g in q["pos"]):
                 continue
             if q["src"] == "dev":
                 by_suite.setdefault(q["suite"], []).append(j)
@@ -162,12 +184,16 @@ class Sampler:
         self.dev_w = (w / w.sum()).tolist() if len(w) else []
         self.docs_by_suite = {}
         for dd in range(len(data.doc_off) - 1):
-            if not data.doc_val[dd]:
+            if not data.doc_held[dd]:
                 self.docs_by_suite.setdefault(int(data.doc_suite[dd]), []).append(dd)
+        # nothing of a held document (validation; calibration when held) is trained on
+        self.headings = [j for j, h in enumerate(data.q["headings"]) if not any(data.held(g) for g in h["pos"])]
+        self.ict = [j for j, x in enumerate(data.q["ict"]) if not data.held(x["pos"][0])]
+        self.neg = {j: [g for g in q["neg"] if not data.held(g)] for j, q in enumerate(qs)}
         mix = dict((k, float(v)) for k, v in (x.split(":") for x in args.mix.split(",")))
         avail = {"dev": bool(self.dev_suites), "lawyer_llama": bool(self.items["lawyer_llama"]),
-                 "argpair": bool(self.items["argpair"]), "heading": bool(data.q["headings"]),
-                 "ict": bool(data.q["ict"])}
+                 "argpair": bool(self.items["argpair"]), "heading": bool(self.headings),
+                 "ict": bool(self.ict)}
         mix = {k: v for k, v in mix.items() if avail.get(k)}
         tot = sum(mix.values())
         self.mix = {k: v / tot for k, v in mix.items()}
@@ -192,20 +218,21 @@ class Sampler:
                 j = self.items[kind][rng.randrange(len(self.items[kind]))]
             q = qs[j]
             g = q["pos"][rng.randrange(len(q["pos"]))]
-            wins = [d.window(g, a.window, rng)]
-            if q["neg"]:
-                wins.append(d.window(q["neg"][rng.randrange(len(q["neg"]))], a.window, rng))
+            wins = [self.pos_window(g)]
+            neg = self.neg[j]
+            if neg:
+                wins.append(d.window(neg[rng.randrange(len(neg))], a.window, rng))
             else:
                 wins.append(d.window(self.random_other(int(d.doc_suite[d.clause_doc[g]]), d.clause_doc[g]),
                                      a.window, rng))
             return d.text_tokens("q", j)[:MAX_QUERY].tolist(), set(q["pos"]), wins, ("q", j), q["suite"]
         if kind == "heading":
-            j = rng.randrange(len(d.q["headings"]))
+            j = self.headings[rng.randrange(len(self.headings))]
             h = d.q["headings"][j]
             g = h["pos"][rng.randrange(len(h["pos"]))]
             key, pos, qt, cut = ("h", j), set(h["pos"]), d.text_tokens("h", j), None
         else:
-            j = rng.randrange(len(d.q["ict"]))
+            j = self.ict[rng.randrange(len(self.ict))]
             g = d.q["ict"][j]["pos"][0]
             key, pos, qt = ("i", j), {g}, d.text_tokens("i", j)
             cut = None
@@ -215,9 +242,20 @@ class Sampler:
                 if at >= 0 and len(c) - len(qt) >= 6:
                     cut = (g, at, at + len(qt))
         suite = int(d.doc_suite[d.clause_doc[g]])
-        wins = [d.window(g, a.window, rng, cut),
+        wins = [self.pos_window(g, cut),
                 d.window(self.random_other(suite, d.clause_doc[g]), a.window, rng)]
         return qt[:MAX_QUERY].tolist(), pos, wins, key, d.suites[suite]
+
+    def pos_window(self, g, cut=None):
+        """The window around a positive: with probability --long-frac, where g lies beyond --window tokens of its
+        document, the document read from its start up to g (up to --long-window tokens), as the runtime reads it;
+        otherwise the usual window."""
+        d, a = self.data, self.args
+        if a.long_frac > 0 and self.rng.random() < a.long_frac:
+            first = int(d.doc_off[d.clause_doc[g]])
+            if int(d.cl_off[g] - d.cl_off[first]) + (g - first) > a.window:
+                return d.window(g, a.long_window, self.rng, cut, prefix=True)
+        return d.window(g, a.window, self.rng, cut)
 
     def batch(self):
         kinds = list(self.mix)
@@ -240,33 +278,55 @@ def batch_arrays(batch):
     queries = [tm.query_tokens(b[0]) for b in batch]
     windows = [w for b in batch for w in b[2]]
     built = [tm.document_tokens(cl) for _, cl in windows]
-    gids = np.asarray([g for ids, _ in windows for g in ids])
-    return {
-        "q": _pad(queries), "q_len": np.asarray([len(x) for x in queries]),
-        "w": _pad([b[0] for b in built]), "w_len": np.asarray([len(b[0]) for b in built]),
-        "rows": np.asarray([i for i, b in enumerate(built) for _ in b[1]]),
-        "st": np.asarray([x for b in built for x in b[1]]), "en": np.asarray([x for b in built for x in b[2]]),
-        "gids": gids, "mask": np.stack([np.isin(gids, np.fromiter(b[1], dtype=np.int64)) for b in batch]),
-        "tkeys": [b[3] for b in batch], "suites": [b[4] for b in batch], "ntok": int(sum(len(b[0]) for b in built)),
-    }
+    # long windows (document prefixes, --long-frac) in a tensor of their own, so the short ones are not padded to
+    # their length; clause vectors come short group first, then long (gids in the same order)
+    short = [i for i, b in enumerate(built) if len(b[0]) <= 600]
+    longw = [i for i, b in enumerate(built) if len(b[0]) > 600]
+    out = {"q": _pad(queries), "q_len": np.asarray([len(x) for x in queries]),
+           "tkeys": [b[3] for b in batch], "suites": [b[4] for b in batch], "ntok": int(sum(len(b[0]) for b in built)),
+           "padded_tokens": 0}
+    gids = []
+    for tag, sel in (("", short), ("L", longw)):
+        if not sel:
+            continue
+        bb = [built[i] for i in sel]
+        out["w" + tag] = _pad([b[0] for b in bb])
+        out["w_len" + tag] = np.asarray([len(b[0]) for b in bb])
+        out["rows" + tag] = np.asarray([i for i, b in enumerate(bb) for _ in b[1]])
+        out["st" + tag] = np.asarray([x for b in bb for x in b[1]])
+        out["en" + tag] = np.asarray([x for b in bb for x in b[2]])
+        out["padded_tokens"] += int(out["w" + tag].size)
+        gids.extend(g for i in sel for g in windows[i][0])
+    gids = np.asarray(gids, np.int64)
+    out["gids"] = gids
+    out["mask"] = np.stack([np.isin(gids, np.fromiter(b[1], dtype=np.int64)) for b in batch])
+    return out
 
 
 def batch_tensors(arrays, device):
-    return {k: (torch.from_numpy(v).to(device, non_blocking=True) if isinstance(v, np.ndarray) else v)
-            for k, v in arrays.items()}
+    """To the GPU from pinned memory, asynchronously: a copy from pageable memory waits for the previous step's
+    GPU work, which is how the first H200 runs came to count the backward pass as 'waiting for batches'."""
+    pin = device == "cuda"
+    return {k: ((torch.from_numpy(v).pin_memory() if pin else torch.from_numpy(v)).to(device, non_blocking=True)
+                if isinstance(v, np.ndarray) else v) for k, v in arrays.items()}
 
 
 def batch_loss(model, head, bt, args, ckpt=True):
     qo = tm.encode(model, bt["q"], lens=bt["q_len"])
     idx = torch.arange(len(bt["q_len"]), device=qo.device)
     qv = tm.pool(model, qo, idx, torch.zeros_like(bt["q_len"]), bt["q_len"])
-    o = tm.encode(model, bt["w"], ckpt=ckpt, lens=bt["w_len"])
-    cv = tm.pool(model, o, bt["rows"], bt["st"], bt["en"])
+    cvs = []
+    for tag in ("", "L"):
+        if "w" + tag in bt:
+            o = tm.encode(model, bt["w" + tag], ckpt=ckpt, lens=bt["w_len" + tag])
+            cvs.append(tm.pool(model, o, bt["rows" + tag], bt["st" + tag], bt["en" + tag]))
+            del o
+    cv = torch.cat(cvs) if len(cvs) > 1 else cvs[0]
     s = qv @ cv.T / args.tau
     mask = bt["mask"]
     loss = (torch.logsumexp(s, 1) - torch.logsumexp(s.masked_fill(~mask, float("-inf")), 1)).mean()
-    top1 = mask.gather(1, s.argmax(1, keepdim=True)).float().mean().item()
-    parts = {"nce": loss.item()}
+    top1 = mask.gather(1, s.argmax(1, keepdim=True)).float().mean()
+    parts = {"nce": loss.detach()}
     if TEACHER is not None and (args.distill > 0 or args.distill_emb > 0):
         tq = torch.stack([TEACHER[k][j] for k, j in bt["tkeys"]]).float()
         tc = TEACHER["c"][bt["gids"]].float()
@@ -277,12 +337,12 @@ def batch_loss(model, head, bt, args, ckpt=True):
                 pt = torch.softmax(tq[r] @ tc.T / args.distill_tau, 1)
                 kl = (pt * (torch.log(pt.clamp_min(1e-12)) - torch.log_softmax(s[r], 1))).sum(1).mean()
                 loss = loss + args.distill * kl
-                parts["kl"] = kl.item()
+                parts["kl"] = kl.detach()
         if args.distill_emb > 0:
             emb = (1 - F.cosine_similarity(head(qv), tq, dim=1)).mean() + \
                   (1 - F.cosine_similarity(head(cv), tc, dim=1)).mean()
             loss = loss + args.distill_emb * emb
-            parts["emb"] = emb.item()
+            parts["emb"] = emb.detach()
     return loss, top1, parts
 
 
@@ -323,7 +383,8 @@ def score_questions(data, vecs_c, qvec_of, which="val", bm25=None, only_docs=Non
     ({question id: ranked gids}) also '+bm25' rows (reciprocal-rank fusion, k 60, as index/retrieve.c fuses).
     Returns (scores, rankings {question id: top-100 gids})."""
     res, ranks = {}, {}
-    qs = [(j, q) for j, q in enumerate(data.q["questions"]) if q["src"] == "dev" and q["split"] == which]
+    qs = [(j, q) for j, q in enumerate(data.q["questions"]) if q["src"] == "dev" and
+          (q.get("calib", False) if which == "calib" else q["split"] == which)]
     for suite in sorted(set(q["suite"] for _, q in qs)):
         sq = [(j, q) for j, q in qs if q["suite"] == suite]
         si = data.suites.index(suite)
@@ -346,6 +407,74 @@ def score_questions(data, vecs_c, qvec_of, which="val", bm25=None, only_docs=Non
                     for key in (suite + "+bm25", "%s/%s+bm25" % (suite, q["type"])):
                         hits_of(res, key, rank_of(fused, pos))
     return finish(res), ranks
+
+
+LANG = {"laws-zh": "zh", "policy-zh-dev": "zh", "cjrc-dev": "zh", "cuad-dev": "en", "contracts-en-dev": "en"}
+FUSION_W = [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]
+FUSION_M = [0, 1, 2, 3]
+
+
+def fuse(b, dn, w, m):
+    """BM25's top m kept in place, then reciprocal-rank fusion (k 60) of the rest of BM25's top 10 and the dense
+    top 50, the dense side weighted w. m 0, w 1: today's RRF (index/retrieve.c); w 0: BM25 alone."""
+    top = list(b[:m])
+    keep = set(top)
+    sc = {}
+    for r, g in enumerate(b[:10]):
+        if g not in keep:
+            sc[g] = sc.get(g, 0.0) + 1.0 / (61 + r)
+    for r, g in enumerate(dn[:50]):
+        if g not in keep:
+            sc[g] = sc.get(g, 0.0) + w / (61 + r)
+    return top + sorted(sc, key=lambda g: (-sc[g], g))  # ties by clause id, as index/retrieve.c (cmp_fused)
+
+
+def calibrated_fusion(data, ranks_calib, ranks_val, bm25):
+    """The fusion fitted on the calibration questions (train documents the encoder never trained on), per language
+    (the runtime knows a question's script) and for all suites together: (w, m) maximizing the mean over suites of
+    hit@5 + MRR / 10; scored on the validation questions. Clause lookups are left out (the router answers them)."""
+    qs = {q["id"]: q for q in data.q["questions"] if q["src"] == "dev"}
+
+    def groups(ranks):
+        g = {}
+        for qid, dn in ranks.items():
+            q = qs[qid]
+            if q["type"] != "clause_lookup" and qid in bm25:
+                g.setdefault(q["suite"], []).append((bm25[qid], dn, set(q["pos"]), q["type"]))
+        return g
+
+    cal, val = groups(ranks_calib), groups(ranks_val)
+
+    def objective(suites, w, m):
+        v = []
+        for su in suites:
+            h5 = mrr = 0.0
+            for b, dn, pos, _ in cal[su]:
+                r = rank_of(fuse(b, dn, w, m), pos)
+                h5 += bool(r and r <= 5)
+                mrr += 1.0 / r if r else 0.0
+            v.append((h5 + mrr / 10) / max(1, len(cal[su])))
+        return sum(v) / max(1, len(v))
+
+    fitted = {}
+    for lang in ("zh", "en", "all"):
+        suites = [su for su in cal if lang == "all" or LANG.get(su) == lang]
+        best, arg = -1.0, {"w": 1.0, "m": 0}
+        for m in FUSION_M:
+            for w in FUSION_W:
+                o = objective(suites, w, m)
+                if o > best + 1e-12:
+                    best, arg = o, {"w": w, "m": m}
+        fitted[lang] = dict(arg, n_calib=sum(len(cal[su]) for su in suites))
+    res = {}
+    for su, items in val.items():
+        for b, dn, pos, typ in items:
+            for name, (w, m) in (("rrf", (1.0, 0)), ("fit-lang", (fitted[LANG[su]]["w"], fitted[LANG[su]]["m"])),
+                                 ("fit-all", (fitted["all"]["w"], fitted["all"]["m"])), ("bm25", (0.0, 0))):
+                r = rank_of(fuse(b, dn, w, m), pos)
+                for key in ("%s+%s" % (su, name), "%s/%s+%s" % (su, typ, name)):
+                    hits_of(res, key, r)
+    return {"fitted_on_calibration": fitted, "val": finish(res)}
 
 
 def encode_corpus(model, data, device, max_tokens=262144, only_docs=None):
@@ -385,7 +514,11 @@ def validate(model, data, device, bm25=None, sub=False):
             v = tm.encode_queries(model, [data.text_tokens("q", j)[:MAX_QUERY].tolist() for j in js], device)
             model.train()
             return v
-    res, _ = score_questions(data, vecs, qvec_of, "val", bm25, only)
+    res, ranks = score_questions(data, vecs, qvec_of, "val", bm25, only)
+    if bm25 and any(q.get("calib") for q in data.q["questions"]) and not sub:
+        cres, cranks = score_questions(data, vecs, qvec_of, "calib", bm25, only)
+        res["calibration_questions"] = cres
+        res["fusion"] = calibrated_fusion(data, cranks, ranks, bm25)
     if sub:
         res["corpus"] = "sub: %d documents" % len(only)
     del qs
@@ -444,8 +577,12 @@ def load_teacher(args, data, device):
 
 def teacher_scores(data, bm25):
     tq = TEACHER["q"]
-    res, ranks = score_questions(data, TEACHER["c"], lambda js: tq[torch.as_tensor(js, device=tq.device)], "val",
-                                 bm25)
+    qv = lambda js: tq[torch.as_tensor(js, device=tq.device)]  # noqa: E731
+    res, ranks = score_questions(data, TEACHER["c"], qv, "val", bm25)
+    if bm25 and any(q.get("calib") for q in data.q["questions"]):
+        cres, cranks = score_questions(data, TEACHER["c"], qv, "calib", bm25)
+        res["calibration_questions"] = cres
+        res["fusion"] = calibrated_fusion(data, cranks, ranks, bm25)
     return res
 
 
@@ -519,6 +656,11 @@ def main():
     ap.add_argument("--reserve", type=float, default=100.0, help="seconds kept before --deadline for the end")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--window", type=int, default=512)
+    ap.add_argument("--long-frac", type=float, default=0.0, help="share of positives read in a document-prefix "
+                    "window (the runtime reads documents whole: laws-zh's gold clauses sit ~2,600 tokens deep)")
+    ap.add_argument("--long-window", type=int, default=4096)
+    ap.add_argument("--calib", type=int, default=1, help="1: hold the calibration documents (dev_split."
+                    "doc_is_calibration) out of training, for the fusion fit")
     ap.add_argument("--mix", default="dev:0.35,lawyer_llama:0.08,argpair:0.04,heading:0.13,ict:0.4")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--wd", type=float, default=0.01)
@@ -574,6 +716,8 @@ def main():
     log(msg)
 
     data = Data(args.data, None if args.teacher_only else args.tokenizer)
+    if args.calib:
+        data.hold_calibration()
     bm25 = load_bm25(data)
     teacher_info = None
     if args.teacher:
@@ -609,6 +753,8 @@ def main():
     with torch.no_grad():
         if model.c.d_embed == 384:
             head.weight.copy_(torch.eye(384))
+    if args.calib:
+        data.hold_calibration()
     sampler = Sampler(data, args, args.seed)
     log("batch mix: %s" % json.dumps({k: round(v, 3) for k, v in sampler.mix.items()}))
     params = list(model.named_parameters())
@@ -644,8 +790,9 @@ def main():
             break
         progress = step / args.steps if args.steps else (now - t_start) / max(1.0, stop_at - t_start)
         t1 = time.time()
-        bt = batch_tensors(next(loader), device)
+        arrays = next(loader)   # the batch queue: the only wait for the batch workers
         t2 = time.time()
+        bt = batch_tensors(arrays, device)
         for g in opt.param_groups:
             g["lr"] = lr_at(progress, step)
         loss, top1, parts = batch_loss(model, head, bt, args)
@@ -659,8 +806,9 @@ def main():
             if device == "cuda":
                 torch.cuda.synchronize()
             t_step = time.time() - t_start
+            top1, parts = top1.item(), {k: v.item() for k, v in parts.items()}
             history.append([step, round(loss.item(), 4), round(top1, 3)] + [round(v, 4) for v in parts.values()])
-            log("step %d loss %.4f top1 %.3f %s lr %.2e tokens %d | %.3f s/step (%.3f waiting for batches)"
+            log("step %d loss %.4f top1 %.3f %s lr %.2e tokens %d | %.3f s/step (%.3f waiting on the batch queue)"
                 % (step, loss.item(), top1, " ".join("%s %.4f" % kv for kv in parts.items()),
                    lr_at(progress, step), bt["ntok"], t_step / step, t_data / step))
         if time.time() - last_ckpt > args.checkpoint_every:

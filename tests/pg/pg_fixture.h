@@ -1,5 +1,5 @@
-/* What the PostgreSQL tests of jobs, keys and conversations share: a fresh database per test (cmocka setup and
- * teardown), more connections to it, and one-line SQL helpers. Included by one test program each. */
+/* What the PostgreSQL tests (tests/pg/test_*.c) share: a fresh database per test (cmocka setup and teardown), more
+ * connections to it, and one-line SQL helpers. Included by one test program each; a program uses what it needs. */
 #ifndef CQ_TESTS_PG_FIXTURE_H
 #define CQ_TESTS_PG_FIXTURE_H
 
@@ -10,9 +10,11 @@
 
 #include "index/store_pg.h"
 
+#define PG_FIXTURE_MAYBE_UNUSED __attribute__((unused))
+
 static const char *conninfo; /* CLAUSEQA_PG, from tests/pg/cluster.sh */
 
-static int64_t pg_count(cq_pg *pg, const char *sql) {
+PG_FIXTURE_MAYBE_UNUSED static int64_t pg_count(cq_pg *pg, const char *sql) {
     PGresult *r = PQexec(cq_pg_conn(pg), sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", sql, PQerrorMessage(cq_pg_conn(pg)));
     int64_t n = atoll(PQgetvalue(r, 0, 0));
@@ -20,7 +22,7 @@ static int64_t pg_count(cq_pg *pg, const char *sql) {
     return n;
 }
 
-static void pg_exec(cq_pg *pg, const char *sql) {
+PG_FIXTURE_MAYBE_UNUSED static void pg_exec(cq_pg *pg, const char *sql) {
     PGresult *r = PQexec(cq_pg_conn(pg), sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
         fail_msg("%s: %s", sql, PQerrorMessage(cq_pg_conn(pg)));
@@ -28,7 +30,7 @@ static void pg_exec(cq_pg *pg, const char *sql) {
 }
 
 /* Another connection to pg's database. */
-static cq_pg *pg_connect_again(cq_pg *pg) {
+PG_FIXTURE_MAYBE_UNUSED static cq_pg *pg_connect_again(cq_pg *pg) {
     char info[512];
     snprintf(info, sizeof info, "%s dbname=%s", conninfo, PQdb(cq_pg_conn(pg)));
     cq_pg *again = NULL;
@@ -37,49 +39,44 @@ static cq_pg *pg_connect_again(cq_pg *pg) {
     return again;
 }
 
-/* A fresh database per test: every test starts from an empty schema. The tables another branch's migration adds
- * (pgstore: pages, originals, settings), made here in its shape when they are not there. */
-static int pg_setup(void **state) {
+/* Creates a new, empty database on the test cluster (prefix + pid + a counter) and writes its connection string into
+ * info: -1 when the server refuses. */
+PG_FIXTURE_MAYBE_UNUSED static int pg_fresh_database(const char *prefix, char *info, size_t cap) {
     static int n;
     char name[64], sql[128];
-    snprintf(name, sizeof name, "t%d_%d", (int)getpid(), ++n);
+    snprintf(name, sizeof name, "%s%d_%d", prefix, (int)getpid(), ++n);
     PGconn *admin = PQconnectdb(conninfo);
-    if (PQstatus(admin) != CONNECTION_OK) return -1;
+    if (PQstatus(admin) != CONNECTION_OK) {
+        fprintf(stderr, "%s\n", PQerrorMessage(admin));
+        PQfinish(admin);
+        return -1;
+    }
     snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
     PGresult *r = PQexec(admin, sql);
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) fprintf(stderr, "%s: %s\n", sql, PQerrorMessage(admin));
     PQclear(r);
     PQfinish(admin);
     if (!ok) return -1;
+    snprintf(info, cap, "%s dbname=%s", conninfo, name);
+    return 0;
+}
+
+/* cmocka setup: a fresh database per test, so every test starts from an empty schema; *state is its cq_pg. */
+PG_FIXTURE_MAYBE_UNUSED static int pg_setup(void **state) {
     char info[512];
-    snprintf(info, sizeof info, "%s dbname=%s", conninfo, name);
+    if (pg_fresh_database("t", info, sizeof info)) return -1;
     cq_pg *pg = NULL;
     cq_err err = {0};
     if (cq_pg_open(info, &pg, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
-    r = PQexec(cq_pg_conn(pg),
-               "SET client_min_messages = warning;"
-               "CREATE TABLE IF NOT EXISTS pages(doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE, "
-               "page_no integer NOT NULL, width real NOT NULL, height real NOT NULL, n_chars integer NOT NULL, "
-               "quality double precision NOT NULL, quality_reason text NOT NULL DEFAULT '', "
-               "PRIMARY KEY(doc_id, page_no));"
-               "CREATE TABLE IF NOT EXISTS originals(sha256 text NOT NULL, part integer NOT NULL, bytes bytea NOT NULL, "
-               "PRIMARY KEY(sha256, part));"
-               "CREATE TABLE IF NOT EXISTS settings(name text PRIMARY KEY, value text NOT NULL, "
-               "updated_at bigint NOT NULL);");
-    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    if (!ok) {
-        cq_pg_close(pg);
-        return -1;
-    }
     *state = pg;
     return 0;
 }
 
-static int pg_teardown(void **state) {
+PG_FIXTURE_MAYBE_UNUSED static int pg_teardown(void **state) {
     cq_pg_close(*state);
     return 0;
 }

@@ -18,55 +18,7 @@
 #include "index/bm25.h"
 #include "index/store.h"
 #include "index/store_pg.h"
-
-static const char *conninfo;
-
-/* ---- helpers ------------------------------------------------------------------------------------------ */
-
-static int64_t pg_count(cq_pg *pg, const char *sql) {
-    PGresult *r = PQexec(cq_pg_conn(pg), sql);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    int64_t n = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return n;
-}
-
-static void pg_exec(cq_pg *pg, const char *sql) {
-    PGresult *r = PQexec(cq_pg_conn(pg), sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(cq_pg_conn(pg)));
-    PQclear(r);
-}
-
-/* A fresh database per test: every test starts from an empty schema. */
-static int pg_setup(void **state) {
-    static int n;
-    char name[64], sql[128];
-    snprintf(name, sizeof name, "t%d_%d", (int)getpid(), ++n);
-    PGconn *admin = PQconnectdb(conninfo);
-    if (PQstatus(admin) != CONNECTION_OK) return -1;
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-    PGresult *r = PQexec(admin, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    PQfinish(admin);
-    if (!ok) return -1;
-    char info[512];
-    snprintf(info, sizeof info, "%s dbname=%s", conninfo, name);
-    cq_pg *pg = NULL;
-    cq_err err = {0};
-    if (cq_pg_open(info, &pg, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    *state = pg;
-    return 0;
-}
-
-static int pg_teardown(void **state) {
-    cq_pg_close(*state);
-    return 0;
-}
+#include "pg_fixture.h"
 
 /* ---- schema --------------------------------------------------------------------------------------------- */
 
@@ -438,11 +390,7 @@ static void test_bm25_parity_generated(void **state) {
 }
 
 int main(void) {
-    conninfo = getenv("CLAUSEQA_PG");
-    if (!conninfo || !*conninfo) {
-        fprintf(stderr, "SKIP: CLAUSEQA_PG is not set: run through tests/pg/cluster.sh (ctest does)\n");
-        return 77;
-    }
+    PG_FIXTURE_REQUIRE_SERVER();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_schema, pg_setup, pg_teardown),
         cmocka_unit_test(test_bad_server),

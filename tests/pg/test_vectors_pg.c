@@ -22,26 +22,10 @@
 #include "index/vector_feed.h"
 #include "index/vectors.h"
 #include "index/vectors_pg.h"
+#include "pg_fixture.h"
 
 #define DIM 16
 #define MODEL "m1"
-
-static const char *conninfo;
-
-static int64_t pg_count(cq_pg *pg, const char *sql) {
-    PGresult *r = PQexec(cq_pg_conn(pg), sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", sql, PQerrorMessage(cq_pg_conn(pg)));
-    int64_t n = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return n;
-}
-
-static void pg_exec(cq_pg *pg, const char *sql) {
-    PGresult *r = PQexec(cq_pg_conn(pg), sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(cq_pg_conn(pg)));
-    PQclear(r);
-}
 
 static double now_ms(void) {
     struct timespec t;
@@ -58,19 +42,8 @@ typedef struct {
 } fixture;
 
 static int setup(void **state) {
-    static int n;
     fixture *f = calloc(1, sizeof *f);
-    char name[64], sql[128];
-    snprintf(name, sizeof name, "w%d_%d", (int)getpid(), ++n);
-    PGconn *admin = PQconnectdb(conninfo);
-    if (PQstatus(admin) != CONNECTION_OK) return -1;
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-    PGresult *r = PQexec(admin, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    PQfinish(admin);
-    if (!ok) return -1;
-    snprintf(f->info, sizeof f->info, "%s dbname=%s", conninfo, name);
+    if (!f || pg_fresh_database("w", f->info, sizeof f->info)) return -1;
     cq_err err = {0};
     if (cq_pg_open(f->info, &f->pg, &err) || cq_pg_kb_ensure(f->pg, "kb", &f->kb, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -523,11 +496,7 @@ static void test_vectors_feed_grows_ivf(void **state) {
 }
 
 int main(void) {
-    conninfo = getenv("CLAUSEQA_PG");
-    if (!conninfo || !*conninfo) {
-        fprintf(stderr, "SKIP: CLAUSEQA_PG is not set: run through tests/pg/cluster.sh (ctest does)\n");
-        return 77;
-    }
+    PG_FIXTURE_REQUIRE_SERVER();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_vectors_store_and_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectors_two_nodes, setup, teardown),

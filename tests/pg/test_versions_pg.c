@@ -18,30 +18,11 @@
 #include "index/store_pg.h"
 #include "index/versions.h"
 #include "index/versions_pg.h"
-
-static const char *conninfo;
-
-static int64_t pg_count(cq_pg *pg, const char *sql) {
-    PGresult *r = PQexec(cq_pg_conn(pg), sql);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    int64_t n = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return n;
-}
+#include "pg_fixture.h"
 
 /* A fresh PostgreSQL database (as test_store_pg does), connection info into info. */
 static cq_pg *pg_fresh(char info[512]) {
-    static int n;
-    char name[64], sql[128];
-    snprintf(name, sizeof name, "v%d_%d", (int)getpid(), ++n);
-    PGconn *admin = PQconnectdb(conninfo);
-    assert_int_equal(PQstatus(admin), CONNECTION_OK);
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-    PGresult *r = PQexec(admin, sql);
-    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
-    PQclear(r);
-    PQfinish(admin);
-    snprintf(info, 512, "%s dbname=%s", conninfo, name);
+    assert_int_equal(pg_fresh_database("v", info, 512), 0);
     cq_pg *pg = NULL;
     cq_err err = {0};
     if (cq_pg_open(info, &pg, &err)) fail_msg("%s", err.msg);
@@ -362,11 +343,7 @@ static void test_versions_two_nodes(void **state) {
 }
 
 int main(void) {
-    conninfo = getenv("CLAUSEQA_PG");
-    if (!conninfo || !*conninfo) {
-        fprintf(stderr, "SKIP: CLAUSEQA_PG is not set: run through tests/pg/cluster.sh (ctest does)\n");
-        return 77;
-    }
+    PG_FIXTURE_REQUIRE_SERVER();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_versions_parity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_versions_two_nodes, setup, teardown),

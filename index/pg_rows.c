@@ -30,6 +30,7 @@ cq_status cq_pgr_exec(PGconn *c, const char *sql, int n, const char *const *para
 }
 
 int64_t cq_pgr_int64(const PGresult *r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return 0;
     const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v = v << 8 | p[i];
@@ -37,11 +38,14 @@ int64_t cq_pgr_int64(const PGresult *r, int row, int col) {
 }
 
 int32_t cq_pgr_int32(const PGresult *r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return 0;
     const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
     return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
-bool cq_pgr_bool(const PGresult *r, int row, int col) { return PQgetvalue(r, row, col)[0] != 0; }
+bool cq_pgr_bool(const PGresult *r, int row, int col) {
+    return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] != 0;
+}
 
 cq_status cq_pgr_begin(PGconn *c, bool *began, cq_err *err) {
     *began = PQtransactionStatus(c) == PQTRANS_IDLE;

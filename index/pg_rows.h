@@ -1,6 +1,7 @@
-/* Small helpers over libpq for the index/ modules' PostgreSQL paths (versions_pg.c, vectors_pg.c, vector_feed.c):
- * statements with text parameters and binary results, as index/store_pg.c sends them, and the reading of binary
- * integers. Errors become CQ_ERR_DB with the server's message. */
+/* Small helpers over libpq for the index/ modules' PostgreSQL paths on a connection (versions_pg.c, vectors_pg.c,
+ * vector_feed.c; index/pg_query.h builds on them for a cq_pg): statements with text parameters and binary results,
+ * as index/store_pg.c sends them, and the reading of binary integers. Errors become CQ_ERR_DB with the server's
+ * message. */
 #ifndef CQ_INDEX_PG_ROWS_H
 #define CQ_INDEX_PG_ROWS_H
 
@@ -18,9 +19,9 @@ cq_status cq_pgr_exec(PGconn *c, const char *sql, int n, const char *const *para
                       cq_err *err);
 cq_status cq_pgr_error(PGconn *c, cq_err *err, const char *what);
 
-int64_t cq_pgr_int64(const PGresult *r, int row, int col); /* bigint, binary */
-int32_t cq_pgr_int32(const PGresult *r, int row, int col); /* integer, binary */
-bool cq_pgr_bool(const PGresult *r, int row, int col);     /* boolean, binary */
+int64_t cq_pgr_int64(const PGresult *r, int row, int col); /* bigint, binary; 0 when NULL */
+int32_t cq_pgr_int32(const PGresult *r, int row, int col); /* integer, binary; 0 when NULL */
+bool cq_pgr_bool(const PGresult *r, int row, int col);     /* boolean, binary; false when NULL */
 
 /* Starts a transaction when none is open (*began tells whether this call did); cq_pgr_end commits it (rc == CQ_OK)
  * or rolls it back, and does nothing when the caller's transaction was open before. Returns rc, or the commit's

@@ -306,7 +306,7 @@ static void test_pdf_bad_inputs(void **state) {
     unlink(p);
 
     /* the first half of a real PDF: MuPDF rebuilds it and finds no pages */
-    size_t n;
+    size_t n = 0;
     char *whole = read_file(fixture_path("zh_law.pdf"), &n);
     assert_non_null(whole);
     p = write_temp(whole, n / 2, "half.pdf");
@@ -433,7 +433,7 @@ static void test_markdown_shared_law(void **state) {
     (void)state;
     const char *path = shared_path("laws-zh/docs/农民专业合作社法(2017-12-27).md");
     if (!path) return;
-    size_t n;
+    size_t n = 0;
     char *data = read_file(path, &n);
     cq_doctext d;
     cq_err err = {0};

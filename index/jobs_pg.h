@@ -16,7 +16,7 @@
  *     took the job (CQ_ERR_CANCELLED, "lease lost");
  *   - a connection holding none (an HTTP request: upload, cancel of a queued job) writes only jobs nobody holds.
  * A running job's ended or interrupted state keeps its owner and attempt, so an old owner stays fenced out.
- * Renew every CQ_PG_JOB_RENEW_S while working (a second connection may renew with the token, cq_pg_job_renew).
+ * Renew every third of the lease while working (a second connection may renew with the token, cq_pg_job_renew).
  *
  * Take-over. A job claimed from 'running' was cut off: the claim deletes, in its transaction, what the dead attempt
  * left of its document (a 'processing' document of the job's KB with the job's content, which no other live job is
@@ -33,8 +33,9 @@
 #include "index/jobs.h"
 #include "index/store_pg.h"
 
-#define CQ_PG_JOB_LEASE_S 30
-#define CQ_PG_JOB_RENEW_S 10
+#define CQ_PG_JOB_LEASE_S 30     /* the default; a server takes CLAUSEQA_JOB_LEASE_S (app/service_jobs.c) */
+#define CQ_PG_JOB_LEASE_MIN_S 3  /* renewed every third of the lease: a second at least */
+#define CQ_PG_JOB_LEASE_MAX_S 3600
 #define CQ_PG_JOB_OWNER_BYTES 96
 
 /* The fencing token of a claimed job. */

@@ -189,7 +189,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     cq_pg *pg = cq_store_pg(st);
     if (!rc && pg) { /* in the store by content too, before the job can be claimed: any node can run it */
-        rc = cq_pg_job_store_upload(pg, sha, upload_path, err);
+        rc = cq_pg_original_put_file(pg, sha, upload_path, err);
         if (!rc) rc = cq_pg_job_set_upload_sha256(pg, job_id, sha, err);
     }
     if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, upload_path, (int64_t)sb.st_size, replace, err);
@@ -305,7 +305,7 @@ static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, c
     cq_err err = {0}, e2 = {0};
     if (!path) return NULL;
     if (!lease->upload_sha256[0]) cq_err_set(&err, CQ_ERR_IO, "the upload is on another node and not in the store");
-    else cq_pg_job_fetch_upload(cq_store_pg(st), lease->upload_sha256, path, &err);
+    else cq_pg_original_get_file(cq_store_pg(st), lease->upload_sha256, path, &err);
     if (!err.code) return path;
     cq_err_prefix(&err, "the upload was lost: ");
     if (cq_store_begin(st, &e2) == CQ_OK) {

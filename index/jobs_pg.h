@@ -65,12 +65,9 @@ cq_status cq_pg_job_unfinished(cq_pg *pg, cq_job_info **out, size_t *n, cq_err *
 /* A name for this process as a lease owner: host, process id and start time (unique across nodes and restarts). */
 void cq_pg_job_owner_name(char out[CQ_PG_JOB_OWNER_BYTES]);
 
-/* The job's upload by content: the bytes are in originals(sha256, part, bytes) (put there by
- * cq_pg_job_store_upload), so that any node can run it. Fenced like every job write. */
+/* The job's upload by content: the bytes are in originals(sha256, part, bytes) (put there and fetched back with
+ * store_pg.h's cq_pg_original_put_file / _get_file), so that any node can run it. Fenced like every job write. */
 cq_status cq_pg_job_set_upload_sha256(cq_pg *pg, int64_t job_id, const char *sha256, cq_err *err);
-/* The file at path into originals under sha256 (1 MiB parts; nothing when it is there already), and back. */
-cq_status cq_pg_job_store_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
-cq_status cq_pg_job_fetch_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err); /* NOT_FOUND */
 
 /* Claims the oldest claimable job (queued, or running with an expired lease) for owner, for lease_s seconds.
  * *claimed is 0 when there is none (CQ_OK). On success the connection holds the token (and lease, may be NULL,

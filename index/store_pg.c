@@ -205,6 +205,20 @@ static const char *const migrations[] = {
     "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n"
     "CREATE TRIGGER clause_vectors_deleted AFTER DELETE ON clause_vectors REFERENCING OLD TABLE AS changed\n"
     "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n",
+    /* 5 (pgfinish): keyword_postings loses its foreign key to documents. A document's ~1,000 postings rows each
+     * cost a referential check (a row lock on the document) inside the COPY: 415,000 checks and ~40 % of the COPY's
+     * time for policy-zh-dev's 425 documents (docs/SCALE.md "Ingest speed"). The rows are only ever written by
+     * add_clauses, which first locks its document's row FOR UPDATE in the same transaction, so a document deleted
+     * meanwhile is waited for or not found; the cascade is kept by a statement trigger (one DELETE per statement
+     * that removes documents, a KB's deletion included). */
+    "ALTER TABLE keyword_postings DROP CONSTRAINT keyword_postings_doc_id_fkey;\n"
+    "CREATE FUNCTION clauseqa_postings_gone() RETURNS trigger LANGUAGE plpgsql AS $f$\n"
+    "BEGIN\n"
+    "  DELETE FROM keyword_postings p USING gone g WHERE p.doc_id = g.id;\n"
+    "  RETURN NULL;\n"
+    "END $f$;\n"
+    "CREATE TRIGGER documents_postings_gone AFTER DELETE ON documents REFERENCING OLD TABLE AS gone\n"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_postings_gone();\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

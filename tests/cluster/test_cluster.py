@@ -9,7 +9,7 @@ another node finishes it, with a clean run's counts (kill_during_ingest).
 
 sqlite: the nodes share one data folder (SQLite in WAL mode serves several processes of one machine). pg: each node
 has a data folder of its own and the store is a database of the throwaway cluster (CLAUSEQA_PG); the originals then
-reach a node through the store; the nodes run with a 3 s job lease (CLAUSEQA_JOB_LEASE_S) and each page of an
+reach a node through the store; the nodes run with a 4 s job lease (CLAUSEQA_JOB_LEASE_S) and each page of an
 ingest job slowed down (CLAUSEQA_FAULT_DELAY=job-page:MS, core/fault.h) so that a job runs long enough to be cut
 off. Exit 77 (skipped) without haproxy, or without the PostgreSQL cluster in pg mode."""
 import os
@@ -46,7 +46,7 @@ def haproxy_config(front_port, node_ports):
     return text
 
 
-LEASE_S = 3
+LEASE_S = 4
 PAGE_DELAY_MS = 150
 
 

@@ -991,38 +991,37 @@ cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *pat
         fclose(fp);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
-    const bool own_tx = PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
-    cq_status rc = own_tx ? exec(pg, "BEGIN", "store original", err) : CQ_OK;
-    /* Content-addressed: whoever stored it first stored the same bytes. The lock makes two nodes storing the same
-     * new content at once write it once. */
-    const char *key[] = {sha256};
-    PGresult *r = NULL;
-    if (!rc && !(r = query(pg, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, key, "store original", err)))
-        rc = CQ_ERR_DB;
-    PQclear(r);
-    bool present = false;
-    if (!rc) {
-        r = query(pg, "SELECT 1 FROM originals WHERE sha256 = $1 AND part = 0", 1, key, "store original", err);
-        if (!r) rc = CQ_ERR_DB;
-        else present = PQntuples(r) > 0;
-        PQclear(r);
-    }
-    for (int part = 0; !rc && !present; part++) {
-        size_t got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
-        if (ferror(fp)) {
-            rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
-            break;
+    /* Content-addressed: whoever stored it first stored the same bytes. Part 0 goes first with ON CONFLICT DO
+     * NOTHING: a node storing the same new content meanwhile holds that key until it commits (then nothing is
+     * inserted here: the original is there) or rolls back (then this one stores it). An original of one part is
+     * that one statement; a longer one needs a transaction, the caller's or its own. */
+    size_t got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
+    cq_status rc = ferror(fp) ? cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path) : CQ_OK;
+    const bool own_tx = !rc && got == CQ_PG_ORIGINAL_PART_BYTES && PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    if (own_tx) rc = exec(pg, "BEGIN", "store original", err);
+    for (int part = 0; !rc; part++) {
+        if (part > 0) {
+            got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
+            if (ferror(fp)) {
+                rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
+                break;
+            }
+            if (got == 0) break; /* an empty file is one empty part (part 0), so that it is found */
         }
-        if (got == 0 && part > 0) break; /* an empty file is one empty part, so that it is found */
         char part_text[16];
         snprintf(part_text, sizeof part_text, "%d", part);
         const char *values[] = {sha256, part_text, (const char *)buf};
         const int lengths[] = {0, 0, (int)got}, formats[] = {0, 0, 1};
-        r = PQexecParams(pg->conn, "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)", 3, NULL, values,
-                         lengths, formats, 1);
+        PGresult *r = PQexecParams(pg->conn,
+                                   part == 0 ? "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3) "
+                                               "ON CONFLICT (sha256, part) DO NOTHING"
+                                             : "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)",
+                                   3, NULL, values, lengths, formats, 1);
+        bool present = false;
         if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = pg_error(pg, err, "store original");
+        else present = part == 0 && !strcmp(PQcmdTuples(r), "0");
         PQclear(r);
-        if (got < CQ_PG_ORIGINAL_PART_BYTES) break;
+        if (present || got < CQ_PG_ORIGINAL_PART_BYTES) break;
     }
     fclose(fp);
     free(buf);

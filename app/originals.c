@@ -53,8 +53,8 @@ cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/files", data_dir);
     cq_status rc = cq_mkdirs(dir, err);
-    if (!rc && cq_store_pg(s)) rc = cq_pg_original_put(cq_store_pg(s), sha256, data, len, err);
     if (!rc) rc = cq_file_write_atomic(path, data, len, err);
+    if (!rc && cq_store_pg(s)) rc = cq_pg_original_put_file(cq_store_pg(s), sha256, path, err); /* from the file */
     return rc;
 }
 
@@ -64,13 +64,10 @@ cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha25
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "no stored original");
     if (access(path, R_OK) == 0) return CQ_OK;
     if (!cq_store_pg(s)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
-    void *data = NULL;
-    size_t len = 0;
-    cq_status rc = cq_pg_original_get(cq_store_pg(s), sha256, &data, &len, err);
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/files", data_dir);
-    if (!rc) rc = cq_mkdirs(dir, err);
-    if (!rc) rc = cq_file_write_atomic(path, data, len, err); /* atomic: two requests may fetch it at once */
-    free(data);
+    cq_status rc = cq_mkdirs(dir, err);
+    if (!rc) rc = cq_pg_original_get_file(cq_store_pg(s), sha256, path, err); /* renamed into place: two requests
+                                                                               * may fetch it at once */
     return rc;
 }

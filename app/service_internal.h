@@ -67,6 +67,7 @@ struct cq_service {
     char node_name[CQ_PG_JOB_OWNER_BYTES];
     cq_pg_job_lease lease;      /* the running job's, when lease_held */
     bool lease_held, lease_lost;
+    int lease_s, renew_s;       /* the lease's length and how often it is renewed (CLAUSEQA_JOB_LEASE_S) */
     pthread_t renewer;
     int max_pages;              /* per document, as the reader takes them (cq_reader_limits) */
     size_t doc_memory_bytes;

@@ -13,7 +13,8 @@
  *
  * Several nodes on PostgreSQL (docs/SCALE.md "Jobs"). The queue is the shared jobs table: each node's worker claims
  * the oldest claimable job with a lease (index/jobs_pg.h), polling every CLAIM_POLL_S and at once after an upload
- * on its own node, and a renewer thread with its own connection extends the lease every CQ_PG_JOB_RENEW_S. A node
+ * on its own node, and a renewer thread with its own connection extends the lease every third of its length
+ * (CQ_PG_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds: job_lease_configure). A node
  * that dies (killed, partitioned, hung) stops renewing; when its lease runs out another node takes the job over,
  * clearing what the dead attempt left of its document, and the dead node's late writes are refused (fencing). An
  * upload is kept in the store by content as well (originals), so that any node can run it; a cancel of a job
@@ -188,7 +189,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     cq_pg *pg = cq_store_pg(st);
     if (!rc && pg) { /* in the store by content too, before the job can be claimed: any node can run it */
-        rc = cq_pg_job_store_upload(pg, sha, upload_path, err);
+        rc = cq_pg_original_put_file(pg, sha, upload_path, err);
         if (!rc) rc = cq_pg_job_set_upload_sha256(pg, job_id, sha, err);
     }
     if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, upload_path, (int64_t)sb.st_size, replace, err);
@@ -268,6 +269,7 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     p->done = pages_read;
     p->total = n_pages;
     if (pages_read == 1) cq_fault_point("while-reading"); /* the crash tests (core/fault.h) */
+    cq_fault_delay("job-page");
     double now = cq_clock_seconds();
     if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
     p->last_write = now;
@@ -303,7 +305,7 @@ static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, c
     cq_err err = {0}, e2 = {0};
     if (!path) return NULL;
     if (!lease->upload_sha256[0]) cq_err_set(&err, CQ_ERR_IO, "the upload is on another node and not in the store");
-    else cq_pg_job_fetch_upload(cq_store_pg(st), lease->upload_sha256, path, &err);
+    else cq_pg_original_get_file(cq_store_pg(st), lease->upload_sha256, path, &err);
     if (!err.code) return path;
     cq_err_prefix(&err, "the upload was lost: ");
     if (cq_store_begin(st, &e2) == CQ_OK) {
@@ -371,7 +373,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
     bool by_user = s->cancel_by_user;
     pthread_mutex_unlock(&s->queue_lock);
     cq_err e2 = {0};
-    if (lease && cq_pg_job_renew(cq_store_pg(st), lease, CQ_PG_JOB_LEASE_S, NULL, &e2) == CQ_ERR_CANCELLED) {
+    if (lease && cq_pg_job_renew(cq_store_pg(st), lease, s->lease_s, NULL, &e2) == CQ_ERR_CANCELLED) {
         /* Another node took the job over while this one was slow: its writes were refused, it records nothing. */
         CQ_WARN("job %lld (%s): %s; this node's attempt is dropped", (long long)job_id, j.filename, e2.msg);
         if (strcmp(upload, j.upload_path)) unlink(upload); /* a fetched copy; the upload itself is the owner's */
@@ -443,7 +445,7 @@ static void worker_shared(cq_service *s, cq_store *st) {
         s->wake = false;
         pthread_mutex_unlock(&s->queue_lock);
         if (stop) break;
-        if (cq_pg_job_claim(pg, s->node_name, CQ_PG_JOB_LEASE_S, &id, &lease, &taken_over, &err)) {
+        if (cq_pg_job_claim(pg, s->node_name, s->lease_s, &id, &lease, &taken_over, &err)) {
             CQ_WARN("ingestion worker: %s", err.msg);
             if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
             id = 0;
@@ -497,10 +499,10 @@ static void *renewer_main(void *arg) {
         cq_pg_job_lease lease = s->lease;
         pthread_mutex_unlock(&s->queue_lock);
         if (stop && !held) break;
-        if (!pg || !held || tick % CQ_PG_JOB_RENEW_S) continue;
+        if (!pg || !held || tick % s->renew_s) continue;
         int cancel = 0;
         cq_err e2 = {0};
-        cq_status rc = cq_pg_job_renew(pg, &lease, CQ_PG_JOB_LEASE_S, &cancel, &e2);
+        cq_status rc = cq_pg_job_renew(pg, &lease, s->lease_s, &cancel, &e2);
         if (rc == CQ_ERR_DB) {
             CQ_WARN("job %lld: %s", (long long)lease.job_id, e2.msg);
             if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
@@ -612,7 +614,7 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
         }
     }
     if (!rc && !was_running && s->shared_queue && (elsewhere || !strcmp(j.state, "running"))) {
-        /* running on another node: its renewer sees the request within CQ_PG_JOB_RENEW_S */
+        /* running on another node: its renewer sees the request within its renewal interval (s->renew_s there) */
         rc = cq_pg_job_request_cancel(cq_store_pg(st), job_id, err);
         cq_job_info_free(&j);
         if (!rc) rc = cq_store_job_get(st, job_id, &j, err);
@@ -747,8 +749,31 @@ size_t cq_svc_queue_depth(cq_service *s, int64_t *running) {
     return n;
 }
 
+/* The lease of a claimed job on PostgreSQL: CQ_PG_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds (whole, within
+ * CQ_PG_JOB_LEASE_MIN_S..CQ_PG_JOB_LEASE_MAX_S), renewed every third of it. A shorter lease hands a dead node's job
+ * to another node sooner (the cluster test uses 3 s) and costs a renewal statement a second or so; a node that
+ * cannot reach PostgreSQL for longer than the lease loses its job. Every node of a cluster should use the same. */
+static cq_status job_lease_configure(cq_service *s, cq_err *err) {
+    s->lease_s = CQ_PG_JOB_LEASE_S;
+    const char *env = getenv("CLAUSEQA_JOB_LEASE_S");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(env, &end, 10);
+        if (errno || end == env || *end || v < CQ_PG_JOB_LEASE_MIN_S || v > CQ_PG_JOB_LEASE_MAX_S)
+            return cq_err_set(err, CQ_ERR_INVALID,
+                              "CLAUSEQA_JOB_LEASE_S='%.40s': the job lease is whole seconds from %d to %d "
+                              "(default %d)",
+                              env, CQ_PG_JOB_LEASE_MIN_S, CQ_PG_JOB_LEASE_MAX_S, CQ_PG_JOB_LEASE_S);
+        s->lease_s = (int)v;
+    }
+    s->renew_s = s->lease_s / 3 > 0 ? s->lease_s / 3 : 1;
+    return CQ_OK;
+}
+
 cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
-    cq_status rc = resume_jobs(s, err);
+    cq_status rc = job_lease_configure(s, err);
+    if (!rc) rc = resume_jobs(s, err);
     if (rc) return rc;
     if (s->shared_queue) cq_pg_job_owner_name(s->node_name); /* before the worker claims with it */
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0)
@@ -758,7 +783,8 @@ cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
         if (pthread_create(&s->renewer, NULL, renewer_main, s) != 0)
             return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start the job lease renewer");
         s->renewer_started = true;
-        CQ_INFO("ingestion: the shared queue on PostgreSQL, this node claims as '%s'", s->node_name);
+        CQ_INFO("ingestion: the shared queue on PostgreSQL, this node claims as '%s' (lease %d s, renewed every %d s)",
+                s->node_name, s->lease_s, s->renew_s);
     }
     return CQ_OK;
 }

@@ -13,6 +13,8 @@ void cq_fault_point(const char *point);
 /* Delays for the load tests: CLAUSEQA_FAULT_DELAY=POINT:MS makes each thread that reaches point sleep MS
  * milliseconds (at most 60,000). Points:
  *   ask-answering           an ask has its place (app/admission.h) and is about to be answered (app/service_ask.c)
+ *   job-page                an ingestion job of the server has read a page (app/service_jobs.c): a slow ingest,
+ *                           so that the cluster test can kill -9 the node running it (tests/cluster/)
  */
 void cq_fault_delay(const char *point);
 

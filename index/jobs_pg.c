@@ -1,7 +1,6 @@
 /* Ingestion jobs on PostgreSQL with leases and fencing (jobs_pg.h). */
 #include "index/jobs_pg.h"
 
-#include <errno.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +9,6 @@
 #include <unistd.h>
 
 #include "index/pg_query.h"
-
-#define UPLOAD_PART_BYTES (1 << 20) /* originals are kept in 1 MiB parts (docs/SCALE.md) */
 
 /* The fencing check of every job write (jobs_pg.h): with a token (the session setting clauseqa.job_lease, "ID OWNER
  * ATTEMPT"), only that job while its owner and attempt are the token's; without one, only jobs nobody holds. */
@@ -360,79 +357,5 @@ cq_status cq_pg_job_request_cancel(cq_pg *pg, int64_t job_id, cq_err *err) {
     cq_status rc = cq_pgq_exec(pg, "UPDATE jobs SET cancel_requested = true WHERE id = $1", &a, "cancel job",
                                &changed, err);
     if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no job with id %lld", (long long)job_id);
-    return rc;
-}
-
-/* ---- uploads by content -------------------------------------------------------------------------------------- */
-
-cq_status cq_pg_job_store_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
-    cq_pgq_args a = {0};
-    cq_pgq_text(&a, sha256);
-    PGresult *r = cq_pgq_run(pg, "SELECT 1 FROM originals WHERE sha256 = $1 LIMIT 1", &a, "store upload", err);
-    if (!r) return CQ_ERR_DB;
-    int there = PQntuples(r) > 0;
-    PQclear(r);
-    if (there) return CQ_OK;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cq_err_set(err, CQ_ERR_IO, "store upload: cannot open %s: %s", path, strerror(errno));
-    unsigned char *buf = malloc(UPLOAD_PART_BYTES);
-    int own = 0;
-    cq_status rc = buf ? cq_pgq_begin(pg, &own, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (int part = 0; !rc; part++) {
-        size_t got = fread(buf, 1, UPLOAD_PART_BYTES, fp);
-        if (got == 0 && part > 0) {
-            if (ferror(fp)) rc = cq_err_set(err, CQ_ERR_IO, "store upload: cannot read %s", path);
-            break;
-        }
-        char part_text[16];
-        snprintf(part_text, sizeof part_text, "%d", part);
-        const char *values[] = {sha256, part_text, (const char *)buf};
-        const int lengths[] = {0, 0, (int)got}, formats[] = {0, 0, 1};
-        PGresult *ins = PQexecParams(cq_pg_conn(pg),
-                                     "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3) "
-                                     "ON CONFLICT DO NOTHING",
-                                     3, NULL, values, lengths, formats, 1);
-        if (PQresultStatus(ins) != PGRES_COMMAND_OK) rc = cq_pgq_error(pg, err, "store upload");
-        PQclear(ins);
-        if (got < UPLOAD_PART_BYTES) break;
-    }
-    fclose(fp);
-    free(buf);
-    return cq_pgq_end(pg, own, rc, err);
-}
-
-cq_status cq_pg_job_fetch_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
-    cq_pgq_args a = {0};
-    cq_pgq_text(&a, sha256);
-    PGresult *parts = cq_pgq_run(pg, "SELECT part::int4 FROM originals WHERE sha256 = $1 ORDER BY part", &a,
-                                 "fetch upload", err);
-    if (!parts) return CQ_ERR_DB;
-    int n = PQntuples(parts);
-    if (n == 0) {
-        PQclear(parts);
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "fetch upload: no original with SHA-256 %.64s", sha256);
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    FILE *fp = fopen(tmp, "wb");
-    cq_status rc = fp ? CQ_OK : cq_err_set(err, CQ_ERR_IO, "fetch upload: cannot write %s: %s", tmp, strerror(errno));
-    for (int i = 0; !rc && i < n; i++) {
-        /* one part at a time: an original of hundreds of MiB never sits in memory whole */
-        cq_pgq_args p = {0};
-        cq_pgq_text(&p, sha256);
-        cq_pgq_int(&p, cq_pgq_int32(parts, i, 0));
-        PGresult *r = cq_pgq_run(pg, "SELECT bytes FROM originals WHERE sha256 = $1 AND part = $2", &p,
-                                 "fetch upload", err);
-        if (!r) rc = CQ_ERR_DB;
-        else if (PQntuples(r) != 1) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "fetch upload: a part went missing");
-        else if (fwrite(PQgetvalue(r, 0, 0), 1, (size_t)PQgetlength(r, 0, 0), fp) != (size_t)PQgetlength(r, 0, 0))
-            rc = cq_err_set(err, CQ_ERR_IO, "fetch upload: cannot write %s", tmp);
-        PQclear(r);
-    }
-    PQclear(parts);
-    if (fp && fclose(fp) != 0 && !rc) rc = cq_err_set(err, CQ_ERR_IO, "fetch upload: cannot write %s", tmp);
-    if (!rc && rename(tmp, path) != 0)
-        rc = cq_err_set(err, CQ_ERR_IO, "fetch upload: cannot rename to %s: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
     return rc;
 }

@@ -16,7 +16,7 @@
  *     took the job (CQ_ERR_CANCELLED, "lease lost");
  *   - a connection holding none (an HTTP request: upload, cancel of a queued job) writes only jobs nobody holds.
  * A running job's ended or interrupted state keeps its owner and attempt, so an old owner stays fenced out.
- * Renew every CQ_PG_JOB_RENEW_S while working (a second connection may renew with the token, cq_pg_job_renew).
+ * Renew every third of the lease while working (a second connection may renew with the token, cq_pg_job_renew).
  *
  * Take-over. A job claimed from 'running' was cut off: the claim deletes, in its transaction, what the dead attempt
  * left of its document (a 'processing' document of the job's KB with the job's content, which no other live job is
@@ -33,8 +33,9 @@
 #include "index/jobs.h"
 #include "index/store_pg.h"
 
-#define CQ_PG_JOB_LEASE_S 30
-#define CQ_PG_JOB_RENEW_S 10
+#define CQ_PG_JOB_LEASE_S 30     /* the default; a server takes CLAUSEQA_JOB_LEASE_S (app/service_jobs.c) */
+#define CQ_PG_JOB_LEASE_MIN_S 3  /* renewed every third of the lease: a second at least */
+#define CQ_PG_JOB_LEASE_MAX_S 3600
 #define CQ_PG_JOB_OWNER_BYTES 96
 
 /* The fencing token of a claimed job. */
@@ -64,12 +65,9 @@ cq_status cq_pg_job_unfinished(cq_pg *pg, cq_job_info **out, size_t *n, cq_err *
 /* A name for this process as a lease owner: host, process id and start time (unique across nodes and restarts). */
 void cq_pg_job_owner_name(char out[CQ_PG_JOB_OWNER_BYTES]);
 
-/* The job's upload by content: the bytes are in originals(sha256, part, bytes) (put there by
- * cq_pg_job_store_upload), so that any node can run it. Fenced like every job write. */
+/* The job's upload by content: the bytes are in originals(sha256, part, bytes) (put there and fetched back with
+ * store_pg.h's cq_pg_original_put_file / _get_file), so that any node can run it. Fenced like every job write. */
 cq_status cq_pg_job_set_upload_sha256(cq_pg *pg, int64_t job_id, const char *sha256, cq_err *err);
-/* The file at path into originals under sha256 (1 MiB parts; nothing when it is there already), and back. */
-cq_status cq_pg_job_store_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
-cq_status cq_pg_job_fetch_upload(cq_pg *pg, const char *sha256, const char *path, cq_err *err); /* NOT_FOUND */
 
 /* Claims the oldest claimable job (queued, or running with an expired lease) for owner, for lease_s seconds.
  * *claimed is 0 when there is none (CQ_OK). On success the connection holds the token (and lease, may be NULL,

@@ -5,12 +5,14 @@
  * ~2,000 postings rows, which row-by-row INSERTs would make ~100 times slower. */
 #include "index/store_pg.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/strbuf.h"
 
@@ -203,6 +205,20 @@ static const char *const migrations[] = {
     "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n"
     "CREATE TRIGGER clause_vectors_deleted AFTER DELETE ON clause_vectors REFERENCING OLD TABLE AS changed\n"
     "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n",
+    /* 5 (pgfinish): keyword_postings loses its foreign key to documents. A document's ~1,000 postings rows each
+     * cost a referential check (a row lock on the document) inside the COPY: 415,000 checks and ~40 % of the COPY's
+     * time for policy-zh-dev's 425 documents (docs/SCALE.md "Ingest speed"). The rows are only ever written by
+     * add_clauses, which first locks its document's row FOR UPDATE in the same transaction, so a document deleted
+     * meanwhile is waited for or not found; the cascade is kept by a statement trigger (one DELETE per statement
+     * that removes documents, a KB's deletion included). */
+    "ALTER TABLE keyword_postings DROP CONSTRAINT keyword_postings_doc_id_fkey;\n"
+    "CREATE FUNCTION clauseqa_postings_gone() RETURNS trigger LANGUAGE plpgsql AS $f$\n"
+    "BEGIN\n"
+    "  DELETE FROM keyword_postings p USING gone g WHERE p.doc_id = g.id;\n"
+    "  RETURN NULL;\n"
+    "END $f$;\n"
+    "CREATE TRIGGER documents_postings_gone AFTER DELETE ON documents REFERENCING OLD TABLE AS gone\n"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_postings_gone();\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */
@@ -965,78 +981,98 @@ cq_status cq_pg_page_add(cq_pg *pg, int64_t doc_id, const cq_store_page *p, cq_e
 
 /* ---- originals ----------------------------------------------------------------------------------------------- */
 
-cq_status cq_pg_original_put(cq_pg *pg, const char *sha256, const void *data, size_t len, cq_err *err) {
-    const bool own_tx = PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
-    cq_status rc = own_tx ? exec(pg, "BEGIN", "store original", err) : CQ_OK;
-    /* Content-addressed: whoever stored it first stored the same bytes. The lock makes two nodes storing the same
-     * new content at once write it once. */
-    const char *key[] = {sha256};
-    PGresult *r = NULL;
-    if (!rc && !(r = query(pg, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, key, "store original", err)))
-        rc = CQ_ERR_DB;
-    PQclear(r);
-    bool present = false;
-    if (!rc) {
-        r = query(pg, "SELECT 1 FROM originals WHERE sha256 = $1 AND part = 0", 1, key, "store original", err);
-        if (!r) rc = CQ_ERR_DB;
-        else present = PQntuples(r) > 0;
-        PQclear(r);
+/* Both directions stream a part (CQ_PG_ORIGINAL_PART_BYTES) at a time: an original of hundreds of MB never sits in
+ * memory whole, on the node or in a result. */
+cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cq_err_set(err, CQ_ERR_IO, "store original: cannot open %s: %s", path, strerror(errno));
+    unsigned char *buf = malloc(CQ_PG_ORIGINAL_PART_BYTES);
+    if (!buf) {
+        fclose(fp);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
-    const unsigned char *p = data;
-    for (size_t part = 0, off = 0; !rc && !present && (off < len || part == 0); part++) {
-        size_t n = len - off < CQ_PG_ORIGINAL_PART_BYTES ? len - off : CQ_PG_ORIGINAL_PART_BYTES;
+    /* Content-addressed: whoever stored it first stored the same bytes. Part 0 goes first with ON CONFLICT DO
+     * NOTHING: a node storing the same new content meanwhile holds that key until it commits (then nothing is
+     * inserted here: the original is there) or rolls back (then this one stores it). An original of one part is
+     * that one statement; a longer one needs a transaction, the caller's or its own. */
+    size_t got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
+    cq_status rc = ferror(fp) ? cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path) : CQ_OK;
+    const bool own_tx = !rc && got == CQ_PG_ORIGINAL_PART_BYTES && PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    if (own_tx) rc = exec(pg, "BEGIN", "store original", err);
+    for (int part = 0; !rc; part++) {
+        if (part > 0) {
+            got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
+            if (ferror(fp)) {
+                rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
+                break;
+            }
+            if (got == 0) break; /* an empty file is one empty part (part 0), so that it is found */
+        }
         char part_text[16];
-        snprintf(part_text, sizeof part_text, "%zu", part);
-        const char *values[] = {sha256, part_text, (const char *)p + off};
-        const int lengths[] = {0, 0, (int)n}, formats[] = {0, 0, 1};
-        r = PQexecParams(pg->conn, "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)", 3, NULL, values,
-                         lengths, formats, 1);
+        snprintf(part_text, sizeof part_text, "%d", part);
+        const char *values[] = {sha256, part_text, (const char *)buf};
+        const int lengths[] = {0, 0, (int)got}, formats[] = {0, 0, 1};
+        PGresult *r = PQexecParams(pg->conn,
+                                   part == 0 ? "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3) "
+                                               "ON CONFLICT (sha256, part) DO NOTHING"
+                                             : "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)",
+                                   3, NULL, values, lengths, formats, 1);
+        bool present = false;
         if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = pg_error(pg, err, "store original");
+        else present = part == 0 && !strcmp(PQcmdTuples(r), "0");
         PQclear(r);
-        off += n;
+        if (present || got < CQ_PG_ORIGINAL_PART_BYTES) break;
     }
+    fclose(fp);
+    free(buf);
     if (!rc && own_tx) rc = exec(pg, "COMMIT", "store original", err);
     if (rc && own_tx) rollback(pg);
     return rc;
 }
 
-cq_status cq_pg_original_get(cq_pg *pg, const char *sha256, void **data, size_t *len, cq_err *err) {
-    *data = NULL;
-    *len = 0;
+cq_status cq_pg_original_get_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
+    /* A temporary name of this call's own next to path: two requests of one node may fetch the same original. */
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
+        return cq_err_set(err, CQ_ERR_INVALID, "read original: the path is too long");
+    int fd = mkstemp(tmp);
+    if (fd < 0) return cq_err_set(err, CQ_ERR_IO, "read original: cannot write next to %s: %s", path, strerror(errno));
+    FILE *fp = fdopen(fd, "wb");
+    if (!fp) {
+        close(fd);
+        unlink(tmp);
+        return cq_err_set(err, CQ_ERR_IO, "read original: %s", strerror(errno));
+    }
+    /* One statement (one snapshot: the parts of one store) read a row at a time (libpq's single-row mode). */
     const char *key[] = {sha256};
-    PGresult *r = query(pg, "SELECT sum(length(bytes))::bigint, count(*) FROM originals WHERE sha256 = $1", 1, key,
-                        "read original", err);
-    if (!r) return CQ_ERR_DB;
-    int64_t total = PQgetisnull(r, 0, 0) ? -1 : get_int64(r, 0, 0), parts = get_int64(r, 0, 1);
-    PQclear(r);
-    if (total < 0) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original %.12s… is not in the store", sha256);
-    unsigned char *buf = malloc(total ? (size_t)total : 1);
-    if (!buf) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    /* A part at a time: a 100 MB original never sits in a result and the buffer at once. */
-    size_t off = 0;
+    const int formats[] = {0};
     cq_status rc = CQ_OK;
-    for (int64_t part = 0; !rc && part < parts; part++) {
-        char part_text[24];
-        id_text(part_text, sizeof part_text, part);
-        const char *params[] = {sha256, part_text};
-        r = query(pg, "SELECT bytes FROM originals WHERE sha256 = $1 AND part = $2", 2, params, "read original", err);
-        if (!r) rc = CQ_ERR_DB;
-        else if (PQntuples(r) != 1 || off + (size_t)PQgetlength(r, 0, 0) > (size_t)total)
-            rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… changed while it was read", sha256);
-        else {
-            memcpy(buf + off, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0));
-            off += (size_t)PQgetlength(r, 0, 0);
+    int next_part = 0;
+    if (!PQsendQueryParams(pg->conn, "SELECT part, bytes FROM originals WHERE sha256 = $1 ORDER BY part", 1, NULL,
+                           key, NULL, formats, 1))
+        rc = pg_error(pg, err, "read original");
+    else {
+        if (!PQsetSingleRowMode(pg->conn))
+            rc = cq_err_set(err, CQ_ERR_DB, "read original: cannot read the parts one at a time");
+        for (PGresult *r; (r = PQgetResult(pg->conn)); PQclear(r)) { /* every result is read, whatever happens */
+            ExecStatusType st = PQresultStatus(r);
+            if (rc || st == PGRES_TUPLES_OK) continue; /* PGRES_TUPLES_OK: the end of the rows */
+            if (st != PGRES_SINGLE_TUPLE)
+                rc = cq_err_set(err, CQ_ERR_DB, "read original: %s", PQresultErrorMessage(r));
+            else if (get_int32(r, 0, 0) != next_part++)
+                rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… is incomplete in the store", sha256);
+            else if (fwrite(PQgetvalue(r, 0, 1), 1, (size_t)PQgetlength(r, 0, 1), fp) !=
+                     (size_t)PQgetlength(r, 0, 1))
+                rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot write %s", tmp);
         }
-        PQclear(r);
     }
-    if (!rc && off != (size_t)total) rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… is incomplete", sha256);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *data = buf;
-    *len = off;
-    return CQ_OK;
+    if (!rc && next_part == 0)
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "the original %.12s… is not in the store", sha256);
+    if (fclose(fp) != 0 && !rc) rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot write %s", tmp);
+    if (!rc && rename(tmp, path) != 0)
+        rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot rename to %s: %s", path, strerror(errno));
+    if (rc) unlink(tmp);
+    return rc;
 }
 
 cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err) {

@@ -33,7 +33,7 @@
 typedef struct cq_pg cq_pg;
 typedef struct pg_conn PGconn;
 
-#define CQ_PG_SCHEMA_VERSION 4
+#define CQ_PG_SCHEMA_VERSION 5
 
 /* Connects (conninfo: a libpq connection string or postgresql:// URI) and brings the schema to
  * CQ_PG_SCHEMA_VERSION. CQ_ERR_DB when the server cannot be reached or refuses; CQ_ERR_UNSUPPORTED when its schema
@@ -93,10 +93,12 @@ cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names,
 
 /* ---- originals (app/originals.h): the uploaded files by SHA-256, in parts ---- */
 #define CQ_PG_ORIGINAL_PART_BYTES (1u << 20)
-/* Stores data under sha256 unless it is there already (the same hash: the same bytes). */
-cq_status cq_pg_original_put(cq_pg *pg, const char *sha256, const void *data, size_t len, cq_err *err);
-/* *data malloc'd; NOT_FOUND when the store has no such original. */
-cq_status cq_pg_original_get(cq_pg *pg, const char *sha256, void **data, size_t *len, cq_err *err);
+/* Stores the file at path under sha256 unless it is there already (the same hash: the same bytes), a part at a
+ * time (the file is never in memory whole); inside the caller's transaction when one is open. */
+cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
+/* Writes the stored original to path (through a temporary file of its own, renamed: concurrent fetches of one
+ * original are safe), a part at a time. NOT_FOUND when the store has no such original. */
+cq_status cq_pg_original_get_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
 cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err);
 
 /* ---- keyword retrieval ---- */

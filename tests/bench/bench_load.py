@@ -11,6 +11,7 @@ usage: tests/bench/bench_load.py [--binary build/clauseqa] [--levels 1,4,16,64,2
 --docs-dir DIR ingests every document of DIR (e.g. an evaluation suite's docs/) instead of the laws-zh-pdf PDFs;
 --questions FILE asks the "question" of each JSON line of FILE (a suite's questions.jsonl) instead of the built-in
 ones; --mode M sends it as each ask's retrieval mode (e.g. router,bm25: no reranking; default: the server's). The mean decode batch of a level (steps per forward, from /metrics) is printed with it.
+tests/bench/bench_cluster.py drives several nodes behind HAProxy on PostgreSQL with this file's clients.
 Serve options after -- go to `clauseqa serve` (--device cuda, --max-asks 16, --threads 300 ...)."""
 import argparse
 import http.client
@@ -43,6 +44,7 @@ def percentile(values, q):
 
 
 MODE = None  # --mode: the asks' retrieval mode (None: the server's default)
+KB = 'demo'  # the KB asked (tests/bench/bench_cluster.py asks another)
 
 
 def ask_streamed(port, question, timeout_s):
@@ -51,7 +53,7 @@ def ask_streamed(port, question, timeout_s):
     conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout_s)
     try:
         body = json.dumps(dict({'question': question, 'stream': True}, **({'mode': MODE} if MODE else {}))).encode()
-        conn.request('POST', '/api/v1/kbs/demo/ask', body=body,
+        conn.request('POST', f'/api/v1/kbs/{KB}/ask', body=body,
                      headers={'Content-Type': 'application/json', 'Accept': 'text/event-stream'})
         r = conn.getresponse()
         if r.status != 200:

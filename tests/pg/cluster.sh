@@ -54,9 +54,11 @@ fi
 started=0
 for attempt in 1 2 3 4 5; do
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  if pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-       -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off
-           -c full_page_writes=off ${CLAUSEQA_PG_SETTINGS:-}" start >/dev/null 2>&1; then
+  # One line: pg_ctl passes -o to the server through a shell, where a newline ends the command (what followed it,
+  # CLAUSEQA_PG_SETTINGS included, was silently dropped until 2026-12-01).
+  options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off"
+  options+=" -c full_page_writes=off ${CLAUSEQA_PG_SETTINGS:-}"
+  if pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$options" start >/dev/null 2>&1; then
     started=1
     break
   fi

@@ -35,6 +35,20 @@ def sql(statement):
 
 a = Server(sys.argv[1], args=['--store', store])
 b = Server(sys.argv[1], args=['--store', store])
+for bad in ('2', '3601', '10s', ''):  # the lease (CLAUSEQA_JOB_LEASE_S): whole seconds, 3-3600; empty: the default
+    n = Server(sys.argv[1], args=['--store', store])
+    n.env = {'CLAUSEQA_JOB_LEASE_S': bad}
+    try:
+        n.start()
+        why = None
+    except RuntimeError as e:
+        why = str(e)
+    if bad:
+        check(f'a lease of {bad!r} is refused', why and 'CLAUSEQA_JOB_LEASE_S' in why and '3 to 3600' in why, why)
+    else:
+        check('an empty lease setting is the default', why is None and '(lease 30 s, renewed every 10 s)' in
+              n.log_text(), n.log_text())
+    n.close()
 try:
     a.env = {'CLAUSEQA_FAULT': 'while-reading'}
     a.start()

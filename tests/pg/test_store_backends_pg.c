@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -371,16 +372,19 @@ static void test_originals(void **state) {
         assert_int_equal(back_len, len);
         assert_memory_equal(back, data, len);
         free(back);
-        void *none = NULL;
-        size_t none_len = 0;
-        assert_int_equal(cq_pg_original_get(cq_store_pg(s), "00", &none, &none_len, &err), CQ_ERR_NOT_FOUND);
+        char fetched[1300];
+        snprintf(fetched, sizeof fetched, "%s/fetched", dir);
+        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), "00", fetched, &err), CQ_ERR_NOT_FOUND);
+        assert_int_not_equal(access(fetched, F_OK), 0);
         /* An empty file is an original too. */
         char empty_sha[65];
         cq_sha256_hex("", 0, empty_sha);
         assert_int_equal(cq_original_keep(s, dir, empty_sha, "txt", "", 0, path, sizeof path, &err), CQ_OK);
-        assert_int_equal(cq_pg_original_get(cq_store_pg(s), empty_sha, &none, &none_len, &err), CQ_OK);
-        assert_int_equal(none_len, 0);
-        free(none);
+        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), empty_sha, fetched, &err), CQ_OK);
+        struct stat sb;
+        assert_int_equal(stat(fetched, &sb), 0);
+        assert_int_equal(sb.st_size, 0);
+        unlink(fetched);
     }
     /* In use by a document: kept; unused: gone from the store and the folder. */
     int64_t kb, doc;

@@ -130,7 +130,12 @@ static void test_document_roundtrip(void **state) {
     assert_int_equal(cq_pg_bm25(pg, kb, terms, 1, NULL, 0, 10, &hits, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
     free(hits);
+    /* A KB's deletion takes its documents' postings too (through the documents' deletion: migration 5's trigger). */
+    assert_int_equal(cq_pg_doc_create(pg, kb, "again", "again.md", "md", "bb", 10, &doc, &err), CQ_OK);
+    assert_int_equal(cq_pg_doc_add_clauses(pg, doc, "again", c, 3, ids, &err), CQ_OK);
+    assert_true(pg_count(pg, "SELECT count(*) FROM keyword_postings") > 20);
     assert_int_equal(cq_pg_kb_delete(pg, kb, &err), CQ_OK);
+    assert_int_equal(pg_count(pg, "SELECT count(*) FROM keyword_postings"), 0);
     assert_int_equal(cq_pg_kb_delete(pg, kb, &err), CQ_ERR_NOT_FOUND);
 }
 

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "index/pg_query.h"
+#include "index/pg_rows.h"
 
 struct cq_pg {
     PGconn *conn;
@@ -224,12 +226,8 @@ static const char *const migrations[] = {
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */
 #define MIGRATION_LOCK "7164892001163731297"
 
-static cq_status pg_error(cq_pg *pg, cq_err *err, const char *what) {
-    const char *msg = PQerrorMessage(pg->conn);
-    size_t len = strlen(msg);
-    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    return cq_err_set(err, CQ_ERR_DB, "%s: %.*s", what, (int)len, msg);
-}
+/* The statements and readers are index/pg_rows.h's, on this store's connection. */
+static cq_status pg_error(cq_pg *pg, cq_err *err, const char *what) { return cq_pgr_error(pg->conn, err, what); }
 
 /* Runs sql (several statements allowed, no parameters). */
 static cq_status exec(cq_pg *pg, const char *sql, const char *what, cq_err *err) {
@@ -243,40 +241,16 @@ static cq_status exec(cq_pg *pg, const char *sql, const char *what, cq_err *err)
 /* Runs sql with text parameters, binary results; NULL (with err filled) unless it succeeded. */
 static PGresult *query(cq_pg *pg, const char *sql, int n_params, const char *const *params, const char *what,
                        cq_err *err) {
-    PGresult *r = PQexecParams(pg->conn, sql, n_params, NULL, params, NULL, NULL, 1);
-    ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-    pg_error(pg, err, what);
-    PQclear(r);
-    return NULL;
+    return cq_pgr_query(pg->conn, sql, n_params, params, what, err);
 }
 
 static void rollback(cq_pg *pg) {
     if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE) PQclear(PQexec(pg->conn, "ROLLBACK"));
 }
 
-static int64_t get_int64(const PGresult *r, int row, int col) {
-    const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return (int64_t)v;
-}
-
-static int32_t get_int32(const PGresult *r, int row, int col) {
-    const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, col);
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-}
-
-static char *get_strdup(const PGresult *r, int row, int col) {
-    if (PQgetisnull(r, row, col)) return NULL;
-    int len = PQgetlength(r, row, col);
-    char *s = malloc((size_t)len + 1);
-    if (s) {
-        memcpy(s, PQgetvalue(r, row, col), (size_t)len);
-        s[len] = 0;
-    }
-    return s;
-}
+static int64_t get_int64(const PGresult *r, int row, int col) { return cq_pgr_int64(r, row, col); }
+static int32_t get_int32(const PGresult *r, int row, int col) { return cq_pgr_int32(r, row, col); }
+static char *get_strdup(const PGresult *r, int row, int col) { return cq_pgq_strdup(r, row, col); }
 
 /* ---- connection and schema ------------------------------------------------------------------------------- */
 

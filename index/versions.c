@@ -431,12 +431,9 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
         out->current = start_of(&g->v[cur]) == start_of(e) ? *e : g->v[cur];
 }
 
-cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_status(pg, doc_id, on, out, err);
-    cq_version_group g;
-    cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
-    if (rc == CQ_ERR_NOT_FOUND) {
+cq_status cq_version_status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
+                                       cq_version_status *out, cq_err *err) {
+    if (rc == CQ_ERR_NOT_FOUND) { /* in no group: in force, alone */
         memset(out, 0, sizeof *out);
         out->doc_id = doc_id;
         out->on = on ? on : cq_date_today();
@@ -444,9 +441,17 @@ cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version
         return CQ_OK;
     }
     if (rc) return rc;
-    cq_version_status_in(&g, doc_id, on, out);
-    cq_version_group_free(&g);
+    cq_version_status_in(g, doc_id, on, out);
+    cq_version_group_free(g);
     return CQ_OK;
+}
+
+cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
+    cq_pg *pg = cq_store_pg(s);
+    if (pg) return cq_pg_versions_status(pg, doc_id, on, out, err);
+    cq_version_group g;
+    cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
+    return cq_version_status_from_group(rc, &g, doc_id, on, out, err);
 }
 
 /* ---- corrections -------------------------------------------------------------------------------------------- */

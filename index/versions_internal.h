@@ -21,6 +21,10 @@ void cq_version_group_finish(cq_version_group *g, cq_date repealed_by);
 
 /* A group loaded for a document whose key is empty groups nothing: only that document is kept. */
 void cq_version_group_alone(cq_version_group *g, int64_t doc_id);
+/* A document's status on a day from its group as read by either store (rc: the read's status; NOT_FOUND, a document
+ * in no group, gives the empty status without an error); frees the group it was given. */
+cq_status cq_version_status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
+                                       cq_version_status *out, cq_err *err);
 
 /* The key a person's correction gives (cq_version_edit.key normalized as names are; "" puts it alone). */
 void cq_version_edit_key(const char *edit_key, int64_t doc_id, char key[CQ_VERSION_KEY_MAX]);

@@ -237,17 +237,7 @@ cq_status cq_pg_versions_group_of(cq_pg *pg, int64_t doc_id, cq_version_group *o
 cq_status cq_pg_versions_status(cq_pg *pg, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
     cq_version_group g;
     cq_status rc = cq_pg_versions_group_of(pg, doc_id, &g, err);
-    if (rc == CQ_ERR_NOT_FOUND) {
-        memset(out, 0, sizeof *out);
-        out->doc_id = doc_id;
-        out->on = on ? on : cq_date_today();
-        cq_err_clear(err);
-        return CQ_OK;
-    }
-    if (rc) return rc;
-    cq_version_status_in(&g, doc_id, on, out);
-    cq_version_group_free(&g);
-    return CQ_OK;
+    return cq_version_status_from_group(rc, &g, doc_id, on, out, err);
 }
 
 /* ---- corrections -------------------------------------------------------------------------------------------- */

@@ -11,7 +11,11 @@ llama.cpp is not part of clauseqa: when its llama-bench is missing, the script f
 
 usage: tests/bench/cpu_vs_llamacpp.py [--rounds N] [--cores 0,1] [--threads 2] [--build build]
                                       [--llama-dir /tmp/clauseqa-llamacpp] [--model PATH] [--only native|avx2]
-                                      [--prompt 512] [--decode 128]
+                                      [--prompt 512] [--decode 128] [--llama-bench KIND=PATH ...]
+
+--llama-bench native=PATH (or avx2=PATH) uses a llama-bench built elsewhere (e.g. on another machine with
+GGML_BACKEND_DL and GGML_CPU_ALL_VARIANTS, which loads the CPU variant the running CPU supports: "native" without
+building on the machine that measures).
 """
 import argparse
 import glob
@@ -115,14 +119,22 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--llama-bench", action="append", default=[], metavar="KIND=PATH",
+                    help="a prebuilt llama-bench for KIND (native or avx2) instead of building one")
     a = ap.parse_args()
+    given = {}
+    for spec in a.llama_bench:
+        kind, sep, path = spec.partition("=")
+        if not sep or kind not in LLAMA_FLAGS or not os.access(path, os.X_OK):
+            sys.exit("--llama-bench %s: expected native=PATH or avx2=PATH of an executable" % spec)
+        given[kind] = path
     global PROMPT, DECODE
     PROMPT, DECODE = a.prompt, a.decode
     bench = os.path.join(a.build, "tests", "bench_decoder")
     if not os.path.exists(bench):
         sys.exit("%s is missing: build clauseqa first (cmake --build %s)" % (bench, a.build))
     kinds = [a.only] if a.only else ["native", "avx2"]
-    exes = {k: llama_bench(a.llama_dir, k, a.jobs) for k in kinds}
+    exes = {k: given.get(k) or llama_bench(a.llama_dir, k, a.jobs) for k in kinds}
     res = {(who, k): ([], []) for who in ("clauseqa", "llama.cpp") for k in kinds}
     for r in range(a.rounds):
         for k in kinds:

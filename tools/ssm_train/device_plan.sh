@@ -25,6 +25,11 @@ S=${STASH:-/tmp/stash14b}; W=${WORK:-/tmp/ssm14}
 NAME=${NAME:-g192c}
 mkdir -p $S $W
 overlay() { [ -f $S/tools.tar ] && tar -xf $S/tools.tar; }
+# each call's checkout is fresh (the lead's): lay the stashed tools over it and run the laid copy of this script, or
+# the verb runs the checkout's own version, which bash has already read (third round: one eval ran main's script)
+if [ -z "${PLAN_LAID:-}" ] && [ -f $S/tools.tar ]; then
+  overlay && PLAN_LAID=1 exec bash tools/ssm_train/device_plan.sh "$@"
+fi
 case ${1:-} in
 stash)
   for src in ${SRC:-.device/ssm14b}; do
@@ -114,6 +119,8 @@ eval)
   T0=$(date +%s); DEADLINE=$(( T0 + ${LIMIT:-500} ))
   SUITES=${SUITES:-"laws-zh policy-zh-dev cjrc-dev cuad-dev contracts-en-dev"}; FIRST=${SUITES%% *}
   src=$W/runs/$NAME; [ -f $src/ssm.safetensors ] || { echo "no weights in $src"; exit 1; }
+  # while the job runs, runs/NAME holds its last checkpoint, not the trained weights
+  [ -f $W/$NAME.tgz ] || [ "${FORCE:-0}" = 1 ] || { echo "$NAME is not packed yet (training running?): FORCE=1 evaluates its checkpoint"; exit 1; }
   mkdir -p $OUT/ev
   for s in $SUITES; do
     d=$W/e_$s; rm -rf $d; mkdir -p $d/models/ssm $W/eval/only_$s

@@ -185,10 +185,11 @@ def fit_report(a):
             print("| %s | %s | %d/%d | %s |" % (s, t, len(tr), len(va), " | ".join(cells)))
         if a.write:
             write_fusion(a.write, fitted, d["tag"], calib, {lang: sum(len(by_suite[s]) for s in suites
-                                                                      if LANG.get(s) == lang) for lang in ("zh", "en")})
+                                                                      if LANG.get(s) == lang) for lang in ("zh", "en")},
+                         a.note)
 
 
-def write_fusion(path, fitted, tag, calib, n):
+def write_fusion(path, fitted, tag, calib, n, note=""):
     """The language-level `keep` fusion into an encoder's ssm.json, as the runtime reads it: "fusion": {"method":
     "keep", "fitted_on": ..., "zh": {"w", "m"}, "en": {"w", "m"}} (w: the dense list's RRF weight, 0 = BM25 alone;
     m: BM25's top m kept in place)."""
@@ -203,7 +204,7 @@ def write_fusion(path, fitted, tag, calib, n):
                      "fitted_on": "calibration questions (tools/dev_split.py doc_is_calibration, never trained on) of "
                                   "the dev suites' train parts, the C runtime's BM25 and dense rankings of %s "
                                   "(tools/ssm_train/fusion.py fit --merge; zh %d, en %d questions)"
-                                  % (tag, n["zh"], n["en"]),
+                                  % (tag, n["zh"], n["en"]) + (("; " + note) if note else ""),
                      "zh": {"w": fitted["keep", "zh"]["w"], "m": int(fitted["keep", "zh"]["c"])},
                      "en": {"w": fitted["keep", "en"]["w"], "m": int(fitted["keep", "en"]["c"])}}
     with open(path, "w", encoding="utf-8") as f:
@@ -225,6 +226,7 @@ def main():
     f = sub.add_parser("fit")
     f.add_argument("--merge", action="store_true", help="the files are one tag's, per suite: fit them as one")
     f.add_argument("--write", default="", help="an ssm.json: write the language-level keep fusion into it")
+    f.add_argument("--note", default="", help="added to the written fusion's fitted_on")
     f.add_argument("files", nargs="+")
     a = ap.parse_args()
     collect(a) if a.cmd == "collect" else fit_report(a)

@@ -30,12 +30,12 @@ from collections import defaultdict
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import dev_split  # noqa: E402
-from prepare import hits, norm  # noqa: E402
 
 DEPTH_BM25, DEPTH_DENSE, K = 10, 50, 60.0
 
 
 def collect(a):
+    from prepare import hits, norm  # numpy: only collecting needs it (fit runs on Debian's python3)
     out = {}
     for suite in sorted(os.listdir(a.suites)):
         for part, fn in (("val", "questions.jsonl"), ("train", "train.jsonl")):

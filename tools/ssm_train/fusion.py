@@ -30,12 +30,12 @@ from collections import defaultdict
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import dev_split  # noqa: E402
-from prepare import hits, norm  # noqa: E402
 
 DEPTH_BM25, DEPTH_DENSE, K = 10, 50, 60.0
 
 
 def collect(a):
+    from prepare import hits, norm  # numpy: only collecting needs it (fit runs on Debian's python3)
     out = {}
     for suite in sorted(os.listdir(a.suites)):
         for part, fn in (("val", "questions.jsonl"), ("train", "train.jsonl")):
@@ -183,6 +183,34 @@ def fit_report(a):
                 kws = [fit([tr], m) if tr else {"w": 1.0, "c": 0.0}, fitted[m, LANG.get(s, "?")], fitted[m, "all"]]
                 cells.append(" / ".join("%.3f" % metrics(va, m, **kw)["hit@5"] for kw in kws))
             print("| %s | %s | %d/%d | %s |" % (s, t, len(tr), len(va), " | ".join(cells)))
+        if a.write:
+            write_fusion(a.write, fitted, d["tag"], calib, {lang: sum(len(by_suite[s]) for s in suites
+                                                                      if LANG.get(s) == lang) for lang in ("zh", "en")},
+                         a.note)
+
+
+def write_fusion(path, fitted, tag, calib, n, note=""):
+    """The language-level `keep` fusion into an encoder's ssm.json, as the runtime reads it: "fusion": {"method":
+    "keep", "fitted_on": ..., "zh": {"w", "m"}, "en": {"w", "m"}} (w: the dense list's RRF weight, 0 = BM25 alone;
+    m: BM25's top m kept in place)."""
+    for lang in ("zh", "en"):
+        if ("keep", lang) not in fitted:
+            raise SystemExit("fusion: no %s suite in the rankings, nothing fitted for it" % lang)
+    if not calib:
+        raise SystemExit("fusion: the rankings have no calibration questions (collect --calib-only): not written")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    cfg["fusion"] = {"method": "keep",
+                     "fitted_on": "calibration questions (tools/dev_split.py doc_is_calibration, never trained on) of "
+                                  "the dev suites' train parts, the C runtime's BM25 and dense rankings of %s "
+                                  "(tools/ssm_train/fusion.py fit --merge; zh %d, en %d questions)"
+                                  % (tag, n["zh"], n["en"]) + (("; " + note) if note else ""),
+                     "zh": {"w": fitted["keep", "zh"]["w"], "m": int(fitted["keep", "zh"]["c"])},
+                     "en": {"w": fitted["keep", "en"]["w"], "m": int(fitted["keep", "en"]["c"])}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("wrote %s: %s" % (path, json.dumps({k: cfg["fusion"][k] for k in ("zh", "en")})))
 
 
 def main():
@@ -197,6 +225,8 @@ def main():
     c.add_argument("--calib-only", action="store_true", help="of the train part, only the calibration questions")
     f = sub.add_parser("fit")
     f.add_argument("--merge", action="store_true", help="the files are one tag's, per suite: fit them as one")
+    f.add_argument("--write", default="", help="an ssm.json: write the language-level keep fusion into it")
+    f.add_argument("--note", default="", help="added to the written fusion's fitted_on")
     f.add_argument("files", nargs="+")
     a = ap.parse_args()
     collect(a) if a.cmd == "collect" else fit_report(a)

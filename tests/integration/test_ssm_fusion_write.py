@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""tools/ssm_train/fusion.py fit --write (issue 14): the language-level `keep` fusion fitted on the calibration
+questions and written into an encoder's ssm.json as the runtime reads it.
+  - synthetic rankings where dense must lift the gold for Chinese (BM25 has it at rank 6, dense at rank 1: the
+    smallest dense weight that puts it first, w 0.1, BM25's top 0 kept) and must stay out for English (BM25 first,
+    dense never right: w 0, m 0);
+  - the other keys of ssm.json are kept; the object has method, fitted_on (with --note), zh/en {w, m};
+  - validation questions never enter the fit; rankings without calibration questions are refused, the file unchanged.
+
+usage: test_ssm_fusion_write.py [path/to/clauseqa (unused)]"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+
+ROOT = os.environ.get("CLAUSEQA_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
+import fusion  # noqa: E402
+
+FAILED = 0
+
+
+def check(cond, what):
+    global FAILED
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILED += 1
+
+
+def record(suite, part, calib, gold_bm25, gold_dense, base, adverse=False):
+    """BM25's top 10 and dense's top 50 over clause keys from base; the gold key is base, at the given ranks
+    (1-based; 0 = not in that list). adverse: dense ranks BM25's 2nd..10th first, so that fusing without keeping
+    BM25's top pushes a BM25-first gold below rank 5."""
+    others = iter(range(base + 1, base + 200))
+    bm = [[next(others), 10.0 - r, 0] for r in range(10)]
+    dn = [[next(others), 1.0 - r / 100, 0] for r in range(50)]
+    if adverse:
+        for r in range(9):
+            dn[r][0] = bm[r + 1][0]
+    if gold_bm25:
+        bm[gold_bm25 - 1] = [base, bm[gold_bm25 - 1][1], 1]
+    if gold_dense:
+        dn[gold_dense - 1] = [base, dn[gold_dense - 1][1], 1]
+    return {"suite": suite, "type": "span_qa" if suite.endswith("zh-dev") else "clause_extraction", "part": part,
+            "calib": calib, "bm25": bm, "dense": dn}
+
+
+def rankings(path, calib=True, adverse=False):
+    qs, n = {}, 0
+    for i in range(12):  # calibration (train part) questions
+        qs["zc%d" % i] = record("policy-zh-dev", "train", calib, 6, 1, 1000 * (n := n + 1))
+        qs["ec%d" % i] = record("cuad-dev", "train", calib, 1, 0, 1000 * (n := n + 1))
+    for i in range(40 if adverse else 4):  # trained-on train questions and validation questions: never in the fit
+        qs["zt%d" % i] = record("policy-zh-dev", "train", False, 1, 0, 1000 * (n := n + 1), adverse)
+        qs["zv%d" % i] = record("policy-zh-dev", "val", False, 1, 0, 1000 * (n := n + 1), adverse)
+        qs["ev%d" % i] = record("cuad-dev", "val", False, 0, 1, 1000 * (n := n + 1))
+    with gzip.open(path, "wt") as f:
+        json.dump({"tag": "synthetic", "questions": qs}, f)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="cq_fusion_")
+    cfg_path = os.path.join(tmp, "ssm.json")
+    cfg = {"format": "clauseqa-ssm", "version": 1, "d_model": 8, "manifest": {"steps_done": 3}}
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    good = os.path.join(tmp, "good.json.gz")
+    rankings(good)
+    fusion.fit_report(argparse.Namespace(files=[good], merge=True, write=cfg_path, note="a note"))
+    out = json.load(open(cfg_path))
+    fu = out.get("fusion", {})
+    check({k: v for k, v in out.items() if k != "fusion"} == cfg, "the other keys of ssm.json are kept as they were")
+    check(fu.get("method") == "keep", "method keep")
+    check(fu.get("zh") == {"w": 0.1, "m": 0}, "zh: the smallest dense weight that lifts the gold first, w 0.1, m 0 "
+          "(got %s)" % fu.get("zh"))
+    check(fu.get("en") == {"w": 0.0, "m": 0}, "en: dense never right, BM25 alone (got %s)" % fu.get("en"))
+    check("calibration" in fu.get("fitted_on", "") and "synthetic" in fu["fitted_on"] and
+          fu["fitted_on"].endswith("; a note"), "fitted_on names the calibration questions, the tag and the note")
+    check("zh 12, en 12 questions" in fu.get("fitted_on", ""), "fitted_on counts the calibration questions alone")
+
+    # validation and trained-on questions that want BM25's top kept (m >= 1) outnumber the calibration ones: no move
+    other = os.path.join(tmp, "other.json.gz")
+    rankings(other, adverse=True)
+    recs = [r for r in json.load(gzip.open(other, "rt"))["questions"].values() if r["part"] == "val"]
+    check(fusion.metrics(recs, "keep", w=0.1, c=0)["hit@5"] < fusion.metrics(recs, "keep", w=0.1, c=1)["hit@5"],
+          "(the adverse validation questions do want BM25's top kept)")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    fusion.fit_report(argparse.Namespace(files=[other], merge=True, write=cfg_path, note=""))
+    check(json.load(open(cfg_path)).get("fusion", {}).get("zh") == {"w": 0.1, "m": 0},
+          "the validation questions take no part in the fit")
+
+    # no calibration questions: refused, the file unchanged
+    bad = os.path.join(tmp, "bad.json.gz")
+    rankings(bad, calib=False)
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    before = open(cfg_path).read()
+    try:
+        fusion.fit_report(argparse.Namespace(files=[bad], merge=True, write=cfg_path, note=""))
+        refused = False
+    except SystemExit as e:
+        refused = "calibration" in str(e)
+    check(refused, "rankings without calibration questions are refused")
+    check(open(cfg_path).read() == before, "and the ssm.json is left unchanged")
+    print("%d failed" % FAILED)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

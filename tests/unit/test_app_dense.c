@@ -134,6 +134,14 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
         assert_true(sb[i] == want[i].score);
     }
     assert_false(bm25_b); /* the dense side weighs five times BM25's */
+    /* router hits stay first and exact */
+    assert_int_equal(retrieve(s, kb, "劳动合同法第三十条 劳动报酬", CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_DENSE, 8, k, &h, &err),
+                     CQ_OK);
+    assert_int_equal(h.n, 8);
+    assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);
+    assert_string_equal(h.hits[0].label, "第三十条");
+    for (size_t i = 1; i < h.n; i++) assert_int_equal(h.hits[i].source, CQ_RETRIEVE_BM25); /* zh: w 0 */
+    cq_hits_free(&h);
     cq_dense_close(k);
 
     /* a bad fusion fails the open, naming the file and the member */

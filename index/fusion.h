@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
     cq_fusion_method method; /* CQ_FUSION_RRF or CQ_FUSION_KEEP */
     cq_fusion_params zh, en; /* keep: by the question's language */
-    char fitted_on[200];     /* what the parameters were fitted on ("" when not said) */
+    char fitted_on[512];     /* what the parameters were fitted on ("" when not said; longer is cut) */
 } cq_fusion;
 
 /* The fusion of an encoder's config, ssm.json's text[0..len): its "fusion" member, or rrf when it has none:

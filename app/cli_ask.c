@@ -9,14 +9,14 @@
 #include "app/rerank.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--answers auto] [--as-of DAY]"
-               " [--json] QUESTION...\n"
+    fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--fusion F] [--answers auto]"
+               " [--as-of DAY] [--json] QUESTION...\n"
                "       clauseqa ask --kb KB --jsonl < questions.jsonl\n"
                "Answers QUESTION from the clauses of KB, citing them; says so when the documents do not answer it.\n"
                "The words after the options are the question (quoting it is optional).\n"
                "Generated answers stream to the terminal as they are written (text output).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"answer\", \"abstained\",\n"
-               "            \"citations\"} lines\n" CQ_CLI_AS_OF_USAGE CQ_CLI_ANSWER_USAGE);
+               "            \"citations\"} lines\n" CQ_CLI_FUSION_USAGE CQ_CLI_AS_OF_USAGE CQ_CLI_ANSWER_USAGE);
 }
 
 static void print_citations(const cq_answer *a) {
@@ -80,7 +80,7 @@ int cq_cmd_ask(int argc, char **argv) {
     int printed = 0;
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
     ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
-                 {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, .decoder = dec}, o.as_of};
+                 {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense, .fusion = o.fusion}, .decoder = dec}, o.as_of};
     cq_reranker reranker = {0};
     cq_rerank_attach(&x.opt.retrieve, &reranker, dec, o.mode == NULL);
     if (!o.json && !o.jsonl) { /* text: show the answer as it is written */

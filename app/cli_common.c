@@ -149,11 +149,19 @@ static const char *join_words(int n, char **words) {
     return joined;
 }
 
+int cq_cli_parse_fusion(const char *cmd, const char *s, cq_fusion_method *out) {
+    cq_err err = {0};
+    if (!cq_fusion_parse_method(s, out, &err)) return 0;
+    fprintf(stderr, "clauseqa %s: --fusion: %s\n", cmd, err.msg);
+    return 2;
+}
+
 int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(FILE *), cq_question_cli *o) {
     static const struct option opts[] = {{"kb", required_argument, 0, 'b'},   {"k", required_argument, 0, 'k'},
                                          {"mode", required_argument, 0, 'm'}, {"json", no_argument, 0, 'j'},
                                          {"jsonl", no_argument, 0, 'l'},      {"help", no_argument, 0, 'h'},
                                          {"as-of", required_argument, 0, 'a'},
+                                         {"fusion", required_argument, 0, 'f'},
                                          CQ_CLI_ANSWER_OPTIONS,               {0, 0, 0, 0}};
     *o = (cq_question_cli){.k = CQ_RETRIEVE_DEFAULT_K};
     int c;
@@ -168,6 +176,9 @@ int cq_cli_parse_question(const char *cmd, int argc, char **argv, void (*usage)(
             if ((o->k = cq_cli_positive("--k", optarg)) < 0) return 2;
             break;
         case 'm': o->mode = optarg; break;
+        case 'f':
+            if (cq_cli_parse_fusion(cmd, optarg, &o->fusion)) return 2;
+            break;
         case 'j': o->json = 1; break;
         case 'l': o->jsonl = 1; break;
         case 'a':

@@ -96,11 +96,18 @@ typedef struct {
     const char *kb, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
+    cq_fusion_method fusion; /* parsed --fusion (index/fusion.h); CQ_FUSION_WEIGHTS when not given */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
     cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (index/versions.h); 0: none */
     cq_answer_cli answer;
 } cq_question_cli;
+
+/* The usage lines of --fusion, for the commands that take it, and its parse (2 after printing the slip). */
+#define CQ_CLI_FUSION_USAGE                                                                                           \
+    "  --fusion F      how BM25 and dense hits are fused: weights (default: what the encoder's ssm.json says,\n"    \
+    "                  reciprocal rank when it says nothing), rrf, or keep (the weights' fitted keep fusion)\n"
+int cq_cli_parse_fusion(const char *cmd, const char *s, cq_fusion_method *out);
 
 /* The usage line of --as-of, for the commands that take it. */
 #define CQ_CLI_AS_OF_USAGE                                                                                            \

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
+               "                     [--fusion weights|rrf|keep]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
@@ -36,7 +37,7 @@ static void usage(FILE *f) {
                "--refusal-min-p: the trained model refuses only when it gives the refusal at least this probability\n"
                "(above 1: never; the per-question lines of --out carry refusal_p).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
-               CQ_CLI_ANSWER_USAGE);
+               CQ_CLI_FUSION_USAGE CQ_CLI_ANSWER_USAGE);
 }
 
 typedef struct {
@@ -166,11 +167,13 @@ int cq_cmd_eval(int argc, char **argv) {
         {"mode", required_argument, 0, 'm'},  {"limit", required_argument, 0, 'n'}, {"every", required_argument, 0, 'e'},
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
         {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
-        {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+        {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'},
+        {"fusion", required_argument, 0, 'u'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
     double min_coverage = 0, min_confidence = 0, refusal_min_p = 0;
+    cq_fusion_method fusion = CQ_FUSION_WEIGHTS;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -196,6 +199,9 @@ int cq_cmd_eval(int argc, char **argv) {
         case 'r': refusal_min_p = atof(optarg); break;
         case 't':
             if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
+            break;
+        case 'u':
+            if (cq_cli_parse_fusion("eval", optarg, &fusion)) return 2;
             break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -261,7 +267,8 @@ int cq_cmd_eval(int argc, char **argv) {
     long n = 0, seen = 0;
     char *line;
     /* Retrieval goes EVAL_DEPTH deep for hit@10; the answer step sees the same ranking. */
-    cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n};
+    cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n,
+                                 .fusion = fusion};
     cq_reranker reranker = {0};
     cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
     cq_answer_options aopt = {.min_coverage = min_coverage,

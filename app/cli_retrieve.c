@@ -9,13 +9,13 @@
 #include "core/utf8.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,rerank] [--as-of DAY] [--json]"
-               " QUESTION...\n"
+    fprintf(f, "usage: clauseqa retrieve --kb KB [--k 5] [--mode router,bm25,dense,rerank] [--fusion F] [--as-of DAY]"
+               " [--json] QUESTION...\n"
                "       clauseqa retrieve --kb KB --jsonl < questions.jsonl\n"
                "Ranks the clauses of KB that answer QUESTION (default mode: " CQ_RETRIEVE_DEFAULT_MODE
                " = router + bm25; rerank: the trained decoder rescores the candidates, see --adapter).\n"
                "  --jsonl   read {\"id\", \"question\"} lines on stdin, write {\"id\", \"results\"} lines\n"
-               CQ_CLI_AS_OF_USAGE);
+               CQ_CLI_FUSION_USAGE CQ_CLI_AS_OF_USAGE);
 }
 
 static void print_text(const cq_hits *h) {
@@ -80,7 +80,7 @@ int cq_cmd_retrieve(int argc, char **argv) {
     cq_store *s = cq_cli_open_store(data_dir);
     if (!s) return 1;
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
-    retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), {.modes = o.modes, .k = (size_t)o.k, .dense = dense}, o.as_of};
+    retrieve_ctx x = {s, cq_cli_kb(s, o.kb, false), {.modes = o.modes, .k = (size_t)o.k, .dense = dense, .fusion = o.fusion}, o.as_of};
     cq_decoder *dec = o.modes & CQ_RETRIEVE_RERANK ? cq_cli_open_decoder("retrieve", &o.answer) : NULL;
     cq_reranker reranker = {0};
     cq_rerank_attach(&x.opt, &reranker, dec, false); /* retrieve loads the decoder only for --mode ...,rerank */

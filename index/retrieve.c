@@ -246,52 +246,49 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
 
 /* ---- fusion ------------------------------------------------------------------------------------------------- */
 
-#define RRF_K 60.0    /* reciprocal-rank fusion: a list's rank r adds 1 / (RRF_K + r) */
 #define DENSE_POOL 50 /* nearest clauses fetched from the vector index */
 
-typedef struct {
-    int64_t id;
-    double score;
-    int source;   /* the list where the clause ranks best */
-    int best_rank;
-} fused;
-
-static int cmp_fused(const void *a, const void *b) {
-    const fused *x = a, *y = b;
-    if (x->score != y->score) return x->score < y->score ? 1 : -1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static void fuse_add(fused *f, size_t *n, int64_t id, int rank, int source) {
-    size_t i;
-    for (i = 0; i < *n && f[i].id != id; i++) {
-    }
-    if (i == *n) f[(*n)++] = (fused){id, 0, source, rank};
-    f[i].score += 1.0 / (RRF_K + rank);
-    if (rank < f[i].best_rank) {
-        f[i].best_rank = rank;
-        f[i].source = source;
-    }
+/* The fusion a retrieval uses: the option's, else the one the weights carry (index/fusion.h). keep's parameters
+ * come from the weights either way. */
+static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_fusion_method *method,
+                            cq_fusion_params *p, cq_err *err) {
+    const cq_fusion *f = cq_dense_fusion(o->dense);
+    *method = o->fusion != CQ_FUSION_WEIGHTS ? o->fusion : f->method;
+    *p = cq_fusion_params_for(f, q->lang == CQ_QUERY_ZH);
+    if (*method == CQ_FUSION_KEEP && f->method != CQ_FUSION_KEEP)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fusion keep needs its parameters fitted for the encoder's weights "
+                          "(\"fusion\" in their ssm.json, docs/SSM.md); these weights have none: use rrf");
+    return CQ_OK;
 }
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
- * them and the dense list are merged by reciprocal-rank fusion (only the dense list when BM25 was not asked for). */
-static cq_status dense_fuse(cq_store *s, cq_dense *d, const cq_query *q, cq_hits *h, size_t k, cq_err *err) {
+ * them and the dense list are fused (index/fusion.h: the fusion the options or the weights choose; only the dense
+ * list, by reciprocal rank, when BM25 was not asked for). */
+static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes, const cq_query *q, cq_hits *h,
+                            size_t k, cq_err *err) {
+    cq_fusion_method method = CQ_FUSION_RRF;
+    cq_fusion_params params = {1.0, 0};
+    cq_status rc = modes & CQ_RETRIEVE_BM25 ? fusion_for(o, q, &method, &params, err) : CQ_OK;
+    if (rc) return rc;
     int64_t ids[DENSE_POOL];
     float cos[DENSE_POOL];
     size_t nd = 0;
-    cq_status rc = cq_dense_search(d, s, q->kb_id, q->text, DENSE_POOL, ids, cos, &nd, err);
-    if (rc) return rc;
+    if ((rc = cq_dense_search(o->dense, s, q->kb_id, q->text, DENSE_POOL, ids, cos, &nd, err))) return rc;
     size_t routed = 0;
     while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
-    fused *f = malloc((h->n + nd + 1) * sizeof *f);
-    if (!f) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    size_t nf = 0;
-    for (size_t i = routed; i < h->n; i++) fuse_add(f, &nf, h->hits[i].clause_id, (int)(i - routed) + 1, CQ_RETRIEVE_BM25);
-    for (size_t i = 0; i < nd; i++) fuse_add(f, &nf, ids[i], (int)i + 1, CQ_RETRIEVE_DENSE);
-    qsort(f, nf, sizeof *f, cmp_fused);
+    const size_t nb = h->n - routed;
+    int64_t *bm25 = malloc((nb + 1) * sizeof *bm25);
+    cq_fused *f = malloc((nb + nd + 1) * sizeof *f);
+    if (!bm25 || !f) {
+        free(bm25);
+        free(f);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
+    size_t nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
+    free(bm25);
     /* Rebuild the list after the router hits in the fused order; the BM25 hits move aside and are freed after. */
-    cq_hits old = {malloc((h->n - routed + 1) * sizeof *old.hits), h->n - routed, 0};
+    cq_hits old = {malloc((nb + 1) * sizeof *old.hits), nb, 0};
     if (!old.hits) {
         free(f);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -300,7 +297,7 @@ static cq_status dense_fuse(cq_store *s, cq_dense *d, const cq_query *q, cq_hits
     h->n = routed;
     for (size_t i = 0; !rc && i < nf && h->n < k; i++) {
         if (has_clause(h, f[i].id)) continue;
-        rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].source, 0, 0, err);
+        rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].from_dense ? CQ_RETRIEVE_DENSE : CQ_RETRIEVE_BM25, 0, 0, err);
     }
     cq_hits_free(&old);
     free(f);
@@ -460,6 +457,8 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
+    if (opt->fusion != CQ_FUSION_WEIGHTS && opt->fusion != CQ_FUSION_RRF && opt->fusion != CQ_FUSION_KEEP)
+        return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion %d", (int)opt->fusion);
     if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
@@ -502,7 +501,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         if (first) rc = bm25(s, q, titles, first, out, pool, err);
         if (!rc) rc = bm25(s, q, NULL, 0, out, pool, err);
     }
-    if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, opt->dense, q, out, pool, err);
+    if (!rc && (modes & CQ_RETRIEVE_DENSE)) rc = dense_fuse(s, opt, modes, q, out, pool, err);
     if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
     if (!rc) prefer_versions(&versions, out);
     group_cache_free(&groups);

@@ -7,7 +7,9 @@
  *           regulation the question does not place is lowered (LOCAL_PRIOR in retrieve.c)
  *   dense   nearest clauses by SSM encoder vectors (index/vectors.h): needs the dense retriever in the options
  * Fusion: router hits first (they are exact), then the BM25 list; with dense, the BM25 and dense lists after the
- * router hits are merged by reciprocal rank. Duplicates keep their best place.
+ * router hits are fused (index/fusion.h): by reciprocal rank, or, when the encoder's weights carry a fitted "keep"
+ * fusion (or the options ask for one), BM25's top m in place and the rest by reciprocal rank with the dense list
+ * weighted w, m and w by the question's language. Duplicates keep their best place.
  * Reranking (mode rerank, after fusion): the options' reranker (the trained decoder's relevance judgement,
  * app/rerank.h) rescores the first rerank_top_n hits after the router hits and they are put in its order (see
  * cq_retrieve_options).
@@ -24,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "index/fusion.h"
 #include "index/query.h"
 #include "index/store.h"
 #include "index/versions.h"
@@ -94,6 +97,11 @@ typedef struct {
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;
+    /* How the BM25 and dense lists are fused when both are asked for (index/fusion.h): CQ_FUSION_WEIGHTS (0, the
+     * default) as the dense retriever's weights say (their ssm.json "fusion"; reciprocal rank when they say
+     * nothing), CQ_FUSION_RRF reciprocal rank whatever they say, CQ_FUSION_KEEP the weights' fitted keep fusion
+     * (CQ_ERR_UNSUPPORTED when they carry none). */
+    cq_fusion_method fusion;
     bool rerank_chinese; /* with rerank set, rerank Chinese questions even without CQ_RETRIEVE_RERANK in the modes:
                             what callers set when the modes were left to the default and reranking is cheap (the
                             GPU); docs/EVAL.md says where reranking wins */

@@ -480,6 +480,7 @@ struct cq_dense {
     cq_ssm_encoder *doc_encoder; /* documents: long, its own workers, under doc_mu, so ingestion never holds up
                                     the questions of other threads */
     pthread_mutex_t encode_mu, doc_mu, kbs_mu;
+    cq_fusion fusion;   /* how retrieval fuses BM25 with these weights' vectors: ssm.json "fusion" (rrf without) */
     void *vocab_handle; /* the external input vocabulary, when the weights need one */
     int64_t *kb_ids;
     cq_vectors **kbs;
@@ -498,6 +499,8 @@ static cq_status new_encoder(const cq_ssm_model *m, int n_threads, cq_ssm_encode
     if (cq_ssm_encoder_new(m, CQ_SSM_BACKEND_CPU, n_threads, out, &e2) == CQ_OK) return CQ_OK;
     return cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, out, err);
 }
+
+#define CONFIG_MAX_BYTES (1u << 20) /* ssm.json, as the encoder's loader reads it */
 
 static cq_dense_vocab_open_fn vocab_open;
 static void (*vocab_close)(void *handle);
@@ -528,7 +531,12 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
     pthread_mutex_init(&d->kbs_mu, NULL);
     char tokenizer[32] = "";
     const cq_ssm_vocab *vocab = NULL;
-    cq_status rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
+    char *text = NULL;
+    size_t len = 0;
+    cq_status rc = cq_file_read(cfg, CONFIG_MAX_BYTES, &text, &len, err);
+    if (!rc && (rc = cq_fusion_from_config(text, len, &d->fusion, err))) cq_err_prefix(err, "%s: ", cfg);
+    free(text);
+    if (!rc) rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
     if (!rc && strcmp(tokenizer, "cq-hash-v1")) {
         if (!vocab_open)
             rc = cq_err_set(err, CQ_ERR_UNSUPPORTED, "the encoder weights in %s read text through the \"%s\" "
@@ -555,6 +563,10 @@ static void log_backend(const cq_dense *d, const char *why) {
     cq_ssm_backend b = cq_dense_backend(d);
     if (b == CQ_SSM_BACKEND_CUDA) CQ_INFO("dense: SSM encoder on the GPU (cuda)");
     else CQ_INFO("dense: SSM encoder on the CPU (%s backend): no GPU encoder: %s", cq_ssm_backend_name(b), why);
+    const cq_fusion *f = &d->fusion;
+    if (f->method == CQ_FUSION_KEEP)
+        CQ_INFO("dense: fused with BM25 by the weights' keep fusion (Chinese questions: w %g, m %d; others: w %g, "
+                "m %d)%s%s", f->zh.w, f->zh.m, f->en.w, f->en.m, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
 }
 
 cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {
@@ -693,6 +705,7 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
 }
 
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
+const cq_fusion *cq_dense_fusion(const cq_dense *d) { return &d->fusion; }
 cq_ssm_backend cq_dense_backend(const cq_dense *d) { return cq_ssm_encoder_backend(d->doc_encoder); }
 
 /* The KB's index if it is open (no opening: an index opened now would be checked against SQLite anyway). */

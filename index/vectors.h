@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "index/fusion.h"
 #include "index/store.h"
 #include "ssm/ssm.h"
 
@@ -103,6 +104,9 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
                                    size_t n, float *vectors, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
+/* How retrieval fuses BM25 with these weights' vectors (index/fusion.h): the "fusion" of their ssm.json, read and
+ * checked when the retriever opens (a bad one fails the open with the reason), rrf when they carry none. */
+const cq_fusion *cq_dense_fusion(const cq_dense *d);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */
 cq_ssm_backend cq_dense_backend(const cq_dense *d);
 /* Keeping FAISS in step with SQLite (no-ops when d is NULL or the KB's index is not open): forget drops clause

@@ -1,6 +1,6 @@
-/* Dense plumbing with random encoder weights (no trained weights exist yet): ingest encodes every clause and keeps
- * the document state; retrieve serves --mode dense and fuses router, BM25 and dense; without weights dense is a
- * clear error and the default hybrid mode does not need it. */
+/* Dense plumbing with random encoder weights: ingest encodes every clause and keeps the document state; retrieve
+ * serves --mode dense and fuses router, BM25 and dense, by the fusion the weights' ssm.json names; without weights
+ * dense is a clear error and the default hybrid mode does not need it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "app/ingest.h"
+#include "core/fileio.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 #include "index/vectors.h"
@@ -28,6 +29,131 @@ static cq_status retrieve(cq_store *s, int64_t kb, const char *question, int mod
     if (!rc) rc = cq_retrieve(s, &q, &o, h, err);
     cq_query_free(&q);
     return rc;
+}
+
+/* Rewrites models/ssm.json with "fusion": fusion (NULL: without one). */
+static void set_fusion(const char *models, const char *fusion) {
+    char path[600], *text = NULL;
+    size_t len = 0;
+    cq_err err = {0};
+    snprintf(path, sizeof path, "%s/ssm.json", models);
+    if (cq_file_read(path, 1 << 20, &text, &len, &err)) fail_msg("%s", err.msg);
+    char *at = strstr(text, ", \"fusion\"");
+    if (!at) at = strrchr(text, '}');
+    assert_non_null(at);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%.*s%s%s}\n", (int)(at - text), text, fusion ? ", \"fusion\": " : "", fusion ? fusion : "");
+    fclose(f);
+    free(text);
+}
+
+/* The clause ids of a retrieval, and whether every hit came from BM25. */
+static size_t retrieve_ids(cq_store *s, int64_t kb, const char *question, int modes, cq_fusion_method fusion,
+                           cq_dense *d, int64_t *ids, double *scores, bool *all_bm25) {
+    cq_query q;
+    cq_hits h;
+    cq_err err = {0};
+    cq_retrieve_options o = {.modes = modes, .k = 8, .dense = d, .fusion = fusion};
+    if (cq_query_parse(s, kb, question, &q, &err) || cq_retrieve(s, &q, &o, &h, &err)) fail_msg("%s", err.msg);
+    *all_bm25 = true;
+    for (size_t i = 0; i < h.n; i++) {
+        ids[i] = h.hits[i].clause_id;
+        scores[i] = h.hits[i].score;
+        *all_bm25 = *all_bm25 && h.hits[i].source == CQ_RETRIEVE_BM25;
+    }
+    size_t n = h.n;
+    cq_hits_free(&h);
+    cq_query_free(&q);
+    return n;
+}
+
+/* The fusion the weights carry (ssm.json "fusion", index/fusion.h): read when the retriever opens, a bad one refused
+ * then; keep by the question's language; reciprocal rank without it, or when asked for. d was opened without one and
+ * KB kb holds a Chinese law and an English agreement, encoded with these weights. */
+static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *models, cq_dense *d) {
+    const char *zh = "劳动者加班费怎么计算", *en = "termination of this agreement for convenience";
+    const int both = CQ_RETRIEVE_BM25 | CQ_RETRIEVE_DENSE;
+    int64_t a[8], b[8];
+    double sa[8], sb[8];
+    bool bm25_a, bm25_b;
+    cq_err err = {0};
+    /* without a fusion in ssm.json: reciprocal rank, the same asked for or not; keep refused */
+    assert_int_equal(cq_dense_fusion(d)->method, CQ_FUSION_RRF);
+    size_t na = retrieve_ids(s, kb, zh, both, CQ_FUSION_WEIGHTS, d, a, sa, &bm25_a);
+    size_t nb = retrieve_ids(s, kb, zh, both, CQ_FUSION_RRF, d, b, sb, &bm25_b);
+    assert_int_equal(na, 8);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(sa, sb, sizeof sa);
+    cq_query q;
+    cq_hits h;
+    cq_retrieve_options o = {.modes = both, .k = 8, .dense = d, .fusion = CQ_FUSION_KEEP};
+    assert_int_equal(cq_query_parse(s, kb, zh, &q, &err), CQ_OK);
+    assert_int_equal(cq_retrieve(s, &q, &o, &h, &err), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "fitted"));
+    o.fusion = (cq_fusion_method)7;
+    assert_int_equal(cq_retrieve(s, &q, &o, &h, &err), CQ_ERR_INVALID);
+    cq_query_free(&q);
+
+    /* keep: Chinese questions w 0 with every BM25 hit kept (BM25's order alone), others a heavy dense side */
+    set_fusion(models, "{\"method\": \"keep\", \"fitted_on\": \"a test\", \"zh\": {\"w\": 0, \"m\": 100}, "
+                       "\"en\": {\"w\": 5, \"m\": 1}}");
+    cq_dense *k = NULL;
+    if (cq_dense_open(dir, models, &k, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_dense_fusion(k)->method, CQ_FUSION_KEEP);
+    assert_string_equal(cq_dense_fusion(k)->fitted_on, "a test");
+    nb = retrieve_ids(s, kb, zh, both, CQ_FUSION_WEIGHTS, k, b, sb, &bm25_b);
+    na = retrieve_ids(s, kb, zh, CQ_RETRIEVE_BM25, CQ_FUSION_WEIGHTS, k, a, sa, &bm25_a);
+    assert_int_equal(na, 8);
+    assert_int_equal(nb, 8);
+    assert_memory_equal(a, b, sizeof a);
+    assert_true(bm25_b);
+    /* asked for reciprocal rank, these weights (the same vectors) fuse as the ones without a fusion did */
+    int64_t c[8];
+    double sc[8];
+    bool bm25_c;
+    retrieve_ids(s, kb, zh, both, CQ_FUSION_WEIGHTS, d, a, sa, &bm25_a);
+    assert_int_equal(retrieve_ids(s, kb, zh, both, CQ_FUSION_RRF, k, c, sc, &bm25_c), 8);
+    assert_memory_equal(a, c, sizeof a);
+    assert_memory_equal(sa, sc, sizeof sa);
+    /* an English question gets en's w and m: the BM25 and dense lists fused as index/fusion.h says */
+    na = retrieve_ids(s, kb, en, CQ_RETRIEVE_BM25, CQ_FUSION_WEIGHTS, k, a, sa, &bm25_a);
+    assert_true(na > 1);
+    int64_t dense_ids[50];
+    float cos[50];
+    size_t nd = 0;
+    assert_int_equal(cq_dense_search(k, s, kb, en, 50, dense_ids, cos, &nd, &err), CQ_OK);
+    cq_fused want[58];
+    size_t nw = cq_fusion_rank(CQ_FUSION_KEEP, cq_dense_fusion(k)->en, a, na, dense_ids, nd, want);
+    nb = retrieve_ids(s, kb, en, both, CQ_FUSION_WEIGHTS, k, b, sb, &bm25_b);
+    assert_int_equal(nb, nw < 8 ? nw : 8);
+    assert_int_equal(b[0], a[0]); /* m 1 */
+    for (size_t i = 0; i < nb; i++) {
+        assert_int_equal(b[i], want[i].id);
+        assert_true(sb[i] == want[i].score);
+    }
+    assert_false(bm25_b); /* the dense side weighs five times BM25's */
+    /* router hits stay first and exact */
+    assert_int_equal(retrieve(s, kb, "劳动合同法第三十条 劳动报酬", CQ_RETRIEVE_HYBRID | CQ_RETRIEVE_DENSE, 8, k, &h, &err),
+                     CQ_OK);
+    assert_int_equal(h.n, 8);
+    assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);
+    assert_string_equal(h.hits[0].label, "第三十条");
+    for (size_t i = 1; i < h.n; i++) assert_int_equal(h.hits[i].source, CQ_RETRIEVE_BM25); /* zh: w 0 */
+    cq_hits_free(&h);
+    cq_dense_close(k);
+
+    /* a bad fusion fails the open, naming the file and the member */
+    set_fusion(models, "{\"method\": \"keep\", \"zh\": {\"w\": -1, \"m\": 0}, \"en\": {\"w\": 0, \"m\": 0}}");
+    assert_int_equal(cq_dense_open(dir, models, &k, &err), CQ_ERR_FORMAT);
+    assert_null(k);
+    assert_non_null(strstr(err.msg, "ssm.json"));
+    assert_non_null(strstr(err.msg, "\"fusion\".zh.w"));
+    set_fusion(models, "{\"method\": \"rank-sum\"}");
+    assert_int_equal(cq_dense_open(dir, models, &k, &err), CQ_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "\"rank-sum\""));
+    set_fusion(models, NULL);
 }
 
 static void test_dense_plumbing(void **state) {
@@ -101,6 +227,10 @@ static void test_dense_plumbing(void **state) {
     }
     assert_true(sources & (CQ_RETRIEVE_BM25 | CQ_RETRIEVE_DENSE));
     cq_hits_free(&h);
+
+    snprintf(path, sizeof path, "%s/data/demo/sample-services-agreement.md", src ? src : ".");
+    if (cq_ingest_file(s, dir, kb, path, &io, &r, &err)) fail_msg("%s", err.msg);
+    check_fusion(s, kb, dir, models, d);
 
     cq_store_close(s);
     cq_dense_close(d);

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""index/fusion.c's keep fusion against its reference, `ranked(rec, "keep", w, m)` of tools/ssm_train/fusion.py.
+
+    fusion_vs_py.py TEST_INDEX_FUSION         fresh cases (another seed than the committed ones) ranked by fusion.py,
+                                              then the C test program ranks them (CLAUSEQA_FUSION_CASES) and must
+                                              agree on every one; 77 (skipped) when fusion.py cannot be loaded
+    fusion_vs_py.py --write FILE              writes the cases the C unit test checks without Python
+                                              (tests/data/fusion/keep_rankings.jsonl)
+    fusion_vs_py.py --records F.json.gz ... TEST_INDEX_FUSION
+                                              the questions of `fusion.py collect` files instead (BM25's top 10, dense's
+                                              top 50, g192c's fitted w and m by the suite's language and a few others)
+
+A case is {"w", "m", "bm25": [ids], "dense": [ids], "ranked": [ids]}: lists of at most 10 and 50 clauses (the depths
+fusion.py reads), numbered by first appearance as `fusion.py collect` numbers its keys (ties in fusion.py go to the
+smaller key, in C to the clause met first: the same order). Edge cases first (m 0, m beyond the list, w 0, the same
+clauses in both lists, an empty list, equal scores, a clause twice in one list), then random ones over a small pool of ids, so that the two lists
+share clauses and scores tie (w 1)."""
+import argparse
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load_ranked():
+    """fusion.py's ranked(); its module imports prepare.py (numpy) for `collect` only, so a stand-in is lent when
+    numpy is missing (ranked() uses neither)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        stand_in = types.ModuleType("prepare")
+        stand_in.hits = stand_in.norm = None
+        sys.modules["prepare"] = stand_in
+    import fusion
+    return fusion.ranked
+
+
+def renumber(b, d):
+    keys = {}
+    for k in b + d:
+        keys.setdefault(k, len(keys) + 1)
+    return [keys[k] for k in b], [keys[k] for k in d]
+
+
+def case(ranked, b, d, w, m):
+    b, d = renumber(b, d)
+    rec = {"bm25": [[k, 0.0, 0] for k in b], "dense": [[k, 0.0, 0] for k in d]}
+    return {"w": w, "m": m, "bm25": b, "dense": d, "ranked": [k for k, _ in ranked(rec, "keep", w=w, c=m)]}
+
+
+def edge_cases(ranked):
+    b, d = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [11, 3, 12, 1, 13, 9, 14, 15, 2, 16, 17]
+    out = []
+    for w, m in ((0.1, 2), (0.0, 0), (0.0, 3), (1.0, 0), (0.5, 10), (3.0, 11), (0.25, 1), (1.5, 0), (2.0, 3)):
+        out.append(case(ranked, b, d, w, m))
+        out.append(case(ranked, b, [], w, m))           # no dense list
+        out.append(case(ranked, [], d, w, m))           # no BM25 list
+        out.append(case(ranked, b[:3], d[:3], w, m))    # short lists
+        out.append(case(ranked, b, list(reversed(b)), w, m))  # the same clauses
+        out.append(case(ranked, [1, 2], [3, 4], w, m))  # disjoint: ties at w 1
+    out.append(case(ranked, [], [], 0.1, 2))
+    for w, m in ((0.1, 2), (1.0, 0), (0.0, 1), (2.0, 5)):  # a clause twice in one list (collect's keys can repeat)
+        out.append(case(ranked, [1, 2, 1, 3, 2], [4, 1, 4, 5, 3], w, m))
+    return out
+
+
+def random_cases(ranked, n, seed):
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pool = rnd.randint(2, 80)
+        b = rnd.sample(range(pool), min(pool, rnd.randint(0, 10)))
+        d = rnd.sample(range(pool), min(pool, rnd.randint(0, 50)))
+        w = rnd.choice([0.0, 0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 1.0, 1.0, 1.5, 2.0, 3.0])
+        out.append(case(ranked, b, d, w, rnd.randint(0, 12)))
+    return out
+
+
+def record_cases(ranked, files):
+    """collect numbers keys over BM25's top 50, of which ranked() reads 10: renumbered over the two lists read (as
+    a collect 10 deep would number them); how often that changes fusion.py's own top 10 is printed."""
+    lang = {"laws-zh": "zh", "policy-zh-dev": "zh", "cjrc-dev": "zh", "cuad-dev": "en", "contracts-en-dev": "en"}
+    fitted = {"zh": (0.1, 2), "en": (0.0, 0)}  # g192c's fit (docs/EVAL.md)
+    out, top10_moved = [], 0
+    for f in files:
+        for rec in json.load(gzip.open(f, "rt"))["questions"].values():
+            b = [k for k, _, _ in rec["bm25"][:10]]
+            d = [k for k, _, _ in rec["dense"][:50]]
+            for w, m in (fitted[lang.get(rec["suite"], "en")], (1.0, 0), (0.5, 1), (3.0, 3)):
+                c = case(ranked, b, d, w, m)
+                back = {new: old for new, old in zip(c["bm25"] + c["dense"], b + d)}
+                raw = [k for k, _ in ranked(rec, "keep", w=w, c=m)]
+                top10_moved += [back[k] for k in c["ranked"][:10]] != raw[:10]
+                out.append(c)
+    print("%d of %d cases: fusion.py's top 10 on collect's own keys differs from it on keys numbered over the "
+          "lists read (equal scores ordered otherwise)" % (top10_moved, len(out)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", help="write the committed cases here (seed 14) and stop")
+    ap.add_argument("--records", nargs="*", help="fusion.py collect files to check instead of random cases")
+    ap.add_argument("--seed", type=int, default=None, help="random cases' seed (default: a new one each run)")
+    ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("program", nargs="?", help="the test_index_fusion program")
+    a = ap.parse_args()
+    try:
+        ranked = load_ranked()
+    except Exception as e:  # noqa: BLE001 - any failure to load the reference means: nothing to compare against
+        print("skipped: tools/ssm_train/fusion.py cannot be loaded: %s" % e)
+        return 77
+    if a.write:
+        cases = edge_cases(ranked) + random_cases(ranked, 1000, 14)
+        with open(a.write, "w") as f:
+            f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
+        print("%d cases written to %s" % (len(cases), a.write))
+        return 0
+    if not a.program:
+        ap.error("give the test_index_fusion program")
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
+    cases = record_cases(ranked, a.records) if a.records else edge_cases(ranked) + random_cases(ranked, a.n, seed)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
+    try:
+        env = dict(os.environ, CLAUSEQA_FUSION_CASES=f.name, CMOCKA_TEST_ABORT="0")
+        print("%d cases%s" % (len(cases), "" if a.records else " (seed %d)" % seed), flush=True)
+        r = subprocess.run([a.program], env=env)
+        return 1 if r.returncode else 0
+    finally:
+        os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,8 +7,9 @@ as the server: on a small box they take cores from it (say so next to any figure
 
 usage: tests/bench/bench_load.py [--binary build/clauseqa] [--levels 1,4,16,64,256] [--seconds 10]
                                  [--answers extractive|generate|auto] [--docs N] [--docs-dir DIR]
-                                 [--questions FILE.jsonl] [--mode MODE] [-- SERVE OPTIONS...]
+                                 [--questions FILE.jsonl] [--mode MODE] [--data DIR] [-- SERVE OPTIONS...]
 --docs-dir DIR ingests every document of DIR (e.g. an evaluation suite's docs/) instead of the laws-zh-pdf PDFs;
+--data DIR keeps the KB in DIR and reuses it in later runs with the same DIR (no second ingestion);
 --questions FILE asks the "question" of each JSON line of FILE (a suite's questions.jsonl) instead of the built-in
 ones; --mode M sends it as each ask's retrieval mode (e.g. router,bm25: no reranking; default: the server's). The mean decode batch of a level (steps per forward, from /metrics) is printed with it, and after the table the mean
 time an ask spent in each phase (/metrics clauseqa_ask_phase_seconds: admission wait, question, retrieval, the
@@ -165,6 +166,8 @@ def main():
     ap.add_argument('--docs-dir')
     ap.add_argument('--questions')
     ap.add_argument('--mode')
+    ap.add_argument('--data', help='the data folder to use and keep: made (and the documents ingested) when it does '
+                    'not hold an earlier run\'s KB, else reused as it is')
     a = ap.parse_args(argv)
     global MODE
     MODE = a.mode
@@ -174,11 +177,16 @@ def main():
     work = tempfile.mkdtemp(prefix='cq-load-')
     server = None
     try:
-        data = os.path.join(work, 'data')
-        subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
-                       stdout=subprocess.DEVNULL)
+        data = a.data or os.path.join(work, 'data')
         pdf_dir = os.path.join(SHARED, 'eval', 'laws-zh-pdf', 'docs')
-        if a.docs_dir:
+        ready = os.path.join(data, '.bench_load_ready')
+        reuse = a.data and os.path.exists(ready)  # the KB of an earlier run with the same --data
+        if not reuse:
+            subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
+                           stdout=subprocess.DEVNULL)
+        if reuse:
+            pass
+        elif a.docs_dir:
             docs = sorted(os.path.join(a.docs_dir, f) for f in os.listdir(a.docs_dir))
             subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + docs,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -186,6 +194,8 @@ def main():
             pdfs = sorted(os.path.join(pdf_dir, f) for f in os.listdir(pdf_dir) if f.endswith('.pdf'))[:a.docs]
             subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + pdfs,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if a.data:
+            open(ready, 'w').close()
         port_file = os.path.join(work, 'port')
         threads = str(min(256, max(levels) + 8))  # a worker a client up to the server's cap: queueing shows in the
         # admission numbers (and, past 256 clients, in the connection queue)

@@ -57,7 +57,7 @@ struct cq_decoder {
     step_req *queue_head, *queue_tail;
     bool batch_busy;
     cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
-    bool batch_prefill; /* CUDA: prompts go through the batcher too (CLAUSEQA_BATCH_PREFILL=0 turns it off) */
+    bool batch_prefill; /* CUDA: prompts go through the batcher too (CLAUSEQA_BATCH_PREFILL=1 turns it on) */
     /* CUDA sequences closed and kept for the next ones (batch_mu guards them): a new sequence's device buffers and
      * its decode graphs cost milliseconds, and cudaFree waits for the whole GPU, so an ask per sequence would
      * otherwise serialize every other ask's steps behind it. Capacities are multiples of SEQ_ROUND tokens. */
@@ -165,8 +165,10 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     i->n_head_kv = m->n_head_kv, i->head_dim = m->head_dim, i->n_ff = m->n_ff;
     i->context_length = m->context_length, i->sliding_window = m->window, i->n_global_layers = m->n_global;
     i->device = d->cuda ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
+    /* opt-in: measured on the H200 (docs/PERF.md), prompts batched with other asks' prompts and steps made asks
+     * slower at 4-16 clients (steps riding in forwards of hundreds of prompt rows) and no faster at 64 */
     const char *bp = getenv("CLAUSEQA_BATCH_PREFILL");
-    d->batch_prefill = d->cuda && !(bp && !strcmp(bp, "0"));
+    d->batch_prefill = d->cuda && bp && bp[0] && strcmp(bp, "0") != 0;
     *out = d;
     return CQ_OK;
 }

@@ -91,14 +91,15 @@ cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next
 /* Feeds n tokens (as cq_decoder_eval) and returns the candidates for the next one instead of its logits: the
  * req->k (1..CQ_TOP_MAX) largest logits, their log-sum-exp and the logits of req->ids (attention/top.h). On the CPU
  * from the full logits (cq_top_from_logits); on CUDA computed on the GPU, and only they come back.
- * Continuous batching (CUDA): a caller that finds the GPU busy queues its step or its prompt; whoever runs next
- * takes every queued step (up to CQ_DECODER_BATCH_MAX) and then queued prompts, first come first served, up to
- * CQ_CUDA_ROWS_MAX rows in all (a prompt that does not fit is fed in part, the rest in the next forward, so steps
- * never wait behind more than that many prompt tokens), as one forward (cq_cuda_decode_batch for steps alone,
- * cq_cuda_forward_rows for a mix), so a sequence joins and leaves the batch at any step and each caller still gets
- * its own answer when its rows are done. Alone, a step is the batch-1 decode (its CUDA graph) and a prompt a plain
- * prefill. CLAUSEQA_BATCH_PREFILL=0 in the environment (read at cq_decoder_open) keeps prompts out of the batcher:
- * each then runs alone under the model's lock. Bad ids, k or n_ids are CQ_ERR_INVALID. */
+ * Continuous batching (CUDA): a caller that finds the GPU busy queues its step; whoever runs next takes every
+ * queued step (up to CQ_DECODER_BATCH_MAX) as one forward (cq_cuda_decode_batch), so a sequence joins and leaves
+ * the batch at any step and each caller still gets its own answer when its row is done. Alone, a step is the
+ * batch-1 decode (its CUDA graph). A prompt runs alone under the model's lock, unless CLAUSEQA_BATCH_PREFILL=1 is
+ * in the environment (read at cq_decoder_open): then prompts queue too, and the leader takes the queued steps and
+ * then queued prompts, first come first served, up to CQ_CUDA_ROWS_MAX rows in all (a prompt that does not fit is
+ * fed in part, the rest in the next forward, so steps never wait behind more than that many prompt tokens), as one
+ * forward (cq_cuda_forward_rows for a mix); a prompt alone is still a plain prefill. Off by default: measured
+ * slower at 4-16 clients and no faster at 64 (docs/PERF.md). Bad ids, k or n_ids are CQ_ERR_INVALID. */
 #define CQ_DECODER_BATCH_MAX 64
 cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
                               cq_top *out, cq_err *err);

@@ -967,7 +967,9 @@ static void prefill_batch_fn(const char *path, int unused) {
     cq_err err = {0};
     cq_decoder *gpu;
     cq_decoder_options og = {CQ_DEVICE_CUDA, 0, false};
+    setenv("CLAUSEQA_BATCH_PREFILL", "1", 1); /* prompts through the batcher (off by default) */
     assert_int_equal(cq_decoder_open(path, &og, &gpu, &err), CQ_OK);
+    unsetenv("CLAUSEQA_BATCH_PREFILL");
     pre_job alone[PRE_THREADS], together[PRE_THREADS];
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, PRE_THREADS);

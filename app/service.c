@@ -109,6 +109,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_mutex_init(&s->auth_lock, NULL);
     pthread_mutex_init(&s->queue_lock, NULL);
+    pthread_mutex_init(&s->phase_lock, NULL);
     pthread_cond_init(&s->queue_cond, NULL);
     pthread_cond_init(&s->job_ended, NULL);
     s->started_at = cq_clock_seconds();
@@ -187,6 +188,7 @@ void cq_service_close(cq_service *s) {
     pthread_mutex_destroy(&s->pool_lock);
     pthread_mutex_destroy(&s->auth_lock);
     pthread_mutex_destroy(&s->queue_lock);
+    pthread_mutex_destroy(&s->phase_lock);
     pthread_cond_destroy(&s->queue_cond);
     pthread_cond_destroy(&s->job_ended);
     free(s->data_dir);

@@ -190,13 +190,25 @@ typedef struct {
     void *user;
     size_t pieces;
     double first_at; /* when the first piece went out */
+    double send_s;   /* time spent handing pieces to the client */
 } token_relay;
 
 static bool relay_text(void *user, const char *text, size_t len) {
     token_relay *r = user;
-    if (!r->pieces) r->first_at = cq_clock_seconds();
+    const double t0 = cq_clock_seconds();
+    if (!r->pieces) r->first_at = t0;
     r->pieces++;
-    return r->on_token(r->user, text, len) == 0;
+    const bool go_on = r->on_token(r->user, text, len) == 0;
+    r->send_s += cq_clock_seconds() - t0;
+    return go_on;
+}
+
+/* An ask's phases (seconds; negative: not reached) into the service's histograms. */
+static void record_phases(cq_service *s, const double v[CQ_ASK_PHASES]) {
+    pthread_mutex_lock(&s->phase_lock);
+    for (int i = 0; i < CQ_ASK_PHASES; i++)
+        if (v[i] >= 0) cq_lat_hist_add(&s->phase[i], v[i]);
+    pthread_mutex_unlock(&s->phase_lock);
 }
 
 /* What the client is told while it waits (cq_web_stream.on_event): one event, fields from key/value pairs. */
@@ -321,11 +333,15 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
     double t[3] = {0};
     cq_answer a;
     memset(&a, 0, sizeof a);
-    token_relay relay = {s, stream ? stream->on_token : NULL, stream ? stream->user : NULL, 0, 0};
+    token_relay relay = {s, stream ? stream->on_token : NULL, stream ? stream->user : NULL, 0, 0, 0};
     /* a place among the asks answered at once, before anything is streamed: a refusal is a plain 503 */
-    double held_since = 0;
+    double held_since = 0, phases[CQ_ASK_PHASES];
+    for (int i = 0; i < CQ_ASK_PHASES; i++) phases[i] = -1;
+    const double asked_at = cq_clock_seconds();
     cq_status rc = cq_admission_enter(&s->asks, &held_since, err);
     if (rc) return rc;
+    const double admitted_at = cq_clock_seconds();
+    phases[CQ_ASK_ADMISSION_WAIT] = admitted_at - asked_at;
     cq_fault_delay("ask-answering");
     rc = answer_ask(s, who, kb, q, stream, &relay, &conversation_id, &created, &query, &resolved, &a, t, err);
     cJSON *o = NULL;
@@ -336,6 +352,11 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
         atomic_fetch_add(&s->chunks_streamed, relay.pieces);
         if (stream && !a.generated) stream_text(s, a.answer, stream->on_token, stream->user);
         double t3 = cq_clock_seconds();
+        if (t[1] > 0) phases[CQ_ASK_QUESTION] = t[1] - admitted_at;
+        if (t[2] > 0) phases[CQ_ASK_RETRIEVE] = t[2] - t[1];
+        phases[CQ_ASK_ANSWER] = a.answer_ms / 1e3 + (t3 - t2);
+        phases[CQ_ASK_STREAM] = relay.send_s + (t3 - t2);
+        phases[CQ_ASK_TOTAL] = t3 - asked_at;
         if (s->decoder && !a.abstained) atomic_fetch_add(a.generated ? &s->answers_generated : &s->answers_fallback, 1);
         atomic_fetch_add(&s->tokens_generated, (uint_fast64_t)a.tokens_generated);
         o = cq_json_answer(&a);
@@ -363,6 +384,7 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
         cq_svc_pool_put(s, st);
     }
     cq_admission_leave(&s->asks, held_since);
+    record_phases(s, phases);
     cq_answer_free(&a);
     cq_query_free(&query);
     if (rc) {

@@ -19,11 +19,24 @@
 #include "app/admission.h"
 #include "app/rerank.h"
 #include "app/service.h"
+#include "core/latency.h"
 #include "index/conversations.h"
 #include "index/jobs.h"
 #include "index/jobs_pg.h"
 #include "index/store.h"
 #include "index/vectors.h"
+
+/* Phases of an ask as /metrics shows them (clauseqa_ask_phase_seconds, with the decoder's own phases beside them):
+ * where an ask's time goes under load. */
+typedef enum {
+    CQ_ASK_ADMISSION_WAIT = 0, /* waiting for a place (app/admission.h) */
+    CQ_ASK_QUESTION,           /* the conversation, parsing, completing a follow-up */
+    CQ_ASK_RETRIEVE,           /* retrieval, reranking included (its decoder part: rerank_wait, rerank_run) */
+    CQ_ASK_ANSWER,             /* writing the answer (generation: prefill and decode steps), streaming included */
+    CQ_ASK_STREAM,             /* of which sending text to the client, and the extractive answer's streaming */
+    CQ_ASK_TOTAL,              /* admission to the last byte of the answer */
+    CQ_ASK_PHASES
+} cq_svc_ask_phase;
 
 typedef struct cq_svc_queued_job {
     int64_t id;
@@ -41,6 +54,8 @@ struct cq_service {
     cq_reranker reranker; /* retrieval mode rerank: the decoder's relevance judgement (app/rerank.h) */
     cq_reader_ocr ocr;   /* OCR for uploads that do not choose */
     cq_admission asks;   /* service_ask.c: asks answered at once and waiting (app/admission.h) */
+    pthread_mutex_t phase_lock; /* service_ask.c: guards phase */
+    cq_lat_hist phase[CQ_ASK_PHASES];
 
     pthread_mutex_t pool_lock; /* service.c */
     cq_store **pool;

@@ -1,5 +1,7 @@
 /* The service's state for operators: GET /api/v1/health (JSON) and its families of GET /metrics (Prometheus). */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "app/json.h"
 #include "app/service_internal.h"
@@ -182,11 +184,32 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      a.active, a.max_active, a.waiting, a.max_waiting, (unsigned long long)a.admitted,
                      (unsigned long long)(a.refused - a.timed_out), (unsigned long long)a.timed_out, a.wait_seconds,
                      a.mean_hold_s);
+    /* where asks' time goes: the service's phases, and the decoder's (waiting for the model, and running) */
+    cq_decoder_stats ds;
+    if (s->decoder) cq_decoder_get_stats(s->decoder, &ds);
+    cq_strbuf_puts(b, "# HELP clauseqa_ask_phase_seconds Time an ask spent in each phase: admission_wait, question, "
+                      "retrieve (reranking included), answer (streaming included), stream, total; the decoder's "
+                      "rerank_*, prefill_* and decode_* (one observation an ask: its sequence's prompt, the sum of "
+                      "its steps), each *_wait for the model and *_run on it.\n"
+                      "# TYPE clauseqa_ask_phase_seconds histogram\n");
+    static const char *const phase_names[CQ_ASK_PHASES] = {"admission_wait", "question", "retrieve",
+                                                           "answer",         "stream",   "total"};
+    cq_lat_hist phases[CQ_ASK_PHASES];
+    pthread_mutex_lock(&s->phase_lock);
+    memcpy(phases, s->phase, sizeof phases);
+    pthread_mutex_unlock(&s->phase_lock);
+    char label[64];
+    for (int i = 0; i < CQ_ASK_PHASES; i++) {
+        snprintf(label, sizeof label, "phase=\"%s\"", phase_names[i]);
+        cq_lat_hist_prometheus(b, "clauseqa_ask_phase_seconds", label, &phases[i]);
+    }
+    for (int i = 0; s->decoder && i < CQ_DECODER_PHASES; i++) {
+        snprintf(label, sizeof label, "phase=\"%s\"", cq_decoder_phase_name((cq_decoder_phase)i));
+        cq_lat_hist_prometheus(b, "clauseqa_ask_phase_seconds", label, &ds.phase[i]);
+    }
     if (!s->decoder) return;
     /* decode steps batched across asks (cq_decoder_eval_top): a histogram of the forwards by batch size, whose sum
      * is the steps; and the KV cache the open sequences hold */
-    cq_decoder_stats ds;
-    cq_decoder_get_stats(s->decoder, &ds);
     cq_strbuf_puts(b, "# HELP clauseqa_decoder_batch_size Decode steps per forward (asks' steps run together).\n"
                       "# TYPE clauseqa_decoder_batch_size histogram\n");
     static const char *const le[CQ_DECODER_BATCH_BUCKETS] = {"1", "3", "7", "15", "31", "63", "+Inf"};
@@ -203,11 +226,18 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      "# TYPE clauseqa_decoder_kv_bytes gauge\n"
                      "clauseqa_decoder_kv_bytes{state=\"open\"} %lld\n"
                      "clauseqa_decoder_kv_bytes{state=\"pooled\"} %lld\n"
+                     "# HELP clauseqa_decoder_prompt_forwards_total Forwards that fed asks' prompts, and of them "
+                     "those shared with other asks' prompts or decode steps.\n"
+                     "# TYPE clauseqa_decoder_prompt_forwards_total counter\n"
+                     "clauseqa_decoder_prompt_forwards_total{shared=\"no\"} %llu\n"
+                     "clauseqa_decoder_prompt_forwards_total{shared=\"yes\"} %llu\n"
                      "# HELP clauseqa_decoder_sequences Decoder sequences open now.\n"
                      "# TYPE clauseqa_decoder_sequences gauge\n"
                      "clauseqa_decoder_sequences %lld\n",
                      (unsigned long long)ds.steps, (unsigned long long)ds.forwards, (long long)ds.kv_bytes,
                      (long long)ds.kv_pooled_bytes,
+                     (unsigned long long)(ds.prompt_forwards - ds.prompt_forwards_shared),
+                     (unsigned long long)ds.prompt_forwards_shared,
                      (long long)ds.seqs);
 }
 

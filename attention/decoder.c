@@ -9,6 +9,7 @@
 #include "attention/forward_cuda.h"
 #include "attention/lora.h"
 #include "attention/model.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #define SEQ_POOL 64    /* CUDA sequences kept for reuse at most */
@@ -16,17 +17,25 @@
 
 _Static_assert(CQ_DECODER_BATCH_MAX <= CQ_CUDA_DECODE_BATCH_MAX, "a decoder batch must fit a CUDA batch");
 
-/* A single-token step waiting for the batcher (cq_decoder_eval_top). */
+/* Work waiting for the batcher (cq_decoder_eval_top): a single-token step, or (CUDA, batched prefills on) a prompt
+ * of n tokens, which may be fed over several forwards (fed of them so far). */
 typedef struct step_req {
     cq_decoder_seq *s;
-    int32_t token;
+    const int32_t *tokens;
+    size_t n, fed;
     cq_top_request req;
     cq_top *out;
     cq_status st;
     cq_err err;
     bool done;
+    double run;   /* seconds of the forwards it was part of */
+    double ended; /* when its last forward ended (cq_clock_seconds) */
     struct step_req *next;
 } step_req;
+
+/* Rows of one forward of the batcher at most: a prompt longer than what is left waits for the next forward, so
+ * that queued decode steps never wait behind more than this many prompt tokens. */
+#define BATCH_ROWS CQ_CUDA_ROWS_MAX
 
 struct cq_decoder {
     cq_gguf *gguf;
@@ -48,6 +57,7 @@ struct cq_decoder {
     step_req *queue_head, *queue_tail;
     bool batch_busy;
     cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
+    bool batch_prefill; /* CUDA: prompts go through the batcher too (CLAUSEQA_BATCH_PREFILL=1 turns it on) */
     /* CUDA sequences closed and kept for the next ones (batch_mu guards them): a new sequence's device buffers and
      * its decode graphs cost milliseconds, and cudaFree waits for the whole GPU, so an ask per sequence would
      * otherwise serialize every other ask's steps behind it. Capacities are multiples of SEQ_ROUND tokens. */
@@ -64,7 +74,38 @@ struct cq_decoder_seq {
     cq_cuda_seq *cuda;
     int64_t kv_counted; /* its KV bytes in the stats: CUDA's whole cache, the CPU's at creation (it grows later) */
     int32_t cuda_cap;   /* CUDA: the tokens its cache holds (>= max_tokens: pooled sequences are reused) */
+    /* its time for the stats' phases, counted when it is freed: prompts (forwards of more than one token) and
+     * single-token steps, waiting and running; internal: the CPU reranker's, counted as rerank instead */
+    double prefill_wait, prefill_run, step_wait, step_run;
+    int32_t n_prefill, n_steps;
+    bool internal;
 };
+
+const char *cq_decoder_phase_name(cq_decoder_phase p) {
+    static const char *const names[CQ_DECODER_PHASES] = {"rerank_wait",  "rerank_run", "prefill_wait",
+                                                         "prefill_run",  "decode_wait", "decode_run"};
+    return p >= 0 && p < CQ_DECODER_PHASES ? names[p] : "?";
+}
+
+/* A forward's wait for the model and its run, on the sequence's account (prefill: more than one token). */
+static void seq_time(cq_decoder_seq *s, bool prefill, double wait, double run) {
+    if (prefill) s->prefill_wait += wait, s->prefill_run += run, s->n_prefill++;
+    else s->step_wait += wait, s->step_run += run, s->n_steps++;
+}
+
+/* A closed sequence's time into the phase histograms (batch_mu held). */
+static void account_seq(cq_decoder *d, const cq_decoder_seq *s) {
+    if (s->internal) return;
+    cq_lat_hist *h = d->stats.phase;
+    if (s->n_prefill) {
+        cq_lat_hist_add(&h[CQ_DECODER_PREFILL_WAIT], s->prefill_wait);
+        cq_lat_hist_add(&h[CQ_DECODER_PREFILL_RUN], s->prefill_run);
+    }
+    if (s->n_steps) {
+        cq_lat_hist_add(&h[CQ_DECODER_DECODE_WAIT], s->step_wait);
+        cq_lat_hist_add(&h[CQ_DECODER_DECODE_RUN], s->step_run);
+    }
+}
 
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err) {
     if (!strcmp(name, "auto")) *out = CQ_DEVICE_AUTO;
@@ -124,6 +165,10 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     i->n_head_kv = m->n_head_kv, i->head_dim = m->head_dim, i->n_ff = m->n_ff;
     i->context_length = m->context_length, i->sliding_window = m->window, i->n_global_layers = m->n_global;
     i->device = d->cuda ? CQ_DEVICE_CUDA : CQ_DEVICE_CPU;
+    /* opt-in: measured on the H200 (docs/PERF.md), prompts batched with other asks' prompts and steps made asks
+     * slower at 4-16 clients (steps riding in forwards of hundreds of prompt rows) and no faster at 64 */
+    const char *bp = getenv("CLAUSEQA_BATCH_PREFILL");
+    d->batch_prefill = d->cuda && bp && bp[0] && strcmp(bp, "0") != 0;
     *out = d;
     return CQ_OK;
 }
@@ -226,6 +271,11 @@ void cq_decoder_seq_free(cq_decoder_seq *s) {
     if (!s) return;
     cq_decoder *d = s->d;
     if (s->cuda || s->cpu) count_seq(d, -s->kv_counted, -1);
+    if (s->n_prefill || s->n_steps) {
+        pthread_mutex_lock(&d->batch_mu);
+        account_seq(d, s);
+        pthread_mutex_unlock(&d->batch_mu);
+    }
     cq_cpu_seq_free(s->cpu);
     if (s->cuda) {
         pthread_mutex_lock(&d->batch_mu);
@@ -255,10 +305,13 @@ cq_status cq_decoder_eval(cq_decoder_seq *s, const int32_t *tokens, size_t n, fl
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->d->model.n_vocab)
             return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", tokens[i]);
+    const double t0 = cq_clock_seconds();
     pthread_mutex_lock(&s->d->lock);
+    const double t1 = cq_clock_seconds();
     cq_status st = s->cuda ? cq_cuda_eval(s->cuda, tokens, n, s->pos, logits, all_logits, err)
                            : cq_cpu_eval(s->cpu, tokens, n, s->pos, logits, all_logits, err);
     pthread_mutex_unlock(&s->d->lock);
+    seq_time(s, n > 1, t1 - t0, cq_clock_seconds() - t1);
     if (!st) s->pos += (int32_t)n;
     return st;
 }
@@ -283,9 +336,12 @@ cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next
                           s->pos, s->max_tokens);
     if (token < 0 || token >= s->d->model.n_vocab)
         return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", token);
+    const double t0 = cq_clock_seconds();
     pthread_mutex_lock(&s->d->lock);
+    const double t1 = cq_clock_seconds();
     cq_status st = cq_cuda_decode_greedy(s->cuda, token, s->pos, next, err);
     pthread_mutex_unlock(&s->d->lock);
+    seq_time(s, false, t1 - t0, cq_clock_seconds() - t1);
     if (!st) s->pos++;
     return st;
 }
@@ -317,42 +373,132 @@ static int batch_bucket(int B) {
     return b;
 }
 
-/* The leader's turn: takes up to CQ_DECODER_BATCH_MAX queued steps (batch_mu held on entry and exit, released while
- * the GPU runs them), runs them as one forward and marks each done with its outcome. */
+/* Takes r off the queue (prev: the request before it, NULL at the head). */
+static void unlink_req(cq_decoder *d, step_req *prev, step_req *r) {
+    if (prev) prev->next = r->next;
+    else d->queue_head = r->next;
+    if (d->queue_tail == r) d->queue_tail = prev;
+    r->next = NULL;
+}
+
+/* One request's share of a forward: rows [fed, fed + count) of its tokens; last: its final rows (its candidates). */
+typedef struct {
+    step_req *r;
+    int32_t count;
+    bool last;
+} share;
+
+/* The leader's turn (batch_mu held on entry and exit, released while the GPU runs): every queued step (up to
+ * CQ_DECODER_BATCH_MAX), then queued prompts first come first served while the forward has rows left (BATCH_ROWS;
+ * a prompt that does not fit whole is fed in part and stays at the queue's head), as one forward; each request whose
+ * last rows ran is marked done with its outcome. Alone, a step is the batch-1 decode (its graph) and a prompt a
+ * plain prefill (cq_cuda_eval_top); steps alone are cq_cuda_decode_batch (graphs per B); a mix is
+ * cq_cuda_forward_rows. */
 static void run_queued(cq_decoder *d) {
-    step_req *taken[CQ_DECODER_BATCH_MAX];
-    cq_cuda_seq *seqs[CQ_DECODER_BATCH_MAX];
-    int32_t tokens[CQ_DECODER_BATCH_MAX], pos[CQ_DECODER_BATCH_MAX];
-    cq_top_request reqs[CQ_DECODER_BATCH_MAX];
-    cq_top *outs = d->batch_out;
-    int B = 0;
-    while (d->queue_head && B < CQ_DECODER_BATCH_MAX) {
-        step_req *r = d->queue_head;
-        d->queue_head = r->next;
-        taken[B] = r, seqs[B] = r->s->cuda, tokens[B] = r->token, pos[B] = r->s->pos, reqs[B] = r->req;
-        B++;
+    share sh[CQ_DECODER_BATCH_MAX];
+    int n_sh = 0, n_steps = 0, n_out = 0, rows = 0;
+    for (step_req *prev = NULL, *r = d->queue_head, *next; r && n_out < CQ_DECODER_BATCH_MAX; r = next) {
+        next = r->next;
+        if (r->n != 1) {
+            prev = r;
+            continue;
+        }
+        unlink_req(d, prev, r);
+        sh[n_sh++] = (share){r, 1, true};
+        n_steps++, n_out++, rows++;
     }
-    if (!d->queue_head) d->queue_tail = NULL;
+    const bool prompt_alone = n_sh == 0 && d->queue_head && d->queue_head->n > 1 && d->queue_head->fed == 0 &&
+                              !d->queue_head->next;
+    if (prompt_alone) { /* nobody else waits: the whole prompt as a plain prefill */
+        step_req *r = d->queue_head;
+        unlink_req(d, NULL, r);
+        sh[n_sh++] = (share){r, (int32_t)r->n, true};
+        n_out++;
+    }
+    for (step_req *prev = NULL, *r = prompt_alone ? NULL : d->queue_head, *next;
+         r && n_out < CQ_DECODER_BATCH_MAX && rows < BATCH_ROWS; r = next) {
+        next = r->next;
+        if (r->n == 1) { /* a step queued after the first pass filled the outputs */
+            prev = r;
+            continue;
+        }
+        const size_t left = r->n - r->fed;
+        const int32_t take = left <= (size_t)(BATCH_ROWS - rows) ? (int32_t)left : BATCH_ROWS - rows;
+        const bool last = (size_t)take == left;
+        sh[n_sh++] = (share){r, take, last};
+        rows += take;
+        if (last) {
+            unlink_req(d, prev, r);
+            n_out++;
+        } else {
+            prev = r;
+        }
+    }
     d->batch_busy = true;
     pthread_mutex_unlock(&d->batch_mu);
+
+    cq_cuda_seq *seqs[BATCH_ROWS];
+    int32_t tokens[BATCH_ROWS], pos[BATCH_ROWS], out_rows[CQ_DECODER_BATCH_MAX];
+    cq_top_request reqs[CQ_DECODER_BATCH_MAX];
+    cq_top *outs = d->batch_out;
     cq_err e = {0};
+    cq_status st;
     pthread_mutex_lock(&d->lock);
-    cq_status st = cq_cuda_decode_batch(seqs, tokens, pos, B, reqs, outs, &e);
-    pthread_mutex_unlock(&d->lock);
-    pthread_mutex_lock(&d->batch_mu);
-    for (int i = 0; i < B; i++) {
-        step_req *r = taken[i];
-        r->st = st;
-        if (st) r->err = e;
-        else {
-            *r->out = outs[i];
-            r->s->pos++;
+    const double started = cq_clock_seconds();
+    if (prompt_alone) {
+        step_req *r = sh[0].r;
+        st = cq_cuda_eval_top(r->s->cuda, r->tokens, r->n, r->s->pos, &r->req, &outs[0], &e);
+    } else if (n_steps == n_sh) { /* decode steps only */
+        for (int i = 0; i < n_sh; i++) {
+            step_req *r = sh[i].r;
+            seqs[i] = r->s->cuda, tokens[i] = r->tokens[0], pos[i] = r->s->pos, reqs[i] = r->req;
         }
+        st = cq_cuda_decode_batch(seqs, tokens, pos, n_sh, reqs, outs, &e);
+    } else {
+        int R = 0, o = 0;
+        for (int i = 0; i < n_sh; i++) {
+            step_req *r = sh[i].r;
+            for (int32_t t = 0; t < sh[i].count; t++, R++) {
+                seqs[R] = r->s->cuda;
+                tokens[R] = r->tokens[r->fed + (size_t)t];
+                pos[R] = r->s->pos + (int32_t)r->fed + t;
+            }
+            if (sh[i].last) out_rows[o] = R - 1, reqs[o++] = r->req;
+        }
+        st = cq_cuda_forward_rows(seqs, tokens, pos, R, out_rows, o, reqs, outs, &e);
+    }
+    pthread_mutex_unlock(&d->lock);
+    const double ended = cq_clock_seconds();
+
+    pthread_mutex_lock(&d->batch_mu);
+    for (int i = 0, o = 0; i < n_sh; i++) {
+        step_req *r = sh[i].r;
+        r->run += ended - started;
+        r->ended = ended;
+        if (st) { /* a failed forward ends every request in it; one left queued in part leaves the queue */
+            if (!sh[i].last) {
+                step_req *prev = NULL;
+                for (step_req *q = d->queue_head; q && q != r; q = q->next) prev = q;
+                unlink_req(d, prev, r);
+            }
+            r->st = st, r->err = e, r->done = true;
+            continue;
+        }
+        r->fed += (size_t)sh[i].count;
+        if (!sh[i].last) continue;
+        *r->out = outs[o++];
+        r->s->pos += (int32_t)r->n;
         r->done = true;
     }
-    d->stats.steps += (uint64_t)B;
-    d->stats.forwards++;
-    d->stats.batch_hist[batch_bucket(B)]++;
+    if (n_steps) {
+        d->stats.steps += (uint64_t)n_steps;
+        d->stats.forwards++;
+        d->stats.batch_hist[batch_bucket(n_steps)]++;
+    }
+    if (n_sh > n_steps) {
+        d->stats.prompt_forwards++;
+        if (n_sh - n_steps > 1 || n_steps) d->stats.prompt_forwards_shared++;
+    }
     d->batch_busy = false;
     pthread_cond_broadcast(&d->batch_cv);
 }
@@ -374,14 +520,22 @@ cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n
         }
         return st;
     }
-    if (n > 1) { /* a prefill: alone, as cq_decoder_eval */
+    const double t0 = cq_clock_seconds();
+    if (n > 1 && !d->batch_prefill) { /* a prefill alone, as cq_decoder_eval */
         pthread_mutex_lock(&d->lock);
+        const double t1 = cq_clock_seconds();
         st = cq_cuda_eval_top(s->cuda, tokens, n, s->pos, req, out, err);
         pthread_mutex_unlock(&d->lock);
+        seq_time(s, true, t1 - t0, cq_clock_seconds() - t1);
         if (!st) s->pos += (int32_t)n;
+        if (!st) {
+            pthread_mutex_lock(&d->batch_mu);
+            d->stats.prompt_forwards++;
+            pthread_mutex_unlock(&d->batch_mu);
+        }
         return st;
     }
-    step_req r = {s, tokens[0], *req, out, CQ_OK, {0}, false, NULL};
+    step_req r = {s, tokens, n, 0, *req, out, CQ_OK, {0}, false, 0, t0, NULL};
     pthread_mutex_lock(&d->batch_mu);
     if (d->queue_tail) d->queue_tail->next = &r;
     else d->queue_head = &r;
@@ -391,6 +545,7 @@ cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n
         else pthread_cond_wait(&d->batch_cv, &d->batch_mu);
     }
     pthread_mutex_unlock(&d->batch_mu);
+    seq_time(s, n > 1, r.ended - t0 - r.run, r.run);
     if (r.st && err) *err = r.err;
     return r.st;
 }
@@ -398,6 +553,14 @@ cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n
 void cq_decoder_get_stats(cq_decoder *d, cq_decoder_stats *out) {
     pthread_mutex_lock(&d->batch_mu);
     *out = d->stats;
+    pthread_mutex_unlock(&d->batch_mu);
+}
+
+/* A call of cq_decoder_score_prompts into the rerank phases. */
+static void rerank_time(cq_decoder *d, double wait, double run) {
+    pthread_mutex_lock(&d->batch_mu);
+    cq_lat_hist_add(&d->stats.phase[CQ_DECODER_RERANK_WAIT], wait);
+    cq_lat_hist_add(&d->stats.phase[CQ_DECODER_RERANK_RUN], run);
     pthread_mutex_unlock(&d->batch_mu);
 }
 
@@ -454,13 +617,17 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
     }
     if (!n) return CQ_OK;
     if (d->cuda) {
+        const double t0 = cq_clock_seconds();
         pthread_mutex_lock(&d->lock);
+        const double t1 = cq_clock_seconds();
         cq_status st = score_packed(d, prompts, lens, n, ids, n_ids, out, err);
         pthread_mutex_unlock(&d->lock);
+        rerank_time(d, t1 - t0, cq_clock_seconds() - t1);
         return st;
     }
     cq_decoder_seq *s;
     cq_status st = cq_decoder_seq_new(d, (int32_t)longest, &s, err);
+    if (!st) s->internal = true;
     float *logits = st ? NULL : malloc((size_t)V * sizeof *logits);
     if (!st && !logits) st = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < n; i++) {
@@ -469,6 +636,7 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
             for (size_t k = 0; k < n_ids; k++) out[i * n_ids + k] = logits[ids[k]];
     }
     free(logits);
+    if (s) rerank_time(d, s->prefill_wait + s->step_wait, s->prefill_run + s->step_run);
     cq_decoder_seq_free(s);
     return st;
 }

@@ -25,6 +25,7 @@
 #include "attention/tokenizer.h"
 #include "attention/top.h"
 #include "core/error.h"
+#include "core/latency.h"
 
 typedef enum {
     CQ_DEVICE_AUTO = 0, /* CUDA when built with it and a GPU is present, else CPU */
@@ -90,13 +91,31 @@ cq_status cq_decoder_eval_greedy(cq_decoder_seq *s, int32_t token, int32_t *next
 /* Feeds n tokens (as cq_decoder_eval) and returns the candidates for the next one instead of its logits: the
  * req->k (1..CQ_TOP_MAX) largest logits, their log-sum-exp and the logits of req->ids (attention/top.h). On the CPU
  * from the full logits (cq_top_from_logits); on CUDA computed on the GPU, and only they come back.
- * Continuous batching (CUDA, n == 1): a caller that finds the GPU busy with another step queues its own; whoever
- * runs next takes every queued step (up to CQ_DECODER_BATCH_MAX) as one batched forward (cq_cuda_decode_batch), so
- * a sequence joins and leaves the batch at any step and each caller still gets its own answer when its step is
- * done. Alone, a step is today's batch-1 decode (its CUDA graph). Bad ids, k or n_ids are CQ_ERR_INVALID. */
+ * Continuous batching (CUDA): a caller that finds the GPU busy queues its step; whoever runs next takes every
+ * queued step (up to CQ_DECODER_BATCH_MAX) as one forward (cq_cuda_decode_batch), so a sequence joins and leaves
+ * the batch at any step and each caller still gets its own answer when its row is done. Alone, a step is the
+ * batch-1 decode (its CUDA graph). A prompt runs alone under the model's lock, unless CLAUSEQA_BATCH_PREFILL=1 is
+ * in the environment (read at cq_decoder_open): then prompts queue too, and the leader takes the queued steps and
+ * then queued prompts, first come first served, up to CQ_CUDA_ROWS_MAX rows in all (a prompt that does not fit is
+ * fed in part, the rest in the next forward, so steps never wait behind more than that many prompt tokens), as one
+ * forward (cq_cuda_forward_rows for a mix); a prompt alone is still a plain prefill. Off by default: measured
+ * slower at 4-16 clients and no faster at 64 (docs/PERF.md). Bad ids, k or n_ids are CQ_ERR_INVALID. */
 #define CQ_DECODER_BATCH_MAX 64
 cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
                               cq_top *out, cq_err *err);
+
+/* Phases of the decoder's work for an ask (cq_decoder_stats.phase). */
+typedef enum {
+    CQ_DECODER_RERANK_WAIT = 0, /* cq_decoder_score_prompts waiting for the model */
+    CQ_DECODER_RERANK_RUN,      /* ... running its prompts */
+    CQ_DECODER_PREFILL_WAIT,    /* a sequence's prompts (forwards of more than one token) waiting */
+    CQ_DECODER_PREFILL_RUN,
+    CQ_DECODER_DECODE_WAIT,     /* a sequence's single-token steps waiting (the batcher's queue, the lock) */
+    CQ_DECODER_DECODE_RUN,      /* ... in the forward that ran them (a batched step counts the whole forward) */
+    CQ_DECODER_PHASES
+} cq_decoder_phase;
+/* "rerank_wait", "rerank_run", "prefill_wait", "prefill_run", "decode_wait", "decode_run" (for /metrics). */
+const char *cq_decoder_phase_name(cq_decoder_phase p);
 
 /* What the decoder has done and holds, for /metrics. */
 #define CQ_DECODER_BATCH_BUCKETS 7 /* batch sizes 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more */
@@ -107,6 +126,13 @@ typedef struct {
     int64_t kv_bytes;   /* KV cache of the sequences open now */
     int64_t kv_pooled_bytes; /* CUDA: KV cache of closed sequences kept for reuse (up to 64 of them) */
     int64_t seqs;       /* sequences open now (the reranker's packed one included) */
+    uint64_t prompt_forwards;        /* CUDA: forwards that fed prompts (cq_decoder_eval_top of more than a token) */
+    uint64_t prompt_forwards_shared; /* of them: with another ask's prompt or steps (cq_cuda_forward_rows) */
+    /* Where the asks' decoder time goes (cq_decoder_phase): per sequence, counted when it is freed (an ask's
+     * sequence: its prompt's prefill, the sum of its steps), and per call of cq_decoder_score_prompts (the
+     * reranker's); each split into the wait for the model (another forward running, or queued behind others in
+     * the batcher) and the run itself. */
+    cq_lat_hist phase[CQ_DECODER_PHASES];
 } cq_decoder_stats;
 void cq_decoder_get_stats(cq_decoder *d, cq_decoder_stats *out);
 

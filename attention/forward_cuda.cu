@@ -1133,6 +1133,7 @@ struct cq_cuda_model {
     __half *emb_d;
     bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
     struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
+    struct dec_batch *rows;  /* rows of several sequences (cq_cuda_forward_rows), made at first use */
 };
 
 static void batch_free(struct dec_batch *b);
@@ -1434,6 +1435,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     cudaFree(cm->inv_freq[0]);
     cudaFree(cm->inv_freq[1]);
     batch_free(cm->batch);
+    batch_free(cm->rows);
     if (cm->blas) cublasDestroy(cm->blas);
     cudaFree(cm->blas_workspace);
     if (cm->stream) cudaStreamDestroy(cm->stream);
@@ -2066,20 +2068,29 @@ extern "C" cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, siz
  * rows, the candidates of each row. A graph per B, captured at its first use; the step's inputs (tokens,
  * positions, named ids, each layer's cache pointers and slots per row) go up in one copy from pinned memory. */
 typedef struct dec_batch {
+    int cap, out_cap; /* rows a forward, rows whose candidates it gives (cq_cuda_forward_rows; both
+                       * CQ_CUDA_DECODE_BATCH_MAX for decode steps) */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *logits, *part;
     bf16 *xb;
     unsigned long long *keys;
     float2 *ml;
     top_row *out, *h_out;
-    /* the step's inputs, `in` on the device and h_in pinned, in this layout (cap = CQ_CUDA_DECODE_BATCH_MAX, L =
-     * n_layer): float *k[L][cap], *v[L][cap]; int32 tokens[cap], pos[cap], slots[L][cap], ids[cap][CQ_TOP_MAX_IDS] */
+    /* the step's inputs, `in` on the device and h_in pinned, in this layout (L = n_layer): float *k[L][cap],
+     * *v[L][cap]; int32 tokens[cap], pos[cap], slots[L][cap], ids[out_cap][CQ_TOP_MAX_IDS], sel[out_cap] (the rows
+     * whose candidates are wanted) */
     char *in, *h_in;
     size_t in_bytes;
-    size_t off_v, off_tokens, off_pos, off_slots, off_ids;
-    int splits[CQ_CUDA_DECODE_BATCH_MAX + 1];
+    size_t off_v, off_tokens, off_pos, off_slots, off_ids, off_sel;
+    int sms; /* the GPU's multiprocessors, for the attention splits */
     cudaGraphExec_t graph[CQ_CUDA_DECODE_BATCH_MAX + 1];
     bool no_graphs;
 } dec_batch;
+
+/* Attention splits for B rows: about two blocks per multiprocessor, at most 32 shares a head. */
+static int batch_splits(const dec_batch *b, int B, int H) {
+    const int sp = (2 * b->sms + B * H - 1) / (B * H);
+    return sp < 1 ? 1 : sp > 32 ? 32 : sp;
+}
 
 static void batch_free(dec_batch *b) {
     if (!b) return;
@@ -2092,23 +2103,20 @@ static void batch_free(dec_batch *b) {
     free(b);
 }
 
-static cq_status batch_new(cq_cuda_model *cm, dec_batch **out, cq_err *err) {
+static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **out, cq_err *err) {
     const cq_gemma *m = cm->m;
     dec_batch *b = (dec_batch *)calloc(1, sizeof *b);
     if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     *out = b; /* freed by the caller on error */
-    const size_t C = CQ_CUDA_DECODE_BATCH_MAX, L = (size_t)m->n_layer, f = sizeof(float);
+    b->cap = cap, b->out_cap = out_cap;
+    const size_t C = (size_t)cap, CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, n_seg = (size_t)top_segments(m->n_vocab);
-    int dev = 0, sms = 0;
+    int dev = 0;
     CUDA_TRY(cudaGetDevice(&dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    int most = 1; /* attention splits per B: about two blocks per multiprocessor, at most 32 shares a head */
-    for (int B = 1; B <= (int)C; B++) {
-        int sp = (2 * sms + B * m->n_head - 1) / (B * m->n_head);
-        b->splits[B] = sp < 1 ? 1 : sp > 32 ? 32 : sp;
-        most = B * b->splits[B] > most ? B * b->splits[B] : most;
-    }
+    CUDA_TRY(cudaDeviceGetAttribute(&b->sms, cudaDevAttrMultiProcessorCount, dev));
+    int most = 1; /* the partials' buffer: the most (row, split) pairs of any B */
+    for (int B = 1; B <= cap; B++) most = B * batch_splits(b, B, m->n_head) > most ? B * batch_splits(b, B, m->n_head) : most;
     CUDA_TRY(cudaMalloc(&b->x, C * d * f));
     CUDA_TRY(cudaMalloc(&b->xn, C * d * f));
     CUDA_TRY(cudaMalloc(&b->o, C * d * f));
@@ -2118,33 +2126,43 @@ static cq_status batch_new(cq_cuda_model *cm, dec_batch **out, cq_err *err) {
     CUDA_TRY(cudaMalloc(&b->vn, C * kvd * f));
     CUDA_TRY(cudaMalloc(&b->g, C * ff * f));
     CUDA_TRY(cudaMalloc(&b->u, C * ff * f));
-    CUDA_TRY(cudaMalloc(&b->logits, C * (size_t)m->n_vocab * f));
+    CUDA_TRY(cudaMalloc(&b->logits, CO * (size_t)m->n_vocab * f));
     CUDA_TRY(cudaMalloc(&b->part, (size_t)most * m->n_head * (m->head_dim + 2) * f));
     CUDA_TRY(cudaMalloc(&b->xb, C * cm->max_cols * sizeof(bf16)));
-    CUDA_TRY(cudaMalloc(&b->keys, C * n_seg * CQ_TOP_MAX * sizeof *b->keys));
-    CUDA_TRY(cudaMalloc(&b->ml, C * n_seg * sizeof *b->ml));
-    CUDA_TRY(cudaMalloc(&b->out, C * sizeof *b->out));
-    CUDA_TRY(cudaMallocHost(&b->h_out, C * sizeof *b->h_out));
+    CUDA_TRY(cudaMalloc(&b->keys, CO * n_seg * CQ_TOP_MAX * sizeof *b->keys));
+    CUDA_TRY(cudaMalloc(&b->ml, CO * n_seg * sizeof *b->ml));
+    CUDA_TRY(cudaMalloc(&b->out, CO * sizeof *b->out));
+    CUDA_TRY(cudaMallocHost(&b->h_out, CO * sizeof *b->h_out));
     b->off_v = L * C * sizeof(float *);
     b->off_tokens = 2 * L * C * sizeof(float *);
     b->off_pos = b->off_tokens + C * sizeof(int32_t);
     b->off_slots = b->off_pos + C * sizeof(int32_t);
     b->off_ids = b->off_slots + L * C * sizeof(int32_t);
-    b->in_bytes = b->off_ids + C * CQ_TOP_MAX_IDS * sizeof(int32_t);
+    b->off_sel = b->off_ids + CO * CQ_TOP_MAX_IDS * sizeof(int32_t);
+    b->in_bytes = b->off_sel + CO * sizeof(int32_t);
     CUDA_TRY(cudaMalloc(&b->in, b->in_bytes));
     CUDA_TRY(cudaMallocHost(&b->h_in, b->in_bytes));
     memset(b->h_in, 0, b->in_bytes);
     return CQ_OK;
 }
 
-/* The kernels of a batched step of B rows, inputs in b->in already; the candidates end in b->out. */
-static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, cq_err *err) {
+/* Row i of x (rows[i] of the source) to row i of y: the rows whose candidates a forward of rows gives. */
+__global__ void gather_rows_kernel(const float *x, const int32_t *rows, int d, float *y) {
+    const float *src = x + (size_t)rows[blockIdx.x] * d;
+    float *dst = y + (size_t)blockIdx.x * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
+}
+
+/* The kernels of a batched forward of B rows, inputs in b->in already; the candidates of every row (n_out < 0), or
+ * of the n_out rows listed at off_sel (none: n_out 0, a forward that only fills caches), end in b->out. */
+static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out, cq_err *err) {
     const cq_gemma *m = cm->m;
     const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
-    const size_t C = CQ_CUDA_DECODE_BATCH_MAX;
+    const size_t C = (size_t)b->cap;
     float *const *kc = (float *const *)b->in, *const *vc = (float *const *)(b->in + b->off_v);
     const int32_t *tokens = (const int32_t *)(b->in + b->off_tokens), *pos = (const int32_t *)(b->in + b->off_pos);
     const int32_t *slots = (const int32_t *)(b->in + b->off_slots), *ids = (const int32_t *)(b->in + b->off_ids);
+    const int splits = batch_splits(b, B, H);
     cq_status st;
     embed_kernel<<<blocks_for((size_t)B * d, 256), 256, 0, cm->stream>>>(tokens, cm->token_embd, b->x, B, d,
                                                                           m->embed_scale);
@@ -2164,8 +2182,8 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, cq_err *e
         LAUNCH_TRY();
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
         if ((st = attention_online(cm, b->q, NULL, NULL, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
-                                   L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, b->splits[B],
-                                   br, err)) ||
+                                   L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, splits, br,
+                                   err)) ||
             (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
             (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, err)) ||
             (st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wgate, b->xb, B, b->g, err)) ||
@@ -2177,8 +2195,15 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, cq_err *e
             (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, err)))
             return st;
     }
+    const float *xf = b->xn; /* the final-normed rows whose logits are wanted */
+    if (n_out == 0) return CQ_OK;
+    if (n_out > 0) {
+        gather_rows_kernel<<<n_out, 256, 0, cm->stream>>>(b->xn, (const int32_t *)(b->in + b->off_sel), d, b->o);
+        LAUNCH_TRY();
+        xf = b->o, B = n_out;
+    }
     const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
-    if ((st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
+    if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
         return st;
     if (m->final_softcap > 0) {
         softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
@@ -2190,7 +2215,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, cq_err *e
 
 static cq_status enqueue_batch_step(cq_cuda_model *cm, dec_batch *b, int B, cq_err *err) {
     CUDA_TRY(cudaMemcpyAsync(b->in, b->h_in, b->in_bytes, cudaMemcpyHostToDevice, cm->stream));
-    cq_status st = enqueue_batch(cm, b, B, err);
+    cq_status st = enqueue_batch(cm, b, B, -1, err);
     if (st) return st;
     CUDA_TRY(cudaMemcpyAsync(b->h_out, b->out, (size_t)B * sizeof *b->out, cudaMemcpyDeviceToHost, cm->stream));
     return CQ_OK;
@@ -2208,7 +2233,7 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
         if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "batched decode: sequence %d does not fit the batch", i);
     cq_status st;
-    if (!cm->batch && (st = batch_new(cm, &cm->batch, err))) {
+    if (!cm->batch && (st = batch_new(cm, CQ_CUDA_DECODE_BATCH_MAX, CQ_CUDA_DECODE_BATCH_MAX, &cm->batch, err))) {
         batch_free(cm->batch);
         cm->batch = NULL;
         return st;
@@ -2250,6 +2275,70 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
     }
     CUDA_TRY(cudaStreamSynchronize(cm->stream));
     for (int i = 0; i < B; i++) top_to_host(&b->h_out[i], m->n_vocab, &req[i], &out[i]);
+    return CQ_OK;
+}
+
+/* Rows of several sequences in one forward (cq_cuda_forward_rows): the batched step's kernels over R rows (each
+ * row's position and cache from the inputs, as a step's), the candidates of the rows listed only. No graph: the
+ * shapes change with every call. A sequence's rows are consecutive positions, and the KV store of every row runs
+ * before any attention of the layer, so a row sees the keys of its sequence's earlier rows in the same forward;
+ * at most CQ_CUDA_BATCH of them, so a local layer's ring (window + CQ_CUDA_BATCH slots) keeps every key a row
+ * needs, as in a prefill chunk. */
+extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int R,
+                                          const int32_t *out_rows, int n_out, const cq_top_request *req, cq_top *out,
+                                          cq_err *err) {
+    if (R < 1 || R > CQ_CUDA_ROWS_MAX || n_out < 0 || n_out > CQ_CUDA_DECODE_BATCH_MAX)
+        return cq_err_set(err, CQ_ERR_INVALID, "a forward of %d rows, %d of them with candidates (1 to %d, 0 to %d)", R,
+                          n_out, CQ_CUDA_ROWS_MAX, CQ_CUDA_DECODE_BATCH_MAX);
+    cq_cuda_model *cm = seqs[0]->cm;
+    const cq_gemma *m = cm->m;
+    int run_start = 0; /* the first row of the current sequence's run */
+    for (int i = 0; i < R; i++) {
+        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+            return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: row %d does not fit its sequence", i);
+        if (i > 0 && seqs[i] == seqs[i - 1]) {
+            if (pos[i] != pos[i - 1] + 1)
+                return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: row %d is not at the position after row %d",
+                                  i, i - 1);
+            continue;
+        }
+        for (int j = 0; j < run_start; j++) /* a sequence in two runs would see keys out of order */
+            if (seqs[j] == seqs[i])
+                return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: rows %d and %d of one sequence are apart", j, i);
+        run_start = i;
+    }
+    for (int i = 0; i < n_out; i++)
+        if (out_rows[i] < 0 || out_rows[i] >= R)
+            return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: candidates of row %d of %d", out_rows[i], R);
+    cq_status st;
+    if (!cm->rows && (st = batch_new(cm, CQ_CUDA_ROWS_MAX, CQ_CUDA_DECODE_BATCH_MAX, &cm->rows, err))) {
+        batch_free(cm->rows);
+        cm->rows = NULL;
+        return st;
+    }
+    dec_batch *b = cm->rows;
+    const size_t C = (size_t)b->cap;
+    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
+    int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
+    int32_t *hsel = (int32_t *)(b->h_in + b->off_sel);
+    for (int i = 0; i < R; i++) {
+        ht[i] = tokens[i], hp[i] = pos[i];
+        for (int32_t l = 0; l < m->n_layer; l++) {
+            kc[(size_t)l * C + i] = seqs[i]->k[l], vc[(size_t)l * C + i] = seqs[i]->v[l];
+            hs[(size_t)l * C + i] = seqs[i]->slots[l];
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        hsel[i] = out_rows[i];
+        request_ids(&req[i], hi + (size_t)i * CQ_TOP_MAX_IDS);
+    }
+    CUDA_TRY(cudaMemcpyAsync(b->in, b->h_in, b->in_bytes, cudaMemcpyHostToDevice, cm->stream));
+    if ((st = enqueue_batch(cm, b, R, n_out, err))) return st;
+    if (n_out)
+        CUDA_TRY(cudaMemcpyAsync(b->h_out, b->out, (size_t)n_out * sizeof *b->out, cudaMemcpyDeviceToHost, cm->stream));
+    CUDA_TRY(cudaStreamSynchronize(cm->stream));
+    for (int i = 0; i < n_out; i++) top_to_host(&b->h_out[i], m->n_vocab, &req[i], &out[i]);
     return CQ_OK;
 }
 

@@ -71,6 +71,15 @@ cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, size_t n, int3
 #define CQ_CUDA_DECODE_BATCH_MAX 64
 cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int B,
                                const cq_top_request *req, cq_top *out, cq_err *err);
+/* One forward of R rows of several sequences: row t is tokens[t] at position pos[t] of seqs[t]. A sequence's rows
+ * are consecutive, at consecutive positions (a chunk of its prompt, or one decode step), at most CQ_CUDA_BATCH of
+ * them (R <= CQ_CUDA_ROWS_MAX); each row sees its own sequence's keys up to itself, those of its earlier rows in
+ * this forward included. The candidates of rows out_rows[0..n_out) (n_out <= CQ_CUDA_DECODE_BATCH_MAX; a prompt's
+ * last row, a step's row; none when the forward only feeds a prompt's first part), as req[i] asks, go to out[i]. What the decoder's batcher runs when prefills of several
+ * asks (and their decode steps) meet: the batched step's kernels and cuBLAS GEMMs of R rows, no graph. */
+#define CQ_CUDA_ROWS_MAX CQ_CUDA_BATCH
+cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int R,
+                               const int32_t *out_rows, int n_out, const cq_top_request *req, cq_top *out, cq_err *err);
 /* Bytes of the sequence's KV cache on the GPU (allocated in full at cq_cuda_seq_new). */
 size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s);
 /* Device-to-device cudaMemcpy bandwidth over two buffers of `bytes`, counting bytes read plus bytes written. */

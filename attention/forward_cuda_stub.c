@@ -50,6 +50,11 @@ cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, 
     (void)seqs, (void)tokens, (void)pos, (void)B, (void)req, (void)out;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int R,
+                               const int32_t *out_rows, int n_out, const cq_top_request *req, cq_top *out, cq_err *err) {
+    (void)seqs, (void)tokens, (void)pos, (void)R, (void)out_rows, (void)n_out, (void)req, (void)out;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req, cq_top *out,
                          cq_err *err) {
     (void)logits, (void)rows, (void)n_vocab, (void)req, (void)out;

@@ -7,10 +7,13 @@ as the server: on a small box they take cores from it (say so next to any figure
 
 usage: tests/bench/bench_load.py [--binary build/clauseqa] [--levels 1,4,16,64,256] [--seconds 10]
                                  [--answers extractive|generate|auto] [--docs N] [--docs-dir DIR]
-                                 [--questions FILE.jsonl] [--mode MODE] [-- SERVE OPTIONS...]
+                                 [--questions FILE.jsonl] [--mode MODE] [--data DIR] [-- SERVE OPTIONS...]
 --docs-dir DIR ingests every document of DIR (e.g. an evaluation suite's docs/) instead of the laws-zh-pdf PDFs;
+--data DIR keeps the KB in DIR and reuses it in later runs with the same DIR (no second ingestion);
 --questions FILE asks the "question" of each JSON line of FILE (a suite's questions.jsonl) instead of the built-in
-ones; --mode M sends it as each ask's retrieval mode (e.g. router,bm25: no reranking; default: the server's). The mean decode batch of a level (steps per forward, from /metrics) is printed with it.
+ones; --mode M sends it as each ask's retrieval mode (e.g. router,bm25: no reranking; default: the server's). The mean decode batch of a level (steps per forward, from /metrics) is printed with it, and after the table the mean
+time an ask spent in each phase (/metrics clauseqa_ask_phase_seconds: admission wait, question, retrieval, the
+decoder's rerank/prefill/decode waits and runs, answer, streaming, total) at each level.
 tests/bench/bench_cluster.py drives several nodes behind HAProxy on PostgreSQL with this file's clients.
 Serve options after -- go to `clauseqa serve` (--device cuda, --max-asks 16, --threads 300 ...)."""
 import argparse
@@ -83,17 +86,29 @@ def ask_streamed(port, question, timeout_s):
         conn.close()
 
 
-def batch_counts(port):
-    """(decode steps, forwards) so far, from /metrics' clauseqa_decoder_batch_size histogram; (0, 0) without it."""
+PHASES = ['admission_wait', 'question', 'retrieve', 'rerank_wait', 'rerank_run', 'prefill_wait', 'prefill_run',
+          'decode_wait', 'decode_run', 'answer', 'stream', 'total']
+
+
+def metrics_counts(port):
+    """From /metrics: (decode steps, forwards) of the clauseqa_decoder_batch_size histogram, and {phase: (sum s,
+    count)} of clauseqa_ask_phase_seconds; zeros and {} without them."""
     try:
         c = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
         c.request('GET', '/metrics')
         text = c.getresponse().read().decode()
     except OSError:
-        return 0, 0
-    vals = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
-            if ln.startswith('clauseqa_decoder_batch_size_sum') or ln.startswith('clauseqa_decoder_batch_size_count')}
-    return vals.get('clauseqa_decoder_batch_size_sum', 0), vals.get('clauseqa_decoder_batch_size_count', 0)
+        return 0, 0, {}
+    vals, phases = {}, {}
+    for ln in text.splitlines():
+        if ln.startswith('clauseqa_decoder_batch_size_sum') or ln.startswith('clauseqa_decoder_batch_size_count'):
+            vals[ln.split()[0]] = float(ln.split()[1])
+        elif ln.startswith('clauseqa_ask_phase_seconds_sum{') or ln.startswith('clauseqa_ask_phase_seconds_count{'):
+            key, value = ln.rsplit(' ', 1)
+            phase = key.split('phase="', 1)[1].split('"', 1)[0]
+            s, n = phases.get(phase, (0.0, 0.0))
+            phases[phase] = (float(value), n) if '_sum{' in key else (s, float(value))
+    return vals.get('clauseqa_decoder_batch_size_sum', 0), vals.get('clauseqa_decoder_batch_size_count', 0), phases
 
 
 def run_level(port, clients, seconds):
@@ -110,7 +125,7 @@ def run_level(port, clients, seconds):
             if res[0] == 503:
                 time.sleep(0.05)  # a refused client does not spin
 
-    steps0, fwd0 = batch_counts(port)
+    steps0, fwd0, ph0 = metrics_counts(port)
     t0 = time.time()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
@@ -118,7 +133,12 @@ def run_level(port, clients, seconds):
     for t in threads:
         t.join()
     wall = time.time() - t0
-    steps1, fwd1 = batch_counts(port)
+    steps1, fwd1, ph1 = metrics_counts(port)
+    phase_ms = {}  # mean milliseconds an observation (an ask; the rerank phases a reranked ask) this level
+    for p in PHASES:
+        s0, n0 = ph0.get(p, (0, 0))
+        s1, n1 = ph1.get(p, (0, 0))
+        phase_ms[p] = ((s1 - s0) / (n1 - n0) * 1e3 if n1 > n0 else None, n1 - n0)
     ok = [r for r in results if r[0] == 200]
     lat = [r[1] for r in ok]
     ttft = [r[2] for r in ok if r[2] is not None]
@@ -127,7 +147,8 @@ def run_level(port, clients, seconds):
     return {'clients': clients, 'asks': len(ok), 'asks_s': len(ok) / wall, 'p50': percentile(lat, 0.5),
             'p95': percentile(lat, 0.95), 'p99': percentile(lat, 0.99), 'ttft50': percentile(ttft, 0.5),
             'ttft95': percentile(ttft, 0.95), 'tok_s': sum(r[3] for r in ok) / wall, 'busy': busy,
-            'errors': errors, 'wall': wall, 'batch': (steps1 - steps0) / (fwd1 - fwd0) if fwd1 > fwd0 else 0}
+            'errors': errors, 'wall': wall, 'batch': (steps1 - steps0) / (fwd1 - fwd0) if fwd1 > fwd0 else 0,
+            'phases': phase_ms}
 
 
 def main():
@@ -145,6 +166,8 @@ def main():
     ap.add_argument('--docs-dir')
     ap.add_argument('--questions')
     ap.add_argument('--mode')
+    ap.add_argument('--data', help='the data folder to use and keep: made (and the documents ingested) when it does '
+                    'not hold an earlier run\'s KB, else reused as it is')
     a = ap.parse_args(argv)
     global MODE
     MODE = a.mode
@@ -154,11 +177,16 @@ def main():
     work = tempfile.mkdtemp(prefix='cq-load-')
     server = None
     try:
-        data = os.path.join(work, 'data')
-        subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
-                       stdout=subprocess.DEVNULL)
+        data = a.data or os.path.join(work, 'data')
         pdf_dir = os.path.join(SHARED, 'eval', 'laws-zh-pdf', 'docs')
-        if a.docs_dir:
+        ready = os.path.join(data, '.bench_load_ready')
+        reuse = a.data and os.path.exists(ready)  # the KB of an earlier run with the same --data
+        if not reuse:
+            subprocess.run(['bash', os.path.join(SOURCE, 'tools', 'demo_kb.sh'), a.binary, data], check=True,
+                           stdout=subprocess.DEVNULL)
+        if reuse:
+            pass
+        elif a.docs_dir:
             docs = sorted(os.path.join(a.docs_dir, f) for f in os.listdir(a.docs_dir))
             subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + docs,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -166,6 +194,8 @@ def main():
             pdfs = sorted(os.path.join(pdf_dir, f) for f in os.listdir(pdf_dir) if f.endswith('.pdf'))[:a.docs]
             subprocess.run([a.binary, 'ingest', '--data', data, '--kb', 'demo', '--ocr', 'off'] + pdfs,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if a.data:
+            open(ready, 'w').close()
         port_file = os.path.join(work, 'port')
         threads = str(min(256, max(levels) + 8))  # a worker a client up to the server's cap: queueing shows in the
         # admission numbers (and, past 256 clients, in the connection queue)
@@ -203,11 +233,26 @@ def main():
         print('| clients | asks | asks/s | P50 ms | P95 ms | P99 ms | first token P50 / P95 ms | generated tok/s | '
               'mean decode batch | 503 busy | errors |')
         print('|---|---|---|---|---|---|---|---|---|---|---|')
+        rows = []
         for n in levels:
             r = run_level(port, n, a.seconds)
+            rows.append(r)
             print(f'| {n} | {r["asks"]} | {r["asks_s"]:.1f} | {r["p50"] * 1e3:.0f} | {r["p95"] * 1e3:.0f} | '
                   f'{r["p99"] * 1e3:.0f} | {r["ttft50"] * 1e3:.0f} / {r["ttft95"] * 1e3:.0f} | {r["tok_s"]:.0f} | '
                   f'{r["batch"]:.1f} | {r["busy"]} | {r["errors"]} |', flush=True)
+        if any(any(v[0] is not None for v in r['phases'].values()) for r in rows):
+            print()
+            print('# where an ask\'s time goes (/metrics clauseqa_ask_phase_seconds): mean ms an ask (the rerank_* '
+                  'columns: a reranked ask; decode_*: the sum of its steps), the asks counted in ()')
+            print('| clients | ' + ' | '.join(PHASES) + ' |')
+            print('|---|' + '---|' * len(PHASES))
+            for r in rows:
+                cells = []
+                for p in PHASES:
+                    ms, n = r['phases'][p]
+                    cells.append('-' if ms is None else f'{ms:.1f} ({n:.0f})' if p in ('total', 'rerank_run',
+                                                                                    'prefill_run') else f'{ms:.1f}')
+                print(f'| {r["clients"]} | ' + ' | '.join(cells) + ' |', flush=True)
     finally:
         if server and server.poll() is None:
             server.terminate()

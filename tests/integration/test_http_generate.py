@@ -86,6 +86,15 @@ def main():
               hist.get('clauseqa_decoder_batch_size_bucket{le="+Inf"}') == hist['clauseqa_decoder_batch_size_count'],
               hist)
         check('metrics: no sequence open between asks', hist.get('clauseqa_decoder_kv_bytes{state="open"}') == 0, hist)
+        phase = {ln.split()[0]: float(ln.split()[1]) for ln in metrics.splitlines()
+                 if ln.startswith('clauseqa_ask_phase_seconds_')}
+        check('metrics: ask phases timed (service and decoder)',
+              phase.get('clauseqa_ask_phase_seconds_count{phase="total"}', 0) >= 2 and
+              phase.get('clauseqa_ask_phase_seconds_count{phase="prefill_run"}', 0) >= 1 and
+              phase.get('clauseqa_ask_phase_seconds_count{phase="decode_run"}', 0) >= 1 and
+              phase.get('clauseqa_ask_phase_seconds_sum{phase="decode_run"}', 0) > 0 and
+              phase.get('clauseqa_ask_phase_seconds_bucket{phase="total",le="+Inf"}') ==
+              phase.get('clauseqa_ask_phase_seconds_count{phase="total"}'), phase)
         check('metrics: generated answers used', 'clauseqa_answers_generated_total{outcome="used"} 2' in metrics,
               [ln for ln in metrics.splitlines() if 'answers_generated' in ln])
     finally:

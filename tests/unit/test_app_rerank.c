@@ -66,7 +66,15 @@ static void test_score_prompts(void **state) {
     const int32_t ids[3] = {100, 2000, 30000};
     float got[9];
     cq_err err = {0};
+    cq_decoder_stats s0, s1;
+    cq_decoder_get_stats(dec, &s0);
     assert_int_equal(cq_decoder_score_prompts(dec, (const int32_t *const *)p, len, 3, ids, 3, got, &err), CQ_OK);
+    /* one call: one observation of the rerank phases, none of an ask's prefill (its sequence is internal) */
+    cq_decoder_get_stats(dec, &s1);
+    assert_int_equal(s1.phase[CQ_DECODER_RERANK_WAIT].count - s0.phase[CQ_DECODER_RERANK_WAIT].count, 1);
+    assert_int_equal(s1.phase[CQ_DECODER_RERANK_RUN].count - s0.phase[CQ_DECODER_RERANK_RUN].count, 1);
+    assert_true(s1.phase[CQ_DECODER_RERANK_RUN].sum > s0.phase[CQ_DECODER_RERANK_RUN].sum);
+    assert_int_equal(s1.phase[CQ_DECODER_PREFILL_RUN].count, s0.phase[CQ_DECODER_PREFILL_RUN].count);
     const int V = cq_decoder_get_info(dec)->n_vocab;
     float *logits = malloc((size_t)V * sizeof *logits);
     for (int i = 0; i < 3; i++) { /* each prompt alone through a sequence of its own */

@@ -143,6 +143,14 @@ static void test_eval_top_cpu(void **state) {
     cq_decoder_get_stats(dec, &s1);
     assert_int_equal(s1.seqs, 0);
     assert_int_equal(s1.kv_bytes, 0);
+    /* each sequence's prompt and steps went into the phase histograms when it was freed, once a sequence */
+    const cq_lat_hist *h0 = s0.phase, *h1 = s1.phase;
+    for (int p = CQ_DECODER_PREFILL_WAIT; p <= CQ_DECODER_DECODE_RUN; p++)
+        assert_int_equal(h1[p].count - h0[p].count, 2);
+    assert_true(h1[CQ_DECODER_PREFILL_RUN].sum > h0[CQ_DECODER_PREFILL_RUN].sum);
+    assert_true(h1[CQ_DECODER_DECODE_RUN].sum > h0[CQ_DECODER_DECODE_RUN].sum);
+    assert_int_equal(h1[CQ_DECODER_RERANK_RUN].count, h0[CQ_DECODER_RERANK_RUN].count);
+    assert_string_equal(cq_decoder_phase_name(CQ_DECODER_DECODE_WAIT), "decode_wait");
 }
 
 int main(void) {

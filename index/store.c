@@ -639,6 +639,33 @@ void cq_store_rollback(cq_store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+cq_status cq_store_savepoint(cq_store *s, cq_err *err) {
+    if (s->pg) {
+        cq_status rc = pending_flush(s, err); /* the held clauses belong to what came before */
+        return rc ? rc : cq_pg_savepoint(s->pg, err);
+    }
+    return exec(s, "SAVEPOINT cq_item", err);
+}
+
+cq_status cq_store_savepoint_release(cq_store *s, cq_err *err) {
+    if (s->pg) {
+        cq_status rc = pending_flush(s, err);
+        return rc ? rc : cq_pg_savepoint_release(s->pg, err);
+    }
+    return exec(s, "RELEASE cq_item", err);
+}
+
+void cq_store_savepoint_rollback(cq_store *s) {
+    if (s->pg) {
+        pending_drop(s);
+        cq_pg_savepoint_rollback(s->pg);
+        return;
+    }
+    if (sqlite3_get_autocommit(s->db)) return;
+    sqlite3_exec(s->db, "ROLLBACK TO cq_item", NULL, NULL, NULL);
+    sqlite3_exec(s->db, "RELEASE cq_item", NULL, NULL, NULL);
+}
+
 static char *col_strdup(sqlite3_stmt *st, int i) {
     const unsigned char *t = sqlite3_column_text(st, i);
     return t ? strdup((const char *)t) : NULL;

@@ -8,6 +8,7 @@
 #include <faiss/c_api/impl/AuxIndexStructures_c.h>
 #include <faiss/c_api/index_factory_c.h>
 #include <faiss/c_api/index_io_c.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -34,6 +35,30 @@ static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
 }
 
 #define SMALL_ADD 1024 /* vectors: an add below this runs on one OpenMP thread (cq_vectors_add) */
+
+/* FAISS's matrix products go to the BLAS this program is linked with, OpenBLAS in practice. OpenBLAS starts one
+ * thread per core and, after each call, keeps them spinning on sched_yield for a long while (its THREAD_TIMEOUT,
+ * ~0.1 s) before they sleep; a document's add (~44 vectors against the IVF centroids) every few milliseconds
+ * therefore kept 15 threads spinning through a whole ingest on the 16-core GPU box (laws-zh: 13 minutes of system
+ * time in 76 s, docs/PERF.md). Here every product is small except training an IVF index, so OpenBLAS runs on the
+ * calling thread (its threads sleep) and gets the cores only while cq_vectors_fill trains and fills an index.
+ * Looked up at run time: a reference BLAS has no such call and needs none. The setting is process-wide. */
+static void (*blas_set_threads)(int);
+static int blas_cores = 1;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_init(void) {
+    *(void **)&blas_set_threads = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    blas_cores = n > 0 ? (int)n : 1;
+    if (blas_set_threads) blas_set_threads(1);
+}
+
+/* all: the cores (training an index), else the calling thread only */
+static void blas_threads(bool all) {
+    pthread_once(&blas_once, blas_init);
+    if (blas_set_threads) blas_set_threads(all ? blas_cores : 1);
+}
 
 void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe) {
     int l = 64;
@@ -118,8 +143,10 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
 
 cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err) {
     pthread_rwlock_wrlock(&v->lock);
+    blas_threads(true);
     cq_status rc = new_index(v, n, x, err);
     if (!rc && n && faiss_Index_add_with_ids(v->index, (idx_t)n, x, (const idx_t *)ids)) rc = faiss_error(err, "add");
+    blas_threads(false);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
     return rc;
@@ -169,6 +196,7 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
 cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
                          cq_err *err) {
     *out = NULL;
+    pthread_once(&blas_once, blas_init); /* before FAISS's first product */
     if (dim <= 0 || !model || !*model || strlen(model) >= sizeof ((cq_vectors *)0)->model)
         return cq_err_set(err, CQ_ERR_INVALID, "vectors: bad dimension or model id");
     char dir[4000];
@@ -688,6 +716,13 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
                                    size_t n, float *vectors, cq_err *err) {
     pthread_mutex_lock(&d->doc_mu);
     cq_status rc = cq_ssm_encode_document(d->doc_encoder, state, clauses, lens, n, vectors, err);
+    pthread_mutex_unlock(&d->doc_mu);
+    return rc;
+}
+
+cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err *err) {
+    pthread_mutex_lock(&d->doc_mu);
+    cq_status rc = cq_ssm_encode_tokens(d->doc_encoder, seqs, n, err);
     pthread_mutex_unlock(&d->doc_mu);
     return rc;
 }

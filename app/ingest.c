@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -264,9 +265,10 @@ static void record_failure(cq_store *s, int64_t kb_id, const ingest_doc *d, cons
         cq_store_doc_finish(s, doc_id, "failed", why, NULL, 0, 0, 0, "", &e2);
 }
 
-/* Writes the parsed document: in a transaction of its own, or (in_batch) under a savepoint of the batch's open
- * transaction. Either way it is all there or not at all; what failed is undone (its vectors taken out of FAISS
- * again, a cancelled document's original removed). */
+/* Writes the parsed document in a transaction of its own: all there or not at all; what failed is undone (its
+ * vectors taken out of FAISS again, a cancelled document's original removed). in_batch: inside the batch's open
+ * transaction instead, which the caller rolls back whole when this fails (no savepoint per document: FTS5 writes
+ * its pending terms out as a segment at every savepoint, which is what a batch saves). */
 static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ingest_doc *d,
                            const cq_ingest_options *opt, const cq_doc_info *old, bool in_batch, cq_err *err) {
     const char *title = d->doc.title;
@@ -275,7 +277,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     int64_t doc_id = 0;
     d->clause_ids = calloc(d->st.n_clauses, sizeof *d->clause_ids);
     cq_status rc = d->clause_ids && label ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc) rc = in_batch ? cq_store_savepoint(s, err) : cq_store_begin(s, err);
+    if (!rc && !in_batch) rc = cq_store_begin(s, err);
     if (!rc)
         rc = cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id,
                                  err);
@@ -291,10 +293,9 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     free(label);
     if (!rc) rc = cq_reader_check_cancel(&opt->limits, "before the document was saved", err);
     if (!rc && opt->before_commit) rc = opt->before_commit(opt->before_commit_user, s, doc_id, err);
-    if (!rc) rc = in_batch ? cq_store_savepoint_release(s, err) : cq_store_commit(s, err);
+    if (!rc && !in_batch) rc = cq_store_commit(s, err);
     if (rc) {
-        if (in_batch) cq_store_savepoint_rollback(s);
-        else cq_store_rollback(s);
+        if (!in_batch) cq_store_rollback(s);
         cq_err e2 = {0};
         if (encoded && d->clause_ids)
             cq_dense_forget(opt->dense, kb_id, d->clause_ids, d->st.n_clauses, &e2); /* their rows were rolled back */
@@ -377,6 +378,7 @@ typedef struct {
     size_t want;        /* the writer waits for this file */
     size_t window;      /* files read ahead of consumed at most (past want) */
     size_t bytes_ahead; /* bytes of files read and not yet consumed */
+    double wait_s, encode_s, write_s; /* the writer's time: waiting for files, encoding, writing the store */
 } batch;
 
 /* A worker's part of one file: read, keep the original's file, parse, tokenize for the encoder. */
@@ -436,11 +438,13 @@ static void *worker_main(void *arg) {
 }
 
 static void wait_ready(batch *b, size_t i) {
+    double t0 = cq_clock_seconds();
     pthread_mutex_lock(&b->mu);
     b->want = i;
     pthread_cond_broadcast(&b->room_cv);
     while (!b->ready[i]) pthread_cond_wait(&b->ready_cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
+    b->wait_s += cq_clock_seconds() - t0;
 }
 
 /* Whether d will be written, as far as the store before the group and the group's earlier documents tell: only
@@ -510,13 +514,14 @@ static void encode_group(batch *b, size_t first, size_t end) {
     free(of);
 }
 
-/* The store's part of one file of the group, under the group's transaction (each document's rows under a
- * savepoint of their own, in write_doc). */
-static void write_in_group(batch *b, ingest_doc *d) {
+/* The store's part of one file of the group: inside the group's transaction, or (alone) in transactions of its
+ * own as cq_ingest_file writes. Returns false when the group's transaction must be rolled back: the document's
+ * writing failed part way (a refusal or a file that cannot be read is an outcome, not a failure of the group). */
+static bool write_in_group(batch *b, ingest_doc *d, bool alone) {
     cq_err *err = &d->err;
     const cq_ingest_options *opt = b->opt;
     cq_doc_info old = {0};
-    bool duplicate = false;
+    bool duplicate = false, intact = true;
     if (d->load_rc) {
         d->rc = d->load_rc;
         d->err = d->load_err;
@@ -524,6 +529,7 @@ static void write_in_group(batch *b, ingest_doc *d) {
     }
     snprintf(d->res.format, sizeof d->res.format, "%s", d->format->name);
     d->rc = check_existing(b->s, b->kb_id, d, opt, &old, &duplicate, &d->res, err);
+    if (d->rc && d->rc != CQ_ERR_EXISTS) intact = false;
     if (d->rc || duplicate) goto out;
     if (d->keep_rc) {
         d->rc = d->keep_rc;
@@ -539,36 +545,67 @@ static void write_in_group(batch *b, ingest_doc *d) {
         else record_failure(b->s, b->kb_id, d, d->parse_err.msg[0] ? d->parse_err.msg : "extraction failed");
         goto out;
     }
-    d->rc = write_doc(b->s, b->data_dir, b->kb_id, d, opt, &old, true, err);
+    d->rc = write_doc(b->s, b->data_dir, b->kb_id, d, opt, &old, !alone, err);
+    if (d->rc) intact = false;
 out:
     if (d->rc) cq_err_prefix(err, "%s: ", d->filename);
     cq_doc_info_free(&old);
+    return intact || alone;
 }
 
-/* Writes files [first, end) in one transaction. */
-static void write_group(batch *b, size_t first, size_t end) {
-    if (b->model) encode_group(b, first, end);
-    cq_err gerr = {0};
-    cq_status grc = cq_store_begin(b->s, &gerr);
+/* Forgets what a rolled-back group's documents had added to FAISS, and their outcomes. */
+static void group_undone(batch *b, size_t first, size_t end) {
     for (size_t i = first; i < end; i++) {
         ingest_doc *d = &b->docs[i];
-        if (!grc || d->load_rc) write_in_group(b, d); /* a file that cannot be read fails for that alone */
-        else d->rc = grc;
-    }
-    if (!grc) grc = cq_store_commit(b->s, &gerr);
-    if (!grc) return;
-    /* nothing of the group is in: what was written fails with the reason */
-    cq_store_rollback(b->s);
-    for (size_t i = first; i < end; i++) {
-        ingest_doc *d = &b->docs[i];
-        if (d->load_rc || (d->rc && d->rc != grc) || d->res.duplicate) continue; /* its own outcome stands */
         cq_err e2 = {0};
         if (d->written) cq_dense_forget(b->opt->dense, b->kb_id, d->clause_ids, d->st.n_clauses, &e2);
         d->written = false;
+        free(d->clause_ids);
+        d->clause_ids = NULL;
+        d->rc = CQ_OK;
+        memset(&d->err, 0, sizeof d->err);
+        memset(&d->res, 0, sizeof d->res);
+    }
+}
+
+/* Writes files [first, end) in one transaction. When a document fails part way, the group is rolled back and
+ * written again one document a transaction, as cq_ingest_file does (rare: a full disk, a database error). */
+static void write_group_store(batch *b, size_t first, size_t end) {
+    cq_err gerr = {0};
+    cq_status grc = cq_store_begin(b->s, &gerr);
+    bool intact = true;
+    for (size_t i = first; !grc && intact && i < end; i++) intact = write_in_group(b, &b->docs[i], false);
+    if (!grc && !intact) {
+        cq_store_rollback(b->s);
+        group_undone(b, first, end);
+        for (size_t i = first; i < end; i++) write_in_group(b, &b->docs[i], true);
+        return;
+    }
+    if (!grc) grc = cq_store_commit(b->s, &gerr);
+    if (!grc) return;
+    /* nothing of the group is in: every document fails with the reason, unless it could not be read */
+    cq_store_rollback(b->s);
+    group_undone(b, first, end);
+    for (size_t i = first; i < end; i++) {
+        ingest_doc *d = &b->docs[i];
+        if (d->load_rc) {
+            write_in_group(b, d, true);
+            continue;
+        }
         d->rc = grc;
         d->err = gerr;
         cq_err_prefix(&d->err, "%s: ", d->filename);
     }
+}
+
+/* Encodes and writes files [first, end). */
+static void write_group(batch *b, size_t first, size_t end) {
+    double t0 = cq_clock_seconds();
+    if (b->model) encode_group(b, first, end);
+    double t1 = cq_clock_seconds();
+    b->encode_s += t1 - t0;
+    write_group_store(b, first, end);
+    b->write_s += cq_clock_seconds() - t1;
 }
 
 /* Frees what the writer no longer needs of files [from, to) and lets the workers read further. */
@@ -607,6 +644,8 @@ cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, cons
         free(threads);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu files", n);
     }
+    cq_err e2 = {0};
+    cq_store_bulk(s, true, &e2); /* a group's pages stay in memory until its commit */
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.ready_cv, NULL);
     pthread_cond_init(&b.room_cv, NULL);
@@ -639,12 +678,17 @@ cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, cons
     pthread_cond_broadcast(&b.room_cv);
     pthread_mutex_unlock(&b.mu);
     for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+    struct timespec cpu;
+    double cpu_s = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) ? 0 : (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
+    CQ_INFO("ingest: %zu files, %d workers; the writer waited %.2f s for parsed files, encoded %.2f s, wrote %.2f s "
+            "(its CPU time %.2f s)", n, started, b.wait_s, b.encode_s, b.write_s, cpu_s);
     for (size_t k = 0; k < n_refused; k++) forget_original(s, data_dir, &b.docs[refused[k]]); /* sha, format stay */
     free(threads);
     free(refused);
     for (size_t i = 0; i < n; i++) ingest_doc_free(&b.docs[i]);
     free(b.docs);
     free(b.ready);
+    cq_store_bulk(s, false, &e2);
     pthread_mutex_destroy(&b.mu);
     pthread_cond_destroy(&b.ready_cv);
     pthread_cond_destroy(&b.room_cv);

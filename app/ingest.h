@@ -59,11 +59,12 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
 
 /* Many files, as cq_ingest_file would ingest them one after the other into KB kb_id — the same documents, clauses,
  * ids, vectors, failures and messages — but faster: worker threads read and parse the files (and tokenize them for
- * the encoder) while the calling thread alone writes the store, GROUP of consecutive files a transaction, each
- * document under a savepoint of its own (one that fails leaves the others in), and on a GPU encodes a group's
- * documents in one call. opt as for cq_ingest_file, without filename and before_commit; page progress is not
- * reported. A group is cut by the number of files and their bytes only, so the result does not depend on the
- * number of workers. */
+ * the encoder) while the calling thread alone writes the store, a group of consecutive files a transaction (when a
+ * document fails part way, the group is rolled back and written again one document a transaction), and on a GPU
+ * encodes a group's documents in one call. opt as for cq_ingest_file, without filename and before_commit; page
+ * progress is not reported. A group is cut by the number of files and their bytes only, so the result does not
+ * depend on the number of workers. A file is reported once its group is committed: a crash loses at most the
+ * group being written (the files reported before it are in). */
 typedef struct {
     int n_workers; /* threads that read and parse; 0: one per online CPU */
     /* Called on the calling thread for every file, in order, once its outcome is final (its group committed):

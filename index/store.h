@@ -61,12 +61,10 @@ cq_pg *cq_store_pg(cq_store *s);
 cq_status cq_store_begin(cq_store *s, cq_err *err);
 cq_status cq_store_commit(cq_store *s, cq_err *err);
 void cq_store_rollback(cq_store *s);
-/* One item inside a transaction (cq_store_begin), kept or undone alone: a batch ingest (app/ingest.h) writes many
- * documents in one transaction, each under a savepoint, so a document that fails leaves the others in. Not
- * nested: one savepoint at a time. */
-cq_status cq_store_savepoint(cq_store *s, cq_err *err);
-cq_status cq_store_savepoint_release(cq_store *s, cq_err *err);
-void cq_store_savepoint_rollback(cq_store *s);
+/* Bulk writing on this connection (SQLite; nothing on PostgreSQL): a page cache of 256 MiB (a transaction larger
+ * than the cache spills pages to the WAL as it goes and writes many of them again) and temporary files in memory
+ * (statement journals). off: SQLite's defaults again. */
+cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err);
 
 /* ---- knowledge bases ---- */
 typedef struct {

@@ -732,16 +732,6 @@ cq_status cq_pg_commit(cq_pg *pg, cq_err *err) {
 
 void cq_pg_rollback(cq_pg *pg) { rollback(pg); }
 
-cq_status cq_pg_savepoint(cq_pg *pg, cq_err *err) { return exec(pg, "SAVEPOINT cq_item", "savepoint", err); }
-cq_status cq_pg_savepoint_release(cq_pg *pg, cq_err *err) {
-    return exec(pg, "RELEASE SAVEPOINT cq_item", "release savepoint", err);
-}
-void cq_pg_savepoint_rollback(cq_pg *pg) {
-    if (PQtransactionStatus(pg->conn) == PQTRANS_IDLE) return;
-    PQclear(PQexec(pg->conn, "ROLLBACK TO SAVEPOINT cq_item"));
-    PQclear(PQexec(pg->conn, "RELEASE SAVEPOINT cq_item"));
-}
-
 bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(pg->conn) != PQTRANS_IDLE; }
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------- */

@@ -70,10 +70,6 @@ cq_status cq_pg_doc_add_clauses_as(cq_pg *pg, int64_t doc_id, const char *doc_la
 cq_status cq_pg_begin(cq_pg *pg, cq_err *err);
 cq_status cq_pg_commit(cq_pg *pg, cq_err *err); /* CQ_ERR_DB when the transaction had failed (rolled back) */
 void cq_pg_rollback(cq_pg *pg);
-/* cq_store_savepoint and its release / rollback (index/store.h) */
-cq_status cq_pg_savepoint(cq_pg *pg, cq_err *err);
-cq_status cq_pg_savepoint_release(cq_pg *pg, cq_err *err);
-void cq_pg_savepoint_rollback(cq_pg *pg);
 bool cq_pg_in_transaction(cq_pg *pg);
 cq_status cq_pg_kb_create(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS, INVALID */
 cq_status cq_pg_kb_find(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err);

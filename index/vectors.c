@@ -302,20 +302,37 @@ static cq_status store_rows(cq_vectors *v, cq_store *s, const int64_t *clause_id
     cq_pg *pg = cq_store_pg(s);
     if (pg) return cq_pg_vectors_store(pg, v->kb_id, v->model, v->dim, clause_ids, vectors, n, err);
     sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?,?,?,?)",
-                           -1, &st, NULL))
+    /* Inserted; a clause that has a vector already gets it updated. Not INSERT OR REPLACE, nor an upsert: on this
+     * indexed table they open a statement journal, and FTS5 writes its pending terms out as a segment at every
+     * savepoint (index/versions.c says what that cost). */
+    sqlite3_stmt *st, *update;
+    if (sqlite3_prepare_v2(db, "INSERT INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?1, ?2, ?3, ?4)", -1,
+                           &st, NULL))
         return db_error(s, err, "store vectors");
+    if (sqlite3_prepare_v2(db, "UPDATE clause_vectors SET kb_id = ?2, model = ?3, vec = ?4 WHERE clause_id = ?1", -1,
+                           &update, NULL)) {
+        sqlite3_finalize(st);
+        return db_error(s, err, "store vectors");
+    }
     cq_status rc = CQ_OK;
     for (size_t i = 0; i < n && !rc; i++) {
-        sqlite3_bind_int64(st, 1, clause_ids[i]);
-        sqlite3_bind_int64(st, 2, v->kb_id);
-        sqlite3_bind_text(st, 3, v->model, -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "store vectors");
+        for (int k = 0; k < 2; k++) {
+            sqlite3_stmt *q = k ? update : st;
+            sqlite3_bind_int64(q, 1, clause_ids[i]);
+            sqlite3_bind_int64(q, 2, v->kb_id);
+            sqlite3_bind_text(q, 3, v->model, -1, SQLITE_STATIC);
+            sqlite3_bind_blob(q, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
+        }
+        int step = sqlite3_step(st);
         sqlite3_reset(st);
+        if (step == SQLITE_CONSTRAINT && sqlite3_extended_errcode(db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+            step = sqlite3_step(update);
+            sqlite3_reset(update);
+        }
+        if (step != SQLITE_DONE) rc = db_error(s, err, "store vectors");
     }
     sqlite3_finalize(st);
+    sqlite3_finalize(update);
     return rc;
 }
 
@@ -458,7 +475,8 @@ cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, i
     if (pg) return cq_pg_vectors_state_put(pg, doc_id, model, n_tokens, state, len, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
-                           "INSERT OR REPLACE INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?)", -1,
+                           "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?) ON CONFLICT(doc_id) "
+                           "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state", -1,
                            &st, NULL))
         return db_error(s, err, "store document state");
     sqlite3_bind_int64(st, 1, doc_id);

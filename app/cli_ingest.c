@@ -102,15 +102,23 @@ static void progress_bar(size_t done, size_t total, const char *name, int page, 
 /* What the outcome callback prints and counts. */
 typedef struct {
     const char *kb;
+    char **files;
     size_t total, ok, dup, failed, clauses;
     int tty;
     cJSON *results; /* --json */
 } report_state;
 
+static const char *base_name(const char *path) { return strrchr(path, '/') ? strrchr(path, '/') + 1 : path; }
+
+/* The pages of file index read so far (the files before the next to be reported are done). */
+static void report_pages(void *user, size_t index, int pages_read, int n_pages) {
+    report_state *st = user;
+    progress_bar(st->ok + st->dup + st->failed, st->total, base_name(st->files[index]), pages_read, n_pages);
+}
+
 static void report(void *user, size_t index, const char *path, cq_status rc, const cq_err *err,
                    const cq_ingest_result *r) {
     report_state *st = user;
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     if (rc) st->failed++;
     else if (r->duplicate) st->dup++;
     else {
@@ -144,7 +152,8 @@ static void report(void *user, size_t index, const char *path, cq_status rc, con
     } else if (r->quality < CQ_PAGE_QUALITY_WARN && !r->duplicate) {
         fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r->quality, r->quality_reason);
     }
-    if (st->tty) progress_bar(index + 1, st->total, base, 0, 0);
+    if (st->tty) /* the next file's name: it is being read */
+        progress_bar(index + 1, st->total, index + 1 < st->total ? base_name(st->files[index + 1]) : "", 0, 0);
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
@@ -201,12 +210,13 @@ int cq_cmd_ingest(int argc, char **argv) {
         return 1;
     }
     cq_dense *dense = cq_cli_open_dense(data_dir); /* encodes the clauses when dense retrieval is on */
-    report_state st = {.kb = kb, .total = files.n, .tty = isatty(fileno(stderr)) && !json,
+    report_state st = {.kb = kb, .files = files.v, .total = files.n, .tty = isatty(fileno(stderr)) && !json,
                        .results = json ? cJSON_CreateArray() : NULL};
-    if (st.tty && files.n) progress_bar(0, files.n, "", 0, 0);
+    if (st.tty && files.n) progress_bar(0, files.n, base_name(files.v[0]), 0, 0);
     cq_ingest_options o = {.replace = replace, .dense = dense, .ocr = ocr,
                            .limits = {.max_pages = (int)max_pages, .max_bytes = (size_t)memory_mb << 20}};
-    cq_ingest_batch_options bo = {.n_workers = (int)jobs, .done = report, .done_user = &st};
+    cq_ingest_batch_options bo = {.n_workers = (int)jobs, .done = report, .pages = st.tty ? report_pages : NULL,
+                                  .user = &st};
     cq_err err = {0};
     if (cq_ingest_files(s, data_dir, kb_id, (const char *const *)files.v, files.n, &o, &bo, &err)) {
         fprintf(stderr, "clauseqa ingest: %s\n", err.msg);

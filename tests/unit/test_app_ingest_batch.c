@@ -172,7 +172,7 @@ static void ingest_serial(run *r) {
 
 static void ingest_batch(run *r, int workers) {
     cq_ingest_options o = {.dense = r->d, .ocr = CQ_OCR_OFF};
-    cq_ingest_batch_options bo = {.n_workers = workers, .done = on_done, .done_user = r};
+    cq_ingest_batch_options bo = {.n_workers = workers, .done = on_done, .user = r};
     cq_err err = {0};
     if (cq_ingest_files(r->s, r->dir, r->kb, (const char *const *)paths, n_paths, &o, &bo, &err))
         fail_msg("%s", err.msg);

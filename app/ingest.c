@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
+#include "index/fts_cjk.h"
 #include "index/vectors.h"
 #include "index/versions.h"
 #include "reader/reader.h"
@@ -42,6 +43,7 @@ typedef struct {
     int32_t *tokens;
     size_t n_tokens;
     uint32_t *ends;
+    cq_fts_tokens *fts_tokens;     /* each clause text's FTS tokens (a batch), or NULL */
     float *vectors;
     cq_ssm_state *state;
     /* the outcome */
@@ -53,6 +55,9 @@ typedef struct {
 } ingest_doc;
 
 static void ingest_doc_free(ingest_doc *d) {
+    for (size_t i = 0; d->fts_tokens && i < d->st.n_clauses; i++) cq_fts_tokens_free(&d->fts_tokens[i]);
+    free(d->fts_tokens);
+    d->fts_tokens = NULL;
     free(d->name);
     free(d->data);
     free(d->stored);
@@ -80,7 +85,8 @@ static char *doc_label(const char *title, const char *name) {
 }
 
 static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const char *label, const cq_doctext *doc,
-                               const cq_structure *st, int64_t *clause_ids, cq_err *err) {
+                               const cq_structure *st, const cq_fts_tokens *fts_tokens, int64_t *clause_ids,
+                               cq_err *err) {
     for (int i = 0; i < doc->n_pages; i++) {
         const cq_page *p = &doc->pages[i];
         cq_store_page sp = {p->page_no, p->width, p->height, (int)p->n_chars, p->quality, p->quality_reason};
@@ -112,6 +118,7 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
             .end_off = c->end,
             .boxes = sb,
             .n_boxes = n_boxes,
+            .text_tokens = fts_tokens ? &fts_tokens[i] : NULL,
         };
         cq_status rc = cq_store_clause_add(s, kb_id, doc_id, label, &sc, &clause_ids[i], err);
         free(sb);
@@ -282,7 +289,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     if (!rc)
         rc = cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id,
                                  err);
-    if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->clause_ids, err);
+    if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->fts_tokens, d->clause_ids, err);
     if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, d, err);
     const bool encoded = !rc; /* the vectors are in FAISS from here on */
     if (!rc)
@@ -416,6 +423,13 @@ static void prepare(batch *b, ingest_doc *d, size_t index) {
     parse(d, b->opt, b->bo && b->bo->pages ? report_pages : NULL, &pages);
     free(d->data); /* parsed: the original is kept */
     d->data = NULL;
+    if (!d->parse_rc && !cq_store_pg(b->s)) { /* the FTS5 tokens of the clauses (SQLite): the writer replays them */
+        d->fts_tokens = calloc(d->st.n_clauses, sizeof *d->fts_tokens);
+        cq_err e2 = {0};
+        for (size_t i = 0; d->fts_tokens && i < d->st.n_clauses; i++)
+            if (cq_fts_tokens_make(d->st.clauses[i].text, strlen(d->st.clauses[i].text), &d->fts_tokens[i], &e2))
+                break; /* those left empty are tokenized by FTS5 itself */
+    }
     if (!d->parse_rc && b->model) {
         const char **texts = NULL;
         size_t *lens = NULL;

@@ -1036,7 +1036,9 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
     sqlite3_bind_text(st, 2, doc_label ? doc_label : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, c->text, -1, SQLITE_STATIC);
+    cq_fts_tokens_offer(c->text_tokens); /* the body's tokens, when the caller made them */
     rc = sqlite3_step(st);
+    cq_fts_tokens_offer(NULL);
     out = rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "index clause");
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);

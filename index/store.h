@@ -138,6 +138,7 @@ typedef struct {
     uint32_t start_off, end_off;
     const cq_store_box *boxes;
     size_t n_boxes;
+    const struct cq_fts_tokens *text_tokens; /* text's FTS tokens made ahead (index/fts_cjk.h), or NULL (SQLite) */
 } cq_store_clause;
 /* doc_label: what the FTS title column indexes for this document (its title and name). */
 /* On PostgreSQL the clauses of a document are held in the store (their ids given at once) and written together at

@@ -1,5 +1,5 @@
 /* clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json] [--max-pages N]
- *                 [--doc-memory-mb N] FILE|DIR... */
+ *                 [--doc-memory-mb N] [--jobs N] FILE|DIR... */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa ingest --kb KB [--data DIR] [--replace] [--ocr off|auto|force] [--json]\n"
-               "                       [--max-pages 5000] [--doc-memory-mb 512] FILE|DIR...\n"
+               "                       [--max-pages 5000] [--doc-memory-mb 512] [--jobs N] FILE|DIR...\n"
                "Adds documents to knowledge base KB (created when absent):");
     size_t n;
     const cq_reader_format *formats = cq_reader_formats(&n);
@@ -32,6 +32,7 @@ static void usage(FILE *f) {
                "  --ocr MODE  scanned PDF pages: auto (default) recognises pages without a usable text layer,\n"
                "              off leaves them flagged, force recognises every page (its text layer ignored)\n"
                "  --json      print one JSON document with every file's outcome\n"
+               "  --jobs N    files read and parsed at once (default: one per CPU); the result is the same\n"
                CQ_CLI_LIMITS_HELP
                "Exit status 1 when any file failed; the reason is printed for each.\n");
 }
@@ -98,14 +99,61 @@ static void progress_bar(size_t done, size_t total, const char *name, int page, 
     fflush(stderr);
 }
 
+/* What the outcome callback prints and counts. */
 typedef struct {
-    size_t done, total;
-    const char *name;
-} bar_state;
+    const char *kb;
+    char **files;
+    size_t total, ok, dup, failed, clauses;
+    int tty;
+    cJSON *results; /* --json */
+} report_state;
 
-static void page_progress(void *user, int page, int pages) {
-    const bar_state *b = user;
-    progress_bar(b->done, b->total, b->name, page, pages);
+static const char *base_name(const char *path) { return strrchr(path, '/') ? strrchr(path, '/') + 1 : path; }
+
+/* The pages of file index read so far (the files before the next to be reported are done). */
+static void report_pages(void *user, size_t index, int pages_read, int n_pages) {
+    report_state *st = user;
+    progress_bar(st->ok + st->dup + st->failed, st->total, base_name(st->files[index]), pages_read, n_pages);
+}
+
+static void report(void *user, size_t index, const char *path, cq_status rc, const cq_err *err,
+                   const cq_ingest_result *r) {
+    report_state *st = user;
+    if (rc) st->failed++;
+    else if (r->duplicate) st->dup++;
+    else {
+        st->ok++;
+        st->clauses += (size_t)r->n_clauses;
+    }
+    if (st->results) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", path);
+        cJSON_AddStringToObject(o, "status", rc ? "failed" : r->duplicate ? "duplicate" : "ready");
+        if (rc) {
+            cJSON_AddStringToObject(o, "error", err->msg);
+            cJSON_AddStringToObject(o, "code", cq_err_name(err));
+        } else {
+            cJSON_AddNumberToObject(o, "document_id", (double)r->doc_id);
+            cJSON_AddNumberToObject(o, "pages", r->n_pages);
+            cJSON_AddNumberToObject(o, "clauses", r->n_clauses);
+            cJSON_AddNumberToObject(o, "quality", r->quality);
+            cJSON_AddStringToObject(o, "quality_reason", r->quality_reason);
+            cJSON_AddNumberToObject(o, "seconds", r->seconds);
+        }
+        cJSON_AddItemToArray(st->results, o);
+    } else if (rc) {
+        if (st->tty) fputc('\n', stderr);
+        fprintf(stderr, "FAILED %s: %s\n", path, err->msg);
+    } else if (!st->tty) {
+        if (r->duplicate) fprintf(stderr, "skip   %s: already in '%s'\n", path, st->kb);
+        else
+            fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r->n_clauses,
+                    r->n_pages, r->quality, r->quality_reason[0] ? " - " : "", r->quality_reason, r->seconds);
+    } else if (r->quality < CQ_PAGE_QUALITY_WARN && !r->duplicate) {
+        fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r->quality, r->quality_reason);
+    }
+    if (st->tty) /* the next file's name: it is being read */
+        progress_bar(index + 1, st->total, index + 1 < st->total ? base_name(st->files[index + 1]) : "", 0, 0);
 }
 
 int cq_cmd_ingest(int argc, char **argv) {
@@ -115,12 +163,13 @@ int cq_cmd_ingest(int argc, char **argv) {
                                          {"ocr", required_argument, 0, 'o'},
                                          {"max-pages", required_argument, 0, 'p'},
                                          {"doc-memory-mb", required_argument, 0, 'M'},
+                                         {"jobs", required_argument, 0, 'J'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *kb = NULL;
     int replace = 0, json = 0, c;
     cq_reader_ocr ocr = CQ_OCR_AUTO;
-    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB;
+    long max_pages = CQ_READER_DEFAULT_MAX_PAGES, memory_mb = CQ_READER_DEFAULT_MAX_MB, jobs = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -135,6 +184,9 @@ int cq_cmd_ingest(int argc, char **argv) {
             break;
         case 'M':
             if ((memory_mb = cq_cli_count("--doc-memory-mb", optarg)) < 0) return 2;
+            break;
+        case 'J':
+            if ((jobs = cq_cli_count("--jobs", optarg)) < 0) return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("ingest");
@@ -158,60 +210,26 @@ int cq_cmd_ingest(int argc, char **argv) {
         return 1;
     }
     cq_dense *dense = cq_cli_open_dense(data_dir); /* encodes the clauses when dense retrieval is on */
-    int tty = isatty(fileno(stderr)) && !json;
-    size_t ok = 0, dup = 0, failed = 0, clauses = 0;
-    cJSON *results = json ? cJSON_CreateArray() : NULL;
-    for (size_t i = 0; i < files.n; i++) {
-        const char *path = files.v[i];
-        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        bar_state bar = {i, files.n, base};
-        if (tty) progress_bar(i, files.n, base, 0, 0);
-        cq_err err = {0};
-        cq_ingest_result r;
-        cq_ingest_options o = {.replace = replace, .dense = dense, .ocr = ocr, .progress = tty ? page_progress : NULL,
-                               .progress_user = &bar,
-                               .limits = {.max_pages = (int)max_pages, .max_bytes = (size_t)memory_mb << 20}};
-        cq_status rc = cq_ingest_file(s, data_dir, kb_id, path, &o, &r, &err);
-        if (rc) failed++;
-        else if (r.duplicate) dup++;
-        else {
-            ok++;
-            clauses += (size_t)r.n_clauses;
-        }
-        if (json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "file", path);
-            cJSON_AddStringToObject(o, "status", rc ? "failed" : r.duplicate ? "duplicate" : "ready");
-            if (rc) {
-                cJSON_AddStringToObject(o, "error", err.msg);
-                cJSON_AddStringToObject(o, "code", cq_err_name(&err));
-            } else {
-                cJSON_AddNumberToObject(o, "document_id", (double)r.doc_id);
-                cJSON_AddNumberToObject(o, "pages", r.n_pages);
-                cJSON_AddNumberToObject(o, "clauses", r.n_clauses);
-                cJSON_AddNumberToObject(o, "quality", r.quality);
-                cJSON_AddStringToObject(o, "quality_reason", r.quality_reason);
-                cJSON_AddNumberToObject(o, "seconds", r.seconds);
-            }
-            cJSON_AddItemToArray(results, o);
-        } else if (rc) {
-            if (tty) fputc('\n', stderr);
-            fprintf(stderr, "FAILED %s: %s\n", path, err.msg);
-        } else if (!tty) {
-            if (r.duplicate) fprintf(stderr, "skip   %s: already in '%s'\n", path, kb);
-            else
-                fprintf(stderr, "ok     %s: %d clauses, %d pages, quality %.2f%s%s (%.2f s)\n", path, r.n_clauses,
-                        r.n_pages, r.quality, r.quality_reason[0] ? " - " : "", r.quality_reason, r.seconds);
-        } else if (r.quality < CQ_PAGE_QUALITY_WARN && !r.duplicate) {
-            fprintf(stderr, "\nwarning %s: text quality %.2f - %s\n", path, r.quality, r.quality_reason);
-        }
-        free(files.v[i]);
+    report_state st = {.kb = kb, .files = files.v, .total = files.n, .tty = isatty(fileno(stderr)) && !json,
+                       .results = json ? cJSON_CreateArray() : NULL};
+    if (st.tty && files.n) progress_bar(0, files.n, base_name(files.v[0]), 0, 0);
+    cq_ingest_options o = {.replace = replace, .dense = dense, .ocr = ocr,
+                           .limits = {.max_pages = (int)max_pages, .max_bytes = (size_t)memory_mb << 20}};
+    cq_ingest_batch_options bo = {.n_workers = (int)jobs, .done = report, .pages = st.tty ? report_pages : NULL,
+                                  .user = &st};
+    cq_err err = {0};
+    if (cq_ingest_files(s, data_dir, kb_id, (const char *const *)files.v, files.n, &o, &bo, &err)) {
+        fprintf(stderr, "clauseqa ingest: %s\n", err.msg);
+        st.failed += files.n - (st.ok + st.dup + st.failed);
     }
+    for (size_t i = 0; i < files.n; i++) free(files.v[i]);
     free(files.v);
-    if (tty) {
+    if (st.tty) {
         progress_bar(files.n, files.n, "", 0, 0);
         fputc('\n', stderr);
     }
+    size_t ok = st.ok, dup = st.dup, failed = st.failed, clauses = st.clauses;
+    cJSON *results = st.results;
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "kb", kb);

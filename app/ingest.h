@@ -57,4 +57,29 @@ typedef struct {
 cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const char *path,
                          const cq_ingest_options *opt, cq_ingest_result *res, cq_err *err);
 
+/* Many files, as cq_ingest_file would ingest them one after the other into KB kb_id — the same documents, clauses,
+ * ids, vectors, failures and messages — but faster: worker threads read and parse the files (and tokenize them for
+ * the encoder) while the calling thread alone writes the store, a group of consecutive files a transaction (when a
+ * document fails part way, the group is rolled back and written again one document a transaction), and on a GPU
+ * encodes a group's documents in one call. opt as for cq_ingest_file, without filename, before_commit and
+ * progress (cq_ingest_batch_options.pages instead). A group is cut by the number of files and their bytes only, so the result does not
+ * depend on the number of workers. A file is reported once its group is committed: a crash loses at most the
+ * group being written (the files reported before it are in). */
+typedef struct {
+    int n_workers; /* threads that read and parse; 0: one per online CPU */
+    /* Called on the calling thread for every file, in order, once its outcome is final (its group committed):
+     * rc, err and res as cq_ingest_file gives them. May be NULL. */
+    void (*done)(void *user, size_t index, const char *path, cq_status rc, const cq_err *err,
+                 const cq_ingest_result *res);
+    /* Called on a worker thread after each PDF page of file index is read (as cq_ingest_options.progress). May be
+     * NULL. Calls of pages and done never overlap. */
+    void (*pages)(void *user, size_t index, int pages_read, int n_pages);
+    void *user;
+} cq_ingest_batch_options;
+
+/* CQ_OK once every file was tried (each file's outcome goes to done); an error only when the batch could not run
+ * at all (no thread could start, out of memory). */
+cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, const char *const *paths, size_t n,
+                          const cq_ingest_options *opt, const cq_ingest_batch_options *bo, cq_err *err);
+
 #endif

@@ -46,16 +46,25 @@ void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sh
     closedir(d);
 }
 
-cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
-                           size_t len, char *path, size_t cap, cq_err *err) {
+cq_status cq_original_keep_file(const char *data_dir, const char *sha256, const char *format, const void *data,
+                                size_t len, char *path, size_t cap, cq_err *err) {
     if (!cq_original_path(data_dir, sha256, format, path, cap))
         return cq_err_set(err, CQ_ERR_INVALID, "no original can be kept for format '%s'", format ? format : "");
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/files", data_dir);
     cq_status rc = cq_mkdirs(dir, err);
     if (!rc) rc = cq_file_write_atomic(path, data, len, err);
-    if (!rc && cq_store_pg(s)) rc = cq_pg_original_put_file(cq_store_pg(s), sha256, path, err); /* from the file */
     return rc;
+}
+
+cq_status cq_original_keep_in_store(cq_store *s, const char *sha256, const char *path, cq_err *err) {
+    return cq_store_pg(s) ? cq_pg_original_put_file(cq_store_pg(s), sha256, path, err) : CQ_OK; /* from the file */
+}
+
+cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
+                           size_t len, char *path, size_t cap, cq_err *err) {
+    cq_status rc = cq_original_keep_file(data_dir, sha256, format, data, len, path, cap, err);
+    return rc ? rc : cq_original_keep_in_store(s, sha256, path, err);
 }
 
 cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha256, const char *format, char *path,

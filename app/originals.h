@@ -25,6 +25,12 @@ void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sh
 cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
                            size_t len, char *path, size_t cap, cq_err *err);
 
+/* cq_original_keep in its two steps, for a batch ingest that reads files on worker threads: the file (no store
+ * work), then the store's copy (PostgreSQL; nothing on SQLite) from that file. */
+cq_status cq_original_keep_file(const char *data_dir, const char *sha256, const char *format, const void *data,
+                                size_t len, char *path, size_t cap, cq_err *err);
+cq_status cq_original_keep_in_store(cq_store *s, const char *sha256, const char *path, cq_err *err);
+
 /* The path of the original's file, fetched from the store into DATA/files/ on PostgreSQL when this node has no
  * copy yet. NOT_FOUND when there is none. */
 cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha256, const char *format, char *path,

@@ -1,6 +1,6 @@
 /* Fault injection for the crash tests (docs/RELIABILITY.md): CLAUSEQA_FAULT=POINT in the environment makes the
  * process exit at once (status 86, no clean-up, as a kill -9 would) when it reaches that point. Points:
- *   after-document-commit   the ingest pipeline has committed a document (app/ingest.c)
+ *   after-document-commit   the ingest pipeline has committed a document, or a batch ingest a group (app/ingest.c)
  *   while-reading           an ingestion job of the server has read its first page (app/service_jobs.c)
  *   in-temp-write           a file written whole is still under its temporary name (cq_file_write_atomic)
  * Unset (always, outside the tests), a point costs one getenv. */

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -336,6 +337,64 @@ int cq_fts_cjk_tokenize(const char *text, size_t len, cq_fts_cjk_mode mode, cq_t
     return st.rc;
 }
 
+/* ---- tokens made ahead ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    cq_fts_tokens *t;
+    size_t cap, cap_bytes, n_bytes;
+    bool failed;
+} tokens_build;
+
+static int collect_token(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
+    tokens_build *b = ctx;
+    cq_fts_tokens *t = b->t;
+    if (t->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        struct cq_fts_token *v = realloc(t->tokens, cap * sizeof *v);
+        if (!v) return b->failed = true, 1;
+        t->tokens = v;
+        b->cap = cap;
+    }
+    if (b->n_bytes + len > b->cap_bytes) {
+        size_t cap = b->cap_bytes ? 2 * b->cap_bytes : 256;
+        while (cap < b->n_bytes + len) cap *= 2;
+        char *v = realloc(t->bytes, cap);
+        if (!v) return b->failed = true, 1;
+        t->bytes = v;
+        b->cap_bytes = cap;
+    }
+    memcpy(t->bytes + b->n_bytes, tok, len);
+    t->tokens[t->n++] = (struct cq_fts_token){(uint32_t)b->n_bytes, (uint32_t)len, (uint32_t)start, (uint32_t)end,
+                                              flags};
+    b->n_bytes += len;
+    return 0;
+}
+
+cq_status cq_fts_tokens_make(const char *text, size_t len, cq_fts_tokens *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    /* offsets and token bytes fit 32 bits: a token's bytes are at most 18 folded code points a character */
+    if (len > UINT32_MAX / 72) return cq_err_set(err, CQ_ERR_TOO_LARGE, "fts_cjk: a text of %zu bytes", len);
+    out->text = text;
+    out->len = len;
+    tokens_build b = {.t = out};
+    cq_fts_cjk_tokenize(text, len, CQ_FTS_CJK_DOCUMENT, collect_token, &b);
+    if (b.failed) {
+        cq_fts_tokens_free(out);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    return CQ_OK;
+}
+
+void cq_fts_tokens_free(cq_fts_tokens *t) {
+    free(t->bytes);
+    free(t->tokens);
+    memset(t, 0, sizeof *t);
+}
+
+static _Thread_local const cq_fts_tokens *offered;
+
+void cq_fts_tokens_offer(const cq_fts_tokens *t) { offered = t; }
+
 /* ---- FTS5 glue ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -370,6 +429,15 @@ static int cjk_tokenize(Fts5Tokenizer *tokenizer, void *fts_ctx, int flags, cons
     if (n_text <= 0) return SQLITE_OK;
     fts5_sink sink = {fts_ctx, x_token};
     cq_fts_cjk_mode mode = (flags & FTS5_TOKENIZE_QUERY) ? CQ_FTS_CJK_QUERY : CQ_FTS_CJK_DOCUMENT;
+    const cq_fts_tokens *t = offered;
+    if (mode == CQ_FTS_CJK_DOCUMENT && t && t->len == (size_t)n_text && !memcmp(t->text, text, t->len)) {
+        for (size_t i = 0; i < t->n; i++) {
+            const struct cq_fts_token *k = &t->tokens[i];
+            int rc = fts5_sink_token(&sink, t->bytes + k->off, k->len, k->start, k->end, k->flags);
+            if (rc) return rc;
+        }
+        return SQLITE_OK;
+    }
     return cq_fts_cjk_tokenize(text, (size_t)n_text, mode, fts5_sink_token, &sink);
 }
 

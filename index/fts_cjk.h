@@ -54,6 +54,7 @@
 #define CQ_INDEX_FTS_CJK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sqlite3.h>
 
 #include "core/error.h"
@@ -81,6 +82,27 @@ typedef int (*cq_token_cb)(void *ctx, const char *tok, size_t len, size_t start,
 /* Tokenizes text[0..len) (any bytes; invalid UTF-8 separates tokens). Returns 0, or the callback's first
  * non-zero return value. Thread-safe; allocates nothing. */
 int cq_fts_cjk_tokenize(const char *text, size_t len, cq_fts_cjk_mode mode, cq_token_cb cb, void *ctx);
+
+/* A text's document-mode tokens made ahead, on any thread, for the thread that writes the text into an FTS5 table
+ * to replay instead of tokenizing it again (a batch ingest: app/ingest.c tokenizes clauses on its workers, and its
+ * one writer stays free of that work). */
+typedef struct cq_fts_tokens {
+    const char *text; /* the text they are of (borrowed: it must outlive the replay) */
+    size_t len;
+    char *bytes;      /* the tokens' folded bytes, end to end */
+    struct cq_fts_token {
+        uint32_t off, len, start, end, flags; /* its bytes[off, off + len), offsets in text, CQ_FTS_TOK_* */
+    } *tokens;
+    size_t n;
+} cq_fts_tokens;
+
+/* out: the tokens cq_fts_cjk_tokenize gives text[0..len) in document mode. CQ_ERR_NOMEM, CQ_ERR_TOO_LARGE (over
+ * 4 GiB). Free with cq_fts_tokens_free. */
+cq_status cq_fts_tokens_make(const char *text, size_t len, cq_fts_tokens *out, cq_err *err);
+void cq_fts_tokens_free(cq_fts_tokens *t);
+/* Until called again: when the tokenizer is asked, on this thread, for the document-mode tokens of a text that is
+ * byte for byte t's, it replays t (the same tokens, flags and offsets) instead. NULL: nothing is offered. */
+void cq_fts_tokens_offer(const cq_fts_tokens *t);
 
 /* The connection's FTS5 API (SELECT fts5(?1)), for registering tokenizers and auxiliary functions.
  * CQ_ERR_UNSUPPORTED when SQLite has no FTS5. */

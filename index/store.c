@@ -37,7 +37,18 @@ struct cq_store {
     void *router_cache; /* index/router.c */
     void *versions_seen; /* index/versions.c */
     void *bm25_cache;    /* index/bm25.c */
+    /* cq_store_clause_add's statements, prepared once (preparing them took as long as the insert of a short
+     * clause); the FTS one is for the table of fts_kb */
+    sqlite3_stmt *clause_insert, *fts_insert;
+    int64_t fts_kb;
 };
+
+static void clause_statements_drop(cq_store *s) {
+    sqlite3_finalize(s->clause_insert);
+    sqlite3_finalize(s->fts_insert);
+    s->clause_insert = s->fts_insert = NULL;
+    s->fts_kb = 0;
+}
 
 void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
@@ -409,6 +420,7 @@ void cq_store_close(cq_store *s) {
     cq_router_cache_free(s->router_cache);
     free(s->versions_seen);
     cq_bm25_cache_free(s->bm25_cache);
+    clause_statements_drop(s);
     sqlite3_close(s->db);
     free(s);
 }
@@ -651,6 +663,12 @@ void cq_store_rollback(cq_store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
+    if (s->pg) return CQ_OK;
+    return exec(s, on ? "PRAGMA cache_size = -262144; PRAGMA temp_store = MEMORY"
+                      : "PRAGMA cache_size = -2000; PRAGMA temp_store = DEFAULT", err);
+}
+
 static char *col_strdup(sqlite3_stmt *st, int i) {
     const unsigned char *t = sqlite3_column_text(st, i);
     return t ? strdup((const char *)t) : NULL;
@@ -804,6 +822,7 @@ static cq_status exec_id(cq_store *s, const char *sql, int64_t id, cq_err *err) 
 
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
     if (s->pg) return cq_pg_kb_delete(s->pg, kb_id, err);
+    clause_statements_drop(s); /* its FTS table goes */
     if (cq_store_begin(s, err)) return CQ_ERR_DB;
     char sql[96];
     snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
@@ -987,40 +1006,55 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
 cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                               const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
     if (s->pg) return pending_add(s, doc_id, doc_label, c, clause_id, err);
-    sqlite3_stmt *st;
-    if (prepare(s,
+    if (s->fts_insert && s->fts_kb != kb_id) {
+        sqlite3_finalize(s->fts_insert);
+        s->fts_insert = NULL;
+    }
+    if (!s->clause_insert &&
+        prepare(s,
                 "INSERT INTO clauses(doc_id, ord, kind, label, label_key, path, text, page_first, page_last, "
                 "start_off, end_off, boxes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &st, err))
+                &s->clause_insert, err))
         return CQ_ERR_DB;
+    if (!s->fts_insert) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "INSERT INTO " CQ_FTS_TABLE_FMT "(rowid, title, path, body) VALUES(?, ?, ?, ?)",
+                 (long long)kb_id);
+        if (prepare(s, sql, &s->fts_insert, err)) return CQ_ERR_DB;
+        s->fts_kb = kb_id;
+    }
+    sqlite3_stmt *st = s->clause_insert;
     sqlite3_bind_int64(st, 1, doc_id);
     sqlite3_bind_int(st, 2, c->ord);
     sqlite3_bind_int(st, 3, c->kind);
     bind_text_or_null(st, 4, c->label);
     bind_text_or_null(st, 5, c->label_key);
-    sqlite3_bind_text(st, 6, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 7, c->text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 6, c->path ? c->path : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, c->text, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 8, c->page_first);
     sqlite3_bind_int(st, 9, c->page_last);
     sqlite3_bind_int64(st, 10, c->start_off);
     sqlite3_bind_int64(st, 11, c->end_off);
-    if (c->n_boxes) sqlite3_bind_blob(st, 12, c->boxes, (int)(c->n_boxes * sizeof *c->boxes), SQLITE_TRANSIENT);
+    if (c->n_boxes) sqlite3_bind_blob(st, 12, c->boxes, (int)(c->n_boxes * sizeof *c->boxes), SQLITE_STATIC);
     else sqlite3_bind_null(st, 12);
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return db_error(s, err, "add clause");
+    cq_status out = rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "add clause");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (out) return out;
     int64_t id = sqlite3_last_insert_rowid(s->db);
-    char sql[128];
-    snprintf(sql, sizeof sql, "INSERT INTO " CQ_FTS_TABLE_FMT "(rowid, title, path, body) VALUES(?, ?, ?, ?)",
-             (long long)kb_id);
-    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
+    st = s->fts_insert;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, doc_label ? doc_label : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, c->text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, doc_label ? doc_label : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, c->text, -1, SQLITE_STATIC);
+    cq_fts_tokens_offer(c->text_tokens); /* the body's tokens, when the caller made them */
     rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return db_error(s, err, "index clause");
+    cq_fts_tokens_offer(NULL);
+    out = rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "index clause");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (out) return out;
     if (clause_id) *clause_id = id;
     return CQ_OK;
 }

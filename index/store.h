@@ -61,6 +61,10 @@ cq_pg *cq_store_pg(cq_store *s);
 cq_status cq_store_begin(cq_store *s, cq_err *err);
 cq_status cq_store_commit(cq_store *s, cq_err *err);
 void cq_store_rollback(cq_store *s);
+/* Bulk writing on this connection (SQLite; nothing on PostgreSQL): a page cache of 256 MiB (a transaction larger
+ * than the cache spills pages to the WAL as it goes and writes many of them again) and temporary files in memory
+ * (statement journals). off: SQLite's defaults again. */
+cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err);
 
 /* ---- knowledge bases ---- */
 typedef struct {
@@ -134,6 +138,7 @@ typedef struct {
     uint32_t start_off, end_off;
     const cq_store_box *boxes;
     size_t n_boxes;
+    const struct cq_fts_tokens *text_tokens; /* text's FTS tokens made ahead (index/fts_cjk.h), or NULL (SQLite) */
 } cq_store_clause;
 /* doc_label: what the FTS title column indexes for this document (its title and name). */
 /* On PostgreSQL the clauses of a document are held in the store (their ids given at once) and written together at

@@ -8,6 +8,7 @@
 #include <faiss/c_api/impl/AuxIndexStructures_c.h>
 #include <faiss/c_api/index_factory_c.h>
 #include <faiss/c_api/index_io_c.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -34,6 +35,30 @@ static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
 }
 
 #define SMALL_ADD 1024 /* vectors: an add below this runs on one OpenMP thread (cq_vectors_add) */
+
+/* FAISS's matrix products go to the BLAS this program is linked with, OpenBLAS in practice. OpenBLAS starts one
+ * thread per core and, after each call, keeps them spinning on sched_yield for a long while (its THREAD_TIMEOUT,
+ * ~0.1 s) before they sleep; a document's add (~44 vectors against the IVF centroids) every few milliseconds
+ * therefore kept 15 threads spinning through a whole ingest on the 16-core GPU box (laws-zh: 13 minutes of system
+ * time in 76 s, docs/PERF.md). Here every product is small except training an IVF index, so OpenBLAS runs on the
+ * calling thread (its threads sleep) and gets the cores only while cq_vectors_fill trains and fills an index.
+ * Looked up at run time: a reference BLAS has no such call and needs none. The setting is process-wide. */
+static void (*blas_set_threads)(int);
+static int blas_cores = 1;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_init(void) {
+    *(void **)&blas_set_threads = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    blas_cores = n > 0 ? (int)n : 1;
+    if (blas_set_threads) blas_set_threads(1);
+}
+
+/* all: the cores (training an index), else the calling thread only */
+static void blas_threads(bool all) {
+    pthread_once(&blas_once, blas_init);
+    if (blas_set_threads) blas_set_threads(all ? blas_cores : 1);
+}
 
 void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe) {
     int l = 64;
@@ -118,8 +143,10 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
 
 cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err) {
     pthread_rwlock_wrlock(&v->lock);
+    blas_threads(true);
     cq_status rc = new_index(v, n, x, err);
     if (!rc && n && faiss_Index_add_with_ids(v->index, (idx_t)n, x, (const idx_t *)ids)) rc = faiss_error(err, "add");
+    blas_threads(false);
     v->dirty = 1;
     pthread_rwlock_unlock(&v->lock);
     return rc;
@@ -169,6 +196,7 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
 cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
                          cq_err *err) {
     *out = NULL;
+    pthread_once(&blas_once, blas_init); /* before FAISS's first product */
     if (dim <= 0 || !model || !*model || strlen(model) >= sizeof ((cq_vectors *)0)->model)
         return cq_err_set(err, CQ_ERR_INVALID, "vectors: bad dimension or model id");
     char dir[4000];
@@ -268,26 +296,47 @@ int cq_vectors_is_ivf(const cq_vectors *v) {
     return ivf;
 }
 
-/* The rows of cq_vectors_add, replacing earlier ones of those clauses (the caller's transaction, if any). */
+/* The rows of cq_vectors_add, replacing earlier ones of those clauses (the caller's transaction, if any);
+ * *replaced: whether any clause had one (on PostgreSQL: assumed). */
 static cq_status store_rows(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
-                            cq_err *err) {
+                            bool *replaced, cq_err *err) {
     cq_pg *pg = cq_store_pg(s);
+    *replaced = true;
     if (pg) return cq_pg_vectors_store(pg, v->kb_id, v->model, v->dim, clause_ids, vectors, n, err);
+    *replaced = false;
     sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?,?,?,?)",
-                           -1, &st, NULL))
+    /* Inserted; a clause that has a vector already gets it updated. Not INSERT OR REPLACE, nor an upsert: on this
+     * indexed table they open a statement journal, and FTS5 writes its pending terms out as a segment at every
+     * savepoint (index/versions.c says what that cost). */
+    sqlite3_stmt *st, *update;
+    if (sqlite3_prepare_v2(db, "INSERT INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?1, ?2, ?3, ?4)", -1,
+                           &st, NULL))
         return db_error(s, err, "store vectors");
+    if (sqlite3_prepare_v2(db, "UPDATE clause_vectors SET kb_id = ?2, model = ?3, vec = ?4 WHERE clause_id = ?1", -1,
+                           &update, NULL)) {
+        sqlite3_finalize(st);
+        return db_error(s, err, "store vectors");
+    }
     cq_status rc = CQ_OK;
     for (size_t i = 0; i < n && !rc; i++) {
-        sqlite3_bind_int64(st, 1, clause_ids[i]);
-        sqlite3_bind_int64(st, 2, v->kb_id);
-        sqlite3_bind_text(st, 3, v->model, -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "store vectors");
+        for (int k = 0; k < 2; k++) {
+            sqlite3_stmt *q = k ? update : st;
+            sqlite3_bind_int64(q, 1, clause_ids[i]);
+            sqlite3_bind_int64(q, 2, v->kb_id);
+            sqlite3_bind_text(q, 3, v->model, -1, SQLITE_STATIC);
+            sqlite3_bind_blob(q, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
+        }
+        int step = sqlite3_step(st);
         sqlite3_reset(st);
+        if (step == SQLITE_CONSTRAINT && sqlite3_extended_errcode(db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+            *replaced = true;
+            step = sqlite3_step(update);
+            sqlite3_reset(update);
+        }
+        if (step != SQLITE_DONE) rc = db_error(s, err, "store vectors");
     }
     sqlite3_finalize(st);
+    sqlite3_finalize(update);
     return rc;
 }
 
@@ -328,10 +377,13 @@ cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remov
 cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
                          cq_err *err) {
     if (!n) return CQ_OK;
-    cq_status rc = store_rows(v, s, clause_ids, vectors, n, err);
+    bool replaced = true;
+    cq_status rc = store_rows(v, s, clause_ids, vectors, n, &replaced, err);
     bool rebuild = false;
-    /* a replaced clause must not appear twice: its old vector goes first */
-    if (!rc) rc = cq_vectors_update(v, clause_ids, n, clause_ids, vectors, n, &rebuild, err);
+    /* A replaced clause must not appear twice: its old vector goes first. Clauses that had no row have no vector
+     * in FAISS either (FAISS follows SQLite: every rollback and delete forgets its ids), and removing ids scans
+     * the whole index (~0.3 ms an add at 64,000 vectors, tests/bench/bench_vectors_add.c): skipped for them. */
+    if (!rc) rc = cq_vectors_update(v, clause_ids, replaced ? n : 0, clause_ids, vectors, n, &rebuild, err);
     if (!rc && rebuild) rc = cq_vectors_rebuild(v, s, err);
     return rc;
 }
@@ -430,7 +482,8 @@ cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, i
     if (pg) return cq_pg_vectors_state_put(pg, doc_id, model, n_tokens, state, len, err);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(cq_store_db(s),
-                           "INSERT OR REPLACE INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?)", -1,
+                           "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?) ON CONFLICT(doc_id) "
+                           "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state", -1,
                            &st, NULL))
         return db_error(s, err, "store document state");
     sqlite3_bind_int64(st, 1, doc_id);
@@ -700,6 +753,13 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
                                    size_t n, float *vectors, cq_err *err) {
     pthread_mutex_lock(&d->doc_mu);
     cq_status rc = cq_ssm_encode_document(d->doc_encoder, state, clauses, lens, n, vectors, err);
+    pthread_mutex_unlock(&d->doc_mu);
+    return rc;
+}
+
+cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err *err) {
+    pthread_mutex_lock(&d->doc_mu);
+    cq_status rc = cq_ssm_encode_tokens(d->doc_encoder, seqs, n, err);
     pthread_mutex_unlock(&d->doc_mu);
     return rc;
 }

@@ -103,6 +103,8 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
 /* Encodes a document's clauses for ingest (cq_ssm_encode_document on the document encoder, under its lock). */
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
                                    size_t n, float *vectors, cq_err *err);
+/* The same from tokens (cq_ssm_document_tokens), for several documents at once (cq_ssm_encode_tokens). */
+cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
 /* How retrieval fuses BM25 with these weights' vectors (index/fusion.h): the "fusion" of their ssm.json, read and
  * checked when the retriever opens (a bad one fails the open with the reason), rrf when they carry none. */

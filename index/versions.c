@@ -97,7 +97,7 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     sqlite3 *db = cq_store_db(s);
     sqlite3_stmt *st;
     if (exec_bind(db,
-                  "SELECT d.kb_id, d.name, d.title, coalesce(v.by_user, 0) FROM documents d "
+                  "SELECT d.kb_id, d.name, d.title, coalesce(v.by_user, 0), v.doc_id IS NOT NULL FROM documents d "
                   "LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?",
                   err, "find document", &st))
         return CQ_ERR_DB;
@@ -110,7 +110,7 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     char *name = strdup((const char *)sqlite3_column_text(st, 1));
     const unsigned char *title_col = sqlite3_column_text(st, 2);
     char *title = title_col ? strdup((const char *)title_col) : NULL;
-    bool by_user = sqlite3_column_int(st, 3) != 0;
+    bool by_user = sqlite3_column_int(st, 3) != 0, has_row = sqlite3_column_int(st, 4) != 0;
     sqlite3_finalize(st);
     char *header = NULL, *tail = NULL;
     cq_status rc = name ? read_texts(db, doc_id, &header, &tail, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -121,11 +121,18 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     free(header);
     free(tail);
     if (rc) return rc;
-    /* A person's correction stands; only what the text repeals is refreshed. */
+    /* A person's correction stands; only what the text repeals is refreshed. A new document's row is inserted
+     * (the common case), an existing one updated: not INSERT OR REPLACE, nor an upsert, which open a statement
+     * journal on this indexed table, and FTS5 writes its pending terms out as a new segment at every savepoint, so
+     * each document's clauses became a segment of their own (about half the writing time of an ingest,
+     * docs/PERF.md). */
     if (!by_user) {
         if (exec_bind(db,
-                      "INSERT OR REPLACE INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, "
-                      "repealed, by_user, analysed_at) VALUES(?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                      has_row ? "UPDATE doc_versions SET doc_id = ?1, kb_id = ?2, key = ?3, label = ?4, "
+                                "promulgated = ?5, effective = ?6, repealed = ?7, by_user = 0, analysed_at = ?8 "
+                                "WHERE doc_id = ?1"
+                              : "INSERT INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, "
+                                "repealed, by_user, analysed_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
                       err, "write version", &st))
             return CQ_ERR_DB;
         sqlite3_bind_int64(st, 1, doc_id);

@@ -316,23 +316,39 @@ static cq_status append_text(const cq_ssm_model *m, int32_t **ids, size_t *n, si
     return CQ_OK;
 }
 
+cq_status cq_ssm_document_tokens(const cq_ssm_model *m, bool fresh, const char *const *clauses, const size_t *lens,
+                                 size_t n_clauses, int32_t **ids, size_t *n_ids, uint32_t *ends, cq_err *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    size_t n = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    if (fresh) {
+        if (!grow((void **)ids, &cap, 1, sizeof **ids)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else (*ids)[n++] = CQ_SSM_TOK_BOS;
+    }
+    for (size_t i = 0; i < n_clauses && !rc; i++) {
+        rc = append_text(m, ids, &n, &cap, CQ_SSM_TOK_SEP, clauses[i], lens[i], err);
+        if (!rc && n > UINT32_MAX) rc = cq_err_set(err, CQ_ERR_INVALID, "document too long for one call");
+        if (!rc) ends[i] = (uint32_t)n;
+    }
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        return rc;
+    }
+    *n_ids = n;
+    return CQ_OK;
+}
+
 cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
                                  const size_t *lens, size_t n_clauses, float *vectors, cq_err *err) {
     if (!state) return cq_err_set(err, CQ_ERR_INVALID, "encode_document needs a state");
     if (!n_clauses) return CQ_OK;
     int32_t *ids = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
     uint32_t *ends = malloc(n_clauses * sizeof *ends);
     cq_status rc = ends ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && state->n_tokens == 0) {
-        if (!grow((void **)&ids, &cap, 1, sizeof *ids)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else ids[n++] = CQ_SSM_TOK_BOS;
-    }
-    for (size_t i = 0; i < n_clauses && !rc; i++) {
-        rc = append_text(e->m, &ids, &n, &cap, CQ_SSM_TOK_SEP, clauses[i], lens[i], err);
-        if (!rc && n > UINT32_MAX) rc = cq_err_set(err, CQ_ERR_INVALID, "document too long for one call");
-        if (!rc) ends[i] = (uint32_t)n;
-    }
+    if (!rc) rc = cq_ssm_document_tokens(e->m, state->n_tokens == 0, clauses, lens, n_clauses, &ids, &n, ends, err);
     if (!rc) {
         cq_ssm_seq s = {.tokens = ids, .n_tokens = n, .segment_ends = ends, .n_segments = n_clauses,
                         .state = state, .vectors = vectors};

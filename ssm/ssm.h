@@ -104,6 +104,13 @@ const char *cq_ssm_backend_name(cq_ssm_backend b);
 cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
                                  const size_t *lens, size_t n_clauses, float *vectors, cq_err *err);
 
+/* The tokens cq_ssm_encode_document reads for these clauses: BOS first when fresh (a new document's state), then
+ * SEP + each clause's tokens; ends[i] (n_clauses of them, the caller's) is where clause i ends. *ids is malloc'd.
+ * Touches no encoder, so a document can be tokenized on any thread (an external vocabulary's tokenize must allow
+ * that) and encoded later by cq_ssm_encode_tokens. */
+cq_status cq_ssm_document_tokens(const cq_ssm_model *m, bool fresh, const char *const *clauses, const size_t *lens,
+                                 size_t n_clauses, int32_t **ids, size_t *n_ids, uint32_t *ends, cq_err *err);
+
 /* Encodes n questions, each QRY + its tokens from a zero state. vectors: n × d_embed. */
 cq_status cq_ssm_encode_queries(cq_ssm_encoder *e, const char *const *questions, const size_t *lens, size_t n,
                                 float *vectors, cq_err *err);

@@ -395,6 +395,64 @@ static void test_document_positions(void **state) {
                 "支:0|支付:0|付:1|付人:1|人:2|人民:2|民:3|民币:3|币:4|100:5|元:6|元罚:6|罚:7|罚款:7|款:8");
 }
 
+/* Every (term, row, offset) of a table, in order, one a line. */
+static char *instances(sqlite3 *db, const char *vocab) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT term, doc, col, offset FROM %s ORDER BY doc, col, offset, term", vocab);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    cq_strbuf b = {0};
+    while (sqlite3_step(st) == SQLITE_ROW)
+        cq_strbuf_printf(&b, "%s %lld %s %d\n", (const char *)sqlite3_column_text(st, 0),
+                         (long long)sqlite3_column_int64(st, 1), (const char *)sqlite3_column_text(st, 2),
+                         sqlite3_column_int(st, 3));
+    sqlite3_finalize(st);
+    return cq_strbuf_take(&b);
+}
+
+/* Tokens made ahead and offered (a batch ingest's workers and writer) index exactly what the tokenizer would; a
+ * text other than the offered one is tokenized as usual. */
+static void test_tokens_made_ahead(void **state) {
+    (void)state;
+    sqlite3 *db = open_db();
+    exec(db, "CREATE VIRTUAL TABLE a USING fts5(body, tokenize='cjk'); CREATE VIRTUAL TABLE b USING fts5(body, "
+             "tokenize='cjk'); CREATE VIRTUAL TABLE va USING fts5vocab(a, instance); CREATE VIRTUAL TABLE vb USING "
+             "fts5vocab(b, instance)");
+    sqlite3_stmt *ia = NULL, *ib = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO a(rowid, body) VALUES(?, ?)", -1, &ia, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO b(rowid, body) VALUES(?, ?)", -1, &ib, NULL), SQLITE_OK);
+    size_t n = sizeof corpus / sizeof corpus[0];
+    for (size_t i = 0; i < n; i++) {
+        cq_fts_tokens t;
+        cq_err err = {0};
+        assert_int_equal(cq_fts_tokens_make(corpus[i], strlen(corpus[i]), &t, &err), CQ_OK);
+        assert_true(t.n > 0);
+        sqlite3_bind_int64(ia, 1, (sqlite3_int64)(i + 1));
+        sqlite3_bind_text(ia, 2, corpus[i], -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(ia), SQLITE_DONE);
+        sqlite3_reset(ia);
+        /* b: each row offered its own tokens, but the last the tokens of another text */
+        cq_fts_tokens other;
+        assert_int_equal(cq_fts_tokens_make(corpus[(i + 1) % n], strlen(corpus[(i + 1) % n]), &other, &err), CQ_OK);
+        cq_fts_tokens_offer(i + 1 < n ? &t : &other);
+        sqlite3_bind_int64(ib, 1, (sqlite3_int64)(i + 1));
+        sqlite3_bind_text(ib, 2, corpus[i], -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(ib), SQLITE_DONE);
+        sqlite3_reset(ib);
+        cq_fts_tokens_offer(NULL);
+        cq_fts_tokens_free(&t);
+        cq_fts_tokens_free(&other);
+    }
+    sqlite3_finalize(ia);
+    sqlite3_finalize(ib);
+    char *got_a = instances(db, "va"), *got_b = instances(db, "vb");
+    assert_true(strlen(got_a) > 100);
+    assert_string_equal(got_a, got_b);
+    free(got_a);
+    free(got_b);
+    sqlite3_close(db);
+}
+
 /* bm25() of one row for one query (more negative is better). */
 static double row_score(sqlite3 *db, const char *match, sqlite3_int64 rowid) {
     sqlite3_stmt *st = NULL;
@@ -492,6 +550,7 @@ static void test_throughput(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_document),
+        cmocka_unit_test(test_tokens_made_ahead),
         cmocka_unit_test(test_mixed_query),
         cmocka_unit_test(test_isolated_characters_and_numbers),
         cmocka_unit_test(test_punctuation_breaks_runs),

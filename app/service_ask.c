@@ -110,8 +110,10 @@ static cq_status question_error(cq_status rc, cq_err *err) {
 static cq_status question_options(cq_service *s, const cq_web_question *q, cq_retrieve_options *o, cq_err *err) {
     *o = (cq_retrieve_options){.k = q->k > 0 ? (size_t)q->k : 0, .dense = s->dense};
     o->modes = cq_retrieve_parse_mode(q->mode, err);
+    if (!o->modes) return err->code ? err->code : CQ_ERR_INVALID;
+    if (q->fusion && cq_fusion_parse_method(q->fusion, &o->fusion, err)) return CQ_ERR_INVALID;
     cq_rerank_attach(o, &s->reranker, s->decoder, q->mode == NULL);
-    return o->modes ? CQ_OK : (err->code ? err->code : CQ_ERR_INVALID);
+    return CQ_OK;
 }
 
 /* What retrieve starts with: the retrieval options, a connection, and the question parsed for the KB (and

@@ -518,7 +518,8 @@ bool cq_web_question_fits(cq_web_req *r, const char *question) {
     return false;
 }
 
-/* Fills q from a request body {"question", "k", "mode", "as_of", "history"}; sends 400 and returns false when invalid. */
+/* Fills q from a request body {"question", "k", "mode", "fusion", "as_of", "history"}; sends 400 and returns false
+ * when invalid. */
 static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q) {
     memset(q, 0, sizeof *q);
     const cJSON *question = cJSON_GetObjectItem(body, "question");
@@ -543,6 +544,14 @@ static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q)
             return false;
         }
         q->mode = mode->valuestring;
+    }
+    const cJSON *fusion = cJSON_GetObjectItem(body, "fusion");
+    if (fusion && !cJSON_IsNull(fusion)) {
+        if (!cJSON_IsString(fusion)) {
+            cq_web_send_error(r, 400, "invalid", "\"fusion\" must be \"rrf\", \"keep\" or \"weights\"");
+            return false;
+        }
+        q->fusion = fusion->valuestring;
     }
     const cJSON *as_of = cJSON_GetObjectItem(body, "as_of");
     if (as_of && !cJSON_IsNull(as_of)) {

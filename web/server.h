@@ -55,6 +55,7 @@ typedef struct {
                              NULL; borrowed. An ask that continues a conversation reads its stored turns instead */
     int k;                /* clauses to retrieve; 0 = default */
     const char *mode;     /* retrieval modes ("hybrid", "router,bm25" ...) or NULL */
+    const char *fusion;   /* "rrf", "keep" or "weights" (index/fusion.h), or NULL: what the encoder's weights say */
     const char *as_of;    /* "YYYY-MM-DD": answer from the versions in force that day (index/versions.h), or NULL */
     /* ask only: conversations kept by the service, per key (docs/API.md) */
     int64_t conversation_id; /* continue this conversation of the asker's; 0: none named */

@@ -151,6 +151,18 @@ def main():
               r)
         r = s.post('/api/v1/kbs/laws/ask', {'question': q, 'mode': 'hybrid,dense'})
         check('ask with dense', r.status == 200 and 'answer' in (r.json() or {}), r)
+        # "fusion": rrf is what these weights (no fitted fusion in their ssm.json) use anyway; keep needs parameters
+        # they lack (400 saying so); anything else is refused (400).
+        body = {'question': q, 'k': 10, 'mode': 'bm25,dense'}
+        r_rrf = s.post('/api/v1/kbs/laws/retrieve', dict(body, fusion='rrf'))
+        check('fusion rrf = the weights\' default', r_rrf.status == 200
+              and [x['clause_id'] for x in r_rrf.json()['results']] == [x['clause_id'] for x in res], r_rrf)
+        r = s.post('/api/v1/kbs/laws/retrieve', dict(body, fusion='keep'))
+        check('fusion keep without fitted parameters: 400', r.status == 400 and 'fusion' in r.body.decode(), r)
+        r = s.post('/api/v1/kbs/laws/ask', dict(body, fusion='borda'))
+        check('unknown fusion: 400', r.status == 400 and 'fusion' in r.body.decode(), r)
+        r = s.post('/api/v1/kbs/laws/retrieve', dict(body, fusion=3))
+        check('fusion not a string: 400', r.status == 400, r)
 
         # Deleting a document takes its clauses out of the index at once.
         pdf_clauses = {row[0] for row in db_rows(s.data, 'SELECT id FROM clauses WHERE doc_id = ?', pdf_id)}

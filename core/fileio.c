@@ -105,8 +105,11 @@ int cq_remove_stale_temp_files(const char *dir, int min_age_s) {
         int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;
         struct stat st;
-        /* A writer at work holds the lock; a young file whose writer lives may be one that has not taken it yet. */
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (now - st.st_mtime >= min_age_s || writer_gone(e->d_name)) &&
+        /* A writer at work holds the lock; a young file whose writer lives may be one that has not taken it yet.
+         * min_age_s <= 0 takes every unlocked file: a file's mtime can be a second ahead of time(NULL) (the kernel
+         * stamps files with a finer clock than time()'s coarse one), so "age >= 0" is not always true. */
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (min_age_s <= 0 || now - st.st_mtime >= min_age_s || writer_gone(e->d_name)) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path) == 0)
             removed++;
         close(fd);

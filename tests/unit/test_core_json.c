@@ -139,6 +139,10 @@ static void test_stale_temp_files(void **state) {
     snprintf(path, sizeof path, "%s/e.bin", dir);
     cq_err err = {0};
     assert_int_equal(cq_file_write_atomic(path, "data", 4, &err), CQ_OK);
+    /* min_age 0 takes every unlocked file, even one stamped ahead of time(NULL) (file clocks are finer than
+     * time()'s: a file written just now can read a second in the future; CI saw it) */
+    struct utimbuf ahead = {time(NULL) + 5, time(NULL) + 5};
+    assert_int_equal(utime(kept_fresh, &ahead), 0);
     assert_int_equal(cq_remove_stale_temp_files(dir, 0), 2); /* only kept_fresh and kept_mine are left */
     for (int i = 0; i < 6; i++) unlink(all[i]);
     unlink(path);

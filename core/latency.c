@@ -2,10 +2,10 @@
 
 #include <math.h>
 
-/* 1-2-5 steps from half a millisecond to ten seconds: an ask's phases run from microseconds (a free lock) to
- * seconds (a long queue). */
-static const double BOUNDS[CQ_LAT_BUCKETS - 1] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
-                                                  0.1,    0.2,   0.5,   1,     2,    5,    10};
+/* 1-2-5 steps from half a millisecond to ten seconds, and 30 s: an ask's phases run from microseconds (a free lock)
+ * to seconds (a long queue); an HTTP request (an upload, a streamed answer) can take tens of seconds. */
+static const double BOUNDS[CQ_LAT_BUCKETS - 1] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                  0.2,    0.5,   1,     2,     5,    10,   30};
 
 double cq_lat_bound(int i) { return i >= 0 && i < CQ_LAT_BUCKETS - 1 ? BOUNDS[i] : INFINITY; }
 

@@ -1,5 +1,5 @@
-/* Latency histograms for /metrics (issue 15: where an ask's time goes under load). Fixed buckets from 0.5 ms to
- * 10 s (Prometheus' cumulative `le` buckets are made when printed), the sum and the count. Not thread-safe: the
+/* Latency histograms for /metrics (issue 15: where an ask's time goes under load; HTTP requests by route). Fixed
+ * buckets from 0.5 ms to 30 s (Prometheus' cumulative `le` buckets are made when printed), the sum and the count. Not thread-safe: the
  * owner guards a histogram with the lock it already holds for its other numbers, so adding one is a few stores.
  *
  *   cq_lat_hist h = {0};
@@ -13,7 +13,7 @@
 
 #include "core/strbuf.h"
 
-#define CQ_LAT_BUCKETS 15 /* 14 upper bounds (cq_lat_bound) and +Inf */
+#define CQ_LAT_BUCKETS 16 /* 15 upper bounds (cq_lat_bound) and +Inf */
 
 typedef struct {
     uint64_t bucket[CQ_LAT_BUCKETS]; /* observations by bucket (not cumulative): bucket i holds values
@@ -22,7 +22,7 @@ typedef struct {
     double sum; /* seconds */
 } cq_lat_hist;
 
-/* Upper bound of bucket i in seconds (0.0005, 0.001, 0.002, 0.005 ... 5, 10); the last one is +Inf. */
+/* Upper bound of bucket i in seconds (0.0005, 0.001, 0.002, 0.005 ... 5, 10, 30); the last one is +Inf. */
 double cq_lat_bound(int i);
 
 /* Counts one observation (negative values count as 0). */

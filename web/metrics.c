@@ -1,10 +1,7 @@
 #include "web/metrics.h"
 
+#include <stdio.h>
 #include <string.h>
-
-/* Upper bounds of the latency buckets, seconds (the last bucket, +Inf, is implicit). */
-static const double bucket_le[CQ_WEB_LATENCY_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                         0.25,  0.5,    1,     2.5,  5,     10,   30};
 
 static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_UNKNOWN] = "other",
@@ -61,11 +58,7 @@ void cq_web_metrics_end(cq_web_metrics *m, cq_web_route route, int status, doubl
         }
     if (r->status[slot] == 0) r->status[slot] = status;
     r->count[slot]++;
-    int b = 0;
-    while (b < CQ_WEB_LATENCY_BUCKETS && seconds > bucket_le[b]) b++;
-    if (b < CQ_WEB_LATENCY_BUCKETS) r->bucket[b]++;
-    r->n++;
-    r->sum_seconds += seconds;
+    cq_lat_hist_add(&r->latency, seconds);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -80,20 +73,10 @@ void cq_web_metrics_print(cq_web_metrics *m, cq_strbuf *out) {
     cq_strbuf_puts(out, "# HELP clauseqa_http_request_duration_seconds Time from request to the last byte sent.\n"
                         "# TYPE clauseqa_http_request_duration_seconds histogram\n");
     for (int r = 0; r < CQ_ROUTE_COUNT; r++) {
-        const cq_web_route_metrics *rm = &m->routes[r];
-        if (!rm->n) continue;
-        uint64_t cumulative = 0;
-        for (int b = 0; b < CQ_WEB_LATENCY_BUCKETS; b++) {
-            cumulative += rm->bucket[b];
-            cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                             route_names[r], bucket_le[b], (unsigned long long)cumulative);
-        }
-        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                         route_names[r], (unsigned long long)rm->n);
-        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", route_names[r],
-                         rm->sum_seconds);
-        cq_strbuf_printf(out, "clauseqa_http_request_duration_seconds_count{route=\"%s\"} %llu\n", route_names[r],
-                         (unsigned long long)rm->n);
+        if (!m->routes[r].latency.count) continue;
+        char label[96];
+        snprintf(label, sizeof label, "route=\"%s\"", route_names[r]);
+        cq_lat_hist_prometheus(out, "clauseqa_http_request_duration_seconds", label, &m->routes[r].latency);
     }
     cq_strbuf_printf(out,
                      "# HELP clauseqa_http_requests_in_flight Requests being handled now.\n"

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/latency.h"
 #include "core/strbuf.h"
 
 typedef enum {
@@ -36,15 +37,12 @@ typedef enum {
 
 const char *cq_web_route_name(cq_web_route route);
 
-#define CQ_WEB_LATENCY_BUCKETS 14
 #define CQ_WEB_MAX_STATUSES 12 /* distinct statuses counted per route; more fall into the last slot */
 
 typedef struct {
     int status[CQ_WEB_MAX_STATUSES];
     uint64_t count[CQ_WEB_MAX_STATUSES];
-    uint64_t bucket[CQ_WEB_LATENCY_BUCKETS]; /* cumulative counts are computed when printing */
-    uint64_t n;
-    double sum_seconds;
+    cq_lat_hist latency; /* time from request to the last byte sent */
 } cq_web_route_metrics;
 
 typedef struct {

@@ -17,25 +17,28 @@ static void test_buckets(void **state) {
     (void)state;
     cq_lat_hist h = {0};
     assert_true(cq_lat_bound(0) == 0.0005);
-    assert_true(cq_lat_bound(CQ_LAT_BUCKETS - 2) == 10);
+    assert_true(cq_lat_bound(CQ_LAT_BUCKETS - 3) == 10);
+    assert_true(cq_lat_bound(CQ_LAT_BUCKETS - 2) == 30);
     assert_true(isinf(cq_lat_bound(CQ_LAT_BUCKETS - 1)));
     cq_lat_hist_add(&h, 0);      /* bucket 0 */
     cq_lat_hist_add(&h, -1);     /* counted as 0 */
     cq_lat_hist_add(&h, 0.0005); /* on the first bound: bucket 0 */
     cq_lat_hist_add(&h, 0.0006); /* bucket 1 (<= 1 ms) */
     cq_lat_hist_add(&h, 0.03);   /* bucket 6 (<= 50 ms) */
-    cq_lat_hist_add(&h, 11);     /* +Inf */
+    cq_lat_hist_add(&h, 11);     /* bucket 14 (<= 30 s) */
+    cq_lat_hist_add(&h, 31);     /* +Inf */
     cq_lat_hist_add(&h, NAN);    /* counted as 0 */
-    assert_int_equal(h.count, 7);
+    assert_int_equal(h.count, 8);
     assert_int_equal(h.bucket[0], 4);
     assert_int_equal(h.bucket[1], 1);
     assert_int_equal(h.bucket[6], 1);
+    assert_int_equal(h.bucket[CQ_LAT_BUCKETS - 2], 1);
     assert_int_equal(h.bucket[CQ_LAT_BUCKETS - 1], 1);
-    assert_true(fabs(h.sum - (0.0005 + 0.0006 + 0.03 + 11)) < 1e-12);
+    assert_true(fabs(h.sum - (0.0005 + 0.0006 + 0.03 + 11 + 31)) < 1e-12);
     cq_lat_hist g = {0};
     cq_lat_hist_add(&g, 0.03);
     cq_lat_hist_merge(&g, &h);
-    assert_int_equal(g.count, 8);
+    assert_int_equal(g.count, 9);
     assert_int_equal(g.bucket[6], 2);
     assert_true(fabs(g.sum - h.sum - 0.03) < 1e-12);
 }

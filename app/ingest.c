@@ -52,6 +52,7 @@ typedef struct {
     float *vectors;
     cq_ssm_state *state;
     /* the outcome */
+    int64_t doc_id;                /* its documents row, once created */
     int64_t *clause_ids;
     bool written;                  /* its rows are in the open transaction (vectors in FAISS) */
     cq_status rc;
@@ -132,8 +133,8 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
     return CQ_OK;
 }
 
-/* A batch group's documents whose vectors and states wait for the end of the group (flush_vectors), when their
- * rows go in with one statement and their vectors into FAISS with one add. */
+/* Documents encoded whose vectors and states wait for flush_vectors: one document's until its rows are in, or a
+ * batch group's until the group's end, when their rows go in with one statement and FAISS gets one add. */
 typedef struct {
     ingest_doc *docs[GROUP_DOCS];
     size_t n;
@@ -170,16 +171,13 @@ static cq_status put_state(cq_store *s, const cq_ssm_model *m, int64_t doc_id, c
     return rc;
 }
 
-/* A document's vector per clause and final state, written in the ingest transaction; encoded here (one encoder
- * pass over the document) unless a batch encoded it already. pending: a batch's group, which writes them at its
- * end (flush_vectors); NULL: written now. */
-static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t doc_id, ingest_doc *doc,
-                                pending_vectors *pending, cq_err *err) {
+/* A document's vector per clause and final state, encoded here (one encoder pass over the document) unless a batch
+ * encoded it already, and queued for flush_vectors. */
+static cq_status encode_clauses(cq_dense *d, ingest_doc *doc, pending_vectors *queue, cq_err *err) {
     const cq_structure *st = &doc->st;
     if (!d || st->n_clauses == 0) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
     size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed;
-    cq_vectors *v = NULL;
     cq_status rc = CQ_OK;
     if (!doc->vectors) {
         const char **texts = NULL;
@@ -192,19 +190,17 @@ static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t
         free(texts);
         free(lens);
     }
-    if (!rc && pending) {
-        pending->docs[pending->n++] = doc;
-        return CQ_OK;
+    if (rc) {
+        cq_err_prefix(err, "encoding clauses: ");
+        return rc;
     }
-    if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
-    if (!rc) rc = cq_vectors_add(v, s, doc->clause_ids, doc->vectors, n, err);
-    if (!rc) rc = put_state(s, m, doc_id, doc->state, err);
-    if (rc) cq_err_prefix(err, "encoding clauses: ");
-    return rc;
+    queue->docs[queue->n++] = doc;
+    return CQ_OK;
 }
 
-/* Writes the pending documents' vectors (one statement, one FAISS add) and states, in the group's transaction,
- * as encode_clauses would have written them one document at a time. Each document's doc_id is in its res. */
+/* Writes the queued documents' vectors (one statement, one FAISS add) and states, in the open transaction, once
+ * their documents' rows are in (on PostgreSQL a document's clauses reach the server with cq_store_doc_finish, and
+ * the vector rows refer to them). */
 static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_vectors *p, cq_err *err) {
     if (!p->n) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
@@ -233,7 +229,7 @@ static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_
     }
     for (size_t k = 0; !rc && !together && k < p->n; k++)
         rc = cq_vectors_add(v, s, p->docs[k]->clause_ids, p->docs[k]->vectors, p->docs[k]->st.n_clauses, err);
-    for (size_t k = 0; !rc && k < p->n; k++) rc = put_state(s, m, p->docs[k]->res.doc_id, p->docs[k]->state, err);
+    for (size_t k = 0; !rc && k < p->n; k++) rc = put_state(s, m, p->docs[k]->doc_id, p->docs[k]->state, err);
     if (rc) cq_err_prefix(err, "encoding clauses: ");
     p->n = 0;
     return rc;
@@ -343,6 +339,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
                            const cq_ingest_options *opt, const cq_doc_info *old, pending_vectors *pending,
                            cq_err *err) {
     const bool in_batch = pending != NULL;
+    pending_vectors own = {.n = 0}; /* alone: its vectors and states, written after its rows */
     const char *title = d->doc.title;
     if (d->st.title && (!title || d->format->text_title_first)) title = d->st.title;
     char *label = doc_label(title, d->name);
@@ -353,12 +350,17 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     if (!rc)
         rc = cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id,
                                  err);
+    d->doc_id = doc_id;
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->fts_tokens, d->clause_ids, err);
-    if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, d, pending, err);
-    const bool encoded = !rc && !in_batch; /* the vectors are in FAISS from here on (a batch: at its group's end) */
+    if (!rc) rc = encode_clauses(opt->dense, d, in_batch ? pending : &own, err);
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
                                  d->doc.quality, d->doc.quality_reason, err);
+    bool encoded = false; /* its vectors are in FAISS from here on (a batch's: at its group's end) */
+    if (!rc && !in_batch) {
+        encoded = true;
+        rc = flush_vectors(s, opt->dense, kb_id, &own, err);
+    }
     if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);

@@ -20,6 +20,11 @@
 #include "reader/reader.h"
 #include "ssm/ssm.h"
 
+/* Documents a transaction (and a GPU encoder call), and the file bytes that end a group early. A group is cut by
+ * these alone, never by timing, so any number of workers gives the same groups and so the same store. */
+#define GROUP_DOCS 64
+#define GROUP_BYTES (64u << 20)
+
 /* A file on its way in. The first part is what reading and parsing give without the store (a batch's worker
  * threads fill it); the store's part is done by one thread. */
 typedef struct {
@@ -47,6 +52,7 @@ typedef struct {
     float *vectors;
     cq_ssm_state *state;
     /* the outcome */
+    int64_t doc_id;                /* its documents row, once created */
     int64_t *clause_ids;
     bool written;                  /* its rows are in the open transaction (vectors in FAISS) */
     cq_status rc;
@@ -127,6 +133,13 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
     return CQ_OK;
 }
 
+/* Documents encoded whose vectors and states wait for flush_vectors: one document's until its rows are in, or a
+ * batch group's until the group's end, when their rows go in with one statement and FAISS gets one add. */
+typedef struct {
+    ingest_doc *docs[GROUP_DOCS];
+    size_t n;
+} pending_vectors;
+
 /* The clauses' texts and lengths, for the encoder. */
 static cq_status clause_texts(const cq_structure *st, const char ***texts, size_t **lens, cq_err *err) {
     *texts = malloc(st->n_clauses * sizeof **texts);
@@ -145,17 +158,28 @@ static cq_status clause_texts(const cq_structure *st, const char ***texts, size_
     return CQ_OK;
 }
 
-/* A document's vector per clause and final state, written in the ingest transaction; encoded here (one encoder
- * pass over the document) unless a batch encoded it already. */
-static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t doc_id, ingest_doc *doc, cq_err *err) {
+/* A document's state, serialized, into doc_states. */
+static cq_status put_state(cq_store *s, const cq_ssm_model *m, int64_t doc_id, const cq_ssm_state *state, cq_err *err) {
+    size_t state_bytes = cq_ssm_state_size_bytes(m);
+    void *state_buf = malloc(state_bytes);
+    cq_status rc = state_buf ? cq_ssm_state_save(state, state_buf, state_bytes, err)
+                             : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = cq_vectors_state_put(s, doc_id, cq_ssm_model_id(m), cq_ssm_state_tokens(state), state_buf, state_bytes,
+                                  err);
+    free(state_buf);
+    return rc;
+}
+
+/* A document's vector per clause and final state, encoded here (one encoder pass over the document) unless a batch
+ * encoded it already, and queued for flush_vectors. */
+static cq_status encode_clauses(cq_dense *d, ingest_doc *doc, pending_vectors *queue, cq_err *err) {
     const cq_structure *st = &doc->st;
     if (!d || st->n_clauses == 0) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
-    size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed, state_bytes = cq_ssm_state_size_bytes(m);
-    void *state_buf = malloc(state_bytes);
-    cq_vectors *v = NULL;
-    cq_status rc = state_buf ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && !doc->vectors) {
+    size_t n = st->n_clauses, dim = (size_t)cq_ssm_model_config(m)->d_embed;
+    cq_status rc = CQ_OK;
+    if (!doc->vectors) {
         const char **texts = NULL;
         size_t *lens = NULL;
         doc->vectors = malloc(n * dim * sizeof *doc->vectors);
@@ -166,14 +190,48 @@ static cq_status encode_clauses(cq_store *s, cq_dense *d, int64_t kb_id, int64_t
         free(texts);
         free(lens);
     }
-    if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
-    if (!rc) rc = cq_vectors_add(v, s, doc->clause_ids, doc->vectors, n, err);
-    if (!rc) rc = cq_ssm_state_save(doc->state, state_buf, state_bytes, err);
-    if (!rc)
-        rc = cq_vectors_state_put(s, doc_id, cq_ssm_model_id(m), cq_ssm_state_tokens(doc->state), state_buf,
-                                  state_bytes, err);
+    if (rc) {
+        cq_err_prefix(err, "encoding clauses: ");
+        return rc;
+    }
+    queue->docs[queue->n++] = doc;
+    return CQ_OK;
+}
+
+/* Writes the queued documents' vectors (one statement, one FAISS add) and states, in the open transaction, once
+ * their documents' rows are in (on PostgreSQL a document's clauses reach the server with cq_store_doc_finish, and
+ * the vector rows refer to them). */
+static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_vectors *p, cq_err *err) {
+    if (!p->n) return CQ_OK;
+    const cq_ssm_model *m = cq_dense_model(d);
+    size_t dim = (size_t)cq_ssm_model_config(m)->d_embed, total = 0;
+    for (size_t k = 0; k < p->n; k++) total += p->docs[k]->st.n_clauses;
+    cq_vectors *v = NULL;
+    cq_status rc = cq_dense_kb(d, s, kb_id, &v, err);
+    /* One add for the group, unless it takes a flat index past CQ_VECTORS_IVF_MIN: the inverted file is then
+     * trained on what SQLite holds, which must be the vectors up to the document that crosses the size, as when
+     * documents are added one by one (cq_ingest_file), so there each is added in turn. */
+    bool together = !rc && p->n > 1 && (cq_vectors_is_ivf(v) || cq_vectors_count(v) + total < CQ_VECTORS_IVF_MIN);
+    if (together) {
+        int64_t *ids = malloc(total * sizeof *ids);
+        float *x = malloc(total * dim * sizeof *x);
+        if (!ids || !x) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t k = 0, at = 0; !rc && k < p->n; k++) {
+            const ingest_doc *doc = p->docs[k];
+            size_t n = doc->st.n_clauses;
+            memcpy(ids + at, doc->clause_ids, n * sizeof *ids);
+            memcpy(x + at * dim, doc->vectors, n * dim * sizeof *x);
+            at += n;
+        }
+        if (!rc) rc = cq_vectors_add(v, s, ids, x, total, err);
+        free(ids);
+        free(x);
+    }
+    for (size_t k = 0; !rc && !together && k < p->n; k++)
+        rc = cq_vectors_add(v, s, p->docs[k]->clause_ids, p->docs[k]->vectors, p->docs[k]->st.n_clauses, err);
+    for (size_t k = 0; !rc && k < p->n; k++) rc = put_state(s, m, p->docs[k]->doc_id, p->docs[k]->state, err);
     if (rc) cq_err_prefix(err, "encoding clauses: ");
-    free(state_buf);
+    p->n = 0;
     return rc;
 }
 
@@ -278,7 +336,10 @@ static void record_failure(cq_store *s, int64_t kb_id, const ingest_doc *d, cons
  * transaction instead, which the caller rolls back whole when this fails (no savepoint per document: FTS5 writes
  * its pending terms out as a segment at every savepoint, which is what a batch saves). */
 static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ingest_doc *d,
-                           const cq_ingest_options *opt, const cq_doc_info *old, bool in_batch, cq_err *err) {
+                           const cq_ingest_options *opt, const cq_doc_info *old, pending_vectors *pending,
+                           cq_err *err) {
+    const bool in_batch = pending != NULL;
+    pending_vectors own = {.n = 0}; /* alone: its vectors and states, written after its rows */
     const char *title = d->doc.title;
     if (d->st.title && (!title || d->format->text_title_first)) title = d->st.title;
     char *label = doc_label(title, d->name);
@@ -289,12 +350,17 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     if (!rc)
         rc = cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id,
                                  err);
+    d->doc_id = doc_id;
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->fts_tokens, d->clause_ids, err);
-    if (!rc) rc = encode_clauses(s, opt->dense, kb_id, doc_id, d, err);
-    const bool encoded = !rc; /* the vectors are in FAISS from here on */
+    if (!rc) rc = encode_clauses(opt->dense, d, in_batch ? pending : &own, err);
     if (!rc)
         rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
                                  d->doc.quality, d->doc.quality_reason, err);
+    bool encoded = false; /* its vectors are in FAISS from here on (a batch's: at its group's end) */
+    if (!rc && !in_batch) {
+        encoded = true;
+        rc = flush_vectors(s, opt->dense, kb_id, &own, err);
+    }
     if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);
@@ -348,7 +414,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
         else if (rc) record_failure(s, kb_id, &d, d.parse_err.msg[0] ? d.parse_err.msg : "extraction failed");
     }
     if (!rc && !duplicate) {
-        rc = write_doc(s, data_dir, kb_id, &d, opt, &old, false, err);
+        rc = write_doc(s, data_dir, kb_id, &d, opt, &old, NULL, err);
         if (!rc) cq_fault_point("after-document-commit"); /* the crash tests (core/fault.h) */
     }
     if (rc && err) cq_err_prefix(err, "%s: ", d.filename);
@@ -362,10 +428,6 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
 
 /* ---- many files: cq_ingest_files ------------------------------------------------------------------------------ */
 
-/* Documents a transaction (and a GPU encoder call), and the file bytes that end a group early. A group is cut by
- * these alone, never by timing, so any number of workers gives the same groups and so the same store. */
-#define GROUP_DOCS 64
-#define GROUP_BYTES (64u << 20)
 /* File bytes read ahead of the writer at most (the group it waits for is always read). */
 #define AHEAD_BYTES (512u << 20)
 
@@ -389,6 +451,8 @@ typedef struct {
     size_t window;      /* files read ahead of consumed at most (past want) */
     size_t bytes_ahead; /* bytes of files read and not yet consumed */
     double wait_s, encode_s, write_s; /* the writer's time: waiting for files, encoding, writing the store */
+    double write_cpu_s;                /* its CPU time writing the store */
+    pending_vectors pending; /* the group's documents written but for their vectors and states */
 } batch;
 
 typedef struct {
@@ -576,7 +640,7 @@ static bool write_in_group(batch *b, ingest_doc *d, bool alone) {
         else record_failure(b->s, b->kb_id, d, d->parse_err.msg[0] ? d->parse_err.msg : "extraction failed");
         goto out;
     }
-    d->rc = write_doc(b->s, b->data_dir, b->kb_id, d, opt, &old, !alone, err);
+    d->rc = write_doc(b->s, b->data_dir, b->kb_id, d, opt, &old, alone ? NULL : &b->pending, err);
     if (d->rc) intact = false;
 out:
     if (d->rc) cq_err_prefix(err, "%s: ", d->filename);
@@ -586,6 +650,7 @@ out:
 
 /* Forgets what a rolled-back group's documents had added to FAISS, and their outcomes. */
 static void group_undone(batch *b, size_t first, size_t end) {
+    b->pending.n = 0;
     for (size_t i = first; i < end; i++) {
         ingest_doc *d = &b->docs[i];
         cq_err e2 = {0};
@@ -605,7 +670,15 @@ static void write_group_store(batch *b, size_t first, size_t end) {
     cq_err gerr = {0};
     cq_status grc = cq_store_begin(b->s, &gerr);
     bool intact = true;
-    for (size_t i = first; !grc && intact && i < end; i++) intact = write_in_group(b, &b->docs[i], false);
+    for (size_t i = first; !grc && intact && i < end; i++) {
+        /* A document of the same name or content may replace or delete a pending one: those go in first. */
+        const ingest_doc *d = &b->docs[i];
+        for (size_t k = 0; intact && !d->load_rc && k < b->pending.n; k++)
+            if (!strcmp(b->pending.docs[k]->sha, d->sha) || !strcmp(b->pending.docs[k]->name, d->name))
+                intact = flush_vectors(b->s, b->opt->dense, b->kb_id, &b->pending, &gerr) == CQ_OK;
+        if (intact) intact = write_in_group(b, &b->docs[i], false);
+    }
+    if (!grc && intact) intact = flush_vectors(b->s, b->opt->dense, b->kb_id, &b->pending, &gerr) == CQ_OK;
     if (!grc && !intact) {
         cq_store_rollback(b->s);
         group_undone(b, first, end);
@@ -632,14 +705,21 @@ static void write_group_store(batch *b, size_t first, size_t end) {
     }
 }
 
+/* The calling thread's CPU time, seconds. */
+static double thread_cpu_seconds(void) {
+    struct timespec t;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) ? 0 : (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Encodes and writes files [first, end). */
 static void write_group(batch *b, size_t first, size_t end) {
     double t0 = cq_clock_seconds();
     if (b->model) encode_group(b, first, end);
-    double t1 = cq_clock_seconds();
-    b->encode_s += t1 - t0;
+    double t1 = cq_clock_seconds(), cpu1 = thread_cpu_seconds();
     write_group_store(b, first, end);
     b->write_s += cq_clock_seconds() - t1;
+    b->write_cpu_s += thread_cpu_seconds() - cpu1;
+    b->encode_s += t1 - t0;
 }
 
 /* Frees what the writer no longer needs of files [from, to) and lets the workers read further. */
@@ -718,10 +798,9 @@ cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, cons
     pthread_cond_broadcast(&b.room_cv);
     pthread_mutex_unlock(&b.mu);
     for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
-    struct timespec cpu;
-    double cpu_s = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) ? 0 : (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
     CQ_DEBUG("ingest: %zu files, %d workers; the writer waited %.2f s for parsed files, encoded %.2f s, wrote %.2f s "
-            "(its CPU time %.2f s)", n, started, b.wait_s, b.encode_s, b.write_s, cpu_s);
+            "(CPU %.2f s; its CPU time in all %.2f s)", n, started, b.wait_s, b.encode_s, b.write_s, b.write_cpu_s,
+            thread_cpu_seconds());
     for (size_t k = 0; k < n_refused; k++) forget_original(s, data_dir, &b.docs[refused[k]]); /* sha, format stay */
     free(threads);
     free(refused);

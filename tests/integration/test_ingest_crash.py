@@ -2,7 +2,8 @@
 """kill -9 during `clauseqa ingest` (issue 16): the command is killed at several moments while it ingests the demo
 PDF and the demo contract, and made to exit right after a document's commit and in the middle of writing an original
 (core/fault.h); running the same command again then leaves the store exactly as a run without a kill (documents,
-clauses, FTS rows), every document ready, no temp file, and no original that no document uses.
+clauses, FTS rows), every document ready, no temp file, and no original that no document uses. With the encoder on
+(random weights), what the first commit saved has every clause's vector and the document's state.
 (Served uploads: test_http_crash.py.)
 
 usage: test_ingest_crash.py path/to/clauseqa"""
@@ -17,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_server import DEMO_MD, DEMO_PDF, Checks  # noqa: E402
+from test_http_dense import write_random_model  # noqa: E402
 
 T = Checks('test_ingest_crash')
 check = T.check
@@ -49,9 +51,19 @@ def files(data):
     return [n for n in names if '.tmp.' in n], sorted(n.split('.')[0] for n in names if '.tmp.' not in n)
 
 
-def run_again(binary, data, what):
+def encoded(data):
+    """(ready documents, their clauses, document states, clause vectors)."""
+    con = sqlite3.connect(os.path.join(data, 'clauseqa.db'))
+    try:
+        return con.execute("SELECT (SELECT count(*) FROM documents WHERE status = 'ready'), (SELECT count(*) FROM "
+                           "clauses), (SELECT count(*) FROM doc_states), (SELECT count(*) FROM clause_vectors)").fetchone()
+    finally:
+        con.close()
+
+
+def run_again(binary, data, what, env=None):
     """The same command once more, to its end: the store must be the reference's, nothing left over."""
-    p = ingest(binary, data)
+    p = ingest(binary, data, env)
     _, err = p.communicate(timeout=300)
     check(f'{what}: the command run again succeeds', p.returncode == 0, err.decode(errors='replace')[-500:])
     got = store(data)
@@ -107,6 +119,21 @@ def main():
                 saved = store(data)[0]
                 check(f'{point}: the first commit saved, whole', saved and all(d[1] == 'ready' for d in saved), saved)
             run_again(binary, data, point)
+
+        # The encoder on: a group's vectors and states are written in its transaction, after its documents.
+        data = os.path.join(work, 'dense')
+        write_random_model(os.path.join(data, 'models', 'ssm'))
+        dense = {'CLAUSEQA_DENSE': 'on'}
+        p = ingest(binary, data, {**dense, 'CLAUSEQA_FAULT': 'after-document-commit'})
+        _, err = p.communicate(timeout=300)
+        check('encoder on: the command exited at the fault', p.returncode == 86, (p.returncode, err[-500:]))
+        docs, clauses, states, vectors = encoded(data)
+        check('encoder on: what the first commit saved has its vectors and states',
+              docs >= 1 and states == docs and vectors == clauses > 0, (docs, clauses, states, vectors))
+        run_again(binary, data, 'encoder on', dense)
+        docs, clauses, states, vectors = encoded(data)
+        check('encoder on, run again: every document has its vectors and state',
+              docs == 2 and states == docs and vectors == clauses > 0, (docs, clauses, states, vectors))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

@@ -1,10 +1,12 @@
 /* The batch ingest (cq_ingest_files: worker threads parse, one writer, many documents a transaction) against the
  * serial one (cq_ingest_file for each file, as the server ingests): the same corpus — ~150 generated laws and the
  * demo law, with a duplicate of an earlier group's file and of the file just before, a file that cannot be read,
- * one without text, a damaged PDF, a name already taken — into three fresh stores (serial, 1 worker, 4 workers),
- * each with its own encoder of the same random weights. Every file's outcome (status, message, counts) and every
- * row (documents, clauses, pages, vectors, states, versions, the FTS content) must be identical, and so must BM25
- * and dense top-10 lists with their scores. */
+ * one without text, a damaged PDF, names already taken (in the same group and in an earlier one) — into fresh
+ * stores (serial, 1 worker, 4 workers), each with its own encoder of the same random weights. Every file's outcome
+ * (status, message, counts) and every row (documents, clauses, pages, vectors, states, versions, the FTS content)
+ * must be identical, and so must BM25 and dense top-10 lists with their scores; FAISS holds what SQLite holds.
+ * Again with replace (the taken names replace their documents: one of them is still waiting for its vectors in
+ * the group), and the FTS index itself must not depend on whether vectors and states are written. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,6 +81,11 @@ static int setup(void **state) {
             free(text);
             add_path(path);
         }
+        if (i == 6) { /* another file named law005, in the same group */
+            snprintf(path, sizeof path, "%s/other/law005.md", root);
+            write_file(path, "# 另一部同名条例\n\n第一条 同组同名而内容不同。\n\n第二条 本条例自公布之日起施行。\n");
+            add_path(path);
+        }
         if (i == 70) { /* a file of the first group, again; a file that cannot be read; one without text */
             snprintf(path, sizeof path, "%s/in/copy of law010.md", root);
             text = law_text(10);
@@ -126,6 +133,7 @@ typedef struct {
     cq_store *s;
     cq_dense *d;
     int64_t kb;
+    bool replace;
     char *outcomes[N_LAWS + 16];
 } run;
 
@@ -147,8 +155,10 @@ static void on_done(void *user, size_t index, const char *path, cq_status rc, co
     outcome_line(user, index, rc, err, res);
 }
 
-static void open_run(run *r, const char *name) {
+/* dense: with an encoder (and so vectors and states) */
+static void open_run(run *r, const char *name, bool dense, bool replace) {
     memset(r, 0, sizeof *r);
+    r->replace = replace;
     snprintf(r->dir, sizeof r->dir, "%s/%s", root, name);
     mkdir(r->dir, 0755);
     char db[700], models[600];
@@ -157,11 +167,11 @@ static void open_run(run *r, const char *name) {
     cq_err err = {0};
     if (cq_store_open(db, &r->s, &err)) fail_msg("%s", err.msg);
     if (cq_store_kb_ensure(r->s, "laws", &r->kb, &err)) fail_msg("%s", err.msg);
-    if (cq_dense_open(r->dir, models, &r->d, &err)) fail_msg("%s", err.msg);
+    if (dense && cq_dense_open(r->dir, models, &r->d, &err)) fail_msg("%s", err.msg);
 }
 
 static void ingest_serial(run *r) {
-    cq_ingest_options o = {.dense = r->d, .ocr = CQ_OCR_OFF};
+    cq_ingest_options o = {.dense = r->d, .ocr = CQ_OCR_OFF, .replace = r->replace};
     for (size_t i = 0; i < n_paths; i++) {
         cq_err err = {0};
         cq_ingest_result res;
@@ -171,7 +181,7 @@ static void ingest_serial(run *r) {
 }
 
 static void ingest_batch(run *r, int workers) {
-    cq_ingest_options o = {.dense = r->d, .ocr = CQ_OCR_OFF};
+    cq_ingest_options o = {.dense = r->d, .ocr = CQ_OCR_OFF, .replace = r->replace};
     cq_ingest_batch_options bo = {.n_workers = workers, .done = on_done, .user = r};
     cq_err err = {0};
     if (cq_ingest_files(r->s, r->dir, r->kb, (const char *const *)paths, n_paths, &o, &bo, &err))
@@ -251,7 +261,17 @@ static void hits_line(run *r, const char *question, int modes, cq_strbuf *out) {
     cq_query_free(&q);
 }
 
+/* FAISS holds exactly the vectors SQLite holds: none left of a replaced document, none missing. */
+static void assert_faiss_follows_sqlite(run *r) {
+    cq_vectors *v = NULL;
+    cq_err err = {0};
+    if (cq_dense_kb(r->d, r->s, r->kb, &v, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_vectors_count(v), count_rows(r->s, "SELECT count(*) FROM clause_vectors"));
+}
+
 static void assert_same(run *a, run *b) {
+    assert_faiss_follows_sqlite(a);
+    assert_faiss_follows_sqlite(b);
     for (size_t i = 0; i < n_paths; i++)
         if (strcmp(a->outcomes[i], b->outcomes[i]))
             fail_msg("%s:\n  serial: %s\n  batch:  %s", paths[i], a->outcomes[i], b->outcomes[i]);
@@ -302,8 +322,8 @@ static void close_run(run *r) {
 
 static void test_batch_same_as_serial(void **state) {
     (void)state;
-    run serial, one, four;
-    open_run(&serial, "serial");
+    run serial, one, four, plain;
+    open_run(&serial, "serial", true, false);
     ingest_serial(&serial);
     /* the corpus holds what it should: the failures and duplicates are where they were put */
     size_t ready = 0, dup = 0, failed = 0;
@@ -314,14 +334,27 @@ static void test_batch_same_as_serial(void **state) {
     }
     assert_int_equal(ready, N_LAWS + 1);
     assert_int_equal(dup, 2);
-    assert_int_equal(failed, 4); /* missing, blank, damaged, the taken name */
+    assert_int_equal(failed, 5); /* missing, blank, damaged, the two taken names */
     assert_int_equal(count_rows(serial.s, "SELECT count(*) FROM documents WHERE status = 'failed'"), 2);
     assert_true(count_rows(serial.s, "SELECT count(*) FROM clause_vectors") > 5 * N_LAWS);
 
-    open_run(&one, "one");
+    open_run(&one, "one", true, false);
     ingest_batch(&one, 1);
     assert_same(&serial, &one);
-    open_run(&four, "four");
+    /* the FTS index is the same without the encoder: vectors and states add no FTS segments (one a group) */
+    open_run(&plain, "plain", false, false);
+    ingest_batch(&plain, 1);
+    static const char *const fts[] = {"SELECT * FROM fts_kb1_data ORDER BY id", "SELECT * FROM fts_kb1_idx ORDER BY 1, 2"};
+    for (size_t t = 0; t < sizeof fts / sizeof *fts; t++) {
+        char ha[65], hb[65];
+        int64_t na, nb;
+        query_hash(one.s, fts[t], ha, &na);
+        query_hash(plain.s, fts[t], hb, &nb);
+        assert_int_equal(na, nb);
+        assert_string_equal(ha, hb);
+    }
+    assert_int_equal(count_rows(plain.s, "SELECT count(*) FROM doc_states"), 0);
+    open_run(&four, "four", true, false);
     ingest_batch(&four, 4);
     assert_same(&serial, &four);
 
@@ -338,9 +371,35 @@ static void test_batch_same_as_serial(void **state) {
     close_run(&serial);
     close_run(&one);
     close_run(&four);
+    close_run(&plain);
+}
+
+/* With replace, a taken name replaces its document: law005 by a file of the same group (written while law005's
+ * vectors wait for the group's end), law020 by one of a later group. */
+static void test_batch_replace_same_as_serial(void **state) {
+    (void)state;
+    run serial, four;
+    open_run(&serial, "serial-replace", true, true);
+    ingest_serial(&serial);
+    size_t ready = 0, failed = 0;
+    for (size_t i = 0; i < n_paths; i++) {
+        ready += !strncmp(serial.outcomes[i], "ready", 5);
+        failed += !strncmp(serial.outcomes[i], "failed", 6);
+    }
+    assert_int_equal(ready, N_LAWS + 3);
+    assert_int_equal(failed, 3); /* missing, blank, damaged */
+    assert_int_equal(count_rows(serial.s, "SELECT count(*) FROM documents WHERE name IN ('law005', 'law020')"), 2);
+    assert_int_equal(count_rows(serial.s, "SELECT count(*) FROM clauses c JOIN documents d ON d.id = c.doc_id "
+                                          "WHERE d.name = 'law005' AND c.text LIKE '%同组同名%'"), 1);
+    open_run(&four, "four-replace", true, true);
+    ingest_batch(&four, 4);
+    assert_same(&serial, &four);
+    close_run(&serial);
+    close_run(&four);
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_batch_same_as_serial)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_batch_same_as_serial),
+                                       cmocka_unit_test(test_batch_replace_same_as_serial)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

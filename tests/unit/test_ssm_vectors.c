@@ -189,8 +189,58 @@ static void test_states(void **state) {
     free(got);
     assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "other", &got, &len, &err), CQ_ERR_NOT_FOUND);
     assert_int_equal(cq_vectors_state_get(f->s, f->doc_b, "m", &got, &len, &err), CQ_ERR_NOT_FOUND);
+    /* a document encoded again (other weights): its one row is updated */
+    unsigned char blob2[60];
+    for (int i = 0; i < 60; i++) blob2[i] = (unsigned char)(200 - i);
+    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, "m2", 7, blob2, sizeof blob2, &err), CQ_OK);
+    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m2", &got, &len, &err), CQ_OK);
+    assert_int_equal(len, sizeof blob2);
+    assert_memory_equal(got, blob2, len);
+    free(got);
+    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m", &got, &len, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states WHERE n_tokens = 7"), 1);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 1);
+    /* a document that is not there has no state */
+    assert_int_equal(cq_vectors_state_put(f->s, f->doc_b + 1000, "m", 1, blob, sizeof blob, &err), CQ_ERR_DB);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 1);
     assert_int_equal(cq_store_doc_delete(f->s, f->doc_a, &err), CQ_OK);
     assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 0);
+}
+
+/* Document states written inside a transaction leave FTS5's pending terms alone: two documents' clauses with a
+ * state after each (one of them written twice: the update) make the same FTS index as without the states. A
+ * statement that opens a statement journal (INSERT OR REPLACE, a savepoint) makes FTS5 write its pending terms out
+ * as a segment, so in a batch's transaction each document would become a segment of its own (docs/PERF.md); the
+ * upsert does not, on SQLite 3.40. */
+static void test_states_keep_fts_segments(void **state) {
+    fixture *f = *state;
+    cq_err err = {0};
+    unsigned char blob[100] = {1, 2, 3};
+    int64_t kbs[2];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(cq_store_kb_create(f->s, k ? "without" : "with", &kbs[k], &err), CQ_OK);
+        assert_int_equal(cq_store_begin(f->s, &err), CQ_OK);
+        for (int d = 0; d < 2; d++) {
+            char name[16], text[64];
+            int64_t doc, id;
+            snprintf(name, sizeof name, "d%d", d);
+            assert_int_equal(cq_store_doc_create(f->s, kbs[k], name, "d.txt", "txt", name, 1, &doc, &err), CQ_OK);
+            for (int i = 0; i < 5; i++) {
+                snprintf(text, sizeof text, "第%d条 文件%d规定的事项%d", i + 1, d, i * 7);
+                cq_store_clause c = {.ord = i, .text = text, .path = "", .start_off = 0, .end_off = 1};
+                assert_int_equal(cq_store_clause_add(f->s, kbs[k], doc, "doc", &c, &id, &err), CQ_OK);
+            }
+            for (int put = 0; !k && put <= !d; put++)
+                assert_int_equal(cq_vectors_state_put(f->s, doc, "m", 10 + put, blob, sizeof blob, &err), CQ_OK);
+        }
+        assert_int_equal(cq_store_commit(f->s, &err), CQ_OK);
+    }
+    char sql[2][96];
+    for (int k = 0; k < 2; k++)
+        snprintf(sql[k], sizeof sql[k], "SELECT count(*) FROM fts_kb%lld_data", (long long)kbs[k]);
+    assert_true(sql_count(f, sql[1]) >= 3); /* the averages, the structure, a segment's leaf */
+    assert_int_equal(sql_count(f, sql[0]), sql_count(f, sql[1]));
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states WHERE n_tokens = 11"), 1);
 }
 
 /* past CQ_VECTORS_IVF_MIN the index becomes an inverted file: trained, searchable, removable, reloadable */
@@ -432,6 +482,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_and_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_states, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_states_keep_fts_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ivf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense_lent_vocab, setup, teardown),

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Slow and greedy clients do not freeze the server (issue 16): request bodies are received on the connection
 threads, never on the workers; health has a worker of its own; bodies and headers that do not arrive time out; a
-client address holds a bounded number of connections.
+client address holds a bounded number of connections; with every connection slot held, health, metrics and the job
+routes are answered from a reserved slot (issue 29), anything else there gets 503 with Retry-After.
 
 usage: test_http_slow.py path/to/clauseqa"""
 import os
@@ -191,8 +192,52 @@ def test_health_while_workers_busy(binary):
         s.close()
 
 
+def test_reserved_slots(binary):
+    """--connections + 1 clients that send their headers a byte every 0.5 s (from several addresses, so that no
+    per-address limit applies) hold every ordinary connection slot: health, metrics and a job's state are answered
+    at once from a reserved slot (before: health waited for a slow client's request timeout); another route there
+    gets 503 with Retry-After, and the slot is free again after each answer."""
+    s = Server(binary, args=['--connections', '4', '--request-timeout-s', '30'])
+    slow = None
+    try:
+        s.start()
+        s.post('/api/v1/kbs', {'name': 'laws'})
+        s.get('/api/v1/health')
+        time.sleep(6)  # the test client's keep-alive connection is gone (5 s)
+        slow = Dribbler(s.port, '127.0.0.2', 5, b'GET /api/v1/kbs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ')
+        time.sleep(0.5)
+        head = b'Host: 127.0.0.1\r\nConnection: close\r\n\r\n'
+
+        def raw(path):
+            c = connect(s.port, '127.0.0.3')
+            try:
+                c.sendall(b'GET ' + path.encode() + b' HTTP/1.1\r\n' + head)
+                return read_response(c, 20)
+            finally:
+                c.close()
+
+        for path in ('/api/v1/health', '/metrics', '/api/v1/health', '/api/v1/kbs/laws/jobs'):
+            r, dt = timed(lambda: raw(path))
+            check(f'{path} with every connection slot held by slow headers ({dt:.2f} s)',
+                  r is not None and r.status == 200 and dt < HEALTH_S, r)
+        r, dt = timed(lambda: raw('/api/v1/kbs'))
+        check(f'another route in a reserved slot: 503 with Retry-After ({dt:.2f} s)',
+              r is not None and r.status == 503 and r.headers.get('retry-after') == '1'
+              and r.strict_json()['error']['code'] == 'busy', r)
+        slow.close()
+        slow = None
+        time.sleep(0.5)
+        r = s.get('/api/v1/kbs')
+        check('once the slow clients are gone, every route is served', r.status == 200, r)
+    finally:
+        if slow:
+            slow.close()
+        s.close()
+
+
 def main():
     binary = sys.argv[1]
+    test_reserved_slots(binary)
     test_workers_stay_free(binary)
     test_timeouts_and_limits(binary)
     test_health_while_workers_busy(binary)

@@ -10,9 +10,11 @@ import socket
 import sys
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import DEMO_PDF, Checks, Server, read_response  # noqa: E402
+from http_server import DEMO_PDF, Checks, Server, png_size, read_response  # noqa: E402
+from test_http_jobs import write_pdf  # noqa: E402
 
 T = Checks('test_http_slow')
 
@@ -235,8 +237,56 @@ def test_reserved_slots(binary):
         s.close()
 
 
+def test_page_images(binary):
+    """Page images cost a bounded amount (issue 29): the issue's page of 10 x 1000 points asked at width 2400 (before:
+    a 2400 x 240,000 PNG, 24 s, 3.67 GB) is drawn within the pixel caps; a page that takes longer than the time
+    limit (here 2 s) gets 413 at it; and page images are drawn at once, so an ordinary one asked meanwhile does not
+    wait for the slow one (before: one lock, every page image waited)."""
+    s = Server(binary)
+    s.env = {'CLAUSEQA_RENDER_TIMEOUT_S': '2'}
+    try:
+        s.start()
+        s.post('/api/v1/kbs', {'name': 'laws'})
+        tall = write_pdf(os.path.join(s.tmp, 'tall.pdf'), [b'BT /F1 8 Tf 0 900 Td (Article 1 tall) Tj ET'],
+                         page_box=b'[0 0 10 1000]')
+        slow = write_pdf(os.path.join(s.tmp, 'slow.pdf'), [b'BT /F1 12 Tf 72 700 Td (Article 1 slow) Tj ET '
+                                                           + b'0.5 g 0 0 612 792 re f ' * 300000],
+                         page_box=b'[0 0 612 792]', compress=True)
+        docs = {}
+        for name, path in (('tall', tall), ('slow', slow), ('demo', DEMO_PDF)):
+            job = s.wait_job(s.upload('laws', path).json()['job']['id'])
+            check(f'{name}.pdf ingested', job['state'] == 'ready', job)
+            docs[name] = job['document_id']
+        r, dt = timed(lambda: s.get(f"/api/v1/documents/{docs['tall']}/pages/1.png?width=2400", timeout_s=120))
+        size = png_size(r.body) if r.status == 200 else None
+        check(f'10 x 1000 points at width 2400: {size} in {dt:.2f} s', size is not None and max(size) <= 10000
+              and size[0] * size[1] <= 12 << 20 and dt < 10, r)
+
+        done = {}
+
+        def get(key, path):
+            done[key] = s.get(path, timeout_s=120)
+            done[key + '_at'] = time.time()
+
+        t0 = time.time()
+        slow_t = threading.Thread(target=get, args=('slow', f"/api/v1/documents/{docs['slow']}/pages/1.png?width=2400"))
+        slow_t.start()
+        time.sleep(0.3)
+        get('demo', f"/api/v1/documents/{docs['demo']}/pages/2.png?width=1000")
+        slow_t.join()
+        slow_s, demo_s = done['slow_at'] - t0, done['demo_at'] - t0
+        r = done['slow']
+        check(f'a page over the time limit: 413 too_large after {slow_s:.2f} s', r.status == 413
+              and r.error_code() == 'too_large' and slow_s < 8, r)
+        check(f'an ordinary page image meanwhile: 200 at {demo_s:.2f} s, before the slow one ended',
+              done['demo'].status == 200 and demo_s < slow_s, done['demo'])
+    finally:
+        s.close()
+
+
 def main():
     binary = sys.argv[1]
+    test_page_images(binary)
     test_reserved_slots(binary)
     test_workers_stay_free(binary)
     test_timeouts_and_limits(binary)

@@ -525,6 +525,11 @@ cq_status cq_backup_restore(const char *backup_dir, const char *data_dir, bool f
     cJSON_ArrayForEach(f, files) {
         if (rc) break;
         const char *rel = cJSON_GetObjectItem(f, "path")->valuestring;
+        if (strncmp(rel, "files/", 6) || !rel[6] || strchr(rel + 6, '/')) { /* an original, nothing else */
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "%s/manifest.json lists '%.100s', which is not an original (files/NAME)",
+                            backup_dir, rel);
+            break;
+        }
         join(src, backup_dir, rel);
         join(path, stage, rel);
         int64_t bytes;

@@ -141,6 +141,16 @@ static void handle_health(cq_web_req *r) {
 static void handle_metrics(cq_web_req *r) {
     cq_strbuf b = {0};
     cq_web_metrics_print(&r->server->metrics, &b);
+    cq_strbuf_printf(&b,
+                     "# HELP clauseqa_http_connections_open Connections open now (this one included), and the slots: "
+                     "--connections ordinary ones, then reserved ones for health, metrics and jobs.\n"
+                     "# TYPE clauseqa_http_connections_open gauge\n"
+                     "clauseqa_http_connections_open %d\n"
+                     "# HELP clauseqa_http_connection_slots Connection slots, by kind.\n"
+                     "# TYPE clauseqa_http_connection_slots gauge\n"
+                     "clauseqa_http_connection_slots{kind=\"ordinary\"} %d\n"
+                     "clauseqa_http_connection_slots{kind=\"reserved\"} %d\n",
+                     atomic_load(&r->server->open_connections), r->server->cfg.connections, CQ_WEB_RESERVED_SLOTS);
     r->svc->metrics(r->svc->ctx, &b);
     if (b.failed) {
         cq_strbuf_free(&b);

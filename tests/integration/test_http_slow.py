@@ -231,6 +231,18 @@ def test_reserved_slots(binary):
         time.sleep(0.5)
         r = s.get('/api/v1/kbs')
         check('once the slow clients are gone, every route is served', r.status == 200, r)
+        for _ in range(3):  # connections that end in every way: answered, refused, cut
+            raw('/api/v1/health')
+            raw('/api/v1/kbs')
+            c = connect(s.port, '127.0.0.4')
+            c.sendall(b'GET * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+            read_response(c, 5)
+            c.close()
+        time.sleep(6)  # keep-alive connections of the test client are gone
+        text = raw('/metrics').body.decode()
+        line = [x for x in text.splitlines() if x.startswith('clauseqa_http_connections_open ')]
+        check('every closed connection was counted out (only the metrics request open)',
+              line == ['clauseqa_http_connections_open 1'], line)
     finally:
         if slow:
             slow.close()

@@ -1,6 +1,6 @@
 """`clauseqa restore --force` never destroys the target on a backup that fails a check (issue 29, item 7): a backup
 whose hashes all pass but whose database is damaged, whose schema version is 99, whose schema version or counts
-disagree with its manifest is refused, and the target's every file (database, originals, page images, vector
+disagree with its manifest, or whose manifest lists a file that is not an original is refused, and the target's every file (database, originals, page images, vector
 indexes) is as it was, byte for byte and mode for mode. A good backup then replaces the target; what restore writes
 is its owner's only (files 0600, folders 0700) whatever the umask (item 8).
 
@@ -136,6 +136,8 @@ def main():
                 b, lambda m: m['counts'].__setitem__('documents', m['counts']['documents'] + 1))), 'manifest says'),
             ('a KB\'s counts other than the manifest\'s', variant('kb-counts', lambda b: edit_manifest(
                 b, lambda m: m['kbs'][0].__setitem__('clauses', m['kbs'][0]['clauses'] + 1))), 'as its manifest says'),
+            ('a file entry that is not an original', variant('not-original', lambda b: edit_manifest(
+                b, lambda m: m['files'].append(dict(m['database'])))), 'not an original'),
         ]
         for what, backup, says in bad:
             r = run(binary, 'restore', backup, '--data', target, '--force')

@@ -351,7 +351,7 @@ static cq_status verify(const char *backup_dir, cJSON **manifest, cq_err *err) {
 }
 
 /* Takes the database at path out of use: fails while another connection (a running server) has it open, since a
- * WAL database returns to rollback journaling only when no one else uses it. */
+ * WAL database returns to rollback journaling only when no one else uses it (and then nothing is changed). */
 static cq_status take_database(const char *path, cq_err *err) {
     if (access(path, F_OK) != 0) return CQ_OK;
     sqlite3 *db = NULL;
@@ -367,15 +367,138 @@ static cq_status take_database(const char *path, cq_err *err) {
     return rc;
 }
 
+/* The first integer column of a one-row statement (PRAGMA user_version), -1 when it gives none. */
+static int pragma_int(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The staged database before the store opens it: its schema version is one this program knows and the manifest's,
+ * and PRAGMA integrity_check answers exactly one row, "ok" (its rows are read: SQLite reports damage as rows of an
+ * otherwise successful statement, not as an error). */
+static cq_status check_staged_database(const char *path, const cJSON *manifest, cq_err *err) {
+    sqlite3 *db = NULL;
+    cq_status rc = CQ_OK;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        rc = cq_err_set(err, CQ_ERR_DB, "the backup's database cannot be opened: %s",
+                        db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return rc;
+    }
+    int version = pragma_int(db, "PRAGMA user_version");
+    const cJSON *want = cJSON_GetObjectItem(manifest, "schema_version");
+    if (version < 1 || version > CQ_STORE_SCHEMA_VERSION)
+        rc = cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                        "the backup's database has schema version %d; this program reads versions 1 to %d%s", version,
+                        CQ_STORE_SCHEMA_VERSION, version > CQ_STORE_SCHEMA_VERSION ? " (upgrade clauseqa)" : "");
+    else if (cJSON_IsNumber(want) && (int)want->valuedouble != version)
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "the backup's database has schema version %d; its manifest says %d",
+                        version, (int)want->valuedouble);
+    sqlite3_stmt *st = NULL;
+    if (!rc && sqlite3_prepare_v2(db, "PRAGMA integrity_check(20)", -1, &st, NULL) != SQLITE_OK)
+        rc = cq_err_set(err, CQ_ERR_DB, "the backup's database cannot be checked: %s", sqlite3_errmsg(db));
+    int rows = 0, step = SQLITE_DONE;
+    char first[300] = "";
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *row = (const char *)sqlite3_column_text(st, 0);
+        if (rows++ == 0 || !strcmp(first, "ok")) snprintf(first, sizeof first, "%s", row ? row : "(null)");
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = cq_err_set(err, CQ_ERR_DB, "the backup's database is damaged: %s", sqlite3_errmsg(db));
+    else if (!rc && (rows != 1 || strcmp(first, "ok")))
+        rc = cq_err_set(err, CQ_ERR_DB, "the backup's database is damaged: its integrity check reports %s%s",
+                        rows ? first : "nothing", rows > 1 ? " (and more)" : "");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc;
+}
+
+/* The staged database as the server will see it (opened by the store, migrating a backup of an older version):
+ * what it holds is what the manifest says, in all and KB by KB; then back to one file (no WAL beside it). */
+static cq_status check_staged_counts(const char *path, const cJSON *manifest, cq_backup_counts *counts, cq_err *err) {
+    cq_store *s = NULL;
+    cJSON *kbs = cJSON_CreateArray();
+    cq_status rc = cq_store_open(path, &s, err);
+    if (!rc) rc = read_counts(s, counts, kbs, err);
+    if (!rc && sqlite3_exec(cq_store_db(s), "PRAGMA journal_mode=DELETE", NULL, NULL, NULL) != SQLITE_OK)
+        rc = cq_err_set(err, CQ_ERR_DB, "the restored database cannot be finished: %s", sqlite3_errmsg(cq_store_db(s)));
+    cq_store_close(s);
+    const cJSON *want = cJSON_GetObjectItem(manifest, "counts"), *want_kbs = cJSON_GetObjectItem(manifest, "kbs");
+    const cJSON *n_kbs = cJSON_GetObjectItem(want, "kbs"), *n_docs = cJSON_GetObjectItem(want, "documents"),
+                *n_clauses = cJSON_GetObjectItem(want, "clauses");
+    if (!rc && (!cJSON_IsNumber(n_kbs) || !cJSON_IsNumber(n_docs) || !cJSON_IsNumber(n_clauses)))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "the manifest has no counts of KBs, documents and clauses");
+    if (!rc && (counts->kbs != (int64_t)n_kbs->valuedouble || counts->documents != (int64_t)n_docs->valuedouble ||
+                counts->clauses != (int64_t)n_clauses->valuedouble))
+        rc = cq_err_set(err, CQ_ERR_FORMAT,
+                        "the backup's database holds %lld KBs, %lld documents, %lld clauses; the manifest says %lld, "
+                        "%lld, %lld",
+                        (long long)counts->kbs, (long long)counts->documents, (long long)counts->clauses,
+                        (long long)n_kbs->valuedouble, (long long)n_docs->valuedouble,
+                        (long long)n_clauses->valuedouble);
+    if (!rc && cJSON_IsArray(want_kbs)) { /* KB by KB */
+        const cJSON *k;
+        cJSON_ArrayForEach(k, want_kbs) {
+            const cJSON *name = cJSON_GetObjectItem(k, "name");
+            const cJSON *got = NULL, *g;
+            cJSON_ArrayForEach(g, kbs) if (cJSON_IsString(name) &&
+                                           !strcmp(cJSON_GetObjectItem(g, "name")->valuestring, name->valuestring)) got = g;
+            if (!got || cJSON_GetNumberValue(cJSON_GetObjectItem(got, "documents")) !=
+                            cJSON_GetNumberValue(cJSON_GetObjectItem(k, "documents")) ||
+                cJSON_GetNumberValue(cJSON_GetObjectItem(got, "clauses")) !=
+                    cJSON_GetNumberValue(cJSON_GetObjectItem(k, "clauses"))) {
+                rc = cq_err_set(err, CQ_ERR_FORMAT, "the backup's database does not hold KB '%s' as its manifest says",
+                                cJSON_IsString(name) ? name->valuestring : "?");
+                break;
+            }
+        }
+    }
+    cJSON_Delete(kbs);
+    return rc;
+}
+
+/* Removes the staging folder and what is in it (files/, vectors.old/: one level of folders). */
+static void remove_stage(const char *stage) {
+    static const char *const subdirs[] = {"files", "vectors.old"};
+    char path[PATH_CAP];
+    for (size_t i = 0; i < 2; i++) {
+        join(path, stage, subdirs[i]);
+        remove_files_in(path, NULL);
+        rmdir(path);
+    }
+    remove_files_in(stage, NULL);
+    rmdir(stage);
+}
+
+static void sync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* A restore is staged in full in a temporary folder beside the target's database (DATA/.restore-XXXXXX, the same
+ * file system) and checked there: every file against its hash, the database's integrity check, its schema version,
+ * its counts against the manifest. Only then is the target changed, in an order where every moment is a whole
+ * data directory: the restored originals join DATA/files (named by their content, so the old database loses
+ * nothing), the vector indexes move aside, and one rename puts the restored database in place (the commit);
+ * after it, what belonged only to the old database goes. A failure before the commit leaves the target as it was. */
 cq_status cq_backup_restore(const char *backup_dir, const char *data_dir, bool force, cq_backup_counts *counts,
                             cq_err *err) {
     memset(counts, 0, sizeof *counts);
     cJSON *m = NULL;
     cq_status rc = verify(backup_dir, &m, err);
     if (rc) return rc;
-    char db[PATH_CAP], files_dir[PATH_CAP], path[PATH_CAP], src[PATH_CAP], sha[65];
+    char db[PATH_CAP], files_dir[PATH_CAP], path[PATH_CAP], src[PATH_CAP], sha[65], stage[PATH_CAP],
+        staged_db[PATH_CAP], staged_files[PATH_CAP], vectors[PATH_CAP], vectors_aside[PATH_CAP];
     join(db, data_dir, "clauseqa.db");
     join(files_dir, data_dir, "files");
+    join(vectors, data_dir, "vectors");
     int originals = count_entries(files_dir);
     bool has_db = access(db, F_OK) == 0;
     if ((has_db || originals) && !force) {
@@ -385,27 +508,32 @@ cq_status cq_backup_restore(const char *backup_dir, const char *data_dir, bool f
                           originals ? "stored originals" : "");
     }
     rc = cq_mkdirs(files_dir, err);
-    if (!rc && force) rc = take_database(db, err);
-    if (!rc && force) { /* what belonged to the database being replaced */
-        const char *derived[] = {"files", "cache/pages", "vectors", "uploads", "uploads/spool"};
-        for (size_t i = 0; i < sizeof derived / sizeof derived[0]; i++) {
-            join(path, data_dir, derived[i]);
-            remove_files_in(path, NULL);
-        }
-        static const char *const sidecars[] = {"clauseqa.db-wal", "clauseqa.db-shm", "clauseqa.db-journal"};
-        for (size_t i = 0; i < 3; i++) {
-            join(path, data_dir, sidecars[i]);
-            unlink(path);
-        }
+    join(stage, data_dir, ".restore-XXXXXX");
+    if (!rc && !mkdtemp(stage)) rc = cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", stage, strerror(errno));
+    if (rc) {
+        cJSON_Delete(m);
+        return rc;
     }
+    join(staged_db, stage, "clauseqa.db");
+    join(staged_files, stage, "files");
+    join(vectors_aside, stage, "vectors.old");
+    if (mkdir(staged_files, 0700) != 0) rc = cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", staged_files,
+                                                      strerror(errno));
+
+    /* 1. Everything into the stage, each file checked against its hash as it is copied. */
     const cJSON *files = cJSON_GetObjectItem(m, "files"), *f;
     cJSON_ArrayForEach(f, files) {
         if (rc) break;
         const char *rel = cJSON_GetObjectItem(f, "path")->valuestring;
+        if (strncmp(rel, "files/", 6) || !rel[6] || strchr(rel + 6, '/')) { /* an original, nothing else */
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "%s/manifest.json lists '%.100s', which is not an original (files/NAME)",
+                            backup_dir, rel);
+            break;
+        }
         join(src, backup_dir, rel);
-        join(path, data_dir, rel);
+        join(path, stage, rel);
         int64_t bytes;
-        rc = copy_hashing(src, path, 0644, sha, &bytes, err);
+        rc = copy_hashing(src, path, 0600, sha, &bytes, err);
         if (!rc && strcmp(sha, cJSON_GetObjectItem(f, "sha256")->valuestring))
             rc = cq_err_set(err, CQ_ERR_IO, "%s changed while it was restored", src);
         counts->files++;
@@ -413,29 +541,97 @@ cq_status cq_backup_restore(const char *backup_dir, const char *data_dir, bool f
     }
     int64_t bytes = 0;
     join(src, backup_dir, "clauseqa.db");
-    if (!rc) rc = copy_hashing(src, db, 0600, sha, &bytes, err);
+    if (!rc) rc = copy_hashing(src, staged_db, 0600, sha, &bytes, err);
+    if (!rc && strcmp(sha, cJSON_GetObjectItem(cJSON_GetObjectItem(m, "database"), "sha256")->valuestring))
+        rc = cq_err_set(err, CQ_ERR_IO, "%s changed while it was restored", src);
     counts->bytes += bytes;
-    join(src, backup_dir, "clauseqa.conf");
-    join(path, data_dir, "clauseqa.conf");
-    if (!rc && access(src, R_OK) == 0 && access(path, F_OK) != 0) rc = copy_hashing(src, path, 0600, sha, &bytes, err);
 
-    /* Open it as the server will (migrating a backup of an older version) and check it holds what it held. */
-    cq_store *s = NULL;
-    if (!rc) rc = cq_store_open(db, &s, err);
-    if (!rc && sqlite3_exec(cq_store_db(s), "PRAGMA quick_check", NULL, NULL, NULL) != SQLITE_OK)
-        rc = cq_err_set(err, CQ_ERR_DB, "the restored database fails its check: %s", sqlite3_errmsg(cq_store_db(s)));
-    if (!rc) rc = read_counts(s, counts, NULL, err);
-    cq_store_close(s);
-    const cJSON *want = cJSON_GetObjectItem(m, "counts");
-    int64_t want_kbs = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(want, "kbs")),
-            want_docs = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(want, "documents")),
-            want_clauses = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(want, "clauses"));
-    if (!rc && (counts->kbs != want_kbs || counts->documents != want_docs || counts->clauses != want_clauses))
-        rc = cq_err_set(err, CQ_ERR_INTERNAL,
-                        "the restored database holds %lld KBs, %lld documents, %lld clauses; the manifest says %lld, "
-                        "%lld, %lld",
-                        (long long)counts->kbs, (long long)counts->documents, (long long)counts->clauses,
-                        (long long)want_kbs, (long long)want_docs, (long long)want_clauses);
+    /* 2. The staged database checked: integrity, schema version, counts. */
+    int64_t n_files = counts->files, n_bytes = counts->bytes;
+    if (!rc) rc = check_staged_database(staged_db, m, err);
+    if (!rc) rc = check_staged_counts(staged_db, m, counts, err);
+    counts->files = n_files;
+    counts->bytes = n_bytes;
+
+    /* 3. The target, last: not in use; the originals join DATA/files; the vector indexes move aside. */
+    if (!rc && force) rc = take_database(db, err);
+    char **added = NULL; /* originals the target did not have: removed again when the commit fails */
+    size_t n_added = 0;
+    cJSON_ArrayForEach(f, files) {
+        if (rc) break;
+        const char *rel = cJSON_GetObjectItem(f, "path")->valuestring;
+        const char *want = cJSON_GetObjectItem(f, "sha256")->valuestring;
+        join(src, stage, rel);
+        join(path, data_dir, rel);
+        cq_err e2 = {0};
+        bool there = access(path, F_OK) == 0;
+        if (there && cq_sha256_file_hex(path, sha, &e2) == CQ_OK && !strcmp(sha, want)) continue; /* the same */
+        char **grown = there ? added : realloc(added, (n_added + 1) * sizeof *added);
+        if (!grown || (!there && !(grown[n_added] = strdup(path)))) {
+            if (grown) added = grown;
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        added = grown;
+        if (rename(src, path) != 0) {
+            rc = cq_err_set(err, CQ_ERR_IO, "cannot move %s to %s: %s", src, path, strerror(errno));
+            if (!there) free(added[n_added]);
+            break;
+        }
+        if (!there) n_added++;
+    }
+    bool vectors_moved = false;
+    if (!rc && access(vectors, F_OK) == 0) { /* derived: rebuilt from the vectors in the database */
+        if (rename(vectors, vectors_aside) != 0)
+            rc = cq_err_set(err, CQ_ERR_IO, "cannot move %s aside: %s", vectors, strerror(errno));
+        else vectors_moved = true;
+    }
+    if (!rc) {
+        sync_dir(files_dir);
+        static const char *const sidecars[] = {"clauseqa.db-wal", "clauseqa.db-shm", "clauseqa.db-journal"};
+        for (size_t i = 0; i < 3; i++) { /* none after take_database; a stale one must never meet the new file */
+            join(path, data_dir, sidecars[i]);
+            unlink(path);
+        }
+        /* 4. The commit: one rename. */
+        if (rename(staged_db, db) != 0) rc = cq_err_set(err, CQ_ERR_IO, "cannot move %s to %s: %s", staged_db, db,
+                                                       strerror(errno));
+        else sync_dir(data_dir);
+    }
+    if (rc) { /* the target as it was */
+        for (size_t i = 0; i < n_added; i++) unlink(added[i]);
+        if (vectors_moved) rename(vectors_aside, vectors);
+    } else {
+        /* 5. What belonged only to the old database: originals the restored one does not use, page images,
+         * uploads, vector indexes; and the backup's clauseqa.conf when the target has none. */
+        DIR *d = opendir(files_dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            bool listed = false;
+            cJSON_ArrayForEach(f, files) {
+                const char *rel = cJSON_GetObjectItem(f, "path")->valuestring;
+                if (!strncmp(rel, "files/", 6) && !strcmp(rel + 6, e->d_name)) listed = true;
+            }
+            struct stat sb;
+            join(path, files_dir, e->d_name);
+            if (!listed && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+        }
+        if (d) closedir(d);
+        const char *derived[] = {"cache/pages", "uploads", "uploads/spool"};
+        for (size_t i = 0; i < sizeof derived / sizeof derived[0]; i++) {
+            join(path, data_dir, derived[i]);
+            remove_files_in(path, NULL);
+        }
+        join(src, backup_dir, "clauseqa.conf");
+        join(path, data_dir, "clauseqa.conf");
+        int64_t conf_bytes;
+        cq_err e2 = {0};
+        if (access(src, R_OK) == 0 && access(path, F_OK) != 0) copy_hashing(src, path, 0600, sha, &conf_bytes, &e2);
+    }
+    for (size_t i = 0; i < n_added; i++) free(added[i]);
+    free(added);
+    remove_stage(stage);
     cJSON_Delete(m);
     return rc;
 }

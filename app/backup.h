@@ -14,8 +14,11 @@
  * uploads/ (uploads still waiting for their job: in the backup those jobs are marked failed, "upload it again").
  * The folder is written under a temporary name and renamed when complete, so a backup that exists is whole.
  *
- * Restoring verifies every hash before it touches the data directory, refuses one that holds a database or
- * originals unless forced, and refuses while another process (a running server) has the database open. */
+ * Restoring verifies every hash, refuses a data directory that holds a database or originals unless forced, and
+ * refuses while another process (a running server) has the database open. It restores into a staging folder in the
+ * data directory first and checks everything there (hashes, PRAGMA integrity_check, the schema version, the counts
+ * against the manifest); the target changes only after every check passed, and a single rename of the database is
+ * the commit: a failure leaves the target as it was. Files are written 0600, folders 0700. */
 #ifndef CQ_APP_BACKUP_H
 #define CQ_APP_BACKUP_H
 

@@ -1,9 +1,11 @@
 /* The service the HTTP server calls (web/server.h), built on the pipelines: see app/service.h. This file is its
  * life cycle and what every concern shares (app/service_internal.h): the store connections, the KB lookup the
  * handlers start with, a document's JSON with its page quality, and the paths under the data directory. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "app/json.h"
 #include "app/service_internal.h"
@@ -102,6 +104,20 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
 
 const char *cq_service_spool_dir(const cq_service *svc) { return svc->spool_dir; }
 
+/* The folders of documents' contents are their owner's only (0700): new ones are made so (cq_mkdirs), and those a
+ * data directory of an earlier version made 0755 are closed at the start. The data directory itself is the
+ * operator's (it may hold models others read). */
+static void private_folders(const char *data_dir) {
+    static const char *const mine[] = {"files", "uploads", "uploads/spool", "cache", "cache/pages", "vectors"};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", data_dir, mine[i]);
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 077) && chmod(path, 0700) != 0)
+            CQ_WARN("%s is readable by others and cannot be made private: %s", path, strerror(errno));
+    }
+}
+
 cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_err *err) {
     *out = NULL;
     cq_service *s = calloc(1, sizeof *s);
@@ -150,6 +166,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     const char *dirs[] = {s->files_dir, s->spool_dir, s->cache_dir};
     for (int i = 0; i < 3 && !rc; i++) rc = cq_mkdirs(dirs[i], err);
     for (int i = 0; i < 3 && !rc; i++) cq_remove_stale_temp_files(dirs[i], CQ_TEMP_STALE_AGE_S); /* crashed writes */
+    if (!rc) private_folders(config->data_dir);
     if (!rc) { /* dense retrieval needs trained weights; without them the server answers with router + BM25 */
         cq_err derr = {0};
         const char *weights = s->models && s->models->encoder_origin ? s->models->encoder : NULL;

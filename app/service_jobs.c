@@ -114,6 +114,31 @@ static cJSON *job_json(cq_store *st, const cq_job_info *j) {
     return cq_json_job(j, doc);
 }
 
+/* An upload's name in the jobs table is relative to the data directory ("uploads/job-7.ocr-auto.pdf"), so that the
+ * same data directory reached by another name — relative or absolute, through a symlink, moved — finds its uploads.
+ * Rows of earlier versions hold the path as it was given then ("rel11/uploads/...", "/srv/qa/uploads/..."): only
+ * the file name counts, and the file is always this run's uploads folder's. Nothing compares or opens a stored path
+ * as it is: every use goes through upload_leaf / upload_file. */
+#define UPLOADS_SUBDIR "uploads"
+static const char *upload_leaf(const char *stored) {
+    const char *slash = strrchr(stored, '/');
+    return slash ? slash + 1 : stored;
+}
+
+/* This run's path of a job's upload (malloc'd; NULL: out of memory, or a stored name that is no file name). */
+static char *upload_file(const cq_service *s, const char *stored) {
+    const char *leaf = stored ? upload_leaf(stored) : "";
+    if (!*leaf || !strcmp(leaf, ".") || !strcmp(leaf, "..")) return NULL;
+    return cq_svc_path_join(s->uploads_dir, leaf);
+}
+
+/* Removes a job's upload (a stored name, as above). */
+static void upload_remove(const cq_service *s, const char *stored) {
+    char *path = upload_file(s, stored);
+    if (path) unlink(path);
+    free(path);
+}
+
 static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw, const char *spooled, bool replace,
                             const char *ocr_name, cJSON **out, bool *accepted, cq_err *err) {
     cq_service *s = ctx;
@@ -131,7 +156,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         unlink(spooled);
         return err->code;
     }
-    char head[CQ_READER_HEAD_BYTES], sha[65], *name = NULL, *upload_path = NULL;
+    char head[CQ_READER_HEAD_BYTES], sha[65], stored[80], *name = NULL, *upload_path = NULL;
     size_t head_len = 0;
     struct stat sb;
     const cq_reader_format *format = NULL;
@@ -182,7 +207,8 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     if (!rc) {
         char leaf[64];
         snprintf(leaf, sizeof leaf, "job-%lld.ocr-%s.%s", (long long)job_id, cq_reader_ocr_name(ocr), format->name);
-        upload_path = cq_svc_path_join(s->uploads_dir, leaf);
+        snprintf(stored, sizeof stored, UPLOADS_SUBDIR "/%s", leaf);
+        upload_path = upload_file(s, stored);
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else if (rename(spooled, upload_path) != 0)
             rc = cq_err_set(err, CQ_ERR_IO, "cannot keep the upload: %s", strerror(errno));
@@ -192,7 +218,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         rc = cq_pg_original_put_file(pg, sha, upload_path, err);
         if (!rc) rc = cq_pg_job_set_upload_sha256(pg, job_id, sha, err);
     }
-    if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, upload_path, (int64_t)sb.st_size, replace, err);
+    if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, err);
     if (!rc) {
         cq_job_info j;
         rc = cq_store_job_get(st, job_id, &j, err);
@@ -279,8 +305,7 @@ static void report_progress(void *user, int pages_read, int n_pages) {
 
 /* The OCR mode in an upload's name (job-ID.ocr-MODE.EXT); the service's default for names without one. */
 static cq_reader_ocr upload_ocr(const cq_service *s, const char *upload_path) {
-    const char *leaf = strrchr(upload_path, '/');
-    const char *m = strstr(leaf ? leaf : upload_path, ".ocr-");
+    const char *m = strstr(upload_leaf(upload_path), ".ocr-");
     char name[16];
     cq_reader_ocr ocr;
     if (m && sscanf(m + 5, "%15[a-z]", name) == 1 && cq_reader_ocr_parse(name, &ocr)) return ocr;
@@ -296,14 +321,16 @@ static cq_status job_ready_in_tx(void *user, cq_store *st, int64_t doc_id, cq_er
 }
 
 /* PostgreSQL: the claimed job's upload as a file of this node — its own copy when the upload came here, else
- * fetched from the store by content into the uploads folder under the same name (which carries the OCR mode).
- * NULL (the job failed) when neither is there. */
-static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, const cq_pg_job_lease *lease) {
-    if (access(j->upload_path, R_OK) == 0) return strdup(j->upload_path);
-    const char *leaf = strrchr(j->upload_path, '/');
-    char *path = cq_svc_path_join(s->uploads_dir, leaf ? leaf + 1 : j->upload_path);
+ * fetched from the store by content into the uploads folder under the same name (which carries the OCR mode;
+ * *fetched is set). NULL (the job failed) when neither is there. */
+static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, const cq_pg_job_lease *lease,
+                            bool *fetched) {
+    char *path = upload_file(s, j->upload_path);
+    *fetched = false;
+    if (path && access(path, R_OK) == 0) return path;
     cq_err err = {0}, e2 = {0};
     if (!path) return NULL;
+    *fetched = true;
     if (!lease->upload_sha256[0]) cq_err_set(&err, CQ_ERR_IO, "the upload is on another node and not in the store");
     else cq_pg_original_get_file(cq_store_pg(st), lease->upload_sha256, path, &err);
     if (!err.code) return path;
@@ -345,11 +372,12 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
         return;
     }
     char *upload = NULL;
+    bool fetched = false;
     if (!lease) {
         cq_store_job_begin_attempt(st, job_id, NULL, &err); /* counted before it runs: a crash cannot skip it */
-        upload = strdup(j.upload_path);
+        upload = upload_file(s, j.upload_path);
     } else if (!(taken_over && fail_after_max_attempts(st, &j))) {
-        upload = claimed_upload(s, st, &j, lease);
+        upload = claimed_upload(s, st, &j, lease, &fetched);
         if (taken_over && upload)
             CQ_WARN("job %lld (%s): its node stopped renewing the lease; taken over (start %d of at most %d)",
                     (long long)job_id, j.filename ? j.filename : "?", j.attempts, CQ_JOB_MAX_ATTEMPTS);
@@ -376,7 +404,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
     if (lease && cq_pg_job_renew(cq_store_pg(st), lease, s->lease_s, NULL, &e2) == CQ_ERR_CANCELLED) {
         /* Another node took the job over while this one was slow: its writes were refused, it records nothing. */
         CQ_WARN("job %lld (%s): %s; this node's attempt is dropped", (long long)job_id, j.filename, e2.msg);
-        if (strcmp(upload, j.upload_path)) unlink(upload); /* a fetched copy; the upload itself is the owner's */
+        if (fetched) unlink(upload); /* a fetched copy; the upload itself is the owner's */
         free(upload);
         cq_job_info_free(&j);
         return;
@@ -628,7 +656,7 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
         return rc;
     }
     if (!rc && !was_running && !strcmp(j.state, "queued")) {
-        if (j.upload_path) unlink(j.upload_path);
+        if (j.upload_path) upload_remove(s, j.upload_path);
         atomic_fetch_add(&s->jobs_cancelled, 1);
         CQ_INFO("job %lld (%s): cancelled before it started", (long long)job_id, j.filename ? j.filename : "?");
         cq_job_info_free(&j);
@@ -663,6 +691,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
     }
     for (size_t i = 0; i < n; i++) {
         cq_err e2 = {0};
+        char *upload = NULL;
         const char *name = jobs[i].filename ? jobs[i].filename : "?";
         bool crashed = !strcmp(jobs[i].state, "running"); /* a stop queues its running job again */
         if (crashed && jobs[i].attempts >= CQ_JOB_MAX_ATTEMPTS) {
@@ -671,9 +700,9 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
                        "memory) during each of the %d times this document was read", jobs[i].attempts);
             cq_store_job_fail(st, jobs[i].id, 0, jobs[i].total, &why, &e2);
             cq_store_job_finish(st, jobs[i].id, 0, &e2);
-            if (jobs[i].upload_path) unlink(jobs[i].upload_path);
+            if (jobs[i].upload_path) upload_remove(s, jobs[i].upload_path);
             CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why.msg);
-        } else if (jobs[i].upload_path && access(jobs[i].upload_path, R_OK) == 0) {
+        } else if ((upload = upload_file(s, jobs[i].upload_path)) && access(upload, R_OK) == 0) {
             cq_store_job_update(st, jobs[i].id, "queued", 0, jobs[i].total, NULL, &e2);
             enqueue(s, jobs[i].id);
             if (crashed)
@@ -687,6 +716,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
             cq_store_job_fail(st, jobs[i].id, 0, 0, &lost, &e2);
             cq_store_job_finish(st, jobs[i].id, 0, &e2);
         }
+        free(upload);
     }
     cq_job_info_free_array(jobs, n);
     /* Originals no document uses: stored by a job that a crash cut off and that then failed for good (a job that
@@ -721,7 +751,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
                 cq_job_info j;
                 cq_err e3 = {0};
                 if (cq_store_job_get(st, id, &j, &e3) == CQ_OK) {
-                    owned = j.upload_path && !strcmp(j.upload_path, path);
+                    owned = j.upload_path && !strcmp(upload_leaf(j.upload_path), e->d_name); /* names, not paths */
                     cq_job_info_free(&j);
                 }
             }

@@ -59,7 +59,7 @@ cq_status cq_file_write_atomic(const char *path, const void *data, size_t len, c
     int fd = mkstemp(tmp);
     /* Locked while it is written, so that cq_remove_stale_temp_files tells it from a crashed writer's leftover. */
     if (fd >= 0) flock(fd, LOCK_EX);
-    FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
+    FILE *f = fd >= 0 && fchmod(fd, 0600) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         cq_err_set(err, CQ_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
         if (fd >= 0) {
@@ -134,14 +134,14 @@ cq_status cq_mkdirs(const char *path, cq_err *err) {
     for (char *s = p + 1; *s; s++) {
         if (*s != '/') continue;
         *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
             cq_err_set(err, CQ_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
             free(p);
             return CQ_ERR_IO;
         }
         *s = '/';
     }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
         cq_err_set(err, CQ_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
         free(p);
         return CQ_ERR_IO;

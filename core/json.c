@@ -45,6 +45,37 @@ char *cq_json_print_formatted(const cJSON *v, size_t *len) { return valid_text(c
 
 static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+static int by_name(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first name that some object of v holds twice (as decoded: "a" and "\u0061" are one name), or NULL; *oom is
+ * set when the names could not be sorted. Sorting keeps it O(n log n) for an object of n members (comparing every
+ * pair would make a body of 100,000 members cost 10^10 comparisons). cJSON's nesting limit bounds the recursion. */
+static const char *duplicate_name(const cJSON *v, bool *oom) {
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return NULL;
+    size_t n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        const char *d = duplicate_name(c, oom);
+        if (d || *oom) return d;
+        n++;
+    }
+    if (!cJSON_IsObject(v) || n < 2) return NULL;
+    const cJSON **names = malloc(n * sizeof *names);
+    if (!names) {
+        *oom = true;
+        return NULL;
+    }
+    size_t i = 0;
+    for (const cJSON *c = v->child; c; c = c->next) names[i++] = c;
+    qsort(names, n, sizeof *names, by_name);
+    const char *d = NULL;
+    for (i = 1; i < n && !d; i++)
+        if (!strcmp(names[i - 1]->string, names[i]->string)) d = names[i]->string;
+    free(names);
+    return d;
+}
+
 cJSON *cq_json_parse_strict(const char *text, size_t len, char *why, size_t why_cap) {
     size_t bad = cq_utf8_valid_prefix(text, len);
     if (bad < len) {
@@ -86,6 +117,16 @@ cJSON *cq_json_parse_strict(const char *text, size_t len, char *why, size_t why_
     if (at < len) {
         cJSON_Delete(v);
         snprintf(why, why_cap, "unexpected data after the JSON value at byte %zu", at);
+        return NULL;
+    }
+    /* A name given twice: which one counts differs between parsers (cJSON finds the first, others keep the last),
+     * so a proxy or a client library and this server could read two different requests from one body. */
+    bool oom = false;
+    const char *dup = duplicate_name(v, &oom);
+    if (dup || oom) {
+        if (oom) snprintf(why, why_cap, "out of memory");
+        else snprintf(why, why_cap, "the name \"%.60s\" appears twice in one object", dup);
+        cJSON_Delete(v);
         return NULL;
     }
     return v;

@@ -8,7 +8,8 @@
  *
  * In: RFC 8259 JSON and nothing else. cJSON alone accepts more, and some of it changes meaning: "\u0000" ends the
  * decoded string there ("laws\u0000x" would name "laws"), raw control characters and invalid UTF-8 pass through
- * into names and questions, and anything may follow the value ({"name": "a"}garbage). */
+ * into names and questions, anything may follow the value ({"name": "a"}garbage), and a name may appear twice in
+ * one object ({"kb": "a", "kb": "b"}: which one counts differs from parser to parser). */
 #ifndef CQ_CORE_JSON_H
 #define CQ_CORE_JSON_H
 

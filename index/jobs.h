@@ -2,7 +2,8 @@
  * written by cq_store_job_create / cq_store_job_update and the ingest pipeline, index/store.h).
  *
  * A job is one uploaded file waiting for, or going through, ingestion. The upload is kept at upload_path until the
- * job ends, so that a job interrupted by a restart can run again. States:
+ * job ends, so that a job interrupted by a restart can run again; the service writes it relative to the data
+ * directory ("uploads/job-7.ocr-auto.pdf") and reads only its file name (app/service_jobs.c). States:
  *   queued → running → ready | failed | duplicate | cancelled
  * duplicate: identical content was in the KB already; failed: for good (a damaged or too large document, or
  * CQ_JOB_MAX_ATTEMPTS starts that each ended in a crash; error_code says which); cancelled: on request, nothing of
@@ -29,7 +30,7 @@ typedef struct {
     char error_code[24];       /* why it failed as cq_err_name gives it (a cq_status_name such as "bad_format", or
                                   a reader's finer reason such as "too_large"), "" when not known */
     char *filename;            /* as uploaded (sanitized) */
-    char *upload_path;         /* NULL once the job ended */
+    char *upload_path;         /* "uploads/NAME" (older rows: the path as given then); NULL once the job ended */
     int64_t size_bytes;
     int replace;               /* replace a document of the same name */
     int attempts;              /* starts of this job that were not interrupted by a shutdown */

@@ -4,6 +4,7 @@
  *   of cutting the name short.
  * - Host: a DNS-rebinding page reaches the server under the attacker's host name, so only names the server is known
  *   by are accepted: IP addresses (no rebinding goes through a literal address), localhost, and --allow-host names.
+ * - The target: a path (origin form); absolute forms and "*" are refused (400), as are two Host or Origin headers.
  * - Origin: a request that changes something (any method but GET, HEAD and OPTIONS) from a page of another origin
  *   is refused unless that origin is allowed (--cors-origin); browsers send Origin on every such request. Allowed
  *   origins get the Access-Control-* headers, and the preflights (OPTIONS) are answered here: CivetWeb's own answer
@@ -198,11 +199,25 @@ bool cq_web_guard_request(cq_web_req *r) {
         return false;
     }
 
-    int hosts = 0;
-    for (int i = 0; i < r->ri->num_headers; i++) hosts += !strcasecmp(r->ri->http_headers[i].name, "Host");
+    /* The target in origin form ("/path?query"): an absolute form ("http://host/path") names a host apart from the
+     * Host header, and "*" (OPTIONS only, in HTTP) names no resource. */
+    const char *target = r->ri->request_uri;
+    if (!target || target[0] != '/') {
+        cq_web_send_error(r, 400, "bad_request", "the request target must be a path starting with '/' (not '%.60s')",
+                          target ? target : "");
+        return false;
+    }
+
+    /* One Host and at most one Origin: a second one could be read by a proxy and this server differently (the
+     * Origin check below would see the first one only). */
+    int hosts = 0, origins = 0;
+    for (int i = 0; i < r->ri->num_headers; i++) {
+        hosts += !strcasecmp(r->ri->http_headers[i].name, "Host");
+        origins += !strcasecmp(r->ri->http_headers[i].name, "Origin");
+    }
     const char *host = mg_get_header(r->conn, "Host");
-    if (hosts > 1) {
-        cq_web_send_error(r, 400, "bad_request", "more than one Host header");
+    if (hosts > 1 || origins > 1) {
+        cq_web_send_error(r, 400, "bad_request", "more than one %s header", hosts > 1 ? "Host" : "Origin");
         return false;
     }
     if (host && !host_allowed(s, host)) {
@@ -261,7 +276,8 @@ static struct cq_web_client *client_find(cq_web_clients *c, const char *addr, bo
 }
 
 bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn) {
-    if (mg_get_user_connection_data(conn)) return true; /* counted at an earlier request */
+    cq_web_conn *cs = mg_get_user_connection_data(conn);
+    if (!cs || cs->mark) return true; /* counted at an earlier request */
     const struct mg_request_info *ri = mg_get_request_info(conn);
     char *mark = ri ? strdup(ri->remote_addr) : NULL; /* the connection's address, until it closes */
     if (!mark) return true;
@@ -272,20 +288,19 @@ bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn) {
     bool admitted = !e || limit <= 0 || e->connections < limit;
     if (e && admitted) e->connections++;
     pthread_mutex_unlock(&c->lock);
-    if (e && admitted) mg_set_user_connection_data(conn, mark);
+    if (e && admitted) cs->mark = mark;
     else free(mark);
     return admitted;
 }
 
-void cq_web_clients_closed(const struct mg_connection *conn) {
-    char *mark = mg_get_user_connection_data(conn);
-    cq_web_server *s = mg_get_user_context_data(conn);
-    if (!mark || !s) return;
+void cq_web_clients_closed(cq_web_server *s, cq_web_conn *cs) {
+    char *mark = cs->mark;
+    if (!mark) return;
     cq_web_clients *c = &s->clients;
     pthread_mutex_lock(&c->lock);
     struct cq_web_client *e = client_find(c, mark, false);
     if (e && --e->connections <= 0) *e = c->items[--c->n];
     pthread_mutex_unlock(&c->lock);
-    mg_set_user_connection_data(conn, NULL);
+    cs->mark = NULL;
     free(mark);
 }

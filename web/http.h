@@ -53,6 +53,18 @@ typedef struct {
     bool stopping, started;
 } cq_web_watchdog;
 
+/* Connection slots kept for the operations routes (server.c): CivetWeb runs config.connections + this many
+ * connection threads, and a connection opened while config.connections others are open may ask only for health,
+ * metrics or a job (its state, the jobs of a KB, cancelling one); anything else gets 503 with Retry-After. */
+#define CQ_WEB_RESERVED_SLOTS 2
+
+/* What the server keeps per connection (CivetWeb's connection data), from its start to its close. */
+typedef struct {
+    char *mark;      /* the client address counted against its connections (guard.c); NULL: not counted */
+    bool reserved;   /* opened while every ordinary slot was taken: operations routes only, closed after one */
+    bool answered;   /* CivetWeb answered an error itself (the http_error callback) */
+} cq_web_conn;
+
 struct cq_web_server {
     struct mg_context *mg;
     cq_web_service svc;
@@ -67,6 +79,7 @@ struct cq_web_server {
     cq_web_clients clients;
     cq_web_watchdog watchdog;
     atomic_bool draining; /* stopping: new requests get 503 */
+    atomic_int open_connections; /* connections CivetWeb holds now (a reserved slot's included) */
     cq_web_access_log *access_log; /* NULL: none */
 };
 
@@ -185,8 +198,8 @@ void cq_web_cors_headers(cq_web_req *r);
 /* Counts the connection of this request against its client address, once per connection. False when the address
  * holds more connections than allowed (and the connection is not counted). */
 bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn);
-/* CivetWeb's connection_close callback: the connection's address holds one fewer. */
-void cq_web_clients_closed(const struct mg_connection *conn);
+/* When a connection closes: its address holds one fewer. */
+void cq_web_clients_closed(cq_web_server *s, cq_web_conn *c);
 void cq_web_clients_init(cq_web_clients *c);
 void cq_web_clients_destroy(cq_web_clients *c);
 

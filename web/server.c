@@ -141,6 +141,16 @@ static void handle_health(cq_web_req *r) {
 static void handle_metrics(cq_web_req *r) {
     cq_strbuf b = {0};
     cq_web_metrics_print(&r->server->metrics, &b);
+    cq_strbuf_printf(&b,
+                     "# HELP clauseqa_http_connections_open Connections open now (this one included), and the slots: "
+                     "--connections ordinary ones, then reserved ones for health, metrics and jobs.\n"
+                     "# TYPE clauseqa_http_connections_open gauge\n"
+                     "clauseqa_http_connections_open %d\n"
+                     "# HELP clauseqa_http_connection_slots Connection slots, by kind.\n"
+                     "# TYPE clauseqa_http_connection_slots gauge\n"
+                     "clauseqa_http_connection_slots{kind=\"ordinary\"} %d\n"
+                     "clauseqa_http_connection_slots{kind=\"reserved\"} %d\n",
+                     atomic_load(&r->server->open_connections), r->server->cfg.connections, CQ_WEB_RESERVED_SLOTS);
     r->svc->metrics(r->svc->ctx, &b);
     if (b.failed) {
         cq_strbuf_free(&b);
@@ -927,6 +937,19 @@ static bool has_body(const cq_web_req *r) {
     return r->ri->content_length > 0 || (r->ri->content_length < 0 && mg_get_header(r->conn, "Transfer-Encoding"));
 }
 
+/* What a reserved connection slot answers: health and metrics, and what an operator needs to see and stop the work
+ * that keeps the server busy (a job, the jobs of a KB, cancelling a job). */
+static bool operations_route(const cq_web_req *r) {
+    switch (r->route) {
+    case CQ_ROUTE_HEALTH:
+    case CQ_ROUTE_METRICS:
+    case CQ_ROUTE_JOB:
+    case CQ_ROUTE_JOB_CANCEL: return true;
+    case CQ_ROUTE_KB_JOBS: return method_is(r, "GET");
+    default: return false;
+    }
+}
+
 /* Everything but the handlers' own work, on the connection thread: the checks, the page, the body. */
 static void serve(cq_web_req *r) {
     cq_web_server *s = r->server;
@@ -938,6 +961,17 @@ static void serve(cq_web_req *r) {
     }
     if (!cq_web_guard_request(r)) return;
     route(r);
+    cq_web_conn *c = mg_get_user_connection_data(r->conn);
+    if (c && c->reserved) {
+        /* A reserved slot (http.h): the operations routes only, and the slot is free again after the answer. */
+        mg_disable_connection_keep_alive(r->conn);
+        if (!operations_route(r)) {
+            r->body_pending = true;
+            r->retry_after_s = 1;
+            return cq_web_send_error(r, 503, "busy",
+                                     "every connection slot is taken (%d): try again shortly", s->cfg.connections);
+        }
+    }
     /* The liveness probe is answered whatever a client address holds. */
     if (r->route != CQ_ROUTE_HEALTH && !cq_web_clients_admit(s, r->conn)) {
         r->body_pending = true;
@@ -1021,7 +1055,39 @@ static int http_error(struct mg_connection *conn, int status, const char *msg) {
         }
     CQ_DEBUG("http: %d %s (%s)", status, code, msg ? msg : "");
     cq_web_send_conn_error(conn, status, code, message);
+    cq_web_conn *c = mg_get_user_connection_data(conn);
+    if (c) c->answered = true;
     return 0;
+}
+
+/* A new connection (before its first request): reserved when every ordinary slot is taken (http.h). */
+static int connection_open(const struct mg_connection *conn, void **data) {
+    cq_web_server *s = mg_get_user_context_data(conn);
+    int open = atomic_fetch_add(&s->open_connections, 1) + 1;
+    cq_web_conn *c = calloc(1, sizeof *c);
+    if (c) c->reserved = open > s->cfg.connections;
+    *data = c;
+    return 0;
+}
+
+/* A connection closing. CivetWeb passes a request whose target is not a path of this server ("GET *", an absolute
+ * "GET http://host/...") to no handler and closes the connection without a word; such a request is answered 400
+ * here, the socket still open (the handlers answer the absolute targets CivetWeb does pass on: web/guard.c). */
+static void connection_close(const struct mg_connection *conn) {
+    cq_web_server *s = mg_get_user_context_data(conn);
+    cq_web_conn *c = mg_get_user_connection_data(conn);
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    if (ri && ri->request_method && ri->request_uri && ri->request_uri[0] != '/' && !ri->local_uri &&
+        !(c && c->answered)) {
+        CQ_DEBUG("http: %s %.60s -> 400 (not a path)", ri->request_method, ri->request_uri);
+        cq_web_send_conn_error((struct mg_connection *)conn, 400, "bad_request",
+                               "the request target must be a path starting with '/'");
+    }
+    if (c) {
+        cq_web_clients_closed(s, c);
+        free(c);
+    }
+    atomic_fetch_sub(&s->open_connections, 1);
 }
 
 static int log_message(const struct mg_connection *conn, const char *message) {
@@ -1070,7 +1136,7 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
 
     char ports[300], threads[16], timeout[16], queue[16];
     snprintf(ports, sizeof ports, "%s:%d", s->host, config->port);
-    snprintf(threads, sizeof threads, "%d", s->cfg.connections);
+    snprintf(threads, sizeof threads, "%d", s->cfg.connections + CQ_WEB_RESERVED_SLOTS);
     snprintf(timeout, sizeof timeout, "%d", s->cfg.request_timeout_ms);
     snprintf(queue, sizeof queue, "%d", s->cfg.connections);
     const char *options[] = {"listening_ports", ports,
@@ -1091,7 +1157,8 @@ cq_status cq_web_start(const cq_web_config *config, const cq_web_service *servic
     struct mg_callbacks cb = {0};
     cb.log_message = log_message;
     cb.http_error = http_error;
-    cb.connection_close = cq_web_clients_closed;
+    cb.connection_close = connection_close;
+    cb.init_connection = connection_open;
     mg_init_library(0);
     char errtext[256] = "";
     unsigned errcode = 0;

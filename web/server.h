@@ -14,9 +14,10 @@
  * come from the server's own origin or an allowed one (cross-site requests), the URL holds no encoded NUL, and a
  * client address holds a bounded number of connections (web/guard.c).
  *
- * Threads: CivetWeb's threads hold the connections (config.connections) and receive request bodies, so that a slow
- * client holds its own connection only; the requests run on a bounded pool of worker threads (config.threads), and
- * health and metrics on one more of their own. Every service function may be called from several of them at once
+ * Threads: CivetWeb's threads hold the connections (config.connections, and CQ_WEB_RESERVED_SLOTS more that answer
+ * only health, metrics and the job routes, for when slow clients hold the others) and receive request bodies, so
+ * that a slow client holds its own connection only; the requests run on a bounded pool of worker threads
+ * (config.threads), and health and metrics on one more of their own. Every service function may be called from several of them at once
  * and must be thread-safe. */
 #ifndef CQ_WEB_SERVER_H
 #define CQ_WEB_SERVER_H
@@ -153,7 +154,8 @@ typedef struct {
     const char *host;            /* default 127.0.0.1 */
     int port;                    /* 0: any free port (see cq_web_port) */
     int threads;                 /* worker threads: requests handled at once (default 16) */
-    int connections;             /* connections held open at once, keep-alive ones included (default 128) */
+    int connections;             /* connections held open at once, keep-alive ones included (default 128); 2 more
+                                    are reserved for health, metrics and jobs (web/http.h) */
     size_t max_json_bytes;       /* request bodies other than uploads (default 1 MiB) */
     size_t max_upload_bytes;     /* uploads (default 64 MiB) */
     int request_timeout_ms;      /* request headers, and each socket read and write (default 30000); a body must

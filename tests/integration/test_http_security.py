@@ -8,7 +8,10 @@
   trailing data after a JSON body is refused; questions are capped;
 - CivetWeb's own errors are the documented JSON; a huge Content-Length is refused at once;
 - ids are never used again after a deletion (an old clause id never opens another KB's clause);
-- the database is created mode 0600; temp files a crashed write left are removed at start.
+- the database is created mode 0600; temp files a crashed write left are removed at start;
+- (issue 29) request targets that are not paths ("*", absolute forms) get 400 instead of a silent close; two Origin
+  headers are refused; a JSON name given twice in one object is refused; originals, page images and their folders
+  are their owner's only, whatever the umask.
 
 usage: test_http_security.py path/to/clauseqa"""
 import fcntl
@@ -205,6 +208,42 @@ def test_input(s):
     check('chat: long question refused', r.status == 413 and r.error_code() == 'question_too_long', r)
 
 
+def test_request_forms(s):
+    """Targets that are not paths, repeated headers and repeated JSON names: a clear 400, never a silent close nor a
+    second reading of the request (issue 29)."""
+    port = s.port
+    for target in (b'*', b'http://127.0.0.1/api/v1/health', b'http://127.0.0.1:%d/api/v1/health' % port,
+                   b'http://evil.example/api/v1/kbs', b'https://127.0.0.1:%d/api/v1/kbs' % port):
+        for method in (b'GET', b'POST'):
+            r = raw_request(port, method + b' ' + target + b' HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n')
+            check(f'{method.decode()} {target.decode()}: 400 JSON', r is not None and r.status == 400
+                  and (r.strict_json() or {}).get('error', {}).get('code') == 'bad_request', r)
+    r = raw_request(port, b'OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+    check('OPTIONS *: answered', r is not None and r.status in (200, 204, 400), r)
+    r = raw_request(port, b'GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')
+    check('a path is served as before', r is not None and r.status == 200, r)
+
+    own = f'http://127.0.0.1:{port}'
+    for method, body in ((b'GET', b''), (b'POST', b'{"name": "twice"}')):
+        for first, second in ((own, 'http://evil.example'), ('http://evil.example', own)):
+            r = raw_request(port, method + b' /api/v1/kbs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\n'
+                            b'Origin: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n'
+                            b'Connection: close\r\n\r\n%s' % (port, first.encode(), second.encode(), len(body), body))
+            check(f'{method.decode()} with two Origin headers ({first} first): 400', r is not None and r.status == 400
+                  and 'Origin' in (r.strict_json() or {}).get('error', {}).get('message', ''), r)
+    check('...and no KB made', s.get('/api/v1/kbs/twice').status == 404)
+
+    for path, body in (('/api/v1/kbs', '{"name": "dup1", "name": "dup2"}'),
+                       ('/api/v1/kbs', '{"name": "dup3", "n\\u0061me": "dup4"}'),
+                       ('/api/v1/kbs/laws/retrieve', '{"question": "Article 1", "k": 1, "k": 50}'),
+                       ('/api/v1/kbs/laws/ask', '{"question": "a", "options": {"x": 1, "x": 2}}')):
+        r = s.post(path, body)
+        check(f'a name twice in {body}: 400 invalid_json', r.status == 400 and r.error_code() == 'invalid_json'
+              and 'twice' in r.json()['error']['message'], r)
+    check('...and no KB made', all(s.get(f'/api/v1/kbs/dup{i}').status == 404 for i in range(1, 5)))
+    check('healthy after them', s.get('/api/v1/health').status == 200)
+
+
 def test_civetweb_errors(s):
     cases = [
         (b'GARBAGE\r\n\r\n', 400),
@@ -266,6 +305,20 @@ def test_files(s):
         p = os.path.join(s.data, 'clauseqa.db' + suffix)
         mode = stat.S_IMODE(os.stat(p).st_mode) if os.path.exists(p) else None
         check(f'clauseqa.db{suffix} is 0600', mode == 0o600, oct(mode) if mode is not None else 'missing')
+    # The server runs under umask 0 (main): originals, page images and every folder are still private.
+    docs = s.get('/api/v1/kbs/second/documents').json()['documents']
+    r = s.get(f"/api/v1/documents/{docs[0]['id']}/pages/1.png?width=600")
+    check('a page image rendered', r.status == 200, r)
+    modes = {}
+    for root, dirs, files in os.walk(s.data):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            modes[os.path.relpath(p, s.data)] = (stat.S_IMODE(os.lstat(p).st_mode), name in dirs)
+    modes['.'] = (stat.S_IMODE(os.stat(s.data).st_mode), True)
+    check('originals and page images were written', any(k.startswith('files/') for k in modes)
+          and any(k.startswith('cache/pages/') and k.endswith('.png') for k in modes), sorted(modes))
+    loose = {k: oct(m) for k, (m, is_dir) in modes.items() if m != (0o700 if is_dir else 0o600)}
+    check('under umask 0: every file 0600, every folder 0700', not loose, loose)
 
 
 def test_temp_cleanup(binary):
@@ -295,11 +348,16 @@ def main():
     binary = sys.argv[1]
     s = Server(binary)
     try:
-        s.start()
+        old_umask = os.umask(0)  # the server's files must not depend on it (test_files)
+        try:
+            s.start()
+        finally:
+            os.umask(old_umask)
         test_cors_default(s)
         test_host(s, binary)
         test_input(s)
         test_civetweb_errors(s)
+        test_request_forms(s)
         test_ids(s)
         test_files(s)
         r = s.get('/metrics')

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Slow and greedy clients do not freeze the server (issue 16): request bodies are received on the connection
 threads, never on the workers; health has a worker of its own; bodies and headers that do not arrive time out; a
-client address holds a bounded number of connections.
+client address holds a bounded number of connections; with every connection slot held, health, metrics and the job
+routes are answered from a reserved slot (issue 29), anything else there gets 503 with Retry-After.
 
 usage: test_http_slow.py path/to/clauseqa"""
 import os
@@ -9,9 +10,11 @@ import socket
 import sys
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import DEMO_PDF, Checks, Server, read_response  # noqa: E402
+from http_server import DEMO_PDF, Checks, Server, png_size, read_response  # noqa: E402
+from test_http_jobs import write_pdf  # noqa: E402
 
 T = Checks('test_http_slow')
 
@@ -191,8 +194,112 @@ def test_health_while_workers_busy(binary):
         s.close()
 
 
+def test_reserved_slots(binary):
+    """--connections + 1 clients that send their headers a byte every 0.5 s (from several addresses, so that no
+    per-address limit applies) hold every ordinary connection slot: health, metrics and a job's state are answered
+    at once from a reserved slot (before: health waited for a slow client's request timeout); another route there
+    gets 503 with Retry-After, and the slot is free again after each answer."""
+    s = Server(binary, args=['--connections', '4', '--request-timeout-s', '30'])
+    slow = None
+    try:
+        s.start()
+        s.post('/api/v1/kbs', {'name': 'laws'})
+        s.get('/api/v1/health')
+        time.sleep(6)  # the test client's keep-alive connection is gone (5 s)
+        slow = Dribbler(s.port, '127.0.0.2', 5, b'GET /api/v1/kbs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ')
+        time.sleep(0.5)
+        head = b'Host: 127.0.0.1\r\nConnection: close\r\n\r\n'
+
+        def raw(path):
+            c = connect(s.port, '127.0.0.3')
+            try:
+                c.sendall(b'GET ' + path.encode() + b' HTTP/1.1\r\n' + head)
+                return read_response(c, 20)
+            finally:
+                c.close()
+
+        for path in ('/api/v1/health', '/metrics', '/api/v1/health', '/api/v1/kbs/laws/jobs'):
+            r, dt = timed(lambda: raw(path))
+            check(f'{path} with every connection slot held by slow headers ({dt:.2f} s)',
+                  r is not None and r.status == 200 and dt < HEALTH_S, r)
+        r, dt = timed(lambda: raw('/api/v1/kbs'))
+        check(f'another route in a reserved slot: 503 with Retry-After ({dt:.2f} s)',
+              r is not None and r.status == 503 and r.headers.get('retry-after') == '1'
+              and r.strict_json()['error']['code'] == 'busy', r)
+        slow.close()
+        slow = None
+        time.sleep(0.5)
+        r = s.get('/api/v1/kbs')
+        check('once the slow clients are gone, every route is served', r.status == 200, r)
+        for _ in range(3):  # connections that end in every way: answered, refused, cut
+            raw('/api/v1/health')
+            raw('/api/v1/kbs')
+            c = connect(s.port, '127.0.0.4')
+            c.sendall(b'GET * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+            read_response(c, 5)
+            c.close()
+        time.sleep(6)  # keep-alive connections of the test client are gone
+        text = raw('/metrics').body.decode()
+        line = [x for x in text.splitlines() if x.startswith('clauseqa_http_connections_open ')]
+        check('every closed connection was counted out (only the metrics request open)',
+              line == ['clauseqa_http_connections_open 1'], line)
+    finally:
+        if slow:
+            slow.close()
+        s.close()
+
+
+def test_page_images(binary):
+    """Page images cost a bounded amount (issue 29): the issue's page of 10 x 1000 points asked at width 2400 (before:
+    a 2400 x 240,000 PNG, 24 s, 3.67 GB) is drawn within the pixel caps; a page that takes longer than the time
+    limit (here 2 s) gets 413 at it; and page images are drawn at once, so an ordinary one asked meanwhile does not
+    wait for the slow one (before: one lock, every page image waited)."""
+    s = Server(binary)
+    s.env = {'CLAUSEQA_RENDER_TIMEOUT_S': '2'}
+    try:
+        s.start()
+        s.post('/api/v1/kbs', {'name': 'laws'})
+        tall = write_pdf(os.path.join(s.tmp, 'tall.pdf'), [b'BT /F1 8 Tf 0 900 Td (Article 1 tall) Tj ET'],
+                         page_box=b'[0 0 10 1000]')
+        slow = write_pdf(os.path.join(s.tmp, 'slow.pdf'), [b'BT /F1 12 Tf 72 700 Td (Article 1 slow) Tj ET '
+                                                           + b'0.5 g 0 0 612 792 re f ' * 300000],
+                         page_box=b'[0 0 612 792]', compress=True)
+        docs = {}
+        for name, path in (('tall', tall), ('slow', slow), ('demo', DEMO_PDF)):
+            job = s.wait_job(s.upload('laws', path).json()['job']['id'])
+            check(f'{name}.pdf ingested', job['state'] == 'ready', job)
+            docs[name] = job['document_id']
+        r, dt = timed(lambda: s.get(f"/api/v1/documents/{docs['tall']}/pages/1.png?width=2400", timeout_s=120))
+        size = png_size(r.body) if r.status == 200 else None
+        check(f'10 x 1000 points at width 2400: {size} in {dt:.2f} s', size is not None and max(size) <= 10000
+              and size[0] * size[1] <= 12 << 20 and dt < 10, r)
+
+        done = {}
+
+        def get(key, path):
+            done[key] = s.get(path, timeout_s=120)
+            done[key + '_at'] = time.time()
+
+        t0 = time.time()
+        slow_t = threading.Thread(target=get, args=('slow', f"/api/v1/documents/{docs['slow']}/pages/1.png?width=2400"))
+        slow_t.start()
+        time.sleep(0.3)
+        get('demo', f"/api/v1/documents/{docs['demo']}/pages/2.png?width=1000")
+        slow_t.join()
+        slow_s, demo_s = done['slow_at'] - t0, done['demo_at'] - t0
+        r = done['slow']
+        check(f'a page over the time limit: 413 too_large after {slow_s:.2f} s', r.status == 413
+              and r.error_code() == 'too_large' and slow_s < 8, r)
+        check(f'an ordinary page image meanwhile: 200 at {demo_s:.2f} s, before the slow one ended',
+              done['demo'].status == 200 and demo_s < slow_s, done['demo'])
+    finally:
+        s.close()
+
+
 def main():
     binary = sys.argv[1]
+    test_page_images(binary)
+    test_reserved_slots(binary)
     test_workers_stay_free(binary)
     test_timeouts_and_limits(binary)
     test_health_while_workers_busy(binary)

@@ -1,4 +1,5 @@
-/* core/json (strict input, output always valid UTF-8) and core/fileio's removal of crashed writes' temp files. */
+/* core/json (strict input, output always valid UTF-8) and core/fileio: the removal of crashed writes' temp files, and
+ * files and folders private to their owner whatever the umask. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +81,11 @@ static void test_parse_strict(void **state) {
         {"{\"name\": \"a\"", 0, "not valid JSON"},
         {"", 0, "not valid JSON"},
         {"{\"q\": \"\\ud800\"}", 0, "not valid JSON"}, /* a lone surrogate */
+        /* a name twice in one object: parsers disagree on which counts (issue 29) */
+        {"{\"kb\": \"a\", \"kb\": \"b\"}", 0, "\"kb\" appears twice"},
+        {"{\"kb\": \"a\", \"k\\u0062\": \"b\"}", 0, "\"kb\" appears twice"}, /* the same name, escaped */
+        {"[{\"x\": 1}, {\"a\": {\"z\": 1, \"y\": 2, \"z\": 3}}]", 0, "\"z\" appears twice"},
+        {"{\"a\": {\"x\": 1}, \"b\": {\"x\": 1}, \"x\": 2}", 0, NULL}, /* one name in three objects */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[128] = "";
@@ -149,11 +155,65 @@ static void test_stale_temp_files(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* Duplicate names are found by sorting: an object of 200,000 names (20 million pairs to compare one by one) parses in
+ * well under a second, and the duplicate at its end is still found. */
+static void test_parse_many_names(void **state) {
+    (void)state;
+    const size_t n = 200000;
+    char *text = malloc(n * 24 + 64);
+    assert_non_null(text);
+    size_t o = 0;
+    text[o++] = '{';
+    for (size_t i = 0; i < n; i++) o += (size_t)sprintf(text + o, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+    size_t open_len = o;
+    strcpy(text + o, "}");
+    char why[128] = "";
+    cJSON *v = cq_json_parse_strict(text, open_len + 1, why, sizeof why);
+    if (!v) fail_msg("refused: %s", why);
+    assert_int_equal(cJSON_GetArraySize(v), (int)n);
+    cJSON_Delete(v);
+    strcpy(text + open_len, ", \"k17\": 0}");
+    v = cq_json_parse_strict(text, strlen(text), why, sizeof why);
+    assert_null(v);
+    assert_non_null(strstr(why, "\"k17\" appears twice"));
+    free(text);
+}
+
+/* What cq_file_write_atomic and cq_mkdirs make is their owner's only, even under umask 0 (issue 29: originals and
+ * page images were written 0644, their folders 0755). */
+static void test_private_files(void **state) {
+    (void)state;
+    char dir[96], sub[128], path[160];
+    snprintf(dir, sizeof dir, "/tmp/cq_test_private_%d", (int)getpid());
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    snprintf(path, sizeof path, "%s/file.png", sub);
+    mode_t old = umask(0);
+    cq_err err = {0};
+    assert_int_equal(cq_mkdirs(sub, &err), CQ_OK);
+    assert_int_equal(cq_file_write_atomic(path, "png", 3, &err), CQ_OK);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    const char *dirs[] = {dir, sub};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(stat(dirs[i], &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+    }
+    unlink(path);
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/a", dir);
+    rmdir(sub);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_print_repairs_utf8),
         cmocka_unit_test(test_parse_strict),
         cmocka_unit_test(test_stale_temp_files),
+        cmocka_unit_test(test_parse_many_names),
+        cmocka_unit_test(test_private_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

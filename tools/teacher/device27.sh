@@ -5,7 +5,8 @@
 #   tools/teacher/device27.sh stash   copy the carried parts ($SRC/*/*, default .device/teacher27) to $S, unpack
 #                                     every complete set (*.tar.xz.<i>-of-<n>) into $W; once the data, the teacher
 #                                     pack and the trimmed GGUF are all there, start the job (setsid) unless started
-#   tools/teacher/device27.sh poll    the job's log; then bring back (into $OUT) the next files in line that fit one
+#   tools/teacher/device27.sh poll    (WAIT=N UNTIL=REGEX: first wait up to N s for REGEX in the job's log, default
+#                                     "all done") the job's log; then bring back (into $OUT) the next files in line that fit one
 #                                     call (8 files, MAX_MB together): the teacher's log and fusion numbers, its
 #                                     rankings and vectors (egemma_vectors.py), then the packed runs as they finish
 # The job: ids of the training data (tokenize_data.py gemma3, beside the teacher); the teacher (train.py
@@ -16,7 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 S=${STASH:-/tmp/st27}; W=${WORK:-/tmp/w27}; O=${OUT:-/tmp/out27}
 SRC=${SRC:-.device/teacher27}
-BUDGET=${BUDGET:-210}
+BUDGET=${BUDGET:-180}
 MAX_MB=${MAX_MB:-60}
 # name:train.py options; the two run at once (the GPU is shared); d_embed 256 as the runtime ships
 RUNS=${RUNS:-"e192x4:--d-model 192 --n-layer 4 --teacher-dim 768 --distill-tau 0.05;e384x6:--d-model 384 --n-layer 6 --teacher-dim 768 --distill-tau 0.05"}
@@ -35,12 +36,12 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 T0=\$(date +%s)
 log() { echo "[\$(( \$(date +%s) - T0 )) s] \$*" >> $W/job.log; }
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader >> $W/job.log 2>&1
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" >> $W/job.log 2>&1
-python3 tools/ssm_train/tokenize_data.py --data $W/data --tokenizer gemma3 --gguf $W/gemma-trim.gguf --jobs ${TOK_JOBS:-12} > $W/tok.log 2>&1 &
-python3 tools/ssm_train/train.py --data $W/data --teacher $W/teacher --teacher-save $W/teacher.pt --teacher-only \
+${PY:-python3} -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" >> $W/job.log 2>&1
+${PY:-python3} tools/ssm_train/tokenize_data.py --data $W/data --tokenizer gemma3 --gguf $W/gemma-trim.gguf --jobs ${TOK_JOBS:-12} > $W/tok.log 2>&1 &
+${PY:-python3} tools/ssm_train/train.py --data $W/data --teacher $W/teacher --teacher-save $W/teacher.pt --teacher-only \
   --threads 4 > $W/teacher.log 2>&1
 log "teacher rc \$?"
-python3 tools/teacher/egemma_vectors.py export --teacher $W/teacher.pt --data $W/data --out $W/vec > $W/vec.log 2>&1
+${PY:-python3} tools/teacher/egemma_vectors.py export --teacher $W/teacher.pt --data $W/data --out $W/vec > $W/vec.log 2>&1
 log "vectors rc \$? (\$(du -sm $W/vec | cut -f1) MB)"
 grep -E "teacher validation" $W/teacher.log | cut -c1-100000 > $W/vec/teacher_validation.txt
 wait
@@ -50,7 +51,7 @@ n=\${#RUNS_A[@]}
 for spec in "\${RUNS_A[@]}"; do
   name=\${spec%%:*}; opts=\${spec#*:}
   mkdir -p $W/runs/\$name
-  ( python3 tools/ssm_train/train.py --data $W/data --out $W/runs/\$name --teacher $W/teacher.pt --budget $BUDGET \
+  ( ${PY:-python3} tools/ssm_train/train.py --data $W/data --out $W/runs/\$name --teacher $W/teacher.pt --budget $BUDGET \
       --commit ${COMMIT:-unknown} --workers \$(( ${WORKERS:-14} / n )) --threads 2 $COMMON \$opts > $W/runs/\$name/train.log 2>&1
     log "\$name rc \$?"
     tar -C $W/runs -czf $W/\$name.tgz \$name && log "\$name packed (\$(du -h $W/\$name.tgz | cut -f1))" ) &
@@ -95,6 +96,8 @@ stash)
     echo "not complete yet: $(ls $W)"
   fi ;;
 poll)
+  # WAIT=N: first wait up to N s for a line matching UNTIL in the job's log (the machine stays warm meanwhile)
+  for i in $(seq 1 ${WAIT:-0}); do grep -qE "${UNTIL:-all done}" $W/job.log 2>/dev/null && break; sleep 1; done
   cat $W/job.log 2>/dev/null; tail -2 $W/tok.log 2>/dev/null
   grep -E "teacher[: ]|validation|rror" $W/teacher.log 2>/dev/null | cut -c1-600
   for r in $W/runs/*/train.log; do

@@ -8,7 +8,7 @@ cache outside the repository and read back here.
 export writes into DIR (every file <= --file-mb MB):
   dev_rank.npz        every dev question of prepare.py (both parts): qi (its row in queries.json "questions"),
                       rank (n, 50) int32 global clause ids, the teacher's 50 nearest among its suite's store clauses
-                      (full dimension), cos (n, 50) float16
+                      (full dimension; -1 pads a suite of fewer clauses), cos (n, 50) float16
   dev_q.npz           qi, vec (n, D) float16: the dev questions' vectors, full dimension
   val_c.<k>.npz       gid, vec float16: every clause of a validation document (full dimension), in pieces
   cache.<kind>.<k>.npz  kind in c, q, h, i; rows first..last of that kind (c: corpus.npz order, i.e. by document;
@@ -69,8 +69,12 @@ def export(a):
         for s in range(0, len(qi), 1024):
             qv = Q[torch.as_tensor(qi[s:s + 1024], device=Q.device)].float()
             sc, ix = (qv @ cs.T).topk(min(50, len(gids)), dim=1)
-            rank_all.append(gids[ix.cpu().numpy()].astype(np.int32))
-            cos_all.append(sc.cpu().numpy().astype(np.float16))
+            r = np.full((len(qv), 50), -1, np.int32)  # -1: a suite of fewer than 50 clauses
+            c = np.zeros((len(qv), 50), np.float16)
+            r[:, :ix.shape[1]] = gids[ix.cpu().numpy()]
+            c[:, :ix.shape[1]] = sc.cpu().numpy()
+            rank_all.append(r)
+            cos_all.append(c)
         qi_all += qi
     qi_all = np.asarray(qi_all, np.int64)
     np.savez(os.path.join(a.out, "dev_rank.npz"), qi=qi_all, rank=np.concatenate(rank_all),

@@ -91,7 +91,7 @@ def main():
                 rec["bm25"] = [[int(g), 0.0, int(g in pos)] for g in data_q[j].get("bm25", [])]
                 if j in dense:
                     g, c = dense[j]
-                    rec["dense"] = [[int(x), round(float(s), 5), int(x in pos)] for x, s in zip(g, c)]
+                    rec["dense"] = [[int(x), round(float(s), 5), int(x in pos)] for x, s in zip(g, c) if x >= 0]
                 else:
                     missing_rank += 1
             recs["%s/%s" % (suite, q["id"])] = rec

@@ -89,7 +89,7 @@ stash)
     cat $pieces | tar -C $W -xf - && touch $W/.unpacked.$name && echo "unpacked $name" && rm -f $pieces
   done
   overlay
-  if [ -f $W/data/corpus.npz ] && [ -f $W/teacher/pack/egemma.safetensors ] && [ -f $W/teacher/tokens.npz ] && \
+  if [ -f $W/data/corpus.npz ] && [ -f $W/teacher/pack/egemma.safetensors ] && [ -f $W/teacher/tokens.npz ] && [ -f $W/teacher/reference.npz ] && \
      [ -f $W/gemma-trim.gguf ]; then
     [ -f $W/.started ] && echo "job already started" || start_job
   else

@@ -2,11 +2,11 @@
 # Builds, here on the CPU, what issue 27's device calls carry (docs/SSM.md, "EmbeddingGemma teacher (issue 27)").
 # A call carries at most 64 MiB with the lead's checkout (35 MiB of tracked files on 2026-12-06), so the sets are
 # cut into parts of at most PART_MB (default 26 MB), one part folder a call (SETS="d m", either alone):
-#   d<k>/d27.tar.xz.<k>-of-<n>  data/ (prepare.py: corpus.npz, queries.json, docs.json, meta.json), teacher/tokens.npz
+#   d<k>/data27.tar.xz.<k>-of-<n>  data/ (prepare.py: corpus.npz, queries.json, docs.json, meta.json), teacher/tokens.npz
 #                          (egemma_pack.py), gemma-trim.gguf (gemma_vocab.trim: the decoder's
 #                          tokenizer and the table rows of every id the data and the suites' questions use; the box
 #                          makes the students' ids from it, beside the teacher)
-#   m<k>/m27.tar.<k>-of-<n> teacher/reference.npz, meta.json, pack/ (egemma.json, ids.npy, egemma.safetensors: int8 rows + scales, which xz
+#   m<k>/pack27.tar.<k>-of-<n> teacher/reference.npz, meta.json, pack/ (egemma.json, ids.npy, egemma.safetensors: int8 rows + scales, which xz
 #                          does not shrink, so the set is a plain tar)
 #   d1/tools.tar           this branch's tools/ (laid over the lead's checkout at each call)
 #   tools/teacher/bundles27.sh        (DATA=.device/ssm27: data/ + teacher/ + data/tokens.gemma3.npz for the ids;
@@ -56,12 +56,12 @@ split_parts() {  # file set-letter -> $OUTD/<letter><k>/file.<k>-of-<n>
 for what in ${SETS:-d m}; do
   case $what in
   d) tar -C $DATA -cf - data/corpus.npz data/queries.json data/docs.json data/meta.json teacher/tokens.npz \
-       gemma-trim.gguf | xz -T2 -${XZ:-4} > $OUTD/d27.tar.xz
-     split_parts $OUTD/d27.tar.xz d
+       gemma-trim.gguf | xz -T2 -${XZ:-4} > $OUTD/data27.tar.xz
+     split_parts $OUTD/data27.tar.xz d
      tar --exclude=__pycache__ -cf $OUTD/d1/tools.tar tools ;;
-  m) tar -C $DATA -cf $OUTD/m27.tar teacher/reference.npz teacher/meta.json teacher/pack/egemma.json \
+  m) tar -C $DATA -cf $OUTD/pack27.tar teacher/reference.npz teacher/meta.json teacher/pack/egemma.json \
        teacher/pack/ids.npy teacher/pack/egemma.safetensors
-     split_parts $OUTD/m27.tar m ;;
+     split_parts $OUTD/pack27.tar m ;;
   esac
 done
 ls -la $OUTD/*/

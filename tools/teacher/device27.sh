@@ -1,0 +1,122 @@
+#!/bin/bash
+# Issue 27: EmbeddingGemma teacher vectors and distilled SSM students in one warm window on one H100 (docs/SSM.md,
+# "EmbeddingGemma teacher (issue 27)"). Every call sends the lead's checkout; this branch's tools travel as
+# tools.tar in the first carried part and are laid over the checkout at each call (the checkout is fresh each call).
+#   tools/teacher/device27.sh stash   copy the carried parts ($SRC/*/*, default .device/teacher27) to $S, unpack
+#                                     every complete set (*.tar.xz.<i>-of-<n>) into $W; once the data, the teacher
+#                                     pack and the trimmed GGUF are all there, start the job (setsid) unless started
+#   tools/teacher/device27.sh poll    (WAIT=N UNTIL=REGEX: first wait up to N s for REGEX in the job's log, default
+#                                     "all done") the job's log; then bring back (into $OUT) the next files in line that fit one
+#                                     call (8 files, MAX_MB together): the teacher's log and fusion numbers, its
+#                                     rankings and vectors (egemma_vectors.py), then the packed runs as they finish
+# The job: ids of the training data (tokenize_data.py gemma3, beside the teacher); the teacher (train.py
+# --teacher-only: the pack checked against the full model's reference vectors, every text embedded, its own dense
+# and fused validation); egemma_vectors.py export; then the students of RUNS at once for BUDGET s each, packed into
+# $W/<name>.tgz (ssm.json with the manifest, ssm.safetensors BF16, train.log).
+set -u
+cd "$(dirname "$0")/../.."
+S=${STASH:-/tmp/st27}; W=${WORK:-/tmp/w27}; O=${OUT:-/tmp/out27}
+SRC=${SRC:-.device/teacher27}
+BUDGET=${BUDGET:-180}
+MAX_MB=${MAX_MB:-60}
+# name:train.py options; the two run at once (the GPU is shared); d_embed 256 as the runtime ships
+RUNS=${RUNS:-"e192x4:--d-model 192 --n-layer 4 --teacher-dim 768 --distill-tau 0.05;e384x6:--d-model 384 --n-layer 6 --teacher-dim 768 --distill-tau 0.05"}
+COMMON=${COMMON:-"--long-frac 0.4 --long-window 4096 --calib 1 --distill 1 --distill-emb 1 --validate full"}
+mkdir -p $S $W $O
+overlay() { [ -f $S/tools.tar ] && tar -xf $S/tools.tar; }
+if [ -z "${PLAN_LAID:-}" ] && [ -f $S/tools.tar ]; then
+  overlay && PLAN_LAID=1 exec bash tools/teacher/device27.sh "$@"
+fi
+start_job() {
+  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app attention core ssm $R/
+  cat > $W/job.sh <<EOF
+#!/bin/bash
+cd $R
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
+T0=\$(date +%s)
+log() { echo "[\$(( \$(date +%s) - T0 )) s] \$*" >> $W/job.log; }
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader >> $W/job.log 2>&1
+${PY:-python3} -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" >> $W/job.log 2>&1
+${PY:-python3} tools/ssm_train/tokenize_data.py --data $W/data --tokenizer gemma3 --gguf $W/gemma-trim.gguf --jobs ${TOK_JOBS:-12} > $W/tok.log 2>&1 &
+${PY:-python3} tools/ssm_train/train.py --data $W/data --teacher $W/teacher --teacher-save $W/teacher.pt --teacher-only \
+  --threads 4 > $W/teacher.log 2>&1
+log "teacher rc \$?"
+${PY:-python3} tools/teacher/egemma_vectors.py export --teacher $W/teacher.pt --data $W/data --out $W/vec > $W/vec.log 2>&1
+log "vectors rc \$? (\$(du -sm $W/vec | cut -f1) MB)"
+grep -E "teacher validation" $W/teacher.log | cut -c1-100000 > $W/vec/teacher_validation.txt
+wait
+log "ids: \$(tail -1 $W/tok.log)"
+IFS=';' read -ra RUNS_A <<< "$RUNS"
+n=\${#RUNS_A[@]}
+for spec in "\${RUNS_A[@]}"; do
+  name=\${spec%%:*}; opts=\${spec#*:}
+  mkdir -p $W/runs/\$name
+  ( ${PY:-python3} tools/ssm_train/train.py --data $W/data --out $W/runs/\$name --teacher $W/teacher.pt --budget $BUDGET \
+      --commit ${COMMIT:-unknown} --workers \$(( ${WORKERS:-14} / n )) --threads 2 $COMMON \$opts > $W/runs/\$name/train.log 2>&1
+    log "\$name rc \$?"
+    tar -C $W/runs -czf $W/\$name.tgz \$name && log "\$name packed (\$(du -h $W/\$name.tgz | cut -f1))" ) &
+done
+wait
+log "all done"
+EOF
+  chmod +x $W/job.sh
+  touch $W/.started
+  setsid nohup $W/job.sh > $W/job.out 2>&1 < /dev/null &
+  sleep 2; echo "job started"
+}
+case ${1:-} in
+stash)
+  for f in $SRC/*/*; do
+    [ -f "$f" ] || continue
+    cp "$f" $S/ && echo "stashed $(basename $f) ($(du -h $f | cut -f1))"
+  done
+  for first in $S/*.tar.xz.1-of-*; do
+    [ -f "$first" ] || continue
+    base=${first%.1-of-*}; n=${first##*-of-}; name=$(basename $base)
+    [ -f $W/.unpacked.$name ] && continue
+    pieces=""; ok=1
+    for i in $(seq 1 $n); do [ -f $base.$i-of-$n ] && pieces="$pieces $base.$i-of-$n" || ok=0; done
+    [ $ok = 1 ] || { echo "$name: $(ls $base.* | wc -l) of $n pieces"; continue; }
+    cat $pieces | xz -T0 -dc | tar -C $W -xf - && touch $W/.unpacked.$name && echo "unpacked $name" && rm -f $pieces
+  done
+  for first in $S/*.tar.1-of-*; do  # plain tars (the teacher pack: int8, xz would not shrink it)
+    [ -f "$first" ] || continue
+    base=${first%.1-of-*}; n=${first##*-of-}; name=$(basename $base)
+    [ -f $W/.unpacked.$name ] && continue
+    pieces=""; ok=1
+    for i in $(seq 1 $n); do [ -f $base.$i-of-$n ] && pieces="$pieces $base.$i-of-$n" || ok=0; done
+    [ $ok = 1 ] || { echo "$name: $(ls $base.* | wc -l) of $n pieces"; continue; }
+    cat $pieces | tar -C $W -xf - && touch $W/.unpacked.$name && echo "unpacked $name" && rm -f $pieces
+  done
+  overlay
+  if [ -f $W/data/corpus.npz ] && [ -f $W/teacher/pack/egemma.safetensors ] && [ -f $W/teacher/tokens.npz ] && [ -f $W/teacher/reference.npz ] && \
+     [ -f $W/gemma-trim.gguf ]; then
+    [ -f $W/.started ] && echo "job already started" || start_job
+  else
+    echo "not complete yet: $(ls $W)"
+  fi ;;
+poll)
+  # WAIT=N: first wait up to N s for a line matching UNTIL in the job's log (the machine stays warm meanwhile)
+  for i in $(seq 1 ${WAIT:-0}); do grep -qE "${UNTIL:-all done}" $W/job.log 2>/dev/null && break; sleep 1; done
+  cat $W/job.log 2>/dev/null; tail -2 $W/tok.log 2>/dev/null
+  grep -E "teacher[: ]|validation|rror" $W/teacher.log 2>/dev/null | cut -c1-600
+  for r in $W/runs/*/train.log; do
+    [ -f $r ] || continue
+    echo "== $r"; grep -E "model:|step|trained|validation|rror" $r | tail -3 | cut -c1-400
+  done
+  # the next files in line, at most 8 and MAX_MB together; each file once
+  touch $W/.fetched; n=0; mb=0
+  for f in $W/vec/fingerprint.json $W/vec/teacher_validation.txt $W/vec/dev_rank.npz $W/vec/dev_q.*.npz \
+           $W/*.tgz $W/vec/val_c.*.npz $W/vec/cache.c.*.npz $W/vec/cache.q.*.npz $W/vec/cache.h.*.npz \
+           $W/vec/cache.i.*.npz; do
+    [ -f "$f" ] || continue
+    grep -qxF "$f" $W/.fetched && continue
+    case $f in *.tgz) grep -q "$(basename ${f%.tgz}) packed" $W/job.log || continue ;; esac
+    s=$(( ($(stat -c %s "$f") + 1048575) / 1048576 ))
+    [ $n -lt 7 ] && [ $(( mb + s )) -le $MAX_MB ] || continue
+    cp "$f" $O/ && echo "$f" >> $W/.fetched && n=$((n + 1)) && mb=$((mb + s))
+  done
+  cp $W/teacher.log $O/teacher.log 2>/dev/null && gzip -f $O/teacher.log
+  echo "brought back $n files, $mb MiB (+ teacher.log.gz); left: $(for f in $W/vec/* $W/*.tgz; do [ -f $f ] && ! grep -qxF $f $W/.fetched && echo -n "$(basename $f) "; done)" ;;
+*) echo "usage: $0 stash|poll"; exit 2 ;;
+esac

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "db/copy.h"
 #include "db/db_internal.h"
 
 #define OID_INT8 20
@@ -381,29 +382,6 @@ static void pg_nowait(cq_db *db, bool on) {
 
 /* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
 
-/* A COPY text-format field: backslash, tab, newline and carriage return escaped. */
-static void copy_text(cq_strbuf *b, const char *s, size_t n) {
-    const char *run = s, *end = s + n;
-    for (; s < end; s++) {
-        const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
-        if (!esc) continue;
-        cq_strbuf_append(b, run, (size_t)(s - run));
-        cq_strbuf_puts(b, esc);
-        run = s + 1;
-    }
-    cq_strbuf_append(b, run, (size_t)(s - run));
-}
-
-/* A bytea COPY field: \x and hex digits, the backslash doubled for COPY. */
-static void copy_bytea(cq_strbuf *b, const unsigned char *p, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    cq_strbuf_puts(b, "\\\\x");
-    for (size_t i = 0; i < n; i++) {
-        char two[2] = {hex[p[i] >> 4], hex[p[i] & 15]};
-        cq_strbuf_append(b, two, 2);
-    }
-}
-
 static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
                                cq_err *err) {
     pg_db *p = as_pg(db);
@@ -453,9 +431,10 @@ static cq_status pg_bulk_row(cq_db_stmt *s, cq_err *err) {
     pg_stmt *st = as_st(s);
     for (int i = 0; i < st->n; i++) {
         if (i) cq_strbuf_append(&st->buf, "\t", 1);
-        if (!st->values[i]) cq_strbuf_puts(&st->buf, "\\N");
-        else if (st->formats[i] == 1) copy_bytea(&st->buf, (const unsigned char *)st->values[i], (size_t)st->lengths[i]);
-        else copy_text(&st->buf, st->values[i], (size_t)st->lengths[i]);
+        if (!st->values[i]) cq_db_copy_text(&st->buf, NULL);
+        else if (st->formats[i] == 1)
+            cq_db_copy_bytea(&st->buf, (const unsigned char *)st->values[i], (size_t)st->lengths[i]);
+        else cq_db_copy_text(&st->buf, st->values[i]);
         free(st->values[i]);
         st->values[i] = NULL;
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "db/copy.h"
 #include "db/db.h"
 #include "index/pg_query.h"
 #include "index/pg_rows.h"
@@ -407,40 +408,6 @@ cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err) {
 
 /* ---- adding clauses: COPY ------------------------------------------------------------------------------------ */
 
-/* A COPY text-format field: backslash, tab, newline and carriage return escaped; NULL is \N. */
-static void copy_text(cq_strbuf *b, const char *s) {
-    if (!s) {
-        cq_strbuf_puts(b, "\\N");
-        return;
-    }
-    const char *run = s;
-    for (; *s; s++) {
-        const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
-        if (!esc) continue;
-        cq_strbuf_append(b, run, (size_t)(s - run));
-        cq_strbuf_puts(b, esc);
-        run = s + 1;
-    }
-    cq_strbuf_append(b, run, (size_t)(s - run));
-}
-
-/* A bytea COPY field: \x and hex digits, the backslash doubled for COPY. */
-static void copy_bytea(cq_strbuf *b, const unsigned char *p, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    cq_strbuf_puts(b, "\\\\x");
-    char buf[256];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        buf[k++] = hex[p[i] >> 4];
-        buf[k++] = hex[p[i] & 15];
-        if (k == sizeof buf) {
-            cq_strbuf_append(b, buf, k);
-            k = 0;
-        }
-    }
-    cq_strbuf_append(b, buf, k);
-}
-
 static cq_status copy_in(cq_pg *pg, const char *sql, const cq_strbuf *data, const char *what, cq_err *err) {
     PGresult *r = PQexec(CONN(pg), sql);
     bool ready = PQresultStatus(r) == PGRES_COPY_IN;
@@ -528,15 +495,15 @@ static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, c
         for (size_t i = 0; i < n; i++) {
             const cq_store_clause *x = &c[i];
             cq_strbuf_printf(&rows, "%lld\t%s\t%d\t%d\t", (long long)ids[i], doc, x->ord, x->kind);
-            copy_text(&rows, x->label);
+            cq_db_copy_text(&rows, x->label);
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->label_key);
+            cq_db_copy_text(&rows, x->label_key);
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->path ? x->path : "");
+            cq_db_copy_text(&rows, x->path ? x->path : "");
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->text ? x->text : "");
+            cq_db_copy_text(&rows, x->text ? x->text : "");
             cq_strbuf_printf(&rows, "\t%d\t%d\t%u\t%u\t", x->page_first, x->page_last, x->start_off, x->end_off);
-            if (x->n_boxes) copy_bytea(&rows, (const unsigned char *)x->boxes, x->n_boxes * sizeof *x->boxes);
+            if (x->n_boxes) cq_db_copy_bytea(&rows, (const unsigned char *)x->boxes, x->n_boxes * sizeof *x->boxes);
             else cq_strbuf_puts(&rows, "\\N");
             cq_strbuf_puts(&rows, "\n");
             kc[i] = (cq_keyword_clause){ids[i], doc_label, x->path, x->text};
@@ -553,9 +520,9 @@ static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, c
         for (size_t i = 0; i < index.n; i++) {
             const cq_keyword_row *x = &index.rows[i];
             cq_strbuf_printf(&rows, "%lld\t", (long long)kb_id);
-            copy_text(&rows, x->token);
+            cq_db_copy_text(&rows, x->token);
             cq_strbuf_printf(&rows, "\t%s\t%d\t", doc, x->n_clauses);
-            copy_bytea(&rows, x->postings, x->postings_bytes);
+            cq_db_copy_bytea(&rows, x->postings, x->postings_bytes);
             cq_strbuf_puts(&rows, "\n");
         }
         rc = rows.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")

@@ -10,13 +10,7 @@ bin=${1:?usage: $0 path/to/clauseqa}
 [ -n "${CLAUSEQA_PG:-}" ] && [ -n "${CLAUSEQA_PG_CTL:-}" ] ||
   { echo "SKIP: CLAUSEQA_PG / CLAUSEQA_PG_CTL not set (run through tests/pg/cluster.sh)" >&2; exit 77; }
 work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'rm -rf "$work"' EXIT
 export CLAUSEQA_CONFIG=/dev/null CLAUSEQA_LOG=warn
 # cluster.sh runs the server with synchronous_commit off, which may lose the last commits to a crash: these must last
 export PGOPTIONS="-c synchronous_commit=on"
@@ -31,21 +25,26 @@ secret=$("$bin" --data "$work/k" --store "$keys" keys create --role reader --kb 
          python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 "$bin" --data "$work/o" --store "$open" kb create laws >/dev/null
 
-# serve NAME STORE: a node on a free port; its port in $work/NAME.port
-serve() {
-  "$bin" --data "$work/$1" --store "$2" serve --port 0 --port-file "$work/$1.port" >"$work/$1.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 100); do [ -s "$work/$1.port" ] && return 0; sleep 0.1; done
-  cat "$work/$1.log" >&2
-  exit 1
-}
-serve k "$keys"
-serve o "$open"
+python3 - "$bin" "$work" "$secret" "$CLAUSEQA_PG_CTL" "$keys" "$open" <<'PY'
+import atexit, json, os, subprocess, sys, time, urllib.error, urllib.request
+binary, work, secret, ctl, keys_store, open_store = sys.argv[1:]
 
-python3 - "$work" "$secret" "$CLAUSEQA_PG_CTL" <<'PY'
-import json, subprocess, sys, time, urllib.error, urllib.request
-work, secret, ctl = sys.argv[1:]
-ports = {n: int(open(f"{work}/{n}.port").read()) for n in ("k", "o")}
+# two nodes, one on each store, on free ports
+nodes = {}
+for name, store in (("k", keys_store), ("o", open_store)):
+    log = open(f"{work}/{name}.log", "w")
+    nodes[name] = subprocess.Popen([binary, "--data", f"{work}/{name}", "--store", store, "serve", "--port", "0",
+                                    "--port-file", f"{work}/{name}.port"], stdout=log, stderr=subprocess.STDOUT)
+atexit.register(lambda: [p.kill() for p in nodes.values() if p.poll() is None])
+ports = {}
+for name in nodes:
+    for _ in range(100):
+        if os.path.exists(f"{work}/{name}.port") and open(f"{work}/{name}.port").read().strip():
+            ports[name] = int(open(f"{work}/{name}.port").read())
+            break
+        time.sleep(0.1)
+    else:
+        sys.exit(open(f"{work}/{name}.log").read())
 
 def get(node, path, key=None):
     req = urllib.request.Request(f"http://127.0.0.1:{ports[node]}{path}")
@@ -85,5 +84,8 @@ for outage in range(2):
     print(f"outage {outage + 1}: both nodes answer again {time.time() - t0:.2f} s after the restart")
     status, _, body = get("k", "/api/v1/kbs", secret)
     assert status == 200 and "laws" in body, body
+for p in nodes.values():
+    p.terminate()
+    p.wait(timeout=30)
 PY
 echo "ok: 503 + Retry-After during the outage, recovered after it"

@@ -168,11 +168,11 @@ static void conf_keys_bound_to_kb_id(void **state) {
 
 static void conf_keys_last_use_once_a_minute(void **state) {
     cq_store *s = conf_store(state);
+    int64_t kb;
     cq_err err = {0};
+    assert_int_equal(cq_store_kb_create(s, "合同", &kb, &err), CQ_OK);
     char secret[CQ_KEY_SECRET_BYTES];
     cq_key_info k, got;
-    int64_t kb;
-    assert_int_equal(cq_store_kb_create(s, "合同", &kb, &err), CQ_OK);
     CONF_EXPECT(cq_store_key_create(s, "r", CQ_ROLE_READER, "合同", secret, &k, &err), CQ_OK);
     assert_int_equal(k.last_used_at, 0);
     assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);

@@ -13,15 +13,8 @@
 #include "index/store.h"
 #include "test_store_util.h"
 
-static cq_store *conf_store(void **state) { return *state; }
-static cq_store *conf_reopen(void **state) {
-    (void)state;
-    cq_store *again = NULL;
-    cq_err err = {0};
-    if (cq_store_open(test_db_path, &again, &err)) fail_msg("%s", err.msg);
-    return again;
-}
-
+#define conf_store test_store_of
+#define conf_reopen test_store_reopen
 #include "tests/store/conversations_bodies.h"
 
 int main(void) {

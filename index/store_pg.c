@@ -147,7 +147,7 @@ static const char *const migrations[] = {
     "  reply text NOT NULL,\n"
     "  created_at bigint NOT NULL);\n"
     "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
-    /* 4 (pgvec): versions of a regulation (index/versions_pg.h), as SQLite's migration 5; keys compare as bytes,
+    /* 4 (pgvec): versions of a regulation (index/versions.h), as SQLite's migration 5; keys compare as bytes,
      * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (index/vectors_pg.h: the
      * truth; each node's FAISS index is a cache of them), and the change feed that keeps those caches current:
      * statement triggers on clause_vectors append one vector_changes row per (KB, document) a statement added or

@@ -103,6 +103,7 @@ static cq_store *conf_reopen(void **state) {
 
 #include "tests/store/conversations_bodies.h"
 #include "tests/store/keys_bodies.h"
+#include "tests/store/vectors_bodies.h"
 
 /* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
 static int64_t count(cq_store *s, const char *sql) { return conf_count(s, sql); }
@@ -923,7 +924,7 @@ int main(void) {
         BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id),
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
-        BOTH(conf_conversations_two_writers),
+        BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
         cmocka_unit_test(test_keys_as_sqlite), cmocka_unit_test(test_conversations_as_sqlite),
         cmocka_unit_test(test_where), cmocka_unit_test(test_placeholders),
         cmocka_unit_test_setup_teardown(test_pg_outage, open_pg, close_backend), /* last: it stops the server */

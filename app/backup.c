@@ -18,6 +18,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/sha256.h"
+#include "db/db.h"
 #include "index/jobs.h"
 #include "index/store.h"
 
@@ -131,7 +132,7 @@ static cq_status snapshot(const char *db_path, const char *copy_path, cq_err *er
     else if (sqlite3_open_v2(copy_path, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
         rc = cq_err_set(err, CQ_ERR_DB, "cannot create %s: %s", copy_path, sqlite3_errmsg(dst));
     if (!rc) {
-        sqlite3_busy_timeout(src, 10000);
+        sqlite3_busy_timeout(src, CQ_DB_BUSY_TIMEOUT_MS);
         sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
         int step = SQLITE_BUSY;
         for (int tries = 0; b && (step == SQLITE_BUSY || step == SQLITE_LOCKED) && tries < 100; tries++) {

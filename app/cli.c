@@ -8,6 +8,7 @@
 #include "app/ssm_vocab.h"
 #include "attention/decoder.h"
 #include "core/log.h"
+#include "db/db.h"
 #include "index/store.h"
 #include "index/vectors.h"
 
@@ -86,7 +87,7 @@ const char *cq_cli_store_where(void) { return g.store; }
 const char *cq_cli_store_name(void) {
     static char shown[512];
     if (!g.store) return cq_cli_data_dir();
-    cq_store_where_redact(g.store, shown, sizeof shown);
+    cq_db_where_redact(g.store, shown, sizeof shown);
     return shown;
 }
 
@@ -195,7 +196,7 @@ static int settle(const char *data, const char *store, const char *config, const
         if (!g.data) g.data = file_data;
     }
     /* A password on the command line is visible to every user of the machine (ps): it belongs in ~/.pgpass. */
-    if (store && cq_store_where_has_password(store)) {
+    if (store && cq_db_where_has_password(store)) {
         fprintf(stderr, "clauseqa: --store must not carry the password (anyone on this machine can read a command "
                         "line): put it in ~/.pgpass or the file $PGPASSFILE names\n");
         return 2;

@@ -6,6 +6,7 @@
 #include "app/backup.h"
 #include "app/cli.h"
 #include "app/cli_common.h"
+#include "db/db.h"
 #include "index/store.h"
 
 static void backup_usage(FILE *f) {
@@ -68,7 +69,7 @@ static int parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *), 
 /* backup and restore copy a SQLite data folder; a PostgreSQL store is backed up with PostgreSQL's own tools. */
 static bool refuse_postgresql(const char *cmd) {
     const char *where = cq_cli_store_where();
-    if (!where || cq_store_where_kind(where) != CQ_STORE_POSTGRESQL) return false;
+    if (!where || cq_db_where_kind(where) != CQ_DB_POSTGRESQL) return false;
     fprintf(stderr,
             "clauseqa %s: the store is PostgreSQL: back it up with PostgreSQL's tools — pg_dump -Fc (and pg_restore), "
             "or pg_basebackup with WAL archiving for point-in-time recovery; the originals are in the database too "

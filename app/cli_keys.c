@@ -8,7 +8,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "core/log.h"
-#include "index/keys.h"
+#include "store/keys.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa keys create --role admin|editor|reader [--kb KB|'*'] [--name NAME] [--json]\n"
@@ -35,6 +35,7 @@ static cJSON *key_json(const cq_key_info *k) {
     cJSON_AddNumberToObject(o, "created_at", (double)k->created_at);
     cJSON_AddNumberToObject(o, "last_used_at", (double)k->last_used_at);
     cJSON_AddBoolToObject(o, "revoked", k->revoked_at != 0);
+    cJSON_AddBoolToObject(o, "kb_deleted", k->kb_gone); /* its KB was deleted: the key reaches nothing */
     return o;
 }
 
@@ -170,7 +171,7 @@ int cq_cmd_keys(int argc, char **argv) {
                 cq_cli_format_time(keys[i].last_used_at, used, sizeof used);
                 printf("%-5lld %-20s %-13s %-7s %-20s %-17s %s\n", (long long)keys[i].id, keys[i].name,
                        keys[i].prefix, cq_key_role_name(keys[i].role), keys[i].kb[0] ? keys[i].kb : "-", used,
-                       keys[i].revoked_at ? "revoked" : "active");
+                       keys[i].revoked_at ? "revoked" : keys[i].kb_gone ? "kb deleted" : "active");
             }
         }
         if (!status) free(keys);

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "db/db.h"
 #include "reader/reader.h"
 
 #define DEFAULT_MAX_CONNECTIONS 16
@@ -25,13 +26,27 @@ char *cq_svc_path_join(const char *a, const char *b) {
 
 /* ---- store connections ---------------------------------------------------------------------------------------- */
 
+/* A pooled connection is checked as it is taken: one the PostgreSQL server dropped (a restart) is re-established,
+ * with backoff (db/db_pg.c); meanwhile, and while no new connection can be made, the request is told the store is
+ * unreachable (CQ_ERR_BUSY: 503 + Retry-After), never a 401 or a 500. */
 cq_store *cq_svc_pool_get(cq_service *s, cq_err *err) {
     pthread_mutex_lock(&s->pool_lock);
     cq_store *st = s->n_pool ? s->pool[--s->n_pool] : NULL;
     pthread_mutex_unlock(&s->pool_lock);
-    if (st) return st;
-    if (cq_store_open_uri(s->db_path, &st, err)) return NULL;
-    return st;
+    if (st) {
+        if (!cq_store_check(st, err)) return st;
+        cq_svc_pool_put(s, st); /* kept: the next check retries it when its backoff allows */
+        return NULL;
+    }
+    if (!cq_store_open_uri(s->db_path, &st, err)) return st;
+    if (err && err->code == CQ_ERR_DB && cq_db_where_kind(s->db_path) == CQ_DB_POSTGRESQL &&
+        strstr(err->msg, "cannot connect to PostgreSQL")) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        cq_err_set_reason(err, CQ_ERR_BUSY, "store_unreachable", "store unreachable: %s", msg);
+        err->retry_after_s = 1;
+    }
+    return NULL;
 }
 
 void cq_svc_pool_put(cq_service *s, cq_store *st) {

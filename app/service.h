@@ -8,7 +8,7 @@
  *     whose starts all ended in crashes fails after CQ_JOB_MAX_ATTEMPTS);
  *   - documents, KBs, page images (MuPDF, cached under DATA/cache/pages/), retrieval and answers (with follow-up
  *     questions resolved against the previous turns, app/followup.h);
- *   - API keys (index/keys.h). Open mode: while no key has been made and open mode is allowed (the server listens
+ *   - API keys (store/keys.h). Open mode: while no key has been made and open mode is allowed (the server listens
  *     on a loopback address), every request is treated as an admin's, so the page works at once on a developer's
  *     machine; the first key created turns authentication on until `clauseqa keys open-mode on` (logged).
  * Files it serves are always under the data directory: originals by content hash, cached page images. */
@@ -52,7 +52,7 @@ void cq_service_web(cq_service *svc, cq_web_service *out);
 /* Where the web server spools uploads (DATA/uploads/spool). */
 const char *cq_service_spool_dir(const cq_service *svc);
 
-/* True while open mode is on (allowed, no key active, authentication not required: index/keys.h). */
+/* True while open mode is on (allowed, no key active, authentication not required: store/keys.h). */
 bool cq_service_open_mode(cq_service *svc);
 
 /* The first step of a stop, at once: the running ingestion job stops between two pages (it is queued again) and no

@@ -6,23 +6,29 @@
 #include "app/service_internal.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "index/keys.h"
+#include "store/keys.h"
 
 #define OPEN_MODE_RECHECK_S 1.0 /* how long the open mode found is trusted before asking the database again */
 
-bool cq_service_open_mode(cq_service *s) {
-    if (!s->allow_open) return false;
+/* Whether open mode is on; an error (the store unreachable) when it cannot be told and nothing is known yet. While
+ * the store is unreachable the last answer stands (and is asked again at the next request): an outage neither
+ * opens a closed server nor closes an open one. */
+static cq_status open_mode(cq_service *s, bool *open_out, cq_err *err) {
+    *open_out = false;
+    if (!s->allow_open) return CQ_OK;
     pthread_mutex_lock(&s->auth_lock);
     double now = cq_clock_seconds();
     bool stale = now - s->auth_checked_at > OPEN_MODE_RECHECK_S;
-    bool open_now = s->open_now;
+    bool open_now = s->open_now, known = s->auth_checked_at > 0;
     pthread_mutex_unlock(&s->auth_lock);
-    if (!stale) return open_now;
-    cq_err err = {0};
-    cq_store *st = cq_svc_pool_get(s, &err);
+    *open_out = open_now;
+    if (!stale) return CQ_OK;
+    cq_store *st = cq_svc_pool_get(s, err);
     bool open = false;
-    if (st) cq_store_auth_open(st, &open, &err); /* index/keys.h: stays closed once a key has existed */
+    /* store/keys.h: stays closed once a key has existed */
+    cq_status rc = st ? cq_store_auth_open(st, &open, err) : err->code;
     cq_svc_pool_put(s, st);
+    if (rc) return known ? CQ_OK : rc;
     pthread_mutex_lock(&s->auth_lock);
     if (open != s->open_now && s->auth_checked_at > 0)
         CQ_WARN("%s", open ? "auth: open mode ON (clauseqa keys open-mode on): requests are not authenticated"
@@ -31,13 +37,24 @@ bool cq_service_open_mode(cq_service *s) {
     s->auth_checked_at = now;
     open_now = s->open_now;
     pthread_mutex_unlock(&s->auth_lock);
-    return open_now;
+    *open_out = open_now;
+    return CQ_OK;
+}
+
+bool cq_service_open_mode(cq_service *s) {
+    cq_err err = {0};
+    bool open = false;
+    open_mode(s, &open, &err);
+    return open;
 }
 
 static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err) {
     cq_service *s = ctx;
     memset(who, 0, sizeof *who);
-    if (cq_service_open_mode(s)) {
+    bool open = false;
+    cq_status rc = open_mode(s, &open, err);
+    if (rc) return rc; /* the store unreachable: 503, not 401 (a client would drop a valid key) */
+    if (open) {
         who->role = CQ_WEB_ADMIN;
         snprintf(who->name, sizeof who->name, "open-mode");
         return CQ_OK;
@@ -46,12 +63,12 @@ static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principa
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
     cq_key_info k;
-    cq_status rc = cq_store_key_check(st, bearer, &k, err);
+    rc = cq_store_key_check(st, bearer, &k, err);
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     who->key_id = k.id;
     who->role = k.role == CQ_ROLE_ADMIN ? CQ_WEB_ADMIN : k.role == CQ_ROLE_EDITOR ? CQ_WEB_EDIT : CQ_WEB_READ;
-    snprintf(who->kb, sizeof who->kb, "%s", k.kb);
+    snprintf(who->kb, sizeof who->kb, "%s", k.kb); /* "" when its KB was deleted: it reaches no KB */
     snprintf(who->name, sizeof who->name, "%s", k.name);
     return CQ_OK;
 }

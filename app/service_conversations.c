@@ -1,4 +1,4 @@
-/* The service's conversations (index/conversations.h): listed, read, renamed and deleted by their owner, and
+/* The service's conversations (store/conversations.h): listed, read, renamed and deleted by their owner, and
  * continued by asks (service_ask.c), which read the stored turns as the history that follow-up questions resolve
  * against and keep each answer as a turn. */
 #include <stdint.h>
@@ -9,7 +9,7 @@
 #include "app/service_internal.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
-#include "index/conversations.h"
+#include "store/conversations.h"
 
 #define LIST_LIMIT 200      /* conversations listed at most */
 #define TITLE_CHARS_MAX 100 /* a conversation's title, in characters */

@@ -20,7 +20,7 @@
 #include "app/rerank.h"
 #include "app/service.h"
 #include "core/latency.h"
-#include "index/conversations.h"
+#include "store/conversations.h"
 #include "index/jobs.h"
 #include "index/jobs_pg.h"
 #include "index/store.h"

@@ -8,7 +8,14 @@ cq_status cq_pgr_error(PGconn *c, cq_err *err, const char *what) {
     const char *msg = PQerrorMessage(c);
     size_t len = strlen(msg);
     while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    return cq_err_set(err, CQ_ERR_DB, "%s: %.*s", what, (int)len, msg);
+    cq_status rc = cq_err_set(err, CQ_ERR_DB, "%s: %.*s", what, (int)len, msg);
+    if (PQstatus(c) == CONNECTION_BAD) {
+        /* the server went away: the caller is told to come back (503 + Retry-After over HTTP); db/db_pg.c
+         * re-establishes the connection at its next check. The status returned stays CQ_ERR_DB. */
+        cq_err_set_reason(err, CQ_ERR_BUSY, "store_unreachable", "%s: store unreachable: %.*s", what, (int)len, msg);
+        if (err) err->retry_after_s = 1;
+    }
+    return rc;
 }
 
 PGresult *cq_pgr_query(PGconn *c, const char *sql, int n, const char *const *params, const char *what, cq_err *err) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/utf8.h"
+#include "db/db.h"
 #include "index/bm25.h"
 #include "index/fts_cjk.h"
 #include "index/jobs_pg.h"
@@ -31,7 +32,8 @@ typedef struct {
 } pending_clauses;
 
 struct cq_store {
-    sqlite3 *db;
+    cq_db *conn;         /* SQLite's connection (db/db.h); on PostgreSQL the cq_pg's */
+    sqlite3 *db;         /* SQLite's handle of conn, NULL on PostgreSQL */
     cq_pg *pg;           /* the PostgreSQL backend (index/store_pg.h), or NULL: SQLite */
     pending_clauses pending; /* PostgreSQL only */
     void *router_cache; /* index/router.c */
@@ -121,7 +123,7 @@ static const char *const migrations[] = {
     "  model TEXT NOT NULL,\n"
     "  n_tokens INTEGER NOT NULL,\n"
     "  state BLOB NOT NULL);\n",
-    /* 3: API keys (index/keys.h) and what an ingestion job needs to resume after a restart (index/jobs.h) */
+    /* 3: API keys (store/keys.h) and what an ingestion job needs to resume after a restart (index/jobs.h) */
     "CREATE TABLE api_keys(\n"
     "  id INTEGER PRIMARY KEY,\n"
     "  name TEXT NOT NULL,\n"
@@ -135,7 +137,7 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE INDEX jobs_state ON jobs(state);\n",
-    /* 4: conversations (index/conversations.h): a key's questions and answers in one KB; the code of a job's
+    /* 4: conversations (store/conversations.h): a key's questions and answers in one KB; the code of a job's
      * failure (cq_status_name), so that clients can say it in their own language */
     "CREATE TABLE conversations(\n"
     "  id INTEGER PRIMARY KEY,\n"
@@ -284,7 +286,7 @@ static const char *const migrations[] = {
     "DROP TABLE conversation_turns;\n"
     "ALTER TABLE conversation_turns_v6 RENAME TO conversation_turns;\n"
     "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
-    /* 7: settings of the installation (index/keys.h: once a key has existed, authentication stays on until an
+    /* 7: settings of the installation (store/keys.h: once a key has existed, authentication stays on until an
      * admin turns open mode on again). A database that has had a key has authentication on. */
     "CREATE TABLE settings(\n"
     "  name TEXT PRIMARY KEY,\n"
@@ -296,6 +298,12 @@ static const char *const migrations[] = {
      * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
      * for good instead of taking the server down at every start. */
     "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
+    /* 9: a key's grant names its KB by id (issue 29 item 10): a KB deleted and made again under the same name is a
+     * new KB, which the old keys must not reach. Keys made before are bound to the KB of their name now; one whose
+     * KB does not exist any more reaches nothing (store/keys.h). */
+    "ALTER TABLE api_keys ADD COLUMN kb_id INTEGER;\n"
+    "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
+    "WHERE kb IS NOT NULL AND kb <> '*';\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
@@ -384,20 +392,14 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     pthread_once(&sqlite_once, sqlite_setup);
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    /* A new database is private to its owner, like the originals: SQLite would create it 0644, and its -wal and
-     * -shm files take the database file's mode. An empty file is an empty database. */
-    int fd = strcmp(path, ":memory:") ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-    if (fd >= 0) close(fd);
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
-        SQLITE_OK) {
-        cq_err_set(err, CQ_ERR_DB, "cannot open database %s: %s", path,
-                   s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    /* db/db_sqlite.c: the file (0600 when new), WAL, the busy timeout, foreign keys */
+    cq_status rc = cq_db_sqlite_open(path, &s->conn, err);
+    if (rc) {
         cq_store_close(s);
-        return CQ_ERR_DB;
+        return rc;
     }
-    sqlite3_busy_timeout(s->db, 10000);
-    cq_status rc = exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err);
-    if (!rc) rc = cq_fts_cjk_register(s->db, err);
+    s->db = cq_db_sqlite(s->conn);
+    rc = cq_fts_cjk_register(s->db, err);
     if (!rc) rc = cq_bm25_register(s->db, err);
     if (!rc) rc = migrate(s, err);
     if (rc) {
@@ -421,128 +423,26 @@ void cq_store_close(cq_store *s) {
     free(s->versions_seen);
     cq_bm25_cache_free(s->bm25_cache);
     clause_statements_drop(s);
-    sqlite3_close(s->db);
+    if (!s->pg) cq_db_close(s->conn);
     free(s);
 }
 
 sqlite3 *cq_store_db(cq_store *s) { return s->db; }
 cq_pg *cq_store_pg(cq_store *s) { return s->pg; }
-
-/* ---- where the store is ------------------------------------------------------------------------------------ */
-
-/* A libpq "key=value …" string starts with a keyword and '=' (a file name that does can be given as sqlite:NAME). */
-static bool is_pg_keywords(const char *where) {
-    const char *p = where;
-    while (*p == ' ' || *p == '\t') p++;
-    const char *start = p;
-    while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
-    while (*p == ' ' || *p == '\t') p++;
-    return p > start && *p == '=';
-}
-
-cq_store_kind cq_store_where_kind(const char *where) {
-    if (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11) || is_pg_keywords(where))
-        return CQ_STORE_POSTGRESQL;
-    return CQ_STORE_SQLITE;
-}
-
-/* "password=…" of a keyword string: its value's end (values may be quoted with '' and escape with \). */
-static const char *keyword_value_end(const char *v) {
-    if (*v != '\'') {
-        while (*v && *v != ' ' && *v != '\t') v++;
-        return v;
-    }
-    for (v++; *v && *v != '\''; v++)
-        if (*v == '\\' && v[1]) v++;
-    return *v ? v + 1 : v;
-}
-
-bool cq_store_where_has_password(const char *where) {
-    size_t cap = strlen(where) + 1;
-    char *shown = malloc(cap);
-    if (!shown) return true; /* cannot tell: treat as secret */
-    cq_store_where_redact(where, shown, cap);
-    bool secret = strcmp(shown, where) != 0;
-    free(shown);
-    return secret;
-}
-
-void cq_store_where_redact(const char *where, char *out, size_t cap) {
-    if (!cap) return;
-    out[0] = 0;
-    if (cq_store_where_kind(where) != CQ_STORE_POSTGRESQL) {
-        snprintf(out, cap, "%s", where);
-        return;
-    }
-    size_t used = 0;
-#define PUT(p, n)                                                                                                   \
-    do {                                                                                                            \
-        size_t k_ = (size_t)(n);                                                                                    \
-        if (used + k_ >= cap) k_ = cap - 1 - used;                                                                  \
-        memcpy(out + used, (p), k_);                                                                                \
-        used += k_;                                                                                                 \
-        out[used] = 0;                                                                                              \
-    } while (0)
-    if (!is_pg_keywords(where)) {
-        /* scheme://[user[:password]@]host…?…password=…: the password between ':' and '@', and a password
-         * parameter, go */
-        const char *auth = strstr(where, "://") + 3, *at = NULL;
-        for (const char *p = auth; *p && *p != '/' && *p != '?'; p++)
-            if (*p == '@') at = p;
-        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        const char *rest = where;
-        if (colon) {
-            PUT(where, colon - where);
-            rest = at;
-        }
-        const char *q = strchr(rest, '?');
-        if (!q) {
-            PUT(rest, strlen(rest));
-            return;
-        }
-        PUT(rest, q - rest);
-        const char *sep = "?";
-        for (const char *p = q + 1; *p;) {
-            const char *end = strchr(p, '&');
-            if (!end) end = p + strlen(p);
-            if (strncmp(p, "password=", 9)) {
-                PUT(sep, 1);
-                PUT(p, end - p);
-                sep = "&";
-            }
-            p = *end ? end + 1 : end;
-        }
-        return;
-    }
-    for (const char *p = where; *p;) {
-        const char *key = p;
-        while (*p == ' ' || *p == '\t') p++;
-        const char *name = p;
-        while (*p && *p != '=' && *p != ' ' && *p != '\t') p++;
-        bool secret = p - name == 8 && !strncmp(name, "password", 8);
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '=') {
-            p++;
-            while (*p == ' ' || *p == '\t') p++;
-            p = keyword_value_end(p);
-        }
-        if (!secret) PUT(key, p - key);
-        if (p == key) p++;
-    }
-#undef PUT
-}
+cq_db *cq_store_conn(cq_store *s) { return s->conn; }
+cq_status cq_store_check(cq_store *s, cq_err *err) { return cq_db_check(s->conn, err); }
 
 cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
     *out = NULL;
     if (!where || !*where) return cq_err_set(err, CQ_ERR_INVALID, "no store given");
-    if (cq_store_where_kind(where) == CQ_STORE_SQLITE)
-        return cq_store_open(strncmp(where, "sqlite:", 7) ? where : where + 7, out, err);
+    if (cq_db_where_kind(where) == CQ_DB_SQLITE) return cq_store_open(cq_db_where_path(where), out, err);
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = cq_pg_open(where, &s->pg, err);
+    if (!rc) s->conn = cq_pg_db(s->pg);
     if (rc) {
         char shown[512];
-        cq_store_where_redact(where, shown, sizeof shown);
+        cq_db_where_redact(where, shown, sizeof shown);
         cq_err_prefix(err, "store %s: ", shown);
         free(s);
         return rc;

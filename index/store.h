@@ -10,7 +10,7 @@
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
  *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, upload_path, size_bytes,
  *        replace_doc, error_code, attempts)           state: index/jobs.h
- *   api_keys (index/keys.h), conversations and conversation_turns (index/conversations.h)
+ *   api_keys (store/keys.h), conversations and conversation_turns (store/conversations.h)
  *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
  *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
  *   settings(name, value, updated_at)
@@ -32,7 +32,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 8
+#define CQ_STORE_SCHEMA_VERSION 9
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"
@@ -43,15 +43,16 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
 /* Where a store is (`--store`, `store =` of clauseqa.conf; docs/SCALE.md): "postgresql://…", "postgres://…" or a
  * libpq "key=value …" string is a PostgreSQL database (index/store_pg.h, migrated on open); "sqlite:PATH" or a
  * plain path is a SQLite file (cq_store_open). The PostgreSQL password belongs in ~/.pgpass or $PGPASSFILE; errors
- * name the store without it. */
-typedef enum { CQ_STORE_SQLITE, CQ_STORE_POSTGRESQL } cq_store_kind;
+ * name the store without it (db/db.h: cq_db_where_kind, cq_db_where_redact). */
 cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err);
-cq_store_kind cq_store_where_kind(const char *where);
-/* where without its password (URI user:password@, password= parameters or keywords), for messages. */
-void cq_store_where_redact(const char *where, char *out, size_t cap);
-bool cq_store_where_has_password(const char *where);
 void cq_store_close(cq_store *s);
 sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries; NULL on PostgreSQL */
+/* The store's connection through db/db.h, on either database: what the store/ modules write their SQL against. */
+typedef struct cq_db cq_db;
+cq_db *cq_store_conn(cq_store *s);
+/* Whether the store's connection is usable, re-established if the server dropped it (db/db.h cq_db_check):
+ * CQ_ERR_BUSY with reason "store_unreachable" and retry_after_s while a PostgreSQL server is away. */
+cq_status cq_store_check(cq_store *s, cq_err *err);
 
 /* The PostgreSQL backend's connection (index/store_pg.h) when the store is one, else NULL: the index/ modules
  * with their own SQL take their PostgreSQL path when it is not NULL (docs/SCALE.md, issue 20). */
@@ -89,7 +90,7 @@ typedef struct {
     int64_t id, kb_id;
     char *name;      /* file name without extension: the name citations and evaluation use */
     char *filename;  /* as uploaded */
-    char *format;    /* pdf | md | txt */
+    char *format;    /* a reader/formats.c name: pdf | docx | html | md | txt */
     char sha256[65];
     int64_t size_bytes;
     char *title;     /* the document's title (from the text), or NULL */

@@ -15,12 +15,17 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "db/copy.h"
+#include "db/db.h"
 #include "index/pg_query.h"
 #include "index/pg_rows.h"
 
 struct cq_pg {
-    PGconn *conn;
+    cq_db *db; /* db/db_pg.c: the connection, re-established when the server dropped it */
 };
+
+/* The libpq connection of the moment (db_pg.c replaces it when it reconnects). */
+#define CONN(pg) cq_db_pg((pg)->db)
 
 /* Migrations run in order; migration i brings clauseqa_schema.version from i to i + 1. Only ever append. */
 static const char *const migrations[] = {
@@ -92,8 +97,8 @@ static const char *const migrations[] = {
     "  name text PRIMARY KEY,\n"
     "  value text NOT NULL,\n"
     "  updated_at bigint NOT NULL);\n",
-    /* 3 (pgjobs): ingestion jobs with a lease (index/jobs_pg.h), API keys (index/keys.h; their "authentication
-     * required" row is in settings, which pgstore's migration adds), conversations (index/conversations.h): the
+    /* 3 (pgjobs): ingestion jobs with a lease (index/jobs_pg.h), API keys (store/keys.h; their "authentication
+     * required" row is in settings, which pgstore's migration adds), conversations (store/conversations.h): the
      * SQLite store's columns, plus what several nodes need to share the job queue — the upload by content
      * (upload_sha256: the bytes are in originals), the lease (lease_owner, lease_until, on the server's clock) and
      * the fencing token's attempt, and a cancel request another node's worker sees. */
@@ -142,7 +147,7 @@ static const char *const migrations[] = {
     "  reply text NOT NULL,\n"
     "  created_at bigint NOT NULL);\n"
     "CREATE INDEX conversation_turns_conversation ON conversation_turns(conversation_id, id);\n",
-    /* 4 (pgvec): versions of a regulation (index/versions_pg.h), as SQLite's migration 5; keys compare as bytes,
+    /* 4 (pgvec): versions of a regulation (index/versions.h), as SQLite's migration 5; keys compare as bytes,
      * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (index/vectors_pg.h: the
      * truth; each node's FAISS index is a cache of them), and the change feed that keeps those caches current:
      * statement triggers on clause_vectors append one vector_changes row per (KB, document) a statement added or
@@ -221,17 +226,21 @@ static const char *const migrations[] = {
     "END $f$;\n"
     "CREATE TRIGGER documents_postings_gone AFTER DELETE ON documents REFERENCING OLD TABLE AS gone\n"
     "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_postings_gone();\n",
+    /* 6: a key's grant names its KB by id, as SQLite's migration 9 (store/keys.h, issue 29 item 10). */
+    "ALTER TABLE api_keys ADD COLUMN kb_id bigint;\n"
+    "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
+    "WHERE kb IS NOT NULL AND kb <> '*';\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */
 #define MIGRATION_LOCK "7164892001163731297"
 
 /* The statements and readers are index/pg_rows.h's, on this store's connection. */
-static cq_status pg_error(cq_pg *pg, cq_err *err, const char *what) { return cq_pgr_error(pg->conn, err, what); }
+static cq_status pg_error(cq_pg *pg, cq_err *err, const char *what) { return cq_pgr_error(CONN(pg), err, what); }
 
 /* Runs sql (several statements allowed, no parameters). */
 static cq_status exec(cq_pg *pg, const char *sql, const char *what, cq_err *err) {
-    PGresult *r = PQexec(pg->conn, sql);
+    PGresult *r = PQexec(CONN(pg), sql);
     ExecStatusType st = PQresultStatus(r);
     cq_status rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? CQ_OK : pg_error(pg, err, what);
     PQclear(r);
@@ -241,11 +250,11 @@ static cq_status exec(cq_pg *pg, const char *sql, const char *what, cq_err *err)
 /* Runs sql with text parameters, binary results; NULL (with err filled) unless it succeeded. */
 static PGresult *query(cq_pg *pg, const char *sql, int n_params, const char *const *params, const char *what,
                        cq_err *err) {
-    return cq_pgr_query(pg->conn, sql, n_params, params, what, err);
+    return cq_pgr_query(CONN(pg), sql, n_params, params, what, err);
 }
 
 static void rollback(cq_pg *pg) {
-    if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE) PQclear(PQexec(pg->conn, "ROLLBACK"));
+    if (PQtransactionStatus(CONN(pg)) != PQTRANS_IDLE) PQclear(PQexec(CONN(pg), "ROLLBACK"));
 }
 
 static int64_t get_int64(const PGresult *r, int row, int col) { return cq_pgr_int64(r, row, col); }
@@ -253,11 +262,6 @@ static int32_t get_int32(const PGresult *r, int row, int col) { return cq_pgr_in
 static char *get_strdup(const PGresult *r, int row, int col) { return cq_pgq_strdup(r, row, col); }
 
 /* ---- connection and schema ------------------------------------------------------------------------------- */
-
-static void quiet_notice(void *arg, const char *message) {
-    (void)arg;
-    (void)message; /* "relation already exists, skipping" and the like */
-}
 
 cq_status cq_pg_schema_version(cq_pg *pg, int *version, cq_err *err) {
     *version = 0;
@@ -309,16 +313,8 @@ cq_status cq_pg_open(const char *conninfo, cq_pg **out, cq_err *err) {
     *out = NULL;
     cq_pg *pg = calloc(1, sizeof *pg);
     if (!pg) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    pg->conn = PQconnectdb(conninfo);
-    if (!pg->conn) {
-        free(pg);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    cq_status rc = PQstatus(pg->conn) == CONNECTION_OK ? CQ_OK : pg_error(pg, err, "cannot connect to PostgreSQL");
-    if (!rc) {
-        PQsetNoticeProcessor(pg->conn, quiet_notice, NULL);
-        rc = migrate(pg, err);
-    }
+    cq_status rc = cq_db_pg_open(conninfo, &pg->db, err);
+    if (!rc) rc = migrate(pg, err);
     if (rc) {
         cq_pg_close(pg);
         return rc;
@@ -329,11 +325,12 @@ cq_status cq_pg_open(const char *conninfo, cq_pg **out, cq_err *err) {
 
 void cq_pg_close(cq_pg *pg) {
     if (!pg) return;
-    PQfinish(pg->conn);
+    cq_db_close(pg->db);
     free(pg);
 }
 
-PGconn *cq_pg_conn(cq_pg *pg) { return pg->conn; }
+cq_db *cq_pg_db(cq_pg *pg) { return pg->db; }
+PGconn *cq_pg_conn(cq_pg *pg) { return CONN(pg); }
 
 /* ---- knowledge bases and documents ------------------------------------------------------------------------- */
 
@@ -384,7 +381,7 @@ cq_status cq_pg_doc_create(cq_pg *pg, int64_t kb_id, const char *name, const cha
     snprintf(size, sizeof size, "%lld", (long long)size_bytes);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
     const char *params[] = {kb, name, filename, format, sha256, size, now};
-    PGresult *r = PQexecParams(pg->conn,
+    PGresult *r = PQexecParams(CONN(pg),
                                "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, "
                                "created_at) VALUES($1, $2, $3, $4, $5, $6, 'processing', $7) RETURNING id",
                                7, NULL, params, NULL, NULL, 1);
@@ -411,49 +408,15 @@ cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err) {
 
 /* ---- adding clauses: COPY ------------------------------------------------------------------------------------ */
 
-/* A COPY text-format field: backslash, tab, newline and carriage return escaped; NULL is \N. */
-static void copy_text(cq_strbuf *b, const char *s) {
-    if (!s) {
-        cq_strbuf_puts(b, "\\N");
-        return;
-    }
-    const char *run = s;
-    for (; *s; s++) {
-        const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
-        if (!esc) continue;
-        cq_strbuf_append(b, run, (size_t)(s - run));
-        cq_strbuf_puts(b, esc);
-        run = s + 1;
-    }
-    cq_strbuf_append(b, run, (size_t)(s - run));
-}
-
-/* A bytea COPY field: \x and hex digits, the backslash doubled for COPY. */
-static void copy_bytea(cq_strbuf *b, const unsigned char *p, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    cq_strbuf_puts(b, "\\\\x");
-    char buf[256];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        buf[k++] = hex[p[i] >> 4];
-        buf[k++] = hex[p[i] & 15];
-        if (k == sizeof buf) {
-            cq_strbuf_append(b, buf, k);
-            k = 0;
-        }
-    }
-    cq_strbuf_append(b, buf, k);
-}
-
 static cq_status copy_in(cq_pg *pg, const char *sql, const cq_strbuf *data, const char *what, cq_err *err) {
-    PGresult *r = PQexec(pg->conn, sql);
+    PGresult *r = PQexec(CONN(pg), sql);
     bool ready = PQresultStatus(r) == PGRES_COPY_IN;
     PQclear(r);
     if (!ready) return pg_error(pg, err, what);
-    bool sent = PQputCopyData(pg->conn, data->data ? data->data : "", (int)data->len) == 1;
-    sent = PQputCopyEnd(pg->conn, sent ? NULL : "clauseqa: sending failed") == 1 && sent;
+    bool sent = PQputCopyData(CONN(pg), data->data ? data->data : "", (int)data->len) == 1;
+    sent = PQputCopyEnd(CONN(pg), sent ? NULL : "clauseqa: sending failed") == 1 && sent;
     cq_status rc = CQ_OK;
-    while ((r = PQgetResult(pg->conn))) {
+    while ((r = PQgetResult(CONN(pg)))) {
         if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc) rc = pg_error(pg, err, what);
         PQclear(r);
     }
@@ -501,7 +464,7 @@ cq_status cq_pg_doc_add_clauses_as(cq_pg *pg, int64_t doc_id, const char *doc_la
  * transaction when one is open, else in one of its own. */
 static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
                              const int64_t *given_ids, int64_t *clause_ids, cq_err *err) {
-    const bool own_tx = PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    const bool own_tx = PQtransactionStatus(CONN(pg)) == PQTRANS_IDLE;
     char doc[32];
     snprintf(doc, sizeof doc, "%lld", (long long)doc_id);
     int64_t *ids = calloc(n ? n : 1, sizeof *ids);
@@ -532,15 +495,15 @@ static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, c
         for (size_t i = 0; i < n; i++) {
             const cq_store_clause *x = &c[i];
             cq_strbuf_printf(&rows, "%lld\t%s\t%d\t%d\t", (long long)ids[i], doc, x->ord, x->kind);
-            copy_text(&rows, x->label);
+            cq_db_copy_text(&rows, x->label);
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->label_key);
+            cq_db_copy_text(&rows, x->label_key);
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->path ? x->path : "");
+            cq_db_copy_text(&rows, x->path ? x->path : "");
             cq_strbuf_puts(&rows, "\t");
-            copy_text(&rows, x->text ? x->text : "");
+            cq_db_copy_text(&rows, x->text ? x->text : "");
             cq_strbuf_printf(&rows, "\t%d\t%d\t%u\t%u\t", x->page_first, x->page_last, x->start_off, x->end_off);
-            if (x->n_boxes) copy_bytea(&rows, (const unsigned char *)x->boxes, x->n_boxes * sizeof *x->boxes);
+            if (x->n_boxes) cq_db_copy_bytea(&rows, (const unsigned char *)x->boxes, x->n_boxes * sizeof *x->boxes);
             else cq_strbuf_puts(&rows, "\\N");
             cq_strbuf_puts(&rows, "\n");
             kc[i] = (cq_keyword_clause){ids[i], doc_label, x->path, x->text};
@@ -557,9 +520,9 @@ static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, c
         for (size_t i = 0; i < index.n; i++) {
             const cq_keyword_row *x = &index.rows[i];
             cq_strbuf_printf(&rows, "%lld\t", (long long)kb_id);
-            copy_text(&rows, x->token);
+            cq_db_copy_text(&rows, x->token);
             cq_strbuf_printf(&rows, "\t%s\t%d\t", doc, x->n_clauses);
-            copy_bytea(&rows, x->postings, x->postings_bytes);
+            cq_db_copy_bytea(&rows, x->postings, x->postings_bytes);
             cq_strbuf_puts(&rows, "\n");
         }
         rc = rows.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
@@ -722,7 +685,7 @@ cq_status cq_pg_begin(cq_pg *pg, cq_err *err) { return exec(pg, "BEGIN", "begin"
 
 cq_status cq_pg_commit(cq_pg *pg, cq_err *err) {
     /* COMMIT of a transaction that failed rolls it back and says so only in its command tag. */
-    PGresult *r = PQexec(pg->conn, "COMMIT");
+    PGresult *r = PQexec(CONN(pg), "COMMIT");
     cq_status rc = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT")
                        ? CQ_OK
                        : cq_err_set(err, CQ_ERR_DB, "commit: the transaction failed and was rolled back");
@@ -732,7 +695,7 @@ cq_status cq_pg_commit(cq_pg *pg, cq_err *err) {
 
 void cq_pg_rollback(cq_pg *pg) { rollback(pg); }
 
-bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(pg->conn) != PQTRANS_IDLE; }
+bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(CONN(pg)) != PQTRANS_IDLE; }
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------- */
 
@@ -971,7 +934,7 @@ cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *pat
      * that one statement; a longer one needs a transaction, the caller's or its own. */
     size_t got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
     cq_status rc = ferror(fp) ? cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path) : CQ_OK;
-    const bool own_tx = !rc && got == CQ_PG_ORIGINAL_PART_BYTES && PQtransactionStatus(pg->conn) == PQTRANS_IDLE;
+    const bool own_tx = !rc && got == CQ_PG_ORIGINAL_PART_BYTES && PQtransactionStatus(CONN(pg)) == PQTRANS_IDLE;
     if (own_tx) rc = exec(pg, "BEGIN", "store original", err);
     for (int part = 0; !rc; part++) {
         if (part > 0) {
@@ -986,7 +949,7 @@ cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *pat
         snprintf(part_text, sizeof part_text, "%d", part);
         const char *values[] = {sha256, part_text, (const char *)buf};
         const int lengths[] = {0, 0, (int)got}, formats[] = {0, 0, 1};
-        PGresult *r = PQexecParams(pg->conn,
+        PGresult *r = PQexecParams(CONN(pg),
                                    part == 0 ? "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3) "
                                                "ON CONFLICT (sha256, part) DO NOTHING"
                                              : "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)",
@@ -1022,13 +985,13 @@ cq_status cq_pg_original_get_file(cq_pg *pg, const char *sha256, const char *pat
     const int formats[] = {0};
     cq_status rc = CQ_OK;
     int next_part = 0;
-    if (!PQsendQueryParams(pg->conn, "SELECT part, bytes FROM originals WHERE sha256 = $1 ORDER BY part", 1, NULL,
+    if (!PQsendQueryParams(CONN(pg), "SELECT part, bytes FROM originals WHERE sha256 = $1 ORDER BY part", 1, NULL,
                            key, NULL, formats, 1))
         rc = pg_error(pg, err, "read original");
     else {
-        if (!PQsetSingleRowMode(pg->conn))
+        if (!PQsetSingleRowMode(CONN(pg)))
             rc = cq_err_set(err, CQ_ERR_DB, "read original: cannot read the parts one at a time");
-        for (PGresult *r; (r = PQgetResult(pg->conn)); PQclear(r)) { /* every result is read, whatever happens */
+        for (PGresult *r; (r = PQgetResult(CONN(pg))); PQclear(r)) { /* every result is read, whatever happens */
             ExecStatusType st = PQresultStatus(r);
             if (rc || st == PGRES_TUPLES_OK) continue; /* PGRES_TUPLES_OK: the end of the rows */
             if (st != PGRES_SINGLE_TUPLE)

@@ -33,7 +33,7 @@
 typedef struct cq_pg cq_pg;
 typedef struct pg_conn PGconn;
 
-#define CQ_PG_SCHEMA_VERSION 5
+#define CQ_PG_SCHEMA_VERSION 6
 
 /* Connects (conninfo: a libpq connection string or postgresql:// URI) and brings the schema to
  * CQ_PG_SCHEMA_VERSION. CQ_ERR_DB when the server cannot be reached or refuses; CQ_ERR_UNSUPPORTED when its schema
@@ -41,6 +41,8 @@ typedef struct pg_conn PGconn;
 cq_status cq_pg_open(const char *conninfo, cq_pg **out, cq_err *err);
 void cq_pg_close(cq_pg *pg);
 PGconn *cq_pg_conn(cq_pg *pg); /* for index/ modules and tests that run their own SQL */
+typedef struct cq_db cq_db;
+cq_db *cq_pg_db(cq_pg *pg);    /* the connection through db/db.h (store/ modules) */
 cq_status cq_pg_schema_version(cq_pg *pg, int *version, cq_err *err);
 
 /* ---- knowledge bases and documents (as in index/store.h) ---- */

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/grow.h"
 #include "core/log.h"
+#include "db/db.h"
 #include "index/vector_feed.h"
 #include "index/vectors_internal.h"
 #include "index/vectors_pg.h"
@@ -88,36 +90,36 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
 }
 
 static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_vectors_count(pg, v->kb_id, v->model, n, err);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ? AND model = ?",
-                           -1, &st, NULL))
-        return db_error(s, err, "count vectors");
-    sqlite3_bind_int64(st, 1, v->kb_id);
-    sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
-    *n = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
-    sqlite3_finalize(st);
-    return CQ_OK;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ?1 AND model = ?2", &st,
+                      err))
+        return cq_err_prefix(err, "count vectors: ");
+    cq_db_bind_int(st, 1, v->kb_id);
+    cq_db_bind_text(st, 2, v->model);
+    int step = cq_db_step(st, "count vectors", err);
+    if (step == CQ_DB_ROW) *n = (size_t)cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
 }
 
 cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_vectors_kb_model(pg, kb_id, model, dim, err);
     model[0] = 0;
     *dim = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s),
-                           "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ? ORDER BY rowid DESC LIMIT 1",
-                           -1, &st, NULL))
-        return db_error(s, err, "find the KB's vectors");
-    sqlite3_bind_int64(st, 1, kb_id);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        snprintf(model, 80, "%s", (const char *)sqlite3_column_text(st, 0));
-        *dim = sqlite3_column_int(st, 1) / (int)sizeof(float);
+    cq_db_stmt *st;
+    /* clause_id is SQLite's rowid: the newest vector on both stores */
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ?1 ORDER BY clause_id DESC LIMIT 1",
+                      &st, err))
+        return cq_err_prefix(err, "find the KB's vectors: ");
+    cq_db_bind_int(st, 1, kb_id);
+    int step = cq_db_step(st, "find the KB's vectors", err);
+    if (step == CQ_DB_ROW) {
+        cq_db_col_copy(st, 0, model, 80);
+        *dim = (int)(cq_db_col_int(st, 1) / (int64_t)sizeof(float));
     }
-    sqlite3_finalize(st);
-    return CQ_OK;
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
 }
 
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
@@ -417,29 +419,24 @@ cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_id
 }
 
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_vectors_doc_clause_ids(pg, doc_id, ids, n, err);
     *ids = NULL;
     *n = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT id FROM clauses WHERE doc_id = ? ORDER BY id", -1, &st, NULL))
-        return db_error(s, err, "clause ids");
-    sqlite3_bind_int64(st, 1, doc_id);
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT id FROM clauses WHERE doc_id = ?1 ORDER BY id", &st, err))
+        return cq_err_prefix(err, "clause ids: ");
+    cq_db_bind_int(st, 1, doc_id);
     size_t cap = 0;
     cq_status rc = CQ_OK;
-    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *p = realloc(*ids, cap * sizeof *p);
-            if (!p) {
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            *ids = p;
+    int step;
+    while ((step = cq_db_step(st, "clause ids", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)ids, &cap, *n + 1, sizeof **ids)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
         }
-        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+        (*ids)[(*n)++] = cq_db_col_int(st, 0);
     }
-    sqlite3_finalize(st);
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
     if (rc) {
         free(*ids);
         *ids = NULL;
@@ -478,46 +475,44 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
 
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
                                size_t len, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_vectors_state_put(pg, doc_id, model, n_tokens, state, len, err);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s),
-                           "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?,?,?,?) ON CONFLICT(doc_id) "
-                           "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state", -1,
-                           &st, NULL))
-        return db_error(s, err, "store document state");
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, n_tokens);
-    sqlite3_bind_blob(st, 4, state, (int)len, SQLITE_STATIC);
-    cq_status rc = sqlite3_step(st) == SQLITE_DONE ? CQ_OK : db_error(s, err, "store document state");
-    sqlite3_finalize(st);
-    return rc;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT (doc_id) "
+                      "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state",
+                      &st, err))
+        return cq_err_prefix(err, "store document state: ");
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_text(st, 2, model);
+    cq_db_bind_int(st, 3, n_tokens);
+    cq_db_bind_blob(st, 4, state, len);
+    int step = cq_db_step(st, "store document state", err);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
 }
 
 cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
                                cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_vectors_state_get(pg, doc_id, model, state, len, err);
     *state = NULL;
     *len = 0;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT state FROM doc_states WHERE doc_id = ? AND model = ?", -1, &st,
-                           NULL))
-        return db_error(s, err, "read document state");
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-    cq_status rc = CQ_OK;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        *len = (size_t)sqlite3_column_bytes(st, 0);
-        *state = malloc(*len + 1);
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", &st, err))
+        return cq_err_prefix(err, "read document state: ");
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_text(st, 2, model);
+    int step = cq_db_step(st, "read document state", err);
+    cq_status rc = step < 0 ? err->code : CQ_OK;
+    if (step == CQ_DB_ROW) {
+        size_t n = 0;
+        const void *bytes = cq_db_col_blob(st, 0, &n);
+        *state = malloc(n + 1);
         if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else memcpy(*state, sqlite3_column_blob(st, 0), *len);
-    } else {
+        else if (n) memcpy(*state, bytes, n);
+        if (!rc) *len = n;
+    } else if (step == CQ_DB_DONE) {
         rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
                         model);
     }
-    sqlite3_finalize(st);
+    cq_db_finalize(st);
     return rc;
 }
 

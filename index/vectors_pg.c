@@ -233,46 +233,6 @@ cq_status cq_pg_vectors_keep_stored(cq_pg *pg, int64_t kb_id, const char *model,
     return CQ_OK;
 }
 
-cq_status cq_pg_vectors_kb_model(cq_pg *pg, int64_t kb_id, char model[80], int *dim, cq_err *err) {
-    model[0] = 0;
-    *dim = 0;
-    char kb[32];
-    ID_TEXT(kb, kb_id);
-    const char *params[] = {kb};
-    PGresult *r = cq_pgr_query(cq_pg_conn(pg),
-                               "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = $1 ORDER BY clause_id DESC "
-                               "LIMIT 1",
-                               1, params, "find the KB's vectors", err);
-    if (!r) return CQ_ERR_DB;
-    if (PQntuples(r) == 1) {
-        snprintf(model, 80, "%.*s", PQgetlength(r, 0, 0), PQgetvalue(r, 0, 0));
-        *dim = cq_pgr_int32(r, 0, 1) / (int)sizeof(float);
-    }
-    PQclear(r);
-    return CQ_OK;
-}
-
-cq_status cq_pg_vectors_doc_clause_ids(cq_pg *pg, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
-    *ids = NULL;
-    *n = 0;
-    char doc[32];
-    ID_TEXT(doc, doc_id);
-    const char *params[] = {doc};
-    PGresult *r = cq_pgr_query(cq_pg_conn(pg), "SELECT id FROM clauses WHERE doc_id = $1 ORDER BY id", 1, params,
-                               "clause ids", err);
-    if (!r) return CQ_ERR_DB;
-    size_t rows = (size_t)PQntuples(r);
-    cq_status rc = CQ_OK;
-    if (rows) {
-        *ids = malloc(rows * sizeof **ids);
-        if (!*ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < rows; i++) (*ids)[i] = cq_pgr_int64(r, (int)i, 0);
-        if (!rc) *n = rows;
-    }
-    PQclear(r);
-    return rc;
-}
-
 cq_status cq_pg_vectors_doc_kb(cq_pg *pg, int64_t doc_id, int64_t *kb_id, cq_err *err) {
     *kb_id = -1;
     char doc[32];
@@ -284,52 +244,6 @@ cq_status cq_pg_vectors_doc_kb(cq_pg *pg, int64_t doc_id, int64_t *kb_id, cq_err
     if (PQntuples(r) == 1) *kb_id = cq_pgr_int64(r, 0, 0);
     PQclear(r);
     return CQ_OK;
-}
-
-/* ---- document states ---- */
-
-cq_status cq_pg_vectors_state_put(cq_pg *pg, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                                  size_t len, cq_err *err) {
-    char doc[32], tokens[32];
-    ID_TEXT(doc, doc_id);
-    ID_TEXT(tokens, n_tokens);
-    const char *params[] = {doc, model, tokens, state};
-    const int lengths[] = {0, 0, 0, (int)len};
-    const int formats[] = {0, 0, 0, 1}; /* the state as its bytes */
-    PGconn *c = cq_pg_conn(pg);
-    PGresult *r = PQexecParams(c,
-                               "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES($1, $2, $3, $4) "
-                               "ON CONFLICT (doc_id) DO UPDATE SET model = excluded.model, n_tokens = "
-                               "excluded.n_tokens, state = excluded.state",
-                               4, NULL, params, lengths, formats, 1);
-    cq_status rc = PQresultStatus(r) == PGRES_COMMAND_OK ? CQ_OK : cq_pgr_error(c, err, "store document state");
-    PQclear(r);
-    return rc;
-}
-
-cq_status cq_pg_vectors_state_get(cq_pg *pg, int64_t doc_id, const char *model, void **state, size_t *len,
-                                  cq_err *err) {
-    *state = NULL;
-    *len = 0;
-    char doc[32];
-    ID_TEXT(doc, doc_id);
-    const char *params[] = {doc, model};
-    PGresult *r = cq_pgr_query(cq_pg_conn(pg), "SELECT state FROM doc_states WHERE doc_id = $1 AND model = $2", 2,
-                               params, "read document state", err);
-    if (!r) return CQ_ERR_DB;
-    cq_status rc = CQ_OK;
-    if (PQntuples(r) == 1) {
-        *len = (size_t)PQgetlength(r, 0, 0);
-        *state = malloc(*len + 1);
-        if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else memcpy(*state, PQgetvalue(r, 0, 0), *len);
-    } else {
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
-                        model);
-    }
-    PQclear(r);
-    if (rc) *len = 0;
-    return rc;
 }
 
 /* ---- the change feed ---- */

@@ -12,7 +12,8 @@
  * or deleting a document or KB, by cascade — feeds it. Its writers are serialised (a transaction advisory lock), so
  * seq order is commit order: a reader that has seen seq s has seen every change before s, and a snapshot's largest
  * seq says exactly which changes its rows include. Vectors are never updated in place (a replacement is a delete
- * and an insert). */
+ * and an insert). The document states, a KB's model and a document's clause ids are index/vectors.c's, written once
+ * for both stores on db/db.h (issue 28). */
 #ifndef CQ_INDEX_VECTORS_PG_H
 #define CQ_INDEX_VECTORS_PG_H
 
@@ -43,16 +44,8 @@ cq_status cq_pg_vectors_get(cq_pg *pg, int64_t kb_id, const char *model, int dim
 /* Keeps ids[i] (and scores[i]) whose vector the KB and model hold, in order; *n shrinks. */
 cq_status cq_pg_vectors_keep_stored(cq_pg *pg, int64_t kb_id, const char *model, int64_t *ids, float *scores,
                                     size_t *n, cq_err *err);
-/* The model and dimension of the KB's newest vectors ("" and 0: none). */
-cq_status cq_pg_vectors_kb_model(cq_pg *pg, int64_t kb_id, char model[80], int *dim, cq_err *err);
-cq_status cq_pg_vectors_doc_clause_ids(cq_pg *pg, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
 /* The KB of a document (-1 when there is no such document). */
 cq_status cq_pg_vectors_doc_kb(cq_pg *pg, int64_t doc_id, int64_t *kb_id, cq_err *err);
-
-cq_status cq_pg_vectors_state_put(cq_pg *pg, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                                  size_t len, cq_err *err);
-cq_status cq_pg_vectors_state_get(cq_pg *pg, int64_t doc_id, const char *model, void **state, size_t *len,
-                                  cq_err *err);
 
 /* ---- the change feed ---- */
 

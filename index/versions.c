@@ -1,25 +1,42 @@
-/* Versions in the store (index/versions.h): each document's version row, groups, status on a day, corrections. */
+/* Versions in the store (index/versions.h): each document's version row, groups, status on a day, corrections.
+ * Written once for SQLite and PostgreSQL on db/db.h (issue 28; it replaces versions_pg.c); the two statements that
+ * differ are db/dialect.h's CQ_SQL_VERSION_INSERT and CQ_SQL_REPEAL_INSERT. */
 #include "index/versions.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "db/db.h"
+#include "db/dialect.h"
 #include "index/store_internal.h"
-#include "index/store_pg.h"
-#include "index/versions_internal.h"
-#include "index/versions_pg.h"
 
 /* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
 #define KIND_ARTICLE 1
 #define KIND_PARAGRAPH 3
 
-static cq_status db_err(sqlite3 *db, cq_err *err, const char *what) {
-    return cq_err_set(err, CQ_ERR_DB, "versions: %s: %s", what, sqlite3_errmsg(db));
+#define CQ_VERSION_HEADER_MAX_BYTES 6000 /* the header (preamble clauses) read for dates */
+#define CQ_VERSION_TAIL_CLAUSES 3        /* the last articles read for 施行 and 废止 */
+
+/* A KB's version rows with their keys (an empty key stands alone). */
+typedef struct {
+    char key[CQ_VERSION_KEY_MAX];
+    cq_version_entry e;
+} cq_version_keyed;
+
+static void cq_version_group_finish(cq_version_group *g, cq_date repealed_by);
+static void cq_version_group_alone(cq_version_group *g, int64_t doc_id);
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
+                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err);
+
+/* A statement prepared, or its failure as "versions: what: message". */
+static cq_status prepare(cq_db *db, const char *sql, const char *what, cq_db_stmt **st, cq_err *err) {
+    if (!cq_db_prepare(db, sql, st, err)) return CQ_OK;
+    return cq_err_prefix(err, "versions: %s: ", what);
 }
 
 const char *cq_version_state_name(cq_version_state s) {
@@ -34,7 +51,9 @@ const char *cq_version_state_name(cq_version_state s) {
 
 /* ---- analysis ----------------------------------------------------------------------------------------------- */
 
-bool cq_version_header_take(cq_strbuf *header, int kind, const char *text, bool *first) {
+/* Feeds a document's clauses in order into its header: the clauses before the first article; a document without
+ * articles: its first paragraph. Returns false once the header is complete (stop feeding). */
+static bool header_take(cq_strbuf *header, int kind, const char *text, bool *first) {
     if (header->len >= CQ_VERSION_HEADER_MAX_BYTES) return false;
     /* the header is what comes before the first article; a document without articles: its first paragraph */
     if (kind == KIND_ARTICLE) return false;
@@ -45,153 +64,141 @@ bool cq_version_header_take(cq_strbuf *header, int kind, const char *text, bool 
 }
 
 /* The header (the clauses before the first article) and the last CQ_VERSION_TAIL_CLAUSES clauses of a document. */
-static cq_status read_texts(sqlite3 *db, int64_t doc_id, char **header, char **tail, cq_err *err) {
+static cq_status read_texts(cq_db *db, int64_t doc_id, char **header, char **tail, cq_err *err) {
     cq_strbuf h = {0}, t = {0};
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT kind, text FROM clauses WHERE doc_id = ? ORDER BY ord", -1, &st, NULL) !=
-        SQLITE_OK)
-        return db_err(db, err, "read clauses");
-    sqlite3_bind_int64(st, 1, doc_id);
+    cq_db_stmt *st;
+    if (prepare(db, "SELECT kind, text FROM clauses WHERE doc_id = ?1 ORDER BY ord", "read clauses", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
     bool first = true;
-    while (sqlite3_step(st) == SQLITE_ROW &&
-           cq_version_header_take(&h, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 1), &first)) {
+    int step;
+    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW &&
+           header_take(&h, (int)cq_db_col_int(st, 0), cq_db_col_text(st, 1), &first)) {
     }
-    sqlite3_finalize(st);
-    if (sqlite3_prepare_v2(db, "SELECT text FROM (SELECT ord, text FROM clauses WHERE doc_id = ? ORDER BY ord DESC "
-                               "LIMIT ?) ORDER BY ord",
-                           -1, &st, NULL) != SQLITE_OK) {
+    cq_db_finalize(st);
+    if (step < 0 || prepare(db,
+                            "SELECT text FROM (SELECT ord, text FROM clauses WHERE doc_id = ?1 ORDER BY ord DESC "
+                            "LIMIT ?2) tail ORDER BY ord",
+                            "read clauses", &st, err)) {
         cq_strbuf_free(&h);
-        return db_err(db, err, "read clauses");
+        return err->code;
     }
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_int(st, 2, CQ_VERSION_TAIL_CLAUSES);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *text = (const char *)sqlite3_column_text(st, 0);
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_int(st, 2, CQ_VERSION_TAIL_CLAUSES);
+    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW) {
+        const char *text = cq_db_col_text(st, 0);
         cq_strbuf_printf(&t, "%s\n", text ? text : "");
     }
-    sqlite3_finalize(st);
-    if (h.failed || t.failed) {
+    cq_db_finalize(st);
+    cq_status rc = step < 0 ? err->code : h.failed || t.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : CQ_OK;
+    if (rc) {
         cq_strbuf_free(&h);
         cq_strbuf_free(&t);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        return rc;
     }
     *header = cq_strbuf_take(&h);
     *tail = cq_strbuf_take(&t);
     return CQ_OK;
 }
 
-static cq_status exec_bind(sqlite3 *db, const char *sql, cq_err *err, const char *what, sqlite3_stmt **out) {
-    if (sqlite3_prepare_v2(db, sql, -1, out, NULL) != SQLITE_OK) return db_err(db, err, what);
-    return CQ_OK;
+/* The document's KB, name and title, and whether its version row exists and is a person's. */
+static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
+                               bool *has_row, cq_err *err) {
+    cq_db_stmt *st;
+    if (prepare(db,
+                "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
+                "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1",
+                "find document", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
+    int step = cq_db_step(st, "versions: find document", err);
+    cq_status rc = step < 0 ? err->code : CQ_OK;
+    if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
+    if (step == CQ_DB_ROW) {
+        *kb_id = cq_db_col_int(st, 0);
+        *name = cq_db_col_strdup(st, 1);
+        *title = cq_db_col_strdup(st, 2);
+        *by_user = cq_db_col_int(st, 3) != 0;
+        *has_row = cq_db_col_int(st, 4) != 0;
+        if (!*name || (!*title && !cq_db_col_null(st, 2))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    cq_db_finalize(st);
+    return rc;
 }
 
-static cq_status step_done(sqlite3 *db, sqlite3_stmt *st, cq_err *err, const char *what) {
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_err(db, err, what);
+/* The automatic version row and the document's repeals, inside the caller's transaction or one of their own. A
+ * person's correction stands (also one another node makes meanwhile: the writes skip a row by_user); what the text
+ * repeals is always refreshed. A new document's row is inserted (the common case), an existing one updated: on
+ * SQLite not an upsert, which opens a statement journal on this indexed table, and FTS5 writes its pending terms
+ * out as a new segment at every savepoint, so each document's clauses became a segment of their own (about half
+ * the writing time of an ingest, docs/PERF.md); PostgreSQL's insert is an upsert (another node may insert first). */
+static cq_status write_version(cq_db *db, int64_t doc_id, int64_t kb_id, const cq_version_meta *m, bool by_user,
+                               bool has_row, cq_err *err) {
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc && !by_user)
+        rc = cq_db_run(db, "versions: write version", NULL, err,
+                       has_row ? "UPDATE doc_versions SET kb_id = ?2, key = ?3, label = ?4, promulgated = ?5, "
+                                 "effective = ?6, repealed = ?7, analysed_at = ?8 WHERE doc_id = ?1 AND NOT by_user"
+                               : cq_db_dialect(db, CQ_SQL_VERSION_INSERT),
+                       "iittiiii", doc_id, kb_id, m->key, m->label, (int64_t)m->promulgated, (int64_t)m->effective,
+                       (int64_t)m->repealed, (int64_t)time(NULL));
+    if (!rc) rc = cq_db_run(db, "versions: write repeals", NULL, err, "DELETE FROM doc_repeals WHERE doc_id = ?1", "i",
+                            doc_id);
+    for (size_t i = 0; !rc && i < m->n_repeals; i++)
+        rc = cq_db_run(db, "versions: write repeals", NULL, err, cq_db_dialect(db, CQ_SQL_REPEAL_INSERT), "iit",
+                       doc_id, kb_id, m->repeals[i]);
+    return cq_db_end(db, own, rc, err);
 }
 
 cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_analyse(pg, doc_id, err);
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (exec_bind(db,
-                  "SELECT d.kb_id, d.name, d.title, coalesce(v.by_user, 0), v.doc_id IS NOT NULL FROM documents d "
-                  "LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?",
-                  err, "find document", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        sqlite3_finalize(st);
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
-    }
-    int64_t kb_id = sqlite3_column_int64(st, 0);
-    char *name = strdup((const char *)sqlite3_column_text(st, 1));
-    const unsigned char *title_col = sqlite3_column_text(st, 2);
-    char *title = title_col ? strdup((const char *)title_col) : NULL;
-    bool by_user = sqlite3_column_int(st, 3) != 0, has_row = sqlite3_column_int(st, 4) != 0;
-    sqlite3_finalize(st);
-    char *header = NULL, *tail = NULL;
-    cq_status rc = name ? read_texts(db, doc_id, &header, &tail, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_db *db = cq_store_conn(s);
+    int64_t kb_id = 0;
+    char *name = NULL, *title = NULL, *header = NULL, *tail = NULL;
+    bool by_user = false, has_row = false;
+    cq_status rc = read_document(db, doc_id, &kb_id, &name, &title, &by_user, &has_row, err);
+    if (!rc) rc = read_texts(db, doc_id, &header, &tail, err);
     cq_version_meta m;
     if (!rc) cq_version_meta_extract(name, title, header, tail, &m);
     free(name);
     free(title);
     free(header);
     free(tail);
-    if (rc) return rc;
-    /* A person's correction stands; only what the text repeals is refreshed. A new document's row is inserted
-     * (the common case), an existing one updated: not INSERT OR REPLACE, nor an upsert, which open a statement
-     * journal on this indexed table, and FTS5 writes its pending terms out as a new segment at every savepoint, so
-     * each document's clauses became a segment of their own (about half the writing time of an ingest,
-     * docs/PERF.md). */
-    if (!by_user) {
-        if (exec_bind(db,
-                      has_row ? "UPDATE doc_versions SET doc_id = ?1, kb_id = ?2, key = ?3, label = ?4, "
-                                "promulgated = ?5, effective = ?6, repealed = ?7, by_user = 0, analysed_at = ?8 "
-                                "WHERE doc_id = ?1"
-                              : "INSERT INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, "
-                                "repealed, by_user, analysed_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
-                      err, "write version", &st))
-            return CQ_ERR_DB;
-        sqlite3_bind_int64(st, 1, doc_id);
-        sqlite3_bind_int64(st, 2, kb_id);
-        sqlite3_bind_text(st, 3, m.key, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 4, m.label, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(st, 5, m.promulgated);
-        sqlite3_bind_int(st, 6, m.effective);
-        sqlite3_bind_int(st, 7, m.repealed);
-        sqlite3_bind_int64(st, 8, (sqlite3_int64)time(NULL));
-        if ((rc = step_done(db, st, err, "write version"))) return rc;
-    }
-    if (exec_bind(db, "DELETE FROM doc_repeals WHERE doc_id = ?", err, "write repeals", &st)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    if ((rc = step_done(db, st, err, "write repeals"))) return rc;
-    for (size_t i = 0; i < m.n_repeals; i++) {
-        if (exec_bind(db, "INSERT OR IGNORE INTO doc_repeals(doc_id, kb_id, key) VALUES(?, ?, ?)", err,
-                      "write repeals", &st))
-            return CQ_ERR_DB;
-        sqlite3_bind_int64(st, 1, doc_id);
-        sqlite3_bind_int64(st, 2, kb_id);
-        sqlite3_bind_text(st, 3, m.repeals[i], -1, SQLITE_TRANSIENT);
-        if ((rc = step_done(db, st, err, "write repeals"))) return rc;
-    }
-    return CQ_OK;
+    return rc ? rc : write_version(db, doc_id, kb_id, &m, by_user, has_row, err);
 }
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);
 
 /* What a connection has seen of its KBs: the documents (count, largest id) when every ready one had its version.
- * Retrieval asks for every question; the count and largest id come from an index, without reading the rows. */
+ * Retrieval asks for every question; the count and largest id come from an index, without reading the rows. SQLite
+ * only: on PostgreSQL other nodes write too (a document of theirs may turn ready without changing the count), so
+ * the database is asked every time (one NOT EXISTS query a question). */
 #define SEEN_KBS 8
 typedef struct {
     int64_t kb_id, n_docs, max_id;
 } seen_kb;
 
-static bool kb_documents(sqlite3 *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?", -1, &st,
-                           NULL) != SQLITE_OK)
+static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
+    cq_db_stmt *st;
+    cq_err ignored = {0};
+    if (cq_db_prepare(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", &st, &ignored))
         return false;
-    sqlite3_bind_int64(st, 1, kb_id);
-    bool ok = sqlite3_step(st) == SQLITE_ROW;
+    cq_db_bind_int(st, 1, kb_id);
+    bool ok = cq_db_step(st, "versions: count documents", &ignored) == CQ_DB_ROW;
     if (ok) {
-        *n = sqlite3_column_int64(st, 0);
-        *max_id = sqlite3_column_int64(st, 1);
+        *n = cq_db_col_int(st, 0);
+        *max_id = cq_db_col_int(st, 1);
     }
-    sqlite3_finalize(st);
+    cq_db_finalize(st);
     return ok;
 }
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_ensure(pg, kb_id, redo, n_analysed, err);
     if (n_analysed) *n_analysed = 0;
-    sqlite3 *db = cq_store_db(s);
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
     int64_t n_docs = -1, max_id = 0;
-    if (!redo && kb_documents(db, kb_id, &n_docs, &max_id) && *slot)
+    bool one_writer = cq_db_kind_of(cq_store_conn(s)) == CQ_DB_SQLITE;
+    if (!redo && one_writer && kb_documents(cq_store_conn(s), kb_id, &n_docs, &max_id) && *slot)
         for (int i = 0; i < SEEN_KBS; i++)
             if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == n_docs && (*slot)[i].max_id == max_id) return CQ_OK;
     cq_status rc = ensure(s, kb_id, redo, n_analysed, err);
@@ -205,40 +212,42 @@ cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_an
 }
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ? AND status = 'ready' ORDER BY id"
-                           : "SELECT d.id FROM documents d WHERE d.kb_id = ? AND d.status = 'ready' AND NOT EXISTS "
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
+                           : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
                              "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
-    if (exec_bind(db, sql, err, "find documents", &st)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
+    if (prepare(db, sql, "find documents", &st, err)) return err->code;
+    cq_db_bind_int(st, 1, kb_id);
     int64_t *ids = NULL;
     size_t n = 0, cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            int64_t *p = realloc(ids, cap * sizeof *p);
-            if (!p) {
-                sqlite3_finalize(st);
-                free(ids);
-                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            }
-            ids = p;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "versions: find documents", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
         }
-        ids[n++] = sqlite3_column_int64(st, 0);
+        ids[n++] = cq_db_col_int(st, 0);
     }
-    sqlite3_finalize(st);
-    if (!n) return CQ_OK;
-    bool own_tx = sqlite3_get_autocommit(db);
-    cq_status rc = own_tx ? cq_store_begin(s, err) : CQ_OK;
-    for (size_t i = 0; !rc && i < n; i++) rc = cq_versions_analyse(s, ids[i], err);
-    if (own_tx) {
-        if (rc) cq_store_rollback(s);
-        else rc = cq_store_commit(s, err);
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (!rc && n) {
+        bool own;
+        rc = cq_db_begin_own(db, &own, err);
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = cq_versions_analyse(s, ids[i], err);
+            /* deleted by another node since the list was read: nothing to analyse */
+            if (rc == CQ_ERR_NOT_FOUND) {
+                cq_err_clear(err);
+                rc = CQ_OK;
+            }
+        }
+        rc = cq_db_end(db, own, rc, err);
     }
     free(ids);
     if (!rc && n_analysed) *n_analysed = n;
-    if (!rc && !redo) CQ_INFO("versions: %zu documents of KB %lld analysed", n, (long long)kb_id);
+    if (!rc && n && !redo) CQ_INFO("versions: %zu documents of KB %lld analysed", n, (long long)kb_id);
     return rc;
 }
 
@@ -264,13 +273,14 @@ static int cmp_entry(const void *a, const void *b) {
 /* The day each regulation of a KB is repealed by another document of the KB (from the day that document takes
  * effect): (key, day) rows. */
 #define REPEALS_SQL                                                                                                 \
-    "SELECT r.key, min(CASE WHEN v.effective > 0 THEN v.effective ELSE v.promulgated END) FROM doc_repeals r "      \
+    "SELECT r.key AS key, min(CASE WHEN v.effective > 0 THEN v.effective ELSE v.promulgated END) AS day "          \
+    "FROM doc_repeals r "                                                                                           \
     "JOIN doc_versions v ON v.doc_id = r.doc_id JOIN documents d ON d.id = r.doc_id "                              \
     "WHERE r.kb_id = ?1 AND d.status = 'ready' AND v.key <> r.key"
 
 /* Orders a group's versions and settles the regulation's repeal: another document repeals it (repealed_by), or its
  * newest version says it was repealed. An older version that says so was replaced, not repealed. */
-void cq_version_group_finish(cq_version_group *g, cq_date repealed_by) {
+static void cq_version_group_finish(cq_version_group *g, cq_date repealed_by) {
     if (g->n) qsort(g->v, g->n, sizeof *g->v, cmp_entry);
     g->repealed = repealed_by;
     if (g->n) {
@@ -279,78 +289,80 @@ void cq_version_group_finish(cq_version_group *g, cq_date repealed_by) {
     }
 }
 
-static cq_status load_group(sqlite3 *db, int64_t kb_id, const char *key, cq_version_group *g, cq_err *err) {
+#define ENTRY_COLUMNS "v.doc_id, d.name, v.label, v.promulgated, v.effective, v.repealed, v.by_user"
+
+static void read_entry(cq_db_stmt *st, cq_version_entry *e) {
+    memset(e, 0, sizeof *e);
+    e->doc_id = cq_db_col_int(st, 0);
+    cq_db_col_copy(st, 1, e->name, sizeof e->name);
+    cq_db_col_copy(st, 2, e->label, sizeof e->label);
+    e->promulgated = (cq_date)cq_db_col_int(st, 3);
+    e->effective = (cq_date)cq_db_col_int(st, 4);
+    e->repealed = (cq_date)cq_db_col_int(st, 5);
+    e->by_user = cq_db_col_int(st, 6) != 0;
+}
+
+static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_version_group *g, cq_err *err) {
     memset(g, 0, sizeof *g);
     snprintf(g->key, sizeof g->key, "%s", key);
-    sqlite3_stmt *st;
-    if (exec_bind(db,
-                  "SELECT v.doc_id, d.name, v.label, v.promulgated, v.effective, v.repealed, v.by_user FROM "
-                  "doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ? AND v.key = ? AND "
-                  "d.status = 'ready'",
-                  err, "load group", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
+    cq_db_stmt *st;
+    /* one statement, one snapshot: the versions and the repeal that applies to them (a row without doc_id) */
+    if (prepare(db,
+                "SELECT " ENTRY_COLUMNS ", CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready' "
+                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, day FROM (" REPEALS_SQL
+                " AND r.key = ?2 GROUP BY r.key) rep",
+                "load group", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    cq_db_bind_text(st, 2, key);
     size_t cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (g->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            cq_version_entry *p = realloc(g->v, cap * sizeof *p);
-            if (!p) {
-                sqlite3_finalize(st);
-                cq_version_group_free(g);
-                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            }
-            g->v = p;
-        }
-        cq_version_entry *e = &g->v[g->n++];
-        memset(e, 0, sizeof *e);
-        e->doc_id = sqlite3_column_int64(st, 0);
-        snprintf(e->name, sizeof e->name, "%s", (const char *)sqlite3_column_text(st, 1));
-        snprintf(e->label, sizeof e->label, "%s", (const char *)sqlite3_column_text(st, 2));
-        e->promulgated = sqlite3_column_int(st, 3);
-        e->effective = sqlite3_column_int(st, 4);
-        e->repealed = sqlite3_column_int(st, 5);
-        e->by_user = sqlite3_column_int(st, 6) != 0;
-    }
-    sqlite3_finalize(st);
-    if (exec_bind(db, REPEALS_SQL " AND r.key = ?2", err, "load repeals", &st)) {
-        cq_version_group_free(g);
-        return CQ_ERR_DB;
-    }
-    sqlite3_bind_int64(st, 1, kb_id);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
     cq_date repealed = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) repealed = sqlite3_column_int(st, 1);
-    sqlite3_finalize(st);
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "versions: load group", err)) == CQ_DB_ROW) {
+        if (cq_db_col_null(st, 0)) {
+            repealed = (cq_date)cq_db_col_int(st, 7);
+            continue;
+        }
+        if (!cq_grow((void **)&g->v, &cap, g->n + 1, sizeof *g->v)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        read_entry(st, &g->v[g->n++]);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        cq_version_group_free(g);
+        return rc;
+    }
     cq_version_group_finish(g, repealed);
     return CQ_OK;
 }
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_group_of(pg, doc_id, out, err);
     memset(out, 0, sizeof *out);
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (exec_bind(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?", err, "find version", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        sqlite3_finalize(st);
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    if (prepare(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1", "find version", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
+    int step = cq_db_step(st, "versions: find version", err);
+    int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(st, 0) : 0;
+    char key[CQ_VERSION_KEY_MAX] = "";
+    if (step == CQ_DB_ROW) cq_db_col_copy(st, 1, key, sizeof key);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE)
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no version information", (long long)doc_id);
-    }
-    int64_t kb_id = sqlite3_column_int64(st, 0);
-    char key[CQ_VERSION_KEY_MAX];
-    snprintf(key, sizeof key, "%s", (const char *)sqlite3_column_text(st, 1));
-    sqlite3_finalize(st);
     cq_status rc = load_group(db, kb_id, key, out, err);
     if (rc) return rc;
     if (!key[0]) cq_version_group_alone(out, doc_id);
     return CQ_OK;
 }
 
-void cq_version_group_alone(cq_version_group *g, int64_t doc_id) {
+static void cq_version_group_alone(cq_version_group *g, int64_t doc_id) {
     /* An empty key (a name with nothing left) groups nothing: the document stands alone. */
     size_t k = 0;
     for (size_t i = 0; i < g->n; i++)
@@ -438,8 +450,10 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
         out->current = start_of(&g->v[cur]) == start_of(e) ? *e : g->v[cur];
 }
 
-cq_status cq_version_status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
-                                       cq_version_status *out, cq_err *err) {
+/* A document's status on a day from its group as read (rc: the read's status; NOT_FOUND, a document in no group,
+ * gives the empty status without an error); frees the group it was given. */
+static cq_status status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
+                                   cq_version_status *out, cq_err *err) {
     if (rc == CQ_ERR_NOT_FOUND) { /* in no group: in force, alone */
         memset(out, 0, sizeof *out);
         out->doc_id = doc_id;
@@ -454,23 +468,21 @@ cq_status cq_version_status_from_group(cq_status rc, cq_version_group *g, int64_
 }
 
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_status(pg, doc_id, on, out, err);
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
-    return cq_version_status_from_group(rc, &g, doc_id, on, out, err);
+    return status_from_group(rc, &g, doc_id, on, out, err);
 }
 
 /* ---- corrections -------------------------------------------------------------------------------------------- */
 
-cq_status cq_version_edit_check(const cq_version_edit *e, cq_err *err) {
+static cq_status edit_check(const cq_version_edit *e, cq_err *err) {
     if ((e->promulgated > 0 && !cq_date_valid(e->promulgated)) || (e->effective > 0 && !cq_date_valid(e->effective)) ||
         (e->repealed > 0 && !cq_date_valid(e->repealed)))
         return cq_err_set(err, CQ_ERR_INVALID, "dates are days written YYYY-MM-DD");
     return CQ_OK;
 }
 
-void cq_version_edit_key(const char *edit_key, int64_t doc_id, char key[CQ_VERSION_KEY_MAX]) {
+static void edit_key_of(const char *edit_key, int64_t doc_id, char key[CQ_VERSION_KEY_MAX]) {
     /* the group as a person names it: the same normalization as names get, so "公司法" joins 公司法(2018-10-26) */
     cq_version_title_key(edit_key, key, CQ_VERSION_KEY_MAX);
     if (edit_key[0] && !key[0]) snprintf(key, CQ_VERSION_KEY_MAX, "%s", edit_key);
@@ -478,82 +490,71 @@ void cq_version_edit_key(const char *edit_key, int64_t doc_id, char key[CQ_VERSI
 }
 
 cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_set(pg, doc_id, e, err);
-    sqlite3 *db = cq_store_db(s);
-    /* a document never analysed gets its automatic row first, then the correction over it */
-    sqlite3_stmt *st;
-    if (exec_bind(db, "SELECT 1 FROM doc_versions WHERE doc_id = ?", err, "find version", &st)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    bool have = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    cq_status rc = have ? CQ_OK : cq_versions_analyse(s, doc_id, err);
+    cq_status rc = edit_check(e, err);
     if (rc) return rc;
-    if ((rc = cq_version_edit_check(e, err))) return rc;
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    rc = cq_db_begin_own(db, &own, err);
+    /* a document never analysed gets its automatic row first, then the correction over it */
+    cq_db_stmt *st;
+    if (!rc) rc = prepare(db, "SELECT 1 FROM doc_versions WHERE doc_id = ?1", "find version", &st, err);
+    if (!rc) {
+        cq_db_bind_int(st, 1, doc_id);
+        int step = cq_db_step(st, "versions: find version", err);
+        cq_db_finalize(st);
+        if (step < 0) rc = err->code;
+        else if (step == CQ_DB_DONE) rc = cq_versions_analyse(s, doc_id, err);
+    }
     char key[CQ_VERSION_KEY_MAX] = "";
-    if (e->key) cq_version_edit_key(e->key, doc_id, key);
-    if (exec_bind(db,
-                  "UPDATE doc_versions SET by_user = 1, key = coalesce(?2, key), label = coalesce(?3, label), "
-                  "promulgated = CASE WHEN ?4 >= 0 THEN ?4 ELSE promulgated END, "
-                  "effective = CASE WHEN ?5 >= 0 THEN ?5 ELSE effective END, "
-                  "repealed = CASE WHEN ?6 >= 0 THEN ?6 ELSE repealed END WHERE doc_id = ?1",
-                  err, "correct version", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    if (e->key) sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(st, 2);
-    if (e->label) sqlite3_bind_text(st, 3, e->label, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(st, 3);
-    sqlite3_bind_int(st, 4, e->promulgated);
-    sqlite3_bind_int(st, 5, e->effective);
-    sqlite3_bind_int(st, 6, e->repealed);
-    return step_done(db, st, err, "correct version");
+    if (e->key) edit_key_of(e->key, doc_id, key);
+    if (!rc)
+        rc = cq_db_run(db, "versions: correct version", NULL, err,
+                       "UPDATE doc_versions SET by_user = TRUE, key = coalesce(?2, key), label = coalesce(?3, label), "
+                       "promulgated = CASE WHEN ?4 >= 0 THEN ?4 ELSE promulgated END, "
+                       "effective = CASE WHEN ?5 >= 0 THEN ?5 ELSE effective END, "
+                       "repealed = CASE WHEN ?6 >= 0 THEN ?6 ELSE repealed END WHERE doc_id = ?1",
+                       "ittiii", doc_id, e->key ? key : NULL, e->label, (int64_t)e->promulgated,
+                       (int64_t)e->effective, (int64_t)e->repealed);
+    return cq_db_end(db, own, rc, err);
 }
 
 cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_reset(pg, doc_id, err);
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (exec_bind(db, "UPDATE doc_versions SET by_user = 0 WHERE doc_id = ?", err, "reset version", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    cq_status rc = step_done(db, st, err, "reset version");
-    return rc ? rc : cq_versions_analyse(s, doc_id, err);
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc)
+        rc = cq_db_run(db, "versions: reset version", NULL, err,
+                       "UPDATE doc_versions SET by_user = FALSE WHERE doc_id = ?1", "i", doc_id);
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err);
+    return cq_db_end(db, own, rc, err);
 }
 
 cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_list(pg, kb_id, out, n, err);
     *out = NULL;
     *n = 0;
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (exec_bind(db,
-                  "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ? AND "
-                  "d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
-                  err, "list groups", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    /* keys compare as bytes (COLLATE "C" on PostgreSQL): the same order on both */
+    if (prepare(db,
+                "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 AND "
+                "d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
+                "list groups", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
     size_t cap = 0;
     cq_status rc = CQ_OK;
     char **keys = NULL;
     size_t n_keys = 0;
-    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-        if (n_keys == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **p = realloc(keys, cap * sizeof *p);
-            if (!p) {
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            keys = p;
+    int step;
+    while ((step = cq_db_step(st, "versions: list groups", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&keys, &cap, n_keys + 1, sizeof *keys) || !(keys[n_keys] = cq_db_col_strdup(st, 0))) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
         }
-        keys[n_keys] = strdup((const char *)sqlite3_column_text(st, 0));
-        if (!keys[n_keys]) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else n_keys++;
+        n_keys++;
     }
-    sqlite3_finalize(st);
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
     if (!rc && n_keys) {
         *out = calloc(n_keys, sizeof **out);
         if (!*out) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -588,73 +589,48 @@ static int cmp_status_doc(const void *a, const void *b) {
 
 cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
                                cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_pg_versions_statuses(pg, kb_id, on, out, n, err);
     *out = NULL;
     *n = 0;
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (exec_bind(db,
-                  "SELECT v.doc_id, d.name, v.label, v.promulgated, v.effective, v.repealed, v.by_user, v.key FROM "
-                  "doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ? AND d.status = 'ready'",
-                  err, "load versions", &st))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
-    cq_version_keyed *rows = NULL;
-    size_t nr = 0, cap = 0;
+    cq_db_stmt *st;
+    /* the versions and the cross-document repeals in one statement (one snapshot); repeal rows have no doc_id */
+    if (prepare(cq_store_conn(s),
+                "SELECT " ENTRY_COLUMNS ", v.key, CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND d.status = 'ready' "
+                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, day FROM (" REPEALS_SQL
+                " GROUP BY r.key) rep",
+                "load versions", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    cq_version_keyed *rows = NULL, *rep = NULL;
+    size_t nr = 0, cap = 0, n_rep = 0, cap_rep = 0;
     cq_status rc = CQ_OK;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (nr == cap) {
-            cap = cap ? cap * 2 : 64;
-            cq_version_keyed *p = realloc(rows, cap * sizeof *p);
-            if (!p) {
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            rows = p;
+    int step;
+    while ((step = cq_db_step(st, "versions: load versions", err)) == CQ_DB_ROW) {
+        bool is_repeal = cq_db_col_null(st, 0);
+        cq_version_keyed **list = is_repeal ? &rep : &rows;
+        size_t *count = is_repeal ? &n_rep : &nr;
+        if (!cq_grow((void **)list, is_repeal ? &cap_rep : &cap, *count + 1, sizeof **list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
         }
-        cq_version_keyed *k = &rows[nr++];
+        cq_version_keyed *k = &(*list)[(*count)++];
         memset(k, 0, sizeof *k);
-        k->e.doc_id = sqlite3_column_int64(st, 0);
-        snprintf(k->e.name, sizeof k->e.name, "%s", (const char *)sqlite3_column_text(st, 1));
-        snprintf(k->e.label, sizeof k->e.label, "%s", (const char *)sqlite3_column_text(st, 2));
-        k->e.promulgated = sqlite3_column_int(st, 3);
-        k->e.effective = sqlite3_column_int(st, 4);
-        k->e.repealed = sqlite3_column_int(st, 5);
-        k->e.by_user = sqlite3_column_int(st, 6) != 0;
-        snprintf(k->key, sizeof k->key, "%s", (const char *)sqlite3_column_text(st, 7));
+        if (is_repeal) k->e.repealed = (cq_date)cq_db_col_int(st, 8);
+        else read_entry(st, &k->e);
+        cq_db_col_copy(st, 7, k->key, sizeof k->key);
     }
-    sqlite3_finalize(st);
-    /* cross-document repeals, by key */
-    cq_version_keyed *rep = NULL;
-    size_t n_rep = 0, cap_rep = 0;
-    if (!rc && exec_bind(db, REPEALS_SQL " GROUP BY r.key ORDER BY r.key", err, "load repeals", &st)) rc = CQ_ERR_DB;
-    else if (!rc) {
-        sqlite3_bind_int64(st, 1, kb_id);
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            if (n_rep == cap_rep) {
-                cap_rep = cap_rep ? cap_rep * 2 : 16;
-                cq_version_keyed *p = realloc(rep, cap_rep * sizeof *p);
-                if (!p) {
-                    rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                rep = p;
-            }
-            memset(&rep[n_rep], 0, sizeof rep[n_rep]);
-            snprintf(rep[n_rep].key, sizeof rep[n_rep].key, "%s", (const char *)sqlite3_column_text(st, 0));
-            rep[n_rep++].e.repealed = sqlite3_column_int(st, 1);
-        }
-        sqlite3_finalize(st);
-    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
     if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
     free(rows);
     free(rep);
     return rc;
 }
 
-cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep, size_t n_rep,
-                                    cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
+/* Every ready document's status on `on` from the KB's version rows (sorted in place) and the days regulations are
+ * repealed by other documents (key, e.repealed), ordered by document id. */
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
+                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     if (!nr) return CQ_OK;

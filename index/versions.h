@@ -18,7 +18,7 @@
  *   not_yet_in_force    takes effect after D
  *
  * Stored in doc_versions (store.c migration 5), one row per analysed document, and doc_repeals (the titles a
- * document repeals); on the PostgreSQL store the same tables (index/versions_pg.h). Documents are analysed at ingest; documents ingested before versions existed are analysed the
+ * document repeals); on the PostgreSQL store the same tables, the same code (db/db.h). Documents are analysed at ingest; documents ingested before versions existed are analysed the
  * first time their KB is asked about (cq_versions_ensure) or by `clauseqa reindex`. A person's correction
  * (cq_versions_set: group, dates, label, repeal) is kept over any later analysis until reset to automatic. */
 #ifndef CQ_INDEX_VERSIONS_H

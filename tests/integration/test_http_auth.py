@@ -137,15 +137,36 @@ def main():
         check('reader * lists both', len(s.get('/api/v1/kbs', key=everything).json()['kbs']) == 2)
         check('reader * cannot upload', s.upload('other', DEMO_MD, key=everything).status == 403)
 
+        # a grant is bound to the KB's id, not its name (issue 29 item 10)
+        r = s.cli('keys', 'create', '--role', 'reader', '--kb', 'does-not-exist')
+        check('a key for a KB that does not exist is refused', r.returncode == 1 and
+              "no knowledge base named 'does-not-exist'" in r.stderr, r)
+        r = s.cli('keys', 'create', '--role', 'editor', '--kb', 'doomed')
+        check('a KB to be made later is refused too', r.returncode == 1, r)
+        check('admin creates doomed', s.post('/api/v1/kbs', {'name': 'doomed'}, key=admin).status == 201)
+        doomed = create_key(s, '--role', 'editor', '--kb', 'doomed')
+        check("doomed's key reads doomed", s.post('/api/v1/kbs/doomed/retrieve', {'question': 'x'}, key=doomed).status
+              == 200)
+        check('admin deletes doomed', s.delete('/api/v1/kbs/doomed', key=admin).status == 200)
+        check('admin creates a new doomed', s.post('/api/v1/kbs', {'name': 'doomed'}, key=admin).status == 201)
+        r = s.post('/api/v1/kbs/doomed/retrieve', {'question': 'x'}, key=doomed)
+        check("the old key does not reach the new KB of the same name", r.status == 403, r)
+        check('...nor upload to it', s.upload('doomed', DEMO_MD, key=doomed).status == 403)
+        r = s.get('/api/v1/kbs', key=doomed)
+        check('...and lists no KB', r.status == 200 and r.json()['kbs'] == [], r)
+        listed = [k for k in json.loads(s.cli('keys', 'list', '--json').stdout)['keys'] if k['kb'] == 'doomed']
+        check('keys list flags the key whose KB was deleted', [k['kb_deleted'] for k in listed] == [True], listed)
+        check('admin deletes the new doomed', s.delete('/api/v1/kbs/doomed', key=admin).status == 200)
+
         # admin
         check('admin creates a KB', s.post('/api/v1/kbs', {'name': 'tmp'}, key=admin).status == 201)
         check('admin deletes a KB', s.delete('/api/v1/kbs/tmp', key=admin).status == 200)
         check('admin uploads anywhere', s.upload('other', DEMO_MD, key=admin).status == 202)
 
-        # keys list and revoke
+        # keys list and revoke (the four above and doomed's)
         r = s.cli('keys', 'list', '--json')
         keys = json.loads(r.stdout)['keys'] if r.returncode == 0 else []
-        check('keys listed', len(keys) == 4 and keys[0]['role'] == 'admin' and keys[1]['kb'] == 'laws', keys)
+        check('keys listed', len(keys) == 5 and keys[0]['role'] == 'admin' and keys[1]['kb'] == 'laws', keys)
         check('no secrets listed', all(k['prefix'] and 'key' not in k for k in keys), keys)
         check('used keys have a time', keys and keys[1]['last_used_at'] > 0, keys)
         office = [k for k in keys if k['name'] == 'office']

@@ -69,8 +69,35 @@ if [ "$started" != 1 ]; then
   exit 1
 fi
 
+# CLAUSEQA_PG_CTL: an outage on demand, for the reconnection tests — "$CLAUSEQA_PG_CTL kill9" kills the postmaster
+# with SIGKILL (as a crash would; its backends follow) and waits until the server is gone, "$CLAUSEQA_PG_CTL start"
+# starts it again on the same port and data.
+cat >"$dir/ctl.sh" <<CTL
+#!/usr/bin/env bash
+set -euo pipefail
+as=(${as[*]:-})
+pg() { (cd "$dir" && "\${as[@]}" "\$@"); }
+case "\${1:-}" in
+  kill9)
+    pid=\$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
+    [ -n "\$pid" ] || exit 0
+    kill -9 "\$pid" 2>/dev/null || true
+    for _ in \$(seq 1 200); do kill -0 "\$pid" 2>/dev/null || break; sleep 0.05; done ;;
+  start)
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$options" start >/dev/null 2>&1 && exit 0
+      sleep 0.5
+    done
+    exit 1 ;;
+  *) echo "usage: \$0 kill9|start" >&2; exit 2 ;;
+esac
+CTL
+chmod 755 "$dir/ctl.sh"
+[ "$(id -u)" = 0 ] && chown nobody "$dir/ctl.sh"
+
 export CLAUSEQA_PG="host=$dir port=$port user=clauseqa dbname=postgres"
 export CLAUSEQA_PG_PORT=$port
+export CLAUSEQA_PG_CTL="$dir/ctl.sh"
 set +e
 "$@"
 status=$?

@@ -1,4 +1,4 @@
-/* index/versions_pg: versions of a regulation on PostgreSQL give what the SQLite store gives. Every step is done on
+/* index/versions.c (written once on db/) on PostgreSQL gives what it gives on SQLite. Every step is done on
  * both stores (the same documents, in the same order, so the same ids), and after each one every document's status
  * on a set of days, the groups of the KB and each document's group are compared field by field. Run through
  * tests/pg/cluster.sh (CLAUSEQA_PG). */
@@ -17,22 +17,13 @@
 #include "index/store.h"
 #include "index/store_pg.h"
 #include "index/versions.h"
-#include "index/versions_pg.h"
 #include "pg_fixture.h"
-
-/* A fresh PostgreSQL database (as test_store_pg does), connection info into info. */
-static cq_pg *pg_fresh(char info[512]) {
-    assert_int_equal(pg_fresh_database("v", info, 512), 0);
-    cq_pg *pg = NULL;
-    cq_err err = {0};
-    if (cq_pg_open(info, &pg, &err)) fail_msg("%s", err.msg);
-    return pg;
-}
 
 typedef struct {
     char dir[64], info[512];
-    cq_store *s; /* SQLite */
-    cq_pg *pg;
+    cq_store *s;  /* SQLite */
+    cq_store *ps; /* PostgreSQL */
+    cq_pg *pg;    /* ps's connection, for the writes the test makes itself */
     int64_t kb;
 } fixture;
 
@@ -44,7 +35,9 @@ static int setup(void **state) {
     snprintf(path, sizeof path, "%s/clauseqa.db", f->dir);
     cq_err err = {0};
     if (cq_store_open(path, &f->s, &err)) return -1;
-    f->pg = pg_fresh(f->info);
+    assert_int_equal(pg_fresh_database("v", f->info, sizeof f->info), 0);
+    if (cq_store_open_uri(f->info, &f->ps, &err)) return -1;
+    f->pg = cq_store_pg(f->ps);
     int64_t kb_pg = 0;
     if (cq_store_kb_create(f->s, "laws", &f->kb, &err) || cq_pg_kb_ensure(f->pg, "laws", &kb_pg, &err)) return -1;
     if (kb_pg != f->kb) return -1;
@@ -55,7 +48,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fixture *f = *state;
     cq_store_close(f->s);
-    cq_pg_close(f->pg);
+    cq_store_close(f->ps);
     char path[128];
     snprintf(path, sizeof path, "%s/clauseqa.db", f->dir);
     unlink(path);
@@ -163,7 +156,7 @@ static size_t same_everywhere(fixture *f, int64_t max_doc) {
         cq_version_status *a = NULL, *b = NULL;
         size_t na = 0, nb = 0;
         assert_int_equal(cq_versions_statuses(f->s, f->kb, days[d], &a, &na, &err), CQ_OK);
-        assert_int_equal(cq_pg_versions_statuses(f->pg, f->kb, days[d], &b, &nb, &err), CQ_OK);
+        assert_int_equal(cq_versions_statuses(f->ps, f->kb, days[d], &b, &nb, &err), CQ_OK);
         assert_int_equal(na, nb);
         for (size_t i = 0; i < na; i++) same_status(&a[i], &b[i]);
         n_status = na;
@@ -172,14 +165,14 @@ static size_t same_everywhere(fixture *f, int64_t max_doc) {
         for (int64_t doc = 1; doc <= max_doc; doc++) {
             cq_version_status x, y;
             assert_int_equal(cq_versions_status(f->s, doc, days[d], &x, &err), CQ_OK);
-            assert_int_equal(cq_pg_versions_status(f->pg, doc, days[d], &y, &err), CQ_OK);
+            assert_int_equal(cq_versions_status(f->ps, doc, days[d], &y, &err), CQ_OK);
             same_status(&x, &y);
         }
     }
     cq_version_group *ga = NULL, *gb = NULL;
     size_t na = 0, nb = 0;
     assert_int_equal(cq_versions_list(f->s, f->kb, &ga, &na, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_list(f->pg, f->kb, &gb, &nb, &err), CQ_OK);
+    assert_int_equal(cq_versions_list(f->ps, f->kb, &gb, &nb, &err), CQ_OK);
     assert_int_equal(na, nb);
     for (size_t i = 0; i < na; i++) {
         same_group(&ga[i], &gb[i]);
@@ -191,7 +184,7 @@ static size_t same_everywhere(fixture *f, int64_t max_doc) {
     for (int64_t doc = 1; doc <= max_doc; doc++) {
         cq_version_group a, b;
         cq_status ra = cq_versions_group_of(f->s, doc, &a, &err);
-        cq_status rb = cq_pg_versions_group_of(f->pg, doc, &b, &err);
+        cq_status rb = cq_versions_group_of(f->ps, doc, &b, &err);
         assert_int_equal(ra, rb);
         if (ra) continue;
         same_group(&a, &b);
@@ -238,36 +231,36 @@ static void test_versions_parity(void **state) {
     assert_int_equal(same_everywhere(f, max_doc), 0);
     size_t na = 0, nb = 0;
     assert_int_equal(cq_versions_ensure(f->s, f->kb, false, &na, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_ensure(f->pg, f->kb, false, &nb, &err), CQ_OK);
+    assert_int_equal(cq_versions_ensure(f->ps, f->kb, false, &nb, &err), CQ_OK);
     assert_int_equal(na, 5);
     assert_int_equal(nb, 5);
-    assert_int_equal(cq_pg_versions_ensure(f->pg, f->kb, false, &nb, &err), CQ_OK);
+    assert_int_equal(cq_versions_ensure(f->ps, f->kb, false, &nb, &err), CQ_OK);
     assert_int_equal(nb, 0);
     assert_int_equal(same_everywhere(f, max_doc), 5);
     cq_version_group g;
-    assert_int_equal(cq_pg_versions_group_of(f->pg, v2, &g, &err), CQ_OK);
+    assert_int_equal(cq_versions_group_of(f->ps, v2, &g, &err), CQ_OK);
     assert_string_equal(g.key, "公司法");
     assert_int_equal(g.n, 3);
     assert_int_equal(g.v[0].doc_id, v1);
     assert_int_equal(g.v[1].effective, 20240701);
     cq_version_group_free(&g);
-    assert_int_equal(cq_pg_versions_group_of(f->pg, pending, &g, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_versions_group_of(f->ps, pending, &g, &err), CQ_ERR_NOT_FOUND);
 
     /* another document repeals the regulation; deleting it lifts the repeal (cascade of doc_repeals) */
     int64_t other = add_law(f, "企业法(2029-06-01)", "中华人民共和国企业法", "a7", "2029年6月1日 通过", new_law, 2, true);
     max_doc = other;
     assert_int_equal(cq_versions_analyse(f->s, other, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_analyse(f->pg, other, &err), CQ_OK);
+    assert_int_equal(cq_versions_analyse(f->ps, other, &err), CQ_OK);
     same_everywhere(f, max_doc);
     cq_version_status v;
-    assert_int_equal(cq_pg_versions_status(f->pg, v2, 20300101, &v, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(f->ps, v2, 20300101, &v, &err), CQ_OK);
     assert_int_equal(v.state, CQ_VERSION_REPEALED);
     assert_int_equal(v.repealed, 20300101);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_repeals"), 1);
     delete_doc(f, other);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_repeals"), 0);
     same_everywhere(f, max_doc);
-    assert_int_equal(cq_pg_versions_status(f->pg, v2, 20300101, &v, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(f->ps, v2, 20300101, &v, &err), CQ_OK);
     assert_int_equal(v.state, CQ_VERSION_IN_FORCE);
 
     /* a person's corrections, each kept over a new analysis, then undone */
@@ -281,31 +274,31 @@ static void test_versions_parity(void **state) {
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         int64_t doc = i == 4 ? copy : v2;
         assert_int_equal(cq_versions_set(f->s, doc, &edits[i], &err), CQ_OK);
-        assert_int_equal(cq_pg_versions_set(f->pg, doc, &edits[i], &err), CQ_OK);
+        assert_int_equal(cq_versions_set(f->ps, doc, &edits[i], &err), CQ_OK);
         assert_int_equal(cq_versions_ensure(f->s, f->kb, true, NULL, &err), CQ_OK);
-        assert_int_equal(cq_pg_versions_ensure(f->pg, f->kb, true, &nb, &err), CQ_OK);
+        assert_int_equal(cq_versions_ensure(f->ps, f->kb, true, &nb, &err), CQ_OK);
         assert_int_equal(nb, 5);
         same_everywhere(f, max_doc);
     }
-    assert_int_equal(cq_pg_versions_status(f->pg, v2, 20250102, &v, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(f->ps, v2, 20250102, &v, &err), CQ_OK);
     assert_true(v.by_user);
     assert_int_equal(v.n_versions, 2);
     const cq_version_edit bad = {.promulgated = 20230230, .effective = -1, .repealed = -1};
-    assert_int_equal(cq_pg_versions_set(f->pg, v2, &bad, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_pg_versions_set(f->pg, 999999, &edits[0], &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_versions_set(f->ps, v2, &bad, &err), CQ_ERR_INVALID);
+    assert_int_equal(cq_versions_set(f->ps, 999999, &edits[0], &err), CQ_ERR_NOT_FOUND);
     for (int64_t doc = v2; doc <= copy; doc++) {
         assert_int_equal(cq_versions_reset(f->s, doc, &err), CQ_OK);
-        assert_int_equal(cq_pg_versions_reset(f->pg, doc, &err), CQ_OK);
+        assert_int_equal(cq_versions_reset(f->ps, doc, &err), CQ_OK);
     }
     same_everywhere(f, max_doc);
-    assert_int_equal(cq_pg_versions_status(f->pg, v2, 20240801, &v, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(f->ps, v2, 20240801, &v, &err), CQ_OK);
     assert_false(v.by_user);
     assert_string_equal(v.label, "2023年修订");
     assert_int_equal(v.state, CQ_VERSION_IN_FORCE);
 
     /* the pending document becomes ready: ensure analyses it alone */
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_versions"), 5);
-    assert_int_equal(cq_pg_versions_ensure(f->pg, f->kb, false, &nb, &err), CQ_OK);
+    assert_int_equal(cq_versions_ensure(f->ps, f->kb, false, &nb, &err), CQ_OK);
     assert_int_equal(nb, 0);
 }
 
@@ -316,27 +309,25 @@ static void test_versions_two_nodes(void **state) {
     cq_err err = {0};
     int64_t v1 = add_law(f, "公司法(2018-10-26)", "中华人民共和国公司法", "a1",
                          "中华人民共和国公司法\n2018年10月26日 第四次修正", law_v1, 4, true);
-    cq_pg *other = NULL;
-    assert_int_equal(cq_pg_open(f->info, &other, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_analyse(f->pg, v1, &err), CQ_OK);
+    cq_store *other = NULL;
+    assert_int_equal(cq_store_open_uri(f->info, &other, &err), CQ_OK);
+    assert_int_equal(cq_versions_analyse(f->ps, v1, &err), CQ_OK);
     const cq_version_edit e = {.promulgated = -1, .effective = 20190101, .repealed = -1, .label = "更正"};
-    assert_int_equal(cq_pg_versions_set(other, v1, &e, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_analyse(f->pg, v1, &err), CQ_OK);
-    assert_int_equal(cq_pg_versions_ensure(f->pg, f->kb, true, NULL, &err), CQ_OK);
+    assert_int_equal(cq_versions_set(other, v1, &e, &err), CQ_OK);
+    assert_int_equal(cq_versions_analyse(f->ps, v1, &err), CQ_OK);
+    assert_int_equal(cq_versions_ensure(f->ps, f->kb, true, NULL, &err), CQ_OK);
     cq_version_status v;
-    assert_int_equal(cq_pg_versions_status(f->pg, v1, 0, &v, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(f->ps, v1, 0, &v, &err), CQ_OK);
     assert_int_equal(v.effective, 20190101);
     assert_string_equal(v.label, "更正");
     assert_true(v.by_user);
 
-    PGresult *r = PQexec(cq_pg_conn(other), "BEGIN");
-    PQclear(r);
-    assert_int_equal(cq_pg_versions_reset(other, v1, &err), CQ_OK);
-    r = PQexec(cq_pg_conn(other), "ROLLBACK");
-    PQclear(r);
-    assert_int_equal(cq_pg_versions_status(f->pg, v1, 0, &v, &err), CQ_OK);
+    assert_int_equal(cq_store_begin(other, &err), CQ_OK);
+    assert_int_equal(cq_versions_reset(other, v1, &err), CQ_OK);
+    cq_store_rollback(other);
+    assert_int_equal(cq_versions_status(f->ps, v1, 0, &v, &err), CQ_OK);
     assert_true(v.by_user);
-    cq_pg_close(other);
+    cq_store_close(other);
     /* deleting the document removes its row */
     assert_int_equal(cq_pg_doc_delete(f->pg, v1, &err), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_versions"), 0);

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "index/conversations.h"
+#include "store/conversations.h"
 #include "index/fts_cjk.h"
 #include "index/jobs.h"
 #include "index/store.h"

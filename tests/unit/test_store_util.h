@@ -37,6 +37,17 @@ static inline int test_store_teardown(void **state) {
     return 0;
 }
 
+/* What tests/store/conformance.h asks of a test that runs its bodies on this scratch store: the store, and another
+ * connection to it. */
+static inline cq_store *test_store_of(void **state) { return *state; }
+static inline cq_store *test_store_reopen(void **state) {
+    (void)state;
+    cq_store *again = NULL;
+    cq_err err = {0};
+    if (cq_store_open(test_db_path, &again, &err)) fail_msg("%s", err.msg);
+    return again;
+}
+
 static inline int64_t test_count(cq_store *s, const char *sql) {
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL), SQLITE_OK);

@@ -5,11 +5,14 @@
  * (deleted with it). A turn is a question and the reply it got, stored as the JSON text the ask returned (the store
  * does not read it). Turns are kept in the order they were asked; only the last one can be replaced (regenerate).
  *
- * Schema (migration 4 in store.c):
+ * Written once for SQLite and PostgreSQL on db/db.h (issue 28). Two nodes adding turns to one conversation at once
+ * are serialised by its row (the update of updated_at comes first).
+ *
+ * Schema (migration 4 in index/store.c, 3 in index/store_pg.c):
  *   conversations(id, owner_key_id, kb_id, title, created_at, updated_at)
  *   conversation_turns(id, conversation_id, question, reply, created_at) */
-#ifndef CQ_INDEX_CONVERSATIONS_H
-#define CQ_INDEX_CONVERSATIONS_H
+#ifndef CQ_STORE_CONVERSATIONS_H
+#define CQ_STORE_CONVERSATIONS_H
 
 #include <stddef.h>
 #include <stdint.h>

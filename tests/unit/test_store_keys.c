@@ -1,4 +1,5 @@
-/* index/keys and index/jobs: API keys (hashed, roles, revocation) and the job rows the ingestion queue reads. */
+/* store/keys on SQLite: the conformance bodies of tests/store/keys_bodies.h (which tests/pg/test_store_backends_pg.c
+ * runs on both stores), cq_key_allows, and the job rows the ingestion queue reads (index/jobs.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,78 +11,13 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "core/sha256.h"
 #include "index/jobs.h"
-#include "index/keys.h"
 #include "index/store.h"
 #include "test_store_util.h"
 
-static void test_create_check_revoke(void **state) {
-    cq_store *s = *state;
-    cq_err err = {0};
-    char secret[CQ_KEY_SECRET_BYTES];
-    cq_key_info k, got;
-    int64_t n;
-    assert_int_equal(cq_store_key_count_active(s, &n, &err), CQ_OK);
-    assert_int_equal(n, 0);
-    assert_int_equal(cq_store_key_create(s, "ops", CQ_ROLE_ADMIN, NULL, secret, &k, &err), CQ_OK);
-    assert_int_equal(strlen(secret), CQ_KEY_SECRET_BYTES - 1);
-    assert_memory_equal(secret, "cq_", 3);
-    assert_memory_equal(k.prefix, secret, strlen(k.prefix));
-    assert_int_equal(k.role, CQ_ROLE_ADMIN);
-    assert_string_equal(k.kb, "");
-
-    /* only the hash is stored */
-    char hash[65];
-    cq_sha256_hex(secret, strlen(secret), hash);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), "SELECT hash FROM api_keys", -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), hash);
-    sqlite3_finalize(st);
-
-    assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);
-    assert_int_equal(got.id, k.id);
-    assert_true(got.last_used_at > 0);
-    char wrong[CQ_KEY_SECRET_BYTES];
-    memcpy(wrong, secret, sizeof wrong);
-    wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
-    assert_int_equal(cq_store_key_check(s, wrong, &got, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_key_check(s, "cq_short", &got, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_key_check(s, "", &got, &err), CQ_ERR_NOT_FOUND);
-
-    assert_int_equal(cq_store_key_count_active(s, &n, &err), CQ_OK);
-    assert_int_equal(n, 1);
-    assert_int_equal(cq_store_key_revoke(s, k.id, &err), CQ_OK);
-    assert_int_equal(cq_store_key_revoke(s, k.id, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_key_revoke(s, 999, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_key_count_active(s, &n, &err), CQ_OK);
-    assert_int_equal(n, 0);
-
-    cq_key_info *list;
-    size_t count;
-    assert_int_equal(cq_store_key_list(s, &list, &count, &err), CQ_OK);
-    assert_int_equal(count, 1);
-    assert_true(list[0].revoked_at > 0);
-    free(list);
-}
-
-static void test_create_validates(void **state) {
-    cq_store *s = *state;
-    cq_err err = {0};
-    char secret[CQ_KEY_SECRET_BYTES], other[CQ_KEY_SECRET_BYTES];
-    assert_int_equal(cq_store_key_create(s, "x", CQ_ROLE_NONE, NULL, secret, NULL, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_key_create(s, "x", CQ_ROLE_ADMIN, "laws", secret, NULL, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_key_create(s, "x", CQ_ROLE_READER, NULL, secret, NULL, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_key_create(s, "x", CQ_ROLE_EDITOR, "../etc", secret, NULL, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_key_create(s, NULL, CQ_ROLE_READER, "*", secret, NULL, &err), CQ_OK);
-    assert_int_equal(cq_store_key_create(s, NULL, CQ_ROLE_READER, "*", other, NULL, &err), CQ_OK);
-    assert_string_not_equal(secret, other);
-    assert_int_equal(cq_key_role_parse("editor"), CQ_ROLE_EDITOR);
-    assert_int_equal(cq_key_role_parse("root"), CQ_ROLE_NONE);
-    assert_string_equal(cq_key_role_name(CQ_ROLE_READER), "reader");
-}
+#define conf_store test_store_of
+#define conf_reopen test_store_reopen
+#include "tests/store/keys_bodies.h"
 
 static void test_allows(void **state) {
     (void)state;
@@ -102,6 +38,11 @@ static void test_allows(void **state) {
     assert_true(cq_key_allows(&every, CQ_ROLE_READER, "contracts"));
     assert_false(cq_key_allows(&every, CQ_ROLE_EDITOR, "contracts"));
     assert_false(cq_key_allows(NULL, CQ_ROLE_READER, "laws"));
+    /* a key whose KB was deleted reaches nothing, whatever its role */
+    reader.kb_gone = true;
+    assert_false(cq_key_allows(&reader, CQ_ROLE_READER, "laws"));
+    cq_key_info nameless = {.role = CQ_ROLE_EDITOR};
+    assert_false(cq_key_allows(&nameless, CQ_ROLE_READER, ""));
 }
 
 static void test_jobs(void **state) {
@@ -187,54 +128,16 @@ static void test_jobs(void **state) {
     free(pages);
 }
 
-/* Once a key has existed, authentication stays on: revoking the last key does not reopen the server; only an
- * explicit change (clauseqa keys open-mode on) does. */
-static void test_auth_stays_required(void **state) {
-    cq_store *s = *state;
-    cq_err err = {0};
-    bool open, required;
-    int64_t since;
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_true(open);
-    assert_int_equal(cq_store_auth_required(s, &required, &since, &err), CQ_OK);
-    assert_false(required);
-    assert_int_equal(since, 0);
-
-    char secret[CQ_KEY_SECRET_BYTES];
-    cq_key_info k;
-    assert_int_equal(cq_store_key_create(s, "ops", CQ_ROLE_ADMIN, NULL, secret, &k, &err), CQ_OK);
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_false(open);
-    assert_int_equal(cq_store_key_revoke(s, k.id, &err), CQ_OK);
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_false(open); /* every key revoked: still closed */
-    assert_int_equal(cq_store_auth_required(s, &required, &since, &err), CQ_OK);
-    assert_true(required);
-    assert_true(since > 0);
-
-    assert_int_equal(cq_store_auth_set_required(s, false, &err), CQ_OK);
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_true(open);
-    assert_int_equal(cq_store_auth_set_required(s, true, &err), CQ_OK); /* keys required before any exists */
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_false(open);
-
-    /* the key and the setting come together, also inside a caller's transaction */
-    assert_int_equal(cq_store_auth_set_required(s, false, &err), CQ_OK);
-    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
-    assert_int_equal(cq_store_key_create(s, "r", CQ_ROLE_READER, "*", secret, &k, &err), CQ_OK);
-    cq_store_rollback(s);
-    assert_int_equal(cq_store_auth_open(s, &open, &err), CQ_OK);
-    assert_true(open);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_check_revoke, test_store_setup, test_store_teardown),
-        cmocka_unit_test_setup_teardown(test_create_validates, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_create_check_revoke, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_create_validates, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_bound_to_kb_id, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_last_use_once_a_minute, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_auth_stays_required, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_revoke_race, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_allows),
         cmocka_unit_test_setup_teardown(test_jobs, test_store_setup, test_store_teardown),
-        cmocka_unit_test_setup_teardown(test_auth_stays_required, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,22 +1,17 @@
-/* index/conversations: conversations per owner and KB, their turns in order (the last one replaceable), renames,
- * deletes, and what goes with the KB. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+/* store/conversations.h's conformance bodies (tests/store/conformance.h): the same on SQLite and PostgreSQL —
+ * conversations per owner and KB, their turns in order (the last one replaceable), renames, deletes, what goes with
+ * the KB, and turns added from two connections at once. */
+#ifndef CQ_TESTS_STORE_CONVERSATIONS_BODIES_H
+#define CQ_TESTS_STORE_CONVERSATIONS_BODIES_H
+
+#include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cmocka.h>
-#include <sqlite3.h>
 
-#include "index/conversations.h"
-#include "index/store.h"
-#include "test_store_util.h"
+#include "store/conversations.h"
+#include "tests/store/conformance.h"
 
-static void test_turns(void **state) {
-    cq_store *s = *state;
+static void conf_conversations_turns(void **state) {
+    cq_store *s = conf_store(state);
     cq_err err = {0};
     int64_t kb, id;
     assert_int_equal(cq_store_kb_create(s, "laws", &kb, &err), CQ_OK);
@@ -56,12 +51,12 @@ static void test_turns(void **state) {
     cq_conversation_free(&c);
 
     assert_int_equal(cq_store_conversation_add_turn(s, 999, "q", "{}", 0, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM conversation_turns WHERE conversation_id = 999"), 0);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM conversation_turns WHERE conversation_id = 999"), 0);
     assert_int_equal(cq_store_conversation_get(s, 999, &c, &err), CQ_ERR_NOT_FOUND);
 }
 
-static void test_list_rename_delete(void **state) {
-    cq_store *s = *state;
+static void conf_conversations_list_rename_delete(void **state) {
+    cq_store *s = conf_store(state);
     cq_err err = {0};
     int64_t laws, contracts, a, b, c, d;
     assert_int_equal(cq_store_kb_create(s, "laws", &laws, &err), CQ_OK);
@@ -108,19 +103,64 @@ static void test_list_rename_delete(void **state) {
     assert_int_equal(cq_store_conversation_rename(s, 999, "x", &err), CQ_ERR_NOT_FOUND);
 
     assert_int_equal(cq_store_conversation_delete(s, a, &err), CQ_OK);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM conversation_turns"), 1); /* a's turn went with it */
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM conversation_turns"), 1); /* a's turn went with it */
     assert_int_equal(cq_store_conversation_delete(s, a, &err), CQ_ERR_NOT_FOUND);
 
     /* a KB's conversations go with the KB */
     assert_int_equal(cq_store_kb_delete(s, laws, &err), CQ_OK);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM conversations"), 1);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM conversation_turns"), 0);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM conversations"), 1);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM conversation_turns"), 0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_turns, test_store_setup, test_store_teardown),
-        cmocka_unit_test_setup_teardown(test_list_rename_delete, test_store_setup, test_store_teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+#define CONF_TURNS_PER_WRITER 40
+
+typedef struct {
+    cq_store *s;
+    int64_t conversation;
+    int node;
+    cq_status rc;
+} conf_turn_writer;
+
+static void *conf_write_turns(void *arg) {
+    conf_turn_writer *w = arg;
+    cq_err err = {0};
+    for (int i = 0; i < CONF_TURNS_PER_WRITER && !w->rc; i++) {
+        char q[32];
+        snprintf(q, sizeof q, "node %d turn %d", w->node, i);
+        /* every fifth turn regenerates the last one, whoever wrote it */
+        w->rc = cq_store_conversation_add_turn(w->s, w->conversation, q, "{}", i % 5 == 4, &err);
+    }
+    if (w->rc) fprintf(stderr, "writer %d: %s\n", w->node, err.msg);
+    return NULL;
 }
+
+/* Two connections (two nodes, or two threads of one) adding turns to one conversation: each replacement removes
+ * exactly one turn, none lost, none doubled. */
+static void conf_conversations_two_writers(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, id;
+    assert_int_equal(cq_store_kb_ensure(s, "k", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_conversation_create(s, 1, kb, "shared", &id, &err), CQ_OK);
+    conf_turn_writer w[2] = {{conf_reopen(state), id, 1, CQ_OK}, {conf_reopen(state), id, 2, CQ_OK}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, conf_write_turns, &w[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(w[i].rc, CQ_OK);
+        cq_store_close(w[i].s);
+    }
+    const int replaced = 2 * (CONF_TURNS_PER_WRITER / 5);
+    cq_conversation c;
+    assert_int_equal(cq_store_conversation_get(s, id, &c, &err), CQ_OK);
+    assert_int_equal(c.n_turns, 2 * CONF_TURNS_PER_WRITER - replaced);
+    cq_conversation_free(&c);
+    cq_conversation_turn *turns;
+    size_t n;
+    assert_int_equal(cq_store_conversation_turns(s, id, 0, &turns, &n, &err), CQ_OK);
+    assert_int_equal(n, 2 * CONF_TURNS_PER_WRITER - replaced);
+    for (size_t i = 1; i < n; i++) assert_true(turns[i].id > turns[i - 1].id);
+    cq_conversation_turns_free(turns, n);
+}
+
+#endif

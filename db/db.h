@@ -1,0 +1,136 @@
+/* db/: one interface to the two SQL databases the store runs on (issue 28) — SQLite (db_sqlite.c) and PostgreSQL
+ * (db_pg.c) — so that a store module (store/) writes each statement once.
+ *
+ * A cq_db is one connection with its driver table (db_internal.h: begin, commit, rollback, prepare, bind, step,
+ * column readers, changes, last id, bulk insert). SQL is written once in SQLite's syntax with numbered placeholders
+ * ?1, ?2, … (a placeholder may appear several times); the PostgreSQL driver rewrites them to $1, $2, …. What really
+ * differs between the two (FOR UPDATE SKIP LOCKED, upsert forms, DDL types) is a statement of db/dialect.h, chosen
+ * by the connection's kind. Errors are CQ_ERR_DB with the server's message ("what: message"), CQ_ERR_EXISTS for a
+ * unique-key violation, and CQ_ERR_BUSY (reason "store_unreachable", retry_after_s set) while a PostgreSQL server
+ * cannot be reached: the connection is re-established, with backoff, on the next use (cq_db_check).
+ *
+ * Values: integers are int64, text is UTF-8 (NULL binds and reads as SQL NULL), blobs are bytes (bytea on
+ * PostgreSQL). A cq_db is used from one thread at a time. No libpq or sqlite3 include is needed to use it. */
+#ifndef CQ_DB_DB_H
+#define CQ_DB_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct cq_db cq_db;
+typedef struct cq_db_stmt cq_db_stmt;
+typedef struct sqlite3 sqlite3;
+typedef struct pg_conn PGconn;
+
+typedef enum { CQ_DB_SQLITE, CQ_DB_POSTGRESQL } cq_db_kind;
+
+/* How long a SQLite statement waits for another connection's write lock before failing (the one busy timeout). */
+#define CQ_DB_BUSY_TIMEOUT_MS 10000
+
+/* ---- connections ---- */
+
+/* Opens (creating when absent, mode 0600) the SQLite database at path: WAL, synchronous NORMAL, foreign keys on,
+ * the busy timeout. The store (index/store.c) registers its functions and migrates. */
+cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err);
+/* Connects to PostgreSQL (a libpq connection string or postgresql:// URI). CQ_ERR_DB when the server refuses;
+ * messages never show the password (cq_db_where_redact). */
+cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err);
+void cq_db_close(cq_db *db);
+
+cq_db_kind cq_db_kind_of(const cq_db *db);
+sqlite3 *cq_db_sqlite(cq_db *db); /* the SQLite connection, NULL on PostgreSQL */
+PGconn *cq_db_pg(cq_db *db);      /* the libpq connection (it changes when re-established), NULL on SQLite */
+
+/* Is the connection usable? On PostgreSQL a connection the server closed is noticed without a round trip (its
+ * socket reads end-of-file) and re-established, at most once per backoff interval (doubling from 250 ms to 5 s
+ * while the server stays away): CQ_ERR_BUSY with reason "store_unreachable" and retry_after_s until it is back.
+ * Always CQ_OK on SQLite. Call it when a pooled connection is taken. */
+cq_status cq_db_check(cq_db *db, cq_err *err);
+
+/* ---- transactions ---- */
+cq_status cq_db_begin(cq_db *db, cq_err *err); /* SQLite: BEGIN IMMEDIATE (the write lock now) */
+cq_status cq_db_commit(cq_db *db, cq_err *err);
+void cq_db_rollback(cq_db *db); /* nothing when no transaction is open */
+bool cq_db_in_transaction(cq_db *db);
+/* Begins a transaction unless one is open (*own tells whether this call did); cq_db_end commits it when rc is
+ * CQ_OK, rolls it back otherwise, and does nothing when the caller's transaction was open before. Returns rc, or the
+ * commit's failure. */
+cq_status cq_db_begin_own(cq_db *db, bool *own, cq_err *err);
+cq_status cq_db_end(cq_db *db, bool own, cq_status rc, cq_err *err);
+
+/* ---- statements ---- */
+/* Runs sql without parameters (several statements allowed; DDL, PRAGMA, SET). */
+cq_status cq_db_exec(cq_db *db, const char *sql, cq_err *err);
+cq_status cq_db_prepare(cq_db *db, const char *sql, cq_db_stmt **st, cq_err *err);
+/* Placeholders are numbered from 1. Text and blobs are copied. */
+void cq_db_bind_int(cq_db_stmt *st, int i, int64_t v);
+void cq_db_bind_double(cq_db_stmt *st, int i, double v);
+void cq_db_bind_text(cq_db_stmt *st, int i, const char *s); /* NULL: SQL NULL */
+void cq_db_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n);
+void cq_db_bind_null(cq_db_stmt *st, int i);
+
+#define CQ_DB_ROW 1
+#define CQ_DB_DONE 0
+/* CQ_DB_ROW (a row to read), CQ_DB_DONE, or -1 with err set ("what: message"; code as above). After CQ_DB_DONE the
+ * statement may be reset (cq_db_reset), bound again and stepped again. */
+int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err);
+void cq_db_reset(cq_db_stmt *st); /* keeps the bindings */
+/* Column readers of the current row, columns numbered from 0. NULL reads as 0, 0.0, NULL. Pointers are valid until
+ * the next step, reset or finalize. */
+int64_t cq_db_col_int(cq_db_stmt *st, int col);
+double cq_db_col_double(cq_db_stmt *st, int col);
+bool cq_db_col_null(cq_db_stmt *st, int col);
+const char *cq_db_col_text(cq_db_stmt *st, int col);
+const void *cq_db_col_blob(cq_db_stmt *st, int col, size_t *n);
+/* The one col_strdup: a malloc'd copy of a text column; NULL for SQL NULL, and when out of memory (tell the two
+ * apart with cq_db_col_null). */
+char *cq_db_col_strdup(cq_db_stmt *st, int col);
+/* The text column copied into out (cap bytes, truncated at a UTF-8 boundary is not promised; "" for NULL). */
+void cq_db_col_copy(cq_db_stmt *st, int col, char *out, size_t cap);
+void cq_db_finalize(cq_db_stmt *st); /* NULL is fine */
+
+/* Rows changed by the last INSERT, UPDATE or DELETE stepped to its end on this connection. */
+int64_t cq_db_changes(cq_db *db);
+/* The id the last INSERT on this connection gave its row (SQLite's rowid; PostgreSQL's lastval()). Prefer
+ * INSERT … RETURNING id, which both run, where a statement is written for it. */
+cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err);
+
+/* One statement, stepped to its end: prepare, bind (a printf-like list of kinds: 'i' int64, 't' text, 'd' double,
+ * 'n' null), step, finalize. *changed (may be NULL) gets the rows it changed. For the many one-line writes. */
+cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
+                    ...);
+
+/* SQLite statements that must not wait for a lock (best-effort writes: a busy database neither fails nor delays
+ * the request): busy timeout 0 while on, CQ_DB_BUSY_TIMEOUT_MS again when off. PostgreSQL's such statements say so
+ * themselves (FOR UPDATE SKIP LOCKED, db/dialect.h): nothing to do there. */
+void cq_db_nowait(cq_db *db, bool on);
+
+/* ---- bulk insert ---- */
+/* Rows into table(columns) (columns: "a, b, c", n_columns of them), many at a time: SQLite steps one prepared INSERT
+ * per row, PostgreSQL sends them with COPY. Bind each row's values with the cq_db_bind_* functions on the statement
+ * cq_db_bulk_begin gives (columns numbered from 1), then cq_db_bulk_row; cq_db_bulk_end sends what is left and
+ * frees the statement; given a failure (rc), it abandons the insert and returns rc. Rows may have been written
+ * before (SQLite writes each at once): bulk-insert inside a transaction and roll it back on failure. Values:
+ * integers, doubles, text, blobs, NULLs. */
+cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
+                           cq_err *err);
+cq_status cq_db_bulk_row(cq_db_stmt *st, cq_err *err);
+cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err);
+
+/* ---- errors ---- */
+/* The one db_error: CQ_ERR_DB with "what: <the connection's last message>". */
+cq_status cq_db_error(cq_db *db, cq_err *err, const char *what);
+
+/* ---- where a store is (`--store`, docs/SCALE.md) ---- */
+/* "postgresql://…", "postgres://…" or a libpq "key=value …" string is PostgreSQL; "sqlite:PATH" or a plain path
+ * is a SQLite file (cq_db_where_path gives the path). */
+cq_db_kind cq_db_where_kind(const char *where);
+const char *cq_db_where_path(const char *where); /* SQLite: where without its "sqlite:" */
+/* where without its password (URI user:password@, password= parameters or keywords), for messages. */
+void cq_db_where_redact(const char *where, char *out, size_t cap);
+bool cq_db_where_has_password(const char *where);
+
+#endif

@@ -1,0 +1,492 @@
+/* The PostgreSQL driver of db/db.h (libpq): statements rewritten from ?N to $N, parameters sent typed (bigint,
+ * double precision, text, bytea in binary), results read as text; bulk inserts with COPY; a connection the server
+ * dropped is re-established with backoff.
+ *
+ * Connection health (issue 29 item 1): after the server restarts, every pooled connection is dead. Each use first
+ * looks, without a round trip, whether the server closed the socket (poll, then PQconsumeInput reads the end of
+ * file); a dead connection is reset (PQreset) at most once per backoff interval, which doubles from 250 ms to 5 s
+ * while the server stays away. Meanwhile every use fails with CQ_ERR_BUSY, reason "store_unreachable" and a
+ * retry_after_s: the HTTP layer answers 503 + Retry-After, never a 401 that would make a client drop a valid key. */
+#include <libpq-fe.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "db/copy.h"
+#include "db/db_internal.h"
+
+#define OID_INT8 20
+#define OID_TEXT 25
+#define OID_FLOAT8 701
+#define OID_BYTEA 17
+
+#define BACKOFF_FIRST_S 0.25
+#define BACKOFF_MAX_S 5.0
+#define COPY_CHUNK_BYTES (1u << 20)
+
+typedef struct {
+    cq_db base;
+    PGconn *conn;
+    int64_t changes;
+    bool broken;           /* the connection was found dead and not re-established yet */
+    double next_try;       /* cq_clock_seconds() before which no reset is tried */
+    double backoff;        /* seconds: the wait after the last failed reset */
+} pg_db;
+
+typedef struct {
+    cq_db_stmt base;
+    char *sql;                  /* $N form */
+    int n;                      /* parameters */
+    char **values;              /* malloc'd, NULL: SQL NULL */
+    int *lengths, *formats;
+    Oid *types;
+    PGresult *res;
+    int row, rows;
+    unsigned char **blobs;      /* per column: bytea decoded for the current row */
+    size_t *blob_len;
+    int n_cols;
+    /* bulk insert (COPY) */
+    bool bulk;
+    cq_strbuf buf;
+    int64_t bulk_rows;
+} pg_stmt;
+
+static pg_db *as_pg(cq_db *db) { return (pg_db *)db; }
+static pg_stmt *as_st(cq_db_stmt *st) { return (pg_stmt *)st; }
+
+PGconn *cq_db_pg(cq_db *db) { return db && db->drv == &cq_db_pg_driver ? as_pg(db)->conn : NULL; }
+
+/* libpq's message without its trailing newline. */
+static cq_status pg_error_code(cq_db *db, cq_err *err, cq_status code, const char *what) {
+    const char *msg = PQerrorMessage(as_pg(db)->conn);
+    size_t len = strlen(msg);
+    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
+    return cq_err_set(err, code, "%s: %.*s", what, (int)len, msg);
+}
+
+static cq_status pg_error(cq_db *db, cq_err *err, const char *what) { return pg_error_code(db, err, CQ_ERR_DB, what); }
+
+static cq_status unreachable(pg_db *db, cq_err *err, const char *what) {
+    const char *msg = PQerrorMessage(db->conn);
+    size_t len = strlen(msg);
+    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
+    double wait = db->next_try - cq_clock_seconds();
+    cq_err_set_reason(err, CQ_ERR_BUSY, "store_unreachable", "%s%sstore unreachable%s%.*s", what ? what : "",
+                      what ? ": " : "", len ? ": " : "", (int)len, msg);
+    if (err) err->retry_after_s = wait > 1 ? (int)ceil(wait) : 1;
+    return CQ_ERR_BUSY;
+}
+
+static void quiet_notice(void *arg, const char *message) {
+    (void)arg;
+    (void)message; /* "relation already exists, skipping" and the like */
+}
+
+cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
+    *out = NULL;
+    pg_db *db = calloc(1, sizeof *db);
+    if (!db) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    db->base.drv = &cq_db_pg_driver;
+    db->conn = PQconnectdb(conninfo);
+    if (!db->conn) {
+        free(db);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        cq_status rc = pg_error(&db->base, err, "cannot connect to PostgreSQL");
+        PQfinish(db->conn);
+        free(db);
+        return rc;
+    }
+    PQsetNoticeProcessor(db->conn, quiet_notice, NULL);
+    *out = &db->base;
+    return CQ_OK;
+}
+
+static void pg_close(cq_db *db) {
+    PQfinish(as_pg(db)->conn);
+    free(db);
+}
+
+/* Has the server closed this idle connection? A closed socket is readable and reads end-of-file; anything else
+ * readable (a notice) is consumed. No round trip. */
+static bool peer_gone(PGconn *c) {
+    int fd = PQsocket(c);
+    if (fd < 0) return true;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (!PQconsumeInput(c)) return true;
+    PGnotify *n;
+    while ((n = PQnotifies(c))) PQfreemem(n);
+    return PQstatus(c) != CONNECTION_OK;
+}
+
+static cq_status pg_ready(pg_db *db, const char *what, cq_err *err) {
+    if (!db->broken) {
+        if (PQstatus(db->conn) == CONNECTION_OK &&
+            (PQtransactionStatus(db->conn) != PQTRANS_IDLE || !peer_gone(db->conn)))
+            return CQ_OK;
+        db->broken = true;
+        db->next_try = 0;
+        CQ_WARN("store: the PostgreSQL connection was lost; reconnecting");
+    }
+    double now = cq_clock_seconds();
+    if (now < db->next_try) return unreachable(db, err, what);
+    PQreset(db->conn);
+    if (PQstatus(db->conn) == CONNECTION_OK) {
+        db->broken = false;
+        db->backoff = 0;
+        CQ_INFO("store: the PostgreSQL connection is back");
+        return CQ_OK;
+    }
+    db->backoff = db->backoff ? fmin(db->backoff * 2, BACKOFF_MAX_S) : BACKOFF_FIRST_S;
+    db->next_try = now + db->backoff;
+    return unreachable(db, err, what);
+}
+
+static cq_status pg_check(cq_db *db, cq_err *err) { return pg_ready(as_pg(db), NULL, err); }
+
+/* A failed statement: the connection's loss, a unique key, or the server's refusal. */
+static cq_status result_error(pg_db *db, const PGresult *r, const char *what, cq_err *err) {
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        db->broken = true;
+        db->next_try = 0;
+        return unreachable(db, err, what);
+    }
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return pg_error_code(&db->base, err, state && !strcmp(state, "23505") ? CQ_ERR_EXISTS : CQ_ERR_DB, what);
+}
+
+static cq_status pg_exec(cq_db *db, const char *sql, cq_err *err) {
+    pg_db *p = as_pg(db);
+    if (pg_ready(p, "exec", err)) return err ? err->code : CQ_ERR_BUSY;
+    PGresult *r = PQexec(p->conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    cq_status rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? CQ_OK : result_error(p, r, "exec", err);
+    PQclear(r);
+    return rc;
+}
+
+static cq_status pg_begin(cq_db *db, cq_err *err) { return pg_exec(db, "BEGIN", err); }
+
+static cq_status pg_commit(cq_db *db, cq_err *err) {
+    pg_db *p = as_pg(db);
+    /* A failed transaction's COMMIT "succeeds" as a ROLLBACK: tell the caller. */
+    bool failed = PQtransactionStatus(p->conn) == PQTRANS_INERROR;
+    PGresult *r = PQexec(p->conn, "COMMIT");
+    cq_status rc = PQresultStatus(r) == PGRES_COMMAND_OK ? CQ_OK : result_error(p, r, "commit", err);
+    PQclear(r);
+    if (!rc && failed) rc = cq_err_set(err, CQ_ERR_DB, "commit: the transaction had failed and was rolled back");
+    return rc;
+}
+
+static void pg_rollback(cq_db *db) {
+    PGconn *c = as_pg(db)->conn;
+    if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE) PQclear(PQexec(c, "ROLLBACK"));
+}
+
+static bool pg_in_transaction(cq_db *db) {
+    PGconn *c = as_pg(db)->conn;
+    return PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE;
+}
+
+static void drop_blobs(pg_stmt *st) {
+    for (int i = 0; st->blobs && i < st->n_cols; i++) {
+        PQfreemem(st->blobs[i]);
+        st->blobs[i] = NULL;
+    }
+}
+
+static void drop_result(pg_stmt *st) {
+    drop_blobs(st);
+    free(st->blobs);
+    free(st->blob_len);
+    st->blobs = NULL;
+    st->blob_len = NULL;
+    st->n_cols = 0;
+    PQclear(st->res);
+    st->res = NULL;
+    st->row = st->rows = 0;
+}
+
+static cq_status pg_prepare(cq_db *db, const char *sql, cq_db_stmt **out, cq_err *err) {
+    pg_stmt *st = calloc(1, sizeof *st);
+    if (!st) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    st->base.db = db;
+    st->sql = cq_db_rewrite_placeholders(sql, &st->n);
+    int n = st->n ? st->n : 1;
+    st->values = calloc((size_t)n, sizeof *st->values);
+    st->lengths = calloc((size_t)n, sizeof *st->lengths);
+    st->formats = calloc((size_t)n, sizeof *st->formats);
+    st->types = calloc((size_t)n, sizeof *st->types);
+    if (!st->sql || !st->values || !st->lengths || !st->formats || !st->types) {
+        free(st->sql);
+        free(st->values);
+        free(st->lengths);
+        free(st->formats);
+        free(st->types);
+        free(st);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < st->n; i++) st->types[i] = OID_TEXT;
+    *out = &st->base;
+    return CQ_OK;
+}
+
+/* Parameter i (from 1) set to a copy of n bytes of p (NULL: SQL NULL). A failed copy leaves it NULL. */
+static void set_param(cq_db_stmt *s, int i, const void *p, size_t n, Oid type, int format) {
+    pg_stmt *st = as_st(s);
+    if (i < 1 || i > st->n) return;
+    i--;
+    free(st->values[i]);
+    st->values[i] = NULL;
+    st->types[i] = type;
+    st->formats[i] = format;
+    st->lengths[i] = (int)n;
+    if (!p) return;
+    st->values[i] = malloc(n + 1);
+    if (!st->values[i]) return;
+    memcpy(st->values[i], p, n);
+    st->values[i][n] = 0;
+}
+
+static void pg_bind_int(cq_db_stmt *st, int i, int64_t v) {
+    char text[24];
+    int n = snprintf(text, sizeof text, "%lld", (long long)v);
+    set_param(st, i, text, (size_t)n, OID_INT8, 0);
+}
+static void pg_bind_double(cq_db_stmt *st, int i, double v) {
+    char text[40];
+    int n = snprintf(text, sizeof text, "%.17g", v);
+    set_param(st, i, text, (size_t)n, OID_FLOAT8, 0);
+}
+static void pg_bind_text(cq_db_stmt *st, int i, const char *s) {
+    set_param(st, i, s, s ? strlen(s) : 0, s ? OID_TEXT : 0, 0);
+}
+static void pg_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
+    set_param(st, i, p ? p : "", n, OID_BYTEA, 1);
+}
+/* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
+static void pg_bind_null(cq_db_stmt *st, int i) { set_param(st, i, NULL, 0, 0, 0); }
+
+static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
+    pg_stmt *st = as_st(s);
+    pg_db *db = as_pg(s->db);
+    if (!st->res) {
+        if (pg_ready(db, what, err)) return -1;
+        st->res = PQexecParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
+                               st->formats, 0);
+        ExecStatusType rs = PQresultStatus(st->res);
+        if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
+            result_error(db, st->res, what, err);
+            drop_result(st);
+            return -1;
+        }
+        const char *changed = PQcmdTuples(st->res);
+        db->changes = changed && *changed ? atoll(changed) : 0;
+        st->rows = rs == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
+        st->n_cols = PQnfields(st->res);
+        st->row = -1;
+        if (st->n_cols) {
+            st->blobs = calloc((size_t)st->n_cols, sizeof *st->blobs);
+            st->blob_len = calloc((size_t)st->n_cols, sizeof *st->blob_len);
+            if (!st->blobs || !st->blob_len) {
+                drop_result(st);
+                cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                return -1;
+            }
+        }
+    }
+    drop_blobs(st);
+    if (st->row + 1 < st->rows) {
+        st->row++;
+        return CQ_DB_ROW;
+    }
+    st->row = st->rows;
+    return CQ_DB_DONE;
+}
+
+static void pg_reset(cq_db_stmt *st) { drop_result(as_st(st)); }
+
+static bool in_row(pg_stmt *st, int col) {
+    return st->res && st->row >= 0 && st->row < st->rows && col >= 0 && col < st->n_cols;
+}
+
+static bool pg_col_null(cq_db_stmt *s, int col) {
+    pg_stmt *st = as_st(s);
+    return !in_row(st, col) || PQgetisnull(st->res, st->row, col);
+}
+
+static const char *pg_col_text(cq_db_stmt *s, int col) {
+    pg_stmt *st = as_st(s);
+    return pg_col_null(s, col) ? NULL : PQgetvalue(st->res, st->row, col);
+}
+
+static int64_t pg_col_int(cq_db_stmt *s, int col) {
+    const char *t = pg_col_text(s, col);
+    if (!t) return 0;
+    if (t[0] == 't' && !t[1]) return 1; /* boolean */
+    if (t[0] == 'f' && !t[1]) return 0;
+    return strtoll(t, NULL, 10);
+}
+
+static double pg_col_double(cq_db_stmt *s, int col) {
+    const char *t = pg_col_text(s, col);
+    return t ? strtod(t, NULL) : 0.0;
+}
+
+static const void *pg_col_blob(cq_db_stmt *s, int col, size_t *n) {
+    pg_stmt *st = as_st(s);
+    *n = 0;
+    if (pg_col_null(s, col)) return NULL;
+    if (!st->blobs[col])
+        st->blobs[col] = PQunescapeBytea((const unsigned char *)PQgetvalue(st->res, st->row, col), &st->blob_len[col]);
+    *n = st->blobs[col] ? st->blob_len[col] : 0;
+    return st->blobs[col];
+}
+
+static void pg_finalize(cq_db_stmt *s) {
+    pg_stmt *st = as_st(s);
+    drop_result(st);
+    for (int i = 0; i < st->n; i++) free(st->values[i]);
+    free(st->values);
+    free(st->lengths);
+    free(st->formats);
+    free(st->types);
+    free(st->sql);
+    cq_strbuf_free(&st->buf);
+    free(st);
+}
+
+static int64_t pg_changes(cq_db *db) { return as_pg(db)->changes; }
+
+static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
+    *id = 0;
+    pg_db *p = as_pg(db);
+    PGresult *r = PQexec(p->conn, "SELECT lastval()");
+    cq_status rc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? CQ_OK : result_error(p, r, "last id", err);
+    if (!rc) *id = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+static void pg_nowait(cq_db *db, bool on) {
+    (void)db;
+    (void)on;
+}
+
+/* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
+
+static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
+                               cq_err *err) {
+    pg_db *p = as_pg(db);
+    if (pg_ready(p, "bulk insert", err)) return err ? err->code : CQ_ERR_BUSY;
+    cq_db_stmt *s;
+    cq_status rc = pg_prepare(db, "", &s, err);
+    if (rc) return rc;
+    pg_stmt *st = as_st(s);
+    free(st->values);
+    free(st->lengths);
+    free(st->formats);
+    free(st->types);
+    st->n = n_columns;
+    st->values = calloc((size_t)n_columns, sizeof *st->values);
+    st->lengths = calloc((size_t)n_columns, sizeof *st->lengths);
+    st->formats = calloc((size_t)n_columns, sizeof *st->formats);
+    st->types = calloc((size_t)n_columns, sizeof *st->types);
+    st->bulk = true;
+    if (!st->values || !st->lengths || !st->formats || !st->types) {
+        pg_finalize(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    cq_strbuf sql = {0};
+    cq_strbuf_printf(&sql, "COPY %s(%s) FROM STDIN", table, columns);
+    PGresult *r = PQexec(p->conn, sql.data ? sql.data : "");
+    cq_strbuf_free(&sql);
+    bool ready = PQresultStatus(r) == PGRES_COPY_IN;
+    if (!ready) rc = result_error(p, r, "bulk insert", err);
+    PQclear(r);
+    if (rc) {
+        pg_finalize(s);
+        return rc;
+    }
+    *out = s;
+    return CQ_OK;
+}
+
+static cq_status flush_copy(pg_stmt *st, cq_err *err) {
+    pg_db *p = as_pg(st->base.db);
+    if (!st->buf.len) return CQ_OK;
+    if (PQputCopyData(p->conn, st->buf.data, (int)st->buf.len) != 1) return result_error(p, NULL, "bulk insert", err);
+    cq_strbuf_reset(&st->buf);
+    return CQ_OK;
+}
+
+static cq_status pg_bulk_row(cq_db_stmt *s, cq_err *err) {
+    pg_stmt *st = as_st(s);
+    for (int i = 0; i < st->n; i++) {
+        if (i) cq_strbuf_append(&st->buf, "\t", 1);
+        if (!st->values[i]) cq_db_copy_text(&st->buf, NULL);
+        else if (st->formats[i] == 1)
+            cq_db_copy_bytea(&st->buf, (const unsigned char *)st->values[i], (size_t)st->lengths[i]);
+        else cq_db_copy_text(&st->buf, st->values[i]);
+        free(st->values[i]);
+        st->values[i] = NULL;
+    }
+    cq_strbuf_append(&st->buf, "\n", 1);
+    st->bulk_rows++;
+    return st->buf.len >= COPY_CHUNK_BYTES ? flush_copy(st, err) : CQ_OK;
+}
+
+static cq_status pg_bulk_end(cq_db_stmt *s, cq_status rc, cq_err *err) {
+    pg_stmt *st = as_st(s);
+    pg_db *p = as_pg(s->db);
+    if (!rc) rc = flush_copy(st, err);
+    bool ended = PQputCopyEnd(p->conn, rc ? "clauseqa: bulk insert abandoned" : NULL) == 1;
+    PGresult *r;
+    while ((r = PQgetResult(p->conn))) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc) rc = result_error(p, r, "bulk insert", err);
+        PQclear(r);
+    }
+    if (!ended && !rc) rc = result_error(p, NULL, "bulk insert", err);
+    if (!rc) p->changes = st->bulk_rows;
+    pg_finalize(s);
+    return rc;
+}
+
+const cq_db_driver cq_db_pg_driver = {
+    .kind = CQ_DB_POSTGRESQL,
+    .close = pg_close,
+    .check = pg_check,
+    .exec = pg_exec,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .in_transaction = pg_in_transaction,
+    .prepare = pg_prepare,
+    .bind_int = pg_bind_int,
+    .bind_double = pg_bind_double,
+    .bind_text = pg_bind_text,
+    .bind_blob = pg_bind_blob,
+    .bind_null = pg_bind_null,
+    .step = pg_step,
+    .reset = pg_reset,
+    .col_int = pg_col_int,
+    .col_double = pg_col_double,
+    .col_null = pg_col_null,
+    .col_text = pg_col_text,
+    .col_blob = pg_col_blob,
+    .finalize = pg_finalize,
+    .changes = pg_changes,
+    .last_id = pg_last_id,
+    .nowait = pg_nowait,
+    .error = pg_error,
+    .bulk_begin = pg_bulk_begin,
+    .bulk_row = pg_bulk_row,
+    .bulk_end = pg_bulk_end,
+};

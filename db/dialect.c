@@ -1,0 +1,26 @@
+/* db/dialect.h: each statement that differs, SQLite's text then PostgreSQL's. */
+#include "db/dialect.h"
+
+static const char *const statements[CQ_SQL_COUNT_][2] = {
+    [CQ_SQL_KEY_TOUCH] =
+        {"UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1 AND coalesce(last_used_at, 0) <= ?2 - 60",
+         "UPDATE api_keys SET last_used_at = ?2 WHERE id = (SELECT id FROM api_keys WHERE id = ?1 "
+         "AND coalesce(last_used_at, 0) <= ?2 - 60 FOR UPDATE SKIP LOCKED)"},
+    [CQ_SQL_VERSION_INSERT] =
+        {"INSERT INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, FALSE, ?8)",
+         "INSERT INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, FALSE, ?8) ON CONFLICT (doc_id) DO UPDATE SET kb_id = excluded.kb_id, "
+         "key = excluded.key, label = excluded.label, promulgated = excluded.promulgated, "
+         "effective = excluded.effective, repealed = excluded.repealed, analysed_at = excluded.analysed_at "
+         "WHERE NOT doc_versions.by_user"},
+    [CQ_SQL_REPEAL_INSERT] = {"INSERT OR IGNORE INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3)",
+                              "INSERT INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING"},
+};
+
+const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {
+    if ((unsigned)which >= CQ_SQL_COUNT_) return "";
+    return statements[which][kind == CQ_DB_POSTGRESQL];
+}
+
+const char *cq_db_dialect(const cq_db *db, cq_db_sql which) { return cq_db_dialect_of(cq_db_kind_of(db), which); }

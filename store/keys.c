@@ -1,0 +1,306 @@
+/* API keys (store/keys.h), written once for SQLite and PostgreSQL on db/db.h. */
+#include "store/keys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "core/sha256.h"
+#include "db/db.h"
+#include "db/dialect.h"
+
+const char *cq_key_role_name(cq_key_role role) {
+    switch (role) {
+    case CQ_ROLE_ADMIN: return "admin";
+    case CQ_ROLE_EDITOR: return "editor";
+    case CQ_ROLE_READER: return "reader";
+    default: return "none";
+    }
+}
+
+cq_key_role cq_key_role_parse(const char *name) {
+    if (!name) return CQ_ROLE_NONE;
+    if (!strcmp(name, "admin")) return CQ_ROLE_ADMIN;
+    if (!strcmp(name, "editor")) return CQ_ROLE_EDITOR;
+    if (!strcmp(name, "reader")) return CQ_ROLE_READER;
+    return CQ_ROLE_NONE;
+}
+
+int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name) {
+    if (!key || key->role == CQ_ROLE_NONE) return 0;
+    if (key->role == CQ_ROLE_ADMIN) return 1;
+    if (need == CQ_ROLE_ADMIN || !kb_name || key->kb_gone || !key->kb[0]) return 0;
+    if (strcmp(key->kb, "*") && strcmp(key->kb, kb_name)) return 0;
+    return key->role >= need;
+}
+
+static cq_status random_hex(char *out, size_t n_hex, cq_err *err) {
+    unsigned char bytes[32];
+    size_t need = (n_hex + 1) / 2, got = 0;
+    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
+    while (got < need) {
+        ssize_t r = getrandom(bytes + got, need - got, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return cq_err_set(err, CQ_ERR_IO, "no random bytes for the key: %s", strerror(errno));
+        }
+        got += (size_t)r;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n_hex; i++) out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+    out[n_hex] = 0;
+    return CQ_OK;
+}
+
+/* The key's columns, its KB's current row joined by id: a grant whose KB is gone (or, made before grants had ids,
+ * never existed) is flagged. */
+#define KEY_COLUMNS                                                                                                 \
+    "k.id, k.name, k.prefix, k.role, coalesce(k.kb, ''), k.created_at, coalesce(k.last_used_at, 0), "               \
+    "coalesce(k.revoked_at, 0), coalesce(k.kb_id, 0), "                                                             \
+    "CASE WHEN k.kb IS NULL OR k.kb = '*' THEN 0 WHEN b.id IS NULL THEN 1 ELSE 0 END "                              \
+    "FROM api_keys k LEFT JOIN kbs b ON b.id = k.kb_id"
+
+static void key_from_row(cq_db_stmt *st, cq_key_info *k) {
+    memset(k, 0, sizeof *k);
+    k->id = cq_db_col_int(st, 0);
+    cq_db_col_copy(st, 1, k->name, sizeof k->name);
+    cq_db_col_copy(st, 2, k->prefix, sizeof k->prefix);
+    k->role = cq_key_role_parse(cq_db_col_text(st, 3));
+    cq_db_col_copy(st, 4, k->kb, sizeof k->kb);
+    k->created_at = cq_db_col_int(st, 5);
+    k->last_used_at = cq_db_col_int(st, 6);
+    k->revoked_at = cq_db_col_int(st, 7);
+    k->kb_id = cq_db_col_int(st, 8);
+    k->kb_gone = cq_db_col_int(st, 9) != 0;
+}
+
+static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char secret[CQ_KEY_SECRET_BYTES],
+                         char hash[65], char prefix[CQ_KEY_PREFIX_CHARS + 1], cq_err *err) {
+    const char *name = *name_io;
+    if (role == CQ_ROLE_NONE) return cq_err_set(err, CQ_ERR_INVALID, "a key needs a role: admin, editor or reader");
+    if (role == CQ_ROLE_ADMIN && kb && *kb)
+        return cq_err_set(err, CQ_ERR_INVALID, "admin keys cover every knowledge base: give no KB");
+    if (role != CQ_ROLE_ADMIN) {
+        if (!kb || !*kb) return cq_err_set(err, CQ_ERR_INVALID, "%s keys need a KB (a name, or * for every KB)",
+                                           cq_key_role_name(role));
+        if (strcmp(kb, "*") && !cq_store_kb_name_valid(kb))
+            return cq_err_set(err, CQ_ERR_INVALID, "invalid knowledge base name '%s'", kb);
+    }
+    if (!name || !*name) name = cq_key_role_name(role);
+    if (strlen(name) >= sizeof((cq_key_info *)0)->name)
+        return cq_err_set(err, CQ_ERR_INVALID, "key name too long (at most 63 bytes)");
+    memcpy(secret, "cq_", 3);
+    cq_status rc = random_hex(secret + 3, CQ_KEY_SECRET_BYTES - 4, err);
+    if (rc) return rc;
+    cq_sha256_hex(secret, strlen(secret), hash);
+    memcpy(prefix, secret, CQ_KEY_PREFIX_CHARS);
+    prefix[CQ_KEY_PREFIX_CHARS] = 0;
+    *name_io = name;
+    return CQ_OK;
+}
+
+static bool secret_hash(const char *secret, char hash[65]) {
+    if (!secret || strlen(secret) != CQ_KEY_SECRET_BYTES - 1 || strncmp(secret, "cq_", 3)) return false;
+    cq_sha256_hex(secret, strlen(secret), hash);
+    return true;
+}
+
+/* The id of the KB a new key of this role names (0: none, for admin and "*" keys). */
+static cq_status key_kb_id(cq_db *db, cq_key_role role, const char *kb, int64_t *kb_id, cq_err *err) {
+    *kb_id = 0;
+    if (role == CQ_ROLE_ADMIN || !strcmp(kb, "*")) return CQ_OK;
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT id FROM kbs WHERE name = ?1", &st, err)) return cq_err_prefix(err, "create key: ");
+    cq_db_bind_text(st, 1, kb);
+    int step = cq_db_step(st, "create key", err);
+    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE)
+        return cq_err_set(err, CQ_ERR_NOT_FOUND,
+                          "no knowledge base named '%s': create it first (clauseqa kb create %s), or give * for "
+                          "every KB",
+                          kb, kb);
+    return CQ_OK;
+}
+
+cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
+                              char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    char hash[65], prefix[CQ_KEY_PREFIX_CHARS + 1];
+    cq_status rc = key_prepare(&name, role, kb, secret, hash, prefix, err);
+    if (rc) return rc;
+    int64_t now = (int64_t)time(NULL), id = 0, kb_id = 0;
+    /* The key and "authentication is required" come together; the KB is found in the same transaction. */
+    bool own;
+    rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = key_kb_id(db, role, kb, &kb_id, err);
+    if (!rc) rc = cq_store_auth_set_required(s, true, err);
+    if (!rc) {
+        cq_db_stmt *st;
+        rc = cq_db_prepare(db,
+                           "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at, kb_id) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                           &st, err);
+        if (!rc) {
+            cq_db_bind_text(st, 1, name);
+            cq_db_bind_text(st, 2, prefix);
+            cq_db_bind_text(st, 3, hash);
+            cq_db_bind_text(st, 4, cq_key_role_name(role));
+            cq_db_bind_text(st, 5, role == CQ_ROLE_ADMIN ? NULL : kb);
+            cq_db_bind_int(st, 6, now);
+            if (kb_id) cq_db_bind_int(st, 7, kb_id);
+            else cq_db_bind_null(st, 7);
+            int step = cq_db_step(st, "create key", err);
+            if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
+            else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "create key: no id");
+            cq_db_finalize(st);
+        }
+    }
+    rc = cq_db_end(db, own, rc, err);
+    if (rc) return rc;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->id = id;
+        snprintf(info->name, sizeof info->name, "%s", name);
+        snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
+        info->role = role;
+        snprintf(info->kb, sizeof info->kb, "%s", role == CQ_ROLE_ADMIN ? "" : kb);
+        info->kb_id = kb_id;
+        info->created_at = now;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT " KEY_COLUMNS " ORDER BY k.id", &st, err))
+        return cq_err_prefix(err, "list keys: ");
+    cq_key_info *list = NULL;
+    size_t count = 0, cap = 0;
+    int step;
+    cq_status rc = CQ_OK;
+    while ((step = cq_db_step(st, "list keys", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        key_from_row(st, &list[count++]);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CQ_OK;
+}
+
+cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    int64_t changed = 0;
+    /* one statement: two admins revoking at once cannot both succeed */
+    if (cq_db_run(db, "revoke key", &changed, err, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                  "ii", id, (int64_t)time(NULL)))
+        return err->code;
+    if (changed) return CQ_OK;
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT 1 FROM api_keys WHERE id = ?1", &st, err)) return cq_err_prefix(err, "revoke key: ");
+    cq_db_bind_int(st, 1, id);
+    int step = cq_db_step(st, "revoke key", err);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no key with id %lld", (long long)id);
+    return cq_err_set(err, CQ_ERR_INVALID, "key %lld is revoked already", (long long)id);
+}
+
+cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    memset(out, 0, sizeof *out);
+    char hash[65];
+    if (!secret_hash(secret, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT " KEY_COLUMNS " WHERE k.hash = ?1 AND k.revoked_at IS NULL", &st, err))
+        return cq_err_prefix(err, "check key: ");
+    cq_db_bind_text(st, 1, hash);
+    int step = cq_db_step(st, "check key", err);
+    if (step == CQ_DB_ROW) key_from_row(st, out);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown or revoked API key");
+    if (out->kb_gone) out->kb[0] = 0; /* its KB was deleted: a KB made since under its name is not its KB */
+    int64_t now = (int64_t)time(NULL);
+    if (now - out->last_used_at >= 60) {
+        /* Best effort and without waiting: a busy database or a row another request is writing must neither fail
+         * nor delay the request. */
+        cq_err ignored = {0};
+        int64_t changed = 0;
+        cq_db_nowait(db, true);
+        if (!cq_db_run(db, "record key use", &changed, &ignored, cq_db_dialect(db, CQ_SQL_KEY_TOUCH), "ii", out->id,
+                       now) &&
+            changed)
+            out->last_used_at = now;
+        cq_db_nowait(db, false);
+    }
+    return CQ_OK;
+}
+
+/* A count(*) statement's result. */
+static cq_status count_of(cq_store *s, const char *sql, const char *what, int64_t *n, cq_err *err) {
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) return cq_err_prefix(err, "%s: ", what);
+    int step = cq_db_step(st, what, err);
+    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
+    return count_of(s, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "count keys", n, err);
+}
+
+cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
+    *required = false;
+    if (since) *since = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", &st,
+                      err))
+        return cq_err_prefix(err, "read settings: ");
+    int step = cq_db_step(st, "read settings", err);
+    if (step == CQ_DB_ROW) {
+        const char *v = cq_db_col_text(st, 0);
+        *required = v && !strcmp(v, "1");
+        if (since && *required) *since = cq_db_col_int(st, 1);
+    }
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_store_auth_set_required(cq_store *s, bool required, cq_err *err) {
+    /* One statement on both stores: unchanged keeps the time it was set; a first '0' is not written at all. */
+    return cq_db_run(cq_store_conn(s), "write settings", NULL, err,
+                     "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', ?1, ?2 "
+                     "WHERE ?1 = '1' OR EXISTS (SELECT 1 FROM settings WHERE name = 'auth_required') "
+                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at "
+                     "WHERE settings.value <> excluded.value",
+                     "ti", required ? "1" : "0", (int64_t)time(NULL));
+}
+
+cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err) {
+    *open = false;
+    bool required = true;
+    int64_t active = 1;
+    cq_status rc = cq_store_auth_required(s, &required, NULL, err);
+    if (!rc && !required) rc = cq_store_key_count_active(s, &active, err);
+    if (!rc) *open = !required && active == 0;
+    return rc;
+}

@@ -1248,6 +1248,9 @@ static void rope_freqs(double *inv_freq, int head_dim, float base, float freq_sc
 extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, cq_err *err) {
     *out = NULL;
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (m->arch != CQ_ARCH_GEMMA3) /* the kernels assume QK-norm, sandwich norms, GeGLU and no biases */
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "CUDA decoder: architecture %s runs on the CPU only for now",
+                          m->arch_name);
     if (m->n_embd % 8 || m->n_ff % 8) /* the decode kernels load 8 bf16 weights at a time */
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "CUDA decoder: n_embd and n_ff must be multiples of 8");
     if (m->head_dim % 64 || m->head_dim > 32 * MAX_HD_PER_LANE)

@@ -81,6 +81,10 @@ cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
     (void)y, (void)u, (void)n;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) {
+    (void)y, (void)u, (void)n;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
                                int window, float scale, float softcap, float *out, cq_err *err) {
     (void)q, (void)k, (void)v, (void)n_q, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;

@@ -3,7 +3,7 @@
  * GQA 4:2, Q/K/V biases, SwiGLU, untied output, F32/F16/Q8_0/Q5_0 weights, a byte-level BPE vocabulary) against
  * an independent numpy forward (tools/decoder_ref/qwen2_ref.py tiny), on the CPU in the exact and default modes,
  * fed whole, in chunks and token by token; its tokenizer (merges by rank, specials only when parsed, no BOS,
- * byte round trip) and chat format. Then, when data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf is present
+ * byte round trip) and chat format; a LoRA adapter on it against the float merge. Then, when data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf is present
  * (tools/fetch_model.sh fetches it; skipped otherwise, at once): the tokenizer against transformers' GGUF tokenizer
  * on Chinese/English/mixed/digit/whitespace/emoji strings (tests/data/decoder/qwen2_tokenizer_ids.json) and the
  * logits against the numpy reference on zh/en/ChatML prompts (tests/data/decoder/qwen2_logits_ref.json), with its
@@ -26,6 +26,11 @@
 #include <cjson/cJSON.h>
 
 #include "attention/decoder.h"
+#include "attention/forward_cpu.h"
+#include "attention/gguf.h"
+#include "attention/lora.h"
+#include "attention/model.h"
+#include "test_adapter_util.h"
 
 #define LOGIT_TOL 0.02f
 #define REAL_MODEL "data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -225,6 +230,72 @@ static void test_missing_bias(void **state) {
     free(buf);
 }
 
+/* A LoRA adapter on the tiny qwen2 model (every projection of every layer, the K/V factors of its 2 KV heads'
+ * width): the CPU's side product against the weights merged in float and run by the exact forward, all logits. */
+static void test_tiny_adapter(void **state) {
+    (void)state;
+    const char *gguf = source_path("tests/data/decoder/qwen2_tiny.gguf");
+    cq_decoder *d = open_model("tests/data/decoder/qwen2_tiny.gguf", true);
+    const cq_decoder_info *info = cq_decoder_get_info(d);
+    char sha[65], dir[] = "/tmp/cq_qwen2_lora_XXXXXX";
+    cq_err err = {0};
+    assert_int_equal(cq_model_file_sha256(gguf, sha, &err), CQ_OK);
+    assert_non_null(mkdtemp(dir));
+    test_adapter ta;
+    test_adapter_spec spec = {.rank = 4, .alpha = 8, .base_sha256 = sha, .seed = 11};
+    assert_int_equal(test_write_adapter(dir, info, &spec, &ta), 0);
+    const int V = info->n_vocab, n = 23;
+    int32_t ids[23];
+    for (int i = 0; i < n; i++) ids[i] = (i * 37 + 5) % (V - 3);
+    float *base = malloc((size_t)n * V * sizeof *base), *got = malloc((size_t)n * V * sizeof *got),
+          *want = malloc((size_t)n * V * sizeof *want);
+    cq_decoder_seq *s;
+    assert_int_equal(cq_decoder_seq_new(d, n, &s, &err), CQ_OK);
+    assert_int_equal(cq_decoder_eval(s, ids, (size_t)n, base, true, &err), CQ_OK);
+    if (cq_decoder_load_adapter(d, dir, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_decoder_adapter(d)->n_adapted, info->n_layer * 7);
+    cq_decoder_seq_reset(s);
+    assert_int_equal(cq_decoder_eval(s, ids, (size_t)n, got, true, &err), CQ_OK);
+    cq_decoder_seq_free(s);
+    /* the reference: merged in float */
+    cq_gguf *g;
+    cq_gemma m;
+    assert_int_equal(cq_gguf_open(gguf, &g, &err), CQ_OK);
+    assert_int_equal(cq_gemma_load(g, &m, &err), CQ_OK);
+    float *merged[64] = {0};
+    for (int32_t l = 0; l < m.n_layer; l++)
+        for (int p = 0; p < TEST_N_PROJ; p++) {
+            cq_wmat *w = (cq_wmat *)cq_proj_weight(&m.layers[l], (cq_proj)p);
+            float *f = malloc((size_t)w->rows * w->cols * sizeof *f);
+            cq_op_lora_merge_ref(w, ta.a[l * TEST_N_PROJ + p], ta.b[l * TEST_N_PROJ + p], ta.rank, ta.scale, f);
+            merged[l * TEST_N_PROJ + p] = f;
+            *w = (cq_wmat){f, CQ_QTYPE_F32, w->rows, w->cols, (size_t)w->cols * sizeof(float)};
+        }
+    cq_cpu_model *cm;
+    cq_cpu_seq *cs;
+    assert_int_equal(cq_cpu_model_new(&m, 1, true, &cm, &err), CQ_OK);
+    assert_int_equal(cq_cpu_seq_new(cm, n, &cs, &err), CQ_OK);
+    assert_int_equal(cq_cpu_eval(cs, ids, (size_t)n, 0, want, true, &err), CQ_OK);
+    cq_cpu_seq_free(cs);
+    cq_cpu_model_free(cm);
+    double num = 0, den = 0, moved = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) {
+        num += (double)(got[i] - want[i]) * (got[i] - want[i]), den += (double)want[i] * want[i];
+        moved += (double)(base[i] - want[i]) * (base[i] - want[i]);
+    }
+    fprintf(stderr, "  tiny qwen2 + rank-4 adapter: NMSE vs the float merge %.2e (the adapter moved them by %.2e)\n",
+            num / den, moved / den);
+    assert_true(num / den < 1e-9);
+    assert_true(moved / den > 1e-4);
+    for (int i = 0; i < 64; i++) free(merged[i]);
+    cq_gemma_free(&m);
+    cq_gguf_close(g);
+    test_adapter_free(&ta);
+    test_rm_adapter(dir);
+    free(base), free(got), free(want);
+    cq_decoder_close(d);
+}
+
 /* ---- the real model ------------------------------------------------------------------------------------------- */
 
 static bool have_real(void) {
@@ -343,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_logits),
         cmocka_unit_test(test_tiny_tokenizer_and_chat),
         cmocka_unit_test(test_missing_bias),
+        cmocka_unit_test(test_tiny_adapter),
         cmocka_unit_test(test_real_tokenizer),
         cmocka_unit_test(test_real_logits),
     };

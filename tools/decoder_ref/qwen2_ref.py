@@ -16,7 +16,8 @@ tests/unit/test_attention_qwen2.c made with it. Reference tool only: CI never ru
 The formulas (attention/decoder.h): h = RMSNorm(x) w; q, k, v = Wq h + bq, Wk h + bk, Wv h + bv; RoPE NeoX halves
 with theta = qwen2.rope.freq_base; query head i reads KV head i // (H / H_kv); softmax(q.k / sqrt(hd)) causal;
 x += Wo a; x += Wdown(silu(Wgate h') * Wup h'); logits = output (or token_embd) . RMSNorm(x) w_out. Everything in
-float64 here (the C exact mode is float32: differences are float32 rounding).
+float64 here for the tiny model; float32 with every weight dequantized once (~7 GB of memory) for the real one
+(the C exact mode is float32 too: differences are summation order and rounding).
 """
 import json
 import os
@@ -30,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class Model:
-    def __init__(self, path):
+    def __init__(self, path, dtype=np.float64, cache_all=False):
+        self.dtype, self.cache_all = dtype, cache_all
         self.r = GGUFReader(path)
         self.t = {t.name: t for t in self.r.tensors}
         f = self.r.fields
@@ -48,10 +50,10 @@ class Model:
         if name in self.cache:
             return self.cache[name]
         t = self.t[name]
-        a = dequantize(t.data, t.tensor_type).astype(np.float64)
+        a = dequantize(t.data, t.tensor_type).astype(self.dtype)
         shape = [int(x) for x in t.shape[::-1]]
         a = a.reshape(shape)
-        if a.size < 4_000_000 or name in ("output.weight", "token_embd.weight"):
+        if self.cache_all or a.size < 4_000_000:
             self.cache[name] = a
         return a
 
@@ -216,7 +218,7 @@ def make_real(path, out_json):
     from transformers import AutoTokenizer
     d, f = os.path.split(os.path.abspath(path))
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-    m = Model(path)
+    m = Model(path, np.float32, cache_all=True)  # 1.5B: every weight dequantized once, float32 (~7 GB)
     cases = []
     seqs = [tok.encode(text, add_special_tokens=False) for _, text in PROMPTS]
     first = m.forward_many(seqs)
@@ -241,7 +243,7 @@ def make_real(path, out_json):
         cases.append({"name": name, "text": text, "ids": ids, "positions": rows, "greedy": gr})
         print(name, n, "tokens; greedy", gr, repr(tok.decode(gr)), flush=True)
     with open(out_json, "w", encoding="utf-8") as fp:
-        json.dump({"model": f, "reference": "tools/decoder_ref/qwen2_ref.py: numpy float64, weights dequantized by "
+        json.dump({"model": f, "reference": "tools/decoder_ref/qwen2_ref.py: numpy float32, weights dequantized by "
                    "gguf-py; ids by transformers' GGUF tokenizer", "top_k": TOP_K, "cases": cases}, fp,
                   ensure_ascii=False)
         fp.write("\n")

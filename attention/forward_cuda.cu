@@ -1313,6 +1313,7 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     double *freq = (double *)malloc(hd / 2 * sizeof(double));
     if (!freq) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (int kind = 0; kind < 2; kind++) {
+        rope_freqs(freq, m->head_dim, 1e4f, 1.0f); /* a kind without layers (qwen2 has no local ones): never read */
         for (int32_t l = 0; l < m->n_layer; l++)
             if (m->layers[l].global == (kind == 1))
                 rope_freqs(freq, m->head_dim, m->layers[l].rope_base, m->layers[l].rope_freq_scale);

@@ -400,7 +400,7 @@ static void try_pair(const cq_tokenizer *t, const char *text, const symbol *sym,
     if (t->gpt2) { /* the pair's rank in the merges, lowest first */
         int32_t a = lookup(t, text + sym[l].start, sym[l].len), b = lookup(t, text + sym[r].start, sym[r].len);
         int32_t rank = a >= 0 && b >= 0 ? merge_rank(t, a, b) : -1;
-        if (rank >= 0) heap_push(h, (candidate){-(float)rank, l, r, len});
+        if (rank >= 0 && lookup(t, text + sym[l].start, len) >= 0) heap_push(h, (candidate){-(float)rank, l, r, len});
         return;
     }
     int32_t id = lookup(t, text + sym[l].start, len);
@@ -567,6 +567,11 @@ static cq_status bpe(const cq_tokenizer *t, const cq_strbuf *normp, id_vec *out,
         if (id >= 0 && t->types[id] != CQ_TOKEN_CONTROL && t->types[id] != CQ_TOKEN_UNUSED) {
             push_id(out, id);
             continue;
+        }
+        if (t->gpt2) { /* a vocabulary without one of the 256 byte spellings: said, not guessed */
+            s = cq_err_set(err, CQ_ERR_FORMAT, "tokenizer: the vocabulary has no token '%.*s'", (int)sym[i].len,
+                           text + sym[i].start);
+            break;
         }
         for (uint32_t k = 0; k < sym[i].len; k++) { /* byte fallback */
             int32_t b = t->byte_token[(uint8_t)text[sym[i].start + k]];

@@ -6,8 +6,8 @@
  * byte round trip) and chat format; a LoRA adapter on it against the float merge. Then, when data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf is present
  * (tools/fetch_model.sh fetches it; skipped otherwise, at once): the tokenizer against transformers' GGUF tokenizer
  * on Chinese/English/mixed/digit/whitespace/emoji strings (tests/data/decoder/qwen2_tokenizer_ids.json) and the
- * logits against the numpy reference on zh/en/ChatML prompts (tests/data/decoder/qwen2_logits_ref.json), with its
- * greedy tokens. An external mode (test_external) checks any qwen2 GGUF on the CPU or CUDA against logits from
+ * logits against the numpy reference on zh/en/ChatML prompts (tests/data/decoder/qwen2_logits_ref.json; greedy
+ * tokens too where a fixture has them, as transformers' from the GPU box do). An external mode (test_external) checks any qwen2 GGUF on the CPU or CUDA against logits from
  * transformers (tools/decoder_ref/qwen2_hf_logits.py; the GPU box, tools/device_qwen.sh).
  *
  * Tolerances: tiny model, NMSE of the checked logits (sum of squared differences / sum of squares of the reference)

@@ -6,7 +6,7 @@ tests/unit/test_attention_qwen2.c made with it. Reference tool only: CI never ru
                              Q/K/V biases, untied output, a 512-token byte-level BPE vocabulary; F32, F16, Q8_0,
                              Q5_0 tensors) and the logits of two prompts at every position
   real MODEL.gguf OUT.json   top-k logits of the real model on fixed zh/en/ChatML prompts (ids from transformers'
-                             GGUF tokenizer), at a few positions, plus 4 greedy tokens
+                             GGUF tokenizer, as stored in qwen2_tokenizer_ids.json), at 3 positions each
 
   /opt/venv-train/bin/python tools/decoder_ref/qwen2_ref.py tiny tests/data/decoder/qwen2_tiny.gguf \
       tests/data/decoder/qwen2_tiny_logits.json
@@ -16,8 +16,8 @@ tests/unit/test_attention_qwen2.c made with it. Reference tool only: CI never ru
 The formulas (attention/decoder.h): h = RMSNorm(x) w; q, k, v = Wq h + bq, Wk h + bk, Wv h + bv; RoPE NeoX halves
 with theta = qwen2.rope.freq_base; query head i reads KV head i // (H / H_kv); softmax(q.k / sqrt(hd)) causal;
 x += Wo a; x += Wdown(silu(Wgate h') * Wup h'); logits = output (or token_embd) . RMSNorm(x) w_out. Everything in
-float64 here for the tiny model; float32 with every weight dequantized once (~7 GB of memory) for the real one
-(the C exact mode is float32 too: differences are summation order and rounding).
+float64 here for the tiny model; float32 for the real one, a weight at a time (the C exact mode is float32 too:
+differences are summation order and rounding).
 """
 import json
 import os
@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class Model:
-    def __init__(self, path, dtype=np.float64, cache_all=False):
-        self.dtype, self.cache_all = dtype, cache_all
+    def __init__(self, path, dtype=np.float64):
+        self.dtype = dtype
         self.r = GGUFReader(path)
         self.t = {t.name: t for t in self.r.tensors}
         f = self.r.fields
@@ -53,7 +53,7 @@ class Model:
         a = dequantize(t.data, t.tensor_type).astype(self.dtype)
         shape = [int(x) for x in t.shape[::-1]]
         a = a.reshape(shape)
-        if self.cache_all or a.size < 4_000_000:
+        if a.size < 4_000_000:
             self.cache[name] = a
         return a
 
@@ -101,12 +101,25 @@ class Model:
 
     def forward_many(self, seqs):
         """Logits (T, V) of each id list; layer by layer over all of them, so each weight is dequantized once."""
-        emb = self.w("token_embd.weight")
-        xs = [emb[np.asarray(ids)].copy() for ids in seqs]
+        xs = [self.rows("token_embd.weight", ids) for ids in seqs]
         for l in range(self.L):
             xs = [self.ffn(l, self.layer(l, x, len(x))) for x in xs]
-        out = self.w("output.weight" if self.has("output.weight") else "token_embd.weight")
-        return [self.rms(x, self.w("output_norm.weight")) @ out.T for x in xs]
+        hs = [self.rms(x, self.w("output_norm.weight")) for x in xs]
+        name = "output.weight" if self.has("output.weight") else "token_embd.weight"
+        t = self.t[name]
+        V = int(t.shape[-1])
+        out = [np.zeros((len(h), V), self.dtype) for h in hs]
+        for r0 in range(0, V, 16384):  # the output matrix a slice of rows at a time (memory)
+            part = self.rows(name, range(r0, min(V, r0 + 16384)))
+            for o, h in zip(out, hs):
+                o[:, r0:r0 + len(part)] = h @ part.T
+        return out
+
+    def rows(self, name, ids):
+        """Rows ids of a 2-D weight, dequantized alone."""
+        t = self.t[name]
+        data = t.data[np.asarray(list(ids))]
+        return dequantize(data, t.tensor_type).astype(self.dtype).reshape(len(data), -1)
 
     def forward(self, ids):
         return self.forward_many([ids])[0]
@@ -204,48 +217,39 @@ def make_tiny(out_gguf, out_json):
     print("wrote", out_gguf, os.path.getsize(out_gguf), "bytes;", out_json)
 
 
+# texts of tests/data/decoder/qwen2_tokenizer_ids.json, whose ids are transformers' (checked equal to the C
+# tokenizer's by test_attention_qwen2): zh law, en, zh ChatML, en with contractions
 PROMPTS = [
-    ("en", "The capital of France is"),
-    ("zh_law", "中华人民共和国劳动法第一条 为了保护劳动者的合法权益，调整劳动关系，"),
-    ("chat_zh", "<|im_start|>user\n员工加班费怎么算？<|im_end|>\n<|im_start|>assistant\n"),
-    ("chat_en", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat does a contract's "
-                "termination clause usually say?<|im_end|>\n<|im_start|>assistant\n"),
+    ("zh_law", "中华人民共和国劳动法第一条 为了保护劳动者的合法权益，调整劳动关系。"),
+    ("en", "The capital of France is Paris."),
+    ("chat_zh", "<|im_start|>user\n公司的注册资本最低限额是多少？<|im_end|>\n<|im_start|>assistant\n"),
+    ("en_mixed", "Article 44: overtime pay is 150% (not 200%) of the wage."),
 ]
-TOP_K, GREEDY = 16, 4
+TOP_K = 16
 
 
-def make_real(path, out_json):
-    from transformers import AutoTokenizer
-    d, f = os.path.split(os.path.abspath(path))
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-    m = Model(path, np.float32, cache_all=True)  # 1.5B: every weight dequantized once, float32 (~7 GB)
-    cases = []
-    seqs = [tok.encode(text, add_special_tokens=False) for _, text in PROMPTS]
+def make_real(path, out_json, tok_json):
+    """One forward of the 4 prompts (each weight dequantized once, float32, ~1 GB of memory at most): the top-16
+    logits at positions 0, n/2 and n-1. No greedy continuation (that would take a forward per token here); the C
+    test checks the argmax at those positions."""
+    by_text = {c["text"]: c["ids"] for c in json.load(open(tok_json, encoding="utf-8"))["cases"]}
+    m = Model(path, np.float32)
+    seqs = [by_text[text] for _, text in PROMPTS]
     first = m.forward_many(seqs)
-    cur = [list(ids) for ids in seqs]
-    greedy = [[] for _ in seqs]
-    lg_last = [lg[-1] for lg in first]
-    for step in range(GREEDY):  # each step a whole forward again (no cache here): the plain definition
-        for i in range(len(seqs)):
-            nxt = int(np.argmax(lg_last[i]))
-            greedy[i].append(nxt)
-            cur[i].append(nxt)
-        if step + 1 < GREEDY:
-            lg_last = [lg[-1] for lg in m.forward_many(cur)]
-        print("greedy step", step, flush=True)
-    for (name, text), ids, lg, gr in zip(PROMPTS, seqs, first, greedy):
+    cases = []
+    for (name, text), ids, lg in zip(PROMPTS, seqs, first):
         n = len(ids)
         rows = []
         for p in sorted({0, n // 2, n - 1}):
             top = np.argsort(-lg[p])[:TOP_K]
             rows.append({"pos": int(p), "argmax": int(top[0]), "top_ids": [int(i) for i in top],
                          "top_logits": [round(float(lg[p, i]), 5) for i in top]})
-        cases.append({"name": name, "text": text, "ids": ids, "positions": rows, "greedy": gr})
-        print(name, n, "tokens; greedy", gr, repr(tok.decode(gr)), flush=True)
+        cases.append({"name": name, "text": text, "ids": ids, "positions": rows, "greedy": []})
+        print(name, n, "tokens; argmax at the end", rows[-1]["argmax"], flush=True)
     with open(out_json, "w", encoding="utf-8") as fp:
-        json.dump({"model": f, "reference": "tools/decoder_ref/qwen2_ref.py: numpy float32, weights dequantized by "
-                   "gguf-py; ids by transformers' GGUF tokenizer", "top_k": TOP_K, "cases": cases}, fp,
-                  ensure_ascii=False)
+        json.dump({"model": os.path.basename(path), "reference": "tools/decoder_ref/qwen2_ref.py: numpy float32, "
+                   "weights dequantized by gguf-py; ids by transformers' GGUF tokenizer (qwen2_tokenizer_ids.json)",
+                   "top_k": TOP_K, "cases": cases}, fp, ensure_ascii=False)
         fp.write("\n")
 
 
@@ -253,4 +257,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "tiny":
         make_tiny(sys.argv[2], sys.argv[3])
     else:
-        make_real(sys.argv[2], sys.argv[3])
+        make_real(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "tests/data/decoder/qwen2_tokenizer_ids.json")

@@ -74,7 +74,7 @@ run)
   python3 tools/decoder_ref/make_synthetic_gguf.py qwen2 "$W/synq.gguf" && log "synthetic qwen2 made"
   python3 tools/decoder_ref/make_synthetic_gguf.py qwen2-1.5b "$W/syn15.gguf" && log "1.5B-shaped qwen2 made ($(stat -c %s "$W/syn15.gguf") bytes)"
   REAL=""
-  if ls /tmp/gguf/$REAL_NAME.part* > /dev/null 2>&1; then
+  if compgen -G "/tmp/gguf/$REAL_NAME.part*" > /dev/null || compgen -G ".device/qgguf/p*/$REAL_NAME.part*" > /dev/null; then
     MODEL_NAME=$REAL_NAME GGUF_DIR=.device/qgguf tools/device_model.sh join "$W/$REAL_NAME" && REAL=$W/$REAL_NAME
   fi
   log "1. test_attention_qwen2 (CPU)"

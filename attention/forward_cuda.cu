@@ -2459,6 +2459,39 @@ extern "C" cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float 
     return CQ_OK;
 }
 
+extern "C" cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, const int32_t *pos, const float *bias,
+                                          float base, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    /* qwen2's path of the fused kernel: no norm weights (no QK-norm), row r's bias added before RoPE */
+    const int half = head_dim / 2;
+    double *freq = (double *)malloc((size_t)half * sizeof(double));
+    if (!freq) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    rope_freqs(freq, head_dim, base, 1.0f);
+    dev_set ds = {{0}, 0};
+    float *dx, *db, *dk;
+    double *df;
+    int32_t *dpos;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, (size_t)rows * head_dim * 4, (void **)&dx, err)) ||
+        (s = dev_copy(&ds, bias, (size_t)rows * head_dim * 4, (void **)&db, err)) ||
+        (s = dev_copy(&ds, freq, (size_t)half * 8, (void **)&df, err)) ||
+        (s = dev_copy(&ds, pos, (size_t)rows * sizeof(int32_t), (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)head_dim * 4, (void **)&dk, err))) {
+        dev_free(&ds);
+        free(freq);
+        return s;
+    }
+    for (int r = 0; r < rows; r++)
+        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
+                                               NULL, NULL, df, dk, dk, 1, 0, head_dim, dpos + r, NULL, 1, 0, 1e-6f,
+                                               NO_ROWS);
+    cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    free(freq);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "bias rope: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
 extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base,
                                      float freq_scale, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");

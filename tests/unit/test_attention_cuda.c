@@ -126,6 +126,31 @@ static void test_qk_norm_rope(void **state) {
     }
 }
 
+/* qwen2's attention input: the projection bias added, no QK-norm, RoPE (base 1e6), against the C ops */
+static void test_bias_rope(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const int32_t pos[] = {0, 1, 7, 511, 4095, 32767, 100};
+    const int rows = 7, dims[] = {128, 64};
+    for (int di = 0; di < 2; di++) {
+        const int hd = dims[di];
+        float *x = malloc((size_t)rows * hd * 4), *b = malloc((size_t)rows * hd * 4), *a = malloc((size_t)rows * hd * 4);
+        fill(x, (size_t)rows * hd, 2.0f);
+        fill(b, (size_t)rows * hd, 1.0f);
+        memcpy(a, x, (size_t)rows * hd * 4);
+        cq_err err = {0};
+        assert_int_equal(cq_cuda_op_bias_rope(a, rows, hd, pos, b, 1e6f, &err), CQ_OK);
+        for (int r = 0; r < rows; r++) {
+            for (int i = 0; i < hd; i++) x[(size_t)r * hd + i] += b[(size_t)r * hd + i];
+            cq_op_rope(x + (size_t)r * hd, hd, pos[r], 1e6f, 1.0f);
+        }
+        double e = nmse(a, x, (size_t)rows * hd);
+        fprintf(stderr, "  bias + rope (no QK-norm), head_dim %d: nmse %.2e\n", hd, e);
+        assert_true(e < NMSE_F32);
+        free(x), free(a), free(b);
+    }
+}
+
 /* qwen2's FFN activation: silu(y) * u against cq_k_swiglu (attention/cpu_kernels.h), large |y| included */
 static void test_swiglu(void **state) {
     (void)state;
@@ -1075,6 +1100,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_bias_rope),
         cmocka_unit_test(test_attention),      cmocka_unit_test(test_attention_packed),
         cmocka_unit_test(test_decode_attention),
         cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_lora_merge),

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: clauseqa generate [options] PROMPT\n"
             "Continues PROMPT with the decoder and streams the text (prompt special tokens such as\n"
-            "<start_of_turn> are parsed; <bos> is added).\n"
+            "<start_of_turn> or <|im_start|> are parsed; <bos> is added where the model asks for it).\n"
             "  --model PATH            GGUF weights (default: " CQ_DECODER_DEFAULT_FILE " in the models folders:\n"
             "                          --models DIR, DATA/models, the install's; see clauseqa --help)\n"
             "  --max-tokens N          new tokens at most (default 128)\n"
@@ -28,7 +28,9 @@ static void usage(FILE *f) {
             "  --threads N             CPU threads (default: all)\n"
             "  --exact                 CPU: float products in decode steps too (the reference; slower)\n"
             "  --adapter DIR|none      the trained adapter (default: DATA/models/answer when present)\n"
-            "  --json                  print one JSON document instead of streaming\n");
+            "  --json                  print one JSON document instead of streaming\n"
+            "  --chat                  PROMPT is a user message: wrapped in the model's chat format (Gemma's\n"
+            "                          <start_of_turn>, or ChatML's <|im_start|> for Qwen2; from the GGUF)\n");
 }
 
 static bool print_piece(void *user, const char *text, size_t len) {
@@ -62,12 +64,13 @@ int cq_cmd_generate(int argc, char **argv) {
                                          {"seed", required_argument, 0, 's'},
                                          {"stop", required_argument, 0, 'x'},
                                          {"json", no_argument, 0, 'J'},
+                                         {"chat", no_argument, 0, 'C'},
                                          {"help", no_argument, 0, 'h'},
                                          CQ_CLI_DECODER_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *stops[MAX_STOPS + 1] = {0};
     cq_answer_cli dec_cli = {0};
-    int n_stops = 0, json = 0, c;
+    int n_stops = 0, json = 0, chat = 0, c;
     cq_generate_params gp = cq_generate_defaults();
     gp.max_tokens = 128;
     cq_err err = {0};
@@ -104,6 +107,7 @@ int cq_cmd_generate(int argc, char **argv) {
             stops[n_stops++] = optarg;
             break;
         case 'J': json = 1; break;
+        case 'C': chat = 1; break;
         case 'h': usage(stdout); return 0;
         default: return cq_cli_usage_hint("generate");
         }
@@ -121,9 +125,12 @@ int cq_cmd_generate(int argc, char **argv) {
         cq_decoder_close(d);
         return 1;
     }
-    char *text = NULL;
+    char *text = NULL, *wrapped = chat ? cq_decoder_chat_user(d, argv[optind]) : NULL;
     cq_generate_stats st;
-    cq_status rc = cq_decoder_generate(s, argv[optind], &gp, json ? NULL : print_piece, NULL, &text, &st, &err);
+    cq_status rc = chat && !wrapped ? cq_err_set(&err, CQ_ERR_NOMEM, "out of memory")
+                                    : cq_decoder_generate(s, wrapped ? wrapped : argv[optind], &gp,
+                                                          json ? NULL : print_piece, NULL, &text, &st, &err);
+    free(wrapped);
     if (rc) {
         fprintf(stderr, "\nclauseqa generate: %s\n", err.msg);
     } else if (json) {

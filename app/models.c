@@ -26,9 +26,13 @@ void cq_models_find(const char *explicit_dir, const char *explicit_origin, const
     add_dir(out, data_models, "data directory");
     add_dir(out, shared_dir, shared_origin);
     char path[1200];
+    /* CLAUSEQA_DECODER_FILE names another GGUF of the models folders (a file name, e.g. the Qwen2.5 1.5B that
+     * tools/fetch_model.sh fetches too); --model PATH still wins over both */
+    const char *file = getenv("CLAUSEQA_DECODER_FILE");
+    if (!file || !*file || strchr(file, '/')) file = CQ_DECODER_DEFAULT_FILE;
     for (size_t i = 0; i < out->n_dirs; i++) {
         const cq_models_dir *d = &out->dirs[i];
-        snprintf(path, sizeof path, "%s/%s", d->dir, CQ_DECODER_DEFAULT_FILE);
+        snprintf(path, sizeof path, "%s/%s", d->dir, file);
         if (!out->decoder_origin && access(path, R_OK) == 0) {
             snprintf(out->decoder, sizeof out->decoder, "%s", path);
             out->decoder_origin = d->origin;

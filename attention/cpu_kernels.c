@@ -189,6 +189,18 @@ AVX2 static void geglu_avx2(float *y, const float *u, int n) {
     for (; i < n; i++) y[i] = cq_k_gelu_tanh(y[i]) * u[i];
 }
 
+/* y = silu(y) * u = y / (1 + exp(-y)) * u */
+AVX2 static void swiglu_avx2(float *y, const float *u, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(y + i);
+        __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, cq_exp256(_mm256_sub_ps(zero, x))));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = cq_k_silu(y[i]) * u[i];
+}
+
 /* cq_k_pack_tokens by 8 x 8 blocks (8 tokens' 8 elements in, 8 elements' 8 tokens out): the strided reads of
  * the plain loop made the packing ~4 % of a prompt's time. k a multiple of 8. */
 AVX2 static void pack_tokens_avx2(const float *x, size_t ldx, int n_tokens, int k, float *xt, size_t w) {
@@ -651,6 +663,18 @@ void cq_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps) 
 float cq_k_gelu_tanh(float x) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+float cq_k_silu(float x) { return x / (1.0f + expf(-x)); }
+
+void cq_k_swiglu(float *y, const float *u, int n) {
+#ifdef CQ_X86
+    if (have_avx2()) {
+        swiglu_avx2(y, u, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) y[i] = cq_k_silu(y[i]) * u[i];
 }
 
 void cq_k_geglu(float *y, const float *u, int n) {

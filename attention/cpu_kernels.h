@@ -24,6 +24,8 @@ void cq_k_axpy_heads(float *out, size_t ldo, int n_heads, const float *p, size_t
 void cq_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 float cq_k_gelu_tanh(float x);
 void cq_k_geglu(float *y, const float *u, int n); /* y = gelu_tanh(y) * u */
+float cq_k_silu(float x);                          /* x / (1 + exp(-x)) */
+void cq_k_swiglu(float *y, const float *u, int n); /* y = silu(y) * u (qwen2's FFN) */
 double cq_k_sum_exp(const float *x, int n, float shift); /* sum of exp(x[i] - shift), shift >= max x for safety */
 /* x[i] = exp(x[i] - shift) in place (0 for -inf), returning their sum; shift >= max x. */
 double cq_k_exp_shift(float *x, int n, float shift);

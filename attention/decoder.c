@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memmem */
 #include "attention/decoder.h"
 
 #include <pthread.h>
@@ -159,7 +160,13 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     }
     const cq_gemma *m = &d->model;
     cq_decoder_info *i = &d->info;
-    snprintf(i->architecture, sizeof i->architecture, "gemma3");
+    snprintf(i->architecture, sizeof i->architecture, "%s", m->arch_name);
+    i->chat_format = m->arch == CQ_ARCH_QWEN2 ? CQ_CHAT_CHATML : CQ_CHAT_GEMMA;
+    const cq_gguf_kv *tmpl = cq_gguf_find_kv(d->gguf, "tokenizer.chat_template");
+    if (tmpl && tmpl->type == CQ_GGUF_STRING) {
+        if (memmem(tmpl->v.s.ptr, (size_t)tmpl->v.s.len, "<|im_start|>", 12)) i->chat_format = CQ_CHAT_CHATML;
+        else if (memmem(tmpl->v.s.ptr, (size_t)tmpl->v.s.len, "<start_of_turn>", 15)) i->chat_format = CQ_CHAT_GEMMA;
+    }
     snprintf(i->name, sizeof i->name, "%s", m->name);
     i->n_vocab = m->n_vocab, i->n_embd = m->n_embd, i->n_layer = m->n_layer, i->n_head = m->n_head;
     i->n_head_kv = m->n_head_kv, i->head_dim = m->head_dim, i->n_ff = m->n_ff;
@@ -171,6 +178,16 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     d->batch_prefill = d->cuda && bp && bp[0] && strcmp(bp, "0") != 0;
     *out = d;
     return CQ_OK;
+}
+
+char *cq_decoder_chat_user(const cq_decoder *d, const char *msg) {
+    const bool chatml = d->info.chat_format == CQ_CHAT_CHATML;
+    const char *pre = chatml ? "<|im_start|>user\n" : "<start_of_turn>user\n";
+    const char *post = chatml ? "<|im_end|>\n<|im_start|>assistant\n" : "<end_of_turn>\n<start_of_turn>model\n";
+    size_t n = strlen(pre) + strlen(msg) + strlen(post) + 1;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s%s%s", pre, msg, post);
+    return out;
 }
 
 void cq_decoder_close(cq_decoder *d) {

@@ -1,7 +1,8 @@
-/* The decoder: a Gemma-3 text model read from GGUF, run on the CPU (the exact reference) or on CUDA.
+/* The decoder: a Gemma-3 or Qwen2 text model read from GGUF, run on the CPU (the exact reference) or on CUDA.
  *
- * Every hyper-parameter comes from the GGUF metadata (gemma3.*), so 270M, 1B, 4B ... all load. The architecture,
- * per layer l (x the residual stream, d = embedding_length):
+ * The architecture is general.architecture, and every hyper-parameter comes from the GGUF metadata (gemma3.* or
+ * qwen2.*), so Gemma 3 270M, 1B, 4B ... and Qwen2 / Qwen2.5 0.5B, 1.5B, 7B (and their fine-tunes) all load.
+ * Gemma 3, per layer l (x the residual stream, d = embedding_length):
  *   h = RMSNorm(x) ; q,k,v = Wq h, Wk h, Wv h ; q,k = RMSNorm per head (QK-norm) ; RoPE(q,k) (NeoX halves;
  *   base 10k on local layers, rope.freq_base = 1M on global ones, linear scaling on global ones if the file says) ;
  *   a = softmax(q k^T * scale + causal mask [+ window mask on local layers]) v ; x += RMSNorm(Wo a) ;
@@ -10,6 +11,11 @@
  * Layer l is global when (l + 1) % 6 == 0 (5 local : 1 global) unless the file gives another period; local layers
  * attend to the last sliding_window positions and keep a ring-buffer KV cache of window + batch slots, global
  * layers a full cache that grows with the sequence.
+ * Qwen2, per layer: h = RMSNorm(x) ; q,k,v = Wq h + bq, Wk h + bk, Wv h + bv (grouped-query: head_count_kv KV heads) ;
+ * RoPE(q,k) (NeoX halves, base rope.freq_base) ; a = softmax(q k^T / sqrt(head_dim) + causal mask) v ; x += Wo a ;
+ * h = RMSNorm(x) ; x += Wdown (silu(Wgate h) * Wup h); x0 = embedding (no scale), every layer global, no QK-norm,
+ * no sandwich norms, no soft-capping; logits = output^T RMSNorm(x) (output.weight, or token_embd when the file has
+ * none). The GPT-2 byte-level tokenizer and ChatML come with it (attention/tokenizer.h, cq_decoder_chat_user).
  *
  * A model is immutable once open and may be shared by several sequences (each with its own KV cache); calls on
  * one model are serialized internally, so sequences may be used from different threads (one thread per sequence
@@ -48,8 +54,17 @@ typedef struct {
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err);
 const char *cq_device_name(cq_device d);
 
+/* How a model wants a conversation written: Gemma's <start_of_turn>user ... <end_of_turn>, or ChatML's
+ * <|im_start|>user ... <|im_end|> (Qwen2). From tokenizer.chat_template when the file has one, else the
+ * architecture. */
+typedef enum {
+    CQ_CHAT_GEMMA = 0,
+    CQ_CHAT_CHATML = 1,
+} cq_chat_format;
+
 typedef struct {
-    char architecture[32]; /* "gemma3" */
+    char architecture[32]; /* "gemma3" or "qwen2" (general.architecture) */
+    cq_chat_format chat_format;
     char name[128];        /* general.name */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     int32_t context_length; /* trained context */
@@ -61,7 +76,14 @@ typedef struct {
 typedef struct cq_decoder cq_decoder;
 typedef struct cq_decoder_seq cq_decoder_seq;
 
-/* Opens a GGUF model. A missing file is CQ_ERR_NOT_FOUND, a broken or non-Gemma-3 one CQ_ERR_FORMAT or
+/* One user turn and the opening of the model's turn in the model's chat format, for CQ_TOK_PARSE_SPECIAL:
+ *   gemma:  <start_of_turn>user\nMSG<end_of_turn>\n<start_of_turn>model\n
+ *   chatml: <|im_start|>user\nMSG<|im_end|>\n<|im_start|>assistant\n
+ * malloc'd (NULL when out of memory). */
+char *cq_decoder_chat_user(const cq_decoder *d, const char *msg);
+
+/* Opens a GGUF model (general.architecture gemma3 or qwen2). A missing file is CQ_ERR_NOT_FOUND, a broken or
+ * unsupported one CQ_ERR_FORMAT or
  * CQ_ERR_UNSUPPORTED, CUDA asked for but unavailable CQ_ERR_DEVICE; err says which and why. */
 cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err);
 void cq_decoder_close(cq_decoder *d);

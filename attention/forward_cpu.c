@@ -92,6 +92,10 @@ struct cq_cpu_seq {
 
 /* ---- ops ----------------------------------------------------------------------------------------------------- */
 
+static void add_into(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
 void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) { cq_k_rmsnorm(out, x, w, n, eps); }
 
 /* cs holds cos and sin of the head_dim/2 angles, interleaved per pair: cs[2i] = cos, cs[2i+1] = sin. */
@@ -205,6 +209,7 @@ typedef struct {
     matmul_part part[MAX_PARTS];
     int n_parts;
     const cq_wmat *w2; /* GeGLU when set (one part): y = gelu(W x) * (W2 x), both by the task that owns the rows */
+    bool silu;         /* ... SwiGLU instead: y = silu(W x) * (W2 x) (the model's ffn_silu) */
     lora_term lora2;   /* W2's adapter term */
     int lora_rank;
     const float *x;    /* (n_tokens, ldx) for one token; else the packed tokens (cols, ldxt) */
@@ -270,7 +275,10 @@ static void matmul_task(void *ctx, int task, int thread) {
     const size_t ldu = (size_t)(r1 - r0);
     rows_times_tokens(j, j->w2, r0, r1, up, ldu, r0, tile);
     if (j->lora2.bt) lowrank_rows(j, &j->lora2, r0, r1, up, ldu, r0);
-    for (int t = 0; t < j->n_tokens; t++) cq_k_geglu(pt->y + (size_t)t * pt->ldy + r0, up + (size_t)t * ldu, r1 - r0);
+    for (int t = 0; t < j->n_tokens; t++) {
+        if (j->silu) cq_k_swiglu(pt->y + (size_t)t * pt->ldy + r0, up + (size_t)t * ldu, r1 - r0);
+        else cq_k_geglu(pt->y + (size_t)t * pt->ldy + r0, up + (size_t)t * ldu, r1 - r0);
+    }
 }
 
 static bool has_i16_dot(const cq_wmat *w) { return cq_qtype_has_i16_dot(w->type) && w->cols % 32 == 0; }
@@ -281,7 +289,8 @@ static bool has_i16_dot(const cq_wmat *w) { return cq_qtype_has_i16_dot(w->type)
 static void matmul_parts(cq_cpu_model *cm, int n_parts, const cq_wmat *const *w, float *const *y, const size_t *ldy,
                          const lora_term *lora, const cq_wmat *w2, const float *x, size_t ldx, int n_tokens,
                          bool quantized) {
-    matmul_job j = {.n_parts = n_parts, .w2 = w2, .x = x, .n_tokens = n_tokens, .cm = cm, .lora_rank = cm->lora_rank};
+    matmul_job j = {.n_parts = n_parts, .w2 = w2, .silu = cm->m->ffn_silu, .x = x, .n_tokens = n_tokens, .cm = cm,
+                    .lora_rank = cm->lora_rank};
     if (lora && w2) j.lora2 = lora[n_parts];
     bool int16 = quantized && (!w2 || has_i16_dot(w2));
     int n_tasks = 0;
@@ -420,6 +429,7 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_
         cq_cpu_model_free(cm);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for CPU scratch");
     }
+    rope_freqs(cm->inv_freq[0], m->head_dim, 1e4f, 1.0f); /* a model without local layers (qwen2) never reads it */
     for (int32_t l = 0; l < m->n_layer; l++) /* every layer of a kind shares its base and scaling */
         rope_freqs(cm->inv_freq[m->layers[l].global], m->head_dim, m->layers[l].rope_base, m->layers[l].rope_freq_scale);
     *out = cm;
@@ -838,10 +848,6 @@ static void prompt_attention(cq_cpu_seq *s, int32_t l, int T, int32_t pos0) {
     }
 }
 
-static void add_into(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
-}
-
 /* One chunk of T <= CQ_CPU_BATCH tokens at positions pos0.. (formulas in attention/decoder.h). */
 static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t pos0, float *logits, bool all_logits,
                           bool quantized) {
@@ -852,7 +858,8 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         float *xt = s->x + (size_t)t * d;
         cq_dequant_row(m->token_embd.type, (const uint8_t *)m->token_embd.data + (size_t)tokens[t] * m->token_embd.row_bytes,
                        xt, (size_t)d);
-        for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
+        if (m->embed_scale != 1.0f)
+            for (int i = 0; i < d; i++) xt[i] *= m->embed_scale;
         for (int kind = 0; kind < 2; kind++) rope_angles(s->rope + ((size_t)kind * T + t) * hd, half, pos0 + t, cm->inv_freq[kind]);
     }
     /* In the quantized (default) mode, a chunk of one token (a decode step, or the last chunk of a prompt of 64 k + 1
@@ -875,16 +882,22 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         const size_t qkv_ld[3] = {(size_t)qd, (size_t)kvd, (size_t)kvd};
         lora_group(cm, LA, GROUP_QKV, s->xn, d, T, all_int16, 3, (const cq_proj[]){CQ_PROJ_Q, CQ_PROJ_K, CQ_PROJ_V}, lt);
         matmul_parts(cm, 3, qkv, qkv_out, qkv_ld, LA ? lt : NULL, NULL, s->xn, d, T, all_int16);
+        if (L->bq) /* qwen2's projection biases */
+            for (int t = 0; t < T; t++) {
+                add_into(s->q + (size_t)t * qd, L->bq, (size_t)qd);
+                add_into(s->kn + (size_t)t * kvd, L->bk, (size_t)kvd);
+                add_into(s->vn + (size_t)t * kvd, L->bv, (size_t)kvd);
+            }
         for (int t = 0; t < T; t++) {
             const float *cs = rope + (size_t)t * hd;
             for (int h = 0; h < m->n_head; h++) {
                 float *qh = s->q + (size_t)t * qd + (size_t)h * hd;
-                cq_op_rmsnorm(qh, qh, L->q_norm, hd, m->rms_eps);
+                if (L->q_norm) cq_op_rmsnorm(qh, qh, L->q_norm, hd, m->rms_eps);
                 rope_apply(qh, half, cs);
             }
             for (int h = 0; h < m->n_head_kv; h++) {
                 float *kh = s->kn + (size_t)t * kvd + (size_t)h * hd;
-                cq_op_rmsnorm(kh, kh, L->k_norm, hd, m->rms_eps);
+                if (L->k_norm) cq_op_rmsnorm(kh, kh, L->k_norm, hd, m->rms_eps);
                 rope_apply(kh, half, cs);
             }
             int32_t p = pos0 + t, slot = L->global ? p : p % s->slots[l];
@@ -915,7 +928,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         matmul_parts(cm, 1, &wo, &s->o, &ld_o, LA ? lt : NULL, NULL, s->att, qd, T, some_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
-            cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
+            if (L->post_attn_norm) cq_op_rmsnorm(ot, ot, L->post_attn_norm, d, m->rms_eps);
             add_into(s->x + (size_t)t * d, ot, d);
             cq_op_rmsnorm(s->xn + (size_t)t * d, s->x + (size_t)t * d, L->ffn_norm, d, m->rms_eps);
         }
@@ -927,7 +940,7 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
         matmul_parts(cm, 1, &wd, &s->o, &ld_o, LA ? lt : NULL, NULL, s->ff, m->n_ff, T, all_int16);
         for (int t = 0; t < T; t++) {
             float *ot = s->o + (size_t)t * d;
-            cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
+            if (L->post_ffw_norm) cq_op_rmsnorm(ot, ot, L->post_ffw_norm, d, m->rms_eps);
             add_into(s->x + (size_t)t * d, ot, d);
         }
     }

@@ -84,9 +84,12 @@ __device__ __forceinline__ float gelu_tanh_d(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-__global__ void geglu_kernel(float *y, const float *u, size_t n) {
+__device__ __forceinline__ float silu_d(float x) { return x / (1.0f + expf(-x)); }
+
+/* y = act(y) * u: gelu_tanh (GeGLU, gemma3), or silu with silu set (SwiGLU, qwen2) */
+__global__ void geglu_kernel(float *y, const float *u, size_t n, int silu) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = gelu_tanh_d(y[i]) * u[i];
+    if (i < n) y[i] = (silu ? silu_d(y[i]) : gelu_tanh_d(y[i])) * u[i];
 }
 
 __global__ void softcap_kernel(float *x, size_t n, float cap) {
@@ -110,7 +113,8 @@ typedef struct {
  * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t.
  * A batched decode step (br.pos set) takes each row's position and cache from br. */
 __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
-                                          const float *k_norm, const double *inv_freq, float *kcache, float *vcache,
+                                          const float *k_norm, const float *bq, const float *bk, const float *bv,
+                                          const double *inv_freq, float *kcache, float *vcache,
                                           int H, int Hkv, int hd, const int32_t *pos0p, const int32_t *rope_pos,
                                           int slots, int ring, float eps, batch_rows br) {
     const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
@@ -120,10 +124,14 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     const bool is_q = hs < H;
     const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
     const float *w = is_q ? q_norm : k_norm;
+    const float *bias = is_q ? (bq ? bq + (size_t)hs * hd : NULL) : (bk ? bk + (size_t)(hs - H) * hd : NULL);
     float x0 = src[i], x1 = src[i + half];
-    float r = rsqrtf(block_sum(x0 * x0 + x1 * x1) / hd + eps);
-    x0 *= r * w[i];
-    x1 *= r * w[i + half];
+    if (bias) x0 += bias[i], x1 += bias[i + half]; /* qwen2's projection bias, before RoPE */
+    if (w) { /* QK-norm (gemma3); none without weights (qwen2) */
+        float r = rsqrtf(block_sum(x0 * x0 + x1 * x1) / hd + eps);
+        x0 *= r * w[i];
+        x1 *= r * w[i + half];
+    }
     const int32_t p = pos0 + t;
     double s, c;
     sincos((double)(rope_pos ? rope_pos[t] : p) * inv_freq[i], &s, &c);
@@ -140,8 +148,9 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
         const float *vs = v + ((size_t)t * Hkv + kvh) * hd;
         kd[i] = y0;
         kd[i + half] = y1;
-        vd[i] = vs[i];
-        vd[i + half] = vs[i + half];
+        const float *vb = bv ? bv + (size_t)kvh * hd : NULL;
+        vd[i] = vs[i] + (vb ? vb[i] : 0.0f);
+        vd[i + half] = vs[i + half] + (vb ? vb[i + half] : 0.0f);
     }
 }
 
@@ -405,7 +414,7 @@ __device__ void prologue(const dpro &p, float *xs) {
         }
         __syncthreads();
     } else {
-        const float *src[4] = {p.o, p.xin, p.w_post, p.w_next};
+        const float *src[4] = {p.o, p.xin, p.w_post ? p.w_post : p.o, p.w_next}; /* no w_post: a plain sum */
         float *const dst[4] = {so, sx, swp, swn};
         load_vecs<4, 2>(src, dst, n);
         __syncthreads();
@@ -413,7 +422,7 @@ __device__ void prologue(const dpro &p, float *xs) {
         for (int i = threadIdx.x; i < n; i += blockDim.x) so2 += so[i] * so[i];
         float r = rsqrtf(block_sum(so2) / n + p.eps);
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            float v = sx[i] + so[i] * r * swp[i];
+            float v = sx[i] + (p.w_post ? so[i] * r * swp[i] : so[i]);
             xs[i] = v;
             ss += v * v;
         }
@@ -494,10 +503,10 @@ __global__ void __launch_bounds__(32 * DEC_WARPS)
     if (lane == 0) y[row] = v;
 }
 
-/* y[r] = gelu(Wg[r] . xs) * (Wu[r] . xs) */
+/* y[r] = gelu(Wg[r] . xs) * (Wu[r] . xs), or silu(...) * (...) with silu set (qwen2) */
 template <int IT>
 __global__ void __launch_bounds__(32 * DEC_WARPS)
-    dec_geglu_kernel(const bf16 *wg, const bf16 *wu, int rows, int cols, float *y, dpro pro) {
+    dec_geglu_kernel(const bf16 *wg, const bf16 *wu, int rows, int cols, float *y, dpro pro, int silu) {
     extern __shared__ float xs[];
     const int lane = threadIdx.x % 32, row = blockIdx.x * DEC_WARPS + threadIdx.x / 32;
     wrow<IT> fg, fu;
@@ -508,7 +517,7 @@ __global__ void __launch_bounds__(32 * DEC_WARPS)
     if (row >= rows) return;
     float g = wrow_finish(fg, wg + (size_t)row * cols, xs, cols, lane);
     float u = wrow_finish(fu, wu + (size_t)row * cols, xs, cols, lane);
-    if (lane == 0) y[row] = gelu_tanh_d(g) * u;
+    if (lane == 0) y[row] = (silu ? silu_d(g) : gelu_tanh_d(g)) * u;
 }
 
 /* An order-preserving key for (logit, row): larger logit first, then the smaller row (the host's first maximum). */
@@ -668,7 +677,7 @@ __device__ __forceinline__ void rope_setup(rope_pairs &r, const float *w, const 
         const int i = threadIdx.x + k * blockDim.x;
         r.w[k][0] = r.w[k][1] = r.c[k] = r.s[k] = 0;
         if (i < half) {
-            r.w[k][0] = w[i], r.w[k][1] = w[i + half];
+            r.w[k][0] = w ? w[i] : 1.0f, r.w[k][1] = w ? w[i + half] : 1.0f; /* no QK-norm: weight 1, see rope_finish */
             double sd, cd;
             sincos((double)p * inv_freq[i], &sd, &cd);
             r.c[k] = (float)cd, r.s[k] = (float)sd;
@@ -676,12 +685,14 @@ __device__ __forceinline__ void rope_setup(rope_pairs &r, const float *w, const 
     }
 }
 
-__device__ __forceinline__ void rope_load(rope_pairs &r, const float *src, int hd) {
+/* the head's raw projection plus its bias (NULL: none) */
+__device__ __forceinline__ void rope_load(rope_pairs &r, const float *src, const float *bias, int hd) {
     const int half = hd / 2;
 #pragma unroll
     for (int k = 0; k < ROPE_PAIRS; k++) {
         const int i = threadIdx.x + k * blockDim.x;
-        r.x[k][0] = i < half ? src[i] : 0.0f, r.x[k][1] = i < half ? src[i + half] : 0.0f;
+        r.x[k][0] = i < half ? src[i] + (bias ? bias[i] : 0.0f) : 0.0f;
+        r.x[k][1] = i < half ? src[i + half] + (bias ? bias[i + half] : 0.0f) : 0.0f;
     }
 }
 
@@ -707,7 +718,7 @@ __device__ __forceinline__ void rope_apply(const rope_pairs &r, float rs, int hd
 /* RMSNorm of the query head (weights in rq) then RoPE into qdst, and the same for the key head into kdst when
  * with_k, the two norms' sums in one block reduction; block-wide (ends with a barrier). */
 __device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pairs &rk, bool with_k, int hd, float eps,
-                                            float *qdst, float *kdst) {
+                                            bool norm, float *qdst, float *kdst) {
     __shared__ float part[32][2];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
     float sq = rope_ss(rq), sk = with_k ? rope_ss(rk) : 0.0f;
@@ -716,8 +727,8 @@ __device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pai
     __syncthreads();
     sq = 0, sk = 0;
     for (int w = 0; w < nw; w++) sq += part[w][0], sk += part[w][1];
-    rope_apply(rq, rsqrtf(sq / hd + eps), hd, qdst);
-    if (with_k) rope_apply(rk, rsqrtf(sk / hd + eps), hd, kdst);
+    rope_apply(rq, norm ? rsqrtf(sq / hd + eps) : 1.0f, hd, qdst);
+    if (with_k) rope_apply(rk, norm ? rsqrtf(sk / hd + eps) : 1.0f, hd, kdst);
     __syncthreads();
 }
 
@@ -731,7 +742,7 @@ __device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pai
 template <int PER>
 __global__ void __launch_bounds__(32 * ATT_WARPS)
     dec_attention_kernel(const float *qraw, const float *kraw, const float *vraw, const float *q_norm,
-                         const float *k_norm, const double *inv_freq, float *kcache, float *vcache, float *part,
+                         const float *k_norm, const float *bq, const float *bk, const float *bv, const double *inv_freq, float *kcache, float *vcache, float *part,
                          unsigned *count, float *out, int H, int Hkv, int hd, const int32_t *posp, int window, int slots,
                          int ring, float scale, float softcap, float eps) {
     constexpr int KG = KEY_GROUP; /* keys of a warp whose loads are in flight together (8 measured slower) */
@@ -776,12 +787,13 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
     if (has_new) rope_setup(rk, k_norm, inv_freq, p, hd);
     pdl_wait();
     pdl_launch_next();
-    rope_load(rq, qraw + (size_t)h * hd, hd);
+    rope_load(rq, qraw + (size_t)h * hd, bq ? bq + (size_t)h * hd : NULL, hd);
     if (has_new) {
-        rope_load(rk, kraw + (size_t)kvh * hd, hd);
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) vs[i] = vraw[(size_t)kvh * hd + i];
+        rope_load(rk, kraw + (size_t)kvh * hd, bk ? bk + (size_t)kvh * hd : NULL, hd);
+        for (int i = threadIdx.x; i < hd; i += blockDim.x)
+            vs[i] = vraw[(size_t)kvh * hd + i] + (bv ? bv[(size_t)kvh * hd + i] : 0.0f);
     }
-    rope_finish(rq, rk, has_new, hd, eps, qs, ks);
+    rope_finish(rq, rk, has_new, hd, eps, q_norm != NULL, qs, ks);
     if (has_new) {
         if (h % group == 0) {
             const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
@@ -869,8 +881,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
     if (threadIdx.x == 0) count[h] = 0;
 }
 
-/* The residual step of a block and the norm that opens the next one: x += RMSNorm(o) * w_post, then
- * xn = RMSNorm(x) * w_next. One block per row. */
+/* The residual step of a block and the norm that opens the next one: x += RMSNorm(o) * w_post (x += o without
+ * w_post: qwen2 has no sandwich norms), then xn = RMSNorm(x) * w_next. One block per row. */
 __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, const float *w_next, float *xn, int n,
                                float eps) {
     float *xr = x + (size_t)blockIdx.x * n, *nr = xn + (size_t)blockIdx.x * n;
@@ -880,7 +892,7 @@ __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, co
     float r = rsqrtf(block_sum(ss) / n + eps);
     ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = xr[i] + orow[i] * r * w_post[i];
+        float v = xr[i] + (w_post ? orow[i] * r * w_post[i] : orow[i]);
         xr[i] = v;
         ss += v * v;
     }
@@ -1061,7 +1073,7 @@ static int dec_iters(int cols) {
     return it < 1 ? 1 : it > DEC_MAX_IT ? DEC_MAX_IT : it;
 }
 typedef void (*dec_mv_fn)(const bf16 *, int, float *, const bf16 *, int, float *, const bf16 *, int, float *, int, dpro);
-typedef void (*dec_geglu_fn)(const bf16 *, const bf16 *, int, int, float *, dpro);
+typedef void (*dec_geglu_fn)(const bf16 *, const bf16 *, int, int, float *, dpro, int);
 typedef void (*dec_logits_fn)(const bf16 *, int, int, dpro, float, float *, unsigned long long *);
 #define DEC_PICK(kernel, cols)                                                                                       \
     switch (dec_iters(cols)) {                                                                                       \
@@ -1099,7 +1111,7 @@ static dec_logits_q8_fn dec_logits_q8_for(int cols) {
 /* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
 static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
-                                 const double *, float *, float *, float *, unsigned *, float *, int, int, int,
+                                 const float *, const float *, const float *, const double *, float *, float *, float *, unsigned *, float *, int, int, int,
                                  const int32_t *, int, int, int, float, float, float);
 /* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) */
 static dec_attention_fn dec_attention_for(int hd) {
@@ -1114,7 +1126,8 @@ typedef struct {
 
 typedef struct {
     dmat wq, wk, wv, wo, wgate, wup, wdown;
-    float *attn_norm, *q_norm, *k_norm, *post_attn_norm, *ffn_norm, *post_ffw_norm;
+    float *attn_norm, *q_norm, *k_norm, *post_attn_norm, *ffn_norm, *post_ffw_norm; /* NULL: none (qwen2) */
+    float *bq, *bk, *bv; /* projection biases (qwen2), or NULL */
 } dlayer;
 
 struct cq_cuda_model {
@@ -1122,14 +1135,15 @@ struct cq_cuda_model {
     cudaStream_t stream;
     cublasHandle_t blas;
     dlayer *layers;
-    bf16 *token_embd; /* (n_vocab, n_embd): embedding and output */
+    bf16 *token_embd; /* (n_vocab, n_embd): the embedding */
+    bf16 *output;     /* (n_vocab, n_embd): the output matrix, token_embd when tied */
     float *output_norm;
     double *inv_freq[2]; /* local, global */
     size_t max_cols;
     void *blas_workspace; /* given to cuBLAS, so that it allocates nothing while a graph is captured */
     bool pdl;             /* launch decode kernels with programmatic dependent launch (sm_90, CQ_CUDA_PDL != 0) */
     int logit_blocks;     /* the logits kernel's grid: as many blocks as are resident at once */
-    int8_t *emb_q;        /* a Q8_0 embedding as in the file, for a decode step's logits (NULL: bf16 is used) */
+    int8_t *emb_q;        /* a Q8_0 output matrix as in the file, for a decode step's logits (NULL: bf16 is used) */
     __half *emb_d;
     bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
     struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
@@ -1235,7 +1249,10 @@ static cq_status upload_q8(const cq_wmat *w, int8_t **q, __half **d, cq_err *err
     return CQ_OK;
 }
 
+/* h NULL (a norm or bias the model does not have): *out NULL */
 static cq_status upload_floats(const float *h, size_t n, float **out, cq_err *err) {
+    *out = NULL;
+    if (!h) return CQ_OK;
     CUDA_TRY(cudaMalloc(out, n * sizeof(float)));
     CUDA_TRY(cudaMemcpy(*out, h, n * sizeof(float), cudaMemcpyHostToDevice));
     return CQ_OK;
@@ -1268,8 +1285,12 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cq_status s;
     dmat emb;
     if ((s = upload_matrix(&m->token_embd, &emb, err))) return s;
-    cm->token_embd = emb.w;
-    if ((s = upload_q8(&m->token_embd, &cm->emb_q, &cm->emb_d, err))) return s;
+    cm->token_embd = cm->output = emb.w;
+    if (m->output.data != m->token_embd.data) { /* untied (qwen2's output.weight) */
+        if ((s = upload_matrix(&m->output, &emb, err))) return s;
+        cm->output = emb.w;
+    }
+    if ((s = upload_q8(&m->output, &cm->emb_q, &cm->emb_d, err))) return s;
     if ((s = upload_floats(m->output_norm, (size_t)m->n_embd, &cm->output_norm, err))) return s;
     const size_t d = (size_t)m->n_embd, hd = (size_t)m->head_dim;
     for (int32_t l = 0; l < m->n_layer; l++) {
@@ -1283,12 +1304,16 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
             (s = upload_floats(L->q_norm, hd, &D->q_norm, err)) || (s = upload_floats(L->k_norm, hd, &D->k_norm, err)) ||
             (s = upload_floats(L->post_attn_norm, d, &D->post_attn_norm, err)) ||
             (s = upload_floats(L->ffn_norm, d, &D->ffn_norm, err)) ||
-            (s = upload_floats(L->post_ffw_norm, d, &D->post_ffw_norm, err)))
+            (s = upload_floats(L->post_ffw_norm, d, &D->post_ffw_norm, err)) ||
+            (s = upload_floats(L->bq, (size_t)m->n_head * hd, &D->bq, err)) ||
+            (s = upload_floats(L->bk, (size_t)m->n_head_kv * hd, &D->bk, err)) ||
+            (s = upload_floats(L->bv, (size_t)m->n_head_kv * hd, &D->bv, err)))
             return s;
     }
     double *freq = (double *)malloc(hd / 2 * sizeof(double));
     if (!freq) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (int kind = 0; kind < 2; kind++) {
+        rope_freqs(freq, m->head_dim, 1e4f, 1.0f); /* a kind without layers (qwen2 has no local ones): never read */
         for (int32_t l = 0; l < m->n_layer; l++)
             if (m->layers[l].global == (kind == 1))
                 rope_freqs(freq, m->head_dim, m->layers[l].rope_base, m->layers[l].rope_freq_scale);
@@ -1425,10 +1450,12 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
             cudaFree(D->wgate.w), cudaFree(D->wup.w), cudaFree(D->wdown.w);
             cudaFree(D->attn_norm), cudaFree(D->q_norm), cudaFree(D->k_norm);
             cudaFree(D->post_attn_norm), cudaFree(D->ffn_norm), cudaFree(D->post_ffw_norm);
+            cudaFree(D->bq), cudaFree(D->bk), cudaFree(D->bv);
         }
     }
     free(cm->layers);
     free(cm->merged);
+    if (cm->output != cm->token_embd) cudaFree(cm->output);
     cudaFree(cm->token_embd);
     cudaFree(cm->emb_q), cudaFree(cm->emb_d);
     cudaFree(cm->output_norm);
@@ -1697,7 +1724,7 @@ static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float 
     }
     const int per_block = LOGIT_WARPS * LOGIT_GROUP, need = (m->n_vocab + per_block - 1) / per_block;
     CUDA_TRY(launch(pdl, cm->stream, dec_logits_for(m->n_embd), dim3(need < cm->logit_blocks ? need : cm->logit_blocks),
-                    dim3(32 * LOGIT_WARPS), pro_smem(m->n_embd, pro), (const bf16 *)cm->token_embd,
+                    dim3(32 * LOGIT_WARPS), pro_smem(m->n_embd, pro), (const bf16 *)cm->output,
                     (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
     return CQ_OK;
 }
@@ -1736,7 +1763,8 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
             return st;
         const int ring = !L->global && !s->flat;
         qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
-            s->q, s->kn, s->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], s->k[l], s->v[l], H, Hkv, hd, s->pos,
+            s->q, s->kn, s->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], s->k[l], s->v[l],
+            H, Hkv, hd, s->pos,
             s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps, NO_ROWS);
         LAUNCH_TRY();
         const int window = L->global ? 0 : m->window;
@@ -1752,7 +1780,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
             (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff);
+        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff, m->ffn_silu);
         LAUNCH_TRY();
         /* the last layer's closing norm is the output norm: xn is then ready for the logits */
         if ((st = linear(s, &D->wdown, s->g, T, s->o, err)) ||
@@ -1766,7 +1794,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
 static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const cq_gemma *m = cm->m;
-    const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
+    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
     for (int r = first; r < T; r += LOGIT_ROWS) {
         int n = T - r < LOGIT_ROWS ? T - r : LOGIT_ROWS;
         const size_t nv = (size_t)n * m->n_vocab;
@@ -1811,7 +1839,8 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
         const int splits = s->dec_splits[L->global];
         CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
                         (const float *)s->q, (const float *)s->kn, (const float *)s->vn, (const float *)D->q_norm,
-                        (const float *)D->k_norm, (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
+                        (const float *)D->k_norm, (const float *)D->bq, (const float *)D->bk, (const float *)D->bv,
+                        (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
                         s->count, s->att, H, Hkv, hd, (const int32_t *)s->pos, L->global ? 0 : m->window,
                         s->slots[l], L->global ? 0 : 1, m->attn_scale, m->attn_softcap, m->rms_eps));
         if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pro_copy(s->att, H * hd), err))) return st;
@@ -1820,7 +1849,7 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
         cur = nxt, nxt = t;
         CUDA_TRY(launch(pdl, cm->stream, dec_geglu_for(d), dim3((m->n_ff + DEC_WARPS - 1) / DEC_WARPS),
                         dim3(32 * DEC_WARPS), pro_smem(d, pro), (const bf16 *)D->wgate.w,
-                        (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro));
+                        (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro, (int)m->ffn_silu));
         if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pro_copy(s->g, m->n_ff), err))) return st;
     }
     const dpro pro = pro_addnorm(m, cur, s->o, cm->layers[m->n_layer - 1].post_ffw_norm, cm->output_norm, NULL);
@@ -2177,7 +2206,8 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
             return st;
         const int ring = !L->global;
         qk_norm_rope_store_kernel<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
-            b->q, b->kn, b->vn, D->q_norm, D->k_norm, cm->inv_freq[L->global], NULL, NULL, H, Hkv, hd, NULL, NULL, 0,
+            b->q, b->kn, b->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], NULL, NULL, H, Hkv,
+            hd, NULL, NULL, 0,
             ring, m->rms_eps, br);
         LAUNCH_TRY();
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
@@ -2189,7 +2219,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
             (st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wgate, b->xb, B, b->g, err)) ||
             (st = gemm(cm, &D->wup, b->xb, B, b->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff);
+        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff, m->ffn_silu);
         LAUNCH_TRY();
         if ((st = to_bf16(cm, b->g, b->xb, (size_t)B * ff, err)) || (st = gemm(cm, &D->wdown, b->xb, B, b->o, err)) ||
             (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, err)))
@@ -2202,7 +2232,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         LAUNCH_TRY();
         xf = b->o, B = n_out;
     }
-    const dmat out_w = {cm->token_embd, m->n_vocab, m->n_embd};
+    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
     if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
         return st;
     if (m->final_softcap > 0) {
@@ -2379,7 +2409,7 @@ extern "C" cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens,
         if (n_rows) {
             const int warps = n_rows * n_ids;
             select_logits_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, cm->stream>>>(
-                s->xn, m->n_embd, s->sel_rows, n_rows, cm->token_embd, s->sel_ids, n_ids, m->final_softcap,
+                s->xn, m->n_embd, s->sel_rows, n_rows, cm->output, s->sel_ids, n_ids, m->final_softcap,
                 s->sel_out + done * n_ids);
             LAUNCH_TRY();
             done += (size_t)n_rows;
@@ -2429,6 +2459,39 @@ extern "C" cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float 
     return CQ_OK;
 }
 
+extern "C" cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, const int32_t *pos, const float *bias,
+                                          float base, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    /* qwen2's path of the fused kernel: no norm weights (no QK-norm), row r's bias added before RoPE */
+    const int half = head_dim / 2;
+    double *freq = (double *)malloc((size_t)half * sizeof(double));
+    if (!freq) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    rope_freqs(freq, head_dim, base, 1.0f);
+    dev_set ds = {{0}, 0};
+    float *dx, *db, *dk;
+    double *df;
+    int32_t *dpos;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, (size_t)rows * head_dim * 4, (void **)&dx, err)) ||
+        (s = dev_copy(&ds, bias, (size_t)rows * head_dim * 4, (void **)&db, err)) ||
+        (s = dev_copy(&ds, freq, (size_t)half * 8, (void **)&df, err)) ||
+        (s = dev_copy(&ds, pos, (size_t)rows * sizeof(int32_t), (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, NULL, (size_t)head_dim * 4, (void **)&dk, err))) {
+        dev_free(&ds);
+        free(freq);
+        return s;
+    }
+    for (int r = 0; r < rows; r++)
+        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
+                                               NULL, NULL, df, dk, dk, 1, 0, head_dim, dpos + r, NULL, 1, 0, 1e-6f,
+                                               NO_ROWS);
+    cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    free(freq);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "bias rope: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
 extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base,
                                      float freq_scale, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
@@ -2458,7 +2521,8 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
         return s;
     }
     for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
-        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, df, dk, dk, 1, 0, head_dim,
+        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, NULL, NULL, NULL, df, dk, dk, 1,
+                                               0, head_dim,
                                                dpos + r, NULL, 1, 0, 0.0f, NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
@@ -2467,7 +2531,7 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
     return CQ_OK;
 }
 
-extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
+static cq_status op_glu(float *y, const float *u, int n, int silu, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     dev_set ds = {{0}, 0};
     float *dy, *du;
@@ -2476,12 +2540,15 @@ extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *e
         dev_free(&ds);
         return s;
     }
-    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n);
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, silu);
     cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu: %s", cudaGetErrorString(e));
     return CQ_OK;
 }
+
+extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 0, err); }
+extern "C" cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 1, err); }
 
 extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys,
                                           int head_dim, int window, float scale, float softcap, float *out,
@@ -2560,7 +2627,7 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     cudaError_t e = cudaMemset(dcount, 0, (size_t)n_head * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(dkc + (size_t)pos * hd, 0xff, hd * f); /* NaN: the slot must not be read */
     if (e == cudaSuccess) {
-        dec_attention_for(head_dim)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, dfreq, dkc, dvc, dpart,
+        dec_attention_for(head_dim)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, NULL, NULL, NULL, dfreq, dkc, dvc, dpart,
                                                                       dcount, dout, n_head, 1, head_dim, dpos, window,
                                                                       n_keys, 0, scale, softcap, 1e-6f);
         e = cudaGetLastError();
@@ -2574,16 +2641,16 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
 
 extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
-    cq_cuda_model tmp; /* what dec_logits reads: the embedding, the grid, the stream */
+    cq_cuda_model tmp; /* what dec_logits reads: the output matrix, the grid, the stream */
     memset(&tmp, 0, sizeof tmp);
     tmp.m = m;
     dmat emb = {NULL, 0, 0};
     dev_set ds = {{0}, 0};
     float *dx = NULL, *dy = NULL;
     const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
-    cq_status s = upload_q8(&m->token_embd, &tmp.emb_q, &tmp.emb_d, err);
-    if (!s && !tmp.emb_q) s = upload_matrix(&m->token_embd, &emb, err);
-    tmp.token_embd = emb.w;
+    cq_status s = upload_q8(&m->output, &tmp.emb_q, &tmp.emb_d, err);
+    if (!s && !tmp.emb_q) s = upload_matrix(&m->output, &emb, err);
+    tmp.token_embd = tmp.output = emb.w;
     tmp.logit_blocks = 1024;
     if (!s) s = dev_copy(&ds, x, d * 4, (void **)&dx, err);
     if (!s) s = dev_copy(&ds, NULL, V * 4, (void **)&dy, err);

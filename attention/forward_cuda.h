@@ -91,7 +91,11 @@ cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int row
 /* rows heads of head_dim each; row r rotates at position pos[r] */
 cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base, float freq_scale,
                           cq_err *err);
+/* qwen2: rows heads, row r plus bias row r, then RoPE at pos[r] (base, no scaling), no QK-norm */
+cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, const int32_t *pos, const float *bias, float base,
+                               cq_err *err);
 cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err);
+cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err); /* y = silu(y) * u (qwen2) */
 /* n_q queries (head_dim each) against n_keys keys/values (row stride head_dim); query i sees keys
  * [lo_i, hi_i) with lo_i = max(0, hi_i - window) (window 0: all), hi_i = n_keys - n_q + i + 1 (causal). */
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,

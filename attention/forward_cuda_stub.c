@@ -72,12 +72,21 @@ cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int row
     (void)out, (void)x, (void)w, (void)rows, (void)n, (void)eps;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, const int32_t *pos, const float *bias, float base,
+                               cq_err *err) {
+    (void)x, (void)rows, (void)head_dim, (void)pos, (void)bias, (void)base;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int32_t *pos, float base, float freq_scale,
                           cq_err *err) {
     (void)x, (void)rows, (void)head_dim, (void)pos, (void)base, (void)freq_scale;
     return NO_CUDA(err);
 }
 cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) {
+    (void)y, (void)u, (void)n;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) {
     (void)y, (void)u, (void)n;
     return NO_CUDA(err);
 }

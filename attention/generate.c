@@ -64,7 +64,9 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
     const cq_decoder *d = cq_decoder_seq_decoder(s);
     const cq_tokenizer *tok = cq_decoder_tokenizer(d);
     const int32_t V = cq_decoder_get_info(d)->n_vocab;
-    int32_t eot = cq_tokenizer_find(tok, "<end_of_turn>"), eos = cq_tokenizer_eos(tok);
+    /* end of generation: EOS, the end-of-turn token, and <|endoftext|> where the vocabulary has it (Qwen2's EOS is
+     * <|im_end|>, but a base model ends a text with <|endoftext|>) */
+    int32_t eot = cq_tokenizer_eot(tok), eos = cq_tokenizer_eos(tok), eot2 = cq_tokenizer_find(tok, "<|endoftext|>");
     size_t max_stop = 0;
     for (const char *const *stop = p.stop; stop && *stop; stop++)
         if (strlen(*stop) > max_stop) max_stop = strlen(*stop);
@@ -108,7 +110,7 @@ cq_status cq_decoder_generate(cq_decoder_seq *s, const char *prompt, const cq_ge
     int32_t pending = -1;
     for (int32_t i = 0; !rc && i < p.max_tokens; i++) {
         int32_t next = greedy && pending >= 0 ? pending : cq_sampler_pick(&sampler, logits, hist, n_hist);
-        if (p.stop_at_eos && (next == eos || next == eot)) {
+        if (p.stop_at_eos && (next == eos || next == eot || next == eot2)) {
             st.stopped_by_eos = true;
             break;
         }

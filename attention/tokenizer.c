@@ -2,8 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "core/strbuf.h"
+#include "core/utf8.h"
 
 #define SPACE_MARK "\xe2\x96\x81" /* U+2581, SentencePiece's visible space */
 #define SPACE_MARK_LEN 3
@@ -26,8 +28,17 @@ struct cq_tokenizer {
     int32_t *hash;        /* open addressing over token texts; -1 empty */
     uint32_t hash_mask;
     int32_t byte_token[256]; /* id of <0xNN>, or -1 */
-    int32_t bos, eos, unk;
+    int32_t bos, eos, unk, eot;
     bool add_space_prefix;
+    bool add_bos;          /* CQ_TOK_ADD_BOS adds BOS (tokenizer.ggml.add_bos_token; default: llama yes, gpt2 no) */
+    /* GPT-2 byte-level BPE (tokenizer.ggml.model = "gpt2"): tokens are spelled in byte_cp's code points, merges
+     * ranked by their order in tokenizer.ggml.merges (pair of ids -> rank, open addressing). */
+    bool gpt2;
+    uint32_t byte_cp[256];  /* byte -> code point of its spelling */
+    int16_t cp_byte[324];   /* code point (< 324) -> byte, or -1 */
+    uint64_t *merge_key;    /* (left id + 1) << 32 | right id; 0 empty */
+    int32_t *merge_rank;
+    uint32_t merge_mask;
     trie_node *trie;
     int32_t n_trie, cap_trie;
 };
@@ -101,14 +112,76 @@ static int32_t get_id(const cq_gguf *g, const char *key, int32_t fallback, int32
     return fallback;
 }
 
+/* GPT-2's bytes_to_unicode: the printable bytes ! .. ~, 0xA1 .. 0xAC, 0xAE .. 0xFF stand for themselves, the others
+ * (controls, space, 0x7F .. 0xA0, 0xAD) for U+0100 + their rank among them. */
+static void gpt2_byte_map(cq_tokenizer *t) {
+    uint32_t next = 256;
+    for (int i = 0; i < 324; i++) t->cp_byte[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        t->byte_cp[b] = printable ? (uint32_t)b : next++;
+        t->cp_byte[t->byte_cp[b]] = (int16_t)b;
+    }
+}
+
+static uint64_t merge_hash(uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return key;
+}
+
+static int32_t merge_rank(const cq_tokenizer *t, int32_t left, int32_t right) {
+    const uint64_t key = ((uint64_t)(uint32_t)left + 1) << 32 | (uint32_t)right;
+    for (uint64_t h = merge_hash(key) & t->merge_mask;; h = (h + 1) & t->merge_mask) {
+        if (t->merge_key[h] == key) return t->merge_rank[h];
+        if (!t->merge_key[h]) return -1;
+    }
+}
+
+/* The byte map and the merge ranks: merge i is "A B" (A and B tokens, A B one too), rank i. */
+static cq_status gpt2_init(cq_tokenizer *t, const cq_gguf *g, cq_err *err) {
+    gpt2_byte_map(t);
+    const cq_gguf_kv *merges = cq_gguf_find_kv(g, "tokenizer.ggml.merges");
+    if (!merges || merges->type != CQ_GGUF_ARRAY || merges->arr_type != CQ_GGUF_STRING || merges->arr_count == 0 ||
+        merges->arr_count > INT32_MAX / 4)
+        return cq_err_set(err, CQ_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges missing or not a string array");
+    uint32_t size = 1;
+    while (size < (uint32_t)merges->arr_count * 2) size <<= 1;
+    t->merge_key = calloc(size, sizeof *t->merge_key);
+    t->merge_rank = malloc((size_t)size * sizeof *t->merge_rank);
+    if (!t->merge_key || !t->merge_rank) return cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory for the merges");
+    t->merge_mask = size - 1;
+    for (uint64_t i = 0; i < merges->arr_count; i++) {
+        const char *m = merges->strs[i].ptr;
+        const size_t len = (size_t)merges->strs[i].len;
+        const char *sp = len > 2 ? memchr(m + 1, ' ', len - 2) : NULL; /* the first space after A's first byte */
+        int32_t a = sp ? lookup(t, m, (size_t)(sp - m)) : -1, b = sp ? lookup(t, sp + 1, len - (size_t)(sp - m) - 1) : -1;
+        if (a < 0 || b < 0) continue; /* a merge of strings that are not tokens can never apply */
+        const uint64_t key = ((uint64_t)(uint32_t)a + 1) << 32 | (uint32_t)b;
+        uint64_t h = merge_hash(key) & t->merge_mask;
+        while (t->merge_key[h] && t->merge_key[h] != key) h = (h + 1) & t->merge_mask;
+        if (!t->merge_key[h]) t->merge_key[h] = key, t->merge_rank[h] = (int32_t)i; /* the first rank wins */
+    }
+    return CQ_OK;
+}
+
 cq_status cq_tokenizer_from_gguf(const cq_gguf *g, cq_tokenizer **out, cq_err *err) {
     *out = NULL;
     char model[32];
     cq_status s = cq_gguf_get_str(g, "tokenizer.ggml.model", model, sizeof model, err);
     if (s) return cq_err_prefix(err, "tokenizer: ");
-    if (strcmp(model, "llama"))
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "tokenizer: model '%s' not supported (SentencePiece 'llama' is)",
+    const bool gpt2 = !strcmp(model, "gpt2");
+    if (strcmp(model, "llama") && !gpt2)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                          "tokenizer: model '%s' not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are)",
                           model);
+    if (gpt2) {
+        char pre[32] = "";
+        if (cq_gguf_get_str(g, "tokenizer.ggml.pre", pre, sizeof pre, NULL) == CQ_OK && strcmp(pre, "qwen2"))
+            return cq_err_set(err, CQ_ERR_UNSUPPORTED,
+                              "tokenizer: pre-tokenizer '%s' not supported (the gpt2 model is read with 'qwen2')", pre);
+    }
     const cq_gguf_kv *tokens = cq_gguf_find_kv(g, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != CQ_GGUF_ARRAY || tokens->arr_type != CQ_GGUF_STRING || tokens->arr_count == 0 ||
         tokens->arr_count > INT32_MAX / 4)
@@ -117,6 +190,7 @@ cq_status cq_tokenizer_from_gguf(const cq_gguf *g, cq_tokenizer **out, cq_err *e
     cq_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     t->n_vocab = n;
+    t->gpt2 = gpt2;
     size_t arena_size = 0;
     for (int32_t i = 0; i < n; i++) arena_size += (size_t)tokens->strs[i].len + 1;
     t->arena = malloc(arena_size);
@@ -183,7 +257,18 @@ cq_status cq_tokenizer_from_gguf(const cq_gguf *g, cq_tokenizer **out, cq_err *e
     t->eos = get_id(g, "tokenizer.ggml.eos_token_id", lookup(t, "<eos>", 5), n);
     t->unk = get_id(g, "tokenizer.ggml.unknown_token_id", lookup(t, "<unk>", 5), n);
     bool prefix = false;
-    if (cq_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &prefix, NULL) == CQ_OK) t->add_space_prefix = prefix;
+    if (!gpt2 && cq_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &prefix, NULL) == CQ_OK)
+        t->add_space_prefix = prefix;
+    t->add_bos = !gpt2;
+    bool add_bos;
+    if (cq_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, NULL) == CQ_OK) t->add_bos = add_bos;
+    int32_t eot = lookup(t, "<end_of_turn>", 13);
+    if (eot < 0) eot = lookup(t, "<|im_end|>", 10);
+    t->eot = get_id(g, "tokenizer.ggml.eot_token_id", eot, n);
+    if (gpt2 && (s = gpt2_init(t, g, err))) {
+        cq_tokenizer_free(t);
+        return s;
+    }
 
     if (trie_add_node(t, 0) < 0) {
         cq_tokenizer_free(t);
@@ -210,12 +295,17 @@ void cq_tokenizer_free(cq_tokenizer *t) {
     free(t->types);
     free(t->hash);
     free(t->trie);
+    free(t->merge_key);
+    free(t->merge_rank);
     free(t);
 }
 
 int32_t cq_tokenizer_vocab_size(const cq_tokenizer *t) { return t->n_vocab; }
 int32_t cq_tokenizer_bos(const cq_tokenizer *t) { return t->bos; }
 int32_t cq_tokenizer_eos(const cq_tokenizer *t) { return t->eos; }
+int32_t cq_tokenizer_eot(const cq_tokenizer *t) { return t->eot; }
+bool cq_tokenizer_adds_bos(const cq_tokenizer *t) { return t->add_bos && t->bos >= 0; }
+bool cq_tokenizer_is_gpt2(const cq_tokenizer *t) { return t->gpt2; }
 int32_t cq_tokenizer_find(const cq_tokenizer *t, const char *piece) { return lookup(t, piece, strlen(piece)); }
 cq_token_type cq_tokenizer_type(const cq_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab ? (cq_token_type)t->types[id] : CQ_TOKEN_UNKNOWN;
@@ -307,6 +397,12 @@ static candidate heap_pop(heap *h) {
 static void try_pair(const cq_tokenizer *t, const char *text, const symbol *sym, int32_t l, int32_t r, heap *h) {
     if (l < 0 || r < 0) return;
     uint32_t len = sym[l].len + sym[r].len;
+    if (t->gpt2) { /* the pair's rank in the merges, lowest first */
+        int32_t a = lookup(t, text + sym[l].start, sym[l].len), b = lookup(t, text + sym[r].start, sym[r].len);
+        int32_t rank = a >= 0 && b >= 0 ? merge_rank(t, a, b) : -1;
+        if (rank >= 0 && lookup(t, text + sym[l].start, len) >= 0) heap_push(h, (candidate){-(float)rank, l, r, len});
+        return;
+    }
     int32_t id = lookup(t, text + sym[l].start, len);
     if (id < 0 || (t->types[id] != CQ_TOKEN_NORMAL && t->types[id] != CQ_TOKEN_USER_DEFINED)) return;
     heap_push(h, (candidate){t->scores[id], l, r, len});
@@ -321,6 +417,8 @@ static uint32_t utf8_char_len(const unsigned char *s, size_t n) {
     return len;
 }
 
+static cq_status bpe(const cq_tokenizer *t, const cq_strbuf *norm, id_vec *out, cq_err *err);
+
 /* BPE over one piece of text with no special tokens. */
 static cq_status encode_fragment(const cq_tokenizer *t, const char *raw, size_t n, bool space_prefix, id_vec *out,
                                  cq_err *err) {
@@ -330,18 +428,117 @@ static cq_status encode_fragment(const cq_tokenizer *t, const char *raw, size_t 
         if (raw[i] == ' ') cq_strbuf_append(&norm, SPACE_MARK, SPACE_MARK_LEN);
         else cq_strbuf_append(&norm, raw + i, 1);
     }
-    if (norm.failed || norm.len > UINT32_MAX / 2) {
-        cq_strbuf_free(&norm);
+    cq_status s = bpe(t, &norm, out, err);
+    cq_strbuf_free(&norm);
+    return s;
+}
+
+/* ---- the qwen2 pre-tokenizer -----------------------------------------------------------------------------------
+ * Pieces as the regex
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} | ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ |
+ *   \s+(?!\S) | \s+
+ * cuts them (the first alternative that matches at a position wins, each greedy, then the next position), written
+ * out over code points: letters and numbers are Unicode's general categories L* and N* (utf8proc), \s its
+ * White_Space property. A byte that is not valid UTF-8 is a character of its own of no class. */
+enum { CC_OTHER, CC_LETTER, CC_NUMBER, CC_SPACE, CC_NEWLINE };
+
+static bool white_space(uint32_t c) {
+    return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+static uint8_t char_class(uint32_t c, bool valid) {
+    if (!valid) return CC_OTHER;
+    if (c == '\r' || c == '\n') return CC_NEWLINE;
+    if (white_space(c)) return CC_SPACE;
+    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: return CC_LETTER;
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO: return CC_NUMBER;
+    default: return CC_OTHER;
+    }
+}
+
+static bool is_ws(uint8_t c) { return c == CC_SPACE || c == CC_NEWLINE; }
+
+static uint32_t lower_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/* The end (in characters) of the piece that starts at character i of n, with classes cls and code points cp. */
+static size_t qwen2_piece(const uint32_t *cp, const uint8_t *cls, size_t i, size_t n) {
+    if (cp[i] == '\'' && i + 1 < n) { /* contractions */
+        uint32_t a = lower_ascii(cp[i + 1]), b = i + 2 < n ? lower_ascii(cp[i + 2]) : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    size_t j = i;
+    if (cls[j] != CC_LETTER && cls[j] != CC_NUMBER && cls[j] != CC_NEWLINE && j + 1 < n && cls[j + 1] == CC_LETTER) j++;
+    if (cls[j] == CC_LETTER) { /* an optional non-letter, non-number, non-newline, then letters */
+        while (j < n && cls[j] == CC_LETTER) j++;
+        return j;
+    }
+    if (cls[i] == CC_NUMBER) return i + 1;
+    j = i + (cp[i] == ' ' && i + 1 < n && cls[i + 1] == CC_OTHER);
+    if (cls[j] == CC_OTHER) { /* an optional space, punctuation and symbols, then newlines */
+        while (j < n && cls[j] == CC_OTHER) j++;
+        while (j < n && cls[j] == CC_NEWLINE) j++;
+        return j;
+    }
+    /* white space from i to e */
+    size_t e = i, last_nl = n;
+    while (e < n && is_ws(cls[e])) {
+        if (cls[e] == CC_NEWLINE) last_nl = e;
+        e++;
+    }
+    if (last_nl < n) return last_nl + 1;   /* \s*[\r\n]+: up to the run's last newline */
+    if (e == n || e - i == 1) return e;   /* \s+(?!\S) at the end; else \s+ for a lone space */
+    return e - 1;                         /* \s+(?!\S): all but the last, which goes with what follows */
+}
+
+/* Pre-tokenizes raw[0..n), maps each piece's bytes to their GPT-2 code points, and runs BPE on it. */
+static cq_status encode_fragment_gpt2(const cq_tokenizer *t, const char *raw, size_t n, id_vec *out, cq_err *err) {
+    if (n == 0) return CQ_OK;
+    uint32_t *cp = malloc(n * sizeof *cp), *off = malloc((n + 1) * sizeof *off);
+    uint8_t *cls = malloc(n);
+    if (!cp || !off || !cls || n > UINT32_MAX / 8) {
+        free(cp), free(off), free(cls);
         return cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory");
     }
+    size_t nc = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len;
+        uint32_t c = cq_utf8_decode(raw + i, n - i, &len);
+        const bool valid = !(c == CQ_UTF8_REPLACEMENT && (len != 3 || memcmp(raw + i, "\xef\xbf\xbd", 3)));
+        cp[nc] = c, cls[nc] = char_class(c, valid), off[nc] = (uint32_t)i;
+        nc++;
+        i += len;
+    }
+    off[nc] = (uint32_t)n;
+    cq_status s = CQ_OK;
+    cq_strbuf piece = {0};
+    for (size_t i = 0; i < nc && !s;) {
+        const size_t e = qwen2_piece(cp, cls, i, nc);
+        piece.len = 0;
+        for (uint32_t k = off[i]; k < off[e]; k++) {
+            char u[4];
+            cq_strbuf_append(&piece, u, cq_utf8_encode(t->byte_cp[(uint8_t)raw[k]], u));
+        }
+        s = bpe(t, &piece, out, err);
+        i = e;
+    }
+    cq_strbuf_free(&piece);
+    free(cp), free(off), free(cls);
+    return s;
+}
+
+/* BPE over a normalized piece (llama: spaces as U+2581; gpt2: bytes as their code points) into ids. */
+static cq_status bpe(const cq_tokenizer *t, const cq_strbuf *normp, id_vec *out, cq_err *err) {
+    const cq_strbuf norm = *normp;
+    if (norm.failed || norm.len > UINT32_MAX / 2) return cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory");
     if (norm.len == 0) return CQ_OK;
     const char *text = norm.data;
     symbol *sym = malloc(norm.len * sizeof *sym);
     heap h = {0};
-    if (!sym) {
-        cq_strbuf_free(&norm);
-        return cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory");
-    }
+    if (!sym) return cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory");
     int32_t n_sym = 0;
     for (size_t i = 0; i < norm.len;) {
         uint32_t len = utf8_char_len((const unsigned char *)text + i, norm.len - i);
@@ -371,6 +568,11 @@ static cq_status encode_fragment(const cq_tokenizer *t, const char *raw, size_t 
             push_id(out, id);
             continue;
         }
+        if (t->gpt2) { /* a vocabulary without one of the 256 byte spellings: said, not guessed */
+            s = cq_err_set(err, CQ_ERR_FORMAT, "tokenizer: the vocabulary has no token '%.*s'", (int)sym[i].len,
+                           text + sym[i].start);
+            break;
+        }
         for (uint32_t k = 0; k < sym[i].len; k++) { /* byte fallback */
             int32_t b = t->byte_token[(uint8_t)text[sym[i].start + k]];
             push_id(out, b >= 0 ? b : t->unk);
@@ -378,7 +580,6 @@ static cq_status encode_fragment(const cq_tokenizer *t, const char *raw, size_t 
     }
     free(h.items);
     free(sym);
-    cq_strbuf_free(&norm);
     return s;
 }
 
@@ -401,7 +602,7 @@ cq_status cq_tokenizer_encode(const cq_tokenizer *t, const char *text, size_t le
     *ids = NULL;
     *n_ids = 0;
     id_vec v = {0};
-    if ((flags & CQ_TOK_ADD_BOS) && t->bos >= 0) push_id(&v, t->bos);
+    if ((flags & CQ_TOK_ADD_BOS) && t->add_bos && t->bos >= 0) push_id(&v, t->bos);
     bool parse_control = (flags & CQ_TOK_PARSE_SPECIAL) != 0;
     size_t frag = 0; /* start of the text not yet encoded */
     cq_status s = CQ_OK;
@@ -409,13 +610,14 @@ cq_status cq_tokenizer_encode(const cq_tokenizer *t, const char *text, size_t le
         size_t mlen = 0;
         int32_t id = match_special(t, text + i, len - i, parse_control, &mlen);
         /* A literal U+2581 in the text would decode as a space: spell it in byte tokens so decoding is exact. */
-        bool literal_mark = id < 0 && len - i >= SPACE_MARK_LEN && !memcmp(text + i, SPACE_MARK, SPACE_MARK_LEN) &&
+        bool literal_mark = id < 0 && !t->gpt2 && len - i >= SPACE_MARK_LEN && !memcmp(text + i, SPACE_MARK, SPACE_MARK_LEN) &&
                             t->byte_token[0xe2] >= 0 && t->byte_token[0x96] >= 0 && t->byte_token[0x81] >= 0;
         if (id < 0 && !literal_mark) {
             i++;
             continue;
         }
-        if (i > frag) s = encode_fragment(t, text + frag, i - frag, t->add_space_prefix && frag == 0, &v, err);
+        if (i > frag) s = t->gpt2 ? encode_fragment_gpt2(t, text + frag, i - frag, &v, err)
+                                  : encode_fragment(t, text + frag, i - frag, t->add_space_prefix && frag == 0, &v, err);
         if (literal_mark) {
             for (int k = 0; k < SPACE_MARK_LEN; k++) push_id(&v, t->byte_token[(uint8_t)SPACE_MARK[k]]);
             mlen = SPACE_MARK_LEN;
@@ -425,7 +627,9 @@ cq_status cq_tokenizer_encode(const cq_tokenizer *t, const char *text, size_t le
         i += mlen;
         frag = i;
     }
-    if (!s && len > frag) s = encode_fragment(t, text + frag, len - frag, t->add_space_prefix && frag == 0, &v, err);
+    if (!s && len > frag)
+        s = t->gpt2 ? encode_fragment_gpt2(t, text + frag, len - frag, &v, err)
+                    : encode_fragment(t, text + frag, len - frag, t->add_space_prefix && frag == 0, &v, err);
     if (!s && v.failed) s = cq_err_set(err, CQ_ERR_NOMEM, "tokenizer: out of memory");
     if (s) {
         free(v.ids);
@@ -460,7 +664,27 @@ size_t cq_tokenizer_piece(const cq_tokenizer *t, int32_t id, bool render_special
     case CQ_TOKEN_UNUSED:
         if (!render_special) return 0;
         break;
+    case CQ_TOKEN_NORMAL:
+        if (!t->gpt2) break;
+        for (size_t i = 0; i < n;) { /* each code point back to its byte */
+            size_t len;
+            uint32_t c = cq_utf8_decode(s + i, n - i, &len);
+            if (c < 324 && t->cp_byte[c] >= 0) {
+                if (out < cap) buf[out] = (char)t->cp_byte[c];
+                out++;
+            } else { /* not a byte's spelling: the text as it is */
+                for (size_t k = 0; k < len; k++, out++)
+                    if (out < cap) buf[out] = s[i + k];
+            }
+            i += len;
+        }
+        return out;
     default: break;
+    }
+    if (t->gpt2) { /* control and user-defined tokens: their text */
+        for (size_t i = 0; i < n; i++, out++)
+            if (out < cap) buf[out] = s[i];
+        return out;
     }
     for (size_t i = 0; i < n;) {
         if (n - i >= SPACE_MARK_LEN && !memcmp(s + i, SPACE_MARK, SPACE_MARK_LEN)) {

@@ -12,9 +12,13 @@
 #                                         data/models/gemma-3-270m-q4_k_m.gguf.sha256; exit 1 when a piece is missing
 #                                         or the hash differs (the message names what to carry again)
 #   tools/device_model.sh status          there: which pieces /tmp/gguf holds
+# MODEL_NAME=FILE (a GGUF of data/models with its .sha256 beside it) and GGUF_DIR (default .device/gguf) pick another
+# model, e.g. the Qwen2.5 1.5B (tools/device_qwen.sh): MODEL_NAME=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+# GGUF_DIR=.device/qgguf PIECE_BYTES=… tools/device_model.sh split
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NAME=gemma-3-270m-q4_k_m.gguf
+NAME=${MODEL_NAME:-gemma-3-270m-q4_k_m.gguf}
+GDIR=${GGUF_DIR:-.device/gguf}
 PIECE=${PIECE_BYTES:-44000000}
 STASH=${STASH:-/tmp/gguf}
 SUM=data/models/$NAME.sha256
@@ -27,24 +31,24 @@ split)
   [ -f "$src" ] || { echo "device_model: no $src" >&2; exit 1; }
   got=$(sha256sum "$src" | awk '{print $1}')
   [ "$got" = "$(want_sum)" ] || { echo "device_model: $src sha256 $got, $SUM says $(want_sum)" >&2; exit 1; }
-  rm -rf .device/gguf
-  mkdir -p .device/gguf/tmp
-  split -b "$PIECE" -d -a 2 --numeric-suffixes=1 "$src" ".device/gguf/tmp/$NAME.part"
-  total=$(ls .device/gguf/tmp | wc -l)
+  rm -rf $GDIR
+  mkdir -p $GDIR/tmp
+  split -b "$PIECE" -d -a 2 --numeric-suffixes=1 "$src" "$GDIR/tmp/$NAME.part"
+  total=$(ls $GDIR/tmp | wc -l)
   n=0
-  for f in .device/gguf/tmp/$NAME.part*; do
+  for f in $GDIR/tmp/$NAME.part*; do
     n=$((n + 1))
-    mkdir -p .device/gguf/p$n
-    mv "$f" "$(printf ".device/gguf/p%d/%s.part%02dof%02d" $n "$NAME" $n "$total")"
+    mkdir -p $GDIR/p$n
+    mv "$f" "$(printf "$GDIR/p%d/%s.part%02dof%02d" $n "$NAME" $n "$total")"
   done
-  rmdir .device/gguf/tmp
-  ls -l .device/gguf/p*/
-  echo "device_model: $n pieces; carry .device/gguf/p1 … .device/gguf/p$n, one per call, each with: tools/device_model.sh stash"
+  rmdir $GDIR/tmp
+  ls -l $GDIR/p*/
+  echo "device_model: $n pieces; carry $GDIR/p1 … $GDIR/p$n, one per call, each with: tools/device_model.sh stash"
   ;;
 stash)
   mkdir -p "$STASH"
   found=0
-  for f in .device/gguf/p*/$NAME.part*; do
+  for f in $GDIR/p*/$NAME.part*; do
     [ -f "$f" ] || continue
     cp "$f" "$STASH/"
     found=$((found + 1))
@@ -55,9 +59,9 @@ stash)
 join)
   dest=${2:?usage: tools/device_model.sh join DEST}
   mkdir -p "$STASH"
-  for f in .device/gguf/p*/$NAME.part*; do [ -f "$f" ] && cp "$f" "$STASH/"; done
+  for f in $GDIR/p*/$NAME.part*; do [ -f "$f" ] && cp "$f" "$STASH/"; done
   any=$(ls "$STASH"/$NAME.part*of* 2>/dev/null | head -1 || true)
-  [ -n "$any" ] || { echo "device_model: no pieces in $STASH (carry .device/gguf/pN with tools/device_model.sh stash)" >&2; exit 1; }
+  [ -n "$any" ] || { echo "device_model: no pieces in $STASH (carry $GDIR/pN with tools/device_model.sh stash)" >&2; exit 1; }
   n=$((10#${any##*of}))
   missing=""
   for i in $(seq 1 "$n"); do
@@ -65,7 +69,7 @@ join)
     [ -f "$p" ] || missing="$missing p$i"
   done
   if [ -n "$missing" ]; then
-    echo "device_model: missing pieces:$missing (carry .device/gguf/pN with tools/device_model.sh stash)" >&2
+    echo "device_model: missing pieces:$missing (carry $GDIR/pN with tools/device_model.sh stash)" >&2
     exit 1
   fi
   mkdir -p "$(dirname "$dest")"

@@ -353,6 +353,30 @@ static void check_lowrank_rows(void) {
             free(b), free(u), free(bt), free(y);
         }
 }
+/* SwiGLU (qwen2's FFN) on every level against silu in double: large |y| (exp over- and underflow) included */
+static void check_swiglu(void) {
+    const int n = 8960 + 7;
+    float *y = random_floats((size_t)n), *u = random_floats((size_t)n);
+    for (int i = 0; i < n; i++) y[i] *= 12.0f;
+    y[0] = 100.0f, y[1] = -100.0f, y[2] = 0.0f, y[3] = -87.9f;
+    float *got = malloc((size_t)n * sizeof *got);
+    memcpy(got, y, (size_t)n * sizeof *got);
+    cq_k_swiglu(got, u, n);
+    for (int i = 0; i < n; i++) {
+        const double want = (double)y[i] / (1.0 + exp(-(double)y[i])) * u[i];
+        if (!(fabs(got[i] - want) <= 1e-5 * fabs(want) + 1e-6)) {
+            fprintf(stderr, "swiglu y %.9g u %.9g: %.9g, want %.9g\n", y[i], u[i], got[i], want);
+            fail();
+        }
+    }
+    free(y), free(u), free(got);
+}
+
+static void test_swiglu(void **state) {
+    (void)state;
+    every_level(check_swiglu);
+}
+
 static void test_lowrank_rows(void **state) {
     (void)state;
     every_level(check_lowrank_rows);
@@ -367,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_float_products),
         cmocka_unit_test(test_rows_times_tokens_i16),
         cmocka_unit_test(test_lowrank_rows),
+        cmocka_unit_test(test_swiglu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* CUDA decoder against its C twins (skipped without a GPU).
  *
  * Kernels on random data at production and odd sizes (1 and 7 tokens, window edges): RMSNorm, fused QK-norm + RoPE
- * up to position 32767, GeGLU, prefill attention (cuBLAS and online-softmax paths) with and without a window and
+ * up to position 32767, GeGLU, SwiGLU (qwen2), prefill attention (cuBLAS and online-softmax paths) with and without a window and
  * split over long key ranges, the decode step's fused attention (1 to 4 query heads, up to 9000 keys), and the bf16
  * matrix products of the real model's own quantized matrices (every format) against the exact float product, and the
  * decode step's logits kernel (Q8_0 embedding as stored: float rounding only).
@@ -41,6 +41,7 @@
 #include <cmocka.h>
 
 #include "attention/decoder.h"
+#include "attention/cpu_kernels.h"
 #include "attention/forward_cpu.h"
 #include "attention/lora.h"
 #include "test_adapter_util.h"
@@ -123,6 +124,50 @@ static void test_qk_norm_rope(void **state) {
         assert_true(e < NMSE_F32);
         free(x), free(a), free(ones);
     }
+}
+
+/* qwen2's attention input: the projection bias added, no QK-norm, RoPE (base 1e6), against the C ops */
+static void test_bias_rope(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const int32_t pos[] = {0, 1, 7, 511, 4095, 32767, 100};
+    const int rows = 7, dims[] = {128, 64};
+    for (int di = 0; di < 2; di++) {
+        const int hd = dims[di];
+        float *x = malloc((size_t)rows * hd * 4), *b = malloc((size_t)rows * hd * 4), *a = malloc((size_t)rows * hd * 4);
+        fill(x, (size_t)rows * hd, 2.0f);
+        fill(b, (size_t)rows * hd, 1.0f);
+        memcpy(a, x, (size_t)rows * hd * 4);
+        cq_err err = {0};
+        assert_int_equal(cq_cuda_op_bias_rope(a, rows, hd, pos, b, 1e6f, &err), CQ_OK);
+        for (int r = 0; r < rows; r++) {
+            for (int i = 0; i < hd; i++) x[(size_t)r * hd + i] += b[(size_t)r * hd + i];
+            cq_op_rope(x + (size_t)r * hd, hd, pos[r], 1e6f, 1.0f);
+        }
+        double e = nmse(a, x, (size_t)rows * hd);
+        fprintf(stderr, "  bias + rope (no QK-norm), head_dim %d: nmse %.2e\n", hd, e);
+        assert_true(e < NMSE_F32);
+        free(x), free(a), free(b);
+    }
+}
+
+/* qwen2's FFN activation: silu(y) * u against cq_k_swiglu (attention/cpu_kernels.h), large |y| included */
+static void test_swiglu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const int n = 7 * 8960 + 5;
+    float *y = malloc(n * 4), *u = malloc(n * 4), *ref = malloc(n * 4);
+    fill(y, n, 12.0f);
+    fill(u, n, 2.0f);
+    y[0] = 95.0f, y[1] = -95.0f;
+    memcpy(ref, y, n * 4);
+    cq_k_swiglu(ref, u, n);
+    cq_err err = {0};
+    assert_int_equal(cq_cuda_op_swiglu(y, u, n, &err), CQ_OK);
+    double e = nmse(y, ref, n);
+    fprintf(stderr, "  swiglu %d: nmse %.2e\n", n, e);
+    assert_true(e < NMSE_F32);
+    free(y), free(u), free(ref);
 }
 
 static void test_geglu(void **state) {
@@ -1054,6 +1099,8 @@ static void test_concurrent_decode(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_bias_rope),
         cmocka_unit_test(test_attention),      cmocka_unit_test(test_attention_packed),
         cmocka_unit_test(test_decode_attention),
         cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_lora_merge),

@@ -7,7 +7,13 @@ model does not have:
   270m      the shapes of gemma-3-270m (d=640, 18 layers, 4/1 heads of 256, ff 2048, window 512, vocab 262144)
             with the real file's types where we can write them (Q8_0 embedding and V, Q5_0 Q/K/gate/up; Q8_0
             standing in for its Q4_K/Q6_K output and down projections): same speed, random text
-  python3 tools/decoder_ref/make_synthetic_gguf.py small|270m OUT.gguf
+  qwen2     a Qwen2-architecture file for the CUDA path (d=256, 3 layers, 4 query heads : 2 KV heads of 64, ff 512,
+            vocab 1024 byte-level BPE, Q/K/V biases, untied output; F32, F16, BF16, Q8_0, Q5_0 across the tensors)
+  qwen2-1.5b the shapes of Qwen2.5-1.5B (d=1536, 28 layers, 12 query heads : 2 KV heads of 128, ff 8960, vocab
+            151936, biases, untied output) in Q8_0 (output F16, decoded like the real file's Q6_K through bf16): the
+            GPU uploads every weight as bf16 whatever its format, so decode and prefill speeds on CUDA are the real
+            model's; made on the GPU box, where the 1.1 GB file is costly to carry
+  python3 tools/decoder_ref/make_synthetic_gguf.py small|270m|qwen2|qwen2-1.5b OUT.gguf
 """
 import struct
 import sys
@@ -110,8 +116,71 @@ class Writer:
                 f.write(b"\0" * ((-len(data)) % ALIGN))
 
 
+def qwen2(out, big=False):
+    rng = np.random.default_rng(4321)
+    d, L, H, KV, ff = (1536, 28, 12, 2, 8960) if big else (256, 3, 4, 2, 512)
+    n_vocab = 151936 if big else 1024
+    hd = d // H
+    # GPT-2's byte alphabet, one merge, filler tokens, then ChatML's specials
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b), cs.append(256 + n)
+            n += 1
+    tokens = [chr(c) for c in cs] + ["\u0120t"]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokens += [f"tok{i}" for i in range(n_vocab - len(tokens) - len(specials))] + specials
+    V = len(tokens)
+    w = Writer()
+    w.add_str("general.architecture", "qwen2")
+    w.add_str("general.name", "synthetic qwen2" + (" 1.5b" if big else ""))
+    for k, v in [("context_length", 32768), ("embedding_length", d), ("block_count", L), ("feed_forward_length", ff),
+                 ("attention.head_count", H), ("attention.head_count_kv", KV)]:
+        w.add_u32("qwen2." + k, v)
+    w.add_f32("qwen2.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_f32("qwen2.rope.freq_base", 1e6)
+    w.add_str("tokenizer.ggml.model", "gpt2")
+    w.add_str("tokenizer.ggml.pre", "qwen2")
+    w.add_arr("tokenizer.ggml.tokens", 8, tokens)
+    w.add_arr("tokenizer.ggml.token_type", 5, [1] * (V - 3) + [3] * 3)
+    w.add_arr("tokenizer.ggml.merges", 8, ["\u0120 t"])
+    w.add_u32("tokenizer.ggml.bos_token_id", V - 3)
+    w.add_u32("tokenizer.ggml.eos_token_id", V - 1)
+    w.add_bool("tokenizer.ggml.add_bos_token", False)
+
+    def mat(rows, cols, scale):
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
+
+    def vec(n, mean, sd):
+        return (mean + sd * rng.standard_normal(n)).astype(np.float32)
+
+    w.add_tensor("token_embd.weight", mat(V, d, 1.0), "Q8_0")
+    w.add_tensor("output.weight", mat(V, d, d ** -0.5 * 4), "F16" if big else "Q5_0")
+    w.add_tensor("output_norm.weight", vec(d, 1.0, 0.1), "F32")
+    types = [("F16", "Q8_0", "F32", "Q5_0", "Q8_0", "F16", "Q5_0"), ("Q8_0", "Q5_0", "Q8_0", "BF16", "Q5_0", "Q8_0", "F16"),
+             ("Q5_0", "F16", "Q8_0", "Q8_0", "BF16", "Q5_0", "Q8_0")]
+    for l in range(L):
+        p, ty = f"blk.{l}.", ("Q8_0",) * 7 if big else types[l]
+        w.add_tensor(p + "attn_norm.weight", vec(d, 1.0, 0.1), "F32")
+        w.add_tensor(p + "attn_q.weight", mat(H * hd, d, d ** -0.5 * 2), ty[0])
+        w.add_tensor(p + "attn_q.bias", vec(H * hd, 0.0, 0.5), "F32")
+        w.add_tensor(p + "attn_k.weight", mat(KV * hd, d, d ** -0.5 * 2), ty[1])
+        w.add_tensor(p + "attn_k.bias", vec(KV * hd, 0.0, 0.5), "F32")
+        w.add_tensor(p + "attn_v.weight", mat(KV * hd, d, d ** -0.5), ty[2])
+        w.add_tensor(p + "attn_v.bias", vec(KV * hd, 0.0, 0.2), "F32")
+        w.add_tensor(p + "attn_output.weight", mat(d, H * hd, (H * hd) ** -0.5), ty[3])
+        w.add_tensor(p + "ffn_norm.weight", vec(d, 1.0, 0.1), "F32")
+        w.add_tensor(p + "ffn_gate.weight", mat(ff, d, d ** -0.5 * 2), ty[4])
+        w.add_tensor(p + "ffn_up.weight", mat(ff, d, d ** -0.5), ty[5])
+        w.add_tensor(p + "ffn_down.weight", mat(d, ff, ff ** -0.5), ty[6])
+    w.write(out)
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
+    if kind in ("qwen2", "qwen2-1.5b"):
+        return qwen2(out, kind == "qwen2-1.5b")
     rng = np.random.default_rng(1234)
     if kind == "small":
         d, L, H, KV, hd, ff, win, V = 192, 7, 3, 1, 64, 512, 16, 1024

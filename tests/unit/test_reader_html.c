@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -139,6 +141,26 @@ static void test_charsets(void **state) {
         cq_doctext_free(&d);
         free(gbk);
     }
+    /* issue 29: one bad byte in a GBK page (here 0xFF, which no GB18030 sequence has) spoils only itself: iconv used
+     * to refuse the page, which was then read as UTF-8 with every Chinese character replaced (quality 0) */
+    for (size_t i = 0; i < 2; i++) {
+        size_t len;
+        char *gbk = to_gbk(declared[i == 0 ? 0 : 2], &len);
+        char *bad = malloc(len + 1);
+        const char *at = strstr(gbk, "<h1>") + 4; /* before the h1's first character */
+        size_t k = (size_t)(at - gbk);
+        memcpy(bad, gbk, k);
+        bad[k] = (char)0xFF;
+        memcpy(bad + k + 1, gbk + k, len - k);
+        cq_doctext d;
+        cq_err err = {0};
+        assert_int_equal(read_html(bad, len + 1, &d, &err), CQ_OK);
+        check_page(&d); /* U+FFFD is dropped by the repair, and counted */
+        assert_true(d.quality > 0.9 && d.quality < 1);
+        cq_doctext_free(&d);
+        free(bad);
+        free(gbk);
+    }
     /* a UTF-8 byte-order mark, and UTF-16 */
     cq_strbuf b = {0};
     cq_strbuf_puts(&b, "\xEF\xBB\xBF<p>第一条　内容。</p>");
@@ -179,7 +201,7 @@ static void test_bad_pages(void **state) {
     for (int i = 0; i < 100000; i++) cq_strbuf_puts(&b, "<div>");
     cq_strbuf_puts(&b, "深处");
     assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "the HTML nests elements 100000 deep, more than the 1000 a page may have"));
+    assert_non_null(strstr(err.msg, "the HTML nests elements more than 1000 deep (the most a page may have)"));
     assert_string_equal(cq_err_name(&err), "too_deep");
     assert_null(d.text);
     cq_strbuf_free(&b);
@@ -208,8 +230,102 @@ static void test_bad_pages(void **state) {
     cq_doctext_free(&d);
 }
 
+/* CPU time of this thread: what the readers cost, whatever else the machine runs */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Issue 29: hostile shapes that cost more than linear time, or nest deeper than the pre-scan saw. */
+static void test_hostile_shapes(void **state) {
+    (void)state;
+    cq_doctext d;
+    cq_err err = {0};
+    cq_strbuf b = {0};
+    /* one text node of 2 MB with a white-space run every few bytes: put_text measured the rest of the node at each
+     * run (0.5 MB 1.2 s, 2 MB 20 s); now well under a second */
+    cq_strbuf_puts(&b, "<p>");
+    while (b.len < (2u << 20)) cq_strbuf_puts(&b, "word \n ");
+    cq_strbuf_puts(&b, "</p>");
+    double t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_OK);
+    double took = now_s() - t0;
+    printf("2 MB of white-space runs: %.2f s\n", took);
+    assert_true(took < 3.0);
+    assert_int_equal(strncmp(d.text, "word word word", 14), 0);
+    cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    /* <div></i> repeated: the stray end tag closes nothing in the parser, so the divs nest 100,000 deep; the pre-scan
+     * counted the end tag down and let the page through (60 s in gumbo, then its recursive free overflowed) */
+    for (int i = 0; i < 100000; i++) cq_strbuf_puts(&b, "<div></i>");
+    cq_strbuf_puts(&b, "深处");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    assert_true(now_s() - t0 < 2.0);
+    cq_strbuf_free(&b);
+    /* an end tag of an inline element does not close a block inside it: <span><div></span> nests */
+    for (int i = 0; i < 2000; i++) cq_strbuf_puts(&b, "<span><div></span>");
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    cq_strbuf_free(&b);
+    /* ... while sloppy pages that leave inline elements open inside blocks stay readable */
+    for (int i = 0; i < 3000; i++) cq_strbuf_printf(&b, "<div><b>第%d段</div>", i);
+    cq_strbuf_puts(&b, "<div>");
+    for (int i = 0; i < 3000; i++) cq_strbuf_printf(&b, "<span><i>第%d句</span></i>", i);
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_OK);
+    cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    /* a formatting element left open in a block is reopened after it, one deeper each time: gumbo's scope checks
+     * made this quadratic (1 MB 10 s, 2 MB 45 s of CPU); the parse now has a CPU time linear in the page's size (2 s
+     * for this one) */
+    while (b.len < (512u << 10)) cq_strbuf_puts(&b, "<div><b>x</div><i>y</i>");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    took = now_s() - t0;
+    printf("512 KB of reopened formatting elements: %s (%.2f s)\n", err.msg, took);
+    assert_true(!strcmp(cq_err_name(&err), "too_complex") || !strcmp(cq_err_name(&err), "too_deep"));
+    assert_true(took < 4.0);
+    cq_strbuf_free(&b);
+    /* a tag with 100,000 attributes: gumbo compares each with the others */
+    cq_strbuf_puts(&b, "<p");
+    for (int i = 0; i < 100000; i++) cq_strbuf_printf(&b, " a%d", i);
+    cq_strbuf_puts(&b, ">文字</p>");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_many_attributes");
+    assert_true(now_s() - t0 < 2.0);
+    cq_strbuf_free(&b);
+}
+
+/* The parser's tree counts against the document's memory budget; a set cancel flag stops the reading. */
+static void test_budget_and_cancel(void **state) {
+    (void)state;
+    cq_strbuf b = {0};
+    while (b.len < (4u << 20)) cq_strbuf_puts(&b, "<p class=a>第一条 文字。</p>");
+    cq_doctext d;
+    cq_err err = {0};
+    cq_reader_limits lim = {.max_bytes = 8u << 20};
+    cq_reader_input in = {.path = "page.html", .data = b.data, .len = b.len, .limits = &lim};
+    const cq_reader_format *f = cq_reader_format_named("html");
+    assert_int_equal(f->read(&in, &d, &err), CQ_ERR_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "parsing the HTML"));
+    assert_null(d.text);
+    lim.max_bytes = 512u << 20;
+    assert_int_equal(f->read(&in, &d, &err), CQ_OK);
+    cq_doctext_free(&d);
+    atomic_bool cancel = true;
+    lim.cancel = &cancel;
+    assert_int_equal(f->read(&in, &d, &err), CQ_ERR_CANCELLED);
+    assert_null(d.text);
+    cq_strbuf_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hostile_shapes),
+        cmocka_unit_test(test_budget_and_cancel),
         cmocka_unit_test(test_page),
         cmocka_unit_test(test_charsets),
         cmocka_unit_test(test_tables),

@@ -6,7 +6,10 @@
  *     (same baseline, side by side) are merged, spaces are cleaned (cq_dt_clean_line); the page's structured
  *     text is dropped before the next page is loaded;
  *  2. running headers and footers: in the top and bottom margins, lines that are only a page number and lines
- *     repeated (digits aside) at the same height on many pages are dropped;
+ *     repeated (digits aside) at the same height on many pages are dropped; outside the margins (and as the top or
+ *     bottom row of a page) a repeated line must have the same digits, or digits that follow the page number. A
+ *     clause heading ("Article 12") is never a running header, a repeated line is one only where its page keeps
+ *     other text, and a page that still loses all its text is flagged (quality 0.5) rather than silently empty;
  *  3. the lines are joined into the document text: '\n' after a line that ends a paragraph, nothing or one space
  *     where a line only wraps on (the rules are at line_wraps_on), '\f' between pages.
  *
@@ -65,6 +68,7 @@ typedef struct {
     int block;              /* MuPDF block ordinal on the page */
     bool vertical;          /* not left-to-right horizontal text: never joined to a neighbour */
     bool drop;              /* running header, footer or page number */
+    bool repeated;          /* … dropped as a line repeated on many pages (not as a page number) */
 } pdf_line;
 
 typedef struct {
@@ -73,6 +77,7 @@ typedef struct {
     size_t n_images;
     float image_area;       /* square points of the page covered by images (overlaps counted twice) */
     size_t n_glyphs;        /* glyphs read from the page (before header/footer removal) */
+    uint32_t n_words_dropped; /* lines with words (not page numbers) dropped as running headers / footers */
     cq_text_stats stats;
     cq_dt_spacing spacing;
     bool unreadable;
@@ -634,10 +639,18 @@ static bool page_number_only(const uint32_t *cp, size_t n, long *value) {
 
 typedef struct {
     uint64_t key;
+    uint64_t exact;         /* the text with its digits */
     float y;
     int page;
     uint32_t line;
 } margin_line;
+
+static int cmp_exact(const void *a, const void *b) {
+    const margin_line *x = a, *y = b;
+    if (x->exact != y->exact) return x->exact < y->exact ? -1 : 1;
+    if (x->y != y->y) return x->y < y->y ? -1 : 1;
+    return x->page - y->page;
+}
 
 static int cmp_margin(const void *a, const void *b) {
     const margin_line *x = a, *y = b;
@@ -646,17 +659,28 @@ static int cmp_margin(const void *a, const void *b) {
     return x->page - y->page;
 }
 
-/* The line's text with digits as '#' and spaces removed, hashed (FNV-1a): "Page 3 of 20" and "Page 4 of 20"
- * are the same header. */
-static uint64_t margin_key(const extraction *ex, const pdf_line *L) {
+/* The line's text with digits as '#' (exact: as they are) and spaces removed, hashed (FNV-1a): "Page 3 of 20" and
+ * "Page 4 of 20" are the same header. */
+static uint64_t margin_key(const extraction *ex, const pdf_line *L, bool exact) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t g = L->first; g < L->first + L->n; g++) {
         uint32_t c = ex->g.cp[g];
         if (c == ' ') continue;
-        if (c >= '0' && c <= '9') c = '#';
+        if (!exact && c >= '0' && c <= '9') c = '#';
         h = (h ^ c) * 1099511628211ull;
     }
     return h;
+}
+
+/* A line that starts like a clause heading ("Article 12", "Section 7.2", "第十二条 …"): never a running header,
+ * however often its wording repeats (a 100-page PDF with an "Article NNN" heading atop each page lost them all). */
+static bool clause_heading_line(const extraction *ex, const pdf_line *L) {
+    bool strong = false;
+    const uint32_t *cp = ex->g.cp + L->first;
+    size_t k = cq_dt_item_label(cp, L->n < 40 ? L->n : 40, &strong);
+    if (!k || !strong) return false;
+    /* bullets are strong labels too, but not headings */
+    return !(cp[0] == 0x2022 || cp[0] == 0x25CF || cp[0] == 0x25A0 || cp[0] == 0x25C6 || cp[0] == '-' || cp[0] == '*');
 }
 
 /* Marks in row[] the lines of the top row (1) and the bottom row (2) of each page: kept horizontal lines whose
@@ -721,6 +745,88 @@ static bool drop_inner_page_numbers(extraction *ex, const uint8_t *row) {
     return true;
 }
 
+/* The numbers of line L (up to 4, of at most 6 digits), as value - page number, into off[]; returns how many. */
+static int number_offsets(const extraction *ex, const pdf_line *L, long *off) {
+    int n = 0;
+    for (uint32_t g = L->first; g < L->first + L->n && n < 4;) {
+        uint32_t c = ex->g.cp[g];
+        if (c < '0' || c > '9') {
+            g++;
+            continue;
+        }
+        long v = 0;
+        int digits = 0;
+        while (g < L->first + L->n && ex->g.cp[g] >= '0' && ex->g.cp[g] <= '9') {
+            if (digits++ < 6) v = v * 10 + (long)(ex->g.cp[g] - '0');
+            g++;
+        }
+        if (digits <= 6) off[n++] = v - (L->page + 1);
+    }
+    return n;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Of a group c[a..b) of lines alike digits aside, outside the margins or found as the top / bottom row of their
+ * pages, drops those that repeat with the same digits on `need` pages, and those whose digits follow the page
+ * number (a number in each whose difference to the page's number is the same, give or take 2: "Page 7", "7 | Terms")
+ * on `need` pages. A line whose digits change otherwise ("… instalment 12 within 15 days …" on one page, "… 13 …
+ * 16 …" on the next) is content worded alike, not a running header. seen: n_pages zeros, left so. */
+static bool drop_group_strict(extraction *ex, margin_line *c, size_t a, size_t b, int need, uint8_t *seen) {
+    qsort(c + a, b - a, sizeof *c, cmp_exact);
+    for (size_t e = a; e < b;) {
+        size_t f = e + 1;
+        while (f < b && c[f].exact == c[e].exact) f++;
+        int pages = 0;
+        for (size_t x = e; x < f; x++) {
+            if (!seen[c[x].page]) pages++;
+            seen[c[x].page] = 1;
+        }
+        for (size_t x = e; x < f; x++) seen[c[x].page] = 0;
+        if (pages >= need)
+            for (size_t x = e; x < f; x++) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+        e = f;
+    }
+    /* the digits that follow the page number: the most common offset */
+    long *off = malloc(4 * (b - a) * sizeof *off);
+    if (!off) return false;
+    size_t n = 0;
+    for (size_t x = a; x < b; x++)
+        if (!ex->lines[c[x].line].drop) n += (size_t)number_offsets(ex, &ex->lines[c[x].line], off + n);
+    if (n == 0) {
+        free(off);
+        return true;
+    }
+    qsort(off, n, sizeof *off, cmp_long);
+    long mode = off[0];
+    size_t best = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && off[j] == off[i]) j++;
+        if (j - i > best) best = j - i, mode = off[i];
+        i = j;
+    }
+    free(off);
+    int pages = 0;
+    for (size_t x = a; x < b; x++) {
+        const pdf_line *L = &ex->lines[c[x].line];
+        long o[4];
+        int k = L->drop ? 0 : number_offsets(ex, L, o);
+        bool paged = false;
+        for (int i = 0; i < k && !paged; i++) paged = labs(o[i] - mode) <= 2;
+        c[x].y = paged ? 1 : 0; /* the group's heights are no longer needed: marks the lines that follow the page */
+        if (paged && !seen[L->page]) pages++, seen[L->page] = 1;
+    }
+    for (size_t x = a; x < b; x++) seen[c[x].page] = 0;
+    if (pages >= need)
+        for (size_t x = a; x < b; x++)
+            if (c[x].y == 1) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+    return true;
+}
+
 /* Drops lines repeated on many pages: grouped by text (digits aside) and either by height (within 3 points) or,
  * with by_row, by being in the top / bottom row of their page wherever that is. In the margins (or edge rows)
  * a line must repeat on at least 40 % of the pages with text (odd and even pages may alternate) and on 3 pages
@@ -749,9 +855,10 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
     size_t k = 0;
     for (size_t i = 0; i < ex->n_lines; i++) {
         pdf_line *L = &ex->lines[i];
-        if (L->drop || (by_row && !row[i]) || !has_word[i]) continue;
+        if (L->drop || (by_row && !row[i]) || !has_word[i] || clause_heading_line(ex, L)) continue;
         float y = by_row ? (float)row[i] * 1000.0f : (L->y0 + L->y1) / 2;
-        c[k++] = (margin_line){.key = margin_key(ex, L), .y = y, .page = L->page, .line = (uint32_t)i};
+        c[k++] = (margin_line){.key = margin_key(ex, L, false), .exact = margin_key(ex, L, true), .y = y,
+                               .page = L->page, .line = (uint32_t)i};
     }
     qsort(c, k, sizeof *c, cmp_margin);
     int text_pages = 0; /* "many pages" counts pages with text: scanned pages carry no header */
@@ -772,14 +879,54 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
             if (!by_row && !in_margin(L, &ex->pages[L->page])) margin = false;
         }
         for (size_t x = a; x < b; x++) seen[c[x].page] = 0;
-        if (pages >= (margin ? need_margin : need_body))
-            for (size_t x = a; x < b; x++) ex->lines[c[x].line].drop = true;
+        if (margin && !by_row && pages >= need_margin) {
+            for (size_t x = a; x < b; x++) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+        } else if (margin && by_row && pages >= need_margin) {
+            if (!drop_group_strict(ex, c, a, b, need_margin, seen)) {
+                free(c);
+                free(seen);
+                free(has_word);
+                return false;
+            }
+        } else if (!margin && pages >= need_body) {
+            if (!drop_group_strict(ex, c, a, b, need_body, seen)) {
+                free(c);
+                free(seen);
+                free(has_word);
+                return false;
+            }
+        }
         a = b;
     }
     free(c);
     free(seen);
     free(has_word);
     return true;
+}
+
+/* A repeated line is a running header only where its page keeps other text: a page that would lose all its text
+ * gets its repeated lines back (3,500 pages of one line each lost pages 1,000 and up, whose lines were alike digits
+ * aside). Then counts, per page, the lines with words still dropped (see page_quality: a page that lost all its text
+ * is flagged, never silently empty). */
+static void keep_page_text(extraction *ex) {
+    for (int p = 0; p < ex->n_pages; p++) {
+        pdf_page_info *pi = &ex->pages[p];
+        uint32_t end = pi->first_line + pi->n_lines;
+        bool kept = false, repeated = false;
+        for (uint32_t i = pi->first_line; i < end && !kept; i++) {
+            kept = !ex->lines[i].drop;
+            repeated |= ex->lines[i].repeated;
+        }
+        if (!kept && repeated)
+            for (uint32_t i = pi->first_line; i < end; i++)
+                if (ex->lines[i].repeated) ex->lines[i].drop = ex->lines[i].repeated = false;
+        pi->n_words_dropped = 0;
+        for (uint32_t i = pi->first_line; i < end; i++) {
+            const pdf_line *L = &ex->lines[i];
+            long value;
+            if (L->drop && !page_number_only(ex->g.cp + L->first, L->n, &value)) pi->n_words_dropped++;
+        }
+    }
 }
 
 /* Pass 2. Page numbers in the margins go first; then lines repeated at one height; then, until nothing changes
@@ -806,6 +953,7 @@ static bool drop_running_lines(extraction *ex) {
         if (after == before) break;
     }
     free(row);
+    if (ok) keep_page_text(ex);
     return ok;
 }
 
@@ -1059,6 +1207,13 @@ static void page_quality(const pdf_page_info *pi, cq_page *pg) {
         return;
     }
     if (pg->n_chars == 0) {
+        if (pi->n_words_dropped > 0) { /* text read, all of it taken for running headers and footers */
+            pg->quality = 0.5;
+            snprintf(pg->quality_reason, sizeof pg->quality_reason,
+                     "all the page's text (%u lines) was taken for running headers or footers: check the page",
+                     pi->n_words_dropped);
+            return;
+        }
         if (pi->n_images > 0) {
             pg->quality = 0;
             if (pi->ocr_error[0])

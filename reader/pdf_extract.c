@@ -26,7 +26,8 @@
  * (its context allocates through a counting allocator that refuses past the budget, shared by the OCR threads'
  * clones; the page that needed it makes the document "too large", not merely unreadable) plus the record (its
  * arrays' capacities, checked every 4,096 glyphs and after each page) plus what assembling the text will add. A
- * cancel flag is looked at before each page, and by the OCR threads before each page they take. Page k is found
+ * cancel flag is looked at before each page, by the OCR threads before each page they take, and by the counting
+ * allocator at each of MuPDF's allocations (a long page stops within it). Page k is found
  * through MuPDF's page map, built once (O(n)), where MuPDF alone walks the page tree from its root for every page
  * (O(n^2): 20,000 tiny pages took 88 s, now 1.6 s; docs/RELIABILITY.md). */
 #include "reader/reader.h"
@@ -105,6 +106,9 @@ typedef struct {
     _Atomic size_t mupdf;   /* what MuPDF holds now (its OCR threads' clones allocate through the same budget) */
     size_t own;             /* the record and the page scratch, as last counted */
     atomic_bool refused;    /* an allocation of MuPDF was refused for the budget (since the flag was cleared) */
+    const atomic_bool *cancel; /* the reading's cancel flag (NULL: none): once set, MuPDF's allocations are refused,
+                                  so that a long page stops at its next allocation, not at its end */
+    atomic_bool cancelled;  /* … an allocation was refused for it */
 } pdf_budget;
 
 /* One line as MuPDF gives it, before merging and cleaning (page-local scratch). */
@@ -128,6 +132,10 @@ typedef struct {
 } page_scratch;
 
 static bool budget_allows(pdf_budget *b, size_t more) {
+    if (b->cancel && atomic_load(b->cancel)) {
+        b->cancelled = true;
+        return false;
+    }
     if (b->limit && b->mupdf + b->own + more > b->limit) {
         b->refused = true;
         return false;
@@ -506,7 +514,7 @@ static size_t record_bytes(const extraction *ex, const page_scratch *s) {
            s->g.cap * 12 + s->cap_lines * sizeof *s->lines + s->cap_clean * sizeof *s->clean;
 }
 
-typedef enum { PAGE_READ, PAGE_NOMEM, PAGE_OVER_BUDGET } page_result;
+typedef enum { PAGE_READ, PAGE_NOMEM, PAGE_OVER_BUDGET, PAGE_CANCELLED } page_result;
 
 /* Reads page `page` into the record. A page MuPDF cannot read is marked unreadable (PAGE_READ); PAGE_NOMEM when
  * malloc failed, PAGE_OVER_BUDGET when the page needed more than the budget left. */
@@ -556,6 +564,7 @@ static page_result read_page(fz_context *ctx, fz_document *doc, pdf_document *ma
         mupdf_text(pi->error, sizeof pi->error, fz_caught_message(ctx));
         s->n_lines = 0;
     }
+    if (s->budget->cancelled) return PAGE_CANCELLED;
     if (s->nomem) return PAGE_NOMEM;
     if (s->over_budget) return PAGE_OVER_BUDGET;
     build_page_lines(ex, s, page, pi);
@@ -1677,12 +1686,13 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     if (st != CQ_OK) return st;
 
     const cq_reader_limits *lim = in->limits;
-    pdf_budget budget = {.limit = lim ? lim->max_bytes : 0};
+    pdf_budget budget = {.limit = lim ? lim->max_bytes : 0, .cancel = lim ? lim->cancel : NULL};
     fz_alloc_context alloc = {&budget, budget_malloc, budget_realloc, budget_free};
     size_t store = 64 << 20; /* MuPDF's cache of fonts and images, inside the budget */
     if (budget.limit && store > budget.limit / 8) store = budget.limit / 8;
     fz_context *ctx = cq_ocr_new_context(&alloc, store);
     if (!ctx) {
+        if (budget.cancelled) return cq_err_set(err, CQ_ERR_CANCELLED, "cancelled before reading the PDF");
         if (budget.refused) return cq_reader_check_bytes(lim, SIZE_MAX, "MuPDF's context", err);
         return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
     }
@@ -1720,6 +1730,10 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     }
     fz_catch(ctx) {
         mupdf_text(open_error, sizeof open_error, fz_caught_message(ctx));
+    }
+    if ((!opened || open_error[0]) && budget.cancelled) {
+        st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while opening the PDF");
+        goto out;
     }
     if ((!opened || open_error[0]) && budget.refused) {
         st = cq_reader_check_bytes(lim, SIZE_MAX, "opening it", err);
@@ -1781,6 +1795,11 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         st = cq_reader_check_cancel(lim, when, err);
         if (st) goto out;
         page_result r = read_page(ctx, doc, page_map ? pdf : NULL, p, &ex, &scratch);
+        if (r == PAGE_CANCELLED) {
+            snprintf(when, sizeof when, "on page %d of %d", p + 1, n_pages);
+            st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled %s", when);
+            goto out;
+        }
         if (r == PAGE_NOMEM) {
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
             goto out;

@@ -843,9 +843,8 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
     }
     if (attrs > HTML_MAX_ATTRIBUTES) {
         free(owned);
-        return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_many_attributes",
-                                 "a tag of the HTML has %zu attributes, more than the %d a tag may have", attrs,
-                                 HTML_MAX_ATTRIBUTES);
+        return cq_err_set(err, CQ_ERR_FORMAT, "a tag of the HTML has %zu attributes, more than the %d a tag may have",
+                          attrs, HTML_MAX_ATTRIBUTES);
     }
     cq_status rc = cq_reader_check_cancel(lim, "before parsing the HTML", err);
     if (rc) {
@@ -871,7 +870,7 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
         if (why == MEM_OVER_BUDGET) return cq_reader_check_bytes(lim, SIZE_MAX, "parsing the HTML", err);
         if (why == MEM_CANCELLED) return cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while parsing the HTML");
         if (why == MEM_TOO_SLOW)
-            return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_complex",
+            return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep", /* what such markup amounts to */
                                      "the HTML's markup is too complex to parse in the time a page of %.1f MB may "
                                      "take (%.0f s; elements reopened in ever deeper blocks?)",
                                      (double)len / (1u << 20), HTML_PARSE_CPU_S(len));

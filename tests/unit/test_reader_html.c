@@ -285,7 +285,7 @@ static void test_hostile_shapes(void **state) {
     assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
     took = now_s() - t0;
     printf("512 KB of reopened formatting elements: %s (%.2f s)\n", err.msg, took);
-    assert_true(!strcmp(cq_err_name(&err), "too_complex") || !strcmp(cq_err_name(&err), "too_deep"));
+    assert_string_equal(cq_err_name(&err), "too_deep");
     assert_true(took < 4.0);
     cq_strbuf_free(&b);
     /* a tag with 100,000 attributes: gumbo compares each with the others */
@@ -294,7 +294,7 @@ static void test_hostile_shapes(void **state) {
     cq_strbuf_puts(&b, ">文字</p>");
     t0 = now_s();
     assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
-    assert_string_equal(cq_err_name(&err), "too_many_attributes");
+    assert_non_null(strstr(err.msg, "a tag of the HTML has 100000 attributes, more than the 1000 a tag may have"));
     assert_true(now_s() - t0 < 2.0);
     cq_strbuf_free(&b);
 }

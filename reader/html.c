@@ -65,8 +65,11 @@ static bool tag_in(const char *name, size_t n, const char *const *set) {
  * in a page that never closes them. */
 static const char *const void_or_optional[] = {
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr",
-    "keygen", "basefont", "bgsound", "frame", "image", "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup",
-    "thead", "tbody", "tfoot", "colgroup", "caption", "rb", "rt", "rtc", "rp", "html", "head", "body", NULL};
+    "keygen", "basefont", "bgsound", "frame", "image", "p", "li", "dt", "dd", "option", "optgroup",
+    "thead", "tbody", "tfoot", "colgroup", "rb", "rt", "rtc", "rp", "html", "head", "body", NULL};
+/* Table cells, rows and captions are counted (a cell closes what was left open in it: `<td><b>x</td>` repeated does
+ * not nest), and closed as the parser closes them: by their own end tag, or by the next cell or row of their table. */
+static const char *const table_part[] = {"td", "th", "tr", "caption", NULL};
 /* Elements whose content is text up to their end tag. */
 static const char *const raw_text[] = {"script", "style", "textarea", "title", "xmp", "iframe", "noembed",
                                        "noframes", "noscript", NULL};
@@ -155,18 +158,51 @@ static bool open_push(open_stack *o, const char *name, size_t n) {
 /* An end tag: closes its element with everything above it, as the parser does, unless the parser would ignore it
  * (no such element open; for a special element, one that bounds scope above it; for others, a special element above
  * it). Where unsure it closes less: the modelled depth stays an upper bound of the tree's. */
+/* Pops the entries from the top down to index j, j included. */
+static void open_pop_to(open_stack *o, int32_t j) {
+    while (o->depth > j) {
+        const open_entry *e = &o->stack[--o->depth];
+        *name_slot(o, e->hash) = e->prev_same;
+    }
+}
+
+/* The topmost open element named `name` (a literal) above the topmost open table, or -1. */
+static int32_t open_in_table(open_stack *o, const char *name) {
+    int32_t j = *name_slot(o, name_hash(name, strlen(name)));
+    int32_t table = *name_slot(o, name_hash("table", 5));
+    return j > table ? j : -1;
+}
+
+/* A start tag of a table part: the cell (for td / th) or row (for tr) of the current table still open closes first. */
+static void open_table_part(open_stack *o, const char *name, size_t n) {
+    if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
+    bool cell = (n == 2 && (!strncasecmp(name, "td", 2) || !strncasecmp(name, "th", 2)));
+    bool row = n == 2 && !strncasecmp(name, "tr", 2);
+    if (!cell && !row) return;
+    int32_t j = open_in_table(o, "td"), k = open_in_table(o, "th");
+    if (k > j) j = k;
+    if (row) { /* a new row closes the open row (and its cell) */
+        k = open_in_table(o, "tr");
+        if (k >= 0 && (j < 0 || k < j)) j = k;
+    }
+    if (j >= 0) open_pop_to(o, j);
+}
+
 static void open_pop(open_stack *o, const char *name, size_t n) {
     if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
     uint64_t h = name_hash(name, n);
     int32_t *top = name_slot(o, h), j = *top;
     if (j < 0 || o->depth == 0) return;
+    if (tag_in(name, n, table_part) || (n == 5 && !strncasecmp(name, "table", 5))) {
+        /* in table scope: only a table above it stops it */
+        int32_t table = *name_slot(o, name_hash("table", 5));
+        if (n == 5 || j > table) open_pop_to(o, j);
+        return;
+    }
     const open_entry *t = &o->stack[o->depth - 1];
     bool is_special = tag_in(name, n, special);
     if (is_special ? t->bound_at > j : t->special_at > j) return;
-    while (o->depth > j) {
-        const open_entry *e = &o->stack[--o->depth];
-        *name_slot(o, e->hash) = e->prev_same;
-    }
+    open_pop_to(o, j);
 }
 
 /* The deepest nesting of elements the tags give, ignoring those in void_or_optional (an upper bound of the tree's
@@ -233,6 +269,10 @@ static size_t nesting_depth(const char *s, size_t n, size_t *max_attrs) {
             if (!c) break;
             p = c;
             continue;
+        }
+        if (tag_in(name, nl, table_part)) {
+            if (*name_slot(o, name_hash("table", 5)) < 0) continue; /* outside a table the parser ignores them */
+            open_table_part(o, name, nl);
         }
         if (!open_push(o, name, nl)) {
             max = HTML_MAX_DEPTH + 1;

@@ -20,9 +20,10 @@
  * without network access anyway).
  *
  * Cost (issue 29): libxml2's DOM and the parts' bytes count against the document's memory budget
- * (cq_reader_limits.max_bytes; through libxml2's allocator hooks, per thread: past it the parse fails as "document
- * too large"); styles, lists and list definitions are found by binary search; the cancel flag is looked at as libxml2
- * allocates and every DOCX_CANCEL_EVERY body elements. */
+ * (cq_reader_limits.max_bytes; libxml2's allocations are counted per thread through its allocator hooks, and the parts
+ * are parsed in chunks: past the budget the parse stops, "document too large"); styles, lists and list definitions
+ * are found by binary search; the cancel flag is looked at between chunks and every DOCX_CANCEL_EVERY body
+ * elements. */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,7 +49,8 @@
 #define DOCX_MAX_LISTS 4096
 #define DOCX_LEVELS 9
 #define DOCX_MAX_DEFERRED 64 /* text boxes anchored in one paragraph */
-#define DOCX_CANCEL_EVERY 256 /* body elements (libxml2 allocations) between looks at the cancel flag */
+#define DOCX_CANCEL_EVERY 256 /* body elements between looks at the cancel flag */
+#define DOCX_PARSE_CHUNK (64u << 10) /* bytes of XML parsed between looks at the budget and the cancel flag */
 
 /* ---------------------------------------------------------------------------------------------------------
  * XML helpers: WordprocessingML elements by local name (transitional and strict namespaces alike)
@@ -650,28 +652,26 @@ static void body_blocks(docx *d, const xmlNode *n) {
  * --------------------------------------------------------------------------------------------------------- */
 
 /* libxml2's memory, counted per reading. libxml2 allocates through hooks that are global to the process
- * (xmlMemSetup); they count what each thread's libxml2 holds into that thread's current docx_mem, when it has one,
- * and refuse (libxml2 then fails the parse as out of memory) past the reading's budget, or once its cancel flag is
- * set. A 125 KB file whose parts inflate to 2 x 61 MB of <a/> made a DOM of 4.4 GB; now the DOM, the parts' bytes
- * and the text count against --doc-memory-mb. */
+ * (xmlMemSetup); they count what each thread's libxml2 holds into that thread's current docx_mem, when it has one.
+ * They never refuse (libxml2 2.9 leaks on some of its out-of-memory paths): the parts are parsed in chunks
+ * (DOCX_PARSE_CHUNK) and the parse stops between two chunks once the reading is past its budget or cancelled, an
+ * overshoot of what one chunk can build. The parts' own buffers are refused past the budget. A 125 KB file whose
+ * parts inflate to 2 x 61 MB of <a/> made a DOM of 4.4 GB; now the DOM, the parts' bytes and the text count against
+ * --doc-memory-mb. */
 typedef struct {
     size_t bytes, peak;      /* held now by libxml2 and the parts' buffers; most held */
     size_t limit;            /* 0: none */
     const atomic_bool *cancel;
-    size_t calls;
     bool refused, cancelled;
 } docx_mem;
 
 static _Thread_local docx_mem *tl_mem;
 
+/* Whether the reading may go on: within its budget (with `more` bytes), not cancelled. Sets the flag that stops it. */
 static bool mem_allows(docx_mem *m, size_t more) {
-    if (m->cancel && ++m->calls % DOCX_CANCEL_EVERY == 0 && atomic_load(m->cancel)) m->cancelled = true;
-    if (m->cancelled) return false;
-    if (m->limit && (more > m->limit || m->bytes + more > m->limit)) {
-        m->refused = true;
-        return false;
-    }
-    return true;
+    if (m->cancel && atomic_load(m->cancel)) m->cancelled = true;
+    if (m->limit && (more > m->limit || m->bytes + more > m->limit)) m->refused = true;
+    return !m->cancelled && !m->refused;
 }
 
 static void mem_add(docx_mem *m, void *p) {
@@ -686,7 +686,6 @@ static void mem_sub(docx_mem *m, void *p) {
 
 static void *xml_malloc(size_t n) {
     docx_mem *m = tl_mem;
-    if (m && !mem_allows(m, n)) return NULL;
     void *p = malloc(n);
     if (m && p) mem_add(m, p);
     return p;
@@ -695,7 +694,6 @@ static void *xml_malloc(size_t n) {
 static void *xml_realloc(void *old, size_t n) {
     docx_mem *m = tl_mem;
     size_t had = old ? malloc_usable_size(old) : 0;
-    if (m && n > had && !mem_allows(m, n - had)) return NULL;
     void *p = realloc(old, n);
     if (m && p) {
         m->bytes = m->bytes > had ? m->bytes - had : 0;
@@ -708,6 +706,18 @@ static void xml_free(void *p) {
     if (!p) return;
     if (tl_mem) mem_sub(tl_mem, p);
     free(p);
+}
+
+/* The parts' buffers: counted as libxml2's memory is, refused past the budget. */
+static void *part_malloc(size_t n) {
+    if (tl_mem && !mem_allows(tl_mem, n)) return NULL;
+    return xml_malloc(n);
+}
+
+static void *part_realloc(void *old, size_t n) {
+    size_t had = old ? malloc_usable_size(old) : 0;
+    if (tl_mem && n > had && !mem_allows(tl_mem, n - had)) return NULL;
+    return xml_realloc(old, n);
 }
 
 static char *xml_strdup(const char *s) {
@@ -749,7 +759,7 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
                           zip_strerror(z));
     size_t want = (st.valid & ZIP_STAT_SIZE) ? (st.size < cap ? (size_t)st.size : cap) : (cap < (1u << 20) ? cap : 1u << 20);
     size_t size = want + 1, n = 0;
-    char *buf = xml_malloc(size + 1); /* counted, as libxml2's memory is */
+    char *buf = part_malloc(size + 1); /* counted, as libxml2's memory is */
     cq_status rc = buf ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading %s", name);
     while (!rc) {
         if (n == size) { /* the declared size was wrong: grow up to the cap */
@@ -760,7 +770,7 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
                 break;
             }
             size_t nsize = size * 2 > cap + 1 ? cap + 1 : size * 2;
-            char *nb = xml_realloc(buf, nsize + 1);
+            char *nb = part_realloc(buf, nsize + 1);
             if (!nb) {
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading %s", name);
                 break;
@@ -793,9 +803,10 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
     return CQ_OK;
 }
 
-/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits. The bytes are
- * read as UTF-8 whatever the part declares (Word writes nothing else), so that the DTD check sees what the parser
- * sees: a DOCTYPE hidden in UTF-16 or EBCDIC is not well-formed UTF-8. */
+/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits, in chunks with
+ * the budget and the cancel flag looked at between them. The bytes are read as UTF-8 whatever the part declares
+ * (Word writes nothing else), so that the DTD check sees what the parser sees: a part that starts with a UTF-16 or
+ * EBCDIC signature or holds a NUL byte (UTF-16, UTF-32) is refused. */
 static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDoc **out, cq_err *err) {
     *out = NULL;
     for (size_t i = 0; i + 9 <= len; i++)
@@ -803,13 +814,34 @@ static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDo
             return cq_err_set(err, CQ_ERR_FORMAT,
                               "%s declares a DTD (<!DOCTYPE>), which Word never writes: refused (its entities "
                               "could expand without bound)", name);
+    const unsigned char *u = (const unsigned char *)buf;
+    if ((len >= 2 && ((u[0] == 0xFE && u[1] == 0xFF) || (u[0] == 0xFF && u[1] == 0xFE))) ||
+        (len >= 4 && !memcmp(buf, "\x4C\x6F\xA7\x94", 4)) || memchr(buf, 0, len))
+        return cq_err_set(err, CQ_ERR_FORMAT, "damaged Word file: %s is not well-formed XML (not UTF-8)", name);
     pthread_once(&xml_once, xml_init);
-    xmlParserCtxt *ctxt = xmlNewParserCtxt();
+    xmlParserCtxt *ctxt = xmlCreatePushParserCtxt(NULL, NULL, NULL, 0, name);
     if (!ctxt) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory parsing %s", name);
-    xmlDoc *doc = xmlCtxtReadMemory(ctxt, buf, (int)len, name, "UTF-8",
-                                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    xmlCtxtUseOptions(ctxt, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_IGNORE_ENC);
+    docx_mem *m = tl_mem;
+    bool stopped = false;
+    size_t off = 0;
+    do {
+        size_t n = len - off < DOCX_PARSE_CHUNK ? len - off : DOCX_PARSE_CHUNK;
+        xmlParseChunk(ctxt, buf + off, (int)n, off + n >= len);
+        off += n;
+        if (!ctxt->wellFormed) break;
+        if (m && !mem_allows(m, 0)) {
+            stopped = true;
+            break;
+        }
+    } while (off < len);
+    xmlDoc *doc = ctxt->myDoc;
+    ctxt->myDoc = NULL;
     cq_status rc = CQ_OK;
-    if (!doc || !ctxt->wellFormed) {
+    if (stopped) {
+        rc = cq_err_set(err, m->cancelled ? CQ_ERR_CANCELLED : CQ_ERR_TOO_LARGE, "%s: %s", name,
+                        m->cancelled ? "cancelled" : "over the memory budget");
+    } else if (!doc || !ctxt->wellFormed) {
         const xmlError *e = xmlCtxtGetLastError(ctxt);
         char what[160] = "unknown error";
         if (e && e->message) {
@@ -819,6 +851,8 @@ static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDo
         }
         rc = cq_err_set(err, CQ_ERR_FORMAT, "damaged Word file: %s is not well-formed XML (line %d: %s)", name,
                         e ? e->line : 0, what);
+    }
+    if (rc) {
         xmlFreeDoc(doc);
         doc = NULL;
     }

@@ -155,9 +155,6 @@ static bool open_push(open_stack *o, const char *name, size_t n) {
     return true;
 }
 
-/* An end tag: closes its element with everything above it, as the parser does, unless the parser would ignore it
- * (no such element open; for a special element, one that bounds scope above it; for others, a special element above
- * it). Where unsure it closes less: the modelled depth stays an upper bound of the tree's. */
 /* Pops the entries from the top down to index j, j included. */
 static void open_pop_to(open_stack *o, int32_t j) {
     while (o->depth > j) {
@@ -188,6 +185,10 @@ static void open_table_part(open_stack *o, const char *name, size_t n) {
     if (j >= 0) open_pop_to(o, j);
 }
 
+/* An end tag: closes its element with everything above it, as the parser does, unless the parser would ignore it
+ * (no such element open; for a special element, one that bounds scope above it; for others, a special element above
+ * it). Where unsure it closes less: the modelled depth stays an upper bound of the tree's. Table parts and tables
+ * close in table scope. */
 static void open_pop(open_stack *o, const char *name, size_t n) {
     if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
     uint64_t h = name_hash(name, n);

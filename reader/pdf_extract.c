@@ -681,15 +681,32 @@ static uint64_t margin_key(const extraction *ex, const pdf_line *L, bool exact) 
     return h;
 }
 
-/* A line that starts like a clause heading ("Article 12", "Section 7.2", "第十二条 …"): never a running header,
- * however often its wording repeats (a 100-page PDF with an "Article NNN" heading atop each page lost them all). */
+/* A line that starts like a clause heading ("Article 12", "Section 7.2", "§ 3", "第十二条 …"): never a running header,
+ * however often its wording repeats (a 100-page PDF with an "Article NNN" heading atop each page lost them all).
+ * Chapter, part and schedule lines ("第三章 劳动合同", "Schedule 2") are not clause headings: books repeat them atop
+ * their pages. */
 static bool clause_heading_line(const extraction *ex, const pdf_line *L) {
     bool strong = false;
     const uint32_t *cp = ex->g.cp + L->first;
-    size_t k = cq_dt_item_label(cp, L->n < 40 ? L->n : 40, &strong);
+    size_t n = L->n < 40 ? L->n : 40;
+    size_t k = cq_dt_item_label(cp, n, &strong);
     if (!k || !strong) return false;
-    /* bullets are strong labels too, but not headings */
-    return !(cp[0] == 0x2022 || cp[0] == 0x25CF || cp[0] == 0x25A0 || cp[0] == 0x25C6 || cp[0] == '-' || cp[0] == '*');
+    for (size_t i = 0; i < k; i++)
+        if (cp[i] == 0x6761) return true; /* 条 */
+    static const char *const words[] = {"Article", "ARTICLE", "Section", "SECTION", "Clause", "CLAUSE", "\xC2\xA7"};
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+        size_t i = 0, b = 0;
+        const char *p = words[w];
+        while (p[b] && i < n) { /* the word's code points, decoded from its UTF-8 */
+            size_t l;
+            uint32_t c = cq_utf8_decode(p + b, strlen(p + b), &l);
+            if (cp[i] != c) break;
+            b += l;
+            i++;
+        }
+        if (!p[b]) return true;
+    }
+    return false;
 }
 
 /* Marks in row[] the lines of the top row (1) and the bottom row (2) of each page: kept horizontal lines whose

@@ -100,10 +100,12 @@ static void test_article_headings(void **state) {
     cq_doctext_free(&d);
 }
 
-/* A real running header still goes: the same words atop every page that has other text. */
+/* A real running header still goes: the same words atop every page that has other text, a chapter's name too (books
+ * repeat it atop their pages: only clause headings, Article / Section / 第…条, are kept). */
 static size_t headed_page(int k, char *buf, size_t cap) {
     return (size_t)snprintf(buf, cap,
                             "BT /F1 9 Tf 72 760 Td (SERVICES AGREEMENT - CONFIDENTIAL) Tj ET\n"
+                            "BT /F1 9 Tf 72 748 Td (Chapter 3 Payments) Tj ET\n"
                             "BT /F1 11 Tf 72 600 Td (Clause text number %d says something of its own, %s.) Tj ET\n"
                             "BT /F1 9 Tf 300 30 Td (Page %d of 40) Tj ET",
                             k + 1, k % 2 ? "odd" : "even", k + 1);
@@ -117,6 +119,7 @@ static void test_running_header_still_dropped(void **state) {
     cq_status rc = read_pdf(&d, &err);
     if (rc) fail_msg("%s", err.msg);
     assert_null(strstr(d.text, "CONFIDENTIAL"));
+    assert_null(strstr(d.text, "Chapter 3"));
     assert_null(strstr(d.text, "of 40"));
     assert_non_null(strstr(d.text, "Clause text number 40 says"));
     assert_true(d.quality > 0.99);

@@ -571,7 +571,8 @@ static page_result read_page(fz_context *ctx, fz_document *doc, pdf_document *ma
     pi->n_lines = (uint32_t)ex->n_lines - pi->first_line;
     if (s->nomem || ex->nomem) return PAGE_NOMEM;
     s->budget->own = record_bytes(ex, s);
-    return budget_allows(s->budget, 0) ? PAGE_READ : PAGE_OVER_BUDGET;
+    if (budget_allows(s->budget, 0)) return PAGE_READ;
+    return s->budget->cancelled ? PAGE_CANCELLED : PAGE_OVER_BUDGET; /* a cancel is not a budget's refusal */
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -1813,8 +1814,8 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         if (st) goto out;
         page_result r = read_page(ctx, doc, page_map ? pdf : NULL, p, &ex, &scratch);
         if (r == PAGE_CANCELLED) {
-            snprintf(when, sizeof when, "on page %d of %d", p + 1, n_pages);
-            st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled %s", when);
+            st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled after %d of %d pages, within page %d", p, n_pages,
+                            p + 1);
             goto out;
         }
         if (r == PAGE_NOMEM) {

@@ -4,6 +4,7 @@
  * layout table around the content, a data table, lists, hidden elements), the same page in GB2312 declared in a
  * <meta> (and undeclared), and broken or empty ones. */
 #include <iconv.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,10 +337,51 @@ static void test_budget_and_cancel(void **state) {
     cq_strbuf_free(&b);
 }
 
+/* On a thread of 1 MB of stack (the service's floor, app/stack_floor.c): `<div></i>` x100k made gumbo a tree
+ * 100,000 deep whose recursive free overflowed such a stack; formatting elements reopened ever deeper make a tree of
+ * thousands of levels that gumbo builds within the parse's time. Neither may crash: the first is refused before
+ * gumbo, the second's tree is freed by the allocation list. */
+typedef struct {
+    const char *piece;
+    int times;
+    cq_status rc;
+    char name[32];
+} deep_job;
+
+static void *read_deep(void *arg) {
+    deep_job *j = arg;
+    cq_strbuf b = {0};
+    for (int i = 0; i < j->times; i++) cq_strbuf_puts(&b, j->piece);
+    cq_doctext d;
+    cq_err err = {0};
+    j->rc = read_html(b.data, b.len, &d, &err);
+    snprintf(j->name, sizeof j->name, "%s", j->rc ? cq_err_name(&err) : "ok");
+    if (!j->rc) cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    return NULL;
+}
+
+static void test_deep_trees_on_small_stacks(void **state) {
+    (void)state;
+    deep_job jobs[] = {{"<div></i>", 100000, 0, ""}, {"<div><b>x</div><i>y</i>", 8000, 0, ""}};
+    for (size_t k = 0; k < sizeof jobs / sizeof *jobs; k++) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 1u << 20);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, &at, read_deep, &jobs[k]), 0);
+        pthread_join(t, NULL);
+        pthread_attr_destroy(&at);
+        assert_int_equal(jobs[k].rc, CQ_ERR_FORMAT);
+        assert_string_equal(jobs[k].name, "too_deep");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_shapes),
         cmocka_unit_test(test_budget_and_cancel),
+        cmocka_unit_test(test_deep_trees_on_small_stacks),
         cmocka_unit_test(test_page),
         cmocka_unit_test(test_charsets),
         cmocka_unit_test(test_tables),

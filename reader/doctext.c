@@ -690,9 +690,10 @@ static void builder_free(text_builder *b) {
 
 /* ---- decoding ---- */
 
-char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len) {
+char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len, size_t *replaced) {
     iconv_t cd = iconv_open("UTF-8", from);
     if (cd == (iconv_t)-1) return NULL;
+    if (replaced) *replaced = 0;
     size_t cap = len * 2 + 16;
     char *buf = malloc(cap);
     if (!buf) {
@@ -701,32 +702,59 @@ char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_le
     }
     char *in = (char *)data, *o = buf;
     size_t in_left = len, out_left = cap - 1;
+    bool ok = true;
     while (in_left > 0) {
         size_t r = iconv(cd, &in, &in_left, &o, &out_left);
         if (r != (size_t)-1) break;
-        if (errno == E2BIG) {
+        if (errno == E2BIG || (replaced && out_left < 4)) {
             size_t used = (size_t)(o - buf);
             cap *= 2;
             char *nb = realloc(buf, cap);
-            if (!nb) break;
+            if (!nb) {
+                ok = false;
+                break;
+            }
             buf = nb;
             o = buf + used;
             out_left = cap - used - 1;
             continue;
         }
-        /* an invalid or incomplete sequence: the input is not in this encoding */
-        free(buf);
-        iconv_close(cd);
-        return NULL;
+        if (!replaced) { /* an invalid or incomplete sequence: the input is not in this encoding */
+            ok = false;
+            break;
+        }
+        /* as browsers decode: the bad byte becomes U+FFFD and decoding goes on at the next one (an ASCII byte after
+         * a lead byte is itself again); a sequence cut off at the end is one U+FFFD */
+        memcpy(o, "\xEF\xBF\xBD", 3);
+        o += 3;
+        out_left -= 3;
+        (*replaced)++;
+        if (errno == EINVAL) {
+            in += in_left;
+            in_left = 0;
+            break;
+        }
+        in++;
+        in_left--;
+        iconv(cd, NULL, NULL, NULL, NULL); /* back to the initial state */
     }
     iconv_close(cd);
-    if (in_left > 0) {
+    if (!ok || in_left > 0) {
         free(buf);
         return NULL;
     }
     *o = 0;
     *out_len = (size_t)(o - buf);
     return buf;
+}
+
+/* A guess of GB18030 for bytes that are not UTF-8 holds when at most a few characters had to be replaced (one in
+ * 50 of the multi-byte characters, and never more than half of them): otherwise the bytes are something else. */
+bool cq_dt_gb_guess_holds(const char *utf8, size_t n, size_t replaced) {
+    size_t multi = 0;
+    for (size_t i = 0; i < n; i++) multi += ((unsigned char)utf8[i] & 0xC0) == 0xC0;
+    if (replaced > multi / 2) return false;
+    return replaced <= 2 || replaced * 50 <= multi;
 }
 
 /* Returns the text as UTF-8: *owned is set when the result was converted (caller frees it). A UTF-8 BOM is
@@ -741,7 +769,7 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
     if (len >= 2 && (((unsigned char)data[0] == 0xFF && (unsigned char)data[1] == 0xFE) ||
                      ((unsigned char)data[0] == 0xFE && (unsigned char)data[1] == 0xFF))) {
         bool le = (unsigned char)data[0] == 0xFF;
-        char *c = cq_dt_iconv(le ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len);
+        char *c = cq_dt_iconv(le ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len, NULL);
         if (c) {
             *owned = c;
             return c;
@@ -761,11 +789,14 @@ static const char *decode_text(const char *data, size_t len, size_t *out_len, ch
             i += l;
         }
         if (invalid > valid_multi) {
-            char *c = cq_dt_iconv("GB18030", data, len, out_len);
-            if (c) {
+            /* a bad byte (a page cut or damaged in transit) spoils only its own character, as in a browser */
+            size_t replaced;
+            char *c = cq_dt_iconv("GB18030", data, len, out_len, &replaced);
+            if (c && cq_dt_gb_guess_holds(c, *out_len, replaced)) {
                 *owned = c;
                 return c;
             }
+            free(c);
         }
     }
     *out_len = len;
@@ -804,6 +835,9 @@ static cq_status open_input(const cq_reader_input *in, cq_doctext *out, const ch
     if (in->len > UINT32_MAX / 4)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "the file is too large (%zu bytes)", in->len);
     if (in->len == 0) return cq_err_set(err, CQ_ERR_EMPTY, "the file contains no text (0 bytes)");
+    cq_status rc = cq_reader_check_cancel(in->limits, "before reading the text", err); /* the reading is linear and
+                                                                                          short: 8 MB in 0.4 s */
+    if (rc) return rc;
     *text = decode_text(in->data, in->len, n, owned);
     return CQ_OK;
 }

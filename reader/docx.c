@@ -17,9 +17,18 @@
  * more than DOCX_MAX_TOTAL_BYTES in all, XML that is not well-formed UTF-8 or nests deeper than libxml2's default
  * limit (XML_PARSE_HUGE stays off), and any DOCTYPE (Word never writes one; refusing it rules out entity expansion
  * bombs and external entities before libxml2 sees the text, which is parsed without entity substitution and
- * without network access anyway). */
+ * without network access anyway).
+ *
+ * Cost (issue 29): libxml2's DOM and the parts' bytes count against the document's memory budget
+ * (cq_reader_limits.max_bytes; libxml2's allocations are counted per thread through its allocator hooks, and the parts
+ * are parsed in chunks: past the budget the parse stops, "document too large"); styles, lists and list definitions
+ * are found by binary search; the cancel flag is looked at between chunks and every DOCX_CANCEL_EVERY body
+ * elements. */
+#include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +49,8 @@
 #define DOCX_MAX_LISTS 4096
 #define DOCX_LEVELS 9
 #define DOCX_MAX_DEFERRED 64 /* text boxes anchored in one paragraph */
+#define DOCX_CANCEL_EVERY 256 /* body elements between looks at the cancel flag */
+#define DOCX_PARSE_CHUNK (64u << 10) /* bytes of XML parsed between looks at the budget and the cancel flag */
 
 /* ---------------------------------------------------------------------------------------------------------
  * XML helpers: WordprocessingML elements by local name (transitional and strict namespaces alike)
@@ -118,18 +129,36 @@ typedef struct {
 
 typedef struct {
     int id, abstract;              /* index into the abstract list, -1 unknown */
+    int abstract_id;               /* the w:abstractNumId it names */
     int start_override[DOCX_LEVELS]; /* -1 none */
     bool override_done[DOCX_LEVELS];
 } docx_num;
 
+/* Keys of lookup tables sorted by id (then by position). */
+typedef struct {
+    const char *id;
+    uint32_t at;
+} style_key;
+
+typedef struct {
+    int id;
+    uint32_t at;
+} num_key;
+
 typedef struct {
     docx_style *styles;
     size_t n_styles;
+    style_key *style_order; /* styles by id (then by position): lookups by binary search */
     docx_abstract *abstracts;
     size_t n_abstracts;
     docx_num *nums;
     size_t n_nums;
+    num_key *num_order;       /* nums by id (then by position) */
+    num_key *abstract_order;  /* abstracts by id (then by position) */
     cq_dt_blocks *blocks;
+    const cq_reader_limits *limits;
+    size_t paragraphs;        /* read so far, for the cancel flag */
+    bool cancelled;
     xmlNode *deferred[DOCX_MAX_DEFERRED]; /* text boxes of the paragraph, read after it */
     size_t n_deferred;
     char *title;          /* the first paragraph styled "Title" */
@@ -146,10 +175,52 @@ static int heading_of_name(const char *name) {
     return p[0] >= '1' && p[0] <= '9' && !p[1] ? p[0] - '0' : 0;
 }
 
+/* Sorting and searching by id: the first of equal ids in document order wins, as a linear search found it. */
+static int cmp_style_key(const void *a, const void *b) {
+    const style_key *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+static int cmp_num_key(const void *a, const void *b) {
+    const num_key *x = a, *y = b;
+    if (x->id != y->id) return (x->id > y->id) - (x->id < y->id);
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* O(log n): 4,096 styles with deep basedOn chains made every paragraph walk the list (50k paragraphs 43 s). */
 static const docx_style *style_find(const docx *d, const char *id) {
-    for (size_t i = 0; id && i < d->n_styles; i++)
-        if (!strcmp(d->styles[i].id, id)) return &d->styles[i];
-    return NULL;
+    if (!id || !d->style_order) return NULL;
+    size_t lo = 0, hi = d->n_styles;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(d->style_order[mid].id, id) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < d->n_styles && !strcmp(d->style_order[lo].id, id) ? &d->styles[d->style_order[lo].at] : NULL;
+}
+
+/* The first of keys[0..n) (sorted) with this id, as an index of what they sort, or -1. */
+static int num_key_find(const num_key *keys, size_t n, int id) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && keys[lo].id == id ? (int)keys[lo].at : -1;
+}
+
+static num_key *num_keys(size_t n, const void *items, size_t item_size, size_t id_offset) {
+    num_key *k = malloc((n ? n : 1) * sizeof *k);
+    if (!k) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int id;
+        memcpy(&id, (const char *)items + i * item_size + id_offset, sizeof id);
+        k[i] = (num_key){id, (uint32_t)i};
+    }
+    qsort(k, n, sizeof *k, cmp_num_key);
+    return k;
 }
 
 /* Style properties through the basedOn chain: the first style that states it. */
@@ -202,6 +273,14 @@ static void read_styles(docx *d, xmlNode *root) {
             s->ilvl = attr_int(child_w(numpr, "ilvl"), "val", 0);
         }
     }
+    if (!d->n_styles) return;
+    d->style_order = malloc(d->n_styles * sizeof *d->style_order);
+    if (!d->style_order) {
+        d->nomem = true;
+        return;
+    }
+    for (size_t i = 0; i < d->n_styles; i++) d->style_order[i] = (style_key){d->styles[i].id, (uint32_t)i};
+    qsort(d->style_order, d->n_styles, sizeof *d->style_order, cmp_style_key);
 }
 
 static void read_numbering(docx *d, xmlNode *root) {
@@ -244,10 +323,8 @@ static void read_numbering(docx *d, xmlNode *root) {
         } else if (is_w(c, "num") && d->n_nums < nn) {
             docx_num *m = &d->nums[d->n_nums++];
             m->id = attr_int(c, "numId", -1);
-            int abstract_id = attr_int(child_w(c, "abstractNumId"), "val", -1);
+            m->abstract_id = attr_int(child_w(c, "abstractNumId"), "val", -1);
             m->abstract = -1;
-            for (size_t i = 0; i < d->n_abstracts; i++)
-                if (d->abstracts[i].id == abstract_id) m->abstract = (int)i;
             for (int l = 0; l < DOCX_LEVELS; l++) m->start_override[l] = -1;
             for (xmlNode *o = c->children; o; o = o->next) {
                 if (!is_w(o, "lvlOverride")) continue;
@@ -257,16 +334,17 @@ static void read_numbering(docx *d, xmlNode *root) {
             }
         }
     }
-    /* <w:num> may come before the <w:abstractNum> it names in hand-made files: resolve again */
-    for (size_t k = 0; k < d->n_nums; k++) {
-        if (d->nums[k].abstract >= 0) continue;
-        for (xmlNode *c = root ? root->children : NULL; c; c = c->next)
-            if (is_w(c, "num") && attr_int(c, "numId", -1) == d->nums[k].id) {
-                int abstract_id = attr_int(child_w(c, "abstractNumId"), "val", -1);
-                for (size_t i = 0; i < d->n_abstracts; i++)
-                    if (d->abstracts[i].id == abstract_id) d->nums[k].abstract = (int)i;
-            }
+    /* <w:num> may come before the <w:abstractNum> it names in hand-made files: each is resolved once all are read,
+     * by binary search (a second walk of the part per unresolved num was quadratic: 4,096 nums naming no list ran
+     * for minutes) */
+    d->abstract_order = num_keys(d->n_abstracts, d->abstracts, sizeof *d->abstracts, offsetof(docx_abstract, id));
+    d->num_order = num_keys(d->n_nums, d->nums, sizeof *d->nums, offsetof(docx_num, id));
+    if (!d->abstract_order || !d->num_order) {
+        d->nomem = true;
+        return;
     }
+    for (size_t k = 0; k < d->n_nums; k++)
+        d->nums[k].abstract = num_key_find(d->abstract_order, d->n_abstracts, d->nums[k].abstract_id);
 }
 
 /* ---- numbers as Word shows them ---- */
@@ -347,9 +425,8 @@ static void put_number(cq_strbuf *b, int v, const char *fmt) {
 }
 
 static docx_num *num_find(docx *d, int id) {
-    for (size_t i = 0; i < d->n_nums; i++)
-        if (d->nums[i].id == id) return &d->nums[i];
-    return NULL;
+    int i = d->num_order ? num_key_find(d->num_order, d->n_nums, id) : -1;
+    return i >= 0 ? &d->nums[i] : NULL;
 }
 
 /* Counts the paragraph in list num_id at level ilvl and appends the number Word shows for it. */
@@ -557,8 +634,13 @@ static void table_rows(docx *d, const xmlNode *n, bool one_column) {
 }
 
 static void body_blocks(docx *d, const xmlNode *n) {
-    for (xmlNode *c = n->children; c && !d->nomem; c = c->next) {
+    for (xmlNode *c = n->children; c && !d->nomem && !d->cancelled; c = c->next) {
         if (c->type != XML_ELEMENT_NODE || skipped(c)) continue;
+        if (++d->paragraphs % DOCX_CANCEL_EVERY == 0 && d->limits && d->limits->cancel &&
+            atomic_load(d->limits->cancel)) {
+            d->cancelled = true;
+            return;
+        }
         if (is_w(c, "p")) paragraph(d, c, NULL);
         else if (is_w(c, "tbl")) table(d, c);
         else body_blocks(d, c); /* w:sdt / w:sdtContent, w:customXml, w:ins … */
@@ -569,8 +651,90 @@ static void body_blocks(docx *d, const xmlNode *n) {
  * The archive and its XML parts
  * --------------------------------------------------------------------------------------------------------- */
 
+/* libxml2's memory, counted per reading. libxml2 allocates through hooks that are global to the process
+ * (xmlMemSetup); they count what each thread's libxml2 holds into that thread's current docx_mem, when it has one.
+ * They never refuse (libxml2 2.9 leaks on some of its out-of-memory paths): the parts are parsed in chunks
+ * (DOCX_PARSE_CHUNK) and the parse stops between two chunks once the reading is past its budget or cancelled, an
+ * overshoot of what one chunk can build. The parts' own buffers are refused past the budget. A 125 KB file whose
+ * parts inflate to 2 x 61 MB of <a/> made a DOM of 4.4 GB; now the DOM, the parts' bytes and the text count against
+ * --doc-memory-mb. */
+typedef struct {
+    size_t bytes, peak;      /* held now by libxml2 and the parts' buffers; most held */
+    size_t limit;            /* 0: none */
+    const atomic_bool *cancel;
+    bool refused, cancelled;
+} docx_mem;
+
+static _Thread_local docx_mem *tl_mem;
+
+/* Whether the reading may go on: within its budget (with `more` bytes), not cancelled. Sets the flag that stops it. */
+static bool mem_allows(docx_mem *m, size_t more) {
+    if (m->cancel && atomic_load(m->cancel)) m->cancelled = true;
+    if (m->limit && (more > m->limit || m->bytes + more > m->limit)) m->refused = true;
+    return !m->cancelled && !m->refused;
+}
+
+static void mem_add(docx_mem *m, void *p) {
+    m->bytes += malloc_usable_size(p);
+    if (m->bytes > m->peak) m->peak = m->bytes;
+}
+
+static void mem_sub(docx_mem *m, void *p) {
+    size_t n = malloc_usable_size(p);
+    m->bytes = m->bytes > n ? m->bytes - n : 0; /* a block allocated before the reading began */
+}
+
+static void *xml_malloc(size_t n) {
+    docx_mem *m = tl_mem;
+    void *p = malloc(n);
+    if (m && p) mem_add(m, p);
+    return p;
+}
+
+static void *xml_realloc(void *old, size_t n) {
+    docx_mem *m = tl_mem;
+    size_t had = old ? malloc_usable_size(old) : 0;
+    void *p = realloc(old, n);
+    if (m && p) {
+        m->bytes = m->bytes > had ? m->bytes - had : 0;
+        mem_add(m, p);
+    }
+    return p;
+}
+
+static void xml_free(void *p) {
+    if (!p) return;
+    if (tl_mem) mem_sub(tl_mem, p);
+    free(p);
+}
+
+/* The parts' buffers: counted as libxml2's memory is, refused past the budget. */
+static void *part_malloc(size_t n) {
+    if (tl_mem && !mem_allows(tl_mem, n)) return NULL;
+    return xml_malloc(n);
+}
+
+static void *part_realloc(void *old, size_t n) {
+    size_t had = old ? malloc_usable_size(old) : 0;
+    if (tl_mem && n > had && !mem_allows(tl_mem, n - had)) return NULL;
+    return xml_realloc(old, n);
+}
+
+static char *xml_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = xml_malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* libxml2 reports some errors (an allocation refused) through its generic handler, to stderr by default */
+static void xml_quiet(void *ctx, const char *msg, ...) { (void)ctx, (void)msg; }
+
 static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
-static void xml_init(void) { xmlInitParser(); }
+static void xml_init(void) {
+    xmlMemSetup(xml_free, xml_malloc, xml_realloc, xml_strdup);
+    xmlInitParser();
+}
 
 /* Reads the part `name` (NOT_FOUND when the archive has none). *budget counts down the bytes all parts may take. */
 static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, size_t *budget, cq_err *err) {
@@ -595,7 +759,7 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
                           zip_strerror(z));
     size_t want = (st.valid & ZIP_STAT_SIZE) ? (st.size < cap ? (size_t)st.size : cap) : (cap < (1u << 20) ? cap : 1u << 20);
     size_t size = want + 1, n = 0;
-    char *buf = malloc(size + 1);
+    char *buf = part_malloc(size + 1); /* counted, as libxml2's memory is */
     cq_status rc = buf ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading %s", name);
     while (!rc) {
         if (n == size) { /* the declared size was wrong: grow up to the cap */
@@ -606,7 +770,7 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
                 break;
             }
             size_t nsize = size * 2 > cap + 1 ? cap + 1 : size * 2;
-            char *nb = realloc(buf, nsize + 1);
+            char *nb = part_realloc(buf, nsize + 1);
             if (!nb) {
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading %s", name);
                 break;
@@ -629,7 +793,7 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
                                "%s expands to more than %zu MB (a zip bomb, or a document too large to read)", name,
                                cap >> 20);
     if (rc) {
-        free(buf);
+        xml_free(buf);
         return rc;
     }
     buf[n] = 0;
@@ -639,9 +803,10 @@ static cq_status read_part(zip_t *z, const char *name, char **out, size_t *len, 
     return CQ_OK;
 }
 
-/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits. The bytes are
- * read as UTF-8 whatever the part declares (Word writes nothing else), so that the DTD check sees what the parser
- * sees: a DOCTYPE hidden in UTF-16 or EBCDIC is not well-formed UTF-8. */
+/* Parses one XML part: no DTD at all, no entity substitution, no network, libxml2's default limits, in chunks with
+ * the budget and the cancel flag looked at between them. The bytes are read as UTF-8 whatever the part declares
+ * (Word writes nothing else), so that the DTD check sees what the parser sees: a part that starts with a UTF-16 or
+ * EBCDIC signature or holds a NUL byte (UTF-16, UTF-32) is refused. */
 static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDoc **out, cq_err *err) {
     *out = NULL;
     for (size_t i = 0; i + 9 <= len; i++)
@@ -649,13 +814,34 @@ static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDo
             return cq_err_set(err, CQ_ERR_FORMAT,
                               "%s declares a DTD (<!DOCTYPE>), which Word never writes: refused (its entities "
                               "could expand without bound)", name);
+    const unsigned char *u = (const unsigned char *)buf;
+    if ((len >= 2 && ((u[0] == 0xFE && u[1] == 0xFF) || (u[0] == 0xFF && u[1] == 0xFE))) ||
+        (len >= 4 && !memcmp(buf, "\x4C\x6F\xA7\x94", 4)) || memchr(buf, 0, len))
+        return cq_err_set(err, CQ_ERR_FORMAT, "damaged Word file: %s is not well-formed XML (not UTF-8)", name);
     pthread_once(&xml_once, xml_init);
-    xmlParserCtxt *ctxt = xmlNewParserCtxt();
+    xmlParserCtxt *ctxt = xmlCreatePushParserCtxt(NULL, NULL, NULL, 0, name);
     if (!ctxt) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory parsing %s", name);
-    xmlDoc *doc = xmlCtxtReadMemory(ctxt, buf, (int)len, name, "UTF-8",
-                                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    xmlCtxtUseOptions(ctxt, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_IGNORE_ENC);
+    docx_mem *m = tl_mem;
+    bool stopped = false;
+    size_t off = 0;
+    do {
+        size_t n = len - off < DOCX_PARSE_CHUNK ? len - off : DOCX_PARSE_CHUNK;
+        xmlParseChunk(ctxt, buf + off, (int)n, off + n >= len);
+        off += n;
+        if (!ctxt->wellFormed) break;
+        if (m && !mem_allows(m, 0)) {
+            stopped = true;
+            break;
+        }
+    } while (off < len);
+    xmlDoc *doc = ctxt->myDoc;
+    ctxt->myDoc = NULL;
     cq_status rc = CQ_OK;
-    if (!doc || !ctxt->wellFormed) {
+    if (stopped) {
+        rc = cq_err_set(err, m->cancelled ? CQ_ERR_CANCELLED : CQ_ERR_TOO_LARGE, "%s: %s", name,
+                        m->cancelled ? "cancelled" : "over the memory budget");
+    } else if (!doc || !ctxt->wellFormed) {
         const xmlError *e = xmlCtxtGetLastError(ctxt);
         char what[160] = "unknown error";
         if (e && e->message) {
@@ -665,6 +851,8 @@ static cq_status parse_part(const char *name, const char *buf, size_t len, xmlDo
         }
         rc = cq_err_set(err, CQ_ERR_FORMAT, "damaged Word file: %s is not well-formed XML (line %d: %s)", name,
                         e ? e->line : 0, what);
+    }
+    if (rc) {
         xmlFreeDoc(doc);
         doc = NULL;
     }
@@ -682,7 +870,7 @@ static cq_status optional_part(zip_t *z, const char *name, size_t *budget, xmlDo
     if (rc == CQ_ERR_NOT_FOUND) return CQ_OK;
     if (rc) return rc;
     rc = parse_part(name, buf, len, doc, err);
-    free(buf);
+    xml_free(buf);
     return rc;
 }
 
@@ -704,30 +892,37 @@ cq_status cq_reader_read_docx(const cq_reader_input *in, cq_doctext *out, cq_err
     memset(out, 0, sizeof *out);
     if (!in || (!in->data && in->len)) return cq_err_set(err, CQ_ERR_INVALID, "no input data given");
     if (in->len == 0) return cq_err_set(err, CQ_ERR_EMPTY, "the file is empty (0 bytes)");
+    const cq_reader_limits *lim = in->limits;
+    cq_status rc = cq_reader_check_cancel(lim, "before reading the Word document", err);
+    if (rc) return rc;
+    pthread_once(&xml_once, xml_init);
+    docx_mem mem = {.limit = lim ? lim->max_bytes : 0, .cancel = lim ? lim->cancel : NULL};
 
     zip_error_t zerr;
     zip_error_init(&zerr);
     zip_source_t *src = zip_source_buffer_create(in->data, in->len, 0, &zerr);
     zip_t *z = src ? zip_open_from_source(src, ZIP_RDONLY, &zerr) : NULL;
     if (!z) {
-        cq_status rc = cq_err_set(err, CQ_ERR_FORMAT, "damaged or truncated Word file: not a readable zip archive (%s)",
-                                  zip_error_strerror(&zerr));
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "damaged or truncated Word file: not a readable zip archive (%s)",
+                        zip_error_strerror(&zerr));
         if (src) zip_source_free(src);
         zip_error_fini(&zerr);
         return rc;
     }
     zip_error_fini(&zerr);
 
-    docx d = {0};
+    docx d = {.limits = lim};
+    tl_mem = &mem; /* from here to the end, libxml2's memory and the parts' bytes count against the budget */
+    xmlSetGenericErrorFunc(NULL, xml_quiet); /* this thread's libxml2 */
     xmlDoc *body_doc = NULL, *styles = NULL, *numbering = NULL, *core = NULL;
     size_t budget = DOCX_MAX_TOTAL_BYTES;
     char *buf = NULL;
     size_t len = 0;
-    cq_status rc = read_part(z, "word/document.xml", &buf, &len, &budget, err);
+    rc = read_part(z, "word/document.xml", &buf, &len, &budget, err);
     if (rc == CQ_ERR_NOT_FOUND)
         rc = cq_err_set(err, CQ_ERR_FORMAT, "a zip archive but not a Word document (no word/document.xml)");
     if (!rc) rc = parse_part("word/document.xml", buf, len, &body_doc, err);
-    free(buf);
+    xml_free(buf);
     if (!rc) rc = optional_part(z, "word/styles.xml", &budget, &styles, err);
     if (!rc) rc = optional_part(z, "word/numbering.xml", &budget, &numbering, err);
     if (!rc) rc = optional_part(z, "docProps/core.xml", &budget, &core, err);
@@ -742,7 +937,9 @@ cq_status cq_reader_read_docx(const cq_reader_input *in, cq_doctext *out, cq_err
             d.blocks = cq_dt_blocks_new();
             if (!d.blocks) d.nomem = true;
             if (!d.nomem) body_blocks(&d, body);
-            if (d.nomem) {
+            if (d.cancelled) {
+                rc = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while reading the Word document");
+            } else if (d.nomem) {
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading the Word document");
             } else {
                 char *title = d.title ? d.title : core_title(core);
@@ -756,11 +953,18 @@ cq_status cq_reader_read_docx(const cq_reader_input *in, cq_doctext *out, cq_err
     cq_dt_blocks_free(d.blocks);
     free(d.title);
     free(d.styles);
+    free(d.style_order);
     free(d.abstracts);
+    free(d.abstract_order);
     free(d.nums);
+    free(d.num_order);
     xmlFreeDoc(body_doc);
     xmlFreeDoc(styles);
     xmlFreeDoc(numbering);
     xmlFreeDoc(core);
+    tl_mem = NULL;
+    /* a refusal of the budget or the cancel flag shows up as whatever libxml2 or a part made of it */
+    if (rc && mem.cancelled) rc = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while reading the Word document");
+    else if (rc && mem.refused) rc = cq_reader_check_bytes(lim, SIZE_MAX, "the Word document's XML", err);
     return rc;
 }

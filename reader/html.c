@@ -16,14 +16,23 @@
  * each row becomes one line. Other tables (pages laid out with tables) and tables of one column are read as
  * the paragraphs their cells hold.
  *
- * Bad input: a page nested deeper than HTML_MAX_DEPTH elements fails with a message before gumbo parses it (gumbo
- * gets slow on deep nesting and frees its tree recursively), and so does a page over HTML_MAX_BYTES. */
+ * Bad input: a page nested deeper than HTML_MAX_DEPTH elements (by a linear pre-scan that closes elements only as
+ * the parser would: `<div></i>` does not close the div), a tag with more than HTML_MAX_ATTRIBUTES attributes, and a
+ * page over HTML_MAX_BYTES fail with a message before gumbo parses them (gumbo is slow on deep nesting and checks
+ * attributes pairwise). Cost: every step is linear in the page's size (tests/cost/). The parser allocates through
+ * a counting allocator (the document's memory budget, cq_reader_limits; the cancel flag is looked at as it
+ * allocates and as the tree is walked), within a CPU time linear in the page's size (HTML_PARSE_CPU_S: markup that
+ * makes gumbo superlinear is refused), and its tree is freed by a list walk, never by gumbo's recursive free. */
 #include <ctype.h>
+#include <setjmp.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <gumbo.h>
 
@@ -35,6 +44,12 @@
 #define HTML_MAX_DEPTH 1000           /* elements open inside each other */
 #define HTML_CHARSET_SCAN_BYTES 4096
 #define HTML_SIMPLE_CELL_BLOCKS 3     /* paragraphs, divisions and line breaks a data cell may have */
+#define HTML_MAX_ATTRIBUTES 1000      /* attributes of one tag */
+/* CPU seconds the parser may take for a page of n bytes: linear, some 10 times what a page of text takes (gumbo
+ * reads about 15 MB/s); past it the page's markup is one of the shapes that make gumbo superlinear (formatting
+ * elements reopened in ever deeper blocks: `<div><b>x</div><i>y</i>` repeated nests one deeper each time) */
+#define HTML_PARSE_CPU_S(n) (1.0 + 2.0 * (double)(n) / (1u << 20))
+#define HTML_CANCEL_EVERY 4096        /* nodes walked (allocations of the parser) between looks at the cancel flag */
 
 /* ---------------------------------------------------------------------------------------------------------
  * Before parsing: the charset, and how deep the elements nest
@@ -50,8 +65,11 @@ static bool tag_in(const char *name, size_t n, const char *const *set) {
  * in a page that never closes them. */
 static const char *const void_or_optional[] = {
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr",
-    "keygen", "basefont", "bgsound", "frame", "image", "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup",
-    "thead", "tbody", "tfoot", "colgroup", "caption", "rb", "rt", "rtc", "rp", "html", "head", "body", NULL};
+    "keygen", "basefont", "bgsound", "frame", "image", "p", "li", "dt", "dd", "option", "optgroup",
+    "thead", "tbody", "tfoot", "colgroup", "rb", "rt", "rtc", "rp", "html", "head", "body", NULL};
+/* Table cells, rows and captions are counted (a cell closes what was left open in it: `<td><b>x</td>` repeated does
+ * not nest), and closed as the parser closes them: by their own end tag, or by the next cell or row of their table. */
+static const char *const table_part[] = {"td", "th", "tr", "caption", NULL};
 /* Elements whose content is text up to their end tag. */
 static const char *const raw_text[] = {"script", "style", "textarea", "title", "xmp", "iframe", "noembed",
                                        "noframes", "noscript", NULL};
@@ -63,11 +81,141 @@ static const char *find_ci(const char *s, const char *end, const char *needle) {
     return NULL;
 }
 
-/* The deepest nesting of elements the tags give, ignoring those in void_or_optional: an upper bound of the tree's
- * depth (a stray end tag cannot make it negative). */
-static size_t nesting_depth(const char *s, size_t n) {
+/* The HTML parser's special elements: an end tag of another element does not close what lies above one of them. */
+static const char *const special[] = {
+    "address", "applet", "area", "article", "aside", "base", "basefont", "bgsound", "blockquote", "body", "br",
+    "button", "caption", "center", "col", "colgroup", "dd", "details", "dir", "div", "dl", "dt", "embed", "fieldset",
+    "figcaption", "figure", "footer", "form", "frame", "frameset", "h1", "h2", "h3", "h4", "h5", "h6", "head",
+    "header", "hgroup", "hr", "html", "iframe", "img", "input", "keygen", "li", "link", "listing", "main", "marquee",
+    "menu", "meta", "nav", "noembed", "noframes", "noscript", "object", "ol", "p", "param", "plaintext", "pre",
+    "script", "section", "select", "source", "style", "summary", "table", "tbody", "td", "template", "textarea",
+    "tfoot", "th", "thead", "title", "tr", "track", "ul", "wbr", "xmp", NULL};
+/* Elements that bound the scope in which the end tag of a special element looks for its element. */
+static const char *const scope_bound[] = {"applet", "caption", "html", "table", "td", "th", "marquee", "object",
+                                          "template", NULL};
+
+/* The open elements as the pre-scan models them: a stack of at most HTML_MAX_DEPTH + 1 entries, each with its name's
+ * hash, the entry below it of the same name, and the topmost special / scope-bounding entry at or below it, so that
+ * an end tag is matched in O(1) (amortised: every entry is popped at most once). */
+typedef struct {
+    uint64_t hash;
+    int32_t prev_same, special_at, bound_at;
+} open_entry;
+
+#define NAME_SLOTS 4096 /* > 2 * (HTML_MAX_DEPTH + 1): the open-addressed table of the topmost entry of each name */
+
+typedef struct {
+    open_entry stack[HTML_MAX_DEPTH + 1];
+    int32_t depth;
+    uint64_t slot_hash[NAME_SLOTS];
+    int32_t slot_top[NAME_SLOTS]; /* -1: no open element of that name (the slot stays until the next rebuild) */
+    size_t slots_used;
+} open_stack;
+
+static uint64_t name_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint64_t)tolower((unsigned char)s[i])) * 1099511628211ull;
+    return h | 1; /* never 0: 0 marks an unused slot */
+}
+
+static int32_t *name_slot(open_stack *o, uint64_t h) {
+    size_t i = (size_t)(h % NAME_SLOTS);
+    while (o->slot_hash[i] && o->slot_hash[i] != h) i = (i + 1) % NAME_SLOTS;
+    if (!o->slot_hash[i]) {
+        o->slot_hash[i] = h;
+        o->slot_top[i] = -1;
+        o->slots_used++;
+    }
+    return &o->slot_top[i];
+}
+
+/* Past half full (a page of many different names), the table is made again from the open elements alone. */
+static void rebuild_slots(open_stack *o) {
+    memset(o->slot_hash, 0, sizeof o->slot_hash);
+    o->slots_used = 0;
+    for (int32_t i = 0; i < o->depth; i++) {
+        int32_t *top = name_slot(o, o->stack[i].hash);
+        o->stack[i].prev_same = *top;
+        *top = i;
+    }
+}
+
+/* Pushes an element; false when the stack is full (the page is too deep). */
+static bool open_push(open_stack *o, const char *name, size_t n) {
+    if (o->depth > HTML_MAX_DEPTH) return false;
+    if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
+    uint64_t h = name_hash(name, n);
+    int32_t *top = name_slot(o, h);
+    int32_t i = o->depth++;
+    int32_t below_special = i ? o->stack[i - 1].special_at : -1, below_bound = i ? o->stack[i - 1].bound_at : -1;
+    o->stack[i] = (open_entry){.hash = h, .prev_same = *top,
+                               .special_at = tag_in(name, n, special) ? i : below_special,
+                               .bound_at = tag_in(name, n, scope_bound) ? i : below_bound};
+    *top = i;
+    return true;
+}
+
+/* Pops the entries from the top down to index j, j included. */
+static void open_pop_to(open_stack *o, int32_t j) {
+    while (o->depth > j) {
+        const open_entry *e = &o->stack[--o->depth];
+        *name_slot(o, e->hash) = e->prev_same;
+    }
+}
+
+/* The topmost open element named `name` (a literal) above the topmost open table, or -1. */
+static int32_t open_in_table(open_stack *o, const char *name) {
+    int32_t j = *name_slot(o, name_hash(name, strlen(name)));
+    int32_t table = *name_slot(o, name_hash("table", 5));
+    return j > table ? j : -1;
+}
+
+/* A start tag of a table part: the cell (for td / th) or row (for tr) of the current table still open closes first. */
+static void open_table_part(open_stack *o, const char *name, size_t n) {
+    if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
+    bool cell = (n == 2 && (!strncasecmp(name, "td", 2) || !strncasecmp(name, "th", 2)));
+    bool row = n == 2 && !strncasecmp(name, "tr", 2);
+    if (!cell && !row) return;
+    int32_t j = open_in_table(o, "td"), k = open_in_table(o, "th");
+    if (k > j) j = k;
+    if (row) { /* a new row closes the open row (and its cell) */
+        k = open_in_table(o, "tr");
+        if (k >= 0 && (j < 0 || k < j)) j = k;
+    }
+    if (j >= 0) open_pop_to(o, j);
+}
+
+/* An end tag: closes its element with everything above it, as the parser does, unless the parser would ignore it
+ * (no such element open; for a special element, one that bounds scope above it; for others, a special element above
+ * it). Where unsure it closes less: the modelled depth stays an upper bound of the tree's. Table parts and tables
+ * close in table scope. */
+static void open_pop(open_stack *o, const char *name, size_t n) {
+    if (o->slots_used > NAME_SLOTS / 2) rebuild_slots(o);
+    uint64_t h = name_hash(name, n);
+    int32_t *top = name_slot(o, h), j = *top;
+    if (j < 0 || o->depth == 0) return;
+    if (tag_in(name, n, table_part) || (n == 5 && !strncasecmp(name, "table", 5))) {
+        /* in table scope: only a table above it stops it */
+        int32_t table = *name_slot(o, name_hash("table", 5));
+        if (n == 5 || j > table) open_pop_to(o, j);
+        return;
+    }
+    const open_entry *t = &o->stack[o->depth - 1];
+    bool is_special = tag_in(name, n, special);
+    if (is_special ? t->bound_at > j : t->special_at > j) return;
+    open_pop_to(o, j);
+}
+
+/* The deepest nesting of elements the tags give, ignoring those in void_or_optional (an upper bound of the tree's
+ * depth: an end tag closes only what the parser would close, so `<div></i>` repeated nests as deep as it does in
+ * the parser), capped at HTML_MAX_DEPTH + 1; and the most attributes a tag has (gumbo checks each attribute against
+ * the tag's others: quadratic in their number). Linear in the page's size. */
+static size_t nesting_depth(const char *s, size_t n, size_t *max_attrs) {
     const char *p = s, *end = s + n;
-    size_t depth = 0, max = 0;
+    size_t max = 0;
+    *max_attrs = 0;
+    open_stack *o = calloc(1, sizeof *o);
+    if (!o) return SIZE_MAX;
     while ((p = memchr(p, '<', (size_t)(end - p)))) {
         if (end - p >= 4 && !memcmp(p, "<!--", 4)) {
             const char *c = find_ci(p + 4, end, "-->");
@@ -89,19 +237,30 @@ static size_t nesting_depth(const char *s, size_t n) {
             continue;
         }
         size_t nl = (size_t)(q - name);
-        /* to the end of the tag, past quoted attribute values */
+        /* to the end of the tag, past quoted attribute values, counting the attributes (a name after a space) */
         char quote = 0;
+        size_t attrs = 0;
+        bool after_space = false;
         while (q < end && (quote || *q != '>')) {
-            if (quote && *q == quote) quote = 0;
-            else if (!quote && (*q == '"' || *q == '\'')) quote = *q;
+            if (quote) {
+                if (*q == quote) quote = 0;
+            } else if (*q == '"' || *q == '\'') {
+                quote = *q;
+            } else if ((*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r' || *q == '\f')) {
+                after_space = true;
+            } else {
+                if (after_space && *q != '=' && *q != '/') attrs++;
+                after_space = false;
+            }
             q++;
         }
         if (q >= end) break;
+        if (attrs > *max_attrs) *max_attrs = attrs;
         bool self_closing = q[-1] == '/';
         p = q + 1;
         if (tag_in(name, nl, void_or_optional) || self_closing) continue;
         if (closing) {
-            if (depth) depth--;
+            open_pop(o, name, nl);
             continue;
         }
         if (tag_in(name, nl, raw_text)) { /* skip to its end tag */
@@ -112,8 +271,17 @@ static size_t nesting_depth(const char *s, size_t n) {
             p = c;
             continue;
         }
-        if (++depth > max) max = depth;
+        if (tag_in(name, nl, table_part)) {
+            if (*name_slot(o, name_hash("table", 5)) < 0) continue; /* outside a table the parser ignores them */
+            open_table_part(o, name, nl);
+        }
+        if (!open_push(o, name, nl)) {
+            max = HTML_MAX_DEPTH + 1;
+            break;
+        }
+        if ((size_t)o->depth > max) max = (size_t)o->depth;
     }
+    free(o);
     return max;
 }
 
@@ -157,16 +325,24 @@ static const char *page_utf8(const char *data, size_t len, size_t *out_len, char
         return data + 3;
     }
     if (len >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF)))
-        if ((*owned = cq_dt_iconv(u[0] == 0xFF ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len))) return *owned;
+        if ((*owned = cq_dt_iconv(u[0] == 0xFF ? "UTF-16LE" : "UTF-16BE", data + 2, len - 2, out_len, NULL)))
+            return *owned;
     char cs[40];
     declared_charset(data, len, cs, sizeof cs);
     bool valid = cq_utf8_valid(data, len);
-    /* a page cannot declare UTF-16 or UTF-32 in its own bytes (HTML reads such a declaration as UTF-8) */
+    /* a page cannot declare UTF-16 or UTF-32 in its own bytes (HTML reads such a declaration as UTF-8). A declared
+     * charset is decoded as browsers decode it: a byte that does not fit becomes U+FFFD, alone (one bad byte in a GBK
+     * page spoiled all of it, when the page was then read as UTF-8) */
+    size_t replaced;
     if (cs[0] && strcmp(cs, "utf-8") && strcmp(cs, "utf8") && strncmp(cs, "utf-16", 6) && strncmp(cs, "utf-32", 6)) {
-        if ((*owned = cq_dt_iconv(is_gb(cs) ? "GB18030" : cs, data, len, out_len))) return *owned;
+        if ((*owned = cq_dt_iconv(is_gb(cs) ? "GB18030" : cs, data, len, out_len, &replaced))) return *owned;
     }
-    /* declared UTF-8, nothing declared, or the declaration was wrong */
-    if (!valid && (*owned = cq_dt_iconv("GB18030", data, len, out_len))) return *owned;
+    /* declared UTF-8, nothing declared, or a charset iconv does not know: GB18030 when the bytes bear it out */
+    if (!valid && (*owned = cq_dt_iconv("GB18030", data, len, out_len, &replaced))) {
+        if (cq_dt_gb_guess_holds(*owned, *out_len, replaced)) return *owned;
+        free(*owned);
+        *owned = NULL;
+    }
     *out_len = len;
     return data; /* invalid bytes become U+FFFD in gumbo, and count against the quality */
 }
@@ -183,7 +359,9 @@ typedef struct {
     int content;      /* inside <article> or <main>: their header and footer are content */
     int cell;         /* inside a data table's cell: blocks end with a space, the row is the block */
     char *title;
-    bool too_deep, nomem;
+    const cq_reader_limits *limits;
+    size_t visited;   /* nodes walked, for the cancel flag */
+    bool too_deep, nomem, cancelled;
 } html;
 
 static const GumboAttribute *attr(const GumboElement *e, const char *name) {
@@ -266,7 +444,7 @@ static void put_text(html *h, const char *t) {
             while (is_html_space(*q)) newline |= *q == '\n' || *q == '\r', q++;
             p = q - 1;
             size_t len;
-            uint32_t before = last_cp(&h->line), after = *q ? cq_utf8_decode(q, strlen(q), &len) : 0;
+            uint32_t before = last_cp(&h->line), after = *q ? cq_utf8_decode(q, strnlen(q, 4), &len) : 0;
             if (newline && cq_dt_cjkish(before) && cq_dt_cjkish(after)) continue;
             if (h->line.len && before != ' ' && before != '\n') cq_strbuf_append(&h->line, " ", 1);
         } else {
@@ -479,6 +657,10 @@ static void walk(html *h, const GumboNode *n, int depth) {
         h->too_deep = true;
         return;
     }
+    if (++h->visited % HTML_CANCEL_EVERY == 0 && h->limits && h->limits->cancel && atomic_load(h->limits->cancel)) {
+        h->cancelled = h->too_deep = true; /* too_deep stops every loop of the walk */
+        return;
+    }
     switch (n->type) {
     case GUMBO_NODE_TEXT:
     case GUMBO_NODE_WHITESPACE:
@@ -566,6 +748,115 @@ static void walk(html *h, const GumboNode *n, int depth) {
     }
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * The parser's memory: counted against the document's budget, given back all at once
+ * --------------------------------------------------------------------------------------------------------- */
+
+/* Every allocation of the parser carries this header and sits on one list, so that the whole tree is freed by
+ * walking the list (gumbo_destroy_output frees the tree recursively: a deep tree overflowed a thread's stack), and
+ * what the parser holds is known at every moment. Past the budget, or once the cancel flag is set, the allocator
+ * jumps out of the parser (gumbo has no way to fail an allocation; everything it holds is on the list). */
+typedef struct mem_block {
+    struct mem_block *prev, *next;
+    size_t size;
+} mem_block;
+
+#define MEM_HEADER ((sizeof(mem_block) + alignof(max_align_t) - 1) / alignof(max_align_t) * alignof(max_align_t))
+
+typedef enum { MEM_OK = 0, MEM_OVER_BUDGET, MEM_CANCELLED, MEM_NOMEM, MEM_TOO_SLOW } mem_stop;
+
+typedef struct {
+    mem_block head;       /* the list's sentinel */
+    size_t bytes, peak;   /* held now (headers included), most held */
+    size_t limit;         /* 0: none */
+    const atomic_bool *cancel;
+    size_t calls;
+    double cpu_deadline;  /* thread CPU seconds past which the parse stops (0: none) */
+    jmp_buf *jump;        /* set while the parser runs */
+} html_mem;
+
+static double thread_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void *mem_alloc(void *user, size_t size) {
+    html_mem *m = user;
+    mem_stop why = MEM_OK;
+    if (m->limit && (size > m->limit || m->bytes + size + MEM_HEADER > m->limit)) why = MEM_OVER_BUDGET;
+    else if (++m->calls % HTML_CANCEL_EVERY == 0) {
+        if (m->cancel && atomic_load(m->cancel)) why = MEM_CANCELLED;
+        else if (m->cpu_deadline > 0 && thread_cpu_s() > m->cpu_deadline) why = MEM_TOO_SLOW;
+    }
+    mem_block *b = why ? NULL : malloc(MEM_HEADER + size);
+    if (!b && !why) why = MEM_NOMEM;
+    if (why) {
+        if (m->jump) longjmp(*m->jump, (int)why);
+        return NULL;
+    }
+    b->size = MEM_HEADER + size;
+    b->next = m->head.next;
+    b->prev = &m->head;
+    m->head.next->prev = b;
+    m->head.next = b;
+    m->bytes += b->size;
+    if (m->bytes > m->peak) m->peak = m->bytes;
+    return (char *)b + MEM_HEADER;
+}
+
+static void mem_free(void *user, void *p) {
+    html_mem *m = user;
+    if (!p) return;
+    mem_block *b = (mem_block *)((char *)p - MEM_HEADER);
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    m->bytes -= b->size;
+    free(b);
+}
+
+static void mem_init(html_mem *m, size_t limit, const atomic_bool *cancel) {
+    memset(m, 0, sizeof *m);
+    m->head.next = m->head.prev = &m->head;
+    m->limit = limit;
+    m->cancel = cancel;
+}
+
+/* Frees everything the parser allocated, without looking at the tree. */
+static void mem_release(html_mem *m) {
+    for (mem_block *b = m->head.next; b != &m->head;) {
+        mem_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    m->head.next = m->head.prev = &m->head;
+    m->bytes = 0;
+}
+
+/* Parses text[0..len) with the parser's memory in m; *why says why it stopped when it returns NULL. The jump out of
+ * gumbo leaves nothing behind but what is on m's list. */
+static GumboOutput *parse_counted(html_mem *m, const char *text, size_t len, mem_stop *why) {
+    GumboOptions options = kGumboDefaultOptions;
+    options.max_errors = 0; /* parse errors are not kept: the parser recovers as browsers do */
+    options.allocator = mem_alloc;
+    options.deallocator = mem_free;
+    options.userdata = m;
+    jmp_buf jump;
+    *why = MEM_OK;
+    m->jump = &jump;
+    int stopped = setjmp(jump);
+    if (stopped) {
+        m->jump = NULL;
+        *why = (mem_stop)stopped;
+        return NULL;
+    }
+    m->cpu_deadline = thread_cpu_s() + HTML_PARSE_CPU_S(len);
+    GumboOutput *g = gumbo_parse_with_options(&options, text, len);
+    m->jump = NULL;
+    if (!g) *why = MEM_NOMEM;
+    return g;
+}
+
 cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err *err) {
     if (!out) return cq_err_set(err, CQ_ERR_INVALID, "no output document given");
     memset(out, 0, sizeof *out);
@@ -575,30 +866,65 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
         return cq_err_set_reason(err, CQ_ERR_UNSUPPORTED, "too_large",
                                  "the HTML page is too large (%zu MB; at most %u MB)", in->len >> 20,
                                  HTML_MAX_BYTES >> 20);
+    const cq_reader_limits *lim = in->limits;
     size_t len;
     char *owned;
     const char *text = page_utf8(in->data, in->len, &len, &owned);
-    size_t depth = nesting_depth(text, len);
+    if (!text) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory converting the HTML to UTF-8");
+    size_t attrs, depth = nesting_depth(text, len, &attrs);
+    if (depth == SIZE_MAX) {
+        free(owned);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading the HTML");
+    }
     if (depth > HTML_MAX_DEPTH) {
         free(owned);
         return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep",
-                                 "the HTML nests elements %zu deep, more than the %d a page may have", depth,
+                                 "the HTML nests elements more than %d deep (the most a page may have)",
                                  HTML_MAX_DEPTH);
     }
-    GumboOptions options = kGumboDefaultOptions;
-    options.max_errors = 0; /* parse errors are not kept: the parser recovers as browsers do */
-    GumboOutput *g = gumbo_parse_with_options(&options, text, len);
-    if (!g) {
+    if (attrs > HTML_MAX_ATTRIBUTES) {
         free(owned);
+        return cq_err_set(err, CQ_ERR_FORMAT, "a tag of the HTML has %zu attributes, more than the %d a tag may have",
+                          attrs, HTML_MAX_ATTRIBUTES);
+    }
+    cq_status rc = cq_reader_check_cancel(lim, "before parsing the HTML", err);
+    if (rc) {
+        free(owned);
+        return rc;
+    }
+    /* the parser's tree counts against the budget, beside the converted copy of the page */
+    size_t copy = owned ? len + 1 : 0, limit = 0;
+    if (lim && lim->max_bytes) {
+        if (copy >= lim->max_bytes) {
+            free(owned);
+            return cq_reader_check_bytes(lim, SIZE_MAX, "the page converted to UTF-8", err);
+        }
+        limit = lim->max_bytes - copy;
+    }
+    html_mem mem;
+    mem_init(&mem, limit, lim ? lim->cancel : NULL);
+    mem_stop why;
+    GumboOutput *g = parse_counted(&mem, text, len, &why);
+    if (!g) {
+        mem_release(&mem);
+        free(owned);
+        if (why == MEM_OVER_BUDGET) return cq_reader_check_bytes(lim, SIZE_MAX, "parsing the HTML", err);
+        if (why == MEM_CANCELLED) return cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while parsing the HTML");
+        if (why == MEM_TOO_SLOW)
+            return cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep", /* what such markup amounts to */
+                                     "the HTML's markup is too complex to parse in the time a page of %.1f MB may "
+                                     "take (%.0f s; elements reopened in ever deeper blocks?)",
+                                     (double)len / (1u << 20), HTML_PARSE_CPU_S(len));
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory parsing the HTML");
     }
-    html h = {.blocks = cq_dt_blocks_new()};
-    cq_status rc = CQ_OK;
+    html h = {.blocks = cq_dt_blocks_new(), .limits = lim};
     if (!h.blocks) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory reading the HTML");
     if (!rc) {
         walk(&h, g->root, 0);
         flush(&h);
-        if (h.too_deep)
+        if (h.cancelled)
+            rc = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while reading the HTML");
+        else if (h.too_deep)
             rc = cq_err_set_reason(err, CQ_ERR_FORMAT, "too_deep", "the HTML nests elements more than %d deep",
                                    HTML_MAX_DEPTH);
         else if (h.nomem)
@@ -613,7 +939,7 @@ cq_status cq_reader_read_html(const cq_reader_input *in, cq_doctext *out, cq_err
     cq_dt_blocks_free(h.blocks);
     cq_strbuf_free(&h.line);
     free(h.title);
-    gumbo_destroy_output(&options, g);
+    mem_release(&mem); /* the tree, without gumbo_destroy_output's recursion */
     free(owned);
     return rc;
 }

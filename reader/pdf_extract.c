@@ -6,7 +6,10 @@
  *     (same baseline, side by side) are merged, spaces are cleaned (cq_dt_clean_line); the page's structured
  *     text is dropped before the next page is loaded;
  *  2. running headers and footers: in the top and bottom margins, lines that are only a page number and lines
- *     repeated (digits aside) at the same height on many pages are dropped;
+ *     repeated (digits aside) at the same height on many pages are dropped; outside the margins (and as the top or
+ *     bottom row of a page) a repeated line must have the same digits, or digits that follow the page number. A
+ *     clause heading ("Article 12") is never a running header, a repeated line is one only where its page keeps
+ *     other text, and a page that still loses all its text is flagged (quality 0.5) rather than silently empty;
  *  3. the lines are joined into the document text: '\n' after a line that ends a paragraph, nothing or one space
  *     where a line only wraps on (the rules are at line_wraps_on), '\f' between pages.
  *
@@ -23,7 +26,8 @@
  * (its context allocates through a counting allocator that refuses past the budget, shared by the OCR threads'
  * clones; the page that needed it makes the document "too large", not merely unreadable) plus the record (its
  * arrays' capacities, checked every 4,096 glyphs and after each page) plus what assembling the text will add. A
- * cancel flag is looked at before each page, and by the OCR threads before each page they take. Page k is found
+ * cancel flag is looked at before each page, by the OCR threads before each page they take, and by the counting
+ * allocator at each of MuPDF's allocations (a long page stops within it). Page k is found
  * through MuPDF's page map, built once (O(n)), where MuPDF alone walks the page tree from its root for every page
  * (O(n^2): 20,000 tiny pages took 88 s, now 1.6 s; docs/RELIABILITY.md). */
 #include "reader/reader.h"
@@ -65,6 +69,7 @@ typedef struct {
     int block;              /* MuPDF block ordinal on the page */
     bool vertical;          /* not left-to-right horizontal text: never joined to a neighbour */
     bool drop;              /* running header, footer or page number */
+    bool repeated;          /* … dropped as a line repeated on many pages (not as a page number) */
 } pdf_line;
 
 typedef struct {
@@ -73,6 +78,7 @@ typedef struct {
     size_t n_images;
     float image_area;       /* square points of the page covered by images (overlaps counted twice) */
     size_t n_glyphs;        /* glyphs read from the page (before header/footer removal) */
+    uint32_t n_words_dropped; /* lines with words (not page numbers) dropped as running headers / footers */
     cq_text_stats stats;
     cq_dt_spacing spacing;
     bool unreadable;
@@ -100,6 +106,9 @@ typedef struct {
     _Atomic size_t mupdf;   /* what MuPDF holds now (its OCR threads' clones allocate through the same budget) */
     size_t own;             /* the record and the page scratch, as last counted */
     atomic_bool refused;    /* an allocation of MuPDF was refused for the budget (since the flag was cleared) */
+    const atomic_bool *cancel; /* the reading's cancel flag (NULL: none): once set, MuPDF's allocations are refused,
+                                  so that a long page stops at its next allocation, not at its end */
+    atomic_bool cancelled;  /* … an allocation was refused for it */
 } pdf_budget;
 
 /* One line as MuPDF gives it, before merging and cleaning (page-local scratch). */
@@ -123,6 +132,10 @@ typedef struct {
 } page_scratch;
 
 static bool budget_allows(pdf_budget *b, size_t more) {
+    if (b->cancel && atomic_load(b->cancel)) {
+        b->cancelled = true;
+        return false;
+    }
     if (b->limit && b->mupdf + b->own + more > b->limit) {
         b->refused = true;
         return false;
@@ -501,7 +514,7 @@ static size_t record_bytes(const extraction *ex, const page_scratch *s) {
            s->g.cap * 12 + s->cap_lines * sizeof *s->lines + s->cap_clean * sizeof *s->clean;
 }
 
-typedef enum { PAGE_READ, PAGE_NOMEM, PAGE_OVER_BUDGET } page_result;
+typedef enum { PAGE_READ, PAGE_NOMEM, PAGE_OVER_BUDGET, PAGE_CANCELLED } page_result;
 
 /* Reads page `page` into the record. A page MuPDF cannot read is marked unreadable (PAGE_READ); PAGE_NOMEM when
  * malloc failed, PAGE_OVER_BUDGET when the page needed more than the budget left. */
@@ -551,13 +564,15 @@ static page_result read_page(fz_context *ctx, fz_document *doc, pdf_document *ma
         mupdf_text(pi->error, sizeof pi->error, fz_caught_message(ctx));
         s->n_lines = 0;
     }
+    if (s->budget->cancelled) return PAGE_CANCELLED;
     if (s->nomem) return PAGE_NOMEM;
     if (s->over_budget) return PAGE_OVER_BUDGET;
     build_page_lines(ex, s, page, pi);
     pi->n_lines = (uint32_t)ex->n_lines - pi->first_line;
     if (s->nomem || ex->nomem) return PAGE_NOMEM;
     s->budget->own = record_bytes(ex, s);
-    return budget_allows(s->budget, 0) ? PAGE_READ : PAGE_OVER_BUDGET;
+    if (budget_allows(s->budget, 0)) return PAGE_READ;
+    return s->budget->cancelled ? PAGE_CANCELLED : PAGE_OVER_BUDGET; /* a cancel is not a budget's refusal */
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -634,10 +649,18 @@ static bool page_number_only(const uint32_t *cp, size_t n, long *value) {
 
 typedef struct {
     uint64_t key;
+    uint64_t exact;         /* the text with its digits */
     float y;
     int page;
     uint32_t line;
 } margin_line;
+
+static int cmp_exact(const void *a, const void *b) {
+    const margin_line *x = a, *y = b;
+    if (x->exact != y->exact) return x->exact < y->exact ? -1 : 1;
+    if (x->y != y->y) return x->y < y->y ? -1 : 1;
+    return x->page - y->page;
+}
 
 static int cmp_margin(const void *a, const void *b) {
     const margin_line *x = a, *y = b;
@@ -646,17 +669,45 @@ static int cmp_margin(const void *a, const void *b) {
     return x->page - y->page;
 }
 
-/* The line's text with digits as '#' and spaces removed, hashed (FNV-1a): "Page 3 of 20" and "Page 4 of 20"
- * are the same header. */
-static uint64_t margin_key(const extraction *ex, const pdf_line *L) {
+/* The line's text with digits as '#' (exact: as they are) and spaces removed, hashed (FNV-1a): "Page 3 of 20" and
+ * "Page 4 of 20" are the same header. */
+static uint64_t margin_key(const extraction *ex, const pdf_line *L, bool exact) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t g = L->first; g < L->first + L->n; g++) {
         uint32_t c = ex->g.cp[g];
         if (c == ' ') continue;
-        if (c >= '0' && c <= '9') c = '#';
+        if (!exact && c >= '0' && c <= '9') c = '#';
         h = (h ^ c) * 1099511628211ull;
     }
     return h;
+}
+
+/* A line that starts like a clause heading ("Article 12", "Section 7.2", "§ 3", "第十二条 …"): never a running header,
+ * however often its wording repeats (a 100-page PDF with an "Article NNN" heading atop each page lost them all).
+ * Chapter, part and schedule lines ("第三章 劳动合同", "Schedule 2") are not clause headings: books repeat them atop
+ * their pages. */
+static bool clause_heading_line(const extraction *ex, const pdf_line *L) {
+    bool strong = false;
+    const uint32_t *cp = ex->g.cp + L->first;
+    size_t n = L->n < 40 ? L->n : 40;
+    size_t k = cq_dt_item_label(cp, n, &strong);
+    if (!k || !strong) return false;
+    for (size_t i = 0; i < k; i++)
+        if (cp[i] == 0x6761) return true; /* 条 */
+    static const char *const words[] = {"Article", "ARTICLE", "Section", "SECTION", "Clause", "CLAUSE", "\xC2\xA7"};
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+        size_t i = 0, b = 0;
+        const char *p = words[w];
+        while (p[b] && i < n) { /* the word's code points, decoded from its UTF-8 */
+            size_t l;
+            uint32_t c = cq_utf8_decode(p + b, strlen(p + b), &l);
+            if (cp[i] != c) break;
+            b += l;
+            i++;
+        }
+        if (!p[b]) return true;
+    }
+    return false;
 }
 
 /* Marks in row[] the lines of the top row (1) and the bottom row (2) of each page: kept horizontal lines whose
@@ -721,6 +772,88 @@ static bool drop_inner_page_numbers(extraction *ex, const uint8_t *row) {
     return true;
 }
 
+/* The numbers of line L (up to 4, of at most 6 digits), as value - page number, into off[]; returns how many. */
+static int number_offsets(const extraction *ex, const pdf_line *L, long *off) {
+    int n = 0;
+    for (uint32_t g = L->first; g < L->first + L->n && n < 4;) {
+        uint32_t c = ex->g.cp[g];
+        if (c < '0' || c > '9') {
+            g++;
+            continue;
+        }
+        long v = 0;
+        int digits = 0;
+        while (g < L->first + L->n && ex->g.cp[g] >= '0' && ex->g.cp[g] <= '9') {
+            if (digits++ < 6) v = v * 10 + (long)(ex->g.cp[g] - '0');
+            g++;
+        }
+        if (digits <= 6) off[n++] = v - (L->page + 1);
+    }
+    return n;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Of a group c[a..b) of lines alike digits aside, outside the margins or found as the top / bottom row of their
+ * pages, drops those that repeat with the same digits on `need` pages, and those whose digits follow the page
+ * number (a number in each whose difference to the page's number is the same, give or take 2: "Page 7", "7 | Terms")
+ * on `need` pages. A line whose digits change otherwise ("… instalment 12 within 15 days …" on one page, "… 13 …
+ * 16 …" on the next) is content worded alike, not a running header. seen: n_pages zeros, left so. */
+static bool drop_group_strict(extraction *ex, margin_line *c, size_t a, size_t b, int need, uint8_t *seen) {
+    qsort(c + a, b - a, sizeof *c, cmp_exact);
+    for (size_t e = a; e < b;) {
+        size_t f = e + 1;
+        while (f < b && c[f].exact == c[e].exact) f++;
+        int pages = 0;
+        for (size_t x = e; x < f; x++) {
+            if (!seen[c[x].page]) pages++;
+            seen[c[x].page] = 1;
+        }
+        for (size_t x = e; x < f; x++) seen[c[x].page] = 0;
+        if (pages >= need)
+            for (size_t x = e; x < f; x++) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+        e = f;
+    }
+    /* the digits that follow the page number: the most common offset */
+    long *off = malloc(4 * (b - a) * sizeof *off);
+    if (!off) return false;
+    size_t n = 0;
+    for (size_t x = a; x < b; x++)
+        if (!ex->lines[c[x].line].drop) n += (size_t)number_offsets(ex, &ex->lines[c[x].line], off + n);
+    if (n == 0) {
+        free(off);
+        return true;
+    }
+    qsort(off, n, sizeof *off, cmp_long);
+    long mode = off[0];
+    size_t best = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && off[j] == off[i]) j++;
+        if (j - i > best) best = j - i, mode = off[i];
+        i = j;
+    }
+    free(off);
+    int pages = 0;
+    for (size_t x = a; x < b; x++) {
+        const pdf_line *L = &ex->lines[c[x].line];
+        long o[4];
+        int k = L->drop ? 0 : number_offsets(ex, L, o);
+        bool paged = false;
+        for (int i = 0; i < k && !paged; i++) paged = labs(o[i] - mode) <= 2;
+        c[x].y = paged ? 1 : 0; /* the group's heights are no longer needed: marks the lines that follow the page */
+        if (paged && !seen[L->page]) pages++, seen[L->page] = 1;
+    }
+    for (size_t x = a; x < b; x++) seen[c[x].page] = 0;
+    if (pages >= need)
+        for (size_t x = a; x < b; x++)
+            if (c[x].y == 1) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+    return true;
+}
+
 /* Drops lines repeated on many pages: grouped by text (digits aside) and either by height (within 3 points) or,
  * with by_row, by being in the top / bottom row of their page wherever that is. In the margins (or edge rows)
  * a line must repeat on at least 40 % of the pages with text (odd and even pages may alternate) and on 3 pages
@@ -749,9 +882,10 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
     size_t k = 0;
     for (size_t i = 0; i < ex->n_lines; i++) {
         pdf_line *L = &ex->lines[i];
-        if (L->drop || (by_row && !row[i]) || !has_word[i]) continue;
+        if (L->drop || (by_row && !row[i]) || !has_word[i] || clause_heading_line(ex, L)) continue;
         float y = by_row ? (float)row[i] * 1000.0f : (L->y0 + L->y1) / 2;
-        c[k++] = (margin_line){.key = margin_key(ex, L), .y = y, .page = L->page, .line = (uint32_t)i};
+        c[k++] = (margin_line){.key = margin_key(ex, L, false), .exact = margin_key(ex, L, true), .y = y,
+                               .page = L->page, .line = (uint32_t)i};
     }
     qsort(c, k, sizeof *c, cmp_margin);
     int text_pages = 0; /* "many pages" counts pages with text: scanned pages carry no header */
@@ -772,14 +906,54 @@ static bool drop_repeated(extraction *ex, const uint8_t *row, bool by_row) {
             if (!by_row && !in_margin(L, &ex->pages[L->page])) margin = false;
         }
         for (size_t x = a; x < b; x++) seen[c[x].page] = 0;
-        if (pages >= (margin ? need_margin : need_body))
-            for (size_t x = a; x < b; x++) ex->lines[c[x].line].drop = true;
+        if (margin && !by_row && pages >= need_margin) {
+            for (size_t x = a; x < b; x++) ex->lines[c[x].line].drop = ex->lines[c[x].line].repeated = true;
+        } else if (margin && by_row && pages >= need_margin) {
+            if (!drop_group_strict(ex, c, a, b, need_margin, seen)) {
+                free(c);
+                free(seen);
+                free(has_word);
+                return false;
+            }
+        } else if (!margin && pages >= need_body) {
+            if (!drop_group_strict(ex, c, a, b, need_body, seen)) {
+                free(c);
+                free(seen);
+                free(has_word);
+                return false;
+            }
+        }
         a = b;
     }
     free(c);
     free(seen);
     free(has_word);
     return true;
+}
+
+/* A repeated line is a running header only where its page keeps other text: a page that would lose all its text
+ * gets its repeated lines back (3,500 pages of one line each lost pages 1,000 and up, whose lines were alike digits
+ * aside). Then counts, per page, the lines with words still dropped (see page_quality: a page that lost all its text
+ * is flagged, never silently empty). */
+static void keep_page_text(extraction *ex) {
+    for (int p = 0; p < ex->n_pages; p++) {
+        pdf_page_info *pi = &ex->pages[p];
+        uint32_t end = pi->first_line + pi->n_lines;
+        bool kept = false, repeated = false;
+        for (uint32_t i = pi->first_line; i < end && !kept; i++) {
+            kept = !ex->lines[i].drop;
+            repeated |= ex->lines[i].repeated;
+        }
+        if (!kept && repeated)
+            for (uint32_t i = pi->first_line; i < end; i++)
+                if (ex->lines[i].repeated) ex->lines[i].drop = ex->lines[i].repeated = false;
+        pi->n_words_dropped = 0;
+        for (uint32_t i = pi->first_line; i < end; i++) {
+            const pdf_line *L = &ex->lines[i];
+            long value;
+            if (L->drop && !page_number_only(ex->g.cp + L->first, L->n, &value)) pi->n_words_dropped++;
+        }
+    }
 }
 
 /* Pass 2. Page numbers in the margins go first; then lines repeated at one height; then, until nothing changes
@@ -806,6 +980,7 @@ static bool drop_running_lines(extraction *ex) {
         if (after == before) break;
     }
     free(row);
+    if (ok) keep_page_text(ex);
     return ok;
 }
 
@@ -1059,6 +1234,13 @@ static void page_quality(const pdf_page_info *pi, cq_page *pg) {
         return;
     }
     if (pg->n_chars == 0) {
+        if (pi->n_words_dropped > 0) { /* text read, all of it taken for running headers and footers */
+            pg->quality = 0.5;
+            snprintf(pg->quality_reason, sizeof pg->quality_reason,
+                     "all the page's text (%u lines) was taken for running headers or footers: check the page",
+                     pi->n_words_dropped);
+            return;
+        }
         if (pi->n_images > 0) {
             pg->quality = 0;
             if (pi->ocr_error[0])
@@ -1522,12 +1704,13 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     if (st != CQ_OK) return st;
 
     const cq_reader_limits *lim = in->limits;
-    pdf_budget budget = {.limit = lim ? lim->max_bytes : 0};
+    pdf_budget budget = {.limit = lim ? lim->max_bytes : 0, .cancel = lim ? lim->cancel : NULL};
     fz_alloc_context alloc = {&budget, budget_malloc, budget_realloc, budget_free};
     size_t store = 64 << 20; /* MuPDF's cache of fonts and images, inside the budget */
     if (budget.limit && store > budget.limit / 8) store = budget.limit / 8;
     fz_context *ctx = cq_ocr_new_context(&alloc, store);
     if (!ctx) {
+        if (budget.cancelled) return cq_err_set(err, CQ_ERR_CANCELLED, "cancelled before reading the PDF");
         if (budget.refused) return cq_reader_check_bytes(lim, SIZE_MAX, "MuPDF's context", err);
         return cq_err_set(err, CQ_ERR_NOMEM, "cannot create a MuPDF context (out of memory)");
     }
@@ -1565,6 +1748,10 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     }
     fz_catch(ctx) {
         mupdf_text(open_error, sizeof open_error, fz_caught_message(ctx));
+    }
+    if ((!opened || open_error[0]) && budget.cancelled) {
+        st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while opening the PDF");
+        goto out;
     }
     if ((!opened || open_error[0]) && budget.refused) {
         st = cq_reader_check_bytes(lim, SIZE_MAX, "opening it", err);
@@ -1626,6 +1813,11 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
         st = cq_reader_check_cancel(lim, when, err);
         if (st) goto out;
         page_result r = read_page(ctx, doc, page_map ? pdf : NULL, p, &ex, &scratch);
+        if (r == PAGE_CANCELLED) {
+            st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled after %d of %d pages, within page %d", p, n_pages,
+                            p + 1);
+            goto out;
+        }
         if (r == PAGE_NOMEM) {
             st = cq_err_set(err, CQ_ERR_NOMEM, "%s: out of memory on page %d", path, p + 1);
             goto out;

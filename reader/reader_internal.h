@@ -139,7 +139,11 @@ void cq_dt_blocks_free(cq_dt_blocks *b);
 char *cq_dt_title(const char *s, size_t n);
 
 /* Converts data[0..len) from charset `from` (an iconv name) to UTF-8. Malloc'd, NUL-terminated, length in
- * *out_len; NULL when the input is not in that charset (or iconv does not know it, or out of memory). */
-char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len);
+ * *out_len. With replaced NULL: NULL when the input is not wholly in that charset. With replaced: each byte that
+ * cannot be decoded becomes U+FFFD (counted in *replaced) and decoding goes on, as browsers do. NULL also when
+ * iconv does not know the charset, or out of memory. */
+char *cq_dt_iconv(const char *from, const char *data, size_t len, size_t *out_len, size_t *replaced);
+/* Whether utf8[0..n), converted from bytes guessed to be GB18030 with `replaced` replacements, bears the guess out. */
+bool cq_dt_gb_guess_holds(const char *utf8, size_t n, size_t replaced);
 
 #endif

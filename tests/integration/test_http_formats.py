@@ -65,7 +65,7 @@ def test_formats(s):
     # bad files: each a failed job with its reason, the document listed as failed
     bad = [('truncated.docx', TRUNCATED_WORD, 'damaged or truncated Word file', 'bad_format'),
            ('bomb.docx', zip_bomb(), 'word/document.xml would expand to 70 MB', 'too_large'),
-           ('nested.html', NESTED_HTML, 'nests elements 5000 deep', 'too_deep'),
+           ('nested.html', NESTED_HTML, 'nests elements more than 1000 deep', 'too_deep'),
            ('empty.html', b'<script>x()</script>', 'no visible text', 'empty')]
     for name, content, reason, code in bad:
         job = job_of(s, upload(s, 'docs', name, content))

@@ -97,6 +97,29 @@ static inline void test_pdf_pages(const char *path, int n_pages, int fanout, int
     test_pdf_end(&p);
 }
 
+/* n_pages US-letter pages (Courier as /F1) whose content streams content(k, buf, cap) writes (k from 0; returns
+ * the length, at most cap). */
+static inline void test_pdf_letter_pages(const char *path, int n_pages, size_t (*content)(int k, char *buf, size_t cap)) {
+    int n_objects = 3 + 2 * n_pages;
+    test_pdf p;
+    test_pdf_begin(&p, path, n_objects);
+    test_pdf_object(&p, 1, "<< /Type /Catalog /Pages 2 0 R >>");
+    p.offsets[2] = ftell(p.f);
+    fprintf(p.f, "2 0 obj\n<< /Type /Pages /Count %d /Kids [", n_pages);
+    for (int k = 0; k < n_pages; k++) fprintf(p.f, "%d 0 R ", 4 + 2 * k);
+    fputs("] >>\nendobj\n", p.f);
+    test_pdf_object(&p, 3, "<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>");
+    char buf[4096];
+    for (int k = 0; k < n_pages; k++) {
+        test_pdf_object(&p, 4 + 2 * k,
+                        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                        "/Contents %d 0 R >>", 5 + 2 * k);
+        size_t len = content(k, buf, sizeof buf);
+        test_pdf_stream(&p, 5 + 2 * k, buf, len);
+    }
+    test_pdf_end(&p);
+}
+
 /* One US-letter page whose content stream is `content` (Courier as /F1). */
 static inline void test_pdf_one_page(const char *path, const char *content, size_t len) {
     test_pdf p;

@@ -2,6 +2,7 @@
  *
  * Committed fixtures (tests/data/pdf, made by tools/make_test_pdfs.py) cover the product without ../shared;
  * the real documents of ../shared/eval are used when $CLAUSEQA_SHARED points at them (skipped otherwise). */
+#include <iconv.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -750,6 +751,34 @@ static void test_format_detect(void **state) {
     assert_int_equal(err.code, CQ_ERR_UNSUPPORTED);
 }
 
+/* Issue 29: a GB18030 text file with one byte that fits no GB18030 sequence: only that byte is replaced (iconv
+ * refused the whole file, which was then read as UTF-8: every Chinese character replaced). */
+static void test_plain_gb_bad_byte(void **state) {
+    (void)state;
+    const char *law = "第一条 为了保护劳动者的合法权益，调整劳动关系，建立和维护适应社会主义市场经济的劳动制度，"
+                      "促进经济发展和社会进步，根据宪法，制定本法。\n第二条 在中华人民共和国境内的企业、个体经济组织"
+                      "和与之形成劳动关系的劳动者，适用本法。\n";
+    size_t len;
+    iconv_t cd = iconv_open("GB18030", "UTF-8");
+    assert_true(cd != (iconv_t)-1);
+    size_t in_left = strlen(law), cap = in_left * 2 + 16, out_left = cap;
+    char *buf = malloc(cap + 1), *o = buf + 1, *in = (char *)law;
+    assert_true(iconv(cd, &in, &in_left, &o, &out_left) != (size_t)-1);
+    iconv_close(cd);
+    len = cap - out_left;
+    /* the bad byte after the first character (第 is two bytes) */
+    memmove(buf, buf + 1, 2);
+    buf[2] = (char)0xFF;
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(from_plain(buf, len + 1, &d, &err), CQ_OK);
+    assert_non_null(strstr(d.text, "第一条 为了保护劳动者的合法权益"));
+    assert_non_null(strstr(d.text, "第二条 在中华人民共和国境内的企业"));
+    assert_true(d.quality > 0.9 && d.quality < 1);
+    cq_doctext_free(&d);
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pdf_zh_fixture),      cmocka_unit_test(test_pdf_en_fixture),
@@ -757,7 +786,7 @@ int main(void) {
         cmocka_unit_test(test_pdf_shared_contract), cmocka_unit_test(test_pdf_shared_page_numbers),
         cmocka_unit_test(test_pdf_shared_zero_width_glyphs), cmocka_unit_test(test_markdown_shared_law),
         cmocka_unit_test(test_markdown),
-        cmocka_unit_test(test_plain),               cmocka_unit_test(test_free_twice_and_null),
+        cmocka_unit_test(test_plain),               cmocka_unit_test(test_plain_gb_bad_byte),               cmocka_unit_test(test_free_twice_and_null),
         cmocka_unit_test(test_financial_numerals),
         cmocka_unit_test(test_format_table),        cmocka_unit_test(test_format_detect),
     };

@@ -6,11 +6,13 @@
  * word/document.xml, a zip bomb, an XML entity bomb, XML nested too deep, XML that is not well-formed. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -368,11 +370,107 @@ static void test_bad_documents(void **state) {
     free(empty_doc);
 }
 
+/* ---- issue 29: memory outside the budget, linear lookups, cancel ---------------------------------------- */
+
+static double cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static cq_status read_docx_limited(const char *data, size_t len, const cq_reader_limits *lim, cq_doctext *d,
+                                   cq_err *err) {
+    cq_reader_input in = {.path = tmp_path, .data = data, .len = len, .limits = lim};
+    return cq_reader_format_named("docx")->read(&in, d, err);
+}
+
+/* document.xml and styles.xml of ~60 MB of <a/> each (a 125 KB file): libxml2's DOM of them took 4.4 GB whatever
+ * --doc-memory-mb said, and the file was ingested; the DOM now counts against the budget. */
+static void test_dom_within_budget(void **state) {
+    (void)state;
+    const size_t n = 60u << 20;
+    char *filler = malloc(n + 200);
+    size_t k = (size_t)sprintf(filler, "<w:document " W_NS "><w:body><w:p><w:r><w:t>第一条 文字。</w:t></w:r></w:p>");
+    while (k + 40 < n) memcpy(filler + k, "<a/>", 4), k += 4;
+    k += (size_t)sprintf(filler + k, "</w:body></w:document>");
+    char *styles = malloc(n + 200);
+    size_t ks = (size_t)sprintf(styles, "<w:styles " W_NS ">");
+    while (ks + 40 < n) memcpy(styles + ks, "<a/>", 4), ks += 4;
+    ks += (size_t)sprintf(styles + ks, "</w:styles>");
+    part parts[] = {{"word/document.xml", filler, k}, {"word/styles.xml", styles, ks}};
+    size_t len;
+    char *z = make_zip(tmp_path, parts, 2, &len);
+    assert_true(len < (1u << 20));
+    cq_reader_limits lim = {.max_bytes = 64u << 20};
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(read_docx_limited(z, len, &lim, &d, &err), CQ_ERR_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "document too large"));
+    assert_null(d.text);
+    free(z);
+    free(filler);
+    free(styles);
+    /* a document of ordinary size reads within a small budget */
+    char *g = good_docx(&len);
+    lim.max_bytes = 8u << 20;
+    assert_int_equal(read_docx_limited(g, len, &lim, &d, &err), CQ_OK);
+    assert_string_equal(d.text, EXPECTED_TEXT);
+    cq_doctext_free(&d);
+    free(g);
+}
+
+/* 4,096 styles, each based on the one before, and 4,096 lists that name no list definition: every lookup was a
+ * walk of the list (50k paragraphs 43 s; the nums' second resolution ran for minutes). */
+static void test_lookups_linear(void **state) {
+    (void)state;
+    cq_strbuf st = {0}, num = {0}, body = {0};
+    /* style i based on style i - 1, in chains of 17: every paragraph's style is looked up 16 times */
+    cq_strbuf_puts(&st, "<w:styles " W_NS ">");
+    for (int i = 0; i < 4096; i++)
+        cq_strbuf_printf(&st, "<w:style w:type=\"paragraph\" w:styleId=\"S%d\"><w:name w:val=\"s%d\"/>"
+                              "<w:basedOn w:val=\"S%d\"/></w:style>", i, i, i % 17 ? i - 1 : -1);
+    cq_strbuf_puts(&st, "</w:styles>");
+    char *styles = cq_strbuf_take(&st);
+    cq_strbuf_puts(&num, "<w:numbering " W_NS ">");
+    for (int i = 1; i <= 4096; i++) cq_strbuf_printf(&num, "<w:num w:numId=\"%d\"><w:abstractNumId w:val=\"%d\"/></w:num>",
+                                                      i, 100000 + i);
+    cq_strbuf_puts(&num, "</w:numbering>");
+    for (int i = 0; i < 50000; i++)
+        cq_strbuf_printf(&body, "<w:p><w:pPr><w:pStyle w:val=\"S%d\"/><w:numPr><w:numId w:val=\"%d\"/></w:numPr>"
+                                "</w:pPr><w:r><w:t>第%d段</w:t></w:r></w:p>", 4096 - 1 - (i % 17), 1 + i % 4096, i);
+    char *doc = document_xml(body.data);
+    part parts[] = {{"word/document.xml", doc, 0}, {"word/styles.xml", styles, 0}, {"word/numbering.xml", num.data, 0}};
+    size_t len;
+    char *z = make_zip(tmp_path, parts, 3, &len);
+    cq_doctext d;
+    cq_err err = {0};
+    double t0 = cpu_s();
+    cq_status rc = read_docx(z, len, &d, &err);
+    double took = cpu_s() - t0;
+    if (rc) fail_msg("%s", err.msg);
+    printf("50,000 paragraphs, 4,096 styles in chains, 4,096 dangling lists: %.2f s\n", took);
+    assert_true(took < 5.0);
+    assert_non_null(strstr(d.text, "第49999段"));
+    cq_doctext_free(&d);
+    /* cancel: a set flag stops the reading with CQ_ERR_CANCELLED */
+    atomic_bool cancel = true;
+    cq_reader_limits lim = {.cancel = &cancel};
+    assert_int_equal(read_docx_limited(z, len, &lim, &d, &err), CQ_ERR_CANCELLED);
+    assert_null(d.text);
+    free(z);
+    free(doc);
+    free(styles);
+    cq_strbuf_free(&num);
+    cq_strbuf_free(&body);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_document),
         cmocka_unit_test(test_minimal_english),
         cmocka_unit_test(test_bad_documents),
+        cmocka_unit_test(test_dom_within_budget),
+        cmocka_unit_test(test_lookups_linear),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

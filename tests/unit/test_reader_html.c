@@ -4,6 +4,7 @@
  * layout table around the content, a data table, lists, hidden elements), the same page in GB2312 declared in a
  * <meta> (and undeclared), and broken or empty ones. */
 #include <iconv.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -139,6 +142,26 @@ static void test_charsets(void **state) {
         cq_doctext_free(&d);
         free(gbk);
     }
+    /* issue 29: one bad byte in a GBK page (here 0xFF, which no GB18030 sequence has) spoils only itself: iconv used
+     * to refuse the page, which was then read as UTF-8 with every Chinese character replaced (quality 0) */
+    for (size_t i = 0; i < 2; i++) {
+        size_t len;
+        char *gbk = to_gbk(declared[i == 0 ? 0 : 2], &len);
+        char *bad = malloc(len + 1);
+        const char *at = strstr(gbk, "<h1>") + 4; /* before the h1's first character */
+        size_t k = (size_t)(at - gbk);
+        memcpy(bad, gbk, k);
+        bad[k] = (char)0xFF;
+        memcpy(bad + k + 1, gbk + k, len - k);
+        cq_doctext d;
+        cq_err err = {0};
+        assert_int_equal(read_html(bad, len + 1, &d, &err), CQ_OK);
+        check_page(&d); /* U+FFFD is dropped by the repair, and counted */
+        assert_true(d.quality > 0.9 && d.quality < 1);
+        cq_doctext_free(&d);
+        free(bad);
+        free(gbk);
+    }
     /* a UTF-8 byte-order mark, and UTF-16 */
     cq_strbuf b = {0};
     cq_strbuf_puts(&b, "\xEF\xBB\xBF<p>第一条　内容。</p>");
@@ -179,7 +202,7 @@ static void test_bad_pages(void **state) {
     for (int i = 0; i < 100000; i++) cq_strbuf_puts(&b, "<div>");
     cq_strbuf_puts(&b, "深处");
     assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "the HTML nests elements 100000 deep, more than the 1000 a page may have"));
+    assert_non_null(strstr(err.msg, "the HTML nests elements more than 1000 deep (the most a page may have)"));
     assert_string_equal(cq_err_name(&err), "too_deep");
     assert_null(d.text);
     cq_strbuf_free(&b);
@@ -208,8 +231,157 @@ static void test_bad_pages(void **state) {
     cq_doctext_free(&d);
 }
 
+/* CPU time of this thread: what the readers cost, whatever else the machine runs */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Issue 29: hostile shapes that cost more than linear time, or nest deeper than the pre-scan saw. */
+static void test_hostile_shapes(void **state) {
+    (void)state;
+    cq_doctext d;
+    cq_err err = {0};
+    cq_strbuf b = {0};
+    /* one text node of 2 MB with a white-space run every few bytes: put_text measured the rest of the node at each
+     * run (0.5 MB 1.2 s, 2 MB 20 s); now well under a second */
+    cq_strbuf_puts(&b, "<p>");
+    while (b.len < (2u << 20)) cq_strbuf_puts(&b, "word \n ");
+    cq_strbuf_puts(&b, "</p>");
+    double t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_OK);
+    double took = now_s() - t0;
+    printf("2 MB of white-space runs: %.2f s\n", took);
+    assert_true(took < 3.0);
+    assert_int_equal(strncmp(d.text, "word word word", 14), 0);
+    cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    /* <div></i> repeated: the stray end tag closes nothing in the parser, so the divs nest 100,000 deep; the pre-scan
+     * counted the end tag down and let the page through (60 s in gumbo, then its recursive free overflowed) */
+    for (int i = 0; i < 100000; i++) cq_strbuf_puts(&b, "<div></i>");
+    cq_strbuf_puts(&b, "深处");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    assert_true(now_s() - t0 < 2.0);
+    cq_strbuf_free(&b);
+    /* an end tag of an inline element does not close a block inside it: <span><div></span> nests */
+    for (int i = 0; i < 2000; i++) cq_strbuf_puts(&b, "<span><div></span>");
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    cq_strbuf_free(&b);
+    /* ... while sloppy pages that leave inline elements open inside blocks stay readable */
+    for (int i = 0; i < 3000; i++) cq_strbuf_printf(&b, "<div><b>第%d段</div>", i);
+    cq_strbuf_puts(&b, "<div>");
+    for (int i = 0; i < 3000; i++) cq_strbuf_printf(&b, "<span><i>第%d句</span></i>", i);
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_OK);
+    cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    /* cells close what was left open in them, as the parser closes it: these tables were refused as too deep */
+    cq_strbuf_puts(&b, "<table>");
+    for (int i = 0; i < 3000; i++)
+        cq_strbuf_printf(&b, i % 2 ? "<tr><td><b>%d</td><td>y</td></tr>" : "<tr><td><font color=red>%d<td><div>y", i);
+    cq_strbuf_puts(&b, "</table>");
+    { cq_status rc_ = read_html(b.data, b.len, &d, &err); if (rc_) fail_msg("%s", err.msg); }
+    assert_non_null(strstr(d.text, "2999 | y"));
+    cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    /* ... but outside a table the parser ignores cell tags: they close nothing */
+    for (int i = 0; i < 2000; i++) cq_strbuf_puts(&b, "<td><div>");
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    cq_strbuf_free(&b);
+    /* a formatting element left open in a block is reopened after it, one deeper each time: gumbo's scope checks
+     * made this quadratic (1 MB 10 s, 2 MB 45 s of CPU); the parse now has a CPU time linear in the page's size (2 s
+     * for this one) */
+    while (b.len < (512u << 10)) cq_strbuf_puts(&b, "<div><b>x</div><i>y</i>");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    took = now_s() - t0;
+    printf("512 KB of reopened formatting elements: %s (%.2f s)\n", err.msg, took);
+    assert_string_equal(cq_err_name(&err), "too_deep");
+    assert_true(took < 4.0);
+    cq_strbuf_free(&b);
+    /* a tag with 100,000 attributes: gumbo compares each with the others */
+    cq_strbuf_puts(&b, "<p");
+    for (int i = 0; i < 100000; i++) cq_strbuf_printf(&b, " a%d", i);
+    cq_strbuf_puts(&b, ">文字</p>");
+    t0 = now_s();
+    assert_int_equal(read_html(b.data, b.len, &d, &err), CQ_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "a tag of the HTML has 100000 attributes, more than the 1000 a tag may have"));
+    assert_true(now_s() - t0 < 2.0);
+    cq_strbuf_free(&b);
+}
+
+/* The parser's tree counts against the document's memory budget; a set cancel flag stops the reading. */
+static void test_budget_and_cancel(void **state) {
+    (void)state;
+    cq_strbuf b = {0};
+    while (b.len < (4u << 20)) cq_strbuf_puts(&b, "<p class=a>第一条 文字。</p>");
+    cq_doctext d;
+    cq_err err = {0};
+    cq_reader_limits lim = {.max_bytes = 8u << 20};
+    cq_reader_input in = {.path = "page.html", .data = b.data, .len = b.len, .limits = &lim};
+    const cq_reader_format *f = cq_reader_format_named("html");
+    assert_int_equal(f->read(&in, &d, &err), CQ_ERR_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "parsing the HTML"));
+    assert_null(d.text);
+    lim.max_bytes = 512u << 20;
+    assert_int_equal(f->read(&in, &d, &err), CQ_OK);
+    cq_doctext_free(&d);
+    atomic_bool cancel = true;
+    lim.cancel = &cancel;
+    assert_int_equal(f->read(&in, &d, &err), CQ_ERR_CANCELLED);
+    assert_null(d.text);
+    cq_strbuf_free(&b);
+}
+
+/* On a thread of 1 MB of stack (the service's floor, app/stack_floor.c): `<div></i>` x100k made gumbo a tree
+ * 100,000 deep whose recursive free overflowed such a stack; formatting elements reopened ever deeper make a tree of
+ * thousands of levels that gumbo builds within the parse's time. Neither may crash: the first is refused before
+ * gumbo, the second's tree is freed by the allocation list. */
+typedef struct {
+    const char *piece;
+    int times;
+    cq_status rc;
+    char name[32];
+} deep_job;
+
+static void *read_deep(void *arg) {
+    deep_job *j = arg;
+    cq_strbuf b = {0};
+    for (int i = 0; i < j->times; i++) cq_strbuf_puts(&b, j->piece);
+    cq_doctext d;
+    cq_err err = {0};
+    j->rc = read_html(b.data, b.len, &d, &err);
+    snprintf(j->name, sizeof j->name, "%s", j->rc ? cq_err_name(&err) : "ok");
+    if (!j->rc) cq_doctext_free(&d);
+    cq_strbuf_free(&b);
+    return NULL;
+}
+
+static void test_deep_trees_on_small_stacks(void **state) {
+    (void)state;
+    deep_job jobs[] = {{"<div></i>", 100000, 0, ""}, {"<div><b>x</div><i>y</i>", 8000, 0, ""}};
+    for (size_t k = 0; k < sizeof jobs / sizeof *jobs; k++) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 1u << 20);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, &at, read_deep, &jobs[k]), 0);
+        pthread_join(t, NULL);
+        pthread_attr_destroy(&at);
+        assert_int_equal(jobs[k].rc, CQ_ERR_FORMAT);
+        assert_string_equal(jobs[k].name, "too_deep");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hostile_shapes),
+        cmocka_unit_test(test_budget_and_cancel),
+        cmocka_unit_test(test_deep_trees_on_small_stacks),
         cmocka_unit_test(test_page),
         cmocka_unit_test(test_charsets),
         cmocka_unit_test(test_tables),

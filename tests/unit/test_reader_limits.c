@@ -1,6 +1,7 @@
 /* reader/: what reading a document may cost (issue 16, items 4 and 5): pages found in linear time, the page limit,
  * the memory budget, cancelling between pages, page trees that lie. The PDFs are written by the test
  * (test_pdf_gen.h). */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -201,6 +202,39 @@ static void test_memory_budget(void **state) {
     cq_doctext_free(&doc);
 }
 
+/* Issue 29: a cancel set while a long page is read stops the reading within the page (MuPDF's allocations are
+ * refused once the flag is set); the flag was looked at only before each page, so a one-page document read on to its
+ * end and came back as read. */
+static atomic_bool cancel_later_flag;
+
+static void *cancel_later(void *arg) {
+    (void)arg;
+    usleep(20 * 1000);
+    atomic_store(&cancel_later_flag, true);
+    return NULL;
+}
+
+static void test_cancel_within_a_page(void **state) {
+    (void)state;
+    size_t len;
+    char *content = test_pdf_tiny_glyphs(20000, &len); /* 2 million glyphs on one page: seconds of MuPDF */
+    test_pdf_one_page(pdf_path, content, len);
+    free(content);
+    atomic_store(&cancel_later_flag, false);
+    cq_reader_limits lim = {.max_bytes = 1024u << 20, .cancel = &cancel_later_flag};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cancel_later, NULL), 0);
+    cq_doctext doc;
+    cq_err err = {0};
+    double t0 = cq_clock_seconds();
+    cq_status rc = read_pdf(&lim, NULL, &doc, &err);
+    double took = cq_clock_seconds() - t0;
+    pthread_join(t, NULL);
+    printf("cancelled read of one long page: %s after %.2f s\n", err.msg, took);
+    assert_int_equal(rc, CQ_ERR_CANCELLED);
+    assert_null(doc.text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_page_limit, setup, teardown),
@@ -208,6 +242,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lying_page_trees, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pages_in_linear_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_between_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_within_a_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

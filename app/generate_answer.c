@@ -1,6 +1,7 @@
 /* Generated answers with copy-constrained greedy decoding; see generate_answer.h. */
 #define _GNU_SOURCE /* memmem */
 #include "app/generate_answer.h"
+#include "app/answer_span.h"
 #include "core/clock.h"
 
 #include <math.h>
@@ -254,6 +255,49 @@ static bool admissible(char *const *flat, size_t n_flat, const char *refusal, co
     return false;
 }
 
+/* The items (项) of a shown clause (app/answer_span.h) in its constraint text flat (its first `shown` bytes): the
+ * first character of every item's marker becomes a line break, which no answer holds, so no span crosses from one
+ * item into the next; and when the question's terms match one item strictly better than every other, the other
+ * items' text becomes line breaks too: the span comes from that item or from the clause's text outside its items. */
+static void constrain_items(char *flat, const char *text, size_t shown, char *const *terms, size_t n_terms) {
+    cq_text_range it[CQ_SPAN_MAX_ITEMS];
+    const size_t n = cq_span_items(text, strlen(text), it, CQ_SPAN_MAX_ITEMS);
+    if (n < 2) return;
+    size_t best = (size_t)-1, best_score = 0, second = 0;
+    for (size_t i = 0; terms && i < n; i++) {
+        char *key = cq_text_norm_key(text + it[i].start, it[i].end - it[i].start);
+        size_t score = 0;
+        for (size_t k = 0; key && k < n_terms; k++)
+            if (strstr(key, terms[k])) score++;
+        free(key);
+        if (score > best_score) {
+            second = best_score;
+            best_score = score;
+            best = i;
+        } else if (score > second) {
+            second = score;
+        }
+    }
+    const bool pick = best != (size_t)-1 && best_score > second;
+    for (size_t i = 0; i < n && it[i].start < shown; i++) {
+        size_t len;
+        cq_utf8_decode(text + it[i].start, it[i].end - it[i].start, &len);
+        const size_t end = pick && i != best ? it[i].end : it[i].start + (len ? len : 1);
+        for (size_t b = it[i].start; b < end && b < shown; b++) flat[b] = '\n';
+    }
+}
+
+/* The words a span's start needs from before it (app/answer_span.h), flattened, for an answer answer[0..n) whose
+ * first occurrence in the constraint text flat is a span of text: NULL when none (or out of memory). */
+static char *lead_words(const char *flat, const char *text, const char *answer, size_t n) {
+    const char *at = memmem(flat, strlen(flat), answer, n);
+    if (!at) return NULL;
+    size_t s = (size_t)(at - flat), e = s + n;
+    const size_t s0 = s;
+    cq_span_keep_qualifiers(text, strlen(text), &s, &e);
+    return s < s0 ? flatten(text + s, s0 - s) : NULL;
+}
+
 /* Length of the longest prefix of s[0..n) made of whole UTF-8 characters. */
 static size_t whole_chars(const char *s, size_t n) {
     size_t i = 0;
@@ -315,11 +359,14 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     int32_t *ids = NULL;
     size_t n_ids = 0;
     cq_decoder_seq *seq = NULL;
-    cq_strbuf ans = {0};
+    cq_strbuf ans = {0}, sent = {0}; /* the answer so far, the text streamed */
     cq_status rc = prompt && flat && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < hits->n; i++)
+    for (size_t i = 0; !rc && i < hits->n; i++) {
         if (shown[i] && !(flat[i] = flatten(hits->hits[i].text, shown[i])))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else if (shown[i])
+            constrain_items(flat[i], hits->hits[i].text, shown[i], o.terms, o.n_terms);
+    }
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
     double t0 = cq_clock_seconds();
@@ -382,8 +429,17 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
                     exp(logprob_sum / out->new_tokens) >= o.min_confidence;
         if (on_text && which < hits->n && sure) {
             size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
-            if (ready) {
+            if (ready && !streamed) { /* a qualifier before the span goes first (answer_span.h) */
+                char *lead = lead_words(flat[which], hits->hits[which].text, ans.data, ans.len);
+                if (lead && *lead) {
+                    if (!on_text(user, lead, strlen(lead))) stop = stop_by_client = true;
+                    cq_strbuf_puts(&sent, lead);
+                }
+                free(lead);
+            }
+            if (ready && !stop) {
                 if (!on_text(user, ans.data + streamed, ready)) stop = stop_by_client = true;
+                cq_strbuf_append(&sent, ans.data + streamed, ready);
                 streamed += ready;
             }
         }
@@ -428,15 +484,32 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
                     which = i;
                     break;
                 }
-            if (ans.len) {
-                if (on_text && !stop_by_client && streamed < ans.len && exp(out->mean_logprob) >= o.min_confidence)
-                    on_text(user, ans.data + streamed, ans.len - streamed);
+            /* the span keeps the negation and limit words at its edges (answer_span.h) */
+            const char *at = ans.len && which < hits->n && flat[which]
+                                 ? memmem(flat[which], strlen(flat[which]), ans.data, ans.len)
+                                 : NULL;
+            if (at) {
+                const char *text = hits->hits[which].text;
+                size_t s0 = (size_t)(at - flat[which]), e0 = s0 + ans.len;
+                char *ext = cq_span_keep_qualifiers(text, strlen(text), &s0, &e0) ? flatten(text + s0, e0 - s0) : NULL;
+                if (ext) {
+                    ans.len = 0;
+                    cq_strbuf_puts(&ans, ext);
+                    free(ext);
+                }
+            }
+            if (ans.len && !ans.failed) {
+                /* the rest of the answer, when what was streamed is its start */
+                if (on_text && !stop_by_client && sent.len < ans.len && (!sent.len || !memcmp(ans.data, sent.data, sent.len)) &&
+                    exp(out->mean_logprob) >= o.min_confidence)
+                    on_text(user, ans.data + sent.len, ans.len - sent.len);
                 out->text = cq_strbuf_take(&ans);
                 out->clause = which;
             }
         }
     }
     cq_strbuf_free(&ans);
+    cq_strbuf_free(&sent);
     cq_decoder_seq_free(seq);
     free(ids);
     for (size_t i = 0; flat && i < hits->n; i++) free(flat[i]);

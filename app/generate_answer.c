@@ -287,6 +287,12 @@ static void constrain_items(char *flat, const char *text, size_t shown, char *co
     }
 }
 
+char *cq_gen_answer_constraint(const cq_hit *h, size_t shown, char *const *terms, size_t n_terms) {
+    char *f = flatten(h->text, shown);
+    if (f) constrain_items(f, h->text, shown, terms, n_terms);
+    return f;
+}
+
 /* The words a span's start needs from before it (app/answer_span.h), flattened, for an answer answer[0..n) whose
  * first occurrence in the constraint text flat is a span of text: NULL when none (or out of memory). */
 static char *lead_words(const char *flat, const char *text, const char *answer, size_t n) {
@@ -361,12 +367,9 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     cq_decoder_seq *seq = NULL;
     cq_strbuf ans = {0}, sent = {0}; /* the answer so far, the text streamed */
     cq_status rc = prompt && flat && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < hits->n; i++) {
-        if (shown[i] && !(flat[i] = flatten(hits->hits[i].text, shown[i])))
+    for (size_t i = 0; !rc && i < hits->n; i++)
+        if (shown[i] && !(flat[i] = cq_gen_answer_constraint(&hits->hits[i], shown[i], o.terms, o.n_terms)))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else if (shown[i])
-            constrain_items(flat[i], hits->hits[i].text, shown[i], o.terms, o.n_terms);
-    }
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
     double t0 = cq_clock_seconds();

@@ -116,6 +116,35 @@ static void test_is_title(void **state) {
     cq_hits_free(&h);
 }
 
+/* The constraint text: no span crosses items; the item the question's terms match best is the only one quotable. */
+static void test_constraint_items(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_query q;
+    cq_err err = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
+    char *c = cq_gen_answer_constraint(&h.hits[0], strlen(article44), q.all_terms, q.n_all_terms);
+    assert_int_equal(strlen(c), strlen(article44)); /* byte for byte */
+    assert_non_null(strstr(c, "休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬"));
+    assert_null(strstr(c, "百分之一百五十"));  /* the other items cannot be quoted */
+    assert_null(strstr(c, "百分之三百"));
+    assert_non_null(strstr(c, "有下列情形之一的")); /* the text outside the items can */
+    free(c);
+    /* no term picks an item (a question about all of them): every item quotable, none crossed into the next */
+    c = cq_gen_answer_constraint(&h.hits[0], strlen(article44), NULL, 0);
+    assert_non_null(strstr(c, "百分之一百五十的工资报酬；"));
+    assert_non_null(strstr(c, "百分之三百"));
+    assert_null(strstr(c, "工资报酬； （二）"));
+    assert_null(strstr(c, "（二）"));
+    free(c);
+    /* a clause without items: only flattened */
+    c = cq_gen_answer_constraint(&h.hits[1], strlen(article36), q.all_terms, q.n_all_terms);
+    assert_string_equal(c, article36);
+    free(c);
+    cq_query_free(&q);
+    cq_hits_free(&h);
+}
+
 static cq_decoder *dec;
 
 static int open_model(void **state) {
@@ -187,15 +216,63 @@ static void test_generate_span(void **state) {
     cq_query_free(&q);
 }
 
+/* The generated span comes from the item asked about, with the sentence around it; an answer from a clause with
+ * none of the question's key terms is refused unless the model is sure enough. */
+static void test_generate_item_context_keyless(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_answer a;
+    cq_err err = {0};
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
+    cq_answer_options ao = {.decoder = dec, .min_confidence = -1};
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    assert_true(a.generated);
+    const char *item2 = "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；";
+    if (strcmp(a.answer, item2) && strstr(article44, a.answer)) {
+        assert_non_null(strstr(item2, a.answer)); /* from item (二) */
+        assert_non_null(a.context);
+        assert_non_null(strstr(a.context, a.answer));
+    }
+    if (strstr(a.answer, "低于")) assert_non_null(strstr(a.answer, "不低于")); /* never without its 不 */
+    assert_true(a.key_terms > 0);
+    cq_answer_free(&a);
+    cq_query_free(&q);
+
+    /* key terms (火星, 量子 …) that the clause does not hold; the reference is no key term */
+    assert_int_equal(cq_query_parse(NULL, 0, "第四十四条中火星上的量子引力是多少？", &q, &err), CQ_OK);
+    h = two_articles();
+    ao.keyless_min_confidence = 1.01; /* no confidence is enough */
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    if (a.tokens_generated > 0 && a.key_terms == 0) {
+        assert_true(a.abstained);
+        assert_non_null(a.notice);
+        assert_non_null(strstr(a.notice, "关键词"));
+    } else {
+        fprintf(stderr, "keyless: the model answered nothing to check (tokens %d, key terms %d)\n", a.tokens_generated,
+                a.key_terms);
+        fail();
+    }
+    cq_answer_free(&a);
+    h = two_articles();
+    ao.keyless_min_confidence = -1; /* the rule off: the model's answer stands */
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    assert_false(a.abstained && a.notice && strstr(a.notice, "关键词"));
+    cq_answer_free(&a);
+    cq_query_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest plain[] = {
         cmocka_unit_test(test_prompt_zh),
         cmocka_unit_test(test_prompt_en),
         cmocka_unit_test(test_supported),
         cmocka_unit_test(test_is_title),
+        cmocka_unit_test(test_constraint_items),
     };
     const struct CMUnitTest model[] = {
         cmocka_unit_test(test_generate_span),
+        cmocka_unit_test(test_generate_item_context_keyless),
     };
     int rc = cmocka_run_group_tests(plain, NULL, NULL);
     return rc | cmocka_run_group_tests(model, open_model, close_model);

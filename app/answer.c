@@ -205,8 +205,26 @@ static char *span_context(const char *text, const char *span) {
         size_t s = (size_t)(at - flat), e = s + strlen(span);
         bool cut_before, cut_after;
         cq_text_range r = cq_span_sentence(text, n, s, e, CQ_ANSWER_CONTEXT_CHARS, &cut_before, &cut_after);
-        if (r.start < s || r.end > e) {
+        /* a span in an item (项) is read with the words that lead the items in: "…应当具备下列条件：（一）…" */
+        cq_text_range it[CQ_SPAN_MAX_ITEMS], lead = {0, 0};
+        const size_t n_items = cq_span_items(text, n, it, CQ_SPAN_MAX_ITEMS);
+        for (size_t i = 0; i < n_items; i++) {
+            if (s < it[i].start || e > it[i].end || it[0].start == 0) continue;
+            size_t k = it[0].start;
+            while (k > 0 && (flat[k - 1] == ' ' || flat[k - 1] == '\t')) k--;
+            bool lead_cut = false;
+            lead = cq_span_sentence(text, n, k, k, CQ_ANSWER_CONTEXT_CHARS / 2, &lead_cut, NULL);
+            if (lead.end > k) lead.end = k; /* items in the line: the lead ends where they begin */
+            /* too long to show whole, or in the span's sentence already */
+            if (lead_cut || lead.start >= r.start) lead = (cq_text_range){0, 0};
+            break;
+        }
+        if (lead.end > lead.start || r.start < s || r.end > e) {
             cq_strbuf b = {0};
+            if (lead.end > lead.start) {
+                cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);
+                cq_strbuf_puts(&b, it[0].start >= r.start ? " " : " … "); /* "…" where items were left out */
+            }
             if (cut_before) cq_strbuf_puts(&b, "…");
             cq_strbuf_append(&b, flat + r.start, r.end - r.start);
             if (cut_after) cq_strbuf_puts(&b, "…");

@@ -233,6 +233,9 @@ static void test_generate_item_context_keyless(void **state) {
         assert_non_null(strstr(item2, a.answer)); /* from item (二) */
         assert_non_null(a.context);
         assert_non_null(strstr(a.context, a.answer));
+        /* with the words that lead the items in, "…" for the item left out before it */
+        assert_non_null(strstr(a.context, "有下列情形之一的"));
+        assert_non_null(strstr(a.context, "： … （二）休息日"));
     }
     if (strstr(a.answer, "低于")) assert_non_null(strstr(a.answer, "不低于")); /* never without its 不 */
     assert_true(a.key_terms > 0);

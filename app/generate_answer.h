@@ -68,10 +68,9 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err);
 void cq_gen_answer_free(cq_gen_answer *g);
 
-/* The text a span of hit h must be a verbatim span of (its first `shown` bytes, newlines made spaces), with the items
- * that may not be quoted and the first character of every item marker made line breaks (see above; terms may be
- * NULL). Malloc'd; NULL when out of memory. */
-char *cq_gen_answer_constraint(const cq_hit *h, size_t shown, char *const *terms, size_t n_terms);
+/* May span be quoted from hit h shown up to byte `shown`: a verbatim span of its flattened text that crosses no item
+ * boundary and lies outside the items the question's terms rule out (see above; terms may be NULL)? */
+bool cq_gen_answer_admits(const cq_hit *h, size_t shown, char *const *terms, size_t n_terms, const char *span);
 
 /* The check an answer must pass to be used: non-empty and a verbatim span of the text of hits[clause]. */
 bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t clause);

@@ -116,31 +116,31 @@ static void test_is_title(void **state) {
     cq_hits_free(&h);
 }
 
-/* The constraint text: no span crosses items; the item the question's terms match best is the only one quotable. */
+/* The constraint: no span crosses items; the item the question's terms match best is the only one quotable. */
 static void test_constraint_items(void **state) {
     (void)state;
     cq_hits h = two_articles();
     cq_query q;
     cq_err err = {0};
     assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
-    char *c = cq_gen_answer_constraint(&h.hits[0], strlen(article44), q.all_terms, q.n_all_terms);
-    assert_int_equal(strlen(c), strlen(article44)); /* byte for byte */
-    assert_non_null(strstr(c, "休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬"));
-    assert_null(strstr(c, "百分之一百五十"));  /* the other items cannot be quoted */
-    assert_null(strstr(c, "百分之三百"));
-    assert_non_null(strstr(c, "有下列情形之一的")); /* the text outside the items can */
-    free(c);
-    /* no term picks an item (a question about all of them): every item quotable, none crossed into the next */
-    c = cq_gen_answer_constraint(&h.hits[0], strlen(article44), NULL, 0);
-    assert_non_null(strstr(c, "百分之一百五十的工资报酬；"));
-    assert_non_null(strstr(c, "百分之三百"));
-    assert_null(strstr(c, "工资报酬； （二）"));
-    assert_null(strstr(c, "（二）"));
-    free(c);
-    /* a clause without items: only flattened */
-    c = cq_gen_answer_constraint(&h.hits[1], strlen(article36), q.all_terms, q.n_all_terms);
-    assert_string_equal(c, article36);
-    free(c);
+    const size_t n44 = strlen(article44);
+    char **t = q.all_terms;
+    const size_t nt = q.n_all_terms;
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之二百"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之一百五十")); /* other items: not quotable */
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之三百"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "有下列情形之一的")); /* outside the items: quotable */
+    /* no term picks an item (a question about all of them): every item quotable from its marker on, none crossed */
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "百分之一百五十的工资报酬；"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "（三）法定休假日"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬； （二）休息日"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬：\n（一）"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬： （一）安排")); /* nor from the lead in */
+    /* a clause without items: any span of it */
+    assert_true(cq_gen_answer_admits(&h.hits[1], strlen(article36), t, nt, "不超过八小时、平均每周"));
+    /* what is not shown cannot be quoted */
+    assert_false(cq_gen_answer_admits(&h.hits[0], 30, NULL, 0, "百分之三百"));
     cq_query_free(&q);
     cq_hits_free(&h);
 }

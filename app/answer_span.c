@@ -467,7 +467,7 @@ static bool marker_place(const char *t, size_t p) {
     if (i == 0 || t[i - 1] == '\n') return true;
     size_t k = prev_char(t, i);
     uint32_t cp = char_at(t, i, k, NULL);
-    return cp == 0xFF1A || cp == 0xFF1B || cp == ':' || cp == ';';
+    return cp == 0xFF1A || cp == 0xFF1B || cp == 0x3002 || cp == ':' || cp == ';';
 }
 
 size_t cq_span_items(const char *text, size_t n, cq_text_range *items, size_t max) {

@@ -498,13 +498,13 @@ size_t cq_span_items(const char *text, size_t n, cq_text_range *items, size_t ma
     }
     if (count < 2) return 0;
     if (count > max) count = max;
-    /* the last item: to the end of its line or its first 。 */
+    /* the last item: to the end of its line or its first 。；; (the mark included) */
     size_t last = items[count - 1].start, e = last;
     while (e < n && text[e] != '\n') {
         size_t len;
         uint32_t cp = char_at(text, n, e, &len);
         e += len;
-        if (cp == 0x3002) break;
+        if (cp == 0x3002 || cp == 0xFF1B || cp == ';') break;
     }
     items[count - 1].end = e;
     for (size_t i = 0; i < count; i++)

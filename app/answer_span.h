@@ -49,7 +49,7 @@ const char *const *cq_span_qualifier_words(cq_qualifier_kind kind, size_t *n);
 /* The items of a clause's text[0..n): markers at the start of the text, of a line, or after ：；。:; (then spaces),
  * numbered 1, 2, 3 … in order (（一）（二）, (1) (2), 1. 2., 1、2、, 一、二、, (a) (b), (i) (ii)); the first run of
  * one kind of marker that starts at 1. Each item runs from its marker to the next one; the last to the end of its
- * line or its first 。. Writes at most max items to items and returns how many there are (at most max), or 0 when
+ * line or its first 。；;. Writes at most max items to items and returns how many there are (at most max), or 0 when
  * the text has fewer than two. */
 size_t cq_span_items(const char *text, size_t n, cq_text_range *items, size_t max);
 

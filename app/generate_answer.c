@@ -281,8 +281,8 @@ static bool admissible(const constraint *con, size_t n_con, const char *refusal,
 }
 
 /* The constraint of hit h shown up to byte `shown` (app/answer_span.h for the items): no span crosses from one item
- * (项) into the next; and when the question's terms match one item strictly better than every other, the other
- * items' text becomes line breaks (which no answer holds): the span comes from that item or from the clause's text
+ * (项) into the next; and when the question's terms match one item clearly better than every other (half
+ * again the terms of any other, and three more), the other items' text becomes line breaks (which no answer holds): the span comes from that item or from the clause's text
  * outside its items. False when out of memory. */
 static bool constraint_build(constraint *c, const cq_hit *h, size_t shown, char *const *terms, size_t n_terms) {
     memset(c, 0, sizeof *c);
@@ -306,7 +306,8 @@ static bool constraint_build(constraint *c, const cq_hit *h, size_t shown, char 
             second = score;
         }
     }
-    const bool pick = best != (size_t)-1 && best_score > second;
+    /* only a clear match picks an item: half again the terms of any other item, and at least three more */
+    const bool pick = best != (size_t)-1 && 2 * best_score >= 3 * second && best_score >= second + 3;
     for (size_t i = 0; i < n && it[i].start < shown; i++) {
         c->starts[c->n_starts++] = it[i].start;
         if (pick && i != best)

@@ -55,7 +55,8 @@ typedef struct {
 } cq_gen_answer_options;
 
 /* Spans keep their meaning (app/answer_span.h): a span never crosses from one item (项) of a clause into another,
- * and when the question's terms match one item of a shown clause better than every other, the span may come from
+ * and when the question's terms match one item of a shown clause clearly better than every other (half again the
+ * terms of any other, and three more), the span may come from
  * that item (or the clause's text outside its items) only. The span the model wrote is then extended over the
  * negation and limit words at its edges (不, 不得, 不超过, …以上; not, unless, …); what was streamed is its start
  * unless that extension added words before it (then the final answer differs from the streamed text). */

@@ -139,6 +139,20 @@ static void test_constraint_items(void **state) {
     assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬： （一）安排")); /* nor from the lead in */
     /* a clause without items: any span of it */
     assert_true(cq_gen_answer_admits(&h.hits[1], strlen(article36), t, nt, "不超过八小时、平均每周"));
+    /* items that match alike (a court's list of claims, cjrc): none is picked, each stays quotable */
+    cq_hits c = {0};
+    add_hit(&c, 9, "175", NULL, NULL,
+            "刘x0向本院提起诉讼请求为:1、请求判令位于北京市大兴区黄村镇邢各庄村兴盛街北三条9号院房屋(以下简称:北三条9号院)"
+            "的西房一间归原告所有;2、请求判令北京市大兴区黄村镇邢各庄村兴盛街北三条9号房屋的西房一间依法拆迁所获利益归原告所有;"
+            "3、判令本案诉讼费由被告承担事实及理由为:原被告双方父亲刘x12、母亲李x16共生育刘x0等五名子女,原告对该院内房屋享有权利");
+    cq_query q2;
+    assert_int_equal(cq_query_parse(NULL, 0, "刘x0希望位于何处的房屋归原告所有？", &q2, &err), CQ_OK);
+    assert_true(cq_gen_answer_admits(&c.hits[0], strlen(c.hits[0].text), q2.all_terms, q2.n_all_terms,
+                                     "北京市大兴区黄村镇邢各庄村兴盛街北三条9号院"));
+    assert_false(cq_gen_answer_admits(&c.hits[0], strlen(c.hits[0].text), q2.all_terms, q2.n_all_terms,
+                                      "归原告所有;2、请求判令")); /* still no crossing */
+    cq_query_free(&q2);
+    cq_hits_free(&c);
     /* what is not shown cannot be quoted */
     assert_false(cq_gen_answer_admits(&h.hits[0], 30, NULL, 0, "百分之三百"));
     cq_query_free(&q);

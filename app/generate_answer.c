@@ -281,9 +281,9 @@ static bool admissible(const constraint *con, size_t n_con, const char *refusal,
 }
 
 /* The constraint of hit h shown up to byte `shown` (app/answer_span.h for the items): no span crosses from one item
- * (项) into the next; and when the question's terms match one item clearly better than every other (half
- * again the terms of any other, and three more), the other items' text becomes line breaks (which no answer holds): the span comes from that item or from the clause's text
- * outside its items. False when out of memory. */
+ * (项) into the next; and when the question's terms match one item clearly better than every other (half again the
+ * terms of any other, and three more), the other items' text becomes line breaks (which no answer holds): the span
+ * comes from that item or from the clause's text outside its items. False when out of memory. */
 static bool constraint_build(constraint *c, const cq_hit *h, size_t shown, char *const *terms, size_t n_terms) {
     memset(c, 0, sizeof *c);
     if (!(c->text = flatten(h->text, shown))) return false;

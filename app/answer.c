@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/answer_span.h"
 #include "app/answer_versions.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -150,6 +151,91 @@ static cq_status cite(cq_answer *a, const cq_hit *h, const char *quote, cq_err *
     return CQ_OK;
 }
 
+/* Are bytes a and b of text in the same item (项) of it, or both outside its items (app/answer_span.h)? */
+static bool same_item(const char *text, size_t a, size_t b) {
+    cq_text_range it[CQ_SPAN_MAX_ITEMS];
+    size_t n = cq_span_items(text, strlen(text), it, CQ_SPAN_MAX_ITEMS), ia = n, ib = n;
+    for (size_t i = 0; i < n; i++) {
+        if (a >= it[i].start && a < it[i].end) ia = i;
+        if (b >= it[i].start && b < it[i].end) ib = i;
+    }
+    return ia == ib;
+}
+
+/* How many of the question's key terms (its BM25 terms) text holds, after folding. */
+static size_t key_terms_in(const cq_query *q, const char *text) {
+    char *f = cq_text_norm_key(text, strlen(text));
+    size_t found = 0;
+    for (size_t i = 0; f && i < q->n_terms; i++)
+        if (strstr(f, q->terms[i])) found++;
+    free(f);
+    return found;
+}
+
+/* How many of the question's key terms the sentence around span (in clause text) holds; -1 when span is not in it. */
+static int key_terms_around(const cq_query *q, const char *text, const char *span) {
+    char *flat = strdup(text);
+    if (!flat) return -1;
+    for (char *p = flat; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    const char *at = strstr(flat, span);
+    int found = -1;
+    if (at) {
+        size_t s = (size_t)(at - flat);
+        cq_text_range r = cq_span_sentence(text, strlen(text), s, s + strlen(span), 0, NULL, NULL);
+        char *sent = strndup(flat + r.start, r.end - r.start);
+        if (sent) found = (int)key_terms_in(q, sent);
+        free(sent);
+    }
+    free(flat);
+    return found;
+}
+
+/* The sentence around a generated span in its clause (flattened; "…" where it was cut), or NULL when the span is
+ * the whole sentence or is not found. */
+static char *span_context(const char *text, const char *span) {
+    const size_t n = strlen(text);
+    char *flat = strdup(text);
+    if (!flat) return NULL;
+    for (char *p = flat; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    const char *at = strstr(flat, span);
+    char *out = NULL;
+    if (at) {
+        size_t s = (size_t)(at - flat), e = s + strlen(span);
+        bool cut_before, cut_after;
+        cq_text_range r = cq_span_sentence(text, n, s, e, CQ_ANSWER_CONTEXT_CHARS, &cut_before, &cut_after);
+        /* a span in an item (项) is read with the words that lead the items in: "…应当具备下列条件：（一）…" */
+        cq_text_range it[CQ_SPAN_MAX_ITEMS], lead = {0, 0};
+        const size_t n_items = cq_span_items(text, n, it, CQ_SPAN_MAX_ITEMS);
+        for (size_t i = 0; i < n_items; i++) {
+            if (s < it[i].start || e > it[i].end || it[0].start == 0) continue;
+            size_t k = it[0].start;
+            while (k > 0 && (flat[k - 1] == ' ' || flat[k - 1] == '\t')) k--;
+            bool lead_cut = false;
+            lead = cq_span_sentence(text, n, k, k, CQ_ANSWER_CONTEXT_CHARS / 2, &lead_cut, NULL);
+            if (lead.end > k) lead.end = k; /* items in the line: the lead ends where they begin */
+            /* too long to show whole, or in the span's sentence already */
+            if (lead_cut || lead.start >= r.start) lead = (cq_text_range){0, 0};
+            break;
+        }
+        if (lead.end > lead.start || r.start < s || r.end > e) {
+            cq_strbuf b = {0};
+            if (lead.end > lead.start) {
+                cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);
+                cq_strbuf_puts(&b, it[0].start >= r.start ? " " : " … "); /* "…" where items were left out */
+            }
+            if (cut_before) cq_strbuf_puts(&b, "…");
+            cq_strbuf_append(&b, flat + r.start, r.end - r.start);
+            if (cut_after) cq_strbuf_puts(&b, "…");
+            out = b.failed ? NULL : cq_strbuf_take(&b);
+            if (!out) cq_strbuf_free(&b);
+        }
+    }
+    free(flat);
+    return out;
+}
+
 /* The best sentences of a clause for the question: the highest-scoring sentence, plus its neighbour when that
  * one also matches, in document order, at most MAX_QUOTE_CHARS characters. */
 static char *best_sentences(const char *text, char **terms, size_t n_terms) {
@@ -170,7 +256,9 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
         if (s[i].score > s[best].score) best = i;
     }
     size_t a = best, b = best;
-    if (best + 1 < n && s[best + 1].score > 0.5 * s[best].score && s[best].score > 0) b = best + 1;
+    if (best + 1 < n && s[best + 1].score > 0.5 * s[best].score && s[best].score > 0 &&
+        same_item(text, s[best].start, s[best + 1].start))
+        b = best + 1;
     size_t start = s[a].start, end = s[b].end;
     if (cq_utf8_count(text + start, end - start) > MAX_QUOTE_CHARS) end = s[a].end;
     free(s);
@@ -192,7 +280,9 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
      * The trained model may always decline (generate_answer.c). */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
                                 .min_confidence = o->min_confidence,
-                                .refusal_min_p = o->refusal_min_p ? o->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P};
+                                .refusal_min_p = o->refusal_min_p ? o->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P,
+                                .terms = q->all_terms,
+                                .n_terms = q->n_all_terms};
     if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
@@ -201,8 +291,21 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         out->tokens_generated = g.new_tokens;
         out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
         out->refusal_p = g.refusal_p;
+        out->n_key_terms = (int)q->n_terms;
+        if (g.text && !g.refused && g.clause < out->hits.n) {
+            out->key_terms = (int)key_terms_in(q, out->hits.hits[g.clause].text);
+            if (!g.verdict) out->key_terms_sentence = key_terms_around(q, out->hits.hits[g.clause].text, g.text);
+        }
+        /* an answer from a clause that holds none of the question's key terms: refused unless the model is sure */
+        const bool keyless = g.text && out->key_terms == 0 && q->n_terms > 0 &&
+                             out->confidence < o->keyless_min_confidence;
         if (g.refused) {
             *declined = true;
+        } else if (keyless) {
+            *declined = true;
+            out->notice = strdup(zh ? "所引条文不含问题的关键词，回答把握也不足，因此不作回答。"
+                                    : "The clause the answer came from has none of the question's key words and the "
+                                      "answer was uncertain, so it is not given.");
         } else if (g.text && g.verdict) {
             *answer = g.text;
             *clause = g.clause;
@@ -232,6 +335,7 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
+    if (o.keyless_min_confidence == 0) o.keyless_min_confidence = CQ_ANSWER_KEYLESS_MIN_CONFIDENCE;
     if (o.min_confidence == 0)
         o.min_confidence = o.decoder && cq_decoder_adapter(o.decoder) ? CQ_ANSWER_MIN_CONFIDENCE_TRAINED
                                                                       : CQ_ANSWER_MIN_CONFIDENCE;
@@ -266,6 +370,7 @@ cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_op
 cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
+    out->key_terms = out->key_terms_sentence = -1;
     out->as_of = q->as_of;
     cq_answer_options o = with_defaults(opt);
     double t0 = cq_clock_seconds();
@@ -317,6 +422,7 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
                 free(quote);
             } else if (answer) {
                 rc = cite(out, &out->hits.hits[clause], answer, err);
+                if (!rc) out->context = span_context(out->hits.hits[clause].text, answer);
             }
         }
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
@@ -345,6 +451,7 @@ void cq_answer_free(cq_answer *a) {
     free(a->citations);
     free(a->answer);
     free(a->notice);
+    free(a->context);
     free(a->version_notice);
     if (a->compare) {
         cq_answer_compare_free(a->compare);

@@ -58,7 +58,13 @@ typedef struct {
     double coverage;     /* share of the question's terms found in the cited text */
     bool generated;      /* the answer was written by the decoder */
     const char *verdict; /* "yes" / "no" when the answer is the trained model's verdict on a yes/no question */
-    char *notice;        /* why a generated answer was not used (then the answer is extractive), or NULL */
+    char *notice;        /* why a generated answer was not used (then the answer is extractive or an abstention),
+                          * or NULL */
+    char *context;       /* a generated span: the sentence of its clause around it (flattened; "…" marks where a
+                          * long sentence was cut), when that says more than the span; else NULL */
+    int key_terms;       /* a generated answer: how many of the question's key terms its clause holds; -1: none */
+    int key_terms_sentence; /* a generated span: how many the sentence around it holds (context); -1: none */
+    int n_key_terms;     /* the question's key terms (index/query.h terms) */
     char *version_notice; /* which version the answer rests on, when that matters (see above), or NULL */
     cq_date as_of;        /* the day the question asked about (its own date or the request's), 0: none */
     cq_answer_compare *compare; /* a question comparing versions: what was compared, or NULL */
@@ -83,6 +89,12 @@ typedef struct {
  * questions only partly, so refusing whenever it is the likeliest start refused a third of the answerable ones;
  * at 0.9 false abstention stays under 5 % on every train part and the confident refusals remain. */
 #define CQ_ANSWER_REFUSAL_MIN_P 0.9
+/* A generated answer cited from a clause that holds none of the question's key terms (its BM25 terms: question and
+ * stop words removed, index/query.h) is a refusal candidate: it is refused unless the model's confidence (the mean
+ * token probability) is at least this. Chosen on the dev suites (docs/EVAL.md, "Spans that keep their meaning"). */
+#define CQ_ANSWER_KEYLESS_MIN_CONFIDENCE 0.8
+/* The sentence shown around a short span (context) is cut to this many characters around it. */
+#define CQ_ANSWER_CONTEXT_CHARS 160
 
 typedef struct {
     cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
@@ -94,6 +106,9 @@ typedef struct {
                               negative: never) */
     double refusal_min_p;  /* the trained model may refuse only when it gives the refusal at least this probability
                               (default CQ_ANSWER_REFUSAL_MIN_P; above 1: never), generate_answer.h */
+    double keyless_min_confidence; /* a generated answer whose clause holds none of the question's key terms is
+                              refused below this confidence (default CQ_ANSWER_KEYLESS_MIN_CONFIDENCE; negative:
+                              never) */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;

@@ -7,6 +7,8 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/rerank.h"
+#include "core/strbuf.h"
+#include "core/utf8.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa ask --kb KB [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--fusion F] [--answers auto]"
@@ -56,11 +58,18 @@ static cJSON *ask_one(void *p, const char *question, cq_err *err) {
     return out;
 }
 
+/* What was streamed to the terminal. */
+typedef struct {
+    int printed;
+    cq_strbuf text;
+} printed_text;
+
 static bool print_piece(void *user, const char *text, size_t len) {
-    int *printed = user;
+    printed_text *p = user;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
-    *printed = 1;
+    p->printed = 1;
+    cq_strbuf_append(&p->text, text, len);
     return true;
 }
 
@@ -77,7 +86,7 @@ int cq_cmd_ask(int argc, char **argv) {
         cq_decoder_close(dec);
         return 1;
     }
-    int printed = 0;
+    printed_text printed = {0};
     cq_dense *dense = o.modes & CQ_RETRIEVE_DENSE ? cq_cli_open_dense(data_dir) : NULL;
     ask_ctx x = {s, cq_cli_kb(s, o.kb, false),
                  {.retrieve = {.modes = o.modes, .k = (size_t)o.k, .dense = dense, .fusion = o.fusion}, .decoder = dec}, o.as_of};
@@ -101,20 +110,30 @@ int cq_cmd_ask(int argc, char **argv) {
                 cJSON_AddStringToObject(out, "question", o.question);
                 cq_json_print_line(out, stdout);
             } else {
-                if (printed && a.generated) printf("\n"); /* the answer is on the screen already */
+                /* the answer is on the screen already, unless the final answer is not what was streamed (a
+                 * qualifier was added before the span, app/generate_answer.h) */
+                const char *said = a.answer; /* the answer after the version it rests on (answer_versions.c) */
+                size_t vn = a.version_notice ? strlen(a.version_notice) : 0;
+                if (vn && !strncmp(said, a.version_notice, vn) && said[vn] == '\n') said += vn + 1;
+                const bool on_screen = printed.printed && a.generated && printed.text.data &&
+                                       !strcmp(printed.text.data, said);
+                if (on_screen) printf("\n");
                 else {
-                    if (printed) printf("\n");
+                    if (printed.printed) printf("\n");
                     if (a.notice) printf("(%s)\n", a.notice);
                     printf("%s\n", a.answer);
                     if (a.version_notice && !a.compare && !strstr(a.answer, a.version_notice))
                         printf("(%s)\n", a.version_notice);
                 }
+                if (a.context) /* the sentence around a short span */
+                    printf(cq_utf8_has_cjk(a.context) ? "（原文：%s）\n" : "(in context: %s)\n", a.context);
                 print_citations(&a);
             }
             cq_answer_free(&a);
             status = 0;
         }
     }
+    cq_strbuf_free(&printed.text);
     cq_store_close(s);
     cq_dense_close(dense);
     cq_decoder_close(dec);

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
+               "                     [--keyless-min-confidence X]\n"
                "                     [--fusion weights|rrf|keep]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
                "extractive one (default 0.3 for the base model, none with the trained adapter; negative: none).\n"
                "--refusal-min-p: the trained model refuses only when it gives the refusal at least this probability\n"
                "(above 1: never; the per-question lines of --out carry refusal_p).\n"
+               "--keyless-min-confidence X: an answer from a clause with none of the question's key terms is refused\n"
+               "below this confidence (default 0.8; negative: never; the lines of --out carry key_terms, confidence).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
                CQ_CLI_FUSION_USAGE CQ_CLI_ANSWER_USAGE);
 }
@@ -168,11 +171,12 @@ int cq_cmd_eval(int argc, char **argv) {
         {"out", required_argument, 0, 'o'},   {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
         {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
         {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'},
-        {"fusion", required_argument, 0, 'u'}, CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
+        {"fusion", required_argument, 0, 'u'}, {"keyless-min-confidence", required_argument, 0, 'y'},
+        CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
-    double min_coverage = 0, min_confidence = 0, refusal_min_p = 0;
+    double min_coverage = 0, min_confidence = 0, refusal_min_p = 0, keyless_min_confidence = 0;
     cq_fusion_method fusion = CQ_FUSION_WEIGHTS;
     int json = 0, c;
     optind = 1;
@@ -197,6 +201,7 @@ int cq_cmd_eval(int argc, char **argv) {
         case 'c': min_coverage = atof(optarg); break;
         case 'f': min_confidence = atof(optarg); break;
         case 'r': refusal_min_p = atof(optarg); break;
+        case 'y': keyless_min_confidence = atof(optarg); break;
         case 't':
             if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
             break;
@@ -272,7 +277,8 @@ int cq_cmd_eval(int argc, char **argv) {
     cq_reranker reranker = {0};
     cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
     cq_answer_options aopt = {.min_coverage = min_coverage,
-                              .min_confidence = min_confidence, .refusal_min_p = refusal_min_p, .decoder = dec};
+                              .min_confidence = min_confidence, .refusal_min_p = refusal_min_p,
+                              .keyless_min_confidence = keyless_min_confidence, .decoder = dec};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
@@ -377,6 +383,10 @@ int cq_cmd_eval(int argc, char **argv) {
             cJSON *ja = cq_json_answer(&a);
             cJSON_AddItemToObject(o, "prediction", ja);
             if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
+            if (a.key_terms >= 0) cJSON_AddNumberToObject(o, "key_terms", a.key_terms);
+            if (a.key_terms_sentence >= 0) cJSON_AddNumberToObject(o, "key_terms_sentence", a.key_terms_sentence);
+            if (a.tokens_generated) cJSON_AddNumberToObject(o, "n_key_terms", a.n_key_terms);
+            if (a.tokens_generated) cJSON_AddNumberToObject(o, "confidence", a.confidence);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();

@@ -1,6 +1,7 @@
 /* Generated answers with copy-constrained greedy decoding; see generate_answer.h. */
 #define _GNU_SOURCE /* memmem */
 #include "app/generate_answer.h"
+#include "app/answer_span.h"
 #include "core/clock.h"
 
 #include <math.h>
@@ -233,9 +234,34 @@ void cq_gen_answer_free(cq_gen_answer *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* What a span of one shown clause must be (see constraint_build below): a verbatim span of text (the clause's shown
+ * bytes flattened, the items that may not be quoted made line breaks) that holds no item's start after its first
+ * byte. */
+typedef struct {
+    char *text; /* NULL: the clause is not shown */
+    size_t len;
+    size_t starts[CQ_SPAN_MAX_ITEMS]; /* where its items start */
+    size_t n_starts;
+} constraint;
+
+/* The first place answer[0..n) may be quoted from in c, or NULL. */
+static const char *constraint_find(const constraint *c, const char *answer, size_t n) {
+    if (!c->text || !n) return NULL;
+    for (const char *p = c->text, *end = c->text + c->len; p < end;) {
+        const char *at = memmem(p, (size_t)(end - p), answer, n);
+        if (!at) return NULL;
+        const size_t s = (size_t)(at - c->text);
+        bool crosses = false;
+        for (size_t k = 0; k < c->n_starts && !crosses; k++) crosses = c->starts[k] > s && c->starts[k] < s + n;
+        if (!crosses) return at;
+        p = at + 1;
+    }
+    return NULL;
+}
+
 /* Is answer[0..n) a span of one shown clause (its index in *which), or a prefix of the refusal phrase or of a
  * verdict word (verdicts: the yes and no words, or NULL)? */
-static bool admissible(char *const *flat, size_t n_flat, const char *refusal, const char *const *verdicts,
+static bool admissible(const constraint *con, size_t n_con, const char *refusal, const char *const *verdicts,
                        const char *answer, size_t n, size_t *which) {
     if (refusal && n <= strlen(refusal) && !memcmp(refusal, answer, n)) {
         *which = WHICH_REFUSAL;
@@ -246,12 +272,66 @@ static bool admissible(char *const *flat, size_t n_flat, const char *refusal, co
             *which = v ? WHICH_NO : WHICH_YES;
             return true;
         }
-    for (size_t i = 0; i < n_flat; i++)
-        if (flat[i] && memmem(flat[i], strlen(flat[i]), answer, n)) {
+    for (size_t i = 0; i < n_con; i++)
+        if (constraint_find(&con[i], answer, n)) {
             *which = i;
             return true;
         }
     return false;
+}
+
+/* The constraint of hit h shown up to byte `shown` (app/answer_span.h for the items): no span crosses from one item
+ * (项) into the next; and when the question's terms match one item clearly better than every other (half again the
+ * terms of any other, and three more), the other items' text becomes line breaks (which no answer holds): the span
+ * comes from that item or from the clause's text outside its items. False when out of memory. */
+static bool constraint_build(constraint *c, const cq_hit *h, size_t shown, char *const *terms, size_t n_terms) {
+    memset(c, 0, sizeof *c);
+    if (!(c->text = flatten(h->text, shown))) return false;
+    c->len = shown;
+    cq_text_range it[CQ_SPAN_MAX_ITEMS];
+    const size_t n = cq_span_items(h->text, strlen(h->text), it, CQ_SPAN_MAX_ITEMS);
+    if (n < 2) return true;
+    size_t best = (size_t)-1, best_score = 0, second = 0;
+    for (size_t i = 0; terms && i < n; i++) {
+        char *key = cq_text_norm_key(h->text + it[i].start, it[i].end - it[i].start);
+        size_t score = 0;
+        for (size_t k = 0; key && k < n_terms; k++)
+            if (strstr(key, terms[k])) score++;
+        free(key);
+        if (score > best_score) {
+            second = best_score;
+            best_score = score;
+            best = i;
+        } else if (score > second) {
+            second = score;
+        }
+    }
+    /* only a clear match picks an item: half again the terms of any other item, and at least three more */
+    const bool pick = best != (size_t)-1 && 2 * best_score >= 3 * second && best_score >= second + 3;
+    for (size_t i = 0; i < n && it[i].start < shown; i++) {
+        c->starts[c->n_starts++] = it[i].start;
+        if (pick && i != best)
+            for (size_t b = it[i].start; b < it[i].end && b < shown; b++) c->text[b] = '\n';
+    }
+    return true;
+}
+
+bool cq_gen_answer_admits(const cq_hit *h, size_t shown, char *const *terms, size_t n_terms, const char *span) {
+    constraint c;
+    bool ok = constraint_build(&c, h, shown, terms, n_terms) && constraint_find(&c, span, strlen(span)) != NULL;
+    free(c.text);
+    return ok;
+}
+
+/* The words a span's start needs from before it (app/answer_span.h), flattened, for an answer answer[0..n) first
+ * quotable in c, a span of text: NULL when none (or out of memory). */
+static char *lead_words(const constraint *c, const char *text, const char *answer, size_t n) {
+    const char *at = constraint_find(c, answer, n);
+    if (!at) return NULL;
+    size_t s = (size_t)(at - c->text), e = s + n;
+    const size_t s0 = s;
+    cq_span_keep_qualifiers(text, strlen(text), &s, &e);
+    return s < s0 ? flatten(text + s, s0 - s) : NULL;
 }
 
 /* Length of the longest prefix of s[0..n) made of whole UTF-8 characters. */
@@ -308,17 +388,17 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     } else {
         prompt = cq_gen_answer_prompt(question, hits, o.max_context_chars, &shown);
     }
-    char **flat = calloc(hits->n, sizeof *flat);
+    constraint *con = calloc(hits->n, sizeof *con);
     /* each step's candidates: the top logits and their log-sum-exp (on the GPU, the logits stay there) */
     const cq_top_request want = {o.candidates, 0, {0}};
     cq_top *top = malloc(sizeof *top);
     int32_t *ids = NULL;
     size_t n_ids = 0;
     cq_decoder_seq *seq = NULL;
-    cq_strbuf ans = {0};
-    cq_status rc = prompt && flat && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_strbuf ans = {0}, sent = {0}; /* the answer so far, the text streamed */
+    cq_status rc = prompt && con && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < hits->n; i++)
-        if (shown[i] && !(flat[i] = flatten(hits->hits[i].text, shown[i])))
+        if (shown[i] && !constraint_build(&con[i], &hits->hits[i], shown[i], o.terms, o.n_terms))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);
@@ -363,7 +443,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             size_t old = ans.len;
             cq_strbuf_append(&ans, p, n);
             size_t w;
-            if (admissible(flat, hits->n, allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
+            if (admissible(con, hits->n, allow_refusal ? refusal : NULL, verdicts, ans.data, ans.len, &w)) {
                 pick = id;
                 pick_logit = top->top_logits[c];
                 which = w;
@@ -382,8 +462,17 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
                     exp(logprob_sum / out->new_tokens) >= o.min_confidence;
         if (on_text && which < hits->n && sure) {
             size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
-            if (ready) {
+            if (ready && !streamed) { /* a qualifier before the span goes first (answer_span.h) */
+                char *lead = lead_words(&con[which], hits->hits[which].text, ans.data, ans.len);
+                if (lead && *lead) {
+                    if (!on_text(user, lead, strlen(lead))) stop = stop_by_client = true;
+                    cq_strbuf_puts(&sent, lead);
+                }
+                free(lead);
+            }
+            if (ready && !stop) {
                 if (!on_text(user, ans.data + streamed, ready)) stop = stop_by_client = true;
+                cq_strbuf_append(&sent, ans.data + streamed, ready);
                 streamed += ready;
             }
         }
@@ -424,23 +513,38 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
             }
             /* The first clause, in rank order, that holds the whole answer. */
             for (size_t i = 0; i < hits->n; i++)
-                if (flat[i] && strstr(flat[i], ans.data)) {
+                if (constraint_find(&con[i], ans.data, ans.len)) {
                     which = i;
                     break;
                 }
-            if (ans.len) {
-                if (on_text && !stop_by_client && streamed < ans.len && exp(out->mean_logprob) >= o.min_confidence)
-                    on_text(user, ans.data + streamed, ans.len - streamed);
+            /* the span keeps the negation and limit words at its edges (answer_span.h) */
+            const char *at = ans.len && which < hits->n ? constraint_find(&con[which], ans.data, ans.len) : NULL;
+            if (at) {
+                const char *text = hits->hits[which].text;
+                size_t s0 = (size_t)(at - con[which].text), e0 = s0 + ans.len;
+                char *ext = cq_span_keep_qualifiers(text, strlen(text), &s0, &e0) ? flatten(text + s0, e0 - s0) : NULL;
+                if (ext) {
+                    ans.len = 0;
+                    cq_strbuf_puts(&ans, ext);
+                    free(ext);
+                }
+            }
+            if (ans.len && !ans.failed) {
+                /* the rest of the answer, when what was streamed is its start */
+                if (on_text && !stop_by_client && sent.len < ans.len && (!sent.len || !memcmp(ans.data, sent.data, sent.len)) &&
+                    exp(out->mean_logprob) >= o.min_confidence)
+                    on_text(user, ans.data + sent.len, ans.len - sent.len);
                 out->text = cq_strbuf_take(&ans);
                 out->clause = which;
             }
         }
     }
     cq_strbuf_free(&ans);
+    cq_strbuf_free(&sent);
     cq_decoder_seq_free(seq);
     free(ids);
-    for (size_t i = 0; flat && i < hits->n; i++) free(flat[i]);
-    free(flat);
+    for (size_t i = 0; con && i < hits->n; i++) free(con[i].text);
+    free(con);
     free(top);
     free(shown);
     free(prompt);

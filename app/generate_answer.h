@@ -50,7 +50,16 @@ typedef struct {
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
     double refusal_min_p;     /* the refusal may be chosen only when refusal_p is at least this (0: whenever it is
                                * the likeliest admissible start; above 1: never) */
+    char *const *terms;       /* the question's terms (index/query.h all_terms; may be NULL): they pick the item */
+    size_t n_terms;           /* (项) of a listing clause the answer may come from (see below) */
 } cq_gen_answer_options;
+
+/* Spans keep their meaning (app/answer_span.h): a span never crosses from one item (项) of a clause into another,
+ * and when the question's terms match one item of a shown clause clearly better than every other (half again the
+ * terms of any other, and three more), the span may come from
+ * that item (or the clause's text outside its items) only. The span the model wrote is then extended over the
+ * negation and limit words at its edges (不, 不得, 不超过, …以上; not, unless, …); what was streamed is its start
+ * unless that extension added words before it (then the final answer differs from the streamed text). */
 
 /* The prompt for question over the first hits (at most max_context_chars of clause text); *shown receives how many
  * bytes of each hit's text were shown (an array of hits->n, malloc'd). */
@@ -59,6 +68,10 @@ char *cq_gen_answer_prompt(const char *question, const cq_hits *hits, size_t max
 cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err);
 void cq_gen_answer_free(cq_gen_answer *g);
+
+/* May span be quoted from hit h shown up to byte `shown`: a verbatim span of its flattened text that crosses no item
+ * boundary and lies outside the items the question's terms rule out (see above; terms may be NULL)? */
+bool cq_gen_answer_admits(const cq_hit *h, size_t shown, char *const *terms, size_t n_terms, const char *span);
 
 /* The check an answer must pass to be used: non-empty and a verbatim span of the text of hits[clause]. */
 bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t clause);

@@ -187,6 +187,27 @@ def notice(driver, clause_id):
     shot(driver, 'desktop-notice.png')
 
 
+def context(driver, clause_id):
+    """A short generated span comes with the sentence around it, muted under the answer."""
+    driver.find_element(By.ID, 'new-chat').click()
+    answer = '不低于工资的百分之二百的工资报酬'
+    sentence = '（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；'
+    driver.execute_script(FAKE_ASK_JS, [
+        ['stage', {'stage': 'generating', 'retrieve_ms': 2}], ['token', {'text': answer}],
+        ['citations', {'citations': [{'clause_id': clause_id, 'doc': '劳动法(2018-12-29)', 'clause': '第四十四条',
+                                      'page': 4, 'quote': answer}]}],
+        ['done', {'answer': answer, 'abstained': False, 'generated': True, 'context': sentence,
+                  'question': '休息日加班呢', 'timings': {'retrieve_ms': 2, 'generate_ms': 900}}]])
+    ask(driver, '休息日加班工资怎么算？')
+    ctx = wait(driver, lambda d: css(d, '.msg.assistant .answer-context'), 'context shown')
+    if ctx:
+        check('the context is the sentence', sentence in ctx[0].text, ctx[0].text)
+        check('the context is muted', 'muted' in ctx[0].get_attribute('class'), ctx[0].get_attribute('class'))
+        msg = ctx[0].find_element(By.XPATH, '..')
+        check('the answer stays the span', msg.find_element(By.CSS_SELECTOR, '.bubble').text.strip() == answer,
+              msg.text)
+
+
 def conversations(driver, s):
     driver.find_element(By.CSS_SELECTOR, '[data-side-tab=convs]').click()
     items = wait(driver, lambda d: [e for e in css(d, '.conv') if e.is_displayed()], 'conversations listed')
@@ -342,6 +363,7 @@ def main():
 
         clause_id = int(css(driver, '.chip.cite')[0].get_attribute('data-clause-id'))
         notice(driver, clause_id)
+        context(driver, clause_id)
         driver.refresh()
         wait(driver, lambda d: d.find_element(By.ID, 'kb-select').get_attribute('value') == KB, 'reload')
         conversations(driver, s)

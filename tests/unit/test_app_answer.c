@@ -106,8 +106,25 @@ static void test_extractive_and_abstain(void **state) {
     cq_answer_free(&ans);
 }
 
+/* The extractive answer keeps to one item (项): the neighbour sentence is another item, not added. */
+static void test_extractive_one_item(void **state) {
+    (void)state;
+    int ab;
+    char *a = answer_for("休息日安排劳动者工作又不能安排补休的，用人单位应当支付多少工资报酬？", article44, "第四十四条",
+                         CQ_RETRIEVE_BM25, 0, 0, &ab);
+    assert_false(ab);
+    assert_string_equal(a, "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；");
+    free(a);
+    /* sentences of one paragraph are still joined when both match */
+    a = answer_for("拖欠劳动报酬的，劳动报酬怎么办？", article30, "第三十条", CQ_RETRIEVE_BM25, 0, 0, &ab);
+    assert_false(ab);
+    assert_non_null(strstr(a, "申请支付令"));
+    free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_recite), cmocka_unit_test(test_paragraph_and_item),
-                                       cmocka_unit_test(test_extractive_and_abstain)};
+                                       cmocka_unit_test(test_extractive_and_abstain),
+                                       cmocka_unit_test(test_extractive_one_item)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,49 @@ static void test_is_title(void **state) {
     cq_hits_free(&h);
 }
 
+/* The constraint: no span crosses items; the item the question's terms match best is the only one quotable. */
+static void test_constraint_items(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_query q;
+    cq_err err = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
+    const size_t n44 = strlen(article44);
+    char **t = q.all_terms;
+    const size_t nt = q.n_all_terms;
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之二百"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之一百五十")); /* other items: not quotable */
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "百分之三百"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, t, nt, "有下列情形之一的")); /* outside the items: quotable */
+    /* no term picks an item (a question about all of them): every item quotable from its marker on, none crossed */
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "百分之一百五十的工资报酬；"));
+    assert_true(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "（三）法定休假日"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬； （二）休息日"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬：\n（一）"));
+    assert_false(cq_gen_answer_admits(&h.hits[0], n44, NULL, 0, "工资报酬： （一）安排")); /* nor from the lead in */
+    /* a clause without items: any span of it */
+    assert_true(cq_gen_answer_admits(&h.hits[1], strlen(article36), t, nt, "不超过八小时、平均每周"));
+    /* items that match alike (a court's list of claims, cjrc): none is picked, each stays quotable */
+    cq_hits c = {0};
+    add_hit(&c, 9, "175", NULL, NULL,
+            "刘x0向本院提起诉讼请求为:1、请求判令位于北京市大兴区黄村镇邢各庄村兴盛街北三条9号院房屋(以下简称:北三条9号院)"
+            "的西房一间归原告所有;2、请求判令北京市大兴区黄村镇邢各庄村兴盛街北三条9号房屋的西房一间依法拆迁所获利益归原告所有;"
+            "3、判令本案诉讼费由被告承担事实及理由为:原被告双方父亲刘x12、母亲李x16共生育刘x0等五名子女,原告对该院内房屋享有权利");
+    cq_query q2;
+    assert_int_equal(cq_query_parse(NULL, 0, "刘x0希望位于何处的房屋归原告所有？", &q2, &err), CQ_OK);
+    assert_true(cq_gen_answer_admits(&c.hits[0], strlen(c.hits[0].text), q2.all_terms, q2.n_all_terms,
+                                     "北京市大兴区黄村镇邢各庄村兴盛街北三条9号院"));
+    assert_false(cq_gen_answer_admits(&c.hits[0], strlen(c.hits[0].text), q2.all_terms, q2.n_all_terms,
+                                      "归原告所有;2、请求判令")); /* still no crossing */
+    cq_query_free(&q2);
+    cq_hits_free(&c);
+    /* what is not shown cannot be quoted */
+    assert_false(cq_gen_answer_admits(&h.hits[0], 30, NULL, 0, "百分之三百"));
+    cq_query_free(&q);
+    cq_hits_free(&h);
+}
+
 static cq_decoder *dec;
 
 static int open_model(void **state) {
@@ -187,15 +230,66 @@ static void test_generate_span(void **state) {
     cq_query_free(&q);
 }
 
+/* The generated span comes from the item asked about, with the sentence around it; an answer from a clause with
+ * none of the question's key terms is refused unless the model is sure enough. */
+static void test_generate_item_context_keyless(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_answer a;
+    cq_err err = {0};
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &q, &err), CQ_OK);
+    cq_answer_options ao = {.decoder = dec, .min_confidence = -1};
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    assert_true(a.generated);
+    const char *item2 = "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；";
+    if (strcmp(a.answer, item2) && strstr(article44, a.answer)) {
+        assert_non_null(strstr(item2, a.answer)); /* from item (二) */
+        assert_non_null(a.context);
+        assert_non_null(strstr(a.context, a.answer));
+        /* with the words that lead the items in, "…" for the item left out before it */
+        assert_non_null(strstr(a.context, "有下列情形之一的"));
+        assert_non_null(strstr(a.context, "： … （二）休息日"));
+    }
+    if (strstr(a.answer, "低于")) assert_non_null(strstr(a.answer, "不低于")); /* never without its 不 */
+    assert_true(a.key_terms > 0);
+    cq_answer_free(&a);
+    cq_query_free(&q);
+
+    /* key terms (火星, 量子 …) that the clause does not hold; the reference is no key term */
+    assert_int_equal(cq_query_parse(NULL, 0, "第四十四条中火星上的量子引力是多少？", &q, &err), CQ_OK);
+    h = two_articles();
+    ao.keyless_min_confidence = 1.01; /* no confidence is enough */
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    if (a.tokens_generated > 0 && a.key_terms == 0) {
+        assert_true(a.abstained);
+        assert_non_null(a.notice);
+        assert_non_null(strstr(a.notice, "关键词"));
+    } else {
+        fprintf(stderr, "keyless: the model answered nothing to check (tokens %d, key terms %d)\n", a.tokens_generated,
+                a.key_terms);
+        fail();
+    }
+    cq_answer_free(&a);
+    h = two_articles();
+    ao.keyless_min_confidence = -1; /* the rule off: the model's answer stands */
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    assert_false(a.abstained && a.notice && strstr(a.notice, "关键词"));
+    cq_answer_free(&a);
+    cq_query_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest plain[] = {
         cmocka_unit_test(test_prompt_zh),
         cmocka_unit_test(test_prompt_en),
         cmocka_unit_test(test_supported),
         cmocka_unit_test(test_is_title),
+        cmocka_unit_test(test_constraint_items),
     };
     const struct CMUnitTest model[] = {
         cmocka_unit_test(test_generate_span),
+        cmocka_unit_test(test_generate_item_context_keyless),
     };
     int rc = cmocka_run_group_tests(plain, NULL, NULL);
     return rc | cmocka_run_group_tests(model, open_model, close_model);

@@ -1,0 +1,576 @@
+/* Spans that keep their meaning; see answer_span.h. */
+#define _GNU_SOURCE /* memmem */
+#include "app/answer_span.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numerals.h"
+#include "core/utf8.h"
+
+/* ---- the word lists (the only place they are) ------------------------------------------------------------- */
+
+/* Taken in when right before a span (or cut by its start). Longer words first is not needed: the longest match
+ * wins. 除 alone is not here: it is the tail of 解除/免除/排除…; 除…外 has its own rule (below). */
+static const char *const ZH_BEFORE[] = {
+    "不得", "不准", "不应", "不能", "不可", "不宜", "不必", "不再", "不予", "不受", "不属于", "不超过", "不超出",
+    "不低于", "不少于", "不高于", "不多于", "不大于", "不小于", "不足", "不满", "不", "未经", "未满", "尚未", "未",
+    "非经", "非", "无须", "无需", "无权", "无", "没有", "禁止", "严禁", "除非", "除了", "至少", "至多", "最多",
+    "最少", "最高", "最低", "最长", "最短", "超过", "低于", "高于", "少于", "多于", "大于", "小于", "仅限", "仅",
+    "只能", "只有",
+};
+/* Taken in when right after a span (or cut by its end). */
+static const char *const ZH_AFTER[] = {
+    "以上", "以下", "以内", "以外", "之内", "之外", "除外", "的除外", "为限", "为止",
+};
+/* Words whose last characters are a qualifier above that is not one here ("有无" is "whether", not "no"): a
+ * qualifier that ends one of these is not taken in. */
+static const char *const ZH_NOT_QUALIFIER[] = {
+    "有无", "是非", "莫非", "无非", "虚无", "要不", "差不", "了不",
+};
+/* Whole words, any case; a space stands for one or more spaces or tabs. */
+static const char *const EN_BEFORE[] = {
+    "no more than", "no less than", "no fewer than", "no later than", "no earlier than", "no greater than",
+    "not more than", "not less than", "not fewer than", "not later than", "not earlier than", "not exceeding",
+    "not to exceed", "in no event", "at least", "at most", "up to", "more than", "less than", "fewer than",
+    "greater than", "later than", "earlier than", "not", "no", "never", "unless", "except", "without", "nor",
+    "neither", "cannot", "only", "none", "exceeding",
+};
+static const char *const EN_AFTER[] = {
+    "or more", "or less", "or fewer", "or greater", "or longer", "or shorter", "or later", "or earlier",
+    "at the latest", "at most", "at least",
+};
+
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+const char *const *cq_span_qualifier_words(cq_qualifier_kind kind, size_t *n) {
+    switch (kind) {
+    case CQ_QUALIFIER_ZH_BEFORE: *n = COUNT(ZH_BEFORE); return ZH_BEFORE;
+    case CQ_QUALIFIER_ZH_AFTER: *n = COUNT(ZH_AFTER); return ZH_AFTER;
+    case CQ_QUALIFIER_EN_BEFORE: *n = COUNT(EN_BEFORE); return EN_BEFORE;
+    case CQ_QUALIFIER_EN_AFTER: *n = COUNT(EN_AFTER); return EN_AFTER;
+    default: *n = 0; return NULL;
+    }
+}
+
+/* ---- characters ------------------------------------------------------------------------------------------- */
+
+static bool alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static bool blank(char c) { return c == ' ' || c == '\t'; }
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* The start of the character before byte i (i > 0). */
+static size_t prev_char(const char *t, size_t i) {
+    size_t k = i - 1;
+    while (k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80) k--;
+    return k;
+}
+
+static uint32_t char_at(const char *t, size_t n, size_t i, size_t *len) {
+    size_t l = 0;
+    uint32_t cp = i < n ? cq_utf8_decode(t + i, n - i, &l) : 0;
+    if (len) *len = l ? l : 1;
+    return cp;
+}
+
+static bool has_at(const char *t, size_t n, size_t i, const char *w) {
+    size_t l = strlen(w);
+    return i + l <= n && !memcmp(t + i, w, l);
+}
+
+/* Ends a sentence: 。！？；;!? and the line break ('.' is handled by its caller: only before a space). */
+static bool sentence_mark(uint32_t cp) {
+    return cp == 0x3002 || cp == 0xFF01 || cp == 0xFF1F || cp == 0xFF1B || cp == ';' || cp == '!' || cp == '?' ||
+           cp == '\n';
+}
+
+/* Ends a phrase: a sentence mark, ，、：,: */
+static bool phrase_mark(uint32_t cp) {
+    return sentence_mark(cp) || cp == 0xFF0C || cp == 0x3001 || cp == 0xFF1A || cp == ',' || cp == ':' || cp == '.';
+}
+
+/* The first byte of the line holding byte i, and the end of that line. */
+static size_t line_start(const char *t, size_t i) {
+    while (i > 0 && t[i - 1] != '\n') i--;
+    return i;
+}
+static size_t line_end(const char *t, size_t n, size_t i) {
+    while (i < n && t[i] != '\n') i++;
+    return i;
+}
+
+/* ---- matching one word ------------------------------------------------------------------------------------ */
+
+/* English w (lower case, single spaces) matching t backward so that it ends at q: its start, or SIZE_MAX. Stays
+ * at or after lo; the byte before the match must not be a letter or digit. */
+static size_t en_back(const char *t, size_t lo, size_t q, const char *w) {
+    size_t j = strlen(w), i = q;
+    while (j > 0) {
+        if (w[j - 1] == ' ') {
+            if (i <= lo || !blank(t[i - 1])) return SIZE_MAX;
+            while (i > lo && blank(t[i - 1])) i--;
+        } else {
+            if (i <= lo || lower(t[i - 1]) != w[j - 1]) return SIZE_MAX;
+            i--;
+        }
+        j--;
+    }
+    if (i > lo && alnum(t[i - 1])) return SIZE_MAX;
+    return i;
+}
+
+/* English w matching t forward from p (not past hi): its end, or SIZE_MAX; the byte after must not be a letter or
+ * digit. */
+static size_t en_fwd(const char *t, size_t hi, size_t p, const char *w) {
+    size_t i = p;
+    for (const char *c = w; *c; c++) {
+        if (*c == ' ') {
+            if (i >= hi || !blank(t[i])) return SIZE_MAX;
+            while (i < hi && blank(t[i])) i++;
+        } else {
+            if (i >= hi || lower(t[i]) != *c) return SIZE_MAX;
+            i++;
+        }
+    }
+    if (i < hi && alnum(t[i])) return SIZE_MAX;
+    return i;
+}
+
+/* Is the Chinese qualifier ending at q (of l bytes) the tail of a word that is no qualifier (有无)? */
+static bool zh_excluded(const char *t, size_t lo, size_t q, size_t l) {
+    for (size_t i = 0; i < COUNT(ZH_NOT_QUALIFIER); i++) {
+        const char *e = ZH_NOT_QUALIFIER[i];
+        size_t el = strlen(e);
+        if (el > l && q >= lo + el && !memcmp(t + q - el, e, el)) return true;
+    }
+    return false;
+}
+
+/* ---- extending the start ---------------------------------------------------------------------------------- */
+
+/* The qualifier before start (Chinese: ending exactly there; English: after spaces): the new start, or start. */
+static size_t before_word(const char *t, size_t lo, size_t start) {
+    size_t best = start;
+    for (size_t i = 0; i < COUNT(ZH_BEFORE); i++) {
+        size_t l = strlen(ZH_BEFORE[i]);
+        if (start >= lo + l && !memcmp(t + start - l, ZH_BEFORE[i], l) && !zh_excluded(t, lo, start, l) &&
+            start - l < best)
+            best = start - l;
+    }
+    size_t q = start;
+    while (q > lo && blank(t[q - 1])) q--;
+    if (q < start || !alnum(t[start])) {
+        for (size_t i = 0; i < COUNT(EN_BEFORE); i++) {
+            size_t s = en_back(t, lo, q, EN_BEFORE[i]);
+            if (s < best) best = s;
+        }
+        /* a contraction: "don't", "won't", "isn’t" */
+        size_t w = q;
+        for (;;) {
+            if (w > lo && (alnum(t[w - 1]) || t[w - 1] == '\'')) w--;
+            else if (w >= lo + 3 && !memcmp(t + w - 3, "’", 3)) w -= 3;
+            else break;
+        }
+        if (w < q && w < best &&
+            ((q >= w + 3 && !memcmp(t + q - 3, "n't", 3)) || (q >= w + 5 && !memcmp(t + q - 5, "n’t", 5))))
+            best = w;
+    }
+    return best;
+}
+
+/* A qualifier the start cuts in half: the new start, or start. */
+static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) {
+    size_t best = start;
+    const char *const *lists[2] = {ZH_BEFORE, ZH_AFTER};
+    const size_t counts[2] = {COUNT(ZH_BEFORE), COUNT(ZH_AFTER)};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < counts[k]; i++) {
+            const char *w = lists[k][i];
+            size_t l = strlen(w);
+            for (size_t cut = 1; cut < l; cut++) {
+                if (((unsigned char)w[cut] & 0xC0) == 0x80) continue; /* inside a character */
+                if (start >= lo + cut && !memcmp(t + start - cut, w, cut) && has_at(t, n, start, w + cut) &&
+                    start - cut < best)
+                    best = start - cut;
+            }
+        }
+    /* English: a span starting inside a word starts at the word; inside a phrase ("less | than"), at the phrase */
+    if (start > lo && alnum(t[start - 1]) && alnum(t[start])) {
+        size_t s = start;
+        while (s > lo && alnum(t[s - 1])) s--;
+        if (s < best) best = s;
+    }
+    const char *const *en[2] = {EN_BEFORE, EN_AFTER};
+    const size_t en_n[2] = {COUNT(EN_BEFORE), COUNT(EN_AFTER)};
+    size_t q = start;
+    while (q > lo && blank(t[q - 1])) q--;
+    if (q < start)
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < en_n[k]; i++) {
+                const char *w = en[k][i];
+                for (const char *sp = strchr(w, ' '); sp; sp = strchr(sp + 1, ' ')) {
+                    char left[32];
+                    size_t ll = (size_t)(sp - w);
+                    if (ll >= sizeof left) continue;
+                    memcpy(left, w, ll);
+                    left[ll] = 0;
+                    if (en_fwd(t, n, start, sp + 1) == SIZE_MAX) continue;
+                    size_t s = en_back(t, lo, q, left);
+                    if (s < best) best = s;
+                }
+            }
+    return best;
+}
+
+/* Does a clause start at byte i: the line's start, or after punctuation or a space? */
+static bool clause_start(const char *t, size_t lo, size_t i) {
+    if (i <= lo) return true;
+    size_t p = prev_char(t, i);
+    uint32_t cp = char_at(t, i, p, NULL);
+    return phrase_mark(cp) || cp == 0xFF08 || cp == '(' || cp == ' ' || cp == 0x3000;
+}
+
+#define CHU "\xE9\x99\xA4" /* 除 */
+#define WAI "\xE5\xA4\x96" /* 外 */
+#define CHU_WAI_REACH 240  /* bytes (80 characters) between 除 and 外 at most */
+
+/* "除…外，span": the start of 除, or start. */
+static size_t chu_wai_start(const char *t, size_t lo, size_t start) {
+    size_t p = start;
+    while (p > lo) {
+        size_t k = prev_char(t, p);
+        if (has_at(t, p, k, "，") || t[k] == ',' || blank(t[k])) p = k;
+        else break;
+    }
+    if (p < lo + 3 || memcmp(t + p - 3, WAI, 3)) return start;
+    if (p >= lo + 6 && !memcmp(t + p - 6, CHU, 3)) return start; /* 除外 closes a sentence, it opens none */
+    for (size_t i = p - 3; i > lo && p - i < CHU_WAI_REACH;) {
+        i = prev_char(t, i);
+        uint32_t cp = char_at(t, p, i, NULL);
+        if (sentence_mark(cp)) break;
+        if (has_at(t, p, i, CHU) && clause_start(t, lo, i)) return i;
+    }
+    return start;
+}
+
+/* ---- extending the end ------------------------------------------------------------------------------------ */
+
+static size_t after_word(const char *t, size_t n, size_t end) {
+    size_t best = end;
+    for (size_t i = 0; i < COUNT(ZH_AFTER); i++)
+        if (has_at(t, n, end, ZH_AFTER[i]) && end + strlen(ZH_AFTER[i]) > best) best = end + strlen(ZH_AFTER[i]);
+    size_t q = end;
+    while (q < n && blank(t[q])) q++;
+    if (q > end || (end > 0 && !alnum(t[end - 1])))
+        for (size_t i = 0; i < COUNT(EN_AFTER); i++) {
+            size_t e = en_fwd(t, n, q, EN_AFTER[i]);
+            if (e != SIZE_MAX && e > best) best = e;
+        }
+    return best;
+}
+
+static size_t straddled_end(const char *t, size_t n, size_t start, size_t end) {
+    size_t best = end;
+    const char *const *lists[2] = {ZH_BEFORE, ZH_AFTER};
+    const size_t counts[2] = {COUNT(ZH_BEFORE), COUNT(ZH_AFTER)};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < counts[k]; i++) {
+            const char *w = lists[k][i];
+            size_t l = strlen(w);
+            for (size_t cut = 1; cut < l; cut++) {
+                if (((unsigned char)w[cut] & 0xC0) == 0x80) continue;
+                if (end >= start + cut && !memcmp(t + end - cut, w, cut) && has_at(t, n, end, w + cut) &&
+                    end + (l - cut) > best)
+                    best = end + (l - cut);
+            }
+        }
+    if (end > start && end < n && alnum(t[end - 1]) && alnum(t[end])) {
+        size_t e = end;
+        while (e < n && alnum(t[e])) e++;
+        if (e > best) best = e;
+    }
+    const char *const *en[2] = {EN_BEFORE, EN_AFTER};
+    const size_t en_n[2] = {COUNT(EN_BEFORE), COUNT(EN_AFTER)};
+    size_t q = end;
+    while (q < n && blank(t[q])) q++;
+    if (q > end)
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < en_n[k]; i++) {
+                const char *w = en[k][i];
+                for (const char *sp = strchr(w, ' '); sp; sp = strchr(sp + 1, ' ')) {
+                    char left[32];
+                    size_t ll = (size_t)(sp - w);
+                    if (ll >= sizeof left) continue;
+                    memcpy(left, w, ll);
+                    left[ll] = 0;
+                    size_t s = en_back(t, start, end, left);
+                    if (s == SIZE_MAX) continue;
+                    size_t e = en_fwd(t, n, q, sp + 1);
+                    if (e != SIZE_MAX && e > best) best = e;
+                }
+            }
+    return best;
+}
+
+/* A span that ends with a word that qualifies what follows ("…工资不低于", "…shall not") is cut in half: it goes on
+ * to the end of the phrase. */
+static size_t dangling_end(const char *t, size_t n, size_t start, size_t end) {
+    bool dangling = false;
+    for (size_t i = 0; i < COUNT(ZH_BEFORE) && !dangling; i++) {
+        size_t l = strlen(ZH_BEFORE[i]);
+        if (end >= start + l && !memcmp(t + end - l, ZH_BEFORE[i], l) && !zh_excluded(t, start, end, l))
+            dangling = true;
+    }
+    for (size_t i = 0; i < COUNT(EN_BEFORE) && !dangling; i++)
+        if ((end == n || !alnum(t[end])) && en_back(t, start, end, EN_BEFORE[i]) != SIZE_MAX) dangling = true;
+    if (!dangling) return end;
+    size_t e = end;
+    while (e < n) {
+        size_t len;
+        uint32_t cp = char_at(t, n, e, &len);
+        if (phrase_mark(cp) && (cp != '.' || e + 1 >= n || blank(t[e + 1]) || t[e + 1] == '\n')) break;
+        e += len;
+    }
+    while (e > end && blank(t[e - 1])) e--;
+    return e;
+}
+
+/* "除…" in the span without its 外: to the 外. */
+static size_t chu_wai_end(const char *t, size_t n, size_t lo, size_t start, size_t end) {
+    size_t chu = SIZE_MAX;
+    for (size_t i = start; i + 3 <= end;) {
+        size_t len;
+        char_at(t, end, i, &len);
+        if (has_at(t, end, i, CHU) && clause_start(t, lo, i) && !has_at(t, end, i + 3, WAI)) chu = i;
+        if (chu != SIZE_MAX && has_at(t, end, i, WAI) && i > chu) chu = SIZE_MAX;
+        i += len;
+    }
+    if (chu == SIZE_MAX) return end;
+    for (size_t i = end; i < n && i - chu < CHU_WAI_REACH;) {
+        size_t len;
+        uint32_t cp = char_at(t, n, i, &len);
+        if (sentence_mark(cp)) break;
+        if (has_at(t, n, i, WAI)) return i + 3;
+        i += len;
+    }
+    return end;
+}
+
+bool cq_span_keep_qualifiers(const char *text, size_t n, size_t *start, size_t *end) {
+    if (!text || !start || !end || *start >= *end || *end > n) return false;
+    size_t s = *start, e = *end;
+    /* its edges as words: white space at either end says nothing */
+    while (s < e && blank(text[s])) s++;
+    while (e > s && blank(text[e - 1])) e--;
+    if (s == e) return false;
+    for (int round = 0; round < 8; round++) {
+        const size_t lo = line_start(text, s), s0 = s, e0 = e;
+        s = straddled_start(text, n, lo, s);
+        s = before_word(text, lo, s);
+        s = chu_wai_start(text, lo, s);
+        e = straddled_end(text, n, s, e);
+        e = after_word(text, n, e);
+        e = dangling_end(text, n, s, e);
+        e = chu_wai_end(text, n, lo, s, e);
+        if (e > line_end(text, n, s)) e = e0 > line_end(text, n, s) ? e0 : line_end(text, n, s);
+        if (s == s0 && e == e0) break;
+    }
+    if (s > *start) s = *start; /* a span is never shortened */
+    if (e < *end) e = *end;
+    bool changed = s != *start || e != *end;
+    *start = s;
+    *end = e;
+    return changed;
+}
+
+char *cq_span_extend_answer(const char *text, size_t n, const char *answer, bool *changed) {
+    if (changed) *changed = false;
+    if (!text || !answer || !*answer) return NULL;
+    const char *at = memmem(text, n, answer, strlen(answer));
+    if (!at) return NULL;
+    size_t s = (size_t)(at - text), e = s + strlen(answer);
+    bool c = cq_span_keep_qualifiers(text, n, &s, &e);
+    if (changed) *changed = c;
+    return strndup(text + s, e - s);
+}
+
+/* ---- items ------------------------------------------------------------------------------------------------ */
+
+enum { K_PAREN_NUM, K_PAREN_ALPHA, K_PAREN_ROMAN, K_CN_DUN, K_DIGIT, K_NONE };
+
+typedef struct {
+    size_t pos;
+    int kind[2];
+    long value[2];
+} marker;
+
+/* Is there an item marker at p? Its kinds and values (two readings for "(i)": the letter and the Roman 1). */
+static bool parse_marker(const char *t, size_t n, size_t p, marker *m) {
+    m->pos = p;
+    m->kind[0] = m->kind[1] = K_NONE;
+    size_t len, used;
+    uint32_t cp = char_at(t, n, p, &len);
+    if (cp == 0xFF08 || cp == '(') {
+        size_t q = p + len;
+        long v = -1;
+        int kind = K_NONE;
+        if (q < n && t[q] >= 'a' && t[q] <= 'z') {
+            size_t e = q;
+            while (e < n && t[e] >= 'a' && t[e] <= 'z' && e - q < 5) e++;
+            long r = cq_roman_parse(t + q, e - q, &used);
+            if (e - q == 1) {
+                m->kind[0] = K_PAREN_ALPHA;
+                m->value[0] = t[q] - 'a' + 1;
+            }
+            if (r > 0 && used == e - q) {
+                m->kind[e - q == 1 ? 1 : 0] = K_PAREN_ROMAN;
+                m->value[e - q == 1 ? 1 : 0] = r;
+            }
+            q = e;
+            kind = m->kind[0];
+        } else if ((v = cq_number_parse(t + q, n - q, &used)) > 0) {
+            m->kind[0] = kind = K_PAREN_NUM;
+            m->value[0] = v;
+            q += used;
+        }
+        if (kind == K_NONE) return false;
+        cp = char_at(t, n, q, &len);
+        return cp == 0xFF09 || cp == ')';
+    }
+    if (cq_is_cn_numeral(cp)) {
+        long v = cq_number_parse(t + p, n - p, &used);
+        if (v <= 0 || !has_at(t, n, p + used, "、")) return false;
+        m->kind[0] = K_CN_DUN;
+        m->value[0] = v;
+        return true;
+    }
+    if (t[p] >= '1' && t[p] <= '9') {
+        size_t q = p;
+        long v = 0;
+        while (q < n && t[q] >= '0' && t[q] <= '9' && q - p < 3) v = v * 10 + (t[q++] - '0');
+        if (q < n && t[q] >= '0' && t[q] <= '9') return false;
+        cp = char_at(t, n, q, &len);
+        if (cp != '.' && cp != 0xFF0E && cp != 0x3001 && cp != ')' && cp != 0xFF09) return false;
+        if (q + len < n && t[q + len] >= '0' && t[q + len] <= '9') return false; /* 7.2, 1.5 */
+        m->kind[0] = K_DIGIT;
+        m->value[0] = v;
+        return true;
+    }
+    return false;
+}
+
+/* May an item marker stand at p: the text's start, a line's, or after ：；:; and spaces? */
+static bool marker_place(const char *t, size_t p) {
+    size_t i = p;
+    while (i > 0 && (blank(t[i - 1]) || has_at(t, p, prev_char(t, i), "\xE3\x80\x80"))) i = prev_char(t, i);
+    if (i == 0 || t[i - 1] == '\n') return true;
+    size_t k = prev_char(t, i);
+    uint32_t cp = char_at(t, i, k, NULL);
+    return cp == 0xFF1A || cp == 0xFF1B || cp == 0x3002 || cp == ':' || cp == ';';
+}
+
+size_t cq_span_items(const char *text, size_t n, cq_text_range *items, size_t max) {
+    if (!text || !items || max == 0) return 0;
+    size_t count = 0;
+    int kind = K_NONE;
+    long expected = 1;
+    for (size_t p = 0; p < n;) {
+        size_t len;
+        char_at(text, n, p, &len);
+        marker m;
+        if (marker_place(text, p) && parse_marker(text, n, p, &m)) {
+            int hit = -1;
+            for (int r = 0; r < 2; r++)
+                if (m.kind[r] != K_NONE && (kind == K_NONE || m.kind[r] == kind) && m.value[r] == expected) hit = r;
+            if (hit >= 0) {
+                if (count < max) items[count].start = p;
+                if (count > 0 && count - 1 < max) items[count - 1].end = p;
+                count++;
+                kind = m.kind[hit];
+                expected++;
+            } else if (kind != K_NONE && (m.kind[0] == kind || m.kind[1] == kind) &&
+                       (m.value[0] == 1 || m.value[1] == 1)) {
+                break; /* a second list of the same kind: the first one ends there */
+            }
+        }
+        p += len;
+    }
+    if (count < 2) return 0;
+    if (count > max) count = max;
+    /* the last item: to the end of its line or its first 。；; (the mark included) */
+    size_t last = items[count - 1].start, e = last;
+    while (e < n && text[e] != '\n') {
+        size_t len;
+        uint32_t cp = char_at(text, n, e, &len);
+        e += len;
+        if (cp == 0x3002 || cp == 0xFF1B || cp == ';') break;
+    }
+    items[count - 1].end = e;
+    for (size_t i = 0; i < count; i++)
+        while (items[i].end > items[i].start && (blank(text[items[i].end - 1]) || text[items[i].end - 1] == '\n' ||
+                                                  text[items[i].end - 1] == '\r'))
+            items[i].end--;
+    return count;
+}
+
+/* ---- the sentence around a span --------------------------------------------------------------------------- */
+
+static bool ends_sentence(const char *t, size_t n, size_t i, size_t len, uint32_t cp) {
+    if (sentence_mark(cp)) return true;
+    return cp == '.' && (i + len >= n || blank(t[i + len]) || t[i + len] == '\n');
+}
+
+cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t end, size_t max_chars,
+                               bool *cut_before, bool *cut_after) {
+    if (cut_before) *cut_before = false;
+    if (cut_after) *cut_after = false;
+    if (!text || start > end || end > n) return (cq_text_range){0, 0};
+    size_t a = start;
+    while (a > 0) {
+        size_t k = prev_char(text, a), len;
+        uint32_t cp = char_at(text, n, k, &len);
+        if (ends_sentence(text, n, k, len, cp)) break;
+        a = k;
+    }
+    size_t b = end;
+    /* a span that ends with its sentence's mark ends the sentence */
+    bool closed = false;
+    if (end > start) {
+        size_t k = prev_char(text, end), len;
+        uint32_t cp = char_at(text, n, k, &len);
+        closed = cp != '\n' && ends_sentence(text, n, k, len, cp);
+    }
+    while (!closed && b < n) {
+        size_t len;
+        uint32_t cp = char_at(text, n, b, &len);
+        if (cp == '\n') break;
+        b += len;
+        if (ends_sentence(text, n, b - len, len, cp)) break;
+    }
+    while (a < start && (blank(text[a]) || text[a] == '\n' || text[a] == '\r')) a++;
+    while (b > end && (blank(text[b - 1]) || text[b - 1] == '\n' || text[b - 1] == '\r')) b--;
+    if (max_chars) {
+        size_t span = cq_utf8_count(text + start, end - start);
+        size_t before = cq_utf8_count(text + a, start - a), after = cq_utf8_count(text + end, b - end);
+        if (span + before + after > max_chars) {
+            size_t room = max_chars > span ? max_chars - span : 0;
+            size_t lb = before < room / 2 ? before : room / 2;
+            size_t la = after < room - lb ? after : room - lb;
+            lb = before < room - la ? before : room - la; /* room one side leaves goes to the other */
+            size_t na = start;
+            for (size_t i = 0; i < lb; i++) na = prev_char(text, na);
+            size_t nb = end;
+            for (size_t i = 0; i < la && nb < b; i++) {
+                size_t len;
+                char_at(text, n, nb, &len);
+                nb += len;
+            }
+            if (na > a && cut_before) *cut_before = true;
+            if (nb < b && cut_after) *cut_after = true;
+            a = na;
+            b = nb;
+        }
+    }
+    return (cq_text_range){a, b};
+}

@@ -1,0 +1,63 @@
+/* Spans that keep their meaning (issue 26): what a quoted answer span must carry with it, and where it may lie.
+ *
+ * A verbatim span can still say the opposite of its clause: "低于工资的百分之一百五十的工资报酬" is a verbatim span of
+ * "支付不低于工资的百分之一百五十的工资报酬", and "the Customer may assign" one of "the Customer may not assign". So:
+ *
+ *   - cq_span_keep_qualifiers extends a span over the negation and limit words right before or after it (不, 不得,
+ *     未经, 不超过, 不低于, 除…外, …以上, …以下, …除外; not, no, never, unless, except, at least, no more than, …
+ *     or more) and over any word it cuts in half. It only ever extends: a span is never shortened.
+ *   - cq_span_items finds the items (项) of a clause — （一）（二）…, 1. 2. …, (a) (b) …, 一、二、… — so that a span
+ *     stays inside one item and the item the question is about can be preferred (app/generate_answer.c).
+ *   - cq_span_sentence gives the sentence around a span, shown next to a short answer (the answer stays verbatim).
+ *
+ * The word lists are in one place, answer_span.c; cq_span_qualifier_words lets the tests generate clauses from them.
+ * Offsets are bytes of UTF-8 text at character boundaries. A span never grows across a line break (a new paragraph
+ * or item), nor across the end of a sentence (。！？; '.' before a space). */
+#ifndef CQ_APP_ANSWER_SPAN_H
+#define CQ_APP_ANSWER_SPAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    size_t start, end; /* bytes [start, end) */
+} cq_text_range;
+
+/* Extends [*start, *end) of text[0..n) so that it neither starts nor ends inside a qualifier word and takes in the
+ * qualifier words right before it (and the limit words right after it), repeatedly ("不得不"). Returns true when the
+ * span changed. The span must lie inside the text; an empty or invalid span is left alone. */
+bool cq_span_keep_qualifiers(const char *text, size_t n, size_t *start, size_t *end);
+
+/* The same for a span given as its text: finds answer's first occurrence in text[0..n) and extends it. Returns the
+ * extended span (malloc'd) or NULL when answer does not occur in the text or memory runs out; *changed (may be NULL)
+ * says whether it differs from answer. */
+char *cq_span_extend_answer(const char *text, size_t n, const char *answer, bool *changed);
+
+typedef enum {
+    CQ_QUALIFIER_ZH_BEFORE, /* 不得, 未经, 不超过 … : taken in when right before a span */
+    CQ_QUALIFIER_ZH_AFTER,  /* 以上, 以下, 除外 … : taken in when right after a span */
+    CQ_QUALIFIER_EN_BEFORE, /* not, unless, no more than … (whole words, any case) */
+    CQ_QUALIFIER_EN_AFTER,  /* or more, or less … */
+    CQ_QUALIFIER_KINDS
+} cq_qualifier_kind;
+
+/* The words of one kind (for tests and docs); *n receives their number. */
+const char *const *cq_span_qualifier_words(cq_qualifier_kind kind, size_t *n);
+
+#define CQ_SPAN_MAX_ITEMS 64
+
+/* The items of a clause's text[0..n): markers at the start of the text, of a line, or after ：；。:; (then spaces),
+ * numbered 1, 2, 3 … in order (（一）（二）, (1) (2), 1. 2., 1、2、, 一、二、, (a) (b), (i) (ii)); the first run of
+ * one kind of marker that starts at 1. Each item runs from its marker to the next one; the last to the end of its
+ * line or its first 。；;. Writes at most max items to items and returns how many there are (at most max), or 0 when
+ * the text has fewer than two. */
+size_t cq_span_items(const char *text, size_t n, cq_text_range *items, size_t max);
+
+/* The sentence of text[0..n) around [start, end): from after the end of the sentence before (。！？；;!? a line
+ * break, '.' followed by a space) to the end of the one the span ends in (its end mark included), white space
+ * trimmed. A sentence longer than max_chars characters (0: no limit) is cut to max_chars around the span, at
+ * character boundaries; *cut_before / *cut_after (may be NULL) say whether it was. */
+cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t end, size_t max_chars,
+                               bool *cut_before, bool *cut_after);
+
+#endif

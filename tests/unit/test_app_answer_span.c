@@ -1,0 +1,313 @@
+/* app/answer_span.c: spans keep their qualifiers, on a generated set of negated and limited clauses (every word of
+ * the lists, in templates, every span that starts inside or right after the qualifier, or ends inside or right
+ * before a limit word); spans with nothing to keep are left alone; items (项) of clauses; the sentence around a
+ * span. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "app/answer_span.h"
+
+/* The starts of the characters of s in [a, b], b included when it is a boundary. */
+static size_t boundaries(const char *s, size_t a, size_t b, size_t *out, size_t max) {
+    size_t n = 0;
+    for (size_t i = a; i <= b && n < max; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) out[n++] = i;
+    return n;
+}
+
+/* Every span [s, e) with s in starts and e in ends (e > s) keeps [keep_start, keep_end): asserts, returns the count. */
+static size_t check_spans(const char *text, const size_t *starts, size_t n_starts, const size_t *ends, size_t n_ends,
+                          size_t keep_start, size_t keep_end) {
+    size_t checked = 0, n = strlen(text);
+    for (size_t i = 0; i < n_starts; i++)
+        for (size_t j = 0; j < n_ends; j++) {
+            if (ends[j] <= starts[i]) continue;
+            size_t s = starts[i], e = ends[j];
+            cq_span_keep_qualifiers(text, n, &s, &e);
+            if (s > keep_start || e < keep_end || s > starts[i] || e < ends[j]) {
+                fprintf(stderr, "lost a qualifier: \"%s\" span [%zu,%zu) -> [%zu,%zu) must hold [%zu,%zu)\n", text,
+                        starts[i], ends[j], s, e, keep_start, keep_end);
+                fail();
+            }
+            checked++;
+        }
+    return checked;
+}
+
+static const char *const ZH_SUBJECTS[] = {"用人单位", "劳动者", "当事人一方", "承租人"};
+static const char *const ZH_OBJECTS[] = {"低于工资的百分之一百五十的工资报酬", "超过六个月", "安排劳动者延长工作时间",
+                                         "订立书面劳动合同", "解除合同"};
+
+/* 用人单位{Q}{object}。 for every Chinese "before" word Q: a span that starts inside Q or right after it takes Q in. */
+static void test_generated_zh_before(void **state) {
+    (void)state;
+    size_t nw, cases = 0;
+    const char *const *words = cq_span_qualifier_words(CQ_QUALIFIER_ZH_BEFORE, &nw);
+    assert_true(nw >= 20);
+    char text[512];
+    for (size_t w = 0; w < nw; w++)
+        for (size_t s = 0; s < sizeof ZH_SUBJECTS / sizeof *ZH_SUBJECTS; s++)
+            for (size_t o = 0; o < sizeof ZH_OBJECTS / sizeof *ZH_OBJECTS; o++) {
+                snprintf(text, sizeof text, "%s%s%s。", ZH_SUBJECTS[s], words[w], ZH_OBJECTS[o]);
+                size_t q0 = strlen(ZH_SUBJECTS[s]), q1 = q0 + strlen(words[w]), o1 = q1 + strlen(ZH_OBJECTS[o]);
+                size_t starts[16], ends[64];
+                size_t ns = boundaries(text, q0 + 1, q1, starts, 16); /* inside Q, or right after it */
+                size_t ne = boundaries(text, q1 + 1, o1, ends, 64);   /* anywhere in the object */
+                cases += check_spans(text, starts, ns, ends, ne, q0, 0);
+            }
+    fprintf(stderr, "zh before: %zu spans of %zu words checked\n", cases, nw);
+    assert_true(cases > 5000);
+}
+
+/* 劳动者{number}{Q}的，… for every Chinese "after" word Q: a span that ends inside Q or right before it takes Q in. */
+static void test_generated_zh_after(void **state) {
+    (void)state;
+    static const char *const numbers[] = {"年满十六周岁", "连续工作十年", "百分之五十", "二百万元"};
+    size_t nw, cases = 0;
+    const char *const *words = cq_span_qualifier_words(CQ_QUALIFIER_ZH_AFTER, &nw);
+    char text[512];
+    for (size_t w = 0; w < nw; w++)
+        for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++) {
+            snprintf(text, sizeof text, "劳动者%s%s，用人单位应当支付经济补偿。", numbers[k], words[w]);
+            size_t n0 = strlen("劳动者"), q0 = n0 + strlen(numbers[k]), q1 = q0 + strlen(words[w]);
+            size_t starts[32], ends[16];
+            size_t ns = boundaries(text, 0, q0 - 1, starts, 32); /* from the start up to the number's last char */
+            size_t ne = boundaries(text, q0, q1 - 1, ends, 16);  /* right before Q or inside it */
+            cases += check_spans(text, starts, ns, ends, ne, SIZE_MAX, q1);
+        }
+    fprintf(stderr, "zh after: %zu spans checked\n", cases);
+    assert_true(cases > 300);
+}
+
+/* 除{exception}外，{subject}不得{object}。: a span of the rest takes the exception in; a span that opens 除… without
+ * its 外 goes to the 外. */
+static void test_generated_chu_wai(void **state) {
+    (void)state;
+    static const char *const exceptions[] = {"本法另有规定", "法律、行政法规另有规定", "当事人另有约定"};
+    size_t cases = 0;
+    char text[512];
+    for (size_t x = 0; x < 3; x++)
+        for (size_t s = 0; s < sizeof ZH_SUBJECTS / sizeof *ZH_SUBJECTS; s++) {
+            snprintf(text, sizeof text, "除%s外，%s不得%s。", exceptions[x], ZH_SUBJECTS[s], ZH_OBJECTS[0]);
+            size_t n = strlen(text);
+            const char *subj = strstr(text, ZH_SUBJECTS[s]);
+            size_t s0 = (size_t)(subj - text), e0 = n - strlen("。");
+            size_t a = s0, b = e0;
+            cq_span_keep_qualifiers(text, n, &a, &b);
+            assert_int_equal(a, 0);
+            assert_int_equal(b, e0);
+            /* "除本法另有规定" alone: to its 外 */
+            a = 0;
+            b = strlen("除") + strlen(exceptions[x]);
+            cq_span_keep_qualifiers(text, n, &a, &b);
+            assert_int_equal(b, strlen("除") + strlen(exceptions[x]) + strlen("外"));
+            cases += 2;
+        }
+    /* 解除 is no 除…外 */
+    const char *t = "用人单位解除劳动合同外，还应当支付赔偿金。";
+    size_t a = strlen("用人单位解除"), b = strlen("用人单位解除劳动合同");
+    cq_span_keep_qualifiers(t, strlen(t), &a, &b);
+    assert_int_equal(a, strlen("用人单位解除"));
+    assert_true(cases == 24);
+}
+
+static const char *const EN_SUBJECTS[] = {"The Customer shall", "Either party may", "Licensee will"};
+static const char *const EN_OBJECTS[] = {"assign this Agreement", "more than 30 days after notice",
+                                         "disclose Confidential Information"};
+
+/* "{subject} {Q} {object}." for every English "before" phrase Q: a span that starts at any word of Q after its
+ * first, right after Q, or inside a word of Q, takes all of Q in. */
+static void test_generated_en_before(void **state) {
+    (void)state;
+    size_t nw, cases = 0;
+    const char *const *words = cq_span_qualifier_words(CQ_QUALIFIER_EN_BEFORE, &nw);
+    assert_true(nw >= 15);
+    char text[512];
+    for (size_t w = 0; w < nw; w++)
+        for (size_t s = 0; s < sizeof EN_SUBJECTS / sizeof *EN_SUBJECTS; s++)
+            for (size_t o = 0; o < sizeof EN_OBJECTS / sizeof *EN_OBJECTS; o++) {
+                snprintf(text, sizeof text, "%s %s %s.", EN_SUBJECTS[s], words[w], EN_OBJECTS[o]);
+                size_t q0 = strlen(EN_SUBJECTS[s]) + 1, q1 = q0 + strlen(words[w]), o1 = q1 + 1 + strlen(EN_OBJECTS[o]);
+                size_t starts[64], ends[64], ns = 0, ne = 0;
+                for (size_t i = q0 + 1; i <= q1 + 1; i++) starts[ns++] = i; /* inside Q, after it */
+                for (size_t i = q1 + 2; i <= o1; i++)
+                    if (text[i] == ' ' || text[i] == '.') ends[ne++] = i; /* word ends of the object */
+                cases += check_spans(text, starts, ns, ends, ne, q0, 0);
+            }
+    /* a contraction */
+    const char *t = "The Customer won't assign this Agreement.";
+    size_t a = strlen("The Customer won't "), b = strlen(t) - 1;
+    cq_span_keep_qualifiers(t, strlen(t), &a, &b);
+    assert_int_equal(a, strlen("The Customer "));
+    fprintf(stderr, "en before: %zu spans of %zu phrases checked\n", cases, nw);
+    assert_true(cases > 1000);
+}
+
+/* "… within {n} days {Q} after notice." for every English "after" phrase Q: a span ending at the number, inside Q or
+ * right before it takes Q in. */
+static void test_generated_en_after(void **state) {
+    (void)state;
+    size_t nw, cases = 0;
+    const char *const *words = cq_span_qualifier_words(CQ_QUALIFIER_EN_AFTER, &nw);
+    char text[512];
+    for (size_t w = 0; w < nw; w++) {
+        snprintf(text, sizeof text, "Payment is due 30 days %s after the invoice date.", words[w]);
+        size_t q0 = strlen("Payment is due 30 days "), q1 = q0 + strlen(words[w]);
+        size_t starts[2] = {strlen("Payment is "), strlen("Payment is due ")}, ends[64], ne = 0;
+        ends[ne++] = q0 - 1; /* right before Q (the space) */
+        for (size_t i = q0 + 1; i < q1; i++)
+            if (text[i] == ' ' || text[i - 1] != ' ') ends[ne++] = i; /* inside Q */
+        cases += check_spans(text, starts, 2, ends, ne, SIZE_MAX, q1);
+    }
+    fprintf(stderr, "en after: %zu spans checked\n", cases);
+    assert_true(cases > 50);
+}
+
+/* Spans with no qualifier at their edges are left alone. */
+static void test_unchanged(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *span;
+    } cases[] = {
+        {"用人单位应当按照国家有关规定向劳动者支付加班费。", "向劳动者支付加班费"},
+        {"劳动行政部门应当审查有无违法行为。", "违法行为"},     /* 有无 is "whether" */
+        {"用人单位解除劳动合同的，应当支付经济补偿。", "劳动合同"}, /* 解除 */
+        {"注册资本不得少于人民币二百万元；", "二百万元"},
+        {"The notice shall be given in writing.", "be given in writing"},
+        {"Section No. 5 applies to the Services.", "5 applies"},
+        {"The Customer shall pay each invoice within thirty (30) days.", "within thirty (30) days"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bool changed = true;
+        char *out = cq_span_extend_answer(cases[i].text, strlen(cases[i].text), cases[i].span, &changed);
+        assert_non_null(out);
+        if (changed) fprintf(stderr, "changed: \"%s\" -> \"%s\"\n", cases[i].span, out);
+        assert_false(changed);
+        assert_string_equal(out, cases[i].span);
+        free(out);
+    }
+    assert_null(cq_span_extend_answer("abc", 3, "xyz", NULL));
+    size_t s = 3, e = 2;
+    assert_false(cq_span_keep_qualifiers("abcdef", 6, &s, &e)); /* an empty or reversed span is left alone */
+}
+
+/* The issue's case: the span after 不 gets it back; a dangling 不低于 goes on to its object. */
+static void test_issue_cases(void **state) {
+    (void)state;
+    const char *t = "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；";
+    char *out = cq_span_extend_answer(t, strlen(t), "低于工资的百分之二百的工资报酬", NULL);
+    assert_string_equal(out, "不低于工资的百分之二百的工资报酬");
+    free(out);
+    out = cq_span_extend_answer(t, strlen(t), "支付不低于", NULL);
+    assert_string_equal(out, "支付不低于工资的百分之二百的工资报酬");
+    free(out);
+    out = cq_span_extend_answer(t, strlen(t), "能安排补休", NULL); /* cuts 不能 in half */
+    assert_string_equal(out, "不能安排补休");
+    free(out);
+    const char *l = "每日工作时间不超过八小时、平均每周工作时间不超过四十四小时的工时制度。";
+    out = cq_span_extend_answer(l, strlen(l), "超过八小时", NULL);
+    assert_string_equal(out, "不超过八小时");
+    free(out);
+    /* never across a line break */
+    const char *lines = "劳动者不得\n兼职。";
+    size_t s = strlen("劳动者不得\n"), e = s + strlen("兼职");
+    cq_span_keep_qualifiers(lines, strlen(lines), &s, &e);
+    assert_int_equal(s, strlen("劳动者不得\n"));
+}
+
+static const char *article44 =
+    "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：\n"
+    "（一）安排劳动者延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；\n"
+    "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；\n"
+    "（三）法定休假日安排劳动者工作的，支付不低于工资的百分之三百的工资报酬。";
+
+static void expect_items(const char *text, const char *const *firsts, size_t n) {
+    cq_text_range it[CQ_SPAN_MAX_ITEMS];
+    size_t got = cq_span_items(text, strlen(text), it, CQ_SPAN_MAX_ITEMS);
+    if (got != n) fprintf(stderr, "items of \"%s\": %zu, expected %zu\n", text, got, n);
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(firsts[i]);
+        assert_true(it[i].end - it[i].start >= l);
+        assert_memory_equal(text + it[i].start, firsts[i], l);
+        if (i + 1 < n) assert_true(it[i].end <= it[i + 1].start);
+    }
+}
+
+static void test_items(void **state) {
+    (void)state;
+    expect_items(article44, (const char *const[]){"（一）安排", "（二）休息日", "（三）法定"}, 3);
+    cq_text_range it[8];
+    assert_int_equal(cq_span_items(article44, strlen(article44), it, 8), 3);
+    assert_memory_equal(article44 + it[1].end - strlen("工资报酬；"), "工资报酬；", strlen("工资报酬；"));
+    assert_int_equal(article44[it[1].end], '\n'); /* an item ends at its line's end */
+    assert_int_equal(it[2].end, strlen(article44));
+    /* inline, after ：and ；, then a sentence that is no item */
+    const char *inl = "应当具备下列条件：（一）注册资本不得少于人民币二百万元；（二）有固定的经营场所。经许可的，依法办理登记。";
+    expect_items(inl, (const char *const[]){"（一）注册", "（二）有固定"}, 2);
+    assert_int_equal(cq_span_items(inl, strlen(inl), it, 8), 2);
+    assert_string_equal(inl + it[1].end, "经许可的，依法办理登记。");
+    expect_items("Licensee shall:\n(a) pay the fees;\n(b) keep records;\n(c) allow audits.",
+                 (const char *const[]){"(a) pay", "(b) keep", "(c) allow"}, 3);
+    expect_items("The term is:\n(i) one year; or\n(ii) two years; or\n(iii) three years.",
+                 (const char *const[]){"(i) one", "(ii) two", "(iii) three"}, 3);
+    expect_items("Steps:\n1. Notify the Company.\n2. Return all materials.",
+                 (const char *const[]){"1. Notify", "2. Return"}, 2);
+    expect_items("一、总则\n二、适用范围\n三、附则", (const char *const[]){"一、总则", "二、适用", "三、附则"}, 3);
+    /* no items: one marker, decimals, markers out of order, markers in the middle of a sentence */
+    expect_items("（一）只有一项。", NULL, 0);
+    expect_items("See Section 7.2 and 8.1 of the Agreement.", NULL, 0);
+    expect_items("条件：（二）甲；（三）乙。", NULL, 0);
+    expect_items("依照第（一）项和第（二）项的规定处理。", NULL, 0);
+    /* a second list of the same kind ends the first */
+    expect_items("甲：\n（一）子；\n（二）丑。\n乙：\n（一）寅；", (const char *const[]){"（一）子", "（二）丑"}, 2);
+}
+
+static void test_sentence(void **state) {
+    (void)state;
+    const char *s = "第三十一条 用人单位应当严格执行劳动定额标准。用人单位安排加班的，应当按照国家有关规定向劳动者支付加班费。";
+    const char *span = strstr(s, "支付加班费");
+    cq_text_range r = cq_span_sentence(s, strlen(s), (size_t)(span - s), (size_t)(span - s) + strlen("支付加班费"), 0,
+                                       NULL, NULL);
+    assert_true(r.end == strlen(s));
+    assert_memory_equal(s + r.start, "用人单位安排加班的", strlen("用人单位安排加班的"));
+    /* an item is its own sentence (；), its line ends it */
+    const char *it = strstr(article44, "不低于工资的百分之二百");
+    r = cq_span_sentence(article44, strlen(article44), (size_t)(it - article44), (size_t)(it - article44) + 6, 0, NULL,
+                         NULL);
+    char *sent = strndup(article44 + r.start, r.end - r.start);
+    assert_string_equal(sent, "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；");
+    free(sent);
+    /* English: '.' before a space ends a sentence; a long one is cut around the span */
+    const char *en = "Term. The Customer shall pay each invoice within thirty days of its date by bank transfer. Other.";
+    const char *p = strstr(en, "thirty days");
+    bool cb, ca;
+    r = cq_span_sentence(en, strlen(en), (size_t)(p - en), (size_t)(p - en) + 11, 0, &cb, &ca);
+    sent = strndup(en + r.start, r.end - r.start);
+    assert_string_equal(sent, "The Customer shall pay each invoice within thirty days of its date by bank transfer.");
+    free(sent);
+    assert_false(cb || ca);
+    r = cq_span_sentence(en, strlen(en), (size_t)(p - en), (size_t)(p - en) + 11, 21, &cb, &ca);
+    sent = strndup(en + r.start, r.end - r.start);
+    assert_string_equal(sent, "thin thirty days of i");
+    free(sent);
+    assert_true(cb && ca);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_generated_zh_before), cmocka_unit_test(test_generated_zh_after),
+        cmocka_unit_test(test_generated_chu_wai),   cmocka_unit_test(test_generated_en_before),
+        cmocka_unit_test(test_generated_en_after),  cmocka_unit_test(test_unchanged),
+        cmocka_unit_test(test_issue_cases),         cmocka_unit_test(test_items),
+        cmocka_unit_test(test_sentence),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

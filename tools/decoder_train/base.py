@@ -180,7 +180,7 @@ def dequantize_all(path, names=None, threads=0):
         return dict(ex.map(one, todo))
 
 
-def load_fast(path, dtype=None, log=print, threads=0):
+def load_fast(path, dtype=None, log=print, threads=0, attn="sdpa"):
     """Qwen2ForCausalLM whose weights are the GGUF's tensors dequantized (float32 unless dtype). Every parameter of
     the model must come from the file and every model tensor of the file must be used."""
     import torch
@@ -190,6 +190,10 @@ def load_fast(path, dtype=None, log=print, threads=0):
     if info["arch"] != "qwen2":
         raise SystemExit("load_fast: %s is %s, not qwen2 (use transformers' loader)" % (path, info["arch"]))
     cfg = qwen2_config(path)
+    try:
+        cfg._attn_implementation = attn
+    except Exception:  # noqa: BLE001 - older transformers: set after construction below
+        pass
     t1 = time.time()
     arrays = dequantize_all(path, threads=threads)
     t2 = time.time()
@@ -228,6 +232,7 @@ def load_fast(path, dtype=None, log=print, threads=0):
     left = [n for n, b in list(model.named_parameters()) + list(model.named_buffers()) if b.device.type == "meta"]
     if left:
         raise SystemExit("load_fast: still on the meta device: %s" % left[:5])
+    model.config._attn_implementation = attn
     model.eval()
     log("fast GGUF load: config %.1f s, dequantize %.1f s (%d tensors), model %.1f s"
         % (t1 - t0, t2 - t1, len(arrays), time.time() - t2))

@@ -8,7 +8,7 @@
 # Runs from a repository root or from a bundle made by tools/decoder_train/bundle.sh (a folder holding tools/,
 # data/models/*.sha256, dec/, whl/, gguf/pN/: `cd BUNDLE && DEV=. WHL=whl bash tools/decoder_train/device_train.sh`).
 # Before it: the GGUF's pieces on the box (tools/device_model.sh split here; earlier calls each carry one piece
-# gguf/pN and copy it to /tmp/gguf/); the data (tools/decoder_train/bundle.sh here).
+# gguf/pN and copy it to /tmp/gguf/ (STASH)); the data (tools/decoder_train/bundle.sh here).
 #   env: MODEL (the base GGUF's file name; default gemma-3-270m-q4_k_m.gguf), COMMIT (recorded in the manifest),
 #        LIMIT (seconds this script may take, default 560), VAL_RESERVE (seconds kept after training for export,
 #        calibration and validation, default 110), BUDGET (training seconds at most, default 600: --train-until
@@ -24,6 +24,7 @@ MODEL=${MODEL:-gemma-3-270m-q4_k_m.gguf}
 DEV=${DEV:-.device}
 WHL=${WHL:-.whl}
 OUT=${OUT:-/tmp/dec_out}
+STASH=${STASH:-/tmp/gguf}        # the pieces stashed by earlier calls
 W=${WORK:-/tmp}                      # scratch: $W/site (gguf), $W/model (the joined GGUF), $W/dec (data)
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_NO_ADVISORY_WARNINGS=1 TOKENIZERS_PARALLELISM=false
@@ -34,26 +35,26 @@ python3 -c "import sys, torch, transformers, safetensors, numpy; print('python',
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $W/site "$WHL"/gguf-*.whl || { log "gguf wheel install failed"; exit 1; }
 export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
 python3 -c "import gguf; print('gguf', gguf.__file__)" || exit 1
-# the pieces: stashed by earlier calls in /tmp/gguf, plus any carried in this one
-mkdir -p /tmp/gguf
-for f in "$DEV"/gguf/p*/"$MODEL".part*of*; do [ -f "$f" ] && cp "$f" /tmp/gguf/; done
+# the pieces: stashed by earlier calls in ${STASH}, plus any carried in this one
+mkdir -p ${STASH}
+for f in "$DEV"/gguf/p*/"$MODEL".part*of*; do [ -f "$f" ] && cp "$f" ${STASH}/; done
 if [ ! -f "$W/model/$MODEL" ]; then
-  any=$(ls /tmp/gguf/"$MODEL".part*of* 2>/dev/null | head -1)
-  [ -n "$any" ] || { log "no pieces of $MODEL in /tmp/gguf: the machine went back, stash them again"; exit 1; }
+  any=$(ls ${STASH}/"$MODEL".part*of* 2>/dev/null | head -1)
+  [ -n "$any" ] || { log "no pieces of $MODEL in ${STASH}: the machine went back, stash them again"; exit 1; }
   n=$((10#${any##*of}))
   missing=""
   for i in $(seq 1 "$n"); do
-    p=$(printf "/tmp/gguf/%s.part%02dof%02d" "$MODEL" "$i" "$n")
+    p=$(printf "${STASH}/%s.part%02dof%02d" "$MODEL" "$i" "$n")
     [ -f "$p" ] || missing="$missing p$i"
   done
   [ -z "$missing" ] || { log "missing pieces:$missing (carry $DEV/gguf/pN again)"; exit 1; }
   mkdir -p "$W/model"
-  for i in $(seq 1 "$n"); do cat "$(printf "/tmp/gguf/%s.part%02dof%02d" "$MODEL" "$i" "$n")"; done > "$W/model/$MODEL.tmp"
+  for i in $(seq 1 "$n"); do cat "$(printf "${STASH}/%s.part%02dof%02d" "$MODEL" "$i" "$n")"; done > "$W/model/$MODEL.tmp"
   got=$(sha256sum "$W/model/$MODEL.tmp" | awk '{print $1}')
   want=$(awk '{print $1}' "data/models/$MODEL.sha256")
   [ "$got" = "$want" ] || { log "joined $MODEL: sha256 $got, want $want: carry the pieces again"; rm -f "$W/model/$MODEL.tmp"; exit 1; }
   mv "$W/model/$MODEL.tmp" "$W/model/$MODEL"
-  rm -f /tmp/gguf/"$MODEL".part*           # the box's /tmp: keep one copy
+  rm -f ${STASH}/"$MODEL".part*           # the box's /tmp: keep one copy
   log "joined $MODEL from $n pieces, sha256 ok"
 fi
 rm -rf $W/dec && mkdir -p $W/dec && tar -C $W/dec -xJf "$DEV"/dec/data.tar.xz || { log "no data bundle"; exit 1; }

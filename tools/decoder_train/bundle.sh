@@ -8,7 +8,9 @@
 #   BUNDLE/whl/gguf-*.whl         the gguf package (the box has torch, transformers, safetensors, numpy, not gguf)
 #   BUNDLE/gguf/pN/NAME.partNNofMM  the base GGUF in pieces, one per `run` call (tools/device_model.sh's piece size:
 #                                 what fits beside the travelling tree, PIECE_BYTES to force one)
-# and prints the `run` calls (command + carry) for a checkout that holds it at DEST (default .device/lora26).
+# and prints the `run` calls (command + carry) for a checkout that holds it at DEST (default .device/lora26), also
+# into BUNDLE/CALLS.txt. EXTRA: train.py options for the training call; LIMIT / VAL_RESERVE: device_train.sh's;
+# PIECE_BYTES / TREE_BYTES: the piece size and the calling checkout's travelling tree, when not this one's.
 #   MODEL=data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf tools/decoder_train/bundle.sh [DATA [BUNDLE]]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,13 +39,13 @@ T=$(mktemp -d)
 mkdir -p "$T/dec_data"
 cp "$DATA"/tokens.npz "$DATA"/val_answer.jsonl "$DATA"/val_rerank.jsonl "$DATA"/meta.json "$T/dec_data/"
 [ -f "$DATA/cal_answer.jsonl" ] && cp "$DATA/cal_answer.jsonl" "$T/dec_data/"
-tar -C "$T" -cf - dec_data | xz -T2 -9e > "$BUNDLE/dec/data.tar.xz"
+tar -C "$T" -cf - dec_data | xz -T2 -${XZ_LEVEL:-6} > "$BUNDLE/dec/data.tar.xz"
 rm -rf "$T"
 OUTDIR="$BUNDLE/gguf" tools/device_model.sh split "$MODEL" >/dev/null
 n=$(ls -d "$BUNDLE"/gguf/p* | wc -l)
 small=$(du -cb "$BUNDLE/tools" "$BUNDLE/data" "$BUNDLE/dec" "$BUNDLE/whl" | tail -1 | cut -f1)
 last=$(stat -c %s "$BUNDLE"/gguf/p$n/*)
-tree=$(tools/device_model.sh tree)
+tree=${TREE_BYTES:-$(tools/device_model.sh tree)}   # TREE_BYTES: the calling checkout's, when it differs
 echo "bundle: $BUNDLE: $n pieces of $NAME; tools + data + wheel $((small / 1000)) kB; last piece $((last / 1000)) kB;" \
      "tree $((tree / 1000)) kB"
 # the calls: stash calls for the pieces that do not ride with the training call
@@ -57,5 +59,5 @@ ride=0
   done
   carry="\"$DEST/tools\", \"$DEST/data\", \"$DEST/dec\", \"$DEST/whl\""
   [ $ride = 1 ] && carry="$carry, \"$DEST/gguf/p$n\""
-  echo "run timeout_s=600 carry=[$carry] command: cd $DEST && DEV=. WHL=whl MODEL=$NAME COMMIT=<sha> LIMIT=560 VAL_RESERVE=${VAL_RESERVE:-150} EXTRA=\"${EXTRA:---micro-tokens 16384}\" OUT=\$OUT bash tools/decoder_train/device_train.sh"
+  echo "run timeout_s=600 carry=[$carry] command: cd $DEST && DEV=. WHL=whl MODEL=$NAME COMMIT=<sha> LIMIT=${LIMIT:-585} VAL_RESERVE=${VAL_RESERVE:-130} EXTRA=\"${EXTRA:-}\" OUT=\$OUT bash tools/decoder_train/device_train.sh"
 } | tee "$BUNDLE/CALLS.txt"

@@ -879,6 +879,11 @@ def main():
             total = step
             break
     train_s = time.time() - t_train
+    if run_n and (not history or history[-1][0] != step):     # the last steps' loss when they ended off the 10s
+        history.append([step, round(run_loss / run_n, 4)])
+        for t, v in task_loss.items():
+            if v:
+                task_hist.setdefault(t, []).append([step, round(float(np.mean(v)), 4)])
     log("trained %d steps in %.1f s" % (step, train_s))
 
     manifest = {
@@ -968,7 +973,8 @@ def main():
         manifest["refusal_threshold"] = {
             "refusal_min_p": thr,
             "chosen_on": "calibration set: answer prompts of %d train-part questions whose documents were held out of "
-                         "training (prepare.py --cal-rate), passages as retrieved; objective of "
+                         "training (prepare.py --cal-answer: tools/dev_split.py's calibration part), passages as "
+                         "retrieved; objective of "
                          "refusal_threshold.py (SQuAD 2.0-style utility, mean over suites)" % len(rows_cal),
             "curve": curve, "calibration": cal_answers}
         manifest["validation"] = {

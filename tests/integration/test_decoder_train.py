@@ -2,7 +2,10 @@
 """tools/decoder_train: the prompt formatter (cq-prompt-v1), the training-example rules of prepare.py, and — where
 torch, transformers and safetensors are importable (here or in $CQ_TRAIN_PYTHON, default /opt/venv-train/bin/python)
 — LoRA training steps, the copy-constrained validation decoding and the adapter export (`clauseqa-lora-v1`) on a
-tiny random Gemma-3 model. Without torch that part is skipped and the rest still runs (CI).
+tiny random Gemma-3 model, and on a tiny random Qwen2 model written as a GGUF (tools/decoder_train/base.py: the
+fast loader's names, biases and untied output give the original model's logits; GPT-2 byte-level token bytes; the
+micro-batched step's gradients equal the whole batch's; the runtime's refusal_p rule; the threshold choice). Without
+torch that part is skipped and the rest still runs (CI).
 
   python3 tests/integration/test_decoder_train.py [build/clauseqa]
 """
@@ -81,7 +84,7 @@ def test_formatter():
 
 def test_prepare_rules():
     import prepare
-    args = types.SimpleNamespace(en_variants=2, syn_rate={"zh": 1.0, "en": 1.0})
+    args = types.SimpleNamespace(en_variants=2, syn_rate={"zh": 1.0, "en": 1.0}, syn_same_doc=0.0)
 
     class FakeStore:
         def clauses(self, kb):
@@ -105,6 +108,26 @@ def test_prepare_rules():
     b.qa_train("cjrc-dev", "kb", un, cands)
     ab = [r for r in b.train if r["task"] == "abstain"]
     check(len(ab) == 1 and "《案一》" in ab[0]["prompt"], "abstain: the question's own document is shown")
+    # hard unanswerables: the gold document's own clauses that hold no reference answer (nor its number)
+    args2 = types.SimpleNamespace(en_variants=1, syn_rate={"zh": 1.0, "en": 1.0}, syn_same_doc=1.0)
+
+    class SameDocStore:
+        def clauses(self, kb):
+            return {"d1": [prepare.passage("d1", "案一", "第一条", "被告赔偿原告损失800元整。"),
+                           prepare.passage("d1", "案一", "第二条", "被告另支付诉讼费用800元。"),
+                           prepare.passage("d1", "案一", "第三条", "被告应当赔偿原告的交通费用，由法院另行认定。")],
+                    "d2": [prepare.passage("d2", "案二", None, "无关的内容。")]}
+
+    b2 = prepare.Builder(args2, SameDocStore(), random.Random(1))
+    q3 = {"id": "q3", "question": "被告赔偿多少？", "type": "span_qa", "answerable": True,
+          "gold": [{"doc": "d1", "clause": "第一条", "page": None, "text": "800元"}], "answers": ["800元"]}
+    b2.qa_train("cjrc-dev", "kb", q3, cands)
+    syn2 = [r for r in b2.train if r["task"] == "abstain_syn"]
+    check(len(syn2) == 1 and syn2[0]["meta"]["kind"] == "same_doc" and "交通费用" in syn2[0]["prompt"] and
+          "800" not in syn2[0]["prompt"] and "[1] 《案一》" in syn2[0]["prompt"] and
+          syn2[0]["completion"] == "无法回答",
+          "abstain_syn same_doc: the gold document's clause without the answer (nor its number) first, refusal: %r"
+          % (syn2[0]["prompt"] if syn2 else None))
     check(prepare.generic_query('Highlight "X". Contract: A (file B)') == 'Highlight "X".' and
           prepare.generic_query("Consider the NDA of A; Does it?") == "Does it?", "generic_query")
     import dev_split
@@ -230,28 +253,159 @@ print("torch part ok: losses %.3f -> %.3f, merged vs LoRA logits %.1e, answers %
 '''
 
 
-def test_torch():
-    py = None
+QWEN_PART = r'''
+import json, os, sys, tempfile
+import numpy as np
+import torch
+sys.path.insert(0, sys.argv[1])
+import gguf
+import base as BASE
+import lora as L
+import train as T
+from transformers import Qwen2Config, Qwen2ForCausalLM
+torch.manual_seed(0)
+# a tiny random Qwen2 (GQA 4:2, q/k/v biases, untied output), written as a GGUF the way llama.cpp names it
+cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                  tie_word_embeddings=False, bos_token_id=60, eos_token_id=61)
+ref = Qwen2ForCausalLM(cfg).float().eval()
+with torch.no_grad():
+    for n, p in ref.named_parameters():
+        if n.endswith("bias") or "norm" in n:
+            p.add_(torch.randn_like(p) * 0.1)   # non-trivial biases and norms
+d = tempfile.mkdtemp()
+path = os.path.join(d, "tiny-qwen2.gguf")
+w = gguf.GGUFWriter(path, "qwen2")
+w.add_block_count(2); w.add_context_length(128); w.add_embedding_length(32); w.add_feed_forward_length(48)
+w.add_head_count(4); w.add_head_count_kv(2); w.add_rope_freq_base(1000000.0); w.add_layer_norm_rms_eps(1e-6)
+w.add_tokenizer_model("gpt2"); w.add_tokenizer_pre("qwen2")
+byte_map = {b: c for c, b in BASE._byte_decoder().items()}
+toks = ["".join(byte_map[b] for b in t.encode("utf-8")) for t in
+        ["a", " hello", "你", "你好", " world", "\n", "！"]] + ["t%d" % i for i in range(7, 60)] + \
+       ["<|endoftext|>", "<|im_end|>", "<|im_start|>", "<|fim_prefix|>"]
+types = [1] * 60 + [3, 3, 3, 4]
+w.add_token_list(toks); w.add_token_types(types)
+w.add_bos_token_id(60); w.add_eos_token_id(61); w.add_add_bos_token(False)
+names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+         "lm_head.weight": "output.weight"}
+inv = {v: k for k, v in BASE.QWEN2_NAMES.items()}
+for n, p in ref.named_parameters():
+    if n in names:
+        g = names[n]
+    else:
+        parts = n.split(".")   # model.layers.L.<module>.<proj>.<weight|bias>
+        mod = ".".join(parts[3:-1])
+        g = "blk.%s.%s.%s" % (parts[2], inv[mod], parts[-1])
+    assert BASE.hf_name(g) == n, (g, n)
+    w.add_tensor(g, p.detach().numpy().astype(np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+info = BASE.describe(path)
+assert info["arch"] == "qwen2" and not info["add_bos"] and info["eos"] == 61 and info["stop_ids"] == [61, 60], info
+assert not info["tied_output"] and info["n_layers"] == 2, info
+vb = BASE.vocab_bytes(path)
+assert vb[0] == b"a" and vb[1] == b" hello" and vb[2] == "你".encode() and vb[3] == "你好".encode(), vb[:4]
+assert vb[5] == b"\n" and vb[6] == "！".encode() and vb[60] is None and vb[63] is None, (vb[5], vb[60], vb[63])
+model = BASE.load_fast(path, log=lambda *a: None, threads=2)
+ids = torch.randint(0, 60, (2, 11))
+with torch.no_grad():
+    a = ref(input_ids=ids).logits
+    b = model(input_ids=ids).logits
+diff = float((a - b).abs().max())
+assert diff < 1e-5, diff
+assert T.check_orientation(model, path) == 0.0
+shapes = L.gguf_weight_shapes(path)
+assert L.adapter_bytes(shapes, 4, 2) == 2 * 4 * 2 * (32 + 32 + 32 + 16 + 32 + 16 + 32 + 32 + 2 * (32 + 48) + 48 + 32)
+loras = L.add_lora(model, r=4, alpha=8)
+assert len(loras) == 14 and L.hf_weight_shapes(model)["blk.0.attn_k.weight"] == (16, 32)
+assert model.model.layers[0].self_attn.q_proj.base.bias is not None, "the biases stay in the base"
+# micro-batches: the accumulated gradients are the whole batch's
+class D: pass
+data = D()
+rng = np.random.default_rng(1)
+ex = [(rng.integers(0, 60, int(rng.integers(4, 15))), np.concatenate([rng.integers(0, 60, int(rng.integers(1, 4))), [61]]))
+      for _ in range(6)]
+data.example = lambda i: ex[i]
+data.length = np.array([len(p) + len(c) for p, c in ex])
+data.max_completion = 192
+mbs = T.micro_batches(data, np.arange(6), 30)
+assert sorted(int(i) for m in mbs for i in m) == list(range(6)) and len(mbs) > 1
+assert all(len(m) == 1 or len(m) * max(data.length[m]) <= 30 for m in mbs), mbs
+params = [p for m in loras.values() for p in (m.lora_a, m.lora_b)]
+with torch.no_grad():
+    for p_ in params:
+        p_.normal_(0, 0.05)
+noauto = lambda: torch.autocast("cpu", enabled=False)
+for norm in ("example", "token"):
+    grads = []
+    for mt in (0, 30):
+        for p_ in params:
+            p_.grad = None
+        loss, per = T.train_step(model, data, np.arange(6), torch.device("cpu"), noauto, norm, mt)
+        grads.append(torch.cat([p_.grad.flatten() for p_ in params]))
+        if mt == 0:
+            whole = loss
+        else:
+            assert abs(loss - whole) < 1e-5, (norm, loss, whole)
+        assert sorted(i for i, _ in per) == list(range(6))
+    gd = float((grads[0] - grads[1]).abs().max())
+    assert gd < 1e-6 * max(1.0, float(grads[0].abs().max())) * 10, (norm, gd)
+# the runtime's refusal_p: the probability of the candidates whose piece (leading spaces dropped) starts the refusal
+vocab = [b"\xe6\x97\xa0", b"\xe6\x97\xa0\xe6\xb3\x95", b" ", b"x", b"y"] + [b"z"] * 59
+st = [{"flat": [b"xy"], "words": [], "refusal": "无法回答".encode(), "refusal_id": 0, "ans": b"", "done": False,
+       "n": 0}]
+proc = T.CopyConstraint(st, vocab, [61], 8)
+scores = torch.full((1, 64), -30.0)
+scores[0, :5] = torch.tensor([2.0, 1.0, 0.5, 1.5, 0.0])
+out = proc(torch.zeros((1, 1), dtype=torch.long), scores)
+pr = torch.softmax(scores[0], -1)
+assert abs(st[0]["p_refuse"] - float(pr[0] + pr[1])) < 1e-6, st[0]["p_refuse"]
+assert int(out[0].argmax()) == 3 and st[0]["ans"] == b"x", "the refusal is masked: the best admissible span token"
+# the threshold: chosen on calibration rows by refusal_threshold.py's objective
+rows = [{"source": "s", "answerable": True, "has_answers": True, "f1": 1.0, "p": 0.2},
+        {"source": "s", "answerable": True, "has_answers": True, "f1": 0.5, "p": 0.8},
+        {"source": "s", "answerable": False, "has_answers": False, "f1": 0.0, "p": 0.95}]
+t, curve = T.choose_threshold(rows)
+assert 0.8 < t <= 0.95, (t, curve)
+res, _ = T.score_answers([dict(r, i=k, id=str(k), gold_shown=True, answer="a", refs=["a"], em=r["f1"]) for k, r in enumerate(rows)], t)
+assert res["s"]["abstain_unanswerable"] == 1.0 and res["s"]["false_abstention"] == 0.0 and res["s"]["f1"] == 0.75, res
+print("qwen2 part ok: fast GGUF load vs the original logits %.1e, micro-batch gradients %.1e, threshold %.2f"
+      % (diff, gd, t))
+'''
+
+
+def train_python():
+    """A Python with torch + transformers + safetensors + gguf: this one, else $CQ_TRAIN_PYTHON (default
+    /opt/venv-train/bin/python) when it can import them; None: the torch parts are skipped."""
+    need = "import safetensors, torch, transformers, gguf"
     try:
-        import safetensors  # noqa: F401
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        py = sys.executable
+        exec(need)
+        return sys.executable
     except ImportError:
-        cand = os.environ.get("CQ_TRAIN_PYTHON", "/opt/venv-train/bin/python")
-        if os.path.exists(cand):
-            py = cand
-    if not py:
-        print("skip: no Python with torch + transformers + safetensors (set CQ_TRAIN_PYTHON)")
-        return
+        pass
+    cand = os.environ.get("CQ_TRAIN_PYTHON", "/opt/venv-train/bin/python")
+    if os.path.exists(cand) and subprocess.run([cand, "-c", need], capture_output=True).returncode == 0:
+        return cand
+    return None
+
+
+def run_part(py, code, what):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(TORCH_PART)
+        f.write(code)
     try:
         r = subprocess.run([py, f.name, TOOLS], capture_output=True, text=True, timeout=500)
     finally:
         os.unlink(f.name)
     print(r.stdout.strip()[-2000:])
-    check(r.returncode == 0, "torch part (%s): %s" % (py, r.stderr.strip()[-3000:]))
+    check(r.returncode == 0, "%s (%s): %s" % (what, py, r.stderr.strip()[-3000:]))
+
+
+def test_torch():
+    py = train_python()
+    if not py:
+        print("skip: no Python with torch + transformers + safetensors + gguf (set CQ_TRAIN_PYTHON)")
+        return
+    run_part(py, TORCH_PART, "torch part")
+    run_part(py, QWEN_PART, "qwen2 part")
 
 
 def main():

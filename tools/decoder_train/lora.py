@@ -1,4 +1,5 @@
-"""LoRA on Gemma-3's projections and the adapter file `clauseqa-lora-v1` (docs/ANSWERS.md).
+"""LoRA on the decoder's projections (Gemma-3 or Qwen2: the same names) and the adapter file `clauseqa-lora-v1`
+(docs/ANSWERS.md).
 
 Our own small LoRA (no peft): each adapted nn.Linear y = W x becomes y = W x + (alpha / r) · B (A x), A of shape
 (r, in) and B of shape (out, r) — exactly the runtime's W' = W + (alpha / r) · B · A, so the tensors are written
@@ -37,7 +38,7 @@ class LoRALinear(torch.nn.Module):
 
 
 def decoder_layers(model):
-    """The decoder layers of a Gemma3ForCausalLM (model.model.layers)."""
+    """The decoder layers of a Gemma3ForCausalLM / Qwen2ForCausalLM (model.model.layers)."""
     return model.model.layers
 
 
@@ -66,6 +67,17 @@ def adapter_tensors(loras, dtype=torch.float32):
         t[tensor_name(l, proj, "a")] = m.lora_a.detach().to("cpu", dtype).contiguous()
         t[tensor_name(l, proj, "b")] = m.lora_b.detach().to("cpu", dtype).contiguous()
     return t
+
+
+def adapter_bytes(weight_shapes, rank, bytes_per=2, projections=tuple(HF_TO_GGUF.values())):
+    """Bytes of the adapter tensors at this rank for every adapted projection of the base ({gguf weight name:
+    (out, in)}, gguf_weight_shapes): r * (in + out) values per projection (the safetensors header adds ~20 kB)."""
+    n = 0
+    for name, (out_f, in_f) in weight_shapes.items():
+        parts = name.split(".")
+        if len(parts) == 4 and parts[0] == "blk" and parts[2] in projections and parts[3] == "weight":
+            n += rank * (in_f + out_f)
+    return n * bytes_per
 
 
 def pick_dtype(loras, name="auto", max_bytes=15.5e6):
@@ -136,15 +148,10 @@ def check_adapter(doc, tensors, weight_shapes):
     return bad
 
 
-_READERS = {}
-
-
 def gguf_reader(gguf_path):
-    """One gguf.GGUFReader per file (parsing the 262k-token vocabulary takes seconds)."""
-    if gguf_path not in _READERS:
-        from gguf import GGUFReader
-        _READERS[gguf_path] = GGUFReader(gguf_path)
-    return _READERS[gguf_path]
+    """One gguf.GGUFReader per file, shared with base.py (parsing a 150k-262k token vocabulary takes seconds)."""
+    import base
+    return base.reader(gguf_path)
 
 
 def gguf_weight_shapes(gguf_path):

@@ -8,7 +8,8 @@ Three tasks in prompt format cq-prompt-v1 (docs/ANSWERS.md, cqprompt.py), writte
                是/否 ( Yes/ No) for yes/no questions
   abstain      the suites' unanswerable questions (their own document's clauses shown) -> 无法回答 / Cannot be answered
   abstain_syn  answerable questions paired with retrieved-but-wrong passages (other documents, none holding any
-               reference answer) -> the refusal
+               reference answer; for --syn-same-doc of them the gold document's own other clauses first, those
+               holding no reference answer) -> the refusal
   relevance    (question, one clause) -> 是/否 ( yes/ no): gold clauses against BM25/router-retrieved non-gold ones,
                balanced per question
 
@@ -26,7 +27,9 @@ license allows a product (cmrc-dev, cuad-dev, contracts-en-dev, laws-zh).
 
 Validation (from the suites' VALIDATION parts, retrieval as at run time, nothing inserted): val_answer.jsonl (answer
 prompts with the shown flattened passages for the copy constraint, reference answers, answerable) and
-val_rerank.jsonl (each question's retrieved candidates as relevance prompts, and which are gold).
+val_rerank.jsonl (each question's retrieved candidates as relevance prompts, and which are gold). Calibration
+(cal_answer.jsonl, the same form): questions of the dev suites' calibration part (tools/dev_split.py: a fifth of the
+TRAIN documents, held out of every training task here), on which train.py chooses the refusal threshold.
 
   python3 tools/decoder_train/prepare.py --clauseqa build/clauseqa --data /tmp/dectrain-data --out .device/dec_data
 Then tools/decoder_train/pack.py tokenizes (needs transformers + gguf) and bundle.sh packs for the GPU box.
@@ -219,7 +222,7 @@ def build_aux_suite(name, rows, root):
 class Builder:
     def __init__(self, args, store, rng):
         self.args, self.store, self.rng = args, store, rng
-        self.train, self.val_answer, self.val_rerank = [], [], []
+        self.train, self.val_answer, self.val_rerank, self.cal_answer = [], [], [], []
         self.counts = Counter()
         self.skips = Counter()
 
@@ -295,6 +298,29 @@ class Builder:
 
     # -- answer / abstain of one dev or aux QA question (train part)
 
+    def same_doc_wrong(self, q, clauses, gdocs, nrefs):
+        """The gold documents' clauses that hold no reference answer (nor a number of one), best word overlap with
+        the question first: similar text from the same case / article that does not answer."""
+        digits = set()
+        for r in nrefs:
+            cur = ""
+            for ch in r + " ":
+                if ch.isdigit():
+                    cur += ch
+                elif cur:
+                    digits.add(cur)
+                    cur = ""
+        qs = {c for c in q["question"] if P.is_cjk(ord(c)) or c.isalnum()}
+        out = []
+        for d in sorted(gdocs):
+            for p in clauses.get(d, []):
+                t = P.norm(p["text"])
+                if any(r and r in t for r in nrefs) or any(x in t for x in digits):
+                    continue
+                out.append(p)
+        out.sort(key=lambda p: -len(qs & set(p["text"])))
+        return out[:2]
+
     def qa_train(self, source, kb, q, cands, pool=()):
         lang = P.lang_of(q["question"])
         clauses = self.store.clauses(kb)
@@ -335,6 +361,9 @@ class Builder:
         if self.rng.random() < self.args.syn_rate[lang]:
             nrefs = [P.norm(a) for a in refs + list(q.get("answers") or [])]
             W = []
+            if self.rng.random() < self.args.syn_same_doc:
+                W = [dict(p, text=p["text"][:P.ANSWER_CHARS]) for p in self.same_doc_wrong(q, clauses, gdocs, nrefs)]
+            kind = "same_doc" if W else "other_docs"
             for p in list(cands) + list(pool):
                 if (p["doc"] not in gdocs and not any(same(p, x) for x in W) and
                         not any(r and r in P.norm(p["text"]) for r in nrefs)):
@@ -342,7 +371,8 @@ class Builder:
             if W:
                 prompt, _ = P.answer_prompt(q["question"], W[:K_ANSWER], lang)
                 self.add(source, "abstain_syn", q["id"] + "#wrong", lang, prompt,
-                         P.answer_completion(lang, refuse=True), {"qid": q["id"]})
+                         P.answer_completion(lang, refuse=True), {"qid": q["id"], "kind": kind})
+                self.counts[(source, "abstain_syn_" + kind)] += 1
             else:
                 self.skips[(source, "abstain_syn: no wrong passages")] += 1
 
@@ -435,6 +465,16 @@ class Builder:
             "gold_shown": any(hits_any(cands[i], gold) for i, _ in flat) if gold else None})
         self.counts[(source, "val_answer")] += 1
 
+    def qa_cal(self, source, q, cands):
+        """A calibration row: qa_val's form, from a held-out train-part question."""
+        n = len(self.val_answer)
+        self.qa_val(source, q, cands)
+        row = self.val_answer.pop()
+        assert len(self.val_answer) == n
+        self.counts[(source, "val_answer")] -= 1
+        self.cal_answer.append(row)
+        self.counts[(source, "cal_answer")] += 1
+
     def rerank_val(self, source, q, cands):
         lang = P.lang_of(q["question"])
         gold = q.get("gold") or []
@@ -486,6 +526,13 @@ def main():
     ap.add_argument("--en-variants", type=int, default=2, help="answer examples per English question (other "
                                                               "passages, other gold position)")
     ap.add_argument("--rel-pairs", type=int, default=2, help="relevance (yes, no) pairs per question at most")
+    ap.add_argument("--syn-same-doc", type=float, default=0.25,
+                    help="share of abstain_syn examples whose wrong passages start with the gold document's own "
+                         "clauses that hold no reference answer")
+    ap.add_argument("--cal-answer", default="cjrc-dev=300,cmrc-dev=120,policy-zh-dev=80,cuad-dev=60,"
+                                           "contracts-en-dev=60",
+                    help="calibration answer questions per suite (from the calibration part, held out of training; "
+                         "'' keeps the calibration part in training)")
     ap.add_argument("--val-answer", default="cjrc-dev=240,cmrc-dev=120,policy-zh-dev=100,cuad-dev=60,"
                                             "contracts-en-dev=60", help="validation answer questions per suite")
     ap.add_argument("--val-rerank", default="cjrc-dev=150,cmrc-dev=80,policy-zh-dev=100,cuad-dev=80,"
@@ -501,6 +548,7 @@ def main():
     used = lambda name: LICENSES[name][1] or not args.licensed_only  # noqa: E731
     val_answer = dict((k, int(v)) for k, v in (x.split("=") for x in args.val_answer.split(",") if x))
     val_rerank = dict((k, int(v)) for k, v in (x.split("=") for x in args.val_rerank.split(",") if x))
+    cal_answer = dict((k, int(v)) for k, v in (x.split("=") for x in args.cal_answer.split(",") if x))
     parts = {}
 
     # ---- development suites
@@ -509,10 +557,15 @@ def main():
         qs = dev_split.read_questions(args.eval, suite)
         tr = [q for q in qs if not dev_split.question_is_validation(suite, q)]
         va = [q for q in qs if dev_split.question_is_validation(suite, q)]
-        parts[suite] = {"train_questions": len(tr) if used(suite) else 0, "validation_questions": len(va)}
         if args.limit:
             tr, va = tr[:args.limit], va[:max(1, args.limit // 4)]
         R = store.retrieve(suite, [(q["id"], q["question"]) for q in tr + va])
+        ca = []
+        if cal_answer:   # the calibration part: held out of every training task, a sample answers for calibration
+            ca = [q for q in tr if dev_split.question_is_calibration(suite, q)]
+            tr = [q for q in tr if not dev_split.question_is_calibration(suite, q)]
+        parts[suite] = {"train_questions": len(tr) if used(suite) else 0, "validation_questions": len(va),
+                        "calibration_questions": len(ca)}
         W = store.retrieve(suite, [(q["id"], generic_query(q["question"])) for q in tr], K_WRONG, "bm25") \
             if suite in ANSWER_SUITES and used(suite) else {}
         for q in (tr if used(suite) else []):
@@ -525,6 +578,9 @@ def main():
                 B.relevance_train(suite, q, cands[:10], relevance_gold(store, suite, q), pairs,
                                   lambda p, gold=gold: hits_any(p, gold))
         vrng = random.Random(args.seed + 1)
+        if suite in cal_answer:
+            for q in random.Random(args.seed + 2).sample(ca, min(len(ca), cal_answer[suite])):
+                B.qa_cal(suite, q, R.get(q["id"]) or [])
         if suite in val_answer:
             for q in vrng.sample(va, min(len(va), val_answer[suite])):
                 B.qa_val(suite, q, R.get(q["id"]) or [])
@@ -591,7 +647,8 @@ def main():
 
     # ---- write
     rng.shuffle(B.train)
-    files = {"train.jsonl": B.train, "val_answer.jsonl": B.val_answer, "val_rerank.jsonl": B.val_rerank}
+    files = {"train.jsonl": B.train, "val_answer.jsonl": B.val_answer, "val_rerank.jsonl": B.val_rerank,
+             "cal_answer.jsonl": B.cal_answer}
     for fn, rows in files.items():
         with open(os.path.join(args.out, fn), "w", encoding="utf-8") as f:
             for r in rows:
@@ -606,7 +663,9 @@ def main():
         "seed": args.seed,
         "options": {k: v for k, v in vars(args).items() if k not in ("syn_rate",)},
         "split": "tools/dev_split.py: a document is validation when int(sha256('<suite>/<doc>'), 16) % 5 == 0; "
-                 "train examples come from the train parts only, validation examples from the validation parts",
+                 "train examples come from the train parts only, validation examples from the validation parts" +
+                 ("; the calibration part (a train document with int(sha256('calib/<suite>/<doc>'), 16) % 5 == 0) "
+                  "is held out of training and gives cal_answer.jsonl" if cal_answer else ""),
         "sources": {s: {"license": LICENSES[s][0], "licensed": LICENSES[s][1], "parts": parts.get(s, {}),
                         "trained": any(counts[s].get(t) for t in ("answer", "abstain", "abstain_syn", "relevance")),
                         "examples": counts[s]} for s in sources},
@@ -618,7 +677,7 @@ def main():
     with open(os.path.join(args.out, "meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, ensure_ascii=False, indent=1)
     w = max(len(s) for s in sources) if sources else 10
-    tasks = ["answer", "abstain", "abstain_syn", "relevance", "val_answer", "val_rerank"]
+    tasks = ["answer", "abstain", "abstain_syn", "relevance", "val_answer", "val_rerank", "cal_answer"]
     print("%-*s %s  license" % (w, "source", " ".join("%11s" % t for t in tasks)))
     for s in sources:
         print("%-*s %s  %s" % (w, s, " ".join("%11d" % counts[s].get(t, 0) for t in tasks),

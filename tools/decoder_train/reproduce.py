@@ -26,11 +26,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_FLAGS = {"rank": "--rank", "alpha": "--alpha", "dropout": "--dropout", "lr": "--lr",
                "min_lr_ratio": "--min-lr-ratio", "warmup": "--warmup", "wd": "--wd", "clip": "--clip",
                "batch": "--batch", "max_len": "--max-len", "max_completion": "--max-completion", "mix": "--mix",
-               "source_weights": "--source-weights", "loss_norm": "--loss-norm", "seed": "--seed", "attn": "--attn"}
+               "source_weights": "--source-weights", "loss_norm": "--loss-norm", "seed": "--seed", "attn": "--attn",
+               "micro_tokens": "--micro-tokens", "base_dtype": "--base-dtype"}
 # recorded prepare.py option -> flag (paths are this machine's, from the command line)
 PREPARE_FLAGS = {"seed": "--seed", "syn_rate_zh": "--syn-rate-zh", "syn_rate_en": "--syn-rate-en",
                  "en_variants": "--en-variants", "rel_pairs": "--rel-pairs", "val_answer": "--val-answer",
-                 "val_rerank": "--val-rerank"}
+                 "val_rerank": "--val-rerank", "syn_same_doc": "--syn-same-doc", "cal_answer": "--cal-answer"}
 PREPARE_PATHS = {"eval", "train", "clauseqa", "data", "work", "out", "limit", "licensed_only"}
 
 
@@ -54,8 +55,8 @@ def commands(doc, out, python, clauseqa, data_dir, gguf, eval_dir, train_dir, wo
     for k in sorted(opts):
         if k in PREPARE_FLAGS and opts[k] is not None:
             prep += [PREPARE_FLAGS[k], str(opts[k])]
-    pack = [python, os.path.join(HERE, "pack.py"), "--data", dec_data, "--gguf", gguf]
-    train = [python, os.path.join(HERE, "train.py"), "--data", dec_data, "--gguf", gguf,
+    pack = [python, os.path.join(HERE, "pack.py"), "--data", dec_data, "--base", gguf]
+    train = [python, os.path.join(HERE, "train.py"), "--data", dec_data, "--base", gguf,
              "--out", os.path.join(out, "adapter"), "--steps", str(m["steps"]),
              "--commit", "reproduce of %s" % m.get("commit")]
     for k in sorted(hp):
@@ -70,7 +71,8 @@ def main():
     ap.add_argument("--out", required=True, help="folder for dec_data/ and the reproduced adapter/")
     ap.add_argument("--clauseqa", default="build/clauseqa")
     ap.add_argument("--data", default="/tmp/dectrain-data", help="clauseqa data folder (KBs made when missing)")
-    ap.add_argument("--gguf", default="data/models/gemma-3-270m-q4_k_m.gguf")
+    ap.add_argument("--base", "--gguf", dest="gguf", default=None,
+                    help="the base GGUF (default data/models/ + the manifest's base file)")
     ap.add_argument("--eval", default="../shared/eval")
     ap.add_argument("--train", default="../shared/train")
     ap.add_argument("--work", default="/tmp/dectrain-work")
@@ -80,6 +82,8 @@ def main():
     args = ap.parse_args()
     with open(args.adapter, encoding="utf-8") as f:
         doc = json.load(f)
+    if args.gguf is None:
+        args.gguf = os.path.join("data", "models", (doc.get("base") or {}).get("file") or "gemma-3-270m-q4_k_m.gguf")
     cmds = commands(doc, args.out, args.python, args.clauseqa, args.data, args.gguf, args.eval, args.train, args.work)
     m = doc["manifest"]
     print("# reproducing the adapter of commit %s: %d steps, rank %s" % (m.get("commit"), m["steps"], doc.get("rank")),

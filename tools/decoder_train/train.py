@@ -35,8 +35,10 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import base as BASE  # noqa: E402
 import cqprompt as P  # noqa: E402
 import lora as L  # noqa: E402
+import refusal_threshold as RT  # noqa: E402
 
 DEFAULT_MIX = "answer=0.52,abstain=0.08,abstain_syn=0.06,relevance=0.34"
 DEFAULT_SOURCE_WEIGHTS = ("c3_train_extractive=0.5,cail2021_argpair_retrieval=0.5,lawyer_llama_query2article=0.5,"
@@ -83,7 +85,8 @@ class Data:
         self.meta = json.loads(str(z["meta"]))
         self.z = z
         # NpzFile reads an array from the file at every access: keep the validation arrays
-        self.va = {k: np.asarray(z[k]) for k in ("va_p", "va_p_off", "va_c", "va_c_off", "vr_p", "vr_p_off", "vr_q_off")}
+        self.va = {k: np.asarray(z[k]) for k in ("va_p", "va_p_off", "va_c", "va_c_off", "vr_p", "vr_p_off", "vr_q_off",
+                                                 "ca_p", "ca_p_off", "ca_c", "ca_c_off") if k in z}
         self.tasks, self.sources = self.meta["tasks"], self.meta["sources"]
         self.tr_p, self.tr_p_off, self.tr_c, self.tr_c_off = z["tr_p"], z["tr_p_off"], z["tr_c"], z["tr_c_off"]
         self.task, self.source = z["tr_task"].astype(np.int64), z["tr_source"].astype(np.int64)
@@ -98,6 +101,11 @@ class Data:
         self.vocab = [bytes(voc[off[i]:off[i + 1]].astype(np.uint8)) if ok[i] else None for i in range(len(ok))]
         self.val_answer = read_jsonl(os.path.join(folder, "val_answer.jsonl"))
         self.val_rerank = read_jsonl(os.path.join(folder, "val_rerank.jsonl"))
+        cal = os.path.join(folder, "cal_answer.jsonl")
+        self.cal_answer = read_jsonl(cal) if os.path.exists(cal) and "ca_p" in self.va else []
+        self.stop_ids = self.meta.get("stop_ids") or ([self.meta["eos"]] + ([self.meta["end_of_turn"]] if
+                                                                            self.meta.get("end_of_turn") is not None
+                                                                            else []))
         dm = os.path.join(folder, "meta.json")
         self.data_meta = json.load(open(dm, encoding="utf-8")) if os.path.exists(dm) else {}
 
@@ -106,9 +114,14 @@ class Data:
         c = self.tr_c[self.tr_c_off[i]:self.tr_c_off[i + 1]][:self.max_completion]
         return p, c
 
-    def val_prompt(self, i):
+    def val_prompt(self, i, part="va"):
+        """(prompt ids, completion ids) of validation answer i (part "ca": of calibration answer i)."""
         z = self.va
-        return z["va_p"][z["va_p_off"][i]:z["va_p_off"][i + 1]], z["va_c"][z["va_c_off"][i]:z["va_c_off"][i + 1]]
+        p, po, c, co = z[part + "_p"], z[part + "_p_off"], z[part + "_c"], z[part + "_c_off"]
+        return p[po[i]:po[i + 1]], c[co[i]:co[i + 1]]
+
+    def answer_rows(self, part):
+        return self.val_answer if part == "va" else self.cal_answer
 
     def rerank_prompts(self, q):
         z = self.va
@@ -189,7 +202,8 @@ def collate(data, idx, device, pad=0):
 
 # ---------------------------------------------------------------- model
 
-def load_base(gguf, attn, device):
+def load_base(gguf, attn, device, loader="hf", dtype=torch.float32):
+    """The base dequantized: loader "hf" is transformers' GGUF path, "fast" base.load_fast (qwen2: all cores)."""
     from transformers import AutoModelForCausalLM
     try:
         from transformers.utils import logging as hf_logging
@@ -198,15 +212,20 @@ def load_base(gguf, attn, device):
         pass
     d, f = os.path.split(os.path.abspath(gguf))
     t = time.time()
-    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32, attn_implementation=attn)
-    log("base model loaded from %s in %.1f s (%s, attention %s)" % (f, time.time() - t, type(model).__name__, attn))
+    if loader == "fast":
+        model = BASE.load_fast(gguf, dtype=dtype, log=log, attn=attn)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=dtype, attn_implementation=attn)
+    log("base model loaded from %s in %.1f s (%s, %s loader, attention %s)" % (f, time.time() - t,
+                                                                             type(model).__name__, loader, attn))
     model.config.use_cache = False
     return model.to(device)
 
 
-def check_orientation(model, gguf, layers=(0,), projections=("q_proj", "o_proj", "down_proj")):
+def check_orientation(model, gguf, layers=(0,), projections=("q_proj", "o_proj", "down_proj"), relative=False):
     """The HF projection weights are the GGUF tensors (out, in), dequantized: the adapter's A (r, in) / B (out, r)
-    then apply to the runtime's weights as they are. Returns the largest difference seen."""
+    then apply to the runtime's weights as they are. Returns the largest difference seen (relative: |diff| / |w|
+    where |w| > 1e-3, for a bf16 base)."""
     from gguf.quants import dequantize
     r = L.gguf_reader(gguf)
     by_name = {t.name: t for t in r.tensors}
@@ -223,7 +242,10 @@ def check_orientation(model, gguf, layers=(0,), projections=("q_proj", "o_proj",
             if gw.shape != w.shape:
                 raise SystemExit("orientation check: %s is %s in the GGUF, %s in the model" % (t.name, gw.shape,
                                                                                                w.shape))
-            worst = max(worst, float(np.abs(gw - w).max()))
+            d = np.abs(gw - w)
+            if relative:
+                d = np.where(np.abs(gw) > 1e-3, d / np.maximum(np.abs(gw), 1e-3), 0.0)
+            worst = max(worst, float(d.max()))
     return worst
 
 
@@ -247,6 +269,55 @@ def completion_loss(model, batch, autocast, norm="example"):
     s = torch.zeros(B, device=tok.device).index_add_(0, slot, tok)
     n = torch.zeros(B, device=tok.device).index_add_(0, slot, torch.ones_like(tok))
     return (s / n.clamp(min=1)).mean(), tok
+
+
+def completion_sums(model, batch, autocast):
+    """Per-example mean token losses (a tensor, for the example-normalized loss) and the token losses of a
+    micro-batch."""
+    ids, mask, bi, ti, tg, slot = batch
+    with autocast():
+        h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        logits = head_logits(model, h[bi, ti])
+    tok = F.cross_entropy(logits.float(), tg, reduction="none")
+    B = ids.shape[0]
+    s = torch.zeros(B, device=tok.device).index_add_(0, slot, tok)
+    n = torch.zeros(B, device=tok.device).index_add_(0, slot, torch.ones_like(tok))
+    return s / n.clamp(min=1), tok
+
+
+def micro_batches(data, idx, micro_tokens):
+    """idx cut into micro-batches whose padded size (examples x longest) stays within micro_tokens (0: one batch);
+    one example per micro-batch at least."""
+    if not micro_tokens:
+        return [np.asarray(idx)]
+    order = sorted((int(i) for i in idx), key=lambda i: -int(data.length[i]))
+    out, cur = [], []
+    for i in order:
+        longest = int(data.length[cur[0]]) if cur else int(data.length[i])
+        if cur and (len(cur) + 1) * longest > micro_tokens:
+            out.append(np.asarray(cur))
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(np.asarray(cur))
+    return out
+
+
+def train_step(model, data, idx, dev, autocast, norm, micro_tokens):
+    """One optimizer step's forward and backward over the batch idx in micro-batches (gradients accumulate; the loss
+    is the batch's: mean of the examples' mean token losses, or the mean token loss). Returns (loss, [(example,
+    its mean token loss)])."""
+    mbs = micro_batches(data, idx, micro_tokens)
+    n_tok = sum(int(min(len(data.example(int(i))[1]), data.max_completion)) for i in idx) if norm == "token" else 0
+    total, per = 0.0, []
+    for mb in mbs:
+        batch = collate(data, mb, dev)
+        ex_mean, tok = completion_sums(model, batch, autocast)
+        loss = tok.sum() / max(n_tok, 1) if norm == "token" else ex_mean.sum() / len(idx)
+        loss.backward()
+        total += float(loss.detach())
+        per.extend(zip(mb.tolist(), ex_mean.detach().tolist()))
+    return total, per
 
 
 # ---------------------------------------------------------------- validation
@@ -274,8 +345,10 @@ def _strip_end(b):
 class CopyConstraint:
     """Greedy, copy-constrained decoding as app/generate_answer.c does it, as a transformers logits processor: of the
     --candidates best tokens the first whose piece keeps the answer a verbatim span of a shown (flattened) passage,
-    a prefix of the refusal phrase or of a verdict word wins; the end of text (or a newline piece) ends a non-empty
-    answer; nothing admissible ends it too."""
+    a prefix of the refusal phrase (when the row's words hold it) or of a verdict word wins; the end of text (or a
+    newline piece) ends a non-empty answer; nothing admissible ends it too. At the first step each row's
+    p_refuse is what the runtime calls refusal_p: the probability of the candidates whose piece, leading spaces
+    dropped, starts the refusal phrase."""
 
     def __init__(self, rows, vocab, stop_ids, n_cand):
         self.rows, self.vocab, self.stop, self.n_cand = rows, vocab, set(stop_ids), n_cand
@@ -289,13 +362,19 @@ class CopyConstraint:
 
     def __call__(self, input_ids, scores):
         B = scores.shape[0]
+        top = torch.topk(scores, min(self.n_cand, scores.shape[-1]), dim=-1).indices.tolist()
         if self.step == 0:
             probs = torch.softmax(scores.float(), dim=-1)
             for b in range(B):
                 st = self.rows[b]
-                st["p_refuse"] = float(probs[b, st["refusal_id"]])
+                p = 0.0
+                for tid in top[b]:
+                    piece = self.vocab[tid] if tid < len(self.vocab) else None
+                    piece = piece.lstrip(b" ") if piece else b""
+                    if piece and st["refusal"].startswith(piece):
+                        p += float(probs[b, tid])
+                st["p_refuse"] = p
         self.step += 1
-        top = torch.topk(scores, min(self.n_cand, scores.shape[-1]), dim=-1).indices.tolist()
         out = torch.full_like(scores, float("-inf"))
         for b in range(B):
             st = self.rows[b]
@@ -377,11 +456,16 @@ def val_loss(model, data, rows, autocast, device, batch=16):
 
 
 @torch.no_grad()
-def val_answers(model, data, rows, autocast, device, batch, max_new, n_cand, deadline):
+def val_answers(model, data, rows, autocast, device, batch, max_new, n_cand, deadline, part="va"):
+    """Copy-constrained greedy answers with the refusal masked, and each question's refusal_p: {row: (answer,
+    refusal_p, tokens)}. With refusal threshold t the runtime refuses when refusal_p >= t (for t >= 0.5, up to a
+    refusal whose probability is split over several first tokens) and gives this answer otherwise, so one pass scores
+    every t."""
     from transformers import LogitsProcessorList
     meta = data.meta
-    stop_ids = [meta["eos"]] + ([meta["end_of_turn"]] if meta.get("end_of_turn") is not None else [])
-    order = sorted(rows, key=lambda i: len(data.val_prompt(i)[0]))
+    stop_ids = list(data.stop_ids)
+    answers = data.answer_rows(part)
+    order = sorted(rows, key=lambda i: len(data.val_prompt(i, part)[0]))
     preds = {}
     model.config.use_cache = True
     for k in range(0, len(order), batch):
@@ -391,14 +475,14 @@ def val_answers(model, data, rows, autocast, device, batch, max_new, n_cand, dea
         chunk = order[k:k + batch]
         states = []
         for i in chunk:
-            r = data.val_answer[i]
+            r = answers[i]
             lang = r["lang"]
-            words = [P.REFUSAL[lang].lstrip(" "), P.VERDICT[(lang, True)].lstrip(" "),
-                     P.VERDICT[(lang, False)].lstrip(" ")]
+            words = [P.VERDICT[(lang, True)].lstrip(" "), P.VERDICT[(lang, False)].lstrip(" ")]
             states.append({"flat": [f.encode("utf-8") for f in r["flat"]], "words": [w.encode() for w in words],
-                           "refusal": words[0].encode(), "refusal_id": meta["first_tokens"]["refusal_" + lang],
+                           "refusal": P.REFUSAL[lang].lstrip(" ").encode(),
+                           "refusal_id": meta["first_tokens"]["refusal_" + lang],
                            "ans": b"", "done": False, "n": 0})
-        ids, mask = left_pad([data.val_prompt(i)[0] for i in chunk], 0, device)
+        ids, mask = left_pad([data.val_prompt(i, part)[0] for i in chunk], 0, device)
         proc = CopyConstraint(states, data.vocab, stop_ids, n_cand)
         with autocast():
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
@@ -410,37 +494,55 @@ def val_answers(model, data, rows, autocast, device, batch, max_new, n_cand, dea
     return preds
 
 
-def score_answers(data, preds):
-    per = {}
-    examples = []
+def scored_rows(data, preds, part="va"):
+    """One row per decoded question: its suite, whether answerable, the char-F1 / EM of the answer given when it may
+    not refuse (FORMAT.md; a verdict word on a yes/no question scores as YES / NO), refusal_p."""
+    out = []
+    answers = data.answer_rows(part)
     for i, (ans, p_ref, n_tok) in sorted(preds.items()):
-        r = data.val_answer[i]
+        r = answers[i]
         lang = r["lang"]
-        refusal = P.REFUSAL[lang].lstrip(" ")
-        refused = ans == refusal
         verdict = None
         if ans == P.VERDICT[(lang, True)].lstrip(" "):
             verdict = "YES"
         elif ans == P.VERDICT[(lang, False)].lstrip(" "):
             verdict = "NO"
-        pred = "" if refused else (verdict if (verdict and r["qtype"] == "yes_no") else ans)
+        pred = verdict if (verdict and r["qtype"] == "yes_no") else ans
+        refs = r["refs"]
+        has = bool(r["answerable"] and refs)
+        out.append({"i": i, "id": r["id"], "source": r["source"], "answerable": r["answerable"], "has_answers": has,
+                    "f1": max(P.char_f1(pred, a) for a in refs) if has else 0.0,
+                    "em": float(any(P.norm(pred) == P.norm(a) for a in refs) and bool(pred)) if has else 0.0,
+                    "p": p_ref, "gold_shown": r.get("gold_shown"), "answer": ans, "refs": refs[:2]})
+    return out
+
+
+def score_answers(rows, t):
+    """Per suite at refusal threshold t (refuse when refusal_p >= t): F1 / EM over answerable questions with
+    references (a refusal scores 0), F1 where the gold passage was shown, abstention on unanswerable, false
+    abstention on answerable, and the refusal AUC (refusal_p of unanswerable vs answerable); samples."""
+    per = {}
+    examples = []
+    for k, r in enumerate(rows):
+        refused = r["p"] >= t
         s = per.setdefault(r["source"], {"n": 0, "f1": [], "em": [], "f1_shown": [], "abst": [], "false_abst": [],
                                          "p_ref_unans": [], "p_ref_ans": []})
         s["n"] += 1
         if r["answerable"]:
             s["false_abst"].append(refused)
-            s["p_ref_ans"].append(p_ref)
-            if r["refs"]:
-                f1 = max(P.char_f1(pred, a) for a in r["refs"])
+            s["p_ref_ans"].append(r["p"])
+            if r["has_answers"]:
+                f1 = 0.0 if refused else r["f1"]
                 s["f1"].append(f1)
-                s["em"].append(float(any(P.norm(pred) == P.norm(a) for a in r["refs"]) and bool(pred)))
+                s["em"].append(0.0 if refused else r["em"])
                 if r.get("gold_shown"):
                     s["f1_shown"].append(f1)
         else:
             s["abst"].append(refused)
-            s["p_ref_unans"].append(p_ref)
-        if len(examples) < 40 or i % 25 == 0:
-            examples.append({"id": r["id"], "answer": ans, "refs": r["refs"][:2], "answerable": r["answerable"]})
+            s["p_ref_unans"].append(r["p"])
+        if len(examples) < 40 or r["i"] % 25 == 0:
+            examples.append({"id": r["id"], "answer": "(refused)" if refused else r["answer"], "refs": r["refs"],
+                             "answerable": r["answerable"], "refusal_p": round(r["p"], 4)})
     mean = lambda x: round(float(np.mean(x)), 4) if len(x) else None  # noqa: E731
     out = {}
     for src, s in sorted(per.items()):
@@ -450,6 +552,27 @@ def score_answers(data, preds):
                     "false_abstention": mean(s["false_abst"]),
                     "refusal_auc": auc(s["p_ref_unans"], s["p_ref_ans"])}
     return out, examples
+
+
+THRESHOLD_GRID = [0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 1.01]
+
+
+def choose_threshold(rows, grid=THRESHOLD_GRID):
+    """refusal_threshold.py's objective (SQuAD 2.0-style utility, the mean over suites) on the calibration rows
+    (train parts held out of training): (best t, [[t, objective, {suite: [score, falseA, abst]}]])."""
+    suites = {}
+    for r in rows:
+        suites.setdefault(r["source"], []).append(r)
+    curve, best = [], None
+    for t in grid:
+        per = {n: RT.score(v, t) for n, v in sorted(suites.items())}
+        vals = [x["score"] for x in per.values() if x["score"] is not None]
+        obj = float(np.mean(vals)) if vals else 0.0
+        curve.append([t, round(obj, 4), {n: [None if x[k] is None else round(x[k], 4) for k in ("score", "falseA", "abst")]
+                                         for n, x in per.items()}])
+        if best is None or obj > best[1]:
+            best = (t, obj)
+    return (best[0] if best else None), curve
 
 
 def auc(pos, neg):
@@ -534,6 +657,12 @@ def print_table(answers, rerank, loss_before, loss_after):
 
 # ---------------------------------------------------------------- main
 
+def oom_at_floor(args):
+    """True the second time the micro-batches are down to one example (then the step cannot fit at all)."""
+    args._oom_floor = getattr(args, "_oom_floor", 0) + 1
+    return args._oom_floor > 1
+
+
 def lr_at(step, total, peak, warmup, min_ratio):
     if step < warmup:
         return peak * (step + 1) / warmup
@@ -546,9 +675,20 @@ def lr_at(step, total, peak, warmup, min_ratio):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=".device/dec_data")
-    ap.add_argument("--gguf", default="data/models/gemma-3-270m-q4_k_m.gguf")
+    ap.add_argument("--base", "--gguf", dest="gguf", default="data/models/gemma-3-270m-q4_k_m.gguf",
+                    help="the base GGUF (gemma3 or qwen2; the architecture comes from its metadata)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--rank", type=int, default=32)
+    ap.add_argument("--rank", type=int, default=0, help="LoRA rank (0: the architecture's default, base.DEFAULT_RANK: "
+                                                        "gemma3 32, qwen2 16)")
+    ap.add_argument("--loader", choices=["auto", "hf", "fast"], default="auto",
+                    help="auto: fast (base.load_fast, all cores) for qwen2, transformers' GGUF path otherwise")
+    ap.add_argument("--base-dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="the frozen base's weights (fp32: bf16 autocast casts them per step)")
+    ap.add_argument("--micro-tokens", type=int, default=0,
+                    help="gradient accumulation: micro-batches of at most this many padded tokens (0: the whole batch)")
+    ap.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing (less memory, ~1.5x compute)")
+    ap.add_argument("--max-adapter-mb", type=float, default=50.0,
+                    help="refuse a rank whose adapter file (F16) would exceed this")
     ap.add_argument("--alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--lr", type=float, default=2e-4)
@@ -575,6 +715,10 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--export-dtype", default="auto", choices=["auto", "f32", "f16", "bf16"])
     ap.add_argument("--val-limit", type=int, default=0, help="validation answers / rerank questions at most")
+    ap.add_argument("--cal-limit", type=int, default=0, help="calibration answers at most")
+    ap.add_argument("--refusal-min-p", type=float, default=0,
+                    help="the refusal threshold to report the validation at (0: the one chosen on the calibration "
+                         "set, else the runtime's default 0.9)")
     ap.add_argument("--val-batch", type=int, default=64)
     ap.add_argument("--val-max-new", type=int, default=96)
     ap.add_argument("--candidates", type=int, default=64)
@@ -583,8 +727,18 @@ def main():
     ap.add_argument("--commit", default="")
     ap.add_argument("--log-every", type=int, default=25)
     args = ap.parse_args()
+    info = BASE.describe(args.gguf)
+    if not args.rank:
+        args.rank = BASE.DEFAULT_RANK.get(info["arch"], 16)
     if args.alpha is None:
         args.alpha = 2.0 * args.rank
+    if args.loader == "auto":
+        args.loader = "fast" if info["arch"] == "qwen2" else "hf"
+    shapes = L.gguf_weight_shapes(args.gguf)
+    mb = L.adapter_bytes(shapes, args.rank, 2) / 1e6
+    if mb > args.max_adapter_mb:
+        raise SystemExit("rank %d: the adapter would be %.1f MB in F16, over --max-adapter-mb %.0f"
+                         % (args.rank, mb, args.max_adapter_mb))
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -600,8 +754,15 @@ def main():
                                               " (%s)" % torch.cuda.get_device_name(0) if dev.type == "cuda" else "",
                                               platform.python_version()))
     data = Data(args.data, args.gguf, args.max_len, args.max_completion)
-    log("data: %d train examples (%d within --max-len), %d val answers, %d val rerank questions"
-        % (data.n, int(data.ok.sum()), len(data.val_answer), len(data.val_rerank)))
+    log("data: %d train examples (%d within --max-len), %d val answers, %d calibration answers, %d val rerank "
+        "questions" % (data.n, int(data.ok.sum()), len(data.val_answer), len(data.cal_answer), len(data.val_rerank)))
+    log("base: %s, %d layers, bos %s, completion ends with %s, stops %s; rank %d -> adapter %.1f MB at F16"
+        % (info["arch"], info["n_layers"], data.meta.get("bos"), data.meta.get("eos_token", data.meta["eos"]),
+           data.stop_ids, args.rank, mb))
+    if data.meta.get("arch", info["arch"]) != info["arch"] or data.meta.get("gguf", os.path.basename(args.gguf)) != \
+            os.path.basename(args.gguf):
+        raise SystemExit("tokens.npz was packed for %s (%s), not %s" % (data.meta.get("gguf"), data.meta.get("arch"),
+                                                                       os.path.basename(args.gguf)))
     base_sha = sha256_file(args.gguf)
     want = os.path.join(HERE, "..", "..", "data", "models", os.path.basename(args.gguf) + ".sha256")
     if os.path.exists(want):
@@ -611,11 +772,15 @@ def main():
     log("base sha256 %s" % base_sha)
 
     import transformers
-    model = load_base(args.gguf, args.attn, dev)
-    worst = check_orientation(model, args.gguf)
-    log("orientation check (layer 0: q, o, down projections vs the GGUF dequantized): max |diff| %.3g" % worst)
-    if worst > 1e-3:
+    bdt = torch.bfloat16 if args.base_dtype == "bf16" else torch.float32
+    model = load_base(args.gguf, args.attn, dev, args.loader, bdt)
+    worst = check_orientation(model, args.gguf, relative=args.base_dtype == "bf16")
+    log("orientation check (layer 0: q, o, down projections vs the GGUF dequantized): max |diff| %.3g%s"
+        % (worst, " (relative to |w|, bf16)" if args.base_dtype == "bf16" else ""))
+    if worst > (1e-3 if args.base_dtype == "fp32" else 1.0 / 128):
         raise SystemExit("the model's projection weights are not the GGUF's: %g" % worst)
+    if args.grad_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     loras = L.add_lora(model, args.rank, args.alpha, args.dropout)
     params = [p for m in loras.values() for p in (m.lora_a, m.lora_b)]
     n_params = sum(p.numel() for p in params)
@@ -631,6 +796,9 @@ def main():
     rows_val = list(range(len(data.val_answer)))
     if args.val_limit:
         rows_val = rows_val[:args.val_limit]
+    rows_cal = list(range(len(data.cal_answer)))
+    if args.cal_limit:
+        rows_cal = rows_cal[:args.cal_limit]
     model.eval()
     loss_before = None if args.no_val else val_loss(model, data, rows_val, autocast, dev)
     model.train()
@@ -667,29 +835,32 @@ def main():
                                                                                              total, args.budget))
                 continue
         idx = sampler.next()
-        batch = collate(data, idx, dev)
         lr = lr_at(step, total, args.lr, args.warmup, args.min_lr_ratio)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss, tok = completion_loss(model, batch, autocast, args.loss_norm)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        while True:
+            opt.zero_grad(set_to_none=True)
+            try:
+                lv, per_ex = train_step(model, data, idx, dev, autocast, args.loss_norm, args.micro_tokens)
+                break
+            except torch.cuda.OutOfMemoryError:
+                # halve the micro-batches and do this step again (its gradients were dropped)
+                whole = int(max(data.length[idx])) * len(idx)
+                args.micro_tokens = max(int(data.length[idx].max()), (args.micro_tokens or whole) // 2)
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.empty_cache()
+                log("step %d: out of GPU memory, micro-batches of %d tokens from now on" % (step, args.micro_tokens))
+                if args.micro_tokens <= int(data.length[idx].max()) and oom_at_floor(args):
+                    raise
         gn = torch.nn.utils.clip_grad_norm_(params, args.clip)
         opt.step()
-        lv = loss.item()
         if not math.isfinite(lv):
             raise SystemExit("step %d: loss %s" % (step, lv))
         run_loss += lv
         run_n += 1
-        for t in set(data.task[idx].tolist()):
-            task_loss.setdefault(data.tasks[t], [])
         # per-task loss of this batch (examples' mean token loss)
-        slot = batch[5]
-        per_ex = torch.zeros(len(idx), device=dev).index_add_(0, slot, tok.detach())
-        cnt = torch.zeros(len(idx), device=dev).index_add_(0, slot, torch.ones_like(tok))
-        per_ex = (per_ex / cnt.clamp(min=1)).tolist()
-        for k, i in enumerate(idx):
-            task_loss[data.tasks[int(data.task[i])]].append(per_ex[k])
+        for i, v in per_ex:
+            task_loss.setdefault(data.tasks[int(data.task[i])], []).append(v)
         step += 1
         if step % 10 == 0 or step == total:
             history.append([step, round(run_loss / run_n, 4)])
@@ -708,20 +879,32 @@ def main():
             total = step
             break
     train_s = time.time() - t_train
+    if run_n and (not history or history[-1][0] != step):     # the last steps' loss when they ended off the 10s
+        history.append([step, round(run_loss / run_n, 4)])
+        for t, v in task_loss.items():
+            if v:
+                task_hist.setdefault(t, []).append([step, round(float(np.mean(v)), 4)])
     log("trained %d steps in %.1f s" % (step, train_s))
 
     manifest = {
         "commit": args.commit,
         "base": {"file": os.path.basename(args.gguf), "sha256": base_sha,
-                 "load": "transformers %s AutoModelForCausalLM.from_pretrained(gguf_file=...), dequantized to fp32"
-                         % transformers.__version__},
+                 "arch": info["arch"], "load": ("transformers %s AutoModelForCausalLM.from_pretrained(gguf_file=...)"
+                                                % transformers.__version__ if args.loader == "hf" else
+                                                "tools/decoder_train/base.py load_fast (gguf-py dequantize) into "
+                                                "transformers %s Qwen2ForCausalLM" % transformers.__version__)
+                 + ", dequantized to " + args.base_dtype},
         "data": {"sources": data.data_meta.get("sources", {}), "licensed_only": data.data_meta.get("licensed_only"),
                  "split": data.data_meta.get("split"), "files": data.meta.get("data_files"),
                  "prepare_options": data.data_meta.get("options"), "totals": data.data_meta.get("totals")},
         "hyper_parameters": {k: getattr(args, k) for k in ("rank", "alpha", "dropout", "lr", "min_lr_ratio", "warmup",
                                                            "wd", "clip", "batch", "max_len", "max_completion", "mix",
-                                                           "source_weights", "loss_norm", "seed", "attn")},
-        "precision": "fp32 master weights (frozen base, fp32 LoRA), bf16 autocast" if dev.type == "cuda" else "fp32",
+                                                           "source_weights", "loss_norm", "seed", "attn",
+                                                           "micro_tokens", "base_dtype")},
+        "precision": ("%s frozen base, fp32 LoRA, bf16 autocast" % args.base_dtype) if dev.type == "cuda" else "fp32",
+        "tokens": {"arch": info["arch"], "bos": data.meta.get("bos"), "eos": data.meta["eos"],
+                   "eos_token": data.meta.get("eos_token"), "stop_ids": data.stop_ids,
+                   "tokenizer": data.meta.get("tokenizer")},
         "mixture_effective": sampler.effective,
         "budget_s": None if args.steps else args.budget,
         "steps": step,
@@ -747,12 +930,14 @@ def main():
     if bad:
         raise SystemExit("adapter check failed: %s" % "; ".join(bad[:5]))
     m = loras[(0, "attn_q")]
-    x = torch.randn(3, m.base.in_features, device=dev)
+    x = torch.randn(3, m.base.in_features, device=dev, dtype=m.base.weight.dtype)
     with torch.no_grad():
-        y1 = m(x)
+        y1 = m(x).float()
         wm = L.merged_weight(m.base.weight, back["blk.0.attn_q.lora_a"].to(dev), back["blk.0.attn_q.lora_b"].to(dev),
                              args.rank, args.alpha)
-        y2 = x @ wm.t()
+        y2 = x.float() @ wm.t()
+        if m.base.bias is not None:          # Qwen's q/k/v biases: in the base, not in the adapter
+            y2 = y2 + m.base.bias.float()
     log("export check: tensors match the GGUF's shapes; merged-weight vs LoRA forward max |diff| %.2e"
         % float((y1 - y2).abs().max()))
 
@@ -760,19 +945,47 @@ def main():
         model.eval()
         t = time.time()
         loss_after = val_loss(model, data, rows_val, autocast, dev)
-        rer = val_rerank(model, data, autocast, dev, 128, args.val_limit, args.deadline)
         preds = val_answers(model, data, rows_val, autocast, dev, args.val_batch, args.val_max_new, args.candidates,
                             args.deadline)
-        answers, examples = score_answers(data, preds)
+        vrows = scored_rows(data, preds, "va")
+        log("validation answers: %d in %.1f s" % (len(preds), time.time() - t))
+        # the refusal threshold, chosen on the calibration set (train parts held out of training)
+        thr, curve, cal_answers = None, None, None
+        if rows_cal and not (args.deadline and time.time() > args.deadline):
+            tc = time.time()
+            cpreds = val_answers(model, data, rows_cal, autocast, dev, args.val_batch, args.val_max_new,
+                                 args.candidates, args.deadline, part="ca")
+            crows = scored_rows(data, cpreds, "ca")
+            if len(cpreds) == len(rows_cal):
+                thr, curve = choose_threshold(crows)
+                cal_answers, _ = score_answers(crows, thr)
+            log("calibration: %d answers in %.1f s; refusal threshold %s" % (len(cpreds), time.time() - tc, thr))
+            if curve:
+                for t_, obj, per in curve:
+                    log("  t %.2f objective %.4f  %s" % (t_, obj, json.dumps(per)))
+        t_rep = args.refusal_min_p or thr or 0.9
+        answers, examples = score_answers(vrows, t_rep)
+        answers_09, _ = score_answers(vrows, 0.9)
+        rer = val_rerank(model, data, autocast, dev, 128, args.val_limit, args.deadline)
+        log("validation at refusal threshold %.2f%s" % (t_rep, " (chosen on the calibration set)"
+                                                        if t_rep == thr and not args.refusal_min_p else ""))
         print_table(answers, rer, loss_before, loss_after)
+        manifest["refusal_threshold"] = {
+            "refusal_min_p": thr,
+            "chosen_on": "calibration set: answer prompts of %d train-part questions whose documents were held out of "
+                         "training (prepare.py --cal-answer: tools/dev_split.py's calibration part), passages as "
+                         "retrieved; objective of "
+                         "refusal_threshold.py (SQuAD 2.0-style utility, mean over suites)" % len(rows_cal),
+            "curve": curve, "calibration": cal_answers}
         manifest["validation"] = {
             "what": "prepare.py's validation examples: dev suites' validation parts (tools/dev_split.py), passages "
                     "as `clauseqa retrieve --mode router,bm25` gave them (nothing inserted); copy-constrained greedy "
-                    "answers (app/generate_answer.c's rule) from transformers in bf16; rerank = logit(yes) - "
-                    "logit(no) over each question's first %d candidates. A quick check: the reported numbers come "
-                    "from `clauseqa eval` in C." % 8,
-            "answers": answers, "rerank": rer, "completion_loss_before": loss_before,
-            "completion_loss_after": loss_after, "seconds": round(time.time() - t, 1), "samples": examples}
+                    "answers (app/generate_answer.c's rule) from transformers in bf16 with the refusal masked, "
+                    "refused when refusal_p >= the threshold; rerank = logit(yes) - logit(no) over each question's "
+                    "first %d candidates. A quick check: the reported numbers come from `clauseqa eval` in C." % 8,
+            "refusal_min_p": t_rep, "answers": answers, "answers_at_0.9": answers_09, "rerank": rer,
+            "completion_loss_before": loss_before, "completion_loss_after": loss_after,
+            "seconds": round(time.time() - t, 1), "samples": examples}
         L.write_adapter_json(args.out, args.rank, args.alpha, os.path.basename(args.gguf), base_sha, manifest)
         log("adapter.json rewritten with the validation scores")
     log("done")

@@ -15,7 +15,8 @@
 
 /* PDF (MuPDF), from in->path; progress after each page. reader/pdf_extract.c */
 cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err *err);
-/* A PDF page as PNG with highlights (one page at a time: the lock bounds MuPDF's memory). reader/page_render.c */
+/* A PDF page as PNG with highlights, within the pixel, memory and time caps; several renders at once within the
+ * renders' memory budget. reader/page_render.c */
 cq_status cq_reader_render_pdf(const char *path, int page_no, int width, const cq_box *boxes, size_t n_boxes,
                                const char *png_path, cq_err *err);
 /* Markdown and plain text (UTF-8, UTF-16 or GB18030), from in->data. reader/doctext.c */

@@ -24,7 +24,8 @@
 #                                 1.5B too: transformers on the fixed zh/en/ChatML prompts of
 #                                 tests/data/decoder/qwen2_logits_ref.json, and the bench on the real file.
 #   tools/device_qwen.sh stash    there: stashes the real model's pieces carried in this call (/tmp/gguf)
-# Output: $OUT/qwen_device.log (everything), $OUT/bench.txt, $OUT/*_hf.json (the transformers logits).
+# Output: $OUT/qwen_device.log (everything, cmocka's test names and outcomes included), $OUT/test_attention_*.txt
+# (steps 1-2 whole), $OUT/bench.txt, $OUT/*_hf.json (the transformers logits).
 set -u
 cd "$(dirname "$0")/.."
 REAL_NAME=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -77,17 +78,24 @@ run)
   if compgen -G "/tmp/gguf/$REAL_NAME.part*" > /dev/null || compgen -G ".device/qgguf/p*/$REAL_NAME.part*" > /dev/null; then
     MODEL_NAME=$REAL_NAME GGUF_DIR=.device/qgguf tools/device_model.sh join "$W/$REAL_NAME" && REAL=$W/$REAL_NAME
   fi
+  # a test's whole output goes to $OUT/NAME.txt; the log keeps cmocka's lines (test names, outcomes, the failing
+  # assert's file:line) and every figure but the per-position decode lines ("decode at position N")
+  run_test() {
+    local name=$1; shift
+    "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+    grep -v -E "^  decode at position [0-9]+:" "$OUT/$name.txt"; echo "rc $rc (whole output: $name.txt)"
+  }
   log "1. test_attention_qwen2 (CPU)"
-  "$W/q/bin/test_attention_qwen2" 2>&1 | grep -v "^\[ " ; echo "rc ${PIPESTATUS[0]}"
+  run_test test_attention_qwen2 "$W/q/bin/test_attention_qwen2"
   log "2. test_attention_cuda on the synthetic qwen2${REAL:+ and the real 1.5B}"
-  CLAUSEQA_SYNTH_GGUF=$W/synq.gguf${REAL:+:$REAL} timeout 300 "$W/q/bin/test_attention_cuda" 2>&1 | grep -v "^\[ " ; echo "rc ${PIPESTATUS[0]}"
+  run_test test_attention_cuda env CLAUSEQA_SYNTH_GGUF="$W/synq.gguf${REAL:+:$REAL}" timeout 300 "$W/q/bin/test_attention_cuda"
   log "3. transformers on the GPU against the C decoder"
   for m in synq ${REAL:+real}; do
     if [ $m = synq ]; then f=$W/synq.gguf; ids=(--random 40); else f=$REAL; ids=(--ids-from tests/data/decoder/qwen2_logits_ref.json); fi
     timeout 240 python3 tools/decoder_ref/qwen2_hf_logits.py "$f" "$OUT/${m}_hf.json" "${ids[@]}" 2>&1 | grep -v -i warn | tail -8
     for dev in cuda cpu; do
       CLAUSEQA_QWEN2_MODEL=$f CLAUSEQA_QWEN2_REF=$OUT/${m}_hf.json CLAUSEQA_QWEN2_DEVICE=$dev \
-        "$W/q/bin/test_attention_qwen2" 2>&1 | grep -E "tokens:|NMSE|test_external|Failure|error" ; echo "$m $dev rc ${PIPESTATUS[0]}"
+        "$W/q/bin/test_attention_qwen2" 2>&1 | grep -E "tokens:|NMSE|^\[|Failure|error" ; echo "$m $dev rc ${PIPESTATUS[0]}"
     done
   done
   log "4. bench_decoder (decode after 512 prompt tokens, prefill of 512)"

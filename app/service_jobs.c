@@ -410,6 +410,13 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
         return;
     }
     cq_err_clear(&e2);
+    /* A reader stopped by the cancel flag may surface as another error (MuPDF refusing an allocation once the flag is
+     * up reads as out of memory): while the flag is raised, any failure is the cancel's, never the document's. */
+    if (rc != CQ_OK && rc != CQ_ERR_CANCELLED && atomic_load(&s->cancel_running)) {
+        CQ_INFO("job %lld (%s): '%s' while it was being stopped: taken as the stop", (long long)job_id, j.filename,
+                err.msg);
+        rc = CQ_ERR_CANCELLED;
+    }
     if (rc == CQ_ERR_CANCELLED && !by_user) {
         /* the stop: nothing was kept; queued again with its upload, this start not counted */
         cq_store_job_interrupted(st, job_id, &e2);

@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "app/ingest.h"
 #include "app/json.h"
 #include "app/service_internal.h"

@@ -10,9 +10,9 @@
  * Once one connection of the process is re-established, the others waiting out their backoff try again at their
  * next use (reconnections, below): a node is wholly back as soon as the server is, not up to 5 s later. */
 #include <libpq-fe.h>
-#include <stdatomic.h>
 #include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

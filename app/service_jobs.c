@@ -29,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <libpq-fe.h>
-
 #include "app/ingest.h"
 #include "app/json.h"
 #include "app/service_internal.h"
@@ -401,6 +399,17 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
     bool by_user = s->cancel_by_user;
     pthread_mutex_unlock(&s->queue_lock);
     cq_err e2 = {0};
+    if (lease && rc && rc != CQ_ERR_CANCELLED && err.reason && !strcmp(err.reason, "store_unreachable")) {
+        /* PostgreSQL went away under the job (killed, restarted): its transaction was rolled back and this
+         * connection's lease token went with its session, so nothing can be recorded here; the job stays running
+         * until its lease runs out, then a claim (here or on another node) starts it again, as after a crash. */
+        CQ_WARN("job %lld (%s): %s; it starts again when its lease runs out", (long long)job_id, j.filename,
+                err.msg);
+        if (fetched) unlink(upload);
+        free(upload);
+        cq_job_info_free(&j);
+        return;
+    }
     if (lease && cq_pg_job_renew(cq_store_pg(st), lease, s->lease_s, NULL, &e2) == CQ_ERR_CANCELLED) {
         /* Another node took the job over while this one was slow: its writes were refused, it records nothing. */
         CQ_WARN("job %lld (%s): %s; this node's attempt is dropped", (long long)job_id, j.filename, e2.msg);
@@ -482,7 +491,9 @@ static void worker_shared(cq_service *s, cq_store *st) {
         if (stop) break;
         if (cq_pg_job_claim(pg, s->node_name, s->lease_s, &id, &lease, &taken_over, &err)) {
             CQ_WARN("ingestion worker: %s", err.msg);
-            if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
+            /* the server gone (restarted, a network cut): re-established through db/, with its backoff */
+            cq_err e2 = {0};
+            if (cq_store_check(st, &e2)) CQ_WARN("ingestion worker: %s", e2.msg);
             id = 0;
         }
         pthread_mutex_lock(&s->queue_lock);
@@ -538,9 +549,10 @@ static void *renewer_main(void *arg) {
         int cancel = 0;
         cq_err e2 = {0};
         cq_status rc = cq_pg_job_renew(pg, &lease, s->lease_s, &cancel, &e2);
-        if (rc == CQ_ERR_DB) {
+        if (rc == CQ_ERR_DB || rc == CQ_ERR_BUSY) {
             CQ_WARN("job %lld: %s", (long long)lease.job_id, e2.msg);
-            if (PQstatus(cq_pg_conn(pg)) == CONNECTION_BAD) PQreset(cq_pg_conn(pg));
+            cq_err e3 = {0};
+            if (cq_store_check(st, &e3)) CQ_WARN("job lease renewer: %s", e3.msg);
             continue;
         }
         pthread_mutex_lock(&s->queue_lock);

@@ -6,10 +6,13 @@
  * looks, without a round trip, whether the server closed the socket (poll, then PQconsumeInput reads the end of
  * file); a dead connection is reset (PQreset) at most once per backoff interval, which doubles from 250 ms to 5 s
  * while the server stays away. Meanwhile every use fails with CQ_ERR_BUSY, reason "store_unreachable" and a
- * retry_after_s: the HTTP layer answers 503 + Retry-After, never a 401 that would make a client drop a valid key. */
+ * retry_after_s: the HTTP layer answers 503 + Retry-After, never a 401 that would make a client drop a valid key.
+ * Once one connection of the process is re-established, the others waiting out their backoff try again at their
+ * next use (reconnections, below): a node is wholly back as soon as the server is, not up to 5 s later. */
 #include <libpq-fe.h>
 #include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,10 @@
 #define BACKOFF_MAX_S 5.0
 #define COPY_CHUNK_BYTES (1u << 20)
 
+/* Connections of this process re-established so far: a dead one whose backoff began before the latest of them
+ * tries at once (the server came back). Any server counts; at worst that costs one early attempt. */
+static atomic_uint reconnections;
+
 typedef struct {
     cq_db base;
     PGconn *conn;
@@ -36,6 +43,7 @@ typedef struct {
     bool broken;           /* the connection was found dead and not re-established yet */
     double next_try;       /* cq_clock_seconds() before which no reset is tried */
     double backoff;        /* seconds: the wait after the last failed reset */
+    unsigned seen;         /* reconnections when that reset failed */
 } pg_db;
 
 typedef struct {
@@ -136,16 +144,19 @@ static cq_status pg_ready(pg_db *db, const char *what, cq_err *err) {
         CQ_WARN("store: the PostgreSQL connection was lost; reconnecting");
     }
     double now = cq_clock_seconds();
-    if (now < db->next_try) return unreachable(db, err, what);
+    unsigned seen = atomic_load(&reconnections);
+    if (now < db->next_try && seen == db->seen) return unreachable(db, err, what);
     PQreset(db->conn);
     if (PQstatus(db->conn) == CONNECTION_OK) {
         db->broken = false;
         db->backoff = 0;
+        atomic_fetch_add(&reconnections, 1);
         CQ_INFO("store: the PostgreSQL connection is back");
         return CQ_OK;
     }
     db->backoff = db->backoff ? fmin(db->backoff * 2, BACKOFF_MAX_S) : BACKOFF_FIRST_S;
     db->next_try = now + db->backoff;
+    db->seen = seen;
     return unreachable(db, err, what);
 }
 

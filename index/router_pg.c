@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "index/pg_rows.h"
+
 static PGresult *run(cq_pg *pg, const char *sql, int n, const char *const *params, cq_err *err) {
     PGresult *r = PQexecParams(cq_pg_conn(pg), sql, n, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) == PGRES_TUPLES_OK) return r;
-    const char *msg = PQerrorMessage(cq_pg_conn(pg));
-    size_t len = strlen(msg);
-    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    cq_err_set(err, CQ_ERR_DB, "router: %.*s", (int)len, msg);
+    /* the server's refusal, or "store unreachable" (503 + Retry-After over HTTP) when the connection is gone */
+    cq_pgr_error(cq_pg_conn(pg), err, "router");
     PQclear(r);
     return NULL;
 }

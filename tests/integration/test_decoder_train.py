@@ -340,7 +340,8 @@ for norm in ("example", "token"):
     for mt in (0, 30):
         for p_ in params:
             p_.grad = None
-        loss, per = T.train_step(model, data, np.arange(6), torch.device("cpu"), noauto, norm, mt)
+        loss, per, skip = T.train_step(model, data, np.arange(6), torch.device("cpu"), noauto, norm, mt)
+        assert skip == [], skip
         grads.append(torch.cat([p_.grad.flatten() for p_ in params]))
         if mt == 0:
             whole = loss
@@ -349,6 +350,38 @@ for norm in ("example", "token"):
         assert sorted(i for i, _ in per) == list(range(6))
     gd = float((grads[0] - grads[1]).abs().max())
     assert gd < 1e-6 * max(1.0, float(grads[0].abs().max())) * 10, (norm, gd)
+# a non-finite micro-batch (the Qwen2.5-1.5B run of 2026-12-06 stopped with "step 26: loss nan" after 25 finite
+# steps, its batches being well-formed): the example that is non-finite on its own is skipped and reported, the step
+# is the other examples' (renormalized), and no gradient is NaN. Token 59's embedding is poisoned with NaN here.
+data2 = D()
+ex2 = [(rng.integers(0, 59, int(rng.integers(4, 15))), np.concatenate([rng.integers(0, 59, int(rng.integers(1, 4))), [61]]))
+       for _ in range(6)]
+ex2[3] = (np.concatenate([ex2[3][0][:3], [59], ex2[3][0][3:]]), ex2[3][1])
+data2.example = lambda i: ex2[i]
+data2.length = np.array([len(p) + len(c) for p, c in ex2])
+data2.max_completion = 192
+emb = model.model.embed_tokens.weight
+saved = emb.detach()[59].clone()
+with torch.no_grad():
+    emb[59] = float("nan")
+for norm in ("example", "token"):
+    res = []
+    for sel in (np.arange(6), np.array([0, 1, 2, 4, 5])):
+        for p_ in params:
+            p_.grad = None
+        msgs = []
+        loss, per, skip = T.train_step(model, data2, sel, torch.device("cpu"), noauto, norm, 30, params,
+                                       report=msgs.append)
+        g = torch.cat([p_.grad.flatten() for p_ in params])
+        assert np.isfinite(loss) and bool(torch.isfinite(g).all()), (norm, loss, msgs)
+        res.append((loss, g, skip, msgs))
+    (l6, g6, s6, m6), (l5, g5, s5, m5) = res
+    assert s6 == [3] and s5 == [], (s6, s5)
+    assert any("example 3 skipped" in m for m in m6) and not m5, m6
+    assert abs(l6 - l5) < 1e-5 and float((g6 - g5).abs().max()) < 1e-5 * max(1.0, float(g5.abs().max())), \
+        (norm, l6, l5, float((g6 - g5).abs().max()))
+with torch.no_grad():
+    emb[59] = saved
 # the runtime's refusal_p: the probability of the candidates whose piece (leading spaces dropped) starts the refusal
 vocab = [b"\xe6\x97\xa0", b"\xe6\x97\xa0\xe6\xb3\x95", b" ", b"x", b"y"] + [b"z"] * 59
 st = [{"flat": [b"xy"], "words": [], "refusal": "无法回答".encode(), "refusal_id": 0, "ans": b"", "done": False,

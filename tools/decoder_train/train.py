@@ -20,6 +20,7 @@ then adapter.json is rewritten with the scores.
 Tiny CPU check: --device cpu --steps 2 --batch 2 --val-limit 4 --max-len 512
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -303,21 +304,104 @@ def micro_batches(data, idx, micro_tokens):
     return out
 
 
-def train_step(model, data, idx, dev, autocast, norm, micro_tokens):
+def _grads_finite(params):
+    """True when every gradient of params is finite (None counts as zero)."""
+    gs = [p.grad for p in params if p.grad is not None]
+    if not gs:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(gs))).all())
+
+
+def _math_attention():
+    """A context running scaled_dot_product_attention on the plain math backend (a retry of a micro-batch whose
+    fused-kernel forward or backward gave non-finite values: see train_step)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def train_step(model, data, idx, dev, autocast, norm, micro_tokens, params=None, report=None):
     """One optimizer step's forward and backward over the batch idx in micro-batches (gradients accumulate; the loss
     is the batch's: mean of the examples' mean token losses, or the mean token loss). Returns (loss, [(example,
-    its mean token loss)])."""
-    mbs = micro_batches(data, idx, micro_tokens)
-    n_tok = sum(int(min(len(data.example(int(i))[1]), data.max_completion)) for i in idx) if norm == "token" else 0
-    total, per = 0.0, []
-    for mb in mbs:
+    its mean token loss)], [skipped examples]).
+
+    Each micro-batch's loss and gradients are checked before they join the step's: a non-finite one is done again
+    with the math attention backend (on CUDA: the fused SDPA kernels have given NaN gradients on valid padding
+    masks), then example by example; an example still non-finite on its own is skipped and reported (report(msg)),
+    and the step's loss and gradients are those of the other examples (renormalized to them)."""
+    if params is None:
+        params = [p for p in model.parameters() if p.requires_grad]
+    report = report or log
+    idx = np.asarray(idx)
+    clen = {int(i): int(min(len(data.example(int(i))[1]), data.max_completion)) for i in idx}
+    n_tok = sum(clen[int(i)] for i in idx) if norm == "token" else 0
+    acc = [None] * len(params)
+    total, per, skipped = 0.0, [], []
+
+    def one(mb, math_attn=False):
+        """Forward + backward of micro-batch mb into fresh gradients: (loss, ex_mean list) when the loss and the
+        gradients are finite, else None (the gradients are then dropped)."""
+        for p in params:
+            p.grad = None
         batch = collate(data, mb, dev)
-        ex_mean, tok = completion_sums(model, batch, autocast)
-        loss = tok.sum() / max(n_tok, 1) if norm == "token" else ex_mean.sum() / len(idx)
-        loss.backward()
-        total += float(loss.detach())
-        per.extend(zip(mb.tolist(), ex_mean.detach().tolist()))
-    return total, per
+        ctx = _math_attention() if math_attn else contextlib.nullcontext()
+        with ctx:
+            ex_mean, tok = completion_sums(model, batch, autocast)
+            loss = tok.sum() / max(n_tok, 1) if norm == "token" else ex_mean.sum() / len(idx)
+            if not torch.isfinite(loss):
+                return None, ex_mean.detach().tolist()
+            loss.backward()
+        if not _grads_finite(params):
+            return None, ex_mean.detach().tolist()
+        return float(loss.detach()), ex_mean.detach().tolist()
+
+    def keep(mb, lv, ex):
+        nonlocal total
+        for k, p in enumerate(params):
+            if p.grad is not None:
+                acc[k] = p.grad if acc[k] is None else acc[k].add_(p.grad)
+        total += lv
+        per.extend(zip([int(i) for i in mb], ex))
+
+    for mb in micro_batches(data, idx, micro_tokens):
+        lv, ex = one(mb)
+        if lv is not None:
+            keep(mb, lv, ex)
+            continue
+        shape = (len(mb), max(int(data.length[int(i)]) for i in mb) - 1)
+        what = "loss" if not all(math.isfinite(v) for v in ex) else "gradients"
+        if dev.type == "cuda":
+            lv, ex2 = one(mb, math_attn=True)
+            report("non-finite %s in a micro-batch %s (examples %s, per-example losses %s); math attention retry: %s"
+                   % (what, shape, [int(i) for i in mb], ["%.4g" % v for v in ex], "finite" if lv is not None else
+                      "non-finite"))
+            if lv is not None:
+                keep(mb, lv, ex2)
+                continue
+        else:
+            report("non-finite %s in a micro-batch %s (examples %s, per-example losses %s)"
+                   % (what, shape, [int(i) for i in mb], ["%.4g" % v for v in ex]))
+        for i in mb:          # example by example: keep the finite ones
+            single = np.asarray([i])
+            lv, ex1 = one(single, math_attn=dev.type == "cuda")
+            if lv is None:
+                p_, c_ = data.example(int(i))
+                report("example %d skipped: non-finite alone (prompt %d tokens, completion %d, loss %s)"
+                       % (int(i), len(p_), len(c_), ex1))
+                skipped.append(int(i))
+            else:
+                keep(single, lv, ex1)
+    for p, a in zip(params, acc):
+        p.grad = a
+    if skipped:
+        # renormalize to the examples kept (the loss was divided by the whole batch's examples / tokens)
+        kept = (n_tok - sum(clen[i] for i in skipped)) if norm == "token" else len(idx) - len(skipped)
+        whole = n_tok if norm == "token" else len(idx)
+        scale = whole / kept if kept > 0 else 0.0
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(scale)
+        total *= scale
+    return total, per, skipped
 
 
 # ---------------------------------------------------------------- validation
@@ -686,6 +770,9 @@ def main():
                     help="the frozen base's weights (fp32: bf16 autocast casts them per step)")
     ap.add_argument("--micro-tokens", type=int, default=0,
                     help="gradient accumulation: micro-batches of at most this many padded tokens (0: the whole batch)")
+    ap.add_argument("--max-skipped", type=int, default=64,
+                    help="examples left out of their steps for a non-finite loss or gradients (reported with their "
+                         "ids) before the run stops")
     ap.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing (less memory, ~1.5x compute)")
     ap.add_argument("--max-adapter-mb", type=float, default=50.0,
                     help="refuse a rank whose adapter file (F16) would exceed this")
@@ -816,6 +903,7 @@ def main():
     t_timing = None
     step, run_loss, run_n = 0, 0.0, 0
     task_loss = {}
+    skipped = []          # [step, example] of the examples left out of a step for non-finite loss or gradients
     while True:
         if total is not None and step >= total:
             break
@@ -841,7 +929,8 @@ def main():
         while True:
             opt.zero_grad(set_to_none=True)
             try:
-                lv, per_ex = train_step(model, data, idx, dev, autocast, args.loss_norm, args.micro_tokens)
+                lv, per_ex, skip = train_step(model, data, idx, dev, autocast, args.loss_norm, args.micro_tokens,
+                                              params, report=lambda m, s_=step + 1: log("step %d: %s" % (s_, m)))
                 break
             except torch.cuda.OutOfMemoryError:
                 # halve the micro-batches and do this step again (its gradients were dropped)
@@ -852,10 +941,24 @@ def main():
                 log("step %d: out of GPU memory, micro-batches of %d tokens from now on" % (step, args.micro_tokens))
                 if args.micro_tokens <= int(data.length[idx].max()) and oom_at_floor(args):
                     raise
+        # steps are counted from 1 in the log and the manifest (the progress lines' numbering)
+        skipped.extend([step + 1, int(i)] for i in skip)
         gn = torch.nn.utils.clip_grad_norm_(params, args.clip)
+        apply = math.isfinite(lv) and math.isfinite(float(gn))
+        if not apply:
+            # train_step keeps only finite micro-batches, so this is not expected (finite parts adding up to an
+            # overflow): the update is not applied (a non-finite gradient through clip_grad_norm_ and AdamW would make
+            # every LoRA weight NaN); the step is done again on the next batch
+            log("step %d: loss %s, gradient norm %s: update not applied (examples %s)"
+                % (step + 1, lv, float(gn), [int(i) for i in idx]))
+            skipped.extend([step + 1, int(i)] for i in idx)
+        if len(skipped) > args.max_skipped:
+            raise SystemExit("step %d: %d examples skipped for non-finite loss or gradients, over --max-skipped %d: %s"
+                             % (step + 1, len(skipped), args.max_skipped, skipped))
+        if not apply:
+            opt.zero_grad(set_to_none=True)
+            continue
         opt.step()
-        if not math.isfinite(lv):
-            raise SystemExit("step %d: loss %s" % (step, lv))
         run_loss += lv
         run_n += 1
         # per-task loss of this batch (examples' mean token loss)
@@ -910,6 +1013,7 @@ def main():
         "steps": step,
         "train_seconds": round(train_s, 1),
         "loss_history": history,
+        "skipped_nonfinite": skipped,
         "task_loss_history": task_hist,
         "lora_parameters": n_params,
         "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else platform.processor() or "cpu",

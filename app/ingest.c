@@ -259,6 +259,11 @@ static cq_status extract(const char *stored_path, const cq_reader_format *format
     cq_reader_input in = {.path = stored_path, .data = data, .len = len, .progress = progress,
                           .progress_user = progress_user, .ocr = opt->ocr, .limits = &opt->limits};
     cq_status rc = format->read(&in, doc, err);
+    if (rc && rc != CQ_ERR_CANCELLED && opt->limits.cancel && atomic_load(opt->limits.cancel)) {
+        /* a reader stopped by the flag may report it as another failure (a refused allocation): while the flag is
+         * up, the failure is the cancel's, and no failed document is recorded for it */
+        return cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while reading");
+    }
     if (rc) return rc;
     rc = cq_reader_check_bytes(&opt->limits, cq_doctext_bytes(doc) + 2 * doc->text_len, "its clauses", err);
     if (!rc) rc = cq_reader_check_cancel(&opt->limits, "after reading", err);

@@ -1924,6 +1924,11 @@ cq_status cq_reader_read_pdf(const cq_reader_input *in, cq_doctext *out, cq_err 
     if (title_raw[0]) out->title = sensible_title(title_raw);
 
 out:
+    if (st != CQ_OK && st != CQ_ERR_CANCELLED && budget.cancelled) {
+        /* MuPDF swallows some refused allocations (a page count of 0, a page it cannot load): once an allocation
+         * was refused for the cancel, whatever failed after it is the cancel, never the document's fault. */
+        st = cq_err_set(err, CQ_ERR_CANCELLED, "cancelled while reading the PDF");
+    }
     if (st != CQ_OK) {
         cq_doctext_free(out);
         if (ex.last_warning[0] && err && strlen(err->msg) + 40 < sizeof err->msg && st == CQ_ERR_FORMAT) {

@@ -67,7 +67,7 @@ static void test_cancel_keeps_nothing(void **state) {
     int64_t kb;
     assert_int_equal(cq_store_kb_create(s, "k", &kb, &err), CQ_OK);
     atomic_bool flag = false;
-    canceller c = {&flag, 3};
+    canceller c = {&flag, 3, NULL};
     cq_ingest_options opt = {.progress = cancel_at, .progress_user = &c, .limits = {.cancel = &flag}};
     cq_ingest_result res;
     assert_int_equal(cq_ingest_file(s, dir, kb, pdf, &opt, &res, &err), CQ_ERR_CANCELLED);

@@ -288,13 +288,19 @@ cq_decoder *cq_cli_answer_decoder(const char *cmd, const cq_answer_cli *a, int *
     return d;
 }
 
-/* The adapter --adapter names, else the folder `answer` next to the model when it holds an adapter.json; NULL for
- * none (--adapter none, or nothing there). */
+/* The adapter --adapter names, else the one next to the model made for it: the folder `answer-STEM` (STEM: the
+ * model's file name without .gguf, e.g. answer-qwen2.5-coder-1.5b-instruct-q4_k_m), else `answer` (the default
+ * model's), when it holds an adapter.json; NULL for none (--adapter none, or nothing there). An adapter trained on
+ * another model is then refused by its base.sha256. */
 static const char *adapter_dir(const char *model, const cq_answer_cli *a, char *buf, size_t cap) {
     if (a->adapter) return strcmp(a->adapter, "none") ? a->adapter : NULL;
     const char *slash = strrchr(model, '/');
-    snprintf(buf, cap, "%.*s%s/adapter.json", slash ? (int)(slash - model + 1) : 0, model,
-             strrchr(CQ_DECODER_DEFAULT_ADAPTER, '/') + 1);
+    const int dir_len = slash ? (int)(slash - model + 1) : 0;
+    const char *file = model + dir_len, *dot = strrchr(file, '.');
+    const int stem_len = dot && !strcmp(dot, ".gguf") ? (int)(dot - file) : (int)strlen(file);
+    const char *answer = strrchr(CQ_DECODER_DEFAULT_ADAPTER, '/') + 1;
+    snprintf(buf, cap, "%.*s%s-%.*s/adapter.json", dir_len, model, answer, stem_len, file);
+    if (access(buf, R_OK)) snprintf(buf, cap, "%.*s%s/adapter.json", dir_len, model, answer);
     if (access(buf, R_OK)) return NULL;
     *strrchr(buf, '/') = 0;
     return buf;

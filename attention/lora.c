@@ -108,8 +108,9 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
     return rc;
 }
 
-/* "blk.{l}.{proj}.lora_a|lora_b" into its parts; false for any other name. */
-static bool parse_name(const char *name, int32_t *layer, cq_proj *proj, bool *is_b) {
+/* "blk.{l}.{proj}.lora_a|lora_b" (or the same with ".scale": an int8 factor's scales, *is_scale) into its parts;
+ * false for any other name. */
+static bool parse_name(const char *name, int32_t *layer, cq_proj *proj, bool *is_b, bool *is_scale) {
     if (strncmp(name, "blk.", 4)) return false;
     char *end;
     errno = 0;
@@ -119,8 +120,10 @@ static bool parse_name(const char *name, int32_t *layer, cq_proj *proj, bool *is
     for (int k = 0; k < CQ_N_PROJ; k++) {
         size_t n = strlen(PROJ_NAMES[k]);
         if (strncmp(p, PROJ_NAMES[k], n) || p[n] != '.') continue;
-        if (!strcmp(p + n + 1, "lora_a")) *is_b = false;
-        else if (!strcmp(p + n + 1, "lora_b")) *is_b = true;
+        const char *f = p + n + 1;
+        *is_scale = !strcmp(f, "lora_a.scale") || !strcmp(f, "lora_b.scale");
+        if (!strcmp(f, "lora_a") || !strcmp(f, "lora_a.scale")) *is_b = false;
+        else if (!strcmp(f, "lora_b") || !strcmp(f, "lora_b.scale")) *is_b = true;
         else return false;
         *layer = (int32_t)l;
         *proj = (cq_proj)k;
@@ -135,10 +138,19 @@ static cq_status read_factors(const cq_safetensors *st, const cq_gemma *m, cq_lo
         const cq_st_tensor *t = &st->tensors[k];
         int32_t layer;
         cq_proj p;
-        bool is_b;
-        if (!parse_name(t->name, &layer, &p, &is_b))
+        bool is_b, is_scale;
+        if (!parse_name(t->name, &layer, &p, &is_b, &is_scale))
             return cq_err_set(err, CQ_ERR_FORMAT, "unknown tensor %s (expected blk.{layer}.{attn_q|attn_k|attn_v|"
                               "attn_output|ffn_gate|ffn_up|ffn_down}.lora_a|lora_b)", t->name);
+        if (is_scale) { /* read with its matrix, which must be an int8 one */
+            char matrix[256];
+            snprintf(matrix, sizeof matrix, "%.*s", (int)(strlen(t->name) - strlen(".scale")), t->name);
+            const cq_st_tensor *q = cq_safetensors_find(st, matrix);
+            if (!q || q->dtype != CQ_ST_I8)
+                return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: scales for %s, which is %s", t->name, matrix,
+                                  q ? "not an I8 tensor" : "not there");
+            continue;
+        }
         if (layer >= m->n_layer)
             return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: the model has %d layers", t->name, m->n_layer);
         const cq_wmat *w = cq_proj_weight(&m->layers[layer], p);
@@ -152,7 +164,16 @@ static cq_status read_factors(const cq_safetensors *st, const cq_gemma *m, cq_lo
         }
         float **slot = is_b ? &l->layers[layer].b[p] : &l->layers[layer].a[p];
         if (!(*slot = malloc(t->numel * sizeof(float)))) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        cq_status rc = cq_st_to_f32(t, *slot, err);
+        cq_status rc;
+        if (t->dtype == CQ_ST_I8) { /* stored as int8 with one scale a row (tools/decoder_train/adapter_int8.py) */
+            char name[256];
+            snprintf(name, sizeof name, "%s.scale", t->name);
+            const cq_st_tensor *scale = cq_safetensors_find(st, name);
+            rc = scale ? cq_st_rows_i8_to_f32(t, scale, *slot, err)
+                       : cq_err_set(err, CQ_ERR_FORMAT, "tensor %s is I8 but %s is not there", t->name, name);
+        } else {
+            rc = cq_st_to_f32(t, *slot, err);
+        }
         if (rc) return rc;
     }
     int n = 0;

@@ -17,6 +17,7 @@ static cq_st_dtype dtype_of(const char *name, size_t *esize) {
     if (!strcmp(name, "F32")) return *esize = 4, CQ_ST_F32;
     if (!strcmp(name, "F16")) return *esize = 2, CQ_ST_F16;
     if (!strcmp(name, "BF16")) return *esize = 2, CQ_ST_BF16;
+    if (!strcmp(name, "I8")) return *esize = 1, CQ_ST_I8;
     *esize = 0;
     return CQ_ST_OTHER;
 }
@@ -74,6 +75,10 @@ cq_status cq_safetensors_parse(const void *buf, size_t len, cq_safetensors *out,
     if (!out->tensors) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (const cJSON *e = hdr->child; e && !rc; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) continue;
+        if (cq_safetensors_find(out, e->string)) {
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "tensor %s appears twice in the header", e->string);
+            break;
+        }
         cq_st_tensor *t = &out->tensors[out->n++];
         if (!(t->name = strdup(e->string))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else rc = parse_entry(e, data_len, data, t, err);
@@ -140,10 +145,32 @@ cq_status cq_st_to_f32(const cq_st_tensor *t, float *dst, cq_err *err) {
         }
         break;
     default:
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "tensor %s: dtype %s; expected F32, F16 or BF16", t->name,
-                          t->dtype_name);
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "tensor %s: dtype %s; expected F32, F16 or BF16%s", t->name,
+                          t->dtype_name, t->dtype == CQ_ST_I8 ? " (an I8 tensor needs its scales)" : "");
     }
     for (size_t i = 0; i < t->numel; i++)
         if (!isfinite(dst[i])) return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: element %zu is not finite", t->name, i);
     return CQ_OK;
+}
+
+cq_status cq_st_rows_i8_to_f32(const cq_st_tensor *q, const cq_st_tensor *scale, float *dst, cq_err *err) {
+    if (q->dtype != CQ_ST_I8 || q->ndim != 2 || q->size_bytes != q->numel)
+        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: expected a 2-D I8 matrix (dtype %s, %d dimensions, %zu bytes "
+                          "for %zu values)", q->name, q->dtype_name, q->ndim, q->size_bytes, q->numel);
+    const size_t rows = (size_t)q->shape[0], cols = (size_t)q->shape[1];
+    if (scale->ndim != 1 || (size_t)scale->shape[0] != rows) {
+        char have[96];
+        cq_st_shape_str(have, sizeof have, scale->ndim, scale->shape);
+        return cq_err_set(err, CQ_ERR_FORMAT, "tensor %s: shape %s; its matrix %s has %zu rows, one scale each",
+                          scale->name, have, q->name, rows);
+    }
+    float *s = malloc((rows ? rows : 1) * sizeof *s);
+    if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = cq_st_to_f32(scale, s, err);
+    for (size_t i = 0; i < rows && !rc; i++) {
+        const int8_t *row = (const int8_t *)q->data + i * cols;
+        for (size_t j = 0; j < cols; j++) dst[i * cols + j] = (float)row[j] * s[i];
+    }
+    free(s);
+    return rc;
 }

@@ -22,7 +22,8 @@ static const char *const test_proj_names[TEST_N_PROJ] = {"attn_q",   "attn_k", "
 typedef struct {
     int rank;
     float alpha;
-    const char *dtype;      /* "BF16" (default), "F16" or "F32" */
+    const char *dtype;      /* "BF16" (default), "F16", "F32" or "I8" (int8 with a scale a row: NAME.scale, F32) */
+    const char *skip_scale; /* I8: this tensor's NAME.scale is not written */
     float b_gain;           /* B entries uniform in +-b_gain / sqrt(rank) (default 0.5); A in +-1 / sqrt(in) */
     uint64_t seed;
     unsigned proj_mask;     /* bit p: adapt projection p (0: all seven) */
@@ -75,7 +76,7 @@ static inline int test_write_adapter(const char *dir, const cq_decoder_info *inf
     if (!t) t = &tmp;
     memset(t, 0, sizeof *t);
     const char *dtype = spec->dtype ? spec->dtype : "BF16";
-    const size_t esize = !strcmp(dtype, "F32") ? 4 : 2;
+    const size_t esize = !strcmp(dtype, "F32") ? 4 : !strcmp(dtype, "I8") ? 1 : 2;
     const int r = spec->rank, L = info->n_layer, stride = spec->layer_stride > 0 ? spec->layer_stride : 1;
     const int64_t d = info->n_embd, qd = (int64_t)info->n_head * info->head_dim,
                   kvd = (int64_t)info->n_head_kv * info->head_dim, ff = info->n_ff;
@@ -89,7 +90,7 @@ static inline int test_write_adapter(const char *dir, const cq_decoder_info *inf
     /* header and data built together: every tensor, in layer and projection order */
     size_t cap_hdr = 1 << 16, n_hdr = 0, cap_data = 0, n_data = 0;
     for (int l = 0; l < L; l += stride)
-        for (int p = 0; p < TEST_N_PROJ; p++) cap_data += (size_t)r * (size_t)(rows[p] + cols[p] + 1) * esize;
+        for (int p = 0; p < TEST_N_PROJ; p++) cap_data += (size_t)r * (size_t)(rows[p] + cols[p] + 1) * 4;
     cap_data += (size_t)1 << 16; /* the faults' extra row and tensor */
     char *hdr = malloc(cap_hdr);
     unsigned char *data = malloc(cap_data);
@@ -113,15 +114,47 @@ static inline int test_write_adapter(const char *dir, const cq_decoder_info *inf
                 if (spec->bad_shape_tensor && !strcmp(spec->bad_shape_tensor, name)) sh0++;
                 size_t begin = n_data;
                 unsigned char *o = data + n_data;
-                for (int64_t i = 0; i < sh0 * sh1; i++) {
-                    float v = test_adapter_store(dtype, test_adapter_uniform() * gain, &o);
-                    if (i < (int64_t)((which ? rows[p] : r) * sh1)) vals[i] = v;
+                const int64_t kept = (which ? rows[p] : r) * sh1;
+                if (!strcmp(dtype, "I8")) { /* int8 with one scale a row, the scales after the matrix (F32) */
+                    float *raw = malloc((size_t)(sh0 * sh1) * sizeof *raw), *sc = malloc((size_t)sh0 * sizeof *sc);
+                    if (!raw || !sc) return -1;
+                    for (int64_t i = 0; i < sh0 * sh1; i++) raw[i] = test_adapter_uniform() * gain;
+                    for (int64_t i = 0; i < sh0; i++) {
+                        float m = 0;
+                        for (int64_t j = 0; j < sh1; j++) m = fmaxf(m, fabsf(raw[i * sh1 + j]));
+                        sc[i] = m > 0 ? m / 127.0f : 1.0f;
+                        for (int64_t j = 0; j < sh1; j++) {
+                            long q = lrintf(raw[i * sh1 + j] / sc[i]);
+                            *o++ = (unsigned char)(int8_t)q;
+                            /* as the runtime holds it: the dequantized value in bf16 */
+                            if (i * sh1 + j < kept) vals[i * sh1 + j] = cq_bf16_to_f32(cq_f32_to_bf16((float)q * sc[i]));
+                        }
+                    }
+                    size_t end = (size_t)(o - data);
+                    n_hdr += (size_t)snprintf(hdr + n_hdr, cap_hdr - n_hdr,
+                                              ", \"%s\": {\"dtype\": \"I8\", \"shape\": [%lld, %lld], "
+                                              "\"data_offsets\": [%zu, %zu]}",
+                                              name, (long long)sh0, (long long)sh1, begin, end);
+                    if (!spec->skip_scale || strcmp(spec->skip_scale, name)) {
+                        for (int64_t i = 0; i < sh0; i++) test_adapter_store("F32", sc[i], &o);
+                        n_hdr += (size_t)snprintf(hdr + n_hdr, cap_hdr - n_hdr,
+                                                  ", \"%s.scale\": {\"dtype\": \"F32\", \"shape\": [%lld], "
+                                                  "\"data_offsets\": [%zu, %zu]}",
+                                                  name, (long long)sh0, end, (size_t)(o - data));
+                    }
+                    n_data = (size_t)(o - data);
+                    free(raw), free(sc);
+                } else {
+                    for (int64_t i = 0; i < sh0 * sh1; i++) {
+                        float v = test_adapter_store(dtype, test_adapter_uniform() * gain, &o);
+                        if (i < kept) vals[i] = v;
+                    }
+                    n_data = (size_t)(o - data);
+                    n_hdr += (size_t)snprintf(hdr + n_hdr, cap_hdr - n_hdr,
+                                              ", \"%s\": {\"dtype\": \"%s\", \"shape\": [%lld, %lld], "
+                                              "\"data_offsets\": [%zu, %zu]}",
+                                              name, dtype, (long long)sh0, (long long)sh1, begin, n_data);
                 }
-                n_data = (size_t)(o - data);
-                n_hdr += (size_t)snprintf(hdr + n_hdr, cap_hdr - n_hdr,
-                                          ", \"%s\": {\"dtype\": \"%s\", \"shape\": [%lld, %lld], "
-                                          "\"data_offsets\": [%zu, %zu]}",
-                                          name, dtype, (long long)sh0, (long long)sh1, begin, n_data);
                 if (cap_hdr - n_hdr < 512) {
                     cap_hdr *= 2;
                     hdr = realloc(hdr, cap_hdr);

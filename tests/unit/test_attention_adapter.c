@@ -189,15 +189,16 @@ static void test_adapter_matches_transformers(void **state) {
     cJSON_Delete(ref);
 }
 
-static void test_adapter_matches_float_merge(void **state) {
-    (void)state;
+static void adapter_matches_float_merge(const char *dtype) {
     const cq_decoder_info *info = cq_decoder_get_info(exact);
     const int V = info->n_vocab;
     char dir[256];
     tmp_dir(dir, sizeof dir, "merge");
+    fprintf(stderr, "  factors stored as %s\n", dtype);
     /* every projection of every third layer, rank 8 (the runtime's paths do not depend on the rank) */
     test_adapter ta;
-    test_adapter_spec spec = {.rank = 8, .alpha = 16, .layer_stride = 3, .base_sha256 = base_sha, .seed = 7};
+    test_adapter_spec spec = {.rank = 8, .alpha = 16, .layer_stride = 3, .base_sha256 = base_sha, .seed = 7,
+                              .dtype = dtype};
     assert_int_equal(test_write_adapter(dir, info, &spec, &ta), 0);
     int n;
     int32_t *ids = prompt_ids(exact, &n);
@@ -249,6 +250,18 @@ static void test_adapter_matches_float_merge(void **state) {
     test_rm_adapter(dir);
 }
 
+static void test_adapter_matches_float_merge(void **state) {
+    (void)state;
+    adapter_matches_float_merge("BF16");
+}
+
+/* int8 factors with a scale a row (tools/decoder_train/adapter_int8.py): the same forward as the float merge of the
+ * values they stand for */
+static void test_int8_adapter_matches_float_merge(void **state) {
+    (void)state;
+    adapter_matches_float_merge("I8");
+}
+
 /* Loading spec's adapter fails with a message holding needle, and the decoder keeps what it had. */
 static void expect_error(const test_adapter_spec *spec, const char *needle) {
     char dir[256];
@@ -289,6 +302,12 @@ static void test_bad_adapters(void **state) {
         expect_error(&s, "prompt format \"cq-prompt-v2\" is not one this build knows");
         s = ok, s.json_override = "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4.5}";
         expect_error(&s, "\"rank\" must be an integer");
+        s = ok, s.dtype = "I8", s.skip_scale = "blk.6.ffn_down.lora_b";
+        expect_error(&s, "tensor blk.6.ffn_down.lora_b is I8 but blk.6.ffn_down.lora_b.scale is not there");
+        s = ok, s.extra_tensor = "blk.0.attn_k.lora_a.scale"; /* scales beside a BF16 factor */
+        expect_error(&s, "tensor blk.0.attn_k.lora_a.scale: scales for blk.0.attn_k.lora_a, which is not an I8 tensor");
+        s = ok, s.dtype = "I8", s.extra_tensor = "blk.0.attn_q.lora_b.scale"; /* a second, [1, 1] one: a duplicate */
+        expect_error(&s, "tensor blk.0.attn_q.lora_b.scale appears twice in the header");
         s = ok, s.json_override = "not json";
         expect_error(&s, "adapter.json: not a JSON object");
         s = ok, s.rank = 3; /* adapter.json says 4 */
@@ -363,6 +382,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_matches_transformers),
         cmocka_unit_test(test_adapter_matches_float_merge),
+        cmocka_unit_test(test_int8_adapter_matches_float_merge),
         cmocka_unit_test(test_bad_adapters),
         cmocka_unit_test(test_model_digest_cache),
     };

@@ -179,9 +179,10 @@ static size_t before_word(const char *t, size_t lo, size_t start) {
     return best;
 }
 
-/* A qualifier the start cuts in half: the new start, or start. */
-static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) {
-    size_t best = start;
+/* The Chinese qualifiers that the boundary `at` cuts in half (their first part ends at `at`, not before lo, and the
+ * rest follows): *first, the earliest start of one (at when none), and *last, the latest end (at when none). */
+static void zh_straddles(const char *t, size_t n, size_t lo, size_t at, size_t *first, size_t *last) {
+    *first = *last = at;
     const char *const *lists[2] = {ZH_BEFORE, ZH_AFTER};
     const size_t counts[2] = {COUNT(ZH_BEFORE), COUNT(ZH_AFTER)};
     for (int k = 0; k < 2; k++)
@@ -190,11 +191,17 @@ static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) 
             size_t l = strlen(w);
             for (size_t cut = 1; cut < l; cut++) {
                 if (((unsigned char)w[cut] & 0xC0) == 0x80) continue; /* inside a character */
-                if (start >= lo + cut && !memcmp(t + start - cut, w, cut) && has_at(t, n, start, w + cut) &&
-                    start - cut < best)
-                    best = start - cut;
+                if (at < lo + cut || memcmp(t + at - cut, w, cut) || !has_at(t, n, at, w + cut)) continue;
+                if (at - cut < *first) *first = at - cut;
+                if (at + (l - cut) > *last) *last = at + (l - cut);
             }
         }
+}
+
+/* A qualifier the start cuts in half: the new start, or start. */
+static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) {
+    size_t best, unused;
+    zh_straddles(t, n, lo, start, &best, &unused);
     /* English: a span starting inside a word starts at the word; inside a phrase ("less | than"), at the phrase */
     if (start > lo && alnum(t[start - 1]) && alnum(t[start])) {
         size_t s = start;
@@ -271,20 +278,8 @@ static size_t after_word(const char *t, size_t n, size_t end) {
 }
 
 static size_t straddled_end(const char *t, size_t n, size_t start, size_t end) {
-    size_t best = end;
-    const char *const *lists[2] = {ZH_BEFORE, ZH_AFTER};
-    const size_t counts[2] = {COUNT(ZH_BEFORE), COUNT(ZH_AFTER)};
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < counts[k]; i++) {
-            const char *w = lists[k][i];
-            size_t l = strlen(w);
-            for (size_t cut = 1; cut < l; cut++) {
-                if (((unsigned char)w[cut] & 0xC0) == 0x80) continue;
-                if (end >= start + cut && !memcmp(t + end - cut, w, cut) && has_at(t, n, end, w + cut) &&
-                    end + (l - cut) > best)
-                    best = end + (l - cut);
-            }
-        }
+    size_t unused, best;
+    zh_straddles(t, n, start, end, &unused, &best);
     if (end > start && end < n && alnum(t[end - 1]) && alnum(t[end])) {
         size_t e = end;
         while (e < n && alnum(t[e])) e++;

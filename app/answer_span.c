@@ -198,6 +198,31 @@ static void zh_straddles(const char *t, size_t n, size_t lo, size_t at, size_t *
         }
 }
 
+/* The English phrases ("less than", "no more than") split at the gap between left_end and right_start (blanks):
+ * one of their words ends at left_end (not before lo) and the rest starts at right_start. *first: the earliest start
+ * of one, *last: the latest end; SIZE_MAX / 0 when none. */
+static void en_straddles(const char *t, size_t n, size_t lo, size_t left_end, size_t right_start, size_t *first,
+                         size_t *last) {
+    *first = SIZE_MAX, *last = 0;
+    const char *const *en[2] = {EN_BEFORE, EN_AFTER};
+    const size_t en_n[2] = {COUNT(EN_BEFORE), COUNT(EN_AFTER)};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < en_n[k]; i++) {
+            const char *w = en[k][i];
+            for (const char *sp = strchr(w, ' '); sp; sp = strchr(sp + 1, ' ')) {
+                char left[32];
+                size_t ll = (size_t)(sp - w);
+                if (ll >= sizeof left) continue;
+                memcpy(left, w, ll);
+                left[ll] = 0;
+                size_t s = en_back(t, lo, left_end, left), e = en_fwd(t, n, right_start, sp + 1);
+                if (s == SIZE_MAX || e == SIZE_MAX) continue;
+                if (s < *first) *first = s;
+                if (e > *last) *last = e;
+            }
+        }
+}
+
 /* A qualifier the start cuts in half: the new start, or start. */
 static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) {
     size_t best, unused;
@@ -208,25 +233,10 @@ static size_t straddled_start(const char *t, size_t n, size_t lo, size_t start) 
         while (s > lo && alnum(t[s - 1])) s--;
         if (s < best) best = s;
     }
-    const char *const *en[2] = {EN_BEFORE, EN_AFTER};
-    const size_t en_n[2] = {COUNT(EN_BEFORE), COUNT(EN_AFTER)};
     size_t q = start;
     while (q > lo && blank(t[q - 1])) q--;
-    if (q < start)
-        for (int k = 0; k < 2; k++)
-            for (size_t i = 0; i < en_n[k]; i++) {
-                const char *w = en[k][i];
-                for (const char *sp = strchr(w, ' '); sp; sp = strchr(sp + 1, ' ')) {
-                    char left[32];
-                    size_t ll = (size_t)(sp - w);
-                    if (ll >= sizeof left) continue;
-                    memcpy(left, w, ll);
-                    left[ll] = 0;
-                    if (en_fwd(t, n, start, sp + 1) == SIZE_MAX) continue;
-                    size_t s = en_back(t, lo, q, left);
-                    if (s < best) best = s;
-                }
-            }
+    size_t first, none;
+    if (q < start && (en_straddles(t, n, lo, q, start, &first, &none), first < best)) best = first;
     return best;
 }
 
@@ -285,26 +295,10 @@ static size_t straddled_end(const char *t, size_t n, size_t start, size_t end) {
         while (e < n && alnum(t[e])) e++;
         if (e > best) best = e;
     }
-    const char *const *en[2] = {EN_BEFORE, EN_AFTER};
-    const size_t en_n[2] = {COUNT(EN_BEFORE), COUNT(EN_AFTER)};
     size_t q = end;
     while (q < n && blank(t[q])) q++;
-    if (q > end)
-        for (int k = 0; k < 2; k++)
-            for (size_t i = 0; i < en_n[k]; i++) {
-                const char *w = en[k][i];
-                for (const char *sp = strchr(w, ' '); sp; sp = strchr(sp + 1, ' ')) {
-                    char left[32];
-                    size_t ll = (size_t)(sp - w);
-                    if (ll >= sizeof left) continue;
-                    memcpy(left, w, ll);
-                    left[ll] = 0;
-                    size_t s = en_back(t, start, end, left);
-                    if (s == SIZE_MAX) continue;
-                    size_t e = en_fwd(t, n, q, sp + 1);
-                    if (e != SIZE_MAX && e > best) best = e;
-                }
-            }
+    size_t none, last;
+    if (q > end && (en_straddles(t, n, start, end, q, &none, &last), last > best)) best = last;
     return best;
 }
 

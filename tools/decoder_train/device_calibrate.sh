@@ -15,8 +15,8 @@ cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 DEADLINE=$((T0 + ${LIMIT:-480}))
 W=/tmp/ev
-MODEL=/tmp/model/gemma-3-270m-q4_k_m.gguf
-ADAPTER=/tmp/adapter_keep
+MODEL=${MODEL:-/tmp/model/gemma-3-270m-q4_k_m.gguf} # the Qwen reader: MODEL=/tmp/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+ADAPTER=${ADAPTER:-/tmp/adapter_keep}
 OUT=${OUT:-/tmp/calib_out}
 EVERY=${EVERY:-3} # train parts: every EVERY-th question of the two large suites
 mkdir -p $W "$OUT"

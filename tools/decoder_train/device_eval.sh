@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 DEADLINE=$((T0 + ${LIMIT:-540}))
 W=/tmp/ev
-MODEL=/tmp/model/gemma-3-270m-q4_k_m.gguf
+MODEL=${MODEL:-/tmp/model/gemma-3-270m-q4_k_m.gguf} # the Qwen reader: MODEL=/tmp/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 ADAPTER=${ADAPTER:-/tmp/adapter_keep}
 RUNS=${RUNS:-"adapter rerank base"}
 SUITES=${SUITES:-"cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev laws-zh"}

@@ -19,7 +19,7 @@
 #include "core/json.h"
 #include "core/sha256.h"
 #include "db/db.h"
-#include "index/jobs.h"
+#include "store/jobs.h"
 #include "index/store.h"
 
 #define PATH_CAP 1400
@@ -156,7 +156,7 @@ static cq_status settle_copy(const char *copy_path, cq_backup_counts *c, cJSON *
     size_t n_jobs = 0;
     if (!rc) rc = cq_store_job_unfinished(s, &jobs, &n_jobs, err);
     for (size_t i = 0; !rc && i < n_jobs; i++) {
-        rc = cq_store_job_update(s, jobs[i].id, "failed", jobs[i].done, jobs[i].total,
+        rc = cq_store_job_update(s, jobs[i].id, CQ_JOB_FAILED, jobs[i].done, jobs[i].total,
                                  "the upload was still waiting when the backup was taken: upload it again", err);
         if (!rc) rc = cq_store_job_finish(s, jobs[i].id, 0, err);
     }

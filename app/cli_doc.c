@@ -7,7 +7,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/originals.h"
-#include "index/jobs.h"
+#include "store/jobs.h"
 #include "index/vectors.h"
 
 static void usage(FILE *f) {

@@ -145,12 +145,12 @@ cJSON *cq_json_job(const cq_job_info *j, cJSON *doc) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", (double)j->id);
     cJSON_AddStringToObject(o, "kb", j->kb);
-    cJSON_AddStringToObject(o, "state", j->state);
+    cJSON_AddStringToObject(o, "state", cq_job_state_name(j->state));
     cJSON_AddStringToObject(o, "filename", j->filename ? j->filename : "");
     cJSON_AddNumberToObject(o, "size_bytes", (double)j->size_bytes);
     cJSON_AddNumberToObject(o, "done", j->done);
     cJSON_AddNumberToObject(o, "total", j->total);
-    bool ended = strcmp(j->state, "queued") && strcmp(j->state, "running");
+    bool ended = cq_job_state_ended(j->state);
     double progress = ended ? 1 : j->total > 0 ? (double)j->done / j->total : 0;
     cJSON_AddNumberToObject(o, "progress", progress);
     cJSON_AddItemToObject(o, "error", str_or_null(j->error));

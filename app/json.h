@@ -11,7 +11,7 @@
 
 #include "app/answer.h"
 #include "index/compare.h"
-#include "index/jobs.h"
+#include "store/jobs.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 #include "index/versions.h"

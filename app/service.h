@@ -1,7 +1,7 @@
 /* The service behind the HTTP server: app/'s implementation of web/server.h's cq_web_service.
  *
  *   - a pool of store connections (a cq_store is one SQLite connection, used by one thread at a time);
- *   - the ingestion queue: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
+ *   - the ingestion queue: uploads wait under DATA/uploads/ as jobs (store/jobs.h) that one worker thread runs
  *     through cq_ingest_file with its own connection, within a page limit and a memory budget; a job can be
  *     cancelled (between two pages: nothing of it is kept); a stop interrupts the running job between two pages
  *     and queues it again; jobs left queued or running by a stop or a crash run again at the next start (a job

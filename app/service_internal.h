@@ -21,8 +21,8 @@
 #include "app/service.h"
 #include "core/latency.h"
 #include "store/conversations.h"
-#include "index/jobs.h"
-#include "index/jobs_pg.h"
+#include "store/jobs.h"
+#include "store/job_claim.h"
 #include "index/store.h"
 #include "index/vectors.h"
 
@@ -75,12 +75,12 @@ struct cq_service {
     bool cancel_by_user;        /* the running job's cancel flag was set by a cancel request, not by the stop */
     atomic_bool cancel_running; /* the running job's reader stops before its next page (cq_reader_limits) */
     pthread_t worker;
-    /* On PostgreSQL the queue is the shared jobs table (index/jobs_pg.h): every node's worker claims from it, and
+    /* On PostgreSQL the queue is the shared jobs table (store/job_claim.h): every node's worker claims from it, and
      * the renewer keeps the running job's lease (service_jobs.c). */
     bool shared_queue, renewer_started;
     bool wake;                  /* an upload on this node: claim now rather than at the next poll */
-    char node_name[CQ_PG_JOB_OWNER_BYTES];
-    cq_pg_job_lease lease;      /* the running job's, when lease_held */
+    char node_name[CQ_JOB_OWNER_BYTES];
+    cq_job_lease lease;         /* the running job's, when lease_held */
     bool lease_held, lease_lost;
     int lease_s, renew_s;       /* the lease's length and how often it is renewed (CLAUSEQA_JOB_LEASE_S) */
     pthread_t renewer;

@@ -1,4 +1,4 @@
-/* The service's ingestion: uploads wait under DATA/uploads/ as jobs (index/jobs.h) that one worker thread runs
+/* The service's ingestion: uploads wait under DATA/uploads/ as jobs (store/jobs.h) that one worker thread runs
  * through cq_ingest_file with its own connection, one at a time, within the page limit and the memory budget. An
  * upload's OCR mode travels in its file name (DATA/uploads/job-ID.ocr-MODE.EXT), so that a job resumed after a
  * restart is read as it was asked for.
@@ -12,9 +12,9 @@
  * server (its memory) cannot do so at every start.
  *
  * Several nodes on PostgreSQL (docs/SCALE.md "Jobs"). The queue is the shared jobs table: each node's worker claims
- * the oldest claimable job with a lease (index/jobs_pg.h), polling every CLAIM_POLL_S and at once after an upload
+ * the oldest claimable job with a lease (store/job_claim.h), polling every CLAIM_POLL_S and at once after an upload
  * on its own node, and a renewer thread with its own connection extends the lease every third of its length
- * (CQ_PG_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds: job_lease_configure). A node
+ * (CQ_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds: job_lease_configure). A node
  * that dies (killed, partitioned, hung) stops renewing; when its lease runs out another node takes the job over,
  * clearing what the dead attempt left of its document, and the dead node's late writes are refused (fencing). An
  * upload is kept in the store by content as well (originals), so that any node can run it; a cancel of a job
@@ -211,11 +211,8 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         else if (rename(spooled, upload_path) != 0)
             rc = cq_err_set(err, CQ_ERR_IO, "cannot keep the upload: %s", strerror(errno));
     }
-    cq_pg *pg = cq_store_pg(st);
-    if (!rc && pg) { /* in the store by content too, before the job can be claimed: any node can run it */
-        rc = cq_pg_original_put_file(pg, sha, upload_path, err);
-        if (!rc) rc = cq_pg_job_set_upload_sha256(pg, job_id, sha, err);
-    }
+    /* on a shared queue in the store by content too, before the job can be claimed: any node can run it */
+    if (!rc) rc = cq_store_job_share_upload(st, job_id, sha, upload_path, err);
     if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, err);
     if (!rc) {
         cq_job_info j;
@@ -298,7 +295,7 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     if (pages_read < n_pages && now - p->last_write < PROGRESS_INTERVAL_S) return;
     p->last_write = now;
     cq_err err = {0};
-    cq_store_job_update(p->st, p->job_id, "running", pages_read, n_pages, NULL, &err);
+    cq_store_job_update(p->st, p->job_id, CQ_JOB_RUNNING, pages_read, n_pages, NULL, &err);
 }
 
 /* The OCR mode in an upload's name (job-ID.ocr-MODE.EXT); the service's default for names without one. */
@@ -313,15 +310,15 @@ static cq_reader_ocr upload_ocr(const cq_service *s, const char *upload_path) {
 /* Inside the document's transaction (cq_ingest_options.before_commit): the job ends ready with its document. */
 static cq_status job_ready_in_tx(void *user, cq_store *st, int64_t doc_id, cq_err *err) {
     job_progress *p = user;
-    cq_status rc = cq_store_job_update(st, p->job_id, "ready", p->total, p->total, NULL, err);
+    cq_status rc = cq_store_job_update(st, p->job_id, CQ_JOB_READY, p->total, p->total, NULL, err);
     if (!rc) rc = cq_store_job_finish(st, p->job_id, doc_id, err);
     return rc;
 }
 
-/* PostgreSQL: the claimed job's upload as a file of this node — its own copy when the upload came here, else
+/* A shared queue: the claimed job's upload as a file of this node — its own copy when the upload came here, else
  * fetched from the store by content into the uploads folder under the same name (which carries the OCR mode;
  * *fetched is set). NULL (the job failed) when neither is there. */
-static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, const cq_pg_job_lease *lease,
+static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, const cq_job_lease *lease,
                             bool *fetched) {
     char *path = upload_file(s, j->upload_path);
     *fetched = false;
@@ -329,9 +326,7 @@ static char *claimed_upload(cq_service *s, cq_store *st, const cq_job_info *j, c
     cq_err err = {0}, e2 = {0};
     if (!path) return NULL;
     *fetched = true;
-    if (!lease->upload_sha256[0]) cq_err_set(&err, CQ_ERR_IO, "the upload is on another node and not in the store");
-    else cq_pg_original_get_file(cq_store_pg(st), lease->upload_sha256, path, &err);
-    if (!err.code) return path;
+    if (!cq_store_job_fetch_upload(st, lease, path, &err)) return path;
     cq_err_prefix(&err, "the upload was lost: ");
     if (cq_store_begin(st, &e2) == CQ_OK) {
         cq_store_job_fail(st, j->id, 0, 0, &err, &e2);
@@ -361,11 +356,11 @@ static bool fail_after_max_attempts(cq_store *st, const cq_job_info *j) {
 
 /* Runs one job with the worker's own connection. lease: the claim on PostgreSQL (the claim counted the start),
  * NULL on SQLite. */
-static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job_lease *lease, bool taken_over) {
+static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_lease *lease, bool taken_over) {
     cq_err err = {0};
     cq_job_info j;
     if (cq_store_job_get(st, job_id, &j, &err)) return; /* its KB was deleted meanwhile: the upload is swept below */
-    if ((strcmp(j.state, "queued") && strcmp(j.state, "running")) || !j.upload_path) {
+    if (cq_job_state_ended(j.state) || !j.upload_path) {
         cq_job_info_free(&j);
         return;
     }
@@ -410,7 +405,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
         cq_job_info_free(&j);
         return;
     }
-    if (lease && cq_pg_job_renew(cq_store_pg(st), lease, s->lease_s, NULL, &e2) == CQ_ERR_CANCELLED) {
+    if (lease && cq_store_job_renew(st, lease, s->lease_s, NULL, &e2) == CQ_ERR_CANCELLED) {
         /* Another node took the job over while this one was slow: its writes were refused, it records nothing. */
         CQ_WARN("job %lld (%s): %s; this node's attempt is dropped", (long long)job_id, j.filename, e2.msg);
         if (fetched) unlink(upload); /* a fetched copy; the upload itself is the owner's */
@@ -439,7 +434,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
     /* The end state and the document link change together: a reader never sees "ready" without the document. */
     bool tx = cq_store_begin(st, &e2) == CQ_OK;
     if (rc == CQ_ERR_CANCELLED) {
-        cq_store_job_update(st, job_id, "cancelled", progress.done, progress.total, err.msg, &e2);
+        cq_store_job_update(st, job_id, CQ_JOB_CANCELLED, progress.done, progress.total, err.msg, &e2);
         cq_store_job_finish(st, job_id, 0, &e2);
         atomic_fetch_add(&s->jobs_cancelled, 1);
         CQ_INFO("job %lld: %s", (long long)job_id, err.msg);
@@ -456,7 +451,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
         atomic_fetch_add(&s->jobs_failed, 1);
         CQ_WARN("job %lld failed: %s", (long long)job_id, err.msg);
     } else if (res.duplicate) {
-        cq_store_job_update(st, job_id, "duplicate", res.n_pages, res.n_pages, NULL, &e2);
+        cq_store_job_update(st, job_id, CQ_JOB_DUPLICATE, res.n_pages, res.n_pages, NULL, &e2);
         cq_store_job_finish(st, job_id, res.doc_id, &e2);
         atomic_fetch_add(&s->jobs_duplicate, 1);
         CQ_INFO("job %lld: %s was there already", (long long)job_id, j.filename);
@@ -478,18 +473,17 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_pg_job
 
 /* PostgreSQL: claims from the shared table until the stop; between claims the connection holds no token. */
 static void worker_shared(cq_service *s, cq_store *st) {
-    cq_pg *pg = cq_store_pg(st);
     for (;;) {
         cq_err err = {0};
         int64_t id = 0;
         int taken_over = 0;
-        cq_pg_job_lease lease;
+        cq_job_lease lease;
         pthread_mutex_lock(&s->queue_lock);
         bool stop = s->stopping;
         s->wake = false;
         pthread_mutex_unlock(&s->queue_lock);
         if (stop) break;
-        if (cq_pg_job_claim(pg, s->node_name, s->lease_s, &id, &lease, &taken_over, &err)) {
+        if (cq_store_job_claim(st, s->node_name, s->lease_s, &id, &lease, &taken_over, &err)) {
             CQ_WARN("ingestion worker: %s", err.msg);
             /* the server gone (restarted, a network cut): re-established through db/, with its backoff */
             cq_err e2 = {0};
@@ -514,7 +508,7 @@ static void worker_shared(cq_service *s, cq_store *st) {
         pthread_mutex_unlock(&s->queue_lock);
         run_job(s, st, id, &lease, taken_over != 0);
         cq_err e2 = {0};
-        if (cq_pg_job_release(pg, &e2)) CQ_WARN("ingestion worker: %s", e2.msg);
+        if (cq_store_job_release(st, &e2)) CQ_WARN("ingestion worker: %s", e2.msg);
         pthread_mutex_lock(&s->queue_lock);
         s->running_job = 0;
         s->lease_held = false;
@@ -534,7 +528,6 @@ static void *renewer_main(void *arg) {
         CQ_ERROR("job lease renewer: %s", err.msg);
         return NULL;
     }
-    cq_pg *pg = cq_store_pg(st);
     for (int tick = 1;; tick++) {
         pthread_mutex_lock(&s->queue_lock);
         struct timespec until;
@@ -542,13 +535,13 @@ static void *renewer_main(void *arg) {
         until.tv_sec += 1;
         if (!s->stopping) pthread_cond_timedwait(&s->job_ended, &s->queue_lock, &until);
         bool stop = s->stopping, held = s->lease_held;
-        cq_pg_job_lease lease = s->lease;
+        cq_job_lease lease = s->lease;
         pthread_mutex_unlock(&s->queue_lock);
         if (stop && !held) break;
-        if (!pg || !held || tick % s->renew_s) continue;
+        if (!held || tick % s->renew_s) continue;
         int cancel = 0;
         cq_err e2 = {0};
-        cq_status rc = cq_pg_job_renew(pg, &lease, s->lease_s, &cancel, &e2);
+        cq_status rc = cq_store_job_renew(st, &lease, s->lease_s, &cancel, &e2);
         if (rc == CQ_ERR_DB || rc == CQ_ERR_BUSY) {
             CQ_WARN("job %lld: %s", (long long)lease.job_id, e2.msg);
             cq_err e3 = {0};
@@ -581,7 +574,7 @@ static void *worker_main(void *arg) {
         CQ_ERROR("ingestion worker: %s", err.msg);
         return NULL;
     }
-    if (cq_store_pg(st)) {
+    if (s->shared_queue) {
         worker_shared(s, st);
         cq_store_close(st);
         return NULL;
@@ -649,20 +642,20 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
     cq_job_info j;
     cq_status rc = cq_store_job_get(st, job_id, &j, err);
     bool elsewhere = false; /* PostgreSQL: claimed by another node (just now, or before) */
-    if (!rc && !was_running && !strcmp(j.state, "queued")) {
+    if (!rc && !was_running && j.state == CQ_JOB_QUEUED) {
         /* it had not started: it ends here, its upload with it */
         cq_err e2 = {0};
         if (cq_store_begin(st, &e2) == CQ_OK) {
             /* on PostgreSQL refused (fenced) when a node claimed it meanwhile: then that node is asked */
-            elsewhere = cq_store_job_update(st, job_id, "cancelled", 0, j.total, "cancelled before it started", &e2) ==
-                        CQ_ERR_CANCELLED;
+            elsewhere = cq_store_job_update(st, job_id, CQ_JOB_CANCELLED, 0, j.total, "cancelled before it started",
+                                            &e2) == CQ_ERR_CANCELLED;
             if (!elsewhere) cq_store_job_finish(st, job_id, 0, &e2);
             if (elsewhere || cq_store_commit(st, &e2)) cq_store_rollback(st);
         }
     }
-    if (!rc && !was_running && s->shared_queue && (elsewhere || !strcmp(j.state, "running"))) {
+    if (!rc && !was_running && s->shared_queue && (elsewhere || j.state == CQ_JOB_RUNNING)) {
         /* running on another node: its renewer sees the request within its renewal interval (s->renew_s there) */
-        rc = cq_pg_job_request_cancel(cq_store_pg(st), job_id, err);
+        rc = cq_store_job_request_cancel(st, job_id, err);
         cq_job_info_free(&j);
         if (!rc) rc = cq_store_job_get(st, job_id, &j, err);
         if (!rc) {
@@ -674,7 +667,7 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
         cq_svc_pool_put(s, st);
         return rc;
     }
-    if (!rc && !was_running && !strcmp(j.state, "queued")) {
+    if (!rc && !was_running && j.state == CQ_JOB_QUEUED) {
         if (j.upload_path) upload_remove(s, j.upload_path);
         atomic_fetch_add(&s->jobs_cancelled, 1);
         CQ_INFO("job %lld (%s): cancelled before it started", (long long)job_id, j.filename ? j.filename : "?");
@@ -682,7 +675,7 @@ static cq_status svc_job_cancel(void *ctx, int64_t job_id, cJSON **out, cq_err *
         rc = cq_store_job_get(st, job_id, &j, err);
     } else if (!rc && !was_running && !was_queued) {
         rc = cq_err_set(err, CQ_ERR_EXISTS, "job %lld has ended (%s): there is nothing to cancel%s", (long long)job_id,
-                        j.state, !strcmp(j.state, "ready") ? " (delete its document instead)" : "");
+                        cq_job_state_name(j.state), j.state == CQ_JOB_READY ? " (delete its document instead)" : "");
     }
     if (!rc) {
         *out = job_json(st, &j);
@@ -702,7 +695,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
     size_t n = 0;
     /* PostgreSQL: the shared table is the queue, and another node may be running what is unfinished; leases decide
      * who runs what, nothing is re-queued here. */
-    s->shared_queue = cq_store_pg(st) != NULL;
+    s->shared_queue = cq_store_job_queue_shared(st);
     cq_status rc = s->shared_queue ? CQ_OK : cq_store_job_unfinished(st, &jobs, &n, err);
     if (rc) {
         cq_svc_pool_put(s, st);
@@ -712,7 +705,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
         cq_err e2 = {0};
         char *upload = NULL;
         const char *name = jobs[i].filename ? jobs[i].filename : "?";
-        bool crashed = !strcmp(jobs[i].state, "running"); /* a stop queues its running job again */
+        bool crashed = jobs[i].state == CQ_JOB_RUNNING; /* a stop queues its running job again */
         if (crashed && jobs[i].attempts >= CQ_JOB_MAX_ATTEMPTS) {
             cq_err why = {0};
             cq_err_set(&why, CQ_ERR_INTERNAL, "not tried again: the server stopped (a crash, or killed for its "
@@ -722,7 +715,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
             if (jobs[i].upload_path) upload_remove(s, jobs[i].upload_path);
             CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why.msg);
         } else if ((upload = upload_file(s, jobs[i].upload_path)) && access(upload, R_OK) == 0) {
-            cq_store_job_update(st, jobs[i].id, "queued", 0, jobs[i].total, NULL, &e2);
+            cq_store_job_update(st, jobs[i].id, CQ_JOB_QUEUED, 0, jobs[i].total, NULL, &e2);
             enqueue(s, jobs[i].id);
             if (crashed)
                 CQ_WARN("job %lld (%s) was cut off by a crash: it runs again (start %d of at most %d)",
@@ -792,28 +785,28 @@ size_t cq_svc_queue_depth(cq_service *s, int64_t *running) {
         cq_err err = {0};
         cq_store *st = cq_svc_pool_get(s, &err);
         int64_t queued = 0;
-        if (st && cq_pg_job_count_queued(cq_store_pg(st), &queued, &err) == CQ_OK) n = (size_t)queued;
+        if (st && cq_store_job_count_queued(st, &queued, &err) == CQ_OK) n = (size_t)queued;
         cq_svc_pool_put(s, st);
     }
     return n;
 }
 
-/* The lease of a claimed job on PostgreSQL: CQ_PG_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds (whole, within
- * CQ_PG_JOB_LEASE_MIN_S..CQ_PG_JOB_LEASE_MAX_S), renewed every third of it. A shorter lease hands a dead node's job
+/* The lease of a claimed job on PostgreSQL: CQ_JOB_LEASE_S, or CLAUSEQA_JOB_LEASE_S seconds (whole, within
+ * CQ_JOB_LEASE_MIN_S..CQ_JOB_LEASE_MAX_S), renewed every third of it. A shorter lease hands a dead node's job
  * to another node sooner (the cluster test uses 3 s) and costs a renewal statement a second or so; a node that
  * cannot reach PostgreSQL for longer than the lease loses its job. Every node of a cluster should use the same. */
 static cq_status job_lease_configure(cq_service *s, cq_err *err) {
-    s->lease_s = CQ_PG_JOB_LEASE_S;
+    s->lease_s = CQ_JOB_LEASE_S;
     const char *env = getenv("CLAUSEQA_JOB_LEASE_S");
     if (env && *env) {
         char *end = NULL;
         errno = 0;
         long v = strtol(env, &end, 10);
-        if (errno || end == env || *end || v < CQ_PG_JOB_LEASE_MIN_S || v > CQ_PG_JOB_LEASE_MAX_S)
+        if (errno || end == env || *end || v < CQ_JOB_LEASE_MIN_S || v > CQ_JOB_LEASE_MAX_S)
             return cq_err_set(err, CQ_ERR_INVALID,
                               "CLAUSEQA_JOB_LEASE_S='%.40s': the job lease is whole seconds from %d to %d "
                               "(default %d)",
-                              env, CQ_PG_JOB_LEASE_MIN_S, CQ_PG_JOB_LEASE_MAX_S, CQ_PG_JOB_LEASE_S);
+                              env, CQ_JOB_LEASE_MIN_S, CQ_JOB_LEASE_MAX_S, CQ_JOB_LEASE_S);
         s->lease_s = (int)v;
     }
     s->renew_s = s->lease_s / 3 > 0 ? s->lease_s / 3 : 1;
@@ -824,7 +817,7 @@ cq_status cq_svc_jobs_start(cq_service *s, cq_err *err) {
     cq_status rc = job_lease_configure(s, err);
     if (!rc) rc = resume_jobs(s, err);
     if (rc) return rc;
-    if (s->shared_queue) cq_pg_job_owner_name(s->node_name); /* before the worker claims with it */
+    if (s->shared_queue) cq_job_owner_name(s->node_name); /* before the worker claims with it */
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0)
         return cq_err_set(err, CQ_ERR_INTERNAL, "cannot start the ingestion worker");
     s->worker_started = true;

@@ -84,12 +84,19 @@ cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
 
 cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                     ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = cq_db_runv(db, what, changed, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
+                     va_list ap) {
     cq_db_stmt *st;
     if (changed) *changed = 0;
     cq_status rc = cq_db_prepare(db, sql, &st, err);
     if (rc) return cq_err_prefix(err, "%s: ", what);
-    va_list ap;
-    va_start(ap, kinds);
     for (int i = 0; kinds && kinds[i]; i++) {
         switch (kinds[i]) {
         case 'i': cq_db_bind_int(st, i + 1, va_arg(ap, int64_t)); break;
@@ -98,7 +105,6 @@ cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, 
         default: cq_db_bind_null(st, i + 1); break;
         }
     }
-    va_end(ap);
     int step;
     while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {}
     cq_db_finalize(st);

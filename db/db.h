@@ -14,6 +14,7 @@
 #ifndef CQ_DB_DB_H
 #define CQ_DB_DB_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,8 @@ cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err);
  * 'n' null), step, finalize. *changed (may be NULL) gets the rows it changed. For the many one-line writes. */
 cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                     ...);
+cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
+                     va_list ap); /* the same with the values as a va_list */
 
 /* SQLite statements that must not wait for a lock (best-effort writes: a busy database neither fails nor delays
  * the request): busy timeout 0 while on, CQ_DB_BUSY_TIMEOUT_MS again when off. PostgreSQL's such statements say so

@@ -16,6 +16,13 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
          "WHERE NOT doc_versions.by_user"},
     [CQ_SQL_REPEAL_INSERT] = {"INSERT OR IGNORE INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3)",
                               "INSERT INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING"},
+    [CQ_SQL_JOB_REQUEUE] =
+        {"UPDATE jobs SET state = 'queued', done = 0, attempts = max(attempts - 1, 0), updated_at = ?2 WHERE id = ?1",
+         "UPDATE jobs SET state = 'queued', done = 0, attempts = greatest(attempts - 1, 0), lease_owner = NULL, "
+         "lease_until = NULL, updated_at = ?2 WHERE id = ?1"},
+    [CQ_SQL_JOB_FINISH] =
+        {"UPDATE jobs SET doc_id = ?3, upload_path = NULL, updated_at = ?2 WHERE id = ?1",
+         "UPDATE jobs SET doc_id = ?3, upload_path = NULL, lease_until = NULL, updated_at = ?2 WHERE id = ?1"},
 };
 
 const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {

@@ -17,6 +17,12 @@ typedef enum {
     CQ_SQL_VERSION_INSERT,
     /* index/versions.c: one key a document repeals, once (?1 doc, ?2 kb, ?3 key). */
     CQ_SQL_REPEAL_INSERT,
+    /* store/jobs.c: a stopped job queued again, its start not counted (?1 id, ?2 now); PostgreSQL drops its lease
+     * (the attempt, the fencing counter, stays: store/job_claim.h). SQLite's table has no lease. */
+    CQ_SQL_JOB_REQUEUE,
+    /* store/jobs.c: a job linked to its document, its upload gone (?1 id, ?2 now, ?3 document or NULL); PostgreSQL
+     * ends its lease's time but keeps its owner, so an old owner stays fenced out. */
+    CQ_SQL_JOB_FINISH,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

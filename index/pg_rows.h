@@ -1,5 +1,5 @@
 /* Small helpers over libpq for the index/ modules' PostgreSQL paths on a connection (vectors_pg.c,
- * vector_feed.c; index/pg_query.h builds on them for a cq_pg): statements with text parameters and binary results,
+ * vector_feed.c, store_pg.c): statements with text parameters and binary results,
  * as index/store_pg.c sends them, and the reading of binary integers. Errors become CQ_ERR_DB with the server's
  * message. */
 #ifndef CQ_INDEX_PG_ROWS_H

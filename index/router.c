@@ -2,7 +2,6 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +9,8 @@
 #include "core/numerals.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "index/router_pg.h"
 #include "index/store_internal.h"
+#include "store/router_rows.h"
 
 /* ---- parsing ------------------------------------------------------------------------------------------------ */
 
@@ -420,29 +419,11 @@ static void add_doc_to_cache(void *ctx, int64_t doc_id, const char *name, const 
 }
 
 static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_err *err) {
-    sqlite3 *db = cq_store_db(s);
-    cq_pg *pg = cq_store_pg(s);
     void **slot = cq_store_router_slot(s);
     router_cache *c = *slot;
     int64_t n_docs = 0, max_id = 0, min_id = 0;
-    sqlite3_stmt *st;
-    if (pg) {
-        cq_status rc = cq_pg_router_docs_stat(pg, kb_id, &n_docs, &max_id, &min_id, err);
-        if (rc) return rc;
-    } else if (sqlite3_prepare_v2(db,
-                           "SELECT count(*), coalesce(max(id), 0), min(id) FROM documents "
-                           "WHERE kb_id = ? AND status = 'ready'",
-                           -1, &st, NULL) != SQLITE_OK) {
-        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
-    } else {
-        sqlite3_bind_int64(st, 1, kb_id);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            n_docs = sqlite3_column_int64(st, 0);
-            max_id = sqlite3_column_int64(st, 1);
-            min_id = sqlite3_column_int64(st, 2);
-        }
-        sqlite3_finalize(st);
-    }
+    cq_status rc = cq_store_router_docs_stat(s, kb_id, &n_docs, &max_id, &min_id, err);
+    if (rc) return rc;
     if (c && c->kb_id == kb_id && c->n_docs == n_docs && c->max_doc_id == max_id) {
         *out = c;
         return CQ_OK;
@@ -455,22 +436,10 @@ static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_e
     c->n_docs = n_docs;
     c->max_doc_id = max_id;
     c->single_doc = n_docs == 1 ? min_id : 0;
-    if (pg) {
-        cq_status rc = cq_pg_router_docs(pg, kb_id, add_doc_to_cache, c, err);
-        if (rc) {
-            cq_router_cache_free(c);
-            return rc;
-        }
-    } else if (sqlite3_prepare_v2(db, "SELECT id, name, title FROM documents WHERE kb_id = ? AND status = 'ready'", -1, &st,
-                           NULL) != SQLITE_OK) {
+    rc = cq_store_router_docs(s, kb_id, add_doc_to_cache, c, err);
+    if (rc) {
         cq_router_cache_free(c);
-        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
-    } else {
-        sqlite3_bind_int64(st, 1, kb_id);
-        while (sqlite3_step(st) == SQLITE_ROW)
-            add_doc_to_cache(c, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-                             (const char *)sqlite3_column_text(st, 2));
-        sqlite3_finalize(st);
+        return rc;
     }
     mark_generic_titles(c);
     /* Quadratic, but over file-name words of Latin-script documents only: a few thousand at most. */
@@ -614,32 +583,13 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
 
 static cq_status lookup(cq_store *s, int64_t doc_id, const cq_clause_ref *ref, int64_t *out, size_t max, size_t *n,
                         cq_err *err) {
-    sqlite3 *db = cq_store_db(s);
-    cq_pg *pg = cq_store_pg(s);
-    sqlite3_stmt *st;
-    char pattern[96] = "";
-    const char *sql;
-    if (ref->key[0]) {
-        sql = "SELECT id FROM clauses WHERE doc_id = ?1 AND label_key = ?2 ORDER BY ord LIMIT 1";
-    } else {
-        /* A chapter / section / part without an article: its articles in order. */
-        char num[64];
-        const char *unit = ref->section ? "节" : ref->chapter ? "章" : "编";
-        long v = ref->section ? ref->section : ref->chapter ? ref->chapter : ref->part;
-        snprintf(pattern, sizeof pattern, "%%第%s%s%%", cq_number_format_cn(v, num), unit);
-        sql = "SELECT id FROM clauses WHERE doc_id = ?1 AND path LIKE ?2 AND kind = 1 ORDER BY ord LIMIT ?3";
-    }
-    if (pg)
-        return ref->key[0] ? cq_pg_router_by_key(pg, doc_id, ref->key, out, max, n, err)
-                           : cq_pg_router_by_path(pg, doc_id, pattern, out, max, n, err);
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_text(st, 2, ref->key[0] ? ref->key : pattern, -1, SQLITE_TRANSIENT);
-    if (!ref->key[0]) sqlite3_bind_int64(st, 3, (sqlite3_int64)(max - *n));
-    while (*n < max && sqlite3_step(st) == SQLITE_ROW) out[(*n)++] = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return CQ_OK;
+    if (ref->key[0]) return cq_store_router_by_key(s, doc_id, ref->key, out, max, n, err);
+    /* A chapter / section / part without an article: its articles in order. */
+    char num[64], pattern[96];
+    const char *unit = ref->section ? "节" : ref->chapter ? "章" : "编";
+    long v = ref->section ? ref->section : ref->chapter ? ref->chapter : ref->part;
+    snprintf(pattern, sizeof pattern, "%%第%s%s%%", cq_number_format_cn(v, num), unit);
+    return cq_store_router_by_path(s, doc_id, pattern, out, max, n, err);
 }
 
 /* The one ready document of the KB that has a clause labelled ref->key (or, for a chapter reference, the KB's only
@@ -653,24 +603,7 @@ static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clau
         if (!rc) *doc_id = c->single_doc;
         return rc;
     }
-    if (cq_store_pg(s)) return cq_pg_router_unique_doc(cq_store_pg(s), kb_id, ref->key, doc_id, err);
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT DISTINCT c.doc_id FROM clauses c JOIN documents d ON d.id = c.doc_id "
-                           "WHERE c.label_key = ?1 AND d.kb_id = ?2 AND d.status = 'ready' LIMIT 2",
-                           -1, &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "router: %s", sqlite3_errmsg(db));
-    sqlite3_bind_text(st, 1, ref->key, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, kb_id);
-    int64_t first = 0, n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!n) first = sqlite3_column_int64(st, 0);
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (n == 1) *doc_id = first;
-    return CQ_OK;
+    return cq_store_router_unique_doc(s, kb_id, ref->key, doc_id, err);
 }
 
 cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *titles, size_t n_titles,

@@ -13,7 +13,6 @@
 #include "db/db.h"
 #include "index/bm25.h"
 #include "index/fts_cjk.h"
-#include "index/jobs_pg.h"
 #include "index/router.h"
 #include "index/store_internal.h"
 #include "index/store_pg.h"
@@ -123,7 +122,7 @@ static const char *const migrations[] = {
     "  model TEXT NOT NULL,\n"
     "  n_tokens INTEGER NOT NULL,\n"
     "  state BLOB NOT NULL);\n",
-    /* 3: API keys (store/keys.h) and what an ingestion job needs to resume after a restart (index/jobs.h) */
+    /* 3: API keys (store/keys.h) and what an ingestion job needs to resume after a restart (store/jobs.h) */
     "CREATE TABLE api_keys(\n"
     "  id INTEGER PRIMARY KEY,\n"
     "  name TEXT NOT NULL,\n"
@@ -294,7 +293,7 @@ static const char *const migrations[] = {
     "  updated_at INTEGER NOT NULL);\n"
     "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
     "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
-    /* 8: how many times a job has been started (index/jobs.h). A job found running at a start was cut off by a
+    /* 8: how many times a job has been started (store/jobs.h). A job found running at a start was cut off by a
      * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
      * for good instead of taking the server down at every start. */
     "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
@@ -1060,42 +1059,4 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
     }
     sqlite3_finalize(st);
     return out_rc;
-}
-
-/* ---- jobs --------------------------------------------------------------------------------------------------- */
-
-cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
-    if (s->pg) return cq_pg_job_create(s->pg, kb_id, doc_id, job_id, err); /* index/jobs_pg.h */
-    sqlite3_stmt *st;
-    if (prepare(s, "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?, ?, 'queued', ?, ?)", &st,
-                err))
-        return CQ_ERR_DB;
-    sqlite3_int64 now = (sqlite3_int64)time(NULL);
-    sqlite3_bind_int64(st, 1, kb_id);
-    if (doc_id > 0) sqlite3_bind_int64(st, 2, doc_id);
-    else sqlite3_bind_null(st, 2);
-    sqlite3_bind_int64(st, 3, now);
-    sqlite3_bind_int64(st, 4, now);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return db_error(s, err, "create job");
-    *job_id = sqlite3_last_insert_rowid(s->db);
-    return CQ_OK;
-}
-
-cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
-                              cq_err *err) {
-    if (s->pg) return cq_pg_job_update(s->pg, job_id, state, done, total, error, err);
-    sqlite3_stmt *st;
-    if (prepare(s, "UPDATE jobs SET state = ?, done = ?, total = ?, error = ?, updated_at = ? WHERE id = ?", &st, err))
-        return CQ_ERR_DB;
-    sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 2, done);
-    sqlite3_bind_int(st, 3, total);
-    bind_text_or_null(st, 4, error);
-    sqlite3_bind_int64(st, 5, (sqlite3_int64)time(NULL));
-    sqlite3_bind_int64(st, 6, job_id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "update job");
 }

@@ -9,7 +9,7 @@
  *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
  *               document's clauses have consecutive ids, so a rowid range limits a MATCH to one document)
  *   jobs(id, kb_id, doc_id, state, done, total, error, created_at, updated_at, filename, upload_path, size_bytes,
- *        replace_doc, error_code, attempts)           state: index/jobs.h
+ *        replace_doc, error_code, attempts)           state: store/jobs.h
  *   api_keys (store/keys.h), conversations and conversation_turns (store/conversations.h)
  *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
  *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
@@ -168,10 +168,5 @@ typedef struct {
 
 void cq_clause_row_free(cq_clause_row *c);
 cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err);
-
-/* ---- jobs ---- */
-cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err);
-cq_status cq_store_job_update(cq_store *s, int64_t job_id, const char *state, int done, int total, const char *error,
-                              cq_err *err);
 
 #endif

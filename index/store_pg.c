@@ -17,7 +17,6 @@
 #include "core/strbuf.h"
 #include "db/copy.h"
 #include "db/db.h"
-#include "index/pg_query.h"
 #include "index/pg_rows.h"
 
 struct cq_pg {
@@ -97,7 +96,7 @@ static const char *const migrations[] = {
     "  name text PRIMARY KEY,\n"
     "  value text NOT NULL,\n"
     "  updated_at bigint NOT NULL);\n",
-    /* 3 (pgjobs): ingestion jobs with a lease (index/jobs_pg.h), API keys (store/keys.h; their "authentication
+    /* 3 (pgjobs): ingestion jobs with a lease (store/job_claim.h), API keys (store/keys.h; their "authentication
      * required" row is in settings, which pgstore's migration adds), conversations (store/conversations.h): the
      * SQLite store's columns, plus what several nodes need to share the job queue — the upload by content
      * (upload_sha256: the bytes are in originals), the lease (lease_owner, lease_until, on the server's clock) and
@@ -259,7 +258,16 @@ static void rollback(cq_pg *pg) {
 
 static int64_t get_int64(const PGresult *r, int row, int col) { return cq_pgr_int64(r, row, col); }
 static int32_t get_int32(const PGresult *r, int row, int col) { return cq_pgr_int32(r, row, col); }
-static char *get_strdup(const PGresult *r, int row, int col) { return cq_pgq_strdup(r, row, col); }
+static char *get_strdup(const PGresult *r, int row, int col) {
+    if (PQgetisnull(r, row, col)) return NULL;
+    int len = PQgetlength(r, row, col);
+    char *s = malloc((size_t)len + 1);
+    if (s) {
+        memcpy(s, PQgetvalue(r, row, col), (size_t)len);
+        s[len] = 0;
+    }
+    return s;
+}
 
 /* ---- connection and schema ------------------------------------------------------------------------------- */
 
@@ -1086,34 +1094,4 @@ cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names,
     if (rc)
         for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
     return rc;
-}
-
-cq_status cq_pg_page_list(cq_pg *pg, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    char id[32];
-    id_text(id, sizeof id, doc_id);
-    const char *params[] = {id};
-    PGresult *r = query(pg,
-                        "SELECT page_no, width::float8, height::float8, n_chars, quality, quality_reason FROM pages "
-                        "WHERE doc_id = $1 ORDER BY page_no",
-                        1, params, "list pages", err);
-    if (!r) return CQ_ERR_DB;
-    int rows = PQntuples(r);
-    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) {
-        PQclear(r);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < rows; i++) {
-        cq_page_info *p = &(*out)[i];
-        p->page_no = get_int32(r, i, 0);
-        p->width = (float)get_double(r, i, 1);
-        p->height = (float)get_double(r, i, 2);
-        p->n_chars = get_int32(r, i, 3);
-        p->quality = get_double(r, i, 4);
-        snprintf(p->quality_reason, sizeof p->quality_reason, "%.*s", PQgetlength(r, i, 5), PQgetvalue(r, i, 5));
-    }
-    *n = (size_t)rows;
-    PQclear(r);
-    return CQ_OK;
 }

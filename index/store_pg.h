@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/jobs.h"
 #include "index/keyword_postings.h"
 #include "index/store.h"
 
@@ -85,8 +84,6 @@ cq_status cq_pg_content_in_use(cq_pg *pg, const char *sha256, bool *in_use, cq_e
 cq_status cq_pg_doc_finish(cq_pg *pg, int64_t doc_id, const char *status, const char *error, const char *title,
                            int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err);
 cq_status cq_pg_page_add(cq_pg *pg, int64_t doc_id, const cq_store_page *p, cq_err *err);
-/* index/jobs.h's cq_store_page_list on PostgreSQL: a document's pages in order, *out malloc'd. */
-cq_status cq_pg_page_list(cq_pg *pg, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err);
 /* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
  * boxes): *out malloc'd, each row freed with cq_clause_row_free. For index/compare.c. */
 cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);

@@ -2,9 +2,10 @@
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
  * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
- * conversations: tests/store/ bodies, which the SQLite unit tests run too); the db/ driver table itself; where a
- * store is (`--store` values, the password kept out of messages); and a PostgreSQL server that goes away and comes
- * back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store unreachable"). */
+ * conversations, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests run
+ * too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and a
+ * PostgreSQL server that goes away and comes back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store
+ * unreachable"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +24,7 @@
 #include "core/fileio.h"
 #include "core/sha256.h"
 #include "index/compare.h"
-#include "index/jobs.h"
+#include "store/jobs.h"
 #include "index/store.h"
 #include "index/store_pg.h"
 #include "db/db_internal.h"
@@ -102,7 +103,9 @@ static cq_store *conf_reopen(void **state) {
 }
 
 #include "tests/store/conversations_bodies.h"
+#include "tests/store/jobs_bodies.h"
 #include "tests/store/keys_bodies.h"
+#include "tests/store/router_bodies.h"
 #include "tests/store/vectors_bodies.h"
 
 /* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
@@ -332,11 +335,11 @@ static void test_rollback(void **state) {
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 1);
     assert_int_equal(cq_store_clause_get(s, id, &row, &err), CQ_ERR_NOT_FOUND);
-    /* Jobs through the store's two functions, on either backend (index/jobs_pg.h on PostgreSQL). */
+    /* Jobs through the store's functions, on either backend (store/jobs.h; more in tests/store/jobs_bodies.h). */
     int64_t job = 0;
     assert_int_equal(cq_store_job_create(s, kb, 0, &job, &err), CQ_OK);
     assert_true(job > 0);
-    assert_int_equal(cq_store_job_update(s, job, "running", 1, 3, NULL, &err), CQ_OK);
+    assert_int_equal(cq_store_job_update(s, job, CQ_JOB_RUNNING, 1, 3, NULL, &err), CQ_OK);
     assert_int_equal(count(s, "SELECT count(*) FROM jobs WHERE state = 'running' AND done = 1 AND total = 3"), 1);
 }
 
@@ -925,6 +928,9 @@ int main(void) {
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
+        cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
+        BOTH(conf_jobs_page_list), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
+        BOTH(conf_jobs_cancel_request_and_renew), BOTH(conf_jobs_share_upload), BOTH(conf_router_rows),
         cmocka_unit_test(test_keys_as_sqlite), cmocka_unit_test(test_conversations_as_sqlite),
         cmocka_unit_test(test_where), cmocka_unit_test(test_placeholders),
         cmocka_unit_test_setup_teardown(test_pg_outage, open_pg, close_backend), /* last: it stops the server */

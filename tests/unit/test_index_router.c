@@ -12,6 +12,10 @@
 #include "index/router.h"
 #include "test_store_util.h"
 
+#define conf_store test_store_of
+#define conf_reopen test_store_reopen
+#include "tests/store/router_bodies.h"
+
 /* ---- parsing ------------------------------------------------------------------------------------------------ */
 
 /* Parses q; checks the key and that the reference's span is exactly `span`. */
@@ -288,6 +292,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_titles_cache_follows_documents, setup_kb, teardown_kb),
         cmocka_unit_test_setup_teardown(test_resolve, setup_kb, teardown_kb),
         cmocka_unit_test_setup_teardown(test_resolve_chapters, setup_kb, teardown_kb),
+        cmocka_unit_test_setup_teardown(conf_router_rows, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@
 
 #include "store/conversations.h"
 #include "index/fts_cjk.h"
-#include "index/jobs.h"
+#include "store/jobs.h"
 #include "index/store.h"
 #include "test_store_util.h"
 

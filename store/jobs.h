@@ -1,5 +1,6 @@
-/* Ingestion jobs and per-page rows, as the job queue and the HTTP API read them (the rows themselves are
- * written by cq_store_job_create / cq_store_job_update and the ingest pipeline, index/store.h).
+/* Ingestion jobs and per-page rows, as the job queue and the HTTP API read and write them; written once for both
+ * stores on db/db.h (issue 28). What PostgreSQL adds — one queue shared by several nodes, with leases and fencing —
+ * is the job claim, store/job_claim.h: every job write here passes its lease check there.
  *
  * A job is one uploaded file waiting for, or going through, ingestion. The upload is kept at upload_path until the
  * job ends, so that a job interrupted by a restart can run again; the service writes it relative to the data
@@ -10,21 +11,37 @@
  * it was kept. Interrupted is not an end: a shutdown puts its running job back to queued
  * (cq_store_job_interrupted), and a job a crash left running is queued again at the next start, attempts
  * permitting.
- * Columns added by the keys/jobs migration (store.c): filename, upload_path, size_bytes, replace_doc; by the
- * conversations migration: error_code; by migration 8: attempts. */
-#ifndef CQ_INDEX_JOBS_H
-#define CQ_INDEX_JOBS_H
+ * Columns added by the keys/jobs migration (index/store.c): filename, upload_path, size_bytes, replace_doc; by the
+ * conversations migration: error_code; by migration 8: attempts. PostgreSQL's table (index/store_pg.c) has these
+ * and the lease's columns (store/job_claim.h). */
+#ifndef CQ_STORE_JOBS_H
+#define CQ_STORE_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
 #include "index/store.h"
 
+/* A job's state; its name is the word in the database and in the API's JSON. */
+typedef enum {
+    CQ_JOB_QUEUED,
+    CQ_JOB_RUNNING,
+    CQ_JOB_READY,
+    CQ_JOB_FAILED,
+    CQ_JOB_DUPLICATE,
+    CQ_JOB_CANCELLED,
+} cq_job_state;
+
+const char *cq_job_state_name(cq_job_state state); /* "queued", "running", … ("unknown" out of range) */
+bool cq_job_state_parse(const char *name, cq_job_state *out); /* false: no state has that name */
+bool cq_job_state_ended(cq_job_state state);                  /* neither queued nor running */
+
 typedef struct {
     int64_t id, kb_id, doc_id; /* doc_id 0 until the job produced (or found) a document */
     char kb[128];              /* KB name */
-    char state[16];
+    cq_job_state state;
     int done, total;           /* pages */
     char *error;               /* NULL unless failed */
     char error_code[24];       /* why it failed as cq_err_name gives it (a cq_status_name such as "bad_format", or
@@ -44,6 +61,14 @@ typedef struct {
 void cq_job_info_free(cq_job_info *j);
 void cq_job_info_free_array(cq_job_info *j, size_t n);
 
+/* A new job of KB kb_id, queued (doc_id: its document when known, else 0). */
+cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err);
+/* The job's state, pages done of total, and error (NULL: none). A job that is not there (its KB was deleted
+ * meanwhile) is no error; on PostgreSQL a write the job's lease refuses is CQ_ERR_CANCELLED (store/job_claim.h), as
+ * for every write below. */
+cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, int done, int total, const char *error,
+                              cq_err *err);
+
 /* Records what the job ingests: the file name as uploaded, where the upload waits, its size, and whether it
  * replaces a document of the same name. */
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
@@ -62,6 +87,8 @@ cq_status cq_store_job_get(cq_store *s, int64_t job_id, cq_job_info *out, cq_err
 cq_status cq_store_job_list(cq_store *s, int64_t kb_id, size_t limit, cq_job_info **out, size_t *n, cq_err *err);
 /* Jobs that have not ended (queued or running), oldest first: the ones to resume after a restart. */
 cq_status cq_store_job_unfinished(cq_store *s, cq_job_info **out, size_t *n, cq_err *err);
+/* Jobs waiting to start: on PostgreSQL every node's (what a node's health and metrics report there). */
+cq_status cq_store_job_count_queued(cq_store *s, int64_t *n, cq_err *err);
 
 /* The pages of a document with their text quality, in page order. */
 typedef struct {

@@ -1,0 +1,251 @@
+/* Ingestion jobs (store/jobs.h), written once for SQLite and PostgreSQL on db/db.h. Every write of a job goes through
+ * cq_store_job_write (store/job_claim.h), which adds the lease check where the store has leases. */
+#include "store/jobs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "db/db.h"
+#include "db/dialect.h"
+#include "store/job_claim.h"
+
+static const char *const state_names[] = {
+    [CQ_JOB_QUEUED] = "queued", [CQ_JOB_RUNNING] = "running",     [CQ_JOB_READY] = "ready",
+    [CQ_JOB_FAILED] = "failed", [CQ_JOB_DUPLICATE] = "duplicate", [CQ_JOB_CANCELLED] = "cancelled",
+};
+#define N_STATES (sizeof state_names / sizeof *state_names)
+
+const char *cq_job_state_name(cq_job_state state) {
+    return (unsigned)state < N_STATES ? state_names[state] : "unknown";
+}
+
+bool cq_job_state_parse(const char *name, cq_job_state *out) {
+    for (size_t i = 0; name && i < N_STATES; i++)
+        if (!strcmp(name, state_names[i])) {
+            *out = (cq_job_state)i;
+            return true;
+        }
+    return false;
+}
+
+bool cq_job_state_ended(cq_job_state state) { return state != CQ_JOB_QUEUED && state != CQ_JOB_RUNNING; }
+
+void cq_job_info_free(cq_job_info *j) {
+    if (!j) return;
+    free(j->error);
+    free(j->filename);
+    free(j->upload_path);
+    memset(j, 0, sizeof *j);
+}
+
+void cq_job_info_free_array(cq_job_info *j, size_t n) {
+    for (size_t i = 0; i < n; i++) cq_job_info_free(&j[i]);
+    free(j);
+}
+
+static int64_t now_s(void) { return (int64_t)time(NULL); }
+
+cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
+    cq_db_stmt *st;
+    *job_id = 0;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?1, ?2, 'queued', ?3, ?3) "
+                      "RETURNING id",
+                      &st, err))
+        return cq_err_prefix(err, "create job: ");
+    cq_db_bind_int(st, 1, kb_id);
+    if (doc_id > 0) cq_db_bind_int(st, 2, doc_id);
+    else cq_db_bind_null(st, 2);
+    cq_db_bind_int(st, 3, now_s());
+    int step = cq_db_step(st, "create job", err);
+    if (step == CQ_DB_ROW) *job_id = cq_db_col_int(st, 0);
+    while (step == CQ_DB_ROW) step = cq_db_step(st, "create job", err);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, int done, int total, const char *error,
+                              cq_err *err) {
+    return cq_store_job_write(s, job_id, "update job", err,
+                              "UPDATE jobs SET state = ?2, done = ?3, total = ?4, error = ?5, updated_at = ?6 "
+                              "WHERE id = ?1",
+                              "itiiti", job_id, cq_job_state_name(state), (int64_t)done, (int64_t)total, error,
+                              now_s());
+}
+
+cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
+                                  int64_t size_bytes, int replace, cq_err *err) {
+    return cq_store_job_write(s, job_id, "record upload", err,
+                              "UPDATE jobs SET filename = ?2, upload_path = ?3, size_bytes = ?4, replace_doc = ?5, "
+                              "updated_at = ?6 WHERE id = ?1",
+                              "ittiii", job_id, filename, upload_path, size_bytes, (int64_t)(replace ? 1 : 0),
+                              now_s());
+}
+
+cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err) {
+    cq_status rc = cq_store_job_write(s, job_id, "start job", err,
+                                      "UPDATE jobs SET state = 'running', done = 0, error = NULL, "
+                                      "attempts = attempts + 1, updated_at = ?2 WHERE id = ?1",
+                                      "ii", job_id, now_s());
+    if (rc || !attempts) return rc;
+    cq_job_info j;
+    rc = cq_store_job_get(s, job_id, &j, err);
+    *attempts = rc ? 0 : j.attempts;
+    cq_job_info_free(&j);
+    return rc;
+}
+
+cq_status cq_store_job_interrupted(cq_store *s, int64_t job_id, cq_err *err) {
+    return cq_store_job_write(s, job_id, "requeue job", err, cq_db_dialect(cq_store_conn(s), CQ_SQL_JOB_REQUEUE),
+                              "ii", job_id, now_s());
+}
+
+cq_status cq_store_job_finish(cq_store *s, int64_t job_id, int64_t doc_id, cq_err *err) {
+    return cq_store_job_write(s, job_id, "finish job", err, cq_db_dialect(cq_store_conn(s), CQ_SQL_JOB_FINISH),
+                              doc_id > 0 ? "iii" : "iin", job_id, now_s(), doc_id);
+}
+
+cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, const cq_err *why, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = cq_store_job_update(s, job_id, CQ_JOB_FAILED, done, total, why->msg, err);
+    if (!rc)
+        rc = cq_store_job_write(s, job_id, "fail job", err, "UPDATE jobs SET error_code = ?2 WHERE id = ?1", "it",
+                                job_id, why->code ? cq_err_name(why) : cq_status_name(CQ_ERR_INTERNAL));
+    return cq_db_end(db, own, rc, err);
+}
+
+/* ---- reading jobs ------------------------------------------------------------------------------------------- */
+
+#define JOB_COLUMNS                                                                                                 \
+    "j.id, j.kb_id, coalesce(j.doc_id, 0), k.name, j.state, j.done, j.total, j.error, j.filename, j.upload_path, " \
+    "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, ''), "          \
+    "j.attempts FROM jobs j JOIN kbs k ON k.id = j.kb_id"
+
+static cq_status job_from_row(cq_db_stmt *st, cq_job_info *j, cq_err *err) {
+    memset(j, 0, sizeof *j);
+    j->id = cq_db_col_int(st, 0);
+    j->kb_id = cq_db_col_int(st, 1);
+    j->doc_id = cq_db_col_int(st, 2);
+    cq_db_col_copy(st, 3, j->kb, sizeof j->kb);
+    j->done = (int)cq_db_col_int(st, 5);
+    j->total = (int)cq_db_col_int(st, 6);
+    j->error = cq_db_col_strdup(st, 7);
+    j->filename = cq_db_col_strdup(st, 8);
+    j->upload_path = cq_db_col_strdup(st, 9);
+    j->size_bytes = cq_db_col_int(st, 10);
+    j->created_at = cq_db_col_int(st, 11);
+    j->updated_at = cq_db_col_int(st, 12);
+    j->replace = (int)cq_db_col_int(st, 13);
+    cq_db_col_copy(st, 14, j->error_code, sizeof j->error_code);
+    j->attempts = (int)cq_db_col_int(st, 15);
+    if ((!j->error && !cq_db_col_null(st, 7)) || (!j->filename && !cq_db_col_null(st, 8)) ||
+        (!j->upload_path && !cq_db_col_null(st, 9)))
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!cq_job_state_parse(cq_db_col_text(st, 4), &j->state))
+        return cq_err_set(err, CQ_ERR_DB, "job %lld has an unknown state '%.20s'", (long long)j->id,
+                          cq_db_col_text(st, 4) ? cq_db_col_text(st, 4) : "");
+    return CQ_OK;
+}
+
+/* Runs a job query (?1 an id or KB id when the statement has it, ?2 a limit) and collects its rows. */
+static cq_status job_query(cq_store *s, const char *sql, int64_t id, int64_t limit, cq_job_info **out, size_t *n,
+                           cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) return cq_err_prefix(err, "list jobs: ");
+    if (strstr(sql, "?1")) cq_db_bind_int(st, 1, id);
+    if (strstr(sql, "?2")) cq_db_bind_int(st, 2, limit);
+    size_t cap = 0;
+    cq_status rc = CQ_OK;
+    int step = CQ_DB_DONE;
+    while (!rc && (step = cq_db_step(st, "list jobs", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else rc = job_from_row(st, &(*out)[(*n)++], err);
+    }
+    if (!rc && step < 0) rc = err->code;
+    cq_db_finalize(st);
+    if (rc) {
+        cq_job_info_free_array(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_store_job_get(cq_store *s, int64_t job_id, cq_job_info *out, cq_err *err) {
+    cq_job_info *rows;
+    size_t n;
+    memset(out, 0, sizeof *out);
+    cq_status rc = job_query(s, "SELECT " JOB_COLUMNS " WHERE j.id = ?1", job_id, 0, &rows, &n, err);
+    if (rc) return rc;
+    if (n == 0) {
+        free(rows);
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "no job with id %lld", (long long)job_id);
+    }
+    *out = rows[0];
+    free(rows);
+    return CQ_OK;
+}
+
+cq_status cq_store_job_list(cq_store *s, int64_t kb_id, size_t limit, cq_job_info **out, size_t *n, cq_err *err) {
+    return job_query(s, "SELECT " JOB_COLUMNS " WHERE (?1 = 0 OR j.kb_id = ?1) ORDER BY j.id DESC LIMIT ?2", kb_id,
+                     (int64_t)limit, out, n, err);
+}
+
+cq_status cq_store_job_unfinished(cq_store *s, cq_job_info **out, size_t *n, cq_err *err) {
+    return job_query(s, "SELECT " JOB_COLUMNS " WHERE j.state IN ('queued', 'running') ORDER BY j.id", 0, 0, out, n,
+                     err);
+}
+
+cq_status cq_store_job_count_queued(cq_store *s, int64_t *n, cq_err *err) {
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM jobs WHERE state = 'queued'", &st, err))
+        return cq_err_prefix(err, "count jobs: ");
+    int step = cq_db_step(st, "count jobs", err);
+    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_store_page_list(cq_store *s, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT page_no, width, height, n_chars, quality, quality_reason FROM pages WHERE doc_id = ?1 "
+                      "ORDER BY page_no",
+                      &st, err))
+        return cq_err_prefix(err, "list pages: ");
+    cq_db_bind_int(st, 1, doc_id);
+    size_t cap = 0;
+    cq_status rc = CQ_OK;
+    int step = CQ_DB_DONE;
+    while (!rc && (step = cq_db_step(st, "list pages", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cq_page_info *p = &(*out)[(*n)++];
+        p->page_no = (int)cq_db_col_int(st, 0);
+        p->width = (float)cq_db_col_double(st, 1);
+        p->height = (float)cq_db_col_double(st, 2);
+        p->n_chars = (int)cq_db_col_int(st, 3);
+        p->quality = cq_db_col_double(st, 4);
+        cq_db_col_copy(st, 5, p->quality_reason, sizeof p->quality_reason);
+    }
+    if (!rc && step < 0) rc = err->code;
+    cq_db_finalize(st);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

@@ -16,6 +16,7 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
          "WHERE NOT doc_versions.by_user"},
     [CQ_SQL_REPEAL_INSERT] = {"INSERT OR IGNORE INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3)",
                               "INSERT INTO doc_repeals(doc_id, kb_id, key) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING"},
+    [CQ_SQL_REPLY_ANSWER] = {"json_extract(t.reply, '$.answer')", "(t.reply::json ->> 'answer')"},
 };
 
 const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {

@@ -17,6 +17,8 @@ typedef enum {
     CQ_SQL_VERSION_INSERT,
     /* index/versions.c: one key a document repeals, once (?1 doc, ?2 kb, ?3 key). */
     CQ_SQL_REPEAL_INSERT,
+    /* store/conversations.c: the answer text of a stored turn's reply (JSON text in t.reply), as an expression. */
+    CQ_SQL_REPLY_ANSWER,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

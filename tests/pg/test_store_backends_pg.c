@@ -2,7 +2,7 @@
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
  * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
- * conversations: tests/store/ bodies, which the SQLite unit tests run too); the db/ driver table itself; where a
+ * conversations, feedback: tests/store/ bodies, which the SQLite unit tests run too); the db/ driver table itself; where a
  * store is (`--store` values, the password kept out of messages); and a PostgreSQL server that goes away and comes
  * back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store unreachable"). */
 #include <setjmp.h>
@@ -102,6 +102,7 @@ static cq_store *conf_reopen(void **state) {
 }
 
 #include "tests/store/conversations_bodies.h"
+#include "tests/store/feedback_bodies.h"
 #include "tests/store/keys_bodies.h"
 #include "tests/store/vectors_bodies.h"
 
@@ -925,6 +926,8 @@ int main(void) {
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
+        BOTH(conf_feedback_rate), BOTH(conf_feedback_rated_export), BOTH(conf_quality_days),
+        BOTH(conf_conversations_search),
         cmocka_unit_test(test_keys_as_sqlite), cmocka_unit_test(test_conversations_as_sqlite),
         cmocka_unit_test(test_where), cmocka_unit_test(test_placeholders),
         cmocka_unit_test_setup_teardown(test_pg_outage, open_pg, close_backend), /* last: it stops the server */

@@ -2,7 +2,13 @@
  * paged on A4. No font is embedded: ASCII is set in Helvetica, everything else (Chinese first of all) in the
  * standard Adobe-GB1 CID font STSong-Light (UniGB-UCS2-H), which every PDF viewer supplies (MuPDF from its built-in
  * CJK font) — the file stays a few KB and its text can be searched and copied. The middle dot and the bullet are written as the CJK middle dot (U+30FB). Characters outside the Basic
- * Multilingual Plane are written as "?". */
+ * Multilingual Plane are written as "?".
+ *
+ * Why not MuPDF's writer: MuPDF 1.21 (Debian 12) has CJK fonts built in (fz_lookup_cjk_font: Noto/Droid), but its
+ * HTML story → PDF path sets Chinese in a non-embedded Japanese "Mincho" and drops the simplified characters it
+ * cannot encode (劳, 资, 单 …), and embedding the built-in CJK font fails ("substitute font creation is not
+ * implemented yet"). Naming the reader's own Adobe-GB1 font is what PDF defines for this, and MuPDF renders it from
+ * the same built-in font. */
 #ifndef CQ_APP_EXPORT_PDF_H
 #define CQ_APP_EXPORT_PDF_H
 

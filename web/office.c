@@ -5,6 +5,7 @@
  *   GET /api/v1/quality?kb=&days=                                    admins: the quality log per KB and day
  *   GET /api/v1/feedback/export?kb=                                  admins: the rated answers as JSONL */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,12 @@ void cq_web_office_dispatch(cq_web_req *r) {
     int64_t id, turn;
     switch (r->route) {
     case CQ_ROUTE_CONVERSATION_FEEDBACK:
-        if ((id = number(r, r->seg[3])) && (turn = number(r, r->seg[5]))) feedback(r, id, turn);
+        if ((id = number(r, r->seg[3])) && (turn = number(r, r->seg[5]))) {
+            if (turn > INT_MAX) /* no conversation has that many turns */
+                return cq_web_send_error(r, 404, "not_found", "conversation %lld has no turn %lld", (long long)id,
+                                         (long long)turn);
+            feedback(r, id, turn);
+        }
         return;
     case CQ_ROUTE_CONVERSATION_EXPORT:
         if ((id = number(r, r->seg[3]))) export(r, id);

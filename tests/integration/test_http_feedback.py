@@ -84,6 +84,8 @@ def feedback(s, cid):
     check('comment not a string: 400', r.status == 400, r)
     r = s.post('/api/v1/conversations/999999/turns/1/feedback', {'rating': 'down'})
     check('unknown conversation: 404', r.status == 404, r)
+    r = s.post(path % (2 ** 32 + 1), {'rating': 'down'})
+    check('a turn past 2^32: 404, not turn 1', r.status == 404, r)
     r = s.post(path.replace('%d', 'x'), {'rating': 'down'})
     check('turn not a number: 404', r.status == 404, r)
     r = s.get(path % 1)

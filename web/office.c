@@ -138,7 +138,13 @@ void cq_web_office_dispatch(cq_web_req *r) {
 
 bool cq_web_office_search(cq_web_req *r, const char *kb, bool every_owner) {
     char q[512] = "";
-    if (!cq_web_query(r, "q", q, sizeof q) || !q[0]) return false;
+    const char *qs = r->ri->query_string;
+    int got = qs ? mg_get_var(qs, strlen(qs), "q", q, sizeof q) : -1;
+    if (got == -2) {
+        cq_web_send_error(r, 400, "invalid", "the search text (q) has at most %zu bytes", sizeof q - 1);
+        return true;
+    }
+    if (got < 0 || !q[0]) return false;
     cq_err err = {0};
     cJSON *out = NULL;
     cq_status rc = r->svc->conversation_search(r->svc->ctx, &r->who, kb, every_owner, q, &out, &err);

@@ -146,6 +146,8 @@ def search(s, cid, other):
     check('search an answer', cid in ids(q('百分之一百五十'))[1], ids(q('百分之一百五十')))
     check('search the title, any case', ids(q('OVERTIME'))[1] == [other], ids(q('OVERTIME')))
     check('nothing found: an empty list', ids('zzzzqqq') == (200, []), ids('zzzzqqq'))
+    r = s.get('/api/v1/conversations?q=' + 'x' * 600)
+    check('a search text over 511 bytes: 400, not the whole list', r.status == 400 and r.error_code() == 'invalid', r)
     check('search within a KB', s.get('/api/v1/conversations?kb=laws&q=' + q('第五十条')).status == 200)
 
 

@@ -5,6 +5,7 @@
  *   the quality log: one row an answer (cq_svc_quality_note, after every ask), counted per KB and day for admins
  *   (GET /api/v1/quality) and /metrics (the last CQ_SVC_QUALITY_METRIC_DAYS days), and the rated answers as an eval
  *   suite's JSONL. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -248,15 +249,41 @@ static void label(cq_strbuf *b, const char *v) {
     }
 }
 
-void cq_svc_quality_metrics(cq_service *s, cq_strbuf *out) {
+/* The metrics' rows, read again at most every QUALITY_METRICS_TTL_S seconds: a scrape every few seconds need not
+ * count a week of answers each time. */
+#define QUALITY_METRICS_TTL_S 30
+static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const cq_service *of;
+    int64_t at;
     cq_quality_day *rows;
     size_t n;
+} metrics_cache;
+
+void cq_svc_quality_metrics(cq_service *s, cq_strbuf *out) {
+    cq_quality_day *rows = NULL;
+    size_t n = 0;
     char since[11];
     cq_err err = {0};
-    if (quality_days(s, NULL, CQ_SVC_QUALITY_METRIC_DAYS, &rows, &n, since, &err)) {
-        CQ_WARN("quality metrics: %s", err.msg);
-        return;
+    int64_t now = (int64_t)time(NULL);
+    pthread_mutex_lock(&metrics_lock);
+    if (metrics_cache.of != s || now - metrics_cache.at >= QUALITY_METRICS_TTL_S || now < metrics_cache.at) {
+        if (quality_days(s, NULL, CQ_SVC_QUALITY_METRIC_DAYS, &rows, &n, since, &err)) {
+            pthread_mutex_unlock(&metrics_lock);
+            CQ_WARN("quality metrics: %s", err.msg);
+            return;
+        }
+        free(metrics_cache.rows);
+        metrics_cache.of = s;
+        metrics_cache.at = now;
+        metrics_cache.rows = rows;
+        metrics_cache.n = n;
     }
+    n = metrics_cache.n;
+    rows = n ? malloc(n * sizeof *rows) : NULL;
+    if (rows) memcpy(rows, metrics_cache.rows, n * sizeof *rows);
+    else n = 0;
+    pthread_mutex_unlock(&metrics_lock);
     static const struct {
         const char *name, *help;
         size_t off;

@@ -29,6 +29,7 @@ int cq_cmd_restore(int argc, char **argv);
 int cq_cmd_prompt(int argc, char **argv);
 int cq_cmd_compare(int argc, char **argv);
 int cq_cmd_versions(int argc, char **argv);
+int cq_cmd_feedback(int argc, char **argv);
 
 static const cq_command commands[] = {
     {"ingest", cq_cmd_ingest, "add documents (PDF, Markdown, text) to a knowledge base"},
@@ -47,6 +48,7 @@ static const cq_command commands[] = {
     {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},
     {"compare", cq_cmd_compare, "compare two versions of a regulation clause by clause"},
     {"versions", cq_cmd_versions, "list and correct which documents are versions of one regulation"},
+    {"feedback", cq_cmd_feedback, "export the rated answers of a KB as an eval suite's JSONL"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

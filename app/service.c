@@ -115,6 +115,7 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     cq_svc_ask_web(w);
     cq_svc_versions_web(w);
     cq_svc_conversations_web(w);
+    cq_svc_feedback_web(w);
 }
 
 const char *cq_service_spool_dir(const cq_service *svc) { return svc->spool_dir; }

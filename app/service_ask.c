@@ -378,6 +378,7 @@ static cq_status svc_ask(void *ctx, const cq_web_principal *who, const char *kb,
         if (conversation_id) cJSON_AddNumberToObject(o, "conversation_id", (double)conversation_id);
         atomic_fetch_add(&s->answers, 1);
         if (a.abstained) atomic_fetch_add(&s->abstentions, 1);
+        cq_svc_quality_note(s, kb, &a);
     }
     if (rc && created) { /* a conversation begun for an ask that failed holds nothing */
         cq_err e2 = {0};

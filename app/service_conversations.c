@@ -156,6 +156,7 @@ static cq_status svc_conversation_get(void *ctx, const cq_web_principal *who, in
                 cJSON_AddNumberToObject(t, "created_at", (double)turns[i].created_at);
                 cJSON_AddItemToArray(a, t);
             }
+            cq_svc_feedback_attach(st, id, a);
             *out = o;
         }
         cq_conversation_free(&c);

@@ -6,6 +6,7 @@
  *   service_jobs.c     uploads, the ingestion queue and its worker, jobs
  *   service_ask.c      retrieve and ask: follow-up questions, streaming, stages, keeping the turns
  *   service_conversations.c  conversations: listed, read, renamed, deleted by their owner; turns as history
+ *   service_feedback.c ratings of answers, exports, conversation search, the quality report (issue 30)
  *   service_versions.c versions of a regulation (a document's version, corrections) and comparisons
  * Each concern fills its entries of the web table (cq_svc_*_web); the JSON is app/json.h. */
 #ifndef CQ_APP_SERVICE_INTERNAL_H
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "app/admission.h"
+#include "app/answer.h"
 #include "app/rerank.h"
 #include "app/service.h"
 #include "core/latency.h"
@@ -148,5 +150,15 @@ void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_ca
 void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
 void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */
 void cq_svc_versions_web(cq_web_service *w);      /* doc_version, doc_compare */
+void cq_svc_feedback_web(cq_web_service *w);      /* feedback, export, search, quality (service_feedback.c) */
+
+/* ---- feedback and quality (service_feedback.c) ---- */
+
+/* Logs an answer of KB kb in the quality log (store/feedback.h); a failure is logged, never the ask's. */
+void cq_svc_quality_note(cq_service *s, const char *kb, const cq_answer *a);
+/* The quality log's families (clauseqa_quality_*{kb,day}) for /metrics. */
+void cq_svc_quality_metrics(cq_service *s, cq_strbuf *out);
+/* Each rated turn of conversation id (turns: the JSON array of them, in order) gets "feedback" {rating, comment}. */
+void cq_svc_feedback_attach(cq_store *st, int64_t id, cJSON *turns);
 
 #endif

@@ -207,6 +207,7 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
         snprintf(label, sizeof label, "phase=\"%s\"", cq_decoder_phase_name((cq_decoder_phase)i));
         cq_lat_hist_prometheus(b, "clauseqa_ask_phase_seconds", label, &ds.phase[i]);
     }
+    cq_svc_quality_metrics(s, b); /* the quality log per KB and day (service_feedback.c) */
     if (!s->decoder) return;
     /* decode steps batched across asks (cq_decoder_eval_top): a histogram of the forwards by batch size, whose sum
      * is the steps; and the KV cache the open sequences hold */

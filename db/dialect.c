@@ -23,6 +23,7 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
     [CQ_SQL_JOB_FINISH] =
         {"UPDATE jobs SET doc_id = ?3, upload_path = NULL, updated_at = ?2 WHERE id = ?1",
          "UPDATE jobs SET doc_id = ?3, upload_path = NULL, lease_until = NULL, updated_at = ?2 WHERE id = ?1"},
+    [CQ_SQL_REPLY_ANSWER] = {"json_extract(t.reply, '$.answer')", "(t.reply::json ->> 'answer')"},
 };
 
 const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {

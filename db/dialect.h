@@ -23,6 +23,8 @@ typedef enum {
     /* store/jobs.c: a job linked to its document, its upload gone (?1 id, ?2 now, ?3 document or NULL); PostgreSQL
      * ends its lease's time but keeps its owner, so an old owner stays fenced out. */
     CQ_SQL_JOB_FINISH,
+    /* store/conversations.c: the answer text of a stored turn's reply (JSON text in t.reply), as an expression. */
+    CQ_SQL_REPLY_ANSWER,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

@@ -303,6 +303,32 @@ static const char *const migrations[] = {
     "ALTER TABLE api_keys ADD COLUMN kb_id INTEGER;\n"
     "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
     "WHERE kb IS NOT NULL AND kb <> '*';\n",
+    /* 10: feedback on answers and the quality log (store/feedback.h, issue 30 items 5 and 6): a turn's thumbs up or
+     * down with a comment (one a turn, gone with the turn: a regenerated answer starts unrated), and one row an
+     * answer with what /metrics and GET /api/v1/quality count per KB and day, and the documents it cited (kept
+     * without a foreign key: a cited document deleted since is what is counted). */
+    "CREATE TABLE turn_feedback(\n"
+    "  turn_id INTEGER PRIMARY KEY REFERENCES conversation_turns(id) ON DELETE CASCADE,\n"
+    "  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  rating INTEGER NOT NULL CHECK (rating IN (-1, 1)),\n"
+    "  comment TEXT NOT NULL DEFAULT '',\n"
+    "  day TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "CREATE INDEX turn_feedback_kb ON turn_feedback(kb_id, day);\n"
+    "CREATE INDEX turn_feedback_conversation ON turn_feedback(conversation_id);\n"
+    "CREATE TABLE answer_log(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  day TEXT NOT NULL,\n"
+    "  created_at INTEGER NOT NULL,\n"
+    "  abstained INTEGER NOT NULL, fallback INTEGER NOT NULL, low_confidence INTEGER NOT NULL,\n"
+    "  confidence REAL NOT NULL);\n"
+    "CREATE INDEX answer_log_kb_day ON answer_log(kb_id, day);\n"
+    "CREATE TABLE answer_log_docs(\n"
+    "  answer_id INTEGER NOT NULL REFERENCES answer_log(id) ON DELETE CASCADE,\n"
+    "  doc_id INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(answer_id, doc_id)) WITHOUT ROWID;\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

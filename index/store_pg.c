@@ -229,6 +229,29 @@ static const char *const migrations[] = {
     "ALTER TABLE api_keys ADD COLUMN kb_id bigint;\n"
     "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
     "WHERE kb IS NOT NULL AND kb <> '*';\n",
+    /* 7: feedback on answers and the quality log, as SQLite's migration 10 (store/feedback.h, issue 30). */
+    "CREATE TABLE turn_feedback(\n"
+    "  turn_id bigint PRIMARY KEY REFERENCES conversation_turns(id) ON DELETE CASCADE,\n"
+    "  conversation_id bigint NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  rating integer NOT NULL CHECK (rating IN (-1, 1)),\n"
+    "  comment text NOT NULL DEFAULT '',\n"
+    "  day text COLLATE \"C\" NOT NULL,\n"
+    "  created_at bigint NOT NULL, updated_at bigint NOT NULL);\n"
+    "CREATE INDEX turn_feedback_kb ON turn_feedback(kb_id, day);\n"
+    "CREATE INDEX turn_feedback_conversation ON turn_feedback(conversation_id);\n"
+    "CREATE TABLE answer_log(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  kb_id bigint NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+    "  day text COLLATE \"C\" NOT NULL,\n"
+    "  created_at bigint NOT NULL,\n"
+    "  abstained integer NOT NULL, fallback integer NOT NULL, low_confidence integer NOT NULL,\n"
+    "  confidence double precision NOT NULL);\n"
+    "CREATE INDEX answer_log_kb_day ON answer_log(kb_id, day);\n"
+    "CREATE TABLE answer_log_docs(\n"
+    "  answer_id bigint NOT NULL REFERENCES answer_log(id) ON DELETE CASCADE,\n"
+    "  doc_id bigint NOT NULL,\n"
+    "  PRIMARY KEY(answer_id, doc_id));\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

@@ -8,6 +8,7 @@
 
 #include "core/grow.h"
 #include "db/db.h"
+#include "db/dialect.h"
 
 void cq_conversation_free(cq_conversation *c) {
     if (!c) return;
@@ -219,4 +220,40 @@ cq_status cq_store_conversation_add_turn(cq_store *s, int64_t id, const char *qu
                        "VALUES(?1, ?2, ?3, ?4)",
                        "itti", id, question, reply, now);
     return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_conversation_search(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *text,
+                                       size_t limit, cq_conversation **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (!text || !text[0]) return cq_err_set(err, CQ_ERR_INVALID, "search for some text");
+    /* the LIKE pattern: %text% with \, % and _ escaped, ASCII letters lowered as SQL's lower() does */
+    size_t len = strlen(text);
+    char *pattern = malloc(2 * len + 3), *q = pattern;
+    if (!pattern) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    *q++ = '%';
+    for (const char *p = text; *p; p++) {
+        if (*p == '%' || *p == '_' || *p == '\\') *q++ = '\\';
+        *q++ = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
+    }
+    *q++ = '%';
+    *q = 0;
+    char sql[1400];
+    snprintf(sql, sizeof sql,
+             "SELECT " CONVERSATION_COLUMNS " WHERE (?1 < 0 OR c.owner_key_id = ?1) AND (?2 = 0 OR c.kb_id = ?2) "
+             "AND (lower(c.title) LIKE ?3 ESCAPE '\\' OR EXISTS (SELECT 1 FROM conversation_turns t WHERE "
+             "t.conversation_id = c.id AND (lower(t.question) LIKE ?3 ESCAPE '\\' OR lower(%s) LIKE ?3 ESCAPE "
+             "'\\'))) ORDER BY c.updated_at DESC, c.id DESC LIMIT ?4",
+             cq_db_dialect(cq_store_conn(s), CQ_SQL_REPLY_ANSWER));
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) {
+        free(pattern);
+        return cq_err_prefix(err, "search conversations: ");
+    }
+    cq_db_bind_int(st, 1, owner_key_id);
+    cq_db_bind_int(st, 2, kb_id);
+    cq_db_bind_text(st, 3, pattern);
+    cq_db_bind_int(st, 4, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+    free(pattern);
+    return conversations_from(st, "search conversations", out, n, err);
 }

@@ -60,4 +60,10 @@ cq_status cq_store_conversation_turns(cq_store *s, int64_t id, size_t last_n, cq
 cq_status cq_store_conversation_add_turn(cq_store *s, int64_t id, const char *question, const char *reply,
                                          int replace_last, cq_err *err);
 
+/* Search (issue 30): the conversations as cq_store_conversation_list gives them whose title, a question or an answer
+ * (the reply's "answer") holds text (case-insensitive for ASCII letters; % and _ are plain characters). INVALID for
+ * an empty text. */
+cq_status cq_store_conversation_search(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *text,
+                                       size_t limit, cq_conversation **out, size_t *n, cq_err *err);
+
 #endif

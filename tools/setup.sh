@@ -33,7 +33,7 @@ debs=(
   libtesseract-dev tesseract-ocr-chi-sim tesseract-ocr-eng libzip-dev libxml2-dev
   postgresql-15 libpq-dev haproxy
   dpkg-dev
-  wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei
+  wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei python3-yaml
   clang libclang-rt-14-dev libomp-14-dev
 )
 

@@ -417,3 +417,16 @@ int cq_web_sse_send_raw(cq_web_req *r, const char *line) {
 void cq_web_sse_end(cq_web_req *r) {
     if (r->sse && !r->sse_broken) mg_send_chunk(r->conn, "", 0);
 }
+
+void cq_web_send_download(cq_web_req *r, const char *mime, const void *data, size_t len, const char *name) {
+    start_response(r, 200, mime, (long long)len, "no-store");
+    char header[400];
+    snprintf(header, sizeof header, "attachment; filename=\"%s\"", name); /* ASCII names only (callers make them) */
+    mg_response_header_add(r->conn, "Content-Disposition", header, -1);
+    mg_response_header_send(r->conn);
+    if (!strcmp(r->method, "HEAD") || !len) return;
+    bool watched = len >= WATCHED_ANSWER_BYTES;
+    if (watched) cq_web_watch_begin(r, true, write_deadline(r, (long long)len));
+    if (mg_write(r->conn, data, len) > 0) r->bytes_sent += len;
+    if (watched) cq_web_watch_end(r);
+}

@@ -126,6 +126,8 @@ void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *
                        const char *cache_control);
 void cq_web_send_file(cq_web_req *r, const cq_web_file *f, const char *cache_control);
 void cq_web_send_text(cq_web_req *r, int status, const char *mime, const char *text);
+/* 200 with data as an attachment named name (ASCII), Cache-Control no-store. */
+void cq_web_send_download(cq_web_req *r, const char *mime, const void *data, size_t len, const char *name);
 
 /* An error for a connection that has no request (CivetWeb's own errors: malformed requests, oversized headers):
  * the documented JSON body; the connection closes after it. */
@@ -216,5 +218,12 @@ bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
 /* The conversation fields of an ask's body into q ("conversation_id", "store", "regenerate"; a turn is kept by
  * default when keep_default); sends 400 and returns false when they are invalid. */
 bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q);
+
+/* Issue 30's routes (office.c): feedback, exports, the quality report. cq_web_office_route sets r->route for its
+ * paths (true) from the split path; cq_web_office_dispatch answers them; cq_web_office_search answers
+ * GET /api/v1/conversations?q= (false when there is no q). */
+bool cq_web_office_route(cq_web_req *r);
+void cq_web_office_dispatch(cq_web_req *r);
+bool cq_web_office_search(cq_web_req *r, const char *kb, bool every_owner);
 
 #endif

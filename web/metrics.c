@@ -24,6 +24,10 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_OPENAI_CHAT] = "/v1/chat/completions",
     [CQ_ROUTE_CONVERSATIONS] = "/api/v1/conversations",
     [CQ_ROUTE_CONVERSATION] = "/api/v1/conversations/{id}",
+    [CQ_ROUTE_CONVERSATION_FEEDBACK] = "/api/v1/conversations/{id}/turns/{n}/feedback",
+    [CQ_ROUTE_CONVERSATION_EXPORT] = "/api/v1/conversations/{id}/export",
+    [CQ_ROUTE_QUALITY] = "/api/v1/quality",
+    [CQ_ROUTE_FEEDBACK_EXPORT] = "/api/v1/feedback/export",
     [CQ_ROUTE_DOCUMENT_VERSION] = "/api/v1/documents/{id}/version",
     [CQ_ROUTE_COMPARE] = "/api/v1/documents/{a}/compare/{b}",
 };

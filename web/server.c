@@ -683,6 +683,7 @@ static void handle_conversations(cq_web_req *r) {
     bool every_owner = cq_web_query(r, "all", all, sizeof all) && truthy(all);
     if (every_owner && !cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
     if (by_kb && !cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+    if (cq_web_office_search(r, by_kb ? kb : NULL, every_owner)) return; /* ?q= */
     cq_err err = {0};
     cJSON *out = NULL;
     cq_status rc = r->svc->conversation_list(r->svc->ctx, &r->who, by_kb ? kb : NULL, every_owner, &out, &err);
@@ -767,6 +768,7 @@ static void route(cq_web_req *r) {
                                                              : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "clauses") && n == 4) {
         r->route = CQ_ROUTE_CLAUSE;
+    } else if (api && cq_web_office_route(r)) { /* feedback, exports, quality (office.c) */
     } else if (api && seg_is(r, 2, "conversations") && n <= 4) {
         r->route = n == 3 ? CQ_ROUTE_CONVERSATIONS : CQ_ROUTE_CONVERSATION;
     } else if (openai && n == 2 && seg_is(r, 1, "models")) {
@@ -787,6 +789,7 @@ static int body_kind(const cq_web_req *r) {
     case CQ_ROUTE_ASK:
     case CQ_ROUTE_OPENAI_CHAT: return method_is(r, "POST") ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_CONVERSATION: return method_is(r, "PATCH") ? BODY_JSON : BODY_NONE;
+    case CQ_ROUTE_CONVERSATION_FEEDBACK: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_DOCUMENT_VERSION: return method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_KB_DOCUMENTS: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_UPLOAD : BODY_NONE;
     default: return BODY_NONE;
@@ -853,6 +856,10 @@ static void dispatch(cq_web_req *r) {
         return;
     case CQ_ROUTE_OPENAI_MODELS: return cq_web_openai_models(r);
     case CQ_ROUTE_OPENAI_CHAT: return cq_web_openai_chat(r);
+    case CQ_ROUTE_CONVERSATION_FEEDBACK:
+    case CQ_ROUTE_CONVERSATION_EXPORT:
+    case CQ_ROUTE_QUALITY:
+    case CQ_ROUTE_FEEDBACK_EXPORT: return cq_web_office_dispatch(r);
     default: return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
     }
 }

@@ -148,6 +148,23 @@ typedef struct {
     cq_status (*conversation_rename)(void *ctx, const cq_web_principal *who, int64_t id, const char *title,
                                      cJSON **out, cq_err *err);
     cq_status (*conversation_delete)(void *ctx, const cq_web_principal *who, int64_t id, cq_err *err);
+
+    /* ---- feedback, exports, search, quality (issue 30; web/office.c, app/service_feedback.c) ---- */
+    /* Rates turn `turn` (1-based) of conversation id: rating "up" / "down", comment NULL or at most 2,000
+     * characters; reset: takes the rating back. out: {"conversation_id", "turn", "rating", "comment"}. */
+    cq_status (*conversation_feedback)(void *ctx, const cq_web_principal *who, int64_t id, int turn,
+                                       const char *rating, const char *comment, bool reset, cJSON **out,
+                                       cq_err *err);
+    /* The conversation as format "md" or "pdf": *body malloc'd (len bytes), its MIME type and file name. */
+    cq_status (*conversation_export)(void *ctx, const cq_web_principal *who, int64_t id, const char *format,
+                                     char **body, size_t *len, char mime[64], char filename[256], cq_err *err);
+    /* As conversation_list, those whose title, questions or answers hold q. */
+    cq_status (*conversation_search)(void *ctx, const cq_web_principal *who, const char *kb, bool all,
+                                     const char *q, cJSON **out, cq_err *err);
+    /* Admins: the quality log per KB (NULL: every KB) and day, the last `days` days. */
+    cq_status (*quality)(void *ctx, const char *kb, int days, cJSON **out, cq_err *err);
+    /* Admins: the rated answers of kb (NULL: every KB) as JSONL (app/office_export.h). */
+    cq_status (*feedback_export)(void *ctx, const char *kb, char **body, size_t *len, cq_err *err);
 } cq_web_service;
 
 typedef struct {

@@ -2,9 +2,9 @@
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
  * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
- * conversations, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests run
- * too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and a
- * PostgreSQL server that goes away and comes back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store
+ * conversations, feedback, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests
+ * run too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and
+ * a PostgreSQL server that goes away and comes back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store
  * unreachable"). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,6 +104,7 @@ static cq_store *conf_reopen(void **state) {
 
 #include "tests/store/conversations_bodies.h"
 #include "tests/store/jobs_bodies.h"
+#include "tests/store/feedback_bodies.h"
 #include "tests/store/keys_bodies.h"
 #include "tests/store/router_bodies.h"
 #include "tests/store/vectors_bodies.h"
@@ -931,6 +932,8 @@ int main(void) {
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
         BOTH(conf_jobs_page_list), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
         BOTH(conf_jobs_cancel_request_and_renew), BOTH(conf_jobs_share_upload), BOTH(conf_router_rows),
+        BOTH(conf_feedback_rate), BOTH(conf_feedback_rated_export), BOTH(conf_quality_days),
+        BOTH(conf_conversations_search),
         cmocka_unit_test(test_keys_as_sqlite), cmocka_unit_test(test_conversations_as_sqlite),
         cmocka_unit_test(test_where), cmocka_unit_test(test_placeholders),
         cmocka_unit_test_setup_teardown(test_pg_outage, open_pg, close_backend), /* last: it stops the server */

@@ -828,6 +828,7 @@ function renderAnswer(m, a) {
       t('timing', Math.round(a.timings.retrieve_ms), Math.round(a.timings.generate_ms))));
   }
   addActions(m, citations);
+  if (window.cqOffice) window.cqOffice.onAnswer(m, a); /* feedback (office.js) */
 }
 
 function addActions(m, citations) {

@@ -1,0 +1,303 @@
+/* Feedback on answers and the quality log (store/feedback.h), written once for SQLite and PostgreSQL on db/db.h. */
+#include "store/feedback.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "core/utf8.h"
+#include "db/db.h"
+
+void cq_feedback_free_array(cq_feedback *f, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(f[i].comment);
+        free(f[i].question);
+        free(f[i].reply);
+    }
+    free(f);
+}
+
+int cq_feedback_rating_parse(const char *s) {
+    if (!s) return 0;
+    if (!strcmp(s, "up")) return 1;
+    if (!strcmp(s, "down")) return -1;
+    return 0;
+}
+
+void cq_quality_day_of(int64_t t, char out[11]) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    snprintf(out, 11, "%04d-%02d-%02d", (tm.tm_year + 1900) % 10000, (tm.tm_mon + 1) % 100, tm.tm_mday % 100);
+}
+
+/* The id of turn `turn` (1-based) of conversation id, and the conversation's KB. NOT_FOUND for either missing. */
+static cq_status find_turn(cq_db *db, int64_t id, int turn, int64_t *turn_id, int64_t *kb_id, cq_err *err) {
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT kb_id FROM conversations WHERE id = ?1", &st, err))
+        return cq_err_prefix(err, "feedback: ");
+    cq_db_bind_int(st, 1, id);
+    int step = cq_db_step(st, "feedback", err);
+    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step != CQ_DB_ROW) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
+    if (turn < 1) return cq_err_set(err, CQ_ERR_NOT_FOUND, "conversation %lld has no turn %d", (long long)id, turn);
+    if (cq_db_prepare(db,
+                      "SELECT id FROM conversation_turns WHERE conversation_id = ?1 ORDER BY id LIMIT 1 OFFSET ?2",
+                      &st, err))
+        return cq_err_prefix(err, "feedback: ");
+    cq_db_bind_int(st, 1, id);
+    cq_db_bind_int(st, 2, turn - 1);
+    step = cq_db_step(st, "feedback", err);
+    if (step == CQ_DB_ROW) *turn_id = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step != CQ_DB_ROW)
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "conversation %lld has no turn %d", (long long)id, turn);
+    return CQ_OK;
+}
+
+cq_status cq_store_feedback_set(cq_store *s, int64_t id, int turn, int rating, const char *comment, cq_err *err) {
+    if (rating != 1 && rating != -1) return cq_err_set(err, CQ_ERR_INVALID, "a rating is \"up\" or \"down\"");
+    if (!comment) comment = "";
+    size_t len = strlen(comment);
+    if (!cq_utf8_valid(comment, len)) return cq_err_set(err, CQ_ERR_INVALID, "the comment is not UTF-8 text");
+    if (cq_utf8_count(comment, len) > CQ_FEEDBACK_COMMENT_MAX_CHARS)
+        return cq_err_set(err, CQ_ERR_INVALID, "a comment has at most %d characters", CQ_FEEDBACK_COMMENT_MAX_CHARS);
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    int64_t turn_id = 0, kb_id = 0, now = (int64_t)time(NULL);
+    char day[11];
+    cq_quality_day_of(now, day);
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = find_turn(db, id, turn, &turn_id, &kb_id, err);
+    if (!rc)
+        rc = cq_db_run(db, "rate answer", NULL, err,
+                       "INSERT INTO turn_feedback(turn_id, conversation_id, kb_id, rating, comment, day, created_at, "
+                       "updated_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) ON CONFLICT (turn_id) DO UPDATE SET "
+                       "rating = excluded.rating, comment = excluded.comment, day = excluded.day, "
+                       "updated_at = excluded.updated_at",
+                       "iiiitti", turn_id, id, kb_id, (int64_t)rating, comment, day, now);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_feedback_clear(cq_store *s, int64_t id, int turn, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    int64_t turn_id = 0, kb_id = 0, changed = 0;
+    cq_status rc = find_turn(db, id, turn, &turn_id, &kb_id, err);
+    if (!rc) rc = cq_db_run(db, "clear rating", &changed, err, "DELETE FROM turn_feedback WHERE turn_id = ?1", "i",
+                            turn_id);
+    if (!rc && !changed)
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "turn %d of conversation %lld is not rated", turn, (long long)id);
+    return rc;
+}
+
+/* The turn's position in its conversation, as a column. */
+#define TURN_NO                                                                                                    \
+    "(SELECT count(*) FROM conversation_turns p WHERE p.conversation_id = f.conversation_id AND p.id <= f.turn_id)"
+
+static cq_status feedback_from(cq_db_stmt *st, bool rated, cq_feedback **out, size_t *n, cq_err *err) {
+    cq_feedback *list = NULL;
+    size_t count = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "feedback", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cq_feedback *f = &list[count++];
+        memset(f, 0, sizeof *f);
+        f->conversation_id = cq_db_col_int(st, 0);
+        f->turn = (int)cq_db_col_int(st, 1);
+        f->rating = (int)cq_db_col_int(st, 2);
+        f->comment = cq_db_col_strdup(st, 3);
+        f->created_at = cq_db_col_int(st, 4);
+        f->updated_at = cq_db_col_int(st, 5);
+        bool ok = f->comment != NULL;
+        if (rated) {
+            f->question = cq_db_col_strdup(st, 6);
+            f->reply = cq_db_col_strdup(st, 7);
+            cq_db_col_copy(st, 8, f->kb, sizeof f->kb);
+            ok = ok && f->question && f->reply;
+        }
+        if (!ok) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    if (!rc && step < 0) rc = err->code;
+    cq_db_finalize(st);
+    if (rc) {
+        cq_feedback_free_array(list, count);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CQ_OK;
+}
+
+cq_status cq_store_feedback_of(cq_store *s, int64_t id, cq_feedback **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT f.conversation_id, " TURN_NO ", f.rating, f.comment, f.created_at, f.updated_at "
+                      "FROM turn_feedback f WHERE f.conversation_id = ?1 ORDER BY f.turn_id",
+                      &st, err))
+        return cq_err_prefix(err, "feedback: ");
+    cq_db_bind_int(st, 1, id);
+    return feedback_from(st, false, out, n, err);
+}
+
+cq_status cq_store_feedback_rated(cq_store *s, int64_t kb_id, cq_feedback **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT f.conversation_id, " TURN_NO ", f.rating, f.comment, f.created_at, f.updated_at, "
+                      "t.question, t.reply, k.name FROM turn_feedback f JOIN conversation_turns t ON t.id = f.turn_id "
+                      "JOIN kbs k ON k.id = f.kb_id WHERE (?1 = 0 OR f.kb_id = ?1) ORDER BY f.updated_at, f.turn_id",
+                      &st, err))
+        return cq_err_prefix(err, "rated answers: ");
+    cq_db_bind_int(st, 1, kb_id);
+    return feedback_from(st, true, out, n, err);
+}
+
+/* ---- the quality log ---- */
+
+static int cmp_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq_quality_answer *a, cq_err *err) {
+    int64_t *docs = NULL;
+    if (a->n_cited) {
+        docs = malloc(a->n_cited * sizeof *docs);
+        if (!docs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        memcpy(docs, a->cited_docs, a->n_cited * sizeof *docs);
+        qsort(docs, a->n_cited, sizeof *docs, cmp_id);
+    }
+    char day[11];
+    cq_quality_day_of(at, day);
+    bool low = !a->abstained && a->confidence < CQ_QUALITY_LOW_CONFIDENCE;
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    int64_t id = 0;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    cq_db_stmt *st = NULL;
+    if (!rc && cq_db_prepare(db,
+                             "INSERT INTO answer_log(kb_id, day, created_at, abstained, fallback, low_confidence, "
+                             "confidence) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                             &st, err))
+        rc = cq_err_prefix(err, "log answer: ");
+    if (!rc) {
+        cq_db_bind_int(st, 1, kb_id);
+        cq_db_bind_text(st, 2, day);
+        cq_db_bind_int(st, 3, at);
+        cq_db_bind_int(st, 4, a->abstained);
+        cq_db_bind_int(st, 5, !a->abstained && a->fallback);
+        cq_db_bind_int(st, 6, low);
+        cq_db_bind_double(st, 7, a->abstained ? 0.0 : a->confidence);
+        int step = cq_db_step(st, "log answer", err);
+        if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
+        else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "log answer: no id");
+    }
+    cq_db_finalize(st);
+    for (size_t i = 0; !rc && i < a->n_cited; i++) {
+        if (i && docs[i] == docs[i - 1]) continue;
+        rc = cq_db_run(db, "log answer", NULL, err, "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2)",
+                       "ii", id, docs[i]);
+    }
+    free(docs);
+    return cq_db_end(db, own, rc, err);
+}
+
+/* The row of (kb, day) in *list, added when absent; NULL when out of memory. */
+static cq_quality_day *day_row(cq_quality_day **list, size_t *n, size_t *cap, const char *kb, const char *day) {
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*list)[i].kb, kb) && !strcmp((*list)[i].day, day)) return &(*list)[i];
+    if (!cq_grow((void **)list, cap, *n + 1, sizeof **list)) return NULL;
+    cq_quality_day *d = &(*list)[(*n)++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->kb, sizeof d->kb, "%s", kb);
+    snprintf(d->day, sizeof d->day, "%s", day);
+    return d;
+}
+
+static int cmp_day(const void *a, const void *b) {
+    const cq_quality_day *x = a, *y = b;
+    int c = strcmp(x->kb, y->kb);
+    return c ? c : strcmp(x->day, y->day);
+}
+
+cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, cq_quality_day **out, size_t *n,
+                                cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    static const char *const sql[2] = {
+        /* the answers of each day, and those whose cited documents are not all there any more */
+        "SELECT k.name, a.day, count(*), sum(a.abstained), sum(a.fallback), sum(a.low_confidence), "
+        "sum(CASE WHEN EXISTS (SELECT 1 FROM answer_log_docs d WHERE d.answer_id = a.id AND NOT EXISTS "
+        "(SELECT 1 FROM documents x WHERE x.id = d.doc_id)) THEN 1 ELSE 0 END) "
+        "FROM answer_log a JOIN kbs k ON k.id = a.kb_id WHERE a.day >= ?1 AND (?2 = 0 OR a.kb_id = ?2) "
+        "GROUP BY k.name, a.day",
+        /* the ratings given (last changed) each day */
+        "SELECT k.name, f.day, sum(CASE WHEN f.rating > 0 THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN f.rating < 0 THEN 1 ELSE 0 END) FROM turn_feedback f JOIN kbs k ON k.id = f.kb_id "
+        "WHERE f.day >= ?1 AND (?2 = 0 OR f.kb_id = ?2) GROUP BY k.name, f.day",
+    };
+    cq_quality_day *list = NULL;
+    size_t count = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    for (int q = 0; q < 2 && !rc; q++) {
+        cq_db_stmt *st;
+        if (cq_db_prepare(cq_store_conn(s), sql[q], &st, err)) {
+            rc = cq_err_prefix(err, "quality: ");
+            break;
+        }
+        cq_db_bind_text(st, 1, since);
+        cq_db_bind_int(st, 2, kb_id);
+        int step;
+        while ((step = cq_db_step(st, "quality", err)) == CQ_DB_ROW) {
+            char kb[128], day[16];
+            cq_db_col_copy(st, 0, kb, sizeof kb);
+            cq_db_col_copy(st, 1, day, sizeof day);
+            cq_quality_day *d = day_row(&list, &count, &cap, kb, day);
+            if (!d) {
+                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (q == 0) {
+                d->answers = cq_db_col_int(st, 2);
+                d->abstentions = cq_db_col_int(st, 3);
+                d->fallbacks = cq_db_col_int(st, 4);
+                d->low_confidence = cq_db_col_int(st, 5);
+                d->cited_deleted = cq_db_col_int(st, 6);
+            } else {
+                d->thumbs_up = cq_db_col_int(st, 2);
+                d->thumbs_down = cq_db_col_int(st, 3);
+            }
+        }
+        if (!rc && step < 0) rc = err->code;
+        cq_db_finalize(st);
+    }
+    if (rc) {
+        free(list);
+        return rc;
+    }
+    if (count) qsort(list, count, sizeof *list, cmp_day);
+    *out = list;
+    *n = count;
+    return CQ_OK;
+}
+
+cq_status cq_store_quality_prune(cq_store *s, const char *before, cq_err *err) {
+    /* the cited documents go with their rows (ON DELETE CASCADE) */
+    return cq_db_run(cq_store_conn(s), "prune quality log", NULL, err, "DELETE FROM answer_log WHERE day < ?1", "t",
+                     before);
+}

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/json.h"
+#include "web/messages.h"
 
 /* Headers every response carries: no sniffing, and a policy that keeps the page from loading anything that is not
  * ours (the page makes no external requests; this makes sure of it). */
@@ -121,10 +122,23 @@ void cq_web_send_json(cq_web_req *r, int status, cJSON *body) {
     free(s);
 }
 
+/* The message's code and values (web/messages.h), for a page to show it in its language. */
+static void add_message_code(cJSON *e, const char *message) {
+    cJSON *args = cJSON_CreateArray();
+    const char *mc = cq_web_message_code(message, args);
+    if (!mc) {
+        cJSON_Delete(args);
+        return;
+    }
+    cJSON_AddStringToObject(e, "message_code", mc);
+    cJSON_AddItemToObject(e, "message_args", args);
+}
+
 static cJSON *error_body(const char *code, const char *message) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", message);
+    add_message_code(e, message);
     return o;
 }
 

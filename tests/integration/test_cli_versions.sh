@@ -43,6 +43,15 @@ check "date in the question" test "$(echo "$out" | json 'd["results"][0]["doc"]'
 out=$("$bin" ask --data "$data" --kb v --json --as-of 2020-01-01 "示例法第二条规定了什么？")
 check "ask --as-of: the answer says which version" test "$(echo "$out" | json 'd["answer"].startswith("依据2018年修正版（2018-10-26起施行）")')" = True
 check "ask --as-of: as_of and notice" test "$(echo "$out" | json '(d["as_of"], "2023年修订版" in d["version_notice"])')" = "('2020-01-01', True)"
+# text mode says what --json's version_notice says, a generated (streamed) answer too (where the decoder is
+# installed) and an extractive one
+q="一人有限责任公司的股东作出决定时应当采用什么形式？"
+for answers in auto extractive; do
+  notice=$("$bin" ask --data "$data" --kb v --json --answers $answers --as-of 2020-01-01 "$q" 2> /dev/null | json 'd["version_notice"]')
+  out=$("$bin" ask --data "$data" --kb v --answers $answers --as-of 2020-01-01 "$q" 2> /dev/null)
+  check "ask --as-of, text ($answers answers): the version notice" bash -c \
+    "test -n '$notice' && grep -qF '$notice' <<< '$out'"
+done
 check "bad --as-of" bash -c "'$bin' ask --data '$data' --kb v --as-of 2020-02-30 x 2>/dev/null; test \$? = 2"
 
 # --- compare ---

@@ -351,6 +351,7 @@ cJSON *cq_json_comparison(const cq_comparison *c, const cq_doc_info *da, const c
     cJSON_AddNumberToObject(s, "added", (double)c->al.n_added);
     cJSON_AddNumberToObject(s, "removed", (double)c->al.n_removed);
     cJSON_AddNumberToObject(s, "renumbered", (double)c->al.n_renumbered);
+    cJSON_AddNumberToObject(s, "renumbered_changed", (double)c->al.n_renumbered_changed);
     cJSON *pairs = cJSON_AddArrayToObject(o, "pairs");
     for (size_t k = 0; k < c->al.n_pairs; k++)
         if (pair_wanted(c, &c->al.pairs[k], f)) cJSON_AddItemToArray(pairs, json_pair(c, &c->al.pairs[k]));

@@ -53,7 +53,7 @@ if command -v systemd-analyze > /dev/null; then
 else
   echo "  systemd-analyze not found: unit not verified"
 fi
-for key in User=clauseqa NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths=/var/lib/clauseqa PrivateTmp=yes \
+for key in User=clauseqa Environment=MALLOC_ARENA_MAX=2 NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths=/var/lib/clauseqa PrivateTmp=yes \
            ExecReload=; do
   check "unit has $key" grep -q "^$key" "$deploy/clauseqa.service"
 done

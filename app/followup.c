@@ -424,6 +424,15 @@ cq_followup_reason cq_followup_classify(const cq_query *q, const cq_followup_con
     return a.reason;
 }
 
+bool cq_followup_may_depend(const cq_query *q) {
+    if (!q || !q->text) return false;
+    if (q->type != CQ_QUERY_TOPIC) return true;
+    /* a context that every document noun, 《》 title and pronoun of the question can point at */
+    cq_followup_context any = {q->text, "第一条", q->n_titles ? q->titles[0].doc_id : 0, NULL, NULL};
+    cq_followup_reason r = cq_followup_classify(q, &any);
+    return r != CQ_FOLLOWUP_STANDS && r != CQ_FOLLOWUP_OTHER_DOCUMENT;
+}
+
 const char *cq_followup_reason_name(cq_followup_reason r) {
     switch (r) {
     case CQ_FOLLOWUP_STANDS: return "stands";

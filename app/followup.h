@@ -25,6 +25,7 @@
 #ifndef CQ_APP_FOLLOWUP_H
 #define CQ_APP_FOLLOWUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "index/query.h"
@@ -51,6 +52,10 @@ typedef enum {
 /* Why q depends on ctx (a rewrite follows), or why it stands (CQ_FOLLOWUP_STANDS, CQ_FOLLOWUP_OTHER_DOCUMENT). */
 cq_followup_reason cq_followup_classify(const cq_query *q, const cq_followup_context *ctx);
 const char *cq_followup_reason_name(cq_followup_reason r);
+
+/* Whether q may depend on a turn before, whatever that turn was about: a clause reference, or a pronoun or a
+ * document noun that could point back. False lets a question about a topic skip rebuilding the context. */
+bool cq_followup_may_depend(const cq_query *q);
 
 /* The question q completed from ctx (malloc'd), or NULL when it stays as it is (see above). */
 char *cq_followup_resolve(const cq_query *q, const cq_followup_context *ctx);

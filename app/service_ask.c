@@ -55,7 +55,7 @@ static cq_followup_context followup_context(cq_store *st, int64_t kb_id, const c
  * built turn by turn: an assistant turn's first citation, else what the user turn itself referred to (its clause
  * reference, resolved the same way, else its best retrieved clause). */
 static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *history) {
-    if (!history || cJSON_GetArraySize(history) == 0) return NULL;
+    if (!history || cJSON_GetArraySize(history) == 0 || !cq_followup_may_depend(q)) return NULL;
     char doc[256] = "", clause[128] = "";
     int n = cJSON_GetArraySize(history);
     for (int i = n > HISTORY_TURNS_MAX ? n - HISTORY_TURNS_MAX : 0; i < n; i++) {

@@ -209,6 +209,29 @@ static void test_english_chat(void **state) {
     expect(&CONTRACT, "What does Section 7.2 of the Privacy Policy say?", 0, NULL);
 }
 
+/* Which questions are worth rebuilding the context for (whatever it was). */
+static void may_depend(const char *question, bool expected) {
+    cq_query q;
+    cq_err err = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, question, &q, &err), CQ_OK);
+    if (cq_followup_may_depend(&q) != expected) fail_msg("'%s': may depend should be %d", question, expected);
+    cq_query_free(&q);
+}
+
+static void test_may_depend(void **state) {
+    (void)state;
+    may_depend("那第二款呢？", true);
+    may_depend("What does Section 5.2 say?", true); /* a reference: the context decides */
+    may_depend("这一条的罚则是什么？", true);
+    may_depend("Does it apply to subcontractors?", true);
+    may_depend("What does the agreement say about fees?", true);
+    may_depend("该法对加班有何规定", true);
+    may_depend("加班费怎么算？", false);
+    may_depend("How are fees invoiced?", false);
+    may_depend("Is it legal to terminate early?", false);
+    may_depend("其它情形怎么处理？", false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classify),
@@ -217,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_no_context_or_nothing_to_complete),
         cmocka_unit_test(test_chinese_chat),
         cmocka_unit_test(test_english_chat),
+        cmocka_unit_test(test_may_depend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,8 +50,12 @@ static void head_send(cq_web_req *r) {
         return;
     }
     mg_disable_connection_keep_alive(r->conn);
-    mg_printf(r->conn, "HTTP/1.1 %d %s\r\n%sConnection: close\r\n\r\n", r->status, own_reason(r->status),
-              r->raw_head_buf);
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm)); /* as CivetWeb's heads have */
+    mg_printf(r->conn, "HTTP/1.1 %d %s\r\n%sDate: %s\r\nConnection: close\r\n\r\n", r->status,
+              own_reason(r->status), r->raw_head_buf, date);
 }
 
 static void start_response(cq_web_req *r, int status, const char *mime, long long length, const char *cache) {

@@ -208,7 +208,7 @@ def test_bad_inputs(s):
           r.reason == 'Unprocessable Content', r.reason)
     check('422 keeps its headers and JSON body', r.header('X-Content-Type-Options') == 'nosniff'
           and (r.header('Content-Type') or '').startswith('application/json') and r.error_code() == 'empty'
-          and r.header('Content-Length') == str(len(r.body)), r.headers)
+          and r.header('Content-Length') == str(len(r.body)) and r.header('Date'), r.headers)
     truncated = open(DEMO_PDF, 'rb').read()[:20000]
     r = s.upload('laws', None, filename='truncated.pdf', content=truncated)
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}

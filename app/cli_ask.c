@@ -122,9 +122,11 @@ int cq_cmd_ask(int argc, char **argv) {
                     if (printed.printed) printf("\n");
                     if (a.notice) printf("(%s)\n", a.notice);
                     printf("%s\n", a.answer);
-                    if (a.version_notice && !a.compare && !strstr(a.answer, a.version_notice))
-                        printf("(%s)\n", a.version_notice);
                 }
+                /* the version it rests on (--as-of, or a version not in force), as --json's version_notice: after a
+                 * streamed answer too, which showed only the words after it */
+                if (a.version_notice && !a.compare && (on_screen || !strstr(a.answer, a.version_notice)))
+                    printf("(%s)\n", a.version_notice);
                 if (a.context) /* the sentence around a short span */
                     printf(cq_utf8_has_cjk(a.context) ? "（原文：%s）\n" : "(in context: %s)\n", a.context);
                 print_citations(&a);

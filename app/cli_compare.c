@@ -144,8 +144,10 @@ int cq_cmd_compare(int argc, char **argv) {
             print_side("a:", &da, &va);
             print_side("b:", &db, &vb);
             const cq_alignment *al = &cmp.al;
-            printf("%zu → %zu clauses: %zu same (%zu renumbered), %zu changed, %zu added, %zu removed\n\n", cmp.n_a,
-                   cmp.n_b, al->n_same, al->n_renumbered, al->n_changed, al->n_added, al->n_removed);
+            printf("%zu → %zu clauses: %zu same (%zu renumbered), %zu changed (%zu renumbered), %zu added, %zu "
+                   "removed\n\n",
+                   cmp.n_a, cmp.n_b, al->n_same, al->n_renumbered, al->n_changed, al->n_renumbered_changed,
+                   al->n_added, al->n_removed);
             bool color = isatty(STDOUT_FILENO);
             size_t shown = 0;
             for (size_t k = 0; k < al->n_pairs; k++) {

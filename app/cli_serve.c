@@ -61,7 +61,8 @@ static void usage(FILE *f) {
             "  --no-open-mode    require API keys even on a loopback address while none exist\n"
             "  --port-file PATH  write the port listened on to PATH once the server is up\n"
             "  --access-log F    one line a request (time, client, method, path, status, bytes, duration, key)\n"
-            "                    appended to file F, or to stdout for '-'\n"
+            "                    appended to file F, or to stdout for '-', or none for 'off'. Default: none; under\n"
+            "                    systemd with LogsDirectory= (deploy/clauseqa.service), $LOGS_DIRECTORY/access.log\n"
             "  --access-log-format text (default) or json (JSON lines)\n"
             "  --ocr MODE        OCR of scanned PDF pages for uploads that do not say: auto (default), off, force\n"
             "  --cors-origin URL let pages of this origin (https://portal.example.com) call the API; repeatable, or\n"
@@ -97,6 +98,16 @@ static void second_interrupt(int sig) {
 }
 
 static bool is_loopback(const char *host) { return !strncmp(host, "127.", 4); }
+
+/* The access log: the one configured ("off": none); else, under systemd with LogsDirectory= (deploy/clauseqa.service
+ * sets $LOGS_DIRECTORY), access.log in that folder, so that a service writes one by default; else none. */
+static const char *access_log_path(const char *configured, char *buf, size_t cap) {
+    if (configured) return strcmp(configured, "off") ? configured : NULL;
+    const char *dir = getenv("LOGS_DIRECTORY");
+    if (!dir || !dir[0] || strchr(dir, ':')) return NULL; /* several folders: none is the obvious one */
+    int n = snprintf(buf, cap, "%s/access.log", dir);
+    return n > 0 && (size_t)n < cap ? buf : NULL;
+}
 
 int cq_cmd_serve(int argc, char **argv) {
     static const struct option opts[] = {{"port", required_argument, 0, 'p'},
@@ -253,6 +264,8 @@ int cq_cmd_serve(int argc, char **argv) {
         cq_decoder_close(dec);
         return 1;
     }
+    char default_log[4096];
+    access_log = access_log_path(access_log, default_log, sizeof default_log);
     cq_web_service ws;
     cq_service_web(svc, &ws);
     cq_web_config wc = {

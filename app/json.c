@@ -4,11 +4,28 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/plain_reason.h"
+#include "web/messages.h"
 #include "reader/reader.h"
 
 #define PAGE_WARNINGS_MAX 20 /* page quality warnings listed per document */
 
 static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+/* A failure's reason as a client sees it: the plain one (core/plain_reason.h: a row stored before, or a PostgreSQL
+ * job's), with its code and values for the page's language (web/messages.h). */
+static void add_reason(cJSON *o, const char *why) {
+    char plain[256];
+    if (why && cq_plain_reason(why, plain, sizeof plain)) why = plain;
+    cJSON_AddItemToObject(o, "error", str_or_null(why));
+    cJSON *args = cJSON_CreateArray();
+    const char *code = why ? cq_web_message_code(why, args) : NULL;
+    if (code) {
+        cJSON_AddStringToObject(o, "error_message_code", code);
+        cJSON_AddItemToObject(o, "error_message_args", args);
+    } else
+        cJSON_Delete(args);
+}
 
 static cJSON *page_or_null(int page) { return page > 0 ? cJSON_CreateNumber(page) : cJSON_CreateNull(); }
 
@@ -100,7 +117,7 @@ cJSON *cq_json_doc(const cq_doc_info *d, const char *kb) {
     cJSON_AddNumberToObject(o, "pages", d->n_pages);
     cJSON_AddNumberToObject(o, "clauses", d->n_clauses);
     cJSON_AddStringToObject(o, "status", d->status ? d->status : "");
-    cJSON_AddItemToObject(o, "error", str_or_null(d->error));
+    add_reason(o, d->error);
     cJSON_AddNumberToObject(o, "quality", d->quality);
     cJSON_AddStringToObject(o, "quality_reason", d->quality_reason ? d->quality_reason : "");
     cJSON_AddNumberToObject(o, "created_at", (double)d->created_at);
@@ -153,7 +170,7 @@ cJSON *cq_json_job(const cq_job_info *j, cJSON *doc) {
     bool ended = cq_job_state_ended(j->state);
     double progress = ended ? 1 : j->total > 0 ? (double)j->done / j->total : 0;
     cJSON_AddNumberToObject(o, "progress", progress);
-    cJSON_AddItemToObject(o, "error", str_or_null(j->error));
+    add_reason(o, j->error);
     cJSON_AddItemToObject(o, "error_code", str_or_null(j->error_code[0] ? j->error_code : NULL));
     cJSON_AddNumberToObject(o, "attempts", j->attempts);
     cJSON_AddItemToObject(o, "document_id", j->doc_id ? cJSON_CreateNumber((double)j->doc_id) : cJSON_CreateNull());
@@ -334,6 +351,7 @@ cJSON *cq_json_comparison(const cq_comparison *c, const cq_doc_info *da, const c
     cJSON_AddNumberToObject(s, "added", (double)c->al.n_added);
     cJSON_AddNumberToObject(s, "removed", (double)c->al.n_removed);
     cJSON_AddNumberToObject(s, "renumbered", (double)c->al.n_renumbered);
+    cJSON_AddNumberToObject(s, "renumbered_changed", (double)c->al.n_renumbered_changed);
     cJSON *pairs = cJSON_AddArrayToObject(o, "pairs");
     for (size_t k = 0; k < c->al.n_pairs; k++)
         if (pair_wanted(c, &c->al.pairs[k], f)) cJSON_AddItemToArray(pairs, json_pair(c, &c->al.pairs[k]));

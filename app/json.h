@@ -62,7 +62,8 @@ typedef struct {
 } cq_compare_filter;
 
 /* A comparison (index/compare.h) of document da (the older) with db: {"a": side, "b": side, "summary": {"same",
- * "changed", "added", "removed", "renumbered", "clauses_a", "clauses_b"}, "pairs": [{"kind", "similarity",
+ * "changed", "added", "removed", "renumbered" (of the same: only the number changed), "renumbered_changed" (of the
+ * changed: the number changed too), "clauses_a", "clauses_b"}, "pairs": [{"kind", "similarity",
  * "renumbered", "moved", "a": [clause], "b": [clause], "diff"?: [{"op": "equal"|"removed"|"added", "text"}]}]};
  * a side is {"document_id", "doc", "title", "version"}, a clause {"clause_id", "clause", "key", "path", "text"}. */
 cJSON *cq_json_comparison(const cq_comparison *c, const cq_doc_info *da, const cq_doc_info *db,

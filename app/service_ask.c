@@ -22,11 +22,40 @@
 /* Milliseconds between two times in seconds, to the microsecond (JSON stays readable). */
 static double ms_between(double t0, double t1) { return (double)(long long)((t1 - t0) * 1e6 + 0.5) / 1e3; }
 
+/* The document a follow-up's context names, looked up in its KB: its id, and whether it has a clause (the
+ * question's reference), which decides whether a bare reference can be about it (app/followup.h). */
+typedef struct {
+    cq_store *st;
+    int64_t kb_id, doc_id;
+} followup_doc;
+
+static int followup_doc_has_clause(void *arg, const cq_clause_ref *ref) {
+    followup_doc *d = arg;
+    if (!d->doc_id || !ref->key[0]) return -1;
+    cq_title_match t = {.doc_id = d->doc_id, .score = 1};
+    int64_t id;
+    size_t n = 0;
+    cq_err err = {0};
+    if (cq_router_resolve(d->st, d->kb_id, &t, 1, ref, &id, 1, &n, &err)) return -1;
+    return n > 0;
+}
+
+/* The context (doc, clause) for follow-up resolution, with the document's id looked up (0 when it is gone). */
+static cq_followup_context followup_context(cq_store *st, int64_t kb_id, const char *doc, const char *clause,
+                                            followup_doc *d) {
+    *d = (followup_doc){st, kb_id, 0};
+    cq_doc_info info = {0};
+    cq_err err = {0};
+    if (doc[0] && cq_store_doc_by_name(st, kb_id, doc, &info, &err) == CQ_OK) d->doc_id = info.id;
+    cq_doc_info_free(&info);
+    return (cq_followup_context){doc, clause[0] ? clause : NULL, d->doc_id, followup_doc_has_clause, d};
+}
+
 /* The question completed against the history (app/followup.h), or NULL when it stands as it is. The context is
  * built turn by turn: an assistant turn's first citation, else what the user turn itself referred to (its clause
  * reference, resolved the same way, else its best retrieved clause). */
 static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *history) {
-    if (!history || cJSON_GetArraySize(history) == 0 || q->type == CQ_QUERY_TOPIC) return NULL;
+    if (!history || cJSON_GetArraySize(history) == 0 || !cq_followup_may_depend(q)) return NULL;
     char doc[256] = "", clause[128] = "";
     int n = cJSON_GetArraySize(history);
     for (int i = n > HISTORY_TURNS_MAX ? n - HISTORY_TURNS_MAX : 0; i < n; i++) {
@@ -45,7 +74,8 @@ static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *hist
             cq_err err = {0};
             cq_query turn_q;
             if (cq_query_parse(st, q->kb_id, content->valuestring, &turn_q, &err)) continue;
-            cq_followup_context ctx = {doc, clause[0] ? clause : NULL};
+            followup_doc fd;
+            cq_followup_context ctx = followup_context(st, q->kb_id, doc, clause, &fd);
             char *resolved = doc[0] ? cq_followup_resolve(&turn_q, &ctx) : NULL;
             if (resolved) {
                 cq_query_free(&turn_q);
@@ -69,7 +99,8 @@ static char *resolve_followup(cq_store *st, const cq_query *q, const cJSON *hist
         }
     }
     if (!doc[0]) return NULL;
-    cq_followup_context ctx = {doc, clause[0] ? clause : NULL};
+    followup_doc fd;
+    cq_followup_context ctx = followup_context(st, q->kb_id, doc, clause, &fd);
     return cq_followup_resolve(q, &ctx);
 }
 

@@ -637,7 +637,9 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
         case CQ_PAIR_ADDED: out->n_added++; break;
         case CQ_PAIR_REMOVED: out->n_removed++; break;
         }
-        out->n_renumbered += p->renumbered;
+        /* a renumbered clause that also changed is a changed one (n_renumbered counts only the unchanged) */
+        out->n_renumbered += p->renumbered && p->kind == CQ_PAIR_SAME;
+        out->n_renumbered_changed += p->renumbered && p->kind == CQ_PAIR_CHANGED;
         if (p->kind != CQ_PAIR_CHANGED) continue;
         char *ta = joined_body(a, p->a, p->n_a), *tb = joined_body(b, p->b, p->n_b);
         rc = ta && tb ? cq_diff_texts(ta, tb, &p->diff, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

@@ -84,7 +84,9 @@ typedef struct {
 typedef struct {
     cq_cmp_pair *pairs; /* in the order of side b, the removed clauses where they stood */
     size_t n_pairs;
-    size_t n_same, n_changed, n_added, n_removed, n_renumbered;
+    size_t n_same, n_changed, n_added, n_removed; /* pairs of each kind */
+    size_t n_renumbered;         /* same pairs whose number changed: renumbered, nothing else (within n_same) */
+    size_t n_renumbered_changed; /* changed pairs whose number changed too: counted as changed (within n_changed) */
 } cq_alignment;
 
 /* "same", "changed", "added", "removed". */

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
+#include "core/plain_reason.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "index/bm25.h"
@@ -984,8 +986,17 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
     return CQ_OK;
 }
 
+/* The reason stored for a failure: the plain one (core/plain_reason.h), the reader's full text logged. */
+static const char *stored_reason(const char *what, int64_t id, const char *error, char *plain, size_t cap) {
+    if (!cq_plain_reason(error, plain, cap)) return error;
+    CQ_WARN("%s %lld failed: %s", what, (long long)id, error);
+    return plain;
+}
+
 cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
                               int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
+    char plain[256];
+    error = stored_reason("document", doc_id, error, plain, sizeof plain);
     if (s->pg) {
         cq_status rc = s->pending.doc_id == doc_id ? pending_flush(s, err) : CQ_OK;
         return rc ? rc

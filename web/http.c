@@ -11,36 +11,81 @@
 
 #include "core/clock.h"
 #include "core/json.h"
+#include "web/messages.h"
 
 /* Headers every response carries: no sniffing, and a policy that keeps the page from loading anything that is not
  * ours (the page makes no external requests; this makes sure of it). */
+#define CQ_WEB_CSP                                                                                                   \
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; "    \
+    "frame-ancestors 'none'"
+
 static void common_headers(struct mg_connection *c) {
     mg_response_header_add(c, "X-Content-Type-Options", "nosniff", -1);
-    mg_response_header_add(c, "Content-Security-Policy",
-                           "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
-                           "connect-src 'self'; frame-ancestors 'none'",
-                           -1);
+    mg_response_header_add(c, "Content-Security-Policy", CQ_WEB_CSP, -1);
+}
+
+/* Reason phrases CivetWeb's table has wrong ("422 Unproccessable entity"): such a response's head is written here
+ * (RFC 9110's phrase; the connection then closes, as CivetWeb no longer knows the response's length). */
+static const char *own_reason(int status) { return status == 422 ? "Unprocessable Content" : NULL; }
+
+const char *cq_web_status_text(struct mg_connection *conn, int status) {
+    const char *own = own_reason(status);
+    return own ? own : mg_get_response_code_text(conn, status);
+}
+
+/* A response head: CivetWeb's, or one written here (r->raw_head) for a status whose phrase is our own. */
+static void head_add(cq_web_req *r, const char *name, const char *value) {
+    if (!r->raw_head) {
+        mg_response_header_add(r->conn, name, value, -1);
+        return;
+    }
+    size_t used = strlen(r->raw_head_buf), room = sizeof r->raw_head_buf - used;
+    int n = snprintf(r->raw_head_buf + used, room, "%s: %s\r\n", name, value);
+    if (n < 0 || (size_t)n >= room) r->raw_head_buf[used] = 0; /* a header that does not fit is left out */
+}
+
+static void head_send(cq_web_req *r) {
+    if (!r->raw_head) {
+        mg_response_header_send(r->conn);
+        return;
+    }
+    mg_disable_connection_keep_alive(r->conn);
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm)); /* as CivetWeb's heads have */
+    mg_printf(r->conn, "HTTP/1.1 %d %s\r\n%sDate: %s\r\nConnection: close\r\n\r\n", r->status,
+              own_reason(r->status), r->raw_head_buf, date);
 }
 
 static void start_response(cq_web_req *r, int status, const char *mime, long long length, const char *cache) {
     r->status = status;
+    r->raw_head = own_reason(status) != NULL;
+    r->raw_head_buf[0] = 0;
     /* An unread body would have to be read (or waited for) before the next request: close instead. */
     if (r->body_pending) mg_disable_connection_keep_alive(r->conn);
-    mg_response_header_start(r->conn, status);
-    mg_response_header_add(r->conn, "Content-Type", mime, -1);
+    if (!r->raw_head) mg_response_header_start(r->conn, status);
+    head_add(r, "Content-Type", mime);
     if (length >= 0) {
         char n[32];
         snprintf(n, sizeof n, "%lld", length);
-        mg_response_header_add(r->conn, "Content-Length", n, -1);
+        head_add(r, "Content-Length", n);
     }
-    mg_response_header_add(r->conn, "Cache-Control", cache ? cache : "no-store", -1);
-    common_headers(r->conn);
-    if (r->cors_origin) cq_web_cors_headers(r);
-    if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
+    head_add(r, "Cache-Control", cache ? cache : "no-store");
+    head_add(r, "X-Content-Type-Options", "nosniff");
+    head_add(r, "Content-Security-Policy", CQ_WEB_CSP);
+    if (r->cors_origin) {
+        if (r->raw_head) {
+            head_add(r, "Access-Control-Allow-Origin", r->cors_origin);
+            head_add(r, "Vary", "Origin");
+        } else
+            cq_web_cors_headers(r);
+    }
+    if (status == 401) head_add(r, "WWW-Authenticate", "Bearer realm=\"clauseqa\"");
     if (status == 503 && r->retry_after_s > 0) {
-        char s[16];
-        snprintf(s, sizeof s, "%d", r->retry_after_s);
-        mg_response_header_add(r->conn, "Retry-After", s, -1);
+        char sec[16];
+        snprintf(sec, sizeof sec, "%d", r->retry_after_s);
+        head_add(r, "Retry-After", sec);
     }
 }
 
@@ -54,7 +99,7 @@ static double write_deadline(const cq_web_req *r, long long len) {
 void cq_web_send_bytes(cq_web_req *r, int status, const char *mime, const void *data, size_t len,
                        const char *cache_control) {
     start_response(r, status, mime, (long long)len, cache_control);
-    mg_response_header_send(r->conn);
+    head_send(r);
     if (!strcmp(r->method, "HEAD") || !len) return;
     bool watched = len >= WATCHED_ANSWER_BYTES;
     if (watched) cq_web_watch_begin(r, true, write_deadline(r, (long long)len));
@@ -81,10 +126,23 @@ void cq_web_send_json(cq_web_req *r, int status, cJSON *body) {
     free(s);
 }
 
+/* The message's code and values (web/messages.h), for a page to show it in its language. */
+static void add_message_code(cJSON *e, const char *message) {
+    cJSON *args = cJSON_CreateArray();
+    const char *mc = cq_web_message_code(message, args);
+    if (!mc) {
+        cJSON_Delete(args);
+        return;
+    }
+    cJSON_AddStringToObject(e, "message_code", mc);
+    cJSON_AddItemToObject(e, "message_args", args);
+}
+
 static cJSON *error_body(const char *code, const char *message) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", message);
+    add_message_code(e, message);
     return o;
 }
 
@@ -116,7 +174,7 @@ void cq_web_send_conn_error(struct mg_connection *conn, int status, const char *
     mg_printf(conn,
               "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n"
               "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
-              status, mg_get_response_code_text(conn, status), len);
+              status, cq_web_status_text(conn, status), len);
     const struct mg_request_info *ri = mg_get_request_info(conn);
     if (!ri || !ri->request_method || strcmp(ri->request_method, "HEAD")) mg_write(conn, text, len);
     free(s);

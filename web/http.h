@@ -115,9 +115,14 @@ typedef struct {
     bool sse;             /* an event stream was started */
     bool sse_broken;      /* writing to it failed: the client is gone */
     size_t bytes_sent;    /* response body bytes written (the access log) */
+    bool raw_head;        /* the response head is written by web/http.c, not CivetWeb (cq_web_status_text) */
+    char raw_head_buf[2048];
 } cq_web_req;
 
 /* ---- responses ---- */
+/* The reason phrase of an HTTP status: CivetWeb's, except where its table is wrong (422: "Unprocessable Content",
+ * RFC 9110, not CivetWeb's "Unproccessable entity"). */
+const char *cq_web_status_text(struct mg_connection *conn, int status);
 void cq_web_send_json(cq_web_req *r, int status, cJSON *body); /* frees body */
 void cq_web_send_error(cq_web_req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -39,8 +39,8 @@ class Checks:
 
 
 class Response:
-    def __init__(self, status, headers, body):
-        self.status, self.headers, self.body = status, headers, body
+    def __init__(self, status, headers, body, reason=''):
+        self.status, self.headers, self.body, self.reason = status, headers, body, reason
 
     def json(self):
         try:
@@ -155,7 +155,7 @@ class Server:
         try:
             conn.request(method, path, body=body, headers=h)
             r = conn.getresponse()
-            return Response(r.status, r.getheaders(), r.read())
+            return Response(r.status, r.getheaders(), r.read(), r.reason)
         finally:
             conn.close()
 
@@ -215,8 +215,8 @@ class Server:
 class RawResponse:
     """A response read off a socket: status, headers (lower-case names), body bytes."""
 
-    def __init__(self, status, headers, body):
-        self.status, self.headers, self.body = status, headers, body
+    def __init__(self, status, headers, body, reason=''):
+        self.status, self.headers, self.body, self.reason = status, headers, body, reason
 
     def strict_json(self):
         """The body as JSON, or None when it is not valid UTF-8 JSON."""

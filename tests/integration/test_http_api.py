@@ -204,6 +204,11 @@ def test_bad_inputs(s):
     check('unsupported type', r.status == 415 and r.error_code() == 'unsupported', r)
     r = s.upload('laws', None, filename='empty.pdf', content=b'')
     check('empty file', r.status == 422, r)
+    check('422 reads "Unprocessable Content" (not CivetWeb\'s "Unproccessable entity")',
+          r.reason == 'Unprocessable Content', r.reason)
+    check('422 keeps its headers and JSON body', r.header('X-Content-Type-Options') == 'nosniff'
+          and (r.header('Content-Type') or '').startswith('application/json') and r.error_code() == 'empty'
+          and r.header('Content-Length') == str(len(r.body)) and r.header('Date'), r.headers)
     truncated = open(DEMO_PDF, 'rb').read()[:20000]
     r = s.upload('laws', None, filename='truncated.pdf', content=truncated)
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}

@@ -165,6 +165,27 @@ def with_keys(s, open_conversation):
     check('the owner still has it', s.get(path, key=alice).status == 200)
 
 
+def mixed_chat(s):
+    """Follow-ups that depend on the turn before are read in its document; a question about another document's
+    clause (an English agreement's Section 5.2 after a Chinese law) is not (issue 30 item 3)."""
+    s.wait_job(s.upload('laws', DEMO_MD).json()['job']['id'])
+    a = s.post(ASK, {'question': '劳动法第四十四条规定了什么？'}).json() or {}
+    cid = a.get('conversation_id')
+    a = s.post(ASK, {'question': '那第五十条呢？', 'conversation_id': cid}).json() or {}
+    check('mixed chat: an elliptical follow-up is read in 劳动法', '劳动法' in a.get('resolved_question', '')
+          and (a.get('citations') or [{}])[0].get('clause') == '第五十条', a)
+    a = s.post(ASK, {'question': 'What does Section 5.2 say?', 'conversation_id': cid}).json() or {}
+    check('mixed chat: another document\'s section is not read in 劳动法', 'resolved_question' not in a, a)
+    check('mixed chat: … and is answered from the agreement',
+          (a.get('citations') or [{}])[0].get('doc') == 'sample-services-agreement', a)
+    a = s.post(ASK, {'question': '《劳动合同法》第十条规定了什么？', 'conversation_id': cid}).json() or {}
+    check('mixed chat: a document named in 《》 stands', 'resolved_question' not in a, a)
+    a = s.post(ASK, {'question': '劳动法第四十四条规定了什么？', 'conversation_id': cid}).json() or {}
+    a = s.post(ASK, {'question': '这一条适用于哪些情形？', 'conversation_id': cid}).json() or {}
+    check('mixed chat: a pronoun is read as the clause before',
+          '劳动法' in a.get('resolved_question', '') and '第四十四条' in a.get('resolved_question', ''), a)
+
+
 def job_error_code(s):
     r = s.upload('laws', None, filename='blank.md', content=b'   \n\n  \n')
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else r.json()
@@ -181,6 +202,7 @@ def main():
         check('upload ready', job.get('state') == 'ready', job)
         job_error_code(s)
         open_conversation = open_mode(s)
+        mixed_chat(s)
         with_keys(s, open_conversation)
     except Exception as e:
         check('no exception', False, f'{e!r}\n{s.log_text()}')

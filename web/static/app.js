@@ -184,7 +184,9 @@ function headers(extra) {
 
 /* An Error with the server's code and message ({"error": {"code", "message"}}) and the HTTP status. */
 function apiError(status, data, fallback) {
-  const e = new Error(data && data.error ? data.error.message : fallback);
+  const er = data && data.error;
+  /* the message in the page's language by its code (messages.js), else the server's English */
+  const e = new Error(er ? serverMessage(state.lang, er.message_code, er.message_args, er.message) : fallback);
   e.status = status;
   e.code = data && data.error ? data.error.code : (status === 413 ? 'payload_too_large' : status ? 'failed' : 'network');
   return e;
@@ -512,7 +514,8 @@ function renderDocs() {
           ' · ' + d.clauses + ' ' + t('clauses')),
         docVersion(d),
         /* the reason is the server's (English) words: in Chinese it says "failed" and shows them on hover */
-        d.error ? el('div', { class: 'doc-error small', title: d.error }, state.lang === 'en' ? d.error : errorText('failed')) : null,
+        d.error ? el('div', { class: 'doc-error small', title: d.error }, serverMessage(state.lang, d.error_message_code,
+          d.error_message_args, state.lang === 'en' ? d.error : errorText('failed'))) : null,
         warn ? el('div', { class: 'doc-warn small', title: warnings },
           '⚠ ' + t('qualityWarn') + ' (' + d.quality.toFixed(2) + ')' + (d.quality_reason ? ': ' + d.quality_reason : '')) : null),
       el('div', { class: 'doc-actions' },
@@ -575,11 +578,11 @@ function uploadRow(file) {
     },
     done() { cancel.hidden = true; timer = setTimeout(() => row.remove(), 6000); },
     /* failed: the bar full and red, the reason in the page's language, the server's own words on hover */
-    fail(code, detail) {
+    fail(code, detail, reason) {
       ui.cancellable(null);
       ui.progress(1);
       ui.status(t('failed'), 'failed');
-      error.textContent = errorText(code);
+      error.textContent = reason || errorText(code);
       error.hidden = false;
       error.title = detail || '';
       row.title = file.name + (detail ? '\n' + detail : '');
@@ -639,7 +642,8 @@ async function pollJob(id, ui) {
       return;
     }
     if (job.state === 'failed') {
-      ui.fail(job.error_code || 'failed', job.error);
+      ui.fail(job.error_code || 'failed', job.error,
+              serverMessage(state.lang, job.error_message_code, job.error_message_args, null));
       loadKbs();
       return;
     }

@@ -1,4 +1,5 @@
 #include "app/cli_common.h"
+#include "store/grants.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -93,6 +94,29 @@ void cq_cli_format_time(int64_t t, char *out, size_t cap) {
     struct tm tm;
     gmtime_r(&tt, &tm);
     strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
+}
+
+int cq_cli_grant_add(char *list, const char *value, const char *cmd) {
+    size_t len = strlen(list);
+    int w = snprintf(list + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", value);
+    if (w < 0 || (size_t)w >= CQ_GRANT_BYTES - len) {
+        list[len] = 0;
+        fprintf(stderr, "clauseqa %s: too many knowledge bases (at most %d)\n", cmd, CQ_GRANT_MAX_KBS);
+        return 1;
+    }
+    return 0;
+}
+
+cJSON *cq_cli_grant_json(const char *kbs) {
+    if (!kbs || !*kbs) return cJSON_CreateNull();
+    if (!strcmp(kbs, "*")) return cJSON_CreateString("*");
+    cJSON *a = cJSON_CreateArray();
+    char buf[CQ_GRANT_BYTES];
+    snprintf(buf, sizeof buf, "%s", kbs);
+    char *save = NULL;
+    for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        cJSON_AddItemToArray(a, cJSON_CreateString(p));
+    return a;
 }
 
 char *cq_read_line(FILE *f) {

@@ -32,6 +32,13 @@ void cq_cli_print_cell(FILE *f, const char *s, int cols);
 /* Unix seconds as "2026-11-29 21:40" (UTC); "-" for 0. */
 void cq_cli_format_time(int64_t t, char *out, size_t cap);
 
+/* A grant's KBs given on the command line (store/grants.h): appends one --kb value (itself a name or names joined
+ * by ',') to list (CQ_GRANT_BYTES). Prints "clauseqa CMD: too many knowledge bases" and returns non-zero when it
+ * does not fit. */
+int cq_cli_grant_add(char *list, const char *value, const char *cmd);
+/* A grant's KBs as JSON: null for "" (admin), "*", or an array of names. */
+cJSON *cq_cli_grant_json(const char *kbs);
+
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
 

@@ -8,6 +8,8 @@
 #include "core/log.h"
 #include "store/keys.h"
 
+_Static_assert(sizeof(((cq_web_principal *)0)->kb) == CQ_GRANT_BYTES, "a principal holds a whole grant");
+
 #define OPEN_MODE_RECHECK_S 1.0 /* how long the open mode found is trusted before asking the database again */
 
 /* Whether open mode is on; an error (the store unreachable) when it cannot be told and nothing is known yet. While
@@ -56,6 +58,7 @@ static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principa
     if (rc) return rc; /* the store unreachable: 503, not 401 (a client would drop a valid key) */
     if (open) {
         who->role = CQ_WEB_ADMIN;
+        who->via = "open";
         snprintf(who->name, sizeof who->name, "open-mode");
         return CQ_OK;
     }
@@ -67,8 +70,9 @@ static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principa
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     who->key_id = k.id;
+    who->via = "key";
     who->role = k.role == CQ_ROLE_ADMIN ? CQ_WEB_ADMIN : k.role == CQ_ROLE_EDITOR ? CQ_WEB_EDIT : CQ_WEB_READ;
-    snprintf(who->kb, sizeof who->kb, "%s", k.kb); /* "" when its KB was deleted: it reaches no KB */
+    snprintf(who->kb, sizeof who->kb, "%s", k.kb); /* its KBs that exist now; "" when all were deleted: none */
     snprintf(who->name, sizeof who->name, "%s", k.name);
     return CQ_OK;
 }

@@ -17,6 +17,9 @@ typedef enum {
     CQ_SQL_VERSION_INSERT,
     /* index/versions.c: one key a document repeals, once (?1 doc, ?2 kb, ?3 key). */
     CQ_SQL_REPEAL_INSERT,
+    /* store/users.c: a session's sliding expiry, at most once a minute, never waiting for a lock (?1 id, ?2 now,
+     * ?3 seconds idle before it expires): as CQ_SQL_KEY_TOUCH. */
+    CQ_SQL_SESSION_TOUCH,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

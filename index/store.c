@@ -304,6 +304,32 @@ static const char *const migrations[] = {
     "ALTER TABLE api_keys ADD COLUMN kb_id INTEGER;\n"
     "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
     "WHERE kb IS NOT NULL AND kb <> '*';\n",
+    /* 10: accounts (issue 30): KB grants of keys and users, many KBs each (store/grants.h; a key's one-KB grant of
+     * migration 9 moves there), local users with argon2id password hashes and their sign-in sessions (store/users.h;
+     * only a session token's SHA-256 is kept), and the user a conversation belongs to (store/conversations.h). */
+    "CREATE TABLE kb_grants(\n"
+    "  subject TEXT NOT NULL,\n"
+    "  subject_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  kb TEXT NOT NULL,\n"
+    "  PRIMARY KEY(subject, subject_id, kb_id));\n"
+    "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) SELECT 'key', id, kb_id, kb FROM api_keys "
+    "WHERE kb_id IS NOT NULL AND kb IS NOT NULL AND kb <> '*';\n"
+    "CREATE TABLE users(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  password_hash TEXT NOT NULL,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_login_at INTEGER);\n"
+    "CREATE TABLE sessions(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,\n"
+    "  hash TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,\n"
+    "  revoked_at INTEGER);\n"
+    "CREATE INDEX sessions_user ON sessions(user_id);\n"
+    "ALTER TABLE conversations ADD COLUMN owner_user_id INTEGER;\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

@@ -33,12 +33,16 @@
 /* What a request needs on a KB; roles are ordered (admin > editor > reader). */
 typedef enum { CQ_WEB_NONE = 0, CQ_WEB_READ = 1, CQ_WEB_EDIT = 2, CQ_WEB_ADMIN = 3 } cq_web_role;
 
-/* Who is asking: filled by the service from the Bearer key. */
+/* Who is asking: filled by the service from the Bearer key or the session cookie. */
 typedef struct {
-    int64_t key_id;   /* 0 in open (development) mode */
+    int64_t key_id;   /* 0 in open (development) mode and for a signed-in user */
+    int64_t user_id;  /* the signed-in user (0: a key, or open mode) */
+    int64_t session_id;
     cq_web_role role;
-    char kb[128];     /* the key's KB, "*" for every KB, "" for admin keys */
-    char name[64];    /* the key's name, for logs */
+    char kb[1024];    /* the KBs it may reach (store/grants.h: CQ_GRANT_BYTES): "*" for every KB, "" for admins, else
+                         names joined by ',' */
+    char name[64];    /* the key's or the user's name */
+    const char *via;  /* "key", "session" or "open" */
 } cq_web_principal;
 
 /* A file to send: a path the service vouches for (inside its data directory), a MIME type and, for downloads, the

@@ -103,6 +103,7 @@ static cq_store *conf_reopen(void **state) {
 
 #include "tests/store/conversations_bodies.h"
 #include "tests/store/keys_bodies.h"
+#include "tests/store/users_bodies.h"
 #include "tests/store/vectors_bodies.h"
 
 /* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
@@ -921,8 +922,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
         BOTH(test_db_driver),
-        BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id),
+        BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id), BOTH(conf_keys_several_kbs),
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
+        BOTH(conf_users_add_verify), BOTH(conf_users_sessions),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
         cmocka_unit_test(test_keys_as_sqlite), cmocka_unit_test(test_conversations_as_sqlite),

@@ -1,5 +1,7 @@
-/* The service's API keys and open mode (app/service.h): while no key has been made and open mode is allowed, every
- * request is an admin's; the first key created turns authentication on until `clauseqa keys open-mode on`. */
+/* The service's API keys, open mode and users (app/service.h): while no key or user has been made and open mode is
+ * allowed, every request is an admin's; the first key or user created turns authentication on until `clauseqa keys
+ * open-mode on`. A signed-in user (a session cookie, store/users.h) is authorised exactly as a key of the same role
+ * and KBs: both become a principal with a role and a grant, which svc_allows checks with cq_key_allows. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,8 +9,12 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "store/keys.h"
+#include "store/users.h"
 
 _Static_assert(sizeof(((cq_web_principal *)0)->kb) == CQ_GRANT_BYTES, "a principal holds a whole grant");
+_Static_assert(CQ_WEB_SESSION_TOKEN_BYTES == CQ_SESSION_TOKEN_BYTES, "the cookie holds a session token");
+
+#define SIGNINS_AT_ONCE 4 /* password checks running at once: each takes CQ_PASSWORD_M_COST_KIB of memory */
 
 #define OPEN_MODE_RECHECK_S 1.0 /* how long the open mode found is trusted before asking the database again */
 
@@ -50,7 +56,24 @@ bool cq_service_open_mode(cq_service *s) {
     return open;
 }
 
-static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err) {
+static cq_web_role web_role(cq_key_role role) {
+    return role == CQ_ROLE_ADMIN ? CQ_WEB_ADMIN : role == CQ_ROLE_EDITOR ? CQ_WEB_EDIT
+           : role == CQ_ROLE_READER ? CQ_WEB_READ : CQ_WEB_NONE;
+}
+
+/* A user as a principal: the role and the KBs that exist now, as a key's. */
+static void user_principal(const cq_user_info *u, int64_t session_id, cq_web_principal *who) {
+    memset(who, 0, sizeof *who);
+    who->user_id = u->id;
+    who->session_id = session_id;
+    who->via = "session";
+    who->role = web_role(u->role);
+    snprintf(who->kb, sizeof who->kb, "%s", u->kb);
+    snprintf(who->name, sizeof who->name, "%s", u->name);
+}
+
+static cq_status svc_authenticate(void *ctx, const char *bearer, const char *session, cq_web_principal *who,
+                                  cq_err *err) {
     cq_service *s = ctx;
     memset(who, 0, sizeof *who);
     bool open = false;
@@ -62,19 +85,75 @@ static cq_status svc_authenticate(void *ctx, const char *bearer, cq_web_principa
         snprintf(who->name, sizeof who->name, "open-mode");
         return CQ_OK;
     }
-    if (!bearer) return cq_err_set(err, CQ_ERR_NOT_FOUND, "an API key is required: Authorization: Bearer <key>");
+    if (!bearer && !session)
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "sign in, or send an API key: Authorization: Bearer <key>");
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
+    if (!bearer) {
+        cq_user_info u;
+        int64_t session_id = 0;
+        rc = cq_store_session_check(st, session, CQ_SESSION_IDLE_S, &u, &session_id, err);
+        cq_svc_pool_put(s, st);
+        if (!rc) user_principal(&u, session_id, who);
+        return rc;
+    }
     cq_key_info k;
     rc = cq_store_key_check(st, bearer, &k, err);
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     who->key_id = k.id;
     who->via = "key";
-    who->role = k.role == CQ_ROLE_ADMIN ? CQ_WEB_ADMIN : k.role == CQ_ROLE_EDITOR ? CQ_WEB_EDIT : CQ_WEB_READ;
+    who->role = web_role(k.role);
     snprintf(who->kb, sizeof who->kb, "%s", k.kb); /* its KBs that exist now; "" when all were deleted: none */
     snprintf(who->name, sizeof who->name, "%s", k.name);
     return CQ_OK;
+}
+
+static cq_status svc_login(void *ctx, const char *user, const char *password, const char *client, char *token,
+                           cq_web_principal *who, cq_err *err) {
+    cq_service *s = ctx;
+    memset(who, 0, sizeof *who);
+    token[0] = 0;
+    int wait = cq_login_limit_wait(&s->logins, user, client, cq_clock_seconds());
+    if (wait > 0) {
+        cq_err_set(err, CQ_ERR_BUSY, "too many failed sign-ins: try again in %d s", wait);
+        err->retry_after_s = wait;
+        return CQ_ERR_BUSY;
+    }
+    /* A password check takes CQ_PASSWORD_M_COST_KIB of memory for tens of milliseconds: a few at a time. */
+    pthread_mutex_lock(&s->auth_lock);
+    while (s->signins_running >= SIGNINS_AT_ONCE) pthread_cond_wait(&s->signin_cond, &s->auth_lock);
+    s->signins_running++;
+    pthread_mutex_unlock(&s->auth_lock);
+    cq_user_info u;
+    int64_t session_id = 0;
+    cq_store *st = cq_svc_pool_get(s, err);
+    cq_status rc = st ? cq_store_user_verify(st, user, password, &u, err) : err->code;
+    pthread_mutex_lock(&s->auth_lock);
+    s->signins_running--;
+    pthread_cond_signal(&s->signin_cond);
+    pthread_mutex_unlock(&s->auth_lock);
+    if (!rc) rc = cq_store_session_create(st, u.id, CQ_SESSION_IDLE_S, token, &session_id, err);
+    cq_svc_pool_put(s, st);
+    if (rc == CQ_ERR_NOT_FOUND) {
+        cq_login_limit_failed(&s->logins, user, client, cq_clock_seconds());
+        CQ_INFO("auth: failed sign-in of %s from %s", cq_user_name_valid(user) ? user : "an invalid name", client);
+        return rc;
+    }
+    if (rc) return rc;
+    cq_login_limit_succeeded(&s->logins, user);
+    user_principal(&u, session_id, who);
+    CQ_INFO("auth: %s signed in from %s (session %lld)", u.name, client, (long long)session_id);
+    return CQ_OK;
+}
+
+static cq_status svc_logout(void *ctx, const char *token, cq_err *err) {
+    cq_service *s = ctx;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_status rc = cq_store_session_revoke(st, token, err);
+    cq_svc_pool_put(s, st);
+    return rc;
 }
 
 static bool svc_allows(void *ctx, const cq_web_principal *who, cq_web_role need, const char *kb) {
@@ -90,5 +169,7 @@ static bool svc_allows(void *ctx, const cq_web_principal *who, cq_web_role need,
 
 void cq_svc_auth_web(cq_web_service *w) {
     w->authenticate = svc_authenticate;
+    w->login = svc_login;
+    w->logout = svc_logout;
     w->allows = svc_allows;
 }

@@ -37,7 +37,8 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
     common_headers(r->conn);
     if (r->cors_origin) cq_web_cors_headers(r);
     if (status == 401) mg_response_header_add(r->conn, "WWW-Authenticate", "Bearer realm=\"clauseqa\"", -1);
-    if (status == 503 && r->retry_after_s > 0) {
+    if (r->set_cookie[0]) mg_response_header_add(r->conn, "Set-Cookie", r->set_cookie, -1);
+    if ((status == 503 || status == 429) && r->retry_after_s > 0) {
         char s[16];
         snprintf(s, sizeof s, "%d", r->retry_after_s);
         mg_response_header_add(r->conn, "Retry-After", s, -1);

@@ -32,6 +32,9 @@ typedef enum {
     CQ_ROUTE_CONVERSATION,
     CQ_ROUTE_DOCUMENT_VERSION,
     CQ_ROUTE_COMPARE,
+    CQ_ROUTE_LOGIN,
+    CQ_ROUTE_LOGOUT,
+    CQ_ROUTE_ME,
     CQ_ROUTE_COUNT
 } cq_web_route;
 

@@ -30,9 +30,26 @@
 
 /* ---- authentication ------------------------------------------------------------------------------------------- */
 
+/* The session cookie's token into out (CQ_WEB_SESSION_TOKEN_BYTES); false when there is none. */
+static bool session_cookie(const cq_web_req *r, char *out) {
+    const char *cookies = mg_get_header(r->conn, "Cookie");
+    out[0] = 0;
+    return cookies && mg_get_cookie(cookies, CQ_WEB_SESSION_COOKIE, out, CQ_WEB_SESSION_TOKEN_BYTES) > 0;
+}
+
+/* The session cookie (value "" and expired: the browser drops it), for the response. */
+static void set_session_cookie(cq_web_req *r, const char *token) {
+    snprintf(r->set_cookie, sizeof r->set_cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict%s%s",
+             CQ_WEB_SESSION_COOKIE, token, cq_web_client_https(r) ? "; Secure" : "", token[0] ? "" : "; Max-Age=0");
+}
+
+static bool safe_request(const cq_web_req *r) {
+    return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") || !strcmp(r->method, "OPTIONS");
+}
+
 bool cq_web_authenticate(cq_web_req *r) {
     const char *h = mg_get_header(r->conn, "Authorization");
-    char token[256] = "";
+    char token[256] = "", session[CQ_WEB_SESSION_TOKEN_BYTES] = "";
     bool malformed = false;
     if (h) {
         if (!strncasecmp(h, "Bearer ", 7)) {
@@ -51,10 +68,22 @@ bool cq_web_authenticate(cq_web_req *r) {
         cq_web_send_error(r, 401, "unauthorized", "use 'Authorization: Bearer <key>'");
         return false;
     }
-    if (r->svc->authenticate(r->svc->ctx, token[0] ? token : NULL, &r->who, &err)) {
-        if (err.code == CQ_ERR_NOT_FOUND)
+    bool cookie = !token[0] && session_cookie(r, session);
+    if (r->svc->authenticate(r->svc->ctx, token[0] ? token : NULL, cookie ? session : NULL, &r->who, &err)) {
+        if (err.code == CQ_ERR_NOT_FOUND) {
+            if (cookie) set_session_cookie(r, ""); /* a session that ended: the browser forgets it */
             cq_web_send_error(r, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "a valid API key is required");
-        else cq_web_send_status_error(r, &err);
+        } else {
+            cq_web_send_status_error(r, &err);
+        }
+        return false;
+    }
+    /* A cookie is sent by the browser whichever page makes the request: a change made on its strength alone must
+     * come from this server's own page (SameSite=Strict keeps other sites' requests from carrying it; this is the
+     * second wall, for browsers and subdomains that do not). */
+    const char *why = NULL;
+    if (r->who.session_id && !safe_request(r) && !cq_web_same_site(r, true, &why)) {
+        cq_web_send_error(r, 403, "cross_site", "%s", why);
         return false;
     }
     return true;
@@ -63,8 +92,9 @@ bool cq_web_authenticate(cq_web_req *r) {
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb) {
     if (r->svc->allows(r->svc->ctx, &r->who, need, kb)) return true;
     static const char *const names[] = {"", "read", "edit", "admin"};
-    if (kb) cq_web_send_error(r, 403, "forbidden", "this key may not %s knowledge base '%s'", names[need], kb);
-    else cq_web_send_error(r, 403, "forbidden", "this needs an admin key");
+    const char *who = r->who.user_id ? "this user" : "this key";
+    if (kb) cq_web_send_error(r, 403, "forbidden", "%s may not %s knowledge base '%s'", who, names[need], kb);
+    else cq_web_send_error(r, 403, "forbidden", "this needs an admin %s", r->who.user_id ? "user" : "key");
     return false;
 }
 
@@ -717,6 +747,83 @@ static void handle_conversation(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+/* ---- sign-in ------------------------------------------------------------------------------------------------- */
+
+static const char *role_name(cq_web_role role) {
+    return role == CQ_WEB_ADMIN ? "admin" : role == CQ_WEB_EDIT ? "editor" : role == CQ_WEB_READ ? "reader" : "none";
+}
+
+/* Who is asking, as GET /api/v1/me and a sign-in answer: {"name", "role", "kbs", "via", "user_id"?, "key_id"?}. */
+static cJSON *principal_json(const cq_web_principal *who) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", who->name);
+    cJSON_AddStringToObject(o, "role", role_name(who->role));
+    if (who->role == CQ_WEB_ADMIN || !strcmp(who->kb, "*")) {
+        cJSON_AddStringToObject(o, "kbs", "*");
+    } else {
+        cJSON *kbs = cJSON_AddArrayToObject(o, "kbs");
+        char buf[sizeof who->kb];
+        snprintf(buf, sizeof buf, "%s", who->kb);
+        char *save = NULL;
+        for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+            cJSON_AddItemToArray(kbs, cJSON_CreateString(p));
+    }
+    cJSON_AddStringToObject(o, "via", who->via ? who->via : "key");
+    if (who->user_id) cJSON_AddNumberToObject(o, "user_id", (double)who->user_id);
+    if (who->key_id) cJSON_AddNumberToObject(o, "key_id", (double)who->key_id);
+    return o;
+}
+
+static void handle_login(cq_web_req *r) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    const char *why = NULL;
+    if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    const cJSON *user = cJSON_GetObjectItem(body, "user"), *password = cJSON_GetObjectItem(body, "password");
+    if (!cJSON_IsString(user) || !cJSON_IsString(password) || !user->valuestring[0]) {
+        cJSON_Delete(body);
+        return cq_web_send_error(r, 400, "invalid", "give \"user\" and \"password\" as strings");
+    }
+    char client[64], token[CQ_WEB_SESSION_TOKEN_BYTES] = "";
+    cq_web_client_address(r, client, sizeof client);
+    cq_err err = {0};
+    cq_status rc = r->svc->login(r->svc->ctx, user->valuestring, password->valuestring, client, token, &r->who, &err);
+    cJSON_Delete(body);
+    if (rc == CQ_ERR_BUSY) {
+        r->retry_after_s = err.retry_after_s > 0 ? err.retry_after_s : 1;
+        return cq_web_send_error(r, 429, "too_many_sign_ins", "%s", err.msg);
+    }
+    if (rc == CQ_ERR_NOT_FOUND) return cq_web_send_error(r, 401, "unauthorized", "%s", err.msg);
+    if (rc) return cq_web_send_status_error(r, &err);
+    set_session_cookie(r, token);
+    memset(token, 0, sizeof token);
+    cq_web_send_json(r, 200, principal_json(&r->who));
+}
+
+static void handle_logout(cq_web_req *r) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    const char *why = NULL;
+    if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
+    char session[CQ_WEB_SESSION_TOKEN_BYTES];
+    bool ended = false;
+    if (session_cookie(r, session)) {
+        cq_err err = {0};
+        cq_status rc = r->svc->logout(r->svc->ctx, session, &err);
+        if (rc && rc != CQ_ERR_NOT_FOUND) return cq_web_send_status_error(r, &err);
+        ended = rc == CQ_OK;
+    }
+    set_session_cookie(r, "");
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddBoolToObject(out, "signed_out", ended);
+    cq_web_send_json(r, 200, out);
+}
+
+static void handle_me(cq_web_req *r) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    cq_web_send_json(r, 200, principal_json(&r->who));
+}
+
 /* ---- routing -------------------------------------------------------------------------------------------------- */
 
 static void split_path(cq_web_req *r) {
@@ -746,6 +853,12 @@ static void route(cq_web_req *r) {
         r->route = CQ_ROUTE_METRICS;
     } else if (api && n == 3 && seg_is(r, 2, "health")) {
         r->route = CQ_ROUTE_HEALTH;
+    } else if (api && n == 3 && seg_is(r, 2, "login")) {
+        r->route = CQ_ROUTE_LOGIN;
+    } else if (api && n == 3 && seg_is(r, 2, "logout")) {
+        r->route = CQ_ROUTE_LOGOUT;
+    } else if (api && n == 3 && seg_is(r, 2, "me")) {
+        r->route = CQ_ROUTE_ME;
     } else if (api && seg_is(r, 2, "kbs")) {
         r->route = n == 3   ? CQ_ROUTE_KBS
                    : n == 4 ? CQ_ROUTE_KB
@@ -783,6 +896,7 @@ enum { BODY_NONE, BODY_JSON, BODY_UPLOAD };
 static int body_kind(const cq_web_req *r) {
     switch (r->route) {
     case CQ_ROUTE_KBS:
+    case CQ_ROUTE_LOGIN:
     case CQ_ROUTE_RETRIEVE:
     case CQ_ROUTE_ASK:
     case CQ_ROUTE_OPENAI_CHAT: return method_is(r, "POST") ? BODY_JSON : BODY_NONE;
@@ -797,6 +911,7 @@ static int body_kind(const cq_web_req *r) {
  * key cannot make the server receive 64 MB. False when a response was sent. */
 static bool admit(cq_web_req *r) {
     if (r->admitted) return true;
+    if (r->route == CQ_ROUTE_LOGIN || r->route == CQ_ROUTE_LOGOUT) return r->admitted = true; /* no one yet */
     if (!cq_web_authenticate(r)) return false;
     if (r->route == CQ_ROUTE_KB_DOCUMENTS && body_kind(r) == BODY_UPLOAD && !cq_web_authorize(r, CQ_WEB_EDIT, r->seg[3]))
         return false;
@@ -816,6 +931,9 @@ static void dispatch(cq_web_req *r) {
     if (!admit(r)) return;
     int64_t id;
     switch (r->route) {
+    case CQ_ROUTE_LOGIN: return handle_login(r);
+    case CQ_ROUTE_LOGOUT: return handle_logout(r);
+    case CQ_ROUTE_ME: return handle_me(r);
     case CQ_ROUTE_KBS: return handle_kbs(r);
     case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
     case CQ_ROUTE_KB_DOCUMENTS:

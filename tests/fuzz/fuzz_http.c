@@ -31,7 +31,9 @@ static int g_port;
 
 /* ---- the stub service ------------------------------------------------------------------------------------------ */
 
-static cq_status stub_authenticate(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err) {
+static cq_status stub_authenticate(void *ctx, const char *bearer, const char *session, cq_web_principal *who,
+                                   cq_err *err) {
+    (void)session;
     (void)ctx;
     memset(who, 0, sizeof *who);
     if (bearer && !strcmp(bearer, "bad")) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");

@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/sha256.h"
+#include "store/conversations.h"
 #include "store/keys.h"
 #include "store/users.h"
 #include "tests/store/conformance.h"
@@ -201,6 +202,45 @@ static void conf_users_sessions(void **state) {
     CONF_EXPECT(cq_store_user_get(s, "alice", &got, &err), CQ_OK);
     assert_int_equal(got.role, CQ_ROLE_ADMIN);
     CONF_EXPECT(cq_store_user_get(s, "nobody", &got, &err), CQ_ERR_NOT_FOUND);
+}
+
+/* A user's conversations are the user's: not a key's (open mode's 0 included), not another user's; every owner's
+ * list has them. */
+static void conf_users_conversations(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, mine, theirs, keys, open_mode;
+    assert_int_equal(cq_store_kb_create(s, "laws", &kb, &err), CQ_OK);
+    cq_user_info a, b;
+    CONF_EXPECT(cq_store_user_add(s, "alice", "correct horse", CQ_ROLE_READER, "laws", &a, &err), CQ_OK);
+    CONF_EXPECT(cq_store_user_add(s, "bob", "correct horse", CQ_ROLE_READER, "laws", &b, &err), CQ_OK);
+    CONF_EXPECT(cq_store_conversation_create_for_user(s, a.id, kb, "alice's", &mine, &err), CQ_OK);
+    CONF_EXPECT(cq_store_conversation_create_for_user(s, b.id, kb, "bob's", &theirs, &err), CQ_OK);
+    CONF_EXPECT(cq_store_conversation_create(s, a.id, kb, "key's, same number", &keys, &err), CQ_OK);
+    CONF_EXPECT(cq_store_conversation_create(s, 0, kb, "open mode's", &open_mode, &err), CQ_OK);
+    cq_conversation *list;
+    size_t n;
+    CONF_EXPECT(cq_store_conversation_list_of_user(s, a.id, 0, 10, &list, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].id, mine);
+    assert_int_equal(list[0].owner_user_id, a.id);
+    assert_int_equal(list[0].owner_key_id, 0);
+    cq_conversation_free_array(list, n);
+    CONF_EXPECT(cq_store_conversation_list(s, a.id, 0, 10, &list, &n, &err), CQ_OK); /* the key with alice's id */
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].id, keys);
+    cq_conversation_free_array(list, n);
+    CONF_EXPECT(cq_store_conversation_list(s, 0, 0, 10, &list, &n, &err), CQ_OK); /* open mode: not the users' */
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].id, open_mode);
+    cq_conversation_free_array(list, n);
+    CONF_EXPECT(cq_store_conversation_list(s, -1, 0, 10, &list, &n, &err), CQ_OK);
+    assert_int_equal(n, 4);
+    cq_conversation_free_array(list, n);
+    cq_conversation c;
+    CONF_EXPECT(cq_store_conversation_get(s, theirs, &c, &err), CQ_OK);
+    assert_int_equal(c.owner_user_id, b.id);
+    cq_conversation_free(&c);
 }
 
 #endif

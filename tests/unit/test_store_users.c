@@ -69,6 +69,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(conf_users_add_verify, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_users_sessions, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_users_conversations, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_passwords),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,8 @@ static cJSON *conversation_json(const cq_conversation *c) {
     cJSON_AddNumberToObject(o, "turn_count", c->n_turns);
     cJSON_AddNumberToObject(o, "owner_key_id", (double)c->owner_key_id);
     if (c->owner_user_id) cJSON_AddNumberToObject(o, "owner_user_id", (double)c->owner_user_id);
+    /* made in open mode, before sign-in was turned on: listed for admins */
+    cJSON_AddBoolToObject(o, "before_sign_in", !c->owner_key_id && !c->owner_user_id);
     cJSON_AddNumberToObject(o, "created_at", (double)c->created_at);
     cJSON_AddNumberToObject(o, "updated_at", (double)c->updated_at);
     return o;
@@ -124,10 +126,11 @@ static cq_status svc_conversation_list(void *ctx, const cq_web_principal *who, c
     if (!st) return err->code;
     cq_conversation *list;
     size_t n;
-    bool every = all && who->role == CQ_WEB_ADMIN;
-    cq_status rc = !every && who->user_id
-                       ? cq_store_conversation_list_of_user(st, who->user_id, kb_id, LIST_LIMIT, &list, &n, err)
-                       : cq_store_conversation_list(st, every ? -1 : who->key_id, kb_id, LIST_LIMIT, &list, &n, err);
+    bool admin = who->role == CQ_WEB_ADMIN, every = all && admin;
+    /* an admin's own list keeps those made in open mode, before sign-in was turned on (issue 30) */
+    cq_status rc = every ? cq_store_conversation_list(st, -1, kb_id, LIST_LIMIT, &list, &n, err)
+                         : cq_store_conversation_list_owned(st, who->key_id, who->user_id, admin,
+                                                            kb_id, LIST_LIMIT, &list, &n, err);
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     cJSON *a = cJSON_CreateArray();

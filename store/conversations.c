@@ -1,6 +1,7 @@
 /* Conversations and their turns (store/conversations.h), written once for SQLite and PostgreSQL on db/db.h. */
 #include "store/conversations.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,8 @@ cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *ou
 }
 
 /* The conversations of a key (owner_key_id >= 0, user_id 0), of a user (user_id > 0), or of everyone
- * (owner_key_id < 0). */
-static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, int64_t kb_id, size_t limit,
+ * (owner_key_id < 0); with_open: open mode's too. */
+static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, bool with_open, int64_t kb_id, size_t limit,
                       cq_conversation **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
@@ -138,7 +139,8 @@ static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, int64_
     /* NULLS LAST: a conversation without turns after those with turns of its second, on both stores */
     if (cq_db_prepare(cq_store_conn(s),
                       "SELECT " CONVERSATION_COLUMNS " WHERE (?1 < 0 OR (?4 = 0 AND c.owner_key_id = ?1 AND "
-                      "c.owner_user_id IS NULL) OR (?4 > 0 AND c.owner_user_id = ?4)) AND "
+                      "c.owner_user_id IS NULL) OR (?4 > 0 AND c.owner_user_id = ?4) OR "
+                      "(?5 = 1 AND c.owner_key_id = 0 AND c.owner_user_id IS NULL)) AND "
                       "(?2 = 0 OR c.kb_id = ?2) ORDER BY c.updated_at DESC, (SELECT max(t.id) FROM "
                       "conversation_turns t WHERE t.conversation_id = c.id) DESC NULLS LAST, c.id DESC LIMIT ?3",
                       &st, err))
@@ -147,17 +149,19 @@ static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, int64_
     cq_db_bind_int(st, 2, kb_id);
     cq_db_bind_int(st, 3, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
     cq_db_bind_int(st, 4, user_id);
+    cq_db_bind_int(st, 5, with_open ? 1 : 0);
     return conversations_from(st, "list conversations", out, n, err);
 }
 
 cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
                                      cq_conversation **out, size_t *n, cq_err *err) {
-    return list(s, owner_key_id, 0, kb_id, limit, out, n, err);
+    return list(s, owner_key_id, 0, false, kb_id, limit, out, n, err);
 }
 
-cq_status cq_store_conversation_list_of_user(cq_store *s, int64_t user_id, int64_t kb_id, size_t limit,
-                                             cq_conversation **out, size_t *n, cq_err *err) {
-    return list(s, 0, user_id > 0 ? user_id : -1, kb_id, limit, out, n, err);
+cq_status cq_store_conversation_list_owned(cq_store *s, int64_t key_id, int64_t user_id, bool with_open,
+                                           int64_t kb_id, size_t limit, cq_conversation **out, size_t *n,
+                                           cq_err *err) {
+    return list(s, user_id ? 0 : key_id < 0 ? 0 : key_id, user_id, with_open, kb_id, limit, out, n, err);
 }
 
 /* A write of conversation id: NOT_FOUND when no row changed. */

@@ -16,6 +16,7 @@
 #ifndef CQ_STORE_CONVERSATIONS_H
 #define CQ_STORE_CONVERSATIONS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,9 +56,11 @@ cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *ou
  * users' included), in KB kb_id (0: every KB). */
 cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
                                      cq_conversation **out, size_t *n, cq_err *err);
-/* The same for the conversations of user user_id. */
-cq_status cq_store_conversation_list_of_user(cq_store *s, int64_t user_id, int64_t kb_id, size_t limit,
-                                             cq_conversation **out, size_t *n, cq_err *err);
+/* The same for the conversations of user user_id (key_id ignored), else of key key_id; with_open: and those made
+ * in open mode (owner 0, before sign-in was turned on), which admins keep seeing. */
+cq_status cq_store_conversation_list_owned(cq_store *s, int64_t key_id, int64_t user_id, bool with_open,
+                                           int64_t kb_id, size_t limit, cq_conversation **out, size_t *n,
+                                           cq_err *err);
 cq_status cq_store_conversation_rename(cq_store *s, int64_t id, const char *title, cq_err *err); /* NOT_FOUND */
 cq_status cq_store_conversation_delete(cq_store *s, int64_t id, cq_err *err);                    /* NOT_FOUND */
 

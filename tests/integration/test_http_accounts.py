@@ -297,7 +297,7 @@ def test_sessions_end(s, carol):
     check('removal ends the session', b.get('/api/v1/me').status == 401)
 
 
-def test_conversations(s, keys):
+def test_conversations(s, keys, open_conv):
     add_user(s, 'erin', 'erin password', '--role', 'reader', '--kb', 'laws')
     add_user(s, 'frank', 'frank password', '--role', 'reader', '--kb', 'laws')
     erin = Browser(s, cookie_value(login(s, 'erin', 'erin password')))
@@ -321,6 +321,16 @@ def test_conversations(s, keys):
     every = admin.get('/api/v1/conversations?all=1').json()['conversations']
     check('an admin sees it with all=1', conv in [c['id'] for c in every], every)
     check('erin deletes it', erin.delete(f'/api/v1/conversations/{conv}').status == 200)
+    # those made before sign-in was turned on stay on the admins' own lists (they vanished from every page)
+    check('a reader does not see the open-mode conversation',
+          open_conv not in [c['id'] for c in erin.get('/api/v1/conversations').json()['conversations']])
+    root = Browser(s, cookie_value(login(s, 'root', 'password of root')))
+    listed = {c['id']: c for c in root.get('/api/v1/conversations').json()['conversations']}
+    check("an admin's own list keeps it, marked", open_conv in listed and listed[open_conv]['before_sign_in'] is True,
+          listed)
+    check('...and the admin opens it', root.get(f'/api/v1/conversations/{open_conv}').status == 200)
+    listed = {c['id']: c for c in admin.get('/api/v1/conversations').json()['conversations']}
+    check('an admin key too', open_conv in listed, listed)
 
 
 def main():
@@ -333,11 +343,14 @@ def main():
         doc_id = s.wait_job(s.upload('laws', DEMO_PDF, key=None).json()['job']['id'], key=None)['document_id']
         r = login(s, 'nobody', 'any password')
         check('open mode, no users: sign-in fails plainly', r.status == 401, r)
+        r = s.post('/api/v1/kbs/laws/ask', {'question': '第四十四条'}, key=None)
+        open_conv = (r.json() or {}).get('conversation_id')
+        check('a conversation made before sign-in is turned on', r.status == 200 and open_conv, r)
         keys = test_roles_as_keys(s, doc_id)
         check('health says auth is on', s.get('/api/v1/health', key=None).json()['auth'] is True)
         carol = test_cookie_and_cross_site(s)
         test_wrong_and_unknown(s)
-        test_conversations(s, keys)
+        test_conversations(s, keys, open_conv)
         test_rate_limit(s)
         test_sessions_end(s, carol)
         check('server exits 0', s.stop() == 0, s.log_text())

@@ -1,4 +1,5 @@
 #include "app/cli_common.h"
+#include "store/audit.h"
 #include "store/grants.h"
 
 #include <getopt.h>
@@ -117,6 +118,18 @@ cJSON *cq_cli_grant_json(const char *kbs) {
     for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
         cJSON_AddItemToArray(a, cJSON_CreateString(p));
     return a;
+}
+
+void cq_cli_audit(cq_store *s, const char *action, const char *kb, const char *target) {
+    cq_audit_entry e = {0};
+    const char *who = getenv("SUDO_USER") && *getenv("SUDO_USER") ? getenv("SUDO_USER") : getenv("USER");
+    snprintf(e.actor_kind, sizeof e.actor_kind, "cli");
+    snprintf(e.actor_name, sizeof e.actor_name, "%s", who && *who ? who : "?");
+    snprintf(e.action, sizeof e.action, "%s", action);
+    snprintf(e.kb, sizeof e.kb, "%s", kb ? kb : "");
+    snprintf(e.target, sizeof e.target, "%s", target ? target : "");
+    cq_err err = {0};
+    if (cq_store_audit_add(s, &e, &err)) CQ_WARN("audit: %s not recorded: %s", action, err.msg);
 }
 
 char *cq_read_line(FILE *f) {

@@ -39,6 +39,10 @@ int cq_cli_grant_add(char *list, const char *value, const char *cmd);
 /* A grant's KBs as JSON: null for "" (admin), "*", or an array of names. */
 cJSON *cq_cli_grant_json(const char *kbs);
 
+/* An entry of the audit trail (store/audit.h) for a change made on the command line: the actor is the system user
+ * ($SUDO_USER, else $USER). A failure is printed as a warning; the change stands. */
+void cq_cli_audit(cq_store *s, const char *action, const char *kb, const char *target);
+
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
 

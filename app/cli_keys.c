@@ -68,9 +68,11 @@ static int open_mode(const char *to) {
         fprintf(stderr, "clauseqa keys open-mode: %s\n", err.msg);
         status = 1;
     } else if (!strcmp(to, "on")) {
+        cq_cli_audit(s, "open_mode", NULL, "on");
         CQ_WARN("keys open-mode on (by %s): a server on a loopback address answers without keys, as admin",
                 getenv("USER") ? getenv("USER") : "?");
     } else {
+        cq_cli_audit(s, "open_mode", NULL, "off");
         CQ_INFO("keys open-mode off (by %s): every request needs an API key", getenv("USER") ? getenv("USER") : "?");
     }
     cq_store_close(s);
@@ -147,15 +149,20 @@ int cq_cmd_keys(int argc, char **argv) {
         if (cq_store_key_create(s, name, r, kb, secret, &k, &err)) {
             fprintf(stderr, "clauseqa keys create: %s\n", err.msg);
             status = 1;
-        } else if (json) {
-            cJSON *o = key_json(&k);
-            cJSON_AddStringToObject(o, "key", secret);
-            cq_json_print_line(o, stdout);
         } else {
-            printf("%s\n", secret);
-            fprintf(stderr, "key %lld (%s%s%s) created. It is shown only this once; send it as\n"
-                            "  Authorization: Bearer %s\n",
-                    (long long)k.id, cq_key_role_name(k.role), k.kb[0] ? " of " : "", k.kb, secret);
+            char target[96];
+            snprintf(target, sizeof target, "key %lld %s (%s)", (long long)k.id, k.name, cq_key_role_name(k.role));
+            cq_cli_audit(s, "key_create", k.kb, target);
+            if (json) {
+                cJSON *o = key_json(&k);
+                cJSON_AddStringToObject(o, "key", secret);
+                cq_json_print_line(o, stdout);
+            } else {
+                printf("%s\n", secret);
+                fprintf(stderr, "key %lld (%s%s%s) created. It is shown only this once; send it as\n"
+                                "  Authorization: Bearer %s\n",
+                        (long long)k.id, cq_key_role_name(k.role), k.kb[0] ? " of " : "", k.kb, secret);
+            }
         }
         secret[0] = 0;
     } else if (!strcmp(action, "list")) {
@@ -187,6 +194,9 @@ int cq_cmd_keys(int argc, char **argv) {
             fprintf(stderr, "clauseqa keys revoke: %s\n", err.msg);
             status = 1;
         } else {
+            char target[32];
+            snprintf(target, sizeof target, "key %lld", revoke_id);
+            cq_cli_audit(s, "key_revoke", NULL, target);
             fprintf(stderr, "key %lld revoked\n", revoke_id);
         }
     }

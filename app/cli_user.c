@@ -73,6 +73,12 @@ static bool read_password(const char *cmd, char *buf, size_t cap) {
     return ok;
 }
 
+static void cli_audit_user(cq_store *s, const char *action, const char *kb, const char *name) {
+    char target[96];
+    snprintf(target, sizeof target, "user %s", name);
+    cq_cli_audit(s, action, kb, target);
+}
+
 static cJSON *user_json(const cq_user_info *u) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", (double)u->id);
@@ -184,17 +190,22 @@ int cq_cmd_user(int argc, char **argv) {
         if (cq_store_user_add(s, name, password, r, kbs[0] ? kbs : NULL, &u, &err)) {
             fprintf(stderr, "clauseqa user add: %s; nothing changed\n", err.msg);
             status = 1;
-        } else if (json) {
-            cq_json_print_line(user_json(&u), stdout);
         } else {
-            fprintf(stderr, "user %s added (%s%s%s); they sign in on the page\n", u.name, cq_key_role_name(u.role),
-                    u.kb[0] ? " of " : "", u.kb);
+            char target[96];
+            snprintf(target, sizeof target, "user %s (%s)", u.name, cq_key_role_name(u.role));
+            cq_cli_audit(s, "user_add", u.kb, target);
+            if (json)
+                cq_json_print_line(user_json(&u), stdout);
+            else
+                fprintf(stderr, "user %s added (%s%s%s); they sign in on the page\n", u.name,
+                        cq_key_role_name(u.role), u.kb[0] ? " of " : "", u.kb);
         }
     } else if (!strcmp(action, "passwd")) {
         if (cq_store_user_passwd(s, name, password, &err)) {
             fprintf(stderr, "clauseqa user passwd: %s; nothing changed\n", err.msg);
             status = 1;
         } else {
+            cli_audit_user(s, "user_passwd", NULL, name);
             fprintf(stderr, "password of %s changed; their sessions have ended\n", name);
         }
     } else if (!strcmp(action, "set")) {
@@ -202,6 +213,9 @@ int cq_cmd_user(int argc, char **argv) {
             fprintf(stderr, "clauseqa user set: %s; nothing changed\n", err.msg);
             status = 1;
         } else {
+            char target[96];
+            snprintf(target, sizeof target, "user %s (%s)", name, cq_key_role_name(r));
+            cq_cli_audit(s, "user_set", kbs, target);
             fprintf(stderr, "%s is now %s%s%s\n", name, cq_key_role_name(r), kbs[0] ? " of " : "", kbs);
         }
     } else {
@@ -209,6 +223,7 @@ int cq_cmd_user(int argc, char **argv) {
             fprintf(stderr, "clauseqa user remove: %s\n", err.msg);
             status = 1;
         } else {
+            cli_audit_user(s, "user_remove", NULL, name);
             fprintf(stderr, "user %s removed; their sessions have ended\n", name);
         }
     }

@@ -3,11 +3,13 @@
  * open-mode on`. A signed-in user (a session cookie, store/users.h) is authorised exactly as a key of the same role
  * and KBs: both become a principal with a role and a grant, which svc_allows checks with cq_key_allows. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/service_internal.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "store/audit.h"
 #include "store/keys.h"
 #include "store/users.h"
 
@@ -109,6 +111,69 @@ static cq_status svc_authenticate(void *ctx, const char *bearer, const char *ses
     return CQ_OK;
 }
 
+/* An audit entry of who (store/audit.h), best effort: a failure is logged, not returned (the action happened). */
+static void audit_write(cq_service *s, cq_store *st, const cq_web_principal *who, const char *actor_name,
+                        const char *client, const char *action, const char *kb, const char *target) {
+    cq_audit_entry e = {0};
+    if (who && who->user_id) {
+        snprintf(e.actor_kind, sizeof e.actor_kind, "user");
+        e.actor_id = who->user_id;
+    } else if (who && who->key_id) {
+        snprintf(e.actor_kind, sizeof e.actor_kind, "key");
+        e.actor_id = who->key_id;
+    } else {
+        snprintf(e.actor_kind, sizeof e.actor_kind, "%s", who ? "open" : "anonymous");
+    }
+    snprintf(e.actor_name, sizeof e.actor_name, "%s", who ? who->name : actor_name ? actor_name : "");
+    snprintf(e.action, sizeof e.action, "%s", action);
+    snprintf(e.kb, sizeof e.kb, "%s", kb ? kb : "");
+    snprintf(e.target, sizeof e.target, "%s", target ? target : "");
+    snprintf(e.client, sizeof e.client, "%s", client ? client : "");
+    cq_err err = {0};
+    cq_store *own = st ? NULL : cq_svc_pool_get(s, &err);
+    cq_store *use = st ? st : own;
+    if (!use || cq_store_audit_add(use, &e, &err)) CQ_WARN("audit: %s by %s not recorded: %s", action, e.actor_name, err.msg);
+    cq_svc_pool_put(s, own);
+}
+
+static void svc_audit(void *ctx, const cq_web_principal *who, const char *client, const char *action, const char *kb,
+                      const char *target) {
+    audit_write(ctx, NULL, who, NULL, client, action, kb, target);
+}
+
+static cq_status svc_audit_list(void *ctx, int64_t before, int limit, const char *action, cJSON **out, cq_err *err) {
+    cq_service *s = ctx;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_audit_entry *list;
+    size_t n;
+    cq_status rc = cq_store_audit_list(st, before, limit > 0 ? (size_t)limit : 100, action, &list, &n, err);
+    cq_svc_pool_put(s, st);
+    if (rc) return rc;
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", (double)list[i].id);
+        cJSON_AddNumberToObject(o, "at", (double)list[i].at);
+        cJSON *actor = cJSON_AddObjectToObject(o, "actor");
+        cJSON_AddStringToObject(actor, "kind", list[i].actor_kind);
+        if (list[i].actor_id) cJSON_AddNumberToObject(actor, "id", (double)list[i].actor_id);
+        cJSON_AddStringToObject(actor, "name", list[i].actor_name);
+        cJSON_AddStringToObject(o, "action", list[i].action);
+        cJSON_AddItemToObject(o, "kb", list[i].kb[0] ? cJSON_CreateString(list[i].kb) : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "target", list[i].target[0] ? cJSON_CreateString(list[i].target) : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "client", list[i].client[0] ? cJSON_CreateString(list[i].client) : cJSON_CreateNull());
+        cJSON_AddItemToArray(a, o);
+    }
+    *out = cJSON_CreateObject();
+    cJSON_AddItemToObject(*out, "entries", a);
+    /* the next page: entries below the last one; null when this was the last */
+    if (n == (size_t)limit && n) cJSON_AddNumberToObject(*out, "next_before", (double)list[n - 1].id);
+    else cJSON_AddNullToObject(*out, "next_before");
+    free(list);
+    return CQ_OK;
+}
+
 static cq_status svc_login(void *ctx, const char *user, const char *password, const char *client, char *token,
                            cq_web_principal *who, cq_err *err) {
     cq_service *s = ctx;
@@ -134,15 +199,19 @@ static cq_status svc_login(void *ctx, const char *user, const char *password, co
     pthread_cond_signal(&s->signin_cond);
     pthread_mutex_unlock(&s->auth_lock);
     if (!rc) rc = cq_store_session_create(st, u.id, CQ_SESSION_IDLE_S, token, &session_id, err);
-    cq_svc_pool_put(s, st);
     if (rc == CQ_ERR_NOT_FOUND) {
+        const char *tried = cq_user_name_valid(user) ? user : "(an invalid name)";
         cq_login_limit_failed(&s->logins, user, client, cq_clock_seconds());
-        CQ_INFO("auth: failed sign-in of %s from %s", cq_user_name_valid(user) ? user : "an invalid name", client);
-        return rc;
+        CQ_INFO("auth: failed sign-in of %s from %s", tried, client);
+        audit_write(s, st, NULL, tried, client, "sign_in_failed", NULL, NULL);
     }
+    if (!rc) {
+        user_principal(&u, session_id, who);
+        audit_write(s, st, who, NULL, client, "sign_in", NULL, NULL);
+    }
+    cq_svc_pool_put(s, st);
     if (rc) return rc;
     cq_login_limit_succeeded(&s->logins, user);
-    user_principal(&u, session_id, who);
     CQ_INFO("auth: %s signed in from %s (session %lld)", u.name, client, (long long)session_id);
     return CQ_OK;
 }
@@ -171,5 +240,7 @@ void cq_svc_auth_web(cq_web_service *w) {
     w->authenticate = svc_authenticate;
     w->login = svc_login;
     w->logout = svc_logout;
+    w->audit = svc_audit;
+    w->audit_list = svc_audit_list;
     w->allows = svc_allows;
 }

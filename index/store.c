@@ -306,7 +306,8 @@ static const char *const migrations[] = {
     "WHERE kb IS NOT NULL AND kb <> '*';\n",
     /* 10: accounts (issue 30): KB grants of keys and users, many KBs each (store/grants.h; a key's one-KB grant of
      * migration 9 moves there), local users with argon2id password hashes and their sign-in sessions (store/users.h;
-     * only a session token's SHA-256 is kept), and the user a conversation belongs to (store/conversations.h). */
+     * only a session token's SHA-256 is kept), the user a conversation belongs to (store/conversations.h), and the
+     * audit trail (store/audit.h). */
     "CREATE TABLE kb_grants(\n"
     "  subject TEXT NOT NULL,\n"
     "  subject_id INTEGER NOT NULL,\n"
@@ -329,7 +330,14 @@ static const char *const migrations[] = {
     "  created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,\n"
     "  revoked_at INTEGER);\n"
     "CREATE INDEX sessions_user ON sessions(user_id);\n"
-    "ALTER TABLE conversations ADD COLUMN owner_user_id INTEGER;\n",
+    "ALTER TABLE conversations ADD COLUMN owner_user_id INTEGER;\n"
+    "CREATE TABLE audit(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  at INTEGER NOT NULL,\n"
+    "  actor_kind TEXT NOT NULL, actor_id INTEGER NOT NULL DEFAULT 0, actor_name TEXT NOT NULL DEFAULT '',\n"
+    "  action TEXT NOT NULL, kb TEXT NOT NULL DEFAULT '', target TEXT NOT NULL DEFAULT '',\n"
+    "  client TEXT NOT NULL DEFAULT '');\n"
+    "CREATE INDEX audit_action ON audit(action, id);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

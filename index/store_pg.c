@@ -230,7 +230,8 @@ static const char *const migrations[] = {
     "ALTER TABLE api_keys ADD COLUMN kb_id bigint;\n"
     "UPDATE api_keys SET kb_id = (SELECT id FROM kbs WHERE kbs.name = api_keys.kb) "
     "WHERE kb IS NOT NULL AND kb <> '*';\n",
-    /* 7: accounts, as SQLite's migration 10 (store/grants.h, store/users.h, issue 30). */
+    /* 7: accounts and the audit trail, as SQLite's migration 10 (store/grants.h, store/users.h, store/audit.h, issue
+     * 30). */
     "CREATE TABLE kb_grants(\n"
     "  subject text NOT NULL,\n"
     "  subject_id bigint NOT NULL,\n"
@@ -253,7 +254,14 @@ static const char *const migrations[] = {
     "  created_at bigint NOT NULL, last_seen_at bigint NOT NULL, expires_at bigint NOT NULL,\n"
     "  revoked_at bigint);\n"
     "CREATE INDEX sessions_user ON sessions(user_id);\n"
-    "ALTER TABLE conversations ADD COLUMN owner_user_id bigint;\n",
+    "ALTER TABLE conversations ADD COLUMN owner_user_id bigint;\n"
+    "CREATE TABLE audit(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  at bigint NOT NULL,\n"
+    "  actor_kind text NOT NULL, actor_id bigint NOT NULL DEFAULT 0, actor_name text NOT NULL DEFAULT '',\n"
+    "  action text NOT NULL, kb text NOT NULL DEFAULT '', target text NOT NULL DEFAULT '',\n"
+    "  client text NOT NULL DEFAULT '');\n"
+    "CREATE INDEX audit_action ON audit(action, id);\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

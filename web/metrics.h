@@ -35,6 +35,7 @@ typedef enum {
     CQ_ROUTE_LOGIN,
     CQ_ROUTE_LOGOUT,
     CQ_ROUTE_ME,
+    CQ_ROUTE_AUDIT,
     CQ_ROUTE_COUNT
 } cq_web_route;
 

@@ -129,6 +129,22 @@ static void reply(cq_web_req *r, cq_status rc, const cq_err *err, int status, cJ
     }
 }
 
+/* The audit trail (store/audit.h): who did action on kb and target, after it succeeded. */
+static void audit(cq_web_req *r, const char *action, const char *kb, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void audit(cq_web_req *r, const char *action, const char *kb, const char *fmt, ...) {
+    if (!r->svc->audit) return;
+    char target[256] = "", client[64];
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(target, sizeof target, fmt, ap);
+        va_end(ap);
+    }
+    cq_web_client_address(r, client, sizeof client);
+    r->svc->audit(r->svc->ctx, &r->who, client, action, kb, fmt ? target : NULL);
+}
+
 static cJSON *wrap(const char *key, cJSON *v) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, key, v);
@@ -208,6 +224,7 @@ static void handle_kbs(cq_web_req *r) {
         if (!cJSON_IsString(name)) cq_web_send_error(r, 400, "invalid", "give the knowledge base a \"name\"");
         else {
             cq_status rc = r->svc->kb_create(r->svc->ctx, name->valuestring, &out, &err);
+            if (!rc) audit(r, "kb_create", name->valuestring, NULL);
             reply(r, rc, &err, 201, out);
         }
         cJSON_Delete(body);
@@ -227,6 +244,7 @@ static void handle_kb(cq_web_req *r, const char *kb) {
         if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
         cq_status rc = r->svc->kb_delete(r->svc->ctx, kb, &err);
         if (!rc) {
+            audit(r, "kb_delete", kb, NULL);
             out = cJSON_CreateObject();
             cJSON_AddStringToObject(out, "deleted", kb);
         }
@@ -395,6 +413,11 @@ static void handle_upload(cq_web_req *r, const char *kb) {
         cq_web_send_status_error(r, &err);
         return;
     }
+    const cJSON *job = cJSON_GetObjectItem(out, "job");
+    const cJSON *job_id = job ? cJSON_GetObjectItem(job, "id") : NULL;
+    if (accepted)
+        audit(r, r->upload.replace ? "upload_replace" : "upload", kb, "%.200s (job %lld)", r->upload.filename,
+              cJSON_IsNumber(job_id) ? (long long)job_id->valuedouble : 0LL);
     cq_web_send_json(r, accepted ? 202 : 200, out);
 }
 
@@ -433,18 +456,23 @@ static void handle_job_cancel(cq_web_req *r, int64_t id) {
     if (rc) return cq_web_send_status_error(r, &err);
     if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
     rc = r->svc->job_cancel(r->svc->ctx, id, &out, &err);
+    if (!rc) audit(r, "job_cancel", kb, "job %lld", (long long)id);
     reply(r, rc, &err, 200, out);
 }
 
 /* The KB of document id, checked against need; false when a response was sent. */
-static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
-    char kb[128] = "";
+static bool authorize_doc_kb(cq_web_req *r, int64_t id, cq_web_role need, char kb[128]) {
     cq_err err = {0};
     if (r->svc->doc_kb(r->svc->ctx, id, kb, &err)) {
         cq_web_send_status_error(r, &err);
         return false;
     }
     return cq_web_authorize(r, need, kb);
+}
+
+static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
+    char kb[128] = "";
+    return authorize_doc_kb(r, id, need, kb);
 }
 
 static void handle_document(cq_web_req *r, int64_t id) {
@@ -455,9 +483,11 @@ static void handle_document(cq_web_req *r, int64_t id) {
         cq_status rc = r->svc->doc_get(r->svc->ctx, id, &out, &err);
         reply(r, rc, &err, 200, out);
     } else if (method_is(r, "DELETE")) {
-        if (!authorize_doc(r, id, CQ_WEB_EDIT)) return;
+        char kb[128] = "";
+        if (!authorize_doc_kb(r, id, CQ_WEB_EDIT, kb)) return;
         cq_status rc = r->svc->doc_delete(r->svc->ctx, id, &err);
         if (!rc) {
+            audit(r, "document_delete", kb, "document %lld", (long long)id);
             out = cJSON_CreateObject();
             cJSON_AddNumberToObject(out, "deleted", (double)id);
         }
@@ -518,12 +548,14 @@ static void handle_clause(cq_web_req *r, int64_t id) {
 static void handle_document_version(cq_web_req *r, int64_t id) {
     bool get = method_is(r, "GET"), put = method_is(r, "PUT"), del = method_is(r, "DELETE");
     if (!get && !put && !del) return method_not_allowed(r, "GET, PUT, DELETE");
-    if (!authorize_doc(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT)) return;
+    char kb[128] = "";
+    if (!authorize_doc_kb(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT, kb)) return;
     cJSON *body = put ? cq_web_read_json(r) : NULL;
     if (put && !body) return;
     cq_err err = {0};
     cJSON *out = NULL;
     cq_status rc = r->svc->doc_version(r->svc->ctx, id, body, del, &out, &err);
+    if (!rc && !get) audit(r, put ? "version_edit" : "version_reset", kb, "document %lld", (long long)id);
     cJSON_Delete(body);
     reply(r, rc, &err, 200, out);
 }
@@ -819,6 +851,25 @@ static void handle_logout(cq_web_req *r) {
     cq_web_send_json(r, 200, out);
 }
 
+static void handle_audit(cq_web_req *r) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+    long limit = cq_web_query_long(r, "limit", 100, 1, 1000);
+    if (limit < 0) return;
+    long long before = 0;
+    char buf[32], action[32] = "";
+    if (cq_web_query(r, "before", buf, sizeof buf) && buf[0]) {
+        char *end;
+        before = strtoll(buf, &end, 10);
+        if (*end || before <= 0) return cq_web_send_error(r, 400, "invalid", "before must be an entry's id");
+    }
+    bool by_action = cq_web_query(r, "action", action, sizeof action) && action[0];
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->audit_list(r->svc->ctx, (int64_t)before, (int)limit, by_action ? action : NULL, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
 static void handle_me(cq_web_req *r) {
     if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
     cq_web_send_json(r, 200, principal_json(&r->who));
@@ -859,6 +910,8 @@ static void route(cq_web_req *r) {
         r->route = CQ_ROUTE_LOGOUT;
     } else if (api && n == 3 && seg_is(r, 2, "me")) {
         r->route = CQ_ROUTE_ME;
+    } else if (api && n == 3 && seg_is(r, 2, "audit")) {
+        r->route = CQ_ROUTE_AUDIT;
     } else if (api && seg_is(r, 2, "kbs")) {
         r->route = n == 3   ? CQ_ROUTE_KBS
                    : n == 4 ? CQ_ROUTE_KB
@@ -934,6 +987,7 @@ static void dispatch(cq_web_req *r) {
     case CQ_ROUTE_LOGIN: return handle_login(r);
     case CQ_ROUTE_LOGOUT: return handle_logout(r);
     case CQ_ROUTE_ME: return handle_me(r);
+    case CQ_ROUTE_AUDIT: return handle_audit(r);
     case CQ_ROUTE_KBS: return handle_kbs(r);
     case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
     case CQ_ROUTE_KB_DOCUMENTS:

@@ -106,6 +106,13 @@ typedef struct {
                        cq_web_principal *who, cq_err *err);
     /* Ends the session of token (POST /api/v1/logout); NOT_FOUND when it is not live. */
     cq_status (*logout)(void *ctx, const char *token, cq_err *err);
+    /* Records in the audit trail that who (from client) did action (store/audit.h) on kb (NULL: none) and target
+     * (NULL: none), after it succeeded. Best effort: a failure is logged, the request stands. May be NULL. */
+    void (*audit)(void *ctx, const cq_web_principal *who, const char *client, const char *action, const char *kb,
+                  const char *target);
+    /* GET /api/v1/audit: {"entries": [...], "next_before"}, newest first, ids below before (0: from the newest), at
+     * most limit, of one action (NULL: any). */
+    cq_status (*audit_list)(void *ctx, int64_t before, int limit, const char *action, cJSON **out, cq_err *err);
     /* Does who have `need` on kb (NULL: a request that concerns no KB)? */
     bool (*allows)(void *ctx, const cq_web_principal *who, cq_web_role need, const char *kb);
 

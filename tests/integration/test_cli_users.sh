@@ -76,5 +76,8 @@ check "set" test "$(db "SELECT role || ' ' || kb FROM users WHERE name = 'alice'
 check "set replaces the grant" test "$(db "SELECT count(*) FROM kb_grants WHERE subject = 'user'")" = 1
 cq user remove 王芳 2> "$work/err"
 check "remove" test "$(db "SELECT count(*) FROM users WHERE name = '王芳'")" = 0
+check "the trail: every change, by the system user, nothing for the refusals" test \
+  "$(db "SELECT group_concat(action || ':' || target, '|') FROM (SELECT action, target FROM audit WHERE actor_kind = 'cli' AND actor_name <> '' ORDER BY id)")" = \
+  "key_create:key 1 editor (editor)|user_add:user alice (editor)|user_add:user 王芳 (reader)|user_add:user root (admin)|user_passwd:user alice|user_set:user alice (reader)|user_remove:user 王芳"
 check "a user turns authentication on" test "$(db "SELECT value FROM settings WHERE name = 'auth_required'")" = 1
 finish

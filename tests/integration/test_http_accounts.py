@@ -137,6 +137,7 @@ def test_roles_as_keys(s, doc_id):
                 ('POST', '/api/v1/kbs/laws/ask', {'question': '第四十四条', 'store': False}),
                 ('POST', '/api/v1/kbs/other/ask', {'question': 'x', 'store': False}),
                 ('GET', '/api/v1/conversations?all=1', None), ('GET', '/v1/models', None),
+                ('GET', '/api/v1/audit?limit=1', None), ('GET', '/api/v1/audit?before=x', None),
                 ('DELETE', '/api/v1/kbs/no-such-kb', None), ('POST', '/api/v1/kbs', {'name': ''}),
                 ('DELETE', '/api/v1/documents/999999', None)]
         for method, path, body in same:
@@ -333,6 +334,52 @@ def test_conversations(s, keys, open_conv):
     check('an admin key too', open_conv in listed, listed)
 
 
+def test_audit(s, keys):
+    """Who signed in (or failed), uploaded, deleted, changed a user or a key: GET /api/v1/audit, admins only."""
+    admin = KeyClient(s, keys['root'])
+    root = Browser(s, cookie_value(login(s, 'root', 'password of root', headers={'X-Forwarded-For': '192.0.2.44'})))
+    check('an admin user makes a KB', root.post('/api/v1/kbs', {'name': 'audited'}).status == 201)
+    check('...and deletes it', root.delete('/api/v1/kbs/audited').status == 200)
+    r = admin.get('/api/v1/audit?limit=1000')
+    entries = (r.json() or {}).get('entries', [])
+    check('GET /api/v1/audit', r.status == 200 and entries, r)
+    actions = {e['action'] for e in entries}
+    want = {'sign_in', 'sign_in_failed', 'upload', 'document_delete', 'kb_create', 'kb_delete', 'user_add',
+            'user_passwd', 'user_set', 'user_remove', 'key_create'}
+    check('every kind of change is there', want <= actions, sorted(actions))
+    check('newest first', [e['id'] for e in entries] == sorted((e['id'] for e in entries), reverse=True))
+    made = [e for e in entries if e['action'] == 'kb_create']
+    check('who, what, where, from where', made and made[0]['actor'] == {'kind': 'user', 'id': made[0]['actor']['id'],
+                                                                         'name': 'root'} and
+          made[0]['kb'] == 'audited' and made[0]['client'] == '127.0.0.1' and made[0]['at'] > 0, made)
+    signed = [e for e in entries if e['action'] == 'sign_in' and e['client'] == '192.0.2.44']
+    check('a sign-in, with the client behind the proxy', signed and signed[0]['actor']['name'] == 'root', signed)
+    failed = [e for e in entries if e['action'] == 'sign_in_failed' and e['actor']['name'] == 'nobody-here']
+    check('a failed sign-in names the name tried', failed and failed[0]['actor']['kind'] == 'anonymous', failed)
+    uploads = [e for e in entries if e['action'] == 'upload' and e['actor']['name'] == 'ed']
+    check("the editor's upload (session) names the file and job", uploads and uploads[0]['kb'] == 'laws' and
+          uploads[0]['target'].startswith('sample-services-agreement.md (job '), uploads)
+    cli = [e for e in entries if e['action'] == 'user_add']
+    check('the command line is an actor too', cli and cli[0]['actor']['kind'] == 'cli' and cli[0]['client'] is None and
+          cli[0]['target'].startswith('user '), cli)
+    check('no password or token in the trail', all('password' not in json.dumps(e) and 'cqs_' not in json.dumps(e)
+                                                    for e in entries))
+    # pages and one action
+    r = admin.get('/api/v1/audit?limit=2')
+    page = r.json()
+    check('a page of 2 with the next one', len(page['entries']) == 2 and page['next_before'] == page['entries'][1]['id'],
+          page)
+    r = admin.get(f"/api/v1/audit?limit=2&before={page['next_before']}")
+    check('the next page: older entries', r.status == 200 and all(e['id'] < page['next_before'] for e in
+                                                                   r.json()['entries']), r)
+    r = admin.get('/api/v1/audit?action=kb_delete')
+    check('one action', r.status == 200 and {e['action'] for e in r.json()['entries']} == {'kb_delete'}, r)
+    check('limit out of range: 400', admin.get('/api/v1/audit?limit=0').status == 400)
+    check('readers may not read it', KeyClient(s, keys['rd']).get('/api/v1/audit').status == 403)
+    check('nor editors', KeyClient(s, keys['ed']).get('/api/v1/audit').status == 403)
+    check('nor anyone unknown', s.get('/api/v1/audit', key=None).status == 401)
+
+
 def main():
     s = Server(sys.argv[1])
     try:
@@ -353,6 +400,7 @@ def main():
         test_conversations(s, keys, open_conv)
         test_rate_limit(s)
         test_sessions_end(s, carol)
+        test_audit(s, keys)
         check('server exits 0', s.stop() == 0, s.log_text())
     finally:
         s.close()

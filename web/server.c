@@ -807,6 +807,7 @@ static cJSON *principal_json(const cq_web_principal *who) {
 }
 
 static void handle_login(cq_web_req *r) {
+    if (!r->svc->login) return cq_web_send_error(r, 404, "not_found", "this server has no accounts");
     if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
     const char *why = NULL;
     if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
@@ -839,7 +840,7 @@ static void handle_logout(cq_web_req *r) {
     if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
     char session[CQ_WEB_SESSION_TOKEN_BYTES];
     bool ended = false;
-    if (session_cookie(r, session)) {
+    if (r->svc->logout && session_cookie(r, session)) {
         cq_err err = {0};
         cq_status rc = r->svc->logout(r->svc->ctx, session, &err);
         if (rc && rc != CQ_ERR_NOT_FOUND) return cq_web_send_status_error(r, &err);
@@ -852,6 +853,7 @@ static void handle_logout(cq_web_req *r) {
 }
 
 static void handle_audit(cq_web_req *r) {
+    if (!r->svc->audit_list) return cq_web_send_error(r, 404, "not_found", "this server keeps no audit trail");
     if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
     if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
     long limit = cq_web_query_long(r, "limit", 100, 1, 1000);

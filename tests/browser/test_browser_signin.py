@@ -3,7 +3,7 @@
 sign in; a wrong password says so and the dialog stays; a reader signs in, sees its name and role, asks (a cookie
 POST from the page itself passes the cross-site check) and sees no upload, no delete, no KB buttons; an editor sees
 upload and delete for its KB; sign-out asks again; a wrong API key says so, a right one works; the session cookie is
-out of the page's reach (HttpOnly).
+out of the page's reach (HttpOnly); an admin reads the audit trail.
 Skips (77) without Selenium or Chromium.
 
 usage: test_browser_signin.py path/to/clauseqa"""
@@ -78,6 +78,7 @@ def main():
         check('...no delete', driver.find_elements(By.CSS_SELECTOR, '.doc-delete') == [])
         check('...no version correction', driver.find_elements(By.CSS_SELECTOR, '.edit-version') == [])
         check('...no KB buttons', not shown(driver, 'kb-new') and not shown(driver, 'kb-delete'))
+        check('...no audit trail', not shown(driver, 'audit-button'))
         options = [o.text for o in driver.find_elements(By.CSS_SELECTOR, '#kb-select option')]
         check('only its KB', options == ['laws'], options)
         check('the session cookie is out of the page\'s reach (HttpOnly)',
@@ -124,6 +125,19 @@ def main():
         check('an admin key: KB buttons, upload', shown(driver, 'kb-new') and shown(driver, 'dropzone'), me)
         options = [o.text for o in driver.find_elements(By.CSS_SELECTOR, '#kb-select option')]
         check('every KB', options == ['laws', 'other'], options)
+
+        # the audit trail, for admins
+        driver.find_element(By.ID, 'audit-button').click()
+        wait(driver, lambda d: d.find_element(By.ID, 'audit-dialog').get_attribute('open') is not None,
+             'the audit trail opens')
+        rows = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '#audit-rows tr'), 'entries are listed')
+        actions = [r.get_attribute('data-action') for r in rows or []]
+        check('sign-ins, failures and the users made are there', {'sign_in', 'sign_in_failed', 'user_add', 'key_create',
+                                                                  'upload'} <= set(actions), actions)
+        texts = [r.text for r in rows or []]
+        check('in the page\'s language, with who and from where',
+              any('登录失败' in x and 'nobody' in x and '127.0.0.1' in x for x in texts) and
+              any('添加用户' in x and '命令行' in x for x in texts), texts)
     T.finish()
 
 

@@ -21,6 +21,13 @@ const I18N = {
     signInHelp: '服务器要求登录。账户由管理员在服务器上创建（clauseqa user add）。',
     wrongLogin: '用户名或密码错误', tooManySignIns: '登录失败次数过多，请 {0} 秒后再试', keyInvalid: '这个 API 密钥无效或已吊销',
     roles: { admin: '管理员', editor: '编辑', reader: '读者' }, viaKey: 'API 密钥',
+    audit: '审计', auditTitle: '审计记录', auditHelp: '谁在何时登录、上传、删除、修改了用户、授权或密钥（最新的在前）',
+    auditWhen: '时间', auditWho: '操作者', auditAction: '操作', auditTarget: '对象', auditFrom: '来源', auditMore: '更早的记录',
+    actors: { user: '用户', key: '密钥', open: '开放模式', cli: '命令行', anonymous: '未登录' },
+    actions: { sign_in: '登录', sign_in_failed: '登录失败', upload: '上传', upload_replace: '上传（替换）',
+      document_delete: '删除文档', job_cancel: '取消解析', kb_create: '新建知识库', kb_delete: '删除知识库',
+      version_edit: '修改版本信息', version_reset: '恢复自动识别版本', user_add: '添加用户', user_set: '修改用户权限',
+      user_passwd: '修改密码', user_remove: '删除用户', key_create: '创建密钥', key_revoke: '吊销密钥', open_mode: '开放模式' },
     pages: '页', clauses: '条', ready: '就绪', failed: '失败', processing: '处理中', queued: '排队中',
     running: '解析中', duplicate: '已存在', uploading: '上传中', delete: '删除', download: '下载',
     confirmDelete: '删除文档“{0}”？它的条款和索引会一并删除。',
@@ -81,6 +88,14 @@ const I18N = {
     wrongLogin: 'Wrong user name or password', tooManySignIns: 'Too many failed sign-ins: try again in {0} s',
     keyInvalid: 'This API key is not valid, or it was revoked',
     roles: { admin: 'admin', editor: 'editor', reader: 'reader' }, viaKey: 'API key',
+    audit: 'Audit', auditTitle: 'Audit trail', auditHelp: 'Who signed in, uploaded, deleted, changed a user, a grant or a key, and when (newest first)',
+    auditWhen: 'When', auditWho: 'Who', auditAction: 'Action', auditTarget: 'On', auditFrom: 'From', auditMore: 'Older entries',
+    actors: { user: 'user', key: 'key', open: 'open mode', cli: 'command line', anonymous: 'not signed in' },
+    actions: { sign_in: 'signed in', sign_in_failed: 'sign-in failed', upload: 'upload', upload_replace: 'upload (replace)',
+      document_delete: 'document deleted', job_cancel: 'job cancelled', kb_create: 'KB created', kb_delete: 'KB deleted',
+      version_edit: 'version corrected', version_reset: 'version back to automatic', user_add: 'user added',
+      user_set: 'user\'s role or KBs changed', user_passwd: 'password changed', user_remove: 'user removed',
+      key_create: 'key created', key_revoke: 'key revoked', open_mode: 'open mode' },
     pages: 'pages', clauses: 'clauses', ready: 'ready', failed: 'failed', processing: 'processing', queued: 'queued',
     running: 'parsing', duplicate: 'already there', uploading: 'uploading', delete: 'Delete', download: 'Download',
     confirmDelete: 'Delete document “{0}” with its clauses and index entries?',
@@ -347,6 +362,36 @@ $('key-save').addEventListener('click', async () => {
 
 $('signin-cancel').addEventListener('click', () => $('signin-dialog').close());
 
+/* ---- the audit trail (admins: GET /api/v1/audit) ---------------------------------------------------------------- */
+
+const auditPage = { next: null };
+
+function auditRow(e) {
+  const when = new Date(e.at * 1000).toLocaleString(state.lang === 'zh' ? 'zh-CN' : 'en');
+  const who = (t('actors')[e.actor.kind] || e.actor.kind) + (e.actor.name ? ' ' + e.actor.name : '');
+  return el('tr', { class: 'audit-entry', 'data-action': e.action },
+    el('td', {}, when), el('td', {}, who), el('td', { class: 'audit-action' }, t('actions')[e.action] || e.action),
+    el('td', {}, e.kb || ''), el('td', {}, e.target || ''), el('td', {}, e.client || ''));
+}
+
+async function loadAudit(more) {
+  try {
+    const data = await api('GET', '/api/v1/audit?limit=50' + (more && auditPage.next ? '&before=' + auditPage.next : ''));
+    const rows = data.entries.map(auditRow);
+    if (more) $('audit-rows').append(...rows);
+    else $('audit-rows').replaceChildren(...rows);
+    auditPage.next = data.next_before;
+    $('audit-more').hidden = !auditPage.next;
+  } catch (e) { toast(e.message, true); }
+}
+
+$('audit-button').addEventListener('click', async () => {
+  await loadAudit(false);
+  $('audit-dialog').showModal();
+});
+$('audit-more').addEventListener('click', () => loadAudit(true));
+$('audit-close').addEventListener('click', () => $('audit-dialog').close());
+
 $('signout-button').addEventListener('click', async () => {
   try { await fetch('/api/v1/logout', { method: 'POST' }); } catch (e) { /* signed out here anyway */ }
   state.key = '';
@@ -373,6 +418,7 @@ function renderMe() {
   $('kb-new').hidden = !isAdmin();
   $('kb-delete').hidden = !isAdmin();
   $('dropzone').hidden = !canEdit(state.kb);
+  $('audit-button').hidden = !(state.me && state.me.role === 'admin');
   $('uploads').hidden = !canEdit(state.kb);
 }
 

@@ -7,8 +7,8 @@
  * Password hashing: argon2id, t = CQ_PASSWORD_T_COST passes over m = CQ_PASSWORD_M_COST_KIB KiB with one lane, a
  * 16-byte random salt, a 32-byte hash, stored in the PHC string form ("$argon2id$v=19$m=…,t=…,p=…$salt$hash"), so
  * that a hash made under other parameters still verifies. The parameters are OWASP's second recommendation for
- * argon2id (19 MiB, 2 passes); one verification took 79 ms on the 2-core development box under a load of 4.7
- * (docs/API.md "Accounts"), well under the half second a sign-in may take. Passwords have
+ * argon2id (19 MiB, 2 passes); one verification took 34-79 ms on the 2-core development box under loads of 7.4 and
+ * 4.7 (docs/API.md "Accounts"; t=3 with 64 MiB took 209-396 ms), well under the half second a sign-in may take. Passwords have
  * CQ_PASSWORD_MIN_CHARS to CQ_PASSWORD_MAX_BYTES. A sign-in with an unknown name verifies a dummy hash, so that
  * it takes as long as a wrong password.
  *

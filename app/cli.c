@@ -22,6 +22,7 @@ int cq_cmd_perplexity(int argc, char **argv);
 int cq_cmd_reindex(int argc, char **argv);
 int cq_cmd_serve(int argc, char **argv);
 int cq_cmd_keys(int argc, char **argv);
+int cq_cmd_user(int argc, char **argv);
 int cq_cmd_kb(int argc, char **argv);
 int cq_cmd_doc(int argc, char **argv);
 int cq_cmd_backup(int argc, char **argv);
@@ -43,6 +44,7 @@ static const cq_command commands[] = {
     {"reindex", cq_cmd_reindex, "analyse versions again and rebuild a KB's vector index (FAISS) from SQLite"},
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
+    {"user", cq_cmd_user, "add, list, change and remove the users who sign in to the page"},
     {"backup", cq_cmd_backup, "copy the data directory, consistent while the server runs"},
     {"restore", cq_cmd_restore, "restore a backup into the data directory"},
     {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},

@@ -1,4 +1,6 @@
 #include "app/cli_common.h"
+#include "store/audit.h"
+#include "store/grants.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -93,6 +95,41 @@ void cq_cli_format_time(int64_t t, char *out, size_t cap) {
     struct tm tm;
     gmtime_r(&tt, &tm);
     strftime(out, cap, "%Y-%m-%d %H:%M", &tm);
+}
+
+int cq_cli_grant_add(char *list, const char *value, const char *cmd) {
+    size_t len = strlen(list);
+    int w = snprintf(list + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", value);
+    if (w < 0 || (size_t)w >= CQ_GRANT_BYTES - len) {
+        list[len] = 0;
+        fprintf(stderr, "clauseqa %s: too many knowledge bases (at most %d)\n", cmd, CQ_GRANT_MAX_KBS);
+        return 1;
+    }
+    return 0;
+}
+
+cJSON *cq_cli_grant_json(const char *kbs) {
+    if (!kbs || !*kbs) return cJSON_CreateNull();
+    if (!strcmp(kbs, "*")) return cJSON_CreateString("*");
+    cJSON *a = cJSON_CreateArray();
+    char buf[CQ_GRANT_BYTES];
+    snprintf(buf, sizeof buf, "%s", kbs);
+    char *save = NULL;
+    for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        cJSON_AddItemToArray(a, cJSON_CreateString(p));
+    return a;
+}
+
+void cq_cli_audit(cq_store *s, const char *action, const char *kb, const char *target) {
+    cq_audit_entry e = {0};
+    const char *who = getenv("SUDO_USER") && *getenv("SUDO_USER") ? getenv("SUDO_USER") : getenv("USER");
+    snprintf(e.actor_kind, sizeof e.actor_kind, "cli");
+    snprintf(e.actor_name, sizeof e.actor_name, "%s", who && *who ? who : "?");
+    snprintf(e.action, sizeof e.action, "%s", action);
+    snprintf(e.kb, sizeof e.kb, "%s", kb ? kb : "");
+    snprintf(e.target, sizeof e.target, "%s", target ? target : "");
+    cq_err err = {0};
+    if (cq_store_audit_add(s, &e, &err)) CQ_WARN("audit: %s not recorded: %s", action, err.msg);
 }
 
 char *cq_read_line(FILE *f) {

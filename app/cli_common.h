@@ -32,6 +32,17 @@ void cq_cli_print_cell(FILE *f, const char *s, int cols);
 /* Unix seconds as "2026-11-29 21:40" (UTC); "-" for 0. */
 void cq_cli_format_time(int64_t t, char *out, size_t cap);
 
+/* A grant's KBs given on the command line (store/grants.h): appends one --kb value (itself a name or names joined
+ * by ',') to list (CQ_GRANT_BYTES). Prints "clauseqa CMD: too many knowledge bases" and returns non-zero when it
+ * does not fit. */
+int cq_cli_grant_add(char *list, const char *value, const char *cmd);
+/* A grant's KBs as JSON: null for "" (admin), "*", or an array of names. */
+cJSON *cq_cli_grant_json(const char *kbs);
+
+/* An entry of the audit trail (store/audit.h) for a change made on the command line: the actor is the system user
+ * ($SUDO_USER, else $USER). A failure is printed as a warning; the change stands. */
+void cq_cli_audit(cq_store *s, const char *action, const char *kb, const char *target);
+
 /* Reads one line from f (any length); returns NULL at EOF. Caller frees. */
 char *cq_read_line(FILE *f);
 

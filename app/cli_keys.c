@@ -1,4 +1,4 @@
-/* clauseqa keys create --role admin|editor|reader [--kb KB|*] [--name NAME] | list | revoke ID | open-mode [on|off]
+/* clauseqa keys create --role admin|editor|reader [--kb KB ...|*] [--name NAME] | list | revoke ID | open-mode [on|off]
  *              [--data DIR] */
 #include <getopt.h>
 #include <stdio.h>
@@ -11,13 +11,14 @@
 #include "store/keys.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: clauseqa keys create --role admin|editor|reader [--kb KB|'*'] [--name NAME] [--json]\n"
+    fprintf(f, "usage: clauseqa keys create --role admin|editor|reader [--kb KB ...|'*'] [--name NAME] [--json]\n"
                "       clauseqa keys list [--json]\n"
                "       clauseqa keys revoke ID\n"
                "       clauseqa keys open-mode [on|off]\n"
                "API keys for the HTTP API (Authorization: Bearer KEY). Roles: admin (keys, KBs, everything),\n"
-               "editor (upload and delete documents of --kb, and read it), reader (retrieve and ask in --kb);\n"
-               "--kb '*' gives the role on every KB. The key is printed once; only its hash is stored.\n"
+               "editor (upload and delete documents of its KBs, and read them), reader (retrieve and ask in its\n"
+               "KBs); give --kb once per KB (or KB,KB), --kb '*' for every KB. The key is printed once; only its\n"
+               "hash is stored.\n"
                "The first key turns authentication on for good: revoking every key leaves every request refused.\n"
                "open-mode on lets a loopback server answer without keys again (no key may be active); off requires\n"
                "keys even before one exists; without an argument it says which mode is on. A running server\n"
@@ -32,6 +33,7 @@ static cJSON *key_json(const cq_key_info *k) {
     cJSON_AddStringToObject(o, "prefix", k->prefix);
     cJSON_AddStringToObject(o, "role", cq_key_role_name(k->role));
     cJSON_AddItemToObject(o, "kb", k->kb[0] ? cJSON_CreateString(k->kb) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "kbs", cq_cli_grant_json(k->kb));
     cJSON_AddNumberToObject(o, "created_at", (double)k->created_at);
     cJSON_AddNumberToObject(o, "last_used_at", (double)k->last_used_at);
     cJSON_AddBoolToObject(o, "revoked", k->revoked_at != 0);
@@ -66,9 +68,11 @@ static int open_mode(const char *to) {
         fprintf(stderr, "clauseqa keys open-mode: %s\n", err.msg);
         status = 1;
     } else if (!strcmp(to, "on")) {
+        cq_cli_audit(s, "open_mode", NULL, "on");
         CQ_WARN("keys open-mode on (by %s): a server on a loopback address answers without keys, as admin",
                 getenv("USER") ? getenv("USER") : "?");
     } else {
+        cq_cli_audit(s, "open_mode", NULL, "off");
         CQ_INFO("keys open-mode off (by %s): every request needs an API key", getenv("USER") ? getenv("USER") : "?");
     }
     cq_store_close(s);
@@ -79,13 +83,18 @@ int cq_cmd_keys(int argc, char **argv) {
     static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
                                          {"name", required_argument, 0, 'n'}, {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
-    const char *role = NULL, *kb = NULL, *name = NULL;
+    const char *role = NULL, *name = NULL;
+    char kb_list[CQ_GRANT_BYTES] = "";
+    const char *kb = NULL;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'r': role = optarg; break;
-        case 'k': kb = optarg; break;
+        case 'k': /* every --kb counts (issue 30: the last one alone was kept) */
+            if (cq_cli_grant_add(kb_list, optarg, "keys create")) return 2;
+            kb = kb_list;
+            break;
         case 'n': name = optarg; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -140,15 +149,20 @@ int cq_cmd_keys(int argc, char **argv) {
         if (cq_store_key_create(s, name, r, kb, secret, &k, &err)) {
             fprintf(stderr, "clauseqa keys create: %s\n", err.msg);
             status = 1;
-        } else if (json) {
-            cJSON *o = key_json(&k);
-            cJSON_AddStringToObject(o, "key", secret);
-            cq_json_print_line(o, stdout);
         } else {
-            printf("%s\n", secret);
-            fprintf(stderr, "key %lld (%s%s%s) created. It is shown only this once; send it as\n"
-                            "  Authorization: Bearer %s\n",
-                    (long long)k.id, cq_key_role_name(k.role), k.kb[0] ? " of " : "", k.kb, secret);
+            char target[96];
+            snprintf(target, sizeof target, "key %lld %s (%s)", (long long)k.id, k.name, cq_key_role_name(k.role));
+            cq_cli_audit(s, "key_create", k.kb, target);
+            if (json) {
+                cJSON *o = key_json(&k);
+                cJSON_AddStringToObject(o, "key", secret);
+                cq_json_print_line(o, stdout);
+            } else {
+                printf("%s\n", secret);
+                fprintf(stderr, "key %lld (%s%s%s) created. It is shown only this once; send it as\n"
+                                "  Authorization: Bearer %s\n",
+                        (long long)k.id, cq_key_role_name(k.role), k.kb[0] ? " of " : "", k.kb, secret);
+            }
         }
         secret[0] = 0;
     } else if (!strcmp(action, "list")) {
@@ -180,6 +194,9 @@ int cq_cmd_keys(int argc, char **argv) {
             fprintf(stderr, "clauseqa keys revoke: %s\n", err.msg);
             status = 1;
         } else {
+            char target[32];
+            snprintf(target, sizeof target, "key %lld", revoke_id);
+            cq_cli_audit(s, "key_revoke", NULL, target);
             fprintf(stderr, "key %lld revoked\n", revoke_id);
         }
     }

@@ -140,6 +140,8 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_mutex_init(&s->auth_lock, NULL);
+    pthread_cond_init(&s->signin_cond, NULL);
+    cq_login_limit_init(&s->logins);
     pthread_mutex_init(&s->queue_lock, NULL);
     pthread_mutex_init(&s->phase_lock, NULL);
     pthread_cond_init(&s->queue_cond, NULL);
@@ -220,6 +222,8 @@ void cq_service_close(cq_service *s) {
     cq_admission_destroy(&s->asks);
     pthread_mutex_destroy(&s->pool_lock);
     pthread_mutex_destroy(&s->auth_lock);
+    pthread_cond_destroy(&s->signin_cond);
+    cq_login_limit_destroy(&s->logins);
     pthread_mutex_destroy(&s->queue_lock);
     pthread_mutex_destroy(&s->phase_lock);
     pthread_cond_destroy(&s->queue_cond);

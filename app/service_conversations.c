@@ -15,9 +15,12 @@
 #define TITLE_CHARS_MAX 100 /* a conversation's title, in characters */
 #define TITLE_FROM_QUESTION_CHARS 40
 
-/* Who may see conversation c: its owner, and admins. Everyone else is told there is no such conversation. */
+/* Who may see conversation c: its owner (the key, or the signed-in user, that began it), and admins. Everyone else
+ * is told there is no such conversation. */
 static bool visible(const cq_web_principal *who, const cq_conversation *c) {
-    return who->role == CQ_WEB_ADMIN || c->owner_key_id == who->key_id;
+    if (who->role == CQ_WEB_ADMIN) return true;
+    if (who->user_id) return c->owner_user_id == who->user_id;
+    return !c->owner_user_id && c->owner_key_id == who->key_id;
 }
 
 static cJSON *conversation_json(const cq_conversation *c) {
@@ -27,6 +30,9 @@ static cJSON *conversation_json(const cq_conversation *c) {
     cJSON_AddStringToObject(o, "title", c->title);
     cJSON_AddNumberToObject(o, "turn_count", c->n_turns);
     cJSON_AddNumberToObject(o, "owner_key_id", (double)c->owner_key_id);
+    if (c->owner_user_id) cJSON_AddNumberToObject(o, "owner_user_id", (double)c->owner_user_id);
+    /* made in open mode, before sign-in was turned on: listed for admins */
+    cJSON_AddBoolToObject(o, "before_sign_in", !c->owner_key_id && !c->owner_user_id);
     cJSON_AddNumberToObject(o, "created_at", (double)c->created_at);
     cJSON_AddNumberToObject(o, "updated_at", (double)c->updated_at);
     return o;
@@ -77,7 +83,9 @@ cq_status cq_svc_conversation_begin(cq_store *st, const cq_web_principal *who, i
                                     int64_t *id, cq_err *err) {
     char *title = fold_title(question, TITLE_FROM_QUESTION_CHARS);
     if (!title) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    cq_status rc = cq_store_conversation_create(st, who->key_id, kb_id, title[0] ? title : "…", id, err);
+    const char *t = title[0] ? title : "…";
+    cq_status rc = who->user_id ? cq_store_conversation_create_for_user(st, who->user_id, kb_id, t, id, err)
+                                : cq_store_conversation_create(st, who->key_id, kb_id, t, id, err);
     free(title);
     return rc;
 }
@@ -118,8 +126,11 @@ static cq_status svc_conversation_list(void *ctx, const cq_web_principal *who, c
     if (!st) return err->code;
     cq_conversation *list;
     size_t n;
-    int64_t owner = all && who->role == CQ_WEB_ADMIN ? -1 : who->key_id;
-    cq_status rc = cq_store_conversation_list(st, owner, kb_id, LIST_LIMIT, &list, &n, err);
+    bool admin = who->role == CQ_WEB_ADMIN, every = all && admin;
+    /* an admin's own list keeps those made in open mode, before sign-in was turned on (issue 30) */
+    cq_status rc = every ? cq_store_conversation_list(st, -1, kb_id, LIST_LIMIT, &list, &n, err)
+                         : cq_store_conversation_list_owned(st, who->key_id, who->user_id, admin,
+                                                            kb_id, LIST_LIMIT, &list, &n, err);
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     cJSON *a = cJSON_CreateArray();

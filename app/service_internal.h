@@ -1,6 +1,6 @@
 /* Inside the service (app/service.h): the state its files share and the helpers they call. One concern a file:
  *   service.c          life cycle, the web function table, store connections, paths under the data directory
- *   service_auth.c     API keys and open mode
+ *   service_auth.c     API keys, open mode, users' sign-in and sessions
  *   service_metrics.c  health and the Prometheus text
  *   service_library.c  KBs, documents, originals, page images, clauses; removing files no document uses
  *   service_jobs.c     uploads, the ingestion queue and its worker, jobs
@@ -19,6 +19,7 @@
 
 #include "app/admission.h"
 #include "app/answer.h"
+#include "app/login_limit.h"
 #include "app/rerank.h"
 #include "app/service.h"
 #include "core/latency.h"
@@ -66,6 +67,9 @@ struct cq_service {
     pthread_mutex_t auth_lock; /* service_auth.c */
     double auth_checked_at;
     bool open_now;
+    cq_login_limit logins;     /* service_auth.c: failed sign-ins held back */
+    pthread_cond_t signin_cond; /* under auth_lock: password checks running at once, bounded (memory) */
+    int signins_running;
 
     pthread_mutex_t queue_lock; /* service_jobs.c */
     pthread_cond_t queue_cond;

@@ -6,6 +6,10 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
         {"UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1 AND coalesce(last_used_at, 0) <= ?2 - 60",
          "UPDATE api_keys SET last_used_at = ?2 WHERE id = (SELECT id FROM api_keys WHERE id = ?1 "
          "AND coalesce(last_used_at, 0) <= ?2 - 60 FOR UPDATE SKIP LOCKED)"},
+    [CQ_SQL_SESSION_TOUCH] =
+        {"UPDATE sessions SET last_seen_at = ?2, expires_at = ?2 + ?3 WHERE id = ?1 AND last_seen_at <= ?2 - 60",
+         "UPDATE sessions SET last_seen_at = ?2, expires_at = ?2 + ?3 WHERE id = (SELECT id FROM sessions WHERE "
+         "id = ?1 AND last_seen_at <= ?2 - 60 FOR UPDATE SKIP LOCKED)"},
     [CQ_SQL_VERSION_INSERT] =
         {"INSERT INTO doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at) "
          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, FALSE, ?8)",

@@ -25,6 +25,9 @@ typedef enum {
     CQ_SQL_JOB_FINISH,
     /* store/conversations.c: the answer text of a stored turn's reply (JSON text in t.reply), as an expression. */
     CQ_SQL_REPLY_ANSWER,
+    /* store/users.c: a session's sliding expiry, at most once a minute, never waiting for a lock (?1 id, ?2 now,
+     * ?3 seconds idle before it expires): as CQ_SQL_KEY_TOUCH. */
+    CQ_SQL_SESSION_TOUCH,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

@@ -331,6 +331,40 @@ static const char *const migrations[] = {
     "  answer_id INTEGER NOT NULL REFERENCES answer_log(id) ON DELETE CASCADE,\n"
     "  doc_id INTEGER NOT NULL,\n"
     "  PRIMARY KEY(answer_id, doc_id)) WITHOUT ROWID;\n",
+    /* 11: accounts (issue 30): KB grants of keys and users, many KBs each (store/grants.h; a key's one-KB grant of
+     * migration 9 moves there), local users with argon2id password hashes and their sign-in sessions (store/users.h;
+     * only a session token's SHA-256 is kept), the user a conversation belongs to (store/conversations.h), and the
+     * audit trail (store/audit.h). */
+    "CREATE TABLE kb_grants(\n"
+    "  subject TEXT NOT NULL,\n"
+    "  subject_id INTEGER NOT NULL,\n"
+    "  kb_id INTEGER NOT NULL,\n"
+    "  kb TEXT NOT NULL,\n"
+    "  PRIMARY KEY(subject, subject_id, kb_id));\n"
+    "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) SELECT 'key', id, kb_id, kb FROM api_keys "
+    "WHERE kb_id IS NOT NULL AND kb IS NOT NULL AND kb <> '*';\n"
+    "CREATE TABLE users(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  password_hash TEXT NOT NULL,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_login_at INTEGER);\n"
+    "CREATE TABLE sessions(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,\n"
+    "  hash TEXT NOT NULL UNIQUE,\n"
+    "  created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,\n"
+    "  revoked_at INTEGER);\n"
+    "CREATE INDEX sessions_user ON sessions(user_id);\n"
+    "ALTER TABLE conversations ADD COLUMN owner_user_id INTEGER;\n"
+    "CREATE TABLE audit(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  at INTEGER NOT NULL,\n"
+    "  actor_kind TEXT NOT NULL, actor_id INTEGER NOT NULL DEFAULT 0, actor_name TEXT NOT NULL DEFAULT '',\n"
+    "  action TEXT NOT NULL, kb TEXT NOT NULL DEFAULT '', target TEXT NOT NULL DEFAULT '',\n"
+    "  client TEXT NOT NULL DEFAULT '');\n"
+    "CREATE INDEX audit_action ON audit(action, id);\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

@@ -252,6 +252,38 @@ static const char *const migrations[] = {
     "  answer_id bigint NOT NULL REFERENCES answer_log(id) ON DELETE CASCADE,\n"
     "  doc_id bigint NOT NULL,\n"
     "  PRIMARY KEY(answer_id, doc_id));\n",
+    /* 8: accounts and the audit trail, as SQLite's migration 11 (store/grants.h, store/users.h, store/audit.h, issue
+     * 30). */
+    "CREATE TABLE kb_grants(\n"
+    "  subject text NOT NULL,\n"
+    "  subject_id bigint NOT NULL,\n"
+    "  kb_id bigint NOT NULL,\n"
+    "  kb text NOT NULL,\n"
+    "  PRIMARY KEY(subject, subject_id, kb_id));\n"
+    "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) SELECT 'key', id, kb_id, kb FROM api_keys "
+    "WHERE kb_id IS NOT NULL AND kb IS NOT NULL AND kb <> '*';\n"
+    "CREATE TABLE users(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  name text NOT NULL UNIQUE,\n"
+    "  password_hash text NOT NULL,\n"
+    "  role text NOT NULL,\n"
+    "  kb text,\n"
+    "  created_at bigint NOT NULL, updated_at bigint NOT NULL, last_login_at bigint);\n"
+    "CREATE TABLE sessions(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  user_id bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,\n"
+    "  hash text NOT NULL UNIQUE,\n"
+    "  created_at bigint NOT NULL, last_seen_at bigint NOT NULL, expires_at bigint NOT NULL,\n"
+    "  revoked_at bigint);\n"
+    "CREATE INDEX sessions_user ON sessions(user_id);\n"
+    "ALTER TABLE conversations ADD COLUMN owner_user_id bigint;\n"
+    "CREATE TABLE audit(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  at bigint NOT NULL,\n"
+    "  actor_kind text NOT NULL, actor_id bigint NOT NULL DEFAULT 0, actor_name text NOT NULL DEFAULT '',\n"
+    "  action text NOT NULL, kb text NOT NULL DEFAULT '', target text NOT NULL DEFAULT '',\n"
+    "  client text NOT NULL DEFAULT '');\n"
+    "CREATE INDEX audit_action ON audit(action, id);\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

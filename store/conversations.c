@@ -1,6 +1,7 @@
 /* Conversations and their turns (store/conversations.h), written once for SQLite and PostgreSQL on db/db.h. */
 #include "store/conversations.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,16 +38,19 @@ static cq_status title_check(const char *title, cq_err *err) {
     return CQ_OK;
 }
 
-cq_status cq_store_conversation_create(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *title,
-                                       int64_t *id, cq_err *err) {
+/* A conversation of a key (owner_user_id 0) or of a user (owner_key_id 0). */
+static cq_status create(cq_store *s, int64_t owner_key_id, int64_t owner_user_id, int64_t kb_id, const char *title,
+                        int64_t *id, cq_err *err) {
     if (title_check(title, err)) return CQ_ERR_INVALID;
     cq_db_stmt *st;
     if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO conversations(owner_key_id, kb_id, title, created_at, updated_at) "
-                      "VALUES(?1, ?2, ?3, ?4, ?4) RETURNING id",
+                      "INSERT INTO conversations(owner_key_id, kb_id, title, created_at, updated_at, owner_user_id) "
+                      "VALUES(?1, ?2, ?3, ?4, ?4, ?5) RETURNING id",
                       &st, err))
         return cq_err_prefix(err, "create conversation: ");
     cq_db_bind_int(st, 1, owner_key_id);
+    if (owner_user_id) cq_db_bind_int(st, 5, owner_user_id);
+    else cq_db_bind_null(st, 5);
     cq_db_bind_int(st, 2, kb_id);
     cq_db_bind_text(st, 3, title);
     cq_db_bind_int(st, 4, (int64_t)time(NULL));
@@ -57,9 +61,19 @@ cq_status cq_store_conversation_create(cq_store *s, int64_t owner_key_id, int64_
     return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "create conversation: no id");
 }
 
+cq_status cq_store_conversation_create(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *title,
+                                       int64_t *id, cq_err *err) {
+    return create(s, owner_key_id, 0, kb_id, title, id, err);
+}
+
+cq_status cq_store_conversation_create_for_user(cq_store *s, int64_t user_id, int64_t kb_id, const char *title,
+                                                int64_t *id, cq_err *err) {
+    return create(s, 0, user_id, kb_id, title, id, err);
+}
+
 #define CONVERSATION_COLUMNS                                                                                       \
     "c.id, c.owner_key_id, c.kb_id, k.name, c.title, c.created_at, c.updated_at, "                                 \
-    "(SELECT count(*) FROM conversation_turns t WHERE t.conversation_id = c.id) "                                  \
+    "(SELECT count(*) FROM conversation_turns t WHERE t.conversation_id = c.id), coalesce(c.owner_user_id, 0) "    \
     "FROM conversations c JOIN kbs k ON k.id = c.kb_id"
 
 /* Every row of st as conversations. */
@@ -83,6 +97,7 @@ static cq_status conversations_from(cq_db_stmt *st, const char *what, cq_convers
         c->created_at = cq_db_col_int(st, 5);
         c->updated_at = cq_db_col_int(st, 6);
         c->n_turns = (int)cq_db_col_int(st, 7);
+        c->owner_user_id = cq_db_col_int(st, 8);
         if (!c->title) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
@@ -115,14 +130,18 @@ cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *ou
     return n == 1 ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
 }
 
-cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
-                                     cq_conversation **out, size_t *n, cq_err *err) {
+/* The conversations of a key (owner_key_id >= 0, user_id 0), of a user (user_id > 0), or of everyone
+ * (owner_key_id < 0); with_open: open mode's too. */
+static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, bool with_open, int64_t kb_id, size_t limit,
+                      cq_conversation **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     cq_db_stmt *st;
     /* NULLS LAST: a conversation without turns after those with turns of its second, on both stores */
     if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT " CONVERSATION_COLUMNS " WHERE (?1 < 0 OR c.owner_key_id = ?1) AND "
+                      "SELECT " CONVERSATION_COLUMNS " WHERE (?1 < 0 OR (?4 = 0 AND c.owner_key_id = ?1 AND "
+                      "c.owner_user_id IS NULL) OR (?4 > 0 AND c.owner_user_id = ?4) OR "
+                      "(?5 = 1 AND c.owner_key_id = 0 AND c.owner_user_id IS NULL)) AND "
                       "(?2 = 0 OR c.kb_id = ?2) ORDER BY c.updated_at DESC, (SELECT max(t.id) FROM "
                       "conversation_turns t WHERE t.conversation_id = c.id) DESC NULLS LAST, c.id DESC LIMIT ?3",
                       &st, err))
@@ -130,7 +149,20 @@ cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t 
     cq_db_bind_int(st, 1, owner_key_id);
     cq_db_bind_int(st, 2, kb_id);
     cq_db_bind_int(st, 3, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+    cq_db_bind_int(st, 4, user_id);
+    cq_db_bind_int(st, 5, with_open ? 1 : 0);
     return conversations_from(st, "list conversations", out, n, err);
+}
+
+cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
+                                     cq_conversation **out, size_t *n, cq_err *err) {
+    return list(s, owner_key_id, 0, false, kb_id, limit, out, n, err);
+}
+
+cq_status cq_store_conversation_list_owned(cq_store *s, int64_t key_id, int64_t user_id, bool with_open,
+                                           int64_t kb_id, size_t limit, cq_conversation **out, size_t *n,
+                                           cq_err *err) {
+    return list(s, user_id ? 0 : key_id < 0 ? 0 : key_id, user_id, with_open, kb_id, limit, out, n, err);
 }
 
 /* A write of conversation id: NOT_FOUND when no row changed. */

@@ -13,32 +13,12 @@
 #include "db/db.h"
 #include "db/dialect.h"
 
-const char *cq_key_role_name(cq_key_role role) {
-    switch (role) {
-    case CQ_ROLE_ADMIN: return "admin";
-    case CQ_ROLE_EDITOR: return "editor";
-    case CQ_ROLE_READER: return "reader";
-    default: return "none";
-    }
-}
-
-cq_key_role cq_key_role_parse(const char *name) {
-    if (!name) return CQ_ROLE_NONE;
-    if (!strcmp(name, "admin")) return CQ_ROLE_ADMIN;
-    if (!strcmp(name, "editor")) return CQ_ROLE_EDITOR;
-    if (!strcmp(name, "reader")) return CQ_ROLE_READER;
-    return CQ_ROLE_NONE;
-}
-
 int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name) {
-    if (!key || key->role == CQ_ROLE_NONE) return 0;
-    if (key->role == CQ_ROLE_ADMIN) return 1;
-    if (need == CQ_ROLE_ADMIN || !kb_name || key->kb_gone || !key->kb[0]) return 0;
-    if (strcmp(key->kb, "*") && strcmp(key->kb, kb_name)) return 0;
-    return key->role >= need;
+    if (!key || (key->kb_gone && key->role != CQ_ROLE_ADMIN)) return 0;
+    return cq_grant_allows(key->role, key->kb, need, kb_name);
 }
 
-static cq_status random_hex(char *out, size_t n_hex, cq_err *err) {
+cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
     unsigned char bytes[32];
     size_t need = (n_hex + 1) / 2, got = 0;
     if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
@@ -56,13 +36,10 @@ static cq_status random_hex(char *out, size_t n_hex, cq_err *err) {
     return CQ_OK;
 }
 
-/* The key's columns, its KB's current row joined by id: a grant whose KB is gone (or, made before grants had ids,
- * never existed) is flagged. */
+/* The key's columns; its KBs are read apart (cq_grants_read). */
 #define KEY_COLUMNS                                                                                                 \
     "k.id, k.name, k.prefix, k.role, coalesce(k.kb, ''), k.created_at, coalesce(k.last_used_at, 0), "               \
-    "coalesce(k.revoked_at, 0), coalesce(k.kb_id, 0), "                                                             \
-    "CASE WHEN k.kb IS NULL OR k.kb = '*' THEN 0 WHEN b.id IS NULL THEN 1 ELSE 0 END "                              \
-    "FROM api_keys k LEFT JOIN kbs b ON b.id = k.kb_id"
+    "coalesce(k.revoked_at, 0) FROM api_keys k"
 
 static void key_from_row(cq_db_stmt *st, cq_key_info *k) {
     memset(k, 0, sizeof *k);
@@ -74,27 +51,25 @@ static void key_from_row(cq_db_stmt *st, cq_key_info *k) {
     k->created_at = cq_db_col_int(st, 5);
     k->last_used_at = cq_db_col_int(st, 6);
     k->revoked_at = cq_db_col_int(st, 7);
-    k->kb_id = cq_db_col_int(st, 8);
-    k->kb_gone = cq_db_col_int(st, 9) != 0;
 }
 
-static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char secret[CQ_KEY_SECRET_BYTES],
-                         char hash[65], char prefix[CQ_KEY_PREFIX_CHARS + 1], cq_err *err) {
+/* Replaces k->kb (as stored) by its grant: the KBs that exist now when current, as granted otherwise. */
+static cq_status key_grant(cq_db *db, cq_key_info *k, bool current, cq_err *err) {
+    char stored[CQ_GRANT_BYTES];
+    snprintf(stored, sizeof stored, "%s", k->kb);
+    return cq_grants_read(db, "key", k->id, stored, current, k->kb, &k->kb_gone, err);
+}
+
+static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char grant[CQ_GRANT_BYTES],
+                             char secret[CQ_KEY_SECRET_BYTES], char hash[65], char prefix[CQ_KEY_PREFIX_CHARS + 1],
+                             cq_err *err) {
     const char *name = *name_io;
-    if (role == CQ_ROLE_NONE) return cq_err_set(err, CQ_ERR_INVALID, "a key needs a role: admin, editor or reader");
-    if (role == CQ_ROLE_ADMIN && kb && *kb)
-        return cq_err_set(err, CQ_ERR_INVALID, "admin keys cover every knowledge base: give no KB");
-    if (role != CQ_ROLE_ADMIN) {
-        if (!kb || !*kb) return cq_err_set(err, CQ_ERR_INVALID, "%s keys need a KB (a name, or * for every KB)",
-                                           cq_key_role_name(role));
-        if (strcmp(kb, "*") && !cq_store_kb_name_valid(kb))
-            return cq_err_set(err, CQ_ERR_INVALID, "invalid knowledge base name '%s'", kb);
-    }
+    if (cq_grants_check(role, kb, "key", grant, err)) return err->code;
     if (!name || !*name) name = cq_key_role_name(role);
     if (strlen(name) >= sizeof((cq_key_info *)0)->name)
         return cq_err_set(err, CQ_ERR_INVALID, "key name too long (at most 63 bytes)");
     memcpy(secret, "cq_", 3);
-    cq_status rc = random_hex(secret + 3, CQ_KEY_SECRET_BYTES - 4, err);
+    cq_status rc = cq_key_random_hex(secret + 3, CQ_KEY_SECRET_BYTES - 4, err);
     if (rc) return rc;
     cq_sha256_hex(secret, strlen(secret), hash);
     memcpy(prefix, secret, CQ_KEY_PREFIX_CHARS);
@@ -109,58 +84,37 @@ static bool secret_hash(const char *secret, char hash[65]) {
     return true;
 }
 
-/* The id of the KB a new key of this role names (0: none, for admin and "*" keys). */
-static cq_status key_kb_id(cq_db *db, cq_key_role role, const char *kb, int64_t *kb_id, cq_err *err) {
-    *kb_id = 0;
-    if (role == CQ_ROLE_ADMIN || !strcmp(kb, "*")) return CQ_OK;
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT id FROM kbs WHERE name = ?1", &st, err)) return cq_err_prefix(err, "create key: ");
-    cq_db_bind_text(st, 1, kb);
-    int step = cq_db_step(st, "create key", err);
-    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE)
-        return cq_err_set(err, CQ_ERR_NOT_FOUND,
-                          "no knowledge base named '%s': create it first (clauseqa kb create %s), or give * for "
-                          "every KB",
-                          kb, kb);
-    return CQ_OK;
-}
-
 cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
                               char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
     cq_db *db = cq_store_conn(s);
-    char hash[65], prefix[CQ_KEY_PREFIX_CHARS + 1];
-    cq_status rc = key_prepare(&name, role, kb, secret, hash, prefix, err);
+    char hash[65], prefix[CQ_KEY_PREFIX_CHARS + 1], grant[CQ_GRANT_BYTES];
+    cq_status rc = key_prepare(&name, role, kb, grant, secret, hash, prefix, err);
     if (rc) return rc;
-    int64_t now = (int64_t)time(NULL), id = 0, kb_id = 0;
-    /* The key and "authentication is required" come together; the KB is found in the same transaction. */
+    int64_t now = (int64_t)time(NULL), id = 0;
+    /* The key, its KBs and "authentication is required" come together, or nothing does. */
     bool own;
     rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = key_kb_id(db, role, kb, &kb_id, err);
     if (!rc) rc = cq_store_auth_set_required(s, true, err);
     if (!rc) {
         cq_db_stmt *st;
         rc = cq_db_prepare(db,
-                           "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at, kb_id) "
-                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                           "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
                            &st, err);
         if (!rc) {
             cq_db_bind_text(st, 1, name);
             cq_db_bind_text(st, 2, prefix);
             cq_db_bind_text(st, 3, hash);
             cq_db_bind_text(st, 4, cq_key_role_name(role));
-            cq_db_bind_text(st, 5, role == CQ_ROLE_ADMIN ? NULL : kb);
+            cq_db_bind_text(st, 5, grant[0] ? grant : NULL);
             cq_db_bind_int(st, 6, now);
-            if (kb_id) cq_db_bind_int(st, 7, kb_id);
-            else cq_db_bind_null(st, 7);
             int step = cq_db_step(st, "create key", err);
             if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
             else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "create key: no id");
             cq_db_finalize(st);
         }
     }
+    if (!rc) rc = cq_grants_write(db, "key", id, grant, err);
     rc = cq_db_end(db, own, rc, err);
     if (rc) return rc;
     if (info) {
@@ -169,8 +123,7 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
         snprintf(info->name, sizeof info->name, "%s", name);
         snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
         info->role = role;
-        snprintf(info->kb, sizeof info->kb, "%s", role == CQ_ROLE_ADMIN ? "" : kb);
-        info->kb_id = kb_id;
+        snprintf(info->kb, sizeof info->kb, "%s", grant);
         info->created_at = now;
     }
     return CQ_OK;
@@ -195,6 +148,7 @@ cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *e
     }
     cq_db_finalize(st);
     if (!rc && step < 0) rc = err->code;
+    for (size_t i = 0; i < count && !rc; i++) rc = key_grant(cq_store_conn(s), &list[i], false, err);
     if (rc) {
         free(list);
         return rc;
@@ -236,7 +190,8 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     cq_db_finalize(st);
     if (step < 0) return err->code;
     if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown or revoked API key");
-    if (out->kb_gone) out->kb[0] = 0; /* its KB was deleted: a KB made since under its name is not its KB */
+    /* its KBs that exist now, by id: a KB made since under a deleted one's name is not its KB */
+    if (key_grant(db, out, true, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
     if (now - out->last_used_at >= 60) {
         /* Best effort and without waiting: a busy database or a row another request is writing must neither fail
@@ -301,6 +256,8 @@ cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err) {
     int64_t active = 1;
     cq_status rc = cq_store_auth_required(s, &required, NULL, err);
     if (!rc && !required) rc = cq_store_key_count_active(s, &active, err);
-    if (!rc) *open = !required && active == 0;
+    int64_t users = 0; /* a user, as a key, closes the door (store/users.h) */
+    if (!rc && !required && !active) rc = count_of(s, "SELECT count(*) FROM users", "count users", &users, err);
+    if (!rc) *open = !required && active == 0 && users == 0;
     return rc;
 }

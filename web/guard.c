@@ -304,3 +304,52 @@ void cq_web_clients_closed(cq_web_server *s, cq_web_conn *cs) {
     cs->mark = NULL;
     free(mark);
 }
+
+/* ---- requests on the strength of a cookie (issue 30) ------------------------------------------------------------ */
+
+bool cq_web_same_site(const cq_web_req *r, bool require, const char **why) {
+    const char *fetch_site = mg_get_header(r->conn, "Sec-Fetch-Site");
+    const char *origin = mg_get_header(r->conn, "Origin");
+    const char *host = mg_get_header(r->conn, "Host");
+    if (fetch_site && strcasecmp(fetch_site, "same-origin")) {
+        *why = "a signed-in request from another site's page (Sec-Fetch-Site) is refused";
+        return false;
+    }
+    if (origin && !same_origin(origin, host)) {
+        *why = "a signed-in request from another origin's page is refused (sign-in cookies serve this server's own "
+               "page; other systems use an API key)";
+        return false;
+    }
+    if (require && !fetch_site && !origin) {
+        *why = "a request that changes something on a sign-in cookie must come from the page (it sends Origin); "
+               "other clients use an API key";
+        return false;
+    }
+    return true;
+}
+
+/* A loopback peer: a proxy on this machine (deploy/nginx-clauseqa.conf), whose forwarding headers are believed. */
+static bool trusted_proxy(const cq_web_req *r) {
+    const char *a = r->ri->remote_addr;
+    return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strncmp(a, "::ffff:127.", 11);
+}
+
+void cq_web_client_address(const cq_web_req *r, char *out, size_t cap) {
+    snprintf(out, cap, "%s", r->ri->remote_addr);
+    const char *fwd = trusted_proxy(r) ? mg_get_header(r->conn, "X-Forwarded-For") : NULL;
+    if (!fwd) return;
+    /* the last entry is the one the proxy added: the address it saw (those before are the client's word) */
+    const char *last = strrchr(fwd, ',');
+    last = last ? last + 1 : fwd;
+    while (*last == ' ' || *last == '\t') last++;
+    size_t n = strcspn(last, " \t");
+    if (n == 0 || n >= cap) return;
+    memcpy(out, last, n);
+    out[n] = 0;
+}
+
+bool cq_web_client_https(const cq_web_req *r) {
+    if (r->ri->is_ssl) return true;
+    const char *proto = trusted_proxy(r) ? mg_get_header(r->conn, "X-Forwarded-Proto") : NULL;
+    return proto && !strcasecmp(proto, "https");
+}

@@ -82,7 +82,8 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
             cq_web_cors_headers(r);
     }
     if (status == 401) head_add(r, "WWW-Authenticate", "Bearer realm=\"clauseqa\"");
-    if (status == 503 && r->retry_after_s > 0) {
+    if (r->set_cookie[0]) head_add(r, "Set-Cookie", r->set_cookie);
+    if ((status == 503 || status == 429) && r->retry_after_s > 0) {
         char sec[16];
         snprintf(sec, sizeof sec, "%d", r->retry_after_s);
         head_add(r, "Retry-After", sec);

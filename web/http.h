@@ -103,7 +103,8 @@ typedef struct {
     char segbuf[1024];
     cq_web_route route;
     int status;           /* the status sent (for metrics); 0 until a response started */
-    int retry_after_s;    /* a 503's Retry-After (seconds), 0: none */
+    int retry_after_s;    /* a 503's or 429's Retry-After (seconds), 0: none */
+    char set_cookie[200]; /* a Set-Cookie header for the response ("" none): signing in and out */
     cq_web_principal who;
     bool admitted;        /* authenticated (and, for an upload, allowed to edit the KB) */
     bool body_pending;    /* the request has a body not read yet: the connection closes after the response */
@@ -216,8 +217,19 @@ void cq_web_clients_destroy(cq_web_clients *c);
 #define CQ_WEB_QUESTION_MAX_CHARS 4000
 /* False (and 413 sent) when the question is longer than CQ_WEB_QUESTION_MAX_CHARS. */
 bool cq_web_question_fits(cq_web_req *r, const char *question);
-/* Authenticates the request (sending 401 on failure); returns false when a response was sent. */
+/* Authenticates the request (sending 401 on failure); returns false when a response was sent. A request that
+ * changes something on the strength of the session cookie alone must come from the server's own pages
+ * (cq_web_same_site): else 403. */
 bool cq_web_authenticate(cq_web_req *r);
+/* Whether a request comes from the server's own pages, as a browser tells: Sec-Fetch-Site, when sent, is
+ * "same-origin", and Origin, when sent, is the server's own (an allowed --cors-origin is not enough); with require,
+ * a request with neither is not. *why gets the reason when not (web/guard.c). */
+bool cq_web_same_site(const cq_web_req *r, bool require, const char **why);
+/* The client's address (into out): the peer's, or, when the peer is a proxy on this machine (a loopback address),
+ * the last address of its X-Forwarded-For. Whether the client's connection is HTTPS: TLS here, or such a proxy's
+ * X-Forwarded-Proto: https. */
+void cq_web_client_address(const cq_web_req *r, char *out, size_t cap);
+bool cq_web_client_https(const cq_web_req *r);
 /* Checks who may do `need` on kb; sends 403 and returns false when not. */
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
 /* The conversation fields of an ask's body into q ("conversation_id", "store", "regenerate"; a turn is kept by

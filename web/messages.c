@@ -10,6 +10,15 @@ const cq_web_message cq_web_messages[] = {
     /* authentication and permissions (web/server.c, app/service_auth.c, store/keys.c) */
     {"admin_key_required", "this needs an admin key"},
     {"key_may_not", "this key may not %s knowledge base '%s'"},
+    {"admin_user_required", "this needs an admin user"},
+    {"user_may_not", "this user may not %s knowledge base '%s'"},
+    /* accounts and sign-in (app/service_auth.c, web/server.c) */
+    {"sign_in_required", "sign in, or send an API key: Authorization: Bearer <key>"},
+    {"sign_in_held_back", "too many failed sign-ins: try again in %d s"},
+    {"no_accounts", "this server has no accounts"},
+    {"login_body", "give \"user\" and \"password\" as strings"},
+    {"no_audit_trail", "this server keeps no audit trail"},
+    {"audit_before", "before must be an entry's id"},
     {"bearer_required", "use 'Authorization: Bearer <key>'"},
     {"api_key_required", "an API key is required: Authorization: Bearer <key>"},
     {"unknown_api_key", "unknown API key"},

@@ -30,6 +30,10 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_FEEDBACK_EXPORT] = "/api/v1/feedback/export",
     [CQ_ROUTE_DOCUMENT_VERSION] = "/api/v1/documents/{id}/version",
     [CQ_ROUTE_COMPARE] = "/api/v1/documents/{a}/compare/{b}",
+    [CQ_ROUTE_LOGIN] = "/api/v1/login",
+    [CQ_ROUTE_LOGOUT] = "/api/v1/logout",
+    [CQ_ROUTE_ME] = "/api/v1/me",
+    [CQ_ROUTE_AUDIT] = "/api/v1/audit",
 };
 
 const char *cq_web_route_name(cq_web_route route) {

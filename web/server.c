@@ -30,9 +30,26 @@
 
 /* ---- authentication ------------------------------------------------------------------------------------------- */
 
+/* The session cookie's token into out (CQ_WEB_SESSION_TOKEN_BYTES); false when there is none. */
+static bool session_cookie(const cq_web_req *r, char *out) {
+    const char *cookies = mg_get_header(r->conn, "Cookie");
+    out[0] = 0;
+    return cookies && mg_get_cookie(cookies, CQ_WEB_SESSION_COOKIE, out, CQ_WEB_SESSION_TOKEN_BYTES) > 0;
+}
+
+/* The session cookie (value "" and expired: the browser drops it), for the response. */
+static void set_session_cookie(cq_web_req *r, const char *token) {
+    snprintf(r->set_cookie, sizeof r->set_cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict%s%s",
+             CQ_WEB_SESSION_COOKIE, token, cq_web_client_https(r) ? "; Secure" : "", token[0] ? "" : "; Max-Age=0");
+}
+
+static bool safe_request(const cq_web_req *r) {
+    return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") || !strcmp(r->method, "OPTIONS");
+}
+
 bool cq_web_authenticate(cq_web_req *r) {
     const char *h = mg_get_header(r->conn, "Authorization");
-    char token[256] = "";
+    char token[256] = "", session[CQ_WEB_SESSION_TOKEN_BYTES] = "";
     bool malformed = false;
     if (h) {
         if (!strncasecmp(h, "Bearer ", 7)) {
@@ -51,10 +68,22 @@ bool cq_web_authenticate(cq_web_req *r) {
         cq_web_send_error(r, 401, "unauthorized", "use 'Authorization: Bearer <key>'");
         return false;
     }
-    if (r->svc->authenticate(r->svc->ctx, token[0] ? token : NULL, &r->who, &err)) {
-        if (err.code == CQ_ERR_NOT_FOUND)
+    bool cookie = !token[0] && session_cookie(r, session);
+    if (r->svc->authenticate(r->svc->ctx, token[0] ? token : NULL, cookie ? session : NULL, &r->who, &err)) {
+        if (err.code == CQ_ERR_NOT_FOUND) {
+            if (cookie) set_session_cookie(r, ""); /* a session that ended: the browser forgets it */
             cq_web_send_error(r, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "a valid API key is required");
-        else cq_web_send_status_error(r, &err);
+        } else {
+            cq_web_send_status_error(r, &err);
+        }
+        return false;
+    }
+    /* A cookie is sent by the browser whichever page makes the request: a change made on its strength alone must
+     * come from this server's own page (SameSite=Strict keeps other sites' requests from carrying it; this is the
+     * second wall, for browsers and subdomains that do not). */
+    const char *why = NULL;
+    if (r->who.session_id && !safe_request(r) && !cq_web_same_site(r, true, &why)) {
+        cq_web_send_error(r, 403, "cross_site", "%s", why);
         return false;
     }
     return true;
@@ -63,8 +92,15 @@ bool cq_web_authenticate(cq_web_req *r) {
 bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb) {
     if (r->svc->allows(r->svc->ctx, &r->who, need, kb)) return true;
     static const char *const names[] = {"", "read", "edit", "admin"};
-    if (kb) cq_web_send_error(r, 403, "forbidden", "this key may not %s knowledge base '%s'", names[need], kb);
-    else cq_web_send_error(r, 403, "forbidden", "this needs an admin key");
+    /* two fixed wordings each (a user, a key): each is one entry of the messages' catalog (web/messages.c) */
+    if (kb && r->who.user_id)
+        cq_web_send_error(r, 403, "forbidden", "this user may not %s knowledge base '%s'", names[need], kb);
+    else if (kb)
+        cq_web_send_error(r, 403, "forbidden", "this key may not %s knowledge base '%s'", names[need], kb);
+    else if (r->who.user_id)
+        cq_web_send_error(r, 403, "forbidden", "this needs an admin user");
+    else
+        cq_web_send_error(r, 403, "forbidden", "this needs an admin key");
     return false;
 }
 
@@ -97,6 +133,22 @@ static void reply(cq_web_req *r, cq_status rc, const cq_err *err, int status, cJ
     } else {
         cq_web_send_json(r, status, out ? out : cJSON_CreateObject());
     }
+}
+
+/* The audit trail (store/audit.h): who did action on kb and target, after it succeeded. */
+static void audit(cq_web_req *r, const char *action, const char *kb, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void audit(cq_web_req *r, const char *action, const char *kb, const char *fmt, ...) {
+    if (!r->svc->audit) return;
+    char target[256] = "", client[64];
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(target, sizeof target, fmt, ap);
+        va_end(ap);
+    }
+    cq_web_client_address(r, client, sizeof client);
+    r->svc->audit(r->svc->ctx, &r->who, client, action, kb, fmt ? target : NULL);
 }
 
 static cJSON *wrap(const char *key, cJSON *v) {
@@ -178,6 +230,7 @@ static void handle_kbs(cq_web_req *r) {
         if (!cJSON_IsString(name)) cq_web_send_error(r, 400, "invalid", "give the knowledge base a \"name\"");
         else {
             cq_status rc = r->svc->kb_create(r->svc->ctx, name->valuestring, &out, &err);
+            if (!rc) audit(r, "kb_create", name->valuestring, NULL);
             reply(r, rc, &err, 201, out);
         }
         cJSON_Delete(body);
@@ -197,6 +250,7 @@ static void handle_kb(cq_web_req *r, const char *kb) {
         if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
         cq_status rc = r->svc->kb_delete(r->svc->ctx, kb, &err);
         if (!rc) {
+            audit(r, "kb_delete", kb, NULL);
             out = cJSON_CreateObject();
             cJSON_AddStringToObject(out, "deleted", kb);
         }
@@ -365,6 +419,11 @@ static void handle_upload(cq_web_req *r, const char *kb) {
         cq_web_send_status_error(r, &err);
         return;
     }
+    const cJSON *job = cJSON_GetObjectItem(out, "job");
+    const cJSON *job_id = job ? cJSON_GetObjectItem(job, "id") : NULL;
+    if (accepted)
+        audit(r, r->upload.replace ? "upload_replace" : "upload", kb, "%.200s (job %lld)", r->upload.filename,
+              cJSON_IsNumber(job_id) ? (long long)job_id->valuedouble : 0LL);
     cq_web_send_json(r, accepted ? 202 : 200, out);
 }
 
@@ -403,18 +462,23 @@ static void handle_job_cancel(cq_web_req *r, int64_t id) {
     if (rc) return cq_web_send_status_error(r, &err);
     if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
     rc = r->svc->job_cancel(r->svc->ctx, id, &out, &err);
+    if (!rc) audit(r, "job_cancel", kb, "job %lld", (long long)id);
     reply(r, rc, &err, 200, out);
 }
 
 /* The KB of document id, checked against need; false when a response was sent. */
-static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
-    char kb[128] = "";
+static bool authorize_doc_kb(cq_web_req *r, int64_t id, cq_web_role need, char kb[128]) {
     cq_err err = {0};
     if (r->svc->doc_kb(r->svc->ctx, id, kb, &err)) {
         cq_web_send_status_error(r, &err);
         return false;
     }
     return cq_web_authorize(r, need, kb);
+}
+
+static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
+    char kb[128] = "";
+    return authorize_doc_kb(r, id, need, kb);
 }
 
 static void handle_document(cq_web_req *r, int64_t id) {
@@ -425,9 +489,11 @@ static void handle_document(cq_web_req *r, int64_t id) {
         cq_status rc = r->svc->doc_get(r->svc->ctx, id, &out, &err);
         reply(r, rc, &err, 200, out);
     } else if (method_is(r, "DELETE")) {
-        if (!authorize_doc(r, id, CQ_WEB_EDIT)) return;
+        char kb[128] = "";
+        if (!authorize_doc_kb(r, id, CQ_WEB_EDIT, kb)) return;
         cq_status rc = r->svc->doc_delete(r->svc->ctx, id, &err);
         if (!rc) {
+            audit(r, "document_delete", kb, "document %lld", (long long)id);
             out = cJSON_CreateObject();
             cJSON_AddNumberToObject(out, "deleted", (double)id);
         }
@@ -488,12 +554,14 @@ static void handle_clause(cq_web_req *r, int64_t id) {
 static void handle_document_version(cq_web_req *r, int64_t id) {
     bool get = method_is(r, "GET"), put = method_is(r, "PUT"), del = method_is(r, "DELETE");
     if (!get && !put && !del) return method_not_allowed(r, "GET, PUT, DELETE");
-    if (!authorize_doc(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT)) return;
+    char kb[128] = "";
+    if (!authorize_doc_kb(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT, kb)) return;
     cJSON *body = put ? cq_web_read_json(r) : NULL;
     if (put && !body) return;
     cq_err err = {0};
     cJSON *out = NULL;
     cq_status rc = r->svc->doc_version(r->svc->ctx, id, body, del, &out, &err);
+    if (!rc && !get) audit(r, put ? "version_edit" : "version_reset", kb, "document %lld", (long long)id);
     cJSON_Delete(body);
     reply(r, rc, &err, 200, out);
 }
@@ -718,6 +786,104 @@ static void handle_conversation(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+/* ---- sign-in ------------------------------------------------------------------------------------------------- */
+
+static const char *role_name(cq_web_role role) {
+    return role == CQ_WEB_ADMIN ? "admin" : role == CQ_WEB_EDIT ? "editor" : role == CQ_WEB_READ ? "reader" : "none";
+}
+
+/* Who is asking, as GET /api/v1/me and a sign-in answer: {"name", "role", "kbs", "via", "user_id"?, "key_id"?}. */
+static cJSON *principal_json(const cq_web_principal *who) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", who->name);
+    cJSON_AddStringToObject(o, "role", role_name(who->role));
+    if (who->role == CQ_WEB_ADMIN || !strcmp(who->kb, "*")) {
+        cJSON_AddStringToObject(o, "kbs", "*");
+    } else {
+        cJSON *kbs = cJSON_AddArrayToObject(o, "kbs");
+        char buf[sizeof who->kb];
+        snprintf(buf, sizeof buf, "%s", who->kb);
+        char *save = NULL;
+        for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+            cJSON_AddItemToArray(kbs, cJSON_CreateString(p));
+    }
+    cJSON_AddStringToObject(o, "via", who->via ? who->via : "key");
+    if (who->user_id) cJSON_AddNumberToObject(o, "user_id", (double)who->user_id);
+    if (who->key_id) cJSON_AddNumberToObject(o, "key_id", (double)who->key_id);
+    return o;
+}
+
+static void handle_login(cq_web_req *r) {
+    if (!r->svc->login) return cq_web_send_error(r, 404, "not_found", "this server has no accounts");
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    const char *why = NULL;
+    if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    const cJSON *user = cJSON_GetObjectItem(body, "user"), *password = cJSON_GetObjectItem(body, "password");
+    if (!cJSON_IsString(user) || !cJSON_IsString(password) || !user->valuestring[0]) {
+        cJSON_Delete(body);
+        return cq_web_send_error(r, 400, "invalid", "give \"user\" and \"password\" as strings");
+    }
+    char client[64], token[CQ_WEB_SESSION_TOKEN_BYTES] = "";
+    cq_web_client_address(r, client, sizeof client);
+    cq_err err = {0};
+    cq_status rc = r->svc->login(r->svc->ctx, user->valuestring, password->valuestring, client, token, &r->who, &err);
+    cJSON_Delete(body);
+    if (rc == CQ_ERR_BUSY) {
+        r->retry_after_s = err.retry_after_s > 0 ? err.retry_after_s : 1;
+        return cq_web_send_error(r, 429, "too_many_sign_ins", "%s", err.msg);
+    }
+    if (rc == CQ_ERR_NOT_FOUND) return cq_web_send_error(r, 401, "unauthorized", "%s", err.msg);
+    if (rc) return cq_web_send_status_error(r, &err);
+    set_session_cookie(r, token);
+    memset(token, 0, sizeof token);
+    cq_web_send_json(r, 200, principal_json(&r->who));
+}
+
+static void handle_logout(cq_web_req *r) {
+    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+    const char *why = NULL;
+    if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
+    char session[CQ_WEB_SESSION_TOKEN_BYTES];
+    bool ended = false;
+    if (r->svc->logout && session_cookie(r, session)) {
+        cq_err err = {0};
+        cq_status rc = r->svc->logout(r->svc->ctx, session, &err);
+        if (rc && rc != CQ_ERR_NOT_FOUND) return cq_web_send_status_error(r, &err);
+        ended = rc == CQ_OK;
+    }
+    set_session_cookie(r, "");
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddBoolToObject(out, "signed_out", ended);
+    cq_web_send_json(r, 200, out);
+}
+
+static void handle_audit(cq_web_req *r) {
+    if (!r->svc->audit_list) return cq_web_send_error(r, 404, "not_found", "this server keeps no audit trail");
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+    long limit = cq_web_query_long(r, "limit", 100, 1, 1000);
+    if (limit < 0) return;
+    long long before = 0;
+    char buf[32], action[32] = "";
+    if (cq_web_query(r, "before", buf, sizeof buf) && buf[0]) {
+        char *end;
+        before = strtoll(buf, &end, 10);
+        if (*end || before <= 0) return cq_web_send_error(r, 400, "invalid", "before must be an entry's id");
+    }
+    bool by_action = cq_web_query(r, "action", action, sizeof action) && action[0];
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->audit_list(r->svc->ctx, (int64_t)before, (int)limit, by_action ? action : NULL, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
+static void handle_me(cq_web_req *r) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    cq_web_send_json(r, 200, principal_json(&r->who));
+}
+
 /* ---- routing -------------------------------------------------------------------------------------------------- */
 
 static void split_path(cq_web_req *r) {
@@ -747,6 +913,14 @@ static void route(cq_web_req *r) {
         r->route = CQ_ROUTE_METRICS;
     } else if (api && n == 3 && seg_is(r, 2, "health")) {
         r->route = CQ_ROUTE_HEALTH;
+    } else if (api && n == 3 && seg_is(r, 2, "login")) {
+        r->route = CQ_ROUTE_LOGIN;
+    } else if (api && n == 3 && seg_is(r, 2, "logout")) {
+        r->route = CQ_ROUTE_LOGOUT;
+    } else if (api && n == 3 && seg_is(r, 2, "me")) {
+        r->route = CQ_ROUTE_ME;
+    } else if (api && n == 3 && seg_is(r, 2, "audit")) {
+        r->route = CQ_ROUTE_AUDIT;
     } else if (api && seg_is(r, 2, "kbs")) {
         r->route = n == 3   ? CQ_ROUTE_KBS
                    : n == 4 ? CQ_ROUTE_KB
@@ -785,6 +959,7 @@ enum { BODY_NONE, BODY_JSON, BODY_UPLOAD };
 static int body_kind(const cq_web_req *r) {
     switch (r->route) {
     case CQ_ROUTE_KBS:
+    case CQ_ROUTE_LOGIN:
     case CQ_ROUTE_RETRIEVE:
     case CQ_ROUTE_ASK:
     case CQ_ROUTE_OPENAI_CHAT: return method_is(r, "POST") ? BODY_JSON : BODY_NONE;
@@ -800,6 +975,7 @@ static int body_kind(const cq_web_req *r) {
  * key cannot make the server receive 64 MB. False when a response was sent. */
 static bool admit(cq_web_req *r) {
     if (r->admitted) return true;
+    if (r->route == CQ_ROUTE_LOGIN || r->route == CQ_ROUTE_LOGOUT) return r->admitted = true; /* no one yet */
     if (!cq_web_authenticate(r)) return false;
     if (r->route == CQ_ROUTE_KB_DOCUMENTS && body_kind(r) == BODY_UPLOAD && !cq_web_authorize(r, CQ_WEB_EDIT, r->seg[3]))
         return false;
@@ -819,6 +995,10 @@ static void dispatch(cq_web_req *r) {
     if (!admit(r)) return;
     int64_t id;
     switch (r->route) {
+    case CQ_ROUTE_LOGIN: return handle_login(r);
+    case CQ_ROUTE_LOGOUT: return handle_logout(r);
+    case CQ_ROUTE_ME: return handle_me(r);
+    case CQ_ROUTE_AUDIT: return handle_audit(r);
     case CQ_ROUTE_KBS: return handle_kbs(r);
     case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
     case CQ_ROUTE_KB_DOCUMENTS:

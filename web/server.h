@@ -33,12 +33,19 @@
 /* What a request needs on a KB; roles are ordered (admin > editor > reader). */
 typedef enum { CQ_WEB_NONE = 0, CQ_WEB_READ = 1, CQ_WEB_EDIT = 2, CQ_WEB_ADMIN = 3 } cq_web_role;
 
-/* Who is asking: filled by the service from the Bearer key. */
+#define CQ_WEB_SESSION_TOKEN_BYTES 69 /* store/users.h: CQ_SESSION_TOKEN_BYTES */
+#define CQ_WEB_SESSION_COOKIE "cq_session"
+
+/* Who is asking: filled by the service from the Bearer key or the session cookie. */
 typedef struct {
-    int64_t key_id;   /* 0 in open (development) mode */
+    int64_t key_id;   /* 0 in open (development) mode and for a signed-in user */
+    int64_t user_id;  /* the signed-in user (0: a key, or open mode) */
+    int64_t session_id;
     cq_web_role role;
-    char kb[128];     /* the key's KB, "*" for every KB, "" for admin keys */
-    char name[64];    /* the key's name, for logs */
+    char kb[1024];    /* the KBs it may reach (store/grants.h: CQ_GRANT_BYTES): "*" for every KB, "" for admins, else
+                         names joined by ',' */
+    char name[64];    /* the key's or the user's name */
+    const char *via;  /* "key", "session" or "open" */
 } cq_web_principal;
 
 /* A file to send: a path the service vouches for (inside its data directory), a MIME type and, for downloads, the
@@ -85,10 +92,27 @@ typedef struct {
 typedef struct {
     void *ctx; /* passed to every function */
 
-    /* ---- keys ---- */
-    /* bearer: the token of "Authorization: Bearer ...", NULL when absent. NOT_FOUND (→ 401) when the request
-     * carries no valid key and the service is not in open development mode. */
-    cq_status (*authenticate)(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err);
+    /* ---- keys and sign-in ---- */
+    /* bearer: the token of "Authorization: Bearer ...", NULL when absent; session: the session cookie's token, NULL
+     * when absent (a bearer key, when given, is used instead). NOT_FOUND (→ 401) when the request carries no valid
+     * key or session and the service is not in open development mode. */
+    cq_status (*authenticate)(void *ctx, const char *bearer, const char *session, cq_web_principal *who,
+                              cq_err *err);
+    /* Signs a user in (POST /api/v1/login): the new session's token (CQ_WEB_SESSION_TOKEN_BYTES with its NUL) and
+     * who. client is the client's address (the sign-ins a client may fail are limited). NOT_FOUND (→ 401) with one
+     * message for a wrong name or password alike; BUSY with retry_after_s (→ 429) while sign-ins of this name or
+     * from this client are held back. */
+    cq_status (*login)(void *ctx, const char *user, const char *password, const char *client, char *token,
+                       cq_web_principal *who, cq_err *err);
+    /* Ends the session of token (POST /api/v1/logout); NOT_FOUND when it is not live. */
+    cq_status (*logout)(void *ctx, const char *token, cq_err *err);
+    /* Records in the audit trail that who (from client) did action (store/audit.h) on kb (NULL: none) and target
+     * (NULL: none), after it succeeded. Best effort: a failure is logged, the request stands. May be NULL. */
+    void (*audit)(void *ctx, const cq_web_principal *who, const char *client, const char *action, const char *kb,
+                  const char *target);
+    /* GET /api/v1/audit: {"entries": [...], "next_before"}, newest first, ids below before (0: from the newest), at
+     * most limit, of one action (NULL: any). */
+    cq_status (*audit_list)(void *ctx, int64_t before, int limit, const char *action, cJSON **out, cq_err *err);
     /* Does who have `need` on kb (NULL: a request that concerns no KB)? */
     bool (*allows)(void *ctx, const cq_web_principal *who, cq_web_role need, const char *kb);
 

@@ -31,9 +31,17 @@ static int g_port;
 
 /* ---- the stub service ------------------------------------------------------------------------------------------ */
 
-static cq_status stub_authenticate(void *ctx, const char *bearer, cq_web_principal *who, cq_err *err) {
+static cq_status stub_authenticate(void *ctx, const char *bearer, const char *session, cq_web_principal *who,
+                                   cq_err *err) {
     (void)ctx;
     memset(who, 0, sizeof *who);
+    if (!bearer && session) {
+        if (strcmp(session, "cqs_ok")) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the session has ended");
+        who->user_id = who->session_id = 1;
+        who->role = CQ_WEB_READ;
+        snprintf(who->kb, sizeof who->kb, "laws,合同");
+        return CQ_OK;
+    }
     if (bearer && !strcmp(bearer, "bad")) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
     who->role = bearer && !strcmp(bearer, "reader") ? CQ_WEB_READ : CQ_WEB_ADMIN;
     snprintf(who->kb, sizeof who->kb, "%s", who->role == CQ_WEB_READ ? "laws" : "");
@@ -267,6 +275,45 @@ static cq_status stub_conversation_delete(void *ctx, const cq_web_principal *who
     return id == 404 ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id) : CQ_OK;
 }
 
+/* signing in (issue 30): user "alice" with "password"; a session cookie "cqs_ok" is hers */
+static cq_status stub_login(void *ctx, const char *user, const char *password, const char *client, char *token,
+                            cq_web_principal *who, cq_err *err) {
+    (void)ctx;
+    (void)client;
+    memset(who, 0, sizeof *who);
+    if (!strcmp(user, "slow")) {
+        err->retry_after_s = 2;
+        return cq_err_set(err, CQ_ERR_BUSY, "too many failed sign-ins");
+    }
+    if (strcmp(user, "alice") || strcmp(password, "password"))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "wrong user name or password");
+    snprintf(token, CQ_WEB_SESSION_TOKEN_BYTES, "cqs_ok");
+    who->user_id = who->session_id = 1;
+    who->role = CQ_WEB_READ;
+    who->via = "session";
+    snprintf(who->kb, sizeof who->kb, "laws,合同");
+    snprintf(who->name, sizeof who->name, "alice");
+    return CQ_OK;
+}
+
+static cq_status stub_logout(void *ctx, const char *token, cq_err *err) {
+    (void)ctx;
+    return strcmp(token, "cqs_ok") ? cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in") : CQ_OK;
+}
+
+static void stub_audit(void *ctx, const cq_web_principal *who, const char *client, const char *action, const char *kb,
+                       const char *target) {
+    (void)ctx, (void)who, (void)client, (void)action, (void)kb, (void)target;
+}
+
+static cq_status stub_audit_list(void *ctx, int64_t before, int limit, const char *action, cJSON **out, cq_err *err) {
+    (void)ctx, (void)before, (void)limit, (void)action, (void)err;
+    *out = cJSON_CreateObject();
+    cJSON_AddItemToObject(*out, "entries", cJSON_CreateArray());
+    cJSON_AddNullToObject(*out, "next_before");
+    return CQ_OK;
+}
+
 /* ---- the answer -------------------------------------------------------------------------------------------------- */
 
 /* The value of header name (with its colon) in the answer's head, copied to out; false when absent. */
@@ -343,6 +390,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .doc_version = stub_doc_version,   .doc_compare = stub_doc_compare,
         .conversation_list = stub_conversation_list,     .conversation_get = stub_conversation_get,
         .conversation_rename = stub_conversation_rename, .conversation_delete = stub_conversation_delete,
+        .login = stub_login, .logout = stub_logout, .audit = stub_audit, .audit_list = stub_audit_list,
     };
     static const char *const origins[] = {"https://portal.example.com", NULL};
     static const char *const hosts[] = {"qa.example.com", NULL};

@@ -2,7 +2,7 @@
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
  * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
- * conversations, feedback, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests
+ * users, sessions and the audit trail, conversations, feedback, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests
  * run too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and
  * a PostgreSQL server that goes away and comes back (db/db_pg.c reconnects; meanwhile CQ_ERR_BUSY "store
  * unreachable"). */
@@ -107,6 +107,8 @@ static cq_store *conf_reopen(void **state) {
 #include "tests/store/feedback_bodies.h"
 #include "tests/store/keys_bodies.h"
 #include "tests/store/router_bodies.h"
+#include "tests/store/users_bodies.h"
+#include "tests/store/audit_bodies.h"
 #include "tests/store/vectors_bodies.h"
 
 /* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
@@ -925,8 +927,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
         BOTH(test_db_driver),
-        BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id),
+        BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id), BOTH(conf_keys_several_kbs),
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
+        BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),

@@ -11,6 +11,19 @@
 #include "store/keys.h"
 #include "tests/store/conformance.h"
 
+/* The id of the one KB subject_id's grant names (0: none; fails when several). */
+CONF_MAYBE_UNUSED static int64_t conf_grant_kb(cq_store *s, const char *subject, int64_t id) {
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM kb_grants WHERE subject = '%s' AND subject_id = %lld", subject,
+             (long long)id);
+    int64_t n = conf_count(s, sql);
+    if (n == 0) return 0;
+    assert_int_equal(n, 1);
+    snprintf(sql, sizeof sql, "SELECT kb_id FROM kb_grants WHERE subject = '%s' AND subject_id = %lld", subject,
+             (long long)id);
+    return conf_count(s, sql);
+}
+
 static void conf_keys_create_check_revoke(void **state) {
     cq_store *s = conf_store(state);
     cq_err err = {0};
@@ -96,9 +109,9 @@ static void conf_keys_create_validates(void **state) {
     CONF_EXPECT(cq_store_key_create(s, "", CQ_ROLE_EDITOR, "*", secret, &k, &err), CQ_OK);
     assert_string_equal(k.name, "editor");
     assert_string_equal(k.kb, "*");
-    assert_int_equal(k.kb_id, 0);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM kb_grants"), 0); /* "*" needs no row */
     CONF_EXPECT(cq_store_key_create(s, NULL, CQ_ROLE_READER, "kb", other, &k, &err), CQ_OK);
-    assert_int_equal(k.kb_id, kb);
+    assert_int_equal(conf_grant_kb(s, "key", k.id), kb);
     assert_string_not_equal(secret, other);
     cq_key_info got;
     assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);
@@ -117,7 +130,7 @@ static void conf_keys_bound_to_kb_id(void **state) {
     assert_int_equal(cq_store_kb_create(s, "B", &b1, &err), CQ_OK);
     assert_int_equal(cq_store_kb_create(s, "other", &other, &err), CQ_OK);
     CONF_EXPECT(cq_store_key_create(s, "old", CQ_ROLE_EDITOR, "B", old_secret, &k, &err), CQ_OK);
-    assert_int_equal(k.kb_id, b1);
+    assert_int_equal(conf_grant_kb(s, "key", k.id), b1);
     CONF_EXPECT(cq_store_key_create(s, "every", CQ_ROLE_READER, "*", every_secret, &k, &err), CQ_OK);
     assert_int_equal(cq_store_key_check(s, old_secret, &got, &err), CQ_OK);
     assert_string_equal(got.kb, "B");
@@ -140,7 +153,7 @@ static void conf_keys_bound_to_kb_id(void **state) {
     assert_false(cq_key_allows(&rebuilt, CQ_ROLE_READER, "B"));
 
     CONF_EXPECT(cq_store_key_create(s, "new", CQ_ROLE_READER, "B", new_secret, &k, &err), CQ_OK);
-    assert_int_equal(k.kb_id, b2);
+    assert_int_equal(conf_grant_kb(s, "key", k.id), b2);
     assert_int_equal(cq_store_key_check(s, new_secret, &got, &err), CQ_OK);
     assert_true(cq_key_allows(&got, CQ_ROLE_READER, "B"));
     assert_int_equal(cq_store_key_check(s, every_secret, &got, &err), CQ_OK);
@@ -157,13 +170,75 @@ static void conf_keys_bound_to_kb_id(void **state) {
     assert_false(list[2].kb_gone);
     free(list);
 
-    /* keys made before grants had ids: bound by the migration to the KB of their name then; one whose KB did not
-     * exist reaches nothing, even once a KB of that name is made */
-    conf_sql(s, "UPDATE api_keys SET kb_id = NULL, kb = 'later' WHERE name = 'new'");
+    /* keys made before grants had ids: bound by the migrations to the KB of their name then; one whose KB did not
+     * exist has no grant row and reaches nothing, even once a KB of that name is made */
+    conf_sql(s, "DELETE FROM kb_grants WHERE subject_id = (SELECT id FROM api_keys WHERE name = 'new')");
+    conf_sql(s, "UPDATE api_keys SET kb = 'later' WHERE name = 'new'");
     assert_int_equal(cq_store_kb_create(s, "later", &b1, &err), CQ_OK);
     assert_int_equal(cq_store_key_check(s, new_secret, &got, &err), CQ_OK);
     assert_true(got.kb_gone);
     assert_false(cq_key_allows(&got, CQ_ROLE_READER, "later"));
+}
+
+/* Issue 30: a key may cover several KBs (`keys create --kb A --kb B` kept only B). Each is bound by id; one deleted
+ * leaves the others; every one deleted, the key reaches nothing. A name given twice counts once; "*" does not mix
+ * with names; a missing KB among them refuses the whole key. */
+static void conf_keys_several_kbs(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t a, b, c;
+    assert_int_equal(cq_store_kb_create(s, "A", &a, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "合同", &b, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "C", &c, &err), CQ_OK);
+    char secret[CQ_KEY_SECRET_BYTES];
+    cq_key_info k, got;
+    CONF_EXPECT(cq_store_key_create(s, "two", CQ_ROLE_EDITOR, "A,合同,A", secret, &k, &err), CQ_OK);
+    assert_string_equal(k.kb, "A,合同");
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM kb_grants WHERE subject = 'key' AND subject_id = %lld",
+             (long long)k.id);
+    assert_int_equal(conf_count(s, sql), 2);
+    assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);
+    assert_true(cq_key_allows(&got, CQ_ROLE_EDITOR, "A"));
+    assert_true(cq_key_allows(&got, CQ_ROLE_EDITOR, "合同"));
+    assert_false(cq_key_allows(&got, CQ_ROLE_READER, "C"));
+    assert_false(cq_key_allows(&got, CQ_ROLE_READER, "A,合同")); /* a name, never a list */
+    assert_false(cq_key_allows(&got, CQ_ROLE_ADMIN, NULL));
+
+    /* refused, and nothing made: a missing KB among them, "*" with names, too many */
+    char refused[CQ_KEY_SECRET_BYTES];
+    CONF_EXPECT(cq_store_key_create(s, "x", CQ_ROLE_READER, "A,missing", refused, &k, &err), CQ_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "no knowledge base named 'missing'"));
+    CONF_EXPECT(cq_store_key_create(s, "x", CQ_ROLE_READER, "A,*", refused, &k, &err), CQ_ERR_INVALID);
+    char many[CQ_GRANT_BYTES] = "";
+    for (int i = 0; i <= CQ_GRANT_MAX_KBS; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%skb%d", i ? "," : "", i);
+    CONF_EXPECT(cq_store_key_create(s, "x", CQ_ROLE_READER, many, refused, &k, &err), CQ_ERR_INVALID);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM api_keys"), 1);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM kb_grants"), 2);
+
+    /* one KB deleted: the other stays reachable, and the list shows both as granted */
+    assert_int_equal(cq_store_kb_delete(s, a, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "A", &a, &err), CQ_OK); /* a new A is not the key's */
+    assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);
+    assert_false(got.kb_gone);
+    assert_string_equal(got.kb, "合同");
+    assert_false(cq_key_allows(&got, CQ_ROLE_READER, "A"));
+    assert_true(cq_key_allows(&got, CQ_ROLE_EDITOR, "合同"));
+    cq_key_info *list;
+    size_t n;
+    assert_int_equal(cq_store_key_list(s, &list, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].kb, "A,合同");
+    assert_false(list[0].kb_gone);
+    free(list);
+    /* every KB deleted: nothing */
+    assert_int_equal(cq_store_kb_delete(s, b, &err), CQ_OK);
+    assert_int_equal(cq_store_key_check(s, secret, &got, &err), CQ_OK);
+    assert_true(got.kb_gone);
+    assert_string_equal(got.kb, "");
+    assert_false(cq_key_allows(&got, CQ_ROLE_READER, "合同"));
+    assert_false(cq_key_allows(&got, CQ_ROLE_READER, "C"));
 }
 
 static void conf_keys_last_use_once_a_minute(void **state) {

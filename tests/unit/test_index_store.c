@@ -307,6 +307,8 @@ static void test_migration_from_v5(void **state) {
         "INSERT INTO jobs(id, kb_id, doc_id, state, error, error_code, created_at, updated_at) VALUES"
         " (7, 2, 2, 'failed', 'no text layer', 'empty', 0, 0), (8, 1, 1, 'ready', NULL, NULL, 0, 0);"
         "INSERT INTO api_keys(id, name, prefix, hash, role, created_at) VALUES(4, 'ops', 'cq_4', 'h4', 'admin', 0);"
+        "INSERT INTO api_keys(id, name, prefix, hash, role, kb, created_at) VALUES(11, 'r', 'cq_r', 'h11', 'reader',"
+        " 'a', 0), (12, 'g', 'cq_g', 'h12', 'reader', 'gone', 0), (13, 'e', 'cq_e', 'h13', 'editor', '*', 0);"
         "INSERT INTO conversations VALUES(5, 4, 1, '总则', 10, 20), (6, 4, 2, '工资', 10, 30);"
         "INSERT INTO conversation_turns VALUES(9, 5, '第一条？', '{\"answer\": \"x\"}', 20), (10, 6, '工资？', '{}', 30);"
         "INSERT INTO doc_versions VALUES(1, 1, 'x', '2018', 20181229, 20190101, 20231229, 1, 5),"
@@ -332,6 +334,13 @@ static void test_migration_from_v5(void **state) {
                      7);
     assert_int_equal(test_count(s, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
     assert_int_equal(test_count(s, "SELECT count(*) FROM settings WHERE name = 'auth_required' AND value = '1'"), 1);
+    /* a key's one KB is a grant row (migrations 9 and 10); a KB that did not exist and "*" have none */
+    assert_int_equal(test_count(s, "SELECT count(*) FROM kb_grants"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM kb_grants WHERE subject = 'key' AND subject_id = 11 AND "
+                                   "kb_id = 1 AND kb = 'a'"),
+                     1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM users"), 0);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM conversations WHERE owner_user_id IS NULL"), 2);
 
     /* jobs keep their failure code and start with no attempts counted */
     cq_job_info j;

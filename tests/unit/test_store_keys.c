@@ -42,6 +42,14 @@ static void test_allows(void **state) {
     assert_false(cq_key_allows(&reader, CQ_ROLE_READER, "laws"));
     cq_key_info nameless = {.role = CQ_ROLE_EDITOR};
     assert_false(cq_key_allows(&nameless, CQ_ROLE_READER, ""));
+    /* several KBs: each one, never a part of a name nor the list itself */
+    cq_key_info two = {.role = CQ_ROLE_READER};
+    strcpy(two.kb, "laws,合同");
+    assert_true(cq_key_allows(&two, CQ_ROLE_READER, "laws"));
+    assert_true(cq_key_allows(&two, CQ_ROLE_READER, "合同"));
+    assert_false(cq_key_allows(&two, CQ_ROLE_READER, "law"));
+    assert_false(cq_key_allows(&two, CQ_ROLE_READER, "laws,合同"));
+    assert_false(cq_key_allows(&two, CQ_ROLE_EDITOR, "laws"));
 }
 
 int main(void) {
@@ -49,6 +57,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(conf_keys_create_check_revoke, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_keys_create_validates, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_keys_bound_to_kb_id, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_keys_several_kbs, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_keys_last_use_once_a_minute, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_keys_auth_stays_required, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_keys_revoke_race, test_store_setup, test_store_teardown),

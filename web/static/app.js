@@ -16,7 +16,18 @@ const I18N = {
     askPlaceholder: '输入问题，Enter 发送，Shift+Enter 换行', askPlaceholderShort: '输入问题', send: '发送', newChat: '新对话',
     newChatPlus: '＋ 新对话',
     keysHint: '快捷键：/ 聚焦输入框 · Esc 关闭条款', original: '原文件', cancel: '取消', save: '保存',
-    keyHelp: '服务器要求 API 密钥。在服务器上运行 clauseqa keys create 获得。',
+    keyHelp: '也可以用 API 密钥：在服务器上运行 clauseqa keys create 获得。',
+    signIn: '登录', signOut: '退出', userName: '用户名', password: '密码', useKey: '改用 API 密钥', useThisKey: '使用此密钥',
+    signInHelp: '服务器要求登录。账户由管理员在服务器上创建（clauseqa user add）。',
+    wrongLogin: '用户名或密码错误', tooManySignIns: '登录失败次数过多，请 {0} 秒后再试', keyInvalid: '这个 API 密钥无效或已吊销',
+    roles: { admin: '管理员', editor: '编辑', reader: '读者' }, viaKey: 'API 密钥',
+    audit: '审计', auditTitle: '审计记录', auditHelp: '谁在何时登录、上传、删除、修改了用户、授权或密钥（最新的在前）',
+    auditWhen: '时间', auditWho: '操作者', auditAction: '操作', auditTarget: '对象', auditFrom: '来源', auditMore: '更早的记录',
+    actors: { user: '用户', key: '密钥', open: '开放模式', cli: '命令行', anonymous: '未登录' },
+    actions: { sign_in: '登录', sign_in_failed: '登录失败', upload: '上传', upload_replace: '上传（替换）',
+      document_delete: '删除文档', job_cancel: '取消解析', kb_create: '新建知识库', kb_delete: '删除知识库',
+      version_edit: '修改版本信息', version_reset: '恢复自动识别版本', user_add: '添加用户', user_set: '修改用户权限',
+      user_passwd: '修改密码', user_remove: '删除用户', key_create: '创建密钥', key_revoke: '吊销密钥', open_mode: '开放模式' },
     pages: '页', clauses: '条', ready: '就绪', failed: '失败', processing: '处理中', queued: '排队中',
     running: '解析中', duplicate: '已存在', uploading: '上传中', delete: '删除', download: '下载',
     confirmDelete: '删除文档“{0}”？它的条款和索引会一并删除。',
@@ -47,7 +58,8 @@ const I18N = {
     errors: {
       bad_format: '文件格式不对或已损坏，无法读取', unsupported: '不支持这种文件类型（可上传 {0}）',
       empty: '文件是空的，或读不出文字', exists: '知识库里已有同名的另一份文档：先删除它，或改名后再上传',
-      payload_too_large: '文件太大', forbidden: '这个密钥没有权限', unauthorized: '需要有效的 API 密钥',
+      payload_too_large: '文件太大', forbidden: '没有权限这样做', unauthorized: '请先登录（或使用有效的 API 密钥）',
+      too_many_sign_ins: '登录失败次数过多，请稍后再试', cross_site: '只能从本站页面操作',
       not_found: '找不到（可能已被删除）', invalid: '请求无效', bad_request: '上传的数据无法读取',
       invalid_json: '请求无效', io: '服务器无法保存文件', database: '服务器数据库出错', no_memory: '服务器内存不足',
       internal: '服务器内部错误', device: '服务器的计算设备出错', shutting_down: '服务器正在停止，请稍后再试',
@@ -70,7 +82,20 @@ const I18N = {
     askPlaceholder: 'Ask a question — Enter sends, Shift+Enter for a new line', askPlaceholderShort: 'Ask a question',
     send: 'Send', newChat: 'New chat', newChatPlus: '+ New chat',
     keysHint: 'Keys: / focuses the question · Esc closes the clause', original: 'Original', cancel: 'Cancel',
-    save: 'Save', keyHelp: 'This server needs an API key. Create one on the server with clauseqa keys create.',
+    save: 'Save', keyHelp: 'Or use an API key: create one on the server with clauseqa keys create.',
+    signIn: 'Sign in', signOut: 'Sign out', userName: 'User name', password: 'Password', useKey: 'Use an API key instead',
+    useThisKey: 'Use this key', signInHelp: 'This server needs you to sign in. An admin creates accounts on the server (clauseqa user add).',
+    wrongLogin: 'Wrong user name or password', tooManySignIns: 'Too many failed sign-ins: try again in {0} s',
+    keyInvalid: 'This API key is not valid, or it was revoked',
+    roles: { admin: 'admin', editor: 'editor', reader: 'reader' }, viaKey: 'API key',
+    audit: 'Audit', auditTitle: 'Audit trail', auditHelp: 'Who signed in, uploaded, deleted, changed a user, a grant or a key, and when (newest first)',
+    auditWhen: 'When', auditWho: 'Who', auditAction: 'Action', auditTarget: 'On', auditFrom: 'From', auditMore: 'Older entries',
+    actors: { user: 'user', key: 'key', open: 'open mode', cli: 'command line', anonymous: 'not signed in' },
+    actions: { sign_in: 'signed in', sign_in_failed: 'sign-in failed', upload: 'upload', upload_replace: 'upload (replace)',
+      document_delete: 'document deleted', job_cancel: 'job cancelled', kb_create: 'KB created', kb_delete: 'KB deleted',
+      version_edit: 'version corrected', version_reset: 'version back to automatic', user_add: 'user added',
+      user_set: 'user\'s role or KBs changed', user_passwd: 'password changed', user_remove: 'user removed',
+      key_create: 'key created', key_revoke: 'key revoked', open_mode: 'open mode' },
     pages: 'pages', clauses: 'clauses', ready: 'ready', failed: 'failed', processing: 'processing', queued: 'queued',
     running: 'parsing', duplicate: 'already there', uploading: 'uploading', delete: 'Delete', download: 'Download',
     confirmDelete: 'Delete document “{0}” with its clauses and index entries?',
@@ -105,7 +130,8 @@ const I18N = {
       bad_format: 'the file is not in a readable format, or it is damaged', unsupported: 'this file type is not supported (upload {0})',
       empty: 'the file is empty, or no text could be read from it',
       exists: 'another document of that name is in this knowledge base: delete it first, or rename the file',
-      payload_too_large: 'file too large', forbidden: 'this key is not allowed to do that', unauthorized: 'a valid API key is needed',
+      payload_too_large: 'file too large', forbidden: 'you are not allowed to do that', unauthorized: 'sign in first (or use a valid API key)',
+      too_many_sign_ins: 'too many failed sign-ins: try again later', cross_site: 'only this site\'s own page may do that',
       not_found: 'not found (it may have been deleted)', invalid: 'invalid request', bad_request: 'the upload could not be read',
       invalid_json: 'invalid request', io: 'the server could not store the file', database: 'database error on the server',
       no_memory: 'the server is out of memory', internal: 'internal server error', device: 'the server\'s compute device failed',
@@ -124,6 +150,7 @@ const I18N = {
 const state = {
   lang: localStorage.getItem('cq.lang') || ((navigator.language || 'zh').toLowerCase().startsWith('zh') ? 'zh' : 'en'),
   key: localStorage.getItem('cq.key') || '',
+  me: null, /* who the server says is asking (GET /api/v1/me): name, role, kbs ("*" or names), via */
   kb: localStorage.getItem('cq.kb') || '',
   kbs: [],
   docs: [],
@@ -198,7 +225,7 @@ async function api(method, path, body) {
   const res = await fetch(path, opts);
   let data = null;
   try { data = await res.json(); } catch (e) { data = null; }
-  if (res.status === 401) askForKey();
+  if (res.status === 401) askToSignIn();
   if (!res.ok) throw apiError(res.status, data, res.status + ' ' + res.statusText);
   return data;
 }
@@ -221,6 +248,7 @@ function applyLanguage() {
   renderKbCount();
   renderAuth();
   renderFormats();
+  renderMe();
 }
 
 function renderExamples() {
@@ -269,19 +297,132 @@ document.querySelectorAll('[data-pane-tab]').forEach((b) => b.addEventListener('
 
 /* ---- keys ----------------------------------------------------------------------------------------------------- */
 
-function askForKey() {
-  const d = $('key-dialog');
+/* ---- signing in: a user's name and password (a session cookie), or an API key ------------------------------- */
+
+function askToSignIn() {
+  const d = $('signin-dialog');
   if (d.open) return;
+  $('signin-error').hidden = true;
+  $('key-error').hidden = true;
   $('key-input').value = state.key;
   d.showModal();
+  $('signin-user').focus();
 }
 
-$('key-dialog').addEventListener('close', () => {
-  if ($('key-dialog').returnValue !== 'save') return;
-  state.key = $('key-input').value.trim();
-  localStorage.setItem('cq.key', state.key);
-  loadKbs();
+function formError(id, text) {
+  $(id).textContent = text;
+  $(id).hidden = false;
+}
+
+/* The error of a failed sign-in in the page's language (the server's own words for anything unexpected). */
+function signInError(e) {
+  if (e.status === 401) return t('wrongLogin');
+  if (e.status === 429) return t('tooManySignIns', e.retryAfter || '?');
+  return e.message;
+}
+
+$('signin-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault(); /* the dialog stays open until the server says yes */
+  $('signin-error').hidden = true;
+  const user = $('signin-user').value.trim(), password = $('signin-password').value;
+  $('signin-submit').disabled = true;
+  try {
+    const res = await fetch('/api/v1/login', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ user, password }) });
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (!res.ok) {
+      const e = apiError(res.status, data, res.status + ' ' + res.statusText);
+      e.retryAfter = res.headers.get('Retry-After');
+      throw e;
+    }
+    state.key = ''; /* the session speaks for the user from now on */
+    localStorage.removeItem('cq.key');
+    $('signin-password').value = '';
+    $('signin-dialog').close();
+    newChat();
+    await loadKbs();
+  } catch (e) {
+    formError('signin-error', signInError(e));
+    $('signin-password').select();
+  } finally {
+    $('signin-submit').disabled = false;
+  }
 });
+
+$('key-save').addEventListener('click', async () => {
+  const key = $('key-input').value.trim();
+  $('key-error').hidden = true;
+  const res = await fetch('/api/v1/me', { headers: key ? { Authorization: 'Bearer ' + key } : {} });
+  if (!res.ok) { formError('key-error', res.status === 401 ? t('keyInvalid') : res.status + ' ' + res.statusText); return; }
+  state.key = key;
+  localStorage.setItem('cq.key', key);
+  $('signin-dialog').close();
+  newChat();
+  await loadKbs();
+});
+
+$('signin-cancel').addEventListener('click', () => $('signin-dialog').close());
+
+/* ---- the audit trail (admins: GET /api/v1/audit) ---------------------------------------------------------------- */
+
+const auditPage = { next: null };
+
+function auditRow(e) {
+  const when = new Date(e.at * 1000).toLocaleString(state.lang === 'zh' ? 'zh-CN' : 'en');
+  const who = (t('actors')[e.actor.kind] || e.actor.kind) + (e.actor.name ? ' ' + e.actor.name : '');
+  return el('tr', { class: 'audit-entry', 'data-action': e.action },
+    el('td', {}, when), el('td', {}, who), el('td', { class: 'audit-action' }, t('actions')[e.action] || e.action),
+    el('td', {}, e.kb || ''), el('td', {}, e.target || ''), el('td', {}, e.client || ''));
+}
+
+async function loadAudit(more) {
+  try {
+    const data = await api('GET', '/api/v1/audit?limit=50' + (more && auditPage.next ? '&before=' + auditPage.next : ''));
+    const rows = data.entries.map(auditRow);
+    if (more) $('audit-rows').append(...rows);
+    else $('audit-rows').replaceChildren(...rows);
+    auditPage.next = data.next_before;
+    $('audit-more').hidden = !auditPage.next;
+  } catch (e) { toast(e.message, true); }
+}
+
+$('audit-button').addEventListener('click', async () => {
+  await loadAudit(false);
+  $('audit-dialog').showModal();
+});
+$('audit-more').addEventListener('click', () => loadAudit(true));
+$('audit-close').addEventListener('click', () => $('audit-dialog').close());
+
+$('signout-button').addEventListener('click', async () => {
+  try { await fetch('/api/v1/logout', { method: 'POST' }); } catch (e) { /* signed out here anyway */ }
+  state.key = '';
+  localStorage.removeItem('cq.key');
+  state.me = null;
+  newChat();
+  await loadKbs();
+});
+
+/* Who is asking, and what the page offers them: a reader sees no upload and no delete; KBs are made and deleted by
+ * admins; an editor changes only its own KBs. */
+const isAdmin = () => !state.me || state.me.role === 'admin';
+const canEdit = (kb) => isAdmin() || (state.me.role === 'editor' && !!kb &&
+  (state.me.kbs === '*' || (Array.isArray(state.me.kbs) && state.me.kbs.includes(kb))));
+
+function renderMe() {
+  const me = state.me, signedIn = me && me.via !== 'open';
+  $('me').hidden = !signedIn;
+  if (signedIn) {
+    $('me').textContent = me.name + ' · ' + (t('roles')[me.role] || me.role) + (me.via === 'key' ? ' · ' + t('viaKey') : '');
+  }
+  $('signout-button').hidden = !signedIn;
+  $('key-button').hidden = !!signedIn || !(health && health.auth);
+  $('kb-new').hidden = !isAdmin();
+  $('kb-delete').hidden = !isAdmin();
+  $('dropzone').hidden = !canEdit(state.kb);
+  $('audit-button').hidden = !(state.me && state.me.role === 'admin');
+  $('uploads').hidden = !canEdit(state.kb);
+}
 
 let health = null;
 function renderAuth() {
@@ -313,10 +454,12 @@ async function loadKbs() {
     health = await api('GET', '/api/v1/health');
     renderAuth();
     renderFormats();
+    state.me = await api('GET', '/api/v1/me');
     const data = await api('GET', '/api/v1/kbs');
     state.kbs = data.kbs;
   } catch (e) {
-    if (e.status !== 401) toast(e.message, true);
+    if (e.status === 401) state.me = null;
+    else toast(e.message, true);
     state.kbs = [];
   }
   const sel = $('kb-select');
@@ -326,6 +469,7 @@ async function loadKbs() {
   sel.value = state.kb;
   sel.disabled = !state.kbs.length;
   renderKbCount();
+  renderMe(); /* after the KB is known: what the page offers depends on it */
   await Promise.all([loadDocs(), loadConvs()]);
   /* reopen the conversation this KB showed last (after a reload, or another KB's) */
   if (state.kb && (state.kb !== before || state.conversationId === null)) restoreConversation();
@@ -341,6 +485,7 @@ $('kb-select').addEventListener('change', async (e) => {
   localStorage.setItem('cq.kb', state.kb);
   newChat();
   renderKbCount();
+  renderMe();
   await Promise.all([loadDocs(), loadConvs()]);
   restoreConversation();
 });
@@ -409,7 +554,8 @@ function docVersion(d) {
     compare ? el('button', { class: 'link small compare-doc', type: 'button',
       onclick: () => (v.previous ? openCompare(v.previous.document_id, d.id, {}) : openCompare(d.id, v.next.document_id, {})) },
       t('compare')) : null,
-    el('button', { class: 'link small edit-version', type: 'button', onclick: () => editVersion(d) }, t('editVersion')));
+    canEdit(state.kb) ? el('button', { class: 'link small edit-version', type: 'button', onclick: () => editVersion(d) },
+      t('editVersion')) : null);
 }
 
 function diffNodes(diff) {
@@ -521,8 +667,8 @@ function renderDocs() {
       el('div', { class: 'doc-actions' },
         statusBadge(d.status),
         el('a', { class: 'ghost icon', href: d.original_url, title: t('download'), 'aria-label': t('download') + ' ' + d.name, download: d.filename }, '↓'),
-        el('button', { class: 'ghost icon danger-text', type: 'button', title: t('delete'), 'aria-label': t('delete') + ' ' + d.name,
-          onclick: () => deleteDoc(d) }, '✕')));
+        canEdit(state.kb) ? el('button', { class: 'ghost icon danger-text doc-delete', type: 'button', title: t('delete'),
+          'aria-label': t('delete') + ' ' + d.name, onclick: () => deleteDoc(d) }, '✕') : null));
   }));
   $('docs-empty').hidden = state.docs.length > 0;
 }
@@ -604,7 +750,7 @@ function uploadFile(file) {
   xhr.onload = () => {
     let data = null;
     try { data = JSON.parse(xhr.responseText); } catch (e) { data = null; }
-    if (xhr.status === 401) askForKey();
+    if (xhr.status === 401) askToSignIn();
     if (xhr.status === 200 && data && data.duplicate) {
       ui.progress(1);
       ui.status(t('duplicate'), 'duplicate');
@@ -955,7 +1101,7 @@ async function ask(opts) {
       body: JSON.stringify(req),
       signal: controller.signal,
     });
-    if (res.status === 401) askForKey();
+    if (res.status === 401) askToSignIn();
     if (!res.ok) {
       let data = null;
       try { data = await res.json(); } catch (e) { data = null; }
@@ -1137,7 +1283,7 @@ $('lang-toggle').addEventListener('click', () => {
   localStorage.setItem('cq.lang', state.lang);
   applyLanguage();
 });
-$('key-button').addEventListener('click', askForKey);
+$('key-button').addEventListener('click', () => askToSignIn());
 
 PHONE.addEventListener('change', applyLanguage);
 showSide(state.side);

@@ -1,0 +1,171 @@
+/* KB grants of keys and users (store/grants.h), written once for SQLite and PostgreSQL on db/db.h. */
+#include "store/grants.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "index/store.h"
+
+const char *cq_key_role_name(cq_key_role role) {
+    switch (role) {
+    case CQ_ROLE_ADMIN: return "admin";
+    case CQ_ROLE_EDITOR: return "editor";
+    case CQ_ROLE_READER: return "reader";
+    default: return "none";
+    }
+}
+
+cq_key_role cq_key_role_parse(const char *name) {
+    if (!name) return CQ_ROLE_NONE;
+    if (!strcmp(name, "admin")) return CQ_ROLE_ADMIN;
+    if (!strcmp(name, "editor")) return CQ_ROLE_EDITOR;
+    if (!strcmp(name, "reader")) return CQ_ROLE_READER;
+    return CQ_ROLE_NONE;
+}
+
+/* The names of a list, in order, each once: *n of them, pointing into buf (a copy of kbs with ',' cut). False when
+ * there are more than CQ_GRANT_MAX_KBS distinct names. */
+static bool split(const char *kbs, char buf[CQ_GRANT_BYTES], const char *names[CQ_GRANT_MAX_KBS], size_t *n) {
+    snprintf(buf, CQ_GRANT_BYTES, "%s", kbs);
+    *n = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        bool seen = false;
+        for (size_t i = 0; i < *n && !seen; i++) seen = !strcmp(names[i], p);
+        if (seen) continue;
+        if (*n == CQ_GRANT_MAX_KBS) return false;
+        names[(*n)++] = p;
+    }
+    return true;
+}
+
+cq_status cq_grants_check(cq_key_role role, const char *kbs, const char *what, char norm[CQ_GRANT_BYTES],
+                          cq_err *err) {
+    if (norm) norm[0] = 0;
+    if (role == CQ_ROLE_NONE)
+        return cq_err_set(err, CQ_ERR_INVALID, "a %s needs a role: admin, editor or reader", what);
+    if (role == CQ_ROLE_ADMIN) {
+        if (kbs && *kbs)
+            return cq_err_set(err, CQ_ERR_INVALID, "an admin %s covers every knowledge base: give no KB", what);
+        return CQ_OK;
+    }
+    if (!kbs || !*kbs)
+        return cq_err_set(err, CQ_ERR_INVALID, "a %s %s needs a KB (one or more names, or * for every KB)",
+                          cq_key_role_name(role), what);
+    if (strlen(kbs) >= CQ_GRANT_BYTES)
+        return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases for one %s (at most %d)", what,
+                          CQ_GRANT_MAX_KBS);
+    if (!strcmp(kbs, "*")) {
+        if (norm) snprintf(norm, CQ_GRANT_BYTES, "*");
+        return CQ_OK;
+    }
+    char buf[CQ_GRANT_BYTES];
+    const char *names[CQ_GRANT_MAX_KBS];
+    size_t n;
+    if (!split(kbs, buf, names, &n))
+        return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases for one %s (at most %d)", what,
+                          CQ_GRANT_MAX_KBS);
+    if (n == 0) return cq_err_set(err, CQ_ERR_INVALID, "a %s needs a KB name", what);
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(names[i], "*"))
+            return cq_err_set(err, CQ_ERR_INVALID, "* (every KB) cannot be combined with named KBs");
+        if (!cq_store_kb_name_valid(names[i]))
+            return cq_err_set(err, CQ_ERR_INVALID, "invalid knowledge base name '%s'", names[i]);
+    }
+    size_t len = 0;
+    for (size_t i = 0; norm && i < n; i++)
+        len += (size_t)snprintf(norm + len, CQ_GRANT_BYTES - len, "%s%s", i ? "," : "", names[i]);
+    return CQ_OK;
+}
+
+cq_status cq_grants_remove(cq_db *db, const char *subject, int64_t subject_id, cq_err *err) {
+    return cq_db_run(db, "remove grants", NULL, err, "DELETE FROM kb_grants WHERE subject = ?1 AND subject_id = ?2",
+                     "ti", subject, subject_id);
+}
+
+cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, const char *kbs, cq_err *err) {
+    if (cq_grants_remove(db, subject, subject_id, err)) return err->code;
+    if (!kbs || !*kbs || !strcmp(kbs, "*")) return CQ_OK;
+    char buf[CQ_GRANT_BYTES];
+    const char *names[CQ_GRANT_MAX_KBS];
+    size_t n;
+    if (!split(kbs, buf, names, &n))
+        return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases (at most %d)", CQ_GRANT_MAX_KBS);
+    cq_db_stmt *find;
+    if (cq_db_prepare(db, "SELECT id FROM kbs WHERE name = ?1", &find, err)) return cq_err_prefix(err, "grant: ");
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        cq_db_reset(find);
+        cq_db_bind_text(find, 1, names[i]);
+        int step = cq_db_step(find, "grant", err);
+        int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(find, 0) : 0;
+        if (step < 0) rc = err->code;
+        else if (step == CQ_DB_DONE)
+            rc = cq_err_set(err, CQ_ERR_NOT_FOUND,
+                            "no knowledge base named '%s': create it first (clauseqa kb create %s), or give * for "
+                            "every KB",
+                            names[i], names[i]);
+        else {
+            cq_db_reset(find); /* done with its row before the next statement runs */
+            rc = cq_db_run(db, "grant", NULL, err,
+                           "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) VALUES(?1, ?2, ?3, ?4)", "tiit",
+                           subject, subject_id, kb_id, names[i]);
+        }
+    }
+    cq_db_finalize(find);
+    return rc;
+}
+
+cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, const char *stored, bool current,
+                         char out[CQ_GRANT_BYTES], bool *gone, cq_err *err) {
+    out[0] = 0;
+    if (gone) *gone = false;
+    if (!stored || !*stored || !strcmp(stored, "*")) {
+        snprintf(out, CQ_GRANT_BYTES, "%s", stored ? stored : "");
+        return CQ_OK;
+    }
+    cq_db_stmt *st;
+    if (cq_db_prepare(db,
+                      "SELECT g.kb, CASE WHEN b.id IS NULL THEN 0 ELSE 1 END FROM kb_grants g "
+                      "LEFT JOIN kbs b ON b.id = g.kb_id WHERE g.subject = ?1 AND g.subject_id = ?2 ORDER BY g.kb",
+                      &st, err))
+        return cq_err_prefix(err, "read grants: ");
+    cq_db_bind_text(st, 1, subject);
+    cq_db_bind_int(st, 2, subject_id);
+    size_t len = 0, alive = 0;
+    int step;
+    while ((step = cq_db_step(st, "read grants", err)) == CQ_DB_ROW) {
+        bool exists = cq_db_col_int(st, 1) != 0;
+        alive += exists;
+        if (current && !exists) continue;
+        const char *name = cq_db_col_text(st, 0);
+        int w = snprintf(out + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", name ? name : "");
+        if (w > 0 && (size_t)w < CQ_GRANT_BYTES - len) len += (size_t)w;
+        else out[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
+    }
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (gone) *gone = alive == 0;
+    return CQ_OK;
+}
+
+bool cq_grant_has(const char *kbs, const char *kb) {
+    if (!kbs || !kb || !*kb) return false;
+    if (!strcmp(kbs, "*")) return true;
+    size_t n = strlen(kb);
+    for (const char *p = kbs; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !memcmp(p, kb, n)) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+bool cq_grant_allows(cq_key_role role, const char *kbs, cq_key_role need, const char *kb_name) {
+    if (role == CQ_ROLE_NONE) return false;
+    if (role == CQ_ROLE_ADMIN) return true;
+    if (need == CQ_ROLE_ADMIN || !kb_name || !kbs || !*kbs) return false;
+    return cq_grant_has(kbs, kb_name) && role >= need;
+}

@@ -1,0 +1,405 @@
+/* Users and sessions (store/users.h), written once for SQLite and PostgreSQL on db/db.h. */
+#include "store/users.h"
+
+#include <argon2.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "core/sha256.h"
+#include "core/utf8.h"
+#include "db/db.h"
+#include "db/dialect.h"
+#include "store/keys.h"
+
+#define SALT_BYTES 16
+#define HASH_BYTES 32
+#define WRONG_LOGIN "wrong user name or password"
+
+/* ---- passwords ---------------------------------------------------------------------------------------------- */
+
+cq_status cq_password_check(const char *password, cq_err *err) {
+    if (!password || !*password) return cq_err_set(err, CQ_ERR_INVALID, "the password is empty");
+    size_t n = strlen(password), i = 0, chars = 0;
+    if (n > CQ_PASSWORD_MAX_BYTES)
+        return cq_err_set(err, CQ_ERR_INVALID, "the password is longer than %d bytes", CQ_PASSWORD_MAX_BYTES);
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(password + i, n - i, &len);
+        if (cp == CQ_UTF8_REPLACEMENT) return cq_err_set(err, CQ_ERR_INVALID, "the password is not valid UTF-8");
+        if ((cp < 0x20 && cp != '\t') || cp == 0x7f)
+            return cq_err_set(err, CQ_ERR_INVALID, "the password holds a control character");
+        i += len;
+        chars++;
+    }
+    if (chars < CQ_PASSWORD_MIN_CHARS)
+        return cq_err_set(err, CQ_ERR_INVALID, "the password is too short: at least %d characters",
+                          CQ_PASSWORD_MIN_CHARS);
+    return CQ_OK;
+}
+
+static cq_status random_bytes(unsigned char *out, size_t n, cq_err *err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(out + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return cq_err_set(err, CQ_ERR_IO, "no random bytes: %s", strerror(errno));
+        }
+        got += (size_t)r;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_password_hash(const char *password, char out[CQ_PASSWORD_HASH_BYTES], cq_err *err) {
+    unsigned char salt[SALT_BYTES];
+    if (random_bytes(salt, sizeof salt, err)) return err->code;
+    int rc = argon2id_hash_encoded(CQ_PASSWORD_T_COST, CQ_PASSWORD_M_COST_KIB, 1, password, strlen(password), salt,
+                                   sizeof salt, HASH_BYTES, out, CQ_PASSWORD_HASH_BYTES);
+    if (rc != ARGON2_OK) return cq_err_set(err, CQ_ERR_INTERNAL, "argon2id: %s", argon2_error_message(rc));
+    return CQ_OK;
+}
+
+bool cq_password_verify(const char *encoded, const char *password) {
+    if (!encoded || !password || strncmp(encoded, "$argon2id$", 10)) return false;
+    return argon2id_verify(encoded, password, strlen(password)) == ARGON2_OK;
+}
+
+/* A hash no password is checked against but this one: what an unknown name's sign-in verifies, so that it costs
+ * what a wrong password costs. Made once. */
+static char dummy_hash[CQ_PASSWORD_HASH_BYTES];
+static void make_dummy(void) {
+    cq_err ignored = {0};
+    if (cq_password_hash("not a password of anyone", dummy_hash, &ignored)) dummy_hash[0] = 0;
+}
+
+static void verify_dummy(const char *password) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_dummy);
+    if (dummy_hash[0]) (void)cq_password_verify(dummy_hash, password);
+}
+
+bool cq_user_name_valid(const char *name) {
+    if (!name || !*name) return false;
+    size_t n = strlen(name), i = 0;
+    if (n >= CQ_USER_NAME_BYTES) return false;
+    while (i < n) {
+        size_t len;
+        uint32_t cp = cq_utf8_decode(name + i, n - i, &len);
+        if (cp == CQ_UTF8_REPLACEMENT) return false;
+        if (!(cq_is_latin_alnum(cp) || cq_is_cjk(cp) || cp == '-' || cp == '_' || cp == '.' || cp == '@'))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* ---- users -------------------------------------------------------------------------------------------------- */
+
+#define USER_COLUMNS                                                                                                \
+    "u.id, u.name, u.role, coalesce(u.kb, ''), u.created_at, u.updated_at, coalesce(u.last_login_at, 0) "
+
+static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
+    memset(u, 0, sizeof *u);
+    u->id = cq_db_col_int(st, col);
+    cq_db_col_copy(st, col + 1, u->name, sizeof u->name);
+    u->role = cq_key_role_parse(cq_db_col_text(st, col + 2));
+    cq_db_col_copy(st, col + 3, u->kb, sizeof u->kb);
+    u->created_at = cq_db_col_int(st, col + 4);
+    u->updated_at = cq_db_col_int(st, col + 5);
+    u->last_login_at = cq_db_col_int(st, col + 6);
+}
+
+/* Replaces u->kb (as stored) by its grant (store/grants.h). */
+static cq_status user_grant(cq_db *db, cq_user_info *u, bool current, cq_err *err) {
+    char stored[CQ_GRANT_BYTES];
+    snprintf(stored, sizeof stored, "%s", u->kb);
+    return cq_grants_read(db, "user", u->id, stored, current, u->kb, &u->kb_gone, err);
+}
+
+static cq_status name_check(const char *name, cq_err *err) {
+    if (!cq_user_name_valid(name))
+        return cq_err_set(err, CQ_ERR_INVALID,
+                          "invalid user name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', "
+                          "'_', '.' or '@'",
+                          name ? name : "");
+    return CQ_OK;
+}
+
+cq_status cq_store_user_add(cq_store *s, const char *name, const char *password, cq_key_role role, const char *kbs,
+                            cq_user_info *info, cq_err *err) {
+    char grant[CQ_GRANT_BYTES], hash[CQ_PASSWORD_HASH_BYTES];
+    if (name_check(name, err) || cq_grants_check(role, kbs, "user", grant, err) || cq_password_check(password, err))
+        return err->code;
+    /* the slow part, before any lock is taken */
+    if (cq_password_hash(password, hash, err)) return err->code;
+    cq_db *db = cq_store_conn(s);
+    int64_t now = (int64_t)time(NULL), id = 0;
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) {
+        cq_db_stmt *st;
+        rc = cq_db_prepare(db,
+                           "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5, ?5) RETURNING id",
+                           &st, err);
+        if (!rc) {
+            cq_db_bind_text(st, 1, name);
+            cq_db_bind_text(st, 2, hash);
+            cq_db_bind_text(st, 3, cq_key_role_name(role));
+            cq_db_bind_text(st, 4, grant[0] ? grant : NULL);
+            cq_db_bind_int(st, 5, now);
+            int step = cq_db_step(st, "add user", err);
+            if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
+            else if (step < 0 && err->code == CQ_ERR_EXISTS)
+                rc = cq_err_set(err, CQ_ERR_EXISTS, "a user named '%s' exists already", name);
+            else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "add user: no id");
+            cq_db_finalize(st);
+        }
+    }
+    if (!rc) rc = cq_grants_write(db, "user", id, grant, err);
+    /* a user, as a key, turns authentication on (store/keys.h) */
+    if (!rc) rc = cq_store_auth_set_required(s, true, err);
+    rc = cq_db_end(db, own, rc, err);
+    memset(hash, 0, sizeof hash);
+    if (rc) return rc;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->id = id;
+        snprintf(info->name, sizeof info->name, "%s", name);
+        info->role = role;
+        snprintf(info->kb, sizeof info->kb, "%s", grant);
+        info->created_at = info->updated_at = now;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_store_user_list(cq_store *s, cq_user_info **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT " USER_COLUMNS "FROM users u ORDER BY u.id", &st, err))
+        return cq_err_prefix(err, "list users: ");
+    cq_user_info *list = NULL;
+    size_t count = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "list users", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        user_from_row(st, 0, &list[count++]);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    for (size_t i = 0; i < count && !rc; i++) rc = user_grant(db, &list[i], false, err);
+    if (rc) {
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CQ_OK;
+}
+
+/* The row of user name (and its password hash into hash, when not NULL): NOT_FOUND when there is none. */
+static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char hash[CQ_PASSWORD_HASH_BYTES],
+                           cq_err *err) {
+    cq_db_stmt *st;
+    if (cq_db_prepare(db, "SELECT " USER_COLUMNS ", u.password_hash FROM users u WHERE u.name = ?1", &st, err))
+        return cq_err_prefix(err, "find user: ");
+    cq_db_bind_text(st, 1, name);
+    int step = cq_db_step(st, "find user", err);
+    if (step == CQ_DB_ROW) {
+        user_from_row(st, 0, u);
+        if (hash) cq_db_col_copy(st, 7, hash, CQ_PASSWORD_HASH_BYTES);
+    }
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no user named '%s'", name ? name : "");
+    return CQ_OK;
+}
+
+cq_status cq_store_user_get(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    cq_db *db = cq_store_conn(s);
+    if (user_find(db, name, out, NULL, err)) return err->code;
+    return user_grant(db, out, false, err);
+}
+
+cq_status cq_store_user_remove(cq_store *s, const char *name, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    cq_user_info u;
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = user_find(db, name, &u, NULL, err);
+    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM sessions WHERE user_id = ?1", "i", u.id);
+    if (!rc) rc = cq_grants_remove(db, "user", u.id, err);
+    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM users WHERE id = ?1", "i", u.id);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *password, cq_err *err) {
+    char hash[CQ_PASSWORD_HASH_BYTES];
+    if (cq_password_check(password, err) || cq_password_hash(password, hash, err)) return err->code;
+    cq_db *db = cq_store_conn(s);
+    cq_user_info u;
+    int64_t now = (int64_t)time(NULL);
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = user_find(db, name, &u, NULL, err);
+    if (!rc)
+        rc = cq_db_run(db, "set password", NULL, err, "UPDATE users SET password_hash = ?2, updated_at = ?3 WHERE id = ?1",
+                       "iti", u.id, hash, now);
+    /* whoever knew the old password is signed out */
+    if (!rc)
+        rc = cq_db_run(db, "set password", NULL, err,
+                       "UPDATE sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL", "ii", u.id, now);
+    memset(hash, 0, sizeof hash);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_user_grant(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_err *err) {
+    char grant[CQ_GRANT_BYTES];
+    if (cq_grants_check(role, kbs, "user", grant, err)) return err->code;
+    cq_db *db = cq_store_conn(s);
+    cq_user_info u;
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = user_find(db, name, &u, NULL, err);
+    if (!rc)
+        rc = cq_db_run(db, "change user", NULL, err, "UPDATE users SET role = ?2, kb = ?3, updated_at = ?4 WHERE id = ?1",
+                       "itti", u.id, cq_key_role_name(role), grant[0] ? grant : NULL, (int64_t)time(NULL));
+    if (!rc) rc = cq_grants_write(db, "user", u.id, grant, err);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_user_verify(cq_store *s, const char *name, const char *password, cq_user_info *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    cq_db *db = cq_store_conn(s);
+    char hash[CQ_PASSWORD_HASH_BYTES] = "";
+    bool usable = password && strlen(password) <= CQ_PASSWORD_MAX_BYTES;
+    cq_err lookup = {0};
+    cq_status rc = cq_user_name_valid(name) ? user_find(db, name, out, hash, &lookup) : CQ_ERR_NOT_FOUND;
+    if (rc && rc != CQ_ERR_NOT_FOUND) {
+        *err = lookup;
+        return rc;
+    }
+    bool ok;
+    if (rc) {
+        if (usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
+        ok = false;
+    } else {
+        ok = usable && cq_password_verify(hash, password);
+    }
+    memset(hash, 0, sizeof hash);
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, WRONG_LOGIN);
+    }
+    if (user_grant(db, out, true, err)) return err->code;
+    int64_t now = (int64_t)time(NULL);
+    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   out->id, now))
+        out->last_login_at = now;
+    return CQ_OK;
+}
+
+cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM users", &st, err)) return cq_err_prefix(err, "count users: ");
+    int step = cq_db_step(st, "count users", err);
+    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+/* ---- sessions ----------------------------------------------------------------------------------------------- */
+
+static bool token_hash(const char *token, char hash[65]) {
+    if (!token || strlen(token) != CQ_SESSION_TOKEN_BYTES - 1 || strncmp(token, "cqs_", 4)) return false;
+    cq_sha256_hex(token, strlen(token), hash);
+    return true;
+}
+
+cq_status cq_store_session_create(cq_store *s, int64_t user_id, int64_t idle_s, char token[CQ_SESSION_TOKEN_BYTES],
+                                  int64_t *session_id, cq_err *err) {
+    memcpy(token, "cqs_", 4);
+    if (cq_key_random_hex(token + 4, CQ_SESSION_TOKEN_BYTES - 5, err)) return err->code;
+    char hash[65];
+    cq_sha256_hex(token, strlen(token), hash);
+    int64_t now = (int64_t)time(NULL);
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "INSERT INTO sessions(user_id, hash, created_at, last_seen_at, expires_at) "
+                      "VALUES(?1, ?2, ?3, ?3, ?4) RETURNING id",
+                      &st, err))
+        return cq_err_prefix(err, "create session: ");
+    cq_db_bind_int(st, 1, user_id);
+    cq_db_bind_text(st, 2, hash);
+    cq_db_bind_int(st, 3, now);
+    cq_db_bind_int(st, 4, now + idle_s);
+    int step = cq_db_step(st, "create session", err);
+    if (step == CQ_DB_ROW && session_id) *session_id = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "create session: no id");
+}
+
+cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s, cq_user_info *user,
+                                 int64_t *session_id, cq_err *err) {
+    memset(user, 0, sizeof *user);
+    char hash[65];
+    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    cq_db *db = cq_store_conn(s);
+    int64_t now = (int64_t)time(NULL), id = 0, last_seen = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(db,
+                      "SELECT " USER_COLUMNS ", x.id, x.last_seen_at FROM sessions x JOIN users u ON u.id = x.user_id "
+                      "WHERE x.hash = ?1 AND x.revoked_at IS NULL AND x.expires_at > ?2 AND x.created_at > ?3",
+                      &st, err))
+        return cq_err_prefix(err, "check session: ");
+    cq_db_bind_text(st, 1, hash);
+    cq_db_bind_int(st, 2, now);
+    cq_db_bind_int(st, 3, now - CQ_SESSION_MAX_AGE_S);
+    int step = cq_db_step(st, "check session", err);
+    if (step == CQ_DB_ROW) {
+        user_from_row(st, 0, user);
+        id = cq_db_col_int(st, 7);
+        last_seen = cq_db_col_int(st, 8);
+    }
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the session has ended: sign in again");
+    if (user_grant(db, user, true, err)) return err->code;
+    if (session_id) *session_id = id;
+    if (now - last_seen >= 60) {
+        /* best effort and without waiting, as a key's use (store/keys.c) */
+        cq_err ignored = {0};
+        cq_db_nowait(db, true);
+        (void)cq_db_run(db, "touch session", NULL, &ignored, cq_db_dialect(db, CQ_SQL_SESSION_TOUCH), "iii", id, now,
+                        idle_s);
+        cq_db_nowait(db, false);
+    }
+    return CQ_OK;
+}
+
+cq_status cq_store_session_revoke(cq_store *s, const char *token, cq_err *err) {
+    char hash[65];
+    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    int64_t changed = 0;
+    if (cq_db_run(cq_store_conn(s), "sign out", &changed, err,
+                  "UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL", "ti", hash,
+                  (int64_t)time(NULL)))
+        return err->code;
+    return changed ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+}

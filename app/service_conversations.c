@@ -71,10 +71,14 @@ static char *fold_title(const char *text, size_t max_chars) {
 
 cq_status cq_svc_conversation_find(cq_store *st, const cq_web_principal *who, int64_t id, cq_conversation *c,
                                    cq_err *err) {
-    cq_status rc = cq_store_conversation_get(st, id, c, err);
-    if (!rc && !visible(who, c)) {
-        cq_conversation_free(c);
+    cq_conversation mine;
+    cq_conversation *t = c ? c : &mine;
+    cq_status rc = cq_store_conversation_get(st, id, t, err);
+    if (!rc && !visible(who, t)) {
+        cq_conversation_free(t);
         rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
+    } else if (!rc && !c) {
+        cq_conversation_free(t);
     }
     return rc;
 }
@@ -207,12 +211,8 @@ static cq_status svc_conversation_delete(void *ctx, const cq_web_principal *who,
     cq_service *s = ctx;
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
-    cq_conversation c;
-    cq_status rc = cq_svc_conversation_find(st, who, id, &c, err);
-    if (!rc) {
-        cq_conversation_free(&c);
-        rc = cq_store_conversation_delete(st, id, err);
-    }
+    cq_status rc = cq_svc_conversation_find(st, who, id, NULL, err);
+    if (!rc) rc = cq_store_conversation_delete(st, id, err);
     cq_svc_pool_put(s, st);
     return rc;
 }

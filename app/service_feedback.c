@@ -65,12 +65,9 @@ static cq_status svc_feedback(void *ctx, const cq_web_principal *who, int64_t id
     if (!reset && !r) return cq_err_set(err, CQ_ERR_INVALID, "\"rating\" is \"up\" or \"down\"");
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
-    cq_conversation c;
-    cq_status rc = cq_svc_conversation_find(st, who, id, &c, err);
-    if (!rc) {
-        cq_conversation_free(&c);
+    cq_status rc = cq_svc_conversation_find(st, who, id, NULL, err);
+    if (!rc)
         rc = reset ? cq_store_feedback_clear(st, id, turn, err) : cq_store_feedback_set(st, id, turn, r, comment, err);
-    }
     cq_feedback *f = NULL;
     size_t n = 0;
     if (!rc) rc = cq_store_feedback_of(st, id, &f, &n, err);
@@ -94,12 +91,8 @@ static cq_status svc_export(void *ctx, const cq_web_principal *who, int64_t id, 
     else return cq_err_set(err, CQ_ERR_INVALID, "format is md or pdf, not \"%s\"", format);
     cq_store *st = cq_svc_pool_get(s, err);
     if (!st) return err->code;
-    cq_conversation c;
-    cq_status rc = cq_svc_conversation_find(st, who, id, &c, err);
-    if (!rc) {
-        cq_conversation_free(&c);
-        rc = cq_conversation_export(st, id, pdf, body, len, err);
-    }
+    cq_status rc = cq_svc_conversation_find(st, who, id, NULL, err);
+    if (!rc) rc = cq_conversation_export(st, id, pdf, body, len, err);
     cq_svc_pool_put(s, st);
     if (!rc) {
         snprintf(mime, 64, "%s", pdf ? "application/pdf" : "text/markdown; charset=utf-8");

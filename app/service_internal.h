@@ -135,7 +135,8 @@ size_t cq_svc_queue_depth(cq_service *s, int64_t *running);
 
 /* ---- conversations (service_conversations.c) ---- */
 
-/* Conversation id if who may see it (its owner, or an admin); NOT_FOUND otherwise, as for one that does not exist. */
+/* Conversation id into *c if who may see it (its owner, or an admin); NOT_FOUND otherwise, as for one that does not
+ * exist. c NULL: only the check. */
 cq_status cq_svc_conversation_find(cq_store *st, const cq_web_principal *who, int64_t id, cq_conversation *c,
                                    cq_err *err);
 /* A new conversation of who's in KB kb_id, titled after the question. */

@@ -6,6 +6,11 @@
 
 #include "db/db.h"
 
+/* A KB's columns as store/documents.c reads them (kbs k): id, name, created_at, its documents, its clauses. */
+#define CQ_DIALECT_KB_COLUMNS                                                                                       \
+    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
+    "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id)"
+
 typedef enum {
     /* store/keys.c: record a key's use, at most once a minute, never waiting for a lock (?1 id, ?2 now). SQLite
      * does not wait because of cq_db_nowait; PostgreSQL skips a row another request is writing. */
@@ -23,6 +28,13 @@ typedef enum {
     /* store/jobs.c: a job linked to its document, its upload gone (?1 id, ?2 now, ?3 document or NULL); PostgreSQL
      * ends its lease's time but keeps its owner, so an old owner stays fenced out. */
     CQ_SQL_JOB_FINISH,
+    /* store/documents.c: the KBs with their counts, by name in byte order (SQLite's BINARY; PostgreSQL's "C"
+     * collation, not the database's locale). */
+    CQ_SQL_KB_LIST,
+    /* store/documents.c: whether content ?1 (a SHA-256) is still needed: a document of any KB has it, or (PostgreSQL)
+     * an unfinished job's upload waits in originals for whichever node claims it. SQLite's uploads are files of the
+     * node's own (their jobs have no upload_sha256). A row when in use. */
+    CQ_SQL_CONTENT_IN_USE,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

@@ -340,80 +340,6 @@ void cq_pg_close(cq_pg *pg) {
 cq_db *cq_pg_db(cq_pg *pg) { return pg->db; }
 PGconn *cq_pg_conn(cq_pg *pg) { return CONN(pg); }
 
-/* ---- knowledge bases and documents ------------------------------------------------------------------------- */
-
-cq_status cq_pg_kb_ensure(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err) {
-    if (!cq_store_kb_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
-                          "or '.'",
-                          name);
-    char now[32];
-    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
-    const char *params[] = {name, now};
-    /* Two nodes may create the same KB at once: the loser's INSERT does nothing and both read the winner's row. */
-    PGresult *r = query(pg, "INSERT INTO kbs(name, created_at) VALUES($1, $2) ON CONFLICT (name) DO NOTHING", 2, params,
-                        "create knowledge base", err);
-    if (!r) return CQ_ERR_DB;
-    PQclear(r);
-    r = query(pg, "SELECT id FROM kbs WHERE name = $1", 1, params, "find knowledge base", err);
-    if (!r) return CQ_ERR_DB;
-    cq_status rc = PQntuples(r) == 1 ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
-    if (!rc) *kb_id = get_int64(r, 0, 0);
-    PQclear(r);
-    return rc;
-}
-
-static cq_status exec_id(cq_pg *pg, const char *sql, int64_t id, const char *what, int *changed, cq_err *err) {
-    char text[32];
-    snprintf(text, sizeof text, "%lld", (long long)id);
-    const char *params[] = {text};
-    PGresult *r = query(pg, sql, 1, params, what, err);
-    if (!r) return CQ_ERR_DB;
-    if (changed) *changed = atoi(PQcmdTuples(r));
-    PQclear(r);
-    return CQ_OK;
-}
-
-cq_status cq_pg_kb_delete(cq_pg *pg, int64_t kb_id, cq_err *err) {
-    int n = 0;
-    cq_status rc = exec_id(pg, "DELETE FROM kbs WHERE id = $1", kb_id, "delete knowledge base", &n, err);
-    if (!rc && !n) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
-    return rc;
-}
-
-cq_status cq_pg_doc_create(cq_pg *pg, int64_t kb_id, const char *name, const char *filename, const char *format,
-                           const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
-    char kb[32], size[32], now[32];
-    snprintf(kb, sizeof kb, "%lld", (long long)kb_id);
-    snprintf(size, sizeof size, "%lld", (long long)size_bytes);
-    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
-    const char *params[] = {kb, name, filename, format, sha256, size, now};
-    PGresult *r = PQexecParams(CONN(pg),
-                               "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, "
-                               "created_at) VALUES($1, $2, $3, $4, $5, $6, 'processing', $7) RETURNING id",
-                               7, NULL, params, NULL, NULL, 1);
-    cq_status rc = CQ_OK;
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        *doc_id = get_int64(r, 0, 0);
-    } else {
-        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        if (state && !strcmp(state, "23505")) /* unique_violation: (kb_id, sha256) */
-            rc = cq_err_set(err, CQ_ERR_EXISTS, "the same file is already in this knowledge base");
-        else
-            rc = pg_error(pg, err, "create document");
-    }
-    PQclear(r);
-    return rc;
-}
-
-cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err) {
-    int n = 0;
-    cq_status rc = exec_id(pg, "DELETE FROM documents WHERE id = $1", doc_id, "delete document", &n, err);
-    if (!rc && !n) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document");
-    return rc;
-}
-
 /* ---- adding clauses: COPY ------------------------------------------------------------------------------------ */
 
 static cq_status copy_in(cq_pg *pg, const char *sql, const cq_strbuf *data, const char *what, cq_err *err) {
@@ -554,48 +480,6 @@ static cq_status add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, c
     cq_strbuf_free(&rows);
     free(kc);
     free(ids);
-    return rc;
-}
-
-/* ---- clauses ---------------------------------------------------------------------------------------------- */
-
-cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_err *err) {
-    memset(out, 0, sizeof *out);
-    char id[32];
-    snprintf(id, sizeof id, "%lld", (long long)clause_id);
-    const char *params[] = {id};
-    PGresult *r = query(pg,
-                        "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, "
-                        "c.page_first, c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id "
-                        "WHERE c.id = $1",
-                        1, params, "get clause", err);
-    if (!r) return CQ_ERR_DB;
-    cq_status rc = CQ_OK;
-    if (PQntuples(r) != 1) {
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
-    } else {
-        out->id = get_int64(r, 0, 0);
-        out->doc_id = get_int64(r, 0, 1);
-        out->doc_name = get_strdup(r, 0, 2);
-        out->doc_title = get_strdup(r, 0, 3);
-        out->kind = get_int32(r, 0, 4);
-        out->label = get_strdup(r, 0, 5);
-        out->label_key = get_strdup(r, 0, 6);
-        out->path = get_strdup(r, 0, 7);
-        out->text = get_strdup(r, 0, 8);
-        out->page_first = get_int32(r, 0, 9);
-        out->page_last = get_int32(r, 0, 10);
-        int bytes = PQgetisnull(r, 0, 11) ? 0 : PQgetlength(r, 0, 11);
-        if (bytes > 0 && (out->boxes = malloc((size_t)bytes))) {
-            memcpy(out->boxes, PQgetvalue(r, 0, 11), (size_t)bytes);
-            out->n_boxes = (size_t)bytes / sizeof(cq_store_box);
-        }
-        if (!out->doc_name || !out->path || !out->text) {
-            cq_clause_row_free(out);
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
-    }
-    PQclear(r);
     return rc;
 }
 

@@ -44,20 +44,14 @@ typedef struct cq_db cq_db;
 cq_db *cq_pg_db(cq_pg *pg);    /* the connection through db/db.h (store/ modules) */
 cq_status cq_pg_schema_version(cq_pg *pg, int *version, cq_err *err);
 
-/* ---- knowledge bases and documents on a bare cq_pg (tests/pg's fixtures; the store's own, for both databases, are
- * store/documents.c's) ---- */
-cq_status cq_pg_kb_ensure(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err); /* create or find */
-cq_status cq_pg_kb_delete(cq_pg *pg, int64_t kb_id, cq_err *err);
-cq_status cq_pg_doc_create(cq_pg *pg, int64_t kb_id, const char *name, const char *filename, const char *format,
-                           const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err); /* EXISTS */
+/* ---- a document's clauses and their keyword index (the rows of KBs, documents, pages and clauses are
+ * store/documents.c's, written once for both databases) ---- */
 
 /* Adds a document's clauses c[0..n) in one transaction: their rows (ids, increasing, into clause_ids when not NULL)
  * and their keyword index (doc_label: what the title column indexes, as cq_store_clause_add's). A document's
  * clauses come in one call: the index holds one postings list per token and document. */
 cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
                                 int64_t *clause_ids, cq_err *err);
-cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err); /* NOT_FOUND */
-cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_err *err); /* NOT_FOUND */
 
 /* Clause ids for n clauses (increasing; never handed out twice), taken before the clauses are written: the store
  * (index/store.c) gives the caller a clause's id when it is added and writes the document's clauses together at

@@ -57,7 +57,8 @@ cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_e
     cq_status rc = cq_db_begin_own(db, &own, err);
     if (rc) return rc;
     cq_db_stmt *st;
-    rc = cq_db_prepare(db, "INSERT INTO kbs(name, created_at) VALUES(?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
+    rc = cq_db_prepare(db,
+                       "INSERT INTO kbs(name, created_at) VALUES(?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
                        &st, err);
     if (!rc) {
         cq_db_bind_text(st, 1, name);

@@ -589,8 +589,6 @@ void cq_pg_rollback(cq_pg *pg) { rollback(pg); }
 
 bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(CONN(pg)) != PQTRANS_IDLE; }
 
-static void id_text(char *out, size_t cap, int64_t id) { snprintf(out, cap, "%lld", (long long)id); }
-
 /* ---- originals ----------------------------------------------------------------------------------------------- */
 
 /* Both directions stream a part (CQ_PG_ORIGINAL_PART_BYTES) at a time: an original of hundreds of MB never sits in
@@ -693,45 +691,6 @@ cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err) {
     if (!r) return CQ_ERR_DB;
     PQclear(r);
     return CQ_OK;
-}
-
-cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    char id[32];
-    id_text(id, sizeof id, doc_id);
-    const char *params[] = {id};
-    PGresult *r = query(pg,
-                        "SELECT id, doc_id, kind, label, label_key, path, text, page_first, page_last FROM clauses "
-                        "WHERE doc_id = $1 ORDER BY ord",
-                        1, params, "read clauses", err);
-    if (!r) return CQ_ERR_DB;
-    int rows = PQntuples(r);
-    cq_status rc = CQ_OK;
-    if (rows && !(*out = calloc((size_t)rows, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (int i = 0; !rc && i < rows; i++) {
-        cq_clause_row *c = &(*out)[i];
-        c->id = get_int64(r, i, 0);
-        c->doc_id = get_int64(r, i, 1);
-        c->kind = get_int32(r, i, 2);
-        c->label = get_strdup(r, i, 3);
-        c->label_key = get_strdup(r, i, 4);
-        c->path = get_strdup(r, i, 5);
-        c->text = get_strdup(r, i, 6);
-        c->page_first = get_int32(r, i, 7);
-        c->page_last = get_int32(r, i, 8);
-        *n = (size_t)i + 1;
-        if (!c->path || !c->text || (!c->label && !PQgetisnull(r, i, 3)) || (!c->label_key && !PQgetisnull(r, i, 4)))
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    PQclear(r);
-    if (rc) {
-        for (size_t i = 0; i < *n; i++) cq_clause_row_free(&(*out)[i]);
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
 }
 
 cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err) {

@@ -68,9 +68,6 @@ cq_status cq_pg_commit(cq_pg *pg, cq_err *err); /* CQ_ERR_DB when the transactio
 void cq_pg_rollback(cq_pg *pg);
 bool cq_pg_in_transaction(cq_pg *pg);
 
-/* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
- * boxes): *out malloc'd, each row freed with cq_clause_row_free. For index/compare.c. */
-cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);
 /* names[i] (malloc'd) of documents ids[0..n), NULL for an id with no document: one statement. */
 cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err);
 

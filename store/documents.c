@@ -390,3 +390,50 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
     cq_db_finalize(st);
     return rc;
 }
+
+cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT id, doc_id, kind, label, label_key, path, text, page_first, page_last FROM clauses "
+                      "WHERE doc_id = ?1 ORDER BY ord",
+                      &st, err))
+        return CQ_ERR_DB;
+    cq_db_bind_int(st, 1, doc_id);
+    cq_clause_row *list = NULL;
+    size_t count = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "read clauses", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cq_clause_row *c = &list[count++];
+        memset(c, 0, sizeof *c);
+        c->id = cq_db_col_int(st, 0);
+        c->doc_id = cq_db_col_int(st, 1);
+        c->kind = (int)cq_db_col_int(st, 2);
+        c->label = cq_db_col_strdup(st, 3);
+        c->label_key = cq_db_col_strdup(st, 4);
+        c->path = cq_db_col_strdup(st, 5);
+        c->text = cq_db_col_strdup(st, 6);
+        c->page_first = (int)cq_db_col_int(st, 7);
+        c->page_last = (int)cq_db_col_int(st, 8);
+        if (!c->path || !c->text || (!c->label && !cq_db_col_null(st, 3)) || (!c->label_key && !cq_db_col_null(st, 4))) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        for (size_t i = 0; i < count; i++) cq_clause_row_free(&list[i]);
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CQ_OK;
+}

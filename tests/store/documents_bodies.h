@@ -108,6 +108,27 @@ static void conf_documents_rows(void **state) {
     assert_int_equal(row.kind, 3);
     cq_clause_row_free(&row);
     CONF_EXPECT(cq_store_clause_get(s, ids[2] + 1000, &row, &err), CQ_ERR_NOT_FOUND);
+    /* A document's clauses in order, without its fields or boxes; none for a document that has none. */
+    cq_clause_row *rows = NULL;
+    size_t n_rows = 0;
+    CONF_EXPECT(cq_store_doc_clauses(s, doc, &rows, &n_rows, &err), CQ_OK);
+    assert_int_equal(n_rows, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(rows[i].id, ids[i]);
+        assert_int_equal(rows[i].doc_id, doc);
+        assert_int_equal(rows[i].kind, conf_law[i][0] ? 1 : 3);
+        assert_string_equal(rows[i].text, conf_law[i][3]);
+        assert_string_equal(rows[i].path, conf_law[i][2]);
+        assert_int_equal(rows[i].page_last, (int)i % 2 + 1);
+        assert_null(rows[i].doc_name);
+        assert_null(rows[i].boxes);
+        cq_clause_row_free(&rows[i]);
+    }
+    free(rows);
+    rows = NULL;
+    CONF_EXPECT(cq_store_doc_clauses(s, doc + 1000, &rows, &n_rows, &err), CQ_OK);
+    assert_int_equal(n_rows, 0);
+    assert_null(rows);
 
     /* By hash, by name, by id, listed: every column as written. */
     cq_doc_info d;

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "db/dialect.h"
@@ -82,6 +81,12 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return rc == CQ_ERR_EXISTS ? cq_store_kb_find(s, name, kb_id, err) : rc;
 }
 
+static void kb_from_row(cq_db_stmt *st, cq_kb_info *k);
+static bool kb_read(cq_db_stmt *st, void *k) {
+    kb_from_row(st, k);
+    return true;
+}
+
 static void kb_from_row(cq_db_stmt *st, cq_kb_info *k) {
     memset(k, 0, sizeof *k);
     k->id = cq_db_col_int(st, 0);
@@ -110,26 +115,9 @@ cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err
     cq_db *db = cq_store_conn(s);
     cq_db_stmt *st;
     if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_KB_LIST), &st, err)) return CQ_ERR_DB;
-    cq_kb_info *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list knowledge bases", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        kb_from_row(st, &list[count++]);
-    }
+    cq_status rc = cq_db_rows(st, "list knowledge bases", sizeof **out, kb_read, NULL, (void **)out, n, err);
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        free(list);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
@@ -192,6 +180,9 @@ static bool doc_from_row(cq_db_stmt *st, cq_doc_info *d) {
     return ok;
 }
 
+static bool doc_read(cq_db_stmt *st, void *d) { return doc_from_row(st, d); }
+static void doc_drop(void *d) { cq_doc_info_free(d); }
+
 /* One document of `where` (?1 an id, ?2 text when not NULL). */
 static cq_status doc_one(cq_store *s, const char *where, int64_t id, const char *text, cq_doc_info *out,
                          cq_err *err) {
@@ -232,26 +223,9 @@ cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_
                       err))
         return CQ_ERR_DB;
     cq_db_bind_int(st, 1, kb_id);
-    cq_doc_info *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list documents", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list) || !doc_from_row(st, &list[count])) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        count++;
-    }
+    cq_status rc = cq_db_rows(st, "list documents", sizeof **out, doc_read, doc_drop, (void **)out, n, err);
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        cq_doc_info_free_array(list, count);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
@@ -391,6 +365,25 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
     return rc;
 }
 
+/* A row of cq_store_doc_clauses' statement. */
+static bool clause_read(cq_db_stmt *st, void *row) {
+    cq_clause_row *c = row;
+    c->id = cq_db_col_int(st, 0);
+    c->doc_id = cq_db_col_int(st, 1);
+    c->kind = (int)cq_db_col_int(st, 2);
+    c->label = cq_db_col_strdup(st, 3);
+    c->label_key = cq_db_col_strdup(st, 4);
+    c->path = cq_db_col_strdup(st, 5);
+    c->text = cq_db_col_strdup(st, 6);
+    c->page_first = (int)cq_db_col_int(st, 7);
+    c->page_last = (int)cq_db_col_int(st, 8);
+    if (c->path && c->text && (c->label || cq_db_col_null(st, 3)) && (c->label_key || cq_db_col_null(st, 4)))
+        return true;
+    cq_clause_row_free(c);
+    return false;
+}
+static void clause_drop(void *row) { cq_clause_row_free(row); }
+
 cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
@@ -401,39 +394,7 @@ cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out,
                       &st, err))
         return CQ_ERR_DB;
     cq_db_bind_int(st, 1, doc_id);
-    cq_clause_row *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "read clauses", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_clause_row *c = &list[count++];
-        memset(c, 0, sizeof *c);
-        c->id = cq_db_col_int(st, 0);
-        c->doc_id = cq_db_col_int(st, 1);
-        c->kind = (int)cq_db_col_int(st, 2);
-        c->label = cq_db_col_strdup(st, 3);
-        c->label_key = cq_db_col_strdup(st, 4);
-        c->path = cq_db_col_strdup(st, 5);
-        c->text = cq_db_col_strdup(st, 6);
-        c->page_first = (int)cq_db_col_int(st, 7);
-        c->page_last = (int)cq_db_col_int(st, 8);
-        if (!c->path || !c->text || (!c->label && !cq_db_col_null(st, 3)) || (!c->label_key && !cq_db_col_null(st, 4))) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-    }
+    cq_status rc = cq_db_rows(st, "read clauses", sizeof **out, clause_read, clause_drop, (void **)out, n, err);
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        for (size_t i = 0; i < count; i++) cq_clause_row_free(&list[i]);
-        free(list);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
+
 bool cq_plain_reason(const char *why, char *out, size_t cap) {
     if (!why || !cap || (!strstr(why, "MuPDF") && !strstr(why, "damaged PDF") && !strstr(why, "truncated PDF")))
         return false;
@@ -14,4 +16,10 @@ bool cq_plain_reason(const char *why, char *out, size_t cap) {
     else
         snprintf(out, cap, "the PDF is damaged and cannot be read");
     return true;
+}
+
+const char *cq_plain_reason_stored(const char *what, long long id, const char *why, char *out, size_t cap) {
+    if (!cq_plain_reason(why, out, cap)) return why;
+    CQ_WARN("%s %lld failed: %s", what, id, why);
+    return out;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "db/db_internal.h"
 
 void cq_db_close(cq_db *db) {
@@ -258,4 +259,36 @@ void cq_db_where_redact(const char *where, char *out, size_t cap) {
         if (!secret) put(&r, key, (size_t)(p - key));
         if (p == key) p++;
     }
+}
+
+cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    char *list = NULL;
+    size_t count = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&list, &cap, count + 1, elem_size)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        void *elem = list + count * elem_size;
+        memset(elem, 0, elem_size);
+        if (!read(st, elem)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        count++;
+    }
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        for (size_t i = 0; drop && i < count; i++) drop(list + i * elem_size);
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CQ_OK;
 }

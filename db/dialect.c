@@ -28,6 +28,11 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
         {"UPDATE jobs SET doc_id = ?3, upload_path = NULL, updated_at = ?2 WHERE id = ?1",
          "UPDATE jobs SET doc_id = ?3, upload_path = NULL, lease_until = NULL, updated_at = ?2 WHERE id = ?1"},
     [CQ_SQL_REPLY_ANSWER] = {"json_extract(t.reply, '$.answer')", "(t.reply::json ->> 'answer')"},
+    [CQ_SQL_KB_LIST] = {"SELECT " CQ_DIALECT_KB_COLUMNS " FROM kbs k ORDER BY k.name",
+                        "SELECT " CQ_DIALECT_KB_COLUMNS " FROM kbs k ORDER BY k.name COLLATE \"C\""},
+    [CQ_SQL_CONTENT_IN_USE] = {"SELECT 1 FROM documents WHERE sha256 = ?1 LIMIT 1",
+                               "SELECT 1 FROM documents WHERE sha256 = ?1 UNION ALL SELECT 1 FROM jobs "
+                               "WHERE upload_sha256 = ?1 AND state IN ('queued', 'running') LIMIT 1"},
 };
 
 const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {

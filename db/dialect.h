@@ -6,6 +6,11 @@
 
 #include "db/db.h"
 
+/* A KB's columns as store/documents.c reads them (kbs k): id, name, created_at, its documents, its clauses. */
+#define CQ_DIALECT_KB_COLUMNS                                                                                       \
+    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
+    "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id)"
+
 typedef enum {
     /* store/keys.c: record a key's use, at most once a minute, never waiting for a lock (?1 id, ?2 now). SQLite
      * does not wait because of cq_db_nowait; PostgreSQL skips a row another request is writing. */
@@ -28,6 +33,13 @@ typedef enum {
     /* store/users.c: a session's sliding expiry, at most once a minute, never waiting for a lock (?1 id, ?2 now,
      * ?3 seconds idle before it expires): as CQ_SQL_KEY_TOUCH. */
     CQ_SQL_SESSION_TOUCH,
+    /* store/documents.c: the KBs with their counts, by name in byte order (SQLite's BINARY; PostgreSQL's "C"
+     * collation, not the database's locale). */
+    CQ_SQL_KB_LIST,
+    /* store/documents.c: whether content ?1 (a SHA-256) is still needed: a document of any KB has it, or (PostgreSQL)
+     * an unfinished job's upload waits in originals for whichever node claims it. SQLite's uploads are files of the
+     * node's own (their jobs have no upload_sha256). A row when in use. */
+    CQ_SQL_CONTENT_IN_USE,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

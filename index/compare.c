@@ -2,7 +2,6 @@
 #include "index/compare.h"
 
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +10,6 @@
 #include "core/text_norm.h"
 #include "core/utf8.h"
 #include "index/router.h"
-#include "index/store_pg.h"
 
 const char *cq_pair_kind_name(cq_pair_kind k) {
     switch (k) {
@@ -945,19 +943,16 @@ void cq_comparison_free(cq_comparison *c) {
     memset(c, 0, sizeof *c);
 }
 
-static char *col_dup(sqlite3_stmt *st, int i) {
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
-}
-
-/* The clauses of a document in order, and whether it has articles. */
-/* load_clauses on PostgreSQL: the same rows, in the same order. */
-static cq_status load_clauses_pg(cq_pg *pg, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
-                                 cq_err *err) {
+/* The clauses of a document in order (store/documents.c), with their kinds. */
+static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
+                              cq_err *err) {
+    *out = NULL;
+    *kinds = NULL;
+    *n = 0;
     cq_clause_row *rows = NULL;
     size_t n_rows = 0;
-    cq_status rc = cq_pg_doc_clauses(pg, doc_id, &rows, &n_rows, err);
-    if (rc) return rc;
+    cq_status rc = cq_store_doc_clauses(s, doc_id, &rows, &n_rows, err);
+    if (rc) return cq_err_prefix(err, "compare: ");
     if (n_rows) {
         *out = calloc(n_rows, sizeof **out);
         *kinds = calloc(n_rows, sizeof **kinds);
@@ -978,46 +973,6 @@ static cq_status load_clauses_pg(cq_pg *pg, int64_t doc_id, cq_cmp_clause **out,
         cq_clause_row_free(&rows[i]);
     }
     free(rows);
-    return rc;
-}
-
-static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
-                              cq_err *err) {
-    *out = NULL;
-    *kinds = NULL;
-    *n = 0;
-    if (cq_store_pg(s)) return load_clauses_pg(cq_store_pg(s), doc_id, out, kinds, n, err);
-    sqlite3 *db = cq_store_db(s);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT id, kind, label, label_key, path, text FROM clauses WHERE doc_id = ? ORDER BY ord",
-                           -1, &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "compare: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, doc_id);
-    size_t cap = 0;
-    cq_status rc = CQ_OK;
-    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 128;
-            cq_cmp_clause *p = realloc(*out, cap * sizeof *p);
-            int *k = realloc(*kinds, cap * sizeof *k);
-            if (p) *out = p;
-            if (k) *kinds = k;
-            if (!p || !k) {
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                break;
-            }
-        }
-        cq_cmp_clause *c = &(*out)[*n];
-        c->clause_id = sqlite3_column_int64(st, 0);
-        (*kinds)[*n] = sqlite3_column_int(st, 1);
-        c->label = col_dup(st, 2);
-        c->label_key = col_dup(st, 3);
-        c->path = col_dup(st, 4);
-        c->text = col_dup(st, 5);
-        (*n)++;
-        if (!c->text) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    sqlite3_finalize(st);
     return rc;
 }
 

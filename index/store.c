@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/plain_reason.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "index/bm25.h"
@@ -630,134 +629,7 @@ cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
                       : "PRAGMA cache_size = -2000; PRAGMA temp_store = DEFAULT", err);
 }
 
-static char *col_strdup(sqlite3_stmt *st, int i) {
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
-}
-
-/* ---- knowledge bases ---------------------------------------------------------------------------------------- */
-
-int cq_store_kb_name_valid(const char *name) {
-    size_t n = strlen(name), i = 0, chars = 0;
-    if (n == 0 || name[0] == '.') return 0;
-    while (i < n) {
-        size_t len;
-        uint32_t cp = cq_utf8_decode(name + i, n - i, &len);
-        if (cp == CQ_UTF8_REPLACEMENT) return 0;
-        if (!(cq_is_latin_alnum(cp) || cq_is_cjk(cp) || cp == '-' || cp == '_' || cp == '.')) return 0;
-        i += len;
-        chars++;
-    }
-    return chars <= 64;
-}
-
-cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
-    if (s->pg) return cq_pg_kb_find(s->pg, name, kb_id, err);
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT id FROM kbs WHERE name = ?", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    cq_status out = CQ_OK;
-    if (rc == SQLITE_ROW) *kb_id = sqlite3_column_int64(st, 0);
-    else if (rc == SQLITE_DONE) out = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
-    else out = db_error(s, err, "find knowledge base");
-    sqlite3_finalize(st);
-    return out;
-}
-
-cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
-    if (s->pg) return cq_pg_kb_create(s->pg, name, kb_id, err);
-    if (!cq_store_kb_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid knowledge base name '%s': use 1-64 letters, digits, Chinese characters, '-', '_' "
-                          "or '.'",
-                          name);
-    /* The row and its FTS table come together or not at all. */
-    int own_tx = sqlite3_get_autocommit(s->db);
-    if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
-    sqlite3_stmt *st;
-    cq_status out = prepare(s, "INSERT INTO kbs(name, created_at) VALUES(?, ?)", &st, err);
-    if (!out) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)time(NULL));
-        int rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (rc == SQLITE_CONSTRAINT) out = cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
-        else if (rc != SQLITE_DONE) out = db_error(s, err, "create knowledge base");
-    }
-    if (!out) {
-        *kb_id = sqlite3_last_insert_rowid(s->db);
-        char sql[160];
-        snprintf(sql, sizeof sql,
-                 "CREATE VIRTUAL TABLE IF NOT EXISTS " CQ_FTS_TABLE_FMT " USING fts5(title, path, body, tokenize='cjk')",
-                 (long long)*kb_id);
-        out = exec(s, sql, err);
-    }
-    if (own_tx) {
-        if (out) cq_store_rollback(s);
-        else out = cq_store_commit(s, err);
-    }
-    return out;
-}
-
-cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
-    if (s->pg) return cq_pg_kb_ensure(s->pg, name, kb_id, err);
-    cq_status rc = cq_store_kb_find(s, name, kb_id, err);
-    if (rc != CQ_ERR_NOT_FOUND) return rc;
-    return cq_store_kb_create(s, name, kb_id, err);
-}
-
-#define KB_COLUMNS                                                                                                  \
-    "k.id, k.name, k.created_at, (SELECT count(*) FROM documents d WHERE d.kb_id = k.id), "                        \
-    "(SELECT coalesce(sum(n_clauses), 0) FROM documents d WHERE d.kb_id = k.id)"
-
-static void kb_from_row(sqlite3_stmt *st, cq_kb_info *k) {
-    memset(k, 0, sizeof *k);
-    k->id = sqlite3_column_int64(st, 0);
-    snprintf(k->name, sizeof k->name, "%s", (const char *)sqlite3_column_text(st, 1));
-    k->created_at = sqlite3_column_int64(st, 2);
-    k->n_documents = sqlite3_column_int64(st, 3);
-    k->n_clauses = sqlite3_column_int64(st, 4);
-}
-
-cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err) {
-    if (s->pg) return cq_pg_kb_get(s->pg, kb_id, out, err);
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k WHERE k.id = ?", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
-    int rc = sqlite3_step(st);
-    cq_status out_rc = CQ_OK;
-    if (rc == SQLITE_ROW) kb_from_row(st, out);
-    else if (rc == SQLITE_DONE)
-        out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
-    else out_rc = db_error(s, err, "find knowledge base");
-    sqlite3_finalize(st);
-    return out_rc;
-}
-
-cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
-    if (s->pg) return cq_pg_kb_list(s->pg, out, n, err);
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT " KB_COLUMNS " FROM kbs k ORDER BY k.name", &st, err)) return CQ_ERR_DB;
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            cq_kb_info *p = realloc(*out, cap * sizeof *p);
-            if (!p) {
-                sqlite3_finalize(st);
-                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            }
-            *out = p;
-        }
-        kb_from_row(st, &(*out)[(*n)++]);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list knowledge bases");
-}
+/* ---- the keyword index and clauses (SQLite: FTS5; PostgreSQL: clauses held for their postings) --------------- */
 
 /* Deletes the FTS rows of the clauses selected by `where` (which binds ?1 = id) from the KB's FTS table. */
 static cq_status delete_fts_rows(cq_store *s, int64_t kb_id, const char *where, int64_t id, cq_err *err) {
@@ -770,193 +642,6 @@ static cq_status delete_fts_rows(cq_store *s, int64_t kb_id, const char *where, 
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "delete index rows");
-}
-
-static cq_status exec_id(cq_store *s, const char *sql, int64_t id, cq_err *err) {
-    sqlite3_stmt *st;
-    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "delete");
-}
-
-cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
-    if (s->pg) return cq_pg_kb_delete(s->pg, kb_id, err);
-    clause_statements_drop(s); /* its FTS table goes */
-    if (cq_store_begin(s, err)) return CQ_ERR_DB;
-    char sql[96];
-    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
-    cq_status rc = exec(s, sql, err);
-    if (!rc) rc = exec_id(s, "DELETE FROM kbs WHERE id = ?", kb_id, err);
-    if (!rc && sqlite3_changes(s->db) == 0)
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
-    if (rc) {
-        cq_store_rollback(s);
-        return rc;
-    }
-    return cq_store_commit(s, err);
-}
-
-/* ---- documents ---------------------------------------------------------------------------------------------- */
-
-#define DOC_COLUMNS                                                                                                 \
-    "id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error, quality, "     \
-    "quality_reason, created_at"
-
-static void doc_from_row(sqlite3_stmt *st, cq_doc_info *d) {
-    memset(d, 0, sizeof *d);
-    d->id = sqlite3_column_int64(st, 0);
-    d->kb_id = sqlite3_column_int64(st, 1);
-    d->name = col_strdup(st, 2);
-    d->filename = col_strdup(st, 3);
-    d->format = col_strdup(st, 4);
-    snprintf(d->sha256, sizeof d->sha256, "%s", (const char *)sqlite3_column_text(st, 5));
-    d->size_bytes = sqlite3_column_int64(st, 6);
-    d->title = col_strdup(st, 7);
-    d->n_pages = sqlite3_column_int(st, 8);
-    d->n_clauses = sqlite3_column_int(st, 9);
-    d->status = col_strdup(st, 10);
-    d->error = col_strdup(st, 11);
-    d->quality = sqlite3_column_double(st, 12);
-    d->quality_reason = col_strdup(st, 13);
-    d->created_at = sqlite3_column_int64(st, 14);
-}
-
-void cq_doc_info_free(cq_doc_info *d) {
-    if (!d) return;
-    free(d->name);
-    free(d->filename);
-    free(d->format);
-    free(d->title);
-    free(d->status);
-    free(d->error);
-    free(d->quality_reason);
-    memset(d, 0, sizeof *d);
-}
-
-void cq_doc_info_free_array(cq_doc_info *d, size_t n) {
-    for (size_t i = 0; i < n; i++) cq_doc_info_free(&d[i]);
-    free(d);
-}
-
-static cq_status doc_query_one(cq_store *s, const char *where, int64_t id, const char *text, cq_doc_info *out,
-                               cq_err *err) {
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT " DOC_COLUMNS " FROM documents WHERE %s", where);
-    sqlite3_stmt *st;
-    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, id);
-    if (text) sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    cq_status out_rc = CQ_OK;
-    if (rc == SQLITE_ROW) doc_from_row(st, out);
-    else if (rc == SQLITE_DONE) out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document");
-    else out_rc = db_error(s, err, "find document");
-    sqlite3_finalize(st);
-    return out_rc;
-}
-
-cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err) {
-    if (s->pg) return cq_pg_doc_by_hash(s->pg, kb_id, sha256, out, err);
-    return doc_query_one(s, "kb_id = ?1 AND sha256 = ?2", kb_id, sha256, out, err);
-}
-
-cq_status cq_store_doc_by_name(cq_store *s, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err) {
-    if (s->pg) return cq_pg_doc_by_name(s->pg, kb_id, name, out, err);
-    return doc_query_one(s, "kb_id = ?1 AND name = ?2 ORDER BY (status = 'ready') DESC, id DESC LIMIT 1", kb_id,
-                         name, out, err);
-}
-
-cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err *err) {
-    if (s->pg) return cq_pg_doc_get(s->pg, doc_id, out, err);
-    return doc_query_one(s, "id = ?1", doc_id, NULL, out, err);
-}
-
-cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err) {
-    if (s->pg) return cq_pg_doc_list(s->pg, kb_id, out, n, err);
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT " DOC_COLUMNS " FROM documents WHERE kb_id = ? ORDER BY id", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            cq_doc_info *p = realloc(*out, cap * sizeof *p);
-            if (!p) {
-                sqlite3_finalize(st);
-                cq_doc_info_free_array(*out, *n);
-                *out = NULL;
-                *n = 0;
-                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            }
-            *out = p;
-        }
-        doc_from_row(st, &(*out)[(*n)++]);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "list documents");
-}
-
-cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
-    if (s->pg) return cq_pg_content_in_use(s->pg, sha256, in_use, err);
-    *in_use = true; /* when unsure, the original is kept */
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT 1 FROM documents WHERE sha256 = ? LIMIT 1", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(s, err, "look up content");
-    *in_use = rc == SQLITE_ROW;
-    return CQ_OK;
-}
-
-cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
-                              const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
-    if (s->pg) return cq_pg_doc_create(s->pg, kb_id, name, filename, format, sha256, size_bytes, doc_id, err);
-    sqlite3_stmt *st;
-    if (prepare(s,
-                "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, created_at) "
-                "VALUES(?, ?, ?, ?, ?, ?, 'processing', ?)",
-                &st, err))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, kb_id);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, filename, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, format, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, sha256, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 6, size_bytes);
-    sqlite3_bind_int64(st, 7, (sqlite3_int64)time(NULL));
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_CONSTRAINT)
-        return cq_err_set(err, CQ_ERR_EXISTS, "the same file is already in this knowledge base");
-    if (rc != SQLITE_DONE) return db_error(s, err, "create document");
-    *doc_id = sqlite3_last_insert_rowid(s->db);
-    return CQ_OK;
-}
-
-cq_status cq_store_page_add(cq_store *s, int64_t doc_id, const cq_store_page *p, cq_err *err) {
-    if (s->pg) return cq_pg_page_add(s->pg, doc_id, p, err);
-    sqlite3_stmt *st;
-    if (prepare(s,
-                "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality, quality_reason) "
-                "VALUES(?, ?, ?, ?, ?, ?, ?)",
-                &st, err))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_int(st, 2, p->page_no);
-    sqlite3_bind_double(st, 3, p->width);
-    sqlite3_bind_double(st, 4, p->height);
-    sqlite3_bind_int(st, 5, p->n_chars);
-    sqlite3_bind_double(st, 6, p->quality);
-    sqlite3_bind_text(st, 7, p->quality_reason ? p->quality_reason : "", -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "add page");
 }
 
 static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
@@ -1020,114 +705,33 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
     return CQ_OK;
 }
 
-/* The reason stored for a failure: the plain one (core/plain_reason.h), the reader's full text logged. */
-static const char *stored_reason(const char *what, int64_t id, const char *error, char *plain, size_t cap) {
-    if (!cq_plain_reason(error, plain, cap)) return error;
-    CQ_WARN("%s %lld failed: %s", what, (long long)id, error);
-    return plain;
+/* ---- the keyword index (index/store_internal.h) -------------------------------------------------------------- */
+
+cq_status cq_store_keyword_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
+    if (s->pg) return CQ_OK; /* postings come with each document's clauses */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "CREATE VIRTUAL TABLE IF NOT EXISTS " CQ_FTS_TABLE_FMT " USING fts5(title, path, body, tokenize='cjk')",
+             (long long)kb_id);
+    return exec(s, sql, err);
 }
 
-cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
-                              int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
-    char plain[256];
-    error = stored_reason("document", doc_id, error, plain, sizeof plain);
-    if (s->pg) {
-        cq_status rc = s->pending.doc_id == doc_id ? pending_flush(s, err) : CQ_OK;
-        return rc ? rc
-                  : cq_pg_doc_finish(s->pg, doc_id, status, error, title, n_pages, n_clauses, quality, quality_reason,
-                                     err);
-    }
-    sqlite3_stmt *st;
-    if (prepare(s,
-                "UPDATE documents SET status = ?, error = ?, title = ?, n_pages = ?, n_clauses = ?, quality = ?, "
-                "quality_reason = ? WHERE id = ?",
-                &st, err))
-        return CQ_ERR_DB;
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_TRANSIENT);
-    bind_text_or_null(st, 2, error);
-    bind_text_or_null(st, 3, title);
-    sqlite3_bind_int(st, 4, n_pages);
-    sqlite3_bind_int(st, 5, n_clauses);
-    sqlite3_bind_double(st, 6, quality);
-    sqlite3_bind_text(st, 7, quality_reason ? quality_reason : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 8, doc_id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "finish document");
+cq_status cq_store_keyword_kb_drop(cq_store *s, int64_t kb_id, cq_err *err) {
+    if (s->pg) return CQ_OK; /* documents_postings_gone, a trigger, deletes the postings with the documents */
+    clause_statements_drop(s); /* its FTS table goes */
+    char sql[96];
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
+    return exec(s, sql, err);
 }
 
-cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err) {
+cq_status cq_store_keyword_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
     if (s->pg) {
         if (s->pending.doc_id == doc_id) pending_drop(s);
-        return cq_pg_doc_delete(s->pg, doc_id, err);
+        return CQ_OK;
     }
-    cq_doc_info d;
-    cq_status rc = cq_store_doc_get(s, doc_id, &d, err);
-    if (rc) return rc;
-    int64_t kb_id = d.kb_id;
-    cq_doc_info_free(&d);
-    int own_tx = sqlite3_get_autocommit(s->db);
-    if (own_tx && cq_store_begin(s, err)) return CQ_ERR_DB;
-    rc = delete_fts_rows(s, kb_id, "WHERE c.doc_id = ?", doc_id, err);
-    if (!rc) rc = exec_id(s, "DELETE FROM documents WHERE id = ?", doc_id, err);
-    if (rc) {
-        if (own_tx) cq_store_rollback(s);
-        return rc;
-    }
-    return own_tx ? cq_store_commit(s, err) : CQ_OK;
+    return kb_id ? delete_fts_rows(s, kb_id, "WHERE c.doc_id = ?", doc_id, err) : CQ_OK;
 }
 
-/* ---- clauses ------------------------------------------------------------------------------------------------ */
-
-void cq_clause_row_free(cq_clause_row *c) {
-    if (!c) return;
-    free(c->doc_name);
-    free(c->doc_title);
-    free(c->label);
-    free(c->label_key);
-    free(c->path);
-    free(c->text);
-    free(c->boxes);
-    memset(c, 0, sizeof *c);
-}
-
-cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
-    if (s->pg) return cq_pg_clause_get(s->pg, clause_id, out, err);
-    memset(out, 0, sizeof *out);
-    sqlite3_stmt *st;
-    if (prepare(s,
-                "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, c.page_first, "
-                "c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?",
-                &st, err))
-        return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, clause_id);
-    int rc = sqlite3_step(st);
-    cq_status out_rc = CQ_OK;
-    if (rc == SQLITE_ROW) {
-        out->id = sqlite3_column_int64(st, 0);
-        out->doc_id = sqlite3_column_int64(st, 1);
-        out->doc_name = col_strdup(st, 2);
-        out->doc_title = col_strdup(st, 3);
-        out->kind = sqlite3_column_int(st, 4);
-        out->label = col_strdup(st, 5);
-        out->label_key = col_strdup(st, 6);
-        out->path = col_strdup(st, 7);
-        out->text = col_strdup(st, 8);
-        out->page_first = sqlite3_column_int(st, 9);
-        out->page_last = sqlite3_column_int(st, 10);
-        int bytes = sqlite3_column_bytes(st, 11);
-        if (bytes > 0) {
-            out->boxes = malloc((size_t)bytes);
-            if (out->boxes) {
-                memcpy(out->boxes, sqlite3_column_blob(st, 11), (size_t)bytes);
-                out->n_boxes = (size_t)bytes / sizeof(cq_store_box);
-            }
-        }
-    } else if (rc == SQLITE_DONE) {
-        out_rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
-    } else {
-        out_rc = db_error(s, err, "get clause");
-    }
-    sqlite3_finalize(st);
-    return out_rc;
+cq_status cq_store_keyword_doc_flush(cq_store *s, int64_t doc_id, cq_err *err) {
+    return s->pg && s->pending.doc_id == doc_id ? pending_flush(s, err) : CQ_OK;
 }

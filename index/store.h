@@ -168,5 +168,8 @@ typedef struct {
 
 void cq_clause_row_free(cq_clause_row *c);
 cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err);
+/* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
+ * boxes): *out malloc'd, each row freed with cq_clause_row_free; none for a document without clauses or none. */
+cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);
 
 #endif

@@ -14,4 +14,17 @@ void **cq_store_versions_slot(cq_store *s);
 void **cq_store_bm25_slot(cq_store *s);
 void cq_bm25_cache_free(void *cache);
 
+/* The keyword index behind the store's rows (store/documents.c writes the rows once for both databases; this is
+ * what really differs): SQLite keeps one FTS5 table per KB (CQ_FTS_TABLE_FMT), written clause by clause by
+ * cq_store_clause_add; PostgreSQL keeps postings lists per token and document (index/keyword_postings.h), written
+ * with the document's clauses, which cq_store_clause_add holds until then.
+ *   kb_add:    a new KB's index (SQLite: its FTS table), in the caller's transaction
+ *   kb_drop:   before the KB's row is deleted (SQLite: its FTS table; PostgreSQL: its postings go by trigger)
+ *   doc_drop:  before a document's row is deleted (SQLite: its FTS rows; PostgreSQL: its clauses still held)
+ *   doc_flush: before a document is finished (PostgreSQL: its clauses held, written with their postings) */
+cq_status cq_store_keyword_kb_add(cq_store *s, int64_t kb_id, cq_err *err);
+cq_status cq_store_keyword_kb_drop(cq_store *s, int64_t kb_id, cq_err *err);
+cq_status cq_store_keyword_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err);
+cq_status cq_store_keyword_doc_flush(cq_store *s, int64_t doc_id, cq_err *err);
+
 #endif

@@ -44,19 +44,14 @@ typedef struct cq_db cq_db;
 cq_db *cq_pg_db(cq_pg *pg);    /* the connection through db/db.h (store/ modules) */
 cq_status cq_pg_schema_version(cq_pg *pg, int *version, cq_err *err);
 
-/* ---- knowledge bases and documents (as in index/store.h) ---- */
-cq_status cq_pg_kb_ensure(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err); /* create or find */
-cq_status cq_pg_kb_delete(cq_pg *pg, int64_t kb_id, cq_err *err);
-cq_status cq_pg_doc_create(cq_pg *pg, int64_t kb_id, const char *name, const char *filename, const char *format,
-                           const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err); /* EXISTS */
+/* ---- a document's clauses and their keyword index (the rows of KBs, documents, pages and clauses are
+ * store/documents.c's, written once for both databases) ---- */
 
 /* Adds a document's clauses c[0..n) in one transaction: their rows (ids, increasing, into clause_ids when not NULL)
  * and their keyword index (doc_label: what the title column indexes, as cq_store_clause_add's). A document's
  * clauses come in one call: the index holds one postings list per token and document. */
 cq_status cq_pg_doc_add_clauses(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c, size_t n,
                                 int64_t *clause_ids, cq_err *err);
-cq_status cq_pg_doc_delete(cq_pg *pg, int64_t doc_id, cq_err *err); /* NOT_FOUND */
-cq_status cq_pg_clause_get(cq_pg *pg, int64_t clause_id, cq_clause_row *out, cq_err *err); /* NOT_FOUND */
 
 /* Clause ids for n clauses (increasing; never handed out twice), taken before the clauses are written: the store
  * (index/store.c) gives the caller a clause's id when it is added and writes the document's clauses together at
@@ -67,26 +62,12 @@ cq_status cq_pg_clause_ids_next(cq_pg *pg, size_t n, int64_t *ids, cq_err *err);
 cq_status cq_pg_doc_add_clauses_as(cq_pg *pg, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
                                    size_t n, const int64_t *clause_ids, cq_err *err);
 
-/* ---- the rest of index/store.h (the same meanings and errors; index/store.c dispatches here) ---- */
+/* ---- transactions (index/store.c's cq_store_begin and commit on PostgreSQL) ---- */
 cq_status cq_pg_begin(cq_pg *pg, cq_err *err);
 cq_status cq_pg_commit(cq_pg *pg, cq_err *err); /* CQ_ERR_DB when the transaction had failed (rolled back) */
 void cq_pg_rollback(cq_pg *pg);
 bool cq_pg_in_transaction(cq_pg *pg);
-cq_status cq_pg_kb_create(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err); /* EXISTS, INVALID */
-cq_status cq_pg_kb_find(cq_pg *pg, const char *name, int64_t *kb_id, cq_err *err);
-cq_status cq_pg_kb_get(cq_pg *pg, int64_t kb_id, cq_kb_info *out, cq_err *err);
-cq_status cq_pg_kb_list(cq_pg *pg, cq_kb_info **out, size_t *n, cq_err *err);
-cq_status cq_pg_doc_by_hash(cq_pg *pg, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err);
-cq_status cq_pg_doc_by_name(cq_pg *pg, int64_t kb_id, const char *name, cq_doc_info *out, cq_err *err);
-cq_status cq_pg_doc_get(cq_pg *pg, int64_t doc_id, cq_doc_info *out, cq_err *err);
-cq_status cq_pg_doc_list(cq_pg *pg, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err);
-cq_status cq_pg_content_in_use(cq_pg *pg, const char *sha256, bool *in_use, cq_err *err);
-cq_status cq_pg_doc_finish(cq_pg *pg, int64_t doc_id, const char *status, const char *error, const char *title,
-                           int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err);
-cq_status cq_pg_page_add(cq_pg *pg, int64_t doc_id, const cq_store_page *p, cq_err *err);
-/* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
- * boxes): *out malloc'd, each row freed with cq_clause_row_free. For index/compare.c. */
-cq_status cq_pg_doc_clauses(cq_pg *pg, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);
+
 /* names[i] (malloc'd) of documents ids[0..n), NULL for an id with no document: one statement. */
 cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err);
 

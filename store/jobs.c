@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "core/grow.h"
-#include "core/log.h"
 #include "core/plain_reason.h"
 #include "db/db.h"
 #include "db/dialect.h"
@@ -71,10 +70,7 @@ cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_
 cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, int done, int total, const char *error,
                               cq_err *err) {
     char plain[256];
-    if (cq_plain_reason(error, plain, sizeof plain)) { /* the reader's full text to the log, a plain one stored */
-        CQ_WARN("job %lld failed: %s", (long long)job_id, error);
-        error = plain;
-    }
+    error = cq_plain_reason_stored("job", (long long)job_id, error, plain, sizeof plain);
     return cq_store_job_write(s, job_id, "update job", err,
                               "UPDATE jobs SET state = ?2, done = ?3, total = ?4, error = ?5, updated_at = ?6 "
                               "WHERE id = ?1",

@@ -64,6 +64,9 @@ static char *col_dup(sqlite3_stmt *st, int i) {
 }
 
 /* Copies the KB's documents and clauses from SQLite into PostgreSQL; fills the id map. */
+/* The PostgreSQL store (index/store.h): its KBs, documents and clauses are store/documents.c's. */
+static cq_store *pg_store;
+
 static int copy_kb(cq_store *s, int64_t kb_sq, cq_pg *pg, int64_t kb_pg, id_pair **map, size_t *n_map, double *secs) {
     cq_err err = {0};
     cq_doc_info *docs = NULL;
@@ -117,7 +120,7 @@ static int copy_kb(cq_store *s, int64_t kb_sq, cq_pg *pg, int64_t kb_pg, id_pair
         sqlite3_reset(st);
         int64_t doc_pg;
         int64_t *pg_ids = malloc((n ? n : 1) * sizeof *pg_ids);
-        if (cq_pg_doc_create(pg, kb_pg, docs[d].name, docs[d].filename, docs[d].format, docs[d].sha256,
+        if (cq_store_doc_create(pg_store, kb_pg, docs[d].name, docs[d].filename, docs[d].format, docs[d].sha256,
                              docs[d].size_bytes, &doc_pg, &err) ||
             cq_pg_doc_add_clauses(pg, doc_pg, label ? label : "", c, n, pg_ids, &err)) {
             fprintf(stderr, "bench: %s: %s\n", docs[d].name, err.msg);
@@ -254,11 +257,13 @@ int main(int argc, char **argv) {
     cq_err err = {0};
     cq_pg *pg = NULL;
     int64_t kb_pg = 0;
-    if (cq_pg_open(conninfo, &pg, &err) || cq_pg_kb_ensure(pg, kb, &kb_pg, &err) || cq_pg_kb_delete(pg, kb_pg, &err) ||
-        cq_pg_kb_ensure(pg, kb, &kb_pg, &err)) {
+    if (cq_store_open_uri(conninfo, &pg_store, &err) || cq_store_kb_ensure(pg_store, kb, &kb_pg, &err) ||
+        cq_store_kb_delete(pg_store, kb_pg, &err) || cq_store_kb_ensure(pg_store, kb, &kb_pg, &err)) {
+        cq_store_close(pg_store);
         fprintf(stderr, "bench: %s\n", err.msg);
         return 1;
     }
+    pg = cq_store_pg(pg_store);
     id_pair *map = NULL;
     size_t n_map = 0;
     double load_s = 0;
@@ -368,7 +373,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < got; i++) cq_clause_row_free(&rows[i]);
         got = 0;
         for (size_t i = 0; i < n_pg; i++)
-            if (!cq_pg_clause_get(pg, hp[i].clause_id, &rows[got], &err)) got++;
+            if (!cq_store_clause_get(pg_store, hp[i].clause_id, &rows[got], &err)) got++;
         hits_pg += any_hit(rows, got, gold);
         for (size_t i = 0; i < got; i++) cq_clause_row_free(&rows[i]);
         free(hp);
@@ -398,7 +403,7 @@ int main(int argc, char **argv) {
     free(t_pg);
     free(map);
     sqlite3_finalize(st);
-    cq_pg_close(pg);
+    cq_store_close(pg_store);
     cq_store_close(s);
     return 0;
 usage:

@@ -48,6 +48,9 @@ static void die(const char *what, const cq_err *err) {
     exit(1);
 }
 
+/* The store on the bench's database (index/store.h): its KBs and documents are store/documents.c's. */
+static cq_store *store;
+
 /* A document of n bare clauses; their ids into ids. */
 static int64_t add_doc(cq_pg *pg, int64_t kb, size_t n, int64_t *ids) {
     static int k;
@@ -55,7 +58,7 @@ static int64_t add_doc(cq_pg *pg, int64_t kb, size_t n, int64_t *ids) {
     snprintf(name, sizeof name, "doc%d", ++k);
     cq_err err = {0};
     int64_t doc = 0;
-    if (cq_pg_doc_create(pg, kb, name, name, "md", name, 1, &doc, &err)) die("document", &err);
+    if (cq_store_doc_create(store, kb, name, name, "md", name, 1, &doc, &err)) die("document", &err);
     char d[32], count[32];
     snprintf(d, sizeof d, "%lld", (long long)doc);
     snprintf(count, sizeof count, "%zu", n);
@@ -138,7 +141,8 @@ int main(int argc, char **argv) {
     cq_err err = {0};
     cq_pg *pg = NULL;
     int64_t kb = 0;
-    if (cq_pg_open(info, &pg, &err) || cq_pg_kb_ensure(pg, "bench", &kb, &err)) die("open", &err);
+    if (cq_store_open_uri(info, &store, &err) || cq_store_kb_ensure(store, "bench", &kb, &err)) die("open", &err);
+    pg = cq_store_pg(store);
 
     char dirs[MAX_NODES + 1][64];
     cq_vector_feed *feed[MAX_NODES + 1];
@@ -172,7 +176,7 @@ int main(int argc, char **argv) {
     for (int d = 0; d < docs; d++) {
         int64_t *di = ids + (size_t)d * clauses;
         float *dx = x + (size_t)d * clauses * dim;
-        if (cq_pg_doc_delete(pg, doc_ids[d], &err)) die("delete", &err);
+        if (cq_store_doc_delete(store, doc_ids[d], &err)) die("delete", &err);
         del_ms[d] = wait_all(v, nodes, dx, di[0], 0, now_ms());
         if (del_ms[d] < 0) die("a document's vectors were still found on a node after 10 s", NULL);
     }
@@ -234,7 +238,7 @@ int main(int argc, char **argv) {
         cq_vector_feed_stop(feed[nodes]);
     }
     for (int i = 0; i < nodes; i++) cq_vector_feed_stop(feed[i]);
-    cq_pg_close(pg);
+    cq_store_close(store);
     snprintf(sql, sizeof sql, "DROP DATABASE %s", dbname);
     PQclear(PQexec(admin, sql));
     PQfinish(admin);

@@ -39,6 +39,27 @@ PG_FIXTURE_MAYBE_UNUSED static cq_pg *pg_connect_again(cq_pg *pg) {
     return again;
 }
 
+/* A store (index/store.h) on pg's database, on a connection of its own: the KBs, documents and clauses of
+ * store/documents.c (written once for both databases) for the tests that hold a bare cq_pg. One at a time, kept
+ * until pg_store_close (pg_teardown calls it); its writes are committed, so pg sees them. */
+static cq_store *pg_store_open_;
+static cq_pg *pg_store_of_;
+PG_FIXTURE_MAYBE_UNUSED static void pg_store_close(void) {
+    cq_store_close(pg_store_open_);
+    pg_store_open_ = NULL;
+    pg_store_of_ = NULL;
+}
+PG_FIXTURE_MAYBE_UNUSED static cq_store *pg_store(cq_pg *pg) {
+    if (pg_store_open_ && pg_store_of_ == pg) return pg_store_open_;
+    pg_store_close();
+    char info[512];
+    snprintf(info, sizeof info, "%s dbname=%s", conninfo, PQdb(cq_pg_conn(pg)));
+    cq_err err = {0};
+    if (cq_store_open_uri(info, &pg_store_open_, &err)) fail_msg("%s", err.msg);
+    pg_store_of_ = pg;
+    return pg_store_open_;
+}
+
 /* Creates a new, empty database on the test cluster (prefix + pid + a counter) and writes its connection string into
  * info: -1 when the server refuses. */
 PG_FIXTURE_MAYBE_UNUSED static int pg_fresh_database(const char *prefix, char *info, size_t cap) {
@@ -77,6 +98,7 @@ PG_FIXTURE_MAYBE_UNUSED static int pg_setup(void **state) {
 }
 
 PG_FIXTURE_MAYBE_UNUSED static int pg_teardown(void **state) {
+    pg_store_close();
     cq_pg_close(*state);
     return 0;
 }

@@ -57,8 +57,8 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
     cq_pg *pg = *state;
     cq_err err = {0};
     int64_t kb, kb2, id = 0, doc, keep, other_kb_doc, job;
-    assert_int_equal(cq_pg_kb_ensure(pg, "k", &kb, &err), CQ_OK);
-    assert_int_equal(cq_pg_kb_ensure(pg, "k2", &kb2, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "k", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "k2", &kb2, &err), CQ_OK);
     cq_store *a = store_again(pg), *b = store_again(pg);
     assert_int_equal(cq_store_job_create(b, kb, 0, &job, &err), CQ_OK);
     assert_int_equal(cq_store_job_set_upload(b, job, "a.md", "uploads/job-1.md", 5, 0, &err), CQ_OK);
@@ -70,7 +70,7 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
     assert_int_equal(taken, 0);
     /* a's ingest got this far: its document, a page, its clauses and their keyword index */
     cq_pg *a_pg = cq_store_pg(a);
-    assert_int_equal(cq_pg_doc_create(a_pg, kb, "a", "a.md", "md", SHA_A, 5, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(a, kb, "a", "a.md", "md", SHA_A, 5, &doc, &err), CQ_OK);
     cq_store_clause c[2] = {{.ord = 0, .kind = 1, .text = "劳动合同的订立"},
                             {.ord = 1, .kind = 1, .text = "试用期"}};
     assert_int_equal(cq_pg_doc_add_clauses(a_pg, doc, "a", c, 2, NULL, &err), CQ_OK);
@@ -79,8 +79,8 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
              "INSERT INTO pages(doc_id, page_no, width, height, n_chars, quality) VALUES(%lld, 1, 1, 1, 1, 1)",
              (long long)doc);
     pg_exec(pg, sql);
-    assert_int_equal(cq_pg_doc_create(pg, kb, "b", "b.md", "md", SHA_B, 5, &keep, &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_create(pg, kb2, "a", "a.md", "md", SHA_A, 5, &other_kb_doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(pg), kb, "b", "b.md", "md", SHA_B, 5, &keep, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(pg), kb2, "a", "a.md", "md", SHA_A, 5, &other_kb_doc, &err), CQ_OK);
     int64_t postings = pg_count(pg, "SELECT count(*) FROM keyword_postings");
     assert_true(postings > 0);
 
@@ -101,7 +101,7 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
 
     /* b redoes it: the same content comes in once */
     int64_t redo;
-    assert_int_equal(cq_pg_doc_create(cq_store_pg(b), kb, "a", "a.md", "md", SHA_A, 5, &redo, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(b, kb, "a", "a.md", "md", SHA_A, 5, &redo, &err), CQ_OK);
     assert_int_equal(cq_pg_doc_add_clauses(cq_store_pg(b), redo, "a", c, 2, NULL, &err), CQ_OK);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM keyword_postings"), postings);
     assert_int_equal(cq_store_job_update(b, id, CQ_JOB_READY, 1, 1, NULL, &err), CQ_OK);

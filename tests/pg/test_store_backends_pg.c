@@ -103,6 +103,7 @@ static cq_store *conf_reopen(void **state) {
 }
 
 #include "tests/store/conversations_bodies.h"
+#include "tests/store/documents_bodies.h"
 #include "tests/store/jobs_bodies.h"
 #include "tests/store/feedback_bodies.h"
 #include "tests/store/keys_bodies.h"
@@ -115,198 +116,6 @@ static cq_store *conf_reopen(void **state) {
 static int64_t count(cq_store *s, const char *sql) { return conf_count(s, sql); }
 
 /* ---- the bodies, run on both ------------------------------------------------------------------------------ */
-
-static void test_kbs(void **state) {
-    cq_store *s = ((backend *)*state)->s;
-    cq_err err = {0};
-    int64_t a, b, c;
-    assert_int_equal(cq_store_kb_create(s, "laws", &a, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_create(s, "laws", &b, &err), CQ_ERR_EXISTS);
-    assert_non_null(strstr(err.msg, "exists"));
-    assert_int_equal(cq_store_kb_ensure(s, "laws", &b, &err), CQ_OK);
-    assert_int_equal(a, b);
-    assert_int_equal(cq_store_kb_create(s, "../etc", &b, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_kb_ensure(s, "", &b, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_store_kb_create(s, "法规库-2024", &b, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_ensure(s, "Zeta", &c, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_find(s, "nope", &b, &err), CQ_ERR_NOT_FOUND);
-    assert_non_null(strstr(err.msg, "nope"));
-    assert_int_equal(cq_store_kb_find(s, "法规库-2024", &b, &err), CQ_OK);
-    cq_kb_info info;
-    assert_int_equal(cq_store_kb_get(s, a, &info, &err), CQ_OK);
-    assert_string_equal(info.name, "laws");
-    assert_int_equal(info.id, a);
-    assert_int_equal(info.n_documents, 0);
-    assert_int_equal(info.n_clauses, 0);
-    assert_true(info.created_at > 1700000000);
-    assert_int_equal(cq_store_kb_get(s, a + b + c + 100, &info, &err), CQ_ERR_NOT_FOUND);
-    /* Listed by name, bytewise (upper case before lower, CJK last), as SQLite orders text. */
-    cq_kb_info *list;
-    size_t n;
-    assert_int_equal(cq_store_kb_list(s, &list, &n, &err), CQ_OK);
-    assert_int_equal(n, 3);
-    assert_string_equal(list[0].name, "Zeta");
-    assert_string_equal(list[1].name, "laws");
-    assert_string_equal(list[2].name, "法规库-2024");
-    free(list);
-    /* Deleted, a KB's id is not used again. */
-    assert_int_equal(cq_store_kb_delete(s, c, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_find(s, "Zeta", &b, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_kb_create(s, "Zeta", &b, &err), CQ_OK);
-    assert_true(b > c);
-}
-
-static const char *const law[][4] = {
-    {NULL, NULL, "", "中华人民共和国公司法"},
-    {"第一条", "1", "第一章 总则 > 第一条", "第一条 为了规范公司的组织和行为，保护公司、股东和债权人的合法权益，制定本法。"},
-    {"第十二条", "12", "第一章 总则 > 第十二条", "第十二条 公司的经营范围由公司章程规定。\n\t可以修改 \\ 公司章程。"},
-};
-
-/* A document with law's clauses in one transaction, as app/ingest.c adds one; clause ids into ids. */
-static int64_t add_doc(cq_store *s, int64_t kb, const char *name, const char *sha, int64_t *ids) {
-    cq_err err = {0};
-    int64_t doc;
-    assert_int_equal(cq_store_begin(s, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_create(s, kb, name, "公司法.md", "md", sha, 1234, &doc, &err), CQ_OK);
-    cq_store_page page = {1, 595.5f, 842.25f, 300, 0.75, "low"};
-    assert_int_equal(cq_store_page_add(s, doc, &page, &err), CQ_OK);
-    page.page_no = 2;
-    assert_int_equal(cq_store_page_add(s, doc, &page, &err), CQ_OK);
-    for (size_t i = 0; i < 3; i++) {
-        cq_store_box boxes[2] = {{10, 20, 300, 40, 1}, {10.5f, 60, 300, 80.25f, 2}};
-        cq_store_clause c = {.ord = (int)i, .kind = law[i][0] ? 1 : 3, .label = law[i][0], .label_key = law[i][1],
-                             .path = law[i][2], .text = law[i][3], .page_first = 1, .page_last = (int)i % 2 + 1,
-                             .start_off = (uint32_t)i * 100, .end_off = (uint32_t)i * 100 + 50, .boxes = boxes,
-                             .n_boxes = i};
-        assert_int_equal(cq_store_clause_add(s, kb, doc, "中华人民共和国公司法 公司法", &c, &ids[i], &err), CQ_OK);
-        memset(boxes, 0, sizeof boxes); /* the store kept its own copy */
-    }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, "中华人民共和国公司法", 2, 3, 0.75, "low", &err), CQ_OK);
-    assert_int_equal(cq_store_commit(s, &err), CQ_OK);
-    return doc;
-}
-
-static void test_documents(void **state) {
-    cq_store *s = ((backend *)*state)->s;
-    cq_err err = {0};
-    int64_t kb, kb2, ids[3], ids2[3];
-    assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_ensure(s, "t2", &kb2, &err), CQ_OK);
-    int64_t doc = add_doc(s, kb, "公司法", "h1", ids);
-    assert_true(ids[0] < ids[1] && ids[1] < ids[2]);
-
-    /* The clause ids handed out at add are the rows' ids. */
-    cq_clause_row row;
-    assert_int_equal(cq_store_clause_get(s, ids[2], &row, &err), CQ_OK);
-    assert_int_equal(row.id, ids[2]);
-    assert_int_equal(row.doc_id, doc);
-    assert_string_equal(row.doc_name, "公司法");
-    assert_string_equal(row.doc_title, "中华人民共和国公司法");
-    assert_string_equal(row.label, "第十二条");
-    assert_string_equal(row.label_key, "12");
-    assert_string_equal(row.text, law[2][3]);
-    assert_int_equal(row.page_first, 1);
-    assert_int_equal(row.page_last, 1);
-    assert_int_equal(row.n_boxes, 2);
-    assert_true(row.boxes[1].x0 == 10.5f && row.boxes[1].y1 == 80.25f && row.boxes[1].page_no == 2);
-    cq_clause_row_free(&row);
-    assert_int_equal(cq_store_clause_get(s, ids[0], &row, &err), CQ_OK);
-    assert_null(row.label);
-    assert_null(row.boxes);
-    assert_int_equal(row.kind, 3);
-    cq_clause_row_free(&row);
-    assert_int_equal(cq_store_clause_get(s, ids[2] + 1000, &row, &err), CQ_ERR_NOT_FOUND);
-
-    /* By hash, by name, by id, listed: every column as written. */
-    cq_doc_info d;
-    assert_int_equal(cq_store_doc_by_hash(s, kb, "h1", &d, &err), CQ_OK);
-    assert_int_equal(d.id, doc);
-    assert_int_equal(d.kb_id, kb);
-    assert_string_equal(d.name, "公司法");
-    assert_string_equal(d.filename, "公司法.md");
-    assert_string_equal(d.format, "md");
-    assert_string_equal(d.sha256, "h1");
-    assert_int_equal(d.size_bytes, 1234);
-    assert_string_equal(d.title, "中华人民共和国公司法");
-    assert_int_equal(d.n_pages, 2);
-    assert_int_equal(d.n_clauses, 3);
-    assert_string_equal(d.status, "ready");
-    assert_null(d.error);
-    assert_true(d.quality == 0.75);
-    assert_string_equal(d.quality_reason, "low");
-    assert_true(d.created_at > 1700000000);
-    cq_doc_info_free(&d);
-    assert_int_equal(cq_store_doc_by_hash(s, kb2, "h1", &d, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_doc_get(s, doc, &d, &err), CQ_OK);
-    assert_int_equal(d.id, doc);
-    cq_doc_info_free(&d);
-    assert_int_equal(cq_store_doc_get(s, doc + 1000, &d, &err), CQ_ERR_NOT_FOUND);
-    /* The same content twice in a KB is refused; in another KB it is fine. */
-    int64_t dup;
-    assert_int_equal(cq_store_doc_create(s, kb, "copy", "copy.md", "md", "h1", 1, &dup, &err), CQ_ERR_EXISTS);
-    int64_t doc2 = add_doc(s, kb2, "公司法", "h1", ids2);
-    assert_true(ids2[0] > ids[2]);
-
-    /* By name: a ready one before a failed one, the newest first. */
-    int64_t failed;
-    assert_int_equal(cq_store_doc_create(s, kb, "公司法", "公司法.pdf", "pdf", "h2", 10, &failed, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, NULL, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_by_name(s, kb, "公司法", &d, &err), CQ_OK);
-    assert_int_equal(d.id, doc);
-    cq_doc_info_free(&d);
-    assert_int_equal(cq_store_doc_get(s, failed, &d, &err), CQ_OK);
-    assert_string_equal(d.status, "failed");
-    assert_string_equal(d.error, "not a PDF");
-    assert_null(d.title);
-    assert_string_equal(d.quality_reason, "");
-    cq_doc_info_free(&d);
-    cq_doc_info *list;
-    size_t n;
-    assert_int_equal(cq_store_doc_list(s, kb, &list, &n, &err), CQ_OK);
-    assert_int_equal(n, 2);
-    assert_int_equal(list[0].id, doc);
-    assert_int_equal(list[1].id, failed);
-    cq_doc_info_free_array(list, n);
-    cq_kb_info info;
-    assert_int_equal(cq_store_kb_get(s, kb, &info, &err), CQ_OK);
-    assert_int_equal(info.n_documents, 2);
-    assert_int_equal(info.n_clauses, 3);
-
-    /* Pages, written with the document. */
-    char sql[160];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM pages WHERE doc_id = %lld AND quality_reason = 'low'", (long long)doc);
-    assert_int_equal(count(s, sql), 2);
-    cq_page_info *pages = NULL;
-    size_t n_pages = 0;
-    assert_int_equal(cq_store_page_list(s, doc, &pages, &n_pages, &err), CQ_OK);
-    assert_int_equal(n_pages, 2);
-    assert_int_equal(pages[1].page_no, 2);
-    assert_true(pages[0].width == 595.5f && pages[0].height == 842.25f);
-    assert_int_equal(pages[0].n_chars, 300);
-    assert_true(pages[1].quality == 0.75);
-    assert_string_equal(pages[1].quality_reason, "low");
-    free(pages);
-
-    /* Delete: its clauses and pages go; content in use as long as any document of any KB has it. */
-    bool in_use = false;
-    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_store_clause_get(s, ids[1], &row, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(count(s, sql), 0);
-    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
-    assert_true(in_use); /* kb2's copy */
-    assert_int_equal(cq_store_doc_delete(s, doc2, &err), CQ_OK);
-    assert_int_equal(cq_store_content_in_use(s, "h1", &in_use, &err), CQ_OK);
-    assert_false(in_use);
-    assert_int_equal(cq_store_content_in_use(s, "h2", &in_use, &err), CQ_OK);
-    assert_true(in_use); /* a failed document keeps its original too */
-    /* The KB with everything in it. */
-    add_doc(s, kb, "again", "h3", ids);
-    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_OK);
-    assert_int_equal(cq_store_kb_delete(s, kb, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(count(s, "SELECT count(*) FROM clauses"), 0);
-    assert_int_equal(count(s, "SELECT count(*) FROM documents"), 0);
-}
 
 /* A rolled-back document leaves nothing, on either backend: no row, no clause, no page; ids are not reused. */
 static void test_rollback(void **state) {
@@ -421,14 +230,14 @@ static void test_compare(void **state) {
     cq_err err = {0};
     int64_t kb, ids_a[3], ids_b[3];
     assert_int_equal(cq_store_kb_ensure(s, "t", &kb, &err), CQ_OK);
-    int64_t a = add_doc(s, kb, "公司法(2013)", "h1", ids_a);
-    int64_t b = add_doc(s, kb, "公司法(2018)", "h2", ids_b);
+    int64_t a = conf_doc_add(s, kb, "公司法(2013)", "h1", ids_a);
+    int64_t b = conf_doc_add(s, kb, "公司法(2018)", "h2", ids_b);
     cq_comparison c;
     assert_int_equal(cq_compare_docs(s, a, b, &c, &err), CQ_OK);
     assert_int_equal(c.n_a, 2); /* the articles only: both have some */
     assert_int_equal(c.n_b, 2);
     assert_int_equal(c.a[0].clause_id, ids_a[1]);
-    assert_string_equal(c.b[1].text, law[2][3]);
+    assert_string_equal(c.b[1].text, conf_law[2][3]);
     assert_int_equal(c.al.n_same, 2);
     assert_int_equal(c.al.n_changed + c.al.n_added + c.al.n_removed, 0);
     cq_comparison_free(&c);
@@ -925,7 +734,8 @@ int main(void) {
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        BOTH(test_kbs), BOTH(test_documents), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
+        BOTH(conf_documents_kbs), BOTH(conf_documents_rows), BOTH(conf_documents_ensure_two_connections),
+        BOTH(conf_documents_delete_rolled_back), BOTH(test_rollback), BOTH(test_reopen), BOTH(test_originals), BOTH(test_compare),
         BOTH(test_db_driver),
         BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id), BOTH(conf_keys_several_kbs),
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),

@@ -65,12 +65,13 @@ static void test_document_roundtrip(void **state) {
     cq_pg *pg = *state;
     cq_err err = {0};
     int64_t kb = 0, kb2 = 0, doc = 0, other = 0;
-    assert_int_equal(cq_pg_kb_ensure(pg, "劳动", &kb, &err), CQ_OK);
-    assert_int_equal(cq_pg_kb_ensure(pg, "劳动", &kb2, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "劳动", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "劳动", &kb2, &err), CQ_OK);
     assert_int_equal(kb, kb2);
-    assert_int_equal(cq_pg_kb_ensure(pg, "../x", &kb2, &err), CQ_ERR_INVALID);
-    assert_int_equal(cq_pg_doc_create(pg, kb, "劳动法", "劳动法.md", "md", "aa", 10, &doc, &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_create(pg, kb, "copy", "copy.md", "md", "aa", 10, &other, &err), CQ_ERR_EXISTS);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "../x", &kb2, &err), CQ_ERR_INVALID);
+    cq_store *s = pg_store(pg);
+    assert_int_equal(cq_store_doc_create(s, kb, "劳动法", "劳动法.md", "md", "aa", 10, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(s, kb, "copy", "copy.md", "md", "aa", 10, &other, &err), CQ_ERR_EXISTS);
 
     cq_store_box boxes[2] = {{1, 2, 3, 4, 1}, {5, 6, 7, 8, 2}};
     cq_store_clause c[3] = {
@@ -87,7 +88,7 @@ static void test_document_roundtrip(void **state) {
     assert_int_equal(cq_pg_doc_add_clauses(pg, 999999, "x", c, 1, NULL, &err), CQ_ERR_NOT_FOUND);
 
     cq_clause_row row;
-    assert_int_equal(cq_pg_clause_get(pg, ids[0], &row, &err), CQ_OK);
+    assert_int_equal(cq_store_clause_get(pg_store(pg), ids[0], &row, &err), CQ_OK);
     assert_int_equal(row.doc_id, doc);
     assert_string_equal(row.doc_name, "劳动法");
     assert_string_equal(row.label, "第一条");
@@ -99,11 +100,11 @@ static void test_document_roundtrip(void **state) {
     assert_int_equal(row.n_boxes, 2);
     assert_memory_equal(row.boxes, boxes, sizeof boxes);
     cq_clause_row_free(&row);
-    assert_int_equal(cq_pg_clause_get(pg, ids[1], &row, &err), CQ_OK);
+    assert_int_equal(cq_store_clause_get(pg_store(pg), ids[1], &row, &err), CQ_OK);
     assert_string_equal(row.text, c[1].text);
     assert_null(row.boxes);
     cq_clause_row_free(&row);
-    assert_int_equal(cq_pg_clause_get(pg, ids[2], &row, &err), CQ_OK);
+    assert_int_equal(cq_store_clause_get(pg_store(pg), ids[2], &row, &err), CQ_OK);
     assert_null(row.label);
     assert_string_equal(row.path, "");
     cq_clause_row_free(&row);
@@ -122,21 +123,21 @@ static void test_document_roundtrip(void **state) {
     free(hits);
 
     /* Deleting the document takes its clauses and postings with it. */
-    assert_int_equal(cq_pg_doc_delete(pg, doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(pg_store(pg), doc, &err), CQ_OK);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM clauses"), 0);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM keyword_postings"), 0);
-    assert_int_equal(cq_pg_clause_get(pg, ids[0], &row, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_pg_doc_delete(pg, doc, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_clause_get(pg_store(pg), ids[0], &row, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_doc_delete(pg_store(pg), doc, &err), CQ_ERR_NOT_FOUND);
     assert_int_equal(cq_pg_bm25(pg, kb, terms, 1, NULL, 0, 10, &hits, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
     free(hits);
     /* A KB's deletion takes its documents' postings too (through the documents' deletion: migration 5's trigger). */
-    assert_int_equal(cq_pg_doc_create(pg, kb, "again", "again.md", "md", "bb", 10, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(pg), kb, "again", "again.md", "md", "bb", 10, &doc, &err), CQ_OK);
     assert_int_equal(cq_pg_doc_add_clauses(pg, doc, "again", c, 3, ids, &err), CQ_OK);
     assert_true(pg_count(pg, "SELECT count(*) FROM keyword_postings") > 20);
-    assert_int_equal(cq_pg_kb_delete(pg, kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_delete(pg_store(pg), kb, &err), CQ_OK);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM keyword_postings"), 0);
-    assert_int_equal(cq_pg_kb_delete(pg, kb, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_kb_delete(pg_store(pg), kb, &err), CQ_ERR_NOT_FOUND);
 }
 
 /* ---- BM25 parity with SQLite FTS5 ----------------------------------------------------------------------------- */
@@ -159,7 +160,7 @@ static void twin_open(twin *t, cq_pg *pg) {
     unlink(t->path);
     assert_int_equal(cq_store_open(t->path, &t->sq, &err), CQ_OK);
     assert_int_equal(cq_store_kb_ensure(t->sq, "kb", &t->kb_sq, &err), CQ_OK);
-    assert_int_equal(cq_pg_kb_ensure(pg, "kb", &t->kb_pg, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(pg), "kb", &t->kb_pg, &err), CQ_OK);
 }
 
 static void twin_close(twin *t) {
@@ -186,7 +187,7 @@ static void twin_add(twin *t, const char *name, const char *label, const char *c
     for (size_t i = 0; i < n; i++)
         assert_int_equal(cq_store_clause_add(t->sq, t->kb_sq, sq_doc, label, &c[i], &t->sq_ids[t->n + i], &err), CQ_OK);
     assert_int_equal(cq_store_commit(t->sq, &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_create(t->pg, t->kb_pg, name, name, "md", sha, 1, &pg_doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(t->pg), t->kb_pg, name, name, "md", sha, 1, &pg_doc, &err), CQ_OK);
     assert_int_equal(cq_pg_doc_add_clauses(t->pg, pg_doc, label, c, n, &t->pg_ids[t->n], &err), CQ_OK);
     t->sq_docs[t->n_docs] = sq_doc;
     t->pg_docs[t->n_docs++] = pg_doc;
@@ -337,7 +338,7 @@ static void test_bm25_parity_fixture(void **state) {
     /* after a deletion, the KB's statistics and document frequencies follow */
     cq_err err = {0};
     assert_int_equal(cq_store_doc_delete(t.sq, t.sq_docs[0], &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_delete(t.pg, t.pg_docs[0], &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(pg_store(t.pg), t.pg_docs[0], &err), CQ_OK);
     expect_parity(&t, q1, 1, 0);
     expect_parity(&t, q2, 4, 0);
     expect_parity(&t, q8, 4, 0);

@@ -46,7 +46,7 @@ static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f || pg_fresh_database("w", f->info, sizeof f->info)) return -1;
     cq_err err = {0};
-    if (cq_pg_open(f->info, &f->pg, &err) || cq_pg_kb_ensure(f->pg, "kb", &f->kb, &err)) {
+    if (cq_pg_open(f->info, &f->pg, &err) || cq_store_kb_ensure(pg_store(f->pg), "kb", &f->kb, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
@@ -67,6 +67,7 @@ static void remove_dir(const char *dir) {
 
 static int teardown(void **state) {
     fixture *f = *state;
+    pg_store_close();
     cq_pg_close(f->pg);
     remove_dir(f->dir_a);
     remove_dir(f->dir_b);
@@ -83,7 +84,7 @@ static int64_t add_doc(fixture *f, int64_t kb, size_t n, int64_t *ids, float *x)
     snprintf(name, sizeof name, "doc%d", ++k);
     snprintf(sha, sizeof sha, "sha%d", k);
     int64_t doc = 0;
-    assert_int_equal(cq_pg_doc_create(f->pg, kb, name, name, "md", sha, 1, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(f->pg), kb, name, name, "md", sha, 1, &doc, &err), CQ_OK);
     cq_store_clause c[64];
     assert_true(n <= 64);
     for (size_t i = 0; i < n; i++) c[i] = (cq_store_clause){.ord = (int)i, .kind = 1, .text = "clause text"};
@@ -175,7 +176,7 @@ static void test_vectors_store_and_feed(void **state) {
     /* a clause of no KB of this name, a clause of another KB: refused, nothing stored */
     int64_t other_kb = 0, other_ids[1];
     float other_x[DIM];
-    assert_int_equal(cq_pg_kb_ensure(f->pg, "other", &other_kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(f->pg), "other", &other_kb, &err), CQ_OK);
     add_doc(f, other_kb, 1, other_ids, other_x);
     assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, other_ids, other_x, 1, &err), CQ_ERR_NOT_FOUND);
     int64_t missing = 999999;
@@ -208,7 +209,7 @@ static void test_vectors_store_and_feed(void **state) {
     int64_t kb_of = 0;
     assert_int_equal(cq_pg_vectors_doc_kb(f->pg, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, f->kb);
-    assert_int_equal(cq_pg_doc_delete(f->pg, doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(pg_store(f->pg), doc, &err), CQ_OK);
     assert_int_equal(cq_pg_vectors_doc_kb(f->pg, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, -1);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM clause_vectors"), 0);
@@ -218,7 +219,7 @@ static void test_vectors_store_and_feed(void **state) {
                                      "cardinality(clause_ids) = 4"), 1);
     /* deleting a KB: one change per document that had vectors */
     assert_int_equal(cq_pg_vectors_store(f->pg, other_kb, MODEL, DIM, other_ids, other_x, 1, &err), CQ_OK);
-    assert_int_equal(cq_pg_kb_delete(f->pg, other_kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_delete(pg_store(f->pg), other_kb, &err), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes"), 6);
     /* pruning moves the horizon past whole transactions */
     int64_t pruned_to = 0, last = 0, pruned = 0;
@@ -275,7 +276,7 @@ static void test_vectors_two_nodes(void **state) {
     }
     assert_int_equal(cq_vectors_count(vb), N_DOCS * CLAUSES);
     for (int i = 0; i < N_DOCS; i++) {
-        assert_int_equal(cq_pg_doc_delete(f->pg, docs[i], &err), CQ_OK);
+        assert_int_equal(cq_store_doc_delete(pg_store(f->pg), docs[i], &err), CQ_OK);
         deleted_ms[i] = wait_for(vb, x[i] + 2 * DIM, ids[i][2], false, 1000);
         assert_true(deleted_ms[i] >= 0); /* gone from node B within a second */
     }
@@ -287,7 +288,7 @@ static void test_vectors_two_nodes(void **state) {
     int64_t kb2 = 0, ids2[CLAUSES];
     float x2[CLAUSES * DIM];
     cq_vectors *vb2 = NULL;
-    assert_int_equal(cq_pg_kb_ensure(f->pg, "second", &kb2, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(pg_store(f->pg), "second", &kb2, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, kb2, MODEL, DIM, &vb2, &err), CQ_OK);
     add_doc(f, kb2, CLAUSES, ids2, x2);
     assert_int_equal(cq_pg_vectors_store(f->pg, kb2, MODEL, DIM, ids2, x2, CLAUSES, &err), CQ_OK);
@@ -328,7 +329,7 @@ static void test_vectors_catch_up(void **state) {
     /* changes while B is away; B comes back from its file and catches up */
     add_doc(f, f->kb, CLAUSES, ids[1], x[1]);
     assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids[1], x[1], CLAUSES, &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_delete(f->pg, doc0, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(pg_store(f->pg), doc0, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &fast_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     cq_vector_feed_stats st;
@@ -444,7 +445,7 @@ static void test_vectors_feed_grows_ivf(void **state) {
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     assert_false(cq_vectors_is_ivf(vb));
     int64_t doc = 0;
-    assert_int_equal(cq_pg_doc_create(f->pg, f->kb, "big", "big", "md", "big", 1, &doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(pg_store(f->pg), f->kb, "big", "big", "md", "big", 1, &doc, &err), CQ_OK);
     cq_store_clause *c = calloc(n, sizeof *c);
     int64_t *ids = calloc(n, sizeof *ids);
     float *x = calloc(n * DIM, sizeof *x);

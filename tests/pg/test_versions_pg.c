@@ -39,7 +39,7 @@ static int setup(void **state) {
     if (cq_store_open_uri(f->info, &f->ps, &err)) return -1;
     f->pg = cq_store_pg(f->ps);
     int64_t kb_pg = 0;
-    if (cq_store_kb_create(f->s, "laws", &f->kb, &err) || cq_pg_kb_ensure(f->pg, "laws", &kb_pg, &err)) return -1;
+    if (cq_store_kb_create(f->s, "laws", &f->kb, &err) || cq_store_kb_ensure(f->ps, "laws", &kb_pg, &err)) return -1;
     if (kb_pg != f->kb) return -1;
     *state = f;
     return 0;
@@ -86,7 +86,7 @@ static int64_t add_law(fixture *f, const char *name, const char *title, const ch
         assert_int_equal(cq_store_doc_finish(f->s, doc, "ready", NULL, title, 0, (int)nc, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(f->s, &err), CQ_OK);
 
-    assert_int_equal(cq_pg_doc_create(f->pg, f->kb, name, name, "md", sha, 100, &doc_pg, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_create(f->ps, f->kb, name, name, "md", sha, 100, &doc_pg, &err), CQ_OK);
     assert_int_equal(cq_pg_doc_add_clauses(f->pg, doc_pg, title, c, nc, NULL, &err), CQ_OK);
     if (ready) {
         char id[32], count[16];
@@ -106,7 +106,7 @@ static int64_t add_law(fixture *f, const char *name, const char *title, const ch
 static void delete_doc(fixture *f, int64_t doc) {
     cq_err err = {0};
     assert_int_equal(cq_store_doc_delete(f->s, doc, &err), CQ_OK);
-    assert_int_equal(cq_pg_doc_delete(f->pg, doc, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(f->ps, doc, &err), CQ_OK);
 }
 
 /* ---- comparing the two stores --------------------------------------------------------------------------- */
@@ -329,7 +329,7 @@ static void test_versions_two_nodes(void **state) {
     assert_true(v.by_user);
     cq_store_close(other);
     /* deleting the document removes its row */
-    assert_int_equal(cq_pg_doc_delete(f->pg, v1, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_delete(f->ps, v1, &err), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_versions"), 0);
 }
 

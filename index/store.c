@@ -1131,3 +1131,95 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
     sqlite3_finalize(st);
     return out_rc;
 }
+
+static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* Whether text holds q, ASCII letters in either case (a byte of a UTF-8 sequence is never an ASCII letter, so a
+ * match never starts or ends inside a character that q does not). */
+static bool holds_text(const char *text, const char *q) {
+    size_t nq = strlen(q);
+    for (const char *t = text; *t; t++) {
+        size_t i = 0;
+        while (i < nq && t[i] && ascii_lower(t[i]) == ascii_lower(q[i])) i++;
+        if (i == nq) return true;
+    }
+    return nq == 0;
+}
+
+/* Keeps the rows of *rows whose text holds q, up to limit, dropping their text; frees the others. */
+static void keep_holding(cq_clause_row *rows, size_t *n, const char *q, size_t limit, bool *more) {
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        bool hit = rows[i].text && holds_text(rows[i].text, q);
+        if (hit && kept == limit) *more = true;
+        if (hit && kept < limit) {
+            free(rows[i].text);
+            rows[i].text = NULL;
+            rows[kept++] = rows[i];
+        } else {
+            cq_clause_row_free(&rows[i]);
+        }
+    }
+    *n = kept;
+}
+
+cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, size_t limit, cq_clause_row **out,
+                                 size_t *n, bool *more, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    *more = false;
+    cq_clause_row *rows = NULL;
+    size_t n_rows = 0;
+    if (s->pg) {
+        cq_status rc = cq_pg_doc_clauses(s->pg, doc_id, &rows, &n_rows, err);
+        if (rc) return rc;
+    } else {
+        sqlite3_stmt *st;
+        if (prepare(s,
+                    "SELECT id, kind, label, path, text, page_first, page_last FROM clauses WHERE doc_id = ? "
+                    "ORDER BY ord",
+                    &st, err))
+            return CQ_ERR_DB;
+        sqlite3_bind_int64(st, 1, doc_id);
+        size_t cap = 0;
+        cq_status rc = CQ_OK;
+        int step = SQLITE_DONE;
+        while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+            if (n_rows == cap) {
+                cap = cap ? cap * 2 : 64;
+                cq_clause_row *p = realloc(rows, cap * sizeof *p);
+                if (!p) {
+                    rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                rows = p;
+            }
+            cq_clause_row *c = &rows[n_rows++];
+            memset(c, 0, sizeof *c);
+            c->id = sqlite3_column_int64(st, 0);
+            c->doc_id = doc_id;
+            c->kind = sqlite3_column_int(st, 1);
+            c->label = col_strdup(st, 2);
+            c->path = col_strdup(st, 3);
+            c->text = col_strdup(st, 4);
+            c->page_first = sqlite3_column_int(st, 5);
+            c->page_last = sqlite3_column_int(st, 6);
+            if (!c->text) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+        if (!rc && step != SQLITE_DONE) rc = db_error(s, err, "search clauses");
+        sqlite3_finalize(st);
+        if (rc) {
+            for (size_t i = 0; i < n_rows; i++) cq_clause_row_free(&rows[i]);
+            free(rows);
+            return rc;
+        }
+    }
+    keep_holding(rows, &n_rows, q, limit, more);
+    if (!n_rows) {
+        free(rows);
+        rows = NULL;
+    }
+    *out = rows;
+    *n = n_rows;
+    return CQ_OK;
+}

@@ -24,6 +24,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conf_jobs_states),       ON_STORE(conf_jobs_rows),
         ON_STORE(conf_jobs_unknown_state),        ON_STORE(conf_jobs_page_list),
+        ON_STORE(conf_clause_search),
         ON_STORE(conf_jobs_claim_race),           ON_STORE(conf_jobs_lease_takeover),
         ON_STORE(conf_jobs_cancel_request_and_renew), ON_STORE(conf_jobs_share_upload),
     };

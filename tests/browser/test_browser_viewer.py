@@ -105,6 +105,11 @@ def main():
         field.send_keys(Keys.ENTER)
         wait(driver, lambda d: '没有' in d.find_element(By.ID, 'doc-search-status').text, 'no hits said')
         check('no hits: no list', not driver.find_element(By.ID, 'doc-search-results').is_displayed())
+        toggle = "document.getElementById('lang-toggle').click()"  # under the open drawer
+        driver.execute_script(toggle)
+        status = driver.find_element(By.ID, 'doc-search-status').text
+        check('the search says so in English after the switch', status == 'No “这句话不在劳动法里” in this document', status)
+        driver.execute_script(toggle)
 
         # a document without pages: its original next to the clause's text
         md_clause = s.get(f'/api/v1/documents/{md_id}/search?q=Confidential').json()['clauses'][0]

@@ -166,6 +166,7 @@ const state = {
   clause: null,
   page: 0,
   searchDoc: 0, /* the document the drawer's search results belong to */
+  docSearch: null, /* their last answer */
   zoom: 1,
   side: localStorage.getItem('cq.side') === 'convs' ? 'convs' : 'library',
 };
@@ -255,6 +256,8 @@ function applyLanguage() {
   renderAuth();
   renderFormats();
   renderMe();
+  renderDocSearch();
+  if (state.clause && state.page) renderPageLabel();
 }
 
 function renderExamples() {
@@ -1207,9 +1210,8 @@ async function openClause(id) {
 
 function clearDocSearch() {
   $('doc-search-q').value = '';
-  $('doc-search-status').hidden = true;
-  $('doc-search-results').hidden = true;
-  $('doc-search-results').replaceChildren();
+  state.docSearch = null;
+  renderDocSearch();
 }
 
 function markSearchHit() {
@@ -1227,15 +1229,22 @@ async function searchDoc() {
     data = await api('GET', '/api/v1/documents/' + c.document_id + '/search?q=' + encodeURIComponent(q));
   } catch (e) { toast(e.message, true); return; }
   if (!state.clause || state.clause.document_id !== data.document_id) return; /* the drawer moved on meanwhile */
-  const status = $('doc-search-status');
-  status.hidden = false;
-  status.textContent = data.clauses.length ? t('hits', data.clauses.length, q) + (data.more ? ' · ' +
-    t('moreHits', data.clauses.length) : '') : t('noHits', q);
-  $('doc-search-results').replaceChildren(...data.clauses.map((h) => el('li', { 'data-clause': h.clause_id },
+  state.docSearch = data;
+  renderDocSearch();
+}
+
+/* the last search's hits (state.docSearch, the server's answer), in the page's language */
+function renderDocSearch() {
+  const data = state.docSearch, status = $('doc-search-status'), list = $('doc-search-results');
+  status.hidden = !data;
+  list.hidden = !data || !data.clauses.length;
+  if (!data) { list.replaceChildren(); return; }
+  status.textContent = data.clauses.length ? t('hits', data.clauses.length, data.q) + (data.more ? ' · ' +
+    t('moreHits', data.clauses.length) : '') : t('noHits', data.q);
+  list.replaceChildren(...data.clauses.map((h) => el('li', { 'data-clause': h.clause_id },
     el('button', { type: 'button', onclick: () => openClause(h.clause_id) },
       (h.clause || h.path || '#' + h.clause_id) + (h.clause && h.path && h.path !== h.clause ? ' · ' + h.path : '') +
       (h.page ? ' · p.' + h.page : '')))));
-  $('doc-search-results').hidden = !data.clauses.length;
   markSearchHit();
 }
 $('doc-search').addEventListener('submit', (e) => { e.preventDefault(); searchDoc(); });
@@ -1250,14 +1259,21 @@ function openDrawer() {
 
 const ZOOMS = [1, 1.5, 2, 3];
 
+/* outside the clause's pages, where the clause is; true on them */
+function renderPageLabel() {
+  const c = state.clause, n = state.page, first = c.page, last = c.page_last || c.page;
+  const onClause = n >= first && n <= last;
+  $('page-label').textContent = onClause ? '' : t('clauseOn', last > first ? first + '–' + last : first);
+  return onClause;
+}
+
 async function showPage(n) {
   const c = state.clause;
   /* every page of the document, not only the clause's; the clause stays highlighted on its own pages */
   const first = c.page, last = c.page_last || c.page, total = Math.max(c.doc_pages || 0, last);
   n = Math.min(Math.max(1, Math.round(n) || first), total);
   state.page = n;
-  const onClause = n >= first && n <= last;
-  $('page-label').textContent = onClause ? '' : t('clauseOn', last > first ? first + '–' + last : first);
+  const onClause = renderPageLabel();
   $('page-input').value = n;
   $('page-input').max = total;
   $('page-count').textContent = '/ ' + total;

@@ -2,11 +2,13 @@
 """The citation viewer browses the whole document (issue 30 item 4), in headless Chromium: a citation opens on its
 clause's page, highlighted; previous/next step outside the clause (no highlight there, a way back to it) up to the
 document's last page; the page number jumps; a search inside the document lists the clauses the server finds, and
-a hit opens its clause on its page, highlighted; a document without pages (Markdown) offers its original next to
-the clause's text. Skips (77) without Selenium or Chromium.
+a hit opens its clause on its page, highlighted; a doubtful page outside the clause warns as the clause's own pages
+do; a document without pages (Markdown) offers its original next to the clause's text. Skips (77) without Selenium
+or Chromium.
 
 usage: test_browser_viewer.py path/to/clauseqa"""
 import os
+import sqlite3
 import sys
 
 from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
@@ -33,6 +35,12 @@ def main():
         s.post('/api/v1/kbs', {'name': 'laws'})
         pdf_id = s.wait_job(s.upload('laws', DEMO_PDF).json()['job']['id'])['document_id']
         md_id = s.wait_job(s.upload('laws', DEMO_MD).json()['job']['id'])['document_id']
+        # page 6 read badly (as a low-confidence OCR page would be): the viewer warns there, outside the clause
+        con = sqlite3.connect(os.path.join(s.data, 'clauseqa.db'))
+        con.execute("UPDATE pages SET quality = 0.3, quality_reason = 'low OCR confidence 0.30: test' "
+                    "WHERE doc_id = ? AND page_no = 6", (pdf_id,))
+        con.commit()
+        con.close()
         base = f'http://127.0.0.1:{s.port}/'
         driver.get(base)
         driver.execute_script("localStorage.setItem('cq.lang', 'zh'); localStorage.setItem('cq.kb', 'laws')")
@@ -60,6 +68,16 @@ def main():
         check('page 5: says where the clause is', '4' in driver.find_element(By.ID, 'page-label').text,
               driver.find_element(By.ID, 'page-label').text)
         check('page 5: a way back to the clause', driver.find_element(By.ID, 'page-clause').is_displayed())
+        check('page 5: no quality warning', not driver.find_element(By.ID, 'page-warning').is_displayed())
+        driver.find_element(By.ID, 'page-next').click()
+        page_shown(driver, 6)
+        warn = wait(driver, lambda d: d.find_element(By.ID, 'page-warning').is_displayed()
+                    and d.find_element(By.ID, 'page-warning'), 'page 6: its quality warning')
+        check('page 6: the warning with the page\'s quality and reason', warn and '0.30' in warn.text
+              and warn.get_attribute('title') == 'low OCR confidence 0.30: test', warn and warn.text)
+        driver.find_element(By.ID, 'page-prev').click()
+        page_shown(driver, 5)
+        wait(driver, lambda d: not d.find_element(By.ID, 'page-warning').is_displayed(), 'page 5: the warning goes')
         driver.save_screenshot(os.path.join(OUT, 'viewer-outside.png'))
 
         # jump to the last page with the page number; next stops there; previous steps back

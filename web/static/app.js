@@ -167,6 +167,7 @@ const state = {
   page: 0,
   searchDoc: 0, /* the document the drawer's search results belong to */
   docSearch: null, /* their last answer */
+  docQuality: null, /* {id, pages: a promise}: the quality of every page of the document the viewer shows */
   zoom: 1,
   side: localStorage.getItem('cq.side') === 'convs' ? 'convs' : 'library',
 };
@@ -1267,6 +1268,27 @@ function renderPageLabel() {
   return onClause;
 }
 
+/* A page whose text is doubtful (a low-confidence OCR page) says so above its image, the server's words on hover:
+ * the clause's pages from the clause, the others from the document's page_quality (fetched once per document, when
+ * the viewer first leaves the clause's pages). */
+const PAGE_QUALITY_WARN = 0.8; /* as the server's CQ_PAGE_QUALITY_WARN */
+async function showPageWarning(c, n) {
+  let warning = (c.page_warnings || []).find((w) => w.page === n);
+  if (!warning && (n < c.page || n > (c.page_last || c.page))) {
+    if (!state.docQuality || state.docQuality.id !== c.document_id) {
+      state.docQuality = { id: c.document_id, pages: api('GET', '/api/v1/documents/' + c.document_id)
+        .then((d) => d.page_quality || [], () => []) };
+    }
+    const pages = await state.docQuality.pages;
+    const p = pages.find((x) => x.page === n);
+    if (p && p.quality < PAGE_QUALITY_WARN) warning = { page: n, quality: p.quality, reason: p.reason };
+  }
+  if (state.clause !== c || state.page !== n) return; /* the viewer moved on meanwhile */
+  $('page-warning').hidden = !warning;
+  $('page-warning').textContent = warning ? '⚠ ' + t('pageWarn', warning.quality.toFixed(2)) : '';
+  $('page-warning').title = warning ? warning.reason : '';
+}
+
 async function showPage(n) {
   const c = state.clause;
   /* every page of the document, not only the clause's; the clause stays highlighted on its own pages */
@@ -1280,11 +1302,7 @@ async function showPage(n) {
   $('page-clause').hidden = onClause;
   $('page-prev').disabled = n <= 1;
   $('page-next').disabled = n >= total;
-  /* a page whose text is doubtful (a low-confidence OCR page) says so above its image; the server's words on hover */
-  const warning = (c.page_warnings || []).find((w) => w.page === n);
-  $('page-warning').hidden = !warning;
-  $('page-warning').textContent = warning ? '⚠ ' + t('pageWarn', warning.quality.toFixed(2)) : '';
-  $('page-warning').title = warning ? warning.reason : '';
+  showPageWarning(c, n);
   $('zoom-label').textContent = Math.round(state.zoom * 100) + '%';
   $('zoom-out').disabled = state.zoom <= ZOOMS[0];
   $('zoom-in').disabled = state.zoom >= ZOOMS[ZOOMS.length - 1];

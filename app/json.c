@@ -197,6 +197,7 @@ cJSON *cq_json_clause(const cq_clause_row *c, const cq_doc_info *d, const char *
     cJSON_AddStringToObject(o, "text", c->text ? c->text : "");
     cJSON_AddItemToObject(o, "page", page_or_null(c->page_first));
     cJSON_AddItemToObject(o, "page_last", page_or_null(c->page_last));
+    cJSON_AddNumberToObject(o, "doc_pages", d->n_pages); /* the viewer browses them all */
     cJSON *boxes = cJSON_AddArrayToObject(o, "boxes");
     for (size_t i = 0; i < c->n_boxes; i++) {
         cJSON *b = cJSON_CreateObject();

@@ -40,7 +40,7 @@ void cq_json_doc_add_pages(cJSON *doc, const cq_page_info *pages, size_t n, bool
  * or NULL. */
 cJSON *cq_json_job(const cq_job_info *j, cJSON *doc);
 /* A clause for citation chips: {"clause_id", "document_id", "kb", "doc", "title", "format", "clause", "path",
- * "text", "page", "page_last", "boxes", "page_sizes", "page_warnings", "page_image_url"?}; pages: the document's
+ * "text", "page", "page_last", "doc_pages", "boxes", "page_sizes", "page_warnings", "page_image_url"?}; pages: the document's
  * pages (their sizes and quality), page_images: the format has page images (reader/reader.h). */
 cJSON *cq_json_clause(const cq_clause_row *c, const cq_doc_info *d, const char *kb, const cq_page_info *pages,
                       size_t n_pages, bool page_images);

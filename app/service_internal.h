@@ -150,7 +150,7 @@ cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, b
 /* ---- the web table, by concern ---- */
 void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
 void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
-void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get */
+void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get, doc_search */
 void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_cancel */
 void cq_svc_ask_web(cq_web_service *w);     /* retrieve, ask */
 void cq_svc_conversations_web(cq_web_service *w); /* conversation_* */

@@ -284,6 +284,43 @@ static cq_status svc_clause_get(void *ctx, int64_t clause_id, cJSON **out, char 
     return rc;
 }
 
+static cq_status svc_doc_search(void *ctx, int64_t doc_id, const char *q, cJSON **out, cq_err *err) {
+    cq_service *s = ctx;
+    cq_store *st = cq_svc_pool_get(s, err);
+    if (!st) return err->code;
+    cq_doc_info d;
+    cq_status rc = cq_store_doc_get(st, doc_id, &d, err); /* NOT_FOUND for a missing document */
+    cq_clause_row *rows = NULL;
+    size_t n = 0;
+    bool more = false;
+    if (!rc) {
+        cq_doc_info_free(&d);
+        rc = cq_store_clause_search(st, doc_id, q, CQ_WEB_DOC_SEARCH_MAX, &rows, &n, &more, err);
+    }
+    cq_svc_pool_put(s, st);
+    if (rc) return rc;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "document_id", (double)doc_id);
+    cJSON_AddStringToObject(o, "q", q);
+    cJSON *a = cJSON_AddArrayToObject(o, "clauses");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "clause_id", (double)rows[i].id);
+        cJSON_AddItemToObject(c, "clause", rows[i].label ? cJSON_CreateString(rows[i].label) : cJSON_CreateNull());
+        cJSON_AddStringToObject(c, "path", rows[i].path ? rows[i].path : "");
+        cJSON_AddItemToObject(c, "page", rows[i].page_first > 0 ? cJSON_CreateNumber(rows[i].page_first)
+                                                                 : cJSON_CreateNull());
+        cJSON_AddItemToObject(c, "page_last", rows[i].page_last > 0 ? cJSON_CreateNumber(rows[i].page_last)
+                                                                     : cJSON_CreateNull());
+        cJSON_AddItemToArray(a, c);
+        cq_clause_row_free(&rows[i]);
+    }
+    free(rows);
+    cJSON_AddBoolToObject(o, "more", more);
+    *out = o;
+    return CQ_OK;
+}
+
 void cq_svc_library_web(cq_web_service *w) {
     w->kb_list = svc_kb_list;
     w->kb_get = svc_kb_get;
@@ -296,4 +333,5 @@ void cq_svc_library_web(cq_web_service *w) {
     w->doc_original = svc_doc_original;
     w->page_image = svc_page_image;
     w->clause_get = svc_clause_get;
+    w->doc_search = svc_doc_search;
 }

@@ -171,5 +171,10 @@ cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out
 /* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
  * boxes): *out malloc'd, each row freed with cq_clause_row_free; none for a document without clauses or none. */
 cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);
+/* The clauses of document doc_id whose text holds q (ASCII letters in either case; other bytes as they are), in the
+ * document's order: at most limit of them (id, kind, label, path, page_first, page_last; no text, no boxes), and
+ * *more when there were others. None is not an error (the document is looked up by the caller). */
+cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, size_t limit, cq_clause_row **out,
+                                 size_t *n, bool *more, cq_err *err);
 
 #endif

@@ -401,3 +401,55 @@ cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out,
     cq_db_finalize(st);
     return rc;
 }
+
+/* ---- searching a document's clauses (the citation viewer) ------------------------------------------------- */
+
+static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* Whether text holds q, ASCII letters in either case (a byte of a UTF-8 sequence is never an ASCII letter, so a
+ * match never starts or ends inside a character that q does not). */
+static bool holds_text(const char *text, const char *q) {
+    size_t nq = strlen(q);
+    for (const char *t = text; *t; t++) {
+        size_t i = 0;
+        while (i < nq && t[i] && ascii_lower(t[i]) == ascii_lower(q[i])) i++;
+        if (i == nq) return true;
+    }
+    return nq == 0;
+}
+
+/* Keeps the rows of *rows whose text holds q, up to limit, dropping their text; frees the others. */
+static void keep_holding(cq_clause_row *rows, size_t *n, const char *q, size_t limit, bool *more) {
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        bool hit = rows[i].text && holds_text(rows[i].text, q);
+        if (hit && kept == limit) *more = true;
+        if (hit && kept < limit) {
+            free(rows[i].text);
+            rows[i].text = NULL;
+            rows[kept++] = rows[i];
+        } else {
+            cq_clause_row_free(&rows[i]);
+        }
+    }
+    *n = kept;
+}
+
+cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, size_t limit, cq_clause_row **out,
+                                 size_t *n, bool *more, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    *more = false;
+    cq_clause_row *rows = NULL;
+    size_t n_rows = 0;
+    cq_status rc = cq_store_doc_clauses(s, doc_id, &rows, &n_rows, err); /* store/documents.c, both stores */
+    if (rc) return rc;
+    keep_holding(rows, &n_rows, q, limit, more);
+    if (!n_rows) {
+        free(rows);
+        rows = NULL;
+    }
+    *out = rows;
+    *n = n_rows;
+    return CQ_OK;
+}

@@ -57,6 +57,7 @@ const cq_web_message cq_web_messages[] = {
     {"no_document_with_id", "no document with id %lld"},
     {"no_such_document", "no such document"},
     {"no_clause_with_id", "no clause with id %lld"},
+    {"search_q_length", "give q, the text to look for: 1 to %d bytes"},
     {"no_job_with_id", "no job with id %lld"},
     {"clause_not_in_document", "clause %lld is not in document %lld"},
     {"no_stored_original", "document %lld has no stored original"},

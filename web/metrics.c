@@ -34,6 +34,7 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_LOGOUT] = "/api/v1/logout",
     [CQ_ROUTE_ME] = "/api/v1/me",
     [CQ_ROUTE_AUDIT] = "/api/v1/audit",
+    [CQ_ROUTE_DOCUMENT_SEARCH] = "/api/v1/documents/{id}/search",
 };
 
 const char *cq_web_route_name(cq_web_route route) {

@@ -40,6 +40,7 @@ typedef enum {
     CQ_ROUTE_LOGOUT,
     CQ_ROUTE_ME,
     CQ_ROUTE_AUDIT,
+    CQ_ROUTE_DOCUMENT_SEARCH, /* issue 30 item 4 */
     CQ_ROUTE_COUNT
 } cq_web_route;
 

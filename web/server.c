@@ -549,6 +549,21 @@ static void handle_clause(cq_web_req *r, int64_t id) {
     reply(r, rc, &err, 200, out);
 }
 
+/* Search inside a document: its clauses whose text holds q (the citation viewer's search box). */
+static void handle_document_search(cq_web_req *r, int64_t id) {
+    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+    /* a q longer than the buffer reads as none: the same refusal */
+    char q[CQ_WEB_DOC_SEARCH_Q_MAX + 2];
+    if (!cq_web_query(r, "q", q, sizeof q) || !q[0] || strlen(q) > CQ_WEB_DOC_SEARCH_Q_MAX)
+        return cq_web_send_error(r, 400, "invalid", "give q, the text to look for: 1 to %d bytes",
+                                 CQ_WEB_DOC_SEARCH_Q_MAX);
+    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_search(r->svc->ctx, id, q, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
 /* ---- versions and comparisons --------------------------------------------------------------------------------- */
 
 static void handle_document_version(cq_web_req *r, int64_t id) {
@@ -938,6 +953,7 @@ static void route(cq_web_req *r) {
                    : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
                    : n == 6 && seg_is(r, 4, "pages")         ? CQ_ROUTE_PAGE_IMAGE
                    : n == 5 && seg_is(r, 4, "version")       ? CQ_ROUTE_DOCUMENT_VERSION
+                   : n == 5 && seg_is(r, 4, "search")        ? CQ_ROUTE_DOCUMENT_SEARCH
                    : n == 6 && seg_is(r, 4, "compare")       ? CQ_ROUTE_COMPARE
                                                              : CQ_ROUTE_UNKNOWN;
     } else if (api && seg_is(r, 2, "clauses") && n == 4) {
@@ -1023,6 +1039,9 @@ static void dispatch(cq_web_req *r) {
         return;
     case CQ_ROUTE_CLAUSE:
         if ((id = path_id(r, r->seg[3]))) handle_clause(r, id);
+        return;
+    case CQ_ROUTE_DOCUMENT_SEARCH:
+        if ((id = path_id(r, r->seg[3]))) handle_document_search(r, id);
         return;
     case CQ_ROUTE_DOCUMENT_VERSION:
         if ((id = path_id(r, r->seg[3]))) handle_document_version(r, id);

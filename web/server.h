@@ -31,6 +31,10 @@
 #include "core/strbuf.h"
 
 /* What a request needs on a KB; roles are ordered (admin > editor > reader). */
+/* Search inside a document (GET /api/v1/documents/{id}/search?q=): q's bytes, and the clauses it answers at most. */
+#define CQ_WEB_DOC_SEARCH_Q_MAX 200
+#define CQ_WEB_DOC_SEARCH_MAX 50
+
 typedef enum { CQ_WEB_NONE = 0, CQ_WEB_READ = 1, CQ_WEB_EDIT = 2, CQ_WEB_ADMIN = 3 } cq_web_role;
 
 #define CQ_WEB_SESSION_TOKEN_BYTES 69 /* store/users.h: CQ_SESSION_TOKEN_BYTES */
@@ -144,6 +148,9 @@ typedef struct {
                              cq_err *err);
     /* A clause with its document, heading path, pages and boxes (for citation chips). */
     cq_status (*clause_get)(void *ctx, int64_t clause_id, cJSON **out, char kb[128], cq_err *err);
+    /* The clauses of a document whose text holds q, in its order: {"document_id", "q", "clauses": [{"clause_id",
+     * "clause", "path", "page", "page_last"}], "more"} with at most CQ_WEB_DOC_SEARCH_MAX clauses. */
+    cq_status (*doc_search)(void *ctx, int64_t doc_id, const char *q, cJSON **out, cq_err *err);
 
     /* Takes over the spooled upload at path (the service moves or deletes it). *accepted = true: a job was queued
      * (HTTP 202; out has "job"); false: the content was in the KB already (HTTP 200, out has "duplicate": true).

@@ -151,6 +151,13 @@ static cq_status stub_clause_get(void *ctx, int64_t id, cJSON **out, char kb[128
     return CQ_OK;
 }
 
+static cq_status stub_doc_search(void *ctx, int64_t id, const char *q, cJSON **out, cq_err *err) {
+    (void)ctx;
+    if (id > 100) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)id);
+    *out = named("q", q);
+    return CQ_OK;
+}
+
 static cq_status stub_kb_create(void *ctx, const char *kb, cJSON **out, cq_err *err) {
     (void)ctx;
     if (check_kb(kb, err)) return err->code;
@@ -385,6 +392,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .kb_create = stub_kb_create,       .kb_delete = stub_kb_delete, .doc_list = stub_doc_list,
         .doc_get = stub_doc_get,           .doc_kb = stub_doc_kb,       .doc_delete = stub_doc_delete,
         .doc_original = stub_no_file,      .page_image = stub_page_image, .clause_get = stub_clause_get,
+        .doc_search = stub_doc_search,
         .upload = stub_upload,             .job_get = stub_job_get,     .job_list = stub_job_list,
         .job_cancel = stub_job_cancel,     .retrieve = stub_retrieve,   .ask = stub_ask,
         .doc_version = stub_doc_version,   .doc_compare = stub_doc_compare,

@@ -46,6 +46,7 @@ seed absolute          "GET /api/v1/health HTTP/1.1\r\n$H\r\nGET http://127.0.0.
 seed two_origins       "POST /api/v1/kbs HTTP/1.1\r\n${H}Origin: http://127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Length: 12\r\n\r\n{\"name\":\"o\"}"
 seed json_twice        "POST /api/v1/kbs HTTP/1.1\r\n${H}Content-Length: 23\r\n\r\n{\"name\":\"a\",\"name\":\"b\"}"
 seed http10            "GET /api/v1/health HTTP/1.0\r\n\r\n"
+seed doc_search        "GET /api/v1/documents/7/search?q=%%E5%%8A%%A0%%E7%%8F%%AD HTTP/1.1\r\n$H\r\nGET /api/v1/documents/7/search?q= HTTP/1.1\r\n$H\r\nGET /api/v1/documents/101/search?q=Wages HTTP/1.1\r\n$H\r\n"
 seed version_put       "PUT /api/v1/documents/7/version HTTP/1.1\r\n${H}Content-Length: 47\r\n\r\n{\"label\":\"2018年版\",\"effective\":\"2019-01-01\"}"
 seed compare           "GET /api/v1/documents/7/compare/8?clause=%%E7%%AC%%AC%%E5%%85%%AD%%E5%%8D%%81%%E6%%9D%%A1&changed=1 HTTP/1.1\r\n$H\r\n"
 seed conversations     "GET /api/v1/conversations?kb=laws&all=1 HTTP/1.1\r\n$H\r\nGET /api/v1/conversations/5 HTTP/1.1\r\n$H\r\nDELETE /api/v1/conversations/404 HTTP/1.1\r\n$H\r\n"

@@ -132,6 +132,7 @@ def test_roles_as_keys(s, doc_id):
         same = [('GET', '/api/v1/kbs', None), ('GET', '/api/v1/kbs/laws', None), ('GET', '/api/v1/kbs/other', None),
                 ('GET', '/api/v1/kbs/laws/documents', None), ('GET', '/api/v1/kbs/other/documents', None),
                 ('GET', '/api/v1/kbs/laws/jobs', None), ('GET', f'/api/v1/documents/{doc_id}', None),
+                ('GET', f'/api/v1/documents/{doc_id}/search?q=%E5%8A%B3', None),
                 ('POST', '/api/v1/kbs/laws/retrieve', {'question': '第四十四条'}),
                 ('POST', '/api/v1/kbs/other/retrieve', {'question': '第四十四条'}),
                 ('POST', '/api/v1/kbs/laws/ask', {'question': '第四十四条', 'store': False}),

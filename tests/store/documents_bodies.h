@@ -273,4 +273,61 @@ static void conf_documents_delete_rolled_back(void **state) {
     assert_int_equal(conf_count(s, "SELECT count(*) FROM clauses"), 0);
 }
 
+/* Search inside a document (issue 30 item 4): its clauses whose text holds q, in order, ASCII letters in either case,
+ * at most limit with "more"; another document's clauses never; none is no error. */
+static void conf_clause_search(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, doc, other, ids[5], other_id;
+    const char *texts[5] = {"第一条 Wages are paid monthly.", "第二条 加班工资按小时计。", "第三条 休息休假。",
+                            "第四条 工资与WAGES。", "第五条 其他。"};
+    CONF_EXPECT(cq_store_kb_ensure(s, "k", &kb, &err), CQ_OK);
+    CONF_EXPECT(cq_store_begin(s, &err), CQ_OK);
+    const char *sha_d = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    const char *sha_e = "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+    CONF_EXPECT(cq_store_doc_create(s, kb, "d", "d.md", "md", sha_d, 5, &doc, &err), CQ_OK);
+    for (int i = 0; i < 5; i++) {
+        cq_store_clause c = {.ord = i, .kind = 1, .label = "条", .label_key = "k", .path = "p", .text = texts[i],
+                             .page_first = i + 1, .page_last = i + 1};
+        CONF_EXPECT(cq_store_clause_add(s, kb, doc, "d", &c, &ids[i], &err), CQ_OK);
+    }
+    CONF_EXPECT(cq_store_doc_finish(s, doc, "ready", NULL, "d", 5, 5, 1, "", &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_create(s, kb, "e", "e.md", "md", sha_e, 5, &other, &err), CQ_OK);
+    cq_store_clause c = {.ord = 0, .kind = 1, .label = NULL, .path = "", .text = "工资 wages"};
+    CONF_EXPECT(cq_store_clause_add(s, kb, other, "e", &c, &other_id, &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, other, "ready", NULL, "e", 0, 1, 1, "", &err), CQ_OK);
+    CONF_EXPECT(cq_store_commit(s, &err), CQ_OK);
+
+    cq_clause_row *rows;
+    size_t n;
+    bool more;
+    CONF_EXPECT(cq_store_clause_search(s, doc, "工资", 50, &rows, &n, &more, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_false(more);
+    assert_true(rows[0].id == ids[1] && rows[1].id == ids[3]);
+    assert_int_equal(rows[0].page_first, 2);
+    assert_int_equal(rows[1].page_last, 4);
+    assert_string_equal(rows[0].label, "条");
+    assert_null(rows[0].text); /* the hits, not their text */
+    for (size_t i = 0; i < n; i++) cq_clause_row_free(&rows[i]);
+    free(rows);
+    CONF_EXPECT(cq_store_clause_search(s, doc, "wAgEs", 50, &rows, &n, &more, &err), CQ_OK);
+    assert_int_equal(n, 2); /* either case */
+    assert_true(rows[0].id == ids[0] && rows[1].id == ids[3]);
+    for (size_t i = 0; i < n; i++) cq_clause_row_free(&rows[i]);
+    free(rows);
+    CONF_EXPECT(cq_store_clause_search(s, doc, "条", 3, &rows, &n, &more, &err), CQ_OK);
+    assert_int_equal(n, 3); /* the limit, in order, and more */
+    assert_true(more);
+    assert_true(rows[0].id == ids[0] && rows[2].id == ids[2]);
+    for (size_t i = 0; i < n; i++) cq_clause_row_free(&rows[i]);
+    free(rows);
+    CONF_EXPECT(cq_store_clause_search(s, doc, "不在这里", 50, &rows, &n, &more, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    assert_null(rows);
+    assert_false(more);
+    CONF_EXPECT(cq_store_clause_search(s, other + 1000, "工资", 50, &rows, &n, &more, &err), CQ_OK);
+    assert_int_equal(n, 0);
+}
+
 #endif

@@ -25,6 +25,7 @@ int main(void) {
         ON_STORE(conf_documents_rows),
         ON_STORE(conf_documents_ensure_two_connections),
         ON_STORE(conf_documents_delete_rolled_back),
+        ON_STORE(conf_clause_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,9 @@ const I18N = {
     welcomeText: '每个回答都引用原文条款与页码；点击引用查看条款全文和高亮的页面。',
     askPlaceholder: '输入问题，Enter 发送，Shift+Enter 换行', askPlaceholderShort: '输入问题', send: '发送', newChat: '新对话',
     newChatPlus: '＋ 新对话',
-    keysHint: '快捷键：/ 聚焦输入框 · Esc 关闭条款', original: '原文件', cancel: '取消', save: '保存',
+    keysHint: '快捷键：/ 聚焦输入框 · Esc 关闭条款', original: '原文件', openOriginal: '打开原文件',
+    searchDoc: '在本文档中查找', find: '查找', noHits: '本文档中没有“{0}”', hits: '{0} 条含“{1}”',
+    moreHits: '只列出前 {0} 条', backToClause: '回到本条', clauseOn: '本条在第 {0} 页', cancel: '取消', save: '保存',
     keyHelp: '也可以用 API 密钥：在服务器上运行 clauseqa keys create 获得。',
     signIn: '登录', signOut: '退出', userName: '用户名', password: '密码', useKey: '改用 API 密钥', useThisKey: '使用此密钥',
     signInHelp: '服务器要求登录。账户由管理员在服务器上创建（clauseqa user add）。',
@@ -81,7 +83,10 @@ const I18N = {
     welcomeText: 'Answers quote the clause and page they rest on; click a citation for the clause and its highlighted page.',
     askPlaceholder: 'Ask a question — Enter sends, Shift+Enter for a new line', askPlaceholderShort: 'Ask a question',
     send: 'Send', newChat: 'New chat', newChatPlus: '+ New chat',
-    keysHint: 'Keys: / focuses the question · Esc closes the clause', original: 'Original', cancel: 'Cancel',
+    keysHint: 'Keys: / focuses the question · Esc closes the clause', original: 'Original',
+    openOriginal: 'Open the original', searchDoc: 'Search this document', find: 'Find', noHits: 'No “{0}” in this document',
+    hits: '{0} clauses hold “{1}”', moreHits: 'only the first {0} are listed', backToClause: 'Back to the clause',
+    clauseOn: 'the clause is on p. {0}', cancel: 'Cancel',
     save: 'Save', keyHelp: 'Or use an API key: create one on the server with clauseqa keys create.',
     signIn: 'Sign in', signOut: 'Sign out', userName: 'User name', password: 'Password', useKey: 'Use an API key instead',
     useThisKey: 'Use this key', signInHelp: 'This server needs you to sign in. An admin creates accounts on the server (clauseqa user add).',
@@ -160,6 +165,9 @@ const state = {
   controller: null,     /* aborts the answer being streamed (the stop button) */
   clause: null,
   page: 0,
+  searchDoc: 0, /* the document the drawer's search results belong to */
+  docSearch: null, /* their last answer */
+  docQuality: null, /* {id, pages: a promise}: the quality of every page of the document the viewer shows */
   zoom: 1,
   side: localStorage.getItem('cq.side') === 'convs' ? 'convs' : 'library',
 };
@@ -249,6 +257,8 @@ function applyLanguage() {
   renderAuth();
   renderFormats();
   renderMe();
+  renderDocSearch();
+  if (state.clause && state.page) renderPageLabel();
 }
 
 function renderExamples() {
@@ -1185,12 +1195,60 @@ async function openClause(id) {
         onclick: () => openCompare(c.document_id, v.next.document_id, { clauseId: c.clause_id }) },
         t('compareWith', t('nextVersion') + ' ' + v.next.label)) : null].filter((x) => x !== null));
   }
+  /* the original is offered for every document: for Word, HTML, Markdown and text it is the only "page" there is */
   $('drawer-original').href = '/api/v1/documents/' + c.document_id + '/original';
+  /* a search inside another document is over: its results would open clauses of that one */
+  if (state.searchDoc !== c.document_id) clearDocSearch();
+  state.searchDoc = c.document_id;
+  markSearchHit();
   const hasPage = !!c.page_image_url;
   $('page-view').hidden = !hasPage;
   openDrawer();
   if (hasPage) showPage(c.page);
 }
+
+/* ---- search inside the cited document (GET /api/v1/documents/{id}/search): a hit opens its clause ---- */
+
+function clearDocSearch() {
+  $('doc-search-q').value = '';
+  state.docSearch = null;
+  renderDocSearch();
+}
+
+function markSearchHit() {
+  const id = state.clause && state.clause.clause_id;
+  $('doc-search-results').querySelectorAll('li').forEach((li) => {
+    li.classList.toggle('current', Number(li.dataset.clause) === id);
+  });
+}
+
+async function searchDoc() {
+  const c = state.clause, q = $('doc-search-q').value.trim();
+  if (!c || !q) return clearDocSearch();
+  let data;
+  try {
+    data = await api('GET', '/api/v1/documents/' + c.document_id + '/search?q=' + encodeURIComponent(q));
+  } catch (e) { toast(e.message, true); return; }
+  if (!state.clause || state.clause.document_id !== data.document_id) return; /* the drawer moved on meanwhile */
+  state.docSearch = data;
+  renderDocSearch();
+}
+
+/* the last search's hits (state.docSearch, the server's answer), in the page's language */
+function renderDocSearch() {
+  const data = state.docSearch, status = $('doc-search-status'), list = $('doc-search-results');
+  status.hidden = !data;
+  list.hidden = !data || !data.clauses.length;
+  if (!data) { list.replaceChildren(); return; }
+  status.textContent = data.clauses.length ? t('hits', data.clauses.length, data.q) + (data.more ? ' · ' +
+    t('moreHits', data.clauses.length) : '') : t('noHits', data.q);
+  list.replaceChildren(...data.clauses.map((h) => el('li', { 'data-clause': h.clause_id },
+    el('button', { type: 'button', onclick: () => openClause(h.clause_id) },
+      (h.clause || h.path || '#' + h.clause_id) + (h.clause && h.path && h.path !== h.clause ? ' · ' + h.path : '') +
+      (h.page ? ' · p.' + h.page : '')))));
+  markSearchHit();
+}
+$('doc-search').addEventListener('submit', (e) => { e.preventDefault(); searchDoc(); });
 
 function openDrawer() {
   const d = $('drawer');
@@ -1202,18 +1260,49 @@ function openDrawer() {
 
 const ZOOMS = [1, 1.5, 2, 3];
 
-async function showPage(n) {
-  const c = state.clause;
-  state.page = n;
-  const first = c.page, last = c.page_last || c.page;
-  $('page-label').textContent = t('page', n) + (last > first ? ' (' + first + '–' + last + ')' : '');
-  $('page-prev').disabled = n <= first;
-  $('page-next').disabled = n >= last;
-  /* a page whose text is doubtful (a low-confidence OCR page) says so above its image; the server's words on hover */
-  const warning = (c.page_warnings || []).find((w) => w.page === n);
+/* outside the clause's pages, where the clause is; true on them */
+function renderPageLabel() {
+  const c = state.clause, n = state.page, first = c.page, last = c.page_last || c.page;
+  const onClause = n >= first && n <= last;
+  $('page-label').textContent = onClause ? '' : t('clauseOn', last > first ? first + '–' + last : first);
+  return onClause;
+}
+
+/* A page whose text is doubtful (a low-confidence OCR page) says so above its image, the server's words on hover:
+ * the clause's pages from the clause, the others from the document's page_quality (fetched once per document, when
+ * the viewer first leaves the clause's pages). */
+const PAGE_QUALITY_WARN = 0.8; /* as the server's CQ_PAGE_QUALITY_WARN */
+async function showPageWarning(c, n) {
+  let warning = (c.page_warnings || []).find((w) => w.page === n);
+  if (!warning && (n < c.page || n > (c.page_last || c.page))) {
+    if (!state.docQuality || state.docQuality.id !== c.document_id) {
+      state.docQuality = { id: c.document_id, pages: api('GET', '/api/v1/documents/' + c.document_id)
+        .then((d) => d.page_quality || [], () => []) };
+    }
+    const pages = await state.docQuality.pages;
+    const p = pages.find((x) => x.page === n);
+    if (p && p.quality < PAGE_QUALITY_WARN) warning = { page: n, quality: p.quality, reason: p.reason };
+  }
+  if (state.clause !== c || state.page !== n) return; /* the viewer moved on meanwhile */
   $('page-warning').hidden = !warning;
   $('page-warning').textContent = warning ? '⚠ ' + t('pageWarn', warning.quality.toFixed(2)) : '';
   $('page-warning').title = warning ? warning.reason : '';
+}
+
+async function showPage(n) {
+  const c = state.clause;
+  /* every page of the document, not only the clause's; the clause stays highlighted on its own pages */
+  const first = c.page, last = c.page_last || c.page, total = Math.max(c.doc_pages || 0, last);
+  n = Math.min(Math.max(1, Math.round(n) || first), total);
+  state.page = n;
+  const onClause = renderPageLabel();
+  $('page-input').value = n;
+  $('page-input').max = total;
+  $('page-count').textContent = '/ ' + total;
+  $('page-clause').hidden = onClause;
+  $('page-prev').disabled = n <= 1;
+  $('page-next').disabled = n >= total;
+  showPageWarning(c, n);
   $('zoom-label').textContent = Math.round(state.zoom * 100) + '%';
   $('zoom-out').disabled = state.zoom <= ZOOMS[0];
   $('zoom-in').disabled = state.zoom >= ZOOMS[ZOOMS.length - 1];
@@ -1253,6 +1342,16 @@ $('page-image').addEventListener('load', () => {
 
 $('page-prev').addEventListener('click', () => showPage(state.page - 1));
 $('page-next').addEventListener('click', () => showPage(state.page + 1));
+$('page-clause').addEventListener('click', () => showPage(state.clause.page));
+/* the page number typed: shown on Enter or when the field is left (an emptied field waits for a number) */
+function jumpToTypedPage() {
+  const v = $('page-input').value.trim();
+  if (v !== '' && Number(v) !== state.page) showPage(Number(v));
+}
+$('page-input').addEventListener('change', jumpToTypedPage);
+$('page-input').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter') { e.preventDefault(); jumpToTypedPage(); }
+});
 function zoom(step) {
   const i = ZOOMS.indexOf(state.zoom) + step;
   if (i < 0 || i >= ZOOMS.length) return;

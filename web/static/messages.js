@@ -50,6 +50,7 @@ const SERVER_MESSAGES_ZH = {
   no_document_with_id: '没有 id 为 {0} 的文档',
   no_such_document: '没有这个文档',
   no_clause_with_id: '没有 id 为 {0} 的条款',
+  search_q_length: '请给出要查找的文字 q：1 到 {0} 字节',
   no_job_with_id: '没有 id 为 {0} 的任务',
   clause_not_in_document: '条款 {0} 不在文档 {1} 中',
   no_stored_original: '文档 {0} 没有保存原件',

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "app/generate_answer.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "core/error.h"
 #include "index/compare.h"
 #include "index/query.h"

@@ -6,7 +6,7 @@
 
 #include "app/config.h"
 #include "app/ssm_vocab.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "core/log.h"
 #include "db/db.h"
 #include "index/store.h"

@@ -10,7 +10,7 @@
 
 #include "app/answer.h"
 #include "app/json.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "index/retrieve.h"
 #include "index/store.h"
 #include "index/vectors.h"

@@ -7,7 +7,7 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 
 #define MAX_STOPS 16
 

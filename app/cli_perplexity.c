@@ -7,7 +7,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "core/fileio.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -1,6 +1,6 @@
 /* Generated answers: the decoder reads the retrieved clauses and the question and writes the answer, token by token.
  *
- * With an adapter trained for the job (attention/decoder.h cq_decoder_load_adapter; docs/ANSWERS.md) the prompt is
+ * With an adapter trained for the job (decoder/decoder.h cq_decoder_load_adapter; docs/ANSWERS.md) the prompt is
  * the one it was trained on, cq-prompt-v1 (cq_prompt_answer below: a task line, numbered passages, no examples),
  * and the model decides itself whether the passages answer the question (its refusal phrase) and answers a yes/no
  * question with a verdict word (是/否, Yes/No), reported in cq_gen_answer.verdict.
@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "core/error.h"
 #include "index/retrieve.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 
 static void add_dir(cq_models *m, const char *dir, const char *origin) {
     if (!dir || !*dir || m->n_dirs == CQ_MODELS_MAX_DIRS) return;

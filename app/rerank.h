@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "core/error.h"
 #include "index/retrieve.h"
 

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 
 #include "app/models.h"
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 #include "core/error.h"
 #include "reader/reader.h"
 #include "web/server.h"

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/decoder.h"
-#include "attention/gguf.h"
-#include "attention/quant.h"
-#include "attention/tokenizer.h"
+#include "decoder/decoder.h"
+#include "decoder/gguf.h"
+#include "decoder/quant.h"
+#include "decoder/tokenizer.h"
 #include "core/sha256.h"
 
 enum { ROW_STRIDE = 64, N_MARKERS = 5, UNK_MARKER = 1 };

@@ -1,10 +1,10 @@
 /* The decoder's vocabulary lent to the SSM encoder (docs/SSM.md, "Input layer"): the Gemma-3 tokenizer and the
  * token_embd.weight table of the decoder's GGUF, as a cq_ssm_vocab. ssm/ never reads GGUF files; this adapter does,
- * with attention/'s reader, tokenizer and dequantization.
+ * with decoder/'s reader, tokenizer and dequantization.
  *
  *   tokenize  cq_tokenizer_encode without BOS and without parsing control tokens; an id below 5 (a control token,
  *             which plain text does not produce) is read as 1, the encoder's UNK marker
- *   row       the table row dequantized as the decoder dequantizes it (any type attention/quant.h reads)
+ *   row       the table row dequantized as the decoder dequantizes it (any type decoder/quant.h reads)
  *   table_id  SHA-256 of "<type>:<n_embd>x<n_vocab>\n" and the raw bytes of every 64th row (tools/ssm_train/
  *             gemma_vocab.py computes the same for the weights' ssm.json): cheap, and a different table differs */
 #ifndef CQ_APP_SSM_VOCAB_H

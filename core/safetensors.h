@@ -1,5 +1,5 @@
 /* safetensors reader, shared by the SSM encoder's weights (ssm/weights.c) and the decoder's adapters
- * (attention/lora.c).
+ * (decoder/lora.c).
  *
  * The format: an 8-byte little-endian header length n, n bytes of JSON {"name": {"dtype", "shape",
  * "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data; offsets count from the end of the header.

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 26 item 1 on the GPU box: the Qwen2 path of the CUDA decoder checked and timed.
 #
-#   tools/device_qwen.sh bundle   here (CUDA build in $BUILD, default build/): builds test_attention_cuda,
-#                                 test_attention_qwen2 and bench_decoder, packs them with their non-system libraries
+#   tools/device_qwen.sh bundle   here (CUDA build in $BUILD, default build/): builds test_decoder_cuda,
+#                                 test_decoder_qwen2 and bench_decoder, packs them with their non-system libraries
 #                                 and the gguf wheel (transformers reads GGUF through it) into .device/qwen/qwen.tar.xz
 #                                 (a few MB). With REAL=1 also cuts the real 1.5B GGUF into pieces under
 #                                 .device/qgguf/pN (PIECE_BYTES, default 27000000: a call carries 64 MiB with the
@@ -11,8 +11,8 @@
 #                                 (tools/decoder_ref/make_synthetic_gguf.py qwen2: 3 layers, GQA 4:2, head_dim 64,
 #                                 F32/F16/BF16/Q8_0/Q5_0; qwen2-1.5b: the 1.5B's shapes in Q8_0, whose bf16 upload
 #                                 makes the CUDA speeds the real model's), then
-#                                 1. test_attention_qwen2 (the CPU path, as here)
-#                                 2. test_attention_cuda with CLAUSEQA_SYNTH_GGUF = the small synthetic qwen2 (every
+#                                 1. test_decoder_qwen2 (the CPU path, as here)
+#                                 2. test_decoder_cuda with CLAUSEQA_SYNTH_GGUF = the small synthetic qwen2 (every
 #                                    kernel test, SwiGLU's included; the whole forward, packed scoring, batched and
 #                                    concurrent decode and adapters, CUDA against the CPU)
 #                                 3. transformers (AutoModelForCausalLM, gguf_file, float32, on the GPU) on 4 prompts
@@ -24,7 +24,7 @@
 #                                 1.5B too: transformers on the fixed zh/en/ChatML prompts of
 #                                 tests/data/decoder/qwen2_logits_ref.json, and the bench on the real file.
 #   tools/device_qwen.sh stash    there: stashes the real model's pieces carried in this call (/tmp/gguf)
-# Output: $OUT/qwen_device.log (everything, cmocka's test names and outcomes included), $OUT/test_attention_*.txt
+# Output: $OUT/qwen_device.log (everything, cmocka's test names and outcomes included), $OUT/test_decoder_*.txt
 # (steps 1-2 whole), $OUT/bench.txt, $OUT/*_hf.json (the transformers logits).
 set -u
 cd "$(dirname "$0")/.."
@@ -33,11 +33,11 @@ case "${1:-}" in
 bundle)
   set -e
   B=${BUILD:-build}
-  cmake --build "$B" -j "${JOBS:-2}" --target test_attention_cuda test_attention_qwen2 bench_decoder
+  cmake --build "$B" -j "${JOBS:-2}" --target test_decoder_cuda test_decoder_qwen2 bench_decoder
   grep -q "CLAUSEQA_CUDA:BOOL=ON" "$B/CMakeCache.txt" || { echo "device_qwen: $B is not a CUDA build (-DCLAUSEQA_CUDA=ON)"; exit 1; }
   T=$(mktemp -d)
   mkdir -p "$T/q/bin" "$T/q/lib" "$T/q/whl"
-  cp "$B/tests/test_attention_cuda" "$B/tests/test_attention_qwen2" "$(find "$B" -name bench_decoder -type f | head -1)" "$T/q/bin/"
+  cp "$B/tests/test_decoder_cuda" "$B/tests/test_decoder_qwen2" "$(find "$B" -name bench_decoder -type f | head -1)" "$T/q/bin/"
   strip "$T"/q/bin/*
   for l in $(ldd "$T"/q/bin/* | awk '/=>/ {print $3}' | sort -u | grep -v -E \
       "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so"); do
@@ -85,17 +85,17 @@ run)
     "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
     grep -v -E "^  decode at position [0-9]+:" "$OUT/$name.txt"; echo "rc $rc (whole output: $name.txt)"
   }
-  log "1. test_attention_qwen2 (CPU)"
-  run_test test_attention_qwen2 "$W/q/bin/test_attention_qwen2"
-  log "2. test_attention_cuda on the synthetic qwen2${REAL:+ and the real 1.5B}"
-  run_test test_attention_cuda env CLAUSEQA_SYNTH_GGUF="$W/synq.gguf${REAL:+:$REAL}" timeout 300 "$W/q/bin/test_attention_cuda"
+  log "1. test_decoder_qwen2 (CPU)"
+  run_test test_decoder_qwen2 "$W/q/bin/test_decoder_qwen2"
+  log "2. test_decoder_cuda on the synthetic qwen2${REAL:+ and the real 1.5B}"
+  run_test test_decoder_cuda env CLAUSEQA_SYNTH_GGUF="$W/synq.gguf${REAL:+:$REAL}" timeout 300 "$W/q/bin/test_decoder_cuda"
   log "3. transformers on the GPU against the C decoder"
   for m in synq ${REAL:+real}; do
     if [ $m = synq ]; then f=$W/synq.gguf; ids=(--random 40); else f=$REAL; ids=(--ids-from tests/data/decoder/qwen2_logits_ref.json); fi
     timeout 240 python3 tools/decoder_ref/qwen2_hf_logits.py "$f" "$OUT/${m}_hf.json" "${ids[@]}" 2>&1 | grep -v -i warn | tail -8
     for dev in cuda cpu; do
       CLAUSEQA_QWEN2_MODEL=$f CLAUSEQA_QWEN2_REF=$OUT/${m}_hf.json CLAUSEQA_QWEN2_DEVICE=$dev \
-        "$W/q/bin/test_attention_qwen2" 2>&1 | grep -E "tokens:|NMSE|^\[|Failure|error" ; echo "$m $dev rc ${PIPESTATUS[0]}"
+        "$W/q/bin/test_decoder_qwen2" 2>&1 | grep -E "tokens:|NMSE|^\[|Failure|error" ; echo "$m $dev rc ${PIPESTATUS[0]}"
     done
   done
   log "4. bench_decoder (decode after 512 prompt tokens, prefill of 512)"

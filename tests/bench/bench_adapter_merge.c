@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "../unit/test_adapter_util.h"
-#include "attention/decoder.h"
-#include "attention/forward_cpu.h"
-#include "attention/gguf.h"
-#include "attention/lora.h"
-#include "attention/model.h"
-#include "attention/quant.h"
+#include "decoder/decoder.h"
+#include "decoder/forward_cpu.h"
+#include "decoder/gguf.h"
+#include "decoder/lora.h"
+#include "decoder/model.h"
+#include "decoder/quant.h"
 
 static void die(const char *what, const cq_err *err) {
     fprintf(stderr, "bench_adapter_merge: %s: %s\n", what, err->msg);

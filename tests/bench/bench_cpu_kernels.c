@@ -1,4 +1,4 @@
-/* The CPU decoder's quantized kernels on every ISA level this CPU runs (attention/cpu_isa.h), one thread: random
+/* The CPU decoder's quantized kernels on every ISA level this CPU runs (decoder/cpu_isa.h), one thread: random
  * weights at the real model's shapes, each kernel checked against the scalar path, then timed. Not a test: prints a
  * table. The matrices of one layer fit in L2 (the kernels' compute speed); the 178 MB output matrix comes from
  * memory. Then the prompts' products of 64 tokens, weights in tiles of 12 rows: dequantized to float (cq_dequant_row,
@@ -14,10 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "attention/cpu_isa.h"
-#include "attention/cpu_kernels.h"
-#include "attention/forward_cpu.h"
-#include "attention/quant.h"
+#include "decoder/cpu_isa.h"
+#include "decoder/cpu_kernels.h"
+#include "decoder/forward_cpu.h"
+#include "decoder/quant.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -37,7 +37,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* rows x cols of type: random bytes with sane half scales (the layouts of attention/quant.h) */
+/* rows x cols of type: random bytes with sane half scales (the layouts of decoder/quant.h) */
 static uint8_t *random_matrix(uint32_t type, int rows, int cols, size_t *row_bytes) {
     size_t be, bb;
     cq_qtype_block(type, &be, &bb);

@@ -7,7 +7,7 @@
  * time), and prints the GPU KV-cache size at a 32k context.
  * With --compare-cpu it runs the same short prompt through the CPU decoder and the GPU one and prints both greedy
  * continuations, the steps whose argmax agree (the CPU's token fed to both) and the logits' relative error.
- * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (attention/cpu_isa.h) alternates within
+ * With --isa LIST (CPU; e.g. avx2,avx512) the CPU kernels' instruction set (decoder/cpu_isa.h) alternates within
  * each of --runs rounds: a prefill of the prompt, then --decode steps after it, per level; medians and ranges per
  * level (an A/B on one model copy, in one process, on a shared machine).
  * --adapter DIR runs everything with that LoRA adapter loaded. --ranks 0,16,32,64 instead compares adapters of
@@ -32,10 +32,10 @@
 #include <time.h>
 
 #include "../unit/test_adapter_util.h"
-#include "attention/cpu_isa.h"
-#include "attention/decoder.h"
-#include "attention/forward_cuda.h"
-#include "attention/lora.h"
+#include "decoder/cpu_isa.h"
+#include "decoder/decoder.h"
+#include "decoder/forward_cuda.h"
+#include "decoder/lora.h"
 #include "core/clock.h"
 
 static double thread_cpu_s(void) { /* the calling thread's CPU time: with one thread, the work a step did */

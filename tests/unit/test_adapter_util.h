@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attention/decoder.h"
-#include "attention/quant.h"
+#include "decoder/decoder.h"
+#include "decoder/quant.h"
 
 #define TEST_N_PROJ 7
 static const char *const test_proj_names[TEST_N_PROJ] = {"attn_q",   "attn_k", "attn_v",  "attn_output",

@@ -1,4 +1,4 @@
-/* Scoring prompts and reranking on the CPU (attention/decoder.h cq_decoder_score_prompts, app/rerank.h), and the
+/* Scoring prompts and reranking on the CPU (decoder/decoder.h cq_decoder_score_prompts, app/rerank.h), and the
  * answer path with an adapter, on the real model with a random adapter (its judgements mean nothing; the mechanics
  * are what is tested): scores equal the last-position logits of each prompt run alone; reranking keeps router hits
  * first, reorders only the first top_n others by logit(yes) - logit(no) of their relevance prompts, stably, in any
@@ -19,7 +19,7 @@
 #include "app/answer.h"
 #include "app/generate_answer.h"
 #include "app/rerank.h"
-#include "attention/lora.h"
+#include "decoder/lora.h"
 #include "core/strbuf.h"
 #include "index/query.h"
 #include "test_adapter_util.h"

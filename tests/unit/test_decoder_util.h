@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "attention/decoder.h"
+#include "decoder/decoder.h"
 
 /* The Gemma-3-270M model of the source tree ($CLAUSEQA_SOURCE_DIR), or NULL with the reason on stderr. */
 static inline cq_decoder *test_open_real_model(const cq_decoder_options *opt) {

@@ -3,7 +3,7 @@
 implementation: a small random adapter written in the adapter format, and the logits of transformers'
 Gemma3ForCausalLM (loaded from the same GGUF, float32, eager attention, CPU) with every adapted weight replaced by
 W + (alpha / rank) B A in torch, as PEFT merges LoRA (lora_A (r, in), lora_B (out, r)).
-tests/unit/test_attention_adapter.c loads the adapter onto the C decoder and checks its logits against these.
+tests/unit/test_decoder_adapter.c loads the adapter onto the C decoder and checks its logits against these.
 Reference tool only: CI never runs it.
   /opt/venv-train/bin/python tools/decoder_ref/make_adapter_fixtures.py data/models/gemma-3-270m-q4_k_m.gguf \
       tests/data/decoder/adapter tests/data/decoder/adapter_logits_ref.json

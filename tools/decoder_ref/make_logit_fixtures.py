@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference logits for tests/unit/test_attention_forward.c from an independent Gemma-3 implementation:
+"""Reference logits for tests/unit/test_decoder_forward.c from an independent Gemma-3 implementation:
 transformers' Gemma3ForCausalLM loaded from the same GGUF (weights dequantized by gguf-py), float32, eager
 attention, on the CPU. Writes small fixtures: prompt ids, and at a few positions the top-k logits and the
 argmax; plus a few greedy tokens for the short prompts. One prompt is longer than the 512-token sliding window.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference perplexities for tests/unit/test_attention_perplexity.c: transformers' Gemma3ForCausalLM loaded from
+"""Reference perplexities for tests/unit/test_decoder_perplexity.c: transformers' Gemma3ForCausalLM loaded from
 the same GGUF (float32, eager, CPU) scores tests/data/decoder/ppl_zh.txt (articles 1-2 of the PRC Labour Contract
 Law) and ppl_en.txt (the project's fictitious services agreement) exactly as `clauseqa perplexity` does: BOS +
 the text's tokens (no special-token parsing), one window (the texts are shorter than 512 tokens), every token

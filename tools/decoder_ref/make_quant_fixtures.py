@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference dequantization for tests/unit/test_attention_quant.c: for each weight format in the model, the raw
+"""Reference dequantization for tests/unit/test_decoder_quant.c: for each weight format in the model, the raw
 bytes of a few blocks of a real tensor and their values as dequantized by gguf-py (numpy, independent of our C).
 F16 and BF16 (absent from the model) come from numpy's own conversions of fixed values. Reference tool only.
   /tmp/refvenv/bin/python tools/decoder_ref/make_quant_fixtures.py data/models/gemma-3-270m-q4_k_m.gguf \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference token ids for the qwen2 tokenizer (tests/unit/test_attention_qwen2.c): transformers' tokenizer built
+"""Reference token ids for the qwen2 tokenizer (tests/unit/test_decoder_qwen2.c): transformers' tokenizer built
 from the GGUF itself (AutoTokenizer with gguf_file: the vocabulary, merges and Qwen2's split regex, no normalizer),
 on Chinese, English, mixed, digit, whitespace, emoji and special-token strings. Reference tool only: CI never runs
 it (the tokenizer conversion takes ~1 min).

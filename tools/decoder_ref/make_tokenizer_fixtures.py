@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference token ids for tests/unit/test_attention_tokenizer.c, from two tokenizers independent of ours, both
+"""Reference token ids for tests/unit/test_decoder_tokenizer.c, from two tokenizers independent of ours, both
 built from the vocabulary of the same GGUF file:
 
   1. transformers' GGUF tokenizer (tokenizers BPE with merges rebuilt from the vocabulary; control tokens parsed

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference logits of a qwen2 GGUF from transformers (AutoModelForCausalLM with gguf_file: weights dequantized by
 gguf-py, float32, eager attention), on the GPU when there is one, in the format of
-tests/data/decoder/qwen2_logits_ref.json, for test_attention_qwen2's external mode (CLAUSEQA_QWEN2_MODEL/_REF/
+tests/data/decoder/qwen2_logits_ref.json, for test_decoder_qwen2's external mode (CLAUSEQA_QWEN2_MODEL/_REF/
 _DEVICE: the C decoder on CUDA or the CPU against it). For the GPU box (tools/device_qwen.sh), where torch is.
   python3 tools/decoder_ref/qwen2_hf_logits.py MODEL.gguf OUT.json [--ids-from REF.json | --random N]
     --ids-from: the prompts' ids of an existing fixture (the real model: the same prompts as the numpy reference)

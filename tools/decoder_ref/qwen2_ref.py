@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent Qwen2 forward in numpy (weights dequantized by gguf-py), and the fixtures of
-tests/unit/test_attention_qwen2.c made with it. Reference tool only: CI never runs it.
+tests/unit/test_decoder_qwen2.c made with it. Reference tool only: CI never runs it.
 
   tiny OUT.gguf OUT.json     writes a tiny random qwen2 GGUF (d=128, 2 layers, 4 query heads : 2 KV heads of 32,
                              Q/K/V biases, untied output, a 512-token byte-level BPE vocabulary; F32, F16, Q8_0,
@@ -13,7 +13,7 @@ tests/unit/test_attention_qwen2.c made with it. Reference tool only: CI never ru
   /opt/venv-train/bin/python tools/decoder_ref/qwen2_ref.py real \
       data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf tests/data/decoder/qwen2_logits_ref.json
 
-The formulas (attention/decoder.h): h = RMSNorm(x) w; q, k, v = Wq h + bq, Wk h + bk, Wv h + bv; RoPE NeoX halves
+The formulas (decoder/decoder.h): h = RMSNorm(x) w; q, k, v = Wq h + bq, Wk h + bk, Wv h + bv; RoPE NeoX halves
 with theta = qwen2.rope.freq_base; query head i reads KV head i // (H / H_kv); softmax(q.k / sqrt(hd)) causal;
 x += Wo a; x += Wdown(silu(Wgate h') * Wup h'); logits = output (or token_embd) . RMSNorm(x) w_out. Everything in
 float64 here for the tiny model; float32 for the real one, a weight at a time (the C exact mode is float32 too:
@@ -218,7 +218,7 @@ def make_tiny(out_gguf, out_json):
 
 
 # texts of tests/data/decoder/qwen2_tokenizer_ids.json, whose ids are transformers' (checked equal to the C
-# tokenizer's by test_attention_qwen2): zh law, en, zh ChatML, en with contractions
+# tokenizer's by test_decoder_qwen2): zh law, en, zh ChatML, en with contractions
 PROMPTS = [
     ("zh_law", "中华人民共和国劳动法第一条 为了保护劳动者的合法权益，调整劳动关系。"),
     ("en", "The capital of France is Paris."),

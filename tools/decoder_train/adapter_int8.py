@@ -6,7 +6,7 @@
 SRC_DIR holds adapter.json + adapter.safetensors (F32, F16 or BF16 factors, as train.py writes them); DST_DIR gets
 the same adapter.json (with the storage recorded under manifest.storage) and an adapter.safetensors where each
 factor NAME is an I8 matrix and NAME.scale its F32 scales (one a row: the row's largest |value| / 127, values
-rounded to the nearest step). attention/lora.c reads both forms (docs/ANSWERS.md). The runtime holds factors in
+rounded to the nearest step). decoder/lora.c reads both forms (docs/ANSWERS.md). The runtime holds factors in
 bf16 (8 significant bits), so a row's int8 steps add an error of the same order; the script reports it per tensor
 (relative Frobenius norm of the difference) and for the product s*B*A of each projection, the term the model adds.
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds the two folders that device_eval.sh carries to the H200 (each call carries at most 64 MiB together with
 # the ~19 MB working tree), here, on the CPU:
-#   .device/evb/bin.tar.xz     the CUDA build's clauseqa, test_attention_cuda and bench_decoder (stripped) with their
+#   .device/evb/bin.tar.xz     the CUDA build's clauseqa, test_decoder_cuda and bench_decoder (stripped) with their
 #                              non-system shared libraries (BLAS and LAPACK both served by libopenblas.so.0)
 #   .device/evs/suites.tar.xz  the validation parts (tools/dev_split.py) of cjrc-dev, cmrc-dev, policy-zh-dev,
 #                              cuad-dev, contracts-en-dev and laws-zh, their documents copied
@@ -15,8 +15,8 @@ for what in "$@"; do
   case $what in
   bin)
     T=$(mktemp -d); mkdir -p $T/bin $T/lib
-    for x in clauseqa tests/test_attention_cuda tests/bench_decoder; do strip -o $T/bin/$(basename $x) "$B/$x"; done
-    for l in $(ldd "$B/clauseqa" "$B/tests/test_attention_cuda" | awk '/=>/ {print $3}' | sort -u | grep -v -E \
+    for x in clauseqa tests/test_decoder_cuda tests/bench_decoder; do strip -o $T/bin/$(basename $x) "$B/$x"; done
+    for l in $(ldd "$B/clauseqa" "$B/tests/test_decoder_cuda" | awk '/=>/ {print $3}' | sort -u | grep -v -E \
         "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/lib/
     done

@@ -6,7 +6,7 @@
 #                                               /tmp/ev (the two bundles may travel in separate calls)
 #   tools/decoder_train/device_eval.sh run      the evals (all suites in parallel, each suite's runs in turn), under
 #                                               LIMIT seconds (default 540); results in $OUT/eval.tar.xz + a table
-#   tools/decoder_train/device_eval.sh cuda     test_attention_cuda (real model + synthetic ones) and bench_decoder
+#   tools/decoder_train/device_eval.sh cuda     test_decoder_cuda (real model + synthetic ones) and bench_decoder
 #                                               with and without the adapter
 # Expects the model joined at /tmp/model/gemma-3-270m-q4_k_m.gguf (device_train.sh) and the adapter in ADAPTER
 # (default /tmp/adapter_keep). RUNS (default "adapter rerank base") picks the runs; SUITES the suites.
@@ -82,8 +82,8 @@ cuda)
   if python3 tools/decoder_ref/make_synthetic_gguf.py small /tmp/small.gguf > /dev/null &&
      python3 tools/decoder_ref/make_synthetic_gguf.py 270m /tmp/s270m.gguf > /dev/null; then SYN=/tmp/small.gguf:/tmp/s270m.gguf; fi
   ln -sf $MODEL data/models/   # the tests read the real model under $CLAUSEQA_SOURCE_DIR/data/models
-  CLAUSEQA_SOURCE_DIR=$PWD CLAUSEQA_SYNTH_GGUF=$SYN timeout 240 $W/bin/test_attention_cuda 2>&1 | tail -40
-  echo "test_attention_cuda exit ${PIPESTATUS[0]}"
+  CLAUSEQA_SOURCE_DIR=$PWD CLAUSEQA_SYNTH_GGUF=$SYN timeout 240 $W/bin/test_decoder_cuda 2>&1 | tail -40
+  echo "test_decoder_cuda exit ${PIPESTATUS[0]}"
   for a in none $ADAPTER; do
     echo "== bench_decoder, adapter $a"
     if [ $a = none ]; then A=""; else A="--adapter $a"; fi

@@ -1,10 +1,10 @@
 """The decoder's vocabulary as the SSM encoder's input (docs/SSM.md, "Input layer"): tokenizer and token-embedding
 table of the Gemma-3 GGUF, read exactly as the C runtime reads them.
 
-- Tokenizer: the C tokenizer itself (attention/tokenizer.c with attention/gguf.c), compiled here into a small shared
+- Tokenizer: the C tokenizer itself (decoder/tokenizer.c with decoder/gguf.c), compiled here into a small shared
   library and called through ctypes, so training sees the ids the runtime makes, byte for byte. Plain text: no
   BOS, control tokens in the text are not parsed (ids 0..4 never come out; the encoder uses them as its markers).
-- Table: token_embd.weight rows dequantized as attention/quant.c does (Q8_0: x = f16(d) * q, in float32).
+- Table: token_embd.weight rows dequantized as decoder/quant.c does (Q8_0: x = f16(d) * q, in float32).
 - table_id(): the table's fingerprint the encoder's ssm.json records ("token_table_id") and the runtime checks:
   SHA-256 of "<type name>:<n_embd>x<n_vocab>\\n" followed by the raw bytes of rows 0, 64, 128, ... (every 64th).
 - trim(): a GGUF with the tokenizer's metadata and a token_embd.weight of the full shape in which only the rows
@@ -26,9 +26,9 @@ import numpy as np
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_GGUF = os.path.join(ROOT, "data", "models", "gemma-3-270m-q4_k_m.gguf")
 LIB_DIR = os.path.join(ROOT, "build-gemma-tok")
-SOURCES = ["app/ssm_vocab.c", "attention/tokenizer.c", "attention/gguf.c", "attention/quant.c", "core/strbuf.c",
+SOURCES = ["app/ssm_vocab.c", "decoder/tokenizer.c", "decoder/gguf.c", "decoder/quant.c", "core/strbuf.c",
            "core/error.c", "core/utf8.c", "core/sha256.c",
-           "attention/cpu_isa.c", "attention/quant_avx512.c"]  # quant.c dispatches to the ISA kernels
+           "decoder/cpu_isa.c", "decoder/quant_avx512.c"]  # quant.c dispatches to the ISA kernels
 ROW_STRIDE = 64          # table_id: every 64th row
 N_MARKERS = 5
 

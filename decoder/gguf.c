@@ -360,6 +360,10 @@ void cq_gguf_close(cq_gguf *g) {
 
 uint32_t cq_gguf_version(const cq_gguf *g) { return g->version; }
 size_t cq_gguf_alignment(const cq_gguf *g) { return g->alignment; }
+const void *cq_gguf_file_map(const cq_gguf *g, size_t *size) {
+    *size = g->mapped ? g->size : 0;
+    return g->mapped ? g->base : NULL;
+}
 size_t cq_gguf_kv_count(const cq_gguf *g) { return g->n_kv; }
 const cq_gguf_kv *cq_gguf_kv_at(const cq_gguf *g, size_t i) { return i < g->n_kv ? &g->kvs[i] : NULL; }
 size_t cq_gguf_tensor_count(const cq_gguf *g) { return g->n_tensors; }

@@ -79,6 +79,9 @@ void cq_gguf_close(cq_gguf *g);
 
 uint32_t cq_gguf_version(const cq_gguf *g);
 size_t cq_gguf_alignment(const cq_gguf *g);
+/* The file's read-only mapping (what the tensors' data point into) and its size; NULL and 0 for a buffer opened by
+ * cq_gguf_open_memory (the caller's memory, never to be given back by madvise). */
+const void *cq_gguf_file_map(const cq_gguf *g, size_t *size);
 size_t cq_gguf_kv_count(const cq_gguf *g);
 const cq_gguf_kv *cq_gguf_kv_at(const cq_gguf *g, size_t i);
 const cq_gguf_kv *cq_gguf_find_kv(const cq_gguf *g, const char *key); /* NULL when absent */

@@ -69,6 +69,7 @@ static cq_status get_vector(const cq_gguf *g, const char *name, int64_t n, float
 
 cq_status cq_gemma_load(const cq_gguf *g, cq_gemma *m, cq_err *err) {
     memset(m, 0, sizeof *m);
+    m->file_map = cq_gguf_file_map(g, &m->file_map_bytes);
     char arch[32];
     cq_status s = cq_gguf_get_str(g, "general.architecture", arch, sizeof arch, err);
     if (s) return s;

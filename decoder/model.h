@@ -62,6 +62,8 @@ typedef struct {
     float *output_norm;   /* (n_embd) */
     cq_gemma_layer *layers;
     int32_t n_global;
+    const void *file_map; /* the GGUF's read-only file mapping the weights point into (cq_gguf_file_map), or NULL */
+    size_t file_map_bytes;
 } cq_gemma;
 
 /* Reads and checks every hyper-parameter and tensor shape; a Gemma-3 or Qwen2 file of any size loads. */

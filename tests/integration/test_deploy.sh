@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/: the example configuration loads, the systemd unit verifies, and — with nginx and logrotate, which `make
-# setup` installs (elsewhere those parts are skipped with a line that says so) — the nginx example proxies a real server over TLS (uploads, the answer stream)
-# and the logrotate file parses.
+# setup` installs (elsewhere those parts are skipped with a line that says so) — the nginx example proxies a real
+# server over TLS (uploads, the answer stream) and the logrotate file parses.
 # usage: test_deploy.sh path/to/clauseqa
 set -euo pipefail
 bin=$(realpath "$1")

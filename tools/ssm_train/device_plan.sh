@@ -60,7 +60,7 @@ train)
   overlay
   [ -f $W/data/corpus.npz ] && [ -f $W/teacher/e5pack.npz ] || { echo "data not unpacked"; exit 1; }
   # the job runs from a copy of its own: each call re-copies the checkout over this one (the overlay goes)
-  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app attention core ssm $R/
+  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app decoder core ssm $R/
   cat > $W/train_job.sh <<EOF
 #!/bin/bash
 cd $R

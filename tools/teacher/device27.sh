@@ -28,7 +28,7 @@ if [ -z "${PLAN_LAID:-}" ] && [ -f $S/tools.tar ]; then
   overlay && PLAN_LAID=1 exec bash tools/teacher/device27.sh "$@"
 fi
 start_job() {
-  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app attention core ssm $R/
+  R=$W/repo; rm -rf $R; mkdir -p $R && cp -r tools app decoder core ssm $R/
   cat > $W/job.sh <<EOF
 #!/bin/bash
 cd $R

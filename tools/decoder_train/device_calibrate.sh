@@ -19,6 +19,8 @@ MODEL=${MODEL:-/tmp/model/gemma-3-270m-q4_k_m.gguf} # the Qwen reader: MODEL=/tm
 ADAPTER=${ADAPTER:-/tmp/adapter_keep}
 OUT=${OUT:-/tmp/calib_out}
 EVERY=${EVERY:-3} # train parts: every EVERY-th question of the two large suites
+ORDER=${ORDER:-"train-rerank val-rerank val-hybrid train-hybrid"} # the runs of each suite, in turn
+SUITES=${SUITES:-"cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev"}
 mkdir -p $W "$OUT"
 export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CLAUSEQA_DENSE=off
@@ -49,12 +51,16 @@ run)
     case $s in cjrc-dev|cmrc-dev) every=$EVERY ;; esac
     mkdir -p $W/c_$s/models $W/tq/$s && ln -sf $MODEL $W/c_$s/models/ && ln -sfn $ADAPTER $W/c_$s/models/answer
     ln -sfn $W/vs/$s/docs $W/tq/$s/docs
-    one $s train-rerank $W/tq/$s --mode router,bm25,rerank --every $every
-    one $s val-rerank $W/vs/$s --mode router,bm25,rerank
-    one $s val-hybrid $W/vs/$s --mode router,bm25
-    one $s train-hybrid $W/tq/$s --mode router,bm25 --every $every
+    for r in $ORDER; do
+      case $r in
+      train-rerank) one $s train-rerank $W/tq/$s --mode router,bm25,rerank --every $every ;;
+      val-rerank) one $s val-rerank $W/vs/$s --mode router,bm25,rerank ;;
+      val-hybrid) one $s val-hybrid $W/vs/$s --mode router,bm25 ;;
+      train-hybrid) one $s train-hybrid $W/tq/$s --mode router,bm25 --every $every ;;
+      esac
+    done
   }
-  for s in cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev; do suite $s & done
+  for s in $SUITES; do suite $s & done
   wait
   cat $R/times.txt $R/skipped.txt 2>/dev/null
   tail -n 2 $R/*.err | grep -v -E "^$|adapter answer" | cut -c1-300 | tail -20

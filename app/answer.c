@@ -265,6 +265,14 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
     return strndup(text + start, end - start);
 }
 
+/* The trained model's refusal threshold: the caller's, else the adapter's own (chosen on held-out questions when it
+ * was trained: adapter.json "refusal_min_p"), else CQ_ANSWER_REFUSAL_MIN_P. */
+static double refusal_min_p(const cq_answer_options *o) {
+    if (o->refusal_min_p) return o->refusal_min_p;
+    const cq_adapter_info *ai = o->decoder ? cq_decoder_adapter(o->decoder) : NULL;
+    return ai && ai->refusal_min_p > 0 ? ai->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P;
+}
+
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
  * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer.
@@ -280,7 +288,7 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
      * The trained model may always decline (generate_answer.c). */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
                                 .min_confidence = o->min_confidence,
-                                .refusal_min_p = o->refusal_min_p ? o->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P,
+                                .refusal_min_p = refusal_min_p(o),
                                 .terms = q->all_terms,
                                 .n_terms = q->n_all_terms};
     if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {

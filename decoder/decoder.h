@@ -173,6 +173,9 @@ typedef struct {
     char prompt_format[32];  /* the prompt it was trained on: "cq-prompt-v1" */
     char base_file[128];     /* the base model it names (base.file) */
     char base_sha256[65];
+    double refusal_min_p;    /* "refusal_min_p" of adapter.json: the refusal threshold chosen for this adapter
+                              * (tools/decoder_train/refusal_threshold.py); 0 when it names none (the runtime's
+                              * default then, CQ_ANSWER_REFUSAL_MIN_P) */
 } cq_adapter_info;
 
 /* The folder's name next to the default model: DATA/models/answer. */

@@ -66,6 +66,7 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(base, "sha256");
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(base, "file");
     const cJSON *man = cJSON_GetObjectItemCaseSensitive(root, "manifest");
+    const cJSON *refusal = cJSON_GetObjectItemCaseSensitive(root, "refusal_min_p");
     cq_status rc = CQ_OK;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "clauseqa-lora-v1"))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"format\" must be \"clauseqa-lora-v1\"");
@@ -83,7 +84,11 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"base\": {\"sha256\"} must be the base model file's SHA-256 (64 hex digits)");
     else if (man && !cJSON_IsObject(man))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"manifest\" must be an object");
+    else if (refusal && !(cJSON_IsNumber(refusal) && refusal->valuedouble > 0 && refusal->valuedouble <= 2))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"refusal_min_p\" must be a number above 0 and at most 2 (above 1: never "
+                        "refuse)");
     if (!rc) {
+        i->refusal_min_p = refusal ? refusal->valuedouble : 0;
         i->rank = (int32_t)rank->valuedouble;
         i->alpha = (float)alpha->valuedouble;
         l->scale = i->alpha / (float)i->rank;

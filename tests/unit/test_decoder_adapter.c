@@ -316,6 +316,15 @@ static void test_bad_adapters(void **state) {
                  "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}}", base_sha);
         s.json_override = json;
         expect_error(&s, "blk.0.attn_q.lora_a: shape [3, 640]; rank 4 and the model's 1024 x 640 weight need [4, 640]");
+        /* the adapter's own refusal threshold: a number in (0, 2] */
+        s = ok;
+        snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                 "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": 0}", base_sha);
+        s.json_override = json;
+        expect_error(&s, "\"refusal_min_p\" must be a number above 0 and at most 2");
+        snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                 "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": \"0.4\"}", base_sha);
+        expect_error(&s, "\"refusal_min_p\" must be a number above 0 and at most 2");
         /* a truncated weights file, and a missing folder */
         char dir[256];
         tmp_dir(dir, sizeof dir, "trunc");
@@ -341,6 +350,20 @@ static void test_bad_adapters(void **state) {
             assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &ok, NULL), 0);
             assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
             assert_string_equal(cq_decoder_adapter(fast)->name, "random-r4");
+            assert_true(cq_decoder_adapter(fast)->refusal_min_p == 0); /* none named: the runtime's default */
+            test_rm_adapter(dir);
+            /* one that names its threshold keeps it */
+            test_adapter_spec named = ok;
+            char js[512];
+            snprintf(js, sizeof js, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                     "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": 0.35}", base_sha);
+            named.json_override = js;
+            assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &named, NULL), 0);
+            assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
+            assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p - 0.35) < 1e-12);
+            test_rm_adapter(dir);
+            assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &ok, NULL), 0);
+            assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
             test_rm_adapter(dir);
         }
     }

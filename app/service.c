@@ -109,6 +109,7 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     memset(w, 0, sizeof *w);
     w->ctx = svc;
     cq_svc_auth_web(w);
+    cq_svc_admin_web(w);
     cq_svc_metrics_web(w);
     cq_svc_library_web(w);
     cq_svc_jobs_web(w);

@@ -149,6 +149,7 @@ cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, b
 
 /* ---- the web table, by concern ---- */
 void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
+void cq_svc_admin_web(cq_web_service *w);   /* admin: users, groups, keys, KB grants (service_admin.c) */
 void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
 void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get, doc_search */
 void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_cancel */

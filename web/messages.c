@@ -169,6 +169,17 @@ const cq_web_message cq_web_messages[] = {
     {"member_not", "%s is not in group '%s'"},
     {"account_disabled", "the account %s is disabled: ask an admin"},
     {"wrong_login", "wrong user name or password"},
+    {"password_empty", "the password is empty"},
+    {"password_too_long", "the password is longer than %d bytes"},
+    {"password_not_utf8", "the password is not valid UTF-8"},
+    {"password_control", "the password holds a control character"},
+    {"password_too_short", "the password is too short: at least %d characters"},
+    {"directory_password", "%s signs in against the directory: change the password there"},
+    {"admin_no_kb", "an admin %s covers every knowledge base: give no KB"},
+    {"needs_kb", "a %s %s needs a KB (one or more names, or * for every KB)"},
+    {"every_kb_alone", "* (every KB) cannot be combined with named KBs"},
+    {"invalid_group_name", "invalid group name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.' or '@'"},
+    {"invalid_user_name", "invalid user name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.' or '@'"},
 };
 const size_t cq_web_n_messages = sizeof cq_web_messages / sizeof cq_web_messages[0];
 

@@ -149,6 +149,17 @@ const SERVER_MESSAGES_ZH = {
   member_not: '{0} 不在用户组“{1}”中',
   account_disabled: '账户 {0} 已被停用：请联系管理员',
   wrong_login: '用户名或密码错误',
+  password_empty: '密码为空',
+  password_too_long: '密码超过 {0} 字节',
+  password_not_utf8: '密码不是有效的 UTF-8',
+  password_control: '密码中含有控制字符',
+  password_too_short: '密码太短：至少 {0} 个字符',
+  directory_password: '{0} 通过目录服务登录：请在目录中修改密码',
+  admin_no_kb: '管理员{0}可访问所有知识库：不要指定知识库',
+  needs_kb: '{0}{1}需要知识库（一个或多个名称，或 * 表示全部）',
+  every_kb_alone: '*（全部知识库）不能与具体知识库同时指定',
+  invalid_group_name: '用户组名称“{0}”无效：请使用 1-63 字节的字母、数字、汉字、“-”、“_”、“.”或“@”',
+  invalid_user_name: '用户名“{0}”无效：请使用 1-63 字节的字母、数字、汉字、“-”、“_”、“.”或“@”',
 };
 
 /* A server message in the page's language: the Chinese for its code with its values, else the server's English. */

@@ -98,6 +98,7 @@ const char *cq_cli_store_name(void) {
 }
 
 const char *cq_cli_config_path(void) { return g.config.path; }
+const cq_config *cq_cli_config(void) { return g.config.path ? &g.config : NULL; }
 
 const cq_models *cq_cli_models(void) {
     if (!g.models_found) {

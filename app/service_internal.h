@@ -19,6 +19,7 @@
 
 #include "app/admission.h"
 #include "app/answer.h"
+#include "app/ldap_auth.h"
 #include "app/login_limit.h"
 #include "app/rerank.h"
 #include "app/service.h"
@@ -70,6 +71,7 @@ struct cq_service {
     cq_login_limit logins;     /* service_auth.c: failed sign-ins held back */
     pthread_cond_t signin_cond; /* under auth_lock: password checks running at once, bounded (memory) */
     int signins_running;
+    cq_ldap_config ldap;       /* service_auth.c: directory sign-in (url[0] == 0: off) */
 
     pthread_mutex_t queue_lock; /* service_jobs.c */
     pthread_cond_t queue_cond;

@@ -383,6 +383,10 @@ cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *o
                           "a local account is named %s: the directory's %s cannot sign in as it (rename one of them)",
                           name, name);
     if (out->disabled_at) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", name);
+    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   out->id, now))
+        out->last_login_at = now;
     return CQ_OK;
 }
 

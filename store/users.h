@@ -92,7 +92,8 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
 cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq_err *err);
 /* The user of a directory sign-in (store/ldap_auth.h): made on the first one (source 'ldap', role none, no password
  * here: its rights come from its groups), found afterwards. EXISTS when a local account has the name (the
- * directory does not take it over); NOT_FOUND ("the account … is disabled") when it is disabled. out: the user (KBs that exist now). */
+ * directory does not take it over); NOT_FOUND ("the account … is disabled") when it is disabled. Records the sign-in time.
+ * out: the user, with the KBs as granted (cq_store_user_rights gives what they reach now). */
 cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *out, cq_err *err);
 /* The rights a user has now (own grant joined with the groups', store/groups.h) into u->role and u->kb. */
 cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err);

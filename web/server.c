@@ -845,7 +845,7 @@ static void handle_login(cq_web_req *r) {
     cq_err err = {0};
     cq_status rc = r->svc->login(r->svc->ctx, user->valuestring, password->valuestring, client, token, &r->who, &err);
     cJSON_Delete(body);
-    if (rc == CQ_ERR_BUSY) {
+    if (rc == CQ_ERR_BUSY && !err.reason) { /* held back; with a reason (the store, the directory): 503 below */
         r->retry_after_s = err.retry_after_s > 0 ? err.retry_after_s : 1;
         return cq_web_send_error(r, 429, "too_many_sign_ins", "%s", err.msg);
     }

@@ -23,6 +23,7 @@ int cq_cmd_reindex(int argc, char **argv);
 int cq_cmd_serve(int argc, char **argv);
 int cq_cmd_keys(int argc, char **argv);
 int cq_cmd_user(int argc, char **argv);
+int cq_cmd_group(int argc, char **argv);
 int cq_cmd_kb(int argc, char **argv);
 int cq_cmd_doc(int argc, char **argv);
 int cq_cmd_backup(int argc, char **argv);
@@ -45,6 +46,7 @@ static const cq_command commands[] = {
     {"serve", cq_cmd_serve, "serve the web page and the REST API (docs/API.md)"},
     {"keys", cq_cmd_keys, "create, list and revoke API keys"},
     {"user", cq_cmd_user, "add, list, change and remove the users who sign in to the page"},
+    {"group", cq_cmd_group, "groups of users: their KB grants and members"},
     {"backup", cq_cmd_backup, "copy the data directory, consistent while the server runs"},
     {"restore", cq_cmd_restore, "restore a backup into the data directory"},
     {"prompt", cq_cmd_prompt, "print the trained decoder's prompts (cq-prompt-v1) for JSON lines"},
@@ -96,6 +98,7 @@ const char *cq_cli_store_name(void) {
 }
 
 const char *cq_cli_config_path(void) { return g.config.path; }
+const cq_config *cq_cli_config(void) { return g.config.path ? &g.config : NULL; }
 
 const cq_models *cq_cli_models(void) {
     if (!g.models_found) {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "app/config.h"
 #include "app/models.h"
 
 typedef int (*cq_command_fn)(int argc, char **argv); /* argv[0] is "clauseqa NAME" */
@@ -31,6 +32,8 @@ const char *cq_cli_store_where(void);
 const char *cq_cli_store_name(void);
 /* The configuration file read, or NULL. */
 const char *cq_cli_config_path(void);
+/* The configuration file read (its [ldap] section: app/ldap_auth.h), NULL when none was. */
+const cq_config *cq_cli_config(void);
 /* The model files, looked for (app/models.h) on first use. */
 const cq_models *cq_cli_models(void);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app/cli.h"
+#include "app/ldap_auth.h"
 #include "app/cli_common.h"
 #include "app/admission.h"
 #include "app/service.h"
@@ -252,8 +253,17 @@ int cq_cmd_serve(int argc, char **argv) {
                 answer_cli.model ? "--model" : models->decoder_origin);
     else if (answer_cli.answers)
         CQ_INFO("answers: extractive (--answers extractive)");
+    cq_ldap_config ldap; /* [ldap] and $CLAUSEQA_LDAP_* (app/ldap_auth.h) */
+    if (cq_ldap_config_read(cq_cli_config(), &ldap, &err)) {
+        fprintf(stderr, "clauseqa serve: %s\n", err.msg);
+        cq_decoder_close(dec);
+        return 2;
+    }
+    if (ldap.url[0])
+        CQ_INFO("sign-in: LDAP at %s%s (%zu group mappings), local accounts too", ldap.url,
+                ldap.starttls ? " with StartTLS" : "", ldap.n_map);
     cq_service *svc = NULL;
-    cq_service_config sc = {.data_dir = data_dir, .store = cq_cli_store_where(), .allow_open = is_loopback(host) && !no_open,
+    cq_service_config sc = {.ldap = &ldap, .data_dir = data_dir, .store = cq_cli_store_where(), .allow_open = is_loopback(host) && !no_open,
                             .max_connections = (int)threads + 2, .decoder = dec, .models = models, .ocr = ocr,
                             .max_pages = max_pages ? (int)max_pages : -1,
                             .doc_memory_mb = memory_mb ? (int)memory_mb : -1,

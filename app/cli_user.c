@@ -21,12 +21,14 @@ static void usage(FILE *f) {
                "       clauseqa user passwd NAME\n"
                "       clauseqa user set NAME --role admin|editor|reader [--kb KB ...|'*']\n"
                "       clauseqa user remove NAME\n"
+               "       clauseqa user disable|enable NAME\n"
                "Users who sign in to the page (POST /api/v1/login). Roles as API keys' (clauseqa keys --help):\n"
                "admin (everything), editor (upload and delete in its KBs), reader (ask in its KBs); the role\n"
                "defaults to reader. Give --kb once per KB (or KB,KB), '*' for every KB; admins take none.\n"
                "The password is read from standard input (asked twice, without echo, on a terminal; else the\n"
                "first line), never from the command line: at least %d characters. The first user, as the first\n"
-               "key, turns authentication on. passwd and remove sign the user out everywhere.\n"
+               "key, turns authentication on. passwd, disable and remove sign the user out everywhere.\n"
+               "Groups (clauseqa group --help) add their role and KBs to their members'.\n"
                "All take --data DIR.\n",
             CQ_PASSWORD_MIN_CHARS);
 }
@@ -88,6 +90,8 @@ static cJSON *user_json(const cq_user_info *u) {
     cJSON_AddBoolToObject(o, "kb_deleted", u->kb_gone);
     cJSON_AddNumberToObject(o, "created_at", (double)u->created_at);
     cJSON_AddNumberToObject(o, "last_login_at", (double)u->last_login_at);
+    cJSON_AddStringToObject(o, "source", u->source[0] ? u->source : "local");
+    cJSON_AddBoolToObject(o, "disabled", u->disabled_at != 0);
     return o;
 }
 
@@ -139,12 +143,12 @@ int cq_cmd_user(int argc, char **argv) {
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "clauseqa user: say add, list, passwd, set or remove\n");
+        fprintf(stderr, "clauseqa user: say add, list, passwd, set, disable, enable or remove\n");
         return cq_cli_usage_hint("user");
     }
     const char *action = argv[optind];
     bool named = !strcmp(action, "add") || !strcmp(action, "passwd") || !strcmp(action, "set") ||
-                 !strcmp(action, "remove");
+                 !strcmp(action, "remove") || !strcmp(action, "disable") || !strcmp(action, "enable");
     if (!named && strcmp(action, "list")) {
         fprintf(stderr, "clauseqa user: unknown action '%s'\n", action);
         return cq_cli_usage_hint("user");
@@ -217,6 +221,15 @@ int cq_cmd_user(int argc, char **argv) {
             snprintf(target, sizeof target, "user %s (%s)", name, cq_key_role_name(r));
             cq_cli_audit(s, "user_set", kbs, target);
             fprintf(stderr, "%s is now %s%s%s\n", name, cq_key_role_name(r), kbs[0] ? " of " : "", kbs);
+        }
+    } else if (!strcmp(action, "disable") || !strcmp(action, "enable")) {
+        bool off = !strcmp(action, "disable");
+        if (cq_store_user_disable(s, name, off, &err)) {
+            fprintf(stderr, "clauseqa user %s: %s; nothing changed\n", action, err.msg);
+            status = 1;
+        } else {
+            cli_audit_user(s, off ? "user_disable" : "user_enable", NULL, name);
+            fprintf(stderr, off ? "user %s disabled; their sessions have ended\n" : "user %s may sign in again\n", name);
         }
     } else {
         if (cq_store_user_remove(s, name, &err)) {

@@ -42,6 +42,16 @@ static const struct {
     {"serve", "doc-memory-mb", KEY_NUMBER},
     {"serve", "max-asks", KEY_NUMBER},
     {"serve", "max-waiting-asks", KEY_NUMBER},
+    /* directory sign-in (app/ldap_auth.h): read by `serve` itself, not flags */
+    {"ldap", "url", KEY_TEXT},
+    {"ldap", "starttls", KEY_BOOL},
+    {"ldap", "ca-file", KEY_TEXT},
+    {"ldap", "user-dn", KEY_TEXT},
+    {"ldap", "user-filter", KEY_TEXT},
+    {"ldap", "base", KEY_TEXT},
+    {"ldap", "group-filter", KEY_TEXT},
+    {"ldap", "group-map", KEY_TEXT},
+    {"ldap", "timeout-s", KEY_NUMBER},
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 
@@ -102,7 +112,7 @@ static int on_entry(void *user, const char *section, const char *key, const char
     char keys[400];
     if (!section_known) {
         cq_err_set(p->err, CQ_ERR_INVALID,
-                   "%s:%d: unknown section [%s] (there is [serve], and keys before any section)", where, p->line,
+                   "%s:%d: unknown section [%s] (there are [serve] and [ldap], and keys before any section)", where, p->line,
                    section);
     } else if (k == N_KNOWN) {
         list_keys(section, keys, sizeof keys);

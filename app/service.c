@@ -109,6 +109,7 @@ void cq_service_web(cq_service *svc, cq_web_service *w) {
     memset(w, 0, sizeof *w);
     w->ctx = svc;
     cq_svc_auth_web(w);
+    cq_svc_admin_web(w);
     cq_svc_metrics_web(w);
     cq_svc_library_web(w);
     cq_svc_jobs_web(w);
@@ -149,6 +150,7 @@ cq_status cq_service_open(const cq_service_config *config, cq_service **out, cq_
     s->started_at = cq_clock_seconds();
     s->auth_checked_at = -1e9;
     s->allow_open = config->allow_open;
+    if (config->ldap) s->ldap = *config->ldap;
     s->decoder = config->decoder;
     s->max_pages = config->max_pages > 0 ? config->max_pages : config->max_pages < 0 ? 0 : CQ_READER_DEFAULT_MAX_PAGES;
     s->doc_memory_bytes = (size_t)(config->doc_memory_mb > 0   ? config->doc_memory_mb

@@ -38,6 +38,7 @@ typedef struct {
     int max_asks;        /* asks answered at once (app/admission.h; 0: CQ_ADMISSION_DEFAULT_ACTIVE) */
     int max_waiting_asks; /* asks waiting their turn beyond those (0: CQ_ADMISSION_DEFAULT_WAITING, < 0: none) */
     double ask_wait_s;   /* how long an ask may wait (0: CQ_ADMISSION_DEFAULT_WAIT_S) */
+    const struct cq_ldap_config_s *ldap; /* LDAP sign-in (app/ldap_auth.h), copied; NULL or no url: off */
 } cq_service_config;
 
 typedef struct cq_service cq_service;

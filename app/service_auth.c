@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "store/audit.h"
+#include "store/groups.h"
 #include "store/keys.h"
 #include "store/users.h"
 
@@ -174,6 +175,32 @@ static cq_status svc_audit_list(void *ctx, int64_t before, int limit, const char
     return CQ_OK;
 }
 
+/* A directory user's sign-in (app/ldap_auth.h): bind as the user, then the user's memberships of source 'ldap'
+ * become the groups the directory groups map to, and the rights follow from them. */
+static cq_status ldap_login(cq_service *s, cq_store *st, const char *user, const char *password, cq_user_info *u,
+                            cq_err *err) {
+    char groups[CQ_LDAP_MAX_GROUPS][64];
+    size_t n = 0, missing = 0;
+    if (cq_ldap_sign_in(&s->ldap, user, password, groups, CQ_LDAP_MAX_GROUPS, &n, err) ||
+        cq_store_user_directory(st, user, u, err))
+        return err->code;
+    const char *names[CQ_LDAP_MAX_GROUPS];
+    for (size_t i = 0; i < n; i++) names[i] = groups[i];
+    if (cq_store_group_sync(st, u->id, names, n, &missing, err) || cq_store_user_rights(st, u, err)) return err->code;
+    if (missing) CQ_WARN("ldap: %zu of the groups %s's directory groups map to do not exist here (clauseqa group add)",
+                         missing, user);
+    if (u->role == CQ_ROLE_NONE || (u->role != CQ_ROLE_ADMIN && !u->kb[0]))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "%s's directory groups give no access here: ask an admin", user);
+    return CQ_OK;
+}
+
+/* Whether name is a local account (a password here): then it signs in as one, LDAP or not. */
+static bool local_account(cq_store *st, const char *name) {
+    cq_user_info u;
+    cq_err ignored = {0};
+    return cq_user_name_valid(name) && !cq_store_user_get(st, name, &u, &ignored) && strcmp(u.source, "ldap");
+}
+
 static cq_status svc_login(void *ctx, const char *user, const char *password, const char *client, char *token,
                            cq_web_principal *who, cq_err *err) {
     cq_service *s = ctx;
@@ -185,34 +212,41 @@ static cq_status svc_login(void *ctx, const char *user, const char *password, co
         err->retry_after_s = wait;
         return CQ_ERR_BUSY;
     }
-    /* A password check takes CQ_PASSWORD_M_COST_KIB of memory for tens of milliseconds: a few at a time. */
-    pthread_mutex_lock(&s->auth_lock);
-    while (s->signins_running >= SIGNINS_AT_ONCE) pthread_cond_wait(&s->signin_cond, &s->auth_lock);
-    s->signins_running++;
-    pthread_mutex_unlock(&s->auth_lock);
     cq_user_info u;
     int64_t session_id = 0;
     cq_store *st = cq_svc_pool_get(s, err);
-    cq_status rc = st ? cq_store_user_verify(st, user, password, &u, err) : err->code;
-    pthread_mutex_lock(&s->auth_lock);
-    s->signins_running--;
-    pthread_cond_signal(&s->signin_cond);
-    pthread_mutex_unlock(&s->auth_lock);
+    cq_status rc = st ? CQ_OK : err->code;
+    bool directory = !rc && s->ldap.url[0] && !local_account(st, user);
+    if (directory) {
+        rc = ldap_login(s, st, user, password, &u, err);
+    } else if (!rc) {
+        /* A password check takes CQ_PASSWORD_M_COST_KIB of memory for tens of milliseconds: a few at a time. */
+        pthread_mutex_lock(&s->auth_lock);
+        while (s->signins_running >= SIGNINS_AT_ONCE) pthread_cond_wait(&s->signin_cond, &s->auth_lock);
+        s->signins_running++;
+        pthread_mutex_unlock(&s->auth_lock);
+        rc = cq_store_user_verify(st, user, password, &u, err);
+        pthread_mutex_lock(&s->auth_lock);
+        s->signins_running--;
+        pthread_cond_signal(&s->signin_cond);
+        pthread_mutex_unlock(&s->auth_lock);
+    }
     if (!rc) rc = cq_store_session_create(st, u.id, CQ_SESSION_IDLE_S, token, &session_id, err);
     if (rc == CQ_ERR_NOT_FOUND) {
         const char *tried = cq_user_name_valid(user) ? user : "(an invalid name)";
         cq_login_limit_failed(&s->logins, user, client, cq_clock_seconds());
-        CQ_INFO("auth: failed sign-in of %s from %s", tried, client);
+        CQ_INFO("auth: failed sign-in of %s from %s%s", tried, client, directory ? " (directory)" : "");
         audit_write(s, st, NULL, tried, client, "sign_in_failed", NULL, NULL);
     }
     if (!rc) {
         user_principal(&u, session_id, who);
-        audit_write(s, st, who, NULL, client, "sign_in", NULL, NULL);
+        audit_write(s, st, who, NULL, client, "sign_in", NULL, directory ? "directory" : NULL);
     }
     cq_svc_pool_put(s, st);
     if (rc) return rc;
     cq_login_limit_succeeded(&s->logins, user);
-    CQ_INFO("auth: %s signed in from %s (session %lld)", u.name, client, (long long)session_id);
+    CQ_INFO("auth: %s signed in from %s (session %lld%s)", u.name, client, (long long)session_id,
+            directory ? ", directory" : "");
     return CQ_OK;
 }
 

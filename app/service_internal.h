@@ -19,6 +19,7 @@
 
 #include "app/admission.h"
 #include "app/answer.h"
+#include "app/ldap_auth.h"
 #include "app/login_limit.h"
 #include "app/rerank.h"
 #include "app/service.h"
@@ -70,6 +71,7 @@ struct cq_service {
     cq_login_limit logins;     /* service_auth.c: failed sign-ins held back */
     pthread_cond_t signin_cond; /* under auth_lock: password checks running at once, bounded (memory) */
     int signins_running;
+    cq_ldap_config ldap;       /* service_auth.c: directory sign-in (url[0] == 0: off) */
 
     pthread_mutex_t queue_lock; /* service_jobs.c */
     pthread_cond_t queue_cond;
@@ -149,6 +151,7 @@ cq_status cq_svc_conversation_history(cq_store *st, int64_t id, size_t last_n, b
 
 /* ---- the web table, by concern ---- */
 void cq_svc_auth_web(cq_web_service *w);    /* authenticate, allows */
+void cq_svc_admin_web(cq_web_service *w);   /* admin: users, groups, keys, KB grants (service_admin.c) */
 void cq_svc_metrics_web(cq_web_service *w); /* health, metrics */
 void cq_svc_library_web(cq_web_service *w); /* kb_*, doc_*, page_image, clause_get, doc_search */
 void cq_svc_jobs_web(cq_web_service *w);    /* upload, job_get, job_list, job_cancel */

@@ -364,6 +364,23 @@ static const char *const migrations[] = {
     "  action TEXT NOT NULL, kb TEXT NOT NULL DEFAULT '', target TEXT NOT NULL DEFAULT '',\n"
     "  client TEXT NOT NULL DEFAULT '');\n"
     "CREATE INDEX audit_action ON audit(action, id);\n",
+    /* 12: groups of users with KB grants of their own (store/groups.h), membership (source 'local', or 'ldap':
+     * replaced from the directory at each sign-in), and what a user is: a local account or one of the directory
+     * (store/ldap_auth.h), and disabled or not (issue 30). Self-contained: renumber freely on merge. */
+    "CREATE TABLE groups(\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  name TEXT NOT NULL UNIQUE,\n"
+    "  role TEXT NOT NULL,\n"
+    "  kb TEXT,\n"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);\n"
+    "CREATE TABLE group_members(\n"
+    "  group_id INTEGER NOT NULL REFERENCES groups(id) ON DELETE CASCADE,\n"
+    "  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,\n"
+    "  source TEXT NOT NULL DEFAULT 'local',\n"
+    "  PRIMARY KEY(group_id, user_id));\n"
+    "CREATE INDEX group_members_user ON group_members(user_id);\n"
+    "ALTER TABLE users ADD COLUMN source TEXT NOT NULL DEFAULT 'local';\n"
+    "ALTER TABLE users ADD COLUMN disabled_at INTEGER;\n",
 };
 
 static cq_status db_error(cq_store *s, cq_err *err, const char *what) {

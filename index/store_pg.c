@@ -284,6 +284,22 @@ static const char *const migrations[] = {
     "  action text NOT NULL, kb text NOT NULL DEFAULT '', target text NOT NULL DEFAULT '',\n"
     "  client text NOT NULL DEFAULT '');\n"
     "CREATE INDEX audit_action ON audit(action, id);\n",
+    /* 9: groups, membership, users' source and disabling, as SQLite's migration 12 (store/groups.h, issue 30).
+     * Self-contained: renumber freely on merge. */
+    "CREATE TABLE groups(\n"
+    "  id bigserial PRIMARY KEY,\n"
+    "  name text NOT NULL UNIQUE,\n"
+    "  role text NOT NULL,\n"
+    "  kb text,\n"
+    "  created_at bigint NOT NULL, updated_at bigint NOT NULL);\n"
+    "CREATE TABLE group_members(\n"
+    "  group_id bigint NOT NULL REFERENCES groups(id) ON DELETE CASCADE,\n"
+    "  user_id bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,\n"
+    "  source text NOT NULL DEFAULT 'local',\n"
+    "  PRIMARY KEY(group_id, user_id));\n"
+    "CREATE INDEX group_members_user ON group_members(user_id);\n"
+    "ALTER TABLE users ADD COLUMN source text NOT NULL DEFAULT 'local';\n"
+    "ALTER TABLE users ADD COLUMN disabled_at bigint;\n",
 };
 
 /* Serialises migrations between nodes that start together (pg_advisory_xact_lock key: "clauseqa" in ASCII). */

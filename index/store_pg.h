@@ -32,7 +32,7 @@
 typedef struct cq_pg cq_pg;
 typedef struct pg_conn PGconn;
 
-#define CQ_PG_SCHEMA_VERSION 8
+#define CQ_PG_SCHEMA_VERSION 9
 
 /* Connects (conninfo: a libpq connection string or postgresql:// URI) and brings the schema to
  * CQ_PG_SCHEMA_VERSION. CQ_ERR_DB when the server cannot be reached or refuses; CQ_ERR_UNSUPPORTED when its schema

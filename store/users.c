@@ -15,6 +15,7 @@
 #include "core/utf8.h"
 #include "db/db.h"
 #include "db/dialect.h"
+#include "store/groups.h"
 #include "store/keys.h"
 
 #define SALT_BYTES 16
@@ -102,7 +103,9 @@ bool cq_user_name_valid(const char *name) {
 /* ---- users -------------------------------------------------------------------------------------------------- */
 
 #define USER_COLUMNS                                                                                                \
-    "u.id, u.name, u.role, coalesce(u.kb, ''), u.created_at, u.updated_at, coalesce(u.last_login_at, 0) "
+    "u.id, u.name, u.role, coalesce(u.kb, ''), u.created_at, u.updated_at, coalesce(u.last_login_at, 0), "          \
+    "u.source, coalesce(u.disabled_at, 0) "
+#define USER_NCOLS 9
 
 static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
     memset(u, 0, sizeof *u);
@@ -113,14 +116,19 @@ static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
     u->created_at = cq_db_col_int(st, col + 4);
     u->updated_at = cq_db_col_int(st, col + 5);
     u->last_login_at = cq_db_col_int(st, col + 6);
+    cq_db_col_copy(st, col + 7, u->source, sizeof u->source);
+    u->disabled_at = cq_db_col_int(st, col + 8);
 }
 
-/* Replaces u->kb (as stored) by its grant (store/grants.h). */
+/* Replaces u->kb (as stored) by its grant (store/grants.h); when current (authorisation), joined with the grants of
+ * the user's groups (store/groups.h). */
 static cq_status user_grant(cq_db *db, cq_user_info *u, bool current, cq_err *err) {
     char stored[CQ_GRANT_BYTES];
     snprintf(stored, sizeof stored, "%s", u->kb);
-    return cq_grants_read(db, "user", u->id, stored, current, u->kb, &u->kb_gone, err);
+    if (cq_grants_read(db, "user", u->id, stored, current, u->kb, &u->kb_gone, err)) return err->code;
+    return current ? cq_groups_effective(db, u->id, &u->role, u->kb, err) : CQ_OK;
 }
+
 
 static cq_status name_check(const char *name, cq_err *err) {
     if (!cq_user_name_valid(name))
@@ -219,7 +227,7 @@ static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char ha
     int step = cq_db_step(st, "find user", err);
     if (step == CQ_DB_ROW) {
         user_from_row(st, 0, u);
-        if (hash) cq_db_col_copy(st, 7, hash, CQ_PASSWORD_HASH_BYTES);
+        if (hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
     }
     cq_db_finalize(st);
     if (step < 0) return err->code;
@@ -241,6 +249,7 @@ cq_status cq_store_user_remove(cq_store *s, const char *name, cq_err *err) {
     cq_status rc = cq_db_begin_own(db, &own, err);
     if (!rc) rc = user_find(db, name, &u, NULL, err);
     if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM sessions WHERE user_id = ?1", "i", u.id);
+    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM group_members WHERE user_id = ?1", "i", u.id);
     if (!rc) rc = cq_grants_remove(db, "user", u.id, err);
     if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM users WHERE id = ?1", "i", u.id);
     return cq_db_end(db, own, rc, err);
@@ -255,6 +264,8 @@ cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *passwo
     bool own;
     cq_status rc = cq_db_begin_own(db, &own, err);
     if (!rc) rc = user_find(db, name, &u, NULL, err);
+    if (!rc && !strcmp(u.source, "ldap"))
+        rc = cq_err_set(err, CQ_ERR_INVALID, "%s signs in against the directory: change the password there", name);
     if (!rc)
         rc = cq_db_run(db, "set password", NULL, err, "UPDATE users SET password_hash = ?2, updated_at = ?3 WHERE id = ?1",
                        "iti", u.id, hash, now);
@@ -304,8 +315,74 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         memset(out, 0, sizeof *out);
         return cq_err_set(err, CQ_ERR_NOT_FOUND, WRONG_LOGIN);
     }
+    if (out->disabled_at) {
+        cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", out->name);
+        memset(out, 0, sizeof *out);
+        return CQ_ERR_NOT_FOUND;
+    }
     if (user_grant(db, out, true, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
+    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   out->id, now))
+        out->last_login_at = now;
+    return CQ_OK;
+}
+
+cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    cq_user_info fresh;
+    if (user_find(db, u->name, &fresh, NULL, err) || user_grant(db, &fresh, true, err)) return err->code;
+    *u = fresh;
+    return CQ_OK;
+}
+
+cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    cq_user_info u;
+    int64_t now = (int64_t)time(NULL);
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = user_find(db, name, &u, NULL, err);
+    if (!rc && disabled)
+        rc = cq_db_run(db, "disable user", NULL, err,
+                       "UPDATE users SET disabled_at = coalesce(disabled_at, ?2), updated_at = ?2 WHERE id = ?1", "ii",
+                       u.id, now);
+    if (!rc && disabled)
+        rc = cq_db_run(db, "disable user", NULL, err,
+                       "UPDATE sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL", "ii", u.id, now);
+    if (!rc && !disabled)
+        rc = cq_db_run(db, "enable user", NULL, err,
+                       "UPDATE users SET disabled_at = NULL, updated_at = ?2 WHERE id = ?1", "ii", u.id, now);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    if (name_check(name, err)) return err->code;
+    cq_db *db = cq_store_conn(s);
+    int64_t now = (int64_t)time(NULL);
+    cq_err lookup = {0};
+    cq_status rc = user_find(db, name, out, NULL, &lookup);
+    if (rc == CQ_ERR_NOT_FOUND) {
+        /* no password here ("!" is no argon2id hash: a local sign-in with it always fails) */
+        rc = cq_db_run(db, "add directory user", NULL, err,
+                       "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at, source) "
+                       "VALUES(?1, '!', 'none', NULL, ?2, ?2, 'ldap')",
+                       "ti", name, now);
+        /* two first sign-ins at once: the other made it */
+        if (rc && rc != CQ_ERR_EXISTS) return rc;
+        if (!rc && cq_store_auth_set_required(s, true, err)) return err->code;
+        rc = user_find(db, name, out, NULL, err);
+    } else if (rc) {
+        *err = lookup;
+    }
+    if (rc) return rc;
+    if (strcmp(out->source, "ldap"))
+        return cq_err_set(err, CQ_ERR_EXISTS,
+                          "a local account is named %s: the directory's %s cannot sign in as it (rename one of them)",
+                          name, name);
+    if (out->disabled_at) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", name);
     cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
     if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
                    out->id, now))
@@ -365,7 +442,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
     cq_db_stmt *st;
     if (cq_db_prepare(db,
                       "SELECT " USER_COLUMNS ", x.id, x.last_seen_at FROM sessions x JOIN users u ON u.id = x.user_id "
-                      "WHERE x.hash = ?1 AND x.revoked_at IS NULL AND x.expires_at > ?2 AND x.created_at > ?3",
+                      "WHERE x.hash = ?1 AND x.revoked_at IS NULL AND x.expires_at > ?2 AND x.created_at > ?3 "
+                      "AND u.disabled_at IS NULL",
                       &st, err))
         return cq_err_prefix(err, "check session: ");
     cq_db_bind_text(st, 1, hash);
@@ -374,8 +452,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
     int step = cq_db_step(st, "check session", err);
     if (step == CQ_DB_ROW) {
         user_from_row(st, 0, user);
-        id = cq_db_col_int(st, 7);
-        last_seen = cq_db_col_int(st, 8);
+        id = cq_db_col_int(st, USER_NCOLS);
+        last_seen = cq_db_col_int(st, USER_NCOLS + 1);
     }
     cq_db_finalize(st);
     if (step < 0) return err->code;

@@ -52,6 +52,8 @@ typedef struct {
                                 as granted */
     bool kb_gone;            /* every KB granted was deleted: the user reaches nothing */
     int64_t created_at, updated_at, last_login_at; /* unix seconds; 0 = never */
+    char source[8];      /* "local" (a password here) or "ldap" (signs in against the directory, store/ldap_auth.h) */
+    int64_t disabled_at; /* 0: may sign in; else when an admin disabled the account (store/groups.h, issue 30) */
 } cq_user_info;
 
 /* ---- passwords ---- */
@@ -82,9 +84,19 @@ cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *passwo
 /* Changes a user's role and KBs (checked as for cq_store_user_add); the sessions follow at their next request. */
 cq_status cq_store_user_grant(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_err *err);
 /* Checks a name and password: NOT_FOUND with the one message "wrong user name or password" for an unknown name and a
- * wrong password alike (taking as long), nothing changed. On success out is the user (KBs that exist now) and the
- * sign-in time is recorded. */
+ * wrong password alike (taking as long), nothing changed; NOT_FOUND ("the account … is disabled") for the right
+ * password of a disabled account. On success out is the user (role and KBs: the user's own joined with the groups',
+ * store/groups.h; the KBs that exist now) and the sign-in time is recorded. */
 cq_status cq_store_user_verify(cq_store *s, const char *name, const char *password, cq_user_info *out, cq_err *err);
+/* Disables (disabled: no sign-in, and every session ends) or enables a user again: NOT_FOUND when there is none. */
+cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq_err *err);
+/* The user of a directory sign-in (store/ldap_auth.h): made on the first one (source 'ldap', role none, no password
+ * here: its rights come from its groups), found afterwards. EXISTS when a local account has the name (the
+ * directory does not take it over); NOT_FOUND ("the account … is disabled") when it is disabled. Records the sign-in time.
+ * out: the user, with the KBs as granted (cq_store_user_rights gives what they reach now). */
+cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *out, cq_err *err);
+/* The rights a user has now (own grant joined with the groups', store/groups.h) into u->role and u->kb. */
+cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err);
 /* Number of users. */
 cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err);
 

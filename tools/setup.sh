@@ -4,7 +4,8 @@
 #     inih, Tesseract with its Chinese and English data for OCR, libzip and libxml2 for Word files; gumbo, for
 #     HTML, comes with MuPDF's dependencies; clang, its libFuzzer runtime and omp.h for tests/fuzz/; PostgreSQL 15
 #     and its client library for the PostgreSQL store of several nodes, docs/SCALE.md: libpq-dev to build, the
-#     server for the tests' throwaway clusters, tests/pg/cluster.sh); libargon2 for the users' password hashes; nginx, logrotate and openssl for
+#     server for the tests' throwaway clusters, tests/pg/cluster.sh); libargon2 for the users' password hashes; libldap for LDAP / Active Directory sign-in, with slapd
+#     and ldap-utils for its test's throwaway directory, tests/integration/test_ldap.py; nginx, logrotate and openssl for
 #     test_deploy's checks of deploy/)
 #   - libfaiss_c, built from Debian's faiss source package (Debian ships the C-API headers but no library)
 #   - the openai Python client (PyPI) for the OpenAI-compatible endpoint's test
@@ -33,7 +34,7 @@ debs=(
   libcjson-dev libcmocka-dev libutf8proc-dev libinih-dev
   libtesseract-dev tesseract-ocr-chi-sim tesseract-ocr-eng libzip-dev libxml2-dev
   postgresql-15 libpq-dev haproxy nginx-light logrotate openssl
-  libargon2-dev
+  libargon2-dev libldap-dev slapd ldap-utils
   dpkg-dev
   wrk chromium chromium-driver python3-selenium fonts-wqy-zenhei python3-yaml
   clang libclang-rt-14-dev libomp-14-dev

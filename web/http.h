@@ -240,6 +240,11 @@ bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_defau
  * paths (true) from the split path; cq_web_office_dispatch answers them; cq_web_office_search answers
  * GET /api/v1/conversations?q= (false when there is no q). */
 bool cq_web_office_route(cq_web_req *r);
+/* The admin API (admin.c): cq_web_admin_route sets r->route for its paths (true); cq_web_admin_dispatch answers
+ * them; cq_web_admin_body tells whether the request carries a JSON body. */
+bool cq_web_admin_route(cq_web_req *r);
+void cq_web_admin_dispatch(cq_web_req *r);
+bool cq_web_admin_body(const cq_web_req *r);
 void cq_web_office_dispatch(cq_web_req *r);
 bool cq_web_office_search(cq_web_req *r, const char *kb, bool every_owner);
 

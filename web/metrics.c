@@ -35,6 +35,13 @@ static const char *const route_names[CQ_ROUTE_COUNT] = {
     [CQ_ROUTE_ME] = "/api/v1/me",
     [CQ_ROUTE_AUDIT] = "/api/v1/audit",
     [CQ_ROUTE_DOCUMENT_SEARCH] = "/api/v1/documents/{id}/search",
+    [CQ_ROUTE_USERS] = "/api/v1/users",
+    [CQ_ROUTE_USER] = "/api/v1/users/{name}",
+    [CQ_ROUTE_GROUPS] = "/api/v1/groups",
+    [CQ_ROUTE_GROUP] = "/api/v1/groups/{name}",
+    [CQ_ROUTE_KEYS] = "/api/v1/keys",
+    [CQ_ROUTE_KEY] = "/api/v1/keys/{id}",
+    [CQ_ROUTE_KB_GRANTS] = "/api/v1/kbs/{kb}/grants",
 };
 
 const char *cq_web_route_name(cq_web_route route) {

@@ -41,6 +41,13 @@ typedef enum {
     CQ_ROUTE_ME,
     CQ_ROUTE_AUDIT,
     CQ_ROUTE_DOCUMENT_SEARCH, /* issue 30 item 4 */
+    CQ_ROUTE_USERS,           /* issue 30: the admin API, web/admin.c */
+    CQ_ROUTE_USER,
+    CQ_ROUTE_GROUPS,
+    CQ_ROUTE_GROUP,
+    CQ_ROUTE_KEYS,
+    CQ_ROUTE_KEY,
+    CQ_ROUTE_KB_GRANTS,
     CQ_ROUTE_COUNT
 } cq_web_route;
 

@@ -845,7 +845,7 @@ static void handle_login(cq_web_req *r) {
     cq_err err = {0};
     cq_status rc = r->svc->login(r->svc->ctx, user->valuestring, password->valuestring, client, token, &r->who, &err);
     cJSON_Delete(body);
-    if (rc == CQ_ERR_BUSY) {
+    if (rc == CQ_ERR_BUSY && !err.reason) { /* held back; with a reason (the store, the directory): 503 below */
         r->retry_after_s = err.retry_after_s > 0 ? err.retry_after_s : 1;
         return cq_web_send_error(r, 429, "too_many_sign_ins", "%s", err.msg);
     }
@@ -936,6 +936,7 @@ static void route(cq_web_req *r) {
         r->route = CQ_ROUTE_ME;
     } else if (api && n == 3 && seg_is(r, 2, "audit")) {
         r->route = CQ_ROUTE_AUDIT;
+    } else if (api && cq_web_admin_route(r)) { /* users, groups, keys, KB grants (admin.c) */
     } else if (api && seg_is(r, 2, "kbs")) {
         r->route = n == 3   ? CQ_ROUTE_KBS
                    : n == 4 ? CQ_ROUTE_KB
@@ -982,6 +983,13 @@ static int body_kind(const cq_web_req *r) {
     case CQ_ROUTE_CONVERSATION: return method_is(r, "PATCH") ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_CONVERSATION_FEEDBACK: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_DOCUMENT_VERSION: return method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
+    case CQ_ROUTE_USERS:
+    case CQ_ROUTE_USER:
+    case CQ_ROUTE_GROUPS:
+    case CQ_ROUTE_GROUP:
+    case CQ_ROUTE_KEYS:
+    case CQ_ROUTE_KEY:
+    case CQ_ROUTE_KB_GRANTS: return cq_web_admin_body(r) ? BODY_JSON : BODY_NONE;
     case CQ_ROUTE_KB_DOCUMENTS: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_UPLOAD : BODY_NONE;
     default: return BODY_NONE;
     }
@@ -1059,6 +1067,13 @@ static void dispatch(cq_web_req *r) {
     case CQ_ROUTE_CONVERSATION_EXPORT:
     case CQ_ROUTE_QUALITY:
     case CQ_ROUTE_FEEDBACK_EXPORT: return cq_web_office_dispatch(r);
+    case CQ_ROUTE_USERS:
+    case CQ_ROUTE_USER:
+    case CQ_ROUTE_GROUPS:
+    case CQ_ROUTE_GROUP:
+    case CQ_ROUTE_KEYS:
+    case CQ_ROUTE_KEY:
+    case CQ_ROUTE_KB_GRANTS: return cq_web_admin_dispatch(r);
     default: return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
     }
 }

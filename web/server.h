@@ -93,6 +93,41 @@ typedef struct {
     void *user;
 } cq_web_stream;
 
+/* The admin API's requests (web/admin.c, docs/API.md "User management"). */
+typedef enum {
+    CQ_ADMIN_USERS_LIST,   /* GET    /api/v1/users */
+    CQ_ADMIN_USER_CREATE,  /* POST   /api/v1/users                {"name","password","role","kbs"} */
+    CQ_ADMIN_USER_GET,     /* GET    /api/v1/users/{name} */
+    CQ_ADMIN_USER_CHANGE,  /* PATCH  /api/v1/users/{name}         {"role","kbs","disabled"} */
+    CQ_ADMIN_USER_DELETE,  /* DELETE /api/v1/users/{name} */
+    CQ_ADMIN_USER_PASSWORD, /* PUT   /api/v1/users/{name}/password {"password"} */
+    CQ_ADMIN_GROUPS_LIST,  /* GET    /api/v1/groups */
+    CQ_ADMIN_GROUP_CREATE, /* POST   /api/v1/groups               {"name","role","kbs"} */
+    CQ_ADMIN_GROUP_GET,    /* GET    /api/v1/groups/{name}        with its members */
+    CQ_ADMIN_GROUP_CHANGE, /* PATCH  /api/v1/groups/{name}        {"role","kbs"} */
+    CQ_ADMIN_GROUP_DELETE, /* DELETE /api/v1/groups/{name} */
+    CQ_ADMIN_MEMBER_ADD,   /* PUT    /api/v1/groups/{name}/members/{user} */
+    CQ_ADMIN_MEMBER_REMOVE, /* DELETE /api/v1/groups/{name}/members/{user} */
+    CQ_ADMIN_KEYS_LIST,    /* GET    /api/v1/keys */
+    CQ_ADMIN_KEY_CREATE,   /* POST   /api/v1/keys                 {"name","role","kbs"}: the secret, shown once */
+    CQ_ADMIN_KEY_REVOKE,   /* DELETE /api/v1/keys/{id} */
+    CQ_ADMIN_GRANTS_LIST,  /* GET    /api/v1/kbs/{kb}/grants      who reaches the KB */
+    CQ_ADMIN_GRANT_ADD,    /* PUT    /api/v1/kbs/{kb}/grants/{user|group}/{name} */
+    CQ_ADMIN_GRANT_REMOVE, /* DELETE /api/v1/kbs/{kb}/grants/{user|group}/{name} */
+} cq_web_admin_op;
+
+typedef struct cq_web_admin_request {
+    cq_web_admin_op op;
+    const char *name;    /* the user, group, key id or KB of the path; NULL for a collection */
+    const char *subject; /* MEMBER_*: the user; GRANT_*: "user" or "group" */
+    const char *subject_name; /* GRANT_*: the user's or group's name */
+    const cJSON *body;   /* POST, PATCH, PUT: the JSON object sent; NULL otherwise */
+} cq_web_admin_request;
+
+typedef struct cq_web_admin_audit {
+    char action[32], kb[128], target[192];
+} cq_web_admin_audit;
+
 typedef struct {
     void *ctx; /* passed to every function */
 
@@ -119,6 +154,13 @@ typedef struct {
     cq_status (*audit_list)(void *ctx, int64_t before, int limit, const char *action, cJSON **out, cq_err *err);
     /* Does who have `need` on kb (NULL: a request that concerns no KB)? */
     bool (*allows)(void *ctx, const cq_web_principal *who, cq_web_role need, const char *kb);
+
+    /* ---- user management (issue 30; web/admin.c, app/service_admin.c): admins only ---- */
+    /* One request of the admin API (cq_web_admin_request): out is the answer's body, *status its HTTP status (200
+     * or 201), and audit what to record (action "" for nothing). Errors: INVALID (400), NOT_FOUND (404), EXISTS
+     * (409). May be NULL (404 for the routes). */
+    cq_status (*admin)(void *ctx, const cq_web_principal *who, const struct cq_web_admin_request *q, cJSON **out,
+                       int *status, struct cq_web_admin_audit *audit, cq_err *err);
 
     /* ---- service state ---- */
     cq_status (*health)(void *ctx, cJSON **out, cq_err *err);

@@ -140,7 +140,11 @@ def test_roles_as_keys(s, doc_id):
                 ('GET', '/api/v1/conversations?all=1', None), ('GET', '/v1/models', None),
                 ('GET', '/api/v1/audit?limit=1', None), ('GET', '/api/v1/audit?before=x', None),
                 ('DELETE', '/api/v1/kbs/no-such-kb', None), ('POST', '/api/v1/kbs', {'name': ''}),
-                ('DELETE', '/api/v1/documents/999999', None)]
+                ('DELETE', '/api/v1/documents/999999', None),
+                # the admin API (test_http_admin.py has every route): admins 200 or 400, the others 403
+                ('GET', '/api/v1/users', None), ('GET', '/api/v1/groups', None), ('GET', '/api/v1/keys', None),
+                ('GET', '/api/v1/kbs/laws/grants', None), ('POST', '/api/v1/groups', {'name': ''}),
+                ('PATCH', '/api/v1/users/nobody', {'role': 'reader'}), ('DELETE', '/api/v1/keys/999999', None)]
         for method, path, body in same:
             rb, rk = b.request(method, path, body), k.request(method, path, body)
             check(f'{name}: {method} {path}: as a key ({rk.status})', rb.status == rk.status, (rb, rk))

@@ -110,6 +110,7 @@ static cq_store *conf_reopen(void **state) {
 #include "tests/store/router_bodies.h"
 #include "tests/store/users_bodies.h"
 #include "tests/store/audit_bodies.h"
+#include "tests/store/groups_bodies.h"
 #include "tests/store/vectors_bodies.h"
 
 /* A count by SQL, on whichever backend (the statement is plain SQL both understand). */
@@ -739,7 +740,7 @@ int main(void) {
         BOTH(test_db_driver),
         BOTH(conf_keys_create_check_revoke), BOTH(conf_keys_create_validates), BOTH(conf_keys_bound_to_kb_id), BOTH(conf_keys_several_kbs),
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
-        BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list),
+        BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list), BOTH(conf_groups),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),

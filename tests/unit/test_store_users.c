@@ -1,5 +1,5 @@
 /* store/users and store/audit on SQLite: the conformance bodies of tests/store/users_bodies.h and audit_bodies.h (which tests/pg/test_store_backends_pg.c
- * runs on both stores), and the password rules. */
+ * and groups_bodies.h runs on both stores), and the password rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +19,7 @@
 #define conf_reopen test_store_reopen
 #include "tests/store/users_bodies.h"
 #include "tests/store/audit_bodies.h"
+#include "tests/store/groups_bodies.h"
 
 static void test_passwords(void **state) {
     (void)state;
@@ -72,6 +73,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(conf_users_sessions, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_users_conversations, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_audit_add_list, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_groups, test_store_setup, test_store_teardown),
         cmocka_unit_test(test_passwords),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

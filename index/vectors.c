@@ -615,6 +615,10 @@ static void log_backend(const cq_dense *d, const char *why) {
     if (f->method == CQ_FUSION_KEEP)
         CQ_INFO("dense: fused with BM25 by the weights' keep fusion (Chinese questions: w %g, m %d; others: w %g, "
                 "m %d)%s%s", f->zh.w, f->zh.m, f->en.w, f->en.m, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
+    else if (f->method == CQ_FUSION_SCORE)
+        CQ_INFO("dense: fused with BM25 by the weights' score fusion, %s (Chinese questions: w %g, m %d, c %g; others: "
+                "w %g, m %d, c %g)%s%s", cq_fusion_norm_name(f->norm), f->zh.w, f->zh.m, f->zh.c, f->en.w, f->en.m,
+                f->en.c, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
 }
 
 cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {

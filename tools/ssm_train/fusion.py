@@ -18,7 +18,10 @@ Fusions (BM25's top 10 and dense's top 50, as `clauseqa eval` asks for 10 and re
 Equal scores go to the smaller key, i.e. the clause met first in BM25's list then the dense list (keys are numbered so
 by collect). index/fusion.c's keep does the same; its rrf, today's, breaks ties by clause id instead, so `rrf` here
 can differ from `clauseqa eval --mode router,bm25,dense` where a BM25 and a dense clause tie (docs/EVAL.md).
-(`retrieve --mode dense` reports fusion scores, not cosines, so the dense side is used by rank only.)
+(`retrieve --mode dense` reports the cosines since issue 27 — fusion scores before, so collect files made with an
+older binary hold ranks only on the dense side; `fit --method score` needs the cosines.)
+  score          the lists' SCORES fused (issue 27, index/fusion_score.c): see `ranked_score` and `score_report`;
+                 `fit --method score [--write ssm.json]` fits and writes it
 Each is fit three ways: per suite and question type (what a calibration by question type can reach; the runtime
 does not know a question's suite or type), per language of the suite (zh / en: the runtime knows a question's
 script, so this one can ship) and once for all suites (each suite weighing the same).
@@ -202,6 +205,7 @@ def metrics_ranks(ranks):
             "mrr": sum(1.0 / r for r in ranks if r) / max(1, n)}
 
 
+SCORE_VARIANT_SHIPPED = "best, never below BM25 on calib."
 SCORE_GRID_W = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 SCORE_GRID_M = [0, 1, 2, 3]
 SCORE_GRID_C = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5]
@@ -212,11 +216,19 @@ class ScoreTable:
     (the same fusion as ranked_score, vectorized; used to fit, while the tables report ranked_score's own ranks)."""
 
     def __init__(self, recs, depth=SCORE_DEPTH, norms=NORMS):
-        import numpy as np
-        self.np, self.recs = np, recs
+        self.recs, self.configs, self.ranks = recs, [], {}
+        try:
+            import numpy as np
+        except ImportError:  # Debian's python3 (CI): ranked_score itself, slower, the same ranks
+            for norm in norms:
+                for w in SCORE_GRID_W:
+                    for m in SCORE_GRID_M:
+                        for c in (SCORE_GRID_C if m else [0.0]):
+                            self.configs.append((norm, w, m, c))
+                            self.ranks[norm, w, m, c] = [first_hit(ranked_score(r, w, m, c, norm, depth)) or 0
+                                                         for r in recs]
+            return
         R, W = len(recs), depth + DEPTH_DENSE
-        self.configs = []
-        self.ranks = {}
         for norm in norms:
             NB = np.zeros((R, W))
             ND = np.zeros((R, W))
@@ -257,21 +269,20 @@ class ScoreTable:
                         h = np.take_along_axis(HIT & VALID, o, axis=1)
                         r = np.where(h.any(1), h.argmax(1) + 1, 0)
                         self.configs.append((norm, w, m, c))
-                        self.ranks[norm, w, m, c] = r
+                        self.ranks[norm, w, m, c] = r.tolist()
 
     def objective(self, groups, cfg):
         """mean over groups (lists of record indices) of hit@5 + MRR / 10 (fusion.py's objective)"""
-        np = self.np
         r = self.ranks[cfg]
         vals = []
         for g in groups:
-            x = r[g]
-            vals.append(np.mean((x > 0) & (x <= 5)) + np.mean(np.where(x > 0, 1.0 / np.maximum(x, 1), 0.0)) / 10)
-        return float(np.mean(vals)) if vals else 0.0
+            x = [r[i] for i in g]
+            vals.append(sum(1 for v in x if 0 < v <= 5) / len(x) + sum(1.0 / v for v in x if v > 0) / len(x) / 10)
+        return sum(vals) / len(vals) if vals else 0.0
 
     def hit5(self, idx, cfg):
-        x = self.ranks[cfg][idx]
-        return float(self.np.mean((x > 0) & (x <= 5))) if len(idx) else 0.0
+        r = self.ranks[cfg]
+        return sum(1 for i in idx if 0 < r[i] <= 5) / len(idx) if len(idx) else 0.0
 
     def fit(self, groups, norms=NORMS, ms=SCORE_GRID_M, floor=None):
         """The (norm, w, m, c) maximizing the mean objective over groups (index lists); the smallest w, then m, then
@@ -306,12 +317,16 @@ def score_report(recs, tag="", depth=SCORE_DEPTH):
     suites = sorted(set(r["suite"] for r in recs))
     variants = [("min-max", dict(norms=("minmax",), ms=[0])), ("z-score", dict(norms=("z",), ms=[0])),
                 ("min-max + keep", dict(norms=("minmax",))), ("z + keep", dict(norms=("z",))),
-                ("best, never below BM25 on calib.", dict(floor=0.0))]
+                (SCORE_VARIANT_SHIPPED, dict(floor=0.0))]
     fits = {}
     for name, kw in variants:
         for lang in ("zh", "en"):
             g = [idx["calib", s] for s in suites if LANG.get(s) == lang]
             fits[name, lang] = tab.fit(g, **kw)
+    for norm in NORMS:  # the shipped variant per normalization (the runtime holds one norm for both languages)
+        for lang in ("zh", "en"):
+            g = [idx["calib", s] for s in suites if LANG.get(s) == lang]
+            fits[SCORE_VARIANT_SHIPPED + "/" + norm, lang] = tab.fit(g, norms=(norm,), floor=0.0)
     print("\n### score fusion%s, BM25 %d deep: fitted by language on the calibration questions, hit@5 on the "
           "validation part\n" % (" (%s)" % tag if tag else "", depth))
     for name, _ in variants:
@@ -422,10 +437,13 @@ def fit_report(a):
                 kws = [fit([tr], m) if tr else {"w": 1.0, "c": 0.0}, fitted[m, LANG.get(s, "?")], fitted[m, "all"]]
                 cells.append(" / ".join("%.3f" % metrics(va, m, **kw)["hit@5"] for kw in kws))
             print("| %s | %s | %d/%d | %s |" % (s, t, len(tr), len(va), " | ".join(cells)))
-        if a.write:
-            write_fusion(a.write, fitted, d["tag"], calib, {lang: sum(len(by_suite[s]) for s in suites
-                                                                      if LANG.get(s) == lang) for lang in ("zh", "en")},
-                         a.note)
+        n_calib = {lang: sum(len(by_suite[s]) for s in suites if LANG.get(s) == lang) for lang in ("zh", "en")}
+        if getattr(a, "method", "keep") == "score":  # the rankings must carry scores (collect: BM25's, cosines)
+            fits = score_report([r for r in recs if r["part"] != "trained"], d["tag"])
+            if a.write:
+                write_score_fusion(a.write, fits, d["tag"], calib, n_calib, a.note)
+        elif a.write:
+            write_fusion(a.write, fitted, d["tag"], calib, n_calib, a.note)
 
 
 def write_fusion(path, fitted, tag, calib, n, note=""):
@@ -452,6 +470,36 @@ def write_fusion(path, fitted, tag, calib, n, note=""):
     print("wrote %s: %s" % (path, json.dumps({k: cfg["fusion"][k] for k in ("zh", "en")})))
 
 
+def write_score_fusion(path, fits, tag, calib, n, note=""):
+    """The score fusion that ships (score_report's last variant: the best configuration never below BM25 on any
+    calibration suite) into an encoder's ssm.json, as index/fusion_score.c reads it: "fusion": {"method": "score",
+    "norm", "fitted_on", "zh": {"w", "m", "c"}, "en": {...}}. Both languages must share one norm (the runtime's is
+    one): the zh fit's norm, and en refitted with it where they differ."""
+    last = SCORE_VARIANT_SHIPPED
+    for lang in ("zh", "en"):
+        if not fits.get((last, lang)):
+            raise SystemExit("fusion: no %s suite in the rankings, nothing fitted for it" % lang)
+    if not calib:
+        raise SystemExit("fusion: the rankings have no calibration questions (collect --calib-only): not written")
+    zh, en = fits[last, "zh"], fits[last, "en"]
+    if en[0] != zh[0]:
+        en = fits.get((last + "/" + zh[0], "en")) or en
+        if en[0] != zh[0]:
+            raise SystemExit("fusion: the zh and en fits chose different normalizations (%s, %s)" % (zh[0], en[0]))
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    cfg["fusion"] = {"method": "score", "norm": zh[0],
+                     "fitted_on": "calibration questions (tools/dev_split.py doc_is_calibration, never trained on) of "
+                                  "the dev suites' train parts, BM25 %d deep with its scores and the dense cosines of %s "
+                                  "(tools/ssm_train/fusion.py fit --method score; zh %d, en %d questions)"
+                                  % (SCORE_DEPTH, tag, n["zh"], n["en"]) + (("; " + note) if note else ""),
+                     "zh": {"w": zh[1], "m": int(zh[2]), "c": zh[3]}, "en": {"w": en[1], "m": int(en[2]), "c": en[3]}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("wrote %s: %s" % (path, json.dumps({k: cfg["fusion"][k] for k in ("norm", "zh", "en")})))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -466,6 +514,8 @@ def main():
     f.add_argument("--merge", action="store_true", help="the files are one tag's, per suite: fit them as one")
     f.add_argument("--write", default="", help="an ssm.json: write the language-level keep fusion into it")
     f.add_argument("--note", default="", help="added to the written fusion's fitted_on")
+    f.add_argument("--method", choices=["keep", "score"], default="keep",
+                   help="the fusion fitted and written: keep (ranks) or score (the lists' scores, issue 27)")
     f.add_argument("files", nargs="+")
     a = ap.parse_args()
     collect(a) if a.cmd == "collect" else fit_report(a)

@@ -99,6 +99,10 @@ cq_status cq_fusion_rank_scores(cq_fusion_norm norm, cq_fusion_params p, const i
                                 size_t nb, const int64_t *dense, const double *ds, size_t nd, cq_fused *out,
                                 size_t *n_out, cq_err *err);
 
+/* How many of BM25's clauses the score fusion keeps in place first for these lists (0 when m is 0 or BM25 is not
+ * confident): the first ones of cq_fusion_rank_scores' output. */
+size_t cq_fusion_score_kept(cq_fusion_params p, const int64_t *bm25, const double *bs, size_t nb);
+
 /* The "score" fusion's members of ssm.json's "fusion" object f (a cJSON *): "norm": "minmax" | "z", "zh" and "en":
  * {"w": 0..1, "m": 0..CQ_FUSION_MAX_KEEP, "c": ≥ 0 (optional, 0)}. CQ_ERR_FORMAT naming the member. */
 cq_status cq_fusion_score_from_config(const void *f, cq_fusion *out, cq_err *err);

@@ -67,6 +67,18 @@ static void normalize(double *x, size_t n, cq_fusion_norm norm) {
     for (size_t i = 0; i < n; i++) x[i] = sd > 0 ? (x[i] - mean) / sd : 0.0;
 }
 
+static size_t index_of(const int64_t *ids, size_t n, int64_t id);
+
+size_t cq_fusion_score_kept(cq_fusion_params p, const int64_t *bm25, const double *bs, size_t nb) {
+    if (p.m <= 0 || !nb) return 0;
+    double b0 = bs[0], b1 = nb > 1 ? (bs[1] >= b0 ? b0 : bs[1]) : 0.0;
+    const double conf = nb < 2 ? 1.0 : (b0 - b1) / fmax(fabs(b0), 1e-9);
+    if (!(conf >= p.c)) return 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < nb && i < (size_t)p.m; i++) kept += index_of(bm25, i, bm25[i]) == i;
+    return kept;
+}
+
 static size_t index_of(const int64_t *ids, size_t n, int64_t id) {
     size_t i = 0;
     while (i < n && ids[i] != id) i++;

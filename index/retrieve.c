@@ -276,6 +276,31 @@ static cq_status score_fuse(const cq_retrieve_options *o, const cq_hit *x, const
     return rc;
 }
 
+/* Document routing (index/doc_route.h, CLAUSEQA_DOC_ROUTE) on the fused list f[0..nf): BM25's kept clauses stay. */
+static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query *q, const cq_hit *x,
+                       const int64_t *bm25, size_t nb, cq_fusion_method method, cq_fusion_params p, cq_fused *f,
+                       size_t nf, cq_err *err) {
+    const cq_ssm_model *m = cq_dense_model(o->dense);
+    const int dim = cq_ssm_model_config(m)->d_embed;
+    size_t kept = 0;
+    if (method == CQ_FUSION_KEEP) {
+        kept = p.m < 0 ? 0 : (size_t)p.m < nb ? (size_t)p.m : nb;
+    } else if (method == CQ_FUSION_SCORE) {
+        double *bs = malloc((nb + 1) * sizeof *bs);
+        if (!bs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < nb; i++) bs[i] = x[i].score;
+        kept = cq_fusion_score_kept(p, bm25, bs, nb);
+        free(bs);
+    }
+    float *qv = malloc((size_t)dim * sizeof *qv);
+    if (!qv) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = cq_dense_query_vector(o->dense, q->text, qv, err);
+    if (!rc)
+        rc = cq_doc_route_apply(cq_dense_doc_route(o->dense), s, cq_ssm_model_id(m), dim, qv, f, nf, kept, err);
+    free(qv);
+    return rc;
+}
+
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
  * them and the dense list are fused (index/fusion.h: the fusion the options or the weights choose; only the dense
  * list, by reciprocal rank, when BM25 was not asked for). */
@@ -306,6 +331,7 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     if (!(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
         for (size_t i = 0; i < nf && i < nd; i++)
             if (f[i].id == ids[i]) f[i].score = cos[i];
+    if (!rc && cq_dense_doc_route(o->dense)->top) rc = route(s, o, q, h->hits + routed, bm25, nb, method, params, f, nf, err);
     free(bm25);
     if (rc) {
         free(f);

@@ -190,6 +190,48 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
     assert_int_equal(nb, na);
     assert_memory_equal(a, b, na * sizeof *a);
     cq_dense_close(k);
+    /* document routing (CLAUSEQA_DOC_ROUTE, index/doc_route.h): a bad value fails the open; "1,100" puts the
+     * clauses of the nearest candidate document right after BM25's kept first clause */
+    setenv("CLAUSEQA_DOC_ROUTE", "3,x", 1);
+    assert_int_equal(cq_dense_open(dir, models, &k, &err), CQ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "CLAUSEQA_DOC_ROUTE"));
+    unsetenv("CLAUSEQA_DOC_ROUTE");
+    {
+        /* the dense list alone (random weights: the two documents' clauses interleaved), without and with routing */
+        int64_t ids_off[50], ids_on[50], docs_off[50], docs_on[50];
+        size_t n_off = 0, n_on = 0;
+        for (int on = 0; on < 2; on++) {
+            if (on) setenv("CLAUSEQA_DOC_ROUTE", "1,100", 1);
+            if (cq_dense_open(dir, models, &k, &err)) fail_msg("%s", err.msg);
+            unsetenv("CLAUSEQA_DOC_ROUTE");
+            assert_int_equal(cq_dense_doc_route(k)->top, on ? 1 : 0);
+            cq_retrieve_options ro = {.modes = CQ_RETRIEVE_DENSE, .k = 50, .dense = k};
+            assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);
+            assert_int_equal(cq_retrieve(s, &q, &ro, &h, &err), CQ_OK);
+            cq_query_free(&q);
+            for (size_t i = 0; i < h.n; i++) {
+                (on ? ids_on : ids_off)[i] = h.hits[i].clause_id;
+                (on ? docs_on : docs_off)[i] = h.hits[i].doc_id;
+            }
+            *(on ? &n_on : &n_off) = h.n;
+            cq_hits_free(&h);
+            cq_dense_close(k);
+        }
+        size_t first_other = 1; /* without routing the documents alternate: the test can see a move */
+        while (first_other < n_off && docs_off[first_other] == docs_off[0]) first_other++;
+        int back = 0;
+        for (size_t i = first_other; i < n_off; i++) back |= docs_off[i] == docs_off[0];
+        assert_true(back);
+        assert_int_equal(n_on, n_off); /* a prior, not a filter: the same clauses */
+        for (size_t i = 0; i < n_on; i++) {
+            size_t j = 0;
+            while (j < n_off && ids_off[j] != ids_on[i]) j++;
+            assert_true(j < n_off);
+        }
+        size_t i = 1; /* with it, every clause of the routed document comes first */
+        while (i < n_on && docs_on[i] == docs_on[0]) i++;
+        for (; i < n_on; i++) assert_true(docs_on[i] != docs_on[0]);
+    }
     /* asked for by name, score needs weights that carry it */
     o.fusion = CQ_FUSION_SCORE;
     assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);

@@ -118,7 +118,7 @@ def ranked(rec, method, w=1.0, c=0.0):
 # The lists' SCORES fused instead of their ranks: each list's scores normalized (per question), a clause absent from
 # a list takes that list's lowest normalized score, fused = (1 - w) * bm25 + w * dense; BM25's top m stay in place
 # when BM25 is confident (its first score leads its second by a relative margin of at least c). index/fusion_score.c
-# does exactly this (tests/unit/fusion_vs_py.py holds the two equal). BM25 is read SCORE_DEPTH deep (the runtime
+# does exactly this (tests/unit/fusion_score_vs_py.py holds the two equal). BM25 is read SCORE_DEPTH deep (the runtime
 # fetches that many BM25 hits when it fuses by score), dense DEPTH_DENSE deep (its cosines).
 SCORE_DEPTH = 50
 NORMS = ("minmax", "z")

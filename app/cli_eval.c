@@ -27,7 +27,7 @@ static void usage(FILE *f) {
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
                "                     [--keyless-min-confidence X]\n"
-               "                     [--fusion weights|rrf|keep]\n"
+               "                     [--fusion weights|rrf|keep|score]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"

@@ -23,7 +23,7 @@ static cq_status parse_params(const cJSON *fusion, const char *lang, cq_fusion_p
         m->valuedouble < 0 || m->valuedouble > CQ_FUSION_MAX_KEEP)
         return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.m (BM25's hits kept in place) must be a whole number "
                           "in 0..%d", lang, CQ_FUSION_MAX_KEEP);
-    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble};
+    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, 0.0};
     return CQ_OK;
 }
 
@@ -40,8 +40,9 @@ cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq
         ;
     } else if (!cJSON_IsObject(f)) {
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\" must be an object {\"method\": \"keep\", ...}");
-    } else if (!cJSON_IsString(method) || (strcmp(method->valuestring, "keep") && strcmp(method->valuestring, "rrf"))) {
-        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".method must be \"keep\" or \"rrf\", not %s%s%s",
+    } else if (!cJSON_IsString(method) || (strcmp(method->valuestring, "keep") && strcmp(method->valuestring, "rrf") &&
+                                           strcmp(method->valuestring, "score"))) {
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".method must be \"keep\", \"score\" or \"rrf\", not %s%s%s",
                         cJSON_IsString(method) ? "\"" : "",
                         cJSON_IsString(method) ? method->valuestring : method ? "a non-string" : "missing",
                         cJSON_IsString(method) ? "\"" : "");
@@ -50,6 +51,8 @@ cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq
     } else if (!strcmp(method->valuestring, "keep")) {
         out->method = CQ_FUSION_KEEP;
         if (!(rc = parse_params(f, "zh", &out->zh, err))) rc = parse_params(f, "en", &out->en, err);
+    } else if (!strcmp(method->valuestring, "score")) {
+        rc = cq_fusion_score_from_config(f, out, err); /* index/fusion_score.c */
     }
     if (!rc && cJSON_IsString(fitted_on)) snprintf(out->fitted_on, sizeof out->fitted_on, "%s", fitted_on->valuestring);
     cJSON_Delete(root);
@@ -61,12 +64,13 @@ cq_status cq_fusion_parse_method(const char *s, cq_fusion_method *out, cq_err *e
     if (!strcmp(s, "weights")) *out = CQ_FUSION_WEIGHTS;
     else if (!strcmp(s, "rrf")) *out = CQ_FUSION_RRF;
     else if (!strcmp(s, "keep")) *out = CQ_FUSION_KEEP;
-    else return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion '%s' (use weights, rrf or keep)", s);
+    else if (!strcmp(s, "score")) *out = CQ_FUSION_SCORE;
+    else return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion '%s' (use weights, rrf, keep or score)", s);
     return CQ_OK;
 }
 
 const char *cq_fusion_method_name(cq_fusion_method m) {
-    return m == CQ_FUSION_RRF ? "rrf" : m == CQ_FUSION_KEEP ? "keep" : "weights";
+    return m == CQ_FUSION_RRF ? "rrf" : m == CQ_FUSION_KEEP ? "keep" : m == CQ_FUSION_SCORE ? "score" : "weights";
 }
 
 cq_fusion_params cq_fusion_params_for(const cq_fusion *f, bool chinese) { return chinese ? f->zh : f->en; }

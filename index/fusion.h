@@ -29,30 +29,40 @@ typedef enum {
     CQ_FUSION_WEIGHTS = 0, /* as a retrieval option: what the dense retriever's weights say (rrf when nothing) */
     CQ_FUSION_RRF = 1,
     CQ_FUSION_KEEP = 2,
+    CQ_FUSION_SCORE = 3, /* the lists' scores fused (index/fusion_score.c) */
 } cq_fusion_method;
+
+typedef enum {
+    CQ_FUSION_NORM_MINMAX = 0, /* score: each list's scores to (x - min) / (max - min) */
+    CQ_FUSION_NORM_Z = 1,      /* score: each list's scores to (x - mean) / sd */
+} cq_fusion_norm;
 
 #define CQ_FUSION_RRF_K 60.0      /* rank r of a list adds weight / (CQ_FUSION_RRF_K + r) */
 #define CQ_FUSION_MAX_KEEP 1000000 /* m above this is refused as a typo (any m ≥ the list keeps it all) */
 
 typedef struct {
-    double w; /* the dense list's weight, finite, ≥ 0 */
+    double w; /* the dense list's weight, finite, ≥ 0 (score: in 0..1, BM25's is 1 - w) */
     int m;    /* BM25's top m kept in place, ≥ 0 */
+    double c; /* score: m is kept only when BM25 is confident, its first score leading its second by a relative
+               * margin ≥ c (0: always) */
 } cq_fusion_params;
 
 typedef struct {
-    cq_fusion_method method; /* CQ_FUSION_RRF or CQ_FUSION_KEEP */
-    cq_fusion_params zh, en; /* keep: by the question's language */
+    cq_fusion_method method; /* CQ_FUSION_RRF, CQ_FUSION_KEEP or CQ_FUSION_SCORE */
+    cq_fusion_norm norm;     /* score: how each list's scores are normalized */
+    cq_fusion_params zh, en; /* keep, score: by the question's language */
     char fitted_on[512];     /* what the parameters were fitted on ("" when not said; longer is cut) */
 } cq_fusion;
 
 /* The fusion of an encoder's config, ssm.json's text[0..len): its "fusion" member, or rrf when it has none:
  *   "fusion": {"method": "keep", "fitted_on": "...", "zh": {"w": 0.1, "m": 2}, "en": {"w": 0, "m": 0}}
+ *   "fusion": {"method": "score", "norm": "minmax", "zh": {"w": 0.3, "m": 1, "c": 0.1}, "en": {...}}
  * ("method": "rrf" needs nothing else; other members are ignored). A text that is not strict JSON, an unknown
  * method, a missing language, a w that is negative or not finite, an m that is not a whole number in
  * 0..CQ_FUSION_MAX_KEEP: CQ_ERR_FORMAT naming what is wrong. */
 cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq_err *err);
 
-/* "rrf", "keep" or "weights" (the default: what the weights say) into *out; CQ_ERR_INVALID otherwise. */
+/* "rrf", "keep", "score" or "weights" (the default: what the weights say) into *out; CQ_ERR_INVALID otherwise. */
 cq_status cq_fusion_parse_method(const char *s, cq_fusion_method *out, cq_err *err);
 const char *cq_fusion_method_name(cq_fusion_method m);
 
@@ -71,5 +81,31 @@ typedef struct {
  * fusion.py. */
 size_t cq_fusion_rank(cq_fusion_method method, cq_fusion_params p, const int64_t *bm25, size_t nb,
                       const int64_t *dense, size_t nd, cq_fused *out);
+
+/* ---- score fusion (index/fusion_score.c; issue 27) -------------------------------------------------------------
+ * The lists' scores, not their ranks: BM25's scores are first made non-increasing down its list (x_i = min(x_i,
+ * x_{i-1}): the documents a question names come first, and their clauses may score below later ones), then each
+ * list's scores are normalized per question (norm), a clause absent from a list takes that list's lowest normalized
+ * score, and fused = (1 - w) * bm25 + w * dense. When m > 0 and BM25 is confident ((s1 - s2) / max(|s1|, 1e-9) ≥ c
+ * over its made-monotone scores; a list of one is confident), BM25's top m stay in place first. Ties: the clause met
+ * first, reading BM25's list then the dense list. Sums run in list order in doubles, no fused multiply-add, so the
+ * ranking equals `ranked_score()` of tools/ssm_train/fusion.py (tests/unit/fusion_score_vs_py.py). Retrieval reads
+ * BM25 CQ_FUSION_SCORE_DEPTH deep when it fuses by score (the depth the fit read). */
+#define CQ_FUSION_SCORE_DEPTH 50
+
+/* Fuses bm25[0..nb) with its scores bs and dense[0..nd) with its scores ds (cosines) into out (room for nb + nd),
+ * *n_out clauses. Scores never rise down out: a kept clause scores above every fused one. CQ_ERR_NOMEM only. */
+cq_status cq_fusion_rank_scores(cq_fusion_norm norm, cq_fusion_params p, const int64_t *bm25, const double *bs,
+                                size_t nb, const int64_t *dense, const double *ds, size_t nd, cq_fused *out,
+                                size_t *n_out, cq_err *err);
+
+/* How many of BM25's clauses the score fusion keeps in place first for these lists (0 when m is 0 or BM25 is not
+ * confident): the first ones of cq_fusion_rank_scores' output. */
+size_t cq_fusion_score_kept(cq_fusion_params p, const int64_t *bm25, const double *bs, size_t nb);
+
+/* The "score" fusion's members of ssm.json's "fusion" object f (a cJSON *): "norm": "minmax" | "z", "zh" and "en":
+ * {"w": 0..1, "m": 0..CQ_FUSION_MAX_KEEP, "c": ≥ 0 (optional, 0)}. CQ_ERR_FORMAT naming the member. */
+cq_status cq_fusion_score_from_config(const void *f, cq_fusion *out, cq_err *err);
+const char *cq_fusion_norm_name(cq_fusion_norm n);
 
 #endif

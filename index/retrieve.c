@@ -255,10 +255,50 @@ static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_
     const cq_fusion *f = cq_dense_fusion(o->dense);
     *method = o->fusion != CQ_FUSION_WEIGHTS ? o->fusion : f->method;
     *p = cq_fusion_params_for(f, q->lang == CQ_QUERY_ZH);
-    if (*method == CQ_FUSION_KEEP && f->method != CQ_FUSION_KEEP)
-        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fusion keep needs its parameters fitted for the encoder's weights "
-                          "(\"fusion\" in their ssm.json, docs/SSM.md); these weights have none: use rrf");
+    if (*method != CQ_FUSION_RRF && f->method != *method)
+        return cq_err_set(err, CQ_ERR_UNSUPPORTED, "fusion %s needs its parameters fitted for the encoder's weights "
+                          "(\"fusion\" in their ssm.json, docs/SSM.md); these weights have none: use rrf",
+                          cq_fusion_method_name(*method));
     return CQ_OK;
+}
+
+/* The score fusion (index/fusion_score.c) of BM25's hits x[0..nb) (ids in bm25) with the dense ids and cosines. */
+static cq_status score_fuse(const cq_retrieve_options *o, const cq_hit *x, const int64_t *bm25, size_t nb,
+                            const int64_t *ids, const float *cos, size_t nd, cq_fusion_params p, cq_fused *f,
+                            size_t *nf, cq_err *err) {
+    double *sc = malloc((nb + nd + 1) * sizeof *sc);
+    if (!sc) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nb; i++) sc[i] = x[i].score;
+    for (size_t i = 0; i < nd; i++) sc[nb + i] = cos[i];
+    cq_status rc = cq_fusion_rank_scores(cq_dense_fusion(o->dense)->norm, p, bm25, sc, nb, ids, sc + nb, nd, f, nf,
+                                         err);
+    free(sc);
+    return rc;
+}
+
+/* Document routing (index/doc_route.h, CLAUSEQA_DOC_ROUTE) on the fused list f[0..nf): BM25's kept clauses stay. */
+static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query *q, const cq_hit *x,
+                       const int64_t *bm25, size_t nb, cq_fusion_method method, cq_fusion_params p, cq_fused *f,
+                       size_t nf, cq_err *err) {
+    const cq_ssm_model *m = cq_dense_model(o->dense);
+    const int dim = cq_ssm_model_config(m)->d_embed;
+    size_t kept = 0;
+    if (method == CQ_FUSION_KEEP) {
+        kept = p.m < 0 ? 0 : (size_t)p.m < nb ? (size_t)p.m : nb;
+    } else if (method == CQ_FUSION_SCORE) {
+        double *bs = malloc((nb + 1) * sizeof *bs);
+        if (!bs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < nb; i++) bs[i] = x[i].score;
+        kept = cq_fusion_score_kept(p, bm25, bs, nb);
+        free(bs);
+    }
+    float *qv = malloc((size_t)dim * sizeof *qv);
+    if (!qv) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = cq_dense_query_vector(o->dense, q->text, qv, err);
+    if (!rc)
+        rc = cq_doc_route_apply(cq_dense_doc_route(o->dense), s, cq_ssm_model_id(m), dim, qv, f, nf, kept, err);
+    free(qv);
+    return rc;
 }
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
@@ -267,7 +307,7 @@ static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_
 static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes, const cq_query *q, cq_hits *h,
                             size_t k, cq_err *err) {
     cq_fusion_method method = CQ_FUSION_RRF;
-    cq_fusion_params params = {1.0, 0};
+    cq_fusion_params params = {1.0, 0, 0.0};
     cq_status rc = modes & CQ_RETRIEVE_BM25 ? fusion_for(o, q, &method, &params, err) : CQ_OK;
     if (rc) return rc;
     int64_t ids[DENSE_POOL];
@@ -285,8 +325,18 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
-    size_t nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
+    size_t nf = 0;
+    if (method == CQ_FUSION_SCORE) rc = score_fuse(o, h->hits + routed, bm25, nb, ids, cos, nd, params, f, &nf, err);
+    else nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
+    if (!(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
+        for (size_t i = 0; i < nf && i < nd; i++)
+            if (f[i].id == ids[i]) f[i].score = cos[i];
+    if (!rc && cq_dense_doc_route(o->dense)->top) rc = route(s, o, q, h->hits + routed, bm25, nb, method, params, f, nf, err);
     free(bm25);
+    if (rc) {
+        free(f);
+        return rc;
+    }
     /* Rebuild the list after the router hits in the fused order; the BM25 hits move aside and are freed after. */
     cq_hits old = {malloc((nb + 1) * sizeof *old.hits), nb, 0};
     if (!old.hits) {
@@ -457,7 +507,8 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
-    if (opt->fusion != CQ_FUSION_WEIGHTS && opt->fusion != CQ_FUSION_RRF && opt->fusion != CQ_FUSION_KEEP)
+    if (opt->fusion != CQ_FUSION_WEIGHTS && opt->fusion != CQ_FUSION_RRF && opt->fusion != CQ_FUSION_KEEP &&
+        opt->fusion != CQ_FUSION_SCORE)
         return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion %d", (int)opt->fusion);
     if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
@@ -467,6 +518,10 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
     if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;
+    /* the score fusion reads BM25 as deep as its fit did (index/fusion.h) */
+    if ((modes & CQ_RETRIEVE_DENSE) && (modes & CQ_RETRIEVE_BM25) && opt->dense && pool < CQ_FUSION_SCORE_DEPTH &&
+        (opt->fusion == CQ_FUSION_WEIGHTS ? cq_dense_fusion(opt->dense)->method : opt->fusion) == CQ_FUSION_SCORE)
+        pool = CQ_FUSION_SCORE_DEPTH;
     out->hits = calloc(pool, sizeof *out->hits);
     if (!out->hits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;

@@ -529,6 +529,7 @@ struct cq_dense {
                                     the questions of other threads */
     pthread_mutex_t encode_mu, doc_mu, kbs_mu;
     cq_fusion fusion;   /* how retrieval fuses BM25 with these weights' vectors: ssm.json "fusion" (rrf without) */
+    cq_doc_route route; /* document routing (index/doc_route.h): CLAUSEQA_DOC_ROUTE at the open, off by default */
     void *vocab_handle; /* the external input vocabulary, when the weights need one */
     int64_t *kb_ids;
     cq_vectors **kbs;
@@ -583,6 +584,8 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
     size_t len = 0;
     cq_status rc = cq_file_read(cfg, CONFIG_MAX_BYTES, &text, &len, err);
     if (!rc && (rc = cq_fusion_from_config(text, len, &d->fusion, err))) cq_err_prefix(err, "%s: ", cfg);
+    if (!rc && (rc = cq_doc_route_parse(getenv("CLAUSEQA_DOC_ROUTE"), &d->route, err)))
+        cq_err_prefix(err, "CLAUSEQA_DOC_ROUTE: ");
     free(text);
     if (!rc) rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
     if (!rc && strcmp(tokenizer, "cq-hash-v1")) {
@@ -615,6 +618,13 @@ static void log_backend(const cq_dense *d, const char *why) {
     if (f->method == CQ_FUSION_KEEP)
         CQ_INFO("dense: fused with BM25 by the weights' keep fusion (Chinese questions: w %g, m %d; others: w %g, "
                 "m %d)%s%s", f->zh.w, f->zh.m, f->en.w, f->en.m, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
+    else if (f->method == CQ_FUSION_SCORE)
+        CQ_INFO("dense: fused with BM25 by the weights' score fusion, %s (Chinese questions: w %g, m %d, c %g; others: "
+                "w %g, m %d, c %g)%s%s", cq_fusion_norm_name(f->norm), f->zh.w, f->zh.m, f->zh.c, f->en.w, f->en.m,
+                f->en.c, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
+    if (d->route.top)
+        CQ_INFO("dense: document routing on (CLAUSEQA_DOC_ROUTE): the %zu nearest of the candidates' documents, + %g "
+                "on their clauses", d->route.top, d->route.beta);
 }
 
 cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {
@@ -761,6 +771,15 @@ cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err
 
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
 const cq_fusion *cq_dense_fusion(const cq_dense *d) { return &d->fusion; }
+const cq_doc_route *cq_dense_doc_route(const cq_dense *d) { return &d->route; }
+
+cq_status cq_dense_query_vector(cq_dense *d, const char *question, float *q, cq_err *err) {
+    size_t len = strlen(question);
+    pthread_mutex_lock(&d->encode_mu);
+    cq_status rc = cq_ssm_encode_queries(d->encoder, &question, &len, 1, q, err);
+    pthread_mutex_unlock(&d->encode_mu);
+    return rc;
+}
 cq_ssm_backend cq_dense_backend(const cq_dense *d) { return cq_ssm_encoder_backend(d->doc_encoder); }
 
 /* The KB's index if it is open (no opening: an index opened now would be checked against SQLite anyway). */

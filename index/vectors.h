@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "index/doc_route.h"
 #include "index/fusion.h"
 #include "index/store.h"
 #include "ssm/ssm.h"
@@ -109,6 +110,11 @@ const cq_ssm_model *cq_dense_model(cq_dense *d);
 /* How retrieval fuses BM25 with these weights' vectors (index/fusion.h): the "fusion" of their ssm.json, read and
  * checked when the retriever opens (a bad one fails the open with the reason), rrf when they carry none. */
 const cq_fusion *cq_dense_fusion(const cq_dense *d);
+/* Document routing (index/doc_route.h), as CLAUSEQA_DOC_ROUTE said when the retriever opened (a bad value fails the
+ * open); off ({0, 0}) by default. */
+const cq_doc_route *cq_dense_doc_route(const cq_dense *d);
+/* The question's vector (d_embed floats) as cq_dense_search encodes it. */
+cq_status cq_dense_query_vector(cq_dense *d, const char *question, float *q, cq_err *err);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */
 cq_ssm_backend cq_dense_backend(const cq_dense *d);
 /* Keeping FAISS in step with SQLite (no-ops when d is NULL or the KB's index is not open): forget drops clause

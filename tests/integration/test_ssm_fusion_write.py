@@ -5,7 +5,8 @@ questions and written into an encoder's ssm.json as the runtime reads it.
     smallest dense weight that puts it first, w 0.1, BM25's top 0 kept) and must stay out for English (BM25 first,
     dense never right: w 0, m 0);
   - the other keys of ssm.json are kept; the object has method, fitted_on (with --note), zh/en {w, m};
-  - validation questions never enter the fit; rankings without calibration questions are refused, the file unchanged.
+  - validation questions never enter the fit; rankings without calibration questions are refused, the file unchanged;
+  - --method score (issue 27): the score fusion written the same way, {"method": "score", "norm", "zh"/"en": {w, m, c}}.
 
 usage: test_ssm_fusion_write.py [path/to/clauseqa (unused)]"""
 import argparse
@@ -105,6 +106,27 @@ def main():
         refused = "calibration" in str(e)
     check(refused, "rankings without calibration questions are refused")
     check(open(cfg_path).read() == before, "and the ssm.json is left unchanged")
+    # --method score (issue 27): the lists' scores; the same synthetic rankings (BM25 10 - r, dense 1 - r / 100)
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    fusion.fit_report(argparse.Namespace(files=[good], merge=True, write=cfg_path, note="", method="score"))
+    fu = json.load(open(cfg_path)).get("fusion", {})
+    check(fu.get("method") == "score" and fu.get("norm") in ("minmax", "z"), "method score with a norm (got %s)" % fu)
+    zh, en = fu.get("zh", {}), fu.get("en", {})
+    check(set(zh) == {"w", "m", "c"} and set(en) == {"w", "m", "c"}, "zh and en hold w, m, c")
+    zc = [r for r in json.load(gzip.open(good, "rt"))["questions"].values() if r["suite"] == "policy-zh-dev"
+          and r.get("calib")]
+    check(zh.get("w", 0) > 0 and all(fusion.ranked_score(r, zh["w"], zh["m"], zh["c"], fu["norm"])[0][1] for r in zc),
+          "zh: a dense weight that puts the gold (BM25 6th, dense 1st) first (got %s)" % zh)
+    check(en == {"w": 0.0, "m": 0, "c": 0.0}, "en: dense never right, BM25 alone (got %s)" % en)
+    check("BM25 50 deep" in fu.get("fitted_on", ""), "fitted_on says how deep BM25 was read")
+    before = open(cfg_path).read()
+    try:
+        fusion.fit_report(argparse.Namespace(files=[bad], merge=True, write=cfg_path, note="", method="score"))
+        refused = False
+    except SystemExit as e:
+        refused = "calibration" in str(e)
+    check(refused and open(cfg_path).read() == before, "score: no calibration questions, refused, the file unchanged")
     print("%d failed" % FAILED)
     return 1 if FAILED else 0
 

@@ -4,7 +4,8 @@
     it is not validation and one of its gold documents is calibration;
   - train.fuse: m 0 / w 1 is index/retrieve.c's RRF (ties by clause id), w 0 is BM25's top 10, BM25's top m stay in place;
   - Data.window(prefix=True) reads the document from its start up to the positive when that fits, and the first
-    clause + the clauses just before the positive when it does not.
+    clause + the clauses just before the positive when it does not;
+  - the document head's input (issue 27): Data.doc_prefix and doc_vectors.
 The train.py parts need numpy and torch (the training venv); without them only dev_split is checked.
 
 usage: test_ssm_train_calib.py [path/to/clauseqa (unused)]"""
@@ -63,8 +64,8 @@ class _Doc:
 
 def test_train():
     try:
-        import numpy  # noqa: F401
-        import torch  # noqa: F401
+        import numpy
+        import torch
         import train
     except ImportError as e:
         print("skip train.py checks (%s)" % e)
@@ -94,6 +95,23 @@ def test_train():
     check(ids == [0, 7, 8, 9], "a prefix window that does not fit: first clause + the clauses before (%s)" % ids)
     ids, _ = train.Data.window(doc, 9, 1 + 4 * 11, random.Random(0))
     check(0 in ids and 9 in ids and len(ids) == 4, "the usual window still holds the first clause and the positive")
+    # the document head (issue 27, --doc-head): documents read from their start; vectors over valid tokens only
+    doc.doc_off = numpy.asarray([0, 12])
+    pre = train.Data.doc_prefix(doc, 0, 1 + 3 * 11)
+    check(len(pre) == 3 and all(len(c) == 10 for c in pre), "doc_prefix: the clauses from the start that fit (%d)"
+          % len(pre))
+    check(len(train.Data.doc_prefix(doc, 0, 5)) == 1, "doc_prefix: at least the first clause")
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 3)
+    o = torch.randn(2, 6, 4)
+    lens = torch.tensor([6, 3])
+    v = train.doc_vectors(None, head, o, lens)
+    o2 = o.clone()
+    o2[1, 3:] = 100.0  # padding beyond the document must not count
+    v2 = train.doc_vectors(None, head, o2, lens)
+    want = head(torch.cat([o[1, :3].mean(0), o[1, 2]]))
+    check(torch.allclose(v.norm(dim=1), torch.ones(2)) and torch.allclose(v, v2) and
+          torch.allclose(v[1], want / want.norm()), "doc_vectors: unit vectors of [mean; last] over the valid tokens")
 
 
 if __name__ == "__main__":

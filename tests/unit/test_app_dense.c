@@ -144,6 +144,101 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
     cq_hits_free(&h);
     cq_dense_close(k);
 
+    /* score (issue 27): English questions fuse BM25's scores, read CQ_FUSION_SCORE_DEPTH deep whatever k, with the
+     * cosines as index/fusion_score.c says; Chinese ones w 0, m 0: BM25's order */
+    set_fusion(models, "{\"method\": \"score\", \"norm\": \"z\", \"zh\": {\"w\": 0, \"m\": 0}, \"en\": {\"w\": "
+                       "0.6, \"m\": 1, \"c\": 0}}");
+    if (cq_dense_open(dir, models, &k, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_dense_fusion(k)->method, CQ_FUSION_SCORE);
+    {
+        cq_retrieve_options deep = {.modes = CQ_RETRIEVE_BM25, .k = CQ_FUSION_SCORE_DEPTH, .dense = k};
+        assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);
+        assert_int_equal(cq_retrieve(s, &q, &deep, &h, &err), CQ_OK);
+        cq_query_free(&q);
+        assert_true(h.n > 8); /* deeper than the k asked below: the fusion must read all of it */
+        int64_t bid[CQ_FUSION_SCORE_DEPTH];
+        double bsc[CQ_FUSION_SCORE_DEPTH], dsc[50];
+        const size_t n_b = h.n;
+        for (size_t i = 0; i < n_b; i++) {
+            bid[i] = h.hits[i].clause_id;
+            bsc[i] = h.hits[i].score;
+        }
+        cq_hits_free(&h);
+        assert_int_equal(cq_dense_search(k, s, kb, en, 50, dense_ids, cos, &nd, &err), CQ_OK);
+        for (size_t i = 0; i < nd; i++) dsc[i] = cos[i];
+        cq_fused sw[CQ_FUSION_SCORE_DEPTH + 50];
+        size_t nsw = 0;
+        assert_int_equal(cq_fusion_rank_scores(CQ_FUSION_NORM_Z, cq_dense_fusion(k)->en, bid, bsc, n_b, dense_ids, dsc,
+                                               nd, sw, &nsw, &err), CQ_OK);
+        nb = retrieve_ids(s, kb, en, both, CQ_FUSION_WEIGHTS, k, b, sb, &bm25_b);
+        assert_int_equal(nb, 8);
+        assert_int_equal(b[0], bid[0]); /* m 1, c 0: BM25's first stays */
+        for (size_t i = 0; i < nb; i++) {
+            assert_int_equal(b[i], sw[i].id);
+            assert_true(sb[i] == sw[i].score);
+        }
+        /* the dense list alone reports its cosines */
+        na = retrieve_ids(s, kb, en, CQ_RETRIEVE_DENSE, CQ_FUSION_WEIGHTS, k, a, sa, &bm25_a);
+        assert_int_equal(na, nd < 8 ? nd : 8);
+        for (size_t i = 0; i < na; i++) {
+            assert_int_equal(a[i], dense_ids[i]);
+            assert_true(sa[i] == (double)cos[i]);
+        }
+    }
+    na = retrieve_ids(s, kb, zh, CQ_RETRIEVE_BM25, CQ_FUSION_WEIGHTS, k, a, sa, &bm25_a);
+    nb = retrieve_ids(s, kb, zh, both, CQ_FUSION_WEIGHTS, k, b, sb, &bm25_b);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, na * sizeof *a);
+    cq_dense_close(k);
+    /* document routing (CLAUSEQA_DOC_ROUTE, index/doc_route.h): a bad value fails the open; "1,100" puts the
+     * clauses of the nearest candidate document right after BM25's kept first clause */
+    setenv("CLAUSEQA_DOC_ROUTE", "3,x", 1);
+    assert_int_equal(cq_dense_open(dir, models, &k, &err), CQ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "CLAUSEQA_DOC_ROUTE"));
+    unsetenv("CLAUSEQA_DOC_ROUTE");
+    {
+        /* the dense list alone (random weights: the two documents' clauses interleaved), without and with routing */
+        int64_t ids_off[50], ids_on[50], docs_off[50], docs_on[50];
+        size_t n_off = 0, n_on = 0;
+        for (int on = 0; on < 2; on++) {
+            if (on) setenv("CLAUSEQA_DOC_ROUTE", "1,100", 1);
+            if (cq_dense_open(dir, models, &k, &err)) fail_msg("%s", err.msg);
+            unsetenv("CLAUSEQA_DOC_ROUTE");
+            assert_int_equal(cq_dense_doc_route(k)->top, on ? 1 : 0);
+            cq_retrieve_options ro = {.modes = CQ_RETRIEVE_DENSE, .k = 50, .dense = k};
+            assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);
+            assert_int_equal(cq_retrieve(s, &q, &ro, &h, &err), CQ_OK);
+            cq_query_free(&q);
+            for (size_t i = 0; i < h.n; i++) {
+                (on ? ids_on : ids_off)[i] = h.hits[i].clause_id;
+                (on ? docs_on : docs_off)[i] = h.hits[i].doc_id;
+            }
+            *(on ? &n_on : &n_off) = h.n;
+            cq_hits_free(&h);
+            cq_dense_close(k);
+        }
+        size_t first_other = 1; /* without routing the documents alternate: the test can see a move */
+        while (first_other < n_off && docs_off[first_other] == docs_off[0]) first_other++;
+        int back = 0;
+        for (size_t i = first_other; i < n_off; i++) back |= docs_off[i] == docs_off[0];
+        assert_true(back);
+        assert_int_equal(n_on, n_off); /* a prior, not a filter: the same clauses */
+        for (size_t i = 0; i < n_on; i++) {
+            size_t j = 0;
+            while (j < n_off && ids_off[j] != ids_on[i]) j++;
+            assert_true(j < n_off);
+        }
+        size_t i = 1; /* with it, every clause of the routed document comes first */
+        while (i < n_on && docs_on[i] == docs_on[0]) i++;
+        for (; i < n_on; i++) assert_true(docs_on[i] != docs_on[0]);
+    }
+    /* asked for by name, score needs weights that carry it */
+    o.fusion = CQ_FUSION_SCORE;
+    assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);
+    assert_int_equal(cq_retrieve(s, &q, &o, &h, &err), CQ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "fusion score needs"));
+    cq_query_free(&q);
+
     /* a bad fusion fails the open, naming the file and the member */
     set_fusion(models, "{\"method\": \"keep\", \"zh\": {\"w\": -1, \"m\": 0}, \"en\": {\"w\": 0, \"m\": 0}}");
     assert_int_equal(cq_dense_open(dir, models, &k, &err), CQ_ERR_FORMAT);

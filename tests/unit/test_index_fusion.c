@@ -21,7 +21,7 @@
 static void expect_ranking(cq_fusion_method method, double w, int m, const int64_t *bm25, size_t nb,
                            const int64_t *dense, size_t nd, const int64_t *want, size_t n_want) {
     cq_fused out[128];
-    size_t n = cq_fusion_rank(method, (cq_fusion_params){w, m}, bm25, nb, dense, nd, out);
+    size_t n = cq_fusion_rank(method, (cq_fusion_params){w, m, 0}, bm25, nb, dense, nd, out);
     assert_int_equal(n, n_want);
     for (size_t i = 0; i < n; i++) {
         if (out[i].id != want[i]) fail_msg("place %zu: clause %lld, expected %lld", i, (long long)out[i].id,
@@ -38,7 +38,7 @@ static void test_keep_fixed_lists(void **state) {
     const int64_t w1[] = {11, 12, 13, 15, 14, 20, 21};
     expect_ranking(CQ_FUSION_KEEP, 0.1, 2, b1, N_OF(b1), d1, N_OF(d1), w1, N_OF(w1));
     cq_fused out[16];
-    assert_int_equal(cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){0.1, 2}, b1, 5, d1, 5, out), 7);
+    assert_int_equal(cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){0.1, 2, 0}, b1, 5, d1, 5, out), 7);
     assert_false(out[0].from_dense);
     assert_false(out[1].from_dense);
     assert_true(out[2].from_dense);  /* 13: dense rank 2 before BM25 rank 3 */
@@ -74,7 +74,7 @@ static void test_keep_fixed_lists(void **state) {
     const int64_t d6[] = {5, 6, 1};
     expect_ranking(CQ_FUSION_KEEP, 0.1, 2, NULL, 0, d6, 3, d6, 3);
     expect_ranking(CQ_FUSION_KEEP, 0.0, 0, NULL, 0, d6, 3, d6, 3);
-    assert_int_equal(cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){1, 1}, NULL, 0, NULL, 0, out), 0);
+    assert_int_equal(cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){1, 1, 0}, NULL, 0, NULL, 0, out), 0);
     /* both lists the same clauses */
     const int64_t b7[] = {1, 2, 3}, d7[] = {3, 2, 1};
     const int64_t w7[] = {1, 3, 2}; /* m 1: 1 stays; 3 = 1/63 + 2/61, 2 = 1/62 + 2/62 */
@@ -140,7 +140,7 @@ static void test_rrf_unchanged(void **state) {
         for (size_t i = 0; i < nd; i++) plain_add(want, &nw, d[i], (int)i + 1, true);
         qsort(want, nw, sizeof *want, cmp_plain);
         cq_fused got[250];
-        size_t n = cq_fusion_rank(CQ_FUSION_RRF, (cq_fusion_params){draw(4) * 0.5, (int)draw(5)}, b, nb, d, nd, got);
+        size_t n = cq_fusion_rank(CQ_FUSION_RRF, (cq_fusion_params){draw(4) * 0.5, (int)draw(5), 0}, b, nb, d, nd, got);
         assert_int_equal(n, nw);
         for (size_t i = 0; i < n; i++) {
             assert_int_equal(got[i].id, want[i].id);
@@ -179,7 +179,7 @@ static void check_cases(const char *path, size_t min_cases) {
             }
         }
         cq_fused out[512];
-        size_t got = cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){w->valuedouble, m->valueint}, ids[0], n[0],
+        size_t got = cq_fusion_rank(CQ_FUSION_KEEP, (cq_fusion_params){w->valuedouble, m->valueint, 0}, ids[0], n[0],
                                     ids[1], n[1], out);
         int same = got == n[2];
         for (size_t i = 0; same && i < got; i++) same = out[i].id == ids[2][i];
@@ -254,7 +254,7 @@ static void test_config(void **state) {
     assert_string_equal(f.fitted_on, "");
 
     expect_bad("{\"fusion\": \"keep\"}", "must be an object");
-    expect_bad("{\"fusion\": {\"zh\": {\"w\": 1, \"m\": 0}}}", "method must be \"keep\" or \"rrf\", not missing");
+    expect_bad("{\"fusion\": {\"zh\": {\"w\": 1, \"m\": 0}}}", "method must be \"keep\", \"score\" or \"rrf\", not missing");
     expect_bad("{\"fusion\": {\"method\": \"gate\"}}", "not \"gate\"");
     expect_bad("{\"fusion\": {\"method\": 2}}", "not a non-string");
     expect_bad("{\"fusion\": {\"method\": \"keep\", \"en\": {\"w\": 0, \"m\": 0}}}", "keep needs \"zh\"");
@@ -286,7 +286,7 @@ static void test_config(void **state) {
     assert_int_equal(cq_fusion_parse_method("weights", &m, &err), CQ_OK);
     assert_int_equal(m, CQ_FUSION_WEIGHTS);
     assert_int_equal(cq_fusion_parse_method("hybrid", &m, &err), CQ_ERR_INVALID);
-    assert_non_null(strstr(err.msg, "weights, rrf or keep"));
+    assert_non_null(strstr(err.msg, "weights, rrf, keep or score"));
     assert_string_equal(cq_fusion_method_name(CQ_FUSION_KEEP), "keep");
 }
 

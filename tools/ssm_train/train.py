@@ -24,6 +24,13 @@ Loss: InfoNCE over every clause of the batch (temperature --tau; several positiv
                    H a linear map (d_embed -> the teacher's dimension: 384 for e5, 768 or --teacher-dim for
                    EmbeddingGemma) used in training only: the student learns the teacher's geometry
                    for every text, not only the ranking inside a batch.
+  + --doc-head W * (document routing, issue 27; 0 = off): --doc-batch documents a step, each read from its start
+                   (up to --doc-window tokens, as ingest reads it), pooled over its final outputs [mean; last] and
+                   mapped by the document head D (2 d_model -> d_embed, exported beside the weights as
+                   doc_head.safetensors) to a unit vector in the clauses' and queries' space:
+                   InfoNCE of a train question against the batch's documents (its gold document positive, --doc-tau)
+                   + (1 - cos(H d, t_doc)), t_doc the teacher's document embedding (the normalized mean of its
+                   clause vectors; needs --teacher). Validation adds doc hit@1/5/10 of the validation questions.
 AdamW (--lr, warm-up, cosine to 10 % over the time budget or --steps), clipping 1.0, TF32 matrix products.
 
 Reproducible: fixed seeds; --steps N repeats a run's schedule (the manifest records steps_done); GPU kernels are
@@ -115,6 +122,18 @@ class Data:
 
     def clen(self, i):
         return min(int(self.cl_off[i + 1] - self.cl_off[i]), MAX_CLAUSE) + 1
+
+    def doc_prefix(self, doc, max_len):
+        """The clauses (token lists) of document doc from its start while they fit in max_len tokens (BOS and a SEP
+        each; at least the first clause)."""
+        first, last = int(self.doc_off[doc]), int(self.doc_off[doc + 1])
+        out, total = [], 1
+        for i in range(first, last):
+            if out and total + self.clen(i) > max_len:
+                break
+            out.append(self.clause(i)[:MAX_CLAUSE].tolist())
+            total += self.clen(i)
+        return out
 
     def window(self, g, max_len, rng, cut=None, prefix=False):
         """Clause ids and token lists of a window of consecutive clauses around g, the document's first clause in
@@ -263,7 +282,19 @@ class Sampler:
         counts = {k: int(round(self.mix[k] * self.args.batch)) for k in kinds}
         counts[kinds[0]] += self.args.batch - sum(counts.values())
         out = [self.one(k) for k in kinds for _ in range(counts[k])]
+        if getattr(self.args, "doc_head", 0) > 0 and self.dev_suites:
+            out.append(("docs", [self.doc_item() for _ in range(self.args.doc_batch)]))
         return out
+
+    def doc_item(self):
+        """(question tokens, teacher key, document index, the document's clauses from its start up to --doc-window
+        tokens): a train dev question and its gold document, read as ingest reads it."""
+        d, rng = self.data, self.rng
+        s = rng.choices(self.dev_suites, weights=self.dev_w)[0]
+        j = self.dev_by_suite[s][rng.randrange(len(self.dev_by_suite[s]))]
+        q = d.q["questions"][j]
+        doc = int(d.clause_doc[q["pos"][rng.randrange(len(q["pos"]))]])
+        return d.text_tokens("q", j)[:MAX_QUERY].tolist(), ("q", j), doc, d.doc_prefix(doc, self.args.doc_window)
 
 
 def _pad(seqs):
@@ -275,7 +306,21 @@ def _pad(seqs):
 
 def batch_arrays(batch):
     """The batch as padded NumPy arrays (built in the worker processes): query and window tokens, segment tables,
-    the positive mask."""
+    the positive mask; with --doc-head, the document items' questions ("dq") and documents ("dw")."""
+    docs = [b[1] for b in batch if b[0] == "docs"]
+    batch = [b for b in batch if b[0] != "docs"]
+    out = batch_arrays_main(batch)
+    if docs:
+        items = docs[0]
+        qs = [tm.query_tokens(x[0]) for x in items]
+        dws = [tm.document_tokens(x[3])[0] for x in items]
+        out.update({"dq": _pad(qs), "dq_len": np.asarray([len(x) for x in qs]), "dq_keys": [x[1] for x in items],
+                    "ddoc": np.asarray([x[2] for x in items], np.int64), "dw": _pad(dws),
+                    "dw_len": np.asarray([len(x) for x in dws])})
+    return out
+
+
+def batch_arrays_main(batch):
     queries = [tm.query_tokens(b[0]) for b in batch]
     windows = [w for b in batch for w in b[2]]
     built = [tm.document_tokens(cl) for _, cl in windows]
@@ -312,7 +357,36 @@ def batch_tensors(arrays, device):
                 if isinstance(v, np.ndarray) else v) for k, v in arrays.items()}
 
 
-def batch_loss(model, head, bt, args, ckpt=True):
+def doc_vectors(model, doc_head, o, lens):
+    """Document vectors: the document head over the pooled final outputs [mean over the document; its last output],
+    normalized (o: (B, L, d_model) outputs, lens: (B,) tokens of each row)."""
+    ar = torch.arange(o.shape[1], device=o.device)
+    valid = (ar[None, :] < lens[:, None]).to(o.dtype)
+    mean = (o * valid[:, :, None]).sum(1) / lens[:, None].to(o.dtype)
+    last = o[torch.arange(o.shape[0], device=o.device), lens - 1]
+    v = doc_head(torch.cat([mean, last], 1))
+    return v / v.norm(dim=1, keepdim=True)
+
+
+def doc_loss(model, head, doc_head, bt, args, ckpt=True):
+    """The document-routing loss (module docstring) and its parts."""
+    qo = tm.encode(model, bt["dq"], lens=bt["dq_len"])
+    idx = torch.arange(len(bt["dq_len"]), device=qo.device)
+    qv = tm.pool(model, qo, idx, torch.zeros_like(bt["dq_len"]), bt["dq_len"])
+    dv = doc_vectors(model, doc_head, tm.encode(model, bt["dw"], ckpt=ckpt, lens=bt["dw_len"]), bt["dw_len"])
+    s = qv @ dv.T / args.doc_tau
+    same = bt["ddoc"][:, None] == bt["ddoc"][None, :]  # a document twice in the batch: both positive
+    nce = (torch.logsumexp(s, 1) - torch.logsumexp(s.masked_fill(~same, float("-inf")), 1)).mean()
+    parts = {"doc_nce": nce.detach()}
+    loss = nce
+    if TEACHER is not None and "d" in TEACHER:
+        emb = (1 - F.cosine_similarity(head(dv), TEACHER["d"][bt["ddoc"]].float(), dim=1)).mean()
+        loss = loss + emb
+        parts["doc_emb"] = emb.detach()
+    return loss, parts
+
+
+def batch_loss(model, head, bt, args, ckpt=True, doc_head=None):
     qo = tm.encode(model, bt["q"], lens=bt["q_len"])
     idx = torch.arange(len(bt["q_len"]), device=qo.device)
     qv = tm.pool(model, qo, idx, torch.zeros_like(bt["q_len"]), bt["q_len"])
@@ -344,6 +418,10 @@ def batch_loss(model, head, bt, args, ckpt=True):
                   (1 - F.cosine_similarity(head(cv), tc, dim=1)).mean()
             loss = loss + args.distill_emb * emb
             parts["emb"] = emb.detach()
+    if doc_head is not None and "dw" in bt:
+        dl, dparts = doc_loss(model, head, doc_head, bt, args, ckpt)
+        loss = loss + args.doc_head * dl
+        parts.update(dparts)
     return loss, top1, parts
 
 
@@ -634,6 +712,15 @@ def cut_teacher(dim):
     TEACHER = {k: F.normalize(v[:, :dim].float(), dim=-1).half() for k, v in TEACHER.items()}
 
 
+def teacher_documents(data):
+    """TEACHER["d"]: each document's teacher embedding, the normalized mean of its clause vectors (what routing
+    with the teacher measured: tools/teacher/doc_routing.py, "mean")."""
+    c = TEACHER["c"].float()
+    doc = torch.as_tensor(data.clause_doc, device=c.device)
+    d = torch.zeros(len(data.doc_off) - 1, c.shape[1], device=c.device).index_add_(0, doc, c)
+    TEACHER["d"] = F.normalize(d, dim=-1).half()
+
+
 def teacher_scores(data, bm25):
     tq = TEACHER["q"]
     qv = lambda js: tq[torch.as_tensor(js, device=tq.device)]  # noqa: E731
@@ -665,6 +752,51 @@ def export(model, out, manifest):
         json.dump(cfg, f, indent=1)
         f.write("\n")
     os.replace(os.path.join(out, "ssm.json.tmp"), os.path.join(out, "ssm.json"))
+
+
+def export_doc_head(doc_head, args):
+    """doc_head.safetensors beside the weights (doc_head.weight (d_embed, 2 d_model), doc_head.bias, BF16 like them;
+    the runtime's weights loader refuses tensors it does not know, so it is a file of its own); its manifest entry."""
+    from safetensors.torch import save_file
+    os.makedirs(args.out, exist_ok=True)
+    sd = {"doc_head." + k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in doc_head.state_dict().items()}
+    save_file(sd, os.path.join(args.out, "doc_head.safetensors"))
+    return {"file": "doc_head.safetensors", "input": "[mean of the document's final outputs; its last output]",
+            "window_tokens": args.doc_window, "loss_weight": args.doc_head, "tau": args.doc_tau,
+            "teacher_target": "normalized mean of the teacher's clause vectors of the document"}
+
+
+def validate_docs(model, doc_head, data, device, window, ks=(1, 5, 10)):
+    """Document routing on the validation questions: each dev suite's documents read from their start (window
+    tokens) into document vectors; doc hit@k = a gold document among the question's k nearest of its suite."""
+    qs = [j for j, q in enumerate(data.q["questions"]) if q["src"] == "dev" and q["split"] == "val" and q["pos"]]
+    res = {}
+    model.eval()
+    with torch.no_grad():
+        for si, suite in enumerate(data.suites):
+            docs = np.flatnonzero(data.doc_suite == si)
+            js = [j for j in qs if data.q["questions"][j]["suite"] == suite]
+            if not len(docs) or not js:
+                continue
+            dvs = []
+            for s0 in range(0, len(docs), 16):
+                toks = [tm.document_tokens(data.doc_prefix(int(d), window))[0] for d in docs[s0:s0 + 16]]
+                lens = torch.as_tensor([len(t) for t in toks], device=device)
+                o = tm.encode(model, torch.as_tensor(_pad(toks), device=device), lens=lens)
+                dvs.append(doc_vectors(model, doc_head, o, lens))
+            dv = torch.cat(dvs)
+            qv = tm.encode_queries(model, [data.text_tokens("q", j)[:MAX_QUERY].tolist() for j in js], device)
+            order = (qv @ dv.T).argsort(dim=1, descending=True)[:, :max(ks)].cpu().numpy()
+            hit = {k: 0 for k in ks}
+            for r, j in enumerate(js):
+                gold = set(int(data.clause_doc[g]) for g in data.q["questions"][j]["pos"])
+                ranked = [int(docs[x]) for x in order[r]]
+                for k in ks:
+                    hit[k] += bool(gold & set(ranked[:k]))
+            res[suite] = dict({"n": len(js), "documents": int(len(docs))},
+                              **{"doc_hit@%d" % k: round(hit[k] / len(js), 4) for k in ks})
+    model.train()
+    return res
 
 
 def build_model(args, data, device):
@@ -744,6 +876,11 @@ def main():
     ap.add_argument("--distill-emb", type=float, default=1.0)
     ap.add_argument("--distill-tau", type=float, default=0.02)
     ap.add_argument("--distill-suites", type=lambda v: sorted(x for x in v.split(",") if x), default=[])
+    ap.add_argument("--doc-head", type=float, default=0.0, help="weight of the document-routing loss (issue 27; "
+                    "0: no document head)")
+    ap.add_argument("--doc-batch", type=int, default=16, help="documents a step for the document head")
+    ap.add_argument("--doc-window", type=int, default=2048, help="tokens of a document read for its vector")
+    ap.add_argument("--doc-tau", type=float, default=0.05)
     ap.add_argument("--no-fused", action="store_true", help="the prefix scan in torch ops (today's path)")
     ap.add_argument("--workers", type=int, default=3, help="batch-building processes")
     ap.add_argument("--tf32", type=int, default=1)
@@ -792,6 +929,8 @@ def main():
             torch.save(dict(TEACHER, info=teacher_info), args.teacher_save)
         full = TEACHER
         cut_teacher(args.teacher_dim)
+        if args.doc_head > 0:
+            teacher_documents(data)
         if args.teacher_only:
             tv = teacher_scores(data, bm25)
             log("teacher validation (its own dense retrieval%s): %s" % (", and fused with BM25" if bm25 else "",
@@ -822,6 +961,12 @@ def main():
     with torch.no_grad():
         if model.c.d_embed == t_dim:
             head.weight.copy_(torch.eye(t_dim))
+    doc_head = None
+    if args.doc_head > 0:
+        doc_head = torch.nn.Linear(2 * model.c.d_model, model.c.d_embed).to(device)
+        with torch.no_grad():  # start from the clause pooling ([mean; last] -> d_embed, the same shape)
+            doc_head.weight.copy_(model.pool.weight)
+            doc_head.bias.copy_(model.pool.bias)
     if args.calib:
         data.hold_calibration()
     sampler = Sampler(data, args, args.seed)
@@ -830,7 +975,8 @@ def main():
     decay = [p for n, p in params if p.ndim >= 2 and "A_log" not in n and "embedding.markers" not in n
              and n != "embedding.weight"]
     no_decay = [p for n, p in params if not any(p is q for q in decay)]
-    opt = torch.optim.AdamW([{"params": decay + list(head.parameters()), "weight_decay": args.wd},
+    extra = list(head.parameters()) + (list(doc_head.parameters()) if doc_head is not None else [])
+    opt = torch.optim.AdamW([{"params": decay + extra, "weight_decay": args.wd},
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     manifest_base = {
         "trained_by": "tools/ssm_train/train.py", "commit": args.commit,
@@ -864,10 +1010,10 @@ def main():
         bt = batch_tensors(arrays, device)
         for g in opt.param_groups:
             g["lr"] = lr_at(progress, step)
-        loss, top1, parts = batch_loss(model, head, bt, args)
+        loss, top1, parts = batch_loss(model, head, bt, args, doc_head=doc_head)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(head.parameters()), 1.0)
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()) + extra, 1.0)
         opt.step()
         step += 1
         t_data += t2 - t1
@@ -887,11 +1033,15 @@ def main():
     log("trained %d steps in %.0f s (%.3f s/step)" % (step, train_s, train_s / max(1, step)))
     bf16_round(model)
     manifest = dict(manifest_base, steps_done=step, train_seconds=round(train_s, 1), loss_history=history[-20:])
+    if doc_head is not None:
+        manifest["doc_head"] = export_doc_head(doc_head, args)
     export(model, args.out, dict(manifest, validation=None))
     val = None
     if args.validate != "none":
         try:
             val = validate(model, data, device, bm25, sub=args.validate == "sub")
+            if doc_head is not None:
+                val["doc_routing"] = validate_docs(model, doc_head, data, device, args.doc_window)
         except Exception as e:  # the weights are exported already; say why there are no scores
             val = {"error": repr(e)}
     log("validation (dense, bf16 weights): " + json.dumps(val))

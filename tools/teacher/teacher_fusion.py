@@ -2,7 +2,7 @@
 baseline: the target is >= 70 % of what the teacher adds to BM25).
 
     python3 tools/teacher/teacher_fusion.py --data DATA --vectors DIR [--eval ../shared/eval] [--out F.json.gz]
-        [--tag egemma] [--dim 0]
+        [--tag egemma] [--dim 0] [--bm25-scores F.json.gz]
 
 DIR: egemma_vectors.py's files (dev_rank.npz: the teacher's 50 nearest store clauses of each dev question's suite,
 computed on the GPU at full dimension). --dim N instead ranks here from the cache's Matryoshka vectors
@@ -16,6 +16,11 @@ their gold) are kept as records that no method can hit, as `fusion.py collect` c
 the train part the calibration questions (tools/dev_split.py), on which fusion.py fits w and m; then fusion.py's
 own table (`fit --merge`): BM25, teacher dense, fixed RRF, rrf-w / gate / keep fitted by type, language, all.
 The `keep` column "language" is what the runtime ships (index/fusion.c).
+
+--bm25-scores (tools/teacher/bm25_scores.py's file: BM25's top 50 WITH scores, the same ranking as prepare.py's)
+puts BM25's scores into the records, and the score fusions are measured too (fusion.py `score_report`: per-question
+min-max or z-score normalization, a dense weight w, BM25's top m kept when it is confident by margin c; fitted by
+language on the calibration questions; index/fusion_score.c ships it).
 """
 import argparse
 import gzip
@@ -66,7 +71,9 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--tag", default="egemma")
     ap.add_argument("--dim", type=int, default=0)
+    ap.add_argument("--bm25-scores", default="", help="bm25_scores.py's file: BM25 with scores, score fusion too")
     a = ap.parse_args()
+    scores = json.load(gzip.open(a.bm25_scores, "rt"))["questions"] if a.bm25_scores else {}
     meta = json.load(open(os.path.join(a.data, "meta.json")))
     corpus = np.load(os.path.join(a.data, "corpus.npz"))
     data_q = json.load(open(os.path.join(a.data, "queries.json"), encoding="utf-8"))["questions"]
@@ -88,7 +95,11 @@ def main():
             j = by_id.get((suite, q["id"]))
             if j is not None:
                 pos = set(data_q[j]["pos"])
-                rec["bm25"] = [[int(g), 0.0, int(g in pos)] for g in data_q[j].get("bm25", [])]
+                key = "%s/%s" % (suite, q["id"])
+                if scores and key not in scores:
+                    raise SystemExit("teacher_fusion: %s has no BM25 scores in %s" % (key, a.bm25_scores))
+                rec["bm25"] = ([[int(g), float(x), int(g in pos)] for g, x in scores[key]] if scores else
+                               [[int(g), 0.0, int(g in pos)] for g in data_q[j].get("bm25", [])])
                 if j in dense:
                     g, c = dense[j]
                     rec["dense"] = [[int(x), round(float(s), 5), int(x in pos)] for x, s in zip(g, c) if x >= 0]
@@ -103,6 +114,9 @@ def main():
     n = {p: sum(r["part"] == p for r in recs.values()) for p in ("val", "train")}
     print("%d validation and %d calibration questions -> %s" % (n["val"], n["train"], out))
     fusion.fit_report(argparse.Namespace(files=[out], merge=True, write="", note=""))
+    if scores:
+        for depth in (fusion.SCORE_DEPTH, fusion.DEPTH_BM25):
+            fusion.score_report(list(recs.values()), a.tag, depth)
 
 
 if __name__ == "__main__":

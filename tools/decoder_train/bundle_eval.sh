@@ -17,7 +17,7 @@ for what in "$@"; do
     T=$(mktemp -d); mkdir -p $T/bin $T/lib
     for x in clauseqa tests/test_decoder_cuda tests/bench_decoder; do strip -o $T/bin/$(basename $x) "$B/$x"; done
     for l in $(ldd "$B/clauseqa" "$B/tests/test_decoder_cuda" | awk '/=>/ {print $3}' | sort -u | grep -v -E \
-        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
+        "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|/libcuda|/libcudart|libcublas|/libz\.so|/libblas\.|/liblapack\."); do
       cp -L "$l" $T/lib/
     done
     ln -s libopenblas.so.0 $T/lib/libblas.so.3

@@ -42,7 +42,7 @@ run)
     local left=$((DEADLINE - $(date +%s)))
     [ $left -gt 15 ] || { echo "$s $tag: not started ($left s left)" >> $R/skipped.txt; return; }
     local t=$(date +%s)
-    timeout $left $CQ eval --data $W/c_$s --kb $s --suite $dir --device cuda --answers generate --json \
+    timeout $left $CQ eval --data $W/c_$s --kb $s --suite $dir --device cuda --answers generate --json --model $MODEL --adapter $ADAPTER \
       --refusal-min-p 2 --out $R/$s.$tag.jsonl "$@" > $R/$s.$tag.json 2> $R/$s.$tag.err
     echo "$s $tag: exit $? in $(( $(date +%s) - t )) s" >> $R/times.txt
   }

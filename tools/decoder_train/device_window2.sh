@@ -45,8 +45,15 @@ wait)
     || cp $L/adapter/adapter.safetensors $A/
   sha256sum $A/*; cp $L/adapter/* $L/device.log $L/train.log $OUT/ 2>/dev/null
   [ -d .device/teacher27 ] && bash tools/teacher/device27.sh stash ;;
+old)   # no training this window: the committed adapter (carry its adapter.safetensors, which the index leaves out)
+  mkdir -p $A && cp data/models/answer-${M%.gguf}/adapter.json data/models/answer-${M%.gguf}/adapter.safetensors $A/ && sha256sum $A/* ;;
 calib)
-  OUT=$OUT MODEL=/tmp/model/$M ADAPTER=$A bash tools/decoder_train/device_calibrate.sh run ;;
+  OUT=$OUT MODEL=/tmp/model/$M ADAPTER=$A bash tools/decoder_train/device_calibrate.sh run
+  # the threshold chosen on the calibration part (held out of training) goes into adapter.json for the demo
+  python3 tools/decoder_train/refusal_threshold.py --runs $W/calib --tag train-hybrid --questions $W/tq | tail -4
+  t=$(python3 tools/decoder_train/refusal_threshold.py --runs $W/calib --tag train-hybrid --questions $W/tq | sed -n 's/^best on these runs: t = \([0-9.]*\).*/\1/p')
+  [ -n "$t" ] && python3 -c "import json,sys; p='$A/adapter.json'; d=json.load(open(p)); d['refusal_min_p']=float(sys.argv[1]); json.dump(d,open(p,'w'),indent=1)" $t && echo "refusal_min_p $t written"
+  python3 tools/decoder_train/refusal_threshold.py --runs $W/calib --tag val-hybrid --questions $W/vs --at ${t:-0.9} --metrics 2>&1 | tail -8 ;;
 demo)
   D=/tmp/demo; rm -rf $D; mkdir -p $D && ln -sfn $A /tmp/model/answer-${M%.gguf}   # the adapter found beside the model
   CQ=$W/bin/clauseqa

@@ -113,7 +113,7 @@ static void test_calls_share_slices(void **state) {
     assert_int_equal(s1.score_calls - s0.score_calls, 3);
     assert_int_equal(s1.score_prompts - s0.score_prompts, 7);
     assert_int_equal(s1.score_tokens - s0.score_tokens, 150 + 125 + 130);
-    /* after the blocker: a's 125 tokens and b's first 45 in one slice of <= 200, then b's other 85 */
+    /* after the blocker: a's 125 tokens and b's first two (70) in one slice of <= 200, then b's last (60) */
     assert_true(s1.score_slices_shared - s0.score_slices_shared >= 1);
     assert_true(s1.score_slices - s0.score_slices <= 3);
     assert_int_equal(s1.phase[CQ_DECODER_RERANK_RUN].count - s0.phase[CQ_DECODER_RERANK_RUN].count, 3);

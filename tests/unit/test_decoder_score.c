@@ -3,6 +3,7 @@
  * steps queued while a call is part-way run between its slices (counted, not timed); prefix reuse gives bit-identical
  * logits, also after a prompt longer than the local layers' ring, and says how many tokens it saved. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -40,6 +40,9 @@ static void usage(FILE *f) {
                "--keyless-min-confidence X: an answer from a clause with none of the question's key terms is refused\n"
                "below this confidence (default 0.8; negative: never; the lines of --out carry key_terms, confidence).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
+               "--rerank-chars N cuts each candidate's text to N characters in its relevance prompt (at most 400);\n"
+               "--rerank-sure-margin X with --rerank-sure-top-n N rescores only the first N candidates when the first\n"
+               "leads the second by X of its score (docs/EVAL.md).\n"
                CQ_CLI_FUSION_USAGE CQ_CLI_ANSWER_USAGE);
 }
 
@@ -172,10 +175,13 @@ int cq_cmd_eval(int argc, char **argv) {
         {"min-coverage", required_argument, 0, 'c'}, {"min-confidence", required_argument, 0, 'f'},
         {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'},
         {"fusion", required_argument, 0, 'u'}, {"keyless-min-confidence", required_argument, 0, 'y'},
+        {"rerank-chars", required_argument, 0, 'C'}, {"rerank-sure-margin", required_argument, 0, 'M'},
+        {"rerank-sure-top-n", required_argument, 0, 'N'},
         CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
-    long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0;
+    long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0, rerank_chars = -1, sure_top_n = -1;
+    double sure_margin = -1;
     double min_coverage = 0, min_confidence = 0, refusal_min_p = 0, keyless_min_confidence = 0;
     cq_fusion_method fusion = CQ_FUSION_WEIGHTS;
     int json = 0, c;
@@ -204,6 +210,13 @@ int cq_cmd_eval(int argc, char **argv) {
         case 'y': keyless_min_confidence = atof(optarg); break;
         case 't':
             if ((rerank_top_n = cq_cli_positive("--rerank-top-n", optarg)) < 0) return 2;
+            break;
+        case 'C':
+            if ((rerank_chars = cq_cli_positive("--rerank-chars", optarg)) < 0) return 2;
+            break;
+        case 'M': sure_margin = atof(optarg); break;
+        case 'N':
+            if ((sure_top_n = cq_cli_positive("--rerank-sure-top-n", optarg)) < 0) return 2;
             break;
         case 'u':
             if (cq_cli_parse_fusion("eval", optarg, &fusion)) return 2;
@@ -276,6 +289,9 @@ int cq_cmd_eval(int argc, char **argv) {
                                  .fusion = fusion};
     cq_reranker reranker = {0};
     cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
+    if (rerank_chars >= 0) reranker.chars = (size_t)rerank_chars;
+    if (sure_margin >= 0) reranker.sure_margin = sure_margin;
+    if (sure_top_n >= 0) reranker.sure_top_n = (size_t)sure_top_n;
     cq_answer_options aopt = {.min_coverage = min_coverage,
                               .min_confidence = min_confidence, .refusal_min_p = refusal_min_p,
                               .keyless_min_confidence = keyless_min_confidence, .decoder = dec};
@@ -392,6 +408,7 @@ int cq_cmd_eval(int argc, char **argv) {
                 cJSON *h = cJSON_CreateObject();
                 cJSON_AddStringToObject(h, "doc", a.hits.hits[i].doc_name);
                 cJSON_AddStringToObject(h, "path", a.hits.hits[i].path ? a.hits.hits[i].path : "");
+                cJSON_AddNumberToObject(h, "score", a.hits.hits[i].score);
                 cJSON_AddItemToArray(top, h);
             }
             cJSON_AddItemToObject(o, "top", top);

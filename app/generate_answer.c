@@ -180,10 +180,15 @@ char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t 
 }
 
 char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p) {
+    return cq_prompt_relevance_cut(question, p, CQ_PROMPT_RELEVANCE_CHARS);
+}
+
+char *cq_prompt_relevance_cut(const char *question, const cq_prompt_passage *p, size_t chars) {
+    if (chars == 0 || chars > CQ_PROMPT_RELEVANCE_CHARS) chars = CQ_PROMPT_RELEVANCE_CHARS;
     const bool zh = cq_utf8_has_cjk(question);
     cq_strbuf b = {0};
     cq_strbuf_puts(&b, zh ? "任务：相关性\n材料：" : "Task: relevance\nPassage: ");
-    put_passage(&b, p, prefix_bytes(p->text ? p->text : "", CQ_PROMPT_RELEVANCE_CHARS), zh);
+    put_passage(&b, p, prefix_bytes(p->text ? p->text : "", chars), zh);
     cq_strbuf_puts(&b, zh ? "\n问题：" : "\nQuestion: ");
     put_question(&b, question);
     cq_strbuf_puts(&b, zh ? "\n相关：" : "\nRelevant:");

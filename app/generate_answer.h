@@ -105,6 +105,8 @@ cq_prompt_passage cq_prompt_passage_of(const cq_hit *h);
 char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown);
 /* Task 3 (relevance) of one passage, its text cut to CQ_PROMPT_RELEVANCE_CHARS. */
 char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p);
+/* The same with the text cut to `chars` code points (at most CQ_PROMPT_RELEVANCE_CHARS, as trained; 0: that). */
+char *cq_prompt_relevance_cut(const char *question, const cq_prompt_passage *p, size_t chars);
 /* The first tokens of the relevance task's answer words (是/否, " yes"/" no") for the question's language. */
 cq_status cq_prompt_relevance_ids(const cq_tokenizer *tok, bool zh, int32_t *yes, int32_t *no, cq_err *err);
 

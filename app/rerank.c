@@ -11,6 +11,10 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     if (!r || !r->decoder || !cq_decoder_adapter(r->decoder))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "reranking needs the decoder's trained adapter (docs/ANSWERS.md)");
     if (n == 0) return CQ_OK;
+    const size_t all = n;
+    if (r->sure_margin > 0 && r->sure_top_n && n > r->sure_top_n && n > 1 && hits[0].score > 0 &&
+        hits[0].score - hits[1].score >= r->sure_margin * hits[0].score)
+        n = r->sure_top_n; /* retrieval is sure enough: rescore only the first few */
     size_t batch = r->batch && r->batch < n ? r->batch : n;
     const cq_tokenizer *tok = cq_decoder_tokenizer(r->decoder);
     int32_t ids[2];
@@ -22,7 +26,7 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     if (!prompts || !lens || !logits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         const cq_prompt_passage p = cq_prompt_passage_of(&hits[i]);
-        char *text = cq_prompt_relevance(q->text, &p);
+        char *text = cq_prompt_relevance_cut(q->text, &p, r->chars);
         rc = text ? cq_tokenizer_encode(tok, text, strlen(text), CQ_TOK_ADD_BOS, &prompts[i], &lens[i], err)
                   : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         free(text);
@@ -30,7 +34,12 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     for (size_t i = 0; !rc && i < n; i += batch)
         rc = cq_decoder_score_prompts(r->decoder, (const int32_t *const *)prompts + i, lens + i,
                                       n - i < batch ? n - i : batch, ids, 2, logits + 2 * i, err);
-    for (size_t i = 0; !rc && i < n; i++) scores[i] = (double)logits[2 * i] - (double)logits[2 * i + 1];
+    double low = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        scores[i] = (double)logits[2 * i] - (double)logits[2 * i + 1];
+        if (i == 0 || scores[i] < low) low = scores[i];
+    }
+    for (size_t i = n; !rc && i < all; i++) scores[i] = low - 1.0 - (double)(i - n); /* unscored: after, in order */
     for (size_t i = 0; prompts && i < n; i++) free(prompts[i]);
     free(prompts), free(lens), free(logits);
     return rc;

@@ -23,6 +23,14 @@
 typedef struct {
     cq_decoder *decoder; /* with its trained adapter; borrowed */
     size_t batch;        /* prompts per decoder call (0: all at once) */
+    /* A cheaper first stage (docs/EVAL.md says what each costs in hit@5; off when 0):
+     * chars: each candidate's text cut to this many code points in its relevance prompt (0: CQ_PROMPT_RELEVANCE_CHARS);
+     * sure_margin, sure_top_n: when the first candidate's score leads the second's by at least sure_margin of the
+     * first's (fused scores, BM25's without dense), only the first sure_top_n candidates are scored; the others keep
+     * their order after them. */
+    size_t chars;
+    double sure_margin;
+    size_t sure_top_n;
 } cq_reranker;
 
 /* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q. ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when

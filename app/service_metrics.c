@@ -240,6 +240,25 @@ static void svc_metrics(void *ctx, cq_strbuf *b) {
                      (unsigned long long)(ds.prompt_forwards - ds.prompt_forwards_shared),
                      (unsigned long long)ds.prompt_forwards_shared,
                      (long long)ds.seqs);
+    cq_strbuf_printf(b,
+                     "# HELP clauseqa_decoder_rerank_slices_total Slices the reranker's prompts ran in, and of them "
+                     "those holding several asks' prompts.\n"
+                     "# TYPE clauseqa_decoder_rerank_slices_total counter\n"
+                     "clauseqa_decoder_rerank_slices_total{shared=\"no\"} %llu\n"
+                     "clauseqa_decoder_rerank_slices_total{shared=\"yes\"} %llu\n"
+                     "# HELP clauseqa_decoder_rerank_tokens_total Tokens of the reranker's prompts, and of them those "
+                     "whose KV was reused from the prompt before (not run again).\n"
+                     "# TYPE clauseqa_decoder_rerank_tokens_total counter\n"
+                     "clauseqa_decoder_rerank_tokens_total{reused=\"no\"} %llu\n"
+                     "clauseqa_decoder_rerank_tokens_total{reused=\"yes\"} %llu\n"
+                     "# HELP clauseqa_decoder_steps_between_rerank_slices_total Decode-step forwards run between two "
+                     "slices of a rerank part-way through.\n"
+                     "# TYPE clauseqa_decoder_steps_between_rerank_slices_total counter\n"
+                     "clauseqa_decoder_steps_between_rerank_slices_total %llu\n",
+                     (unsigned long long)(ds.score_slices - ds.score_slices_shared),
+                     (unsigned long long)ds.score_slices_shared,
+                     (unsigned long long)(ds.score_tokens - ds.score_reused_tokens),
+                     (unsigned long long)ds.score_reused_tokens, (unsigned long long)ds.step_forwards_mid_score);
 }
 
 void cq_svc_metrics_web(cq_web_service *w) {

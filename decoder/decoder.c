@@ -34,6 +34,25 @@ typedef struct step_req {
     struct step_req *next;
 } step_req;
 
+/* A call of cq_decoder_score_prompts waiting for the batcher: its prompts go into slices in order (taken of them so
+ * far); done when every one ran (or one slice failed). */
+typedef struct score_req {
+    const int32_t *const *prompts;
+    const size_t *lens;
+    size_t n, taken;
+    const int32_t *ids;
+    size_t n_ids;
+    float *out;
+    cq_status st;
+    cq_err err;
+    bool done, in_slice;
+    double run, ended;
+    struct score_req *next;
+} score_req;
+
+/* Prompts of one slice at most (a slice is bounded by its tokens first). */
+#define SLICE_PROMPTS 256
+
 /* Rows of one forward of the batcher at most: a prompt longer than what is left waits for the next forward, so
  * that queued decode steps never wait behind more than this many prompt tokens. */
 #define BATCH_ROWS CQ_CUDA_ROWS_MAX
@@ -58,6 +77,15 @@ struct cq_decoder {
     step_req *queue_head, *queue_tail;
     bool batch_busy;
     cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
+    score_req *score_head, *score_tail; /* cq_decoder_score_prompts calls waiting (FIFO; batch_mu) */
+    int32_t slice_tokens;  /* a scoring slice's tokens at most (at least one prompt) */
+    bool prefix_reuse;     /* CPU: a prompt's common prefix with the one before runs once */
+    /* the leader's (one at a time, under lock): the CPU's logits of a step or prompt; the CPU scoring sequence and
+     * the tokens whose KV it holds at positions [0, n_cached) */
+    float *logits;
+    cq_decoder_seq *score_seq;
+    int32_t *cached;
+    size_t n_cached, cap_cached;
     bool batch_prefill; /* CUDA: prompts go through the batcher too (CLAUSEQA_BATCH_PREFILL=1 turns it on) */
     /* CUDA sequences closed and kept for the next ones (batch_mu guards them): a new sequence's device buffers and
      * its decode graphs cost milliseconds, and cudaFree waits for the whole GPU, so an ask per sequence would
@@ -176,6 +204,9 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
      * slower at 4-16 clients (steps riding in forwards of hundreds of prompt rows) and no faster at 64 */
     const char *bp = getenv("CLAUSEQA_BATCH_PREFILL");
     d->batch_prefill = d->cuda && bp && bp[0] && strcmp(bp, "0") != 0;
+    const char *sl = getenv("CLAUSEQA_RERANK_SLICE"), *pr = getenv("CLAUSEQA_PREFIX_REUSE");
+    d->slice_tokens = sl && atoi(sl) > 0 ? atoi(sl) : CQ_DECODER_SLICE_TOKENS;
+    d->prefix_reuse = !(pr && !strcmp(pr, "0"));
     *out = d;
     return CQ_OK;
 }
@@ -192,6 +223,8 @@ char *cq_decoder_chat_user(const cq_decoder *d, const char *msg) {
 
 void cq_decoder_close(cq_decoder *d) {
     if (!d) return;
+    cq_decoder_seq_free(d->score_seq);
+    free(d->cached), free(d->logits);
     for (int i = 0; i < d->n_pool; i++) cq_cuda_seq_free(d->pool[i]);
     cq_cuda_seq_free(d->pack);
     cq_cpu_model_free(d->cpu);
@@ -222,6 +255,7 @@ cq_status cq_decoder_load_adapter(cq_decoder *d, const char *dir, cq_err *err) {
         d->has_adapter = l != NULL;
         if (l) d->adapter = l->info;
     }
+    d->n_cached = 0; /* the scoring sequence's KV was made with the weights before */
     pthread_mutex_unlock(&d->lock);
     cq_lora_free(l);
     return s;
@@ -398,6 +432,13 @@ static void unlink_req(cq_decoder *d, step_req *prev, step_req *r) {
     r->next = NULL;
 }
 
+/* Whether a scoring call has had some of its prompts run and waits for more (batch_mu held). */
+static bool score_part_way(const cq_decoder *d) {
+    for (const score_req *r = d->score_head; r; r = r->next)
+        if (r->taken > 0 && !r->done) return true;
+    return false;
+}
+
 /* One request's share of a forward: rows [fed, fed + count) of its tokens; last: its final rows (its candidates). */
 typedef struct {
     step_req *r;
@@ -411,7 +452,7 @@ typedef struct {
  * last rows ran is marked done with its outcome. Alone, a step is the batch-1 decode (its graph) and a prompt a
  * plain prefill (cq_cuda_eval_top); steps alone are cq_cuda_decode_batch (graphs per B); a mix is
  * cq_cuda_forward_rows. */
-static void run_queued(cq_decoder *d) {
+static void run_batch_cuda(cq_decoder *d) {
     share sh[CQ_DECODER_BATCH_MAX];
     int n_sh = 0, n_steps = 0, n_out = 0, rows = 0;
     for (step_req *prev = NULL, *r = d->queue_head, *next; r && n_out < CQ_DECODER_BATCH_MAX; r = next) {
@@ -451,6 +492,7 @@ static void run_queued(cq_decoder *d) {
             prev = r;
         }
     }
+    const bool mid_score = score_part_way(d);
     d->batch_busy = true;
     pthread_mutex_unlock(&d->batch_mu);
 
@@ -511,6 +553,7 @@ static void run_queued(cq_decoder *d) {
         d->stats.steps += (uint64_t)n_steps;
         d->stats.forwards++;
         d->stats.batch_hist[batch_bucket(n_steps)]++;
+        if (mid_score) d->stats.step_forwards_mid_score++;
     }
     if (n_sh > n_steps) {
         d->stats.prompt_forwards++;
@@ -520,25 +563,227 @@ static void run_queued(cq_decoder *d) {
     pthread_cond_broadcast(&d->batch_cv);
 }
 
+/* The CPU leader's turn for steps (batch_mu held on entry and exit, released while they run): every queued step,
+ * one after another (the CPU has no batched step; on the CPU only single-token steps queue). */
+static void run_steps_cpu(cq_decoder *d) {
+    step_req *list = d->queue_head;
+    d->queue_head = d->queue_tail = NULL;
+    const bool mid_score = score_part_way(d);
+    d->batch_busy = true;
+    pthread_mutex_unlock(&d->batch_mu);
+    const int32_t V = d->model.n_vocab;
+    pthread_mutex_lock(&d->lock);
+    cq_status nomem = CQ_OK;
+    if (!d->logits && !(d->logits = malloc((size_t)V * sizeof *d->logits))) nomem = CQ_ERR_NOMEM;
+    for (step_req *r = list; r; r = r->next) {
+        const double started = cq_clock_seconds();
+        r->st = nomem ? cq_err_set(&r->err, CQ_ERR_NOMEM, "out of memory")
+                      : cq_cpu_eval(r->s->cpu, r->tokens, 1, r->s->pos, d->logits, false, &r->err);
+        if (!r->st) cq_top_from_logits(d->logits, V, &r->req, r->out);
+        r->ended = cq_clock_seconds();
+        r->run = r->ended - started;
+    }
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&d->batch_mu);
+    for (step_req *r = list, *next; r; r = next) {
+        next = r->next; /* r belongs to its caller once done */
+        if (!r->st) r->s->pos++;
+        d->stats.steps++, d->stats.forwards++, d->stats.batch_hist[0]++;
+        if (mid_score) d->stats.step_forwards_mid_score++;
+        r->done = true;
+    }
+    d->batch_busy = false;
+    pthread_cond_broadcast(&d->batch_cv);
+}
+
+/* The longest common prefix of a and b. */
+static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Whether prompt a sorts before prompt b (token by token, a prefix first). */
+static bool tokens_before(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    const size_t c = common_prefix(a, na, b, nb);
+    return c < na && (c == nb ? false : a[c] < b[c]);
+}
+
+/* CPU scoring (d->lock held): each prompt alone on the scoring sequence. With prefix reuse the prompts run in token
+ * order (so that prompts sharing a beginning are neighbours: the instruction and a passage's title within an ask,
+ * the whole passage when several asks rerank the same clause), and each runs only from where it leaves the tokens
+ * whose KV the sequence holds (the prompt before), rounded down to a whole chunk (CQ_CPU_BATCH): the chunks fed are
+ * then exactly those of the prompt fed whole, and the rows before them were made by the same chunks of the same
+ * tokens, so the logits are bit for bit the same. Only while every position written since fits the local layers'
+ * ring (slot = position % ring), so that no cached row was overwritten; at least one token is fed. */
+static cq_status score_cpu(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
+                           const int32_t *ids, size_t n_ids, float *out, uint64_t *reused, cq_err *err) {
+    const int32_t V = d->model.n_vocab;
+    cq_status st = CQ_OK;
+    if (!d->logits && !(d->logits = malloc((size_t)V * sizeof *d->logits)))
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!d->score_seq) {
+        if ((st = cq_decoder_seq_new(d, 0, &d->score_seq, err))) return st;
+        d->score_seq->internal = true;
+        d->n_cached = 0;
+    }
+    size_t order[SLICE_PROMPTS];
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && d->prefix_reuse && tokens_before(prompts[i], lens[i], prompts[order[j - 1]], lens[order[j - 1]]))
+            order[j] = order[j - 1], j--;
+        order[j] = i;
+    }
+    const size_t ring = d->model.window > 0 ? (size_t)d->model.window + CQ_CPU_BATCH : SIZE_MAX;
+    for (size_t o = 0; !st && o < n; o++) {
+        const size_t i = order[o];
+        size_t from = 0;
+        if (d->prefix_reuse && lens[i] <= ring) {
+            from = common_prefix(prompts[i], lens[i], d->cached, d->n_cached);
+            if (from >= lens[i]) from = lens[i] - 1;
+            from -= from % CQ_CPU_BATCH;
+        }
+        st = cq_cpu_eval(d->score_seq->cpu, prompts[i] + from, lens[i] - from, (int32_t)from, d->logits, false, err);
+        d->n_cached = 0;
+        if (st) break;
+        *reused += from;
+        for (size_t k = 0; k < n_ids; k++) out[i * n_ids + k] = d->logits[ids[k]];
+        if (lens[i] > ring) continue;
+        if (lens[i] > d->cap_cached) {
+            int32_t *c = realloc(d->cached, lens[i] * sizeof *c);
+            if (!c) continue;
+            d->cached = c, d->cap_cached = lens[i];
+        }
+        memcpy(d->cached, prompts[i], lens[i] * sizeof *d->cached);
+        d->n_cached = lens[i];
+    }
+    return st;
+}
+
+static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
+                              const int32_t *ids, size_t n_ids, float *out, cq_err *err);
+
+/* One scoring slice (batch_mu held on entry and exit, released while it runs): the queued calls' next prompts, first
+ * come first served, up to d->slice_tokens tokens (at least one prompt) and SLICE_PROMPTS prompts, with at most
+ * CQ_DECODER_SCORE_MAX_IDS distinct ids among the calls taken; each call's logits are picked from the merged ids. */
+static void run_slice(cq_decoder *d) {
+    const int32_t *ptr[SLICE_PROMPTS];
+    size_t lens[SLICE_PROMPTS];
+    score_req *owner[SLICE_PROMPTS];
+    size_t index[SLICE_PROMPTS];
+    int32_t uids[CQ_DECODER_SCORE_MAX_IDS];
+    size_t n_uids = 0, n = 0, tokens = 0;
+    int n_calls = 0;
+    for (score_req *r = d->score_head; r && n < SLICE_PROMPTS; r = r->next) {
+        if (r->taken == r->n) continue;
+        if (n && tokens + r->lens[r->taken] > (size_t)d->slice_tokens) break;
+        int32_t merged[CQ_DECODER_SCORE_MAX_IDS];
+        size_t n_merged = n_uids;
+        memcpy(merged, uids, n_uids * sizeof *uids);
+        bool fits = true;
+        for (size_t k = 0; fits && k < r->n_ids; k++) {
+            size_t j = 0;
+            while (j < n_merged && merged[j] != r->ids[k]) j++;
+            if (j < n_merged) continue;
+            if (n_merged == CQ_DECODER_SCORE_MAX_IDS) fits = false;
+            else merged[n_merged++] = r->ids[k];
+        }
+        if (!fits) break; /* the next slice takes it */
+        memcpy(uids, merged, n_merged * sizeof *uids);
+        n_uids = n_merged;
+        r->in_slice = true;
+        n_calls++;
+        while (r->taken < r->n && n < SLICE_PROMPTS && (n == 0 || tokens + r->lens[r->taken] <= (size_t)d->slice_tokens)) {
+            ptr[n] = r->prompts[r->taken], lens[n] = r->lens[r->taken];
+            owner[n] = r, index[n] = r->taken;
+            tokens += lens[n++];
+            r->taken++;
+        }
+        if (r->taken < r->n) break; /* the slice is full */
+    }
+    d->batch_busy = true;
+    pthread_mutex_unlock(&d->batch_mu);
+
+    float got[SLICE_PROMPTS * CQ_DECODER_SCORE_MAX_IDS];
+    uint64_t reused = 0;
+    cq_err e = {0};
+    pthread_mutex_lock(&d->lock);
+    const double started = cq_clock_seconds();
+    cq_status st = d->cuda ? score_packed(d, ptr, lens, n, uids, n_uids, got, &e)
+                           : score_cpu(d, ptr, lens, n, uids, n_uids, got, &reused, &e);
+    const double ended = cq_clock_seconds();
+    pthread_mutex_unlock(&d->lock);
+
+    pthread_mutex_lock(&d->batch_mu);
+    for (size_t i = 0; !st && i < n; i++) {
+        score_req *r = owner[i];
+        for (size_t k = 0; k < r->n_ids; k++) {
+            size_t j = 0;
+            while (uids[j] != r->ids[k]) j++;
+            r->out[index[i] * r->n_ids + k] = got[i * n_uids + j];
+        }
+    }
+    for (score_req *prev = NULL, *r = d->score_head, *next; r; r = next) {
+        next = r->next;
+        if (!r->in_slice) {
+            prev = r;
+            continue;
+        }
+        r->in_slice = false;
+        r->run += ended - started;
+        r->ended = ended;
+        if (st) r->st = st, r->err = e;
+        if (!st && r->taken < r->n) {
+            prev = r;
+            continue;
+        }
+        if (prev) prev->next = next; /* done: off the queue, and its caller's again */
+        else d->score_head = next;
+        if (d->score_tail == r) d->score_tail = prev;
+        r->done = true;
+    }
+    d->stats.score_slices++;
+    if (n_calls > 1) d->stats.score_slices_shared++;
+    d->stats.score_prompts += n;
+    d->stats.score_tokens += tokens;
+    d->stats.score_reused_tokens += reused;
+    d->batch_busy = false;
+    pthread_cond_broadcast(&d->batch_cv);
+}
+
+/* Whoever finds the batcher idle runs the next piece of work (batch_mu held on entry and exit): queued steps (and,
+ * CUDA with batched prefills, prompts) first, else one scoring slice. */
+static void run_queued(cq_decoder *d) {
+    if (d->queue_head) {
+        if (d->cuda) run_batch_cuda(d);
+        else run_steps_cpu(d);
+    } else if (d->score_head) {
+        run_slice(d);
+    }
+}
+
+void cq_decoder_set_scoring(cq_decoder *d, int32_t slice_tokens, bool prefix_reuse) {
+    pthread_mutex_lock(&d->lock);
+    if (slice_tokens > 0) d->slice_tokens = slice_tokens;
+    d->prefix_reuse = prefix_reuse;
+    if (!prefix_reuse) d->n_cached = 0;
+    pthread_mutex_unlock(&d->lock);
+}
+
 cq_status cq_decoder_eval_top(cq_decoder_seq *s, const int32_t *tokens, size_t n, const cq_top_request *req,
                               cq_top *out, cq_err *err) {
     cq_decoder *d = s->d;
     cq_status st = check_top(s, tokens, n, req, err);
     if (st) return st;
-    if (!s->cuda) {
+    if (!s->cuda && n > 1) { /* a CPU prompt runs directly; its steps queue, to be run between scoring slices */
         float *logits = malloc((size_t)d->model.n_vocab * sizeof *logits);
         if (!logits) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         if (!(st = cq_decoder_eval(s, tokens, n, logits, false, err))) cq_top_from_logits(logits, d->model.n_vocab, req, out);
         free(logits);
-        if (!st && n == 1) {
-            pthread_mutex_lock(&d->batch_mu);
-            d->stats.steps++, d->stats.forwards++, d->stats.batch_hist[0]++;
-            pthread_mutex_unlock(&d->batch_mu);
-        }
         return st;
     }
     const double t0 = cq_clock_seconds();
-    if (n > 1 && !d->batch_prefill) { /* a prefill alone, as cq_decoder_eval */
+    if (s->cuda && n > 1 && !d->batch_prefill) { /* a prefill alone, as cq_decoder_eval */
         pthread_mutex_lock(&d->lock);
         const double t1 = cq_clock_seconds();
         st = cq_cuda_eval_top(s->cuda, tokens, n, s->pos, req, out, err);
@@ -620,7 +865,6 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
     const int32_t V = d->model.n_vocab;
     if (n_ids < 1 || n_ids > CQ_DECODER_SCORE_MAX_IDS)
         return cq_err_set(err, CQ_ERR_INVALID, "decoder: %zu ids to score (1 to %d)", n_ids, CQ_DECODER_SCORE_MAX_IDS);
-    size_t longest = 0;
     for (size_t k = 0; k < n_ids; k++)
         if (ids[k] < 0 || ids[k] >= V) return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", ids[k]);
     for (size_t i = 0; i < n; i++) {
@@ -630,30 +874,21 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
         for (size_t t = 0; t < lens[i]; t++)
             if (prompts[i][t] < 0 || prompts[i][t] >= V)
                 return cq_err_set(err, CQ_ERR_INVALID, "decoder: token id %d out of range", prompts[i][t]);
-        if (lens[i] > longest) longest = lens[i];
     }
     if (!n) return CQ_OK;
-    if (d->cuda) {
-        const double t0 = cq_clock_seconds();
-        pthread_mutex_lock(&d->lock);
-        const double t1 = cq_clock_seconds();
-        cq_status st = score_packed(d, prompts, lens, n, ids, n_ids, out, err);
-        pthread_mutex_unlock(&d->lock);
-        rerank_time(d, t1 - t0, cq_clock_seconds() - t1);
-        return st;
+    const double t0 = cq_clock_seconds();
+    score_req r = {.prompts = prompts, .lens = lens, .n = n, .ids = ids, .n_ids = n_ids, .out = out};
+    pthread_mutex_lock(&d->batch_mu);
+    d->stats.score_calls++;
+    if (d->score_tail) d->score_tail->next = &r;
+    else d->score_head = &r;
+    d->score_tail = &r;
+    while (!r.done) {
+        if (!d->batch_busy) run_queued(d);
+        else pthread_cond_wait(&d->batch_cv, &d->batch_mu);
     }
-    cq_decoder_seq *s;
-    cq_status st = cq_decoder_seq_new(d, (int32_t)longest, &s, err);
-    if (!st) s->internal = true;
-    float *logits = st ? NULL : malloc((size_t)V * sizeof *logits);
-    if (!st && !logits) st = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !st && i < n; i++) {
-        cq_decoder_seq_reset(s);
-        if (!(st = cq_decoder_eval(s, prompts[i], lens[i], logits, false, err)))
-            for (size_t k = 0; k < n_ids; k++) out[i * n_ids + k] = logits[ids[k]];
-    }
-    free(logits);
-    if (s) rerank_time(d, s->prefill_wait + s->step_wait, s->prefill_run + s->step_run);
-    cq_decoder_seq_free(s);
-    return st;
+    pthread_mutex_unlock(&d->batch_mu);
+    rerank_time(d, r.ended - t0 - r.run, r.run);
+    if (r.st && err) *err = r.err;
+    return r.st;
 }

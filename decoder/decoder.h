@@ -150,6 +150,16 @@ typedef struct {
     int64_t seqs;       /* sequences open now (the reranker's packed one included) */
     uint64_t prompt_forwards;        /* CUDA: forwards that fed prompts (cq_decoder_eval_top of more than a token) */
     uint64_t prompt_forwards_shared; /* of them: with another ask's prompt or steps (cq_cuda_forward_rows) */
+    /* cq_decoder_score_prompts (the reranker): its prompts run in slices of at most the slice's tokens
+     * (cq_decoder_set_scoring), each slice gathering the queued prompts of every waiting call first come first
+     * served; queued decode steps run before the next slice. */
+    uint64_t score_calls;          /* calls of cq_decoder_score_prompts */
+    uint64_t score_slices;         /* slices run */
+    uint64_t score_slices_shared;  /* of them: with the prompts of more than one call (several asks') */
+    uint64_t score_prompts;        /* prompts scored */
+    uint64_t score_tokens;         /* their tokens */
+    uint64_t score_reused_tokens;  /* of them: not run again, their KV kept from the prompt before (CPU prefix reuse) */
+    uint64_t step_forwards_mid_score; /* step forwards run between two slices of a call part-way through */
     /* Where the asks' decoder time goes (cq_decoder_phase): per sequence, counted when it is freed (an ask's
      * sequence: its prompt's prefill, the sum of its steps), and per call of cq_decoder_score_prompts (the
      * reranker's); each split into the wait for the model (another forward running, or queued behind others in
@@ -201,6 +211,19 @@ const cq_adapter_info *cq_decoder_adapter(const cq_decoder *d);
  * at a time; on the CPU one after the other. What a reranker needs: one relevance prompt per candidate. */
 cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
                                    const int32_t *ids, size_t n_ids, float *out, cq_err *err);
+/* How cq_decoder_score_prompts is scheduled. Calls from several threads (asks) queue their prompts; whoever runs
+ * next takes queued prompts, first come first served across the calls, up to slice_tokens tokens (at least one
+ * prompt) as one slice (on CUDA one packed pass; the ids of the calls merged, at most CQ_DECODER_SCORE_MAX_IDS
+ * distinct in a slice), and decode steps queued meanwhile (cq_decoder_eval_top) run before the next slice, so a
+ * running answer's step waits for at most one slice, never a whole rerank. An ask's scores do not depend on the
+ * company: on the CPU each prompt still runs alone (bit for bit the same), on CUDA in packed passes whose chunks
+ * differ with the company (bf16 rounding, tests/unit/test_decoder_cuda.c). prefix_reuse (CPU): a prompt starting
+ * with the same tokens as the prompt before it (the instruction, a passage's title) runs only from where they
+ * differ, on the KV cache that prompt left, while both fit the local layers' ring (logits bit-identical,
+ * tests/unit/test_decoder_score.c). Defaults: CLAUSEQA_RERANK_SLICE (tokens; 1536 when unset) and
+ * CLAUSEQA_PREFIX_REUSE (on unless "0"), read at cq_decoder_open. slice_tokens 0 keeps the current value. */
+#define CQ_DECODER_SLICE_TOKENS 1536
+void cq_decoder_set_scoring(cq_decoder *d, int32_t slice_tokens, bool prefix_reuse);
 
 /* ---- generation ---------------------------------------------------------------------------------------------- */
 

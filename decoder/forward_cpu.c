@@ -58,6 +58,7 @@ struct cq_cpu_model {
     float *xpack;       /* (max_cols, packed width of CQ_CPU_BATCH) the tokens of the current product, k-major */
     cq_i16_block *xq;   /* (max_cols / 32) the token of a decode step's product, quantized to int16 */
     bool exact;         /* decode steps in float too (options.exact, CLAUSEQA_CPU_EXACT); see cq_cpu_eval */
+    bool kv_bf16;       /* K and V rounded to bf16 as they are stored (CLAUSEQA_KV_BF16; cq_cpu_model_set_kv_bf16) */
     double *inv_freq[2]; /* (head_dim/2) RoPE frequencies of local [0] and global [1] layers, scaling included */
     lora_layer *lora;    /* (n_layer) the adapter, or NULL */
     int lora_rank;
@@ -416,6 +417,12 @@ fail:
     cm->m = m;
 }
 
+void cq_op_round_bf16(float *out, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = cq_bf16_to_f32(cq_f32_to_bf16(x[i]));
+}
+
+void cq_cpu_model_set_kv_bf16(cq_cpu_model *cm, bool on) { cm->kv_bf16 = on; }
+
 cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_model **out, cq_err *err) {
     *out = NULL;
     cq_cpu_model *cm = calloc(1, sizeof *cm);
@@ -439,6 +446,8 @@ cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_
     cm->xq = malloc((max_cols / 32 + 1) * sizeof *cm->xq);
     const char *env = getenv("CLAUSEQA_CPU_EXACT");
     cm->exact = exact || (env && *env && strcmp(env, "0"));
+    const char *kv = getenv("CLAUSEQA_KV_BF16");
+    cm->kv_bf16 = kv && *kv && strcmp(kv, "0");
     for (int kind = 0; kind < 2; kind++) cm->inv_freq[kind] = malloc((size_t)m->head_dim / 2 * sizeof(double));
     if (!cm->tiles || !cm->xpack || !cm->xq || !cm->inv_freq[0] || !cm->inv_freq[1]) {
         cq_cpu_model_free(cm);
@@ -916,8 +925,13 @@ static void forward_chunk(cq_cpu_seq *s, const int32_t *tokens, int T, int32_t p
                 rope_apply(kh, half, cs);
             }
             int32_t p = pos0 + t, slot = L->global ? p : p % s->slots[l];
-            memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
-            memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+            if (cm->kv_bf16) { /* the values a bf16 cache would hold (also read back for this chunk's own keys) */
+                cq_op_round_bf16(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd);
+                cq_op_round_bf16(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd);
+            } else {
+                memcpy(s->k[l] + (size_t)slot * kvd, s->kn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+                memcpy(s->v[l] + (size_t)slot * kvd, s->vn + (size_t)t * kvd, (size_t)kvd * sizeof(float));
+            }
         }
         const int32_t lo = (!L->global && pos0 - m->window + 1 > 0) ? pos0 - m->window + 1 : 0, n = pos0 - lo + 1;
         if (T == 1 && quantized && cm->n_threads > 1 && hd % 8 == 0 && n >= DECODE_SPLIT_KEYS) {

@@ -43,6 +43,10 @@ void cq_cpu_seq_free(cq_cpu_seq *s);
 cq_status cq_cpu_eval(cq_cpu_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
                       cq_err *err);
 size_t cq_cpu_seq_kv_bytes(const cq_cpu_seq *s);
+/* K and V rounded to bf16 as they are stored in the cache (kept in float: the values, not the memory, of a bf16 KV
+ * cache; for measuring what bf16 costs the logits, tests/unit/test_decoder_kv_bf16.c). Off by default;
+ * CLAUSEQA_KV_BF16=1 in the environment turns it on at cq_cpu_model_new. Sequences fed before keep what they hold. */
+void cq_cpu_model_set_kv_bf16(cq_cpu_model *cm, bool on);
 
 /* ---- ops (single-threaded C twins) ---------------------------------------------------------------------------- */
 
@@ -50,6 +54,8 @@ size_t cq_cpu_seq_kv_bytes(const cq_cpu_seq *s);
 void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* NeoX rotary embedding of one head in place: pairs (i, i + d/2), angle pos * freq_scale * base^(-2i/d) */
 void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scale);
+/* out[i] = x[i] rounded to bf16 (nearest even) and back; out may be x */
+void cq_op_round_bf16(float *out, const float *x, size_t n);
 /* gelu with the tanh approximation */
 float cq_op_gelu_tanh(float x);
 /* One query head against n_keys cached keys/values (rows of head_dim floats, stride kv_stride floats):

@@ -113,9 +113,9 @@ static cq_hits candidates(void) {
 }
 
 /* logit(是) - logit(否) of hit h's relevance prompt, run alone */
-static double relevance(const char *q, const cq_hit *h) {
+static double relevance_cut(const char *q, const cq_hit *h, size_t chars) {
     const cq_prompt_passage p = cq_prompt_passage_of(h);
-    char *text = cq_prompt_relevance(q, &p);
+    char *text = chars ? cq_prompt_relevance_cut(q, &p, chars) : cq_prompt_relevance(q, &p);
     size_t n;
     int32_t *ids = encode(text, &n), yes, no;
     cq_err err = {0};
@@ -130,6 +130,8 @@ static double relevance(const char *q, const cq_hit *h) {
     free(logits), free(ids), free(text);
     return r;
 }
+
+static double relevance(const char *q, const cq_hit *h) { return relevance_cut(q, h, 0); }
 
 static void test_rerank(void **state) {
     (void)state;
@@ -161,6 +163,24 @@ static void test_rerank(void **state) {
         assert_true(fabs(scores[2] - scores[4]) < 1e-6); /* the same clause twice: the same score */
         fprintf(stderr, "  batch %zu: scores %.3f %.3f %.3f %.3f\n", batch, scores[1], scores[2], scores[3], scores[4]);
     }
+    r.batch = 0;
+    /* the cheaper first stage: retrieval sure (the first leads the second, 8 vs 7, by 1/8 of its score): only the
+     * first two of hits 1-4 are scored, the others after them in their order; not sure enough: all four */
+    r.sure_margin = 0.1, r.sure_top_n = 2;
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_OK);
+    assert_true(fabs(scores[0] - want[1]) < 1e-4 && fabs(scores[1] - want[2]) < 1e-4);
+    const double low = scores[0] < scores[1] ? scores[0] : scores[1];
+    assert_true(scores[2] < low && scores[3] < scores[2]);
+    r.sure_margin = 0.2;
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_OK);
+    for (size_t i = 0; i < 4; i++) assert_true(fabs(scores[i] - want[i + 1]) < 1e-4);
+    r.sure_margin = 0, r.sure_top_n = 0;
+    /* candidates' text cut to 12 characters: each scores as its cut prompt alone */
+    r.chars = 12;
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 2, scores, &err), CQ_OK);
+    for (size_t i = 0; i < 2; i++) assert_true(fabs(scores[i] - relevance_cut(text, &h.hits[i + 1], 12)) < 1e-4);
+    assert_true(fabs(scores[0] - want[1]) > 1e-6); /* the cut changed the prompt */
+    r.chars = 0;
     cq_query_free(&q);
     cq_hits_free(&h);
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);

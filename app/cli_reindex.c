@@ -9,6 +9,7 @@
 #include "app/cli_common.h"
 #include "index/vectors.h"
 #include "index/versions.h"
+#include "store/vectors.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa reindex --kb KB [--data DIR]\n"
@@ -56,7 +57,7 @@ int cq_cmd_reindex(int argc, char **argv) {
     free(groups);
     printf("KB %s: versions of %zu documents analysed; %zu regulations have several versions\n", kb, analysed,
            n_groups);
-    if (cq_store_pg(s)) { /* the vectors are the store's; each node's FAISS index is a cache its feed keeps */
+    if (cq_store_vectors_shared(s)) { /* the vectors are the store's; each node's FAISS index is a cache its feed keeps */
         printf("KB %s: the store is PostgreSQL, where each node's vector index is a cache kept current from the store "
                "(docs/SCALE.md): a node rebuilds it at its start when its file kb%lld.faiss is removed\n", kb, (long long)kb_id);
         cq_store_close(s);

@@ -492,7 +492,7 @@ static void prepare(batch *b, ingest_doc *d, size_t index) {
     parse(d, b->opt, b->bo && b->bo->pages ? report_pages : NULL, &pages);
     free(d->data); /* parsed: the original is kept */
     d->data = NULL;
-    if (!d->parse_rc && !cq_store_pg(b->s)) { /* the FTS5 tokens of the clauses (SQLite): the writer replays them */
+    if (!d->parse_rc && cq_store_keyword_takes_tokens(b->s)) { /* the FTS5 tokens of the clauses (SQLite): the writer replays them */
         d->fts_tokens = calloc(d->st.n_clauses, sizeof *d->fts_tokens);
         cq_err e2 = {0};
         for (size_t i = 0; d->fts_tokens && i < d->st.n_clauses; i++)

@@ -2,7 +2,7 @@
  * written by ingest (app/ingest.c) and read for page images, downloads and backups. Page images rendered from one
  * are cached as DATA/cache/pages/<sha256>-*.
  *
- * On a PostgreSQL store (docs/SCALE.md) the store holds them (originals table, index/store_pg.h), so that every node
+ * On a PostgreSQL store (docs/SCALE.md) the store holds them (store/originals.h: blobs in the originals table), so that every node
  * has every upload: DATA/files/ is then each node's cache of them, filled from the store when a file is missing. */
 #ifndef CQ_APP_ORIGINALS_H
 #define CQ_APP_ORIGINALS_H

@@ -40,6 +40,9 @@ typedef enum {
      * an unfinished job's upload waits in originals for whichever node claims it. SQLite's uploads are files of the
      * node's own (their jobs have no upload_sha256). A row when in use. */
     CQ_SQL_CONTENT_IN_USE,
+    /* store/vectors.c: a KB's vectors of a model (?1 kb, ?2 model) as rows (NULL-or-0, clause_id, vec), ids
+     * ascending; PostgreSQL first adds one row (NULL, the change feed's position, NULL) read in the same snapshot. */
+    CQ_SQL_VECTORS_READ_ALL,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

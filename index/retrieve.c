@@ -161,7 +161,7 @@ static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25
         while (j < n_docs && docs[j] != doc_of[i]) j++;
         if (j == n_docs) docs[n_docs++] = doc_of[i];
     }
-    if (!rc) rc = cq_pg_doc_names(cq_store_pg(s), docs, n_docs, names, err);
+    if (!rc) rc = cq_store_doc_names(s, docs, n_docs, names, err);
     for (size_t i = 0; !rc && i < n; i++) {
         size_t j = 0;
         while (docs[j] != doc_of[i]) j++;

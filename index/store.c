@@ -707,6 +707,8 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
 
 /* ---- the keyword index (index/store_internal.h) -------------------------------------------------------------- */
 
+bool cq_store_keyword_takes_tokens(cq_store *s) { return !s->pg; }
+
 cq_status cq_store_keyword_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
     if (s->pg) return CQ_OK; /* postings come with each document's clauses */
     char sql[160];

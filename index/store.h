@@ -147,6 +147,9 @@ typedef struct {
  * cq_store_rollback and cq_store_doc_delete drop them. */
 cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                               const cq_store_clause *c, int64_t *clause_id, cq_err *err);
+/* Whether the store's keyword index takes a clause's tokens made ahead (text_tokens: SQLite's FTS5 replays them);
+ * PostgreSQL's postings are built from the text. */
+bool cq_store_keyword_takes_tokens(cq_store *s);
 
 /* Marks the document ready (or failed with error) and records its summary. */
 cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
@@ -168,6 +171,10 @@ typedef struct {
 
 void cq_clause_row_free(cq_clause_row *c);
 cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err);
+/* names[i] (malloc'd) of documents ids[0..n), NULL for an id with no document: one statement per
+ * CQ_STORE_NAMES_BATCH ids. */
+#define CQ_STORE_NAMES_BATCH 500
+cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **names, cq_err *err);
 /* A document's clauses in order (id, doc_id, kind, label, label_key, path, text, pages; no document fields, no
  * boxes): *out malloc'd, each row freed with cq_clause_row_free; none for a document without clauses or none. */
 cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err);

@@ -5,14 +5,12 @@
  * ~2,000 postings rows, which row-by-row INSERTs would make ~100 times slower. */
 #include "index/store_pg.h"
 
-#include <errno.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/strbuf.h"
 #include "db/copy.h"
@@ -643,136 +641,3 @@ cq_status cq_pg_commit(cq_pg *pg, cq_err *err) {
 void cq_pg_rollback(cq_pg *pg) { rollback(pg); }
 
 bool cq_pg_in_transaction(cq_pg *pg) { return PQtransactionStatus(CONN(pg)) != PQTRANS_IDLE; }
-
-/* ---- originals ----------------------------------------------------------------------------------------------- */
-
-/* Both directions stream a part (CQ_PG_ORIGINAL_PART_BYTES) at a time: an original of hundreds of MB never sits in
- * memory whole, on the node or in a result. */
-cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cq_err_set(err, CQ_ERR_IO, "store original: cannot open %s: %s", path, strerror(errno));
-    unsigned char *buf = malloc(CQ_PG_ORIGINAL_PART_BYTES);
-    if (!buf) {
-        fclose(fp);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    /* Content-addressed: whoever stored it first stored the same bytes. Part 0 goes first with ON CONFLICT DO
-     * NOTHING: a node storing the same new content meanwhile holds that key until it commits (then nothing is
-     * inserted here: the original is there) or rolls back (then this one stores it). An original of one part is
-     * that one statement; a longer one needs a transaction, the caller's or its own. */
-    size_t got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
-    cq_status rc = ferror(fp) ? cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path) : CQ_OK;
-    const bool own_tx = !rc && got == CQ_PG_ORIGINAL_PART_BYTES && PQtransactionStatus(CONN(pg)) == PQTRANS_IDLE;
-    if (own_tx) rc = exec(pg, "BEGIN", "store original", err);
-    for (int part = 0; !rc; part++) {
-        if (part > 0) {
-            got = fread(buf, 1, CQ_PG_ORIGINAL_PART_BYTES, fp);
-            if (ferror(fp)) {
-                rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
-                break;
-            }
-            if (got == 0) break; /* an empty file is one empty part (part 0), so that it is found */
-        }
-        char part_text[16];
-        snprintf(part_text, sizeof part_text, "%d", part);
-        const char *values[] = {sha256, part_text, (const char *)buf};
-        const int lengths[] = {0, 0, (int)got}, formats[] = {0, 0, 1};
-        PGresult *r = PQexecParams(CONN(pg),
-                                   part == 0 ? "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3) "
-                                               "ON CONFLICT (sha256, part) DO NOTHING"
-                                             : "INSERT INTO originals(sha256, part, bytes) VALUES($1, $2, $3)",
-                                   3, NULL, values, lengths, formats, 1);
-        bool present = false;
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = pg_error(pg, err, "store original");
-        else present = part == 0 && !strcmp(PQcmdTuples(r), "0");
-        PQclear(r);
-        if (present || got < CQ_PG_ORIGINAL_PART_BYTES) break;
-    }
-    fclose(fp);
-    free(buf);
-    if (!rc && own_tx) rc = exec(pg, "COMMIT", "store original", err);
-    if (rc && own_tx) rollback(pg);
-    return rc;
-}
-
-cq_status cq_pg_original_get_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err) {
-    /* A temporary name of this call's own next to path: two requests of one node may fetch the same original. */
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
-        return cq_err_set(err, CQ_ERR_INVALID, "read original: the path is too long");
-    int fd = mkstemp(tmp);
-    if (fd < 0) return cq_err_set(err, CQ_ERR_IO, "read original: cannot write next to %s: %s", path, strerror(errno));
-    FILE *fp = fdopen(fd, "wb");
-    if (!fp) {
-        close(fd);
-        unlink(tmp);
-        return cq_err_set(err, CQ_ERR_IO, "read original: %s", strerror(errno));
-    }
-    /* One statement (one snapshot: the parts of one store) read a row at a time (libpq's single-row mode). */
-    const char *key[] = {sha256};
-    const int formats[] = {0};
-    cq_status rc = CQ_OK;
-    int next_part = 0;
-    if (!PQsendQueryParams(CONN(pg), "SELECT part, bytes FROM originals WHERE sha256 = $1 ORDER BY part", 1, NULL,
-                           key, NULL, formats, 1))
-        rc = pg_error(pg, err, "read original");
-    else {
-        if (!PQsetSingleRowMode(CONN(pg)))
-            rc = cq_err_set(err, CQ_ERR_DB, "read original: cannot read the parts one at a time");
-        for (PGresult *r; (r = PQgetResult(CONN(pg))); PQclear(r)) { /* every result is read, whatever happens */
-            ExecStatusType st = PQresultStatus(r);
-            if (rc || st == PGRES_TUPLES_OK) continue; /* PGRES_TUPLES_OK: the end of the rows */
-            if (st != PGRES_SINGLE_TUPLE)
-                rc = cq_err_set(err, CQ_ERR_DB, "read original: %s", PQresultErrorMessage(r));
-            else if (get_int32(r, 0, 0) != next_part++)
-                rc = cq_err_set(err, CQ_ERR_DB, "the original %.12s… is incomplete in the store", sha256);
-            else if (fwrite(PQgetvalue(r, 0, 1), 1, (size_t)PQgetlength(r, 0, 1), fp) !=
-                     (size_t)PQgetlength(r, 0, 1))
-                rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot write %s", tmp);
-        }
-    }
-    if (!rc && next_part == 0)
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "the original %.12s… is not in the store", sha256);
-    if (fclose(fp) != 0 && !rc) rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot write %s", tmp);
-    if (!rc && rename(tmp, path) != 0)
-        rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot rename to %s: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    return rc;
-}
-
-cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err) {
-    const char *key[] = {sha256};
-    PGresult *r = query(pg, "DELETE FROM originals WHERE sha256 = $1", 1, key, "delete original", err);
-    if (!r) return CQ_ERR_DB;
-    PQclear(r);
-    return CQ_OK;
-}
-
-cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err) {
-    for (size_t i = 0; i < n; i++) names[i] = NULL;
-    if (!n) return CQ_OK;
-    cq_strbuf list = {0};
-    cq_strbuf_puts(&list, "{");
-    for (size_t i = 0; i < n; i++) cq_strbuf_printf(&list, "%s%lld", i ? "," : "", (long long)ids[i]);
-    cq_strbuf_puts(&list, "}");
-    if (list.failed) {
-        cq_strbuf_free(&list);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    const char *params[] = {list.data};
-    PGresult *r = query(pg, "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])", 1, params,
-                        "read document names", err);
-    cq_strbuf_free(&list);
-    if (!r) return CQ_ERR_DB;
-    cq_status rc = CQ_OK;
-    for (int row = 0; !rc && row < PQntuples(r); row++) {
-        int64_t id = get_int64(r, row, 0);
-        for (size_t i = 0; !rc && i < n; i++)
-            if (ids[i] == id && !names[i] && !(names[i] = get_strdup(r, row, 1)))
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    PQclear(r);
-    if (rc)
-        for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
-    return rc;
-}

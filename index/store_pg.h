@@ -11,7 +11,7 @@
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   keyword_postings(kb_id, token, doc_id, n_clauses, postings)   PRIMARY KEY (kb_id, token, doc_id)
  *   pages(doc_id, page_no, width, height, n_chars, quality, quality_reason)
- *   originals(sha256, part, bytes)                 an uploaded file in parts of CQ_PG_ORIGINAL_PART_BYTES
+ *   originals(sha256, part, bytes)                 an uploaded file in parts (store/originals.h)
  *   settings(name, value, updated_at)
  * The SQLite store's columns and meanings (index/store.h), with the keyword statistics a document adds to its KB
  * (keyword_clauses, keyword_positions: FTS5's row count and total size, summed over the KB's documents). Deleting a
@@ -68,18 +68,6 @@ cq_status cq_pg_commit(cq_pg *pg, cq_err *err); /* CQ_ERR_DB when the transactio
 void cq_pg_rollback(cq_pg *pg);
 bool cq_pg_in_transaction(cq_pg *pg);
 
-/* names[i] (malloc'd) of documents ids[0..n), NULL for an id with no document: one statement. */
-cq_status cq_pg_doc_names(cq_pg *pg, const int64_t *ids, size_t n, char **names, cq_err *err);
-
-/* ---- originals (app/originals.h): the uploaded files by SHA-256, in parts ---- */
-#define CQ_PG_ORIGINAL_PART_BYTES (1u << 20)
-/* Stores the file at path under sha256 unless it is there already (the same hash: the same bytes), a part at a
- * time (the file is never in memory whole); inside the caller's transaction when one is open. */
-cq_status cq_pg_original_put_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
-/* Writes the stored original to path (through a temporary file of its own, renamed: concurrent fetches of one
- * original are safe), a part at a time. NOT_FOUND when the store has no such original. */
-cq_status cq_pg_original_get_file(cq_pg *pg, const char *sha256, const char *path, cq_err *err);
-cq_status cq_pg_original_delete(cq_pg *pg, const char *sha256, cq_err *err);
 
 /* ---- keyword retrieval ---- */
 

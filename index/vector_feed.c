@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,9 +16,9 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/strbuf.h"
-#include "index/pg_rows.h"
+#include "db/db.h"
 #include "index/vectors_internal.h"
-#include "index/vectors_pg.h"
+#include "store/vectors.h"
 
 #define CHANGES_BATCH 1000
 
@@ -40,28 +39,8 @@ static void set_seq(cq_vectors *v, int64_t seq) {
     pthread_rwlock_unlock(&v->lock);
 }
 
-cq_status cq_vectors_rebuild_pg(cq_vectors *v, cq_pg *pg, cq_err *err) {
-    int64_t *ids = NULL, seq = 0;
-    float *x = NULL;
-    size_t n = 0;
-    cq_status rc = cq_pg_vectors_read_all(pg, v->kb_id, v->model, v->dim, &ids, &x, &n, &seq, err);
-    if (!rc) rc = cq_vectors_fill(v, ids, x, n, err);
-    free(ids);
-    free(x);
-    if (!rc) {
-        pthread_rwlock_wrlock(&v->lock);
-        v->seq = seq; /* exactly the changes the snapshot includes */
-        pthread_rwlock_unlock(&v->lock);
-        rc = cq_vectors_save(v, err);
-    }
-    if (!rc)
-        CQ_INFO("vectors: KB %lld rebuilt from PostgreSQL: %zu vectors (%s), feed position %lld", (long long)v->kb_id,
-                n, v->ivf ? "IVF" : "flat", (long long)seq);
-    return rc;
-}
-
 /* Applies one change to v: its clause ids out, the vectors the store holds for them now in. */
-static cq_status apply_change(cq_pg *pg, cq_vectors *v, const cq_vector_change *c, cq_err *err) {
+static cq_status apply_change(cq_store *s, cq_vectors *v, const cq_vector_change *c, cq_err *err) {
     size_t n = c->n_clause_ids, got = 0;
     int64_t *ids = NULL;
     float *x = NULL;
@@ -69,19 +48,19 @@ static cq_status apply_change(cq_pg *pg, cq_vectors *v, const cq_vector_change *
     if (!c->deleted && n) {
         ids = malloc(n * sizeof *ids);
         x = malloc(n * (size_t)v->dim * sizeof *x);
-        rc = ids && x ? cq_pg_vectors_get(pg, v->kb_id, v->model, v->dim, c->clause_ids, n, ids, x, &got, err)
+        rc = ids && x ? cq_store_vectors_get(s, v->kb_id, v->model, v->dim, c->clause_ids, n, ids, x, &got, err)
                       : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     bool rebuild = false;
     if (!rc) rc = cq_vectors_update(v, c->clause_ids, n, ids, x, got, &rebuild, err);
     free(ids);
     free(x);
-    if (!rc && rebuild) return cq_vectors_rebuild_pg(v, pg, err); /* its seq: the rebuild's snapshot, ≥ c->seq */
+    if (!rc && rebuild) return cq_vectors_rebuild(v, s, err); /* its seq: the rebuild's snapshot, ≥ c->seq */
     if (!rc) set_seq(v, c->seq);
     return rc;
 }
 
-cq_status cq_vectors_catch_up(cq_pg *pg, cq_vectors *const *v, size_t n_v, int64_t after, int64_t *last,
+cq_status cq_vectors_catch_up(cq_store *s, cq_vectors *const *v, size_t n_v, int64_t after, int64_t *last,
                               size_t *applied, cq_err *err) {
     if (applied) *applied = 0;
     /* from the oldest position of the indexes: none may miss a change */
@@ -92,11 +71,11 @@ cq_status cq_vectors_catch_up(cq_pg *pg, cq_vectors *const *v, size_t n_v, int64
     for (;;) {
         cq_vector_change *c = NULL;
         size_t n = 0;
-        rc = cq_pg_vector_changes(pg, pos, CHANGES_BATCH, &c, &n, err);
+        rc = cq_store_vector_changes(s, pos, CHANGES_BATCH, &c, &n, err);
         for (size_t i = 0; !rc && i < n; i++) {
             for (size_t j = 0; !rc && j < n_v; j++) {
                 if (v[j]->kb_id != c[i].kb_id || c[i].seq <= get_seq(v[j])) continue;
-                rc = apply_change(pg, v[j], &c[i], err);
+                rc = apply_change(s, v[j], &c[i], err);
                 if (!rc && applied) (*applied)++;
             }
             if (!rc) pos = c[i].seq;
@@ -126,19 +105,19 @@ static int64_t read_seq_file(const cq_vectors *v) {
     return ok ? seq : -1;
 }
 
-static cq_status open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
+static cq_status open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
                          bool *rebuilt, cq_err *err) {
     *out = NULL;
     *rebuilt = false;
     cq_vectors *v = NULL;
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
-    PGconn *c = cq_pg_conn(pg);
+    cq_db *db = cq_store_conn(s);
     /* one snapshot for the bounds, the catch-up and the count, when the connection is free */
-    bool began = PQtransactionStatus(c) == PQTRANS_IDLE;
-    if (began) rc = cq_pgr_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, "vectors", NULL, err);
+    bool began = !cq_db_in_transaction(db);
+    if (began) rc = cq_db_exec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
     int64_t pruned_to = 0, last = 0;
-    if (!rc) rc = cq_pg_vector_feed_bounds(pg, &pruned_to, &last, err);
+    if (!rc) rc = cq_store_vector_feed_bounds(s, &pruned_to, &last, err);
     FaissIndex *idx = rc ? NULL : cq_vectors_read_file(v);
     int64_t file_seq = idx ? read_seq_file(v) : -1;
     bool use_file = idx && file_seq >= pruned_to && file_seq <= last;
@@ -152,8 +131,8 @@ static cq_status open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const c
         v->seq = file_seq;
         cq_vectors *const list[] = {v};
         size_t n_rows = 0;
-        rc = cq_vectors_catch_up(pg, list, 1, file_seq, NULL, NULL, err);
-        if (!rc) rc = cq_pg_vectors_count(pg, kb_id, model, &n_rows, err);
+        rc = cq_vectors_catch_up(s, list, 1, file_seq, NULL, NULL, err);
+        if (!rc) rc = cq_store_vectors_count(s, kb_id, model, &n_rows, err);
         if (!rc && n_rows != cq_vectors_count(v)) {
             CQ_WARN("vectors: %s holds %zu vectors after catching up, PostgreSQL %zu: rebuilding", v->path,
                     cq_vectors_count(v), n_rows);
@@ -161,10 +140,10 @@ static cq_status open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const c
         }
     }
     if (!rc && !use_file) {
-        rc = cq_vectors_rebuild_pg(v, pg, err);
+        rc = cq_vectors_rebuild(v, s, err);
         *rebuilt = true;
     }
-    if (began) rc = cq_pgr_end(c, true, rc, err);
+    if (began) rc = cq_db_end(db, true, rc, err);
     if (rc) {
         cq_vectors_close(v);
         return rc;
@@ -173,16 +152,16 @@ static cq_status open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const c
     return CQ_OK;
 }
 
-cq_status cq_vectors_open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                             cq_vectors **out, cq_err *err) {
+cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                                 cq_vectors **out, cq_err *err) {
     bool rebuilt;
-    return open_pg(pg, data_dir, kb_id, model, dim, out, &rebuilt, err);
+    return open_shared(s, data_dir, kb_id, model, dim, out, &rebuilt, err);
 }
 
 /* ---- the feed ---------------------------------------------------------------------------------------------- */
 
 struct cq_vector_feed {
-    cq_pg *pg; /* the feed's own connection: its thread and cq_vector_feed_kb use it under mu */
+    cq_store *s; /* the feed's own connection: its thread and cq_vector_feed_kb use it under mu */
     char data_dir[4000];
     cq_vector_feed_options opt;
     pthread_t thread;
@@ -195,52 +174,16 @@ struct cq_vector_feed {
     bool connected;
 };
 
-/* A connection over TCP that went silent (the server's host died, a partition) would hold a read for the kernel's
- * timeout, many minutes; these make libpq give up within about 20 s, and the feed reconnects. A setting the
- * store's connection string makes stands. Ignored over a unix socket. */
-static const char *const silent_connection[][2] = {
-    {"keepalives", "1"}, {"keepalives_idle", "10"}, {"keepalives_interval", "5"}, {"keepalives_count", "2"},
-    {"tcp_user_timeout", "20000"},
-};
-
-/* pg's connection parameters as a connection string (values quoted, ' and \ escaped), with silent_connection's
- * settings where pg has none. */
-static char *conninfo_of(PGconn *c) {
-    PQconninfoOption *opts = PQconninfo(c);
-    if (!opts) return NULL;
-    cq_strbuf b = {0};
-    for (size_t i = 0; i < sizeof silent_connection / sizeof silent_connection[0]; i++) {
-        bool set = false;
-        for (PQconninfoOption *o = opts; o->keyword && !set; o++)
-            set = !strcmp(o->keyword, silent_connection[i][0]) && o->val && *o->val;
-        if (!set) cq_strbuf_printf(&b, "%s=%s ", silent_connection[i][0], silent_connection[i][1]);
-    }
-    for (PQconninfoOption *o = opts; o->keyword; o++) {
-        if (!o->val || !*o->val) continue;
-        cq_strbuf_printf(&b, "%s='", o->keyword);
-        for (const char *p = o->val; *p; p++) {
-            if (*p == '\'' || *p == '\\') cq_strbuf_puts(&b, "\\");
-            cq_strbuf_append(&b, p, 1);
-        }
-        cq_strbuf_puts(&b, "' ");
-    }
-    PQconninfoFree(opts);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return NULL;
-    }
-    return cq_strbuf_take(&b);
-}
-
 static cq_status feed_listen(cq_vector_feed *f, cq_err *err) {
-    return cq_pgr_exec(cq_pg_conn(f->pg), "LISTEN " CQ_PG_VECTORS_CHANNEL, 0, NULL, "vector feed: listen", NULL, err);
+    cq_status rc = cq_db_exec(cq_store_conn(f->s), "LISTEN " CQ_STORE_VECTORS_CHANNEL, err);
+    return rc ? cq_err_prefix(err, "vector feed: listen: ") : CQ_OK;
 }
 
 /* Reads the feed into every open index (under mu). */
 static cq_status catch_up(cq_vector_feed *f, cq_err *err) {
     size_t applied = 0;
     int64_t last = f->stats.seq;
-    cq_status rc = cq_vectors_catch_up(f->pg, f->kbs, f->n_kbs, f->stats.seq, &last, &applied, err);
+    cq_status rc = cq_vectors_catch_up(f->s, f->kbs, f->n_kbs, f->stats.seq, &last, &applied, err);
     if (!rc) {
         f->stats.seq = last;
         f->stats.n_applied += applied;
@@ -260,31 +203,25 @@ static void save_changed(cq_vector_feed *f) {
  * result on the connection (a catch-up's, cq_vector_feed_kb's), so one that came then is in its queue, not on the
  * socket, and poll() would not wake for it: the loop looks here before it waits. */
 static int take_notifications(cq_vector_feed *f) {
-    PGconn *c = cq_pg_conn(f->pg);
     int n = 0;
-    PGnotify *note;
-    while ((note = PQnotifies(c))) {
-        f->stats.n_notifications++;
-        PQfreemem(note);
-        n++;
-    }
+    cq_db_notifications(cq_store_conn(f->s), false, &n);
+    f->stats.n_notifications += (uint64_t)n;
     return n;
 }
 
 static void *feed_main(void *arg) {
     cq_vector_feed *f = arg;
-    PGconn *c = cq_pg_conn(f->pg);
+    cq_db *c = cq_store_conn(f->s);
     time_t last_save = time(NULL), last_prune = 0;
     bool warned = false, pending = true;
     while (!atomic_load(&f->stop)) {
         cq_err err = {0};
         pthread_mutex_lock(&f->mu);
         if (!f->connected) { /* the connection dropped: again, LISTEN, and catch up from the last seq */
-            PQreset(c);
-            if (PQstatus(c) == CONNECTION_OK && !feed_listen(f, &err)) {
+            if (cq_db_reconnect(c) && !feed_listen(f, &err)) {
                 f->connected = true;
                 f->stats.n_reconnects++;
-                f->stats.backend_pid = PQbackendPID(c);
+                f->stats.backend_pid = cq_db_backend_pid(c);
                 CQ_INFO("vector feed: reconnected; catching up from %lld", (long long)f->stats.seq);
                 warned = false;
                 pending = true;
@@ -293,19 +230,21 @@ static void *feed_main(void *arg) {
         bool ok = f->connected;
         if (ok && take_notifications(f)) pending = true;
         pthread_mutex_unlock(&f->mu);
-        struct pollfd fds[2] = {{.fd = ok ? PQsocket(c) : -1, .events = POLLIN}, {.fd = f->wake[0], .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = ok ? cq_db_socket(c) : -1, .events = POLLIN}, {.fd = f->wake[0], .events = POLLIN}};
         /* a change waiting: no wait; disconnected: try again within a second */
         int timeout_ms = pending ? 0 : ok || f->opt.poll_ms < 1000 ? f->opt.poll_ms : 1000;
         int ready = poll(fds, 2, timeout_ms);
         if (ready < 0 && errno != EINTR) break;
         if (fds[1].revents) break;
         pthread_mutex_lock(&f->mu);
-        if (f->connected && fds[0].revents && !PQconsumeInput(c)) f->connected = false;
+        int got = 0;
+        if (f->connected && fds[0].revents && !cq_db_notifications(c, true, &got)) f->connected = false;
+        f->stats.n_notifications += (uint64_t)got;
         if (f->connected) take_notifications(f);
         /* a notification or the poll: read the feed either way (one indexed query when nothing changed) */
         cq_status rc = f->connected ? catch_up(f, &err) : CQ_ERR_DB;
         pending = false;
-        if (rc && PQstatus(c) != CONNECTION_OK) {
+        if (rc && !cq_db_connected(c)) {
             f->connected = false;
             f->stats.backend_pid = 0;
         }
@@ -320,7 +259,7 @@ static void *feed_main(void *arg) {
         }
         if (f->connected && f->opt.prune_after_s >= 0 && now - last_prune >= 3600) {
             int64_t pruned = 0;
-            if (cq_pg_vector_changes_prune(f->pg, f->opt.prune_after_s, &pruned, &err))
+            if (cq_store_vector_changes_prune(f->s, f->opt.prune_after_s, &pruned, &err))
                 CQ_WARN("vector feed: %s", err.msg);
             else if (pruned)
                 CQ_INFO("vector feed: %lld changes older than %llds pruned", (long long)pruned,
@@ -332,7 +271,7 @@ static void *feed_main(void *arg) {
     return NULL;
 }
 
-cq_status cq_vector_feed_start(cq_pg *pg, const char *data_dir, const cq_vector_feed_options *opt,
+cq_status cq_vector_feed_start(cq_store *s, const char *data_dir, const cq_vector_feed_options *opt,
                                cq_vector_feed **out, cq_err *err) {
     *out = NULL;
     cq_vector_feed *f = calloc(1, sizeof *f);
@@ -343,17 +282,19 @@ cq_status cq_vector_feed_start(cq_pg *pg, const char *data_dir, const cq_vector_
     if (f->opt.prune_after_s == 0) f->opt.prune_after_s = 86400;
     snprintf(f->data_dir, sizeof f->data_dir, "%s", data_dir);
     f->wake[0] = f->wake[1] = -1;
-    char *conninfo = conninfo_of(cq_pg_conn(pg));
-    cq_status rc = conninfo ? cq_pg_open(conninfo, &f->pg, err) : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    char *conninfo = cq_db_conninfo(cq_store_conn(s));
+    cq_status rc = conninfo ? cq_store_open_uri(conninfo, &f->s, err)
+               : cq_store_vectors_shared(s) ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                            : cq_err_set(err, CQ_ERR_UNSUPPORTED, "vector feed: not a PostgreSQL store");
     free(conninfo);
     if (!rc) rc = feed_listen(f, err);
     if (!rc && pipe(f->wake)) rc = cq_err_set(err, CQ_ERR_IO, "vector feed: pipe: %s", strerror(errno));
     if (!rc) {
         /* the feed starts at its end: indexes opened later catch up from their own position */
         int64_t pruned_to = 0, last = 0;
-        rc = cq_pg_vector_feed_bounds(f->pg, &pruned_to, &last, err);
+        rc = cq_store_vector_feed_bounds(f->s, &pruned_to, &last, err);
         f->stats.seq = last;
-        f->stats.backend_pid = PQbackendPID(cq_pg_conn(f->pg));
+        f->stats.backend_pid = cq_db_backend_pid(cq_store_conn(f->s));
         f->connected = true;
     }
     pthread_mutex_init(&f->mu, NULL);
@@ -361,7 +302,7 @@ cq_status cq_vector_feed_start(cq_pg *pg, const char *data_dir, const cq_vector_
     if (rc) {
         pthread_mutex_destroy(&f->mu);
         if (f->wake[0] >= 0) close(f->wake[0]), close(f->wake[1]);
-        cq_pg_close(f->pg);
+        cq_store_close(f->s);
         free(f);
         return rc;
     }
@@ -389,7 +330,7 @@ cq_status cq_vector_feed_kb(cq_vector_feed *f, int64_t kb_id, const char *model,
     }
     if (!rc && !*out) {
         bool rebuilt = false;
-        rc = open_pg(f->pg, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
+        rc = open_shared(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
         if (!rc) {
             f->kbs[f->n_kbs++] = *out;
             if (rebuilt) f->stats.n_rebuilt++;
@@ -409,7 +350,7 @@ void cq_vector_feed_stop(cq_vector_feed *f) {
     free(f->kbs);
     close(f->wake[0]);
     close(f->wake[1]);
-    cq_pg_close(f->pg);
+    cq_store_close(f->s);
     pthread_mutex_destroy(&f->mu);
     free(f);
 }

@@ -1,7 +1,7 @@
 /* A node's FAISS cache on PostgreSQL, kept current by the vector change feed (issue 20, docs/SCALE.md "Vectors").
  *
  * Each node keeps, per KB, a FAISS index of the KB's clause vectors (index/vectors.h) as a cache of the store's
- * clause_vectors (index/vectors_pg.h). One cq_vector_feed per node: its own PostgreSQL connection and thread, which
+ * clause_vectors (store/vectors.h). One cq_vector_feed per node: its own PostgreSQL connection and thread, which
  *   - LISTENs on clauseqa_vectors; on a notification reads vector_changes after the last seq it applied and, for
  *     each change of an open KB, removes the change's clause ids from that KB's index and adds the vectors the
  *     store holds for them now (so applying a change twice, or late, leaves the same index);
@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store_pg.h"
 #include "index/vectors.h"
 
 typedef struct cq_vector_feed cq_vector_feed;
@@ -29,9 +28,9 @@ typedef struct {
     int64_t prune_after_s; /* changes older than this are pruned, hourly (0: a day; negative: never) */
 } cq_vector_feed_options;
 
-/* Starts the feed on a connection of its own, made with pg's connection parameters; FAISS files under
+/* Starts the feed on a connection of its own, made with the connection parameters of s (a PostgreSQL store); FAISS files under
  * data_dir/vectors. opt may be NULL (the defaults). */
-cq_status cq_vector_feed_start(cq_pg *pg, const char *data_dir, const cq_vector_feed_options *opt,
+cq_status cq_vector_feed_start(cq_store *s, const char *data_dir, const cq_vector_feed_options *opt,
                                cq_vector_feed **out, cq_err *err);
 /* KB kb_id's index for vectors of `dim` floats made by `model`: opened (and caught up) on first use, then kept
  * current; it belongs to the feed and stays valid until the feed stops. */

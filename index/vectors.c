@@ -12,7 +12,6 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +23,12 @@
 #include "db/db.h"
 #include "index/vector_feed.h"
 #include "index/vectors_internal.h"
-#include "index/vectors_pg.h"
 #include "ssm/ssm.h"
+#include "store/vectors.h"
 
 static cq_status faiss_error(cq_err *err, const char *what) {
     const char *m = faiss_get_last_error();
     return cq_err_set(err, CQ_ERR_INTERNAL, "FAISS %s: %s", what, m ? m : "failed");
-}
-
-static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
-    return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(cq_store_db(s)));
 }
 
 #define SMALL_ADD 1024 /* vectors: an add below this runs on one OpenMP thread (cq_vectors_add) */
@@ -90,17 +85,7 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
 }
 
 static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ?1 AND model = ?2", &st,
-                      err))
-        return cq_err_prefix(err, "count vectors: ");
-    cq_db_bind_int(st, 1, v->kb_id);
-    cq_db_bind_text(st, 2, v->model);
-    int step = cq_db_step(st, "count vectors", err);
-    if (step == CQ_DB_ROW) *n = (size_t)cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_store_vectors_count(s, v->kb_id, v->model, n, err);
 }
 
 cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
@@ -155,43 +140,24 @@ cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, siz
 }
 
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_vectors_rebuild_pg(v, pg, err);
+    int64_t *ids = NULL, seq = -1;
+    float *x = NULL;
     size_t n = 0;
-    cq_status rc = count_rows(v, s, &n, err);
-    if (rc) return rc;
-    float *x = malloc((n + 1) * (size_t)v->dim * sizeof(float));
-    idx_t *ids = malloc((n + 1) * sizeof(idx_t));
-    sqlite3_stmt *st = NULL;
-    size_t got = 0;
-    if (!x || !ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", n);
-    if (!rc && sqlite3_prepare_v2(cq_store_db(s),
-                                  "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ? AND model = ? "
-                                  "ORDER BY clause_id", -1, &st, NULL))
-        rc = db_error(s, err, "read vectors");
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, v->kb_id);
-        sqlite3_bind_text(st, 2, v->model, -1, SQLITE_STATIC);
-        int step;
-        while (!rc && got < n && (step = sqlite3_step(st)) == SQLITE_ROW) {
-            if ((size_t)sqlite3_column_bytes(st, 1) != (size_t)v->dim * sizeof(float)) {
-                rc = cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %d bytes, expected %zu",
-                                (long long)sqlite3_column_int64(st, 0), sqlite3_column_bytes(st, 1),
-                                (size_t)v->dim * sizeof(float));
-                break;
-            }
-            ids[got] = sqlite3_column_int64(st, 0);
-            memcpy(x + got * v->dim, sqlite3_column_blob(st, 1), (size_t)v->dim * sizeof(float));
-            got++;
-        }
-    }
-    sqlite3_finalize(st);
-    if (!rc) rc = cq_vectors_fill(v, (const int64_t *)ids, x, got, err);
-    free(x);
+    cq_status rc = cq_store_vectors_read_all(s, v->kb_id, v->model, v->dim, &ids, &x, &n, &seq, err);
+    if (!rc) rc = cq_vectors_fill(v, ids, x, n, err);
     free(ids);
+    free(x);
+    if (!rc && seq >= 0) { /* PostgreSQL: exactly the changes the snapshot includes */
+        pthread_rwlock_wrlock(&v->lock);
+        v->seq = seq;
+        pthread_rwlock_unlock(&v->lock);
+    }
     if (!rc) rc = cq_vectors_save(v, err);
-    if (!rc) CQ_INFO("vectors: KB %lld rebuilt from SQLite: %zu vectors (%s)", (long long)v->kb_id, got,
-                     v->ivf ? "IVF" : "flat");
+    if (!rc && seq >= 0)
+        CQ_INFO("vectors: KB %lld rebuilt from PostgreSQL: %zu vectors (%s), feed position %lld", (long long)v->kb_id,
+                n, v->ivf ? "IVF" : "flat", (long long)seq);
+    else if (!rc)
+        CQ_INFO("vectors: KB %lld rebuilt from SQLite: %zu vectors (%s)", (long long)v->kb_id, n, v->ivf ? "IVF" : "flat");
     return rc;
 }
 
@@ -242,8 +208,7 @@ void cq_vectors_adopt(cq_vectors *v, FaissIndex *idx) {
 
 cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
                           cq_vectors **out, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) return cq_vectors_open_pg(pg, data_dir, kb_id, model, dim, out, err);
+    if (cq_store_vectors_shared(s)) return cq_vectors_open_shared(s, data_dir, kb_id, model, dim, out, err);
     cq_vectors *v = NULL;
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
@@ -298,50 +263,6 @@ int cq_vectors_is_ivf(const cq_vectors *v) {
     return ivf;
 }
 
-/* The rows of cq_vectors_add, replacing earlier ones of those clauses (the caller's transaction, if any);
- * *replaced: whether any clause had one (on PostgreSQL: assumed). */
-static cq_status store_rows(cq_vectors *v, cq_store *s, const int64_t *clause_ids, const float *vectors, size_t n,
-                            bool *replaced, cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    *replaced = true;
-    if (pg) return cq_pg_vectors_store(pg, v->kb_id, v->model, v->dim, clause_ids, vectors, n, err);
-    *replaced = false;
-    sqlite3 *db = cq_store_db(s);
-    /* Inserted; a clause that has a vector already gets it updated. Not INSERT OR REPLACE, nor an upsert: on this
-     * indexed table they open a statement journal, and FTS5 writes its pending terms out as a segment at every
-     * savepoint (index/versions.c says what that cost). */
-    sqlite3_stmt *st, *update;
-    if (sqlite3_prepare_v2(db, "INSERT INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?1, ?2, ?3, ?4)", -1,
-                           &st, NULL))
-        return db_error(s, err, "store vectors");
-    if (sqlite3_prepare_v2(db, "UPDATE clause_vectors SET kb_id = ?2, model = ?3, vec = ?4 WHERE clause_id = ?1", -1,
-                           &update, NULL)) {
-        sqlite3_finalize(st);
-        return db_error(s, err, "store vectors");
-    }
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        for (int k = 0; k < 2; k++) {
-            sqlite3_stmt *q = k ? update : st;
-            sqlite3_bind_int64(q, 1, clause_ids[i]);
-            sqlite3_bind_int64(q, 2, v->kb_id);
-            sqlite3_bind_text(q, 3, v->model, -1, SQLITE_STATIC);
-            sqlite3_bind_blob(q, 4, vectors + i * v->dim, v->dim * (int)sizeof(float), SQLITE_STATIC);
-        }
-        int step = sqlite3_step(st);
-        sqlite3_reset(st);
-        if (step == SQLITE_CONSTRAINT && sqlite3_extended_errcode(db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
-            *replaced = true;
-            step = sqlite3_step(update);
-            sqlite3_reset(update);
-        }
-        if (step != SQLITE_DONE) rc = db_error(s, err, "store vectors");
-    }
-    sqlite3_finalize(st);
-    sqlite3_finalize(update);
-    return rc;
-}
-
 static cq_status remove_from_index(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
     if (!n) return CQ_OK;
     FaissIDSelectorBatch *sel = NULL;
@@ -380,7 +301,7 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
                          cq_err *err) {
     if (!n) return CQ_OK;
     bool replaced = true;
-    cq_status rc = store_rows(v, s, clause_ids, vectors, n, &replaced, err);
+    cq_status rc = cq_store_vectors_store(s, v->kb_id, v->model, v->dim, clause_ids, vectors, n, &replaced, err);
     bool rebuild = false;
     /* A replaced clause must not appear twice: its old vector goes first. Clauses that had no row have no vector
      * in FAISS either (FAISS follows SQLite: every rollback and delete forgets its ids), and removing ids scans
@@ -400,21 +321,7 @@ cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, 
 
 cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err) {
     if (!n) return CQ_OK;
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) {
-        cq_status rc = cq_pg_vectors_delete(pg, clause_ids, n, err);
-        return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
-    }
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "DELETE FROM clause_vectors WHERE clause_id = ?", -1, &st, NULL))
-        return db_error(s, err, "remove vectors");
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        sqlite3_bind_int64(st, 1, clause_ids[i]);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "remove vectors");
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
+    cq_status rc = cq_store_vectors_delete(s, clause_ids, n, err);
     return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
 }
 
@@ -678,11 +585,11 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
             if (ids && kbs) d->cap_kbs = cap;
             else rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
-        cq_pg *pg = cq_store_pg(s);
+        const bool shared = cq_store_vectors_shared(s);
         const char *model = cq_ssm_model_id(d->model);
         int dim = cq_ssm_model_config(d->model)->d_embed;
-        if (!rc && pg && !d->feed) rc = cq_vector_feed_start(pg, d->data_dir, NULL, &d->feed, err);
-        if (!rc && pg) rc = cq_vector_feed_kb(d->feed, kb_id, model, dim, &d->kbs[i], err);
+        if (!rc && shared && !d->feed) rc = cq_vector_feed_start(s, d->data_dir, NULL, &d->feed, err);
+        if (!rc && shared) rc = cq_vector_feed_kb(d->feed, kb_id, model, dim, &d->kbs[i], err);
         else if (!rc) rc = cq_vectors_open(s, d->data_dir, kb_id, model, dim, &d->kbs[i], err);
         if (!rc) {
             d->kb_ids[i] = kb_id;
@@ -698,32 +605,10 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
  * back, deleted by another process, or whose id now names a clause of another KB is never served. */
 static cq_status keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores, size_t *n,
                              cq_err *err) {
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) {
-        size_t before = *n;
-        cq_status rc = cq_pg_vectors_keep_stored(pg, kb_id, model, ids, scores, n, err);
-        if (!rc && *n < before) CQ_WARN("vectors: KB %lld: %zu stale FAISS hits skipped", (long long)kb_id, before - *n);
-        return rc;
-    }
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(cq_store_db(s), "SELECT 1 FROM clause_vectors WHERE clause_id = ? AND kb_id = ? AND model = ?",
-                           -1, &st, NULL))
-        return db_error(s, err, "check vectors");
-    size_t kept = 0;
-    for (size_t i = 0; i < *n; i++) {
-        sqlite3_bind_int64(st, 1, ids[i]);
-        sqlite3_bind_int64(st, 2, kb_id);
-        sqlite3_bind_text(st, 3, model, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            ids[kept] = ids[i];
-            scores[kept++] = scores[i];
-        }
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    if (kept < *n) CQ_WARN("vectors: KB %lld: %zu stale FAISS hits skipped", (long long)kb_id, *n - kept);
-    *n = kept;
-    return CQ_OK;
+    size_t before = *n;
+    cq_status rc = cq_store_vectors_keep_stored(s, kb_id, model, ids, scores, n, err);
+    if (!rc && *n < before) CQ_WARN("vectors: KB %lld: %zu stale FAISS hits skipped", (long long)kb_id, before - *n);
+    return rc;
 }
 
 cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *question, size_t k, int64_t *ids,
@@ -781,18 +666,8 @@ cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids,
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
     int64_t kb_id = -1;
-    cq_pg *pg = cq_store_pg(s);
-    if (pg) {
-        cq_status rc = cq_pg_vectors_doc_kb(pg, doc_id, &kb_id, err);
-        if (rc) return rc;
-    } else {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(cq_store_db(s), "SELECT kb_id FROM documents WHERE id = ?", -1, &st, NULL))
-            return db_error(s, err, "find document");
-        sqlite3_bind_int64(st, 1, doc_id);
-        kb_id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-        sqlite3_finalize(st);
-    }
+    cq_status rc0 = cq_store_doc_kb(s, doc_id, &kb_id, err);
+    if (rc0) return rc0;
     if (kb_id < 0 || !open_kb(d, kb_id)) return CQ_OK;
     int64_t *ids = NULL;
     size_t n = 0;

@@ -1,6 +1,6 @@
 /* Dense clause vectors of a knowledge base: SQLite holds the truth (clause_vectors, doc_states; migration 2 in
  * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite. On the
- * PostgreSQL store (cq_store_pg) the same calls keep the vectors there (index/vectors_pg.h) and each node's FAISS
+ * PostgreSQL store the same calls keep the vectors there (store/vectors.h) and each node's FAISS
  * index is a cache that its feed keeps current (index/vector_feed.h: LISTEN/NOTIFY, docs/SCALE.md "Vectors").
  *
  *   FAISS file  DATA/vectors/kb<ID>.faiss, an index whose ids are clause ids: exact inner product ("IDMap,Flat")

@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "index/store_pg.h"
 #include "index/vectors.h"
 
 struct cq_vectors {
@@ -37,18 +36,16 @@ cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remov
 /* Sets the IVF search breadth for the index's size (a loaded IVF file). */
 void cq_vectors_adopt(cq_vectors *v, FaissIndex *index);
 
-/* ---- PostgreSQL (index/vector_feed.c) ---- */
+/* ---- PostgreSQL (index/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
 
-/* Opens KB kb_id's cache over pg: the node's FAISS file when its seq is still covered by the feed, caught up; else
- * rebuilt from clause_vectors. */
-cq_status cq_vectors_open_pg(cq_pg *pg, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                             cq_vectors **out, cq_err *err);
-/* Rebuilds the index from clause_vectors (one snapshot) and saves it. */
-cq_status cq_vectors_rebuild_pg(cq_vectors *v, cq_pg *pg, cq_err *err);
+/* Opens KB kb_id's cache over the store: the node's FAISS file when its seq is still covered by the feed, caught up;
+ * else rebuilt from clause_vectors (cq_vectors_rebuild: one snapshot). */
+cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                                 cq_vectors **out, cq_err *err);
 /* Applies the feed's changes after `after` to the indexes v[0..n) (those of other KBs are skipped; each index only
  * takes changes after its own seq), then moves every index's seq to the last change read. *last (may be NULL) gets
  * it, *applied (may be NULL) how many changes touched an index. */
-cq_status cq_vectors_catch_up(cq_pg *pg, cq_vectors *const *v, size_t n, int64_t after, int64_t *last,
+cq_status cq_vectors_catch_up(cq_store *s, cq_vectors *const *v, size_t n, int64_t after, int64_t *last,
                               size_t *applied, cq_err *err);
 
 #endif

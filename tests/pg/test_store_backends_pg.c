@@ -20,6 +20,7 @@
 #include <libpq-fe.h>
 
 #include "app/originals.h"
+#include "store/originals.h"
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/sha256.h"
@@ -163,7 +164,7 @@ static void test_originals(void **state) {
     cq_err err = {0};
     char dir[128], path[1200], again[1200];
     snprintf(dir, sizeof dir, "/tmp/cq_test_originals_%d", (int)getpid());
-    size_t len = 2 * CQ_PG_ORIGINAL_PART_BYTES + 12345;
+    size_t len = 2 * CQ_STORE_ORIGINAL_PART_BYTES + 12345;
     unsigned char *data = malloc(len);
     assert_non_null(data);
     for (size_t i = 0; i < len; i++) data[i] = (unsigned char)(i * 7919 >> 3);
@@ -177,6 +178,13 @@ static void test_originals(void **state) {
     /* A node without the file. */
     assert_int_equal(cq_original_path(dir, sha, "pdf", path, sizeof path), true);
     assert_int_equal(unlink(path), 0);
+    /* store/originals.h: files (SQLite, the store holds none) or blobs (PostgreSQL) */
+    assert_int_equal(cq_store_originals_shared(s), cq_store_pg(s) != NULL);
+    char none[1300];
+    snprintf(none, sizeof none, "%s/none", dir);
+    assert_int_equal(cq_store_original_get_file(s, "00", none, &err), CQ_ERR_NOT_FOUND);
+    assert_int_not_equal(access(none, F_OK), 0);
+    assert_int_equal(cq_store_original_delete(s, "00", &err), CQ_OK);
     cq_status rc = cq_original_local(s, dir, sha, "pdf", again, sizeof again, &err);
     if (!cq_store_pg(s)) {
         assert_int_equal(rc, CQ_ERR_NOT_FOUND);
@@ -191,13 +199,11 @@ static void test_originals(void **state) {
         free(back);
         char fetched[1300];
         snprintf(fetched, sizeof fetched, "%s/fetched", dir);
-        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), "00", fetched, &err), CQ_ERR_NOT_FOUND);
-        assert_int_not_equal(access(fetched, F_OK), 0);
         /* An empty file is an original too. */
         char empty_sha[65];
         cq_sha256_hex("", 0, empty_sha);
         assert_int_equal(cq_original_keep(s, dir, empty_sha, "txt", "", 0, path, sizeof path, &err), CQ_OK);
-        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), empty_sha, fetched, &err), CQ_OK);
+        assert_int_equal(cq_store_original_get_file(s, empty_sha, fetched, &err), CQ_OK);
         struct stat sb;
         assert_int_equal(stat(fetched, &sb), 0);
         assert_int_equal(sb.st_size, 0);

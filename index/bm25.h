@@ -1,6 +1,6 @@
 /* BM25 as clauseqa scores keywords, in both stores: the SQLite store with FTS5's bm25() and the search below
  * (bm25.c), which repeats its arithmetic with these functions; the PostgreSQL store with these functions too
- * (index/keyword_postings.c); tests/pg/test_store_pg.c and tests/unit/test_index_bm25.c hold them equal.
+ * (index/keyword_postings.c, searched by store/postings.c); tests/pg/test_store_pg.c and tests/unit/test_index_bm25.c hold them equal.
  *
  * FTS5's definition (SQLite 3.40, ext/fts5/fts5_aux.c), for a row with D positions over all its columns in a table
  * of N rows holding T positions in all (avgdl = T / N), and query phrases i:

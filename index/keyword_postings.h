@@ -1,5 +1,5 @@
 /* The keyword index of the PostgreSQL store, in memory: what a document's clauses put into it, and BM25 over what a
- * search reads back. No database here: index/store_pg.c moves these bytes to and from the tables.
+ * search reads back. No database here: store/postings.c moves these bytes to and from the tables.
  *
  * The index is one row per (KB, token, document): the token's postings in that document's clauses. Tokens are the
  * `cjk` tokenizer's (index/fts_cjk.h, document mode) over the same three columns as the SQLite store's FTS5 table

@@ -9,7 +9,7 @@
 #include "index/bm25.h"
 #include "index/compare.h"
 #include "index/router.h"
-#include "index/store_pg.h"
+#include "store/postings.h"
 #include "index/vectors.h"
 
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
@@ -179,7 +179,7 @@ static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25
     return rc;
 }
 
-/* BM25 on PostgreSQL (cq_pg_bm25: FTS5's ranking and scores, bit for bit): the same pools as below — the best
+/* BM25 on PostgreSQL (cq_postings_bm25, store/postings.h: FTS5's ranking and scores, bit for bit): the same pools as below — the best
  * `want` over the KB, or the best `want` of each document given (the rows read once) — into found[0..*n), with
  * each hit's document. */
 static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, size_t want,
@@ -190,15 +190,15 @@ static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_matc
     size_t got = 0;
     cq_status rc;
     if (!n_docs) {
-        rc = cq_pg_bm25(cq_store_pg(s), query->kb_id, terms, query->n_terms, NULL, 0, want, &hits, &got, err);
+        rc = cq_postings_bm25(cq_store_conn(s), query->kb_id, terms, query->n_terms, NULL, 0, want, &hits, &got, err);
     } else {
         hits = malloc(n_docs * want * sizeof *hits);
         ids = malloc(n_docs * sizeof *ids);
         rc = hits && ids ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         for (size_t i = 0; !rc && i < n_docs; i++) ids[i] = docs[i].doc_id;
         if (!rc)
-            rc = cq_pg_bm25_each_doc(cq_store_pg(s), query->kb_id, terms, query->n_terms, ids, n_docs, want, hits,
-                                     &got, err);
+            rc = cq_postings_bm25_each_doc(cq_store_conn(s), query->kb_id, terms, query->n_terms, ids, n_docs, want,
+                                           hits, &got, err);
     }
     for (size_t j = 0; !rc && j < got; j++) {
         found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
@@ -220,7 +220,7 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
     cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && cq_store_pg(s)) {
+    if (!rc && cq_store_keyword_is_postings(s)) {
         int64_t *doc_of = malloc(cap * sizeof *doc_of);
         rc = doc_of ? bm25_pg(s, query, docs, n_docs, want, found, doc_of, &n, err)
                     : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

@@ -32,7 +32,7 @@
 typedef struct cq_store cq_store;
 typedef struct sqlite3 sqlite3;
 
-#define CQ_STORE_SCHEMA_VERSION 11
+#include "store/schema.h" /* CQ_STORE_SCHEMA_VERSION: the migrations of both databases */
 
 /* printf format of a KB's FTS table name, from its id (long long). */
 #define CQ_FTS_TABLE_FMT "fts_kb%lld"
@@ -41,7 +41,7 @@ typedef struct sqlite3 sqlite3;
 cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
 
 /* Where a store is (`--store`, `store =` of clauseqa.conf; docs/SCALE.md): "postgresql://…", "postgres://…" or a
- * libpq "key=value …" string is a PostgreSQL database (index/store_pg.h, migrated on open); "sqlite:PATH" or a
+ * libpq "key=value …" string is a PostgreSQL database (store/schema.h migrates it on open); "sqlite:PATH" or a
  * plain path is a SQLite file (cq_store_open). The PostgreSQL password belongs in ~/.pgpass or $PGPASSFILE; errors
  * name the store without it (db/db.h: cq_db_where_kind, cq_db_where_redact). */
 cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err);
@@ -54,10 +54,6 @@ cq_db *cq_store_conn(cq_store *s);
  * CQ_ERR_BUSY with reason "store_unreachable" and retry_after_s while a PostgreSQL server is away. */
 cq_status cq_store_check(cq_store *s, cq_err *err);
 
-/* The PostgreSQL backend's connection (index/store_pg.h) when the store is one, else NULL: the index/ modules
- * with their own SQL take their PostgreSQL path when it is not NULL (docs/SCALE.md, issue 20). */
-typedef struct cq_pg cq_pg;
-cq_pg *cq_store_pg(cq_store *s);
 
 cq_status cq_store_begin(cq_store *s, cq_err *err);
 cq_status cq_store_commit(cq_store *s, cq_err *err);
@@ -150,6 +146,9 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
 /* Whether the store's keyword index takes a clause's tokens made ahead (text_tokens: SQLite's FTS5 replays them);
  * PostgreSQL's postings are built from the text. */
 bool cq_store_keyword_takes_tokens(cq_store *s);
+/* Whether the keyword index is PostgreSQL's postings (searched with store/postings.h) rather than SQLite's FTS5
+ * tables (searched with index/bm25.h's SQL function). */
+bool cq_store_keyword_is_postings(cq_store *s);
 
 /* Marks the document ready (or failed with error) and records its summary. */
 cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,

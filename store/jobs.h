@@ -12,7 +12,7 @@
  * (cq_store_job_interrupted), and a job a crash left running is queued again at the next start, attempts
  * permitting.
  * Columns added by the keys/jobs migration (index/store.c): filename, upload_path, size_bytes, replace_doc; by the
- * conversations migration: error_code; by migration 8: attempts. PostgreSQL's table (index/store_pg.c) has these
+ * conversations migration: error_code; by migration 8: attempts. PostgreSQL's table (store/schema.c) has these
  * and the lease's columns (store/job_claim.h). */
 #ifndef CQ_STORE_JOBS_H
 #define CQ_STORE_JOBS_H

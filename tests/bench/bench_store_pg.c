@@ -28,7 +28,7 @@
 #include "core/strbuf.h"
 #include "index/bm25.h"
 #include "index/query.h"
-#include "index/store_pg.h"
+#include "../pg/pg_handle.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

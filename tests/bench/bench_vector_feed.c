@@ -17,8 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "index/pg_rows.h"
-#include "index/store_pg.h"
+#include "../pg/pg_handle.h"
 #include "index/vector_feed.h"
 #include "index/vectors.h"
 #include "store/vectors.h"
@@ -63,12 +62,15 @@ static int64_t add_doc(cq_pg *pg, int64_t kb, size_t n, int64_t *ids) {
     snprintf(d, sizeof d, "%lld", (long long)doc);
     snprintf(count, sizeof count, "%zu", n);
     const char *params[] = {d, count};
-    PGresult *r = cq_pgr_query(cq_pg_conn(pg),
-                               "INSERT INTO clauses(doc_id, ord, kind, text, start_off, end_off) SELECT $1, g, 1, 'x', "
-                               "0, 0 FROM generate_series(0, $2::int - 1) g RETURNING id",
-                               2, params, "clauses", &err);
-    if (!r || (size_t)PQntuples(r) != n) die("clauses", &err);
-    for (size_t i = 0; i < n; i++) ids[i] = cq_pgr_int64(r, (int)i, 0);
+    PGresult *r = PQexecParams(cq_pg_conn(pg),
+                               "INSERT INTO clauses(doc_id, ord, kind, text, start_off, end_off) SELECT $1::bigint, g, "
+                               "1, 'x', 0, 0 FROM generate_series(0, $2::int - 1) g RETURNING id",
+                               2, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != n) {
+        cq_err_set(&err, CQ_ERR_DB, "%s", PQerrorMessage(cq_pg_conn(pg)));
+        die("clauses", &err);
+    }
+    for (size_t i = 0; i < n; i++) ids[i] = atoll(PQgetvalue(r, (int)i, 0));
     PQclear(r);
     return doc;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "index/store_pg.h"
+#include "pg_handle.h"
 
 #define PG_FIXTURE_MAYBE_UNUSED __attribute__((unused))
 

@@ -21,7 +21,7 @@
 #include "store/jobs.h"
 #include "store/originals.h"
 #include "index/store.h"
-#include "index/store_pg.h"
+#include "pg_handle.h"
 #include "pg_fixture.h"
 
 static const char SHA_A[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

@@ -27,7 +27,7 @@
 #include "index/compare.h"
 #include "store/jobs.h"
 #include "index/store.h"
-#include "index/store_pg.h"
+#include "pg_handle.h"
 #include "db/db_internal.h"
 
 static const char *conninfo;

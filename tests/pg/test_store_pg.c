@@ -17,7 +17,7 @@
 #include "core/strbuf.h"
 #include "index/bm25.h"
 #include "index/store.h"
-#include "index/store_pg.h"
+#include "pg_handle.h"
 #include "pg_fixture.h"
 
 /* ---- schema --------------------------------------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 #include <pthread.h>
 
 #include "db/db.h"
-#include "index/store_pg.h"
+#include "pg_handle.h"
 #include "index/vector_feed.h"
 #include "index/vectors.h"
 #include "store/vectors.h"

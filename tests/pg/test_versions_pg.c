@@ -15,7 +15,7 @@
 #include <libpq-fe.h>
 
 #include "index/store.h"
-#include "index/store_pg.h"
+#include "pg_handle.h"
 #include "index/versions.h"
 #include "pg_fixture.h"
 

@@ -1,4 +1,4 @@
-/* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (index/versions.h) and
+/* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (store/versions.h) and
  * rebuilds the KB's FAISS index from the vectors SQLite holds. */
 #include <getopt.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
-#include "index/vectors.h"
-#include "index/versions.h"
+#include "search/vectors.h"
+#include "store/versions.h"
 #include "store/vectors.h"
 
 static void usage(FILE *f) {
@@ -44,7 +44,7 @@ int cq_cmd_reindex(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
-    /* versions of regulations (index/versions.h): every document analysed again, corrections kept */
+    /* versions of regulations (store/versions.h): every document analysed again, corrections kept */
     cq_err verr = {0};
     size_t analysed = 0, n_groups = 0;
     cq_version_group *groups = NULL;

@@ -14,9 +14,9 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
-#include "index/fts_cjk.h"
-#include "index/vectors.h"
-#include "index/versions.h"
+#include "store/fts_cjk.h"
+#include "search/vectors.h"
+#include "store/versions.h"
 #include "reader/reader.h"
 #include "ssm/ssm.h"
 
@@ -366,7 +366,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
         encoded = true;
         rc = flush_vectors(s, opt->dense, kb_id, &own, err);
     }
-    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (store/versions.h) */
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);
     free(label);

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "index/store.h"
+#include "store/store.h"
 
 /* DATA/files/<sha256>.<format> into out; false (out "") when sha256 is not a hash or format not one of the format
  * table's (reader/reader.h). */

@@ -34,7 +34,7 @@ typedef enum { CQ_DB_SQLITE, CQ_DB_POSTGRESQL } cq_db_kind;
 /* ---- connections ---- */
 
 /* Opens (creating when absent, mode 0600) the SQLite database at path: WAL, synchronous NORMAL, foreign keys on,
- * the busy timeout. The store (index/store.c) registers its functions and migrates. */
+ * the busy timeout. The store (store/store.c) registers its functions and migrates. */
 cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err);
 /* Connects to PostgreSQL (a libpq connection string or postgresql:// URI). CQ_ERR_DB when the server refuses;
  * messages never show the password (cq_db_where_redact). */

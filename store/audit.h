@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 typedef struct {
     int64_t id;

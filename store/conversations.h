@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_CONVERSATION_TITLE_MAX_BYTES 400
 

@@ -1,6 +1,6 @@
-/* Knowledge bases, documents, pages and clauses (index/store.h), written once for SQLite and PostgreSQL on db/db.h
+/* Knowledge bases, documents, pages and clauses (store/store.h), written once for SQLite and PostgreSQL on db/db.h
  * (issue 28). What really differs is elsewhere: the keyword index (SQLite's FTS5 table per KB, PostgreSQL's
- * postings written with a document's clauses) behind index/store_internal.h's cq_store_keyword_* interface, and the
+ * postings written with a document's clauses) behind store/store_internal.h's cq_store_keyword_* interface, and the
  * statements of db/dialect.h (the KB list's byte order, the content an unfinished job still needs). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,8 @@
 #include "core/strbuf.h"
 #include "db/db.h"
 #include "db/dialect.h"
-#include "index/store.h"
-#include "index/store_internal.h"
+#include "store/store.h"
+#include "store/store_internal.h"
 
 /* ---- knowledge bases ---------------------------------------------------------------------------------------- */
 

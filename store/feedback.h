@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_FEEDBACK_COMMENT_MAX_CHARS 2000
 

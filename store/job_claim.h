@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/jobs.h"
 
 #define CQ_JOB_LEASE_S 30     /* the default; a server takes CLAUSEQA_JOB_LEASE_S (app/service_jobs.c) */

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/grants.h"
 
 #define CQ_KEY_SECRET_BYTES 44 /* "cq_" + 40 hex + NUL */

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_STORE_ORIGINAL_PART_BYTES (1u << 20)
 

@@ -126,7 +126,7 @@ static const migration migrations[] = {
     },
     {
         .sqlite =
-        /* 2: SSM encoder output (index/vectors.h): clause vectors and document states, each naming its model */
+        /* 2: SSM encoder output (search/vectors.h): clause vectors and document states, each naming its model */
         "CREATE TABLE clause_vectors(\n"
         "  clause_id INTEGER PRIMARY KEY REFERENCES clauses(id) ON DELETE CASCADE,\n"
         "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
@@ -182,7 +182,7 @@ static const migration migrations[] = {
     },
     {
         .sqlite =
-        /* 5: versions of a regulation (index/versions.h): each document's version — its group key, label, dates as
+        /* 5: versions of a regulation (store/versions.h): each document's version — its group key, label, dates as
          * yyyymmdd (0 unknown), whether a person corrected it — and the regulations its text repeals (同时废止).
          * Documents ingested before this migration get their rows when their KB is first asked about, or by
          * `clauseqa reindex`. */
@@ -342,7 +342,7 @@ static const migration migrations[] = {
     {
         .sqlite = NULL, /* nothing on SQLite */
         .pg =
-        /* 2: the rest of index/store.h's tables (pgstore): pages, the label lookups' index, the originals (uploaded
+        /* 2: the rest of store/store.h's tables (pgstore): pages, the label lookups' index, the originals (uploaded
          * files, app/originals.h) in parts of CQ_PG_ORIGINAL_PART_BYTES (TOAST keeps them out of line), settings. */
         "CREATE TABLE pages(\n"
         "  doc_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
@@ -421,8 +421,8 @@ static const migration migrations[] = {
     {
         .sqlite = NULL, /* nothing on SQLite */
         .pg =
-        /* 4 (pgvec): versions of a regulation (index/versions.h), as SQLite's migration 5; keys compare as bytes,
-         * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (index/vectors_pg.h: the
+        /* 4 (pgvec): versions of a regulation (store/versions.h), as SQLite's migration 5; keys compare as bytes,
+         * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (store/vectors.h: the
          * truth; each node's FAISS index is a cache of them), and the change feed that keeps those caches current:
          * statement triggers on clause_vectors append one vector_changes row per (KB, document) a statement added or
          * deleted vectors of, and NOTIFY clauseqa_vectors, in the writer's transaction (a document or KB deleted by

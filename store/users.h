@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/grants.h"
 
 #define CQ_PASSWORD_T_COST 2

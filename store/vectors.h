@@ -1,4 +1,4 @@
-/* Clause vectors, the store's side (issue 28): the rows that search/'s FAISS indexes (index/vectors.h) are built
+/* Clause vectors, the store's side (issue 28): the rows that search/'s FAISS indexes (search/vectors.h) are built
  * from, written on db/db.h for both databases, and PostgreSQL's change feed of them.
  *
  *   clause_vectors(clause_id, kb_id, model, vec)   one vector per clause, dim floats as a blob (bytea); PostgreSQL's
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_STORE_VECTORS_CHANNEL "clauseqa_vectors"
 #define CQ_STORE_VECTORS_BATCH 500 /* clause ids per statement */

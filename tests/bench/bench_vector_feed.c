@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "../pg/pg_handle.h"
-#include "index/vector_feed.h"
-#include "index/vectors.h"
+#include "search/vector_feed.h"
+#include "search/vectors.h"
 #include "store/vectors.h"
 
 #define MODEL "bench"
@@ -47,7 +47,7 @@ static void die(const char *what, const cq_err *err) {
     exit(1);
 }
 
-/* The store on the bench's database (index/store.h): its KBs and documents are store/documents.c's. */
+/* The store on the bench's database (store/store.h): its KBs and documents are store/documents.c's. */
 static cq_store *store;
 
 /* A document of n bare clauses; their ids into ids. */

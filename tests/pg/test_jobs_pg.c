@@ -20,7 +20,7 @@
 #include "store/job_claim.h"
 #include "store/jobs.h"
 #include "store/originals.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "pg_handle.h"
 #include "pg_fixture.h"
 

@@ -1,6 +1,6 @@
 /* The store's conformance suite (issue 28): the same test bodies run against a SQLite file and a PostgreSQL database
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
- * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
+ * cq_store_open_uri — store/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
  * users, sessions and the audit trail, conversations, feedback, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests
  * run too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and
@@ -24,9 +24,9 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/sha256.h"
-#include "index/compare.h"
+#include "search/compare.h"
 #include "store/jobs.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "pg_handle.h"
 #include "db/db_internal.h"
 
@@ -230,7 +230,7 @@ static void test_originals(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-/* Two versions of a law compared clause by clause (index/compare.h) read their clauses from either store. */
+/* Two versions of a law compared clause by clause (search/compare.h) read their clauses from either store. */
 static void test_compare(void **state) {
     cq_store *s = ((backend *)*state)->s;
     cq_err err = {0};

@@ -20,8 +20,8 @@
 
 #include "db/db.h"
 #include "pg_handle.h"
-#include "index/vector_feed.h"
-#include "index/vectors.h"
+#include "search/vector_feed.h"
+#include "search/vectors.h"
 #include "store/vectors.h"
 #include "pg_fixture.h"
 
@@ -202,7 +202,7 @@ static void test_vectors_store_and_feed(void **state) {
     hits[1] = ids[1];
     assert_int_equal(cq_store_vectors_keep_stored(f->s, f->kb, "m2", hits, scores, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
-    /* document states (the states themselves, a KB's model and a document's clause ids are index/vectors.c's on both
+    /* document states (the states themselves, a KB's model and a document's clause ids are search/vectors.c's on both
      * stores: tests/store/vectors_bodies.h) */
     cq_err e2 = {0};
     cq_db *db = cq_pg_db(f->pg);

@@ -1,4 +1,4 @@
-/* index/vectors.h's rows on both stores (tests/store/conformance.h): the document states, a KB's model and a
+/* search/vectors.h's rows on both stores (tests/store/conformance.h): the document states, a KB's model and a
  * document's clause ids, written once on db/ (issue 28); the vectors' own rows through a KB's index. */
 #ifndef CQ_TESTS_STORE_VECTORS_BODIES_H
 #define CQ_TESTS_STORE_VECTORS_BODIES_H
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 #include "tests/store/conformance.h"
 
 #define CONF_DIM 4

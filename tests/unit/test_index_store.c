@@ -13,9 +13,9 @@
 #include <sqlite3.h>
 
 #include "store/conversations.h"
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 #include "store/jobs.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/schema.h"
 #include "test_store_util.h"
 

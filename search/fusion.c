@@ -1,4 +1,4 @@
-#include "index/fusion.h"
+#include "search/fusion.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

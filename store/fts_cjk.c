@@ -4,7 +4,7 @@
  * main Han block fold to themselves or by a table), classify each folded code point, and feed it to a small
  * state machine that holds at most one open CJK run (its previous character) or one open word (its folded
  * characters). Nothing is allocated. */
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 
 #include <stdbool.h>
 #include <stdint.h>

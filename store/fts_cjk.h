@@ -50,8 +50,8 @@
  *
  * FTS5 flags: DOCUMENT and AUX tokenize as a document; QUERY and QUERY|PREFIX as a query. A prefix query
  * ("加"* or "compe"*) needs nothing special: the last token of the phrase is matched as a prefix. */
-#ifndef CQ_INDEX_FTS_CJK_H
-#define CQ_INDEX_FTS_CJK_H
+#ifndef CQ_STORE_FTS_CJK_H
+#define CQ_STORE_FTS_CJK_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* Fusing a retrieval's BM25 list and dense list into one ranking (index/retrieve.c), and the fusion the encoder's
- * weights carry (ssm.json "fusion", read when the dense retriever opens: index/vectors.h).
+/* Fusing a retrieval's BM25 list and dense list into one ranking (search/retrieve.c), and the fusion the encoder's
+ * weights carry (ssm.json "fusion", read when the dense retriever opens: search/vectors.h).
  *
  * Methods (docs/SSM.md "Vectors and retrieval"; tools/ssm_train/fusion.py `ranked()` is the reference):
  *   rrf   reciprocal-rank fusion: rank r (from 1) in either list adds 1 / (60 + r); ties: the smaller clause id
@@ -12,12 +12,12 @@
  *         BM25's list as it is, then the dense-only clauses by rank.
  * keep's w and m are fitted per language on questions the encoder never trained on (the calibration part,
  * tools/dev_split.py) and chosen by the question's language: zh when it holds a CJK ideograph (cq_utf8_has_cjk:
- * U+4E00–9FFF, extensions A–H, the compatibility ideographs, 〇), en otherwise (cq_query.lang, index/query.h).
+ * U+4E00–9FFF, extensions A–H, the compatibility ideographs, 〇), en otherwise (cq_query.lang, search/query.h).
  *
  * Every score is summed in the order written above, in doubles, so a ranking equals fusion.py's bit for bit
  * (tests/unit/test_index_fusion.c against rankings fusion.py made). */
-#ifndef CQ_INDEX_FUSION_H
-#define CQ_INDEX_FUSION_H
+#ifndef CQ_SEARCH_FUSION_H
+#define CQ_SEARCH_FUSION_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "index/store.h"
+#include "store/store.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,10 +12,9 @@
 #include "core/log.h"
 #include "core/utf8.h"
 #include "db/db.h"
-#include "index/bm25.h"
-#include "index/fts_cjk.h"
-#include "index/router.h"
-#include "index/store_internal.h"
+#include "store/bm25.h"
+#include "store/fts_cjk.h"
+#include "store/store_internal.h"
 #include "store/postings.h"
 #include "store/schema.h"
 
@@ -32,7 +31,7 @@ typedef struct {
     size_t n_reserved, next_reserved;
 } pending_clauses;
 
-/* The keyword index behind the store's rows (index/store_internal.h): what really differs between the two
+/* The keyword index behind the store's rows (store/store_internal.h): what really differs between the two
  * databases, as a table of functions; the store picks one when it opens. */
 typedef struct keyword_index {
     bool postings;     /* PostgreSQL's postings rather than SQLite's FTS5 tables */
@@ -54,9 +53,10 @@ struct cq_store {
     sqlite3 *db;         /* SQLite's handle of conn, NULL on PostgreSQL */
     const keyword_index *keyword; /* FTS5 tables (SQLite) or postings (PostgreSQL): below */
     pending_clauses pending; /* postings only */
-    void *router_cache; /* index/router.c */
-    void *versions_seen; /* index/versions.c */
-    void *bm25_cache;    /* index/bm25.c */
+    void *router_cache; /* search/router.c's, freed with router_free */
+    void (*router_free)(void *cache);
+    void *versions_seen; /* store/versions.c */
+    void *bm25_cache;    /* store/bm25.c */
     /* cq_store_clause_add's statements, prepared once (preparing them took as long as the insert of a short
      * clause); the FTS one is for the table of fts_kb */
     sqlite3_stmt *clause_insert, *fts_insert;
@@ -70,7 +70,10 @@ static void clause_statements_drop(cq_store *s) {
     s->fts_kb = 0;
 }
 
-void **cq_store_router_slot(cq_store *s) { return &s->router_cache; }
+void **cq_store_router_slot(cq_store *s, void (*free_fn)(void *cache)) {
+    s->router_free = free_fn;
+    return &s->router_cache;
+}
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 void **cq_store_bm25_slot(cq_store *s) { return &s->bm25_cache; }
 
@@ -135,7 +138,7 @@ void cq_store_close(cq_store *s) {
     pending_drop(s);
     free(s->pending.clauses);
     free(s->pending.ids);
-    cq_router_cache_free(s->router_cache);
+    if (s->router_cache && s->router_free) s->router_free(s->router_cache);
     free(s->versions_seen);
     cq_bm25_cache_free(s->bm25_cache);
     clause_statements_drop(s);
@@ -349,7 +352,7 @@ static cq_status fts5_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, con
     return CQ_OK;
 }
 
-/* ---- the keyword index (index/store_internal.h): FTS5 tables or postings -------------------------------------- */
+/* ---- the keyword index (store/store_internal.h): FTS5 tables or postings -------------------------------------- */
 
 static cq_status fts5_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
     char sql[160];

@@ -1,12 +1,12 @@
-/* The query value (index/query.h): a question's reference, type, language, terms and named documents. */
-#include "index/query.h"
+/* The query value (search/query.h): a question's reference, type, language, terms and named documents. */
+#include "search/query.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/numerals.h"
 #include "core/utf8.h"
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 
 /* ---- terms -------------------------------------------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* What texts say about versions (index/versions.h): dates in both languages, the group key of a regulation's name
+/* What texts say about versions (store/versions.h): dates in both languages, the group key of a regulation's name
  * or title, a document's version dates and label, and the date or comparison a question asks for. Pure functions:
  * no database, no allocation that outlives a call. */
 #define _GNU_SOURCE /* strcasestr, timegm */
@@ -12,7 +12,7 @@
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "index/versions.h"
+#include "store/versions.h"
 
 /* ---- days ---------------------------------------------------------------------------------------------------- */
 

@@ -1,13 +1,13 @@
 /* BM25 as clauseqa scores keywords, in both stores: the SQLite store with FTS5's bm25() and the search below
  * (bm25.c), which repeats its arithmetic with these functions; the PostgreSQL store with these functions too
- * (index/keyword_postings.c, searched by store/postings.c); tests/pg/test_store_pg.c and tests/unit/test_index_bm25.c hold them equal.
+ * (store/keyword_postings.c, searched by store/postings.c); tests/pg/test_store_pg.c and tests/unit/test_index_bm25.c hold them equal.
  *
  * FTS5's definition (SQLite 3.40, ext/fts5/fts5_aux.c), for a row with D positions over all its columns in a table
  * of N rows holding T positions in all (avgdl = T / N), and query phrases i:
  *   idf_i   = log((N - n_i + 0.5) / (n_i + 0.5)), and 1e-6 when that is <= 0   n_i: rows where phrase i occurs
  *   f_i     = sum over the phrase's occurrences in the row of its column's weight
  *   score   = sum over i of idf_i * (f_i * (k1 + 1)) / (f_i + k1 * (1 - b + b * D / avgdl)),  k1 = 1.2, b = 0.75
- * FTS5 returns -score; a position is one token, or a token with the tokens COLOCATED with it (index/fts_cjk.h). The
+ * FTS5 returns -score; a position is one token, or a token with the tokens COLOCATED with it (store/fts_cjk.h). The
  * expressions below are written in FTS5's order of operations, so the two stores agree to the last bit (the files
  * that use them are built with -ffp-contract=off: no fused multiply-add, whatever -march a build adds).
  *
@@ -29,20 +29,20 @@
  *      steps through the frequent terms' lists to the rows visited, but scores only those rows.
  * Every full score is computed as FTS5's bm25() computes it (same operations, same order), so ties and their
  * order (rowid ascending, as SQLite's ORDER BY ... LIMIT keeps equal keys) come out the same. */
-#ifndef CQ_INDEX_BM25_H
-#define CQ_INDEX_BM25_H
+#ifndef CQ_STORE_BM25_H
+#define CQ_STORE_BM25_H
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_BM25_K1 1.2
 #define CQ_BM25_B 0.75
 
-/* Column weights, in the columns' order (title, path, body; index/store.h). The title weighs more than the body
+/* Column weights, in the columns' order (title, path, body; store/store.h). The title weighs more than the body
  * because a question that names a law should prefer that law's articles. */
 #define CQ_BM25_W_TITLE 2.0
 #define CQ_BM25_W_PATH 1.5

@@ -1,15 +1,15 @@
-/* What index/vectors.c and index/vector_feed.c share: a KB's FAISS index as an object (not part of the public
+/* What search/vectors.c and search/vector_feed.c share: a KB's FAISS index as an object (not part of the public
  * API). On PostgreSQL the index is a cache of clause_vectors, current to a position of the change feed (seq) that
  * is saved beside the FAISS file (kb<ID>.faiss.seq, written after it: a crash between the two leaves an older seq,
  * and replaying changes is harmless). */
-#ifndef CQ_INDEX_VECTORS_INTERNAL_H
-#define CQ_INDEX_VECTORS_INTERNAL_H
+#ifndef CQ_SEARCH_VECTORS_INTERNAL_H
+#define CQ_SEARCH_VECTORS_INTERNAL_H
 
 #include <faiss/c_api/Index_c.h>
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 struct cq_vectors {
     int64_t kb_id;
@@ -36,7 +36,7 @@ cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remov
 /* Sets the IVF search breadth for the index's size (a loaded IVF file). */
 void cq_vectors_adopt(cq_vectors *v, FaissIndex *index);
 
-/* ---- PostgreSQL (index/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
+/* ---- PostgreSQL (search/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
 
 /* Opens KB kb_id's cache over the store: the node's FAISS file when its seq is still covered by the feed, caught up;
  * else rebuilt from clause_vectors (cq_vectors_rebuild: one snapshot). */

@@ -1,4 +1,4 @@
-#include "index/retrieve.h"
+#include "search/retrieve.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "index/bm25.h"
-#include "index/compare.h"
-#include "index/router.h"
+#include "store/bm25.h"
+#include "search/compare.h"
+#include "search/router.h"
 #include "store/postings.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
 #define ROUTER_SCORE 1000.0
@@ -209,7 +209,7 @@ static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_matc
     return rc;
 }
 
-/* BM25 over the KB's FTS table (index/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
+/* BM25 over the KB's FTS table (store/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
  * (best first over all of them). Adds the results to h after what it holds. */
 static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
                       size_t k, cq_err *err) {
@@ -248,7 +248,7 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
 
 #define DENSE_POOL 50 /* nearest clauses fetched from the vector index */
 
-/* The fusion a retrieval uses: the option's, else the one the weights carry (index/fusion.h). keep's parameters
+/* The fusion a retrieval uses: the option's, else the one the weights carry (search/fusion.h). keep's parameters
  * come from the weights either way. */
 static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_fusion_method *method,
                             cq_fusion_params *p, cq_err *err) {
@@ -262,7 +262,7 @@ static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_
 }
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
- * them and the dense list are fused (index/fusion.h: the fusion the options or the weights choose; only the dense
+ * them and the dense list are fused (search/fusion.h: the fusion the options or the weights choose; only the dense
  * list, by reciprocal rank, when BM25 was not asked for). */
 static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes, const cq_query *q, cq_hits *h,
                             size_t k, cq_err *err) {

@@ -1,6 +1,6 @@
 /* A node's FAISS cache on PostgreSQL, kept current by the vector change feed (issue 20, docs/SCALE.md "Vectors").
  *
- * Each node keeps, per KB, a FAISS index of the KB's clause vectors (index/vectors.h) as a cache of the store's
+ * Each node keeps, per KB, a FAISS index of the KB's clause vectors (search/vectors.h) as a cache of the store's
  * clause_vectors (store/vectors.h). One cq_vector_feed per node: its own PostgreSQL connection and thread, which
  *   - LISTENs on clauseqa_vectors; on a notification reads vector_changes after the last seq it applied and, for
  *     each change of an open KB, removes the change's clause ids from that KB's index and adds the vectors the
@@ -12,13 +12,13 @@
  * not from another database), caught up from there; otherwise it is rebuilt from clause_vectors in one snapshot.
  * The node's own writes (cq_vectors_add, cq_vectors_remove, cq_dense_forget) change its index at once; the feed
  * brings them back, which is harmless. */
-#ifndef CQ_INDEX_VECTOR_FEED_H
-#define CQ_INDEX_VECTOR_FEED_H
+#ifndef CQ_SEARCH_VECTOR_FEED_H
+#define CQ_SEARCH_VECTOR_FEED_H
 
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 typedef struct cq_vector_feed cq_vector_feed;
 

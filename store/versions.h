@@ -5,7 +5,7 @@
  *   公司法(2023-12-29).md   key 公司法   2023年修订   promulgated 2023-12-29   effective 2024-07-01 (本法自…起施行)
  *
  * A version group is the documents of a KB that share a key: the regulation's name without its dates and version
- * words (index/versions_text.c: 中华人民共和国 and 《》 dropped, "(2018-10-26)", "（2018年修正）", "Amended and
+ * words (store/versions_text.c: 中华人民共和国 and 《》 dropped, "(2018-10-26)", "（2018年修正）", "Amended and
  * Restated", years removed). An amendment act (修正案, 关于修改…的决定, Amendment No. 2) is an instrument of its own,
  * never a version of the law it amends. The dates come from the text — the 通过/修正/修订/公布 lines of the header
  * (the latest is the version's own date), 本法自…起施行 in the last articles — and the file name's date.
@@ -21,15 +21,15 @@
  * document repeals); on the PostgreSQL store the same tables, the same code (db/db.h). Documents are analysed at ingest; documents ingested before versions existed are analysed the
  * first time their KB is asked about (cq_versions_ensure) or by `clauseqa reindex`. A person's correction
  * (cq_versions_set: group, dates, label, repeal) is kept over any later analysis until reset to automatic. */
-#ifndef CQ_INDEX_VERSIONS_H
-#define CQ_INDEX_VERSIONS_H
+#ifndef CQ_STORE_VERSIONS_H
+#define CQ_STORE_VERSIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 /* A day as yyyymmdd (20181026); 0 is "unknown". */
 typedef int32_t cq_date;
@@ -45,7 +45,7 @@ cq_date cq_date_add_days(cq_date d, int days);
 cq_date cq_date_add_months(cq_date d, int months); /* the day clamped to the month's length */
 int cq_date_last_day(int year, int month);         /* 28..31 */
 
-/* ---- what a document says about its version (pure, index/versions_text.c) ---------------------------------- */
+/* ---- what a document says about its version (pure, store/versions_text.c) ---------------------------------- */
 
 #define CQ_VERSION_KEY_MAX 256
 #define CQ_VERSION_LABEL_MAX 64
@@ -105,7 +105,7 @@ int cq_question_is_comparison(const char *question);
 /* Years named in a question (for "2018年和2023年…"), at most max, in order; returns how many. */
 size_t cq_question_years(const char *question, int *years, size_t max);
 
-/* ---- versions in the store (index/versions.c) -------------------------------------------------------------- */
+/* ---- versions in the store (store/versions.c) -------------------------------------------------------------- */
 
 typedef enum {
     CQ_VERSION_UNKNOWN = 0, /* not analysed */

@@ -1,5 +1,5 @@
-/* BM25 top-k over a KB's FTS table with frequent-term pruning (index/bm25.h). */
-#include "index/bm25.h"
+/* BM25 top-k over a KB's FTS table with frequent-term pruning (store/bm25.h). */
+#include "store/bm25.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/strbuf.h"
-#include "index/fts_cjk.h"
-#include "index/store_internal.h"
+#include "store/fts_cjk.h"
+#include "store/store_internal.h"
 
 /* FTS5's bm25() constants and this project's column weights (title, path, body: a question that names a law
  * should prefer that law's articles). */

@@ -1,13 +1,13 @@
 /* The PostgreSQL store's keyword index in memory: building a document's postings, and BM25 over postings read back.
- * Formats and rules in keyword_postings.h; the score is index/bm25.h's, FTS5's. */
-#include "index/keyword_postings.h"
+ * Formats and rules in keyword_postings.h; the score is store/bm25.h's, FTS5's. */
+#include "store/keyword_postings.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "index/bm25.h"
-#include "index/fts_cjk.h"
+#include "store/bm25.h"
+#include "store/fts_cjk.h"
 
 static const double column_weight[CQ_BM25_N_COLUMNS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
 

@@ -2,7 +2,7 @@
  * search reads back. No database here: store/postings.c moves these bytes to and from the tables.
  *
  * The index is one row per (KB, token, document): the token's postings in that document's clauses. Tokens are the
- * `cjk` tokenizer's (index/fts_cjk.h, document mode) over the same three columns as the SQLite store's FTS5 table
+ * `cjk` tokenizer's (store/fts_cjk.h, document mode) over the same three columns as the SQLite store's FTS5 table
  * (title = the document's label, path, body), so a clause is the same bag of positions in both stores.
  *
  * A postings list (bytea) is, per clause holding the token, in increasing clause id order, unsigned LEB128 varints:
@@ -11,8 +11,8 @@
  * Positions count as FTS5 counts them: one per token, COLOCATED tokens share their position. D rides along in
  * every list so that scoring a clause needs no other read; positions make phrases ("加班费" is the phrase 加班 班费)
  * exact. */
-#ifndef CQ_INDEX_KEYWORD_POSTINGS_H
-#define CQ_INDEX_KEYWORD_POSTINGS_H
+#ifndef CQ_STORE_KEYWORD_POSTINGS_H
+#define CQ_STORE_KEYWORD_POSTINGS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -50,11 +50,11 @@ typedef struct cq_keyword_search cq_keyword_search;
 
 typedef struct {
     int64_t clause_id, doc_id;
-    double score; /* higher is better: FTS5's bm25() negated, as index/retrieve.c reads it */
+    double score; /* higher is better: FTS5's bm25() negated, as search/retrieve.c reads it */
 } cq_keyword_hit;
 
 /* A search for terms[0..n_terms): each term is one phrase (the query-mode tokens of its text), the phrases OR-ed,
- * as index/retrieve.c asks FTS5 ("t1" OR "t2" ...). Terms without a token are dropped. */
+ * as search/retrieve.c asks FTS5 ("t1" OR "t2" ...). Terms without a token are dropped. */
 cq_status cq_keyword_search_new(const char *const *terms, size_t n_terms, cq_keyword_search **out, cq_err *err);
 void cq_keyword_search_free(cq_keyword_search *s);
 

@@ -1,6 +1,8 @@
-/* The store: SQLite (WAL) is the truth for knowledge bases, documents, pages, clauses and jobs.
+/* The store: SQLite (WAL) or PostgreSQL (cq_store_open_uri) is the truth for knowledge bases, documents, pages,
+ * clauses, jobs and everything else store/ keeps; search/ reads it, and it calls nothing above it.
  *
- * Schema (see the migrations in store.c):
+ * Schema (SQLite's; store/schema.c holds the migrations of both databases side by side, PostgreSQL's adds the
+ * keyword postings of store/postings.h and the vector change feed of store/vectors.h):
  *   kbs(id, name UNIQUE, created_at)
  *   documents(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error,
  *             quality, quality_reason, created_at)         status: processing | ready | failed
@@ -12,7 +14,7 @@
  *        replace_doc, error_code, attempts)           state: store/jobs.h
  *   api_keys (store/keys.h), conversations and conversation_turns (store/conversations.h)
  *   doc_versions(doc_id, kb_id, key, label, promulgated, effective, repealed, by_user, analysed_at),
- *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (index/versions.h)
+ *   doc_repeals(doc_id, kb_id, key)   versions of a regulation (store/versions.h)
  *   settings(name, value, updated_at)
  * Ids (KBs, documents, clauses, jobs, keys, conversations and their turns) are never used twice, even after
  * deletion (AUTOINCREMENT), so an id a client kept names what it named or nothing. A new database file is made mode
@@ -20,8 +22,8 @@
  * Deleting a document removes its pages, clauses, FTS rows and jobs in one transaction.
  *
  * A cq_store is one connection: use it from one thread at a time (open one per thread). */
-#ifndef CQ_INDEX_STORE_H
-#define CQ_INDEX_STORE_H
+#ifndef CQ_STORE_STORE_H
+#define CQ_STORE_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -135,7 +137,7 @@ typedef struct {
     uint32_t start_off, end_off;
     const cq_store_box *boxes;
     size_t n_boxes;
-    const struct cq_fts_tokens *text_tokens; /* text's FTS tokens made ahead (index/fts_cjk.h), or NULL (SQLite) */
+    const struct cq_fts_tokens *text_tokens; /* text's FTS tokens made ahead (store/fts_cjk.h), or NULL (SQLite) */
 } cq_store_clause;
 /* doc_label: what the FTS title column indexes for this document (its title and name). */
 /* On PostgreSQL the clauses of a document are held in the store (their ids given at once) and written together at
@@ -147,7 +149,7 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
  * PostgreSQL's postings are built from the text. */
 bool cq_store_keyword_takes_tokens(cq_store *s);
 /* Whether the keyword index is PostgreSQL's postings (searched with store/postings.h) rather than SQLite's FTS5
- * tables (searched with index/bm25.h's SQL function). */
+ * tables (searched with store/bm25.h's SQL function). */
 bool cq_store_keyword_is_postings(cq_store *s);
 
 /* Marks the document ready (or failed with error) and records its summary. */

@@ -1,4 +1,4 @@
-#include "index/router.h"
+#include "search/router.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include "core/numerals.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "index/store_internal.h"
+#include "store/store_internal.h"
 #include "store/router_rows.h"
 
 /* ---- parsing ------------------------------------------------------------------------------------------------ */
@@ -419,7 +419,7 @@ static void add_doc_to_cache(void *ctx, int64_t doc_id, const char *name, const 
 }
 
 static cq_status load_cache(cq_store *s, int64_t kb_id, router_cache **out, cq_err *err) {
-    void **slot = cq_store_router_slot(s);
+    void **slot = cq_store_router_slot(s, cq_router_cache_free);
     router_cache *c = *slot;
     int64_t n_docs = 0, max_id = 0, min_id = 0;
     cq_status rc = cq_store_router_docs_stat(s, kb_id, &n_docs, &max_id, &min_id, err);

@@ -1,7 +1,7 @@
 /* Dense clause vectors of a knowledge base: SQLite holds the truth (clause_vectors, doc_states; migration 2 in
  * store.c), a FAISS index per KB answers nearest-neighbour queries and can always be rebuilt from SQLite. On the
  * PostgreSQL store the same calls keep the vectors there (store/vectors.h) and each node's FAISS
- * index is a cache that its feed keeps current (index/vector_feed.h: LISTEN/NOTIFY, docs/SCALE.md "Vectors").
+ * index is a cache that its feed keeps current (search/vector_feed.h: LISTEN/NOTIFY, docs/SCALE.md "Vectors").
  *
  *   FAISS file  DATA/vectors/kb<ID>.faiss, an index whose ids are clause ids: exact inner product ("IDMap,Flat")
  *               below CQ_VECTORS_IVF_MIN vectors, the size where the flat scan stops meeting the latency target
@@ -15,15 +15,15 @@
  *
  * Vectors are unit length, so the inner product is the cosine. A cq_vectors is used by one thread at a time for
  * changes; searches may run concurrently with each other (a read-write lock guards the index). */
-#ifndef CQ_INDEX_VECTORS_H
-#define CQ_INDEX_VECTORS_H
+#ifndef CQ_SEARCH_VECTORS_H
+#define CQ_SEARCH_VECTORS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/fusion.h"
-#include "index/store.h"
+#include "search/fusion.h"
+#include "store/store.h"
 #include "ssm/ssm.h"
 
 #define CQ_VECTORS_IVF_MIN 20000
@@ -106,7 +106,7 @@ cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char 
 /* The same from tokens (cq_ssm_document_tokens), for several documents at once (cq_ssm_encode_tokens). */
 cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
-/* How retrieval fuses BM25 with these weights' vectors (index/fusion.h): the "fusion" of their ssm.json, read and
+/* How retrieval fuses BM25 with these weights' vectors (search/fusion.h): the "fusion" of their ssm.json, read and
  * checked when the retriever opens (a bad one fails the open with the reason), rrf when they carry none. */
 const cq_fusion *cq_dense_fusion(const cq_dense *d);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */

@@ -1,5 +1,5 @@
 /* FAISS (C API) over SQLite's clause vectors; see vectors.h. */
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 #include <faiss/c_api/IndexIVF_c.h>
 #include <faiss/c_api/Index_c.h>
@@ -21,8 +21,8 @@
 #include "core/grow.h"
 #include "core/log.h"
 #include "db/db.h"
-#include "index/vector_feed.h"
-#include "index/vectors_internal.h"
+#include "search/vector_feed.h"
+#include "search/vectors_internal.h"
 #include "ssm/ssm.h"
 #include "store/vectors.h"
 

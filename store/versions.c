@@ -1,7 +1,7 @@
-/* Versions in the store (index/versions.h): each document's version row, groups, status on a day, corrections.
+/* Versions in the store (store/versions.h): each document's version row, groups, status on a day, corrections.
  * Written once for SQLite and PostgreSQL on db/db.h (issue 28; it replaces versions_pg.c); the two statements that
  * differ are db/dialect.h's CQ_SQL_VERSION_INSERT and CQ_SQL_REPEAL_INSERT. */
-#include "index/versions.h"
+#include "store/versions.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "core/strbuf.h"
 #include "db/db.h"
 #include "db/dialect.h"
-#include "index/store_internal.h"
+#include "store/store_internal.h"
 
 /* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
 #define KIND_ARTICLE 1

@@ -18,15 +18,15 @@
  * Diff. Myers' O(ND) diff over tokens (a Han character, a Latin word, a run of spaces, any other character), then
  * the semantic clean-up of diff-match-patch: an unchanged run no longer than the changes on both sides of it is
  * folded into them, so that a rewritten phrase reads as one deletion and one insertion. */
-#ifndef CQ_INDEX_COMPARE_H
-#define CQ_INDEX_COMPARE_H
+#ifndef CQ_SEARCH_COMPARE_H
+#define CQ_SEARCH_COMPARE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_ALIGN_MATCH 0.35     /* a pair must be at least this similar to be matched by the first pass */
 #define CQ_ALIGN_GAP_MATCH 0.15 /* … by the second pass, between two matched pairs */

@@ -8,14 +8,14 @@
  * province/city prefix, dates in file names ("公司法(2018-10-26)") and the leading category words some questions
  * carry ("民法商法公司法第N条"). Several versions of a law rank newest first. When the reference does not exist the
  * router returns nothing rather than a neighbouring clause. */
-#ifndef CQ_INDEX_ROUTER_H
-#define CQ_INDEX_ROUTER_H
+#ifndef CQ_SEARCH_ROUTER_H
+#define CQ_SEARCH_ROUTER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 typedef struct {
     long part, chapter, section; /* 编 章 节, 0 when absent */

@@ -1,5 +1,5 @@
-/* Clause alignment and character diff (index/compare.h). */
-#include "index/compare.h"
+/* Clause alignment and character diff (search/compare.h). */
+#include "search/compare.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "index/router.h"
+#include "search/router.h"
 
 const char *cq_pair_kind_name(cq_pair_kind k) {
     switch (k) {

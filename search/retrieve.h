@@ -1,35 +1,35 @@
-/* Retrieval: ranked clauses for a question (a cq_query, index/query.h).
+/* Retrieval: ranked clauses for a question (a cq_query, search/query.h).
  *
  * Retrievers, chosen by the modes of cq_retrieve_options:
- *   router  exact clause references (index/router.h): 《X条例》第十二条, Article 5, Section 7.2
+ *   router  exact clause references (search/router.h): 《X条例》第十二条, Article 5, Section 7.2
  *   bm25    FTS5 full-text ranking with the cjk tokenizer over the clauses' title, path and body columns; when the
  *           question names documents (title match), their clauses are ranked first, then the whole KB; a local
  *           regulation the question does not place is lowered (LOCAL_PRIOR in retrieve.c)
- *   dense   nearest clauses by SSM encoder vectors (index/vectors.h): needs the dense retriever in the options
+ *   dense   nearest clauses by SSM encoder vectors (search/vectors.h): needs the dense retriever in the options
  * Fusion: router hits first (they are exact), then the BM25 list; with dense, the BM25 and dense lists after the
- * router hits are fused (index/fusion.h): by reciprocal rank, or, when the encoder's weights carry a fitted "keep"
+ * router hits are fused (search/fusion.h): by reciprocal rank, or, when the encoder's weights carry a fitted "keep"
  * fusion (or the options ask for one), BM25's top m in place and the rest by reciprocal rank with the dense list
  * weighted w, m and w by the question's language. Duplicates keep their best place.
  * Reranking (mode rerank, after fusion): the options' reranker (the trained decoder's relevance judgement,
  * app/rerank.h) rescores the first rerank_top_n hits after the router hits and they are put in its order (see
  * cq_retrieve_options).
- * Versions (index/versions.h): among the documents the router looks in, and among the hits of one regulation's
+ * Versions (store/versions.h): among the documents the router looks in, and among the hits of one regulation's
  * versions, the version meant for the query's day (q->as_of, else today; q->version_year) comes first, the other
  * versions keep their places after it; every hit carries its document's version status on that day.
  *
  * Every retriever is passed in the options: nothing rides on the store connection. */
-#ifndef CQ_INDEX_RETRIEVE_H
-#define CQ_INDEX_RETRIEVE_H
+#ifndef CQ_SEARCH_RETRIEVE_H
+#define CQ_SEARCH_RETRIEVE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/fusion.h"
-#include "index/query.h"
-#include "index/store.h"
-#include "index/versions.h"
+#include "search/fusion.h"
+#include "search/query.h"
+#include "store/store.h"
+#include "store/versions.h"
 
 enum {
     CQ_RETRIEVE_ROUTER = 1,
@@ -67,7 +67,7 @@ typedef struct {
     cq_store_box *boxes;
     size_t n_boxes;
     cq_version_status version; /* its document's version on the day asked about (state unknown when never
-                                  analysed, index/versions.h) */
+                                  analysed, store/versions.h) */
 } cq_hit;
 
 typedef struct {
@@ -76,7 +76,7 @@ typedef struct {
     int n_query_terms; /* distinct BM25 terms used */
 } cq_hits;
 
-typedef struct cq_dense cq_dense; /* index/vectors.h */
+typedef struct cq_dense cq_dense; /* search/vectors.h */
 
 /* A reranker: scores hits[0..n) for the question into scores[0..n) (higher is better). Returns an error code to
  * fail the retrieval. Called on the retrieval's thread with the caller's store connection idle. */
@@ -87,7 +87,7 @@ typedef cq_status (*cq_rerank_fn)(void *ctx, const cq_query *q, const cq_hit *hi
 typedef struct {
     int modes;       /* CQ_RETRIEVE_* mask; 0: CQ_RETRIEVE_DEFAULT_MODES */
     size_t k;        /* clauses wanted; 0: CQ_RETRIEVE_DEFAULT_K; at most CQ_RETRIEVE_MAX_K */
-    cq_dense *dense; /* the dense retriever (index/vectors.h) CQ_RETRIEVE_DENSE searches; borrowed. NULL with
+    cq_dense *dense; /* the dense retriever (search/vectors.h) CQ_RETRIEVE_DENSE searches; borrowed. NULL with
                         CQ_RETRIEVE_DENSE asked for: CQ_ERR_UNSUPPORTED with the reason */
     /* Reranking, the last stage, when the modes hold CQ_RETRIEVE_RERANK (rerank NULL then: CQ_ERR_UNSUPPORTED with
      * the reason; a reranker given without the mode is not used): max(k, rerank_top_n) candidates (rerank_top_n 0: k; at most
@@ -97,7 +97,7 @@ typedef struct {
     cq_rerank_fn rerank;
     void *rerank_ctx;
     size_t rerank_top_n;
-    /* How the BM25 and dense lists are fused when both are asked for (index/fusion.h): CQ_FUSION_WEIGHTS (0, the
+    /* How the BM25 and dense lists are fused when both are asked for (search/fusion.h): CQ_FUSION_WEIGHTS (0, the
      * default) as the dense retriever's weights say (their ssm.json "fusion"; reciprocal rank when they say
      * nothing), CQ_FUSION_RRF reciprocal rank whatever they say, CQ_FUSION_KEEP the weights' fitted keep fusion
      * (CQ_ERR_UNSUPPORTED when they carry none). */

@@ -1,5 +1,5 @@
 /* The per-node FAISS cache on PostgreSQL and the feed that keeps it current (vector_feed.h, vectors_internal.h). */
-#include "index/vector_feed.h"
+#include "search/vector_feed.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "db/db.h"
-#include "index/vectors_internal.h"
+#include "search/vectors_internal.h"
 #include "store/vectors.h"
 
 #define CHANGES_BATCH 1000

@@ -15,7 +15,7 @@ top 50 (`clauseqa retrieve --mode bm25` on the same store; no scores, so fusion.
 their gold) are kept as records that no method can hit, as `fusion.py collect` counts them. Parts: validation, and of
 the train part the calibration questions (tools/dev_split.py), on which fusion.py fits w and m; then fusion.py's
 own table (`fit --merge`): BM25, teacher dense, fixed RRF, rrf-w / gate / keep fitted by type, language, all.
-The `keep` column "language" is what the runtime ships (index/fusion.c).
+The `keep` column "language" is what the runtime ships (search/fusion.c).
 """
 import argparse
 import gzip

@@ -747,7 +747,7 @@ int main(void) {
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
         BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
-        BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
+        BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows), BOTH(conf_vectors_store_rows),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
         BOTH(conf_jobs_page_list), BOTH(conf_clause_search), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
         BOTH(conf_jobs_cancel_request_and_renew), BOTH(conf_jobs_share_upload), BOTH(conf_router_rows),

@@ -7,13 +7,14 @@
 
 #include "db/db.h"
 
-/* One step of the schema: what it does on SQLite and on PostgreSQL, either NULL where that database needs nothing
- * (their histories differ: PostgreSQL came later and took SQLite's first eight steps in one, and its own steps 2 to 5
- * have no SQLite twin). A database's version counts the steps of its own dialect it has run: SQLite's
- * PRAGMA user_version, PostgreSQL's clauseqa_schema.version. Only ever append; a new table or column is one entry
- * with both texts. Statements run as they are written: the two columns differ in types (INTEGER / bigint, BLOB /
- * bytea, REAL / double precision, AUTOINCREMENT / bigserial), in PostgreSQL's "C" collation for keys that must sort
- * as bytes, and in SQLite's table rebuilds (migration 6), which PostgreSQL never needed. */
+/* One step of the schema: what it does on SQLite and on PostgreSQL, either NULL where that database needs nothing.
+ * Their histories differ: PostgreSQL came later, and its steps 1-5 built in another grouping what SQLite's steps 1-8
+ * had built, with its own additions (the keyword postings, originals, job leases, the vector change feed); from
+ * SQLite's 9 and PostgreSQL's 6 on, every step has both texts. A database's version counts the steps of its own
+ * dialect it has run: SQLite's PRAGMA user_version, PostgreSQL's clauseqa_schema.version. Only ever append; a new
+ * table or column is one entry with both texts. Statements run as they are written: the two columns differ in types
+ * (INTEGER / bigint, BLOB / bytea, REAL / double precision, AUTOINCREMENT / bigserial), in PostgreSQL's "C" collation
+ * for keys that must sort as bytes, and in SQLite's table rebuilds (migration 6), which PostgreSQL never needed. */
 typedef struct {
     const char *sqlite, *pg;
 } migration;

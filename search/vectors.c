@@ -18,9 +18,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "core/grow.h"
 #include "core/log.h"
-#include "db/db.h"
 #include "search/vector_feed.h"
 #include "search/vectors_internal.h"
 #include "ssm/ssm.h"
@@ -86,25 +84,6 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
 
 static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
     return cq_store_vectors_count(s, v->kb_id, v->model, n, err);
-}
-
-cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
-    model[0] = 0;
-    *dim = 0;
-    cq_db_stmt *st;
-    /* clause_id is SQLite's rowid: the newest vector on both stores */
-    if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ?1 ORDER BY clause_id DESC LIMIT 1",
-                      &st, err))
-        return cq_err_prefix(err, "find the KB's vectors: ");
-    cq_db_bind_int(st, 1, kb_id);
-    int step = cq_db_step(st, "find the KB's vectors", err);
-    if (step == CQ_DB_ROW) {
-        cq_db_col_copy(st, 0, model, 80);
-        *dim = (int)(cq_db_col_int(st, 1) / (int64_t)sizeof(float));
-    }
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
 }
 
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
@@ -325,33 +304,6 @@ cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_id
     return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
 }
 
-cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
-    *ids = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT id FROM clauses WHERE doc_id = ?1 ORDER BY id", &st, err))
-        return cq_err_prefix(err, "clause ids: ");
-    cq_db_bind_int(st, 1, doc_id);
-    size_t cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "clause ids", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)ids, &cap, *n + 1, sizeof **ids)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        (*ids)[(*n)++] = cq_db_col_int(st, 0);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        free(*ids);
-        *ids = NULL;
-        *n = 0;
-    }
-    return rc;
-}
-
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err) {
     *n_out = 0;
@@ -378,49 +330,6 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
     free(labels);
     free(dist);
     return rc ? faiss_error(err, "search") : CQ_OK;
-}
-
-cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                               size_t len, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT (doc_id) "
-                      "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state",
-                      &st, err))
-        return cq_err_prefix(err, "store document state: ");
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_text(st, 2, model);
-    cq_db_bind_int(st, 3, n_tokens);
-    cq_db_bind_blob(st, 4, state, len);
-    int step = cq_db_step(st, "store document state", err);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
-}
-
-cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
-                               cq_err *err) {
-    *state = NULL;
-    *len = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", &st, err))
-        return cq_err_prefix(err, "read document state: ");
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_text(st, 2, model);
-    int step = cq_db_step(st, "read document state", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
-    if (step == CQ_DB_ROW) {
-        size_t n = 0;
-        const void *bytes = cq_db_col_blob(st, 0, &n);
-        *state = malloc(n + 1);
-        if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else if (n) memcpy(*state, bytes, n);
-        if (!rc) *len = n;
-    } else if (step == CQ_DB_DONE) {
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
-                        model);
-    }
-    cq_db_finalize(st);
-    return rc;
 }
 
 /* ---- dense retrieval ---- */

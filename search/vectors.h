@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "search/fusion.h"
+#include "store/vectors.h" /* the rows: also a KB's model, a document's clause ids, document states */
 #include "store/store.h"
 #include "ssm/ssm.h"
 
@@ -53,15 +54,11 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
 cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err);
 /* Removes them from FAISS only: their SQLite rows are gone already (cascade, rollback). */
 cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err);
-cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
 
 /* Up to k nearest clauses of the unit query vector: ids and scores (inner products, best first); *n_out ≤ k. */
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err);
 
-/* The model and dimension of KB kb_id's newest clause vectors (`clauseqa reindex`); model "" and dim 0 when the KB
- * has none. */
-cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err);
 
 /* Rebuilds the FAISS index from SQLite (read through s) and saves it (`clauseqa reindex`). */
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
@@ -118,11 +115,5 @@ cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids,
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err);
 void cq_dense_forget_kb(cq_dense *d, int64_t kb_id);
 
-/* ---- document states (ssm/ state blobs) ---- */
-cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                               size_t len, cq_err *err);
-/* NOT_FOUND when the document has no state of that model. *state is malloc'd. */
-cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
-                               cq_err *err);
 
 #endif

@@ -53,6 +53,19 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
 /* The KB of a document (-1 when there is no such document). */
 cq_status cq_store_doc_kb(cq_store *s, int64_t doc_id, int64_t *kb_id, cq_err *err);
 
+/* ---- a KB's model, a document's clause ids, document states (search/vectors.h's names) ---- */
+
+/* The model and dimension of KB kb_id's newest clause vectors (`clauseqa reindex`); model "" and dim 0 when the KB
+ * has none. */
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err);
+cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
+/* ---- document states (ssm/ state blobs) ---- */
+cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
+                               size_t len, cq_err *err);
+/* NOT_FOUND when the document has no state of that model. *state is malloc'd. */
+cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
+                               cq_err *err);
+
 /* ---- the change feed (PostgreSQL) ---- */
 
 typedef struct {

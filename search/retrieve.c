@@ -1,6 +1,5 @@
 #include "search/retrieve.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,6 @@
 #include "store/bm25.h"
 #include "search/compare.h"
 #include "search/router.h"
-#include "store/postings.h"
 #include "search/vectors.h"
 
 #define MAX_TITLE_DOCS 8      /* documents a question may name for the in-document BM25 pass */
@@ -106,51 +104,15 @@ static cq_status add_hit(cq_store *s, cq_hits *h, size_t k, int64_t clause_id, d
 
 /* ---- BM25 --------------------------------------------------------------------------------------------------- */
 
-/* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
-static cq_status doc_rowid_range(sqlite3 *db, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?", -1, &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    sqlite3_bind_int64(st, 1, doc_id);
-    *lo = 1;
-    *hi = 0;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        *lo = sqlite3_column_int64(st, 0);
-        *hi = sqlite3_column_int64(st, 1);
-    }
-    sqlite3_finalize(st);
-    return CQ_OK;
-}
-
 static int cmp_scored(const void *a, const void *b) {
     const cq_bm25_hit *x = a, *y = b;
     return x->score < y->score ? 1 : (x->score > y->score ? -1 : (x->id > y->id) - (x->id < y->id));
 }
 
-static cq_status apply_local_prior(sqlite3 *db, const char *question, cq_bm25_hit *found, size_t n, cq_err *err) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT d.name FROM clauses c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_int64(st, 1, found[i].id);
-        char place[64];
-        if (sqlite3_step(st) == SQLITE_ROW &&
-            cq_router_local_place((const char *)sqlite3_column_text(st, 0), place, sizeof place)) {
-            /* "上海市" is also asked as "上海": drop the last character (省/市/县) before looking. */
-            size_t len = strlen(place);
-            if (len > 3) place[len - 3] = 0;
-            if (!strstr(question, place)) found[i].score *= LOCAL_PRIOR;
-        }
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    return CQ_OK;
-}
-
-/* The local prior on PostgreSQL: the same rule, the hits' document names read in one statement. */
-static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25_hit *found, const int64_t *doc_of,
-                                      size_t n, cq_err *err) {
+/* The local prior: a hit of a local regulation whose place the question does not name counts less (LOCAL_PRIOR);
+ * the hits' document names read in one statement. */
+static cq_status apply_local_prior(cq_store *s, const char *question, cq_bm25_hit *found, const int64_t *doc_of,
+                                   size_t n, cq_err *err) {
     if (!n) return CQ_OK;
     int64_t *docs = malloc(n * sizeof *docs);
     char **names = calloc(n, sizeof *names);
@@ -179,65 +141,25 @@ static cq_status apply_local_prior_pg(cq_store *s, const char *question, cq_bm25
     return rc;
 }
 
-/* BM25 on PostgreSQL (cq_postings_bm25, store/postings.h: FTS5's ranking and scores, bit for bit): the same pools as below — the best
- * `want` over the KB, or the best `want` of each document given (the rows read once) — into found[0..*n), with
- * each hit's document. */
-static cq_status bm25_pg(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, size_t want,
-                         cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err) {
-    const char *const *terms = (const char *const *)query->terms;
-    cq_keyword_hit *hits = NULL;
-    int64_t *ids = NULL;
-    size_t got = 0;
-    cq_status rc;
-    if (!n_docs) {
-        rc = cq_postings_bm25(cq_store_conn(s), query->kb_id, terms, query->n_terms, NULL, 0, want, &hits, &got, err);
-    } else {
-        hits = malloc(n_docs * want * sizeof *hits);
-        ids = malloc(n_docs * sizeof *ids);
-        rc = hits && ids ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; !rc && i < n_docs; i++) ids[i] = docs[i].doc_id;
-        if (!rc)
-            rc = cq_postings_bm25_each_doc(cq_store_conn(s), query->kb_id, terms, query->n_terms, ids, n_docs, want,
-                                           hits, &got, err);
-    }
-    for (size_t j = 0; !rc && j < got; j++) {
-        found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
-        doc_of[(*n)++] = hits[j].doc_id;
-    }
-    free(ids);
-    free(hits);
-    return rc;
-}
-
-/* BM25 over the KB's FTS table (store/bm25.h): the query's terms OR-ed; when docs are given, only their clauses
- * (best first over all of them). Adds the results to h after what it holds. */
+/* BM25 through the store's keyword index (store/store.h cq_store_keyword_bm25: FTS5 or postings): the query's terms
+ * OR-ed; when docs are given, only their clauses (best first over all of them), with the local prior. Adds the
+ * results to h after what it holds. */
 static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *docs, size_t n_docs, cq_hits *h,
                       size_t k, cq_err *err) {
     if (query->n_terms == 0 || h->n >= k) return CQ_OK;
     const int64_t kb_id = query->kb_id;
     const char *const *terms = (const char *const *)query->terms;
-    sqlite3 *db = cq_store_db(s);
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
     cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc && cq_store_keyword_is_postings(s)) {
-        int64_t *doc_of = malloc(cap * sizeof *doc_of);
-        rc = doc_of ? bm25_pg(s, query, docs, n_docs, want, found, doc_of, &n, err)
-                    : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        if (!rc) rc = apply_local_prior_pg(s, query->text, found, doc_of, n, err);
-        free(doc_of);
-    } else if (!rc) {
-        if (!n_docs) rc = cq_bm25_top(s, kb_id, terms, query->n_terms, 1, 0, want, found, &n, NULL, err);
-        for (size_t i = 0; !rc && i < n_docs; i++) {
-            int64_t lo = 1, hi = 0;
-            size_t got = 0;
-            rc = doc_rowid_range(db, docs[i].doc_id, &lo, &hi, err);
-            if (!rc && lo <= hi)
-                rc = cq_bm25_top(s, kb_id, terms, query->n_terms, lo, hi, want, found + n, &got, NULL, err);
-            n += got;
-        }
-        if (!rc) rc = apply_local_prior(db, query->text, found, n, err);
-    }
+    int64_t *doc_of = rc ? NULL : malloc(cap * sizeof *doc_of);
+    int64_t *doc_ids = rc || !n_docs ? NULL : malloc(n_docs * sizeof *doc_ids);
+    if (!rc && (!doc_of || (n_docs && !doc_ids))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n_docs; i++) doc_ids[i] = docs[i].doc_id;
+    if (!rc) rc = cq_store_keyword_bm25(s, kb_id, terms, query->n_terms, doc_ids, n_docs, want, found, doc_of, &n, err);
+    if (!rc) rc = apply_local_prior(s, query->text, found, doc_of, n, err);
+    free(doc_of);
+    free(doc_ids);
     if (!rc) qsort(found, n, sizeof *found, cmp_scored);
     for (size_t i = 0; !rc && i < n && h->n < k; i++) rc = add_hit(s, h, k, found[i].id, found[i].score, CQ_RETRIEVE_BM25, 0, 0, err);
     free(found);

@@ -60,7 +60,7 @@ static inline double cq_bm25_term(double idf, double freq, double row_positions,
     return idf * ((freq * (k1 + 1.0)) / (freq + k1 * (1 - b + b * row_positions / avgdl)));
 }
 
-typedef struct {
+typedef struct cq_bm25_hit {
     int64_t id;   /* clause id (the FTS rowid) */
     double score; /* -bm25(): larger is better */
 } cq_bm25_hit;

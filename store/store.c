@@ -14,6 +14,7 @@
 #include "db/db.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
+#include "core/strbuf.h"
 #include "store/store_internal.h"
 #include "store/postings.h"
 #include "store/schema.h"
@@ -44,6 +45,8 @@ typedef struct keyword_index {
     cq_status (*flush)(cq_store *s, int64_t doc_id, cq_err *err); /* before a document's finish or the commit */
     void (*discard)(cq_store *s, int64_t doc_id);                   /* at a rollback */
     const char *bulk_on, *bulk_off; /* cq_store_bulk's settings */
+    cq_status (*bm25)(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
+                      size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err);
 } keyword_index;
 
 static const keyword_index fts5, postings; /* below */
@@ -413,8 +416,102 @@ static void postings_discard(cq_store *s, int64_t doc_id) {
 }
 
 
+/* ---- keyword search: BM25 through either index ---- */
+
+/* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
+static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
+    sqlite3_stmt *st;
+    if (prepare(s, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?", &st, err)) return CQ_ERR_DB;
+    sqlite3_bind_int64(st, 1, doc_id);
+    *lo = 1;
+    *hi = 0;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        *lo = sqlite3_column_int64(st, 0);
+        *hi = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return CQ_OK;
+}
+
+/* doc_of[i] for the clauses found[0..n): one statement per CQ_STORE_NAMES_BATCH of them. */
+static cq_status docs_of_clauses(cq_store *s, const cq_bm25_hit *found, size_t n, int64_t *doc_of, cq_err *err) {
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n; i++) doc_of[i] = 0;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
+        size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
+        cq_strbuf sql = {0};
+        cq_strbuf_puts(&sql, "SELECT id, doc_id FROM clauses WHERE id IN (");
+        for (size_t i = 0; i < m; i++) cq_strbuf_printf(&sql, i ? ", ?%zu" : "?%zu", i + 1);
+        cq_strbuf_puts(&sql, ")");
+        cq_db_stmt *st = NULL;
+        rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(s->conn, sql.data, &st, err);
+        cq_strbuf_free(&sql);
+        for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(st, (int)i + 1, found[at + i].id);
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "bm25", err)) == CQ_DB_ROW) {
+            int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
+            for (size_t i = at; i < at + m; i++)
+                if (found[i].id == id) doc_of[i] = doc;
+        }
+        if (!rc && step < 0) rc = err->code;
+        cq_db_finalize(st);
+    }
+    return rc;
+}
+
+/* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn. */
+static cq_status fts5_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
+                           const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of,
+                           size_t *n, cq_err *err) {
+    *n = 0;
+    cq_status rc = CQ_OK;
+    if (!n_docs) {
+        rc = cq_bm25_top(s, kb_id, terms, n_terms, 1, 0, want, found, n, NULL, err);
+        return rc ? rc : docs_of_clauses(s, found, *n, doc_of, err);
+    }
+    for (size_t i = 0; !rc && i < n_docs; i++) {
+        int64_t lo = 1, hi = 0;
+        size_t got = 0;
+        rc = doc_rowid_range(s, doc_ids[i], &lo, &hi, err);
+        if (!rc && lo <= hi) rc = cq_bm25_top(s, kb_id, terms, n_terms, lo, hi, want, found + *n, &got, NULL, err);
+        for (size_t j = 0; j < got; j++) doc_of[*n + j] = doc_ids[i];
+        *n += got;
+    }
+    return rc;
+}
+
+/* Postings (store/postings.h): the same pools, the rows read once. */
+static cq_status postings_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
+                               const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found,
+                               int64_t *doc_of, size_t *n, cq_err *err) {
+    *n = 0;
+    cq_keyword_hit *hits = NULL;
+    size_t got = 0;
+    cq_status rc;
+    if (!n_docs) {
+        rc = cq_postings_bm25(s->conn, kb_id, terms, n_terms, NULL, 0, want, &hits, &got, err);
+    } else {
+        hits = malloc(n_docs * want * sizeof *hits);
+        rc = hits ? cq_postings_bm25_each_doc(s->conn, kb_id, terms, n_terms, doc_ids, n_docs, want, hits, &got, err)
+                  : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t j = 0; !rc && j < got; j++) {
+        found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
+        doc_of[(*n)++] = hits[j].doc_id;
+    }
+    free(hits);
+    return rc;
+}
+
+cq_status cq_store_keyword_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
+                                const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found,
+                                int64_t *doc_of, size_t *n, cq_err *err) {
+    return s->keyword->bm25(s, kb_id, terms, n_terms, doc_ids, n_docs, want, found, doc_of, n, err);
+}
+
 static const keyword_index fts5 = {
     .postings = false,
+    .bm25 = fts5_bm25,
     .takes_tokens = true,
     .clause_add = fts5_clause_add,
     .kb_add = fts5_kb_add,
@@ -428,6 +525,7 @@ static const keyword_index fts5 = {
 
 static const keyword_index postings = {
     .postings = true,
+    .bm25 = postings_bm25,
     .takes_tokens = false,
     .clause_add = postings_clause_add,
     .kb_add = postings_kb_add,

@@ -10,11 +10,11 @@
  * extractive: the sentences of the best clause that cover the question's terms best. Every quote is a verbatim span
  * of its cited clause.
  *
- * Versions (app/answer_versions.c, index/versions.h). A question about a day ("2020年时…", as_of) is answered from
+ * Versions (app/answer_versions.c, store/versions.h). A question about a day ("2020年时…", as_of) is answered from
  * the version in force then and the answer starts by saying which ("依据2018年修正版（2018-10-26起施行）…"); every
  * answer says in version_notice when the version it cites is not the one in force, or when the cited clause changed
  * in the last CQ_ANSWER_RECENT_MONTHS months. A question comparing versions ("新旧版本第六十条有何不同？") is answered
- * from the clause-by-clause comparison of the two versions (index/compare.h). */
+ * from the clause-by-clause comparison of the two versions (search/compare.h). */
 #ifndef CQ_APP_ANSWER_H
 #define CQ_APP_ANSWER_H
 
@@ -25,10 +25,10 @@
 #include "app/generate_answer.h"
 #include "decoder/decoder.h"
 #include "core/error.h"
-#include "index/compare.h"
-#include "index/query.h"
-#include "index/retrieve.h"
-#include "index/store.h"
+#include "search/compare.h"
+#include "search/query.h"
+#include "search/retrieve.h"
+#include "store/store.h"
 
 typedef struct {
     int64_t clause_id, doc_id;
@@ -37,7 +37,7 @@ typedef struct {
     char *path;
     int page;     /* first page of the quote's clause, 0 when the document has no pages */
     char *quote;  /* verbatim span of the clause text */
-    cq_version_status version; /* its document's version on the day asked about (index/versions.h) */
+    cq_version_status version; /* its document's version on the day asked about (store/versions.h) */
 } cq_citation;
 
 /* A question comparing two versions: the comparison and what the answer was about. */
@@ -64,7 +64,7 @@ typedef struct {
                           * long sentence was cut), when that says more than the span; else NULL */
     int key_terms;       /* a generated answer: how many of the question's key terms its clause holds; -1: none */
     int key_terms_sentence; /* a generated span: how many the sentence around it holds (context); -1: none */
-    int n_key_terms;     /* the question's key terms (index/query.h terms) */
+    int n_key_terms;     /* the question's key terms (search/query.h terms) */
     char *version_notice; /* which version the answer rests on, when that matters (see above), or NULL */
     cq_date as_of;        /* the day the question asked about (its own date or the request's), 0: none */
     cq_answer_compare *compare; /* a question comparing versions: what was compared, or NULL */
@@ -90,14 +90,14 @@ typedef struct {
  * at 0.9 false abstention stays under 5 % on every train part and the confident refusals remain. */
 #define CQ_ANSWER_REFUSAL_MIN_P 0.9
 /* A generated answer cited from a clause that holds none of the question's key terms (its BM25 terms: question and
- * stop words removed, index/query.h) is a refusal candidate: it is refused unless the model's confidence (the mean
+ * stop words removed, search/query.h) is a refusal candidate: it is refused unless the model's confidence (the mean
  * token probability) is at least this. Chosen on the dev suites (docs/EVAL.md, "Spans that keep their meaning"). */
 #define CQ_ANSWER_KEYLESS_MIN_CONFIDENCE 0.8
 /* The sentence shown around a short span (context) is cut to this many characters around it. */
 #define CQ_ANSWER_CONTEXT_CHARS 160
 
 typedef struct {
-    cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, index/retrieve.h) */
+    cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, search/retrieve.h) */
     double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25), unless
                           * the trained model answers */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
@@ -113,7 +113,7 @@ typedef struct {
     void *user;
 } cq_answer_options;
 
-/* Retrieves the clauses for q (parsed for its KB, index/query.h) and answers from them, with the version notes
+/* Retrieves the clauses for q (parsed for its KB, search/query.h) and answers from them, with the version notes
  * above; a question comparing versions is answered from their comparison. */
 cq_status cq_answer_question(cq_store *s, const cq_query *q, const cq_answer_options *opt, cq_answer *out,
                              cq_err *err);

@@ -9,7 +9,7 @@
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
-#include "index/router.h"
+#include "search/router.h"
 
 #define COMPARE_QUOTE_CHARS 40 /* characters of each changed piece a comparison answer quotes */
 #define COMPARE_LIST_MAX 8     /* changed articles a whole-regulation comparison names */

@@ -20,7 +20,7 @@
 #include "core/sha256.h"
 #include "db/db.h"
 #include "store/jobs.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define PATH_CAP 1400
 

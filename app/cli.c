@@ -9,8 +9,8 @@
 #include "decoder/decoder.h"
 #include "core/log.h"
 #include "db/db.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "store/store.h"
+#include "search/vectors.h"
 
 /* One line per command; its implementation is app/cli_<name>.c. */
 int cq_cmd_ingest(int argc, char **argv);

@@ -25,7 +25,7 @@ int cq_cli_main(int argc, char **argv);
 
 /* Data directory: --data DIR, else $CLAUSEQA_DATA, else `data =` of clauseqa.conf, else "data". */
 const char *cq_cli_data_dir(void);
-/* Where the store is (index/store.h cq_store_open_uri): --store WHERE, else `store =` of clauseqa.conf, else NULL
+/* Where the store is (store/store.h cq_store_open_uri): --store WHERE, else `store =` of clauseqa.conf, else NULL
  * (DATA/clauseqa.db). */
 const char *cq_cli_store_where(void);
 /* The store for messages: the data directory, or --store's value without a password. */

@@ -7,7 +7,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "db/db.h"
-#include "index/store.h"
+#include "store/store.h"
 
 static void backup_usage(FILE *f) {
     fprintf(f, "usage: clauseqa backup OUT [--data DIR] [--json]\n"

@@ -14,7 +14,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/utf8.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 cq_store *cq_cli_open_store(const char *data_dir) {
     cq_err err = {0};

@@ -11,15 +11,15 @@
 #include "app/answer.h"
 #include "app/json.h"
 #include "decoder/decoder.h"
-#include "index/retrieve.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "search/retrieve.h"
+#include "store/store.h"
+#include "search/vectors.h"
 #include "reader/reader.h"
 
 /* Opens DATA/clauseqa.db (creating the directory). Prints the error and returns NULL on failure. */
 cq_store *cq_cli_open_store(const char *data_dir);
 
-/* The dense retriever as CLAUSEQA_DENSE and the models folders' ssm/ configure it (index/vectors.h), or NULL when it is
+/* The dense retriever as CLAUSEQA_DENSE and the models folders' ssm/ configure it (search/vectors.h), or NULL when it is
  * off (a reason is printed only when the weights exist but cannot be used). Close it with cq_dense_close. */
 cq_dense *cq_cli_open_dense(const char *data_dir);
 
@@ -107,10 +107,10 @@ typedef struct {
     const char *kb, *mode; /* mode NULL: the default (CQ_RETRIEVE_DEFAULT_MODE) */
     long k;
     int modes;            /* parsed --mode */
-    cq_fusion_method fusion; /* parsed --fusion (index/fusion.h); CQ_FUSION_WEIGHTS when not given */
+    cq_fusion_method fusion; /* parsed --fusion (search/fusion.h); CQ_FUSION_WEIGHTS when not given */
     int json, jsonl;
     const char *question; /* NULL with --jsonl */
-    cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (index/versions.h); 0: none */
+    cq_date as_of;        /* --as-of YYYY-MM-DD: the versions in force that day (store/versions.h); 0: none */
     cq_answer_cli answer;
 } cq_question_cli;
 

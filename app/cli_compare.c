@@ -1,5 +1,5 @@
 /* clauseqa compare --kb KB A [B] [--clause N] [--changed] [--json]: two versions of a regulation, clause by clause
- * (index/compare.h). Without B, A is compared with the version before it. */
+ * (search/compare.h). Without B, A is compared with the version before it. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +9,8 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/json.h"
-#include "index/compare.h"
-#include "index/versions.h"
+#include "search/compare.h"
+#include "store/versions.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa compare --kb KB A [B] [--clause N] [--changed] [--json]\n"

@@ -8,7 +8,7 @@
 #include "app/cli_common.h"
 #include "app/originals.h"
 #include "store/jobs.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa doc list --kb KB [--json]\n"

@@ -1,4 +1,4 @@
-/* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (index/versions.h) and
+/* clauseqa reindex --kb KB [--data DIR]: analyses the versions of the KB's regulations again (store/versions.h) and
  * rebuilds the KB's FAISS index from the vectors SQLite holds. */
 #include <getopt.h>
 #include <stdio.h>
@@ -7,8 +7,9 @@
 
 #include "app/cli.h"
 #include "app/cli_common.h"
-#include "index/vectors.h"
-#include "index/versions.h"
+#include "search/vectors.h"
+#include "store/versions.h"
+#include "store/vectors.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa reindex --kb KB [--data DIR]\n"
@@ -43,7 +44,7 @@ int cq_cmd_reindex(int argc, char **argv) {
         cq_store_close(s);
         return 1;
     }
-    /* versions of regulations (index/versions.h): every document analysed again, corrections kept */
+    /* versions of regulations (store/versions.h): every document analysed again, corrections kept */
     cq_err verr = {0};
     size_t analysed = 0, n_groups = 0;
     cq_version_group *groups = NULL;
@@ -56,7 +57,7 @@ int cq_cmd_reindex(int argc, char **argv) {
     free(groups);
     printf("KB %s: versions of %zu documents analysed; %zu regulations have several versions\n", kb, analysed,
            n_groups);
-    if (cq_store_pg(s)) { /* the vectors are the store's; each node's FAISS index is a cache its feed keeps */
+    if (cq_store_vectors_shared(s)) { /* the vectors are the store's; each node's FAISS index is a cache its feed keeps */
         printf("KB %s: the store is PostgreSQL, where each node's vector index is a cache kept current from the store "
                "(docs/SCALE.md): a node rebuilds it at its start when its file kb%lld.faiss is removed\n", kb, (long long)kb_id);
         cq_store_close(s);

@@ -1,7 +1,7 @@
 /* clauseqa versions --kb KB [--all] [--json]                 the regulations with several versions, and their status
  * clauseqa versions --kb KB --set NAME [--group G] [--label L] [--promulgated DAY] [--effective DAY]
  *                   [--repealed DAY|none]                     a person's correction of a document's version
- * clauseqa versions --kb KB --auto NAME                       back to the automatic analysis (index/versions.h) */
+ * clauseqa versions --kb KB --auto NAME                       back to the automatic analysis (store/versions.h) */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "app/cli.h"
 #include "app/cli_common.h"
 #include "app/json.h"
-#include "index/versions.h"
+#include "store/versions.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa versions --kb KB [--all] [--json]\n"

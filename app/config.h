@@ -2,7 +2,7 @@
  *
  *     data = /var/lib/clauseqa            ; keys before any section: options every command takes
  *     models = /usr/share/clauseqa/models
- *     store = postgresql://clauseqa@db.example/clauseqa   ; where the store is (index/store.h; default DATA/clauseqa.db)
+ *     store = postgresql://clauseqa@db.example/clauseqa   ; where the store is (store/store.h; default DATA/clauseqa.db)
  *     log-level = info
  *     [serve]                             ; options of `clauseqa serve`
  *     port = 8080

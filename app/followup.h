@@ -21,19 +21,19 @@
  *   "这一条的罚则是什么？" + (劳动法(2018-12-29), 第四十四条) →  "《劳动法(2018-12-29)》第四十四条的罚则是什么？"
  *   "Does it apply to contractors?" + (sample-services-agreement, Section 5.2)
  *                                                     →  "Does sample-services-agreement Section 5.2 apply to …"
- * so that the clause router (index/router.h) finds the clause exactly. */
+ * so that the clause router (search/router.h) finds the clause exactly. */
 #ifndef CQ_APP_FOLLOWUP_H
 #define CQ_APP_FOLLOWUP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "index/query.h"
+#include "search/query.h"
 
 typedef struct {
     const char *doc;    /* name of the document cited before ("劳动法(2018-12-29)") */
     const char *clause; /* its clause label ("第四十四条") or NULL */
-    int64_t doc_id;     /* its id, 0 when unknown: a question whose titles (index/query.h) include it names it */
+    int64_t doc_id;     /* its id, 0 when unknown: a question whose titles (search/query.h) include it names it */
     /* Whether that document has the clause ref names: 1 yes, 0 no, -1 unknown; NULL: unknown (the clause styles of
      * the question and of ctx->clause are compared instead). */
     int (*has_clause)(void *arg, const cq_clause_ref *ref);

@@ -22,7 +22,7 @@
 
 #include "decoder/decoder.h"
 #include "core/error.h"
-#include "index/retrieve.h"
+#include "search/retrieve.h"
 
 /* Pieces of answer text as they are generated (whole UTF-8 characters); return false to stop. */
 typedef bool (*cq_answer_text_fn)(void *user, const char *text, size_t len);
@@ -50,7 +50,7 @@ typedef struct {
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
     double refusal_min_p;     /* the refusal may be chosen only when refusal_p is at least this (0: whenever it is
                                * the likeliest admissible start; above 1: never) */
-    char *const *terms;       /* the question's terms (index/query.h all_terms; may be NULL): they pick the item */
+    char *const *terms;       /* the question's terms (search/query.h all_terms; may be NULL): they pick the item */
     size_t n_terms;           /* (项) of a listing clause the answer may come from (see below) */
 } cq_gen_answer_options;
 

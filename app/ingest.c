@@ -14,9 +14,9 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
-#include "index/fts_cjk.h"
-#include "index/vectors.h"
-#include "index/versions.h"
+#include "store/fts_cjk.h"
+#include "search/vectors.h"
+#include "store/versions.h"
 #include "reader/reader.h"
 #include "ssm/ssm.h"
 
@@ -366,7 +366,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
         encoded = true;
         rc = flush_vectors(s, opt->dense, kb_id, &own, err);
     }
-    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (index/versions.h) */
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (store/versions.h) */
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);
     free(label);
@@ -492,7 +492,7 @@ static void prepare(batch *b, ingest_doc *d, size_t index) {
     parse(d, b->opt, b->bo && b->bo->pages ? report_pages : NULL, &pages);
     free(d->data); /* parsed: the original is kept */
     d->data = NULL;
-    if (!d->parse_rc && !cq_store_pg(b->s)) { /* the FTS5 tokens of the clauses (SQLite): the writer replays them */
+    if (!d->parse_rc && cq_store_keyword_takes_tokens(b->s)) { /* the FTS5 tokens of the clauses (SQLite): the writer replays them */
         d->fts_tokens = calloc(d->st.n_clauses, sizeof *d->fts_tokens);
         cq_err e2 = {0};
         for (size_t i = 0; d->fts_tokens && i < d->st.n_clauses; i++)

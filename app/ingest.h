@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "reader/reader.h"
 
 typedef struct {
@@ -29,7 +29,7 @@ typedef struct {
     double seconds;       /* wall time of the whole ingest */
 } cq_ingest_result;
 
-typedef struct cq_dense cq_dense; /* index/vectors.h */
+typedef struct cq_dense cq_dense; /* search/vectors.h */
 
 typedef struct {
     bool replace;          /* replace a document of the same name */
@@ -39,7 +39,7 @@ typedef struct {
     void (*progress)(void *user, int pages_read, int n_pages);
     void *progress_user;
     cq_reader_ocr ocr;     /* OCR of scanned PDF pages (reader/reader.h); the zero value is auto */
-    cq_dense *dense;       /* the dense retriever (index/vectors.h): encode the clauses into its index of the KB, and
+    cq_dense *dense;       /* the dense retriever (search/vectors.h): encode the clauses into its index of the KB, and
                               take replaced documents' vectors out; NULL: no vectors (borrowed) */
     cq_reader_limits limits; /* pages, memory budget, cancel flag; the zero value: none (the CLI and the service
                                 give CQ_READER_DEFAULT_MAX_PAGES / _MAX_MB unless told otherwise) */

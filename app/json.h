@@ -10,11 +10,11 @@
 #include <stdio.h>
 
 #include "app/answer.h"
-#include "index/compare.h"
+#include "search/compare.h"
 #include "store/jobs.h"
-#include "index/retrieve.h"
-#include "index/store.h"
-#include "index/versions.h"
+#include "search/retrieve.h"
+#include "store/store.h"
+#include "store/versions.h"
 
 /* Pages below this text quality are warned about (documents, jobs, the ingest command). */
 #define CQ_PAGE_QUALITY_WARN 0.8
@@ -48,7 +48,7 @@ cJSON *cq_json_clause(const cq_clause_row *c, const cq_doc_info *d, const char *
  * "pages"}]. */
 cJSON *cq_json_formats(void);
 
-/* A document's version on a day (index/versions.h): {"status", "on", "status_today"?, "label", "promulgated",
+/* A document's version on a day (store/versions.h): {"status", "on", "status_today"?, "label", "promulgated",
  * "effective", "repealed", "versions", "group", "corrected", "previous"?, "next"?, "current"?}; previous, next and
  * current are {"document_id", "doc", "label", "effective"}. NULL for a document never analysed. */
 cJSON *cq_json_version(const cq_version_status *v);
@@ -61,7 +61,7 @@ typedef struct {
     bool no_pairs;          /* the summary only */
 } cq_compare_filter;
 
-/* A comparison (index/compare.h) of document da (the older) with db: {"a": side, "b": side, "summary": {"same",
+/* A comparison (search/compare.h) of document da (the older) with db: {"a": side, "b": side, "summary": {"same",
  * "changed", "added", "removed", "renumbered" (of the same: only the number changed), "renumbered_changed" (of the
  * changed: the number changed too), "clauses_a", "clauses_b"}, "pairs": [{"kind", "similarity",
  * "renumbered", "moved", "a": [clause], "b": [clause], "diff"?: [{"op": "equal"|"removed"|"added", "text"}]}]};

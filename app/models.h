@@ -7,7 +7,7 @@
  *   3. the install's shared folder: <prefix>/share/clauseqa/models for <prefix>/bin/clauseqa, or the source tree's
  *      data/models for a binary run from its build tree (where `make setup` fetches them)
  * The files: models/gemma-3-270m-q4_k_m.gguf (decoder, decoder/decoder.h) and models/ssm/ssm.json with
- * ssm.safetensors (encoder, index/vectors.h). */
+ * ssm.safetensors (encoder, search/vectors.h). */
 #ifndef CQ_APP_MODELS_H
 #define CQ_APP_MODELS_H
 

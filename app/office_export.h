@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
-#include "index/store.h"
+#include "store/store.h"
 
 /* Conversation id (its turns read from st) as Markdown (pdf false) or PDF; *out malloc'd, *len its bytes.
  * NOT_FOUND when there is no such conversation. Who may read it is the caller's business. */

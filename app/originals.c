@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "index/store_pg.h"
+#include "store/originals.h"
 #include "reader/reader.h"
 
 static bool is_sha256_hex(const char *s) {
@@ -32,7 +32,7 @@ void cq_original_remove_unused(cq_store *s, const char *data_dir, const char *sh
     if (!cq_original_path(data_dir, sha256, format, path, sizeof path) ||
         cq_store_content_in_use(s, sha256, &in_use, &err) || in_use)
         return;
-    if (cq_store_pg(s) && cq_pg_original_delete(cq_store_pg(s), sha256, &err)) return;
+    if (cq_store_original_delete(s, sha256, &err)) return;
     unlink(path);
     char cache[1100];
     snprintf(cache, sizeof cache, "%s/cache/pages", data_dir);
@@ -58,7 +58,7 @@ cq_status cq_original_keep_file(const char *data_dir, const char *sha256, const 
 }
 
 cq_status cq_original_keep_in_store(cq_store *s, const char *sha256, const char *path, cq_err *err) {
-    return cq_store_pg(s) ? cq_pg_original_put_file(cq_store_pg(s), sha256, path, err) : CQ_OK; /* from the file */
+    return cq_store_original_put_file(s, sha256, path, err); /* from the file */
 }
 
 cq_status cq_original_keep(cq_store *s, const char *data_dir, const char *sha256, const char *format, const void *data,
@@ -72,11 +72,11 @@ cq_status cq_original_local(cq_store *s, const char *data_dir, const char *sha25
     if (!cq_original_path(data_dir, sha256, format, path, cap))
         return cq_err_set(err, CQ_ERR_NOT_FOUND, "no stored original");
     if (access(path, R_OK) == 0) return CQ_OK;
-    if (!cq_store_pg(s)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
+    if (!cq_store_originals_shared(s)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/files", data_dir);
     cq_status rc = cq_mkdirs(dir, err);
-    if (!rc) rc = cq_pg_original_get_file(cq_store_pg(s), sha256, path, err); /* renamed into place: two requests
+    if (!rc) rc = cq_store_original_get_file(s, sha256, path, err); /* renamed into place: two requests
                                                                                * may fetch it at once */
     return rc;
 }

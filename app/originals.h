@@ -2,7 +2,7 @@
  * written by ingest (app/ingest.c) and read for page images, downloads and backups. Page images rendered from one
  * are cached as DATA/cache/pages/<sha256>-*.
  *
- * On a PostgreSQL store (docs/SCALE.md) the store holds them (originals table, index/store_pg.h), so that every node
+ * On a PostgreSQL store (docs/SCALE.md) the store holds them (store/originals.h: blobs in the originals table), so that every node
  * has every upload: DATA/files/ is then each node's cache of them, filled from the store when a file is missing. */
 #ifndef CQ_APP_ORIGINALS_H
 #define CQ_APP_ORIGINALS_H
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "index/store.h"
+#include "store/store.h"
 
 /* DATA/files/<sha256>.<format> into out; false (out "") when sha256 is not a hash or format not one of the format
  * table's (reader/reader.h). */

@@ -1,5 +1,5 @@
 /* Reranking retrieved clauses with the trained decoder's relevance judgement (docs/ANSWERS.md, cq-prompt-v1 task 3):
- * the reranker of retrieval mode `rerank` (index/retrieve.h, cq_retrieve_options).
+ * the reranker of retrieval mode `rerank` (search/retrieve.h, cq_retrieve_options).
  *
  * Each candidate clause becomes one relevance prompt (question and the clause, cut to 400 characters); its score is
  * logit(yes) - logit(no) at the prompt's last position, the first tokens of 是/否 (Chinese questions) or " yes"/
@@ -13,7 +13,7 @@
 
 #include "decoder/decoder.h"
 #include "core/error.h"
-#include "index/retrieve.h"
+#include "search/retrieve.h"
 
 /* Candidates rescored when the caller does not say: the GPU scores twenty in one packed prefill in about the time
  * of a short answer; on the CPU each prompt costs a prefill of a few hundred tokens (docs/PERF.md). */

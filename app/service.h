@@ -25,7 +25,7 @@
 
 typedef struct {
     const char *data_dir;
-    const char *store;   /* where the store is (index/store.h cq_store_open_uri); NULL: DATA/clauseqa.db */
+    const char *store;   /* where the store is (store/store.h cq_store_open_uri); NULL: DATA/clauseqa.db */
     bool allow_open;  /* open mode while no key exists (only for loopback servers) */
     int max_connections; /* store connections kept open (default 16) */
     cq_decoder *decoder; /* writes answers (app/generate_answer.h); NULL: extractive answers. Borrowed: it must

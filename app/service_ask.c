@@ -13,8 +13,8 @@
 #include "core/fault.h"
 #include "core/json.h"
 #include "core/utf8.h"
-#include "index/query.h"
-#include "index/retrieve.h"
+#include "search/query.h"
+#include "search/retrieve.h"
 
 #define HISTORY_TURNS_MAX 12 /* turns of history looked at for follow-up context */
 #define STREAM_CHUNK_CHARS 4 /* answer text is streamed in pieces of about this many characters */

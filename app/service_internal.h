@@ -27,8 +27,8 @@
 #include "store/conversations.h"
 #include "store/jobs.h"
 #include "store/job_claim.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "store/store.h"
+#include "search/vectors.h"
 
 /* Phases of an ask as /metrics shows them (clauseqa_ask_phase_seconds, with the decoder's own phases beside them):
  * where an ask's time goes under load. */

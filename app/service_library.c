@@ -12,7 +12,7 @@
 #include "app/service_internal.h"
 #include "core/log.h"
 #include "core/sha256.h"
-#include "index/versions.h"
+#include "store/versions.h"
 #include "reader/reader.h"
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
@@ -82,7 +82,7 @@ static cq_status svc_doc_list(void *ctx, const char *kb, cJSON **out, cq_err *er
     cq_doc_info *docs = NULL;
     size_t n = 0;
     cq_status rc = cq_store_doc_list(st, id, &docs, &n, err);
-    /* every document's version today (index/versions.h), analysing those never analysed */
+    /* every document's version today (store/versions.h), analysing those never analysed */
     cq_version_status *versions = NULL;
     size_t n_versions = 0;
     cq_err verr = {0};

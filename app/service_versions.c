@@ -1,5 +1,5 @@
-/* The service's versions of a regulation (index/versions.h): a document's version and a person's corrections, and
- * two documents compared clause by clause (index/compare.h). */
+/* The service's versions of a regulation (store/versions.h): a document's version and a person's corrections, and
+ * two documents compared clause by clause (search/compare.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +7,8 @@
 #include "app/json.h"
 #include "app/service_internal.h"
 #include "core/log.h"
-#include "index/compare.h"
-#include "index/versions.h"
+#include "search/compare.h"
+#include "store/versions.h"
 
 /* A day field of an edit: "YYYY-MM-DD", or null for none; absent: keep (-1). */
 static cq_status edit_day(const cJSON *body, const char *field, cq_date *out, cq_err *err) {

@@ -20,7 +20,7 @@ cq_status cq_ssm_gemma_vocab_open(const char *gguf_path, cq_ssm_gemma_vocab **ou
 const cq_ssm_vocab *cq_ssm_gemma_vocab_get(const cq_ssm_gemma_vocab *v);
 void cq_ssm_gemma_vocab_close(cq_ssm_gemma_vocab *v);
 
-/* For cq_dense_set_vocab_source (index/vectors.h): the vocabulary name from the decoder's GGUF at gguf_path (where
+/* For cq_dense_set_vocab_source (search/vectors.h): the vocabulary name from the decoder's GGUF at gguf_path (where
  * app/models.h found the decoder; app/cli.c passes it). Only "gemma3" is known. */
 cq_status cq_ssm_vocab_open_for_dense(const char *gguf_path, const char *name, const cq_ssm_vocab **vocab,
                                       void **handle, cq_err *err);

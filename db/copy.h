@@ -1,5 +1,5 @@
 /* PostgreSQL COPY text-format fields, for the writers that build COPY data themselves (db/db_pg.c's bulk insert,
- * index/store_pg.c's clauses and postings). */
+ * store/postings.c's clauses and postings). */
 #ifndef CQ_DB_COPY_H
 #define CQ_DB_COPY_H
 

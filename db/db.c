@@ -77,6 +77,10 @@ cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, in
     *st = NULL;
     return db->drv->bulk_begin(db, table, columns, n_columns, st, err);
 }
+void cq_db_stream(cq_db_stmt *st) {
+    if (st && st->db->drv->stream) st->db->drv->stream(st);
+}
+
 cq_status cq_db_bulk_row(cq_db_stmt *st, cq_err *err) { return st->db->drv->bulk_row(st, err); }
 cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
     if (!st) return rc;

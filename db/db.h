@@ -34,7 +34,7 @@ typedef enum { CQ_DB_SQLITE, CQ_DB_POSTGRESQL } cq_db_kind;
 /* ---- connections ---- */
 
 /* Opens (creating when absent, mode 0600) the SQLite database at path: WAL, synchronous NORMAL, foreign keys on,
- * the busy timeout. The store (index/store.c) registers its functions and migrates. */
+ * the busy timeout. The store (store/store.c) registers its functions and migrates. */
 cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err);
 /* Connects to PostgreSQL (a libpq connection string or postgresql:// URI). CQ_ERR_DB when the server refuses;
  * messages never show the password (cq_db_where_redact). */
@@ -117,6 +117,11 @@ cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err,
  * themselves (FOR UPDATE SKIP LOCKED, db/dialect.h): nothing to do there. */
 void cq_db_nowait(cq_db *db, bool on);
 
+/* Rows of st fetched one at a time rather than the whole result at once (PostgreSQL's single-row mode; SQLite
+ * steps a row at a time anyway): for reads of hundreds of MB (a KB's vectors, an original's parts). Call before the
+ * first step. The connection runs nothing else until st is stepped to its end, reset or finalized. */
+void cq_db_stream(cq_db_stmt *st);
+
 /* ---- bulk insert ---- */
 /* Rows into table(columns) (columns: "a, b, c", n_columns of them), many at a time: SQLite steps one prepared INSERT
  * per row, PostgreSQL sends them with COPY. Bind each row's values with the cq_db_bind_* functions on the statement
@@ -128,6 +133,20 @@ cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, in
                            cq_err *err);
 cq_status cq_db_bulk_row(cq_db_stmt *st, cq_err *err);
 cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err);
+
+/* ---- PostgreSQL's notifications (the vector change feed, search/vector_feed.c) ----
+ * On SQLite: no socket (-1), no notifications, always connected. */
+int cq_db_socket(cq_db *db); /* to poll for what the server sends; -1 when not connected */
+/* The notifications (LISTEN) received, dropped and counted into *n; read: first read what the socket holds (else
+ * only those libpq already read while it waited for a result). false when the connection is lost. */
+bool cq_db_notifications(cq_db *db, bool read, int *n);
+bool cq_db_connected(cq_db *db);
+bool cq_db_reconnect(cq_db *db); /* re-establishes the connection now; true when it is back */
+int cq_db_backend_pid(cq_db *db); /* the server process of the connection (0 on SQLite) */
+/* The connection's parameters as a connection string (malloc'd; NULL on SQLite or out of memory), for another
+ * connection to the same database, with keepalives set where the string sets none (a silent TCP peer is given up
+ * within about 20 s). */
+char *cq_db_conninfo(cq_db *db);
 
 /* ---- errors ---- */
 /* The one db_error: CQ_ERR_DB with "what: <the connection's last message>". */

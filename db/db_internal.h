@@ -38,6 +38,7 @@ typedef struct cq_db_driver {
                             cq_err *err);
     cq_status (*bulk_row)(cq_db_stmt *st, cq_err *err);
     cq_status (*bulk_end)(cq_db_stmt *st, cq_status rc, cq_err *err);
+    void (*stream)(cq_db_stmt *st); /* NULL: rows are stepped one at a time anyway (SQLite) */
 } cq_db_driver;
 
 /* Every connection and statement starts with these. */

@@ -58,6 +58,7 @@ typedef struct {
     unsigned char **blobs;      /* per column: bytea decoded for the current row */
     size_t *blob_len;
     int n_cols;
+    bool stream, streaming; /* cq_db_stream: rows fetched one at a time (single-row mode); a query in flight */
     /* bulk insert (COPY) */
     bool bulk;
     cq_strbuf buf;
@@ -122,15 +123,13 @@ static void pg_close(cq_db *db) {
 }
 
 /* Has the server closed this idle connection? A closed socket is readable and reads end-of-file; anything else
- * readable (a notice) is consumed. No round trip. */
+ * readable (a notice, a notification) is read. No round trip. */
 static bool peer_gone(PGconn *c) {
     int fd = PQsocket(c);
     if (fd < 0) return true;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (!PQconsumeInput(c)) return true;
-    PGnotify *n;
-    while ((n = PQnotifies(c))) PQfreemem(n);
+    if (!PQconsumeInput(c)) return true; /* notifications stay queued for cq_db_notifications */
     return PQstatus(c) != CONNECTION_OK;
 }
 
@@ -213,7 +212,16 @@ static void drop_blobs(pg_stmt *st) {
     }
 }
 
+/* Reads what is left of a streamed query, so that the connection is free again. */
+static void drain(pg_stmt *st) {
+    if (!st->streaming) return;
+    PGresult *r;
+    while ((r = PQgetResult(as_pg(st->base.db)->conn))) PQclear(r);
+    st->streaming = false;
+}
+
 static void drop_result(pg_stmt *st) {
+    drain(st);
     drop_blobs(st);
     free(st->blobs);
     free(st->blob_len);
@@ -285,9 +293,61 @@ static void pg_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
 /* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
 static void pg_bind_null(cq_db_stmt *st, int i) { set_param(st, i, NULL, 0, 0, 0); }
 
+/* A row of a streamed query: each row is a result of its own (PQsetSingleRowMode). */
+static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
+    pg_db *db = as_pg(st->base.db);
+    if (!st->streaming && !st->res) {
+        if (pg_ready(db, what, err)) return -1;
+        if (!PQsendQueryParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
+                               st->formats, 0)) {
+            result_error(db, NULL, what, err);
+            return -1;
+        }
+        st->streaming = true;
+        if (!PQsetSingleRowMode(db->conn)) {
+            drain(st);
+            cq_err_set(err, CQ_ERR_DB, "%s: cannot read the rows one at a time", what);
+            return -1;
+        }
+    }
+    if (!st->streaming) return CQ_DB_DONE;
+    drop_blobs(st);
+    free(st->blobs);
+    free(st->blob_len);
+    st->blobs = NULL;
+    st->blob_len = NULL;
+    PQclear(st->res);
+    st->res = PQgetResult(db->conn);
+    ExecStatusType rs = st->res ? PQresultStatus(st->res) : PGRES_TUPLES_OK;
+    if (rs == PGRES_SINGLE_TUPLE) {
+        st->rows = 1;
+        st->row = 0;
+        st->n_cols = PQnfields(st->res);
+        st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
+        st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
+        if (!st->blobs || !st->blob_len) {
+            drop_result(st);
+            cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        return CQ_DB_ROW;
+    }
+    int out = CQ_DB_DONE;
+    if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
+        result_error(db, st->res, what, err);
+        out = -1;
+    }
+    PQclear(st->res);
+    st->res = NULL;
+    drain(st); /* the final NULL */
+    st->rows = st->row = st->n_cols = 0;
+    return out;
+}
+
 static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
     pg_stmt *st = as_st(s);
     pg_db *db = as_pg(s->db);
+    if (st->stream) return stream_step(st, what, err);
     if (!st->res) {
         if (pg_ready(db, what, err)) return -1;
         st->res = PQexecParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
@@ -323,6 +383,8 @@ static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
 }
 
 static void pg_reset(cq_db_stmt *st) { drop_result(as_st(st)); }
+
+static void pg_stream(cq_db_stmt *st) { as_st(st)->stream = true; }
 
 static bool in_row(pg_stmt *st, int col) {
     return st->res && st->row >= 0 && st->row < st->rows && col >= 0 && col < st->n_cols;
@@ -500,4 +562,82 @@ const cq_db_driver cq_db_pg_driver = {
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,
+    .stream = pg_stream,
 };
+
+/* ---- notifications (LISTEN / NOTIFY) and the connection's own parameters ------------------------------------ */
+
+static pg_db *pg_of(cq_db *db) { return db && db->drv == &cq_db_pg_driver ? as_pg(db) : NULL; }
+
+int cq_db_socket(cq_db *db) {
+    pg_db *p = pg_of(db);
+    return p && PQstatus(p->conn) == CONNECTION_OK ? PQsocket(p->conn) : -1;
+}
+
+bool cq_db_notifications(cq_db *db, bool read, int *n) {
+    pg_db *p = pg_of(db);
+    *n = 0;
+    if (!p || PQstatus(p->conn) != CONNECTION_OK) return false;
+    if (read && !PQconsumeInput(p->conn)) return false;
+    PGnotify *note;
+    while ((note = PQnotifies(p->conn))) {
+        PQfreemem(note);
+        (*n)++;
+    }
+    return PQstatus(p->conn) == CONNECTION_OK;
+}
+
+bool cq_db_connected(cq_db *db) {
+    pg_db *p = pg_of(db);
+    return p ? PQstatus(p->conn) == CONNECTION_OK : db != NULL;
+}
+
+bool cq_db_reconnect(cq_db *db) {
+    pg_db *p = pg_of(db);
+    if (!p) return db != NULL;
+    PQreset(p->conn);
+    bool ok = PQstatus(p->conn) == CONNECTION_OK;
+    if (ok) p->broken = false;
+    return ok;
+}
+
+int cq_db_backend_pid(cq_db *db) {
+    pg_db *p = pg_of(db);
+    return p ? PQbackendPID(p->conn) : 0;
+}
+
+/* A connection over TCP that went silent (the server's host died, a partition) would hold a read for the kernel's
+ * timeout, many minutes; these make libpq give up within about 20 s. A setting the connection string makes stands.
+ * Ignored over a unix socket. */
+static const char *const silent_connection[][2] = {
+    {"keepalives", "1"}, {"keepalives_idle", "10"}, {"keepalives_interval", "5"}, {"keepalives_count", "2"},
+    {"tcp_user_timeout", "20000"},
+};
+
+char *cq_db_conninfo(cq_db *db) {
+    pg_db *p = pg_of(db);
+    PQconninfoOption *opts = p ? PQconninfo(p->conn) : NULL;
+    if (!opts) return NULL;
+    cq_strbuf b = {0};
+    for (size_t i = 0; i < sizeof silent_connection / sizeof silent_connection[0]; i++) {
+        bool set = false;
+        for (PQconninfoOption *o = opts; o->keyword && !set; o++)
+            set = !strcmp(o->keyword, silent_connection[i][0]) && o->val && *o->val;
+        if (!set) cq_strbuf_printf(&b, "%s=%s ", silent_connection[i][0], silent_connection[i][1]);
+    }
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !*o->val) continue;
+        cq_strbuf_printf(&b, "%s='", o->keyword);
+        for (const char *q = o->val; *q; q++) {
+            if (*q == '\'' || *q == '\\') cq_strbuf_puts(&b, "\\");
+            cq_strbuf_append(&b, q, 1);
+        }
+        cq_strbuf_puts(&b, "' ");
+    }
+    PQconninfoFree(opts);
+    if (b.failed) {
+        cq_strbuf_free(&b);
+        return NULL;
+    }
+    return cq_strbuf_take(&b);
+}

@@ -33,6 +33,11 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
     [CQ_SQL_CONTENT_IN_USE] = {"SELECT 1 FROM documents WHERE sha256 = ?1 LIMIT 1",
                                "SELECT 1 FROM documents WHERE sha256 = ?1 UNION ALL SELECT 1 FROM jobs "
                                "WHERE upload_sha256 = ?1 AND state IN ('queued', 'running') LIMIT 1"},
+    [CQ_SQL_VECTORS_READ_ALL] =
+        {"SELECT 0, clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 ORDER BY clause_id",
+         "SELECT NULL::bigint, greatest((SELECT coalesce(max(seq), 0) FROM vector_changes), (SELECT pruned_to FROM "
+         "vector_changes_horizon)), NULL::bytea UNION ALL (SELECT 0, clause_id, vec FROM clause_vectors "
+         "WHERE kb_id = ?1 AND model = ?2 ORDER BY clause_id)"},
 };
 
 const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {

@@ -15,12 +15,12 @@ typedef enum {
     /* store/keys.c: record a key's use, at most once a minute, never waiting for a lock (?1 id, ?2 now). SQLite
      * does not wait because of cq_db_nowait; PostgreSQL skips a row another request is writing. */
     CQ_SQL_KEY_TOUCH,
-    /* index/versions.c: a document's automatic version row (?1 doc, ?2 kb, ?3 key, ?4 label, ?5 promulgated,
+    /* store/versions.c: a document's automatic version row (?1 doc, ?2 kb, ?3 key, ?4 label, ?5 promulgated,
      * ?6 effective, ?7 repealed, ?8 now). SQLite: a plain INSERT (an upsert opens a statement journal, and FTS5
      * writes a segment at every savepoint); PostgreSQL: an upsert that leaves a person's row alone (another node may
      * insert first). */
     CQ_SQL_VERSION_INSERT,
-    /* index/versions.c: one key a document repeals, once (?1 doc, ?2 kb, ?3 key). */
+    /* store/versions.c: one key a document repeals, once (?1 doc, ?2 kb, ?3 key). */
     CQ_SQL_REPEAL_INSERT,
     /* store/jobs.c: a stopped job queued again, its start not counted (?1 id, ?2 now); PostgreSQL drops its lease
      * (the attempt, the fencing counter, stays: store/job_claim.h). SQLite's table has no lease. */
@@ -40,6 +40,9 @@ typedef enum {
      * an unfinished job's upload waits in originals for whichever node claims it. SQLite's uploads are files of the
      * node's own (their jobs have no upload_sha256). A row when in use. */
     CQ_SQL_CONTENT_IN_USE,
+    /* store/vectors.c: a KB's vectors of a model (?1 kb, ?2 model) as rows (NULL-or-0, clause_id, vec), ids
+     * ascending; PostgreSQL first adds one row (NULL, the change feed's position, NULL) read in the same snapshot. */
+    CQ_SQL_VECTORS_READ_ALL,
     CQ_SQL_COUNT_
 } cq_db_sql;
 

@@ -1575,7 +1575,7 @@ static char *make_label(parser *p, const segment *g, char **key) {
                 cq_strbuf_append(&b, &c, 1);
             }
             if (g->en_kind == EN_ARTICLE || g->en_kind == EN_ROMAN) cq_strbuf_printf(&kb, "%u", g->num[0]);
-            else cq_strbuf_append(&kb, p->t + tok, g->label_end - tok); /* as printed, like index/router.c */
+            else cq_strbuf_append(&kb, p->t + tok, g->label_end - tok); /* as printed, like search/router.c */
         }
     }
     if (b.failed || kb.failed) {

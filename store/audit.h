@@ -3,7 +3,7 @@
  * succeeds (and at each sign-in), and by the command line for users and keys; read by admins (GET /api/v1/audit).
  * Rows are never changed; they go only with the database.
  *
- * Written once for SQLite and PostgreSQL on db/db.h. Schema (migration 10 in index/store.c, 7 in index/store_pg.c):
+ * Written once for SQLite and PostgreSQL on db/db.h. Schema (store/schema.c: SQLite migration 10, PostgreSQL 7):
  *   audit(id, at, actor_kind, actor_id, actor_name, action, kb, target, client) */
 #ifndef CQ_STORE_AUDIT_H
 #define CQ_STORE_AUDIT_H
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 typedef struct {
     int64_t id;

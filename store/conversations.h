@@ -9,9 +9,9 @@
  * Written once for SQLite and PostgreSQL on db/db.h (issue 28). Two nodes adding turns to one conversation at once
  * are serialised by its row (the update of updated_at comes first).
  *
- * Schema (migration 4 in index/store.c, 3 in index/store_pg.c):
+ * Schema (store/schema.c: SQLite migration 4, PostgreSQL 3):
  *   conversations(id, owner_key_id, kb_id, title, created_at, updated_at, owner_user_id)
- *     owner_user_id: NULL for a key's (migration 10 in index/store.c, 7 in index/store_pg.c)
+ *     owner_user_id: NULL for a key's (store/schema.c: SQLite migration 10, PostgreSQL 7)
  *   conversation_turns(id, conversation_id, question, reply, created_at) */
 #ifndef CQ_STORE_CONVERSATIONS_H
 #define CQ_STORE_CONVERSATIONS_H
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_CONVERSATION_TITLE_MAX_BYTES 400
 

@@ -1,6 +1,6 @@
-/* Knowledge bases, documents, pages and clauses (index/store.h), written once for SQLite and PostgreSQL on db/db.h
+/* Knowledge bases, documents, pages and clauses (store/store.h), written once for SQLite and PostgreSQL on db/db.h
  * (issue 28). What really differs is elsewhere: the keyword index (SQLite's FTS5 table per KB, PostgreSQL's
- * postings written with a document's clauses) behind index/store_internal.h's cq_store_keyword_* interface, and the
+ * postings written with a document's clauses) behind store/store_internal.h's cq_store_keyword_* interface, and the
  * statements of db/dialect.h (the KB list's byte order, the content an unfinished job still needs). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +9,11 @@
 
 #include "core/plain_reason.h"
 #include "core/utf8.h"
+#include "core/strbuf.h"
 #include "db/db.h"
 #include "db/dialect.h"
-#include "index/store.h"
-#include "index/store_internal.h"
+#include "store/store.h"
+#include "store/store_internal.h"
 
 /* ---- knowledge bases ---------------------------------------------------------------------------------------- */
 
@@ -452,4 +453,33 @@ cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, siz
     *out = rows;
     *n = n_rows;
     return CQ_OK;
+}
+
+cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **names, cq_err *err) {
+    for (size_t i = 0; i < n; i++) names[i] = NULL;
+    cq_db *db = cq_store_conn(s);
+    cq_status rc = CQ_OK;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
+        size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
+        cq_strbuf sql = {0};
+        cq_strbuf_puts(&sql, "SELECT id, name FROM documents WHERE id IN (");
+        for (size_t i = 0; i < m; i++) cq_strbuf_printf(&sql, i ? ", ?%zu" : "?%zu", i + 1);
+        cq_strbuf_puts(&sql, ")");
+        cq_db_stmt *st = NULL;
+        rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, sql.data, &st, err);
+        cq_strbuf_free(&sql);
+        for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(st, (int)i + 1, ids[at + i]);
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "read document names", err)) == CQ_DB_ROW) {
+            int64_t id = cq_db_col_int(st, 0);
+            for (size_t i = at; !rc && i < at + m; i++)
+                if (ids[i] == id && !names[i] && !(names[i] = cq_db_col_strdup(st, 1)))
+                    rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    if (rc)
+        for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
+    return rc;
 }

@@ -10,7 +10,7 @@
  * the thumbs up and down given that day and the answers whose cited document has been deleted since. Rows older
  * than a retention are pruned (cq_store_quality_prune).
  *
- * Written once for SQLite and PostgreSQL on db/db.h. Schema (migration 10 in index/store.c, 7 in index/store_pg.c):
+ * Written once for SQLite and PostgreSQL on db/db.h. Schema (store/schema.c: SQLite migration 10, PostgreSQL 7):
  *   turn_feedback(turn_id, conversation_id, kb_id, rating, comment, day, created_at, updated_at)
  *   answer_log(id, kb_id, day, created_at, abstained, fallback, low_confidence, confidence)
  *   answer_log_docs(answer_id, doc_id) */
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CQ_FEEDBACK_COMMENT_MAX_CHARS 2000
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "index/store.h"
+#include "store/store.h"
 
 const char *cq_key_role_name(cq_key_role role) {
     switch (role) {

@@ -7,7 +7,7 @@
  * authorisation, the list holds the names of the granted KBs that still exist (cq_grants_read); read for a listing,
  * the names as they were granted, with a flag when every one of them is gone.
  *
- * Written once for SQLite and PostgreSQL on db/db.h. Schema (migration 10 in index/store.c, 7 in index/store_pg.c):
+ * Written once for SQLite and PostgreSQL on db/db.h. Schema (store/schema.c: SQLite migration 10, PostgreSQL 7):
  *   kb_grants(subject, subject_id, kb_id, kb)   subject: 'key' (api_keys.id) or 'user' (users.id); kb: the KB's
  *                                                name when granted */
 #ifndef CQ_STORE_GRANTS_H

@@ -8,7 +8,7 @@
  * directory groups the user is in at each LDAP sign-in, store/ldap_auth.h). Removing a group removes its members'
  * rights at their next request; removing a user removes the user's memberships.
  *
- * Written once for SQLite and PostgreSQL on db/db.h. Schema (migration 12 in index/store.c, 9 in index/store_pg.c):
+ * Written once for SQLite and PostgreSQL on db/db.h. Schema (store/schema.c: SQLite 12, PostgreSQL 9):
  *   groups(id, name UNIQUE, role, kb, created_at, updated_at)  kb: as users.kb; the grant is in kb_grants (subject
  *                                                               'group')
  *   group_members(group_id → groups ON DELETE CASCADE, user_id → users ON DELETE CASCADE, source 'local'|'ldap') */
@@ -21,7 +21,7 @@
 
 #include "core/error.h"
 #include "db/db.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/grants.h"
 
 #define CQ_GROUP_NAME_BYTES 64 /* at most 63 bytes, the characters of a user name */

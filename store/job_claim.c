@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "db/db.h"
-#include "index/store_pg.h"
+#include "store/originals.h"
 
 typedef struct {
     bool shared;
@@ -118,14 +118,14 @@ static cq_status leased_set_upload_sha256(cq_store *s, int64_t job_id, const cha
 
 static cq_status leased_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path,
                                      cq_err *err) {
-    cq_status rc = cq_pg_original_put_file(cq_store_pg(s), sha256, path, err);
+    cq_status rc = cq_store_original_put_file(s, sha256, path, err);
     return rc ? rc : leased_set_upload_sha256(s, job_id, sha256, err);
 }
 
 static cq_status leased_fetch_upload(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err) {
     if (!lease->upload_sha256[0])
         return cq_err_set(err, CQ_ERR_IO, "the upload is on another node and not in the store");
-    return cq_pg_original_get_file(cq_store_pg(s), lease->upload_sha256, path, err);
+    return cq_store_original_get_file(s, lease->upload_sha256, path, err);
 }
 
 static cq_status leased_claim(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,

@@ -8,7 +8,7 @@
  *     database; a node that dies mid-job loses it to another.
  *
  * Leased. jobs(…, upload_sha256, lease_owner, lease_until, attempt, cancel_requested) (migration 3 of
- * index/store_pg.c).
+ * store/schema.c).
  *
  * Claim. A worker takes the oldest job that is queued, or running with a lease that has expired (its node died or
  * hung), with FOR UPDATE SKIP LOCKED: two workers never take the same job, and neither waits for the other. The
@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/jobs.h"
 
 #define CQ_JOB_LEASE_S 30     /* the default; a server takes CLAUSEQA_JOB_LEASE_S (app/service_jobs.c) */
@@ -58,7 +58,7 @@ bool cq_store_job_queue_shared(cq_store *s);
 void cq_job_owner_name(char out[CQ_JOB_OWNER_BYTES]);
 
 /* A job's upload, for whichever node runs it: on a shared queue its bytes go into the store by content (originals,
- * index/store_pg.h) and the job records the hash (fenced like every job write); on the node's own queue, nothing
+ * store/originals.h) and the job records the hash (fenced like every job write); on the node's own queue, nothing
  * (the file in the uploads folder is the upload). */
 cq_status cq_store_job_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path, cq_err *err);
 /* The hash alone (64 lowercase hex digits, else CQ_ERR_INVALID). */

@@ -11,8 +11,8 @@
  * it was kept. Interrupted is not an end: a shutdown puts its running job back to queued
  * (cq_store_job_interrupted), and a job a crash left running is queued again at the next start, attempts
  * permitting.
- * Columns added by the keys/jobs migration (index/store.c): filename, upload_path, size_bytes, replace_doc; by the
- * conversations migration: error_code; by migration 8: attempts. PostgreSQL's table (index/store_pg.c) has these
+ * Columns added by the keys/jobs migration (store/store.c): filename, upload_path, size_bytes, replace_doc; by the
+ * conversations migration: error_code; by migration 8: attempts. PostgreSQL's table (store/schema.c) has these
  * and the lease's columns (store/job_claim.h). */
 #ifndef CQ_STORE_JOBS_H
 #define CQ_STORE_JOBS_H
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 /* A job's state; its name is the word in the database and in the API's JSON. */
 typedef enum {

@@ -14,7 +14,7 @@
  * a key requires it for good: revoking every key afterwards does not reopen the server (a 401 for everyone is
  * safer than a silent open door). Only an admin's explicit `clauseqa keys open-mode on` lifts it.
  *
- * Schema (migrations in index/store.c and index/store_pg.c):
+ * Schema (store/schema.c):
  *   api_keys(id, name, prefix, hash UNIQUE, role, kb, created_at, last_used_at, revoked_at, kb_id)
  *     kb: the KBs' names when the key was made, joined by ',' ("*", or NULL for admin keys); the grant itself is in
  *     kb_grants (store/grants.h; subject 'key'). kb_id: what held a one-KB grant before kb_grants (migrated there,
@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/grants.h"
 
 #define CQ_KEY_SECRET_BYTES 44 /* "cq_" + 40 hex + NUL */

@@ -1,4 +1,4 @@
-/* The rows the clause-reference router reads (index/router.c), written once for both stores on db/db.h (issue 28):
+/* The rows the clause-reference router reads (search/router.c), written once for both stores on db/db.h (issue 28):
  * the KB's ready documents for its title cache, and a document's clauses by label key or by chapter path. A few
  * rows a question; errors are db/'s ("router: …", CQ_ERR_BUSY while a PostgreSQL server is away). */
 #ifndef CQ_STORE_ROUTER_ROWS_H
@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 
 /* The KB's ready documents: how many, the largest id, the smallest (the title cache's key; 0 and 0 when none). */
 cq_status cq_store_router_docs_stat(cq_store *s, int64_t kb_id, int64_t *n_docs, int64_t *max_id, int64_t *min_id,

@@ -17,8 +17,7 @@
  * CQ_SESSION_MAX_AGE_S after sign-in; signing out revokes it; a new password or the user's removal ends every
  * session of the user.
  *
- * Written once for SQLite and PostgreSQL on db/db.h. Schema (migration 10 in index/store.c, 7 in
- * index/store_pg.c):
+ * Written once for SQLite and PostgreSQL on db/db.h. Schema (store/schema.c: SQLite migration 10, PostgreSQL 7):
  *   users(id, name UNIQUE, password_hash, role, kb, created_at, updated_at, last_login_at)
  *     kb: the KBs as granted ("*", names joined by ',', NULL for admins); the grant is in kb_grants (subject 'user')
  *   sessions(id, user_id → users ON DELETE CASCADE, hash UNIQUE, created_at, last_seen_at, expires_at, revoked_at) */
@@ -30,7 +29,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "store/grants.h"
 
 #define CQ_PASSWORD_T_COST 2

@@ -122,7 +122,7 @@ const cq_web_message cq_web_messages[] = {
     {"messages_required", "\"messages\" must be a non-empty array"},
     {"message_role_required", "message %d needs a \"role\""},
     {"last_message_user", "the last message must be a user message with text"},
-    /* versions (app/service_versions.c, index/versions.c, index/compare.c) */
+    /* versions (app/service_versions.c, store/versions.c, search/compare.c) */
     {"version_day_format", "\"%s\" must be a day written YYYY-MM-DD, or null"},
     {"version_string_length", "\"%s\" must be a string of at most %zu bytes"},
     {"version_field_unknown", "unknown field \"%s\" (use group, label, promulgated, effective, repealed, status)"},

@@ -67,8 +67,8 @@ typedef struct {
                              NULL; borrowed. An ask that continues a conversation reads its stored turns instead */
     int k;                /* clauses to retrieve; 0 = default */
     const char *mode;     /* retrieval modes ("hybrid", "router,bm25" ...) or NULL */
-    const char *fusion;   /* "rrf", "keep" or "weights" (index/fusion.h), or NULL: what the encoder's weights say */
-    const char *as_of;    /* "YYYY-MM-DD": answer from the versions in force that day (index/versions.h), or NULL */
+    const char *fusion;   /* "rrf", "keep" or "weights" (search/fusion.h), or NULL: what the encoder's weights say */
+    const char *as_of;    /* "YYYY-MM-DD": answer from the versions in force that day (store/versions.h), or NULL */
     /* ask only: conversations kept by the service, per key (docs/API.md) */
     int64_t conversation_id; /* continue this conversation of the asker's; 0: none named */
     bool keep;               /* keep the turn: in conversation_id, or in a new conversation when that is 0 */
@@ -181,11 +181,11 @@ typedef struct {
     /* The page as PNG, width pixels wide, with the clause's boxes highlighted (clause_id 0: none). */
     cq_status (*page_image)(void *ctx, int64_t doc_id, int page_no, int64_t clause_id, int width, cq_web_file *file,
                             cq_err *err);
-    /* A document's version of a regulation (index/versions.h): {"document_id", "doc", "version", "version_list"}.
+    /* A document's version of a regulation (store/versions.h): {"document_id", "doc", "version", "version_list"}.
      * edit (PUT's body: "group", "label", "promulgated", "effective", "repealed", "status") is a person's correction
      * applied first; reset (DELETE) goes back to the automatic analysis. INVALID for a malformed edit. */
     cq_status (*doc_version)(void *ctx, int64_t doc_id, const cJSON *edit, bool reset, cJSON **out, cq_err *err);
-    /* Documents a (the older) and b compared clause by clause (index/compare.h). */
+    /* Documents a (the older) and b compared clause by clause (search/compare.h). */
     cq_status (*doc_compare)(void *ctx, int64_t doc_a, int64_t doc_b, const cq_web_compare *q, cJSON **out,
                              cq_err *err);
     /* A clause with its document, heading path, pages and boxes (for citation chips). */

@@ -17,7 +17,7 @@
 
 #include "core/clock.h"
 #include "core/strbuf.h"
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 
 static void append_file(cq_strbuf *all, const char *path) {
     FILE *f = fopen(path, "rb");

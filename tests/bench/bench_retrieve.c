@@ -19,9 +19,9 @@
 #include "app/ingest.h"
 #include "core/clock.h"
 #include "core/fileio.h"
-#include "index/bm25.h"
-#include "index/query.h"
-#include "index/retrieve.h"
+#include "store/bm25.h"
+#include "search/query.h"
+#include "search/retrieve.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

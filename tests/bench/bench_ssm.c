@@ -10,7 +10,7 @@
  *        encoding latency P50/P95 (one question at a time)
  * gpu    CUDA backend: tokens/s on a 150,000-token document and on batches of 1,024 questions; the scan kernel's
  *        achieved bandwidth against a device-to-device copy
- * faiss  FAISS as index/vectors.c uses it: search latency P50/P95 up to 150,000 unit vectors of 256, flat and
+ * faiss  FAISS as search/vectors.c uses it: search latency P50/P95 up to 150,000 unit vectors of 256, flat and
  *        IVF (random vectors; a query is a stored vector plus noise, cosine ≈ 0.9: does its source come back?) */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 #include <faiss/c_api/index_factory_c.h>
 
 #include "core/clock.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
 #include "ssm/ssm_internal.h"
 #include "../unit/test_ssm_util.h"
 
@@ -160,7 +160,7 @@ static void bench_gpu(const cq_ssm_model *m) {
     cq_ssm_encoder_free(e);
 }
 
-/* FAISS as index/vectors.c builds it: one query at a time, as retrieval asks. */
+/* FAISS as search/vectors.c builds it: one query at a time, as retrieval asks. */
 static void search_latency(FaissIndex *idx, const float *q, int nq, double *p50, double *p95) {
     double *lat = malloc(nq * sizeof *lat);
     float d[10];
@@ -177,7 +177,7 @@ static void search_latency(FaissIndex *idx, const float *q, int nq, double *p50,
 
 static void bench_faiss(void) {
     enum { DIM = 256, NMAX = 150000, NQ = 300 };
-    omp_set_num_threads(1); /* as index/vectors.c searches; training uses the same one thread */
+    omp_set_num_threads(1); /* as search/vectors.c searches; training uses the same one thread */
     printf("\n## Vector search (FAISS, one query, k = 10, %d-dim unit vectors, random data)\n\n", DIM);
     printf("| index | vectors | build | P50 | P95 | source in top 10 |\n|---|---|---|---|---|---|\n");
     float *x = malloc((size_t)NMAX * DIM * sizeof(float)), *q = malloc((size_t)NQ * DIM * sizeof(float));

@@ -8,10 +8,10 @@
  * cluster. The KB must already be in DIR (clauseqa ingest --data DIR --kb KB SUITE/docs); its PostgreSQL copy is
  * made again on every run (the KB is dropped first).
  *
- * What is compared is the BM25 ranking alone, over the whole KB, with the question's terms (index/query.h) — the
+ * What is compared is the BM25 ranking alone, over the whole KB, with the question's terms (search/query.h) — the
  * part of retrieval the PostgreSQL store replaces — not the whole retrieval (the router, the documents a question
  * names, the local prior and versions read the store through index/ modules still bound to SQLite). SQLite's query
- * is index/retrieve.c's, ordered by (score, rowid) so that ties cut at k the same way on both. */
+ * is search/retrieve.c's, ordered by (score, rowid) so that ties cut at k the same way on both. */
 #include <getopt.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
@@ -26,9 +26,9 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/strbuf.h"
-#include "index/bm25.h"
-#include "index/query.h"
-#include "index/store_pg.h"
+#include "store/bm25.h"
+#include "search/query.h"
+#include "../pg/pg_handle.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -64,7 +64,7 @@ static char *col_dup(sqlite3_stmt *st, int i) {
 }
 
 /* Copies the KB's documents and clauses from SQLite into PostgreSQL; fills the id map. */
-/* The PostgreSQL store (index/store.h): its KBs, documents and clauses are store/documents.c's. */
+/* The PostgreSQL store (store/store.h): its KBs, documents and clauses are store/documents.c's. */
 static cq_store *pg_store;
 
 static int copy_kb(cq_store *s, int64_t kb_sq, cq_pg *pg, int64_t kb_pg, id_pair **map, size_t *n_map, double *secs) {
@@ -151,7 +151,7 @@ static int copy_kb(cq_store *s, int64_t kb_sq, cq_pg *pg, int64_t kb_pg, id_pair
     return rc;
 }
 
-/* index/retrieve.c's FTS5 query over the whole KB, ties by rowid; ids and scores into out. */
+/* search/retrieve.c's FTS5 query over the whole KB, ties by rowid; ids and scores into out. */
 static size_t sqlite_bm25(sqlite3_stmt *st, const cq_query *q, size_t k, int64_t *out) {
     cq_strbuf m = {0};
     for (size_t i = 0; i < q->n_terms; i++) {

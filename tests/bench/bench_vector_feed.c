@@ -17,11 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "index/pg_rows.h"
-#include "index/store_pg.h"
-#include "index/vector_feed.h"
-#include "index/vectors.h"
-#include "index/vectors_pg.h"
+#include "../pg/pg_handle.h"
+#include "search/vector_feed.h"
+#include "search/vectors.h"
+#include "store/vectors.h"
 
 #define MODEL "bench"
 #define MAX_NODES 16
@@ -48,7 +47,7 @@ static void die(const char *what, const cq_err *err) {
     exit(1);
 }
 
-/* The store on the bench's database (index/store.h): its KBs and documents are store/documents.c's. */
+/* The store on the bench's database (store/store.h): its KBs and documents are store/documents.c's. */
 static cq_store *store;
 
 /* A document of n bare clauses; their ids into ids. */
@@ -63,12 +62,15 @@ static int64_t add_doc(cq_pg *pg, int64_t kb, size_t n, int64_t *ids) {
     snprintf(d, sizeof d, "%lld", (long long)doc);
     snprintf(count, sizeof count, "%zu", n);
     const char *params[] = {d, count};
-    PGresult *r = cq_pgr_query(cq_pg_conn(pg),
-                               "INSERT INTO clauses(doc_id, ord, kind, text, start_off, end_off) SELECT $1, g, 1, 'x', "
-                               "0, 0 FROM generate_series(0, $2::int - 1) g RETURNING id",
-                               2, params, "clauses", &err);
-    if (!r || (size_t)PQntuples(r) != n) die("clauses", &err);
-    for (size_t i = 0; i < n; i++) ids[i] = cq_pgr_int64(r, (int)i, 0);
+    PGresult *r = PQexecParams(cq_pg_conn(pg),
+                               "INSERT INTO clauses(doc_id, ord, kind, text, start_off, end_off) SELECT $1::bigint, g, "
+                               "1, 'x', 0, 0 FROM generate_series(0, $2::int - 1) g RETURNING id",
+                               2, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || (size_t)PQntuples(r) != n) {
+        cq_err_set(&err, CQ_ERR_DB, "%s", PQerrorMessage(cq_pg_conn(pg)));
+        die("clauses", &err);
+    }
+    for (size_t i = 0; i < n; i++) ids[i] = atoll(PQgetvalue(r, (int)i, 0));
     PQclear(r);
     return doc;
 }
@@ -152,7 +154,7 @@ int main(int argc, char **argv) {
         if (!mkdtemp(dirs[i])) die("mkdtemp", NULL);
     }
     for (int i = 0; i < nodes; i++)
-        if (cq_vector_feed_start(pg, dirs[i], NULL, &feed[i], &err) || cq_vector_feed_kb(feed[i], kb, MODEL, dim, &v[i], &err))
+        if (cq_vector_feed_start(store, dirs[i], NULL, &feed[i], &err) || cq_vector_feed_kb(feed[i], kb, MODEL, dim, &v[i], &err))
             die("start a node", &err);
     printf("%d nodes, documents of %d clauses, %d-float vectors\n", nodes, clauses, dim);
 
@@ -167,7 +169,7 @@ int main(int argc, char **argv) {
         doc_ids[d] = add_doc(pg, kb, (size_t)clauses, di);
         random_units(dx, (size_t)clauses, dim, &seed);
         double t0 = now_ms();
-        if (cq_pg_vectors_store(pg, kb, MODEL, dim, di, dx, (size_t)clauses, &err)) die("store", &err);
+        if (cq_store_vectors_store(store, kb, MODEL, dim, di, dx, (size_t)clauses, NULL, &err)) die("store", &err);
         double t1 = now_ms();
         store_ms[d] = t1 - t0;
         add_ms[d] = wait_all(v, nodes, dx + (size_t)(clauses - 1) * dim, di[clauses - 1], 1, t1);
@@ -194,7 +196,7 @@ int main(int argc, char **argv) {
             add_doc(pg, kb, n, bi);
             random_units(bx, n, dim, &seed);
             double s0 = now_ms();
-            if (cq_pg_vectors_store(pg, kb, MODEL, dim, bi, bx, n, &err)) die("store", &err);
+            if (cq_store_vectors_store(store, kb, MODEL, dim, bi, bx, n, NULL, &err)) die("store", &err);
             store_total += now_ms() - s0;
             done += (long)n;
         }
@@ -213,20 +215,20 @@ int main(int argc, char **argv) {
         float *all_x = NULL;
         size_t n_all = 0;
         double r0 = now_ms();
-        if (cq_pg_vectors_read_all(pg, kb, MODEL, dim, &all_ids, &all_x, &n_all, &seq, &err)) die("read", &err);
+        if (cq_store_vectors_read_all(store, kb, MODEL, dim, &all_ids, &all_x, &n_all, &seq, &err)) die("read", &err);
         printf("reading the KB's %zu vectors from PostgreSQL (one snapshot, row by row): %.1f s\n", n_all,
                (now_ms() - r0) / 1e3);
         free(all_ids);
         free(all_x);
         /* a late node: rebuilt from clause_vectors; then restarted from its file */
         double s0 = now_ms();
-        if (cq_vector_feed_start(pg, dirs[nodes], NULL, &feed[nodes], &err) ||
+        if (cq_vector_feed_start(store, dirs[nodes], NULL, &feed[nodes], &err) ||
             cq_vector_feed_kb(feed[nodes], kb, MODEL, dim, &v[nodes], &err))
             die("late node", &err);
         double s1 = now_ms();
         cq_vector_feed_stop(feed[nodes]);
         double s2 = now_ms();
-        if (cq_vector_feed_start(pg, dirs[nodes], NULL, &feed[nodes], &err) ||
+        if (cq_vector_feed_start(store, dirs[nodes], NULL, &feed[nodes], &err) ||
             cq_vector_feed_kb(feed[nodes], kb, MODEL, dim, &v[nodes], &err))
             die("restarted node", &err);
         double s3 = now_ms();

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "store/store.h"
+#include "search/vectors.h"
 
 typedef struct {
     double wall, user, sys;

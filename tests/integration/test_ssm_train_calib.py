@@ -2,7 +2,7 @@
 """Issue 14's calibration part and fusion (tools/dev_split.py, tools/ssm_train/train.py):
   - calibration documents are train documents only, about a fifth of them, and a question is calibration only when
     it is not validation and one of its gold documents is calibration;
-  - train.fuse: m 0 / w 1 is index/retrieve.c's RRF (ties by clause id), w 0 is BM25's top 10, BM25's top m stay in place;
+  - train.fuse: m 0 / w 1 is search/retrieve.c's RRF (ties by clause id), w 0 is BM25's top 10, BM25's top m stay in place;
   - Data.window(prefix=True) reads the document from its start up to the positive when that fits, and the first
     clause + the clauses just before the positive when it does not;
   - the document head's input (issue 27): Data.doc_prefix and doc_vectors.
@@ -79,7 +79,7 @@ def test_train():
         for lst in (b, d):
             for r, g in enumerate(lst):
                 sc[g] = sc.get(g, 0.0) + 1.0 / (60 + r + 1)
-        want = sorted(sc, key=lambda g: (-sc[g], g))  # index/retrieve.c: score, then clause id
+        want = sorted(sc, key=lambda g: (-sc[g], g))  # search/retrieve.c: score, then clause id
         check_rrf = train.fuse(b, d, 1.0, 0) == want and set(want) == set(train.rrf([b, d], [1, 1], [10, 50]))
         if not check_rrf:
             break

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "index/store_pg.h"
+#include "pg_handle.h"
 
 #define PG_FIXTURE_MAYBE_UNUSED __attribute__((unused))
 
@@ -39,7 +39,7 @@ PG_FIXTURE_MAYBE_UNUSED static cq_pg *pg_connect_again(cq_pg *pg) {
     return again;
 }
 
-/* A store (index/store.h) on pg's database, on a connection of its own: the KBs, documents and clauses of
+/* A store (store/store.h) on pg's database, on a connection of its own: the KBs, documents and clauses of
  * store/documents.c (written once for both databases) for the tests that hold a bare cq_pg. One at a time, kept
  * until pg_store_close (pg_teardown calls it); its writes are committed, so pg sees them. */
 static cq_store *pg_store_open_;

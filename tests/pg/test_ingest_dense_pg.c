@@ -18,8 +18,8 @@
 
 #include "../unit/test_ssm_util.h"
 #include "app/ingest.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "store/store.h"
+#include "search/vectors.h"
 #include "pg_fixture.h"
 
 #define N_FILES 5

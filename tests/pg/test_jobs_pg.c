@@ -19,8 +19,9 @@
 
 #include "store/job_claim.h"
 #include "store/jobs.h"
-#include "index/store.h"
-#include "index/store_pg.h"
+#include "store/originals.h"
+#include "store/store.h"
+#include "pg_handle.h"
 #include "pg_fixture.h"
 
 static const char SHA_A[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -129,11 +130,11 @@ static void test_upload_by_content(void **state) {
     assert_non_null(fp);
     assert_int_equal(fwrite(bytes, 1, size, fp), size);
     fclose(fp);
-    assert_int_equal(cq_pg_original_put_file(pg, SHA_A, in, &err), CQ_OK);
+    assert_int_equal(cq_store_original_put_file(pg_store(pg), SHA_A, in, &err), CQ_OK);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM originals"), 3);
-    assert_int_equal(cq_pg_original_put_file(pg, SHA_A, in, &err), CQ_OK); /* there already: nothing added */
+    assert_int_equal(cq_store_original_put_file(pg_store(pg), SHA_A, in, &err), CQ_OK); /* there already: nothing added */
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM originals"), 3);
-    assert_int_equal(cq_pg_original_get_file(pg, SHA_A, out, &err), CQ_OK);
+    assert_int_equal(cq_store_original_get_file(pg_store(pg), SHA_A, out, &err), CQ_OK);
     fp = fopen(out, "rb");
     assert_non_null(fp);
     unsigned char *back = malloc(size + 1);
@@ -141,13 +142,13 @@ static void test_upload_by_content(void **state) {
     assert_int_equal(fread(back, 1, size + 1, fp), size);
     fclose(fp);
     assert_memory_equal(back, bytes, size);
-    assert_int_equal(cq_pg_original_get_file(pg, SHA_B, out, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_pg_original_put_file(pg, SHA_B, "/nonexistent/x", &err), CQ_ERR_IO);
+    assert_int_equal(cq_store_original_get_file(pg_store(pg), SHA_B, out, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_original_put_file(pg_store(pg), SHA_B, "/nonexistent/x", &err), CQ_ERR_IO);
     /* A part missing: an error, and the file there before is left as it was (the fetch writes a temporary). */
     assert_int_equal(pg_count(pg, "WITH d AS (DELETE FROM originals WHERE part = 1 RETURNING 1) SELECT count(*) "
                                   "FROM d"),
                      1);
-    assert_int_equal(cq_pg_original_get_file(pg, SHA_A, out, &err), CQ_ERR_DB);
+    assert_int_equal(cq_store_original_get_file(pg_store(pg), SHA_A, out, &err), CQ_ERR_DB);
     assert_non_null(strstr(err.msg, "incomplete"));
     fp = fopen(out, "rb");
     assert_non_null(fp);
@@ -183,9 +184,9 @@ static void test_upload_streams(void **state) {
     fclose(fp);
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
-    assert_int_equal(cq_pg_original_put_file(pg, SHA_C, in, &err), CQ_OK);
+    assert_int_equal(cq_store_original_put_file(pg_store(pg), SHA_C, in, &err), CQ_OK);
     assert_int_equal(pg_count(pg, "SELECT count(*) FROM originals WHERE sha256 = '" SHA_C "'"), 48);
-    assert_int_equal(cq_pg_original_get_file(pg, SHA_C, out, &err), CQ_OK);
+    assert_int_equal(cq_store_original_get_file(pg_store(pg), SHA_C, out, &err), CQ_OK);
     getrusage(RUSAGE_SELF, &after);
     long grown_kib = after.ru_maxrss - before.ru_maxrss;
     printf("storing and fetching 48 MiB: peak resident memory grew by %ld KiB\n", grown_kib);

@@ -1,6 +1,6 @@
 /* The store's conformance suite (issue 28): the same test bodies run against a SQLite file and a PostgreSQL database
  * (a fresh one per test in the throwaway cluster of tests/pg/cluster.sh, CLAUSEQA_PG), both opened by
- * cq_store_open_uri — index/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
+ * cq_store_open_uri — store/store.h's KBs, documents, pages, clauses (held on PostgreSQL until the document's
  * finish: their ids must be right from the start), transactions, deletes; every store/ module (API keys,
  * users, sessions and the audit trail, conversations, feedback, jobs and their claim, the router's rows: tests/store/ bodies, which the SQLite unit tests
  * run too); the db/ driver table itself; where a store is (`--store` values, the password kept out of messages); and
@@ -20,13 +20,14 @@
 #include <libpq-fe.h>
 
 #include "app/originals.h"
+#include "store/originals.h"
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/sha256.h"
-#include "index/compare.h"
+#include "search/compare.h"
 #include "store/jobs.h"
-#include "index/store.h"
-#include "index/store_pg.h"
+#include "store/store.h"
+#include "pg_handle.h"
 #include "db/db_internal.h"
 
 static const char *conninfo;
@@ -164,7 +165,7 @@ static void test_originals(void **state) {
     cq_err err = {0};
     char dir[128], path[1200], again[1200];
     snprintf(dir, sizeof dir, "/tmp/cq_test_originals_%d", (int)getpid());
-    size_t len = 2 * CQ_PG_ORIGINAL_PART_BYTES + 12345;
+    size_t len = 2 * CQ_STORE_ORIGINAL_PART_BYTES + 12345;
     unsigned char *data = malloc(len);
     assert_non_null(data);
     for (size_t i = 0; i < len; i++) data[i] = (unsigned char)(i * 7919 >> 3);
@@ -178,6 +179,13 @@ static void test_originals(void **state) {
     /* A node without the file. */
     assert_int_equal(cq_original_path(dir, sha, "pdf", path, sizeof path), true);
     assert_int_equal(unlink(path), 0);
+    /* store/originals.h: files (SQLite, the store holds none) or blobs (PostgreSQL) */
+    assert_int_equal(cq_store_originals_shared(s), cq_store_pg(s) != NULL);
+    char none[1300];
+    snprintf(none, sizeof none, "%s/none", dir);
+    assert_int_equal(cq_store_original_get_file(s, "00", none, &err), CQ_ERR_NOT_FOUND);
+    assert_int_not_equal(access(none, F_OK), 0);
+    assert_int_equal(cq_store_original_delete(s, "00", &err), CQ_OK);
     cq_status rc = cq_original_local(s, dir, sha, "pdf", again, sizeof again, &err);
     if (!cq_store_pg(s)) {
         assert_int_equal(rc, CQ_ERR_NOT_FOUND);
@@ -192,13 +200,11 @@ static void test_originals(void **state) {
         free(back);
         char fetched[1300];
         snprintf(fetched, sizeof fetched, "%s/fetched", dir);
-        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), "00", fetched, &err), CQ_ERR_NOT_FOUND);
-        assert_int_not_equal(access(fetched, F_OK), 0);
         /* An empty file is an original too. */
         char empty_sha[65];
         cq_sha256_hex("", 0, empty_sha);
         assert_int_equal(cq_original_keep(s, dir, empty_sha, "txt", "", 0, path, sizeof path, &err), CQ_OK);
-        assert_int_equal(cq_pg_original_get_file(cq_store_pg(s), empty_sha, fetched, &err), CQ_OK);
+        assert_int_equal(cq_store_original_get_file(s, empty_sha, fetched, &err), CQ_OK);
         struct stat sb;
         assert_int_equal(stat(fetched, &sb), 0);
         assert_int_equal(sb.st_size, 0);
@@ -225,7 +231,7 @@ static void test_originals(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-/* Two versions of a law compared clause by clause (index/compare.h) read their clauses from either store. */
+/* Two versions of a law compared clause by clause (search/compare.h) read their clauses from either store. */
 static void test_compare(void **state) {
     cq_store *s = ((backend *)*state)->s;
     cq_err err = {0};
@@ -742,7 +748,7 @@ int main(void) {
         BOTH(conf_keys_last_use_once_a_minute), BOTH(conf_keys_auth_stays_required), BOTH(conf_keys_revoke_race),
         BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list), BOTH(conf_groups),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
-        BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows),
+        BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows), BOTH(conf_vectors_store_rows),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
         BOTH(conf_jobs_page_list), BOTH(conf_clause_search), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
         BOTH(conf_jobs_cancel_request_and_renew), BOTH(conf_jobs_share_upload), BOTH(conf_router_rows),

@@ -15,9 +15,9 @@
 #include <sqlite3.h>
 
 #include "core/strbuf.h"
-#include "index/bm25.h"
-#include "index/store.h"
-#include "index/store_pg.h"
+#include "store/bm25.h"
+#include "store/store.h"
+#include "pg_handle.h"
 #include "pg_fixture.h"
 
 /* ---- schema --------------------------------------------------------------------------------------------- */
@@ -212,7 +212,7 @@ static int cmp_ranked(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* What index/retrieve.c asks FTS5: the terms quoted and OR-ed, bm25() with the column weights; every matching row,
+/* What search/retrieve.c asks FTS5: the terms quoted and OR-ed, bm25() with the column weights; every matching row,
  * best first, ties by id. Restricted to SQLite document doc when doc > 0. */
 static size_t sqlite_bm25(twin *t, const char *const *terms, size_t n_terms, int64_t doc, ranked *out, size_t cap) {
     cq_strbuf q = {0};

@@ -19,10 +19,10 @@
 #include <pthread.h>
 
 #include "db/db.h"
-#include "index/store_pg.h"
-#include "index/vector_feed.h"
-#include "index/vectors.h"
-#include "index/vectors_pg.h"
+#include "pg_handle.h"
+#include "search/vector_feed.h"
+#include "search/vectors.h"
+#include "store/vectors.h"
 #include "pg_fixture.h"
 
 #define DIM 16
@@ -37,7 +37,8 @@ static double now_ms(void) {
 typedef struct {
     char info[512];
     char dir_a[64], dir_b[64], dir_c[64];
-    cq_pg *pg; /* the writer: node A's requests */
+    cq_pg *pg; /* the SQL of the checks */
+    cq_store *s; /* the writer: node A's requests */
     int64_t kb;
     unsigned seed;
 } fixture;
@@ -46,7 +47,8 @@ static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f || pg_fresh_database("w", f->info, sizeof f->info)) return -1;
     cq_err err = {0};
-    if (cq_pg_open(f->info, &f->pg, &err) || cq_store_kb_ensure(pg_store(f->pg), "kb", &f->kb, &err)) {
+    if (cq_pg_open(f->info, &f->pg, &err) || cq_store_open_uri(f->info, &f->s, &err) ||
+        cq_store_kb_ensure(f->s, "kb", &f->kb, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
@@ -68,6 +70,7 @@ static void remove_dir(const char *dir) {
 static int teardown(void **state) {
     fixture *f = *state;
     pg_store_close();
+    cq_store_close(f->s);
     cq_pg_close(f->pg);
     remove_dir(f->dir_a);
     remove_dir(f->dir_b);
@@ -135,14 +138,14 @@ static void test_vectors_store_and_feed(void **state) {
     int64_t ids[4];
     float x[4 * DIM];
     int64_t doc = add_doc(f, f->kb, 4, ids, x);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids, x, 4, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids, x, 4, NULL, &err), CQ_OK);
     size_t n = 0;
-    assert_int_equal(cq_pg_vectors_count(f->pg, f->kb, MODEL, &n, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_count(f->s, f->kb, MODEL, &n, &err), CQ_OK);
     assert_int_equal(n, 4);
     /* one change row for the statement's document, with its clause ids */
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes WHERE op = 'add'"), 1);
     cq_vector_change *c = NULL;
-    assert_int_equal(cq_pg_vector_changes(f->pg, 0, 100, &c, &n, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_changes(f->s, 0, 100, &c, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
     assert_int_equal(c[0].doc_id, doc);
     assert_int_equal(c[0].kb_id, f->kb);
@@ -153,24 +156,24 @@ static void test_vectors_store_and_feed(void **state) {
     /* read back: bit for bit, in id order, with the feed position they include */
     int64_t *all_ids = NULL, seq = 0;
     float *all = NULL;
-    assert_int_equal(cq_pg_vectors_read_all(f->pg, f->kb, MODEL, DIM, &all_ids, &all, &n, &seq, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_read_all(f->s, f->kb, MODEL, DIM, &all_ids, &all, &n, &seq, &err), CQ_OK);
     assert_int_equal(n, 4);
     assert_memory_equal(all_ids, ids, sizeof ids);
     assert_memory_equal(all, x, sizeof x);
     assert_int_equal(seq, 1);
     free(all_ids);
     free(all);
-    assert_int_equal(cq_pg_vectors_read_all(f->pg, f->kb, MODEL, DIM + 1, &all_ids, &all, &n, &seq, &err),
+    assert_int_equal(cq_store_vectors_read_all(f->s, f->kb, MODEL, DIM + 1, &all_ids, &all, &n, &seq, &err),
                      CQ_ERR_FORMAT);
     /* a replacement is a delete and an add */
     x[0] = -x[0];
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids, x, 2, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids, x, 2, NULL, &err), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes"), 3);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes WHERE op = 'delete' AND "
                                      "cardinality(clause_ids) = 2"), 1);
     int64_t got_ids[4];
     float got[4 * DIM];
-    assert_int_equal(cq_pg_vectors_get(f->pg, f->kb, MODEL, DIM, ids, 4, got_ids, got, &n, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_get(f->s, f->kb, MODEL, DIM, ids, 4, got_ids, got, &n, &err), CQ_OK);
     assert_int_equal(n, 4);
     assert_memory_equal(got, x, sizeof x);
     /* a clause of no KB of this name, a clause of another KB: refused, nothing stored */
@@ -178,28 +181,28 @@ static void test_vectors_store_and_feed(void **state) {
     float other_x[DIM];
     assert_int_equal(cq_store_kb_ensure(pg_store(f->pg), "other", &other_kb, &err), CQ_OK);
     add_doc(f, other_kb, 1, other_ids, other_x);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, other_ids, other_x, 1, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, other_ids, other_x, 1, NULL, &err), CQ_ERR_NOT_FOUND);
     int64_t missing = 999999;
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, &missing, other_x, 1, &err), CQ_ERR_NOT_FOUND);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, &missing, other_x, 1, NULL, &err), CQ_ERR_NOT_FOUND);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM clause_vectors"), 4);
     /* a rolled-back transaction leaves neither rows nor changes */
-    pg_exec(f->pg, "BEGIN");
-    assert_int_equal(cq_pg_vectors_store(f->pg, other_kb, MODEL, DIM, other_ids, other_x, 1, &err), CQ_OK);
-    pg_exec(f->pg, "ROLLBACK");
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "BEGIN", NULL), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, other_kb, MODEL, DIM, other_ids, other_x, 1, NULL, &err), CQ_OK);
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "ROLLBACK", NULL), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes"), 3);
     /* the hits a search may serve */
     int64_t hits[3] = {ids[2], 999999, ids[0]};
     float scores[3] = {0.9f, 0.8f, 0.7f};
     n = 3;
-    assert_int_equal(cq_pg_vectors_keep_stored(f->pg, f->kb, MODEL, hits, scores, &n, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_keep_stored(f->s, f->kb, MODEL, hits, scores, &n, &err), CQ_OK);
     assert_int_equal(n, 2);
     assert_int_equal(hits[1], ids[0]);
     assert_true(scores[1] == 0.7f);
     n = 3;
     hits[1] = ids[1];
-    assert_int_equal(cq_pg_vectors_keep_stored(f->pg, f->kb, "m2", hits, scores, &n, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_keep_stored(f->s, f->kb, "m2", hits, scores, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
-    /* document states (the states themselves, a KB's model and a document's clause ids are index/vectors.c's on both
+    /* document states (the states themselves, a KB's model and a document's clause ids are search/vectors.c's on both
      * stores: tests/store/vectors_bodies.h) */
     cq_err e2 = {0};
     cq_db *db = cq_pg_db(f->pg);
@@ -207,10 +210,10 @@ static void test_vectors_store_and_feed(void **state) {
                                "VALUES(?1, ?2, 1, '\\x00')", "it", doc, MODEL), CQ_OK);
     /* deleting the document: its vectors and state go by cascade, and one change says so */
     int64_t kb_of = 0;
-    assert_int_equal(cq_pg_vectors_doc_kb(f->pg, doc, &kb_of, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_kb(f->s, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, f->kb);
     assert_int_equal(cq_store_doc_delete(pg_store(f->pg), doc, &err), CQ_OK);
-    assert_int_equal(cq_pg_vectors_doc_kb(f->pg, doc, &kb_of, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_kb(f->s, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, -1);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM clause_vectors"), 0);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_states"), 0);
@@ -218,20 +221,20 @@ static void test_vectors_store_and_feed(void **state) {
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes WHERE op = 'delete' AND "
                                      "cardinality(clause_ids) = 4"), 1);
     /* deleting a KB: one change per document that had vectors */
-    assert_int_equal(cq_pg_vectors_store(f->pg, other_kb, MODEL, DIM, other_ids, other_x, 1, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, other_kb, MODEL, DIM, other_ids, other_x, 1, NULL, &err), CQ_OK);
     assert_int_equal(cq_store_kb_delete(pg_store(f->pg), other_kb, &err), CQ_OK);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes"), 6);
     /* pruning moves the horizon past whole transactions */
     int64_t pruned_to = 0, last = 0, pruned = 0;
-    assert_int_equal(cq_pg_vector_feed_bounds(f->pg, &pruned_to, &last, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_feed_bounds(f->s, &pruned_to, &last, &err), CQ_OK);
     assert_int_equal(pruned_to, 0);
     assert_true(last >= 6);
-    assert_int_equal(cq_pg_vector_changes_prune(f->pg, 3600, &pruned, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_changes_prune(f->s, 3600, &pruned, &err), CQ_OK);
     assert_int_equal(pruned, 0);
     pg_exec(f->pg, "UPDATE vector_changes SET created_at = created_at - 7200 WHERE seq <= 4");
-    assert_int_equal(cq_pg_vector_changes_prune(f->pg, 3600, &pruned, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_changes_prune(f->s, 3600, &pruned, &err), CQ_OK);
     assert_int_equal(pruned, 3); /* seq 4 went with the rolled-back transaction */
-    assert_int_equal(cq_pg_vector_feed_bounds(f->pg, &pruned_to, &last, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_feed_bounds(f->s, &pruned_to, &last, &err), CQ_OK);
     assert_int_equal(pruned_to, 3);
     assert_int_equal(pg_count(f->pg, "SELECT min(seq) FROM vector_changes"), 5);
 }
@@ -253,8 +256,8 @@ static void test_vectors_two_nodes(void **state) {
     /* a long poll: what arrives within a second arrives by NOTIFY */
     const cq_vector_feed_options slow_poll = {.poll_ms = 60000};
     cq_vector_feed *a = NULL, *b = NULL;
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_a, &slow_poll, &a, &err), CQ_OK);
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &slow_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_a, &slow_poll, &a, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &slow_poll, &b, &err), CQ_OK);
     cq_vectors *va = NULL, *vb = NULL;
     assert_int_equal(cq_vector_feed_kb(a, f->kb, MODEL, DIM, &va, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
@@ -269,7 +272,7 @@ static void test_vectors_two_nodes(void **state) {
     double added_ms[N_DOCS], deleted_ms[N_DOCS];
     for (int i = 0; i < N_DOCS; i++) {
         docs[i] = add_doc(f, f->kb, CLAUSES, ids[i], x[i]);
-        assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids[i], x[i], CLAUSES, &err), CQ_OK);
+        assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids[i], x[i], CLAUSES, NULL, &err), CQ_OK);
         added_ms[i] = wait_for(vb, x[i] + 2 * DIM, ids[i][2], true, 1000);
         assert_true(added_ms[i] >= 0); /* searchable on node B within a second */
         assert_true(wait_for(va, x[i] + 2 * DIM, ids[i][2], true, 1000) >= 0);
@@ -291,7 +294,7 @@ static void test_vectors_two_nodes(void **state) {
     assert_int_equal(cq_store_kb_ensure(pg_store(f->pg), "second", &kb2, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, kb2, MODEL, DIM, &vb2, &err), CQ_OK);
     add_doc(f, kb2, CLAUSES, ids2, x2);
-    assert_int_equal(cq_pg_vectors_store(f->pg, kb2, MODEL, DIM, ids2, x2, CLAUSES, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, kb2, MODEL, DIM, ids2, x2, CLAUSES, NULL, &err), CQ_OK);
     assert_true(wait_for(vb2, x2, ids2[0], true, 1000) >= 0);
     assert_int_equal(cq_vectors_count(vb2), CLAUSES);
     assert_int_equal(cq_vectors_count(vb), 0);
@@ -315,12 +318,12 @@ static void test_vectors_catch_up(void **state) {
     int64_t ids[3][CLAUSES];
     float x[3][CLAUSES * DIM];
     int64_t doc0 = add_doc(f, f->kb, CLAUSES, ids[0], x[0]);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids[0], x[0], CLAUSES, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids[0], x[0], CLAUSES, NULL, &err), CQ_OK);
 
     /* node B, started after the change: rebuilt from clause_vectors, then current */
     cq_vector_feed *b = NULL;
     cq_vectors *vb = NULL;
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &fast_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &fast_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     assert_int_equal(cq_vectors_count(vb), CLAUSES);
     assert_true(nearest_is(vb, x[0] + DIM, ids[0][1]));
@@ -328,9 +331,9 @@ static void test_vectors_catch_up(void **state) {
 
     /* changes while B is away; B comes back from its file and catches up */
     add_doc(f, f->kb, CLAUSES, ids[1], x[1]);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids[1], x[1], CLAUSES, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids[1], x[1], CLAUSES, NULL, &err), CQ_OK);
     assert_int_equal(cq_store_doc_delete(pg_store(f->pg), doc0, &err), CQ_OK);
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &fast_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &fast_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     cq_vector_feed_stats st;
     cq_vector_feed_stats_get(b, &st);
@@ -345,7 +348,7 @@ static void test_vectors_catch_up(void **state) {
     snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d)", st.backend_pid);
     pg_exec(f->pg, sql);
     add_doc(f, f->kb, CLAUSES, ids[2], x[2]);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids[2], x[2], CLAUSES, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids[2], x[2], CLAUSES, NULL, &err), CQ_OK);
     assert_true(wait_for(vb, x[2], ids[2][0], true, 3000) >= 0);
     cq_vector_feed_stats_get(b, &st);
     assert_true(st.n_reconnects >= 1);
@@ -355,17 +358,17 @@ static void test_vectors_catch_up(void **state) {
     /* the changes after B's file pruned away: B rebuilds, and has the same vectors */
     pg_exec(f->pg, "UPDATE vector_changes SET created_at = 0");
     int64_t pruned = 0;
-    assert_int_equal(cq_pg_vector_changes_prune(f->pg, 3600, &pruned, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_changes_prune(f->s, 3600, &pruned, &err), CQ_OK);
     assert_true(pruned >= 4);
     int64_t extra_ids[CLAUSES];
     float extra[CLAUSES * DIM];
     add_doc(f, f->kb, CLAUSES, extra_ids, extra);
-    pg_exec(f->pg, "BEGIN");
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, extra_ids, extra, CLAUSES, &err), CQ_OK);
-    pg_exec(f->pg, "COMMIT");
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "BEGIN", NULL), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, extra_ids, extra, CLAUSES, NULL, &err), CQ_OK);
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "COMMIT", NULL), CQ_OK);
     pg_exec(f->pg, "UPDATE vector_changes SET created_at = 0");
-    assert_int_equal(cq_pg_vector_changes_prune(f->pg, 3600, &pruned, &err), CQ_OK);
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &fast_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_store_vector_changes_prune(f->s, 3600, &pruned, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &fast_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     cq_vector_feed_stats_get(b, &st);
     assert_int_equal(st.n_rebuilt, 1);
@@ -375,7 +378,7 @@ static void test_vectors_catch_up(void **state) {
     /* a third node, C, from an empty folder: the same index */
     cq_vector_feed *c = NULL;
     cq_vectors *vc = NULL;
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_c, &fast_poll, &c, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_c, &fast_poll, &c, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(c, f->kb, MODEL, DIM, &vc, &err), CQ_OK);
     assert_int_equal(cq_vectors_count(vc), 3 * CLAUSES);
     for (int i = 1; i < 3; i++)
@@ -396,11 +399,11 @@ typedef struct {
 
 static void *second_writer(void *arg) {
     writer_args *w = arg;
-    cq_pg *pg = NULL;
+    cq_store *s = NULL;
     cq_err err = {0};
-    w->rc = cq_pg_open(w->info, &pg, &err);
-    if (!w->rc) w->rc = cq_pg_vectors_store(pg, w->kb, MODEL, DIM, w->ids, w->x, CLAUSES, &err);
-    cq_pg_close(pg);
+    w->rc = cq_store_open_uri(w->info, &s, &err);
+    if (!w->rc) w->rc = cq_store_vectors_store(s, w->kb, MODEL, DIM, w->ids, w->x, CLAUSES, NULL, &err);
+    cq_store_close(s);
     return NULL;
 }
 
@@ -410,20 +413,20 @@ static void test_vectors_writers_in_commit_order(void **state) {
     const cq_vector_feed_options slow_poll = {.poll_ms = 60000};
     cq_vector_feed *b = NULL;
     cq_vectors *vb = NULL;
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &slow_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &slow_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     int64_t ids1[CLAUSES], ids2[CLAUSES];
     float x1[CLAUSES * DIM], x2[CLAUSES * DIM];
     add_doc(f, f->kb, CLAUSES, ids1, x1);
     add_doc(f, f->kb, CLAUSES, ids2, x2);
-    pg_exec(f->pg, "BEGIN");
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids1, x1, CLAUSES, &err), CQ_OK); /* seq s1 */
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "BEGIN", NULL), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids1, x1, CLAUSES, NULL, &err), CQ_OK); /* seq s1 */
     writer_args w = {.info = f->info, .kb = f->kb, .ids = ids2, .x = x2};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, second_writer, &w), 0);
     usleep(300 * 1000);
     assert_false(nearest_is(vb, x2, ids2[0])); /* the second writer waits */
-    pg_exec(f->pg, "COMMIT");
+    assert_int_equal(cq_db_exec(cq_store_conn(f->s), "COMMIT", NULL), CQ_OK);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, CQ_OK);
     assert_true(wait_for(vb, x1, ids1[0], true, 1000) >= 0);
@@ -441,7 +444,7 @@ static void test_vectors_feed_grows_ivf(void **state) {
     cq_vector_feed *b = NULL;
     cq_vectors *vb = NULL;
     const cq_vector_feed_options slow_poll = {.poll_ms = 60000};
-    assert_int_equal(cq_vector_feed_start(f->pg, f->dir_b, &slow_poll, &b, &err), CQ_OK);
+    assert_int_equal(cq_vector_feed_start(f->s, f->dir_b, &slow_poll, &b, &err), CQ_OK);
     assert_int_equal(cq_vector_feed_kb(b, f->kb, MODEL, DIM, &vb, &err), CQ_OK);
     assert_false(cq_vectors_is_ivf(vb));
     int64_t doc = 0;
@@ -460,7 +463,7 @@ static void test_vectors_feed_grows_ivf(void **state) {
         for (int d = 0; d < DIM; d++) norm += (double)x[i * DIM + d] * x[i * DIM + d];
         for (int d = 0; d < DIM; d++) x[i * DIM + d] /= (float)sqrt(norm);
     }
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, ids, x, n, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, ids, x, n, NULL, &err), CQ_OK);
     double t0 = now_ms();
     while (cq_vectors_count(vb) < n && now_ms() - t0 < 20000) usleep(5000);
     assert_int_equal(cq_vectors_count(vb), n);
@@ -469,7 +472,7 @@ static void test_vectors_feed_grows_ivf(void **state) {
     int64_t more_ids[3];
     float more[3 * DIM];
     add_doc(f, f->kb, 3, more_ids, more);
-    assert_int_equal(cq_pg_vectors_store(f->pg, f->kb, MODEL, DIM, more_ids, more, 3, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(f->s, f->kb, MODEL, DIM, more_ids, more, 3, NULL, &err), CQ_OK);
     assert_true(wait_for(vb, more + DIM, more_ids[1], true, 1000) >= 0);
     assert_int_equal(cq_vectors_count(vb), n + 3);
     cq_vector_feed_stop(b);

@@ -1,4 +1,4 @@
-/* index/versions.c (written once on db/) on PostgreSQL gives what it gives on SQLite. Every step is done on
+/* store/versions.c (written once on db/) on PostgreSQL gives what it gives on SQLite. Every step is done on
  * both stores (the same documents, in the same order, so the same ids), and after each one every document's status
  * on a set of days, the groups of the KB and each document's group are compared field by field. Run through
  * tests/pg/cluster.sh (CLAUSEQA_PG). */
@@ -14,9 +14,9 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 
-#include "index/store.h"
-#include "index/store_pg.h"
-#include "index/versions.h"
+#include "store/store.h"
+#include "pg_handle.h"
+#include "store/versions.h"
 #include "pg_fixture.h"
 
 typedef struct {

@@ -1,5 +1,5 @@
 /* The conformance bodies of the store/ modules (issue 28): each body is one cmocka test written against
- * index/store.h and store/ headers only, and runs unchanged on a SQLite store (tests/unit/test_store_*.c) and on both
+ * store/store.h and store/ headers only, and runs unchanged on a SQLite store (tests/unit/test_store_*.c) and on both
  * stores (tests/pg/test_store_backends_pg.c). Include after <cmocka.h>, having defined
  *
  *   static cq_store *conf_store(void **state);   the store under test
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "db/db.h"
-#include "index/store.h"
+#include "store/store.h"
 
 #define CONF_MAYBE_UNUSED __attribute__((unused))
 

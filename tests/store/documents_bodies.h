@@ -1,4 +1,4 @@
-/* The conformance bodies of knowledge bases, documents, pages and clauses (index/store.h, written once in
+/* The conformance bodies of knowledge bases, documents, pages and clauses (store/store.h, written once in
  * store/documents.c; tests/store/conformance.h): the same on SQLite and PostgreSQL. */
 #ifndef CQ_TESTS_STORE_DOCUMENTS_BODIES_H
 #define CQ_TESTS_STORE_DOCUMENTS_BODIES_H

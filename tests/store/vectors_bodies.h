@@ -1,4 +1,4 @@
-/* index/vectors.h's rows on both stores (tests/store/conformance.h): the document states, a KB's model and a
+/* search/vectors.h's rows on both stores (tests/store/conformance.h): the document states, a KB's model and a
  * document's clause ids, written once on db/ (issue 28); the vectors' own rows through a KB's index. */
 #ifndef CQ_TESTS_STORE_VECTORS_BODIES_H
 #define CQ_TESTS_STORE_VECTORS_BODIES_H
@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "index/vectors.h"
+#include "search/vectors.h"
+#include "store/vectors.h"
 #include "tests/store/conformance.h"
 
 #define CONF_DIM 4
@@ -99,6 +100,113 @@ static void conf_vectors_rows(void **state) {
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* store/vectors.h on both stores: the rows FAISS is built from, written once (clause ids as IN lists, in batches of
+ * CQ_STORE_VECTORS_BATCH) except storing (row by row on SQLite, a batch a statement on PostgreSQL), and the local
+ * prior's document names (cq_store_doc_names). */
+static void conf_vectors_store_rows(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, ids[3];
+    assert_int_equal(cq_store_kb_create(s, "sv", &kb, &err), CQ_OK);
+    int64_t doc = conf_doc(s, kb, "h9", 3, ids);
+    const bool shared = cq_store_vectors_shared(s);
+    assert_int_equal(shared, cq_store_keyword_is_postings(s)); /* both: a PostgreSQL store */
+
+    float x[3 * CONF_DIM] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    bool replaced = true;
+    assert_int_equal(cq_store_vectors_store(s, kb, "m1", CONF_DIM, ids, x, 2, &replaced, &err), CQ_OK);
+    if (!shared) assert_false(replaced); /* PostgreSQL assumes a replacement */
+    size_t n = 0;
+    assert_int_equal(cq_store_vectors_count(s, kb, "m1", &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    /* a clause's vector replaced: still one row */
+    float y[CONF_DIM] = {0, 0, 0, 1};
+    assert_int_equal(cq_store_vectors_store(s, kb, "m1", CONF_DIM, &ids[1], y, 1, &replaced, &err), CQ_OK);
+    assert_true(replaced);
+    assert_int_equal(cq_store_vectors_count(s, kb, "m1", &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+
+    /* get and keep_stored, with more ids than one statement takes (most of them no clause's) */
+    const size_t many = 2 * CQ_STORE_VECTORS_BATCH + 7;
+    int64_t *ask = malloc(many * sizeof *ask);
+    float *scores = malloc(many * sizeof *scores);
+    int64_t *got_ids = malloc(many * sizeof *got_ids);
+    float *got_x = malloc(many * CONF_DIM * sizeof *got_x);
+    assert_non_null(ask);
+    assert_non_null(scores);
+    assert_non_null(got_ids);
+    assert_non_null(got_x);
+    for (size_t i = 0; i < many; i++) ask[i] = 900000 + (int64_t)i, scores[i] = (float)i;
+    ask[3] = ids[0];
+    ask[CQ_STORE_VECTORS_BATCH + 1] = ids[2]; /* no vector */
+    ask[many - 1] = ids[1];
+    size_t got = 0;
+    assert_int_equal(cq_store_vectors_get(s, kb, "m1", CONF_DIM, ask, many, got_ids, got_x, &got, &err), CQ_OK);
+    assert_int_equal(got, 2);
+    assert_int_equal(got_ids[0], ids[0]);
+    assert_memory_equal(&got_x[0], &x[0], sizeof y);
+    assert_int_equal(got_ids[1], ids[1]);
+    assert_memory_equal(&got_x[CONF_DIM], y, sizeof y);
+    assert_int_equal(cq_store_vectors_get(s, kb, "m2", CONF_DIM, ask, many, got_ids, got_x, &got, &err), CQ_OK);
+    assert_int_equal(got, 0);
+    n = many;
+    assert_int_equal(cq_store_vectors_keep_stored(s, kb, "m1", ask, scores, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ask[0], ids[0]);
+    assert_true(scores[0] == 3.0f);
+    assert_int_equal(ask[1], ids[1]);
+    assert_true(scores[1] == (float)(many - 1));
+
+    /* every vector of the KB and model, a row at a time, and the feed position (SQLite has no feed: -1) */
+    int64_t *all_ids = NULL, seq = 0;
+    float *all = NULL;
+    assert_int_equal(cq_store_vectors_read_all(s, kb, "m1", CONF_DIM, &all_ids, &all, &n, &seq, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(all_ids[0], ids[0]);
+    assert_int_equal(all_ids[1], ids[1]);
+    assert_memory_equal(&all[CONF_DIM], y, sizeof y);
+    assert_true(shared ? seq >= 0 : seq == -1);
+    free(all_ids);
+    free(all);
+    assert_int_equal(cq_store_vectors_read_all(s, kb, "m1", CONF_DIM + 1, &all_ids, &all, &n, &seq, &err),
+                     CQ_ERR_FORMAT);
+    assert_null(all_ids);
+    assert_int_equal(n, 0);
+    cq_vector_change *c = NULL;
+    assert_int_equal(cq_store_vector_changes(s, 0, 10, &c, &n, &err), shared ? CQ_OK : CQ_ERR_UNSUPPORTED);
+    cq_vector_changes_free(c, n);
+
+    /* a document's KB; the local prior's names, repeated and missing ids included */
+    int64_t kb_of = 0;
+    assert_int_equal(cq_store_doc_kb(s, doc, &kb_of, &err), CQ_OK);
+    assert_int_equal(kb_of, kb);
+    assert_int_equal(cq_store_doc_kb(s, doc + 1000, &kb_of, &err), CQ_OK);
+    assert_int_equal(kb_of, -1);
+    const int64_t name_ids[] = {doc, doc + 1000, doc};
+    char *names[3];
+    assert_int_equal(cq_store_doc_names(s, name_ids, 3, names, &err), CQ_OK);
+    assert_string_equal(names[0], "h9");
+    assert_null(names[1]);
+    assert_string_equal(names[2], "h9");
+    free(names[0]);
+    free(names[2]);
+
+    /* deleting, in batches too: nothing left */
+    ask[0] = ids[0];
+    assert_int_equal(cq_store_vectors_delete(s, ask, 1, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_count(s, kb, "m1", &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    for (size_t i = 0; i < many; i++) ask[i] = 900000 + (int64_t)i;
+    ask[many - 2] = ids[1];
+    assert_int_equal(cq_store_vectors_delete(s, ask, many, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_count(s, kb, "m1", &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    free(ask);
+    free(scores);
+    free(got_ids);
+    free(got_x);
 }
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""index/fusion.c's keep fusion against its reference, `ranked(rec, "keep", w, m)` of tools/ssm_train/fusion.py.
+"""search/fusion.c's keep fusion against its reference, `ranked(rec, "keep", w, m)` of tools/ssm_train/fusion.py.
 
     fusion_vs_py.py TEST_INDEX_FUSION         fresh cases (another seed than the committed ones) ranked by fusion.py,
                                               then the C test program ranks them (CLAUSEQA_FUSION_CASES) and must

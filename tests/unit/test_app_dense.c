@@ -14,9 +14,9 @@
 
 #include "app/ingest.h"
 #include "core/fileio.h"
-#include "index/retrieve.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "search/retrieve.h"
+#include "store/store.h"
+#include "search/vectors.h"
 #include "test_ssm_util.h"
 #include "test_store_util.h"
 
@@ -68,7 +68,7 @@ static size_t retrieve_ids(cq_store *s, int64_t kb, const char *question, int mo
     return n;
 }
 
-/* The fusion the weights carry (ssm.json "fusion", index/fusion.h): read when the retriever opens, a bad one refused
+/* The fusion the weights carry (ssm.json "fusion", search/fusion.h): read when the retriever opens, a bad one refused
  * then; keep by the question's language; reciprocal rank without it, or when asked for. d was opened without one and
  * KB kb holds a Chinese law and an English agreement, encoded with these weights. */
 static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *models, cq_dense *d) {
@@ -117,7 +117,7 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
     assert_int_equal(retrieve_ids(s, kb, zh, both, CQ_FUSION_RRF, k, c, sc, &bm25_c), 8);
     assert_memory_equal(a, c, sizeof a);
     assert_memory_equal(sa, sc, sizeof sa);
-    /* an English question gets en's w and m: the BM25 and dense lists fused as index/fusion.h says */
+    /* an English question gets en's w and m: the BM25 and dense lists fused as search/fusion.h says */
     na = retrieve_ids(s, kb, en, CQ_RETRIEVE_BM25, CQ_FUSION_WEIGHTS, k, a, sa, &bm25_a);
     assert_true(na > 1);
     int64_t dense_ids[50];

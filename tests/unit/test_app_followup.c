@@ -1,4 +1,4 @@
-/* app/followup: follow-up questions (index/query.h values) completed from the clause cited before. */
+/* app/followup: follow-up questions (search/query.h values) completed from the clause cited before. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 
 #include "app/followup.h"
 
-/* A document of the chat's context and the clause keys it has (index/router.h keys: "44", "5.2"); keys NULL: the
+/* A document of the chat's context and the clause keys it has (search/router.h keys: "44", "5.2"); keys NULL: the
  * store is not asked (has_clause unknown). */
 typedef struct {
     const char *doc, *clause;

@@ -23,9 +23,9 @@
 #include "app/ingest.h"
 #include "core/sha256.h"
 #include "core/strbuf.h"
-#include "index/retrieve.h"
-#include "index/store.h"
-#include "index/vectors.h"
+#include "search/retrieve.h"
+#include "store/store.h"
+#include "search/vectors.h"
 #include "test_ssm_util.h"
 
 #define N_LAWS 150

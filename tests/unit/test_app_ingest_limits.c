@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "app/ingest.h"
-#include "index/store.h"
+#include "store/store.h"
 #include "test_pdf_gen.h"
 #include "test_store_util.h"
 

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "app/ingest.h"
-#include "index/store.h"
+#include "store/store.h"
 
 typedef struct {
     int calls, last_read, n_pages;

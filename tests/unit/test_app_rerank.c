@@ -21,7 +21,7 @@
 #include "app/rerank.h"
 #include "decoder/lora.h"
 #include "core/strbuf.h"
-#include "index/query.h"
+#include "search/query.h"
 #include "test_adapter_util.h"
 #include "test_decoder_util.h"
 

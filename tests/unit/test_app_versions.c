@@ -12,7 +12,7 @@
 
 #include "app/answer.h"
 #include "app/json.h"
-#include "index/versions.h"
+#include "store/versions.h"
 #include "test_store_util.h"
 
 typedef struct {

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "index/bm25.h"
+#include "store/bm25.h"
 #include "test_store_util.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;

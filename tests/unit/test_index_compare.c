@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "core/strbuf.h"
-#include "index/compare.h"
+#include "search/compare.h"
 #include "test_store_util.h"
 
 /* ---- diff --------------------------------------------------------------------------------------------------- */

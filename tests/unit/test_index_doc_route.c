@@ -11,8 +11,8 @@
 #include <math.h>
 #include <sqlite3.h>
 
-#include "index/doc_route.h"
-#include "index/store.h"
+#include "search/doc_route.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 static void test_parse(void **state) {

@@ -15,7 +15,7 @@
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
 

@@ -13,7 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
-#include "index/fusion.h"
+#include "search/fusion.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -81,7 +81,7 @@ static void test_keep_fixed_lists(void **state) {
     expect_ranking(CQ_FUSION_KEEP, 2.0, 1, b7, 3, d7, 3, w7, 3);
 }
 
-/* The reciprocal-rank fusion retrieve.c did before index/fusion.c, restated plainly: each list adds 1 / (60 + r),
+/* The reciprocal-rank fusion retrieve.c did before search/fusion.c, restated plainly: each list adds 1 / (60 + r),
  * best score first, equal scores by smaller id; a clause's list is where it ranks best (BM25 on equal ranks). */
 typedef struct {
     int64_t id;

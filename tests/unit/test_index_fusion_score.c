@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
-#include "index/fusion.h"
+#include "search/fusion.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

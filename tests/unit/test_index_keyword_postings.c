@@ -1,5 +1,5 @@
 /* index/keyword_postings: a document's postings rows from the cjk tokens (positions counted as FTS5 counts them),
- * BM25 over rows read back (index/bm25.h), and bad input. Parity with SQLite FTS5 on a real PostgreSQL store is
+ * BM25 over rows read back (store/bm25.h), and bad input. Parity with SQLite FTS5 on a real PostgreSQL store is
  * tests/pg/test_store_pg.c; this needs no server. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "index/bm25.h"
-#include "index/keyword_postings.h"
+#include "store/bm25.h"
+#include "store/keyword_postings.h"
 
 static const cq_keyword_row *row_of(const cq_keyword_doc *d, const char *token) {
     for (size_t i = 0; i < d->n; i++)

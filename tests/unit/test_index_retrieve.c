@@ -9,8 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "index/query.h"
-#include "index/retrieve.h"
+#include "search/query.h"
+#include "search/retrieve.h"
 #include "test_store_util.h"
 
 /* ---- modes -------------------------------------------------------------------------------------------------- */

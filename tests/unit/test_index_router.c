@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "index/router.h"
+#include "search/router.h"
 #include "test_store_util.h"
 
 #define conf_store test_store_of

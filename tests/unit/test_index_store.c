@@ -13,9 +13,10 @@
 #include <sqlite3.h>
 
 #include "store/conversations.h"
-#include "index/fts_cjk.h"
+#include "store/fts_cjk.h"
 #include "store/jobs.h"
-#include "index/store.h"
+#include "store/store.h"
+#include "store/schema.h"
 #include "test_store_util.h"
 
 /* No store: the test makes its own database at test_db_path. */
@@ -126,6 +127,13 @@ static void test_schema_reopen(void **state) {
 
 /* Ids are never used twice: an id a client kept (a clause in a citation, a job it polls) names what it named or
  * nothing, never another KB's row. */
+/* store/schema.c: one list, each dialect's steps counted apart; the versions the headers promise are the lists'. */
+static void test_schema_list(void **state) {
+    (void)state;
+    assert_int_equal(cq_store_schema_target(CQ_DB_SQLITE), CQ_STORE_SCHEMA_VERSION);
+    assert_int_equal(cq_store_schema_target(CQ_DB_POSTGRESQL), CQ_STORE_PG_SCHEMA_VERSION);
+}
+
 static void test_ids_never_reused(void **state) {
     cq_store *s = *state;
     cq_err err = {0};
@@ -385,6 +393,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_schema_reopen, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_ids_never_reused, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_file_mode, test_store_setup, test_store_teardown),
+        cmocka_unit_test(test_schema_list),
         cmocka_unit_test_setup_teardown(test_migration_from_v3, setup_empty, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v5, setup_empty, test_store_teardown),
     };

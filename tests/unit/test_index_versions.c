@@ -10,9 +10,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "index/query.h"
-#include "index/retrieve.h"
-#include "index/versions.h"
+#include "search/query.h"
+#include "search/retrieve.h"
+#include "store/versions.h"
 #include "test_store_util.h"
 
 /* ---- days --------------------------------------------------------------------------------------------------- */

@@ -7,8 +7,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "index/store.h"
-#include "index/vectors.h"
+#include "store/store.h"
+#include "search/vectors.h"
 #include "ssm/ssm.h"
 #include "test_ssm_util.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "index/store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define conf_store test_store_of

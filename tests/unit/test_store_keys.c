@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "index/store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define conf_store test_store_of

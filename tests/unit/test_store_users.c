@@ -12,7 +12,7 @@
 
 #include <argon2.h>
 
-#include "index/store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define conf_store test_store_of

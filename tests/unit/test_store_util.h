@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "index/store.h"
+#include "store/store.h"
 
 static char test_db_path[256];
 

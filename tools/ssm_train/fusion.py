@@ -1,5 +1,5 @@
 """BM25 + dense fusion measured from the C runtime's own rankings (issue 14): the fixed reciprocal-rank fusion that
-index/retrieve.c does today against fusions calibrated on the dev suites' TRAIN parts, scored on the validation
+search/retrieve.c does today against fusions calibrated on the dev suites' TRAIN parts, scored on the validation
 parts (tools/dev_split.py).
 
     python3 tools/ssm_train/fusion.py collect --clauseqa CQ --data DIR --suites DIR --tag T --out F.json.gz
@@ -13,10 +13,10 @@ Fusions (BM25's top 10 and dense's top 50, as `clauseqa eval` asks for 10 and re
   rrf-w          1/(60 + r_bm25) + w/(60 + r_dense), w fit per suite/question type on the train part (by type)
   gate           rrf-w while BM25 is unsure, BM25 alone where it is confident: its top score leads the second by a
                  relative margin of at least c (by score confidence; w, c fit per suite/type on the train part)
-  keep           BM25's top m kept in place, the rest rrf-w (w, m fit the same ways): index/fusion.c does exactly
+  keep           BM25's top m kept in place, the rest rrf-w (w, m fit the same ways): search/fusion.c does exactly
                  this when the encoder's ssm.json names it (tests/unit/fusion_vs_py.py holds the two equal)
 Equal scores go to the smaller key, i.e. the clause met first in BM25's list then the dense list (keys are numbered so
-by collect). index/fusion.c's keep does the same; its rrf, today's, breaks ties by clause id instead, so `rrf` here
+by collect). search/fusion.c's keep does the same; its rrf, today's, breaks ties by clause id instead, so `rrf` here
 can differ from `clauseqa eval --mode router,bm25,dense` where a BM25 and a dense clause tie (docs/EVAL.md).
 (`retrieve --mode dense` reports the cosines since issue 27 — fusion scores before, so collect files made with an
 older binary hold ranks only on the dense side; `fit --method score` needs the cosines.)

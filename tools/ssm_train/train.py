@@ -445,7 +445,7 @@ def finish(res):
 
 
 def rrf(lists, weights, depths, k=60):
-    """Reciprocal-rank fusion as index/retrieve.c does it: rank r (from 1) of a list adds w / (k + r)."""
+    """Reciprocal-rank fusion as search/retrieve.c does it: rank r (from 1) of a list adds w / (k + r)."""
     sc = {}
     for lst, w, depth in zip(lists, weights, depths):
         for r, g in enumerate(lst[:depth]):
@@ -459,7 +459,7 @@ def rank_of(ranked, pos):
 
 def score_questions(data, vecs_c, qvec_of, which="val", bm25=None, only_docs=None):
     """Dense retrieval over each suite's whole corpus (or only_docs): {suite, suite/type: metrics}; with bm25
-    ({question id: ranked gids}) also '+bm25' rows (reciprocal-rank fusion, k 60, as index/retrieve.c fuses).
+    ({question id: ranked gids}) also '+bm25' rows (reciprocal-rank fusion, k 60, as search/retrieve.c fuses).
     Returns (scores, rankings {question id: top-100 gids})."""
     res, ranks = {}, {}
     qs = [(j, q) for j, q in enumerate(data.q["questions"]) if q["src"] == "dev" and
@@ -495,7 +495,7 @@ FUSION_M = [0, 1, 2, 3]
 
 def fuse(b, dn, w, m):
     """BM25's top m kept in place, then reciprocal-rank fusion (k 60) of the rest of BM25's top 10 and the dense
-    top 50, the dense side weighted w. m 0, w 1: today's RRF (index/retrieve.c); w 0: BM25 alone."""
+    top 50, the dense side weighted w. m 0, w 1: today's RRF (search/retrieve.c); w 0: BM25 alone."""
     top = list(b[:m])
     keep = set(top)
     sc = {}
@@ -505,7 +505,7 @@ def fuse(b, dn, w, m):
     for r, g in enumerate(dn[:50]):
         if g not in keep:
             sc[g] = sc.get(g, 0.0) + w / (61 + r)
-    return top + sorted(sc, key=lambda g: (-sc[g], g))  # ties by clause id, as index/retrieve.c (cmp_fused)
+    return top + sorted(sc, key=lambda g: (-sc[g], g))  # ties by clause id, as search/retrieve.c (cmp_fused)
 
 
 def calibrated_fusion(data, ranks_calib, ranks_val, bm25):

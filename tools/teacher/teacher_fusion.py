@@ -15,12 +15,12 @@ top 50 (`clauseqa retrieve --mode bm25` on the same store; no scores, so fusion.
 their gold) are kept as records that no method can hit, as `fusion.py collect` counts them. Parts: validation, and of
 the train part the calibration questions (tools/dev_split.py), on which fusion.py fits w and m; then fusion.py's
 own table (`fit --merge`): BM25, teacher dense, fixed RRF, rrf-w / gate / keep fitted by type, language, all.
-The `keep` column "language" is what the runtime ships (index/fusion.c).
+The `keep` column "language" is what the runtime ships (search/fusion.c).
 
 --bm25-scores (tools/teacher/bm25_scores.py's file: BM25's top 50 WITH scores, the same ranking as prepare.py's)
 puts BM25's scores into the records, and the score fusions are measured too (fusion.py `score_report`: per-question
 min-max or z-score normalization, a dense weight w, BM25's top m kept when it is confident by margin c; fitted by
-language on the calibration questions; index/fusion_score.c ships it).
+language on the calibration questions; search/fusion_score.c ships it).
 """
 import argparse
 import gzip

@@ -1,0 +1,133 @@
+/* Score fusion of BM25 and dense (search/fusion.h, "score fusion"; issue 27). Compiled with -ffp-contract=off
+ * (search/CMakeLists.txt): (1 - w) * b + w * d must not become a fused multiply-add, or rankings would differ from
+ * tools/ssm_train/fusion.py's ranked_score() in the last bit of equal-looking scores. */
+#include "search/fusion.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- config ------------------------------------------------------------------------------------------------- */
+
+const char *cq_fusion_norm_name(cq_fusion_norm n) { return n == CQ_FUSION_NORM_Z ? "z" : "minmax"; }
+
+static cq_status parse_score_params(const cJSON *f, const char *lang, cq_fusion_params *out, cq_err *err) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(f, lang);
+    if (!cJSON_IsObject(o))
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\": score needs \"%s\": {\"w\": W, \"m\": M, \"c\": C} (the "
+                          "parameters for %s questions)", lang, strcmp(lang, "zh") ? "other" : "Chinese");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "w");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "m");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "c");
+    if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || w->valuedouble < 0 || w->valuedouble > 1)
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.w (the dense scores' weight) must be a number in 0..1",
+                          lang);
+    if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble != floor(m->valuedouble) ||
+        m->valuedouble < 0 || m->valuedouble > CQ_FUSION_MAX_KEEP)
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.m (BM25's hits kept in place) must be a whole number "
+                          "in 0..%d", lang, CQ_FUSION_MAX_KEEP);
+    if (c && (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0))
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.c (BM25's confidence margin) must be a finite number "
+                          "≥ 0", lang);
+    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, c ? c->valuedouble : 0.0};
+    return CQ_OK;
+}
+
+cq_status cq_fusion_score_from_config(const void *fv, cq_fusion *out, cq_err *err) {
+    const cJSON *f = fv;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(f, "norm");
+    if (!cJSON_IsString(norm) || (strcmp(norm->valuestring, "minmax") && strcmp(norm->valuestring, "z")))
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".norm must be \"minmax\" or \"z\" for the score fusion");
+    out->method = CQ_FUSION_SCORE;
+    out->norm = strcmp(norm->valuestring, "z") ? CQ_FUSION_NORM_MINMAX : CQ_FUSION_NORM_Z;
+    cq_status rc = parse_score_params(f, "zh", &out->zh, err);
+    return rc ? rc : parse_score_params(f, "en", &out->en, err);
+}
+
+/* ---- ranking ------------------------------------------------------------------------------------------------ */
+
+/* x[0..n) normalized in place (fusion.py normalized()). */
+static void normalize(double *x, size_t n, cq_fusion_norm norm) {
+    if (!n) return;
+    if (norm == CQ_FUSION_NORM_MINMAX) {
+        double lo = x[0], hi = x[0];
+        for (size_t i = 1; i < n; i++) {
+            if (x[i] < lo) lo = x[i];
+            if (x[i] > hi) hi = x[i];
+        }
+        for (size_t i = 0; i < n; i++) x[i] = hi > lo ? (x[i] - lo) / (hi - lo) : 1.0;
+        return;
+    }
+    double total = 0.0, var = 0.0;
+    for (size_t i = 0; i < n; i++) total += x[i];
+    const double mean = total / (double)n;
+    for (size_t i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    const double sd = sqrt(var / (double)n);
+    for (size_t i = 0; i < n; i++) x[i] = sd > 0 ? (x[i] - mean) / sd : 0.0;
+}
+
+static size_t index_of(const int64_t *ids, size_t n, int64_t id);
+
+size_t cq_fusion_score_kept(cq_fusion_params p, const int64_t *bm25, const double *bs, size_t nb) {
+    if (p.m <= 0 || !nb) return 0;
+    double b0 = bs[0], b1 = nb > 1 ? (bs[1] >= b0 ? b0 : bs[1]) : 0.0;
+    const double conf = nb < 2 ? 1.0 : (b0 - b1) / fmax(fabs(b0), 1e-9);
+    if (!(conf >= p.c)) return 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < nb && i < (size_t)p.m; i++) kept += index_of(bm25, i, bm25[i]) == i;
+    return kept;
+}
+
+static size_t index_of(const int64_t *ids, size_t n, int64_t id) {
+    size_t i = 0;
+    while (i < n && ids[i] != id) i++;
+    return i;
+}
+
+cq_status cq_fusion_rank_scores(cq_fusion_norm norm, cq_fusion_params p, const int64_t *bm25, const double *bs,
+                                size_t nb, const int64_t *dense, const double *ds, size_t nd, cq_fused *out,
+                                size_t *n_out, cq_err *err) {
+    *n_out = 0;
+    double *b = malloc((nb + nd + 1) * sizeof *b), *d = b ? b + nb : NULL;
+    if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nb; i++) b[i] = i && bs[i] >= b[i - 1] ? b[i - 1] : bs[i]; /* non-increasing */
+    const double conf = nb < 2 ? 1.0 : (b[0] - b[1]) / fmax(fabs(b[0]), 1e-9);
+    for (size_t i = 0; i < nd; i++) d[i] = ds[i];
+    normalize(b, nb, norm);
+    normalize(d, nd, norm);
+    const double low_b = nb ? b[nb - 1] : 0.0, low_d = nd ? d[nd - 1] : 0.0;
+    /* BM25's top m when it is confident (a clause twice in them kept once) */
+    size_t n = 0;
+    if (p.m > 0 && nb && conf >= p.c)
+        for (size_t i = 0; i < nb && i < (size_t)p.m; i++)
+            if (index_of(bm25, i, bm25[i]) == i) out[n++] = (cq_fused){bm25[i], 0.0, false};
+    const size_t kept = n;
+    /* every other clause once, in the order met: BM25's list, then the dense list; its first place in each */
+    for (size_t i = 0; i < nb + nd; i++) {
+        const int64_t id = i < nb ? bm25[i] : dense[i - nb];
+        if (index_of(bm25, i < nb ? i : nb, id) < (i < nb ? i : nb)) continue; /* met in BM25's list before */
+        if (i >= nb && index_of(dense, i - nb, id) < i - nb) continue;           /* met in the dense list before */
+        bool is_kept = false;
+        for (size_t j = 0; j < kept && !is_kept; j++) is_kept = out[j].id == id;
+        if (is_kept) continue;
+        const size_t rb = index_of(bm25, nb, id), rd = index_of(dense, nd, id);
+        const double xb = rb < nb ? b[rb] : low_b, xd = rd < nd ? d[rd] : low_d;
+        out[n++] = (cq_fused){id, (1.0 - p.w) * xb + p.w * xd, rd < rb};
+    }
+    /* the fused ones by score, ties in the order met (stable insertion sort: a hundred clauses at most) */
+    for (size_t i = kept + 1; i < n; i++) {
+        cq_fused x = out[i];
+        size_t j = i;
+        while (j > kept && out[j - 1].score < x.score) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = x;
+    }
+    const double top = n > kept ? out[kept].score : 0.0;
+    for (size_t i = 0; i < kept; i++) out[i].score = top + (double)(kept - i);
+    free(b);
+    *n_out = n;
+    return CQ_OK;
+}

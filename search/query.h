@@ -1,0 +1,70 @@
+/* A question, analysed once: the value that follow-up resolution, retrieval and answering read.
+ *
+ *   cq_query_parse(s, kb, "《劳动法》第四十四条第二款规定了什么？", &q)
+ *     type       CQ_QUERY_CLAUSE: it names a clause (ref: article 44, paragraph 2, key "44", its byte span)
+ *     lang       CQ_QUERY_ZH: it has CJK text (answers and notices are then written in Chinese)
+ *     titles     the KB's documents it names (劳动法(2018-12-29), …), best first (search/router.h)
+ *     terms      what BM25 searches: the words of the question without its reference ("第四十四条" says where,
+ *                not what), question words and stop words removed, deduplicated
+ *     all_terms  the same for the whole question, reference included: what an answer's coverage counts
+ *     as_of      the day the question asks about (store/versions.h: "2020年时" → 2020-12-31, "as of 1 March
+ *                2020"), or the one the request gives (cq_query_set_as_of); 0: today. Its words are not BM25 terms
+ *     compare    it compares versions: "新旧版本第六十条有何不同？"
+ *
+ * Everything but the titles is a function of the text alone; the titles need the KB (the router's title cache).
+ * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
+#ifndef CQ_SEARCH_QUERY_H
+#define CQ_SEARCH_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "search/router.h"
+#include "store/store.h"
+#include "store/versions.h"
+
+typedef enum {
+    CQ_QUERY_TOPIC = 0, /* names no clause: "员工加班费怎么算？" */
+    CQ_QUERY_CLAUSE,    /* names an article or a heading: 第四十四条, 第三章, Article 5, Section 7.2, § 3 (ref) */
+    CQ_QUERY_PARAGRAPH, /* names a 款 or 项 but no article: "那第二款呢？", a follow-up's fragment */
+} cq_query_type;
+
+typedef enum {
+    CQ_QUERY_EN = 0, /* no CJK text */
+    CQ_QUERY_ZH,     /* CJK text */
+} cq_query_lang;
+
+#define CQ_QUERY_MAX_TERMS 40  /* a long question keeps its first CQ_QUERY_MAX_TERMS distinct terms */
+#define CQ_QUERY_MAX_TITLES 64 /* documents a question may name */
+
+typedef struct {
+    char *text;          /* the question */
+    cq_query_type type;
+    cq_query_lang lang;
+    cq_clause_ref ref;   /* CQ_QUERY_CLAUSE: the first clause reference (search/router.h); CQ_QUERY_PARAGRAPH: only
+                            its byte span ref.start, ref.end is set; zeroed for CQ_QUERY_TOPIC */
+    char **terms;        /* BM25 terms (see above), malloc'd strings */
+    size_t n_terms;
+    char **all_terms;    /* terms of the whole question */
+    size_t n_all_terms;
+    cq_date as_of;       /* the day asked about (the last day of a period the question names), 0: today */
+    cq_date as_of_first; /* the period's first day ("2020年时": 2020-01-01); == as_of for a day */
+    int version_year;    /* "2018年修正版": the version of that year is meant (as_of is that year's last day) */
+    size_t as_of_start, as_of_end; /* the date's byte span in the question; 0, 0 when it came with the request */
+    int compare;         /* the question compares versions: 2 it says so, 1 it asks what changed (store/versions.h) */
+    int64_t kb_id;       /* the KB the titles were matched in; 0 when parsed without one */
+    cq_title_match titles[CQ_QUERY_MAX_TITLES]; /* documents of that KB the question names, best first */
+    size_t n_titles;
+} cq_query;
+
+/* Analyses question for KB kb_id of store s. With s NULL (and kb_id 0) only the text is analysed: no titles, and
+ * the query cannot be retrieved with. *out is zeroed first; free it with cq_query_free. */
+cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_query *out, cq_err *err);
+void cq_query_free(cq_query *q);
+
+/* The day a request asks about (REST "as_of", CLI --as-of): it overrides a date found in the question. */
+void cq_query_set_as_of(cq_query *q, cq_date day);
+
+#endif

@@ -1,0 +1,519 @@
+/* Clause vectors and their change feed on db/db.h (store/vectors.h). */
+#include "store/vectors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "core/strbuf.h"
+#include "db/db.h"
+#include "db/dialect.h"
+
+static bool is_pg(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
+
+bool cq_store_vectors_shared(cq_store *s) { return is_pg(s); }
+
+static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out of memory"); }
+
+static size_t batch_of(size_t n, size_t at) { return n - at < CQ_STORE_VECTORS_BATCH ? n - at : CQ_STORE_VECTORS_BATCH; }
+
+/* head "(?first, …, ?first+m-1)" tail, prepared, the m ids bound from placeholder first. */
+static cq_status prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
+                            cq_db_stmt **st, cq_err *err) {
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, head);
+    for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
+    cq_strbuf_puts(&b, ")");
+    cq_strbuf_puts(&b, tail);
+    if (b.failed) {
+        cq_strbuf_free(&b);
+        return nomem(err);
+    }
+    cq_status rc = cq_db_prepare(db, b.data, st, err);
+    cq_strbuf_free(&b);
+    for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
+    return rc;
+}
+
+/* ---- storing: row by row (SQLite), a batch per statement (PostgreSQL: the feed's statement triggers) ---- */
+
+static cq_status store_rows(cq_db *db, int64_t kb_id, const char *model, int dim, const int64_t *ids, const float *x,
+                            size_t n, bool *replaced, cq_err *err) {
+    *replaced = false;
+    cq_db_stmt *ins = NULL, *upd = NULL;
+    cq_status rc = cq_db_prepare(db, "INSERT INTO clause_vectors(clause_id, kb_id, model, vec) VALUES(?1, ?2, ?3, ?4)",
+                                 &ins, err);
+    if (!rc)
+        rc = cq_db_prepare(db, "UPDATE clause_vectors SET kb_id = ?2, model = ?3, vec = ?4 WHERE clause_id = ?1", &upd,
+                           err);
+    const size_t bytes = (size_t)dim * sizeof(float);
+    for (size_t i = 0; !rc && i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            cq_db_stmt *q = k ? upd : ins;
+            cq_db_reset(q);
+            cq_db_bind_int(q, 1, ids[i]);
+            cq_db_bind_int(q, 2, kb_id);
+            cq_db_bind_text(q, 3, model);
+            cq_db_bind_blob(q, 4, x + i * (size_t)dim, bytes);
+        }
+        cq_err e = {0};
+        int step = cq_db_step(ins, "store vectors", &e);
+        if (step < 0 && e.code == CQ_ERR_EXISTS) { /* the clause has one: updated */
+            *replaced = true;
+            cq_err_clear(&e);
+            step = cq_db_step(upd, "store vectors", &e);
+        }
+        if (step < 0) {
+            rc = e.code;
+            if (err) *err = e;
+            else cq_err_clear(&e);
+        }
+    }
+    cq_db_finalize(ins);
+    cq_db_finalize(upd);
+    return rc;
+}
+
+static void ids_literal(cq_strbuf *b, const int64_t *ids, size_t n) {
+    cq_strbuf_puts(b, "{");
+    for (size_t i = 0; i < n; i++) cq_strbuf_printf(b, i ? ",%lld" : "%lld", (long long)ids[i]);
+    cq_strbuf_puts(b, "}");
+}
+
+/* {"\\x…","\\x…"}: a bytea[] literal of n vectors of dim floats (the backslash escaped for the array). */
+static void vectors_literal(cq_strbuf *b, const float *x, size_t n, int dim) {
+    static const char hex[] = "0123456789abcdef";
+    size_t bytes = (size_t)dim * sizeof(float);
+    char *buf = malloc(2 * bytes + 8);
+    if (!buf) {
+        b->failed = true;
+        return;
+    }
+    cq_strbuf_puts(b, "{");
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)(x + i * (size_t)dim);
+        size_t k = 0;
+        for (size_t j = 0; j < bytes; j++) {
+            buf[k++] = hex[p[j] >> 4];
+            buf[k++] = hex[p[j] & 15];
+        }
+        cq_strbuf_puts(b, i ? ",\"\\\\x" : "\"\\\\x");
+        cq_strbuf_append(b, buf, k);
+        cq_strbuf_puts(b, "\"");
+    }
+    cq_strbuf_puts(b, "}");
+    free(buf);
+}
+
+static cq_status store_batch(cq_db *db, int64_t kb_id, const char *model, int dim, const int64_t *ids, const float *x,
+                             size_t n, cq_err *err) {
+    cq_strbuf id_list = {0}, vecs = {0};
+    ids_literal(&id_list, ids, n);
+    vectors_literal(&vecs, x, n, dim);
+    bool own = false;
+    cq_status rc = id_list.failed || vecs.failed ? nomem(err) : cq_db_begin_own(db, &own, err);
+    /* a replaced vector goes first: never updated in place (the feed's triggers see a delete and an add) */
+    if (!rc)
+        rc = cq_db_run(db, "store vectors", NULL, err, "DELETE FROM clause_vectors WHERE clause_id = ANY(?1::bigint[])",
+                       "t", id_list.data);
+    /* the clauses' documents, checked to be the KB's: the same statement */
+    int64_t added = 0;
+    if (!rc)
+        rc = cq_db_run(db, "store vectors", &added, err,
+                       "INSERT INTO clause_vectors(clause_id, doc_id, kb_id, model, vec) SELECT c.id, c.doc_id, ?1, ?2, "
+                       "u.vec FROM unnest(?3::bigint[], ?4::bytea[]) u(id, vec) JOIN clauses c ON c.id = u.id "
+                       "JOIN documents d ON d.id = c.doc_id AND d.kb_id = ?1",
+                       "ittt", kb_id, model, id_list.data, vecs.data);
+    if (!rc && (size_t)added != n)
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "store vectors: %zu of %zu clauses are not in knowledge base %lld",
+                        n - (size_t)added, n, (long long)kb_id);
+    cq_strbuf_free(&id_list);
+    cq_strbuf_free(&vecs);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_vectors_store(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
+                                 const float *vectors, size_t n, bool *replaced, cq_err *err) {
+    bool any = false;
+    if (replaced) *replaced = false;
+    if (!n) return CQ_OK;
+    cq_db *db = cq_store_conn(s);
+    cq_status rc;
+    if (is_pg(s)) {
+        any = true;
+        rc = store_batch(db, kb_id, model, dim, clause_ids, vectors, n, err);
+    } else {
+        rc = store_rows(db, kb_id, model, dim, clause_ids, vectors, n, &any, err);
+    }
+    if (replaced) *replaced = any;
+    return rc;
+}
+
+/* ---- written once ---- */
+
+cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err) {
+    if (!n) return CQ_OK;
+    cq_db *db = cq_store_conn(s);
+    bool own = false;
+    cq_status rc = n > CQ_STORE_VECTORS_BATCH ? cq_db_begin_own(db, &own, err) : CQ_OK;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
+        cq_db_stmt *st = NULL;
+        rc = prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
+                        &st, err);
+        if (!rc && cq_db_step(st, "remove vectors", err) < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_store_vectors_count(cq_store *s, int64_t kb_id, const char *model, size_t *n, cq_err *err) {
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ?1 AND model = ?2", &st,
+                      err))
+        return cq_err_prefix(err, "count vectors: ");
+    cq_db_bind_int(st, 1, kb_id);
+    cq_db_bind_text(st, 2, model);
+    int step = cq_db_step(st, "count vectors", err);
+    if (step == CQ_DB_ROW) *n = (size_t)cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+static cq_status bad_vector(cq_db_stmt *st, int id_col, size_t got, size_t bytes, cq_err *err) {
+    return cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %zu bytes, expected %zu",
+                      (long long)cq_db_col_int(st, id_col), got, bytes);
+}
+
+cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *model, int dim, int64_t **ids, float **x,
+                                    size_t *n, int64_t *seq, cq_err *err) {
+    *ids = NULL;
+    *x = NULL;
+    *n = 0;
+    *seq = is_pg(s) ? 0 : -1;
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    /* One statement, one snapshot: on PostgreSQL the feed position comes first (db/dialect.h); the rows one at a
+     * time (a KB's vectors can be hundreds of MB). */
+    if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_VECTORS_READ_ALL), &st, err)) return cq_err_prefix(err, "read vectors: ");
+    cq_db_bind_int(st, 1, kb_id);
+    cq_db_bind_text(st, 2, model);
+    cq_db_stream(st);
+    const size_t bytes = (size_t)dim * sizeof(float);
+    size_t cap_ids = 0, cap_x = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
+        if (cq_db_col_null(st, 0)) {
+            *seq = cq_db_col_int(st, 1);
+            continue;
+        }
+        size_t len = 0;
+        const void *v = cq_db_col_blob(st, 2, &len);
+        if (len != bytes) {
+            rc = bad_vector(st, 1, len, bytes, err);
+            break;
+        }
+        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
+            break;
+        }
+        (*ids)[*n] = cq_db_col_int(st, 1);
+        memcpy((char *)*x + *n * bytes, v, bytes);
+        (*n)++;
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+    if (rc) {
+        free(*ids);
+        free(*x);
+        *ids = NULL;
+        *x = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
+                               size_t n, int64_t *out_ids, float *out_x, size_t *got, cq_err *err) {
+    *got = 0;
+    cq_db *db = cq_store_conn(s);
+    const size_t bytes = (size_t)dim * sizeof(float);
+    cq_status rc = CQ_OK;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
+        cq_db_stmt *st = NULL;
+        rc = prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+                        clause_ids + at, batch_of(n, at), 3, " ORDER BY clause_id", &st, err);
+        if (!rc) {
+            cq_db_bind_int(st, 1, kb_id);
+            cq_db_bind_text(st, 2, model);
+        }
+        int step = CQ_DB_DONE;
+        while (!rc && *got < n && (step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
+            size_t len = 0;
+            const void *v = cq_db_col_blob(st, 1, &len);
+            if (len != bytes) {
+                rc = bad_vector(st, 0, len, bytes, err);
+                break;
+            }
+            out_ids[*got] = cq_db_col_int(st, 0);
+            memcpy(out_x + *got * (size_t)dim, v, bytes);
+            (*got)++;
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    return rc;
+}
+
+cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores,
+                                       size_t *n, cq_err *err) {
+    if (!*n) return CQ_OK;
+    bool *stored = calloc(*n, sizeof *stored);
+    if (!stored) return nomem(err);
+    cq_db *db = cq_store_conn(s);
+    cq_status rc = CQ_OK;
+    for (size_t at = 0; !rc && at < *n; at += CQ_STORE_VECTORS_BATCH) {
+        size_t m = batch_of(*n, at);
+        cq_db_stmt *st = NULL;
+        rc = prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+                        ids + at, m, 3, "", &st, err);
+        if (!rc) {
+            cq_db_bind_int(st, 1, kb_id);
+            cq_db_bind_text(st, 2, model);
+        }
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "check vectors", err)) == CQ_DB_ROW) {
+            int64_t id = cq_db_col_int(st, 0);
+            for (size_t i = 0; i < m; i++)
+                if (ids[at + i] == id) stored[at + i] = true;
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    if (!rc) {
+        size_t kept = 0;
+        for (size_t i = 0; i < *n; i++)
+            if (stored[i]) {
+                ids[kept] = ids[i];
+                scores[kept++] = scores[i];
+            }
+        *n = kept;
+    }
+    free(stored);
+    return rc;
+}
+
+cq_status cq_store_doc_kb(cq_store *s, int64_t doc_id, int64_t *kb_id, cq_err *err) {
+    *kb_id = -1;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT kb_id FROM documents WHERE id = ?1", &st, err))
+        return cq_err_prefix(err, "find document: ");
+    cq_db_bind_int(st, 1, doc_id);
+    int step = cq_db_step(st, "find document", err);
+    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+/* ---- what else search/vectors.h reads and writes: a KB's model, a document's clause ids, document states ---- */
+
+cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err) {
+    model[0] = 0;
+    *dim = 0;
+    cq_db_stmt *st;
+    /* clause_id is SQLite's rowid: the newest vector on both stores */
+    if (cq_db_prepare(cq_store_conn(s),
+                      "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ?1 ORDER BY clause_id DESC LIMIT 1",
+                      &st, err))
+        return cq_err_prefix(err, "find the KB's vectors: ");
+    cq_db_bind_int(st, 1, kb_id);
+    int step = cq_db_step(st, "find the KB's vectors", err);
+    if (step == CQ_DB_ROW) {
+        cq_db_col_copy(st, 0, model, 80);
+        *dim = (int)(cq_db_col_int(st, 1) / (int64_t)sizeof(float));
+    }
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
+    *ids = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT id FROM clauses WHERE doc_id = ?1 ORDER BY id", &st, err))
+        return cq_err_prefix(err, "clause ids: ");
+    cq_db_bind_int(st, 1, doc_id);
+    size_t cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "clause ids", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)ids, &cap, *n + 1, sizeof **ids)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        (*ids)[(*n)++] = cq_db_col_int(st, 0);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
+                               size_t len, cq_err *err) {
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s),
+                      "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT (doc_id) "
+                      "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state",
+                      &st, err))
+        return cq_err_prefix(err, "store document state: ");
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_text(st, 2, model);
+    cq_db_bind_int(st, 3, n_tokens);
+    cq_db_bind_blob(st, 4, state, len);
+    int step = cq_db_step(st, "store document state", err);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
+                               cq_err *err) {
+    *state = NULL;
+    *len = 0;
+    cq_db_stmt *st;
+    if (cq_db_prepare(cq_store_conn(s), "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", &st, err))
+        return cq_err_prefix(err, "read document state: ");
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_text(st, 2, model);
+    int step = cq_db_step(st, "read document state", err);
+    cq_status rc = step < 0 ? err->code : CQ_OK;
+    if (step == CQ_DB_ROW) {
+        size_t n = 0;
+        const void *bytes = cq_db_col_blob(st, 0, &n);
+        *state = malloc(n + 1);
+        if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        else if (n) memcpy(*state, bytes, n);
+        if (!rc) *len = n;
+    } else if (step == CQ_DB_DONE) {
+        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
+                        model);
+    }
+    cq_db_finalize(st);
+    return rc;
+}
+
+/* ---- the change feed (PostgreSQL's tables) ---- */
+
+void cq_vector_changes_free(cq_vector_change *c, size_t n) {
+    for (size_t i = 0; c && i < n; i++) free(c[i].clause_ids);
+    free(c);
+}
+
+static cq_status feed_only(cq_store *s, const char *what, cq_err *err) {
+    return is_pg(s) ? CQ_OK : cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
+}
+
+/* "1,2,3" → ids. */
+static cq_status parse_ids(const char *s, int64_t **ids, size_t *n, cq_err *err) {
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    if (!*ids) return nomem(err);
+    for (const char *p = s; *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p) break;
+        (*ids)[(*n)++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return CQ_OK;
+}
+
+cq_status cq_store_vector_changes(cq_store *s, int64_t after, size_t limit, cq_vector_change **out, size_t *n,
+                                  cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_status rc = feed_only(s, "read vector changes", err);
+    cq_db_stmt *st = NULL;
+    if (!rc)
+        rc = cq_db_prepare(cq_store_conn(s),
+                           "SELECT seq, kb_id, doc_id, op = 'delete', array_to_string(clause_ids, ',') FROM "
+                           "vector_changes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                           &st, err);
+    if (rc) return rc;
+    cq_db_bind_int(st, 1, after);
+    cq_db_bind_int(st, 2, (int64_t)limit);
+    size_t cap = 0;
+    int step;
+    while ((step = cq_db_step(st, "read vector changes", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out)) {
+            rc = nomem(err);
+            break;
+        }
+        cq_vector_change *c = &(*out)[*n];
+        memset(c, 0, sizeof *c);
+        c->seq = cq_db_col_int(st, 0);
+        c->kb_id = cq_db_col_int(st, 1);
+        c->doc_id = cq_db_col_int(st, 2);
+        c->deleted = (int)cq_db_col_int(st, 3);
+        (*n)++;
+        const char *list = cq_db_col_text(st, 4);
+        if ((rc = parse_ids(list ? list : "", &c->clause_ids, &c->n_clause_ids, err))) break;
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+    if (rc) {
+        cq_vector_changes_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *last, cq_err *err) {
+    *pruned_to = *last = 0;
+    cq_status rc = feed_only(s, "read the vector feed's bounds", err);
+    cq_db_stmt *st = NULL;
+    if (!rc)
+        rc = cq_db_prepare(cq_store_conn(s),
+                           "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
+                           "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
+                           &st, err);
+    if (rc) return rc;
+    int step = cq_db_step(st, "read the vector feed's bounds", err);
+    if (step == CQ_DB_ROW) {
+        *pruned_to = cq_db_col_int(st, 0);
+        *last = cq_db_col_int(st, 1);
+    }
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}
+
+cq_status cq_store_vector_changes_prune(cq_store *s, int64_t max_age_s, int64_t *pruned, cq_err *err) {
+    if (pruned) *pruned = 0;
+    cq_status rc = feed_only(s, "prune vector changes", err);
+    cq_db_stmt *st = NULL;
+    /* one statement: the newest old change, the rows up to it, the horizon moved past them */
+    if (!rc)
+        rc = cq_db_prepare(cq_store_conn(s),
+                           "WITH cut AS (SELECT max(seq) AS s FROM vector_changes WHERE created_at < ?1), "
+                           "gone AS (DELETE FROM vector_changes WHERE seq <= (SELECT s FROM cut) RETURNING seq), "
+                           "moved AS (UPDATE vector_changes_horizon SET pruned_to = greatest(pruned_to, "
+                           "(SELECT s FROM cut)) WHERE (SELECT s FROM cut) IS NOT NULL RETURNING 1) "
+                           "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM moved)",
+                           &st, err);
+    if (rc) return rc;
+    cq_db_bind_int(st, 1, (int64_t)time(NULL) - max_age_s);
+    int step = cq_db_step(st, "prune vector changes", err);
+    if (step == CQ_DB_ROW && pruned) *pruned = cq_db_col_int(st, 0);
+    cq_db_finalize(st);
+    return step < 0 ? err->code : CQ_OK;
+}

@@ -1,0 +1,673 @@
+/* Versions in the store (store/versions.h): each document's version row, groups, status on a day, corrections.
+ * Written once for SQLite and PostgreSQL on db/db.h (issue 28; it replaces versions_pg.c); the two statements that
+ * differ are db/dialect.h's CQ_SQL_VERSION_INSERT and CQ_SQL_REPEAL_INSERT. */
+#include "store/versions.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/grow.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "db/db.h"
+#include "db/dialect.h"
+#include "store/store_internal.h"
+
+/* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
+#define KIND_ARTICLE 1
+#define KIND_PARAGRAPH 3
+
+#define CQ_VERSION_HEADER_MAX_BYTES 6000 /* the header (preamble clauses) read for dates */
+#define CQ_VERSION_TAIL_CLAUSES 3        /* the last articles read for 施行 and 废止 */
+
+/* A KB's version rows with their keys (an empty key stands alone). */
+typedef struct {
+    char key[CQ_VERSION_KEY_MAX];
+    cq_version_entry e;
+} cq_version_keyed;
+
+static void cq_version_group_finish(cq_version_group *g, cq_date repealed_by);
+static void cq_version_group_alone(cq_version_group *g, int64_t doc_id);
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
+                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err);
+
+/* A statement prepared, or its failure as "versions: what: message". */
+static cq_status prepare(cq_db *db, const char *sql, const char *what, cq_db_stmt **st, cq_err *err) {
+    if (!cq_db_prepare(db, sql, st, err)) return CQ_OK;
+    return cq_err_prefix(err, "versions: %s: ", what);
+}
+
+const char *cq_version_state_name(cq_version_state s) {
+    switch (s) {
+    case CQ_VERSION_IN_FORCE: return "in_force";
+    case CQ_VERSION_SUPERSEDED: return "superseded";
+    case CQ_VERSION_REPEALED: return "repealed";
+    case CQ_VERSION_NOT_YET: return "not_yet_in_force";
+    default: return "unknown";
+    }
+}
+
+/* ---- analysis ----------------------------------------------------------------------------------------------- */
+
+/* Feeds a document's clauses in order into its header: the clauses before the first article; a document without
+ * articles: its first paragraph. Returns false once the header is complete (stop feeding). */
+static bool header_take(cq_strbuf *header, int kind, const char *text, bool *first) {
+    if (header->len >= CQ_VERSION_HEADER_MAX_BYTES) return false;
+    /* the header is what comes before the first article; a document without articles: its first paragraph */
+    if (kind == KIND_ARTICLE) return false;
+    if (kind == KIND_PARAGRAPH && !*first) return false;
+    cq_strbuf_printf(header, "%s\n", text ? text : "");
+    *first = false;
+    return true;
+}
+
+/* The header (the clauses before the first article) and the last CQ_VERSION_TAIL_CLAUSES clauses of a document. */
+static cq_status read_texts(cq_db *db, int64_t doc_id, char **header, char **tail, cq_err *err) {
+    cq_strbuf h = {0}, t = {0};
+    cq_db_stmt *st;
+    if (prepare(db, "SELECT kind, text FROM clauses WHERE doc_id = ?1 ORDER BY ord", "read clauses", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
+    bool first = true;
+    int step;
+    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW &&
+           header_take(&h, (int)cq_db_col_int(st, 0), cq_db_col_text(st, 1), &first)) {
+    }
+    cq_db_finalize(st);
+    if (step < 0 || prepare(db,
+                            "SELECT text FROM (SELECT ord, text FROM clauses WHERE doc_id = ?1 ORDER BY ord DESC "
+                            "LIMIT ?2) tail ORDER BY ord",
+                            "read clauses", &st, err)) {
+        cq_strbuf_free(&h);
+        return err->code;
+    }
+    cq_db_bind_int(st, 1, doc_id);
+    cq_db_bind_int(st, 2, CQ_VERSION_TAIL_CLAUSES);
+    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW) {
+        const char *text = cq_db_col_text(st, 0);
+        cq_strbuf_printf(&t, "%s\n", text ? text : "");
+    }
+    cq_db_finalize(st);
+    cq_status rc = step < 0 ? err->code : h.failed || t.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : CQ_OK;
+    if (rc) {
+        cq_strbuf_free(&h);
+        cq_strbuf_free(&t);
+        return rc;
+    }
+    *header = cq_strbuf_take(&h);
+    *tail = cq_strbuf_take(&t);
+    return CQ_OK;
+}
+
+/* The document's KB, name and title, and whether its version row exists and is a person's. */
+static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
+                               bool *has_row, cq_err *err) {
+    cq_db_stmt *st;
+    if (prepare(db,
+                "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
+                "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1",
+                "find document", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
+    int step = cq_db_step(st, "versions: find document", err);
+    cq_status rc = step < 0 ? err->code : CQ_OK;
+    if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
+    if (step == CQ_DB_ROW) {
+        *kb_id = cq_db_col_int(st, 0);
+        *name = cq_db_col_strdup(st, 1);
+        *title = cq_db_col_strdup(st, 2);
+        *by_user = cq_db_col_int(st, 3) != 0;
+        *has_row = cq_db_col_int(st, 4) != 0;
+        if (!*name || (!*title && !cq_db_col_null(st, 2))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    cq_db_finalize(st);
+    return rc;
+}
+
+/* The automatic version row and the document's repeals, inside the caller's transaction or one of their own. A
+ * person's correction stands (also one another node makes meanwhile: the writes skip a row by_user); what the text
+ * repeals is always refreshed. A new document's row is inserted (the common case), an existing one updated: on
+ * SQLite not an upsert, which opens a statement journal on this indexed table, and FTS5 writes its pending terms
+ * out as a new segment at every savepoint, so each document's clauses became a segment of their own (about half
+ * the writing time of an ingest, docs/PERF.md); PostgreSQL's insert is an upsert (another node may insert first). */
+static cq_status write_version(cq_db *db, int64_t doc_id, int64_t kb_id, const cq_version_meta *m, bool by_user,
+                               bool has_row, cq_err *err) {
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc && !by_user)
+        rc = cq_db_run(db, "versions: write version", NULL, err,
+                       has_row ? "UPDATE doc_versions SET kb_id = ?2, key = ?3, label = ?4, promulgated = ?5, "
+                                 "effective = ?6, repealed = ?7, analysed_at = ?8 WHERE doc_id = ?1 AND NOT by_user"
+                               : cq_db_dialect(db, CQ_SQL_VERSION_INSERT),
+                       "iittiiii", doc_id, kb_id, m->key, m->label, (int64_t)m->promulgated, (int64_t)m->effective,
+                       (int64_t)m->repealed, (int64_t)time(NULL));
+    if (!rc) rc = cq_db_run(db, "versions: write repeals", NULL, err, "DELETE FROM doc_repeals WHERE doc_id = ?1", "i",
+                            doc_id);
+    for (size_t i = 0; !rc && i < m->n_repeals; i++)
+        rc = cq_db_run(db, "versions: write repeals", NULL, err, cq_db_dialect(db, CQ_SQL_REPEAL_INSERT), "iit",
+                       doc_id, kb_id, m->repeals[i]);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    int64_t kb_id = 0;
+    char *name = NULL, *title = NULL, *header = NULL, *tail = NULL;
+    bool by_user = false, has_row = false;
+    cq_status rc = read_document(db, doc_id, &kb_id, &name, &title, &by_user, &has_row, err);
+    if (!rc) rc = read_texts(db, doc_id, &header, &tail, err);
+    cq_version_meta m;
+    if (!rc) cq_version_meta_extract(name, title, header, tail, &m);
+    free(name);
+    free(title);
+    free(header);
+    free(tail);
+    return rc ? rc : write_version(db, doc_id, kb_id, &m, by_user, has_row, err);
+}
+
+static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);
+
+/* What a connection has seen of its KBs: the documents (count, largest id) when every ready one had its version.
+ * Retrieval asks for every question; the count and largest id come from an index, without reading the rows. SQLite
+ * only: on PostgreSQL other nodes write too (a document of theirs may turn ready without changing the count), so
+ * the database is asked every time (one NOT EXISTS query a question). */
+#define SEEN_KBS 8
+typedef struct {
+    int64_t kb_id, n_docs, max_id;
+} seen_kb;
+
+static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
+    cq_db_stmt *st;
+    cq_err ignored = {0};
+    if (cq_db_prepare(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", &st, &ignored))
+        return false;
+    cq_db_bind_int(st, 1, kb_id);
+    bool ok = cq_db_step(st, "versions: count documents", &ignored) == CQ_DB_ROW;
+    if (ok) {
+        *n = cq_db_col_int(st, 0);
+        *max_id = cq_db_col_int(st, 1);
+    }
+    cq_db_finalize(st);
+    return ok;
+}
+
+cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
+    if (n_analysed) *n_analysed = 0;
+    seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
+    int64_t n_docs = -1, max_id = 0;
+    bool one_writer = cq_db_kind_of(cq_store_conn(s)) == CQ_DB_SQLITE;
+    if (!redo && one_writer && kb_documents(cq_store_conn(s), kb_id, &n_docs, &max_id) && *slot)
+        for (int i = 0; i < SEEN_KBS; i++)
+            if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == n_docs && (*slot)[i].max_id == max_id) return CQ_OK;
+    cq_status rc = ensure(s, kb_id, redo, n_analysed, err);
+    if (!rc && n_docs >= 0 && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
+        int k = 0; /* its entry, else a free one, else the first */
+        for (int i = SEEN_KBS - 1; i >= 0; i--)
+            if ((*slot)[i].kb_id == kb_id || (*slot)[i].kb_id == 0) k = i;
+        (*slot)[k] = (seen_kb){kb_id, n_docs, max_id};
+    }
+    return rc;
+}
+
+static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
+                           : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
+                             "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
+    if (prepare(db, sql, "find documents", &st, err)) return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "versions: find documents", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        ids[n++] = cq_db_col_int(st, 0);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (!rc && n) {
+        bool own;
+        rc = cq_db_begin_own(db, &own, err);
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = cq_versions_analyse(s, ids[i], err);
+            /* deleted by another node since the list was read: nothing to analyse */
+            if (rc == CQ_ERR_NOT_FOUND) {
+                cq_err_clear(err);
+                rc = CQ_OK;
+            }
+        }
+        rc = cq_db_end(db, own, rc, err);
+    }
+    free(ids);
+    if (!rc && n_analysed) *n_analysed = n;
+    if (!rc && n && !redo) CQ_INFO("versions: %zu documents of KB %lld analysed", n, (long long)kb_id);
+    return rc;
+}
+
+/* ---- groups ------------------------------------------------------------------------------------------------- */
+
+void cq_version_group_free(cq_version_group *g) {
+    if (!g) return;
+    free(g->v);
+    memset(g, 0, sizeof *g);
+}
+
+/* When a version starts to apply: its effective day, else its promulgation day (0: unknown, from always). */
+static cq_date start_of(const cq_version_entry *e) { return e->effective ? e->effective : e->promulgated; }
+
+static int cmp_entry(const void *a, const void *b) {
+    const cq_version_entry *x = a, *y = b;
+    cq_date sx = start_of(x), sy = start_of(y);
+    if (sx != sy) return sx < sy ? -1 : 1;
+    if (x->promulgated != y->promulgated) return x->promulgated < y->promulgated ? -1 : 1;
+    return (x->doc_id > y->doc_id) - (x->doc_id < y->doc_id);
+}
+
+/* The day each regulation of a KB is repealed by another document of the KB (from the day that document takes
+ * effect): (key, day) rows. */
+#define REPEALS_SQL                                                                                                 \
+    "SELECT r.key AS key, min(CASE WHEN v.effective > 0 THEN v.effective ELSE v.promulgated END) AS day "          \
+    "FROM doc_repeals r "                                                                                           \
+    "JOIN doc_versions v ON v.doc_id = r.doc_id JOIN documents d ON d.id = r.doc_id "                              \
+    "WHERE r.kb_id = ?1 AND d.status = 'ready' AND v.key <> r.key"
+
+/* Orders a group's versions and settles the regulation's repeal: another document repeals it (repealed_by), or its
+ * newest version says it was repealed. An older version that says so was replaced, not repealed. */
+static void cq_version_group_finish(cq_version_group *g, cq_date repealed_by) {
+    if (g->n) qsort(g->v, g->n, sizeof *g->v, cmp_entry);
+    g->repealed = repealed_by;
+    if (g->n) {
+        cq_date own = g->v[g->n - 1].repealed;
+        if (own && (!g->repealed || own < g->repealed)) g->repealed = own;
+    }
+}
+
+#define ENTRY_COLUMNS "v.doc_id, d.name, v.label, v.promulgated, v.effective, v.repealed, v.by_user"
+
+static void read_entry(cq_db_stmt *st, cq_version_entry *e) {
+    memset(e, 0, sizeof *e);
+    e->doc_id = cq_db_col_int(st, 0);
+    cq_db_col_copy(st, 1, e->name, sizeof e->name);
+    cq_db_col_copy(st, 2, e->label, sizeof e->label);
+    e->promulgated = (cq_date)cq_db_col_int(st, 3);
+    e->effective = (cq_date)cq_db_col_int(st, 4);
+    e->repealed = (cq_date)cq_db_col_int(st, 5);
+    e->by_user = cq_db_col_int(st, 6) != 0;
+}
+
+static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_version_group *g, cq_err *err) {
+    memset(g, 0, sizeof *g);
+    snprintf(g->key, sizeof g->key, "%s", key);
+    cq_db_stmt *st;
+    /* one statement, one snapshot: the versions and the repeal that applies to them (a row without doc_id) */
+    if (prepare(db,
+                "SELECT " ENTRY_COLUMNS ", CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready' "
+                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, day FROM (" REPEALS_SQL
+                " AND r.key = ?2 GROUP BY r.key) rep",
+                "load group", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    cq_db_bind_text(st, 2, key);
+    size_t cap = 0;
+    cq_date repealed = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "versions: load group", err)) == CQ_DB_ROW) {
+        if (cq_db_col_null(st, 0)) {
+            repealed = (cq_date)cq_db_col_int(st, 7);
+            continue;
+        }
+        if (!cq_grow((void **)&g->v, &cap, g->n + 1, sizeof *g->v)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        read_entry(st, &g->v[g->n++]);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (rc) {
+        cq_version_group_free(g);
+        return rc;
+    }
+    cq_version_group_finish(g, repealed);
+    return CQ_OK;
+}
+
+cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
+    memset(out, 0, sizeof *out);
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    if (prepare(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1", "find version", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, doc_id);
+    int step = cq_db_step(st, "versions: find version", err);
+    int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(st, 0) : 0;
+    char key[CQ_VERSION_KEY_MAX] = "";
+    if (step == CQ_DB_ROW) cq_db_col_copy(st, 1, key, sizeof key);
+    cq_db_finalize(st);
+    if (step < 0) return err->code;
+    if (step == CQ_DB_DONE)
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no version information", (long long)doc_id);
+    cq_status rc = load_group(db, kb_id, key, out, err);
+    if (rc) return rc;
+    if (!key[0]) cq_version_group_alone(out, doc_id);
+    return CQ_OK;
+}
+
+static void cq_version_group_alone(cq_version_group *g, int64_t doc_id) {
+    /* An empty key (a name with nothing left) groups nothing: the document stands alone. */
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i].doc_id == doc_id) g->v[k++] = g->v[i];
+    g->n = k;
+}
+
+int cq_version_group_pick(const cq_version_group *g, cq_date on, int version_year) {
+    if (version_year) {
+        int best = -1;
+        for (size_t i = 0; i < g->n; i++) {
+            cq_date d = g->v[i].promulgated ? g->v[i].promulgated : g->v[i].effective;
+            if (d / 10000 == version_year) best = (int)i;
+        }
+        if (best < 0)
+            for (size_t i = 0; i < g->n; i++)
+                if (g->v[i].effective / 10000 == version_year) best = (int)i;
+        return best;
+    }
+    int pick = -1;
+    for (size_t i = 0; i < g->n; i++)
+        if (start_of(&g->v[i]) <= on) pick = (int)i;
+    /* copies of one version (the same day) count as one: the first of them stands for all */
+    while (pick > 0 && start_of(&g->v[pick - 1]) == start_of(&g->v[pick])) pick--;
+    return pick;
+}
+
+bool cq_version_group_prefers(const cq_version_group *g, int64_t doc_id, cq_date on, int version_year) {
+    int pick = cq_version_group_pick(g, on, version_year);
+    if (pick < 0) return true;
+    const cq_version_entry *p = &g->v[pick];
+    for (size_t i = 0; i < g->n; i++) {
+        const cq_version_entry *e = &g->v[i];
+        if (e->doc_id == doc_id) /* copies of one version share its days */
+            return start_of(e) == start_of(p) && (!version_year || e->promulgated == p->promulgated);
+    }
+    return true;
+}
+
+static cq_version_state state_on(const cq_version_group *g, size_t i, cq_date on) {
+    const cq_version_entry *e = &g->v[i];
+    /* a repeal ends the versions that had begun by then; a later one of that name is a new regulation (the
+     * 国家安全法 of 1993 was repealed by 反间谍法 in 2014, the 国家安全法 of 2015 is another law) */
+    if (g->repealed && g->repealed <= on && start_of(e) < g->repealed) return CQ_VERSION_REPEALED;
+    if (e->repealed && e->repealed <= on) return CQ_VERSION_REPEALED;
+    if (start_of(e) > on) return CQ_VERSION_NOT_YET;
+    for (size_t j = i + 1; j < g->n; j++)
+        if (start_of(&g->v[j]) > start_of(e)) return start_of(&g->v[j]) <= on ? CQ_VERSION_SUPERSEDED : CQ_VERSION_IN_FORCE;
+    return CQ_VERSION_IN_FORCE;
+}
+
+void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on, cq_version_status *out) {
+    memset(out, 0, sizeof *out);
+    out->doc_id = doc_id;
+    if (!on) on = cq_date_today();
+    out->on = on;
+    size_t i;
+    for (i = 0; i < g->n && g->v[i].doc_id != doc_id; i++) {
+    }
+    if (i == g->n) return; /* CQ_VERSION_UNKNOWN */
+    const cq_version_entry *e = &g->v[i];
+    snprintf(out->key, sizeof out->key, "%s", g->key);
+    snprintf(out->label, sizeof out->label, "%s", e->label);
+    out->promulgated = e->promulgated;
+    out->effective = e->effective;
+    out->repealed = e->repealed ? e->repealed : g->repealed && start_of(e) < g->repealed ? g->repealed : 0;
+    out->by_user = e->by_user;
+    out->n_versions = (int)g->n;
+    out->index = (int)i;
+    out->state = state_on(g, i, on);
+    cq_date today = cq_date_today();
+    out->state_today = on == today ? out->state : state_on(g, i, today);
+    for (size_t j = i; j-- > 0;)
+        if (start_of(&g->v[j]) < start_of(e)) {
+            out->previous = g->v[j];
+            break;
+        }
+    for (size_t j = i + 1; j < g->n; j++)
+        if (start_of(&g->v[j]) > start_of(e)) {
+            out->next = g->v[j];
+            break;
+        }
+    int cur = cq_version_group_pick(g, on, 0);
+    if (cur >= 0 && state_on(g, (size_t)cur, on) == CQ_VERSION_IN_FORCE)
+        out->current = start_of(&g->v[cur]) == start_of(e) ? *e : g->v[cur];
+}
+
+/* A document's status on a day from its group as read (rc: the read's status; NOT_FOUND, a document in no group,
+ * gives the empty status without an error); frees the group it was given. */
+static cq_status status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
+                                   cq_version_status *out, cq_err *err) {
+    if (rc == CQ_ERR_NOT_FOUND) { /* in no group: in force, alone */
+        memset(out, 0, sizeof *out);
+        out->doc_id = doc_id;
+        out->on = on ? on : cq_date_today();
+        cq_err_clear(err);
+        return CQ_OK;
+    }
+    if (rc) return rc;
+    cq_version_status_in(g, doc_id, on, out);
+    cq_version_group_free(g);
+    return CQ_OK;
+}
+
+cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
+    cq_version_group g;
+    cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
+    return status_from_group(rc, &g, doc_id, on, out, err);
+}
+
+/* ---- corrections -------------------------------------------------------------------------------------------- */
+
+static cq_status edit_check(const cq_version_edit *e, cq_err *err) {
+    if ((e->promulgated > 0 && !cq_date_valid(e->promulgated)) || (e->effective > 0 && !cq_date_valid(e->effective)) ||
+        (e->repealed > 0 && !cq_date_valid(e->repealed)))
+        return cq_err_set(err, CQ_ERR_INVALID, "dates are days written YYYY-MM-DD");
+    return CQ_OK;
+}
+
+static void edit_key_of(const char *edit_key, int64_t doc_id, char key[CQ_VERSION_KEY_MAX]) {
+    /* the group as a person names it: the same normalization as names get, so "公司法" joins 公司法(2018-10-26) */
+    cq_version_title_key(edit_key, key, CQ_VERSION_KEY_MAX);
+    if (edit_key[0] && !key[0]) snprintf(key, CQ_VERSION_KEY_MAX, "%s", edit_key);
+    if (!edit_key[0]) snprintf(key, CQ_VERSION_KEY_MAX, "#%lld", (long long)doc_id); /* alone */
+}
+
+cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e, cq_err *err) {
+    cq_status rc = edit_check(e, err);
+    if (rc) return rc;
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    rc = cq_db_begin_own(db, &own, err);
+    /* a document never analysed gets its automatic row first, then the correction over it */
+    cq_db_stmt *st;
+    if (!rc) rc = prepare(db, "SELECT 1 FROM doc_versions WHERE doc_id = ?1", "find version", &st, err);
+    if (!rc) {
+        cq_db_bind_int(st, 1, doc_id);
+        int step = cq_db_step(st, "versions: find version", err);
+        cq_db_finalize(st);
+        if (step < 0) rc = err->code;
+        else if (step == CQ_DB_DONE) rc = cq_versions_analyse(s, doc_id, err);
+    }
+    char key[CQ_VERSION_KEY_MAX] = "";
+    if (e->key) edit_key_of(e->key, doc_id, key);
+    if (!rc)
+        rc = cq_db_run(db, "versions: correct version", NULL, err,
+                       "UPDATE doc_versions SET by_user = TRUE, key = coalesce(?2, key), label = coalesce(?3, label), "
+                       "promulgated = CASE WHEN ?4 >= 0 THEN ?4 ELSE promulgated END, "
+                       "effective = CASE WHEN ?5 >= 0 THEN ?5 ELSE effective END, "
+                       "repealed = CASE WHEN ?6 >= 0 THEN ?6 ELSE repealed END WHERE doc_id = ?1",
+                       "ittiii", doc_id, e->key ? key : NULL, e->label, (int64_t)e->promulgated,
+                       (int64_t)e->effective, (int64_t)e->repealed);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc)
+        rc = cq_db_run(db, "versions: reset version", NULL, err,
+                       "UPDATE doc_versions SET by_user = FALSE WHERE doc_id = ?1", "i", doc_id);
+    if (!rc) rc = cq_versions_analyse(s, doc_id, err);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db *db = cq_store_conn(s);
+    cq_db_stmt *st;
+    /* keys compare as bytes (COLLATE "C" on PostgreSQL): the same order on both */
+    if (prepare(db,
+                "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 AND "
+                "d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
+                "list groups", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    size_t cap = 0;
+    cq_status rc = CQ_OK;
+    char **keys = NULL;
+    size_t n_keys = 0;
+    int step;
+    while ((step = cq_db_step(st, "versions: list groups", err)) == CQ_DB_ROW) {
+        if (!cq_grow((void **)&keys, &cap, n_keys + 1, sizeof *keys) || !(keys[n_keys] = cq_db_col_strdup(st, 0))) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        n_keys++;
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (!rc && n_keys) {
+        *out = calloc(n_keys, sizeof **out);
+        if (!*out) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < n_keys; i++) {
+        rc = load_group(db, kb_id, keys[i], &(*out)[i], err);
+        if (!rc) (*n)++;
+    }
+    for (size_t i = 0; i < n_keys; i++) free(keys[i]);
+    free(keys);
+    if (rc) {
+        for (size_t i = 0; i < *n; i++) cq_version_group_free(&(*out)[i]);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ---- a whole KB ---------------------------------------------------------------------------------------------- */
+
+static int cmp_keyed(const void *a, const void *b) {
+    const cq_version_keyed *x = a, *y = b;
+    int d = strcmp(x->key, y->key);
+    return d ? d : (x->e.doc_id > y->e.doc_id) - (x->e.doc_id < y->e.doc_id);
+}
+
+static int cmp_status_doc(const void *a, const void *b) {
+    const cq_version_status *x = a, *y = b;
+    return (x->doc_id > y->doc_id) - (x->doc_id < y->doc_id);
+}
+
+cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
+                               cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    /* the versions and the cross-document repeals in one statement (one snapshot); repeal rows have no doc_id */
+    if (prepare(cq_store_conn(s),
+                "SELECT " ENTRY_COLUMNS ", v.key, CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND d.status = 'ready' "
+                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, day FROM (" REPEALS_SQL
+                " GROUP BY r.key) rep",
+                "load versions", &st, err))
+        return err->code;
+    cq_db_bind_int(st, 1, kb_id);
+    cq_version_keyed *rows = NULL, *rep = NULL;
+    size_t nr = 0, cap = 0, n_rep = 0, cap_rep = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "versions: load versions", err)) == CQ_DB_ROW) {
+        bool is_repeal = cq_db_col_null(st, 0);
+        cq_version_keyed **list = is_repeal ? &rep : &rows;
+        size_t *count = is_repeal ? &n_rep : &nr;
+        if (!cq_grow((void **)list, is_repeal ? &cap_rep : &cap, *count + 1, sizeof **list)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cq_version_keyed *k = &(*list)[(*count)++];
+        memset(k, 0, sizeof *k);
+        if (is_repeal) k->e.repealed = (cq_date)cq_db_col_int(st, 8);
+        else read_entry(st, &k->e);
+        cq_db_col_copy(st, 7, k->key, sizeof k->key);
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err->code;
+    if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
+    free(rows);
+    free(rep);
+    return rc;
+}
+
+/* Every ready document's status on `on` from the KB's version rows (sorted in place) and the days regulations are
+ * repealed by other documents (key, e.repealed), ordered by document id. */
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
+                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (!nr) return CQ_OK;
+    for (size_t i = 0; i < nr; i++) /* an empty key stands alone */
+        if (!rows[i].key[0]) snprintf(rows[i].key, sizeof rows[i].key, "#%lld", (long long)rows[i].e.doc_id);
+    qsort(rows, nr, sizeof *rows, cmp_keyed);
+    *out = calloc(nr, sizeof **out);
+    cq_version_entry *v = malloc(nr * sizeof *v);
+    cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nr;) {
+        size_t j = i;
+        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
+        cq_version_group g = {.v = v, .n = j - i};
+        snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
+        cq_date by = 0;
+        for (size_t r = 0; r < n_rep; r++)
+            if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
+        cq_version_group_finish(&g, by);
+        for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
+        i = j;
+    }
+    free(v);
+    if (!rc) qsort(*out, *n, sizeof **out, cmp_status_doc);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+const cq_version_status *cq_versions_find(const cq_version_status *v, size_t n, int64_t doc_id) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].doc_id < doc_id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && v[lo].doc_id == doc_id ? &v[lo] : NULL;
+}

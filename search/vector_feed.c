@@ -226,6 +226,18 @@ static void *feed_main(void *arg) {
                 warned = false;
                 pending = true;
             }
+        } else if (cq_db_connected(c) && cq_db_backend_pid(c) != f->stats.backend_pid) {
+            /* db/db_pg.c re-established the connection itself, at a statement after the server had dropped it: a
+             * new session, whose LISTEN is gone. LISTEN again and catch up. */
+            if (!feed_listen(f, &err)) {
+                f->stats.n_reconnects++;
+                f->stats.backend_pid = cq_db_backend_pid(c);
+                CQ_INFO("vector feed: reconnected; catching up from %lld", (long long)f->stats.seq);
+                warned = false;
+                pending = true;
+            } else {
+                f->connected = false;
+            }
         }
         bool ok = f->connected;
         if (ok && take_notifications(f)) pending = true;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -498,11 +499,18 @@ static void put_ordinal(cq_strbuf *b, long v, char type) {
     cq_strbuf_printf(b, "%ld. ", v);
 }
 
+/* A list number from an attribute (start, value), kept within a 32-bit int as browsers keep it: counting on from
+ * there over a list's items can then never overflow a long. */
+static long list_number(const char *s) {
+    long v = strtol(s, NULL, 10);
+    return v > INT32_MAX ? INT32_MAX : v < -INT32_MAX ? -INT32_MAX : v;
+}
+
 static void list(html *h, const GumboElement *e, int depth) {
     bool ordered = e->tag == GUMBO_TAG_OL;
     const GumboAttribute *start = attr(e, "start"), *type = attr(e, "type");
     bool reversed = attr(e, "reversed") != NULL;
-    long n = start ? strtol(start->value, NULL, 10) : reversed ? 0 : 1;
+    long n = start ? list_number(start->value) : reversed ? 0 : 1;
     if (reversed && !start)
         for (unsigned i = 0; i < e->children.length; i++) {
             const GumboNode *c = e->children.data[i];
@@ -523,7 +531,7 @@ static void list(html *h, const GumboElement *e, int depth) {
         }
         flush(h);
         const GumboAttribute *value = attr(li, "value");
-        if (value) n = strtol(value->value, NULL, 10);
+        if (value) n = list_number(value->value);
         if (ordered) put_ordinal(&h->line, n, type && type->value[0] ? type->value[0] : '1');
         else cq_strbuf_puts(&h->line, "• ");
         n += reversed ? -1 : 1;

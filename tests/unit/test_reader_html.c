@@ -192,6 +192,21 @@ static void test_tables(void **state) {
     cq_doctext_free(&d);
 }
 
+/* List numbers from start / value attributes beyond any int (found by fuzz_reader: counting on from LONG_MAX
+ * overflowed): kept within 32 bits, as browsers keep them. */
+static void test_huge_list_numbers(void **state) {
+    (void)state;
+    const char *page = "<ol start=\"288888888888888888888888888888\"><li>一</li><li>二</li></ol>"
+                       "<ol reversed start=\"-99999999999999999999\"><li>三</li><li>四</li></ol>"
+                       "<ol><li value=\"9223372036854775807\">五</li><li>六</li></ol>";
+    cq_doctext d;
+    cq_err err = {0};
+    assert_int_equal(read_html(page, strlen(page), &d, &err), CQ_OK);
+    assert_string_equal(d.text, "2147483647. 一\n2147483648. 二\n-2147483647. 三\n-2147483648. 四\n"
+                                "2147483647. 五\n2147483648. 六");
+    cq_doctext_free(&d);
+}
+
 static void test_bad_pages(void **state) {
     (void)state;
     cq_doctext d;
@@ -385,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_page),
         cmocka_unit_test(test_charsets),
         cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_huge_list_numbers),
         cmocka_unit_test(test_bad_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

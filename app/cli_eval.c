@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
-               "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1]\n"
+               "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1|2]\n"
                "                     [--fusion weights|rrf|keep|score]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
@@ -41,7 +41,7 @@ static void usage(FILE *f) {
                "below this confidence (default 0.8; negative: never; the lines of --out carry key_terms, confidence).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
                "--rerank-keep-doc 0|1: 1 puts the candidates of retrieval's top document first (in the reranker's order),\n"
-               "then the others (default: CLAUSEQA_RERANK_KEEP_DOC, else off; docs/EVAL.md issue 26).\n"
+               "then the others; 2 only its best candidate first (default: CLAUSEQA_RERANK_KEEP_DOC, else off; docs/EVAL.md).\n"
                "--rerank-chars N cuts each candidate's text to N characters in its relevance prompt (at most 400);\n"
                "--rerank-sure-margin X with --rerank-sure-top-n N rescores only the first N candidates when the first\n"
                "leads the second by X of its score (docs/EVAL.md).\n"
@@ -219,11 +219,11 @@ int cq_cmd_eval(int argc, char **argv) {
             break;
         case 'M': sure_margin = atof(optarg); break;
         case 'K':
-            if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
-                fprintf(stderr, "clauseqa eval: --rerank-keep-doc takes 0 or 1\n");
+            if (strcmp(optarg, "0") && strcmp(optarg, "1") && strcmp(optarg, "2")) {
+                fprintf(stderr, "clauseqa eval: --rerank-keep-doc takes 0, 1 or 2\n");
                 return 2;
             }
-            keep_doc = optarg[0] == '1' ? 1 : -1;
+            keep_doc = optarg[0] == '0' ? -1 : optarg[0] - '0';
             break;
         case 'N':
             if ((sure_top_n = cq_cli_positive("--rerank-sure-top-n", optarg)) < 0) return 2;

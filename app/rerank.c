@@ -41,18 +41,24 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
         if (i == 0 || scores[i] < low) low = scores[i];
     }
     for (size_t i = n; !rc && i < all; i++) scores[i] = low - 1.0 - (double)(i - n); /* unscored: after, in order */
-    if (!rc && r->keep_doc > 0) cq_rerank_keep_doc(hits, all, scores);
+    if (!rc && r->keep_doc > 0) cq_rerank_keep_doc(hits, all, scores, r->keep_doc == 2);
     for (size_t i = 0; prompts && i < n; i++) free(prompts[i]);
     free(prompts), free(lens), free(logits);
     return rc;
 }
 
-void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores) {
+void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first_only) {
     if (n < 2) return;
     double lo = scores[0], hi = scores[0];
+    size_t best = 0; /* the kept document's best-scored candidate */
     for (size_t i = 1; i < n; i++) {
         if (scores[i] < lo) lo = scores[i];
         if (scores[i] > hi) hi = scores[i];
+        if (hits[i].doc_id == hits[0].doc_id && scores[i] > scores[best]) best = i;
+    }
+    if (first_only) { /* only the first place is the kept document's */
+        if (scores[best] < hi) scores[best] = hi + 1.0;
+        return;
     }
     /* the others drop below the lowest of the kept document's; its scores stay the reranker's */
     const double drop = hi - lo + 1.0;
@@ -63,8 +69,9 @@ void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores) {
 static int keep_doc_setting(void) {
     const char *e = getenv("CLAUSEQA_RERANK_KEEP_DOC");
     if (e && !strcmp(e, "1")) return 1;
+    if (e && !strcmp(e, "2")) return 2;
     if (e && !strcmp(e, "0")) return -1;
-    if (e && *e) fprintf(stderr, "clauseqa: CLAUSEQA_RERANK_KEEP_DOC='%s' is not 0 or 1; using the default\n", e);
+    if (e && *e) fprintf(stderr, "clauseqa: CLAUSEQA_RERANK_KEEP_DOC='%s' is not 0, 1 or 2; using the default\n", e);
     return CQ_RERANK_KEEP_DOC_DEFAULT ? 1 : -1;
 }
 

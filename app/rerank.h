@@ -34,8 +34,9 @@ typedef struct {
     /* Keep retrieval's document (issue 26, docs/EVAL.md): the candidates of the first candidate's document (retrieval's
      * top-1 after the router hits) come first, in the reranker's order, then the others in its order. The reranker
      * judges a clause by its content alone: on contracts-en-dev, where the question names its contract, it moved a
-     * similar clause of another contract to the top. 1 on, -1 off, 0: the environment's CLAUSEQA_RERANK_KEEP_DOC
-     * (0/1) or else CQ_RERANK_KEEP_DOC_DEFAULT (cq_rerank_attach resolves it). */
+     * similar clause of another contract to the top. 1 on, 2 only the first place (that document's best candidate
+     * first, everything else in the reranker's order), -1 off, 0: the environment's CLAUSEQA_RERANK_KEEP_DOC (0/1/2)
+     * or else CQ_RERANK_KEEP_DOC_DEFAULT (cq_rerank_attach resolves it). */
     int keep_doc;
 } cq_reranker;
 
@@ -43,8 +44,9 @@ typedef struct {
 
 /* keep-doc's order as scores: lowers scores[i] of the candidates outside hits[0]'s document (doc_id) below every
  * score of that document's candidates (theirs stay as they are), keeping the order within each group: a stable
- * sort by the result is the keep-doc order. */
-void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores);
+ * sort by the result is the keep-doc order. first_only: only that document's best-scored candidate is raised, to
+ * the first place. */
+void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first_only);
 
 /* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q. ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when
  * the decoder runs no trained adapter (a base model's yes/no says nothing). */

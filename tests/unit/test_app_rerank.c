@@ -192,7 +192,7 @@ static void test_keep_doc_order(void **state) {
     cq_hit h[6] = {{.doc_id = 7}, {.doc_id = 3}, {.doc_id = 7}, {.doc_id = 3}, {.doc_id = 5}, {.doc_id = 7}};
     double s[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
     const double was[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
-    cq_rerank_keep_doc(h, 6, s);
+    cq_rerank_keep_doc(h, 6, s, false);
     for (size_t i = 0; i < 6; i++)
         if (h[i].doc_id == 7) assert_true(s[i] == was[i]); /* the kept document's scores are the reranker's */
     size_t order[6] = {0, 1, 2, 3, 4, 5};
@@ -207,15 +207,24 @@ static void test_keep_doc_order(void **state) {
     /* one document only, or one candidate: nothing moves */
     cq_hit one[3] = {{.doc_id = 4}, {.doc_id = 4}, {.doc_id = 4}};
     double t[3] = {0.5, 3.0, -1.0};
-    cq_rerank_keep_doc(one, 3, t);
+    cq_rerank_keep_doc(one, 3, t, false);
     assert_true(t[0] == 0.5 && t[1] == 3.0 && t[2] == -1.0);
-    cq_rerank_keep_doc(h, 1, t);
+    cq_rerank_keep_doc(h, 1, t, false);
     assert_true(t[0] == 0.5);
     /* ties across the groups: the kept document still wins */
     cq_hit two[2] = {{.doc_id = 1}, {.doc_id = 2}};
     double u[2] = {2.0, 2.0};
-    cq_rerank_keep_doc(two, 2, u);
+    cq_rerank_keep_doc(two, 2, u, false);
     assert_true(u[0] > u[1]);
+    /* first place only: the kept document's best (index 2, 2.0) above all, every other score as it was */
+    double f[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
+    cq_rerank_keep_doc(h, 6, f, true);
+    assert_true(f[2] > 5.0);
+    for (size_t i = 0; i < 6; i++)
+        if (i != 2) assert_true(f[i] == was[i]);
+    double g[2] = {3.0, 1.0}; /* already first: unchanged */
+    cq_rerank_keep_doc(two, 2, g, true);
+    assert_true(g[0] == 3.0 && g[1] == 1.0);
 }
 
 /* keep-doc through the reranker: the setting (flag, environment, default) and the real scores it reorders */
@@ -232,6 +241,11 @@ static void test_keep_doc_rerank(void **state) {
     r.keep_doc = 0;
     cq_rerank_attach(&o, &r, dec, false);
     assert_int_equal(r.keep_doc, -1);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "2", 1);
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, 2);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "0", 1);
     r.keep_doc = 1; /* the caller's (eval's --rerank-keep-doc) beats the environment */
     cq_rerank_attach(&o, &r, dec, false);
     assert_int_equal(r.keep_doc, 1);

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
-               "                     [--keyless-min-confidence X]\n"
+               "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1|2]\n"
                "                     [--fusion weights|rrf|keep|score]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f) {
                "--keyless-min-confidence X: an answer from a clause with none of the question's key terms is refused\n"
                "below this confidence (default 0.8; negative: never; the lines of --out carry key_terms, confidence).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
+               "--rerank-keep-doc 0|1: 1 puts the candidates of retrieval's top document first (in the reranker's order),\n"
+               "then the others; 2 only its best candidate first (default: CLAUSEQA_RERANK_KEEP_DOC, else off; docs/EVAL.md).\n"
                "--rerank-chars N cuts each candidate's text to N characters in its relevance prompt (at most 400);\n"
                "--rerank-sure-margin X with --rerank-sure-top-n N rescores only the first N candidates when the first\n"
                "leads the second by X of its score (docs/EVAL.md).\n"
@@ -176,12 +178,13 @@ int cq_cmd_eval(int argc, char **argv) {
         {"rerank-top-n", required_argument, 0, 't'}, {"refusal-min-p", required_argument, 0, 'r'},
         {"fusion", required_argument, 0, 'u'}, {"keyless-min-confidence", required_argument, 0, 'y'},
         {"rerank-chars", required_argument, 0, 'C'}, {"rerank-sure-margin", required_argument, 0, 'M'},
-        {"rerank-sure-top-n", required_argument, 0, 'N'},
+        {"rerank-sure-top-n", required_argument, 0, 'N'}, {"rerank-keep-doc", required_argument, 0, 'K'},
         CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0, rerank_chars = -1, sure_top_n = -1;
     double sure_margin = -1;
+    int keep_doc = 0;
     double min_coverage = 0, min_confidence = 0, refusal_min_p = 0, keyless_min_confidence = 0;
     cq_fusion_method fusion = CQ_FUSION_WEIGHTS;
     int json = 0, c;
@@ -215,6 +218,13 @@ int cq_cmd_eval(int argc, char **argv) {
             if ((rerank_chars = cq_cli_positive("--rerank-chars", optarg)) < 0) return 2;
             break;
         case 'M': sure_margin = atof(optarg); break;
+        case 'K':
+            if (strcmp(optarg, "0") && strcmp(optarg, "1") && strcmp(optarg, "2")) {
+                fprintf(stderr, "clauseqa eval: --rerank-keep-doc takes 0, 1 or 2\n");
+                return 2;
+            }
+            keep_doc = optarg[0] == '0' ? -1 : optarg[0] - '0';
+            break;
         case 'N':
             if ((sure_top_n = cq_cli_positive("--rerank-sure-top-n", optarg)) < 0) return 2;
             break;
@@ -246,9 +256,15 @@ int cq_cmd_eval(int argc, char **argv) {
     const char *data_dir = cq_cli_data_dir();
     int dec_failed;
     cq_decoder *dec = cq_cli_answer_decoder("eval", &answer_cli, &dec_failed);
+    /* --answers extractive with mode rerank: the decoder reranks only (retrieval scored without generating) */
+    cq_decoder *rerank_dec = NULL;
+    if (!dec && !dec_failed && (modes & CQ_RETRIEVE_RERANK) && answer_cli.answers &&
+        !strcmp(answer_cli.answers, "extractive"))
+        dec_failed = !(rerank_dec = cq_cli_open_decoder("eval", &answer_cli));
     cq_store *s = dec_failed ? NULL : cq_cli_open_store(data_dir);
     if (!s) {
         cq_decoder_close(dec);
+        cq_decoder_close(rerank_dec);
         fclose(qf);
         return 1;
     }
@@ -287,8 +303,8 @@ int cq_cmd_eval(int argc, char **argv) {
     /* Retrieval goes EVAL_DEPTH deep for hit@10; the answer step sees the same ranking. */
     cq_retrieve_options ropt = {.modes = modes, .k = EVAL_DEPTH, .dense = dense, .rerank_top_n = (size_t)rerank_top_n,
                                  .fusion = fusion};
-    cq_reranker reranker = {0};
-    cq_rerank_attach(&ropt, &reranker, dec, mode == NULL);
+    cq_reranker reranker = {.keep_doc = keep_doc}; /* 0: attach takes the environment's or the default */
+    cq_rerank_attach(&ropt, &reranker, dec ? dec : rerank_dec, mode == NULL);
     if (rerank_chars >= 0) reranker.chars = (size_t)rerank_chars;
     if (sure_margin >= 0) reranker.sure_margin = sure_margin;
     if (sure_top_n >= 0) reranker.sure_top_n = (size_t)sure_top_n;
@@ -453,5 +469,6 @@ int cq_cmd_eval(int argc, char **argv) {
     cq_store_close(s);
     cq_dense_close(dense);
     cq_decoder_close(dec);
+    cq_decoder_close(rerank_dec);
     return status;
 }

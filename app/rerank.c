@@ -1,6 +1,7 @@
 /* Relevance reranking; see rerank.h. */
 #include "app/rerank.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,15 +41,45 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
         if (i == 0 || scores[i] < low) low = scores[i];
     }
     for (size_t i = n; !rc && i < all; i++) scores[i] = low - 1.0 - (double)(i - n); /* unscored: after, in order */
+    if (!rc && r->keep_doc > 0) cq_rerank_keep_doc(hits, all, scores, r->keep_doc == 2);
     for (size_t i = 0; prompts && i < n; i++) free(prompts[i]);
     free(prompts), free(lens), free(logits);
     return rc;
+}
+
+void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first_only) {
+    if (n < 2) return;
+    double lo = scores[0], hi = scores[0];
+    size_t best = 0; /* the kept document's best-scored candidate */
+    for (size_t i = 1; i < n; i++) {
+        if (scores[i] < lo) lo = scores[i];
+        if (scores[i] > hi) hi = scores[i];
+        if (hits[i].doc_id == hits[0].doc_id && scores[i] > scores[best]) best = i;
+    }
+    if (first_only) { /* only the first place is the kept document's */
+        if (scores[best] < hi) scores[best] = hi + 1.0;
+        return;
+    }
+    /* the others drop below the lowest of the kept document's; its scores stay the reranker's */
+    const double drop = hi - lo + 1.0;
+    for (size_t i = 0; i < n; i++)
+        if (hits[i].doc_id != hits[0].doc_id) scores[i] -= drop;
+}
+
+static int keep_doc_setting(void) {
+    const char *e = getenv("CLAUSEQA_RERANK_KEEP_DOC");
+    if (e && !strcmp(e, "1")) return 1;
+    if (e && !strcmp(e, "2")) return 2;
+    if (e && !strcmp(e, "0")) return -1;
+    if (e && *e) fprintf(stderr, "clauseqa: CLAUSEQA_RERANK_KEEP_DOC='%s' is not 0, 1 or 2; using the default\n", e);
+    return CQ_RERANK_KEEP_DOC_DEFAULT ? 1 : -1;
 }
 
 void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted) {
     if (!d || !cq_decoder_adapter(d)) return;
     const bool gpu = cq_decoder_get_info(d)->device == CQ_DEVICE_CUDA;
     r->decoder = d;
+    if (!r->keep_doc) r->keep_doc = keep_doc_setting();
     o->rerank = cq_rerank_score;
     o->rerank_ctx = r;
     o->rerank_chinese = mode_defaulted && gpu;

@@ -31,7 +31,22 @@ typedef struct {
     size_t chars;
     double sure_margin;
     size_t sure_top_n;
+    /* Keep retrieval's document (issue 26, docs/EVAL.md): the candidates of the first candidate's document (retrieval's
+     * top-1 after the router hits) come first, in the reranker's order, then the others in its order. The reranker
+     * judges a clause by its content alone: on contracts-en-dev, where the question names its contract, it moved a
+     * similar clause of another contract to the top. 1 on, 2 only the first place (that document's best candidate
+     * first, everything else in the reranker's order), -1 off, 0: the environment's CLAUSEQA_RERANK_KEEP_DOC (0/1/2)
+     * or else CQ_RERANK_KEEP_DOC_DEFAULT (cq_rerank_attach resolves it). */
+    int keep_doc;
 } cq_reranker;
+
+#define CQ_RERANK_KEEP_DOC_DEFAULT 0
+
+/* keep-doc's order as scores: lowers scores[i] of the candidates outside hits[0]'s document (doc_id) below every
+ * score of that document's candidates (theirs stay as they are), keeping the order within each group: a stable
+ * sort by the result is the keep-doc order. first_only: only that document's best-scored candidate is raised, to
+ * the first place. */
+void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first_only);
 
 /* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q. ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when
  * the decoder runs no trained adapter (a base model's yes/no says nothing). */
@@ -43,7 +58,7 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
  * mode_defaulted: the caller's modes are the default (the user chose none); then, on the GPU, Chinese questions are
  * reranked by default (o->rerank_chinese): on the dev suites' validation parts reranking lifted hit@1 on every
  * Chinese suite but was mixed on English ones, and costs ~30 ms on the GPU against seconds on the CPU
- * (docs/EVAL.md, docs/PERF.md). */
+ * (docs/EVAL.md, docs/PERF.md). r->keep_doc 0 is resolved here (CLAUSEQA_RERANK_KEEP_DOC, else the default). */
 void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted);
 
 #endif

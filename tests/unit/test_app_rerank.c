@@ -186,6 +186,94 @@ static void test_rerank(void **state) {
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
 }
 
+/* keep-doc on synthetic scores: the candidates of the first one's document first, each group in score order */
+static void test_keep_doc_order(void **state) {
+    (void)state;
+    cq_hit h[6] = {{.doc_id = 7}, {.doc_id = 3}, {.doc_id = 7}, {.doc_id = 3}, {.doc_id = 5}, {.doc_id = 7}};
+    double s[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
+    const double was[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
+    cq_rerank_keep_doc(h, 6, s, false);
+    for (size_t i = 0; i < 6; i++)
+        if (h[i].doc_id == 7) assert_true(s[i] == was[i]); /* the kept document's scores are the reranker's */
+    size_t order[6] = {0, 1, 2, 3, 4, 5};
+    for (size_t i = 1; i < 6; i++) /* the stable sort retrieval does (index/retrieve.c rerank) */
+        for (size_t j = i; j > 0 && s[order[j]] > s[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    const size_t want[6] = {2, 0, 5, 1, 3, 4};
+    for (size_t i = 0; i < 6; i++) assert_int_equal(order[i], want[i]);
+    /* one document only, or one candidate: nothing moves */
+    cq_hit one[3] = {{.doc_id = 4}, {.doc_id = 4}, {.doc_id = 4}};
+    double t[3] = {0.5, 3.0, -1.0};
+    cq_rerank_keep_doc(one, 3, t, false);
+    assert_true(t[0] == 0.5 && t[1] == 3.0 && t[2] == -1.0);
+    cq_rerank_keep_doc(h, 1, t, false);
+    assert_true(t[0] == 0.5);
+    /* ties across the groups: the kept document still wins */
+    cq_hit two[2] = {{.doc_id = 1}, {.doc_id = 2}};
+    double u[2] = {2.0, 2.0};
+    cq_rerank_keep_doc(two, 2, u, false);
+    assert_true(u[0] > u[1]);
+    /* first place only: the kept document's best (index 2, 2.0) above all, every other score as it was */
+    double f[6] = {1.0, 5.0, 2.0, 4.0, 3.0, -2.5};
+    cq_rerank_keep_doc(h, 6, f, true);
+    assert_true(f[2] > 5.0);
+    for (size_t i = 0; i < 6; i++)
+        if (i != 2) assert_true(f[i] == was[i]);
+    double g[2] = {3.0, 1.0}; /* already first: unchanged */
+    cq_rerank_keep_doc(two, 2, g, true);
+    assert_true(g[0] == 3.0 && g[1] == 1.0);
+}
+
+/* keep-doc through the reranker: the setting (flag, environment, default) and the real scores it reorders */
+static void test_keep_doc_rerank(void **state) {
+    (void)state;
+    cq_err err = {0};
+    cq_retrieve_options o = {0};
+    cq_reranker r = {.decoder = dec};
+    assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "1", 1);
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, 1);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "0", 1);
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, -1);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "2", 1);
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, 2);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "0", 1);
+    r.keep_doc = 1; /* the caller's (eval's --rerank-keep-doc) beats the environment */
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, 1);
+    unsetenv("CLAUSEQA_RERANK_KEEP_DOC");
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, CQ_RERANK_KEEP_DOC_DEFAULT ? 1 : -1);
+    const char *text = "试用期最长多长时间？";
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
+    cq_hits h = candidates();
+    h.hits[2].doc_id = h.hits[4].doc_id = 2; /* hits 1..5 scored: documents 1, 2, 1, 2, 1 */
+    double off[5], on[5];
+    r.keep_doc = -1;
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, off, &err), CQ_OK);
+    r.keep_doc = 1;
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, on, &err), CQ_OK);
+    const size_t kept[3] = {0, 2, 4}, other[2] = {1, 3};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(on[kept[i]] == off[kept[i]]);
+        for (size_t j = 0; j < 2; j++) assert_true(on[other[j]] < on[kept[i]]);
+    }
+    assert_true((on[1] < on[3]) == (off[1] < off[3])); /* the others keep the reranker's order */
+    cq_query_free(&q);
+    cq_hits_free(&h);
+    assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
+}
+
 static bool collect(void *user, const char *text, size_t len) {
     cq_strbuf_append(user, text, len);
     return true;
@@ -244,6 +332,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_score_prompts),
         cmocka_unit_test(test_rerank),
+        cmocka_unit_test(test_keep_doc_order),
+        cmocka_unit_test(test_keep_doc_rerank),
         cmocka_unit_test(test_answer_with_adapter),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

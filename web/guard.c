@@ -293,6 +293,15 @@ bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn) {
     return admitted;
 }
 
+int cq_web_clients_max(cq_web_clients *c) {
+    int most = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->items[i].connections > most) most = c->items[i].connections;
+    pthread_mutex_unlock(&c->lock);
+    return most;
+}
+
 void cq_web_clients_closed(cq_web_server *s, cq_web_conn *cs) {
     char *mark = cs->mark;
     if (!mark) return;

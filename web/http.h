@@ -210,6 +210,8 @@ bool cq_web_clients_admit(cq_web_server *s, struct mg_connection *conn);
 void cq_web_clients_closed(cq_web_server *s, cq_web_conn *c);
 void cq_web_clients_init(cq_web_clients *c);
 void cq_web_clients_destroy(cq_web_clients *c);
+/* The most connections any one client address holds now (counted ones: past their first request's admission). */
+int cq_web_clients_max(cq_web_clients *c);
 
 /* ---- helpers shared by the handlers (web/server.c) ---- */
 /* Questions longer than this (in characters) are refused with 413 question_too_long: no clause answers a

@@ -201,8 +201,13 @@ static void handle_metrics(cq_web_req *r) {
                      "# HELP clauseqa_http_connection_slots Connection slots, by kind.\n"
                      "# TYPE clauseqa_http_connection_slots gauge\n"
                      "clauseqa_http_connection_slots{kind=\"ordinary\"} %d\n"
-                     "clauseqa_http_connection_slots{kind=\"reserved\"} %d\n",
-                     atomic_load(&r->server->open_connections), r->server->cfg.connections, CQ_WEB_RESERVED_SLOTS);
+                     "clauseqa_http_connection_slots{kind=\"reserved\"} %d\n"
+                     "# HELP clauseqa_http_client_connections_max The most connections one client address holds now "
+                     "(--max-client-connections bounds it).\n"
+                     "# TYPE clauseqa_http_client_connections_max gauge\n"
+                     "clauseqa_http_client_connections_max %d\n",
+                     atomic_load(&r->server->open_connections), r->server->cfg.connections, CQ_WEB_RESERVED_SLOTS,
+                     cq_web_clients_max(&r->server->clients));
     r->svc->metrics(r->svc->ctx, &b);
     if (b.failed) {
         cq_strbuf_free(&b);

@@ -42,6 +42,17 @@ def bodiless(port, source, n, path='/api/v1/kbs/laws/retrieve'):
     return socks
 
 
+def wait_gauge(s, name, want, timeout_s=10):
+    """Waits until /metrics (asked from another address) shows gauge NAME at WANT."""
+    end = time.time() + timeout_s
+    while time.time() < end:
+        for line in s.get('/metrics', source='127.0.0.9').body.decode().splitlines():
+            if line.startswith(name + ' ') and int(float(line.split()[1])) == want:
+                return
+        time.sleep(0.02)
+    check(f'{name} reached {want}', False)
+
+
 class Dribbler:
     """Connections that send their request a byte at a time, forever."""
 
@@ -111,6 +122,9 @@ def test_timeouts_and_limits(binary):
         s.post('/api/v1/kbs', {'name': 'laws'})
         t0 = time.time()
         slow = bodiless(s.port, '127.0.0.2', 6)
+        # The six are counted when a worker reads their headers, which may come after a 7th request's: wait for it
+        # (the gauge counts admitted connections) so that the 7th is the one over the limit.
+        wait_gauge(s, 'clauseqa_http_client_connections_max', 6)
         # The 7th connection of that address is refused at once, with the JSON error; health is still answered.
         c = connect(s.port, '127.0.0.2')
         c.sendall(b'GET /api/v1/kbs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')

@@ -355,7 +355,13 @@ void cq_cli_log_adapter(const cq_decoder *d) {
 cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
     char adir[4096];
     const cq_models *m = cq_cli_models();
-    const char *model = a->model ? a->model : m->decoder_origin ? m->decoder : NULL;
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
+    cq_err err = {0};
+    if (a->device && cq_device_parse(a->device, &opt.device, &err)) {
+        fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
+        return NULL;
+    }
+    const char *model = cq_models_reader(m, a->model, opt.device);
     if (!model) {
         char searched[3400];
         cq_models_searched(m, searched, sizeof searched);
@@ -364,10 +370,8 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
                 cmd, CQ_DECODER_DEFAULT_FILE, searched);
         return NULL;
     }
-    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
-    cq_err err = {0};
     cq_decoder *d = NULL;
-    if ((a->device && cq_device_parse(a->device, &opt.device, &err)) || cq_decoder_open(model, &opt, &d, &err)) {
+    if (cq_decoder_open(model, &opt, &d, &err)) {
         fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
         return NULL;
     }

@@ -82,7 +82,8 @@ typedef struct {
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
-    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models)\n"       \
+    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models;\n"        \
+    "                  on the GPU " CQ_DECODER_GPU_FILE " when they hold it)\n"                                   \
     "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"               \
     "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"               \
     "  --adapter DIR   the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"

@@ -436,7 +436,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
                           "docs/ANSWERS.md); use --mode router,bm25");
-    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_chinese && q->lang == CQ_QUERY_ZH);
+    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_default);
     size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
     if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;

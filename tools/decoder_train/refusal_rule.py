@@ -16,7 +16,7 @@ regularisation, then the bias is moved so that the rule refuses where the fitted
 at least the threshold that maximises refusal_threshold.py's objective on the calibration runs.
 
     python3 tools/decoder_train/refusal_rule.py --runs DIR [--fit-tag train-hybrid] [--val-tag val-hybrid]
-        [--features refusal_p,confidence,key_terms,key_terms_sentence,verdict] [--json RULE.json]
+        [--features refusal_p,confidence,...] [--retrieval DIR] [--json RULE.json]
 
 prints the fitted rule, the calibration curve and, per validation suite, the threshold rule (the adapter's
 refusal_min_p chosen by refusal_threshold.py) next to the fitted rule: abstention on unanswerable questions, false
@@ -31,23 +31,51 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import refusal_threshold as rt  # noqa: E402
 
-FEATURES = ["refusal_p", "confidence", "key_terms", "key_terms_sentence", "verdict"]
+FEATURES = ["refusal_p", "confidence", "key_terms", "key_terms_sentence", "verdict", "top_score", "margin",
+            "coverage", "cited_top"]
 
 
-def features(raw):
-    """The rule's features of one eval line (--out), as the runtime computes them when it decides."""
+def features(raw, ret=None):
+    """The rule's features of one eval line (--out), as the runtime computes them when it decides. Retrieval's
+    (top_score: log(1 + the best clause's score), margin: (top-1 - top-2) / top-1, coverage: the question's terms in
+    the best clause, cited_top: the answer cites the best clause) come from the line itself when it has them (eval
+    since 0978d1b), else from ret, the same question's line of a run with the same retrieval (e.g. `--answers
+    extractive` on the CPU)."""
     n = raw.get("n_key_terms", 0) or 0
     kt = raw.get("key_terms", -1)
     ks = raw.get("key_terms_sentence", -1)
     verdict = 1.0 if ("key_terms_sentence" not in raw and kt >= 0) else 0.0
     if ks < 0:
         ks = kt
-    return {"refusal_p": raw.get("refusal_p", 0.0), "confidence": raw.get("confidence", 0.0),
-            "key_terms": (max(kt, 0) / n) if n else 1.0, "key_terms_sentence": (max(ks, 0) / n) if n else 1.0,
-            "verdict": verdict, "generated": "confidence" in raw}
+    x = {"refusal_p": raw.get("refusal_p", 0.0), "confidence": raw.get("confidence", 0.0),
+         "key_terms": (max(kt, 0) / n) if n else 1.0, "key_terms_sentence": (max(ks, 0) / n) if n else 1.0,
+         "verdict": verdict, "generated": "confidence" in raw}
+    top = raw.get("top") or []
+    src = raw if top and "score" in top[0] else (ret or {})
+    top = src.get("top") or []
+    s1 = top[0].get("score", 0.0) if top else 0.0
+    s2 = top[1].get("score", 0.0) if len(top) > 1 else 0.0
+    x["top_score"] = math.log1p(max(s1, 0.0))
+    x["margin"] = (s1 - s2) / s1 if s1 > 0 else 0.0
+    x["coverage"] = raw.get("coverage", src.get("coverage", 0.0))
+    x["cited_top"] = 1.0 if raw.get("cited", 0) == 1 else 0.0
+    return x
 
 
-def load(runs, tag, questions):
+def read_lines(path):
+    out = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                out[r["id"]] = r
+    return out
+
+
+def load(runs, tag, questions, retrieval=None):
     suites = rt.load(runs, tag, questions)
     for name, rows in suites.items():
         raw = {}
@@ -58,8 +86,9 @@ def load(runs, tag, questions):
                 except ValueError:
                     continue
                 raw[r["id"]] = r
+        ret = read_lines(os.path.join(retrieval, "%s.%s.jsonl" % (name, tag))) if retrieval else {}
         for r in rows:
-            r["x"] = features(raw[r["id"]])
+            r["x"] = features(raw[r["id"]], ret.get(r["id"]))
     return suites
 
 
@@ -197,7 +226,9 @@ def main():
     ap.add_argument("--val-tag", action="append", help="default val-hybrid")
     ap.add_argument("--questions", default="../shared/eval")
     ap.add_argument("--eval", default="../shared/eval", help="the whole suites, for the train part's class mix")
-    ap.add_argument("--features", default=",".join(FEATURES))
+    ap.add_argument("--retrieval", help="folder of <suite>.<tag>.jsonl runs with the same retrieval whose lines carry "
+                    "top scores and coverage (for runs whose own lines lack them)")
+    ap.add_argument("--features", default="refusal_p,confidence,key_terms,key_terms_sentence,verdict")
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--threshold", type=float, help="the threshold rule's t (default: chosen on the fit runs)")
     ap.add_argument("--json", help="write the fitted rule here (adapter.json's refusal_rule)")
@@ -206,7 +237,7 @@ def main():
     for f in feats:
         if f not in FEATURES:
             sys.exit("refusal_rule: unknown feature %s (known: %s)" % (f, ", ".join(FEATURES)))
-    fit_s = load(args.runs, args.fit_tag, args.questions)
+    fit_s = load(args.runs, args.fit_tag, args.questions, args.retrieval)
     if not fit_s:
         sys.exit("refusal_rule: no %s/*.%s.jsonl" % (args.runs, args.fit_tag))
     names = sorted(fit_s)
@@ -235,7 +266,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump(final.json(), f, indent=1)
     for tag in args.val_tag or ["val-hybrid"]:
-        val = load(args.runs, tag, args.questions)
+        val = load(args.runs, tag, args.questions, args.retrieval)
         print("validation %s: threshold rule (t %.2f) | fitted rule" % (tag, t))
         for n in sorted(val):
             a = metrics(val[n], lambda r: r["p"] >= t)
@@ -247,8 +278,9 @@ def main():
             rows = val[n]
             if not any(not r["answerable"] for r in rows):
                 continue
-            print("  %s AUC: refusal_p %.3f, rule %.3f" % (n, auc(rows, lambda r: r["p"]),
-                                                          auc(rows, lambda r: final.z(r["x"]))))
+            print("  %s AUC: refusal_p %.3f, rule %.3f; each feature (higher = more often unanswerable): %s"
+                  % (n, auc(rows, lambda r: r["p"]), auc(rows, lambda r: final.z(r["x"])), ", ".join(
+                      "%s %.3f" % (f, auc(rows, lambda r, f=f: r["x"][f])) for f in feats)))
             # abstention at fixed false-refusal rates (what the issue's target asks)
             for target in (0.05, 0.08, 0.15):
                 for label, key in (("refusal_p", lambda r: r["p"]), ("rule", lambda r: final.z(r["x"]))):

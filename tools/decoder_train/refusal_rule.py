@@ -244,7 +244,7 @@ def main():
     prior_of = lambda n: rt.train_prior(args.eval, n)  # noqa: E731
     rule, weights = fit(fit_s, names, feats, prior_of, args.l2)
     # the threshold rule's t on the same runs and objective
-    grid = [i / 100 for i in range(20, 100)] + [1.01]
+    grid = rt.GRID  # refusal_threshold.py's choice, as the adapter's refusal_min_p is made
     t_best = max(grid, key=lambda t: objective(fit_s, names, weights, lambda r, t=t: r["p"] >= t))
     t = args.threshold if args.threshold is not None else t_best
     # the rule's operating point: the probability cut maximising the same objective

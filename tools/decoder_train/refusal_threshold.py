@@ -33,6 +33,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import dev_split  # noqa: E402
 
 
+GRID = [0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01]  # the thresholds tried (1.01: never)
+
+
 def load(runs, tag, questions_dir):
     suites = {}
     for path in sorted(glob.glob(os.path.join(runs, "*.%s.jsonl" % tag))):
@@ -145,7 +148,7 @@ def main():
                 print("t %.2f  %-17s n %5d  EM %s  F1 %s  abst %s  falseA %s"
                       % (t, n, m["n"], fmt(m["em"]), fmt(m["f1"]), fmt(m["abst"]), fmt(m["falseA"])))
         return
-    grid = args.at or [0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01]
+    grid = args.at or GRID
     names = sorted(suites)
     weights = {n: class_weights(suites[n], train_prior(args.eval, n) if args.prior == "train" else None)
                for n in names}

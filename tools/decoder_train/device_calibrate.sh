@@ -9,6 +9,9 @@
 #                                                    (the adapter) into /tmp/adapter_keep
 #   tools/decoder_train/device_calibrate.sh run      the runs, suites in parallel, under LIMIT seconds (default 480);
 #                                                    results in $OUT/calib.tar.xz
+# The refusal fit (refusal_report.sh) wants all of cjrc's calibration part, in the mode that ships: EVERY=1
+# SUITES=cjrc-dev ORDER="train-rerank train-hybrid" LIMIT=540 (912 questions, 210 unanswerable; about 215 + 135 s on
+# an H100 at the third sitting's rates), then ORDER=val-rerank for the whole cjrc validation part (~270 s).
 # Expects the model joined at /tmp/model/gemma-3-270m-q4_k_m.gguf (tools/device_model.sh join).
 set -u
 cd "$(dirname "$0")/../.."

@@ -11,6 +11,7 @@ Standard library only.
 
 usage: test_refusal_calib.py [path/to/clauseqa (unused)]"""
 import json
+import math
 import os
 import random
 import sys
@@ -127,6 +128,17 @@ def test_rule():
                                    "n_key_terms": 0})
         check(x["key_terms"] == 1 and x["key_terms_sentence"] == 1 and x["verdict"] == 0,
               "no key terms: both shares 1")
+        # retrieval features: the line's own, else the retrieval run's, each on its own (a line with top scores
+        # but no coverage takes the coverage from the retrieval run)
+        line = {"refusal_p": 0.5, "confidence": 0.9, "top": [{"score": 9.0}, {"score": 3.0}]}
+        ret = {"top": [{"score": 1.0}], "coverage": 0.25, "cited": 1}
+        x = refusal_rule.features(line, ret)
+        check(abs(x["top_score"] - math.log1p(9.0)) < 1e-12 and abs(x["margin"] - 2 / 3) < 1e-12
+              and x["coverage"] == 0.25 and x["cited_top"] == 0,
+              "features: the line's top scores, the retrieval run's coverage, never its cited clause")
+        x = refusal_rule.features({"refusal_p": 0.5, "top": [{"doc": "a"}], "coverage": 0.5, "cited": 1}, ret)
+        check(abs(x["top_score"] - math.log1p(1.0)) < 1e-12 and x["margin"] == 1 and x["coverage"] == 0.5
+              and x["cited_top"] == 1, "features: the retrieval run's top scores when the line has none")
 
 
 def main():

@@ -50,14 +50,15 @@ def features(raw, ret=None):
     x = {"refusal_p": raw.get("refusal_p", 0.0), "confidence": raw.get("confidence", 0.0),
          "key_terms": (max(kt, 0) / n) if n else 1.0, "key_terms_sentence": (max(ks, 0) / n) if n else 1.0,
          "verdict": verdict, "generated": "confidence" in raw}
+    ret = ret or {}
     top = raw.get("top") or []
-    src = raw if top and "score" in top[0] else (ret or {})
-    top = src.get("top") or []
+    if not (top and "score" in top[0]):
+        top = ret.get("top") or []
     s1 = top[0].get("score", 0.0) if top else 0.0
     s2 = top[1].get("score", 0.0) if len(top) > 1 else 0.0
     x["top_score"] = math.log1p(max(s1, 0.0))
     x["margin"] = (s1 - s2) / s1 if s1 > 0 else 0.0
-    x["coverage"] = raw.get("coverage", src.get("coverage", 0.0))
+    x["coverage"] = raw["coverage"] if "coverage" in raw else ret.get("coverage", 0.0)
     x["cited_top"] = 1.0 if raw.get("cited", 0) == 1 else 0.0
     return x
 

@@ -137,8 +137,11 @@ def main():
     ap.add_argument("--eval", default="../shared/eval", help="the whole suites, for the train part's class mix")
     ap.add_argument("--prior", choices=["train", "run"], default="train",
                     help="weight each class to its share in the suite's whole train part (train) or not (run)")
+    ap.add_argument("--suites", help="only these suites (comma-separated), e.g. one language's")
     args = ap.parse_args()
     suites = load(args.runs, args.tag, args.questions)
+    if args.suites:
+        suites = {n: v for n, v in suites.items() if n in args.suites.split(",")}
     if not suites:
         sys.exit("refusal_threshold: no %s/*.%s.jsonl" % (args.runs, args.tag))
     if args.metrics:

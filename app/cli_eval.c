@@ -30,7 +30,8 @@ static void usage(FILE *f) {
                "                     [--fusion weights|rrf|keep|score]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
-               "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
+               "always reported. --out writes one JSON line per question (with the answer's coverage, the rank of the\n"
+               "clause it cites, the top 3 clauses' scores); --json prints the scores as JSON.\n"
                "--every N scores every Nth question only (a spread-out sample; --limit counts the scored ones).\n"
                "--min-coverage sets the share of question terms the best clause must hold to answer (tuning; the base\n"
                "model only). --min-confidence sets the floor below which a generated answer falls back to the\n"
@@ -421,6 +422,13 @@ int cq_cmd_eval(int argc, char **argv) {
             if (a.key_terms_sentence >= 0) cJSON_AddNumberToObject(o, "key_terms_sentence", a.key_terms_sentence);
             if (a.tokens_generated) cJSON_AddNumberToObject(o, "n_key_terms", a.n_key_terms);
             if (a.tokens_generated) cJSON_AddNumberToObject(o, "confidence", a.confidence);
+            /* retrieval's side of the refusal (tools/decoder_train/refusal_rule.py): the share of the question's
+             * terms in the best clause, and which retrieved clause (1-based, 0: none) the answer cites */
+            cJSON_AddNumberToObject(o, "coverage", a.coverage);
+            int cited = 0;
+            for (size_t i = 0; a.n_citations && i < a.hits.n && !cited; i++)
+                if (a.hits.hits[i].clause_id == a.citations[0].clause_id) cited = (int)i + 1;
+            cJSON_AddNumberToObject(o, "cited", cited);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();

@@ -391,7 +391,8 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_le
     }
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
-                             .progress_user = &progress, .dense = s->dense, .ocr = stored_ocr(s, j.upload_path), .upload = up,
+                             .progress_user = &progress, .dense = s->dense, .upload = up,
+                             .ocr = up ? up->ocr : stored_ocr(s, j.upload_path),
                              .limits = {s->max_pages, s->doc_memory_bytes, &s->cancel_running},
                              .before_commit = job_ready_in_tx, .before_commit_user = &progress};
     cq_ingest_result res;

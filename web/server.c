@@ -979,6 +979,10 @@ static void route(cq_web_req *r) {
     r->allow = m.allow;
 }
 
+static bool id_param(const char *p, size_t len) {
+    return (len == 4 && !strncmp(p, "{id}", 4)) || (len == 3 && p[0] == '{' && strchr("abn", p[1]) && p[2] == '}');
+}
+
 /* The route's params: {kb}, and the ids ({id}, {a}, {b}, {n}: 404 when one is not a positive number). */
 static bool path_params(cq_web_req *r) {
     const char *p = r->def->pattern;
@@ -986,8 +990,8 @@ static bool path_params(cq_web_req *r) {
     for (int i = 0; i < r->n_seg; i++) {
         p++; /* past the '/' */
         size_t len = strcspn(p, "/");
-        if (!strncmp(p, "{kb}", len) && len == 4) r->kb = r->seg[i];
-        else if ((len == 4 && !strncmp(p, "{id}", 4)) || (len == 3 && strchr("abn", p[1]) && p[0] == '{' && p[2] == '}')) {
+        if (len == 4 && !strncmp(p, "{kb}", 4)) r->kb = r->seg[i];
+        else if (id_param(p, len)) {
             char *end;
             errno = 0;
             long long v = strtoll(r->seg[i], &end, 10);

@@ -230,6 +230,12 @@ def test_bad_inputs(s):
     r = s.post('/api/v1/kbs/laws/documents?filename=' + quote('..\\..\\evil\x01.md'), b'# Evil\n\nNothing here.\n')
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
     check('backslashes and control characters', job.get('filename') == 'evil_.md', job)
+    # a name that a format string or a file-name parser would trip on: the upload's record keeps it as it is
+    r = s.post('/api/v1/kbs/laws/documents?ocr=off&filename=' + quote('50% off %s %n.md'),
+               '# 通知\n\n第一条 百分之五十。\n'.encode())
+    job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
+    check("'%' in a name", job.get('state') == 'ready' and job.get('filename') == '50% off %s %n.md'
+          and (job.get('document') or {}).get('name') == '50% off %s %n', job)
     r = s.post('/api/v1/kbs/laws/documents?filename=..', b'text')
     check('dot-dot name', r.status in (202, 415) and '..' not in str(r.json()), r)
     outside = [p for p in glob.glob(os.path.join(s.tmp, '**', '*passwd*'), recursive=True)]

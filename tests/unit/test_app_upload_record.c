@@ -19,7 +19,8 @@
 #include "core/sha256.h"
 #include "test_store_util.h"
 
-static const char *const LAW = "# 通知\n\n第一条 各单位应当做好档案工作。\n\n第二条 本通知自发布之日起施行。\n";
+static const char *const LAW = "# 通知\n\n第一条 各单位应当做好档案工作。\n\n"
+                                "第二条 本通知自发布之日起施行。\n";
 
 static char dir[96], spool[160];
 static int64_t kb;

@@ -235,16 +235,23 @@ static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_
     return rc;
 }
 
-/* Reads the file, names the document, detects the format and hashes the content (no store work). */
-static cq_status load(ingest_doc *d, const char *path, const cq_ingest_options *opt, cq_err *err) {
+/* Reads the file, names the document, detects the format and hashes the content (no store work): the upload's
+ * record says all but the bytes when there is one (up, may be NULL) and the file is the size it says. */
+static cq_status load(ingest_doc *d, const char *path, const char *filename, const cq_upload *up, cq_err *err) {
     d->path = path;
-    const char *filename = opt->filename ? opt->filename : path;
+    if (up) filename = up->name;
+    if (!filename) filename = path;
     const char *slash = strrchr(filename, '/');
     d->filename = slash ? slash + 1 : filename;
     cq_status rc = cq_file_read(path, CQ_INGEST_MAX_BYTES, &d->data, &d->len, err);
     if (rc) return rc;
     d->name = cq_path_stem(d->filename);
     if (!d->name || !*d->name) return cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", d->filename);
+    if (up && up->format && up->sha256[0] && (int64_t)d->len == up->size) {
+        d->format = up->format;
+        memcpy(d->sha, up->sha256, sizeof d->sha);
+        return CQ_OK;
+    }
     d->format = cq_reader_detect(d->filename, d->data, d->len, err);
     if (!d->format) return err ? err->code : CQ_ERR_FORMAT;
     cq_sha256_hex(d->data, d->len, d->sha);
@@ -399,7 +406,13 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     ingest_doc d = {0};
     cq_doc_info old = {0};
     bool duplicate = false;
-    cq_status rc = load(&d, path, opt, err);
+    cq_status rc = load(&d, path, opt->filename, opt->upload, err);
+    cq_ingest_options with_ocr;
+    if (opt->upload) { /* the upload's OCR mode */
+        with_ocr = *opt;
+        with_ocr.ocr = opt->upload->ocr;
+        opt = &with_ocr;
+    }
     if (!rc) {
         snprintf(d.res.format, sizeof d.res.format, "%s", d.format->name);
         rc = check_existing(s, kb_id, &d, opt, &old, &duplicate, &d.res, err);
@@ -425,6 +438,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (rc && err) cq_err_prefix(err, "%s: ", d.filename);
     if (!rc) *res = d.res;
     else snprintf(res->format, sizeof res->format, "%s", d.res.format);
+    memcpy(res->sha256, d.sha, sizeof res->sha256);
     res->seconds = cq_clock_seconds() - t0;
     cq_doc_info_free(&old);
     ingest_doc_free(&d);
@@ -477,7 +491,7 @@ static void prepare(batch *b, ingest_doc *d, size_t index) {
     const char *path = b->paths[index];
     page_report pages = {b, index};
     double t0 = cq_clock_seconds();
-    d->load_rc = load(d, path, b->opt, &d->load_err);
+    d->load_rc = load(d, path, NULL, NULL, &d->load_err);
     if (d->load_rc) goto out;
     size_t n = strlen(b->data_dir) + 96;
     d->stored = malloc(n);
@@ -745,9 +759,9 @@ cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, cons
                           const cq_ingest_options *opt, const cq_ingest_batch_options *bo, cq_err *err) {
     static const cq_ingest_options defaults = {0};
     if (!opt) opt = &defaults;
-    if (opt->before_commit || opt->filename || opt->progress)
-        return cq_err_set(err, CQ_ERR_INVALID, "a batch ingest takes no before_commit, filename or progress (its "
-                          "options' pages reports the pages read)");
+    if (opt->before_commit || opt->filename || opt->progress || opt->upload)
+        return cq_err_set(err, CQ_ERR_INVALID, "a batch ingest takes no before_commit, filename, upload or progress "
+                          "(its options' pages reports the pages read)");
     if (!n) return CQ_OK;
     int n_workers = bo && bo->n_workers > 0 ? bo->n_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_workers < 1) n_workers = 1;

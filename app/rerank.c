@@ -27,7 +27,7 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     if (!prompts || !lens || !logits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         const cq_prompt_passage p = cq_prompt_passage_of(&hits[i]);
-        char *text = cq_prompt_relevance_cut(q->text, &p, r->chars);
+        char *text = cq_prompt_relevance_cut(q, &p, r->chars);
         rc = text ? cq_tokenizer_encode(tok, text, strlen(text), CQ_TOK_ADD_BOS, &prompts[i], &lens[i], err)
                   : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         free(text);

@@ -115,7 +115,11 @@ static cq_hits candidates(void) {
 /* logit(是) - logit(否) of hit h's relevance prompt, run alone */
 static double relevance_cut(const char *q, const cq_hit *h, size_t chars) {
     const cq_prompt_passage p = cq_prompt_passage_of(h);
-    char *text = chars ? cq_prompt_relevance_cut(q, &p, chars) : cq_prompt_relevance(q, &p);
+    cq_query query;
+    cq_err e = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, q, &query, &e), CQ_OK);
+    char *text = chars ? cq_prompt_relevance_cut(&query, &p, chars) : cq_prompt_relevance(q, &p);
+    cq_query_free(&query);
     size_t n;
     int32_t *ids = encode(text, &n), yes, no;
     cq_err err = {0};
@@ -336,7 +340,10 @@ static void test_answer_with_adapter(void **state) {
     cq_gen_answer g;
     cq_strbuf streamed = {0};
     cq_gen_answer_options go = {.min_confidence = -1};
-    assert_int_equal(cq_gen_answer_run(dec, "试用期最长多长时间？", &h, &go, collect, &streamed, &g, &err), CQ_OK);
+    cq_query tq;
+    assert_int_equal(cq_query_parse(NULL, 0, "试用期最长多长时间？", &tq, &err), CQ_OK);
+    assert_int_equal(cq_gen_answer_run(dec, &tq, &h, &go, collect, &streamed, &g, &err), CQ_OK);
+    cq_query_free(&tq);
     assert_true(g.trained);
     fprintf(stderr, "  trained prompt: %d tokens, answer \"%s\" (clause %zu, refused %d, verdict %s)\n",
             g.prompt_tokens, g.text ? g.text : "", g.clause, g.refused, g.verdict ? g.verdict : "-");

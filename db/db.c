@@ -96,26 +96,99 @@ cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, 
     return rc;
 }
 
+static cq_status queryv(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql,
+                        const char *kinds, va_list ap) {
+    if (cq_db_prepare(db, sql, st, err)) return cq_err_prefix(err, "%s: ", what);
+    for (int i = 0; kinds && kinds[i]; i++) {
+        switch (kinds[i]) {
+        case 'i': cq_db_bind_int(*st, i + 1, va_arg(ap, int64_t)); break;
+        case 't': cq_db_bind_text(*st, i + 1, va_arg(ap, const char *)); break;
+        case 'd': cq_db_bind_double(*st, i + 1, va_arg(ap, double)); break;
+        case 'b': {
+            const void *p = va_arg(ap, const void *);
+            cq_db_bind_blob(*st, i + 1, p, va_arg(ap, size_t));
+            break;
+        }
+        default: cq_db_bind_null(*st, i + 1); break;
+        }
+    }
+    return CQ_OK;
+}
+
 cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                      va_list ap) {
     cq_db_stmt *st;
     if (changed) *changed = 0;
-    cq_status rc = cq_db_prepare(db, sql, &st, err);
-    if (rc) return cq_err_prefix(err, "%s: ", what);
-    for (int i = 0; kinds && kinds[i]; i++) {
-        switch (kinds[i]) {
-        case 'i': cq_db_bind_int(st, i + 1, va_arg(ap, int64_t)); break;
-        case 't': cq_db_bind_text(st, i + 1, va_arg(ap, const char *)); break;
-        case 'd': cq_db_bind_double(st, i + 1, va_arg(ap, double)); break;
-        default: cq_db_bind_null(st, i + 1); break;
-        }
-    }
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    if (rc) return rc;
     int step;
     while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {}
     cq_db_finalize(st);
     if (step < 0) return err ? err->code : CQ_ERR_DB;
     if (changed) *changed = cq_db_changes(db);
     return CQ_OK;
+}
+
+cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
+                      ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, st, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
+                     ...) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    va_end(ap);
+    if (rc) return rc;
+    rc = cq_db_rows(st, what, elem_size, read, drop, out, n, err);
+    cq_db_finalize(st);
+    return rc;
+}
+
+static cq_status one_row(cq_db_stmt *st, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out,
+                         cq_err *err) {
+    int step = cq_db_step(st, what, err);
+    cq_status rc = step < 0                ? err->code
+                   : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
+                   : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                           : CQ_OK;
+    cq_db_finalize(st);
+    return rc;
+}
+
+cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
+                    cq_err *err, const char *sql, const char *kinds, ...) {
+    memset(out, 0, size);
+    cq_db_stmt *st;
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    va_end(ap);
+    return rc ? rc : one_row(st, what, read, out, err);
+}
+
+static bool first_int(cq_db_stmt *st, void *v) {
+    *(int64_t *)v = cq_db_col_int(st, 0);
+    return true;
+}
+
+cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
+    *v = 0;
+    cq_db_stmt *st;
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    va_end(ap);
+    return rc ? rc : one_row(st, what, first_int, v, err);
 }
 
 /* ---- ?N → $N ------------------------------------------------------------------------------------------------ */
@@ -295,4 +368,19 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
     *out = list;
     *n = count;
     return CQ_OK;
+}
+
+cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
+                    const char *kinds, ...) {
+    *ids = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    va_end(ap);
+    if (rc) return rc;
+    rc = cq_db_rows(st, what, sizeof **ids, first_int, NULL, (void **)ids, n, err);
+    cq_db_finalize(st);
+    return rc;
 }

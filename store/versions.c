@@ -213,25 +213,12 @@ cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_an
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
     const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
                            : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
                              "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
-    if (prepare(db, sql, "find documents", &st, err)) return err->code;
-    cq_db_bind_int(st, 1, kb_id);
-    int64_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: find documents", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        ids[n++] = cq_db_col_int(st, 0);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
+    int64_t *ids;
+    size_t n;
+    cq_status rc = cq_db_ids(db, "versions: find documents", &ids, &n, err, sql, "i", kb_id);
     if (!rc && n) {
         bool own;
         rc = cq_db_begin_own(db, &own, err);

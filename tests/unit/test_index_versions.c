@@ -332,7 +332,7 @@ static int64_t add_law(cq_store *s, int64_t kb, const char *name, const char *ti
                              .text = articles[i]};
         assert_int_equal(cq_store_clause_add(s, kb, doc, title, &c, NULL, &err), CQ_OK);
     }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, title, 0, ord, 1.0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, title, 0, ord, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "core/strbuf.h"
 #include "db/db_internal.h"
 
 void cq_db_close(cq_db *db) {
@@ -382,5 +383,19 @@ cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_er
     if (rc) return rc;
     rc = cq_db_rows(st, what, sizeof **ids, first_int, NULL, (void **)ids, n, err);
     cq_db_finalize(st);
+    return rc;
+}
+
+cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
+                           cq_db_stmt **st, cq_err *err) {
+    *st = NULL;
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, head);
+    for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
+    cq_strbuf_puts(&b, ")");
+    cq_strbuf_puts(&b, tail);
+    cq_status rc = b.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, b.data, st, err);
+    cq_strbuf_free(&b);
+    for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
     return rc;
 }

@@ -117,6 +117,11 @@ cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const 
 cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
                     const char *kinds, ...);
 
+/* head "(?first, …, ?first+m-1)" tail prepared, the m ids bound from placeholder first on: an IN list (keep m to
+ * a few hundred). */
+cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
+                           cq_db_stmt **st, cq_err *err);
+
 /* Rows changed by the last INSERT, UPDATE or DELETE stepped to its end on this connection. */
 int64_t cq_db_changes(cq_db *db);
 /* The id the last INSERT on this connection gave its row (SQLite's rowid; PostgreSQL's lastval()). Prefer

@@ -9,7 +9,6 @@
 
 #include "core/plain_reason.h"
 #include "core/utf8.h"
-#include "core/strbuf.h"
 #include "db/db.h"
 #include "db/dialect.h"
 #include "store/store.h"
@@ -387,14 +386,8 @@ cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **n
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
         size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
-        cq_strbuf sql = {0};
-        cq_strbuf_puts(&sql, "SELECT id, name FROM documents WHERE id IN (");
-        for (size_t i = 0; i < m; i++) cq_strbuf_printf(&sql, i ? ", ?%zu" : "?%zu", i + 1);
-        cq_strbuf_puts(&sql, ")");
         cq_db_stmt *st = NULL;
-        rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, sql.data, &st, err);
-        cq_strbuf_free(&sql);
-        for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(st, (int)i + 1, ids[at + i]);
+        rc = cq_db_prepare_in(db, "SELECT id, name FROM documents WHERE id IN ", ids + at, m, 1, "", &st, err);
         int step = CQ_DB_DONE;
         while (!rc && (step = cq_db_step(st, "read document names", err)) == CQ_DB_ROW) {
             int64_t id = cq_db_col_int(st, 0);

@@ -19,23 +19,6 @@ static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out 
 
 static size_t batch_of(size_t n, size_t at) { return n - at < CQ_STORE_VECTORS_BATCH ? n - at : CQ_STORE_VECTORS_BATCH; }
 
-/* head "(?first, …, ?first+m-1)" tail, prepared, the m ids bound from placeholder first. */
-static cq_status prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
-                            cq_db_stmt **st, cq_err *err) {
-    cq_strbuf b = {0};
-    cq_strbuf_puts(&b, head);
-    for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
-    cq_strbuf_puts(&b, ")");
-    cq_strbuf_puts(&b, tail);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return nomem(err);
-    }
-    cq_status rc = cq_db_prepare(db, b.data, st, err);
-    cq_strbuf_free(&b);
-    for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
-    return rc;
-}
 
 /* ---- storing: row by row (SQLite), a batch per statement (PostgreSQL: the feed's statement triggers) ---- */
 
@@ -160,7 +143,7 @@ cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t
     cq_status rc = n > CQ_STORE_VECTORS_BATCH ? cq_db_begin_own(db, &own, err) : CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
+        rc = cq_db_prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
                         &st, err);
         if (!rc && cq_db_step(st, "remove vectors", err) < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
@@ -238,7 +221,7 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+        rc = cq_db_prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
                         clause_ids + at, batch_of(n, at), 3, " ORDER BY clause_id", &st, err);
         if (!rc) {
             cq_db_bind_int(st, 1, kb_id);
@@ -272,7 +255,7 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
     for (size_t at = 0; !rc && at < *n; at += CQ_STORE_VECTORS_BATCH) {
         size_t m = batch_of(*n, at);
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+        rc = cq_db_prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
                         ids + at, m, 3, "", &st, err);
         if (!rc) {
             cq_db_bind_int(st, 1, kb_id);

@@ -139,29 +139,42 @@ cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err,
     return rc;
 }
 
-cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
-                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
-                     ...) {
+static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                       void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql,
+                       const char *kinds, va_list ap) {
     *out = NULL;
     *n = 0;
     cq_db_stmt *st;
-    va_list ap;
-    va_start(ap, kinds);
     cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
-    va_end(ap);
     if (rc) return rc;
     rc = cq_db_rows(st, what, elem_size, read, drop, out, n, err);
     cq_db_finalize(st);
     return rc;
 }
 
-static cq_status one_row(cq_db_stmt *st, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out,
-                         cq_err *err) {
+static bool first_int(cq_db_stmt *st, void *v);
+
+cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
+                     ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = listv(db, what, elem_size, read, drop, out, n, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The first row of sql through read: CQ_ERR_NOT_FOUND when there is none. */
+static cq_status onev(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, cq_err *err,
+                      const char *sql, const char *kinds, va_list ap) {
+    cq_db_stmt *st;
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    if (rc) return rc;
     int step = cq_db_step(st, what, err);
-    cq_status rc = step < 0                ? err->code
-                   : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
-                   : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
-                                           : CQ_OK;
+    rc = step < 0                ? err->code
+         : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
+         : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                 : CQ_OK;
     cq_db_finalize(st);
     return rc;
 }
@@ -169,12 +182,11 @@ static cq_status one_row(cq_db_stmt *st, const char *what, bool (*read)(cq_db_st
 cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
                     cq_err *err, const char *sql, const char *kinds, ...) {
     memset(out, 0, size);
-    cq_db_stmt *st;
     va_list ap;
     va_start(ap, kinds);
-    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    cq_status rc = onev(db, what, read, out, err, sql, kinds, ap);
     va_end(ap);
-    return rc ? rc : one_row(st, what, read, out, err);
+    return rc;
 }
 
 static bool first_int(cq_db_stmt *st, void *v) {
@@ -184,12 +196,11 @@ static bool first_int(cq_db_stmt *st, void *v) {
 
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
     *v = 0;
-    cq_db_stmt *st;
     va_list ap;
     va_start(ap, kinds);
-    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    cq_status rc = onev(db, what, first_int, v, err, sql, kinds, ap);
     va_end(ap);
-    return rc ? rc : one_row(st, what, first_int, v, err);
+    return rc;
 }
 
 /* ---- ?N → $N ------------------------------------------------------------------------------------------------ */
@@ -373,16 +384,10 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
 
 cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
                     const char *kinds, ...) {
-    *ids = NULL;
-    *n = 0;
-    cq_db_stmt *st;
     va_list ap;
     va_start(ap, kinds);
-    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    cq_status rc = listv(db, what, sizeof **ids, first_int, NULL, (void **)ids, n, err, sql, kinds, ap);
     va_end(ap);
-    if (rc) return rc;
-    rc = cq_db_rows(st, what, sizeof **ids, first_int, NULL, (void **)ids, n, err);
-    cq_db_finalize(st);
     return rc;
 }
 

@@ -262,6 +262,22 @@ cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
 
 
 
+void cq_store_bind_clause(cq_db_stmt *st, int first, int64_t doc_id, const cq_store_clause *c) {
+    cq_db_bind_int(st, first, doc_id);
+    cq_db_bind_int(st, first + 1, c->ord);
+    cq_db_bind_int(st, first + 2, c->kind);
+    cq_db_bind_text(st, first + 3, c->label);
+    cq_db_bind_text(st, first + 4, c->label_key);
+    cq_db_bind_text(st, first + 5, c->path ? c->path : "");
+    cq_db_bind_text(st, first + 6, c->text ? c->text : "");
+    cq_db_bind_int(st, first + 7, c->page_first);
+    cq_db_bind_int(st, first + 8, c->page_last);
+    cq_db_bind_int(st, first + 9, c->start_off);
+    cq_db_bind_int(st, first + 10, c->end_off);
+    if (c->n_boxes) cq_db_bind_blob(st, first + 11, c->boxes, c->n_boxes * sizeof *c->boxes);
+    else cq_db_bind_null(st, first + 11);
+}
+
 static cq_status fts5_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                                 const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
     if (s->fts_insert && s->fts_kb != kb_id) {
@@ -282,19 +298,7 @@ static cq_status fts5_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, con
         s->fts_kb = kb_id;
     }
     cq_db_stmt *st = s->clause_insert;
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_int(st, 2, c->ord);
-    cq_db_bind_int(st, 3, c->kind);
-    cq_db_bind_text(st, 4, c->label);
-    cq_db_bind_text(st, 5, c->label_key);
-    cq_db_bind_text(st, 6, c->path ? c->path : "");
-    cq_db_bind_text(st, 7, c->text);
-    cq_db_bind_int(st, 8, c->page_first);
-    cq_db_bind_int(st, 9, c->page_last);
-    cq_db_bind_int(st, 10, c->start_off);
-    cq_db_bind_int(st, 11, c->end_off);
-    if (c->n_boxes) cq_db_bind_blob(st, 12, c->boxes, c->n_boxes * sizeof *c->boxes);
-    else cq_db_bind_null(st, 12);
+    cq_store_bind_clause(st, 1, doc_id, c);
     int step = cq_db_step(st, "add clause", err);
     cq_db_reset(st);
     int64_t id = 0;

@@ -183,9 +183,9 @@ cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq
     *required = false;
     if (since) *since = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", &st,
-                      err))
-        return cq_err_prefix(err, "read settings: ");
+    if (cq_db_query(cq_store_conn(s), "read settings", &st, err,
+                    "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", ""))
+        return err->code;
     int step = cq_db_step(st, "read settings", err);
     if (step == CQ_DB_ROW) {
         const char *v = cq_db_col_text(st, 0);

@@ -102,7 +102,7 @@ static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const c
         cq_err err = {0};
         int present = name && cq_store_doc_by_name(s, kb_id, name, &info, &err) == CQ_OK;
         if (present) {
-            present = !strcmp(info.status, "ready");
+            present = info.state == CQ_DOC_READY;
             cq_doc_info_free(&info);
         }
         free(name);

@@ -303,7 +303,7 @@ static cq_status check_existing(cq_store *s, int64_t kb_id, const ingest_doc *d,
     cq_doc_info same = {0};
     cq_status rc = cq_store_doc_by_hash(s, kb_id, d->sha, &same, err);
     if (rc == CQ_OK) {
-        if (!strcmp(same.status, "ready")) {
+        if (same.state == CQ_DOC_READY) {
             *duplicate = true;
             res->duplicate = true;
             res->doc_id = same.id;
@@ -321,7 +321,7 @@ static cq_status check_existing(cq_store *s, int64_t kb_id, const ingest_doc *d,
     if (rc != CQ_OK && rc != CQ_ERR_NOT_FOUND) return rc;
     cq_err_clear(err);
     rc = cq_store_doc_by_name(s, kb_id, d->name, old, err);
-    if (rc == CQ_OK && !strcmp(old->status, "ready") && !opt->replace)
+    if (rc == CQ_OK && old->state == CQ_DOC_READY && !opt->replace)
         return cq_err_set(err, CQ_ERR_EXISTS,
                           "a different document named '%s' is already in this knowledge base (replace it explicitly)",
                           d->name);
@@ -340,7 +340,7 @@ static void record_failure(cq_store *s, int64_t kb_id, const ingest_doc *d, cons
     int64_t doc_id;
     if (cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id, &e2) ==
         CQ_OK)
-        cq_store_doc_finish(s, doc_id, "failed", why, NULL, 0, 0, 0, "", &e2);
+        cq_store_doc_finish(s, doc_id, CQ_DOC_FAILED, why, NULL, 0, 0, 0, "", &e2);
 }
 
 /* Writes the parsed document in a transaction of its own: all there or not at all; what failed is undone (its
@@ -366,7 +366,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->fts_tokens, d->clause_ids, err);
     if (!rc) rc = encode_clauses(opt->dense, d, in_batch ? pending : &own, err);
     if (!rc)
-        rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
+        rc = cq_store_doc_finish(s, doc_id, CQ_DOC_READY, NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
                                  d->doc.quality, d->doc.quality_reason, err);
     bool encoded = false; /* its vectors are in FAISS from here on (a batch's: at its group's end) */
     if (!rc && !in_batch) {
@@ -574,11 +574,11 @@ static bool will_write(batch *b, size_t first, size_t i) {
     cq_doc_info info = {0};
     cq_err e2 = {0};
     bool write = true;
-    if (cq_store_doc_by_hash(b->s, b->kb_id, d->sha, &info, &e2) == CQ_OK && !strcmp(info.status, "ready"))
+    if (cq_store_doc_by_hash(b->s, b->kb_id, d->sha, &info, &e2) == CQ_OK && info.state == CQ_DOC_READY)
         write = false;
     cq_doc_info_free(&info);
     if (write && !b->opt->replace && cq_store_doc_by_name(b->s, b->kb_id, d->name, &info, &e2) == CQ_OK &&
-        !strcmp(info.status, "ready"))
+        info.state == CQ_DOC_READY)
         write = false;
     cq_doc_info_free(&info);
     return write;

@@ -188,7 +188,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         name = cq_path_stem(filename);
         if (!name || !*name) rc = cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", filename);
     }
-    if (!rc && cq_store_doc_by_hash(st, kb_id, up.sha256, &same, err) == CQ_OK && !strcmp(same.status, "ready")) {
+    if (!rc && cq_store_doc_by_hash(st, kb_id, up.sha256, &same, err) == CQ_OK && same.state == CQ_DOC_READY) {
         /* Identical content is in the KB already: report it, do nothing. */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddBoolToObject(o, "duplicate", true);
@@ -202,7 +202,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) cq_err_clear(err);
     if (!rc && !replace && cq_store_doc_by_name(st, kb_id, name, &named, err) == CQ_OK &&
-        !strcmp(named.status, "ready"))
+        named.state == CQ_DOC_READY)
         rc = cq_err_set(err, CQ_ERR_EXISTS,
                         "a different document named '%s' is in '%s' already: delete it, or upload with replace=true",
                         name, kb);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "store/bm25.h"
 #include "search/compare.h"
@@ -330,13 +331,7 @@ static const cq_version_group *group_for(cq_store *s, group_cache *c, int64_t do
         return &c->g[c->n++];
     }
     cq_version_group_free(&g); /* none, or no room left to keep it */
-    if (c->n_none == c->cap_none) {
-        size_t cap = c->cap_none ? c->cap_none * 2 : 16;
-        int64_t *p = realloc(c->none, cap * sizeof *p);
-        if (!p) return NULL;
-        c->none = p;
-        c->cap_none = cap;
-    }
+    if (!cq_grow((void **)&c->none, &c->cap_none, c->n_none + 1, sizeof *c->none)) return NULL;
     c->none[c->n_none++] = doc_id;
     return NULL;
 }

@@ -24,7 +24,7 @@ static int64_t conf_doc(cq_store *s, int64_t kb, const char *sha, size_t n, int6
         cq_store_clause c = {.ord = (int)i, .kind = 1, .label = "第一条", .label_key = "1", .path = "p", .text = "正文"};
         assert_int_equal(cq_store_clause_add(s, kb, doc, "x", &c, &ids[i], &err), CQ_OK);
     }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, "x", 1, (int)n, 1.0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, "x", 1, (int)n, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }

@@ -1,6 +1,7 @@
 /* Clause vectors and their change feed on db/db.h (store/vectors.h). */
 #include "store/vectors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,65 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
         if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
+    return rc;
+}
+
+cq_status cq_store_clause_docs(cq_store *s, const int64_t *clause_ids, size_t n, int64_t *doc_of, cq_err *err) {
+    for (size_t i = 0; i < n; i++) doc_of[i] = -1;
+    cq_status rc = CQ_OK;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
+        const size_t m = batch_of(n, at);
+        cq_db_stmt *st = NULL;
+        rc = cq_db_prepare_in(cq_store_conn(s), "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, 1,
+                              "", &st, err);
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "clauses' documents", err)) == CQ_DB_ROW) {
+            const int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
+            for (size_t i = at; i < at + m; i++) /* a clause may stand more than once */
+                if (clause_ids[i] == id) doc_of[i] = doc;
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    return rc;
+}
+
+cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, const int64_t *docs, size_t n,
+                                    float *vecs, cq_err *err) {
+    memset(vecs, 0, n * (size_t)dim * sizeof *vecs);
+    const size_t bytes = (size_t)dim * sizeof(float);
+    double *acc = malloc((size_t)dim * sizeof *acc);
+    cq_status rc = acc ? CQ_OK : nomem(err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        memset(acc, 0, (size_t)dim * sizeof *acc);
+        cq_db_stmt *st = NULL;
+        rc = cq_db_query(cq_store_conn(s), "a document's vectors", &st, err,
+                         "SELECT v.clause_id, v.vec FROM clause_vectors v JOIN clauses c ON c.id = v.clause_id "
+                         "WHERE c.doc_id = ?1 AND v.model = ?2", "it", docs[i], model);
+        int step = CQ_DB_DONE;
+        size_t got = 0;
+        while (!rc && (step = cq_db_step(st, "a document's vectors", err)) == CQ_DB_ROW) {
+            size_t len = 0;
+            const unsigned char *b = cq_db_col_blob(st, 1, &len);
+            if (len != bytes) {
+                rc = bad_vector(st, 0, len, bytes, err);
+                break;
+            }
+            for (int j = 0; j < dim; j++) {
+                float x;
+                memcpy(&x, b + (size_t)j * sizeof x, sizeof x);
+                acc[j] += x;
+            }
+            got++;
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+        double norm = 0.0;
+        for (int j = 0; j < dim; j++) norm += acc[j] * acc[j];
+        norm = sqrt(norm);
+        for (int j = 0; !rc && got && norm > 0 && j < dim; j++) vecs[i * (size_t)dim + (size_t)j] = (float)(acc[j] / norm);
+    }
+    free(acc);
     return rc;
 }
 

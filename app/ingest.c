@@ -343,6 +343,16 @@ static void record_failure(cq_store *s, int64_t kb_id, const ingest_doc *d, cons
         cq_store_doc_finish(s, doc_id, CQ_DOC_FAILED, why, NULL, 0, 0, 0, "", &e2);
 }
 
+/* Its version of a regulation (store/versions.h), from the clauses just written, as they are in memory. */
+static cq_status analyse_version(cq_store *s, int64_t doc_id, const cq_structure *st, cq_err *err) {
+    cq_version_clause *c = st->n_clauses ? malloc(st->n_clauses * sizeof *c) : NULL;
+    if (st->n_clauses && !c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < st->n_clauses; i++) c[i] = (cq_version_clause){(int)st->clauses[i].kind, st->clauses[i].text};
+    cq_status rc = cq_versions_analyse_clauses(s, doc_id, c, st->n_clauses, err);
+    free(c);
+    return rc;
+}
+
 /* Writes the parsed document in a transaction of its own: all there or not at all; what failed is undone (its
  * vectors taken out of FAISS again, a cancelled document's original removed). in_batch: inside the batch's open
  * transaction instead, which the caller rolls back whole when this fails (no savepoint per document: FTS5 writes
@@ -373,7 +383,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
         encoded = true;
         rc = flush_vectors(s, opt->dense, kb_id, &own, err);
     }
-    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (store/versions.h) */
+    if (!rc) rc = analyse_version(s, doc_id, &d->st, err);
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);
     free(label);

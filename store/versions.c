@@ -101,6 +101,24 @@ static cq_status read_texts(cq_db *db, int64_t doc_id, char **header, char **tai
     return CQ_OK;
 }
 
+/* The same from clauses held in memory. */
+static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, char **tail, cq_err *err) {
+    cq_strbuf h = {0}, t = {0};
+    bool first = true;
+    for (size_t i = 0; i < n && header_take(&h, c[i].kind, c[i].text, &first); i++) {
+    }
+    for (size_t i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
+        cq_strbuf_printf(&t, "%s\n", c[i].text ? c[i].text : "");
+    if (h.failed || t.failed) {
+        cq_strbuf_free(&h);
+        cq_strbuf_free(&t);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    *header = cq_strbuf_take(&h);
+    *tail = cq_strbuf_take(&t);
+    return CQ_OK;
+}
+
 /* The document's KB, name and title, and whether its version row exists and is a person's. */
 static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
                                bool *has_row, cq_err *err) {
@@ -151,13 +169,14 @@ static cq_status write_version(cq_db *db, int64_t doc_id, int64_t kb_id, const c
     return cq_db_end(db, own, rc, err);
 }
 
-cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
+/* clauses NULL: read from the store */
+static cq_status analyse(cq_store *s, int64_t doc_id, const cq_version_clause *clauses, size_t n, cq_err *err) {
     cq_db *db = cq_store_conn(s);
     int64_t kb_id = 0;
     char *name = NULL, *title = NULL, *header = NULL, *tail = NULL;
     bool by_user = false, has_row = false;
     cq_status rc = read_document(db, doc_id, &kb_id, &name, &title, &by_user, &has_row, err);
-    if (!rc) rc = read_texts(db, doc_id, &header, &tail, err);
+    if (!rc) rc = clauses ? texts_of(clauses, n, &header, &tail, err) : read_texts(db, doc_id, &header, &tail, err);
     cq_version_meta m;
     if (!rc) cq_version_meta_extract(name, title, header, tail, &m);
     free(name);
@@ -165,6 +184,14 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     free(header);
     free(tail);
     return rc ? rc : write_version(db, doc_id, kb_id, &m, by_user, has_row, err);
+}
+
+cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) { return analyse(s, doc_id, NULL, 0, err); }
+
+cq_status cq_versions_analyse_clauses(cq_store *s, int64_t doc_id, const cq_version_clause *clauses, size_t n,
+                                      cq_err *err) {
+    static const cq_version_clause none;
+    return analyse(s, doc_id, clauses ? clauses : &none, clauses ? n : 0, err);
 }
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);

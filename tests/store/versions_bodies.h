@@ -182,4 +182,34 @@ static void conf_versions_repeal_and_corrections(void **state) {
     assert_string_equal(v.label, "2023年修订");
 }
 
+/* The analysis from the clauses the caller holds (ingest's) reads those, not the stored ones; from the same clauses
+ * it writes what the analysis from the store writes. */
+CONF_MAYBE_UNUSED static void conf_versions_from_clauses(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb;
+    assert_int_equal(cq_store_kb_create(s, "mem", &kb, &err), CQ_OK);
+    const char *header = "中华人民共和国公司法\n1993年12月29日 通过\n2018年10月26日 第四次修正";
+    const int64_t doc = conf_versions_law(s, kb, "公司法(2018-10-26)", "中华人民共和国公司法", "m1", header, law_v1, 4);
+    cq_version_clause c[5] = {{2, header}};
+    for (int i = 0; i < 4; i++) c[i + 1] = (cq_version_clause){1, law_v1[i]};
+    cq_version_status from_store, from_memory;
+    assert_int_equal(cq_versions_analyse(s, doc, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(s, doc, 20200101, &from_store, &err), CQ_OK);
+    /* a header that is not what is stored: the analysis must take it */
+    c[0].text = "中华人民共和国公司法\n1993年12月29日 通过\n2019年10月26日 第五次修正";
+    assert_int_equal(cq_versions_analyse_clauses(s, doc, c, 5, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(s, doc, 20200101, &from_memory, &err), CQ_OK);
+    assert_int_equal(from_store.effective, 20181026);
+    assert_int_equal(from_memory.effective, 20191026);
+    c[0].text = header;
+    assert_int_equal(cq_versions_analyse_clauses(s, doc, c, 5, &err), CQ_OK);
+    assert_int_equal(cq_versions_status(s, doc, 20200101, &from_memory, &err), CQ_OK);
+    assert_int_equal(from_memory.effective, from_store.effective);
+    assert_int_equal(from_memory.promulgated, from_store.promulgated);
+    assert_string_equal(from_memory.label, from_store.label);
+    assert_string_equal(from_memory.key, from_store.key);
+    assert_int_equal(cq_versions_analyse_clauses(s, doc, NULL, 0, &err), CQ_OK); /* no clauses: name and title */
+}
+
 #endif

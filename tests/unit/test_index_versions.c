@@ -416,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_query_as_of_terms),
         cmocka_unit_test_setup_teardown(conf_versions_groups, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(conf_versions_repeal_and_corrections, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(conf_versions_from_clauses, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_retrieve_as_of, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

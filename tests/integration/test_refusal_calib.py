@@ -17,20 +17,12 @@ import random
 import sys
 import tempfile
 
-ROOT = os.environ.get("CLAUSEQA_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from checks import ROOT, check, failed  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools", "decoder_train"))
 import refusal_rule  # noqa: E402
 import refusal_split  # noqa: E402
 import refusal_threshold  # noqa: E402
 
-FAILED = 0
-
-
-def check(cond, what):
-    global FAILED
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILED += 1
 
 
 def test_split():
@@ -145,8 +137,8 @@ def main():
     test_split()
     test_weights()
     test_rule()
-    if FAILED:
-        print("%d checks failed" % FAILED)
+    if failed():
+        print("%d checks failed" % failed())
         sys.exit(1)
     print("all passed")
 

@@ -2,8 +2,8 @@
  * through cq_ingest_file with its own connection, one at a time, within the page limit and the memory budget. What
  * an upload is (its format, hash, OCR mode, size and name: cq_upload) is found out once, when it comes, and handed
  * to the ingest with the queued job. A job that has no such record — resumed after a restart, or claimed on
- * another node — is found out by the ingest itself, once; its OCR mode is the one its stored name keeps
- * (DATA/uploads/job-ID.ocr-MODE.EXT), so that it is read as it was asked for.
+ * another node — is found out by the ingest itself, once; its OCR mode is the one its row keeps (jobs.ocr; the
+ * upload waits as DATA/uploads/job-ID.EXT), so that it is read as it was asked for.
  *
  * Ends. A job that produced a document ends ready in the document's own transaction (before_commit), so no crash
  * can leave a saved document with a job still to run (which then found its own document and ended duplicate). A
@@ -119,7 +119,7 @@ static cJSON *job_json(cq_store *st, const cq_job_info *j) {
     return cq_json_job(j, doc);
 }
 
-/* An upload's name in the jobs table is relative to the data directory ("uploads/job-7.ocr-auto.pdf"), so that the
+/* An upload's name in the jobs table is relative to the data directory ("uploads/job-7.pdf"), so that the
  * same data directory reached by another name — relative or absolute, through a symlink, moved — finds its uploads.
  * Rows of earlier versions hold the path as it was given then ("rel11/uploads/...", "/srv/qa/uploads/..."): only
  * the file name counts, and the file is always this run's uploads folder's. Nothing compares or opens a stored path
@@ -212,7 +212,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) {
         char leaf[64];
-        snprintf(leaf, sizeof leaf, "job-%lld.ocr-%s.%s", (long long)job_id, cq_reader_ocr_name(ocr), up.format->name);
+        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, up.format->name);
         snprintf(stored, sizeof stored, UPLOADS_SUBDIR "/%s", leaf);
         upload_path = upload_file(s, stored);
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -221,7 +221,9 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     /* on a shared queue in the store by content too, before the job can be claimed: any node can run it */
     if (!rc) rc = cq_store_job_share_upload(st, job_id, up.sha256, upload_path, err);
-    if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, err);
+    if (!rc)
+        rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, cq_reader_ocr_name(ocr),
+                                     err);
     if (!rc) {
         cq_job_info j;
         rc = cq_store_job_get(st, job_id, &j, err);
@@ -306,11 +308,13 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     cq_store_job_update(p->st, p->job_id, CQ_JOB_RUNNING, pages_read, n_pages, NULL, &err);
 }
 
-/* The OCR mode a job's stored upload name keeps (job-ID.ocr-MODE.EXT), for a job without its record; the
- * service's default for names without one. */
-static cq_reader_ocr stored_ocr(const cq_service *s, const char *upload_path) {
-    const char *m = strstr(upload_leaf(upload_path), ".ocr-");
-    char name[16] = "";
+/* The OCR mode of a job without its upload record (resumed after a start, claimed on another node): the one its row
+ * keeps; on a row of before the jobs table kept it, the one its upload's name says (job-ID.ocr-MODE.EXT); else the
+ * service's default. */
+static cq_reader_ocr stored_ocr(const cq_service *s, const cq_job_info *j) {
+    char name[16];
+    snprintf(name, sizeof name, "%s", j->ocr);
+    const char *m = *name ? NULL : strstr(upload_leaf(j->upload_path), ".ocr-");
     if (m && strcspn(m + 5, ".") < sizeof name) snprintf(name, sizeof name, "%.*s", (int)strcspn(m + 5, "."), m + 5);
     cq_reader_ocr ocr;
     return cq_reader_ocr_parse(name, &ocr) ? ocr : s->ocr;
@@ -392,7 +396,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_le
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
                              .progress_user = &progress, .dense = s->dense, .upload = up,
-                             .ocr = up ? up->ocr : stored_ocr(s, j.upload_path),
+                             .ocr = up ? up->ocr : stored_ocr(s, &j),
                              .limits = {s->max_pages, s->doc_memory_bytes, &s->cancel_running},
                              .before_commit = job_ready_in_tx, .before_commit_user = &progress};
     cq_ingest_result res;

@@ -60,12 +60,12 @@ cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, i
 }
 
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
-                                  int64_t size_bytes, int replace, cq_err *err) {
+                                  int64_t size_bytes, int replace, const char *ocr, cq_err *err) {
     return cq_store_job_write(s, job_id, "record upload", err,
                               "UPDATE jobs SET filename = ?2, upload_path = ?3, size_bytes = ?4, replace_doc = ?5, "
-                              "updated_at = ?6 WHERE id = ?1",
-                              "ittiii", job_id, filename, upload_path, size_bytes, (int64_t)(replace ? 1 : 0),
-                              now_s());
+                              "updated_at = ?6, ocr = ?7 WHERE id = ?1",
+                              "ittiiit", job_id, filename, upload_path, size_bytes, (int64_t)(replace ? 1 : 0),
+                              now_s(), ocr);
 }
 
 cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err) {
@@ -107,7 +107,7 @@ cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, co
 #define JOB_COLUMNS                                                                                                 \
     "j.id, j.kb_id, coalesce(j.doc_id, 0), k.name, j.state, j.done, j.total, j.error, j.filename, j.upload_path, " \
     "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, ''), "          \
-    "j.attempts FROM jobs j JOIN kbs k ON k.id = j.kb_id"
+    "j.attempts, coalesce(j.ocr, '') FROM jobs j JOIN kbs k ON k.id = j.kb_id"
 
 static cq_status job_from_row(cq_db_stmt *st, cq_job_info *j, cq_err *err) {
     memset(j, 0, sizeof *j);
@@ -126,6 +126,7 @@ static cq_status job_from_row(cq_db_stmt *st, cq_job_info *j, cq_err *err) {
     j->replace = (int)cq_db_col_int(st, 13);
     cq_db_col_copy(st, 14, j->error_code, sizeof j->error_code);
     j->attempts = (int)cq_db_col_int(st, 15);
+    cq_db_col_copy(st, 16, j->ocr, sizeof j->ocr);
     if ((!j->error && !cq_db_col_null(st, 7)) || (!j->filename && !cq_db_col_null(st, 8)) ||
         (!j->upload_path && !cq_db_col_null(st, 9)))
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

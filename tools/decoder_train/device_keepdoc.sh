@@ -11,6 +11,8 @@ R=$W/keepdoc
 MODEL=${MODEL:-/tmp/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
 ADAPTER=${ADAPTER:-/tmp/adapter_old}
 SUITES=${SUITES:-"contracts-en-dev cuad-dev policy-zh-dev cmrc-dev cjrc-dev"}
+PART=${PART:-vs} # vs: the validation parts; tq: the calibration parts (train side), to confirm a setting there
+# KS: the runs of each suite (default "base 0 1 2 3": router,bm25, then rerank with keep-doc 0..3)
 export LD_LIBRARY_PATH=$W/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CLAUSEQA_DENSE=off
 case ${1:-start} in
@@ -21,10 +23,11 @@ start)
 #!/bin/bash
 for s in $SUITES; do
   mkdir -p $W/k_\$s/models && ln -sf $MODEL $W/k_\$s/models/ && ln -sfn $ADAPTER $W/k_\$s/models/answer
-  for k in base 0 1 2; do
+  [ -e $W/$PART/\$s/docs ] || ln -sfn $W/vs/\$s/docs $W/$PART/\$s/docs
+  for k in ${KS:-base 0 1 2 3}; do
     if [ \$k = base ]; then a="--mode router,bm25"; else a="--mode router,bm25,rerank --rerank-keep-doc \$k"; fi
     t=\$(date +%s)
-    $W/bin/clauseqa eval --data $W/k_\$s --kb \$s --suite $W/vs/\$s --device cuda --answers extractive --json \
+    $W/bin/clauseqa eval --data $W/k_\$s --kb \$s --suite $W/$PART/\$s --device cuda --answers extractive --json \
       --model $MODEL --adapter $ADAPTER --out $R/\$s.\$k.jsonl \$a > $R/\$s.\$k.json 2> $R/\$s.\$k.err
     echo "\$s \$k: exit \$? in \$(( \$(date +%s) - t )) s" >> $R/times.txt
   done

@@ -270,36 +270,42 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
                                     float *vecs, cq_err *err) {
     memset(vecs, 0, n * (size_t)dim * sizeof *vecs);
     const size_t bytes = (size_t)dim * sizeof(float);
-    double *acc = malloc((size_t)dim * sizeof *acc);
+    double *acc = calloc(n * (size_t)dim + 1, sizeof *acc); /* the sums, a row a document */
     cq_status rc = acc ? CQ_OK : nomem(err);
-    for (size_t i = 0; !rc && i < n; i++) {
-        memset(acc, 0, (size_t)dim * sizeof *acc);
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) { /* the documents' vectors, a statement a batch */
+        const size_t m = batch_of(n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_query(cq_store_conn(s), "a document's vectors", &st, err,
-                         "SELECT v.clause_id, v.vec FROM clause_vectors v JOIN clauses c ON c.id = v.clause_id "
-                         "WHERE c.doc_id = ?1 AND v.model = ?2", "it", docs[i], model);
+        rc = cq_db_prepare_in(cq_store_conn(s),
+                              "SELECT v.clause_id, v.vec, c.doc_id FROM clause_vectors v JOIN clauses c ON "
+                              "c.id = v.clause_id WHERE v.model = ?1 AND c.doc_id IN ",
+                              docs + at, m, 2, "", &st, err);
+        if (!rc) cq_db_bind_text(st, 1, model);
         int step = CQ_DB_DONE;
-        size_t got = 0;
-        while (!rc && (step = cq_db_step(st, "a document's vectors", err)) == CQ_DB_ROW) {
+        while (!rc && (step = cq_db_step(st, "the documents' vectors", err)) == CQ_DB_ROW) {
             size_t len = 0;
             const unsigned char *b = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
                 rc = bad_vector(st, 0, len, bytes, err);
                 break;
             }
-            for (int j = 0; j < dim; j++) {
-                float x;
-                memcpy(&x, b + (size_t)j * sizeof x, sizeof x);
-                acc[j] += x;
-            }
-            got++;
+            const int64_t doc = cq_db_col_int(st, 2);
+            for (size_t i = at; i < at + m; i++) /* a document may stand more than once */
+                if (docs[i] == doc)
+                    for (int k = 0; k < dim; k++) {
+                        float x;
+                        memcpy(&x, b + (size_t)k * sizeof x, sizeof x);
+                        acc[i * (size_t)dim + (size_t)k] += x;
+                    }
         }
         if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
+    }
+    for (size_t i = 0; !rc && i < n; i++) { /* normalized; none stored (a zero sum): zeros */
+        const double *a = acc + i * (size_t)dim;
         double norm = 0.0;
-        for (int j = 0; j < dim; j++) norm += acc[j] * acc[j];
+        for (int k = 0; k < dim; k++) norm += a[k] * a[k];
         norm = sqrt(norm);
-        for (int j = 0; !rc && got && norm > 0 && j < dim; j++) vecs[i * (size_t)dim + (size_t)j] = (float)(acc[j] / norm);
+        for (int k = 0; norm > 0 && k < dim; k++) vecs[i * (size_t)dim + (size_t)k] = (float)(a[k] / norm);
     }
     free(acc);
     return rc;

@@ -55,13 +55,14 @@ log "bench_ssm rc $?"; grep -E "^#|tokens/s" $OUT/speed.txt
 
 # 2. weights
 NEW=${NEW:-$(ls /tmp/stash14/runs 2>/dev/null | tr '\n' ' ')}
-TAGS=old
+TAGS=""
 rm -rf /tmp/d_*; mkdir -p $OUT/ev
 setup() {  # tag source
   mkdir -p /tmp/d_$1/models/ssm && cp $2/ssm.json $2/ssm.safetensors /tmp/d_$1/models/ssm/ &&
   ln -sf $W/gemma-trim.gguf /tmp/d_$1/models/gemma-3-270m-q4_k_m.gguf
 }
-setup old data/models/ssm
+# SKIP_OLD=1: only the new weights (the shipped ones' figures are known; their safetensors need not travel)
+[ "${SKIP_OLD:-0}" = 1 ] || { setup old data/models/ssm && TAGS=old; }
 for n in $NEW; do
   src=/tmp/stash14/runs/$n; [ -f $src/ssm.safetensors ] || src=.device/new/$n
   [ -f $src/ssm.safetensors ] || { log "no weights for $n"; continue; }

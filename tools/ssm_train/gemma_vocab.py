@@ -49,11 +49,16 @@ _TOKENIZE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, cty
 _ROW = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_float))
 
 
-# core/utf8.c measures display width with utf8proc, which the tokenizer never calls: where utf8proc (header or
-# library) is missing, as on a bare GPU box, a stand-in header lets the library build without it.
+# core/utf8.c measures display width with utf8proc, and the Qwen2 pre-tokenizer of decoder/tokenizer.c asks it for
+# Unicode categories; the Gemma vocabulary calls neither: where utf8proc (header or library) is missing, as on a bare
+# GPU box, a stand-in header lets the library build without it (the Qwen2 path must not run on it).
 _UTF8PROC_SHIM = """#include <stdint.h>
 typedef int32_t utf8proc_int32_t;
-static inline int utf8proc_charwidth(utf8proc_int32_t c) { (void)c; return 1; } /* unused by the tokenizer */
+typedef enum { UTF8PROC_CATEGORY_CN, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT,
+               UTF8PROC_CATEGORY_LM, UTF8PROC_CATEGORY_LO, UTF8PROC_CATEGORY_ND, UTF8PROC_CATEGORY_NL,
+               UTF8PROC_CATEGORY_NO } utf8proc_category_t;
+static inline int utf8proc_charwidth(utf8proc_int32_t c) { (void)c; return 1; } /* unused by the Gemma tokenizer */
+static inline utf8proc_category_t utf8proc_category(utf8proc_int32_t c) { (void)c; return UTF8PROC_CATEGORY_CN; }
 """
 
 

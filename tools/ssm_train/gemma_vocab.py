@@ -27,7 +27,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 DEFAULT_GGUF = os.path.join(ROOT, "data", "models", "gemma-3-270m-q4_k_m.gguf")
 LIB_DIR = os.path.join(ROOT, "build-gemma-tok")
 SOURCES = ["app/ssm_vocab.c", "decoder/tokenizer.c", "decoder/gguf.c", "decoder/quant.c", "core/strbuf.c",
-           "core/error.c", "core/utf8.c", "core/sha256.c",
+           "core/error.c", "core/utf8.c", "core/sha256.c", "core/grow.c",
            "decoder/cpu_isa.c", "decoder/quant_avx512.c"]  # quant.c dispatches to the ISA kernels
 ROW_STRIDE = 64          # table_id: every 64th row
 N_MARKERS = 5

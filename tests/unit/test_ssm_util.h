@@ -126,7 +126,7 @@ static inline int ssm_test_write_model(const char *dir, const cq_ssm_config *c, 
  * "manifest"."doc_head"."window_tokens" (the model's ssm.json must be ssm_test_write_model's one-line object). */
 static inline int ssm_test_write_doc_head(const char *dir, const cq_ssm_config *c, int window, uint64_t seed) {
     ssm_test_rng = seed * 2654435761u + 7;
-    char path[512], json[4096];
+    char path[1100], json[4096];
     snprintf(path, sizeof path, "%s/ssm.json", dir);
     FILE *f = fopen(path, "r");
     if (!f) return -1;

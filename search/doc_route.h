@@ -46,7 +46,7 @@ typedef struct {
     cq_doc_route_method method;
     cq_doc_route zh, en;  /* by the question's language (cq_query.lang), as the fusion */
     char source[24];      /* "ssm.json", "CLAUSEQA_DOC_ROUTE" or "" (off) */
-    char fitted_on[128];  /* ssm.json's "fitted_on", when it says */
+    char fitted_on[256];  /* ssm.json's "fitted_on", when it says */
 } cq_doc_routing;
 
 /* "off" / "" / NULL → off; "R,BETA" (R in 1..CQ_DOC_ROUTE_MAX_TOP, BETA finite ≥ 0) → on. CQ_ERR_INVALID saying

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,13 +169,124 @@ static size_t find_sorted(const int64_t *ids, size_t n, int64_t id) {
     return lo < n && ids[lo] == id ? lo : n;
 }
 
-/* The KB's stored document vectors of model and head (none when head is ""). */
-static cq_status kb_doc_vectors(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
-                                int64_t **ids, float **vecs, size_t *n, cq_err *err) {
+#define CACHE_ENTRIES 16
+
+typedef struct {
+    int64_t kb_id, count, max_doc;
+    char model[80], head[80];
+    int dim;
+    int64_t *ids;
+    float *vecs;
+    size_t n;
+    uint64_t used;
+} cache_entry;
+
+struct cq_doc_route_cache {
+    pthread_mutex_t mu;
+    cache_entry e[CACHE_ENTRIES];
+    size_t n;
+    uint64_t clock, reads;
+};
+
+cq_doc_route_cache *cq_doc_route_cache_new(void) {
+    cq_doc_route_cache *c = calloc(1, sizeof *c);
+    if (c) pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void cq_doc_route_cache_free(cq_doc_route_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->e[i].ids);
+        free(c->e[i].vecs);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+size_t cq_doc_route_cache_reads(cq_doc_route_cache *c) {
+    pthread_mutex_lock(&c->mu);
+    size_t r = (size_t)c->reads;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static cq_status copy_out(const int64_t *ids, const float *vecs, size_t n, int dim, int64_t **oi, float **ov,
+                          size_t *on, cq_err *err) {
+    *oi = malloc((n + 1) * sizeof **oi);
+    *ov = malloc((n + 1) * (size_t)dim * sizeof **ov);
+    if (!*oi || !*ov) {
+        free(*oi);
+        free(*ov);
+        *oi = NULL;
+        *ov = NULL;
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    if (n) {
+        memcpy(*oi, ids, n * sizeof **oi);
+        memcpy(*ov, vecs, n * (size_t)dim * sizeof **ov);
+    }
+    *on = n;
+    return CQ_OK;
+}
+
+static bool same_key(const cache_entry *e, int64_t kb_id, const char *model, const char *head, int dim) {
+    return e->kb_id == kb_id && e->dim == dim && !strcmp(e->model, model) && !strcmp(e->head, head);
+}
+
+/* The KB's stored document vectors of model and head (none when head is ""), from the cache while the store's stamp
+ * is the same (copies: the caller frees them). */
+static cq_status kb_doc_vectors(cq_doc_route_cache *c, cq_store *s, int64_t kb_id, const char *model, const char *head,
+                                int dim, int64_t **ids, float **vecs, size_t *n, cq_err *err) {
     *ids = NULL;
     *vecs = NULL;
     *n = 0;
-    return head && *head ? cq_store_doc_vectors_kb(s, kb_id, model, head, dim, ids, vecs, n, err) : CQ_OK;
+    if (!head || !*head) return CQ_OK;
+    if (!c) return cq_store_doc_vectors_kb(s, kb_id, model, head, dim, ids, vecs, n, err);
+    int64_t count = 0, max_doc = 0;
+    cq_status rc = cq_store_doc_vectors_stamp(s, kb_id, model, head, &count, &max_doc, err);
+    if (rc) return rc;
+    pthread_mutex_lock(&c->mu);
+    c->clock++;
+    for (size_t i = 0; i < c->n; i++) {
+        cache_entry *e = &c->e[i];
+        if (same_key(e, kb_id, model, head, dim) && e->count == count && e->max_doc == max_doc) {
+            e->used = c->clock;
+            rc = copy_out(e->ids, e->vecs, e->n, dim, ids, vecs, n, err);
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    /* read outside the lock (a large KB takes a while); a change made meanwhile only makes a later question read
+     * again, its stamp being newer than the one kept */
+    rc = cq_store_doc_vectors_kb(s, kb_id, model, head, dim, ids, vecs, n, err);
+    if (rc || strlen(model) >= sizeof c->e[0].model || strlen(head) >= sizeof c->e[0].head) return rc;
+    cache_entry fresh = {.kb_id = kb_id, .count = count, .max_doc = max_doc, .dim = dim};
+    snprintf(fresh.model, sizeof fresh.model, "%s", model);
+    snprintf(fresh.head, sizeof fresh.head, "%s", head);
+    cq_err e2 = {0};
+    if (copy_out(*ids, *vecs, *n, dim, &fresh.ids, &fresh.vecs, &fresh.n, &e2)) return CQ_OK; /* uncached */
+    pthread_mutex_lock(&c->mu);
+    c->reads++;
+    fresh.used = ++c->clock;
+    size_t at = c->n; /* the same key replaced, else a free slot, else the least recently used */
+    for (size_t i = 0; i < c->n; i++)
+        if (same_key(&c->e[i], kb_id, model, head, dim)) at = i;
+    if (at == c->n && c->n == CACHE_ENTRIES) {
+        at = 0;
+        for (size_t i = 1; i < c->n; i++)
+            if (c->e[i].used < c->e[at].used) at = i;
+    }
+    if (at < c->n) {
+        free(c->e[at].ids);
+        free(c->e[at].vecs);
+    } else {
+        c->n++;
+    }
+    c->e[at] = fresh;
+    pthread_mutex_unlock(&c->mu);
+    return CQ_OK;
 }
 
 /* Vectors of docs[0..n) into out (n × dim): the stored one (kb_ids/kb_vecs, ascending) where there is one, else the
@@ -216,8 +328,9 @@ static size_t distinct(const int64_t *doc_of, size_t n, int64_t *docs) {
     return nd;
 }
 
-cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, int64_t kb_id, const char *model, const char *head,
-                             int dim, const float *q, cq_fused *f, size_t n, size_t kept, cq_err *err) {
+cq_status cq_doc_route_apply(const cq_doc_route *r, cq_doc_route_cache *cache, cq_store *s, int64_t kb_id,
+                             const char *model, const char *head, int dim, const float *q, cq_fused *f, size_t n,
+                             size_t kept, cq_err *err) {
     if (!r->top || !(r->beta > 0) || n <= kept) return CQ_OK;
     int64_t *doc_of = malloc(n * sizeof *doc_of), *docs = malloc(n * sizeof *docs), *routed = NULL, *kb_ids = NULL;
     float *vecs = malloc(n * (size_t)dim * sizeof *vecs), *kb_vecs = NULL;
@@ -226,7 +339,7 @@ cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, int64_t kb_id, 
     for (size_t i = 0; !rc && i < n; i++) docs[i] = f[i].id;
     if (!rc) rc = cq_store_clause_docs(s, docs, n, doc_of, err);
     size_t nd = rc ? 0 : distinct(doc_of, n, docs); /* the candidates' documents, each once */
-    if (!rc) rc = kb_doc_vectors(s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
+    if (!rc) rc = kb_doc_vectors(cache, s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
     if (!rc) rc = vectors_of(s, model, dim, kb_ids, kb_vecs, kb_n, docs, nd, vecs, err);
     if (!rc && !(routed = malloc((r->top < nd ? r->top : nd) * sizeof *routed + 1)))
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -257,8 +370,9 @@ static int cand_cmp(const void *a, const void *b) {
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-cq_status cq_doc_route_search(const cq_doc_route *r, cq_store *s, int64_t kb_id, const char *model, const char *head,
-                              int dim, const float *q, int64_t *ids, float *cos, size_t *n, size_t cap, cq_err *err) {
+cq_status cq_doc_route_search(const cq_doc_route *r, cq_doc_route_cache *cache, cq_store *s, int64_t kb_id,
+                              const char *model, const char *head, int dim, const float *q, int64_t *ids, float *cos,
+                              size_t *n, size_t cap, cq_err *err) {
     if (!r->top || !(r->beta > 0)) return CQ_OK;
     const size_t D = (size_t)dim, nl = *n;
     int64_t *kb_ids = NULL, *doc_of = malloc((nl + 1) * sizeof *doc_of), *extra = malloc((nl + 1) * sizeof *extra);
@@ -267,7 +381,7 @@ cq_status cq_doc_route_search(const cq_doc_route *r, cq_store *s, int64_t kb_id,
     cand *c = NULL;
     size_t kb_n = 0, ne = 0, nr = 0, nrc = 0;
     cq_status rc = doc_of && extra ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc) rc = kb_doc_vectors(s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
+    if (!rc) rc = kb_doc_vectors(cache, s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
     if (!rc && nl) rc = cq_store_clause_docs(s, ids, nl, doc_of, err);
     if (!rc) { /* the list's documents without a stored vector join the KB's as candidates */
         size_t nd = distinct(doc_of, nl, extra);

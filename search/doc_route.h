@@ -74,11 +74,21 @@ size_t cq_doc_route_top(const float *vecs, const int64_t *doc_ids, size_t n, int
 void cq_doc_route_prefer(cq_fused *f, int64_t *doc_of, size_t n, size_t kept, const int64_t *routed,
                          size_t n_routed, double beta);
 
+/* The KBs' stored document vectors kept between questions: one entry a (KB, model, head), used while the store's
+ * cq_store_doc_vectors_stamp is what it was when read (one indexed count a question instead of every vector); safe
+ * from several threads. NULL wherever a cache is taken: read every time. */
+typedef struct cq_doc_route_cache cq_doc_route_cache;
+cq_doc_route_cache *cq_doc_route_cache_new(void);
+void cq_doc_route_cache_free(cq_doc_route_cache *c);
+/* How many times the cache has read a KB's vectors from the store (tests). */
+size_t cq_doc_route_cache_reads(cq_doc_route_cache *c);
+
 /* The prior on a fused list f[0..n) (f[0..kept) BM25's kept clauses) of KB kb_id for the question vector q (dim,
  * the encoder model's; head: its document head's id, "" without): the candidates' documents, their vectors (stored,
  * else means), the top r->top of them, the prior. Nothing when r->top or r->beta is 0. */
-cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, int64_t kb_id, const char *model, const char *head,
-                             int dim, const float *q, cq_fused *f, size_t n, size_t kept, cq_err *err);
+cq_status cq_doc_route_apply(const cq_doc_route *r, cq_doc_route_cache *cache, cq_store *s, int64_t kb_id,
+                             const char *model, const char *head, int dim, const float *q, cq_fused *f, size_t n,
+                             size_t kept, cq_err *err);
 
 /* The routed dense search: the dense list ids[0..*n), cos[0..*n) (best first, room for cap) of KB kb_id becomes the
  * first cap of (that list ∪ every clause of the top r->top documents), each scored by its cosine + r->beta when its
@@ -86,7 +96,8 @@ cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, int64_t kb_id, 
  * clause ids ascending in each).
  * The documents are ranked among the KB's stored document vectors and the list's documents without one (their
  * means). Nothing when r->top or r->beta is 0. */
-cq_status cq_doc_route_search(const cq_doc_route *r, cq_store *s, int64_t kb_id, const char *model, const char *head,
-                              int dim, const float *q, int64_t *ids, float *cos, size_t *n, size_t cap, cq_err *err);
+cq_status cq_doc_route_search(const cq_doc_route *r, cq_doc_route_cache *cache, cq_store *s, int64_t kb_id,
+                              const char *model, const char *head, int dim, const float *q, int64_t *ids, float *cos,
+                              size_t *n, size_t cap, cq_err *err);
 
 #endif

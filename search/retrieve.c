@@ -215,8 +215,8 @@ static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query
         kept = cq_fusion_score_kept(p, bm25, bs, nb);
         free(bs);
     }
-    return cq_doc_route_apply(r, s, q->kb_id, cq_ssm_model_id(m), cq_ssm_model_doc_head_id(m), dim, qv, f, nf, kept,
-                              err);
+    return cq_doc_route_apply(r, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
+                              cq_ssm_model_doc_head_id(m), dim, qv, f, nf, kept, err);
 }
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
@@ -241,8 +241,8 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     rc = cq_dense_query_vector(o->dense, q->text, qv, err);
     if (!rc) rc = cq_dense_search_vec(o->dense, s, q->kb_id, qv, DENSE_POOL, ids, cos, &nd, err);
     if (!rc && dr && routing->method == CQ_DOC_ROUTE_SEARCH)
-        rc = cq_doc_route_search(dr, s, q->kb_id, cq_ssm_model_id(m), cq_ssm_model_doc_head_id(m), dim, qv, ids, cos,
-                                 &nd, DENSE_POOL, err);
+        rc = cq_doc_route_search(dr, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
+                                 cq_ssm_model_doc_head_id(m), dim, qv, ids, cos, &nd, DENSE_POOL, err);
     if (rc) {
         free(qv);
         return rc;

@@ -346,6 +346,7 @@ struct cq_dense {
     pthread_mutex_t encode_mu, doc_mu, kbs_mu;
     cq_fusion fusion;   /* how retrieval fuses BM25 with these weights' vectors: ssm.json "fusion" (rrf without) */
     cq_doc_routing route; /* document routing (search/doc_route.h): ssm.json's, or CLAUSEQA_DOC_ROUTE's; off without */
+    cq_doc_route_cache *route_cache; /* the KBs' document vectors between questions */
     void *vocab_handle; /* the external input vocabulary, when the weights need one */
     int64_t *kb_ids;
     cq_vectors **kbs;
@@ -403,6 +404,7 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
     if (!rc && (rc = cq_doc_routing_from_config(text, len, &d->route, err))) cq_err_prefix(err, "%s: ", cfg);
     if (!rc && (rc = cq_doc_routing_env(getenv("CLAUSEQA_DOC_ROUTE"), &d->route, err)))
         cq_err_prefix(err, "CLAUSEQA_DOC_ROUTE: ");
+    if (!rc && !(d->route_cache = cq_doc_route_cache_new())) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     free(text);
     if (!rc) rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
     if (!rc && strcmp(tokenizer, "cq-hash-v1")) {
@@ -487,6 +489,7 @@ void cq_dense_close(cq_dense *d) {
     cq_ssm_encoder_free(d->encoder);
     cq_ssm_encoder_free(d->doc_encoder);
     cq_ssm_model_free(d->model);
+    cq_doc_route_cache_free(d->route_cache);
     if (d->vocab_handle && vocab_close) vocab_close(d->vocab_handle);
     pthread_mutex_destroy(&d->encode_mu);
     pthread_mutex_destroy(&d->doc_mu);
@@ -575,6 +578,7 @@ cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
 const cq_fusion *cq_dense_fusion(const cq_dense *d) { return &d->fusion; }
 const cq_doc_routing *cq_dense_doc_route(const cq_dense *d) { return &d->route; }
+cq_doc_route_cache *cq_dense_doc_route_cache(cq_dense *d) { return d->route_cache; }
 
 cq_status cq_dense_query_vector(cq_dense *d, const char *question, float *q, cq_err *err) {
     size_t len = strlen(question);

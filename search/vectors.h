@@ -111,6 +111,8 @@ const cq_fusion *cq_dense_fusion(const cq_dense *d);
 /* Document routing (search/doc_route.h): the weights' ssm.json "doc_route", or CLAUSEQA_DOC_ROUTE over it, read when
  * the retriever opened (a bad one fails the open); off when neither says. */
 const cq_doc_routing *cq_dense_doc_route(const cq_dense *d);
+/* The retriever's cache of the KBs' document vectors (search/doc_route.h). */
+cq_doc_route_cache *cq_dense_doc_route_cache(cq_dense *d);
 /* cq_dense_search for a question vector q (cq_dense_query_vector's). */
 cq_status cq_dense_search_vec(cq_dense *d, cq_store *s, int64_t kb_id, const float *q, size_t k, int64_t *ids,
                               float *scores, size_t *n, cq_err *err);

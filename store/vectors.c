@@ -390,6 +390,23 @@ cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, co
                      "iittb", doc_id, kb_id, model, head, (const void *)vec, (size_t)dim * sizeof(float));
 }
 
+cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
+                                     int64_t *max_doc, cq_err *err) {
+    *count = *max_doc = 0;
+    cq_db_stmt *st;
+    if (cq_db_query(cq_store_conn(s), "count document vectors", &st, err,
+                    "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND "
+                    "head = ?3", "itt", kb_id, model, head))
+        return err ? err->code : CQ_ERR_DB;
+    int step = cq_db_step(st, "count document vectors", err);
+    if (step == CQ_DB_ROW) {
+        *count = cq_db_col_int(st, 0);
+        *max_doc = cq_db_col_int(st, 1);
+    }
+    cq_db_finalize(st);
+    return step < 0 ? (err ? err->code : CQ_ERR_DB) : CQ_OK;
+}
+
 cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
                                   int64_t **ids, float **vecs, size_t *n, cq_err *err) {
     *ids = NULL;

@@ -72,6 +72,10 @@ cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, 
 /* Stores document doc_id's vector (of KB kb_id), replacing any it had, in the caller's transaction or its own. */
 cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, const char *model, const char *head,
                                   int dim, const float *vec, cq_err *err);
+/* How many document vectors the KB has of model and head, and the largest document id among them (0 without): what
+ * changes whenever they change, document ids never being used twice (search/doc_route.c's cache). */
+cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
+                                     int64_t *max_doc, cq_err *err);
 /* Every document vector of the KB made by model and head (doc ids ascending; *ids and *vecs malloc'd, n × dim).
  * CQ_ERR_FORMAT when a stored vector is not dim floats. */
 cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,

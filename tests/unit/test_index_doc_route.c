@@ -203,12 +203,12 @@ static void test_store_vectors_and_apply(void **state) {
     cq_fused f[] = {{a0, 5.0, false}, {a1, 0.9, false}, {b0, 0.7, true}, {b1, 0.2, true}};
     const float q[] = {0, 1};
     cq_doc_route r = {1, 0.5};
-    assert_int_equal(cq_doc_route_apply(&r, s, kb, "m1", "", 2, q, f, 4, 1, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_apply(&r, NULL, s, kb, "m1", "", 2, q, f, 4, 1, &err), CQ_OK);
     const int64_t want[] = {a0, b0, a1, b1};
     for (size_t i = 0; i < 4; i++) assert_int_equal(f[i].id, want[i]);
     /* off: nothing */
     cq_doc_route off = {0, 0.0};
-    assert_int_equal(cq_doc_route_apply(&off, s, kb, "m1", "", 2, (const float[]){1, 0}, f, 4, 0, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_apply(&off, NULL, s, kb, "m1", "", 2, (const float[]){1, 0}, f, 4, 0, &err), CQ_OK);
     for (size_t i = 0; i < 4; i++) assert_int_equal(f[i].id, want[i]);
 }
 
@@ -246,14 +246,14 @@ static void test_search_and_stored(void **state) {
     float cos[8] = {0.8f, 0.6f, 0.0f};
     size_t n = 3;
     cq_doc_route off = {1, 0.0};
-    assert_int_equal(cq_doc_route_search(&off, s, kb, "m1", "h1", 2, q, ids, cos, &n, 8, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_search(&off, NULL, s, kb, "m1", "h1", 2, q, ids, cos, &n, 8, &err), CQ_OK);
     assert_int_equal(n, 3);
     assert_true(ids[0] == a2 && cos[0] == 0.8f);
 
     /* routed to 1 document: b, by its stored vector (its clause mean would have lost to c's); b0, b1 join with
      * cosine 0 + 0.5, above a0 (0) and below a2 (0.8); the cut keeps 4 */
     cq_doc_route one = {1, 0.5};
-    assert_int_equal(cq_doc_route_search(&one, s, kb, "m1", "h1", 2, q, ids, cos, &n, 4, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_search(&one, NULL, s, kb, "m1", "h1", 2, q, ids, cos, &n, 4, &err), CQ_OK);
     assert_int_equal(n, 4);
     const int64_t want1[] = {a2, a1, b0, b1};
     for (size_t i = 0; i < 4; i++) assert_int_equal(ids[i], want1[i]);
@@ -265,7 +265,7 @@ static void test_search_and_stored(void **state) {
     float cos2[8] = {0.8f, 0.8f, 0.0f};
     n = 3;
     cq_doc_route two = {2, 1.0};
-    assert_int_equal(cq_doc_route_search(&two, s, kb, "m1", "h1", 2, q, ids2, cos2, &n, 8, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_search(&two, NULL, s, kb, "m1", "h1", 2, q, ids2, cos2, &n, 8, &err), CQ_OK);
     assert_int_equal(n, 6);
     const int64_t want2[] = {c0, c1, b0, b1, a2, a0};
     const float score2[] = {2.0f, 1.8f, 1.0f, 1.0f, 0.8f, 0.0f};
@@ -278,21 +278,61 @@ static void test_search_and_stored(void **state) {
     int64_t ids3[8] = {a2, a1};
     float cos3[8] = {0.8f, 0.6f};
     n = 2;
-    assert_int_equal(cq_doc_route_search(&one, s, kb, "m1", "h-other", 2, q, ids3, cos3, &n, 8, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_search(&one, NULL, s, kb, "m1", "h-other", 2, q, ids3, cos3, &n, 8, &err), CQ_OK);
     assert_int_equal(n, 3); /* a is routed: a0 joins */
     assert_true(ids3[0] == a2 && ids3[1] == a1 && ids3[2] == a0);
     assert_true(fabsf(cos3[0] - 1.3f) < 1e-6f && fabsf(cos3[2] - 0.5f) < 1e-6f);
 
     /* the prior reads the stored vector too: b over a although b's clause mean equals a0's direction */
     cq_fused f[] = {{a0, 5.0, false}, {a1, 0.9, false}, {b0, 0.7, true}, {b1, 0.2, true}};
-    assert_int_equal(cq_doc_route_apply(&one, s, kb, "m1", "h1", 2, q, f, 4, 1, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_apply(&one, NULL, s, kb, "m1", "h1", 2, q, f, 4, 1, &err), CQ_OK);
     const int64_t want3[] = {a0, b0, a1, b1};
     for (size_t i = 0; i < 4; i++) assert_int_equal(f[i].id, want3[i]);
     /* and with the means (no head): a's mean (0.86, 0.50) beats b's (1, 0): a1 stays second */
     cq_fused g[] = {{a0, 5.0, false}, {a1, 0.9, false}, {b0, 0.7, true}, {b1, 0.2, true}};
-    assert_int_equal(cq_doc_route_apply(&one, s, kb, "m1", "", 2, q, g, 4, 1, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_apply(&one, NULL, s, kb, "m1", "", 2, q, g, 4, 1, &err), CQ_OK);
     const int64_t want4[] = {a0, a1, b0, b1};
     for (size_t i = 0; i < 4; i++) assert_int_equal(g[i].id, want4[i]);
+
+    /* the cache: the same lists as without it, the store read once while nothing changes, again when a document
+     * vector comes or goes (the stamp: count and largest document id) */
+    cq_doc_route_cache *cache = cq_doc_route_cache_new();
+    assert_non_null(cache);
+    for (int round = 0; round < 3; round++) {
+        int64_t ci[8] = {a2, c1, a0};
+        float cc[8] = {0.8f, 0.8f, 0.0f};
+        n = 3;
+        assert_int_equal(cq_doc_route_search(&two, cache, s, kb, "m1", "h1", 2, q, ci, cc, &n, 8, &err), CQ_OK);
+        assert_int_equal(n, 6);
+        for (size_t i = 0; i < 6; i++) assert_int_equal(ci[i], want2[i]);
+    }
+    assert_int_equal(cq_doc_route_cache_reads(cache), 1);
+    cq_fused h[] = {{a0, 5.0, false}, {a1, 0.9, false}, {b0, 0.7, true}, {b1, 0.2, true}};
+    assert_int_equal(cq_doc_route_apply(&one, cache, s, kb, "m1", "h1", 2, q, h, 4, 1, &err), CQ_OK);
+    for (size_t i = 0; i < 4; i++) assert_int_equal(h[i].id, want3[i]);
+    assert_int_equal(cq_doc_route_cache_reads(cache), 1);
+    /* c gets a stored vector pointing away from the question: c is no longer routed (b and a are) */
+    const float vc[2] = {0, -1};
+    assert_int_equal(cq_store_doc_vector_put(s, kb, dc, "m1", "h1", 2, vc, &err), CQ_OK);
+    int64_t ci[8] = {a2, c1, a0};
+    float cc[8] = {0.8f, 0.8f, 0.0f};
+    n = 3;
+    assert_int_equal(cq_doc_route_search(&two, cache, s, kb, "m1", "h1", 2, q, ci, cc, &n, 8, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_cache_reads(cache), 2);
+    const int64_t want5[] = {a2, a1, a0, b0, b1, c1}; /* a routed now: 1.8, 1.6, then 1.0 (listed first), c1 0.8 */
+    assert_int_equal(n, 6);
+    for (size_t i = 0; i < 6; i++) assert_int_equal(ci[i], want5[i]);
+    assert_true(fabsf(cc[0] - 1.8f) < 1e-6f && fabsf(cc[5] - 0.8f) < 1e-6f);
+    for (size_t i = 0; i < n; i++) assert_true(ci[i] != c0); /* c's unlisted clause does not join */
+    /* b deleted: read again, b's clauses gone from the routing */
+    assert_int_equal(cq_store_doc_delete(s, db, &err), CQ_OK);
+    int64_t di[8] = {a2, c1};
+    float dc2[8] = {0.8f, 0.8f};
+    n = 2;
+    assert_int_equal(cq_doc_route_search(&one, cache, s, kb, "m1", "h1", 2, q, di, dc2, &n, 8, &err), CQ_OK);
+    assert_int_equal(cq_doc_route_cache_reads(cache), 3);
+    for (size_t i = 0; i < n; i++) assert_true(di[i] != b0 && di[i] != b1);
+    cq_doc_route_cache_free(cache);
 }
 
 int main(void) {

@@ -685,6 +685,29 @@ static const migration migrations[] = {
         .sqlite = "ALTER TABLE jobs ADD COLUMN ocr TEXT;\n",
         .pg = "ALTER TABLE jobs ADD COLUMN ocr text;\n",
     },
+    {
+        /* SQLite 14, PostgreSQL 11: a document's vector from the encoder's document head (store/vectors.h, document
+         * routing, issue 27), naming the weights and the head that made it; the documents' full encoder states go:
+         * nothing read them (docs/SSM.md, "State: save and resume"), and they were most of a law corpus's vectors. */
+        .sqlite =
+        "CREATE TABLE doc_vectors(\n"
+        "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+        "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
+        "  model TEXT NOT NULL,\n"
+        "  head TEXT NOT NULL,\n"
+        "  vec BLOB NOT NULL);\n"
+        "CREATE INDEX doc_vectors_kb ON doc_vectors(kb_id, model, head);\n"
+        "DROP TABLE doc_states;\n",
+        .pg =
+        "CREATE TABLE doc_vectors(\n"
+        "  doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
+        "  kb_id bigint NOT NULL,\n"
+        "  model text NOT NULL,\n"
+        "  head text NOT NULL,\n"
+        "  vec bytea NOT NULL);\n"
+        "CREATE INDEX doc_vectors_kb ON doc_vectors(kb_id, model, head);\n"
+        "DROP TABLE doc_states;\n",
+    },
 };
 
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])

@@ -42,7 +42,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,
 #    test_ssm_train_parity: text through the Gemma vocabulary of the trimmed GGUF, which holds the fixture's rows)
 if [ "${TINY:-0}" != 1 ]; then
   T=/tmp/cqsrc; rm -rf $T; mkdir -p $T/data/models && ln -s $PWD/tests $T/tests && ln -s $W/gemma-trim.gguf $T/data/models/gemma-3-270m-q4_k_m.gguf
-  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do
+  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda test_ssm_doc_head; do
     ldd $W/cq/bin/$t | grep "not found" | sed "s/^/$t: /" | tee -a $OUT/log.txt  # rc 127 otherwise says nothing
     CLAUSEQA_SOURCE_DIR=$T timeout 120 $W/cq/bin/$t > /tmp/$t.txt 2>&1; log "$t rc $? ($(grep -c OK /tmp/$t.txt) ok, $(grep -c SKIPPED /tmp/$t.txt) skipped lines)"
     grep -E "FAIL|Error|error" /tmp/$t.txt | head -5

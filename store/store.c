@@ -80,9 +80,6 @@ void **cq_store_router_slot(cq_store *s, void (*free_fn)(void *cache)) {
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 void **cq_store_bm25_slot(cq_store *s) { return &s->bm25_cache; }
 
-
-
-
 /* SQLite's process-wide setup, once before its first use: no memory statistics. With them on (SQLite's default)
  * every allocation of every connection takes one global mutex, and a BM25 search allocates a lot: asks retrieving
  * at once on different connections then wait on each other (issue 15: on the 16-core H200 box, retrieval-only asks
@@ -159,16 +156,18 @@ cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
 
 /* ---- clauses held for PostgreSQL ------------------------------------------------------------------------------ */
 
+/* What pending_add copied of a clause. */
+static void clause_copy_free(cq_store_clause *c) {
+    free((char *)c->label);
+    free((char *)c->label_key);
+    free((char *)c->path);
+    free((char *)c->text);
+    free((cq_store_box *)c->boxes);
+}
+
 static void pending_drop(cq_store *s) {
     pending_clauses *p = &s->pending;
-    for (size_t i = 0; i < p->n; i++) {
-        cq_store_clause *c = &p->clauses[i];
-        free((char *)c->label);
-        free((char *)c->label_key);
-        free((char *)c->path);
-        free((char *)c->text);
-        free((cq_store_box *)c->boxes);
-    }
+    for (size_t i = 0; i < p->n; i++) clause_copy_free(&p->clauses[i]);
     free(p->label);
     p->label = NULL;
     p->n = 0;
@@ -222,11 +221,7 @@ static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label,
     }
     if (!p->n && !failed) p->label = dup_or_null(doc_label ? doc_label : "", &failed);
     if (failed) {
-        free((char *)copy.label);
-        free((char *)copy.label_key);
-        free((char *)copy.path);
-        free((char *)copy.text);
-        free((cq_store_box *)copy.boxes);
+        clause_copy_free(&copy);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     p->doc_id = doc_id;
@@ -259,8 +254,6 @@ cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
 }
 
 /* ---- the keyword index and clauses (SQLite: FTS5; PostgreSQL: clauses held for their postings) --------------- */
-
-
 
 void cq_store_bind_clause(cq_db_stmt *st, int first, int64_t doc_id, const cq_store_clause *c) {
     cq_db_bind_int(st, first, doc_id);
@@ -357,14 +350,6 @@ static cq_status postings_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id,
     return pending_add(s, doc_id, doc_label, c, clause_id, err);
 }
 
-static cq_status postings_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
-    return nothing(s, kb_id, err); /* postings come with each document's clauses */
-}
-
-static cq_status postings_kb_drop(cq_store *s, int64_t kb_id, cq_err *err) {
-    return nothing(s, kb_id, err); /* documents_postings_gone, a trigger, deletes the postings with the documents */
-}
-
 static cq_status postings_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
     (void)kb_id, (void)err;
     if (s->pending.doc_id == doc_id) pending_drop(s);
@@ -380,7 +365,6 @@ static void postings_discard(cq_store *s, int64_t doc_id) {
     (void)doc_id;
     pending_drop(s);
 }
-
 
 /* ---- keyword search: BM25 through either index ---- */
 
@@ -490,8 +474,8 @@ static const keyword_index postings = {
     .bm25 = postings_bm25,
     .takes_tokens = false,
     .clause_add = postings_clause_add,
-    .kb_add = postings_kb_add,
-    .kb_drop = postings_kb_drop,
+    .kb_add = nothing,  /* postings come with each document's clauses */
+    .kb_drop = nothing, /* documents_postings_gone, a trigger, deletes the postings with the documents */
     .doc_drop = postings_doc_drop,
     .flush = postings_flush,
     .discard = postings_discard,

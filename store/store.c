@@ -433,14 +433,7 @@ static cq_status postings_bm25(cq_store *s, int64_t kb_id, const char *const *te
     *n = 0;
     cq_keyword_hit *hits = NULL;
     size_t got = 0;
-    cq_status rc;
-    if (!n_docs) {
-        rc = cq_postings_bm25(s->conn, kb_id, terms, n_terms, NULL, 0, want, &hits, &got, err);
-    } else {
-        hits = malloc(n_docs * want * sizeof *hits);
-        rc = hits ? cq_postings_bm25_each_doc(s->conn, kb_id, terms, n_terms, doc_ids, n_docs, want, hits, &got, err)
-                  : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    cq_status rc = cq_postings_bm25(s->conn, kb_id, terms, n_terms, doc_ids, n_docs, want, &hits, &got, err);
     for (size_t j = 0; !rc && j < got; j++) {
         found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
         doc_of[(*n)++] = hits[j].doc_id;

@@ -18,6 +18,7 @@
 #include "store/store_internal.h"
 #include "store/postings.h"
 #include "store/schema.h"
+#include "store/vectors.h"
 
 /* A document's clauses on PostgreSQL, held until its finish (or the commit): the keyword index there holds one
  * postings list per token and document, so they are written together (store/postings.h). Each has its id
@@ -383,37 +384,20 @@ static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64
     return CQ_OK;
 }
 
-/* doc_of[i] for the clauses found[0..n): one statement per CQ_STORE_NAMES_BATCH of them. */
-static cq_status docs_of_clauses(cq_store *s, const cq_bm25_hit *found, size_t n, int64_t *doc_of, cq_err *err) {
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n; i++) doc_of[i] = 0;
-    for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
-        size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
-        int64_t ids[CQ_STORE_NAMES_BATCH];
-        for (size_t i = 0; i < m; i++) ids[i] = found[at + i].id;
-        cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(s->conn, "SELECT id, doc_id FROM clauses WHERE id IN ", ids, m, 1, "", &st, err);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "bm25", err)) == CQ_DB_ROW) {
-            int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
-            for (size_t i = at; i < at + m; i++)
-                if (found[i].id == id) doc_of[i] = doc;
-        }
-        if (!rc && step < 0) rc = err->code;
-        cq_db_finalize(st);
-    }
-    return rc;
-}
-
 /* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn. */
 static cq_status fts5_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
                            const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of,
                            size_t *n, cq_err *err) {
     *n = 0;
     cq_status rc = CQ_OK;
-    if (!n_docs) {
+    if (!n_docs) { /* the hits' documents, as store/vectors.h reads them */
         rc = cq_bm25_top(s, kb_id, terms, n_terms, 1, 0, want, found, n, NULL, err);
-        return rc ? rc : docs_of_clauses(s, found, *n, doc_of, err);
+        int64_t *ids = rc ? NULL : malloc((*n + 1) * sizeof *ids);
+        if (!rc && !ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; ids && i < *n; i++) ids[i] = found[i].id;
+        if (ids) rc = cq_store_clause_docs(s, ids, *n, doc_of, err);
+        free(ids);
+        return rc;
     }
     for (size_t i = 0; !rc && i < n_docs; i++) {
         int64_t lo = 1, hi = 0;

@@ -248,6 +248,15 @@ cq_status cq_store_user_grant(cq_store *s, const char *name, cq_key_role role, c
     return cq_db_end(db, own, rc, err);
 }
 
+/* Records u's sign-in at now: a record, not a condition (a failure leaves last_login_at as it was). */
+static cq_status signed_in(cq_db *db, cq_user_info *u, int64_t now) {
+    cq_err ignored = {0};
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   u->id, now))
+        u->last_login_at = now;
+    return CQ_OK;
+}
+
 cq_status cq_store_user_verify(cq_store *s, const char *name, const char *password, cq_user_info *out, cq_err *err) {
     memset(out, 0, sizeof *out);
     cq_db *db = cq_store_conn(s);
@@ -277,12 +286,7 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         return CQ_ERR_NOT_FOUND;
     }
     if (user_grant(db, out, true, err)) return err->code;
-    int64_t now = (int64_t)time(NULL);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, (int64_t)time(NULL));
 }
 
 cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err) {
@@ -339,11 +343,7 @@ cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *o
                           "a local account is named %s: the directory's %s cannot sign in as it (rename one of them)",
                           name, name);
     if (out->disabled_at) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", name);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, now);
 }
 
 cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {

@@ -71,7 +71,6 @@ void cq_db_finalize(cq_db_stmt *st) {
 int64_t cq_db_changes(cq_db *db) { return db->drv->changes(db); }
 cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err) { return db->drv->last_id(db, id, err); }
 void cq_db_nowait(cq_db *db, bool on) { db->drv->nowait(db, on); }
-cq_status cq_db_error(cq_db *db, cq_err *err, const char *what) { return db->drv->error(db, err, what); }
 
 cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                            cq_err *err) {

@@ -171,10 +171,6 @@ int cq_db_backend_pid(cq_db *db); /* the server process of the connection (0 on 
  * within about 20 s). */
 char *cq_db_conninfo(cq_db *db);
 
-/* ---- errors ---- */
-/* The one db_error: CQ_ERR_DB with "what: <the connection's last message>". */
-cq_status cq_db_error(cq_db *db, cq_err *err, const char *what);
-
 /* ---- where a store is (`--store`, docs/SCALE.md) ---- */
 /* "postgresql://…", "postgres://…" or a libpq "key=value …" string is PostgreSQL; "sqlite:PATH" or a plain path
  * is a SQLite file (cq_db_where_path gives the path). */

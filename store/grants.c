@@ -116,14 +116,11 @@ cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, co
     return rc;
 }
 
-cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, const char *stored, bool current,
-                         char out[CQ_GRANT_BYTES], bool *gone, cq_err *err) {
-    out[0] = 0;
+cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, bool current, char kb[CQ_GRANT_BYTES],
+                         bool *gone, cq_err *err) {
     if (gone) *gone = false;
-    if (!stored || !*stored || !strcmp(stored, "*")) {
-        snprintf(out, CQ_GRANT_BYTES, "%s", stored ? stored : "");
-        return CQ_OK;
-    }
+    if (!*kb || !strcmp(kb, "*")) return CQ_OK;
+    kb[0] = 0;
     cq_db_stmt *st;
     if (cq_db_query(db, "read grants", &st, err,
                     "SELECT g.kb, CASE WHEN b.id IS NULL THEN 0 ELSE 1 END FROM kb_grants g "
@@ -137,9 +134,9 @@ cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, con
         alive += exists;
         if (current && !exists) continue;
         const char *name = cq_db_col_text(st, 0);
-        int w = snprintf(out + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", name ? name : "");
+        int w = snprintf(kb + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", name ? name : "");
         if (w > 0 && (size_t)w < CQ_GRANT_BYTES - len) len += (size_t)w;
-        else out[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
+        else kb[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
     }
     cq_db_finalize(st);
     if (step < 0) return err->code;

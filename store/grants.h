@@ -41,12 +41,12 @@ cq_status cq_grants_check(cq_key_role role, const char *kbs, const char *what, c
  * caller rolls back. "" and "*" write no rows. Call inside a transaction. */
 cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, const char *kbs, cq_err *err);
 
-/* Reads the grant of subject_id whose stored form (api_keys.kb, users.kb) is stored: "" and "*" as they are;
- * otherwise out gets the granted KBs' names, those that exist now when current (authorisation), all of them as
- * granted otherwise (listings); *gone (may be NULL) is set when none of them exists any more (the grant reaches
- * nothing). */
-cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, const char *stored, bool current,
-                         char out[CQ_GRANT_BYTES], bool *gone, cq_err *err);
+/* Reads the grant of subject_id into kb, which holds its stored form (api_keys.kb, users.kb, groups.kb): "" and "*"
+ * stay as they are; otherwise kb gets the granted KBs' names, those that exist now when current (authorisation), all
+ * of them as granted otherwise (listings); *gone (may be NULL) is set when none of them exists any more (the grant
+ * reaches nothing). */
+cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, bool current, char kb[CQ_GRANT_BYTES],
+                         bool *gone, cq_err *err);
 
 /* Removes subject_id's rows (a user removed). */
 cq_status cq_grants_remove(cq_db *db, const char *subject, int64_t subject_id, cq_err *err);

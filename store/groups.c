@@ -10,15 +10,6 @@
 
 bool cq_group_name_valid(const char *name) { return cq_user_name_valid(name); }
 
-static cq_status name_check(const char *name, cq_err *err) {
-    if (!cq_group_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid group name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', "
-                          "'_', '.' or '@'",
-                          name ? name : "");
-    return CQ_OK;
-}
-
 #define GROUP_COLUMNS                                                                                               \
     "g.id, g.name, g.role, coalesce(g.kb, ''), g.created_at, g.updated_at, "                                        \
     "(SELECT count(*) FROM group_members m WHERE m.group_id = g.id) "
@@ -36,9 +27,7 @@ static bool group_from_row(cq_db_stmt *st, void *elem) {
 }
 
 static cq_status group_grant(cq_db *db, cq_group_info *g, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", g->kb);
-    return cq_grants_read(db, "group", g->id, stored, false, g->kb, &g->kb_gone, err);
+    return cq_grants_read(db, "group", g->id, false, g->kb, &g->kb_gone, err);
 }
 
 static cq_status group_find(cq_db *db, const char *name, cq_group_info *g, cq_err *err) {
@@ -55,7 +44,7 @@ static cq_status user_id_of(cq_db *db, const char *name, int64_t *id, cq_err *er
 cq_status cq_store_group_add(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_group_info *info,
                              cq_err *err) {
     char grant[CQ_GRANT_BYTES];
-    if (name_check(name, err) || cq_grants_check(role, kbs, "group", grant, err)) return err->code;
+    if (cq_principal_name_check(name, "group", err) || cq_grants_check(role, kbs, "group", grant, err)) return err->code;
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL), id = 0;
     bool own;
@@ -285,12 +274,11 @@ cq_status cq_groups_effective(cq_db *db, int64_t user_id, cq_key_role *role, cha
                               "ON g.id = m.group_id WHERE m.user_id = ?1 ORDER BY g.id",
                               "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
-        char now[CQ_GRANT_BYTES];
         if (rows[i].role == CQ_ROLE_NONE) continue;
-        rc = cq_grants_read(db, "group", rows[i].id, rows[i].kb, true, now, NULL, err);
+        rc = cq_grants_read(db, "group", rows[i].id, true, rows[i].kb, NULL, err);
         if (rc) break;
         if (rows[i].role > *role) *role = rows[i].role;
-        (void)cq_grant_union(kb, now); /* 16 KBs a grant: a union too long keeps the first ones */
+        (void)cq_grant_union(kb, rows[i].kb); /* 16 KBs a grant: a union too long keeps the first ones */
     }
     free(rows);
     if (!rc && *role == CQ_ROLE_ADMIN) kb[0] = 0;

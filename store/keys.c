@@ -17,18 +17,24 @@ int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name)
     return cq_grant_allows(key->role, key->kb, need, kb_name);
 }
 
-cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
-    unsigned char bytes[32];
-    size_t need = (n_hex + 1) / 2, got = 0;
-    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
-    while (got < need) {
-        ssize_t r = getrandom(bytes + got, need - got, 0);
+cq_status cq_random_bytes(void *out, size_t n, cq_err *err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((unsigned char *)out + got, n - got, 0);
         if (r < 0) {
             if (errno == EINTR) continue;
-            return cq_err_set(err, CQ_ERR_IO, "no random bytes for the key: %s", strerror(errno));
+            return cq_err_set(err, CQ_ERR_IO, "no random bytes: %s", strerror(errno));
         }
         got += (size_t)r;
     }
+    return CQ_OK;
+}
+
+cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
+    unsigned char bytes[32];
+    size_t need = (n_hex + 1) / 2;
+    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
+    if (cq_random_bytes(bytes, need, err)) return err->code;
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < n_hex; i++) out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
     out[n_hex] = 0;
@@ -55,9 +61,7 @@ static bool key_from_row(cq_db_stmt *st, void *elem) {
 
 /* Replaces k->kb (as stored) by its grant: the KBs that exist now when current, as granted otherwise. */
 static cq_status key_grant(cq_db *db, cq_key_info *k, bool current, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", k->kb);
-    return cq_grants_read(db, "key", k->id, stored, current, k->kb, &k->kb_gone, err);
+    return cq_grants_read(db, "key", k->id, current, k->kb, &k->kb_gone, err);
 }
 
 static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char grant[CQ_GRANT_BYTES],

@@ -2,12 +2,10 @@
 #include "store/users.h"
 
 #include <argon2.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "core/sha256.h"
@@ -43,22 +41,9 @@ cq_status cq_password_check(const char *password, cq_err *err) {
     return CQ_OK;
 }
 
-static cq_status random_bytes(unsigned char *out, size_t n, cq_err *err) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = getrandom(out + got, n - got, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return cq_err_set(err, CQ_ERR_IO, "no random bytes: %s", strerror(errno));
-        }
-        got += (size_t)r;
-    }
-    return CQ_OK;
-}
-
 cq_status cq_password_hash(const char *password, char out[CQ_PASSWORD_HASH_BYTES], cq_err *err) {
     unsigned char salt[SALT_BYTES];
-    if (random_bytes(salt, sizeof salt, err)) return err->code;
+    if (cq_random_bytes(salt, sizeof salt, err)) return err->code;
     int rc = argon2id_hash_encoded(CQ_PASSWORD_T_COST, CQ_PASSWORD_M_COST_KIB, 1, password, strlen(password), salt,
                                    sizeof salt, HASH_BYTES, out, CQ_PASSWORD_HASH_BYTES);
     if (rc != ARGON2_OK) return cq_err_set(err, CQ_ERR_INTERNAL, "argon2id: %s", argon2_error_message(rc));
@@ -99,6 +84,14 @@ bool cq_user_name_valid(const char *name) {
     return true;
 }
 
+cq_status cq_principal_name_check(const char *name, const char *what, cq_err *err) {
+    if (cq_user_name_valid(name)) return CQ_OK;
+    return cq_err_set(err, CQ_ERR_INVALID,
+                      "invalid %s name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.' or "
+                      "'@'",
+                      what, name ? name : "");
+}
+
 /* ---- users -------------------------------------------------------------------------------------------------- */
 
 #define USER_COLUMNS                                                                                                \
@@ -128,26 +121,15 @@ static bool user_read(cq_db_stmt *st, void *u) {
 /* Replaces u->kb (as stored) by its grant (store/grants.h); when current (authorisation), joined with the grants of
  * the user's groups (store/groups.h). */
 static cq_status user_grant(cq_db *db, cq_user_info *u, bool current, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", u->kb);
-    if (cq_grants_read(db, "user", u->id, stored, current, u->kb, &u->kb_gone, err)) return err->code;
+    if (cq_grants_read(db, "user", u->id, current, u->kb, &u->kb_gone, err)) return err->code;
     return current ? cq_groups_effective(db, u->id, &u->role, u->kb, err) : CQ_OK;
-}
-
-
-static cq_status name_check(const char *name, cq_err *err) {
-    if (!cq_user_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid user name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', "
-                          "'_', '.' or '@'",
-                          name ? name : "");
-    return CQ_OK;
 }
 
 cq_status cq_store_user_add(cq_store *s, const char *name, const char *password, cq_key_role role, const char *kbs,
                             cq_user_info *info, cq_err *err) {
     char grant[CQ_GRANT_BYTES], hash[CQ_PASSWORD_HASH_BYTES];
-    if (name_check(name, err) || cq_grants_check(role, kbs, "user", grant, err) || cq_password_check(password, err))
+    if (cq_principal_name_check(name, "user", err) || cq_grants_check(role, kbs, "user", grant, err) ||
+        cq_password_check(password, err))
         return err->code;
     /* the slow part, before any lock is taken */
     if (cq_password_hash(password, hash, err)) return err->code;
@@ -266,6 +248,15 @@ cq_status cq_store_user_grant(cq_store *s, const char *name, cq_key_role role, c
     return cq_db_end(db, own, rc, err);
 }
 
+/* Records u's sign-in at now: a record, not a condition (a failure leaves last_login_at as it was). */
+static cq_status signed_in(cq_db *db, cq_user_info *u, int64_t now) {
+    cq_err ignored = {0};
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   u->id, now))
+        u->last_login_at = now;
+    return CQ_OK;
+}
+
 cq_status cq_store_user_verify(cq_store *s, const char *name, const char *password, cq_user_info *out, cq_err *err) {
     memset(out, 0, sizeof *out);
     cq_db *db = cq_store_conn(s);
@@ -295,12 +286,7 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         return CQ_ERR_NOT_FOUND;
     }
     if (user_grant(db, out, true, err)) return err->code;
-    int64_t now = (int64_t)time(NULL);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, (int64_t)time(NULL));
 }
 
 cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err) {
@@ -333,7 +319,7 @@ cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq
 
 cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
     memset(out, 0, sizeof *out);
-    if (name_check(name, err)) return err->code;
+    if (cq_principal_name_check(name, "user", err)) return err->code;
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL);
     cq_err lookup = {0};
@@ -357,11 +343,7 @@ cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *o
                           "a local account is named %s: the directory's %s cannot sign in as it (rename one of them)",
                           name, name);
     if (out->disabled_at) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", name);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, now);
 }
 
 cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {

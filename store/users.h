@@ -66,6 +66,8 @@ bool cq_password_verify(const char *encoded, const char *password);
 
 /* A valid user name: 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.', '@'. */
 bool cq_user_name_valid(const char *name);
+/* The same rule for a user's or a group's name (what: "user" or "group"): INVALID with a message when it breaks it. */
+cq_status cq_principal_name_check(const char *name, const char *what, cq_err *err);
 
 /* ---- users ---- */
 /* Adds a user: INVALID for a bad name, password, role or grant (store/grants.h), EXISTS ("a user named … exists

@@ -13,6 +13,10 @@
 # --teacher-only: the pack checked against the full model's reference vectors, every text embedded, its own dense
 # and fused validation); egemma_vectors.py export; then the students of RUNS at once for BUDGET s each, packed into
 # $W/<name>.tgz (ssm.json with the manifest, ssm.safetensors BF16, train.log).
+# Mending the tools within a window: rebuild d1 here (bundles27.sh SETS=d, or tar tools into .device/teacher27/d1/
+# tools.tar) and carry d1 itself again. The box keeps the ignored folders earlier calls carried, and every stash copies
+# $SRC/*/* again: a tools.tar carried under another name is overwritten by the old d1's (2026-12-06, fifth sitting).
+# A job started again in the same window (rm $W/.started) redoes the teacher pass (~2 min).
 set -u
 cd "$(dirname "$0")/../.."
 S=${STASH:-/tmp/st27}; W=${WORK:-/tmp/w27}; O=${OUT:-/tmp/out27}

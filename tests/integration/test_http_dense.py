@@ -56,17 +56,8 @@ def write_random_model(directory, seed=7, doc_window=64):
         ]
     tensors += [('norm_f.weight', [d], normal(d, 0.1, 1.0)), ('pool.weight', [e, 2 * d], normal(e * 2 * d, 0.3)),
                 ('pool.bias', [e], normal(e, 0.1))]
-    header, blobs, offset = {}, [], 0
-    for name, shape, values in tensors:
-        blob = struct.pack(f'<{len(values)}f', *values)
-        header[name] = {'dtype': 'F32', 'shape': shape, 'data_offsets': [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    h = json.dumps(header).encode()
-    h += b' ' * (-len(h) % 8)
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, 'ssm.safetensors'), 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+    write_safetensors(os.path.join(directory, 'ssm.safetensors'), tensors)
     cfg = dict(c)
     if doc_window:
         write_safetensors(os.path.join(directory, 'doc_head.safetensors'),

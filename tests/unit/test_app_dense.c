@@ -32,22 +32,25 @@ static cq_status retrieve(cq_store *s, int64_t kb, const char *question, int mod
     return rc;
 }
 
-/* Rewrites models/ssm.json with "fusion": fusion (NULL: without one). */
-static void set_fusion(const char *models, const char *fusion) {
-    char path[600], *text = NULL;
+/* Rewrites models/ssm.json with member name: value (NULL: without one), kept last (so one call can replace it). */
+static void set_member(const char *models, const char *name, const char *value) {
+    char path[600], key[64], *text = NULL;
     size_t len = 0;
     cq_err err = {0};
     snprintf(path, sizeof path, "%s/ssm.json", models);
+    snprintf(key, sizeof key, ", \"%s\"", name);
     if (cq_file_read(path, 1 << 20, &text, &len, &err)) fail_msg("%s", err.msg);
-    char *at = strstr(text, ", \"fusion\"");
+    char *at = strstr(text, key);
     if (!at) at = strrchr(text, '}');
     assert_non_null(at);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "%.*s%s%s}\n", (int)(at - text), text, fusion ? ", \"fusion\": " : "", fusion ? fusion : "");
+    fprintf(f, "%.*s%s%s%s}\n", (int)(at - text), text, value ? key : "", value ? ": " : "", value ? value : "");
     fclose(f);
     free(text);
 }
+
+static void set_fusion(const char *models, const char *fusion) { set_member(models, "fusion", fusion); }
 
 /* The clause ids of a retrieval, and whether every hit came from BM25. */
 static size_t retrieve_ids(cq_store *s, int64_t kb, const char *question, int modes, cq_fusion_method fusion,
@@ -336,22 +339,7 @@ static void test_dense_plumbing(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-/* Rewrites models/ssm.json with "doc_route": v (NULL: without one); the member is kept last. */
-static void set_doc_route(const char *models, const char *v) {
-    char path[600], *text = NULL;
-    size_t len = 0;
-    cq_err err = {0};
-    snprintf(path, sizeof path, "%s/ssm.json", models);
-    if (cq_file_read(path, 1 << 20, &text, &len, &err)) fail_msg("%s", err.msg);
-    char *at = strstr(text, ", \"doc_route\"");
-    if (!at) at = strrchr(text, '}');
-    assert_non_null(at);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "%.*s%s%s}\n", (int)(at - text), text, v ? ", \"doc_route\": " : "", v ? v : "");
-    fclose(f);
-    free(text);
-}
+static void set_doc_route(const char *models, const char *v) { set_member(models, "doc_route", v); }
 
 /* Dense-only retrieval (50 deep) of question: clause ids and document ids. */
 static size_t dense_docs(cq_store *s, int64_t kb, const char *question, cq_dense *d, int64_t *ids, int64_t *docs) {

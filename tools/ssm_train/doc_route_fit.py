@@ -31,7 +31,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
-import dev_split  # noqa: E402
 import fusion  # noqa: E402
 
 OFF = "off"
@@ -59,40 +58,32 @@ def collect(a):
     from prepare import hits, norm  # numpy
     settings = [OFF] + [setting_name(int(t), float(b)) for t in a.tops.split(",") for b in a.betas.split(",")]
     out = {}
-    for suite in sorted(os.listdir(a.suites)):
-        for part, fn in (("val", "questions.jsonl"), ("train", "train.jsonl")):
-            p = os.path.join(a.suites, suite, fn)
-            if not os.path.exists(p):
-                continue
-            qs = [json.loads(x) for x in open(p, encoding="utf-8") if x.strip()]
-            qs = [q for q in qs if q.get("answerable", True) and q.get("gold")]
-            if part == "train":
-                qs = [q for q in qs if dev_split.question_is_calibration(suite, q)]
-            if not qs:
-                continue
-            lines = "".join(json.dumps({"id": q["id"], "question": q["question"]}, ensure_ascii=False) + "\n"
-                            for q in qs)
-            lists = {"bm25": retrieve(a, suite, lines, "bm25", OFF)}
-            for s in settings:
-                lists[s] = retrieve(a, suite, lines, "dense", OFF if s == OFF else "search:" + s)
-            for q in qs:
-                gold = [(g["doc"], norm(g["text"]) if g.get("text") else None) for g in q["gold"]]
-                keys, rec = {}, {"suite": suite, "type": q["type"], "part": part, "calib": part == "train",
-                                 "dense": {}}
+    for suite, part, qs in fusion.part_questions(a.suites, calib_only=True):
+        if not qs:
+            continue
+        lines = "".join(json.dumps({"id": q["id"], "question": q["question"]}, ensure_ascii=False) + "\n"
+                        for q in qs)
+        lists = {"bm25": retrieve(a, suite, lines, "bm25", OFF)}
+        for s in settings:
+            lists[s] = retrieve(a, suite, lines, "dense", OFF if s == OFF else "search:" + s)
+        for q in qs:
+            gold = [(g["doc"], norm(g["text"]) if g.get("text") else None) for g in q["gold"]]
+            keys, rec = {}, {"suite": suite, "type": q["type"], "part": part, "calib": part == "train",
+                             "dense": {}}
 
-                def reduce(results):
-                    items = []
-                    for h in results:
-                        k = keys.setdefault((h["doc"], h.get("path"), h["text"][:64]), len(keys))
-                        hn = norm(h["text"])
-                        hit = any(d == h["doc"] and (gt is None or hits(hn, gt)) for d, gt in gold)
-                        items.append([k, round(float(h.get("score", 0.0)), 5), int(hit)])
-                    return items
-                rec["bm25"] = reduce(lists["bm25"].get(q["id"], []))
-                for s in settings:
-                    rec["dense"][s] = reduce(lists[s].get(q["id"], []))
-                out[q["id"]] = rec
-            print("%s %s: %d questions, %d settings" % (suite, part, len(qs), len(settings)), flush=True)
+            def reduce(results):
+                items = []
+                for h in results:
+                    k = keys.setdefault((h["doc"], h.get("path"), h["text"][:64]), len(keys))
+                    hn = norm(h["text"])
+                    hit = any(d == h["doc"] and (gt is None or hits(hn, gt)) for d, gt in gold)
+                    items.append([k, round(float(h.get("score", 0.0)), 5), int(hit)])
+                return items
+            rec["bm25"] = reduce(lists["bm25"].get(q["id"], []))
+            for s in settings:
+                rec["dense"][s] = reduce(lists[s].get(q["id"], []))
+            out[q["id"]] = rec
+        print("%s %s: %d questions, %d settings" % (suite, part, len(qs), len(settings)), flush=True)
     with gzip.open(a.out, "wt") as f:
         json.dump({"settings": settings, "questions": out}, f)
 

@@ -256,16 +256,24 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
     set_fusion(models, NULL);
 }
 
+/* A store in the fresh temporary folder dir (a mkdtemp template) with the KB "demo" (its id in *kb). */
+static cq_store *open_demo(char *dir, int64_t *kb) {
+    char path[512];
+    cq_err err = {0};
+    cq_store *s;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/clauseqa.db", dir);
+    assert_int_equal(cq_store_open(path, &s, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(s, "demo", kb, &err), CQ_OK);
+    return s;
+}
+
 static void test_dense_plumbing(void **state) {
     (void)state;
     char dir[] = "/tmp/cq_dense_XXXXXX", path[512], models[512];
-    assert_non_null(mkdtemp(dir));
     cq_err err = {0};
-    cq_store *s;
-    snprintf(path, sizeof path, "%s/clauseqa.db", dir);
-    assert_int_equal(cq_store_open(path, &s, &err), CQ_OK);
     int64_t kb;
-    assert_int_equal(cq_store_kb_ensure(s, "demo", &kb, &err), CQ_OK);
+    cq_store *s = open_demo(dir, &kb);
 
     /* No weights: dense is refused with a reason; the default modes work. */
     cq_dense *d = NULL;
@@ -362,13 +370,9 @@ static size_t dense_docs(cq_store *s, int64_t kb, const char *question, cq_dense
 static void test_doc_head_routing(void **state) {
     (void)state;
     char dir[] = "/tmp/cq_dense_head_XXXXXX", path[512], models[512];
-    assert_non_null(mkdtemp(dir));
     cq_err err = {0};
-    cq_store *s;
-    snprintf(path, sizeof path, "%s/clauseqa.db", dir);
-    assert_int_equal(cq_store_open(path, &s, &err), CQ_OK);
     int64_t kb;
-    assert_int_equal(cq_store_kb_ensure(s, "demo", &kb, &err), CQ_OK);
+    cq_store *s = open_demo(dir, &kb);
     snprintf(models, sizeof models, "%s/models", dir);
     mkdir(models, 0755);
     snprintf(models, sizeof models, "%s/models/ssm", dir);

@@ -53,15 +53,7 @@ cq_status cq_store_group_set(cq_store *s, const char *name, cq_key_role role, co
 }
 
 cq_status cq_store_group_remove(cq_store *s, const char *name, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    int64_t id = 0;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = cq_principal_id(db, "group", name, &id, err);
-    if (!rc) rc = cq_db_run(db, "remove group", NULL, err, "DELETE FROM group_members WHERE group_id = ?1", "i", id);
-    if (!rc) rc = cq_grants_remove(db, "group", id, err);
-    if (!rc) rc = cq_db_run(db, "remove group", NULL, err, "DELETE FROM groups WHERE id = ?1", "i", id);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_remove(s, "group", name, NULL, err);
 }
 
 /* The start of a membership change: a transaction (*own: whether this call began it), then group's id (*gid) and

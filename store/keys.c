@@ -10,6 +10,7 @@
 #include "core/sha256.h"
 #include "db/db.h"
 #include "db/dialect.h"
+#include "store/users.h"
 
 int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name) {
     if (!key || (key->kb_gone && key->role != CQ_ROLE_ADMIN)) return 0;
@@ -151,13 +152,8 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     return CQ_OK;
 }
 
-/* A count(*) statement's result. */
-static cq_status count_of(cq_store *s, const char *sql, const char *what, int64_t *n, cq_err *err) {
-    return cq_db_int(cq_store_conn(s), what, n, err, sql, "");
-}
-
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
-    return count_of(s, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "count keys", n, err);
+    return cq_db_int(cq_store_conn(s), "count keys", n, err, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "");
 }
 
 cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
@@ -194,7 +190,7 @@ cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err) {
     cq_status rc = cq_store_auth_required(s, &required, NULL, err);
     if (!rc && !required) rc = cq_store_key_count_active(s, &active, err);
     int64_t users = 0; /* a user, as a key, closes the door (store/users.h) */
-    if (!rc && !required && !active) rc = count_of(s, "SELECT count(*) FROM users", "count users", &users, err);
+    if (!rc && !required && !active) rc = cq_store_user_count(s, &users, err);
     if (!rc) *open = !required && active == 0 && users == 0;
     return rc;
 }

@@ -124,6 +124,23 @@ cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const c
     return rc;
 }
 
+cq_status cq_principal_remove(cq_store *s, const char *what, const char *name, const char *first, cq_err *err) {
+    char op[16], members[64], row[48];
+    snprintf(op, sizeof op, "remove %s", what);
+    snprintf(members, sizeof members, "DELETE FROM group_members WHERE %s_id = ?1", what);
+    snprintf(row, sizeof row, "DELETE FROM %ss WHERE id = ?1", what);
+    cq_db *db = cq_store_conn(s);
+    int64_t id = 0;
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) rc = cq_principal_id(db, what, name, &id, err);
+    if (!rc && first) rc = cq_db_run(db, op, NULL, err, first, "i", id);
+    if (!rc) rc = cq_db_run(db, op, NULL, err, members, "i", id);
+    if (!rc) rc = cq_grants_remove(db, what, id, err);
+    if (!rc) rc = cq_db_run(db, op, NULL, err, row, "i", id);
+    return cq_db_end(db, own, rc, err);
+}
+
 cq_status cq_principal_grant(cq_store *s, const char *what, const char *name, cq_key_role role, const char *kbs,
                              cq_err *err) {
     char grant[CQ_GRANT_BYTES], op[16], sql[80];
@@ -217,16 +234,7 @@ cq_status cq_store_user_get(cq_store *s, const char *name, cq_user_info *out, cq
 }
 
 cq_status cq_store_user_remove(cq_store *s, const char *name, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    int64_t id = 0;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = cq_principal_id(db, "user", name, &id, err);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM sessions WHERE user_id = ?1", "i", id);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM group_members WHERE user_id = ?1", "i", id);
-    if (!rc) rc = cq_grants_remove(db, "user", id, err);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM users WHERE id = ?1", "i", id);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_remove(s, "user", name, "DELETE FROM sessions WHERE user_id = ?1", err);
 }
 
 cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *password, cq_err *err) {

@@ -77,6 +77,9 @@ cq_status cq_principal_id(cq_db *db, const char *what, const char *name, int64_t
 cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const char *name, cq_key_role role,
                               const char *grant, int64_t now, void *info, cq_err *err, const char *sql,
                               const char *kinds, ...);
+/* Removes the user or group (what) named name: first (may be NULL: a statement of ?1, its id), its memberships, its
+ * grant and its row. NOT_FOUND when there is none. */
+cq_status cq_principal_remove(cq_store *s, const char *what, const char *name, const char *first, cq_err *err);
 /* Changes the role and KBs of the user or group (what) named name (checked as for adding): NOT_FOUND when none. */
 cq_status cq_principal_grant(cq_store *s, const char *what, const char *name, cq_key_role role, const char *kbs,
                              cq_err *err);

@@ -56,27 +56,25 @@ cq_status cq_store_group_remove(cq_store *s, const char *name, cq_err *err) {
     return cq_principal_remove(s, "group", name, NULL, err);
 }
 
-/* The start of a membership change: a transaction (*own: whether this call began it), then group's id (*gid) and
- * user's (*uid): NOT_FOUND for either unknown. */
-static cq_status member_begin(cq_db *db, const char *group, const char *user, int64_t *gid, int64_t *uid, bool *own,
-                              cq_err *err) {
-    cq_status rc = cq_db_begin_own(db, own, err);
-    if (!rc) rc = cq_principal_id(db, "group", group, gid, err);
-    return rc ? rc : cq_principal_id(db, "user", user, uid, err);
-}
-
-cq_status cq_store_group_member_add(cq_store *s, const char *group, const char *user, cq_err *err) {
+/* Puts user into group (add) or takes the user out. */
+static cq_status membership(cq_store *s, const char *group, const char *user, bool add, cq_err *err) {
     cq_db *db = cq_store_conn(s);
     int64_t gid = 0, uid = 0, changed = 0;
     bool own;
-    cq_status rc = member_begin(db, group, user, &gid, &uid, &own, err);
+    cq_status rc = cq_principal_begin(db, "group", group, &gid, &own, err);
+    if (!rc) rc = cq_principal_id(db, "user", user, &uid, err);
+    if (!rc && !add) {
+        rc = cq_db_run(db, "remove member", &changed, err,
+                       "DELETE FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", gid, uid);
+        if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "%s is not in group '%s'", user, group);
+    }
     /* a membership from the directory becomes local: it stays when the directory drops it */
-    if (!rc)
+    if (!rc && add)
         rc = cq_db_run(db, "add member", &changed, err,
                        "UPDATE group_members SET source = 'local' WHERE group_id = ?1 AND user_id = ?2 AND "
                        "source <> 'local'",
                        "ii", gid, uid);
-    if (!rc && !changed) {
+    if (!rc && add && !changed) {
         rc = cq_db_run(db, "add member", NULL, err,
                        "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'local')", "ii", gid, uid);
         if (rc == CQ_ERR_EXISTS)
@@ -85,16 +83,12 @@ cq_status cq_store_group_member_add(cq_store *s, const char *group, const char *
     return cq_db_end(db, own, rc, err);
 }
 
+cq_status cq_store_group_member_add(cq_store *s, const char *group, const char *user, cq_err *err) {
+    return membership(s, group, user, true, err);
+}
+
 cq_status cq_store_group_member_remove(cq_store *s, const char *group, const char *user, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    int64_t gid = 0, uid = 0, changed = 0;
-    bool own;
-    cq_status rc = member_begin(db, group, user, &gid, &uid, &own, err);
-    if (!rc)
-        rc = cq_db_run(db, "remove member", &changed, err,
-                       "DELETE FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", gid, uid);
-    if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "%s is not in group '%s'", user, group);
-    return cq_db_end(db, own, rc, err);
+    return membership(s, group, user, false, err);
 }
 
 static bool member_from_row(cq_db_stmt *st, void *elem) {

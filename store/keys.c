@@ -41,8 +41,8 @@ cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
     return CQ_OK;
 }
 
-/* The key's columns; its KBs are read apart (cq_grants_read). */
 static const cq_principal_layout KEY = CQ_PRINCIPAL_LAYOUT(cq_key_info, "key");
+/* The key's columns; its KBs are read apart (cq_grants_read). */
 #define KEY_COLUMNS                                                                                                 \
     CQ_PRINCIPAL_COLUMNS("k") "k.prefix, coalesce(k.last_used_at, 0), coalesce(k.revoked_at, 0) FROM api_keys k"
 
@@ -153,7 +153,8 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
 }
 
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
-    return cq_db_int(cq_store_conn(s), "count keys", n, err, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "");
+    return cq_db_int(cq_store_conn(s), "count keys", n, err, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
+                     "");
 }
 
 cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {

@@ -101,6 +101,11 @@ cq_status cq_principal_id(cq_db *db, const char *what, const char *name, int64_t
     return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no %s named '%s'", what, name ? name : "") : rc;
 }
 
+cq_status cq_principal_begin(cq_db *db, const char *what, const char *name, int64_t *id, bool *own, cq_err *err) {
+    cq_status rc = cq_db_begin_own(db, own, err);
+    return rc ? rc : cq_principal_id(db, what, name, id, err);
+}
+
 cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const char *name, cq_key_role role,
                               const char *grant, int64_t now, void *info, cq_err *err, const char *sql,
                               const char *kinds, ...) {
@@ -132,8 +137,7 @@ cq_status cq_principal_remove(cq_store *s, const char *what, const char *name, c
     cq_db *db = cq_store_conn(s);
     int64_t id = 0;
     bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = cq_principal_id(db, what, name, &id, err);
+    cq_status rc = cq_principal_begin(db, what, name, &id, &own, err);
     if (!rc && first) rc = cq_db_run(db, op, NULL, err, first, "i", id);
     if (!rc) rc = cq_db_run(db, op, NULL, err, members, "i", id);
     if (!rc) rc = cq_grants_remove(db, what, id, err);
@@ -150,8 +154,7 @@ cq_status cq_principal_grant(cq_store *s, const char *what, const char *name, cq
     cq_db *db = cq_store_conn(s);
     int64_t id = 0;
     bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = cq_principal_id(db, what, name, &id, err);
+    cq_status rc = cq_principal_begin(db, what, name, &id, &own, err);
     if (!rc)
         rc = cq_db_run(db, op, NULL, err, sql, "itti", id, cq_key_role_name(role), grant[0] ? grant : NULL,
                        (int64_t)time(NULL));

@@ -193,11 +193,16 @@ static bool first_int(cq_db_stmt *st, void *v) {
     return true;
 }
 
-cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
+cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
+                     va_list ap) {
     *v = 0;
+    return onev(db, what, first_int, v, err, sql, kinds, ap);
+}
+
+cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
     va_list ap;
     va_start(ap, kinds);
-    cq_status rc = onev(db, what, first_int, v, err, sql, kinds, ap);
+    cq_status rc = cq_db_intv(db, what, v, err, sql, kinds, ap);
     va_end(ap);
     return rc;
 }

@@ -2,6 +2,7 @@
 #include "store/grants.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -163,4 +164,43 @@ bool cq_grant_allows(cq_key_role role, const char *kbs, cq_key_role need, const 
     if (role == CQ_ROLE_ADMIN) return true;
     if (need == CQ_ROLE_ADMIN || !kb_name || !kbs || !*kbs) return false;
     return cq_grant_has(kbs, kb_name) && role >= need;
+}
+
+/* ---- what keys, users and groups share ---------------------------------------------------------------------- */
+
+#define FIELD(info, off, type) ((type *)((char *)(info) + (off)))
+
+void cq_principal_from_row(const cq_principal_layout *l, cq_db_stmt *st, void *info) {
+    *FIELD(info, l->id, int64_t) = cq_db_col_int(st, 0);
+    cq_db_col_copy(st, 1, FIELD(info, l->name, char), l->name_bytes);
+    *FIELD(info, l->role, cq_key_role) = cq_key_role_parse(cq_db_col_text(st, 2));
+    cq_db_col_copy(st, 3, FIELD(info, l->kb, char), CQ_GRANT_BYTES);
+    *FIELD(info, l->created_at, int64_t) = cq_db_col_int(st, 4);
+}
+
+void cq_principal_set(const cq_principal_layout *l, void *info, int64_t id, const char *name, cq_key_role role,
+                      const char *grant, int64_t now) {
+    memset(info, 0, l->size);
+    *FIELD(info, l->id, int64_t) = id;
+    snprintf(FIELD(info, l->name, char), l->name_bytes, "%s", name);
+    *FIELD(info, l->role, cq_key_role) = role;
+    snprintf(FIELD(info, l->kb, char), CQ_GRANT_BYTES, "%s", grant);
+    *FIELD(info, l->created_at, int64_t) = now;
+}
+
+cq_status cq_principal_list(cq_db *db, const cq_principal_layout *l, const char *what,
+                            bool (*read)(cq_db_stmt *st, void *elem), const char *sql, void **out, size_t *n,
+                            cq_err *err) {
+    cq_status rc = cq_db_list(db, what, l->size, read, NULL, out, n, err, sql, "");
+    for (size_t i = 0; i < *n && !rc; i++) {
+        char *info = (char *)*out + i * l->size;
+        rc = cq_grants_read(db, l->subject, *FIELD(info, l->id, int64_t), false, FIELD(info, l->kb, char),
+                            FIELD(info, l->kb_gone, bool), err);
+    }
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
 }

@@ -139,7 +139,9 @@ dry)
   # built the GPU box's way (CQ_TOK_SHIM=1: stand-in utf8proc.h, no -lutf8proc), RUNS/COMMON as given but BUDGET
   # 20 s on the CPU; fails (exit 1, the step named) where the job would. DRY_TOOLS=tar: the tools of d1/tools.tar
   # laid over the job's copy as the box does (default: this checkout's tools; a stale tools.tar is reported).
-  # DRY_KEEP=1 keeps $D. Took 5-6 min on the shared 2-core box (docs/SSM.md).
+  # DRY_KEEP=1 keeps $D. Here (shared 2 cores, 24 GB): unpack + slice 0.5 min, teacher + vectors + ids 2-2.7 min;
+  # the lead's --doc-head 0.5 --doc-batch 16 --doc-window 2048 students are OOM-killed (rc 137) on the CPU scan
+  # even at --batch 8 (docs/SSM.md): that step fails here, not necessarily on the box.
   T0=$(date +%s)
   fail() { echo "DRY RUN FAILED at step: $1 ($(( $(date +%s) - T0 )) s; $D)"; [ -n "${2:-}" ] && [ -f "$2" ] && tail -25 "$2"; exit 1; }
   echo "dry run in $D"; mkdir -p $S $W $O

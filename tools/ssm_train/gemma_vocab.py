@@ -63,17 +63,22 @@ static inline utf8proc_category_t utf8proc_category(utf8proc_int32_t c) { (void)
 
 
 def _lib():
-    so = os.path.join(LIB_DIR, "libcqtok.so")
+    # CQ_TOK_SHIM=1 (device27.sh's CPU dry run): take the GPU box's path here, the stand-in header, never
+    # -lutf8proc, into a library of its own name so that a cached regular build cannot hide a failure
+    shim_only = os.environ.get("CQ_TOK_SHIM") == "1"
+    so = os.path.join(LIB_DIR, "libcqtok-shim.so" if shim_only else "libcqtok.so")
     srcs = [os.path.join(ROOT, s) for s in SOURCES]
     if not os.path.exists(so) or any(os.path.getmtime(s) > os.path.getmtime(so) for s in srcs + [__file__]):
         os.makedirs(LIB_DIR, exist_ok=True)
         cmd = ["gcc", "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-I", ROOT] + srcs
-        if subprocess.run(cmd + ["-lutf8proc", "-lm", "-o", so + ".tmp"], capture_output=True).returncode:
+        if shim_only or subprocess.run(cmd + ["-lutf8proc", "-lm", "-o", so + ".tmp"],
+                                       capture_output=True).returncode:
             shim = os.path.join(LIB_DIR, "shim")
             os.makedirs(shim, exist_ok=True)
             with open(os.path.join(shim, "utf8proc.h"), "w") as f:
                 f.write(_UTF8PROC_SHIM)
-            subprocess.run(cmd[:-len(srcs)] + ["-I", shim] + srcs + ["-lm", "-o", so + ".tmp"], check=True)
+            subprocess.run(cmd[:-len(srcs)] + ["-I", shim] + srcs + ["-Wl,--no-undefined", "-lm", "-o", so + ".tmp"],
+                           check=True)
         os.replace(so + ".tmp", so)
     lib = ctypes.CDLL(so)
     lib.cq_ssm_gemma_vocab_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]

@@ -224,6 +224,18 @@ done:
 #define CQ_SSM_DOC_HEAD_FILE "doc_head.safetensors"
 #define CQ_SSM_MAX_DOC_WINDOW (1 << 24)
 
+/* out = the hex SHA-256 of the bytes data[0..n) followed by the string tail (an id naming weights and what they
+ * were read with). */
+static void sha256_hex_with(const void *data, size_t n, const char *tail, char out[65]) {
+    cq_sha256 h;
+    unsigned char d[32];
+    cq_sha256_init(&h);
+    cq_sha256_update(&h, data, n);
+    cq_sha256_update(&h, tail, strlen(tail));
+    cq_sha256_final(&h, d);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
 static cq_status load_doc_head(cq_ssm_model *m, const char *dir, const char *config_text, cq_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/" CQ_SSM_DOC_HEAD_FILE, dir);
@@ -275,13 +287,7 @@ static cq_status load_doc_head(cq_ssm_model *m, const char *dir, const char *con
         m->doc_window = window;
         char tail[32];
         snprintf(tail, sizeof tail, ":%d", window);
-        cq_sha256 h;
-        unsigned char d[32];
-        cq_sha256_init(&h);
-        cq_sha256_update(&h, buf, len);
-        cq_sha256_update(&h, tail, strlen(tail));
-        cq_sha256_final(&h, d);
-        for (int i = 0; i < 32; i++) snprintf(m->doc_id + 2 * i, 3, "%02x", d[i]);
+        sha256_hex_with(buf, len, tail, m->doc_id);
     } else {
         m->doc_w = m->doc_b = NULL;
         if (err && !strstr(err->msg, CQ_SSM_DOC_HEAD_FILE)) cq_err_prefix(err, "%s: ", path);
@@ -355,13 +361,7 @@ cq_status cq_ssm_model_load_vocab(const char *dir, const cq_ssm_vocab *vocab, cq
             } else if (m->vocab && (rc = cq_ssm_row_cache_new(m, err))) {
                 ;
             } else if (m->vocab) { /* the vectors depend on the table as much as on these weights */
-                cq_sha256 h;
-                unsigned char d[32];
-                cq_sha256_init(&h);
-                cq_sha256_update(&h, text, len);
-                cq_sha256_update(&h, table_id, strlen(table_id));
-                cq_sha256_final(&h, d);
-                for (int i = 0; i < 32; i++) snprintf(m->id + 2 * i, 3, "%02x", d[i]);
+                sha256_hex_with(text, len, table_id, m->id);
             } else {
                 cq_sha256_hex(text, len, m->id);
             }

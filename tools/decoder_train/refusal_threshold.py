@@ -21,7 +21,9 @@ Nth question keeps the class mix; the reweighting makes the objective the suite'
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag train-rerank --questions ../shared/eval
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag val-rerank --questions ../shared/eval --at 0.5
 
-Without --at it prints the curve over a grid and the best t on these runs; with --at it scores the given t.
+Without --at it prints the curve over a grid and the best t on these runs among those keeping every suite's false
+refusals within --max-false (ties to the higher t); with --at it scores the given t. --suites picks one language's
+suites for a threshold per language (adapter.json "refusal_min_p": {"zh": t, "en": t}).
 """
 import argparse
 import glob
@@ -123,6 +125,17 @@ def metrics(rows, t):
             "abst": abst / n_un if n_un else None, "falseA": false_abst / n_ans if n_ans else None}
 
 
+def choose(curve, max_false):
+    """(t, objective) of the best point of curve [(t, objective, {suite: score()})] in ascending t among those where
+    no suite's false refusals exceed max_false; a tie goes to the higher t (refusing more bought nothing); None when
+    none is eligible."""
+    best = None
+    for t, obj, per in curve:
+        if all(p["falseA"] is None or p["falseA"] <= max_false for p in per.values()) and (best is None or obj >= best[1]):
+            best = (t, obj)
+    return best
+
+
 def fmt(v):
     return "   -  " if v is None else "%6.3f" % v
 
@@ -138,6 +151,9 @@ def main():
     ap.add_argument("--prior", choices=["train", "run"], default="train",
                     help="weight each class to its share in the suite's whole train part (train) or not (run)")
     ap.add_argument("--suites", help="only these suites (comma-separated), e.g. one language's")
+    ap.add_argument("--max-false", type=float, default=0.08,
+                    help="a threshold is eligible only where no suite refuses more than this share of its answerable "
+                         "questions (issue 26: abstention at <= 8 %% false refusals); 1: no limit")
     args = ap.parse_args()
     suites = load(args.runs, args.tag, args.questions)
     if args.suites:
@@ -162,17 +178,20 @@ def main():
                      100.0 * train_prior(args.eval, n)))
     print("t      objective  " + "  ".join("%-26s" % n for n in names))
     print("                  " + "  ".join("%-26s" % "score  falseA abst" for _ in names))
-    best = None
+    curve = []
     for t in grid:
         per = {n: score(suites[n], t, weights=weights[n]) for n in names}
         vals = [per[n]["score"] for n in names if per[n]["score"] is not None]
         obj = sum(vals) / len(vals)
         print("%-6.2f %8.4f   " % (t, obj) + "  ".join(
             "%s %s %s     " % (fmt(per[n]["score"]), fmt(per[n]["falseA"]), fmt(per[n]["abst"])) for n in names))
-        if best is None or obj > best[1]:
-            best = (t, obj)
+        curve.append((t, obj, per))
+    best = choose(curve, args.max_false)
     if not args.at:
-        print("best on these runs: t = %.2f (objective %.4f)" % best)
+        if best is None:
+            sys.exit("refusal_threshold: no threshold keeps every suite's false refusals within %.3f" % args.max_false)
+        print("best on these runs: t = %.2f (objective %.4f; false refusals <= %.3f in every suite)"
+              % (best[0], best[1], args.max_false))
 
 
 if __name__ == "__main__":

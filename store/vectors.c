@@ -160,9 +160,48 @@ cq_status cq_store_vectors_count(cq_store *s, int64_t kb_id, const char *model, 
     return rc;
 }
 
-static cq_status bad_vector(cq_db_stmt *st, int id_col, size_t got, size_t bytes, cq_err *err) {
-    return cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %zu bytes, expected %zu",
+/* row: what the id of column id_col names ("clause", "document") */
+static cq_status bad_vector(cq_db_stmt *st, const char *row, int id_col, size_t got, size_t bytes, cq_err *err) {
+    return cq_err_set(err, CQ_ERR_FORMAT, "%s %lld: stored vector has %zu bytes, expected %zu", row,
                       (long long)cq_db_col_int(st, id_col), got, bytes);
+}
+
+/* Every row st has left, its id (column id_col) and its vector (the next column) appended to *ids and *x (malloc'd;
+ * emptied on a failure); st finalized. With seq, a row whose column 0 is NULL is the feed position (column 1). */
+static cq_status read_vector_rows(cq_db_stmt *st, const char *what, const char *row, int id_col, size_t bytes,
+                                  int64_t **ids, float **x, size_t *n, int64_t *seq, cq_err *err) {
+    size_t cap_ids = 0, cap_x = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {
+        if (seq && cq_db_col_null(st, 0)) {
+            *seq = cq_db_col_int(st, 1);
+            continue;
+        }
+        size_t len = 0;
+        const void *v = cq_db_col_blob(st, id_col + 1, &len);
+        if (len != bytes) {
+            rc = bad_vector(st, row, id_col, len, bytes, err);
+            break;
+        }
+        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
+            break;
+        }
+        (*ids)[*n] = cq_db_col_int(st, id_col);
+        memcpy((char *)*x + *n * bytes, v, bytes);
+        (*n)++;
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+    if (rc) {
+        free(*ids);
+        free(*x);
+        *ids = NULL;
+        *x = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *model, int dim, int64_t **ids, float **x,
@@ -179,39 +218,7 @@ cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *mode
     cq_db_bind_int(st, 1, kb_id);
     cq_db_bind_text(st, 2, model);
     cq_db_stream(st);
-    const size_t bytes = (size_t)dim * sizeof(float);
-    size_t cap_ids = 0, cap_x = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
-        if (cq_db_col_null(st, 0)) {
-            *seq = cq_db_col_int(st, 1);
-            continue;
-        }
-        size_t len = 0;
-        const void *v = cq_db_col_blob(st, 2, &len);
-        if (len != bytes) {
-            rc = bad_vector(st, 1, len, bytes, err);
-            break;
-        }
-        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
-            break;
-        }
-        (*ids)[*n] = cq_db_col_int(st, 1);
-        memcpy((char *)*x + *n * bytes, v, bytes);
-        (*n)++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
-    if (rc) {
-        free(*ids);
-        free(*x);
-        *ids = NULL;
-        *x = NULL;
-        *n = 0;
-    }
-    return rc;
+    return read_vector_rows(st, "read vectors", "clause", 1, (size_t)dim * sizeof(float), ids, x, n, seq, err);
 }
 
 cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
@@ -233,7 +240,7 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
             size_t len = 0;
             const void *v = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
-                rc = bad_vector(st, 0, len, bytes, err);
+                rc = bad_vector(st, "clause", 0, len, bytes, err);
                 break;
             }
             out_ids[*got] = cq_db_col_int(st, 0);
@@ -285,7 +292,7 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
             size_t len = 0;
             const unsigned char *b = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
-                rc = bad_vector(st, 0, len, bytes, err);
+                rc = bad_vector(st, "clause", 0, len, bytes, err);
                 break;
             }
             const int64_t doc = cq_db_col_int(st, 2);
@@ -417,36 +424,8 @@ cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model,
                     "SELECT doc_id, vec FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND head = ?3 ORDER BY doc_id",
                     "itt", kb_id, model, head))
         return err ? err->code : CQ_ERR_DB;
-    const size_t bytes = (size_t)dim * sizeof(float);
-    size_t cap_ids = 0, cap_x = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "read document vectors", err)) == CQ_DB_ROW) {
-        size_t len = 0;
-        const void *v = cq_db_col_blob(st, 1, &len);
-        if (len != bytes) {
-            rc = cq_err_set(err, CQ_ERR_FORMAT, "document %lld: stored document vector has %zu bytes, expected %zu",
-                            (long long)cq_db_col_int(st, 0), len, bytes);
-            break;
-        }
-        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)vecs, &cap_x, *n + 1, bytes)) {
-            rc = nomem(err);
-            break;
-        }
-        (*ids)[*n] = cq_db_col_int(st, 0);
-        memcpy((char *)*vecs + *n * bytes, v, bytes);
-        (*n)++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
-    if (rc) {
-        free(*ids);
-        free(*vecs);
-        *ids = NULL;
-        *vecs = NULL;
-        *n = 0;
-    }
-    return rc;
+    return read_vector_rows(st, "read document vectors", "document", 0, (size_t)dim * sizeof(float), ids, vecs, n,
+                            NULL, err);
 }
 
 /* ---- the change feed (PostgreSQL's tables) ---- */

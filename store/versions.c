@@ -185,9 +185,9 @@ typedef struct {
 static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
     cq_db_stmt *st;
     cq_err ignored = {0};
-    if (cq_db_prepare(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", &st, &ignored))
+    if (cq_db_query(db, "versions: count documents", &st, &ignored,
+                    "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
         return false;
-    cq_db_bind_int(st, 1, kb_id);
     bool ok = cq_db_step(st, "versions: count documents", &ignored) == CQ_DB_ROW;
     if (ok) {
         *n = cq_db_col_int(st, 0);

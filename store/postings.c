@@ -145,18 +145,14 @@ static cq_status bm25_read(cq_db *db, int64_t kb_id, cq_keyword_search *s, int64
     array_literal(&array, tokens, n_tokens);
     if (array.failed) return nomem(err);
     cq_db_stmt *st;
-    cq_status rc = cq_db_prepare(db,
-                                 "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, "
-                                 "NULL::bytea FROM documents WHERE kb_id = ?1 "
-                                 "UNION ALL SELECT token, doc_id, 0::bigint, postings FROM keyword_postings "
-                                 "WHERE kb_id = ?1 AND token = ANY(?2::text[])",
-                                 &st, err);
-    if (!rc) {
-        cq_db_bind_int(st, 1, kb_id);
-        cq_db_bind_text(st, 2, array.data);
-    }
+    cq_status rc = cq_db_query(db, "keyword search", &st, err,
+                               "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, "
+                               "NULL::bytea FROM documents WHERE kb_id = ?1 "
+                               "UNION ALL SELECT token, doc_id, 0::bigint, postings FROM keyword_postings "
+                               "WHERE kb_id = ?1 AND token = ANY(?2::text[])",
+                               "it", kb_id, array.data);
     cq_strbuf_free(&array);
-    if (rc) return cq_err_prefix(err, "keyword search: ");
+    if (rc) return rc;
     int step;
     while (!rc && (step = cq_db_step(st, "keyword search", err)) == CQ_DB_ROW) {
         if (cq_db_col_null(st, 0)) {

@@ -214,9 +214,8 @@ cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *mode
     cq_db_stmt *st;
     /* One statement, one snapshot: on PostgreSQL the feed position comes first (db/dialect.h); the rows one at a
      * time (a KB's vectors can be hundreds of MB). */
-    if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_VECTORS_READ_ALL), &st, err)) return cq_err_prefix(err, "read vectors: ");
-    cq_db_bind_int(st, 1, kb_id);
-    cq_db_bind_text(st, 2, model);
+    if (cq_db_query(db, "read vectors", &st, err, cq_db_dialect(db, CQ_SQL_VECTORS_READ_ALL), "it", kb_id, model))
+        return err->code;
     cq_db_stream(st);
     return read_vector_rows(st, "read vectors", "clause", 1, (size_t)dim * sizeof(float), ids, x, n, seq, err);
 }

@@ -195,14 +195,13 @@ static cq_status pg_commit(cq_db *db, cq_err *err) {
     return rc;
 }
 
-static void pg_rollback(cq_db *db) {
-    PGconn *c = as_pg(db)->conn;
-    if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE) PQclear(PQexec(c, "ROLLBACK"));
-}
-
 static bool pg_in_transaction(cq_db *db) {
     PGconn *c = as_pg(db)->conn;
     return PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE;
+}
+
+static void pg_rollback(cq_db *db) {
+    if (pg_in_transaction(db)) PQclear(PQexec(as_pg(db)->conn, "ROLLBACK"));
 }
 
 static void drop_blobs(pg_stmt *st) {

@@ -381,11 +381,6 @@ corrupt:
     return cq_err_set(err, CQ_ERR_FORMAT, "keyword index: a postings list is corrupt");
 }
 
-static void decoded_free(decoded *d) {
-    free(d->e);
-    free(d->pos);
-}
-
 /* A phrase's occurrence in one clause. */
 typedef struct {
     int64_t clause_id, doc_id;
@@ -397,12 +392,6 @@ typedef struct {
     match *m;
     size_t n, cap;
 } matches;
-
-static bool matches_add(matches *ms, match m) {
-    if (!cq_grow((void **)&ms->m, &ms->cap, ms->n + 1, sizeof *ms->m)) return false;
-    ms->m[ms->n++] = m;
-    return true;
-}
 
 static int cmp_stored(const void *a, const void *b) {
     const stored_row *x = a, *y = b;
@@ -481,12 +470,14 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                     }
                 }
             }
-            if (freq > 0 && !matches_add(out, (match){e0->id, doc_id, e0->positions, freq}))
+            if (freq > 0 && !cq_grow((void **)&out->m, &out->cap, out->n + 1, sizeof *out->m))
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            else if (freq > 0)
+                out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
 done:
-    for (size_t j = 0; d && j < m; j++) decoded_free(&d[j]);
+    for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
     free(d);
     free(rows);
     free(at);

@@ -14,20 +14,12 @@ static cq_status ids_into(cq_db_stmt *st, int64_t *out, size_t max, size_t *n, c
 
 cq_status cq_store_router_docs_stat(cq_store *s, int64_t kb_id, int64_t *n_docs, int64_t *max_id, int64_t *min_id,
                                     cq_err *err) {
-    *n_docs = *max_id = *min_id = 0;
-    cq_db_stmt *st;
-    if (cq_db_query(cq_store_conn(s), "router", &st, err,
-                    "SELECT count(*), coalesce(max(id), 0), coalesce(min(id), 0) FROM documents "
-                    "WHERE kb_id = ?1 AND status = 'ready'", "i", kb_id))
-        return err->code;
-    int step = cq_db_step(st, "router", err);
-    if (step == CQ_DB_ROW) {
-        *n_docs = cq_db_col_int(st, 0);
-        *max_id = cq_db_col_int(st, 1);
-        *min_id = cq_db_col_int(st, 2);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    int64_t v[3];
+    cq_status rc = cq_db_ints(cq_store_conn(s), "router", v, 3, err,
+                              "SELECT count(*), coalesce(max(id), 0), coalesce(min(id), 0) FROM documents "
+                              "WHERE kb_id = ?1 AND status = 'ready'", "i", kb_id);
+    *n_docs = v[0], *max_id = v[1], *min_id = v[2];
+    return rc;
 }
 
 cq_status cq_store_router_docs(cq_store *s, int64_t kb_id, cq_store_router_doc_fn fn, void *ctx, cq_err *err) {

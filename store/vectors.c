@@ -398,19 +398,12 @@ cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, co
 
 cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
                                      int64_t *max_doc, cq_err *err) {
-    *count = *max_doc = 0;
-    cq_db_stmt *st;
-    if (cq_db_query(cq_store_conn(s), "count document vectors", &st, err,
-                    "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND "
-                    "head = ?3", "itt", kb_id, model, head))
-        return err ? err->code : CQ_ERR_DB;
-    int step = cq_db_step(st, "count document vectors", err);
-    if (step == CQ_DB_ROW) {
-        *count = cq_db_col_int(st, 0);
-        *max_doc = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? (err ? err->code : CQ_ERR_DB) : CQ_OK;
+    int64_t v[2];
+    cq_status rc = cq_db_ints(cq_store_conn(s), "count document vectors", v, 2, err,
+                              "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND "
+                              "model = ?2 AND head = ?3", "itt", kb_id, model, head);
+    *count = v[0], *max_doc = v[1];
+    return rc;
 }
 
 cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
@@ -474,22 +467,15 @@ cq_status cq_store_vector_changes(cq_store *s, int64_t after, size_t limit, cq_v
 }
 
 cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *last, cq_err *err) {
-    *pruned_to = *last = 0;
+    int64_t v[2] = {0, 0};
     cq_status rc = feed_only(s, "read the vector feed's bounds", err);
-    cq_db_stmt *st = NULL;
-    if (!rc)
-        rc = cq_db_query(cq_store_conn(s), "read the vector feed's bounds", &st, err,
-                         "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
-                         "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
-                         "");
-    if (rc) return rc;
-    int step = cq_db_step(st, "read the vector feed's bounds", err);
-    if (step == CQ_DB_ROW) {
-        *pruned_to = cq_db_col_int(st, 0);
-        *last = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    if (!rc) /* the horizon's one row (its migration inserts it; pruning updates it) */
+        rc = cq_db_ints(cq_store_conn(s), "read the vector feed's bounds", v, 2, err,
+                        "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
+                        "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
+                        "");
+    *pruned_to = v[0], *last = v[1];
+    return rc;
 }
 
 cq_status cq_store_vector_changes_prune(cq_store *s, int64_t max_age_s, int64_t *pruned, cq_err *err) {

@@ -175,17 +175,11 @@ typedef struct {
 } seen_kb;
 
 static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
-    cq_db_stmt *st;
     cq_err ignored = {0};
-    if (cq_db_query(db, "versions: count documents", &st, &ignored,
-                    "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
-        return false;
-    bool ok = cq_db_step(st, "versions: count documents", &ignored) == CQ_DB_ROW;
-    if (ok) {
-        *n = cq_db_col_int(st, 0);
-        *max_id = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
+    int64_t v[2];
+    bool ok = !cq_db_ints(db, "versions: count documents", v, 2, &ignored,
+                          "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id);
+    if (ok) *n = v[0], *max_id = v[1];
     return ok;
 }
 

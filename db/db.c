@@ -193,10 +193,36 @@ static bool first_int(cq_db_stmt *st, void *v) {
     return true;
 }
 
+typedef struct {
+    int64_t *v;
+    int n;
+} ints;
+
+static bool first_ints(cq_db_stmt *st, void *out) {
+    const ints *x = out;
+    for (int i = 0; i < x->n; i++) x->v[i] = cq_db_col_int(st, i);
+    return true;
+}
+
+static cq_status intsv(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql,
+                       const char *kinds, va_list ap) {
+    memset(v, 0, (size_t)n * sizeof *v);
+    ints x = {v, n};
+    return onev(db, what, first_ints, &x, err, sql, kinds, ap);
+}
+
 cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
                      va_list ap) {
-    *v = 0;
-    return onev(db, what, first_int, v, err, sql, kinds, ap);
+    return intsv(db, what, v, 1, err, sql, kinds, ap);
+}
+
+cq_status cq_db_ints(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql, const char *kinds,
+                     ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = intsv(db, what, v, n, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
 }
 
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {

@@ -103,7 +103,8 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
  * cq_db_run's, failures prefixed "what: ".
  * cq_db_query: the statement, to step and finalize. cq_db_list: every row into an array, as cq_db_rows.
  * cq_db_one: the first row through read (out zeroed first): CQ_ERR_NOT_FOUND ("what: not found") when there is
- * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row).
+ * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row);
+ * cq_db_ints: its first n columns into v[0..n) (zeros when it fails).
  * Every call finalizes its statement but cq_db_query's. */
 cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
                       ...);
@@ -113,6 +114,8 @@ cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)
 cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
                     cq_err *err, const char *sql, const char *kinds, ...);
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...);
+cq_status cq_db_ints(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql, const char *kinds,
+                     ...);
 cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
                      va_list ap); /* the same with the values as a va_list */
 /* Every row's first column as an int64 (*ids malloc'd; NULL and 0 for no rows). */

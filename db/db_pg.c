@@ -195,14 +195,13 @@ static cq_status pg_commit(cq_db *db, cq_err *err) {
     return rc;
 }
 
-static void pg_rollback(cq_db *db) {
-    PGconn *c = as_pg(db)->conn;
-    if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE) PQclear(PQexec(c, "ROLLBACK"));
-}
-
 static bool pg_in_transaction(cq_db *db) {
     PGconn *c = as_pg(db)->conn;
     return PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE;
+}
+
+static void pg_rollback(cq_db *db) {
+    if (pg_in_transaction(db)) PQclear(PQexec(as_pg(db)->conn, "ROLLBACK"));
 }
 
 static void drop_blobs(pg_stmt *st) {
@@ -220,13 +219,24 @@ static void drain(pg_stmt *st) {
     st->streaming = false;
 }
 
-static void drop_result(pg_stmt *st) {
-    drain(st);
+/* The current row's bytea copies, for a result of st->n_cols columns: false when out of memory. */
+static bool blobs_new(pg_stmt *st) {
+    st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
+    st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
+    return st->blobs && st->blob_len;
+}
+
+static void blobs_free(pg_stmt *st) {
     drop_blobs(st);
     free(st->blobs);
     free(st->blob_len);
     st->blobs = NULL;
     st->blob_len = NULL;
+}
+
+static void drop_result(pg_stmt *st) {
+    drain(st);
+    blobs_free(st);
     st->n_cols = 0;
     PQclear(st->res);
     st->res = NULL;
@@ -311,11 +321,7 @@ static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
         }
     }
     if (!st->streaming) return CQ_DB_DONE;
-    drop_blobs(st);
-    free(st->blobs);
-    free(st->blob_len);
-    st->blobs = NULL;
-    st->blob_len = NULL;
+    blobs_free(st);
     PQclear(st->res);
     st->res = PQgetResult(db->conn);
     ExecStatusType rs = st->res ? PQresultStatus(st->res) : PGRES_TUPLES_OK;
@@ -323,9 +329,7 @@ static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
         st->rows = 1;
         st->row = 0;
         st->n_cols = PQnfields(st->res);
-        st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
-        st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
-        if (!st->blobs || !st->blob_len) {
+        if (!blobs_new(st)) {
             drop_result(st);
             cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             return -1;
@@ -363,14 +367,10 @@ static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
         st->rows = rs == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
         st->n_cols = PQnfields(st->res);
         st->row = -1;
-        if (st->n_cols) {
-            st->blobs = calloc((size_t)st->n_cols, sizeof *st->blobs);
-            st->blob_len = calloc((size_t)st->n_cols, sizeof *st->blob_len);
-            if (!st->blobs || !st->blob_len) {
-                drop_result(st);
-                cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                return -1;
-            }
+        if (st->n_cols && !blobs_new(st)) {
+            drop_result(st);
+            cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            return -1;
         }
     }
     drop_blobs(st);

@@ -98,10 +98,10 @@ static cq_status blobs_get(cq_db *db, const char *sha256, const char *path, cq_e
     }
     /* One statement (one snapshot: the parts of one store), its rows read one at a time. */
     cq_db_stmt *st = NULL;
-    cq_status rc = cq_db_prepare(db, "SELECT part, bytes FROM originals WHERE sha256 = ?1 ORDER BY part", &st, err);
+    cq_status rc = cq_db_query(db, "read original", &st, err,
+                               "SELECT part, bytes FROM originals WHERE sha256 = ?1 ORDER BY part", "t", sha256);
     int next_part = 0, step = CQ_DB_DONE;
     if (!rc) {
-        cq_db_bind_text(st, 1, sha256);
         cq_db_stream(st);
         while (!rc && (step = cq_db_step(st, "read original", err)) == CQ_DB_ROW) {
             size_t n = 0;

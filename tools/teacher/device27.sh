@@ -17,6 +17,10 @@
 # tools.tar) and carry d1 itself again. The box keeps the ignored folders earlier calls carried, and every stash copies
 # $SRC/*/* again: a tools.tar carried under another name is overwritten by the old d1's (2026-12-06, fifth sitting).
 # A job started again in the same window (rm $W/.started) redoes the teacher pass (~2 min).
+# Continuing students across sittings: a plain tar init27.tar.1-of-1 in a carried part (.device/teacher27/d3 holds
+# the sixth sitting's e192x4 and e384x6 as init/<name>/) unpacks to $W/init/<name>; a run's options then name it
+# (--init /tmp/w27/init/e192x4: the encoder and its doc_head.safetensors). Train them with the GPU to themselves: the
+# sixth sitting's two students beside the calibration runs stepped at 1.5 and 2.5 s (198 and 118 steps in 300 s).
 set -u
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = dry ]; then  # a temp dir of its own; never lays tools.tar over this checkout

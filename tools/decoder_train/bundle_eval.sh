@@ -6,7 +6,12 @@
 #   .device/evs/suites.tar.xz  vs/: the validation parts (tools/dev_split.py) of cjrc-dev, cmrc-dev, policy-zh-dev,
 #                              cuad-dev, contracts-en-dev and laws-zh, their documents copied; tq/: the calibration
 #                              parts device_calibrate.sh's train-* runs score (refusal_split.py: questions only, in
-#                              the order whose every EVERY-th keeps the class mix; EVERY as device_calibrate's, 3)
+#                              the order whose every EVERY-th keeps the class mix; EVERY as device_calibrate's, 3);
+#                              tqh/ and vsh/: the calibration and validation parts with a share (HELDOUT_SHARE,
+#                              0.2) of their documents held out of the KB and those documents' questions
+#                              unanswerable (heldout_unans.py: questions.jsonl and heldout.txt only; the device
+#                              links each docs/ from vs/<suite>/docs less heldout.txt: device_calibrate.sh
+#                              *-heldout runs)
 #   tools/decoder_train/bundle_eval.sh [bin] [suites]      (B=build folder of the CUDA build, default build-gpu)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -35,8 +40,16 @@ for what in "$@"; do
     done
     python3 tools/decoder_train/refusal_split.py --eval ../shared/eval --out $T/tq --every ${EVERY:-3} \
       cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev
+    for p in calibration:tqh validation:vsh; do
+      python3 tools/decoder_train/heldout_unans.py --eval ../shared/eval --out $T/h --part ${p%%:*} \
+        --share ${HELDOUT_SHARE:-0.2} --every ${EVERY:-3} $SUITES
+      for s in $SUITES; do
+        mkdir -p $T/${p#*:}/$s && cp $T/h/$s/questions.jsonl $T/h/$s/heldout.txt $T/${p#*:}/$s/
+      done
+      rm -rf $T/h
+    done
     mkdir -p .device/evs
-    tar -C $T -cf - vs tq | xz -T2 -6 > .device/evs/suites.tar.xz
+    tar -C $T -cf - vs tq tqh vsh | xz -T2 -6 > .device/evs/suites.tar.xz
     rm -rf $T ;;
   esac
 done

@@ -53,13 +53,14 @@ for mode in hybrid rerank; do
           --questions "$HQ/both" --suites ${lang#*:} 2>&1) || { echo "$out" | tail -n 3; continue; }
     echo "$out" | tail -n 16
     t=$(echo "$out" | sed -n 's/^best on these runs: t = \([0-9.]*\).*/\1/p')
+    at="--at $t"; [ "$t" = 1.01 ] || at="$at --at 1.01"
     if python3 tools/decoder_train/refusal_threshold.py --runs "$RUNS" --tag val-$mode-heldout --questions "$HQ/both" \
-        --suites ${lang#*:} --at "$t" --at 1.01 --metrics > "$HQ/m" 2>&1; then
-      echo "== $mode-heldout, ${lang%%:*}: held-out validation at t $t and at 1.01"; cat "$HQ/m"
+        --suites ${lang#*:} $at --metrics > "$HQ/m" 2>&1; then
+      echo "== $mode-heldout, ${lang%%:*}: held-out validation at t $t (and at 1.01, never)"; cat "$HQ/m"
     fi
     if python3 tools/decoder_train/refusal_threshold.py --runs "$RUNS" --tag val-$mode --questions "$Q" \
-        --suites ${lang#*:} --at "$t" --at 1.01 --metrics > "$HQ/m" 2>&1; then
-      echo "== $mode-heldout, ${lang%%:*}: the full KB's validation (val-$mode) at t $t and at 1.01"; cat "$HQ/m"
+        --suites ${lang#*:} $at --metrics > "$HQ/m" 2>&1; then
+      echo "== $mode-heldout, ${lang%%:*}: the full KB's validation (val-$mode) at t $t (and at 1.01)"; cat "$HQ/m"
     fi
   done
   rm -rf "$HQ"

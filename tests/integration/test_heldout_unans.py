@@ -10,6 +10,8 @@
     a docs/ holding a real file) is refused with a clear message and nothing lost;
   - refusal_threshold.py weights -heldout runs as they come and leaves a suite without reference answers out of the
     objective;
+  - pack_parts.py cuts a bundle into .tar.xz parts each within the size a device call leaves beside the tree,
+    every file in exactly one, and refuses a link or a file no part can hold;
   - with the clauseqa binary: `clauseqa eval --answers extractive` takes the written suite and reports abstention on
     the new unanswerable questions.
 
@@ -26,7 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "decoder_train"))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import dev_split  # noqa: E402
 import heldout_unans as hu  # noqa: E402
+import pack_parts  # noqa: E402
 import refusal_threshold  # noqa: E402
+import tarfile  # noqa: E402
 
 TOOL = os.path.join(ROOT, "tools", "decoder_train", "heldout_unans.py")
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
@@ -250,6 +254,47 @@ def test_threshold():
     check(refusal_threshold.score(rows, 0.95)["score"] == 0.25, "one reference answer: scored (1 of 4 units)")
 
 
+def test_pack(t):
+    root, out = os.path.join(t, "bundle"), os.path.join(t, "parts")
+    rng = random.Random(5)
+    want = {}
+    for i in range(12):  # incompressible files of 30-400 kB in three folders, and many small text files
+        rel = os.path.join("vs", "s%d" % (i % 3), "docs", "f%02d.pdf" % i)
+        want[rel] = bytes(rng.getrandbits(8) for _ in range(rng.randint(30000, 400000)))
+    for i in range(300):
+        want[os.path.join("tq", "s%d" % (i % 2), "q%03d.txt" % i)] = ("question %d " % i * 50).encode()
+    for rel, data in want.items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+    cap = 900000
+    sizes = pack_parts.write(root, out, cap, "heldout")
+    got = {}
+    for path, n, k in sizes:
+        check(os.path.getsize(path) == n <= cap, "part %s: %d bytes, within %d" % (os.path.relpath(path, out), n, cap))
+        with tarfile.open(path) as tf:
+            for m in tf.getmembers():
+                if m.name in got:
+                    check(False, "%s in two parts" % m.name)
+                got[m.name] = tf.extractfile(m).read()
+    check(len(sizes) >= 3 and got == want, "%d parts hold every file once, byte for byte (%d files)"
+          % (len(sizes), len(got)))
+    again = pack_parts.write(root, out, cap, "heldout")
+    check(len(again) == len(sizes) and sorted(os.listdir(out)) == ["p%d" % i for i in range(1, len(sizes) + 1)],
+          "a second pack replaces the parts")
+    try:
+        pack_parts.write(root, out, 300000, "heldout")
+        check(False, "a file over the part size: refused")
+    except pack_parts.Error as e:
+        check("no part can hold it" in str(e), "a file over the part size: refused (%s)" % e)
+    os.symlink(os.path.join(root, "tq"), os.path.join(root, "vs", "link"))
+    try:
+        pack_parts.write(root, out, cap, "heldout")
+        check(False, "a link in the bundle: refused")
+    except pack_parts.Error as e:
+        check("is a link" in str(e), "a link in the bundle: refused (%s)" % e)
+
+
 def test_eval(cq, out):
     """clauseqa eval takes the held-out suite and scores abstention on its new unanswerable questions."""
     d = os.path.join(out, "validation", "toy-dev")
@@ -289,6 +334,7 @@ def main():
         test_laws(ev, os.path.join(t, "laws"))
         test_bad_input(ev, os.path.join(t, "bad"))
         test_threshold()
+        test_pack(t)
         if cq and os.access(cq, os.X_OK):
             test_eval(cq, out)
         else:

@@ -4,8 +4,9 @@
 # (--refusal-min-p 2) and records, per question, the probability the model gave to refusing (refusal_p): refusing
 # exactly when refusal_p >= t and answering otherwise is what the runtime does with --refusal-min-p t, so one run
 # gives every threshold (tools/decoder_train/refusal_threshold.py picks t on the train runs).
-#   tools/decoder_train/device_calibrate.sh unpack   unpack .device/evc (clauseqa + libs + train questions) and
-#                                                    .device/evs (validation suites) when carried, and .device/adp
+#   tools/decoder_train/device_calibrate.sh unpack   unpack .device/evb or .device/evc (clauseqa + libs; bundle_eval.sh bin) and
+#                                                    .device/evs (validation suites) or a part of .device/evh
+#                                                    (bundle_eval.sh heldout: one pN a call) when carried, and .device/adp
 #                                                    (the adapter) into /tmp/adapter_keep
 #   tools/decoder_train/device_calibrate.sh run      the runs, suites in parallel, under LIMIT seconds (default 480);
 #                                                    results in $OUT/calib.tar.xz
@@ -39,7 +40,7 @@ CQ=$W/bin/clauseqa
 
 case ${1:-run} in
 unpack)
-  for b in .device/evc/bin2.tar.xz .device/evs/suites.tar.xz; do # suites.tar.xz: vs/ tq/ tqh/ vsh/
+  for b in .device/evb/bin.tar.xz .device/evc/bin2.tar.xz .device/evs/suites.tar.xz .device/evh/p*/heldout.tar.xz; do
     [ -f $b ] && tar -C $W -xJf $b && echo "unpacked $b"
   done
   if [ -f .device/adp/adapter.json ]; then mkdir -p $ADAPTER && cp .device/adp/adapter.* $ADAPTER/ && echo "adapter in $ADAPTER"; fi

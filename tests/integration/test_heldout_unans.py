@@ -75,15 +75,18 @@ def laws_suite(root):
         names = ["法%d(2016-01-01)" % i, "法%d(2023-06-30)" % i] if i % 2 == 0 else ["法%d" % i]
         for n in names:
             docs[n] = "第一条 本法第%d号规定的事项。\n" % i
-        qs.append({"id": "laws-toy-%d" % (len(qs) + 1), "question": "法%d第一条的内容是什么？" % i, "type": "clause_lookup",
+        qs.append({"id": "laws-toy-%d" % (len(qs) + 1),
+                   "question": "法%d第一条的内容是什么？" % i, "type": "clause_lookup",
                    "answerable": True, "gold": [{"doc": n, "clause": "第一条", "page": None,
                                                  "text": "本法第%d号规定的事项。" % i} for n in names],
                    "answers": ["本法第%d号规定的事项。" % i]})
-        qs.append({"id": "laws-toy-%d" % (len(qs) + 1), "question": "第%d号事项怎么办？" % i, "type": "semantic",
+        qs.append({"id": "laws-toy-%d" % (len(qs) + 1),
+                   "question": "第%d号事项怎么办？" % i, "type": "semantic",
                    "answerable": True, "gold": [{"doc": names[0], "clause": "第一条", "page": None, "text": None}],
                    "answers": ["依法办理。"]})
         other = "法%d" % ((i + 1) % 90) if (i + 1) % 2 else "法%d(2016-01-01)" % ((i + 1) % 90)
-        qs.append({"id": "laws-toy-%d" % (len(qs) + 1), "question": "第%d号和下一号事项？" % i, "type": "clause_lookup",
+        qs.append({"id": "laws-toy-%d" % (len(qs) + 1),
+                   "question": "第%d号和下一号事项？" % i, "type": "clause_lookup",
                    "answerable": True, "gold": [{"doc": names[-1], "clause": "第一条", "page": None, "text": None},
                                                 {"doc": other, "clause": "第一条", "page": None, "text": None}],
                    "answers": ["见两法第一条。"]})
@@ -230,7 +233,8 @@ def test_bad_input(ev, out):
     check(rc != 0 and "too few" in msg, "a part of one document: %s" % msg.strip())
     before = sorted(os.listdir(os.path.join(ev, "toy-dev", "docs")))
     rc, msg = run_tool("--eval", ev, "--out", ev, "--part", "validation", "toy-dev")
-    check(rc != 0 and "into the suite itself" in msg and sorted(os.listdir(os.path.join(ev, "toy-dev", "docs"))) == before,
+    after = sorted(os.listdir(os.path.join(ev, "toy-dev", "docs")))
+    check(rc != 0 and "into the suite itself" in msg and after == before,
           "--out the suite's own folder: refused, nothing touched (%s)" % msg.strip())
     mine = os.path.join(out, "mine", "toy-dev", "docs")
     os.makedirs(mine)

@@ -101,7 +101,9 @@ def part_questions(eval_dir, suite, part):
 
 
 def doc_in_part(suite, doc, part):
-    return dev_split.doc_is_calibration(suite, doc) if part == "calibration" else dev_split.doc_is_validation(suite, doc)
+    if part == "calibration":
+        return dev_split.doc_is_calibration(suite, doc)
+    return dev_split.doc_is_validation(suite, doc)
 
 
 def suite_doc_names(eval_dir, suite):
@@ -188,7 +190,8 @@ def write_part(eval_dir, out_dir, suite, part, share=0.2, every=1):
     qs, held, n = heldout_part(eval_dir, suite, part, share, every)
     src = os.path.abspath(os.path.join(eval_dir, suite))
     dst = os.path.join(out_dir, suite)
-    if os.path.realpath(dst).startswith(os.path.realpath(src) + os.sep) or os.path.realpath(dst) == os.path.realpath(src):
+    real_dst, real_src = os.path.realpath(dst), os.path.realpath(src)
+    if real_dst == real_src or real_dst.startswith(real_src + os.sep):
         raise Error("--out %s would write into the suite itself" % out_dir)
     os.makedirs(dst, exist_ok=True)
     docs = os.path.join(dst, "docs")

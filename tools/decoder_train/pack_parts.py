@@ -6,10 +6,10 @@ can carry travels in several (one pN folder per call, each unpacked where it lan
     python3 tools/decoder_train/pack_parts.py ROOT OUT BYTES [NAME]
 
 writes OUT/p1/NAME.tar.xz, OUT/p2/NAME.tar.xz, ... (NAME default "part"), paths relative to ROOT, every regular
-file once; prints each part's size. Files are grouped by folder (a folder's small files compress together) and a
-file over 256 kB is a unit of its own (a folder's files over half a part are halved into groups); units are placed largest first into the first part with room (sizes as xz
-gives them, measured here); a part that comes out over BYTES, or a unit that alone exceeds it, is an error that
-says so. Symbolic links and other non-files under ROOT are refused.
+file once; prints each part's size. Files are grouped by folder (a folder's small files compress together; a
+folder's over half a part are halved into groups) and a file over 256 kB is a unit of its own; units are placed
+largest first into the first part with room (sizes as xz gives them, measured here); a part that comes out over
+BYTES, or a unit that alone exceeds it, is an error that says so. Symbolic links and other non-files under ROOT are refused.
 """
 import io
 import lzma

@@ -4,20 +4,26 @@
 # (--refusal-min-p 2) and records, per question, the probability the model gave to refusing (refusal_p): refusing
 # exactly when refusal_p >= t and answering otherwise is what the runtime does with --refusal-min-p t, so one run
 # gives every threshold (tools/decoder_train/refusal_threshold.py picks t on the train runs).
-#   tools/decoder_train/device_calibrate.sh unpack   unpack .device/evc (clauseqa + libs + train questions) and
-#                                                    .device/evs (validation suites) when carried, and .device/adp
+#   tools/decoder_train/device_calibrate.sh unpack   unpack .device/evb or .device/evc (clauseqa + libs; bundle_eval.sh bin) and
+#                                                    .device/evs (validation suites) or a part of .device/evh
+#                                                    (bundle_eval.sh heldout: one pN a call) when carried, and .device/adp
 #                                                    (the adapter) into /tmp/adapter_keep
 #   tools/decoder_train/device_calibrate.sh run      the runs, suites in parallel, under LIMIT seconds (default 480);
 #                                                    results in $OUT/calib.tar.xz
 # The refusal fit (refusal_report.sh) wants all of cjrc's calibration part, in the mode that ships: EVERY=1
 # SUITES=cjrc-dev ORDER="train-rerank train-hybrid" LIMIT=540 (912 questions, 210 unanswerable; about 215 + 135 s on
 # an H100 at the third sitting's rates), then ORDER=val-rerank for the whole cjrc validation part (~270 s).
+# Held-out-document unanswerables (heldout_unans.py; bundle_eval.sh suites writes tqh/ and vsh/): the ORDER tags
+# train-rerank-heldout, val-rerank-heldout, train-hybrid-heldout and val-hybrid-heldout score the calibration (tqh/)
+# and validation (vsh/) parts against a KB WITHOUT their held-out documents, each in its own data dir
+# ($W/cth_<suite>, $W/cvh_<suite>: eval only adds documents, so the full KB of $W/c_<suite> must not be reused),
+# ingested from a docs/ of links to vs/<suite>/docs less heldout.txt. refusal_report.sh scores them.
 # Expects the model joined at /tmp/model/gemma-3-270m-q4_k_m.gguf (tools/device_model.sh join).
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 DEADLINE=$((T0 + ${LIMIT:-480}))
-W=/tmp/ev
+W=${W:-/tmp/ev} # the unpacked bundles and the runs' KBs (W= elsewhere: a CPU dry run, docs/EVAL.md)
 MODEL=${MODEL:-/tmp/model/gemma-3-270m-q4_k_m.gguf} # the Qwen reader: MODEL=/tmp/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 ADAPTER=${ADAPTER:-/tmp/adapter_keep}
 OUT=${OUT:-/tmp/calib_out}
@@ -34,7 +40,7 @@ CQ=$W/bin/clauseqa
 
 case ${1:-run} in
 unpack)
-  for b in .device/evc/bin2.tar.xz .device/evs/suites.tar.xz; do
+  for b in .device/evb/bin.tar.xz .device/evc/bin2.tar.xz .device/evs/suites.tar.xz .device/evh/p*/heldout.tar.xz; do
     [ -f $b ] && tar -C $W -xJf $b && echo "unpacked $b"
   done
   if [ -f .device/adp/adapter.json ]; then mkdir -p $ADAPTER && cp .device/adp/adapter.* $ADAPTER/ && echo "adapter in $ADAPTER"; fi
@@ -47,22 +53,44 @@ run)
     local s=$1 tag=$2 dir=$3; shift 3
     local left=$((DEADLINE - $(date +%s)))
     [ $left -gt 15 ] || { echo "$s $tag: not started ($left s left)" >> $R/skipped.txt; return; }
+    [ -f $dir/questions.jsonl ] && [ -d $dir/docs ] || { echo "$s $tag: no suite in $dir" >> $R/skipped.txt; return; }
     local t=$(date +%s)
-    timeout $left $CQ eval --data $W/c_$s --kb $s --suite $dir --device cuda --answers generate --json --model $MODEL --adapter $ADAPTER \
+    timeout $left $CQ eval --data ${DATA:-$W/c_$s} --kb $s --suite $dir --device cuda --answers generate --json --model $MODEL --adapter $ADAPTER \
       --refusal-min-p 2 --out $R/$s.$tag.jsonl "$@" > $R/$s.$tag.json 2> $R/$s.$tag.err
     echo "$s $tag: exit $? in $(( $(date +%s) - t )) s" >> $R/times.txt
+  }
+  heldout() { # suite part-dir data-dir: links part-dir/docs to the suite's documents less part-dir/heldout.txt
+    local s=$1 dir=$2 data=$3 f n
+    [ -f $dir/heldout.txt ] || { echo "$s: no $dir/heldout.txt (bundle_eval.sh suites)" >> $R/skipped.txt; return 1; }
+    mkdir -p $data/models && ln -sf $MODEL $data/models/ && ln -sfn $ADAPTER $data/models/answer
+    rm -rf $dir/docs && mkdir -p $dir/docs
+    declare -A out=()
+    while IFS= read -r n; do [ -n "$n" ] && out[$n]=1; done < $dir/heldout.txt
+    for f in $W/vs/$s/docs/*; do
+      n=$(basename "$f"); n=${n%.*}
+      [ -n "${out[$n]:-}" ] || ln -s "$f" $dir/docs/
+    done
+    echo "$s: $(ls $dir/docs | wc -l) documents in $data, ${#out[@]} held out" >> $R/times.txt
   }
   suite() {
     local s=$1 every=1
     case $s in cjrc-dev|cmrc-dev) every=$EVERY ;; esac
     mkdir -p $W/c_$s/models $W/tq/$s && ln -sf $MODEL $W/c_$s/models/ && ln -sfn $ADAPTER $W/c_$s/models/answer
     ln -sfn $W/vs/$s/docs $W/tq/$s/docs
+    case " $ORDER " in *-heldout\ *)
+      heldout $s $W/tqh/$s $W/cth_$s; heldout $s $W/vsh/$s $W/cvh_$s ;;
+    esac
     for r in $ORDER; do
       case $r in
       train-rerank) one $s train-rerank $W/tq/$s --mode router,bm25,rerank --every $every ;;
       val-rerank) one $s val-rerank $W/vs/$s --mode router,bm25,rerank ;;
       val-hybrid) one $s val-hybrid $W/vs/$s --mode router,bm25 ;;
       train-hybrid) one $s train-hybrid $W/tq/$s --mode router,bm25 --every $every ;;
+      train-rerank-heldout) DATA=$W/cth_$s one $s $r $W/tqh/$s --mode router,bm25,rerank --every $every ;;
+      val-rerank-heldout) DATA=$W/cvh_$s one $s $r $W/vsh/$s --mode router,bm25,rerank ;;
+      train-hybrid-heldout) DATA=$W/cth_$s one $s $r $W/tqh/$s --mode router,bm25 --every $every ;;
+      val-hybrid-heldout) DATA=$W/cvh_$s one $s $r $W/vsh/$s --mode router,bm25 ;;
+      *) echo "$s $r: no such run" >> $R/skipped.txt ;;
       esac
     done
   }

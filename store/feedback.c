@@ -207,8 +207,7 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
     for (int q = 0; q < 2 && !rc; q++) {
         cq_db_stmt *st;
         if ((rc = cq_db_query(cq_store_conn(s), "quality", &st, err, sql[q], "ti", since, kb_id))) break;
-        int step;
-        while ((step = cq_db_step(st, "quality", err)) == CQ_DB_ROW) {
+        while (cq_db_next(st, "quality", &rc, err)) {
             char kb[128], day[16];
             cq_db_col_copy(st, 0, kb, sizeof kb);
             cq_db_col_copy(st, 1, day, sizeof day);
@@ -228,7 +227,6 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
                 d->thumbs_down = cq_db_col_int(st, 3);
             }
         }
-        if (!rc && step < 0) rc = err->code;
         cq_db_finalize(st);
     }
     if (rc) {

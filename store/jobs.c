@@ -135,13 +135,11 @@ static cq_status job_query(cq_store *s, const char *sql, int64_t id, int64_t lim
         return err->code;
     size_t cap = 0;
     cq_status rc = CQ_OK;
-    int step = CQ_DB_DONE;
-    while (!rc && (step = cq_db_step(st, "list jobs", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "list jobs", &rc, err)) {
         if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else rc = job_from_row(st, &(*out)[(*n)++], err);
     }
-    if (!rc && step < 0) rc = err->code;
     cq_db_finalize(st);
     if (rc) {
         cq_job_info_free_array(*out, *n);

@@ -153,8 +153,7 @@ static cq_status bm25_read(cq_db *db, int64_t kb_id, cq_keyword_search *s, int64
                                "it", kb_id, array.data);
     cq_strbuf_free(&array);
     if (rc) return rc;
-    int step;
-    while (!rc && (step = cq_db_step(st, "keyword search", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "keyword search", &rc, err)) {
         if (cq_db_col_null(st, 0)) {
             if (!cq_db_col_null(st, 1)) *n_rows = cq_db_col_int(st, 1), *n_positions = cq_db_col_int(st, 2);
             continue;
@@ -163,7 +162,6 @@ static cq_status bm25_read(cq_db *db, int64_t kb_id, cq_keyword_search *s, int64
         const void *postings = cq_db_col_blob(st, 3, &len);
         rc = cq_keyword_search_add(s, cq_db_col_text(st, 0), cq_db_col_int(st, 1), postings, len, err);
     }
-    if (!rc && step < 0) rc = err->code;
     cq_db_finalize(st);
     return rc;
 }

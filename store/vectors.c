@@ -144,8 +144,8 @@ cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t
     cq_status rc = n > CQ_STORE_VECTORS_BATCH ? cq_db_begin_own(db, &own, err) : CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
-                        &st, err);
+        rc = cq_db_prepare_in(db, "remove vectors", &st, err, "DELETE FROM clause_vectors WHERE clause_id IN ",
+                              clause_ids + at, batch_of(n, at), "", "");
         if (!rc && cq_db_step(st, "remove vectors", err) < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
@@ -172,8 +172,7 @@ static cq_status read_vector_rows(cq_db_stmt *st, const char *what, const char *
                                   int64_t **ids, float **x, size_t *n, int64_t *seq, cq_err *err) {
     size_t cap_ids = 0, cap_x = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, what, &rc, err)) {
         if (seq && cq_db_col_null(st, 0)) {
             *seq = cq_db_col_int(st, 1);
             continue;
@@ -193,7 +192,6 @@ static cq_status read_vector_rows(cq_db_stmt *st, const char *what, const char *
         (*n)++;
     }
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
     if (rc) {
         free(*ids);
         free(*x);
@@ -228,14 +226,11 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
-                        clause_ids + at, batch_of(n, at), 3, " ORDER BY clause_id", &st, err);
-        if (!rc) {
-            cq_db_bind_int(st, 1, kb_id);
-            cq_db_bind_text(st, 2, model);
-        }
-        int step = CQ_DB_DONE;
-        while (!rc && *got < n && (step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(db, "read vectors", &st, err,
+                              "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 "
+                              "AND clause_id IN ",
+                              clause_ids + at, batch_of(n, at), " ORDER BY clause_id", "it", kb_id, model);
+        while (*got < n && cq_db_next(st, "read vectors", &rc, err)) {
             size_t len = 0;
             const void *v = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
@@ -246,7 +241,6 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
             memcpy(out_x + *got * (size_t)dim, v, bytes);
             (*got)++;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     return rc;
@@ -258,15 +252,13 @@ cq_status cq_store_clause_docs(cq_store *s, const int64_t *clause_ids, size_t n,
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         const size_t m = batch_of(n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(cq_store_conn(s), "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, 1,
-                              "", &st, err);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "clauses' documents", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(cq_store_conn(s), "clauses' documents", &st, err,
+                              "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, "", "");
+        while (cq_db_next(st, "clauses' documents", &rc, err)) {
             const int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
             for (size_t i = at; i < at + m; i++) /* a clause may stand more than once */
                 if (clause_ids[i] == id) doc_of[i] = doc;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     return rc;
@@ -281,13 +273,11 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) { /* the documents' vectors, a statement a batch */
         const size_t m = batch_of(n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(cq_store_conn(s),
+        rc = cq_db_prepare_in(cq_store_conn(s), "the documents' vectors", &st, err,
                               "SELECT v.clause_id, v.vec, c.doc_id FROM clause_vectors v JOIN clauses c ON "
                               "c.id = v.clause_id WHERE v.model = ?1 AND c.doc_id IN ",
-                              docs + at, m, 2, "", &st, err);
-        if (!rc) cq_db_bind_text(st, 1, model);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "the documents' vectors", err)) == CQ_DB_ROW) {
+                              docs + at, m, "", "t", model);
+        while (cq_db_next(st, "the documents' vectors", &rc, err)) {
             size_t len = 0;
             const unsigned char *b = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
@@ -303,7 +293,6 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
                         acc[i * (size_t)dim + (size_t)k] += x;
                     }
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     for (size_t i = 0; !rc && i < n; i++) { /* normalized; none stored (a zero sum): zeros */
@@ -327,19 +316,14 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
     for (size_t at = 0; !rc && at < *n; at += CQ_STORE_VECTORS_BATCH) {
         size_t m = batch_of(*n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
-                        ids + at, m, 3, "", &st, err);
-        if (!rc) {
-            cq_db_bind_int(st, 1, kb_id);
-            cq_db_bind_text(st, 2, model);
-        }
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "check vectors", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(db, "check vectors", &st, err,
+                              "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+                              ids + at, m, "", "it", kb_id, model);
+        while (cq_db_next(st, "check vectors", &rc, err)) {
             int64_t id = cq_db_col_int(st, 0);
             for (size_t i = 0; i < m; i++)
                 if (ids[at + i] == id) stored[at + i] = true;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     if (!rc) {

@@ -294,8 +294,7 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
     size_t cap = 0;
     cq_date repealed = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: load group", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "versions: load group", &rc, err)) {
         if (cq_db_col_null(st, 0)) {
             repealed = (cq_date)cq_db_col_int(st, 7);
             continue;
@@ -307,7 +306,6 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
         read_entry(st, &g->v[g->n++]);
     }
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
     if (rc) {
         cq_version_group_free(g);
         return rc;
@@ -561,8 +559,7 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
     cq_version_keyed *rows = NULL, *rep = NULL;
     size_t nr = 0, cap = 0, n_rep = 0, cap_rep = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: load versions", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "versions: load versions", &rc, err)) {
         bool is_repeal = cq_db_col_null(st, 0);
         cq_version_keyed **list = is_repeal ? &rep : &rows;
         size_t *count = is_repeal ? &n_rep : &nr;
@@ -577,7 +574,6 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
         cq_db_col_copy(st, 7, k->key, sizeof k->key);
     }
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
     if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
     free(rows);
     free(rep);

@@ -19,14 +19,13 @@ static cq_status parse_params(const cJSON *fusion, const char *lang, bool score,
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "w");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "m");
     const cJSON *c = score ? cJSON_GetObjectItemCaseSensitive(o, "c") : NULL;
-    if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || w->valuedouble < 0 || (score && w->valuedouble > 1))
+    if (!cq_json_number_in(w, 0, score ? 1 : INFINITY, false))
         return cq_err_set(err, CQ_ERR_FORMAT, score ? "\"fusion\".%s.w (the dense scores' weight) must be a number "
                           "in 0..1" : "\"fusion\".%s.w (the dense list's weight) must be a finite number ≥ 0", lang);
-    if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble != floor(m->valuedouble) ||
-        m->valuedouble < 0 || m->valuedouble > CQ_FUSION_MAX_KEEP)
+    if (!cq_json_number_in(m, 0, CQ_FUSION_MAX_KEEP, true))
         return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.m (BM25's hits kept in place) must be a whole number "
                           "in 0..%d", lang, CQ_FUSION_MAX_KEEP);
-    if (c && (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0))
+    if (c && !cq_json_number_in(c, 0, INFINITY, false))
         return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.c (BM25's confidence margin) must be a finite number "
                           "≥ 0", lang);
     *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, c ? c->valuedouble : 0.0};

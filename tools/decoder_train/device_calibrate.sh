@@ -8,6 +8,11 @@
 #                                                    .device/evs (validation suites) or a part of .device/evh
 #                                                    (bundle_eval.sh heldout: one pN a call) when carried, and .device/adp
 #                                                    (the adapter) into /tmp/adapter_keep
+#   tools/decoder_train/device_calibrate.sh launch   each ORDER tag a run of its own, in parallel, in the background
+#                                                    (setsid, from a copy of tools/ in $LAUNCH_DIR, default /tmp/c26);
+#                                                    touches $DONE (default /tmp/calib_done) when all are done
+#   tools/decoder_train/device_calibrate.sh collect  (WAIT=N: first wait up to N s for $DONE) every launched run's
+#                                                    results in $OUT/calib.tar.xz
 #   tools/decoder_train/device_calibrate.sh run      the runs, suites in parallel, under LIMIT seconds (default 480);
 #                                                    results in $OUT/calib.tar.xz
 # The refusal fit (refusal_report.sh) wants all of cjrc's calibration part, in the mode that ships: EVERY=1
@@ -45,6 +50,40 @@ unpack)
   done
   if [ -f .device/adp/adapter.json ]; then mkdir -p $ADAPTER && cp .device/adp/adapter.* $ADAPTER/ && echo "adapter in $ADAPTER"; fi
   ls $W ;;
+launch)
+  # each ORDER tag as its own background run (setsid: it outlives the call that starts it), in parallel, each in a
+  # W of its own (links to $W's bundles; its own copies of tqh/ vsh/, whose docs/ the held-out runs rewrite) and
+  # from a copy of tools/ (the call's checkout is gone by the next call); $DONE is touched when all have finished
+  # (tools/teacher/device27.sh AFTER= waits on it); `collect` then packs every run's calib/ into $OUT/calib.tar.xz
+  L=${LAUNCH_DIR:-/tmp/c26}; rm -rf $L; mkdir -p $L && cp -r tools $L/ || exit 1
+  tags=""
+  for r in $ORDER; do
+    w=$L/w_$r; mkdir -p $w
+    for x in bin lib vs tq; do [ -e $W/$x ] && ln -sfn $W/$x $w/$x; done
+    for x in tqh vsh; do [ -d $W/$x ] && cp -r $W/$x $w/; done
+    tags="$tags $r"
+  done
+  cat > $L/all.sh <<EOF2
+#!/bin/bash
+cd $L
+for r in$tags; do
+  ( W=$L/w_\$r ORDER=\$r OUT=$L/out_\$r MODEL=$MODEL ADAPTER=$ADAPTER EVERY=$EVERY LIMIT=${LIMIT:-480} SUITES="$SUITES" \\
+      bash tools/decoder_train/device_calibrate.sh run > $L/\$r.log 2>&1; echo "\$r rc \$?" >> $L/done.txt ) &
+done
+wait
+touch ${DONE:-/tmp/calib_done}
+EOF2
+  chmod +x $L/all.sh && setsid nohup $L/all.sh > $L/all.out 2>&1 < /dev/null &
+  sleep 1; echo "launched:$tags (log $L/<tag>.log; $DONE when done)" ;;
+collect)
+  # WAIT=N: wait up to N s for $DONE first; then the runs' calib/ folders merged into $OUT/calib.tar.xz
+  L=${LAUNCH_DIR:-/tmp/c26}
+  for i in $(seq 1 ${WAIT:-0}); do [ -e ${DONE:-/tmp/calib_done} ] && break; sleep 1; done
+  cat $L/done.txt 2>/dev/null; tail -n 4 $L/*.log 2>/dev/null | cut -c1-300
+  rm -rf $L/merged && mkdir -p $L/merged/calib
+  for w in $L/w_*; do [ -d $w/calib ] && cp -r $w/calib/. $L/merged/calib/ && for t in times skipped; do
+    [ -f $w/calib/$t.txt ] && cat $w/calib/$t.txt >> $L/merged/calib/$t.all; done; done
+  tar -C $L/merged -cJf "$OUT/calib.tar.xz" calib && ls -la "$OUT" ;;
 run)
   [ -x $CQ ] && [ -d $W/vs ] && [ -d $W/tq ] && [ -f $MODEL ] && [ -f $ADAPTER/adapter.json ] || { echo "missing: bin, suites, train questions, model or adapter"; ls $W /tmp/model $ADAPTER; exit 1; }
   ldd $CQ | grep "not found" && exit 1

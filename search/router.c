@@ -50,28 +50,23 @@ static int parse_english(const char *q, const char *p, cq_clause_ref *ref) {
         if (p > q && isalpha((unsigned char)p[-1])) continue;
         const char *s = p + wl;
         while (*s == ' ' || *s == '\t') s++;
+        size_t n = 0;
+        char key[32];
         if (isdigit((unsigned char)*s)) {
-            size_t n = 0;
-            char key[32];
             while (n < sizeof key - 1 && (isdigit((unsigned char)s[n]) || (s[n] == '.' && isdigit((unsigned char)s[n + 1]))))
                 n++;
             memcpy(key, s, n);
             key[n] = 0;
-            snprintf(ref->key, sizeof ref->key, "%s", key);
-            ref->article = atol(key);
-            ref->start = (size_t)(p - q);
-            ref->end = (size_t)(s + n - q);
-            return 1;
+        } else {
+            long r = cq_roman_parse(s, strlen(s), &n);
+            if (r <= 0 || isalpha((unsigned char)s[n])) continue;
+            snprintf(key, sizeof key, "%ld", r);
         }
-        size_t used;
-        long r = cq_roman_parse(s, strlen(s), &used);
-        if (r > 0 && !isalpha((unsigned char)s[used])) {
-            snprintf(ref->key, sizeof ref->key, "%ld", r);
-            ref->article = r;
-            ref->start = (size_t)(p - q);
-            ref->end = (size_t)(s + used - q);
-            return 1;
-        }
+        snprintf(ref->key, sizeof ref->key, "%s", key);
+        ref->article = atol(key);
+        ref->start = (size_t)(p - q);
+        ref->end = (size_t)(s + n - q);
+        return 1;
     }
     return 0;
 }
@@ -186,9 +181,9 @@ static char *title_fold(const char *s) {
     return k;
 }
 
-static uint64_t fnv1a(const char *s) {
+static uint64_t fnv1a(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
 
@@ -276,29 +271,16 @@ static void add_doc_variants(router_cache *c, int64_t doc_id, const char *name, 
     if (!base) return;
     /* The family a document belongs to: its name without date, and for Chinese names without the part after
      * '_' (民法典_合同编 and 民法典_物权编 are parts of one code). */
-    char *family = strdup(base);
-    if (!family) {
-        free(base);
-        return;
-    }
-    size_t flen;
-    char *fus = strchr(family, '_');
-    if (fus && cq_is_cjk(cq_utf8_decode(family, strlen(family), &flen))) *fus = 0;
-    uint64_t h = fnv1a(family);
-    free(family);
+    size_t len;
+    char *us = strchr(base, '_');
+    if (us && !cq_is_cjk(cq_utf8_decode(base, strlen(base), &len))) us = NULL;
+    uint64_t h = fnv1a(base, us ? (size_t)(us - base) : strlen(base));
     add_variant(c, doc_id, name, 0, date, h);
     add_variant(c, doc_id, base, 0, date, h);
-    char *us = strchr(base, '_');
-    size_t len;
-    if (us && cq_is_cjk(cq_utf8_decode(base, strlen(base), &len))) {
+    if (us) {
         /* "民法典_合同编": "民法典合同编" strong, "民法典" weak. */
-        char *joined = strdup(base);
-        if (joined) {
-            char *q = strchr(joined, '_');
-            memmove(q, q + 1, strlen(q));
-            add_variant(c, doc_id, joined, 0, date, h);
-            free(joined);
-        }
+        memmove(us, us + 1, strlen(us));
+        add_variant(c, doc_id, base, 0, date, h);
         *us = 0;
         add_variant(c, doc_id, base, 1, date, h);
     }
@@ -463,6 +445,18 @@ static void add_question_word(void *p, const char *w) {
     snprintf(ws->w[ws->n++], 40, "%s", w);
 }
 
+/* Offers doc_id with score to best: a document already there keeps its better score. False when out of memory. */
+static bool offer(ranked_match **best, size_t *nb, size_t *cap, int64_t doc_id, double score, long date) {
+    for (size_t j = 0; j < *nb; j++)
+        if ((*best)[j].m.doc_id == doc_id) {
+            if (score > (*best)[j].m.score) (*best)[j].m.score = score;
+            return true;
+        }
+    if (!cq_grow((void **)best, cap, *nb + 1, sizeof **best)) return false;
+    (*best)[(*nb)++] = (ranked_match){{doc_id, score}, date};
+    return true;
+}
+
 /* A question that names a Latin-script document by the words of its file name ("the Non-Disclosure Agreement
  * between CopAcc and ToP Mentors" → CopAcc_NDA-and-ToP-Mentors_2.0_2017): most of the name's weight (words
  * weighed by how rare they are among the KB's names) must be in the question, including one word that at most two
@@ -490,21 +484,10 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
                 }
         }
         double coverage = total > 0 ? found / total : 0;
-        if (distinctive && coverage >= NAME_MIN_COVERAGE) {
-            int64_t doc_id = c->words[i].doc_id;
-            double score = 1.0 + coverage;
-            size_t m;
-            for (m = 0; m < *nb; m++)
-                if ((*best)[m].m.doc_id == doc_id) break;
-            if (m < *nb) {
-                if (score > (*best)[m].m.score) (*best)[m].m.score = score;
-            } else {
-                if (!cq_grow((void **)best, cap, *nb + 1, sizeof **best)) {
-                    free(qw.w);
-                    return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                }
-                (*best)[(*nb)++] = (ranked_match){{doc_id, score}, 0};
-            }
+        if (distinctive && coverage >= NAME_MIN_COVERAGE &&
+            !offer(best, nb, cap, c->words[i].doc_id, 1.0 + coverage, 0)) {
+            free(qw.w);
+            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
         i = j;
     }
@@ -525,20 +508,11 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
     for (size_t i = 0; i < c->n; i++) {
         const title_variant *v = &c->v[i];
         if (v->generic || !strstr(q, v->key)) continue;
-        double score = v->chars - (v->weak ? 0.5 : 0.0);
-        size_t j;
-        for (j = 0; j < nb; j++)
-            if (best[j].m.doc_id == v->doc_id) break;
-        if (j < nb) {
-            if (score > best[j].m.score) best[j].m.score = score;
-            continue;
-        }
-        if (!cq_grow((void **)&best, &cap, nb + 1, sizeof *best)) {
+        if (!offer(&best, &nb, &cap, v->doc_id, v->chars - (v->weak ? 0.5 : 0.0), v->date)) {
             free(best);
             free(q);
             return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
-        best[nb++] = (ranked_match){{v->doc_id, score}, v->date};
     }
     free(q);
     rc = match_name_words(c, question, &best, &nb, &cap, err);

@@ -399,29 +399,19 @@ static int cmp_stored(const void *a, const void *b) {
     return (x->doc_id > y->doc_id) - (x->doc_id < y->doc_id);
 }
 
-/* The row of (token, doc) in the sorted rows, or NULL. */
+/* The row of (token, doc) in the sorted rows, or NULL (a token has one row a document). */
 static const stored_row *find_row(const cq_keyword_search *s, uint32_t token, int64_t doc_id) {
-    size_t lo = 0, hi = s->n_rows;
     const stored_row key = {token, doc_id, 0, 0};
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_stored(&s->rows[mid], &key);
-        if (c == 0) return &s->rows[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
+    return s->n_rows ? bsearch(&key, s->rows, s->n_rows, sizeof *s->rows, cmp_stored) : NULL;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static bool has_position(const uint32_t *pos, uint32_t n, uint32_t want) {
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (pos[mid] == want) return true;
-        if (pos[mid] < want) lo = mid + 1;
-        else hi = mid;
-    }
-    return false;
+    return n && bsearch(&want, pos, n, sizeof *pos, cmp_u32);
 }
 
 /* Where phrase p occurs: one match per clause holding it (in some column), with its weighted count. */

@@ -1,5 +1,6 @@
-/* The job claim (store/job_claim.h): the local queue (SQLite) and the leased one (PostgreSQL), one table of functions
- * each, chosen once per call by the store's database. The leased queue's SQL runs only on PostgreSQL. */
+/* The job claim (store/job_claim.h): the leased queue (PostgreSQL); on the local one (SQLite) jobs are not claimed,
+ * writes are not fenced and an upload stays in the node's folder, so each function below asks the store's database
+ * first. The leased queue's SQL runs only on PostgreSQL. */
 #include "store/job_claim.h"
 
 #include <stdarg.h>
@@ -11,72 +12,12 @@
 #include "db/db.h"
 #include "store/originals.h"
 
-typedef struct {
-    bool shared;
-    const char *fence; /* appended to the WHERE of every job write */
-    /* why a fenced write of an existing job changed nothing */
-    cq_status (*refused)(cq_store *s, int64_t job_id, const char *what, cq_err *err);
-    cq_status (*set_upload_sha256)(cq_store *s, int64_t job_id, const char *sha256, cq_err *err);
-    cq_status (*share_upload)(cq_store *s, int64_t job_id, const char *sha256, const char *path, cq_err *err);
-    cq_status (*fetch_upload)(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err);
-    cq_status (*claim)(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,
-                       int *taken_over, cq_err *err);
-    cq_status (*renew)(cq_store *s, const cq_job_lease *lease, int lease_s, int *cancel_requested, cq_err *err);
-    cq_status (*release)(cq_store *s, cq_err *err);
-    cq_status (*request_cancel)(cq_store *s, int64_t job_id, cq_err *err);
-} job_queue;
-
-/* ---- local: the node's own queue -------------------------------------------------------------------------------- */
+bool cq_store_job_queue_shared(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
 
 static cq_status not_shared(cq_err *err, const char *what) {
     return cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: this store's job queue is the node's own (SQLite): jobs are not "
                       "claimed", what);
 }
-static cq_status local_refused(cq_store *s, int64_t job_id, const char *what, cq_err *err) {
-    (void)s, (void)job_id, (void)what, (void)err;
-    return CQ_OK; /* no fence: nothing written means no such job */
-}
-static cq_status local_set_upload_sha256(cq_store *s, int64_t job_id, const char *sha256, cq_err *err) {
-    (void)s, (void)job_id, (void)sha256;
-    return not_shared(err, "record upload");
-}
-static cq_status local_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path, cq_err *err) {
-    (void)s, (void)job_id, (void)sha256, (void)path, (void)err;
-    return CQ_OK;
-}
-static cq_status local_fetch_upload(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err) {
-    (void)s, (void)lease, (void)path;
-    return not_shared(err, "fetch upload");
-}
-static cq_status local_claim(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,
-                             int *taken_over, cq_err *err) {
-    (void)s, (void)owner, (void)lease_s, (void)lease;
-    *claimed = 0;
-    if (taken_over) *taken_over = 0;
-    return not_shared(err, "claim job");
-}
-static cq_status local_renew(cq_store *s, const cq_job_lease *lease, int lease_s, int *cancel_requested,
-                             cq_err *err) {
-    (void)s, (void)lease, (void)lease_s;
-    if (cancel_requested) *cancel_requested = 0;
-    return not_shared(err, "renew job lease");
-}
-static cq_status local_release(cq_store *s, cq_err *err) {
-    (void)s;
-    return not_shared(err, "release job");
-}
-static cq_status local_request_cancel(cq_store *s, int64_t job_id, cq_err *err) {
-    (void)s, (void)job_id;
-    return not_shared(err, "cancel job");
-}
-
-static const job_queue local = {
-    .shared = false, .fence = "", .refused = local_refused, .set_upload_sha256 = local_set_upload_sha256,
-    .share_upload = local_share_upload, .fetch_upload = local_fetch_upload, .claim = local_claim,
-    .renew = local_renew, .release = local_release, .request_cancel = local_request_cancel,
-};
-
-/* ---- leased: the shared queue on PostgreSQL ---------------------------------------------------------------------- */
 
 /* With a token (the session setting clauseqa.job_lease, "ID OWNER ATTEMPT"), only that job while its owner and
  * attempt are the token's; without one, only jobs nobody holds. */
@@ -85,6 +26,7 @@ static const job_queue local = {
     "ELSE current_setting('clauseqa.job_lease', true) = id || ' ' || coalesce(lease_owner, '') || ' ' || attempt " \
     "END"
 
+/* Why a fenced write of an existing job changed nothing. */
 static cq_status leased_refused(cq_store *s, int64_t job_id, const char *what, cq_err *err) {
     cq_db_stmt *st;
     if (cq_db_query(cq_store_conn(s), what, &st, err,
@@ -108,30 +50,33 @@ static cq_status leased_refused(cq_store *s, int64_t job_id, const char *what, c
     return rc;
 }
 
-static cq_status leased_set_upload_sha256(cq_store *s, int64_t job_id, const char *sha256, cq_err *err) {
+cq_status cq_store_job_set_upload_sha256(cq_store *s, int64_t job_id, const char *sha256, cq_err *err) {
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "record upload");
     if (!sha256 || strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
         return cq_err_set(err, CQ_ERR_INVALID, "record upload: '%.80s' is not a SHA-256 in hex", sha256 ? sha256 : "");
     return cq_store_job_write(s, job_id, "record upload", err, "UPDATE jobs SET upload_sha256 = ?2 WHERE id = ?1",
                               "it", job_id, sha256);
 }
 
-static cq_status leased_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path,
-                                     cq_err *err) {
+cq_status cq_store_job_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path, cq_err *err) {
+    if (!cq_store_job_queue_shared(s)) return CQ_OK; /* the file in the node's uploads folder is the upload */
     cq_status rc = cq_store_original_put_file(s, sha256, path, err);
-    return rc ? rc : leased_set_upload_sha256(s, job_id, sha256, err);
+    return rc ? rc : cq_store_job_set_upload_sha256(s, job_id, sha256, err);
 }
 
-static cq_status leased_fetch_upload(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err) {
+cq_status cq_store_job_fetch_upload(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err) {
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "fetch upload");
     if (!lease->upload_sha256[0])
         return cq_err_set(err, CQ_ERR_IO, "the upload is on another node and not in the store");
     return cq_store_original_get_file(s, lease->upload_sha256, path, err);
 }
 
-static cq_status leased_claim(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,
-                              int *taken_over, cq_err *err) {
+cq_status cq_store_job_claim(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,
+                             int *taken_over, cq_err *err) {
     cq_db *db = cq_store_conn(s);
     *claimed = 0;
     if (taken_over) *taken_over = 0;
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "claim job");
     if (!owner || !*owner || strlen(owner) >= CQ_JOB_OWNER_BYTES)
         return cq_err_set(err, CQ_ERR_INVALID, "claim job: a lease owner needs a name of 1-%d bytes",
                           CQ_JOB_OWNER_BYTES - 1);
@@ -192,9 +137,9 @@ static cq_status leased_claim(cq_store *s, const char *owner, int lease_s, int64
     return CQ_OK;
 }
 
-static cq_status leased_renew(cq_store *s, const cq_job_lease *lease, int lease_s, int *cancel_requested,
-                              cq_err *err) {
+cq_status cq_store_job_renew(cq_store *s, const cq_job_lease *lease, int lease_s, int *cancel_requested, cq_err *err) {
     if (cancel_requested) *cancel_requested = 0;
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "renew job lease");
     cq_db_stmt *st;
     if (cq_db_query(cq_store_conn(s), "renew job lease", &st, err,
                     "UPDATE jobs SET lease_until = CASE WHEN state = 'running' THEN now() + "
@@ -213,33 +158,20 @@ static cq_status leased_renew(cq_store *s, const cq_job_lease *lease, int lease_
     return rc;
 }
 
-static cq_status leased_release(cq_store *s, cq_err *err) {
+cq_status cq_store_job_release(cq_store *s, cq_err *err) {
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "release job");
     return cq_db_run(cq_store_conn(s), "release job", NULL, err, "SELECT set_config('clauseqa.job_lease', '', false)",
                      "");
 }
 
-static cq_status leased_request_cancel(cq_store *s, int64_t job_id, cq_err *err) {
+cq_status cq_store_job_request_cancel(cq_store *s, int64_t job_id, cq_err *err) {
+    if (!cq_store_job_queue_shared(s)) return not_shared(err, "cancel job");
     int64_t changed = 0;
     cq_status rc = cq_db_run(cq_store_conn(s), "cancel job", &changed, err,
                              "UPDATE jobs SET cancel_requested = true WHERE id = ?1", "i", job_id);
     if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no job with id %lld", (long long)job_id);
     return rc;
 }
-
-static const job_queue leased = {
-    .shared = true, .fence = LEASE_FENCE, .refused = leased_refused,
-    .set_upload_sha256 = leased_set_upload_sha256, .share_upload = leased_share_upload,
-    .fetch_upload = leased_fetch_upload, .claim = leased_claim, .renew = leased_renew, .release = leased_release,
-    .request_cancel = leased_request_cancel,
-};
-
-/* ---- the interface ------------------------------------------------------------------------------------------- */
-
-static const job_queue *queue_of(cq_store *s) {
-    return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL ? &leased : &local;
-}
-
-bool cq_store_job_queue_shared(cq_store *s) { return queue_of(s)->shared; }
 
 void cq_job_owner_name(char out[CQ_JOB_OWNER_BYTES]) {
     char host[64] = "";
@@ -252,36 +184,16 @@ void cq_job_owner_name(char out[CQ_JOB_OWNER_BYTES]) {
 
 cq_status cq_store_job_write(cq_store *s, int64_t job_id, const char *what, cq_err *err, const char *sql,
                              const char *kinds, ...) {
-    const job_queue *q = queue_of(s);
+    const bool shared = cq_store_job_queue_shared(s);
     char fenced[1024];
-    if ((size_t)snprintf(fenced, sizeof fenced, "%s%s", sql, q->fence) >= sizeof fenced)
+    if ((size_t)snprintf(fenced, sizeof fenced, "%s%s", sql, shared ? LEASE_FENCE : "") >= sizeof fenced)
         return cq_err_set(err, CQ_ERR_INTERNAL, "%s: statement too long", what);
     int64_t changed = 0;
     va_list ap;
     va_start(ap, kinds);
     cq_status rc = cq_db_runv(cq_store_conn(s), what, &changed, err, fenced, kinds, ap);
     va_end(ap);
-    if (rc || changed) return rc;
-    return q->refused(s, job_id, what, err);
+    if (rc || changed || !shared) return rc; /* unfenced: nothing written means no such job */
+    return leased_refused(s, job_id, what, err);
 }
 
-cq_status cq_store_job_share_upload(cq_store *s, int64_t job_id, const char *sha256, const char *path, cq_err *err) {
-    return queue_of(s)->share_upload(s, job_id, sha256, path, err);
-}
-cq_status cq_store_job_set_upload_sha256(cq_store *s, int64_t job_id, const char *sha256, cq_err *err) {
-    return queue_of(s)->set_upload_sha256(s, job_id, sha256, err);
-}
-cq_status cq_store_job_fetch_upload(cq_store *s, const cq_job_lease *lease, const char *path, cq_err *err) {
-    return queue_of(s)->fetch_upload(s, lease, path, err);
-}
-cq_status cq_store_job_claim(cq_store *s, const char *owner, int lease_s, int64_t *claimed, cq_job_lease *lease,
-                             int *taken_over, cq_err *err) {
-    return queue_of(s)->claim(s, owner, lease_s, claimed, lease, taken_over, err);
-}
-cq_status cq_store_job_renew(cq_store *s, const cq_job_lease *lease, int lease_s, int *cancel_requested, cq_err *err) {
-    return queue_of(s)->renew(s, lease, lease_s, cancel_requested, err);
-}
-cq_status cq_store_job_release(cq_store *s, cq_err *err) { return queue_of(s)->release(s, err); }
-cq_status cq_store_job_request_cancel(cq_store *s, int64_t job_id, cq_err *err) {
-    return queue_of(s)->request_cancel(s, job_id, err);
-}

@@ -1,5 +1,5 @@
 /* The job claim (issue 28): how an ingestion worker gets its jobs, the one place where the two stores' job queues
- * really differ. Two implementations behind one interface (store/job_claim.c), chosen by the store's database:
+ * really differ. Two behaviours behind one interface (store/job_claim.c), chosen by the store's database:
  *
  *   local (SQLite): the queue is the node's own — app/service_jobs.c keeps it in memory and resumes unfinished jobs
  *     at its start. Jobs are not claimed (the claim functions say CQ_ERR_UNSUPPORTED), writes are not fenced, and an

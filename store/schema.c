@@ -145,6 +145,22 @@ static const struct {
     "  key {key} NOT NULL,\n"                                                                                       \
     "  PRIMARY KEY(doc_id, key)){norowid};\n"                                                                       \
     "CREATE INDEX doc_repeals_key ON doc_repeals(kb_id, key);\n"
+#define DOC_STATES                                                                                                  \
+    "CREATE TABLE doc_states(\n"                                                                                    \
+    "  doc_id {int} PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"                                      \
+    "  model {text} NOT NULL,\n"                                                                                    \
+    "  n_tokens {int} NOT NULL,\n"                                                                                  \
+    "  state {blob} NOT NULL);\n"
+/* The documents' vectors (SQLite 14, PostgreSQL 11); kb_ref: the foreign key to the KB, which only SQLite's has. */
+#define DOC_VECTORS(kb_ref)                                                                                         \
+    "CREATE TABLE doc_vectors(\n"                                                                                   \
+    "  doc_id {int} PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"                                      \
+    "  kb_id {int} NOT NULL" kb_ref ",\n"                                                                           \
+    "  model {text} NOT NULL,\n"                                                                                    \
+    "  head {text} NOT NULL,\n"                                                                                     \
+    "  vec {blob} NOT NULL);\n"                                                                                     \
+    "CREATE INDEX doc_vectors_kb ON doc_vectors(kb_id, model, head);\n"                                             \
+    "DROP TABLE doc_states;\n"
 /* SQLite's rebuild of table t as t_v6 (migration 6): its rows copied with the columns cols, the old table dropped. */
 #define REBUILD(t, cols)                                                                                            \
     "INSERT INTO " t "_v6(" cols ") SELECT " cols " FROM " t ";\n"                                               \
@@ -179,12 +195,7 @@ static const migration migrations[] = {
         "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
         "  model TEXT NOT NULL,\n"
         "  vec BLOB NOT NULL);\n"
-        "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n"
-        "CREATE TABLE doc_states(\n"
-        "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
-        "  model TEXT NOT NULL,\n"
-        "  n_tokens INTEGER NOT NULL,\n"
-        "  state BLOB NOT NULL);\n",
+        "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n" DOC_STATES,
         .pg = NULL, /* nothing on PostgreSQL */
     },
     {
@@ -322,12 +333,7 @@ static const migration migrations[] = {
         "  model text NOT NULL,\n"
         "  vec bytea NOT NULL);\n"
         "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n"
-        "CREATE INDEX clause_vectors_doc ON clause_vectors(doc_id);\n"
-        "CREATE TABLE doc_states(\n"
-        "  doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
-        "  model text NOT NULL,\n"
-        "  n_tokens bigint NOT NULL,\n"
-        "  state bytea NOT NULL);\n"
+        "CREATE INDEX clause_vectors_doc ON clause_vectors(doc_id);\n" DOC_STATES
         "CREATE TABLE vector_changes(\n"
         "  seq bigserial PRIMARY KEY,\n"
         "  kb_id bigint NOT NULL,\n"
@@ -474,24 +480,8 @@ static const migration migrations[] = {
         /* SQLite 14, PostgreSQL 11: a document's vector from the encoder's document head (store/vectors.h, document
          * routing, issue 27), naming the weights and the head that made it; the documents' full encoder states go:
          * nothing read them (docs/SSM.md, "State: save and resume"), and they were most of a law corpus's vectors. */
-        .sqlite =
-        "CREATE TABLE doc_vectors(\n"
-        "  doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
-        "  kb_id INTEGER NOT NULL REFERENCES kbs(id) ON DELETE CASCADE,\n"
-        "  model TEXT NOT NULL,\n"
-        "  head TEXT NOT NULL,\n"
-        "  vec BLOB NOT NULL);\n"
-        "CREATE INDEX doc_vectors_kb ON doc_vectors(kb_id, model, head);\n"
-        "DROP TABLE doc_states;\n",
-        .pg =
-        "CREATE TABLE doc_vectors(\n"
-        "  doc_id bigint PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,\n"
-        "  kb_id bigint NOT NULL,\n"
-        "  model text NOT NULL,\n"
-        "  head text NOT NULL,\n"
-        "  vec bytea NOT NULL);\n"
-        "CREATE INDEX doc_vectors_kb ON doc_vectors(kb_id, model, head);\n"
-        "DROP TABLE doc_states;\n",
+        .sqlite = DOC_VECTORS(" REFERENCES kbs(id) ON DELETE CASCADE"),
+        .pg = DOC_VECTORS(""),
     },
 };
 

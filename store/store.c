@@ -36,8 +36,7 @@ typedef struct {
 /* The keyword index behind the store's rows (store/store_internal.h): what really differs between the two
  * databases, as a table of functions; the store picks one when it opens. */
 typedef struct keyword_index {
-    bool postings;     /* PostgreSQL's postings rather than SQLite's FTS5 tables */
-    bool takes_tokens; /* the clauses' tokens made ahead are replayed (cq_store_clause.text_tokens) */
+    bool takes_tokens; /* the clauses' tokens made ahead are replayed (cq_store_clause.text_tokens): FTS5's */
     cq_status (*clause_add)(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                             const cq_store_clause *c, int64_t *clause_id, cq_err *err);
     cq_status (*kb_add)(cq_store *s, int64_t kb_id, cq_err *err);
@@ -428,7 +427,6 @@ cq_status cq_store_keyword_bm25(cq_store *s, int64_t kb_id, const char *const *t
 }
 
 static const keyword_index fts5 = {
-    .postings = false,
     .bm25 = fts5_bm25,
     .takes_tokens = true,
     .clause_add = fts5_clause_add,
@@ -442,7 +440,6 @@ static const keyword_index fts5 = {
 };
 
 static const keyword_index postings = {
-    .postings = true,
     .bm25 = postings_bm25,
     .takes_tokens = false,
     .clause_add = postings_clause_add,
@@ -454,7 +451,6 @@ static const keyword_index postings = {
 };
 
 bool cq_store_keyword_takes_tokens(cq_store *s) { return s->keyword->takes_tokens; }
-bool cq_store_keyword_is_postings(cq_store *s) { return s->keyword->postings; }
 
 cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                               const cq_store_clause *c, int64_t *clause_id, cq_err *err) {

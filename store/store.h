@@ -159,9 +159,6 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
 /* Whether the store's keyword index takes a clause's tokens made ahead (text_tokens: SQLite's FTS5 replays them);
  * PostgreSQL's postings are built from the text. */
 bool cq_store_keyword_takes_tokens(cq_store *s);
-/* Whether the keyword index is PostgreSQL's postings (store/postings.h) rather than SQLite's FTS5 tables
- * (store/bm25.h). */
-bool cq_store_keyword_is_postings(cq_store *s);
 /* BM25 through the keyword index, either one (FTS5's bm25() ranking and scores, bit for bit): KB kb_id's clauses for
  * terms[0..n_terms) OR-ed (each a phrase); n_docs == 0: the best `want` of the KB; else the best `want` of each of
  * doc_ids[0..n_docs) in turn. Hits into found (room for want × max(n_docs, 1)), each one's document into doc_of,

@@ -95,7 +95,7 @@ static void conf_vectors_store_rows(void **state) {
     assert_int_equal(cq_store_kb_create(s, "sv", &kb, &err), CQ_OK);
     int64_t doc = conf_doc(s, kb, "h9", 3, ids);
     const bool shared = cq_store_vectors_shared(s);
-    assert_int_equal(shared, cq_store_keyword_is_postings(s)); /* both: a PostgreSQL store */
+    assert_int_equal(shared, !cq_store_keyword_takes_tokens(s)); /* both: a PostgreSQL store (postings, not FTS5) */
 
     float x[3 * CONF_DIM] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
     bool replaced = true;

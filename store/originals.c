@@ -1,4 +1,4 @@
-/* The originals' two homes behind store/originals.h: files (SQLite) and blobs (PostgreSQL), on db/db.h. */
+/* The originals' two homes behind store/originals.h: files (SQLite) and blobs (PostgreSQL, on db/db.h). */
 #include "store/originals.h"
 
 #include <errno.h>
@@ -9,33 +9,14 @@
 
 #include "db/db.h"
 
-typedef struct {
-    bool shared;
-    cq_status (*put_file)(cq_db *db, const char *sha256, const char *path, cq_err *err);
-    cq_status (*get_file)(cq_db *db, const char *sha256, const char *path, cq_err *err);
-    cq_status (*delete)(cq_db *db, const char *sha256, cq_err *err);
-} originals_home;
+bool cq_store_originals_shared(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
 
-/* ---- files: the node's own DATA/files are the originals ---- */
+/* ---- files: the node's own DATA/files are the originals (SQLite): put and delete do nothing, get finds nothing;
+ * blobs: the originals table, a part at a time (PostgreSQL) ---- */
 
-static cq_status files_put(cq_db *db, const char *sha256, const char *path, cq_err *err) {
-    (void)db, (void)sha256, (void)path, (void)err;
-    return CQ_OK; /* the file is the original */
-}
-
-static cq_status files_get(cq_db *db, const char *sha256, const char *path, cq_err *err) {
-    (void)db, (void)sha256, (void)path;
-    return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
-}
-
-static cq_status files_delete(cq_db *db, const char *sha256, cq_err *err) {
-    (void)db, (void)sha256, (void)err;
-    return CQ_OK;
-}
-
-/* ---- blobs: the originals table, a part at a time ---- */
-
-static cq_status blobs_put(cq_db *db, const char *sha256, const char *path, cq_err *err) {
+cq_status cq_store_original_put_file(cq_store *s, const char *sha256, const char *path, cq_err *err) {
+    if (!cq_store_originals_shared(s)) return CQ_OK; /* the file is the original */
+    cq_db *db = cq_store_conn(s);
     FILE *fp = fopen(path, "rb");
     if (!fp) return cq_err_set(err, CQ_ERR_IO, "store original: cannot open %s: %s", path, strerror(errno));
     unsigned char *buf = malloc(CQ_STORE_ORIGINAL_PART_BYTES);
@@ -83,7 +64,9 @@ static cq_status blobs_put(cq_db *db, const char *sha256, const char *path, cq_e
     return cq_db_end(db, own, rc, err);
 }
 
-static cq_status blobs_get(cq_db *db, const char *sha256, const char *path, cq_err *err) {
+cq_status cq_store_original_get_file(cq_store *s, const char *sha256, const char *path, cq_err *err) {
+    if (!cq_store_originals_shared(s)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the original is missing");
+    cq_db *db = cq_store_conn(s);
     /* A temporary name of this call's own next to path: two requests of one node may fetch the same original. */
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
@@ -122,27 +105,8 @@ static cq_status blobs_get(cq_db *db, const char *sha256, const char *path, cq_e
     return rc;
 }
 
-static cq_status blobs_delete(cq_db *db, const char *sha256, cq_err *err) {
-    return cq_db_run(db, "delete original", NULL, err, "DELETE FROM originals WHERE sha256 = ?1", "t", sha256);
-}
-
-static const originals_home files = {false, files_put, files_get, files_delete};
-static const originals_home blobs = {true, blobs_put, blobs_get, blobs_delete};
-
-static const originals_home *home_of(cq_store *s) {
-    return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL ? &blobs : &files;
-}
-
-bool cq_store_originals_shared(cq_store *s) { return home_of(s)->shared; }
-
-cq_status cq_store_original_put_file(cq_store *s, const char *sha256, const char *path, cq_err *err) {
-    return home_of(s)->put_file(cq_store_conn(s), sha256, path, err);
-}
-
-cq_status cq_store_original_get_file(cq_store *s, const char *sha256, const char *path, cq_err *err) {
-    return home_of(s)->get_file(cq_store_conn(s), sha256, path, err);
-}
-
 cq_status cq_store_original_delete(cq_store *s, const char *sha256, cq_err *err) {
-    return home_of(s)->delete(cq_store_conn(s), sha256, err);
+    if (!cq_store_originals_shared(s)) return CQ_OK;
+    return cq_db_run(cq_store_conn(s), "delete original", NULL, err, "DELETE FROM originals WHERE sha256 = ?1", "t",
+                     sha256);
 }

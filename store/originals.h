@@ -1,4 +1,4 @@
-/* Where the uploaded originals live (issue 28: one of the store's small interfaces, two implementations, chosen by
+/* Where the uploaded originals live (issue 28: one of the store's small interfaces, two homes, chosen by
  * the store's database):
  *
  *   files (SQLite)      the node's own DATA/files/<sha256>.<format> (app/originals.h) are the originals: the store

@@ -235,13 +235,7 @@ static cq_status corpus_make(const cq_cmp_clause *a, size_t n_a, const cq_cmp_cl
             break;
         }
         for (size_t k = 0; k < raw_n[i]; k++) {
-            size_t lo = 0, hi = nv;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (vocab[mid] < raw[i][k]) lo = mid + 1;
-                else hi = mid;
-            }
-            uint32_t id = (uint32_t)lo;
+            uint32_t id = (uint32_t)((uint64_t *)bsearch(&raw[i][k], vocab, nv, sizeof *vocab, cmp_u64) - vocab);
             if (g->n && g->ids[g->n - 1] == id) {
                 g->count[g->n - 1]++;
             } else {
@@ -660,12 +654,9 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
     *gave_up = false;
     long max = (long)(n + m), off = max + 1;
     long *V = calloc((size_t)(2 * max + 3), sizeof *V);
-    long **trace = calloc((size_t)(max < DIFF_MAX_D ? max : DIFF_MAX_D) + 2, sizeof *trace);
-    if (!V || !trace) {
-        free(V);
-        free(trace);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    long *trace = NULL; /* V's diagonals -d .. d after step d, at d * d */
+    size_t cap_trace = 0;
+    if (!V) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     long D = -1;
     cq_status rc = CQ_OK;
     for (long d = 0; d <= max && d <= DIFF_MAX_D && D < 0; d++) {
@@ -679,12 +670,11 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
                 break;
             }
         }
-        trace[d] = malloc((size_t)(2 * d + 1) * sizeof **trace);
-        if (!trace[d]) {
+        if (!cq_grow((void **)&trace, &cap_trace, (size_t)((d + 1) * (d + 1)), sizeof *trace)) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
         }
-        memcpy(trace[d], V + off - d, (size_t)(2 * d + 1) * sizeof **trace);
+        memcpy(trace + d * d, V + off - d, (size_t)(2 * d + 1) * sizeof *trace);
     }
     unsigned char *ops = NULL;
     size_t k_ops = 0;
@@ -695,7 +685,7 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
         if (!ops) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         long x = (long)n, y = (long)m;
         for (long d = D; !rc && d > 0; d--) {
-            const long *prev = trace[d - 1]; /* index k: prev[k + d - 1] */
+            const long *prev = trace + (d - 1) * (d - 1); /* index k: prev[k + d - 1] */
             long k = x - y;
             bool down = k == -d || (k != d && prev[k - 1 + d - 1] < prev[k + 1 + d - 1]);
             long pk = down ? k + 1 : k - 1;
@@ -712,10 +702,6 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
             ops[a] = ops[b - 1];
             ops[b - 1] = t;
         }
-    }
-    for (long d = 0; d <= max && d <= DIFF_MAX_D; d++) {
-        if (!trace[d]) break;
-        free(trace[d]);
     }
     free(trace);
     free(V);

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/strbuf.h"
 #include "store/fts_cjk.h"
+#include "store/strmap.h"
 #include "store/store_internal.h"
 
 /* FTS5's bm25() constants and this project's column weights (title, path, body: a question that names a law
@@ -131,15 +133,11 @@ static void score_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_cont
 #define CACHE_TERMS 65536 /* terms kept per KB; at that many the table starts over */
 
 typedef struct {
-    char *term;
-    sqlite3_int64 n_hit;
-} term_rows;
-
-typedef struct {
     int64_t kb_id; /* 0: free */
     sqlite3_int64 n_row, n_tok;
-    term_rows *terms; /* open addressing, term_cap a power of two */
-    size_t n_terms, term_cap;
+    cq_strmap terms;          /* the terms seen */
+    sqlite3_int64 *term_hits; /* rows holding terms.keys[i] */
+    size_t cap_hits;
     int32_t *doc_len;
     int64_t doc_len_first, doc_len_count, lookups;
     int doc_len_failed;
@@ -152,8 +150,8 @@ typedef struct {
 } bm25_cache;
 
 static void kb_cache_clear(kb_cache *k) {
-    for (size_t i = 0; i < k->term_cap; i++) free(k->terms[i].term);
-    free(k->terms);
+    cq_strmap_free(&k->terms, false);
+    free(k->term_hits);
     free(k->doc_len);
     memset(k, 0, sizeof *k);
 }
@@ -194,40 +192,11 @@ static kb_cache *cache_for(cq_store *s, int64_t kb_id) {
     return k;
 }
 
-static uint64_t term_hash(const char *t) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *t; t++) h = (h ^ (unsigned char)*t) * 1099511628211ull;
-    return h;
-}
-
-static term_rows *term_slot(kb_cache *k, const char *term) {
-    if (!k->term_cap) return NULL;
-    for (size_t i = term_hash(term) & (k->term_cap - 1);; i = (i + 1) & (k->term_cap - 1))
-        if (!k->terms[i].term || !strcmp(k->terms[i].term, term)) return &k->terms[i];
-}
-
 static void term_put(kb_cache *k, const char *term, sqlite3_int64 n_hit) {
-    if (k->n_terms + 1 > k->term_cap / 2) { /* grow (or start over at CACHE_TERMS) */
-        size_t cap = k->term_cap ? k->term_cap * 2 : 256;
-        if (cap > 2 * CACHE_TERMS) {
-            for (size_t i = 0; i < k->term_cap; i++) free(k->terms[i].term);
-            memset(k->terms, 0, k->term_cap * sizeof *k->terms);
-            k->n_terms = 0;
-        } else {
-            term_rows *old = k->terms, *t = calloc(cap, sizeof *t);
-            size_t old_cap = k->term_cap;
-            if (!t) return;
-            k->terms = t, k->term_cap = cap;
-            for (size_t i = 0; i < old_cap; i++)
-                if (old[i].term) *term_slot(k, old[i].term) = old[i];
-            free(old);
-        }
-    }
-    term_rows *e = term_slot(k, term);
-    if (e->term) return;
-    if (!(e->term = strdup(term))) return;
-    e->n_hit = n_hit;
-    k->n_terms++;
+    if (k->terms.n >= CACHE_TERMS) cq_strmap_free(&k->terms, false); /* full: start over */
+    if (!cq_grow((void **)&k->term_hits, &k->cap_hits, k->terms.n + 1, sizeof *k->term_hits)) return;
+    const long i = cq_strmap_find(&k->terms, term, strlen(term), true);
+    if (i >= 0) k->term_hits[i] = n_hit;
 }
 
 /* SQLite's varint (FTS5's docsize records: one a column). */
@@ -463,8 +432,8 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
     for (int attempt = 0; attempt < 2; attempt++) {
         size_t n_unknown = 0;
         for (size_t i = 0; i < n_terms; i++) {
-            const term_rows *e = k ? term_slot(k, terms[i]) : NULL;
-            if (e && e->term) w.n_hit[i] = e->n_hit, w.use[i] = 0;
+            const long e = k ? cq_strmap_find(&k->terms, terms[i], strlen(terms[i]), false) : -1;
+            if (e >= 0) w.n_hit[i] = k->term_hits[e], w.use[i] = 0;
             else w.use[i] = 1, n_unknown++;
         }
         n_row = k ? k->n_row : 0, n_tok = k ? k->n_tok : 0;

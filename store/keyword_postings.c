@@ -11,10 +11,11 @@
 
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
+#include "store/strmap.h"
 
 static const double column_weight[CQ_BM25_N_COLUMNS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
 
-/* ---- small pieces: varints (bytes grow in a cq_strbuf), a token table ------------------------------------- */
+/* ---- varints (bytes grow in a cq_strbuf) ------------------------------------------------------------------- */
 
 static void put_varint(cq_strbuf *b, uint64_t v) {
     char out[10];
@@ -41,60 +42,6 @@ static bool get_varint(const unsigned char **p, const unsigned char *end, uint64
     return false;
 }
 
-/* Token strings and a hash from them to their index (open addressing, load <= 1/2). */
-typedef struct {
-    char **tokens;
-    size_t n, cap;
-    uint32_t *slots; /* index + 1, 0 empty */
-    size_t n_slots;
-} token_table;
-
-static uint32_t hash_bytes(const char *s, size_t len) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
-
-/* The index of tok[0..len) in t, added when absent when add is set; -1 when absent (or out of memory with add). */
-static long token_find(token_table *t, const char *tok, size_t len, bool add) {
-    if (add && 2 * (t->n + 1) > t->n_slots) {
-        size_t n_slots = t->n_slots ? t->n_slots * 2 : 256;
-        uint32_t *slots = calloc(n_slots, sizeof *slots);
-        if (!slots) return -1;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t k = hash_bytes(t->tokens[i], strlen(t->tokens[i])) & (n_slots - 1);
-            while (slots[k]) k = (k + 1) & (n_slots - 1);
-            slots[k] = (uint32_t)i + 1;
-        }
-        free(t->slots);
-        t->slots = slots;
-        t->n_slots = n_slots;
-    }
-    if (!t->n_slots) return -1;
-    size_t k = hash_bytes(tok, len) & (t->n_slots - 1);
-    for (; t->slots[k]; k = (k + 1) & (t->n_slots - 1)) {
-        const char *x = t->tokens[t->slots[k] - 1];
-        if (!strncmp(x, tok, len) && x[len] == 0) return (long)t->slots[k] - 1;
-    }
-    if (!add) return -1;
-    if (!cq_grow((void **)&t->tokens, &t->cap, t->n + 1, sizeof *t->tokens)) return -1;
-    char *copy = malloc(len + 1);
-    if (!copy) return -1;
-    memcpy(copy, tok, len);
-    copy[len] = 0;
-    t->tokens[t->n] = copy;
-    t->slots[k] = (uint32_t)++t->n;
-    return (long)t->n - 1;
-}
-
-static void token_table_free(token_table *t, bool keep_strings) {
-    if (!keep_strings)
-        for (size_t i = 0; i < t->n; i++) free(t->tokens[i]);
-    free(t->tokens);
-    free(t->slots);
-    memset(t, 0, sizeof *t);
-}
-
 /* ---- building a document's rows --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -109,7 +56,7 @@ typedef struct {
 } token_list;
 
 typedef struct {
-    token_table tokens;
+    cq_strmap tokens;
     token_list *lists; /* per token */
     size_t cap_lists;
     occurrence *occ;       /* the current clause's occurrences */
@@ -124,7 +71,7 @@ static int builder_token(void *ctx, const char *tok, size_t len, size_t start, s
     doc_builder *b = ctx;
     /* FTS5's counting: a token starts a new position unless it is COLOCATED with the one before it. */
     if (!(flags & CQ_FTS_TOK_COLOCATED) || b->positions == 0) b->positions++;
-    long t = token_find(&b->tokens, tok, len, true);
+    long t = cq_strmap_find(&b->tokens, tok, len, true);
     const size_t had = b->cap_lists;
     bool ok = t >= 0 && cq_grow((void **)&b->lists, &b->cap_lists, (size_t)t + 1, sizeof *b->lists);
     if (ok) memset(b->lists + had, 0, (b->cap_lists - had) * sizeof *b->lists); /* new tokens' lists start empty */
@@ -214,16 +161,16 @@ cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_
         goto fail;
     }
     for (size_t t = 0; t < b.tokens.n; t++)
-        out->rows[t] = (cq_keyword_row){b.tokens.tokens[t], b.lists[t].n_clauses,
+        out->rows[t] = (cq_keyword_row){b.tokens.keys[t], b.lists[t].n_clauses,
                                         (unsigned char *)b.lists[t].list.data, b.lists[t].list.len};
     out->n = b.tokens.n;
     qsort(out->rows, out->n, sizeof *out->rows, cmp_row);
-    token_table_free(&b.tokens, true); /* the rows own the strings and the lists now */
+    cq_strmap_free(&b.tokens, true); /* the rows own the strings and the lists now */
     free(b.lists);
     return CQ_OK;
 fail:
     for (size_t t = 0; t < b.cap_lists; t++) free(b.lists[t].list.data);
-    token_table_free(&b.tokens, false);
+    cq_strmap_free(&b.tokens, false);
     free(b.lists);
     memset(out, 0, sizeof *out);
     return rc;
@@ -253,7 +200,7 @@ typedef struct {
 } stored_row;
 
 struct cq_keyword_search {
-    token_table tokens;
+    cq_strmap tokens;
     phrase *phrases;
     size_t n_phrases;
     stored_row *rows;
@@ -263,7 +210,7 @@ struct cq_keyword_search {
 
 typedef struct {
     phrase *p;
-    token_table *tokens;
+    cq_strmap *tokens;
     bool failed;
 } phrase_ctx;
 
@@ -272,7 +219,7 @@ static int phrase_token(void *ctx, const char *tok, size_t len, size_t start, si
     (void)end;
     (void)flags; /* a query's tail unigram is one more token of the phrase, as FTS5 reads it */
     phrase_ctx *x = ctx;
-    long t = token_find(x->tokens, tok, len, true);
+    long t = cq_strmap_find(x->tokens, tok, len, true);
     uint32_t *p = t < 0 ? NULL : realloc(x->p->tokens, (x->p->n + 1) * sizeof *p);
     if (!p) {
         x->failed = true;
@@ -308,20 +255,20 @@ void cq_keyword_search_free(cq_keyword_search *s) {
     if (!s) return;
     for (size_t i = 0; i < s->n_phrases; i++) free(s->phrases[i].tokens);
     free(s->phrases);
-    token_table_free(&s->tokens, false);
+    cq_strmap_free(&s->tokens, false);
     free(s->rows);
     cq_strbuf_free(&s->arena);
     free(s);
 }
 
 size_t cq_keyword_search_tokens(const cq_keyword_search *s, const char *const **tokens) {
-    *tokens = (const char *const *)s->tokens.tokens;
+    *tokens = (const char *const *)s->tokens.keys;
     return s->tokens.n;
 }
 
 cq_status cq_keyword_search_add(cq_keyword_search *s, const char *token, int64_t doc_id, const unsigned char *postings,
                                 size_t postings_bytes, cq_err *err) {
-    long t = token_find(&s->tokens, token, strlen(token), false);
+    long t = cq_strmap_find(&s->tokens, token, strlen(token), false);
     if (t < 0) return cq_err_set(err, CQ_ERR_INTERNAL, "keyword index: a row for a token the search did not ask for");
     if (!cq_grow((void **)&s->rows, &s->cap_rows, s->n_rows + 1, sizeof *s->rows))
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

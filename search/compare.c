@@ -13,12 +13,8 @@
 #include "search/router.h"
 
 const char *cq_pair_kind_name(cq_pair_kind k) {
-    switch (k) {
-    case CQ_PAIR_SAME: return "same";
-    case CQ_PAIR_CHANGED: return "changed";
-    case CQ_PAIR_ADDED: return "added";
-    default: return "removed";
-    }
+    static const char *const names[] = {"same", "changed", "added"}; /* in cq_pair_kind's order */
+    return k >= CQ_PAIR_SAME && k < CQ_PAIR_REMOVED ? names[k] : "removed";
 }
 
 /* ---- tokens --------------------------------------------------------------------------------------------------- */
@@ -613,12 +609,8 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
     }
     for (size_t k = 0; !rc && k < out->n_pairs; k++) {
         cq_cmp_pair *p = &out->pairs[k];
-        switch (p->kind) {
-        case CQ_PAIR_SAME: out->n_same++; break;
-        case CQ_PAIR_CHANGED: out->n_changed++; break;
-        case CQ_PAIR_ADDED: out->n_added++; break;
-        case CQ_PAIR_REMOVED: out->n_removed++; break;
-        }
+        size_t *const count[] = {&out->n_same, &out->n_changed, &out->n_added, &out->n_removed}; /* by kind */
+        (*count[p->kind])++;
         /* a renumbered clause that also changed is a changed one (n_renumbered counts only the unchanged) */
         out->n_renumbered += p->renumbered && p->kind == CQ_PAIR_SAME;
         out->n_renumbered_changed += p->renumbered && p->kind == CQ_PAIR_CHANGED;

@@ -34,7 +34,8 @@ static uint64_t fnv(const char *s, size_t n) {
 /* ASCII letters and digits: what Latin words are made of. */
 static bool is_word_byte(unsigned char c) { return (unsigned)((c | 32) - 'a') < 26 || (unsigned)(c - '0') < 10; }
 
-/* The token at byte i of s (n bytes): a Latin word (*word) or one character (*cp). Returns where it ends. */
+/* The token at byte i of s (n bytes): a Latin word (*word), a run of white space or one character (*cp: its
+ * first). Returns where it ends. */
 static size_t token_end(const char *s, size_t n, size_t i, uint32_t *cp, bool *word) {
     size_t len;
     *cp = cq_utf8_decode(s + i, n - i, &len);
@@ -42,6 +43,8 @@ static size_t token_end(const char *s, size_t n, size_t i, uint32_t *cp, bool *w
     *word = *cp < 128 && is_word_byte((unsigned char)*cp);
     if (*word)
         while (j < n && is_word_byte((unsigned char)s[j])) j++;
+    else if (cq_is_space(*cp))
+        while (j < n && cq_is_space(cq_utf8_decode(s + j, n - j, &len))) j += len;
     return j;
 }
 
@@ -56,19 +59,7 @@ static size_t tokenize(const char *text, token **out) {
         uint32_t cp;
         bool word;
         size_t j = token_end(text, n, i, &cp, &word);
-        if (word) {
-            t[k++] = (token){i, j, fnv(text + i, j - i)};
-        } else if (cq_is_space(cp)) {
-            for (;;) {
-                size_t l2;
-                uint32_t c2 = j < n ? cq_utf8_decode(text + j, n - j, &l2) : 0;
-                if (!c2 || !cq_is_space(c2)) break;
-                j += l2;
-            }
-            t[k++] = (token){i, j, fnv(text + i, j - i)};
-        } else {
-            t[k++] = (token){i, j, cp};
-        }
+        t[k++] = (token){i, j, word || cq_is_space(cp) ? fnv(text + i, j - i) : cp};
         i = j;
     }
     return k;

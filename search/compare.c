@@ -91,12 +91,10 @@ static const char *body_of(const cq_cmp_clause *c) {
     const char *t = c->text ? c->text : "";
     if (c->label && *c->label && !strncmp(t, c->label, strlen(c->label))) {
         t += strlen(c->label);
-        for (;;) {
-            size_t len;
-            uint32_t cp = cq_utf8_decode(t, strlen(t), &len);
-            if (!cp || !cq_is_space(cp)) break;
-            t += len;
-        }
+        uint32_t cp;
+        bool word;
+        const size_t end = token_end(t, strlen(t), 0, &cp, &word); /* the white space after the label */
+        if (cq_is_space(cp)) t += end;
     }
     return t;
 }

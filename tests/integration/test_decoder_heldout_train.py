@@ -207,7 +207,43 @@ def test_end_to_end(binary):
             check(rs and all(want(r["source"], by[r["source"]][r["id"]]) for r in rs), "%s: its part only" % fn)
 
 
+def test_bundle_files():
+    """bundle.sh's box files hold every project module they import (aa70b99 made refusal_threshold.py import
+    tools/dev_split.py; the bundle lacked it and train.py stopped at its first import on the box)."""
+    import ast
+    r = subprocess.run(["bash", os.path.join(ROOT, "tools", "decoder_train", "bundle.sh"), "--files"],
+                       capture_output=True, text=True)
+    files = r.stdout.split()
+    check(r.returncode == 0 and "tools/decoder_train/train.py" in files, "bundle.sh --files lists the box's files")
+    local = {}
+    for d in ("tools", "tools/decoder_train"):
+        for f in os.listdir(os.path.join(ROOT, d)):
+            if f.endswith(".py"):
+                local.setdefault(f[:-3], []).append(d + "/" + f)
+    todo, missing = [f for f in files if f.endswith(".py")], []
+    while todo:
+        f = todo.pop()
+        tree = ast.parse(open(os.path.join(ROOT, f), encoding="utf-8").read())
+        names = [a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        for name in names:
+            paths = local.get(name) or []
+            if paths and not any(p in files for p in paths):
+                missing.append("%s imports %s" % (f, name))
+    check(not missing, "the box's files import nothing of the project they lack: %s" % missing)
+    with tempfile.TemporaryDirectory() as t:
+        for f in files:
+            os.makedirs(os.path.dirname(os.path.join(t, f)), exist_ok=True)
+            with open(os.path.join(ROOT, f), "rb") as a, open(os.path.join(t, f), "wb") as b:
+                b.write(a.read())
+        p = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                            "import refusal_threshold, cqprompt", os.path.join(t, "tools", "decoder_train")],
+                           capture_output=True, text=True, cwd=t)
+        check(p.returncode == 0, "refusal_threshold.py imports in a bundle's tools/ alone: %s" % p.stderr[-300:])
+
+
 def main():
+    test_bundle_files()
     test_plan()
     test_guard()
     binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "clauseqa")

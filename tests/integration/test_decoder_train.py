@@ -157,6 +157,33 @@ def test_reproduce():
           "reproduce: the recorded prepare options")
     check(len(lines) == 3 and "--steps 777" in lines[2] and "--rank 16" in lines[2] and "--mix answer=1" in lines[2],
           "reproduce: the recorded step count and hyper-parameters")
+    # an adapter trained on from another (train.py --init): reproduce needs that adapter, checked by its sha256
+    with tempfile.TemporaryDirectory() as d:
+        prev = os.path.join(d, "prev")
+        os.makedirs(prev)
+        with open(os.path.join(prev, "adapter.safetensors"), "wb") as f:
+            f.write(b"weights")
+        import hashlib
+        doc2 = json.loads(json.dumps(doc))
+        doc2["manifest"]["init"] = {"sha256": hashlib.sha256(b"weights").hexdigest(), "steps": 563, "commit": "3f52f7a"}
+        doc2["manifest"]["data"]["prepare_options"].update(heldout_share=0.2, heldout_rounds="cuad-dev=5")
+        path = os.path.join(d, "adapter.json")
+        with open(path, "w") as f:
+            json.dump(doc2, f)
+        base = [sys.executable, os.path.join(TOOLS, "reproduce.py"), "--adapter", path, "--out", os.path.join(d, "o"),
+                "--dry-run"]
+        r1 = subprocess.run(base, capture_output=True, text=True)
+        check(r1.returncode != 0 and "--init" in r1.stderr and "563" in r1.stderr,
+              "reproduce: an --init adapter is required for a continued run: %s" % r1.stderr[-300:])
+        r2 = subprocess.run(base + ["--init", prev], capture_output=True, text=True)
+        lines2 = [l for l in r2.stdout.splitlines() if not l.startswith("#")]
+        check(r2.returncode == 0 and len(lines2) == 3 and ("--init " + prev) in lines2[2] and
+              "--heldout-share 0.2" in lines2[0] and "--heldout-rounds cuad-dev=5" in lines2[0],
+              "reproduce: --init passed on, the held-out options recorded: %s" % (r2.stdout + r2.stderr)[-400:])
+        with open(os.path.join(prev, "adapter.safetensors"), "wb") as f:
+            f.write(b"other weights")
+        r3 = subprocess.run(base + ["--init", prev], capture_output=True, text=True)
+        check(r3.returncode != 0 and "sha256" in r3.stderr, "reproduce: another init adapter is refused")
 
 
 TORCH_PART = r'''

@@ -35,6 +35,9 @@ progress() {
   grep -E "timing:|LoRA factors from|trained [0-9]+ steps|non-finite|skipped|out of GPU|Error|error|SystemExit|deadline" $L/train.log 2>/dev/null | cut -c1-300 | tail -8
   grep -E "^\[.*step [0-9]+/" $L/train.log 2>/dev/null | tail -2 | cut -c1-200
   tail -n 2 $L/device.log | cut -c1-300
+  if grep -q "\] end$" $L/device.log && ! ls $L/adapter/adapter.json > /dev/null 2>&1; then
+    echo "-- ended without an adapter; train.log's end:"; tail -n 15 $L/train.log | cut -c1-300
+  fi
 }
 case "${1:-}" in
 start)

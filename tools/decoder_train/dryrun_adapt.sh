@@ -4,7 +4,8 @@
 #   1. the tiny GGUF, a random adapter of its shapes stored as int8 rows (adapter_int8.py, as the committed one);
 #   2. a slice of DATA (every task, abstain_heldout included) packed for it (pack.py);
 #   3. bundle.sh with PIECES=0 INIT=... (the init adapter checked against the model), the GGUF cut into pieces in a
-#      stand-in of the calling checkout (.device/lora26/gguf/pN), each stashed by its own "call" (a folder holding only
+#      stand-in of the calling checkout (.device/lora26/gguf/pN; no git repository: the scripts need none), each
+#      stashed by its own "call" (a folder holding only
 #      tools/device_model.sh and that piece, as a `run` call's tree: GGUF_DIR=.device/lora26/gguf ... stash);
 #   4. `device_adapt.sh start` from the bundle's copy at <checkout>/.device/adapt26 (join, sha256, background run with
 #      --init), then `wait` until the adapter is back, as the box would;
@@ -52,12 +53,12 @@ nice "$PY" tools/decoder_train/pack.py --data "$D/slice" --base "$D/$M"
 step "3. the bundle (PIECES=0, INIT) and the pieces in a stand-in checkout"
 mkdir -p "$D/checkout/tools" "$D/checkout/data/models"
 cp tools/device_model.sh "$D/checkout/tools/" && cp "$D/sums/$M.sha256" "$D/checkout/data/models/"
-(cd "$D/checkout" && git init -q . && OUTDIR=.device/lora26/gguf PIECE_BYTES=9000000 bash tools/device_model.sh split "$D/$M" > /dev/null)
+(cd "$D/checkout" && OUTDIR=.device/lora26/gguf PIECE_BYTES=9000000 bash tools/device_model.sh split "$D/$M" > /dev/null)
 n=$(ls -d "$D"/checkout/.device/lora26/gguf/p* | wc -l)
 SUMS=$D/sums MODEL=$D/$M INIT=$D/init PIECES=0 NPIECES=$n DEST=.device/adapt26 PY=$PY XZ_LEVEL=1 \
   bash tools/decoder_train/bundle.sh "$D/slice" "$D/checkout/.device/adapt26"
 for i in $(seq 1 $n); do      # one call a piece: a tree holding tools/ and that piece only
-  c=$D/call$i && mkdir -p $c/tools $c/.device/lora26/gguf && cp tools/device_model.sh $c/tools/ && git init -q $c
+  c=$D/call$i && mkdir -p $c/tools $c/.device/lora26/gguf && cp tools/device_model.sh $c/tools/
   cp -r "$D/checkout/.device/lora26/gguf/p$i" $c/.device/lora26/gguf/
   (cd $c && GGUF_DIR=.device/lora26/gguf STASH=$D/stash bash tools/device_model.sh stash)
   rm -rf $c

@@ -44,8 +44,9 @@ piece_bytes() {
 set_name() { NAME=$(basename "$1"); SUM=data/models/$NAME.sha256; }
 want_sum() { awk '{print $1}' "$SUM"; }
 
-SHRUNK=$(git rev-parse --git-path info/device-shrunk)
-EXCLUDE=$(git rev-parse --git-path info/exclude)
+# (stash / join / status need no git: a bundle's copy may run outside a repository; shrink / unshrink / tree do)
+SHRUNK=$(git rev-parse --git-path info/device-shrunk 2>/dev/null || echo .git/info/device-shrunk)
+EXCLUDE=$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)
 
 case "${1:-}" in
 tree)

@@ -157,6 +157,33 @@ def test_reproduce():
           "reproduce: the recorded prepare options")
     check(len(lines) == 3 and "--steps 777" in lines[2] and "--rank 16" in lines[2] and "--mix answer=1" in lines[2],
           "reproduce: the recorded step count and hyper-parameters")
+    # an adapter trained on from another (train.py --init): reproduce needs that adapter, checked by its sha256
+    with tempfile.TemporaryDirectory() as d:
+        prev = os.path.join(d, "prev")
+        os.makedirs(prev)
+        with open(os.path.join(prev, "adapter.safetensors"), "wb") as f:
+            f.write(b"weights")
+        import hashlib
+        doc2 = json.loads(json.dumps(doc))
+        doc2["manifest"]["init"] = {"sha256": hashlib.sha256(b"weights").hexdigest(), "steps": 563, "commit": "3f52f7a"}
+        doc2["manifest"]["data"]["prepare_options"].update(heldout_share=0.2, heldout_rounds="cuad-dev=5")
+        path = os.path.join(d, "adapter.json")
+        with open(path, "w") as f:
+            json.dump(doc2, f)
+        base = [sys.executable, os.path.join(TOOLS, "reproduce.py"), "--adapter", path, "--out", os.path.join(d, "o"),
+                "--dry-run"]
+        r1 = subprocess.run(base, capture_output=True, text=True)
+        check(r1.returncode != 0 and "--init" in r1.stderr and "563" in r1.stderr,
+              "reproduce: an --init adapter is required for a continued run: %s" % r1.stderr[-300:])
+        r2 = subprocess.run(base + ["--init", prev], capture_output=True, text=True)
+        lines2 = [l for l in r2.stdout.splitlines() if not l.startswith("#")]
+        check(r2.returncode == 0 and len(lines2) == 3 and ("--init " + prev) in lines2[2] and
+              "--heldout-share 0.2" in lines2[0] and "--heldout-rounds cuad-dev=5" in lines2[0],
+              "reproduce: --init passed on, the held-out options recorded: %s" % (r2.stdout + r2.stderr)[-400:])
+        with open(os.path.join(prev, "adapter.safetensors"), "wb") as f:
+            f.write(b"other weights")
+        r3 = subprocess.run(base + ["--init", prev], capture_output=True, text=True)
+        check(r3.returncode != 0 and "sha256" in r3.stderr, "reproduce: another init adapter is refused")
 
 
 TORCH_PART = r'''
@@ -225,6 +252,49 @@ with torch.no_grad():
 diff = float((merged - lo).abs().max())
 assert diff < 1e-4, diff
 assert float((lo - ref).abs().max()) > 1e-3, "training moved the model"
+# --init: a fresh LoRA started from the written adapter is the trained model (F32 exactly; int8 rows within their
+# rounding), and a wrong rank / missing factor / non-finite value / other base is refused before anything is used
+import importlib, subprocess as sp
+with torch.no_grad():
+    torch.manual_seed(0)
+    m2 = Gemma3ForCausalLM(cfg).float().eval()
+    l2 = L.add_lora(m2, r=4, alpha=8)
+    assert float((m2(input_ids=ids).logits - ref).abs().max()) < 1e-5
+    assert L.load_into(l2, doc, back, 4, 8) == 28
+    d_f32 = float((m2(input_ids=ids).logits - lo).abs().max())
+    assert d_f32 < 1e-5, d_f32
+    out8 = tempfile.mkdtemp()
+    r8 = sp.run([sys.executable, os.path.join(sys.argv[1], "adapter_int8.py"), out, out8], capture_output=True, text=True)
+    assert r8.returncode == 0, r8.stderr
+    doc8, back8 = L.read_adapter(out8)
+    assert back8["blk.0.attn_q.lora_a"].dtype == torch.int8
+    torch.manual_seed(0)
+    m3 = Gemma3ForCausalLM(cfg).float().eval()
+    l3 = L.add_lora(m3, r=4, alpha=8)
+    L.load_into(l3, doc8, back8, 4, 8)
+    lo3 = m3(input_ids=ids).logits
+    d_i8 = float((lo3 - lo).abs().max()) / float((lo - ref).abs().max())
+    assert d_i8 < 0.05, d_i8
+    before = l3[(0, "attn_q")].lora_a.clone()
+    for bad_doc, bad_t, what in ((dict(doc, rank=8), back, "rank"),
+                                 (doc, {k: v for k, v in back.items() if k != "blk.1.ffn_up.lora_b"}, "missing"),
+                                 (doc, dict(back, **{"blk.1.ffn_up.lora_b": back["blk.1.ffn_up.lora_b"] * float("nan")}),
+                                  "not finite"),
+                                 (doc, dict(back, **{"blk.0.attn_q.lora_a": back["blk.0.attn_q.lora_a"][:, :8]}), "shape")):
+        try:
+            L.load_into(l3, bad_doc, bad_t, 4, 8)
+            raise AssertionError("load_into took a bad adapter: " + what)
+        except ValueError:
+            pass
+    assert torch.equal(l3[(0, "attn_q")].lora_a, before), "a refused adapter changed nothing"
+try:
+    T.load_init(l3, out, 4, 8, "1" * 64)
+    raise AssertionError("an adapter of another base was taken")
+except SystemExit as e:
+    assert "base sha256" in str(e), e
+info = T.load_init(l3, out8, 4, 8, "0" * 64)
+assert info["steps"] == 6 and info["tensors"] == 28 and len(info["sha256"]) == 64, info
+print("init ok: F32 %.1e, int8 %.1e relative to the training's change" % (d_f32, d_i8))
 # copy-constrained greedy decoding through generate(): every answer is a span of a shown passage or the refusal
 vocab = [None, None, None] + [bytes([97 + (i % 26)]) if i % 3 else b" " + bytes([97 + (i % 26)]) for i in range(3, 300)]
 passage = b"hello world abc"

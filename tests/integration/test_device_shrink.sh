@@ -38,4 +38,14 @@ echo changed > docs/small.md && git add docs/small.md
 if bash tools/device_model.sh shrink 2> "$work/err"; then check "shrink over staged changes refused" false; fi
 check "shrink over staged changes says so" has "staged changes" "$work/err"
 check "...and changed nothing" test "$(git diff --cached --name-only)" = "docs/small.md"
+# stash and join outside any repository (a bundle's copy of the script: device_adapt.sh start, issue 26)
+b=$work/bundle
+mkdir -p "$b/tools" "$b/data/models" "$b/g/p1" "$b/g/p2"
+cp "$ROOT/tools/device_model.sh" "$b/tools/"
+printf 'hello ' > "$b/g/p1/m.gguf.part01of02" && printf 'world' > "$b/g/p2/m.gguf.part02of02"
+printf 'hello world' | sha256sum | awk '{print $1 "  m.gguf"}' > "$b/data/models/m.gguf.sha256"
+cd "$b"
+check "outside a repository: stash" env GGUF_DIR=g STASH="$work/stash" bash tools/device_model.sh stash
+check "outside a repository: join, sha256 checked" env GGUF_DIR=none STASH="$work/stash" bash tools/device_model.sh join "$work/m.gguf"
+check "outside a repository: the joined file" test "$(cat "$work/m.gguf")" = "hello world"
 finish

@@ -177,6 +177,47 @@ def hf_weight_shapes(model):
     return out
 
 
+def factor(tensors, name):
+    """A factor as float32: stored F32 / F16 / BF16, or int8 with NAME.scale (one a row, adapter_int8.py)."""
+    t = tensors[name]
+    if t.dtype == torch.int8:
+        s = tensors.get(name + ".scale")
+        if s is None or s.dim() != 1 or s.shape[0] != t.shape[0]:
+            raise ValueError("%s: int8 without a scale a row (%s.scale)" % (name, name))
+        return t.float() * s.float()[:, None]
+    if not t.is_floating_point():
+        raise ValueError("%s: dtype %s" % (name, t.dtype))
+    return t.float()
+
+
+@torch.no_grad()
+def load_into(loras, doc, tensors, rank, alpha):
+    """Starts the LoRA layers from an adapter (adapter.json's doc, its tensors): each lora_a / lora_b copied in. The
+    adapter must have this rank and alpha and exactly the layers' factors of the right shapes, every value finite;
+    else ValueError naming what differs (nothing half-loaded is used: the caller stops)."""
+    if int(doc.get("rank", -1)) != rank or float(doc.get("alpha", -1)) != float(alpha):
+        raise ValueError("the adapter has rank %s alpha %s, this run rank %d alpha %g"
+                         % (doc.get("rank"), doc.get("alpha"), rank, alpha))
+    want = {tensor_name(l, p, w) for (l, p) in loras for w in "ab"}
+    have = {n for n in tensors if not n.endswith(".scale")}
+    if have != want:
+        raise ValueError("the adapter's factors differ from this model's: missing %s, extra %s"
+                         % (sorted(want - have)[:4], sorted(have - want)[:4]))
+    vals = {}
+    for (l, p), m in loras.items():
+        for w, param in (("a", m.lora_a), ("b", m.lora_b)):
+            n = tensor_name(l, p, w)
+            x = factor(tensors, n)
+            if tuple(x.shape) != tuple(param.shape):
+                raise ValueError("%s: shape %s, this model's %s" % (n, tuple(x.shape), tuple(param.shape)))
+            if not torch.isfinite(x).all():
+                raise ValueError("%s: values that are not finite" % n)
+            vals[n] = (param, x)
+    for param, x in vals.values():
+        param.copy_(x.to(param.device, param.dtype))
+    return len(vals)
+
+
 @torch.no_grad()
 def merged_weight(base_weight, a, b, rank, alpha):
     return base_weight.float() + (alpha / rank) * (b.float() @ a.float())

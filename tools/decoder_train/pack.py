@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import base as BASE  # noqa: E402
 import cqprompt as P  # noqa: E402
 
-TASKS = ["answer", "abstain", "abstain_syn", "relevance"]
+TASKS = ["answer", "abstain", "abstain_syn", "relevance", "abstain_heldout"]   # indices kept: new tasks at the end
 
 
 def load_tokenizer(gguf_path):

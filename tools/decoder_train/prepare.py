@@ -12,11 +12,19 @@ Three tasks in prompt format cq-prompt-v1 (docs/ANSWERS.md, cqprompt.py), writte
                holding no reference answer) -> the refusal
   relevance    (question, one clause) -> 是/否 ( yes/ no): gold clauses against BM25/router-retrieved non-gold ones,
                balanced per question
+  abstain_heldout  held-out-document unanswerables (issue 26): a train-part question whose own documents are NOT in
+               the KB -> the refusal; the passages are what `clauseqa retrieve` finds in a KB of the suite's other
+               TRAIN documents (--heldout-share of the train documents held out per round, --heldout-rounds rounds
+               per suite, the rounds disjoint), none holding a reference answer
 
 Passages are what the app shows: `clauseqa retrieve --jsonl --mode router,bm25` over knowledge bases ingested by
 `clauseqa ingest` (one KB per suite, in --data; made when missing). When the retrieved passages do not show an
 answer, the gold clause (from the KB's own clause table) is put in among them at a varied position (cut around the
 answer when the answer lies past the 800-character budget).
+
+Leaks: a train example never shows a passage of a validation or calibration document (retrieval runs over the whole
+suite, as a user's KB; those passages are dropped from the lists the train examples are made of) and never comes from
+a validation or calibration question; leak_problems() checks every example before anything is written.
 
 Sources: the dev suites' TRAIN parts only (tools/dev_split.py, by document): cjrc-dev, cmrc-dev, policy-zh-dev,
 cuad-dev, contracts-en-dev (answer/abstain/relevance), laws-zh (relevance); ../shared/train: cail2019_rc_trainsample
@@ -50,11 +58,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 import cqprompt as P  # noqa: E402
 import dev_split  # noqa: E402
+import heldout_unans  # noqa: E402
 
 ANSWER_SUITES = ["cjrc-dev", "cmrc-dev", "policy-zh-dev", "cuad-dev", "contracts-en-dev"]
 RELEVANCE_SUITES = ANSWER_SUITES + ["laws-zh"]
 AUX_QA = ["cail2019_rc_trainsample", "c3_train_extractive"]
 AUX_REL = ["lawyer_llama_query2article", "cail2021_argpair_retrieval"]
+DOC_SUITE = {"lawyer_llama_query2article": "laws-zh"}   # sources whose passages are documents of a dev suite
+HELDOUT_ROUNDS = "cjrc-dev=1,cmrc-dev=1,policy-zh-dev=2,cuad-dev=5,contracts-en-dev=5"
 
 # name -> (license, licensed for a product?)
 LICENSES = {
@@ -226,9 +237,13 @@ class Builder:
         self.counts = Counter()
         self.skips = Counter()
 
-    def add(self, source, task, qid, lang, prompt, completion, meta=None):
+    def add(self, source, task, qid, lang, prompt, completion, meta=None, shown=()):
+        """One train example; meta["docs"] names the documents of the passages given to the prompt (shown), for
+        leak_problems()."""
+        meta = dict(meta or {})
+        meta["docs"] = sorted({p["doc"] for p in shown})
         self.train.append({"id": qid, "source": source, "task": task, "lang": lang, "prompt": prompt,
-                           "completion": completion, "meta": meta or {}})
+                           "completion": completion, "meta": meta})
         self.counts[(source, task)] += 1
 
     # -- helpers
@@ -346,11 +361,11 @@ class Builder:
             prompt, _ = P.answer_prompt(q["question"], L, lang)
             meta = {"qid": q["id"], "inserted": inserted}
             if not q.get("answerable", True):
-                self.add(source, "abstain", q["id"], lang, prompt, P.answer_completion(lang, refuse=True), meta)
+                self.add(source, "abstain", q["id"], lang, prompt, P.answer_completion(lang, refuse=True), meta, L)
             else:
                 verdict = (q.get("answers") or ["YES"])[0] == "YES"
                 self.add(source, "answer", q["id"], lang, prompt, P.answer_completion(lang, verdict=verdict),
-                         dict(meta, verdict=verdict))
+                         dict(meta, verdict=verdict), L)
             return
         refs = self.refs_of(q, lang)
         if not refs:
@@ -371,7 +386,7 @@ class Builder:
             if W:
                 prompt, _ = P.answer_prompt(q["question"], W[:K_ANSWER], lang)
                 self.add(source, "abstain_syn", q["id"] + "#wrong", lang, prompt,
-                         P.answer_completion(lang, refuse=True), {"qid": q["id"], "kind": kind})
+                         P.answer_completion(lang, refuse=True), {"qid": q["id"], "kind": kind}, W[:K_ANSWER])
                 self.counts[(source, "abstain_syn_" + kind)] += 1
             else:
                 self.skips[(source, "abstain_syn: no wrong passages")] += 1
@@ -422,7 +437,26 @@ class Builder:
             done.add(prompt)
             self.add(source, "answer", q["id"] + ("" if v == 0 else "#v%d" % v), lang, prompt,
                      P.answer_completion(lang, span=target),
-                     {"qid": q["id"], "inserted": inserted, "passage": found[1]})
+                     {"qid": q["id"], "inserted": inserted, "passage": found[1]}, M)
+
+    # -- held-out-document unanswerables (issue 26)
+
+    def heldout_train(self, source, q, cands, held, rnd):
+        """The question over passages retrieved from a KB that lacks its own documents (held): the refusal. Passages of
+        a held-out document (none expected: they are not in that KB) and those holding a reference answer (another
+        copy of the text) are dropped; no passage left: skipped."""
+        lang = P.lang_of(q["question"])
+        nrefs = [P.norm(a) for a in self.refs_of(q, lang) + [a for a in q.get("answers") or []
+                                                               if a and a not in ("YES", "NO")]]
+        L = [p for p in cands if p["doc"] not in held and not any(r and r in P.norm(p["text"]) for r in nrefs)]
+        if not L:
+            self.skips[(source, "abstain_heldout: no passage left")] += 1
+            return
+        prompt, flat = P.answer_prompt(q["question"], L[:K_ANSWER], lang)
+        self.add(source, "abstain_heldout", "%s#heldout%d" % (q["id"], rnd), lang, prompt,
+                 P.answer_completion(lang, refuse=True),
+                 {"qid": q["id"], "kind": "heldout", "round": rnd, "heldout": sorted(heldout_unans.gold_docs(q))},
+                 [L[i] for i, _ in flat])
 
     # -- relevance of one question
 
@@ -438,10 +472,10 @@ class Builder:
         n = min(max_pairs, len(pos), len(neg))
         for j, p in enumerate(self.rng.sample(pos, n)):
             self.add(source, "relevance", "%s#r%d+" % (q["id"], j), lang, P.relevance_prompt(q["question"], p, lang),
-                     P.RELEVANT[(lang, True)], {"qid": q["id"]})
+                     P.RELEVANT[(lang, True)], {"qid": q["id"]}, [p])
         for j, p in enumerate(self.rng.sample(neg[:max(5, n)], n)):
             self.add(source, "relevance", "%s#r%d-" % (q["id"], j), lang, P.relevance_prompt(q["question"], p, lang),
-                     P.RELEVANT[(lang, False)], {"qid": q["id"]})
+                     P.RELEVANT[(lang, False)], {"qid": q["id"]}, [p])
 
     # -- validation
 
@@ -494,6 +528,72 @@ def generic_query(question):
     return q
 
 
+def train_doc(suite, doc, cal_held=True):
+    """A document train examples may show: neither of the suite's validation part nor (while the calibration part is
+    held out, --cal-answer) of its calibration part (tools/dev_split.py)."""
+    return not dev_split.doc_is_validation(suite, doc) and not (cal_held and dev_split.doc_is_calibration(suite, doc))
+
+
+def heldout_plan(suite, questions, doc_names, share, rounds, cal_held=True):
+    """Held-out-document rounds over a suite's TRAIN part: [(round, held-out docs, KB docs, questions)].
+
+    The train documents that are gold of the given train questions, ranked by sha256("trainheldout/<suite>/<doc>")
+    (independent of the calibration's "calib/" and heldout_unans.py's "heldout/" ranks), are cut into consecutive
+    slices of round(share * n) (at least 1); round r holds slice r out, with every version of a held-out law
+    (heldout_unans.family). The round's KB is the suite's train documents (train_doc) less the held-out ones; its
+    questions are those whose gold documents are all held out (mixed-gold questions are left out: part of their
+    answer is still there). Rounds run out when the slices do; the held-out sets of two rounds never share a
+    document."""
+    if not 0 < share < 1:
+        raise SystemExit("prepare: --heldout-share must lie strictly between 0 and 1 (got %g)" % share)
+    key = lambda d: hashlib.sha256(("trainheldout/%s/%s" % (suite, d)).encode("utf-8")).hexdigest()  # noqa: E731
+    cands = sorted({d for q in questions for d in heldout_unans.gold_docs(q)
+                    if d in doc_names and train_doc(suite, d, cal_held)}, key=key)
+    k = max(1, int(round(share * len(cands))))
+    plan, used = [], set()
+    for r in range(rounds):
+        fams = {heldout_unans.family(d) for d in cands[r * k:(r + 1) * k] if d not in used}
+        if not fams:
+            break
+        # (a version in the validation / calibration part is not in the KB either: train documents are the KB)
+        held = {d for d in doc_names if heldout_unans.family(d) in fams and train_doc(suite, d, cal_held)}
+        used |= held
+        kb_docs = sorted(d for d in doc_names if train_doc(suite, d, cal_held) and d not in held)
+        if not kb_docs:
+            break
+        qs = [q for q in questions if heldout_unans.gold_docs(q) and all(d in held for d in heldout_unans.gold_docs(q))]
+        plan.append((r, held, kb_docs, qs))
+    return plan
+
+
+def leak_problems(rows, questions, cal_held=True):
+    """What in the train rows comes from a validation or calibration part: a row of a dev suite's question that is
+    not a train-part one (dev_split), or a row showing a passage of a validation / calibration document of the dev
+    suite its passages come from (meta["docs"]; lawyer_llama's are laws-zh's). questions: {suite: {id: question}}.
+    Empty when nothing leaks."""
+    bad = []
+    for r in rows:
+        src, m = r["source"], r.get("meta") or {}
+        if src in questions:
+            q = questions[src].get(m.get("qid"))
+            if q is None:
+                bad.append("%s %s: question %r not in the suite" % (src, r["id"], m.get("qid")))
+            elif dev_split.question_is_validation(src, q):
+                bad.append("%s %s: a validation question" % (src, r["id"]))
+            elif cal_held and dev_split.question_is_calibration(src, q):
+                bad.append("%s %s: a calibration question" % (src, r["id"]))
+        suite = src if src in questions else DOC_SUITE.get(src)
+        if suite:
+            if "docs" not in m:
+                bad.append("%s %s: no meta docs" % (src, r["id"]))
+            for d in m.get("docs") or []:
+                if not train_doc(suite, d, cal_held):
+                    bad.append("%s %s: shows %s, a %s document of %s" % (
+                        src, r["id"], d, "validation" if dev_split.doc_is_validation(suite, d) else "calibration",
+                        suite))
+    return bad
+
+
 def relevance_gold(store, kb, q):
     """Gold clauses of a question from the KB's clause table (FORMAT.md's hit rule), for when retrieval missed."""
     clauses = store.clauses(kb)
@@ -505,6 +605,37 @@ def relevance_gold(store, kb, q):
                 out.append(p)
                 break
     return out
+
+
+def heldout_examples(args, store, B, suite, tr, rounds, cal_held, part):
+    """abstain_heldout examples of one suite: per round of heldout_plan() a KB of the suite's other train documents
+    (links under WORK/heldout/, ingested once: the KB's name holds a hash of its document list) and the held-out
+    documents' questions retrieved over it."""
+    names = heldout_unans.suite_doc_names(args.eval, suite)
+    plan = heldout_plan(suite, tr, names, args.heldout_share, rounds, cal_held)
+    part["heldout_rounds"] = []
+    for r, held, kb_docs, qs in plan:
+        tag = hashlib.sha256(json.dumps(kb_docs, ensure_ascii=False).encode("utf-8")).hexdigest()[:10]
+        kb = "trh-%s-r%d-%s" % (suite, r, tag)
+        d = os.path.join(args.work, "heldout", kb, "docs")
+        if not os.path.isdir(d):
+            os.makedirs(d + ".tmp", exist_ok=True)
+            for name in kb_docs:
+                link = os.path.join(d + ".tmp", names[name])
+                if not os.path.lexists(link):
+                    os.symlink(os.path.abspath(os.path.join(args.eval, suite, "docs", names[name])), link)
+            os.replace(d + ".tmp", d)
+        store.ensure(kb, d)
+        R = store.retrieve(kb, [(q["id"], q["question"]) for q in qs])
+        n0 = B.counts[(suite, "abstain_heldout")]
+        for q in qs:
+            cands = [p for p in R.get(q["id"]) or [] if train_doc(suite, p["doc"], cal_held)]
+            B.heldout_train(suite, q, cands, held, r)
+        part["heldout_rounds"].append({"round": r, "heldout_docs": len(held), "kb_docs": len(kb_docs),
+                                       "questions": len(qs),
+                                       "examples": B.counts[(suite, "abstain_heldout")] - n0})
+        log("%s held-out round %d: %d of %d train documents out, %d questions -> %d examples"
+            % (suite, r, len(held), len(held) + len(kb_docs), len(qs), B.counts[(suite, "abstain_heldout")] - n0))
 
 
 def main():
@@ -537,6 +668,13 @@ def main():
                                             "contracts-en-dev=60", help="validation answer questions per suite")
     ap.add_argument("--val-rerank", default="cjrc-dev=150,cmrc-dev=80,policy-zh-dev=100,cuad-dev=80,"
                                             "contracts-en-dev=80,laws-zh=150", help="validation rerank questions")
+    ap.add_argument("--heldout-share", type=float, default=0.2,
+                    help="abstain_heldout: share of a suite's train documents held out of the KB in each round "
+                         "(their questions are asked of the other train documents; target: the refusal)")
+    ap.add_argument("--heldout-rounds", default=HELDOUT_ROUNDS,
+                    help="abstain_heldout rounds per suite (disjoint held-out sets, one reduced KB each; '' none)")
+    ap.add_argument("--suites", default=",".join(RELEVANCE_SUITES), help="dev suites to use (tests)")
+    ap.add_argument("--aux", default=",".join(AUX_QA + AUX_REL), help="shared/train sets to use ('' none)")
     ap.add_argument("--limit", type=int, default=0, help="questions per source at most (tests)")
     args = ap.parse_args()
     args.syn_rate = {"zh": args.syn_rate_zh, "en": args.syn_rate_en}
@@ -549,12 +687,25 @@ def main():
     val_answer = dict((k, int(v)) for k, v in (x.split("=") for x in args.val_answer.split(",") if x))
     val_rerank = dict((k, int(v)) for k, v in (x.split("=") for x in args.val_rerank.split(",") if x))
     cal_answer = dict((k, int(v)) for k, v in (x.split("=") for x in args.cal_answer.split(",") if x))
+    heldout_rounds = dict((k, int(v)) for k, v in (x.split("=") for x in args.heldout_rounds.split(",") if x))
+    suites = [s for s in args.suites.split(",") if s]
+    aux = set(x for x in args.aux.split(",") if x)
+    for s in suites:
+        if s not in RELEVANCE_SUITES:
+            sys.exit("prepare: unknown suite %s (%s)" % (s, ", ".join(RELEVANCE_SUITES)))
+    for s in aux:
+        if s not in AUX_QA + AUX_REL:
+            sys.exit("prepare: unknown set %s (%s)" % (s, ", ".join(AUX_QA + AUX_REL)))
+    cal_held = bool(cal_answer)
     parts = {}
+    by_id = {}     # {suite: {question id: question}}: leak_problems()
 
     # ---- development suites
-    for suite in RELEVANCE_SUITES:   # (an unlicensed suite still gives its validation examples: no training)
+    for suite in [s for s in RELEVANCE_SUITES if s in suites]:   # (an unlicensed suite still gives validation)
         store.ensure(suite, os.path.join(args.eval, suite, "docs"))
         qs = dev_split.read_questions(args.eval, suite)
+        by_id[suite] = {q["id"]: q for q in qs}
+        allowed = lambda p, suite=suite: train_doc(suite, p["doc"], cal_held)  # noqa: E731
         tr = [q for q in qs if not dev_split.question_is_validation(suite, q)]
         va = [q for q in qs if dev_split.question_is_validation(suite, q)]
         if args.limit:
@@ -569,14 +720,16 @@ def main():
         W = store.retrieve(suite, [(q["id"], generic_query(q["question"])) for q in tr], K_WRONG, "bm25") \
             if suite in ANSWER_SUITES and used(suite) else {}
         for q in (tr if used(suite) else []):
-            cands = R.get(q["id"]) or []
+            cands = [p for p in R.get(q["id"]) or [] if allowed(p)]
             if suite in ANSWER_SUITES:
-                B.qa_train(suite, suite, q, cands, W.get(q["id"]) or [])
+                B.qa_train(suite, suite, q, cands, [p for p in W.get(q["id"]) or [] if allowed(p)])
             gold = [g for g in q.get("gold") or [] if g.get("text")]
             if q.get("answerable", True) and gold:
                 pairs = 1 if q.get("type") == "clause_lookup" else args.rel_pairs
                 B.relevance_train(suite, q, cands[:10], relevance_gold(store, suite, q), pairs,
                                   lambda p, gold=gold: hits_any(p, gold))
+        if suite in ANSWER_SUITES and used(suite) and heldout_rounds.get(suite, 0) > 0:
+            heldout_examples(args, store, B, suite, tr, heldout_rounds[suite], cal_held, parts[suite])
         vrng = random.Random(args.seed + 1)
         if suite in cal_answer:
             for q in random.Random(args.seed + 2).sample(ca, min(len(ca), cal_answer[suite])):
@@ -593,7 +746,7 @@ def main():
 
     # ---- shared/train QA sets: their contexts become documents of their own KBs
     for name in AUX_QA:
-        if not used(name):
+        if not used(name) or name not in aux:
             continue
         rows = read_jsonl(os.path.join(args.train, name, "train.jsonl.gz"))
         if args.limit:
@@ -608,17 +761,18 @@ def main():
             B.qa_train(name, kb, q, R.get(q["id"]) or [], W.get(q["id"]) or [])
 
     # ---- shared/train retrieval sets
-    if used("lawyer_llama_query2article"):
+    if used("lawyer_llama_query2article") and "lawyer_llama_query2article" in aux:
         name = "lawyer_llama_query2article"
         rows = read_jsonl(os.path.join(args.train, name, "train.jsonl.gz"))
         if args.limit:
             rows = rows[:args.limit]
         store.ensure("laws-zh", os.path.join(args.eval, "laws-zh", "docs"))
         R = store.retrieve("laws-zh", [(r["id"], r["query"]) for r in rows])
-        # 民法典 articles of the laws-zh KB by label (the code's articles are numbered through all its books)
+        # 民法典 articles of the laws-zh KB by label (the code's articles are numbered through all its books); the
+        # books in laws-zh's validation / calibration parts (总则, 附则, 婚姻家庭编) are not shown
         civil = {}
         for doc, ps in store.clauses("laws-zh").items():
-            if doc.startswith("民法典"):
+            if doc.startswith("民法典") and train_doc("laws-zh", doc, cal_held):
                 for p in ps:
                     if p["label"]:
                         civil.setdefault(p["label"], p)
@@ -630,9 +784,10 @@ def main():
                     labels.add(t[len("《民法典》"):t.index("条") + 1])
             gp = [civil[l] for l in sorted(labels) if l in civil]
             q = {"id": r["id"], "question": r["query"]}
-            B.relevance_train(name, q, (R.get(r["id"]) or [])[:10], gp, 1,
+            B.relevance_train(name, q, [p for p in R.get(r["id"]) or [] if train_doc("laws-zh", p["doc"], cal_held)][:10],
+                              gp, 1,
                               lambda p, labels=labels: p["doc"].startswith("民法典") and p["label"] in labels)
-    if used("cail2021_argpair_retrieval"):
+    if used("cail2021_argpair_retrieval") and "cail2021_argpair_retrieval" in aux:
         name = "cail2021_argpair_retrieval"
         rows = read_jsonl(os.path.join(args.train, name, "train.jsonl.gz"))
         if args.limit:
@@ -644,6 +799,12 @@ def main():
             ns = [passage(doc, None, None, t) for t in r.get("negatives") or []]
             q = {"id": r["id"], "question": r["query"]}
             B.relevance_train(name, q, ps + ns, ps, 1, lambda p, ps=ps: any(same(p, x) for x in ps))
+
+    # ---- nothing of a validation or calibration part in training
+    bad = leak_problems(B.train, by_id, cal_held)
+    if bad:
+        sys.exit("prepare: %d train examples leak a validation / calibration part, nothing written: %s"
+                 % (len(bad), "; ".join(bad[:5])))
 
     # ---- write
     rng.shuffle(B.train)
@@ -663,11 +824,13 @@ def main():
         "seed": args.seed,
         "options": {k: v for k, v in vars(args).items() if k not in ("syn_rate",)},
         "split": "tools/dev_split.py: a document is validation when int(sha256('<suite>/<doc>'), 16) % 5 == 0; "
-                 "train examples come from the train parts only, validation examples from the validation parts" +
+                 "train examples come from the train parts only and show passages of train documents only "
+                 "(leak_problems checked), validation examples from the validation parts" +
                  ("; the calibration part (a train document with int(sha256('calib/<suite>/<doc>'), 16) % 5 == 0) "
                   "is held out of training and gives cal_answer.jsonl" if cal_answer else ""),
         "sources": {s: {"license": LICENSES[s][0], "licensed": LICENSES[s][1], "parts": parts.get(s, {}),
-                        "trained": any(counts[s].get(t) for t in ("answer", "abstain", "abstain_syn", "relevance")),
+                        "trained": any(counts[s].get(t) for t in ("answer", "abstain", "abstain_syn", "abstain_heldout",
+                                                                   "relevance")),
                         "examples": counts[s]} for s in sources},
         "skipped": {"%s: %s" % k: n for k, n in sorted(B.skips.items())},
         "totals": dict(Counter(r["task"] for r in B.train)),
@@ -677,7 +840,8 @@ def main():
     with open(os.path.join(args.out, "meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, ensure_ascii=False, indent=1)
     w = max(len(s) for s in sources) if sources else 10
-    tasks = ["answer", "abstain", "abstain_syn", "relevance", "val_answer", "val_rerank", "cal_answer"]
+    tasks = ["answer", "abstain", "abstain_syn", "abstain_heldout", "relevance", "val_answer", "val_rerank",
+             "cal_answer"]
     print("%-*s %s  license" % (w, "source", " ".join("%11s" % t for t in tasks)))
     for s in sources:
         print("%-*s %s  %s" % (w, s, " ".join("%11d" % counts[s].get(t, 0) for t in tasks),

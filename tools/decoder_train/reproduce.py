@@ -14,6 +14,7 @@ today's tools: the manifest's "commit" names the code of the shipped run.
   python3 tools/decoder_train/reproduce.py --out .device/repro [--dry-run] [--skip-prepare]
 """
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -31,12 +32,39 @@ TRAIN_FLAGS = {"rank": "--rank", "alpha": "--alpha", "dropout": "--dropout", "lr
 # recorded prepare.py option -> flag (paths are this machine's, from the command line)
 PREPARE_FLAGS = {"seed": "--seed", "syn_rate_zh": "--syn-rate-zh", "syn_rate_en": "--syn-rate-en",
                  "en_variants": "--en-variants", "rel_pairs": "--rel-pairs", "val_answer": "--val-answer",
-                 "val_rerank": "--val-rerank", "syn_same_doc": "--syn-same-doc", "cal_answer": "--cal-answer"}
+                 "val_rerank": "--val-rerank", "syn_same_doc": "--syn-same-doc", "cal_answer": "--cal-answer",
+                 "heldout_share": "--heldout-share", "heldout_rounds": "--heldout-rounds", "suites": "--suites",
+                 "aux": "--aux"}
 PREPARE_PATHS = {"eval", "train", "clauseqa", "data", "work", "out", "limit", "licensed_only"}
 
 
-def commands(doc, out, python, clauseqa, data_dir, gguf, eval_dir, train_dir, work):
+def init_folder(m, folder):
+    """An adapter trained on from another (manifest "init", train.py --init) needs that adapter: folder must hold
+    it (adapter.safetensors of the recorded sha256). None when the manifest has no init."""
+    init = m.get("init")
+    if not init:
+        return None
+    if not folder:
+        raise SystemExit("this adapter continued from another (%s steps, commit %s, adapter.safetensors sha256 %s): "
+                         "pass --init FOLDER holding that adapter (its own manifest says how it was trained)"
+                         % (init.get("steps"), init.get("commit"), init.get("sha256")))
+    path = os.path.join(folder, "adapter.safetensors")
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for b in iter(lambda: f.read(1 << 20), b""):
+                h.update(b)
+    except OSError as e:
+        raise SystemExit("--init %s: %s" % (folder, e))
+    if h.hexdigest() != init.get("sha256"):
+        raise SystemExit("--init %s: adapter.safetensors sha256 %s, the manifest's init is %s"
+                         % (folder, h.hexdigest(), init.get("sha256")))
+    return folder
+
+
+def commands(doc, out, python, clauseqa, data_dir, gguf, eval_dir, train_dir, work, init=None):
     m = doc.get("manifest") or {}
+    init = init_folder(m, init)
     hp = m.get("hyper_parameters") or {}
     unknown = sorted(set(hp) - set(TRAIN_FLAGS))
     if unknown:
@@ -62,6 +90,8 @@ def commands(doc, out, python, clauseqa, data_dir, gguf, eval_dir, train_dir, wo
     for k in sorted(hp):
         if hp[k] is not None:
             train += [TRAIN_FLAGS[k], str(hp[k])]
+    if init:
+        train += ["--init", init]
     return [("prepare", prep), ("pack", pack), ("train", train)]
 
 
@@ -78,13 +108,15 @@ def main():
     ap.add_argument("--work", default="/tmp/dectrain-work")
     ap.add_argument("--python", default=sys.executable, help="a Python with torch, transformers, gguf, safetensors")
     ap.add_argument("--skip-prepare", action="store_true", help="OUT/dec_data is already there")
+    ap.add_argument("--init", default=None, help="the adapter this one continued from (manifest init: train.py --init)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args()
     with open(args.adapter, encoding="utf-8") as f:
         doc = json.load(f)
     if args.gguf is None:
         args.gguf = os.path.join("data", "models", (doc.get("base") or {}).get("file") or "gemma-3-270m-q4_k_m.gguf")
-    cmds = commands(doc, args.out, args.python, args.clauseqa, args.data, args.gguf, args.eval, args.train, args.work)
+    cmds = commands(doc, args.out, args.python, args.clauseqa, args.data, args.gguf, args.eval, args.train, args.work,
+                    args.init)
     m = doc["manifest"]
     print("# reproducing the adapter of commit %s: %d steps, rank %s" % (m.get("commit"), m["steps"], doc.get("rank")),
           flush=True)

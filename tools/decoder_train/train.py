@@ -41,7 +41,7 @@ import cqprompt as P  # noqa: E402
 import lora as L  # noqa: E402
 import refusal_threshold as RT  # noqa: E402
 
-DEFAULT_MIX = "answer=0.52,abstain=0.08,abstain_syn=0.06,relevance=0.34"
+DEFAULT_MIX = "answer=0.44,abstain=0.12,abstain_syn=0.12,abstain_heldout=0.08,relevance=0.24"
 DEFAULT_SOURCE_WEIGHTS = ("c3_train_extractive=0.5,cail2021_argpair_retrieval=0.5,lawyer_llama_query2article=0.5,"
                           "cuad-dev=2,contracts-en-dev=1.5,policy-zh-dev=2")
 T0 = time.time()
@@ -747,6 +747,30 @@ def oom_at_floor(args):
     return args._oom_floor > 1
 
 
+def load_init(loras, folder, rank, alpha, base_sha):
+    """--init: the LoRA layers start from the adapter in folder; what the manifest records of it."""
+    from safetensors.torch import load_file
+    path = os.path.join(folder, "adapter.safetensors")
+    try:
+        with open(os.path.join(folder, "adapter.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+        tensors = load_file(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit("--init %s: %s" % (folder, e))
+    want = (doc.get("base") or {}).get("sha256")
+    if want != base_sha:
+        raise SystemExit("--init %s: the adapter is for base sha256 %s, this base is %s" % (folder, want, base_sha))
+    try:
+        n = L.load_into(loras, doc, tensors, rank, alpha)
+    except ValueError as e:
+        raise SystemExit("--init %s: %s" % (folder, e))
+    m = doc.get("manifest") or {}
+    return {"folder": os.path.abspath(folder), "sha256": sha256_file(path), "tensors": n, "steps": m.get("steps"),
+            "commit": m.get("commit"), "storage": (m.get("storage") or {}).get("dtype") or m.get("export_dtype"),
+            "hyper_parameters": m.get("hyper_parameters"), "data_files": (m.get("data") or {}).get("files"),
+            "init": m.get("init")}
+
+
 def lr_at(step, total, peak, warmup, min_ratio):
     if step < warmup:
         return peak * (step + 1) / warmup
@@ -777,6 +801,9 @@ def main():
     ap.add_argument("--max-adapter-mb", type=float, default=50.0,
                     help="refuse a rank whose adapter file (F16) would exceed this")
     ap.add_argument("--alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
+    ap.add_argument("--init", default="", help="folder of an adapter (adapter.json + adapter.safetensors: F32/F16/BF16 "
+                                               "or int8 rows) to start the LoRA factors from instead of A random, B 0; "
+                                               "its rank, alpha and base must be this run's")
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--min-lr-ratio", type=float, default=0.1)
@@ -857,6 +884,17 @@ def main():
         if expect != base_sha:
             raise SystemExit("base %s: sha256 %s, data/models says %s" % (args.gguf, base_sha, expect))
     log("base sha256 %s" % base_sha)
+    if args.init:   # before the base loads (a minute on the box): a wrong --init stops at once
+        try:
+            with open(os.path.join(args.init, "adapter.json"), encoding="utf-8") as f:
+                idoc = json.load(f)
+        except (OSError, ValueError) as e:
+            raise SystemExit("--init %s: %s" % (args.init, e))
+        if (idoc.get("base") or {}).get("sha256") != base_sha or int(idoc.get("rank", -1)) != args.rank or \
+                float(idoc.get("alpha", -1)) != float(args.alpha):
+            raise SystemExit("--init %s: rank %s alpha %s base %s; this run: rank %d alpha %g base %s"
+                             % (args.init, idoc.get("rank"), idoc.get("alpha"), (idoc.get("base") or {}).get("sha256"),
+                                args.rank, args.alpha, base_sha))
 
     import transformers
     bdt = torch.bfloat16 if args.base_dtype == "bf16" else torch.float32
@@ -869,6 +907,11 @@ def main():
     if args.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     loras = L.add_lora(model, args.rank, args.alpha, args.dropout)
+    init = None
+    if args.init:
+        init = load_init(loras, args.init, args.rank, args.alpha, base_sha)
+        log("LoRA factors from %s: %d tensors, its %s steps (commit %s), sha256 %s" % (
+            args.init, init["tensors"], init["steps"], init["commit"], init["sha256"][:16]))
     params = [p for m in loras.values() for p in (m.lora_a, m.lora_b)]
     n_params = sum(p.numel() for p in params)
     log("LoRA r=%d alpha=%g on %d projections: %.2f M parameters" % (args.rank, args.alpha, len(loras),
@@ -1009,6 +1052,7 @@ def main():
                    "eos_token": data.meta.get("eos_token"), "stop_ids": data.stop_ids,
                    "tokenizer": data.meta.get("tokenizer")},
         "mixture_effective": sampler.effective,
+        "init": init,
         "budget_s": None if args.steps else args.budget,
         "steps": step,
         "train_seconds": round(train_s, 1),

@@ -413,6 +413,14 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         out->coverage = 1.0;
         if (answer) rc = cite(out, top, body, err);
         free(para);
+    } else if (top && q->absent_name) {
+        /* The question names something the KB holds nowhere ("Consider FNHA's Non-Disclosure Agreement" of a KB
+         * without it): its document is not here, and a clause of another one would answer it wrongly. */
+        cq_strbuf b = {0};
+        cq_strbuf_printf(&b, zh ? "知识库中没有提到“%s”的文件。" : "No document in the knowledge base mentions \"%s\".",
+                         q->absent_name);
+        out->notice = cq_strbuf_take(&b);
+        if (!out->notice) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     } else if (top) {
         out->coverage = cq_answer_coverage(terms, n_terms, top->text);
         bool declined = false;

@@ -1,12 +1,16 @@
 /* The query value (search/query.h): a question's reference, type, language, terms and named documents. */
+#define _GNU_SOURCE /* strcasestr */
 #include "search/query.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/grow.h"
 #include "core/numerals.h"
+#include "core/strbuf.h"
 #include "core/utf8.h"
+#include "store/bm25.h"
 #include "store/fts_cjk.h"
 
 /* ---- terms -------------------------------------------------------------------------------------------------- */
@@ -106,6 +110,129 @@ static cq_query_type classify(const char *question, cq_clause_ref *ref) {
     return CQ_QUERY_TOPIC;
 }
 
+/* ---- names the KB lacks ------------------------------------------------------------------------------------ */
+
+#define MAX_NAMES 12
+#define NAME_BYTES 96
+
+typedef struct {
+    char word[NAME_BYTES];
+    size_t run; /* words of one run of capitalised words ("Hochschule Furtwangen University") share it */
+} name_word;
+
+static bool name_char(unsigned char c) { return isalnum(c) || c == '_' || c == '-' || c == '&'; }
+
+/* An English question's proper names: words with a capital letter that neither begin a sentence nor stand inside
+ * quotes, a possessive 's left out, grouped in runs of such words that only spaces part ("Consider FNHA's
+ * Non-Disclosure Agreement; Does the document …" → [FNHA] [Non-Disclosure Agreement]; "between Hochschule Furtwangen
+ * University and Thesis Participants" → [Hochschule Furtwangen University] [Thesis Participants]; "related to
+ * \"Document Name\"" gives none). At most max words, each shorter than NAME_BYTES. */
+static size_t names_of(const char *q, name_word *out, size_t max) {
+    size_t n = 0, run = 0;
+    bool sentence_start = true, quoted = false, in_run = false;
+    for (size_t i = 0; q[i] && n < max;) {
+        const unsigned char c = (unsigned char)q[i];
+        if (c == '"' || !strncmp(q + i, "\xe2\x80\x9c", 3) || !strncmp(q + i, "\xe2\x80\x9d", 3)) { /* " “ ” */
+            quoted = c == '"' ? !quoted : (unsigned char)q[i + 2] == 0x9c;
+            i += c == '"' ? 1 : 3;
+            in_run = false;
+        } else if (name_char(c)) {
+            size_t j = i, upper = 0;
+            while (name_char((unsigned char)q[j])) upper += isupper((unsigned char)q[j++]) != 0;
+            const size_t end = j;
+            while (j > i && q[j - 1] == '-') j--; /* "Mutual-" of a line break */
+            if (upper && !sentence_start && !quoted && j - i >= 2 && j - i < NAME_BYTES) {
+                if (!in_run) run++;
+                memcpy(out[n].word, q + i, j - i);
+                out[n].word[j - i] = 0;
+                out[n++].run = run;
+                in_run = q[end] == ' ';
+            } else {
+                in_run = false;
+            }
+            sentence_start = false;
+            i = end;
+        } else {
+            if (strchr(".?!;:", c)) sentence_start = true;
+            if (c != ' ') in_run = false;
+            i++;
+        }
+    }
+    return n;
+}
+
+/* Whether a word ends or begins between a and b: either is no letter or digit, or digits follow letters ("SWA2019") or letters
+ * digits ("_20SWA": a URL's escaped space), or a capital a small letter ("Sqiller|BetaTesters"). */
+static bool word_break(unsigned char a, unsigned char b) {
+    return !isalnum(a) || !isalnum(b) || (isalpha(a) && isdigit(b)) || (isdigit(a) && isalpha(b)) || (islower(a) && isupper(b));
+}
+
+/* Whether word is in hay as a whole word (word_break), case aside: "JB" is not in "JBF_NDA", "Sqiller" is in
+ * "NDA-SqillerBetaTesters", "SWA" in "Model_20NDA_20(recommended_20by_20SWA)" (documents' file names). */
+static bool has_word(const char *hay, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = hay ? strcasestr(hay, word) : NULL; p; p = strcasestr(p + 1, word))
+        if ((p == hay || word_break((unsigned char)p[-1], (unsigned char)p[0])) &&
+            word_break((unsigned char)p[n - 1], (unsigned char)p[n]))
+            return true;
+    return false;
+}
+
+/* Whether KB kb_id holds word: in a document's name or title, or each of its terms with a letter in some clause
+ * (the keyword index: "Non-Disclosure" is the terms non, disclosure). */
+static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, const cq_doc_info *docs, size_t n_docs,
+                          bool *holds, cq_err *err) {
+    *holds = true;
+    for (size_t d = 0; d < n_docs; d++)
+        if (has_word(docs[d].name, word) || has_word(docs[d].title, word)) return CQ_OK;
+    char **terms = NULL;
+    size_t n_terms = 0;
+    if (terms_of(word, &terms, &n_terms)) {
+        terms_free(terms, n_terms);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    cq_status rc = CQ_OK;
+    for (size_t t = 0; t < n_terms && *holds && !rc; t++) {
+        bool letter = false;
+        for (const char *p = terms[t]; *p; p++) letter |= isalpha((unsigned char)*p) != 0;
+        if (!letter) continue;
+        const char *one[1] = {terms[t]};
+        cq_bm25_hit hit;
+        int64_t doc;
+        size_t found = 0;
+        rc = cq_store_keyword_bm25(s, kb_id, one, 1, NULL, 0, 1, &hit, &doc, &found, err);
+        if (!rc && !found) *holds = false;
+    }
+    terms_free(terms, n_terms);
+    return rc;
+}
+
+/* The first run of the question's proper names (names_of) of which KB kb_id holds no word, into q->absent_name
+ * (the run's words): one word held is enough ("Hochschule Furtwangen University" of a document that says "Furtwangen
+ * University"; "Industry Analysts" of one that says "Industry Analyst"). */
+static cq_status find_absent_name(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
+    name_word words[MAX_NAMES];
+    const size_t n = names_of(q->text, words, MAX_NAMES);
+    if (!n) return CQ_OK;
+    cq_doc_info *docs = NULL;
+    size_t n_docs = 0;
+    cq_status rc = cq_store_doc_list(s, kb_id, &docs, &n_docs, err);
+    for (size_t i = 0; i < n && !rc && !q->absent_name;) {
+        size_t j = i;
+        bool held = false;
+        for (; j < n && words[j].run == words[i].run; j++)
+            if (!held && !rc) rc = kb_holds(s, kb_id, words[j].word, docs, n_docs, &held, err);
+        if (!rc && !held) {
+            cq_strbuf b = {0};
+            for (size_t k = i; k < j; k++) cq_strbuf_printf(&b, "%s%s", k > i ? " " : "", words[k].word);
+            if (!(q->absent_name = cq_strbuf_take(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        }
+        i = j;
+    }
+    cq_doc_info_free_array(docs, n_docs);
+    return rc;
+}
+
 /* ---- the query ---------------------------------------------------------------------------------------------- */
 
 void cq_query_free(cq_query *q) {
@@ -113,6 +240,7 @@ void cq_query_free(cq_query *q) {
     free(q->text);
     terms_free(q->terms, q->n_terms);
     terms_free(q->all_terms, q->n_all_terms);
+    free(q->absent_name);
     memset(q, 0, sizeof *q);
 }
 
@@ -149,6 +277,7 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
     if (!rc && s) {
         out->kb_id = kb_id;
         rc = cq_router_titles(s, kb_id, question, out->titles, CQ_QUERY_MAX_TITLES, &out->n_titles, err);
+        if (!rc && kb_id && out->lang == CQ_QUERY_EN) rc = find_absent_name(s, kb_id, out, err);
     }
     if (rc) cq_query_free(out);
     return rc;

@@ -10,8 +10,10 @@
  *     as_of      the day the question asks about (store/versions.h: "2020年时" → 2020-12-31, "as of 1 March
  *                2020"), or the one the request gives (cq_query_set_as_of); 0: today. Its words are not BM25 terms
  *     compare    it compares versions: "新旧版本第六十条有何不同？"
+ *     absent_name  (English) a proper name it gives that the KB holds nowhere: the answer says so instead of quoting
+ *                another document's clause (app/answer.c)
  *
- * Everything but the titles is a function of the text alone; the titles need the KB (the router's title cache).
+ * Everything but the titles and absent_name is a function of the text alone; those need the KB (the router's title cache).
  * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
 #ifndef CQ_SEARCH_QUERY_H
 #define CQ_SEARCH_QUERY_H
@@ -57,6 +59,9 @@ typedef struct {
     int64_t kb_id;       /* the KB the titles were matched in; 0 when parsed without one */
     cq_title_match titles[CQ_QUERY_MAX_TITLES]; /* documents of that KB the question names, best first */
     size_t n_titles;
+    char *absent_name;   /* an English question's proper name that no clause of the KB mentions and no document's name
+                          * or title holds ("Consider FNHA's Non-Disclosure Agreement" of a KB without FNHA's): the
+                          * question is about a document the KB lacks. NULL otherwise, and without a KB */
 } cq_query;
 
 /* Analyses question for KB kb_id of store s. With s NULL (and kb_id 0) only the text is analysed: no titles, and

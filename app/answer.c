@@ -388,7 +388,15 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
     size_t n_terms = q->n_all_terms;
     const cq_hit *top = out->hits.n ? &out->hits.hits[0] : NULL;
     char *answer = NULL;
-    if (top && top->source == CQ_RETRIEVE_ROUTER) {
+    if (top && q->absent_name) {
+        /* The question names something the KB holds nowhere ("Consider FNHA's Non-Disclosure Agreement" of a KB
+         * without it): its document is not here, and a clause of another one would answer it wrongly. */
+        cq_strbuf b = {0};
+        if (zh) cq_strbuf_printf(&b, "知识库中没有找到%s。", q->absent_name);
+        else cq_strbuf_printf(&b, "No document in the knowledge base mentions \"%s\".", q->absent_name);
+        out->notice = cq_strbuf_take(&b);
+        if (!out->notice) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    } else if (top && top->source == CQ_RETRIEVE_ROUTER) {
         /* The question names the clause: recite it (or the paragraph asked for). */
         int para_no = top->paragraph ? top->paragraph : (top->item ? 1 : 0);
         char *para = para_no ? article_part(skip_label(top->text, top->label), para_no, top->item) : NULL;
@@ -413,14 +421,6 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         out->coverage = 1.0;
         if (answer) rc = cite(out, top, body, err);
         free(para);
-    } else if (top && q->absent_name) {
-        /* The question names something the KB holds nowhere ("Consider FNHA's Non-Disclosure Agreement" of a KB
-         * without it): its document is not here, and a clause of another one would answer it wrongly. */
-        cq_strbuf b = {0};
-        cq_strbuf_printf(&b, zh ? "知识库中没有提到“%s”的文件。" : "No document in the knowledge base mentions \"%s\".",
-                         q->absent_name);
-        out->notice = cq_strbuf_take(&b);
-        if (!out->notice) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     } else if (top) {
         out->coverage = cq_answer_coverage(terms, n_terms, top->text);
         bool declined = false;

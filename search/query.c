@@ -207,6 +207,40 @@ static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, const cq
     return rc;
 }
 
+/* A Chinese question's 《titles》 that KB kb_id holds nowhere: no document's name or title matches it (the router's
+ * title variants: 《公司法》 is 中华人民共和国公司法, 《数字经济促进条例》 广东省数字经济促进条例) and no clause quotes it
+ * (《请您监督》专栏 of a news text). Only when every title the question names is missing, into q->absent_name as
+ * "《…》": 根据《铁路法》、《铁路客运运价规则》… with 铁路法 in the KB is answered. */
+static cq_status find_absent_titles(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
+    static const char open[] = "\xe3\x80\x8a", close[] = "\xe3\x80\x8b"; /* 《 》 */
+    const char *first = NULL;
+    size_t first_len = 0, named = 0;
+    cq_status rc = CQ_OK;
+    for (const char *p = strstr(q->text, open); p && !rc; p = strstr(p, open)) {
+        const char *a = p + 3, *b = strstr(a, close);
+        if (!b) break;
+        p = b + 3;
+        if (b == a || b - a > 200) continue;
+        char title[208];
+        memcpy(title, a, (size_t)(b - a));
+        title[b - a] = 0;
+        cq_title_match m[1];
+        size_t n = 0;
+        rc = cq_router_titles(s, kb_id, title, m, 1, &n, err);
+        const char *one[1] = {title};
+        cq_bm25_hit hit;
+        int64_t doc;
+        if (!rc && !n) rc = cq_store_keyword_bm25(s, kb_id, one, 1, NULL, 0, 1, &hit, &doc, &n, err);
+        if (rc || n) return rc; /* one title held: the question is about the KB's documents */
+        if (!named++) {
+            first = a - 3; /* 《title》 */
+            first_len = (size_t)(b - a) + 6;
+        }
+    }
+    if (!rc && named && !(q->absent_name = strndup(first, first_len))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
 /* The first run of the question's proper names (names_of) of which KB kb_id holds no word, into q->absent_name
  * (the run's words): one word held is enough ("Hochschule Furtwangen University" of a document that says "Furtwangen
  * University"; "Industry Analysts" of one that says "Industry Analyst"). */
@@ -277,7 +311,8 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
     if (!rc && s) {
         out->kb_id = kb_id;
         rc = cq_router_titles(s, kb_id, question, out->titles, CQ_QUERY_MAX_TITLES, &out->n_titles, err);
-        if (!rc && kb_id && out->lang == CQ_QUERY_EN) rc = find_absent_name(s, kb_id, out, err);
+        if (!rc && kb_id)
+            rc = out->lang == CQ_QUERY_EN ? find_absent_name(s, kb_id, out, err) : find_absent_titles(s, kb_id, out, err);
     }
     if (rc) cq_query_free(out);
     return rc;

@@ -1,7 +1,9 @@
-/* search/query: an English question's proper names that the KB holds nowhere (cq_query.absent_name) and the answer
- * that says so instead of quoting another document's clause (app/answer.c). The names are runs of capitalised words
- * outside quotes that do not begin a sentence; a run is held when one of its words is in some clause (the keyword
- * index) or is a whole word of a document's name or title (file names: "NDA-SqillerBetaTesters", "..._20by_20SWA"). */
+/* search/query: what a question names that the KB holds nowhere (cq_query.absent_name) and the answer that says so
+ * instead of quoting another document's clause (app/answer.c). English: runs of capitalised words outside quotes
+ * that do not begin a sentence; a run is held when one of its words is in some clause (the keyword index) or is a
+ * whole word of a document's name or title (file names: "NDA-SqillerBetaTesters", "..._20by_20SWA"). Chinese: the
+ * 《titles》 it names, held when a document's title matches (the router's variants) or a clause quotes it; the
+ * question is refused only when every title it names is missing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +32,11 @@ static int64_t kb_with_ndas(cq_store *s) {
     static const char *const jbf[][4] = {
         {"Section 3", "3", "Section 3", "The Recipient shall not disclose the existence of this Agreement."}};
     test_add_doc(s, kb, "JBF_NDA_rev-2017033-1", "Mutual Non-Disclosure Agreement", "a3", jbf, 1);
+    static const char *const labour[][4] = {
+        {"第十二条", "12", "第十二条", "第十二条 劳动者就业，不因民族、种族、性别、宗教信仰不同而受歧视。"},
+        {"第四十四条", "44", "第四十四条",
+         "第四十四条 休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬。本报《请您监督》专栏欢迎来信。"}};
+    test_add_doc(s, kb, "中华人民共和国劳动法", "中华人民共和国劳动法", "a4", labour, 2);
     return kb;
 }
 
@@ -68,6 +75,23 @@ static void test_names_the_kb_lacks(void **state) {
                   "QBIOMEDINC_04_08_2020-EX-99");
 }
 
+static void test_titles_the_kb_lacks(void **state) {
+    cq_store *s = *state;
+    const int64_t kb = kb_with_ndas(s);
+    expect_absent(s, kb, "《公司法》规定的注册资本最低限额是多少？", "《公司法》");
+    expect_absent(s, kb, "《数字经济促进条例》第三章第十二条规定的申报条件有哪些？", "《数字经济促进条例》");
+    /* the first of several, when none is held */
+    expect_absent(s, kb, "《公司法》和《证券法》有何不同？", "《公司法》");
+    /* held: by a title variant (中华人民共和国 left out), by a clause quoting it; one held is enough */
+    expect_absent(s, kb, "《劳动法》第四十四条规定了什么？", NULL);
+    expect_absent(s, kb, "《中华人民共和国劳动法》规定休息日加班工资是多少？", NULL);
+    expect_absent(s, kb, "《请您监督》专栏欢迎什么？", NULL);
+    expect_absent(s, kb, "根据《劳动法》、《铁路客运运价规则》等规定，加班工资如何计算？", NULL);
+    /* no title named: nothing to check */
+    expect_absent(s, kb, "公司的注册资本最低限额是多少？", NULL);
+    expect_absent(s, kb, "《》是什么？", NULL);
+}
+
 static void test_names_the_kb_holds(void **state) {
     cq_store *s = *state;
     const int64_t kb = kb_with_ndas(s);
@@ -85,9 +109,9 @@ static void test_names_the_kb_holds(void **state) {
     expect_absent(s, kb, "What does the agreement say about \xe2\x80\x9cMost Favored Nation\xe2\x80\x9d terms?", NULL);
     /* a document's title counts */
     expect_absent(s, kb, "Is the Mutual Agreement of JBF binding?", NULL);
-    /* Chinese questions, and a question parsed without a KB, are not checked */
-    expect_absent(s, kb, "《公司法》规定的注册资本最低限额是多少？", NULL);
+    /* a question parsed without a KB is not checked */
     expect_absent(NULL, 0, "Consider FNHA's Non-Disclosure Agreement; Does it exist?", NULL);
+    expect_absent(NULL, 0, "《公司法》规定的注册资本最低限额是多少？", NULL);
 }
 
 /* The answer to a question about a document the KB lacks: an abstention that names what is missing, not the quote
@@ -96,6 +120,17 @@ static void test_answer_says_it_is_not_here(void **state) {
     cq_store *s = *state;
     const int64_t kb = kb_with_ndas(s);
     cq_err err = {0};
+    /* the router would recite 劳动法's 第十二条: the law asked about is not here, so nothing is recited */
+    cq_query zq;
+    cq_answer za;
+    assert_int_equal(cq_query_parse(s, kb, "《数字经济促进条例》第十二条规定了什么？", &zq, &err), CQ_OK);
+    assert_int_equal(cq_answer_question(s, &zq, NULL, &za, &err), CQ_OK);
+    assert_true(za.abstained);
+    assert_int_equal(za.n_citations, 0);
+    assert_non_null(za.notice);
+    assert_string_equal(za.notice, "知识库中没有找到《数字经济促进条例》。");
+    cq_answer_free(&za);
+    cq_query_free(&zq);
     const char *ask[] = {"Consider FNHA's Non-Disclosure Agreement; Does the Receiving Party hold Confidential "
                          "Information in confidence?",
                          "Consider SWA's Non-Disclosure Agreement; Does the Receiving Party hold Confidential "
@@ -124,6 +159,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_names_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_names_the_kb_holds, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_titles_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_answer_says_it_is_not_here, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -665,6 +665,106 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     }
 }
 
+/* The logits of n rows of final-normed states x (n, cols) with the weights and the float products of the decode
+ * step's logits kernels (Q8_0 as stored when the output matrix suits dec_logits_q8_kernel, else its bf16 copy): a
+ * batched step's rows then get batch 1's logits, log-sum-exp and candidates up to the summation order, where the
+ * cuBLAS GEMM used before rounded x to bf16 and read the bf16 copy of a Q8_0 matrix (issue 31). Grid (blocks,
+ * ceil(n / ROWS_X)): block y copies states [y ROWS_X, + ROWS_X) to shared memory (swizzled as in the Q8_0 kernel),
+ * and its warps take weight rows in turn (four a warp for Q8_0, one for bf16), each weight read once per group of
+ * ROWS_X states. logits (n, rows) row-major, soft-capped when softcap > 0. */
+#define ROWS_X 8
+static size_t rows_logits_smem(int cols) { return (size_t)ROWS_X * cols * sizeof(float); }
+
+template <int IT>
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    rows_logits_q8_kernel(const int8_t *Q, const __half *Dsc, int rows, int cols, const float *x, int n,
+                          float softcap, float *logits) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, sub = lane % 8, quad = lane / 8;
+    const int x0 = blockIdx.y * ROWS_X, nx = min(ROWS_X, n - x0);
+    for (int r = 0; r < nx; r++) { /* cols is a multiple of 128: rows of float4 */
+        const float4 *src = (const float4 *)(x + (size_t)(x0 + r) * cols);
+        float4 *xw = (float4 *)(xs + (size_t)r * cols);
+        for (int i = threadIdx.x; i < cols / 4; i += blockDim.x) xw[(i & ~3) + ((i & 3) ^ ((i >> 3) & 3))] = src[i];
+    }
+    __syncthreads();
+    const int swz = (sub >> 1) & 3, stride = gridDim.x * LOGIT_WARPS * 4;
+    for (int row0 = (blockIdx.x * LOGIT_WARPS + warp) * 4; row0 < rows; row0 += stride) {
+        uint4 w[IT];
+        float sc[IT], s[ROWS_X];
+        q8_load(w, sc, Q, Dsc, row0 + quad, rows, cols, sub);
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) s[r] = 0;
+#pragma unroll
+        for (int k = 0; k < IT; k++) {
+            const unsigned q[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+            float wf[16];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) wf[4 * e + c] = i8_at(q[e], c);
+#pragma unroll
+            for (int r = 0; r < ROWS_X; r++) {
+                if (r >= nx) break; /* the same for the whole block */
+                const float4 *xr = (const float4 *)(xs + (size_t)r * cols) + 4 * (sub + 8 * k);
+                float dsum = 0;
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float4 xv = xr[e ^ swz];
+                    dsum += wf[4 * e] * xv.x + wf[4 * e + 1] * xv.y + wf[4 * e + 2] * xv.z + wf[4 * e + 3] * xv.w;
+                }
+                s[r] += sc[k] * dsum;
+            }
+        }
+        const int row = row0 + quad;
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) {
+            float v = s[r];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            if (r < nx && row < rows && sub == 0) logits[(size_t)(x0 + r) * rows + row] = v;
+        }
+    }
+}
+
+/* The same with bf16 weights E (rows x cols, cols a multiple of 8): a warp a row, lane l the weights [8 l + 256 k,
+ * + 8), as dec_logits_kernel. */
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    rows_logits_bf16_kernel(const bf16 *E, int rows, int cols, const float *x, int n, float softcap, float *logits) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int x0 = blockIdx.y * ROWS_X, nx = min(ROWS_X, n - x0);
+    for (int i = threadIdx.x; i < nx * cols; i += blockDim.x) xs[i] = x[(size_t)x0 * cols + i];
+    __syncthreads();
+    for (int row = blockIdx.x * LOGIT_WARPS + warp; row < rows; row += gridDim.x * LOGIT_WARPS) {
+        float s[ROWS_X];
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) s[r] = 0;
+        for (int i = lane * 8; i < cols; i += 256) {
+            const uint4 raw = __ldg((const uint4 *)(E + (size_t)row * cols + i));
+            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+            const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]), c = __bfloat1622float2(h[2]),
+                         d = __bfloat1622float2(h[3]);
+#pragma unroll
+            for (int r = 0; r < ROWS_X; r++) {
+                if (r >= nx) break;
+                const float4 x0v = *(const float4 *)(xs + (size_t)r * cols + i),
+                             x1v = *(const float4 *)(xs + (size_t)r * cols + i + 4);
+                s[r] += a.x * x0v.x + a.y * x0v.y + b.x * x0v.z + b.y * x0v.w + c.x * x1v.x + c.y * x1v.y +
+                        d.x * x1v.z + d.y * x1v.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) {
+            float v = warp_sum(s[r]);
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            if (r < nx && lane == 0) logits[(size_t)(x0 + r) * rows + row] = v;
+        }
+    }
+}
+
 /* The RoPE rotation of this thread's pairs (i, i + half), i = threadIdx.x + k blockDim.x, at position p. */
 struct rope_pairs {
     float w[ROPE_PAIRS][2], c[ROPE_PAIRS], s[ROPE_PAIRS], x[ROPE_PAIRS][2];
@@ -1108,6 +1208,23 @@ static dec_logits_q8_fn dec_logits_q8_for(int cols) {
     default: return NULL;
     }
 }
+typedef void (*rows_logits_q8_fn)(const int8_t *, const __half *, int, int, const float *, int, float, float *);
+static rows_logits_q8_fn rows_logits_q8_for(int cols) {
+    if (cols % 128) return NULL;
+    switch (cols / 128) {
+    case 1: return rows_logits_q8_kernel<1>;
+    case 2: return rows_logits_q8_kernel<2>;
+    case 3: return rows_logits_q8_kernel<3>;
+    case 4: return rows_logits_q8_kernel<4>;
+    case 5: return rows_logits_q8_kernel<5>;
+    case 6: return rows_logits_q8_kernel<6>;
+    case 7: return rows_logits_q8_kernel<7>;
+    case 8: return rows_logits_q8_kernel<8>;
+    case 9: return rows_logits_q8_kernel<9>;
+    case 10: return rows_logits_q8_kernel<10>;
+    default: return NULL;
+    }
+}
 /* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
 static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
@@ -1352,6 +1469,13 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
             CUDA_TRY(cudaFuncGetAttributes(&fa, dk[j]));
             if (smem > 48 * 1024) CUDA_TRY(cudaFuncSetAttribute(dk[j], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         }
+    }
+    { /* the batched steps' logits kernel (rows_logits), loaded now as the others, with its shared memory */
+        const void *rk = cm->emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
+        cudaFuncAttributes fa;
+        CUDA_TRY(cudaFuncGetAttributes(&fa, rk));
+        if (rows_logits_smem((int)d) > 48 * 1024)
+            CUDA_TRY(cudaFuncSetAttribute(rk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)rows_logits_smem((int)d)));
     }
     int dev = 0, major = 0, sms = 0, per_sm = 0;
     CUDA_TRY(cudaGetDevice(&dev));
@@ -1726,6 +1850,25 @@ static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float 
     CUDA_TRY(launch(pdl, cm->stream, dec_logits_for(m->n_embd), dim3(need < cm->logit_blocks ? need : cm->logit_blocks),
                     dim3(32 * LOGIT_WARPS), pro_smem(m->n_embd, pro), (const bf16 *)cm->output,
                     (int)m->n_vocab, (int)m->n_embd, pro, m->final_softcap, logits, best));
+    return CQ_OK;
+}
+
+/* The logits of n final-normed rows x (n, n_embd) to logits (n, n_vocab) as a decode step computes one row's
+ * (rows_logits_q8_kernel / rows_logits_bf16_kernel), soft-capped as the model says. */
+static cq_status rows_logits(cq_cuda_model *cm, const float *x, int n, float *logits, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const int per_block = LOGIT_WARPS * (cm->emb_q ? 4 : 1), need = (m->n_vocab + per_block - 1) / per_block;
+    const int blocks = need < cm->logit_blocks ? need : cm->logit_blocks;
+    const dim3 grid((unsigned)(blocks > 0 ? blocks : 1), (unsigned)((n + ROWS_X - 1) / ROWS_X));
+    const size_t smem = rows_logits_smem(m->n_embd);
+    if (cm->emb_q)
+        rows_logits_q8_for(m->n_embd)<<<grid, 32 * LOGIT_WARPS, smem, cm->stream>>>(
+            cm->emb_q, cm->emb_d, (int)m->n_vocab, (int)m->n_embd, x, n, m->final_softcap, logits);
+    else
+        rows_logits_bf16_kernel<<<grid, 32 * LOGIT_WARPS, smem, cm->stream>>>(cm->output, (int)m->n_vocab,
+                                                                              (int)m->n_embd, x, n, m->final_softcap,
+                                                                              logits);
+    LAUNCH_TRY();
     return CQ_OK;
 }
 
@@ -2232,14 +2375,9 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         LAUNCH_TRY();
         xf = b->o, B = n_out;
     }
-    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
-    if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
-        return st;
-    if (m->final_softcap > 0) {
-        softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
-            b->logits, (size_t)B * m->n_vocab, m->final_softcap);
-        LAUNCH_TRY();
-    }
+    /* the rows' logits as a batch-1 step computes them (float states, the same weights): the log-sum-exp and the
+     * candidates then agree with batch 1's (the bf16 GEMM before put the log-sum-exp up to 1.3 off on a row) */
+    if ((st = rows_logits(cm, xf, B, b->logits, err))) return st;
     return enqueue_top(cm, b->logits, B, b->keys, b->ml, ids, b->out, err);
 }
 
@@ -2658,6 +2796,37 @@ extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float 
     if (!s) {
         cudaError_t e = cudaMemcpy(y, dy, V * 4, cudaMemcpyDeviceToHost);
         if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n < 1) return cq_err_set(err, CQ_ERR_INVALID, "logits of %d rows", n);
+    cq_cuda_model tmp; /* what rows_logits reads: the output matrix, the grid, the stream */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.m = m;
+    dmat emb = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx = NULL, *dy = NULL;
+    const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    cq_status s = upload_q8(&m->output, &tmp.emb_q, &tmp.emb_d, err);
+    if (!s && !tmp.emb_q) s = upload_matrix(&m->output, &emb, err);
+    tmp.token_embd = tmp.output = emb.w;
+    tmp.logit_blocks = 1024;
+    if (!s && rows_logits_smem((int)d) > 48 * 1024) {
+        const void *rk = tmp.emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
+        cudaError_t e = cudaFuncSetAttribute(rk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)rows_logits_smem((int)d));
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits rows: %s", cudaGetErrorString(e));
+    }
+    if (!s) s = dev_copy(&ds, x, (size_t)n * d * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)n * V * 4, (void **)&dy, err);
+    if (!s) s = rows_logits(&tmp, dx, n, dy, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, dy, (size_t)n * V * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits rows: %s", cudaGetErrorString(e));
     }
     dev_free(&ds);
     cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);

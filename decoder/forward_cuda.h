@@ -118,6 +118,9 @@ cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b
 /* One token's logits (n_vocab) from x (n_embd, final-normed) through the decode step's logits kernel: Q8_0 weights
  * as in the file when the embedding is Q8_0 (exact float products), else bf16; soft-capped as the model says. */
 cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err);
+/* n rows of x (n, n_embd) through the batched steps' logits kernel (y (n, n_vocab)): each row as cq_cuda_op_logits
+ * computes it (the same weights, float products), up to the summation order. */
+cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err);
 /* The candidates of rows rows of n_vocab logits each, through the kernels cq_cuda_eval_top uses. */
 cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req, cq_top *out,
                          cq_err *err);

@@ -106,6 +106,10 @@ cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err 
     (void)m, (void)x, (void)y;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err) {
+    (void)m, (void)x, (void)n, (void)y;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     (void)w, (void)x, (void)n_tokens, (void)y;
     return NO_CUDA(err);

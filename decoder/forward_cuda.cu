@@ -97,13 +97,29 @@ __global__ void softcap_kernel(float *x, size_t n, float cap) {
     if (i < n) x[i] = cap * tanhf(x[i] / cap);
 }
 
+/* The KV cache's elements: float, or bf16 (CLAUSEQA_KV_BF16, cq_cuda_model_set_kv_bf16: half the memory and the
+ * bytes attention reads; a value rounded to nearest even as it is stored, as cq_op_round_bf16 does on the CPU). The
+ * kernels that read or write the cache take it as void * and are instantiated for both. */
+__device__ __forceinline__ float kv_ld(const float *p) { return *p; }
+__device__ __forceinline__ float kv_ld(const bf16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void kv_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void kv_st(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+/* v as a cache of that type holds it */
+__device__ __forceinline__ float kv_round(float v, const float *) { return v; }
+__device__ __forceinline__ float kv_round(float v, const bf16 *) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+__global__ void bf16_to_f32_kernel(const bf16 *x, float *y, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __bfloat162float(x[i]);
+}
+
 /* The rows of a batched decode step (cq_cuda_decode_batch): row t is a token of its own sequence, at position
  * pos[t], with that sequence's cache of this layer (k[t], v[t], slots[t] slots). pos NULL: the rows are one
  * sequence's consecutive tokens (a prefill chunk). */
 typedef struct {
     const int32_t *pos;
-    float *const *k;
-    float *const *v;
+    void *const *k;
+    void *const *v;
     const int32_t *slots;
 } batch_rows;
 
@@ -112,15 +128,17 @@ typedef struct {
  * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. Packed
  * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t.
  * A batched decode step (br.pos set) takes each row's position and cache from br. */
+template <typename KV>
 __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
                                           const float *k_norm, const float *bq, const float *bk, const float *bv,
-                                          const double *inv_freq, float *kcache, float *vcache,
+                                          const double *inv_freq, void *kcache_, void *vcache_,
                                           int H, int Hkv, int hd, const int32_t *pos0p, const int32_t *rope_pos,
                                           int slots, int ring, float eps, batch_rows br) {
     const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
     /* in device memory, so that a captured decode graph replays at any position */
     const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p;
-    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
+    KV *kcache = (KV *)kcache_, *vcache = (KV *)vcache_;
+    if (br.pos) kcache = (KV *)br.k[t], vcache = (KV *)br.v[t], slots = br.slots[t];
     const bool is_q = hs < H;
     const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
     const float *w = is_q ? q_norm : k_norm;
@@ -144,13 +162,13 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     } else {
         const int kvh = hs - H;
         const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
-        float *kd = kcache + (slot * Hkv + kvh) * hd, *vd = vcache + (slot * Hkv + kvh) * hd;
+        KV *kd = kcache + (slot * Hkv + kvh) * hd, *vd = vcache + (slot * Hkv + kvh) * hd;
         const float *vs = v + ((size_t)t * Hkv + kvh) * hd;
-        kd[i] = y0;
-        kd[i + half] = y1;
+        kv_st(kd + i, y0);
+        kv_st(kd + i + half, y1);
         const float *vb = bv ? bv + (size_t)kvh * hd : NULL;
-        vd[i] = vs[i] + (vb ? vb[i] : 0.0f);
-        vd[i + half] = vs[i + half] + (vb ? vb[i + half] : 0.0f);
+        kv_st(vd + i, vs[i] + (vb ? vb[i] : 0.0f));
+        kv_st(vd + i + half, vs[i + half] + (vb ? vb[i + half] : 0.0f));
     }
 }
 
@@ -212,14 +230,16 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 #define DEC_SPLIT_KEYS 32
 #define DEC_MAX_SPLITS (32 * ATT_WARPS)
 #define MERGE_GROUP 4
-__global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
+template <typename KV>
+__global__ void attention_partial_kernel(const float *q, const void *kcache_, const void *vcache_, float *part, int H,
                                          int Hkv, int hd, const int32_t *pos0p, const int32_t *seq_start, int window,
                                          int slots, int ring, float scale, float softcap, batch_rows br) {
     __shared__ float sm_ml[ATT_WARPS][2];
     __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
     const int th = blockIdx.x, t = th / H, h = th % H, kvh = h / (H / Hkv);
     const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p; /* a batched step: row t at br.pos[t], its own cache */
-    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
+    const KV *kcache = (const KV *)kcache_, *vcache = (const KV *)vcache_;
+    if (br.pos) kcache = (const KV *)br.k[t], vcache = (const KV *)br.v[t], slots = br.slots[t];
     const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per = hd / 32;
     const int32_t p = pos0 + t, lo = max((window > 0 && p - window + 1 > 0) ? p - window + 1 : 0,
@@ -240,8 +260,8 @@ __global__ void attention_partial_kernel(const float *q, const float *kcache, co
             float d = 0;
 #pragma unroll
             for (int i = 0; i < MAX_HD_PER_LANE; i++) {
-                if (i < per) d += qv[i] * kcache[row + i];
-                vals[g][i] = i < per ? vcache[row + i] : 0.0f;
+                if (i < per) d += qv[i] * kv_ld(kcache + row + i);
+                vals[g][i] = i < per ? kv_ld(vcache + row + i) : 0.0f;
             }
             sc[g] = d;
         }
@@ -839,10 +859,11 @@ __device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pai
  * holds p also builds the new key and value itself (no block reads the slot being written), and the first query
  * head of each KV group stores them in the cache. Each block writes one partial (m, l, acc); the last block of a
  * head to finish (counted in count[h], reset by it) merges the S partials into out. */
-template <int PER>
+template <int PER, typename KV>
 __global__ void __launch_bounds__(32 * ATT_WARPS)
     dec_attention_kernel(const float *qraw, const float *kraw, const float *vraw, const float *q_norm,
-                         const float *k_norm, const float *bq, const float *bk, const float *bv, const double *inv_freq, float *kcache, float *vcache, float *part,
+                         const float *k_norm, const float *bq, const float *bk, const float *bv, const double *inv_freq,
+                         void *kcache_, void *vcache_, float *part,
                          unsigned *count, float *out, int H, int Hkv, int hd, const int32_t *posp, int window, int slots,
                          int ring, float scale, float softcap, float eps) {
     constexpr int KG = KEY_GROUP; /* keys of a warp whose loads are in flight together (8 measured slower) */
@@ -853,6 +874,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
     __shared__ bool last;
     const int h = blockIdx.x, split = blockIdx.y, S = gridDim.y, group = H / Hkv, kvh = h / group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per = hd / 32;
+    KV *kcache = (KV *)kcache_, *vcache = (KV *)vcache_;
     const int32_t p = *posp, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const int32_t share = (p - lo + 1 + S - 1) / S, a = lo + split * share, b = min(p + 1, a + share);
     const bool has_new = a <= p && p < b;
@@ -866,7 +888,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
 #pragma unroll
             for (int i = 0; i < PER; i++) {
                 const bool ok = i < per && j != p;
-                kk[g][i] = ok ? kcache[row + i] : 0.0f, vv[g][i] = ok ? vcache[row + i] : 0.0f;
+                kk[g][i] = ok ? kv_ld(kcache + row + i) : 0.0f, vv[g][i] = ok ? kv_ld(vcache + row + i) : 0.0f;
             }
         }
     };
@@ -877,7 +899,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
             if (j0 + g == p && p < b) {
 #pragma unroll
                 for (int i = 0; i < PER; i++)
-                    if (i < per) kk[g][i] = ks[lane * per + i], vv[g][i] = vs[lane * per + i];
+                    if (i < per) /* as the cache holds it (rounded when bf16), as later steps read it */
+                        kk[g][i] = kv_round(ks[lane * per + i], kcache), vv[g][i] = kv_round(vs[lane * per + i], vcache);
             }
     };
     int32_t j0 = a + warp * KG;
@@ -898,8 +921,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
         if (h % group == 0) {
             const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
             for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                kcache[(slot * Hkv + kvh) * hd + i] = ks[i];
-                vcache[(slot * Hkv + kvh) * hd + i] = vs[i];
+                kv_st(kcache + (slot * Hkv + kvh) * hd + i, ks[i]);
+                kv_st(vcache + (slot * Hkv + kvh) * hd + i, vs[i]);
             }
         }
     }
@@ -1228,12 +1251,26 @@ static rows_logits_q8_fn rows_logits_q8_for(int cols) {
 /* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
 static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
-                                 const float *, const float *, const float *, const double *, float *, float *, float *, unsigned *, float *, int, int, int,
-                                 const int32_t *, int, int, int, float, float, float);
-/* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) */
-static dec_attention_fn dec_attention_for(int hd) {
-    return hd <= 64 ? dec_attention_kernel<2> : hd <= 128 ? dec_attention_kernel<4>
-                                            : hd <= 256 ? dec_attention_kernel<8> : dec_attention_kernel<16>;
+                                 const float *, const float *, const float *, const double *, void *, void *, float *,
+                                 unsigned *, float *, int, int, int, const int32_t *, int, int, int, float, float, float);
+/* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) and a float or bf16 cache */
+template <typename KV> static dec_attention_fn dec_attention_kv(int hd) {
+    return hd <= 64 ? dec_attention_kernel<2, KV> : hd <= 128 ? dec_attention_kernel<4, KV>
+                                                : hd <= 256 ? dec_attention_kernel<8, KV> : dec_attention_kernel<16, KV>;
+}
+static dec_attention_fn dec_attention_for(int hd, bool kv16) {
+    return kv16 ? dec_attention_kv<bf16>(hd) : dec_attention_kv<float>(hd);
+}
+typedef void (*qk_store_fn)(float *, const float *, const float *, const float *, const float *, const float *,
+                            const float *, const float *, const double *, void *, void *, int, int, int,
+                            const int32_t *, const int32_t *, int, int, float, batch_rows);
+static qk_store_fn qk_store_for(bool kv16) {
+    return kv16 ? qk_norm_rope_store_kernel<bf16> : qk_norm_rope_store_kernel<float>;
+}
+typedef void (*att_partial_fn)(const float *, const void *, const void *, float *, int, int, int, const int32_t *,
+                               const int32_t *, int, int, int, float, float, batch_rows);
+static att_partial_fn att_partial_for(bool kv16) {
+    return kv16 ? attention_partial_kernel<bf16> : attention_partial_kernel<float>;
 }
 
 typedef struct {
@@ -1265,6 +1302,9 @@ struct cq_cuda_model {
     bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
     struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
     struct dec_batch *rows;  /* rows of several sequences (cq_cuda_forward_rows), made at first use */
+    bool kv16;               /* sequences made from now on keep K and V in bf16 (cq_cuda_model_set_kv_bf16) */
+    float *kv_scratch;       /* bf16 caches: the float K and V the prefill attention's SGEMMs read, */
+    int32_t kv_scratch_keys; /* for up to this many key slots (0: the online-softmax kernels instead) */
 };
 
 static void batch_free(struct dec_batch *b);
@@ -1272,7 +1312,8 @@ static void batch_free(struct dec_batch *b);
 struct cq_cuda_seq {
     cq_cuda_model *cm;
     int32_t max_tokens;
-    float **k, **v;
+    void **k, **v;          /* per layer: the cache, float or bf16 (kv16) */
+    bool kv16;
     int32_t *slots;
     int32_t *tokens, *pos;  /* device: the chunk's tokens, its first position */
     int32_t *h_step;        /* pinned host: token and position of a step (read by the graphs' copies) */
@@ -1446,9 +1487,11 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
      * loaded there, which some drivers refuse. */
     const void *kernels[] = {(const void *)embed_kernel,         (const void *)rmsnorm_kernel,
                              (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
-                             (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
-                             (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
-                             (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim),
+                             (const void *)softcap_kernel,       (const void *)qk_store_for(false),
+                             (const void *)qk_store_for(true),   (const void *)att_partial_for(false),
+                             (const void *)att_partial_for(true), (const void *)attention_combine_kernel,
+                             (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim, false),
+                             (const void *)dec_attention_for(m->head_dim, true), (const void *)bf16_to_f32_kernel,
                              (const void *)att_softmax_kernel,   (const void *)select_logits_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaFuncAttributes fa;
@@ -1487,6 +1530,22 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cm->logit_blocks = sms * (per_sm > 0 ? per_sm : 1);
     const char *pdl = getenv("CQ_CUDA_PDL");
     cm->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    const char *kv = getenv("CLAUSEQA_KV_BF16");
+    return cq_cuda_model_set_kv_bf16(cm, kv && *kv && strcmp(kv, "0"), err);
+}
+
+extern "C" cq_status cq_cuda_model_set_kv_bf16(cq_cuda_model *cm, bool on, cq_err *err) {
+    if (on && !cm->kv_scratch) { /* the prefill SGEMMs' float K and V: ATT_GEMM_MAX_KEYS slots of each */
+        const size_t kvd = (size_t)cm->m->n_head_kv * cm->m->head_dim;
+        CUDA_TRY(cudaMalloc(&cm->kv_scratch, 2 * (size_t)ATT_GEMM_MAX_KEYS * kvd * sizeof(float)));
+        cm->kv_scratch_keys = ATT_GEMM_MAX_KEYS;
+    }
+    if (on != cm->kv16) { /* the batched steps' graphs were captured with the other kernels */
+        batch_free(cm->batch);
+        batch_free(cm->rows);
+        cm->batch = cm->rows = NULL;
+    }
+    cm->kv16 = on;
     return CQ_OK;
 }
 
@@ -1587,6 +1646,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     cudaFree(cm->inv_freq[1]);
     batch_free(cm->batch);
     batch_free(cm->rows);
+    cudaFree(cm->kv_scratch);
     if (cm->blas) cublasDestroy(cm->blas);
     cudaFree(cm->blas_workspace);
     if (cm->stream) cudaStreamDestroy(cm->stream);
@@ -1615,16 +1675,18 @@ static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cu
     s->max_tokens = max_tokens;
     s->flat = flat;
     *out = s; /* freed by cq_cuda_seq_free on any error below */
-    s->k = (float **)calloc((size_t)m->n_layer, sizeof *s->k);
-    s->v = (float **)calloc((size_t)m->n_layer, sizeof *s->v);
+    s->kv16 = cm->kv16;
+    s->k = (void **)calloc((size_t)m->n_layer, sizeof *s->k);
+    s->v = (void **)calloc((size_t)m->n_layer, sizeof *s->v);
     s->slots = (int32_t *)calloc((size_t)m->n_layer, sizeof *s->slots);
     if (!s->k || !s->v || !s->slots) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, f = sizeof(float), B = CQ_CUDA_BATCH;
     const int32_t ring = m->window + CQ_CUDA_BATCH < max_tokens ? m->window + CQ_CUDA_BATCH : max_tokens;
     for (int32_t l = 0; l < m->n_layer; l++) {
         s->slots[l] = m->layers[l].global || flat ? max_tokens : ring;
-        CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * f));
-        CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * f));
+        const size_t ek = s->kv16 ? sizeof(bf16) : sizeof(float);
+        CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * ek));
+        CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * ek));
     }
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
     s->part_floats = part_floats_for(m, max_tokens);
@@ -1740,8 +1802,7 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
                                 float scale, float softcap, cq_err *err) {
     const float one = 1.0f, zero = 0.0f;
     const int group = H / Hkv;
-    const long long tk = (long long)T * nk;
-    kc += (size_t)key0 * Hkv * hd, vc += (size_t)key0 * Hkv * hd;
+    const long long tk = (long long)T * nk; /* kc and vc: the cache from slot key0 on */
     for (int g = 0; g < Hkv; g++) /* S^T (nk x T, column-major) = K^T-view (nk x hd) Q^T-view (hd x T), per head */
         CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, nk, T, hd, &one, kc + (size_t)g * hd,
                                              Hkv * hd, 0, q + (size_t)g * group * hd, H * hd, hd, &zero,
@@ -1758,11 +1819,11 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
 
 /* The online-softmax attention kernels, each (token, head) split over `splits` shares of its key range. */
 static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL};
-static cq_status attention_online(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
-                                  float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
+static cq_status attention_online(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16,
+                                  float *part, float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
                                   const int32_t *seq_start, int window, int slots, int ring, float scale, float softcap,
                                   int splits, batch_rows br, cq_err *err) {
-    attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
+    att_partial_for(kv16)<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
         q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap, br);
     LAUNCH_TRY();
     attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
@@ -1773,19 +1834,33 @@ static cq_status attention_online(cq_cuda_model *cm, const float *q, const float
 /* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
  * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). Packed
  * prompts (seq_start set, no ring) need no key before key0, the start of the chunk's first prompt. */
-static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
+static cq_status attention(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16, float *part,
                            size_t part_floats, float *sc, size_t sc_floats, float *out, int T, int H, int Hkv, int hd,
                            const int32_t *pos0p, int32_t pos0, const int32_t *seq_start, int32_t key0,
                            int32_t max_keys, int window, int slots, int ring, float scale, float softcap, cq_err *err) {
     if (ring) key0 = 0;
     const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T - key0;
-    if (T > 1 && sc && (size_t)H * T * nk <= sc_floats)
-        return attention_gemm(cm, q, kc, vc, sc, out, T, H, Hkv, hd, pos0p, seq_start, key0, nk, window, slots, ring,
+    const size_t kvd = (size_t)Hkv * hd;
+    /* a bf16 cache goes through the SGEMMs as float: the slots [key0, key0 + nk) converted into the model's scratch
+     * (the values the online kernels read too); without room there, the online kernels read it directly */
+    if (T > 1 && sc && (size_t)H * T * nk <= sc_floats && (!kv16 || nk <= cm->kv_scratch_keys)) {
+        const float *kf = (const float *)kc + key0 * kvd, *vf = (const float *)vc + key0 * kvd;
+        if (kv16) {
+            const size_t n = (size_t)nk * kvd;
+            float *ks = cm->kv_scratch, *vs = cm->kv_scratch + (size_t)cm->kv_scratch_keys * kvd;
+            bf16_to_f32_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>((const bf16 *)kc + key0 * kvd, ks, n);
+            LAUNCH_TRY();
+            bf16_to_f32_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>((const bf16 *)vc + key0 * kvd, vs, n);
+            LAUNCH_TRY();
+            kf = ks, vf = vs;
+        }
+        return attention_gemm(cm, q, kf, vf, sc, out, T, H, Hkv, hd, pos0p, seq_start, key0, nk, window, slots, ring,
                               scale, softcap, err);
+    }
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
-    return attention_online(cm, q, kc, vc, part, out, T, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale,
-                            softcap, splits, NO_ROWS, err);
+    return attention_online(cm, q, kc, vc, kv16, part, out, T, H, Hkv, hd, pos0p, seq_start, window, slots, ring,
+                            scale, softcap, splits, NO_ROWS, err);
 }
 
 /* A kernel on the model's stream; with pdl, allowed to start before the previous one ends (it waits inside). */
@@ -1905,7 +1980,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
             (st = gemm(cm, &D->wk, s->xb, T, s->kn, err)) || (st = gemm(cm, &D->wv, s->xb, T, s->vn, err)))
             return st;
         const int ring = !L->global && !s->flat;
-        qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
+        qk_store_for(s->kv16)<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
             s->q, s->kn, s->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], s->k[l], s->v[l],
             H, Hkv, hd, s->pos,
             s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps, NO_ROWS);
@@ -1914,7 +1989,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         int32_t max_keys = pos0 + T; /* the longest key range of this chunk */
         if (window > 0 && max_keys > window) max_keys = window;
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
+        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->kv16, s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
                             Hkv, hd, s->pos, pos0, s->packed ? s->seq_start : NULL, s->packed ? s->key0 : 0, max_keys,
                             window, s->slots[l], ring, m->attn_scale, m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
@@ -1980,7 +2055,7 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
         }
         if ((st = dec_mv(cm, pdl && l > 0, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, pro, err))) return st;
         const int splits = s->dec_splits[L->global];
-        CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
+        CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd, s->kv16), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
                         (const float *)s->q, (const float *)s->kn, (const float *)s->vn, (const float *)D->q_norm,
                         (const float *)D->k_norm, (const float *)D->bq, (const float *)D->bk, (const float *)D->bv,
                         (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
@@ -2147,7 +2222,8 @@ extern "C" cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_
 extern "C" size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s) {
     const cq_gemma *m = s->cm->m;
     size_t n = 0;
-    for (int32_t l = 0; l < m->n_layer; l++) n += 2 * (size_t)s->slots[l] * m->n_head_kv * m->head_dim * sizeof(float);
+    const size_t ek = s->kv16 ? sizeof(bf16) : sizeof(float);
+    for (int32_t l = 0; l < m->n_layer; l++) n += 2 * (size_t)s->slots[l] * m->n_head_kv * m->head_dim * ek;
     return n;
 }
 
@@ -2331,7 +2407,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
     const cq_gemma *m = cm->m;
     const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
     const size_t C = (size_t)b->cap;
-    float *const *kc = (float *const *)b->in, *const *vc = (float *const *)(b->in + b->off_v);
+    void *const *kc = (void *const *)b->in, *const *vc = (void *const *)(b->in + b->off_v);
     const int32_t *tokens = (const int32_t *)(b->in + b->off_tokens), *pos = (const int32_t *)(b->in + b->off_pos);
     const int32_t *slots = (const int32_t *)(b->in + b->off_slots), *ids = (const int32_t *)(b->in + b->off_ids);
     const int splits = batch_splits(b, B, H);
@@ -2348,13 +2424,13 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
             (st = gemm(cm, &D->wk, b->xb, B, b->kn, err)) || (st = gemm(cm, &D->wv, b->xb, B, b->vn, err)))
             return st;
         const int ring = !L->global;
-        qk_norm_rope_store_kernel<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
+        qk_store_for(cm->kv16)<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
             b->q, b->kn, b->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], NULL, NULL, H, Hkv,
             hd, NULL, NULL, 0,
             ring, m->rms_eps, br);
         LAUNCH_TRY();
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention_online(cm, b->q, NULL, NULL, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
+        if ((st = attention_online(cm, b->q, NULL, NULL, cm->kv16, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
                                    L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, splits, br,
                                    err)) ||
             (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
@@ -2398,7 +2474,8 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
     cq_cuda_model *cm = seqs[0]->cm;
     const cq_gemma *m = cm->m;
     for (int i = 0; i < B; i++)
-        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+        if (seqs[i]->cm != cm || seqs[i]->flat || seqs[i]->kv16 != cm->kv16 || pos[i] < 0 ||
+            pos[i] >= seqs[i]->max_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "batched decode: sequence %d does not fit the batch", i);
     cq_status st;
     if (!cm->batch && (st = batch_new(cm, CQ_CUDA_DECODE_BATCH_MAX, CQ_CUDA_DECODE_BATCH_MAX, &cm->batch, err))) {
@@ -2408,7 +2485,7 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
     }
     dec_batch *b = cm->batch;
     const size_t C = CQ_CUDA_DECODE_BATCH_MAX;
-    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    void **kc = (void **)b->h_in, **vc = (void **)(b->h_in + b->off_v);
     int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
     int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
     for (int i = 0; i < B; i++) {
@@ -2462,7 +2539,8 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     const cq_gemma *m = cm->m;
     int run_start = 0; /* the first row of the current sequence's run */
     for (int i = 0; i < R; i++) {
-        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+        if (seqs[i]->cm != cm || seqs[i]->flat || seqs[i]->kv16 != cm->kv16 || pos[i] < 0 ||
+            pos[i] >= seqs[i]->max_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: row %d does not fit its sequence", i);
         if (i > 0 && seqs[i] == seqs[i - 1]) {
             if (pos[i] != pos[i - 1] + 1)
@@ -2486,7 +2564,7 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     }
     dec_batch *b = cm->rows;
     const size_t C = (size_t)b->cap;
-    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    void **kc = (void **)b->h_in, **vc = (void **)(b->h_in + b->off_v);
     int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
     int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
     int32_t *hsel = (int32_t *)(b->h_in + b->off_sel);
@@ -2579,6 +2657,17 @@ static cq_status dev_copy(dev_set *ds, const void *host, size_t bytes, void **ou
     return CQ_OK;
 }
 
+/* n cache values as a cache of that type holds them: floats, or rounded to bf16 (nearest even, cq_f32_to_bf16) */
+static cq_status dev_copy_kv(dev_set *ds, const float *host, size_t n, bool kv16, void **out, cq_err *err) {
+    if (!kv16) return dev_copy(ds, host, n * sizeof(float), out, err);
+    uint16_t *h = (uint16_t *)malloc((n ? n : 1) * sizeof(uint16_t));
+    if (!h) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) h[i] = cq_f32_to_bf16(host[i]);
+    cq_status s = dev_copy(ds, h, n * sizeof(uint16_t), out, err);
+    free(h);
+    return s;
+}
+
 extern "C" cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps,
                                         cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
@@ -2620,7 +2709,7 @@ extern "C" cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, cons
         return s;
     }
     for (int r = 0; r < rows; r++)
-        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
+        qk_norm_rope_store_kernel<float><<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
                                                NULL, NULL, df, dk, dk, 1, 0, head_dim, dpos + r, NULL, 1, 0, 1e-6f,
                                                NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
@@ -2659,7 +2748,7 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
         return s;
     }
     for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
-        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, NULL, NULL, NULL, df, dk, dk, 1,
+        qk_norm_rope_store_kernel<float><<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, NULL, NULL, NULL, df, dk, dk, 1,
                                                0, head_dim,
                                                dpos + r, NULL, 1, 0, 0.0f, NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
@@ -2689,35 +2778,39 @@ extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *e
 extern "C" cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 1, err); }
 
 extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys,
-                                          int head_dim, int window, float scale, float softcap, float *out,
-                                          cq_err *err) {
+                                          int head_dim, int window, float scale, float softcap, bool kv_bf16,
+                                          float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q > n_keys)
         return cq_err_set(err, CQ_ERR_INVALID, "attention test: bad shape");
     const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2);
     dev_set ds = {{0}, 0};
-    float *dq, *dk, *dv, *dp, *dout;
+    float *dq, *dp, *dout;
+    void *dk, *dv;
     int32_t pos0 = n_keys - n_q, *dpos;
     cq_status s;
     if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n_keys * head_dim * 4, (void **)&dk, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n_keys * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n_keys * head_dim, kv_bf16, &dk, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n_keys * head_dim, kv_bf16, &dv, err)) ||
         (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
         (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err))) {
         dev_free(&ds);
         return s;
     }
-    cq_cuda_model tmp; /* attention() only uses the stream */
+    cq_cuda_model tmp; /* attention() only uses the stream, cuBLAS and (bf16) the float scratch */
     memset(&tmp, 0, sizeof tmp);
     float *dsc = NULL;
     const size_t sc_floats = (size_t)n_q * n_keys;
-    if (n_q > 1 && n_keys <= ATT_GEMM_MAX_KEYS) /* the cuBLAS path, as a prefill chunk takes it */
+    if (n_q > 1 && n_keys <= ATT_GEMM_MAX_KEYS) { /* the cuBLAS path, as a prefill chunk takes it */
         s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err);
+        if (!s && kv_bf16) s = dev_copy(&ds, NULL, 2 * (size_t)n_keys * head_dim * 4, (void **)&tmp.kv_scratch, err);
+        tmp.kv_scratch_keys = n_keys;
+    }
     if (!s && cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, NULL, 0,
-                      window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
+        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+                      NULL, 0, window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
@@ -2726,8 +2819,8 @@ extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const 
 }
 
 extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
-                                                 int head_dim, int window, float scale, float softcap, float *out,
-                                                 cq_err *err) {
+                                                 int head_dim, int window, float scale, float softcap, bool kv_bf16,
+                                                 float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     if (head_dim % 64 || head_dim > 32 * MAX_HD_PER_LANE || n_keys < 1 || n_head < 1)
         return cq_err_set(err, CQ_ERR_INVALID, "decode attention test: bad shape");
@@ -2742,15 +2835,17 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     }
     for (size_t i = 0; i < hd; i++) ones[i] = 1.0f;
     dev_set ds = {{0}, 0};
-    float *dq, *dkc, *dvc, *dkn, *dvn, *dw, *dpart, *dout;
+    float *dq, *dkn, *dvn, *dw, *dpart, *dout;
+    void *dkc, *dvc;
     double *dfreq;
     int32_t *dpos;
     unsigned *dcount;
     cq_status s;
+    const size_t ek = kv_bf16 ? sizeof(bf16) : sizeof(float);
     if ((s = dev_copy(&ds, &pos, sizeof pos, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, q, n_head * hd * f, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n_keys * hd * f, (void **)&dkc, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n_keys * hd * f, (void **)&dvc, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n_keys * hd, kv_bf16, &dkc, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n_keys * hd, kv_bf16, &dvc, err)) ||
         (s = dev_copy(&ds, k + (size_t)pos * hd, hd * f, (void **)&dkn, err)) ||
         (s = dev_copy(&ds, v + (size_t)pos * hd, hd * f, (void **)&dvn, err)) ||
         (s = dev_copy(&ds, ones, hd * f, (void **)&dw, err)) ||
@@ -2763,11 +2858,12 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
         return s;
     }
     cudaError_t e = cudaMemset(dcount, 0, (size_t)n_head * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(dkc + (size_t)pos * hd, 0xff, hd * f); /* NaN: the slot must not be read */
+    if (e == cudaSuccess) /* NaN (float or bf16): the slot must not be read */
+        e = cudaMemset((char *)dkc + (size_t)pos * hd * ek, 0xff, hd * ek);
     if (e == cudaSuccess) {
-        dec_attention_for(head_dim)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, NULL, NULL, NULL, dfreq, dkc, dvc, dpart,
-                                                                      dcount, dout, n_head, 1, head_dim, dpos, window,
-                                                                      n_keys, 0, scale, softcap, 1e-6f);
+        dec_attention_for(head_dim, kv_bf16)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(
+            dq, dkn, dvn, dw, dw, NULL, NULL, NULL, dfreq, dkc, dvc, dpart, dcount, dout, n_head, 1, head_dim, dpos,
+            window, n_keys, 0, scale, softcap, 1e-6f);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpy(out, dout, n_head * hd * f, cudaMemcpyDeviceToHost);
@@ -2862,7 +2958,8 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
 
 extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                                  int n_prompts, int n_q, int head_dim, int window, float scale,
-                                                 float softcap, bool gemm_path, float *out, cq_err *err) {
+                                                 float softcap, bool gemm_path, bool kv_bf16, float *out,
+                                                 cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     const int32_t n = starts[n_prompts], pos0 = n - n_q;
     if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q < 1 || n_q > n || n_q > CQ_CUDA_BATCH)
@@ -2875,26 +2972,29 @@ extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k,
     }
     const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - first[0]);
     dev_set ds = {{0}, 0};
-    float *dq, *dk, *dv, *dp, *dout, *dsc = NULL;
+    float *dq, *dp, *dout, *dsc = NULL;
+    void *dk, *dv;
     int32_t *dpos, *dfirst;
     cq_status s;
+    cq_cuda_model tmp; /* attention() only uses the stream, cuBLAS and (bf16) the float scratch */
+    memset(&tmp, 0, sizeof tmp);
     if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, first, (size_t)n_q * sizeof(int32_t), (void **)&dfirst, err)) ||
         (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n * head_dim * 4, (void **)&dk, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n * head_dim, kv_bf16, &dk, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n * head_dim, kv_bf16, &dv, err)) ||
         (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
         (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err)) ||
-        (gemm_path && (s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err)))) {
+        (gemm_path && (s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err))) ||
+        (gemm_path && kv_bf16 && (s = dev_copy(&ds, NULL, 2 * (size_t)n * head_dim * 4, (void **)&tmp.kv_scratch, err)))) {
         dev_free(&ds);
         free(first);
         return s;
     }
-    cq_cuda_model tmp; /* attention() only uses the stream and cuBLAS */
-    memset(&tmp, 0, sizeof tmp);
+    tmp.kv_scratch_keys = tmp.kv_scratch ? n : 0;
     if (cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, dfirst,
+        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, dfirst,
                       first[0], window > 0 && n > window ? window : n, window, n, 0, scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);

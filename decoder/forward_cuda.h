@@ -40,6 +40,14 @@ void cq_cuda_model_free(cq_cuda_model *cm);
 /* Merges adapter lora into the weights (W' = bf16(W + s B A), the delta added in float to the dequantized W), or
  * restores the file's weights (NULL); lora is not kept. A failure (CQ_ERR_DEVICE) may leave weights half merged. */
 cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err *err);
+/* The KV cache of sequences made from now on in bf16 (on) or float (off): K and V rounded to nearest even as they are
+ * stored, half the memory and half the bytes attention reads; every kernel that touches the cache (prefill chunks,
+ * packed prompts, decode and batched steps) reads it as such (the prefill's SGEMMs through a float copy of the key
+ * slots they use). Sequences made before keep theirs; batched steps and forwards of rows refuse a sequence whose type
+ * is not the model's current one. CLAUSEQA_KV_BF16=1 in the environment turns it on at cq_cuda_model_new (off by
+ * default until measured on a GPU; the CPU twin: cq_cpu_model_set_kv_bf16). CQ_ERR_DEVICE when the scratch cannot be
+ * allocated (nothing changed then). */
+cq_status cq_cuda_model_set_kv_bf16(cq_cuda_model *cm, bool on, cq_err *err);
 cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err);
 void cq_cuda_seq_free(cq_cuda_seq *s);
 /* As cq_cpu_eval: tokens at positions pos.., logits to host memory. */
@@ -80,7 +88,7 @@ cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_t *tokens, 
 #define CQ_CUDA_ROWS_MAX CQ_CUDA_BATCH
 cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_t *tokens, const int32_t *pos, int R,
                                const int32_t *out_rows, int n_out, const cq_top_request *req, cq_top *out, cq_err *err);
-/* Bytes of the sequence's KV cache on the GPU (allocated in full at cq_cuda_seq_new). */
+/* Bytes of the sequence's KV cache on the GPU (allocated in full at cq_cuda_seq_new; bf16 or float). */
 size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s);
 /* Device-to-device cudaMemcpy bandwidth over two buffers of `bytes`, counting bytes read plus bytes written. */
 cq_status cq_cuda_copy_bandwidth(size_t bytes, double *gb_per_s, cq_err *err);
@@ -97,21 +105,24 @@ cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, const int32_t *
 cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err);
 cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err); /* y = silu(y) * u (qwen2) */
 /* n_q queries (head_dim each) against n_keys keys/values (row stride head_dim); query i sees keys
- * [lo_i, hi_i) with lo_i = max(0, hi_i - window) (window 0: all), hi_i = n_keys - n_q + i + 1 (causal). */
+ * [lo_i, hi_i) with lo_i = max(0, hi_i - window) (window 0: all), hi_i = n_keys - n_q + i + 1 (causal). kv_bf16 (here
+ * and below): the keys and values go to the device as a bf16 cache holds them (rounded, cq_op_round_bf16) and the
+ * kernels' bf16 instances read them. */
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
-                               int window, float scale, float softcap, float *out, cq_err *err);
+                               int window, float scale, float softcap, bool kv_bf16, float *out, cq_err *err);
 /* A decode step's fused attention: n_head query heads q sharing one KV head; the token at position n_keys - 1
  * brings key and value row n_keys - 1 of k and v (the earlier rows are the cache). q and that key are
  * RMS-normalized (unit weight, eps 1e-6) and rotated at angle 0 (the identity) in the kernel; window as above. */
 cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
-                                      int head_dim, int window, float scale, float softcap, float *out, cq_err *err);
+                                      int head_dim, int window, float scale, float softcap, bool kv_bf16, float *out,
+                                      cq_err *err);
 /* Packed prompts' attention (cq_cuda_score_packed): keys and values of n = starts[n_prompts] tokens, prompt i the
  * rows [starts[i], starts[i+1]); queries the last n_q rows (one chunk), each seeing the keys of its own prompt up to
  * itself (and within the window). gemm_path: the cuBLAS path (keys from the chunk's first prompt's start), else the
  * online-softmax kernels. */
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
-                                      bool gemm_path, float *out, cq_err *err);
+                                      bool gemm_path, bool kv_bf16, float *out, cq_err *err);
 /* An adapter's merge as cq_cuda_model_set_lora does it: out (rows, cols) = bf16(W + scale B A), as floats. */
 cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out,
                                 cq_err *err);

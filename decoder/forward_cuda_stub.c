@@ -15,6 +15,10 @@ cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err 
     (void)cm, (void)lora;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_model_set_kv_bf16(cq_cuda_model *cm, bool on, cq_err *err) {
+    (void)cm, (void)on;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
     (void)cm, (void)max_tokens;
     *out = NULL;
@@ -91,13 +95,16 @@ cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) {
     return NO_CUDA(err);
 }
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
-                               int window, float scale, float softcap, float *out, cq_err *err) {
+                               int window, float scale, float softcap, bool kv_bf16, float *out, cq_err *err) {
+    (void)kv_bf16;
     (void)q, (void)k, (void)v, (void)n_q, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
     (void)out;
     return NO_CUDA(err);
 }
 cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
-                                      int head_dim, int window, float scale, float softcap, float *out, cq_err *err) {
+                                      int head_dim, int window, float scale, float softcap, bool kv_bf16, float *out,
+                                      cq_err *err) {
+    (void)kv_bf16;
     (void)q, (void)n_head, (void)k, (void)v, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
     (void)out;
     return NO_CUDA(err);
@@ -116,7 +123,8 @@ cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, floa
 }
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
-                                      bool gemm_path, float *out, cq_err *err) {
+                                      bool gemm_path, bool kv_bf16, float *out, cq_err *err) {
+    (void)kv_bf16;
     (void)q, (void)k, (void)v, (void)starts, (void)n_prompts, (void)n_q, (void)head_dim, (void)window, (void)scale;
     (void)softcap, (void)gemm_path, (void)out;
     return NO_CUDA(err);

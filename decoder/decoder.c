@@ -661,7 +661,7 @@ static cq_status score_cpu(cq_decoder *d, const int32_t *const *prompts, const s
 }
 
 static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
-                              const int32_t *ids, size_t n_ids, float *out, cq_err *err);
+                              const int32_t *ids, size_t n_ids, float *out, uint64_t *reused, cq_err *err);
 
 /* One scoring slice (batch_mu held on entry and exit, released while it runs): the queued calls' next prompts, first
  * come first served, up to d->slice_tokens tokens (at least one prompt) and SLICE_PROMPTS prompts, with at most
@@ -709,7 +709,7 @@ static void run_slice(cq_decoder *d) {
     cq_err e = {0};
     pthread_mutex_lock(&d->lock);
     const double started = cq_clock_seconds();
-    cq_status st = d->cuda ? score_packed(d, ptr, lens, n, uids, n_uids, got, &e)
+    cq_status st = d->cuda ? score_packed(d, ptr, lens, n, uids, n_uids, got, &reused, &e)
                            : score_cpu(d, ptr, lens, n, uids, n_uids, got, &reused, &e);
     const double ended = cq_clock_seconds();
     pthread_mutex_unlock(&d->lock);
@@ -831,7 +831,7 @@ static void rerank_time(cq_decoder *d, double wait, double run) {
 #define PACK_TOKENS 8192
 
 static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
-                              const int32_t *ids, size_t n_ids, float *out, cq_err *err) {
+                              const int32_t *ids, size_t n_ids, float *out, uint64_t *reused, cq_err *err) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += lens[i];
     int32_t *tokens = malloc(total * sizeof *tokens), *starts = malloc((n + 1) * sizeof *starts);
@@ -853,7 +853,10 @@ static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, cons
             count_seq(d, (int64_t)cq_cuda_seq_kv_bytes(d->pack), 1);
             d->pack_tokens = cap;
         }
-        st = cq_cuda_score_packed(d->pack, tokens, starts, j - i, ids, (int)n_ids, out + i * n_ids, err);
+        int64_t shared = 0; /* prefix reuse: prompts of a pass sharing their first tokens run them once */
+        st = cq_cuda_score_packed(d->pack, tokens, starts, j - i, ids, (int)n_ids,
+                                  d->prefix_reuse ? CQ_CUDA_SHARE_MIN : 0, &shared, out + i * n_ids, err);
+        *reused += (uint64_t)shared;
         i = j;
     }
     free(tokens), free(starts);

@@ -172,6 +172,15 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     }
 }
 
+/* Packed prompts (cq_cuda_score_packed) whose first tokens are another prompt's: token t's keys are its prompt's own
+ * rows [own, t] and, when c = pre_len[t] > 0, the c rows of the shared prefix stored in the leader's block at
+ * [pre, pre + c) (pre = pre_start[t]). Positions in the prompt (virtual keys): v < c is row pre + v, v >= c row
+ * own + v - c; the token itself is at c + t - own. */
+typedef struct {
+    const int32_t *own, *pre_start, *pre_len; /* own NULL: not packed */
+} packed_keys;
+static const packed_keys NOT_PACKED = {NULL, NULL, NULL};
+
 /* One online-softmax step of a warp over KG keys: sc holds the lane's partial dot products of the query with them
  * (keys j0 + g >= b are masked), vals the lane's dimensions of their values; folds them into (m, l, acc). */
 template <int KG, int N>
@@ -220,7 +229,7 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 }
 
 /* Attention, pass 1. Grid (T*H, n_split), ATT_WARPS warps per block. Query (t, h) at position p sees keys
- * [lo, p] (lo = p - window + 1 on local layers, and no earlier than seq_start[t] for packed prompts); split s
+ * [lo, p] (lo = p - window + 1 on local layers; positions in its own prompt for packed prompts, see packed_keys); split s
  * takes a contiguous share of them, and the warps of the block take groups of KEY_GROUP consecutive keys in turn
  * (the loads of a group are in flight together), each keeping a running max m, sum l and weighted values (online
  * softmax). Lanes hold head_dim/32 consecutive dimensions. The warps merge in shared memory and the block writes one partial (m, l, acc) for pass 2. */
@@ -232,7 +241,7 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 #define MERGE_GROUP 4
 template <typename KV>
 __global__ void attention_partial_kernel(const float *q, const void *kcache_, const void *vcache_, float *part, int H,
-                                         int Hkv, int hd, const int32_t *pos0p, const int32_t *seq_start, int window,
+                                         int Hkv, int hd, const int32_t *pos0p, packed_keys pk, int window,
                                          int slots, int ring, float scale, float softcap, batch_rows br) {
     __shared__ float sm_ml[ATT_WARPS][2];
     __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
@@ -242,8 +251,9 @@ __global__ void attention_partial_kernel(const float *q, const void *kcache_, co
     if (br.pos) kcache = (const KV *)br.k[t], vcache = (const KV *)br.v[t], slots = br.slots[t];
     const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per = hd / 32;
-    const int32_t p = pos0 + t, lo = max((window > 0 && p - window + 1 > 0) ? p - window + 1 : 0,
-                                         seq_start ? seq_start[t] : 0);
+    /* keys by position in the token's sequence or prompt (virtual, see packed_keys): [lo, p] */
+    const int32_t own = pk.own ? pk.own[t] : 0, c = pk.pre_len ? pk.pre_len[t] : 0, pre = c ? pk.pre_start[t] : 0;
+    const int32_t p = pk.own ? c + pos0 + t - own : pos0 + t, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const int32_t n = p - lo + 1, share = (n + n_split - 1) / n_split;
     const int32_t a = lo + split * share, b = min(p + 1, a + share);
     float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
@@ -256,7 +266,8 @@ __global__ void attention_partial_kernel(const float *q, const void *kcache_, co
 #pragma unroll
         for (int g = 0; g < KEY_GROUP; g++) {
             int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: recompute key j0, masked below */
-            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
+            const int32_t slot = pk.own ? (j < c ? pre + j : own + j - c) : ring ? j % slots : j;
+            const size_t row = ((size_t)slot * Hkv + kvh) * hd + lane * per;
             float d = 0;
 #pragma unroll
             for (int i = 0; i < MAX_HD_PER_LANE; i++) {
@@ -317,18 +328,23 @@ __device__ float block_max(float v) {
 /* Prefill attention through cuBLAS: scores S = Q K^T for the chunk's T queries of every head against nk cache
  * slots come from one GEMM; this kernel turns row (h, t) of S into softmax weights in place: scale, soft-cap,
  * mask (slot j holds position key0 + j, or on a ring of `slots` the latest position <= the chunk's last that falls
- * in slot j; query t at p = pos0 + t sees positions (p - window, p], and none before seq_start[t] when packed),
+ * in slot j; query t at p = pos0 + t sees positions (p - window, p]; packed, the keys of packed_keys by their
+ * positions in t's prompt),
  * softmax. A second GEMM gives P V. */
-__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, const int32_t *seq_start,
+__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, packed_keys pk,
                                    int32_t key0, int window, int slots, int ring, float scale, float softcap) {
     float *r = sc + (size_t)blockIdx.x * nk;
     const int t = (int)(blockIdx.x % T);
-    const int32_t pos0 = *pos0p, p = pos0 + t, last = pos0 + T - 1, first = seq_start ? seq_start[t] : 0;
+    const int32_t pos0 = *pos0p, p = pos0 + t, last = pos0 + T - 1;
+    /* packed (pk.own): slot j is a key of token t at its position in t's prompt (see packed_keys), or none */
+    const int32_t own = pk.own ? pk.own[t] : 0, c = pk.pre_len ? pk.pre_len[t] : 0, pre = c ? pk.pre_start[t] : 0;
+    const int32_t vp = pk.own ? c + p - own : p;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         const int32_t pj = ring ? last - (last - j) % slots : key0 + j;
+        const int32_t vj = !pk.own ? pj : pj >= own ? c + pj - own : (pj >= pre && pj < pre + c) ? pj - pre : -1;
         float v = -INFINITY;
-        if (pj <= p && pj >= first && (window <= 0 || pj > p - window)) {
+        if (pj <= p && vj >= 0 && (window <= 0 || vj > vp - window)) {
             v = r[j] * scale;
             if (softcap > 0) v = softcap * tanhf(v / softcap);
         }
@@ -1268,7 +1284,7 @@ static qk_store_fn qk_store_for(bool kv16) {
     return kv16 ? qk_norm_rope_store_kernel<bf16> : qk_norm_rope_store_kernel<float>;
 }
 typedef void (*att_partial_fn)(const float *, const void *, const void *, float *, int, int, int, const int32_t *,
-                               const int32_t *, int, int, int, float, float, batch_rows);
+                               packed_keys, int, int, int, float, float, batch_rows);
 static att_partial_fn att_partial_for(bool kv16) {
     return kv16 ? attention_partial_kernel<bf16> : attention_partial_kernel<float>;
 }
@@ -1343,7 +1359,8 @@ struct cq_cuda_seq {
     bool packed;                   /* the chunk being queued is packed: */
     int32_t *rope_pos, *seq_start; /* device (CQ_CUDA_BATCH): each token's position in its prompt, and where (as a
                                     * packed index) its prompt starts */
-    int32_t key0;                  /* the chunk's first prompt's start: no earlier key is needed */
+    int32_t *pre_start, *pre_len;  /* device (CQ_CUDA_BATCH): each token's shared prefix (packed_keys), 0 long: none */
+    int32_t key0;                  /* no key before it is needed (the chunk's first prompt, or a prefix it reads) */
     int32_t *sel_rows, *sel_ids;   /* device: rows of the chunk whose logits are wanted, the token ids wanted */
     float *sel_out;                /* device: (prompts, ids) the selected logits */
 };
@@ -1727,6 +1744,8 @@ static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cu
     if (flat) {
         CUDA_TRY(cudaMalloc(&s->rope_pos, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->seq_start, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->pre_start, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->pre_len, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_rows, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_ids, CQ_CUDA_SCORE_MAX_IDS * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_out, (size_t)max_tokens * CQ_CUDA_SCORE_MAX_IDS * f));
@@ -1753,6 +1772,7 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     cudaFree(s->top_keys), cudaFree(s->top_ml), cudaFree(s->top_ids), cudaFree(s->top);
     cudaFreeHost(s->h_top_ids), cudaFreeHost(s->h_top);
     cudaFree(s->rope_pos), cudaFree(s->seq_start), cudaFree(s->sel_rows), cudaFree(s->sel_ids), cudaFree(s->sel_out);
+    cudaFree(s->pre_start), cudaFree(s->pre_len);
     for (int i = 0; i < 3; i++)
         if (s->decode_graph[i]) cudaGraphExecDestroy(s->decode_graph[i]);
     for (int i = 0; i < PREFILL_GRAPHS; i++)
@@ -1798,7 +1818,7 @@ static int pick_splits(int T, int H, int32_t max_keys) {
  * g = h / (H / Hkv); one batched GEMM per KV group, the group's heads its batch. sc holds H x T x nk floats. */
 static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *sc,
                                 float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
-                                const int32_t *seq_start, int32_t key0, int32_t nk, int window, int slots, int ring,
+                                packed_keys pk, int32_t key0, int32_t nk, int window, int slots, int ring,
                                 float scale, float softcap, cq_err *err) {
     const float one = 1.0f, zero = 0.0f;
     const int group = H / Hkv;
@@ -1807,7 +1827,7 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
         CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, nk, T, hd, &one, kc + (size_t)g * hd,
                                              Hkv * hd, 0, q + (size_t)g * group * hd, H * hd, hd, &zero,
                                              sc + (size_t)g * group * tk, nk, tk, group));
-    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, seq_start, key0, window, slots, ring, scale,
+    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, pk, key0, window, slots, ring, scale,
                                                       softcap);
     LAUNCH_TRY();
     for (int g = 0; g < Hkv; g++) /* O^T (hd x T, ld H*hd) = V^T-view (hd x nk) P^T-view (nk x T), per head */
@@ -1821,10 +1841,10 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
 static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL};
 static cq_status attention_online(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16,
                                   float *part, float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
-                                  const int32_t *seq_start, int window, int slots, int ring, float scale, float softcap,
+                                  packed_keys pk, int window, int slots, int ring, float scale, float softcap,
                                   int splits, batch_rows br, cq_err *err) {
     att_partial_for(kv16)<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
-        q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap, br);
+        q, kc, vc, part, H, Hkv, hd, pos0p, pk, window, slots, ring, scale, softcap, br);
     LAUNCH_TRY();
     attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
     LAUNCH_TRY();
@@ -1833,10 +1853,11 @@ static cq_status attention_online(cq_cuda_model *cm, const float *q, const void 
 
 /* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
  * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). Packed
- * prompts (seq_start set, no ring) need no key before key0, the start of the chunk's first prompt. */
+ * prompts (pk.own set, no ring) need no key before key0: the chunk's first prompt's start, or the earliest shared
+ * prefix a token of the chunk reads. */
 static cq_status attention(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16, float *part,
                            size_t part_floats, float *sc, size_t sc_floats, float *out, int T, int H, int Hkv, int hd,
-                           const int32_t *pos0p, int32_t pos0, const int32_t *seq_start, int32_t key0,
+                           const int32_t *pos0p, int32_t pos0, packed_keys pk, int32_t key0,
                            int32_t max_keys, int window, int slots, int ring, float scale, float softcap, cq_err *err) {
     if (ring) key0 = 0;
     const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T - key0;
@@ -1854,12 +1875,12 @@ static cq_status attention(cq_cuda_model *cm, const float *q, const void *kc, co
             LAUNCH_TRY();
             kf = ks, vf = vs;
         }
-        return attention_gemm(cm, q, kf, vf, sc, out, T, H, Hkv, hd, pos0p, seq_start, key0, nk, window, slots, ring,
+        return attention_gemm(cm, q, kf, vf, sc, out, T, H, Hkv, hd, pos0p, pk, key0, nk, window, slots, ring,
                               scale, softcap, err);
     }
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
-    return attention_online(cm, q, kc, vc, kv16, part, out, T, H, Hkv, hd, pos0p, seq_start, window, slots, ring,
+    return attention_online(cm, q, kc, vc, kv16, part, out, T, H, Hkv, hd, pos0p, pk, window, slots, ring,
                             scale, softcap, splits, NO_ROWS, err);
 }
 
@@ -1990,7 +2011,8 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         if (window > 0 && max_keys > window) max_keys = window;
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
         if ((st = attention(cm, s->q, s->k[l], s->v[l], s->kv16, s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
-                            Hkv, hd, s->pos, pos0, s->packed ? s->seq_start : NULL, s->packed ? s->key0 : 0, max_keys,
+                            Hkv, hd, s->pos, pos0, s->packed ? packed_keys{s->seq_start, s->pre_start, s->pre_len} : NOT_PACKED,
+                            s->packed ? s->key0 : 0, max_keys,
                             window, s->slots[l], ring, m->attn_scale, m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
             (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, err)))
@@ -2430,7 +2452,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
             ring, m->rms_eps, br);
         LAUNCH_TRY();
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention_online(cm, b->q, NULL, NULL, cm->kv16, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
+        if ((st = attention_online(cm, b->q, NULL, NULL, cm->kv16, b->part, b->att, B, H, Hkv, hd, NULL, NOT_PACKED,
                                    L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, splits, br,
                                    err)) ||
             (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
@@ -2588,52 +2610,121 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     return CQ_OK;
 }
 
+/* The longest common prefix of two token runs. */
+static int32_t common_run(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
 extern "C" cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
-                                          const int32_t *ids, int n_ids, float *out, cq_err *err) {
+                                          const int32_t *ids, int n_ids, int32_t min_share, int64_t *shared,
+                                          float *out, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const cq_gemma *m = cm->m;
     const int32_t total = starts[n];
+    if (shared) *shared = 0;
     if (!s->flat || total > s->max_tokens || n_ids < 1 || n_ids > CQ_CUDA_SCORE_MAX_IDS)
         return cq_err_set(err, CQ_ERR_INVALID, "packed scoring: %d tokens, %d ids do not fit this sequence", total, n_ids);
-    CUDA_TRY(cudaMemcpyAsync(s->sel_ids, ids, (size_t)n_ids * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-    /* per chunk: each token's position in its prompt and its prompt's start, the rows that end a prompt. Pageable
-     * host arrays: cudaMemcpyAsync stages them before it returns, so the next chunk may refill them. */
-    int32_t rope[CQ_CUDA_BATCH], start[CQ_CUDA_BATCH], rows[CQ_CUDA_BATCH];
+    if (n == 0) return CQ_OK;
+    /* The stored stream: prompts in token order when sharing (prompts with a common beginning become neighbours), a
+     * prompt whose first c >= min_share tokens are the last whole-stored prompt's (its leader's) stored from token c
+     * on, reading the leader's rows for [0, c) (packed_keys); c < its length, so its last token is its own. */
+    size_t *order = (size_t *)malloc(n * sizeof *order);
+    int32_t *own = (int32_t *)malloc((n + 1) * sizeof *own), *pre = (int32_t *)malloc(n * sizeof *pre);
+    int32_t *clen = (int32_t *)malloc(n * sizeof *clen), *stream = (int32_t *)malloc((size_t)total * sizeof *stream);
+    float *got = (float *)malloc(n * (size_t)n_ids * sizeof *got);
+    cq_status st = order && own && pre && clen && stream && got ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    int32_t stored = 0;
+    for (size_t i = 0; !st && i < n; i++) {
+        size_t j = i; /* insertion in token order (a prefix first); the caller's order when not sharing */
+        const int32_t *a = tokens + starts[i], na = starts[i + 1] - starts[i];
+        while (j > 0 && min_share > 0) {
+            const size_t o = order[j - 1];
+            const int32_t *b = tokens + starts[o], nb = starts[o + 1] - starts[o], c = common_run(a, na, b, nb);
+            if (!((c == na && na < nb) || (c < na && c < nb && a[c] < b[c]))) break; /* a before b? */
+            order[j] = o, j--;
+        }
+        order[j] = i;
+    }
+    for (size_t k = 0, leader = SIZE_MAX; !st && k < n; k++) {
+        const size_t i = order[k];
+        const int32_t *a = tokens + starts[i], na = starts[i + 1] - starts[i];
+        int32_t c = 0;
+        if (min_share > 0 && leader != SIZE_MAX) {
+            const size_t l = order[leader];
+            c = common_run(a, na, tokens + starts[l], starts[l + 1] - starts[l]);
+            if (c >= na) c = na - 1;
+            if (c < min_share) c = 0;
+        }
+        if (!c) leader = k;
+        clen[k] = c, pre[k] = c ? own[leader] : 0, own[k] = stored;
+        memcpy(stream + stored, a + c, (size_t)(na - c) * sizeof *stream);
+        stored += na - c;
+        if (shared) *shared += c;
+    }
+    if (!st) own[n] = stored;
+    if (!st) {
+        cudaError_t e = cudaMemcpyAsync(s->sel_ids, ids, (size_t)n_ids * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+    }
+    /* per chunk: each token's position in its prompt, its own rows' start, its shared prefix, the rows that end a
+     * prompt. Pageable host arrays: cudaMemcpyAsync stages them before it returns, so the next chunk may refill them. */
+    int32_t rope[CQ_CUDA_BATCH], start[CQ_CUDA_BATCH], pstart[CQ_CUDA_BATCH], plen[CQ_CUDA_BATCH], rows[CQ_CUDA_BATCH];
     size_t prompt = 0, done = 0; /* the prompt of the chunk's first token; prompts whose logits are queued */
-    for (int32_t c0 = 0; c0 < total; c0 += CQ_CUDA_BATCH) {
-        const int T = total - c0 < CQ_CUDA_BATCH ? (int)(total - c0) : CQ_CUDA_BATCH;
-        while (starts[prompt + 1] <= c0) prompt++;
+    for (int32_t c0 = 0; !st && c0 < stored; c0 += CQ_CUDA_BATCH) {
+        const int T = stored - c0 < CQ_CUDA_BATCH ? (int)(stored - c0) : CQ_CUDA_BATCH;
+        while (own[prompt + 1] <= c0) prompt++;
         int n_rows = 0;
+        int32_t key0 = own[prompt];
         for (int t = 0, p = (int)prompt; t < T; t++) {
-            while (starts[p + 1] <= c0 + t) p++;
-            rope[t] = c0 + t - starts[p];
-            start[t] = starts[p];
-            if (c0 + t == starts[p + 1] - 1) rows[n_rows++] = t;
+            while (own[p + 1] <= c0 + t) p++;
+            rope[t] = clen[p] + c0 + t - own[p];
+            start[t] = own[p], pstart[t] = pre[p], plen[t] = clen[p];
+            if (clen[p] && pre[p] < key0) key0 = pre[p];
+            if (c0 + t == own[p + 1] - 1) rows[n_rows++] = t;
         }
         const int32_t pos0 = c0;
-        CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens + c0, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->pos, &pos0, sizeof pos0, cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->rope_pos, rope, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->seq_start, start, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        if (n_rows)
-            CUDA_TRY(cudaMemcpyAsync(s->sel_rows, rows, (size_t)n_rows * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                     cm->stream));
-        s->packed = true, s->key0 = start[0];
-        cq_status st = enqueue_chunk(s, T, c0, err);
+        cudaError_t e = cudaMemcpyAsync(s->tokens, stream + c0, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                        cm->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(s->pos, &pos0, sizeof pos0, cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->rope_pos, rope, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->seq_start, start, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->pre_start, pstart, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->pre_len, plen, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess && n_rows)
+            e = cudaMemcpyAsync(s->sel_rows, rows, (size_t)n_rows * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e != cudaSuccess) {
+            st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+            break;
+        }
+        s->packed = true, s->key0 = key0;
+        st = enqueue_chunk(s, T, c0, err);
         s->packed = false;
-        if (st) return st;
+        if (st) break;
         if (n_rows) {
             const int warps = n_rows * n_ids;
             select_logits_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, cm->stream>>>(
                 s->xn, m->n_embd, s->sel_rows, n_rows, cm->output, s->sel_ids, n_ids, m->final_softcap,
                 s->sel_out + done * n_ids);
-            LAUNCH_TRY();
+            e = cudaGetLastError();
+            if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
             done += (size_t)n_rows;
         }
     }
-    CUDA_TRY(cudaMemcpyAsync(out, s->sel_out, n * n_ids * sizeof(float), cudaMemcpyDeviceToHost, cm->stream));
-    CUDA_TRY(cudaStreamSynchronize(cm->stream));
-    return CQ_OK;
+    if (!st) {
+        cudaError_t e = cudaMemcpyAsync(got, s->sel_out, n * n_ids * sizeof(float), cudaMemcpyDeviceToHost, cm->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cm->stream);
+        if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+    }
+    for (size_t k = 0; !st && k < n; k++) /* stored order back to the caller's */
+        memcpy(out + order[k] * n_ids, got + k * n_ids, (size_t)n_ids * sizeof *out);
+    free(order), free(own), free(pre), free(clen), free(stream), free(got);
+    return st;
 }
 
 /* ---- single kernels for the tests ---------------------------------------------------------------------------- */
@@ -2810,7 +2901,8 @@ extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const 
     if (!s && cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
         s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
-                      NULL, 0, window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
+                      NOT_PACKED, 0, window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap,
+                      err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
@@ -2994,8 +3086,9 @@ extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k,
     tmp.kv_scratch_keys = tmp.kv_scratch ? n : 0;
     if (cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, dfirst,
-                      first[0], window > 0 && n > window ? window : n, window, n, 0, scale, softcap, err);
+        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+                      packed_keys{dfirst, NULL, NULL}, first[0], window > 0 && n > window ? window : n, window, n, 0,
+                      scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);

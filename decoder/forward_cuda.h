@@ -58,11 +58,18 @@ cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t 
  * prefill chunks, each token rotated at its position in its prompt and attending only to its own prompt's earlier
  * tokens (a block-diagonal causal mask, the window too); out[i * n_ids + k] = logit of ids[k] at prompt i's last
  * token. s from cq_cuda_seq_new_packed (every layer's cache flat), starts[n] <= its max_tokens, n_ids at most
- * CQ_CUDA_SCORE_MAX_IDS. Graphs are not captured (the chunk shapes change with every call). */
+ * CQ_CUDA_SCORE_MAX_IDS. Graphs are not captured (the chunk shapes change with every call).
+ * Prefix reuse (min_share > 0): the prompts run in token order, and a prompt whose first c >= min_share tokens are
+ * those of the last prompt stored whole (the instruction, a passage shared by several asks) is stored from token c
+ * on, its tokens reading that prompt's K/V rows for positions [0, c) (its own rows after them, positions unchanged):
+ * those c tokens are not run again. Logits equal the full prompt's up to the GEMMs' shapes (test_decoder_cuda).
+ * *shared (may be NULL): the tokens not run. min_share 0: every prompt whole, in the caller's order. */
 #define CQ_CUDA_SCORE_MAX_IDS 8
+#define CQ_CUDA_SHARE_MIN 16
 cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err);
 cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
-                               const int32_t *ids, int n_ids, float *out, cq_err *err);
+                               const int32_t *ids, int n_ids, int32_t min_share, int64_t *shared, float *out,
+                               cq_err *err);
 
 /* One greedy decode step: token at pos in, the argmax of the next token's logits out (computed on the GPU, so the
  * logits never leave it). */

@@ -31,8 +31,9 @@ cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_
     return NO_CUDA(err);
 }
 cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
-                               const int32_t *ids, int n_ids, float *out, cq_err *err) {
-    (void)s, (void)tokens, (void)starts, (void)n, (void)ids, (void)n_ids, (void)out;
+                               const int32_t *ids, int n_ids, int32_t min_share, int64_t *shared, float *out,
+                               cq_err *err) {
+    (void)s, (void)tokens, (void)starts, (void)n, (void)ids, (void)n_ids, (void)min_share, (void)shared, (void)out;
     return NO_CUDA(err);
 }
 cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,

@@ -1335,6 +1335,74 @@ static void test_kv_bf16_logits(void **state) {
     for_each_model(kv_bf16_fn, 0);
 }
 
+/* Prefix reuse in packed passes (issue 31 item 2 on CUDA): prompts sharing their first tokens — a group of six
+ * sharing 140 (the instruction and a passage), a group of three sharing more than the local window (W + 60, so that
+ * the shared rows and the window's edge meet), a prompt that is another's prefix plus one token, and unrelated ones —
+ * scored with the prefix stored once (min_share 16) and every prompt whole (0), float and bf16 caches: the scores
+ * within a tight NMSE (1e-4, against the forward's 2e-3: the same tokens at the same positions, only the GEMMs'
+ * shapes and the chunks' company differ), the best prompt the same, and the shared tokens counted. */
+static void share_fn(const char *path, int unused) {
+    (void)unused;
+    cq_err err = {0};
+    cq_gguf *g;
+    cq_gemma m;
+    cq_cuda_model *cm;
+    assert_int_equal(cq_gguf_open(path, &g, &err), CQ_OK);
+    assert_int_equal(cq_gemma_load(g, &m, &err), CQ_OK);
+    assert_int_equal(cq_cuda_model_new(&m, &cm, &err), CQ_OK);
+    const int V = m.n_vocab, W = window_span(m.window);
+    enum { N = 14 };
+    int lens[N], share[N];
+    int32_t *tokens = malloc((size_t)16384 * sizeof *tokens), starts[N + 1] = {0};
+    for (int i = 0; i < N; i++) { /* prompt i: its group's shared beginning, then its own tail */
+        const int group = i < 6 ? 0 : i < 9 ? 1 : i < 11 ? 2 : 3 + i;
+        share[i] = group == 0 ? 140 : group == 1 ? W + 60 : group == 2 ? 90 : 0;
+        lens[i] = share[i] + (group == 2 ? (i == 9 ? 0 : 1) : 20 + (i * 37) % 150);
+        if (group == 2 && i == 9) lens[i] = share[i];
+        starts[i + 1] = starts[i] + lens[i];
+        for (int t = 0; t < lens[i]; t++)
+            tokens[starts[i] + t] = t == 0 ? 2 : t < share[i] ? test_token(V, 500 + group, t) : test_token(V, i, t);
+    }
+    const int32_t ids[2] = {5, 300 % V};
+    float whole[N * 2], once[N * 2];
+    for (int kv16 = 0; kv16 < 2; kv16++) {
+        assert_int_equal(cq_cuda_model_set_kv_bf16(cm, kv16 != 0, &err), CQ_OK);
+        cq_cuda_seq *s;
+        assert_int_equal(cq_cuda_seq_new_packed(cm, starts[N], &s, &err), CQ_OK);
+        int64_t shared = -1;
+        assert_int_equal(cq_cuda_score_packed(s, tokens, starts, N, ids, 2, 0, &shared, whole, &err), CQ_OK);
+        assert_int_equal(shared, 0);
+        if (cq_cuda_score_packed(s, tokens, starts, N, ids, 2, CQ_CUDA_SHARE_MIN, &shared, once, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            fail();
+        }
+        const double e = nmse(once, whole, N * 2);
+        int best_w = 0, best_o = 0;
+        for (int i = 1; i < N; i++) {
+            if (whole[2 * i] - whole[2 * i + 1] > whole[2 * best_w] - whole[2 * best_w + 1]) best_w = i;
+            if (once[2 * i] - once[2 * i + 1] > once[2 * best_o] - once[2 * best_o + 1]) best_o = i;
+        }
+        fprintf(stderr, "  prefix reuse, %s, %s cache: %d prompts, %d tokens, %lld not run again; scores NMSE %.2e vs "
+                        "every prompt whole, best prompt %d vs %d\n",
+                path, kv16 ? "bf16" : "float", N, starts[N], (long long)shared, e, best_o, best_w);
+        assert_true(e < 1e-4);
+        assert_int_equal(best_o, best_w);
+        /* group 0: 5 followers of 140; group 1: 2 of W + 60; group 2: the prefix prompt (90, one token its own) */
+        assert_true(shared >= 5 * 140 + 2 * (W + 60) + 89);
+        cq_cuda_seq_free(s);
+    }
+    free(tokens);
+    cq_cuda_model_free(cm);
+    cq_gemma_free(&m);
+    cq_gguf_close(g);
+}
+
+static void test_prefix_share(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    for_each_model(share_fn, 0);
+}
+
 static void test_score_calls(void **state) {
     (void)state;
     SKIP_WITHOUT_GPU();
@@ -1384,7 +1452,7 @@ int main(void) {
         cmocka_unit_test(test_eval_top),       cmocka_unit_test(test_batched_decode),
         cmocka_unit_test(test_concurrent_decode), cmocka_unit_test(test_forward_rows),
         cmocka_unit_test(test_batched_prefill), cmocka_unit_test(test_score_calls),
-        cmocka_unit_test(test_kv_bf16_logits),
+        cmocka_unit_test(test_kv_bf16_logits), cmocka_unit_test(test_prefix_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

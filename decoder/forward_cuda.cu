@@ -3050,28 +3050,36 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
 
 extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                                  int n_prompts, int n_q, int head_dim, int window, float scale,
-                                                 float softcap, bool gemm_path, bool kv_bf16, float *out,
-                                                 cq_err *err) {
+                                                 float softcap, bool gemm_path, bool kv_bf16, const int32_t *pre_len,
+                                                 float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     const int32_t n = starts[n_prompts], pos0 = n - n_q;
     if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q < 1 || n_q > n || n_q > CQ_CUDA_BATCH)
         return cq_err_set(err, CQ_ERR_INVALID, "packed attention test: bad shape");
-    int32_t *first = (int32_t *)malloc((size_t)n_q * sizeof(int32_t));
+    int32_t *first = (int32_t *)malloc((size_t)n_q * 3 * sizeof(int32_t)), *pstart = first + n_q, *plen = first + 2 * n_q;
     if (!first) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (int t = 0, p = 0; t < n_q; t++) { /* the start of each query's prompt */
+    int32_t key0 = n;
+    for (int t = 0, p = 0; t < n_q; t++) { /* the start of each query's prompt, and its shared prefix */
         while (starts[p + 1] <= pos0 + t) p++;
         first[t] = starts[p];
+        int l = p; /* the leader: the nearest prompt before stored whole */
+        while (l > 0 && pre_len && pre_len[l]) l--;
+        plen[t] = pre_len ? pre_len[p] : 0, pstart[t] = plen[t] ? starts[l] : 0;
+        const int32_t need = plen[t] ? pstart[t] : first[t]; /* the earliest row the query reads */
+        key0 = need < key0 ? need : key0;
     }
-    const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - first[0]);
+    const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - key0);
     dev_set ds = {{0}, 0};
     float *dq, *dp, *dout, *dsc = NULL;
     void *dk, *dv;
-    int32_t *dpos, *dfirst;
+    int32_t *dpos, *dfirst, *dpstart, *dplen;
     cq_status s;
     cq_cuda_model tmp; /* attention() only uses the stream, cuBLAS and (bf16) the float scratch */
     memset(&tmp, 0, sizeof tmp);
     if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, first, (size_t)n_q * sizeof(int32_t), (void **)&dfirst, err)) ||
+        (s = dev_copy(&ds, pstart, (size_t)n_q * sizeof(int32_t), (void **)&dpstart, err)) ||
+        (s = dev_copy(&ds, plen, (size_t)n_q * sizeof(int32_t), (void **)&dplen, err)) ||
         (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
         (s = dev_copy_kv(&ds, k, (size_t)n * head_dim, kv_bf16, &dk, err)) ||
         (s = dev_copy_kv(&ds, v, (size_t)n * head_dim, kv_bf16, &dv, err)) ||
@@ -3087,7 +3095,7 @@ extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k,
     if (cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
         s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
-                      packed_keys{dfirst, NULL, NULL}, first[0], window > 0 && n > window ? window : n, window, n, 0,
+                      packed_keys{dfirst, dpstart, dplen}, key0, window > 0 && n > window ? window : n, window, n, 0,
                       scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);

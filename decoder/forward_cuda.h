@@ -125,11 +125,13 @@ cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k
                                       cq_err *err);
 /* Packed prompts' attention (cq_cuda_score_packed): keys and values of n = starts[n_prompts] tokens, prompt i the
  * rows [starts[i], starts[i+1]); queries the last n_q rows (one chunk), each seeing the keys of its own prompt up to
- * itself (and within the window). gemm_path: the cuBLAS path (keys from the chunk's first prompt's start), else the
- * online-softmax kernels. */
+ * itself (and within the window). gemm_path: the cuBLAS path (keys from the chunk's earliest key), else the
+ * online-softmax kernels. pre_len (NULL: none): prompt i > 0 with pre_len[i] = c > 0 shares its first c positions
+ * with the nearest earlier prompt whose pre_len is 0 (its leader, c at most that prompt's length): its rows hold its
+ * positions c.. only, and its queries read the leader's first c rows for positions [0, c) (prefix reuse). */
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
-                                      bool gemm_path, bool kv_bf16, float *out, cq_err *err);
+                                      bool gemm_path, bool kv_bf16, const int32_t *pre_len, float *out, cq_err *err);
 /* An adapter's merge as cq_cuda_model_set_lora does it: out (rows, cols) = bf16(W + scale B A), as floats. */
 cq_status cq_cuda_op_lora_merge(const cq_wmat *w, const float *a, const float *b, int rank, float scale, float *out,
                                 cq_err *err);

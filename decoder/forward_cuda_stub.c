@@ -124,8 +124,8 @@ cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, floa
 }
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
-                                      bool gemm_path, bool kv_bf16, float *out, cq_err *err) {
-    (void)kv_bf16;
+                                      bool gemm_path, bool kv_bf16, const int32_t *pre_len, float *out, cq_err *err) {
+    (void)kv_bf16, (void)pre_len;
     (void)q, (void)k, (void)v, (void)starts, (void)n_prompts, (void)n_q, (void)head_dim, (void)window, (void)scale;
     (void)softcap, (void)gemm_path, (void)out;
     return NO_CUDA(err);

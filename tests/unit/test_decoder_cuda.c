@@ -269,7 +269,7 @@ static void test_decoder_packed(void **state) {
             for (int gemm = 0; gemm < 2; gemm++) {
                 cq_err err = {0};
                 assert_int_equal(cq_cuda_op_attention_packed(q, k, v, starts, cases[c].n_lens, nq, hd, win, scale, 0.0f,
-                                                             gemm, kv16, a, &err),
+                                                             gemm, kv16, NULL, a, &err),
                                  CQ_OK);
                 double e = nmse(a, b, (size_t)nq * hd);
                 fprintf(stderr,
@@ -280,6 +280,65 @@ static void test_decoder_packed(void **state) {
         }
         free(kr), free(vr);
         free(q), free(k), free(v), free(a), free(b), free(sc);
+    }
+}
+
+/* Packed prompts sharing a prefix (prefix reuse): a follower's rows hold its positions c.. only, and its queries read
+ * the first c rows of its leader (the nearest earlier prompt stored whole) for positions [0, c); against C attention
+ * over the keys gathered in position order (window by position in the prompt), float and bf16, both paths. */
+static void test_packed_shared(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    const struct {
+        int lens[5], pre[5], n_lens, n_q, window;
+    } cases[] = {{{50, 30, 20, 40}, {0, 35, 10, 0}, 4, 140, 0},     {{50, 30, 20, 40}, {0, 35, 10, 0}, 4, 90, 16},
+                 {{600, 100, 300}, {0, 550, 0}, 3, 512, 512},      {{5, 1, 3, 8, 2}, {0, 4, 5, 0, 7}, 5, 19, 3},
+                 {{200, 60, 60}, {0, 199, 120}, 3, 320, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int np = cases[c].n_lens, hd = 64, win = cases[c].window, nq = cases[c].n_q;
+        int32_t starts[8] = {0};
+        for (int i = 0; i < np; i++) starts[i + 1] = starts[i] + cases[c].lens[i];
+        const int n = starts[np];
+        float *q = malloc((size_t)nq * hd * 4), *k = malloc((size_t)n * hd * 4), *v = malloc((size_t)n * hd * 4);
+        float *kr = malloc((size_t)n * hd * 4), *vr = malloc((size_t)n * hd * 4), *a = malloc((size_t)nq * hd * 4);
+        float *b = malloc((size_t)nq * hd * 4), *gk = malloc((size_t)2048 * hd * 4), *gv = malloc((size_t)2048 * hd * 4);
+        float *sc = malloc(2048 * 4);
+        fill(q, (size_t)nq * hd, 1.0f);
+        fill(k, (size_t)n * hd, 1.0f);
+        fill(v, (size_t)n * hd, 1.0f);
+        cq_op_round_bf16(kr, k, (size_t)n * hd);
+        cq_op_round_bf16(vr, v, (size_t)n * hd);
+        const float scale = 1.0f / sqrtf((float)hd) * 4.0f;
+        for (int kv16 = 0; kv16 < 2; kv16++) {
+            const float *kk = kv16 ? kr : k, *vv = kv16 ? vr : v;
+            for (int i = 0; i < nq; i++) { /* the query at row p of prompt j, position cpre + p - own in its prompt */
+                const int p = n - nq + i;
+                int j = 0;
+                while (starts[j + 1] <= p) j++;
+                int l = j;
+                while (l > 0 && cases[c].pre[l]) l--;
+                const int cpre = cases[c].pre[j], own = starts[j], rp = cpre + p - own;
+                const int lo = win > 0 && rp - win + 1 > 0 ? rp - win + 1 : 0;
+                for (int vpos = lo; vpos <= rp; vpos++) {
+                    const int row = vpos < cpre ? starts[l] + vpos : own + vpos - cpre;
+                    memcpy(gk + (size_t)(vpos - lo) * hd, kk + (size_t)row * hd, (size_t)hd * 4);
+                    memcpy(gv + (size_t)(vpos - lo) * hd, vv + (size_t)row * hd, (size_t)hd * 4);
+                }
+                cq_op_attention(q + (size_t)i * hd, gk, gv, rp - lo + 1, (size_t)hd, hd, scale, 0.0f, sc,
+                                b + (size_t)i * hd);
+            }
+            for (int gemm = 0; gemm < 2; gemm++) {
+                cq_err err = {0};
+                assert_int_equal(cq_cuda_op_attention_packed(q, k, v, starts, np, nq, hd, win, scale, 0.0f, gemm,
+                                                             kv16, cases[c].pre, a, &err),
+                                 CQ_OK);
+                const double e = nmse(a, b, (size_t)nq * hd);
+                fprintf(stderr, "  packed attention with shared prefixes, case %zu, window %d, %s, %s cache: nmse %.2e\n",
+                        c, win, gemm ? "cuBLAS" : "online softmax", kv16 ? "bf16" : "float", e);
+                assert_true(e < NMSE_F32);
+            }
+        }
+        free(q), free(k), free(v), free(kr), free(vr), free(a), free(b), free(gk), free(gv), free(sc);
     }
 }
 
@@ -1444,7 +1503,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_bias_rope),
-        cmocka_unit_test(test_attention),      cmocka_unit_test(test_decoder_packed),
+        cmocka_unit_test(test_attention),      cmocka_unit_test(test_decoder_packed), cmocka_unit_test(test_packed_shared),
         cmocka_unit_test(test_decode_attention),
         cmocka_unit_test(test_matmul_bf16),    cmocka_unit_test(test_lora_merge),
         cmocka_unit_test(test_forward_vs_cpu), cmocka_unit_test(test_adapter_vs_cpu),

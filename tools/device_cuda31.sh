@@ -7,7 +7,7 @@
 #                                   synthetic-model maker, into .device/cuda31/bundle.tar.xz (~25 MB); the models are
 #                                   not in it (stashed by the lead: see MODELS below). Run `tools/device_serve31.sh
 #                                   shrink` first so that the travelling tree stays small (unshrink before committing).
-#   tools/device_cuda31.sh run      there, ONE call (carry .device/cuda31; ~6-8 minutes):
+#   tools/device_cuda31.sh run      there, ONE call (carry .device/cuda31; ~6-9 minutes; 600 s cap a call):
 #                                   0. the models: GEMMA (default data/models/gemma-3-270m-q4_k_m.gguf; else joined
 #                                      from the serve31 pieces in /tmp/s31stash as tools/device_serve31.sh stashes
 #                                      them, sha256 checked when .device/serve31/models.tar.sha256 travels too) and
@@ -15,14 +15,18 @@
 #                                      of tools/decoder_ref/make_synthetic_gguf.py, same shapes and speed, random
 #                                      weights, when numpy is there)
 #                                   1. test_decoder_cuda on Gemma and the Qwen file (CLAUSEQA_SYNTH_GGUF): every kernel
-#                                      with a float and a bf16 cache against its C twin, the rows-logits kernel, batched
-#                                      vs batch-1 steps with the per-row log-sum-exp check (float and bf16 KV), bf16 vs
-#                                      float KV logits on fixed prompts (test_kv_bf16_logits)
+#                                      with a float and a bf16 cache against its C twin (shared-prefix packed attention
+#                                      too), the rows-logits kernel, batched vs batch-1 steps with the per-row
+#                                      log-sum-exp check (float and bf16 KV), bf16 vs float KV logits on fixed prompts
+#                                      (test_kv_bf16_logits), packed scoring with prefix reuse vs whole prompts
+#                                      (test_prefix_share)
 #                                   2. bench_decoder, each model, CLAUSEQA_KV_BF16 unset then 1: batch-1 decode after
 #                                      512 tokens and --concurrent 1,8,32,64 (the batched step, its rows-logits kernel)
 #                                   3. (LOAD=1, default when the serve31 bundle's documents are there and the adapter
 #                                      and encoder are in data/models) tests/bench/bench_load.py, default mode, 1, 16
 #                                      and 64 clients, float then bf16 KV, on the serve31 bundle's 200 documents
+# Knobs: GEMMA, QWEN (paths), TEST_QWEN= (empty: the tests on Gemma only), TEST_S, BENCH_S, LOAD=0, LOAD_S,
+# BUDGET_S (570: every step's timeout is cut to what is left of it).
 # Output: $OUT/cuda31.log (all), $OUT/test_decoder_cuda.txt, $OUT/bench_*.txt, $OUT/load_*.txt.
 set -u
 cd "$(dirname "$0")/.."
@@ -55,6 +59,8 @@ run)
   mkdir -p "$OUT" "$W"
   exec > >(tee "$OUT/cuda31.log") 2>&1
   log() { echo "[device_cuda31 $(( $(date +%s) - T0 )) s] $*"; }
+  # the call's 600 s: each step's timeout is its own (TEST_S, BENCH_S, LOAD_S...) or what is left of BUDGET_S
+  cap() { local left=$(( ${BUDGET_S:-570} - ($(date +%s) - T0) )); [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 5 )) || echo "$1"; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "commit $(cat .device/cuda31/commit 2>/dev/null)"
   rm -rf "$W/c" && tar -C "$W" -xJf .device/cuda31/bundle.tar.xz || { log "no bundle"; exit 1; }
@@ -84,7 +90,7 @@ run)
   [ "$GEMMA" = "data/models/$GGUF" ] || ln -sf "$(readlink -f "$GEMMA")" "data/models/$GGUF"
   # 1. the tests
   log "1. test_decoder_cuda (Gemma${QWEN:+ and $QWEN})"
-  CLAUSEQA_SYNTH_GGUF=$QWEN timeout ${TEST_S:-240} "$W/c/bin/test_decoder_cuda" > "$OUT/test_decoder_cuda.txt" 2>&1
+  CLAUSEQA_SYNTH_GGUF=${TEST_QWEN-$QWEN} timeout $(cap ${TEST_S:-240}) "$W/c/bin/test_decoder_cuda" > "$OUT/test_decoder_cuda.txt" 2>&1
   rc=$?
   grep -v -E "^  decode at position [0-9]+:" "$OUT/test_decoder_cuda.txt" | grep -E \
     "OK|FAIL|PASS|SKIP|ERROR|bf16|log-sum-exp|rows|batched|nmse|NMSE" | tail -120
@@ -94,7 +100,7 @@ run)
     name=$(basename "$model" .gguf)
     for kv in 0 1; do
       log "2. bench_decoder $name, CLAUSEQA_KV_BF16=$kv"
-      CLAUSEQA_KV_BF16=$kv timeout ${BENCH_S:-60} "$W/c/bin/bench_decoder" --model "$model" --device cuda --prompt 512 \
+      CLAUSEQA_KV_BF16=$kv timeout $(cap ${BENCH_S:-45}) "$W/c/bin/bench_decoder" --model "$model" --device cuda --prompt 512 \
         --decode 128 --runs 3 --perplexity 0 --concurrent 1,8,32,64 > "$OUT/bench_${name}_kv$kv.txt" 2>&1
       tail -25 "$OUT/bench_${name}_kv$kv.txt"
     done
@@ -105,7 +111,7 @@ run)
     to=${FIRST_LOAD_S:-150}
     for kv in 0 1; do
       log "3. bench_load default mode, 1/16/64 clients, CLAUSEQA_KV_BF16=$kv"
-      CLAUSEQA_KV_BF16=$kv timeout $to python3 tests/bench/bench_load.py --binary "$W/c/bin/clauseqa" --levels 1,16,64 \
+      CLAUSEQA_KV_BF16=$kv timeout $(cap $to) python3 tests/bench/bench_load.py --binary "$W/c/bin/clauseqa" --levels 1,16,64 \
         --seconds ${LOAD_S:-6} --answers generate --docs-dir "$DOCS" --questions "$QS" --data "$W/kb" \
         -- --device cuda --max-asks 64 > "$OUT/load_kv$kv.txt" 2>&1
       cat "$OUT/load_kv$kv.txt"

@@ -224,7 +224,8 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
  * tests/unit/test_decoder_score.c); CUDA: within a packed pass, a prompt whose first CQ_CUDA_SHARE_MIN or more tokens
  * are those of the last prompt stored whole runs only the rest, reading that prompt's K/V rows for them
  * (cq_cuda_score_packed; logits equal within the GEMMs' rounding, test_decoder_cuda). Defaults: CLAUSEQA_RERANK_SLICE (tokens; 1536 when unset) and
- * CLAUSEQA_PREFIX_REUSE (on unless "0"), read at cq_decoder_open. slice_tokens 0 keeps the current value. */
+ * CLAUSEQA_PREFIX_REUSE (on unless "0" on the CPU; on CUDA off unless set and not "0", until measured on a GPU),
+ * read at cq_decoder_open. slice_tokens 0 keeps the current value. */
 #define CQ_DECODER_SLICE_TOKENS 1536
 void cq_decoder_set_scoring(cq_decoder *d, int32_t slice_tokens, bool prefix_reuse);
 

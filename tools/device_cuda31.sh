@@ -24,7 +24,8 @@
 #                                      512 tokens and --concurrent 1,8,32,64 (the batched step, its rows-logits kernel)
 #                                   3. (LOAD=1, default when the serve31 bundle's documents are there and the adapter
 #                                      and encoder are in data/models) tests/bench/bench_load.py, default mode, 1, 16
-#                                      and 64 clients, float then bf16 KV, on the serve31 bundle's 200 documents
+#                                      and 64 clients: as merged (float KV, CUDA prefix reuse off), bf16 KV, prefix
+#                                      reuse on; on the serve31 bundle's 200 documents
 # Knobs: GEMMA, QWEN (paths), TEST_QWEN= (empty: the tests on Gemma only), TEST_S, BENCH_S, LOAD=0, LOAD_S,
 # BUDGET_S (570: every step's timeout is cut to what is left of it).
 # Output: $OUT/cuda31.log (all), $OUT/test_decoder_cuda.txt, $OUT/bench_*.txt, $OUT/load_*.txt.
@@ -109,12 +110,13 @@ run)
   DOCS=${DOCS:-/tmp/s31w/s/docs} QS=${QS:-/tmp/s31w/s/questions.jsonl}
   if [ "${LOAD:-auto}" != 0 ] && [ -d "$DOCS" ] && [ -f "$QS" ] && [ -d data/models/answer ] && [ -d data/models/ssm ]; then
     to=${FIRST_LOAD_S:-150}
-    for kv in 0 1; do
-      log "3. bench_load default mode, 1/16/64 clients, CLAUSEQA_KV_BF16=$kv"
-      CLAUSEQA_KV_BF16=$kv timeout $(cap $to) python3 tests/bench/bench_load.py --binary "$W/c/bin/clauseqa" --levels 1,16,64 \
-        --seconds ${LOAD_S:-6} --answers generate --docs-dir "$DOCS" --questions "$QS" --data "$W/kb" \
-        -- --device cuda --max-asks 64 > "$OUT/load_kv$kv.txt" 2>&1
-      cat "$OUT/load_kv$kv.txt"
+    for v in base:0:0 kv16:1:0 share:0:1; do # name : CLAUSEQA_KV_BF16 : CLAUSEQA_PREFIX_REUSE
+      IFS=: read -r name kv share <<< "$v"
+      log "3. bench_load default mode, 1/16/64 clients, $name (CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$share)"
+      CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$share timeout $(cap $to) python3 tests/bench/bench_load.py \
+        --binary "$W/c/bin/clauseqa" --levels 1,16,64 --seconds ${LOAD_S:-6} --answers generate --docs-dir "$DOCS" \
+        --questions "$QS" --data "$W/kb" -- --device cuda --max-asks 64 > "$OUT/load_$name.txt" 2>&1
+      cat "$OUT/load_$name.txt"
       to=${LOAD_TIMEOUT_S:-80}
     done
   else

@@ -4,13 +4,15 @@
 #
 #   tools/device_cuda31.sh bundle   here (a CUDA build in $BUILD, default build/): packs test_decoder_cuda,
 #                                   bench_decoder and clauseqa (stripped) with their non-system libraries, and the
-#                                   synthetic-model maker, into .device/cuda31/bundle.tar.xz (~25 MB); the models are
-#                                   not in it (stashed by the lead: see MODELS below). Run `tools/device_serve31.sh
-#                                   shrink` first so that the travelling tree stays small (unshrink before committing).
+#                                   200 policy-zh-dev documents and the 83 validation questions (bench_load's KB), into
+#                                   .device/cuda31/bundle.tar.xz (~22 MB); the models are not in it (stashed by the lead,
+#                                   e.g. as tools/device_serve31.sh bundle/stash do: pieces in /tmp/s31stash there, the
+#                                   last one may be carried as .device/serve31m/pK). Run `tools/device_serve31.sh shrink`
+#                                   first so that the travelling tree stays small (unshrink before committing).
 #   tools/device_cuda31.sh run      there, ONE call (carry .device/cuda31; ~6-9 minutes; 600 s cap a call):
 #                                   0. the models: GEMMA (default data/models/gemma-3-270m-q4_k_m.gguf; else joined
 #                                      from the serve31 pieces in /tmp/s31stash as tools/device_serve31.sh stashes
-#                                      them, sha256 checked when .device/serve31/models.tar.sha256 travels too) and
+#                                      them, sha256 checked against the models.tar.sha256 the bundle copied) and
 #                                      QWEN (a Qwen2 GGUF path on the box; unset or missing: the synthetic qwen2-1.5b
 #                                      of tools/decoder_ref/make_synthetic_gguf.py, same shapes and speed, random
 #                                      weights, when numpy is there)
@@ -22,10 +24,9 @@
 #                                      (test_prefix_share)
 #                                   2. bench_decoder, each model, CLAUSEQA_KV_BF16 unset then 1: batch-1 decode after
 #                                      512 tokens and --concurrent 1,8,32,64 (the batched step, its rows-logits kernel)
-#                                   3. (LOAD=1, default when the serve31 bundle's documents are there and the adapter
-#                                      and encoder are in data/models) tests/bench/bench_load.py, default mode, 1, 16
-#                                      and 64 clients: as merged (float KV, CUDA prefix reuse off), bf16 KV, prefix
-#                                      reuse on; on the serve31 bundle's 200 documents
+#                                   3. (unless LOAD=0; needs data/models/answer and ssm, which the serve31 pieces hold)
+#                                      tests/bench/bench_load.py, default mode, 1, 16 and 64 clients: as merged (float
+#                                      KV, CUDA prefix reuse off), bf16 KV, prefix reuse on; the bundle's 200 documents
 # Knobs: GEMMA, QWEN (paths), TEST_QWEN= (empty: the tests on Gemma only), TEST_S, BENCH_S, LOAD=0, LOAD_S,
 # BUDGET_S (570: every step's timeout is cut to what is left of it).
 # Output: $OUT/cuda31.log (all), $OUT/test_decoder_cuda.txt, $OUT/bench_*.txt, $OUT/load_*.txt.
@@ -46,7 +47,37 @@ bundle)
       "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so"); do
     cp -L "$l" "$T/c/lib/"
   done
+  # bench_load's KB and questions: 200 policy-zh-dev documents (the validation questions' gold documents first) and
+  # the 83 validation questions, as tools/device_serve31.sh picks them (~1.3 MB)
+  SUITE=${SUITE:-../shared/eval/policy-zh-dev}
+  if [ -d "$SUITE/docs" ]; then
+    mkdir -p "$T/c/docs"
+    python3 tools/dev_split.py --out "$T/val" policy-zh-dev > /dev/null
+    cp "$T/val/policy-zh-dev/questions.jsonl" "$T/c/questions.jsonl"
+    python3 - "$T/val/policy-zh-dev" "$SUITE/docs" "$T/c/docs" <<'EOF2'
+import json, os, shutil, sys
+val, docs, out = sys.argv[1:]
+names = sorted(os.listdir(docs))
+by_stem = {os.path.splitext(n)[0]: n for n in names}
+pick = []
+for line in open(os.path.join(val, 'questions.jsonl'), encoding='utf-8'):
+    for g in json.loads(line).get('gold') or []:
+        n = by_stem.get(g.get('doc'))
+        if n and n not in pick:
+            pick.append(n)
+for n in names:
+    if len(pick) >= 200:
+        break
+    if n not in pick:
+        pick.append(n)
+for n in pick[:200]:
+    shutil.copy(os.path.join(docs, n), out)
+print(f'{len(pick[:200])} documents')
+EOF2
+    rm -rf "$T/val"
+  fi
   mkdir -p .device/cuda31
+  [ -f .device/serve31/models.tar.sha256 ] && cp .device/serve31/models.tar.sha256 .device/cuda31/
   ( cd "$T" && tar -cf - c | xz -9 -T1 > "$OLDPWD/.device/cuda31/bundle.tar.xz" )
   rm -rf "$T"
   git rev-parse HEAD > .device/cuda31/commit
@@ -69,12 +100,14 @@ run)
   for b in "$W"/c/bin/*; do ldd "$b" | grep "not found" | sed "s|^|$(basename "$b"): |"; done
   # 0. the models
   GEMMA=${GEMMA:-data/models/$GGUF}
+  mkdir -p /tmp/s31stash && cp .device/serve31m/p*/models.tar.part* /tmp/s31stash/ 2>/dev/null # a carried last piece
   if [ ! -f "$GEMMA" ] && ls /tmp/s31stash/models.tar.part* > /dev/null 2>&1; then
     log "joining the serve31 pieces in /tmp/s31stash"
     cat $(ls /tmp/s31stash/models.tar.part* | sort) > "$W/models.tar"
-    if [ -f .device/serve31/models.tar.sha256 ]; then
+    sum=$(cat .device/cuda31/models.tar.sha256 .device/serve31/models.tar.sha256 2>/dev/null | head -1)
+    if [ -n "$sum" ]; then
       got=$(sha256sum "$W/models.tar" | awk '{print $1}')
-      [ "$got" = "$(cat .device/serve31/models.tar.sha256)" ] || { log "models.tar sha256 $got differs"; exit 1; }
+      [ "$got" = "$sum" ] || { log "models.tar sha256 $got differs"; exit 1; }
     fi
     tar -C data/models -xf "$W/models.tar" && rm -f "$W/models.tar"
   fi
@@ -107,7 +140,7 @@ run)
     done
   done
   # 3. the server under load (default mode), float then bf16 KV
-  DOCS=${DOCS:-/tmp/s31w/s/docs} QS=${QS:-/tmp/s31w/s/questions.jsonl}
+  DOCS=${DOCS:-$W/c/docs} QS=${QS:-$W/c/questions.jsonl}
   if [ "${LOAD:-auto}" != 0 ] && [ -d "$DOCS" ] && [ -f "$QS" ] && [ -d data/models/answer ] && [ -d data/models/ssm ]; then
     to=${FIRST_LOAD_S:-150}
     for v in base:0:0 kv16:1:0 share:0:1; do # name : CLAUSEQA_KV_BF16 : CLAUSEQA_PREFIX_REUSE
@@ -120,7 +153,7 @@ run)
       to=${LOAD_TIMEOUT_S:-80}
     done
   else
-    log "3. bench_load skipped (needs the serve31 bundle's documents in $DOCS and questions $QS, data/models/answer and ssm)"
+    log "3. bench_load skipped (needs the bundle's documents in $DOCS and questions $QS, data/models/answer and ssm)"
   fi
   log "end"
   ;;

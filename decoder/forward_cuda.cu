@@ -1319,6 +1319,8 @@ struct cq_cuda_model {
     struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
     struct dec_batch *rows;  /* rows of several sequences (cq_cuda_forward_rows), made at first use */
     bool kv16;               /* sequences made from now on keep K and V in bf16 (cq_cuda_model_set_kv_bf16) */
+    bool rows_logits;        /* batched steps' logits as batch 1 computes them (rows_logits), not the bf16 GEMM:
+                              * CLAUSEQA_BATCH_LOGITS=rows, off by default until measured on a GPU (issue 31) */
     float *kv_scratch;       /* bf16 caches: the float K and V the prefill attention's SGEMMs read, */
     int32_t kv_scratch_keys; /* for up to this many key slots (0: the online-softmax kernels instead) */
 };
@@ -1530,7 +1532,9 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
             if (smem > 48 * 1024) CUDA_TRY(cudaFuncSetAttribute(dk[j], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         }
     }
-    { /* the batched steps' logits kernel (rows_logits), loaded now as the others, with its shared memory */
+    const char *bl = getenv("CLAUSEQA_BATCH_LOGITS");
+    cm->rows_logits = bl && !strcmp(bl, "rows");
+    if (cm->rows_logits) { /* the batched steps' logits kernel (rows_logits), loaded now as the others */
         const void *rk = cm->emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
         cudaFuncAttributes fa;
         CUDA_TRY(cudaFuncGetAttributes(&fa, rk));
@@ -2473,9 +2477,20 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         LAUNCH_TRY();
         xf = b->o, B = n_out;
     }
-    /* the rows' logits as a batch-1 step computes them (float states, the same weights): the log-sum-exp and the
-     * candidates then agree with batch 1's (the bf16 GEMM before put the log-sum-exp up to 1.3 off on a row) */
-    if ((st = rows_logits(cm, xf, B, b->logits, err))) return st;
+    if (cm->rows_logits) {
+        /* the rows' logits as a batch-1 step computes them (float states, the same weights): the log-sum-exp and
+         * the candidates then agree with batch 1's (the bf16 GEMM puts the log-sum-exp up to 1.3 off on a row) */
+        if ((st = rows_logits(cm, xf, B, b->logits, err))) return st;
+    } else {
+        const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
+        if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
+            return st;
+        if (m->final_softcap > 0) {
+            softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
+                b->logits, (size_t)B * m->n_vocab, m->final_softcap);
+            LAUNCH_TRY();
+        }
+    }
     return enqueue_top(cm, b->logits, B, b->keys, b->ml, ids, b->out, err);
 }
 

@@ -132,9 +132,9 @@ run)
   # 2. decode speed, float then bf16 KV
   for model in "$GEMMA" $QWEN; do
     name=$(basename "$model" .gguf)
-    for kv in 0 1; do
-      log "2. bench_decoder $name, CLAUSEQA_KV_BF16=$kv"
-      CLAUSEQA_KV_BF16=$kv timeout $(cap ${BENCH_S:-45}) "$W/c/bin/bench_decoder" --model "$model" --device cuda --prompt 512 \
+    for kv in 0 1; do # the batched steps' logits as batch 1's (CLAUSEQA_BATCH_LOGITS=rows) in both runs; the GEMM's
+      log "2. bench_decoder $name, CLAUSEQA_KV_BF16=$kv, CLAUSEQA_BATCH_LOGITS=rows" # speed: the float run of step 3
+      CLAUSEQA_BATCH_LOGITS=rows CLAUSEQA_KV_BF16=$kv timeout $(cap ${BENCH_S:-45}) "$W/c/bin/bench_decoder" --model "$model" --device cuda --prompt 512 \
         --decode 128 --runs 3 --perplexity 0 --concurrent 1,8,32,64 > "$OUT/bench_${name}_kv$kv.txt" 2>&1
       tail -25 "$OUT/bench_${name}_kv$kv.txt"
     done

@@ -1499,6 +1499,9 @@ static void test_concurrent_decode(void **state) {
 }
 
 int main(void) {
+    /* the batched steps' logits as batch 1's (off by default in the product until measured on a GPU): what
+     * test_batched_decode's log-sum-exp check holds them to */
+    setenv("CLAUSEQA_BATCH_LOGITS", "rows", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_qk_norm_rope),  cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_swiglu),

@@ -288,10 +288,8 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
      * The trained model may always decline (generate_answer.c). */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
                                 .min_confidence = o->min_confidence,
-                                .refusal_min_p = refusal_min_p(o),
-                                .terms = q->all_terms,
-                                .n_terms = q->n_all_terms};
-    if (cq_gen_answer_run(o->decoder, q->text, &out->hits, &go, o->on_text, o->user, &g, &e)) {
+                                .refusal_min_p = refusal_min_p(o)};
+    if (cq_gen_answer_run(o->decoder, q, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {

@@ -108,6 +108,74 @@ int cq_cli_grant_add(char *list, const char *value, const char *cmd) {
     return 0;
 }
 
+static bool one_of(const char *s, const char *const *list) {
+    for (size_t i = 0; list && list[i]; i++)
+        if (!strcmp(s, list[i])) return true;
+    return false;
+}
+
+int cq_cli_principal_parse(int argc, char **argv, const char *cmd, const char *actions, const char *const *named,
+                           const char *const *own, bool (*name_valid)(const char *), void (*usage)(FILE *),
+                           cq_cli_principal_args *a) {
+    static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
+                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    const char *role = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': role = optarg; break;
+        case 'k':
+            if (cq_cli_grant_add(a->kbs, optarg, cmd)) return 2;
+            break;
+        case 'j': a->json = true; break;
+        case 'h': usage(stdout); return 0;
+        default: return cq_cli_usage_hint(cmd);
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "clauseqa %s: say %s\n", cmd, actions);
+        return cq_cli_usage_hint(cmd);
+    }
+    const char *action = a->action = argv[optind];
+    bool is_named = one_of(action, named), is_own = one_of(action, own);
+    if (!is_named && !is_own && strcmp(action, "list")) {
+        fprintf(stderr, "clauseqa %s: unknown action '%s'\n", cmd, action);
+        return cq_cli_usage_hint(cmd);
+    }
+    if (!is_own && argc - optind - 1 != (is_named ? 1 : 0)) {
+        fprintf(stderr, is_named ? "clauseqa %s %s: give one %s name\n" : "clauseqa %s %s: takes no name\n", cmd,
+                action, cmd);
+        return 2;
+    }
+    bool grants = !strcmp(action, "add") || !strcmp(action, "set");
+    if ((role || a->kbs[0]) && !grants) {
+        fprintf(stderr, "clauseqa %s %s: takes no --role or --kb\n", cmd, action);
+        return 2;
+    }
+    a->role = cq_key_role_parse(role ? role : "reader");
+    if (a->role == CQ_ROLE_NONE || (!strcmp(action, "set") && !role)) {
+        fprintf(stderr, "clauseqa %s %s: --role must be admin, editor or reader\n", cmd, action);
+        return 2;
+    }
+    a->name = is_named ? argv[optind + 1] : NULL;
+    if (is_named && !name_valid(a->name)) {
+        fprintf(stderr, "clauseqa %s %s: invalid %s name '%s': use 1-63 bytes of letters, digits, Chinese "
+                        "characters, '-', '_', '.' or '@'\n", cmd, action, cmd, a->name);
+        return 2;
+    }
+    if (grants) {
+        cq_err err = {0};
+        if (cq_grants_check(a->role, a->kbs[0] ? a->kbs : NULL, cmd, NULL, &err)) {
+            fprintf(stderr, "clauseqa %s %s: %s\n", cmd, action, err.msg);
+            return 2;
+        }
+    }
+    return -1;
+}
+
 cJSON *cq_cli_grant_json(const char *kbs) {
     if (!kbs || !*kbs) return cJSON_CreateNull();
     if (!strcmp(kbs, "*")) return cJSON_CreateString("*");
@@ -355,7 +423,13 @@ void cq_cli_log_adapter(const cq_decoder *d) {
 cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
     char adir[4096];
     const cq_models *m = cq_cli_models();
-    const char *model = a->model ? a->model : m->decoder_origin ? m->decoder : NULL;
+    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
+    cq_err err = {0};
+    if (a->device && cq_device_parse(a->device, &opt.device, &err)) {
+        fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
+        return NULL;
+    }
+    const char *model = cq_models_reader(m, a->model, opt.device);
     if (!model) {
         char searched[3400];
         cq_models_searched(m, searched, sizeof searched);
@@ -364,10 +438,8 @@ cq_decoder *cq_cli_open_decoder(const char *cmd, const cq_answer_cli *a) {
                 cmd, CQ_DECODER_DEFAULT_FILE, searched);
         return NULL;
     }
-    cq_decoder_options opt = {CQ_DEVICE_AUTO, (int)a->threads, a->exact};
-    cq_err err = {0};
     cq_decoder *d = NULL;
-    if ((a->device && cq_device_parse(a->device, &opt.device, &err)) || cq_decoder_open(model, &opt, &d, &err)) {
+    if (cq_decoder_open(model, &opt, &d, &err)) {
         fprintf(stderr, "clauseqa %s: the decoder cannot be used: %s\n", cmd, err.msg);
         return NULL;
     }

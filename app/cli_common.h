@@ -12,6 +12,7 @@
 #include "app/json.h"
 #include "decoder/decoder.h"
 #include "search/retrieve.h"
+#include "store/grants.h"
 #include "store/store.h"
 #include "search/vectors.h"
 #include "reader/reader.h"
@@ -36,6 +37,22 @@ void cq_cli_format_time(int64_t t, char *out, size_t cap);
  * by ',') to list (CQ_GRANT_BYTES). Prints "clauseqa CMD: too many knowledge bases" and returns non-zero when it
  * does not fit. */
 int cq_cli_grant_add(char *list, const char *value, const char *cmd);
+/* The command line `clauseqa user` and `clauseqa group` share: --role, --kb (repeatable), --json, --help, then an
+ * action (argv[optind]) and, for the actions of `named` (a NULL-ended list), one name checked by name_valid;
+ * `list` takes no name; the actions of `own` (NULL-ended; may be NULL) check their own arguments. --role and --kb
+ * only with add and set (set needs --role); the role defaults to reader; the grant is checked. Returns -1 to go on
+ * with *a filled, else the exit status (usage printed for --help: 0; a message on stderr: 2). actions names them in
+ * "say …" when none is given. */
+typedef struct {
+    const char *action, *name;
+    cq_key_role role;
+    char kbs[CQ_GRANT_BYTES];
+    bool json;
+} cq_cli_principal_args;
+int cq_cli_principal_parse(int argc, char **argv, const char *cmd, const char *actions, const char *const *named,
+                           const char *const *own, bool (*name_valid)(const char *), void (*usage)(FILE *),
+                           cq_cli_principal_args *a);
+
 /* A grant's KBs as JSON: null for "" (admin), "*", or an array of names. */
 cJSON *cq_cli_grant_json(const char *kbs);
 
@@ -82,7 +99,8 @@ typedef struct {
 #define CQ_CLI_ANSWER_USAGE                                                                                           \
     "  --answers MODE  generate (the decoder writes a verified answer), extractive (quoted sentences), or auto\n"     \
     "                  (default: generate when the decoder's weights are installed)\n"                                \
-    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models)\n"       \
+    "  --model PATH    decoder GGUF (default: " CQ_DECODER_DEFAULT_FILE " in the models folders, --models;\n"        \
+    "                  on the GPU " CQ_DECODER_GPU_FILE " when they hold it)\n"                                   \
     "  --device D      cpu, cuda or auto (default) for the decoder; --threads N  its CPU threads\n"               \
     "  --exact         CPU decoder: float products in decode steps too (the reference; slower)\n"               \
     "  --adapter DIR   the decoder's trained adapter, or none (default: DATA/models/answer when present)\n"

@@ -54,7 +54,7 @@ static int list(cq_store *s, const char *kb, int json) {
             printf("%6lld  ", (long long)d->id);
             cq_cli_print_cell(stdout, d->name ? d->name : "", 40);
             printf(" %-6s %6d %8d  %-8s %.2f\n", d->format ? d->format : "", d->n_pages, d->n_clauses,
-                   d->status ? d->status : "", d->quality);
+                   cq_doc_state_name(d->state), d->quality);
         }
     }
     cq_doc_info_free_array(docs, n);
@@ -93,7 +93,7 @@ static int show(cq_store *s, int64_t id, int json) {
         printf("  kb         %s\n", kb);
         printf("  file       %s (%s, %lld bytes)\n", d.filename, d.format, (long long)d.size_bytes);
         if (d.title) printf("  title      %s\n", d.title);
-        printf("  status     %s%s%s\n", d.status, d.error ? ": " : "", d.error ? d.error : "");
+        printf("  status     %s%s%s\n", cq_doc_state_name(d.state), d.error ? ": " : "", d.error ? d.error : "");
         printf("  contents   %d pages, %d clauses\n", d.n_pages, d.n_clauses);
         printf("  quality    %.2f%s%s\n", d.quality, d.quality_reason && *d.quality_reason ? " - " : "",
                d.quality_reason ? d.quality_reason : "");

@@ -26,11 +26,12 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clauseqa eval --kb KB --suite DIR [--k 5] [--mode " CQ_RETRIEVE_DEFAULT_MODE "] [--limit N]"
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
-               "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1|2]\n"
+               "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1|2|3]\n"
                "                     [--fusion weights|rrf|keep|score]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
-               "always reported. --out writes one JSON line per question; --json prints the scores as JSON.\n"
+               "always reported. --out writes one JSON line per question (with the answer's coverage, the rank of the\n"
+               "clause it cites, the top 3 clauses' scores); --json prints the scores as JSON.\n"
                "--every N scores every Nth question only (a spread-out sample; --limit counts the scored ones).\n"
                "--min-coverage sets the share of question terms the best clause must hold to answer (tuning; the base\n"
                "model only). --min-confidence sets the floor below which a generated answer falls back to the\n"
@@ -40,8 +41,10 @@ static void usage(FILE *f) {
                "--keyless-min-confidence X: an answer from a clause with none of the question's key terms is refused\n"
                "below this confidence (default 0.8; negative: never; the lines of --out carry key_terms, confidence).\n"
                "--rerank-top-n sets how many candidates mode rerank rescores (default 20 on the GPU, 3 on the CPU).\n"
-               "--rerank-keep-doc 0|1: 1 puts the candidates of retrieval's top document first (in the reranker's order),\n"
-               "then the others; 2 only its best candidate first (default: CLAUSEQA_RERANK_KEEP_DOC, else off; docs/EVAL.md).\n"
+               "--rerank-keep-doc 0|1|2|3: 1 puts the candidates of retrieval's top document first (in the reranker's\n"
+               "order), then the others; 2 only its best candidate first; 3 as 2 when that document leads retrieval's first\n"
+               "three candidates by a fifth of the first score, else the reranker's order; 0 the reranker's order alone\n"
+               "(default: CLAUSEQA_RERANK_KEEP_DOC, else 3; docs/EVAL.md).\n"
                "--rerank-chars N cuts each candidate's text to N characters in its relevance prompt (at most 400);\n"
                "--rerank-sure-margin X with --rerank-sure-top-n N rescores only the first N candidates when the first\n"
                "leads the second by X of its score (docs/EVAL.md).\n"
@@ -99,7 +102,7 @@ static int ensure_docs(cq_store *s, const char *data_dir, int64_t kb_id, const c
         cq_err err = {0};
         int present = name && cq_store_doc_by_name(s, kb_id, name, &info, &err) == CQ_OK;
         if (present) {
-            present = !strcmp(info.status, "ready");
+            present = info.state == CQ_DOC_READY;
             cq_doc_info_free(&info);
         }
         free(name);
@@ -219,8 +222,8 @@ int cq_cmd_eval(int argc, char **argv) {
             break;
         case 'M': sure_margin = atof(optarg); break;
         case 'K':
-            if (strcmp(optarg, "0") && strcmp(optarg, "1") && strcmp(optarg, "2")) {
-                fprintf(stderr, "clauseqa eval: --rerank-keep-doc takes 0, 1 or 2\n");
+            if (!(optarg[0] >= '0' && optarg[0] <= '3' && !optarg[1])) {
+                fprintf(stderr, "clauseqa eval: --rerank-keep-doc takes 0, 1, 2 or 3\n");
                 return 2;
             }
             keep_doc = optarg[0] == '0' ? -1 : optarg[0] - '0';
@@ -419,6 +422,13 @@ int cq_cmd_eval(int argc, char **argv) {
             if (a.key_terms_sentence >= 0) cJSON_AddNumberToObject(o, "key_terms_sentence", a.key_terms_sentence);
             if (a.tokens_generated) cJSON_AddNumberToObject(o, "n_key_terms", a.n_key_terms);
             if (a.tokens_generated) cJSON_AddNumberToObject(o, "confidence", a.confidence);
+            /* retrieval's side of the refusal (tools/decoder_train/refusal_rule.py): the share of the question's
+             * terms in the best clause, and which retrieved clause (1-based, 0: none) the answer cites */
+            cJSON_AddNumberToObject(o, "coverage", a.coverage);
+            int cited = 0;
+            for (size_t i = 0; a.n_citations && i < a.hits.n && !cited; i++)
+                if (a.hits.hits[i].clause_id == a.citations[0].clause_id) cited = (int)i + 1;
+            cJSON_AddNumberToObject(o, "cited", cited);
             cJSON *top = cJSON_CreateArray();
             for (size_t i = 0; i < a.hits.n && i < 3; i++) {
                 cJSON *h = cJSON_CreateObject();

@@ -104,67 +104,18 @@ static int member(cq_store *s, const char *op, const char *group, const char *us
 }
 
 int cq_cmd_group(int argc, char **argv) {
-    static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
-                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *role = NULL;
-    char kbs[CQ_GRANT_BYTES] = "";
-    int json = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': role = optarg; break;
-        case 'k':
-            if (cq_cli_grant_add(kbs, optarg, "group")) return 2;
-            break;
-        case 'j': json = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: return cq_cli_usage_hint("group");
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "clauseqa group: say add, list, show, set, remove or member\n");
-        return cq_cli_usage_hint("group");
-    }
-    const char *action = argv[optind];
-    int args = argc - optind - 1;
-    bool is_member = !strcmp(action, "member");
-    bool named = !strcmp(action, "add") || !strcmp(action, "show") || !strcmp(action, "set") ||
-                 !strcmp(action, "remove");
-    if (!named && !is_member && strcmp(action, "list")) {
-        fprintf(stderr, "clauseqa group: unknown action '%s'\n", action);
-        return cq_cli_usage_hint("group");
-    }
-    if (is_member && (args != 3 || (strcmp(argv[optind + 1], "add") && strcmp(argv[optind + 1], "remove")))) {
+    static const char *const named_actions[] = {"add", "show", "set", "remove", NULL};
+    static const char *const own_actions[] = {"member", NULL};
+    cq_cli_principal_args a;
+    int parsed = cq_cli_principal_parse(argc, argv, "group", "add, list, show, set, remove or member", named_actions,
+                                        own_actions, cq_group_name_valid, usage, &a);
+    if (parsed >= 0) return parsed;
+    const char *action = a.action, *name = a.name, *kbs = a.kbs;
+    cq_key_role r = a.role;
+    bool json = a.json, is_member = !strcmp(action, "member");
+    if (is_member && (argc - optind != 4 || (strcmp(argv[optind + 1], "add") && strcmp(argv[optind + 1], "remove")))) {
         fprintf(stderr, "clauseqa group member: say add or remove, a group and a user\n");
         return 2;
-    }
-    if (!is_member && args != (named ? 1 : 0)) {
-        fprintf(stderr, named ? "clauseqa group %s: give one group name\n" : "clauseqa group %s: takes no name\n",
-                action);
-        return 2;
-    }
-    if ((role || kbs[0]) && strcmp(action, "add") && strcmp(action, "set")) {
-        fprintf(stderr, "clauseqa group %s: takes no --role or --kb\n", action);
-        return 2;
-    }
-    cq_key_role r = cq_key_role_parse(role ? role : "reader");
-    if (r == CQ_ROLE_NONE || (!strcmp(action, "set") && !role)) {
-        fprintf(stderr, "clauseqa group %s: --role must be admin, editor or reader\n", action);
-        return 2;
-    }
-    const char *name = named ? argv[optind + 1] : NULL;
-    if (named && !cq_group_name_valid(name)) {
-        fprintf(stderr, "clauseqa group %s: invalid group name '%s': use 1-63 bytes of letters, digits, Chinese "
-                        "characters, '-', '_', '.' or '@'\n", action, name);
-        return 2;
-    }
-    if (!strcmp(action, "add") || !strcmp(action, "set")) {
-        cq_err err = {0};
-        if (cq_grants_check(r, kbs[0] ? kbs : NULL, "group", NULL, &err)) {
-            fprintf(stderr, "clauseqa group %s: %s\n", action, err.msg);
-            return 2;
-        }
     }
     cq_store *s = cq_cli_open_store(cq_cli_data_dir());
     if (!s) return 1;

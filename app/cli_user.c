@@ -124,62 +124,15 @@ static int list(cq_store *s, bool json) {
 }
 
 int cq_cmd_user(int argc, char **argv) {
-    static const struct option opts[] = {{"role", required_argument, 0, 'r'}, {"kb", required_argument, 0, 'k'},
-                                         {"json", no_argument, 0, 'j'},       {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *role = NULL;
-    char kbs[CQ_GRANT_BYTES] = "";
-    int json = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': role = optarg; break;
-        case 'k':
-            if (cq_cli_grant_add(kbs, optarg, "user")) return 2;
-            break;
-        case 'j': json = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: return cq_cli_usage_hint("user");
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "clauseqa user: say add, list, passwd, set, disable, enable or remove\n");
-        return cq_cli_usage_hint("user");
-    }
-    const char *action = argv[optind];
-    bool named = !strcmp(action, "add") || !strcmp(action, "passwd") || !strcmp(action, "set") ||
-                 !strcmp(action, "remove") || !strcmp(action, "disable") || !strcmp(action, "enable");
-    if (!named && strcmp(action, "list")) {
-        fprintf(stderr, "clauseqa user: unknown action '%s'\n", action);
-        return cq_cli_usage_hint("user");
-    }
-    const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
-    if ((named && !name) || optind + (named ? 2 : 1) < argc) {
-        fprintf(stderr, named ? "clauseqa user %s: give one user name\n" : "clauseqa user %s: takes no name\n", action);
-        return 2;
-    }
-    if ((role || kbs[0]) && strcmp(action, "add") && strcmp(action, "set")) {
-        fprintf(stderr, "clauseqa user %s: takes no --role or --kb\n", action);
-        return 2;
-    }
-    cq_key_role r = cq_key_role_parse(role ? role : "reader");
-    if (r == CQ_ROLE_NONE || (!strcmp(action, "set") && !role)) {
-        fprintf(stderr, "clauseqa user %s: --role must be admin, editor or reader\n", action);
-        return 2;
-    }
-    if (named && !cq_user_name_valid(name)) {
-        fprintf(stderr, "clauseqa user %s: invalid user name '%s': use 1-63 bytes of letters, digits, Chinese "
-                        "characters, '-', '_', '.' or '@'\n", action, name);
-        return 2;
-    }
-    if (!strcmp(action, "add") || !strcmp(action, "set")) {
-        /* the grant is checked before the password is asked for */
-        cq_err err = {0};
-        if (cq_grants_check(r, kbs[0] ? kbs : NULL, "user", NULL, &err)) {
-            fprintf(stderr, "clauseqa user %s: %s\n", action, err.msg);
-            return 2;
-        }
-    }
+    static const char *const named_actions[] = {"add", "passwd", "set", "remove", "disable", "enable", NULL};
+    cq_cli_principal_args a;
+    /* the grant is checked before the password is asked for */
+    int parsed = cq_cli_principal_parse(argc, argv, "user", "add, list, passwd, set, disable, enable or remove",
+                                        named_actions, NULL, cq_user_name_valid, usage, &a);
+    if (parsed >= 0) return parsed;
+    const char *action = a.action, *name = a.name, *kbs = a.kbs;
+    cq_key_role r = a.role;
+    bool json = a.json;
     char password[CQ_PASSWORD_MAX_BYTES + 2] = "";
     if ((!strcmp(action, "add") || !strcmp(action, "passwd")) && !read_password(action, password, sizeof password))
         return 1;

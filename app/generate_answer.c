@@ -78,8 +78,9 @@ static void put_flat(cq_strbuf *b, const char *text, size_t n) {
     free(f);
 }
 
-char *cq_gen_answer_prompt(const char *question, const cq_hits *hits, size_t max_context_chars, size_t **shown) {
-    const bool zh = cq_utf8_has_cjk(question);
+char *cq_gen_answer_prompt(const cq_query *q, const cq_hits *hits, size_t max_context_chars, size_t **shown) {
+    const bool zh = q->lang == CQ_QUERY_ZH;
+    const char *question = q->text;
     if (!max_context_chars) max_context_chars = DEFAULT_CONTEXT_CHARS;
     *shown = calloc(hits->n + 1, sizeof **shown);
     if (!*shown) return NULL;
@@ -147,8 +148,8 @@ static void put_question(cq_strbuf *b, const char *q) {
     put_flat(b, q + a, e - a);
 }
 
-char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown) {
-    const bool zh = cq_utf8_has_cjk(question);
+/* cq_prompt_answer in the language zh says. */
+static char *prompt_answer(const char *question, bool zh, const cq_prompt_passage *p, size_t n, size_t **shown) {
     size_t *sh = calloc(n + 1, sizeof *sh);
     if (!sh) return NULL;
     cq_strbuf b = {0};
@@ -179,13 +180,8 @@ char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t 
     return cq_strbuf_take(&b);
 }
 
-char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p) {
-    return cq_prompt_relevance_cut(question, p, CQ_PROMPT_RELEVANCE_CHARS);
-}
-
-char *cq_prompt_relevance_cut(const char *question, const cq_prompt_passage *p, size_t chars) {
+static char *relevance(const char *question, bool zh, const cq_prompt_passage *p, size_t chars) {
     if (chars == 0 || chars > CQ_PROMPT_RELEVANCE_CHARS) chars = CQ_PROMPT_RELEVANCE_CHARS;
-    const bool zh = cq_utf8_has_cjk(question);
     cq_strbuf b = {0};
     cq_strbuf_puts(&b, zh ? "任务：相关性\n材料：" : "Task: relevance\nPassage: ");
     put_passage(&b, p, prefix_bytes(p->text ? p->text : "", chars), zh);
@@ -197,6 +193,18 @@ char *cq_prompt_relevance_cut(const char *question, const cq_prompt_passage *p, 
         return NULL;
     }
     return cq_strbuf_take(&b);
+}
+
+char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown) {
+    return prompt_answer(question, cq_utf8_has_cjk(question), p, n, shown);
+}
+
+char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p) {
+    return relevance(question, cq_utf8_has_cjk(question), p, CQ_PROMPT_RELEVANCE_CHARS);
+}
+
+char *cq_prompt_relevance_cut(const cq_query *q, const cq_prompt_passage *p, size_t chars) {
+    return relevance(q->text, q->lang == CQ_QUERY_ZH, p, chars);
 }
 
 cq_status cq_prompt_relevance_ids(const cq_tokenizer *tok, bool zh, int32_t *yes, int32_t *no, cq_err *err) {
@@ -366,7 +374,7 @@ static double refusal_start_p(const cq_tokenizer *tok, const cq_top *top, const 
     return p;
 }
 
-cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
+cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hits, const cq_gen_answer_options *opt,
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err) {
     memset(out, 0, sizeof *out);
     cq_gen_answer_options o = opt ? *opt : (cq_gen_answer_options){0};
@@ -374,7 +382,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     if (o.candidates <= 0) o.candidates = DEFAULT_CANDIDATES;
     if (o.candidates > MAX_CANDIDATES) o.candidates = MAX_CANDIDATES;
     if (!hits->n) return CQ_OK;
-    const bool zh = cq_utf8_has_cjk(question);
+    const bool zh = q->lang == CQ_QUERY_ZH;
     const bool trained = cq_decoder_adapter(d) != NULL;
     const char *refusal = cq_gen_answer_refusal(zh);
     const char *const *verdicts = trained ? (zh ? VERDICT_ZH : VERDICT_EN) : NULL;
@@ -388,10 +396,10 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     if (trained) {
         cq_prompt_passage *pp = calloc(hits->n, sizeof *pp);
         for (size_t i = 0; pp && i < hits->n; i++) pp[i] = cq_prompt_passage_of(&hits->hits[i]);
-        if (pp) prompt = cq_prompt_answer(question, pp, hits->n, &shown);
+        if (pp) prompt = prompt_answer(q->text, zh, pp, hits->n, &shown);
         free(pp);
     } else {
-        prompt = cq_gen_answer_prompt(question, hits, o.max_context_chars, &shown);
+        prompt = cq_gen_answer_prompt(q, hits, o.max_context_chars, &shown);
     }
     constraint *con = calloc(hits->n, sizeof *con);
     /* each step's candidates: the top logits and their log-sum-exp (on the GPU, the logits stay there) */
@@ -403,7 +411,7 @@ cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *
     cq_strbuf ans = {0}, sent = {0}; /* the answer so far, the text streamed */
     cq_status rc = prompt && con && top ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < hits->n; i++)
-        if (shown[i] && !constraint_build(&con[i], &hits->hits[i], shown[i], o.terms, o.n_terms))
+        if (shown[i] && !constraint_build(&con[i], &hits->hits[i], shown[i], q->all_terms, q->n_all_terms))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_tokenizer_encode(tok, prompt, strlen(prompt), CQ_TOK_ADD_BOS, &ids, &n_ids, err);
     if (!rc) rc = cq_decoder_seq_new(d, (int32_t)n_ids + o.max_new_tokens + 1, &seq, err);

@@ -22,6 +22,7 @@
 
 #include "decoder/decoder.h"
 #include "core/error.h"
+#include "search/query.h"
 #include "search/retrieve.h"
 
 /* Pieces of answer text as they are generated (whole UTF-8 characters); return false to stop. */
@@ -50,22 +51,21 @@ typedef struct {
     double min_confidence;    /* streaming starts once the answer so far is this likely (answer.h's floor) */
     double refusal_min_p;     /* the refusal may be chosen only when refusal_p is at least this (0: whenever it is
                                * the likeliest admissible start; above 1: never) */
-    char *const *terms;       /* the question's terms (search/query.h all_terms; may be NULL): they pick the item */
-    size_t n_terms;           /* (项) of a listing clause the answer may come from (see below) */
 } cq_gen_answer_options;
 
-/* Spans keep their meaning (app/answer_span.h): a span never crosses from one item (项) of a clause into another,
- * and when the question's terms match one item of a shown clause clearly better than every other (half again the
+/* The question is the analysed query (search/query.h): its language picks the prompt's, and its terms (all_terms)
+ * the item (项) of a listing clause the answer may come from. Spans keep their meaning (app/answer_span.h): a span
+ * never crosses from one item of a clause into another, and when the question's terms match one item of a shown clause clearly better than every other (half again the
  * terms of any other, and three more), the span may come from
  * that item (or the clause's text outside its items) only. The span the model wrote is then extended over the
  * negation and limit words at its edges (不, 不得, 不超过, …以上; not, unless, …); what was streamed is its start
  * unless that extension added words before it (then the final answer differs from the streamed text). */
 
-/* The prompt for question over the first hits (at most max_context_chars of clause text); *shown receives how many
- * bytes of each hit's text were shown (an array of hits->n, malloc'd). */
-char *cq_gen_answer_prompt(const char *question, const cq_hits *hits, size_t max_context_chars, size_t **shown);
+/* The base model's prompt for the question over the first hits (at most max_context_chars of clause text); *shown
+ * receives how many bytes of each hit's text were shown (an array of hits->n, malloc'd). */
+char *cq_gen_answer_prompt(const cq_query *q, const cq_hits *hits, size_t max_context_chars, size_t **shown);
 
-cq_status cq_gen_answer_run(cq_decoder *d, const char *question, const cq_hits *hits, const cq_gen_answer_options *opt,
+cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hits, const cq_gen_answer_options *opt,
                             cq_answer_text_fn on_text, void *user, cq_gen_answer *out, cq_err *err);
 void cq_gen_answer_free(cq_gen_answer *g);
 
@@ -101,12 +101,14 @@ cq_prompt_passage cq_prompt_passage_of(const cq_hit *h);
 
 /* Task 1 (answer, also abstention) over the first passages of p[0..n), without <bos> (the tokenizer adds it).
  * shown (may be NULL) receives, for each of the n passages, the bytes of its text shown (0: not shown; malloc'd).
- * NULL when out of memory. The language is the question's (Chinese when it holds a Han character). */
+ * NULL when out of memory. The language is the question's (Chinese when it holds a Han character, as the query's
+ * lang: cq_gen_answer_run takes that). */
 char *cq_prompt_answer(const char *question, const cq_prompt_passage *p, size_t n, size_t **shown);
 /* Task 3 (relevance) of one passage, its text cut to CQ_PROMPT_RELEVANCE_CHARS. */
 char *cq_prompt_relevance(const char *question, const cq_prompt_passage *p);
-/* The same with the text cut to `chars` code points (at most CQ_PROMPT_RELEVANCE_CHARS, as trained; 0: that). */
-char *cq_prompt_relevance_cut(const char *question, const cq_prompt_passage *p, size_t chars);
+/* The same for the analysed question, with the text cut to `chars` code points (at most CQ_PROMPT_RELEVANCE_CHARS,
+ * as trained; 0: that). */
+char *cq_prompt_relevance_cut(const cq_query *q, const cq_prompt_passage *p, size_t chars);
 /* The first tokens of the relevance task's answer words (是/否, " yes"/" no") for the question's language. */
 cq_status cq_prompt_relevance_ids(const cq_tokenizer *tok, bool zh, int32_t *yes, int32_t *no, cq_err *err);
 

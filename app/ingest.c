@@ -235,16 +235,23 @@ static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_
     return rc;
 }
 
-/* Reads the file, names the document, detects the format and hashes the content (no store work). */
-static cq_status load(ingest_doc *d, const char *path, const cq_ingest_options *opt, cq_err *err) {
+/* Reads the file, names the document, detects the format and hashes the content (no store work): the upload's
+ * record says all but the bytes when there is one (up, may be NULL) and the file is the size it says. */
+static cq_status load(ingest_doc *d, const char *path, const char *filename, const cq_upload *up, cq_err *err) {
     d->path = path;
-    const char *filename = opt->filename ? opt->filename : path;
+    if (up) filename = up->name;
+    if (!filename) filename = path;
     const char *slash = strrchr(filename, '/');
     d->filename = slash ? slash + 1 : filename;
     cq_status rc = cq_file_read(path, CQ_INGEST_MAX_BYTES, &d->data, &d->len, err);
     if (rc) return rc;
     d->name = cq_path_stem(d->filename);
     if (!d->name || !*d->name) return cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", d->filename);
+    if (up && up->format && up->sha256[0] && (int64_t)d->len == up->size) {
+        d->format = up->format;
+        memcpy(d->sha, up->sha256, sizeof d->sha);
+        return CQ_OK;
+    }
     d->format = cq_reader_detect(d->filename, d->data, d->len, err);
     if (!d->format) return err ? err->code : CQ_ERR_FORMAT;
     cq_sha256_hex(d->data, d->len, d->sha);
@@ -296,7 +303,7 @@ static cq_status check_existing(cq_store *s, int64_t kb_id, const ingest_doc *d,
     cq_doc_info same = {0};
     cq_status rc = cq_store_doc_by_hash(s, kb_id, d->sha, &same, err);
     if (rc == CQ_OK) {
-        if (!strcmp(same.status, "ready")) {
+        if (same.state == CQ_DOC_READY) {
             *duplicate = true;
             res->duplicate = true;
             res->doc_id = same.id;
@@ -314,7 +321,7 @@ static cq_status check_existing(cq_store *s, int64_t kb_id, const ingest_doc *d,
     if (rc != CQ_OK && rc != CQ_ERR_NOT_FOUND) return rc;
     cq_err_clear(err);
     rc = cq_store_doc_by_name(s, kb_id, d->name, old, err);
-    if (rc == CQ_OK && !strcmp(old->status, "ready") && !opt->replace)
+    if (rc == CQ_OK && old->state == CQ_DOC_READY && !opt->replace)
         return cq_err_set(err, CQ_ERR_EXISTS,
                           "a different document named '%s' is already in this knowledge base (replace it explicitly)",
                           d->name);
@@ -333,7 +340,17 @@ static void record_failure(cq_store *s, int64_t kb_id, const ingest_doc *d, cons
     int64_t doc_id;
     if (cq_store_doc_create(s, kb_id, d->name, d->filename, d->format->name, d->sha, (int64_t)d->len, &doc_id, &e2) ==
         CQ_OK)
-        cq_store_doc_finish(s, doc_id, "failed", why, NULL, 0, 0, 0, "", &e2);
+        cq_store_doc_finish(s, doc_id, CQ_DOC_FAILED, why, NULL, 0, 0, 0, "", &e2);
+}
+
+/* Its version of a regulation (store/versions.h), from the clauses just written, as they are in memory. */
+static cq_status analyse_version(cq_store *s, int64_t doc_id, const cq_structure *st, cq_err *err) {
+    cq_version_clause *c = st->n_clauses ? malloc(st->n_clauses * sizeof *c) : NULL;
+    if (st->n_clauses && !c) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < st->n_clauses; i++) c[i] = (cq_version_clause){(int)st->clauses[i].kind, st->clauses[i].text};
+    cq_status rc = cq_versions_analyse_clauses(s, doc_id, c, st->n_clauses, err);
+    free(c);
+    return rc;
 }
 
 /* Writes the parsed document in a transaction of its own: all there or not at all; what failed is undone (its
@@ -359,14 +376,14 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
     if (!rc) rc = store_clauses(s, kb_id, doc_id, label, &d->doc, &d->st, d->fts_tokens, d->clause_ids, err);
     if (!rc) rc = encode_clauses(opt->dense, d, in_batch ? pending : &own, err);
     if (!rc)
-        rc = cq_store_doc_finish(s, doc_id, "ready", NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
+        rc = cq_store_doc_finish(s, doc_id, CQ_DOC_READY, NULL, title, d->doc.n_pages, (int)d->st.n_clauses,
                                  d->doc.quality, d->doc.quality_reason, err);
     bool encoded = false; /* its vectors are in FAISS from here on (a batch's: at its group's end) */
     if (!rc && !in_batch) {
         encoded = true;
         rc = flush_vectors(s, opt->dense, kb_id, &own, err);
     }
-    if (!rc) rc = cq_versions_analyse(s, doc_id, err); /* its version of a regulation (store/versions.h) */
+    if (!rc) rc = analyse_version(s, doc_id, &d->st, err);
     if (!rc && old->id) rc = cq_dense_forget_doc(opt->dense, s, old->id, err);
     if (!rc && old->id) rc = cq_store_doc_delete(s, old->id, err);
     free(label);
@@ -399,7 +416,13 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     ingest_doc d = {0};
     cq_doc_info old = {0};
     bool duplicate = false;
-    cq_status rc = load(&d, path, opt, err);
+    cq_status rc = load(&d, path, opt->filename, opt->upload, err);
+    cq_ingest_options with_ocr;
+    if (opt->upload) { /* the upload's OCR mode */
+        with_ocr = *opt;
+        with_ocr.ocr = opt->upload->ocr;
+        opt = &with_ocr;
+    }
     if (!rc) {
         snprintf(d.res.format, sizeof d.res.format, "%s", d.format->name);
         rc = check_existing(s, kb_id, &d, opt, &old, &duplicate, &d.res, err);
@@ -425,6 +448,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
     if (rc && err) cq_err_prefix(err, "%s: ", d.filename);
     if (!rc) *res = d.res;
     else snprintf(res->format, sizeof res->format, "%s", d.res.format);
+    memcpy(res->sha256, d.sha, sizeof res->sha256);
     res->seconds = cq_clock_seconds() - t0;
     cq_doc_info_free(&old);
     ingest_doc_free(&d);
@@ -477,7 +501,7 @@ static void prepare(batch *b, ingest_doc *d, size_t index) {
     const char *path = b->paths[index];
     page_report pages = {b, index};
     double t0 = cq_clock_seconds();
-    d->load_rc = load(d, path, b->opt, &d->load_err);
+    d->load_rc = load(d, path, NULL, NULL, &d->load_err);
     if (d->load_rc) goto out;
     size_t n = strlen(b->data_dir) + 96;
     d->stored = malloc(n);
@@ -560,11 +584,11 @@ static bool will_write(batch *b, size_t first, size_t i) {
     cq_doc_info info = {0};
     cq_err e2 = {0};
     bool write = true;
-    if (cq_store_doc_by_hash(b->s, b->kb_id, d->sha, &info, &e2) == CQ_OK && !strcmp(info.status, "ready"))
+    if (cq_store_doc_by_hash(b->s, b->kb_id, d->sha, &info, &e2) == CQ_OK && info.state == CQ_DOC_READY)
         write = false;
     cq_doc_info_free(&info);
     if (write && !b->opt->replace && cq_store_doc_by_name(b->s, b->kb_id, d->name, &info, &e2) == CQ_OK &&
-        !strcmp(info.status, "ready"))
+        info.state == CQ_DOC_READY)
         write = false;
     cq_doc_info_free(&info);
     return write;
@@ -745,9 +769,9 @@ cq_status cq_ingest_files(cq_store *s, const char *data_dir, int64_t kb_id, cons
                           const cq_ingest_options *opt, const cq_ingest_batch_options *bo, cq_err *err) {
     static const cq_ingest_options defaults = {0};
     if (!opt) opt = &defaults;
-    if (opt->before_commit || opt->filename || opt->progress)
-        return cq_err_set(err, CQ_ERR_INVALID, "a batch ingest takes no before_commit, filename or progress (its "
-                          "options' pages reports the pages read)");
+    if (opt->before_commit || opt->filename || opt->progress || opt->upload)
+        return cq_err_set(err, CQ_ERR_INVALID, "a batch ingest takes no before_commit, filename, upload or progress "
+                          "(its options' pages reports the pages read)");
     if (!n) return CQ_OK;
     int n_workers = bo && bo->n_workers > 0 ? bo->n_workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_workers < 1) n_workers = 1;

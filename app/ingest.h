@@ -26,14 +26,28 @@ typedef struct {
     double quality;
     char quality_reason[160];
     char format[8];       /* the format's name (reader/reader.h): pdf | docx | html | md | txt */
+    char sha256[65];      /* the content's hash, failed or not ("" when the file could not be read) */
     double seconds;       /* wall time of the whole ingest */
 } cq_ingest_result;
 
 typedef struct cq_dense cq_dense; /* search/vectors.h */
 
+/* An upload as the service received it (app/service_jobs.c): what was found out about the file once, when it came,
+ * handed to the ingest whole, so that nothing is detected, hashed or read back from a file name again. */
+typedef struct {
+    const cq_reader_format *format; /* detected from the name and the first bytes */
+    char sha256[65];                /* of the content */
+    cq_reader_ocr ocr;              /* as the upload asked (or the service's default) */
+    int64_t size;                   /* bytes */
+    char name[256];                 /* as uploaded, made safe to keep and show: the document's name is its stem */
+} cq_upload;
+
 typedef struct {
     bool replace;          /* replace a document of the same name */
     const char *filename;  /* name as uploaded (default: base name of path) */
+    const cq_upload *upload; /* the upload at path, as received (its name, format, hash and OCR mode are used instead
+                                of filename, detection, hashing and ocr; not when the file's size differs); NULL:
+                                found out here */
     /* Called after each PDF page is read (pages_read of n_pages; pages read by OCR last, as they finish), before
      * anything is written; may be NULL. */
     void (*progress)(void *user, int pages_read, int n_pages);
@@ -61,7 +75,7 @@ cq_status cq_ingest_file(cq_store *s, const char *data_dir, int64_t kb_id, const
  * ids, vectors, failures and messages — but faster: worker threads read and parse the files (and tokenize them for
  * the encoder) while the calling thread alone writes the store, a group of consecutive files a transaction (when a
  * document fails part way, the group is rolled back and written again one document a transaction), and on a GPU
- * encodes a group's documents in one call. opt as for cq_ingest_file, without filename, before_commit and
+ * encodes a group's documents in one call. opt as for cq_ingest_file, without filename, upload, before_commit and
  * progress (cq_ingest_batch_options.pages instead). A group is cut by the number of files and their bytes only, so the result does not
  * depend on the number of workers. A file is reported once its group is committed: a crash loses at most the
  * group being written (the files reported before it are in). */

@@ -116,7 +116,7 @@ cJSON *cq_json_doc(const cq_doc_info *d, const char *kb) {
     cJSON_AddItemToObject(o, "title", str_or_null(d->title));
     cJSON_AddNumberToObject(o, "pages", d->n_pages);
     cJSON_AddNumberToObject(o, "clauses", d->n_clauses);
-    cJSON_AddStringToObject(o, "status", d->status ? d->status : "");
+    cJSON_AddStringToObject(o, "status", cq_doc_state_name(d->state));
     add_reason(o, d->error);
     cJSON_AddNumberToObject(o, "quality", d->quality);
     cJSON_AddStringToObject(o, "quality_reason", d->quality_reason ? d->quality_reason : "");

@@ -29,7 +29,13 @@ void cq_models_find(const char *explicit_dir, const char *explicit_origin, const
     /* CLAUSEQA_DECODER_FILE names another GGUF of the models folders (a file name, e.g. the Qwen2.5 1.5B that
      * tools/fetch_model.sh fetches too); --model PATH still wins over both */
     const char *file = getenv("CLAUSEQA_DECODER_FILE");
-    if (!file || !*file || strchr(file, '/')) file = CQ_DECODER_DEFAULT_FILE;
+    const bool chosen = file && *file && !strchr(file, '/');
+    if (!chosen) file = CQ_DECODER_DEFAULT_FILE;
+    /* the GPU's reader unless CLAUSEQA_DECODER_FILE chose one reader for both; CLAUSEQA_DECODER_GPU_FILE names
+     * another (a file name) or "none" */
+    const char *gpu_file = getenv("CLAUSEQA_DECODER_GPU_FILE");
+    if (!gpu_file || !*gpu_file || strchr(gpu_file, '/')) gpu_file = CQ_DECODER_GPU_FILE;
+    if (chosen || !strcmp(gpu_file, "none")) gpu_file = NULL;
     for (size_t i = 0; i < out->n_dirs; i++) {
         const cq_models_dir *d = &out->dirs[i];
         snprintf(path, sizeof path, "%s/%s", d->dir, file);
@@ -37,12 +43,24 @@ void cq_models_find(const char *explicit_dir, const char *explicit_origin, const
             snprintf(out->decoder, sizeof out->decoder, "%s", path);
             out->decoder_origin = d->origin;
         }
+        snprintf(path, sizeof path, "%s/%s", d->dir, gpu_file ? gpu_file : "");
+        if (gpu_file && !out->decoder_gpu_origin && access(path, R_OK) == 0) {
+            snprintf(out->decoder_gpu, sizeof out->decoder_gpu, "%s", path);
+            out->decoder_gpu_origin = d->origin;
+        }
         snprintf(path, sizeof path, "%s/ssm/ssm.json", d->dir);
         if (!out->encoder_origin && access(path, R_OK) == 0) {
             snprintf(out->encoder, sizeof out->encoder, "%s/ssm", d->dir);
             out->encoder_origin = d->origin;
         }
     }
+}
+
+const char *cq_models_reader(const cq_models *m, const char *given, cq_device device) {
+    if (given) return given;
+    const bool gpu = device == CQ_DEVICE_CUDA || (device == CQ_DEVICE_AUTO && cq_decoder_cuda_available());
+    if (gpu && m->decoder_gpu_origin) return m->decoder_gpu;
+    return m->decoder_origin ? m->decoder : NULL;
 }
 
 bool cq_models_shared_dir(char *out, size_t cap, const char **origin) {

@@ -27,7 +27,7 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     if (!prompts || !lens || !logits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         const cq_prompt_passage p = cq_prompt_passage_of(&hits[i]);
-        char *text = cq_prompt_relevance_cut(q->text, &p, r->chars);
+        char *text = cq_prompt_relevance_cut(q, &p, r->chars);
         rc = text ? cq_tokenizer_encode(tok, text, strlen(text), CQ_TOK_ADD_BOS, &prompts[i], &lens[i], err)
                   : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         free(text);
@@ -41,7 +41,8 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
         if (i == 0 || scores[i] < low) low = scores[i];
     }
     for (size_t i = n; !rc && i < all; i++) scores[i] = low - 1.0 - (double)(i - n); /* unscored: after, in order */
-    if (!rc && r->keep_doc > 0) cq_rerank_keep_doc(hits, all, scores, r->keep_doc == 2);
+    if (!rc && r->keep_doc > 0 && (r->keep_doc != 3 || cq_rerank_doc_leads(hits, all, CQ_RERANK_KEEP_DOC_LEAD)))
+        cq_rerank_keep_doc(hits, all, scores, r->keep_doc >= 2);
     for (size_t i = 0; prompts && i < n; i++) free(prompts[i]);
     free(prompts), free(lens), free(logits);
     return rc;
@@ -66,13 +67,19 @@ void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first
         if (hits[i].doc_id != hits[0].doc_id) scores[i] -= drop;
 }
 
+bool cq_rerank_doc_leads(const cq_hit *hits, size_t n, double lead) {
+    if (n == 0 || hits[0].score <= 0) return false;
+    for (size_t i = 1; i < n && i < 3; i++)
+        if (hits[i].doc_id != hits[0].doc_id) return hits[0].score - hits[i].score >= lead * hits[0].score;
+    return true; /* the first three are all its own */
+}
+
 static int keep_doc_setting(void) {
     const char *e = getenv("CLAUSEQA_RERANK_KEEP_DOC");
-    if (e && !strcmp(e, "1")) return 1;
-    if (e && !strcmp(e, "2")) return 2;
+    if (e && e[0] >= '1' && e[0] <= '3' && !e[1]) return e[0] - '0';
     if (e && !strcmp(e, "0")) return -1;
-    if (e && *e) fprintf(stderr, "clauseqa: CLAUSEQA_RERANK_KEEP_DOC='%s' is not 0, 1 or 2; using the default\n", e);
-    return CQ_RERANK_KEEP_DOC_DEFAULT ? 1 : -1;
+    if (e && *e) fprintf(stderr, "clauseqa: CLAUSEQA_RERANK_KEEP_DOC='%s' is not 0, 1, 2 or 3; using the default\n", e);
+    return CQ_RERANK_KEEP_DOC_DEFAULT ? CQ_RERANK_KEEP_DOC_DEFAULT : -1;
 }
 
 void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, bool mode_defaulted) {
@@ -82,6 +89,6 @@ void cq_rerank_attach(cq_retrieve_options *o, cq_reranker *r, cq_decoder *d, boo
     if (!r->keep_doc) r->keep_doc = keep_doc_setting();
     o->rerank = cq_rerank_score;
     o->rerank_ctx = r;
-    o->rerank_chinese = mode_defaulted && gpu;
+    o->rerank_default = mode_defaulted && gpu;
     if (!o->rerank_top_n) o->rerank_top_n = gpu ? CQ_RERANK_TOP_N_GPU : CQ_RERANK_TOP_N_CPU;
 }

@@ -19,6 +19,7 @@
 
 #include "app/admission.h"
 #include "app/answer.h"
+#include "app/ingest.h"
 #include "app/ldap_auth.h"
 #include "app/login_limit.h"
 #include "app/rerank.h"
@@ -44,6 +45,8 @@ typedef enum {
 
 typedef struct cq_svc_queued_job {
     int64_t id;
+    bool has_upload;
+    cq_upload upload; /* the upload as received (has_upload), for the ingest; a job resumed after a start has none */
     struct cq_svc_queued_job *next;
 } cq_svc_queued_job;
 

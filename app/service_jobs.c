@@ -1,7 +1,9 @@
 /* The service's ingestion: uploads wait under DATA/uploads/ as jobs (store/jobs.h) that one worker thread runs
- * through cq_ingest_file with its own connection, one at a time, within the page limit and the memory budget. An
- * upload's OCR mode travels in its file name (DATA/uploads/job-ID.ocr-MODE.EXT), so that a job resumed after a
- * restart is read as it was asked for.
+ * through cq_ingest_file with its own connection, one at a time, within the page limit and the memory budget. What
+ * an upload is (its format, hash, OCR mode, size and name: cq_upload) is found out once, when it comes, and handed
+ * to the ingest with the queued job. A job that has no such record — resumed after a restart, or claimed on
+ * another node — is found out by the ingest itself, once; its OCR mode is the one its row keeps (jobs.ocr; the
+ * upload waits as DATA/uploads/job-ID.EXT), so that it is read as it was asked for.
  *
  * Ends. A job that produced a document ends ready in the document's own transaction (before_commit), so no crash
  * can leave a saved document with a job still to run (which then found its own document and ended duplicate). A
@@ -80,7 +82,8 @@ static void sanitize_filename(const char *in, char *out, size_t cap) {
     cq_strbuf_free(&b);
 }
 
-static void enqueue(cq_service *s, int64_t job_id) {
+/* Queues job_id (with the upload as received, up; NULL: none). */
+static void enqueue(cq_service *s, int64_t job_id, const cq_upload *up) {
     if (s->shared_queue) { /* the job is in the shared table: the worker only needs waking */
         pthread_mutex_lock(&s->queue_lock);
         s->wake = true;
@@ -91,6 +94,10 @@ static void enqueue(cq_service *s, int64_t job_id) {
     cq_svc_queued_job *q = calloc(1, sizeof *q);
     if (!q) return; /* stays 'queued' in the database: the next start runs it */
     q->id = job_id;
+    if (up) {
+        q->upload = *up;
+        q->has_upload = true;
+    }
     pthread_mutex_lock(&s->queue_lock);
     if (s->tail) s->tail->next = q;
     else s->head = q;
@@ -112,7 +119,7 @@ static cJSON *job_json(cq_store *st, const cq_job_info *j) {
     return cq_json_job(j, doc);
 }
 
-/* An upload's name in the jobs table is relative to the data directory ("uploads/job-7.ocr-auto.pdf"), so that the
+/* An upload's name in the jobs table is relative to the data directory ("uploads/job-7.pdf"), so that the
  * same data directory reached by another name — relative or absolute, through a symlink, moved — finds its uploads.
  * Rows of earlier versions hold the path as it was given then ("rel11/uploads/...", "/srv/qa/uploads/..."): only
  * the file name counts, and the file is always this run's uploads folder's. Nothing compares or opens a stored path
@@ -146,18 +153,18 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
         unlink(spooled);
         return cq_err_set(err, CQ_ERR_INVALID, "ocr must be off, auto or force (not '%.20s')", ocr_name);
     }
-    char filename[FILENAME_MAX_BYTES + 16];
-    sanitize_filename(filename_raw, filename, sizeof filename);
+    cq_upload up = {.ocr = ocr};
+    char *filename = up.name;
+    sanitize_filename(filename_raw, up.name, sizeof up.name);
     int64_t kb_id = 0, job_id = 0;
     cq_store *st = cq_svc_open_kb(s, kb, &kb_id, err);
     if (!st) {
         unlink(spooled);
         return err->code;
     }
-    char head[CQ_READER_HEAD_BYTES], sha[65], stored[80], *name = NULL, *upload_path = NULL;
+    char head[CQ_READER_HEAD_BYTES], stored[80], *name = NULL, *upload_path = NULL;
     size_t head_len = 0;
     struct stat sb;
-    const cq_reader_format *format = NULL;
     cq_doc_info same = {0}, named = {0};
     cq_status rc = CQ_OK;
     if (stat(spooled, &sb) != 0 || !S_ISREG(sb.st_mode))
@@ -169,18 +176,19 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
             head_len = fread(head, 1, sizeof head, fp);
             fclose(fp);
         }
-        format = cq_reader_detect(filename, head, head_len, err);
-        if (!format) {
+        up.format = cq_reader_detect(filename, head, head_len, err);
+        up.size = (int64_t)sb.st_size;
+        if (!up.format) {
             rc = err->code ? err->code : CQ_ERR_FORMAT;
             cq_err_prefix(err, "%s: ", filename);
         }
     }
-    if (!rc) rc = cq_sha256_file_hex(spooled, sha, err);
+    if (!rc) rc = cq_sha256_file_hex(spooled, up.sha256, err);
     if (!rc) {
         name = cq_path_stem(filename);
         if (!name || !*name) rc = cq_err_set(err, CQ_ERR_INVALID, "'%s' is not a usable file name", filename);
     }
-    if (!rc && cq_store_doc_by_hash(st, kb_id, sha, &same, err) == CQ_OK && !strcmp(same.status, "ready")) {
+    if (!rc && cq_store_doc_by_hash(st, kb_id, up.sha256, &same, err) == CQ_OK && same.state == CQ_DOC_READY) {
         /* Identical content is in the KB already: report it, do nothing. */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddBoolToObject(o, "duplicate", true);
@@ -194,7 +202,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) cq_err_clear(err);
     if (!rc && !replace && cq_store_doc_by_name(st, kb_id, name, &named, err) == CQ_OK &&
-        !strcmp(named.status, "ready"))
+        named.state == CQ_DOC_READY)
         rc = cq_err_set(err, CQ_ERR_EXISTS,
                         "a different document named '%s' is in '%s' already: delete it, or upload with replace=true",
                         name, kb);
@@ -204,7 +212,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
     }
     if (!rc) {
         char leaf[64];
-        snprintf(leaf, sizeof leaf, "job-%lld.ocr-%s.%s", (long long)job_id, cq_reader_ocr_name(ocr), format->name);
+        snprintf(leaf, sizeof leaf, "job-%lld.%s", (long long)job_id, up.format->name);
         snprintf(stored, sizeof stored, UPLOADS_SUBDIR "/%s", leaf);
         upload_path = upload_file(s, stored);
         if (!upload_path) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -212,8 +220,10 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
             rc = cq_err_set(err, CQ_ERR_IO, "cannot keep the upload: %s", strerror(errno));
     }
     /* on a shared queue in the store by content too, before the job can be claimed: any node can run it */
-    if (!rc) rc = cq_store_job_share_upload(st, job_id, sha, upload_path, err);
-    if (!rc) rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, err);
+    if (!rc) rc = cq_store_job_share_upload(st, job_id, up.sha256, upload_path, err);
+    if (!rc)
+        rc = cq_store_job_set_upload(st, job_id, filename, stored, (int64_t)sb.st_size, replace, cq_reader_ocr_name(ocr),
+                                     err);
     if (!rc) {
         cq_job_info j;
         rc = cq_store_job_get(st, job_id, &j, err);
@@ -224,7 +234,7 @@ static cq_status svc_upload(void *ctx, const char *kb, const char *filename_raw,
             *out = o;
             *accepted = true;
             cq_job_info_free(&j);
-            enqueue(s, job_id);
+            enqueue(s, job_id, &up);
             CQ_INFO("job %lld: %s queued for '%s' (%lld bytes)", (long long)job_id, filename, kb,
                     (long long)sb.st_size);
         }
@@ -298,13 +308,16 @@ static void report_progress(void *user, int pages_read, int n_pages) {
     cq_store_job_update(p->st, p->job_id, CQ_JOB_RUNNING, pages_read, n_pages, NULL, &err);
 }
 
-/* The OCR mode in an upload's name (job-ID.ocr-MODE.EXT); the service's default for names without one. */
-static cq_reader_ocr upload_ocr(const cq_service *s, const char *upload_path) {
-    const char *m = strstr(upload_leaf(upload_path), ".ocr-");
+/* The OCR mode of a job without its upload record (resumed after a start, claimed on another node): the one its row
+ * keeps; on a row of before the jobs table kept it, the one its upload's name says (job-ID.ocr-MODE.EXT); else the
+ * service's default. */
+static cq_reader_ocr stored_ocr(const cq_service *s, const cq_job_info *j) {
     char name[16];
+    snprintf(name, sizeof name, "%s", j->ocr);
+    const char *m = *name ? NULL : strstr(upload_leaf(j->upload_path), ".ocr-");
+    if (m && strcspn(m + 5, ".") < sizeof name) snprintf(name, sizeof name, "%.*s", (int)strcspn(m + 5, "."), m + 5);
     cq_reader_ocr ocr;
-    if (m && sscanf(m + 5, "%15[a-z]", name) == 1 && cq_reader_ocr_parse(name, &ocr)) return ocr;
-    return s->ocr;
+    return cq_reader_ocr_parse(name, &ocr) ? ocr : s->ocr;
 }
 
 /* Inside the document's transaction (cq_ingest_options.before_commit): the job ends ready with its document. */
@@ -355,8 +368,9 @@ static bool fail_after_max_attempts(cq_store *st, const cq_job_info *j) {
 }
 
 /* Runs one job with the worker's own connection. lease: the claim on PostgreSQL (the claim counted the start),
- * NULL on SQLite. */
-static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_lease *lease, bool taken_over) {
+ * NULL on SQLite. up: the upload as received (NULL: the ingest finds it out). */
+static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_lease *lease, bool taken_over,
+                    const cq_upload *up) {
     cq_err err = {0};
     cq_job_info j;
     if (cq_store_job_get(st, job_id, &j, &err)) return; /* its KB was deleted meanwhile: the upload is swept below */
@@ -379,13 +393,10 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_le
         cq_job_info_free(&j);
         return;
     }
-    char sha[65] = "";
-    cq_sha256_file_hex(upload, sha, &err);
-    cq_err_clear(&err);
-
     job_progress progress = {.st = st, .job_id = job_id, .last_write = cq_clock_seconds()};
     cq_ingest_options opt = {.replace = j.replace != 0, .filename = j.filename, .progress = report_progress,
-                             .progress_user = &progress, .dense = s->dense, .ocr = upload_ocr(s, j.upload_path),
+                             .progress_user = &progress, .dense = s->dense, .upload = up,
+                             .ocr = up ? up->ocr : stored_ocr(s, &j),
                              .limits = {s->max_pages, s->doc_memory_bytes, &s->cancel_running},
                              .before_commit = job_ready_in_tx, .before_commit_user = &progress};
     cq_ingest_result res;
@@ -442,7 +453,7 @@ static void run_job(cq_service *s, cq_store *st, int64_t job_id, const cq_job_le
         /* the pipeline records a failed document with the reason: link it so the job shows it */
         cq_doc_info d;
         int64_t doc_id = 0;
-        if (sha[0] && cq_store_doc_by_hash(st, j.kb_id, sha, &d, &e2) == CQ_OK) {
+        if (res.sha256[0] && cq_store_doc_by_hash(st, j.kb_id, res.sha256, &d, &e2) == CQ_OK) {
             doc_id = d.id;
             cq_doc_info_free(&d);
         }
@@ -506,7 +517,7 @@ static void worker_shared(cq_service *s, cq_store *st) {
         s->cancel_by_user = false;
         atomic_store(&s->cancel_running, s->stopping); /* a stop from now on sets it for this job */
         pthread_mutex_unlock(&s->queue_lock);
-        run_job(s, st, id, &lease, taken_over != 0);
+        run_job(s, st, id, &lease, taken_over != 0, NULL);
         cq_err e2 = {0};
         if (cq_store_job_release(st, &e2)) CQ_WARN("ingestion worker: %s", e2.msg);
         pthread_mutex_lock(&s->queue_lock);
@@ -594,7 +605,7 @@ static void *worker_main(void *arg) {
         s->cancel_by_user = false;
         atomic_store(&s->cancel_running, false); /* under the lock: a stop from now on sets it for this job */
         pthread_mutex_unlock(&s->queue_lock);
-        run_job(s, st, q->id, NULL, false);
+        run_job(s, st, q->id, NULL, false, q->has_upload ? &q->upload : NULL);
         free(q);
         pthread_mutex_lock(&s->queue_lock);
         s->running_job = 0;
@@ -716,7 +727,7 @@ static cq_status resume_jobs(cq_service *s, cq_err *err) {
             CQ_WARN("job %lld (%s) failed: %s", (long long)jobs[i].id, name, why.msg);
         } else if ((upload = upload_file(s, jobs[i].upload_path)) && access(upload, R_OK) == 0) {
             cq_store_job_update(st, jobs[i].id, CQ_JOB_QUEUED, 0, jobs[i].total, NULL, &e2);
-            enqueue(s, jobs[i].id);
+            enqueue(s, jobs[i].id, NULL);
             if (crashed)
                 CQ_WARN("job %lld (%s) was cut off by a crash: it runs again (start %d of at most %d)",
                         (long long)jobs[i].id, name, jobs[i].attempts + 1, CQ_JOB_MAX_ATTEMPTS);

@@ -8,20 +8,21 @@
 #include "core/clock.h"
 #include "ssm/ssm.h"
 
-/* Which model files were found where: {"files": {"decoder": {"path", "from"} | null, "encoder": ...},
- * "searched": [{"dir", "from"}]}. */
+/* Which model files were found where: {"files": {"decoder": {"path", "from"} | null, "decoder_gpu": ..., "encoder":
+ * ...}, "searched": [{"dir", "from"}]} (decoder_gpu: the GPU's reader, app/models.h). */
 static void add_model_files(cJSON *m, const cq_models *found) {
     if (!found) return;
     cJSON *files = cJSON_AddObjectToObject(m, "files");
-    const char *paths[2] = {found->decoder, found->encoder};
-    const char *origins[2] = {found->decoder_origin, found->encoder_origin};
-    for (int i = 0; i < 2; i++) {
+    const char *names[3] = {"decoder", "decoder_gpu", "encoder"};
+    const char *paths[3] = {found->decoder, found->decoder_gpu, found->encoder};
+    const char *origins[3] = {found->decoder_origin, found->decoder_gpu_origin, found->encoder_origin};
+    for (int i = 0; i < 3; i++) {
         cJSON *f = origins[i] ? cJSON_CreateObject() : cJSON_CreateNull();
         if (origins[i]) {
             cJSON_AddStringToObject(f, "path", paths[i]);
             cJSON_AddStringToObject(f, "from", origins[i]);
         }
-        cJSON_AddItemToObject(files, i ? "encoder" : "decoder", f);
+        cJSON_AddItemToObject(files, names[i], f);
     }
     cJSON *searched = cJSON_AddArrayToObject(m, "searched");
     for (size_t i = 0; i < found->n_dirs; i++) {

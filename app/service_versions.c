@@ -109,9 +109,9 @@ static cq_status svc_doc_version(void *ctx, int64_t doc_id, const cJSON *edit, b
     if (!st) return err->code;
     cq_doc_info d = {0};
     cq_status rc = cq_store_doc_get(st, doc_id, &d, err);
-    if (!rc && strcmp(d.status, "ready"))
+    if (!rc && d.state != CQ_DOC_READY)
         rc = cq_err_set(err, CQ_ERR_INVALID, "document %lld is %s: only ready documents have versions",
-                        (long long)doc_id, d.status);
+                        (long long)doc_id, cq_doc_state_name(d.state));
     if (!rc) rc = cq_versions_ensure(st, d.kb_id, false, NULL, err);
     cq_version_edit e = {.promulgated = -1, .effective = -1, .repealed = -1};
     if (!rc && edit) rc = parse_edit(edit, &e, err);
@@ -145,7 +145,7 @@ static cq_status svc_doc_compare(void *ctx, int64_t doc_a, int64_t doc_b, const 
     cq_comparison cmp = {0};
     cq_status rc = cq_store_doc_get(st, doc_a, &da, err);
     if (!rc) rc = cq_store_doc_get(st, doc_b, &db, err);
-    if (!rc && (strcmp(da.status, "ready") || strcmp(db.status, "ready")))
+    if (!rc && (da.state != CQ_DOC_READY || db.state != CQ_DOC_READY))
         rc = cq_err_set(err, CQ_ERR_INVALID, "only ready documents can be compared");
     if (!rc) rc = cq_versions_ensure(st, da.kb_id, false, NULL, err);
     if (!rc && db.kb_id != da.kb_id) rc = cq_versions_ensure(st, db.kb_id, false, NULL, err);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "core/strbuf.h"
 #include "db/db_internal.h"
 
 void cq_db_close(cq_db *db) {
@@ -96,26 +97,110 @@ cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, 
     return rc;
 }
 
+static cq_status queryv(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql,
+                        const char *kinds, va_list ap) {
+    if (cq_db_prepare(db, sql, st, err)) return cq_err_prefix(err, "%s: ", what);
+    for (int i = 0; kinds && kinds[i]; i++) {
+        switch (kinds[i]) {
+        case 'i': cq_db_bind_int(*st, i + 1, va_arg(ap, int64_t)); break;
+        case 't': cq_db_bind_text(*st, i + 1, va_arg(ap, const char *)); break;
+        case 'd': cq_db_bind_double(*st, i + 1, va_arg(ap, double)); break;
+        case 'b': {
+            const void *p = va_arg(ap, const void *);
+            cq_db_bind_blob(*st, i + 1, p, va_arg(ap, size_t));
+            break;
+        }
+        default: cq_db_bind_null(*st, i + 1); break;
+        }
+    }
+    return CQ_OK;
+}
+
 cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                      va_list ap) {
     cq_db_stmt *st;
     if (changed) *changed = 0;
-    cq_status rc = cq_db_prepare(db, sql, &st, err);
-    if (rc) return cq_err_prefix(err, "%s: ", what);
-    for (int i = 0; kinds && kinds[i]; i++) {
-        switch (kinds[i]) {
-        case 'i': cq_db_bind_int(st, i + 1, va_arg(ap, int64_t)); break;
-        case 't': cq_db_bind_text(st, i + 1, va_arg(ap, const char *)); break;
-        case 'd': cq_db_bind_double(st, i + 1, va_arg(ap, double)); break;
-        default: cq_db_bind_null(st, i + 1); break;
-        }
-    }
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    if (rc) return rc;
     int step;
     while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {}
     cq_db_finalize(st);
     if (step < 0) return err ? err->code : CQ_ERR_DB;
     if (changed) *changed = cq_db_changes(db);
     return CQ_OK;
+}
+
+cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
+                      ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = queryv(db, what, st, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                       void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql,
+                       const char *kinds, va_list ap) {
+    *out = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    if (rc) return rc;
+    rc = cq_db_rows(st, what, elem_size, read, drop, out, n, err);
+    cq_db_finalize(st);
+    return rc;
+}
+
+static bool first_int(cq_db_stmt *st, void *v);
+
+cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
+                     ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = listv(db, what, elem_size, read, drop, out, n, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The first row of sql through read: CQ_ERR_NOT_FOUND when there is none. */
+static cq_status onev(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, cq_err *err,
+                      const char *sql, const char *kinds, va_list ap) {
+    cq_db_stmt *st;
+    cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
+    if (rc) return rc;
+    int step = cq_db_step(st, what, err);
+    rc = step < 0                ? err->code
+         : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
+         : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
+                                 : CQ_OK;
+    cq_db_finalize(st);
+    return rc;
+}
+
+cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
+                    cq_err *err, const char *sql, const char *kinds, ...) {
+    memset(out, 0, size);
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = onev(db, what, read, out, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+static bool first_int(cq_db_stmt *st, void *v) {
+    *(int64_t *)v = cq_db_col_int(st, 0);
+    return true;
+}
+
+cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
+    *v = 0;
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = onev(db, what, first_int, v, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* ---- ?N → $N ------------------------------------------------------------------------------------------------ */
@@ -295,4 +380,27 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
     *out = list;
     *n = count;
     return CQ_OK;
+}
+
+cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
+                    const char *kinds, ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = listv(db, what, sizeof **ids, first_int, NULL, (void **)ids, n, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
+}
+
+cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
+                           cq_db_stmt **st, cq_err *err) {
+    *st = NULL;
+    cq_strbuf b = {0};
+    cq_strbuf_puts(&b, head);
+    for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
+    cq_strbuf_puts(&b, ")");
+    cq_strbuf_puts(&b, tail);
+    cq_status rc = b.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, b.data, st, err);
+    cq_strbuf_free(&b);
+    for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
+    return rc;
 }

@@ -99,6 +99,29 @@ void cq_db_finalize(cq_db_stmt *st); /* NULL is fine */
 cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
                      void (*drop)(void *elem), void **out, size_t *n, cq_err *err);
 
+/* The store's query shapes, each one call: sql prepared and its placeholders bound from a list of kinds as
+ * cq_db_run's, failures prefixed "what: ".
+ * cq_db_query: the statement, to step and finalize. cq_db_list: every row into an array, as cq_db_rows.
+ * cq_db_one: the first row through read (out zeroed first): CQ_ERR_NOT_FOUND ("what: not found") when there is
+ * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row).
+ * Every call finalizes its statement but cq_db_query's. */
+cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
+                      ...);
+cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
+                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
+                     ...);
+cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
+                    cq_err *err, const char *sql, const char *kinds, ...);
+cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...);
+/* Every row's first column as an int64 (*ids malloc'd; NULL and 0 for no rows). */
+cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
+                    const char *kinds, ...);
+
+/* head "(?first, …, ?first+m-1)" tail prepared, the m ids bound from placeholder first on: an IN list (keep m to
+ * a few hundred). */
+cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
+                           cq_db_stmt **st, cq_err *err);
+
 /* Rows changed by the last INSERT, UPDATE or DELETE stepped to its end on this connection. */
 int64_t cq_db_changes(cq_db *db);
 /* The id the last INSERT on this connection gave its row (SQLite's rowid; PostgreSQL's lastval()). Prefer
@@ -106,7 +129,7 @@ int64_t cq_db_changes(cq_db *db);
 cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err);
 
 /* One statement, stepped to its end: prepare, bind (a printf-like list of kinds: 'i' int64, 't' text, 'd' double,
- * 'n' null), step, finalize. *changed (may be NULL) gets the rows it changed. For the many one-line writes. */
+ * 'b' blob as two values (const void *, size_t), 'n' null: no value), step, finalize. *changed (may be NULL) gets the rows it changed. For the many one-line writes. */
 cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                     ...);
 cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,

@@ -148,6 +148,8 @@ const char *cq_device_name(cq_device d) {
     return d == CQ_DEVICE_CUDA ? "cuda" : d == CQ_DEVICE_CPU ? "cpu" : "auto";
 }
 
+bool cq_decoder_cuda_available(void) { return cq_cuda_available(); }
+
 cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_decoder **out, cq_err *err) {
     *out = NULL;
     cq_decoder_options o = opt ? *opt : (cq_decoder_options){0};

@@ -49,10 +49,16 @@ typedef struct {
 
 /* The default weights' file name, looked for in the models folders (app/models.h; tools/fetch_model.sh fetches it). */
 #define CQ_DECODER_DEFAULT_FILE "gemma-3-270m-q4_k_m.gguf"
+/* The reader on the GPU when the models folders hold it (tools/fetch_model.sh fetches it too): Qwen2.5-Coder 1.5B
+ * Instruct with its adapter answers better on every dev suite at a GPU ask's cost (docs/EVAL.md, issue 26); on 2 CPU
+ * cores it is ~6x slower than the 270M, which stays the CPU's reader. */
+#define CQ_DECODER_GPU_FILE "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 /* "auto", "cpu" or "cuda"; anything else is CQ_ERR_INVALID. */
 cq_status cq_device_parse(const char *name, cq_device *out, cq_err *err);
 const char *cq_device_name(cq_device d);
+/* Whether CQ_DEVICE_AUTO would run on the GPU: built with CUDA and a GPU visible. */
+bool cq_decoder_cuda_available(void);
 
 /* How a model wants a conversation written: Gemma's <start_of_turn>user ... <end_of_turn>, or ChatML's
  * <|im_start|>user ... <|im_end|> (Qwen2). From tokenizer.chat_template when the file has one, else the

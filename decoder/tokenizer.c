@@ -4,6 +4,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/grow.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
 
@@ -321,15 +322,9 @@ typedef struct {
 
 static void push_id(id_vec *v, int32_t id) {
     if (v->failed) return;
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->ids, cap * sizeof *p);
-        if (!p) {
-            v->failed = true;
-            return;
-        }
-        v->ids = p;
-        v->cap = cap;
+    if (!cq_grow((void **)&v->ids, &v->cap, v->n + 1, sizeof *v->ids)) {
+        v->failed = true;
+        return;
     }
     v->ids[v->n++] = id;
 }
@@ -359,15 +354,9 @@ typedef struct {
 
 static void heap_push(heap *h, candidate c) {
     if (h->failed) return;
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        candidate *p = realloc(h->items, cap * sizeof *p);
-        if (!p) {
-            h->failed = true;
-            return;
-        }
-        h->items = p;
-        h->cap = cap;
+    if (!cq_grow((void **)&h->items, &h->cap, h->n + 1, sizeof *h->items)) {
+        h->failed = true;
+        return;
     }
     size_t i = h->n++;
     while (i > 0 && cand_before(&c, &h->items[(i - 1) / 2])) {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
@@ -414,15 +415,9 @@ typedef struct {
 
 static void lines_add(line_list *l, const char *s, size_t len, int indent, bool blank, bool hard) {
     if (l->failed) return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        src_line *p = realloc(l->lines, cap * sizeof *p);
-        if (!p) {
-            l->failed = true;
-            return;
-        }
-        l->lines = p;
-        l->cap = cap;
+    if (!cq_grow((void **)&l->lines, &l->cap, l->n + 1, sizeof *l->lines)) {
+        l->failed = true;
+        return;
     }
     src_line *x = &l->lines[l->n++];
     x->start = l->buf.len;
@@ -1163,15 +1158,9 @@ void cq_dt_blocks_add(cq_dt_blocks *b, const char *s, size_t n, int heading_leve
         builder_line(&b->b, s + i, j - i, false, false);
         if (heading_level > 0 && b->b.out.len > before && !b->b.failed) {
             size_t start = b->b.out.data[before] == '\n' ? before + 1 : before;
-            if (b->n_headings == b->cap_headings) {
-                size_t cap = b->cap_headings ? 2 * b->cap_headings : 16;
-                cq_heading *h = realloc(b->headings, cap * sizeof *h);
-                if (!h) {
-                    b->b.failed = true;
-                    return;
-                }
-                b->headings = h;
-                b->cap_headings = cap;
+            if (!cq_grow((void **)&b->headings, &b->cap_headings, b->n_headings + 1, sizeof *b->headings)) {
+                b->b.failed = true;
+                return;
             }
             b->headings[b->n_headings++] = (cq_heading){(uint32_t)start, (uint32_t)b->b.out.len,
                                                          heading_level > 9 ? 9 : heading_level};
@@ -1273,15 +1262,9 @@ size_t cq_doctext_boxes(const cq_doctext *doc, uint32_t start, uint32_t end, cq_
             any = true;
         }
         if (!any) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 8;
-            cq_box *p = realloc(boxes, nc * sizeof *p);
-            if (!p) {
-                free(boxes);
-                return 0;
-            }
-            boxes = p;
-            cap = nc;
+        if (!cq_grow((void **)&boxes, &cap, n + 1, sizeof *boxes)) {
+            free(boxes);
+            return 0;
         }
         boxes[n++] = (cq_box){.page_no = ln->page_no, .x0 = x0, .y0 = ln->y0, .x1 = x1, .y1 = ln->y1};
     }

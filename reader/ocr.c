@@ -26,6 +26,7 @@
 #include <mupdf/fitz.h>
 #include <tesseract/capi.h>
 
+#include "core/grow.h"
 #include "core/utf8.h"
 
 #define OCR_DPI 300              /* the first rendering */
@@ -223,15 +224,9 @@ static bool collect(TessBaseAPI *api, cq_ocr_page *p, float scale, int origin_x,
         if (TessPageIteratorIsAtBeginningOf(pi, RIL_BLOCK)) block++;
         if (TessPageIteratorIsAtBeginningOf(pi, RIL_TEXTLINE)) {
             if (L && L->n == 0) p->n_lines--; /* a line whose words were all noise */
-            if (p->n_lines == cap_lines) {
-                size_t c = cap_lines ? 2 * cap_lines : 64;
-                cq_ocr_line *nl = realloc(p->lines, c * sizeof *nl);
-                if (!nl) {
-                    ok = false;
-                    break;
-                }
-                p->lines = nl;
-                cap_lines = c;
+            if (!cq_grow((void **)&p->lines, &cap_lines, p->n_lines + 1, sizeof *p->lines)) {
+                ok = false;
+                break;
             }
             L = &p->lines[p->n_lines++];
             memset(L, 0, sizeof *L);

@@ -43,6 +43,7 @@
 #include <mupdf/fitz.h>
 #include <mupdf/pdf.h>
 
+#include "core/grow.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
@@ -169,16 +170,7 @@ static void budget_free(void *user, void *p) {
     free(p);
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
+#define grow cq_grow
 
 static bool glyphs_push(glyph_list *g, uint32_t cp, float x0, float x1) {
     if (g->n == g->cap) {

@@ -55,6 +55,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/grow.h"
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
@@ -242,15 +243,9 @@ static void add_segment(parser *p, uint32_t s, uint32_t e) {
         e = cs;
     }
     if (s >= e) return;
-    if (p->n_segs == p->cap_segs) {
-        size_t cap = p->cap_segs ? p->cap_segs * 2 : 256;
-        segment *ns = realloc(p->segs, cap * sizeof *ns);
-        if (!ns) {
-            p->nomem = true;
-            return;
-        }
-        p->segs = ns;
-        p->cap_segs = cap;
+    if (!cq_grow((void **)&p->segs, &p->cap_segs, p->n_segs + 1, sizeof *p->segs)) {
+        p->nomem = true;
+        return;
     }
     segment *g = &p->segs[p->n_segs++];
     memset(g, 0, sizeof *g);
@@ -1397,15 +1392,9 @@ static void append_stack(cq_strbuf *b, const parser *p, const heading_ref *st, s
 
 static cq_clause *new_clause(parser *p, cq_clause_kind kind, uint32_t s, uint32_t e) {
     if (p->nomem) return NULL;
-    if (p->n_clauses == p->cap_clauses) {
-        size_t cap = p->cap_clauses ? p->cap_clauses * 2 : 64;
-        cq_clause *nc = realloc(p->clauses, cap * sizeof *nc);
-        if (!nc) {
-            p->nomem = true;
-            return NULL;
-        }
-        p->clauses = nc;
-        p->cap_clauses = cap;
+    if (!cq_grow((void **)&p->clauses, &p->cap_clauses, p->n_clauses + 1, sizeof *p->clauses)) {
+        p->nomem = true;
+        return NULL;
     }
     cq_clause *c = &p->clauses[p->n_clauses++];
     memset(c, 0, sizeof *c);

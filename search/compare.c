@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
@@ -372,13 +373,7 @@ typedef struct {
 } match_list;
 
 static bool match_push(match_list *l, match x) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        match *p = realloc(l->m, cap * sizeof *p);
-        if (!p) return false;
-        l->m = p;
-        l->cap = cap;
-    }
+    if (!cq_grow((void **)&l->m, &l->cap, l->n + 1, sizeof *l->m)) return false;
     l->m[l->n++] = x;
     return true;
 }
@@ -749,13 +744,7 @@ typedef struct {
 } region_list;
 
 static region *region_new(region_list *l) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        region *p = realloc(l->r, cap * sizeof *p);
-        if (!p) return NULL;
-        l->r = p;
-        l->cap = cap;
-    }
+    if (!cq_grow((void **)&l->r, &l->cap, l->n + 1, sizeof *l->r)) return NULL;
     region *x = &l->r[l->n++];
     memset(x, 0, sizeof *x);
     return x;
@@ -805,12 +794,7 @@ static void cleanup_semantic(region_list *l) {
 
 static bool push_span(cq_diff *d, size_t *cap, cq_diff_op op, const cq_strbuf *b) {
     if (!b->data || !b->len) return true;
-    if (d->n == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        cq_diff_span *p = realloc(d->spans, *cap * sizeof *p);
-        if (!p) return false;
-        d->spans = p;
-    }
+    if (!cq_grow((void **)&d->spans, cap, d->n + 1, sizeof *d->spans)) return false;
     char *t = strndup(b->data, b->len);
     if (!t) return false;
     d->spans[d->n++] = (cq_diff_span){op, t};

@@ -3,12 +3,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/store.h"
+#include "store/vectors.h"
 
 cq_status cq_doc_route_parse(const char *value, cq_doc_route *out, cq_err *err) {
     *out = (cq_doc_route){0, 0.0};
@@ -78,21 +77,6 @@ void cq_doc_route_prefer(cq_fused *f, int64_t *doc_of, size_t n, size_t kept, co
     }
 }
 
-cq_status cq_doc_route_docs_of(cq_store *s, const int64_t *clause_ids, size_t n, int64_t *doc_of, cq_err *err) {
-    sqlite3 *db = cq_store_db(s);
-    if (!db) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "document routing reads SQLite stores only for now");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT doc_id FROM clauses WHERE id = ?1", -1, &st, NULL))
-        return cq_err_set(err, CQ_ERR_DB, "document routing: %s", sqlite3_errmsg(db));
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, clause_ids[i]);
-        doc_of[i] = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    }
-    sqlite3_finalize(st);
-    return CQ_OK;
-}
-
 cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, const char *model, int dim, const float *q,
                              cq_fused *f, size_t n, size_t kept, cq_err *err) {
     if (!r->top || n <= kept) return CQ_OK;
@@ -100,14 +84,14 @@ cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, const char *mod
     float *vecs = malloc(n * (size_t)dim * sizeof *vecs);
     cq_status rc = doc_of && docs && vecs ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) docs[i] = f[i].id;
-    if (!rc) rc = cq_doc_route_docs_of(s, docs, n, doc_of, err);
+    if (!rc) rc = cq_store_clause_docs(s, docs, n, doc_of, err);
     size_t nd = 0; /* the candidates' documents, each once */
     for (size_t i = 0; !rc && i < n; i++) {
         size_t j = 0;
         while (j < nd && docs[j] != doc_of[i]) j++;
         if (j == nd && doc_of[i] >= 0) docs[nd++] = doc_of[i];
     }
-    if (!rc) rc = cq_doc_route_vectors(s, model, dim, docs, nd, vecs, err);
+    if (!rc) rc = cq_store_doc_vector_means(s, model, dim, docs, nd, vecs, err);
     if (!rc && !(routed = malloc((r->top < nd ? r->top : nd) * sizeof *routed + 1)))
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) {
@@ -118,49 +102,5 @@ cq_status cq_doc_route_apply(const cq_doc_route *r, cq_store *s, const char *mod
     free(vecs);
     free(docs);
     free(doc_of);
-    return rc;
-}
-
-cq_status cq_doc_route_vectors(cq_store *s, const char *model, int dim, const int64_t *docs, size_t n, float *vecs,
-                               cq_err *err) {
-    sqlite3 *db = cq_store_db(s);
-    if (!db) return cq_err_set(err, CQ_ERR_UNSUPPORTED, "document routing reads SQLite stores only for now");
-    memset(vecs, 0, n * (size_t)dim * sizeof *vecs);
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT v.vec FROM clause_vectors v JOIN clauses c ON c.id = v.clause_id "
-                               "WHERE c.doc_id = ?1 AND v.model = ?2", -1, &st, NULL))
-        return cq_err_set(err, CQ_ERR_DB, "document routing: %s", sqlite3_errmsg(db));
-    double *acc = malloc((size_t)dim * sizeof *acc);
-    cq_status rc = acc ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < n; i++) {
-        memset(acc, 0, (size_t)dim * sizeof *acc);
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, docs[i]);
-        sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
-        int step;
-        size_t got = 0;
-        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (sqlite3_column_bytes(st, 0) != dim * (int)sizeof(float)) {
-                rc = cq_err_set(err, CQ_ERR_FORMAT, "document %lld: a stored vector has %d bytes, expected %zu",
-                                (long long)docs[i], sqlite3_column_bytes(st, 0), (size_t)dim * sizeof(float));
-                break;
-            }
-            const unsigned char *b = sqlite3_column_blob(st, 0);
-            for (int j = 0; j < dim; j++) {
-                float x;
-                memcpy(&x, b + (size_t)j * sizeof x, sizeof x);
-                acc[j] += x;
-            }
-            got++;
-        }
-        if (!rc && step != SQLITE_ROW && step != SQLITE_DONE)
-            rc = cq_err_set(err, CQ_ERR_DB, "document routing: %s", sqlite3_errmsg(db));
-        double norm = 0.0;
-        for (int j = 0; j < dim; j++) norm += acc[j] * acc[j];
-        norm = sqrt(norm);
-        for (int j = 0; !rc && got && norm > 0 && j < dim; j++) vecs[i * (size_t)dim + (size_t)j] = (float)(acc[j] / norm);
-    }
-    free(acc);
-    sqlite3_finalize(st);
     return rc;
 }

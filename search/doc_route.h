@@ -10,8 +10,9 @@
  *             encoder's model; what tools/teacher/doc_routing.py calls "mean"); the trained document head
  *             (train.py --doc-head, doc_head.safetensors) will replace it once the runtime reads it
  *
- * The pieces here are pure (synthetic vectors in tests/unit/test_index_doc_route.c) but for cq_doc_route_vectors,
- * which reads SQLite. */
+ * The pieces here are pure (synthetic vectors in tests/unit/test_index_doc_route.c); the store gives the clauses'
+ * documents and the documents' vectors (store/vectors.h cq_store_clause_docs, cq_store_doc_vector_means), on SQLite
+ * and PostgreSQL alike. */
 #ifndef CQ_INDEX_DOC_ROUTE_H
 #define CQ_INDEX_DOC_ROUTE_H
 
@@ -44,15 +45,6 @@ size_t cq_doc_route_top(const float *vecs, const int64_t *doc_ids, size_t n, int
  * ties in the order they were (stable). doc_of is permuted with f. */
 void cq_doc_route_prefer(cq_fused *f, int64_t *doc_of, size_t n, size_t kept, const int64_t *routed,
                          size_t n_routed, double beta);
-
-/* Document vectors of docs[0..n) for the encoder model (its id, cq_ssm_model_id) of dimension dim: the normalized
- * mean of each document's clause vectors in clause_vectors, into vecs (n × dim); a document without vectors gets
- * zeros (it scores 0). SQLite stores only: CQ_ERR_UNSUPPORTED on PostgreSQL. */
-cq_status cq_doc_route_vectors(cq_store *s, const char *model, int dim, const int64_t *docs, size_t n, float *vecs,
-                               cq_err *err);
-
-/* The document of each clause (-1 when it is gone). SQLite only, as above. */
-cq_status cq_doc_route_docs_of(cq_store *s, const int64_t *clause_ids, size_t n, int64_t *doc_of, cq_err *err);
 
 /* Routing on a fused list f[0..n) (f[0..kept) BM25's kept clauses) for the question vector q (dim, the encoder
  * model's): the candidates' documents, their vectors, the top r->top of them, the prior. Nothing when r->top is

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/numerals.h"
 #include "core/utf8.h"
 #include "store/fts_cjk.h"
@@ -45,15 +46,9 @@ static int collect_term(void *ctx, const char *tok, size_t len, size_t start, si
     if (is_stop(buf)) return 0;
     for (size_t i = 0; i < l->n; i++)
         if (!strcmp(l->terms[i], buf)) return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **p = realloc(l->terms, cap * sizeof *p);
-        if (!p) {
-            l->failed = 1;
-            return 0;
-        }
-        l->terms = p;
-        l->cap = cap;
+    if (!cq_grow((void **)&l->terms, &l->cap, l->n + 1, sizeof *l->terms)) {
+        l->failed = 1;
+        return 0;
     }
     char *d = strdup(buf);
     if (d) l->terms[l->n++] = d;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "store/bm25.h"
 #include "search/compare.h"
@@ -330,13 +331,7 @@ static const cq_version_group *group_for(cq_store *s, group_cache *c, int64_t do
         return &c->g[c->n++];
     }
     cq_version_group_free(&g); /* none, or no room left to keep it */
-    if (c->n_none == c->cap_none) {
-        size_t cap = c->cap_none ? c->cap_none * 2 : 16;
-        int64_t *p = realloc(c->none, cap * sizeof *p);
-        if (!p) return NULL;
-        c->none = p;
-        c->cap_none = cap;
-    }
+    if (!cq_grow((void **)&c->none, &c->cap_none, c->n_none + 1, sizeof *c->none)) return NULL;
     c->none[c->n_none++] = doc_id;
     return NULL;
 }
@@ -436,7 +431,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "reranking needs the decoder with its trained adapter (DATA/models/answer/, "
                           "docs/ANSWERS.md); use --mode router,bm25");
-    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_chinese && q->lang == CQ_QUERY_ZH);
+    const bool reranking = (modes & CQ_RETRIEVE_RERANK) || (opt->rerank && opt->rerank_default);
     size_t top_n = reranking ? (opt->rerank_top_n ? opt->rerank_top_n : k) : 0;
     size_t pool = top_n > k ? top_n : k; /* candidates fused before reranking cuts them to k */
     if (pool > CQ_RETRIEVE_MAX_K) pool = CQ_RETRIEVE_MAX_K;

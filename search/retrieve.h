@@ -102,7 +102,7 @@ typedef struct {
      * nothing), CQ_FUSION_RRF reciprocal rank whatever they say, CQ_FUSION_KEEP the weights' fitted keep fusion
      * (CQ_ERR_UNSUPPORTED when they carry none). */
     cq_fusion_method fusion;
-    bool rerank_chinese; /* with rerank set, rerank Chinese questions even without CQ_RETRIEVE_RERANK in the modes:
+    bool rerank_default; /* with rerank set, rerank every question even without CQ_RETRIEVE_RERANK in the modes:
                             what callers set when the modes were left to the default and reranking is cheap (the
                             GPU); docs/EVAL.md says where reranking wins */
 } cq_retrieve_options;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/numerals.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
@@ -212,15 +213,9 @@ static void add_variant(router_cache *c, int64_t doc_id, const char *text, int w
             free(k);
             return;
         }
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        title_variant *p = realloc(c->v, cap * sizeof *p);
-        if (!p) {
-            free(k);
-            return;
-        }
-        c->v = p;
-        c->cap = cap;
+    if (!cq_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v)) {
+        free(k);
+        return;
     }
     c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
 }
@@ -364,13 +359,7 @@ static void add_name_word(void *p, const char *w) {
     router_cache *c = x->c;
     for (size_t i = c->n_words; i > 0 && c->words[i - 1].doc_id == x->doc_id; i--)
         if (!strcmp(c->words[i - 1].word, w)) return;
-    if (c->n_words == c->cap_words) {
-        size_t cap = c->cap_words ? c->cap_words * 2 : 256;
-        name_word *nw = realloc(c->words, cap * sizeof *nw);
-        if (!nw) return;
-        c->words = nw;
-        c->cap_words = cap;
-    }
+    if (!cq_grow((void **)&c->words, &c->cap_words, c->n_words + 1, sizeof *c->words)) return;
     name_word *nw = &c->words[c->n_words++];
     nw->doc_id = x->doc_id;
     snprintf(nw->word, sizeof nw->word, "%s", w);
@@ -470,13 +459,7 @@ static void add_question_word(void *p, const char *w) {
     word_set *ws = p;
     for (size_t i = 0; i < ws->n; i++)
         if (!strcmp(ws->w[i], w)) return;
-    if (ws->n == ws->cap) {
-        size_t cap = ws->cap ? ws->cap * 2 : 32;
-        char(*nw)[40] = realloc(ws->w, cap * sizeof *nw);
-        if (!nw) return;
-        ws->w = nw;
-        ws->cap = cap;
-    }
+    if (!cq_grow((void **)&ws->w, &ws->cap, ws->n + 1, sizeof *ws->w)) return;
     snprintf(ws->w[ws->n++], 40, "%s", w);
 }
 
@@ -516,14 +499,9 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
             if (m < *nb) {
                 if (score > (*best)[m].m.score) (*best)[m].m.score = score;
             } else {
-                if (*nb == *cap) {
-                    *cap = *cap ? *cap * 2 : 16;
-                    ranked_match *p = realloc(*best, *cap * sizeof *p);
-                    if (!p) {
-                        free(qw.w);
-                        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                    }
-                    *best = p;
+                if (!cq_grow((void **)best, cap, *nb + 1, sizeof **best)) {
+                    free(qw.w);
+                    return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
                 }
                 (*best)[(*nb)++] = (ranked_match){{doc_id, score}, 0};
             }
@@ -555,15 +533,10 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
             if (score > best[j].m.score) best[j].m.score = score;
             continue;
         }
-        if (nb == cap) {
-            cap = cap ? cap * 2 : 16;
-            ranked_match *p = realloc(best, cap * sizeof *p);
-            if (!p) {
-                free(best);
-                free(q);
-                return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            }
-            best = p;
+        if (!cq_grow((void **)&best, &cap, nb + 1, sizeof *best)) {
+            free(best);
+            free(q);
+            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
         best[nb++] = (ranked_match){{v->doc_id, score}, v->date};
     }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/strbuf.h"
@@ -334,12 +335,8 @@ cq_status cq_vector_feed_kb(cq_vector_feed *f, int64_t kb_id, const char *model,
             else
                 *out = f->kbs[i];
         }
-    if (!rc && !*out && f->n_kbs == f->cap_kbs) {
-        size_t cap = f->cap_kbs ? 2 * f->cap_kbs : 8;
-        cq_vectors **p = realloc(f->kbs, cap * sizeof *p);
-        if (p) f->kbs = p, f->cap_kbs = cap;
-        else rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (!rc && !*out && !cq_grow((void **)&f->kbs, &f->cap_kbs, f->n_kbs + 1, sizeof *f->kbs))
+        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc && !*out) {
         bool rebuilt = false;
         rc = open_shared(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);

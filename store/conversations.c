@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "db/db.h"
 #include "db/dialect.h"
 
@@ -42,23 +41,15 @@ static cq_status title_check(const char *title, cq_err *err) {
 static cq_status create(cq_store *s, int64_t owner_key_id, int64_t owner_user_id, int64_t kb_id, const char *title,
                         int64_t *id, cq_err *err) {
     if (title_check(title, err)) return CQ_ERR_INVALID;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO conversations(owner_key_id, kb_id, title, created_at, updated_at, owner_user_id) "
-                      "VALUES(?1, ?2, ?3, ?4, ?4, ?5) RETURNING id",
-                      &st, err))
-        return cq_err_prefix(err, "create conversation: ");
-    cq_db_bind_int(st, 1, owner_key_id);
-    if (owner_user_id) cq_db_bind_int(st, 5, owner_user_id);
-    else cq_db_bind_null(st, 5);
-    cq_db_bind_int(st, 2, kb_id);
-    cq_db_bind_text(st, 3, title);
-    cq_db_bind_int(st, 4, (int64_t)time(NULL));
-    int step = cq_db_step(st, "create conversation", err);
-    if (step == CQ_DB_ROW) *id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "create conversation: no id");
+    /* owner_user_id NULL for a key's ('n' binds no value) */
+    int64_t made;
+    cq_status rc = cq_db_int(cq_store_conn(s), "create conversation", &made, err,
+                             "INSERT INTO conversations(owner_key_id, kb_id, title, created_at, updated_at, "
+                             "owner_user_id) VALUES(?1, ?2, ?3, ?4, ?4, ?5) RETURNING id",
+                             owner_user_id ? "iitii" : "iitin", owner_key_id, kb_id, title, (int64_t)time(NULL),
+                             owner_user_id);
+    if (!rc) *id = made;
+    return rc;
 }
 
 cq_status cq_store_conversation_create(cq_store *s, int64_t owner_key_id, int64_t kb_id, const char *title,
@@ -76,82 +67,42 @@ cq_status cq_store_conversation_create_for_user(cq_store *s, int64_t user_id, in
     "(SELECT count(*) FROM conversation_turns t WHERE t.conversation_id = c.id), coalesce(c.owner_user_id, 0) "    \
     "FROM conversations c JOIN kbs k ON k.id = c.kb_id"
 
-/* Every row of st as conversations. */
-static cq_status conversations_from(cq_db_stmt *st, const char *what, cq_conversation **out, size_t *n, cq_err *err) {
-    cq_conversation *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_conversation *c = &list[count++];
-        memset(c, 0, sizeof *c);
-        c->id = cq_db_col_int(st, 0);
-        c->owner_key_id = cq_db_col_int(st, 1);
-        c->kb_id = cq_db_col_int(st, 2);
-        cq_db_col_copy(st, 3, c->kb, sizeof c->kb);
-        c->title = cq_db_col_strdup(st, 4);
-        c->created_at = cq_db_col_int(st, 5);
-        c->updated_at = cq_db_col_int(st, 6);
-        c->n_turns = (int)cq_db_col_int(st, 7);
-        c->owner_user_id = cq_db_col_int(st, 8);
-        if (!c->title) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-    }
-    if (!rc && step < 0) rc = err->code;
-    cq_db_finalize(st);
-    if (rc) {
-        cq_conversation_free_array(list, count);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+/* A row of CONVERSATION_COLUMNS: false when out of memory. */
+static bool conversation_read(cq_db_stmt *st, void *elem) {
+    cq_conversation *c = elem;
+    c->id = cq_db_col_int(st, 0);
+    c->owner_key_id = cq_db_col_int(st, 1);
+    c->kb_id = cq_db_col_int(st, 2);
+    cq_db_col_copy(st, 3, c->kb, sizeof c->kb);
+    c->title = cq_db_col_strdup(st, 4);
+    c->created_at = cq_db_col_int(st, 5);
+    c->updated_at = cq_db_col_int(st, 6);
+    c->n_turns = (int)cq_db_col_int(st, 7);
+    c->owner_user_id = cq_db_col_int(st, 8);
+    return c->title != NULL;
 }
+static void conversation_drop(void *c) { cq_conversation_free(c); }
+#define CONVERSATION_ROWS(what) what, sizeof **out, conversation_read, conversation_drop, (void **)out, n, err
 
 cq_status cq_store_conversation_get(cq_store *s, int64_t id, cq_conversation *out, cq_err *err) {
-    memset(out, 0, sizeof *out);
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT " CONVERSATION_COLUMNS " WHERE c.id = ?1", &st, err))
-        return cq_err_prefix(err, "get conversation: ");
-    cq_db_bind_int(st, 1, id);
-    cq_conversation *list = NULL;
-    size_t n = 0;
-    cq_status rc = conversations_from(st, "get conversation", &list, &n, err);
-    if (rc) return rc;
-    if (n == 1) *out = list[0];
-    else cq_conversation_free_array(list, n), list = NULL;
-    free(list);
-    return n == 1 ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
+    cq_status rc = cq_db_one(cq_store_conn(s), "get conversation", conversation_read, out, sizeof *out, err,
+                             "SELECT " CONVERSATION_COLUMNS " WHERE c.id = ?1", "i", id);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no conversation %lld", (long long)id) : rc;
 }
 
 /* The conversations of a key (owner_key_id >= 0, user_id 0), of a user (user_id > 0), or of everyone
  * (owner_key_id < 0); with_open: open mode's too. */
 static cq_status list(cq_store *s, int64_t owner_key_id, int64_t user_id, bool with_open, int64_t kb_id, size_t limit,
                       cq_conversation **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
     /* NULLS LAST: a conversation without turns after those with turns of its second, on both stores */
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), CONVERSATION_ROWS("list conversations"),
                       "SELECT " CONVERSATION_COLUMNS " WHERE (?1 < 0 OR (?4 = 0 AND c.owner_key_id = ?1 AND "
                       "c.owner_user_id IS NULL) OR (?4 > 0 AND c.owner_user_id = ?4) OR "
                       "(?5 = 1 AND c.owner_key_id = 0 AND c.owner_user_id IS NULL)) AND "
                       "(?2 = 0 OR c.kb_id = ?2) ORDER BY c.updated_at DESC, (SELECT max(t.id) FROM "
                       "conversation_turns t WHERE t.conversation_id = c.id) DESC NULLS LAST, c.id DESC LIMIT ?3",
-                      &st, err))
-        return cq_err_prefix(err, "list conversations: ");
-    cq_db_bind_int(st, 1, owner_key_id);
-    cq_db_bind_int(st, 2, kb_id);
-    cq_db_bind_int(st, 3, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
-    cq_db_bind_int(st, 4, user_id);
-    cq_db_bind_int(st, 5, with_open ? 1 : 0);
-    return conversations_from(st, "list conversations", out, n, err);
+                      "iiiii", owner_key_id, kb_id, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit, user_id,
+                      (int64_t)(with_open ? 1 : 0));
 }
 
 cq_status cq_store_conversation_list(cq_store *s, int64_t owner_key_id, int64_t kb_id, size_t limit,
@@ -186,47 +137,31 @@ cq_status cq_store_conversation_delete(cq_store *s, int64_t id, cq_err *err) {
     return change_one(s, "delete conversation", id, err, "DELETE FROM conversations WHERE id = ?1", "i", NULL);
 }
 
+static bool turn_read(cq_db_stmt *st, void *elem) {
+    cq_conversation_turn *t = elem;
+    t->id = cq_db_col_int(st, 0);
+    t->question = cq_db_col_strdup(st, 1);
+    t->reply = cq_db_col_strdup(st, 2);
+    t->created_at = cq_db_col_int(st, 3);
+    if (t->question && t->reply) return true;
+    free(t->question);
+    free(t->reply);
+    return false;
+}
+
+static void turn_drop(void *elem) {
+    cq_conversation_turn *t = elem;
+    free(t->question);
+    free(t->reply);
+}
+
 cq_status cq_store_conversation_turns(cq_store *s, int64_t id, size_t last_n, cq_conversation_turn **out, size_t *n,
                                       cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
     /* the last last_n by id, then back in the order they were asked */
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), "list turns", sizeof **out, turn_read, turn_drop, (void **)out, n, err,
                       "SELECT id, question, reply, created_at FROM (SELECT * FROM conversation_turns "
                       "WHERE conversation_id = ?1 ORDER BY id DESC LIMIT ?2) last ORDER BY id",
-                      &st, err))
-        return cq_err_prefix(err, "list turns: ");
-    cq_db_bind_int(st, 1, id);
-    cq_db_bind_int(st, 2, last_n && last_n < (size_t)INT64_MAX ? (int64_t)last_n : INT64_MAX);
-    cq_conversation_turn *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list turns", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_conversation_turn *t = &list[count++];
-        t->id = cq_db_col_int(st, 0);
-        t->question = cq_db_col_strdup(st, 1);
-        t->reply = cq_db_col_strdup(st, 2);
-        t->created_at = cq_db_col_int(st, 3);
-        if (!t->question || !t->reply) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-    }
-    if (!rc && step < 0) rc = err->code;
-    cq_db_finalize(st);
-    if (rc) {
-        cq_conversation_turns_free(list, count);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+                      "ii", id, last_n && last_n < (size_t)INT64_MAX ? (int64_t)last_n : INT64_MAX);
 }
 
 cq_status cq_store_conversation_add_turn(cq_store *s, int64_t id, const char *question, const char *reply,
@@ -277,15 +212,8 @@ cq_status cq_store_conversation_search(cq_store *s, int64_t owner_key_id, int64_
              "t.conversation_id = c.id AND (lower(t.question) LIKE ?3 ESCAPE '\\' OR lower(%s) LIKE ?3 ESCAPE "
              "'\\'))) ORDER BY c.updated_at DESC, c.id DESC LIMIT ?4",
              cq_db_dialect(cq_store_conn(s), CQ_SQL_REPLY_ANSWER));
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) {
-        free(pattern);
-        return cq_err_prefix(err, "search conversations: ");
-    }
-    cq_db_bind_int(st, 1, owner_key_id);
-    cq_db_bind_int(st, 2, kb_id);
-    cq_db_bind_text(st, 3, pattern);
-    cq_db_bind_int(st, 4, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+    cq_status rc = cq_db_list(cq_store_conn(s), CONVERSATION_ROWS("search conversations"), sql, "iiti", owner_key_id,
+                              kb_id, pattern, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
     free(pattern);
-    return conversations_from(st, "search conversations", out, n, err);
+    return rc;
 }

@@ -9,7 +9,6 @@
 
 #include "core/plain_reason.h"
 #include "core/utf8.h"
-#include "core/strbuf.h"
 #include "db/db.h"
 #include "db/dialect.h"
 #include "store/store.h"
@@ -39,14 +38,9 @@ static cq_status name_check(const char *name, cq_err *err) {
 }
 
 cq_status cq_store_kb_find(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT id FROM kbs WHERE name = ?1", &st, err)) return CQ_ERR_DB;
-    cq_db_bind_text(st, 1, name);
-    int step = cq_db_step(st, "find knowledge base", err);
-    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base named '%s'", name);
+    cq_status rc = cq_db_int(cq_store_conn(s), "find knowledge base", kb_id, err, "SELECT id FROM kbs WHERE name = ?1",
+                             "t", name);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no knowledge base named '%s'", name) : rc;
 }
 
 cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_err *err) {
@@ -57,19 +51,10 @@ cq_status cq_store_kb_create(cq_store *s, const char *name, int64_t *kb_id, cq_e
     bool own;
     cq_status rc = cq_db_begin_own(db, &own, err);
     if (rc) return rc;
-    cq_db_stmt *st;
-    rc = cq_db_prepare(db,
-                       "INSERT INTO kbs(name, created_at) VALUES(?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id",
-                       &st, err);
-    if (!rc) {
-        cq_db_bind_text(st, 1, name);
-        cq_db_bind_int(st, 2, (int64_t)time(NULL));
-        int step = cq_db_step(st, "create knowledge base", err);
-        if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
-        else if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
-        else rc = err->code;
-        cq_db_finalize(st);
-    }
+    rc = cq_db_int(db, "create knowledge base", kb_id, err,
+                   "INSERT INTO kbs(name, created_at) VALUES(?1, ?2) ON CONFLICT (name) DO NOTHING RETURNING id", "ti",
+                   name, (int64_t)time(NULL));
+    if (rc == CQ_ERR_NOT_FOUND) rc = cq_err_set(err, CQ_ERR_EXISTS, "knowledge base '%s' exists already", name);
     if (!rc) rc = cq_store_keyword_kb_add(s, *kb_id, err);
     return cq_db_end(db, own, rc, err);
 }
@@ -83,43 +68,27 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return rc == CQ_ERR_EXISTS ? cq_store_kb_find(s, name, kb_id, err) : rc;
 }
 
-static void kb_from_row(cq_db_stmt *st, cq_kb_info *k);
-static bool kb_read(cq_db_stmt *st, void *k) {
-    kb_from_row(st, k);
-    return true;
-}
 
-static void kb_from_row(cq_db_stmt *st, cq_kb_info *k) {
-    memset(k, 0, sizeof *k);
+static bool kb_read(cq_db_stmt *st, void *elem) {
+    cq_kb_info *k = elem;
     k->id = cq_db_col_int(st, 0);
     cq_db_col_copy(st, 1, k->name, sizeof k->name);
     k->created_at = cq_db_col_int(st, 2);
     k->n_documents = cq_db_col_int(st, 3);
     k->n_clauses = cq_db_col_int(st, 4);
+    return true;
 }
 
 cq_status cq_store_kb_get(cq_store *s, int64_t kb_id, cq_kb_info *out, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT " CQ_DIALECT_KB_COLUMNS " FROM kbs k WHERE k.id = ?1", &st, err))
-        return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, kb_id);
-    int step = cq_db_step(st, "find knowledge base", err);
-    if (step == CQ_DB_ROW) kb_from_row(st, out);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    return step == CQ_DB_ROW ? CQ_OK
-                             : cq_err_set(err, CQ_ERR_NOT_FOUND, "no knowledge base with id %lld", (long long)kb_id);
+    cq_status rc = cq_db_one(cq_store_conn(s), "find knowledge base", kb_read, out, sizeof *out, err,
+                             "SELECT " CQ_DIALECT_KB_COLUMNS " FROM kbs k WHERE k.id = ?1", "i", kb_id);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no knowledge base with id %lld", (long long)kb_id) : rc;
 }
 
 cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_KB_LIST), &st, err)) return CQ_ERR_DB;
-    cq_status rc = cq_db_rows(st, "list knowledge bases", sizeof **out, kb_read, NULL, (void **)out, n, err);
-    cq_db_finalize(st);
-    return rc;
+    return cq_db_list(db, "list knowledge bases", sizeof **out, kb_read, NULL, (void **)out, n, err,
+                      cq_db_dialect(db, CQ_SQL_KB_LIST), "");
 }
 
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err) {
@@ -147,7 +116,6 @@ void cq_doc_info_free(cq_doc_info *d) {
     free(d->filename);
     free(d->format);
     free(d->title);
-    free(d->status);
     free(d->error);
     free(d->quality_reason);
     memset(d, 0, sizeof *d);
@@ -159,8 +127,8 @@ void cq_doc_info_free_array(cq_doc_info *d, size_t n) {
 }
 
 /* The row of st as a document: false (nothing left allocated) when out of memory. */
-static bool doc_from_row(cq_db_stmt *st, cq_doc_info *d) {
-    memset(d, 0, sizeof *d);
+static bool doc_read(cq_db_stmt *st, void *elem) {
+    cq_doc_info *d = elem;
     d->id = cq_db_col_int(st, 0);
     d->kb_id = cq_db_col_int(st, 1);
     d->name = cq_db_col_strdup(st, 2);
@@ -171,37 +139,27 @@ static bool doc_from_row(cq_db_stmt *st, cq_doc_info *d) {
     d->title = cq_db_col_strdup(st, 7);
     d->n_pages = (int)cq_db_col_int(st, 8);
     d->n_clauses = (int)cq_db_col_int(st, 9);
-    d->status = cq_db_col_strdup(st, 10);
+    if (!cq_doc_state_parse(cq_db_col_text(st, 10), &d->state)) d->state = CQ_DOC_FAILED;
     d->error = cq_db_col_strdup(st, 11);
     d->quality = cq_db_col_double(st, 12);
     d->quality_reason = cq_db_col_strdup(st, 13);
     d->created_at = cq_db_col_int(st, 14);
-    bool ok = d->name && d->filename && d->format && d->status && d->quality_reason &&
+    bool ok = d->name && d->filename && d->format && d->quality_reason &&
               (d->title || cq_db_col_null(st, 7)) && (d->error || cq_db_col_null(st, 11));
     if (!ok) cq_doc_info_free(d);
     return ok;
 }
 
-static bool doc_read(cq_db_stmt *st, void *d) { return doc_from_row(st, d); }
 static void doc_drop(void *d) { cq_doc_info_free(d); }
 
 /* One document of `where` (?1 an id, ?2 text when not NULL). */
 static cq_status doc_one(cq_store *s, const char *where, int64_t id, const char *text, cq_doc_info *out,
                          cq_err *err) {
-    memset(out, 0, sizeof *out);
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT " DOC_COLUMNS " FROM documents WHERE %s", where);
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, id);
-    if (text) cq_db_bind_text(st, 2, text);
-    int step = cq_db_step(st, "find document", err);
-    cq_status rc = step < 0                ? err->code
-                   : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document")
-                   : !doc_from_row(st, out) ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
-                                            : CQ_OK;
-    cq_db_finalize(st);
-    return rc;
+    cq_status rc = cq_db_one(cq_store_conn(s), "find document", doc_read, out, sizeof *out, err, sql, text ? "it" : "i",
+                             id, text);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no such document") : rc;
 }
 
 cq_status cq_store_doc_by_hash(cq_store *s, int64_t kb_id, const char *sha256, cq_doc_info *out, cq_err *err) {
@@ -218,56 +176,32 @@ cq_status cq_store_doc_get(cq_store *s, int64_t doc_id, cq_doc_info *out, cq_err
 }
 
 cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT " DOC_COLUMNS " FROM documents WHERE kb_id = ?1 ORDER BY id", &st,
-                      err))
-        return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, kb_id);
-    cq_status rc = cq_db_rows(st, "list documents", sizeof **out, doc_read, doc_drop, (void **)out, n, err);
-    cq_db_finalize(st);
-    return rc;
+    return cq_db_list(cq_store_conn(s), "list documents", sizeof **out, doc_read, doc_drop, (void **)out, n, err,
+                      "SELECT " DOC_COLUMNS " FROM documents WHERE kb_id = ?1 ORDER BY id", "i", kb_id);
 }
 
 cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err) {
     *in_use = true; /* when unsure, the original is kept */
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_CONTENT_IN_USE), &st, err)) return CQ_ERR_DB;
-    cq_db_bind_text(st, 1, sha256);
-    int step = cq_db_step(st, "look up content", err);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    *in_use = step == CQ_DB_ROW;
+    int64_t one;
+    cq_status rc = cq_db_int(db, "look up content", &one, err, cq_db_dialect(db, CQ_SQL_CONTENT_IN_USE), "t", sha256);
+    if (rc && rc != CQ_ERR_NOT_FOUND) return rc;
+    *in_use = rc == CQ_OK;
     return CQ_OK;
 }
 
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
                               const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, created_at) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'processing', ?7) RETURNING id",
-                      &st, err))
-        return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, kb_id);
-    cq_db_bind_text(st, 2, name);
-    cq_db_bind_text(st, 3, filename);
-    cq_db_bind_text(st, 4, format);
-    cq_db_bind_text(st, 5, sha256);
-    cq_db_bind_int(st, 6, size_bytes);
-    cq_db_bind_int(st, 7, (int64_t)time(NULL));
-    int step = cq_db_step(st, "create document", err);
-    if (step == CQ_DB_ROW) *doc_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0 && err->code == CQ_ERR_EXISTS) /* (kb_id, sha256) */
+    cq_status rc = cq_db_int(cq_store_conn(s), "create document", doc_id, err,
+                             "INSERT INTO documents(kb_id, name, filename, format, sha256, size_bytes, status, "
+                             "created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'processing', ?7) RETURNING id",
+                             "ittttii", kb_id, name, filename, format, sha256, size_bytes, (int64_t)time(NULL));
+    if (rc == CQ_ERR_EXISTS) /* (kb_id, sha256) */
         return cq_err_set(err, CQ_ERR_EXISTS, "the same file is already in this knowledge base");
-    if (step < 0) return err->code;
-    return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "create document: no id");
+    return rc;
 }
 
-cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
+cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, cq_doc_state state, const char *error, const char *title,
                               int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err) {
     cq_status rc = cq_store_keyword_doc_flush(s, doc_id, err); /* its clauses, where they wait (PostgreSQL) */
     if (rc) return rc;
@@ -276,7 +210,7 @@ cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, c
     return cq_db_run(cq_store_conn(s), "finish document", NULL, err,
                      "UPDATE documents SET status = ?1, error = ?2, title = ?3, n_pages = ?4, n_clauses = ?5, "
                      "quality = ?6, quality_reason = ?7 WHERE id = ?8",
-                     "tttiidti", status, error, title, (int64_t)n_pages, (int64_t)n_clauses, quality,
+                     "tttiidti", cq_doc_state_name(state), error, title, (int64_t)n_pages, (int64_t)n_clauses, quality,
                      quality_reason ? quality_reason : "", doc_id);
 }
 
@@ -326,15 +260,14 @@ void cq_clause_row_free(cq_clause_row *c) {
 }
 
 cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
-    memset(out, 0, sizeof *out);
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, "
-                      "c.page_first, c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id "
-                      "WHERE c.id = ?1",
-                      &st, err))
-        return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, clause_id);
+    memset(out, 0, sizeof *out);
+    if (cq_db_query(cq_store_conn(s), "get clause", &st, err,
+                    "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, "
+                    "c.page_first, c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id "
+                    "WHERE c.id = ?1",
+                    "i", clause_id))
+        return err->code;
     int step = cq_db_step(st, "get clause", err);
     cq_status rc = step < 0 ? err->code : CQ_OK;
     if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
@@ -389,18 +322,10 @@ static bool clause_read(cq_db_stmt *st, void *row) {
 static void clause_drop(void *row) { cq_clause_row_free(row); }
 
 cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), "read clauses", sizeof **out, clause_read, clause_drop, (void **)out, n, err,
                       "SELECT id, doc_id, kind, label, label_key, path, text, page_first, page_last FROM clauses "
                       "WHERE doc_id = ?1 ORDER BY ord",
-                      &st, err))
-        return CQ_ERR_DB;
-    cq_db_bind_int(st, 1, doc_id);
-    cq_status rc = cq_db_rows(st, "read clauses", sizeof **out, clause_read, clause_drop, (void **)out, n, err);
-    cq_db_finalize(st);
-    return rc;
+                      "i", doc_id);
 }
 
 /* ---- searching a document's clauses (the citation viewer) ------------------------------------------------- */
@@ -461,14 +386,8 @@ cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **n
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
         size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
-        cq_strbuf sql = {0};
-        cq_strbuf_puts(&sql, "SELECT id, name FROM documents WHERE id IN (");
-        for (size_t i = 0; i < m; i++) cq_strbuf_printf(&sql, i ? ", ?%zu" : "?%zu", i + 1);
-        cq_strbuf_puts(&sql, ")");
         cq_db_stmt *st = NULL;
-        rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, sql.data, &st, err);
-        cq_strbuf_free(&sql);
-        for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(st, (int)i + 1, ids[at + i]);
+        rc = cq_db_prepare_in(db, "SELECT id, name FROM documents WHERE id IN ", ids + at, m, 1, "", &st, err);
         int step = CQ_DB_DONE;
         while (!rc && (step = cq_db_step(st, "read document names", err)) == CQ_DB_ROW) {
             int64_t id = cq_db_col_int(st, 0);

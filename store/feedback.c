@@ -35,29 +35,16 @@ void cq_quality_day_of(int64_t t, char out[11]) {
 
 /* The id of turn `turn` (1-based) of conversation id, and the conversation's KB. NOT_FOUND for either missing. */
 static cq_status find_turn(cq_db *db, int64_t id, int turn, int64_t *turn_id, int64_t *kb_id, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT kb_id FROM conversations WHERE id = ?1", &st, err))
-        return cq_err_prefix(err, "feedback: ");
-    cq_db_bind_int(st, 1, id);
-    int step = cq_db_step(st, "feedback", err);
-    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step != CQ_DB_ROW) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
-    if (turn < 1) return cq_err_set(err, CQ_ERR_NOT_FOUND, "conversation %lld has no turn %d", (long long)id, turn);
-    if (cq_db_prepare(db,
-                      "SELECT id FROM conversation_turns WHERE conversation_id = ?1 ORDER BY id LIMIT 1 OFFSET ?2",
-                      &st, err))
-        return cq_err_prefix(err, "feedback: ");
-    cq_db_bind_int(st, 1, id);
-    cq_db_bind_int(st, 2, turn - 1);
-    step = cq_db_step(st, "feedback", err);
-    if (step == CQ_DB_ROW) *turn_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step != CQ_DB_ROW)
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "conversation %lld has no turn %d", (long long)id, turn);
-    return CQ_OK;
+    cq_status rc = cq_db_int(db, "feedback", kb_id, err, "SELECT kb_id FROM conversations WHERE id = ?1", "i", id);
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "no conversation %lld", (long long)id);
+    if (!rc && turn < 1) rc = CQ_ERR_NOT_FOUND;
+    if (!rc)
+        rc = cq_db_int(db, "feedback", turn_id, err,
+                       "SELECT id FROM conversation_turns WHERE conversation_id = ?1 ORDER BY id LIMIT 1 OFFSET ?2",
+                       "ii", id, (int64_t)turn - 1);
+    if (rc == CQ_ERR_NOT_FOUND)
+        return cq_err_set(err, rc, "conversation %lld has no turn %d", (long long)id, turn);
+    return rc;
 }
 
 cq_status cq_store_feedback_set(cq_store *s, int64_t id, int turn, int rating, const char *comment, cq_err *err) {
@@ -99,72 +86,52 @@ cq_status cq_store_feedback_clear(cq_store *s, int64_t id, int turn, cq_err *err
 #define TURN_NO                                                                                                    \
     "(SELECT count(*) FROM conversation_turns p WHERE p.conversation_id = f.conversation_id AND p.id <= f.turn_id)"
 
-static cq_status feedback_from(cq_db_stmt *st, bool rated, cq_feedback **out, size_t *n, cq_err *err) {
-    cq_feedback *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "feedback", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_feedback *f = &list[count++];
-        memset(f, 0, sizeof *f);
-        f->conversation_id = cq_db_col_int(st, 0);
-        f->turn = (int)cq_db_col_int(st, 1);
-        f->rating = (int)cq_db_col_int(st, 2);
-        f->comment = cq_db_col_strdup(st, 3);
-        f->created_at = cq_db_col_int(st, 4);
-        f->updated_at = cq_db_col_int(st, 5);
-        bool ok = f->comment != NULL;
-        if (rated) {
-            f->question = cq_db_col_strdup(st, 6);
-            f->reply = cq_db_col_strdup(st, 7);
-            cq_db_col_copy(st, 8, f->kb, sizeof f->kb);
-            ok = ok && f->question && f->reply;
-        }
-        if (!ok) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-    }
-    if (!rc && step < 0) rc = err->code;
-    cq_db_finalize(st);
-    if (rc) {
-        cq_feedback_free_array(list, count);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+static void feedback_drop(void *elem) {
+    cq_feedback *f = elem;
+    free(f->comment);
+    free(f->question);
+    free(f->reply);
+}
+
+/* A rating's row: false when out of memory. */
+static bool feedback_read(cq_db_stmt *st, void *elem) {
+    cq_feedback *f = elem;
+    f->conversation_id = cq_db_col_int(st, 0);
+    f->turn = (int)cq_db_col_int(st, 1);
+    f->rating = (int)cq_db_col_int(st, 2);
+    f->comment = cq_db_col_strdup(st, 3);
+    f->created_at = cq_db_col_int(st, 4);
+    f->updated_at = cq_db_col_int(st, 5);
+    if (f->comment) return true;
+    feedback_drop(f);
+    return false;
+}
+
+/* The same with the turn's question and reply and the KB's name. */
+static bool rated_read(cq_db_stmt *st, void *elem) {
+    cq_feedback *f = elem;
+    if (!feedback_read(st, f)) return false;
+    f->question = cq_db_col_strdup(st, 6);
+    f->reply = cq_db_col_strdup(st, 7);
+    cq_db_col_copy(st, 8, f->kb, sizeof f->kb);
+    if (f->question && f->reply) return true;
+    feedback_drop(f);
+    return false;
 }
 
 cq_status cq_store_feedback_of(cq_store *s, int64_t id, cq_feedback **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), "feedback", sizeof **out, feedback_read, feedback_drop, (void **)out, n, err,
                       "SELECT f.conversation_id, " TURN_NO ", f.rating, f.comment, f.created_at, f.updated_at "
                       "FROM turn_feedback f WHERE f.conversation_id = ?1 ORDER BY f.turn_id",
-                      &st, err))
-        return cq_err_prefix(err, "feedback: ");
-    cq_db_bind_int(st, 1, id);
-    return feedback_from(st, false, out, n, err);
+                      "i", id);
 }
 
 cq_status cq_store_feedback_rated(cq_store *s, int64_t kb_id, cq_feedback **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), "rated answers", sizeof **out, rated_read, feedback_drop, (void **)out, n, err,
                       "SELECT f.conversation_id, " TURN_NO ", f.rating, f.comment, f.created_at, f.updated_at, "
                       "t.question, t.reply, k.name FROM turn_feedback f JOIN conversation_turns t ON t.id = f.turn_id "
                       "JOIN kbs k ON k.id = f.kb_id WHERE (?1 = 0 OR f.kb_id = ?1) ORDER BY f.updated_at, f.turn_id",
-                      &st, err))
-        return cq_err_prefix(err, "rated answers: ");
-    cq_db_bind_int(st, 1, kb_id);
-    return feedback_from(st, true, out, n, err);
+                      "i", kb_id);
 }
 
 /* ---- the quality log ---- */
@@ -189,25 +156,12 @@ cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq
     bool own;
     int64_t id = 0;
     cq_status rc = cq_db_begin_own(db, &own, err);
-    cq_db_stmt *st = NULL;
-    if (!rc && cq_db_prepare(db,
-                             "INSERT INTO answer_log(kb_id, day, created_at, abstained, fallback, low_confidence, "
-                             "confidence) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-                             &st, err))
-        rc = cq_err_prefix(err, "log answer: ");
-    if (!rc) {
-        cq_db_bind_int(st, 1, kb_id);
-        cq_db_bind_text(st, 2, day);
-        cq_db_bind_int(st, 3, at);
-        cq_db_bind_int(st, 4, a->abstained);
-        cq_db_bind_int(st, 5, !a->abstained && a->fallback);
-        cq_db_bind_int(st, 6, low);
-        cq_db_bind_double(st, 7, a->abstained ? 0.0 : a->confidence);
-        int step = cq_db_step(st, "log answer", err);
-        if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
-        else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "log answer: no id");
-    }
-    cq_db_finalize(st);
+    if (!rc)
+        rc = cq_db_int(db, "log answer", &id, err,
+                       "INSERT INTO answer_log(kb_id, day, created_at, abstained, fallback, low_confidence, "
+                       "confidence) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                       "itiiiid", kb_id, day, at, (int64_t)a->abstained, (int64_t)(!a->abstained && a->fallback),
+                       (int64_t)low, a->abstained ? 0.0 : a->confidence);
     for (size_t i = 0; !rc && i < a->n_cited; i++) {
         if (i && docs[i] == docs[i - 1]) continue;
         rc = cq_db_run(db, "log answer", NULL, err, "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2)",
@@ -256,12 +210,7 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
     cq_status rc = CQ_OK;
     for (int q = 0; q < 2 && !rc; q++) {
         cq_db_stmt *st;
-        if (cq_db_prepare(cq_store_conn(s), sql[q], &st, err)) {
-            rc = cq_err_prefix(err, "quality: ");
-            break;
-        }
-        cq_db_bind_text(st, 1, since);
-        cq_db_bind_int(st, 2, kb_id);
+        if ((rc = cq_db_query(cq_store_conn(s), "quality", &st, err, sql[q], "ti", since, kb_id))) break;
         int step;
         while ((step = cq_db_step(st, "quality", err)) == CQ_DB_ROW) {
             char kb[128], day[16];

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/grow.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
 
@@ -348,21 +349,9 @@ typedef struct {
 static int collect_token(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
     tokens_build *b = ctx;
     cq_fts_tokens *t = b->t;
-    if (t->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        struct cq_fts_token *v = realloc(t->tokens, cap * sizeof *v);
-        if (!v) return b->failed = true, 1;
-        t->tokens = v;
-        b->cap = cap;
-    }
-    if (b->n_bytes + len > b->cap_bytes) {
-        size_t cap = b->cap_bytes ? 2 * b->cap_bytes : 256;
-        while (cap < b->n_bytes + len) cap *= 2;
-        char *v = realloc(t->bytes, cap);
-        if (!v) return b->failed = true, 1;
-        t->bytes = v;
-        b->cap_bytes = cap;
-    }
+    if (!cq_grow((void **)&t->tokens, &b->cap, t->n + 1, sizeof *t->tokens) ||
+        !cq_grow((void **)&t->bytes, &b->cap_bytes, b->n_bytes + len, 1))
+        return b->failed = true, 1;
     memcpy(t->bytes + b->n_bytes, tok, len);
     t->tokens[t->n++] = (struct cq_fts_token){(uint32_t)b->n_bytes, (uint32_t)len, (uint32_t)start, (uint32_t)end,
                                               flags};

@@ -125,13 +125,11 @@ cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, con
         return CQ_OK;
     }
     cq_db_stmt *st;
-    if (cq_db_prepare(db,
-                      "SELECT g.kb, CASE WHEN b.id IS NULL THEN 0 ELSE 1 END FROM kb_grants g "
-                      "LEFT JOIN kbs b ON b.id = g.kb_id WHERE g.subject = ?1 AND g.subject_id = ?2 ORDER BY g.kb",
-                      &st, err))
-        return cq_err_prefix(err, "read grants: ");
-    cq_db_bind_text(st, 1, subject);
-    cq_db_bind_int(st, 2, subject_id);
+    if (cq_db_query(db, "read grants", &st, err,
+                    "SELECT g.kb, CASE WHEN b.id IS NULL THEN 0 ELSE 1 END FROM kb_grants g "
+                    "LEFT JOIN kbs b ON b.id = g.kb_id WHERE g.subject = ?1 AND g.subject_id = ?2 ORDER BY g.kb",
+                    "ti", subject, subject_id))
+        return err->code;
     size_t len = 0, alive = 0;
     int step;
     while ((step = cq_db_step(st, "read grants", err)) == CQ_DB_ROW) {

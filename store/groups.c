@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "store/users.h"
 
 bool cq_group_name_valid(const char *name) { return cq_user_name_valid(name); }
@@ -24,8 +23,8 @@ static cq_status name_check(const char *name, cq_err *err) {
     "g.id, g.name, g.role, coalesce(g.kb, ''), g.created_at, g.updated_at, "                                        \
     "(SELECT count(*) FROM group_members m WHERE m.group_id = g.id) "
 
-static void group_from_row(cq_db_stmt *st, cq_group_info *g) {
-    memset(g, 0, sizeof *g);
+static bool group_from_row(cq_db_stmt *st, void *elem) {
+    cq_group_info *g = elem;
     g->id = cq_db_col_int(st, 0);
     cq_db_col_copy(st, 1, g->name, sizeof g->name);
     g->role = cq_key_role_parse(cq_db_col_text(st, 2));
@@ -33,6 +32,7 @@ static void group_from_row(cq_db_stmt *st, cq_group_info *g) {
     g->created_at = cq_db_col_int(st, 4);
     g->updated_at = cq_db_col_int(st, 5);
     g->members = cq_db_col_int(st, 6);
+    return true;
 }
 
 static cq_status group_grant(cq_db *db, cq_group_info *g, cq_err *err) {
@@ -42,29 +42,14 @@ static cq_status group_grant(cq_db *db, cq_group_info *g, cq_err *err) {
 }
 
 static cq_status group_find(cq_db *db, const char *name, cq_group_info *g, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT " GROUP_COLUMNS "FROM groups g WHERE g.name = ?1", &st, err))
-        return cq_err_prefix(err, "find group: ");
-    cq_db_bind_text(st, 1, name);
-    int step = cq_db_step(st, "find group", err);
-    if (step == CQ_DB_ROW) group_from_row(st, g);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no group named '%s'", name ? name : "");
-    return CQ_OK;
+    cq_status rc = cq_db_one(db, "find group", group_from_row, g, sizeof *g, err,
+                             "SELECT " GROUP_COLUMNS "FROM groups g WHERE g.name = ?1", "t", name);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no group named '%s'", name ? name : "") : rc;
 }
 
 static cq_status user_id_of(cq_db *db, const char *name, int64_t *id, cq_err *err) {
-    *id = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT id FROM users WHERE name = ?1", &st, err)) return cq_err_prefix(err, "find user: ");
-    cq_db_bind_text(st, 1, name);
-    int step = cq_db_step(st, "find user", err);
-    if (step == CQ_DB_ROW) *id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no user named '%s'", name ? name : "");
-    return CQ_OK;
+    cq_status rc = cq_db_int(db, "find user", id, err, "SELECT id FROM users WHERE name = ?1", "t", name);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no user named '%s'", name ? name : "") : rc;
 }
 
 cq_status cq_store_group_add(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_group_info *info,
@@ -75,25 +60,12 @@ cq_status cq_store_group_add(cq_store *s, const char *name, cq_key_role role, co
     int64_t now = (int64_t)time(NULL), id = 0;
     bool own;
     cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) {
-        cq_db_stmt *st;
-        rc = cq_db_prepare(db,
-                           "INSERT INTO groups(name, role, kb, created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?4) "
-                           "RETURNING id",
-                           &st, err);
-        if (!rc) {
-            cq_db_bind_text(st, 1, name);
-            cq_db_bind_text(st, 2, cq_key_role_name(role));
-            cq_db_bind_text(st, 3, grant[0] ? grant : NULL);
-            cq_db_bind_int(st, 4, now);
-            int step = cq_db_step(st, "add group", err);
-            if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
-            else if (step < 0 && err->code == CQ_ERR_EXISTS)
-                rc = cq_err_set(err, CQ_ERR_EXISTS, "a group named '%s' exists already", name);
-            else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "add group: no id");
-            cq_db_finalize(st);
-        }
-    }
+    if (!rc)
+        rc = cq_db_int(db, "add group", &id, err,
+                       "INSERT INTO groups(name, role, kb, created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?4) "
+                       "RETURNING id",
+                       "ttti", name, cq_key_role_name(role), grant[0] ? grant : NULL, now);
+    if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a group named '%s' exists already", name);
     if (!rc) rc = cq_grants_write(db, "group", id, grant, err);
     rc = cq_db_end(db, own, rc, err);
     if (rc) return rc;
@@ -109,33 +81,16 @@ cq_status cq_store_group_add(cq_store *s, const char *name, cq_key_role role, co
 }
 
 cq_status cq_store_group_list(cq_store *s, cq_group_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT " GROUP_COLUMNS "FROM groups g ORDER BY g.id", &st, err))
-        return cq_err_prefix(err, "list groups: ");
-    cq_group_info *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list groups", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        group_from_row(st, &list[count++]);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    for (size_t i = 0; i < count && !rc; i++) rc = group_grant(db, &list[i], err);
+    cq_status rc = cq_db_list(db, "list groups", sizeof **out, group_from_row, NULL, (void **)out, n, err,
+                              "SELECT " GROUP_COLUMNS "FROM groups g ORDER BY g.id", "");
+    for (size_t i = 0; i < *n && !rc; i++) rc = group_grant(db, &(*out)[i], err);
     if (rc) {
-        free(list);
-        return rc;
+        free(*out);
+        *out = NULL;
+        *n = 0;
     }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_group_get(cq_store *s, const char *name, cq_group_info *out, cq_err *err) {
@@ -211,52 +166,33 @@ cq_status cq_store_group_member_remove(cq_store *s, const char *group, const cha
     return cq_db_end(db, own, rc, err);
 }
 
+static bool member_from_row(cq_db_stmt *st, void *elem) {
+    cq_group_member *m = elem;
+    cq_db_col_copy(st, 0, m->user, sizeof m->user);
+    cq_db_col_copy(st, 1, m->source, sizeof m->source);
+    return true;
+}
+
 cq_status cq_store_group_members(cq_store *s, const char *group, cq_group_member **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     cq_db *db = cq_store_conn(s);
     cq_group_info g;
     if (group_find(db, group, &g, err)) return err->code;
-    cq_db_stmt *st;
-    if (cq_db_prepare(db,
+    return cq_db_list(db, "list members", sizeof **out, member_from_row, NULL, (void **)out, n, err,
                       "SELECT u.name, m.source FROM group_members m JOIN users u ON u.id = m.user_id "
                       "WHERE m.group_id = ?1 ORDER BY u.name",
-                      &st, err))
-        return cq_err_prefix(err, "list members: ");
-    cq_db_bind_int(st, 1, g.id);
-    cq_group_member *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list members", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_db_col_copy(st, 0, list[count].user, sizeof list[count].user);
-        cq_db_col_copy(st, 1, list[count].source, sizeof list[count].source);
-        count++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        free(list);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+                      "i", g.id);
 }
 
 cq_status cq_store_user_groups(cq_store *s, int64_t user_id, char *out, size_t cap, cq_err *err) {
     if (cap) out[0] = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id = ?1 "
-                      "ORDER BY g.name",
-                      &st, err))
-        return cq_err_prefix(err, "user's groups: ");
-    cq_db_bind_int(st, 1, user_id);
+    if (cq_db_query(cq_store_conn(s), "user's groups", &st, err,
+                    "SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id = ?1 "
+                    "ORDER BY g.name",
+                    "i", user_id))
+        return err->code;
     size_t len = 0;
     int step;
     while ((step = cq_db_step(st, "user's groups", err)) == CQ_DB_ROW) {
@@ -293,16 +229,9 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
         }
         /* a local membership of the same group stays as it is */
         int64_t there = 0;
-        cq_db_stmt *st;
-        rc = cq_db_prepare(db, "SELECT count(*) FROM group_members WHERE group_id = ?1 AND user_id = ?2", &st, err);
-        if (rc) break;
-        cq_db_bind_int(st, 1, g.id);
-        cq_db_bind_int(st, 2, user_id);
-        int step = cq_db_step(st, "directory groups", err);
-        if (step == CQ_DB_ROW) there = cq_db_col_int(st, 0);
-        cq_db_finalize(st);
-        if (step < 0) rc = err->code;
-        else if (!there)
+        rc = cq_db_int(db, "directory groups", &there, err,
+                       "SELECT count(*) FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", g.id, user_id);
+        if (!rc && !there)
             rc = cq_db_run(db, "directory groups", NULL, err,
                            "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap')", "ii", g.id,
                            user_id);
@@ -334,35 +263,27 @@ bool cq_grant_union(char into[CQ_GRANT_BYTES], const char *add) {
     return fits;
 }
 
+typedef struct {
+    int64_t id;
+    cq_key_role role;
+    char kb[CQ_GRANT_BYTES];
+} group_grant_row;
+
+static bool grant_from_row(cq_db_stmt *st, void *elem) {
+    group_grant_row *r = elem;
+    r->id = cq_db_col_int(st, 0);
+    r->role = cq_key_role_parse(cq_db_col_text(st, 1));
+    cq_db_col_copy(st, 2, r->kb, sizeof r->kb);
+    return true;
+}
+
 cq_status cq_groups_effective(cq_db *db, int64_t user_id, cq_key_role *role, char kb[CQ_GRANT_BYTES], cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(db,
-                      "SELECT g.id, g.role, coalesce(g.kb, '') FROM group_members m JOIN groups g ON g.id = m.group_id "
-                      "WHERE m.user_id = ?1 ORDER BY g.id",
-                      &st, err))
-        return cq_err_prefix(err, "user's groups: ");
-    cq_db_bind_int(st, 1, user_id);
-    typedef struct {
-        int64_t id;
-        cq_key_role role;
-        char kb[CQ_GRANT_BYTES];
-    } row;
-    row *rows = NULL;
-    size_t n = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "user's groups", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&rows, &cap, n + 1, sizeof *rows)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        rows[n].id = cq_db_col_int(st, 0);
-        rows[n].role = cq_key_role_parse(cq_db_col_text(st, 1));
-        cq_db_col_copy(st, 2, rows[n].kb, sizeof rows[n].kb);
-        n++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
+    group_grant_row *rows;
+    size_t n;
+    cq_status rc = cq_db_list(db, "user's groups", sizeof *rows, grant_from_row, NULL, (void **)&rows, &n, err,
+                              "SELECT g.id, g.role, coalesce(g.kb, '') FROM group_members m JOIN groups g "
+                              "ON g.id = m.group_id WHERE m.user_id = ?1 ORDER BY g.id",
+                              "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
         char now[CQ_GRANT_BYTES];
         if (rows[i].role == CQ_ROLE_NONE) continue;

@@ -87,12 +87,11 @@ static const job_queue local = {
 
 static cq_status leased_refused(cq_store *s, int64_t job_id, const char *what, cq_err *err) {
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT coalesce(lease_owner, ''), attempt, "
-                      "coalesce(current_setting('clauseqa.job_lease', true), '') FROM jobs WHERE id = ?1",
-                      &st, err))
-        return cq_err_prefix(err, "%s: ", what);
-    cq_db_bind_int(st, 1, job_id);
+    if (cq_db_query(cq_store_conn(s), what, &st, err,
+                    "SELECT coalesce(lease_owner, ''), attempt, "
+                    "coalesce(current_setting('clauseqa.job_lease', true), '') FROM jobs WHERE id = ?1",
+                    "i", job_id))
+        return err->code;
     int step = cq_db_step(st, what, err);
     cq_status rc = step < 0 ? err->code : CQ_OK;
     if (step == CQ_DB_ROW) {
@@ -146,7 +145,7 @@ static cq_status leased_claim(cq_store *s, const char *owner, int lease_s, int64
     int64_t id = 0;
     int attempt = 0, was_running = 0;
     char sha[65] = "";
-    rc = cq_db_prepare(db,
+    rc = cq_db_query(db, "claim job", &st, err,
                        "WITH c AS (SELECT id, state FROM jobs WHERE (state = 'queued' OR (state = 'running' "
                        "AND lease_until < now())) AND upload_path IS NOT NULL ORDER BY id LIMIT 1 "
                        "FOR UPDATE SKIP LOCKED) "
@@ -155,11 +154,8 @@ static cq_status leased_claim(cq_store *s, const char *owner, int lease_s, int64
                        "lease_until = now() + make_interval(secs => ?2), updated_at = ?3 "
                        "FROM c WHERE j.id = c.id RETURNING j.id, j.attempt, c.state = 'running', "
                        "coalesce(j.upload_sha256, '')",
-                       &st, err);
+                       "tii", owner, (int64_t)lease_s, (int64_t)time(NULL));
     if (!rc) {
-        cq_db_bind_text(st, 1, owner);
-        cq_db_bind_int(st, 2, lease_s);
-        cq_db_bind_int(st, 3, (int64_t)time(NULL));
         int step = cq_db_step(st, "claim job", err);
         if (step == CQ_DB_ROW) {
             id = cq_db_col_int(st, 0);
@@ -200,16 +196,12 @@ static cq_status leased_renew(cq_store *s, const cq_job_lease *lease, int lease_
                               cq_err *err) {
     if (cancel_requested) *cancel_requested = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "UPDATE jobs SET lease_until = CASE WHEN state = 'running' THEN now() + "
-                      "make_interval(secs => ?4) ELSE lease_until END WHERE id = ?1 AND lease_owner = ?2 "
-                      "AND attempt = ?3 RETURNING cancel_requested",
-                      &st, err))
-        return cq_err_prefix(err, "renew job lease: ");
-    cq_db_bind_int(st, 1, lease->job_id);
-    cq_db_bind_text(st, 2, lease->owner);
-    cq_db_bind_int(st, 3, lease->attempt);
-    cq_db_bind_int(st, 4, lease_s);
+    if (cq_db_query(cq_store_conn(s), "renew job lease", &st, err,
+                    "UPDATE jobs SET lease_until = CASE WHEN state = 'running' THEN now() + "
+                    "make_interval(secs => ?4) ELSE lease_until END WHERE id = ?1 AND lease_owner = ?2 "
+                    "AND attempt = ?3 RETURNING cancel_requested",
+                    "itii", lease->job_id, lease->owner, (int64_t)lease->attempt, (int64_t)lease_s))
+        return err->code;
     int step = cq_db_step(st, "renew job lease", err);
     cq_status rc = step < 0 ? err->code : CQ_OK;
     if (step == CQ_DB_DONE)

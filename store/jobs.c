@@ -12,25 +12,6 @@
 #include "db/dialect.h"
 #include "store/job_claim.h"
 
-static const char *const state_names[] = {
-    [CQ_JOB_QUEUED] = "queued", [CQ_JOB_RUNNING] = "running",     [CQ_JOB_READY] = "ready",
-    [CQ_JOB_FAILED] = "failed", [CQ_JOB_DUPLICATE] = "duplicate", [CQ_JOB_CANCELLED] = "cancelled",
-};
-#define N_STATES (sizeof state_names / sizeof *state_names)
-
-const char *cq_job_state_name(cq_job_state state) {
-    return (unsigned)state < N_STATES ? state_names[state] : "unknown";
-}
-
-bool cq_job_state_parse(const char *name, cq_job_state *out) {
-    for (size_t i = 0; name && i < N_STATES; i++)
-        if (!strcmp(name, state_names[i])) {
-            *out = (cq_job_state)i;
-            return true;
-        }
-    return false;
-}
-
 bool cq_job_state_ended(cq_job_state state) { return state != CQ_JOB_QUEUED && state != CQ_JOB_RUNNING; }
 
 void cq_job_info_free(cq_job_info *j) {
@@ -79,12 +60,12 @@ cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, i
 }
 
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
-                                  int64_t size_bytes, int replace, cq_err *err) {
+                                  int64_t size_bytes, int replace, const char *ocr, cq_err *err) {
     return cq_store_job_write(s, job_id, "record upload", err,
                               "UPDATE jobs SET filename = ?2, upload_path = ?3, size_bytes = ?4, replace_doc = ?5, "
-                              "updated_at = ?6 WHERE id = ?1",
-                              "ittiii", job_id, filename, upload_path, size_bytes, (int64_t)(replace ? 1 : 0),
-                              now_s());
+                              "updated_at = ?6, ocr = ?7 WHERE id = ?1",
+                              "ittiiit", job_id, filename, upload_path, size_bytes, (int64_t)(replace ? 1 : 0),
+                              now_s(), ocr);
 }
 
 cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err) {
@@ -126,7 +107,7 @@ cq_status cq_store_job_fail(cq_store *s, int64_t job_id, int done, int total, co
 #define JOB_COLUMNS                                                                                                 \
     "j.id, j.kb_id, coalesce(j.doc_id, 0), k.name, j.state, j.done, j.total, j.error, j.filename, j.upload_path, " \
     "coalesce(j.size_bytes, 0), j.created_at, j.updated_at, j.replace_doc, coalesce(j.error_code, ''), "          \
-    "j.attempts FROM jobs j JOIN kbs k ON k.id = j.kb_id"
+    "j.attempts, coalesce(j.ocr, '') FROM jobs j JOIN kbs k ON k.id = j.kb_id"
 
 static cq_status job_from_row(cq_db_stmt *st, cq_job_info *j, cq_err *err) {
     memset(j, 0, sizeof *j);
@@ -145,6 +126,7 @@ static cq_status job_from_row(cq_db_stmt *st, cq_job_info *j, cq_err *err) {
     j->replace = (int)cq_db_col_int(st, 13);
     cq_db_col_copy(st, 14, j->error_code, sizeof j->error_code);
     j->attempts = (int)cq_db_col_int(st, 15);
+    cq_db_col_copy(st, 16, j->ocr, sizeof j->ocr);
     if ((!j->error && !cq_db_col_null(st, 7)) || (!j->filename && !cq_db_col_null(st, 8)) ||
         (!j->upload_path && !cq_db_col_null(st, 9)))
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -160,9 +142,9 @@ static cq_status job_query(cq_store *s, const char *sql, int64_t id, int64_t lim
     *out = NULL;
     *n = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) return cq_err_prefix(err, "list jobs: ");
-    if (strstr(sql, "?1")) cq_db_bind_int(st, 1, id);
-    if (strstr(sql, "?2")) cq_db_bind_int(st, 2, limit);
+    if (cq_db_query(cq_store_conn(s), "list jobs", &st, err, sql, strstr(sql, "?2") ? "ii" : strstr(sql, "?1") ? "i" : "",
+                    id, limit))
+        return err->code;
     size_t cap = 0;
     cq_status rc = CQ_OK;
     int step = CQ_DB_DONE;
@@ -207,48 +189,23 @@ cq_status cq_store_job_unfinished(cq_store *s, cq_job_info **out, size_t *n, cq_
 }
 
 cq_status cq_store_job_count_queued(cq_store *s, int64_t *n, cq_err *err) {
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM jobs WHERE state = 'queued'", &st, err))
-        return cq_err_prefix(err, "count jobs: ");
-    int step = cq_db_step(st, "count jobs", err);
-    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_db_int(cq_store_conn(s), "count jobs", n, err, "SELECT count(*) FROM jobs WHERE state = 'queued'", "");
+}
+
+static bool page_read(cq_db_stmt *st, void *elem) {
+    cq_page_info *p = elem;
+    p->page_no = (int)cq_db_col_int(st, 0);
+    p->width = (float)cq_db_col_double(st, 1);
+    p->height = (float)cq_db_col_double(st, 2);
+    p->n_chars = (int)cq_db_col_int(st, 3);
+    p->quality = cq_db_col_double(st, 4);
+    cq_db_col_copy(st, 5, p->quality_reason, sizeof p->quality_reason);
+    return true;
 }
 
 cq_status cq_store_page_list(cq_store *s, int64_t doc_id, cq_page_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
+    return cq_db_list(cq_store_conn(s), "list pages", sizeof **out, page_read, NULL, (void **)out, n, err,
                       "SELECT page_no, width, height, n_chars, quality, quality_reason FROM pages WHERE doc_id = ?1 "
                       "ORDER BY page_no",
-                      &st, err))
-        return cq_err_prefix(err, "list pages: ");
-    cq_db_bind_int(st, 1, doc_id);
-    size_t cap = 0;
-    cq_status rc = CQ_OK;
-    int step = CQ_DB_DONE;
-    while (!rc && (step = cq_db_step(st, "list pages", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_page_info *p = &(*out)[(*n)++];
-        p->page_no = (int)cq_db_col_int(st, 0);
-        p->width = (float)cq_db_col_double(st, 1);
-        p->height = (float)cq_db_col_double(st, 2);
-        p->n_chars = (int)cq_db_col_int(st, 3);
-        p->quality = cq_db_col_double(st, 4);
-        cq_db_col_copy(st, 5, p->quality_reason, sizeof p->quality_reason);
-    }
-    if (!rc && step < 0) rc = err->code;
-    cq_db_finalize(st);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
+                      "i", doc_id);
 }

@@ -51,6 +51,8 @@ typedef struct {
     int64_t size_bytes;
     int replace;               /* replace a document of the same name */
     int attempts;              /* starts of this job that were not interrupted by a shutdown */
+    char ocr[16];              /* the OCR mode the upload asked for (cq_reader_ocr_name), "" when the row has none
+                                  (a job of before SQLite migration 13 / PostgreSQL 10: its upload's name says it) */
     int64_t created_at, updated_at;
 } cq_job_info;
 
@@ -69,10 +71,10 @@ cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_
 cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, int done, int total, const char *error,
                               cq_err *err);
 
-/* Records what the job ingests: the file name as uploaded, where the upload waits, its size, and whether it
- * replaces a document of the same name. */
+/* Records what the job ingests: the file name as uploaded, where the upload waits, its size, whether it replaces a
+ * document of the same name, and the OCR mode asked for (NULL: none recorded). */
 cq_status cq_store_job_set_upload(cq_store *s, int64_t job_id, const char *filename, const char *upload_path,
-                                  int64_t size_bytes, int replace, cq_err *err);
+                                  int64_t size_bytes, int replace, const char *ocr, cq_err *err);
 /* The job starts (again): running, no pages done, one more attempt (*attempts, may be NULL, gets the count). */
 cq_status cq_store_job_begin_attempt(cq_store *s, int64_t job_id, int *attempts, cq_err *err);
 /* A shutdown stopped the job: queued again with no pages done, and this attempt not counted. */

@@ -8,7 +8,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "core/sha256.h"
 #include "db/db.h"
 #include "db/dialect.h"
@@ -41,8 +40,8 @@ cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
     "k.id, k.name, k.prefix, k.role, coalesce(k.kb, ''), k.created_at, coalesce(k.last_used_at, 0), "               \
     "coalesce(k.revoked_at, 0) FROM api_keys k"
 
-static void key_from_row(cq_db_stmt *st, cq_key_info *k) {
-    memset(k, 0, sizeof *k);
+static bool key_from_row(cq_db_stmt *st, void *elem) {
+    cq_key_info *k = elem;
     k->id = cq_db_col_int(st, 0);
     cq_db_col_copy(st, 1, k->name, sizeof k->name);
     cq_db_col_copy(st, 2, k->prefix, sizeof k->prefix);
@@ -51,6 +50,7 @@ static void key_from_row(cq_db_stmt *st, cq_key_info *k) {
     k->created_at = cq_db_col_int(st, 5);
     k->last_used_at = cq_db_col_int(st, 6);
     k->revoked_at = cq_db_col_int(st, 7);
+    return true;
 }
 
 /* Replaces k->kb (as stored) by its grant: the KBs that exist now when current, as granted otherwise. */
@@ -95,25 +95,11 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
     bool own;
     rc = cq_db_begin_own(db, &own, err);
     if (!rc) rc = cq_store_auth_set_required(s, true, err);
-    if (!rc) {
-        cq_db_stmt *st;
-        rc = cq_db_prepare(db,
-                           "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) "
-                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-                           &st, err);
-        if (!rc) {
-            cq_db_bind_text(st, 1, name);
-            cq_db_bind_text(st, 2, prefix);
-            cq_db_bind_text(st, 3, hash);
-            cq_db_bind_text(st, 4, cq_key_role_name(role));
-            cq_db_bind_text(st, 5, grant[0] ? grant : NULL);
-            cq_db_bind_int(st, 6, now);
-            int step = cq_db_step(st, "create key", err);
-            if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
-            else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "create key: no id");
-            cq_db_finalize(st);
-        }
-    }
+    if (!rc)
+        rc = cq_db_int(db, "create key", &id, err,
+                       "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                       "ttttti", name, prefix, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
     if (!rc) rc = cq_grants_write(db, "key", id, grant, err);
     rc = cq_db_end(db, own, rc, err);
     if (rc) return rc;
@@ -130,32 +116,16 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
 }
 
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT " KEY_COLUMNS " ORDER BY k.id", &st, err))
-        return cq_err_prefix(err, "list keys: ");
-    cq_key_info *list = NULL;
-    size_t count = 0, cap = 0;
-    int step;
-    cq_status rc = CQ_OK;
-    while ((step = cq_db_step(st, "list keys", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        key_from_row(st, &list[count++]);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    for (size_t i = 0; i < count && !rc; i++) rc = key_grant(cq_store_conn(s), &list[i], false, err);
+    cq_db *db = cq_store_conn(s);
+    cq_status rc = cq_db_list(db, "list keys", sizeof **out, key_from_row, NULL, (void **)out, n, err,
+                              "SELECT " KEY_COLUMNS " ORDER BY k.id", "");
+    for (size_t i = 0; i < *n && !rc; i++) rc = key_grant(db, &(*out)[i], false, err);
     if (rc) {
-        free(list);
-        return rc;
+        free(*out);
+        *out = NULL;
+        *n = 0;
     }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
@@ -166,13 +136,10 @@ cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
                   "ii", id, (int64_t)time(NULL)))
         return err->code;
     if (changed) return CQ_OK;
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT 1 FROM api_keys WHERE id = ?1", &st, err)) return cq_err_prefix(err, "revoke key: ");
-    cq_db_bind_int(st, 1, id);
-    int step = cq_db_step(st, "revoke key", err);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no key with id %lld", (long long)id);
+    int64_t one;
+    cq_status rc = cq_db_int(db, "revoke key", &one, err, "SELECT 1 FROM api_keys WHERE id = ?1", "i", id);
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "no key with id %lld", (long long)id);
+    if (rc) return rc;
     return cq_err_set(err, CQ_ERR_INVALID, "key %lld is revoked already", (long long)id);
 }
 
@@ -181,15 +148,10 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     memset(out, 0, sizeof *out);
     char hash[65];
     if (!secret_hash(secret, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT " KEY_COLUMNS " WHERE k.hash = ?1 AND k.revoked_at IS NULL", &st, err))
-        return cq_err_prefix(err, "check key: ");
-    cq_db_bind_text(st, 1, hash);
-    int step = cq_db_step(st, "check key", err);
-    if (step == CQ_DB_ROW) key_from_row(st, out);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown or revoked API key");
+    cq_status rc = cq_db_one(db, "check key", key_from_row, out, sizeof *out, err,
+                             "SELECT " KEY_COLUMNS " WHERE k.hash = ?1 AND k.revoked_at IS NULL", "t", hash);
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "unknown or revoked API key");
+    if (rc) return rc;
     /* its KBs that exist now, by id: a KB made since under a deleted one's name is not its KB */
     if (key_grant(db, out, true, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
@@ -210,13 +172,7 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
 
 /* A count(*) statement's result. */
 static cq_status count_of(cq_store *s, const char *sql, const char *what, int64_t *n, cq_err *err) {
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), sql, &st, err)) return cq_err_prefix(err, "%s: ", what);
-    int step = cq_db_step(st, what, err);
-    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_db_int(cq_store_conn(s), what, n, err, sql, "");
 }
 
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
@@ -227,9 +183,9 @@ cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq
     *required = false;
     if (since) *since = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", &st,
-                      err))
-        return cq_err_prefix(err, "read settings: ");
+    if (cq_db_query(cq_store_conn(s), "read settings", &st, err,
+                    "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", ""))
+        return err->code;
     int step = cq_db_step(st, "read settings", err);
     if (step == CQ_DB_ROW) {
         const char *v = cq_db_col_text(st, 0);

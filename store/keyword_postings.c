@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
+
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
 
@@ -20,16 +22,7 @@ typedef struct {
 } bytes;
 
 static void bytes_reserve(bytes *b, size_t more) {
-    if (b->failed || b->len + more <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + more) cap *= 2;
-    unsigned char *p = realloc(b->data, cap);
-    if (!p) {
-        b->failed = true;
-        return;
-    }
-    b->data = p;
-    b->cap = cap;
+    if (!b->failed && !cq_grow((void **)&b->data, &b->cap, b->len + more, 1)) b->failed = true;
 }
 
 static void put_varint(bytes *b, uint64_t v) {
@@ -92,13 +85,7 @@ static long token_find(token_table *t, const char *tok, size_t len, bool add) {
         if (!strncmp(x, tok, len) && x[len] == 0) return (long)t->slots[k] - 1;
     }
     if (!add) return -1;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        char **p = realloc(t->tokens, cap * sizeof *p);
-        if (!p) return -1;
-        t->tokens = p;
-        t->cap = cap;
-    }
+    if (!cq_grow((void **)&t->tokens, &t->cap, t->n + 1, sizeof *t->tokens)) return -1;
     char *copy = malloc(len + 1);
     if (!copy) return -1;
     memcpy(copy, tok, len);
@@ -160,13 +147,7 @@ static int builder_token(void *ctx, const char *tok, size_t len, size_t start, s
         }
         b->n_lists = n;
     }
-    if (b->n_occ == b->cap_occ) {
-        size_t cap = b->cap_occ ? b->cap_occ * 2 : 1024;
-        occurrence *p = realloc(b->occ, cap * sizeof *p);
-        if (!p) goto oom;
-        b->occ = p;
-        b->cap_occ = cap;
-    }
+    if (!cq_grow((void **)&b->occ, &b->cap_occ, b->n_occ + 1, sizeof *b->occ)) goto oom;
     b->occ[b->n_occ++] = (occurrence){(uint32_t)t, b->column, b->positions - 1};
     return 0;
 oom:
@@ -363,13 +344,8 @@ cq_status cq_keyword_search_add(cq_keyword_search *s, const char *token, int64_t
                                 size_t postings_bytes, cq_err *err) {
     long t = token_find(&s->tokens, token, strlen(token), false);
     if (t < 0) return cq_err_set(err, CQ_ERR_INTERNAL, "keyword index: a row for a token the search did not ask for");
-    if (s->n_rows == s->cap_rows) {
-        size_t cap = s->cap_rows ? s->cap_rows * 2 : 256;
-        stored_row *p = realloc(s->rows, cap * sizeof *p);
-        if (!p) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        s->rows = p;
-        s->cap_rows = cap;
-    }
+    if (!cq_grow((void **)&s->rows, &s->cap_rows, s->n_rows + 1, sizeof *s->rows))
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     bytes_reserve(&s->arena, postings_bytes);
     if (s->arena.failed) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     memcpy(s->arena.data + s->arena.len, postings, postings_bytes);
@@ -393,16 +369,7 @@ typedef struct {
     size_t n_pos, cap_pos;
 } decoded;
 
-static bool grow(void **p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * size);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
+#define grow cq_grow
 
 /* Decodes one postings list into d (emptied first); positions only when with_positions. */
 static cq_status decode(const unsigned char *p, size_t len, bool with_positions, decoded *d, cq_err *err) {

@@ -1,5 +1,6 @@
 /* PostgreSQL's keyword index on db/db.h (store/postings.h). */
 #include "store/postings.h"
+#include "store/store_internal.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -57,21 +58,8 @@ static cq_status copy_clauses(cq_db *db, int64_t doc_id, const cq_store_clause *
                                     13, &st, err);
     if (rc) return rc;
     for (size_t i = 0; !rc && i < n; i++) {
-        const cq_store_clause *x = &c[i];
         cq_db_bind_int(st, 1, ids[i]);
-        cq_db_bind_int(st, 2, doc_id);
-        cq_db_bind_int(st, 3, x->ord);
-        cq_db_bind_int(st, 4, x->kind);
-        cq_db_bind_text(st, 5, x->label);
-        cq_db_bind_text(st, 6, x->label_key);
-        cq_db_bind_text(st, 7, x->path ? x->path : "");
-        cq_db_bind_text(st, 8, x->text ? x->text : "");
-        cq_db_bind_int(st, 9, x->page_first);
-        cq_db_bind_int(st, 10, x->page_last);
-        cq_db_bind_int(st, 11, x->start_off);
-        cq_db_bind_int(st, 12, x->end_off);
-        if (x->n_boxes) cq_db_bind_blob(st, 13, x->boxes, x->n_boxes * sizeof *x->boxes);
-        else cq_db_bind_null(st, 13);
+        cq_store_bind_clause(st, 2, doc_id, &c[i]);
         rc = cq_db_bulk_row(st, err);
     }
     return cq_db_bulk_end(st, rc, err);

@@ -679,6 +679,12 @@ static const migration migrations[] = {
         "ALTER TABLE users ADD COLUMN source text NOT NULL DEFAULT 'local';\n"
         "ALTER TABLE users ADD COLUMN disabled_at bigint;\n",
     },
+    {
+        /* SQLite 13, PostgreSQL 10: the OCR mode an upload asked for, kept with its job (store/jobs.h) instead of in
+         * the upload's file name (issue 28 item 4); NULL on the rows of before, whose names still say it. */
+        .sqlite = "ALTER TABLE jobs ADD COLUMN ocr TEXT;\n",
+        .pg = "ALTER TABLE jobs ADD COLUMN ocr text;\n",
+    },
 };
 
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])

@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
-#include "core/strbuf.h"
 #include "store/store_internal.h"
 #include "store/postings.h"
 #include "store/schema.h"
@@ -27,7 +27,7 @@ typedef struct {
     char *label;
     cq_store_clause *clauses; /* deep copies */
     int64_t *ids;
-    size_t n, cap;
+    size_t n, cap, cap_ids;
     int64_t reserved[64];
     size_t n_reserved, next_reserved;
 } pending_clauses;
@@ -62,13 +62,13 @@ struct cq_store {
     void *bm25_cache;    /* store/bm25.c */
     /* cq_store_clause_add's statements, prepared once (preparing them took as long as the insert of a short
      * clause); the FTS one is for the table of fts_kb */
-    sqlite3_stmt *clause_insert, *fts_insert;
+    cq_db_stmt *clause_insert, *fts_insert;
     int64_t fts_kb;
 };
 
 static void clause_statements_drop(cq_store *s) {
-    sqlite3_finalize(s->clause_insert);
-    sqlite3_finalize(s->fts_insert);
+    cq_db_finalize(s->clause_insert);
+    cq_db_finalize(s->fts_insert);
     s->clause_insert = s->fts_insert = NULL;
     s->fts_kb = 0;
 }
@@ -80,24 +80,8 @@ void **cq_store_router_slot(cq_store *s, void (*free_fn)(void *cache)) {
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 void **cq_store_bm25_slot(cq_store *s) { return &s->bm25_cache; }
 
-static cq_status db_error(cq_store *s, cq_err *err, const char *what) {
-    return cq_err_set(err, CQ_ERR_DB, "%s: %s", what, sqlite3_errmsg(s->db));
-}
 
-static cq_status exec(cq_store *s, const char *sql, cq_err *err) {
-    char *msg = NULL;
-    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        cq_err_set(err, CQ_ERR_DB, "%s", msg ? msg : sqlite3_errmsg(s->db));
-        sqlite3_free(msg);
-        return CQ_ERR_DB;
-    }
-    return CQ_OK;
-}
 
-static cq_status prepare(cq_store *s, const char *sql, sqlite3_stmt **st, cq_err *err) {
-    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) return db_error(s, err, "prepare");
-    return CQ_OK;
-}
 
 /* SQLite's process-wide setup, once before its first use: no memory statistics. With them on (SQLite's default)
  * every allocation of every connection takes one global mutex, and a BM25 search allocates a lot: asks retrieving
@@ -220,15 +204,9 @@ static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label,
         p->n_reserved = want;
         p->next_reserved = 0;
     }
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 64;
-        cq_store_clause *c2 = realloc(p->clauses, cap * sizeof *c2);
-        if (c2) p->clauses = c2;
-        int64_t *i2 = c2 ? realloc(p->ids, cap * sizeof *i2) : NULL;
-        if (i2) p->ids = i2;
-        if (!c2 || !i2) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        p->cap = cap;
-    }
+    if (!cq_grow((void **)&p->clauses, &p->cap, p->n + 1, sizeof *p->clauses) ||
+        !cq_grow((void **)&p->ids, &p->cap_ids, p->n + 1, sizeof *p->ids))
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     bool failed = false;
     cq_store_clause copy = *c;
     copy.label = dup_or_null(c->label, &failed);
@@ -277,80 +255,64 @@ void cq_store_rollback(cq_store *s) {
 
 cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
     const char *sql = on ? s->keyword->bulk_on : s->keyword->bulk_off;
-    return sql ? exec(s, sql, err) : CQ_OK;
+    return sql ? cq_db_exec(s->conn, sql, err) : CQ_OK;
 }
 
 /* ---- the keyword index and clauses (SQLite: FTS5; PostgreSQL: clauses held for their postings) --------------- */
 
-/* Deletes the FTS rows of the clauses selected by `where` (which binds ?1 = id) from the KB's FTS table. */
-static cq_status delete_fts_rows(cq_store *s, int64_t kb_id, const char *where, int64_t id, cq_err *err) {
-    char sql[320];
-    snprintf(sql, sizeof sql, "DELETE FROM " CQ_FTS_TABLE_FMT " WHERE rowid IN (SELECT c.id FROM clauses c %s)",
-             (long long)kb_id, where);
-    sqlite3_stmt *st;
-    if (prepare(s, sql, &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "delete index rows");
-}
 
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
-    if (v) sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(st, i);
+
+void cq_store_bind_clause(cq_db_stmt *st, int first, int64_t doc_id, const cq_store_clause *c) {
+    cq_db_bind_int(st, first, doc_id);
+    cq_db_bind_int(st, first + 1, c->ord);
+    cq_db_bind_int(st, first + 2, c->kind);
+    cq_db_bind_text(st, first + 3, c->label);
+    cq_db_bind_text(st, first + 4, c->label_key);
+    cq_db_bind_text(st, first + 5, c->path ? c->path : "");
+    cq_db_bind_text(st, first + 6, c->text ? c->text : "");
+    cq_db_bind_int(st, first + 7, c->page_first);
+    cq_db_bind_int(st, first + 8, c->page_last);
+    cq_db_bind_int(st, first + 9, c->start_off);
+    cq_db_bind_int(st, first + 10, c->end_off);
+    if (c->n_boxes) cq_db_bind_blob(st, first + 11, c->boxes, c->n_boxes * sizeof *c->boxes);
+    else cq_db_bind_null(st, first + 11);
 }
 
 static cq_status fts5_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
                                 const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
     if (s->fts_insert && s->fts_kb != kb_id) {
-        sqlite3_finalize(s->fts_insert);
+        cq_db_finalize(s->fts_insert);
         s->fts_insert = NULL;
     }
     if (!s->clause_insert &&
-        prepare(s,
-                "INSERT INTO clauses(doc_id, ord, kind, label, label_key, path, text, page_first, page_last, "
-                "start_off, end_off, boxes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &s->clause_insert, err))
+        cq_db_prepare(s->conn,
+                      "INSERT INTO clauses(doc_id, ord, kind, label, label_key, path, text, page_first, page_last, "
+                      "start_off, end_off, boxes) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                      &s->clause_insert, err))
         return CQ_ERR_DB;
     if (!s->fts_insert) {
         char sql[128];
-        snprintf(sql, sizeof sql, "INSERT INTO " CQ_FTS_TABLE_FMT "(rowid, title, path, body) VALUES(?, ?, ?, ?)",
+        snprintf(sql, sizeof sql, "INSERT INTO " CQ_FTS_TABLE_FMT "(rowid, title, path, body) VALUES(?1, ?2, ?3, ?4)",
                  (long long)kb_id);
-        if (prepare(s, sql, &s->fts_insert, err)) return CQ_ERR_DB;
+        if (cq_db_prepare(s->conn, sql, &s->fts_insert, err)) return CQ_ERR_DB;
         s->fts_kb = kb_id;
     }
-    sqlite3_stmt *st = s->clause_insert;
-    sqlite3_bind_int64(st, 1, doc_id);
-    sqlite3_bind_int(st, 2, c->ord);
-    sqlite3_bind_int(st, 3, c->kind);
-    bind_text_or_null(st, 4, c->label);
-    bind_text_or_null(st, 5, c->label_key);
-    sqlite3_bind_text(st, 6, c->path ? c->path : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, c->text, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, c->page_first);
-    sqlite3_bind_int(st, 9, c->page_last);
-    sqlite3_bind_int64(st, 10, c->start_off);
-    sqlite3_bind_int64(st, 11, c->end_off);
-    if (c->n_boxes) sqlite3_bind_blob(st, 12, c->boxes, (int)(c->n_boxes * sizeof *c->boxes), SQLITE_STATIC);
-    else sqlite3_bind_null(st, 12);
-    int rc = sqlite3_step(st);
-    cq_status out = rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "add clause");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (out) return out;
-    int64_t id = sqlite3_last_insert_rowid(s->db);
+    cq_db_stmt *st = s->clause_insert;
+    cq_store_bind_clause(st, 1, doc_id, c);
+    int step = cq_db_step(st, "add clause", err);
+    cq_db_reset(st);
+    int64_t id = 0;
+    if (step < 0 || cq_db_last_id(s->conn, &id, err)) return err->code;
     st = s->fts_insert;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, doc_label ? doc_label : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, c->text, -1, SQLITE_STATIC);
+    cq_db_bind_int(st, 1, id);
+    cq_db_bind_text(st, 2, doc_label ? doc_label : "");
+    cq_db_bind_text(st, 3, c->path ? c->path : "");
+    cq_db_bind_text(st, 4, c->text);
     cq_fts_tokens_offer(c->text_tokens); /* the body's tokens, when the caller made them */
-    rc = sqlite3_step(st);
+    step = cq_db_step(st, "index clause", err);
     cq_fts_tokens_offer(NULL);
-    out = rc == SQLITE_DONE ? CQ_OK : db_error(s, err, "index clause");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (out) return out;
+    cq_db_reset(st);
+    if (step < 0) return err->code;
     if (clause_id) *clause_id = id;
     return CQ_OK;
 }
@@ -362,18 +324,22 @@ static cq_status fts5_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
     snprintf(sql, sizeof sql,
              "CREATE VIRTUAL TABLE IF NOT EXISTS " CQ_FTS_TABLE_FMT " USING fts5(title, path, body, tokenize='cjk')",
              (long long)kb_id);
-    return exec(s, sql, err);
+    return cq_db_exec(s->conn, sql, err);
 }
 
 static cq_status fts5_kb_drop(cq_store *s, int64_t kb_id, cq_err *err) {
     clause_statements_drop(s); /* its FTS table goes */
     char sql[96];
     snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS " CQ_FTS_TABLE_FMT, (long long)kb_id);
-    return exec(s, sql, err);
+    return cq_db_exec(s->conn, sql, err);
 }
 
 static cq_status fts5_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
-    return kb_id ? delete_fts_rows(s, kb_id, "WHERE c.doc_id = ?", doc_id, err) : CQ_OK;
+    if (!kb_id) return CQ_OK;
+    char sql[160];
+    snprintf(sql, sizeof sql, "DELETE FROM " CQ_FTS_TABLE_FMT " WHERE rowid IN (SELECT id FROM clauses WHERE doc_id = ?1)",
+             (long long)kb_id);
+    return cq_db_run(s->conn, "delete index rows", NULL, err, sql, "i", doc_id);
 }
 
 static cq_status nothing(cq_store *s, int64_t id, cq_err *err) {
@@ -420,16 +386,16 @@ static void postings_discard(cq_store *s, int64_t doc_id) {
 
 /* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
 static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
-    sqlite3_stmt *st;
-    if (prepare(s, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?", &st, err)) return CQ_ERR_DB;
-    sqlite3_bind_int64(st, 1, doc_id);
+    cq_db_stmt *st;
+    if (cq_db_query(s->conn, "bm25", &st, err, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?1", "i", doc_id))
+        return err->code;
     *lo = 1;
     *hi = 0;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        *lo = sqlite3_column_int64(st, 0);
-        *hi = sqlite3_column_int64(st, 1);
+    if (cq_db_step(st, "bm25", err) == CQ_DB_ROW && !cq_db_col_null(st, 0)) {
+        *lo = cq_db_col_int(st, 0);
+        *hi = cq_db_col_int(st, 1);
     }
-    sqlite3_finalize(st);
+    cq_db_finalize(st);
     return CQ_OK;
 }
 
@@ -439,14 +405,10 @@ static cq_status docs_of_clauses(cq_store *s, const cq_bm25_hit *found, size_t n
     for (size_t i = 0; i < n; i++) doc_of[i] = 0;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
         size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
-        cq_strbuf sql = {0};
-        cq_strbuf_puts(&sql, "SELECT id, doc_id FROM clauses WHERE id IN (");
-        for (size_t i = 0; i < m; i++) cq_strbuf_printf(&sql, i ? ", ?%zu" : "?%zu", i + 1);
-        cq_strbuf_puts(&sql, ")");
+        int64_t ids[CQ_STORE_NAMES_BATCH];
+        for (size_t i = 0; i < m; i++) ids[i] = found[at + i].id;
         cq_db_stmt *st = NULL;
-        rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(s->conn, sql.data, &st, err);
-        cq_strbuf_free(&sql);
-        for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(st, (int)i + 1, found[at + i].id);
+        rc = cq_db_prepare_in(s->conn, "SELECT id, doc_id FROM clauses WHERE id IN ", ids, m, 1, "", &st, err);
         int step = CQ_DB_DONE;
         while (!rc && (step = cq_db_step(st, "bm25", err)) == CQ_DB_ROW) {
             int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);

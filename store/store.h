@@ -5,7 +5,7 @@
  * keyword postings of store/postings.h and the vector change feed of store/vectors.h):
  *   kbs(id, name UNIQUE, created_at)
  *   documents(id, kb_id, name, filename, format, sha256, size_bytes, title, n_pages, n_clauses, status, error,
- *             quality, quality_reason, created_at)         status: processing | ready | failed
+ *             quality, quality_reason, created_at)         status: cq_doc_state's names (below)
  *   pages(doc_id, page_no, width, height, n_chars, quality, quality_reason)
  *   clauses(id, doc_id, ord, kind, label, label_key, path, text, page_first, page_last, start_off, end_off, boxes)
  *   fts_kb<ID>  one FTS5(title, path, body) table per KB with the `cjk` tokenizer; rowid = clauses.id (a
@@ -84,6 +84,17 @@ cq_status cq_store_kb_list(cq_store *s, cq_kb_info **out, size_t *n, cq_err *err
 cq_status cq_store_kb_delete(cq_store *s, int64_t kb_id, cq_err *err);
 
 /* ---- documents ---- */
+
+/* A document's state. The database keeps its name (documents.status; the API's JSON says the same word): the names
+ * are mapped here and nowhere else (store/states.c, one table with the jobs' states). */
+typedef enum {
+    CQ_DOC_PROCESSING, /* created, its clauses going in */
+    CQ_DOC_READY,
+    CQ_DOC_FAILED,
+} cq_doc_state;
+const char *cq_doc_state_name(cq_doc_state state);            /* "processing", "ready", "failed" ("unknown") */
+bool cq_doc_state_parse(const char *name, cq_doc_state *out); /* false: no state has that name */
+
 typedef struct {
     int64_t id, kb_id;
     char *name;      /* file name without extension: the name citations and evaluation use */
@@ -93,7 +104,7 @@ typedef struct {
     int64_t size_bytes;
     char *title;     /* the document's title (from the text), or NULL */
     int n_pages, n_clauses;
-    char *status;    /* processing | ready | failed */
+    cq_doc_state state; /* a name the store does not know reads as CQ_DOC_FAILED */
     char *error;     /* why it failed, or NULL */
     double quality;
     char *quality_reason;
@@ -111,7 +122,7 @@ cq_status cq_store_doc_list(cq_store *s, int64_t kb_id, cq_doc_info **out, size_
 /* Whether a document of any KB (in any state) has content sha256: its stored original is still needed. */
 cq_status cq_store_content_in_use(cq_store *s, const char *sha256, bool *in_use, cq_err *err);
 
-/* Creates the row (status processing). */
+/* Creates the row (CQ_DOC_PROCESSING). */
 cq_status cq_store_doc_create(cq_store *s, int64_t kb_id, const char *name, const char *filename, const char *format,
                               const char *sha256, int64_t size_bytes, int64_t *doc_id, cq_err *err);
 
@@ -161,7 +172,7 @@ cq_status cq_store_keyword_bm25(cq_store *s, int64_t kb_id, const char *const *t
                                 int64_t *doc_of, size_t *n, cq_err *err);
 
 /* Marks the document ready (or failed with error) and records its summary. */
-cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, const char *status, const char *error, const char *title,
+cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, cq_doc_state state, const char *error, const char *title,
                               int n_pages, int n_clauses, double quality, const char *quality_reason, cq_err *err);
 
 /* Removes the document and everything derived from it, in one transaction. */

@@ -10,7 +10,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "core/sha256.h"
 #include "core/utf8.h"
 #include "db/db.h"
@@ -107,6 +106,7 @@ bool cq_user_name_valid(const char *name) {
     "u.source, coalesce(u.disabled_at, 0) "
 #define USER_NCOLS 9
 
+/* The row's USER_COLUMNS from column col on. */
 static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
     memset(u, 0, sizeof *u);
     u->id = cq_db_col_int(st, col);
@@ -118,6 +118,11 @@ static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
     u->last_login_at = cq_db_col_int(st, col + 6);
     cq_db_col_copy(st, col + 7, u->source, sizeof u->source);
     u->disabled_at = cq_db_col_int(st, col + 8);
+}
+
+static bool user_read(cq_db_stmt *st, void *u) {
+    user_from_row(st, 0, u);
+    return true;
 }
 
 /* Replaces u->kb (as stored) by its grant (store/grants.h); when current (authorisation), joined with the grants of
@@ -150,26 +155,12 @@ cq_status cq_store_user_add(cq_store *s, const char *name, const char *password,
     int64_t now = (int64_t)time(NULL), id = 0;
     bool own;
     cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) {
-        cq_db_stmt *st;
-        rc = cq_db_prepare(db,
-                           "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at) "
-                           "VALUES(?1, ?2, ?3, ?4, ?5, ?5) RETURNING id",
-                           &st, err);
-        if (!rc) {
-            cq_db_bind_text(st, 1, name);
-            cq_db_bind_text(st, 2, hash);
-            cq_db_bind_text(st, 3, cq_key_role_name(role));
-            cq_db_bind_text(st, 4, grant[0] ? grant : NULL);
-            cq_db_bind_int(st, 5, now);
-            int step = cq_db_step(st, "add user", err);
-            if (step == CQ_DB_ROW) id = cq_db_col_int(st, 0);
-            else if (step < 0 && err->code == CQ_ERR_EXISTS)
-                rc = cq_err_set(err, CQ_ERR_EXISTS, "a user named '%s' exists already", name);
-            else rc = step < 0 ? err->code : cq_err_set(err, CQ_ERR_DB, "add user: no id");
-            cq_db_finalize(st);
-        }
-    }
+    if (!rc)
+        rc = cq_db_int(db, "add user", &id, err,
+                       "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?5) RETURNING id",
+                       "tttti", name, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
+    if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a user named '%s' exists already", name);
     if (!rc) rc = cq_grants_write(db, "user", id, grant, err);
     /* a user, as a key, turns authentication on (store/keys.h) */
     if (!rc) rc = cq_store_auth_set_required(s, true, err);
@@ -188,42 +179,25 @@ cq_status cq_store_user_add(cq_store *s, const char *name, const char *password,
 }
 
 cq_status cq_store_user_list(cq_store *s, cq_user_info **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT " USER_COLUMNS "FROM users u ORDER BY u.id", &st, err))
-        return cq_err_prefix(err, "list users: ");
-    cq_user_info *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "list users", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&list, &cap, count + 1, sizeof *list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        user_from_row(st, 0, &list[count++]);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    for (size_t i = 0; i < count && !rc; i++) rc = user_grant(db, &list[i], false, err);
+    cq_status rc = cq_db_list(db, "list users", sizeof **out, user_read, NULL, (void **)out, n, err,
+                              "SELECT " USER_COLUMNS "FROM users u ORDER BY u.id", "");
+    for (size_t i = 0; i < *n && !rc; i++) rc = user_grant(db, &(*out)[i], false, err);
     if (rc) {
-        free(list);
-        return rc;
+        free(*out);
+        *out = NULL;
+        *n = 0;
     }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    return rc;
 }
 
 /* The row of user name (and its password hash into hash, when not NULL): NOT_FOUND when there is none. */
 static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char hash[CQ_PASSWORD_HASH_BYTES],
                            cq_err *err) {
     cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT " USER_COLUMNS ", u.password_hash FROM users u WHERE u.name = ?1", &st, err))
-        return cq_err_prefix(err, "find user: ");
-    cq_db_bind_text(st, 1, name);
+    if (cq_db_query(db, "find user", &st, err, "SELECT " USER_COLUMNS ", u.password_hash FROM users u WHERE u.name = ?1",
+                    "t", name))
+        return err->code;
     int step = cq_db_step(st, "find user", err);
     if (step == CQ_DB_ROW) {
         user_from_row(st, 0, u);
@@ -391,13 +365,7 @@ cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *o
 }
 
 cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM users", &st, err)) return cq_err_prefix(err, "count users: ");
-    int step = cq_db_step(st, "count users", err);
-    if (step == CQ_DB_ROW) *n = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_db_int(cq_store_conn(s), "count users", n, err, "SELECT count(*) FROM users", "");
 }
 
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
@@ -415,21 +383,13 @@ cq_status cq_store_session_create(cq_store *s, int64_t user_id, int64_t idle_s, 
     char hash[65];
     cq_sha256_hex(token, strlen(token), hash);
     int64_t now = (int64_t)time(NULL);
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO sessions(user_id, hash, created_at, last_seen_at, expires_at) "
-                      "VALUES(?1, ?2, ?3, ?3, ?4) RETURNING id",
-                      &st, err))
-        return cq_err_prefix(err, "create session: ");
-    cq_db_bind_int(st, 1, user_id);
-    cq_db_bind_text(st, 2, hash);
-    cq_db_bind_int(st, 3, now);
-    cq_db_bind_int(st, 4, now + idle_s);
-    int step = cq_db_step(st, "create session", err);
-    if (step == CQ_DB_ROW && session_id) *session_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    if (step < 0) return err->code;
-    return step == CQ_DB_ROW ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "create session: no id");
+    int64_t id;
+    cq_status rc = cq_db_int(cq_store_conn(s), "create session", &id, err,
+                             "INSERT INTO sessions(user_id, hash, created_at, last_seen_at, expires_at) "
+                             "VALUES(?1, ?2, ?3, ?3, ?4) RETURNING id",
+                             "itii", user_id, hash, now, now + idle_s);
+    if (!rc && session_id) *session_id = id;
+    return rc;
 }
 
 cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s, cq_user_info *user,
@@ -440,15 +400,12 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL), id = 0, last_seen = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(db,
-                      "SELECT " USER_COLUMNS ", x.id, x.last_seen_at FROM sessions x JOIN users u ON u.id = x.user_id "
-                      "WHERE x.hash = ?1 AND x.revoked_at IS NULL AND x.expires_at > ?2 AND x.created_at > ?3 "
-                      "AND u.disabled_at IS NULL",
-                      &st, err))
-        return cq_err_prefix(err, "check session: ");
-    cq_db_bind_text(st, 1, hash);
-    cq_db_bind_int(st, 2, now);
-    cq_db_bind_int(st, 3, now - CQ_SESSION_MAX_AGE_S);
+    if (cq_db_query(db, "check session", &st, err,
+                    "SELECT " USER_COLUMNS ", x.id, x.last_seen_at FROM sessions x JOIN users u ON u.id = x.user_id "
+                    "WHERE x.hash = ?1 AND x.revoked_at IS NULL AND x.expires_at > ?2 AND x.created_at > ?3 "
+                    "AND u.disabled_at IS NULL",
+                    "tii", hash, now, now - CQ_SESSION_MAX_AGE_S))
+        return err->code;
     int step = cq_db_step(st, "check session", err);
     if (step == CQ_DB_ROW) {
         user_from_row(st, 0, user);

@@ -1,6 +1,7 @@
 /* Clause vectors and their change feed on db/db.h (store/vectors.h). */
 #include "store/vectors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +20,6 @@ static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out 
 
 static size_t batch_of(size_t n, size_t at) { return n - at < CQ_STORE_VECTORS_BATCH ? n - at : CQ_STORE_VECTORS_BATCH; }
 
-/* head "(?first, …, ?first+m-1)" tail, prepared, the m ids bound from placeholder first. */
-static cq_status prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
-                            cq_db_stmt **st, cq_err *err) {
-    cq_strbuf b = {0};
-    cq_strbuf_puts(&b, head);
-    for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
-    cq_strbuf_puts(&b, ")");
-    cq_strbuf_puts(&b, tail);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return nomem(err);
-    }
-    cq_status rc = cq_db_prepare(db, b.data, st, err);
-    cq_strbuf_free(&b);
-    for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
-    return rc;
-}
 
 /* ---- storing: row by row (SQLite), a batch per statement (PostgreSQL: the feed's statement triggers) ---- */
 
@@ -160,7 +144,7 @@ cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t
     cq_status rc = n > CQ_STORE_VECTORS_BATCH ? cq_db_begin_own(db, &own, err) : CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
+        rc = cq_db_prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
                         &st, err);
         if (!rc && cq_db_step(st, "remove vectors", err) < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
@@ -169,17 +153,11 @@ cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t
 }
 
 cq_status cq_store_vectors_count(cq_store *s, int64_t kb_id, const char *model, size_t *n, cq_err *err) {
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT count(*) FROM clause_vectors WHERE kb_id = ?1 AND model = ?2", &st,
-                      err))
-        return cq_err_prefix(err, "count vectors: ");
-    cq_db_bind_int(st, 1, kb_id);
-    cq_db_bind_text(st, 2, model);
-    int step = cq_db_step(st, "count vectors", err);
-    if (step == CQ_DB_ROW) *n = (size_t)cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    int64_t count;
+    cq_status rc = cq_db_int(cq_store_conn(s), "count vectors", &count, err,
+                             "SELECT count(*) FROM clause_vectors WHERE kb_id = ?1 AND model = ?2", "it", kb_id, model);
+    *n = rc ? 0 : (size_t)count;
+    return rc;
 }
 
 static cq_status bad_vector(cq_db_stmt *st, int id_col, size_t got, size_t bytes, cq_err *err) {
@@ -244,7 +222,7 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+        rc = cq_db_prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
                         clause_ids + at, batch_of(n, at), 3, " ORDER BY clause_id", &st, err);
         if (!rc) {
             cq_db_bind_int(st, 1, kb_id);
@@ -268,6 +246,71 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
     return rc;
 }
 
+cq_status cq_store_clause_docs(cq_store *s, const int64_t *clause_ids, size_t n, int64_t *doc_of, cq_err *err) {
+    for (size_t i = 0; i < n; i++) doc_of[i] = -1;
+    cq_status rc = CQ_OK;
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
+        const size_t m = batch_of(n, at);
+        cq_db_stmt *st = NULL;
+        rc = cq_db_prepare_in(cq_store_conn(s), "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, 1,
+                              "", &st, err);
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "clauses' documents", err)) == CQ_DB_ROW) {
+            const int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
+            for (size_t i = at; i < at + m; i++) /* a clause may stand more than once */
+                if (clause_ids[i] == id) doc_of[i] = doc;
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    return rc;
+}
+
+cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, const int64_t *docs, size_t n,
+                                    float *vecs, cq_err *err) {
+    memset(vecs, 0, n * (size_t)dim * sizeof *vecs);
+    const size_t bytes = (size_t)dim * sizeof(float);
+    double *acc = calloc(n * (size_t)dim + 1, sizeof *acc); /* the sums, a row a document */
+    cq_status rc = acc ? CQ_OK : nomem(err);
+    for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) { /* the documents' vectors, a statement a batch */
+        const size_t m = batch_of(n, at);
+        cq_db_stmt *st = NULL;
+        rc = cq_db_prepare_in(cq_store_conn(s),
+                              "SELECT v.clause_id, v.vec, c.doc_id FROM clause_vectors v JOIN clauses c ON "
+                              "c.id = v.clause_id WHERE v.model = ?1 AND c.doc_id IN ",
+                              docs + at, m, 2, "", &st, err);
+        if (!rc) cq_db_bind_text(st, 1, model);
+        int step = CQ_DB_DONE;
+        while (!rc && (step = cq_db_step(st, "the documents' vectors", err)) == CQ_DB_ROW) {
+            size_t len = 0;
+            const unsigned char *b = cq_db_col_blob(st, 1, &len);
+            if (len != bytes) {
+                rc = bad_vector(st, 0, len, bytes, err);
+                break;
+            }
+            const int64_t doc = cq_db_col_int(st, 2);
+            for (size_t i = at; i < at + m; i++) /* a document may stand more than once */
+                if (docs[i] == doc)
+                    for (int k = 0; k < dim; k++) {
+                        float x;
+                        memcpy(&x, b + (size_t)k * sizeof x, sizeof x);
+                        acc[i * (size_t)dim + (size_t)k] += x;
+                    }
+        }
+        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+        cq_db_finalize(st);
+    }
+    for (size_t i = 0; !rc && i < n; i++) { /* normalized; none stored (a zero sum): zeros */
+        const double *a = acc + i * (size_t)dim;
+        double norm = 0.0;
+        for (int k = 0; k < dim; k++) norm += a[k] * a[k];
+        norm = sqrt(norm);
+        for (int k = 0; norm > 0 && k < dim; k++) vecs[i * (size_t)dim + (size_t)k] = (float)(a[k] / norm);
+    }
+    free(acc);
+    return rc;
+}
+
 cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores,
                                        size_t *n, cq_err *err) {
     if (!*n) return CQ_OK;
@@ -278,7 +321,7 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
     for (size_t at = 0; !rc && at < *n; at += CQ_STORE_VECTORS_BATCH) {
         size_t m = batch_of(*n, at);
         cq_db_stmt *st = NULL;
-        rc = prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+        rc = cq_db_prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
                         ids + at, m, 3, "", &st, err);
         if (!rc) {
             cq_db_bind_int(st, 1, kb_id);
@@ -307,15 +350,10 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
 }
 
 cq_status cq_store_doc_kb(cq_store *s, int64_t doc_id, int64_t *kb_id, cq_err *err) {
-    *kb_id = -1;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT kb_id FROM documents WHERE id = ?1", &st, err))
-        return cq_err_prefix(err, "find document: ");
-    cq_db_bind_int(st, 1, doc_id);
-    int step = cq_db_step(st, "find document", err);
-    if (step == CQ_DB_ROW) *kb_id = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    cq_status rc = cq_db_int(cq_store_conn(s), "find document", kb_id, err, "SELECT kb_id FROM documents WHERE id = ?1",
+                             "i", doc_id);
+    if (rc) *kb_id = -1;
+    return rc == CQ_ERR_NOT_FOUND ? CQ_OK : rc;
 }
 
 /* ---- what else search/vectors.h reads and writes: a KB's model, a document's clause ids, document states ---- */
@@ -325,11 +363,10 @@ cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *d
     *dim = 0;
     cq_db_stmt *st;
     /* clause_id is SQLite's rowid: the newest vector on both stores */
-    if (cq_db_prepare(cq_store_conn(s),
-                      "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ?1 ORDER BY clause_id DESC LIMIT 1",
-                      &st, err))
-        return cq_err_prefix(err, "find the KB's vectors: ");
-    cq_db_bind_int(st, 1, kb_id);
+    if (cq_db_query(cq_store_conn(s), "find the KB's vectors", &st, err,
+                    "SELECT model, length(vec) FROM clause_vectors WHERE kb_id = ?1 ORDER BY clause_id DESC LIMIT 1",
+                    "i", kb_id))
+        return err->code;
     int step = cq_db_step(st, "find the KB's vectors", err);
     if (step == CQ_DB_ROW) {
         cq_db_col_copy(st, 0, model, 80);
@@ -340,47 +377,17 @@ cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *d
 }
 
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err) {
-    *ids = NULL;
-    *n = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT id FROM clauses WHERE doc_id = ?1 ORDER BY id", &st, err))
-        return cq_err_prefix(err, "clause ids: ");
-    cq_db_bind_int(st, 1, doc_id);
-    size_t cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "clause ids", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)ids, &cap, *n + 1, sizeof **ids)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        (*ids)[(*n)++] = cq_db_col_int(st, 0);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
-    if (rc) {
-        free(*ids);
-        *ids = NULL;
-        *n = 0;
-    }
-    return rc;
+    return cq_db_ids(cq_store_conn(s), "clause ids", ids, n, err, "SELECT id FROM clauses WHERE doc_id = ?1 ORDER BY id",
+                     "i", doc_id);
 }
 
 cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
                                size_t len, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT (doc_id) "
-                      "DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, state = excluded.state",
-                      &st, err))
-        return cq_err_prefix(err, "store document state: ");
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_text(st, 2, model);
-    cq_db_bind_int(st, 3, n_tokens);
-    cq_db_bind_blob(st, 4, state, len);
-    int step = cq_db_step(st, "store document state", err);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_db_run(cq_store_conn(s), "store document state", NULL, err,
+                     "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT "
+                     "(doc_id) DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, "
+                     "state = excluded.state",
+                     "itib", doc_id, model, n_tokens, state, len);
 }
 
 cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
@@ -388,10 +395,9 @@ cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, v
     *state = NULL;
     *len = 0;
     cq_db_stmt *st;
-    if (cq_db_prepare(cq_store_conn(s), "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", &st, err))
-        return cq_err_prefix(err, "read document state: ");
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_text(st, 2, model);
+    if (cq_db_query(cq_store_conn(s), "read document state", &st, err,
+                    "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", "it", doc_id, model))
+        return err->code;
     int step = cq_db_step(st, "read document state", err);
     cq_status rc = step < 0 ? err->code : CQ_OK;
     if (step == CQ_DB_ROW) {
@@ -420,62 +426,39 @@ static cq_status feed_only(cq_store *s, const char *what, cq_err *err) {
     return is_pg(s) ? CQ_OK : cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
 }
 
-/* "1,2,3" → ids. */
-static cq_status parse_ids(const char *s, int64_t **ids, size_t *n, cq_err *err) {
+/* A change's row, its clause ids from "1,2,3": false when out of memory. */
+static bool change_read(cq_db_stmt *st, void *elem) {
+    cq_vector_change *c = elem;
+    c->seq = cq_db_col_int(st, 0);
+    c->kb_id = cq_db_col_int(st, 1);
+    c->doc_id = cq_db_col_int(st, 2);
+    c->deleted = (int)cq_db_col_int(st, 3);
+    const char *s = cq_db_col_text(st, 4);
     size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    *ids = malloc(cap * sizeof **ids);
-    *n = 0;
-    if (!*ids) return nomem(err);
-    for (const char *p = s; *p;) {
+    for (const char *p = s; p && *p; p++) cap += *p == ',';
+    if (!(c->clause_ids = malloc(cap * sizeof *c->clause_ids))) return false;
+    for (const char *p = s; p && *p;) {
         char *end;
         long long v = strtoll(p, &end, 10);
         if (end == p) break;
-        (*ids)[(*n)++] = v;
+        c->clause_ids[c->n_clause_ids++] = v;
         p = *end == ',' ? end + 1 : end;
     }
-    return CQ_OK;
+    return true;
 }
+
+static void change_drop(void *c) { free(((cq_vector_change *)c)->clause_ids); }
 
 cq_status cq_store_vector_changes(cq_store *s, int64_t after, size_t limit, cq_vector_change **out, size_t *n,
                                   cq_err *err) {
     *out = NULL;
     *n = 0;
-    cq_status rc = feed_only(s, "read vector changes", err);
-    cq_db_stmt *st = NULL;
-    if (!rc)
-        rc = cq_db_prepare(cq_store_conn(s),
-                           "SELECT seq, kb_id, doc_id, op = 'delete', array_to_string(clause_ids, ',') FROM "
-                           "vector_changes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-                           &st, err);
-    if (rc) return rc;
-    cq_db_bind_int(st, 1, after);
-    cq_db_bind_int(st, 2, (int64_t)limit);
-    size_t cap = 0;
-    int step;
-    while ((step = cq_db_step(st, "read vector changes", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out)) {
-            rc = nomem(err);
-            break;
-        }
-        cq_vector_change *c = &(*out)[*n];
-        memset(c, 0, sizeof *c);
-        c->seq = cq_db_col_int(st, 0);
-        c->kb_id = cq_db_col_int(st, 1);
-        c->doc_id = cq_db_col_int(st, 2);
-        c->deleted = (int)cq_db_col_int(st, 3);
-        (*n)++;
-        const char *list = cq_db_col_text(st, 4);
-        if ((rc = parse_ids(list ? list : "", &c->clause_ids, &c->n_clause_ids, err))) break;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
-    if (rc) {
-        cq_vector_changes_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
+    if (feed_only(s, "read vector changes", err)) return err->code;
+    return cq_db_list(cq_store_conn(s), "read vector changes", sizeof **out, change_read, change_drop, (void **)out, n,
+                      err,
+                      "SELECT seq, kb_id, doc_id, op = 'delete', array_to_string(clause_ids, ',') FROM "
+                      "vector_changes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                      "ii", after, (int64_t)limit);
 }
 
 cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *last, cq_err *err) {
@@ -483,10 +466,10 @@ cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *
     cq_status rc = feed_only(s, "read the vector feed's bounds", err);
     cq_db_stmt *st = NULL;
     if (!rc)
-        rc = cq_db_prepare(cq_store_conn(s),
-                           "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
-                           "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
-                           &st, err);
+        rc = cq_db_query(cq_store_conn(s), "read the vector feed's bounds", &st, err,
+                         "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
+                         "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
+                         "");
     if (rc) return rc;
     int step = cq_db_step(st, "read the vector feed's bounds", err);
     if (step == CQ_DB_ROW) {
@@ -499,21 +482,16 @@ cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *
 
 cq_status cq_store_vector_changes_prune(cq_store *s, int64_t max_age_s, int64_t *pruned, cq_err *err) {
     if (pruned) *pruned = 0;
-    cq_status rc = feed_only(s, "prune vector changes", err);
-    cq_db_stmt *st = NULL;
+    if (feed_only(s, "prune vector changes", err)) return err->code;
+    int64_t gone;
     /* one statement: the newest old change, the rows up to it, the horizon moved past them */
-    if (!rc)
-        rc = cq_db_prepare(cq_store_conn(s),
-                           "WITH cut AS (SELECT max(seq) AS s FROM vector_changes WHERE created_at < ?1), "
-                           "gone AS (DELETE FROM vector_changes WHERE seq <= (SELECT s FROM cut) RETURNING seq), "
-                           "moved AS (UPDATE vector_changes_horizon SET pruned_to = greatest(pruned_to, "
-                           "(SELECT s FROM cut)) WHERE (SELECT s FROM cut) IS NOT NULL RETURNING 1) "
-                           "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM moved)",
-                           &st, err);
-    if (rc) return rc;
-    cq_db_bind_int(st, 1, (int64_t)time(NULL) - max_age_s);
-    int step = cq_db_step(st, "prune vector changes", err);
-    if (step == CQ_DB_ROW && pruned) *pruned = cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    cq_status rc = cq_db_int(cq_store_conn(s), "prune vector changes", &gone, err,
+                             "WITH cut AS (SELECT max(seq) AS s FROM vector_changes WHERE created_at < ?1), "
+                             "gone AS (DELETE FROM vector_changes WHERE seq <= (SELECT s FROM cut) RETURNING seq), "
+                             "moved AS (UPDATE vector_changes_horizon SET pruned_to = greatest(pruned_to, "
+                             "(SELECT s FROM cut)) WHERE (SELECT s FROM cut) IS NOT NULL RETURNING 1) "
+                             "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM moved)",
+                             "i", (int64_t)time(NULL) - max_age_s);
+    if (!rc && pruned) *pruned = gone;
+    return rc;
 }

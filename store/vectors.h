@@ -50,6 +50,12 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
 /* Keeps ids[i] (and scores[i]) whose vector the KB and model hold, in order; *n shrinks. */
 cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *model, int64_t *ids, float *scores,
                                        size_t *n, cq_err *err);
+/* The document of each clause (doc_of[i] -1 when clause_ids[i] is gone), for document routing (search/doc_route.h). */
+cq_status cq_store_clause_docs(cq_store *s, const int64_t *clause_ids, size_t n, int64_t *doc_of, cq_err *err);
+/* The normalized mean of each document's stored clause vectors of model (dim floats) into vecs (n × dim): zeros for
+ * a document without any. CQ_ERR_FORMAT when a stored vector is not dim floats. */
+cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, const int64_t *docs, size_t n,
+                                    float *vecs, cq_err *err);
 /* The KB of a document (-1 when there is no such document). */
 cq_status cq_store_doc_kb(cq_store *s, int64_t doc_id, int64_t *kb_id, cq_err *err);
 

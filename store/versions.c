@@ -101,6 +101,24 @@ static cq_status read_texts(cq_db *db, int64_t doc_id, char **header, char **tai
     return CQ_OK;
 }
 
+/* The same from clauses held in memory. */
+static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, char **tail, cq_err *err) {
+    cq_strbuf h = {0}, t = {0};
+    bool first = true;
+    for (size_t i = 0; i < n && header_take(&h, c[i].kind, c[i].text, &first); i++) {
+    }
+    for (size_t i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
+        cq_strbuf_printf(&t, "%s\n", c[i].text ? c[i].text : "");
+    if (h.failed || t.failed) {
+        cq_strbuf_free(&h);
+        cq_strbuf_free(&t);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    *header = cq_strbuf_take(&h);
+    *tail = cq_strbuf_take(&t);
+    return CQ_OK;
+}
+
 /* The document's KB, name and title, and whether its version row exists and is a person's. */
 static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
                                bool *has_row, cq_err *err) {
@@ -151,13 +169,14 @@ static cq_status write_version(cq_db *db, int64_t doc_id, int64_t kb_id, const c
     return cq_db_end(db, own, rc, err);
 }
 
-cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
+/* clauses NULL: read from the store */
+static cq_status analyse(cq_store *s, int64_t doc_id, const cq_version_clause *clauses, size_t n, cq_err *err) {
     cq_db *db = cq_store_conn(s);
     int64_t kb_id = 0;
     char *name = NULL, *title = NULL, *header = NULL, *tail = NULL;
     bool by_user = false, has_row = false;
     cq_status rc = read_document(db, doc_id, &kb_id, &name, &title, &by_user, &has_row, err);
-    if (!rc) rc = read_texts(db, doc_id, &header, &tail, err);
+    if (!rc) rc = clauses ? texts_of(clauses, n, &header, &tail, err) : read_texts(db, doc_id, &header, &tail, err);
     cq_version_meta m;
     if (!rc) cq_version_meta_extract(name, title, header, tail, &m);
     free(name);
@@ -165,6 +184,14 @@ cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) {
     free(header);
     free(tail);
     return rc ? rc : write_version(db, doc_id, kb_id, &m, by_user, has_row, err);
+}
+
+cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err) { return analyse(s, doc_id, NULL, 0, err); }
+
+cq_status cq_versions_analyse_clauses(cq_store *s, int64_t doc_id, const cq_version_clause *clauses, size_t n,
+                                      cq_err *err) {
+    static const cq_version_clause none;
+    return analyse(s, doc_id, clauses ? clauses : &none, clauses ? n : 0, err);
 }
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);
@@ -213,25 +240,12 @@ cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_an
 
 static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
     const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
                            : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
                              "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
-    if (prepare(db, sql, "find documents", &st, err)) return err->code;
-    cq_db_bind_int(st, 1, kb_id);
-    int64_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: find documents", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&ids, &cap, n + 1, sizeof *ids)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        ids[n++] = cq_db_col_int(st, 0);
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
+    int64_t *ids;
+    size_t n;
+    cq_status rc = cq_db_ids(db, "versions: find documents", &ids, &n, err, sql, "i", kb_id);
     if (!rc && n) {
         bool own;
         rc = cq_db_begin_own(db, &own, err);
@@ -496,15 +510,10 @@ cq_status cq_versions_set(cq_store *s, int64_t doc_id, const cq_version_edit *e,
     bool own;
     rc = cq_db_begin_own(db, &own, err);
     /* a document never analysed gets its automatic row first, then the correction over it */
-    cq_db_stmt *st;
-    if (!rc) rc = prepare(db, "SELECT 1 FROM doc_versions WHERE doc_id = ?1", "find version", &st, err);
-    if (!rc) {
-        cq_db_bind_int(st, 1, doc_id);
-        int step = cq_db_step(st, "versions: find version", err);
-        cq_db_finalize(st);
-        if (step < 0) rc = err->code;
-        else if (step == CQ_DB_DONE) rc = cq_versions_analyse(s, doc_id, err);
-    }
+    int64_t one;
+    if (!rc) rc = cq_db_int(db, "versions: find version", &one, err, "SELECT 1 FROM doc_versions WHERE doc_id = ?1", "i",
+                            doc_id);
+    if (rc == CQ_ERR_NOT_FOUND) rc = cq_versions_analyse(s, doc_id, err);
     char key[CQ_VERSION_KEY_MAX] = "";
     if (e->key) edit_key_of(e->key, doc_id, key);
     if (!rc)
@@ -529,32 +538,20 @@ cq_status cq_versions_reset(cq_store *s, int64_t doc_id, cq_err *err) {
     return cq_db_end(db, own, rc, err);
 }
 
+static bool key_read(cq_db_stmt *st, void *key) { return (*(char **)key = cq_db_col_strdup(st, 0)) != NULL; }
+static void key_drop(void *key) { free(*(char **)key); }
+
 cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     cq_db *db = cq_store_conn(s);
-    cq_db_stmt *st;
+    char **keys;
+    size_t n_keys;
     /* keys compare as bytes (COLLATE "C" on PostgreSQL): the same order on both */
-    if (prepare(db,
-                "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 AND "
-                "d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
-                "list groups", &st, err))
-        return err->code;
-    cq_db_bind_int(st, 1, kb_id);
-    size_t cap = 0;
-    cq_status rc = CQ_OK;
-    char **keys = NULL;
-    size_t n_keys = 0;
-    int step;
-    while ((step = cq_db_step(st, "versions: list groups", err)) == CQ_DB_ROW) {
-        if (!cq_grow((void **)&keys, &cap, n_keys + 1, sizeof *keys) || !(keys[n_keys] = cq_db_col_strdup(st, 0))) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        n_keys++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
+    cq_status rc = cq_db_list(db, "versions: list groups", sizeof *keys, key_read, key_drop, (void **)&keys, &n_keys, err,
+                              "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 "
+                              "AND d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
+                              "i", kb_id);
     if (!rc && n_keys) {
         *out = calloc(n_keys, sizeof **out);
         if (!*out) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

@@ -159,6 +159,17 @@ void cq_version_group_free(cq_version_group *g);
  * refreshed. */
 cq_status cq_versions_analyse(cq_store *s, int64_t doc_id, cq_err *err);
 
+/* A clause as the analysis reads it: its kind (cq_clause_kind's value) and text. */
+typedef struct {
+    int kind;
+    const char *text;
+} cq_version_clause;
+
+/* The same from the document's clauses in order (clauses[0..n)) as the caller holds them (ingest, which has just
+ * written them): their header and last clauses are not read back from the store. */
+cq_status cq_versions_analyse_clauses(cq_store *s, int64_t doc_id, const cq_version_clause *clauses, size_t n,
+                                      cq_err *err);
+
 /* Analyses the ready documents of the KB that have no row yet (all of them with redo, corrections kept), in one
  * transaction of its own when none is open. *n_analysed (may be NULL) says how many. */
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);

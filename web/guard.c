@@ -119,7 +119,7 @@ void cq_web_cors_headers(cq_web_req *r) {
     mg_response_header_add(r->conn, "Vary", "Origin", -1);
 }
 
-static bool safe_method(const char *m) { return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS"); }
+bool cq_web_safe_method(const char *m) { return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS"); }
 
 static void answer_preflight(cq_web_req *r) {
     r->status = 204;
@@ -229,7 +229,7 @@ bool cq_web_guard_request(cq_web_req *r) {
     const char *origin = mg_get_header(r->conn, "Origin");
     bool foreign = origin && !same_origin(origin, host);
     if (foreign) r->cors_origin = allowed_origin(s, origin);
-    if (foreign && !r->cors_origin && !safe_method(r->method)) {
+    if (foreign && !r->cors_origin && !cq_web_safe_method(r->method)) {
         cq_web_send_error(r, 403, "forbidden_origin",
                           "requests from pages of %.200s may not change anything here (see serve --cors-origin)",
                           origin);

@@ -82,6 +82,11 @@ static void start_response(cq_web_req *r, int status, const char *mime, long lon
             cq_web_cors_headers(r);
     }
     if (status == 401) head_add(r, "WWW-Authenticate", "Bearer realm=\"clauseqa\"");
+    if (status == 405 && r->allow) {
+        char allow[64];
+        cq_web_methods_text(r->allow, allow, sizeof allow);
+        head_add(r, "Allow", allow);
+    }
     if (r->set_cookie[0]) head_add(r, "Set-Cookie", r->set_cookie);
     if ((status == 503 || status == 429) && r->retry_after_s > 0) {
         char sec[16];

@@ -17,6 +17,55 @@
 #include "web/server.h"
 
 typedef struct cq_web_access_log cq_web_access_log;
+typedef struct cq_web_req cq_web_req;
+
+/* ---- the route table (web/server.c): each route once, and nothing else knows a route ----
+ * A route is methods (a mask of CQ_M_*), a path pattern (literal segments and {params}: {kb} is r->kb; {id}, {a},
+ * {b} and {n} are positive ids, r->id[0] and r->id[1], 404 when not; the others are raw segments, r->seg), what its
+ * body is, the role it needs and where the KB that role is checked on comes from, the handler, and how the
+ * connection slots treat it. The pattern is the metrics' route label. Rows of one pattern are adjacent. The path is
+ * checked first: a path no pattern matches is 404, a method the path's rows lack is 405 with Allow; then
+ * authentication (401) and the role (403), before the body is read; then the handler. */
+enum { CQ_M_GET = 1, CQ_M_HEAD = 2, CQ_M_POST = 4, CQ_M_PUT = 8, CQ_M_PATCH = 16, CQ_M_DELETE = 32 };
+typedef enum { CQ_BODY_NONE, CQ_BODY_JSON, CQ_BODY_UPLOAD } cq_web_body; /* none is read / r->body / spooled */
+typedef enum {
+    CQ_IN_PUBLIC, /* no key asked for: health, metrics, signing in and out */
+    CQ_IN_NONE,   /* a key or session; role on no KB (CQ_WEB_NONE: anyone signed in; the handler checks the rest) */
+    CQ_IN_KB,     /* role on {kb} */
+    CQ_IN_DOC,    /* role on the KB of each document of the path ({id}, or {a} and {b}) */
+    CQ_IN_JOB,    /* role on the job's KB; the job, as JSON, in r->found */
+    CQ_IN_CLAUSE, /* role on the clause's KB; the clause, as JSON, in r->found */
+} cq_web_scope;
+enum {
+    CQ_ROUTE_PRIORITY = 1, /* runs on the worker of its own (health, metrics) */
+    CQ_ROUTE_RESERVED = 2, /* answered on a reserved connection slot (health, metrics, jobs) */
+    CQ_ROUTE_ANY_CLIENT = 4, /* answered whatever connections its client address holds (the liveness probe) */
+};
+typedef struct {
+    unsigned methods;
+    const char *pattern;
+    cq_web_body body;
+    cq_web_role role;
+    cq_web_scope scope;
+    void (*handler)(cq_web_req *r);
+    int arg;        /* the handler's own: the admin API's operation (cq_web_admin_op) */
+    unsigned flags; /* CQ_ROUTE_* */
+} cq_web_route_def;
+
+/* Metrics labels: CQ_LABEL_OTHER (no route), CQ_LABEL_PAGE (the page's files), else CQ_LABEL_ROUTES + the index of
+ * the first row of the pattern. */
+enum { CQ_LABEL_OTHER = 0, CQ_LABEL_PAGE = 1, CQ_LABEL_ROUTES = 2 };
+typedef struct {
+    const cq_web_route_def *def; /* NULL: no row of the path has the method (or no route at all) */
+    int label;
+    unsigned allow;              /* the methods the path's rows have; 0: no route */
+} cq_web_match;
+const cq_web_route_def *cq_web_route_table(size_t *n);
+/* The route of method on the path's segments (pure: no request needed). */
+cq_web_match cq_web_route_find(const char *method, char *const *seg, int n_seg);
+unsigned cq_web_method_bit(const char *method); /* 0: none of CQ_M_* */
+/* "GET, HEAD, POST" for a mask, in that order */
+void cq_web_methods_text(unsigned methods, char *out, size_t cap);
 
 /* Worker threads that run handlers (server.c): a queue of tasks and the threads that take them. */
 typedef struct {
@@ -91,7 +140,7 @@ typedef struct {
     char ocr[16];        /* the "ocr" parameter as sent; "" when none */
 } cq_web_upload;
 
-typedef struct {
+struct cq_web_req {
     struct mg_connection *conn;
     cq_web_server *server;
     const cq_web_service *svc;
@@ -101,7 +150,13 @@ typedef struct {
     char *seg[16];        /* path segments (point into segbuf) */
     int n_seg;
     char segbuf[1024];
-    cq_web_route route;
+    const cq_web_route_def *def; /* the request's route (NULL: none, or not for this method) */
+    int label;            /* the metrics label (cq_web_match) */
+    unsigned allow;       /* the methods of the path's routes: a 405's Allow header */
+    const char *kb;       /* the {kb} of the path */
+    int64_t id[2];        /* its {id} / {a}, {b} */
+    char scope_kb[128];   /* the KB of the document, job or clause the route's role was checked on */
+    cJSON *found;         /* what the route's scope looked up (CQ_IN_JOB, CQ_IN_CLAUSE); freed after the answer */
     int status;           /* the status sent (for metrics); 0 until a response started */
     int retry_after_s;    /* a 503's or 429's Retry-After (seconds), 0: none */
     char set_cookie[200]; /* a Set-Cookie header for the response ("" none): signing in and out */
@@ -118,7 +173,7 @@ typedef struct {
     size_t bytes_sent;    /* response body bytes written (the access log) */
     bool raw_head;        /* the response head is written by web/http.c, not CivetWeb (cq_web_status_text) */
     char raw_head_buf[2048];
-} cq_web_req;
+};
 
 /* ---- responses ---- */
 /* The reason phrase of an HTTP status: CivetWeb's, except where its table is wrong (422: "Unprocessable Content",
@@ -181,10 +236,6 @@ void cq_web_access_log_write(cq_web_access_log *log, const cq_web_req *r, double
 cq_status cq_web_access_log_reopen(cq_web_access_log *log, cq_err *err); /* after rotation; stdout: no-op */
 void cq_web_access_log_close(cq_web_access_log *log);
 
-/* ---- the OpenAI-compatible endpoints (web/openai.c) ---- */
-void cq_web_openai_models(cq_web_req *r);
-void cq_web_openai_chat(cq_web_req *r);
-
 /* ---- deadlines of slow transfers (web/watchdog.c) ---- */
 cq_status cq_web_watchdog_start(cq_web_watchdog *w, cq_err *err);
 void cq_web_watchdog_stop(cq_web_watchdog *w);
@@ -201,6 +252,8 @@ void cq_web_guard_free(cq_web_server *s);
 /* Host header (DNS rebinding), Origin of requests that change something (cross-site requests), NUL bytes in the
  * URL, CORS preflights. Returns false when a response was sent. Runs on the connection thread. */
 bool cq_web_guard_request(cq_web_req *r);
+/* GET, HEAD and OPTIONS: the methods that change nothing. */
+bool cq_web_safe_method(const char *method);
 /* The Access-Control-* headers of a response to an allowed foreign origin. */
 void cq_web_cors_headers(cq_web_req *r);
 /* Counts the connection of this request against its client address, once per connection. False when the address
@@ -238,16 +291,16 @@ bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb);
  * default when keep_default); sends 400 and returns false when they are invalid. */
 bool cq_web_parse_conversation(cq_web_req *r, const cJSON *body, bool keep_default, cq_web_question *q);
 
-/* Issue 30's routes (office.c): feedback, exports, the quality report. cq_web_office_route sets r->route for its
- * paths (true) from the split path; cq_web_office_dispatch answers them; cq_web_office_search answers
+/* The handlers of issue 30's routes (office.c: ratings, exports, the quality report; admin.c: the admin API, whose
+ * operation is the route's arg) and of the OpenAI-compatible ones (openai.c). cq_web_office_search answers
  * GET /api/v1/conversations?q= (false when there is no q). */
-bool cq_web_office_route(cq_web_req *r);
-/* The admin API (admin.c): cq_web_admin_route sets r->route for its paths (true); cq_web_admin_dispatch answers
- * them; cq_web_admin_body tells whether the request carries a JSON body. */
-bool cq_web_admin_route(cq_web_req *r);
-void cq_web_admin_dispatch(cq_web_req *r);
-bool cq_web_admin_body(const cq_web_req *r);
-void cq_web_office_dispatch(cq_web_req *r);
+void cq_web_office_feedback(cq_web_req *r);
+void cq_web_office_export(cq_web_req *r);
+void cq_web_office_quality(cq_web_req *r);
+void cq_web_office_feedback_export(cq_web_req *r);
 bool cq_web_office_search(cq_web_req *r, const char *kb, bool every_owner);
+void cq_web_admin_dispatch(cq_web_req *r);
+void cq_web_openai_models(cq_web_req *r);
+void cq_web_openai_chat(cq_web_req *r);
 
 #endif

@@ -4,42 +4,12 @@
  *   GET /api/v1/conversations?q=TEXT                                 search (server.c hands it here)
  *   GET /api/v1/quality?kb=&days=                                    admins: the quality log per KB and day
  *   GET /api/v1/feedback/export?kb=                                  admins: the rated answers as JSONL */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "web/http.h"
-
-static bool seg(const cq_web_req *r, int i, const char *s) { return i < r->n_seg && !strcmp(r->seg[i], s); }
-
-bool cq_web_office_route(cq_web_req *r) {
-    int n = r->n_seg;
-    if (n == 7 && seg(r, 2, "conversations") && seg(r, 4, "turns") && seg(r, 6, "feedback"))
-        r->route = CQ_ROUTE_CONVERSATION_FEEDBACK;
-    else if (n == 5 && seg(r, 2, "conversations") && seg(r, 4, "export"))
-        r->route = CQ_ROUTE_CONVERSATION_EXPORT;
-    else if (n == 3 && seg(r, 2, "quality"))
-        r->route = CQ_ROUTE_QUALITY;
-    else if (n == 4 && seg(r, 2, "feedback") && seg(r, 3, "export"))
-        r->route = CQ_ROUTE_FEEDBACK_EXPORT;
-    else
-        return false;
-    return true;
-}
-
-/* A positive integer path segment; 0 (and 404 sent) otherwise. */
-static int64_t number(cq_web_req *r, const char *s) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v <= 0 || s[0] == '+' || s[0] == ' ' || v > 1000000000000LL) {
-        cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-        return 0;
-    }
-    return (int64_t)v;
-}
 
 static void reply(cq_web_req *r, cq_status rc, const cq_err *err, cJSON *out) {
     if (rc) {
@@ -50,15 +20,18 @@ static void reply(cq_web_req *r, cq_status rc, const cq_err *err, cJSON *out) {
     }
 }
 
-static bool method(const cq_web_req *r, const char *m) { return !strcmp(r->method, m); }
-
-static void feedback(cq_web_req *r, int64_t id, int64_t turn) {
+/* POST|PUT rate answer n of conversation id; DELETE takes the rating back. */
+void cq_web_office_feedback(cq_web_req *r) {
+    int64_t id = r->id[0], turn = r->id[1];
+    if (turn > INT_MAX) /* no conversation has that many turns */
+        return cq_web_send_error(r, 404, "not_found", "conversation %lld has no turn %lld", (long long)id,
+                                 (long long)turn);
     cq_err err = {0};
     cJSON *out = NULL;
     cq_status rc;
-    if (method(r, "DELETE")) {
+    if (r->def->body == CQ_BODY_NONE) {
         rc = r->svc->conversation_feedback(r->svc->ctx, &r->who, id, (int)turn, NULL, NULL, true, &out, &err);
-    } else if (method(r, "POST") || method(r, "PUT")) {
+    } else {
         cJSON *body = cq_web_read_json(r);
         if (!body) return;
         const cJSON *rating = cJSON_GetObjectItem(body, "rating"), *comment = cJSON_GetObjectItem(body, "comment");
@@ -70,14 +43,12 @@ static void feedback(cq_web_req *r, int64_t id, int64_t turn) {
         rc = r->svc->conversation_feedback(r->svc->ctx, &r->who, id, (int)turn, rating->valuestring,
                                            cJSON_IsString(comment) ? comment->valuestring : NULL, false, &out, &err);
         cJSON_Delete(body);
-    } else {
-        return cq_web_send_error(r, 405, "method_not_allowed", "use POST, PUT or DELETE");
     }
     reply(r, rc, &err, out);
 }
 
-static void export(cq_web_req *r, int64_t id) {
-    if (!method(r, "GET")) return cq_web_send_error(r, 405, "method_not_allowed", "use GET");
+void cq_web_office_export(cq_web_req *r) {
+    int64_t id = r->id[0];
     char format[16] = "md";
     if (cq_web_query(r, "format", format, sizeof format) && !format[0]) snprintf(format, sizeof format, "md");
     cq_err err = {0};
@@ -89,9 +60,7 @@ static void export(cq_web_req *r, int64_t id) {
     free(body);
 }
 
-static void quality(cq_web_req *r) {
-    if (!method(r, "GET")) return cq_web_send_error(r, 405, "method_not_allowed", "use GET");
-    if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+void cq_web_office_quality(cq_web_req *r) {
     char kb[128] = "";
     bool by_kb = cq_web_query(r, "kb", kb, sizeof kb) && kb[0];
     long days = cq_web_query_long(r, "days", 7, 1, 400);
@@ -102,9 +71,7 @@ static void quality(cq_web_req *r) {
     reply(r, rc, &err, out);
 }
 
-static void feedback_export(cq_web_req *r) {
-    if (!method(r, "GET")) return cq_web_send_error(r, 405, "method_not_allowed", "use GET");
-    if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
+void cq_web_office_feedback_export(cq_web_req *r) {
     char kb[128] = "";
     bool by_kb = cq_web_query(r, "kb", kb, sizeof kb) && kb[0];
     cq_err err = {0};
@@ -114,26 +81,6 @@ static void feedback_export(cq_web_req *r) {
     if (rc) return cq_web_send_status_error(r, &err);
     cq_web_send_bytes(r, 200, "application/x-ndjson; charset=utf-8", body, len, "no-store");
     free(body);
-}
-
-void cq_web_office_dispatch(cq_web_req *r) {
-    int64_t id, turn;
-    switch (r->route) {
-    case CQ_ROUTE_CONVERSATION_FEEDBACK:
-        if ((id = number(r, r->seg[3])) && (turn = number(r, r->seg[5]))) {
-            if (turn > INT_MAX) /* no conversation has that many turns */
-                return cq_web_send_error(r, 404, "not_found", "conversation %lld has no turn %lld", (long long)id,
-                                         (long long)turn);
-            feedback(r, id, turn);
-        }
-        return;
-    case CQ_ROUTE_CONVERSATION_EXPORT:
-        if ((id = number(r, r->seg[3]))) export(r, id);
-        return;
-    case CQ_ROUTE_QUALITY: return quality(r);
-    case CQ_ROUTE_FEEDBACK_EXPORT: return feedback_export(r);
-    default: return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-    }
 }
 
 bool cq_web_office_search(cq_web_req *r, const char *kb, bool every_owner) {

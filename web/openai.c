@@ -15,10 +15,6 @@
 static atomic_uint_fast64_t completion_counter;
 
 void cq_web_openai_models(cq_web_req *r) {
-    if (strcmp(r->method, "GET")) {
-        cq_web_send_error(r, 405, "method_not_allowed", "use GET");
-        return;
-    }
     cq_err err = {0};
     cJSON *kbs = NULL;
     if (r->svc->kb_list(r->svc->ctx, &kbs, &err)) {
@@ -119,10 +115,6 @@ static void add_extras(cJSON *o, cJSON *answer) {
 }
 
 void cq_web_openai_chat(cq_web_req *r) {
-    if (strcmp(r->method, "POST")) {
-        cq_web_send_error(r, 405, "method_not_allowed", "use POST");
-        return;
-    }
     cJSON *body = cq_web_read_json(r);
     if (!body) return;
     const cJSON *model = cJSON_GetObjectItem(body, "model"), *messages = cJSON_GetObjectItem(body, "messages");

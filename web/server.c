@@ -2,6 +2,7 @@
 #include "core/clock.h"
 #include "web/server.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,10 +44,6 @@ static void set_session_cookie(cq_web_req *r, const char *token) {
              CQ_WEB_SESSION_COOKIE, token, cq_web_client_https(r) ? "; Secure" : "", token[0] ? "" : "; Max-Age=0");
 }
 
-static bool safe_request(const cq_web_req *r) {
-    return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") || !strcmp(r->method, "OPTIONS");
-}
-
 bool cq_web_authenticate(cq_web_req *r) {
     const char *h = mg_get_header(r->conn, "Authorization");
     char token[256] = "", session[CQ_WEB_SESSION_TOKEN_BYTES] = "";
@@ -82,7 +79,7 @@ bool cq_web_authenticate(cq_web_req *r) {
      * come from this server's own page (SameSite=Strict keeps other sites' requests from carrying it; this is the
      * second wall, for browsers and subdomains that do not). */
     const char *why = NULL;
-    if (r->who.session_id && !safe_request(r) && !cq_web_same_site(r, true, &why)) {
+    if (r->who.session_id && !cq_web_safe_method(r->method) && !cq_web_same_site(r, true, &why)) {
         cq_web_send_error(r, 403, "cross_site", "%s", why);
         return false;
     }
@@ -106,23 +103,11 @@ bool cq_web_authorize(cq_web_req *r, cq_web_role need, const char *kb) {
 
 /* ---- helpers -------------------------------------------------------------------------------------------------- */
 
-static bool method_is(const cq_web_req *r, const char *m) { return !strcmp(r->method, m); }
-
-static void method_not_allowed(cq_web_req *r, const char *allowed) {
-    r->status = 405;
+/* 405 with the methods the path has (the Allow header too). */
+static void method_not_allowed(cq_web_req *r) {
+    char allowed[64];
+    cq_web_methods_text(r->allow, allowed, sizeof allowed);
     cq_web_send_error(r, 405, "method_not_allowed", "%s %s: use %s", r->method, r->path, allowed);
-}
-
-/* A positive id from a path segment; 0 (and 404 sent) when it is not one. */
-static int64_t path_id(cq_web_req *r, const char *seg) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(seg, &end, 10);
-    if (errno || *end || v <= 0 || seg[0] == '+' || seg[0] == ' ') {
-        cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-        return 0;
-    }
-    return (int64_t)v;
 }
 
 /* Sends out (status) or the error of a failed service call. */
@@ -172,7 +157,8 @@ static void filter_kbs(cq_web_req *r, cJSON *arr, const char *field) {
 /* ---- the page ------------------------------------------------------------------------------------------------- */
 
 static void serve_static(cq_web_req *r) {
-    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
+    r->allow = CQ_M_GET | CQ_M_HEAD;
+    if (!(cq_web_method_bit(r->method) & r->allow)) return method_not_allowed(r);
     if (!strcmp(r->path, "/favicon.ico")) return cq_web_send_bytes(r, 204, "image/x-icon", "", 0, "max-age=86400");
     const char *p = !strcmp(r->path, "/") ? "/index.html" : r->path;
     for (size_t i = 0; i < cq_web_n_static_files; i++) {
@@ -183,14 +169,14 @@ static void serve_static(cq_web_req *r) {
 
 /* ---- health and metrics --------------------------------------------------------------------------------------- */
 
-static void handle_health(cq_web_req *r) {
+static void health(cq_web_req *r) {
     cJSON *out = NULL;
     cq_err err = {0};
     cq_status rc = r->svc->health(r->svc->ctx, &out, &err);
     reply(r, rc, &err, 200, out);
 }
 
-static void handle_metrics(cq_web_req *r) {
+static void metrics(cq_web_req *r) {
     cq_strbuf b = {0};
     cq_web_metrics_print(&r->server->metrics, &b);
     cq_strbuf_printf(&b,
@@ -220,64 +206,59 @@ static void handle_metrics(cq_web_req *r) {
 
 /* ---- knowledge bases ------------------------------------------------------------------------------------------ */
 
-static void handle_kbs(cq_web_req *r) {
+static void kb_list(cq_web_req *r) {
     cq_err err = {0};
     cJSON *out = NULL;
-    if (method_is(r, "GET")) {
-        cq_status rc = r->svc->kb_list(r->svc->ctx, &out, &err);
-        if (!rc) filter_kbs(r, out, "name");
-        reply(r, rc, &err, 200, rc ? out : wrap("kbs", out));
-    } else if (method_is(r, "POST")) {
-        if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
-        cJSON *body = cq_web_read_json(r);
-        if (!body) return;
-        const cJSON *name = cJSON_GetObjectItem(body, "name");
-        if (!cJSON_IsString(name)) cq_web_send_error(r, 400, "invalid", "give the knowledge base a \"name\"");
-        else {
-            cq_status rc = r->svc->kb_create(r->svc->ctx, name->valuestring, &out, &err);
-            if (!rc) audit(r, "kb_create", name->valuestring, NULL);
-            reply(r, rc, &err, 201, out);
-        }
-        cJSON_Delete(body);
-    } else {
-        method_not_allowed(r, "GET, POST");
-    }
+    cq_status rc = r->svc->kb_list(r->svc->ctx, &out, &err);
+    if (!rc) filter_kbs(r, out, "name");
+    reply(r, rc, &err, 200, rc ? out : wrap("kbs", out));
 }
 
-static void handle_kb(cq_web_req *r, const char *kb) {
-    cq_err err = {0};
-    cJSON *out = NULL;
-    if (method_is(r, "GET")) {
-        if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
-        cq_status rc = r->svc->kb_get(r->svc->ctx, kb, &out, &err);
-        reply(r, rc, &err, 200, out);
-    } else if (method_is(r, "DELETE")) {
-        if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
-        cq_status rc = r->svc->kb_delete(r->svc->ctx, kb, &err);
-        if (!rc) {
-            audit(r, "kb_delete", kb, NULL);
-            out = cJSON_CreateObject();
-            cJSON_AddStringToObject(out, "deleted", kb);
-        }
-        reply(r, rc, &err, 200, out);
+static void kb_create(cq_web_req *r) {
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    const cJSON *name = cJSON_GetObjectItem(body, "name");
+    if (!cJSON_IsString(name)) {
+        cq_web_send_error(r, 400, "invalid", "give the knowledge base a \"name\"");
     } else {
-        method_not_allowed(r, "GET, DELETE");
+        cq_err err = {0};
+        cJSON *out = NULL;
+        cq_status rc = r->svc->kb_create(r->svc->ctx, name->valuestring, &out, &err);
+        if (!rc) audit(r, "kb_create", name->valuestring, NULL);
+        reply(r, rc, &err, 201, out);
     }
+    cJSON_Delete(body);
 }
 
-static void handle_kb_jobs(cq_web_req *r, const char *kb) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
-    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+static void kb_get(cq_web_req *r) {
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->job_list(r->svc->ctx, kb, &out, &err);
+    cq_status rc = r->svc->kb_get(r->svc->ctx, r->kb, &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
+static void kb_delete(cq_web_req *r) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->kb_delete(r->svc->ctx, r->kb, &err);
+    if (!rc) {
+        audit(r, "kb_delete", r->kb, NULL);
+        out = wrap("deleted", cJSON_CreateString(r->kb));
+    }
+    reply(r, rc, &err, 200, out);
+}
+
+static void kb_jobs(cq_web_req *r) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->job_list(r->svc->ctx, r->kb, &out, &err);
     reply(r, rc, &err, 200, rc ? out : wrap("jobs", out));
 }
 
 /* ---- uploads -------------------------------------------------------------------------------------------------- */
 
 /* An upload is received on the connection thread (receive_upload: spooled to a file of its own, however slowly
- * the client sends it) and handed to the service on a worker (handle_upload). */
+ * the client sends it) and handed to the service on a worker (upload). */
 typedef struct {
     cq_web_req *r;
     FILE *f;
@@ -412,7 +393,8 @@ static void receive_upload(cq_web_req *r) {
     else receive_raw(r, max);
 }
 
-static void handle_upload(cq_web_req *r, const char *kb) {
+static void upload(cq_web_req *r) {
+    const char *kb = r->kb;
     cq_err err = {0};
     cJSON *out = NULL;
     bool accepted = false;
@@ -432,94 +414,57 @@ static void handle_upload(cq_web_req *r, const char *kb) {
     cq_web_send_json(r, accepted ? 202 : 200, out);
 }
 
-static void handle_kb_documents(cq_web_req *r, const char *kb) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET, POST");
-    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+static void doc_list(cq_web_req *r) {
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->doc_list(r->svc->ctx, kb, &out, &err);
+    cq_status rc = r->svc->doc_list(r->svc->ctx, r->kb, &out, &err);
     reply(r, rc, &err, 200, rc ? out : wrap("documents", out));
 }
 
 /* ---- jobs, documents, pages, clauses -------------------------------------------------------------------------- */
 
-static void handle_job(cq_web_req *r, int64_t id) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+/* The job or clause the route's scope looked up (r->found). */
+static void found(cq_web_req *r) {
+    cq_web_send_json(r, 200, r->found);
+    r->found = NULL;
+}
+
+static void job_cancel(cq_web_req *r) {
     cq_err err = {0};
     cJSON *out = NULL;
-    char kb[128] = "";
-    cq_status rc = r->svc->job_get(r->svc->ctx, id, &out, kb, &err);
-    if (!rc && !cq_web_authorize(r, CQ_WEB_READ, kb)) {
-        cJSON_Delete(out);
-        return;
+    cq_status rc = r->svc->job_cancel(r->svc->ctx, r->id[0], &out, &err);
+    if (!rc) audit(r, "job_cancel", r->scope_kb, "job %lld", (long long)r->id[0]);
+    reply(r, rc, &err, 200, out);
+}
+
+static void doc_get(cq_web_req *r) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_get(r->svc->ctx, r->id[0], &out, &err);
+    reply(r, rc, &err, 200, out);
+}
+
+static void doc_delete(cq_web_req *r) {
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->doc_delete(r->svc->ctx, r->id[0], &err);
+    if (!rc) {
+        audit(r, "document_delete", r->scope_kb, "document %lld", (long long)r->id[0]);
+        out = wrap("deleted", cJSON_CreateNumber((double)r->id[0]));
     }
     reply(r, rc, &err, 200, out);
 }
 
-static void handle_job_cancel(cq_web_req *r, int64_t id) {
-    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
-    cq_err err = {0};
-    cJSON *out = NULL;
-    char kb[128] = "";
-    cq_status rc = r->svc->job_get(r->svc->ctx, id, &out, kb, &err);
-    cJSON_Delete(out);
-    out = NULL;
-    if (rc) return cq_web_send_status_error(r, &err);
-    if (!cq_web_authorize(r, CQ_WEB_EDIT, kb)) return;
-    rc = r->svc->job_cancel(r->svc->ctx, id, &out, &err);
-    if (!rc) audit(r, "job_cancel", kb, "job %lld", (long long)id);
-    reply(r, rc, &err, 200, out);
-}
-
-/* The KB of document id, checked against need; false when a response was sent. */
-static bool authorize_doc_kb(cq_web_req *r, int64_t id, cq_web_role need, char kb[128]) {
-    cq_err err = {0};
-    if (r->svc->doc_kb(r->svc->ctx, id, kb, &err)) {
-        cq_web_send_status_error(r, &err);
-        return false;
-    }
-    return cq_web_authorize(r, need, kb);
-}
-
-static bool authorize_doc(cq_web_req *r, int64_t id, cq_web_role need) {
-    char kb[128] = "";
-    return authorize_doc_kb(r, id, need, kb);
-}
-
-static void handle_document(cq_web_req *r, int64_t id) {
-    cq_err err = {0};
-    cJSON *out = NULL;
-    if (method_is(r, "GET")) {
-        if (!authorize_doc(r, id, CQ_WEB_READ)) return;
-        cq_status rc = r->svc->doc_get(r->svc->ctx, id, &out, &err);
-        reply(r, rc, &err, 200, out);
-    } else if (method_is(r, "DELETE")) {
-        char kb[128] = "";
-        if (!authorize_doc_kb(r, id, CQ_WEB_EDIT, kb)) return;
-        cq_status rc = r->svc->doc_delete(r->svc->ctx, id, &err);
-        if (!rc) {
-            audit(r, "document_delete", kb, "document %lld", (long long)id);
-            out = cJSON_CreateObject();
-            cJSON_AddNumberToObject(out, "deleted", (double)id);
-        }
-        reply(r, rc, &err, 200, out);
-    } else {
-        method_not_allowed(r, "GET, DELETE");
-    }
-}
-
-static void handle_original(cq_web_req *r, int64_t id) {
-    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
-    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
+static void doc_original(cq_web_req *r) {
     cq_web_file f = {0};
     cq_err err = {0};
-    if (r->svc->doc_original(r->svc->ctx, id, &f, &err)) return cq_web_send_status_error(r, &err);
+    if (r->svc->doc_original(r->svc->ctx, r->id[0], &f, &err)) return cq_web_send_status_error(r, &err);
     cq_web_send_file(r, &f, "private, max-age=3600");
 }
 
-static void handle_page_image(cq_web_req *r, int64_t id, const char *seg) {
-    if (!method_is(r, "GET") && !method_is(r, "HEAD")) return method_not_allowed(r, "GET");
+static void page_image(cq_web_req *r) {
     /* "{n}.png" */
+    const char *seg = r->seg[5];
     char *end;
     errno = 0;
     long page = strtol(seg, &end, 10);
@@ -533,64 +478,45 @@ static void handle_page_image(cq_web_req *r, int64_t id, const char *seg) {
         clause = strtoll(buf, &end, 10);
         if (*end || clause <= 0) return cq_web_send_error(r, 400, "invalid", "clause must be a clause id");
     }
-    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
     cq_web_file f = {0};
     cq_err err = {0};
-    if (r->svc->page_image(r->svc->ctx, id, (int)page, (int64_t)clause, (int)width, &f, &err))
+    if (r->svc->page_image(r->svc->ctx, r->id[0], (int)page, (int64_t)clause, (int)width, &f, &err))
         return cq_web_send_status_error(r, &err);
     cq_web_send_file(r, &f, "private, max-age=86400");
 }
 
-static void handle_clause(cq_web_req *r, int64_t id) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
-    cq_err err = {0};
-    cJSON *out = NULL;
-    char kb[128] = "";
-    cq_status rc = r->svc->clause_get(r->svc->ctx, id, &out, kb, &err);
-    if (!rc && !cq_web_authorize(r, CQ_WEB_READ, kb)) {
-        cJSON_Delete(out);
-        return;
-    }
-    reply(r, rc, &err, 200, out);
-}
-
 /* Search inside a document: its clauses whose text holds q (the citation viewer's search box). */
-static void handle_document_search(cq_web_req *r, int64_t id) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+static void doc_search(cq_web_req *r) {
     /* a q longer than the buffer reads as none: the same refusal */
     char q[CQ_WEB_DOC_SEARCH_Q_MAX + 2];
     if (!cq_web_query(r, "q", q, sizeof q) || !q[0] || strlen(q) > CQ_WEB_DOC_SEARCH_Q_MAX)
         return cq_web_send_error(r, 400, "invalid", "give q, the text to look for: 1 to %d bytes",
                                  CQ_WEB_DOC_SEARCH_Q_MAX);
-    if (!authorize_doc(r, id, CQ_WEB_READ)) return;
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->doc_search(r->svc->ctx, id, q, &out, &err);
+    cq_status rc = r->svc->doc_search(r->svc->ctx, r->id[0], q, &out, &err);
     reply(r, rc, &err, 200, out);
 }
 
 /* ---- versions and comparisons --------------------------------------------------------------------------------- */
 
-static void handle_document_version(cq_web_req *r, int64_t id) {
-    bool get = method_is(r, "GET"), put = method_is(r, "PUT"), del = method_is(r, "DELETE");
-    if (!get && !put && !del) return method_not_allowed(r, "GET, PUT, DELETE");
-    char kb[128] = "";
-    if (!authorize_doc_kb(r, id, get ? CQ_WEB_READ : CQ_WEB_EDIT, kb)) return;
+enum { VERSION_READ, VERSION_EDIT, VERSION_RESET }; /* the version routes' arg */
+
+/* A document's version: read (GET), corrected by the body (PUT), or back to the automatic analysis (DELETE). */
+static void doc_version(cq_web_req *r) {
+    bool put = r->def->arg == VERSION_EDIT, reset = r->def->arg == VERSION_RESET;
     cJSON *body = put ? cq_web_read_json(r) : NULL;
     if (put && !body) return;
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->doc_version(r->svc->ctx, id, body, del, &out, &err);
-    if (!rc && !get) audit(r, put ? "version_edit" : "version_reset", kb, "document %lld", (long long)id);
+    cq_status rc = r->svc->doc_version(r->svc->ctx, r->id[0], body, reset, &out, &err);
+    if (!rc && (put || reset))
+        audit(r, put ? "version_edit" : "version_reset", r->scope_kb, "document %lld", (long long)r->id[0]);
     cJSON_Delete(body);
     reply(r, rc, &err, 200, out);
 }
 
-static void handle_compare(cq_web_req *r, int64_t a, const char *seg_b) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
-    int64_t b = path_id(r, seg_b);
-    if (!b) return;
-    if (!authorize_doc(r, a, CQ_WEB_READ) || !authorize_doc(r, b, CQ_WEB_READ)) return;
+static void doc_compare(cq_web_req *r) {
     char clause[64] = "", clause_id[32] = "", changed[8] = "";
     cq_web_compare q = {0};
     if (cq_web_query(r, "clause", clause, sizeof clause) && clause[0]) q.clause = clause;
@@ -602,7 +528,7 @@ static void handle_compare(cq_web_req *r, int64_t a, const char *seg_b) {
     if (cq_web_query(r, "changed", changed, sizeof changed)) q.changes_only = strcmp(changed, "0") && strcmp(changed, "false");
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc = r->svc->doc_compare(r->svc->ctx, a, b, &q, &out, &err);
+    cq_status rc = r->svc->doc_compare(r->svc->ctx, r->id[0], r->id[1], &q, &out, &err);
     reply(r, rc, &err, 200, out);
 }
 
@@ -670,16 +596,14 @@ static bool parse_question(cq_web_req *r, const cJSON *body, cq_web_question *q)
     return true;
 }
 
-static void handle_retrieve(cq_web_req *r, const char *kb) {
-    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
-    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+static void retrieve(cq_web_req *r) {
     cJSON *body = cq_web_read_json(r);
     if (!body) return;
     cq_web_question q;
     if (parse_question(r, body, &q)) {
         cq_err err = {0};
         cJSON *out = NULL;
-        cq_status rc = r->svc->retrieve(r->svc->ctx, kb, &q, &out, &err);
+        cq_status rc = r->svc->retrieve(r->svc->ctx, r->kb, &q, &out, &err);
         reply(r, rc, &err, 200, out);
     }
     cJSON_Delete(body);
@@ -730,9 +654,7 @@ static int ask_token(void *user, const char *text, size_t len) {
     return cq_web_sse_send(r, "token", o);
 }
 
-static void handle_ask(cq_web_req *r, const char *kb) {
-    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
-    if (!cq_web_authorize(r, CQ_WEB_READ, kb)) return;
+static void ask(cq_web_req *r) {
     cJSON *body = cq_web_read_json(r);
     if (!body) return;
     cq_web_question q;
@@ -746,7 +668,7 @@ static void handle_ask(cq_web_req *r, const char *kb) {
     cq_err err = {0};
     cJSON *out = NULL;
     cq_web_stream events = {ask_token, ask_event, r};
-    cq_status rc = r->svc->ask(r->svc->ctx, &r->who, kb, &q, stream ? &events : NULL, &out, &err);
+    cq_status rc = r->svc->ask(r->svc->ctx, &r->who, r->kb, &q, stream ? &events : NULL, &out, &err);
     cJSON_Delete(body);
     if (!stream || (rc && !r->sse)) return reply(r, rc, &err, 200, out);
     if (rc) { /* failed after the stream began */
@@ -764,8 +686,7 @@ static void handle_ask(cq_web_req *r, const char *kb) {
 
 /* ---- conversations -------------------------------------------------------------------------------------------- */
 
-static void handle_conversations(cq_web_req *r) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+static void conversation_list(cq_web_req *r) {
     char kb[128] = "", all[16] = "";
     bool by_kb = cq_web_query(r, "kb", kb, sizeof kb) && kb[0];
     bool every_owner = cq_web_query(r, "all", all, sizeof all) && truthy(all);
@@ -778,32 +699,32 @@ static void handle_conversations(cq_web_req *r) {
     reply(r, rc, &err, 200, out);
 }
 
-static void handle_conversation(cq_web_req *r, int64_t id) {
+static void conversation_get(cq_web_req *r) {
     cq_err err = {0};
     cJSON *out = NULL;
-    cq_status rc;
-    if (method_is(r, "GET")) {
-        rc = r->svc->conversation_get(r->svc->ctx, &r->who, id, &out, &err);
-    } else if (method_is(r, "PATCH")) {
-        cJSON *body = cq_web_read_json(r);
-        if (!body) return;
-        const cJSON *title = cJSON_GetObjectItem(body, "title");
-        if (!cJSON_IsString(title)) {
-            cJSON_Delete(body);
-            return cq_web_send_error(r, 400, "invalid", "give the conversation a \"title\"");
-        }
-        rc = r->svc->conversation_rename(r->svc->ctx, &r->who, id, title->valuestring, &out, &err);
-        cJSON_Delete(body);
-    } else if (method_is(r, "DELETE")) {
-        rc = r->svc->conversation_delete(r->svc->ctx, &r->who, id, &err);
-        if (!rc) {
-            out = cJSON_CreateObject();
-            cJSON_AddNumberToObject(out, "deleted", (double)id);
-        }
-    } else {
-        return method_not_allowed(r, "GET, PATCH, DELETE");
-    }
+    cq_status rc = r->svc->conversation_get(r->svc->ctx, &r->who, r->id[0], &out, &err);
     reply(r, rc, &err, 200, out);
+}
+
+static void conversation_rename(cq_web_req *r) {
+    cJSON *body = cq_web_read_json(r);
+    if (!body) return;
+    const cJSON *title = cJSON_GetObjectItem(body, "title");
+    if (!cJSON_IsString(title)) {
+        cJSON_Delete(body);
+        return cq_web_send_error(r, 400, "invalid", "give the conversation a \"title\"");
+    }
+    cq_err err = {0};
+    cJSON *out = NULL;
+    cq_status rc = r->svc->conversation_rename(r->svc->ctx, &r->who, r->id[0], title->valuestring, &out, &err);
+    cJSON_Delete(body);
+    reply(r, rc, &err, 200, out);
+}
+
+static void conversation_delete(cq_web_req *r) {
+    cq_err err = {0};
+    cq_status rc = r->svc->conversation_delete(r->svc->ctx, &r->who, r->id[0], &err);
+    reply(r, rc, &err, 200, rc ? NULL : wrap("deleted", cJSON_CreateNumber((double)r->id[0])));
 }
 
 /* ---- sign-in ------------------------------------------------------------------------------------------------- */
@@ -833,9 +754,8 @@ static cJSON *principal_json(const cq_web_principal *who) {
     return o;
 }
 
-static void handle_login(cq_web_req *r) {
+static void login(cq_web_req *r) {
     if (!r->svc->login) return cq_web_send_error(r, 404, "not_found", "this server has no accounts");
-    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
     const char *why = NULL;
     if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
     cJSON *body = cq_web_read_json(r);
@@ -861,8 +781,7 @@ static void handle_login(cq_web_req *r) {
     cq_web_send_json(r, 200, principal_json(&r->who));
 }
 
-static void handle_logout(cq_web_req *r) {
-    if (!method_is(r, "POST")) return method_not_allowed(r, "POST");
+static void logout(cq_web_req *r) {
     const char *why = NULL;
     if (!cq_web_same_site(r, false, &why)) return cq_web_send_error(r, 403, "cross_site", "%s", why);
     char session[CQ_WEB_SESSION_TOKEN_BYTES];
@@ -879,10 +798,8 @@ static void handle_logout(cq_web_req *r) {
     cq_web_send_json(r, 200, out);
 }
 
-static void handle_audit(cq_web_req *r) {
+static void audit_list(cq_web_req *r) {
     if (!r->svc->audit_list) return cq_web_send_error(r, 404, "not_found", "this server keeps no audit trail");
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
-    if (!cq_web_authorize(r, CQ_WEB_ADMIN, NULL)) return;
     long limit = cq_web_query_long(r, "limit", 100, 1, 1000);
     if (limit < 0) return;
     long long before = 0;
@@ -899,12 +816,144 @@ static void handle_audit(cq_web_req *r) {
     reply(r, rc, &err, 200, out);
 }
 
-static void handle_me(cq_web_req *r) {
-    if (!method_is(r, "GET")) return method_not_allowed(r, "GET");
+static void me(cq_web_req *r) {
     cq_web_send_json(r, 200, principal_json(&r->who));
 }
 
-/* ---- routing -------------------------------------------------------------------------------------------------- */
+/* ---- the route table --------------------------------------------------------------------------------------- */
+
+#define GET CQ_M_GET
+#define HEAD CQ_M_HEAD
+#define POST CQ_M_POST
+#define PUT CQ_M_PUT
+#define PATCH CQ_M_PATCH
+#define DELETE CQ_M_DELETE
+#define JSON CQ_BODY_JSON
+#define UPLOAD CQ_BODY_UPLOAD
+#define OPS CQ_ROUTE_RESERVED
+#define ADMIN_API(m, path, op, body) {m, path, body, CQ_WEB_ADMIN, CQ_IN_NONE, cq_web_admin_dispatch, op, 0}
+
+/* Every route, once (web/http.h). docs/API.md describes each. */
+static const cq_web_route_def routes[] = {
+    {GET, "/api/v1/health", 0, CQ_WEB_NONE, CQ_IN_PUBLIC, health, 0, OPS | CQ_ROUTE_PRIORITY | CQ_ROUTE_ANY_CLIENT},
+    {GET, "/metrics", 0, CQ_WEB_NONE, CQ_IN_PUBLIC, metrics, 0, OPS | CQ_ROUTE_PRIORITY},
+    {POST, "/api/v1/login", JSON, CQ_WEB_NONE, CQ_IN_PUBLIC, login, 0, 0},
+    {POST, "/api/v1/logout", 0, CQ_WEB_NONE, CQ_IN_PUBLIC, logout, 0, 0},
+    {GET, "/api/v1/me", 0, CQ_WEB_NONE, CQ_IN_NONE, me, 0, 0},
+    {GET, "/api/v1/audit", 0, CQ_WEB_ADMIN, CQ_IN_NONE, audit_list, 0, 0},
+    {GET, "/api/v1/kbs", 0, CQ_WEB_NONE, CQ_IN_NONE, kb_list, 0, 0},
+    {POST, "/api/v1/kbs", JSON, CQ_WEB_ADMIN, CQ_IN_NONE, kb_create, 0, 0},
+    {GET, "/api/v1/kbs/{kb}", 0, CQ_WEB_READ, CQ_IN_KB, kb_get, 0, 0},
+    {DELETE, "/api/v1/kbs/{kb}", 0, CQ_WEB_ADMIN, CQ_IN_NONE, kb_delete, 0, 0},
+    {GET, "/api/v1/kbs/{kb}/documents", 0, CQ_WEB_READ, CQ_IN_KB, doc_list, 0, 0},
+    {POST | PUT, "/api/v1/kbs/{kb}/documents", UPLOAD, CQ_WEB_EDIT, CQ_IN_KB, upload, 0, 0},
+    {GET, "/api/v1/kbs/{kb}/jobs", 0, CQ_WEB_READ, CQ_IN_KB, kb_jobs, 0, OPS},
+    {POST, "/api/v1/kbs/{kb}/retrieve", JSON, CQ_WEB_READ, CQ_IN_KB, retrieve, 0, 0},
+    {POST, "/api/v1/kbs/{kb}/ask", JSON, CQ_WEB_READ, CQ_IN_KB, ask, 0, 0},
+    ADMIN_API(GET, "/api/v1/kbs/{kb}/grants", CQ_ADMIN_GRANTS_LIST, 0),
+    ADMIN_API(PUT, "/api/v1/kbs/{kb}/grants/user/{name}", CQ_ADMIN_GRANT_ADD, 0),
+    ADMIN_API(DELETE, "/api/v1/kbs/{kb}/grants/user/{name}", CQ_ADMIN_GRANT_REMOVE, 0),
+    ADMIN_API(PUT, "/api/v1/kbs/{kb}/grants/group/{name}", CQ_ADMIN_GRANT_ADD, 0),
+    ADMIN_API(DELETE, "/api/v1/kbs/{kb}/grants/group/{name}", CQ_ADMIN_GRANT_REMOVE, 0),
+    {GET, "/api/v1/jobs/{id}", 0, CQ_WEB_READ, CQ_IN_JOB, found, 0, OPS},
+    {POST, "/api/v1/jobs/{id}/cancel", 0, CQ_WEB_EDIT, CQ_IN_JOB, job_cancel, 0, OPS},
+    {GET, "/api/v1/documents/{id}", 0, CQ_WEB_READ, CQ_IN_DOC, doc_get, 0, 0},
+    {DELETE, "/api/v1/documents/{id}", 0, CQ_WEB_EDIT, CQ_IN_DOC, doc_delete, 0, 0},
+    {GET | HEAD, "/api/v1/documents/{id}/original", 0, CQ_WEB_READ, CQ_IN_DOC, doc_original, 0, 0},
+    {GET | HEAD, "/api/v1/documents/{id}/pages/{n}.png", 0, CQ_WEB_READ, CQ_IN_DOC, page_image, 0, 0},
+    {GET, "/api/v1/documents/{id}/version", 0, CQ_WEB_READ, CQ_IN_DOC, doc_version, VERSION_READ, 0},
+    {PUT, "/api/v1/documents/{id}/version", JSON, CQ_WEB_EDIT, CQ_IN_DOC, doc_version, VERSION_EDIT, 0},
+    {DELETE, "/api/v1/documents/{id}/version", 0, CQ_WEB_EDIT, CQ_IN_DOC, doc_version, VERSION_RESET, 0},
+    {GET, "/api/v1/documents/{id}/search", 0, CQ_WEB_READ, CQ_IN_DOC, doc_search, 0, 0},
+    {GET, "/api/v1/documents/{a}/compare/{b}", 0, CQ_WEB_READ, CQ_IN_DOC, doc_compare, 0, 0},
+    {GET, "/api/v1/clauses/{id}", 0, CQ_WEB_READ, CQ_IN_CLAUSE, found, 0, 0},
+    /* a conversation is its owner's (the service checks): any key or session may ask */
+    {GET, "/api/v1/conversations", 0, CQ_WEB_NONE, CQ_IN_NONE, conversation_list, 0, 0},
+    {GET, "/api/v1/conversations/{id}", 0, CQ_WEB_NONE, CQ_IN_NONE, conversation_get, 0, 0},
+    {PATCH, "/api/v1/conversations/{id}", JSON, CQ_WEB_NONE, CQ_IN_NONE, conversation_rename, 0, 0},
+    {DELETE, "/api/v1/conversations/{id}", 0, CQ_WEB_NONE, CQ_IN_NONE, conversation_delete, 0, 0},
+    {POST | PUT, "/api/v1/conversations/{id}/turns/{n}/feedback", JSON, CQ_WEB_NONE, CQ_IN_NONE,
+     cq_web_office_feedback, 0, 0},
+    {DELETE, "/api/v1/conversations/{id}/turns/{n}/feedback", 0, CQ_WEB_NONE, CQ_IN_NONE, cq_web_office_feedback, 0,
+     0},
+    {GET, "/api/v1/conversations/{id}/export", 0, CQ_WEB_NONE, CQ_IN_NONE, cq_web_office_export, 0, 0},
+    {GET, "/api/v1/quality", 0, CQ_WEB_ADMIN, CQ_IN_NONE, cq_web_office_quality, 0, 0},
+    {GET, "/api/v1/feedback/export", 0, CQ_WEB_ADMIN, CQ_IN_NONE, cq_web_office_feedback_export, 0, 0},
+    ADMIN_API(GET, "/api/v1/users", CQ_ADMIN_USERS_LIST, 0),
+    ADMIN_API(POST, "/api/v1/users", CQ_ADMIN_USER_CREATE, JSON),
+    ADMIN_API(GET, "/api/v1/users/{name}", CQ_ADMIN_USER_GET, 0),
+    ADMIN_API(PATCH, "/api/v1/users/{name}", CQ_ADMIN_USER_CHANGE, JSON),
+    ADMIN_API(DELETE, "/api/v1/users/{name}", CQ_ADMIN_USER_DELETE, 0),
+    ADMIN_API(PUT | POST, "/api/v1/users/{name}/password", CQ_ADMIN_USER_PASSWORD, JSON),
+    ADMIN_API(GET, "/api/v1/groups", CQ_ADMIN_GROUPS_LIST, 0),
+    ADMIN_API(POST, "/api/v1/groups", CQ_ADMIN_GROUP_CREATE, JSON),
+    ADMIN_API(GET, "/api/v1/groups/{name}", CQ_ADMIN_GROUP_GET, 0),
+    ADMIN_API(PATCH, "/api/v1/groups/{name}", CQ_ADMIN_GROUP_CHANGE, JSON),
+    ADMIN_API(DELETE, "/api/v1/groups/{name}", CQ_ADMIN_GROUP_DELETE, 0),
+    ADMIN_API(PUT, "/api/v1/groups/{name}/members/{user}", CQ_ADMIN_MEMBER_ADD, 0),
+    ADMIN_API(DELETE, "/api/v1/groups/{name}/members/{user}", CQ_ADMIN_MEMBER_REMOVE, 0),
+    ADMIN_API(GET, "/api/v1/keys", CQ_ADMIN_KEYS_LIST, 0),
+    ADMIN_API(POST, "/api/v1/keys", CQ_ADMIN_KEY_CREATE, JSON),
+    ADMIN_API(DELETE, "/api/v1/keys/{key}", CQ_ADMIN_KEY_REVOKE, 0), /* the service reads the id */
+    /* the model names the KB (the handler checks it) */
+    {GET, "/v1/models", 0, CQ_WEB_NONE, CQ_IN_NONE, cq_web_openai_models, 0, 0},
+    {POST, "/v1/chat/completions", JSON, CQ_WEB_NONE, CQ_IN_NONE, cq_web_openai_chat, 0, 0},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+_Static_assert(N_ROUTES + CQ_LABEL_ROUTES <= CQ_WEB_ROUTE_LABELS, "raise CQ_WEB_ROUTE_LABELS (web/metrics.h)");
+
+const cq_web_route_def *cq_web_route_table(size_t *n) {
+    *n = N_ROUTES;
+    return routes;
+}
+
+static const char *const method_names[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+
+unsigned cq_web_method_bit(const char *method) {
+    for (unsigned i = 0; i < sizeof method_names / sizeof method_names[0]; i++)
+        if (!strcmp(method, method_names[i])) return 1u << i;
+    return 0;
+}
+
+void cq_web_methods_text(unsigned methods, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = 0;
+    for (unsigned i = 0; i < sizeof method_names / sizeof method_names[0]; i++)
+        if (methods & (1u << i) && len < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", method_names[i]);
+}
+
+const char *cq_web_route_name(int label) {
+    if (label == CQ_LABEL_PAGE) return "/";
+    if (label < CQ_LABEL_ROUTES || label >= (int)(N_ROUTES + CQ_LABEL_ROUTES)) return "other";
+    return routes[label - CQ_LABEL_ROUTES].pattern;
+}
+
+/* Whether the path's segments fit the pattern ("{...}" is any one segment). */
+static bool pattern_fits(const char *pattern, char *const *seg, int n_seg) {
+    const char *p = pattern;
+    for (int i = 0; i < n_seg; i++) {
+        if (*p++ != '/') return false;
+        size_t len = strcspn(p, "/");
+        if (*p != '{' && (strlen(seg[i]) != len || memcmp(seg[i], p, len))) return false;
+        p += len;
+    }
+    return *p == 0;
+}
+
+cq_web_match cq_web_route_find(const char *method, char *const *seg, int n_seg) {
+    cq_web_match m = {NULL, CQ_LABEL_OTHER, 0};
+    size_t i = 0;
+    while (i < N_ROUTES && !pattern_fits(routes[i].pattern, seg, n_seg)) i++;
+    if (i == N_ROUTES) return m;
+    m.label = (int)i + CQ_LABEL_ROUTES;
+    unsigned bit = cq_web_method_bit(method);
+    for (size_t k = i; k < N_ROUTES && !strcmp(routes[k].pattern, routes[i].pattern); k++) {
+        m.allow |= routes[k].methods;
+        if (routes[k].methods & bit) m.def = &routes[k];
+    }
+    return m;
+}
 
 static void split_path(cq_web_req *r) {
     snprintf(r->segbuf, sizeof r->segbuf, "%s", r->path);
@@ -914,173 +963,83 @@ static void split_path(cq_web_req *r) {
         r->seg[r->n_seg++] = s;
 }
 
-static bool seg_is(const cq_web_req *r, int i, const char *s) { return i < r->n_seg && !strcmp(r->seg[i], s); }
-
-/* Sets r->route from the path (CQ_ROUTE_PAGE for the page's files, CQ_ROUTE_UNKNOWN for no route). */
+/* Finds the request's route: r->def, r->label, r->allow (the page's files: CQ_LABEL_PAGE). */
 static void route(cq_web_req *r) {
     const char *p = !strcmp(r->path, "/") ? "/index.html" : r->path;
     bool page = !strcmp(r->path, "/favicon.ico");
     for (size_t i = 0; i < cq_web_n_static_files && !page; i++) page = !strcmp(cq_web_static_files[i].path, p);
     if (page) {
-        r->route = CQ_ROUTE_PAGE;
+        r->label = CQ_LABEL_PAGE;
         return;
     }
     split_path(r);
-    int n = r->n_seg;
-    bool api = seg_is(r, 0, "api") && seg_is(r, 1, "v1");
-    bool openai = seg_is(r, 0, "v1");
-    if (n == 1 && seg_is(r, 0, "metrics")) {
-        r->route = CQ_ROUTE_METRICS;
-    } else if (api && n == 3 && seg_is(r, 2, "health")) {
-        r->route = CQ_ROUTE_HEALTH;
-    } else if (api && n == 3 && seg_is(r, 2, "login")) {
-        r->route = CQ_ROUTE_LOGIN;
-    } else if (api && n == 3 && seg_is(r, 2, "logout")) {
-        r->route = CQ_ROUTE_LOGOUT;
-    } else if (api && n == 3 && seg_is(r, 2, "me")) {
-        r->route = CQ_ROUTE_ME;
-    } else if (api && n == 3 && seg_is(r, 2, "audit")) {
-        r->route = CQ_ROUTE_AUDIT;
-    } else if (api && cq_web_admin_route(r)) { /* users, groups, keys, KB grants (admin.c) */
-    } else if (api && seg_is(r, 2, "kbs")) {
-        r->route = n == 3   ? CQ_ROUTE_KBS
-                   : n == 4 ? CQ_ROUTE_KB
-                   : n == 5 && seg_is(r, 4, "documents") ? CQ_ROUTE_KB_DOCUMENTS
-                   : n == 5 && seg_is(r, 4, "jobs")      ? CQ_ROUTE_KB_JOBS
-                   : n == 5 && seg_is(r, 4, "retrieve")  ? CQ_ROUTE_RETRIEVE
-                   : n == 5 && seg_is(r, 4, "ask")       ? CQ_ROUTE_ASK
-                                                        : CQ_ROUTE_UNKNOWN;
-    } else if (api && seg_is(r, 2, "jobs") && n == 4) {
-        r->route = CQ_ROUTE_JOB;
-    } else if (api && seg_is(r, 2, "jobs") && n == 5 && seg_is(r, 4, "cancel")) {
-        r->route = CQ_ROUTE_JOB_CANCEL;
-    } else if (api && seg_is(r, 2, "documents")) {
-        r->route = n == 4                                    ? CQ_ROUTE_DOCUMENT
-                   : n == 5 && seg_is(r, 4, "original")      ? CQ_ROUTE_DOCUMENT_ORIGINAL
-                   : n == 6 && seg_is(r, 4, "pages")         ? CQ_ROUTE_PAGE_IMAGE
-                   : n == 5 && seg_is(r, 4, "version")       ? CQ_ROUTE_DOCUMENT_VERSION
-                   : n == 5 && seg_is(r, 4, "search")        ? CQ_ROUTE_DOCUMENT_SEARCH
-                   : n == 6 && seg_is(r, 4, "compare")       ? CQ_ROUTE_COMPARE
-                                                             : CQ_ROUTE_UNKNOWN;
-    } else if (api && seg_is(r, 2, "clauses") && n == 4) {
-        r->route = CQ_ROUTE_CLAUSE;
-    } else if (api && cq_web_office_route(r)) { /* feedback, exports, quality (office.c) */
-    } else if (api && seg_is(r, 2, "conversations") && n <= 4) {
-        r->route = n == 3 ? CQ_ROUTE_CONVERSATIONS : CQ_ROUTE_CONVERSATION;
-    } else if (openai && n == 2 && seg_is(r, 1, "models")) {
-        r->route = CQ_ROUTE_OPENAI_MODELS;
-    } else if (openai && n == 3 && seg_is(r, 1, "chat") && seg_is(r, 2, "completions")) {
-        r->route = CQ_ROUTE_OPENAI_CHAT;
-    }
+    cq_web_match m = cq_web_route_find(r->method, r->seg, r->n_seg);
+    r->def = m.def;
+    r->label = m.label;
+    r->allow = m.allow;
 }
 
-/* What the request's body is for: BODY_NONE (no body is read; one that is sent closes the connection after the
- * response), BODY_JSON (read into r->body) or BODY_UPLOAD (spooled to a file). */
-enum { BODY_NONE, BODY_JSON, BODY_UPLOAD };
-
-static int body_kind(const cq_web_req *r) {
-    switch (r->route) {
-    case CQ_ROUTE_KBS:
-    case CQ_ROUTE_LOGIN:
-    case CQ_ROUTE_RETRIEVE:
-    case CQ_ROUTE_ASK:
-    case CQ_ROUTE_OPENAI_CHAT: return method_is(r, "POST") ? BODY_JSON : BODY_NONE;
-    case CQ_ROUTE_CONVERSATION: return method_is(r, "PATCH") ? BODY_JSON : BODY_NONE;
-    case CQ_ROUTE_CONVERSATION_FEEDBACK: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
-    case CQ_ROUTE_DOCUMENT_VERSION: return method_is(r, "PUT") ? BODY_JSON : BODY_NONE;
-    case CQ_ROUTE_USERS:
-    case CQ_ROUTE_USER:
-    case CQ_ROUTE_GROUPS:
-    case CQ_ROUTE_GROUP:
-    case CQ_ROUTE_KEYS:
-    case CQ_ROUTE_KEY:
-    case CQ_ROUTE_KB_GRANTS: return cq_web_admin_body(r) ? BODY_JSON : BODY_NONE;
-    case CQ_ROUTE_KB_DOCUMENTS: return method_is(r, "POST") || method_is(r, "PUT") ? BODY_UPLOAD : BODY_NONE;
-    default: return BODY_NONE;
-    }
+static bool id_param(const char *p, size_t len) {
+    return (len == 4 && !strncmp(p, "{id}", 4)) || (len == 3 && p[0] == '{' && strchr("abn", p[1]) && p[2] == '}');
 }
 
-/* Authentication, and for an upload the right to edit the KB: before the body is read, so that a client without a
- * key cannot make the server receive 64 MB. False when a response was sent. */
+/* The route's params: {kb}, and the ids ({id}, {a}, {b}, {n}: 404 when one is not a positive number). */
+static bool path_params(cq_web_req *r) {
+    const char *p = r->def->pattern;
+    int ids = 0;
+    for (int i = 0; i < r->n_seg; i++) {
+        p++; /* past the '/' */
+        size_t len = strcspn(p, "/");
+        if (len == 4 && !strncmp(p, "{kb}", 4)) r->kb = r->seg[i];
+        else if (id_param(p, len)) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(r->seg[i], &end, 10);
+            if (errno || *end || v <= 0 || !isdigit((unsigned char)r->seg[i][0])) {
+                cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+                return false;
+            }
+            r->id[ids++] = (int64_t)v;
+        }
+        p += len;
+    }
+    return true;
+}
+
+/* Who is asking (401), and whether they may (403, or 404 for what the scope looks up): before the body is read, so
+ * that a client without a key or the role cannot make the server receive 64 MB. False when a response was sent. */
 static bool admit(cq_web_req *r) {
     if (r->admitted) return true;
-    if (r->route == CQ_ROUTE_LOGIN || r->route == CQ_ROUTE_LOGOUT) return r->admitted = true; /* no one yet */
-    if (!cq_web_authenticate(r)) return false;
-    if (r->route == CQ_ROUTE_KB_DOCUMENTS && body_kind(r) == BODY_UPLOAD && !cq_web_authorize(r, CQ_WEB_EDIT, r->seg[3]))
+    const cq_web_route_def *d = r->def;
+    if (d->scope == CQ_IN_PUBLIC) return r->admitted = true;
+    if (!cq_web_authenticate(r) || !path_params(r)) return false;
+    cq_err err = {0};
+    cq_status rc = CQ_OK;
+    switch (d->scope) {
+    case CQ_IN_DOC:
+        for (int i = 0; i < 2 && r->id[i] && !rc; i++) {
+            rc = r->svc->doc_kb(r->svc->ctx, r->id[i], r->scope_kb, &err);
+            if (!rc && !cq_web_authorize(r, d->role, r->scope_kb)) return false;
+        }
+        break;
+    case CQ_IN_JOB: rc = r->svc->job_get(r->svc->ctx, r->id[0], &r->found, r->scope_kb, &err); break;
+    case CQ_IN_CLAUSE: rc = r->svc->clause_get(r->svc->ctx, r->id[0], &r->found, r->scope_kb, &err); break;
+    default: break;
+    }
+    if (rc) {
+        cq_web_send_status_error(r, &err);
         return false;
-    r->admitted = true;
-    return true;
+    }
+    const char *kb = d->scope == CQ_IN_KB ? r->kb : d->scope == CQ_IN_NONE ? NULL : r->scope_kb;
+    if (d->scope != CQ_IN_DOC && d->role != CQ_WEB_NONE && !cq_web_authorize(r, d->role, kb)) return false;
+    return r->admitted = true;
 }
 
 static void admit_task(cq_web_req *r) { admit(r); }
 
 /* Runs on a worker. */
 static void dispatch(cq_web_req *r) {
-    switch (r->route) {
-    case CQ_ROUTE_HEALTH: return method_is(r, "GET") ? handle_health(r) : method_not_allowed(r, "GET");
-    case CQ_ROUTE_METRICS: return method_is(r, "GET") ? handle_metrics(r) : method_not_allowed(r, "GET");
-    default: break;
-    }
-    if (!admit(r)) return;
-    int64_t id;
-    switch (r->route) {
-    case CQ_ROUTE_LOGIN: return handle_login(r);
-    case CQ_ROUTE_LOGOUT: return handle_logout(r);
-    case CQ_ROUTE_ME: return handle_me(r);
-    case CQ_ROUTE_AUDIT: return handle_audit(r);
-    case CQ_ROUTE_KBS: return handle_kbs(r);
-    case CQ_ROUTE_KB: return handle_kb(r, r->seg[3]);
-    case CQ_ROUTE_KB_DOCUMENTS:
-        return body_kind(r) == BODY_UPLOAD ? handle_upload(r, r->seg[3]) : handle_kb_documents(r, r->seg[3]);
-    case CQ_ROUTE_KB_JOBS: return handle_kb_jobs(r, r->seg[3]);
-    case CQ_ROUTE_RETRIEVE: return handle_retrieve(r, r->seg[3]);
-    case CQ_ROUTE_ASK: return handle_ask(r, r->seg[3]);
-    case CQ_ROUTE_JOB:
-        if ((id = path_id(r, r->seg[3]))) handle_job(r, id);
-        return;
-    case CQ_ROUTE_JOB_CANCEL:
-        if ((id = path_id(r, r->seg[3]))) handle_job_cancel(r, id);
-        return;
-    case CQ_ROUTE_DOCUMENT:
-        if ((id = path_id(r, r->seg[3]))) handle_document(r, id);
-        return;
-    case CQ_ROUTE_DOCUMENT_ORIGINAL:
-        if ((id = path_id(r, r->seg[3]))) handle_original(r, id);
-        return;
-    case CQ_ROUTE_PAGE_IMAGE:
-        if ((id = path_id(r, r->seg[3]))) handle_page_image(r, id, r->seg[5]);
-        return;
-    case CQ_ROUTE_CLAUSE:
-        if ((id = path_id(r, r->seg[3]))) handle_clause(r, id);
-        return;
-    case CQ_ROUTE_DOCUMENT_SEARCH:
-        if ((id = path_id(r, r->seg[3]))) handle_document_search(r, id);
-        return;
-    case CQ_ROUTE_DOCUMENT_VERSION:
-        if ((id = path_id(r, r->seg[3]))) handle_document_version(r, id);
-        return;
-    case CQ_ROUTE_COMPARE:
-        if ((id = path_id(r, r->seg[3]))) handle_compare(r, id, r->seg[5]);
-        return;
-    case CQ_ROUTE_CONVERSATIONS: return handle_conversations(r);
-    case CQ_ROUTE_CONVERSATION:
-        if ((id = path_id(r, r->seg[3]))) handle_conversation(r, id);
-        return;
-    case CQ_ROUTE_OPENAI_MODELS: return cq_web_openai_models(r);
-    case CQ_ROUTE_OPENAI_CHAT: return cq_web_openai_chat(r);
-    case CQ_ROUTE_CONVERSATION_FEEDBACK:
-    case CQ_ROUTE_CONVERSATION_EXPORT:
-    case CQ_ROUTE_QUALITY:
-    case CQ_ROUTE_FEEDBACK_EXPORT: return cq_web_office_dispatch(r);
-    case CQ_ROUTE_USERS:
-    case CQ_ROUTE_USER:
-    case CQ_ROUTE_GROUPS:
-    case CQ_ROUTE_GROUP:
-    case CQ_ROUTE_KEYS:
-    case CQ_ROUTE_KEY:
-    case CQ_ROUTE_KB_GRANTS: return cq_web_admin_dispatch(r);
-    default: return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-    }
+    if (admit(r)) r->def->handler(r);
 }
 
 /* ---- workers -------------------------------------------------------------------------------------------------- */
@@ -1163,19 +1122,6 @@ static bool has_body(const cq_web_req *r) {
     return r->ri->content_length > 0 || (r->ri->content_length < 0 && mg_get_header(r->conn, "Transfer-Encoding"));
 }
 
-/* What a reserved connection slot answers: health and metrics, and what an operator needs to see and stop the work
- * that keeps the server busy (a job, the jobs of a KB, cancelling a job). */
-static bool operations_route(const cq_web_req *r) {
-    switch (r->route) {
-    case CQ_ROUTE_HEALTH:
-    case CQ_ROUTE_METRICS:
-    case CQ_ROUTE_JOB:
-    case CQ_ROUTE_JOB_CANCEL: return true;
-    case CQ_ROUTE_KB_JOBS: return method_is(r, "GET");
-    default: return false;
-    }
-}
-
 /* Everything but the handlers' own work, on the connection thread: the checks, the page, the body. */
 static void serve(cq_web_req *r) {
     cq_web_server *s = r->server;
@@ -1187,11 +1133,13 @@ static void serve(cq_web_req *r) {
     }
     if (!cq_web_guard_request(r)) return;
     route(r);
+    const cq_web_route_def *d = r->def;
+    unsigned flags = d ? d->flags : 0;
     cq_web_conn *c = mg_get_user_connection_data(r->conn);
     if (c && c->reserved) {
         /* A reserved slot (http.h): the operations routes only, and the slot is free again after the answer. */
         mg_disable_connection_keep_alive(r->conn);
-        if (!operations_route(r)) {
+        if (!(flags & CQ_ROUTE_RESERVED)) {
             r->body_pending = true;
             r->retry_after_s = 1;
             return cq_web_send_error(r, 503, "busy",
@@ -1199,26 +1147,27 @@ static void serve(cq_web_req *r) {
         }
     }
     /* The liveness probe is answered whatever a client address holds. */
-    if (r->route != CQ_ROUTE_HEALTH && !cq_web_clients_admit(s, r->conn)) {
+    if (!(flags & CQ_ROUTE_ANY_CLIENT) && !cq_web_clients_admit(s, r->conn)) {
         r->body_pending = true;
         return cq_web_send_error(r, 429, "too_many_connections",
                                  "this client address holds %d connections already: close some first",
                                  s->cfg.max_client_connections);
     }
-    if (r->route == CQ_ROUTE_PAGE) return serve_static(r);
-    if (r->route == CQ_ROUTE_UNKNOWN) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
-    if (r->route == CQ_ROUTE_HEALTH || r->route == CQ_ROUTE_METRICS) return run_on_pool(&s->priority, dispatch, r);
+    if (r->label == CQ_LABEL_PAGE) return serve_static(r);
+    if (!r->allow) return cq_web_send_error(r, 404, "not_found", "no such resource: %s", r->path);
+    if (!d) return method_not_allowed(r);
+    if (flags & CQ_ROUTE_PRIORITY) return run_on_pool(&s->priority, dispatch, r);
 
-    int kind = body_kind(r);
-    if (kind != BODY_NONE) {
+    cq_web_body kind = d->body;
+    if (kind != CQ_BODY_NONE) {
         /* a body announced larger than the limit is refused at once, before a byte of it is read (an upload's
          * multipart framing may add a little to the file) */
-        size_t max = kind == BODY_JSON ? s->cfg.max_json_bytes : s->cfg.max_upload_bytes + 65536;
+        size_t max = kind == CQ_BODY_JSON ? s->cfg.max_json_bytes : s->cfg.max_upload_bytes + 65536;
         if (r->ri->content_length > (long long)max)
-            return cq_web_refuse_too_large(r, kind == BODY_JSON ? max : s->cfg.max_upload_bytes);
+            return cq_web_refuse_too_large(r, kind == CQ_BODY_JSON ? max : s->cfg.max_upload_bytes);
         run_on_pool(&s->pool, admit_task, r);
         if (r->status) return;
-        if (kind == BODY_JSON) cq_web_read_body(r, max);
+        if (kind == CQ_BODY_JSON) cq_web_read_body(r, max);
         else receive_upload(r);
         if (r->status) return;
     }
@@ -1243,8 +1192,9 @@ static int handle_request(struct mg_connection *conn, void *cbdata) {
     if (!r->status) cq_web_send_error(r, 500, "internal", "no response was produced");
     if (r->upload.path[0]) unlink(r->upload.path); /* received, but never handed to the service */
     free(r->body);
+    cJSON_Delete(r->found);
     double dt = cq_clock_seconds() - t0;
-    cq_web_metrics_end(&s->metrics, r->route, r->status, dt);
+    cq_web_metrics_end(&s->metrics, r->label, r->status, dt);
     cq_web_access_log_write(s->access_log, r, dt);
     CQ_DEBUG("%s %s -> %d (%.1f ms)", r->method, r->path, r->status, dt * 1e3);
     /* Not after a slow body (408) nor for a client over its connections (429): those are the clients to let go. */

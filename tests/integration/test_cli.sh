@@ -111,9 +111,18 @@ if [ -d "$shared/eval/laws-zh-pdf" ]; then
   mkdir -p "$work/suite/docs"
   cp "$shared/eval/laws-zh-pdf/docs/农民专业合作社法(2017-12-27).pdf" "$work/suite/docs/"
   grep '"农民专业合作社法(2017-12-27)"' "$shared/eval/laws-zh-pdf/questions.jsonl" | head -20 > "$work/suite/questions.jsonl"
-  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --answers extractive --json)
+  out=$("$bin" eval --data "$data" --kb suite --suite "$work/suite" --answers extractive --json --out "$work/suite.jsonl")
   echo "  mini eval: $(echo "$out" | json 'd["all"]')"
   check "mini eval clause lookups" test "$(echo "$out" | json 'd["types"]["clause_lookup"]["hit@1"] >= 0.9')" = True
+  # the per-question lines carry retrieval's side of the refusal: coverage, the cited clause's rank, top scores
+  check "eval --out: coverage, cited, top scores" python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) >= 5 and all(0 <= r['coverage'] <= 1 and isinstance(r['cited'], int) for r in rows)
+assert all(r['top'] and all('score' in h for h in r['top']) for r in rows)
+assert sum(1 for r in rows if not r['prediction']['abstained'] and r['cited'] >= 1) >= len(rows) // 2
+assert all(r['cited'] == 0 for r in rows if r['prediction']['abstained'])
+" "$work/suite.jsonl"
 else
   echo "  ../shared not found: shared-suite checks skipped"
 fi

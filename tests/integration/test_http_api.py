@@ -230,6 +230,12 @@ def test_bad_inputs(s):
     r = s.post('/api/v1/kbs/laws/documents?filename=' + quote('..\\..\\evil\x01.md'), b'# Evil\n\nNothing here.\n')
     job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
     check('backslashes and control characters', job.get('filename') == 'evil_.md', job)
+    # a name that a format string or a file-name parser would trip on: the upload's record keeps it as it is
+    r = s.post('/api/v1/kbs/laws/documents?ocr=off&filename=' + quote('50% off %s %n.md'),
+               '# 通知\n\n第一条 百分之五十。\n'.encode())
+    job = s.wait_job(r.json()['job']['id']) if r.status == 202 else {}
+    check("'%' in a name", job.get('state') == 'ready' and job.get('filename') == '50% off %s %n.md'
+          and (job.get('document') or {}).get('name') == '50% off %s %n', job)
     r = s.post('/api/v1/kbs/laws/documents?filename=..', b'text')
     check('dot-dot name', r.status in (202, 415) and '..' not in str(r.json()), r)
     outside = [p for p in glob.glob(os.path.join(s.tmp, '**', '*passwd*'), recursive=True)]
@@ -242,7 +248,14 @@ def test_bad_inputs(s):
     check('dot-dot path', s.get('/api/v1/../../etc/passwd').status == 404)
     r = s.request('PUT', '/api/v1/health')
     check('wrong method', r.status == 405 and r.error_code() == 'method_not_allowed', r)
-    check('delete on retrieve', s.delete('/api/v1/kbs/laws/retrieve').status == 405)
+    check('405 says what is allowed', r.header('Allow') == 'GET', r.headers)
+    r = s.delete('/api/v1/kbs/laws/retrieve')
+    check('delete on retrieve', r.status == 405 and r.header('Allow') == 'POST', r)
+    r = s.request('PATCH', '/api/v1/kbs/laws/documents')
+    check('Allow lists every method of the path', r.status == 405 and r.header('Allow') == 'GET, POST, PUT', r)
+    r = s.request('POST', '/api/v1/documents/1/original', key=None)
+    check('the method is checked before the key', r.status == 405 and r.header('Allow') == 'GET, HEAD', r)
+    check('a wrong method of an unknown path is 404', s.request('PATCH', '/api/v1/kbs/laws/nothing').status == 404)
     r = s.get('/api/v1/health')
     check('healthy after bad inputs', r.status == 200 and r.json()['status'] == 'ok', r)
 

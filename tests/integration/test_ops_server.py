@@ -169,6 +169,10 @@ def health_models(binary, work):
         model = os.path.join(SOURCE_DIR, 'data', 'models', 'gemma-3-270m-q4_k_m.gguf')
         if os.path.exists(model):
             T.check('health: the decoder file and its folder', (files.get('decoder') or {}).get('from') == 'source tree', m)
+        gpu = os.path.join(SOURCE_DIR, 'data', 'models', 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf')
+        T.check('health: the GPU reader file and its folder when there',
+                (files.get('decoder_gpu') or {}).get('path', '').endswith('qwen2.5-coder-1.5b-instruct-q4_k_m.gguf')
+                if os.path.exists(gpu) else files.get('decoder_gpu') is None, m)
     finally:
         s.close()
     bare = tempfile.mkdtemp(prefix='cq-bare-', dir=work)
@@ -176,7 +180,7 @@ def health_models(binary, work):
     try:
         s.start()
         m = s.get('/api/v1/health').json()['models']
-        T.check('health without models: null files', m['files'] == {'decoder': None, 'encoder': None}, m)
+        T.check('health without models: null files', m['files'] == {'decoder': None, 'decoder_gpu': None, 'encoder': None}, m)
         warnings = [ln for ln in s.log_text().splitlines() if 'warning' in ln and 'decoder' in ln]
         T.check('without models: one warning with the fix', len(warnings) == 1 and 'make setup' in warnings[0]
                 and '--models' in warnings[0], s.log_text())

@@ -16,18 +16,10 @@ import os
 import sys
 import tempfile
 
-ROOT = os.environ.get("CLAUSEQA_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from checks import ROOT, check, failed  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
 import fusion  # noqa: E402
 
-FAILED = 0
-
-
-def check(cond, what):
-    global FAILED
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILED += 1
 
 
 def record(suite, part, calib, gold_bm25, gold_dense, base, adverse=False):
@@ -127,8 +119,8 @@ def main():
     except SystemExit as e:
         refused = "calibration" in str(e)
     check(refused and open(cfg_path).read() == before, "score: no calibration questions, refused, the file unchanged")
-    print("%d failed" % FAILED)
-    return 1 if FAILED else 0
+    print("%d failed" % failed())
+    return 1 if failed() else 0
 
 
 if __name__ == "__main__":

@@ -13,19 +13,11 @@ import os
 import random
 import sys
 
-ROOT = os.environ.get("CLAUSEQA_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from checks import ROOT, check, failed  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
 import dev_split  # noqa: E402
 
-FAILED = 0
-
-
-def check(cond, what):
-    global FAILED
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILED += 1
 
 
 def test_split():
@@ -117,5 +109,5 @@ def test_train():
 if __name__ == "__main__":
     test_split()
     test_train()
-    print("%d failed" % FAILED)
-    sys.exit(1 if FAILED else 0)
+    print("%d failed" % failed())
+    sys.exit(1 if failed() else 0)

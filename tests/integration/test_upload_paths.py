@@ -54,6 +54,11 @@ def main():
               all(r[2] == f'uploads/{os.path.basename(r[2])}' for r in stored), stored)
         uploads = sorted(os.listdir(os.path.join(data, 'uploads')))
         check('three uploads kept', len([u for u in uploads if u.startswith('job-')]) == 3, uploads)
+        db = sqlite3.connect(os.path.join(data, 'clauseqa.db'))
+        ocr = [r[0] for r in db.execute('SELECT ocr FROM jobs ORDER BY id')]
+        db.close()
+        check('each job keeps its OCR mode in its row, not in its upload\'s name (issue 28)',
+              ocr == ['auto'] * 3 and not any('.ocr-' in u for u in uploads), (ocr, uploads))
 
         # Rows as earlier versions wrote them: the path as it was given (absolute, or relative with its folder).
         db = sqlite3.connect(os.path.join(data, 'clauseqa.db'))

@@ -62,7 +62,7 @@ static void test_take_over_clears_the_dead_attempt(void **state) {
     assert_int_equal(cq_store_kb_ensure(pg_store(pg), "k2", &kb2, &err), CQ_OK);
     cq_store *a = store_again(pg), *b = store_again(pg);
     assert_int_equal(cq_store_job_create(b, kb, 0, &job, &err), CQ_OK);
-    assert_int_equal(cq_store_job_set_upload(b, job, "a.md", "uploads/job-1.md", 5, 0, &err), CQ_OK);
+    assert_int_equal(cq_store_job_set_upload(b, job, "a.md", "uploads/job-1.md", 5, 0, "auto", &err), CQ_OK);
     assert_int_equal(cq_store_job_set_upload_sha256(b, job, SHA_A, &err), CQ_OK);
     cq_job_lease la, lb;
     int taken = -1;

@@ -105,6 +105,8 @@ static cq_store *conf_reopen(void **state) {
 
 #include "tests/store/conversations_bodies.h"
 #include "tests/store/documents_bodies.h"
+#include "tests/store/keyword_bodies.h"
+#include "tests/store/versions_bodies.h"
 #include "tests/store/jobs_bodies.h"
 #include "tests/store/feedback_bodies.h"
 #include "tests/store/keys_bodies.h"
@@ -749,8 +751,10 @@ int main(void) {
         BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list), BOTH(conf_groups),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows), BOTH(conf_vectors_store_rows),
+        BOTH(conf_vectors_doc_means),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
-        BOTH(conf_jobs_page_list), BOTH(conf_clause_search), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
+        BOTH(conf_jobs_page_list), BOTH(conf_clause_search), BOTH(conf_keyword_bm25), BOTH(conf_versions_groups), BOTH(conf_versions_repeal_and_corrections),
+        BOTH(conf_versions_from_clauses), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),
         BOTH(conf_jobs_cancel_request_and_renew), BOTH(conf_jobs_share_upload), BOTH(conf_router_rows),
         BOTH(conf_feedback_rate), BOTH(conf_feedback_rated_export), BOTH(conf_quality_days),
         BOTH(conf_conversations_search),

@@ -83,7 +83,7 @@ static int64_t add_law(fixture *f, const char *name, const char *title, const ch
     assert_int_equal(cq_store_doc_create(f->s, f->kb, name, name, "md", sha, 100, &doc, &err), CQ_OK);
     for (size_t i = 0; i < nc; i++) assert_int_equal(cq_store_clause_add(f->s, f->kb, doc, title, &c[i], NULL, &err), CQ_OK);
     if (ready)
-        assert_int_equal(cq_store_doc_finish(f->s, doc, "ready", NULL, title, 0, (int)nc, 1.0, "", &err), CQ_OK);
+        assert_int_equal(cq_store_doc_finish(f->s, doc, CQ_DOC_READY, NULL, title, 0, (int)nc, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(f->s, &err), CQ_OK);
 
     assert_int_equal(cq_store_doc_create(f->ps, f->kb, name, name, "md", sha, 100, &doc_pg, &err), CQ_OK);

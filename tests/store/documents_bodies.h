@@ -73,7 +73,7 @@ static int64_t conf_doc_add(cq_store *s, int64_t kb, const char *name, const cha
         CONF_EXPECT(cq_store_clause_add(s, kb, doc, "中华人民共和国公司法 公司法", &c, &ids[i], &err), CQ_OK);
         memset(boxes, 0, sizeof boxes); /* the store kept its own copy */
     }
-    CONF_EXPECT(cq_store_doc_finish(s, doc, "ready", NULL, "中华人民共和国公司法", 2, 3, 0.75, "low", &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, "中华人民共和国公司法", 2, 3, 0.75, "low", &err), CQ_OK);
     CONF_EXPECT(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }
@@ -143,7 +143,7 @@ static void conf_documents_rows(void **state) {
     assert_string_equal(d.title, "中华人民共和国公司法");
     assert_int_equal(d.n_pages, 2);
     assert_int_equal(d.n_clauses, 3);
-    assert_string_equal(d.status, "ready");
+    assert_int_equal(d.state, CQ_DOC_READY);
     assert_null(d.error);
     assert_true(d.quality == 0.75);
     assert_string_equal(d.quality_reason, "low");
@@ -163,12 +163,12 @@ static void conf_documents_rows(void **state) {
     /* By name: a ready one before a failed one, the newest first. */
     int64_t failed;
     CONF_EXPECT(cq_store_doc_create(s, kb, "公司法", "公司法.pdf", "pdf", "h2", 10, &failed, &err), CQ_OK);
-    CONF_EXPECT(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, NULL, &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, failed, CQ_DOC_FAILED, "not a PDF", NULL, 0, 0, 0, NULL, &err), CQ_OK);
     CONF_EXPECT(cq_store_doc_by_name(s, kb, "公司法", &d, &err), CQ_OK);
     assert_int_equal(d.id, doc);
     cq_doc_info_free(&d);
     CONF_EXPECT(cq_store_doc_get(s, failed, &d, &err), CQ_OK);
-    assert_string_equal(d.status, "failed");
+    assert_int_equal(d.state, CQ_DOC_FAILED);
     assert_string_equal(d.error, "not a PDF");
     assert_null(d.title);
     assert_string_equal(d.quality_reason, "");
@@ -291,11 +291,11 @@ static void conf_clause_search(void **state) {
                              .page_first = i + 1, .page_last = i + 1};
         CONF_EXPECT(cq_store_clause_add(s, kb, doc, "d", &c, &ids[i], &err), CQ_OK);
     }
-    CONF_EXPECT(cq_store_doc_finish(s, doc, "ready", NULL, "d", 5, 5, 1, "", &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, "d", 5, 5, 1, "", &err), CQ_OK);
     CONF_EXPECT(cq_store_doc_create(s, kb, "e", "e.md", "md", sha_e, 5, &other, &err), CQ_OK);
     cq_store_clause c = {.ord = 0, .kind = 1, .label = NULL, .path = "", .text = "工资 wages"};
     CONF_EXPECT(cq_store_clause_add(s, kb, other, "e", &c, &other_id, &err), CQ_OK);
-    CONF_EXPECT(cq_store_doc_finish(s, other, "ready", NULL, "e", 0, 1, 1, "", &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, other, CQ_DOC_READY, NULL, "e", 0, 1, 1, "", &err), CQ_OK);
     CONF_EXPECT(cq_store_commit(s, &err), CQ_OK);
 
     cq_clause_row *rows;

@@ -64,6 +64,7 @@ static void conf_jobs_rows(void **state) {
     assert_null(j.upload_path);
     assert_int_equal(j.attempts, 0);
     assert_string_equal(j.error_code, "");
+    assert_string_equal(j.ocr, ""); /* none recorded */
     assert_true(j.created_at > 0 && j.updated_at == j.created_at);
     cq_job_info_free(&j);
     int64_t queued = 0;
@@ -71,7 +72,7 @@ static void conf_jobs_rows(void **state) {
     assert_int_equal(queued, 4);
 
     /* upload recorded; a start counted; progress; a shutdown's interruption (uncounted, queued again) */
-    CONF_EXPECT(cq_store_job_set_upload(s, ids[0], "合同 (1).pdf", "uploads/job-1.pdf", 12345, 1, &err), CQ_OK);
+    CONF_EXPECT(cq_store_job_set_upload(s, ids[0], "合同 (1).pdf", "uploads/job-1.pdf", 12345, 1, "force", &err), CQ_OK);
     int attempts = 0;
     CONF_EXPECT(cq_store_job_begin_attempt(s, ids[0], &attempts, &err), CQ_OK);
     assert_int_equal(attempts, 1);
@@ -84,6 +85,7 @@ static void conf_jobs_rows(void **state) {
     assert_string_equal(j.upload_path, "uploads/job-1.pdf");
     assert_int_equal(j.size_bytes, 12345);
     assert_int_equal(j.replace, 1);
+    assert_string_equal(j.ocr, "force");
     cq_job_info_free(&j);
     CONF_EXPECT(cq_store_job_interrupted(s, ids[0], &err), CQ_OK);
     j = conf_job(s, ids[0]);
@@ -110,7 +112,7 @@ static void conf_jobs_rows(void **state) {
     cq_job_info_free(&j);
 
     /* failed: without a code, with a status's code, with a reader's finer reason; in the caller's transaction */
-    CONF_EXPECT(cq_store_job_set_upload(s, ids[1], "b.pdf", "uploads/job-2.pdf", 7, 0, &err), CQ_OK);
+    CONF_EXPECT(cq_store_job_set_upload(s, ids[1], "b.pdf", "uploads/job-2.pdf", 7, 0, NULL, &err), CQ_OK);
     CONF_EXPECT(cq_store_job_update(s, ids[1], CQ_JOB_FAILED, 0, 0, "not a PDF", &err), CQ_OK);
     j = conf_job(s, ids[1]);
     assert_string_equal(j.error, "not a PDF");
@@ -256,7 +258,7 @@ static void conf_make_jobs(cq_store *s, int64_t kb, int n, int64_t *ids) {
         int64_t id;
         CONF_EXPECT(cq_store_job_create(s, kb, 0, &id, &err), CQ_OK);
         snprintf(path, sizeof path, "uploads/job-%lld.md", (long long)id);
-        CONF_EXPECT(cq_store_job_set_upload(s, id, "x.md", path, 1, 0, &err), CQ_OK);
+        CONF_EXPECT(cq_store_job_set_upload(s, id, "x.md", path, 1, 0, "auto", &err), CQ_OK);
         if (ids) ids[i] = id;
     }
 }
@@ -403,7 +405,7 @@ static void conf_jobs_lease_takeover(void **state) {
     CONF_EXPECT(cq_store_job_fail(a, id, 0, 0, &why, &err), CQ_ERR_CANCELLED);
     CONF_EXPECT(cq_store_job_interrupted(a, id, &err), CQ_ERR_CANCELLED);
     CONF_EXPECT(cq_store_job_begin_attempt(a, id, NULL, &err), CQ_ERR_CANCELLED);
-    CONF_EXPECT(cq_store_job_set_upload(a, id, "y.md", "uploads/y.md", 1, 0, &err), CQ_ERR_CANCELLED);
+    CONF_EXPECT(cq_store_job_set_upload(a, id, "y.md", "uploads/y.md", 1, 0, "off", &err), CQ_ERR_CANCELLED);
     CONF_EXPECT(cq_store_job_renew(a, &la, 30, NULL, &err), CQ_ERR_CANCELLED);
     /* writes in a's transaction fail before its commit: the document it was saving goes with the rollback */
     CONF_EXPECT(cq_store_begin(a, &err), CQ_OK);

@@ -9,7 +9,7 @@
 /* A document of kb with its articles (label_key "1" … "n", chapter path "第一章" for the first two, "第二章" after)
  * and a preamble; ready unless status says otherwise. */
 static int64_t conf_router_doc(cq_store *s, int64_t kb, const char *name, const char *title, const char *sha,
-                               int n, const char *status, int64_t *ids) {
+                               int n, cq_doc_state state, int64_t *ids) {
     cq_err err = {0};
     int64_t doc, id;
     CONF_EXPECT(cq_store_begin(s, &err), CQ_OK);
@@ -25,7 +25,7 @@ static int64_t conf_router_doc(cq_store *s, int64_t kb, const char *name, const 
         CONF_EXPECT(cq_store_clause_add(s, kb, doc, name, &c, &id, &err), CQ_OK);
         if (ids) ids[i - 1] = id;
     }
-    CONF_EXPECT(cq_store_doc_finish(s, doc, status, NULL, title, 1, n + 1, 1, "", &err), CQ_OK);
+    CONF_EXPECT(cq_store_doc_finish(s, doc, state, NULL, title, 1, n + 1, 1, "", &err), CQ_OK);
     CONF_EXPECT(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }
@@ -59,10 +59,10 @@ static void conf_router_rows(void **state) {
     assert_int_equal(found, 0);
 
     /* documents: named so that their ids and their names sort differently; one failed, one in another KB */
-    int64_t b = conf_router_doc(s, kb, "b-law", "乙法", "h1", 4, "ready", ids);
-    int64_t a = conf_router_doc(s, kb, "a-law", NULL, "h2", 2, "ready", NULL);
-    conf_router_doc(s, kb, "c-law", "丙法", "h3", 5, "failed", NULL);
-    int64_t other = conf_router_doc(s, kb2, "d-law", "丁法", "h4", 5, "ready", NULL);
+    int64_t b = conf_router_doc(s, kb, "b-law", "乙法", "h1", 4, CQ_DOC_READY, ids);
+    int64_t a = conf_router_doc(s, kb, "a-law", NULL, "h2", 2, CQ_DOC_READY, NULL);
+    conf_router_doc(s, kb, "c-law", "丙法", "h3", 5, CQ_DOC_FAILED, NULL);
+    int64_t other = conf_router_doc(s, kb2, "d-law", "丁法", "h4", 5, CQ_DOC_READY, NULL);
     CONF_EXPECT(cq_store_router_docs_stat(s, kb, &n_docs, &max_id, &min_id, &err), CQ_OK);
     assert_int_equal(n_docs, 2);
     assert_int_equal(max_id, a);

@@ -3,6 +3,7 @@
 #ifndef CQ_TESTS_STORE_VECTORS_BODIES_H
 #define CQ_TESTS_STORE_VECTORS_BODIES_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,7 +25,7 @@ static int64_t conf_doc(cq_store *s, int64_t kb, const char *sha, size_t n, int6
         cq_store_clause c = {.ord = (int)i, .kind = 1, .label = "第一条", .label_key = "1", .path = "p", .text = "正文"};
         assert_int_equal(cq_store_clause_add(s, kb, doc, "x", &c, &ids[i], &err), CQ_OK);
     }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, "x", 1, (int)n, 1.0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, "x", 1, (int)n, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }
@@ -207,6 +208,43 @@ static void conf_vectors_store_rows(void **state) {
     free(scores);
     free(got_ids);
     free(got_x);
+}
+
+/* document routing's reads (search/doc_route.h): each clause's document, each document's mean clause vector */
+static void conf_vectors_doc_means(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, a[2], b[1];
+    assert_int_equal(cq_store_kb_create(s, "dm", &kb, &err), CQ_OK);
+    const int64_t da = conf_doc(s, kb, "hm1", 2, a), db = conf_doc(s, kb, "hm2", 1, b);
+    const float xa[2 * CONF_DIM] = {3, 0, 0, 0, 0, 4, 0, 0}, xb[CONF_DIM] = {0, 0, 0, 2};
+    assert_int_equal(cq_store_vectors_store(s, kb, "m1", CONF_DIM, a, xa, 2, NULL, &err), CQ_OK);
+    assert_int_equal(cq_store_vectors_store(s, kb, "m1", CONF_DIM, b, xb, 1, NULL, &err), CQ_OK);
+    /* more clause ids than one statement takes, one of them twice, one of them no clause's */
+    const size_t many = CQ_STORE_VECTORS_BATCH + 3;
+    int64_t *ask = malloc(many * sizeof *ask), *doc_of = malloc(many * sizeof *doc_of);
+    assert_non_null(ask);
+    assert_non_null(doc_of);
+    for (size_t i = 0; i < many; i++) ask[i] = a[0];
+    ask[1] = b[0], ask[many - 1] = a[1], ask[many - 2] = 987654321;
+    assert_int_equal(cq_store_clause_docs(s, ask, many, doc_of, &err), CQ_OK);
+    assert_int_equal(doc_of[0], da);
+    assert_int_equal(doc_of[1], db);
+    assert_int_equal(doc_of[CQ_STORE_VECTORS_BATCH], da);
+    assert_int_equal(doc_of[many - 1], da);
+    assert_int_equal(doc_of[many - 2], -1);
+    free(ask);
+    free(doc_of);
+    /* means: (3, 4)/2 normalized, (0, 0, 0, 1), zeros for a document without vectors of the model */
+    const int64_t docs[3] = {da, db, 987654321};
+    float v[3 * CONF_DIM];
+    assert_int_equal(cq_store_doc_vector_means(s, "m1", CONF_DIM, docs, 3, v, &err), CQ_OK);
+    assert_true(fabsf(v[0] - 0.6f) < 1e-6f && fabsf(v[1] - 0.8f) < 1e-6f && v[2] == 0 && v[3] == 0);
+    assert_true(v[4] == 0 && v[5] == 0 && v[6] == 0 && v[7] == 1);
+    for (int j = 0; j < CONF_DIM; j++) assert_true(v[2 * CONF_DIM + j] == 0);
+    assert_int_equal(cq_store_doc_vector_means(s, "m2", CONF_DIM, docs, 1, v, &err), CQ_OK);
+    assert_true(v[0] == 0 && v[1] == 0);
+    assert_int_equal(cq_store_doc_vector_means(s, "m1", 3, docs, 1, v, &err), CQ_ERR_FORMAT); /* not 3 floats */
 }
 
 #endif

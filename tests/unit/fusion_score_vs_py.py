@@ -15,29 +15,10 @@ A case is {"norm", "w", "m", "c", "bm25": [[id, score]], "dense": [[id, score]],
 deep (its scores not always falling: the documents a question names come first), dense at most 50. Scores are drawn
 from small sets as well as at random, so that equal scores, equal lists and constant lists occur.
 """
-import argparse
-import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
-import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_ranked_score():
-    sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        stand_in = types.ModuleType("prepare")
-        stand_in.hits = stand_in.norm = None
-        sys.modules["prepare"] = stand_in
-    import fusion
-    return fusion.ranked_score
+import fusion_cases
 
 
 def case(rs, b, d, norm, w, m, c):
@@ -91,49 +72,14 @@ def random_cases(rs, n, seed):
 
 def record_cases(rs, files):
     out = []
-    for f in files:
-        import gzip
-        for rec in json.load(gzip.open(f, "rt"))["questions"].values():
-            b = [(k, s) for k, s, _ in rec["bm25"][:50]]
-            d = [(k, s) for k, s, _ in rec["dense"][:50]]
-            for norm, w, m, c in (("z", 0.5, 3, 0.05), ("z", 0.4, 3, 0.1), ("minmax", 0.5, 0, 0.0), ("z", 1.0, 1, 0.0)):
-                out.append(case(rs, b, d, norm, w, m, c))
+    for rec in fusion_cases.questions(files):
+        b = [(k, s) for k, s, _ in rec["bm25"][:50]]
+        d = [(k, s) for k, s, _ in rec["dense"][:50]]
+        for norm, w, m, c in (("z", 0.5, 3, 0.05), ("z", 0.4, 3, 0.1), ("minmax", 0.5, 0, 0.0), ("z", 1.0, 1, 0.0)):
+            out.append(case(rs, b, d, norm, w, m, c))
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", help="write the committed cases here (seed 27) and stop")
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--records", nargs="*", help="fusion.py record files with scores to check instead")
-    ap.add_argument("program", nargs="?", help="the test_index_fusion_score program")
-    a = ap.parse_args()
-    try:
-        rs = load_ranked_score()
-    except Exception as e:  # noqa: BLE001 - any failure to load the reference means: nothing to compare against
-        print("skipped: tools/ssm_train/fusion.py cannot be loaded: %s" % e)
-        return 77
-    if a.write:
-        cases = edge_cases(rs) + random_cases(rs, 500, 27)
-        with open(a.write, "w") as f:
-            f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
-        print("%d cases written to %s" % (len(cases), a.write))
-        return 0
-    if not a.program:
-        ap.error("give the test_index_fusion_score program")
-    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
-    cases = record_cases(rs, a.records) if a.records else edge_cases(rs) + random_cases(rs, a.n, seed)
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
-    try:
-        env = dict(os.environ, CLAUSEQA_FUSION_SCORE_CASES=f.name, CMOCKA_TEST_ABORT="0")
-        print("%d cases (seed %d)" % (len(cases), seed), flush=True)
-        r = subprocess.run([a.program], env=env)
-        return 1 if r.returncode else 0
-    finally:
-        os.unlink(f.name)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fusion_cases.main(__doc__, lambda f: f.ranked_score, edge_cases, random_cases, record_cases,
+                               "CLAUSEQA_FUSION_SCORE_CASES", 27, 500, "test_index_fusion_score"))

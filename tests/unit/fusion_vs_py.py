@@ -15,32 +15,10 @@ fusion.py reads), numbered by first appearance as `fusion.py collect` numbers it
 smaller key, in C to the clause met first: the same order). Edge cases first (m 0, m beyond the list, w 0, the same
 clauses in both lists, an empty list, equal scores, a clause twice in one list), then random ones over a small pool of ids, so that the two lists
 share clauses and scores tie (w 1)."""
-import argparse
-import gzip
-import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
-import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_ranked():
-    """fusion.py's ranked(); its module imports prepare.py (numpy) for `collect` only, so a stand-in is lent when
-    numpy is missing (ranked() uses neither)."""
-    sys.path.insert(0, os.path.join(ROOT, "tools", "ssm_train"))
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        stand_in = types.ModuleType("prepare")
-        stand_in.hits = stand_in.norm = None
-        sys.modules["prepare"] = stand_in
-    import fusion
-    return fusion.ranked
+import fusion_cases
 
 
 def renumber(b, d):
@@ -90,54 +68,20 @@ def record_cases(ranked, files):
     lang = {"laws-zh": "zh", "policy-zh-dev": "zh", "cjrc-dev": "zh", "cuad-dev": "en", "contracts-en-dev": "en"}
     fitted = {"zh": (0.1, 2), "en": (0.0, 0)}  # g192c's fit (docs/EVAL.md)
     out, top10_moved = [], 0
-    for f in files:
-        for rec in json.load(gzip.open(f, "rt"))["questions"].values():
-            b = [k for k, _, _ in rec["bm25"][:10]]
-            d = [k for k, _, _ in rec["dense"][:50]]
-            for w, m in (fitted[lang.get(rec["suite"], "en")], (1.0, 0), (0.5, 1), (3.0, 3)):
-                c = case(ranked, b, d, w, m)
-                back = {new: old for new, old in zip(c["bm25"] + c["dense"], b + d)}
-                raw = [k for k, _ in ranked(rec, "keep", w=w, c=m)]
-                top10_moved += [back[k] for k in c["ranked"][:10]] != raw[:10]
-                out.append(c)
+    for rec in fusion_cases.questions(files):
+        b = [k for k, _, _ in rec["bm25"][:10]]
+        d = [k for k, _, _ in rec["dense"][:50]]
+        for w, m in (fitted[lang.get(rec["suite"], "en")], (1.0, 0), (0.5, 1), (3.0, 3)):
+            c = case(ranked, b, d, w, m)
+            back = {new: old for new, old in zip(c["bm25"] + c["dense"], b + d)}
+            raw = [k for k, _ in ranked(rec, "keep", w=w, c=m)]
+            top10_moved += [back[k] for k in c["ranked"][:10]] != raw[:10]
+            out.append(c)
     print("%d of %d cases: fusion.py's top 10 on collect's own keys differs from it on keys numbered over the "
           "lists read (equal scores ordered otherwise)" % (top10_moved, len(out)))
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", help="write the committed cases here (seed 14) and stop")
-    ap.add_argument("--records", nargs="*", help="fusion.py collect files to check instead of random cases")
-    ap.add_argument("--seed", type=int, default=None, help="random cases' seed (default: a new one each run)")
-    ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("program", nargs="?", help="the test_index_fusion program")
-    a = ap.parse_args()
-    try:
-        ranked = load_ranked()
-    except Exception as e:  # noqa: BLE001 - any failure to load the reference means: nothing to compare against
-        print("skipped: tools/ssm_train/fusion.py cannot be loaded: %s" % e)
-        return 77
-    if a.write:
-        cases = edge_cases(ranked) + random_cases(ranked, 1000, 14)
-        with open(a.write, "w") as f:
-            f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
-        print("%d cases written to %s" % (len(cases), a.write))
-        return 0
-    if not a.program:
-        ap.error("give the test_index_fusion program")
-    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
-    cases = record_cases(ranked, a.records) if a.records else edge_cases(ranked) + random_cases(ranked, a.n, seed)
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        f.writelines(json.dumps(c, separators=(",", ":")) + "\n" for c in cases)
-    try:
-        env = dict(os.environ, CLAUSEQA_FUSION_CASES=f.name, CMOCKA_TEST_ABORT="0")
-        print("%d cases%s" % (len(cases), "" if a.records else " (seed %d)" % seed), flush=True)
-        r = subprocess.run([a.program], env=env)
-        return 1 if r.returncode else 0
-    finally:
-        os.unlink(f.name)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fusion_cases.main(__doc__, lambda f: f.ranked, edge_cases, random_cases, record_cases,
+                               "CLAUSEQA_FUSION_CASES", 14, 1000, "test_index_fusion"))

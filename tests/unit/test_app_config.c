@@ -185,6 +185,31 @@ static void test_models_first_folder_wins_per_file(void **state) {
     assert_string_equal(m.decoder, path);
     assert_null(m.encoder_origin); /* no shared folder given */
 
+    /* The GPU's reader: found like the decoder; the reader on the GPU, the decoder's on the CPU; --model over both;
+     * none when CLAUSEQA_DECODER_FILE chose one reader for both or CLAUSEQA_DECODER_GPU_FILE says none. */
+    char gpu[1100];
+    snprintf(gpu, sizeof gpu, "%s/models/" CQ_DECODER_GPU_FILE, data);
+    touch(gpu);
+    cq_models_find(explicit_dir, "--models", data, NULL, NULL, &m);
+    assert_string_equal(m.decoder_gpu, gpu);
+    assert_string_equal(m.decoder_gpu_origin, "data directory");
+    assert_string_equal(cq_models_reader(&m, NULL, CQ_DEVICE_CUDA), gpu);
+    assert_string_equal(cq_models_reader(&m, NULL, CQ_DEVICE_CPU), path);
+    assert_string_equal(cq_models_reader(&m, "/x/given.gguf", CQ_DEVICE_CUDA), "/x/given.gguf");
+    assert_string_equal(cq_models_reader(&m, NULL, CQ_DEVICE_AUTO), cq_decoder_cuda_available() ? gpu : path);
+    setenv("CLAUSEQA_DECODER_GPU_FILE", "none", 1);
+    cq_models_find(explicit_dir, "--models", data, NULL, NULL, &m);
+    assert_null(m.decoder_gpu_origin);
+    assert_string_equal(cq_models_reader(&m, NULL, CQ_DEVICE_CUDA), path);
+    unsetenv("CLAUSEQA_DECODER_GPU_FILE");
+    setenv("CLAUSEQA_DECODER_FILE", "gemma-3-270m-q4_k_m.gguf", 1);
+    cq_models_find(explicit_dir, "--models", data, NULL, NULL, &m);
+    assert_null(m.decoder_gpu_origin);
+    unsetenv("CLAUSEQA_DECODER_FILE");
+    cq_models empty;
+    cq_models_find(NULL, NULL, explicit_dir, NULL, NULL, &empty); /* EXPLICIT/models: nothing */
+    assert_null(cq_models_reader(&empty, NULL, CQ_DEVICE_CUDA));
+
     /* The running binary's shared folder: <prefix>/share/clauseqa/models beside a bin/, else none (this test
      * program is neither in a bin/ folder nor the build tree's clauseqa). */
     char out[1024];

@@ -39,11 +39,26 @@ static cq_hits two_articles(void) {
     return h;
 }
 
+/* The question as the pipeline hands it on: analysed once (search/query.h); the text alone, no KB. */
+static cq_query question(const char *text) {
+    cq_query q;
+    cq_err err = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
+    return q;
+}
+
+static char *prompt_of(const char *text, const cq_hits *h, size_t chars, size_t **shown) {
+    cq_query q = question(text);
+    char *p = cq_gen_answer_prompt(&q, h, chars, shown);
+    cq_query_free(&q);
+    return p;
+}
+
 static void test_prompt_zh(void **state) {
     (void)state;
     cq_hits h = two_articles();
     size_t *shown;
-    char *p = cq_gen_answer_prompt("休息日加班工资怎么算？", &h, 0, &shown);
+    char *p = prompt_of("休息日加班工资怎么算？", &h, 0, &shown);
     assert_non_null(p);
     assert_non_null(strstr(p, "用材料中的原文回答问题"));          /* the instruction and worked examples */
     assert_non_null(strstr(p, "材料：《中华人民共和国劳动法》第四十四条 有下列情形")); /* label not repeated */
@@ -58,7 +73,7 @@ static void test_prompt_zh(void **state) {
     free(shown);
 
     /* A small budget: the first clause cut at a character boundary, the second left out. */
-    p = cq_gen_answer_prompt("休息日加班工资怎么算？", &h, 20, &shown);
+    p = prompt_of("休息日加班工资怎么算？", &h, 20, &shown);
     assert_non_null(p);
     assert_true(cq_utf8_valid(p, strlen(p)));
     assert_int_equal(cq_utf8_count(article44, shown[0]), 20);
@@ -74,13 +89,39 @@ static void test_prompt_en(void **state) {
     cq_hits h = {0};
     add_hit(&h, 5, "services", "Sample Services Agreement", "7.2", "7.2 Payment. Invoices are due in 30 days.");
     size_t *shown;
-    char *p = cq_gen_answer_prompt("When are invoices due?", &h, 0, &shown);
+    char *p = prompt_of("When are invoices due?", &h, 0, &shown);
     assert_non_null(strstr(p, "Passage: Sample Services Agreement. 7.2 Payment. Invoices are due in 30 days."));
     const char *tail = "\nQuestion: When are invoices due?\nAnswer:";
     assert_string_equal(p + strlen(p) - strlen(tail), tail);
     assert_string_equal(cq_gen_answer_refusal(false), "Cannot be answered");
     free(p);
     free(shown);
+    cq_hits_free(&h);
+}
+
+/* The prompts take the language the query was analysed with, not the text read again (issue 28 item 4): a query
+ * set to English writes an English prompt whatever its text holds. */
+static void test_prompt_language_is_the_querys(void **state) {
+    (void)state;
+    cq_hits h = two_articles();
+    cq_query q = question("第四十四条 pay?");
+    assert_int_equal(q.lang, CQ_QUERY_ZH);
+    q.lang = CQ_QUERY_EN;
+    size_t *shown;
+    char *p = cq_gen_answer_prompt(&q, &h, 0, &shown);
+    assert_non_null(strstr(p, "\nQuestion: 第四十四条 pay?\nAnswer:"));
+    assert_null(strstr(p, "问题："));
+    free(p);
+    free(shown);
+    const cq_prompt_passage pp = cq_prompt_passage_of(&h.hits[0]);
+    p = cq_prompt_relevance_cut(&q, &pp, 0);
+    assert_true(!strncmp(p, "Task: relevance\nPassage: ", 25));
+    free(p);
+    q.lang = CQ_QUERY_ZH;
+    p = cq_prompt_relevance_cut(&q, &pp, 0);
+    assert_true(!strncmp(p, "任务：相关性", strlen("任务：相关性")));
+    free(p);
+    cq_query_free(&q);
     cq_hits_free(&h);
 }
 
@@ -189,9 +230,9 @@ static void test_generate_span(void **state) {
     cq_gen_answer g;
     cq_err err = {0};
     cq_gen_answer_options o = {.allow_refusal = false};
-    assert_int_equal(cq_gen_answer_run(dec, "休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？", &h, &o,
-                                       collect, &streamed, &g, &err),
-                     CQ_OK);
+    cq_query gq = question("休息日安排劳动者工作又不能安排补休的，应当支付多少工资报酬？");
+    assert_int_equal(cq_gen_answer_run(dec, &gq, &h, &o, collect, &streamed, &g, &err), CQ_OK);
+    cq_query_free(&gq);
     assert_false(g.refused);
     assert_non_null(g.text);
     assert_true(cq_gen_answer_supported(g.text, &h, g.clause));
@@ -283,6 +324,7 @@ int main(void) {
     const struct CMUnitTest plain[] = {
         cmocka_unit_test(test_prompt_zh),
         cmocka_unit_test(test_prompt_en),
+        cmocka_unit_test(test_prompt_language_is_the_querys),
         cmocka_unit_test(test_supported),
         cmocka_unit_test(test_is_title),
         cmocka_unit_test(test_constraint_items),

@@ -115,7 +115,11 @@ static cq_hits candidates(void) {
 /* logit(是) - logit(否) of hit h's relevance prompt, run alone */
 static double relevance_cut(const char *q, const cq_hit *h, size_t chars) {
     const cq_prompt_passage p = cq_prompt_passage_of(h);
-    char *text = chars ? cq_prompt_relevance_cut(q, &p, chars) : cq_prompt_relevance(q, &p);
+    cq_query query;
+    cq_err e = {0};
+    assert_int_equal(cq_query_parse(NULL, 0, q, &query, &e), CQ_OK);
+    char *text = chars ? cq_prompt_relevance_cut(&query, &p, chars) : cq_prompt_relevance(q, &p);
+    cq_query_free(&query);
     size_t n;
     int32_t *ids = encode(text, &n), yes, no;
     cq_err err = {0};
@@ -151,7 +155,7 @@ static void test_rerank(void **state) {
     assert_ptr_equal(o.rerank, cq_rerank_score);
     assert_ptr_equal(o.rerank_ctx, &r);
     assert_int_equal(o.rerank_top_n, CQ_RERANK_TOP_N_CPU);
-    assert_false(o.rerank_chinese); /* the CPU: reranking only when asked for */
+    assert_false(o.rerank_default); /* the CPU: reranking only when asked for */
     /* Every batch size gives each clause the score of its prompt run alone. */
     double want[7];
     for (size_t i = 0; i < h.n; i++) want[i] = relevance(text, &h.hits[i]);
@@ -225,6 +229,17 @@ static void test_keep_doc_order(void **state) {
     double g[2] = {3.0, 1.0}; /* already first: unchanged */
     cq_rerank_keep_doc(two, 2, g, true);
     assert_true(g[0] == 3.0 && g[1] == 1.0);
+    /* whether the first candidate's document leads: the first other document among the first three decides */
+    cq_hit d[4] = {{.doc_id = 1, .score = 10.0}, {.doc_id = 1, .score = 9.5}, {.doc_id = 2, .score = 8.0},
+                   {.doc_id = 3, .score = 1.0}};
+    assert_true(cq_rerank_doc_leads(d, 4, 0.2));   /* 20 % above document 2 */
+    assert_false(cq_rerank_doc_leads(d, 4, 0.25)); /* not 25 % */
+    d[2].doc_id = 1;                               /* the first three its own: leads, whatever comes after */
+    assert_true(cq_rerank_doc_leads(d, 4, 0.9));
+    assert_true(cq_rerank_doc_leads(d, 1, 0.9));
+    d[0].score = 0.0; /* no positive score to measure a lead by */
+    assert_false(cq_rerank_doc_leads(d, 4, 0.2));
+    assert_false(cq_rerank_doc_leads(d, 0, 0.2));
 }
 
 /* keep-doc through the reranker: the setting (flag, environment, default) and the real scores it reorders */
@@ -252,7 +267,16 @@ static void test_keep_doc_rerank(void **state) {
     unsetenv("CLAUSEQA_RERANK_KEEP_DOC");
     r.keep_doc = 0;
     cq_rerank_attach(&o, &r, dec, false);
-    assert_int_equal(r.keep_doc, CQ_RERANK_KEEP_DOC_DEFAULT ? 1 : -1);
+    assert_int_equal(r.keep_doc, CQ_RERANK_KEEP_DOC_DEFAULT ? CQ_RERANK_KEEP_DOC_DEFAULT : -1);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "3", 1);
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, 3);
+    setenv("CLAUSEQA_RERANK_KEEP_DOC", "4", 1); /* not a setting: the default, with a warning */
+    r.keep_doc = 0;
+    cq_rerank_attach(&o, &r, dec, false);
+    assert_int_equal(r.keep_doc, CQ_RERANK_KEEP_DOC_DEFAULT ? CQ_RERANK_KEEP_DOC_DEFAULT : -1);
+    unsetenv("CLAUSEQA_RERANK_KEEP_DOC");
     const char *text = "试用期最长多长时间？";
     cq_query q;
     assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
@@ -269,6 +293,34 @@ static void test_keep_doc_rerank(void **state) {
         for (size_t j = 0; j < 2; j++) assert_true(on[other[j]] < on[kept[i]]);
     }
     assert_true((on[1] < on[3]) == (off[1] < off[3])); /* the others keep the reranker's order */
+    /* 3: keep-doc 2 when retrieval's document leads its first three candidates, the reranker's order otherwise.
+     * So that keep-doc 2 changes the order, the reranker's best is made the one candidate of another document. */
+    cq_hit *x = h.hits + 1;
+    size_t best = 0;
+    for (size_t i = 1; i < 5; i++) best = off[i] > off[best] ? i : best;
+    if (best == 0) { /* the first is the best: it trades places with the last */
+        const cq_hit t = x[0];
+        x[0] = x[4], x[4] = t;
+        best = 4;
+        r.keep_doc = -1;
+        assert_int_equal(cq_rerank_score(&r, &q, x, 5, off, &err), CQ_OK);
+    }
+    for (size_t i = 0; i < 5; i++) x[i].doc_id = i == best ? 2 : 1;
+    if (best > 2) x[1].doc_id = 3; /* another document among the first three */
+    double first[5], lead[5];
+    r.keep_doc = 2;
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, first, &err), CQ_OK);
+    assert_true(first[best] == off[best]);
+    bool moved = false;
+    for (size_t i = 0; i < 5; i++) moved |= first[i] > off[best];
+    assert_true(moved);
+    r.keep_doc = 3;
+    x[0].score = 10.0, x[1].score = 9.5, x[2].score = 9.2; /* the first other document 5-8 % behind */
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, &err), CQ_OK);
+    for (size_t i = 0; i < 5; i++) assert_true(lead[i] == off[i]);
+    x[1].score = 7.0, x[2].score = 6.0; /* 30-40 % behind: the first one's document leads */
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, &err), CQ_OK);
+    for (size_t i = 0; i < 5; i++) assert_true(lead[i] == first[i]);
     cq_query_free(&q);
     cq_hits_free(&h);
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
@@ -288,7 +340,10 @@ static void test_answer_with_adapter(void **state) {
     cq_gen_answer g;
     cq_strbuf streamed = {0};
     cq_gen_answer_options go = {.min_confidence = -1};
-    assert_int_equal(cq_gen_answer_run(dec, "试用期最长多长时间？", &h, &go, collect, &streamed, &g, &err), CQ_OK);
+    cq_query tq;
+    assert_int_equal(cq_query_parse(NULL, 0, "试用期最长多长时间？", &tq, &err), CQ_OK);
+    assert_int_equal(cq_gen_answer_run(dec, &tq, &h, &go, collect, &streamed, &g, &err), CQ_OK);
+    cq_query_free(&tq);
     assert_true(g.trained);
     fprintf(stderr, "  trained prompt: %d tokens, answer \"%s\" (clause %zu, refused %d, verdict %s)\n",
             g.prompt_tokens, g.text ? g.text : "", g.clause, g.refused, g.verdict ? g.verdict : "-");

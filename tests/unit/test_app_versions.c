@@ -36,7 +36,7 @@ static int64_t add_version(cq_store *s, int64_t kb, const char *name, const char
                              .text = articles[i]};
         assert_int_equal(cq_store_clause_add(s, kb, doc, "中华人民共和国某某法", &c, NULL, &err), CQ_OK);
     }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, "中华人民共和国某某法", 0, (int)n + 1, 1, "", &err),
+    assert_int_equal(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, "中华人民共和国某某法", 0, (int)n + 1, 1, "", &err),
                      CQ_OK);
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     return doc;

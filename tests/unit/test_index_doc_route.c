@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "search/doc_route.h"
+#include "store/vectors.h"
 #include "store/store.h"
 #include "test_store_util.h"
 
@@ -124,13 +125,13 @@ static void test_store_vectors_and_apply(void **state) {
     put_vec(s, kb, b1, 0, 1); /* document b: (0, 1) */
     float vecs[6];
     const int64_t docs[] = {da, db, 999};
-    assert_int_equal(cq_doc_route_vectors(s, "m1", 2, docs, 3, vecs, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vector_means(s, "m1", 2, docs, 3, vecs, &err), CQ_OK);
     assert_true(fabs(vecs[0] - 0.8 / sqrt(0.8)) < 1e-6 && fabs(vecs[1] - 0.4 / sqrt(0.8)) < 1e-6);
     assert_true(vecs[2] == 0 && vecs[3] == 1);
     assert_true(vecs[4] == 0 && vecs[5] == 0); /* no vectors: zeros */
-    assert_int_equal(cq_doc_route_vectors(s, "other-model", 2, docs, 1, vecs, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vector_means(s, "other-model", 2, docs, 1, vecs, &err), CQ_OK);
     assert_true(vecs[0] == 0 && vecs[1] == 0);
-    assert_int_equal(cq_doc_route_vectors(s, "m1", 3, docs, 1, vecs, &err), CQ_ERR_FORMAT); /* wrong dimension */
+    assert_int_equal(cq_store_doc_vector_means(s, "m1", 3, docs, 1, vecs, &err), CQ_ERR_FORMAT); /* wrong dimension */
 
     /* the question points at b: routing to 1 document with beta 0.5 lifts b's clauses above a's (a0 kept) */
     cq_fused f[] = {{a0, 5.0, false}, {a1, 0.9, false}, {b0, 0.7, true}, {b1, 0.2, true}};

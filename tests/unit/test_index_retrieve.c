@@ -387,9 +387,9 @@ static void test_rerank(void **state) {
     assert_true(h.hits[1].clause_id > h.hits[2].clause_id);
     assert_no_duplicates(&h);
     cq_hits_free(&h);
-    /* rerank_chinese (the GPU's default): a Chinese question is reranked without the mode, an English one is not. */
+    /* rerank_default (the GPU's default): every question is reranked without the mode, English ones too. */
     p = (rerank_probe){0};
-    cq_retrieve_options zh = {.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4, .rerank_chinese = true};
+    cq_retrieve_options zh = {.k = 2, .rerank = by_clause_id, .rerank_ctx = &p, .rerank_top_n = 4, .rerank_default = true};
     assert_int_equal(retrieve(f, "工资 劳动者 会议", &zh, &h, &err), CQ_OK);
     assert_int_equal(p.calls, 1);
     cq_hits_free(&h);
@@ -399,7 +399,11 @@ static void test_rerank(void **state) {
     test_add_doc(f->s, f->kb, "services-agreement", "Services Agreement", "h5", payment, 1);
     assert_int_equal(retrieve(f, "When must the customer pay an invoice?", &zh, &h, &err), CQ_OK);
     assert_true(h.n > 0);
-    assert_int_equal(p.calls, 1);
+    assert_int_equal(p.calls, 2);
+    zh.rerank_default = false; /* the CPU's default: only when the modes ask for it */
+    cq_hits_free(&h);
+    assert_int_equal(retrieve(f, "When must the customer pay an invoice?", &zh, &h, &err), CQ_OK);
+    assert_int_equal(p.calls, 2);
     cq_hits_free(&h);
     /* A failing reranker fails the retrieval with its reason. */
     p = (rerank_probe){.fail = 1};

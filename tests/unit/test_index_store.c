@@ -95,7 +95,7 @@ static void test_doc_delete(void **state) {
     int64_t other, failed;
     assert_int_equal(cq_store_kb_ensure(s, "other", &other, &err), CQ_OK);
     assert_int_equal(cq_store_doc_create(s, other, "x", "x.pdf", "pdf", "h9", 10, &failed, &err), CQ_OK);
-    assert_int_equal(cq_store_doc_finish(s, failed, "failed", "not a PDF", NULL, 0, 0, 0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, failed, CQ_DOC_FAILED, "not a PDF", NULL, 0, 0, 0, "", &err), CQ_OK);
     assert_int_equal(cq_store_content_in_use(s, "h9", &in_use, &err), CQ_OK);
     assert_true(in_use);
     cq_kb_info info;

@@ -71,7 +71,7 @@ static inline int64_t test_add_doc(cq_store *s, int64_t kb, const char *name, co
                              .page_first = 1, .page_last = 1, .boxes = &box, .n_boxes = 1};
         assert_int_equal(cq_store_clause_add(s, kb, doc, title, &c, NULL, &err), CQ_OK);
     }
-    assert_int_equal(cq_store_doc_finish(s, doc, "ready", NULL, title, 1, (int)n, 1.0, "", &err), CQ_OK);
+    assert_int_equal(cq_store_doc_finish(s, doc, CQ_DOC_READY, NULL, title, 1, (int)n, 1.0, "", &err), CQ_OK);
     assert_int_equal(cq_store_commit(s, &err), CQ_OK);
     return doc;
 }

@@ -3,8 +3,10 @@
 # the ~19 MB working tree), here, on the CPU:
 #   .device/evb/bin.tar.xz     the CUDA build's clauseqa, test_decoder_cuda and bench_decoder (stripped) with their
 #                              non-system shared libraries (BLAS and LAPACK both served by libopenblas.so.0)
-#   .device/evs/suites.tar.xz  the validation parts (tools/dev_split.py) of cjrc-dev, cmrc-dev, policy-zh-dev,
-#                              cuad-dev, contracts-en-dev and laws-zh, their documents copied
+#   .device/evs/suites.tar.xz  vs/: the validation parts (tools/dev_split.py) of cjrc-dev, cmrc-dev, policy-zh-dev,
+#                              cuad-dev, contracts-en-dev and laws-zh, their documents copied; tq/: the calibration
+#                              parts device_calibrate.sh's train-* runs score (refusal_split.py: questions only, in
+#                              the order whose every EVERY-th keeps the class mix; EVERY as device_calibrate's, 3)
 #   tools/decoder_train/bundle_eval.sh [bin] [suites]      (B=build folder of the CUDA build, default build-gpu)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -31,8 +33,10 @@ for what in "$@"; do
     for s in $SUITES; do
       mkdir -p $T/vs/$s && cp -rL $T/links/$s/docs $T/links/$s/questions.jsonl $T/vs/$s/
     done
+    python3 tools/decoder_train/refusal_split.py --eval ../shared/eval --out $T/tq --every ${EVERY:-3} \
+      cjrc-dev cmrc-dev policy-zh-dev cuad-dev contracts-en-dev
     mkdir -p .device/evs
-    tar -C $T -cf - vs | xz -T2 -6 > .device/evs/suites.tar.xz
+    tar -C $T -cf - vs tq | xz -T2 -6 > .device/evs/suites.tar.xz
     rm -rf $T ;;
   esac
 done

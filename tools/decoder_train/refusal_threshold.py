@@ -6,8 +6,17 @@ runtime refuses exactly when refusal_p >= t and gives that answer otherwise, so 
 
 Score of a question at t (SQuAD 2.0 style): an unanswerable question scores 1 when refused, else 0; an answerable
 one scores its char-F1 (shared/eval/FORMAT.md; the eval's own f1 field), 0 when refused. A suite's score is the mean
-over its questions with reference answers or unanswerable; the objective is the mean over suites (each suite counts
-alike, whatever its size). Suites with no reference answers (contracts-en-dev) still report false abstention.
+over its questions with reference answers or unanswerable, each class weighted to the share it has in the suite's
+whole TRAIN part (tools/dev_split.py; --prior run: as the runs have them); the objective is the mean over suites
+(each suite counts alike, whatever its size). Suites with no reference answers (contracts-en-dev) still report false
+abstention.
+
+Why the prior: the calibration runs score a sample of the calibration part, and a sample can miss the class mix by
+far. The first Qwen calibration (issue 26) ran `clauseqa eval --every 3` over the cjrc calibration part, whose
+questions come grouped by document in a fixed order (the unanswerable one mostly third of each group): every 3rd
+question held 13 unanswerable of 304 (4 %) where the part holds 210 of 912 (23 %) and the train part 1163 of 4866
+(24 %), and the threshold chosen on it was "never refuse". refusal_split.py now writes calibration parts whose every
+Nth question keeps the class mix; the reweighting makes the objective the suite's whatever the sample.
 
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag train-rerank --questions ../shared/eval
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag val-rerank --questions ../shared/eval --at 0.5
@@ -18,6 +27,13 @@ import argparse
 import glob
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import dev_split  # noqa: E402
+
+
+GRID = [0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01]  # the thresholds tried (1.01: never)
 
 
 def load(runs, tag, questions_dir):
@@ -30,32 +46,58 @@ def load(runs, tag, questions_dir):
                 q = json.loads(line)
                 meta[q["id"]] = q
         rows = []
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
-                r = json.loads(line)
+                try:
+                    r = json.loads(line)
+                except ValueError:  # a run cut by its time limit ends in half a line
+                    print("%s: skipping a truncated line" % path, file=sys.stderr)
+                    continue
                 q = meta[r["id"]]
-                rows.append({"answerable": q.get("answerable", True), "has_answers": bool(q.get("answers")),
+                rows.append({"id": r["id"], "answerable": q.get("answerable", True), "has_answers": bool(q.get("answers")),
                              "f1": r.get("f1", 0.0), "em": r.get("em", 0.0), "p": r.get("refusal_p", 0.0),
                              "other_abstention": r["prediction"]["abstained"]})
         suites[suite] = rows
     return suites
 
 
-def score(rows, t):
-    util, n_util, n_ans, false_abst, n_un, abst = 0.0, 0, 0, 0, 0, 0
+def train_prior(eval_dir, suite):
+    """Share of unanswerable questions in the suite's whole train part (tools/dev_split.py), None when the suite is
+    not under eval_dir."""
+    if not os.path.isfile(os.path.join(eval_dir, suite, "questions.jsonl")):
+        return None
+    qs = dev_split.part_questions(eval_dir, suite, "train")
+    return sum(1 for q in qs if q.get("answerable", True) is False) / len(qs) if qs else None
+
+
+def class_weights(rows, prior):
+    """(weight of an answerable row, weight of an unanswerable row) that make the rows' class mix the prior's
+    (share of unanswerable); (1, 1) when prior is None or the rows lack a class the prior has."""
+    n_un = sum(1 for r in rows if not r["answerable"])
+    n_an = len(rows) - n_un
+    if prior is None or not n_un or not n_an:
+        return 1.0, 1.0
+    return (1.0 - prior) * len(rows) / n_an, prior * len(rows) / n_un
+
+
+def score(rows, t, refuse_fn=None, weights=(1.0, 1.0)):
+    """The SQuAD 2.0-style utility at threshold t (or with refuse_fn(row) -> bool deciding the refusal), each row
+    weighted by its class (weights: answerable, unanswerable)."""
+    util, n_util, n_ans, false_abst, n_un, abst = 0.0, 0.0, 0, 0, 0, 0
+    w_an, w_un = weights
     for r in rows:
-        refuse = r["p"] >= t
+        refuse = refuse_fn(r) if refuse_fn else r["p"] >= t
         if r["answerable"]:
             n_ans += 1
             false_abst += refuse
             if r["has_answers"]:
-                util += 0.0 if refuse else r["f1"]
-                n_util += 1
+                util += 0.0 if refuse else w_an * r["f1"]
+                n_util += w_an
         else:
             n_un += 1
             abst += refuse
-            util += 1.0 if refuse else 0.0
-            n_util += 1
+            util += w_un if refuse else 0.0
+            n_util += w_un
     return {"score": util / n_util if n_util else None, "falseA": false_abst / n_ans if n_ans else None,
             "abst": abst / n_un if n_un else None}
 
@@ -92,8 +134,16 @@ def main():
     ap.add_argument("--questions", default="../shared/eval")
     ap.add_argument("--at", type=float, action="append")
     ap.add_argument("--metrics", action="store_true", help="with --at: EM, F1, abstention and false abstention")
+    ap.add_argument("--eval", default="../shared/eval", help="the whole suites, for the train part's class mix")
+    ap.add_argument("--prior", choices=["train", "run"], default="train",
+                    help="weight each class to its share in the suite's whole train part (train) or not (run)")
+    ap.add_argument("--suites", help="only these suites (comma-separated), e.g. one language's")
     args = ap.parse_args()
     suites = load(args.runs, args.tag, args.questions)
+    if args.suites:
+        suites = {n: v for n, v in suites.items() if n in args.suites.split(",")}
+    if not suites:
+        sys.exit("refusal_threshold: no %s/*.%s.jsonl" % (args.runs, args.tag))
     if args.metrics:
         for t in args.at or [1.01]:
             for n in sorted(suites):
@@ -101,13 +151,20 @@ def main():
                 print("t %.2f  %-17s n %5d  EM %s  F1 %s  abst %s  falseA %s"
                       % (t, n, m["n"], fmt(m["em"]), fmt(m["f1"]), fmt(m["abst"]), fmt(m["falseA"])))
         return
-    grid = args.at or [0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01]
+    grid = args.at or GRID
     names = sorted(suites)
+    weights = {n: class_weights(suites[n], train_prior(args.eval, n) if args.prior == "train" else None)
+               for n in names}
+    for n in names:
+        if weights[n] != (1.0, 1.0):
+            print("%s: unanswerable %.1f %% of these runs, weighted to the train part's %.1f %%"
+                  % (n, 100.0 * sum(1 for r in suites[n] if not r["answerable"]) / len(suites[n]),
+                     100.0 * train_prior(args.eval, n)))
     print("t      objective  " + "  ".join("%-26s" % n for n in names))
     print("                  " + "  ".join("%-26s" % "score  falseA abst" for _ in names))
     best = None
     for t in grid:
-        per = {n: score(suites[n], t) for n in names}
+        per = {n: score(suites[n], t, weights=weights[n]) for n in names}
         vals = [per[n]["score"] for n in names if per[n]["score"] is not None]
         obj = sum(vals) / len(vals)
         print("%-6.2f %8.4f   " % (t, obj) + "  ".join(

@@ -1,60 +1,70 @@
 #!/bin/bash
-# Issue 31's CUDA halves (branch cuda31) on the GPU box in ONE warm call: the bf16 KV cache, the batched decode's
-# log-sum-exp against batch 1's, measured with the real Gemma-3-270M and (when stashed) the real Qwen2.5 1.5B.
+# Issue 31's CUDA halves (branch cuda31) on the GPU box in ONE warm window that the lead can launch blind: the three
+# gates (CLAUSEQA_KV_BF16=1, CLAUSEQA_PREFIX_REUSE=1, CLAUSEQA_BATCH_LOGITS=rows) tested and measured against the
+# product as it is, with the real Gemma-3-270M and (when its pieces are stashed) the real Qwen2.5-Coder 1.5B.
 #
-#   tools/device_cuda31.sh bundle   here (a CUDA build in $BUILD, default build/): packs test_decoder_cuda,
-#                                   bench_decoder and clauseqa (stripped) with their non-system libraries, and the
-#                                   200 policy-zh-dev documents and the 83 validation questions (bench_load's KB), into
-#                                   .device/cuda31/bundle.tar.xz (~22 MB); the models are not in it (stashed by the lead,
-#                                   e.g. as tools/device_serve31.sh bundle/stash do: pieces in /tmp/s31stash there, the
-#                                   last one may be carried as .device/serve31m/pK). Run `tools/device_serve31.sh shrink`
-#                                   first so that the travelling tree stays small (unshrink before committing).
-#   tools/device_cuda31.sh run      there, ONE call (carry .device/cuda31; ~6-9 minutes; 600 s cap a call):
-#                                   0. the models: GEMMA (default data/models/gemma-3-270m-q4_k_m.gguf; else joined
-#                                      from the serve31 pieces in /tmp/s31stash as tools/device_serve31.sh stashes
-#                                      them, sha256 checked against the models.tar.sha256 the bundle copied) and
-#                                      QWEN (a Qwen2 GGUF path on the box; unset or missing: the synthetic qwen2-1.5b
-#                                      of tools/decoder_ref/make_synthetic_gguf.py, same shapes and speed, random
-#                                      weights, when numpy is there)
-#                                   1. test_decoder_cuda on Gemma and the Qwen file (CLAUSEQA_SYNTH_GGUF): every kernel
-#                                      with a float and a bf16 cache against its C twin (shared-prefix packed attention
-#                                      too), the rows-logits kernel, batched vs batch-1 steps with the per-row
-#                                      log-sum-exp check (float and bf16 KV), bf16 vs float KV logits on fixed prompts
-#                                      (test_kv_bf16_logits), packed scoring with prefix reuse vs whole prompts
-#                                      (test_prefix_share)
-#                                   2. bench_decoder, each model, CLAUSEQA_KV_BF16 unset then 1: batch-1 decode after
-#                                      512 tokens and --concurrent 1,8,32,64 (the batched step, its rows-logits kernel)
-#                                   3. (unless LOAD=0; needs data/models/answer and ssm, which the serve31 pieces hold)
-#                                      tests/bench/bench_load.py, default mode, 1, 16 and 64 clients: as merged (float
-#                                      KV, CUDA prefix reuse off), bf16 KV, prefix reuse on; the bundle's 200 documents
-# Knobs: GEMMA, QWEN (paths), TEST_QWEN= (empty: the tests on Gemma only), TEST_S, BENCH_S, LOAD=0, LOAD_S,
-# BUDGET_S (570: every step's timeout is cut to what is left of it).
-# Output: $OUT/cuda31.log (all), $OUT/test_decoder_cuda.txt, $OUT/bench_*.txt, $OUT/load_*.txt.
+#   tools/device_cuda31.sh bundle   HERE (a CUDA build in $BUILD, default build/, of a committed tree): writes
+#                                   .device/cuda31/ (~27 MB, carried by the run call): bundle.tar.xz (clauseqa,
+#                                   test_decoder_cuda, bench_decoder stripped, their non-system libraries, the source
+#                                   tree of HEAD without its safetensors, bench_load's 200 policy-zh-dev documents and
+#                                   83 validation questions), run.sh (this script: the lead's checkout need not hold
+#                                   it), commit, models.tar.sha256, CALLS.txt (the exact calls); and the weights that
+#                                   the Qwen pieces lack, one tar (Gemma GGUF, data/models/answer, ssm and the Qwen
+#                                   adapter) in 55 MB pieces under .device/cuda31m/pN (one stash call each)
+#   (calls)                         THERE, back to back (the machine goes back 30 s after a call): one stash call per
+#                                   piece (inline commands in CALLS.txt: cuda31m pieces to /tmp/c31stash, the lead's
+#                                   lora26 Qwen pieces to /tmp/gguf), then `bash .device/cuda31/run.sh run`
+#   run.sh run                      THERE, one call, BUDGET_S (540) in all; every step under `timeout -k 5` cut to
+#                                   its slot, so a hang still returns what came before it:
+#                                   0. the bundle unpacked in /tmp/c31w; the weights joined (sha256 checked); no real
+#                                      Qwen: the synthetic qwen2 (tests) and qwen2-1.5b (bench; random weights, the
+#                                      real shapes and speed) made in the background; the load's KB ingested in the
+#                                      background (data/demo + the 200 documents, as bench_load.py does)
+#                                   1. test_decoder_cuda on Gemma, then on the Qwen file (real, else synthetic)
+#                                   2. bench_decoder on each: batch 1 after a 512-token prompt (greedy and full logits),
+#                                      KV float then bf16; --concurrent 1,8,32,64 with the GEMM's logits, with
+#                                      CLAUSEQA_BATCH_LOGITS=rows, and rows + bf16 KV
+#                                   3. tests/bench/bench_load.py, 1/16/64 clients, the product's GPU reader (the real
+#                                      Qwen when stashed, else Gemma): default mode and router,bm25, gates off then all
+#                                      three on; with time left, the default mode with each gate alone
+#                                   4. the verdict (tools/device_cuda31_verdict.py): which gate may become a default
+# Output ($OUT; 8 files come back at most): cuda31.log (all, as it ran), tests.txt, bench.txt, load.txt (the steps'
+# whole outputs, appended as they run), verdict.txt.
+# Knobs: BUDGET_S, LOAD_S (5 s a level), LEVELS (1,16,64), QWEN (a Qwen2 GGUF path there), GATES_ALONE=0.
 set -u
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$HERE/bundle.tar.xz" ] && [ "$(basename "$HERE")" = cuda31 ]; then # run.sh in .device/cuda31 of a checkout
+  cd "$HERE/../.."
+else
+  cd "$HERE/.."
+fi
 GGUF=gemma-3-270m-q4_k_m.gguf
+QGGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+QADAPTER=answer-qwen2.5-coder-1.5b-instruct-q4_k_m
 case "${1:-}" in
 bundle)
   set -e
   B=${BUILD:-build}
   grep -q "CLAUSEQA_CUDA:BOOL=ON" "$B/CMakeCache.txt" || { echo "device_cuda31: $B is not a CUDA build"; exit 1; }
+  [ -z "$(git status --porcelain --untracked-files=no)" ] || echo "device_cuda31: warning: uncommitted changes (the bundle's source is HEAD)"
   cmake --build "$B" -j "${JOBS:-2}" --target clauseqa test_decoder_cuda bench_decoder
   T=$(mktemp -d)
-  mkdir -p "$T/c/bin" "$T/c/lib"
+  mkdir -p "$T/c/bin" "$T/c/lib" "$T/c/docs"
   cp "$B/clauseqa" "$B/tests/test_decoder_cuda" "$(find "$B" -name bench_decoder -type f | head -1)" "$T/c/bin/"
   strip "$T"/c/bin/*
   for l in $(ldd "$T"/c/bin/* | awk '/=>/ {print $3}' | sort -u | grep -v -E \
       "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so"); do
     cp -L "$l" "$T/c/lib/"
   done
+  # the source tree of HEAD (bench_load.py, demo_kb.sh, data/demo, tests/data, the sha256 files; no weights)
+  git archive --format=tar HEAD -- . ':(exclude)data/models/*.safetensors' ':(exclude)data/models/**/*.safetensors' \
+    > "$T/c/src.tar"
   # bench_load's KB and questions: 200 policy-zh-dev documents (the validation questions' gold documents first) and
   # the 83 validation questions, as tools/device_serve31.sh picks them (~1.3 MB)
   SUITE=${SUITE:-../shared/eval/policy-zh-dev}
-  if [ -d "$SUITE/docs" ]; then
-    mkdir -p "$T/c/docs"
-    python3 tools/dev_split.py --out "$T/val" policy-zh-dev > /dev/null
-    cp "$T/val/policy-zh-dev/questions.jsonl" "$T/c/questions.jsonl"
-    python3 - "$T/val/policy-zh-dev" "$SUITE/docs" "$T/c/docs" <<'EOF2'
+  python3 tools/dev_split.py --out "$T/val" policy-zh-dev > /dev/null
+  cp "$T/val/policy-zh-dev/questions.jsonl" "$T/c/questions.jsonl"
+  python3 - "$T/val/policy-zh-dev" "$SUITE/docs" "$T/c/docs" <<'EOF2'
 import json, os, shutil, sys
 val, docs, out = sys.argv[1:]
 names = sorted(os.listdir(docs))
@@ -74,91 +84,202 @@ for n in pick[:200]:
     shutil.copy(os.path.join(docs, n), out)
 print(f'{len(pick[:200])} documents')
 EOF2
-    rm -rf "$T/val"
-  fi
+  rm -rf "$T/val" .device/cuda31
   mkdir -p .device/cuda31
-  [ -f .device/serve31/models.tar.sha256 ] && cp .device/serve31/models.tar.sha256 .device/cuda31/
   ( cd "$T" && tar -cf - c | xz -9 -T1 > "$OLDPWD/.device/cuda31/bundle.tar.xz" )
   rm -rf "$T"
+  cp "$0" .device/cuda31/run.sh
+  cp tools/device_cuda31_verdict.py .device/cuda31/verdict.py
   git rev-parse HEAD > .device/cuda31/commit
-  ls -l .device/cuda31
-  echo "device_cuda31: tree $(( $(bash tools/device_model.sh tree) / 1000 )) kB + bundle; run with .device/cuda31 carried"
+  # the weights the lead's Qwen pieces (.device/lora26/gguf) lack: one tar in pieces
+  if [ "${MODELS:-1}" = 1 ]; then
+    got=$(sha256sum data/models/$GGUF | awk '{print $1}')
+    [ "$got" = "$(awk '{print $1}' data/models/$GGUF.sha256)" ] || { echo "device_cuda31: $GGUF sha256 differs"; exit 1; }
+    rm -rf .device/cuda31m && mkdir -p .device/cuda31m/tmp
+    tar -C data/models -cf .device/cuda31m/tmp/models.tar $GGUF answer ssm $QADAPTER
+    sha256sum .device/cuda31m/tmp/models.tar | awk '{print $1}' > .device/cuda31/models.tar.sha256
+    split -b "${PIECE_BYTES:-55000000}" -d -a 2 --numeric-suffixes=1 .device/cuda31m/tmp/models.tar .device/cuda31m/tmp/models.tar.part
+    n=$(ls .device/cuda31m/tmp/models.tar.part* | wc -l)
+    i=0
+    for f in .device/cuda31m/tmp/models.tar.part*; do
+      i=$((i + 1)); mkdir -p .device/cuda31m/p$i; mv "$f" .device/cuda31m/p$i/models.tar.part$(printf %02d $i)of$(printf %02d $n)
+    done
+    rm -rf .device/cuda31m/tmp
+  fi
+  n=$(ls -d .device/cuda31m/p* 2>/dev/null | wc -l)
+  {
+    echo "# device_cuda31 calls (commit $(git rev-parse --short HEAD)). In the lead's checkout first:"
+    echo "#   cp -r $PWD/.device/cuda31 .device/ && cp -al $PWD/.device/cuda31m .device/"
+    echo "#   and the travelling tree under ~10 MB (the committed safetensors out of the index: see docs/PERF.md)."
+    echo "# Then back to back (the machine goes back 30 s after a call; a gap loses the stash: start over)."
+    for i in $(seq 1 "$n"); do
+      echo "run carry=[\".device/cuda31m/p$i\"] command: mkdir -p /tmp/c31stash && cp .device/cuda31m/p$i/* /tmp/c31stash/ && ls /tmp/c31stash | wc -l"
+    done
+    echo "# the real Qwen 1.5B (optional; without it the Qwen numbers are the synthetic 1.5B's): the lead's 21 pieces"
+    for i in $(seq 1 20); do
+      echo "run carry=[\".device/lora26/gguf/p$i\"] command: mkdir -p /tmp/gguf && cp .device/lora26/gguf/p$i/* /tmp/gguf/ && ls /tmp/gguf | wc -l"
+    done
+    echo "# the run (~9.5 minutes; its 21st Qwen piece rides with it; leave it out of carry when the Qwen was not stashed)"
+    echo "run timeout_s=600 carry=[\".device/cuda31\", \".device/lora26/gguf/p21\"] command: bash .device/cuda31/run.sh run"
+  } > .device/cuda31/CALLS.txt
+  ls -l .device/cuda31; du -sh .device/cuda31m/p* 2>/dev/null | tr '\n' ' '; echo
+  echo "device_cuda31: bundle $(du -sb .device/cuda31 | cut -f1) bytes; the calls: .device/cuda31/CALLS.txt"
   ;;
 run)
   T0=$(date +%s)
+  BUDGET=${BUDGET_S:-540}
   OUT=${OUT:-/tmp/c31_out}
   W=${WORK:-/tmp/c31w}
+  D=$PWD/.device/cuda31
   mkdir -p "$OUT" "$W"
-  exec > >(tee "$OUT/cuda31.log") 2>&1
+  exec > >(tee -a "$OUT/cuda31.log") 2>&1
+  export PYTHONUNBUFFERED=1
   log() { echo "[device_cuda31 $(( $(date +%s) - T0 )) s] $*"; }
-  # the call's 600 s: each step's timeout is its own (TEST_S, BENCH_S, LOAD_S...) or what is left of BUDGET_S
-  cap() { local left=$(( ${BUDGET_S:-570} - ($(date +%s) - T0) )); [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 5 )) || echo "$1"; }
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "commit $(cat .device/cuda31/commit 2>/dev/null)"
-  rm -rf "$W/c" && tar -C "$W" -xJf .device/cuda31/bundle.tar.xz || { log "no bundle"; exit 1; }
-  export LD_LIBRARY_PATH=$W/c/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-  for b in "$W"/c/bin/*; do ldd "$b" | grep "not found" | sed "s|^|$(basename "$b"): |"; done
-  # 0. the models
-  GEMMA=${GEMMA:-data/models/$GGUF}
-  mkdir -p /tmp/s31stash && cp .device/serve31m/p*/models.tar.part* /tmp/s31stash/ 2>/dev/null # a carried last piece
-  if [ ! -f "$GEMMA" ] && ls /tmp/s31stash/models.tar.part* > /dev/null 2>&1; then
-    log "joining the serve31 pieces in /tmp/s31stash"
-    cat $(ls /tmp/s31stash/models.tar.part* | sort) > "$W/models.tar"
-    sum=$(cat .device/cuda31/models.tar.sha256 .device/serve31/models.tar.sha256 2>/dev/null | head -1)
-    if [ -n "$sum" ]; then
-      got=$(sha256sum "$W/models.tar" | awk '{print $1}')
-      [ "$got" = "$sum" ] || { log "models.tar sha256 $got differs"; exit 1; }
+  left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+  # slot WANT UNTIL: seconds a step may take: WANT, cut so that it ends by UNTIL seconds into the call (the later
+  # steps' share) and by the budget; 0 when less than 10 s would be left (the step is skipped, and says so)
+  slot() {
+    local now=$(( $(date +%s) - T0 )) s=$1
+    [ $(( $2 - now )) -lt "$s" ] && s=$(( $2 - now ))
+    [ $(( BUDGET - now )) -lt "$s" ] && s=$(( BUDGET - now ))
+    [ "$s" -ge 10 ] && echo "$s" || echo 0
+  }
+  # step FILE WANT UNTIL TITLE -- CMD...: runs CMD under its slot, its whole output appended to $OUT/FILE under a
+  # "=== TITLE" header (the verdict reads those), the header and rc in the log
+  step() {
+    local file=$1 want=$2 until=$3 title=$4; shift 5
+    local s; s=$(slot "$want" "$until")
+    if [ "$s" = 0 ]; then
+      log "skipped (no time left): $title"; printf '=== %s\n(skipped: no time left)\n' "$title" >> "$OUT/$file"; return 0
     fi
-    tar -C data/models -xf "$W/models.tar" && rm -f "$W/models.tar"
+    log "$title (at most $s s)"
+    printf '=== %s\n' "$title" >> "$OUT/$file"
+    timeout -k 5 "$s" "$@" >> "$OUT/$file" 2>&1
+    local rc=$?
+    [ $rc = 124 ] || [ $rc = 137 ] && echo "(timed out after $s s)" >> "$OUT/$file"
+    echo "=== rc $rc" >> "$OUT/$file"
+    log "  rc $rc"
+    return 0
+  }
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "commit $(cat "$D/commit" 2>/dev/null); $(nproc) CPUs; budget $BUDGET s"
+  rm -rf "$W/c" "$W/src" && tar -C "$W" -xJf "$D/bundle.tar.xz" || { log "no bundle in $D"; exit 1; }
+  mkdir -p "$W/src" && tar -C "$W/src" -xf "$W/c/src.tar" && rm -f "$W/c/src.tar"
+  S=$W/src M=$W/src/data/models BIN=$W/c/bin
+  export LD_LIBRARY_PATH=$W/c/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+  for b in "$BIN"/*; do ldd "$b" | grep "not found" | sed "s|^|$(basename "$b"): |"; done
+  # 0. the weights: the cuda31m tar (Gemma, the adapters, the SSM encoder) and the Qwen GGUF, pieces stashed or carried
+  mkdir -p /tmp/c31stash /tmp/gguf
+  cp .device/cuda31m/p*/models.tar.part* /tmp/c31stash/ 2>/dev/null
+  cp .device/lora26/gguf/p*/$QGGUF.part* /tmp/gguf/ 2>/dev/null
+  have=$(ls /tmp/c31stash/models.tar.part* 2>/dev/null | wc -l)
+  want=$(ls /tmp/c31stash/models.tar.part* 2>/dev/null | head -1 | sed 's/.*of//')
+  if [ -z "$want" ] || [ "$have" != "$((10#$want))" ]; then
+    log "the cuda31m pieces: $have of ${want:-?} in /tmp/c31stash ($(ls /tmp/c31stash | tr '\n' ' ')): stash the missing ones"
+    exit 1
   fi
-  [ -f "$GEMMA" ] || { log "no Gemma model at $GEMMA (stash it, or set GEMMA)"; exit 1; }
-  got=$(sha256sum "$GEMMA" | awk '{print $1}')
-  [ "$got" = "$(awk '{print $1}' data/models/$GGUF.sha256)" ] || log "warning: $GEMMA sha256 $got is not the pinned one"
-  QWEN=${QWEN:-}
-  if [ -z "$QWEN" ] || [ ! -f "$QWEN" ]; then
-    QWEN=$W/synq15.gguf
-    [ -f "$QWEN" ] || python3 tools/decoder_ref/make_synthetic_gguf.py qwen2-1.5b "$QWEN" > /dev/null 2>&1 || QWEN=
-    log "Qwen: ${QWEN:-none} (synthetic qwen2-1.5b: random weights, the real shapes)"
+  cat $(ls /tmp/c31stash/models.tar.part* | sort) > "$W/models.tar"
+  got=$(sha256sum "$W/models.tar" | awk '{print $1}')
+  [ "$got" = "$(cat "$D/models.tar.sha256")" ] || { log "models.tar sha256 $got differs: stash the pieces again"; exit 1; }
+  tar -C "$M" -xf "$W/models.tar" && rm -f "$W/models.tar"
+  [ "$(sha256sum "$M/$GGUF" | awk '{print $1}')" = "$(awk '{print $1}' "$M/$GGUF.sha256")" ] || { log "$GGUF sha256 differs"; exit 1; }
+  QWEN=${QWEN:-} QREAL=0
+  qhave=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | wc -l)
+  qwant=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | head -1 | sed 's/.*of//')
+  if [ -z "$QWEN" ] && [ -n "$qwant" ] && [ "$qhave" = "$((10#$qwant))" ]; then
+    cat $(ls /tmp/gguf/$QGGUF.part* | sort) > "$M/$QGGUF"
+    if [ "$(sha256sum "$M/$QGGUF" | awk '{print $1}')" = "$(awk '{print $1}' "$M/$QGGUF.sha256")" ]; then
+      QWEN=$M/$QGGUF QREAL=1
+    else
+      log "the joined Qwen's sha256 differs: not used"; rm -f "$M/$QGGUF"
+    fi
+  elif [ "$qhave" != 0 ]; then
+    log "Qwen pieces: $qhave of $qwant in /tmp/gguf: not used (stash the missing ones for the real model)"
   fi
-  export CLAUSEQA_SOURCE_DIR=$PWD CLAUSEQA_MODELS=$PWD/data/models
-  [ "$GEMMA" = "data/models/$GGUF" ] || ln -sf "$(readlink -f "$GEMMA")" "data/models/$GGUF"
-  # 1. the tests
-  log "1. test_decoder_cuda (Gemma${QWEN:+ and $QWEN})"
-  CLAUSEQA_SYNTH_GGUF=${TEST_QWEN-$QWEN} timeout $(cap ${TEST_S:-240}) "$W/c/bin/test_decoder_cuda" > "$OUT/test_decoder_cuda.txt" 2>&1
-  rc=$?
-  grep -v -E "^  decode at position [0-9]+:" "$OUT/test_decoder_cuda.txt" | grep -E \
-    "OK|FAIL|PASS|SKIP|ERROR|bf16|log-sum-exp|rows|batched|nmse|NMSE" | tail -120
-  echo "test_decoder_cuda rc $rc"
-  # 2. decode speed, float then bf16 KV
-  for model in "$GEMMA" $QWEN; do
-    name=$(basename "$model" .gguf)
-    for kv in 0 1; do # the batched steps' logits as batch 1's (CLAUSEQA_BATCH_LOGITS=rows) in both runs; the GEMM's
-      log "2. bench_decoder $name, CLAUSEQA_KV_BF16=$kv, CLAUSEQA_BATCH_LOGITS=rows" # speed: the float run of step 3
-      CLAUSEQA_BATCH_LOGITS=rows CLAUSEQA_KV_BF16=$kv timeout $(cap ${BENCH_S:-45}) "$W/c/bin/bench_decoder" --model "$model" --device cuda --prompt 512 \
-        --decode 128 --runs 3 --perplexity 0 --concurrent 1,8,32,64 > "$OUT/bench_${name}_kv$kv.txt" 2>&1
-      tail -25 "$OUT/bench_${name}_kv$kv.txt"
+  if [ -n "$QWEN" ] && [ -f "$QWEN" ]; then
+    QTEST=$QWEN QBENCH=$QWEN
+  else # the synthetic files: the small qwen2 for the tests (every Qwen2 kernel shape), the 1.5B's shapes for speed
+    QTEST=$W/synq.gguf QBENCH=$W/synq15.gguf
+    ( python3 "$S/tools/decoder_ref/make_synthetic_gguf.py" qwen2 "$QTEST" > "$W/synq.log" 2>&1
+      python3 "$S/tools/decoder_ref/make_synthetic_gguf.py" qwen2-1.5b "$QBENCH.tmp" >> "$W/synq.log" 2>&1 &&
+        mv "$QBENCH.tmp" "$QBENCH" ) &
+  fi
+  log "models: $(cd "$M" && ls -d *.gguf */ | tr '\n' ' '); Qwen for the tests: $QTEST, the bench: $QBENCH ($([ $QREAL = 1 ] && echo real || echo synthetic))"
+  export CLAUSEQA_SOURCE_DIR=$S CLAUSEQA_MODELS=$M
+  # the load's KB, ingested now in the background (bench_load.py --data reuses a folder holding .bench_load_ready)
+  KB=$W/kb DOCS=$W/c/docs QS=$W/c/questions.jsonl
+  rm -rf "$KB"
+  ( bash "$S/tools/demo_kb.sh" "$BIN/clauseqa" "$KB" && "$BIN/clauseqa" ingest --data "$KB" --kb demo --ocr off "$DOCS"/* \
+      > "$W/ingest.log" 2>&1 && touch "$KB/.bench_load_ready" && echo "[device_cuda31] KB ready at $(( $(date +%s) - T0 )) s" ) &
+  ING=$!
+  # 1. the tests (test_decoder_cuda sets CLAUSEQA_BATCH_LOGITS=rows itself; the bf16 and prefix halves are its own)
+  mkdir -p "$W/srcq/data/models" && ln -sfn "$S/tests" "$W/srcq/tests" # a source dir without Gemma: the Qwen alone
+  step tests.txt 120 120 "tests gemma: test_decoder_cuda, $GGUF" -- "$BIN/test_decoder_cuda"
+  for i in $(seq 60); do [ -f "$QTEST" ] && break; sleep 1; done
+  if [ -f "$QTEST" ]; then
+    CLAUSEQA_SOURCE_DIR=$W/srcq CLAUSEQA_SYNTH_GGUF=$QTEST \
+      step tests.txt 140 260 "tests qwen: test_decoder_cuda, $(basename "$QTEST") ($([ $QREAL = 1 ] && echo real || echo synthetic))" \
+      -- "$BIN/test_decoder_cuda"
+  else
+    log "no Qwen file for the tests ($(tail -2 "$W/synq.log" 2>/dev/null))"
+  fi
+  grep -h -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|^=== tests|timed out" "$OUT/tests.txt"
+  grep -h -E "log-sum-exp|bf16 KV vs float|prefix reuse," "$OUT/tests.txt" | head -40
+  # 2. decode speed (on a quiet GPU: the KB's ingest waited for, up to 60 s; a bench beside it is marked so)
+  for i in $(seq 60); do kill -0 $ING 2>/dev/null || break; sleep 1; done
+  kill -0 $ING 2>/dev/null && log "warning: the KB's ingest still runs beside the benches (their numbers may be low)"
+  for model in "$M/$GGUF" "$QBENCH"; do
+    if [ "$model" = "$QBENCH" ]; then
+      for i in $(seq 60); do [ -f "$QBENCH" ] && break; sleep 1; done
+      until_b=400 name=$(basename "$model" .gguf)$([ $QREAL = 0 ] && echo "-synthetic-qwen2-1.5b")
+    else
+      until_b=320 name=$(basename "$model" .gguf)
+    fi
+    [ -f "$model" ] || { log "no $model to bench ($(tail -2 "$W/synq.log" 2>/dev/null))"; continue; }
+    for kv in 0 1; do
+      CLAUSEQA_KV_BF16=$kv step bench.txt 40 $until_b "bench batch1 model=$name kv=$kv" -- "$BIN/bench_decoder" --model "$model" \
+        --device cuda --prompt 512 --decode 128 --runs 3 --perplexity 0
+      grep -E "decode \(|prefill \(last" "$OUT/bench.txt" | tail -3
+    done
+    for v in 0:gemm 0:rows 1:rows; do
+      IFS=: read -r kv lg <<< "$v"
+      CLAUSEQA_KV_BF16=$kv CLAUSEQA_BATCH_LOGITS=$([ $lg = rows ] && echo rows) \
+        step bench.txt 45 $until_b "bench concurrent model=$name kv=$kv logits=$lg" -- "$BIN/bench_decoder" --model "$model" \
+        --device cuda --prompt 512 --decode 128 --runs 2 --perplexity 0 --concurrent 1,8,32,64
+      sed -n '/^concurrent decode/,$p' "$OUT/bench.txt" | tail -5
     done
   done
-  # 3. the server under load (default mode), float then bf16 KV
-  DOCS=${DOCS:-$W/c/docs} QS=${QS:-$W/c/questions.jsonl}
-  if [ "${LOAD:-auto}" != 0 ] && [ -d "$DOCS" ] && [ -f "$QS" ] && [ -d data/models/answer ] && [ -d data/models/ssm ]; then
-    to=${FIRST_LOAD_S:-150}
-    for v in base:0:0 kv16:1:0 share:0:1; do # name : CLAUSEQA_KV_BF16 : CLAUSEQA_PREFIX_REUSE
-      IFS=: read -r name kv share <<< "$v"
-      log "3. bench_load default mode, 1/16/64 clients, $name (CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$share)"
-      CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$share timeout $(cap $to) python3 tests/bench/bench_load.py \
-        --binary "$W/c/bin/clauseqa" --levels 1,16,64 --seconds ${LOAD_S:-6} --answers generate --docs-dir "$DOCS" \
-        --questions "$QS" --data "$W/kb" -- --device cuda --max-asks 64 > "$OUT/load_$name.txt" 2>&1
-      cat "$OUT/load_$name.txt"
-      to=${LOAD_TIMEOUT_S:-80}
+  # 3. the server under load: the product's GPU reader (the real Qwen when its file is in $M, else Gemma)
+  for i in $(seq 120); do kill -0 $ING 2>/dev/null || break; sleep 1; done
+  if [ -f "$KB/.bench_load_ready" ]; then
+    reader=$([ $QREAL = 1 ] && echo "$QGGUF" || echo "$GGUF")
+    runs="default:off router,bm25:off default:on router,bm25:on"
+    [ "${GATES_ALONE:-1}" = 1 ] && runs="$runs default:share default:kv16 default:rows"
+    for r in $runs; do
+      IFS=: read -r mode gate <<< "$r"
+      kv=0 pr=0 lg=
+      case $gate in on) kv=1 pr=1 lg=rows ;; share) pr=1 ;; kv16) kv=1 ;; rows) lg=rows ;; esac
+      m=(); [ "$mode" = default ] || m=(--mode "$mode")
+      want=$([ "$gate" = off ] || [ "$gate" = on ] && echo 75 || echo 60)
+      [ "$(left)" -lt 45 ] && [ "$gate" != off ] && [ "$gate" != on ] && { log "no time for the load with $gate alone"; continue; }
+      CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$pr CLAUSEQA_BATCH_LOGITS=$lg \
+        step load.txt $want $BUDGET "load mode=$mode gates=$gate reader=$reader (CLAUSEQA_KV_BF16=$kv CLAUSEQA_PREFIX_REUSE=$pr CLAUSEQA_BATCH_LOGITS=${lg:-})" \
+        -- python3 "$S/tests/bench/bench_load.py" --binary "$BIN/clauseqa" --levels "${LEVELS:-1,16,64}" --seconds "${LOAD_S:-5}" \
+        --answers generate --docs-dir "$DOCS" --questions "$QS" --data "$KB" ${m[@]+"${m[@]}"} -- --device cuda --max-asks 64
+      grep -E "^# answers|^\| [0-9]" "$OUT/load.txt" | tail -4
     done
   else
-    log "3. bench_load skipped (needs the bundle's documents in $DOCS and questions $QS, data/models/answer and ssm)"
+    log "3. bench_load skipped: the KB was not ready ($(tail -3 "$W/ingest.log" 2>/dev/null))"
   fi
+  # 4. the verdict
+  python3 "$D/verdict.py" "$OUT" | tee "$OUT/verdict.txt"
   log "end"
   ;;
+verdict)
+  python3 tools/device_cuda31_verdict.py "${2:?the folder holding tests.txt, bench.txt, load.txt}"
+  ;;
 *)
-  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

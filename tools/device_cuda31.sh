@@ -4,7 +4,7 @@
 # product as it is, with the real Gemma-3-270M and (when its pieces are stashed) the real Qwen2.5-Coder 1.5B.
 #
 #   tools/device_cuda31.sh bundle   HERE (a CUDA build in $BUILD, default build/, of a committed tree): writes
-#                                   .device/cuda31/ (~27 MB, carried by the run call): bundle.tar.xz (clauseqa,
+#                                   .device/cuda31/ (~48 MB, carried by the run call): bundle.tar.xz (clauseqa,
 #                                   test_decoder_cuda, bench_decoder stripped, their non-system libraries, the source
 #                                   tree of HEAD without its safetensors, bench_load's 200 policy-zh-dev documents and
 #                                   83 validation questions), run.sh (this script: the lead's checkout need not hold
@@ -41,7 +41,33 @@ fi
 GGUF=gemma-3-270m-q4_k_m.gguf
 QGGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 QADAPTER=answer-qwen2.5-coder-1.5b-instruct-q4_k_m
+SAFE="data/models/ssm/ssm.safetensors data/models/answer/adapter.safetensors data/models/$QADAPTER/adapter.safetensors"
+write_calls() { # .device/cuda31/CALLS.txt: the exact calls, in order
+n=$(ls -d .device/cuda31m/p* 2>/dev/null | wc -l)
+{
+  echo "# device_cuda31 calls (commit $(git rev-parse --short HEAD)). In the lead's checkout first:"
+  echo "#   cp -r $PWD/.device/cuda31 .device/ && cp -al $PWD/.device/cuda31m .device/"
+  echo "#   and the travelling tree under ~10 MB for the calls (a call carries 64 MiB in all): the committed safetensors"
+  echo "#   out of the index meanwhile (the files stay on disk), and back after the window:"
+  echo "#   F=\"$SAFE\""
+  echo "#   shrink:   git rm -q --cached \$F && printf '%s\\n' \$F >> .git/info/exclude"
+  echo "#   unshrink: git reset -q -- \$F && grep -vxF -f <(printf '%s\\n' \$F) .git/info/exclude > /tmp/ex && cp /tmp/ex .git/info/exclude"
+  echo "# Then back to back (the machine goes back 30 s after a call; a gap loses the stash: start over)."
+  for i in $(seq 1 "$n"); do
+    echo "run carry=[\".device/cuda31m/p$i\"] command: mkdir -p /tmp/c31stash && cp .device/cuda31m/p$i/* /tmp/c31stash/ && ls /tmp/c31stash | wc -l"
+  done
+  echo "# the real Qwen 1.5B (optional; without it the Qwen numbers are the synthetic 1.5B's): the lead's 21 pieces"
+  for i in $(seq 1 21); do
+    echo "run carry=[\".device/lora26/gguf/p$i\"] command: mkdir -p /tmp/gguf && cp .device/lora26/gguf/p$i/* /tmp/gguf/ && ls /tmp/gguf | wc -l"
+  done
+  echo "# the run (~9.5 minutes; the bundle is ~48 MB, so no piece rides with it)"
+  echo "run timeout_s=600 carry=[\".device/cuda31\"] command: bash .device/cuda31/run.sh run"
+} > .device/cuda31/CALLS.txt
+}
 case "${1:-}" in
+calls)
+  write_calls; cat .device/cuda31/CALLS.txt
+  ;;
 bundle)
   set -e
   B=${BUILD:-build}
@@ -84,7 +110,7 @@ for n in pick[:200]:
     shutil.copy(os.path.join(docs, n), out)
 print(f'{len(pick[:200])} documents')
 EOF2
-  rm -rf "$T/val" .device/cuda31
+  rm -rf "$T/val" .device/cuda31/bundle.tar.xz .device/cuda31/run.sh .device/cuda31/verdict.py
   mkdir -p .device/cuda31
   ( cd "$T" && tar -cf - c | xz -9 -T1 > "$OLDPWD/.device/cuda31/bundle.tar.xz" )
   rm -rf "$T"
@@ -106,22 +132,7 @@ EOF2
     done
     rm -rf .device/cuda31m/tmp
   fi
-  n=$(ls -d .device/cuda31m/p* 2>/dev/null | wc -l)
-  {
-    echo "# device_cuda31 calls (commit $(git rev-parse --short HEAD)). In the lead's checkout first:"
-    echo "#   cp -r $PWD/.device/cuda31 .device/ && cp -al $PWD/.device/cuda31m .device/"
-    echo "#   and the travelling tree under ~10 MB (the committed safetensors out of the index: see docs/PERF.md)."
-    echo "# Then back to back (the machine goes back 30 s after a call; a gap loses the stash: start over)."
-    for i in $(seq 1 "$n"); do
-      echo "run carry=[\".device/cuda31m/p$i\"] command: mkdir -p /tmp/c31stash && cp .device/cuda31m/p$i/* /tmp/c31stash/ && ls /tmp/c31stash | wc -l"
-    done
-    echo "# the real Qwen 1.5B (optional; without it the Qwen numbers are the synthetic 1.5B's): the lead's 21 pieces"
-    for i in $(seq 1 20); do
-      echo "run carry=[\".device/lora26/gguf/p$i\"] command: mkdir -p /tmp/gguf && cp .device/lora26/gguf/p$i/* /tmp/gguf/ && ls /tmp/gguf | wc -l"
-    done
-    echo "# the run (~9.5 minutes; its 21st Qwen piece rides with it; leave it out of carry when the Qwen was not stashed)"
-    echo "run timeout_s=600 carry=[\".device/cuda31\", \".device/lora26/gguf/p21\"] command: bash .device/cuda31/run.sh run"
-  } > .device/cuda31/CALLS.txt
+  write_calls
   ls -l .device/cuda31; du -sh .device/cuda31m/p* 2>/dev/null | tr '\n' ' '; echo
   echo "device_cuda31: bundle $(du -sb .device/cuda31 | cut -f1) bytes; the calls: .device/cuda31/CALLS.txt"
   ;;
@@ -183,7 +194,7 @@ run)
   [ "$got" = "$(cat "$D/models.tar.sha256")" ] || { log "models.tar sha256 $got differs: stash the pieces again"; exit 1; }
   tar -C "$M" -xf "$W/models.tar" && rm -f "$W/models.tar"
   [ "$(sha256sum "$M/$GGUF" | awk '{print $1}')" = "$(awk '{print $1}' "$M/$GGUF.sha256")" ] || { log "$GGUF sha256 differs"; exit 1; }
-  QWEN=${QWEN:-} QREAL=0
+  QWEN=${QWEN:-} QREAL=0 SYN=0
   qhave=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | wc -l)
   qwant=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | head -1 | sed 's/.*of//')
   if [ -z "$QWEN" ] && [ -n "$qwant" ] && [ "$qhave" = "$((10#$qwant))" ]; then
@@ -200,9 +211,11 @@ run)
     QTEST=$QWEN QBENCH=$QWEN
   else # the synthetic files: the small qwen2 for the tests (every Qwen2 kernel shape), the 1.5B's shapes for speed
     QTEST=$W/synq.gguf QBENCH=$W/synq15.gguf
-    ( python3 "$S/tools/decoder_ref/make_synthetic_gguf.py" qwen2 "$QTEST" > "$W/synq.log" 2>&1
+    ( python3 "$S/tools/decoder_ref/make_synthetic_gguf.py" qwen2 "$QTEST.tmp" > "$W/synq.log" 2>&1 &&
+        mv "$QTEST.tmp" "$QTEST"
       python3 "$S/tools/decoder_ref/make_synthetic_gguf.py" qwen2-1.5b "$QBENCH.tmp" >> "$W/synq.log" 2>&1 &&
         mv "$QBENCH.tmp" "$QBENCH" ) &
+    SYN=$!
   fi
   log "models: $(cd "$M" && ls -d *.gguf */ | tr '\n' ' '); Qwen for the tests: $QTEST, the bench: $QBENCH ($([ $QREAL = 1 ] && echo real || echo synthetic))"
   export CLAUSEQA_SOURCE_DIR=$S CLAUSEQA_MODELS=$M
@@ -215,7 +228,7 @@ run)
   # 1. the tests (test_decoder_cuda sets CLAUSEQA_BATCH_LOGITS=rows itself; the bf16 and prefix halves are its own)
   mkdir -p "$W/srcq/data/models" && ln -sfn "$S/tests" "$W/srcq/tests" # a source dir without Gemma: the Qwen alone
   step tests.txt 120 120 "tests gemma: test_decoder_cuda, $GGUF" -- "$BIN/test_decoder_cuda"
-  for i in $(seq 60); do [ -f "$QTEST" ] && break; sleep 1; done
+  for i in $(seq 90); do [ -f "$QTEST" ] && break; { [ $SYN != 0 ] && kill -0 $SYN 2>/dev/null; } || break; sleep 1; done
   if [ -f "$QTEST" ]; then
     CLAUSEQA_SOURCE_DIR=$W/srcq CLAUSEQA_SYNTH_GGUF=$QTEST \
       step tests.txt 140 260 "tests qwen: test_decoder_cuda, $(basename "$QTEST") ($([ $QREAL = 1 ] && echo real || echo synthetic))" \
@@ -230,7 +243,7 @@ run)
   kill -0 $ING 2>/dev/null && log "warning: the KB's ingest still runs beside the benches (their numbers may be low)"
   for model in "$M/$GGUF" "$QBENCH"; do
     if [ "$model" = "$QBENCH" ]; then
-      for i in $(seq 60); do [ -f "$QBENCH" ] && break; sleep 1; done
+      for i in $(seq 90); do [ -f "$QBENCH" ] && break; { [ $SYN != 0 ] && kill -0 $SYN 2>/dev/null; } || break; sleep 1; done
       until_b=400 name=$(basename "$model" .gguf)$([ $QREAL = 0 ] && echo "-synthetic-qwen2-1.5b")
     else
       until_b=320 name=$(basename "$model" .gguf)

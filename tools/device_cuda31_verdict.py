@@ -161,13 +161,14 @@ def main():
     for gate, names in TESTS.items():
         missing, why = [], []
         for kind in ('gemma', 'qwen'):
-            t = tests.get(kind, {})
+            t, absent = tests.get(kind, {}), {}
             for nm in names:
                 st = t.get(nm)
                 if st == 'FAILED':
                     why.append(f'{nm} failed on {kind}')
                 elif st != 'OK':
-                    missing.append(f'{nm} on {kind}: {st.lower() if st else "not run"}')
+                    absent.setdefault(st.lower() if st else 'not run', []).append(nm)
+            missing += [f'{", ".join(v)} on {kind}: {k}' for k, v in absent.items()]
         if gate == 'CLAUSEQA_KV_BF16=1':
             for m in models:
                 g0, g1 = b1.get((m, '0')), b1.get((m, '1'))

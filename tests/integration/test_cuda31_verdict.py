@@ -106,7 +106,7 @@ def main():
 
     _, g, _ = verdict(tests_txt(cut_qwen_at='test_forward_rows'), bench_txt(), load_txt())
     check(all(v.startswith('UNDECIDED') for v in g.values()) and 'test_forward_rows on qwen: not run' in g[RW]
-          and 'test_kv_bf16_logits on qwen: not run' in g[KV], f'the Qwen tests cut by their timeout: undecided ({g})')
+          and 'test_kv_bf16_logits, test_prefix_share on qwen: not run' in g[KV], f'the Qwen tests cut by their timeout: undecided ({g})')
 
     crashed = tests_txt(cut_qwen_at='test_forward_rows').replace(
         '(timed out after 140 s)\n=== rc 124', '[ RUN      ] test_forward_rows\n=== rc 139')

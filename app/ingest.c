@@ -50,7 +50,7 @@ typedef struct {
     uint32_t *ends;
     cq_fts_tokens *fts_tokens;     /* each clause text's FTS tokens (a batch), or NULL */
     float *vectors;
-    cq_ssm_state *state;
+    float *doc_vector;             /* with the encoder's document head: the document's vector (d_embed), or NULL */
     /* the outcome */
     int64_t doc_id;                /* its documents row, once created */
     int64_t *clause_ids;
@@ -72,13 +72,13 @@ static void ingest_doc_free(ingest_doc *d) {
     free(d->tokens);
     free(d->ends);
     free(d->vectors);
-    cq_ssm_state_free(d->state);
+    free(d->doc_vector);
     free(d->clause_ids);
     d->name = d->data = d->stored = NULL;
     d->tokens = NULL;
     d->ends = NULL;
     d->vectors = NULL;
-    d->state = NULL;
+    d->doc_vector = NULL;
     d->clause_ids = NULL;
 }
 
@@ -133,7 +133,7 @@ static cq_status store_clauses(cq_store *s, int64_t kb_id, int64_t doc_id, const
     return CQ_OK;
 }
 
-/* Documents encoded whose vectors and states wait for flush_vectors: one document's until its rows are in, or a
+/* Documents encoded whose vectors (and document vectors) wait for flush_vectors: one document's until its rows are in, or a
  * batch group's until the group's end, when their rows go in with one statement and FAISS gets one add. */
 typedef struct {
     ingest_doc *docs[GROUP_DOCS];
@@ -158,21 +158,15 @@ static cq_status clause_texts(const cq_structure *st, const char ***texts, size_
     return CQ_OK;
 }
 
-/* A document's state, serialized, into doc_states. */
-static cq_status put_state(cq_store *s, const cq_ssm_model *m, int64_t doc_id, const cq_ssm_state *state, cq_err *err) {
-    size_t state_bytes = cq_ssm_state_size_bytes(m);
-    void *state_buf = malloc(state_bytes);
-    cq_status rc = state_buf ? cq_ssm_state_save(state, state_buf, state_bytes, err)
-                             : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    if (!rc)
-        rc = cq_vectors_state_put(s, doc_id, cq_ssm_model_id(m), cq_ssm_state_tokens(state), state_buf, state_bytes,
-                                  err);
-    free(state_buf);
-    return rc;
+/* The document's vector, when the encoder has a document head (docs/SSM.md, "Document vectors"): room for it. */
+static bool want_doc_vector(const cq_ssm_model *m, ingest_doc *d) {
+    if (!cq_ssm_model_doc_window(m)) return true;
+    if (!d->doc_vector) d->doc_vector = malloc((size_t)cq_ssm_model_config(m)->d_embed * sizeof *d->doc_vector);
+    return d->doc_vector != NULL;
 }
 
-/* A document's vector per clause and final state, encoded here (one encoder pass over the document) unless a batch
- * encoded it already, and queued for flush_vectors. */
+/* A document's vector per clause (and its document vector, with a document head), encoded here (one encoder pass
+ * over the document, from a fresh state) unless a batch encoded it already, and queued for flush_vectors. */
 static cq_status encode_clauses(cq_dense *d, ingest_doc *doc, pending_vectors *queue, cq_err *err) {
     const cq_structure *st = &doc->st;
     if (!d || st->n_clauses == 0) return CQ_OK;
@@ -182,11 +176,13 @@ static cq_status encode_clauses(cq_dense *d, ingest_doc *doc, pending_vectors *q
     if (!doc->vectors) {
         const char **texts = NULL;
         size_t *lens = NULL;
+        cq_ssm_state *state = NULL;
         doc->vectors = malloc(n * dim * sizeof *doc->vectors);
-        if (!doc->vectors) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!doc->vectors || !want_doc_vector(m, doc)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         if (!rc) rc = clause_texts(st, &texts, &lens, err);
-        if (!rc) rc = cq_ssm_state_new(m, &doc->state, err);
-        if (!rc) rc = cq_dense_encode_document(d, doc->state, texts, lens, n, doc->vectors, err);
+        if (!rc) rc = cq_ssm_state_new(m, &state, err);
+        if (!rc) rc = cq_dense_encode_document(d, state, texts, lens, n, doc->vectors, doc->doc_vector, err);
+        cq_ssm_state_free(state);
         free(texts);
         free(lens);
     }
@@ -198,9 +194,9 @@ static cq_status encode_clauses(cq_dense *d, ingest_doc *doc, pending_vectors *q
     return CQ_OK;
 }
 
-/* Writes the queued documents' vectors (one statement, one FAISS add) and states, in the open transaction, once
- * their documents' rows are in (on PostgreSQL a document's clauses reach the server with cq_store_doc_finish, and
- * the vector rows refer to them). */
+/* Writes the queued documents' vectors (one statement, one FAISS add) and document vectors, in the open
+ * transaction, once their documents' rows are in (on PostgreSQL a document's clauses reach the server with
+ * cq_store_doc_finish, and the vector rows refer to them). */
 static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_vectors *p, cq_err *err) {
     if (!p->n) return CQ_OK;
     const cq_ssm_model *m = cq_dense_model(d);
@@ -229,7 +225,10 @@ static cq_status flush_vectors(cq_store *s, cq_dense *d, int64_t kb_id, pending_
     }
     for (size_t k = 0; !rc && !together && k < p->n; k++)
         rc = cq_vectors_add(v, s, p->docs[k]->clause_ids, p->docs[k]->vectors, p->docs[k]->st.n_clauses, err);
-    for (size_t k = 0; !rc && k < p->n; k++) rc = put_state(s, m, p->docs[k]->doc_id, p->docs[k]->state, err);
+    for (size_t k = 0; !rc && k < p->n; k++)
+        if (p->docs[k]->doc_vector)
+            rc = cq_store_doc_vector_put(s, kb_id, p->docs[k]->doc_id, cq_ssm_model_id(m), cq_ssm_model_doc_head_id(m),
+                                         (int)dim, p->docs[k]->doc_vector, err);
     if (rc) cq_err_prefix(err, "encoding clauses: ");
     p->n = 0;
     return rc;
@@ -361,7 +360,7 @@ static cq_status write_doc(cq_store *s, const char *data_dir, int64_t kb_id, ing
                            const cq_ingest_options *opt, const cq_doc_info *old, pending_vectors *pending,
                            cq_err *err) {
     const bool in_batch = pending != NULL;
-    pending_vectors own = {.n = 0}; /* alone: its vectors and states, written after its rows */
+    pending_vectors own = {.n = 0}; /* alone: its vectors, written after its rows */
     const char *title = d->doc.title;
     if (d->st.title && (!title || d->format->text_title_first)) title = d->st.title;
     char *label = doc_label(title, d->name);
@@ -610,13 +609,13 @@ static void encode_group(batch *b, size_t first, size_t end) {
         ingest_doc *d = &b->docs[i];
         if (!will_write(b, first, i)) continue;
         d->vectors = malloc(d->st.n_clauses * dim * sizeof *d->vectors);
-        if (!d->vectors || cq_ssm_state_new(b->model, &d->state, &e2)) {
+        if (!d->vectors || !want_doc_vector(b->model, d)) {
             free(d->vectors);
             d->vectors = NULL;
             continue;
         }
         seqs[n] = (cq_ssm_seq){.tokens = d->tokens, .n_tokens = d->n_tokens, .segment_ends = d->ends,
-                               .n_segments = d->st.n_clauses, .state = d->state, .vectors = d->vectors};
+                               .n_segments = d->st.n_clauses, .vectors = d->vectors, .doc_vector = d->doc_vector};
         of[n++] = d;
     }
     bool done = together && n && cq_dense_encode_tokens(dense, seqs, n, &e2) == CQ_OK;
@@ -626,8 +625,6 @@ static void encode_group(batch *b, size_t first, size_t end) {
         if (!done) { /* write_doc encodes it again from a fresh state, and says what failed */
             free(d->vectors);
             d->vectors = NULL;
-            cq_ssm_state_free(d->state);
-            d->state = NULL;
         }
     }
     for (size_t i = first; i < end; i++) { /* the tokens are done with */

@@ -71,7 +71,6 @@ void cq_db_finalize(cq_db_stmt *st) {
 int64_t cq_db_changes(cq_db *db) { return db->drv->changes(db); }
 cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err) { return db->drv->last_id(db, id, err); }
 void cq_db_nowait(cq_db *db, bool on) { db->drv->nowait(db, on); }
-cq_status cq_db_error(cq_db *db, cq_err *err, const char *what) { return db->drv->error(db, err, what); }
 
 cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                            cq_err *err) {
@@ -194,11 +193,16 @@ static bool first_int(cq_db_stmt *st, void *v) {
     return true;
 }
 
-cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
+cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
+                     va_list ap) {
     *v = 0;
+    return onev(db, what, first_int, v, err, sql, kinds, ap);
+}
+
+cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
     va_list ap;
     va_start(ap, kinds);
-    cq_status rc = onev(db, what, first_int, v, err, sql, kinds, ap);
+    cq_status rc = cq_db_intv(db, what, v, err, sql, kinds, ap);
     va_end(ap);
     return rc;
 }

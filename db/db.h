@@ -113,6 +113,8 @@ cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)
 cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
                     cq_err *err, const char *sql, const char *kinds, ...);
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...);
+cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
+                     va_list ap); /* the same with the values as a va_list */
 /* Every row's first column as an int64 (*ids malloc'd; NULL and 0 for no rows). */
 cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
                     const char *kinds, ...);
@@ -170,10 +172,6 @@ int cq_db_backend_pid(cq_db *db); /* the server process of the connection (0 on 
  * connection to the same database, with keepalives set where the string sets none (a silent TCP peer is given up
  * within about 20 s). */
 char *cq_db_conninfo(cq_db *db);
-
-/* ---- errors ---- */
-/* The one db_error: CQ_ERR_DB with "what: <the connection's last message>". */
-cq_status cq_db_error(cq_db *db, cq_err *err, const char *what);
 
 /* ---- where a store is (`--store`, docs/SCALE.md) ---- */
 /* "postgresql://…", "postgres://…" or a libpq "key=value …" string is PostgreSQL; "sqlite:PATH" or a plain path

@@ -33,7 +33,6 @@ typedef struct cq_db_driver {
     int64_t (*changes)(cq_db *db);
     cq_status (*last_id)(cq_db *db, int64_t *id, cq_err *err);
     void (*nowait)(cq_db *db, bool on);
-    cq_status (*error)(cq_db *db, cq_err *err, const char *what);
     cq_status (*bulk_begin)(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                             cq_err *err);
     cq_status (*bulk_row)(cq_db_stmt *st, cq_err *err);

@@ -558,7 +558,6 @@ const cq_db_driver cq_db_pg_driver = {
     .changes = pg_changes,
     .last_id = pg_last_id,
     .nowait = pg_nowait,
-    .error = pg_error,
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,

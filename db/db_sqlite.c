@@ -197,7 +197,6 @@ const cq_db_driver cq_db_sqlite_driver = {
     .changes = lite_changes,
     .last_id = lite_last_id,
     .nowait = lite_nowait,
-    .error = lite_error,
     .bulk_begin = lite_bulk_begin,
     .bulk_row = lite_bulk_row,
     .bulk_end = lite_bulk_end,

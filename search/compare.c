@@ -911,46 +911,36 @@ char *cq_diff_describe(const cq_diff *d, bool zh, size_t max_chars) {
 
 /* ---- two documents of the store ------------------------------------------------------------------------------- */
 
+/* What cq_compare_docs's clauses own. */
+static void clause_free(cq_cmp_clause *c) {
+    free((char *)c->label);
+    free((char *)c->label_key);
+    free((char *)c->path);
+    free((char *)c->text);
+}
+
 void cq_comparison_free(cq_comparison *c) {
-    cq_cmp_clause *sides[2] = {c->a, c->b};
-    size_t ns[2] = {c->n_a, c->n_b};
-    for (int s = 0; s < 2; s++) {
-        for (size_t i = 0; sides[s] && i < ns[s]; i++) {
-            free((char *)sides[s][i].label);
-            free((char *)sides[s][i].label_key);
-            free((char *)sides[s][i].path);
-            free((char *)sides[s][i].text);
-        }
-        free(sides[s]);
-    }
+    for (size_t i = 0; c->a && i < c->n_a; i++) clause_free(&c->a[i]);
+    for (size_t i = 0; c->b && i < c->n_b; i++) clause_free(&c->b[i]);
+    free(c->a);
+    free(c->b);
     cq_alignment_free(&c->al);
     memset(c, 0, sizeof *c);
 }
 
 /* The clauses of a document in order (store/documents.c), with their kinds. */
-static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, int **kinds, size_t *n,
-                              cq_err *err) {
+static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, size_t *n, cq_err *err) {
     *out = NULL;
-    *kinds = NULL;
     *n = 0;
     cq_clause_row *rows = NULL;
     size_t n_rows = 0;
     cq_status rc = cq_store_doc_clauses(s, doc_id, &rows, &n_rows, err);
     if (rc) return cq_err_prefix(err, "compare: ");
-    if (n_rows) {
-        *out = calloc(n_rows, sizeof **out);
-        *kinds = calloc(n_rows, sizeof **kinds);
-        if (!*out || !*kinds) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (n_rows && !(*out = calloc(n_rows, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n_rows; i++) {
         if (!rc) {
-            cq_cmp_clause *c = &(*out)[i];
-            c->clause_id = rows[i].id;
-            (*kinds)[i] = rows[i].kind;
-            c->label = rows[i].label;
-            c->label_key = rows[i].label_key;
-            c->path = rows[i].path;
-            c->text = rows[i].text;
+            (*out)[i] = (cq_cmp_clause){rows[i].id, rows[i].label, rows[i].label_key, rows[i].path, rows[i].text,
+                                        rows[i].kind};
             rows[i].label = rows[i].label_key = rows[i].path = rows[i].text = NULL; /* the clause owns them now */
             *n = i + 1;
         }
@@ -960,18 +950,17 @@ static cq_status load_clauses(cq_store *s, int64_t doc_id, cq_cmp_clause **out, 
     return rc;
 }
 
-/* Keeps the articles only (kind 1, reader/reader.h's CQ_CLAUSE_ARTICLE). */
-static void keep_articles(cq_cmp_clause *c, const int *kinds, size_t *n) {
+static bool has_articles(const cq_cmp_clause *c, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (c[i].kind == 1) return true; /* reader/reader.h's CQ_CLAUSE_ARTICLE */
+    return false;
+}
+
+static void keep_articles(cq_cmp_clause *c, size_t *n) {
     size_t k = 0;
     for (size_t i = 0; i < *n; i++) {
-        if (kinds[i] == 1) {
-            c[k++] = c[i];
-        } else {
-            free((char *)c[i].label);
-            free((char *)c[i].label_key);
-            free((char *)c[i].path);
-            free((char *)c[i].text);
-        }
+        if (c[i].kind == 1) c[k++] = c[i];
+        else clause_free(&c[i]);
     }
     *n = k;
 }
@@ -980,21 +969,13 @@ cq_status cq_compare_docs(cq_store *s, int64_t doc_a, int64_t doc_b, cq_comparis
     memset(out, 0, sizeof *out);
     out->doc_a = doc_a;
     out->doc_b = doc_b;
-    int *kinds_a = NULL, *kinds_b = NULL;
-    cq_status rc = load_clauses(s, doc_a, &out->a, &kinds_a, &out->n_a, err);
-    if (!rc) rc = load_clauses(s, doc_b, &out->b, &kinds_b, &out->n_b, err);
-    if (!rc) {
-        bool arts_a = false, arts_b = false;
-        for (size_t i = 0; i < out->n_a; i++) arts_a |= kinds_a[i] == 1;
-        for (size_t i = 0; i < out->n_b; i++) arts_b |= kinds_b[i] == 1;
-        if (arts_a && arts_b) {
-            keep_articles(out->a, kinds_a, &out->n_a);
-            keep_articles(out->b, kinds_b, &out->n_b);
-        }
-        rc = cq_align_clauses(out->a, out->n_a, out->b, out->n_b, &out->al, err);
+    cq_status rc = load_clauses(s, doc_a, &out->a, &out->n_a, err);
+    if (!rc) rc = load_clauses(s, doc_b, &out->b, &out->n_b, err);
+    if (!rc && has_articles(out->a, out->n_a) && has_articles(out->b, out->n_b)) {
+        keep_articles(out->a, &out->n_a);
+        keep_articles(out->b, &out->n_b);
     }
-    free(kinds_a);
-    free(kinds_b);
+    if (!rc) rc = cq_align_clauses(out->a, out->n_a, out->b, out->n_b, &out->al, err);
     if (rc) cq_comparison_free(out);
     return rc;
 }

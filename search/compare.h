@@ -66,6 +66,7 @@ double cq_text_similarity(const char *a, const char *b);
 typedef struct {
     int64_t clause_id;
     const char *label, *label_key, *path, *text; /* label and label_key may be NULL */
+    int kind; /* clauses.kind (reader/reader.h's cq_clause_kind) when read from the store (cq_compare_docs) */
 } cq_cmp_clause;
 
 typedef enum { CQ_PAIR_SAME = 0, CQ_PAIR_CHANGED, CQ_PAIR_ADDED, CQ_PAIR_REMOVED } cq_pair_kind;

@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "search/router.h"
 #include "store/store.h"
-#include "store/versions.h"
+#include "core/versions_text.h"
 
 typedef enum {
     CQ_QUERY_TOPIC = 0, /* names no clause: "员工加班费怎么算？" */

@@ -199,10 +199,10 @@ static cq_status score_fuse(const cq_retrieve_options *o, const cq_hit *x, const
     return rc;
 }
 
-/* Document routing (search/doc_route.h, CLAUSEQA_DOC_ROUTE) on the fused list f[0..nf): BM25's kept clauses stay. */
-static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query *q, const cq_hit *x,
-                       const int64_t *bm25, size_t nb, cq_fusion_method method, cq_fusion_params p, cq_fused *f,
-                       size_t nf, cq_err *err) {
+/* Document routing's prior (search/doc_route.h) on the fused list f[0..nf): BM25's kept clauses stay. */
+static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query *q, const cq_doc_route *r,
+                       const float *qv, const cq_hit *x, const int64_t *bm25, size_t nb, cq_fusion_method method,
+                       cq_fusion_params p, cq_fused *f, size_t nf, cq_err *err) {
     const cq_ssm_model *m = cq_dense_model(o->dense);
     const int dim = cq_ssm_model_config(m)->d_embed;
     size_t kept = 0;
@@ -215,13 +215,8 @@ static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query
         kept = cq_fusion_score_kept(p, bm25, bs, nb);
         free(bs);
     }
-    float *qv = malloc((size_t)dim * sizeof *qv);
-    if (!qv) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    cq_status rc = cq_dense_query_vector(o->dense, q->text, qv, err);
-    if (!rc)
-        rc = cq_doc_route_apply(cq_dense_doc_route(o->dense), s, cq_ssm_model_id(m), dim, qv, f, nf, kept, err);
-    free(qv);
-    return rc;
+    return cq_doc_route_apply(r, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
+                              cq_ssm_model_doc_head_id(m), dim, qv, f, nf, kept, err);
 }
 
 /* Dense retrieval and its fusion with what h holds: router hits stay first (they are exact); the BM25 list after
@@ -236,7 +231,22 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     int64_t ids[DENSE_POOL];
     float cos[DENSE_POOL];
     size_t nd = 0;
-    if ((rc = cq_dense_search(o->dense, s, q->kb_id, q->text, DENSE_POOL, ids, cos, &nd, err))) return rc;
+    /* document routing (search/doc_route.h): the search inside the dense list, or the prior after the fusion */
+    const cq_doc_routing *routing = cq_dense_doc_route(o->dense);
+    const cq_doc_route *dr = cq_doc_routing_for(routing, q->lang == CQ_QUERY_ZH);
+    const cq_ssm_model *m = cq_dense_model(o->dense);
+    const int dim = cq_ssm_model_config(m)->d_embed;
+    float *qv = malloc((size_t)dim * sizeof *qv);
+    if (!qv) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    rc = cq_dense_query_vector(o->dense, q->text, qv, err);
+    if (!rc) rc = cq_dense_search_vec(o->dense, s, q->kb_id, qv, DENSE_POOL, ids, cos, &nd, err);
+    if (!rc && dr && routing->method == CQ_DOC_ROUTE_SEARCH)
+        rc = cq_doc_route_search(dr, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
+                                 cq_ssm_model_doc_head_id(m), dim, qv, ids, cos, &nd, DENSE_POOL, err);
+    if (rc) {
+        free(qv);
+        return rc;
+    }
     size_t routed = 0;
     while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
     const size_t nb = h->n - routed;
@@ -245,6 +255,7 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     if (!bm25 || !f) {
         free(bm25);
         free(f);
+        free(qv);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
@@ -254,7 +265,9 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     if (!(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
         for (size_t i = 0; i < nf && i < nd; i++)
             if (f[i].id == ids[i]) f[i].score = cos[i];
-    if (!rc && cq_dense_doc_route(o->dense)->top) rc = route(s, o, q, h->hits + routed, bm25, nb, method, params, f, nf, err);
+    if (!rc && dr && routing->method == CQ_DOC_ROUTE_PRIOR)
+        rc = route(s, o, q, dr, qv, h->hits + routed, bm25, nb, method, params, f, nf, err);
+    free(qv);
     free(bm25);
     if (rc) {
         free(f);

@@ -345,7 +345,8 @@ struct cq_dense {
                                     the questions of other threads */
     pthread_mutex_t encode_mu, doc_mu, kbs_mu;
     cq_fusion fusion;   /* how retrieval fuses BM25 with these weights' vectors: ssm.json "fusion" (rrf without) */
-    cq_doc_route route; /* document routing (search/doc_route.h): CLAUSEQA_DOC_ROUTE at the open, off by default */
+    cq_doc_routing route; /* document routing (search/doc_route.h): ssm.json's, or CLAUSEQA_DOC_ROUTE's; off without */
+    cq_doc_route_cache *route_cache; /* the KBs' document vectors between questions */
     void *vocab_handle; /* the external input vocabulary, when the weights need one */
     int64_t *kb_ids;
     cq_vectors **kbs;
@@ -400,8 +401,10 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
     size_t len = 0;
     cq_status rc = cq_file_read(cfg, CONFIG_MAX_BYTES, &text, &len, err);
     if (!rc && (rc = cq_fusion_from_config(text, len, &d->fusion, err))) cq_err_prefix(err, "%s: ", cfg);
-    if (!rc && (rc = cq_doc_route_parse(getenv("CLAUSEQA_DOC_ROUTE"), &d->route, err)))
+    if (!rc && (rc = cq_doc_routing_from_config(text, len, &d->route, err))) cq_err_prefix(err, "%s: ", cfg);
+    if (!rc && (rc = cq_doc_routing_env(getenv("CLAUSEQA_DOC_ROUTE"), &d->route, err)))
         cq_err_prefix(err, "CLAUSEQA_DOC_ROUTE: ");
+    if (!rc && !(d->route_cache = cq_doc_route_cache_new())) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     free(text);
     if (!rc) rc = cq_ssm_model_tokenizer(dir, tokenizer, sizeof tokenizer, err);
     if (!rc && strcmp(tokenizer, "cq-hash-v1")) {
@@ -438,9 +441,13 @@ static void log_backend(const cq_dense *d, const char *why) {
         CQ_INFO("dense: fused with BM25 by the weights' score fusion, %s (Chinese questions: w %g, m %d, c %g; others: "
                 "w %g, m %d, c %g)%s%s", cq_fusion_norm_name(f->norm), f->zh.w, f->zh.m, f->zh.c, f->en.w, f->en.m,
                 f->en.c, f->fitted_on[0] ? "; fitted on " : "", f->fitted_on);
-    if (d->route.top)
-        CQ_INFO("dense: document routing on (CLAUSEQA_DOC_ROUTE): the %zu nearest of the candidates' documents, + %g "
-                "on their clauses", d->route.top, d->route.beta);
+    const cq_doc_routing *r = &d->route;
+    if (r->source[0])
+        CQ_INFO("dense: document routing (%s, %s): Chinese questions: the %zu nearest documents, + %g on their clauses; "
+                "others: %zu, + %g%s%s; document vectors from %s", r->source, cq_doc_route_method_name(r->method),
+                r->zh.top, r->zh.beta, r->en.top, r->en.beta, r->fitted_on[0] ? "; fitted on " : "", r->fitted_on,
+                cq_ssm_model_doc_window(d->model) ? "the document head (documents ingested without it: their clause "
+                "vectors' mean)" : "the mean of their clause vectors (these weights have no document head)");
 }
 
 cq_status cq_dense_open(const char *data_dir, const char *weights_dir, cq_dense **out, cq_err *err) {
@@ -482,6 +489,7 @@ void cq_dense_close(cq_dense *d) {
     cq_ssm_encoder_free(d->encoder);
     cq_ssm_encoder_free(d->doc_encoder);
     cq_ssm_model_free(d->model);
+    cq_doc_route_cache_free(d->route_cache);
     if (d->vocab_handle && vocab_close) vocab_close(d->vocab_handle);
     pthread_mutex_destroy(&d->encode_mu);
     pthread_mutex_destroy(&d->doc_mu);
@@ -530,28 +538,32 @@ static cq_status keep_stored(cq_store *s, int64_t kb_id, const char *model, int6
     return rc;
 }
 
+cq_status cq_dense_search_vec(cq_dense *d, cq_store *s, int64_t kb_id, const float *q, size_t k, int64_t *ids,
+                              float *scores, size_t *n, cq_err *err) {
+    *n = 0;
+    cq_vectors *v = NULL;
+    cq_status rc = cq_dense_kb(d, s, kb_id, &v, err);
+    if (!rc) rc = cq_vectors_search(v, q, k, ids, scores, n, err);
+    if (!rc) rc = keep_stored(s, kb_id, cq_ssm_model_id(d->model), ids, scores, n, err);
+    return rc;
+}
+
 cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *question, size_t k, int64_t *ids,
                           float *scores, size_t *n, cq_err *err) {
     *n = 0;
     int dim = cq_ssm_model_config(d->model)->d_embed;
     float *q = malloc((size_t)dim * sizeof *q);
     if (!q) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    size_t len = strlen(question);
-    pthread_mutex_lock(&d->encode_mu);
-    cq_status rc = cq_ssm_encode_queries(d->encoder, &question, &len, 1, q, err);
-    pthread_mutex_unlock(&d->encode_mu);
-    cq_vectors *v = NULL;
-    if (!rc) rc = cq_dense_kb(d, s, kb_id, &v, err);
-    if (!rc) rc = cq_vectors_search(v, q, k, ids, scores, n, err);
-    if (!rc) rc = keep_stored(s, kb_id, cq_ssm_model_id(d->model), ids, scores, n, err);
+    cq_status rc = cq_dense_query_vector(d, question, q, err);
+    if (!rc) rc = cq_dense_search_vec(d, s, kb_id, q, k, ids, scores, n, err);
     free(q);
     return rc;
 }
 
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
-                                   size_t n, float *vectors, cq_err *err) {
+                                   size_t n, float *vectors, float *doc_vector, cq_err *err) {
     pthread_mutex_lock(&d->doc_mu);
-    cq_status rc = cq_ssm_encode_document(d->doc_encoder, state, clauses, lens, n, vectors, err);
+    cq_status rc = cq_ssm_encode_document_vec(d->doc_encoder, state, clauses, lens, n, vectors, doc_vector, err);
     pthread_mutex_unlock(&d->doc_mu);
     return rc;
 }
@@ -565,7 +577,8 @@ cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err
 
 const cq_ssm_model *cq_dense_model(cq_dense *d) { return d->model; }
 const cq_fusion *cq_dense_fusion(const cq_dense *d) { return &d->fusion; }
-const cq_doc_route *cq_dense_doc_route(const cq_dense *d) { return &d->route; }
+const cq_doc_routing *cq_dense_doc_route(const cq_dense *d) { return &d->route; }
+cq_doc_route_cache *cq_dense_doc_route_cache(cq_dense *d) { return d->route_cache; }
 
 cq_status cq_dense_query_vector(cq_dense *d, const char *question, float *q, cq_err *err) {
     size_t len = strlen(question);

@@ -98,18 +98,24 @@ cq_status cq_dense_search(cq_dense *d, cq_store *s, int64_t kb_id, const char *q
                           float *scores, size_t *n, cq_err *err);
 /* The KB's shared index (opened on first use): ingest adds and delete removes through it, so searches see them. */
 cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out, cq_err *err);
-/* Encodes a document's clauses for ingest (cq_ssm_encode_document on the document encoder, under its lock). */
+/* Encodes a document's clauses for ingest (cq_ssm_encode_document_vec on the document encoder, under its lock);
+ * doc_vector (may be NULL; the weights must have a document head) gets the document's vector. */
 cq_status cq_dense_encode_document(cq_dense *d, cq_ssm_state *state, const char *const *clauses, const size_t *lens,
-                                   size_t n, float *vectors, cq_err *err);
+                                   size_t n, float *vectors, float *doc_vector, cq_err *err);
 /* The same from tokens (cq_ssm_document_tokens), for several documents at once (cq_ssm_encode_tokens). */
 cq_status cq_dense_encode_tokens(cq_dense *d, cq_ssm_seq *seqs, size_t n, cq_err *err);
 const cq_ssm_model *cq_dense_model(cq_dense *d);
 /* How retrieval fuses BM25 with these weights' vectors (search/fusion.h): the "fusion" of their ssm.json, read and
  * checked when the retriever opens (a bad one fails the open with the reason), rrf when they carry none. */
 const cq_fusion *cq_dense_fusion(const cq_dense *d);
-/* Document routing (search/doc_route.h), as CLAUSEQA_DOC_ROUTE said when the retriever opened (a bad value fails the
- * open); off ({0, 0}) by default. */
-const cq_doc_route *cq_dense_doc_route(const cq_dense *d);
+/* Document routing (search/doc_route.h): the weights' ssm.json "doc_route", or CLAUSEQA_DOC_ROUTE over it, read when
+ * the retriever opened (a bad one fails the open); off when neither says. */
+const cq_doc_routing *cq_dense_doc_route(const cq_dense *d);
+/* The retriever's cache of the KBs' document vectors (search/doc_route.h). */
+cq_doc_route_cache *cq_dense_doc_route_cache(cq_dense *d);
+/* cq_dense_search for a question vector q (cq_dense_query_vector's). */
+cq_status cq_dense_search_vec(cq_dense *d, cq_store *s, int64_t kb_id, const float *q, size_t k, int64_t *ids,
+                              float *scores, size_t *n, cq_err *err);
 /* The question's vector (d_embed floats) as cq_dense_search encodes it. */
 cq_status cq_dense_query_vector(cq_dense *d, const char *question, float *q, cq_err *err);
 /* Where documents are encoded (CUDA, the fast CPU path, or the reference). */

@@ -78,6 +78,12 @@ static cq_status validate_seq(const cq_ssm_model *m, const cq_ssm_seq *s, size_t
         if (s->tokens[t] < 0 || s->tokens[t] >= m->cfg.vocab_size)
             return cq_err_set(err, CQ_ERR_INVALID, "sequence %zu: token %zu is %d, outside the vocabulary", i, t,
                               (int)s->tokens[t]);
+    if (s->doc_vector && !m->doc_w)
+        return cq_err_set(err, CQ_ERR_INVALID, "sequence %zu: a document vector needs a document head "
+                          "(doc_head.safetensors beside the weights)", i);
+    if (s->doc_vector && s->state && s->state->n_tokens)
+        return cq_err_set(err, CQ_ERR_INVALID, "sequence %zu: a document vector is read from the document's start; "
+                          "this state has read %lld tokens", i, (long long)s->state->n_tokens);
     for (size_t k = 0; k < s->n_segments; k++)
         if (s->segment_ends[k] <= (k ? s->segment_ends[k - 1] : 0) || s->segment_ends[k] > s->n_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "sequence %zu: segment %zu ends at %u, not after the previous "
@@ -92,6 +98,7 @@ static cq_status validate_seq(const cq_ssm_model *m, const cq_ssm_seq *s, size_t
 typedef struct {
     size_t seq, seg;
     int ends_segment;
+    size_t to; /* where the piece ends in its sequence */
 } piece_info;
 
 typedef struct {
@@ -108,9 +115,9 @@ typedef struct {
     piece_info *pieces;
     size_t *piece_off;
     size_t n_pieces, cap_pieces, cap_piece_off;
-    float *pool_mean, *pool_last, *outputs;
-    size_t cap_pool_mean, cap_pool_last, cap_outputs;
-    int want_outputs;
+    float *pool_mean, *pool_last, *outputs, *piece_sum, *piece_last;
+    size_t cap_pool_mean, cap_pool_last, cap_outputs, cap_piece_sum, cap_piece_last;
+    int want_outputs, want_doc;
 } block_build;
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -127,7 +134,33 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 typedef struct {
     const cq_ssm_model *m;
     float *acc;   /* running sum of pool_mean over the open segment's pieces (d_embed) */
+    size_t *doc_end;  /* per sequence: where its document window ends (0: no document vector) */
+    double *doc_acc;  /* per sequence: the sum of its window's outputs so far (d_model) */
 } finisher;
+
+/* Where sequence s's document window ends: its first segments while they end within window tokens, at least one
+ * (train.py's doc_prefix over whole clauses); 0 without segments. */
+static size_t doc_window_end(const cq_ssm_seq *s, int window) {
+    if (!s->n_segments) return 0;
+    size_t k = 1;
+    while (k < s->n_segments && s->segment_ends[k] <= (size_t)window) k++;
+    return s->segment_ends[k - 1];
+}
+
+/* v = normalize(W · [sum / n; last] + b), W (E, 2 d) */
+static void doc_finish(const cq_ssm_model *m, const double *sum, size_t n, const float *last, float *v) {
+    const size_t E = (size_t)m->cfg.d_embed, dm = (size_t)m->cfg.d_model;
+    double norm2 = 0;
+    for (size_t r = 0; r < E; r++) {
+        const float *w = m->doc_w + r * 2 * dm;
+        double a = 0;
+        for (size_t c = 0; c < dm; c++) a += (double)w[c] * (sum[c] / (double)n) + (double)w[dm + c] * last[c];
+        v[r] = (float)(a + m->doc_b[r]);
+        norm2 += (double)v[r] * v[r];
+    }
+    float inv = norm2 > 0 ? (float)(1.0 / sqrt(norm2)) : 0.0f;
+    for (size_t r = 0; r < E; r++) v[r] *= inv;
+}
 
 static cq_status run_block(cq_ssm_encoder *e, block_build *bb, cq_ssm_seq *seqs, finisher *fin, cq_err *err) {
     const cq_ssm_model *m = e->m;
@@ -137,7 +170,9 @@ static cq_status run_block(cq_ssm_encoder *e, block_build *bb, cq_ssm_seq *seqs,
     cq_ssm_state **states = malloc(bb->n_chunks * sizeof *states);
     if (!seq_off || !states || !grow((void **)&bb->pool_mean, &bb->cap_pool_mean, bb->n_pieces * E, sizeof(float)) ||
         !grow((void **)&bb->pool_last, &bb->cap_pool_last, bb->n_pieces * E, sizeof(float)) ||
-        (bb->want_outputs && !grow((void **)&bb->outputs, &bb->cap_outputs, bb->n_tokens * dm, sizeof(float)))) {
+        (bb->want_outputs && !grow((void **)&bb->outputs, &bb->cap_outputs, bb->n_tokens * dm, sizeof(float))) ||
+        (bb->want_doc && (!grow((void **)&bb->piece_sum, &bb->cap_piece_sum, bb->n_pieces * dm, sizeof(float)) ||
+                          !grow((void **)&bb->piece_last, &bb->cap_piece_last, bb->n_pieces * dm, sizeof(float))))) {
         free(seq_off);
         free(states);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory for a block of %zu tokens", bb->n_tokens);
@@ -151,6 +186,7 @@ static cq_status run_block(cq_ssm_encoder *e, block_build *bb, cq_ssm_seq *seqs,
         .tokens = bb->tokens, .n_tokens = bb->n_tokens, .n_seq = bb->n_chunks, .seq_off = seq_off,
         .states = states, .n_pieces = bb->n_pieces, .piece_off = bb->piece_off, .pool_mean = bb->pool_mean,
         .pool_last = bb->pool_last, .outputs = bb->want_outputs ? bb->outputs : NULL,
+        .piece_sum = bb->want_doc ? bb->piece_sum : NULL, .piece_last = bb->want_doc ? bb->piece_last : NULL,
     };
     cq_status rc;
     switch (e->backend) {
@@ -165,6 +201,14 @@ static cq_status run_block(cq_ssm_encoder *e, block_build *bb, cq_ssm_seq *seqs,
             if (bb->want_outputs && seqs[c->seq].outputs)
                 memcpy(seqs[c->seq].outputs + c->from * dm, bb->outputs + seq_off[i] * dm,
                        (c->to - c->from) * dm * sizeof(float));
+        }
+        for (size_t p = 0; bb->want_doc && p < bb->n_pieces; p++) { /* document vectors */
+            const piece_info *pi = &bb->pieces[p];
+            const size_t end = fin->doc_end[pi->seq];
+            if (!end || pi->to > end) continue;
+            double *acc = fin->doc_acc + pi->seq * dm;
+            for (size_t c = 0; c < dm; c++) acc[c] += bb->piece_sum[p * dm + c];
+            if (pi->to == end) doc_finish(m, acc, end, bb->piece_last + p * dm, seqs[pi->seq].doc_vector);
         }
         for (size_t p = 0; p < bb->n_pieces; p++) {
             for (size_t r = 0; r < E; r++) fin->acc[r] += bb->pool_mean[p * E + r];
@@ -216,7 +260,7 @@ static cq_status add_chunk(block_build *bb, const cq_ssm_seq *s, size_t q, size_
             !grow((void **)&bb->piece_off, &bb->cap_piece_off, bb->n_pieces + 2, sizeof *bb->piece_off))
             return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         if (!bb->n_pieces) bb->piece_off[0] = 0;
-        bb->pieces[bb->n_pieces] = (piece_info){.seq = q, .seg = k, .ends_segment = seg_end <= to};
+        bb->pieces[bb->n_pieces] = (piece_info){.seq = q, .seg = k, .ends_segment = seg_end <= to, .to = b};
         bb->piece_off[bb->n_pieces + 1] = bb->n_tokens + (b - from);
         bb->n_pieces++;
     }
@@ -235,7 +279,20 @@ cq_status cq_ssm_encode_tokens(cq_ssm_encoder *e, cq_ssm_seq *seqs, size_t n_seq
     cq_ssm_state **temp = calloc(n_seqs + 1, sizeof *temp);
     cq_status rc = CQ_OK;
     if (!fin.acc || !temp) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n_seqs && !rc; i++) bb.want_outputs |= seqs[i].outputs != NULL;
+    for (size_t i = 0; i < n_seqs && !rc; i++) {
+        bb.want_outputs |= seqs[i].outputs != NULL;
+        bb.want_doc |= seqs[i].doc_vector != NULL;
+    }
+    if (!rc && bb.want_doc) {
+        fin.doc_end = calloc(n_seqs, sizeof *fin.doc_end);
+        fin.doc_acc = calloc(n_seqs * (size_t)m->cfg.d_model, sizeof *fin.doc_acc);
+        if (!fin.doc_end || !fin.doc_acc) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < n_seqs; i++)
+            if (seqs[i].doc_vector) {
+                fin.doc_end[i] = doc_window_end(&seqs[i], m->doc_window);
+                memset(seqs[i].doc_vector, 0, (size_t)m->cfg.d_embed * sizeof(float));
+            }
+    }
     const size_t cap = e->block_tokens;
     for (size_t q = 0; q < n_seqs && !rc; q++) {
         cq_ssm_seq *s = &seqs[q];
@@ -276,6 +333,10 @@ cq_status cq_ssm_encode_tokens(cq_ssm_encoder *e, cq_ssm_seq *seqs, size_t n_seq
     for (size_t i = 0; temp && i < n_seqs; i++) cq_ssm_state_free(temp[i]);
     free(temp);
     free(fin.acc);
+    free(fin.doc_end);
+    free(fin.doc_acc);
+    free(bb.piece_sum);
+    free(bb.piece_last);
     free(bb.tokens);
     free(bb.chunks);
     free(bb.pieces);
@@ -342,8 +403,17 @@ cq_status cq_ssm_document_tokens(const cq_ssm_model *m, bool fresh, const char *
 
 cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
                                  const size_t *lens, size_t n_clauses, float *vectors, cq_err *err) {
+    return cq_ssm_encode_document_vec(e, state, clauses, lens, n_clauses, vectors, NULL, err);
+}
+
+cq_status cq_ssm_encode_document_vec(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
+                                     const size_t *lens, size_t n_clauses, float *vectors, float *doc_vector,
+                                     cq_err *err) {
     if (!state) return cq_err_set(err, CQ_ERR_INVALID, "encode_document needs a state");
-    if (!n_clauses) return CQ_OK;
+    if (!n_clauses) {
+        if (doc_vector) memset(doc_vector, 0, (size_t)e->m->cfg.d_embed * sizeof(float));
+        return CQ_OK;
+    }
     int32_t *ids = NULL;
     size_t n = 0;
     uint32_t *ends = malloc(n_clauses * sizeof *ends);
@@ -351,7 +421,7 @@ cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const c
     if (!rc) rc = cq_ssm_document_tokens(e->m, state->n_tokens == 0, clauses, lens, n_clauses, &ids, &n, ends, err);
     if (!rc) {
         cq_ssm_seq s = {.tokens = ids, .n_tokens = n, .segment_ends = ends, .n_segments = n_clauses,
-                        .state = state, .vectors = vectors};
+                        .state = state, .vectors = vectors, .doc_vector = doc_vector};
         rc = cq_ssm_encode_tokens(e, &s, 1, err);
     }
     free(ids);

@@ -73,6 +73,12 @@ void cq_ssm_model_free(cq_ssm_model *m);
 const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m);
 /* The weights' identity: the SHA-256 (hex) of ssm.safetensors. Stored vectors and states name it. */
 const char *cq_ssm_model_id(const cq_ssm_model *m);
+/* The document head (docs/SSM.md, "Document vectors"; issue 27), loaded with the weights when DIR holds
+ * doc_head.safetensors: the tokens of a document's start it reads (ssm.json "manifest"."doc_head"."window_tokens"),
+ * 0 when the weights have no head; and its identity (SHA-256 of doc_head.safetensors and the window, "" without),
+ * which stored document vectors name. */
+int cq_ssm_model_doc_window(const cq_ssm_model *m);
+const char *cq_ssm_model_doc_head_id(const cq_ssm_model *m);
 
 /* ---- tokenizer (cq-hash-v1, docs/SSM.md) ---- */
 
@@ -103,6 +109,11 @@ const char *cq_ssm_backend_name(cq_ssm_backend b);
  * clause is read as SEP + its tokens, and a new document starts with BOS. vectors: n_clauses × d_embed. */
 cq_status cq_ssm_encode_document(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
                                  const size_t *lens, size_t n_clauses, float *vectors, cq_err *err);
+/* The same, and with doc_vector (not NULL; the weights must have a document head, and state must be fresh) the
+ * document's vector too (d_embed floats; cq_ssm_seq.doc_vector). */
+cq_status cq_ssm_encode_document_vec(cq_ssm_encoder *e, cq_ssm_state *state, const char *const *clauses,
+                                     const size_t *lens, size_t n_clauses, float *vectors, float *doc_vector,
+                                     cq_err *err);
 
 /* The tokens cq_ssm_encode_document reads for these clauses: BOS first when fresh (a new document's state), then
  * SEP + each clause's tokens; ends[i] (n_clauses of them, the caller's) is where clause i ends. *ids is malloc'd.
@@ -128,6 +139,11 @@ typedef struct {
     cq_ssm_state *state;
     float *vectors;
     float *outputs;
+    /* Not NULL: the document's vector (d_embed) from its document head. The sequence must start the document
+     * (state NULL or fresh): its first segments, while they end within the head's window_tokens (at least the
+     * first), are pooled as train.py's doc_vectors pools them: v = normalize(doc_head.weight · [mean of their final
+     * outputs (BOS included); the last one's] + doc_head.bias). Zeros for a sequence without tokens. */
+    float *doc_vector;
 } cq_ssm_seq;
 
 cq_status cq_ssm_encode_tokens(cq_ssm_encoder *e, cq_ssm_seq *seqs, size_t n_seqs, cq_err *err);

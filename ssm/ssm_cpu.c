@@ -115,6 +115,15 @@ cq_status cq_ssm_ref_forward(const cq_ssm_model *m, const cq_ssm_block *b, cq_er
     }
     for (size_t t = 0; t < T; t++) rmsnorm(x + t * dm, m->norm_f, dm, cfg->norm_eps, xn + t * dm);
     if (b->outputs) memcpy(b->outputs, xn, T * dm * sizeof(float));
+    for (size_t p = 0; b->piece_sum && p < b->n_pieces; p++) {
+        size_t a = b->piece_off[p], e = b->piece_off[p + 1];
+        for (int c = 0; c < dm; c++) {
+            float sum = 0;
+            for (size_t t = a; t < e; t++) sum += xn[t * dm + c];
+            b->piece_sum[p * dm + c] = sum;
+            b->piece_last[p * dm + c] = xn[(e - 1) * dm + c];
+        }
+    }
 
     for (size_t p = 0; p < b->n_pieces; p++) {
         size_t a = b->piece_off[p], e = b->piece_off[p + 1];

@@ -497,6 +497,10 @@ cq_status cq_ssm_cpu_forward(cq_ssm_cpu *c, const cq_ssm_block *b, cq_err *err) 
             for (size_t i = 0; i < dm; i++) s[i] += c->xn[t * dm + i];
         memcpy(c->plast + p * dm, c->xn + (b->piece_off[p + 1] - 1) * dm, dm * sizeof(float));
     }
+    if (b->piece_sum) {
+        memcpy(b->piece_sum, c->psum, P * dm * sizeof(float));
+        memcpy(b->piece_last, c->plast, P * dm * sizeof(float));
+    }
     gemm(c, c->psum, dm, P, &c->pool_mean, b->pool_mean, (size_t)m->cfg.d_embed, 0);
     gemm(c, c->plast, dm, P, &c->pool_last, b->pool_last, (size_t)m->cfg.d_embed, 0);
     return CQ_OK;

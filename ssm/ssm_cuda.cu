@@ -597,6 +597,9 @@ extern "C" cq_status cq_ssm_cuda_forward(cq_ssm_cuda *c, const cq_ssm_block *b, 
         cudaError_t e = cudaMemcpyAsync(b->pool_mean, c->pool_mean, P * E * sizeof(float), cudaMemcpyDeviceToHost, st);
         if (!e) e = cudaMemcpyAsync(b->pool_last, c->pool_last, P * E * sizeof(float), cudaMemcpyDeviceToHost, st);
         if (!e && b->outputs) e = cudaMemcpyAsync(b->outputs, c->xn, T * dm * sizeof(float), cudaMemcpyDeviceToHost, st);
+        if (!e && b->piece_sum) e = cudaMemcpyAsync(b->piece_sum, c->psum, P * dm * sizeof(float), cudaMemcpyDeviceToHost, st);
+        if (!e && b->piece_sum)
+            e = cudaMemcpyAsync(b->piece_last, c->plast, P * dm * sizeof(float), cudaMemcpyDeviceToHost, st);
         for (size_t s = 0; !e && s < b->n_seq; s++)
             if (slots[s] >= 0) {
                 e = cudaMemcpyAsync(b->states[s]->conv, c->conv_state + slots[s] * conv_per, conv_per * sizeof(float),

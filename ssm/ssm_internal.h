@@ -45,6 +45,12 @@ struct cq_ssm_model {
     const float *pool_w;    /* (d_embed, 2*d_model)  columns 0..d_model-1 take the mean, the rest the last */
     const float *pool_b;    /* (d_embed) */
     float *arena;           /* every tensor above, as F32 */
+    /* document head (doc_head.safetensors; docs/SSM.md "Document vectors"), or doc_w NULL and doc_window 0 */
+    const float *doc_w;     /* (d_embed, 2*d_model)  columns 0..d_model-1 take the mean, the rest the last */
+    const float *doc_b;     /* (d_embed) */
+    int doc_window;         /* tokens of the document's start read */
+    char doc_id[65];        /* SHA-256 of doc_head.safetensors followed by ":<window>" */
+    float *doc_arena;
 };
 
 /* conv holds the last K-1 inputs of each layer's conv, oldest first; h the scan state. Both start at zero. */
@@ -74,6 +80,8 @@ typedef struct {
     float *pool_mean;        /* n_pieces × d_embed */
     float *pool_last;        /* n_pieces × d_embed */
     float *outputs;          /* optional: T × d_model */
+    float *piece_sum;        /* optional (document vectors): n_pieces × d_model, sum_{t in p} o_t */
+    float *piece_last;       /* optional, with piece_sum: n_pieces × d_model, o_{end-1} */
 } cq_ssm_block;
 
 /* The network's input rows x0 (n × d_model) of tokens: the embedding table's rows, or with an external vocabulary

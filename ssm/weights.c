@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/safetensors.h"
@@ -218,6 +219,84 @@ done:
     return rc;
 }
 
+/* The document head (docs/SSM.md, "Document vectors"): DIR/doc_head.safetensors, when there, with its window from
+ * the config's "manifest"."doc_head"."window_tokens" (train.py's export_doc_head). Absent: no head, no error. */
+#define CQ_SSM_DOC_HEAD_FILE "doc_head.safetensors"
+#define CQ_SSM_MAX_DOC_WINDOW (1 << 24)
+
+/* out = the hex SHA-256 of the bytes data[0..n) followed by the string tail (an id naming weights and what they
+ * were read with). */
+static void sha256_hex_with(const void *data, size_t n, const char *tail, char out[65]) {
+    cq_sha256 h;
+    unsigned char d[32];
+    cq_sha256_init(&h);
+    cq_sha256_update(&h, data, n);
+    cq_sha256_update(&h, tail, strlen(tail));
+    cq_sha256_final(&h, d);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static cq_status load_doc_head(cq_ssm_model *m, const char *dir, const char *config_text, cq_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" CQ_SSM_DOC_HEAD_FILE, dir);
+    if (access(path, F_OK)) return CQ_OK;
+    const cq_ssm_config *c = &m->cfg;
+    cq_status rc = CQ_OK;
+    cJSON *root = cJSON_Parse(config_text);
+    const cJSON *man = cJSON_GetObjectItemCaseSensitive(root, "manifest");
+    const cJSON *head = cJSON_GetObjectItemCaseSensitive(man, "doc_head");
+    int window = 0;
+    if (c->bidirectional)
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "%s: a document head needs a unidirectional encoder", path);
+    else if (!cJSON_IsObject(head))
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "%s is there but ssm.json has no \"manifest\".\"doc_head\" (its "
+                        "window_tokens): export the weights and the head together (train.py --doc-head)", path);
+    else if ((rc = config_int(head, "window_tokens", 1, CQ_SSM_MAX_DOC_WINDOW, &window, err)))
+        cq_err_prefix(err, "ssm.json \"manifest\".\"doc_head\": ");
+    cJSON_Delete(root);
+    if (rc) return rc;
+    char *buf = NULL;
+    size_t len = 0;
+    if ((rc = cq_file_read(path, CQ_SSM_MAX_WEIGHTS_BYTES, &buf, &len, err))) return rc;
+    cq_safetensors st;
+    if ((rc = cq_safetensors_parse(buf, len, &st, err))) {
+        free(buf);
+        return cq_err_prefix(err, "%s: ", path);
+    }
+    tensor_spec specs[2];
+    size_t n_specs = 0;
+    add_spec(specs, &n_specs, "doc_head.weight", &m->doc_w, 2, c->d_embed, 2 * c->d_model, 0);
+    add_spec(specs, &n_specs, "doc_head.bias", &m->doc_b, 1, c->d_embed, 0, 0);
+    m->doc_arena = malloc((spec_numel(&specs[0]) + spec_numel(&specs[1])) * sizeof(float));
+    if (!m->doc_arena) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    size_t off = 0;
+    for (size_t i = 0; i < n_specs && !rc; i++) {
+        const cq_st_tensor *t = cq_safetensors_find(&st, specs[i].name);
+        if (!t) rc = cq_err_set(err, CQ_ERR_FORMAT, "missing tensor %s", specs[i].name);
+        else rc = read_tensor(t, &specs[i], m->doc_arena + off, err);
+        off += spec_numel(&specs[i]);
+    }
+    for (size_t k = 0; k < st.n && !rc; k++)
+        if (strcmp(st.tensors[k].name, "doc_head.weight") && strcmp(st.tensors[k].name, "doc_head.bias"))
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "unexpected tensor %s", st.tensors[k].name);
+    for (size_t i = 0; !rc && i < (size_t)c->d_embed * (2 * (size_t)c->d_model + 1); i++)
+        if (!isfinite(m->doc_arena[i])) rc = cq_err_set(err, CQ_ERR_FORMAT, "a document head weight is not finite");
+    if (!rc) {
+        m->doc_w = m->doc_arena;
+        m->doc_b = m->doc_arena + spec_numel(&specs[0]);
+        m->doc_window = window;
+        char tail[32];
+        snprintf(tail, sizeof tail, ":%d", window);
+        sha256_hex_with(buf, len, tail, m->doc_id);
+    } else {
+        m->doc_w = m->doc_b = NULL;
+        if (err && !strstr(err->msg, CQ_SSM_DOC_HEAD_FILE)) cq_err_prefix(err, "%s: ", path);
+    }
+    cq_safetensors_free(&st);
+    free(buf);
+    return rc;
+}
+
 /* The external vocabulary against what the config says the weights were trained on. */
 static cq_status check_vocab(const cq_ssm_config *c, const char *table_id, const cq_ssm_vocab *v, cq_err *err) {
     if (!c->token_embd_dim) return CQ_OK;
@@ -282,17 +361,18 @@ cq_status cq_ssm_model_load_vocab(const char *dir, const cq_ssm_vocab *vocab, cq
             } else if (m->vocab && (rc = cq_ssm_row_cache_new(m, err))) {
                 ;
             } else if (m->vocab) { /* the vectors depend on the table as much as on these weights */
-                cq_sha256 h;
-                unsigned char d[32];
-                cq_sha256_init(&h);
-                cq_sha256_update(&h, text, len);
-                cq_sha256_update(&h, table_id, strlen(table_id));
-                cq_sha256_final(&h, d);
-                for (int i = 0; i < 32; i++) snprintf(m->id + 2 * i, 3, "%02x", d[i]);
+                sha256_hex_with(text, len, table_id, m->id);
             } else {
                 cq_sha256_hex(text, len, m->id);
             }
         }
+        free(text);
+        text = NULL;
+    }
+    if (!rc) { /* the document head, beside the weights when trained with one */
+        snprintf(path, sizeof path, "%s/ssm.json", dir);
+        rc = cq_file_read(path, CQ_SSM_MAX_CONFIG_BYTES, &text, &len, err);
+        if (!rc) rc = load_doc_head(m, dir, text, err);
         free(text);
     }
     if (rc) {
@@ -309,9 +389,12 @@ void cq_ssm_model_free(cq_ssm_model *m) {
     cq_ssm_row_cache_free(m);
     free(m->layers);
     free(m->arena);
+    free(m->doc_arena);
     free(m);
 }
 
 const cq_ssm_config *cq_ssm_model_config(const cq_ssm_model *m) { return &m->cfg; }
 
 const char *cq_ssm_model_id(const cq_ssm_model *m) { return m->id; }
+int cq_ssm_model_doc_window(const cq_ssm_model *m) { return m->doc_w ? m->doc_window : 0; }
+const char *cq_ssm_model_doc_head_id(const cq_ssm_model *m) { return m->doc_w ? m->doc_id : ""; }

@@ -259,50 +259,9 @@ void cq_clause_row_free(cq_clause_row *c) {
     memset(c, 0, sizeof *c);
 }
 
-cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
-    cq_db_stmt *st;
-    memset(out, 0, sizeof *out);
-    if (cq_db_query(cq_store_conn(s), "get clause", &st, err,
-                    "SELECT c.id, c.doc_id, d.name, d.title, c.kind, c.label, c.label_key, c.path, c.text, "
-                    "c.page_first, c.page_last, c.boxes FROM clauses c JOIN documents d ON d.id = c.doc_id "
-                    "WHERE c.id = ?1",
-                    "i", clause_id))
-        return err->code;
-    int step = cq_db_step(st, "get clause", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
-    if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no clause with id %lld", (long long)clause_id);
-    if (step == CQ_DB_ROW) {
-        out->id = cq_db_col_int(st, 0);
-        out->doc_id = cq_db_col_int(st, 1);
-        out->doc_name = cq_db_col_strdup(st, 2);
-        out->doc_title = cq_db_col_strdup(st, 3);
-        out->kind = (int)cq_db_col_int(st, 4);
-        out->label = cq_db_col_strdup(st, 5);
-        out->label_key = cq_db_col_strdup(st, 6);
-        out->path = cq_db_col_strdup(st, 7);
-        out->text = cq_db_col_strdup(st, 8);
-        out->page_first = (int)cq_db_col_int(st, 9);
-        out->page_last = (int)cq_db_col_int(st, 10);
-        size_t bytes = 0;
-        const void *boxes = cq_db_col_blob(st, 11, &bytes);
-        bool boxes_ok = true;
-        if (bytes >= sizeof(cq_store_box)) {
-            out->n_boxes = bytes / sizeof(cq_store_box);
-            out->boxes = malloc(out->n_boxes * sizeof(cq_store_box));
-            if (out->boxes) memcpy(out->boxes, boxes, out->n_boxes * sizeof(cq_store_box));
-            else boxes_ok = false, out->n_boxes = 0;
-        }
-        if (!out->doc_name || !out->path || !out->text || !boxes_ok || (!out->doc_title && !cq_db_col_null(st, 3)) ||
-            (!out->label && !cq_db_col_null(st, 5)) || (!out->label_key && !cq_db_col_null(st, 6))) {
-            cq_clause_row_free(out);
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
-    }
-    cq_db_finalize(st);
-    return rc;
-}
+#define CLAUSE_COLUMNS "c.id, c.doc_id, c.kind, c.label, c.label_key, c.path, c.text, c.page_first, c.page_last"
 
-/* A row of cq_store_doc_clauses' statement. */
+/* A row of CLAUSE_COLUMNS (cq_store_doc_clauses' statement). */
 static bool clause_read(cq_db_stmt *st, void *row) {
     cq_clause_row *c = row;
     c->id = cq_db_col_int(st, 0);
@@ -321,11 +280,34 @@ static bool clause_read(cq_db_stmt *st, void *row) {
 }
 static void clause_drop(void *row) { cq_clause_row_free(row); }
 
+/* CLAUSE_COLUMNS, then its document's name and title and its boxes (cq_store_clause_get's statement). */
+static bool clause_read_whole(cq_db_stmt *st, void *row) {
+    cq_clause_row *c = row;
+    if (!clause_read(st, c)) return false;
+    c->doc_name = cq_db_col_strdup(st, 9);
+    c->doc_title = cq_db_col_strdup(st, 10);
+    size_t bytes = 0;
+    const void *boxes = cq_db_col_blob(st, 11, &bytes);
+    c->n_boxes = bytes / sizeof(cq_store_box);
+    if (c->n_boxes && (c->boxes = malloc(c->n_boxes * sizeof(cq_store_box))))
+        memcpy(c->boxes, boxes, c->n_boxes * sizeof(cq_store_box));
+    if (c->doc_name && (c->doc_title || cq_db_col_null(st, 10)) && (c->boxes || !c->n_boxes)) return true;
+    cq_clause_row_free(c);
+    return false;
+}
+
+cq_status cq_store_clause_get(cq_store *s, int64_t clause_id, cq_clause_row *out, cq_err *err) {
+    cq_status rc = cq_db_one(cq_store_conn(s), "get clause", clause_read_whole, out, sizeof *out, err,
+                             "SELECT " CLAUSE_COLUMNS ", d.name, d.title, c.boxes FROM clauses c "
+                             "JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1",
+                             "i", clause_id);
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_set(err, rc, "no clause with id %lld", (long long)clause_id);
+    return rc;
+}
+
 cq_status cq_store_doc_clauses(cq_store *s, int64_t doc_id, cq_clause_row **out, size_t *n, cq_err *err) {
     return cq_db_list(cq_store_conn(s), "read clauses", sizeof **out, clause_read, clause_drop, (void **)out, n, err,
-                      "SELECT id, doc_id, kind, label, label_key, path, text, page_first, page_last FROM clauses "
-                      "WHERE doc_id = ?1 ORDER BY ord",
-                      "i", doc_id);
+                      "SELECT " CLAUSE_COLUMNS " FROM clauses c WHERE c.doc_id = ?1 ORDER BY c.ord", "i", doc_id);
 }
 
 /* ---- searching a document's clauses (the citation viewer) ------------------------------------------------- */

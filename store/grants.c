@@ -2,6 +2,7 @@
 #include "store/grants.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -116,14 +117,11 @@ cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, co
     return rc;
 }
 
-cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, const char *stored, bool current,
-                         char out[CQ_GRANT_BYTES], bool *gone, cq_err *err) {
-    out[0] = 0;
+cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, bool current, char kb[CQ_GRANT_BYTES],
+                         bool *gone, cq_err *err) {
     if (gone) *gone = false;
-    if (!stored || !*stored || !strcmp(stored, "*")) {
-        snprintf(out, CQ_GRANT_BYTES, "%s", stored ? stored : "");
-        return CQ_OK;
-    }
+    if (!*kb || !strcmp(kb, "*")) return CQ_OK;
+    kb[0] = 0;
     cq_db_stmt *st;
     if (cq_db_query(db, "read grants", &st, err,
                     "SELECT g.kb, CASE WHEN b.id IS NULL THEN 0 ELSE 1 END FROM kb_grants g "
@@ -137,9 +135,9 @@ cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, con
         alive += exists;
         if (current && !exists) continue;
         const char *name = cq_db_col_text(st, 0);
-        int w = snprintf(out + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", name ? name : "");
+        int w = snprintf(kb + len, CQ_GRANT_BYTES - len, "%s%s", len ? "," : "", name ? name : "");
         if (w > 0 && (size_t)w < CQ_GRANT_BYTES - len) len += (size_t)w;
-        else out[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
+        else kb[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
     }
     cq_db_finalize(st);
     if (step < 0) return err->code;
@@ -166,4 +164,43 @@ bool cq_grant_allows(cq_key_role role, const char *kbs, cq_key_role need, const 
     if (role == CQ_ROLE_ADMIN) return true;
     if (need == CQ_ROLE_ADMIN || !kb_name || !kbs || !*kbs) return false;
     return cq_grant_has(kbs, kb_name) && role >= need;
+}
+
+/* ---- what keys, users and groups share ---------------------------------------------------------------------- */
+
+#define FIELD(info, off, type) ((type *)((char *)(info) + (off)))
+
+void cq_principal_from_row(const cq_principal_layout *l, cq_db_stmt *st, void *info) {
+    *FIELD(info, l->id, int64_t) = cq_db_col_int(st, 0);
+    cq_db_col_copy(st, 1, FIELD(info, l->name, char), l->name_bytes);
+    *FIELD(info, l->role, cq_key_role) = cq_key_role_parse(cq_db_col_text(st, 2));
+    cq_db_col_copy(st, 3, FIELD(info, l->kb, char), CQ_GRANT_BYTES);
+    *FIELD(info, l->created_at, int64_t) = cq_db_col_int(st, 4);
+}
+
+void cq_principal_set(const cq_principal_layout *l, void *info, int64_t id, const char *name, cq_key_role role,
+                      const char *grant, int64_t now) {
+    memset(info, 0, l->size);
+    *FIELD(info, l->id, int64_t) = id;
+    snprintf(FIELD(info, l->name, char), l->name_bytes, "%s", name);
+    *FIELD(info, l->role, cq_key_role) = role;
+    snprintf(FIELD(info, l->kb, char), CQ_GRANT_BYTES, "%s", grant);
+    *FIELD(info, l->created_at, int64_t) = now;
+}
+
+cq_status cq_principal_list(cq_db *db, const cq_principal_layout *l, const char *what,
+                            bool (*read)(cq_db_stmt *st, void *elem), const char *sql, void **out, size_t *n,
+                            cq_err *err) {
+    cq_status rc = cq_db_list(db, what, l->size, read, NULL, out, n, err, sql, "");
+    for (size_t i = 0; i < *n && !rc; i++) {
+        char *info = (char *)*out + i * l->size;
+        rc = cq_grants_read(db, l->subject, *FIELD(info, l->id, int64_t), false, FIELD(info, l->kb, char),
+                            FIELD(info, l->kb_gone, bool), err);
+    }
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
 }

@@ -41,12 +41,12 @@ cq_status cq_grants_check(cq_key_role role, const char *kbs, const char *what, c
  * caller rolls back. "" and "*" write no rows. Call inside a transaction. */
 cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, const char *kbs, cq_err *err);
 
-/* Reads the grant of subject_id whose stored form (api_keys.kb, users.kb) is stored: "" and "*" as they are;
- * otherwise out gets the granted KBs' names, those that exist now when current (authorisation), all of them as
- * granted otherwise (listings); *gone (may be NULL) is set when none of them exists any more (the grant reaches
- * nothing). */
-cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, const char *stored, bool current,
-                         char out[CQ_GRANT_BYTES], bool *gone, cq_err *err);
+/* Reads the grant of subject_id into kb, which holds its stored form (api_keys.kb, users.kb, groups.kb): "" and "*"
+ * stay as they are; otherwise kb gets the granted KBs' names, those that exist now when current (authorisation), all
+ * of them as granted otherwise (listings); *gone (may be NULL) is set when none of them exists any more (the grant
+ * reaches nothing). */
+cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, bool current, char kb[CQ_GRANT_BYTES],
+                         bool *gone, cq_err *err);
 
 /* Removes subject_id's rows (a user removed). */
 cq_status cq_grants_remove(cq_db *db, const char *subject, int64_t subject_id, cq_err *err);
@@ -58,5 +58,31 @@ bool cq_grant_allows(cq_key_role role, const char *kbs, cq_key_role need, const 
 
 /* Whether the grant list kbs names kb ("*" names every KB). */
 bool cq_grant_has(const char *kbs, const char *kb);
+
+/* ---- what keys, users and groups share ---- */
+/* Where an info struct of a key, user or group (cq_key_info, cq_user_info, cq_group_info) keeps the fields all three
+ * have, by offsetof (CQ_PRINCIPAL_LAYOUT): the helpers below read and fill them for any of the three. */
+typedef struct {
+    const char *subject; /* "key" | "user" | "group": the grants' subject */
+    size_t size, id, name, name_bytes, role, kb, kb_gone, created_at;
+} cq_principal_layout;
+#define CQ_PRINCIPAL_LAYOUT(type, subject)                                                                          \
+    {subject, sizeof(type), offsetof(type, id), offsetof(type, name), sizeof(((type *)0)->name),                      \
+     offsetof(type, role), offsetof(type, kb), offsetof(type, kb_gone), offsetof(type, created_at)}
+
+/* The columns of those fields in their table aliased t (a string literal), CQ_PRINCIPAL_NCOLS of them. */
+#define CQ_PRINCIPAL_COLUMNS(t) t ".id, " t ".name, " t ".role, coalesce(" t ".kb, ''), " t ".created_at, "
+#define CQ_PRINCIPAL_NCOLS 5
+
+/* Reads CQ_PRINCIPAL_COLUMNS from the row's first column into info (the kb as stored, before cq_grants_read). */
+void cq_principal_from_row(const cq_principal_layout *l, cq_db_stmt *st, void *info);
+/* A principal just made: info zeroed, then its id, name, role, grant (as stored) and created_at. */
+void cq_principal_set(const cq_principal_layout *l, void *info, int64_t id, const char *name, cq_key_role role,
+                      const char *grant, int64_t now);
+/* Every row of sql (no placeholders) through read into *out (*n of them), each with its grant as granted
+ * (cq_grants_read, not current): nothing kept on a failure. */
+cq_status cq_principal_list(cq_db *db, const cq_principal_layout *l, const char *what,
+                            bool (*read)(cq_db_stmt *st, void *elem), const char *sql, void **out, size_t *n,
+                            cq_err *err);
 
 #endif

@@ -10,160 +10,85 @@
 
 bool cq_group_name_valid(const char *name) { return cq_user_name_valid(name); }
 
-static cq_status name_check(const char *name, cq_err *err) {
-    if (!cq_group_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid group name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', "
-                          "'_', '.' or '@'",
-                          name ? name : "");
-    return CQ_OK;
-}
-
+static const cq_principal_layout GROUP = CQ_PRINCIPAL_LAYOUT(cq_group_info, "group");
 #define GROUP_COLUMNS                                                                                               \
-    "g.id, g.name, g.role, coalesce(g.kb, ''), g.created_at, g.updated_at, "                                        \
-    "(SELECT count(*) FROM group_members m WHERE m.group_id = g.id) "
+    CQ_PRINCIPAL_COLUMNS("g") "g.updated_at, (SELECT count(*) FROM group_members m WHERE m.group_id = g.id) "
 
 static bool group_from_row(cq_db_stmt *st, void *elem) {
     cq_group_info *g = elem;
-    g->id = cq_db_col_int(st, 0);
-    cq_db_col_copy(st, 1, g->name, sizeof g->name);
-    g->role = cq_key_role_parse(cq_db_col_text(st, 2));
-    cq_db_col_copy(st, 3, g->kb, sizeof g->kb);
-    g->created_at = cq_db_col_int(st, 4);
-    g->updated_at = cq_db_col_int(st, 5);
-    g->members = cq_db_col_int(st, 6);
+    cq_principal_from_row(&GROUP, st, g);
+    g->updated_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS);
+    g->members = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS + 1);
     return true;
-}
-
-static cq_status group_grant(cq_db *db, cq_group_info *g, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", g->kb);
-    return cq_grants_read(db, "group", g->id, stored, false, g->kb, &g->kb_gone, err);
-}
-
-static cq_status group_find(cq_db *db, const char *name, cq_group_info *g, cq_err *err) {
-    cq_status rc = cq_db_one(db, "find group", group_from_row, g, sizeof *g, err,
-                             "SELECT " GROUP_COLUMNS "FROM groups g WHERE g.name = ?1", "t", name);
-    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no group named '%s'", name ? name : "") : rc;
-}
-
-static cq_status user_id_of(cq_db *db, const char *name, int64_t *id, cq_err *err) {
-    cq_status rc = cq_db_int(db, "find user", id, err, "SELECT id FROM users WHERE name = ?1", "t", name);
-    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no user named '%s'", name ? name : "") : rc;
 }
 
 cq_status cq_store_group_add(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_group_info *info,
                              cq_err *err) {
     char grant[CQ_GRANT_BYTES];
-    if (name_check(name, err) || cq_grants_check(role, kbs, "group", grant, err)) return err->code;
-    cq_db *db = cq_store_conn(s);
-    int64_t now = (int64_t)time(NULL), id = 0;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc)
-        rc = cq_db_int(db, "add group", &id, err,
-                       "INSERT INTO groups(name, role, kb, created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?4) "
-                       "RETURNING id",
-                       "ttti", name, cq_key_role_name(role), grant[0] ? grant : NULL, now);
-    if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a group named '%s' exists already", name);
-    if (!rc) rc = cq_grants_write(db, "group", id, grant, err);
-    rc = cq_db_end(db, own, rc, err);
-    if (rc) return rc;
-    if (info) {
-        memset(info, 0, sizeof *info);
-        info->id = id;
-        snprintf(info->name, sizeof info->name, "%s", name);
-        info->role = role;
-        snprintf(info->kb, sizeof info->kb, "%s", grant);
-        info->created_at = info->updated_at = now;
-    }
-    return CQ_OK;
-}
-
-cq_status cq_store_group_list(cq_store *s, cq_group_info **out, size_t *n, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_status rc = cq_db_list(db, "list groups", sizeof **out, group_from_row, NULL, (void **)out, n, err,
-                              "SELECT " GROUP_COLUMNS "FROM groups g ORDER BY g.id", "");
-    for (size_t i = 0; i < *n && !rc; i++) rc = group_grant(db, &(*out)[i], err);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
+    if (cq_principal_name_check(name, "group", err) || cq_grants_check(role, kbs, "group", grant, err)) return err->code;
+    int64_t now = (int64_t)time(NULL);
+    cq_status rc = cq_principal_insert(s, &GROUP, name, role, grant, now, info, err,
+                                       "INSERT INTO groups(name, role, kb, created_at, updated_at) "
+                                       "VALUES(?1, ?2, ?3, ?4, ?4) RETURNING id",
+                                       "ttti", name, cq_key_role_name(role), grant[0] ? grant : NULL, now);
+    if (!rc && info) info->updated_at = now;
     return rc;
 }
 
+cq_status cq_store_group_list(cq_store *s, cq_group_info **out, size_t *n, cq_err *err) {
+    return cq_principal_list(cq_store_conn(s), &GROUP, "list groups", group_from_row,
+                             "SELECT " GROUP_COLUMNS "FROM groups g ORDER BY g.id", (void **)out, n, err);
+}
+
 cq_status cq_store_group_get(cq_store *s, const char *name, cq_group_info *out, cq_err *err) {
-    memset(out, 0, sizeof *out);
     cq_db *db = cq_store_conn(s);
-    if (group_find(db, name, out, err)) return err->code;
-    return group_grant(db, out, err);
+    cq_status rc = cq_db_one(db, "find group", group_from_row, out, sizeof *out, err,
+                             "SELECT " GROUP_COLUMNS "FROM groups g WHERE g.name = ?1", "t", name);
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "no group named '%s'", name ? name : "");
+    return rc ? rc : cq_grants_read(db, GROUP.subject, out->id, false, out->kb, &out->kb_gone, err);
 }
 
 cq_status cq_store_group_set(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_err *err) {
-    char grant[CQ_GRANT_BYTES];
-    if (cq_grants_check(role, kbs, "group", grant, err)) return err->code;
-    cq_db *db = cq_store_conn(s);
-    cq_group_info g;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = group_find(db, name, &g, err);
-    if (!rc)
-        rc = cq_db_run(db, "change group", NULL, err,
-                       "UPDATE groups SET role = ?2, kb = ?3, updated_at = ?4 WHERE id = ?1", "itti", g.id,
-                       cq_key_role_name(role), grant[0] ? grant : NULL, (int64_t)time(NULL));
-    if (!rc) rc = cq_grants_write(db, "group", g.id, grant, err);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_grant(s, "group", name, role, kbs, err);
 }
 
 cq_status cq_store_group_remove(cq_store *s, const char *name, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_group_info g;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = group_find(db, name, &g, err);
-    if (!rc) rc = cq_db_run(db, "remove group", NULL, err, "DELETE FROM group_members WHERE group_id = ?1", "i", g.id);
-    if (!rc) rc = cq_grants_remove(db, "group", g.id, err);
-    if (!rc) rc = cq_db_run(db, "remove group", NULL, err, "DELETE FROM groups WHERE id = ?1", "i", g.id);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_remove(s, "group", name, NULL, err);
 }
 
-cq_status cq_store_group_member_add(cq_store *s, const char *group, const char *user, cq_err *err) {
+/* Puts user into group (add) or takes the user out. */
+static cq_status membership(cq_store *s, const char *group, const char *user, bool add, cq_err *err) {
     cq_db *db = cq_store_conn(s);
-    cq_group_info g;
-    int64_t uid = 0, changed = 0;
+    int64_t gid = 0, uid = 0, changed = 0;
     bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = group_find(db, group, &g, err);
-    if (!rc) rc = user_id_of(db, user, &uid, err);
+    cq_status rc = cq_principal_begin(db, "group", group, &gid, &own, err);
+    if (!rc) rc = cq_principal_id(db, "user", user, &uid, err);
+    if (!rc && !add) {
+        rc = cq_db_run(db, "remove member", &changed, err,
+                       "DELETE FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", gid, uid);
+        if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "%s is not in group '%s'", user, group);
+    }
     /* a membership from the directory becomes local: it stays when the directory drops it */
-    if (!rc)
+    if (!rc && add)
         rc = cq_db_run(db, "add member", &changed, err,
                        "UPDATE group_members SET source = 'local' WHERE group_id = ?1 AND user_id = ?2 AND "
                        "source <> 'local'",
-                       "ii", g.id, uid);
-    if (!rc && !changed) {
+                       "ii", gid, uid);
+    if (!rc && add && !changed) {
         rc = cq_db_run(db, "add member", NULL, err,
-                       "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'local')", "ii", g.id, uid);
+                       "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'local')", "ii", gid, uid);
         if (rc == CQ_ERR_EXISTS)
             cq_err_set(err, CQ_ERR_EXISTS, "%s is in group '%s' already", user, group);
     }
     return cq_db_end(db, own, rc, err);
 }
 
+cq_status cq_store_group_member_add(cq_store *s, const char *group, const char *user, cq_err *err) {
+    return membership(s, group, user, true, err);
+}
+
 cq_status cq_store_group_member_remove(cq_store *s, const char *group, const char *user, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_group_info g;
-    int64_t uid = 0, changed = 0;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = group_find(db, group, &g, err);
-    if (!rc) rc = user_id_of(db, user, &uid, err);
-    if (!rc)
-        rc = cq_db_run(db, "remove member", &changed, err,
-                       "DELETE FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", g.id, uid);
-    if (!rc && !changed) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "%s is not in group '%s'", user, group);
-    return cq_db_end(db, own, rc, err);
+    return membership(s, group, user, false, err);
 }
 
 static bool member_from_row(cq_db_stmt *st, void *elem) {
@@ -177,12 +102,12 @@ cq_status cq_store_group_members(cq_store *s, const char *group, cq_group_member
     *out = NULL;
     *n = 0;
     cq_db *db = cq_store_conn(s);
-    cq_group_info g;
-    if (group_find(db, group, &g, err)) return err->code;
+    int64_t id = 0;
+    if (cq_principal_id(db, "group", group, &id, err)) return err->code;
     return cq_db_list(db, "list members", sizeof **out, member_from_row, NULL, (void **)out, n, err,
                       "SELECT u.name, m.source FROM group_members m JOIN users u ON u.id = m.user_id "
                       "WHERE m.group_id = ?1 ORDER BY u.name",
-                      "i", g.id);
+                      "i", id);
 }
 
 cq_status cq_store_user_groups(cq_store *s, int64_t user_id, char *out, size_t cap, cq_err *err) {
@@ -215,9 +140,9 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
         rc = cq_db_run(db, "directory groups", NULL, err,
                        "DELETE FROM group_members WHERE user_id = ?1 AND source = 'ldap'", "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
-        cq_group_info g;
+        int64_t gid = 0;
         cq_err lookup = {0};
-        cq_status found = group_find(db, names[i], &g, &lookup);
+        cq_status found = cq_principal_id(db, "group", names[i], &gid, &lookup);
         if (found == CQ_ERR_NOT_FOUND) {
             if (missing) (*missing)++;
             continue;
@@ -230,10 +155,10 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
         /* a local membership of the same group stays as it is */
         int64_t there = 0;
         rc = cq_db_int(db, "directory groups", &there, err,
-                       "SELECT count(*) FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", g.id, user_id);
+                       "SELECT count(*) FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", gid, user_id);
         if (!rc && !there)
             rc = cq_db_run(db, "directory groups", NULL, err,
-                           "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap')", "ii", g.id,
+                           "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap')", "ii", gid,
                            user_id);
     }
     return cq_db_end(db, own, rc, err);
@@ -285,12 +210,11 @@ cq_status cq_groups_effective(cq_db *db, int64_t user_id, cq_key_role *role, cha
                               "ON g.id = m.group_id WHERE m.user_id = ?1 ORDER BY g.id",
                               "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
-        char now[CQ_GRANT_BYTES];
         if (rows[i].role == CQ_ROLE_NONE) continue;
-        rc = cq_grants_read(db, "group", rows[i].id, rows[i].kb, true, now, NULL, err);
+        rc = cq_grants_read(db, "group", rows[i].id, true, rows[i].kb, NULL, err);
         if (rc) break;
         if (rows[i].role > *role) *role = rows[i].role;
-        (void)cq_grant_union(kb, now); /* 16 KBs a grant: a union too long keeps the first ones */
+        (void)cq_grant_union(kb, rows[i].kb); /* 16 KBs a grant: a union too long keeps the first ones */
     }
     free(rows);
     if (!rc && *role == CQ_ROLE_ADMIN) kb[0] = 0;

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -11,53 +10,49 @@
 #include "core/sha256.h"
 #include "db/db.h"
 #include "db/dialect.h"
+#include "store/users.h"
 
 int cq_key_allows(const cq_key_info *key, cq_key_role need, const char *kb_name) {
     if (!key || (key->kb_gone && key->role != CQ_ROLE_ADMIN)) return 0;
     return cq_grant_allows(key->role, key->kb, need, kb_name);
 }
 
-cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
-    unsigned char bytes[32];
-    size_t need = (n_hex + 1) / 2, got = 0;
-    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
-    while (got < need) {
-        ssize_t r = getrandom(bytes + got, need - got, 0);
+cq_status cq_random_bytes(void *out, size_t n, cq_err *err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((unsigned char *)out + got, n - got, 0);
         if (r < 0) {
             if (errno == EINTR) continue;
-            return cq_err_set(err, CQ_ERR_IO, "no random bytes for the key: %s", strerror(errno));
+            return cq_err_set(err, CQ_ERR_IO, "no random bytes: %s", strerror(errno));
         }
         got += (size_t)r;
     }
+    return CQ_OK;
+}
+
+cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
+    unsigned char bytes[32];
+    size_t need = (n_hex + 1) / 2;
+    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
+    if (cq_random_bytes(bytes, need, err)) return err->code;
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < n_hex; i++) out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
     out[n_hex] = 0;
     return CQ_OK;
 }
 
+static const cq_principal_layout KEY = CQ_PRINCIPAL_LAYOUT(cq_key_info, "key");
 /* The key's columns; its KBs are read apart (cq_grants_read). */
 #define KEY_COLUMNS                                                                                                 \
-    "k.id, k.name, k.prefix, k.role, coalesce(k.kb, ''), k.created_at, coalesce(k.last_used_at, 0), "               \
-    "coalesce(k.revoked_at, 0) FROM api_keys k"
+    CQ_PRINCIPAL_COLUMNS("k") "k.prefix, coalesce(k.last_used_at, 0), coalesce(k.revoked_at, 0) FROM api_keys k"
 
 static bool key_from_row(cq_db_stmt *st, void *elem) {
     cq_key_info *k = elem;
-    k->id = cq_db_col_int(st, 0);
-    cq_db_col_copy(st, 1, k->name, sizeof k->name);
-    cq_db_col_copy(st, 2, k->prefix, sizeof k->prefix);
-    k->role = cq_key_role_parse(cq_db_col_text(st, 3));
-    cq_db_col_copy(st, 4, k->kb, sizeof k->kb);
-    k->created_at = cq_db_col_int(st, 5);
-    k->last_used_at = cq_db_col_int(st, 6);
-    k->revoked_at = cq_db_col_int(st, 7);
+    cq_principal_from_row(&KEY, st, k);
+    cq_db_col_copy(st, CQ_PRINCIPAL_NCOLS, k->prefix, sizeof k->prefix);
+    k->last_used_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS + 1);
+    k->revoked_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS + 2);
     return true;
-}
-
-/* Replaces k->kb (as stored) by its grant: the KBs that exist now when current, as granted otherwise. */
-static cq_status key_grant(cq_db *db, cq_key_info *k, bool current, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", k->kb);
-    return cq_grants_read(db, "key", k->id, stored, current, k->kb, &k->kb_gone, err);
 }
 
 static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char grant[CQ_GRANT_BYTES],
@@ -104,28 +99,15 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
     rc = cq_db_end(db, own, rc, err);
     if (rc) return rc;
     if (info) {
-        memset(info, 0, sizeof *info);
-        info->id = id;
-        snprintf(info->name, sizeof info->name, "%s", name);
+        cq_principal_set(&KEY, info, id, name, role, grant, now);
         snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
-        info->role = role;
-        snprintf(info->kb, sizeof info->kb, "%s", grant);
-        info->created_at = now;
     }
     return CQ_OK;
 }
 
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_status rc = cq_db_list(db, "list keys", sizeof **out, key_from_row, NULL, (void **)out, n, err,
-                              "SELECT " KEY_COLUMNS " ORDER BY k.id", "");
-    for (size_t i = 0; i < *n && !rc; i++) rc = key_grant(db, &(*out)[i], false, err);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
+    return cq_principal_list(cq_store_conn(s), &KEY, "list keys", key_from_row, "SELECT " KEY_COLUMNS " ORDER BY k.id",
+                             (void **)out, n, err);
 }
 
 cq_status cq_store_key_revoke(cq_store *s, int64_t id, cq_err *err) {
@@ -153,7 +135,7 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "unknown or revoked API key");
     if (rc) return rc;
     /* its KBs that exist now, by id: a KB made since under a deleted one's name is not its KB */
-    if (key_grant(db, out, true, err)) return err->code;
+    if (cq_grants_read(db, KEY.subject, out->id, true, out->kb, &out->kb_gone, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
     if (now - out->last_used_at >= 60) {
         /* Best effort and without waiting: a busy database or a row another request is writing must neither fail
@@ -170,13 +152,9 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     return CQ_OK;
 }
 
-/* A count(*) statement's result. */
-static cq_status count_of(cq_store *s, const char *sql, const char *what, int64_t *n, cq_err *err) {
-    return cq_db_int(cq_store_conn(s), what, n, err, sql, "");
-}
-
 cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
-    return count_of(s, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", "count keys", n, err);
+    return cq_db_int(cq_store_conn(s), "count keys", n, err, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
+                     "");
 }
 
 cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
@@ -213,7 +191,7 @@ cq_status cq_store_auth_open(cq_store *s, bool *open, cq_err *err) {
     cq_status rc = cq_store_auth_required(s, &required, NULL, err);
     if (!rc && !required) rc = cq_store_key_count_active(s, &active, err);
     int64_t users = 0; /* a user, as a key, closes the door (store/users.h) */
-    if (!rc && !required && !active) rc = count_of(s, "SELECT count(*) FROM users", "count users", &users, err);
+    if (!rc && !required && !active) rc = cq_store_user_count(s, &users, err);
     if (!rc) *open = !required && active == 0 && users == 0;
     return rc;
 }

@@ -52,6 +52,8 @@ typedef struct {
 cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
                               char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err);
 
+/* n random bytes from the kernel's generator (getrandom). */
+cq_status cq_random_bytes(void *out, size_t n, cq_err *err);
 /* n_hex (at most 64) random hex digits from the kernel's generator, and a NUL, into out. */
 cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err);
 

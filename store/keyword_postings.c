@@ -7,32 +7,24 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "core/strbuf.h"
 
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
 
 static const double column_weight[CQ_BM25_N_COLUMNS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
 
-/* ---- small pieces: growable bytes, varints, a token table ------------------------------------------------- */
+/* ---- small pieces: varints (bytes grow in a cq_strbuf), a token table ------------------------------------- */
 
-typedef struct {
-    unsigned char *data;
-    size_t len, cap;
-    bool failed;
-} bytes;
-
-static void bytes_reserve(bytes *b, size_t more) {
-    if (!b->failed && !cq_grow((void **)&b->data, &b->cap, b->len + more, 1)) b->failed = true;
-}
-
-static void put_varint(bytes *b, uint64_t v) {
-    bytes_reserve(b, 10);
-    if (b->failed) return;
+static void put_varint(cq_strbuf *b, uint64_t v) {
+    char out[10];
+    size_t n = 0;
     do {
         unsigned char c = v & 0x7f;
         v >>= 7;
-        b->data[b->len++] = c | (v ? 0x80 : 0);
+        out[n++] = (char)(c | (v ? 0x80 : 0));
     } while (v);
+    cq_strbuf_append(b, out, n);
 }
 
 /* Reads one varint at *p (< end); false when the bytes end first or it is too long. */
@@ -111,7 +103,7 @@ typedef struct {
 
 typedef struct {
     token_table tokens;
-    bytes *lists;          /* per token: its postings so far */
+    cq_strbuf *lists;      /* per token: its postings so far */
     int64_t *last_clause;  /* per token: the last clause id written (0 none) */
     int *n_clauses;        /* per token */
     size_t n_lists;
@@ -131,7 +123,7 @@ static int builder_token(void *ctx, const char *tok, size_t len, size_t start, s
     if (t < 0) goto oom;
     if ((size_t)t >= b->n_lists) {
         size_t n = b->tokens.cap;
-        bytes *lists = realloc(b->lists, n * sizeof *lists);
+        cq_strbuf *lists = realloc(b->lists, n * sizeof *lists);
         if (!lists) goto oom;
         b->lists = lists;
         int64_t *last = realloc(b->last_clause, n * sizeof *last);
@@ -141,7 +133,7 @@ static int builder_token(void *ctx, const char *tok, size_t len, size_t start, s
         if (!counts) goto oom;
         b->n_clauses = counts;
         for (size_t i = b->n_lists; i < n; i++) {
-            b->lists[i] = (bytes){0};
+            b->lists[i] = (cq_strbuf){0};
             b->last_clause[i] = 0;
             b->n_clauses[i] = 0;
         }
@@ -167,7 +159,7 @@ static void builder_flush_clause(doc_builder *b, int64_t id, uint32_t D) {
     qsort(b->occ, b->n_occ, sizeof *b->occ, cmp_occurrence);
     for (size_t i = 0; i < b->n_occ;) {
         uint32_t t = b->occ[i].token;
-        bytes *out = &b->lists[t];
+        cq_strbuf *out = &b->lists[t];
         put_varint(out, (uint64_t)(id - b->last_clause[t]));
         put_varint(out, D);
         b->last_clause[t] = id;
@@ -232,7 +224,8 @@ cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_
         goto fail;
     }
     for (size_t t = 0; t < b.tokens.n; t++)
-        out->rows[t] = (cq_keyword_row){b.tokens.tokens[t], b.n_clauses[t], b.lists[t].data, b.lists[t].len};
+        out->rows[t] = (cq_keyword_row){b.tokens.tokens[t], b.n_clauses[t], (unsigned char *)b.lists[t].data,
+                                        b.lists[t].len};
     out->n = b.tokens.n;
     qsort(out->rows, out->n, sizeof *out->rows, cmp_row);
     token_table_free(&b.tokens, true); /* the rows own the strings and the lists now */
@@ -279,7 +272,7 @@ struct cq_keyword_search {
     size_t n_phrases;
     stored_row *rows;
     size_t n_rows, cap_rows;
-    bytes arena;
+    cq_strbuf arena;
 };
 
 typedef struct {
@@ -331,7 +324,7 @@ void cq_keyword_search_free(cq_keyword_search *s) {
     free(s->phrases);
     token_table_free(&s->tokens, false);
     free(s->rows);
-    free(s->arena.data);
+    cq_strbuf_free(&s->arena);
     free(s);
 }
 
@@ -346,11 +339,10 @@ cq_status cq_keyword_search_add(cq_keyword_search *s, const char *token, int64_t
     if (t < 0) return cq_err_set(err, CQ_ERR_INTERNAL, "keyword index: a row for a token the search did not ask for");
     if (!cq_grow((void **)&s->rows, &s->cap_rows, s->n_rows + 1, sizeof *s->rows))
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    bytes_reserve(&s->arena, postings_bytes);
+    const size_t offset = s->arena.len;
+    cq_strbuf_append(&s->arena, (const char *)postings, postings_bytes);
     if (s->arena.failed) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    memcpy(s->arena.data + s->arena.len, postings, postings_bytes);
-    s->rows[s->n_rows++] = (stored_row){(uint32_t)t, doc_id, s->arena.len, postings_bytes};
-    s->arena.len += postings_bytes;
+    s->rows[s->n_rows++] = (stored_row){(uint32_t)t, doc_id, offset, postings_bytes};
     return CQ_OK;
 }
 
@@ -478,7 +470,7 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
         for (size_t j = 0; j < m && all; j++) all = (rows[j] = j ? find_row(s, p->tokens[j], doc_id) : &s->rows[r]);
         if (!all) continue;
         for (size_t j = 0; !rc && j < m; j++)
-            rc = decode(s->arena.data + rows[j]->offset, rows[j]->bytes, m > 1, &d[j], err);
+            rc = decode((const unsigned char *)s->arena.data + rows[j]->offset, rows[j]->bytes, m > 1, &d[j], err);
         memset(at, 0, m * sizeof *at);
         for (size_t i = 0; !rc && i < d[0].n; i++) {
             const entry *e0 = &d[0].e[i];

@@ -181,27 +181,20 @@ cq_status cq_postings_bm25(cq_db *db, int64_t kb_id, const char *const *terms, s
     if (rc) return rc;
     int64_t n_rows = 0, n_positions = 0;
     rc = bm25_read(db, kb_id, s, &n_rows, &n_positions, err);
-    if (!rc) rc = cq_keyword_search_rank(s, n_rows, n_positions, doc_ids, n_docs, limit, out, n, err);
-    cq_keyword_search_free(s);
-    return rc;
-}
-
-cq_status cq_postings_bm25_each_doc(cq_db *db, int64_t kb_id, const char *const *terms, size_t n_terms,
-                                    const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out,
-                                    size_t *n, cq_err *err) {
-    *n = 0;
-    cq_keyword_search *s = NULL;
-    cq_status rc = cq_keyword_search_new(terms, n_terms, &s, err);
-    if (rc) return rc;
-    int64_t n_rows = 0, n_positions = 0;
-    rc = bm25_read(db, kb_id, s, &n_rows, &n_positions, err);
+    if (!rc && !n_docs) rc = cq_keyword_search_rank(s, n_rows, n_positions, NULL, 0, limit, out, n, err);
+    if (!rc && n_docs && !(*out = malloc((n_docs * limit + 1) * sizeof **out))) rc = nomem(err);
     for (size_t i = 0; !rc && i < n_docs; i++) {
         cq_keyword_hit *hits = NULL;
         size_t got = 0;
         rc = cq_keyword_search_rank(s, n_rows, n_positions, &doc_ids[i], 1, limit, &hits, &got, err);
-        if (!rc) memcpy(out + *n, hits, got * sizeof *hits);
+        if (!rc) memcpy(*out + *n, hits, got * sizeof *hits);
         if (!rc) *n += got;
         free(hits);
+    }
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
     }
     cq_keyword_search_free(s);
     return rc;

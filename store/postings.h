@@ -31,15 +31,11 @@ cq_status cq_postings_clause_ids(cq_db *db, size_t n, int64_t *ids, cq_err *err)
 cq_status cq_postings_doc_add_clauses(cq_db *db, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
                                       size_t n, const int64_t *given_ids, int64_t *clause_ids, cq_err *err);
 
-/* BM25 over KB kb_id for terms[0..n_terms) OR-ed (each term a phrase, as search/retrieve.c asks FTS5), restricted to
- * the documents doc_ids[0..n_docs) when n_docs > 0: at most limit hits, best first (ties: lower clause id), scores
- * as search/retrieve.c reads FTS5's. One statement, so one snapshot. *out is malloc'd. */
+/* BM25 over KB kb_id for terms[0..n_terms) OR-ed (each term a phrase, as search/retrieve.c asks FTS5): at most limit
+ * hits, best first (ties: lower clause id), scores as search/retrieve.c reads FTS5's; with n_docs > 0, the best
+ * `limit` of the first of doc_ids[0..n_docs), then of the second, … (the rows read once). One statement, so one
+ * snapshot. *out is malloc'd, *n hits in all. */
 cq_status cq_postings_bm25(cq_db *db, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
                            size_t n_docs, size_t limit, cq_keyword_hit **out, size_t *n, cq_err *err);
-/* cq_postings_bm25 restricted to each of doc_ids[0..n_docs) in turn, the rows read once: the best `limit` of the
- * first document, then of the second, … into out (room for n_docs * limit), *n in all. */
-cq_status cq_postings_bm25_each_doc(cq_db *db, int64_t kb_id, const char *const *terms, size_t n_terms,
-                                    const int64_t *doc_ids, size_t n_docs, size_t limit, cq_keyword_hit *out,
-                                    size_t *n, cq_err *err);
 
 #endif

@@ -8,8 +8,8 @@
 #include "db/db.h"
 
 /* The newest versions (tests check them against the list: cq_store_schema_target). */
-#define CQ_STORE_SCHEMA_VERSION 13    /* SQLite */
-#define CQ_STORE_PG_SCHEMA_VERSION 10 /* PostgreSQL */
+#define CQ_STORE_SCHEMA_VERSION 14    /* SQLite */
+#define CQ_STORE_PG_SCHEMA_VERSION 11 /* PostgreSQL */
 
 /* The number of steps of kind's dialect in the list: the version a migrated database has. */
 int cq_store_schema_target(cq_db_kind kind);

@@ -18,6 +18,7 @@
 #include "store/store_internal.h"
 #include "store/postings.h"
 #include "store/schema.h"
+#include "store/vectors.h"
 
 /* A document's clauses on PostgreSQL, held until its finish (or the commit): the keyword index there holds one
  * postings list per token and document, so they are written together (store/postings.h). Each has its id
@@ -79,9 +80,6 @@ void **cq_store_router_slot(cq_store *s, void (*free_fn)(void *cache)) {
 }
 void **cq_store_versions_slot(cq_store *s) { return &s->versions_seen; }
 void **cq_store_bm25_slot(cq_store *s) { return &s->bm25_cache; }
-
-
-
 
 /* SQLite's process-wide setup, once before its first use: no memory statistics. With them on (SQLite's default)
  * every allocation of every connection takes one global mutex, and a BM25 search allocates a lot: asks retrieving
@@ -159,16 +157,18 @@ cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
 
 /* ---- clauses held for PostgreSQL ------------------------------------------------------------------------------ */
 
+/* What pending_add copied of a clause. */
+static void clause_copy_free(cq_store_clause *c) {
+    free((char *)c->label);
+    free((char *)c->label_key);
+    free((char *)c->path);
+    free((char *)c->text);
+    free((cq_store_box *)c->boxes);
+}
+
 static void pending_drop(cq_store *s) {
     pending_clauses *p = &s->pending;
-    for (size_t i = 0; i < p->n; i++) {
-        cq_store_clause *c = &p->clauses[i];
-        free((char *)c->label);
-        free((char *)c->label_key);
-        free((char *)c->path);
-        free((char *)c->text);
-        free((cq_store_box *)c->boxes);
-    }
+    for (size_t i = 0; i < p->n; i++) clause_copy_free(&p->clauses[i]);
     free(p->label);
     p->label = NULL;
     p->n = 0;
@@ -222,11 +222,7 @@ static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label,
     }
     if (!p->n && !failed) p->label = dup_or_null(doc_label ? doc_label : "", &failed);
     if (failed) {
-        free((char *)copy.label);
-        free((char *)copy.label_key);
-        free((char *)copy.path);
-        free((char *)copy.text);
-        free((cq_store_box *)copy.boxes);
+        clause_copy_free(&copy);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     p->doc_id = doc_id;
@@ -259,8 +255,6 @@ cq_status cq_store_bulk(cq_store *s, bool on, cq_err *err) {
 }
 
 /* ---- the keyword index and clauses (SQLite: FTS5; PostgreSQL: clauses held for their postings) --------------- */
-
-
 
 void cq_store_bind_clause(cq_db_stmt *st, int first, int64_t doc_id, const cq_store_clause *c) {
     cq_db_bind_int(st, first, doc_id);
@@ -357,14 +351,6 @@ static cq_status postings_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id,
     return pending_add(s, doc_id, doc_label, c, clause_id, err);
 }
 
-static cq_status postings_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
-    return nothing(s, kb_id, err); /* postings come with each document's clauses */
-}
-
-static cq_status postings_kb_drop(cq_store *s, int64_t kb_id, cq_err *err) {
-    return nothing(s, kb_id, err); /* documents_postings_gone, a trigger, deletes the postings with the documents */
-}
-
 static cq_status postings_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
     (void)kb_id, (void)err;
     if (s->pending.doc_id == doc_id) pending_drop(s);
@@ -380,7 +366,6 @@ static void postings_discard(cq_store *s, int64_t doc_id) {
     (void)doc_id;
     pending_drop(s);
 }
-
 
 /* ---- keyword search: BM25 through either index ---- */
 
@@ -399,37 +384,20 @@ static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64
     return CQ_OK;
 }
 
-/* doc_of[i] for the clauses found[0..n): one statement per CQ_STORE_NAMES_BATCH of them. */
-static cq_status docs_of_clauses(cq_store *s, const cq_bm25_hit *found, size_t n, int64_t *doc_of, cq_err *err) {
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n; i++) doc_of[i] = 0;
-    for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
-        size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
-        int64_t ids[CQ_STORE_NAMES_BATCH];
-        for (size_t i = 0; i < m; i++) ids[i] = found[at + i].id;
-        cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(s->conn, "SELECT id, doc_id FROM clauses WHERE id IN ", ids, m, 1, "", &st, err);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "bm25", err)) == CQ_DB_ROW) {
-            int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
-            for (size_t i = at; i < at + m; i++)
-                if (found[i].id == id) doc_of[i] = doc;
-        }
-        if (!rc && step < 0) rc = err->code;
-        cq_db_finalize(st);
-    }
-    return rc;
-}
-
 /* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn. */
 static cq_status fts5_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
                            const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of,
                            size_t *n, cq_err *err) {
     *n = 0;
     cq_status rc = CQ_OK;
-    if (!n_docs) {
+    if (!n_docs) { /* the hits' documents, as store/vectors.h reads them */
         rc = cq_bm25_top(s, kb_id, terms, n_terms, 1, 0, want, found, n, NULL, err);
-        return rc ? rc : docs_of_clauses(s, found, *n, doc_of, err);
+        int64_t *ids = rc ? NULL : malloc((*n + 1) * sizeof *ids);
+        if (!rc && !ids) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; ids && i < *n; i++) ids[i] = found[i].id;
+        if (ids) rc = cq_store_clause_docs(s, ids, *n, doc_of, err);
+        free(ids);
+        return rc;
     }
     for (size_t i = 0; !rc && i < n_docs; i++) {
         int64_t lo = 1, hi = 0;
@@ -449,14 +417,7 @@ static cq_status postings_bm25(cq_store *s, int64_t kb_id, const char *const *te
     *n = 0;
     cq_keyword_hit *hits = NULL;
     size_t got = 0;
-    cq_status rc;
-    if (!n_docs) {
-        rc = cq_postings_bm25(s->conn, kb_id, terms, n_terms, NULL, 0, want, &hits, &got, err);
-    } else {
-        hits = malloc(n_docs * want * sizeof *hits);
-        rc = hits ? cq_postings_bm25_each_doc(s->conn, kb_id, terms, n_terms, doc_ids, n_docs, want, hits, &got, err)
-                  : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    cq_status rc = cq_postings_bm25(s->conn, kb_id, terms, n_terms, doc_ids, n_docs, want, &hits, &got, err);
     for (size_t j = 0; !rc && j < got; j++) {
         found[*n] = (cq_bm25_hit){hits[j].clause_id, hits[j].score};
         doc_of[(*n)++] = hits[j].doc_id;
@@ -490,8 +451,8 @@ static const keyword_index postings = {
     .bm25 = postings_bm25,
     .takes_tokens = false,
     .clause_add = postings_clause_add,
-    .kb_add = postings_kb_add,
-    .kb_drop = postings_kb_drop,
+    .kb_add = nothing,  /* postings come with each document's clauses */
+    .kb_drop = nothing, /* documents_postings_gone, a trigger, deletes the postings with the documents */
     .doc_drop = postings_doc_drop,
     .flush = postings_flush,
     .discard = postings_discard,

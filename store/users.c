@@ -2,12 +2,11 @@
 #include "store/users.h"
 
 #include <argon2.h>
-#include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "core/sha256.h"
@@ -43,22 +42,9 @@ cq_status cq_password_check(const char *password, cq_err *err) {
     return CQ_OK;
 }
 
-static cq_status random_bytes(unsigned char *out, size_t n, cq_err *err) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = getrandom(out + got, n - got, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return cq_err_set(err, CQ_ERR_IO, "no random bytes: %s", strerror(errno));
-        }
-        got += (size_t)r;
-    }
-    return CQ_OK;
-}
-
 cq_status cq_password_hash(const char *password, char out[CQ_PASSWORD_HASH_BYTES], cq_err *err) {
     unsigned char salt[SALT_BYTES];
-    if (random_bytes(salt, sizeof salt, err)) return err->code;
+    if (cq_random_bytes(salt, sizeof salt, err)) return err->code;
     int rc = argon2id_hash_encoded(CQ_PASSWORD_T_COST, CQ_PASSWORD_M_COST_KIB, 1, password, strlen(password), salt,
                                    sizeof salt, HASH_BYTES, out, CQ_PASSWORD_HASH_BYTES);
     if (rc != ARGON2_OK) return cq_err_set(err, CQ_ERR_INTERNAL, "argon2id: %s", argon2_error_message(rc));
@@ -99,96 +85,130 @@ bool cq_user_name_valid(const char *name) {
     return true;
 }
 
-/* ---- users -------------------------------------------------------------------------------------------------- */
-
-#define USER_COLUMNS                                                                                                \
-    "u.id, u.name, u.role, coalesce(u.kb, ''), u.created_at, u.updated_at, coalesce(u.last_login_at, 0), "          \
-    "u.source, coalesce(u.disabled_at, 0) "
-#define USER_NCOLS 9
-
-/* The row's USER_COLUMNS from column col on. */
-static void user_from_row(cq_db_stmt *st, int col, cq_user_info *u) {
-    memset(u, 0, sizeof *u);
-    u->id = cq_db_col_int(st, col);
-    cq_db_col_copy(st, col + 1, u->name, sizeof u->name);
-    u->role = cq_key_role_parse(cq_db_col_text(st, col + 2));
-    cq_db_col_copy(st, col + 3, u->kb, sizeof u->kb);
-    u->created_at = cq_db_col_int(st, col + 4);
-    u->updated_at = cq_db_col_int(st, col + 5);
-    u->last_login_at = cq_db_col_int(st, col + 6);
-    cq_db_col_copy(st, col + 7, u->source, sizeof u->source);
-    u->disabled_at = cq_db_col_int(st, col + 8);
+cq_status cq_principal_name_check(const char *name, const char *what, cq_err *err) {
+    if (cq_user_name_valid(name)) return CQ_OK;
+    return cq_err_set(err, CQ_ERR_INVALID,
+                      "invalid %s name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.' or "
+                      "'@'",
+                      what, name ? name : "");
 }
 
-static bool user_read(cq_db_stmt *st, void *u) {
-    user_from_row(st, 0, u);
+cq_status cq_principal_id(cq_db *db, const char *what, const char *name, int64_t *id, cq_err *err) {
+    char op[16], sql[48];
+    snprintf(op, sizeof op, "find %s", what);
+    snprintf(sql, sizeof sql, "SELECT id FROM %ss WHERE name = ?1", what);
+    cq_status rc = cq_db_int(db, op, id, err, sql, "t", name);
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no %s named '%s'", what, name ? name : "") : rc;
+}
+
+cq_status cq_principal_begin(cq_db *db, const char *what, const char *name, int64_t *id, bool *own, cq_err *err) {
+    cq_status rc = cq_db_begin_own(db, own, err);
+    return rc ? rc : cq_principal_id(db, what, name, id, err);
+}
+
+cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const char *name, cq_key_role role,
+                              const char *grant, int64_t now, void *info, cq_err *err, const char *sql,
+                              const char *kinds, ...) {
+    cq_db *db = cq_store_conn(s);
+    char op[16];
+    snprintf(op, sizeof op, "add %s", l->subject);
+    int64_t id = 0;
+    bool own;
+    cq_status rc = cq_db_begin_own(db, &own, err);
+    if (!rc) {
+        va_list ap;
+        va_start(ap, kinds);
+        rc = cq_db_intv(db, op, &id, err, sql, kinds, ap);
+        va_end(ap);
+    }
+    if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a %s named '%s' exists already", l->subject, name);
+    if (!rc) rc = cq_grants_write(db, l->subject, id, grant, err);
+    if (!rc && !strcmp(l->subject, "user")) rc = cq_store_auth_set_required(s, true, err);
+    rc = cq_db_end(db, own, rc, err);
+    if (!rc && info) cq_principal_set(l, info, id, name, role, grant, now);
+    return rc;
+}
+
+cq_status cq_principal_remove(cq_store *s, const char *what, const char *name, const char *first, cq_err *err) {
+    char op[16], members[64], row[48];
+    snprintf(op, sizeof op, "remove %s", what);
+    snprintf(members, sizeof members, "DELETE FROM group_members WHERE %s_id = ?1", what);
+    snprintf(row, sizeof row, "DELETE FROM %ss WHERE id = ?1", what);
+    cq_db *db = cq_store_conn(s);
+    int64_t id = 0;
+    bool own;
+    cq_status rc = cq_principal_begin(db, what, name, &id, &own, err);
+    if (!rc && first) rc = cq_db_run(db, op, NULL, err, first, "i", id);
+    if (!rc) rc = cq_db_run(db, op, NULL, err, members, "i", id);
+    if (!rc) rc = cq_grants_remove(db, what, id, err);
+    if (!rc) rc = cq_db_run(db, op, NULL, err, row, "i", id);
+    return cq_db_end(db, own, rc, err);
+}
+
+cq_status cq_principal_grant(cq_store *s, const char *what, const char *name, cq_key_role role, const char *kbs,
+                             cq_err *err) {
+    char grant[CQ_GRANT_BYTES], op[16], sql[80];
+    if (cq_grants_check(role, kbs, what, grant, err)) return err->code;
+    snprintf(op, sizeof op, "change %s", what);
+    snprintf(sql, sizeof sql, "UPDATE %ss SET role = ?2, kb = ?3, updated_at = ?4 WHERE id = ?1", what);
+    cq_db *db = cq_store_conn(s);
+    int64_t id = 0;
+    bool own;
+    cq_status rc = cq_principal_begin(db, what, name, &id, &own, err);
+    if (!rc)
+        rc = cq_db_run(db, op, NULL, err, sql, "itti", id, cq_key_role_name(role), grant[0] ? grant : NULL,
+                       (int64_t)time(NULL));
+    if (!rc) rc = cq_grants_write(db, what, id, grant, err);
+    return cq_db_end(db, own, rc, err);
+}
+
+/* ---- users -------------------------------------------------------------------------------------------------- */
+
+static const cq_principal_layout USER = CQ_PRINCIPAL_LAYOUT(cq_user_info, "user");
+#define USER_COLUMNS                                                                                                \
+    CQ_PRINCIPAL_COLUMNS("u") "u.updated_at, coalesce(u.last_login_at, 0), u.source, coalesce(u.disabled_at, 0) "
+#define USER_NCOLS (CQ_PRINCIPAL_NCOLS + 4)
+
+/* The row's USER_COLUMNS. */
+static bool user_read(cq_db_stmt *st, void *elem) {
+    cq_user_info *u = elem;
+    memset(u, 0, sizeof *u);
+    cq_principal_from_row(&USER, st, u);
+    u->updated_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS);
+    u->last_login_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS + 1);
+    cq_db_col_copy(st, CQ_PRINCIPAL_NCOLS + 2, u->source, sizeof u->source);
+    u->disabled_at = cq_db_col_int(st, CQ_PRINCIPAL_NCOLS + 3);
     return true;
 }
 
 /* Replaces u->kb (as stored) by its grant (store/grants.h); when current (authorisation), joined with the grants of
  * the user's groups (store/groups.h). */
 static cq_status user_grant(cq_db *db, cq_user_info *u, bool current, cq_err *err) {
-    char stored[CQ_GRANT_BYTES];
-    snprintf(stored, sizeof stored, "%s", u->kb);
-    if (cq_grants_read(db, "user", u->id, stored, current, u->kb, &u->kb_gone, err)) return err->code;
+    if (cq_grants_read(db, "user", u->id, current, u->kb, &u->kb_gone, err)) return err->code;
     return current ? cq_groups_effective(db, u->id, &u->role, u->kb, err) : CQ_OK;
-}
-
-
-static cq_status name_check(const char *name, cq_err *err) {
-    if (!cq_user_name_valid(name))
-        return cq_err_set(err, CQ_ERR_INVALID,
-                          "invalid user name '%.80s': use 1-63 bytes of letters, digits, Chinese characters, '-', "
-                          "'_', '.' or '@'",
-                          name ? name : "");
-    return CQ_OK;
 }
 
 cq_status cq_store_user_add(cq_store *s, const char *name, const char *password, cq_key_role role, const char *kbs,
                             cq_user_info *info, cq_err *err) {
     char grant[CQ_GRANT_BYTES], hash[CQ_PASSWORD_HASH_BYTES];
-    if (name_check(name, err) || cq_grants_check(role, kbs, "user", grant, err) || cq_password_check(password, err))
+    if (cq_principal_name_check(name, "user", err) || cq_grants_check(role, kbs, "user", grant, err) ||
+        cq_password_check(password, err))
         return err->code;
     /* the slow part, before any lock is taken */
     if (cq_password_hash(password, hash, err)) return err->code;
-    cq_db *db = cq_store_conn(s);
-    int64_t now = (int64_t)time(NULL), id = 0;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc)
-        rc = cq_db_int(db, "add user", &id, err,
-                       "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5, ?5) RETURNING id",
-                       "tttti", name, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
-    if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a user named '%s' exists already", name);
-    if (!rc) rc = cq_grants_write(db, "user", id, grant, err);
-    /* a user, as a key, turns authentication on (store/keys.h) */
-    if (!rc) rc = cq_store_auth_set_required(s, true, err);
-    rc = cq_db_end(db, own, rc, err);
+    int64_t now = (int64_t)time(NULL);
+    cq_status rc = cq_principal_insert(s, &USER, name, role, grant, now, info, err,
+                                       "INSERT INTO users(name, password_hash, role, kb, created_at, updated_at) "
+                                       "VALUES(?1, ?2, ?3, ?4, ?5, ?5) RETURNING id",
+                                       "tttti", name, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
     memset(hash, 0, sizeof hash);
-    if (rc) return rc;
-    if (info) {
-        memset(info, 0, sizeof *info);
-        info->id = id;
-        snprintf(info->name, sizeof info->name, "%s", name);
-        info->role = role;
-        snprintf(info->kb, sizeof info->kb, "%s", grant);
-        info->created_at = info->updated_at = now;
-    }
-    return CQ_OK;
+    if (!rc && info) info->updated_at = now;
+    return rc;
 }
 
 cq_status cq_store_user_list(cq_store *s, cq_user_info **out, size_t *n, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_status rc = cq_db_list(db, "list users", sizeof **out, user_read, NULL, (void **)out, n, err,
-                              "SELECT " USER_COLUMNS "FROM users u ORDER BY u.id", "");
-    for (size_t i = 0; i < *n && !rc; i++) rc = user_grant(db, &(*out)[i], false, err);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
+    return cq_principal_list(cq_store_conn(s), &USER, "list users", user_read,
+                             "SELECT " USER_COLUMNS "FROM users u ORDER BY u.id", (void **)out, n, err);
 }
 
 /* The row of user name (and its password hash into hash, when not NULL): NOT_FOUND when there is none. */
@@ -200,7 +220,7 @@ static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char ha
         return err->code;
     int step = cq_db_step(st, "find user", err);
     if (step == CQ_DB_ROW) {
-        user_from_row(st, 0, u);
+        user_read(st, u);
         if (hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
     }
     cq_db_finalize(st);
@@ -217,16 +237,7 @@ cq_status cq_store_user_get(cq_store *s, const char *name, cq_user_info *out, cq
 }
 
 cq_status cq_store_user_remove(cq_store *s, const char *name, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    cq_user_info u;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = user_find(db, name, &u, NULL, err);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM sessions WHERE user_id = ?1", "i", u.id);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM group_members WHERE user_id = ?1", "i", u.id);
-    if (!rc) rc = cq_grants_remove(db, "user", u.id, err);
-    if (!rc) rc = cq_db_run(db, "remove user", NULL, err, "DELETE FROM users WHERE id = ?1", "i", u.id);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_remove(s, "user", name, "DELETE FROM sessions WHERE user_id = ?1", err);
 }
 
 cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *password, cq_err *err) {
@@ -252,18 +263,16 @@ cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *passwo
 }
 
 cq_status cq_store_user_grant(cq_store *s, const char *name, cq_key_role role, const char *kbs, cq_err *err) {
-    char grant[CQ_GRANT_BYTES];
-    if (cq_grants_check(role, kbs, "user", grant, err)) return err->code;
-    cq_db *db = cq_store_conn(s);
-    cq_user_info u;
-    bool own;
-    cq_status rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = user_find(db, name, &u, NULL, err);
-    if (!rc)
-        rc = cq_db_run(db, "change user", NULL, err, "UPDATE users SET role = ?2, kb = ?3, updated_at = ?4 WHERE id = ?1",
-                       "itti", u.id, cq_key_role_name(role), grant[0] ? grant : NULL, (int64_t)time(NULL));
-    if (!rc) rc = cq_grants_write(db, "user", u.id, grant, err);
-    return cq_db_end(db, own, rc, err);
+    return cq_principal_grant(s, "user", name, role, kbs, err);
+}
+
+/* Records u's sign-in at now: a record, not a condition (a failure leaves last_login_at as it was). */
+static cq_status signed_in(cq_db *db, cq_user_info *u, int64_t now) {
+    cq_err ignored = {0};
+    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
+                   u->id, now))
+        u->last_login_at = now;
+    return CQ_OK;
 }
 
 cq_status cq_store_user_verify(cq_store *s, const char *name, const char *password, cq_user_info *out, cq_err *err) {
@@ -295,12 +304,7 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         return CQ_ERR_NOT_FOUND;
     }
     if (user_grant(db, out, true, err)) return err->code;
-    int64_t now = (int64_t)time(NULL);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, (int64_t)time(NULL));
 }
 
 cq_status cq_store_user_rights(cq_store *s, cq_user_info *u, cq_err *err) {
@@ -333,7 +337,7 @@ cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq
 
 cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
     memset(out, 0, sizeof *out);
-    if (name_check(name, err)) return err->code;
+    if (cq_principal_name_check(name, "user", err)) return err->code;
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL);
     cq_err lookup = {0};
@@ -357,11 +361,7 @@ cq_status cq_store_user_directory(cq_store *s, const char *name, cq_user_info *o
                           "a local account is named %s: the directory's %s cannot sign in as it (rename one of them)",
                           name, name);
     if (out->disabled_at) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", name);
-    cq_err ignored = {0}; /* the sign-in time is a record, not a condition */
-    if (!cq_db_run(db, "record sign-in", NULL, &ignored, "UPDATE users SET last_login_at = ?2 WHERE id = ?1", "ii",
-                   out->id, now))
-        out->last_login_at = now;
-    return CQ_OK;
+    return signed_in(db, out, now);
 }
 
 cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {
@@ -408,7 +408,7 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
         return err->code;
     int step = cq_db_step(st, "check session", err);
     if (step == CQ_DB_ROW) {
-        user_from_row(st, 0, user);
+        user_read(st, user);
         id = cq_db_col_int(st, USER_NCOLS);
         last_seen = cq_db_col_int(st, USER_NCOLS + 1);
     }

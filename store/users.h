@@ -66,6 +66,24 @@ bool cq_password_verify(const char *encoded, const char *password);
 
 /* A valid user name: 1-63 bytes of letters, digits, Chinese characters, '-', '_', '.', '@'. */
 bool cq_user_name_valid(const char *name);
+/* The same rule for a user's or a group's name (what: "user" or "group"): INVALID with a message when it breaks it. */
+cq_status cq_principal_name_check(const char *name, const char *what, cq_err *err);
+/* The id of the user or group (what: "user" or "group") named name: NOT_FOUND ("no user named 'x'") when none. */
+cq_status cq_principal_id(cq_db *db, const char *what, const char *name, int64_t *id, cq_err *err);
+/* Opens a transaction (*own: whether this call began it; close it with cq_db_end), then cq_principal_id. */
+cq_status cq_principal_begin(cq_db *db, const char *what, const char *name, int64_t *id, bool *own, cq_err *err);
+/* Adds a user or a group (l) in one transaction (or the caller's): sql, an INSERT … RETURNING id of values as
+ * cq_db_run's, then its grant; a user, as a key, turns authentication on. info (may be NULL) gets what was made
+ * (cq_principal_set). EXISTS ("a user named 'x' exists already") for a name taken; nothing changed on a failure. */
+cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const char *name, cq_key_role role,
+                              const char *grant, int64_t now, void *info, cq_err *err, const char *sql,
+                              const char *kinds, ...);
+/* Removes the user or group (what) named name: first (may be NULL: a statement of ?1, its id), its memberships, its
+ * grant and its row. NOT_FOUND when there is none. */
+cq_status cq_principal_remove(cq_store *s, const char *what, const char *name, const char *first, cq_err *err);
+/* Changes the role and KBs of the user or group (what) named name (checked as for adding): NOT_FOUND when none. */
+cq_status cq_principal_grant(cq_store *s, const char *what, const char *name, cq_key_role role, const char *kbs,
+                             cq_err *err);
 
 /* ---- users ---- */
 /* Adds a user: INVALID for a bad name, password, role or grant (store/grants.h), EXISTS ("a user named … exists

@@ -381,37 +381,71 @@ cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, 
                      "i", doc_id);
 }
 
-cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                               size_t len, cq_err *err) {
-    return cq_db_run(cq_store_conn(s), "store document state", NULL, err,
-                     "INSERT INTO doc_states(doc_id, model, n_tokens, state) VALUES(?1, ?2, ?3, ?4) ON CONFLICT "
-                     "(doc_id) DO UPDATE SET model = excluded.model, n_tokens = excluded.n_tokens, "
-                     "state = excluded.state",
-                     "itib", doc_id, model, n_tokens, state, len);
+cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, const char *model, const char *head,
+                                  int dim, const float *vec, cq_err *err) {
+    return cq_db_run(cq_store_conn(s), "store a document vector", NULL, err,
+                     "INSERT INTO doc_vectors(doc_id, kb_id, model, head, vec) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT "
+                     "(doc_id) DO UPDATE SET kb_id = excluded.kb_id, model = excluded.model, head = excluded.head, "
+                     "vec = excluded.vec",
+                     "iittb", doc_id, kb_id, model, head, (const void *)vec, (size_t)dim * sizeof(float));
 }
 
-cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
-                               cq_err *err) {
-    *state = NULL;
-    *len = 0;
+cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
+                                     int64_t *max_doc, cq_err *err) {
+    *count = *max_doc = 0;
     cq_db_stmt *st;
-    if (cq_db_query(cq_store_conn(s), "read document state", &st, err,
-                    "SELECT state FROM doc_states WHERE doc_id = ?1 AND model = ?2", "it", doc_id, model))
-        return err->code;
-    int step = cq_db_step(st, "read document state", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
+    if (cq_db_query(cq_store_conn(s), "count document vectors", &st, err,
+                    "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND "
+                    "head = ?3", "itt", kb_id, model, head))
+        return err ? err->code : CQ_ERR_DB;
+    int step = cq_db_step(st, "count document vectors", err);
     if (step == CQ_DB_ROW) {
-        size_t n = 0;
-        const void *bytes = cq_db_col_blob(st, 0, &n);
-        *state = malloc(n + 1);
-        if (!*state) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        else if (n) memcpy(*state, bytes, n);
-        if (!rc) *len = n;
-    } else if (step == CQ_DB_DONE) {
-        rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no encoder state of model %s", (long long)doc_id,
-                        model);
+        *count = cq_db_col_int(st, 0);
+        *max_doc = cq_db_col_int(st, 1);
     }
     cq_db_finalize(st);
+    return step < 0 ? (err ? err->code : CQ_ERR_DB) : CQ_OK;
+}
+
+cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
+                                  int64_t **ids, float **vecs, size_t *n, cq_err *err) {
+    *ids = NULL;
+    *vecs = NULL;
+    *n = 0;
+    cq_db_stmt *st;
+    if (cq_db_query(cq_store_conn(s), "read document vectors", &st, err,
+                    "SELECT doc_id, vec FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND head = ?3 ORDER BY doc_id",
+                    "itt", kb_id, model, head))
+        return err ? err->code : CQ_ERR_DB;
+    const size_t bytes = (size_t)dim * sizeof(float);
+    size_t cap_ids = 0, cap_x = 0;
+    cq_status rc = CQ_OK;
+    int step;
+    while ((step = cq_db_step(st, "read document vectors", err)) == CQ_DB_ROW) {
+        size_t len = 0;
+        const void *v = cq_db_col_blob(st, 1, &len);
+        if (len != bytes) {
+            rc = cq_err_set(err, CQ_ERR_FORMAT, "document %lld: stored document vector has %zu bytes, expected %zu",
+                            (long long)cq_db_col_int(st, 0), len, bytes);
+            break;
+        }
+        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)vecs, &cap_x, *n + 1, bytes)) {
+            rc = nomem(err);
+            break;
+        }
+        (*ids)[*n] = cq_db_col_int(st, 0);
+        memcpy((char *)*vecs + *n * bytes, v, bytes);
+        (*n)++;
+    }
+    cq_db_finalize(st);
+    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
+    if (rc) {
+        free(*ids);
+        free(*vecs);
+        *ids = NULL;
+        *vecs = NULL;
+        *n = 0;
+    }
     return rc;
 }
 

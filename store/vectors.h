@@ -59,18 +59,27 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
 /* The KB of a document (-1 when there is no such document). */
 cq_status cq_store_doc_kb(cq_store *s, int64_t doc_id, int64_t *kb_id, cq_err *err);
 
-/* ---- a KB's model, a document's clause ids, document states (search/vectors.h's names) ---- */
+/* ---- a KB's model, a document's clause ids (search/vectors.h's names) ---- */
 
 /* The model and dimension of KB kb_id's newest clause vectors (`clauseqa reindex`); model "" and dim 0 when the KB
  * has none. */
 cq_status cq_vectors_kb_model(cq_store *s, int64_t kb_id, char model[80], int *dim, cq_err *err);
 cq_status cq_vectors_doc_clause_ids(cq_store *s, int64_t doc_id, int64_t **ids, size_t *n, cq_err *err);
-/* ---- document states (ssm/ state blobs) ---- */
-cq_status cq_vectors_state_put(cq_store *s, int64_t doc_id, const char *model, int64_t n_tokens, const void *state,
-                               size_t len, cq_err *err);
-/* NOT_FOUND when the document has no state of that model. *state is malloc'd. */
-cq_status cq_vectors_state_get(cq_store *s, int64_t doc_id, const char *model, void **state, size_t *len,
-                               cq_err *err);
+/* ---- document vectors (the encoder's document head, ssm.h cq_ssm_model_doc_head_id; search/doc_route.h) ----
+ *   doc_vectors(doc_id, kb_id, model, head, vec)   one a document, dim floats; model and head name the weights and
+ *                                                  the head that made it; goes with its document (ON DELETE CASCADE) */
+
+/* Stores document doc_id's vector (of KB kb_id), replacing any it had, in the caller's transaction or its own. */
+cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, const char *model, const char *head,
+                                  int dim, const float *vec, cq_err *err);
+/* How many document vectors the KB has of model and head, and the largest document id among them (0 without): what
+ * changes whenever they change, document ids never being used twice (search/doc_route.c's cache). */
+cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
+                                     int64_t *max_doc, cq_err *err);
+/* Every document vector of the KB made by model and head (doc ids ascending; *ids and *vecs malloc'd, n × dim).
+ * CQ_ERR_FORMAT when a stored vector is not dim floats. */
+cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
+                                  int64_t **ids, float **vecs, size_t *n, cq_err *err);
 
 /* ---- the change feed (PostgreSQL) ---- */
 

@@ -63,45 +63,8 @@ static bool header_take(cq_strbuf *header, int kind, const char *text, bool *fir
     return true;
 }
 
-/* The header (the clauses before the first article) and the last CQ_VERSION_TAIL_CLAUSES clauses of a document. */
-static cq_status read_texts(cq_db *db, int64_t doc_id, char **header, char **tail, cq_err *err) {
-    cq_strbuf h = {0}, t = {0};
-    cq_db_stmt *st;
-    if (prepare(db, "SELECT kind, text FROM clauses WHERE doc_id = ?1 ORDER BY ord", "read clauses", &st, err))
-        return err->code;
-    cq_db_bind_int(st, 1, doc_id);
-    bool first = true;
-    int step;
-    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW &&
-           header_take(&h, (int)cq_db_col_int(st, 0), cq_db_col_text(st, 1), &first)) {
-    }
-    cq_db_finalize(st);
-    if (step < 0 || prepare(db,
-                            "SELECT text FROM (SELECT ord, text FROM clauses WHERE doc_id = ?1 ORDER BY ord DESC "
-                            "LIMIT ?2) tail ORDER BY ord",
-                            "read clauses", &st, err)) {
-        cq_strbuf_free(&h);
-        return err->code;
-    }
-    cq_db_bind_int(st, 1, doc_id);
-    cq_db_bind_int(st, 2, CQ_VERSION_TAIL_CLAUSES);
-    while ((step = cq_db_step(st, "versions: read clauses", err)) == CQ_DB_ROW) {
-        const char *text = cq_db_col_text(st, 0);
-        cq_strbuf_printf(&t, "%s\n", text ? text : "");
-    }
-    cq_db_finalize(st);
-    cq_status rc = step < 0 ? err->code : h.failed || t.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : CQ_OK;
-    if (rc) {
-        cq_strbuf_free(&h);
-        cq_strbuf_free(&t);
-        return rc;
-    }
-    *header = cq_strbuf_take(&h);
-    *tail = cq_strbuf_take(&t);
-    return CQ_OK;
-}
-
-/* The same from clauses held in memory. */
+/* The header (the clauses before the first article) and the last CQ_VERSION_TAIL_CLAUSES clauses of a document
+ * whose clauses are c[0..n), in order. */
 static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, char **tail, cq_err *err) {
     cq_strbuf h = {0}, t = {0};
     bool first = true;
@@ -118,6 +81,14 @@ static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, c
     *tail = cq_strbuf_take(&t);
     return CQ_OK;
 }
+
+static bool clause_read(cq_db_stmt *st, void *elem) {
+    cq_version_clause *c = elem;
+    c->kind = (int)cq_db_col_int(st, 0);
+    return (c->text = cq_db_col_strdup(st, 1)) != NULL;
+}
+
+static void clause_drop(void *elem) { free((void *)((cq_version_clause *)elem)->text); }
 
 /* The document's KB, name and title, and whether its version row exists and is a person's. */
 static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
@@ -176,7 +147,13 @@ static cq_status analyse(cq_store *s, int64_t doc_id, const cq_version_clause *c
     char *name = NULL, *title = NULL, *header = NULL, *tail = NULL;
     bool by_user = false, has_row = false;
     cq_status rc = read_document(db, doc_id, &kb_id, &name, &title, &by_user, &has_row, err);
-    if (!rc) rc = clauses ? texts_of(clauses, n, &header, &tail, err) : read_texts(db, doc_id, &header, &tail, err);
+    cq_version_clause *read = NULL; /* the clauses as stored, when none are given */
+    if (!rc && !clauses)
+        rc = cq_db_list(db, "versions: read clauses", sizeof *read, clause_read, clause_drop, (void **)&read, &n, err,
+                        "SELECT kind, text FROM clauses WHERE doc_id = ?1 ORDER BY ord", "i", doc_id);
+    if (!rc) rc = texts_of(clauses ? clauses : read, n, &header, &tail, err);
+    for (size_t i = 0; read && i < n; i++) clause_drop(&read[i]);
+    free(read);
     cq_version_meta m;
     if (!rc) cq_version_meta_extract(name, title, header, tail, &m);
     free(name);

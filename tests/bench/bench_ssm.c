@@ -63,7 +63,7 @@ static double doc_tokens_per_s(cq_ssm_encoder *e, const cq_ssm_model *m, size_t 
     for (int r = -1; r < reps; r++) { /* r = -1 warms up */
         cq_ssm_state *st;
         cq_ssm_state_new(m, &st, &err);
-        cq_ssm_seq s = {tok, n, ends, S, st, v, NULL};
+        cq_ssm_seq s = {tok, n, ends, S, st, v, NULL, NULL};
         double t0 = cq_clock_seconds();
         if (cq_ssm_encode_tokens(e, &s, 1, &err)) fprintf(stderr, "encode: %s\n", err.msg);
         double dt = cq_clock_seconds() - t0;

@@ -10,7 +10,6 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data=$work/data
 source "$(dirname "$0")/checks.sh"
-has() { grep -qF -- "$1" "$2"; }
 lines() { wc -l < "$1" | tr -d ' '; }
 db() { sqlite3 "$1/clauseqa.db" "$2"; }
 export CLAUSEQA_CONFIG=$work/none.conf # no /etc/clauseqa/clauseqa.conf of this machine

@@ -4,16 +4,8 @@
 # short password, a name taken, a missing KB, a bad role) says why and changes nothing.
 # usage: test_cli_users.sh path/to/clauseqa
 set -euo pipefail
-bin=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-data=$work/data
 source "$(dirname "$0")/checks.sh"
-has() { grep -qF -- "$1" "$2"; }
-db() { sqlite3 "$data/clauseqa.db" "$1"; }
-export CLAUSEQA_CONFIG=$work/none.conf
-: > "$CLAUSEQA_CONFIG"
-cq() { "$bin" --data "$data" "$@"; }
+cli_work "$1"
 
 cq kb create laws 2> /dev/null
 cq kb create 合同 2> /dev/null

@@ -28,8 +28,10 @@ CONFIG = {'format': 'clauseqa-ssm', 'version': 1, 'tokenizer': 'cq-hash-v1', 'vo
           'bidirectional': False, 'norm_eps': 1e-5}
 
 
-def write_random_model(directory, seed=7):
-    """ssm.json + ssm.safetensors (F32) with the tensor names and shapes of docs/SSM.md, random values."""
+def write_random_model(directory, seed=7, doc_window=64):
+    """ssm.json + ssm.safetensors (F32) with the tensor names and shapes of docs/SSM.md, random values; with
+    doc_window, a document head too (doc_head.safetensors and ssm.json's manifest entry, as train.py --doc-head
+    exports them)."""
     rng = random.Random(seed)
     c = CONFIG
     d, di, n, r, k, e = c['d_model'], c['expand'] * c['d_model'], c['d_state'], c['dt_rank'], c['d_conv'], c['d_embed']
@@ -54,6 +56,18 @@ def write_random_model(directory, seed=7):
         ]
     tensors += [('norm_f.weight', [d], normal(d, 0.1, 1.0)), ('pool.weight', [e, 2 * d], normal(e * 2 * d, 0.3)),
                 ('pool.bias', [e], normal(e, 0.1))]
+    os.makedirs(directory, exist_ok=True)
+    write_safetensors(os.path.join(directory, 'ssm.safetensors'), tensors)
+    cfg = dict(c)
+    if doc_window:
+        write_safetensors(os.path.join(directory, 'doc_head.safetensors'),
+                          [('doc_head.weight', [e, 2 * d], normal(e * 2 * d, 0.5)), ('doc_head.bias', [e], normal(e, 0.1))])
+        cfg['manifest'] = {'doc_head': {'file': 'doc_head.safetensors', 'window_tokens': doc_window}}
+    with open(os.path.join(directory, 'ssm.json'), 'w') as f:
+        json.dump(cfg, f)
+
+
+def write_safetensors(path, tensors):
     header, blobs, offset = {}, [], 0
     for name, shape, values in tensors:
         blob = struct.pack(f'<{len(values)}f', *values)
@@ -62,11 +76,8 @@ def write_random_model(directory, seed=7):
         offset += len(blob)
     h = json.dumps(header).encode()
     h += b' ' * (-len(h) % 8)
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, 'ssm.safetensors'), 'wb') as f:
+    with open(path, 'wb') as f:
         f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
-    with open(os.path.join(directory, 'ssm.json'), 'w') as f:
-        json.dump(c, f)
 
 
 def db_rows(data, sql, *args):
@@ -135,7 +146,8 @@ def main():
         vec_rows = db_rows(s.data, 'SELECT count(*) FROM clause_vectors v JOIN kbs k ON k.id = v.kb_id '
                                    'WHERE k.name = ?', 'laws')[0][0]
         check('ingestion stored a vector per clause', vec_rows == n_laws and n_laws > 50, (vec_rows, n_laws))
-        check('ingestion stored document states', db_rows(s.data, 'SELECT count(*) FROM doc_states')[0][0] == 3)
+        check('ingestion stored a document vector per document (the weights have a document head)',
+              db_rows(s.data, 'SELECT count(*) FROM doc_vectors')[0][0] == 3)
 
         q = '用人单位安排劳动者延长工作时间的，应当支付多少工资报酬？'
         first = dense_ids_valid(s, 'laws', q, 'laws')

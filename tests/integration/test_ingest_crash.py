@@ -52,11 +52,11 @@ def files(data):
 
 
 def encoded(data):
-    """(ready documents, their clauses, document states, clause vectors)."""
+    """(ready documents, their clauses, document vectors, clause vectors)."""
     con = sqlite3.connect(os.path.join(data, 'clauseqa.db'))
     try:
         return con.execute("SELECT (SELECT count(*) FROM documents WHERE status = 'ready'), (SELECT count(*) FROM "
-                           "clauses), (SELECT count(*) FROM doc_states), (SELECT count(*) FROM clause_vectors)").fetchone()
+                           "clauses), (SELECT count(*) FROM doc_vectors), (SELECT count(*) FROM clause_vectors)").fetchone()
     finally:
         con.close()
 
@@ -120,20 +120,21 @@ def main():
                 check(f'{point}: the first commit saved, whole', saved and all(d[1] == 'ready' for d in saved), saved)
             run_again(binary, data, point)
 
-        # The encoder on: a group's vectors and states are written in its transaction, after its documents.
+        # The encoder on (with a document head): a group's vectors and document vectors are written in its transaction,
+        # after its documents.
         data = os.path.join(work, 'dense')
         write_random_model(os.path.join(data, 'models', 'ssm'))
         dense = {'CLAUSEQA_DENSE': 'on'}
         p = ingest(binary, data, {**dense, 'CLAUSEQA_FAULT': 'after-document-commit'})
         _, err = p.communicate(timeout=300)
         check('encoder on: the command exited at the fault', p.returncode == 86, (p.returncode, err[-500:]))
-        docs, clauses, states, vectors = encoded(data)
-        check('encoder on: what the first commit saved has its vectors and states',
-              docs >= 1 and states == docs and vectors == clauses > 0, (docs, clauses, states, vectors))
+        docs, clauses, dvecs, vectors = encoded(data)
+        check('encoder on: what the first commit saved has its vectors and document vectors',
+              docs >= 1 and dvecs == docs and vectors == clauses > 0, (docs, clauses, dvecs, vectors))
         run_again(binary, data, 'encoder on', dense)
-        docs, clauses, states, vectors = encoded(data)
-        check('encoder on, run again: every document has its vectors and state',
-              docs == 2 and states == docs and vectors == clauses > 0, (docs, clauses, states, vectors))
+        docs, clauses, dvecs, vectors = encoded(data)
+        check('encoder on, run again: every document has its vectors and document vector',
+              docs == 2 and dvecs == docs and vectors == clauses > 0, (docs, clauses, dvecs, vectors))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

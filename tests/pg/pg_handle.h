@@ -53,10 +53,5 @@ static inline cq_status cq_pg_bm25(cq_pg *pg, int64_t kb_id, const char *const *
                                              cq_keyword_hit **out, size_t *n, cq_err *err) {
     return cq_postings_bm25(cq_store_conn(pg), kb_id, terms, n_terms, doc_ids, n_docs, limit, out, n, err);
 }
-static inline cq_status cq_pg_bm25_each_doc(cq_pg *pg, int64_t kb_id, const char *const *terms,
-                                                      size_t n_terms, const int64_t *doc_ids, size_t n_docs,
-                                                      size_t limit, cq_keyword_hit *out, size_t *n, cq_err *err) {
-    return cq_postings_bm25_each_doc(cq_store_conn(pg), kb_id, terms, n_terms, doc_ids, n_docs, limit, out, n, err);
-}
 
 #endif

@@ -54,6 +54,7 @@ static void test_ingest_dense_serial_and_batch(void **state) {
     cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 2, .d_state = 4, .d_conv = 4,
                        .expand = 2, .dt_rank = 2, .d_embed = 32, .norm_eps = 1e-5f};
     assert_int_equal(ssm_test_write_model(models, &c, 7, NULL, NULL), 0);
+    assert_int_equal(ssm_test_write_doc_head(models, &c, 64, 8), 0); /* document vectors too (issue 27) */
 
     cq_err err = {0};
     cq_store *s = NULL;
@@ -86,16 +87,17 @@ static void test_ingest_dense_serial_and_batch(void **state) {
         snprintf(sql, sizeof sql, "SELECT count(*) FROM clause_vectors WHERE kb_id = %lld", (long long)kbs[k]);
         assert_true(clauses >= 3 * N_FILES);
         assert_int_equal(pg_count(pg, sql), clauses);
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM doc_states s JOIN documents d ON d.id = s.doc_id WHERE "
-                 "d.kb_id = %lld", (long long)kbs[k]);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM doc_vectors s JOIN documents d ON d.id = s.doc_id WHERE "
+                 "d.kb_id = %lld AND s.kb_id = d.kb_id", (long long)kbs[k]);
         assert_int_equal(pg_count(pg, sql), N_FILES);
-        /* the vectors and states in document and clause order, whatever their ids */
+        /* the vectors and document vectors in document and clause order, whatever their ids */
         snprintf(sql, sizeof sql, "SELECT md5(string_agg(encode(v.vec, 'hex'), ',' ORDER BY d.name, c.ord)) FROM "
                  "clause_vectors v JOIN clauses c ON c.id = v.clause_id JOIN documents d ON d.id = c.doc_id WHERE "
                  "d.kb_id = %lld", (long long)kbs[k]);
         vectors[k] = pg_text(pg, sql);
-        snprintf(sql, sizeof sql, "SELECT md5(string_agg(encode(s.state, 'hex') || s.n_tokens, ',' ORDER BY d.name)) "
-                 "FROM doc_states s JOIN documents d ON d.id = s.doc_id WHERE d.kb_id = %lld", (long long)kbs[k]);
+        snprintf(sql, sizeof sql, "SELECT md5(string_agg(encode(s.vec, 'hex') || s.model || s.head, ',' ORDER BY "
+                 "d.name)) FROM doc_vectors s JOIN documents d ON d.id = s.doc_id WHERE d.kb_id = %lld",
+                 (long long)kbs[k]);
         states[k] = pg_text(pg, sql);
     }
     assert_string_equal(vectors[0], vectors[1]);

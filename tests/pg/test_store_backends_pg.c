@@ -751,7 +751,7 @@ int main(void) {
         BOTH(conf_users_add_verify), BOTH(conf_users_sessions), BOTH(conf_users_conversations), BOTH(conf_audit_add_list), BOTH(conf_groups),
         BOTH(conf_conversations_turns), BOTH(conf_conversations_list_rename_delete),
         BOTH(conf_conversations_two_writers), BOTH(conf_vectors_rows), BOTH(conf_vectors_store_rows),
-        BOTH(conf_vectors_doc_means),
+        BOTH(conf_vectors_doc_means), BOTH(conf_vectors_doc_vectors),
         cmocka_unit_test(conf_jobs_states), BOTH(conf_jobs_rows), BOTH(conf_jobs_unknown_state),
         BOTH(conf_jobs_page_list), BOTH(conf_clause_search), BOTH(conf_keyword_bm25), BOTH(conf_versions_groups), BOTH(conf_versions_repeal_and_corrections),
         BOTH(conf_versions_from_clauses), BOTH(conf_jobs_claim_race), BOTH(conf_jobs_lease_takeover),

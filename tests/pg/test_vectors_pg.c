@@ -202,13 +202,11 @@ static void test_vectors_store_and_feed(void **state) {
     hits[1] = ids[1];
     assert_int_equal(cq_store_vectors_keep_stored(f->s, f->kb, "m2", hits, scores, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
-    /* document states (the states themselves, a KB's model and a document's clause ids are search/vectors.c's on both
-     * stores: tests/store/vectors_bodies.h) */
-    cq_err e2 = {0};
-    cq_db *db = cq_pg_db(f->pg);
-    assert_int_equal(cq_db_run(db, "state", NULL, &e2, "INSERT INTO doc_states(doc_id, model, n_tokens, state) "
-                               "VALUES(?1, ?2, 1, '\\x00')", "it", doc, MODEL), CQ_OK);
-    /* deleting the document: its vectors and state go by cascade, and one change says so */
+    /* a document vector (its calls, a KB's model and a document's clause ids are store/vectors.c's on both stores:
+     * tests/store/vectors_bodies.h) */
+    const float dv[4] = {1, 0, 0, 0};
+    assert_int_equal(cq_store_doc_vector_put(f->s, f->kb, doc, MODEL, "head", 4, dv, &err), CQ_OK);
+    /* deleting the document: its vectors and document vector go by cascade, and one change says so */
     int64_t kb_of = 0;
     assert_int_equal(cq_store_doc_kb(f->s, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, f->kb);
@@ -216,7 +214,7 @@ static void test_vectors_store_and_feed(void **state) {
     assert_int_equal(cq_store_doc_kb(f->s, doc, &kb_of, &err), CQ_OK);
     assert_int_equal(kb_of, -1);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM clause_vectors"), 0);
-    assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_states"), 0);
+    assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM doc_vectors"), 0);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes"), 4);
     assert_int_equal(pg_count(f->pg, "SELECT count(*) FROM vector_changes WHERE op = 'delete' AND "
                                      "cardinality(clause_ids) = 4"), 1);

@@ -1,4 +1,4 @@
-/* search/vectors.h's rows on both stores (tests/store/conformance.h): the document states, a KB's model and a
+/* search/vectors.h's rows on both stores (tests/store/conformance.h): the document vectors, a KB's model and a
  * document's clause ids, written once on db/ (issue 28); the vectors' own rows through a KB's index. */
 #ifndef CQ_TESTS_STORE_VECTORS_BODIES_H
 #define CQ_TESTS_STORE_VECTORS_BODIES_H
@@ -71,32 +71,14 @@ static void conf_vectors_rows(void **state) {
     assert_int_equal(cq_vectors_kb_model(s, other_kb, model, &dim, &err), CQ_OK);
     assert_string_equal(model, "");
 
-    /* document states: every byte value, replaced in place, per model; an empty state is a state */
-    unsigned char bytes[300];
-    for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 7);
-    assert_int_equal(cq_vectors_state_put(s, doc, "m1", 77, bytes, sizeof bytes, &err), CQ_OK);
-    bytes[0] = 0xff;
-    assert_int_equal(cq_vectors_state_put(s, doc, "m1", 78, bytes, sizeof bytes, &err), CQ_OK);
-    void *back = NULL;
-    size_t len = 0;
-    assert_int_equal(cq_vectors_state_get(s, doc, "m1", &back, &len, &err), CQ_OK);
-    assert_int_equal(len, sizeof bytes);
-    assert_memory_equal(back, bytes, len);
-    free(back);
-    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_states WHERE n_tokens = 78"), 1);
-    assert_int_equal(cq_vectors_state_get(s, doc, "m2", &back, &len, &err), CQ_ERR_NOT_FOUND);
-    assert_null(back);
-    assert_int_equal(len, 0);
-    assert_int_equal(cq_vectors_state_put(s, doc, "m2", 0, "", 0, &err), CQ_OK);
-    assert_int_equal(cq_vectors_state_get(s, doc, "m2", &back, &len, &err), CQ_OK);
-    assert_non_null(back);
-    assert_int_equal(len, 0);
-    free(back);
-    assert_int_equal(cq_vectors_state_get(s, doc, "m1", &back, &len, &err), CQ_ERR_NOT_FOUND); /* one per document */
+    /* a document vector (conf_vectors_doc_vectors has the rest) */
+    const float dv[CONF_DIM] = {0.5f, -0.5f, 0.5f, -0.5f};
+    assert_int_equal(cq_store_doc_vector_put(s, kb, doc, "m1", "h1", CONF_DIM, dv, &err), CQ_OK);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 1);
 
-    /* deleting the document takes its state and vectors */
+    /* deleting the document takes its document vector and vectors */
     assert_int_equal(cq_store_doc_delete(s, doc, &err), CQ_OK);
-    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_states"), 0);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 0);
     assert_int_equal(conf_count(s, "SELECT count(*) FROM clause_vectors"), 0);
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -245,6 +227,60 @@ static void conf_vectors_doc_means(void **state) {
     assert_int_equal(cq_store_doc_vector_means(s, "m2", CONF_DIM, docs, 1, v, &err), CQ_OK);
     assert_true(v[0] == 0 && v[1] == 0);
     assert_int_equal(cq_store_doc_vector_means(s, "m1", 3, docs, 1, v, &err), CQ_ERR_FORMAT); /* not 3 floats */
+}
+
+/* The encoder's document vectors (store/vectors.h, issue 27): every float value round trip, one a document (replaced
+ * in place by a new model or head), read by KB, model and head, ids ascending; a vector of another size refused;
+ * none for a document that is not there; gone with its document, and with its KB. */
+static void conf_vectors_doc_vectors(void **state) {
+    cq_store *s = conf_store(state);
+    cq_err err = {0};
+    int64_t kb, kb2, ids[1];
+    assert_int_equal(cq_store_kb_create(s, "dv", &kb, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_create(s, "dv2", &kb2, &err), CQ_OK);
+    const int64_t d1 = conf_doc(s, kb, "hd1", 1, ids), d2 = conf_doc(s, kb, "hd2", 1, ids),
+                  d3 = conf_doc(s, kb2, "hd3", 1, ids);
+    const float x1[CONF_DIM] = {1e-38f, -0.0f, 3.4e38f, 0.1f}, x2[CONF_DIM] = {0, 1, 0, 0},
+                x3[CONF_DIM] = {0, 0, 1, 0}, x1b[CONF_DIM] = {0.25f, 0.25f, 0.25f, 0.25f};
+    assert_int_equal(cq_store_doc_vector_put(s, kb, d2, "m1", "h1", CONF_DIM, x2, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vector_put(s, kb, d1, "m1", "h1", CONF_DIM, x1, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vector_put(s, kb2, d3, "m1", "h1", CONF_DIM, x3, &err), CQ_OK);
+    int64_t *got = NULL;
+    float *x = NULL;
+    size_t n = 0;
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, "m1", "h1", CONF_DIM, &got, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_true(got[0] == d1 && got[1] == d2);
+    assert_memory_equal(x, x1, sizeof x1);
+    assert_memory_equal(x + CONF_DIM, x2, sizeof x2);
+    free(got);
+    free(x);
+    /* another head or model: none; another size: refused, nothing returned */
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, "m1", "h2", CONF_DIM, &got, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, "m2", "h1", CONF_DIM, &got, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, "m1", "h1", CONF_DIM + 1, &got, &x, &n, &err), CQ_ERR_FORMAT);
+    assert_null(got);
+    assert_null(x);
+    assert_int_equal(n, 0);
+    /* encoded again by another head: replaced, one row a document */
+    assert_int_equal(cq_store_doc_vector_put(s, kb, d1, "m1", "h2", CONF_DIM, x1b, &err), CQ_OK);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 3);
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, "m1", "h2", CONF_DIM, &got, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_true(got[0] == d1);
+    assert_memory_equal(x, x1b, sizeof x1b);
+    free(got);
+    free(x);
+    /* a document that is not there */
+    CONF_EXPECT(cq_store_doc_vector_put(s, kb, d3 + 1000, "m1", "h1", CONF_DIM, x1, &err), CQ_ERR_DB);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 3);
+    /* gone with the document, and with the KB */
+    assert_int_equal(cq_store_doc_delete(s, d2, &err), CQ_OK);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 2);
+    assert_int_equal(cq_store_kb_delete(s, kb2, &err), CQ_OK);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM doc_vectors"), 1);
 }
 
 #endif

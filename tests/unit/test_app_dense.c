@@ -17,6 +17,7 @@
 #include "search/retrieve.h"
 #include "store/store.h"
 #include "search/vectors.h"
+#include "store/vectors.h"
 #include "test_ssm_util.h"
 #include "test_store_util.h"
 
@@ -31,22 +32,25 @@ static cq_status retrieve(cq_store *s, int64_t kb, const char *question, int mod
     return rc;
 }
 
-/* Rewrites models/ssm.json with "fusion": fusion (NULL: without one). */
-static void set_fusion(const char *models, const char *fusion) {
-    char path[600], *text = NULL;
+/* Rewrites models/ssm.json with member name: value (NULL: without one), kept last (so one call can replace it). */
+static void set_member(const char *models, const char *name, const char *value) {
+    char path[600], key[64], *text = NULL;
     size_t len = 0;
     cq_err err = {0};
     snprintf(path, sizeof path, "%s/ssm.json", models);
+    snprintf(key, sizeof key, ", \"%s\"", name);
     if (cq_file_read(path, 1 << 20, &text, &len, &err)) fail_msg("%s", err.msg);
-    char *at = strstr(text, ", \"fusion\"");
+    char *at = strstr(text, key);
     if (!at) at = strrchr(text, '}');
     assert_non_null(at);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "%.*s%s%s}\n", (int)(at - text), text, fusion ? ", \"fusion\": " : "", fusion ? fusion : "");
+    fprintf(f, "%.*s%s%s%s}\n", (int)(at - text), text, value ? key : "", value ? ": " : "", value ? value : "");
     fclose(f);
     free(text);
 }
+
+static void set_fusion(const char *models, const char *fusion) { set_member(models, "fusion", fusion); }
 
 /* The clause ids of a retrieval, and whether every hit came from BM25. */
 static size_t retrieve_ids(cq_store *s, int64_t kb, const char *question, int modes, cq_fusion_method fusion,
@@ -204,7 +208,8 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
             if (on) setenv("CLAUSEQA_DOC_ROUTE", "1,100", 1);
             if (cq_dense_open(dir, models, &k, &err)) fail_msg("%s", err.msg);
             unsetenv("CLAUSEQA_DOC_ROUTE");
-            assert_int_equal(cq_dense_doc_route(k)->top, on ? 1 : 0);
+            assert_int_equal(cq_dense_doc_route(k)->en.top, on ? 1 : 0);
+            assert_int_equal(cq_dense_doc_route(k)->method, CQ_DOC_ROUTE_PRIOR);
             cq_retrieve_options ro = {.modes = CQ_RETRIEVE_DENSE, .k = 50, .dense = k};
             assert_int_equal(cq_query_parse(s, kb, en, &q, &err), CQ_OK);
             assert_int_equal(cq_retrieve(s, &q, &ro, &h, &err), CQ_OK);
@@ -251,16 +256,24 @@ static void check_fusion(cq_store *s, int64_t kb, const char *dir, const char *m
     set_fusion(models, NULL);
 }
 
+/* A store in the fresh temporary folder dir (a mkdtemp template) with the KB "demo" (its id in *kb). */
+static cq_store *open_demo(char *dir, int64_t *kb) {
+    char path[512];
+    cq_err err = {0};
+    cq_store *s;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/clauseqa.db", dir);
+    assert_int_equal(cq_store_open(path, &s, &err), CQ_OK);
+    assert_int_equal(cq_store_kb_ensure(s, "demo", kb, &err), CQ_OK);
+    return s;
+}
+
 static void test_dense_plumbing(void **state) {
     (void)state;
     char dir[] = "/tmp/cq_dense_XXXXXX", path[512], models[512];
-    assert_non_null(mkdtemp(dir));
     cq_err err = {0};
-    cq_store *s;
-    snprintf(path, sizeof path, "%s/clauseqa.db", dir);
-    assert_int_equal(cq_store_open(path, &s, &err), CQ_OK);
     int64_t kb;
-    assert_int_equal(cq_store_kb_ensure(s, "demo", &kb, &err), CQ_OK);
+    cq_store *s = open_demo(dir, &kb);
 
     /* No weights: dense is refused with a reason; the default modes work. */
     cq_dense *d = NULL;
@@ -301,7 +314,7 @@ static void test_dense_plumbing(void **state) {
     if (cq_ingest_file(s, dir, kb, path, &io, &r, &err)) fail_msg("%s", err.msg);
     assert_true(r.n_clauses > 50);
     assert_int_equal(test_count(s, "SELECT count(*) FROM clause_vectors"), r.n_clauses);
-    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_states"), 1);
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_vectors"), 0); /* weights without a document head */
 
     /* Dense alone: k nearest clauses, all from the dense list. */
     assert_int_equal(retrieve(s, kb, "劳动者加班费怎么计算", CQ_RETRIEVE_DENSE, 5, d, &h, &err), CQ_OK);
@@ -334,7 +347,165 @@ static void test_dense_plumbing(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+static void set_doc_route(const char *models, const char *v) { set_member(models, "doc_route", v); }
+
+/* Dense-only retrieval (50 deep) of question: clause ids and document ids. */
+static size_t dense_docs(cq_store *s, int64_t kb, const char *question, cq_dense *d, int64_t *ids, int64_t *docs) {
+    cq_hits h;
+    cq_err err = {0};
+    if (retrieve(s, kb, question, CQ_RETRIEVE_DENSE, 50, d, &h, &err)) fail_msg("%s", err.msg);
+    for (size_t i = 0; i < h.n; i++) {
+        ids[i] = h.hits[i].clause_id;
+        docs[i] = h.hits[i].doc_id;
+    }
+    size_t n = h.n;
+    cq_hits_free(&h);
+    return n;
+}
+
+/* Weights with a document head (issue 27): ingest stores each document's vector (what the encoder gives its
+ * clauses, under the weights' model and head); ssm.json's "doc_route" search routes the dense list to the nearest
+ * document by those vectors; CLAUSEQA_DOC_ROUTE=off overrides it; a KB without them routes by the clause means;
+ * a bad "doc_route" fails the open. */
+static void test_doc_head_routing(void **state) {
+    (void)state;
+    char dir[] = "/tmp/cq_dense_head_XXXXXX", path[512], models[512];
+    cq_err err = {0};
+    int64_t kb;
+    cq_store *s = open_demo(dir, &kb);
+    snprintf(models, sizeof models, "%s/models", dir);
+    mkdir(models, 0755);
+    snprintf(models, sizeof models, "%s/models/ssm", dir);
+    cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 1, .d_state = 4, .d_conv = 4,
+                       .expand = 2, .dt_rank = 2, .d_embed = 32, .norm_eps = 1e-5f};
+    assert_int_equal(ssm_test_write_model(models, &c, 11, NULL, NULL), 0);
+    assert_int_equal(ssm_test_write_doc_head(models, &c, 64, 5), 0);
+    cq_dense *d = NULL;
+    unsetenv("CLAUSEQA_DOC_ROUTE");
+    if (cq_dense_open(dir, models, &d, &err)) fail_msg("%s", err.msg);
+    const cq_ssm_model *m = cq_dense_model(d);
+    assert_int_equal(cq_ssm_model_doc_window(m), 64);
+    assert_null(cq_doc_routing_for(cq_dense_doc_route(d), false)); /* off without a "doc_route" */
+    const char *src = getenv("CLAUSEQA_SOURCE_DIR");
+    const char *files[] = {"劳动合同法(2012-12-28).md", "sample-services-agreement.md"};
+    int64_t doc_ids[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/data/demo/%s", src ? src : ".", files[i]);
+        cq_ingest_result r;
+        cq_ingest_options io = {.dense = d};
+        if (cq_ingest_file(s, dir, kb, path, &io, &r, &err)) fail_msg("%s", err.msg);
+        doc_ids[i] = r.doc_id;
+    }
+    /* one vector a document, the one the encoder gives its clauses */
+    int64_t *vid = NULL;
+    float *vv = NULL;
+    size_t nv = 0;
+    assert_int_equal(cq_store_doc_vectors_kb(s, kb, cq_ssm_model_id(m), cq_ssm_model_doc_head_id(m), 32, &vid, &vv,
+                                             &nv, &err), CQ_OK);
+    assert_int_equal(nv, 2);
+    cq_ssm_encoder *e = NULL;
+    assert_int_equal(cq_ssm_encoder_new(m, CQ_SSM_BACKEND_REF, 1, &e, &err), CQ_OK);
+    for (size_t k = 0; k < 2; k++) {
+        assert_int_equal(vid[k], doc_ids[k]);
+        int64_t *cids = NULL;
+        size_t nc = 0;
+        assert_int_equal(cq_vectors_doc_clause_ids(s, vid[k], &cids, &nc, &err), CQ_OK);
+        const char **texts = calloc(nc, sizeof *texts);
+        size_t *lens = calloc(nc, sizeof *lens);
+        for (size_t i = 0; i < nc; i++) {
+            char sql[128];
+            snprintf(sql, sizeof sql, "SELECT text FROM clauses WHERE id = %lld", (long long)cids[i]);
+            sqlite3_stmt *st;
+            assert_int_equal(sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+            assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+            texts[i] = strdup((const char *)sqlite3_column_text(st, 0));
+            lens[i] = strlen(texts[i]);
+            sqlite3_finalize(st);
+        }
+        float *cv = malloc(nc * 32 * sizeof *cv), dv[32];
+        cq_ssm_state *st = NULL;
+        assert_int_equal(cq_ssm_state_new(m, &st, &err), CQ_OK);
+        assert_int_equal(cq_ssm_encode_document_vec(e, st, texts, lens, nc, cv, dv, &err), CQ_OK);
+        double rel = ssm_test_rel_err(vv + k * 32, dv, 32);
+        if (rel > 1e-4) fail_msg("document %zu: stored vector off by %.3e", k, rel);
+        cq_ssm_state_free(st);
+        for (size_t i = 0; i < nc; i++) free((void *)texts[i]);
+        free(texts);
+        free(lens);
+        free(cv);
+        free(cids);
+    }
+    cq_ssm_encoder_free(e);
+    /* the document nearest an English question by those vectors */
+    const char *en = "What are the payment terms and how is the agreement terminated?";
+    float q[32];
+    assert_int_equal(cq_dense_query_vector(d, en, q, &err), CQ_OK);
+    double sc[2] = {0, 0};
+    for (size_t k = 0; k < 2; k++)
+        for (int j = 0; j < 32; j++) sc[k] += (double)vv[k * 32 + j] * q[j];
+    const int64_t top = sc[0] >= sc[1] ? vid[0] : vid[1];
+    free(vid);
+    free(vv);
+    int64_t ids_off[50], docs_off[50], ids_on[50], docs_on[50];
+    size_t n_off = dense_docs(s, kb, en, d, ids_off, docs_off);
+    assert_int_equal(n_off, 50);
+    size_t lead = 0; /* unrouted, the list mixes the two documents from its start */
+    while (lead < n_off && docs_off[lead] == top) lead++;
+    int64_t *cids = NULL;
+    size_t n_top = 0;
+    assert_int_equal(cq_vectors_doc_clause_ids(s, top, &cids, &n_top, &err), CQ_OK);
+    free(cids);
+    const size_t want_lead = n_top < 50 ? n_top : 50;
+    assert_true(lead < want_lead);
+    cq_dense_close(d);
+
+    /* "doc_route" search, top 1, beta 100: the routed document's clauses (every one, up to the depth) lead */
+    set_doc_route(models, "{\"method\": \"search\", \"fitted_on\": \"a test\", \"zh\": {\"top\": 0, "
+                          "\"beta\": 0}, \"en\": {\"top\": 1, \"beta\": 100}}");
+    if (cq_dense_open(dir, models, &d, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cq_dense_doc_route(d)->method, CQ_DOC_ROUTE_SEARCH);
+    size_t n_on = dense_docs(s, kb, en, d, ids_on, docs_on);
+    assert_int_equal(n_on, 50);
+    for (size_t i = 0; i < want_lead; i++) assert_int_equal(docs_on[i], top);
+    for (size_t i = want_lead; i < n_on; i++) assert_true(docs_on[i] != top);
+    /* a Chinese question: off for it (zh top 0), the list as unrouted */
+    const char *zh = "劳动者加班费怎么计算";
+    int64_t zi_on[50], zd_on[50], zi_off[50], zd_off[50];
+    size_t nz_on = dense_docs(s, kb, zh, d, zi_on, zd_on);
+    cq_dense_close(d);
+    /* CLAUSEQA_DOC_ROUTE=off over the weights' setting: as unrouted */
+    setenv("CLAUSEQA_DOC_ROUTE", "off", 1);
+    if (cq_dense_open(dir, models, &d, &err)) fail_msg("%s", err.msg);
+    unsetenv("CLAUSEQA_DOC_ROUTE");
+    assert_int_equal(dense_docs(s, kb, en, d, ids_on, docs_on), n_off);
+    assert_memory_equal(ids_on, ids_off, n_off * sizeof *ids_on);
+    assert_int_equal(dense_docs(s, kb, zh, d, zi_off, zd_off), nz_on);
+    assert_memory_equal(zi_on, zi_off, nz_on * sizeof *zi_on);
+    cq_dense_close(d);
+    /* a KB ingested before the head (no document vectors): routing reads the clause means and still routes */
+    assert_int_equal(test_count(s, "SELECT count(*) FROM doc_vectors"), 2);
+    assert_int_equal(sqlite3_exec(cq_store_db(s), "DELETE FROM doc_vectors", NULL, NULL, NULL), SQLITE_OK);
+    if (cq_dense_open(dir, models, &d, &err)) fail_msg("%s", err.msg);
+    n_on = dense_docs(s, kb, en, d, ids_on, docs_on);
+    assert_int_equal(n_on, 50);
+    size_t lead2 = 0;
+    while (lead2 < n_on && docs_on[lead2] == docs_on[0]) lead2++;
+    assert_true(lead2 >= (n_top < 50 ? 1 : 50) && lead2 > lead); /* one document's clauses first */
+    cq_dense_close(d);
+    /* a bad "doc_route" fails the open, naming the member */
+    set_doc_route(models, "{\"method\": \"search\", \"zh\": {\"top\": 1, \"beta\": 1}}");
+    assert_int_equal(cq_dense_open(dir, models, &d, &err), CQ_ERR_FORMAT);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "ssm.json"));
+    assert_non_null(strstr(err.msg, "\"en\""));
+
+    cq_store_close(s);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_dense_plumbing)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_dense_plumbing), cmocka_unit_test(test_doc_head_routing)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,7 @@ static int setup(void **state) {
     cq_ssm_config c = {.vocab_size = CQ_SSM_VOCAB_SIZE, .d_model = 16, .n_layer = 2, .d_state = 4, .d_conv = 4,
                        .expand = 2, .dt_rank = 2, .d_embed = 32, .norm_eps = 1e-5f};
     assert_int_equal(ssm_test_write_model(dir, &c, 7, NULL, NULL), 0);
+    assert_int_equal(ssm_test_write_doc_head(dir, &c, 64, 8), 0); /* document vectors too (issue 27) */
     return 0;
 }
 
@@ -281,7 +282,7 @@ static void assert_same(run *a, run *b) {
         "SELECT * FROM clauses ORDER BY id",
         "SELECT * FROM pages ORDER BY doc_id, page_no",
         "SELECT * FROM clause_vectors ORDER BY clause_id",
-        "SELECT * FROM doc_states ORDER BY doc_id",
+        "SELECT * FROM doc_vectors ORDER BY doc_id",
         "SELECT doc_id, kb_id, key, label, promulgated, effective, repealed, by_user FROM doc_versions ORDER BY doc_id",
         "SELECT * FROM fts_kb1_content ORDER BY id",
         "SELECT * FROM fts_kb1_docsize ORDER BY id",
@@ -353,7 +354,7 @@ static void test_batch_same_as_serial(void **state) {
         assert_int_equal(na, nb);
         assert_string_equal(ha, hb);
     }
-    assert_int_equal(count_rows(plain.s, "SELECT count(*) FROM doc_states"), 0);
+    assert_int_equal(count_rows(plain.s, "SELECT count(*) FROM doc_vectors"), 0);
     open_run(&four, "four", true, false);
     ingest_batch(&four, 4);
     assert_same(&serial, &four);

@@ -100,8 +100,8 @@ typedef struct {
 /* Aligns two lists of articles and renders the pairs as "kind a→b" lines, e.g. "same 第一条→第二条". */
 static char *align_string(const art *a, size_t na, const art *b, size_t nb, cq_alignment *keep) {
     cq_cmp_clause *ca = calloc(na + 1, sizeof *ca), *cb = calloc(nb + 1, sizeof *cb);
-    for (size_t i = 0; i < na; i++) ca[i] = (cq_cmp_clause){(int64_t)i + 1, a[i].label, a[i].key, "", a[i].text};
-    for (size_t i = 0; i < nb; i++) cb[i] = (cq_cmp_clause){(int64_t)i + 101, b[i].label, b[i].key, "", b[i].text};
+    for (size_t i = 0; i < na; i++) ca[i] = (cq_cmp_clause){(int64_t)i + 1, a[i].label, a[i].key, "", a[i].text, 1};
+    for (size_t i = 0; i < nb; i++) cb[i] = (cq_cmp_clause){(int64_t)i + 101, b[i].label, b[i].key, "", b[i].text, 1};
     cq_alignment al;
     cq_err err = {0};
     assert_int_equal(cq_align_clauses(ca, na, cb, nb, &al, &err), CQ_OK);

@@ -68,7 +68,7 @@ static void compare_backends(fixture *f, size_t n, int max_seg) {
     cq_err err = {0};
     assert_int_equal(cq_ssm_state_new(f->m, &sr, &err), CQ_OK);
     assert_int_equal(cq_ssm_state_new(f->m, &sc, &err), CQ_OK);
-    cq_ssm_seq a = {tok, n, ends, S, sr, vr, orf}, b = {tok, n, ends, S, sc, vc, oc};
+    cq_ssm_seq a = {tok, n, ends, S, sr, vr, orf, NULL}, b = {tok, n, ends, S, sc, vc, oc, NULL};
     if (cq_ssm_encode_tokens(f->ref, &a, 1, &err) || cq_ssm_encode_tokens(f->cpu, &b, 1, &err))
         fail_msg("%s", err.msg);
     size_t nh = (size_t)c->n_layer * f->m->d_inner * c->d_state;
@@ -185,7 +185,7 @@ static void test_bad_arguments(void **state) {
     int32_t tok[3] = {5, 40000, 6};
     uint32_t ends[2] = {2, 3};
     float v[2 * 64];
-    cq_ssm_seq s = {tok, 3, ends, 2, NULL, v, NULL};
+    cq_ssm_seq s = {tok, 3, ends, 2, NULL, v, NULL, NULL};
     assert_int_equal(cq_ssm_encode_tokens(f->cpu, &s, 1, &err), CQ_ERR_INVALID);
     assert_non_null(strstr(err.msg, "outside the vocabulary"));
     tok[1] = 7;

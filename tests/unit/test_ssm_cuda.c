@@ -100,7 +100,7 @@ static void compare_doc(fixture *f, size_t n, int max_seg, int parts) {
             uint32_t *e2 = malloc((seg1 - seg0) * sizeof *e2);
             for (size_t s = seg0; s < seg1; s++) e2[s - seg0] = ends[s] - (uint32_t)t0;
             cq_ssm_seq q = {tok + t0, ends[seg1 - 1] - t0, e2, seg1 - seg0, st[k], v[k] + seg0 * c->d_embed,
-                            o[k] + t0 * c->d_model};
+                            o[k] + t0 * c->d_model, NULL};
             if (cq_ssm_encode_tokens(enc[k], &q, 1, &err)) fail_msg("%s", err.msg);
             free(e2);
             seg0 = seg1;

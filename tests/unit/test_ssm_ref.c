@@ -142,7 +142,7 @@ static void run_fixture(const char *name, cq_ssm_backend backend) {
             assert_int_equal(cq_ssm_state_new(m, &st, &err), CQ_OK);
             memset(out, 0, T * c->d_model * sizeof *out);
             if (pass == 0 || split == 0) {
-                cq_ssm_seq s = {tok, T, ends, S, st, vec, out};
+                cq_ssm_seq s = {tok, T, ends, S, st, vec, out, NULL};
                 if (cq_ssm_encode_tokens(e, &s, 1, &err)) fail_msg("%s", err.msg);
             } else {
                 size_t s1 = 0;
@@ -150,9 +150,9 @@ static void run_fixture(const char *name, cq_ssm_backend backend) {
                 s1++;
                 uint32_t *ends2 = malloc(S * sizeof *ends2);
                 for (size_t k = s1; k < S; k++) ends2[k - s1] = ends[k] - (uint32_t)split;
-                cq_ssm_seq a = {tok, split, ends, s1, st, vec, out};
+                cq_ssm_seq a = {tok, split, ends, s1, st, vec, out, NULL};
                 cq_ssm_seq b = {tok + split, T - split, ends2, S - s1, st, vec + s1 * c->d_embed,
-                                out + split * c->d_model};
+                                out + split * c->d_model, NULL};
                 if (cq_ssm_encode_tokens(e, &a, 1, &err) || cq_ssm_encode_tokens(e, &b, 1, &err))
                     fail_msg("%s", err.msg);
                 free(ends2);
@@ -230,7 +230,7 @@ static void test_table_vocab(void **state) {
     /* the text reads as QRY + one id per byte: the same vector as the token-level call */
     int32_t tok[7] = {CQ_SSM_TOK_QRY, 5 + 'a', 5 + 'b', 5 + 'c', 5 + 'a', 5 + 'b', 5 + 'c'};
     uint32_t end = 7;
-    cq_ssm_seq s = {tok, 7, &end, 1, NULL, v2, NULL};
+    cq_ssm_seq s = {tok, 7, &end, 1, NULL, v2, NULL, NULL};
     assert_int_equal(cq_ssm_encode_tokens(e, &s, 1, &err), CQ_OK);
     assert_true(ssm_test_rel_err(v1, v2, 8) < 1e-6);
     assert_int_equal(table_ctx.calls, 3);

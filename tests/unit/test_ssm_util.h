@@ -121,8 +121,52 @@ static inline int ssm_test_write_model(const char *dir, const cq_ssm_config *c, 
     return 0;
 }
 
+/* Adds a random document head to the model in dir (docs/SSM.md, "Document vectors"): dir/doc_head.safetensors
+ * (doc_head.weight (d_embed, 2 d_model), doc_head.bias (d_embed), F32) and, when window > 0, ssm.json's
+ * "manifest"."doc_head"."window_tokens" (the model's ssm.json must be ssm_test_write_model's one-line object). */
+static inline int ssm_test_write_doc_head(const char *dir, const cq_ssm_config *c, int window, uint64_t seed) {
+    ssm_test_rng = seed * 2654435761u + 7;
+    char path[1100], json[4096];
+    snprintf(path, sizeof path, "%s/ssm.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    json[n] = 0;
+    char *end = strrchr(json, '}');
+    if (!end) return -1;
+    if (window > 0) {
+        *end = 0;
+        f = fopen(path, "w");
+        if (!f) return -1;
+        fprintf(f, "%s, \"manifest\": {\"doc_head\": {\"file\": \"doc_head.safetensors\", \"window_tokens\": %d}}}\n",
+                json, window);
+        fclose(f);
+    }
+    const size_t E = (size_t)c->d_embed, nw = E * 2 * (size_t)c->d_model;
+    char hdr[512];
+    int hl = snprintf(hdr, sizeof hdr, "{\"doc_head.weight\": {\"dtype\": \"F32\", \"shape\": [%zu, %d], "
+                      "\"data_offsets\": [0, %zu]}, \"doc_head.bias\": {\"dtype\": \"F32\", \"shape\": [%zu], "
+                      "\"data_offsets\": [%zu, %zu]}}", E, 2 * c->d_model, nw * 4, E, nw * 4, (nw + E) * 4);
+    while (hl % 8) hdr[hl++] = ' ';
+    snprintf(path, sizeof path, "%s/doc_head.safetensors", dir);
+    f = fopen(path, "wb");
+    if (!f) return -1;
+    uint64_t h64 = (uint64_t)hl;
+    fwrite(&h64, 8, 1, f);
+    fwrite(hdr, 1, (size_t)hl, f);
+    for (size_t i = 0; i < nw + E; i++) {
+        float x = ssm_test_normal() * (i < nw ? 0.5f : 0.1f);
+        fwrite(&x, 4, 1, f);
+    }
+    fclose(f);
+    return 0;
+}
+
 static inline void ssm_test_rm_model(const char *dir) {
     char path[512];
+    snprintf(path, sizeof path, "%s/doc_head.safetensors", dir);
+    unlink(path);
     snprintf(path, sizeof path, "%s/ssm.json", dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/ssm.safetensors", dir);

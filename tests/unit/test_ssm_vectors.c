@@ -175,47 +175,60 @@ static void test_repair_and_models(void **state) {
     cq_vectors_close(v);
 }
 
-static void test_states(void **state) {
+static void test_doc_vectors(void **state) {
     fixture *f = *state;
     cq_err err = {0};
-    unsigned char blob[100];
-    for (int i = 0; i < 100; i++) blob[i] = (unsigned char)i;
-    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, "m", 42, blob, sizeof blob, &err), CQ_OK);
-    void *got;
-    size_t len;
-    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m", &got, &len, &err), CQ_OK);
-    assert_int_equal(len, sizeof blob);
-    assert_memory_equal(got, blob, len);
-    free(got);
-    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "other", &got, &len, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(cq_vectors_state_get(f->s, f->doc_b, "m", &got, &len, &err), CQ_ERR_NOT_FOUND);
-    /* a document encoded again (other weights): its one row is updated */
-    unsigned char blob2[60];
-    for (int i = 0; i < 60; i++) blob2[i] = (unsigned char)(200 - i);
-    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, "m2", 7, blob2, sizeof blob2, &err), CQ_OK);
-    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m2", &got, &len, &err), CQ_OK);
-    assert_int_equal(len, sizeof blob2);
-    assert_memory_equal(got, blob2, len);
-    free(got);
-    assert_int_equal(cq_vectors_state_get(f->s, f->doc_a, "m", &got, &len, &err), CQ_ERR_NOT_FOUND);
-    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states WHERE n_tokens = 7"), 1);
-    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 1);
-    /* a document that is not there has no state */
-    assert_int_equal(cq_vectors_state_put(f->s, f->doc_b + 1000, "m", 1, blob, sizeof blob, &err), CQ_ERR_DB);
-    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 1);
+    float va[DIM], vb[DIM], va2[DIM];
+    for (int i = 0; i < DIM; i++) {
+        va[i] = (float)i;
+        vb[i] = -(float)i;
+        va2[i] = 0.5f * (float)i;
+    }
+    assert_int_equal(cq_store_doc_vector_put(f->s, f->kb, f->doc_b, "m", "h", DIM, vb, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vector_put(f->s, f->kb, f->doc_a, "m", "h", DIM, va, &err), CQ_OK);
+    int64_t *ids;
+    float *x;
+    size_t n;
+    assert_int_equal(cq_store_doc_vectors_kb(f->s, f->kb, "m", "h", DIM, &ids, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_true(ids[0] == f->doc_a && ids[1] == f->doc_b); /* ids ascending */
+    assert_memory_equal(x, va, sizeof va);
+    assert_memory_equal(x + DIM, vb, sizeof vb);
+    free(ids);
+    free(x);
+    /* another model or head reads none; another dimension is refused */
+    assert_int_equal(cq_store_doc_vectors_kb(f->s, f->kb, "m", "h2", DIM, &ids, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(cq_store_doc_vectors_kb(f->s, f->kb, "m2", "h", DIM, &ids, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(cq_store_doc_vectors_kb(f->s, f->kb, "m", "h", DIM + 1, &ids, &x, &n, &err), CQ_ERR_FORMAT);
+    assert_null(ids);
+    /* a document encoded again (another head): its one row is replaced */
+    assert_int_equal(cq_store_doc_vector_put(f->s, f->kb, f->doc_a, "m", "h2", DIM, va2, &err), CQ_OK);
+    assert_int_equal(cq_store_doc_vectors_kb(f->s, f->kb, "m", "h2", DIM, &ids, &x, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_memory_equal(x, va2, sizeof va2);
+    free(ids);
+    free(x);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_vectors"), 2);
+    /* a document that is not there has none; a deleted document's goes with it */
+    assert_int_equal(cq_store_doc_vector_put(f->s, f->kb, f->doc_b + 1000, "m", "h", DIM, va, &err), CQ_ERR_DB);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_vectors"), 2);
     assert_int_equal(cq_store_doc_delete(f->s, f->doc_a, &err), CQ_OK);
-    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states"), 0);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_vectors"), 1);
+    /* the full encoder states are gone from the schema (nothing read them; docs/SSM.md) */
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM sqlite_master WHERE name = 'doc_states'"), 0);
 }
 
-/* Document states written inside a transaction leave FTS5's pending terms alone: two documents' clauses with a
- * state after each (one of them written twice: the update) make the same FTS index as without the states. A
+/* Document vectors written inside a transaction leave FTS5's pending terms alone: two documents' clauses with a
+ * document vector after each (one of them written twice: the update) make the same FTS index as without them. A
  * statement that opens a statement journal (INSERT OR REPLACE, a savepoint) makes FTS5 write its pending terms out
  * as a segment, so in a batch's transaction each document would become a segment of its own (docs/PERF.md); the
  * upsert does not, on SQLite 3.40. */
-static void test_states_keep_fts_segments(void **state) {
+static void test_doc_vectors_keep_fts_segments(void **state) {
     fixture *f = *state;
     cq_err err = {0};
-    unsigned char blob[100] = {1, 2, 3};
+    float dv[DIM] = {1, 2, 3};
     int64_t kbs[2];
     for (int k = 0; k < 2; k++) {
         assert_int_equal(cq_store_kb_create(f->s, k ? "without" : "with", &kbs[k], &err), CQ_OK);
@@ -231,7 +244,8 @@ static void test_states_keep_fts_segments(void **state) {
                 assert_int_equal(cq_store_clause_add(f->s, kbs[k], doc, "doc", &c, &id, &err), CQ_OK);
             }
             for (int put = 0; !k && put <= !d; put++)
-                assert_int_equal(cq_vectors_state_put(f->s, doc, "m", 10 + put, blob, sizeof blob, &err), CQ_OK);
+                assert_int_equal(cq_store_doc_vector_put(f->s, kbs[k], doc, "m", put ? "h11" : "h10", DIM, dv, &err),
+                                 CQ_OK);
         }
         assert_int_equal(cq_store_commit(f->s, &err), CQ_OK);
     }
@@ -240,7 +254,7 @@ static void test_states_keep_fts_segments(void **state) {
         snprintf(sql[k], sizeof sql[k], "SELECT count(*) FROM fts_kb%lld_data", (long long)kbs[k]);
     assert_true(sql_count(f, sql[1]) >= 3); /* the averages, the structure, a segment's leaf */
     assert_int_equal(sql_count(f, sql[0]), sql_count(f, sql[1]));
-    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_states WHERE n_tokens = 11"), 1);
+    assert_int_equal(sql_count(f, "SELECT count(*) FROM doc_vectors WHERE head = 'h11'"), 1);
 }
 
 /* past CQ_VECTORS_IVF_MIN the index becomes an inverted file: trained, searchable, removable, reloadable */
@@ -326,11 +340,6 @@ static void test_encoder_to_index(void **state) {
     cq_vectors *v;
     assert_int_equal(cq_vectors_open(f->s, f->dir, f->kb, cq_ssm_model_id(m), DIM, &v, &err), CQ_OK);
     assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 10, &err), CQ_OK);
-    size_t sz = cq_ssm_state_size_bytes(m);
-    void *blob = malloc(sz);
-    assert_int_equal(cq_ssm_state_save(st, blob, sz, &err), CQ_OK);
-    assert_int_equal(cq_vectors_state_put(f->s, f->doc_a, cq_ssm_model_id(m), cq_ssm_state_tokens(st), blob, sz, &err),
-                     CQ_OK);
     /* a stored vector is its own nearest neighbour */
     int64_t ids[1];
     float score;
@@ -338,7 +347,6 @@ static void test_encoder_to_index(void **state) {
     assert_int_equal(cq_vectors_search(v, vecs + 4 * DIM, 1, ids, &score, &n, &err), CQ_OK);
     assert_int_equal(ids[0], f->clauses[4]);
     assert_true(fabsf(score - 1.0f) < 1e-4f);
-    free(blob);
     cq_vectors_close(v);
     cq_ssm_state_free(st);
     cq_ssm_encoder_free(e);
@@ -370,7 +378,7 @@ static void test_dense(void **state) {
     float vecs[3 * DIM];
     cq_ssm_state *st;
     assert_int_equal(cq_ssm_state_new(cq_dense_model(d), &st, &err), CQ_OK);
-    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, &err), CQ_OK);
+    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, NULL, &err), CQ_OK);
     cq_vectors *v;
     assert_int_equal(cq_dense_kb(d, f->s, f->kb, &v, &err), CQ_OK);
     assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 3, &err), CQ_OK);
@@ -458,7 +466,7 @@ static void test_dense_lent_vocab(void **state) {
     float *vecs = calloc(3 * (size_t)E, sizeof *vecs);
     cq_ssm_state *st;
     assert_int_equal(cq_ssm_state_new(cq_dense_model(d), &st, &err), CQ_OK);
-    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, &err), CQ_OK);
+    assert_int_equal(cq_dense_encode_document(d, st, texts, lens, 3, vecs, NULL, &err), CQ_OK);
     cq_vectors *v;
     assert_int_equal(cq_dense_kb(d, f->s, f->kb, &v, &err), CQ_OK);
     assert_int_equal(cq_vectors_add(v, f->s, f->clauses, vecs, 3, &err), CQ_OK);
@@ -481,8 +489,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_add_search_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_and_models, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_states, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_states_keep_fts_segments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_doc_vectors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_doc_vectors_keep_fts_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ivf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dense_lent_vocab, setup, teardown),

@@ -67,7 +67,7 @@ PY
     T=$(mktemp -d); mkdir -p $T/cq/bin $T/cq/lib $T/eval
     strip -o $T/cq/bin/clauseqa "$CQ"
     strip -o $T/cq/bin/bench_ssm "$(dirname $CQ)/tests/bench_ssm"
-    for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do strip -o $T/cq/bin/$t "$(dirname $CQ)/tests/$t"; done
+    for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda test_ssm_doc_head; do strip -o $T/cq/bin/$t "$(dirname $CQ)/tests/$t"; done
     # the non-system libraries of every binary carried, not only clauseqa's: the unit tests link libcmocka, which
     # clauseqa does not (without it they stopped at the loader, rc 127, on the H200 box); CUDA's own libraries are
     # named exactly: a bare "cuda" also matched libicudata (ICU), which then went missing on the box

@@ -42,7 +42,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,
 #    test_ssm_train_parity: text through the Gemma vocabulary of the trimmed GGUF, which holds the fixture's rows)
 if [ "${TINY:-0}" != 1 ]; then
   T=/tmp/cqsrc; rm -rf $T; mkdir -p $T/data/models && ln -s $PWD/tests $T/tests && ln -s $W/gemma-trim.gguf $T/data/models/gemma-3-270m-q4_k_m.gguf
-  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do
+  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda test_ssm_doc_head; do
     ldd $W/cq/bin/$t | grep "not found" | sed "s/^/$t: /" | tee -a $OUT/log.txt  # rc 127 otherwise says nothing
     CLAUSEQA_SOURCE_DIR=$T timeout 120 $W/cq/bin/$t > /tmp/$t.txt 2>&1; log "$t rc $? ($(grep -c OK /tmp/$t.txt) ok, $(grep -c SKIPPED /tmp/$t.txt) skipped lines)"
     grep -E "FAIL|Error|error" /tmp/$t.txt | head -5
@@ -55,13 +55,14 @@ log "bench_ssm rc $?"; grep -E "^#|tokens/s" $OUT/speed.txt
 
 # 2. weights
 NEW=${NEW:-$(ls /tmp/stash14/runs 2>/dev/null | tr '\n' ' ')}
-TAGS=old
+TAGS=""
 rm -rf /tmp/d_*; mkdir -p $OUT/ev
 setup() {  # tag source
   mkdir -p /tmp/d_$1/models/ssm && cp $2/ssm.json $2/ssm.safetensors /tmp/d_$1/models/ssm/ &&
   ln -sf $W/gemma-trim.gguf /tmp/d_$1/models/gemma-3-270m-q4_k_m.gguf
 }
-setup old data/models/ssm
+# SKIP_OLD=1: only the new weights (the shipped ones' figures are known; their safetensors need not travel)
+[ "${SKIP_OLD:-0}" = 1 ] || { setup old data/models/ssm && TAGS=old; }
 for n in $NEW; do
   src=/tmp/stash14/runs/$n; [ -f $src/ssm.safetensors ] || src=.device/new/$n
   [ -f $src/ssm.safetensors ] || { log "no weights for $n"; continue; }

@@ -102,7 +102,7 @@ tests)
   export LD_LIBRARY_PATH=$W/cq/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   T=/tmp/cqsrc; rm -rf $T; mkdir -p $T/data/models && ln -s $PWD/tests $T/tests &&
     ln -s $W/gemma-trim.gguf $T/data/models/gemma-3-270m-q4_k_m.gguf
-  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda; do
+  for t in test_ssm_ref test_ssm_train_parity test_ssm_cuda test_ssm_doc_head; do
     ldd $W/cq/bin/$t | grep "not found" | sed "s/^/$t: /"
     CLAUSEQA_SOURCE_DIR=$T timeout 120 $W/cq/bin/$t > $OUT/$t.txt 2>&1
     echo "$t rc $? ($(grep -c OK $OUT/$t.txt) ok lines, $(grep -c SKIP $OUT/$t.txt) skipped)"

@@ -43,44 +43,51 @@ import dev_split  # noqa: E402
 DEPTH_BM25, DEPTH_DENSE, K = 10, 50, 60.0
 
 
-def collect(a):
-    from prepare import hits, norm  # numpy: only collecting needs it (fit runs on Debian's python3)
-    out = {}
-    for suite in sorted(os.listdir(a.suites)):
+def part_questions(suites_dir, calib_only):
+    """(suite, part, questions) of every suite folder: "val" (questions.jsonl) and "train" (train.jsonl), answerable
+    questions with gold only; calib_only keeps only the train part's calibration questions (what a fit needs)."""
+    for suite in sorted(os.listdir(suites_dir)):
         for part, fn in (("val", "questions.jsonl"), ("train", "train.jsonl")):
-            p = os.path.join(a.suites, suite, fn)
+            p = os.path.join(suites_dir, suite, fn)
             if not os.path.exists(p):
                 continue
             qs = [json.loads(x) for x in open(p, encoding="utf-8") if x.strip()]
             qs = [q for q in qs if q.get("answerable", True) and q.get("gold")]
-            if part == "train" and a.calib_only:  # the fit needs only the calibration questions
+            if part == "train" and calib_only:
                 qs = [q for q in qs if dev_split.question_is_calibration(suite, q)]
-            lines = "".join(json.dumps({"id": q["id"], "question": q["question"]}, ensure_ascii=False) + "\n"
-                            for q in qs)
-            lists = {}
+            yield suite, part, qs
+
+
+def collect(a):
+    from prepare import hits, norm  # numpy: only collecting needs it (fit runs on Debian's python3)
+    out = {}
+    for suite, part, qs in part_questions(a.suites, a.calib_only):
+        lines = "".join(json.dumps({"id": q["id"], "question": q["question"]}, ensure_ascii=False) + "\n"
+                        for q in qs)
+        lists = {}
+        for mode in ("bm25", "dense"):
+            r = subprocess.run([a.clauseqa, "retrieve", "--data", a.data, "--kb", suite, "--mode", mode, "--jsonl",
+                                "--k", "50"], input=lines, capture_output=True, text=True)
+            if r.returncode:
+                print("%s %s: %s" % (suite, mode, r.stderr[-500:]), file=sys.stderr)
+                continue
+            for line in r.stdout.splitlines():
+                o = json.loads(line)
+                lists.setdefault(o["id"], {})[mode] = o.get("results", [])
+        for q in qs:
+            gold = [(g["doc"], norm(g["text"]) if g.get("text") else None) for g in q["gold"]]
+            keys, rec = {}, {"suite": suite, "type": q["type"], "part": part,
+                             "calib": part == "train" and dev_split.question_is_calibration(suite, q)}
             for mode in ("bm25", "dense"):
-                r = subprocess.run([a.clauseqa, "retrieve", "--data", a.data, "--kb", suite, "--mode", mode, "--jsonl",
-                                    "--k", "50"], input=lines, capture_output=True, text=True)
-                if r.returncode:
-                    print("%s %s: %s" % (suite, mode, r.stderr[-500:]), file=sys.stderr)
-                    continue
-                for line in r.stdout.splitlines():
-                    o = json.loads(line)
-                    lists.setdefault(o["id"], {})[mode] = o.get("results", [])
-            for q in qs:
-                gold = [(g["doc"], norm(g["text"]) if g.get("text") else None) for g in q["gold"]]
-                keys, rec = {}, {"suite": suite, "type": q["type"], "part": part,
-                                 "calib": part == "train" and dev_split.question_is_calibration(suite, q)}
-                for mode in ("bm25", "dense"):
-                    items = []
-                    for h in lists.get(q["id"], {}).get(mode, []):
-                        k = keys.setdefault((h["doc"], h.get("path"), h["text"][:64]), len(keys))
-                        hn = norm(h["text"])
-                        hit = any(d == h["doc"] and (gt is None or hits(hn, gt)) for d, gt in gold)
-                        items.append([k, round(float(h.get("score", 0.0)), 5), int(hit)])
-                    rec[mode] = items
-                out[q["id"]] = rec
-            print("%s %s: %d questions" % (suite, part, len(qs)), flush=True)
+                items = []
+                for h in lists.get(q["id"], {}).get(mode, []):
+                    k = keys.setdefault((h["doc"], h.get("path"), h["text"][:64]), len(keys))
+                    hn = norm(h["text"])
+                    hit = any(d == h["doc"] and (gt is None or hits(hn, gt)) for d, gt in gold)
+                    items.append([k, round(float(h.get("score", 0.0)), 5), int(hit)])
+                rec[mode] = items
+            out[q["id"]] = rec
+        print("%s %s: %d questions" % (suite, part, len(qs)), flush=True)
     with gzip.open(a.out, "wt") as f:
         json.dump({"tag": a.tag, "questions": out}, f)
 

@@ -27,7 +27,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 DEFAULT_GGUF = os.path.join(ROOT, "data", "models", "gemma-3-270m-q4_k_m.gguf")
 LIB_DIR = os.path.join(ROOT, "build-gemma-tok")
 SOURCES = ["app/ssm_vocab.c", "decoder/tokenizer.c", "decoder/gguf.c", "decoder/quant.c", "core/strbuf.c",
-           "core/error.c", "core/utf8.c", "core/sha256.c",
+           "core/error.c", "core/utf8.c", "core/sha256.c", "core/grow.c",
            "decoder/cpu_isa.c", "decoder/quant_avx512.c"]  # quant.c dispatches to the ISA kernels
 ROW_STRIDE = 64          # table_id: every 64th row
 N_MARKERS = 5
@@ -49,26 +49,36 @@ _TOKENIZE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, cty
 _ROW = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_float))
 
 
-# core/utf8.c measures display width with utf8proc, which the tokenizer never calls: where utf8proc (header or
-# library) is missing, as on a bare GPU box, a stand-in header lets the library build without it.
+# core/utf8.c measures display width with utf8proc, and the Qwen2 pre-tokenizer of decoder/tokenizer.c asks it for
+# Unicode categories; the Gemma vocabulary calls neither: where utf8proc (header or library) is missing, as on a bare
+# GPU box, a stand-in header lets the library build without it (the Qwen2 path must not run on it).
 _UTF8PROC_SHIM = """#include <stdint.h>
 typedef int32_t utf8proc_int32_t;
-static inline int utf8proc_charwidth(utf8proc_int32_t c) { (void)c; return 1; } /* unused by the tokenizer */
+typedef enum { UTF8PROC_CATEGORY_CN, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT,
+               UTF8PROC_CATEGORY_LM, UTF8PROC_CATEGORY_LO, UTF8PROC_CATEGORY_ND, UTF8PROC_CATEGORY_NL,
+               UTF8PROC_CATEGORY_NO } utf8proc_category_t;
+static inline int utf8proc_charwidth(utf8proc_int32_t c) { (void)c; return 1; } /* unused by the Gemma tokenizer */
+static inline utf8proc_category_t utf8proc_category(utf8proc_int32_t c) { (void)c; return UTF8PROC_CATEGORY_CN; }
 """
 
 
 def _lib():
-    so = os.path.join(LIB_DIR, "libcqtok.so")
+    # CQ_TOK_SHIM=1 (device27.sh's CPU dry run): take the GPU box's path here, the stand-in header, never
+    # -lutf8proc, into a library of its own name so that a cached regular build cannot hide a failure
+    shim_only = os.environ.get("CQ_TOK_SHIM") == "1"
+    so = os.path.join(LIB_DIR, "libcqtok-shim.so" if shim_only else "libcqtok.so")
     srcs = [os.path.join(ROOT, s) for s in SOURCES]
     if not os.path.exists(so) or any(os.path.getmtime(s) > os.path.getmtime(so) for s in srcs + [__file__]):
         os.makedirs(LIB_DIR, exist_ok=True)
         cmd = ["gcc", "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-I", ROOT] + srcs
-        if subprocess.run(cmd + ["-lutf8proc", "-lm", "-o", so + ".tmp"], capture_output=True).returncode:
+        if shim_only or subprocess.run(cmd + ["-lutf8proc", "-lm", "-o", so + ".tmp"],
+                                       capture_output=True).returncode:
             shim = os.path.join(LIB_DIR, "shim")
             os.makedirs(shim, exist_ok=True)
             with open(os.path.join(shim, "utf8proc.h"), "w") as f:
                 f.write(_UTF8PROC_SHIM)
-            subprocess.run(cmd[:-len(srcs)] + ["-I", shim] + srcs + ["-lm", "-o", so + ".tmp"], check=True)
+            subprocess.run(cmd[:-len(srcs)] + ["-I", shim] + srcs + ["-Wl,--no-undefined", "-lm", "-o", so + ".tmp"],
+                           check=True)
         os.replace(so + ".tmp", so)
     lib = ctypes.CDLL(so)
     lib.cq_ssm_gemma_vocab_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_Err)]

@@ -1,6 +1,5 @@
-/* What texts say about versions (store/versions.h): dates in both languages, the group key of a regulation's name
- * or title, a document's version dates and label, and the date or comparison a question asks for. Pure functions:
- * no database, no allocation that outlives a call. */
+/* What texts say about versions (core/versions_text.h): dates in both languages, the group key of a regulation's name
+ * or title, a document's version dates and label, and the date or comparison a question asks for. */
 #define _GNU_SOURCE /* strcasestr, timegm */
 #include <ctype.h>
 #include <stdio.h>
@@ -12,7 +11,7 @@
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
-#include "store/versions.h"
+#include "core/versions_text.h"
 
 /* ---- days ---------------------------------------------------------------------------------------------------- */
 

@@ -30,7 +30,8 @@
 #                                   4. the verdict (tools/device_cuda31_verdict.py): which gate may become a default
 # Output ($OUT; 8 files come back at most): cuda31.log (all, as it ran), tests.txt, bench.txt, load.txt (the steps'
 # whole outputs, appended as they run), verdict.txt.
-# Knobs: BUDGET_S, LOAD_S (5 s a level), LEVELS (1,16,64), QWEN (a Qwen2 GGUF path there), GATES_ALONE=0.
+# Knobs: BUDGET_S, LOAD_S (5 s a level), LEVELS (1,16,64), QWEN (a Qwen2 GGUF path there; the real 1.5B's, sha256
+# checked, also reads in the load), GATES_ALONE=0, SKIP="tests bench" (steps 1 and/or 2 left out).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ -f "$HERE/bundle.tar.xz" ] && [ "$(basename "$HERE")" = cuda31 ]; then # run.sh in .device/cuda31 of a checkout
@@ -79,7 +80,7 @@ bundle)
   cp "$B/clauseqa" "$B/tests/test_decoder_cuda" "$(find "$B" -name bench_decoder -type f | head -1)" "$T/c/bin/"
   strip "$T"/c/bin/*
   for l in $(ldd "$T"/c/bin/* | awk '/=>/ {print $3}' | sort -u | grep -v -E \
-      "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|cuda|libcublas|/libz\.so"); do
+      "/libc\.so|/libm\.so|ld-linux|/libdl\.|/libpthread\.|/librt\.|libgcc_s|libstdc|/libcuda|/libcudart|/libcublas|/libz\.so"); do
     cp -L "$l" "$T/c/lib/"
   done
   # the source tree of HEAD (bench_load.py, demo_kb.sh, data/demo, tests/data, the sha256 files; no weights)
@@ -195,6 +196,9 @@ run)
   tar -C "$M" -xf "$W/models.tar" && rm -f "$W/models.tar"
   [ "$(sha256sum "$M/$GGUF" | awk '{print $1}')" = "$(awk '{print $1}' "$M/$GGUF.sha256")" ] || { log "$GGUF sha256 differs"; exit 1; }
   QWEN=${QWEN:-} QREAL=0 SYN=0
+  if [ -n "$QWEN" ] && [ -f "$QWEN" ] && [ "$(sha256sum "$QWEN" | awk '{print $1}')" = "$(awk '{print $1}' "$M/$QGGUF.sha256")" ]; then
+    ln -sf "$QWEN" "$M/$QGGUF" && QREAL=1 # a real model joined before (tools/device_model.sh join): the reader too
+  fi
   qhave=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | wc -l)
   qwant=$(ls /tmp/gguf/$QGGUF.part* 2>/dev/null | head -1 | sed 's/.*of//')
   if [ -z "$QWEN" ] && [ -n "$qwant" ] && [ "$qhave" = "$((10#$qwant))" ]; then
@@ -227,6 +231,7 @@ run)
   ING=$!
   # 1. the tests (test_decoder_cuda sets CLAUSEQA_BATCH_LOGITS=rows itself; the bf16 and prefix halves are its own)
   mkdir -p "$W/srcq/data/models" && ln -sfn "$S/tests" "$W/srcq/tests" # a source dir without Gemma: the Qwen alone
+  case " ${SKIP:-} " in *" tests "*) log "1. tests skipped (SKIP)" ;; *)
   step tests.txt 120 120 "tests gemma: test_decoder_cuda, $GGUF" -- "$BIN/test_decoder_cuda"
   for i in $(seq 90); do [ -f "$QTEST" ] && break; { [ $SYN != 0 ] && kill -0 $SYN 2>/dev/null; } || break; sleep 1; done
   if [ -f "$QTEST" ]; then
@@ -237,11 +242,12 @@ run)
     log "no Qwen file for the tests ($(tail -2 "$W/synq.log" 2>/dev/null))"
   fi
   grep -h -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|^=== tests|timed out" "$OUT/tests.txt"
-  grep -h -E "log-sum-exp|bf16 KV vs float|prefix reuse," "$OUT/tests.txt" | head -40
+  grep -h -E "log-sum-exp|bf16 KV vs float|prefix reuse," "$OUT/tests.txt" | head -40 ;; esac
   # 2. decode speed (on a quiet GPU: the KB's ingest waited for, up to 60 s; a bench beside it is marked so)
   for i in $(seq 60); do kill -0 $ING 2>/dev/null || break; sleep 1; done
   kill -0 $ING 2>/dev/null && log "warning: the KB's ingest still runs beside the benches (their numbers may be low)"
-  for model in "$M/$GGUF" "$QBENCH"; do
+  case " ${SKIP:-} " in *" bench "*) log "2. benches skipped (SKIP)"; set -- ;; *) set -- "$M/$GGUF" "$QBENCH" ;; esac
+  for model in "$@"; do
     if [ "$model" = "$QBENCH" ]; then
       for i in $(seq 90); do [ -f "$QBENCH" ] && break; { [ $SYN != 0 ] && kill -0 $SYN 2>/dev/null; } || break; sleep 1; done
       until_b=400 name=$(basename "$model" .gguf)$([ $QREAL = 0 ] && echo "-synthetic-qwen2-1.5b")

@@ -388,9 +388,11 @@ enum { PRO_COPY = 0, PRO_EMBED = 1, PRO_ADDNORM = 2 };
  *   COPY:    xs = xin
  *   EMBED:   v = emb[token] * emb_scale;                    xs = RMSNorm(v) * w_next
  *   ADDNORM: v = xin + RMSNorm(o) * w_post (the residual);  xs = RMSNorm(v) * w_next
- * with v written to xout by block 0 when xout is set. best, when set, is zeroed (by block 0) for the argmax. */
+ * with v written to xout by block 0 when xout is set. best, when set, is zeroed (by block 0) for the argmax.
+ * bf16_act: xs rounded to bf16 at the end, as the batched step's and the prefill's cuBLAS GEMMs take their inputs
+ * (CLAUSEQA_DECODE_BF16_ACT=1, an experiment of issue 31; the products only, never the logits' prologue). */
 typedef struct {
-    int mode, n;
+    int mode, n, bf16_act;
     float eps, emb_scale;
     const float *xin, *o, *w_post, *w_next;
     float *xout;
@@ -428,6 +430,10 @@ __device__ void prologue(const dpro &p, float *xs) {
         float *const dst[1] = {xs};
         load_vecs<1, 4>(src, dst, n);
         __syncthreads();
+        if (p.bf16_act) {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __bfloat162float(__float2bfloat16(xs[i]));
+            __syncthreads();
+        }
         return;
     }
     float *so = xs + n, *sx = xs + 2 * n, *swp = xs + 3 * n, *swn = xs + 4 * n;
@@ -466,7 +472,8 @@ __device__ void prologue(const dpro &p, float *xs) {
     float r = rsqrtf(block_sum(ss) / n + p.eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) { /* each thread rereads only its own elements */
         if (p.xout && blockIdx.x == 0) p.xout[i] = xs[i];
-        xs[i] = xs[i] * r * swn[i];
+        const float y = xs[i] * r * swn[i];
+        xs[i] = p.bf16_act ? __bfloat162float(__float2bfloat16(y)) : y;
     }
     __syncthreads();
 }
@@ -1321,6 +1328,9 @@ struct cq_cuda_model {
     bool kv16;               /* sequences made from now on keep K and V in bf16 (cq_cuda_model_set_kv_bf16) */
     bool rows_logits;        /* batched steps' logits as batch 1 computes them (rows_logits), not the bf16 GEMM:
                               * CLAUSEQA_BATCH_LOGITS=rows, off by default until measured on a GPU (issue 31) */
+    bool dec_bf16_act;       /* a decode step's products take their input vectors rounded to bf16, the rounding of
+                              * the batched step's GEMMs (CLAUSEQA_DECODE_BF16_ACT=1: an experiment of issue 31,
+                              * off by default; the logits keep the float state) */
     float *kv_scratch;       /* bf16 caches: the float K and V the prefill attention's SGEMMs read, */
     int32_t kv_scratch_keys; /* for up to this many key slots (0: the online-softmax kernels instead) */
 };
@@ -1534,6 +1544,8 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     }
     const char *bl = getenv("CLAUSEQA_BATCH_LOGITS");
     cm->rows_logits = bl && !strcmp(bl, "rows");
+    const char *ba = getenv("CLAUSEQA_DECODE_BF16_ACT");
+    cm->dec_bf16_act = ba && *ba && strcmp(ba, "0");
     if (cm->rows_logits) { /* the batched steps' logits kernel (rows_logits), loaded now as the others */
         const void *rk = cm->emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
         cudaFuncAttributes fa;
@@ -2079,6 +2091,8 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
             float *t = cur;
             cur = nxt, nxt = t;
         }
+        const int act16 = cm->dec_bf16_act; /* the products' inputs only (not the logits') */
+        pro.bf16_act = act16;
         if ((st = dec_mv(cm, pdl && l > 0, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, pro, err))) return st;
         const int splits = s->dec_splits[L->global];
         CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd, s->kv16), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
@@ -2087,14 +2101,19 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
                         (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
                         s->count, s->att, H, Hkv, hd, (const int32_t *)s->pos, L->global ? 0 : m->window,
                         s->slots[l], L->global ? 0 : 1, m->attn_scale, m->attn_softcap, m->rms_eps));
-        if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pro_copy(s->att, H * hd), err))) return st;
+        dpro pa = pro_copy(s->att, H * hd);
+        pa.bf16_act = act16;
+        if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pa, err))) return st;
         pro = pro_addnorm(m, cur, s->o, D->post_attn_norm, D->ffn_norm, nxt);
+        pro.bf16_act = act16;
         float *t = cur;
         cur = nxt, nxt = t;
         CUDA_TRY(launch(pdl, cm->stream, dec_geglu_for(d), dim3((m->n_ff + DEC_WARPS - 1) / DEC_WARPS),
                         dim3(32 * DEC_WARPS), pro_smem(d, pro), (const bf16 *)D->wgate.w,
                         (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro, (int)m->ffn_silu));
-        if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pro_copy(s->g, m->n_ff), err))) return st;
+        dpro pg = pro_copy(s->g, m->n_ff);
+        pg.bf16_act = act16;
+        if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pg, err))) return st;
     }
     const dpro pro = pro_addnorm(m, cur, s->o, cm->layers[m->n_layer - 1].post_ffw_norm, cm->output_norm, NULL);
     return dec_logits(cm, pdl, pro, with_logits ? s->logits : NULL, s->best, err);

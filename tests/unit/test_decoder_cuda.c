@@ -829,6 +829,8 @@ static void eval_top_fn(const char *path, int unused) {
     cq_decoder_close(gpu);
 }
 
+#define BATCH_WORST 6 /* rows of a comparison printed, the log-sum-exp's largest moves first */
+
 /* Accumulates the batched row's differences from the single row's. */
 typedef struct {
     double err_ids, ref_ids, err_top, ref_top, lse;
@@ -838,6 +840,16 @@ typedef struct {
      * more than that at all */
     int lse_bad;
     double lse_bound;
+    /* the next row's sequence, its prompt length and position (set by the caller before batch_compare; 0 0 0 when
+     * not told), and the rows whose log-sum-exp moved most, printed by batch_check_agree (issue 31: which
+     * sequences and positions break) */
+    int seq, len, pos;
+    struct {
+        double dl, moved;
+        float lse_single, lse_batched;
+        int row, seq, len, pos, top_single, top_batched;
+    } worst[BATCH_WORST];
+    int n_worst;
 } batch_cmp;
 
 static void batch_compare(batch_cmp *c, const cq_top *single, const cq_top *batched) {
@@ -858,12 +870,42 @@ static void batch_compare(batch_cmp *c, const cq_top *single, const cq_top *batc
         c->lse_bad++;
     }
     c->lse = dl > c->lse ? dl : c->lse;
+    int at = c->n_worst < BATCH_WORST ? c->n_worst++ : BATCH_WORST; /* insertion into the worst rows, largest first */
+    while (at > 0 && c->worst[at - 1].dl < dl) {
+        if (at < BATCH_WORST) c->worst[at] = c->worst[at - 1];
+        at--;
+    }
+    if (at < BATCH_WORST) {
+        c->worst[at].dl = dl, c->worst[at].moved = moved;
+        c->worst[at].lse_single = single->lse, c->worst[at].lse_batched = batched->lse;
+        c->worst[at].row = c->rows, c->worst[at].seq = c->seq, c->worst[at].len = c->len, c->worst[at].pos = c->pos;
+        c->worst[at].top_single = single->n ? single->top_ids[0] : -1;
+        c->worst[at].top_batched = batched->n ? batched->top_ids[0] : -1;
+    }
     c->rows++;
     c->agree += batched->top_ids[0] == single->top_ids[0];
 }
 
 /* As batch_check, the best candidates agreeing on at least num/den of the rows (few rows: one that swaps with a
  * close second weighs more). */
+/* The rows whose log-sum-exp moved most: sequence, prompt length, position, log-sum-exp and best id of each path. */
+static void batch_print_worst(const batch_cmp *c) {
+    for (int k = 0; k < c->n_worst; k++)
+        fprintf(stderr, "    row %d (seq %d, prompt %d, pos %d): lse %.4f vs %.4f alone (off %.4f), top-1 %d vs %d "
+                        "alone%s, top %d logits moved %.4f at most\n",
+                c->worst[k].row, c->worst[k].seq, c->worst[k].len, c->worst[k].pos, c->worst[k].lse_batched,
+                c->worst[k].lse_single, c->worst[k].dl, c->worst[k].top_batched, c->worst[k].top_single,
+                c->worst[k].top_batched == c->worst[k].top_single ? "" : " (differs)", CQ_TOP_MAX, c->worst[k].moved);
+}
+
+/* Only what batch_check prints, no asserts: a diagnostic comparison (issue 31). */
+static void batch_report(const batch_cmp *c, const char *what) {
+    fprintf(stderr, "  %s: %d rows, nmse %.2e (8 named ids) %.2e (top %d), log-sum-exp off by %.2e at most, best "
+                    "candidate agrees %d/%d (diagnostic, not checked)\n",
+            what, c->rows, c->err_ids / c->ref_ids, c->err_top / c->ref_top, CQ_TOP_MAX, c->lse, c->agree, c->rows);
+    batch_print_worst(c);
+}
+
 static void batch_check_agree(const batch_cmp *c, const char *what, int num, int den);
 static void batch_check(const batch_cmp *c, const char *what) { batch_check_agree(c, what, 9, 10); }
 static void batch_check_agree(const batch_cmp *c, const char *what, int num, int den) {
@@ -871,6 +913,7 @@ static void batch_check_agree(const batch_cmp *c, const char *what, int num, int
     fprintf(stderr, "  %s: %d rows, nmse %.2e (8 named ids) %.2e (top %d), log-sum-exp off by %.2e at most, best "
                     "candidate agrees %d/%d\n",
             what, c->rows, e_ids, e_top, CQ_TOP_MAX, c->lse, c->agree, c->rows);
+    batch_print_worst(c);
     assert_true(e_ids < NMSE_BF16_FORWARD);
     assert_true(e_top < NMSE_BF16_FORWARD);
     assert_true(c->agree * den >= c->rows * num);
@@ -878,25 +921,30 @@ static void batch_check_agree(const batch_cmp *c, const char *what, int num, int
     if (c->lse_bound > 0) assert_true(c->lse < c->lse_bound);
 }
 
-/* B sequences (prompt lengths lens) stepped `steps` times one at a time and as batches, compared. */
-static void batch_vs_single(cq_cuda_model *cm, const cq_gemma *m, const int *lens, int B, int steps, double lse_bound,
-                            const char *what) {
+/* B sequences (prompt lengths lens) stepped `steps` times one at a time (batch 1: cq_cuda_eval_top) and as batches
+ * (cq_cuda_decode_batch), compared into c (checked by the caller, after every comparison of the test is printed).
+ * Diagnostics (issue 31), printed only: a third copy of each sequence stepped through the batched kernels one row at
+ * a time (cq_cuda_forward_rows of that row alone), against the batch (rows_vs_batch: the other rows' effect, if the
+ * batched kernels mix rows) and against batch 1 (rows_vs_single: the batched kernels' bf16 activations against the
+ * decode kernels' float ones, the other rows left out). */
+static void batch_vs_single(cq_cuda_model *cm, const cq_gemma *m, const int *lens, int B, int steps, batch_cmp *c,
+                            batch_cmp *rows_vs_batch, batch_cmp *rows_vs_single) {
     cq_err err = {0};
     const int V = m->n_vocab;
     cq_cuda_seq **sa = calloc((size_t)B, sizeof *sa), **sb = calloc((size_t)B, sizeof *sb);
+    cq_cuda_seq **sc = calloc((size_t)B, sizeof *sc);
     int32_t *tokens = malloc((size_t)B * sizeof *tokens), *pos = malloc((size_t)B * sizeof *pos);
     cq_top_request *req = malloc((size_t)B * sizeof *req);
-    cq_top *ta = malloc((size_t)B * sizeof *ta), *tb = malloc((size_t)B * sizeof *tb);
-    batch_cmp c;
-    memset(&c, 0, sizeof c);
-    c.lse_bound = lse_bound;
+    cq_top *ta = malloc((size_t)B * sizeof *ta), *tb = malloc((size_t)B * sizeof *tb), *tc = malloc((size_t)B * sizeof *tc);
     for (int i = 0; i < B; i++) {
         int32_t *p = malloc((size_t)lens[i] * sizeof *p);
         for (int t = 0; t < lens[i]; t++) p[t] = t == 0 ? 2 : test_token(V, i, t);
         assert_int_equal(cq_cuda_seq_new(cm, lens[i] + steps + 1, &sa[i], &err), CQ_OK);
         assert_int_equal(cq_cuda_seq_new(cm, lens[i] + steps + 1, &sb[i], &err), CQ_OK);
+        assert_int_equal(cq_cuda_seq_new(cm, lens[i] + steps + 1, &sc[i], &err), CQ_OK);
         assert_int_equal(cq_cuda_eval(sa[i], p, (size_t)lens[i], 0, NULL, false, &err), CQ_OK);
         assert_int_equal(cq_cuda_eval(sb[i], p, (size_t)lens[i], 0, NULL, false, &err), CQ_OK);
+        assert_int_equal(cq_cuda_eval(sc[i], p, (size_t)lens[i], 0, NULL, false, &err), CQ_OK);
         req[i] = (cq_top_request){CQ_TOP_MAX, CQ_TOP_MAX_IDS, {5, 300, 301, 1000, 2000, 4000, 8000, 9999}};
         for (int j = 0; j < CQ_TOP_MAX_IDS; j++) req[i].ids[j] %= V;
         free(p);
@@ -905,16 +953,26 @@ static void batch_vs_single(cq_cuda_model *cm, const cq_gemma *m, const int *len
         for (int i = 0; i < B; i++) {
             tokens[i] = test_token(V, i + 1000, step), pos[i] = lens[i] + step;
             assert_int_equal(cq_cuda_eval_top(sa[i], &tokens[i], 1, pos[i], &req[i], &ta[i], &err), CQ_OK);
+            const int32_t row0 = 0;
+            if (cq_cuda_forward_rows(&sc[i], &tokens[i], &pos[i], 1, &row0, 1, &req[i], &tc[i], &err)) {
+                fprintf(stderr, "a row alone, step %d: %s\n", step, err.msg);
+                fail();
+            }
         }
         if (cq_cuda_decode_batch(sb, tokens, pos, B, req, tb, &err)) {
             fprintf(stderr, "batched step %d: %s\n", step, err.msg);
             fail();
         }
-        for (int i = 0; i < B; i++) batch_compare(&c, &ta[i], &tb[i]);
+        for (int i = 0; i < B; i++) {
+            batch_cmp *all[3] = {c, rows_vs_batch, rows_vs_single};
+            for (int k = 0; k < 3; k++) all[k]->seq = i, all[k]->len = lens[i], all[k]->pos = pos[i];
+            batch_compare(c, &ta[i], &tb[i]);
+            batch_compare(rows_vs_batch, &tc[i], &tb[i]);
+            batch_compare(rows_vs_single, &ta[i], &tc[i]);
+        }
     }
-    batch_check(&c, what);
-    for (int i = 0; i < B; i++) cq_cuda_seq_free(sa[i]), cq_cuda_seq_free(sb[i]);
-    free(sa), free(sb), free(tokens), free(pos), free(req), free(ta), free(tb);
+    for (int i = 0; i < B; i++) cq_cuda_seq_free(sa[i]), cq_cuda_seq_free(sb[i]), cq_cuda_seq_free(sc[i]);
+    free(sa), free(sb), free(sc), free(tokens), free(pos), free(req), free(ta), free(tb), free(tc);
 }
 
 static void batch_fn(const char *path, int unused) {
@@ -928,22 +986,60 @@ static void batch_fn(const char *path, int unused) {
     assert_int_equal(cq_cuda_model_new(&m, &cm, &err), CQ_OK);
     const int W = window_span(m.window);
     const int lens[] = {1, 5, 37, 300, W + CQ_CUDA_BATCH + 30, 2 * W + 5};
-    char what[256];
-    snprintf(what, sizeof what, "batched vs single steps, %s, 6 sequences of 1 to %d tokens", path, lens[5]);
+    char what[3][256];
     /* the real model: every row's log-sum-exp within 0.25 of batch 1's (issue 31: the batched step's logits were a
      * bf16 GEMM, up to 1.3 off; now batch 1's logits kernel on each row, what is left is the forward's bf16 GEMMs:
-     * 0.02-0.06 in a float emulation of both paths on this model) */
+     * 0.02-0.06 in a float emulation of a prompt's last position, lse_batched_emul.py). The emulation of this
+     * test's steps themselves (lse_steps_emul.py, 2026-12-06) puts the bf16 activations alone at up to 0.39 (seq 1
+     * pos 6, a row whose log-sum-exp is -68) and the best candidate at 29/30, the H100 showed 0.73 and 29/30: the
+     * bound is below what the design's numerics give (docs/PERF.md); it stays until the lead decides */
     const double bound = !strcmp(path, model_path()) ? 0.25 : 0;
-    batch_vs_single(cm, &m, lens, 6, 5, bound, what);
+    batch_cmp c[3], rb[3], rs[3];
+    memset(c, 0, sizeof c), memset(rb, 0, sizeof rb), memset(rs, 0, sizeof rs);
+    for (int k = 0; k < 3; k++) c[k].lse_bound = bound;
+    snprintf(what[0], sizeof what[0], "batched vs single steps, %s, 6 sequences of 1 to %d tokens", path, lens[5]);
+    batch_vs_single(cm, &m, lens, 6, 5, &c[0], &rb[0], &rs[0]);
     int many[CQ_CUDA_DECODE_BATCH_MAX];
     for (int i = 0; i < CQ_CUDA_DECODE_BATCH_MAX; i++) many[i] = 3 + i;
-    snprintf(what, sizeof what, "batched vs single steps, %s, %d sequences", path, CQ_CUDA_DECODE_BATCH_MAX);
-    batch_vs_single(cm, &m, many, CQ_CUDA_DECODE_BATCH_MAX, 2, bound, what);
+    snprintf(what[1], sizeof what[1], "batched vs single steps, %s, %d sequences", path, CQ_CUDA_DECODE_BATCH_MAX);
+    batch_vs_single(cm, &m, many, CQ_CUDA_DECODE_BATCH_MAX, 2, &c[1], &rb[1], &rs[1]);
     /* with a bf16 KV cache (sequences made after the switch): the batched kernels' bf16 instances */
     assert_int_equal(cq_cuda_model_set_kv_bf16(cm, true, &err), CQ_OK);
-    snprintf(what, sizeof what, "batched vs single steps, bf16 KV, %s, 6 sequences of 1 to %d tokens", path, lens[5]);
-    batch_vs_single(cm, &m, lens, 6, 3, bound, what);
+    snprintf(what[2], sizeof what[2], "batched vs single steps, bf16 KV, %s, 6 sequences of 1 to %d tokens", path,
+             lens[5]);
+    batch_vs_single(cm, &m, lens, 6, 3, &c[2], &rb[2], &rs[2]);
     assert_int_equal(cq_cuda_model_set_kv_bf16(cm, false, &err), CQ_OK);
+    /* diagnostic (issue 31), printed only: batch 1 with its products' inputs rounded to bf16 as the batched GEMMs
+     * round theirs (CLAUSEQA_DECODE_BF16_ACT=1, off by default); if the batched step's log-sum-exp gap is the bf16
+     * activations' (a float emulation of the test's steps on the CPU: up to 0.39, tools/decoder_ref/
+     * lse_steps_emul.py), it closes here; if a batched kernel is wrong, it stays */
+    {
+        cq_cuda_model *cm16;
+        setenv("CLAUSEQA_DECODE_BF16_ACT", "1", 1);
+        const cq_status st16 = cq_cuda_model_new(&m, &cm16, &err);
+        unsetenv("CLAUSEQA_DECODE_BF16_ACT");
+        assert_int_equal(st16, CQ_OK);
+        batch_cmp a16, rb16, rs16;
+        memset(&a16, 0, sizeof a16), memset(&rb16, 0, sizeof rb16), memset(&rs16, 0, sizeof rs16);
+        batch_vs_single(cm16, &m, lens, 6, 5, &a16, &rb16, &rs16);
+        char d[1024];
+        snprintf(d, sizeof d, "%s, batch 1 with bf16 activations (CLAUSEQA_DECODE_BF16_ACT=1)", what[0]);
+        batch_report(&a16, d);
+        snprintf(d, sizeof d, "%s, each row alone through the batched kernels vs batch 1 with bf16 activations",
+                 what[0]);
+        batch_report(&rs16, d);
+        cq_cuda_model_free(cm16);
+    }
+    /* every comparison printed before any is checked: one run tells which sequences and positions break */
+    for (int k = 0; k < 3; k++) {
+        char d[1024];
+        snprintf(d, sizeof d, "%s: batched vs each row alone through the batched kernels", what[k]);
+        batch_report(&rb[k], d);
+        snprintf(d, sizeof d, "%s: each row alone through the batched kernels vs single", what[k]);
+        batch_report(&rs[k], d);
+        batch_report(&c[k], what[k]);
+    }
+    for (int k = 0; k < 3; k++) batch_check(&c[k], what[k]);
     int32_t t = 5, p = 0;
     cq_top_request r = {1, 0, {0}};
     cq_top o;
@@ -1015,7 +1111,10 @@ static void concurrent_fn(const char *path, int unused) {
     batch_cmp c;
     memset(&c, 0, sizeof c);
     for (int i = 0; i < CONC_THREADS; i++) {
-        for (int step = 0; step < CONC_STEPS; step++) batch_compare(&c, &alone[i].out[step], &together[i].out[step]);
+        for (int step = 0; step < CONC_STEPS; step++) {
+            c.seq = i, c.len = 20 + 37 * i, c.pos = c.len + step; /* the prompts' lengths above */
+            batch_compare(&c, &alone[i].out[step], &together[i].out[step]);
+        }
         cq_decoder_seq_free(alone[i].s);
         cq_decoder_seq_free(together[i].s);
     }
@@ -1072,7 +1171,10 @@ static void rows_fn(const char *path, int unused) {
     }
     batch_cmp c;
     memset(&c, 0, sizeof c);
-    for (int i = 0; i < N; i++) batch_compare(&c, &ta[i], &tb[i]);
+    for (int i = 0; i < N; i++) {
+        c.seq = i, c.len = prefix[i] + chunk[i], c.pos = prefix[i] + chunk[i] - 1;
+        batch_compare(&c, &ta[i], &tb[i]);
+    }
     char what[256];
     snprintf(what, sizeof what, "forward of %d rows (4 prompts, a step) vs each alone, %s", R, path);
     batch_check_agree(&c, what, 3, 4);
@@ -1084,7 +1186,10 @@ static void rows_fn(const char *path, int unused) {
             assert_int_equal(cq_cuda_eval_top(sa[i], &st_tok[i], 1, st_pos[i], &req[i], &ta[i], &err), CQ_OK);
         }
         assert_int_equal(cq_cuda_decode_batch(sb, st_tok, st_pos, N, req, tb, &err), CQ_OK);
-        for (int i = 0; i < N; i++) batch_compare(&c, &ta[i], &tb[i]);
+        for (int i = 0; i < N; i++) {
+            c.seq = i, c.len = prefix[i] + chunk[i], c.pos = st_pos[i];
+            batch_compare(&c, &ta[i], &tb[i]);
+        }
     }
     snprintf(what, sizeof what, "steps after the forward of rows vs after each alone, %s", path);
     batch_check_agree(&c, what, 3, 4);
@@ -1205,10 +1310,13 @@ static void prefill_batch_fn(const char *path, int unused) {
     memset(&c, 0, sizeof c);
     for (int i = 0; i < PRE_THREADS; i++) {
         /* the prompt's candidates; the steps feed each pass's own best candidate, so compare them while they agree */
+        c.seq = i, c.len = alone[i].len, c.pos = alone[i].len - 1;
         batch_compare(&c, &alone[i].out[0], &together[i].out[0]);
         for (int step = 1; step <= PRE_STEPS && alone[i].out[step - 1].top_ids[0] == together[i].out[step - 1].top_ids[0];
-             step++)
+             step++) {
+            c.pos = alone[i].len + step - 1;
             batch_compare(&c, &alone[i].out[step], &together[i].out[step]);
+        }
         cq_decoder_seq_free(alone[i].s);
         cq_decoder_seq_free(together[i].s);
     }

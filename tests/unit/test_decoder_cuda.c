@@ -1009,18 +1009,20 @@ static void batch_fn(const char *path, int unused) {
              lens[5]);
     batch_vs_single(cm, &m, lens, 6, 3, &c[2], &rb[2], &rs[2]);
     assert_int_equal(cq_cuda_model_set_kv_bf16(cm, false, &err), CQ_OK);
-    /* diagnostic (issue 31), printed only: batch 1 with its products' inputs rounded to bf16 as the batched GEMMs
-     * round theirs (CLAUSEQA_DECODE_BF16_ACT=1, off by default); if the batched step's log-sum-exp gap is the bf16
-     * activations' (a float emulation of the test's steps on the CPU: up to 0.39, tools/decoder_ref/
-     * lse_steps_emul.py), it closes here; if a batched kernel is wrong, it stays */
+    /* diagnostic (issue 31; its log-sum-exp printed, not bounded): batch 1 with its products' inputs rounded to bf16
+     * as the batched GEMMs round theirs (CLAUSEQA_DECODE_BF16_ACT=1, off by default); if the batched step's
+     * log-sum-exp gap is the bf16 activations' (a float emulation of the test's steps on the CPU: up to 0.39,
+     * tools/decoder_ref/lse_steps_emul.py), it closes here; if a batched kernel is wrong, it stays */
+    batch_cmp a16;
+    memset(&a16, 0, sizeof a16);
     {
         cq_cuda_model *cm16;
         setenv("CLAUSEQA_DECODE_BF16_ACT", "1", 1);
         const cq_status st16 = cq_cuda_model_new(&m, &cm16, &err);
         unsetenv("CLAUSEQA_DECODE_BF16_ACT");
         assert_int_equal(st16, CQ_OK);
-        batch_cmp a16, rb16, rs16;
-        memset(&a16, 0, sizeof a16), memset(&rb16, 0, sizeof rb16), memset(&rs16, 0, sizeof rs16);
+        batch_cmp rb16, rs16;
+        memset(&rb16, 0, sizeof rb16), memset(&rs16, 0, sizeof rs16);
         batch_vs_single(cm16, &m, lens, 6, 5, &a16, &rb16, &rs16);
         char d[1024];
         snprintf(d, sizeof d, "%s, batch 1 with bf16 activations (CLAUSEQA_DECODE_BF16_ACT=1)", what[0]);
@@ -1040,6 +1042,10 @@ static void batch_fn(const char *path, int unused) {
         batch_report(&c[k], what[k]);
     }
     for (int k = 0; k < 3; k++) batch_check(&c[k], what[k]);
+    /* the experiment's decode steps are still a forward of bf16 tolerance (their log-sum-exp printed above only) */
+    assert_true(a16.err_ids / a16.ref_ids < NMSE_BF16_FORWARD);
+    assert_true(a16.err_top / a16.ref_top < NMSE_BF16_FORWARD);
+    assert_int_equal(a16.lse_bad, 0);
     int32_t t = 5, p = 0;
     cq_top_request r = {1, 0, {0}};
     cq_top o;

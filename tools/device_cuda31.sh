@@ -31,7 +31,8 @@
 # Output ($OUT; 8 files come back at most): cuda31.log (all, as it ran), tests.txt, bench.txt, load.txt (the steps'
 # whole outputs, appended as they run), verdict.txt.
 # Knobs: BUDGET_S, LOAD_S (5 s a level), LEVELS (1,16,64), QWEN (a Qwen2 GGUF path there; the real 1.5B's, sha256
-# checked, also reads in the load), GATES_ALONE=0, SKIP="tests bench" (steps 1 and/or 2 left out).
+# checked, also reads in the load), GATES_ALONE=0, SKIP="tests bench load" (steps 1, 2 and/or 3 left out; without
+# the load no KB is ingested: SKIP="bench load" is the tests alone, ~2-3 minutes).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ -f "$HERE/bundle.tar.xz" ] && [ "$(basename "$HERE")" = cuda31 ]; then # run.sh in .device/cuda31 of a checkout
@@ -63,6 +64,8 @@ n=$(ls -d .device/cuda31m/p* 2>/dev/null | wc -l)
   done
   echo "# the run (~9.5 minutes; the bundle is ~48 MB, so no piece rides with it)"
   echo "run timeout_s=600 carry=[\".device/cuda31\"] command: bash .device/cuda31/run.sh run"
+  echo "# or the tests alone (test_decoder_cuda on Gemma and the Qwen file, ~3 minutes; issue 31's lse diagnostics):"
+  echo "run timeout_s=360 carry=[\".device/cuda31\"] command: SKIP=\"bench load\" bash .device/cuda31/run.sh run"
 } > .device/cuda31/CALLS.txt
 }
 case "${1:-}" in
@@ -226,9 +229,11 @@ run)
   # the load's KB, ingested now in the background (bench_load.py --data reuses a folder holding .bench_load_ready)
   KB=$W/kb DOCS=$W/c/docs QS=$W/c/questions.jsonl
   rm -rf "$KB"
+  ING=
+  case " ${SKIP:-} " in *" load "*) ;; *)
   ( bash "$S/tools/demo_kb.sh" "$BIN/clauseqa" "$KB" && "$BIN/clauseqa" ingest --data "$KB" --kb demo --ocr off "$DOCS"/* \
       > "$W/ingest.log" 2>&1 && touch "$KB/.bench_load_ready" && echo "[device_cuda31] KB ready at $(( $(date +%s) - T0 )) s" ) &
-  ING=$!
+  ING=$! ;; esac
   # 1. the tests (test_decoder_cuda sets CLAUSEQA_BATCH_LOGITS=rows itself; the bf16 and prefix halves are its own)
   mkdir -p "$W/srcq/data/models" && ln -sfn "$S/tests" "$W/srcq/tests" # a source dir without Gemma: the Qwen alone
   case " ${SKIP:-} " in *" tests "*) log "1. tests skipped (SKIP)" ;; *)
@@ -242,10 +247,10 @@ run)
     log "no Qwen file for the tests ($(tail -2 "$W/synq.log" 2>/dev/null))"
   fi
   grep -h -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|^=== tests|timed out" "$OUT/tests.txt"
-  grep -h -E "log-sum-exp|bf16 KV vs float|prefix reuse," "$OUT/tests.txt" | head -40 ;; esac
+  grep -h -E "log-sum-exp|bf16 KV vs float|prefix reuse," "$OUT/tests.txt" | head -80 ;; esac
   # 2. decode speed (on a quiet GPU: the KB's ingest waited for, up to 60 s; a bench beside it is marked so)
-  for i in $(seq 60); do kill -0 $ING 2>/dev/null || break; sleep 1; done
-  kill -0 $ING 2>/dev/null && log "warning: the KB's ingest still runs beside the benches (their numbers may be low)"
+  for i in $(seq 60); do [ -n "$ING" ] && kill -0 $ING 2>/dev/null || break; sleep 1; done
+  [ -n "$ING" ] && kill -0 $ING 2>/dev/null && log "warning: the KB's ingest still runs beside the benches (their numbers may be low)"
   case " ${SKIP:-} " in *" bench "*) log "2. benches skipped (SKIP)"; set -- ;; *) set -- "$M/$GGUF" "$QBENCH" ;; esac
   for model in "$@"; do
     if [ "$model" = "$QBENCH" ]; then
@@ -269,8 +274,10 @@ run)
     done
   done
   # 3. the server under load: the product's GPU reader (the real Qwen when its file is in $M, else Gemma)
-  for i in $(seq 120); do kill -0 $ING 2>/dev/null || break; sleep 1; done
-  if [ -f "$KB/.bench_load_ready" ]; then
+  for i in $(seq 120); do [ -n "$ING" ] && kill -0 $ING 2>/dev/null || break; sleep 1; done
+  if [ -z "$ING" ]; then
+    log "3. bench_load skipped (SKIP)"
+  elif [ -f "$KB/.bench_load_ready" ]; then
     reader=$([ $QREAL = 1 ] && echo "$QGGUF" || echo "$GGUF")
     runs="default:off router,bm25:off default:on router,bm25:on"
     [ "${GATES_ALONE:-1}" = 1 ] && runs="$runs default:share default:kv16 default:rows"

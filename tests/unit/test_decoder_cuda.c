@@ -886,8 +886,6 @@ static void batch_compare(batch_cmp *c, const cq_top *single, const cq_top *batc
     c->agree += batched->top_ids[0] == single->top_ids[0];
 }
 
-/* As batch_check, the best candidates agreeing on at least num/den of the rows (few rows: one that swaps with a
- * close second weighs more). */
 /* The rows whose log-sum-exp moved most: sequence, prompt length, position, log-sum-exp and best id of each path. */
 static void batch_print_worst(const batch_cmp *c) {
     for (int k = 0; k < c->n_worst; k++)
@@ -906,6 +904,8 @@ static void batch_report(const batch_cmp *c, const char *what) {
     batch_print_worst(c);
 }
 
+/* As batch_check, the best candidates agreeing on at least num/den of the rows (few rows: one that swaps with a
+ * close second weighs more). */
 static void batch_check_agree(const batch_cmp *c, const char *what, int num, int den);
 static void batch_check(const batch_cmp *c, const char *what) { batch_check_agree(c, what, 9, 10); }
 static void batch_check_agree(const batch_cmp *c, const char *what, int num, int den) {

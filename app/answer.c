@@ -265,12 +265,11 @@ static char *best_sentences(const char *text, char **terms, size_t n_terms) {
     return strndup(text + start, end - start);
 }
 
-/* The trained model's refusal threshold: the caller's, else the adapter's own (chosen on held-out questions when it
- * was trained: adapter.json "refusal_min_p"), else CQ_ANSWER_REFUSAL_MIN_P. */
-static double refusal_min_p(const cq_answer_options *o) {
-    if (o->refusal_min_p) return o->refusal_min_p;
-    const cq_adapter_info *ai = o->decoder ? cq_decoder_adapter(o->decoder) : NULL;
-    return ai && ai->refusal_min_p > 0 ? ai->refusal_min_p : CQ_ANSWER_REFUSAL_MIN_P;
+/* The adapter's own threshold was chosen on held-out questions when it was trained (docs/ANSWERS.md). */
+double cq_answer_refusal_min_p(double caller, const cq_adapter_info *ai, cq_query_lang lang) {
+    if (caller > 0) return caller;
+    const double t = !ai ? 0 : lang == CQ_QUERY_EN ? ai->refusal_min_p_en : ai->refusal_min_p;
+    return t > 0 ? t : CQ_ANSWER_REFUSAL_MIN_P;
 }
 
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
@@ -288,7 +287,8 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
      * The trained model may always decline (generate_answer.c). */
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
                                 .min_confidence = o->min_confidence,
-                                .refusal_min_p = refusal_min_p(o)};
+                                .refusal_min_p = cq_answer_refusal_min_p(
+                                    o->refusal_min_p, o->decoder ? cq_decoder_adapter(o->decoder) : NULL, q->lang)};
     if (cq_gen_answer_run(o->decoder, q, &out->hits, &go, o->on_text, o->user, &g, &e)) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";

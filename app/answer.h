@@ -89,6 +89,10 @@ typedef struct {
  * questions only partly, so refusing whenever it is the likeliest start refused a third of the answerable ones;
  * at 0.9 false abstention stays under 5 % on every train part and the confident refusals remain. */
 #define CQ_ANSWER_REFUSAL_MIN_P 0.9
+
+/* The refusal threshold a question in language lang gets: caller (the option's, > 0) if given, else the adapter ai's
+ * for that language (adapter.json "refusal_min_p", NULL: none loaded), else CQ_ANSWER_REFUSAL_MIN_P. */
+double cq_answer_refusal_min_p(double caller, const cq_adapter_info *ai, cq_query_lang lang);
 /* A generated answer cited from a clause that holds none of the question's key terms (its BM25 terms: question and
  * stop words removed, search/query.h) is a refusal candidate: it is refused unless the model's confidence (the mean
  * token probability) is at least this. Chosen on the dev suites (docs/EVAL.md, "Spans that keep their meaning"). */

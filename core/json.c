@@ -1,5 +1,6 @@
 #include "core/json.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +131,10 @@ cJSON *cq_json_parse_strict(const char *text, size_t len, char *why, size_t why_
         return NULL;
     }
     return v;
+}
+
+bool cq_json_number_in(const cJSON *v, double lo, double hi, bool whole) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return false;
+    const double x = v->valuedouble;
+    return x >= lo && x <= hi && (!whole || x == floor(x));
 }

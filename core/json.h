@@ -14,6 +14,7 @@
 #define CQ_CORE_JSON_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The compact text of v (no new line), malloc'd, valid UTF-8; NULL when out of memory. *len (may be NULL) gets its
@@ -25,5 +26,9 @@ char *cq_json_print_formatted(const cJSON *v, size_t *len);
 /* Parses text[0..len) as one JSON value. NULL when it is not strict JSON, with the reason and the byte offset in
  * why ("invalid UTF-8 at byte 12"). */
 cJSON *cq_json_parse_strict(const char *text, size_t len, char *why, size_t why_cap);
+
+/* Whether v is a finite number in lo..hi (hi INFINITY: no upper bound), and a whole one when whole is set: the range
+ * checks of settings read from JSON (fusion, document routing). */
+bool cq_json_number_in(const cJSON *v, double lo, double hi, bool whole);
 
 #endif

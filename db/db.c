@@ -47,6 +47,14 @@ void cq_db_bind_text(cq_db_stmt *st, int i, const char *s) { st->db->drv->bind_t
 void cq_db_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) { st->db->drv->bind_blob(st, i, p, n); }
 void cq_db_bind_null(cq_db_stmt *st, int i) { st->db->drv->bind_null(st, i); }
 int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err) { return st->db->drv->step(st, what, err); }
+
+bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err) {
+    if (*rc) return false;
+    int step = cq_db_step(st, what, err);
+    if (step < 0) *rc = err ? err->code : CQ_ERR_DB;
+    return step == CQ_DB_ROW;
+}
+
 void cq_db_reset(cq_db_stmt *st) { st->db->drv->reset(st); }
 int64_t cq_db_col_int(cq_db_stmt *st, int col) { return st->db->drv->col_int(st, col); }
 double cq_db_col_double(cq_db_stmt *st, int col) { return st->db->drv->col_double(st, col); }
@@ -193,10 +201,36 @@ static bool first_int(cq_db_stmt *st, void *v) {
     return true;
 }
 
+typedef struct {
+    int64_t *v;
+    int n;
+} ints;
+
+static bool first_ints(cq_db_stmt *st, void *out) {
+    const ints *x = out;
+    for (int i = 0; i < x->n; i++) x->v[i] = cq_db_col_int(st, i);
+    return true;
+}
+
+static cq_status intsv(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql,
+                       const char *kinds, va_list ap) {
+    memset(v, 0, (size_t)n * sizeof *v);
+    ints x = {v, n};
+    return onev(db, what, first_ints, &x, err, sql, kinds, ap);
+}
+
 cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
                      va_list ap) {
-    *v = 0;
-    return onev(db, what, first_int, v, err, sql, kinds, ap);
+    return intsv(db, what, v, 1, err, sql, kinds, ap);
+}
+
+cq_status cq_db_ints(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql, const char *kinds,
+                     ...) {
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc = intsv(db, what, v, n, err, sql, kinds, ap);
+    va_end(ap);
+    return rc;
 }
 
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
@@ -361,8 +395,7 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
     char *list = NULL;
     size_t count = 0, cap = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, what, &rc, err)) {
         if (!cq_grow((void **)&list, &cap, count + 1, elem_size)) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
@@ -375,7 +408,6 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
         }
         count++;
     }
-    if (!rc && step < 0) rc = err->code;
     if (rc) {
         for (size_t i = 0; drop && i < count; i++) drop(list + i * elem_size);
         free(list);
@@ -395,15 +427,20 @@ cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_er
     return rc;
 }
 
-cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
-                           cq_db_stmt **st, cq_err *err) {
+cq_status cq_db_prepare_in(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *head,
+                           const int64_t *ids, size_t m, const char *tail, const char *kinds, ...) {
     *st = NULL;
+    const int first = (int)strlen(kinds) + 1;
     cq_strbuf b = {0};
     cq_strbuf_puts(&b, head);
     for (size_t i = 0; i < m; i++) cq_strbuf_printf(&b, i ? ", ?%d" : "(?%d", first + (int)i);
     cq_strbuf_puts(&b, ")");
     cq_strbuf_puts(&b, tail);
-    cq_status rc = b.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : cq_db_prepare(db, b.data, st, err);
+    va_list ap;
+    va_start(ap, kinds);
+    cq_status rc =
+        b.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : queryv(db, what, st, err, b.data, kinds, ap);
+    va_end(ap);
     cq_strbuf_free(&b);
     for (size_t i = 0; !rc && i < m; i++) cq_db_bind_int(*st, first + (int)i, ids[i]);
     return rc;

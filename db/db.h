@@ -78,6 +78,9 @@ void cq_db_bind_null(cq_db_stmt *st, int i);
 /* CQ_DB_ROW (a row to read), CQ_DB_DONE, or -1 with err set ("what: message"; code as above). After CQ_DB_DONE the
  * statement may be reset (cq_db_reset), bound again and stepped again. */
 int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err);
+/* For a loop over the rows: false once *rc is set (nothing stepped), at the end, or on a failed step (*rc then set
+ * from err); true with a row to read. */
+bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err);
 void cq_db_reset(cq_db_stmt *st); /* keeps the bindings */
 /* Column readers of the current row, columns numbered from 0. NULL reads as 0, 0.0, NULL. Pointers are valid until
  * the next step, reset or finalize. */
@@ -103,7 +106,8 @@ cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*
  * cq_db_run's, failures prefixed "what: ".
  * cq_db_query: the statement, to step and finalize. cq_db_list: every row into an array, as cq_db_rows.
  * cq_db_one: the first row through read (out zeroed first): CQ_ERR_NOT_FOUND ("what: not found") when there is
- * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row).
+ * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row);
+ * cq_db_ints: its first n columns into v[0..n) (zeros when it fails).
  * Every call finalizes its statement but cq_db_query's. */
 cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
                       ...);
@@ -113,16 +117,18 @@ cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)
 cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
                     cq_err *err, const char *sql, const char *kinds, ...);
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...);
+cq_status cq_db_ints(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql, const char *kinds,
+                     ...);
 cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds,
                      va_list ap); /* the same with the values as a va_list */
 /* Every row's first column as an int64 (*ids malloc'd; NULL and 0 for no rows). */
 cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
                     const char *kinds, ...);
 
-/* head "(?first, …, ?first+m-1)" tail prepared, the m ids bound from placeholder first on: an IN list (keep m to
- * a few hundred). */
-cq_status cq_db_prepare_in(cq_db *db, const char *head, const int64_t *ids, size_t m, int first, const char *tail,
-                           cq_db_stmt **st, cq_err *err);
+/* head "(?k+1, …, ?k+m)" tail prepared, the k values of kinds bound first (as cq_db_query's), then the m ids: an IN
+ * list (keep m to a few hundred). */
+cq_status cq_db_prepare_in(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *head,
+                           const int64_t *ids, size_t m, const char *tail, const char *kinds, ...);
 
 /* Rows changed by the last INSERT, UPDATE or DELETE stepped to its end on this connection. */
 int64_t cq_db_changes(cq_db *db);

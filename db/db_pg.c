@@ -195,14 +195,13 @@ static cq_status pg_commit(cq_db *db, cq_err *err) {
     return rc;
 }
 
-static void pg_rollback(cq_db *db) {
-    PGconn *c = as_pg(db)->conn;
-    if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE) PQclear(PQexec(c, "ROLLBACK"));
-}
-
 static bool pg_in_transaction(cq_db *db) {
     PGconn *c = as_pg(db)->conn;
     return PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE;
+}
+
+static void pg_rollback(cq_db *db) {
+    if (pg_in_transaction(db)) PQclear(PQexec(as_pg(db)->conn, "ROLLBACK"));
 }
 
 static void drop_blobs(pg_stmt *st) {
@@ -220,36 +219,67 @@ static void drain(pg_stmt *st) {
     st->streaming = false;
 }
 
-static void drop_result(pg_stmt *st) {
-    drain(st);
+/* The current row's bytea copies, for a result of st->n_cols columns: false when out of memory. */
+static bool blobs_new(pg_stmt *st) {
+    st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
+    st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
+    return st->blobs && st->blob_len;
+}
+
+static void blobs_free(pg_stmt *st) {
     drop_blobs(st);
     free(st->blobs);
     free(st->blob_len);
     st->blobs = NULL;
     st->blob_len = NULL;
+}
+
+static void drop_result(pg_stmt *st) {
+    drain(st);
+    blobs_free(st);
     st->n_cols = 0;
     PQclear(st->res);
     st->res = NULL;
     st->row = st->rows = 0;
 }
 
+static void params_free(pg_stmt *st) {
+    for (int i = 0; i < st->n; i++) free(st->values[i]);
+    free(st->values);
+    free(st->lengths);
+    free(st->formats);
+    free(st->types);
+}
+
+static void pg_finalize(cq_db_stmt *s) {
+    pg_stmt *st = as_st(s);
+    drop_result(st);
+    params_free(st);
+    free(st->sql);
+    cq_strbuf_free(&st->buf);
+    free(st);
+}
+
+/* The statement's n parameters (those of before freed; all empty): false when out of memory, with none. */
+static bool params_new(pg_stmt *st, int n) {
+    params_free(st);
+    size_t m = n ? (size_t)n : 1;
+    st->values = calloc(m, sizeof *st->values);
+    st->lengths = calloc(m, sizeof *st->lengths);
+    st->formats = calloc(m, sizeof *st->formats);
+    st->types = calloc(m, sizeof *st->types);
+    st->n = st->values && st->lengths && st->formats && st->types ? n : 0;
+    return st->n == n;
+}
+
 static cq_status pg_prepare(cq_db *db, const char *sql, cq_db_stmt **out, cq_err *err) {
     pg_stmt *st = calloc(1, sizeof *st);
     if (!st) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     st->base.db = db;
-    st->sql = cq_db_rewrite_placeholders(sql, &st->n);
-    int n = st->n ? st->n : 1;
-    st->values = calloc((size_t)n, sizeof *st->values);
-    st->lengths = calloc((size_t)n, sizeof *st->lengths);
-    st->formats = calloc((size_t)n, sizeof *st->formats);
-    st->types = calloc((size_t)n, sizeof *st->types);
-    if (!st->sql || !st->values || !st->lengths || !st->formats || !st->types) {
-        free(st->sql);
-        free(st->values);
-        free(st->lengths);
-        free(st->formats);
-        free(st->types);
-        free(st);
+    int n = 0;
+    st->sql = cq_db_rewrite_placeholders(sql, &n);
+    if (!st->sql || !params_new(st, n)) {
+        pg_finalize(&st->base);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < st->n; i++) st->types[i] = OID_TEXT;
@@ -311,11 +341,7 @@ static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
         }
     }
     if (!st->streaming) return CQ_DB_DONE;
-    drop_blobs(st);
-    free(st->blobs);
-    free(st->blob_len);
-    st->blobs = NULL;
-    st->blob_len = NULL;
+    blobs_free(st);
     PQclear(st->res);
     st->res = PQgetResult(db->conn);
     ExecStatusType rs = st->res ? PQresultStatus(st->res) : PGRES_TUPLES_OK;
@@ -323,9 +349,7 @@ static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
         st->rows = 1;
         st->row = 0;
         st->n_cols = PQnfields(st->res);
-        st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
-        st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
-        if (!st->blobs || !st->blob_len) {
+        if (!blobs_new(st)) {
             drop_result(st);
             cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             return -1;
@@ -363,14 +387,10 @@ static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
         st->rows = rs == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
         st->n_cols = PQnfields(st->res);
         st->row = -1;
-        if (st->n_cols) {
-            st->blobs = calloc((size_t)st->n_cols, sizeof *st->blobs);
-            st->blob_len = calloc((size_t)st->n_cols, sizeof *st->blob_len);
-            if (!st->blobs || !st->blob_len) {
-                drop_result(st);
-                cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                return -1;
-            }
+        if (st->n_cols && !blobs_new(st)) {
+            drop_result(st);
+            cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            return -1;
         }
     }
     drop_blobs(st);
@@ -423,19 +443,6 @@ static const void *pg_col_blob(cq_db_stmt *s, int col, size_t *n) {
     return st->blobs[col];
 }
 
-static void pg_finalize(cq_db_stmt *s) {
-    pg_stmt *st = as_st(s);
-    drop_result(st);
-    for (int i = 0; i < st->n; i++) free(st->values[i]);
-    free(st->values);
-    free(st->lengths);
-    free(st->formats);
-    free(st->types);
-    free(st->sql);
-    cq_strbuf_free(&st->buf);
-    free(st);
-}
-
 static int64_t pg_changes(cq_db *db) { return as_pg(db)->changes; }
 
 static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
@@ -463,17 +470,8 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     cq_status rc = pg_prepare(db, "", &s, err);
     if (rc) return rc;
     pg_stmt *st = as_st(s);
-    free(st->values);
-    free(st->lengths);
-    free(st->formats);
-    free(st->types);
-    st->n = n_columns;
-    st->values = calloc((size_t)n_columns, sizeof *st->values);
-    st->lengths = calloc((size_t)n_columns, sizeof *st->lengths);
-    st->formats = calloc((size_t)n_columns, sizeof *st->formats);
-    st->types = calloc((size_t)n_columns, sizeof *st->types);
     st->bulk = true;
-    if (!st->values || !st->lengths || !st->formats || !st->types) {
+    if (!params_new(st, n_columns)) {
         pg_finalize(s);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }

@@ -16,7 +16,6 @@ typedef struct {
 typedef struct {
     cq_db_stmt base;
     sqlite3_stmt *st;
-    bool bulk;
 } lite_stmt;
 
 static sqlite3 *conn_of(cq_db *db) { return ((lite_db *)db)->conn; }
@@ -154,7 +153,6 @@ static cq_status lite_bulk_begin(cq_db *db, const char *table, const char *colum
     snprintf(sql + used, cap - (size_t)used, ")");
     cq_status rc = lite_prepare(db, sql, out, err);
     free(sql);
-    if (!rc) ((lite_stmt *)*out)->bulk = true;
     return rc;
 }
 

@@ -191,8 +191,10 @@ typedef struct {
     char base_file[128];     /* the base model it names (base.file) */
     char base_sha256[65];
     double refusal_min_p;    /* "refusal_min_p" of adapter.json: the refusal threshold chosen for this adapter
-                              * (tools/decoder_train/refusal_threshold.py); 0 when it names none (the runtime's
-                              * default then, CQ_ANSWER_REFUSAL_MIN_P) */
+                              * (tools/decoder_train/refusal_threshold.py), for Chinese questions when it names one
+                              * per language ({"zh": t, "en": t}); 0 when it names none (the runtime's default then,
+                              * CQ_ANSWER_REFUSAL_MIN_P) */
+    double refusal_min_p_en; /* the same for English questions (a single number: both the same) */
 } cq_adapter_info;
 
 /* The folder's name next to the default model: DATA/models/answer. */

@@ -50,6 +50,30 @@ static bool is_hex64(const char *s) {
     return true;
 }
 
+/* adapter.json "refusal_min_p": one threshold for every question, or one per question language ({"zh": t, "en": t},
+ * either may be left out: the runtime's default then). Each in (0, 2]; above 1: never refuse. */
+static bool refusal_ok(const cJSON *v) { return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble <= 2; }
+
+static cq_status refusal_thresholds(const cJSON *r, cq_adapter_info *i, cq_err *err) {
+    const char *what = "\"refusal_min_p\" must be a number above 0 and at most 2 (above 1: never refuse), or "
+                       "{\"zh\": number, \"en\": number}";
+    if (cJSON_IsNumber(r)) {
+        if (!refusal_ok(r)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
+        i->refusal_min_p = i->refusal_min_p_en = r->valuedouble;
+        return CQ_OK;
+    }
+    if (!cJSON_IsObject(r) || !r->child) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
+    for (const cJSON *c = r->child; c; c = c->next) {
+        const bool zh = !strcmp(c->string, "zh");
+        if (!zh && strcmp(c->string, "en"))
+            return cq_err_set(err, CQ_ERR_FORMAT, "\"refusal_min_p\": \"%s\" is not a language it knows (zh, en)",
+                              c->string);
+        if (!refusal_ok(c)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
+        *(zh ? &i->refusal_min_p : &i->refusal_min_p_en) = c->valuedouble;
+    }
+    return CQ_OK;
+}
+
 /* adapter.json into l->info and l->scale. */
 static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, cq_err *err) {
     cJSON *root = cJSON_Parse(text);
@@ -84,11 +108,9 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"base\": {\"sha256\"} must be the base model file's SHA-256 (64 hex digits)");
     else if (man && !cJSON_IsObject(man))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"manifest\" must be an object");
-    else if (refusal && !(cJSON_IsNumber(refusal) && refusal->valuedouble > 0 && refusal->valuedouble <= 2))
-        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"refusal_min_p\" must be a number above 0 and at most 2 (above 1: never "
-                        "refuse)");
+    else if (refusal)
+        rc = refusal_thresholds(refusal, i, err);
     if (!rc) {
-        i->refusal_min_p = refusal ? refusal->valuedouble : 0;
         i->rank = (int32_t)rank->valuedouble;
         i->alpha = (float)alpha->valuedouble;
         l->scale = i->alpha / (float)i->rank;

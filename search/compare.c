@@ -385,6 +385,17 @@ static int cmp_match_i(const void *a, const void *b) {
 
 enum { BACK_NONE = 0, BACK_UP, BACK_LEFT, BACK_DIAG, BACK_SPLIT, BACK_MERGE };
 
+/* A split or a merge (sim2's pair at i, j; s1, s2: its two parts' similarities alone) after the cell whose total is
+ * before: kept as the cell's best (kind) when it beats it, and matching one part alone by SPLIT_PENALTY. */
+static void try_two(corpus *c, double s1, double s2, size_t i, size_t j, bool two_b, double before, double threshold,
+                    unsigned char kind, float *best, unsigned char *back) {
+    if (s1 < SPLIT_PROBE && s2 < SPLIT_PROBE) return;
+    const double s12 = sim2(c, i, j, two_b), alone = s1 > s2 ? s1 : s2;
+    if (!(s12 >= threshold && s12 > alone + SPLIT_PENALTY)) return;
+    const float v = (float)(before + s12 - threshold - SPLIT_PENALTY);
+    if (v > *best) *best = v, *back = kind;
+}
+
 /* Order-preserving alignment of a[i0 .. i1) with b[j0 .. j1): the matches maximizing Σ (similarity − threshold),
  * appended to out. S holds the similarities of the whole problem (row-major, n_b wide). */
 static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, size_t j0, size_t j1, double threshold,
@@ -414,28 +425,12 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
                     float v = (float)(D[(i - 1) * w + j - 1] + s - threshold + bonus);
                     if (v > best) best = v, back = BACK_DIAG;
                 }
-                if (splits && j > 1) { /* a_i split into b_(j-1) and b_j */
-                    double s1 = S[ai * nb + bj - 1], s2 = S[ai * nb + bj];
-                    if (s1 >= SPLIT_PROBE || s2 >= SPLIT_PROBE) {
-                        double s12 = sim2(c, ai, bj - 1, true);
-                        double alone = (s1 > s2 ? s1 : s2);
-                        if (s12 >= threshold && s12 > alone + SPLIT_PENALTY) {
-                            float v = (float)(D[(i - 1) * w + j - 2] + s12 - threshold - SPLIT_PENALTY);
-                            if (v > best) best = v, back = BACK_SPLIT;
-                        }
-                    }
-                }
-                if (splits && i > 1) { /* a_(i-1) and a_i merged into b_j */
-                    double s1 = S[(ai - 1) * nb + bj], s2 = S[ai * nb + bj];
-                    if (s1 >= SPLIT_PROBE || s2 >= SPLIT_PROBE) {
-                        double s12 = sim2(c, ai - 1, bj, false);
-                        double alone = (s1 > s2 ? s1 : s2);
-                        if (s12 >= threshold && s12 > alone + SPLIT_PENALTY) {
-                            float v = (float)(D[(i - 2) * w + j - 1] + s12 - threshold - SPLIT_PENALTY);
-                            if (v > best) best = v, back = BACK_MERGE;
-                        }
-                    }
-                }
+                if (splits && j > 1) /* a_i split into b_(j-1) and b_j */
+                    try_two(c, S[ai * nb + bj - 1], S[ai * nb + bj], ai, bj - 1, true, D[(i - 1) * w + j - 2],
+                            threshold, BACK_SPLIT, &best, &back);
+                if (splits && i > 1) /* a_(i-1) and a_i merged into b_j */
+                    try_two(c, S[(ai - 1) * nb + bj], S[ai * nb + bj], ai - 1, bj, false, D[(i - 2) * w + j - 1],
+                            threshold, BACK_MERGE, &best, &back);
             }
             D[i * w + j] = best;
             B[i * w + j] = back;

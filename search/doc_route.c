@@ -63,11 +63,10 @@ static cq_status route_lang(const cJSON *o, const char *lang, cq_doc_route *out,
         return cq_err_set(err, CQ_ERR_FORMAT, "\"doc_route\" needs \"%s\": {\"top\": R, \"beta\": B} (for %s "
                           "questions; top 0 turns it off for them)", lang, strcmp(lang, "zh") ? "other" : "Chinese");
     const cJSON *top = cJSON_GetObjectItemCaseSensitive(l, "top"), *beta = cJSON_GetObjectItemCaseSensitive(l, "beta");
-    if (!cJSON_IsNumber(top) || !isfinite(top->valuedouble) || top->valuedouble != floor(top->valuedouble) ||
-        top->valuedouble < 0 || top->valuedouble > CQ_DOC_ROUTE_MAX_TOP)
+    if (!cq_json_number_in(top, 0, CQ_DOC_ROUTE_MAX_TOP, true))
         return cq_err_set(err, CQ_ERR_FORMAT, "\"doc_route\".%s.top (documents routed to) must be a whole number in "
                           "0..%d", lang, CQ_DOC_ROUTE_MAX_TOP);
-    if (!cJSON_IsNumber(beta) || !isfinite(beta->valuedouble) || beta->valuedouble < 0)
+    if (!cq_json_number_in(beta, 0, INFINITY, false))
         return cq_err_set(err, CQ_ERR_FORMAT, "\"doc_route\".%s.beta (added to the routed documents' clauses) must "
                           "be a finite number ≥ 0", lang);
     *out = (cq_doc_route){(size_t)top->valuedouble, beta->valuedouble};

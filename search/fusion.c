@@ -9,21 +9,26 @@
 
 /* ---- the fusion's config ------------------------------------------------------------------------------------ */
 
-static cq_status parse_params(const cJSON *fusion, const char *lang, cq_fusion_params *out, cq_err *err) {
+/* A language's parameters: the keep fusion's w ≥ 0 and m; the score fusion's w in 0..1, m and an optional c. */
+static cq_status parse_params(const cJSON *fusion, const char *lang, bool score, cq_fusion_params *out, cq_err *err) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(fusion, lang);
     if (!cJSON_IsObject(o))
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\": keep needs \"%s\": {\"w\": W, \"m\": M} (the parameters "
-                          "for %s questions)", lang, strcmp(lang, "zh") ? "other" : "Chinese");
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\": %s needs \"%s\": {\"w\": W, \"m\": M%s} (the parameters "
+                          "for %s questions)", score ? "score" : "keep", lang, score ? ", \"c\": C" : "",
+                          strcmp(lang, "zh") ? "other" : "Chinese");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "w");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "m");
-    if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || w->valuedouble < 0)
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.w (the dense list's weight) must be a finite number "
-                          "≥ 0", lang);
-    if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble != floor(m->valuedouble) ||
-        m->valuedouble < 0 || m->valuedouble > CQ_FUSION_MAX_KEEP)
+    const cJSON *c = score ? cJSON_GetObjectItemCaseSensitive(o, "c") : NULL;
+    if (!cq_json_number_in(w, 0, score ? 1 : INFINITY, false))
+        return cq_err_set(err, CQ_ERR_FORMAT, score ? "\"fusion\".%s.w (the dense scores' weight) must be a number "
+                          "in 0..1" : "\"fusion\".%s.w (the dense list's weight) must be a finite number ≥ 0", lang);
+    if (!cq_json_number_in(m, 0, CQ_FUSION_MAX_KEEP, true))
         return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.m (BM25's hits kept in place) must be a whole number "
                           "in 0..%d", lang, CQ_FUSION_MAX_KEEP);
-    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, 0.0};
+    if (c && !cq_json_number_in(c, 0, INFINITY, false))
+        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.c (BM25's confidence margin) must be a finite number "
+                          "≥ 0", lang);
+    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, c ? c->valuedouble : 0.0};
     return CQ_OK;
 }
 
@@ -36,6 +41,8 @@ cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "fusion");
     const cJSON *method = f ? cJSON_GetObjectItemCaseSensitive(f, "method") : NULL;
     const cJSON *fitted_on = f ? cJSON_GetObjectItemCaseSensitive(f, "fitted_on") : NULL;
+    const cJSON *norm = f ? cJSON_GetObjectItemCaseSensitive(f, "norm") : NULL;
+    const bool score = cJSON_IsString(method) && !strcmp(method->valuestring, "score");
     if (!f) {
         ;
     } else if (!cJSON_IsObject(f)) {
@@ -48,11 +55,15 @@ cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq
                         cJSON_IsString(method) ? "\"" : "");
     } else if (fitted_on && !cJSON_IsString(fitted_on)) {
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".fitted_on must be a string");
-    } else if (!strcmp(method->valuestring, "keep")) {
-        out->method = CQ_FUSION_KEEP;
-        if (!(rc = parse_params(f, "zh", &out->zh, err))) rc = parse_params(f, "en", &out->en, err);
-    } else if (!strcmp(method->valuestring, "score")) {
-        rc = cq_fusion_score_from_config(f, out, err); /* search/fusion_score.c */
+    } else if (!strcmp(method->valuestring, "rrf")) {
+        ;
+    } else if (score &&
+               (!cJSON_IsString(norm) || (strcmp(norm->valuestring, "minmax") && strcmp(norm->valuestring, "z")))) {
+        rc = cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".norm must be \"minmax\" or \"z\" for the score fusion");
+    } else if (!(rc = parse_params(f, "zh", score, &out->zh, err)) &&
+               !(rc = parse_params(f, "en", score, &out->en, err))) {
+        out->method = score ? CQ_FUSION_SCORE : CQ_FUSION_KEEP;
+        if (score) out->norm = strcmp(norm->valuestring, "z") ? CQ_FUSION_NORM_MINMAX : CQ_FUSION_NORM_Z;
     }
     if (!rc && cJSON_IsString(fitted_on)) snprintf(out->fitted_on, sizeof out->fitted_on, "%s", fitted_on->valuestring);
     cJSON_Delete(root);
@@ -72,6 +83,8 @@ cq_status cq_fusion_parse_method(const char *s, cq_fusion_method *out, cq_err *e
 const char *cq_fusion_method_name(cq_fusion_method m) {
     return m == CQ_FUSION_RRF ? "rrf" : m == CQ_FUSION_KEEP ? "keep" : m == CQ_FUSION_SCORE ? "score" : "weights";
 }
+
+const char *cq_fusion_norm_name(cq_fusion_norm n) { return n == CQ_FUSION_NORM_Z ? "z" : "minmax"; }
 
 cq_fusion_params cq_fusion_params_for(const cq_fusion *f, bool chinese) { return chinese ? f->zh : f->en; }
 

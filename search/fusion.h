@@ -57,9 +57,10 @@ typedef struct {
 /* The fusion of an encoder's config, ssm.json's text[0..len): its "fusion" member, or rrf when it has none:
  *   "fusion": {"method": "keep", "fitted_on": "...", "zh": {"w": 0.1, "m": 2}, "en": {"w": 0, "m": 0}}
  *   "fusion": {"method": "score", "norm": "minmax", "zh": {"w": 0.3, "m": 1, "c": 0.1}, "en": {...}}
- * ("method": "rrf" needs nothing else; other members are ignored). A text that is not strict JSON, an unknown
- * method, a missing language, a w that is negative or not finite, an m that is not a whole number in
- * 0..CQ_FUSION_MAX_KEEP: CQ_ERR_FORMAT naming what is wrong. */
+ * ("method": "rrf" needs nothing else; other members are ignored; "c" is optional, 0). A text that is not strict
+ * JSON, an unknown method, a missing language, a w that is negative or not finite (score: not in 0..1), an m that is
+ * not a whole number in 0..CQ_FUSION_MAX_KEEP, a negative c, a score fusion's norm that is not "minmax" or "z":
+ * CQ_ERR_FORMAT naming what is wrong. */
 cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq_err *err);
 
 /* "rrf", "keep", "score" or "weights" (the default: what the weights say) into *out; CQ_ERR_INVALID otherwise. */
@@ -103,9 +104,6 @@ cq_status cq_fusion_rank_scores(cq_fusion_norm norm, cq_fusion_params p, const i
  * confident): the first ones of cq_fusion_rank_scores' output. */
 size_t cq_fusion_score_kept(cq_fusion_params p, const int64_t *bm25, const double *bs, size_t nb);
 
-/* The "score" fusion's members of ssm.json's "fusion" object f (a cJSON *): "norm": "minmax" | "z", "zh" and "en":
- * {"w": 0..1, "m": 0..CQ_FUSION_MAX_KEEP, "c": ≥ 0 (optional, 0)}. CQ_ERR_FORMAT naming the member. */
-cq_status cq_fusion_score_from_config(const void *f, cq_fusion *out, cq_err *err);
 const char *cq_fusion_norm_name(cq_fusion_norm n);
 
 #endif

@@ -3,47 +3,8 @@
  * tools/ssm_train/fusion.py's ranked_score() in the last bit of equal-looking scores. */
 #include "search/fusion.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-
-/* ---- config ------------------------------------------------------------------------------------------------- */
-
-const char *cq_fusion_norm_name(cq_fusion_norm n) { return n == CQ_FUSION_NORM_Z ? "z" : "minmax"; }
-
-static cq_status parse_score_params(const cJSON *f, const char *lang, cq_fusion_params *out, cq_err *err) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(f, lang);
-    if (!cJSON_IsObject(o))
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\": score needs \"%s\": {\"w\": W, \"m\": M, \"c\": C} (the "
-                          "parameters for %s questions)", lang, strcmp(lang, "zh") ? "other" : "Chinese");
-    const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "w");
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "m");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "c");
-    if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || w->valuedouble < 0 || w->valuedouble > 1)
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.w (the dense scores' weight) must be a number in 0..1",
-                          lang);
-    if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble) || m->valuedouble != floor(m->valuedouble) ||
-        m->valuedouble < 0 || m->valuedouble > CQ_FUSION_MAX_KEEP)
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.m (BM25's hits kept in place) must be a whole number "
-                          "in 0..%d", lang, CQ_FUSION_MAX_KEEP);
-    if (c && (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0))
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".%s.c (BM25's confidence margin) must be a finite number "
-                          "≥ 0", lang);
-    *out = (cq_fusion_params){w->valuedouble, (int)m->valuedouble, c ? c->valuedouble : 0.0};
-    return CQ_OK;
-}
-
-cq_status cq_fusion_score_from_config(const void *fv, cq_fusion *out, cq_err *err) {
-    const cJSON *f = fv;
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(f, "norm");
-    if (!cJSON_IsString(norm) || (strcmp(norm->valuestring, "minmax") && strcmp(norm->valuestring, "z")))
-        return cq_err_set(err, CQ_ERR_FORMAT, "\"fusion\".norm must be \"minmax\" or \"z\" for the score fusion");
-    out->method = CQ_FUSION_SCORE;
-    out->norm = strcmp(norm->valuestring, "z") ? CQ_FUSION_NORM_MINMAX : CQ_FUSION_NORM_Z;
-    cq_status rc = parse_score_params(f, "zh", &out->zh, err);
-    return rc ? rc : parse_score_params(f, "en", &out->en, err);
-}
 
 /* ---- ranking ------------------------------------------------------------------------------------------------ */
 

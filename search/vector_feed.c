@@ -218,26 +218,16 @@ static void *feed_main(void *arg) {
     while (!atomic_load(&f->stop)) {
         cq_err err = {0};
         pthread_mutex_lock(&f->mu);
-        if (!f->connected) { /* the connection dropped: again, LISTEN, and catch up from the last seq */
-            if (cq_db_reconnect(c) && !feed_listen(f, &err)) {
-                f->connected = true;
+        /* The connection dropped: again, LISTEN, and catch up from the last seq. Or db/db_pg.c re-established it
+         * itself, at a statement after the server had dropped it: a new session, whose LISTEN is gone. */
+        if (f->connected ? cq_db_connected(c) && cq_db_backend_pid(c) != f->stats.backend_pid : cq_db_reconnect(c)) {
+            f->connected = !feed_listen(f, &err);
+            if (f->connected) {
                 f->stats.n_reconnects++;
                 f->stats.backend_pid = cq_db_backend_pid(c);
                 CQ_INFO("vector feed: reconnected; catching up from %lld", (long long)f->stats.seq);
                 warned = false;
                 pending = true;
-            }
-        } else if (cq_db_connected(c) && cq_db_backend_pid(c) != f->stats.backend_pid) {
-            /* db/db_pg.c re-established the connection itself, at a statement after the server had dropped it: a
-             * new session, whose LISTEN is gone. LISTEN again and catch up. */
-            if (!feed_listen(f, &err)) {
-                f->stats.n_reconnects++;
-                f->stats.backend_pid = cq_db_backend_pid(c);
-                CQ_INFO("vector feed: reconnected; catching up from %lld", (long long)f->stats.seq);
-                warned = false;
-                pending = true;
-            } else {
-                f->connected = false;
             }
         }
         bool ok = f->connected;

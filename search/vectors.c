@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/grow.h"
 #include "core/log.h"
 #include "search/vector_feed.h"
 #include "search/vectors_internal.h"
@@ -80,10 +81,6 @@ static cq_status new_index(cq_vectors *v, size_t n, const float *x, cq_err *err)
     if (faiss_Index_train(v->index, (idx_t)n, x)) return faiss_error(err, "train");
     faiss_IndexIVF_set_nprobe(faiss_IndexIVF_cast(v->index), (size_t)nprobe);
     return CQ_OK;
-}
-
-static cq_status count_rows(cq_vectors *v, cq_store *s, size_t *n, cq_err *err) {
-    return cq_store_vectors_count(s, v->kb_id, v->model, n, err);
 }
 
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
@@ -192,7 +189,7 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
     size_t n_rows = 0;
-    rc = count_rows(v, s, &n_rows, err);
+    rc = cq_store_vectors_count(s, kb_id, v->model, &n_rows, err);
     if (!rc) {
         FaissIndex *idx = cq_vectors_read_file(v);
         if (idx && (size_t)faiss_Index_ntotal(idx) == n_rows) {
@@ -348,8 +345,7 @@ struct cq_dense {
     cq_doc_routing route; /* document routing (search/doc_route.h): ssm.json's, or CLAUSEQA_DOC_ROUTE's; off without */
     cq_doc_route_cache *route_cache; /* the KBs' document vectors between questions */
     void *vocab_handle; /* the external input vocabulary, when the weights need one */
-    int64_t *kb_ids;
-    cq_vectors **kbs;
+    cq_vectors **kbs; /* each knows its KB */
     size_t n_kbs, cap_kbs;
     cq_vector_feed *feed; /* PostgreSQL: the node's feed, started by the first cq_dense_kb; it owns the indexes */
 };
@@ -485,7 +481,6 @@ void cq_dense_close(cq_dense *d) {
     else
         for (size_t i = 0; i < d->n_kbs; i++) cq_vectors_close(d->kbs[i]);
     free(d->kbs);
-    free(d->kb_ids);
     cq_ssm_encoder_free(d->encoder);
     cq_ssm_encoder_free(d->doc_encoder);
     cq_ssm_model_free(d->model);
@@ -501,27 +496,17 @@ cq_status cq_dense_kb(cq_dense *d, cq_store *s, int64_t kb_id, cq_vectors **out,
     pthread_mutex_lock(&d->kbs_mu);
     cq_status rc = CQ_OK;
     size_t i = 0;
-    while (i < d->n_kbs && d->kb_ids[i] != kb_id) i++;
+    while (i < d->n_kbs && d->kbs[i]->kb_id != kb_id) i++;
     if (i == d->n_kbs) {
-        if (d->n_kbs == d->cap_kbs) {
-            size_t cap = d->cap_kbs ? 2 * d->cap_kbs : 8;
-            int64_t *ids = realloc(d->kb_ids, cap * sizeof *ids);
-            if (ids) d->kb_ids = ids;
-            cq_vectors **kbs = realloc(d->kbs, cap * sizeof *kbs);
-            if (kbs) d->kbs = kbs;
-            if (ids && kbs) d->cap_kbs = cap;
-            else rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
+        if (!cq_grow((void **)&d->kbs, &d->cap_kbs, d->n_kbs + 1, sizeof *d->kbs))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         const bool shared = cq_store_vectors_shared(s);
         const char *model = cq_ssm_model_id(d->model);
         int dim = cq_ssm_model_config(d->model)->d_embed;
         if (!rc && shared && !d->feed) rc = cq_vector_feed_start(s, d->data_dir, NULL, &d->feed, err);
         if (!rc && shared) rc = cq_vector_feed_kb(d->feed, kb_id, model, dim, &d->kbs[i], err);
         else if (!rc) rc = cq_vectors_open(s, d->data_dir, kb_id, model, dim, &d->kbs[i], err);
-        if (!rc) {
-            d->kb_ids[i] = kb_id;
-            d->n_kbs++;
-        }
+        if (!rc) d->n_kbs++;
     }
     *out = rc ? NULL : d->kbs[i];
     pthread_mutex_unlock(&d->kbs_mu);
@@ -594,7 +579,7 @@ static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {
     pthread_mutex_lock(&d->kbs_mu);
     cq_vectors *v = NULL;
     for (size_t i = 0; i < d->n_kbs && !v; i++)
-        if (d->kb_ids[i] == kb_id) v = d->kbs[i];
+        if (d->kbs[i]->kb_id == kb_id) v = d->kbs[i];
     pthread_mutex_unlock(&d->kbs_mu);
     return v;
 }

@@ -21,11 +21,14 @@ void cq_conversation_free_array(cq_conversation *c, size_t n) {
     free(c);
 }
 
+static void turn_drop(void *elem) {
+    cq_conversation_turn *t = elem;
+    free(t->question);
+    free(t->reply);
+}
+
 void cq_conversation_turns_free(cq_conversation_turn *t, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(t[i].question);
-        free(t[i].reply);
-    }
+    for (size_t i = 0; i < n; i++) turn_drop(&t[i]);
     free(t);
 }
 
@@ -144,15 +147,8 @@ static bool turn_read(cq_db_stmt *st, void *elem) {
     t->reply = cq_db_col_strdup(st, 2);
     t->created_at = cq_db_col_int(st, 3);
     if (t->question && t->reply) return true;
-    free(t->question);
-    free(t->reply);
+    turn_drop(t);
     return false;
-}
-
-static void turn_drop(void *elem) {
-    cq_conversation_turn *t = elem;
-    free(t->question);
-    free(t->reply);
 }
 
 cq_status cq_store_conversation_turns(cq_store *s, int64_t id, size_t last_n, cq_conversation_turn **out, size_t *n,

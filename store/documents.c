@@ -369,15 +369,14 @@ cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **n
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_NAMES_BATCH) {
         size_t m = n - at < CQ_STORE_NAMES_BATCH ? n - at : CQ_STORE_NAMES_BATCH;
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "SELECT id, name FROM documents WHERE id IN ", ids + at, m, 1, "", &st, err);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "read document names", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(db, "read document names", &st, err, "SELECT id, name FROM documents WHERE id IN ",
+                              ids + at, m, "", "");
+        while (cq_db_next(st, "read document names", &rc, err)) {
             int64_t id = cq_db_col_int(st, 0);
             for (size_t i = at; !rc && i < at + m; i++)
                 if (ids[i] == id && !names[i] && !(names[i] = cq_db_col_strdup(st, 1)))
                     rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     if (rc)

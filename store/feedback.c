@@ -10,12 +10,15 @@
 #include "core/utf8.h"
 #include "db/db.h"
 
+static void feedback_drop(void *elem) {
+    cq_feedback *f = elem;
+    free(f->comment);
+    free(f->question);
+    free(f->reply);
+}
+
 void cq_feedback_free_array(cq_feedback *f, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(f[i].comment);
-        free(f[i].question);
-        free(f[i].reply);
-    }
+    for (size_t i = 0; i < n; i++) feedback_drop(&f[i]);
     free(f);
 }
 
@@ -85,13 +88,6 @@ cq_status cq_store_feedback_clear(cq_store *s, int64_t id, int turn, cq_err *err
 /* The turn's position in its conversation, as a column. */
 #define TURN_NO                                                                                                    \
     "(SELECT count(*) FROM conversation_turns p WHERE p.conversation_id = f.conversation_id AND p.id <= f.turn_id)"
-
-static void feedback_drop(void *elem) {
-    cq_feedback *f = elem;
-    free(f->comment);
-    free(f->question);
-    free(f->reply);
-}
 
 /* A rating's row: false when out of memory. */
 static bool feedback_read(cq_db_stmt *st, void *elem) {
@@ -211,8 +207,7 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
     for (int q = 0; q < 2 && !rc; q++) {
         cq_db_stmt *st;
         if ((rc = cq_db_query(cq_store_conn(s), "quality", &st, err, sql[q], "ti", since, kb_id))) break;
-        int step;
-        while ((step = cq_db_step(st, "quality", err)) == CQ_DB_ROW) {
+        while (cq_db_next(st, "quality", &rc, err)) {
             char kb[128], day[16];
             cq_db_col_copy(st, 0, kb, sizeof kb);
             cq_db_col_copy(st, 1, day, sizeof day);
@@ -232,7 +227,6 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
                 d->thumbs_down = cq_db_col_int(st, 3);
             }
         }
-        if (!rc && step < 0) rc = err->code;
         cq_db_finalize(st);
     }
     if (rc) {

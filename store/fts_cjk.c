@@ -55,22 +55,11 @@ typedef struct {
     size_t tail_len, tail_start, tail_end;
 } tok_state;
 
-/* ASCII: class and folded (lower-case) form. */
-static const unsigned char ascii_class[128] = {
-    ['0'] = CL_WORD, ['1'] = CL_WORD, ['2'] = CL_WORD, ['3'] = CL_WORD, ['4'] = CL_WORD,
-    ['5'] = CL_WORD, ['6'] = CL_WORD, ['7'] = CL_WORD, ['8'] = CL_WORD, ['9'] = CL_WORD,
-    ['a'] = CL_WORD, ['b'] = CL_WORD, ['c'] = CL_WORD, ['d'] = CL_WORD, ['e'] = CL_WORD, ['f'] = CL_WORD,
-    ['g'] = CL_WORD, ['h'] = CL_WORD, ['i'] = CL_WORD, ['j'] = CL_WORD, ['k'] = CL_WORD, ['l'] = CL_WORD,
-    ['m'] = CL_WORD, ['n'] = CL_WORD, ['o'] = CL_WORD, ['p'] = CL_WORD, ['q'] = CL_WORD, ['r'] = CL_WORD,
-    ['s'] = CL_WORD, ['t'] = CL_WORD, ['u'] = CL_WORD, ['v'] = CL_WORD, ['w'] = CL_WORD, ['x'] = CL_WORD,
-    ['y'] = CL_WORD, ['z'] = CL_WORD,
-    ['A'] = CL_WORD, ['B'] = CL_WORD, ['C'] = CL_WORD, ['D'] = CL_WORD, ['E'] = CL_WORD, ['F'] = CL_WORD,
-    ['G'] = CL_WORD, ['H'] = CL_WORD, ['I'] = CL_WORD, ['J'] = CL_WORD, ['K'] = CL_WORD, ['L'] = CL_WORD,
-    ['M'] = CL_WORD, ['N'] = CL_WORD, ['O'] = CL_WORD, ['P'] = CL_WORD, ['Q'] = CL_WORD, ['R'] = CL_WORD,
-    ['S'] = CL_WORD, ['T'] = CL_WORD, ['U'] = CL_WORD, ['V'] = CL_WORD, ['W'] = CL_WORD, ['X'] = CL_WORD,
-    ['Y'] = CL_WORD, ['Z'] = CL_WORD,
-    ['.'] = CL_DOT, ['\''] = CL_APOS,
-};
+/* An ASCII character's class: letters and digits make words, '.' and '\'' may join them, the rest separates. */
+static char_class ascii_class(unsigned char c) {
+    if ((unsigned)((c | 32) - 'a') < 26 || (unsigned)(c - '0') < 10) return CL_WORD;
+    return c == '.' ? CL_DOT : c == '\'' ? CL_APOS : CL_SEP;
+}
 
 static bool is_kana(uint32_t cp) {
     return (cp >= 0x3041 && cp <= 0x3096) || (cp >= 0x309D && cp <= 0x309F) || (cp >= 0x30A1 && cp <= 0x30FA) ||
@@ -84,7 +73,7 @@ static bool is_invisible(uint32_t cp) {
 
 /* Class of a folded code point. */
 static char_class classify(uint32_t cp) {
-    if (cp < 0x80) return (char_class)ascii_class[cp];
+    if (cp < 0x80) return ascii_class((unsigned char)cp);
     if (cq_is_cjk(cp) || is_kana(cp)) return CL_CJK;
     if (cp == 0x2019) return CL_APOS;
     switch (utf8proc_category((utf8proc_int32_t)cp)) {
@@ -299,23 +288,13 @@ static void step(tok_state *st, uint32_t cp, char_class cls, size_t start, size_
 }
 
 int cq_fts_cjk_tokenize(const char *text, size_t len, cq_fts_cjk_mode mode, cq_token_cb cb, void *ctx) {
-    tok_state st;
-    st.cb = cb;
-    st.ctx = ctx;
-    st.query = mode == CQ_FTS_CJK_QUERY;
-    st.rc = 0;
-    st.last_end = 0;
-    st.run_len = 0;
-    st.word_open = false;
-    st.joiner = 0;
-    st.tail_len = 0;
-
+    tok_state st = {.cb = cb, .ctx = ctx, .query = mode == CQ_FTS_CJK_QUERY};
     size_t i = 0;
     while (i < len && !st.rc) {
         unsigned char c = (unsigned char)text[i];
         if (c < 0x80) {
             uint32_t lower = (c >= 'A' && c <= 'Z') ? c + 32u : c;
-            step(&st, lower, (char_class)ascii_class[c], i, i + 1);
+            step(&st, lower, ascii_class(c), i, i + 1);
             i++;
             continue;
         }

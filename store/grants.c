@@ -92,28 +92,19 @@ cq_status cq_grants_write(cq_db *db, const char *subject, int64_t subject_id, co
     size_t n;
     if (!split(kbs, buf, names, &n))
         return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases (at most %d)", CQ_GRANT_MAX_KBS);
-    cq_db_stmt *find;
-    if (cq_db_prepare(db, "SELECT id FROM kbs WHERE name = ?1", &find, err)) return cq_err_prefix(err, "grant: ");
     cq_status rc = CQ_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        cq_db_reset(find);
-        cq_db_bind_text(find, 1, names[i]);
-        int step = cq_db_step(find, "grant", err);
-        int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(find, 0) : 0;
-        if (step < 0) rc = err->code;
-        else if (step == CQ_DB_DONE)
+    for (size_t i = 0; i < n && !rc; i++) { /* the KB's id found by the INSERT itself: no row when there is none */
+        int64_t added = 0;
+        rc = cq_db_run(db, "grant", &added, err,
+                       "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) SELECT ?1, ?2, id, ?3 FROM kbs "
+                       "WHERE name = ?3",
+                       "tit", subject, subject_id, names[i]);
+        if (!rc && !added)
             rc = cq_err_set(err, CQ_ERR_NOT_FOUND,
                             "no knowledge base named '%s': create it first (clauseqa kb create %s), or give * for "
                             "every KB",
                             names[i], names[i]);
-        else {
-            cq_db_reset(find); /* done with its row before the next statement runs */
-            rc = cq_db_run(db, "grant", NULL, err,
-                           "INSERT INTO kb_grants(subject, subject_id, kb_id, kb) VALUES(?1, ?2, ?3, ?4)", "tiit",
-                           subject, subject_id, kb_id, names[i]);
-        }
     }
-    cq_db_finalize(find);
     return rc;
 }
 

@@ -153,13 +153,10 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
             break;
         }
         /* a local membership of the same group stays as it is */
-        int64_t there = 0;
-        rc = cq_db_int(db, "directory groups", &there, err,
-                       "SELECT count(*) FROM group_members WHERE group_id = ?1 AND user_id = ?2", "ii", gid, user_id);
-        if (!rc && !there)
-            rc = cq_db_run(db, "directory groups", NULL, err,
-                           "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap')", "ii", gid,
-                           user_id);
+        rc = cq_db_run(db, "directory groups", NULL, err,
+                       "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap') "
+                       "ON CONFLICT (group_id, user_id) DO NOTHING",
+                       "ii", gid, user_id);
     }
     return cq_db_end(db, own, rc, err);
 }

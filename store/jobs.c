@@ -30,22 +30,10 @@ void cq_job_info_free_array(cq_job_info *j, size_t n) {
 static int64_t now_s(void) { return (int64_t)time(NULL); }
 
 cq_status cq_store_job_create(cq_store *s, int64_t kb_id, int64_t doc_id, int64_t *job_id, cq_err *err) {
-    cq_db_stmt *st;
-    *job_id = 0;
-    if (cq_db_prepare(cq_store_conn(s),
-                      "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?1, ?2, 'queued', ?3, ?3) "
-                      "RETURNING id",
-                      &st, err))
-        return cq_err_prefix(err, "create job: ");
-    cq_db_bind_int(st, 1, kb_id);
-    if (doc_id > 0) cq_db_bind_int(st, 2, doc_id);
-    else cq_db_bind_null(st, 2);
-    cq_db_bind_int(st, 3, now_s());
-    int step = cq_db_step(st, "create job", err);
-    if (step == CQ_DB_ROW) *job_id = cq_db_col_int(st, 0);
-    while (step == CQ_DB_ROW) step = cq_db_step(st, "create job", err);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return cq_db_int(cq_store_conn(s), "create job", job_id, err,
+                     "INSERT INTO jobs(kb_id, doc_id, state, created_at, updated_at) VALUES(?1, CASE WHEN ?2 > 0 THEN "
+                     "?2 END, 'queued', ?3, ?3) RETURNING id",
+                     "iii", kb_id, doc_id, now_s());
 }
 
 cq_status cq_store_job_update(cq_store *s, int64_t job_id, cq_job_state state, int done, int total, const char *error,
@@ -147,13 +135,11 @@ static cq_status job_query(cq_store *s, const char *sql, int64_t id, int64_t lim
         return err->code;
     size_t cap = 0;
     cq_status rc = CQ_OK;
-    int step = CQ_DB_DONE;
-    while (!rc && (step = cq_db_step(st, "list jobs", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "list jobs", &rc, err)) {
         if (!cq_grow((void **)out, &cap, *n + 1, sizeof **out))
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         else rc = job_from_row(st, &(*out)[(*n)++], err);
     }
-    if (!rc && step < 0) rc = err->code;
     cq_db_finalize(st);
     if (rc) {
         cq_job_info_free_array(*out, *n);

@@ -158,20 +158,14 @@ cq_status cq_store_key_count_active(cq_store *s, int64_t *n, cq_err *err) {
 }
 
 cq_status cq_store_auth_required(cq_store *s, bool *required, int64_t *since, cq_err *err) {
-    *required = false;
-    if (since) *since = 0;
-    cq_db_stmt *st;
-    if (cq_db_query(cq_store_conn(s), "read settings", &st, err,
-                    "SELECT value, updated_at FROM settings WHERE name = 'auth_required'", ""))
-        return err->code;
-    int step = cq_db_step(st, "read settings", err);
-    if (step == CQ_DB_ROW) {
-        const char *v = cq_db_col_text(st, 0);
-        *required = v && !strcmp(v, "1");
-        if (since && *required) *since = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    int64_t v[2]; /* one row always (name is the key); zeros when the read fails */
+    cq_status rc = cq_db_ints(cq_store_conn(s), "read settings", v, 2, err,
+                              "SELECT count(*), coalesce(max(updated_at), 0) FROM settings "
+                              "WHERE name = 'auth_required' AND value = '1'",
+                              "");
+    *required = v[0] > 0;
+    if (since) *since = v[1];
+    return rc;
 }
 
 cq_status cq_store_auth_set_required(cq_store *s, bool required, cq_err *err) {

@@ -101,12 +101,17 @@ typedef struct {
     uint32_t token, column, position;
 } occurrence;
 
+/* A token's postings so far. */
+typedef struct {
+    cq_strbuf list;
+    int64_t last_clause; /* the last clause id written (0 none) */
+    int n_clauses;
+} token_list;
+
 typedef struct {
     token_table tokens;
-    cq_strbuf *lists;      /* per token: its postings so far */
-    int64_t *last_clause;  /* per token: the last clause id written (0 none) */
-    int *n_clauses;        /* per token */
-    size_t n_lists;
+    token_list *lists; /* per token */
+    size_t cap_lists;
     occurrence *occ;       /* the current clause's occurrences */
     size_t n_occ, cap_occ;
     uint32_t column, positions; /* the column being tokenized and its positions so far */
@@ -120,31 +125,15 @@ static int builder_token(void *ctx, const char *tok, size_t len, size_t start, s
     /* FTS5's counting: a token starts a new position unless it is COLOCATED with the one before it. */
     if (!(flags & CQ_FTS_TOK_COLOCATED) || b->positions == 0) b->positions++;
     long t = token_find(&b->tokens, tok, len, true);
-    if (t < 0) goto oom;
-    if ((size_t)t >= b->n_lists) {
-        size_t n = b->tokens.cap;
-        cq_strbuf *lists = realloc(b->lists, n * sizeof *lists);
-        if (!lists) goto oom;
-        b->lists = lists;
-        int64_t *last = realloc(b->last_clause, n * sizeof *last);
-        if (!last) goto oom;
-        b->last_clause = last;
-        int *counts = realloc(b->n_clauses, n * sizeof *counts);
-        if (!counts) goto oom;
-        b->n_clauses = counts;
-        for (size_t i = b->n_lists; i < n; i++) {
-            b->lists[i] = (cq_strbuf){0};
-            b->last_clause[i] = 0;
-            b->n_clauses[i] = 0;
-        }
-        b->n_lists = n;
+    const size_t had = b->cap_lists;
+    bool ok = t >= 0 && cq_grow((void **)&b->lists, &b->cap_lists, (size_t)t + 1, sizeof *b->lists);
+    if (ok) memset(b->lists + had, 0, (b->cap_lists - had) * sizeof *b->lists); /* new tokens' lists start empty */
+    if (!ok || !cq_grow((void **)&b->occ, &b->cap_occ, b->n_occ + 1, sizeof *b->occ)) {
+        b->failed = true;
+        return 1;
     }
-    if (!cq_grow((void **)&b->occ, &b->cap_occ, b->n_occ + 1, sizeof *b->occ)) goto oom;
     b->occ[b->n_occ++] = (occurrence){(uint32_t)t, b->column, b->positions - 1};
     return 0;
-oom:
-    b->failed = true;
-    return 1;
 }
 
 static int cmp_occurrence(const void *a, const void *b) {
@@ -159,11 +148,12 @@ static void builder_flush_clause(doc_builder *b, int64_t id, uint32_t D) {
     qsort(b->occ, b->n_occ, sizeof *b->occ, cmp_occurrence);
     for (size_t i = 0; i < b->n_occ;) {
         uint32_t t = b->occ[i].token;
-        cq_strbuf *out = &b->lists[t];
-        put_varint(out, (uint64_t)(id - b->last_clause[t]));
+        token_list *l = &b->lists[t];
+        cq_strbuf *out = &l->list;
+        put_varint(out, (uint64_t)(id - l->last_clause));
         put_varint(out, D);
-        b->last_clause[t] = id;
-        b->n_clauses[t]++;
+        l->last_clause = id;
+        l->n_clauses++;
         for (uint32_t col = 0; col < CQ_BM25_N_COLUMNS; col++) {
             size_t j = i, n = 0;
             uint32_t prev = UINT32_MAX;
@@ -224,21 +214,17 @@ cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_
         goto fail;
     }
     for (size_t t = 0; t < b.tokens.n; t++)
-        out->rows[t] = (cq_keyword_row){b.tokens.tokens[t], b.n_clauses[t], (unsigned char *)b.lists[t].data,
-                                        b.lists[t].len};
+        out->rows[t] = (cq_keyword_row){b.tokens.tokens[t], b.lists[t].n_clauses,
+                                        (unsigned char *)b.lists[t].list.data, b.lists[t].list.len};
     out->n = b.tokens.n;
     qsort(out->rows, out->n, sizeof *out->rows, cmp_row);
     token_table_free(&b.tokens, true); /* the rows own the strings and the lists now */
     free(b.lists);
-    free(b.last_clause);
-    free(b.n_clauses);
     return CQ_OK;
 fail:
-    for (size_t t = 0; t < b.n_lists; t++) free(b.lists[t].data);
+    for (size_t t = 0; t < b.cap_lists; t++) free(b.lists[t].list.data);
     token_table_free(&b.tokens, false);
     free(b.lists);
-    free(b.last_clause);
-    free(b.n_clauses);
     memset(out, 0, sizeof *out);
     return rc;
 }
@@ -361,8 +347,6 @@ typedef struct {
     size_t n_pos, cap_pos;
 } decoded;
 
-#define grow cq_grow
-
 /* Decodes one postings list into d (emptied first); positions only when with_positions. */
 static cq_status decode(const unsigned char *p, size_t len, bool with_positions, decoded *d, cq_err *err) {
     const unsigned char *end = p + len;
@@ -371,7 +355,8 @@ static cq_status decode(const unsigned char *p, size_t len, bool with_positions,
     while (p < end) {
         uint64_t delta, D;
         if (!get_varint(&p, end, &delta) || !get_varint(&p, end, &D)) goto corrupt;
-        if (!grow((void **)&d->e, &d->cap, d->n + 1, sizeof *d->e)) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!cq_grow((void **)&d->e, &d->cap, d->n + 1, sizeof *d->e))
+            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         entry *e = &d->e[d->n++];
         id += (int64_t)delta;
         e->id = id;
@@ -381,8 +366,7 @@ static cq_status decode(const unsigned char *p, size_t len, bool with_positions,
             if (!get_varint(&p, end, &count) || count > len) goto corrupt;
             e->count[col] = (uint32_t)count;
             e->first[col] = (uint32_t)d->n_pos;
-            if (with_positions &&
-                !grow((void **)&d->pos, &d->cap_pos, d->n_pos + count, sizeof *d->pos))
+            if (with_positions && !cq_grow((void **)&d->pos, &d->cap_pos, d->n_pos + count, sizeof *d->pos))
                 return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             for (uint64_t k = 0; k < count; k++) {
                 uint64_t step;
@@ -397,11 +381,6 @@ corrupt:
     return cq_err_set(err, CQ_ERR_FORMAT, "keyword index: a postings list is corrupt");
 }
 
-static void decoded_free(decoded *d) {
-    free(d->e);
-    free(d->pos);
-}
-
 /* A phrase's occurrence in one clause. */
 typedef struct {
     int64_t clause_id, doc_id;
@@ -413,12 +392,6 @@ typedef struct {
     match *m;
     size_t n, cap;
 } matches;
-
-static bool matches_add(matches *ms, match m) {
-    if (!grow((void **)&ms->m, &ms->cap, ms->n + 1, sizeof *ms->m)) return false;
-    ms->m[ms->n++] = m;
-    return true;
-}
 
 static int cmp_stored(const void *a, const void *b) {
     const stored_row *x = a, *y = b;
@@ -497,12 +470,14 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                     }
                 }
             }
-            if (freq > 0 && !matches_add(out, (match){e0->id, doc_id, e0->positions, freq}))
+            if (freq > 0 && !cq_grow((void **)&out->m, &out->cap, out->n + 1, sizeof *out->m))
                 rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            else if (freq > 0)
+                out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
 done:
-    for (size_t j = 0; d && j < m; j++) decoded_free(&d[j]);
+    for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
     free(d);
     free(rows);
     free(at);

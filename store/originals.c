@@ -98,12 +98,12 @@ static cq_status blobs_get(cq_db *db, const char *sha256, const char *path, cq_e
     }
     /* One statement (one snapshot: the parts of one store), its rows read one at a time. */
     cq_db_stmt *st = NULL;
-    cq_status rc = cq_db_prepare(db, "SELECT part, bytes FROM originals WHERE sha256 = ?1 ORDER BY part", &st, err);
-    int next_part = 0, step = CQ_DB_DONE;
+    cq_status rc = cq_db_query(db, "read original", &st, err,
+                               "SELECT part, bytes FROM originals WHERE sha256 = ?1 ORDER BY part", "t", sha256);
+    int next_part = 0;
     if (!rc) {
-        cq_db_bind_text(st, 1, sha256);
         cq_db_stream(st);
-        while (!rc && (step = cq_db_step(st, "read original", err)) == CQ_DB_ROW) {
+        while (cq_db_next(st, "read original", &rc, err)) {
             size_t n = 0;
             const void *bytes = cq_db_col_blob(st, 1, &n);
             if (cq_db_col_int(st, 0) != next_part++)
@@ -111,7 +111,6 @@ static cq_status blobs_get(cq_db *db, const char *sha256, const char *path, cq_e
             else if (n && fwrite(bytes, 1, n, fp) != n)
                 rc = cq_err_set(err, CQ_ERR_IO, "read original: cannot write %s", tmp);
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
     }
     cq_db_finalize(st); /* reads what is left of the rows after a failure */
     if (!rc && next_part == 0)

@@ -19,9 +19,9 @@ static int cmp_int64(const void *a, const void *b) {
 cq_status cq_postings_clause_ids(cq_db *db, size_t n, int64_t *ids, cq_err *err) {
     if (!n) return CQ_OK;
     cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT nextval('clauses_id_seq') FROM generate_series(1, ?1)", &st, err))
-        return cq_err_prefix(err, "reserve clause ids: ");
-    cq_db_bind_int(st, 1, (int64_t)n);
+    if (cq_db_query(db, "reserve clause ids", &st, err, "SELECT nextval('clauses_id_seq') FROM generate_series(1, ?1)",
+                    "i", (int64_t)n))
+        return err->code;
     size_t got = 0;
     int step;
     while ((step = cq_db_step(st, "reserve clause ids", err)) == CQ_DB_ROW)
@@ -36,9 +36,9 @@ cq_status cq_postings_clause_ids(cq_db *db, size_t n, int64_t *ids, cq_err *err)
 /* The document's row, locked (its clauses and postings come in one call, once): its KB. */
 static cq_status lock_document(cq_db *db, int64_t doc_id, int64_t *kb_id, cq_err *err) {
     cq_db_stmt *st;
-    if (cq_db_prepare(db, "SELECT kb_id, keyword_clauses FROM documents WHERE id = ?1 FOR UPDATE", &st, err))
-        return cq_err_prefix(err, "add clauses: ");
-    cq_db_bind_int(st, 1, doc_id);
+    if (cq_db_query(db, "add clauses", &st, err,
+                    "SELECT kb_id, keyword_clauses FROM documents WHERE id = ?1 FOR UPDATE", "i", doc_id))
+        return err->code;
     int step = cq_db_step(st, "add clauses", err);
     cq_status rc = step < 0                        ? err->code
                    : step == CQ_DB_DONE            ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document")
@@ -145,20 +145,15 @@ static cq_status bm25_read(cq_db *db, int64_t kb_id, cq_keyword_search *s, int64
     array_literal(&array, tokens, n_tokens);
     if (array.failed) return nomem(err);
     cq_db_stmt *st;
-    cq_status rc = cq_db_prepare(db,
-                                 "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, "
-                                 "NULL::bytea FROM documents WHERE kb_id = ?1 "
-                                 "UNION ALL SELECT token, doc_id, 0::bigint, postings FROM keyword_postings "
-                                 "WHERE kb_id = ?1 AND token = ANY(?2::text[])",
-                                 &st, err);
-    if (!rc) {
-        cq_db_bind_int(st, 1, kb_id);
-        cq_db_bind_text(st, 2, array.data);
-    }
+    cq_status rc = cq_db_query(db, "keyword search", &st, err,
+                               "SELECT NULL::text, sum(keyword_clauses)::bigint, sum(keyword_positions)::bigint, "
+                               "NULL::bytea FROM documents WHERE kb_id = ?1 "
+                               "UNION ALL SELECT token, doc_id, 0::bigint, postings FROM keyword_postings "
+                               "WHERE kb_id = ?1 AND token = ANY(?2::text[])",
+                               "it", kb_id, array.data);
     cq_strbuf_free(&array);
-    if (rc) return cq_err_prefix(err, "keyword search: ");
-    int step;
-    while (!rc && (step = cq_db_step(st, "keyword search", err)) == CQ_DB_ROW) {
+    if (rc) return rc;
+    while (cq_db_next(st, "keyword search", &rc, err)) {
         if (cq_db_col_null(st, 0)) {
             if (!cq_db_col_null(st, 1)) *n_rows = cq_db_col_int(st, 1), *n_positions = cq_db_col_int(st, 2);
             continue;
@@ -167,7 +162,6 @@ static cq_status bm25_read(cq_db *db, int64_t kb_id, cq_keyword_search *s, int64
         const void *postings = cq_db_col_blob(st, 3, &len);
         rc = cq_keyword_search_add(s, cq_db_col_text(st, 0), cq_db_col_int(st, 1), postings, len, err);
     }
-    if (!rc && step < 0) rc = err->code;
     cq_db_finalize(st);
     return rc;
 }

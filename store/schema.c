@@ -532,22 +532,14 @@ static cq_status step_text(cq_db_kind kind, int version, char **out, cq_err *err
     return CQ_OK;
 }
 
-static cq_status first_int(cq_db *db, const char *sql, int *out, cq_err *err) {
-    *out = 0;
-    cq_db_stmt *st;
-    if (cq_db_prepare(db, sql, &st, err)) return cq_err_prefix(err, "read the schema version: ");
-    int step = cq_db_step(st, "read the schema version", err);
-    if (step == CQ_DB_ROW) *out = (int)cq_db_col_int(st, 0);
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
-}
-
 cq_status cq_store_schema_version(cq_db *db, int *version, cq_err *err) {
-    *version = 0;
-    if (cq_db_kind_of(db) == CQ_DB_SQLITE) return first_int(db, "PRAGMA user_version", version, err);
-    int exists = 0;
-    cq_status rc = first_int(db, "SELECT to_regclass('clauseqa_schema') IS NOT NULL", &exists, err);
-    if (!rc && exists) rc = first_int(db, "SELECT version FROM clauseqa_schema", version, err);
+    const char *what = "read the schema version"; /* each statement gives one row */
+    int64_t v = 0, exists = 0;
+    cq_status rc;
+    if (cq_db_kind_of(db) == CQ_DB_SQLITE) rc = cq_db_int(db, what, &v, err, "PRAGMA user_version", "");
+    else if (!(rc = cq_db_int(db, what, &exists, err, "SELECT to_regclass('clauseqa_schema') IS NOT NULL", "")) && exists)
+        rc = cq_db_int(db, what, &v, err, "SELECT coalesce(max(version), 0) FROM clauseqa_schema", "");
+    *version = (int)v;
     return rc;
 }
 

@@ -371,17 +371,12 @@ static void postings_discard(cq_store *s, int64_t doc_id) {
 
 /* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
 static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
-    cq_db_stmt *st;
-    if (cq_db_query(s->conn, "bm25", &st, err, "SELECT min(id), max(id) FROM clauses WHERE doc_id = ?1", "i", doc_id))
-        return err->code;
-    *lo = 1;
-    *hi = 0;
-    if (cq_db_step(st, "bm25", err) == CQ_DB_ROW && !cq_db_col_null(st, 0)) {
-        *lo = cq_db_col_int(st, 0);
-        *hi = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return CQ_OK;
+    int64_t v[2]; /* none: 1, 0 (an empty range) */
+    cq_status rc = cq_db_ints(s->conn, "bm25", v, 2, err,
+                              "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM clauses WHERE doc_id = ?1", "i",
+                              doc_id);
+    *lo = rc ? 1 : v[0], *hi = rc ? 0 : v[1];
+    return rc;
 }
 
 /* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn. */

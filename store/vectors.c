@@ -144,8 +144,8 @@ cq_status cq_store_vectors_delete(cq_store *s, const int64_t *clause_ids, size_t
     cq_status rc = n > CQ_STORE_VECTORS_BATCH ? cq_db_begin_own(db, &own, err) : CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "DELETE FROM clause_vectors WHERE clause_id IN ", clause_ids + at, batch_of(n, at), 1, "",
-                        &st, err);
+        rc = cq_db_prepare_in(db, "remove vectors", &st, err, "DELETE FROM clause_vectors WHERE clause_id IN ",
+                              clause_ids + at, batch_of(n, at), "", "");
         if (!rc && cq_db_step(st, "remove vectors", err) < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
@@ -160,9 +160,46 @@ cq_status cq_store_vectors_count(cq_store *s, int64_t kb_id, const char *model, 
     return rc;
 }
 
-static cq_status bad_vector(cq_db_stmt *st, int id_col, size_t got, size_t bytes, cq_err *err) {
-    return cq_err_set(err, CQ_ERR_FORMAT, "clause %lld: stored vector has %zu bytes, expected %zu",
+/* row: what the id of column id_col names ("clause", "document") */
+static cq_status bad_vector(cq_db_stmt *st, const char *row, int id_col, size_t got, size_t bytes, cq_err *err) {
+    return cq_err_set(err, CQ_ERR_FORMAT, "%s %lld: stored vector has %zu bytes, expected %zu", row,
                       (long long)cq_db_col_int(st, id_col), got, bytes);
+}
+
+/* Every row st has left, its id (column id_col) and its vector (the next column) appended to *ids and *x (malloc'd;
+ * emptied on a failure); st finalized. With seq, a row whose column 0 is NULL is the feed position (column 1). */
+static cq_status read_vector_rows(cq_db_stmt *st, const char *what, const char *row, int id_col, size_t bytes,
+                                  int64_t **ids, float **x, size_t *n, int64_t *seq, cq_err *err) {
+    size_t cap_ids = 0, cap_x = 0;
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, what, &rc, err)) {
+        if (seq && cq_db_col_null(st, 0)) {
+            *seq = cq_db_col_int(st, 1);
+            continue;
+        }
+        size_t len = 0;
+        const void *v = cq_db_col_blob(st, id_col + 1, &len);
+        if (len != bytes) {
+            rc = bad_vector(st, row, id_col, len, bytes, err);
+            break;
+        }
+        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
+            break;
+        }
+        (*ids)[*n] = cq_db_col_int(st, id_col);
+        memcpy((char *)*x + *n * bytes, v, bytes);
+        (*n)++;
+    }
+    cq_db_finalize(st);
+    if (rc) {
+        free(*ids);
+        free(*x);
+        *ids = NULL;
+        *x = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *model, int dim, int64_t **ids, float **x,
@@ -175,43 +212,10 @@ cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *mode
     cq_db_stmt *st;
     /* One statement, one snapshot: on PostgreSQL the feed position comes first (db/dialect.h); the rows one at a
      * time (a KB's vectors can be hundreds of MB). */
-    if (cq_db_prepare(db, cq_db_dialect(db, CQ_SQL_VECTORS_READ_ALL), &st, err)) return cq_err_prefix(err, "read vectors: ");
-    cq_db_bind_int(st, 1, kb_id);
-    cq_db_bind_text(st, 2, model);
+    if (cq_db_query(db, "read vectors", &st, err, cq_db_dialect(db, CQ_SQL_VECTORS_READ_ALL), "it", kb_id, model))
+        return err->code;
     cq_db_stream(st);
-    const size_t bytes = (size_t)dim * sizeof(float);
-    size_t cap_ids = 0, cap_x = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
-        if (cq_db_col_null(st, 0)) {
-            *seq = cq_db_col_int(st, 1);
-            continue;
-        }
-        size_t len = 0;
-        const void *v = cq_db_col_blob(st, 2, &len);
-        if (len != bytes) {
-            rc = bad_vector(st, 1, len, bytes, err);
-            break;
-        }
-        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
-            break;
-        }
-        (*ids)[*n] = cq_db_col_int(st, 1);
-        memcpy((char *)*x + *n * bytes, v, bytes);
-        (*n)++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
-    if (rc) {
-        free(*ids);
-        free(*x);
-        *ids = NULL;
-        *x = NULL;
-        *n = 0;
-    }
-    return rc;
+    return read_vector_rows(st, "read vectors", "clause", 1, (size_t)dim * sizeof(float), ids, x, n, seq, err);
 }
 
 cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
@@ -222,25 +226,21 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
     cq_status rc = CQ_OK;
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
-                        clause_ids + at, batch_of(n, at), 3, " ORDER BY clause_id", &st, err);
-        if (!rc) {
-            cq_db_bind_int(st, 1, kb_id);
-            cq_db_bind_text(st, 2, model);
-        }
-        int step = CQ_DB_DONE;
-        while (!rc && *got < n && (step = cq_db_step(st, "read vectors", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(db, "read vectors", &st, err,
+                              "SELECT clause_id, vec FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 "
+                              "AND clause_id IN ",
+                              clause_ids + at, batch_of(n, at), " ORDER BY clause_id", "it", kb_id, model);
+        while (*got < n && cq_db_next(st, "read vectors", &rc, err)) {
             size_t len = 0;
             const void *v = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
-                rc = bad_vector(st, 0, len, bytes, err);
+                rc = bad_vector(st, "clause", 0, len, bytes, err);
                 break;
             }
             out_ids[*got] = cq_db_col_int(st, 0);
             memcpy(out_x + *got * (size_t)dim, v, bytes);
             (*got)++;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     return rc;
@@ -252,15 +252,13 @@ cq_status cq_store_clause_docs(cq_store *s, const int64_t *clause_ids, size_t n,
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) {
         const size_t m = batch_of(n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(cq_store_conn(s), "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, 1,
-                              "", &st, err);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "clauses' documents", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(cq_store_conn(s), "clauses' documents", &st, err,
+                              "SELECT id, doc_id FROM clauses WHERE id IN ", clause_ids + at, m, "", "");
+        while (cq_db_next(st, "clauses' documents", &rc, err)) {
             const int64_t id = cq_db_col_int(st, 0), doc = cq_db_col_int(st, 1);
             for (size_t i = at; i < at + m; i++) /* a clause may stand more than once */
                 if (clause_ids[i] == id) doc_of[i] = doc;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     return rc;
@@ -275,17 +273,15 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
     for (size_t at = 0; !rc && at < n; at += CQ_STORE_VECTORS_BATCH) { /* the documents' vectors, a statement a batch */
         const size_t m = batch_of(n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(cq_store_conn(s),
+        rc = cq_db_prepare_in(cq_store_conn(s), "the documents' vectors", &st, err,
                               "SELECT v.clause_id, v.vec, c.doc_id FROM clause_vectors v JOIN clauses c ON "
                               "c.id = v.clause_id WHERE v.model = ?1 AND c.doc_id IN ",
-                              docs + at, m, 2, "", &st, err);
-        if (!rc) cq_db_bind_text(st, 1, model);
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "the documents' vectors", err)) == CQ_DB_ROW) {
+                              docs + at, m, "", "t", model);
+        while (cq_db_next(st, "the documents' vectors", &rc, err)) {
             size_t len = 0;
             const unsigned char *b = cq_db_col_blob(st, 1, &len);
             if (len != bytes) {
-                rc = bad_vector(st, 0, len, bytes, err);
+                rc = bad_vector(st, "clause", 0, len, bytes, err);
                 break;
             }
             const int64_t doc = cq_db_col_int(st, 2);
@@ -297,7 +293,6 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
                         acc[i * (size_t)dim + (size_t)k] += x;
                     }
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     for (size_t i = 0; !rc && i < n; i++) { /* normalized; none stored (a zero sum): zeros */
@@ -321,19 +316,14 @@ cq_status cq_store_vectors_keep_stored(cq_store *s, int64_t kb_id, const char *m
     for (size_t at = 0; !rc && at < *n; at += CQ_STORE_VECTORS_BATCH) {
         size_t m = batch_of(*n, at);
         cq_db_stmt *st = NULL;
-        rc = cq_db_prepare_in(db, "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
-                        ids + at, m, 3, "", &st, err);
-        if (!rc) {
-            cq_db_bind_int(st, 1, kb_id);
-            cq_db_bind_text(st, 2, model);
-        }
-        int step = CQ_DB_DONE;
-        while (!rc && (step = cq_db_step(st, "check vectors", err)) == CQ_DB_ROW) {
+        rc = cq_db_prepare_in(db, "check vectors", &st, err,
+                              "SELECT clause_id FROM clause_vectors WHERE kb_id = ?1 AND model = ?2 AND clause_id IN ",
+                              ids + at, m, "", "it", kb_id, model);
+        while (cq_db_next(st, "check vectors", &rc, err)) {
             int64_t id = cq_db_col_int(st, 0);
             for (size_t i = 0; i < m; i++)
                 if (ids[at + i] == id) stored[at + i] = true;
         }
-        if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
         cq_db_finalize(st);
     }
     if (!rc) {
@@ -392,19 +382,12 @@ cq_status cq_store_doc_vector_put(cq_store *s, int64_t kb_id, int64_t doc_id, co
 
 cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *model, const char *head, int64_t *count,
                                      int64_t *max_doc, cq_err *err) {
-    *count = *max_doc = 0;
-    cq_db_stmt *st;
-    if (cq_db_query(cq_store_conn(s), "count document vectors", &st, err,
-                    "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND "
-                    "head = ?3", "itt", kb_id, model, head))
-        return err ? err->code : CQ_ERR_DB;
-    int step = cq_db_step(st, "count document vectors", err);
-    if (step == CQ_DB_ROW) {
-        *count = cq_db_col_int(st, 0);
-        *max_doc = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? (err ? err->code : CQ_ERR_DB) : CQ_OK;
+    int64_t v[2];
+    cq_status rc = cq_db_ints(cq_store_conn(s), "count document vectors", v, 2, err,
+                              "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND "
+                              "model = ?2 AND head = ?3", "itt", kb_id, model, head);
+    *count = v[0], *max_doc = v[1];
+    return rc;
 }
 
 cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model, const char *head, int dim,
@@ -417,36 +400,8 @@ cq_status cq_store_doc_vectors_kb(cq_store *s, int64_t kb_id, const char *model,
                     "SELECT doc_id, vec FROM doc_vectors WHERE kb_id = ?1 AND model = ?2 AND head = ?3 ORDER BY doc_id",
                     "itt", kb_id, model, head))
         return err ? err->code : CQ_ERR_DB;
-    const size_t bytes = (size_t)dim * sizeof(float);
-    size_t cap_ids = 0, cap_x = 0;
-    cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "read document vectors", err)) == CQ_DB_ROW) {
-        size_t len = 0;
-        const void *v = cq_db_col_blob(st, 1, &len);
-        if (len != bytes) {
-            rc = cq_err_set(err, CQ_ERR_FORMAT, "document %lld: stored document vector has %zu bytes, expected %zu",
-                            (long long)cq_db_col_int(st, 0), len, bytes);
-            break;
-        }
-        if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)vecs, &cap_x, *n + 1, bytes)) {
-            rc = nomem(err);
-            break;
-        }
-        (*ids)[*n] = cq_db_col_int(st, 0);
-        memcpy((char *)*vecs + *n * bytes, v, bytes);
-        (*n)++;
-    }
-    cq_db_finalize(st);
-    if (!rc && step < 0) rc = err ? err->code : CQ_ERR_DB;
-    if (rc) {
-        free(*ids);
-        free(*vecs);
-        *ids = NULL;
-        *vecs = NULL;
-        *n = 0;
-    }
-    return rc;
+    return read_vector_rows(st, "read document vectors", "document", 0, (size_t)dim * sizeof(float), ids, vecs, n,
+                            NULL, err);
 }
 
 /* ---- the change feed (PostgreSQL's tables) ---- */
@@ -496,22 +451,15 @@ cq_status cq_store_vector_changes(cq_store *s, int64_t after, size_t limit, cq_v
 }
 
 cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *last, cq_err *err) {
-    *pruned_to = *last = 0;
+    int64_t v[2] = {0, 0};
     cq_status rc = feed_only(s, "read the vector feed's bounds", err);
-    cq_db_stmt *st = NULL;
-    if (!rc)
-        rc = cq_db_query(cq_store_conn(s), "read the vector feed's bounds", &st, err,
-                         "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
-                         "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
-                         "");
-    if (rc) return rc;
-    int step = cq_db_step(st, "read the vector feed's bounds", err);
-    if (step == CQ_DB_ROW) {
-        *pruned_to = cq_db_col_int(st, 0);
-        *last = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    if (!rc) /* the horizon's one row (its migration inserts it; pruning updates it) */
+        rc = cq_db_ints(cq_store_conn(s), "read the vector feed's bounds", v, 2, err,
+                        "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
+                        "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
+                        "");
+    *pruned_to = v[0], *last = v[1];
+    return rc;
 }
 
 cq_status cq_store_vector_changes_prune(cq_store *s, int64_t max_age_s, int64_t *pruned, cq_err *err) {

@@ -33,12 +33,6 @@ static void cq_version_group_alone(cq_version_group *g, int64_t doc_id);
 static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
                                            size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err);
 
-/* A statement prepared, or its failure as "versions: what: message". */
-static cq_status prepare(cq_db *db, const char *sql, const char *what, cq_db_stmt **st, cq_err *err) {
-    if (!cq_db_prepare(db, sql, st, err)) return CQ_OK;
-    return cq_err_prefix(err, "versions: %s: ", what);
-}
-
 const char *cq_version_state_name(cq_version_state s) {
     switch (s) {
     case CQ_VERSION_IN_FORCE: return "in_force";
@@ -94,12 +88,10 @@ static void clause_drop(void *elem) { free((void *)((cq_version_clause *)elem)->
 static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char **name, char **title, bool *by_user,
                                bool *has_row, cq_err *err) {
     cq_db_stmt *st;
-    if (prepare(db,
-                "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
-                "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1",
-                "find document", &st, err))
+    if (cq_db_query(db, "versions: find document", &st, err,
+                    "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
+                    "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1", "i", doc_id))
         return err->code;
-    cq_db_bind_int(st, 1, doc_id);
     int step = cq_db_step(st, "versions: find document", err);
     cq_status rc = step < 0 ? err->code : CQ_OK;
     if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
@@ -183,17 +175,11 @@ typedef struct {
 } seen_kb;
 
 static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
-    cq_db_stmt *st;
     cq_err ignored = {0};
-    if (cq_db_prepare(db, "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", &st, &ignored))
-        return false;
-    cq_db_bind_int(st, 1, kb_id);
-    bool ok = cq_db_step(st, "versions: count documents", &ignored) == CQ_DB_ROW;
-    if (ok) {
-        *n = cq_db_col_int(st, 0);
-        *max_id = cq_db_col_int(st, 1);
-    }
-    cq_db_finalize(st);
+    int64_t v[2];
+    bool ok = !cq_db_ints(db, "versions: count documents", v, 2, &ignored,
+                          "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id);
+    if (ok) *n = v[0], *max_id = v[1];
     return ok;
 }
 
@@ -298,20 +284,17 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
     snprintf(g->key, sizeof g->key, "%s", key);
     cq_db_stmt *st;
     /* one statement, one snapshot: the versions and the repeal that applies to them (a row without doc_id) */
-    if (prepare(db,
-                "SELECT " ENTRY_COLUMNS ", CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
-                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready' "
-                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, day FROM (" REPEALS_SQL
-                " AND r.key = ?2 GROUP BY r.key) rep",
-                "load group", &st, err))
+    if (cq_db_query(db, "versions: load group", &st, err,
+                    "SELECT " ENTRY_COLUMNS ", CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                    "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready' "
+                    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, day FROM (" REPEALS_SQL
+                    " AND r.key = ?2 GROUP BY r.key) rep",
+                    "it", kb_id, key))
         return err->code;
-    cq_db_bind_int(st, 1, kb_id);
-    cq_db_bind_text(st, 2, key);
     size_t cap = 0;
     cq_date repealed = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: load group", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "versions: load group", &rc, err)) {
         if (cq_db_col_null(st, 0)) {
             repealed = (cq_date)cq_db_col_int(st, 7);
             continue;
@@ -323,7 +306,6 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
         read_entry(st, &g->v[g->n++]);
     }
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
     if (rc) {
         cq_version_group_free(g);
         return rc;
@@ -336,9 +318,9 @@ cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *ou
     memset(out, 0, sizeof *out);
     cq_db *db = cq_store_conn(s);
     cq_db_stmt *st;
-    if (prepare(db, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1", "find version", &st, err))
+    if (cq_db_query(db, "versions: find version", &st, err, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1",
+                    "i", doc_id))
         return err->code;
-    cq_db_bind_int(st, 1, doc_id);
     int step = cq_db_step(st, "versions: find version", err);
     int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(st, 0) : 0;
     char key[CQ_VERSION_KEY_MAX] = "";
@@ -567,19 +549,17 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
     *n = 0;
     cq_db_stmt *st;
     /* the versions and the cross-document repeals in one statement (one snapshot); repeal rows have no doc_id */
-    if (prepare(cq_store_conn(s),
-                "SELECT " ENTRY_COLUMNS ", v.key, CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
-                "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND d.status = 'ready' "
-                "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, day FROM (" REPEALS_SQL
-                " GROUP BY r.key) rep",
-                "load versions", &st, err))
+    if (cq_db_query(cq_store_conn(s), "versions: load versions", &st, err,
+                    "SELECT " ENTRY_COLUMNS ", v.key, CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
+                    "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND d.status = 'ready' "
+                    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, day FROM (" REPEALS_SQL
+                    " GROUP BY r.key) rep",
+                    "i", kb_id))
         return err->code;
-    cq_db_bind_int(st, 1, kb_id);
     cq_version_keyed *rows = NULL, *rep = NULL;
     size_t nr = 0, cap = 0, n_rep = 0, cap_rep = 0;
     cq_status rc = CQ_OK;
-    int step;
-    while ((step = cq_db_step(st, "versions: load versions", err)) == CQ_DB_ROW) {
+    while (cq_db_next(st, "versions: load versions", &rc, err)) {
         bool is_repeal = cq_db_col_null(st, 0);
         cq_version_keyed **list = is_repeal ? &rep : &rows;
         size_t *count = is_repeal ? &n_rep : &nr;
@@ -594,7 +574,6 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
         cq_db_col_copy(st, 7, k->key, sizeof k->key);
     }
     cq_db_finalize(st);
-    if (!rc && step < 0) rc = err->code;
     if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
     free(rows);
     free(rep);

@@ -9,6 +9,12 @@
 #                                         tracked and untracked-not-ignored files less 1.5 MB), at most 55 MB
 #   tools/device_model.sh plan [MODEL]    here: the tree's size, the piece size and count split would use
 #   tools/device_model.sh tree            here: bytes of the tree that travels with every call
+#   tools/device_model.sh shrink          here, before a window: the tracked files over SHRINK_KB (default 300) out of
+#                                         git's index, so they stay on disk but no longer travel (listed in
+#                                         .git/info/device-shrunk and .git/info/exclude); a device step that reads one
+#                                         from the checkout (an adapter's safetensors) must carry a copy instead
+#   tools/device_model.sh unshrink        here, after it: exactly those files back in the index, the lists cleared.
+#                                         Commit only after unshrink (a commit while shrunk would delete them)
 #   (GGUF_DIR, or OUTDIR: where split writes and stash/join read the pN folders, default .device/gguf;
 #    MODEL_NAME: the GGUF of data/models that split takes by default, e.g. qwen2.5-coder-1.5b-instruct-q4_k_m.gguf)
 #   tools/device_model.sh stash           there, in each call that carries a piece: copies the pieces present under
@@ -38,9 +44,32 @@ piece_bytes() {
 set_name() { NAME=$(basename "$1"); SUM=data/models/$NAME.sha256; }
 want_sum() { awk '{print $1}' "$SUM"; }
 
+SHRUNK=$(git rev-parse --git-path info/device-shrunk)
+EXCLUDE=$(git rev-parse --git-path info/exclude)
+
 case "${1:-}" in
 tree)
   tree_bytes
+  ;;
+shrink)
+  [ -s "$SHRUNK" ] && { echo "device_model: already shrunk ($(wc -l < "$SHRUNK") files in $SHRUNK): unshrink first" >&2; exit 1; }
+  git diff --cached --quiet || { echo "device_model: the index has staged changes: commit or unstage them first" >&2; exit 1; }
+  before=$(tree_bytes)
+  { git ls-files -z | xargs -0 -r stat -c '%s %n' 2> /dev/null || true; } | awk -v m=$(( ${SHRINK_KB:-300} * 1024 )) '$1 > m { sub(/^[0-9]+ /, ""); print }' > "$SHRUNK"
+  [ -s "$SHRUNK" ] || { rm -f "$SHRUNK"; echo "device_model: no tracked file over ${SHRINK_KB:-300} kB"; exit 0; }
+  tr '\n' '\0' < "$SHRUNK" | xargs -0 git rm -q --cached --
+  mkdir -p "$(dirname "$EXCLUDE")" && sed 's|^|/|' "$SHRUNK" >> "$EXCLUDE" # anchored: this path only
+  echo "device_model: $(wc -l < "$SHRUNK") files out of the index; the tree $before -> $(tree_bytes) bytes (unshrink after the window)"
+  ;;
+unshrink)
+  [ -s "$SHRUNK" ] || { echo "device_model: nothing shrunk" >&2; exit 1; }
+  tr '\n' '\0' < "$SHRUNK" | xargs -0 git reset -q --
+  sed 's|^|/|' "$SHRUNK" > "$SHRUNK.lines"
+  grep -vxF -f "$SHRUNK.lines" "$EXCLUDE" > "$EXCLUDE.tmp" || true
+  rm -f "$SHRUNK.lines"
+  mv "$EXCLUDE.tmp" "$EXCLUDE" && rm -f "$SHRUNK"
+  git diff --cached --quiet || echo "device_model: note: the index still has staged changes (not made by shrink)" >&2
+  echo "device_model: back in the index; the tree is $(tree_bytes) bytes"
   ;;
 plan)
   src=${2:-$DEFAULT_MODEL}
@@ -118,7 +147,7 @@ status)
   ls -l "$STASH" 2>/dev/null || echo "device_model: $STASH is empty"
   ;;
 *)
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

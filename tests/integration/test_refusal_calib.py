@@ -17,7 +17,7 @@ import random
 import sys
 import tempfile
 
-from checks import ROOT, check, failed  # noqa: E402 (tests/integration/checks.py)
+from checks import ROOT, check, finish  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools", "decoder_train"))
 import refusal_rule  # noqa: E402
 import refusal_split  # noqa: E402
@@ -90,6 +90,18 @@ def write_suite(d, suite, qs, lines, tail=""):
         f.write(tail)
 
 
+def test_choose():
+    """The threshold: the best objective among the thresholds that keep every suite's false refusals within the
+    limit, a tie to the higher (refusing more bought nothing)."""
+    def pt(t, obj, *false):
+        return (t, obj, {"s%d" % i: {"falseA": f} for i, f in enumerate(false)})
+    curve = [pt(0.5, 0.80, 0.20, 0.01), pt(0.9, 0.75, 0.07, None), pt(0.95, 0.74, 0.02, 0.0), pt(1.01, 0.74, 0.0, 0.0)]
+    check(refusal_threshold.choose(curve, 1.0) == (0.5, 0.80), "no limit: the best objective")
+    check(refusal_threshold.choose(curve, 0.08) == (0.9, 0.75), "0.5 refuses 20 % of one suite's answerable ones")
+    check(refusal_threshold.choose(curve, 0.05) == (1.01, 0.74), "a tie goes to the higher threshold")
+    check(refusal_threshold.choose(curve[:1], 0.05) is None, "none eligible")
+
+
 def test_rule():
     rng = random.Random(11)
     qs, lines = [], []
@@ -136,11 +148,9 @@ def test_rule():
 def main():
     test_split()
     test_weights()
+    test_choose()
     test_rule()
-    if failed():
-        print("%d checks failed" % failed())
-        sys.exit(1)
-    print("all passed")
+    finish()
 
 
 if __name__ == "__main__":

@@ -104,6 +104,23 @@ def test_train():
     want = head(torch.cat([o[1, :3].mean(0), o[1, 2]]))
     check(torch.allclose(v.norm(dim=1), torch.ones(2)) and torch.allclose(v, v2) and
           torch.allclose(v[1], want / want.norm()), "doc_vectors: unit vectors of [mean; last] over the valid tokens")
+    # --init's document head: its exported file when the folder has one, else the clause pooling
+    import tempfile
+
+    class _Pooled:
+        pool = torch.nn.Linear(8, 3)
+    d = tempfile.mkdtemp(prefix="cq-dochead-")
+    mine = torch.nn.Linear(8, 3)
+    check(train.init_doc_head(mine, _Pooled, d) == "the clause pooling" and torch.equal(mine.weight, _Pooled.pool.weight),
+          "init_doc_head: no file in --init, the clause pooling")
+    saved = torch.nn.Linear(8, 3)
+
+    class _Args:
+        out, doc_window, doc_head, doc_tau = d, 64, 0.5, 0.05
+    train.export_doc_head(saved, _Args)
+    src = train.init_doc_head(mine, _Pooled, d)
+    check(src.endswith("doc_head.safetensors") and torch.equal(mine.weight, saved.weight.to(torch.bfloat16).float())
+          and torch.equal(mine.bias, saved.bias.to(torch.bfloat16).float()), "init_doc_head: --init's exported head")
 
 
 if __name__ == "__main__":

@@ -137,6 +137,12 @@ static void conf_groups(void **state) {
     CONF_EXPECT(cq_store_group_sync(s, d.id, dir_groups, 2, &missing, &err), CQ_OK);
     assert_int_equal(missing, 1);
     CONF_EXPECT(cq_store_group_member_add(s, "人事", "carol", &err), CQ_OK);
+    const char *with_local[] = {"dir-editors", "人事"}; /* a local membership of a directory group stays local */
+    CONF_EXPECT(cq_store_group_sync(s, d.id, with_local, 2, NULL, &err), CQ_OK);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM group_members m JOIN users u ON u.id = m.user_id "
+                                   "WHERE u.name = 'carol' AND m.source = 'local'"), 1);
+    assert_int_equal(conf_count(s, "SELECT count(*) FROM group_members m JOIN users u ON u.id = m.user_id "
+                                   "WHERE u.name = 'carol'"), 2);
     CONF_EXPECT(cq_store_user_rights(s, &d, &err), CQ_OK);
     assert_int_equal(d.role, CQ_ROLE_EDITOR);
     assert_string_equal(d.kb, "laws");

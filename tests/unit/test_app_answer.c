@@ -122,9 +122,25 @@ static void test_extractive_one_item(void **state) {
     free(a);
 }
 
+/* The refusal threshold by question language: the caller's first, then the adapter's for the language (a single number
+ * holds for both, a language it leaves out takes the default), then the default. */
+static void test_refusal_threshold_by_language(void **state) {
+    (void)state;
+    cq_adapter_info ai = {0};
+    assert_true(cq_answer_refusal_min_p(0, NULL, CQ_QUERY_ZH) == CQ_ANSWER_REFUSAL_MIN_P);
+    assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_EN) == CQ_ANSWER_REFUSAL_MIN_P); /* none named */
+    ai.refusal_min_p = 0.95, ai.refusal_min_p_en = 1.01;
+    assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_ZH) == 0.95);
+    assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_EN) == 1.01);
+    assert_true(cq_answer_refusal_min_p(0.5, &ai, CQ_QUERY_EN) == 0.5); /* --refusal-min-p: every language */
+    ai.refusal_min_p = 0; /* {"en": 1.01}: Chinese takes the default */
+    assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_ZH) == CQ_ANSWER_REFUSAL_MIN_P);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_recite), cmocka_unit_test(test_paragraph_and_item),
                                        cmocka_unit_test(test_extractive_and_abstain),
-                                       cmocka_unit_test(test_extractive_one_item)};
+                                       cmocka_unit_test(test_extractive_one_item),
+                                       cmocka_unit_test(test_refusal_threshold_by_language)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* core/json (strict input, output always valid UTF-8) and core/fileio: the removal of crashed writes' temp files, and
  * files and folders private to their owner whatever the umask. */
 #include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,8 +208,29 @@ static void test_private_files(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The settings' range check: finite numbers in lo..hi, whole when asked; anything else is not one. */
+static void test_number_in(void **state) {
+    (void)state;
+    const char *yes[][2] = {{"0", "w"}, {"200", "w"}, {"3.0", "w"}, {"0.5", ""}, {"1e300", "i"}};
+    const char *no[][2] = {{"-1", "w"}, {"201", "w"}, {"2.5", "w"}, {"\"3\"", ""}, {"null", ""}, {"true", ""},
+                           {"-0.001", "i"}, {"1.5", ""}};
+    for (size_t k = 0; k < sizeof yes / sizeof *yes; k++) {
+        cJSON *v = cJSON_Parse(yes[k][0]);
+        assert_true(cq_json_number_in(v, 0, yes[k][1][0] == 'i' ? INFINITY : 200, yes[k][1][0] == 'w'));
+        cJSON_Delete(v);
+    }
+    for (size_t k = 0; k < sizeof no / sizeof *no; k++) {
+        cJSON *v = cJSON_Parse(no[k][0]);
+        const double hi = no[k][1][0] == 'i' ? INFINITY : no[k][1][0] == 'w' ? 200 : 1;
+        assert_false(cq_json_number_in(v, 0, hi, no[k][1][0] == 'w'));
+        cJSON_Delete(v);
+    }
+    assert_false(cq_json_number_in(NULL, 0, 1, false));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_number_in),
         cmocka_unit_test(test_print_repairs_utf8),
         cmocka_unit_test(test_parse_strict),
         cmocka_unit_test(test_stale_temp_files),

@@ -325,6 +325,17 @@ static void test_bad_adapters(void **state) {
         snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
                  "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": \"0.4\"}", base_sha);
         expect_error(&s, "\"refusal_min_p\" must be a number above 0 and at most 2");
+        /* or one per question language, each in (0, 2], no other key */
+        const char *per_lang[][2] = {{"{}", "must be a number above 0 and at most 2 (above 1: never refuse), or {"},
+                                     {"{\"zh\": 0.9, \"en\": 2.5}", "must be a number above 0 and at most 2"},
+                                     {"{\"zh\": \"0.9\"}", "must be a number above 0 and at most 2"},
+                                     {"{\"fr\": 0.9}", "\"refusal_min_p\": \"fr\" is not a language it knows (zh, en)"},
+                                     {"[0.9]", "must be a number above 0 and at most 2"}};
+        for (size_t k = 0; k < sizeof per_lang / sizeof *per_lang; k++) {
+            snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                     "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": %s}", base_sha, per_lang[k][0]);
+            expect_error(&s, per_lang[k][1]);
+        }
         /* a truncated weights file, and a missing folder */
         char dir[256];
         tmp_dir(dir, sizeof dir, "trunc");
@@ -361,7 +372,20 @@ static void test_bad_adapters(void **state) {
             assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &named, NULL), 0);
             assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
             assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p - 0.35) < 1e-12);
+            assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p_en - 0.35) < 1e-12); /* one number: both */
             test_rm_adapter(dir);
+            /* one per language, and a language left out (0: the runtime's default for it) */
+            const char *langs[] = {"{\"zh\": 0.95, \"en\": 1.01}", "{\"en\": 0.5}"};
+            const double want[][2] = {{0.95, 1.01}, {0, 0.5}};
+            for (int k = 0; k < 2; k++) {
+                snprintf(js, sizeof js, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                         "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": %s}", base_sha, langs[k]);
+                assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &named, NULL), 0);
+                assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
+                assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p - want[k][0]) < 1e-12);
+                assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p_en - want[k][1]) < 1e-12);
+                test_rm_adapter(dir);
+            }
             assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &ok, NULL), 0);
             assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
             test_rm_adapter(dir);

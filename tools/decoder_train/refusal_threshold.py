@@ -8,8 +8,15 @@ Score of a question at t (SQuAD 2.0 style): an unanswerable question scores 1 wh
 one scores its char-F1 (shared/eval/FORMAT.md; the eval's own f1 field), 0 when refused. A suite's score is the mean
 over its questions with reference answers or unanswerable, each class weighted to the share it has in the suite's
 whole TRAIN part (tools/dev_split.py; --prior run: as the runs have them); the objective is the mean over suites
-(each suite counts alike, whatever its size). Suites with no reference answers (contracts-en-dev) still report false
-abstention.
+(each suite counts alike, whatever its size). A suite with no reference answers (contracts-en-dev) is left out of
+the objective, whose trade of F1 for abstention it cannot weigh (scored on abstention alone it would ask to refuse
+everything), and still reports false abstention (bounded by --max-false) and abstention.
+
+Held-out-document runs (tags ending in -heldout: heldout_unans.py, device_calibrate.sh's *-heldout runs) are
+weighted as they come (--prior auto, the default, is run for them and train for the others): their unanswerable
+questions are made by holding a share of the part's documents (0.2) out of the KB, so their share is by
+construction and the train part's (none in English) says nothing of it. Their questions are not the suites' own:
+pass --questions a folder heldout_unans.py wrote (refusal_report.sh writes both parts into one).
 
 Why the prior: the calibration runs score a sample of the calibration part, and a sample can miss the class mix by
 far. The first Qwen calibration (issue 26) ran `clauseqa eval --every 3` over the cjrc calibration part, whose
@@ -20,8 +27,12 @@ Nth question keeps the class mix; the reweighting makes the objective the suite'
 
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag train-rerank --questions ../shared/eval
     python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag val-rerank --questions ../shared/eval --at 0.5
+    python3 tools/decoder_train/refusal_threshold.py --runs DIR --tag train-rerank-heldout --questions HELDOUT_Q \
+        --suites cuad-dev,contracts-en-dev
 
-Without --at it prints the curve over a grid and the best t on these runs; with --at it scores the given t.
+Without --at it prints the curve over a grid and the best t on these runs among those keeping every suite's false
+refusals within --max-false (ties to the higher t); with --at it scores the given t. --suites picks one language's
+suites for a threshold per language (adapter.json "refusal_min_p": {"zh": t, "en": t}).
 """
 import argparse
 import glob
@@ -70,6 +81,14 @@ def train_prior(eval_dir, suite):
     return sum(1 for q in qs if q.get("answerable", True) is False) / len(qs) if qs else None
 
 
+def prior_for(tag, prior="auto"):
+    """The class weighting of a tag's runs: "run" (as they come) for held-out-document runs, whose unanswerable
+    share is by construction, "train" for the others; an explicit choice stands."""
+    if prior != "auto":
+        return prior
+    return "run" if tag.endswith("-heldout") else "train"
+
+
 def class_weights(rows, prior):
     """(weight of an answerable row, weight of an unanswerable row) that make the rows' class mix the prior's
     (share of unanswerable); (1, 1) when prior is None or the rows lack a class the prior has."""
@@ -98,6 +117,8 @@ def score(rows, t, refuse_fn=None, weights=(1.0, 1.0)):
             abst += refuse
             util += w_un if refuse else 0.0
             n_util += w_un
+    if not any(r["answerable"] and r["has_answers"] for r in rows):
+        n_util = 0  # no answer to lose: the suite cannot weigh refusing (module docstring)
     return {"score": util / n_util if n_util else None, "falseA": false_abst / n_ans if n_ans else None,
             "abst": abst / n_un if n_un else None}
 
@@ -123,6 +144,17 @@ def metrics(rows, t):
             "abst": abst / n_un if n_un else None, "falseA": false_abst / n_ans if n_ans else None}
 
 
+def choose(curve, max_false):
+    """(t, objective) of the best point of curve [(t, objective, {suite: score()})] in ascending t among those where
+    no suite's false refusals exceed max_false; a tie goes to the higher t (refusing more bought nothing); None when
+    none is eligible."""
+    best = None
+    for t, obj, per in curve:
+        if all(p["falseA"] is None or p["falseA"] <= max_false for p in per.values()) and (best is None or obj >= best[1]):
+            best = (t, obj)
+    return best
+
+
 def fmt(v):
     return "   -  " if v is None else "%6.3f" % v
 
@@ -135,9 +167,13 @@ def main():
     ap.add_argument("--at", type=float, action="append")
     ap.add_argument("--metrics", action="store_true", help="with --at: EM, F1, abstention and false abstention")
     ap.add_argument("--eval", default="../shared/eval", help="the whole suites, for the train part's class mix")
-    ap.add_argument("--prior", choices=["train", "run"], default="train",
-                    help="weight each class to its share in the suite's whole train part (train) or not (run)")
+    ap.add_argument("--prior", choices=["auto", "train", "run"], default="auto",
+                    help="weight each class to its share in the suite's whole train part (train) or not (run); "
+                         "auto: run for held-out-document tags (*-heldout), else train")
     ap.add_argument("--suites", help="only these suites (comma-separated), e.g. one language's")
+    ap.add_argument("--max-false", type=float, default=0.08,
+                    help="a threshold is eligible only where no suite refuses more than this share of its answerable "
+                         "questions (issue 26: abstention at <= 8 %% false refusals); 1: no limit")
     args = ap.parse_args()
     suites = load(args.runs, args.tag, args.questions)
     if args.suites:
@@ -153,7 +189,8 @@ def main():
         return
     grid = args.at or GRID
     names = sorted(suites)
-    weights = {n: class_weights(suites[n], train_prior(args.eval, n) if args.prior == "train" else None)
+    prior = prior_for(args.tag, args.prior)
+    weights = {n: class_weights(suites[n], train_prior(args.eval, n) if prior == "train" else None)
                for n in names}
     for n in names:
         if weights[n] != (1.0, 1.0):
@@ -162,17 +199,20 @@ def main():
                      100.0 * train_prior(args.eval, n)))
     print("t      objective  " + "  ".join("%-26s" % n for n in names))
     print("                  " + "  ".join("%-26s" % "score  falseA abst" for _ in names))
-    best = None
+    curve = []
     for t in grid:
         per = {n: score(suites[n], t, weights=weights[n]) for n in names}
         vals = [per[n]["score"] for n in names if per[n]["score"] is not None]
         obj = sum(vals) / len(vals)
         print("%-6.2f %8.4f   " % (t, obj) + "  ".join(
             "%s %s %s     " % (fmt(per[n]["score"]), fmt(per[n]["falseA"]), fmt(per[n]["abst"])) for n in names))
-        if best is None or obj > best[1]:
-            best = (t, obj)
+        curve.append((t, obj, per))
+    best = choose(curve, args.max_false)
     if not args.at:
-        print("best on these runs: t = %.2f (objective %.4f)" % best)
+        if best is None:
+            sys.exit("refusal_threshold: no threshold keeps every suite's false refusals within %.3f" % args.max_false)
+        print("best on these runs: t = %.2f (objective %.4f; false refusals <= %.3f in every suite)"
+              % (best[0], best[1], args.max_false))
 
 
 if __name__ == "__main__":

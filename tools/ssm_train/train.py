@@ -766,6 +766,21 @@ def export_doc_head(doc_head, args):
             "teacher_target": "normalized mean of the teacher's clause vectors of the document"}
 
 
+def init_doc_head(doc_head, model, init_dir):
+    """The document head's start: --init's own doc_head.safetensors when that folder has one (a run continued across
+    sittings), else the clause pooling ([mean; last] -> d_embed, the same shape). Returns where it came from."""
+    path = os.path.join(init_dir, "doc_head.safetensors") if init_dir else ""
+    with torch.no_grad():
+        if path and os.path.isfile(path):
+            from safetensors.torch import load_file
+            sd = load_file(path)
+            doc_head.load_state_dict({k[len("doc_head."):]: v.float() for k, v in sd.items()})
+            return path
+        doc_head.weight.copy_(model.pool.weight)
+        doc_head.bias.copy_(model.pool.bias)
+    return "the clause pooling"
+
+
 def validate_docs(model, doc_head, data, device, window, ks=(1, 5, 10)):
     """Document routing on the validation questions: each dev suite's documents read from their start (window
     tokens) into document vectors; doc hit@k = a gold document among the question's k nearest of its suite."""
@@ -964,9 +979,8 @@ def main():
     doc_head = None
     if args.doc_head > 0:
         doc_head = torch.nn.Linear(2 * model.c.d_model, model.c.d_embed).to(device)
-        with torch.no_grad():  # start from the clause pooling ([mean; last] -> d_embed, the same shape)
-            doc_head.weight.copy_(model.pool.weight)
-            doc_head.bias.copy_(model.pool.bias)
+        src = init_doc_head(doc_head, model, args.init)
+        log("document head from %s" % src)
     if args.calib:
         data.hold_calibration()
     sampler = Sampler(data, args, args.seed)

@@ -16,7 +16,13 @@
 # Mending the tools within a window: rebuild d1 here (bundles27.sh SETS=d, or tar tools into .device/teacher27/d1/
 # tools.tar) and carry d1 itself again. The box keeps the ignored folders earlier calls carried, and every stash copies
 # $SRC/*/* again: a tools.tar carried under another name is overwritten by the old d1's (2026-12-06, fifth sitting).
+# AFTER=FILE (given to the call whose stash starts the job): the teacher pass and ids run at once, the students only
+# once FILE exists (another GPU job touches it when done), at most AFTER_MAX s (900) later.
 # A job started again in the same window (rm $W/.started) redoes the teacher pass (~2 min).
+# Continuing students across sittings: a plain tar init27.tar.1-of-1 in a carried part (.device/teacher27/d3 holds
+# the sixth sitting's e192x4 and e384x6 as init/<name>/) unpacks to $W/init/<name>; a run's options then name it
+# (--init /tmp/w27/init/e192x4: the encoder and its doc_head.safetensors). Train them with the GPU to themselves: the
+# sixth sitting's two students beside the calibration runs stepped at 1.5 and 2.5 s (198 and 118 steps in 300 s).
 set -u
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = dry ]; then  # a temp dir of its own; never lays tools.tar over this checkout
@@ -55,6 +61,10 @@ log "vectors rc \$? (\$(du -sm $W/vec | cut -f1) MB)"
 grep -E "teacher validation" $W/teacher.log | cut -c1-100000 > $W/vec/teacher_validation.txt
 wait \$TOK
 log "ids rc \$?: \$(tail -1 $W/tok.log)"
+if [ -n "${AFTER:-}" ]; then  # AFTER=FILE: the students wait (up to AFTER_MAX s) until FILE exists: the GPU to themselves
+  for i in \$(seq 1 ${AFTER_MAX:-900}); do [ -e ${AFTER:-} ] && break; sleep 1; done
+  log "students start (${AFTER:-}: \$([ -e ${AFTER:-} ] && echo there || echo still absent))"
+fi
 IFS=';' read -ra RUNS_A <<< "$RUNS"
 n=\${#RUNS_A[@]}
 for spec in "\${RUNS_A[@]}"; do

@@ -80,16 +80,42 @@ __global__ void to_bf16_kernel(const float *x, bf16 *y, size_t n) {
     if (i < n) y[i] = __float2bfloat16(x[i]);
 }
 
+/* A batched step's float activations as `planes` bf16 planes for one cuBLAS GEMM over planes x rows (issue 31):
+ * plane 0 = bf16(x), plane p = bf16(x - the planes before it), y[p n + i]. Three planes hold a float exactly
+ * (8 + 8 + 8 significant bits), so the GEMM's exact bf16 products, accumulated in float, summed over the planes by
+ * the consumer kernels (plane_sum), give batch 1's float-input products up to the summation order; one plane is
+ * to_bf16_kernel (the GEMM's input rounded to bf16). */
+__global__ void to_planes_kernel(const float *x, bf16 *y, size_t n, int planes) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float r = x[i];
+    for (int p = 0; p < planes; p++) {
+        const bf16 h = __float2bfloat16_rn(r);
+        y[(size_t)p * n + i] = h;
+        r -= __bfloat162float(h); /* exact: h is r rounded to 8 significant bits */
+    }
+}
+
+/* Element i of a GEMM's output over `planes` planes, plane p at x + p ps: ((x0 + x1) + x2), the planes' order. */
+__device__ __forceinline__ float plane_sum(const float *x, size_t i, int planes, size_t ps) {
+    float v = x[i];
+    for (int p = 1; p < planes; p++) v += x[i + (size_t)p * ps];
+    return v;
+}
+
 __device__ __forceinline__ float gelu_tanh_d(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 __device__ __forceinline__ float silu_d(float x) { return x / (1.0f + expf(-x)); }
 
-/* y = act(y) * u: gelu_tanh (GeGLU, gemma3), or silu with silu set (SwiGLU, qwen2) */
-__global__ void geglu_kernel(float *y, const float *u, size_t n, int silu) {
+/* y = act(y) * u: gelu_tanh (GeGLU, gemma3), or silu with silu set (SwiGLU, qwen2); y and u over `planes` planes
+ * of n (a batched step's GEMM outputs, see to_planes_kernel: summed first), y's first plane written */
+__global__ void geglu_kernel(float *y, const float *u, size_t n, int silu, int planes) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = (silu ? silu_d(y[i]) : gelu_tanh_d(y[i])) * u[i];
+    if (i >= n) return;
+    const float g = plane_sum(y, i, planes, n), v = plane_sum(u, i, planes, n);
+    y[i] = (silu ? silu_d(g) : gelu_tanh_d(g)) * v;
 }
 
 __global__ void softcap_kernel(float *x, size_t n, float cap) {
@@ -115,12 +141,14 @@ __global__ void bf16_to_f32_kernel(const bf16 *x, float *y, size_t n) {
 
 /* The rows of a batched decode step (cq_cuda_decode_batch): row t is a token of its own sequence, at position
  * pos[t], with that sequence's cache of this layer (k[t], v[t], slots[t] slots). pos NULL: the rows are one
- * sequence's consecutive tokens (a prefill chunk). */
+ * sequence's consecutive tokens (a prefill chunk). planes: q, k and v are GEMM outputs over that many planes of
+ * the rows (to_planes_kernel; 0 or 1: one), summed as they are read. */
 typedef struct {
     const int32_t *pos;
     void *const *k;
     void *const *v;
     const int32_t *slots;
+    int planes;
 } batch_rows;
 
 /* One block per (token, head slot): slots [0, H) are query heads, [H, H + Hkv) key heads. blockDim = head_dim / 2,
@@ -143,7 +171,9 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
     const float *w = is_q ? q_norm : k_norm;
     const float *bias = is_q ? (bq ? bq + (size_t)hs * hd : NULL) : (bk ? bk + (size_t)(hs - H) * hd : NULL);
-    float x0 = src[i], x1 = src[i + half];
+    const int T = gridDim.x / (H + Hkv), planes = br.planes > 1 ? br.planes : 1;
+    const size_t ps = (size_t)T * (is_q ? H : Hkv) * hd; /* the plane stride of q, or of k and v */
+    float x0 = plane_sum(src, i, planes, ps), x1 = plane_sum(src, i + half, planes, ps);
     if (bias) x0 += bias[i], x1 += bias[i + half]; /* qwen2's projection bias, before RoPE */
     if (w) { /* QK-norm (gemma3); none without weights (qwen2) */
         float r = rsqrtf(block_sum(x0 * x0 + x1 * x1) / hd + eps);
@@ -167,8 +197,8 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
         kv_st(kd + i, y0);
         kv_st(kd + i + half, y1);
         const float *vb = bv ? bv + (size_t)kvh * hd : NULL;
-        kv_st(vd + i, vs[i] + (vb ? vb[i] : 0.0f));
-        kv_st(vd + i + half, vs[i + half] + (vb ? vb[i + half] : 0.0f));
+        kv_st(vd + i, plane_sum(vs, i, planes, ps) + (vb ? vb[i] : 0.0f));
+        kv_st(vd + i + half, plane_sum(vs, i + half, planes, ps) + (vb ? vb[i + half] : 0.0f));
     }
 }
 
@@ -1028,17 +1058,23 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
 }
 
 /* The residual step of a block and the norm that opens the next one: x += RMSNorm(o) * w_post (x += o without
- * w_post: qwen2 has no sandwich norms), then xn = RMSNorm(x) * w_next. One block per row. */
+ * w_post: qwen2 has no sandwich norms), then xn = RMSNorm(x) * w_next. One block per row; o over `planes` planes of
+ * the rows (a batched step's GEMM output, see to_planes_kernel: summed as it is read). */
 __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, const float *w_next, float *xn, int n,
-                               float eps) {
+                               float eps, int planes) {
     float *xr = x + (size_t)blockIdx.x * n, *nr = xn + (size_t)blockIdx.x * n;
     const float *orow = o + (size_t)blockIdx.x * n;
+    const size_t ps = (size_t)gridDim.x * n;
     float ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += orow[i] * orow[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = plane_sum(orow, i, planes, ps);
+        ss += v * v;
+    }
     float r = rsqrtf(block_sum(ss) / n + eps);
     ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = xr[i] + (w_post ? orow[i] * r * w_post[i] : orow[i]);
+        const float ov = plane_sum(orow, i, planes, ps);
+        float v = xr[i] + (w_post ? ov * r * w_post[i] : ov);
         xr[i] = v;
         ss += v * v;
     }
@@ -1331,6 +1367,10 @@ struct cq_cuda_model {
     bool dec_bf16_act;       /* a decode step's products take their input vectors rounded to bf16, the rounding of
                               * the batched step's GEMMs (CLAUSEQA_DECODE_BF16_ACT=1: an experiment of issue 31,
                               * off by default; the logits keep the float state) */
+    int batch_planes;        /* the batched kernels' products (cq_cuda_decode_batch, cq_cuda_forward_rows) take their
+                              * float inputs as this many bf16 planes (to_planes_kernel): 3 = exactly, batch 1's
+                              * rounding points; 1 = rounded to bf16 (CLAUSEQA_BATCH_PLANES=1|2|3; 1 by default
+                              * until a GPU has run the planes, issue 31) */
     float *kv_scratch;       /* bf16 caches: the float K and V the prefill attention's SGEMMs read, */
     int32_t kv_scratch_keys; /* for up to this many key slots (0: the online-softmax kernels instead) */
 };
@@ -1516,6 +1556,7 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
      * loaded there, which some drivers refuse. */
     const void *kernels[] = {(const void *)embed_kernel,         (const void *)rmsnorm_kernel,
                              (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
+                             (const void *)to_planes_kernel,
                              (const void *)softcap_kernel,       (const void *)qk_store_for(false),
                              (const void *)qk_store_for(true),   (const void *)att_partial_for(false),
                              (const void *)att_partial_for(true), (const void *)attention_combine_kernel,
@@ -1546,6 +1587,13 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cm->rows_logits = bl && !strcmp(bl, "rows");
     const char *ba = getenv("CLAUSEQA_DECODE_BF16_ACT");
     cm->dec_bf16_act = ba && *ba && strcmp(ba, "0");
+    const char *bp = getenv("CLAUSEQA_BATCH_PLANES");
+    cm->batch_planes = 1;
+    if (bp && *bp) {
+        if (strcmp(bp, "1") && strcmp(bp, "2") && strcmp(bp, "3"))
+            return cq_err_set(err, CQ_ERR_INVALID, "CLAUSEQA_BATCH_PLANES=%s: 1, 2 or 3", bp);
+        cm->batch_planes = bp[0] - '0';
+    }
     if (cm->rows_logits) { /* the batched steps' logits kernel (rows_logits), loaded now as the others */
         const void *rk = cm->emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
         cudaFuncAttributes fa;
@@ -1814,6 +1862,13 @@ static cq_status to_bf16(cq_cuda_model *cm, const float *x, bf16 *y, size_t n, c
     return CQ_OK;
 }
 
+/* x (n floats) as `planes` bf16 planes in y (planes x n), see to_planes_kernel */
+static cq_status to_planes(cq_cuda_model *cm, const float *x, bf16 *y, size_t n, int planes, cq_err *err) {
+    to_planes_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>(x, y, n, planes);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
 static cq_status rmsnorm(cq_cuda_model *cm, const float *x, const float *w, float *y, int rows, int n, int add,
                          cq_err *err) {
     rmsnorm_kernel<<<rows, 256, 0, cm->stream>>>(x, w, y, n, cm->m->rms_eps, add);
@@ -1854,7 +1909,7 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
 }
 
 /* The online-softmax attention kernels, each (token, head) split over `splits` shares of its key range. */
-static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL};
+static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL, 1};
 static cq_status attention_online(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16,
                                   float *part, float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
                                   packed_keys pk, int window, int slots, int ring, float scale, float softcap,
@@ -1992,8 +2047,8 @@ static cq_status linear(cq_cuda_seq *s, const dmat *w, const float *x, int T, fl
 }
 
 static cq_status addnorm(cq_cuda_model *cm, float *x, const float *o, const float *w_post, const float *w_next,
-                         float *xn, int T, cq_err *err) {
-    addnorm_kernel<<<T, 256, 0, cm->stream>>>(x, o, w_post, w_next, xn, cm->m->n_embd, cm->m->rms_eps);
+                         float *xn, int T, int planes, cq_err *err) {
+    addnorm_kernel<<<T, 256, 0, cm->stream>>>(x, o, w_post, w_next, xn, cm->m->n_embd, cm->m->rms_eps, planes);
     LAUNCH_TRY();
     return CQ_OK;
 }
@@ -2031,16 +2086,17 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
                             s->packed ? s->key0 : 0, max_keys,
                             window, s->slots[l], ring, m->attn_scale, m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
-            (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, err)))
+            (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, 1, err)))
             return st;
         if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
             (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff, m->ffn_silu);
+        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff, m->ffn_silu,
+                                                                             1);
         LAUNCH_TRY();
         /* the last layer's closing norm is the output norm: xn is then ready for the logits */
         if ((st = linear(s, &D->wdown, s->g, T, s->o, err)) ||
-            (st = addnorm(cm, s->x, s->o, D->post_ffw_norm, w_next, s->xn, T, err)))
+            (st = addnorm(cm, s->x, s->o, D->post_ffw_norm, w_next, s->xn, T, 1, err)))
             return st;
     }
     return CQ_OK;
@@ -2363,6 +2419,8 @@ extern "C" cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, siz
 typedef struct dec_batch {
     int cap, out_cap; /* rows a forward, rows whose candidates it gives (cq_cuda_forward_rows; both
                        * CQ_CUDA_DECODE_BATCH_MAX for decode steps) */
+    int planes;       /* the products' inputs as planes bf16 planes (cm->batch_planes): xb, and the GEMM outputs q,
+                       * kn, vn, o, g, u, hold planes x cap rows */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *logits, *part;
     bf16 *xb;
     unsigned long long *keys;
@@ -2401,8 +2459,9 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     dec_batch *b = (dec_batch *)calloc(1, sizeof *b);
     if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     *out = b; /* freed by the caller on error */
-    b->cap = cap, b->out_cap = out_cap;
-    const size_t C = (size_t)cap, CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
+    b->cap = cap, b->out_cap = out_cap, b->planes = cm->batch_planes;
+    const size_t CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
+    const size_t C = (size_t)cap, CP = C * (size_t)b->planes; /* rows of the GEMMs' inputs and outputs */
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, n_seg = (size_t)top_segments(m->n_vocab);
     int dev = 0;
@@ -2412,16 +2471,16 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     for (int B = 1; B <= cap; B++) most = B * batch_splits(b, B, m->n_head) > most ? B * batch_splits(b, B, m->n_head) : most;
     CUDA_TRY(cudaMalloc(&b->x, C * d * f));
     CUDA_TRY(cudaMalloc(&b->xn, C * d * f));
-    CUDA_TRY(cudaMalloc(&b->o, C * d * f));
-    CUDA_TRY(cudaMalloc(&b->q, C * qd * f));
+    CUDA_TRY(cudaMalloc(&b->o, CP * d * f));
+    CUDA_TRY(cudaMalloc(&b->q, CP * qd * f));
     CUDA_TRY(cudaMalloc(&b->att, C * qd * f));
-    CUDA_TRY(cudaMalloc(&b->kn, C * kvd * f));
-    CUDA_TRY(cudaMalloc(&b->vn, C * kvd * f));
-    CUDA_TRY(cudaMalloc(&b->g, C * ff * f));
-    CUDA_TRY(cudaMalloc(&b->u, C * ff * f));
+    CUDA_TRY(cudaMalloc(&b->kn, CP * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->vn, CP * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->g, CP * ff * f));
+    CUDA_TRY(cudaMalloc(&b->u, CP * ff * f));
     CUDA_TRY(cudaMalloc(&b->logits, CO * (size_t)m->n_vocab * f));
     CUDA_TRY(cudaMalloc(&b->part, (size_t)most * m->n_head * (m->head_dim + 2) * f));
-    CUDA_TRY(cudaMalloc(&b->xb, C * cm->max_cols * sizeof(bf16)));
+    CUDA_TRY(cudaMalloc(&b->xb, CP * cm->max_cols * sizeof(bf16)));
     CUDA_TRY(cudaMalloc(&b->keys, CO * n_seg * CQ_TOP_MAX * sizeof *b->keys));
     CUDA_TRY(cudaMalloc(&b->ml, CO * n_seg * sizeof *b->ml));
     CUDA_TRY(cudaMalloc(&b->out, CO * sizeof *b->out));
@@ -2456,6 +2515,7 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
     const int32_t *tokens = (const int32_t *)(b->in + b->off_tokens), *pos = (const int32_t *)(b->in + b->off_pos);
     const int32_t *slots = (const int32_t *)(b->in + b->off_slots), *ids = (const int32_t *)(b->in + b->off_ids);
     const int splits = batch_splits(b, B, H);
+    const int P = b->planes, PB = P * B; /* every product: one GEMM over the P planes of the B rows' inputs */
     cq_status st;
     embed_kernel<<<blocks_for((size_t)B * d, 256), 256, 0, cm->stream>>>(tokens, cm->token_embd, b->x, B, d,
                                                                           m->embed_scale);
@@ -2464,9 +2524,10 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];
         const dlayer *D = &cm->layers[l];
-        const batch_rows br = {pos, kc + (size_t)l * C, vc + (size_t)l * C, slots + (size_t)l * C};
-        if ((st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wq, b->xb, B, b->q, err)) ||
-            (st = gemm(cm, &D->wk, b->xb, B, b->kn, err)) || (st = gemm(cm, &D->wv, b->xb, B, b->vn, err)))
+        const batch_rows br = {pos, kc + (size_t)l * C, vc + (size_t)l * C, slots + (size_t)l * C, P};
+        if ((st = to_planes(cm, b->xn, b->xb, (size_t)B * d, P, err)) ||
+            (st = gemm(cm, &D->wq, b->xb, PB, b->q, err)) || (st = gemm(cm, &D->wk, b->xb, PB, b->kn, err)) ||
+            (st = gemm(cm, &D->wv, b->xb, PB, b->vn, err)))
             return st;
         const int ring = !L->global;
         qk_store_for(cm->kv16)<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
@@ -2478,15 +2539,18 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         if ((st = attention_online(cm, b->q, NULL, NULL, cm->kv16, b->part, b->att, B, H, Hkv, hd, NULL, NOT_PACKED,
                                    L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, splits, br,
                                    err)) ||
-            (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
-            (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, err)) ||
-            (st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wgate, b->xb, B, b->g, err)) ||
-            (st = gemm(cm, &D->wup, b->xb, B, b->u, err)))
+            (st = to_planes(cm, b->att, b->xb, (size_t)B * H * hd, P, err)) ||
+            (st = gemm(cm, &D->wo, b->xb, PB, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, P, err)) ||
+            (st = to_planes(cm, b->xn, b->xb, (size_t)B * d, P, err)) ||
+            (st = gemm(cm, &D->wgate, b->xb, PB, b->g, err)) || (st = gemm(cm, &D->wup, b->xb, PB, b->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff, m->ffn_silu);
+        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff, m->ffn_silu,
+                                                                             P);
         LAUNCH_TRY();
-        if ((st = to_bf16(cm, b->g, b->xb, (size_t)B * ff, err)) || (st = gemm(cm, &D->wdown, b->xb, B, b->o, err)) ||
-            (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, err)))
+        if ((st = to_planes(cm, b->g, b->xb, (size_t)B * ff, P, err)) ||
+            (st = gemm(cm, &D->wdown, b->xb, PB, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, P, err)))
             return st;
     }
     const float *xf = b->xn; /* the final-normed rows whose logits are wanted */
@@ -2892,7 +2956,7 @@ static cq_status op_glu(float *y, const float *u, int n, int silu, cq_err *err) 
         dev_free(&ds);
         return s;
     }
-    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, silu);
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, silu, 1);
     cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu: %s", cudaGetErrorString(e));
@@ -2901,6 +2965,102 @@ static cq_status op_glu(float *y, const float *u, int n, int silu, cq_err *err) 
 
 extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 0, err); }
 extern "C" cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 1, err); }
+
+/* The consumers of a batched step's GEMM outputs over planes (issue 31), each against a C twin of the summed planes:
+ * geglu_kernel (y = gelu(sum of yp) * sum of up, yp and up planes x n), addnorm_kernel (o planes x rows x n; x, xn
+ * rows x n) and qk_norm_rope_store_kernel (rows tokens at positions pos0.., one query and one key head each, q and k
+ * and v planes x rows x head_dim; the query rotated in place of its first plane, the key and value stored in a flat
+ * cache of rows slots; unit norm weights). */
+extern "C" cq_status cq_cuda_op_geglu_planes(float *y, const float *yp, const float *up, int n, int planes, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dy, *du;
+    const size_t bytes = (size_t)planes * n * 4;
+    cq_status s;
+    if ((s = dev_copy(&ds, yp, bytes, (void **)&dy, err)) || (s = dev_copy(&ds, up, bytes, (void **)&du, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, 0, planes);
+    cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_addnorm_planes(float *x, float *xn, const float *o, const float *w_post,
+                                               const float *w_next, int rows, int n, float eps, int planes,
+                                               cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dx, *dxn, *dout, *dwp, *dwn;
+    const size_t rn = (size_t)rows * n;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, rn * 4, (void **)&dx, err)) || (s = dev_copy(&ds, NULL, rn * 4, (void **)&dxn, err)) ||
+        (s = dev_copy(&ds, o, (size_t)planes * rn * 4, (void **)&dout, err)) ||
+        (s = dev_copy(&ds, w_post, (size_t)n * 4, (void **)&dwp, err)) ||
+        (s = dev_copy(&ds, w_next, (size_t)n * 4, (void **)&dwn, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    addnorm_kernel<<<rows, 256>>>(dx, dout, dwp, dwn, dxn, n, eps, planes);
+    cudaError_t e = cudaMemcpy(x, dx, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(xn, dxn, rn * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "addnorm planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_qk_store_planes(const float *q, const float *k, const float *v, int rows, int head_dim,
+                                                int32_t pos0, float base, int planes, float *q_out, float *k_out,
+                                                float *v_out, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    const int half = head_dim / 2;
+    const size_t rn = (size_t)rows * head_dim, pb = (size_t)planes * rn * 4;
+    double *freq = (double *)malloc((size_t)half * sizeof(double));
+    float *ones = (float *)malloc((size_t)head_dim * sizeof(float));
+    if (!freq || !ones) {
+        free(freq), free(ones);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    rope_freqs(freq, head_dim, base, 1.0f);
+    for (int i = 0; i < head_dim; i++) ones[i] = 1.0f;
+    dev_set ds = {{0}, 0};
+    float *dq, *dk, *dv, *dw, *kc, *vc;
+    double *df;
+    int32_t *dpos;
+    cq_status s;
+    if ((s = dev_copy(&ds, q, pb, (void **)&dq, err)) || (s = dev_copy(&ds, k, pb, (void **)&dk, err)) ||
+        (s = dev_copy(&ds, v, pb, (void **)&dv, err)) ||
+        (s = dev_copy(&ds, ones, (size_t)head_dim * 4, (void **)&dw, err)) ||
+        (s = dev_copy(&ds, freq, (size_t)half * 8, (void **)&df, err)) ||
+        (s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, NULL, rn * 4, (void **)&kc, err)) || (s = dev_copy(&ds, NULL, rn * 4, (void **)&vc, err))) {
+        dev_free(&ds);
+        free(freq), free(ones);
+        return s;
+    }
+    batch_rows br = NO_ROWS; /* no rows' own positions or caches: the planes only */
+    br.planes = planes;
+    /* a ring of rows slots: position pos0 + t at slot (pos0 + t) % rows */
+    qk_norm_rope_store_kernel<float><<<rows * 2, half>>>(dq, dk, dv, dw, dw, NULL, NULL, NULL, df, kc, vc, 1, 1,
+                                                         head_dim, dpos, NULL, rows, 1, 0.0f, br);
+    float *hk = (float *)malloc(2 * rn * 4);
+    cudaError_t e = hk ? cudaMemcpy(q_out, dq, rn * 4, cudaMemcpyDeviceToHost) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) e = cudaMemcpy(hk, kc, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(hk + rn, vc, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        for (int t = 0; t < rows; t++) {
+            const size_t slot = (size_t)((pos0 + t) % rows) * head_dim;
+            memcpy(k_out + (size_t)t * head_dim, hk + slot, (size_t)head_dim * 4);
+            memcpy(v_out + (size_t)t * head_dim, hk + rn + slot, (size_t)head_dim * 4);
+        }
+    free(hk);
+    dev_free(&ds);
+    free(freq), free(ones);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "qk store planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
 
 extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys,
                                           int head_dim, int window, float scale, float softcap, bool kv_bf16,
@@ -3079,6 +3239,48 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
     dev_free(&ds);
     cudaFree(dw.w);
     cublasDestroy(tmp.blas);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_matmul_planes(const cq_wmat *w, const float *x, int n_tokens, int planes, float *y,
+                                              cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n_tokens < 1 || planes < 1 || planes > 3)
+        return cq_err_set(err, CQ_ERR_INVALID, "matmul of %d rows in %d planes (1 to 3)", n_tokens, planes);
+    const size_t nx = (size_t)n_tokens * w->cols, ny = (size_t)n_tokens * w->rows;
+    float *host = (float *)malloc((size_t)planes * ny * sizeof(float));
+    if (!host) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_cuda_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    cublasStatus_t bs = cublasCreate(&tmp.blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        free(host);
+        return cq_err_set(err, CQ_ERR_DEVICE, "cuBLAS: status %d", (int)bs);
+    }
+    dmat dw = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx, *dy;
+    bf16 *dxb;
+    cq_status s = upload_matrix(w, &dw, err);
+    if (!s) s = dev_copy(&ds, x, nx * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * nx * sizeof(bf16), (void **)&dxb, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * ny * 4, (void **)&dy, err);
+    if (!s) s = to_planes(&tmp, dx, dxb, nx, planes, err);
+    if (!s) s = gemm(&tmp, &dw, dxb, planes * n_tokens, dy, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(host, dy, (size_t)planes * ny * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "matmul planes: %s", cudaGetErrorString(e));
+    }
+    if (!s) /* the planes summed in plane_sum's order */
+        for (size_t i = 0; i < ny; i++) {
+            float v = host[i];
+            for (int p = 1; p < planes; p++) v += host[(size_t)p * ny + i];
+            y[i] = v;
+        }
+    dev_free(&ds);
+    cudaFree(dw.w);
+    cublasDestroy(tmp.blas);
+    free(host);
     return s;
 }
 

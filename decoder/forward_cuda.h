@@ -147,6 +147,22 @@ cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_to
 /* y (n_tokens, rows) = x W^T with W converted to bf16, f32 accumulation: one token through the decode kernel (x in
  * float), more through cuBLAS (x rounded to bf16). */
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err);
+/* The same through the batched step's products (issue 31): x cut into planes (1 to 3) bf16 planes, one cuBLAS GEMM
+ * over planes x n_tokens rows, the planes' products summed in the consumer kernels' order. planes 3 holds x
+ * exactly: the float-input product with bf16 weights (the decode kernel's) up to the summation order; planes 1 is
+ * cq_cuda_op_matmul's cuBLAS path (x rounded to bf16). */
+cq_status cq_cuda_op_matmul_planes(const cq_wmat *w, const float *x, int n_tokens, int planes, float *y, cq_err *err);
+/* The kernels that read those planes' products, summing them as they read (issue 31), against C twins on the summed
+ * planes: y = gelu_tanh(yp summed) * (up summed), yp and up (planes, n); the residual step x += RMSNorm(o summed) *
+ * w_post, xn = RMSNorm(x) * w_next, o (planes, rows, n); QK-norm (unit weights) + RoPE (base, positions pos0 +
+ * t) of rows tokens with one query and one key head each, q, k, v (planes, rows, head_dim): the rotated query to
+ * q_out, the key and the value as the cache stores them to k_out, v_out (rows, head_dim). */
+cq_status cq_cuda_op_geglu_planes(float *y, const float *yp, const float *up, int n, int planes, cq_err *err);
+cq_status cq_cuda_op_addnorm_planes(float *x, float *xn, const float *o, const float *w_post, const float *w_next,
+                                    int rows, int n, float eps, int planes, cq_err *err);
+cq_status cq_cuda_op_qk_store_planes(const float *q, const float *k, const float *v, int rows, int head_dim,
+                                     int32_t pos0, float base, int planes, float *q_out, float *k_out, float *v_out,
+                                     cq_err *err);
 
 #ifdef __cplusplus
 }

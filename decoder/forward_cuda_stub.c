@@ -122,6 +122,26 @@ cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, floa
     (void)w, (void)x, (void)n_tokens, (void)y;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_matmul_planes(const cq_wmat *w, const float *x, int n_tokens, int planes, float *y, cq_err *err) {
+    (void)w, (void)x, (void)n_tokens, (void)planes, (void)y;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_geglu_planes(float *y, const float *yp, const float *up, int n, int planes, cq_err *err) {
+    (void)y, (void)yp, (void)up, (void)n, (void)planes;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_addnorm_planes(float *x, float *xn, const float *o, const float *w_post, const float *w_next,
+                                    int rows, int n, float eps, int planes, cq_err *err) {
+    (void)x, (void)xn, (void)o, (void)w_post, (void)w_next, (void)rows, (void)n, (void)eps, (void)planes;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_qk_store_planes(const float *q, const float *k, const float *v, int rows, int head_dim,
+                                     int32_t pos0, float base, int planes, float *q_out, float *k_out, float *v_out,
+                                     cq_err *err) {
+    (void)q, (void)k, (void)v, (void)rows, (void)head_dim, (void)pos0, (void)base, (void)planes;
+    (void)q_out, (void)k_out, (void)v_out;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
                                       bool gemm_path, bool kv_bf16, const int32_t *pre_len, float *out, cq_err *err) {

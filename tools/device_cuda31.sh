@@ -1,7 +1,8 @@
 #!/bin/bash
-# Issue 31's CUDA halves (branch cuda31) on the GPU box in ONE warm window that the lead can launch blind: the three
-# gates (CLAUSEQA_KV_BF16=1, CLAUSEQA_PREFIX_REUSE=1, CLAUSEQA_BATCH_LOGITS=rows) tested and measured against the
-# product as it is, with the real Gemma-3-270M and (when its pieces are stashed) the real Qwen2.5-Coder 1.5B.
+# Issue 31's CUDA halves (branch cuda31) on the GPU box in ONE warm window that the lead can launch blind: the four
+# gates (CLAUSEQA_KV_BF16=1, CLAUSEQA_PREFIX_REUSE=1, CLAUSEQA_BATCH_LOGITS=rows, CLAUSEQA_BATCH_PLANES=3) tested and
+# measured against the product as it is, with the real Gemma-3-270M and (when its pieces are stashed) the real
+# Qwen2.5-Coder 1.5B.
 #
 #   tools/device_cuda31.sh bundle   HERE (a CUDA build in $BUILD, default build/, of a committed tree): writes
 #                                   .device/cuda31/ (~48 MB, carried by the run call): bundle.tar.xz (clauseqa,
@@ -22,8 +23,10 @@
 #                                      background (data/demo + the 200 documents, as bench_load.py does)
 #                                   1. test_decoder_cuda on Gemma, then on the Qwen file (real, else synthetic)
 #                                   2. bench_decoder on each: batch 1 after a 512-token prompt (greedy and full logits),
-#                                      KV float then bf16; --concurrent 1,8,32,64 with the GEMM's logits, with
-#                                      CLAUSEQA_BATCH_LOGITS=rows, and rows + bf16 KV
+#                                      KV float then bf16 (BATCH1=0 leaves it out); --concurrent 1,8,32,64 for each
+#                                      CONC variant KV:LOGITS:PLANES (default "0:gemm:1 0:rows:1 1:rows:1 0:gemm:3
+#                                      0:rows:3": the GEMM's logits, CLAUSEQA_BATCH_LOGITS=rows, rows + bf16 KV, and
+#                                      both logits with CLAUSEQA_BATCH_PLANES=3)
 #                                   3. tests/bench/bench_load.py, 1/16/64 clients, the product's GPU reader (the real
 #                                      Qwen when stashed, else Gemma): default mode and router,bm25, gates off then all
 #                                      three on; with time left, the default mode with each gate alone
@@ -32,7 +35,9 @@
 # whole outputs, appended as they run), verdict.txt.
 # Knobs: BUDGET_S, LOAD_S (5 s a level), LEVELS (1,16,64), QWEN (a Qwen2 GGUF path there; the real 1.5B's, sha256
 # checked, also reads in the load), GATES_ALONE=0, SKIP="tests bench load" (steps 1, 2 and/or 3 left out; without
-# the load no KB is ingested: SKIP="bench load" is the tests alone, ~2-3 minutes).
+# the load no KB is ingested: SKIP="bench load" is the tests alone, ~2-3 minutes), BATCH1=0, CONC (above).
+# The planes call (issue 31's log-sum-exp, the tests and the planes' cost, ~7 minutes):
+#   SKIP=load BATCH1=0 CONC="0:gemm:1 0:gemm:3 0:rows:1 0:rows:3" bash .device/cuda31/run.sh run
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ -f "$HERE/bundle.tar.xz" ] && [ "$(basename "$HERE")" = cuda31 ]; then # run.sh in .device/cuda31 of a checkout
@@ -66,6 +71,9 @@ n=$(ls -d .device/cuda31m/p* 2>/dev/null | wc -l)
   echo "run timeout_s=600 carry=[\".device/cuda31\"] command: bash .device/cuda31/run.sh run"
   echo "# or the tests alone (test_decoder_cuda on Gemma and the Qwen file, ~3 minutes; issue 31's lse diagnostics):"
   echo "run timeout_s=360 carry=[\".device/cuda31\"] command: SKIP=\"bench load\" bash .device/cuda31/run.sh run"
+  echo "# or the planes call (issue 31's log-sum-exp with CLAUSEQA_BATCH_PLANES=3: the tests, then the batched step with"
+  echo "# 1 and 3 planes, GEMM and rows logits, on both models; no load; ~7 minutes):"
+  echo "run timeout_s=600 carry=[\".device/cuda31\"] command: SKIP=load BATCH1=0 CONC=\"0:gemm:1 0:gemm:3 0:rows:1 0:rows:3\" bash .device/cuda31/run.sh run"
 } > .device/cuda31/CALLS.txt
 }
 case "${1:-}" in
@@ -260,16 +268,19 @@ run)
     else
       until_b=320 name=$(basename "$model" .gguf)
     fi
+    case " ${SKIP:-} " in *" load "*) # no load after the benches: they share its time (Gemma's by 400 s)
+      [ "$model" = "$QBENCH" ] && until_b=$BUDGET || until_b=400 ;; esac
     [ -f "$model" ] || { log "no $model to bench ($(tail -2 "$W/synq.log" 2>/dev/null))"; continue; }
-    for kv in 0 1; do
+    for kv in $([ "${BATCH1:-1}" = 0 ] || echo 0 1); do
       CLAUSEQA_KV_BF16=$kv step bench.txt 40 $until_b "bench batch1 model=$name kv=$kv" -- "$BIN/bench_decoder" --model "$model" \
         --device cuda --prompt 512 --decode 128 --runs 3 --perplexity 0
       grep -E "decode \(|prefill \(last" "$OUT/bench.txt" | tail -3
     done
-    for v in 0:gemm 0:rows 1:rows; do
-      IFS=: read -r kv lg <<< "$v"
-      CLAUSEQA_KV_BF16=$kv CLAUSEQA_BATCH_LOGITS=$([ $lg = rows ] && echo rows) \
-        step bench.txt 45 $until_b "bench concurrent model=$name kv=$kv logits=$lg" -- "$BIN/bench_decoder" --model "$model" \
+    for v in ${CONC:-0:gemm:1 0:rows:1 1:rows:1 0:gemm:3 0:rows:3}; do
+      IFS=: read -r kv lg pl <<< "$v"
+      pl=${pl:-1}
+      CLAUSEQA_KV_BF16=$kv CLAUSEQA_BATCH_LOGITS=$([ $lg = rows ] && echo rows) CLAUSEQA_BATCH_PLANES=$pl \
+        step bench.txt 45 $until_b "bench concurrent model=$name kv=$kv logits=$lg planes=$pl" -- "$BIN/bench_decoder" --model "$model" \
         --device cuda --prompt 512 --decode 128 --runs 2 --perplexity 0 --concurrent 1,8,32,64
       sed -n '/^concurrent decode/,$p' "$OUT/bench.txt" | tail -5
     done

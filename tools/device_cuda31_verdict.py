@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""The verdict of a tools/device_cuda31.sh run: which of issue 31's three CUDA gates may become a default.
+"""The verdict of a tools/device_cuda31.sh run: which of issue 31's four CUDA gates may become a default.
 
 usage: tools/device_cuda31_verdict.py DIR   (DIR holds the run's tests.txt, bench.txt and load.txt)
 
 Reads the sections the run wrote ("=== tests gemma: ...", "=== bench batch1 model=M kv=K", "=== bench concurrent
-model=M kv=K logits=L", "=== load mode=MODE gates=G ..."), prints the numbers it judged by, then one line a gate:
+model=M kv=K logits=L [planes=P]" (no planes: 1), "=== load mode=MODE gates=G ..."), prints the numbers it judged by, then one line a gate:
 "GATE <env>: DEFAULT" (every rule below held), "GATE <env>: KEEP OFF (why)" (a rule failed) or "GATE <env>:
 UNDECIDED (what is missing)" (a test or a measurement did not run: a timeout, a skipped step, no GPU).
 
@@ -16,6 +16,10 @@ The rules (docs/PERF.md, issue 31's CUDA halves):
 - CLAUSEQA_PREFIX_REUSE=1: the load in the default mode (reranks) with it (alone, else all on) as above;
 - CLAUSEQA_BATCH_LOGITS=rows: the batched step's aggregate tok/s with the rows kernel at least 0.90x the GEMM's at
   every --concurrent level above 1, on each model; the load with it (alone, else all on) as above.
+- CLAUSEQA_BATCH_PLANES=3 (the batched products' float inputs exactly, in 3 bf16 planes): the batched step's
+  aggregate tok/s with 3 planes at least 0.95x 1 plane's at every --concurrent level above 1, for each logits kernel
+  benched both ways (the GEMM's at least), on each model; no load rule (the planes change the batched step's speed
+  only, which the concurrent bench measures).
 Exit status 0 whatever the verdict (1: DIR unreadable)."""
 import os
 import re
@@ -28,9 +32,11 @@ TESTS = {
                                 'test_prefix_share'],
     'CLAUSEQA_BATCH_LOGITS=rows': ['test_top_kernel', 'test_eval_top', 'test_batched_decode', 'test_concurrent_decode',
                                    'test_forward_rows'],
+    'CLAUSEQA_BATCH_PLANES=3': ['test_matmul_bf16', 'test_batched_decode', 'test_concurrent_decode', 'test_forward_rows',
+                                'test_batched_prefill'],
 }
 ALONE = {'CLAUSEQA_KV_BF16=1': 'kv16', 'CLAUSEQA_PREFIX_REUSE=1': 'share', 'CLAUSEQA_BATCH_LOGITS=rows': 'rows'}
-SPEED_KV, SPEED_ROWS, LOAD_RATIO = 0.97, 0.90, 0.93
+SPEED_KV, SPEED_ROWS, SPEED_PLANES, LOAD_RATIO = 0.97, 0.90, 0.95, 0.93
 
 
 def sections(path):
@@ -77,7 +83,7 @@ def parse_tests(path):
 
 
 def parse_bench(path):
-    """{(model, kv): greedy tok/s} and {(model, kv, logits): {streams: aggregate tok/s}}."""
+    """{(model, kv): greedy tok/s} and {(model, kv, logits, planes): {streams: aggregate tok/s}}."""
     b1, conc = {}, {}
     for title, lines in sections(path):
         a = attrs(title)
@@ -93,7 +99,7 @@ def parse_bench(path):
                 if m:
                     rows[int(m.group(1))] = float(m.group(2))
             if rows:
-                conc[(a.get('model'), a.get('kv'), a.get('logits'))] = rows
+                conc[(a.get('model'), a.get('kv'), a.get('logits'), a.get('planes', '1'))] = rows
     return b1, conc
 
 
@@ -148,10 +154,10 @@ def main():
     for m in models:
         g0, g1 = b1.get((m, '0')), b1.get((m, '1'))
         print(f'batch-1 greedy after 512 tokens, {m}: float KV {g0 or "-"} tok/s, bf16 KV {g1 or "-"} tok/s')
-        for key in (('0', 'gemm'), ('0', 'rows'), ('1', 'rows')):
+        for key in sorted(k[1:] for k in conc if k[0] == m):
             r = conc.get((m,) + key)
             if r:
-                print(f'  concurrent kv={key[0]} logits={key[1]}: '
+                print(f'  concurrent kv={key[0]} logits={key[1]} planes={key[2]}: '
                       + ', '.join(f'{s} streams {v:.0f}' for s, v in sorted(r.items())) + ' tok/s aggregate')
     for (mode, gates), rows in sorted(load.items()):
         print(f'load {mode} {gates} ({reader}): ' + '; '.join(
@@ -176,23 +182,35 @@ def main():
                     missing.append(f'batch-1 bench of {m}')
                 elif g1 < SPEED_KV * g0:
                     why.append(f'{m}: batch-1 {g1:.0f} tok/s bf16 KV vs {g0:.0f} float')
-                r0, r1 = conc.get((m, '0', 'rows')), conc.get((m, '1', 'rows'))
+                r0, r1 = conc.get((m, '0', 'rows', '1')), conc.get((m, '1', 'rows', '1'))
                 if not r0 or not r1 or 64 not in r0 or 64 not in r1:
                     missing.append(f'concurrent bench of {m} (rows, kv 0 and 1)')
                 elif r1[64] < SPEED_KV * r0[64]:
                     why.append(f'{m}: 64 streams {r1[64]:.0f} tok/s bf16 KV vs {r0[64]:.0f} float')
         if gate == 'CLAUSEQA_BATCH_LOGITS=rows':
             for m in models:
-                rg, rr = conc.get((m, '0', 'gemm')), conc.get((m, '0', 'rows'))
+                rg, rr = conc.get((m, '0', 'gemm', '1')), conc.get((m, '0', 'rows', '1'))
                 if not rg or not rr:
                     missing.append(f'concurrent bench of {m} (gemm and rows)')
                     continue
                 for s in sorted(rg):
                     if s > 1 and s in rr and rr[s] < SPEED_ROWS * rg[s]:
                         why.append(f'{m}: {s} streams {rr[s]:.0f} tok/s rows vs {rg[s]:.0f} GEMM')
+        if gate == 'CLAUSEQA_BATCH_PLANES=3':
+            if len(models) < 2:
+                missing.append(f'the benches of both models (only {", ".join(models) or "none"})')
+            for m in models:
+                if not conc.get((m, '0', 'gemm', '1')) or not conc.get((m, '0', 'gemm', '3')):
+                    missing.append(f'concurrent bench of {m} (gemm logits, planes 1 and 3)')
+                for lg in ('gemm', 'rows'):
+                    r1, r3 = conc.get((m, '0', lg, '1')), conc.get((m, '0', lg, '3'))
+                    for s in sorted(r1 or {}) if r3 else []:
+                        if s > 1 and s in r3 and r3[s] < SPEED_PLANES * r1[s]:
+                            why.append(f'{m}: {s} streams {r3[s]:.0f} tok/s 3 planes vs {r1[s]:.0f} 1 plane ({lg} logits)')
         if not models and gate != 'CLAUSEQA_PREFIX_REUSE=1':
             missing.append('the decode benches')
-        modes = ['default'] if gate == 'CLAUSEQA_PREFIX_REUSE=1' else ['default', 'router,bm25']
+        modes = (['default'] if gate == 'CLAUSEQA_PREFIX_REUSE=1' else [] if gate == 'CLAUSEQA_BATCH_PLANES=3'
+                 else ['default', 'router,bm25'])
         for mode in modes:
             alone = ALONE[gate] if (mode, ALONE[gate]) in load else 'on'
             ok, w = load_rule(load, mode, alone)

@@ -5,13 +5,19 @@ eager), so the H100's log-sum-exp gaps can be told apart from numerics:
   prompt:   fed once with bf16-rounded activations (the GPU's prefill chunk, cuBLAS bf16 GEMMs), the cache then
             copied to both paths (the test prefills two sequences with the same kernels: equal caches)
   single:   each step with float activations and bf16 weights (the batch-1 decode kernels)
-  batched:  each step with activations rounded to bf16 before every product (the batched step's GEMMs)
-  logits:   the exact (Q8_0 as stored) embedding times the final-normed state on both (rows_logits = batch 1's)
+  batched:  each step with the batched step's activations: before every product the float input is cut into P bf16
+            planes (x = hi + mid + lo, cq's CLAUSEQA_BATCH_PLANES) and the product is the sum of the planes'
+            products; P = 1 is the bf16 rounding of the GEMMs before issue 31's fix (today's default), P = 3 the
+            exact float input (the fixed kernels: one cuBLAS GEMM over 3 B rows, the planes summed by the consumer
+            kernels), P = 2 keeps 16 bits
+  logits:   the exact (Q8_0 as stored) embedding times the final-normed state on both (rows_logits = batch 1's,
+            CLAUSEQA_BATCH_LOGITS=rows, which test_decoder_cuda sets); "gemm" also gives the batched row's lse with
+            the product's default logits (the cuBLAS GEMM: the state rounded to bf16 times the bf16 copy of E)
 Cases (the test's tokens, test_token ids, positions):
   batch   test_batched_decode: 6 sequences of 1, 5, 37, 300, W + 512 + 30, 2W + 5 tokens (BOS first), 5 steps
   conc    test_concurrent_decode: 8 sequences of 20 + 37 i tokens (no BOS), 12 steps
-Prints every row's lse single / batched, its gap, top-1 of each and the worst rows. Reference tool only: CI never
-runs it.
+Prints every row's lse single / batched, its gap, top-1 of each and the worst rows, for each P asked (--planes,
+default 1,3: the batched paths run side by side from the same prompt cache). Reference tool only: CI never runs it.
 Measured on the dev box (2026-12-06, commit 472120b + this tool, ~3 min on 2 cores):
   batch: 30 rows, lse gap 0.386 at most (seq 1 pos 6, lse -68.6 vs -68.2), best agrees 29/30
   conc:  96 rows, lse gap 0.411 at most (seq 3 pos 142), best agrees 94/96
@@ -19,21 +25,31 @@ against the H100's 0.734 with 29/30 and 0.596 with 94/96 (test_decoder_cuda, the
 alone move these rows' log-sum-exp by 0.3-0.4, well over lse_batched_emul.py's 0.02-0.06 (a prompt's last
 position only); the rows that move are those with a very negative log-sum-exp (-20 to -72: random-token states).
   /opt/venv-train/bin/python tools/decoder_ref/lse_steps_emul.py data/models/gemma-3-270m-q4_k_m.gguf [batch|conc]
+      [--planes 1,2,3]
 """
 import copy, os, sys
 import torch, torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
 torch.set_num_threads(2)
-path = sys.argv[1]
-cases = sys.argv[2:] or ["batch", "conc"]
+args = sys.argv[1:]
+planes_list = [1, 3]
+if "--planes" in args:
+    i = args.index("--planes")
+    planes_list = [int(v) for v in args[i + 1].split(",")]
+    del args[i:i + 2]
+if not args or any(p not in (1, 2, 3) for p in planes_list):
+    sys.exit(__doc__)
+path = args[0]
+cases = args[1:] or ["batch", "conc"]
 d, f = os.path.split(os.path.abspath(path))
 model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32, attn_implementation="eager")
 model.eval()
 V = model.config.vocab_size
 W = getattr(model.config, "sliding_window", None) or 512
 E = model.lm_head.weight.data.clone()
-mode = {"act_bf16": False}
+E16 = E.bfloat16().float()  # the bf16 copy the batched step's logits GEMM reads
+mode = {"planes": 0}  # 0: float activations (batch 1); P > 0: the input cut into P bf16 planes
 wcache = {}
 
 
@@ -42,9 +58,16 @@ def lin(self, x):
     if w is None:
         w = self.weight.data.bfloat16().float()
         wcache[id(self)] = w
-    if mode["act_bf16"]:
-        x = x.bfloat16().float()
-    return F.linear(x, w, None if self.bias is None else self.bias)
+    b = None if self.bias is None else self.bias
+    if not mode["planes"]:
+        return F.linear(x, w, b)
+    y, r = None, x
+    for _ in range(mode["planes"]):  # hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid): exact for P = 3
+        h = r.bfloat16().float()
+        r = r - h
+        yp = F.linear(h, w)
+        y = yp if y is None else y + yp  # (hi W + mid W) + lo W: the consumer kernels' order
+    return y if b is None else y + b
 
 
 torch.nn.Linear.forward = lin
@@ -54,8 +77,8 @@ def test_token(i, t):
     return 300 + ((i * 7919 + t * 104729) % (2**32)) % (V - 300)
 
 
-def fwd(ids, pos0, cache, act_bf16):
-    mode["act_bf16"] = act_bf16
+def fwd(ids, pos0, cache, planes):
+    mode["planes"] = planes
     with torch.no_grad():
         out = model.model(torch.tensor([ids]), past_key_values=cache, use_cache=True,
                           position_ids=torch.arange(pos0, pos0 + len(ids)).unsqueeze(0))
@@ -67,26 +90,34 @@ def lse(l):
 
 
 def run_case(name, prompts, step_tok, steps):
-    rows = []
+    rows = {p: [] for p in planes_list}
     for i, ids in enumerate(prompts):
-        h, cache = fwd(ids, 0, None, True)
-        ca, cb = cache, copy.deepcopy(cache)
+        h, cache = fwd(ids, 0, None, 1)  # the prefill chunk's bf16 GEMMs
+        ca = cache
+        cb = {p: copy.deepcopy(cache) for p in planes_list}
         for s in range(steps):
             tok, pos = step_tok(i, s), len(ids) + s
-            ha, ca = fwd([tok], pos, ca, False)
-            hb, cb = fwd([tok], pos, cb, True)
-            la, lb = ha @ E.T, hb @ E.T
-            ta, tb = torch.topk(la, 64), int(lb.argmax())
-            moved = (lb[ta.indices] - la[ta.indices]).abs().max().item()
-            rows.append((abs(lse(lb) - lse(la)), i, len(ids), pos, lse(la), lse(lb), int(ta.indices[0]), tb, moved))
-            print(f"  {name} seq {i} (len {len(ids)}) pos {pos}: lse single {lse(la):.4f} batched {lse(lb):.4f} "
-                  f"gap {lse(lb) - lse(la):+.4f}, top-1 {int(ta.indices[0])} / {tb}, top-64 moved {moved:.4f} at most",
-                  flush=True)
-    rows.sort(reverse=True)
-    agree = sum(r[6] == r[7] for r in rows)
-    print(f"{name}: {len(rows)} rows, lse gap {rows[0][0]:.4f} at most (seq {rows[0][1]} pos {rows[0][3]}), "
-          f"best agrees {agree}/{len(rows)}; worst five: " +
-          ", ".join(f"seq {r[1]} pos {r[3]} {r[0]:.3f}" for r in rows[:5]), flush=True)
+            ha, ca = fwd([tok], pos, ca, 0)
+            la = ha @ E.T
+            ta = torch.topk(la, 64)
+            for p in planes_list:
+                hb, cb[p] = fwd([tok], pos, cb[p], p)
+                lb = hb @ E.T
+                lg = lse(hb.bfloat16().float() @ E16.T)  # the default logits GEMM (1 plane, bf16 weights)
+                tb = int(lb.argmax())
+                moved = (lb[ta.indices] - la[ta.indices]).abs().max().item()
+                rows[p].append((abs(lse(lb) - lse(la)), i, len(ids), pos, lse(la), lse(lb), int(ta.indices[0]), tb,
+                                moved, abs(lg - lse(la))))
+                print(f"  {name} P={p} seq {i} (len {len(ids)}) pos {pos}: lse single {lse(la):.4f} batched "
+                      f"{lse(lb):.4f} gap {lse(lb) - lse(la):+.4f}, top-1 {int(ta.indices[0])} / {tb}, top-64 moved "
+                      f"{moved:.2e} at most; gemm logits lse {lg:.4f}", flush=True)
+    for p in planes_list:
+        r = sorted(rows[p], reverse=True)
+        agree = sum(x[6] == x[7] for x in r)
+        print(f"{name} planes={p}: {len(r)} rows, lse gap {r[0][0]:.2e} at most (seq {r[0][1]} pos {r[0][3]}), "
+              f"best agrees {agree}/{len(r)}, top-64 logits moved {max(x[8] for x in r):.2e} at most, with the "
+              f"GEMM's logits lse gap {max(x[9] for x in r):.2e} at most; worst five: " +
+              ", ".join(f"seq {x[1]} pos {x[3]} {x[0]:.2e}" for x in r[:5]), flush=True)
 
 
 if "batch" in cases:

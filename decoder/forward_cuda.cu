@@ -118,9 +118,13 @@ __global__ void geglu_kernel(float *y, const float *u, size_t n, int silu, int p
     y[i] = (silu ? silu_d(g) : gelu_tanh_d(g)) * v;
 }
 
-__global__ void softcap_kernel(float *x, size_t n, float cap) {
+/* x = cap tanh(x / cap) (no cap: x), x over `planes` planes of n (a batched step's logits GEMM over the planes of
+ * its states, see to_planes_kernel: summed first), the first plane written */
+__global__ void softcap_kernel(float *x, size_t n, float cap, int planes) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) x[i] = cap * tanhf(x[i] / cap);
+    if (i >= n) return;
+    const float v = plane_sum(x, i, planes, n);
+    x[i] = cap > 0 ? cap * tanhf(v / cap) : v;
 }
 
 /* The KV cache's elements: float, or bf16 (CLAUSEQA_KV_BF16, cq_cuda_model_set_kv_bf16: half the memory and the
@@ -2115,7 +2119,7 @@ static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq
                               : linear(s, &out_w, s->xn + (size_t)r * m->n_embd, n, s->logits, err);
         if (st) return st;
         if (n > 1 && m->final_softcap > 0) {
-            softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap);
+            softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap, 1);
             LAUNCH_TRY();
         }
         CUDA_TRY(cudaMemcpyAsync(logits + (size_t)(r - first) * m->n_vocab, s->logits, nv * sizeof(float),
@@ -2421,6 +2425,8 @@ typedef struct dec_batch {
                        * CQ_CUDA_DECODE_BATCH_MAX for decode steps) */
     int planes;       /* the products' inputs as planes bf16 planes (cm->batch_planes): xb, and the GEMM outputs q,
                        * kn, vn, o, g, u, hold planes x cap rows */
+    int logit_planes; /* the same for the logits GEMM's final-normed states (planes; 1 with the rows kernel, which
+                       * takes them in float): logits holds logit_planes x out_cap rows */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *logits, *part;
     bf16 *xb;
     unsigned long long *keys;
@@ -2460,6 +2466,7 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     *out = b; /* freed by the caller on error */
     b->cap = cap, b->out_cap = out_cap, b->planes = cm->batch_planes;
+    b->logit_planes = cm->rows_logits ? 1 : b->planes;
     const size_t CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
     const size_t C = (size_t)cap, CP = C * (size_t)b->planes; /* rows of the GEMMs' inputs and outputs */
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
@@ -2478,7 +2485,7 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     CUDA_TRY(cudaMalloc(&b->vn, CP * kvd * f));
     CUDA_TRY(cudaMalloc(&b->g, CP * ff * f));
     CUDA_TRY(cudaMalloc(&b->u, CP * ff * f));
-    CUDA_TRY(cudaMalloc(&b->logits, CO * (size_t)m->n_vocab * f));
+    CUDA_TRY(cudaMalloc(&b->logits, (size_t)b->logit_planes * CO * (size_t)m->n_vocab * f));
     CUDA_TRY(cudaMalloc(&b->part, (size_t)most * m->n_head * (m->head_dim + 2) * f));
     CUDA_TRY(cudaMalloc(&b->xb, CP * cm->max_cols * sizeof(bf16)));
     CUDA_TRY(cudaMalloc(&b->keys, CO * n_seg * CQ_TOP_MAX * sizeof *b->keys));
@@ -2503,6 +2510,26 @@ __global__ void gather_rows_kernel(const float *x, const int32_t *rows, int d, f
     const float *src = x + (size_t)rows[blockIdx.x] * d;
     float *dst = y + (size_t)blockIdx.x * d;
     for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
+}
+
+/* The logits of B final-normed rows x (B, n_embd) to b->logits (B, n_vocab) by the cuBLAS GEMM on the output
+ * matrix's bf16 copy: the states in b->logit_planes bf16 planes (3: exactly, as a decode step's logits kernel takes
+ * them; 1: rounded to bf16, which alone put a batched row's log-sum-exp up to 0.21 off batch 1's in the float
+ * emulation, the weights' bf16 alone 0.009: issue 31), the planes summed and soft-capped by softcap_kernel. */
+static cq_status gemm_logits(cq_cuda_model *cm, dec_batch *b, const float *x, int B, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
+    const int P = b->logit_planes;
+    cq_status st;
+    if ((st = to_planes(cm, x, b->xb, (size_t)B * m->n_embd, P, err)) ||
+        (st = gemm(cm, &out_w, b->xb, P * B, b->logits, err)))
+        return st;
+    if (m->final_softcap > 0 || P > 1) {
+        softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
+            b->logits, (size_t)B * m->n_vocab, m->final_softcap, P);
+        LAUNCH_TRY();
+    }
+    return CQ_OK;
 }
 
 /* The kernels of a batched forward of B rows, inputs in b->in already; the candidates of every row (n_out < 0), or
@@ -2564,15 +2591,8 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         /* the rows' logits as a batch-1 step computes them (float states, the same weights): the log-sum-exp and
          * the candidates then agree with batch 1's (the bf16 GEMM puts the log-sum-exp up to 1.3 off on a row) */
         if ((st = rows_logits(cm, xf, B, b->logits, err))) return st;
-    } else {
-        const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
-        if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
-            return st;
-        if (m->final_softcap > 0) {
-            softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
-                b->logits, (size_t)B * m->n_vocab, m->final_softcap);
-            LAUNCH_TRY();
-        }
+    } else if ((st = gemm_logits(cm, b, xf, B, err))) {
+        return st;
     }
     return enqueue_top(cm, b->logits, B, b->keys, b->ml, ids, b->out, err);
 }
@@ -3212,6 +3232,39 @@ extern "C" cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, i
     }
     dev_free(&ds);
     cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_logits_gemm(const cq_gemma *m, const float *x, int n, int planes, float *y,
+                                            cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n < 1 || planes < 1 || planes > 3)
+        return cq_err_set(err, CQ_ERR_INVALID, "logits GEMM of %d rows in %d planes (1 to 3)", n, planes);
+    cq_cuda_model tmp; /* what gemm_logits reads: the output matrix's bf16 copy, cuBLAS, the stream */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.m = m;
+    dec_batch b;
+    memset(&b, 0, sizeof b);
+    b.logit_planes = planes;
+    cublasStatus_t bs = cublasCreate(&tmp.blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) return cq_err_set(err, CQ_ERR_DEVICE, "cuBLAS: status %d", (int)bs);
+    dmat emb = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx = NULL;
+    const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    cq_status s = upload_matrix(&m->output, &emb, err);
+    tmp.output = emb.w;
+    if (!s) s = dev_copy(&ds, x, (size_t)n * d * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * n * d * sizeof(bf16), (void **)&b.xb, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * n * V * 4, (void **)&b.logits, err);
+    if (!s) s = gemm_logits(&tmp, &b, dx, n, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, b.logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits GEMM: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(emb.w);
+    cublasDestroy(tmp.blas);
     return s;
 }
 

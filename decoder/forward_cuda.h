@@ -141,6 +141,9 @@ cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err 
 /* n rows of x (n, n_embd) through the batched steps' logits kernel (y (n, n_vocab)): each row as cq_cuda_op_logits
  * computes it (the same weights, float products), up to the summation order. */
 cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err);
+/* The same through the batched steps' default logits, the cuBLAS GEMM on the output matrix's bf16 copy, the states
+ * in planes (1 to 3) bf16 planes (3: exactly; 1: rounded to bf16), soft-capped as the model says (issue 31). */
+cq_status cq_cuda_op_logits_gemm(const cq_gemma *m, const float *x, int n, int planes, float *y, cq_err *err);
 /* The candidates of rows rows of n_vocab logits each, through the kernels cq_cuda_eval_top uses. */
 cq_status cq_cuda_op_top(const float *logits, int rows, int n_vocab, const cq_top_request *req, cq_top *out,
                          cq_err *err);

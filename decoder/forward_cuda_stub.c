@@ -118,6 +118,10 @@ cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float
     (void)m, (void)x, (void)n, (void)y;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_logits_gemm(const cq_gemma *m, const float *x, int n, int planes, float *y, cq_err *err) {
+    (void)m, (void)x, (void)n, (void)planes, (void)y;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     (void)w, (void)x, (void)n_tokens, (void)y;
     return NO_CUDA(err);

@@ -573,7 +573,23 @@ static void test_matmul_bf16(void **state) {
                             "%.2e at most\n", R, first, er, worst_lse);
             assert_true(er < NMSE_F32);
             assert_true(worst_lse < 1e-4);
-            free(xr), free(got), free(one);
+            /* the batched steps' default logits (the cuBLAS GEMM on the bf16 copy), 3 rows with the states in 1 and 3
+             * planes, against the C twin of the bf16 weights times float states: 3 planes by the f32 threshold */
+            const int R3 = 3;
+            float *gl = malloc((size_t)R3 * V * 4), *tw = malloc((size_t)R3 * V * 4);
+            matmul_bf16w_ref(e, xr, R3, tw);
+            if (m.final_softcap > 0)
+                for (size_t i = 0; i < (size_t)R3 * V; i++) tw[i] = m.final_softcap * tanhf(tw[i] / m.final_softcap);
+            double eg[4] = {0};
+            for (int P = 1; P <= 3; P += 2) {
+                assert_int_equal(cq_cuda_op_logits_gemm(&m, xr, R3, P, gl, &err), CQ_OK);
+                eg[P] = nmse(gl, tw, (size_t)R3 * V);
+            }
+            fprintf(stderr, "  logits GEMM of %d rows %s vs float states, bf16 weights: 1 plane %.2e, 3 planes %.2e\n",
+                    R3, first, eg[1], eg[3]);
+            assert_true(eg[3] < NMSE_F32);
+            assert_true(eg[1] < NMSE_BF16_MATMUL);
+            free(xr), free(got), free(one), free(gl), free(tw);
         }
         cq_gemma_free(&m);
         cq_gguf_close(g);
@@ -1121,32 +1137,45 @@ static void batch_fn(const char *path, int unused) {
      * batch 1 as it is (float inputs): the gap the planes close (H100, a55b470: 0.73); (a16) against batch 1 with its
      * inputs rounded to bf16 as well (CLAUSEQA_DECODE_BF16_ACT=1): both paths round alike, so the gap closes to
      * float rounding if rounding was the whole cause, and stays if a batched kernel is wrong */
-    batch_cmp a16, p1;
-    memset(&a16, 0, sizeof a16), memset(&p1, 0, sizeof p1);
-    for (int k = 0; k < 2; k++) {
+    /* and (cg, checked as the batch is) the batched steps' default logits, the cuBLAS GEMM on the bf16 copy of the
+     * output matrix (CLAUSEQA_BATCH_LOGITS unset), with the planes main() set: their states in planes too (the
+     * emulation: 0.009 on these rows with 3 planes, the weights' bf16 alone; 0.21 with the states in bf16) */
+    batch_cmp a16, p1, cg;
+    memset(&a16, 0, sizeof a16), memset(&p1, 0, sizeof p1), memset(&cg, 0, sizeof cg);
+    cg.lse_bound = bound;
+    char *old_pl = pe ? strdup(pe) : NULL, *old_lg = getenv("CLAUSEQA_BATCH_LOGITS");
+    old_lg = old_lg ? strdup(old_lg) : NULL;
+    for (int k = 0; k < 3; k++) {
         cq_cuda_model *cmd;
-        char *old = pe ? strdup(pe) : NULL;
-        setenv("CLAUSEQA_BATCH_PLANES", "1", 1);
+        if (k < 2) setenv("CLAUSEQA_BATCH_PLANES", "1", 1);
         if (k == 1) setenv("CLAUSEQA_DECODE_BF16_ACT", "1", 1);
+        if (k == 2) unsetenv("CLAUSEQA_BATCH_LOGITS");
         const cq_status std = cq_cuda_model_new(&m, &cmd, &err);
         unsetenv("CLAUSEQA_DECODE_BF16_ACT");
-        if (old) setenv("CLAUSEQA_BATCH_PLANES", old, 1);
+        if (old_pl) setenv("CLAUSEQA_BATCH_PLANES", old_pl, 1);
         else unsetenv("CLAUSEQA_BATCH_PLANES");
-        free(old);
-        pe = getenv("CLAUSEQA_BATCH_PLANES");
+        if (old_lg) setenv("CLAUSEQA_BATCH_LOGITS", old_lg, 1);
         assert_int_equal(std, CQ_OK);
-        batch_cmp rbd, rsd;
+        batch_cmp rbd, rsd, *out = k == 0 ? &p1 : k == 1 ? &a16 : &cg;
         memset(&rbd, 0, sizeof rbd), memset(&rsd, 0, sizeof rsd);
-        batch_vs_single(cmd, &m, lens, 6, 5, k ? &a16 : &p1, &rbd, &rsd);
+        batch_vs_single(cmd, &m, lens, 6, 5, out, &rbd, &rsd);
         char d[1024];
-        snprintf(d, sizeof d, "%s, batched inputs in bf16 (CLAUSEQA_BATCH_PLANES=1) vs batch 1%s", what[0],
-                 k ? " with bf16 inputs too (CLAUSEQA_DECODE_BF16_ACT=1)" : "");
-        batch_report(k ? &a16 : &p1, d);
-        snprintf(d, sizeof d, "%s, each row alone through the batched kernels (1 plane) vs batch 1%s", what[0],
-                 k ? " with bf16 inputs" : "");
-        batch_report(&rsd, d);
+        if (k < 2) {
+            snprintf(d, sizeof d, "%s, batched inputs in bf16 (CLAUSEQA_BATCH_PLANES=1) vs batch 1%s", what[0],
+                     k ? " with bf16 inputs too (CLAUSEQA_DECODE_BF16_ACT=1)" : "");
+            batch_report(out, d);
+            snprintf(d, sizeof d, "%s, each row alone through the batched kernels (1 plane) vs batch 1%s", what[0],
+                     k ? " with bf16 inputs" : "");
+            batch_report(&rsd, d);
+        }
         cq_cuda_model_free(cmd);
     }
+    free(old_pl), free(old_lg);
+    pe = getenv("CLAUSEQA_BATCH_PLANES"); /* the environment changed under the pointer */
+    char what_g[1024];
+    snprintf(what_g, sizeof what_g, "%s, the GEMM's logits (CLAUSEQA_BATCH_LOGITS unset, CLAUSEQA_BATCH_PLANES=%s)",
+             what[0], pe ? pe : "1");
+    batch_report(&cg, what_g);
     /* every comparison printed before any is checked: one run tells which sequences and positions break */
     for (int k = 0; k < 3; k++) {
         char d[1024];
@@ -1157,6 +1186,7 @@ static void batch_fn(const char *path, int unused) {
         batch_report(&c[k], what[k]);
     }
     for (int k = 0; k < 3; k++) batch_check(&c[k], what[k]);
+    batch_check(&cg, what_g);
     if (exact) /* batch 1's rounding points: what is left is float rounding, far below the bf16 forward's 3e-5 */
         for (int k = 0; k < 3; k++) {
             assert_true(c[k].err_ids / c[k].ref_ids < NMSE_BATCH_PLANES);

@@ -11,8 +11,9 @@ eager), so the H100's log-sum-exp gaps can be told apart from numerics:
             exact float input (the fixed kernels: one cuBLAS GEMM over 3 B rows, the planes summed by the consumer
             kernels), P = 2 keeps 16 bits
   logits:   the exact (Q8_0 as stored) embedding times the final-normed state on both (rows_logits = batch 1's,
-            CLAUSEQA_BATCH_LOGITS=rows, which test_decoder_cuda sets); "gemm" also gives the batched row's lse with
-            the product's default logits (the cuBLAS GEMM: the state rounded to bf16 times the bf16 copy of E)
+            CLAUSEQA_BATCH_LOGITS=rows, which test_decoder_cuda sets); also the batched row's lse with the product's
+            default logits (the cuBLAS GEMM on the bf16 copy of E, the state in P planes as well), and what a bf16
+            state alone and the bf16 weights alone move it
 Cases (the test's tokens, test_token ids, positions):
   batch   test_batched_decode: 6 sequences of 1, 5, 37, 300, W + 512 + 30, 2W + 5 tokens (BOS first), 5 steps
   conc    test_concurrent_decode: 8 sequences of 20 + 37 i tokens (no BOS), 12 steps
@@ -85,6 +86,18 @@ def fwd(ids, pos0, cache, planes):
     return out.last_hidden_state[0, -1], out.past_key_values
 
 
+def gemm_logits(h, planes):
+    """The batched step's default logits (CLAUSEQA_BATCH_LOGITS unset): the state cut into P bf16 planes, each plane
+    times the bf16 copy of E, the planes' products summed (softcap_kernel's order)."""
+    y, r = None, h
+    for _ in range(planes):
+        p = r.bfloat16().float()
+        r = r - p
+        yp = p @ E16.T
+        y = yp if y is None else y + yp
+    return y
+
+
 def lse(l):
     return torch.logsumexp(l.double(), 0).item()
 
@@ -103,20 +116,23 @@ def run_case(name, prompts, step_tok, steps):
             for p in planes_list:
                 hb, cb[p] = fwd([tok], pos, cb[p], p)
                 lb = hb @ E.T
-                lg = lse(hb.bfloat16().float() @ E16.T)  # the default logits GEMM (1 plane, bf16 weights)
+                lg = lse(gemm_logits(hb, p))  # the default logits GEMM: the state in P planes, bf16 weights
+                h16 = hb.bfloat16().float()
+                lgs, lgw = lse(h16 @ E.T), lse(hb @ E16.T)  # a bf16 state's rounding and the weights' apart
                 tb = int(lb.argmax())
                 moved = (lb[ta.indices] - la[ta.indices]).abs().max().item()
                 rows[p].append((abs(lse(lb) - lse(la)), i, len(ids), pos, lse(la), lse(lb), int(ta.indices[0]), tb,
-                                moved, abs(lg - lse(la))))
+                                moved, abs(lg - lse(la)), abs(lgs - lse(la)), abs(lgw - lse(la))))
                 print(f"  {name} P={p} seq {i} (len {len(ids)}) pos {pos}: lse single {lse(la):.4f} batched "
                       f"{lse(lb):.4f} gap {lse(lb) - lse(la):+.4f}, top-1 {int(ta.indices[0])} / {tb}, top-64 moved "
-                      f"{moved:.2e} at most; gemm logits lse {lg:.4f}", flush=True)
+                      f"{moved:.2e} at most; the GEMM's logits lse {lg:.4f}", flush=True)
     for p in planes_list:
         r = sorted(rows[p], reverse=True)
         agree = sum(x[6] == x[7] for x in r)
         print(f"{name} planes={p}: {len(r)} rows, lse gap {r[0][0]:.2e} at most (seq {r[0][1]} pos {r[0][3]}), "
               f"best agrees {agree}/{len(r)}, top-64 logits moved {max(x[8] for x in r):.2e} at most, with the "
-              f"GEMM's logits lse gap {max(x[9] for x in r):.2e} at most; worst five: " +
+              f"GEMM's logits (the state in {p} planes too) lse gap {max(x[9] for x in r):.2e} at most (a bf16 state "
+              f"alone {max(x[10] for x in r):.2e}, the bf16 weights alone {max(x[11] for x in r):.2e}); worst five: " +
               ", ".join(f"seq {x[1]} pos {x[3]} {x[0]:.2e}" for x in r[:5]), flush=True)
 
 

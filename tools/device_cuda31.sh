@@ -246,11 +246,13 @@ run)
   # 1. the tests (test_decoder_cuda sets CLAUSEQA_BATCH_LOGITS=rows itself; the bf16 and prefix halves are its own)
   mkdir -p "$W/srcq/data/models" && ln -sfn "$S/tests" "$W/srcq/tests" # a source dir without Gemma: the Qwen alone
   case " ${SKIP:-} " in *" tests "*) log "1. tests skipped (SKIP)" ;; *)
-  step tests.txt 120 120 "tests gemma: test_decoder_cuda, $GGUF" -- "$BIN/test_decoder_cuda"
+  TG=120 TQ=140 TQU=260 # the tests' slots; without the load the benches have room for longer ones
+  case " ${SKIP:-} " in *" load "*) TG=170 TQ=170 TQU=340 ;; esac
+  step tests.txt $TG $TG "tests gemma: test_decoder_cuda, $GGUF" -- "$BIN/test_decoder_cuda"
   for i in $(seq 90); do [ -f "$QTEST" ] && break; { [ $SYN != 0 ] && kill -0 $SYN 2>/dev/null; } || break; sleep 1; done
   if [ -f "$QTEST" ]; then
     CLAUSEQA_SOURCE_DIR=$W/srcq CLAUSEQA_SYNTH_GGUF=$QTEST \
-      step tests.txt 140 260 "tests qwen: test_decoder_cuda, $(basename "$QTEST") ($([ $QREAL = 1 ] && echo real || echo synthetic))" \
+      step tests.txt $TQ $TQU "tests qwen: test_decoder_cuda, $(basename "$QTEST") ($([ $QREAL = 1 ] && echo real || echo synthetic))" \
       -- "$BIN/test_decoder_cuda"
   else
     log "no Qwen file for the tests ($(tail -2 "$W/synq.log" 2>/dev/null))"
@@ -268,8 +270,8 @@ run)
     else
       until_b=320 name=$(basename "$model" .gguf)
     fi
-    case " ${SKIP:-} " in *" load "*) # no load after the benches: they share its time (Gemma's by 400 s)
-      [ "$model" = "$QBENCH" ] && until_b=$BUDGET || until_b=400 ;; esac
+    case " ${SKIP:-} " in *" load "*) # no load after the benches: they share its time (Gemma's by 440 s)
+      [ "$model" = "$QBENCH" ] && until_b=$BUDGET || until_b=440 ;; esac
     [ -f "$model" ] || { log "no $model to bench ($(tail -2 "$W/synq.log" 2>/dev/null))"; continue; }
     for kv in $([ "${BATCH1:-1}" = 0 ] || echo 0 1); do
       CLAUSEQA_KV_BF16=$kv step bench.txt 40 $until_b "bench batch1 model=$name kv=$kv" -- "$BIN/bench_decoder" --model "$model" \

@@ -22,6 +22,10 @@ default 1,3: the batched paths run side by side from the same prompt cache). Ref
 Measured on the dev box (2026-12-06, commit 472120b + this tool, ~3 min on 2 cores):
   batch: 30 rows, lse gap 0.386 at most (seq 1 pos 6, lse -68.6 vs -68.2), best agrees 29/30
   conc:  96 rows, lse gap 0.411 at most (seq 3 pos 142), best agrees 94/96
+and with the planes (2026-12-07, branch cuda31 09bfe41, --planes 1,2,3, ~8-10 min a case on 2 shared cores):
+  batch: P=1 0.386 (29/30), P=2 9.9e-4 (30/30), P=3 2.0e-4 (30/30); the GEMM's logits with the state in the
+         planes too: P=1 0.337, P=3 0.0092 (a bf16 state alone 0.207, the bf16 weights alone 0.0092)
+  conc:  P=1 0.411 (94/96), P=3 1.45e-4 (96/96); the GEMM's logits: P=1 0.450, P=3 0.0058
 against the H100's 0.734 with 29/30 and 0.596 with 94/96 (test_decoder_cuda, the same rows): the bf16 activations
 alone move these rows' log-sum-exp by 0.3-0.4, well over lse_batched_emul.py's 0.02-0.06 (a prompt's last
 position only); the rows that move are those with a very negative log-sum-exp (-20 to -72: random-token states).

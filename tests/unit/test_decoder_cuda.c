@@ -1187,8 +1187,11 @@ static void batch_fn(const char *path, int unused) {
     }
     for (int k = 0; k < 3; k++) batch_check(&c[k], what[k]);
     batch_check(&cg, what_g);
-    if (exact) /* batch 1's rounding points: what is left is float rounding, far below the bf16 forward's 3e-5 */
-        for (int k = 0; k < 3; k++) {
+    /* batch 1's rounding points: what is left is float rounding, far below the bf16 forward's 3e-5; with the float
+     * cache only (a bf16 cache rounds K and V on both paths, where float noise can flip a rounding: bf16-level
+     * differences, as the forwards of rows showed, 2.35e-6 on the H100) */
+    if (exact)
+        for (int k = 0; k < 2; k++) {
             assert_true(c[k].err_ids / c[k].ref_ids < NMSE_BATCH_PLANES);
             assert_true(c[k].err_top / c[k].ref_top < NMSE_BATCH_PLANES);
         }

@@ -79,7 +79,7 @@ struct cq_decoder {
     cq_top batch_out[CQ_DECODER_BATCH_MAX]; /* the running batch's candidates (one batch at a time) */
     score_req *score_head, *score_tail; /* cq_decoder_score_prompts calls waiting (FIFO; batch_mu) */
     int32_t slice_tokens;  /* a scoring slice's tokens at most (at least one prompt) */
-    bool prefix_reuse;     /* CPU: a prompt's common prefix with the one before runs once */
+    bool prefix_reuse;     /* a prompt's common prefix with another runs once (CPU: the one before; CUDA: in a pass) */
     /* the leader's (one at a time, under lock): the CPU's logits of a step or prompt; the CPU scoring sequence and
      * the tokens whose KV it holds at positions [0, n_cached) */
     float *logits;
@@ -208,7 +208,9 @@ cq_status cq_decoder_open(const char *path, const cq_decoder_options *opt, cq_de
     d->batch_prefill = d->cuda && bp && bp[0] && strcmp(bp, "0") != 0;
     const char *sl = getenv("CLAUSEQA_RERANK_SLICE"), *pr = getenv("CLAUSEQA_PREFIX_REUSE");
     d->slice_tokens = sl && atoi(sl) > 0 ? atoi(sl) : CQ_DECODER_SLICE_TOKENS;
-    d->prefix_reuse = !(pr && !strcmp(pr, "0"));
+    /* on by default on the CPU (bit-identical); on CUDA only when asked for (CLAUSEQA_PREFIX_REUSE=1) until the GPU
+     * run of test_decoder_cuda's prefix tests has passed (issue 31) */
+    d->prefix_reuse = d->cuda ? pr && *pr && strcmp(pr, "0") : !(pr && !strcmp(pr, "0"));
     *out = d;
     return CQ_OK;
 }
@@ -663,7 +665,7 @@ static cq_status score_cpu(cq_decoder *d, const int32_t *const *prompts, const s
 }
 
 static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
-                              const int32_t *ids, size_t n_ids, float *out, cq_err *err);
+                              const int32_t *ids, size_t n_ids, float *out, uint64_t *reused, cq_err *err);
 
 /* One scoring slice (batch_mu held on entry and exit, released while it runs): the queued calls' next prompts, first
  * come first served, up to d->slice_tokens tokens (at least one prompt) and SLICE_PROMPTS prompts, with at most
@@ -711,7 +713,7 @@ static void run_slice(cq_decoder *d) {
     cq_err e = {0};
     pthread_mutex_lock(&d->lock);
     const double started = cq_clock_seconds();
-    cq_status st = d->cuda ? score_packed(d, ptr, lens, n, uids, n_uids, got, &e)
+    cq_status st = d->cuda ? score_packed(d, ptr, lens, n, uids, n_uids, got, &reused, &e)
                            : score_cpu(d, ptr, lens, n, uids, n_uids, got, &reused, &e);
     const double ended = cq_clock_seconds();
     pthread_mutex_unlock(&d->lock);
@@ -833,7 +835,7 @@ static void rerank_time(cq_decoder *d, double wait, double run) {
 #define PACK_TOKENS 8192
 
 static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, const size_t *lens, size_t n,
-                              const int32_t *ids, size_t n_ids, float *out, cq_err *err) {
+                              const int32_t *ids, size_t n_ids, float *out, uint64_t *reused, cq_err *err) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += lens[i];
     int32_t *tokens = malloc(total * sizeof *tokens), *starts = malloc((n + 1) * sizeof *starts);
@@ -855,7 +857,10 @@ static cq_status score_packed(cq_decoder *d, const int32_t *const *prompts, cons
             count_seq(d, (int64_t)cq_cuda_seq_kv_bytes(d->pack), 1);
             d->pack_tokens = cap;
         }
-        st = cq_cuda_score_packed(d->pack, tokens, starts, j - i, ids, (int)n_ids, out + i * n_ids, err);
+        int64_t shared = 0; /* prefix reuse: prompts of a pass sharing their first tokens run them once */
+        st = cq_cuda_score_packed(d->pack, tokens, starts, j - i, ids, (int)n_ids,
+                                  d->prefix_reuse ? CQ_CUDA_SHARE_MIN : 0, &shared, out + i * n_ids, err);
+        *reused += (uint64_t)shared;
         i = j;
     }
     free(tokens), free(starts);

@@ -164,7 +164,8 @@ typedef struct {
     uint64_t score_slices_shared;  /* of them: with the prompts of more than one call (several asks') */
     uint64_t score_prompts;        /* prompts scored */
     uint64_t score_tokens;         /* their tokens */
-    uint64_t score_reused_tokens;  /* of them: not run again, their KV kept from the prompt before (CPU prefix reuse) */
+    uint64_t score_reused_tokens;  /* of them: not run again, their KV kept from the prompt before (CPU) or read from
+                                    * another prompt of the packed pass (CUDA): prefix reuse */
     uint64_t step_forwards_mid_score; /* step forwards run between two slices of a call part-way through */
     /* Where the asks' decoder time goes (cq_decoder_phase): per sequence, counted when it is freed (an ask's
      * sequence: its prompt's prefill, the sum of its steps), and per call of cq_decoder_score_prompts (the
@@ -228,8 +229,11 @@ cq_status cq_decoder_score_prompts(cq_decoder *d, const int32_t *const *prompts,
  * differ with the company (bf16 rounding, tests/unit/test_decoder_cuda.c). prefix_reuse (CPU): a prompt starting
  * with the same tokens as the prompt before it (the instruction, a passage's title) runs only from where they
  * differ, on the KV cache that prompt left, while both fit the local layers' ring (logits bit-identical,
- * tests/unit/test_decoder_score.c). Defaults: CLAUSEQA_RERANK_SLICE (tokens; 1536 when unset) and
- * CLAUSEQA_PREFIX_REUSE (on unless "0"), read at cq_decoder_open. slice_tokens 0 keeps the current value. */
+ * tests/unit/test_decoder_score.c); CUDA: within a packed pass, a prompt whose first CQ_CUDA_SHARE_MIN or more tokens
+ * are those of the last prompt stored whole runs only the rest, reading that prompt's K/V rows for them
+ * (cq_cuda_score_packed; logits equal within the GEMMs' rounding, test_decoder_cuda). Defaults: CLAUSEQA_RERANK_SLICE (tokens; 1536 when unset) and
+ * CLAUSEQA_PREFIX_REUSE (on unless "0" on the CPU; on CUDA off unless set and not "0", until measured on a GPU),
+ * read at cq_decoder_open. slice_tokens 0 keeps the current value. */
 #define CQ_DECODER_SLICE_TOKENS 1536
 void cq_decoder_set_scoring(cq_decoder *d, int32_t slice_tokens, bool prefix_reuse);
 

@@ -421,6 +421,17 @@ void cq_op_round_bf16(float *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = cq_bf16_to_f32(cq_f32_to_bf16(x[i]));
 }
 
+void cq_op_bf16_planes(float *out, const float *x, size_t n, int planes) {
+    for (size_t i = 0; i < n; i++) {
+        float r = x[i];
+        for (int p = 0; p < planes; p++) {
+            const float h = cq_bf16_to_f32(cq_f32_to_bf16(r));
+            out[(size_t)p * n + i] = h;
+            r -= h; /* exact: h is r rounded to 8 significant bits */
+        }
+    }
+}
+
 void cq_cpu_model_set_kv_bf16(cq_cpu_model *cm, bool on) { cm->kv_bf16 = on; }
 
 cq_status cq_cpu_model_new(const cq_gemma *m, int n_threads, bool exact, cq_cpu_model **out, cq_err *err) {

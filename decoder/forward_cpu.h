@@ -56,6 +56,11 @@ void cq_op_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 void cq_op_rope(float *x, int head_dim, int32_t pos, float base, float freq_scale);
 /* out[i] = x[i] rounded to bf16 (nearest even) and back; out may be x */
 void cq_op_round_bf16(float *out, const float *x, size_t n);
+/* x (n floats) as `planes` (1 to 3) bf16 values each, out (planes, n) as floats: plane 0 = x rounded to bf16, plane p
+ * = the rest rounded; the C twin of the CUDA batched step's to_planes_kernel (issue 31). Three planes sum to x exactly
+ * ((p0 + p1) + p2, for |x| >= 2^-110 or 0: bf16's own subnormals end at 2^-133); two keep 16 bits (|x - p0 - p1| <=
+ * 2^-17 |x|) */
+void cq_op_bf16_planes(float *out, const float *x, size_t n, int planes);
 /* gelu with the tanh approximation */
 float cq_op_gelu_tanh(float x);
 /* One query head against n_keys cached keys/values (rows of head_dim floats, stride kv_stride floats):

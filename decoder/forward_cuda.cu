@@ -80,31 +80,79 @@ __global__ void to_bf16_kernel(const float *x, bf16 *y, size_t n) {
     if (i < n) y[i] = __float2bfloat16(x[i]);
 }
 
+/* A batched step's float activations as `planes` bf16 planes for one cuBLAS GEMM over planes x rows (issue 31):
+ * plane 0 = bf16(x), plane p = bf16(x - the planes before it), y[p n + i]. Three planes hold a float exactly
+ * (8 + 8 + 8 significant bits), so the GEMM's exact bf16 products, accumulated in float, summed over the planes by
+ * the consumer kernels (plane_sum), give batch 1's float-input products up to the summation order; one plane is
+ * to_bf16_kernel (the GEMM's input rounded to bf16). */
+__global__ void to_planes_kernel(const float *x, bf16 *y, size_t n, int planes) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float r = x[i];
+    for (int p = 0; p < planes; p++) {
+        const bf16 h = __float2bfloat16_rn(r);
+        y[(size_t)p * n + i] = h;
+        r -= __bfloat162float(h); /* exact: h is r rounded to 8 significant bits */
+    }
+}
+
+/* Element i of a GEMM's output over `planes` planes, plane p at x + p ps: ((x0 + x1) + x2), the planes' order. */
+__device__ __forceinline__ float plane_sum(const float *x, size_t i, int planes, size_t ps) {
+    float v = x[i];
+    for (int p = 1; p < planes; p++) v += x[i + (size_t)p * ps];
+    return v;
+}
+
 __device__ __forceinline__ float gelu_tanh_d(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 __device__ __forceinline__ float silu_d(float x) { return x / (1.0f + expf(-x)); }
 
-/* y = act(y) * u: gelu_tanh (GeGLU, gemma3), or silu with silu set (SwiGLU, qwen2) */
-__global__ void geglu_kernel(float *y, const float *u, size_t n, int silu) {
+/* y = act(y) * u: gelu_tanh (GeGLU, gemma3), or silu with silu set (SwiGLU, qwen2); y and u over `planes` planes
+ * of n (a batched step's GEMM outputs, see to_planes_kernel: summed first), y's first plane written */
+__global__ void geglu_kernel(float *y, const float *u, size_t n, int silu, int planes) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = (silu ? silu_d(y[i]) : gelu_tanh_d(y[i])) * u[i];
+    if (i >= n) return;
+    const float g = plane_sum(y, i, planes, n), v = plane_sum(u, i, planes, n);
+    y[i] = (silu ? silu_d(g) : gelu_tanh_d(g)) * v;
 }
 
-__global__ void softcap_kernel(float *x, size_t n, float cap) {
+/* x = cap tanh(x / cap) (no cap: x), x over `planes` planes of n (a batched step's logits GEMM over the planes of
+ * its states, see to_planes_kernel: summed first), the first plane written */
+__global__ void softcap_kernel(float *x, size_t n, float cap, int planes) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) x[i] = cap * tanhf(x[i] / cap);
+    if (i >= n) return;
+    const float v = plane_sum(x, i, planes, n);
+    x[i] = cap > 0 ? cap * tanhf(v / cap) : v;
+}
+
+/* The KV cache's elements: float, or bf16 (CLAUSEQA_KV_BF16, cq_cuda_model_set_kv_bf16: half the memory and the
+ * bytes attention reads; a value rounded to nearest even as it is stored, as cq_op_round_bf16 does on the CPU). The
+ * kernels that read or write the cache take it as void * and are instantiated for both. */
+__device__ __forceinline__ float kv_ld(const float *p) { return *p; }
+__device__ __forceinline__ float kv_ld(const bf16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void kv_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void kv_st(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+/* v as a cache of that type holds it */
+__device__ __forceinline__ float kv_round(float v, const float *) { return v; }
+__device__ __forceinline__ float kv_round(float v, const bf16 *) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+__global__ void bf16_to_f32_kernel(const bf16 *x, float *y, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __bfloat162float(x[i]);
 }
 
 /* The rows of a batched decode step (cq_cuda_decode_batch): row t is a token of its own sequence, at position
  * pos[t], with that sequence's cache of this layer (k[t], v[t], slots[t] slots). pos NULL: the rows are one
- * sequence's consecutive tokens (a prefill chunk). */
+ * sequence's consecutive tokens (a prefill chunk). planes: q, k and v are GEMM outputs over that many planes of
+ * the rows (to_planes_kernel; 0 or 1: one), summed as they are read. */
 typedef struct {
     const int32_t *pos;
-    float *const *k;
-    float *const *v;
+    void *const *k;
+    void *const *v;
     const int32_t *slots;
+    int planes;
 } batch_rows;
 
 /* One block per (token, head slot): slots [0, H) are query heads, [H, H + Hkv) key heads. blockDim = head_dim / 2,
@@ -112,20 +160,24 @@ typedef struct {
  * (angle in double: positions reach 32k); keys and their values go to the cache slot of that position. Packed
  * prompts (cq_cuda_score_packed) rotate at their own positions, rope_pos[t], and still store at slot pos0 + t.
  * A batched decode step (br.pos set) takes each row's position and cache from br. */
+template <typename KV>
 __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float *v, const float *q_norm,
                                           const float *k_norm, const float *bq, const float *bk, const float *bv,
-                                          const double *inv_freq, float *kcache, float *vcache,
+                                          const double *inv_freq, void *kcache_, void *vcache_,
                                           int H, int Hkv, int hd, const int32_t *pos0p, const int32_t *rope_pos,
                                           int slots, int ring, float eps, batch_rows br) {
     const int t = blockIdx.x / (H + Hkv), hs = blockIdx.x % (H + Hkv), half = hd / 2, i = threadIdx.x;
     /* in device memory, so that a captured decode graph replays at any position */
     const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p;
-    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
+    KV *kcache = (KV *)kcache_, *vcache = (KV *)vcache_;
+    if (br.pos) kcache = (KV *)br.k[t], vcache = (KV *)br.v[t], slots = br.slots[t];
     const bool is_q = hs < H;
     const float *src = is_q ? q + ((size_t)t * H + hs) * hd : k + ((size_t)t * Hkv + (hs - H)) * hd;
     const float *w = is_q ? q_norm : k_norm;
     const float *bias = is_q ? (bq ? bq + (size_t)hs * hd : NULL) : (bk ? bk + (size_t)(hs - H) * hd : NULL);
-    float x0 = src[i], x1 = src[i + half];
+    const int T = gridDim.x / (H + Hkv), planes = br.planes > 1 ? br.planes : 1;
+    const size_t ps = (size_t)T * (is_q ? H : Hkv) * hd; /* the plane stride of q, or of k and v */
+    float x0 = plane_sum(src, i, planes, ps), x1 = plane_sum(src, i + half, planes, ps);
     if (bias) x0 += bias[i], x1 += bias[i + half]; /* qwen2's projection bias, before RoPE */
     if (w) { /* QK-norm (gemma3); none without weights (qwen2) */
         float r = rsqrtf(block_sum(x0 * x0 + x1 * x1) / hd + eps);
@@ -144,15 +196,24 @@ __global__ void qk_norm_rope_store_kernel(float *q, const float *k, const float 
     } else {
         const int kvh = hs - H;
         const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
-        float *kd = kcache + (slot * Hkv + kvh) * hd, *vd = vcache + (slot * Hkv + kvh) * hd;
+        KV *kd = kcache + (slot * Hkv + kvh) * hd, *vd = vcache + (slot * Hkv + kvh) * hd;
         const float *vs = v + ((size_t)t * Hkv + kvh) * hd;
-        kd[i] = y0;
-        kd[i + half] = y1;
+        kv_st(kd + i, y0);
+        kv_st(kd + i + half, y1);
         const float *vb = bv ? bv + (size_t)kvh * hd : NULL;
-        vd[i] = vs[i] + (vb ? vb[i] : 0.0f);
-        vd[i + half] = vs[i + half] + (vb ? vb[i + half] : 0.0f);
+        kv_st(vd + i, plane_sum(vs, i, planes, ps) + (vb ? vb[i] : 0.0f));
+        kv_st(vd + i + half, plane_sum(vs, i + half, planes, ps) + (vb ? vb[i + half] : 0.0f));
     }
 }
+
+/* Packed prompts (cq_cuda_score_packed) whose first tokens are another prompt's: token t's keys are its prompt's own
+ * rows [own, t] and, when c = pre_len[t] > 0, the c rows of the shared prefix stored in the leader's block at
+ * [pre, pre + c) (pre = pre_start[t]). Positions in the prompt (virtual keys): v < c is row pre + v, v >= c row
+ * own + v - c; the token itself is at c + t - own. */
+typedef struct {
+    const int32_t *own, *pre_start, *pre_len; /* own NULL: not packed */
+} packed_keys;
+static const packed_keys NOT_PACKED = {NULL, NULL, NULL};
 
 /* One online-softmax step of a warp over KG keys: sc holds the lane's partial dot products of the query with them
  * (keys j0 + g >= b are masked), vals the lane's dimensions of their values; folds them into (m, l, acc). */
@@ -202,7 +263,7 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 }
 
 /* Attention, pass 1. Grid (T*H, n_split), ATT_WARPS warps per block. Query (t, h) at position p sees keys
- * [lo, p] (lo = p - window + 1 on local layers, and no earlier than seq_start[t] for packed prompts); split s
+ * [lo, p] (lo = p - window + 1 on local layers; positions in its own prompt for packed prompts, see packed_keys); split s
  * takes a contiguous share of them, and the warps of the block take groups of KEY_GROUP consecutive keys in turn
  * (the loads of a group are in flight together), each keeping a running max m, sum l and weighted values (online
  * softmax). Lanes hold head_dim/32 consecutive dimensions. The warps merge in shared memory and the block writes one partial (m, l, acc) for pass 2. */
@@ -212,18 +273,21 @@ __device__ __forceinline__ void merge_warps(float m, float l, const float (&acc)
 #define DEC_SPLIT_KEYS 32
 #define DEC_MAX_SPLITS (32 * ATT_WARPS)
 #define MERGE_GROUP 4
-__global__ void attention_partial_kernel(const float *q, const float *kcache, const float *vcache, float *part, int H,
-                                         int Hkv, int hd, const int32_t *pos0p, const int32_t *seq_start, int window,
+template <typename KV>
+__global__ void attention_partial_kernel(const float *q, const void *kcache_, const void *vcache_, float *part, int H,
+                                         int Hkv, int hd, const int32_t *pos0p, packed_keys pk, int window,
                                          int slots, int ring, float scale, float softcap, batch_rows br) {
     __shared__ float sm_ml[ATT_WARPS][2];
     __shared__ float sm_acc[ATT_WARPS][32 * MAX_HD_PER_LANE];
     const int th = blockIdx.x, t = th / H, h = th % H, kvh = h / (H / Hkv);
     const int32_t pos0 = br.pos ? br.pos[t] - t : *pos0p; /* a batched step: row t at br.pos[t], its own cache */
-    if (br.pos) kcache = br.k[t], vcache = br.v[t], slots = br.slots[t];
+    const KV *kcache = (const KV *)kcache_, *vcache = (const KV *)vcache_;
+    if (br.pos) kcache = (const KV *)br.k[t], vcache = (const KV *)br.v[t], slots = br.slots[t];
     const int split = blockIdx.y, n_split = gridDim.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per = hd / 32;
-    const int32_t p = pos0 + t, lo = max((window > 0 && p - window + 1 > 0) ? p - window + 1 : 0,
-                                         seq_start ? seq_start[t] : 0);
+    /* keys by position in the token's sequence or prompt (virtual, see packed_keys): [lo, p] */
+    const int32_t own = pk.own ? pk.own[t] : 0, c = pk.pre_len ? pk.pre_len[t] : 0, pre = c ? pk.pre_start[t] : 0;
+    const int32_t p = pk.own ? c + pos0 + t - own : pos0 + t, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const int32_t n = p - lo + 1, share = (n + n_split - 1) / n_split;
     const int32_t a = lo + split * share, b = min(p + 1, a + share);
     float qv[MAX_HD_PER_LANE], acc[MAX_HD_PER_LANE];
@@ -236,12 +300,13 @@ __global__ void attention_partial_kernel(const float *q, const float *kcache, co
 #pragma unroll
         for (int g = 0; g < KEY_GROUP; g++) {
             int32_t j = j0 + g < b ? j0 + g : j0; /* past the share: recompute key j0, masked below */
-            const size_t row = ((ring ? (size_t)(j % slots) : (size_t)j) * Hkv + kvh) * hd + lane * per;
+            const int32_t slot = pk.own ? (j < c ? pre + j : own + j - c) : ring ? j % slots : j;
+            const size_t row = ((size_t)slot * Hkv + kvh) * hd + lane * per;
             float d = 0;
 #pragma unroll
             for (int i = 0; i < MAX_HD_PER_LANE; i++) {
-                if (i < per) d += qv[i] * kcache[row + i];
-                vals[g][i] = i < per ? vcache[row + i] : 0.0f;
+                if (i < per) d += qv[i] * kv_ld(kcache + row + i);
+                vals[g][i] = i < per ? kv_ld(vcache + row + i) : 0.0f;
             }
             sc[g] = d;
         }
@@ -297,18 +362,23 @@ __device__ float block_max(float v) {
 /* Prefill attention through cuBLAS: scores S = Q K^T for the chunk's T queries of every head against nk cache
  * slots come from one GEMM; this kernel turns row (h, t) of S into softmax weights in place: scale, soft-cap,
  * mask (slot j holds position key0 + j, or on a ring of `slots` the latest position <= the chunk's last that falls
- * in slot j; query t at p = pos0 + t sees positions (p - window, p], and none before seq_start[t] when packed),
+ * in slot j; query t at p = pos0 + t sees positions (p - window, p]; packed, the keys of packed_keys by their
+ * positions in t's prompt),
  * softmax. A second GEMM gives P V. */
-__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, const int32_t *seq_start,
+__global__ void att_softmax_kernel(float *sc, int T, int nk, const int32_t *pos0p, packed_keys pk,
                                    int32_t key0, int window, int slots, int ring, float scale, float softcap) {
     float *r = sc + (size_t)blockIdx.x * nk;
     const int t = (int)(blockIdx.x % T);
-    const int32_t pos0 = *pos0p, p = pos0 + t, last = pos0 + T - 1, first = seq_start ? seq_start[t] : 0;
+    const int32_t pos0 = *pos0p, p = pos0 + t, last = pos0 + T - 1;
+    /* packed (pk.own): slot j is a key of token t at its position in t's prompt (see packed_keys), or none */
+    const int32_t own = pk.own ? pk.own[t] : 0, c = pk.pre_len ? pk.pre_len[t] : 0, pre = c ? pk.pre_start[t] : 0;
+    const int32_t vp = pk.own ? c + p - own : p;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         const int32_t pj = ring ? last - (last - j) % slots : key0 + j;
+        const int32_t vj = !pk.own ? pj : pj >= own ? c + pj - own : (pj >= pre && pj < pre + c) ? pj - pre : -1;
         float v = -INFINITY;
-        if (pj <= p && pj >= first && (window <= 0 || pj > p - window)) {
+        if (pj <= p && vj >= 0 && (window <= 0 || vj > vp - window)) {
             v = r[j] * scale;
             if (softcap > 0) v = softcap * tanhf(v / softcap);
         }
@@ -352,9 +422,11 @@ enum { PRO_COPY = 0, PRO_EMBED = 1, PRO_ADDNORM = 2 };
  *   COPY:    xs = xin
  *   EMBED:   v = emb[token] * emb_scale;                    xs = RMSNorm(v) * w_next
  *   ADDNORM: v = xin + RMSNorm(o) * w_post (the residual);  xs = RMSNorm(v) * w_next
- * with v written to xout by block 0 when xout is set. best, when set, is zeroed (by block 0) for the argmax. */
+ * with v written to xout by block 0 when xout is set. best, when set, is zeroed (by block 0) for the argmax.
+ * bf16_act: xs rounded to bf16 at the end, as the batched step's and the prefill's cuBLAS GEMMs take their inputs
+ * (CLAUSEQA_DECODE_BF16_ACT=1, an experiment of issue 31; the products only, never the logits' prologue). */
 typedef struct {
-    int mode, n;
+    int mode, n, bf16_act;
     float eps, emb_scale;
     const float *xin, *o, *w_post, *w_next;
     float *xout;
@@ -392,6 +464,10 @@ __device__ void prologue(const dpro &p, float *xs) {
         float *const dst[1] = {xs};
         load_vecs<1, 4>(src, dst, n);
         __syncthreads();
+        if (p.bf16_act) {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __bfloat162float(__float2bfloat16(xs[i]));
+            __syncthreads();
+        }
         return;
     }
     float *so = xs + n, *sx = xs + 2 * n, *swp = xs + 3 * n, *swn = xs + 4 * n;
@@ -430,7 +506,8 @@ __device__ void prologue(const dpro &p, float *xs) {
     float r = rsqrtf(block_sum(ss) / n + p.eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) { /* each thread rereads only its own elements */
         if (p.xout && blockIdx.x == 0) p.xout[i] = xs[i];
-        xs[i] = xs[i] * r * swn[i];
+        const float y = xs[i] * r * swn[i];
+        xs[i] = p.bf16_act ? __bfloat162float(__float2bfloat16(y)) : y;
     }
     __syncthreads();
 }
@@ -665,6 +742,106 @@ __global__ void __launch_bounds__(32 * LOGIT_WARPS)
     }
 }
 
+/* The logits of n rows of final-normed states x (n, cols) with the weights and the float products of the decode
+ * step's logits kernels (Q8_0 as stored when the output matrix suits dec_logits_q8_kernel, else its bf16 copy): a
+ * batched step's rows then get batch 1's logits, log-sum-exp and candidates up to the summation order, where the
+ * cuBLAS GEMM used before rounded x to bf16 and read the bf16 copy of a Q8_0 matrix (issue 31). Grid (blocks,
+ * ceil(n / ROWS_X)): block y copies states [y ROWS_X, + ROWS_X) to shared memory (swizzled as in the Q8_0 kernel),
+ * and its warps take weight rows in turn (four a warp for Q8_0, one for bf16), each weight read once per group of
+ * ROWS_X states. logits (n, rows) row-major, soft-capped when softcap > 0. */
+#define ROWS_X 8
+static size_t rows_logits_smem(int cols) { return (size_t)ROWS_X * cols * sizeof(float); }
+
+template <int IT>
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    rows_logits_q8_kernel(const int8_t *Q, const __half *Dsc, int rows, int cols, const float *x, int n,
+                          float softcap, float *logits) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, sub = lane % 8, quad = lane / 8;
+    const int x0 = blockIdx.y * ROWS_X, nx = min(ROWS_X, n - x0);
+    for (int r = 0; r < nx; r++) { /* cols is a multiple of 128: rows of float4 */
+        const float4 *src = (const float4 *)(x + (size_t)(x0 + r) * cols);
+        float4 *xw = (float4 *)(xs + (size_t)r * cols);
+        for (int i = threadIdx.x; i < cols / 4; i += blockDim.x) xw[(i & ~3) + ((i & 3) ^ ((i >> 3) & 3))] = src[i];
+    }
+    __syncthreads();
+    const int swz = (sub >> 1) & 3, stride = gridDim.x * LOGIT_WARPS * 4;
+    for (int row0 = (blockIdx.x * LOGIT_WARPS + warp) * 4; row0 < rows; row0 += stride) {
+        uint4 w[IT];
+        float sc[IT], s[ROWS_X];
+        q8_load(w, sc, Q, Dsc, row0 + quad, rows, cols, sub);
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) s[r] = 0;
+#pragma unroll
+        for (int k = 0; k < IT; k++) {
+            const unsigned q[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+            float wf[16];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) wf[4 * e + c] = i8_at(q[e], c);
+#pragma unroll
+            for (int r = 0; r < ROWS_X; r++) {
+                if (r >= nx) break; /* the same for the whole block */
+                const float4 *xr = (const float4 *)(xs + (size_t)r * cols) + 4 * (sub + 8 * k);
+                float dsum = 0;
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float4 xv = xr[e ^ swz];
+                    dsum += wf[4 * e] * xv.x + wf[4 * e + 1] * xv.y + wf[4 * e + 2] * xv.z + wf[4 * e + 3] * xv.w;
+                }
+                s[r] += sc[k] * dsum;
+            }
+        }
+        const int row = row0 + quad;
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) {
+            float v = s[r];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            if (r < nx && row < rows && sub == 0) logits[(size_t)(x0 + r) * rows + row] = v;
+        }
+    }
+}
+
+/* The same with bf16 weights E (rows x cols, cols a multiple of 8): a warp a row, lane l the weights [8 l + 256 k,
+ * + 8), as dec_logits_kernel. */
+__global__ void __launch_bounds__(32 * LOGIT_WARPS)
+    rows_logits_bf16_kernel(const bf16 *E, int rows, int cols, const float *x, int n, float softcap, float *logits) {
+    extern __shared__ float xs[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int x0 = blockIdx.y * ROWS_X, nx = min(ROWS_X, n - x0);
+    for (int i = threadIdx.x; i < nx * cols; i += blockDim.x) xs[i] = x[(size_t)x0 * cols + i];
+    __syncthreads();
+    for (int row = blockIdx.x * LOGIT_WARPS + warp; row < rows; row += gridDim.x * LOGIT_WARPS) {
+        float s[ROWS_X];
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) s[r] = 0;
+        for (int i = lane * 8; i < cols; i += 256) {
+            const uint4 raw = __ldg((const uint4 *)(E + (size_t)row * cols + i));
+            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+            const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]), c = __bfloat1622float2(h[2]),
+                         d = __bfloat1622float2(h[3]);
+#pragma unroll
+            for (int r = 0; r < ROWS_X; r++) {
+                if (r >= nx) break;
+                const float4 x0v = *(const float4 *)(xs + (size_t)r * cols + i),
+                             x1v = *(const float4 *)(xs + (size_t)r * cols + i + 4);
+                s[r] += a.x * x0v.x + a.y * x0v.y + b.x * x0v.z + b.y * x0v.w + c.x * x1v.x + c.y * x1v.y +
+                        d.x * x1v.z + d.y * x1v.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS_X; r++) {
+            float v = warp_sum(s[r]);
+            if (softcap > 0) v = softcap * tanhf(v / softcap);
+            if (r < nx && lane == 0) logits[(size_t)(x0 + r) * rows + row] = v;
+        }
+    }
+}
+
 /* The RoPE rotation of this thread's pairs (i, i + half), i = threadIdx.x + k blockDim.x, at position p. */
 struct rope_pairs {
     float w[ROPE_PAIRS][2], c[ROPE_PAIRS], s[ROPE_PAIRS], x[ROPE_PAIRS][2];
@@ -739,10 +916,11 @@ __device__ __forceinline__ void rope_finish(const rope_pairs &rq, const rope_pai
  * holds p also builds the new key and value itself (no block reads the slot being written), and the first query
  * head of each KV group stores them in the cache. Each block writes one partial (m, l, acc); the last block of a
  * head to finish (counted in count[h], reset by it) merges the S partials into out. */
-template <int PER>
+template <int PER, typename KV>
 __global__ void __launch_bounds__(32 * ATT_WARPS)
     dec_attention_kernel(const float *qraw, const float *kraw, const float *vraw, const float *q_norm,
-                         const float *k_norm, const float *bq, const float *bk, const float *bv, const double *inv_freq, float *kcache, float *vcache, float *part,
+                         const float *k_norm, const float *bq, const float *bk, const float *bv, const double *inv_freq,
+                         void *kcache_, void *vcache_, float *part,
                          unsigned *count, float *out, int H, int Hkv, int hd, const int32_t *posp, int window, int slots,
                          int ring, float scale, float softcap, float eps) {
     constexpr int KG = KEY_GROUP; /* keys of a warp whose loads are in flight together (8 measured slower) */
@@ -753,6 +931,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
     __shared__ bool last;
     const int h = blockIdx.x, split = blockIdx.y, S = gridDim.y, group = H / Hkv, kvh = h / group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per = hd / 32;
+    KV *kcache = (KV *)kcache_, *vcache = (KV *)vcache_;
     const int32_t p = *posp, lo = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
     const int32_t share = (p - lo + 1 + S - 1) / S, a = lo + split * share, b = min(p + 1, a + share);
     const bool has_new = a <= p && p < b;
@@ -766,7 +945,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
 #pragma unroll
             for (int i = 0; i < PER; i++) {
                 const bool ok = i < per && j != p;
-                kk[g][i] = ok ? kcache[row + i] : 0.0f, vv[g][i] = ok ? vcache[row + i] : 0.0f;
+                kk[g][i] = ok ? kv_ld(kcache + row + i) : 0.0f, vv[g][i] = ok ? kv_ld(vcache + row + i) : 0.0f;
             }
         }
     };
@@ -777,7 +956,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
             if (j0 + g == p && p < b) {
 #pragma unroll
                 for (int i = 0; i < PER; i++)
-                    if (i < per) kk[g][i] = ks[lane * per + i], vv[g][i] = vs[lane * per + i];
+                    if (i < per) /* as the cache holds it (rounded when bf16), as later steps read it */
+                        kk[g][i] = kv_round(ks[lane * per + i], kcache), vv[g][i] = kv_round(vs[lane * per + i], vcache);
             }
     };
     int32_t j0 = a + warp * KG;
@@ -798,8 +978,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
         if (h % group == 0) {
             const size_t slot = ring ? (size_t)(p % slots) : (size_t)p;
             for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                kcache[(slot * Hkv + kvh) * hd + i] = ks[i];
-                vcache[(slot * Hkv + kvh) * hd + i] = vs[i];
+                kv_st(kcache + (slot * Hkv + kvh) * hd + i, ks[i]);
+                kv_st(vcache + (slot * Hkv + kvh) * hd + i, vs[i]);
             }
         }
     }
@@ -882,17 +1062,23 @@ __global__ void __launch_bounds__(32 * ATT_WARPS)
 }
 
 /* The residual step of a block and the norm that opens the next one: x += RMSNorm(o) * w_post (x += o without
- * w_post: qwen2 has no sandwich norms), then xn = RMSNorm(x) * w_next. One block per row. */
+ * w_post: qwen2 has no sandwich norms), then xn = RMSNorm(x) * w_next. One block per row; o over `planes` planes of
+ * the rows (a batched step's GEMM output, see to_planes_kernel: summed as it is read). */
 __global__ void addnorm_kernel(float *x, const float *o, const float *w_post, const float *w_next, float *xn, int n,
-                               float eps) {
+                               float eps, int planes) {
     float *xr = x + (size_t)blockIdx.x * n, *nr = xn + (size_t)blockIdx.x * n;
     const float *orow = o + (size_t)blockIdx.x * n;
+    const size_t ps = (size_t)gridDim.x * n;
     float ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += orow[i] * orow[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = plane_sum(orow, i, planes, ps);
+        ss += v * v;
+    }
     float r = rsqrtf(block_sum(ss) / n + eps);
     ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = xr[i] + (w_post ? orow[i] * r * w_post[i] : orow[i]);
+        const float ov = plane_sum(orow, i, planes, ps);
+        float v = xr[i] + (w_post ? ov * r * w_post[i] : ov);
         xr[i] = v;
         ss += v * v;
     }
@@ -1108,15 +1294,46 @@ static dec_logits_q8_fn dec_logits_q8_for(int cols) {
     default: return NULL;
     }
 }
+typedef void (*rows_logits_q8_fn)(const int8_t *, const __half *, int, int, const float *, int, float, float *);
+static rows_logits_q8_fn rows_logits_q8_for(int cols) {
+    if (cols % 128) return NULL;
+    switch (cols / 128) {
+    case 1: return rows_logits_q8_kernel<1>;
+    case 2: return rows_logits_q8_kernel<2>;
+    case 3: return rows_logits_q8_kernel<3>;
+    case 4: return rows_logits_q8_kernel<4>;
+    case 5: return rows_logits_q8_kernel<5>;
+    case 6: return rows_logits_q8_kernel<6>;
+    case 7: return rows_logits_q8_kernel<7>;
+    case 8: return rows_logits_q8_kernel<8>;
+    case 9: return rows_logits_q8_kernel<9>;
+    case 10: return rows_logits_q8_kernel<10>;
+    default: return NULL;
+    }
+}
 /* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
 static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,
-                                 const float *, const float *, const float *, const double *, float *, float *, float *, unsigned *, float *, int, int, int,
-                                 const int32_t *, int, int, int, float, float, float);
-/* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) */
-static dec_attention_fn dec_attention_for(int hd) {
-    return hd <= 64 ? dec_attention_kernel<2> : hd <= 128 ? dec_attention_kernel<4>
-                                            : hd <= 256 ? dec_attention_kernel<8> : dec_attention_kernel<16>;
+                                 const float *, const float *, const float *, const double *, void *, void *, float *,
+                                 unsigned *, float *, int, int, int, const int32_t *, int, int, int, float, float, float);
+/* the decode attention kernel for head_dim (a multiple of 64 up to 32 * MAX_HD_PER_LANE) and a float or bf16 cache */
+template <typename KV> static dec_attention_fn dec_attention_kv(int hd) {
+    return hd <= 64 ? dec_attention_kernel<2, KV> : hd <= 128 ? dec_attention_kernel<4, KV>
+                                                : hd <= 256 ? dec_attention_kernel<8, KV> : dec_attention_kernel<16, KV>;
+}
+static dec_attention_fn dec_attention_for(int hd, bool kv16) {
+    return kv16 ? dec_attention_kv<bf16>(hd) : dec_attention_kv<float>(hd);
+}
+typedef void (*qk_store_fn)(float *, const float *, const float *, const float *, const float *, const float *,
+                            const float *, const float *, const double *, void *, void *, int, int, int,
+                            const int32_t *, const int32_t *, int, int, float, batch_rows);
+static qk_store_fn qk_store_for(bool kv16) {
+    return kv16 ? qk_norm_rope_store_kernel<bf16> : qk_norm_rope_store_kernel<float>;
+}
+typedef void (*att_partial_fn)(const float *, const void *, const void *, float *, int, int, int, const int32_t *,
+                               packed_keys, int, int, int, float, float, batch_rows);
+static att_partial_fn att_partial_for(bool kv16) {
+    return kv16 ? attention_partial_kernel<bf16> : attention_partial_kernel<float>;
 }
 
 typedef struct {
@@ -1148,6 +1365,18 @@ struct cq_cuda_model {
     bool *merged;         /* (n_layer, CQ_N_PROJ): the weight holds an adapter's delta (cq_cuda_model_set_lora) */
     struct dec_batch *batch; /* batched decode steps' buffers and graphs (cq_cuda_decode_batch), made at first use */
     struct dec_batch *rows;  /* rows of several sequences (cq_cuda_forward_rows), made at first use */
+    bool kv16;               /* sequences made from now on keep K and V in bf16 (cq_cuda_model_set_kv_bf16) */
+    bool rows_logits;        /* batched steps' logits as batch 1 computes them (rows_logits), not the bf16 GEMM:
+                              * CLAUSEQA_BATCH_LOGITS=rows, off by default until measured on a GPU (issue 31) */
+    bool dec_bf16_act;       /* a decode step's products take their input vectors rounded to bf16, the rounding of
+                              * the batched step's GEMMs (CLAUSEQA_DECODE_BF16_ACT=1: an experiment of issue 31,
+                              * off by default; the logits keep the float state) */
+    int batch_planes;        /* the batched kernels' products (cq_cuda_decode_batch, cq_cuda_forward_rows) take their
+                              * float inputs as this many bf16 planes (to_planes_kernel): 3 = exactly, batch 1's
+                              * rounding points; 1 = rounded to bf16 (CLAUSEQA_BATCH_PLANES=1|2|3; 1 by default
+                              * until a GPU has run the planes, issue 31) */
+    float *kv_scratch;       /* bf16 caches: the float K and V the prefill attention's SGEMMs read, */
+    int32_t kv_scratch_keys; /* for up to this many key slots (0: the online-softmax kernels instead) */
 };
 
 static void batch_free(struct dec_batch *b);
@@ -1155,7 +1384,8 @@ static void batch_free(struct dec_batch *b);
 struct cq_cuda_seq {
     cq_cuda_model *cm;
     int32_t max_tokens;
-    float **k, **v;
+    void **k, **v;          /* per layer: the cache, float or bf16 (kv16) */
+    bool kv16;
     int32_t *slots;
     int32_t *tokens, *pos;  /* device: the chunk's tokens, its first position */
     int32_t *h_step;        /* pinned host: token and position of a step (read by the graphs' copies) */
@@ -1185,7 +1415,8 @@ struct cq_cuda_seq {
     bool packed;                   /* the chunk being queued is packed: */
     int32_t *rope_pos, *seq_start; /* device (CQ_CUDA_BATCH): each token's position in its prompt, and where (as a
                                     * packed index) its prompt starts */
-    int32_t key0;                  /* the chunk's first prompt's start: no earlier key is needed */
+    int32_t *pre_start, *pre_len;  /* device (CQ_CUDA_BATCH): each token's shared prefix (packed_keys), 0 long: none */
+    int32_t key0;                  /* no key before it is needed (the chunk's first prompt, or a prefix it reads) */
     int32_t *sel_rows, *sel_ids;   /* device: rows of the chunk whose logits are wanted, the token ids wanted */
     float *sel_out;                /* device: (prompts, ids) the selected logits */
 };
@@ -1329,9 +1560,12 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
      * loaded there, which some drivers refuse. */
     const void *kernels[] = {(const void *)embed_kernel,         (const void *)rmsnorm_kernel,
                              (const void *)to_bf16_kernel,       (const void *)geglu_kernel,
-                             (const void *)softcap_kernel,       (const void *)qk_norm_rope_store_kernel,
-                             (const void *)attention_partial_kernel, (const void *)attention_combine_kernel,
-                             (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim),
+                             (const void *)to_planes_kernel,
+                             (const void *)softcap_kernel,       (const void *)qk_store_for(false),
+                             (const void *)qk_store_for(true),   (const void *)att_partial_for(false),
+                             (const void *)att_partial_for(true), (const void *)attention_combine_kernel,
+                             (const void *)addnorm_kernel,       (const void *)dec_attention_for(m->head_dim, false),
+                             (const void *)dec_attention_for(m->head_dim, true), (const void *)bf16_to_f32_kernel,
                              (const void *)att_softmax_kernel,   (const void *)select_logits_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaFuncAttributes fa;
@@ -1353,6 +1587,24 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
             if (smem > 48 * 1024) CUDA_TRY(cudaFuncSetAttribute(dk[j], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         }
     }
+    const char *bl = getenv("CLAUSEQA_BATCH_LOGITS");
+    cm->rows_logits = bl && !strcmp(bl, "rows");
+    const char *ba = getenv("CLAUSEQA_DECODE_BF16_ACT");
+    cm->dec_bf16_act = ba && *ba && strcmp(ba, "0");
+    const char *bp = getenv("CLAUSEQA_BATCH_PLANES");
+    cm->batch_planes = 1;
+    if (bp && *bp) {
+        if (strcmp(bp, "1") && strcmp(bp, "2") && strcmp(bp, "3"))
+            return cq_err_set(err, CQ_ERR_INVALID, "CLAUSEQA_BATCH_PLANES=%s: 1, 2 or 3", bp);
+        cm->batch_planes = bp[0] - '0';
+    }
+    if (cm->rows_logits) { /* the batched steps' logits kernel (rows_logits), loaded now as the others */
+        const void *rk = cm->emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
+        cudaFuncAttributes fa;
+        CUDA_TRY(cudaFuncGetAttributes(&fa, rk));
+        if (rows_logits_smem((int)d) > 48 * 1024)
+            CUDA_TRY(cudaFuncSetAttribute(rk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)rows_logits_smem((int)d)));
+    }
     int dev = 0, major = 0, sms = 0, per_sm = 0;
     CUDA_TRY(cudaGetDevice(&dev));
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -1363,6 +1615,22 @@ extern "C" cq_status cq_cuda_model_new(const cq_gemma *m, cq_cuda_model **out, c
     cm->logit_blocks = sms * (per_sm > 0 ? per_sm : 1);
     const char *pdl = getenv("CQ_CUDA_PDL");
     cm->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    const char *kv = getenv("CLAUSEQA_KV_BF16");
+    return cq_cuda_model_set_kv_bf16(cm, kv && *kv && strcmp(kv, "0"), err);
+}
+
+extern "C" cq_status cq_cuda_model_set_kv_bf16(cq_cuda_model *cm, bool on, cq_err *err) {
+    if (on && !cm->kv_scratch) { /* the prefill SGEMMs' float K and V: ATT_GEMM_MAX_KEYS slots of each */
+        const size_t kvd = (size_t)cm->m->n_head_kv * cm->m->head_dim;
+        CUDA_TRY(cudaMalloc(&cm->kv_scratch, 2 * (size_t)ATT_GEMM_MAX_KEYS * kvd * sizeof(float)));
+        cm->kv_scratch_keys = ATT_GEMM_MAX_KEYS;
+    }
+    if (on != cm->kv16) { /* the batched steps' graphs were captured with the other kernels */
+        batch_free(cm->batch);
+        batch_free(cm->rows);
+        cm->batch = cm->rows = NULL;
+    }
+    cm->kv16 = on;
     return CQ_OK;
 }
 
@@ -1463,6 +1731,7 @@ extern "C" void cq_cuda_model_free(cq_cuda_model *cm) {
     cudaFree(cm->inv_freq[1]);
     batch_free(cm->batch);
     batch_free(cm->rows);
+    cudaFree(cm->kv_scratch);
     if (cm->blas) cublasDestroy(cm->blas);
     cudaFree(cm->blas_workspace);
     if (cm->stream) cudaStreamDestroy(cm->stream);
@@ -1491,16 +1760,18 @@ static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cu
     s->max_tokens = max_tokens;
     s->flat = flat;
     *out = s; /* freed by cq_cuda_seq_free on any error below */
-    s->k = (float **)calloc((size_t)m->n_layer, sizeof *s->k);
-    s->v = (float **)calloc((size_t)m->n_layer, sizeof *s->v);
+    s->kv16 = cm->kv16;
+    s->k = (void **)calloc((size_t)m->n_layer, sizeof *s->k);
+    s->v = (void **)calloc((size_t)m->n_layer, sizeof *s->v);
     s->slots = (int32_t *)calloc((size_t)m->n_layer, sizeof *s->slots);
     if (!s->k || !s->v || !s->slots) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, f = sizeof(float), B = CQ_CUDA_BATCH;
     const int32_t ring = m->window + CQ_CUDA_BATCH < max_tokens ? m->window + CQ_CUDA_BATCH : max_tokens;
     for (int32_t l = 0; l < m->n_layer; l++) {
         s->slots[l] = m->layers[l].global || flat ? max_tokens : ring;
-        CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * f));
-        CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * f));
+        const size_t ek = s->kv16 ? sizeof(bf16) : sizeof(float);
+        CUDA_TRY(cudaMalloc(&s->k[l], (size_t)s->slots[l] * kvd * ek));
+        CUDA_TRY(cudaMalloc(&s->v[l], (size_t)s->slots[l] * kvd * ek));
     }
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
     s->part_floats = part_floats_for(m, max_tokens);
@@ -1541,6 +1812,8 @@ static cq_status seq_new(cq_cuda_model *cm, int32_t max_tokens, bool flat, cq_cu
     if (flat) {
         CUDA_TRY(cudaMalloc(&s->rope_pos, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->seq_start, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->pre_start, B * sizeof(int32_t)));
+        CUDA_TRY(cudaMalloc(&s->pre_len, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_rows, B * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_ids, CQ_CUDA_SCORE_MAX_IDS * sizeof(int32_t)));
         CUDA_TRY(cudaMalloc(&s->sel_out, (size_t)max_tokens * CQ_CUDA_SCORE_MAX_IDS * f));
@@ -1567,6 +1840,7 @@ extern "C" void cq_cuda_seq_free(cq_cuda_seq *s) {
     cudaFree(s->top_keys), cudaFree(s->top_ml), cudaFree(s->top_ids), cudaFree(s->top);
     cudaFreeHost(s->h_top_ids), cudaFreeHost(s->h_top);
     cudaFree(s->rope_pos), cudaFree(s->seq_start), cudaFree(s->sel_rows), cudaFree(s->sel_ids), cudaFree(s->sel_out);
+    cudaFree(s->pre_start), cudaFree(s->pre_len);
     for (int i = 0; i < 3; i++)
         if (s->decode_graph[i]) cudaGraphExecDestroy(s->decode_graph[i]);
     for (int i = 0; i < PREFILL_GRAPHS; i++)
@@ -1592,6 +1866,13 @@ static cq_status to_bf16(cq_cuda_model *cm, const float *x, bf16 *y, size_t n, c
     return CQ_OK;
 }
 
+/* x (n floats) as `planes` bf16 planes in y (planes x n), see to_planes_kernel */
+static cq_status to_planes(cq_cuda_model *cm, const float *x, bf16 *y, size_t n, int planes, cq_err *err) {
+    to_planes_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>(x, y, n, planes);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
 static cq_status rmsnorm(cq_cuda_model *cm, const float *x, const float *w, float *y, int rows, int n, int add,
                          cq_err *err) {
     rmsnorm_kernel<<<rows, 256, 0, cm->stream>>>(x, w, y, n, cm->m->rms_eps, add);
@@ -1612,17 +1893,16 @@ static int pick_splits(int T, int H, int32_t max_keys) {
  * g = h / (H / Hkv); one batched GEMM per KV group, the group's heads its batch. sc holds H x T x nk floats. */
 static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *sc,
                                 float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
-                                const int32_t *seq_start, int32_t key0, int32_t nk, int window, int slots, int ring,
+                                packed_keys pk, int32_t key0, int32_t nk, int window, int slots, int ring,
                                 float scale, float softcap, cq_err *err) {
     const float one = 1.0f, zero = 0.0f;
     const int group = H / Hkv;
-    const long long tk = (long long)T * nk;
-    kc += (size_t)key0 * Hkv * hd, vc += (size_t)key0 * Hkv * hd;
+    const long long tk = (long long)T * nk; /* kc and vc: the cache from slot key0 on */
     for (int g = 0; g < Hkv; g++) /* S^T (nk x T, column-major) = K^T-view (nk x hd) Q^T-view (hd x T), per head */
         CUBLAS_TRY(cublasSgemmStridedBatched(cm->blas, CUBLAS_OP_T, CUBLAS_OP_N, nk, T, hd, &one, kc + (size_t)g * hd,
                                              Hkv * hd, 0, q + (size_t)g * group * hd, H * hd, hd, &zero,
                                              sc + (size_t)g * group * tk, nk, tk, group));
-    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, seq_start, key0, window, slots, ring, scale,
+    att_softmax_kernel<<<H * T, 256, 0, cm->stream>>>(sc, T, nk, pos0p, pk, key0, window, slots, ring, scale,
                                                       softcap);
     LAUNCH_TRY();
     for (int g = 0; g < Hkv; g++) /* O^T (hd x T, ld H*hd) = V^T-view (hd x nk) P^T-view (nk x T), per head */
@@ -1633,13 +1913,13 @@ static cq_status attention_gemm(cq_cuda_model *cm, const float *q, const float *
 }
 
 /* The online-softmax attention kernels, each (token, head) split over `splits` shares of its key range. */
-static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL};
-static cq_status attention_online(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
-                                  float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
-                                  const int32_t *seq_start, int window, int slots, int ring, float scale, float softcap,
+static const batch_rows NO_ROWS = {NULL, NULL, NULL, NULL, 1};
+static cq_status attention_online(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16,
+                                  float *part, float *out, int T, int H, int Hkv, int hd, const int32_t *pos0p,
+                                  packed_keys pk, int window, int slots, int ring, float scale, float softcap,
                                   int splits, batch_rows br, cq_err *err) {
-    attention_partial_kernel<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
-        q, kc, vc, part, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale, softcap, br);
+    att_partial_for(kv16)<<<dim3((unsigned)(T * H), (unsigned)splits), 32 * ATT_WARPS, 0, cm->stream>>>(
+        q, kc, vc, part, H, Hkv, hd, pos0p, pk, window, slots, ring, scale, softcap, br);
     LAUNCH_TRY();
     attention_combine_kernel<<<T * H, hd, 0, cm->stream>>>(part, out, hd, splits);
     LAUNCH_TRY();
@@ -1648,20 +1928,35 @@ static cq_status attention_online(cq_cuda_model *cm, const float *q, const float
 
 /* Attention of a chunk of T queries at positions pos0.. (pos0 on the host too, for the GEMM shapes): through
  * attention_gemm when the key slots fit sc (sc_floats), else the online-softmax kernels (also for T = 1). Packed
- * prompts (seq_start set, no ring) need no key before key0, the start of the chunk's first prompt. */
-static cq_status attention(cq_cuda_model *cm, const float *q, const float *kc, const float *vc, float *part,
+ * prompts (pk.own set, no ring) need no key before key0: the chunk's first prompt's start, or the earliest shared
+ * prefix a token of the chunk reads. */
+static cq_status attention(cq_cuda_model *cm, const float *q, const void *kc, const void *vc, bool kv16, float *part,
                            size_t part_floats, float *sc, size_t sc_floats, float *out, int T, int H, int Hkv, int hd,
-                           const int32_t *pos0p, int32_t pos0, const int32_t *seq_start, int32_t key0,
+                           const int32_t *pos0p, int32_t pos0, packed_keys pk, int32_t key0,
                            int32_t max_keys, int window, int slots, int ring, float scale, float softcap, cq_err *err) {
     if (ring) key0 = 0;
     const int32_t nk = ring && pos0 + T > slots ? slots : pos0 + T - key0;
-    if (T > 1 && sc && (size_t)H * T * nk <= sc_floats)
-        return attention_gemm(cm, q, kc, vc, sc, out, T, H, Hkv, hd, pos0p, seq_start, key0, nk, window, slots, ring,
+    const size_t kvd = (size_t)Hkv * hd;
+    /* a bf16 cache goes through the SGEMMs as float: the slots [key0, key0 + nk) converted into the model's scratch
+     * (the values the online kernels read too); without room there, the online kernels read it directly */
+    if (T > 1 && sc && (size_t)H * T * nk <= sc_floats && (!kv16 || nk <= cm->kv_scratch_keys)) {
+        const float *kf = (const float *)kc + key0 * kvd, *vf = (const float *)vc + key0 * kvd;
+        if (kv16) {
+            const size_t n = (size_t)nk * kvd;
+            float *ks = cm->kv_scratch, *vs = cm->kv_scratch + (size_t)cm->kv_scratch_keys * kvd;
+            bf16_to_f32_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>((const bf16 *)kc + key0 * kvd, ks, n);
+            LAUNCH_TRY();
+            bf16_to_f32_kernel<<<blocks_for(n, 256), 256, 0, cm->stream>>>((const bf16 *)vc + key0 * kvd, vs, n);
+            LAUNCH_TRY();
+            kf = ks, vf = vs;
+        }
+        return attention_gemm(cm, q, kf, vf, sc, out, T, H, Hkv, hd, pos0p, pk, key0, nk, window, slots, ring,
                               scale, softcap, err);
+    }
     int splits = pick_splits(T, H, max_keys);
     while (splits > 1 && (size_t)T * H * splits * (hd + 2) > part_floats) splits /= 2;
-    return attention_online(cm, q, kc, vc, part, out, T, H, Hkv, hd, pos0p, seq_start, window, slots, ring, scale,
-                            softcap, splits, NO_ROWS, err);
+    return attention_online(cm, q, kc, vc, kv16, part, out, T, H, Hkv, hd, pos0p, pk, window, slots, ring,
+                            scale, softcap, splits, NO_ROWS, err);
 }
 
 /* A kernel on the model's stream; with pdl, allowed to start before the previous one ends (it waits inside). */
@@ -1729,6 +2024,25 @@ static cq_status dec_logits(cq_cuda_model *cm, bool pdl, const dpro &pro, float 
     return CQ_OK;
 }
 
+/* The logits of n final-normed rows x (n, n_embd) to logits (n, n_vocab) as a decode step computes one row's
+ * (rows_logits_q8_kernel / rows_logits_bf16_kernel), soft-capped as the model says. */
+static cq_status rows_logits(cq_cuda_model *cm, const float *x, int n, float *logits, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const int per_block = LOGIT_WARPS * (cm->emb_q ? 4 : 1), need = (m->n_vocab + per_block - 1) / per_block;
+    const int blocks = need < cm->logit_blocks ? need : cm->logit_blocks;
+    const dim3 grid((unsigned)(blocks > 0 ? blocks : 1), (unsigned)((n + ROWS_X - 1) / ROWS_X));
+    const size_t smem = rows_logits_smem(m->n_embd);
+    if (cm->emb_q)
+        rows_logits_q8_for(m->n_embd)<<<grid, 32 * LOGIT_WARPS, smem, cm->stream>>>(
+            cm->emb_q, cm->emb_d, (int)m->n_vocab, (int)m->n_embd, x, n, m->final_softcap, logits);
+    else
+        rows_logits_bf16_kernel<<<grid, 32 * LOGIT_WARPS, smem, cm->stream>>>(cm->output, (int)m->n_vocab,
+                                                                              (int)m->n_embd, x, n, m->final_softcap,
+                                                                              logits);
+    LAUNCH_TRY();
+    return CQ_OK;
+}
+
 /* y (T, W.rows) = x W^T: cuBLAS for a batch, the decode product for one token (x in float, no conversion). */
 static cq_status linear(cq_cuda_seq *s, const dmat *w, const float *x, int T, float *y, cq_err *err) {
     if (T == 1) return dec_mv(s->cm, false, w, y, NULL, NULL, NULL, NULL, pro_copy(x, (int)w->cols), err);
@@ -1737,8 +2051,8 @@ static cq_status linear(cq_cuda_seq *s, const dmat *w, const float *x, int T, fl
 }
 
 static cq_status addnorm(cq_cuda_model *cm, float *x, const float *o, const float *w_post, const float *w_next,
-                         float *xn, int T, cq_err *err) {
-    addnorm_kernel<<<T, 256, 0, cm->stream>>>(x, o, w_post, w_next, xn, cm->m->n_embd, cm->m->rms_eps);
+                         float *xn, int T, int planes, cq_err *err) {
+    addnorm_kernel<<<T, 256, 0, cm->stream>>>(x, o, w_post, w_next, xn, cm->m->n_embd, cm->m->rms_eps, planes);
     LAUNCH_TRY();
     return CQ_OK;
 }
@@ -1762,7 +2076,7 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
             (st = gemm(cm, &D->wk, s->xb, T, s->kn, err)) || (st = gemm(cm, &D->wv, s->xb, T, s->vn, err)))
             return st;
         const int ring = !L->global && !s->flat;
-        qk_norm_rope_store_kernel<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
+        qk_store_for(s->kv16)<<<T * (H + Hkv), hd / 2, 0, cm->stream>>>(
             s->q, s->kn, s->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], s->k[l], s->v[l],
             H, Hkv, hd, s->pos,
             s->packed ? s->rope_pos : NULL, s->slots[l], ring, m->rms_eps, NO_ROWS);
@@ -1771,20 +2085,22 @@ static cq_status enqueue_chunk(cq_cuda_seq *s, int T, int32_t pos0, cq_err *err)
         int32_t max_keys = pos0 + T; /* the longest key range of this chunk */
         if (window > 0 && max_keys > window) max_keys = window;
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
-                            Hkv, hd, s->pos, pos0, s->packed ? s->seq_start : NULL, s->packed ? s->key0 : 0, max_keys,
+        if ((st = attention(cm, s->q, s->k[l], s->v[l], s->kv16, s->part, s->part_floats, s->sc, s->sc_floats, s->att, T, H,
+                            Hkv, hd, s->pos, pos0, s->packed ? packed_keys{s->seq_start, s->pre_start, s->pre_len} : NOT_PACKED,
+                            s->packed ? s->key0 : 0, max_keys,
                             window, s->slots[l], ring, m->attn_scale, m->attn_softcap, err)) ||
             (st = linear(s, &D->wo, s->att, T, s->o, err)) ||
-            (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, err)))
+            (st = addnorm(cm, s->x, s->o, D->post_attn_norm, D->ffn_norm, s->xn, T, 1, err)))
             return st;
         if ((st = to_bf16(cm, s->xn, s->xb, (size_t)T * d, err)) || (st = gemm(cm, &D->wgate, s->xb, T, s->g, err)) ||
             (st = gemm(cm, &D->wup, s->xb, T, s->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff, m->ffn_silu);
+        geglu_kernel<<<blocks_for((size_t)T * ff, 256), 256, 0, cm->stream>>>(s->g, s->u, (size_t)T * ff, m->ffn_silu,
+                                                                             1);
         LAUNCH_TRY();
         /* the last layer's closing norm is the output norm: xn is then ready for the logits */
         if ((st = linear(s, &D->wdown, s->g, T, s->o, err)) ||
-            (st = addnorm(cm, s->x, s->o, D->post_ffw_norm, w_next, s->xn, T, err)))
+            (st = addnorm(cm, s->x, s->o, D->post_ffw_norm, w_next, s->xn, T, 1, err)))
             return st;
     }
     return CQ_OK;
@@ -1803,7 +2119,7 @@ static cq_status copy_logits(cq_cuda_seq *s, int first, int T, float *logits, cq
                               : linear(s, &out_w, s->xn + (size_t)r * m->n_embd, n, s->logits, err);
         if (st) return st;
         if (n > 1 && m->final_softcap > 0) {
-            softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap);
+            softcap_kernel<<<blocks_for(nv, 256), 256, 0, cm->stream>>>(s->logits, nv, m->final_softcap, 1);
             LAUNCH_TRY();
         }
         CUDA_TRY(cudaMemcpyAsync(logits + (size_t)(r - first) * m->n_vocab, s->logits, nv * sizeof(float),
@@ -1835,22 +2151,29 @@ static cq_status enqueue_decode(cq_cuda_seq *s, bool with_logits, cq_err *err) {
             float *t = cur;
             cur = nxt, nxt = t;
         }
+        const int act16 = cm->dec_bf16_act; /* the products' inputs only (not the logits') */
+        pro.bf16_act = act16;
         if ((st = dec_mv(cm, pdl && l > 0, &D->wq, s->q, &D->wk, s->kn, &D->wv, s->vn, pro, err))) return st;
         const int splits = s->dec_splits[L->global];
-        CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
+        CUDA_TRY(launch(pdl, cm->stream, dec_attention_for(hd, s->kv16), dim3(H, splits), dim3(32 * ATT_WARPS), 0,
                         (const float *)s->q, (const float *)s->kn, (const float *)s->vn, (const float *)D->q_norm,
                         (const float *)D->k_norm, (const float *)D->bq, (const float *)D->bk, (const float *)D->bv,
                         (const double *)cm->inv_freq[L->global], s->k[l], s->v[l], s->part,
                         s->count, s->att, H, Hkv, hd, (const int32_t *)s->pos, L->global ? 0 : m->window,
                         s->slots[l], L->global ? 0 : 1, m->attn_scale, m->attn_softcap, m->rms_eps));
-        if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pro_copy(s->att, H * hd), err))) return st;
+        dpro pa = pro_copy(s->att, H * hd);
+        pa.bf16_act = act16;
+        if ((st = dec_mv(cm, pdl, &D->wo, s->o, NULL, NULL, NULL, NULL, pa, err))) return st;
         pro = pro_addnorm(m, cur, s->o, D->post_attn_norm, D->ffn_norm, nxt);
+        pro.bf16_act = act16;
         float *t = cur;
         cur = nxt, nxt = t;
         CUDA_TRY(launch(pdl, cm->stream, dec_geglu_for(d), dim3((m->n_ff + DEC_WARPS - 1) / DEC_WARPS),
                         dim3(32 * DEC_WARPS), pro_smem(d, pro), (const bf16 *)D->wgate.w,
                         (const bf16 *)D->wup.w, (int)m->n_ff, d, s->g, pro, (int)m->ffn_silu));
-        if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pro_copy(s->g, m->n_ff), err))) return st;
+        dpro pg = pro_copy(s->g, m->n_ff);
+        pg.bf16_act = act16;
+        if ((st = dec_mv(cm, pdl, &D->wdown, s->o, NULL, NULL, NULL, NULL, pg, err))) return st;
     }
     const dpro pro = pro_addnorm(m, cur, s->o, cm->layers[m->n_layer - 1].post_ffw_norm, cm->output_norm, NULL);
     return dec_logits(cm, pdl, pro, with_logits ? s->logits : NULL, s->best, err);
@@ -2004,7 +2327,8 @@ extern "C" cq_status cq_cuda_decode_greedy(cq_cuda_seq *s, int32_t token, int32_
 extern "C" size_t cq_cuda_seq_kv_bytes(const cq_cuda_seq *s) {
     const cq_gemma *m = s->cm->m;
     size_t n = 0;
-    for (int32_t l = 0; l < m->n_layer; l++) n += 2 * (size_t)s->slots[l] * m->n_head_kv * m->head_dim * sizeof(float);
+    const size_t ek = s->kv16 ? sizeof(bf16) : sizeof(float);
+    for (int32_t l = 0; l < m->n_layer; l++) n += 2 * (size_t)s->slots[l] * m->n_head_kv * m->head_dim * ek;
     return n;
 }
 
@@ -2099,6 +2423,10 @@ extern "C" cq_status cq_cuda_eval_top(cq_cuda_seq *s, const int32_t *tokens, siz
 typedef struct dec_batch {
     int cap, out_cap; /* rows a forward, rows whose candidates it gives (cq_cuda_forward_rows; both
                        * CQ_CUDA_DECODE_BATCH_MAX for decode steps) */
+    int planes;       /* the products' inputs as planes bf16 planes (cm->batch_planes): xb, and the GEMM outputs q,
+                       * kn, vn, o, g, u, hold planes x cap rows */
+    int logit_planes; /* the same for the logits GEMM's final-normed states (planes; 1 with the rows kernel, which
+                       * takes them in float): logits holds logit_planes x out_cap rows */
     float *x, *xn, *q, *kn, *vn, *att, *o, *g, *u, *logits, *part;
     bf16 *xb;
     unsigned long long *keys;
@@ -2137,8 +2465,10 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     dec_batch *b = (dec_batch *)calloc(1, sizeof *b);
     if (!b) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     *out = b; /* freed by the caller on error */
-    b->cap = cap, b->out_cap = out_cap;
-    const size_t C = (size_t)cap, CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
+    b->cap = cap, b->out_cap = out_cap, b->planes = cm->batch_planes;
+    b->logit_planes = cm->rows_logits ? 1 : b->planes;
+    const size_t CO = (size_t)out_cap, L = (size_t)m->n_layer, f = sizeof(float);
+    const size_t C = (size_t)cap, CP = C * (size_t)b->planes; /* rows of the GEMMs' inputs and outputs */
     const size_t d = (size_t)m->n_embd, qd = (size_t)m->n_head * m->head_dim, ff = (size_t)m->n_ff;
     const size_t kvd = (size_t)m->n_head_kv * m->head_dim, n_seg = (size_t)top_segments(m->n_vocab);
     int dev = 0;
@@ -2148,16 +2478,16 @@ static cq_status batch_new(cq_cuda_model *cm, int cap, int out_cap, dec_batch **
     for (int B = 1; B <= cap; B++) most = B * batch_splits(b, B, m->n_head) > most ? B * batch_splits(b, B, m->n_head) : most;
     CUDA_TRY(cudaMalloc(&b->x, C * d * f));
     CUDA_TRY(cudaMalloc(&b->xn, C * d * f));
-    CUDA_TRY(cudaMalloc(&b->o, C * d * f));
-    CUDA_TRY(cudaMalloc(&b->q, C * qd * f));
+    CUDA_TRY(cudaMalloc(&b->o, CP * d * f));
+    CUDA_TRY(cudaMalloc(&b->q, CP * qd * f));
     CUDA_TRY(cudaMalloc(&b->att, C * qd * f));
-    CUDA_TRY(cudaMalloc(&b->kn, C * kvd * f));
-    CUDA_TRY(cudaMalloc(&b->vn, C * kvd * f));
-    CUDA_TRY(cudaMalloc(&b->g, C * ff * f));
-    CUDA_TRY(cudaMalloc(&b->u, C * ff * f));
-    CUDA_TRY(cudaMalloc(&b->logits, CO * (size_t)m->n_vocab * f));
+    CUDA_TRY(cudaMalloc(&b->kn, CP * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->vn, CP * kvd * f));
+    CUDA_TRY(cudaMalloc(&b->g, CP * ff * f));
+    CUDA_TRY(cudaMalloc(&b->u, CP * ff * f));
+    CUDA_TRY(cudaMalloc(&b->logits, (size_t)b->logit_planes * CO * (size_t)m->n_vocab * f));
     CUDA_TRY(cudaMalloc(&b->part, (size_t)most * m->n_head * (m->head_dim + 2) * f));
-    CUDA_TRY(cudaMalloc(&b->xb, C * cm->max_cols * sizeof(bf16)));
+    CUDA_TRY(cudaMalloc(&b->xb, CP * cm->max_cols * sizeof(bf16)));
     CUDA_TRY(cudaMalloc(&b->keys, CO * n_seg * CQ_TOP_MAX * sizeof *b->keys));
     CUDA_TRY(cudaMalloc(&b->ml, CO * n_seg * sizeof *b->ml));
     CUDA_TRY(cudaMalloc(&b->out, CO * sizeof *b->out));
@@ -2182,16 +2512,37 @@ __global__ void gather_rows_kernel(const float *x, const int32_t *rows, int d, f
     for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
 }
 
+/* The logits of B final-normed rows x (B, n_embd) to b->logits (B, n_vocab) by the cuBLAS GEMM on the output
+ * matrix's bf16 copy: the states in b->logit_planes bf16 planes (3: exactly, as a decode step's logits kernel takes
+ * them; 1: rounded to bf16, which alone put a batched row's log-sum-exp up to 0.21 off batch 1's in the float
+ * emulation, the weights' bf16 alone 0.009: issue 31), the planes summed and soft-capped by softcap_kernel. */
+static cq_status gemm_logits(cq_cuda_model *cm, dec_batch *b, const float *x, int B, cq_err *err) {
+    const cq_gemma *m = cm->m;
+    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
+    const int P = b->logit_planes;
+    cq_status st;
+    if ((st = to_planes(cm, x, b->xb, (size_t)B * m->n_embd, P, err)) ||
+        (st = gemm(cm, &out_w, b->xb, P * B, b->logits, err)))
+        return st;
+    if (m->final_softcap > 0 || P > 1) {
+        softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
+            b->logits, (size_t)B * m->n_vocab, m->final_softcap, P);
+        LAUNCH_TRY();
+    }
+    return CQ_OK;
+}
+
 /* The kernels of a batched forward of B rows, inputs in b->in already; the candidates of every row (n_out < 0), or
  * of the n_out rows listed at off_sel (none: n_out 0, a forward that only fills caches), end in b->out. */
 static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out, cq_err *err) {
     const cq_gemma *m = cm->m;
     const int d = m->n_embd, hd = m->head_dim, H = m->n_head, Hkv = m->n_head_kv, ff = m->n_ff;
     const size_t C = (size_t)b->cap;
-    float *const *kc = (float *const *)b->in, *const *vc = (float *const *)(b->in + b->off_v);
+    void *const *kc = (void *const *)b->in, *const *vc = (void *const *)(b->in + b->off_v);
     const int32_t *tokens = (const int32_t *)(b->in + b->off_tokens), *pos = (const int32_t *)(b->in + b->off_pos);
     const int32_t *slots = (const int32_t *)(b->in + b->off_slots), *ids = (const int32_t *)(b->in + b->off_ids);
     const int splits = batch_splits(b, B, H);
+    const int P = b->planes, PB = P * B; /* every product: one GEMM over the P planes of the B rows' inputs */
     cq_status st;
     embed_kernel<<<blocks_for((size_t)B * d, 256), 256, 0, cm->stream>>>(tokens, cm->token_embd, b->x, B, d,
                                                                           m->embed_scale);
@@ -2200,29 +2551,33 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
     for (int32_t l = 0; l < m->n_layer; l++) {
         const cq_gemma_layer *L = &m->layers[l];
         const dlayer *D = &cm->layers[l];
-        const batch_rows br = {pos, kc + (size_t)l * C, vc + (size_t)l * C, slots + (size_t)l * C};
-        if ((st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wq, b->xb, B, b->q, err)) ||
-            (st = gemm(cm, &D->wk, b->xb, B, b->kn, err)) || (st = gemm(cm, &D->wv, b->xb, B, b->vn, err)))
+        const batch_rows br = {pos, kc + (size_t)l * C, vc + (size_t)l * C, slots + (size_t)l * C, P};
+        if ((st = to_planes(cm, b->xn, b->xb, (size_t)B * d, P, err)) ||
+            (st = gemm(cm, &D->wq, b->xb, PB, b->q, err)) || (st = gemm(cm, &D->wk, b->xb, PB, b->kn, err)) ||
+            (st = gemm(cm, &D->wv, b->xb, PB, b->vn, err)))
             return st;
         const int ring = !L->global;
-        qk_norm_rope_store_kernel<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
+        qk_store_for(cm->kv16)<<<B * (H + Hkv), hd / 2, 0, cm->stream>>>(
             b->q, b->kn, b->vn, D->q_norm, D->k_norm, D->bq, D->bk, D->bv, cm->inv_freq[L->global], NULL, NULL, H, Hkv,
             hd, NULL, NULL, 0,
             ring, m->rms_eps, br);
         LAUNCH_TRY();
         const float *w_next = l + 1 < m->n_layer ? cm->layers[l + 1].attn_norm : cm->output_norm;
-        if ((st = attention_online(cm, b->q, NULL, NULL, b->part, b->att, B, H, Hkv, hd, NULL, NULL,
+        if ((st = attention_online(cm, b->q, NULL, NULL, cm->kv16, b->part, b->att, B, H, Hkv, hd, NULL, NOT_PACKED,
                                    L->global ? 0 : m->window, 0, ring, m->attn_scale, m->attn_softcap, splits, br,
                                    err)) ||
-            (st = to_bf16(cm, b->att, b->xb, (size_t)B * H * hd, err)) || (st = gemm(cm, &D->wo, b->xb, B, b->o, err)) ||
-            (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, err)) ||
-            (st = to_bf16(cm, b->xn, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &D->wgate, b->xb, B, b->g, err)) ||
-            (st = gemm(cm, &D->wup, b->xb, B, b->u, err)))
+            (st = to_planes(cm, b->att, b->xb, (size_t)B * H * hd, P, err)) ||
+            (st = gemm(cm, &D->wo, b->xb, PB, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_attn_norm, D->ffn_norm, b->xn, B, P, err)) ||
+            (st = to_planes(cm, b->xn, b->xb, (size_t)B * d, P, err)) ||
+            (st = gemm(cm, &D->wgate, b->xb, PB, b->g, err)) || (st = gemm(cm, &D->wup, b->xb, PB, b->u, err)))
             return st;
-        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff, m->ffn_silu);
+        geglu_kernel<<<blocks_for((size_t)B * ff, 256), 256, 0, cm->stream>>>(b->g, b->u, (size_t)B * ff, m->ffn_silu,
+                                                                             P);
         LAUNCH_TRY();
-        if ((st = to_bf16(cm, b->g, b->xb, (size_t)B * ff, err)) || (st = gemm(cm, &D->wdown, b->xb, B, b->o, err)) ||
-            (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, err)))
+        if ((st = to_planes(cm, b->g, b->xb, (size_t)B * ff, P, err)) ||
+            (st = gemm(cm, &D->wdown, b->xb, PB, b->o, err)) ||
+            (st = addnorm(cm, b->x, b->o, D->post_ffw_norm, w_next, b->xn, B, P, err)))
             return st;
     }
     const float *xf = b->xn; /* the final-normed rows whose logits are wanted */
@@ -2232,13 +2587,12 @@ static cq_status enqueue_batch(cq_cuda_model *cm, dec_batch *b, int B, int n_out
         LAUNCH_TRY();
         xf = b->o, B = n_out;
     }
-    const dmat out_w = {cm->output, m->n_vocab, m->n_embd};
-    if ((st = to_bf16(cm, xf, b->xb, (size_t)B * d, err)) || (st = gemm(cm, &out_w, b->xb, B, b->logits, err)))
+    if (cm->rows_logits) {
+        /* the rows' logits as a batch-1 step computes them (float states, the same weights): the log-sum-exp and
+         * the candidates then agree with batch 1's (the bf16 GEMM puts the log-sum-exp up to 1.3 off on a row) */
+        if ((st = rows_logits(cm, xf, B, b->logits, err))) return st;
+    } else if ((st = gemm_logits(cm, b, xf, B, err))) {
         return st;
-    if (m->final_softcap > 0) {
-        softcap_kernel<<<blocks_for((size_t)B * m->n_vocab, 256), 256, 0, cm->stream>>>(
-            b->logits, (size_t)B * m->n_vocab, m->final_softcap);
-        LAUNCH_TRY();
     }
     return enqueue_top(cm, b->logits, B, b->keys, b->ml, ids, b->out, err);
 }
@@ -2260,7 +2614,8 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
     cq_cuda_model *cm = seqs[0]->cm;
     const cq_gemma *m = cm->m;
     for (int i = 0; i < B; i++)
-        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+        if (seqs[i]->cm != cm || seqs[i]->flat || seqs[i]->kv16 != cm->kv16 || pos[i] < 0 ||
+            pos[i] >= seqs[i]->max_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "batched decode: sequence %d does not fit the batch", i);
     cq_status st;
     if (!cm->batch && (st = batch_new(cm, CQ_CUDA_DECODE_BATCH_MAX, CQ_CUDA_DECODE_BATCH_MAX, &cm->batch, err))) {
@@ -2270,7 +2625,7 @@ extern "C" cq_status cq_cuda_decode_batch(cq_cuda_seq *const *seqs, const int32_
     }
     dec_batch *b = cm->batch;
     const size_t C = CQ_CUDA_DECODE_BATCH_MAX;
-    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    void **kc = (void **)b->h_in, **vc = (void **)(b->h_in + b->off_v);
     int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
     int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
     for (int i = 0; i < B; i++) {
@@ -2324,7 +2679,8 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     const cq_gemma *m = cm->m;
     int run_start = 0; /* the first row of the current sequence's run */
     for (int i = 0; i < R; i++) {
-        if (seqs[i]->cm != cm || seqs[i]->flat || pos[i] < 0 || pos[i] >= seqs[i]->max_tokens)
+        if (seqs[i]->cm != cm || seqs[i]->flat || seqs[i]->kv16 != cm->kv16 || pos[i] < 0 ||
+            pos[i] >= seqs[i]->max_tokens)
             return cq_err_set(err, CQ_ERR_INVALID, "forward of rows: row %d does not fit its sequence", i);
         if (i > 0 && seqs[i] == seqs[i - 1]) {
             if (pos[i] != pos[i - 1] + 1)
@@ -2348,7 +2704,7 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     }
     dec_batch *b = cm->rows;
     const size_t C = (size_t)b->cap;
-    float **kc = (float **)b->h_in, **vc = (float **)(b->h_in + b->off_v);
+    void **kc = (void **)b->h_in, **vc = (void **)(b->h_in + b->off_v);
     int32_t *ht = (int32_t *)(b->h_in + b->off_tokens), *hp = (int32_t *)(b->h_in + b->off_pos);
     int32_t *hs = (int32_t *)(b->h_in + b->off_slots), *hi = (int32_t *)(b->h_in + b->off_ids);
     int32_t *hsel = (int32_t *)(b->h_in + b->off_sel);
@@ -2372,52 +2728,121 @@ extern "C" cq_status cq_cuda_forward_rows(cq_cuda_seq *const *seqs, const int32_
     return CQ_OK;
 }
 
+/* The longest common prefix of two token runs. */
+static int32_t common_run(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
 extern "C" cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
-                                          const int32_t *ids, int n_ids, float *out, cq_err *err) {
+                                          const int32_t *ids, int n_ids, int32_t min_share, int64_t *shared,
+                                          float *out, cq_err *err) {
     cq_cuda_model *cm = s->cm;
     const cq_gemma *m = cm->m;
     const int32_t total = starts[n];
+    if (shared) *shared = 0;
     if (!s->flat || total > s->max_tokens || n_ids < 1 || n_ids > CQ_CUDA_SCORE_MAX_IDS)
         return cq_err_set(err, CQ_ERR_INVALID, "packed scoring: %d tokens, %d ids do not fit this sequence", total, n_ids);
-    CUDA_TRY(cudaMemcpyAsync(s->sel_ids, ids, (size_t)n_ids * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-    /* per chunk: each token's position in its prompt and its prompt's start, the rows that end a prompt. Pageable
-     * host arrays: cudaMemcpyAsync stages them before it returns, so the next chunk may refill them. */
-    int32_t rope[CQ_CUDA_BATCH], start[CQ_CUDA_BATCH], rows[CQ_CUDA_BATCH];
+    if (n == 0) return CQ_OK;
+    /* The stored stream: prompts in token order when sharing (prompts with a common beginning become neighbours), a
+     * prompt whose first c >= min_share tokens are the last whole-stored prompt's (its leader's) stored from token c
+     * on, reading the leader's rows for [0, c) (packed_keys); c < its length, so its last token is its own. */
+    size_t *order = (size_t *)malloc(n * sizeof *order);
+    int32_t *own = (int32_t *)malloc((n + 1) * sizeof *own), *pre = (int32_t *)malloc(n * sizeof *pre);
+    int32_t *clen = (int32_t *)malloc(n * sizeof *clen), *stream = (int32_t *)malloc((size_t)total * sizeof *stream);
+    float *got = (float *)malloc(n * (size_t)n_ids * sizeof *got);
+    cq_status st = order && own && pre && clen && stream && got ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    int32_t stored = 0;
+    for (size_t i = 0; !st && i < n; i++) {
+        size_t j = i; /* insertion in token order (a prefix first); the caller's order when not sharing */
+        const int32_t *a = tokens + starts[i], na = starts[i + 1] - starts[i];
+        while (j > 0 && min_share > 0) {
+            const size_t o = order[j - 1];
+            const int32_t *b = tokens + starts[o], nb = starts[o + 1] - starts[o], c = common_run(a, na, b, nb);
+            if (!((c == na && na < nb) || (c < na && c < nb && a[c] < b[c]))) break; /* a before b? */
+            order[j] = o, j--;
+        }
+        order[j] = i;
+    }
+    for (size_t k = 0, leader = SIZE_MAX; !st && k < n; k++) {
+        const size_t i = order[k];
+        const int32_t *a = tokens + starts[i], na = starts[i + 1] - starts[i];
+        int32_t c = 0;
+        if (min_share > 0 && leader != SIZE_MAX) {
+            const size_t l = order[leader];
+            c = common_run(a, na, tokens + starts[l], starts[l + 1] - starts[l]);
+            if (c >= na) c = na - 1;
+            if (c < min_share) c = 0;
+        }
+        if (!c) leader = k;
+        clen[k] = c, pre[k] = c ? own[leader] : 0, own[k] = stored;
+        memcpy(stream + stored, a + c, (size_t)(na - c) * sizeof *stream);
+        stored += na - c;
+        if (shared) *shared += c;
+    }
+    if (!st) own[n] = stored;
+    if (!st) {
+        cudaError_t e = cudaMemcpyAsync(s->sel_ids, ids, (size_t)n_ids * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+    }
+    /* per chunk: each token's position in its prompt, its own rows' start, its shared prefix, the rows that end a
+     * prompt. Pageable host arrays: cudaMemcpyAsync stages them before it returns, so the next chunk may refill them. */
+    int32_t rope[CQ_CUDA_BATCH], start[CQ_CUDA_BATCH], pstart[CQ_CUDA_BATCH], plen[CQ_CUDA_BATCH], rows[CQ_CUDA_BATCH];
     size_t prompt = 0, done = 0; /* the prompt of the chunk's first token; prompts whose logits are queued */
-    for (int32_t c0 = 0; c0 < total; c0 += CQ_CUDA_BATCH) {
-        const int T = total - c0 < CQ_CUDA_BATCH ? (int)(total - c0) : CQ_CUDA_BATCH;
-        while (starts[prompt + 1] <= c0) prompt++;
+    for (int32_t c0 = 0; !st && c0 < stored; c0 += CQ_CUDA_BATCH) {
+        const int T = stored - c0 < CQ_CUDA_BATCH ? (int)(stored - c0) : CQ_CUDA_BATCH;
+        while (own[prompt + 1] <= c0) prompt++;
         int n_rows = 0;
+        int32_t key0 = own[prompt];
         for (int t = 0, p = (int)prompt; t < T; t++) {
-            while (starts[p + 1] <= c0 + t) p++;
-            rope[t] = c0 + t - starts[p];
-            start[t] = starts[p];
-            if (c0 + t == starts[p + 1] - 1) rows[n_rows++] = t;
+            while (own[p + 1] <= c0 + t) p++;
+            rope[t] = clen[p] + c0 + t - own[p];
+            start[t] = own[p], pstart[t] = pre[p], plen[t] = clen[p];
+            if (clen[p] && pre[p] < key0) key0 = pre[p];
+            if (c0 + t == own[p + 1] - 1) rows[n_rows++] = t;
         }
         const int32_t pos0 = c0;
-        CUDA_TRY(cudaMemcpyAsync(s->tokens, tokens + c0, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->pos, &pos0, sizeof pos0, cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->rope_pos, rope, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        CUDA_TRY(cudaMemcpyAsync(s->seq_start, start, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream));
-        if (n_rows)
-            CUDA_TRY(cudaMemcpyAsync(s->sel_rows, rows, (size_t)n_rows * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                     cm->stream));
-        s->packed = true, s->key0 = start[0];
-        cq_status st = enqueue_chunk(s, T, c0, err);
+        cudaError_t e = cudaMemcpyAsync(s->tokens, stream + c0, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                        cm->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(s->pos, &pos0, sizeof pos0, cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->rope_pos, rope, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->seq_start, start, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->pre_start, pstart, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(s->pre_len, plen, (size_t)T * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e == cudaSuccess && n_rows)
+            e = cudaMemcpyAsync(s->sel_rows, rows, (size_t)n_rows * sizeof(int32_t), cudaMemcpyHostToDevice, cm->stream);
+        if (e != cudaSuccess) {
+            st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+            break;
+        }
+        s->packed = true, s->key0 = key0;
+        st = enqueue_chunk(s, T, c0, err);
         s->packed = false;
-        if (st) return st;
+        if (st) break;
         if (n_rows) {
             const int warps = n_rows * n_ids;
             select_logits_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, cm->stream>>>(
                 s->xn, m->n_embd, s->sel_rows, n_rows, cm->output, s->sel_ids, n_ids, m->final_softcap,
                 s->sel_out + done * n_ids);
-            LAUNCH_TRY();
+            e = cudaGetLastError();
+            if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
             done += (size_t)n_rows;
         }
     }
-    CUDA_TRY(cudaMemcpyAsync(out, s->sel_out, n * n_ids * sizeof(float), cudaMemcpyDeviceToHost, cm->stream));
-    CUDA_TRY(cudaStreamSynchronize(cm->stream));
-    return CQ_OK;
+    if (!st) {
+        cudaError_t e = cudaMemcpyAsync(got, s->sel_out, n * n_ids * sizeof(float), cudaMemcpyDeviceToHost, cm->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cm->stream);
+        if (e != cudaSuccess) st = cq_err_set(err, CQ_ERR_DEVICE, "packed scoring: %s", cudaGetErrorString(e));
+    }
+    for (size_t k = 0; !st && k < n; k++) /* stored order back to the caller's */
+        memcpy(out + order[k] * n_ids, got + k * n_ids, (size_t)n_ids * sizeof *out);
+    free(order), free(own), free(pre), free(clen), free(stream), free(got);
+    return st;
 }
 
 /* ---- single kernels for the tests ---------------------------------------------------------------------------- */
@@ -2439,6 +2864,17 @@ static cq_status dev_copy(dev_set *ds, const void *host, size_t bytes, void **ou
     ds->p[ds->n++] = *out;
     if (host) CUDA_TRY(cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice));
     return CQ_OK;
+}
+
+/* n cache values as a cache of that type holds them: floats, or rounded to bf16 (nearest even, cq_f32_to_bf16) */
+static cq_status dev_copy_kv(dev_set *ds, const float *host, size_t n, bool kv16, void **out, cq_err *err) {
+    if (!kv16) return dev_copy(ds, host, n * sizeof(float), out, err);
+    uint16_t *h = (uint16_t *)malloc((n ? n : 1) * sizeof(uint16_t));
+    if (!h) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) h[i] = cq_f32_to_bf16(host[i]);
+    cq_status s = dev_copy(ds, h, n * sizeof(uint16_t), out, err);
+    free(h);
+    return s;
 }
 
 extern "C" cq_status cq_cuda_op_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps,
@@ -2482,7 +2918,7 @@ extern "C" cq_status cq_cuda_op_bias_rope(float *x, int rows, int head_dim, cons
         return s;
     }
     for (int r = 0; r < rows; r++)
-        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
+        qk_norm_rope_store_kernel<float><<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, NULL, NULL, db + (size_t)r * head_dim,
                                                NULL, NULL, df, dk, dk, 1, 0, head_dim, dpos + r, NULL, 1, 0, 1e-6f,
                                                NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
@@ -2521,7 +2957,7 @@ extern "C" cq_status cq_cuda_op_rope(float *x, int rows, int head_dim, const int
         return s;
     }
     for (int r = 0; r < rows; r++) /* one query head, no key heads (Hkv = 0 slots) */
-        qk_norm_rope_store_kernel<<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, NULL, NULL, NULL, df, dk, dk, 1,
+        qk_norm_rope_store_kernel<float><<<1, half>>>(dx + (size_t)r * head_dim, dk, dk, dw, dw, NULL, NULL, NULL, df, dk, dk, 1,
                                                0, head_dim,
                                                dpos + r, NULL, 1, 0, 0.0f, NO_ROWS);
     cudaError_t e = cudaMemcpy(x, dx, (size_t)rows * head_dim * 4, cudaMemcpyDeviceToHost);
@@ -2540,7 +2976,7 @@ static cq_status op_glu(float *y, const float *u, int n, int silu, cq_err *err) 
         dev_free(&ds);
         return s;
     }
-    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, silu);
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, silu, 1);
     cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
     if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu: %s", cudaGetErrorString(e));
@@ -2550,36 +2986,137 @@ static cq_status op_glu(float *y, const float *u, int n, int silu, cq_err *err) 
 extern "C" cq_status cq_cuda_op_geglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 0, err); }
 extern "C" cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) { return op_glu(y, u, n, 1, err); }
 
+/* The consumers of a batched step's GEMM outputs over planes (issue 31), each against a C twin of the summed planes:
+ * geglu_kernel (y = gelu(sum of yp) * sum of up, yp and up planes x n), addnorm_kernel (o planes x rows x n; x, xn
+ * rows x n) and qk_norm_rope_store_kernel (rows tokens at positions pos0.., one query and one key head each, q and k
+ * and v planes x rows x head_dim; the query rotated in place of its first plane, the key and value stored in a flat
+ * cache of rows slots; unit norm weights). */
+extern "C" cq_status cq_cuda_op_geglu_planes(float *y, const float *yp, const float *up, int n, int planes, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dy, *du;
+    const size_t bytes = (size_t)planes * n * 4;
+    cq_status s;
+    if ((s = dev_copy(&ds, yp, bytes, (void **)&dy, err)) || (s = dev_copy(&ds, up, bytes, (void **)&du, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    geglu_kernel<<<blocks_for((size_t)n, 256), 256>>>(dy, du, (size_t)n, 0, planes);
+    cudaError_t e = cudaMemcpy(y, dy, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "geglu planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_addnorm_planes(float *x, float *xn, const float *o, const float *w_post,
+                                               const float *w_next, int rows, int n, float eps, int planes,
+                                               cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    dev_set ds = {{0}, 0};
+    float *dx, *dxn, *dout, *dwp, *dwn;
+    const size_t rn = (size_t)rows * n;
+    cq_status s;
+    if ((s = dev_copy(&ds, x, rn * 4, (void **)&dx, err)) || (s = dev_copy(&ds, NULL, rn * 4, (void **)&dxn, err)) ||
+        (s = dev_copy(&ds, o, (size_t)planes * rn * 4, (void **)&dout, err)) ||
+        (s = dev_copy(&ds, w_post, (size_t)n * 4, (void **)&dwp, err)) ||
+        (s = dev_copy(&ds, w_next, (size_t)n * 4, (void **)&dwn, err))) {
+        dev_free(&ds);
+        return s;
+    }
+    addnorm_kernel<<<rows, 256>>>(dx, dout, dwp, dwn, dxn, n, eps, planes);
+    cudaError_t e = cudaMemcpy(x, dx, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(xn, dxn, rn * 4, cudaMemcpyDeviceToHost);
+    dev_free(&ds);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "addnorm planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
+extern "C" cq_status cq_cuda_op_qk_store_planes(const float *q, const float *k, const float *v, int rows, int head_dim,
+                                                int32_t pos0, float base, int planes, float *q_out, float *k_out,
+                                                float *v_out, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    const int half = head_dim / 2;
+    const size_t rn = (size_t)rows * head_dim, pb = (size_t)planes * rn * 4;
+    double *freq = (double *)malloc((size_t)half * sizeof(double));
+    float *ones = (float *)malloc((size_t)head_dim * sizeof(float));
+    if (!freq || !ones) {
+        free(freq), free(ones);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    rope_freqs(freq, head_dim, base, 1.0f);
+    for (int i = 0; i < head_dim; i++) ones[i] = 1.0f;
+    dev_set ds = {{0}, 0};
+    float *dq, *dk, *dv, *dw, *kc, *vc;
+    double *df;
+    int32_t *dpos;
+    cq_status s;
+    if ((s = dev_copy(&ds, q, pb, (void **)&dq, err)) || (s = dev_copy(&ds, k, pb, (void **)&dk, err)) ||
+        (s = dev_copy(&ds, v, pb, (void **)&dv, err)) ||
+        (s = dev_copy(&ds, ones, (size_t)head_dim * 4, (void **)&dw, err)) ||
+        (s = dev_copy(&ds, freq, (size_t)half * 8, (void **)&df, err)) ||
+        (s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
+        (s = dev_copy(&ds, NULL, rn * 4, (void **)&kc, err)) || (s = dev_copy(&ds, NULL, rn * 4, (void **)&vc, err))) {
+        dev_free(&ds);
+        free(freq), free(ones);
+        return s;
+    }
+    batch_rows br = NO_ROWS; /* no rows' own positions or caches: the planes only */
+    br.planes = planes;
+    /* a ring of rows slots: position pos0 + t at slot (pos0 + t) % rows */
+    qk_norm_rope_store_kernel<float><<<rows * 2, half>>>(dq, dk, dv, dw, dw, NULL, NULL, NULL, df, kc, vc, 1, 1,
+                                                         head_dim, dpos, NULL, rows, 1, 0.0f, br);
+    float *hk = (float *)malloc(2 * rn * 4);
+    cudaError_t e = hk ? cudaMemcpy(q_out, dq, rn * 4, cudaMemcpyDeviceToHost) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) e = cudaMemcpy(hk, kc, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(hk + rn, vc, rn * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        for (int t = 0; t < rows; t++) {
+            const size_t slot = (size_t)((pos0 + t) % rows) * head_dim;
+            memcpy(k_out + (size_t)t * head_dim, hk + slot, (size_t)head_dim * 4);
+            memcpy(v_out + (size_t)t * head_dim, hk + rn + slot, (size_t)head_dim * 4);
+        }
+    free(hk);
+    dev_free(&ds);
+    free(freq), free(ones);
+    if (e != cudaSuccess) return cq_err_set(err, CQ_ERR_DEVICE, "qk store planes: %s", cudaGetErrorString(e));
+    return CQ_OK;
+}
+
 extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys,
-                                          int head_dim, int window, float scale, float softcap, float *out,
-                                          cq_err *err) {
+                                          int head_dim, int window, float scale, float softcap, bool kv_bf16,
+                                          float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q > n_keys)
         return cq_err_set(err, CQ_ERR_INVALID, "attention test: bad shape");
     const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2);
     dev_set ds = {{0}, 0};
-    float *dq, *dk, *dv, *dp, *dout;
+    float *dq, *dp, *dout;
+    void *dk, *dv;
     int32_t pos0 = n_keys - n_q, *dpos;
     cq_status s;
     if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n_keys * head_dim * 4, (void **)&dk, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n_keys * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n_keys * head_dim, kv_bf16, &dk, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n_keys * head_dim, kv_bf16, &dv, err)) ||
         (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
         (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err))) {
         dev_free(&ds);
         return s;
     }
-    cq_cuda_model tmp; /* attention() only uses the stream */
+    cq_cuda_model tmp; /* attention() only uses the stream, cuBLAS and (bf16) the float scratch */
     memset(&tmp, 0, sizeof tmp);
     float *dsc = NULL;
     const size_t sc_floats = (size_t)n_q * n_keys;
-    if (n_q > 1 && n_keys <= ATT_GEMM_MAX_KEYS) /* the cuBLAS path, as a prefill chunk takes it */
+    if (n_q > 1 && n_keys <= ATT_GEMM_MAX_KEYS) { /* the cuBLAS path, as a prefill chunk takes it */
         s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err);
+        if (!s && kv_bf16) s = dev_copy(&ds, NULL, 2 * (size_t)n_keys * head_dim * 4, (void **)&tmp.kv_scratch, err);
+        tmp.kv_scratch_keys = n_keys;
+    }
     if (!s && cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, NULL, 0,
-                      window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap, err);
+        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+                      NOT_PACKED, 0, window > 0 && n_keys > window ? window : n_keys, window, n_keys, 0, scale, softcap,
+                      err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);
@@ -2588,8 +3125,8 @@ extern "C" cq_status cq_cuda_op_attention(const float *q, const float *k, const 
 }
 
 extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
-                                                 int head_dim, int window, float scale, float softcap, float *out,
-                                                 cq_err *err) {
+                                                 int head_dim, int window, float scale, float softcap, bool kv_bf16,
+                                                 float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     if (head_dim % 64 || head_dim > 32 * MAX_HD_PER_LANE || n_keys < 1 || n_head < 1)
         return cq_err_set(err, CQ_ERR_INVALID, "decode attention test: bad shape");
@@ -2604,15 +3141,17 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     }
     for (size_t i = 0; i < hd; i++) ones[i] = 1.0f;
     dev_set ds = {{0}, 0};
-    float *dq, *dkc, *dvc, *dkn, *dvn, *dw, *dpart, *dout;
+    float *dq, *dkn, *dvn, *dw, *dpart, *dout;
+    void *dkc, *dvc;
     double *dfreq;
     int32_t *dpos;
     unsigned *dcount;
     cq_status s;
+    const size_t ek = kv_bf16 ? sizeof(bf16) : sizeof(float);
     if ((s = dev_copy(&ds, &pos, sizeof pos, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, q, n_head * hd * f, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n_keys * hd * f, (void **)&dkc, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n_keys * hd * f, (void **)&dvc, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n_keys * hd, kv_bf16, &dkc, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n_keys * hd, kv_bf16, &dvc, err)) ||
         (s = dev_copy(&ds, k + (size_t)pos * hd, hd * f, (void **)&dkn, err)) ||
         (s = dev_copy(&ds, v + (size_t)pos * hd, hd * f, (void **)&dvn, err)) ||
         (s = dev_copy(&ds, ones, hd * f, (void **)&dw, err)) ||
@@ -2625,11 +3164,12 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
         return s;
     }
     cudaError_t e = cudaMemset(dcount, 0, (size_t)n_head * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(dkc + (size_t)pos * hd, 0xff, hd * f); /* NaN: the slot must not be read */
+    if (e == cudaSuccess) /* NaN (float or bf16): the slot must not be read */
+        e = cudaMemset((char *)dkc + (size_t)pos * hd * ek, 0xff, hd * ek);
     if (e == cudaSuccess) {
-        dec_attention_for(head_dim)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(dq, dkn, dvn, dw, dw, NULL, NULL, NULL, dfreq, dkc, dvc, dpart,
-                                                                      dcount, dout, n_head, 1, head_dim, dpos, window,
-                                                                      n_keys, 0, scale, softcap, 1e-6f);
+        dec_attention_for(head_dim, kv_bf16)<<<dim3(n_head, splits), 32 * ATT_WARPS>>>(
+            dq, dkn, dvn, dw, dw, NULL, NULL, NULL, dfreq, dkc, dvc, dpart, dcount, dout, n_head, 1, head_dim, dpos,
+            window, n_keys, 0, scale, softcap, 1e-6f);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpy(out, dout, n_head * hd * f, cudaMemcpyDeviceToHost);
@@ -2664,6 +3204,70 @@ extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float 
     return s;
 }
 
+extern "C" cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n < 1) return cq_err_set(err, CQ_ERR_INVALID, "logits of %d rows", n);
+    cq_cuda_model tmp; /* what rows_logits reads: the output matrix, the grid, the stream */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.m = m;
+    dmat emb = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx = NULL, *dy = NULL;
+    const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    cq_status s = upload_q8(&m->output, &tmp.emb_q, &tmp.emb_d, err);
+    if (!s && !tmp.emb_q) s = upload_matrix(&m->output, &emb, err);
+    tmp.token_embd = tmp.output = emb.w;
+    tmp.logit_blocks = 1024;
+    if (!s && rows_logits_smem((int)d) > 48 * 1024) {
+        const void *rk = tmp.emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
+        cudaError_t e = cudaFuncSetAttribute(rk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)rows_logits_smem((int)d));
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits rows: %s", cudaGetErrorString(e));
+    }
+    if (!s) s = dev_copy(&ds, x, (size_t)n * d * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)n * V * 4, (void **)&dy, err);
+    if (!s) s = rows_logits(&tmp, dx, n, dy, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, dy, (size_t)n * V * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits rows: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    return s;
+}
+
+extern "C" cq_status cq_cuda_op_logits_gemm(const cq_gemma *m, const float *x, int n, int planes, float *y,
+                                            cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n < 1 || planes < 1 || planes > 3)
+        return cq_err_set(err, CQ_ERR_INVALID, "logits GEMM of %d rows in %d planes (1 to 3)", n, planes);
+    cq_cuda_model tmp; /* what gemm_logits reads: the output matrix's bf16 copy, cuBLAS, the stream */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.m = m;
+    dec_batch b;
+    memset(&b, 0, sizeof b);
+    b.logit_planes = planes;
+    cublasStatus_t bs = cublasCreate(&tmp.blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) return cq_err_set(err, CQ_ERR_DEVICE, "cuBLAS: status %d", (int)bs);
+    dmat emb = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx = NULL;
+    const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    cq_status s = upload_matrix(&m->output, &emb, err);
+    tmp.output = emb.w;
+    if (!s) s = dev_copy(&ds, x, (size_t)n * d * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * n * d * sizeof(bf16), (void **)&b.xb, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * n * V * 4, (void **)&b.logits, err);
+    if (!s) s = gemm_logits(&tmp, &b, dx, n, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(y, b.logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits GEMM: %s", cudaGetErrorString(e));
+    }
+    dev_free(&ds);
+    cudaFree(emb.w);
+    cublasDestroy(tmp.blas);
+    return s;
+}
+
 extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     cq_cuda_model tmp;
@@ -2691,42 +3295,97 @@ extern "C" cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_t
     return s;
 }
 
+extern "C" cq_status cq_cuda_op_matmul_planes(const cq_wmat *w, const float *x, int n_tokens, int planes, float *y,
+                                              cq_err *err) {
+    if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
+    if (n_tokens < 1 || planes < 1 || planes > 3)
+        return cq_err_set(err, CQ_ERR_INVALID, "matmul of %d rows in %d planes (1 to 3)", n_tokens, planes);
+    const size_t nx = (size_t)n_tokens * w->cols, ny = (size_t)n_tokens * w->rows;
+    float *host = (float *)malloc((size_t)planes * ny * sizeof(float));
+    if (!host) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_cuda_model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    cublasStatus_t bs = cublasCreate(&tmp.blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        free(host);
+        return cq_err_set(err, CQ_ERR_DEVICE, "cuBLAS: status %d", (int)bs);
+    }
+    dmat dw = {NULL, 0, 0};
+    dev_set ds = {{0}, 0};
+    float *dx, *dy;
+    bf16 *dxb;
+    cq_status s = upload_matrix(w, &dw, err);
+    if (!s) s = dev_copy(&ds, x, nx * 4, (void **)&dx, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * nx * sizeof(bf16), (void **)&dxb, err);
+    if (!s) s = dev_copy(&ds, NULL, (size_t)planes * ny * 4, (void **)&dy, err);
+    if (!s) s = to_planes(&tmp, dx, dxb, nx, planes, err);
+    if (!s) s = gemm(&tmp, &dw, dxb, planes * n_tokens, dy, err);
+    if (!s) {
+        cudaError_t e = cudaMemcpy(host, dy, (size_t)planes * ny * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "matmul planes: %s", cudaGetErrorString(e));
+    }
+    if (!s) /* the planes summed in plane_sum's order */
+        for (size_t i = 0; i < ny; i++) {
+            float v = host[i];
+            for (int p = 1; p < planes; p++) v += host[(size_t)p * ny + i];
+            y[i] = v;
+        }
+    dev_free(&ds);
+    cudaFree(dw.w);
+    cublasDestroy(tmp.blas);
+    free(host);
+    return s;
+}
+
 extern "C" cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                                  int n_prompts, int n_q, int head_dim, int window, float scale,
-                                                 float softcap, bool gemm_path, float *out, cq_err *err) {
+                                                 float softcap, bool gemm_path, bool kv_bf16, const int32_t *pre_len,
+                                                 float *out, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     const int32_t n = starts[n_prompts], pos0 = n - n_q;
     if (head_dim % 32 || head_dim > 32 * MAX_HD_PER_LANE || n_q < 1 || n_q > n || n_q > CQ_CUDA_BATCH)
         return cq_err_set(err, CQ_ERR_INVALID, "packed attention test: bad shape");
-    int32_t *first = (int32_t *)malloc((size_t)n_q * sizeof(int32_t));
+    int32_t *first = (int32_t *)malloc((size_t)n_q * 3 * sizeof(int32_t)), *pstart = first + n_q, *plen = first + 2 * n_q;
     if (!first) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (int t = 0, p = 0; t < n_q; t++) { /* the start of each query's prompt */
+    int32_t key0 = n;
+    for (int t = 0, p = 0; t < n_q; t++) { /* the start of each query's prompt, and its shared prefix */
         while (starts[p + 1] <= pos0 + t) p++;
         first[t] = starts[p];
+        int l = p; /* the leader: the nearest prompt before stored whole */
+        while (l > 0 && pre_len && pre_len[l]) l--;
+        plen[t] = pre_len ? pre_len[p] : 0, pstart[t] = plen[t] ? starts[l] : 0;
+        const int32_t need = plen[t] ? pstart[t] : first[t]; /* the earliest row the query reads */
+        key0 = need < key0 ? need : key0;
     }
-    const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - first[0]);
+    const size_t part_floats = (size_t)n_q * 64 * (head_dim + 2), sc_floats = (size_t)n_q * (n - key0);
     dev_set ds = {{0}, 0};
-    float *dq, *dk, *dv, *dp, *dout, *dsc = NULL;
-    int32_t *dpos, *dfirst;
+    float *dq, *dp, *dout, *dsc = NULL;
+    void *dk, *dv;
+    int32_t *dpos, *dfirst, *dpstart, *dplen;
     cq_status s;
+    cq_cuda_model tmp; /* attention() only uses the stream, cuBLAS and (bf16) the float scratch */
+    memset(&tmp, 0, sizeof tmp);
     if ((s = dev_copy(&ds, &pos0, sizeof pos0, (void **)&dpos, err)) ||
         (s = dev_copy(&ds, first, (size_t)n_q * sizeof(int32_t), (void **)&dfirst, err)) ||
+        (s = dev_copy(&ds, pstart, (size_t)n_q * sizeof(int32_t), (void **)&dpstart, err)) ||
+        (s = dev_copy(&ds, plen, (size_t)n_q * sizeof(int32_t), (void **)&dplen, err)) ||
         (s = dev_copy(&ds, q, (size_t)n_q * head_dim * 4, (void **)&dq, err)) ||
-        (s = dev_copy(&ds, k, (size_t)n * head_dim * 4, (void **)&dk, err)) ||
-        (s = dev_copy(&ds, v, (size_t)n * head_dim * 4, (void **)&dv, err)) ||
+        (s = dev_copy_kv(&ds, k, (size_t)n * head_dim, kv_bf16, &dk, err)) ||
+        (s = dev_copy_kv(&ds, v, (size_t)n * head_dim, kv_bf16, &dv, err)) ||
         (s = dev_copy(&ds, NULL, part_floats * 4, (void **)&dp, err)) ||
         (s = dev_copy(&ds, NULL, (size_t)n_q * head_dim * 4, (void **)&dout, err)) ||
-        (gemm_path && (s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err)))) {
+        (gemm_path && (s = dev_copy(&ds, NULL, sc_floats * 4, (void **)&dsc, err))) ||
+        (gemm_path && kv_bf16 && (s = dev_copy(&ds, NULL, 2 * (size_t)n * head_dim * 4, (void **)&tmp.kv_scratch, err)))) {
         dev_free(&ds);
         free(first);
         return s;
     }
-    cq_cuda_model tmp; /* attention() only uses the stream and cuBLAS */
-    memset(&tmp, 0, sizeof tmp);
+    tmp.kv_scratch_keys = tmp.kv_scratch ? n : 0;
     if (cublasCreate(&tmp.blas) != CUBLAS_STATUS_SUCCESS) s = cq_err_set(err, CQ_ERR_DEVICE, "cublasCreate");
     if (!s)
-        s = attention(&tmp, dq, dk, dv, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0, dfirst,
-                      first[0], window > 0 && n > window ? window : n, window, n, 0, scale, softcap, err);
+        s = attention(&tmp, dq, dk, dv, kv_bf16, dp, part_floats, dsc, sc_floats, dout, n_q, 1, 1, head_dim, dpos, pos0,
+                      packed_keys{dfirst, dpstart, dplen}, key0, window > 0 && n > window ? window : n, window, n, 0,
+                      scale, softcap, err);
     if (tmp.blas) cublasDestroy(tmp.blas);
     cudaError_t e = cudaMemcpy(out, dout, (size_t)n_q * head_dim * 4, cudaMemcpyDeviceToHost);
     dev_free(&ds);

@@ -15,6 +15,10 @@ cq_status cq_cuda_model_set_lora(cq_cuda_model *cm, const cq_lora *lora, cq_err 
     (void)cm, (void)lora;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_model_set_kv_bf16(cq_cuda_model *cm, bool on, cq_err *err) {
+    (void)cm, (void)on;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_seq_new(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_seq **out, cq_err *err) {
     (void)cm, (void)max_tokens;
     *out = NULL;
@@ -27,8 +31,9 @@ cq_status cq_cuda_seq_new_packed(cq_cuda_model *cm, int32_t max_tokens, cq_cuda_
     return NO_CUDA(err);
 }
 cq_status cq_cuda_score_packed(cq_cuda_seq *s, const int32_t *tokens, const int32_t *starts, size_t n,
-                               const int32_t *ids, int n_ids, float *out, cq_err *err) {
-    (void)s, (void)tokens, (void)starts, (void)n, (void)ids, (void)n_ids, (void)out;
+                               const int32_t *ids, int n_ids, int32_t min_share, int64_t *shared, float *out,
+                               cq_err *err) {
+    (void)s, (void)tokens, (void)starts, (void)n, (void)ids, (void)n_ids, (void)min_share, (void)shared, (void)out;
     return NO_CUDA(err);
 }
 cq_status cq_cuda_eval(cq_cuda_seq *s, const int32_t *tokens, size_t n, int32_t pos, float *logits, bool all_logits,
@@ -91,13 +96,16 @@ cq_status cq_cuda_op_swiglu(float *y, const float *u, int n, cq_err *err) {
     return NO_CUDA(err);
 }
 cq_status cq_cuda_op_attention(const float *q, const float *k, const float *v, int n_q, int n_keys, int head_dim,
-                               int window, float scale, float softcap, float *out, cq_err *err) {
+                               int window, float scale, float softcap, bool kv_bf16, float *out, cq_err *err) {
+    (void)kv_bf16;
     (void)q, (void)k, (void)v, (void)n_q, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
     (void)out;
     return NO_CUDA(err);
 }
 cq_status cq_cuda_op_decode_attention(const float *q, int n_head, const float *k, const float *v, int n_keys,
-                                      int head_dim, int window, float scale, float softcap, float *out, cq_err *err) {
+                                      int head_dim, int window, float scale, float softcap, bool kv_bf16, float *out,
+                                      cq_err *err) {
+    (void)kv_bf16;
     (void)q, (void)n_head, (void)k, (void)v, (void)n_keys, (void)head_dim, (void)window, (void)scale, (void)softcap;
     (void)out;
     return NO_CUDA(err);
@@ -106,13 +114,42 @@ cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err 
     (void)m, (void)x, (void)y;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, int n, float *y, cq_err *err) {
+    (void)m, (void)x, (void)n, (void)y;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_logits_gemm(const cq_gemma *m, const float *x, int n, int planes, float *y, cq_err *err) {
+    (void)m, (void)x, (void)n, (void)planes, (void)y;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_matmul(const cq_wmat *w, const float *x, int n_tokens, float *y, cq_err *err) {
     (void)w, (void)x, (void)n_tokens, (void)y;
     return NO_CUDA(err);
 }
+cq_status cq_cuda_op_matmul_planes(const cq_wmat *w, const float *x, int n_tokens, int planes, float *y, cq_err *err) {
+    (void)w, (void)x, (void)n_tokens, (void)planes, (void)y;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_geglu_planes(float *y, const float *yp, const float *up, int n, int planes, cq_err *err) {
+    (void)y, (void)yp, (void)up, (void)n, (void)planes;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_addnorm_planes(float *x, float *xn, const float *o, const float *w_post, const float *w_next,
+                                    int rows, int n, float eps, int planes, cq_err *err) {
+    (void)x, (void)xn, (void)o, (void)w_post, (void)w_next, (void)rows, (void)n, (void)eps, (void)planes;
+    return NO_CUDA(err);
+}
+cq_status cq_cuda_op_qk_store_planes(const float *q, const float *k, const float *v, int rows, int head_dim,
+                                     int32_t pos0, float base, int planes, float *q_out, float *k_out, float *v_out,
+                                     cq_err *err) {
+    (void)q, (void)k, (void)v, (void)rows, (void)head_dim, (void)pos0, (void)base, (void)planes;
+    (void)q_out, (void)k_out, (void)v_out;
+    return NO_CUDA(err);
+}
 cq_status cq_cuda_op_attention_packed(const float *q, const float *k, const float *v, const int32_t *starts,
                                       int n_prompts, int n_q, int head_dim, int window, float scale, float softcap,
-                                      bool gemm_path, float *out, cq_err *err) {
+                                      bool gemm_path, bool kv_bf16, const int32_t *pre_len, float *out, cq_err *err) {
+    (void)kv_bf16, (void)pre_len;
     (void)q, (void)k, (void)v, (void)starts, (void)n_prompts, (void)n_q, (void)head_dim, (void)window, (void)scale;
     (void)softcap, (void)gemm_path, (void)out;
     return NO_CUDA(err);

@@ -563,12 +563,14 @@ int main(int argc, char **argv) {
                    100.0 * wb / step / 1e9 / copy, copy * 1e9 / wb);
         }
         /* the layout of cq_cuda_seq_new: local layers a ring of window + batch slots, global ones every position */
-        const double ctx = 32768, kv_tok = 2.0 * info->n_head_kv * info->head_dim * sizeof(float);
+        const char *kv16 = getenv("CLAUSEQA_KV_BF16"); /* the cache's type (cq_cuda_model_set_kv_bf16) */
+        const bool bf = kv16 && *kv16 && strcmp(kv16, "0");
+        const double ctx = 32768, kv_tok = 2.0 * info->n_head_kv * info->head_dim * (bf ? 2 : sizeof(float));
         const double ring = info->sliding_window + CQ_CUDA_BATCH < ctx ? info->sliding_window + CQ_CUDA_BATCH : ctx;
         const int n_local = info->n_layer - info->n_global_layers;
-        printf("KV cache at a 32k context (float32 K and V): global %d x %.0f x %.0f B = %.1f MiB, local %d x %.0f "
+        printf("KV cache at a 32k context (%s K and V): global %d x %.0f x %.0f B = %.1f MiB, local %d x %.0f "
                "slots x %.0f B = %.1f MiB\n",
-               info->n_global_layers, ctx, kv_tok, info->n_global_layers * ctx * kv_tok / 1048576.0, n_local, ring,
+               bf ? "bf16, CLAUSEQA_KV_BF16" : "float32", info->n_global_layers, ctx, kv_tok, info->n_global_layers * ctx * kv_tok / 1048576.0, n_local, ring,
                kv_tok, n_local * ring * kv_tok / 1048576.0);
     }
     free(all);

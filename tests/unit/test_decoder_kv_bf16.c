@@ -2,7 +2,8 @@
  * model: fixed dev prompts (the Chinese and English perplexity texts of tests/data/decoder, 300 tokens each, and a
  * relevance prompt of the reranker's shape) fed with the cache in float and with its values rounded to bf16, then 16
  * greedy steps teacher-forced with the float run's tokens; every logit of the prompt's last position and of each step
- * compared. Also the rounding itself (cq_op_round_bf16: nearest even, the CUDA __float2bfloat16_rn). */
+ * compared. Also the rounding itself (cq_op_round_bf16: nearest even, the CUDA __float2bfloat16_rn), and the bf16
+ * planes of the CUDA batched step's products (cq_op_bf16_planes, issue 31): three hold a float exactly. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +32,46 @@ static void test_round(void **state) {
     assert_true(y[2] == 1.015625f);
     assert_true(fabsf(y[3] - x[3]) <= fabsf(x[3]) * 0x1p-8f);
     for (int i = 0; i < 6; i++) assert_true(y[i] == cq_bf16_to_f32(cq_f32_to_bf16(y[i]))); /* representable */
+}
+
+/* The batched step's activations as bf16 planes (the C twin of to_planes_kernel): 3 planes sum to x bit for bit over
+ * 2^20 floats of every exponent from 2^-100 to 2^100 and both signs (random mantissas, ties and all-ones mantissas
+ * among them), 2 planes within 2^-17 |x|, 1 plane is cq_op_round_bf16; every plane a bf16 value. */
+static void test_planes(void **state) {
+    (void)state;
+    const size_t n = 1 << 20;
+    float *x = malloc(n * 4), *p = malloc(3 * n * 4), *r = malloc(n * 4);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint32_t mant = (uint32_t)(s >> 20) & 0x7fffffu;
+        if (i % 7 == 0) mant = 0x7fffffu;                  /* all ones: rounds up through every plane */
+        if (i % 11 == 0) mant = (mant & ~0xffffu) | 0x8000u; /* a tie at bf16's last bit */
+        const uint32_t e = 127 - 100 + (uint32_t)((s >> 8) % 201), bits = ((uint32_t)(s & 1) << 31) | (e << 23) | mant;
+        memcpy(&x[i], &bits, 4);
+    }
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = 1.0f;
+    size_t exact = 0, within = 0;
+    double worst2 = 0;
+    cq_op_bf16_planes(p, x, n, 3);
+    for (size_t i = 0; i < n; i++) {
+        exact += (p[i] + p[n + i]) + p[2 * n + i] == x[i];
+        for (int k = 0; k < 3; k++) assert_true(p[k * n + i] == cq_bf16_to_f32(cq_f32_to_bf16(p[k * n + i])));
+    }
+    cq_op_bf16_planes(p, x, n, 2);
+    for (size_t i = 0; i < n; i++) {
+        const double rel = x[i] != 0 ? fabs((double)x[i] - ((double)p[i] + p[n + i])) / fabs((double)x[i]) : 0;
+        within += rel <= 0x1p-17;
+        worst2 = rel > worst2 ? rel : worst2;
+    }
+    cq_op_bf16_planes(p, x, n, 1);
+    cq_op_round_bf16(r, x, n);
+    assert_memory_equal(p, r, n * 4);
+    fprintf(stderr, "  bf16 planes of %zu floats: 3 planes exact for %zu, 2 planes within 2^-17 for %zu (worst %.2e)\n",
+            n, exact, within, worst2);
+    assert_true(exact == n);
+    assert_true(within == n);
+    free(x), free(p), free(r);
 }
 
 static char *read_text(const char *name) {
@@ -149,6 +190,7 @@ static void test_logits(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round),
+        cmocka_unit_test(test_planes),
         cmocka_unit_test(test_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

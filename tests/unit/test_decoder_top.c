@@ -4,6 +4,7 @@
  * the sequence's limit), and its stats. The CUDA kernels are compared with cq_top_from_logits in
  * test_decoder_cuda.c. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,9 +154,78 @@ static void test_eval_top_cpu(void **state) {
     assert_string_equal(cq_decoder_phase_name(CQ_DECODER_DECODE_WAIT), "decode_wait");
 }
 
+/* Decode steps of several threads at once go through the decoder's batcher (on the CPU one after another, on CUDA
+ * one batched forward): each row's candidates and log-sum-exp must be the ones the same sequence gets stepping
+ * alone (issue 31: on CUDA the batched step's log-sum-exp was up to 1.3 off batch 1's; test_decoder_cuda.c checks
+ * that path on a GPU). Bit for bit on the CPU. */
+#define STEP_THREADS 4
+#define STEP_COUNT 6
+typedef struct {
+    cq_decoder_seq *s;
+    int index;
+    cq_top out[STEP_COUNT];
+    cq_status st;
+} step_job;
+
+static void *step_main(void *arg) {
+    step_job *j = arg;
+    cq_err err = {0};
+    const int32_t V = cq_decoder_get_info(dec)->n_vocab;
+    const cq_top_request req = {8, 2, {5, 300}};
+    for (int k = 0; k < STEP_COUNT && !j->st; k++) {
+        const int32_t t = 300 + (int32_t)((unsigned)(j->index * 7919 + k * 104729) % (unsigned)(V - 300));
+        j->st = cq_decoder_eval_top(j->s, &t, 1, &req, &j->out[k], &err);
+    }
+    return NULL;
+}
+
+static void test_concurrent_steps_lse_cpu(void **state) {
+    (void)state;
+    cq_err err = {0};
+    const int32_t V = cq_decoder_get_info(dec)->n_vocab;
+    step_job alone[STEP_THREADS], together[STEP_THREADS];
+    for (int pass = 0; pass < 2; pass++) {
+        step_job *jobs = pass ? together : alone;
+        for (int i = 0; i < STEP_THREADS; i++) {
+            int32_t p[40];
+            const int len = 8 + 9 * i;
+            for (int t = 0; t < len; t++)
+                p[t] = t == 0 ? 2 : 300 + (int32_t)((unsigned)(i * 31 + t * 7919) % (unsigned)(V - 300));
+            memset(&jobs[i], 0, sizeof jobs[i]);
+            jobs[i].index = i;
+            assert_int_equal(cq_decoder_seq_new(dec, len + STEP_COUNT, &jobs[i].s, &err), CQ_OK);
+            assert_int_equal(cq_decoder_eval(jobs[i].s, p, (size_t)len, NULL, false, &err), CQ_OK);
+        }
+        if (!pass) {
+            for (int i = 0; i < STEP_THREADS; i++) step_main(&jobs[i]);
+        } else {
+            pthread_t th[STEP_THREADS];
+            for (int i = 0; i < STEP_THREADS; i++)
+                assert_int_equal(pthread_create(&th[i], NULL, step_main, &jobs[i]), 0);
+            for (int i = 0; i < STEP_THREADS; i++) pthread_join(th[i], NULL);
+        }
+    }
+    for (int i = 0; i < STEP_THREADS; i++) {
+        assert_int_equal(alone[i].st, CQ_OK);
+        assert_int_equal(together[i].st, CQ_OK);
+        for (int k = 0; k < STEP_COUNT; k++) {
+            const cq_top *a = &alone[i].out[k], *b = &together[i].out[k];
+            assert_true(a->lse == b->lse); /* per row: the normalizer of that row's own logits */
+            assert_memory_equal(a->top_ids, b->top_ids, 8 * sizeof(int32_t));
+            assert_memory_equal(a->top_logits, b->top_logits, 8 * sizeof(float));
+            assert_memory_equal(a->id_logits, b->id_logits, 2 * sizeof(float));
+        }
+        /* rows differ from each other: a mixed-up row would not pass by chance */
+        if (i) assert_true(alone[i].out[0].lse != alone[0].out[0].lse);
+        cq_decoder_seq_free(alone[i].s);
+        cq_decoder_seq_free(together[i].s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest plain[] = {cmocka_unit_test(test_top_reference)};
-    const struct CMUnitTest model[] = {cmocka_unit_test(test_eval_top_cpu)};
+    const struct CMUnitTest model[] = {cmocka_unit_test(test_eval_top_cpu),
+                                        cmocka_unit_test(test_concurrent_steps_lse_cpu)};
     int rc = cmocka_run_group_tests(plain, NULL, NULL);
     return rc | cmocka_run_group_tests(model, open_model, close_model);
 }

@@ -1275,42 +1275,27 @@ typedef void (*dec_logits_fn)(const bf16 *, int, int, dpro, float, float *, unsi
 static dec_mv_fn dec_mv_for(int cols) { DEC_PICK(dec_mv_kernel, cols) }
 static dec_geglu_fn dec_geglu_for(int cols) { DEC_PICK(dec_geglu_kernel, cols) }
 static dec_logits_fn dec_logits_for(int cols) { DEC_PICK(dec_logits_kernel, cols) }
-/* The Q8_0 logits kernel for cols (a multiple of 128 up to 128 * Q8_MAX_IT), or NULL. */
 #define Q8_MAX_IT 10
+/* The instance of a Q8_0 kernel template for cols / 128 iterations (1 .. Q8_MAX_IT), or NULL. */
+#define Q8_PICK(kernel, cols)                                                                                        \
+    if ((cols) % 128) return NULL;                                                                                   \
+    switch ((cols) / 128) {                                                                                          \
+    case 1: return kernel<1>;                                                                                        \
+    case 2: return kernel<2>;                                                                                        \
+    case 3: return kernel<3>;                                                                                        \
+    case 4: return kernel<4>;                                                                                        \
+    case 5: return kernel<5>;                                                                                        \
+    case 6: return kernel<6>;                                                                                        \
+    case 7: return kernel<7>;                                                                                        \
+    case 8: return kernel<8>;                                                                                        \
+    case 9: return kernel<9>;                                                                                        \
+    case 10: return kernel<10>;                                                                                      \
+    default: return NULL;                                                                                            \
+    }
 typedef void (*dec_logits_q8_fn)(const int8_t *, const __half *, int, int, dpro, float, float *, unsigned long long *);
-static dec_logits_q8_fn dec_logits_q8_for(int cols) {
-    if (cols % 128) return NULL;
-    switch (cols / 128) {
-    case 1: return dec_logits_q8_kernel<1>;
-    case 2: return dec_logits_q8_kernel<2>;
-    case 3: return dec_logits_q8_kernel<3>;
-    case 4: return dec_logits_q8_kernel<4>;
-    case 5: return dec_logits_q8_kernel<5>;
-    case 6: return dec_logits_q8_kernel<6>;
-    case 7: return dec_logits_q8_kernel<7>;
-    case 8: return dec_logits_q8_kernel<8>;
-    case 9: return dec_logits_q8_kernel<9>;
-    case 10: return dec_logits_q8_kernel<10>;
-    default: return NULL;
-    }
-}
+static dec_logits_q8_fn dec_logits_q8_for(int cols) { Q8_PICK(dec_logits_q8_kernel, cols) }
 typedef void (*rows_logits_q8_fn)(const int8_t *, const __half *, int, int, const float *, int, float, float *);
-static rows_logits_q8_fn rows_logits_q8_for(int cols) {
-    if (cols % 128) return NULL;
-    switch (cols / 128) {
-    case 1: return rows_logits_q8_kernel<1>;
-    case 2: return rows_logits_q8_kernel<2>;
-    case 3: return rows_logits_q8_kernel<3>;
-    case 4: return rows_logits_q8_kernel<4>;
-    case 5: return rows_logits_q8_kernel<5>;
-    case 6: return rows_logits_q8_kernel<6>;
-    case 7: return rows_logits_q8_kernel<7>;
-    case 8: return rows_logits_q8_kernel<8>;
-    case 9: return rows_logits_q8_kernel<9>;
-    case 10: return rows_logits_q8_kernel<10>;
-    default: return NULL;
-    }
-}
+static rows_logits_q8_fn rows_logits_q8_for(int cols) { Q8_PICK(rows_logits_q8_kernel, cols) }
 /* Dynamic shared memory of the Q8_0 logits kernel: the prologue's 5 cols floats, then the swizzled copy of xs. */
 static size_t q8_logits_smem(int cols) { return (size_t)6 * cols * sizeof(float); }
 typedef void (*dec_attention_fn)(const float *, const float *, const float *, const float *, const float *,

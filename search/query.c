@@ -122,6 +122,18 @@ typedef struct {
 
 static bool name_char(unsigned char c) { return isalnum(c) || c == '_' || c == '-' || c == '&'; }
 
+/* Capitalised words that name no party or document: a clause's place ("Article 44", "Section 7.2") and dates. */
+static bool is_common_capital(const char *w, size_t len) {
+    static const char *const common[] = {
+        "Article", "Articles", "Section", "Sections", "Chapter", "Part", "Clause", "Clauses", "Paragraph", "Item",
+        "Schedule", "Annex", "Appendix", "Exhibit", "January", "February", "March", "April", "May", "June", "July",
+        "August", "September", "October", "November", "December", "Monday", "Tuesday", "Wednesday", "Thursday",
+        "Friday", "Saturday", "Sunday"};
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        if (strlen(common[i]) == len && !strncasecmp(common[i], w, len)) return true;
+    return false;
+}
+
 /* An English question's proper names: words with a capital letter that neither begin a sentence nor stand inside
  * quotes, a possessive 's left out, grouped in runs of such words that only spaces part ("Consider FNHA's
  * Non-Disclosure Agreement; Does the document …" → [FNHA] [Non-Disclosure Agreement]; "between Hochschule Furtwangen
@@ -141,7 +153,8 @@ static size_t names_of(const char *q, name_word *out, size_t max) {
             while (name_char((unsigned char)q[j])) upper += isupper((unsigned char)q[j++]) != 0;
             const size_t end = j;
             while (j > i && q[j - 1] == '-') j--; /* "Mutual-" of a line break */
-            if (upper && !sentence_start && !quoted && j - i >= 2 && j - i < NAME_BYTES) {
+            if (upper && !sentence_start && !quoted && j - i >= 2 && j - i < NAME_BYTES &&
+                !is_common_capital(q + i, j - i)) {
                 if (!in_run) run++;
                 memcpy(out[n].word, q + i, j - i);
                 out[n].word[j - i] = 0;

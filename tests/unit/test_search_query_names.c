@@ -106,6 +106,9 @@ static void test_names_the_kb_holds(void **state) {
     /* words inside quotes and at a sentence's start are no names */
     expect_absent(s, kb, "Highlight the parts related to \"Uncapped Liability\" of the Agreement.", NULL);
     expect_absent(s, kb, "Zebras aside: Xylophones of the Agreement?", NULL);
+    /* a clause's place and a date are no names, even where the KB never writes them */
+    expect_absent(s, kb, "What did the Agreement say in Article 12 as of March 1, 2020?", NULL);
+    expect_absent(s, kb, "What does Schedule 2 of the JBF agreement require on Monday?", NULL);
     expect_absent(s, kb, "What does the agreement say about \xe2\x80\x9cMost Favored Nation\xe2\x80\x9d terms?", NULL);
     /* a document's title counts */
     expect_absent(s, kb, "Is the Mutual Agreement of JBF binding?", NULL);

@@ -103,26 +103,7 @@ bundle)
   SUITE=${SUITE:-../shared/eval/policy-zh-dev}
   python3 tools/dev_split.py --out "$T/val" policy-zh-dev > /dev/null
   cp "$T/val/policy-zh-dev/questions.jsonl" "$T/c/questions.jsonl"
-  python3 - "$T/val/policy-zh-dev" "$SUITE/docs" "$T/c/docs" <<'EOF2'
-import json, os, shutil, sys
-val, docs, out = sys.argv[1:]
-names = sorted(os.listdir(docs))
-by_stem = {os.path.splitext(n)[0]: n for n in names}
-pick = []
-for line in open(os.path.join(val, 'questions.jsonl'), encoding='utf-8'):
-    for g in json.loads(line).get('gold') or []:
-        n = by_stem.get(g.get('doc'))
-        if n and n not in pick:
-            pick.append(n)
-for n in names:
-    if len(pick) >= 200:
-        break
-    if n not in pick:
-        pick.append(n)
-for n in pick[:200]:
-    shutil.copy(os.path.join(docs, n), out)
-print(f'{len(pick[:200])} documents')
-EOF2
+  python3 tools/load_kb_pick.py "$T/val/policy-zh-dev" "$SUITE/docs" "$T/c/docs"
   rm -rf "$T/val" .device/cuda31/bundle.tar.xz .device/cuda31/run.sh .device/cuda31/verdict.py
   mkdir -p .device/cuda31
   ( cd "$T" && tar -cf - c | xz -9 -T1 > "$OLDPWD/.device/cuda31/bundle.tar.xz" )

@@ -57,26 +57,7 @@ bundle)
   SUITE=${SUITE:-../shared/eval/policy-zh-dev}
   python3 tools/dev_split.py --out "$T/val" policy-zh-dev > /dev/null
   cp "$T/val/policy-zh-dev/questions.jsonl" "$T/s/questions.jsonl"
-  python3 - "$T/val/policy-zh-dev" "$SUITE/docs" "$T/s/docs" <<'EOF'
-import json, os, shutil, sys
-val, docs, out = sys.argv[1:]
-names = sorted(os.listdir(docs))
-by_stem = {os.path.splitext(n)[0]: n for n in names}
-pick = []
-for line in open(os.path.join(val, 'questions.jsonl'), encoding='utf-8'):
-    for g in json.loads(line).get('gold') or []:
-        n = by_stem.get(g.get('doc'))
-        if n and n not in pick:
-            pick.append(n)
-for n in names:
-    if len(pick) >= 200:
-        break
-    if n not in pick:
-        pick.append(n)
-for n in pick[:200]:
-    shutil.copy(os.path.join(docs, n), out)
-print(f'{len(pick[:200])} documents')
-EOF
+  python3 tools/load_kb_pick.py "$T/val/policy-zh-dev" "$SUITE/docs" "$T/s/docs"
   mkdir -p .device/serve31
   # the two clauseqa binaries side by side in one xz stream of a 64 MiB dictionary: their 40 MB of data (the PDF
   # export's embedded font) are the same bytes, stored once (~46 MB in all instead of 73)

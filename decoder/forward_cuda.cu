@@ -3164,19 +3164,28 @@ extern "C" cq_status cq_cuda_op_decode_attention(const float *q, int n_head, con
     return CQ_OK;
 }
 
+/* The op twins' model of what the logits kernels read: the output matrix (Q8_0 or bf16) and the grid. */
+static cq_status logits_model(const cq_gemma *m, cq_cuda_model *tmp, dmat *emb, cq_err *err) {
+    memset(tmp, 0, sizeof *tmp);
+    tmp->m = m;
+    memset(emb, 0, sizeof *emb);
+    cq_status s = upload_q8(&m->output, &tmp->emb_q, &tmp->emb_d, err);
+    if (!s && !tmp->emb_q) s = upload_matrix(&m->output, emb, err);
+    tmp->token_embd = tmp->output = emb->w;
+    tmp->logit_blocks = 1024;
+    return s;
+}
+
+static void logits_model_free(cq_cuda_model *tmp, dmat *emb) { cudaFree(emb->w), cudaFree(tmp->emb_q), cudaFree(tmp->emb_d); }
+
 extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float *y, cq_err *err) {
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     cq_cuda_model tmp; /* what dec_logits reads: the output matrix, the grid, the stream */
-    memset(&tmp, 0, sizeof tmp);
-    tmp.m = m;
-    dmat emb = {NULL, 0, 0};
+    dmat emb;
     dev_set ds = {{0}, 0};
     float *dx = NULL, *dy = NULL;
     const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
-    cq_status s = upload_q8(&m->output, &tmp.emb_q, &tmp.emb_d, err);
-    if (!s && !tmp.emb_q) s = upload_matrix(&m->output, &emb, err);
-    tmp.token_embd = tmp.output = emb.w;
-    tmp.logit_blocks = 1024;
+    cq_status s = logits_model(m, &tmp, &emb, err);
     if (!s) s = dev_copy(&ds, x, d * 4, (void **)&dx, err);
     if (!s) s = dev_copy(&ds, NULL, V * 4, (void **)&dy, err);
     if (!s) s = dec_logits(&tmp, false, pro_copy(dx, (int)d), dy, NULL, err);
@@ -3185,7 +3194,7 @@ extern "C" cq_status cq_cuda_op_logits(const cq_gemma *m, const float *x, float 
         if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits: %s", cudaGetErrorString(e));
     }
     dev_free(&ds);
-    cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    logits_model_free(&tmp, &emb);
     return s;
 }
 
@@ -3193,16 +3202,11 @@ extern "C" cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, i
     if (!cq_cuda_available()) return cq_err_set(err, CQ_ERR_DEVICE, "no CUDA device is visible");
     if (n < 1) return cq_err_set(err, CQ_ERR_INVALID, "logits of %d rows", n);
     cq_cuda_model tmp; /* what rows_logits reads: the output matrix, the grid, the stream */
-    memset(&tmp, 0, sizeof tmp);
-    tmp.m = m;
-    dmat emb = {NULL, 0, 0};
+    dmat emb;
     dev_set ds = {{0}, 0};
     float *dx = NULL, *dy = NULL;
     const size_t d = (size_t)m->n_embd, V = (size_t)m->n_vocab;
-    cq_status s = upload_q8(&m->output, &tmp.emb_q, &tmp.emb_d, err);
-    if (!s && !tmp.emb_q) s = upload_matrix(&m->output, &emb, err);
-    tmp.token_embd = tmp.output = emb.w;
-    tmp.logit_blocks = 1024;
+    cq_status s = logits_model(m, &tmp, &emb, err);
     if (!s && rows_logits_smem((int)d) > 48 * 1024) {
         const void *rk = tmp.emb_q ? (const void *)rows_logits_q8_for((int)d) : (const void *)rows_logits_bf16_kernel;
         cudaError_t e = cudaFuncSetAttribute(rk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)rows_logits_smem((int)d));
@@ -3216,7 +3220,7 @@ extern "C" cq_status cq_cuda_op_logits_rows(const cq_gemma *m, const float *x, i
         if (e != cudaSuccess) s = cq_err_set(err, CQ_ERR_DEVICE, "logits rows: %s", cudaGetErrorString(e));
     }
     dev_free(&ds);
-    cudaFree(emb.w), cudaFree(tmp.emb_q), cudaFree(tmp.emb_d);
+    logits_model_free(&tmp, &emb);
     return s;
 }
 

@@ -191,13 +191,17 @@ static bool has_word(const char *hay, const char *word) {
     return false;
 }
 
-/* Whether KB kb_id holds word: in a document's name or title, or each of its terms with a letter in some clause
- * (the keyword index: "Non-Disclosure" is the terms non, disclosure). */
-static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, const cq_doc_info *docs, size_t n_docs,
-                          bool *holds, cq_err *err) {
+/* The KB's documents, read only when a word is in no clause (most names are: their file names need not be read). */
+typedef struct {
+    cq_doc_info *docs;
+    size_t n;
+    bool read;
+} kb_docs;
+
+/* Whether KB kb_id holds word: each of its terms with a letter in some clause (the keyword index: "Non-Disclosure" is
+ * the terms non, disclosure), or the word in a document's name or title. */
+static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, kb_docs *docs, bool *holds, cq_err *err) {
     *holds = true;
-    for (size_t d = 0; d < n_docs; d++)
-        if (has_word(docs[d].name, word) || has_word(docs[d].title, word)) return CQ_OK;
     char **terms = NULL;
     size_t n_terms = 0;
     if (terms_of(word, &terms, &n_terms)) {
@@ -217,6 +221,10 @@ static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, const cq
         if (!rc && !found) *holds = false;
     }
     terms_free(terms, n_terms);
+    if (rc || *holds) return rc;
+    if (!docs->read && !(rc = cq_store_doc_list(s, kb_id, &docs->docs, &docs->n, err))) docs->read = true;
+    for (size_t d = 0; d < docs->n && !rc && !*holds; d++)
+        *holds = has_word(docs->docs[d].name, word) || has_word(docs->docs[d].title, word);
     return rc;
 }
 
@@ -260,15 +268,13 @@ static cq_status find_absent_titles(cq_store *s, int64_t kb_id, cq_query *q, cq_
 static cq_status find_absent_name(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
     name_word words[MAX_NAMES];
     const size_t n = names_of(q->text, words, MAX_NAMES);
-    if (!n) return CQ_OK;
-    cq_doc_info *docs = NULL;
-    size_t n_docs = 0;
-    cq_status rc = cq_store_doc_list(s, kb_id, &docs, &n_docs, err);
+    kb_docs docs = {NULL, 0, false};
+    cq_status rc = CQ_OK;
     for (size_t i = 0; i < n && !rc && !q->absent_name;) {
         size_t j = i;
         bool held = false;
         for (; j < n && words[j].run == words[i].run; j++)
-            if (!held && !rc) rc = kb_holds(s, kb_id, words[j].word, docs, n_docs, &held, err);
+            if (!held && !rc) rc = kb_holds(s, kb_id, words[j].word, &docs, &held, err);
         if (!rc && !held) {
             cq_strbuf b = {0};
             for (size_t k = i; k < j; k++) cq_strbuf_printf(&b, "%s%s", k > i ? " " : "", words[k].word);
@@ -276,7 +282,7 @@ static cq_status find_absent_name(cq_store *s, int64_t kb_id, cq_query *q, cq_er
         }
         i = j;
     }
-    cq_doc_info_free_array(docs, n_docs);
+    cq_doc_info_free_array(docs.docs, docs.n);
     return rc;
 }
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from checks import ROOT, check, finish  # noqa: E402 (tests/integration/checks.py)
+from checks import ROOT, check, finish, write_suite  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools", "decoder_train"))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import dev_split  # noqa: E402
@@ -32,17 +32,6 @@ PREPARE = os.path.join(ROOT, "tools", "decoder_train", "prepare.py")
 ZH_ITEMS = ["货款", "租金", "工资", "违约金", "保证金", "运费", "利息", "押金", "服务费", "赔偿金"]
 ZH_PARTY = ["甲公司", "乙公司", "丙公司", "丁公司", "戊公司", "己公司", "庚公司"]
 EN_ITEMS = ["rent", "fees", "royalties", "interest", "deposit", "penalty", "commission", "wages"]
-
-
-def write_suite(root, name, docs, qs):
-    d = os.path.join(root, name)
-    os.makedirs(os.path.join(d, "docs"))
-    for doc, text in docs.items():
-        with open(os.path.join(d, "docs", doc + ".txt"), "w", encoding="utf-8") as f:
-            f.write(text)
-    with open(os.path.join(d, "questions.jsonl"), "w", encoding="utf-8") as f:
-        for q in qs:
-            f.write(json.dumps(q, ensure_ascii=False) + "\n")
 
 
 def zh_suite(root, n=60):

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from checks import ROOT, check, finish  # noqa: E402 (tests/integration/checks.py)
+from checks import ROOT, check, finish, write_suite  # noqa: E402 (tests/integration/checks.py)
 sys.path.insert(0, os.path.join(ROOT, "tools", "decoder_train"))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import dev_split  # noqa: E402
@@ -34,18 +34,6 @@ import tarfile  # noqa: E402
 
 TOOL = os.path.join(ROOT, "tools", "decoder_train", "heldout_unans.py")
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
-
-
-def write_suite(root, name, docs, qs):
-    d = os.path.join(root, name)
-    os.makedirs(os.path.join(d, "docs"))
-    for doc, text in docs.items():
-        with open(os.path.join(d, "docs", doc + ".txt"), "w", encoding="utf-8") as f:
-            f.write(text)
-    with open(os.path.join(d, "questions.jsonl"), "w", encoding="utf-8") as f:
-        for q in qs:
-            f.write(json.dumps(q, ensure_ascii=False) + "\n")
-    return d
 
 
 def toy_suite(root):

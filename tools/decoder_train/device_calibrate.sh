@@ -74,7 +74,7 @@ wait
 touch ${DONE:-/tmp/calib_done}
 EOF2
   chmod +x $L/all.sh && setsid nohup $L/all.sh > $L/all.out 2>&1 < /dev/null &
-  sleep 1; echo "launched:$tags (log $L/<tag>.log; $DONE when done)" ;;
+  sleep 1; echo "launched:$tags (log $L/<tag>.log; ${DONE:-/tmp/calib_done} when done)" ;;
 collect)
   # WAIT=N: wait up to N s for $DONE first; then the runs' calib/ folders merged into $OUT/calib.tar.xz
   L=${LAUNCH_DIR:-/tmp/c26}

@@ -162,12 +162,23 @@ static bool same_item(const char *text, size_t a, size_t b) {
     return ia == ib;
 }
 
-/* How many of the question's key terms (its BM25 terms) text holds, after folding. */
+/* How many of the question's key terms (its BM25 terms) text holds, after folding; a statutory phrase of the
+ * question's expansion (search/lexicon.h: "延长工作时间" for "加班") held whole counts as one. */
 static size_t key_terms_in(const cq_query *q, const char *text) {
     char *f = cq_text_norm_key(text, strlen(text));
     size_t found = 0;
     for (size_t i = 0; f && i < q->n_terms; i++)
         if (strstr(f, q->terms[i])) found++;
+    for (const char *p = q->expansion; f && p && *p;) {
+        size_t n = strcspn(p, " ");
+        char phrase[128];
+        if (n && n < sizeof phrase) {
+            memcpy(phrase, p, n);
+            phrase[n] = 0;
+            if (strstr(f, phrase)) found++;
+        }
+        p += n + (p[n] == ' ');
+    }
     free(f);
     return found;
 }

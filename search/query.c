@@ -10,6 +10,7 @@
 #include "core/numerals.h"
 #include "core/strbuf.h"
 #include "core/utf8.h"
+#include "search/lexicon.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
 
@@ -69,9 +70,30 @@ static int terms_of(const char *text, char ***terms, size_t *n) {
     return l.failed ? -1 : 0;
 }
 
+
 static void terms_free(char **terms, size_t n) {
     for (size_t i = 0; i < n; i++) free(terms[i]);
     free(terms);
+}
+
+/* The BM25 terms of q's expansion (the lexicon's statutory phrases) that its own terms lack. */
+static int expansion_terms(cq_query *q) {
+    char **all = NULL;
+    size_t n = 0;
+    if (terms_of(q->expansion, &all, &n)) {
+        terms_free(all, n);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < q->n_terms && !dup; j++) dup = !strcmp(all[i], q->terms[j]);
+        if (dup) free(all[i]);
+        else all[kept++] = all[i];
+    }
+    q->exp_terms = all;
+    q->n_exp_terms = kept;
+    return 0;
 }
 
 /* ---- references --------------------------------------------------------------------------------------------- */
@@ -293,7 +315,9 @@ void cq_query_free(cq_query *q) {
     free(q->text);
     terms_free(q->terms, q->n_terms);
     terms_free(q->all_terms, q->n_all_terms);
+    terms_free(q->exp_terms, q->n_exp_terms);
     free(q->absent_name);
+    free(q->expansion);
     memset(q, 0, sizeof *q);
 }
 
@@ -323,6 +347,9 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
         if (out->as_of_end > out->as_of_start)
             memset(topic + out->as_of_start, ' ', out->as_of_end - out->as_of_start);
         failed |= terms_of(topic, &out->terms, &out->n_terms);
+        int lex_failed = 0;
+        out->expansion = failed ? NULL : cq_lexicon_expand(topic, &lex_failed);
+        failed |= lex_failed || (out->expansion && expansion_terms(out));
         free(topic);
     }
     failed |= terms_of(question, &out->all_terms, &out->n_all_terms);

@@ -6,6 +6,8 @@
  *     titles     the KB's documents it names (劳动法(2018-12-29), …), best first (search/router.h)
  *     terms      what BM25 searches: the words of the question without its reference ("第四十四条" says where,
  *                not what), question words and stop words removed, deduplicated
+ *     exp_terms  the BM25 terms of the statutory words for its everyday ones ("加班" → 延长工作时间:
+ *                search/lexicon.h), those terms lacks; searched with a lower weight (search/retrieve.c)
  *     all_terms  the same for the whole question, reference included: what an answer's coverage counts
  *     as_of      the day the question asks about (store/versions.h: "2020年时" → 2020-12-31, "as of 1 March
  *                2020"), or the one the request gives (cq_query_set_as_of); 0: today. Its words are not BM25 terms
@@ -49,6 +51,8 @@ typedef struct {
                             its byte span ref.start, ref.end is set; zeroed for CQ_QUERY_TOPIC */
     char **terms;        /* BM25 terms (see above), malloc'd strings */
     size_t n_terms;
+    char **exp_terms;    /* terms of the expansion (below) that terms lacks */
+    size_t n_exp_terms;
     char **all_terms;    /* terms of the whole question */
     size_t n_all_terms;
     cq_date as_of;       /* the day asked about (the last day of a period the question names), 0: today */
@@ -62,6 +66,8 @@ typedef struct {
     char *absent_name;   /* an English question's proper name that no clause of the KB mentions and no document's name
                           * or title holds ("Consider FNHA's Non-Disclosure Agreement" of a KB without FNHA's): the
                           * question is about a document the KB lacks. NULL otherwise, and without a KB */
+    char *expansion;     /* the statutory phrases for the question's everyday words (exp_terms), space-separated
+                          * ("延长工作时间 劳动者" for "员工加班费怎么算？"); NULL when none (search/lexicon.h) */
 } cq_query;
 
 /* Analyses question for KB kb_id of store s. With s NULL (and kb_id 0) only the text is analysed: no titles, and

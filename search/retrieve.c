@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "store/bm25.h"
 #include "search/compare.h"
+#include "search/lexicon.h"
 #include "search/router.h"
 #include "search/vectors.h"
 
@@ -142,6 +143,40 @@ static cq_status apply_local_prior(cq_store *s, const char *question, cq_bm25_hi
     return rc;
 }
 
+/* The lexicon's expansion (search/lexicon.h): its terms searched alone, and cq_lexicon_weight() × their score added
+ * to each clause's — to the clauses the question's own terms found, and the others appended with that share alone.
+ * *found and *doc_of (n entries) grow to hold them. */
+static cq_status add_expansion(cq_store *s, const cq_query *q, const int64_t *doc_ids, size_t n_docs, size_t want,
+                               cq_bm25_hit **found, int64_t **doc_of, size_t *n, cq_err *err) {
+    const double weight = cq_lexicon_weight();
+    if (weight <= 0.0) return CQ_OK;
+    size_t cap = want * (n_docs ? n_docs : 1), m = 0;
+    cq_bm25_hit *more = malloc(cap * sizeof *more);
+    int64_t *more_doc = malloc(cap * sizeof *more_doc);
+    cq_bm25_hit *f = realloc(*found, (*n + cap) * sizeof *f);
+    if (f) *found = f;
+    int64_t *d = f ? realloc(*doc_of, (*n + cap) * sizeof *d) : NULL;
+    if (d) *doc_of = d;
+    cq_status rc = more && more_doc && f && d ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = cq_store_keyword_bm25(s, q->kb_id, (const char *const *)q->exp_terms, q->n_exp_terms, doc_ids, n_docs,
+                                   want, more, more_doc, &m, err);
+    const size_t own = *n;
+    for (size_t i = 0; !rc && i < m; i++) {
+        size_t j = 0;
+        while (j < own && f[j].id != more[i].id) j++;
+        if (j == own) {
+            j = (*n)++;
+            f[j] = (cq_bm25_hit){.id = more[i].id, .score = 0.0};
+            d[j] = more_doc[i];
+        }
+        f[j].score += weight * more[i].score;
+    }
+    free(more);
+    free(more_doc);
+    return rc;
+}
+
 /* BM25 through the store's keyword index (store/store.h cq_store_keyword_bm25: FTS5 or postings): the query's terms
  * OR-ed; when docs are given, only their clauses (best first over all of them), with the local prior. Adds the
  * results to h after what it holds. */
@@ -158,6 +193,7 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     if (!rc && (!doc_of || (n_docs && !doc_ids))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_docs; i++) doc_ids[i] = docs[i].doc_id;
     if (!rc) rc = cq_store_keyword_bm25(s, kb_id, terms, query->n_terms, doc_ids, n_docs, want, found, doc_of, &n, err);
+    if (!rc && query->n_exp_terms) rc = add_expansion(s, query, doc_ids, n_docs, want, &found, &doc_of, &n, err);
     if (!rc) rc = apply_local_prior(s, query->text, found, doc_of, n, err);
     free(doc_of);
     free(doc_ids);

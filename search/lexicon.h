@@ -1,0 +1,27 @@
+/* Everyday words and the words statutes use for them, so that BM25 meets a lay question's clause:
+ *
+ *   "员工加班费怎么算？"  → also searched: 劳动者 延长工作时间 (劳动法 第四十四条 says "延长工作时间", never "加班")
+ *   "租房期间家具坏了，可以找房东修吗？" → 租赁 承租人 出租人
+ *
+ * A fixed table written from the terms of Chinese statutes (labour, civil code, criminal law, consumer and traffic
+ * rules) and a few English contract terms; not fitted to any question set. A lay phrase matches as a substring in
+ * Chinese and as a whole word (any case) in English; its statutory phrase is added only when the question does
+ * not already hold it. The expansion only widens what BM25 searches for (search/query.h terms): the question,
+ * its coverage terms and the answer are unchanged. CLAUSEQA_QUERY_EXPAND=0 turns it off (docs/API.md). */
+#ifndef CQ_SEARCH_LEXICON_H
+#define CQ_SEARCH_LEXICON_H
+
+/* The statutory phrases for the lay words of text, space-separated (malloc'd; NULL when none applies, when turned
+ * off, or out of memory: *failed says which of the last two). */
+char *cq_lexicon_expand(const char *text, int *failed);
+
+/* Whether the expansion is on: CLAUSEQA_QUERY_EXPAND unset, or anything but "0", "off", "no", "false". */
+int cq_lexicon_enabled(void);
+
+/* The weight of the expansion's BM25 scores against the question's own (search/retrieve.c adds weight × the
+ * expansion terms' score to a clause's): CQ_LEXICON_WEIGHT, or CLAUSEQA_QUERY_EXPAND_WEIGHT when it is a number in
+ * (0, 4]; 0 when the expansion is off. */
+#define CQ_LEXICON_WEIGHT 0.5
+double cq_lexicon_weight(void);
+
+#endif

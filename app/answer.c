@@ -12,6 +12,7 @@
 #include "core/strbuf.h"
 #include "core/text_norm.h"
 #include "core/utf8.h"
+#include "search/lexicon.h"
 
 #define DEFAULT_MIN_COVERAGE 0.25
 #define REFUSAL_COVERAGE 0.5
@@ -169,16 +170,7 @@ static size_t key_terms_in(const cq_query *q, const char *text) {
     size_t found = 0;
     for (size_t i = 0; f && i < q->n_terms; i++)
         if (strstr(f, q->terms[i])) found++;
-    for (const char *p = q->expansion; f && p && *p;) {
-        size_t n = strcspn(p, " ");
-        char phrase[128];
-        if (n && n < sizeof phrase) {
-            memcpy(phrase, p, n);
-            phrase[n] = 0;
-            if (strstr(f, phrase)) found++;
-        }
-        p += n + (p[n] == ' ');
-    }
+    if (f) found += cq_lexicon_phrases_in(q->expansion, f);
     free(f);
     return found;
 }

@@ -11,9 +11,14 @@
 #ifndef CQ_SEARCH_LEXICON_H
 #define CQ_SEARCH_LEXICON_H
 
+#include <stddef.h>
+
 /* The statutory phrases for the lay words of text, space-separated (malloc'd; NULL when none applies, when turned
  * off, or out of memory: *failed says which of the last two). */
 char *cq_lexicon_expand(const char *text, int *failed);
+
+/* How many of the space-separated phrases of expansion (cq_lexicon_expand's) text holds whole. */
+size_t cq_lexicon_phrases_in(const char *expansion, const char *text);
 
 /* Whether the expansion is on: CLAUSEQA_QUERY_EXPAND unset, or anything but "0", "off", "no", "false". */
 int cq_lexicon_enabled(void);

@@ -40,6 +40,10 @@ static void test_expand(void **state) {
     int failed = 1;
     assert_null(cq_lexicon_expand("第四十四条规定了什么？", &failed)); /* nothing lay: no expansion */
     assert_int_equal(failed, 0);
+    /* the key-term count of app/answer.c: a phrase held whole counts once */
+    assert_int_equal(cq_lexicon_phrases_in("延长工作时间 工资报酬 劳动者", "安排劳动者延长工作时间的，支付工资报酬"), 3);
+    assert_int_equal(cq_lexicon_phrases_in("延长工作时间 工资报酬", "延长工作的时间"), 0);
+    assert_int_equal(cq_lexicon_phrases_in(NULL, "延长工作时间"), 0);
 }
 
 static void test_switch(void **state) {

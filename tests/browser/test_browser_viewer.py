@@ -51,11 +51,16 @@ def main():
         q = driver.find_element(By.ID, 'question')
         q.send_keys('劳动法第四十四条规定了什么？')
         q.send_keys(Keys.ENTER)
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg.assistant .chip.cite'), 'citation chip')
+        # the answer streams and its message is drawn again when it ends: click a chip of the finished answer
+        wait(driver, lambda d: d.execute_script("return !document.querySelector('.bubble.streaming')"), 'answer done')
         chip = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg.assistant .chip.cite'), 'citation chip')
         if chip:
             chip[0].click()
         wait(driver, lambda d: 'open' in d.find_element(By.ID, 'drawer').get_attribute('class'), 'drawer opens')
-        check('the cited clause', driver.find_element(By.ID, 'drawer-title').text == '第四十四条')
+        # the drawer's clause arrives by a request of its own
+        if wait(driver, lambda d: d.find_element(By.ID, 'drawer-title').text == '第四十四条', 'the cited clause', 10):
+            check('the cited clause', True)
         page_shown(driver, 4)
         check('the page count is the document\'s', driver.find_element(By.ID, 'page-count').text == '/ 9')
         check('the clause is highlighted on its page', driver.execute_script(HIGHLIGHT_SHARE_JS) > 0.01)

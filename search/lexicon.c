@@ -144,51 +144,35 @@ static int add(char **out, size_t *len, const char *text, const char *phrase) {
     return 0;
 }
 
-/* Calls fn(phrase, ctx) for each space-separated phrase of list (phrases of 128 bytes or more skipped) until it
- * returns nonzero, which it returns. */
-static int each_phrase(const char *list, int (*fn)(const char *phrase, void *ctx), void *ctx) {
-    char phrase[128];
-    for (const char *p = list; p && *p;) {
-        size_t n = strcspn(p, " ");
-        if (n && n < sizeof phrase) {
-            memcpy(phrase, p, n);
-            phrase[n] = 0;
-            int rc = fn(phrase, ctx);
-            if (rc) return rc;
+/* The next space-separated phrase of *p into buf (phrases of sizeof buf bytes or more skipped); *p moves past it.
+ * 0 at the end of the list. */
+static int next_phrase(const char **p, char (*buf)[128]) {
+    while (*p && **p) {
+        const char *at = *p;
+        size_t n = strcspn(at, " ");
+        *p += n + (at[n] == ' ');
+        if (n && n < sizeof *buf) {
+            memcpy(*buf, at, n);
+            (*buf)[n] = 0;
+            return 1;
         }
-        p += n + (p[n] == ' ');
     }
     return 0;
 }
 
-typedef struct {
-    char **out;
-    size_t *len;
-    const char *text;
-    size_t held;
-} phrase_ctx;
-
-static int add_one(const char *phrase, void *ctx) {
-    phrase_ctx *c = ctx;
-    return add(c->out, c->len, c->text, phrase);
-}
-
 /* Adds each space-separated phrase of legal. */
 static int add_all(char **out, size_t *len, const char *text, const char *legal) {
-    phrase_ctx c = {out, len, text, 0};
-    return each_phrase(legal, add_one, &c);
-}
-
-static int count_one(const char *phrase, void *ctx) {
-    phrase_ctx *c = ctx;
-    c->held += strstr(c->text, phrase) != NULL;
+    char phrase[128];
+    for (const char *p = legal; next_phrase(&p, &phrase);)
+        if (add(out, len, text, phrase)) return -1;
     return 0;
 }
 
 size_t cq_lexicon_phrases_in(const char *expansion, const char *text) {
-    phrase_ctx c = {NULL, NULL, text, 0};
-    each_phrase(expansion, count_one, &c);
-    return c.held;
+    size_t held = 0;
+    char phrase[128];
+    for (const char *p = expansion; next_phrase(&p, &phrase);) held += strstr(text, phrase) != NULL;
+    return held;
 }
 
 char *cq_lexicon_expand(const char *text, int *failed) {

@@ -1,5 +1,6 @@
 /* Lay words → statutory words for BM25 (search/lexicon.h). */
 #include "search/lexicon.h"
+#include "core/log.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -116,7 +117,11 @@ double cq_lexicon_weight(void) {
     const char *v = getenv("CLAUSEQA_QUERY_EXPAND_WEIGHT");
     char *end = NULL;
     double w = v ? strtod(v, &end) : 0.0;
-    return v && end != v && !*end && w > 0.0 && w <= 4.0 ? w : CQ_LEXICON_WEIGHT;
+    if (!v || (end != v && !*end && w > 0.0 && w <= 4.0)) return v ? w : CQ_LEXICON_WEIGHT;
+    static int warned; /* once a process: this is read for every question */
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        CQ_WARN("CLAUSEQA_QUERY_EXPAND_WEIGHT is a number in (0, 4], not '%s': using %.1f", v, CQ_LEXICON_WEIGHT);
+    return CQ_LEXICON_WEIGHT;
 }
 
 /* Whether word occurs in text as a whole word or its plural in s, any case (word characters: ASCII letters and

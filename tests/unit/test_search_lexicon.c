@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "search/lexicon.h"
@@ -61,10 +63,27 @@ static void test_switch(void **state) {
     setenv("CLAUSEQA_QUERY_EXPAND_WEIGHT", "2", 1);
     assert_true(cq_lexicon_weight() == 2.0);
     const char *bad[] = {"abc", "9", "-1", "0", "0.5x", ""};
+    /* a bad value falls back, with one warning a process (stderr caught in a file meanwhile) */
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0 && dup2(fileno(log), 2) == 2);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("CLAUSEQA_QUERY_EXPAND_WEIGHT", bad[i], 1);
         if (cq_lexicon_weight() != CQ_LEXICON_WEIGHT) fail_msg("weight '%s' taken as %g", bad[i], cq_lexicon_weight());
     }
+    fflush(stderr);
+    assert_true(dup2(saved, 2) == 2);
+    close(saved);
+    char text[4096] = {0};
+    rewind(log);
+    size_t got = fread(text, 1, sizeof text - 1, log);
+    fclose(log);
+    const char *first = strstr(text, "CLAUSEQA_QUERY_EXPAND_WEIGHT is a number");
+    if (!got || !first || strstr(first + 1, "CLAUSEQA_QUERY_EXPAND_WEIGHT is a number"))
+        fail_msg("expected one warning for the bad weights, the log says '%s'", text);
+    assert_non_null(strstr(text, "'abc'"));
     unsetenv("CLAUSEQA_QUERY_EXPAND_WEIGHT");
     unsetenv("CLAUSEQA_QUERY_EXPAND");
 }

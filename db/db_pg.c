@@ -78,8 +78,6 @@ static cq_status pg_error_code(cq_db *db, cq_err *err, cq_status code, const cha
     return cq_err_set(err, code, "%s: %.*s", what, (int)len, msg);
 }
 
-static cq_status pg_error(cq_db *db, cq_err *err, const char *what) { return pg_error_code(db, err, CQ_ERR_DB, what); }
-
 static cq_status unreachable(pg_db *db, cq_err *err, const char *what) {
     const char *msg = PQerrorMessage(db->conn);
     size_t len = strlen(msg);
@@ -107,7 +105,7 @@ cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     if (PQstatus(db->conn) != CONNECTION_OK) {
-        cq_status rc = pg_error(&db->base, err, "cannot connect to PostgreSQL");
+        cq_status rc = pg_error_code(&db->base, err, CQ_ERR_DB, "cannot connect to PostgreSQL");
         PQfinish(db->conn);
         free(db);
         return rc;
@@ -455,11 +453,6 @@ static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
     return rc;
 }
 
-static void pg_nowait(cq_db *db, bool on) {
-    (void)db;
-    (void)on;
-}
-
 /* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
 
 static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
@@ -555,7 +548,6 @@ const cq_db_driver cq_db_pg_driver = {
     .finalize = pg_finalize,
     .changes = pg_changes,
     .last_id = pg_last_id,
-    .nowait = pg_nowait,
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,

@@ -64,12 +64,6 @@ static void lite_close(cq_db *db) {
     free(db);
 }
 
-static cq_status lite_check(cq_db *db, cq_err *err) {
-    (void)db;
-    (void)err;
-    return CQ_OK;
-}
-
 static cq_status lite_exec(cq_db *db, const char *sql, cq_err *err) {
     char *msg = NULL;
     if (sqlite3_exec(conn_of(db), sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -172,7 +166,6 @@ static cq_status lite_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
 const cq_db_driver cq_db_sqlite_driver = {
     .kind = CQ_DB_SQLITE,
     .close = lite_close,
-    .check = lite_check,
     .exec = lite_exec,
     .begin = lite_begin,
     .commit = lite_commit,

@@ -40,8 +40,7 @@ typedef struct {
 } term_list;
 
 static int collect_term(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
-    (void)start;
-    (void)end;
+    (void)start, (void)end;
     term_list *l = ctx;
     if (flags & CQ_FTS_TOK_TAIL) return 0; /* the tail unigram of a run adds nothing to its bigrams */
     if (l->n >= CQ_QUERY_MAX_TERMS || len == 0 || len > 64) return 0;
@@ -69,7 +68,6 @@ static int terms_of(const char *text, char ***terms, size_t *n) {
     *n = l.n;
     return l.failed ? -1 : 0;
 }
-
 
 static void terms_free(char **terms, size_t n) {
     for (size_t i = 0; i < n; i++) free(terms[i]);

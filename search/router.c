@@ -191,28 +191,20 @@ static void add_variant(router_cache *c, int64_t doc_id, const char *text, int w
     char *k = title_fold(text);
     if (!k) return;
     int chars = (int)cq_utf8_count(k, strlen(k));
-    int cjk = 0;
     size_t len;
-    uint32_t first = cq_utf8_decode(k, strlen(k), &len);
-    cjk = cq_is_cjk(first);
     /* Folding drops spaces, so a short Latin key would match inside unrelated words ("confidential" inside
      * "...the confidential information"): Latin names and titles match literally only when long (a full file
      * name); shorter ones are matched word by word (match_name_words). */
-    if (chars < (cjk ? 2 : 16)) {
-        free(k);
-        return;
-    }
-    for (size_t i = c->n; i > 0 && c->v[i - 1].doc_id == doc_id; i--)
-        if (!strcmp(c->v[i - 1].key, k)) {
+    bool keep = chars >= (cq_is_cjk(cq_utf8_decode(k, strlen(k), &len)) ? 2 : 16);
+    for (size_t i = c->n; keep && i > 0 && c->v[i - 1].doc_id == doc_id; i--)
+        if (!strcmp(c->v[i - 1].key, k)) { /* known: the strong one stays strong */
             if (!weak) c->v[i - 1].weak = 0;
-            free(k);
-            return;
+            keep = false;
         }
-    if (!cq_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v)) {
+    if (keep && cq_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v))
+        c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
+    else
         free(k);
-        return;
-    }
-    c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
 }
 
 /* Drops a leading administrative prefix: 上海市 / 广东省 / 内蒙古自治区 / 延边朝鲜族自治州 ... */

@@ -624,9 +624,5 @@ char *cq_db_conninfo(cq_db *db) {
         cq_strbuf_puts(&b, "' ");
     }
     PQconninfoFree(opts);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return NULL;
-    }
-    return cq_strbuf_take(&b);
+    return cq_strbuf_finish(&b);
 }

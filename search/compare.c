@@ -465,11 +465,7 @@ static char *joined_body(const cq_cmp_clause *side, const size_t *idx, size_t n)
         if (k) cq_strbuf_puts(&s, "\n");
         cq_strbuf_puts(&s, body_of(&side[idx[k]]));
     }
-    if (s.failed) {
-        cq_strbuf_free(&s);
-        return NULL;
-    }
-    return cq_strbuf_take(&s);
+    return cq_strbuf_finish(&s);
 }
 
 void cq_alignment_free(cq_alignment *al) {
@@ -864,11 +860,7 @@ char *cq_diff_describe(const cq_diff *d, bool zh, size_t max_chars) {
     if (changes > DESCRIBE_MAX_CHANGES)
         cq_strbuf_printf(&b, zh ? "等，共%zu处修改" : "; %zu changes in all", changes);
     if (!changes) cq_strbuf_puts(&b, zh ? "文字未变" : "no change in wording");
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return NULL;
-    }
-    return cq_strbuf_take(&b);
+    return cq_strbuf_finish(&b);
 }
 
 /* ---- two documents of the store ------------------------------------------------------------------------------- */

@@ -284,11 +284,7 @@ static char *match_of(const char *const *terms, size_t n, const unsigned char *u
         or_group(&q, terms, n, all);
         cq_strbuf_puts(&q, ")");
     }
-    if (q.failed) {
-        cq_strbuf_free(&q);
-        return NULL;
-    }
-    return q.data ? q.data : strdup("");
+    return cq_strbuf_finish(&q);
 }
 
 /* Runs `SELECT rowid, <fn> AS r ... MATCH match [AND rowid BETWEEN lo AND hi] ORDER BY r LIMIT limit` and appends

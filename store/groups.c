@@ -119,15 +119,15 @@ cq_status cq_store_user_groups(cq_store *s, int64_t user_id, char *out, size_t c
                     "i", user_id))
         return err->code;
     size_t len = 0;
-    int step;
-    while ((step = cq_db_step(st, "user's groups", err)) == CQ_DB_ROW) {
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "user's groups", &rc, err)) {
         const char *name = cq_db_col_text(st, 0);
         int w = snprintf(out + len, cap - len, "%s%s", len ? "," : "", name ? name : "");
         if (w > 0 && (size_t)w < cap - len) len += (size_t)w;
         else out[len] = 0;
     }
     cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *names, size_t n, size_t *missing,

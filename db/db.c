@@ -55,6 +55,13 @@ bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err) {
     return step == CQ_DB_ROW;
 }
 
+cq_status cq_db_row(cq_db_stmt *st, const char *what, cq_err *err) {
+    const int step = cq_db_step(st, what, err);
+    return step == CQ_DB_ROW    ? CQ_OK
+           : step == CQ_DB_DONE ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
+                                : (err ? err->code : CQ_ERR_DB);
+}
+
 void cq_db_reset(cq_db_stmt *st) { st->db->drv->reset(st); }
 int64_t cq_db_col_int(cq_db_stmt *st, int col) { return st->db->drv->col_int(st, col); }
 double cq_db_col_double(cq_db_stmt *st, int col) { return st->db->drv->col_double(st, col); }
@@ -196,11 +203,8 @@ static cq_status onev(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, 
     cq_db_stmt *st;
     cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
     if (rc) return rc;
-    int step = cq_db_step(st, what, err);
-    rc = step < 0                ? err->code
-         : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
-         : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
-                                 : CQ_OK;
+    rc = cq_db_row(st, what, err);
+    if (!rc && !read(st, out)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_db_finalize(st);
     return rc;
 }

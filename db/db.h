@@ -81,6 +81,9 @@ int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err);
 /* For a loop over the rows: false once *rc is set (nothing stepped), at the end, or on a failed step (*rc then set
  * from err); true with a row to read. */
 bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err);
+/* One step, for a statement of one row: CQ_OK with the row to read, CQ_ERR_NOT_FOUND ("what: not found") when there
+ * is none, else the step's error. */
+cq_status cq_db_row(cq_db_stmt *st, const char *what, cq_err *err);
 void cq_db_reset(cq_db_stmt *st); /* keeps the bindings */
 /* Column readers of the current row, columns numbered from 0. NULL reads as 0, 0.0, NULL. Pointers are valid until
  * the next step, reset or finalize. */

@@ -218,15 +218,11 @@ static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char ha
     if (cq_db_query(db, "find user", &st, err, "SELECT " USER_COLUMNS ", u.password_hash FROM users u WHERE u.name = ?1",
                     "t", name))
         return err->code;
-    int step = cq_db_step(st, "find user", err);
-    if (step == CQ_DB_ROW) {
-        user_read(st, u);
-        if (hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
-    }
+    cq_status rc = cq_db_row(st, "find user", err);
+    if (!rc) user_read(st, u);
+    if (!rc && hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no user named '%s'", name ? name : "");
-    return CQ_OK;
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no user named '%s'", name ? name : "") : rc;
 }
 
 cq_status cq_store_user_get(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
@@ -406,16 +402,15 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
                     "AND u.disabled_at IS NULL",
                     "tii", hash, now, now - CQ_SESSION_MAX_AGE_S))
         return err->code;
-    int step = cq_db_step(st, "check session", err);
-    if (step == CQ_DB_ROW) {
+    cq_status rc = cq_db_row(st, "check session", err);
+    if (!rc) {
         user_read(st, user);
         id = cq_db_col_int(st, USER_NCOLS);
         last_seen = cq_db_col_int(st, USER_NCOLS + 1);
     }
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the session has ended: sign in again");
-    if (user_grant(db, user, true, err)) return err->code;
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "the session has ended: sign in again");
+    if (rc || user_grant(db, user, true, err)) return err->code;
     if (session_id) *session_id = id;
     if (now - last_seen >= 60) {
         /* best effort and without waiting, as a key's use (store/keys.c) */

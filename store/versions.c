@@ -80,10 +80,9 @@ static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char *
                     "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
                     "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1", "i", doc_id))
         return err->code;
-    int step = cq_db_step(st, "versions: find document", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
-    if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
-    if (step == CQ_DB_ROW) {
+    cq_status rc = cq_db_row(st, "versions: find document", err);
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_set(err, rc, "no document with id %lld", (long long)doc_id);
+    if (!rc) {
         *kb_id = cq_db_col_int(st, 0);
         *name = cq_db_col_strdup(st, 1);
         *title = cq_db_col_strdup(st, 2);
@@ -307,15 +306,14 @@ cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *ou
     if (cq_db_query(db, "versions: find version", &st, err, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1",
                     "i", doc_id))
         return err->code;
-    int step = cq_db_step(st, "versions: find version", err);
-    int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(st, 0) : 0;
+    cq_status rc = cq_db_row(st, "versions: find version", err);
+    int64_t kb_id = rc ? 0 : cq_db_col_int(st, 0);
     char key[CQ_VERSION_KEY_MAX] = "";
-    if (step == CQ_DB_ROW) cq_db_col_copy(st, 1, key, sizeof key);
+    if (!rc) cq_db_col_copy(st, 1, key, sizeof key);
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE)
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no version information", (long long)doc_id);
-    cq_status rc = load_group(db, kb_id, key, out, err);
+    if (rc == CQ_ERR_NOT_FOUND)
+        return cq_err_set(err, rc, "document %lld has no version information", (long long)doc_id);
+    if (!rc) rc = load_group(db, kb_id, key, out, err);
     size_t k = 0; /* an empty key (a name with nothing left) groups nothing: the document stands alone */
     for (size_t i = 0; !rc && !key[0] && i < out->n; i++)
         if (out->v[i].doc_id == doc_id) out->v[k++] = out->v[i];

@@ -90,8 +90,7 @@ static cq_status unreachable(pg_db *db, cq_err *err, const char *what) {
 }
 
 static void quiet_notice(void *arg, const char *message) {
-    (void)arg;
-    (void)message; /* "relation already exists, skipping" and the like */
+    (void)arg, (void)message; /* "relation already exists, skipping" and the like */
 }
 
 cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {

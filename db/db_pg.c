@@ -59,9 +59,7 @@ typedef struct {
     size_t *blob_len;
     int n_cols;
     bool stream, streaming; /* cq_db_stream: rows fetched one at a time (single-row mode); a query in flight */
-    /* bulk insert (COPY) */
-    bool bulk;
-    cq_strbuf buf;
+    cq_strbuf buf; /* bulk insert (COPY) */
     int64_t bulk_rows;
 } pg_stmt;
 
@@ -462,7 +460,6 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     cq_status rc = pg_prepare(db, "", &s, err);
     if (rc) return rc;
     pg_stmt *st = as_st(s);
-    st->bulk = true;
     if (!params_new(st, n_columns)) {
         pg_finalize(s);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

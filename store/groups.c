@@ -141,22 +141,19 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
                        "DELETE FROM group_members WHERE user_id = ?1 AND source = 'ldap'", "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
         int64_t gid = 0;
-        cq_err lookup = {0};
-        cq_status found = cq_principal_id(db, "group", names[i], &gid, &lookup);
-        if (found == CQ_ERR_NOT_FOUND) {
+        rc = cq_principal_id(db, "group", names[i], &gid, err);
+        if (rc == CQ_ERR_NOT_FOUND) { /* no such group here: counted, not an error */
+            cq_err_clear(err);
+            rc = CQ_OK;
             if (missing) (*missing)++;
             continue;
         }
-        if (found) {
-            *err = lookup;
-            rc = found;
-            break;
-        }
         /* a local membership of the same group stays as it is */
-        rc = cq_db_run(db, "directory groups", NULL, err,
-                       "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap') "
-                       "ON CONFLICT (group_id, user_id) DO NOTHING",
-                       "ii", gid, user_id);
+        if (!rc)
+            rc = cq_db_run(db, "directory groups", NULL, err,
+                           "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap') "
+                           "ON CONFLICT (group_id, user_id) DO NOTHING",
+                           "ii", gid, user_id);
     }
     return cq_db_end(db, own, rc, err);
 }

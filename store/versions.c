@@ -476,10 +476,7 @@ cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, s
                               "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 "
                               "AND d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
                               "i", kb_id);
-    if (!rc && n_keys) {
-        *out = calloc(n_keys, sizeof **out);
-        if (!*out) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (!rc && n_keys && !(*out = calloc(n_keys, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_keys; i++) {
         rc = load_group(db, kb_id, keys[i], &(*out)[i], err);
         if (!rc) (*n)++;

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/sha256.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "db/dialect.h"
@@ -366,18 +365,10 @@ cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {
 
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
 
-static bool token_hash(const char *token, char hash[65]) {
-    if (!token || strlen(token) != CQ_SESSION_TOKEN_BYTES - 1 || strncmp(token, "cqs_", 4)) return false;
-    cq_sha256_hex(token, strlen(token), hash);
-    return true;
-}
-
 cq_status cq_store_session_create(cq_store *s, int64_t user_id, int64_t idle_s, char token[CQ_SESSION_TOKEN_BYTES],
                                   int64_t *session_id, cq_err *err) {
-    memcpy(token, "cqs_", 4);
-    if (cq_key_random_hex(token + 4, CQ_SESSION_TOKEN_BYTES - 5, err)) return err->code;
     char hash[65];
-    cq_sha256_hex(token, strlen(token), hash);
+    if (cq_secret_new(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
     int64_t id;
     cq_status rc = cq_db_int(cq_store_conn(s), "create session", &id, err,
@@ -392,7 +383,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
                                  int64_t *session_id, cq_err *err) {
     memset(user, 0, sizeof *user);
     char hash[65];
-    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    if (!cq_secret_hash(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL), id = 0, last_seen = 0;
     cq_db_stmt *st;
@@ -425,7 +417,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
 
 cq_status cq_store_session_revoke(cq_store *s, const char *token, cq_err *err) {
     char hash[65];
-    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    if (!cq_secret_hash(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
     int64_t changed = 0;
     if (cq_db_run(cq_store_conn(s), "sign out", &changed, err,
                   "UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL", "ti", hash,

@@ -383,12 +383,8 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
     if (!n || !m) return CQ_OK;
     float *D = malloc((n + 1) * w * sizeof *D);
     unsigned char *B = malloc((n + 1) * w);
-    if (!D || !B) {
-        free(D);
-        free(B);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i <= n; i++)
+    cq_status rc = D && B ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i <= n; i++)
         for (size_t j = 0; j <= m; j++) {
             float best = 0;
             unsigned char back = BACK_NONE;
@@ -415,7 +411,6 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
             B[i * w + j] = back;
         }
     size_t first = out->n;
-    cq_status rc = CQ_OK;
     for (size_t i = n, j = m; !rc && (i || j);) {
         unsigned char back = B[i * w + j];
         match x = {0};
@@ -579,9 +574,8 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
         }
         for (; jb < nj; jb++) {
             if (absorbed_b[jb]) continue;
-            size_t x;
-            for (x = n_ordered; x < chain.n && chain.m[x].j != jb; x++) {
-            }
+            size_t x = n_ordered;
+            while (x < chain.n && chain.m[x].j != jb) x++;
             cq_cmp_pair *p = &out->pairs[out->n_pairs++];
             if (x < chain.n) pair_kind(&c, a, b, &chain.m[x], p);
             else *p = (cq_cmp_pair){.kind = CQ_PAIR_ADDED, .b = {jb}, .n_b = 1};

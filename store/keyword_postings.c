@@ -359,10 +359,7 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
     const stored_row **rows = calloc(m, sizeof *rows);
     size_t *at = calloc(m, sizeof *at);
     const entry **ej = calloc(m, sizeof *ej); /* the clause in token j's list */
-    if (!d || !rows || !at || !ej) {
-        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    if (!d || !rows || !at || !ej) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t r = 0; !rc && r < s->n_rows; r++) {
         if (s->rows[r].token != p->tokens[0]) continue;
         const int64_t doc_id = s->rows[r].doc_id;
@@ -403,7 +400,6 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                 out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
-done:
     for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
     free(d);
     free(rows);
@@ -480,8 +476,8 @@ cq_status cq_keyword_search_rank(cq_keyword_search *s, int64_t n_rows, int64_t n
     score_table t = {0};
     cq_keyword_hit *best = NULL;
     if (!rc) {
-        for (t.n_slots = 64; t.n_slots < 2 * total; t.n_slots *= 2) {
-        }
+        t.n_slots = 64;
+        while (t.n_slots < 2 * total) t.n_slots *= 2;
         t.slots = calloc(t.n_slots, sizeof *t.slots);
         best = malloc(limit * sizeof *best);
         if (!t.slots || !best) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

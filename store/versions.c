@@ -55,9 +55,9 @@ static bool header_take(cq_strbuf *header, int kind, const char *text, bool *fir
 static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, char **tail, cq_err *err) {
     cq_strbuf h = {0}, t = {0};
     bool first = true;
-    for (size_t i = 0; i < n && header_take(&h, c[i].kind, c[i].text, &first); i++) {
-    }
-    for (size_t i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
+    size_t i = 0;
+    while (i < n && header_take(&h, c[i].kind, c[i].text, &first)) i++;
+    for (i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
         cq_strbuf_printf(&t, "%s\n", c[i].text ? c[i].text : "");
     *header = cq_strbuf_finish(&h); /* the caller frees both, whatever the outcome */
     *tail = cq_strbuf_finish(&t);
@@ -370,9 +370,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
     out->doc_id = doc_id;
     if (!on) on = cq_date_today();
     out->on = on;
-    size_t i;
-    for (i = 0; i < g->n && g->v[i].doc_id != doc_id; i++) {
-    }
+    size_t i = 0;
+    while (i < g->n && g->v[i].doc_id != doc_id) i++;
     if (i == g->n) return; /* CQ_VERSION_UNKNOWN */
     const cq_version_entry *e = &g->v[i];
     snprintf(out->key, sizeof out->key, "%s", g->key);

@@ -187,10 +187,8 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     const char *const *terms = (const char *const *)query->terms;
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
-    cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    int64_t *doc_of = rc ? NULL : malloc(cap * sizeof *doc_of);
-    int64_t *doc_ids = rc || !n_docs ? NULL : malloc(n_docs * sizeof *doc_ids);
-    if (!rc && (!doc_of || (n_docs && !doc_ids))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    int64_t *doc_of = malloc(cap * sizeof *doc_of), *doc_ids = n_docs ? malloc(n_docs * sizeof *doc_ids) : NULL;
+    cq_status rc = found && doc_of && (doc_ids || !n_docs) ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_docs; i++) doc_ids[i] = docs[i].doc_id;
     if (!rc) rc = cq_store_keyword_bm25(s, kb_id, terms, query->n_terms, doc_ids, n_docs, want, found, doc_of, &n, err);
     if (!rc && query->n_exp_terms) rc = add_expansion(s, query, doc_ids, n_docs, want, &found, &doc_of, &n, err);

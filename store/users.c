@@ -281,13 +281,8 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         *err = lookup;
         return rc;
     }
-    bool ok;
-    if (rc) {
-        if (usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
-        ok = false;
-    } else {
-        ok = usable && cq_password_verify(hash, password);
-    }
+    if (rc && usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
+    const bool ok = !rc && usable && cq_password_verify(hash, password);
     memset(hash, 0, sizeof hash);
     if (!ok) {
         memset(out, 0, sizeof *out);

@@ -471,12 +471,9 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     bool ready = PQresultStatus(r) == PGRES_COPY_IN;
     if (!ready) rc = result_error(p, r, "bulk insert", err);
     PQclear(r);
-    if (rc) {
-        pg_finalize(s);
-        return rc;
-    }
-    *out = s;
-    return CQ_OK;
+    if (rc) pg_finalize(s);
+    else *out = s;
+    return rc;
 }
 
 static cq_status flush_copy(pg_stmt *st, cq_err *err) {

@@ -145,12 +145,9 @@ cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_i
         if (rebuilt) *rebuilt = true;
     }
     if (began) rc = cq_db_end(db, true, rc, err);
-    if (rc) {
-        cq_vectors_close(v);
-        return rc;
-    }
-    *out = v;
-    return CQ_OK;
+    if (rc) cq_vectors_close(v);
+    else *out = v;
+    return rc;
 }
 
 /* ---- the feed ---------------------------------------------------------------------------------------------- */

@@ -204,12 +204,9 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
             rc = cq_vectors_rebuild(v, s, err);
         }
     }
-    if (rc) {
-        cq_vectors_close(v);
-        return rc;
-    }
-    *out = v;
-    return CQ_OK;
+    if (rc) cq_vectors_close(v);
+    else *out = v;
+    return rc;
 }
 
 void cq_vectors_close(cq_vectors *v) {
@@ -418,12 +415,9 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
     if (!rc) rc = new_encoder(d->model, 1, &d->encoder, why, err);
     if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, why, err);
-    if (rc) {
-        cq_dense_close(d);
-        return rc;
-    }
-    *out = d;
-    return CQ_OK;
+    if (rc) cq_dense_close(d);
+    else *out = d;
+    return rc;
 }
 
 /* Which device encodes is worth one line: a GPU box that silently encodes on its CPU is slow for no clear reason. */

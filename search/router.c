@@ -461,7 +461,8 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
     latin_words(question, 0, 1, add_question_word, &qw);
     if (!qw.n) return CQ_OK;
     double n_docs = (double)(c->n_docs ? c->n_docs : 1);
-    for (size_t i = 0; i < c->n_words;) {
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; !rc && i < c->n_words;) {
         size_t j = i;
         double total = 0, found = 0;
         int distinctive = 0;
@@ -477,14 +478,12 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
         }
         double coverage = total > 0 ? found / total : 0;
         if (distinctive && coverage >= NAME_MIN_COVERAGE &&
-            !offer(best, nb, cap, c->words[i].doc_id, 1.0 + coverage, 0)) {
-            free(qw.w);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
+            !offer(best, nb, cap, c->words[i].doc_id, 1.0 + coverage, 0))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         i = j;
     }
     free(qw.w);
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_title_match *out, size_t max,
@@ -497,25 +496,18 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
     if (!q) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     ranked_match *best = NULL;
     size_t nb = 0, cap = 0;
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; !rc && i < c->n; i++) {
         const title_variant *v = &c->v[i];
-        if (v->generic || !strstr(q, v->key)) continue;
-        if (!offer(&best, &nb, &cap, v->doc_id, v->chars - (v->weak ? 0.5 : 0.0), v->date)) {
-            free(best);
-            free(q);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
+        if (!v->generic && strstr(q, v->key) &&
+            !offer(&best, &nb, &cap, v->doc_id, v->chars - (v->weak ? 0.5 : 0.0), v->date))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     free(q);
-    rc = match_name_words(c, question, &best, &nb, &cap, err);
-    if (rc) {
-        free(best);
-        return rc;
-    }
-    if (nb) qsort(best, nb, sizeof *best, cmp_match);
-    for (size_t i = 0; i < nb && *n < max; i++) out[(*n)++] = best[i].m;
+    if (!rc) rc = match_name_words(c, question, &best, &nb, &cap, err);
+    if (!rc && nb) qsort(best, nb, sizeof *best, cmp_match);
+    for (size_t i = 0; !rc && i < nb && *n < max; i++) out[(*n)++] = best[i].m;
     free(best);
-    return CQ_OK;
+    return rc;
 }
 
 /* ---- resolving ---------------------------------------------------------------------------------------------- */

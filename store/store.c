@@ -96,23 +96,17 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     /* db/db_sqlite.c: the file (0600 when new), WAL, the busy timeout, foreign keys */
-    cq_status rc = cq_db_sqlite_open(path, &s->conn, err);
-    if (rc) {
-        cq_store_close(s);
-        return rc;
-    }
+    cq_status rc = cq_db_sqlite_open(path, &s->conn, err); /* its messages name the file already */
+    const bool opened = !rc;
     s->db = cq_db_sqlite(s->conn);
     s->keyword = &fts5;
-    rc = cq_fts_cjk_register(s->db, err);
+    if (!rc) rc = cq_fts_cjk_register(s->db, err);
     if (!rc) rc = cq_bm25_register(s->db, err);
     if (!rc) rc = cq_store_migrate(s->conn, err);
-    if (rc) {
-        cq_err_prefix(err, "database %s: ", path);
-        cq_store_close(s);
-        return rc;
-    }
-    *out = s;
-    return CQ_OK;
+    if (rc && opened) cq_err_prefix(err, "database %s: ", path);
+    if (rc) cq_store_close(s);
+    else *out = s;
+    return rc;
 }
 
 static void pending_drop(cq_store *s);
@@ -148,10 +142,10 @@ cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
         cq_db_where_redact(where, shown, sizeof shown);
         cq_err_prefix(err, "store %s: ", shown);
         cq_store_close(s);
-        return rc;
+    } else {
+        *out = s;
     }
-    *out = s;
-    return CQ_OK;
+    return rc;
 }
 
 /* ---- clauses held for PostgreSQL ------------------------------------------------------------------------------ */

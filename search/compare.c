@@ -494,8 +494,7 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
      * aligned with a lower bar, so that a clause moved to another chapter is not paired with a stranger that
      * happens to stand in its old place. */
     match_list moved = {0};
-    for (;;) {
-        if (rc) break;
+    while (!rc) {
         double best = CQ_ALIGN_MOVED;
         size_t bi = 0, bj = 0;
         bool found = false;

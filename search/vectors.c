@@ -306,26 +306,23 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
     if (!k) return CQ_OK;
     idx_t *labels = malloc(k * sizeof *labels);
     float *dist = malloc(k * sizeof *dist);
-    if (!labels || !dist) {
-        free(labels);
-        free(dist);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = labels && dist ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        /* one query is too little work to share: FAISS's OpenMP team only waits on busy cores (this thread only) */
+        omp_set_num_threads(1);
+        pthread_rwlock_rdlock(&v->lock);
+        if (faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels)) rc = faiss_error(err, "search");
+        pthread_rwlock_unlock(&v->lock);
     }
-    /* one query is too little work to share: FAISS's OpenMP team only waits on busy cores (this thread only) */
-    omp_set_num_threads(1);
-    pthread_rwlock_rdlock(&v->lock);
-    int rc = faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels);
-    pthread_rwlock_unlock(&v->lock);
-    if (!rc)
-        for (size_t i = 0; i < k; i++)
-            if (labels[i] >= 0) {
-                ids[*n_out] = labels[i];
-                scores[*n_out] = dist[i];
-                (*n_out)++;
-            }
+    for (size_t i = 0; !rc && i < k; i++)
+        if (labels[i] >= 0) {
+            ids[*n_out] = labels[i];
+            scores[*n_out] = dist[i];
+            (*n_out)++;
+        }
     free(labels);
     free(dist);
-    return rc ? faiss_error(err, "search") : CQ_OK;
+    return rc;
 }
 
 /* ---- dense retrieval ---- */

@@ -509,10 +509,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
     if (!rc) prefer_versions(&versions, out);
     group_cache_free(&groups);
-    if (rc) {
-        cq_hits_free(out);
-        return rc;
-    }
+    if (rc) cq_hits_free(out); /* n = 0 */
     while (out->n > k) hit_free(&out->hits[--out->n]); /* candidates that were there for the reranker */
-    return CQ_OK;
+    return rc;
 }

@@ -675,13 +675,9 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
     }
     free(trace);
     free(V);
-    if (rc) {
-        free(ops);
-        return rc;
-    }
-    *ops_out = ops;
-    *n_ops = k_ops;
-    return CQ_OK;
+    if (rc) free(ops);
+    else *ops_out = ops, *n_ops = k_ops;
+    return rc;
 }
 
 /* A diff being built: equal runs and change regions (what was deleted, what was inserted), alternating. */

@@ -291,12 +291,9 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
         read_entry(st, &g->v[g->n++]);
     }
     cq_db_finalize(st);
-    if (rc) {
-        cq_version_group_free(g);
-        return rc;
-    }
-    cq_version_group_finish(g, repealed);
-    return CQ_OK;
+    if (rc) cq_version_group_free(g);
+    else cq_version_group_finish(g, repealed);
+    return rc;
 }
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {

@@ -86,12 +86,11 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
                        "ttttti", name, prefix, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
     if (!rc) rc = cq_grants_write(db, "key", id, grant, err);
     rc = cq_db_end(db, own, rc, err);
-    if (rc) return rc;
-    if (info) {
+    if (!rc && info) {
         cq_principal_set(&KEY, info, id, name, role, grant, now);
         snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
     }
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {

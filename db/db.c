@@ -175,14 +175,10 @@ static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*rea
         count++;
     }
     cq_db_finalize(st);
-    if (rc) {
-        for (size_t i = 0; drop && i < count; i++) drop(list + i * elem_size);
-        free(list);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    for (size_t i = 0; rc && drop && i < count; i++) drop(list + i * elem_size);
+    if (rc) free(list);
+    else *out = list, *n = count;
+    return rc;
 }
 
 static bool first_int(cq_db_stmt *st, void *v) {

@@ -51,10 +51,10 @@ cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err) {
     if (rc) {
         cq_err_prefix(err, "database %s: ", path);
         cq_db_close(&db->base);
-        return rc;
+    } else {
+        *out = &db->base;
     }
-    *out = &db->base;
-    return CQ_OK;
+    return rc;
 }
 
 sqlite3 *cq_db_sqlite(cq_db *db) { return db && db->drv == &cq_db_sqlite_driver ? conn_of(db) : NULL; }

@@ -585,12 +585,11 @@ cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids,
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
     int64_t kb_id = -1;
-    cq_status rc0 = cq_store_doc_kb(s, doc_id, &kb_id, err);
-    if (rc0) return rc0;
-    if (kb_id < 0 || !open_kb(d, kb_id)) return CQ_OK;
+    cq_status rc = cq_store_doc_kb(s, doc_id, &kb_id, err);
+    if (rc || kb_id < 0 || !open_kb(d, kb_id)) return rc;
     int64_t *ids = NULL;
     size_t n = 0;
-    cq_status rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
+    rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
     if (!rc) rc = cq_dense_forget(d, kb_id, ids, n, err);
     free(ids);
     return rc;

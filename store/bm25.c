@@ -314,8 +314,7 @@ static cq_status run_scan(sqlite3 *db, int64_t kb_id, const char *fn, const char
         (*n_out)++;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    return CQ_OK;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
 }
 
 cq_status cq_bm25_top_reference(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, int64_t lo,

@@ -64,6 +64,12 @@ char *cq_strbuf_take(cq_strbuf *b) {
     return s;
 }
 
+char *cq_strbuf_finish(cq_strbuf *b) {
+    if (!b->failed) return cq_strbuf_take(b);
+    cq_strbuf_free(b);
+    return NULL;
+}
+
 void cq_strbuf_free(cq_strbuf *b) {
     free(b->data);
     b->data = NULL;

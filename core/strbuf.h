@@ -20,6 +20,7 @@ void cq_strbuf_printf(cq_strbuf *b, const char *fmt, ...) __attribute__((format(
 void cq_strbuf_put_cp(cq_strbuf *b, uint32_t cp); /* UTF-8 encode one code point */
 void cq_strbuf_reset(cq_strbuf *b);               /* len = 0, keeps the memory */
 char *cq_strbuf_take(cq_strbuf *b);               /* returns data ("" if empty) and leaves b empty; caller frees */
+char *cq_strbuf_finish(cq_strbuf *b);             /* as take, or NULL (b freed) when an allocation failed */
 void cq_strbuf_free(cq_strbuf *b);
 
 #endif

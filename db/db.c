@@ -15,7 +15,7 @@ void cq_db_close(cq_db *db) {
 }
 
 cq_db_kind cq_db_kind_of(const cq_db *db) { return db->drv->kind; }
-cq_status cq_db_check(cq_db *db, cq_err *err) { return db->drv->check(db, err); }
+cq_status cq_db_check(cq_db *db, cq_err *err) { return db->drv->check ? db->drv->check(db, err) : CQ_OK; }
 cq_status cq_db_exec(cq_db *db, const char *sql, cq_err *err) { return db->drv->exec(db, sql, err); }
 cq_status cq_db_begin(cq_db *db, cq_err *err) { return db->drv->begin(db, err); }
 cq_status cq_db_commit(cq_db *db, cq_err *err) { return db->drv->commit(db, err); }
@@ -55,6 +55,13 @@ bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err) {
     return step == CQ_DB_ROW;
 }
 
+cq_status cq_db_row(cq_db_stmt *st, const char *what, cq_err *err) {
+    const int step = cq_db_step(st, what, err);
+    return step == CQ_DB_ROW    ? CQ_OK
+           : step == CQ_DB_DONE ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
+                                : (err ? err->code : CQ_ERR_DB);
+}
+
 void cq_db_reset(cq_db_stmt *st) { st->db->drv->reset(st); }
 int64_t cq_db_col_int(cq_db_stmt *st, int col) { return st->db->drv->col_int(st, col); }
 double cq_db_col_double(cq_db_stmt *st, int col) { return st->db->drv->col_double(st, col); }
@@ -78,7 +85,9 @@ void cq_db_finalize(cq_db_stmt *st) {
 
 int64_t cq_db_changes(cq_db *db) { return db->drv->changes(db); }
 cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err) { return db->drv->last_id(db, id, err); }
-void cq_db_nowait(cq_db *db, bool on) { db->drv->nowait(db, on); }
+void cq_db_nowait(cq_db *db, bool on) {
+    if (db->drv->nowait) db->drv->nowait(db, on);
+}
 
 cq_status cq_db_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                            cq_err *err) {
@@ -95,13 +104,17 @@ cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
     return st->db->drv->bulk_end(st, rc, err);
 }
 
+/* The body of a function of values (...) after kinds: returns call, which reads them from ap. */
+#define WITH_VALUES(call)                                                                                            \
+    va_list ap;                                                                                                      \
+    va_start(ap, kinds);                                                                                             \
+    cq_status rc_ = (call);                                                                                          \
+    va_end(ap);                                                                                                      \
+    return rc_
+
 cq_status cq_db_run(cq_db *db, const char *what, int64_t *changed, cq_err *err, const char *sql, const char *kinds,
                     ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = cq_db_runv(db, what, changed, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(cq_db_runv(db, what, changed, err, sql, kinds, ap));
 }
 
 static cq_status queryv(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql,
@@ -139,13 +152,10 @@ cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err,
 
 cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,
                       ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = queryv(db, what, st, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(queryv(db, what, st, err, sql, kinds, ap));
 }
 
+/* cq_db_list's rows */
 static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
                        void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql,
                        const char *kinds, va_list ap) {
@@ -154,21 +164,33 @@ static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*rea
     cq_db_stmt *st;
     cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
     if (rc) return rc;
-    rc = cq_db_rows(st, what, elem_size, read, drop, out, n, err);
+    char *list = NULL;
+    size_t count = 0, cap = 0;
+    while (cq_db_next(st, what, &rc, err)) {
+        if (!cq_grow((void **)&list, &cap, count + 1, elem_size) ||
+            !read(st, memset(list + count * elem_size, 0, elem_size))) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        count++;
+    }
     cq_db_finalize(st);
+    for (size_t i = 0; rc && drop && i < count; i++) drop(list + i * elem_size);
+    if (rc) free(list);
+    else *out = list, *n = count;
     return rc;
 }
 
-static bool first_int(cq_db_stmt *st, void *v);
+static bool first_int(cq_db_stmt *st, void *v) {
+    *(int64_t *)v = cq_db_col_int(st, 0);
+    return true;
+}
+
 
 cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
                      void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
                      ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = listv(db, what, elem_size, read, drop, out, n, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(listv(db, what, elem_size, read, drop, out, n, err, sql, kinds, ap));
 }
 
 /* The first row of sql through read: CQ_ERR_NOT_FOUND when there is none. */
@@ -177,11 +199,8 @@ static cq_status onev(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, 
     cq_db_stmt *st;
     cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
     if (rc) return rc;
-    int step = cq_db_step(st, what, err);
-    rc = step < 0                ? err->code
-         : step == CQ_DB_DONE    ? cq_err_set(err, CQ_ERR_NOT_FOUND, "%s: not found", what)
-         : !read(st, out)        ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory")
-                                 : CQ_OK;
+    rc = cq_db_row(st, what, err);
+    if (!rc && !read(st, out)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_db_finalize(st);
     return rc;
 }
@@ -189,16 +208,7 @@ static cq_status onev(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, 
 cq_status cq_db_one(cq_db *db, const char *what, bool (*read)(cq_db_stmt *st, void *elem), void *out, size_t size,
                     cq_err *err, const char *sql, const char *kinds, ...) {
     memset(out, 0, size);
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = onev(db, what, read, out, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
-}
-
-static bool first_int(cq_db_stmt *st, void *v) {
-    *(int64_t *)v = cq_db_col_int(st, 0);
-    return true;
+    WITH_VALUES(onev(db, what, read, out, err, sql, kinds, ap));
 }
 
 typedef struct {
@@ -226,19 +236,11 @@ cq_status cq_db_intv(cq_db *db, const char *what, int64_t *v, cq_err *err, const
 
 cq_status cq_db_ints(cq_db *db, const char *what, int64_t *v, int n, cq_err *err, const char *sql, const char *kinds,
                      ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = intsv(db, what, v, n, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(intsv(db, what, v, n, err, sql, kinds, ap));
 }
 
 cq_status cq_db_int(cq_db *db, const char *what, int64_t *v, cq_err *err, const char *sql, const char *kinds, ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = cq_db_intv(db, what, v, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(cq_db_intv(db, what, v, err, sql, kinds, ap));
 }
 
 /* ---- ?N → $N ------------------------------------------------------------------------------------------------ */
@@ -388,43 +390,9 @@ void cq_db_where_redact(const char *where, char *out, size_t cap) {
     }
 }
 
-cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
-                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    char *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    while (cq_db_next(st, what, &rc, err)) {
-        if (!cq_grow((void **)&list, &cap, count + 1, elem_size)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        void *elem = list + count * elem_size;
-        memset(elem, 0, elem_size);
-        if (!read(st, elem)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        count++;
-    }
-    if (rc) {
-        for (size_t i = 0; drop && i < count; i++) drop(list + i * elem_size);
-        free(list);
-        return rc;
-    }
-    *out = list;
-    *n = count;
-    return CQ_OK;
-}
-
 cq_status cq_db_ids(cq_db *db, const char *what, int64_t **ids, size_t *n, cq_err *err, const char *sql,
                     const char *kinds, ...) {
-    va_list ap;
-    va_start(ap, kinds);
-    cq_status rc = listv(db, what, sizeof **ids, first_int, NULL, (void **)ids, n, err, sql, kinds, ap);
-    va_end(ap);
-    return rc;
+    WITH_VALUES(listv(db, what, sizeof **ids, first_int, NULL, (void **)ids, n, err, sql, kinds, ap));
 }
 
 cq_status cq_db_prepare_in(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *head,

@@ -81,6 +81,9 @@ int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err);
 /* For a loop over the rows: false once *rc is set (nothing stepped), at the end, or on a failed step (*rc then set
  * from err); true with a row to read. */
 bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err);
+/* One step, for a statement of one row: CQ_OK with the row to read, CQ_ERR_NOT_FOUND ("what: not found") when there
+ * is none, else the step's error. */
+cq_status cq_db_row(cq_db_stmt *st, const char *what, cq_err *err);
 void cq_db_reset(cq_db_stmt *st); /* keeps the bindings */
 /* Column readers of the current row, columns numbered from 0. NULL reads as 0, 0.0, NULL. Pointers are valid until
  * the next step, reset or finalize. */
@@ -95,16 +98,12 @@ char *cq_db_col_strdup(cq_db_stmt *st, int col);
 /* The text column copied into out (cap bytes, truncated at a UTF-8 boundary is not promised; "" for NULL). */
 void cq_db_col_copy(cq_db_stmt *st, int col, char *out, size_t cap);
 void cq_db_finalize(cq_db_stmt *st); /* NULL is fine */
-/* Every row st has left, into a malloc'd array of elem_size-byte elements (*out, *n; NULL and 0 for no rows): read
- * fills one from the current row (zeroed first) and returns false when out of memory, leaving nothing in it to free.
- * On a failure (a step's error, out of memory) no element is kept: drop (may be NULL) frees each one read, and *out
- * is NULL. st is not finalized. The one loop of the store's list readers. */
-cq_status cq_db_rows(cq_db_stmt *st, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
-                     void (*drop)(void *elem), void **out, size_t *n, cq_err *err);
 
 /* The store's query shapes, each one call: sql prepared and its placeholders bound from a list of kinds as
  * cq_db_run's, failures prefixed "what: ".
- * cq_db_query: the statement, to step and finalize. cq_db_list: every row into an array, as cq_db_rows.
+ * cq_db_query: the statement, to step and finalize. cq_db_list: every row into a malloc'd array of elem_size-byte
+ * elements (*out, *n; NULL and 0 for no rows): read fills one from the row (zeroed first) and returns false when out
+ * of memory, leaving nothing in it to free; on a failure no element is kept (drop, may be NULL, frees each one read).
  * cq_db_one: the first row through read (out zeroed first): CQ_ERR_NOT_FOUND ("what: not found") when there is
  * none, CQ_ERR_NOMEM when read says so. cq_db_int: the first row's first column (CQ_ERR_NOT_FOUND: no row);
  * cq_db_ints: its first n columns into v[0..n) (zeros when it fails).

@@ -10,7 +10,7 @@
 typedef struct cq_db_driver {
     cq_db_kind kind;
     void (*close)(cq_db *db);
-    cq_status (*check)(cq_db *db, cq_err *err);
+    cq_status (*check)(cq_db *db, cq_err *err); /* NULL: always usable (SQLite) */
     cq_status (*exec)(cq_db *db, const char *sql, cq_err *err);
     cq_status (*begin)(cq_db *db, cq_err *err);
     cq_status (*commit)(cq_db *db, cq_err *err);
@@ -32,7 +32,7 @@ typedef struct cq_db_driver {
     void (*finalize)(cq_db_stmt *st);
     int64_t (*changes)(cq_db *db);
     cq_status (*last_id)(cq_db *db, int64_t *id, cq_err *err);
-    void (*nowait)(cq_db *db, bool on);
+    void (*nowait)(cq_db *db, bool on); /* NULL: statements say so themselves (PostgreSQL) */
     cq_status (*bulk_begin)(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                             cq_err *err);
     cq_status (*bulk_row)(cq_db_stmt *st, cq_err *err);

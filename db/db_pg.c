@@ -59,9 +59,7 @@ typedef struct {
     size_t *blob_len;
     int n_cols;
     bool stream, streaming; /* cq_db_stream: rows fetched one at a time (single-row mode); a query in flight */
-    /* bulk insert (COPY) */
-    bool bulk;
-    cq_strbuf buf;
+    cq_strbuf buf; /* bulk insert (COPY) */
     int64_t bulk_rows;
 } pg_stmt;
 
@@ -78,8 +76,6 @@ static cq_status pg_error_code(cq_db *db, cq_err *err, cq_status code, const cha
     return cq_err_set(err, code, "%s: %.*s", what, (int)len, msg);
 }
 
-static cq_status pg_error(cq_db *db, cq_err *err, const char *what) { return pg_error_code(db, err, CQ_ERR_DB, what); }
-
 static cq_status unreachable(pg_db *db, cq_err *err, const char *what) {
     const char *msg = PQerrorMessage(db->conn);
     size_t len = strlen(msg);
@@ -92,8 +88,7 @@ static cq_status unreachable(pg_db *db, cq_err *err, const char *what) {
 }
 
 static void quiet_notice(void *arg, const char *message) {
-    (void)arg;
-    (void)message; /* "relation already exists, skipping" and the like */
+    (void)arg, (void)message; /* "relation already exists, skipping" and the like */
 }
 
 cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
@@ -107,7 +102,7 @@ cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     if (PQstatus(db->conn) != CONNECTION_OK) {
-        cq_status rc = pg_error(&db->base, err, "cannot connect to PostgreSQL");
+        cq_status rc = pg_error_code(&db->base, err, CQ_ERR_DB, "cannot connect to PostgreSQL");
         PQfinish(db->conn);
         free(db);
         return rc;
@@ -455,11 +450,6 @@ static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
     return rc;
 }
 
-static void pg_nowait(cq_db *db, bool on) {
-    (void)db;
-    (void)on;
-}
-
 /* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
 
 static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
@@ -470,7 +460,6 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     cq_status rc = pg_prepare(db, "", &s, err);
     if (rc) return rc;
     pg_stmt *st = as_st(s);
-    st->bulk = true;
     if (!params_new(st, n_columns)) {
         pg_finalize(s);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
@@ -482,12 +471,9 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     bool ready = PQresultStatus(r) == PGRES_COPY_IN;
     if (!ready) rc = result_error(p, r, "bulk insert", err);
     PQclear(r);
-    if (rc) {
-        pg_finalize(s);
-        return rc;
-    }
-    *out = s;
-    return CQ_OK;
+    if (rc) pg_finalize(s);
+    else *out = s;
+    return rc;
 }
 
 static cq_status flush_copy(pg_stmt *st, cq_err *err) {
@@ -555,7 +541,6 @@ const cq_db_driver cq_db_pg_driver = {
     .finalize = pg_finalize,
     .changes = pg_changes,
     .last_id = pg_last_id,
-    .nowait = pg_nowait,
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,
@@ -632,9 +617,5 @@ char *cq_db_conninfo(cq_db *db) {
         cq_strbuf_puts(&b, "' ");
     }
     PQconninfoFree(opts);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return NULL;
-    }
-    return cq_strbuf_take(&b);
+    return cq_strbuf_finish(&b);
 }

@@ -51,10 +51,10 @@ cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err) {
     if (rc) {
         cq_err_prefix(err, "database %s: ", path);
         cq_db_close(&db->base);
-        return rc;
+    } else {
+        *out = &db->base;
     }
-    *out = &db->base;
-    return CQ_OK;
+    return rc;
 }
 
 sqlite3 *cq_db_sqlite(cq_db *db) { return db && db->drv == &cq_db_sqlite_driver ? conn_of(db) : NULL; }
@@ -62,12 +62,6 @@ sqlite3 *cq_db_sqlite(cq_db *db) { return db && db->drv == &cq_db_sqlite_driver 
 static void lite_close(cq_db *db) {
     sqlite3_close(conn_of(db));
     free(db);
-}
-
-static cq_status lite_check(cq_db *db, cq_err *err) {
-    (void)db;
-    (void)err;
-    return CQ_OK;
 }
 
 static cq_status lite_exec(cq_db *db, const char *sql, cq_err *err) {
@@ -172,7 +166,6 @@ static cq_status lite_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
 const cq_db_driver cq_db_sqlite_driver = {
     .kind = CQ_DB_SQLITE,
     .close = lite_close,
-    .check = lite_check,
     .exec = lite_exec,
     .begin = lite_begin,
     .commit = lite_commit,

@@ -40,9 +40,6 @@ static const char *const statements[CQ_SQL_COUNT_][2] = {
          "WHERE kb_id = ?1 AND model = ?2 ORDER BY clause_id)"},
 };
 
-const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which) {
-    if ((unsigned)which >= CQ_SQL_COUNT_) return "";
-    return statements[which][kind == CQ_DB_POSTGRESQL];
+const char *cq_db_dialect(const cq_db *db, cq_db_sql which) {
+    return (unsigned)which < CQ_SQL_COUNT_ ? statements[which][cq_db_kind_of(db) == CQ_DB_POSTGRESQL] : "";
 }
-
-const char *cq_db_dialect(const cq_db *db, cq_db_sql which) { return cq_db_dialect_of(cq_db_kind_of(db), which); }

@@ -48,7 +48,5 @@ typedef enum {
 
 /* The statement `which` in db's dialect. */
 const char *cq_db_dialect(const cq_db *db, cq_db_sql which);
-/* The same for a kind of database (migrations, before a connection exists). */
-const char *cq_db_dialect_of(cq_db_kind kind, cq_db_sql which);
 
 #endif

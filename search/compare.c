@@ -383,12 +383,8 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
     if (!n || !m) return CQ_OK;
     float *D = malloc((n + 1) * w * sizeof *D);
     unsigned char *B = malloc((n + 1) * w);
-    if (!D || !B) {
-        free(D);
-        free(B);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i <= n; i++)
+    cq_status rc = D && B ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i <= n; i++)
         for (size_t j = 0; j <= m; j++) {
             float best = 0;
             unsigned char back = BACK_NONE;
@@ -415,7 +411,6 @@ static cq_status align_region(corpus *c, const float *S, size_t i0, size_t i1, s
             B[i * w + j] = back;
         }
     size_t first = out->n;
-    cq_status rc = CQ_OK;
     for (size_t i = n, j = m; !rc && (i || j);) {
         unsigned char back = B[i * w + j];
         match x = {0};
@@ -465,11 +460,7 @@ static char *joined_body(const cq_cmp_clause *side, const size_t *idx, size_t n)
         if (k) cq_strbuf_puts(&s, "\n");
         cq_strbuf_puts(&s, body_of(&side[idx[k]]));
     }
-    if (s.failed) {
-        cq_strbuf_free(&s);
-        return NULL;
-    }
-    return cq_strbuf_take(&s);
+    return cq_strbuf_finish(&s);
 }
 
 void cq_alignment_free(cq_alignment *al) {
@@ -503,8 +494,7 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
      * aligned with a lower bar, so that a clause moved to another chapter is not paired with a stranger that
      * happens to stand in its old place. */
     match_list moved = {0};
-    for (;;) {
-        if (rc) break;
+    while (!rc) {
         double best = CQ_ALIGN_MOVED;
         size_t bi = 0, bj = 0;
         bool found = false;
@@ -583,9 +573,8 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
         }
         for (; jb < nj; jb++) {
             if (absorbed_b[jb]) continue;
-            size_t x;
-            for (x = n_ordered; x < chain.n && chain.m[x].j != jb; x++) {
-            }
+            size_t x = n_ordered;
+            while (x < chain.n && chain.m[x].j != jb) x++;
             cq_cmp_pair *p = &out->pairs[out->n_pairs++];
             if (x < chain.n) pair_kind(&c, a, b, &chain.m[x], p);
             else *p = (cq_cmp_pair){.kind = CQ_PAIR_ADDED, .b = {jb}, .n_b = 1};
@@ -686,13 +675,9 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
     }
     free(trace);
     free(V);
-    if (rc) {
-        free(ops);
-        return rc;
-    }
-    *ops_out = ops;
-    *n_ops = k_ops;
-    return CQ_OK;
+    if (rc) free(ops);
+    else *ops_out = ops, *n_ops = k_ops;
+    return rc;
 }
 
 /* A diff being built: equal runs and change regions (what was deleted, what was inserted), alternating. */
@@ -864,11 +849,7 @@ char *cq_diff_describe(const cq_diff *d, bool zh, size_t max_chars) {
     if (changes > DESCRIBE_MAX_CHANGES)
         cq_strbuf_printf(&b, zh ? "等，共%zu处修改" : "; %zu changes in all", changes);
     if (!changes) cq_strbuf_puts(&b, zh ? "文字未变" : "no change in wording");
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return NULL;
-    }
-    return cq_strbuf_take(&b);
+    return cq_strbuf_finish(&b);
 }
 
 /* ---- two documents of the store ------------------------------------------------------------------------------- */

@@ -96,7 +96,7 @@ static size_t find(const cq_fused *f, size_t n, int64_t id) {
     return i;
 }
 
-static size_t find_id(const int64_t *ids, size_t n, int64_t id) {
+size_t cq_fusion_index_of(const int64_t *ids, size_t n, int64_t id) {
     size_t i = 0;
     while (i < n && ids[i] != id) i++;
     return i;
@@ -107,7 +107,7 @@ static void add_score(cq_fused *f, size_t from, size_t *n, int64_t id, double we
                       const int64_t *bm25, size_t nb) {
     size_t i = from + find(f + from, *n - from, id);
     if (i == *n) f[(*n)++] = (cq_fused){id, 0.0, dense};
-    else if (dense) f[i].from_dense = rank < find_id(bm25, nb, id) + 1; /* ranks better in the dense list */
+    else if (dense) f[i].from_dense = rank < cq_fusion_index_of(bm25, nb, id) + 1; /* ranks better in the dense list */
     f[i].score += weight / (CQ_FUSION_RRF_K + (double)rank);
 }
 
@@ -135,9 +135,9 @@ size_t cq_fusion_rank(cq_fusion_method method, cq_fusion_params p, const int64_t
         out[n++] = (cq_fused){bm25[i], (1.0 + w) / (CQ_FUSION_RRF_K + 1.0) + 1.0 / (CQ_FUSION_RRF_K + (double)(i + 1)),
                               false};
     for (size_t i = kept; i < nb; i++)
-        if (find_id(bm25, kept, bm25[i]) == kept) add_score(out, kept, &n, bm25[i], 1.0, i + 1, false, bm25, nb);
+        if (cq_fusion_index_of(bm25, kept, bm25[i]) == kept) add_score(out, kept, &n, bm25[i], 1.0, i + 1, false, bm25, nb);
     for (size_t i = 0; i < nd; i++)
-        if (find_id(bm25, kept, dense[i]) == kept) add_score(out, kept, &n, dense[i], w, i + 1, true, bm25, nb);
+        if (cq_fusion_index_of(bm25, kept, dense[i]) == kept) add_score(out, kept, &n, dense[i], w, i + 1, true, bm25, nb);
     sort_fused(out + kept, n - kept, !keep);
     return n;
 }

@@ -76,6 +76,9 @@ typedef struct {
     bool from_dense; /* the dense list is where it ranks best (ties: BM25); kept clauses: false */
 } cq_fused;
 
+/* The index of id in ids[0..n), n when it is not there. */
+size_t cq_fusion_index_of(const int64_t *ids, size_t n, int64_t id);
+
 /* Fuses bm25[0..nb) and dense[0..nd) (each best first) by method (CQ_FUSION_RRF or CQ_FUSION_KEEP, with p) into
  * out, which has room for nb + nd; returns how many clauses out holds. Retrieval's lists never hold a clause twice;
  * where one does, each place adds its share (a kept clause is kept at each of its places in the top m), as in

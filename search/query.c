@@ -40,8 +40,7 @@ typedef struct {
 } term_list;
 
 static int collect_term(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
-    (void)start;
-    (void)end;
+    (void)start, (void)end;
     term_list *l = ctx;
     if (flags & CQ_FTS_TOK_TAIL) return 0; /* the tail unigram of a run adds nothing to its bigrams */
     if (l->n >= CQ_QUERY_MAX_TERMS || len == 0 || len > 64) return 0;
@@ -61,29 +60,27 @@ static int collect_term(void *ctx, const char *tok, size_t len, size_t start, si
     return 0;
 }
 
-/* The query terms of text as the BM25 retriever uses them (question words and stop words removed, deduplicated). */
-static int terms_of(const char *text, char ***terms, size_t *n) {
-    term_list l = {0};
-    cq_fts_cjk_tokenize(text, strlen(text), CQ_FTS_CJK_QUERY, collect_term, &l);
-    *terms = l.terms;
-    *n = l.n;
-    return l.failed ? -1 : 0;
-}
-
-
 static void terms_free(char **terms, size_t n) {
     for (size_t i = 0; i < n; i++) free(terms[i]);
     free(terms);
+}
+
+/* The query terms of text as the BM25 retriever uses them (question words and stop words removed, deduplicated);
+ * -1 (and none) when out of memory. */
+static int terms_of(const char *text, char ***terms, size_t *n) {
+    term_list l = {0};
+    cq_fts_cjk_tokenize(text, strlen(text), CQ_FTS_CJK_QUERY, collect_term, &l);
+    if (l.failed) terms_free(l.terms, l.n), l.terms = NULL, l.n = 0;
+    *terms = l.terms;
+    *n = l.n;
+    return l.failed ? -1 : 0;
 }
 
 /* The BM25 terms of q's expansion (the lexicon's statutory phrases) that its own terms lack. */
 static int expansion_terms(cq_query *q) {
     char **all = NULL;
     size_t n = 0;
-    if (terms_of(q->expansion, &all, &n)) {
-        terms_free(all, n);
-        return -1;
-    }
+    if (terms_of(q->expansion, &all, &n)) return -1;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         int dup = 0;
@@ -226,10 +223,7 @@ static cq_status kb_holds(cq_store *s, int64_t kb_id, const char *word, kb_docs 
     *holds = true;
     char **terms = NULL;
     size_t n_terms = 0;
-    if (terms_of(word, &terms, &n_terms)) {
-        terms_free(terms, n_terms);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (terms_of(word, &terms, &n_terms)) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_status rc = CQ_OK;
     for (size_t t = 0; t < n_terms && *holds && !rc; t++) {
         bool letter = false;

@@ -187,10 +187,8 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     const char *const *terms = (const char *const *)query->terms;
     size_t want = (k + h->n) * PRIOR_POOL, cap = want * (n_docs ? n_docs : 1), n = 0;
     cq_bm25_hit *found = malloc(cap * sizeof *found);
-    cq_status rc = found ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    int64_t *doc_of = rc ? NULL : malloc(cap * sizeof *doc_of);
-    int64_t *doc_ids = rc || !n_docs ? NULL : malloc(n_docs * sizeof *doc_ids);
-    if (!rc && (!doc_of || (n_docs && !doc_ids))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    int64_t *doc_of = malloc(cap * sizeof *doc_of), *doc_ids = n_docs ? malloc(n_docs * sizeof *doc_ids) : NULL;
+    cq_status rc = found && doc_of && (doc_ids || !n_docs) ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_docs; i++) doc_ids[i] = docs[i].doc_id;
     if (!rc) rc = cq_store_keyword_bm25(s, kb_id, terms, query->n_terms, doc_ids, n_docs, want, found, doc_of, &n, err);
     if (!rc && query->n_exp_terms) rc = add_expansion(s, query, doc_ids, n_docs, want, &found, &doc_of, &n, err);
@@ -266,63 +264,48 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     if (rc) return rc;
     int64_t ids[DENSE_POOL];
     float cos[DENSE_POOL];
-    size_t nd = 0;
+    size_t nd = 0, nf = 0, routed = 0;
     /* document routing (search/doc_route.h): the search inside the dense list, or the prior after the fusion */
     const cq_doc_routing *routing = cq_dense_doc_route(o->dense);
     const cq_doc_route *dr = cq_doc_routing_for(routing, q->lang == CQ_QUERY_ZH);
     const cq_ssm_model *m = cq_dense_model(o->dense);
     const int dim = cq_ssm_model_config(m)->d_embed;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    const size_t nb = h->n - routed;
     float *qv = malloc((size_t)dim * sizeof *qv);
-    if (!qv) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    rc = cq_dense_query_vector(o->dense, q->text, qv, err);
+    int64_t *bm25 = malloc((nb + 1) * sizeof *bm25);
+    cq_fused *f = NULL;
+    cq_hits old = {malloc((nb + 1) * sizeof *old.hits), 0, 0}; /* the BM25 hits, moved aside */
+    if (!qv || !bm25 || !old.hits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc) rc = cq_dense_query_vector(o->dense, q->text, qv, err);
     if (!rc) rc = cq_dense_search_vec(o->dense, s, q->kb_id, qv, DENSE_POOL, ids, cos, &nd, err);
     if (!rc && dr && routing->method == CQ_DOC_ROUTE_SEARCH)
         rc = cq_doc_route_search(dr, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
                                  cq_ssm_model_doc_head_id(m), dim, qv, ids, cos, &nd, DENSE_POOL, err);
-    if (rc) {
-        free(qv);
-        return rc;
-    }
-    size_t routed = 0;
-    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
-    const size_t nb = h->n - routed;
-    int64_t *bm25 = malloc((nb + 1) * sizeof *bm25);
-    cq_fused *f = malloc((nb + nd + 1) * sizeof *f);
-    if (!bm25 || !f) {
-        free(bm25);
-        free(f);
-        free(qv);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
-    size_t nf = 0;
-    if (method == CQ_FUSION_SCORE) rc = score_fuse(o, h->hits + routed, bm25, nb, ids, cos, nd, params, f, &nf, err);
-    else nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
-    if (!(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
+    if (!rc && !(f = malloc((nb + nd + 1) * sizeof *f))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
+    if (!rc && method == CQ_FUSION_SCORE)
+        rc = score_fuse(o, h->hits + routed, bm25, nb, ids, cos, nd, params, f, &nf, err);
+    else if (!rc)
+        nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
+    if (!rc && !(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
         for (size_t i = 0; i < nf && i < nd; i++)
             if (f[i].id == ids[i]) f[i].score = cos[i];
     if (!rc && dr && routing->method == CQ_DOC_ROUTE_PRIOR)
         rc = route(s, o, q, dr, qv, h->hits + routed, bm25, nb, method, params, f, nf, err);
-    free(qv);
-    free(bm25);
-    if (rc) {
-        free(f);
-        return rc;
+    if (!rc) { /* the list after the router hits rebuilt in the fused order; the BM25 hits freed after */
+        memcpy(old.hits, h->hits + routed, nb * sizeof *old.hits);
+        old.n = nb;
+        h->n = routed;
     }
-    /* Rebuild the list after the router hits in the fused order; the BM25 hits move aside and are freed after. */
-    cq_hits old = {malloc((nb + 1) * sizeof *old.hits), nb, 0};
-    if (!old.hits) {
-        free(f);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    memcpy(old.hits, h->hits + routed, old.n * sizeof *old.hits);
-    h->n = routed;
     for (size_t i = 0; !rc && i < nf && h->n < k; i++) {
         if (has_clause(h, f[i].id)) continue;
         rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].from_dense ? CQ_RETRIEVE_DENSE : CQ_RETRIEVE_BM25, 0, 0, err);
     }
     cq_hits_free(&old);
     free(f);
+    free(bm25);
+    free(qv);
     return rc;
 }
 
@@ -526,10 +509,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (!rc && reranking) rc = rerank(opt, q, out, top_n, err);
     if (!rc) prefer_versions(&versions, out);
     group_cache_free(&groups);
-    if (rc) {
-        cq_hits_free(out);
-        return rc;
-    }
+    if (rc) cq_hits_free(out); /* n = 0 */
     while (out->n > k) hit_free(&out->hits[--out->n]); /* candidates that were there for the reranker */
-    return CQ_OK;
+    return rc;
 }

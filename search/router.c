@@ -191,28 +191,20 @@ static void add_variant(router_cache *c, int64_t doc_id, const char *text, int w
     char *k = title_fold(text);
     if (!k) return;
     int chars = (int)cq_utf8_count(k, strlen(k));
-    int cjk = 0;
     size_t len;
-    uint32_t first = cq_utf8_decode(k, strlen(k), &len);
-    cjk = cq_is_cjk(first);
     /* Folding drops spaces, so a short Latin key would match inside unrelated words ("confidential" inside
      * "...the confidential information"): Latin names and titles match literally only when long (a full file
      * name); shorter ones are matched word by word (match_name_words). */
-    if (chars < (cjk ? 2 : 16)) {
-        free(k);
-        return;
-    }
-    for (size_t i = c->n; i > 0 && c->v[i - 1].doc_id == doc_id; i--)
-        if (!strcmp(c->v[i - 1].key, k)) {
+    bool keep = chars >= (cq_is_cjk(cq_utf8_decode(k, strlen(k), &len)) ? 2 : 16);
+    for (size_t i = c->n; keep && i > 0 && c->v[i - 1].doc_id == doc_id; i--)
+        if (!strcmp(c->v[i - 1].key, k)) { /* known: the strong one stays strong */
             if (!weak) c->v[i - 1].weak = 0;
-            free(k);
-            return;
+            keep = false;
         }
-    if (!cq_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v)) {
+    if (keep && cq_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v))
+        c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
+    else
         free(k);
-        return;
-    }
-    c->v[c->n++] = (title_variant){doc_id, k, chars, weak, 0, date, name_hash};
 }
 
 /* Drops a leading administrative prefix: 上海市 / 广东省 / 内蒙古自治区 / 延边朝鲜族自治州 ... */
@@ -469,7 +461,8 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
     latin_words(question, 0, 1, add_question_word, &qw);
     if (!qw.n) return CQ_OK;
     double n_docs = (double)(c->n_docs ? c->n_docs : 1);
-    for (size_t i = 0; i < c->n_words;) {
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; !rc && i < c->n_words;) {
         size_t j = i;
         double total = 0, found = 0;
         int distinctive = 0;
@@ -485,14 +478,12 @@ static cq_status match_name_words(const router_cache *c, const char *question, r
         }
         double coverage = total > 0 ? found / total : 0;
         if (distinctive && coverage >= NAME_MIN_COVERAGE &&
-            !offer(best, nb, cap, c->words[i].doc_id, 1.0 + coverage, 0)) {
-            free(qw.w);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
+            !offer(best, nb, cap, c->words[i].doc_id, 1.0 + coverage, 0))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         i = j;
     }
     free(qw.w);
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_title_match *out, size_t max,
@@ -505,25 +496,18 @@ cq_status cq_router_titles(cq_store *s, int64_t kb_id, const char *question, cq_
     if (!q) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     ranked_match *best = NULL;
     size_t nb = 0, cap = 0;
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; !rc && i < c->n; i++) {
         const title_variant *v = &c->v[i];
-        if (v->generic || !strstr(q, v->key)) continue;
-        if (!offer(&best, &nb, &cap, v->doc_id, v->chars - (v->weak ? 0.5 : 0.0), v->date)) {
-            free(best);
-            free(q);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
+        if (!v->generic && strstr(q, v->key) &&
+            !offer(&best, &nb, &cap, v->doc_id, v->chars - (v->weak ? 0.5 : 0.0), v->date))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     free(q);
-    rc = match_name_words(c, question, &best, &nb, &cap, err);
-    if (rc) {
-        free(best);
-        return rc;
-    }
-    if (nb) qsort(best, nb, sizeof *best, cmp_match);
-    for (size_t i = 0; i < nb && *n < max; i++) out[(*n)++] = best[i].m;
+    if (!rc) rc = match_name_words(c, question, &best, &nb, &cap, err);
+    if (!rc && nb) qsort(best, nb, sizeof *best, cmp_match);
+    for (size_t i = 0; !rc && i < nb && *n < max; i++) out[(*n)++] = best[i].m;
     free(best);
-    return CQ_OK;
+    return rc;
 }
 
 /* ---- resolving ---------------------------------------------------------------------------------------------- */

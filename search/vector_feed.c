@@ -106,10 +106,10 @@ static int64_t read_seq_file(const cq_vectors *v) {
     return ok ? seq : -1;
 }
 
-static cq_status open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
-                         bool *rebuilt, cq_err *err) {
+cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                                 cq_vectors **out, bool *rebuilt, cq_err *err) {
     *out = NULL;
-    *rebuilt = false;
+    if (rebuilt) *rebuilt = false;
     cq_vectors *v = NULL;
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
@@ -142,21 +142,12 @@ static cq_status open_shared(cq_store *s, const char *data_dir, int64_t kb_id, c
     }
     if (!rc && !use_file) {
         rc = cq_vectors_rebuild(v, s, err);
-        *rebuilt = true;
+        if (rebuilt) *rebuilt = true;
     }
     if (began) rc = cq_db_end(db, true, rc, err);
-    if (rc) {
-        cq_vectors_close(v);
-        return rc;
-    }
-    *out = v;
-    return CQ_OK;
-}
-
-cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                                 cq_vectors **out, cq_err *err) {
-    bool rebuilt;
-    return open_shared(s, data_dir, kb_id, model, dim, out, &rebuilt, err);
+    if (rc) cq_vectors_close(v);
+    else *out = v;
+    return rc;
 }
 
 /* ---- the feed ---------------------------------------------------------------------------------------------- */
@@ -329,7 +320,7 @@ cq_status cq_vector_feed_kb(cq_vector_feed *f, int64_t kb_id, const char *model,
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc && !*out) {
         bool rebuilt = false;
-        rc = open_shared(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
+        rc = cq_vectors_open_shared(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
         if (!rc) {
             f->kbs[f->n_kbs++] = *out;
             if (rebuilt) f->stats.n_rebuilt++;

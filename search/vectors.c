@@ -37,7 +37,7 @@ static cq_status faiss_error(cq_err *err, const char *what) {
  * ~0.1 s) before they sleep; a document's add (~44 vectors against the IVF centroids) every few milliseconds
  * therefore kept 15 threads spinning through a whole ingest on the 16-core GPU box (laws-zh: 13 minutes of system
  * time in 76 s, docs/PERF.md). Here every product is small except training an IVF index, so OpenBLAS runs on the
- * calling thread (its threads sleep) and gets the cores only while cq_vectors_fill trains and fills an index.
+ * calling thread (its threads sleep) and gets the cores only while fill trains and fills an index.
  * Looked up at run time: a reference BLAS has no such call and needs none. The setting is process-wide. */
 static void (*blas_set_threads)(int);
 static int blas_cores = 1;
@@ -104,7 +104,8 @@ cq_status cq_vectors_save(cq_vectors *v, cq_err *err) {
     return rc;
 }
 
-cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err) {
+/* Replaces the index by one holding exactly these n vectors (flat or IVF by n), under the write lock. */
+static cq_status fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err) {
     pthread_rwlock_wrlock(&v->lock);
     blas_threads(true);
     cq_status rc = new_index(v, n, x, err);
@@ -120,7 +121,7 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
     float *x = NULL;
     size_t n = 0;
     cq_status rc = cq_store_vectors_read_all(s, v->kb_id, v->model, v->dim, &ids, &x, &n, &seq, err);
-    if (!rc) rc = cq_vectors_fill(v, ids, x, n, err);
+    if (!rc) rc = fill(v, ids, x, n, err);
     free(ids);
     free(x);
     if (!rc && seq >= 0) { /* PostgreSQL: exactly the changes the snapshot includes */
@@ -184,7 +185,7 @@ void cq_vectors_adopt(cq_vectors *v, FaissIndex *idx) {
 
 cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
                           cq_vectors **out, cq_err *err) {
-    if (cq_store_vectors_shared(s)) return cq_vectors_open_shared(s, data_dir, kb_id, model, dim, out, err);
+    if (cq_store_vectors_shared(s)) return cq_vectors_open_shared(s, data_dir, kb_id, model, dim, out, NULL, err);
     cq_vectors *v = NULL;
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
@@ -203,12 +204,9 @@ cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, cons
             rc = cq_vectors_rebuild(v, s, err);
         }
     }
-    if (rc) {
-        cq_vectors_close(v);
-        return rc;
-    }
-    *out = v;
-    return CQ_OK;
+    if (rc) cq_vectors_close(v);
+    else *out = v;
+    return rc;
 }
 
 void cq_vectors_close(cq_vectors *v) {
@@ -287,7 +285,8 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
     return rc;
 }
 
-cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
+/* Removes them from FAISS only: their SQLite rows are gone already (cascade, rollback). */
+static cq_status forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err) {
     pthread_rwlock_wrlock(&v->lock);
     cq_status rc = remove_from_index(v, clause_ids, n, err);
     v->dirty = 1;
@@ -298,7 +297,7 @@ cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, 
 cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err) {
     if (!n) return CQ_OK;
     cq_status rc = cq_store_vectors_delete(s, clause_ids, n, err);
-    return rc ? rc : cq_vectors_forget(v, clause_ids, n, err);
+    return rc ? rc : forget(v, clause_ids, n, err);
 }
 
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
@@ -307,26 +306,23 @@ cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t
     if (!k) return CQ_OK;
     idx_t *labels = malloc(k * sizeof *labels);
     float *dist = malloc(k * sizeof *dist);
-    if (!labels || !dist) {
-        free(labels);
-        free(dist);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    cq_status rc = labels && dist ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        /* one query is too little work to share: FAISS's OpenMP team only waits on busy cores (this thread only) */
+        omp_set_num_threads(1);
+        pthread_rwlock_rdlock(&v->lock);
+        if (faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels)) rc = faiss_error(err, "search");
+        pthread_rwlock_unlock(&v->lock);
     }
-    /* one query is too little work to share: FAISS's OpenMP team only waits on busy cores (this thread only) */
-    omp_set_num_threads(1);
-    pthread_rwlock_rdlock(&v->lock);
-    int rc = faiss_Index_search(v->index, 1, query, (idx_t)k, dist, labels);
-    pthread_rwlock_unlock(&v->lock);
-    if (!rc)
-        for (size_t i = 0; i < k; i++)
-            if (labels[i] >= 0) {
-                ids[*n_out] = labels[i];
-                scores[*n_out] = dist[i];
-                (*n_out)++;
-            }
+    for (size_t i = 0; !rc && i < k; i++)
+        if (labels[i] >= 0) {
+            ids[*n_out] = labels[i];
+            scores[*n_out] = dist[i];
+            (*n_out)++;
+        }
     free(labels);
     free(dist);
-    return rc ? faiss_error(err, "search") : CQ_OK;
+    return rc;
 }
 
 /* ---- dense retrieval ---- */
@@ -416,12 +412,9 @@ static cq_status dense_open(const char *data_dir, const char *weights_dir, cq_de
                         dir, cq_ssm_model_config(d->model)->vocab_size, CQ_SSM_VOCAB_SIZE);
     if (!rc) rc = new_encoder(d->model, 1, &d->encoder, why, err);
     if (!rc) rc = new_encoder(d->model, 0, &d->doc_encoder, why, err);
-    if (rc) {
-        cq_dense_close(d);
-        return rc;
-    }
-    *out = d;
-    return CQ_OK;
+    if (rc) cq_dense_close(d);
+    else *out = d;
+    return rc;
 }
 
 /* Which device encodes is worth one line: a GPU box that silently encodes on its CPU is slow for no clear reason. */
@@ -586,18 +579,17 @@ static cq_vectors *open_kb(cq_dense *d, int64_t kb_id) {
 
 cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err) {
     cq_vectors *v = d && n ? open_kb(d, kb_id) : NULL;
-    return v ? cq_vectors_forget(v, clause_ids, n, err) : CQ_OK;
+    return v ? forget(v, clause_ids, n, err) : CQ_OK;
 }
 
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err) {
     if (!d) return CQ_OK;
     int64_t kb_id = -1;
-    cq_status rc0 = cq_store_doc_kb(s, doc_id, &kb_id, err);
-    if (rc0) return rc0;
-    if (kb_id < 0 || !open_kb(d, kb_id)) return CQ_OK;
+    cq_status rc = cq_store_doc_kb(s, doc_id, &kb_id, err);
+    if (rc || kb_id < 0 || !open_kb(d, kb_id)) return rc;
     int64_t *ids = NULL;
     size_t n = 0;
-    cq_status rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
+    rc = cq_vectors_doc_clause_ids(s, doc_id, &ids, &n, err);
     if (!rc) rc = cq_dense_forget(d, kb_id, ids, n, err);
     free(ids);
     return rc;

@@ -53,8 +53,6 @@ cq_status cq_vectors_add(cq_vectors *v, cq_store *s, const int64_t *clause_ids, 
 /* Removes the vectors of these clauses from SQLite and FAISS (call before deleting a document's clauses, with
  * cq_vectors_doc_clause_ids; a later open repairs a missed call). */
 cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_ids, size_t n, cq_err *err);
-/* Removes them from FAISS only: their SQLite rows are gone already (cascade, rollback). */
-cq_status cq_vectors_forget(cq_vectors *v, const int64_t *clause_ids, size_t n, cq_err *err);
 
 /* Up to k nearest clauses of the unit query vector: ids and scores (inner products, best first); *n_out ≤ k. */
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,

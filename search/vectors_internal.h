@@ -27,8 +27,6 @@ cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model,
                          cq_err *err);
 /* The saved FAISS file when it is one of ours of dimension dim, else NULL. */
 FaissIndex *cq_vectors_read_file(const cq_vectors *v);
-/* Replaces the index by one holding exactly these n vectors (flat or IVF by n), under the write lock. */
-cq_status cq_vectors_fill(cq_vectors *v, const int64_t *ids, const float *x, size_t n, cq_err *err);
 /* Removes the ids remove[0..n_remove) and adds ids[0..n) with their vectors x, under the write lock. When the
  * flat index would grow past CQ_VECTORS_IVF_MIN it changes nothing and sets *rebuild: the caller rebuilds. */
 cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remove, const int64_t *ids, const float *x,
@@ -39,9 +37,9 @@ void cq_vectors_adopt(cq_vectors *v, FaissIndex *index);
 /* ---- PostgreSQL (search/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
 
 /* Opens KB kb_id's cache over the store: the node's FAISS file when its seq is still covered by the feed, caught up;
- * else rebuilt from clause_vectors (cq_vectors_rebuild: one snapshot). */
+ * else rebuilt from clause_vectors (cq_vectors_rebuild: one snapshot; *rebuilt, may be NULL, says so). */
 cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                                 cq_vectors **out, cq_err *err);
+                                 cq_vectors **out, bool *rebuilt, cq_err *err);
 /* Applies the feed's changes after `after` to the indexes v[0..n) (those of other KBs are skipped; each index only
  * takes changes after its own seq), then moves every index's seq to the last change read. *last (may be NULL) gets
  * it, *applied (may be NULL) how many changes touched an index. */

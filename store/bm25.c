@@ -284,11 +284,7 @@ static char *match_of(const char *const *terms, size_t n, const unsigned char *u
         or_group(&q, terms, n, all);
         cq_strbuf_puts(&q, ")");
     }
-    if (q.failed) {
-        cq_strbuf_free(&q);
-        return NULL;
-    }
-    return q.data ? q.data : strdup("");
+    return cq_strbuf_finish(&q);
 }
 
 /* Runs `SELECT rowid, <fn> AS r ... MATCH match [AND rowid BETWEEN lo AND hi] ORDER BY r LIMIT limit` and appends
@@ -318,8 +314,7 @@ static cq_status run_scan(sqlite3 *db, int64_t kb_id, const char *fn, const char
         (*n_out)++;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    return CQ_OK;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
 }
 
 cq_status cq_bm25_top_reference(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, int64_t lo,
@@ -347,16 +342,15 @@ static cq_status term_stats(sqlite3 *db, int64_t kb_id, const char *const *terms
              "SELECT cq_bm25_stats(" CQ_FTS_TABLE_FMT ", ?2) FROM " CQ_FTS_TABLE_FMT " WHERE " CQ_FTS_TABLE_FMT
              " MATCH ?1 LIMIT 1",
              (long long)kb_id, (long long)kb_id, (long long)kb_id);
-    sqlite3_stmt *st;
-    cq_status rc = CQ_OK;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        free(match);
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    sqlite3_stmt *st = NULL;
+    int step = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (step == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
+        sqlite3_bind_pointer(st, 2, r, "cq_bm25_stats", NULL);
+        step = sqlite3_step(st);
     }
-    sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
-    sqlite3_bind_pointer(st, 2, r, "cq_bm25_stats", NULL);
-    int step = sqlite3_step(st);
-    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    cq_status rc = step == SQLITE_ROW || step == SQLITE_DONE ? CQ_OK
+                                                             : cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
     sqlite3_finalize(st);
     free(match);
     return rc;

@@ -353,11 +353,8 @@ cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, siz
     cq_status rc = cq_store_doc_clauses(s, doc_id, &rows, &n_rows, err); /* store/documents.c, both stores */
     if (rc) return rc;
     keep_holding(rows, &n_rows, q, limit, more);
-    if (!n_rows) {
-        free(rows);
-        rows = NULL;
-    }
-    *out = rows;
+    if (!n_rows) free(rows);
+    *out = n_rows ? rows : NULL;
     *n = n_rows;
     return CQ_OK;
 }

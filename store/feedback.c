@@ -229,14 +229,10 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
         }
         cq_db_finalize(st);
     }
-    if (rc) {
-        free(list);
-        return rc;
-    }
-    if (count) qsort(list, count, sizeof *list, cmp_day);
-    *out = list;
-    *n = count;
-    return CQ_OK;
+    if (!rc && count) qsort(list, count, sizeof *list, cmp_day);
+    if (rc) free(list);
+    else *out = list, *n = count;
+    return rc;
 }
 
 cq_status cq_store_quality_prune(cq_store *s, const char *before, cq_err *err) {

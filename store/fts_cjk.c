@@ -215,12 +215,8 @@ static size_t word_recompose(const uint32_t *w, size_t n, char *out) {
     utf8proc_ssize_t m = utf8proc_decompose((const utf8proc_uint8_t *)raw, (utf8proc_ssize_t)raw_len, buf, cap,
                                             UTF8PROC_COMPOSE | UTF8PROC_COMPAT | UTF8PROC_CASEFOLD |
                                                 UTF8PROC_STABLE);
-    if (m < 0 || m > cap) {
-        memcpy(out, raw, raw_len);
-        return raw_len;
-    }
-    m = utf8proc_normalize_utf32(buf, m, UTF8PROC_COMPOSE | UTF8PROC_STABLE);
-    if (m < 0) {
+    if (m >= 0 && m <= cap) m = utf8proc_normalize_utf32(buf, m, UTF8PROC_COMPOSE | UTF8PROC_STABLE);
+    if (m < 0 || m > cap) { /* as it is */
         memcpy(out, raw, raw_len);
         return raw_len;
     }
@@ -382,8 +378,7 @@ static struct {
 } cjk_instance;
 
 static int cjk_create(void *user, const char **args, int n_args, Fts5Tokenizer **out) {
-    (void)user;
-    (void)args;
+    (void)user, (void)args;
     if (n_args > 0) return SQLITE_ERROR;
     *out = (Fts5Tokenizer *)&cjk_instance;
     return SQLITE_OK;

@@ -120,8 +120,8 @@ cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, boo
                     "ti", subject, subject_id))
         return err->code;
     size_t len = 0, alive = 0;
-    int step;
-    while ((step = cq_db_step(st, "read grants", err)) == CQ_DB_ROW) {
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "read grants", &rc, err)) {
         bool exists = cq_db_col_int(st, 1) != 0;
         alive += exists;
         if (current && !exists) continue;
@@ -131,9 +131,8 @@ cq_status cq_grants_read(cq_db *db, const char *subject, int64_t subject_id, boo
         else kb[len] = 0; /* cannot happen: the grant was checked to fit when it was made */
     }
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (gone) *gone = alive == 0;
-    return CQ_OK;
+    if (!rc && gone) *gone = alive == 0;
+    return rc;
 }
 
 bool cq_grant_has(const char *kbs, const char *kb) {

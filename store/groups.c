@@ -119,15 +119,15 @@ cq_status cq_store_user_groups(cq_store *s, int64_t user_id, char *out, size_t c
                     "i", user_id))
         return err->code;
     size_t len = 0;
-    int step;
-    while ((step = cq_db_step(st, "user's groups", err)) == CQ_DB_ROW) {
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "user's groups", &rc, err)) {
         const char *name = cq_db_col_text(st, 0);
         int w = snprintf(out + len, cap - len, "%s%s", len ? "," : "", name ? name : "");
         if (w > 0 && (size_t)w < cap - len) len += (size_t)w;
         else out[len] = 0;
     }
     cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *names, size_t n, size_t *missing,
@@ -141,22 +141,19 @@ cq_status cq_store_group_sync(cq_store *s, int64_t user_id, const char *const *n
                        "DELETE FROM group_members WHERE user_id = ?1 AND source = 'ldap'", "i", user_id);
     for (size_t i = 0; i < n && !rc; i++) {
         int64_t gid = 0;
-        cq_err lookup = {0};
-        cq_status found = cq_principal_id(db, "group", names[i], &gid, &lookup);
-        if (found == CQ_ERR_NOT_FOUND) {
+        rc = cq_principal_id(db, "group", names[i], &gid, err);
+        if (rc == CQ_ERR_NOT_FOUND) { /* no such group here: counted, not an error */
+            cq_err_clear(err);
+            rc = CQ_OK;
             if (missing) (*missing)++;
             continue;
         }
-        if (found) {
-            *err = lookup;
-            rc = found;
-            break;
-        }
         /* a local membership of the same group stays as it is */
-        rc = cq_db_run(db, "directory groups", NULL, err,
-                       "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap') "
-                       "ON CONFLICT (group_id, user_id) DO NOTHING",
-                       "ii", gid, user_id);
+        if (!rc)
+            rc = cq_db_run(db, "directory groups", NULL, err,
+                           "INSERT INTO group_members(group_id, user_id, source) VALUES(?1, ?2, 'ldap') "
+                           "ON CONFLICT (group_id, user_id) DO NOTHING",
+                           "ii", gid, user_id);
     }
     return cq_db_end(db, own, rc, err);
 }

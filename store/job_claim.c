@@ -147,12 +147,11 @@ cq_status cq_store_job_renew(cq_store *s, const cq_job_lease *lease, int lease_s
                     "AND attempt = ?3 RETURNING cancel_requested",
                     "itii", lease->job_id, lease->owner, (int64_t)lease->attempt, (int64_t)lease_s))
         return err->code;
-    int step = cq_db_step(st, "renew job lease", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
-    if (step == CQ_DB_DONE)
+    cq_status rc = cq_db_row(st, "renew job lease", err);
+    if (rc == CQ_ERR_NOT_FOUND)
         rc = cq_err_set(err, CQ_ERR_CANCELLED, "renew job lease: lease lost: job %lld is no longer attempt %d of '%s'",
                         (long long)lease->job_id, lease->attempt, lease->owner);
-    else if (step == CQ_DB_ROW && cancel_requested)
+    else if (!rc && cancel_requested)
         *cancel_requested = cq_db_col_int(st, 0) != 0;
     cq_db_finalize(st);
     return rc;

@@ -154,14 +154,10 @@ cq_status cq_store_job_get(cq_store *s, int64_t job_id, cq_job_info *out, cq_err
     size_t n;
     memset(out, 0, sizeof *out);
     cq_status rc = job_query(s, "SELECT " JOB_COLUMNS " WHERE j.id = ?1", job_id, 0, &rows, &n, err);
-    if (rc) return rc;
-    if (n == 0) {
-        free(rows);
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "no job with id %lld", (long long)job_id);
-    }
-    *out = rows[0];
-    free(rows);
-    return CQ_OK;
+    if (!rc && n) *out = rows[0];
+    else if (!rc) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no job with id %lld", (long long)job_id);
+    free(rows); /* NULL after a failure */
+    return rc;
 }
 
 cq_status cq_store_job_list(cq_store *s, int64_t kb_id, size_t limit, cq_job_info **out, size_t *n, cq_err *err) {

@@ -30,15 +30,23 @@ cq_status cq_random_bytes(void *out, size_t n, cq_err *err) {
     return CQ_OK;
 }
 
-cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err) {
-    unsigned char bytes[32];
-    size_t need = (n_hex + 1) / 2;
-    if (need > sizeof bytes) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
-    if (cq_random_bytes(bytes, need, err)) return err->code;
+cq_status cq_secret_new(char *out, size_t bytes, const char *prefix, char hash[65], cq_err *err) {
+    unsigned char random[32];
+    const size_t skip = strlen(prefix), n_hex = bytes - 1 - skip, need = (n_hex + 1) / 2;
+    if (need > sizeof random) return cq_err_set(err, CQ_ERR_INTERNAL, "key too long");
+    if (cq_random_bytes(random, need, err)) return err->code;
     static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n_hex; i++) out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
-    out[n_hex] = 0;
+    memcpy(out, prefix, skip);
+    for (size_t i = 0; i < n_hex; i++) out[skip + i] = hex[(random[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+    out[bytes - 1] = 0;
+    cq_sha256_hex(out, bytes - 1, hash);
     return CQ_OK;
+}
+
+bool cq_secret_hash(const char *secret, size_t bytes, const char *prefix, char hash[65]) {
+    if (!secret || strlen(secret) != bytes - 1 || strncmp(secret, prefix, strlen(prefix))) return false;
+    cq_sha256_hex(secret, bytes - 1, hash);
+    return true;
 }
 
 static const cq_principal_layout KEY = CQ_PRINCIPAL_LAYOUT(cq_key_info, "key");
@@ -55,36 +63,17 @@ static bool key_from_row(cq_db_stmt *st, void *elem) {
     return true;
 }
 
-static cq_status key_prepare(const char **name_io, cq_key_role role, const char *kb, char grant[CQ_GRANT_BYTES],
-                             char secret[CQ_KEY_SECRET_BYTES], char hash[65], char prefix[CQ_KEY_PREFIX_CHARS + 1],
-                             cq_err *err) {
-    const char *name = *name_io;
-    if (cq_grants_check(role, kb, "key", grant, err)) return err->code;
-    if (!name || !*name) name = cq_key_role_name(role);
-    if (strlen(name) >= sizeof((cq_key_info *)0)->name)
-        return cq_err_set(err, CQ_ERR_INVALID, "key name too long (at most 63 bytes)");
-    memcpy(secret, "cq_", 3);
-    cq_status rc = cq_key_random_hex(secret + 3, CQ_KEY_SECRET_BYTES - 4, err);
-    if (rc) return rc;
-    cq_sha256_hex(secret, strlen(secret), hash);
-    memcpy(prefix, secret, CQ_KEY_PREFIX_CHARS);
-    prefix[CQ_KEY_PREFIX_CHARS] = 0;
-    *name_io = name;
-    return CQ_OK;
-}
-
-static bool secret_hash(const char *secret, char hash[65]) {
-    if (!secret || strlen(secret) != CQ_KEY_SECRET_BYTES - 1 || strncmp(secret, "cq_", 3)) return false;
-    cq_sha256_hex(secret, strlen(secret), hash);
-    return true;
-}
-
 cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
                               char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
     cq_db *db = cq_store_conn(s);
     char hash[65], prefix[CQ_KEY_PREFIX_CHARS + 1], grant[CQ_GRANT_BYTES];
-    cq_status rc = key_prepare(&name, role, kb, grant, secret, hash, prefix, err);
+    if (cq_grants_check(role, kb, "key", grant, err)) return err->code;
+    if (!name || !*name) name = cq_key_role_name(role);
+    if (strlen(name) >= sizeof((cq_key_info *)0)->name)
+        return cq_err_set(err, CQ_ERR_INVALID, "key name too long (at most 63 bytes)");
+    cq_status rc = cq_secret_new(secret, CQ_KEY_SECRET_BYTES, "cq_", hash, err);
     if (rc) return rc;
+    snprintf(prefix, sizeof prefix, "%.*s", CQ_KEY_PREFIX_CHARS, secret);
     int64_t now = (int64_t)time(NULL), id = 0;
     /* The key, its KBs and "authentication is required" come together, or nothing does. */
     bool own;
@@ -97,12 +86,11 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
                        "ttttti", name, prefix, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
     if (!rc) rc = cq_grants_write(db, "key", id, grant, err);
     rc = cq_db_end(db, own, rc, err);
-    if (rc) return rc;
-    if (info) {
+    if (!rc && info) {
         cq_principal_set(&KEY, info, id, name, role, grant, now);
         snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
     }
-    return CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err) {
@@ -129,7 +117,8 @@ cq_status cq_store_key_check(cq_store *s, const char *secret, cq_key_info *out, 
     cq_db *db = cq_store_conn(s);
     memset(out, 0, sizeof *out);
     char hash[65];
-    if (!secret_hash(secret, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
+    if (!cq_secret_hash(secret, CQ_KEY_SECRET_BYTES, "cq_", hash))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "unknown API key");
     cq_status rc = cq_db_one(db, "check key", key_from_row, out, sizeof *out, err,
                              "SELECT " KEY_COLUMNS " WHERE k.hash = ?1 AND k.revoked_at IS NULL", "t", hash);
     if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "unknown or revoked API key");

@@ -54,8 +54,11 @@ cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, c
 
 /* n random bytes from the kernel's generator (getrandom). */
 cq_status cq_random_bytes(void *out, size_t n, cq_err *err);
-/* n_hex (at most 64) random hex digits from the kernel's generator, and a NUL, into out. */
-cq_status cq_key_random_hex(char *out, size_t n_hex, cq_err *err);
+/* A new secret of bytes - 1 characters (at most 64 of them random) into out: prefix, then random hex digits (the
+ * kernel's generator); its SHA-256 in hex, the form the store keeps, into hash. */
+cq_status cq_secret_new(char *out, size_t bytes, const char *prefix, char hash[65], cq_err *err);
+/* The SHA-256 of secret into hash when secret has cq_secret_new's form (bytes - 1 characters, prefix first). */
+bool cq_secret_hash(const char *secret, size_t bytes, const char *prefix, char hash[65]);
 
 /* Every key, revoked ones included, oldest first. */
 cq_status cq_store_key_list(cq_store *s, cq_key_info **out, size_t *n, cq_err *err);

@@ -66,8 +66,7 @@ typedef struct {
 } doc_builder;
 
 static int builder_token(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
-    (void)start;
-    (void)end;
+    (void)start, (void)end;
     doc_builder *b = ctx;
     /* FTS5's counting: a token starts a new position unless it is COLOCATED with the one before it. */
     if (!(flags & CQ_FTS_TOK_COLOCATED) || b->positions == 0) b->positions++;
@@ -129,13 +128,12 @@ static int cmp_row(const void *a, const void *b) {
 cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_doc *out, cq_err *err) {
     memset(out, 0, sizeof *out);
     doc_builder b = {0};
-    cq_status rc = CQ_ERR_NOMEM;
-    for (size_t i = 0; i < n && !b.failed; i++) {
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < n && !b.failed && !rc; i++) {
         if (i && c[i].clause_id <= c[i - 1].clause_id) {
-            free(b.occ);
             rc = cq_err_set(err, CQ_ERR_INVALID, "keyword index: clause ids must increase (%lld after %lld)",
                             (long long)c[i].clause_id, (long long)c[i - 1].clause_id);
-            goto fail;
+            break;
         }
         const char *columns[CQ_BM25_N_COLUMNS] = {c[i].title, c[i].path, c[i].body};
         uint32_t D = 0;
@@ -151,14 +149,14 @@ cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_
         out->n_positions += D;
     }
     free(b.occ);
-    if (b.failed) {
-        cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    out->rows = calloc(b.tokens.n ? b.tokens.n : 1, sizeof *out->rows);
-    if (!out->rows) {
-        cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        goto fail;
+    if (!rc && !b.failed) out->rows = calloc(b.tokens.n ? b.tokens.n : 1, sizeof *out->rows);
+    if (!rc && !out->rows) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (rc) {
+        for (size_t t = 0; t < b.cap_lists; t++) free(b.lists[t].list.data);
+        cq_strmap_free(&b.tokens, false);
+        free(b.lists);
+        memset(out, 0, sizeof *out);
+        return rc;
     }
     for (size_t t = 0; t < b.tokens.n; t++)
         out->rows[t] = (cq_keyword_row){b.tokens.keys[t], b.lists[t].n_clauses,
@@ -168,12 +166,6 @@ cq_status cq_keyword_doc_build(const cq_keyword_clause *c, size_t n, cq_keyword_
     cq_strmap_free(&b.tokens, true); /* the rows own the strings and the lists now */
     free(b.lists);
     return CQ_OK;
-fail:
-    for (size_t t = 0; t < b.cap_lists; t++) free(b.lists[t].list.data);
-    cq_strmap_free(&b.tokens, false);
-    free(b.lists);
-    memset(out, 0, sizeof *out);
-    return rc;
 }
 
 void cq_keyword_doc_free(cq_keyword_doc *d) {
@@ -215,9 +207,7 @@ typedef struct {
 } phrase_ctx;
 
 static int phrase_token(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
-    (void)start;
-    (void)end;
-    (void)flags; /* a query's tail unigram is one more token of the phrase, as FTS5 reads it */
+    (void)start, (void)end, (void)flags; /* a query's tail unigram is one more token of the phrase, as FTS5 reads it */
     phrase_ctx *x = ctx;
     long t = cq_strmap_find(x->tokens, tok, len, true);
     uint32_t *p = t < 0 ? NULL : realloc(x->p->tokens, (x->p->n + 1) * sizeof *p);
@@ -369,10 +359,7 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
     const stored_row **rows = calloc(m, sizeof *rows);
     size_t *at = calloc(m, sizeof *at);
     const entry **ej = calloc(m, sizeof *ej); /* the clause in token j's list */
-    if (!d || !rows || !at || !ej) {
-        rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    if (!d || !rows || !at || !ej) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t r = 0; !rc && r < s->n_rows; r++) {
         if (s->rows[r].token != p->tokens[0]) continue;
         const int64_t doc_id = s->rows[r].doc_id;
@@ -413,7 +400,6 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                 out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
-done:
     for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
     free(d);
     free(rows);
@@ -490,8 +476,8 @@ cq_status cq_keyword_search_rank(cq_keyword_search *s, int64_t n_rows, int64_t n
     score_table t = {0};
     cq_keyword_hit *best = NULL;
     if (!rc) {
-        for (t.n_slots = 64; t.n_slots < 2 * total; t.n_slots *= 2) {
-        }
+        t.n_slots = 64;
+        while (t.n_slots < 2 * total) t.n_slots *= 2;
         t.slots = calloc(t.n_slots, sizeof *t.slots);
         best = malloc(limit * sizeof *best);
         if (!t.slots || !best) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

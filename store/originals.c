@@ -28,35 +28,26 @@ cq_status cq_store_original_put_file(cq_store *s, const char *sha256, const char
      * NOTHING: a node storing the same new content meanwhile holds that key until it commits (then nothing is
      * inserted here: the original is there) or rolls back (then this one stores it). An original of one part is
      * that one statement; a longer one needs a transaction, the caller's or its own. */
-    size_t got = fread(buf, 1, CQ_STORE_ORIGINAL_PART_BYTES, fp);
-    cq_status rc = ferror(fp) ? cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path) : CQ_OK;
+    cq_status rc = CQ_OK;
     bool own = false;
-    if (!rc && got == CQ_STORE_ORIGINAL_PART_BYTES) rc = cq_db_begin_own(db, &own, err);
     cq_db_stmt *st = NULL;
-    if (!rc)
-        rc = cq_db_prepare(db,
-                           "INSERT INTO originals(sha256, part, bytes) VALUES(?1, ?2, ?3) "
-                           "ON CONFLICT (sha256, part) DO NOTHING",
-                           &st, err);
     for (int part = 0; !rc; part++) {
-        if (part > 0) {
-            got = fread(buf, 1, CQ_STORE_ORIGINAL_PART_BYTES, fp);
-            if (ferror(fp)) {
-                rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
-                break;
-            }
-            if (got == 0) break; /* an empty file is one empty part (part 0), so that it is found */
-        }
+        const size_t got = fread(buf, 1, CQ_STORE_ORIGINAL_PART_BYTES, fp);
+        if (ferror(fp)) rc = cq_err_set(err, CQ_ERR_IO, "store original: cannot read %s", path);
+        else if (part > 0 && got == 0) break; /* an empty file is one empty part (part 0), so that it is found */
+        if (!rc && part == 0 && got == CQ_STORE_ORIGINAL_PART_BYTES) rc = cq_db_begin_own(db, &own, err);
+        if (!rc && part == 0)
+            rc = cq_db_prepare(db,
+                               "INSERT INTO originals(sha256, part, bytes) VALUES(?1, ?2, ?3) "
+                               "ON CONFLICT (sha256, part) DO NOTHING",
+                               &st, err);
+        if (rc) break;
         cq_db_reset(st);
         cq_db_bind_text(st, 1, sha256);
         cq_db_bind_int(st, 2, part);
         cq_db_bind_blob(st, 3, buf, got);
-        if (cq_db_step(st, "store original", err) < 0) {
-            rc = err ? err->code : CQ_ERR_DB;
-            break;
-        }
-        bool present = part == 0 && cq_db_changes(db) == 0;
-        if (present || got < CQ_STORE_ORIGINAL_PART_BYTES) break;
+        if (cq_db_step(st, "store original", err) < 0) rc = err ? err->code : CQ_ERR_DB;
+        else if ((part == 0 && cq_db_changes(db) == 0) || got < CQ_STORE_ORIGINAL_PART_BYTES) break; /* there, or done */
     }
     cq_db_finalize(st);
     fclose(fp);

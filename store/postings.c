@@ -23,12 +23,11 @@ cq_status cq_postings_clause_ids(cq_db *db, size_t n, int64_t *ids, cq_err *err)
                     "i", (int64_t)n))
         return err->code;
     size_t got = 0;
-    int step;
-    while ((step = cq_db_step(st, "reserve clause ids", err)) == CQ_DB_ROW)
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "reserve clause ids", &rc, err))
         if (got < n) ids[got++] = cq_db_col_int(st, 0);
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (got != n) return cq_err_set(err, CQ_ERR_DB, "reserve clause ids: short answer");
+    if (rc || got != n) return rc ? rc : cq_err_set(err, CQ_ERR_DB, "reserve clause ids: short answer");
     qsort(ids, n, sizeof *ids, cmp_int64);
     return CQ_OK;
 }
@@ -39,11 +38,10 @@ static cq_status lock_document(cq_db *db, int64_t doc_id, int64_t *kb_id, cq_err
     if (cq_db_query(db, "add clauses", &st, err,
                     "SELECT kb_id, keyword_clauses FROM documents WHERE id = ?1 FOR UPDATE", "i", doc_id))
         return err->code;
-    int step = cq_db_step(st, "add clauses", err);
-    cq_status rc = step < 0                        ? err->code
-                   : step == CQ_DB_DONE            ? cq_err_set(err, CQ_ERR_NOT_FOUND, "no such document")
-                   : cq_db_col_int(st, 1) > 0      ? cq_err_set(err, CQ_ERR_EXISTS, "the document's clauses are already there")
-                                                   : CQ_OK;
+    cq_status rc = cq_db_row(st, "add clauses", err);
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_set(err, rc, "no such document");
+    else if (!rc && cq_db_col_int(st, 1) > 0)
+        rc = cq_err_set(err, CQ_ERR_EXISTS, "the document's clauses are already there");
     if (!rc) *kb_id = cq_db_col_int(st, 0);
     cq_db_finalize(st);
     return rc;

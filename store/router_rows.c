@@ -5,11 +5,11 @@
 
 /* Steps st to its end, the first column of each row into out[*n] while *n < max; finalizes it. */
 static cq_status ids_into(cq_db_stmt *st, int64_t *out, size_t max, size_t *n, cq_err *err) {
-    int step;
-    while ((step = cq_db_step(st, "router", err)) == CQ_DB_ROW)
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "router", &rc, err))
         if (*n < max) out[(*n)++] = cq_db_col_int(st, 0);
     cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_router_docs_stat(cq_store *s, int64_t kb_id, int64_t *n_docs, int64_t *max_id, int64_t *min_id,
@@ -29,11 +29,11 @@ cq_status cq_store_router_docs(cq_store *s, int64_t kb_id, cq_store_router_doc_f
                     "SELECT id, name, title FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id", "i",
                     kb_id))
         return err->code;
-    int step;
-    while ((step = cq_db_step(st, "router", err)) == CQ_DB_ROW)
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "router", &rc, err))
         fn(ctx, cq_db_col_int(st, 0), cq_db_col_text(st, 1), cq_db_col_text(st, 2));
     cq_db_finalize(st);
-    return step < 0 ? err->code : CQ_OK;
+    return rc;
 }
 
 cq_status cq_store_router_by_key(cq_store *s, int64_t doc_id, const char *key, int64_t *out, size_t max, size_t *n,

@@ -514,12 +514,8 @@ static cq_status step_text(cq_db_kind kind, int version, char **out, cq_err *err
         cq_strbuf_puts(&b, kind == CQ_DB_POSTGRESQL ? word_types[w].pg : word_types[w].sqlite);
     }
     cq_strbuf_puts(&b, t);
-    if (b.failed) {
-        cq_strbuf_free(&b);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    *out = cq_strbuf_take(&b);
-    return CQ_OK;
+    *out = cq_strbuf_finish(&b);
+    return *out ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
 }
 
 cq_status cq_store_schema_version(cq_db *db, int *version, cq_err *err) {

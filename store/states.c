@@ -15,28 +15,24 @@ static const char *const doc_names[] = {
 
 static const char *name_of(const char *const *names, size_t n, unsigned v) { return v < n ? names[v] : "unknown"; }
 
-static bool find(const char *const *names, size_t n, const char *name, int *out) {
+/* name's index in names, or -1 */
+static int find(const char *const *names, size_t n, const char *name) {
     for (size_t i = 0; name && i < n; i++)
-        if (!strcmp(name, names[i])) {
-            *out = (int)i;
-            return true;
-        }
-    return false;
+        if (!strcmp(name, names[i])) return (int)i;
+    return -1;
 }
 
 const char *cq_job_state_name(cq_job_state state) { return name_of(job_names, COUNT(job_names), (unsigned)state); }
 const char *cq_doc_state_name(cq_doc_state state) { return name_of(doc_names, COUNT(doc_names), (unsigned)state); }
 
 bool cq_job_state_parse(const char *name, cq_job_state *out) {
-    int v;
-    if (!find(job_names, COUNT(job_names), name, &v)) return false;
-    *out = (cq_job_state)v;
-    return true;
+    const int v = find(job_names, COUNT(job_names), name);
+    if (v >= 0) *out = (cq_job_state)v;
+    return v >= 0;
 }
 
 bool cq_doc_state_parse(const char *name, cq_doc_state *out) {
-    int v;
-    if (!find(doc_names, COUNT(doc_names), name, &v)) return false;
-    *out = (cq_doc_state)v;
-    return true;
+    const int v = find(doc_names, COUNT(doc_names), name);
+    if (v >= 0) *out = (cq_doc_state)v;
+    return v >= 0;
 }

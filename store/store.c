@@ -34,7 +34,7 @@ typedef struct {
 } pending_clauses;
 
 /* The keyword index behind the store's rows (store/store_internal.h): what really differs between the two
- * databases, as a table of functions; the store picks one when it opens. */
+ * databases, as a table of functions (NULL: nothing to do there); the store picks one when it opens. */
 typedef struct keyword_index {
     bool takes_tokens; /* the clauses' tokens made ahead are replayed (cq_store_clause.text_tokens): FTS5's */
     cq_status (*clause_add)(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
@@ -96,23 +96,17 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err) {
     cq_store *s = calloc(1, sizeof *s);
     if (!s) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     /* db/db_sqlite.c: the file (0600 when new), WAL, the busy timeout, foreign keys */
-    cq_status rc = cq_db_sqlite_open(path, &s->conn, err);
-    if (rc) {
-        cq_store_close(s);
-        return rc;
-    }
+    cq_status rc = cq_db_sqlite_open(path, &s->conn, err); /* its messages name the file already */
+    const bool opened = !rc;
     s->db = cq_db_sqlite(s->conn);
     s->keyword = &fts5;
-    rc = cq_fts_cjk_register(s->db, err);
+    if (!rc) rc = cq_fts_cjk_register(s->db, err);
     if (!rc) rc = cq_bm25_register(s->db, err);
     if (!rc) rc = cq_store_migrate(s->conn, err);
-    if (rc) {
-        cq_err_prefix(err, "database %s: ", path);
-        cq_store_close(s);
-        return rc;
-    }
-    *out = s;
-    return CQ_OK;
+    if (rc && opened) cq_err_prefix(err, "database %s: ", path);
+    if (rc) cq_store_close(s);
+    else *out = s;
+    return rc;
 }
 
 static void pending_drop(cq_store *s);
@@ -148,10 +142,10 @@ cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err) {
         cq_db_where_redact(where, shown, sizeof shown);
         cq_err_prefix(err, "store %s: ", shown);
         cq_store_close(s);
-        return rc;
+    } else {
+        *out = s;
     }
-    *out = s;
-    return CQ_OK;
+    return rc;
 }
 
 /* ---- clauses held for PostgreSQL ------------------------------------------------------------------------------ */
@@ -235,7 +229,8 @@ static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label,
 cq_status cq_store_begin(cq_store *s, cq_err *err) { return cq_db_begin(s->conn, err); }
 
 cq_status cq_store_commit(cq_store *s, cq_err *err) {
-    cq_status rc = s->keyword->flush(s, 0, err); /* the clauses held for their postings, in this transaction */
+    /* the clauses held for their postings, in this transaction */
+    cq_status rc = s->keyword->flush ? s->keyword->flush(s, 0, err) : CQ_OK;
     if (rc) {
         cq_store_rollback(s);
         return rc;
@@ -244,7 +239,7 @@ cq_status cq_store_commit(cq_store *s, cq_err *err) {
 }
 
 void cq_store_rollback(cq_store *s) {
-    s->keyword->discard(s, 0);
+    if (s->keyword->discard) s->keyword->discard(s, 0);
     cq_db_rollback(s->conn);
 }
 
@@ -334,13 +329,6 @@ static cq_status fts5_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_er
              (long long)kb_id);
     return cq_db_run(s->conn, "delete index rows", NULL, err, sql, "i", doc_id);
 }
-
-static cq_status nothing(cq_store *s, int64_t id, cq_err *err) {
-    (void)s, (void)id, (void)err;
-    return CQ_OK;
-}
-
-static void nothing_held(cq_store *s, int64_t doc_id) { (void)s, (void)doc_id; }
 
 /* Postings: the clauses are held (pending_add) and written with their postings at the document's finish, the
  * commit, or when a clause of another document comes (store/postings.h). */
@@ -433,18 +421,16 @@ static const keyword_index fts5 = {
     .kb_add = fts5_kb_add,
     .kb_drop = fts5_kb_drop,
     .doc_drop = fts5_doc_drop,
-    .flush = nothing,
-    .discard = nothing_held,
     .bulk_on = "PRAGMA cache_size = -262144; PRAGMA temp_store = MEMORY",
     .bulk_off = "PRAGMA cache_size = -2000; PRAGMA temp_store = DEFAULT",
 };
 
+/* No kb_add (postings come with each document's clauses), no kb_drop (documents_postings_gone, a trigger, deletes
+ * the postings with the documents). */
 static const keyword_index postings = {
     .bm25 = postings_bm25,
     .takes_tokens = false,
     .clause_add = postings_clause_add,
-    .kb_add = nothing,  /* postings come with each document's clauses */
-    .kb_drop = nothing, /* documents_postings_gone, a trigger, deletes the postings with the documents */
     .doc_drop = postings_doc_drop,
     .flush = postings_flush,
     .discard = postings_discard,
@@ -457,10 +443,12 @@ cq_status cq_store_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const 
     return s->keyword->clause_add(s, kb_id, doc_id, doc_label, c, clause_id, err);
 }
 
-cq_status cq_store_keyword_kb_add(cq_store *s, int64_t kb_id, cq_err *err) { return s->keyword->kb_add(s, kb_id, err); }
+cq_status cq_store_keyword_kb_add(cq_store *s, int64_t kb_id, cq_err *err) {
+    return s->keyword->kb_add ? s->keyword->kb_add(s, kb_id, err) : CQ_OK;
+}
 
 cq_status cq_store_keyword_kb_drop(cq_store *s, int64_t kb_id, cq_err *err) {
-    return s->keyword->kb_drop(s, kb_id, err);
+    return s->keyword->kb_drop ? s->keyword->kb_drop(s, kb_id, err) : CQ_OK;
 }
 
 cq_status cq_store_keyword_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
@@ -468,5 +456,5 @@ cq_status cq_store_keyword_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, 
 }
 
 cq_status cq_store_keyword_doc_flush(cq_store *s, int64_t doc_id, cq_err *err) {
-    return doc_id ? s->keyword->flush(s, doc_id, err) : CQ_OK;
+    return doc_id && s->keyword->flush ? s->keyword->flush(s, doc_id, err) : CQ_OK;
 }

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/sha256.h"
 #include "core/utf8.h"
 #include "db/db.h"
 #include "db/dialect.h"
@@ -218,15 +217,11 @@ static cq_status user_find(cq_db *db, const char *name, cq_user_info *u, char ha
     if (cq_db_query(db, "find user", &st, err, "SELECT " USER_COLUMNS ", u.password_hash FROM users u WHERE u.name = ?1",
                     "t", name))
         return err->code;
-    int step = cq_db_step(st, "find user", err);
-    if (step == CQ_DB_ROW) {
-        user_read(st, u);
-        if (hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
-    }
+    cq_status rc = cq_db_row(st, "find user", err);
+    if (!rc) user_read(st, u);
+    if (!rc && hash) cq_db_col_copy(st, USER_NCOLS, hash, CQ_PASSWORD_HASH_BYTES);
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "no user named '%s'", name ? name : "");
-    return CQ_OK;
+    return rc == CQ_ERR_NOT_FOUND ? cq_err_set(err, rc, "no user named '%s'", name ? name : "") : rc;
 }
 
 cq_status cq_store_user_get(cq_store *s, const char *name, cq_user_info *out, cq_err *err) {
@@ -286,13 +281,8 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
         *err = lookup;
         return rc;
     }
-    bool ok;
-    if (rc) {
-        if (usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
-        ok = false;
-    } else {
-        ok = usable && cq_password_verify(hash, password);
-    }
+    if (rc && usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
+    const bool ok = !rc && usable && cq_password_verify(hash, password);
     memset(hash, 0, sizeof hash);
     if (!ok) {
         memset(out, 0, sizeof *out);
@@ -370,18 +360,10 @@ cq_status cq_store_user_count(cq_store *s, int64_t *n, cq_err *err) {
 
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
 
-static bool token_hash(const char *token, char hash[65]) {
-    if (!token || strlen(token) != CQ_SESSION_TOKEN_BYTES - 1 || strncmp(token, "cqs_", 4)) return false;
-    cq_sha256_hex(token, strlen(token), hash);
-    return true;
-}
-
 cq_status cq_store_session_create(cq_store *s, int64_t user_id, int64_t idle_s, char token[CQ_SESSION_TOKEN_BYTES],
                                   int64_t *session_id, cq_err *err) {
-    memcpy(token, "cqs_", 4);
-    if (cq_key_random_hex(token + 4, CQ_SESSION_TOKEN_BYTES - 5, err)) return err->code;
     char hash[65];
-    cq_sha256_hex(token, strlen(token), hash);
+    if (cq_secret_new(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash, err)) return err->code;
     int64_t now = (int64_t)time(NULL);
     int64_t id;
     cq_status rc = cq_db_int(cq_store_conn(s), "create session", &id, err,
@@ -396,7 +378,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
                                  int64_t *session_id, cq_err *err) {
     memset(user, 0, sizeof *user);
     char hash[65];
-    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    if (!cq_secret_hash(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
     cq_db *db = cq_store_conn(s);
     int64_t now = (int64_t)time(NULL), id = 0, last_seen = 0;
     cq_db_stmt *st;
@@ -406,16 +389,15 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
                     "AND u.disabled_at IS NULL",
                     "tii", hash, now, now - CQ_SESSION_MAX_AGE_S))
         return err->code;
-    int step = cq_db_step(st, "check session", err);
-    if (step == CQ_DB_ROW) {
+    cq_status rc = cq_db_row(st, "check session", err);
+    if (!rc) {
         user_read(st, user);
         id = cq_db_col_int(st, USER_NCOLS);
         last_seen = cq_db_col_int(st, USER_NCOLS + 1);
     }
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE) return cq_err_set(err, CQ_ERR_NOT_FOUND, "the session has ended: sign in again");
-    if (user_grant(db, user, true, err)) return err->code;
+    if (rc == CQ_ERR_NOT_FOUND) return cq_err_set(err, rc, "the session has ended: sign in again");
+    if (rc || user_grant(db, user, true, err)) return err->code;
     if (session_id) *session_id = id;
     if (now - last_seen >= 60) {
         /* best effort and without waiting, as a key's use (store/keys.c) */
@@ -430,7 +412,8 @@ cq_status cq_store_session_check(cq_store *s, const char *token, int64_t idle_s,
 
 cq_status cq_store_session_revoke(cq_store *s, const char *token, cq_err *err) {
     char hash[65];
-    if (!token_hash(token, hash)) return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
+    if (!cq_secret_hash(token, CQ_SESSION_TOKEN_BYTES, "cqs_", hash))
+        return cq_err_set(err, CQ_ERR_NOT_FOUND, "not signed in");
     int64_t changed = 0;
     if (cq_db_run(cq_store_conn(s), "sign out", &changed, err,
                   "UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL", "ti", hash,

@@ -120,17 +120,12 @@ static cq_status store_batch(cq_db *db, int64_t kb_id, const char *model, int di
 
 cq_status cq_store_vectors_store(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
                                  const float *vectors, size_t n, bool *replaced, cq_err *err) {
-    bool any = false;
+    bool any = is_pg(s); /* a batch deletes what it replaces without telling: any may have been */
     if (replaced) *replaced = false;
     if (!n) return CQ_OK;
     cq_db *db = cq_store_conn(s);
-    cq_status rc;
-    if (is_pg(s)) {
-        any = true;
-        rc = store_batch(db, kb_id, model, dim, clause_ids, vectors, n, err);
-    } else {
-        rc = store_rows(db, kb_id, model, dim, clause_ids, vectors, n, &any, err);
-    }
+    cq_status rc = any ? store_batch(db, kb_id, model, dim, clause_ids, vectors, n, err)
+                       : store_rows(db, kb_id, model, dim, clause_ids, vectors, n, &any, err);
     if (replaced) *replaced = any;
     return rc;
 }

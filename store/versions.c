@@ -28,11 +28,6 @@ typedef struct {
     cq_version_entry e;
 } cq_version_keyed;
 
-static void cq_version_group_finish(cq_version_group *g, cq_date repealed_by);
-static void cq_version_group_alone(cq_version_group *g, int64_t doc_id);
-static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
-                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err);
-
 const char *cq_version_state_name(cq_version_state s) {
     switch (s) {
     case CQ_VERSION_IN_FORCE: return "in_force";
@@ -48,10 +43,8 @@ const char *cq_version_state_name(cq_version_state s) {
 /* Feeds a document's clauses in order into its header: the clauses before the first article; a document without
  * articles: its first paragraph. Returns false once the header is complete (stop feeding). */
 static bool header_take(cq_strbuf *header, int kind, const char *text, bool *first) {
-    if (header->len >= CQ_VERSION_HEADER_MAX_BYTES) return false;
-    /* the header is what comes before the first article; a document without articles: its first paragraph */
-    if (kind == KIND_ARTICLE) return false;
-    if (kind == KIND_PARAGRAPH && !*first) return false;
+    if (header->len >= CQ_VERSION_HEADER_MAX_BYTES || kind == KIND_ARTICLE || (kind == KIND_PARAGRAPH && !*first))
+        return false;
     cq_strbuf_printf(header, "%s\n", text ? text : "");
     *first = false;
     return true;
@@ -62,18 +55,13 @@ static bool header_take(cq_strbuf *header, int kind, const char *text, bool *fir
 static cq_status texts_of(const cq_version_clause *c, size_t n, char **header, char **tail, cq_err *err) {
     cq_strbuf h = {0}, t = {0};
     bool first = true;
-    for (size_t i = 0; i < n && header_take(&h, c[i].kind, c[i].text, &first); i++) {
-    }
-    for (size_t i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
+    size_t i = 0;
+    while (i < n && header_take(&h, c[i].kind, c[i].text, &first)) i++;
+    for (i = n > CQ_VERSION_TAIL_CLAUSES ? n - CQ_VERSION_TAIL_CLAUSES : 0; i < n; i++)
         cq_strbuf_printf(&t, "%s\n", c[i].text ? c[i].text : "");
-    if (h.failed || t.failed) {
-        cq_strbuf_free(&h);
-        cq_strbuf_free(&t);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    *header = cq_strbuf_take(&h);
-    *tail = cq_strbuf_take(&t);
-    return CQ_OK;
+    *header = cq_strbuf_finish(&h); /* the caller frees both, whatever the outcome */
+    *tail = cq_strbuf_finish(&t);
+    return *header && *tail ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
 }
 
 static bool clause_read(cq_db_stmt *st, void *elem) {
@@ -92,10 +80,9 @@ static cq_status read_document(cq_db *db, int64_t doc_id, int64_t *kb_id, char *
                     "SELECT d.kb_id, d.name, d.title, CASE WHEN v.by_user THEN 1 ELSE 0 END, v.doc_id IS NOT NULL "
                     "FROM documents d LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.id = ?1", "i", doc_id))
         return err->code;
-    int step = cq_db_step(st, "versions: find document", err);
-    cq_status rc = step < 0 ? err->code : CQ_OK;
-    if (step == CQ_DB_DONE) rc = cq_err_set(err, CQ_ERR_NOT_FOUND, "no document with id %lld", (long long)doc_id);
-    if (step == CQ_DB_ROW) {
+    cq_status rc = cq_db_row(st, "versions: find document", err);
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_set(err, rc, "no document with id %lld", (long long)doc_id);
+    if (!rc) {
         *kb_id = cq_db_col_int(st, 0);
         *name = cq_db_col_strdup(st, 1);
         *title = cq_db_col_strdup(st, 2);
@@ -163,7 +150,32 @@ cq_status cq_versions_analyse_clauses(cq_store *s, int64_t doc_id, const cq_vers
     return analyse(s, doc_id, clauses ? clauses : &none, clauses ? n : 0, err);
 }
 
-static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err);
+static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
+    cq_db *db = cq_store_conn(s);
+    const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
+                           : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
+                             "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
+    int64_t *ids;
+    size_t n;
+    cq_status rc = cq_db_ids(db, "versions: find documents", &ids, &n, err, sql, "i", kb_id);
+    if (!rc && n) {
+        bool own;
+        rc = cq_db_begin_own(db, &own, err);
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = cq_versions_analyse(s, ids[i], err);
+            /* deleted by another node since the list was read: nothing to analyse */
+            if (rc == CQ_ERR_NOT_FOUND) {
+                cq_err_clear(err);
+                rc = CQ_OK;
+            }
+        }
+        rc = cq_db_end(db, own, rc, err);
+    }
+    free(ids);
+    if (!rc && n_analysed) *n_analysed = n;
+    if (!rc && n && !redo) CQ_INFO("versions: %zu documents of KB %lld analysed", n, (long long)kb_id);
+    return rc;
+}
 
 /* What a connection has seen of its KBs: the documents (count, largest id) when every ready one had its version.
  * Retrieval asks for every question; the count and largest id come from an index, without reading the rows. SQLite
@@ -198,33 +210,6 @@ cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_an
             if ((*slot)[i].kb_id == kb_id || (*slot)[i].kb_id == 0) k = i;
         (*slot)[k] = (seen_kb){kb_id, n_docs, max_id};
     }
-    return rc;
-}
-
-static cq_status ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
-    const char *sql = redo ? "SELECT id FROM documents WHERE kb_id = ?1 AND status = 'ready' ORDER BY id"
-                           : "SELECT d.id FROM documents d WHERE d.kb_id = ?1 AND d.status = 'ready' AND NOT EXISTS "
-                             "(SELECT 1 FROM doc_versions v WHERE v.doc_id = d.id) ORDER BY d.id";
-    int64_t *ids;
-    size_t n;
-    cq_status rc = cq_db_ids(db, "versions: find documents", &ids, &n, err, sql, "i", kb_id);
-    if (!rc && n) {
-        bool own;
-        rc = cq_db_begin_own(db, &own, err);
-        for (size_t i = 0; !rc && i < n; i++) {
-            rc = cq_versions_analyse(s, ids[i], err);
-            /* deleted by another node since the list was read: nothing to analyse */
-            if (rc == CQ_ERR_NOT_FOUND) {
-                cq_err_clear(err);
-                rc = CQ_OK;
-            }
-        }
-        rc = cq_db_end(db, own, rc, err);
-    }
-    free(ids);
-    if (!rc && n_analysed) *n_analysed = n;
-    if (!rc && n && !redo) CQ_INFO("versions: %zu documents of KB %lld analysed", n, (long long)kb_id);
     return rc;
 }
 
@@ -306,12 +291,9 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
         read_entry(st, &g->v[g->n++]);
     }
     cq_db_finalize(st);
-    if (rc) {
-        cq_version_group_free(g);
-        return rc;
-    }
-    cq_version_group_finish(g, repealed);
-    return CQ_OK;
+    if (rc) cq_version_group_free(g);
+    else cq_version_group_finish(g, repealed);
+    return rc;
 }
 
 cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *out, cq_err *err) {
@@ -321,26 +303,19 @@ cq_status cq_versions_group_of(cq_store *s, int64_t doc_id, cq_version_group *ou
     if (cq_db_query(db, "versions: find version", &st, err, "SELECT kb_id, key FROM doc_versions WHERE doc_id = ?1",
                     "i", doc_id))
         return err->code;
-    int step = cq_db_step(st, "versions: find version", err);
-    int64_t kb_id = step == CQ_DB_ROW ? cq_db_col_int(st, 0) : 0;
+    cq_status rc = cq_db_row(st, "versions: find version", err);
+    int64_t kb_id = rc ? 0 : cq_db_col_int(st, 0);
     char key[CQ_VERSION_KEY_MAX] = "";
-    if (step == CQ_DB_ROW) cq_db_col_copy(st, 1, key, sizeof key);
+    if (!rc) cq_db_col_copy(st, 1, key, sizeof key);
     cq_db_finalize(st);
-    if (step < 0) return err->code;
-    if (step == CQ_DB_DONE)
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, "document %lld has no version information", (long long)doc_id);
-    cq_status rc = load_group(db, kb_id, key, out, err);
-    if (rc) return rc;
-    if (!key[0]) cq_version_group_alone(out, doc_id);
-    return CQ_OK;
-}
-
-static void cq_version_group_alone(cq_version_group *g, int64_t doc_id) {
-    /* An empty key (a name with nothing left) groups nothing: the document stands alone. */
-    size_t k = 0;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->v[i].doc_id == doc_id) g->v[k++] = g->v[i];
-    g->n = k;
+    if (rc == CQ_ERR_NOT_FOUND)
+        return cq_err_set(err, rc, "document %lld has no version information", (long long)doc_id);
+    if (!rc) rc = load_group(db, kb_id, key, out, err);
+    size_t k = 0; /* an empty key (a name with nothing left) groups nothing: the document stands alone */
+    for (size_t i = 0; !rc && !key[0] && i < out->n; i++)
+        if (out->v[i].doc_id == doc_id) out->v[k++] = out->v[i];
+    if (!rc && !key[0]) out->n = k;
+    return rc;
 }
 
 int cq_version_group_pick(const cq_version_group *g, cq_date on, int version_year) {
@@ -392,9 +367,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
     out->doc_id = doc_id;
     if (!on) on = cq_date_today();
     out->on = on;
-    size_t i;
-    for (i = 0; i < g->n && g->v[i].doc_id != doc_id; i++) {
-    }
+    size_t i = 0;
+    while (i < g->n && g->v[i].doc_id != doc_id) i++;
     if (i == g->n) return; /* CQ_VERSION_UNKNOWN */
     const cq_version_entry *e = &g->v[i];
     snprintf(out->key, sizeof out->key, "%s", g->key);
@@ -423,27 +397,14 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
         out->current = start_of(&g->v[cur]) == start_of(e) ? *e : g->v[cur];
 }
 
-/* A document's status on a day from its group as read (rc: the read's status; NOT_FOUND, a document in no group,
- * gives the empty status without an error); frees the group it was given. */
-static cq_status status_from_group(cq_status rc, cq_version_group *g, int64_t doc_id, cq_date on,
-                                   cq_version_status *out, cq_err *err) {
-    if (rc == CQ_ERR_NOT_FOUND) { /* in no group: in force, alone */
-        memset(out, 0, sizeof *out);
-        out->doc_id = doc_id;
-        out->on = on ? on : cq_date_today();
-        cq_err_clear(err);
-        return CQ_OK;
-    }
-    if (rc) return rc;
-    cq_version_status_in(g, doc_id, on, out);
-    cq_version_group_free(g);
-    return CQ_OK;
-}
-
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
-    return status_from_group(rc, &g, doc_id, on, out, err);
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_clear(err), rc = CQ_OK; /* in no group (g is empty): in force, alone */
+    if (rc) return rc;
+    cq_version_status_in(&g, doc_id, on, out);
+    cq_version_group_free(&g);
+    return CQ_OK;
 }
 
 /* ---- corrections -------------------------------------------------------------------------------------------- */
@@ -511,10 +472,7 @@ cq_status cq_versions_list(cq_store *s, int64_t kb_id, cq_version_group **out, s
                               "SELECT v.key FROM doc_versions v JOIN documents d ON d.id = v.doc_id WHERE v.kb_id = ?1 "
                               "AND d.status = 'ready' AND v.key <> '' GROUP BY v.key HAVING count(*) > 1 ORDER BY v.key",
                               "i", kb_id);
-    if (!rc && n_keys) {
-        *out = calloc(n_keys, sizeof **out);
-        if (!*out) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (!rc && n_keys && !(*out = calloc(n_keys, sizeof **out))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_keys; i++) {
         rc = load_group(db, kb_id, keys[i], &(*out)[i], err);
         if (!rc) (*n)++;
@@ -541,6 +499,41 @@ static int cmp_keyed(const void *a, const void *b) {
 static int cmp_status_doc(const void *a, const void *b) {
     const cq_version_status *x = a, *y = b;
     return (x->doc_id > y->doc_id) - (x->doc_id < y->doc_id);
+}
+
+/* Every ready document's status on `on` from the KB's version rows (sorted in place) and the days regulations are
+ * repealed by other documents (key, e.repealed), ordered by document id. */
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
+                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
+    *out = NULL;
+    *n = 0;
+    if (!nr) return CQ_OK;
+    for (size_t i = 0; i < nr; i++) /* an empty key stands alone */
+        if (!rows[i].key[0]) snprintf(rows[i].key, sizeof rows[i].key, "#%lld", (long long)rows[i].e.doc_id);
+    qsort(rows, nr, sizeof *rows, cmp_keyed);
+    *out = calloc(nr, sizeof **out);
+    cq_version_entry *v = malloc(nr * sizeof *v);
+    cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nr;) {
+        size_t j = i;
+        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
+        cq_version_group g = {.v = v, .n = j - i};
+        snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
+        cq_date by = 0;
+        for (size_t r = 0; r < n_rep; r++)
+            if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
+        cq_version_group_finish(&g, by);
+        for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
+        i = j;
+    }
+    free(v);
+    if (!rc) qsort(*out, *n, sizeof **out, cmp_status_doc);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
@@ -580,47 +573,7 @@ cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_versio
     return rc;
 }
 
-/* Every ready document's status on `on` from the KB's version rows (sorted in place) and the days regulations are
- * repealed by other documents (key, e.repealed), ordered by document id. */
-static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
-                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    if (!nr) return CQ_OK;
-    for (size_t i = 0; i < nr; i++) /* an empty key stands alone */
-        if (!rows[i].key[0]) snprintf(rows[i].key, sizeof rows[i].key, "#%lld", (long long)rows[i].e.doc_id);
-    qsort(rows, nr, sizeof *rows, cmp_keyed);
-    *out = calloc(nr, sizeof **out);
-    cq_version_entry *v = malloc(nr * sizeof *v);
-    cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < nr;) {
-        size_t j = i;
-        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
-        cq_version_group g = {.v = v, .n = j - i};
-        snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
-        cq_date by = 0;
-        for (size_t r = 0; r < n_rep; r++)
-            if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
-        cq_version_group_finish(&g, by);
-        for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
-        i = j;
-    }
-    free(v);
-    if (!rc) qsort(*out, *n, sizeof **out, cmp_status_doc);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
-    return rc;
-}
-
 const cq_version_status *cq_versions_find(const cq_version_status *v, size_t n, int64_t doc_id) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v[mid].doc_id < doc_id) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && v[lo].doc_id == doc_id ? &v[lo] : NULL;
+    const cq_version_status key = {.doc_id = doc_id};
+    return n ? bsearch(&key, v, n, sizeof *v, cmp_status_doc) : NULL;
 }

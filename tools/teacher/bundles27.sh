@@ -9,6 +9,7 @@
 #   m<k>/pack27.tar.<k>-of-<n> teacher/reference.npz, meta.json, pack/ (egemma.json, ids.npy, egemma.safetensors: int8 rows + scales, which xz
 #                          does not shrink, so the set is a plain tar)
 #   d1/tools.tar           this branch's tools/ (laid over the lead's checkout at each call)
+#   d<last>/init27.tar.1-of-1  with INIT="name=DIR ...": weights to continue from (--init /tmp/w27/init/<name>)
 #   tools/teacher/bundles27.sh        (DATA=.device/ssm27: data/ + teacher/ + data/tokens.gemma3.npz for the ids;
 #                                      OUTD=.device/teacher27)
 set -eu
@@ -64,5 +65,19 @@ for what in ${SETS:-d m}; do
      split_parts $OUTD/pack27.tar m ;;
   esac
 done
+# INIT="name=DIR ...": weights to continue from (train.py --init /tmp/w27/init/<name>), e.g. the committed
+# checkpoint INIT="e192x4=data/models/ssm-e192x4g"; one plain tar in the smallest data part (d3), unpacked by stash
+if [ -n "${INIT:-}" ]; then
+  T=$(mktemp -d)
+  for spec in $INIT; do
+    name=${spec%%=*}; dir=${spec#*=}
+    [ -f $dir/ssm.json ] && [ -f $dir/ssm.safetensors ] || { echo "INIT $name: $dir lacks ssm.json or ssm.safetensors"; exit 1; }
+    mkdir -p $T/init/$name && cp $dir/ssm.json $dir/ssm.safetensors $T/init/$name/
+    [ -f $dir/doc_head.safetensors ] && cp $dir/doc_head.safetensors $T/init/$name/
+  done
+  last=$(ls -d $OUTD/d[0-9]* | sort -V | tail -1)
+  rm -f $OUTD/d*/init27.tar.*; tar -C $T -cf $last/init27.tar.1-of-1 init && rm -rf $T
+  echo "init: $(tar -tf $last/init27.tar.1-of-1 | grep -c safetensors) weight files in $last/init27.tar.1-of-1"
+fi
 ls -la $OUTD/*/
 echo "$(ls -d $OUTD/*/ | wc -l) part folders; each call carries one (carry: $OUTD/<d1..., m1...>)"

@@ -186,7 +186,6 @@ static bool first_int(cq_db_stmt *st, void *v) {
     return true;
 }
 
-
 cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
                      void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,
                      ...) {

@@ -68,7 +68,6 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return rc == CQ_ERR_EXISTS ? cq_store_kb_find(s, name, kb_id, err) : rc;
 }
 
-
 static bool kb_read(cq_db_stmt *st, void *elem) {
     cq_kb_info *k = elem;
     k->id = cq_db_col_int(st, 0);

@@ -20,7 +20,6 @@ static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out 
 
 static size_t batch_of(size_t n, size_t at) { return n - at < CQ_STORE_VECTORS_BATCH ? n - at : CQ_STORE_VECTORS_BATCH; }
 
-
 /* ---- storing: row by row (SQLite), a batch per statement (PostgreSQL: the feed's statement triggers) ---- */
 
 static cq_status store_rows(cq_db *db, int64_t kb_id, const char *model, int dim, const int64_t *ids, const float *x,

@@ -1,6 +1,5 @@
 #include "search/retrieve.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,6 @@
 /* BM25 top-k over a KB's FTS table with frequent-term pruning (store/bm25.h). */
 #include "store/bm25.h"
 
-#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,17 +1,12 @@
 #include "store/store.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core/grow.h"
-#include "core/log.h"
-#include "core/utf8.h"
 #include "db/db.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"

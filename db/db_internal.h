@@ -3,7 +3,6 @@
 #ifndef CQ_DB_DB_INTERNAL_H
 #define CQ_DB_DB_INTERNAL_H
 
-
 #include "db/db.h"
 
 typedef struct cq_db_driver {

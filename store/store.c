@@ -414,7 +414,6 @@ static const keyword_index fts5 = {
  * the postings with the documents). */
 static const keyword_index postings = {
     .bm25 = postings_bm25,
-    .takes_tokens = false,
     .clause_add = pending_add,
     .doc_drop = postings_doc_drop,
     .flush = postings_flush,

@@ -12,9 +12,7 @@
 #include "db/db.h"
 #include "db/dialect.h"
 
-static bool is_pg(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
-
-bool cq_store_vectors_shared(cq_store *s) { return is_pg(s); }
+bool cq_store_vectors_shared(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
 
 static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out of memory"); }
 
@@ -119,7 +117,7 @@ static cq_status store_batch(cq_db *db, int64_t kb_id, const char *model, int di
 
 cq_status cq_store_vectors_store(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
                                  const float *vectors, size_t n, bool *replaced, cq_err *err) {
-    bool any = is_pg(s); /* a batch deletes what it replaces without telling: any may have been */
+    bool any = cq_store_vectors_shared(s); /* a batch deletes what it replaces without telling: any may have been */
     if (replaced) *replaced = false;
     if (!n) return CQ_OK;
     cq_db *db = cq_store_conn(s);
@@ -202,7 +200,7 @@ cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *mode
     *ids = NULL;
     *x = NULL;
     *n = 0;
-    *seq = is_pg(s) ? 0 : -1;
+    *seq = cq_store_vectors_shared(s) ? 0 : -1;
     cq_db *db = cq_store_conn(s);
     cq_db_stmt *st;
     /* One statement, one snapshot: on PostgreSQL the feed position comes first (db/dialect.h); the rows one at a
@@ -399,7 +397,8 @@ void cq_vector_changes_free(cq_vector_change *c, size_t n) {
 }
 
 static cq_status feed_only(cq_store *s, const char *what, cq_err *err) {
-    return is_pg(s) ? CQ_OK : cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
+    if (cq_store_vectors_shared(s)) return CQ_OK;
+    return cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
 }
 
 /* A change's row, its clause ids from "1,2,3": false when out of memory. */

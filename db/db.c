@@ -29,11 +29,8 @@ cq_status cq_db_begin_own(cq_db *db, bool *own, cq_err *err) {
 
 cq_status cq_db_end(cq_db *db, bool own, cq_status rc, cq_err *err) {
     if (!own) return rc;
-    if (!rc) {
-        rc = cq_db_commit(db, err);
-        if (!rc) return CQ_OK;
-    }
-    cq_db_rollback(db);
+    if (!rc && !(rc = cq_db_commit(db, err))) return CQ_OK;
+    cq_db_rollback(db); /* a failed commit's too */
     return rc;
 }
 
@@ -100,8 +97,7 @@ void cq_db_stream(cq_db_stmt *st) {
 
 cq_status cq_db_bulk_row(cq_db_stmt *st, cq_err *err) { return st->db->drv->bulk_row(st, err); }
 cq_status cq_db_bulk_end(cq_db_stmt *st, cq_status rc, cq_err *err) {
-    if (!st) return rc;
-    return st->db->drv->bulk_end(st, rc, err);
+    return st ? st->db->drv->bulk_end(st, rc, err) : rc;
 }
 
 /* The body of a function of values (...) after kinds: returns call, which reads them from ap. */
@@ -185,7 +181,6 @@ static bool first_int(cq_db_stmt *st, void *v) {
     *(int64_t *)v = cq_db_col_int(st, 0);
     return true;
 }
-
 
 cq_status cq_db_list(cq_db *db, const char *what, size_t elem_size, bool (*read)(cq_db_stmt *st, void *elem),
                      void (*drop)(void *elem), void **out, size_t *n, cq_err *err, const char *sql, const char *kinds,

@@ -3,8 +3,6 @@
 #ifndef CQ_DB_DB_INTERNAL_H
 #define CQ_DB_DB_INTERNAL_H
 
-#include <stdarg.h>
-
 #include "db/db.h"
 
 typedef struct cq_db_driver {

@@ -20,7 +20,6 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
-#include "db/copy.h"
 #include "db/db_internal.h"
 
 #define OID_INT8 20
@@ -94,13 +93,12 @@ static void quiet_notice(void *arg, const char *message) {
 cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
     *out = NULL;
     pg_db *db = calloc(1, sizeof *db);
-    if (!db) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    db->base.drv = &cq_db_pg_driver;
-    db->conn = PQconnectdb(conninfo);
-    if (!db->conn) {
+    if (db) db->conn = PQconnectdb(conninfo);
+    if (!db || !db->conn) {
         free(db);
         return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
+    db->base.drv = &cq_db_pg_driver;
     if (PQstatus(db->conn) != CONNECTION_OK) {
         cq_status rc = pg_error_code(&db->base, err, CQ_ERR_DB, "cannot connect to PostgreSQL");
         PQfinish(db->conn);
@@ -214,13 +212,6 @@ static void drain(pg_stmt *st) {
     st->streaming = false;
 }
 
-/* The current row's bytea copies, for a result of st->n_cols columns: false when out of memory. */
-static bool blobs_new(pg_stmt *st) {
-    st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
-    st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
-    return st->blobs && st->blob_len;
-}
-
 static void blobs_free(pg_stmt *st) {
     drop_blobs(st);
     free(st->blobs);
@@ -236,6 +227,18 @@ static void drop_result(pg_stmt *st) {
     PQclear(st->res);
     st->res = NULL;
     st->row = st->rows = 0;
+}
+
+/* The result's columns and room for the current row's bytea copies: false (the result dropped, err set) when out
+ * of memory. */
+static bool columns_new(pg_stmt *st, cq_err *err) {
+    st->n_cols = PQnfields(st->res);
+    st->blobs = calloc((size_t)st->n_cols + 1, sizeof *st->blobs);
+    st->blob_len = calloc((size_t)st->n_cols + 1, sizeof *st->blob_len);
+    if (st->blobs && st->blob_len) return true;
+    drop_result(st);
+    cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    return false;
 }
 
 static void params_free(pg_stmt *st) {
@@ -343,13 +346,7 @@ static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
     if (rs == PGRES_SINGLE_TUPLE) {
         st->rows = 1;
         st->row = 0;
-        st->n_cols = PQnfields(st->res);
-        if (!blobs_new(st)) {
-            drop_result(st);
-            cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            return -1;
-        }
-        return CQ_DB_ROW;
+        return columns_new(st, err) ? CQ_DB_ROW : -1;
     }
     int out = CQ_DB_DONE;
     if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
@@ -380,13 +377,8 @@ static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
         const char *changed = PQcmdTuples(st->res);
         db->changes = changed && *changed ? atoll(changed) : 0;
         st->rows = rs == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
-        st->n_cols = PQnfields(st->res);
         st->row = -1;
-        if (st->n_cols && !blobs_new(st)) {
-            drop_result(st);
-            cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            return -1;
-        }
+        if (!columns_new(st, err)) return -1;
     }
     drop_blobs(st);
     if (st->row + 1 < st->rows) {
@@ -476,6 +468,40 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     return rc;
 }
 
+/* A COPY text-format field: backslash, tab, newline and carriage return escaped; NULL is \N. */
+static void copy_text(cq_strbuf *b, const char *s) {
+    if (!s) {
+        cq_strbuf_puts(b, "\\N");
+        return;
+    }
+    const char *run = s;
+    for (; *s; s++) {
+        const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
+        if (!esc) continue;
+        cq_strbuf_append(b, run, (size_t)(s - run));
+        cq_strbuf_puts(b, esc);
+        run = s + 1;
+    }
+    cq_strbuf_append(b, run, (size_t)(s - run));
+}
+
+/* A bytea COPY field: \x and hex digits, the backslash doubled for COPY. */
+static void copy_bytea(cq_strbuf *b, const unsigned char *p, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    cq_strbuf_puts(b, "\\\\x");
+    char buf[256];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[k++] = hex[p[i] >> 4];
+        buf[k++] = hex[p[i] & 15];
+        if (k == sizeof buf) {
+            cq_strbuf_append(b, buf, k);
+            k = 0;
+        }
+    }
+    cq_strbuf_append(b, buf, k);
+}
+
 static cq_status flush_copy(pg_stmt *st, cq_err *err) {
     pg_db *p = as_pg(st->base.db);
     if (!st->buf.len) return CQ_OK;
@@ -488,10 +514,10 @@ static cq_status pg_bulk_row(cq_db_stmt *s, cq_err *err) {
     pg_stmt *st = as_st(s);
     for (int i = 0; i < st->n; i++) {
         if (i) cq_strbuf_append(&st->buf, "\t", 1);
-        if (!st->values[i]) cq_db_copy_text(&st->buf, NULL);
+        if (!st->values[i]) copy_text(&st->buf, NULL);
         else if (st->formats[i] == 1)
-            cq_db_copy_bytea(&st->buf, (const unsigned char *)st->values[i], (size_t)st->lengths[i]);
-        else cq_db_copy_text(&st->buf, st->values[i]);
+            copy_bytea(&st->buf, (const unsigned char *)st->values[i], (size_t)st->lengths[i]);
+        else copy_text(&st->buf, st->values[i]);
         free(st->values[i]);
         st->values[i] = NULL;
     }

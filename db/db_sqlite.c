@@ -1,11 +1,11 @@
 /* The SQLite driver of db/db.h. SQL is SQLite's own, ?N placeholders included: statements go to SQLite as written. */
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/strbuf.h"
 #include "db/db_internal.h"
 
 typedef struct {
@@ -139,14 +139,12 @@ static void lite_nowait(cq_db *db, bool on) { sqlite3_busy_timeout(conn_of(db), 
 /* Bulk insert: one prepared INSERT stepped per row (SQLite has no faster path inside a transaction). */
 static cq_status lite_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
                                  cq_err *err) {
-    size_t cap = strlen(table) + strlen(columns) + 48 + (size_t)n_columns * 8;
-    char *sql = malloc(cap);
-    if (!sql) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    int used = snprintf(sql, cap, "INSERT INTO %s(%s) VALUES(", table, columns);
-    for (int i = 0; i < n_columns; i++) used += snprintf(sql + used, cap - (size_t)used, "%s?%d", i ? ", " : "", i + 1);
-    snprintf(sql + used, cap - (size_t)used, ")");
-    cq_status rc = lite_prepare(db, sql, out, err);
-    free(sql);
+    cq_strbuf sql = {0};
+    cq_strbuf_printf(&sql, "INSERT INTO %s(%s) VALUES(", table, columns);
+    for (int i = 0; i < n_columns; i++) cq_strbuf_printf(&sql, "%s?%d", i ? ", " : "", i + 1);
+    cq_strbuf_puts(&sql, ")");
+    cq_status rc = sql.failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : lite_prepare(db, sql.data, out, err);
+    cq_strbuf_free(&sql);
     return rc;
 }
 

@@ -71,17 +71,16 @@ cq_status cq_fusion_from_config(const char *text, size_t len, cq_fusion *out, cq
     return rc;
 }
 
+static const char *const method_names[] = {"weights", "rrf", "keep", "score"}; /* by cq_fusion_method */
+
 cq_status cq_fusion_parse_method(const char *s, cq_fusion_method *out, cq_err *err) {
-    if (!strcmp(s, "weights")) *out = CQ_FUSION_WEIGHTS;
-    else if (!strcmp(s, "rrf")) *out = CQ_FUSION_RRF;
-    else if (!strcmp(s, "keep")) *out = CQ_FUSION_KEEP;
-    else if (!strcmp(s, "score")) *out = CQ_FUSION_SCORE;
-    else return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion '%s' (use weights, rrf, keep or score)", s);
-    return CQ_OK;
+    for (int m = CQ_FUSION_WEIGHTS; m <= CQ_FUSION_SCORE; m++)
+        if (!strcmp(s, method_names[m])) return *out = (cq_fusion_method)m, CQ_OK;
+    return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion '%s' (use weights, rrf, keep or score)", s);
 }
 
 const char *cq_fusion_method_name(cq_fusion_method m) {
-    return m == CQ_FUSION_RRF ? "rrf" : m == CQ_FUSION_KEEP ? "keep" : m == CQ_FUSION_SCORE ? "score" : "weights";
+    return m > CQ_FUSION_WEIGHTS && m <= CQ_FUSION_SCORE ? method_names[m] : "weights";
 }
 
 const char *cq_fusion_norm_name(cq_fusion_norm n) { return n == CQ_FUSION_NORM_Z ? "z" : "minmax"; }
@@ -111,9 +110,7 @@ static void add_score(cq_fused *f, size_t from, size_t *n, int64_t id, double we
     f[i].score += weight / (CQ_FUSION_RRF_K + (double)rank);
 }
 
-/* Insertion sort of f[0..n), best score first; equal scores by id (by_id) or in the order they are in (stable). n is
- * a few hundred at most. */
-static void sort_fused(cq_fused *f, size_t n, bool by_id) {
+void cq_fusion_sort(cq_fused *f, size_t n, bool by_id) {
     for (size_t i = 1; i < n; i++) {
         cq_fused x = f[i];
         size_t j = i;
@@ -138,6 +135,6 @@ size_t cq_fusion_rank(cq_fusion_method method, cq_fusion_params p, const int64_t
         if (cq_fusion_index_of(bm25, kept, bm25[i]) == kept) add_score(out, kept, &n, bm25[i], 1.0, i + 1, false, bm25, nb);
     for (size_t i = 0; i < nd; i++)
         if (cq_fusion_index_of(bm25, kept, dense[i]) == kept) add_score(out, kept, &n, dense[i], w, i + 1, true, bm25, nb);
-    sort_fused(out + kept, n - kept, !keep);
+    cq_fusion_sort(out + kept, n - kept, !keep);
     return n;
 }

@@ -78,6 +78,9 @@ typedef struct {
 
 /* The index of id in ids[0..n), n when it is not there. */
 size_t cq_fusion_index_of(const int64_t *ids, size_t n, int64_t id);
+/* Insertion sort of f[0..n), best score first; equal scores by id (by_id) or in the order they are in (stable). n is
+ * a few hundred at most. */
+void cq_fusion_sort(cq_fused *f, size_t n, bool by_id);
 
 /* Fuses bm25[0..nb) and dense[0..nd) (each best first) by method (CQ_FUSION_RRF or CQ_FUSION_KEEP, with p) into
  * out, which has room for nb + nd; returns how many clauses out holds. Retrieval's lists never hold a clause twice;

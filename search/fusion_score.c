@@ -66,16 +66,7 @@ cq_status cq_fusion_rank_scores(cq_fusion_norm norm, cq_fusion_params p, const i
         const double xb = rb < nb ? b[rb] : low_b, xd = rd < nd ? d[rd] : low_d;
         out[n++] = (cq_fused){id, (1.0 - p.w) * xb + p.w * xd, rd < rb};
     }
-    /* the fused ones by score, ties in the order met (stable insertion sort: a hundred clauses at most) */
-    for (size_t i = kept + 1; i < n; i++) {
-        cq_fused x = out[i];
-        size_t j = i;
-        while (j > kept && out[j - 1].score < x.score) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = x;
-    }
+    cq_fusion_sort(out + kept, n - kept, false); /* the fused ones by score, ties in the order met */
     const double top = n > kept ? out[kept].score : 0.0;
     for (size_t i = 0; i < kept; i++) out[i].score = top + (double)(kept - i);
     free(b);

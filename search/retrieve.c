@@ -1,6 +1,5 @@
 #include "search/retrieve.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,10 +297,8 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
         old.n = nb;
         h->n = routed;
     }
-    for (size_t i = 0; !rc && i < nf && h->n < k; i++) {
-        if (has_clause(h, f[i].id)) continue;
+    for (size_t i = 0; !rc && i < nf && h->n < k; i++) /* add_hit skips a clause h holds */
         rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].from_dense ? CQ_RETRIEVE_DENSE : CQ_RETRIEVE_BM25, 0, 0, err);
-    }
     cq_hits_free(&old);
     free(f);
     free(bm25);

@@ -16,7 +16,6 @@
 #include "core/grow.h"
 #include "core/fileio.h"
 #include "core/log.h"
-#include "core/strbuf.h"
 #include "db/db.h"
 #include "search/vectors_internal.h"
 #include "store/vectors.h"

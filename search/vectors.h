@@ -58,7 +58,6 @@ cq_status cq_vectors_remove(cq_vectors *v, cq_store *s, const int64_t *clause_id
 cq_status cq_vectors_search(cq_vectors *v, const float *query, size_t k, int64_t *ids, float *scores, size_t *n_out,
                             cq_err *err);
 
-
 /* Rebuilds the FAISS index from SQLite (read through s) and saves it (`clauseqa reindex`). */
 cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err);
 cq_status cq_vectors_save(cq_vectors *v, cq_err *err);
@@ -124,6 +123,5 @@ cq_ssm_backend cq_dense_backend(const cq_dense *d);
 cq_status cq_dense_forget(cq_dense *d, int64_t kb_id, const int64_t *clause_ids, size_t n, cq_err *err);
 cq_status cq_dense_forget_doc(cq_dense *d, cq_store *s, int64_t doc_id, cq_err *err);
 void cq_dense_forget_kb(cq_dense *d, int64_t kb_id);
-
 
 #endif

@@ -1,8 +1,6 @@
 /* The audit trail (store/audit.h), written once for SQLite and PostgreSQL on db/db.h. */
 #include "store/audit.h"
 
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "db/db.h"

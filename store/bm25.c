@@ -1,7 +1,6 @@
 /* BM25 top-k over a KB's FTS table with frequent-term pruning (store/bm25.h). */
 #include "store/bm25.h"
 
-#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +12,11 @@
 #include "store/strmap.h"
 #include "store/store_internal.h"
 
-/* FTS5's bm25() constants and this project's column weights (title, path, body: a question that names a law
- * should prefer that law's articles). */
-#define N_COLS CQ_BM25_N_COLUMNS
-static const double col_weight[N_COLS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
-
 /* The first pass visits at most this share of the table's rows (the sum of its terms' rows; the rarest term always):
  * 4.6k of laws-zh's 148k. */
 #define FIRST_PASS_SHARE 32
 /* Bounds are compared with this relative slack: a sum of rounded terms may exceed its exact value by a few ulps. */
 #define BOUND_SLACK 1e-9
-
-/* ---- the score: cq_bm25_term and cq_bm25_idf (bm25.h), as FTS5's bm25() computes it ---------------------- */
 
 /* ---- cq_bm25_stats(fts, request): the statistics bm25() starts from, once per statement ---------------------- */
 
@@ -93,7 +85,7 @@ static void score_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_cont
         int col, off;
         int rc = api->xPhraseFirst(fts, (int)p, &it, &col, &off);
         for (; rc == SQLITE_OK && col >= 0; api->xPhraseNext(fts, &it, &col, &off))
-            sc->freq[sc->phrase_term[p]] += col < N_COLS ? col_weight[col] : 1.0;
+            sc->freq[sc->phrase_term[p]] += col < CQ_BM25_N_COLUMNS ? cq_bm25_column_weight[col] : 1.0;
         if (rc != SQLITE_OK) {
             sqlite3_result_error_code(ctx, rc);
             return;
@@ -241,7 +233,7 @@ static void load_doc_len(sqlite3 *db, kb_cache *k) {
         uint64_t sum = 0, v;
         int at = 0, cols = 0;
         while (at < n && read_varint(p, n, &at, &v)) sum += v, cols++;
-        ok = id >= first && id <= last && cols == N_COLS && sum <= INT32_MAX;
+        ok = id >= first && id <= last && cols == CQ_BM25_N_COLUMNS && sum <= INT32_MAX;
         if (ok) len[id - first] = (int32_t)sum, rows++, tokens += (sqlite3_int64)sum;
     }
     sqlite3_finalize(st);
@@ -324,8 +316,8 @@ cq_status cq_bm25_top_reference(cq_store *s, int64_t kb_id, const char *const *t
     char *match = match_of(terms, n_terms, NULL, NULL);
     if (!match) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     char fn[96];
-    snprintf(fn, sizeof fn, "bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g)", (long long)kb_id, col_weight[0], col_weight[1],
-             col_weight[2]);
+    snprintf(fn, sizeof fn, "bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g)", (long long)kb_id, cq_bm25_column_weight[0],
+             cq_bm25_column_weight[1], cq_bm25_column_weight[2]);
     cq_status rc = run_scan(cq_store_db(s), kb_id, fn, match, NULL, lo, hi, limit, out, n_out, err);
     free(match);
     return rc;

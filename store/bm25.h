@@ -48,6 +48,7 @@
 #define CQ_BM25_W_PATH 1.5
 #define CQ_BM25_W_BODY 1.0
 #define CQ_BM25_N_COLUMNS 3
+static const double cq_bm25_column_weight[CQ_BM25_N_COLUMNS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
 
 static inline double cq_bm25_idf(int64_t n_rows, int64_t n_hit) {
     double idf = log(((double)n_rows - (double)n_hit + 0.5) / ((double)n_hit + 0.5));

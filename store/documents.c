@@ -68,7 +68,6 @@ cq_status cq_store_kb_ensure(cq_store *s, const char *name, int64_t *kb_id, cq_e
     return rc == CQ_ERR_EXISTS ? cq_store_kb_find(s, name, kb_id, err) : rc;
 }
 
-
 static bool kb_read(cq_db_stmt *st, void *elem) {
     cq_kb_info *k = elem;
     k->id = cq_db_col_int(st, 0);
@@ -345,18 +344,14 @@ static void keep_holding(cq_clause_row *rows, size_t *n, const char *q, size_t l
 
 cq_status cq_store_clause_search(cq_store *s, int64_t doc_id, const char *q, size_t limit, cq_clause_row **out,
                                  size_t *n, bool *more, cq_err *err) {
-    *out = NULL;
-    *n = 0;
     *more = false;
-    cq_clause_row *rows = NULL;
-    size_t n_rows = 0;
-    cq_status rc = cq_store_doc_clauses(s, doc_id, &rows, &n_rows, err); /* store/documents.c, both stores */
-    if (rc) return rc;
-    keep_holding(rows, &n_rows, q, limit, more);
-    if (!n_rows) free(rows);
-    *out = n_rows ? rows : NULL;
-    *n = n_rows;
-    return CQ_OK;
+    cq_status rc = cq_store_doc_clauses(s, doc_id, out, n, err); /* none (NULL, 0) when it fails */
+    if (!rc) keep_holding(*out, n, q, limit, more);
+    if (!rc && !*n) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **names, cq_err *err) {

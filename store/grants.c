@@ -7,20 +7,15 @@
 
 #include "store/store.h"
 
+static const char *const role_names[] = {"none", "reader", "editor", "admin"}; /* by cq_key_role */
+
 const char *cq_key_role_name(cq_key_role role) {
-    switch (role) {
-    case CQ_ROLE_ADMIN: return "admin";
-    case CQ_ROLE_EDITOR: return "editor";
-    case CQ_ROLE_READER: return "reader";
-    default: return "none";
-    }
+    return role > CQ_ROLE_NONE && role <= CQ_ROLE_ADMIN ? role_names[role] : "none";
 }
 
 cq_key_role cq_key_role_parse(const char *name) {
-    if (!name) return CQ_ROLE_NONE;
-    if (!strcmp(name, "admin")) return CQ_ROLE_ADMIN;
-    if (!strcmp(name, "editor")) return CQ_ROLE_EDITOR;
-    if (!strcmp(name, "reader")) return CQ_ROLE_READER;
+    for (int r = CQ_ROLE_ADMIN; name && r > CQ_ROLE_NONE; r--)
+        if (!strcmp(name, role_names[r])) return (cq_key_role)r;
     return CQ_ROLE_NONE;
 }
 

@@ -13,8 +13,6 @@
 #include "store/fts_cjk.h"
 #include "store/strmap.h"
 
-static const double column_weight[CQ_BM25_N_COLUMNS] = {CQ_BM25_W_TITLE, CQ_BM25_W_PATH, CQ_BM25_W_BODY};
-
 /* ---- varints (bytes grow in a cq_strbuf) ------------------------------------------------------------------- */
 
 static void put_varint(cq_strbuf *b, uint64_t v) {
@@ -373,7 +371,7 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
             const entry *e0 = &d[0].e[i];
             double freq = 0;
             if (m == 1) {
-                for (int col = 0; col < CQ_BM25_N_COLUMNS; col++) freq += column_weight[col] * e0->count[col];
+                for (int col = 0; col < CQ_BM25_N_COLUMNS; col++) freq += cq_bm25_column_weight[col] * e0->count[col];
             } else {
                 /* the same clause in the other tokens' lists (all in increasing id order) */
                 bool in_all = true;
@@ -390,7 +388,7 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                         for (size_t j = 1; j < m && phrase_here; j++)
                             phrase_here = has_position(d[j].pos + ej[j]->first[col], ej[j]->count[col],
                                                        p0[k] + (uint32_t)j);
-                        if (phrase_here) freq += column_weight[col];
+                        if (phrase_here) freq += cq_bm25_column_weight[col];
                     }
                 }
             }

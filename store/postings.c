@@ -3,7 +3,6 @@
 #include "store/store_internal.h"
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

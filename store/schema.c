@@ -196,7 +196,6 @@ static const migration migrations[] = {
         "  model TEXT NOT NULL,\n"
         "  vec BLOB NOT NULL);\n"
         "CREATE INDEX clause_vectors_kb ON clause_vectors(kb_id, model);\n" DOC_STATES,
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -207,7 +206,6 @@ static const migration migrations[] = {
         "ALTER TABLE jobs ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE jobs ADD COLUMN replace_doc INTEGER NOT NULL DEFAULT 0;\n"
         "CREATE INDEX jobs_state ON jobs(state);\n",
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -215,7 +213,6 @@ static const migration migrations[] = {
          * failure (cq_status_name), so that clients can say it in their own language */
         CONVERSATIONS("conversations", "{rowid}") CONVERSATIONS_INDEXES TURNS("conversation_turns", "{rowid}")
             TURNS_INDEX "ALTER TABLE jobs ADD COLUMN error_code TEXT;\n",
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -224,7 +221,6 @@ static const migration migrations[] = {
          * Documents ingested before this migration get their rows when their KB is first asked about, or by
          * `clauseqa reindex`. */
         VERSIONS,
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -255,7 +251,6 @@ static const migration migrations[] = {
         REBUILD("conversations", "id, owner_key_id, kb_id, title, created_at, updated_at")
         CONVERSATIONS_INDEXES TURNS("conversation_turns_v6", "{id}")
         REBUILD("conversation_turns", "id, conversation_id, question, reply, created_at") TURNS_INDEX,
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -264,7 +259,6 @@ static const migration migrations[] = {
         SETTINGS
         "INSERT INTO settings(name, value, updated_at) SELECT 'auth_required', '1', CAST(strftime('%s', 'now') AS INTEGER) "
         "WHERE EXISTS (SELECT 1 FROM api_keys);\n",
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
         .sqlite =
@@ -272,10 +266,8 @@ static const migration migrations[] = {
          * crash (a shutdown puts its job back in the queue uncounted); after CQ_JOB_MAX_ATTEMPTS such starts it fails
          * for good instead of taking the server down at every start. */
         "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;\n",
-        .pg = NULL, /* nothing on PostgreSQL */
     },
     {
-        .sqlite = NULL, /* nothing on SQLite */
         .pg =
         /* 2: the rest of store/store.h's tables (pgstore): pages, the label lookups' index, the originals (uploaded
          * files, app/originals.h) in parts of CQ_PG_ORIGINAL_PART_BYTES (TOAST keeps them out of line), settings. */
@@ -288,7 +280,6 @@ static const migration migrations[] = {
         "  PRIMARY KEY(sha256, part));\n" SETTINGS,
     },
     {
-        .sqlite = NULL, /* nothing on SQLite */
         .pg =
         /* 3 (pgjobs): ingestion jobs with a lease (store/job_claim.h), API keys (store/keys.h; their "authentication
          * required" row is in settings, which pgstore's migration adds), conversations (store/conversations.h): the
@@ -315,7 +306,6 @@ static const migration migrations[] = {
             TURNS("conversation_turns", "{rowid}") TURNS_INDEX,
     },
     {
-        .sqlite = NULL, /* nothing on SQLite */
         .pg =
         /* 4 (pgvec): versions of a regulation (store/versions.h), as SQLite's migration 5; keys compare as bytes,
          * so groups list in SQLite's order. Clause vectors and SSM document states as bytea (store/vectors.h: the
@@ -363,7 +353,6 @@ static const migration migrations[] = {
         "  FOR EACH STATEMENT EXECUTE FUNCTION clauseqa_vector_changes();\n",
     },
     {
-        .sqlite = NULL, /* nothing on SQLite */
         .pg =
         /* 5 (pgfinish): keyword_postings loses its foreign key to documents. A document's ~1,000 postings rows each
          * cost a referential check (a row lock on the document) inside the COPY: 415,000 checks and ~40 % of the COPY's
@@ -558,9 +547,7 @@ static cq_status migrate_step(cq_db *db, int target, cq_err *err) {
         if (!rc) rc = cq_db_exec(db, bump, err);
         if (rc) cq_err_prefix(err, "schema migration %d: ", version + 1);
     }
-    if (!rc) rc = cq_db_commit(db, err);
-    if (rc) cq_db_rollback(db);
-    return rc;
+    return cq_db_end(db, true, rc, err);
 }
 
 static cq_status migrate_steps(cq_db *db, int target, cq_err *err) {

@@ -1,17 +1,12 @@
 #include "store/store.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core/grow.h"
-#include "core/log.h"
-#include "core/utf8.h"
 #include "db/db.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
@@ -43,7 +38,7 @@ typedef struct keyword_index {
     cq_status (*kb_drop)(cq_store *s, int64_t kb_id, cq_err *err);
     cq_status (*doc_drop)(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err);
     cq_status (*flush)(cq_store *s, int64_t doc_id, cq_err *err); /* before a document's finish or the commit */
-    void (*discard)(cq_store *s, int64_t doc_id);                   /* at a rollback */
+    void (*discard)(cq_store *s);                                   /* at a rollback */
     const char *bulk_on, *bulk_off; /* cq_store_bulk's settings */
     cq_status (*bm25)(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, const int64_t *doc_ids,
                       size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of, size_t *n, cq_err *err);
@@ -183,8 +178,11 @@ static char *dup_or_null(const char *v, bool *failed) {
     return d;
 }
 
-static cq_status pending_add(cq_store *s, int64_t doc_id, const char *doc_label, const cq_store_clause *c,
-                             int64_t *clause_id, cq_err *err) {
+/* Postings' clause_add: the clauses are held and written with their postings at the document's finish, the commit,
+ * or when a clause of another document comes (store/postings.h). */
+static cq_status pending_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
+                             const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
+    (void)kb_id;
     pending_clauses *p = &s->pending;
     if (p->n && p->doc_id != doc_id) {
         cq_status rc = pending_flush(s, err);
@@ -239,7 +237,7 @@ cq_status cq_store_commit(cq_store *s, cq_err *err) {
 }
 
 void cq_store_rollback(cq_store *s) {
-    if (s->keyword->discard) s->keyword->discard(s, 0);
+    if (s->keyword->discard) s->keyword->discard(s);
     cq_db_rollback(s->conn);
 }
 
@@ -330,14 +328,6 @@ static cq_status fts5_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_er
     return cq_db_run(s->conn, "delete index rows", NULL, err, sql, "i", doc_id);
 }
 
-/* Postings: the clauses are held (pending_add) and written with their postings at the document's finish, the
- * commit, or when a clause of another document comes (store/postings.h). */
-static cq_status postings_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, const char *doc_label,
-                                     const cq_store_clause *c, int64_t *clause_id, cq_err *err) {
-    (void)kb_id;
-    return pending_add(s, doc_id, doc_label, c, clause_id, err);
-}
-
 static cq_status postings_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, cq_err *err) {
     (void)kb_id, (void)err;
     if (s->pending.doc_id == doc_id) pending_drop(s);
@@ -347,11 +337,6 @@ static cq_status postings_doc_drop(cq_store *s, int64_t kb_id, int64_t doc_id, c
 /* doc_id 0: whatever document's clauses are held */
 static cq_status postings_flush(cq_store *s, int64_t doc_id, cq_err *err) {
     return !doc_id || s->pending.doc_id == doc_id ? pending_flush(s, err) : CQ_OK;
-}
-
-static void postings_discard(cq_store *s, int64_t doc_id) {
-    (void)doc_id;
-    pending_drop(s);
 }
 
 /* ---- keyword search: BM25 through either index ---- */
@@ -429,11 +414,10 @@ static const keyword_index fts5 = {
  * the postings with the documents). */
 static const keyword_index postings = {
     .bm25 = postings_bm25,
-    .takes_tokens = false,
-    .clause_add = postings_clause_add,
+    .clause_add = pending_add,
     .doc_drop = postings_doc_drop,
     .flush = postings_flush,
-    .discard = postings_discard,
+    .discard = pending_drop,
 };
 
 bool cq_store_keyword_takes_tokens(cq_store *s) { return s->keyword->takes_tokens; }

@@ -56,7 +56,6 @@ cq_db *cq_store_conn(cq_store *s);
  * CQ_ERR_BUSY with reason "store_unreachable" and retry_after_s while a PostgreSQL server is away. */
 cq_status cq_store_check(cq_store *s, cq_err *err);
 
-
 cq_status cq_store_begin(cq_store *s, cq_err *err);
 cq_status cq_store_commit(cq_store *s, cq_err *err);
 void cq_store_rollback(cq_store *s);

@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 

@@ -12,14 +12,11 @@
 #include "db/db.h"
 #include "db/dialect.h"
 
-static bool is_pg(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
-
-bool cq_store_vectors_shared(cq_store *s) { return is_pg(s); }
+bool cq_store_vectors_shared(cq_store *s) { return cq_db_kind_of(cq_store_conn(s)) == CQ_DB_POSTGRESQL; }
 
 static cq_status nomem(cq_err *err) { return cq_err_set(err, CQ_ERR_NOMEM, "out of memory"); }
 
 static size_t batch_of(size_t n, size_t at) { return n - at < CQ_STORE_VECTORS_BATCH ? n - at : CQ_STORE_VECTORS_BATCH; }
-
 
 /* ---- storing: row by row (SQLite), a batch per statement (PostgreSQL: the feed's statement triggers) ---- */
 
@@ -120,7 +117,7 @@ static cq_status store_batch(cq_db *db, int64_t kb_id, const char *model, int di
 
 cq_status cq_store_vectors_store(cq_store *s, int64_t kb_id, const char *model, int dim, const int64_t *clause_ids,
                                  const float *vectors, size_t n, bool *replaced, cq_err *err) {
-    bool any = is_pg(s); /* a batch deletes what it replaces without telling: any may have been */
+    bool any = cq_store_vectors_shared(s); /* a batch deletes what it replaces without telling: any may have been */
     if (replaced) *replaced = false;
     if (!n) return CQ_OK;
     cq_db *db = cq_store_conn(s);
@@ -155,10 +152,15 @@ cq_status cq_store_vectors_count(cq_store *s, int64_t kb_id, const char *model, 
     return rc;
 }
 
-/* row: what the id of column id_col names ("clause", "document") */
-static cq_status bad_vector(cq_db_stmt *st, const char *row, int id_col, size_t got, size_t bytes, cq_err *err) {
-    return cq_err_set(err, CQ_ERR_FORMAT, "%s %lld: stored vector has %zu bytes, expected %zu", row,
-                      (long long)cq_db_col_int(st, id_col), got, bytes);
+/* The vector of column id_col + 1, or NULL with *rc set when it is not bytes long; row: what the id of column id_col
+ * names ("clause", "document"). */
+static const void *vector_col(cq_db_stmt *st, const char *row, int id_col, size_t bytes, cq_status *rc, cq_err *err) {
+    size_t len = 0;
+    const void *v = cq_db_col_blob(st, id_col + 1, &len);
+    if (len == bytes) return v;
+    *rc = cq_err_set(err, CQ_ERR_FORMAT, "%s %lld: stored vector has %zu bytes, expected %zu", row,
+                     (long long)cq_db_col_int(st, id_col), len, bytes);
+    return NULL;
 }
 
 /* Every row st has left, its id (column id_col) and its vector (the next column) appended to *ids and *x (malloc'd;
@@ -172,12 +174,8 @@ static cq_status read_vector_rows(cq_db_stmt *st, const char *what, const char *
             *seq = cq_db_col_int(st, 1);
             continue;
         }
-        size_t len = 0;
-        const void *v = cq_db_col_blob(st, id_col + 1, &len);
-        if (len != bytes) {
-            rc = bad_vector(st, row, id_col, len, bytes, err);
-            break;
-        }
+        const void *v = vector_col(st, row, id_col, bytes, &rc, err);
+        if (!v) break;
         if (!cq_grow((void **)ids, &cap_ids, *n + 1, sizeof **ids) || !cq_grow((void **)x, &cap_x, *n + 1, bytes)) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory for %zu vectors", *n + 1);
             break;
@@ -202,7 +200,7 @@ cq_status cq_store_vectors_read_all(cq_store *s, int64_t kb_id, const char *mode
     *ids = NULL;
     *x = NULL;
     *n = 0;
-    *seq = is_pg(s) ? 0 : -1;
+    *seq = cq_store_vectors_shared(s) ? 0 : -1;
     cq_db *db = cq_store_conn(s);
     cq_db_stmt *st;
     /* One statement, one snapshot: on PostgreSQL the feed position comes first (db/dialect.h); the rows one at a
@@ -226,12 +224,8 @@ cq_status cq_store_vectors_get(cq_store *s, int64_t kb_id, const char *model, in
                               "AND clause_id IN ",
                               clause_ids + at, batch_of(n, at), " ORDER BY clause_id", "it", kb_id, model);
         while (*got < n && cq_db_next(st, "read vectors", &rc, err)) {
-            size_t len = 0;
-            const void *v = cq_db_col_blob(st, 1, &len);
-            if (len != bytes) {
-                rc = bad_vector(st, "clause", 0, len, bytes, err);
-                break;
-            }
+            const void *v = vector_col(st, "clause", 0, bytes, &rc, err);
+            if (!v) break;
             out_ids[*got] = cq_db_col_int(st, 0);
             memcpy(out_x + *got * (size_t)dim, v, bytes);
             (*got)++;
@@ -273,12 +267,8 @@ cq_status cq_store_doc_vector_means(cq_store *s, const char *model, int dim, con
                               "c.id = v.clause_id WHERE v.model = ?1 AND c.doc_id IN ",
                               docs + at, m, "", "t", model);
         while (cq_db_next(st, "the documents' vectors", &rc, err)) {
-            size_t len = 0;
-            const unsigned char *b = cq_db_col_blob(st, 1, &len);
-            if (len != bytes) {
-                rc = bad_vector(st, "clause", 0, len, bytes, err);
-                break;
-            }
+            const unsigned char *b = vector_col(st, "clause", 0, bytes, &rc, err);
+            if (!b) break;
             const int64_t doc = cq_db_col_int(st, 2);
             for (size_t i = at; i < at + m; i++) /* a document may stand more than once */
                 if (docs[i] == doc)
@@ -407,7 +397,8 @@ void cq_vector_changes_free(cq_vector_change *c, size_t n) {
 }
 
 static cq_status feed_only(cq_store *s, const char *what, cq_err *err) {
-    return is_pg(s) ? CQ_OK : cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
+    if (cq_store_vectors_shared(s)) return CQ_OK;
+    return cq_err_set(err, CQ_ERR_UNSUPPORTED, "%s: only a PostgreSQL store has a vector feed", what);
 }
 
 /* A change's row, its clause ids from "1,2,3": false when out of memory. */

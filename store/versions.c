@@ -29,13 +29,8 @@ typedef struct {
 } cq_version_keyed;
 
 const char *cq_version_state_name(cq_version_state s) {
-    switch (s) {
-    case CQ_VERSION_IN_FORCE: return "in_force";
-    case CQ_VERSION_SUPERSEDED: return "superseded";
-    case CQ_VERSION_REPEALED: return "repealed";
-    case CQ_VERSION_NOT_YET: return "not_yet_in_force";
-    default: return "unknown";
-    }
+    static const char *const names[] = {"unknown", "in_force", "superseded", "repealed", "not_yet_in_force"};
+    return s > CQ_VERSION_UNKNOWN && s <= CQ_VERSION_NOT_YET ? names[s] : "unknown";
 }
 
 /* ---- analysis ----------------------------------------------------------------------------------------------- */

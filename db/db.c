@@ -172,8 +172,12 @@ static cq_status listv(cq_db *db, const char *what, size_t elem_size, bool (*rea
     }
     cq_db_finalize(st);
     for (size_t i = 0; rc && drop && i < count; i++) drop(list + i * elem_size);
-    if (rc) free(list);
-    else *out = list, *n = count;
+    if (rc) {
+        free(list);
+    } else {
+        *out = list;
+        *n = count;
+    }
     return rc;
 }
 

@@ -675,8 +675,12 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
     }
     free(trace);
     free(V);
-    if (rc) free(ops);
-    else *ops_out = ops, *n_ops = k_ops;
+    if (rc) {
+        free(ops);
+    } else {
+        *ops_out = ops;
+        *n_ops = k_ops;
+    }
     return rc;
 }
 

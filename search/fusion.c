@@ -75,7 +75,10 @@ static const char *const method_names[] = {"weights", "rrf", "keep", "score"}; /
 
 cq_status cq_fusion_parse_method(const char *s, cq_fusion_method *out, cq_err *err) {
     for (int m = CQ_FUSION_WEIGHTS; m <= CQ_FUSION_SCORE; m++)
-        if (!strcmp(s, method_names[m])) return *out = (cq_fusion_method)m, CQ_OK;
+        if (!strcmp(s, method_names[m])) {
+            *out = (cq_fusion_method)m;
+            return CQ_OK;
+        }
     return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion '%s' (use weights, rrf, keep or score)", s);
 }
 

@@ -115,9 +115,10 @@ int cq_lexicon_enabled(void) {
 double cq_lexicon_weight(void) {
     if (!cq_lexicon_enabled()) return 0.0;
     const char *v = getenv("CLAUSEQA_QUERY_EXPAND_WEIGHT");
+    if (!v) return CQ_LEXICON_WEIGHT;
     char *end = NULL;
-    double w = v ? strtod(v, &end) : 0.0;
-    if (!v || (end != v && !*end && w > 0.0 && w <= 4.0)) return v ? w : CQ_LEXICON_WEIGHT;
+    double w = strtod(v, &end);
+    if (end != v && !*end && w > 0.0 && w <= 4.0) return w;
     static int warned; /* once a process: this is read for every question */
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         CQ_WARN("CLAUSEQA_QUERY_EXPAND_WEIGHT is a number in (0, 4], not '%s': using %.1f", v, CQ_LEXICON_WEIGHT);

@@ -230,8 +230,12 @@ cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, c
         cq_db_finalize(st);
     }
     if (!rc && count) qsort(list, count, sizeof *list, cmp_day);
-    if (rc) free(list);
-    else *out = list, *n = count;
+    if (rc) {
+        free(list);
+    } else {
+        *out = list;
+        *n = count;
+    }
     return rc;
 }
 

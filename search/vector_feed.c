@@ -1,4 +1,5 @@
-/* The per-node FAISS cache on PostgreSQL and the feed that keeps it current (vector_feed.h, vectors_internal.h). */
+/* The feed that keeps the per-node FAISS caches current on PostgreSQL, and their catch-up (vector_feed.h,
+ * vectors_internal.h; a cache is opened by search/vectors.c). */
 #include "search/vector_feed.h"
 
 #include <errno.h>

@@ -249,21 +249,20 @@ static cq_status corpus_make(const cq_cmp_clause *a, size_t n_a, const cq_cmp_cl
 }
 
 /* Weighted Dice coefficient of two bags. */
-static double dice(const corpus *c, const uint32_t *ia, const uint32_t *ca, size_t na, double wa, const uint32_t *ib,
-                   const uint32_t *cb, size_t nb, double wb) {
-    if (wa + wb <= 0) return 0;
+static double dice(const corpus *c, const clause_bag *a, const clause_bag *b) {
+    if (a->weight + b->weight <= 0) return 0;
     double inter = 0;
     size_t x = 0, y = 0;
-    while (x < na && y < nb) {
-        if (ia[x] < ib[y]) x++;
-        else if (ia[x] > ib[y]) y++;
+    while (x < a->n && y < b->n) {
+        if (a->ids[x] < b->ids[y]) x++;
+        else if (a->ids[x] > b->ids[y]) y++;
         else {
-            inter += (ca[x] < cb[y] ? ca[x] : cb[y]) * c->idf[ia[x]];
+            inter += (a->count[x] < b->count[y] ? a->count[x] : b->count[y]) * c->idf[a->ids[x]];
             x++;
             y++;
         }
     }
-    return 2 * inter / (wa + wb);
+    return 2 * inter / (a->weight + b->weight);
 }
 
 static const clause_bag *bag_a(const corpus *c, size_t i) { return &c->bags[i]; }
@@ -272,14 +271,11 @@ static const clause_bag *bag_b(const corpus *c, size_t j) { return &c->bags[c->n
 static double sim(const corpus *c, size_t i, size_t j) {
     const clause_bag *x = bag_a(c, i), *y = bag_b(c, j);
     if (!x->n && !y->n) return strcmp(x->norm, y->norm) ? 0 : 1;
-    return dice(c, x->ids, x->count, x->n, x->weight, y->ids, y->count, y->n, y->weight);
+    return dice(c, x, y);
 }
 
-/* Similarity of one clause with two of the other side taken together: a_i with b_j + b_j2 (two_b), or a_i + a_i2
- * with b_j. */
-static double sim_with_two(corpus *c, size_t i, size_t i2, size_t j, size_t j2, bool two_b) {
-    const clause_bag *one = two_b ? bag_a(c, i) : bag_b(c, j);
-    const clause_bag *p = two_b ? bag_b(c, j) : bag_a(c, i), *q = two_b ? bag_b(c, j2) : bag_a(c, i2);
+/* Similarity of one clause with two of the other side taken together (p and q). */
+static double sim_with_two(corpus *c, const clause_bag *one, const clause_bag *p, const clause_bag *q) {
     size_t x = 0, y = 0, n = 0;
     while (x < p->n || y < q->n) {
         if (y >= q->n || (x < p->n && p->ids[x] < q->ids[y])) {
@@ -293,21 +289,21 @@ static double sim_with_two(corpus *c, size_t i, size_t i2, size_t j, size_t j2, 
             c->scratch_count[n++] = p->count[x++] + q->count[y++];
         }
     }
-    return dice(c, one->ids, one->count, one->n, one->weight, c->scratch_ids, c->scratch_count, n,
-                p->weight + q->weight);
+    const clause_bag both = {.ids = c->scratch_ids, .count = c->scratch_count, .n = n, .weight = p->weight + q->weight};
+    return dice(c, one, &both);
 }
 
 /* Two adjacent clauses of one side with one of the other: a_i with b_j + b_(j+1) (two_b), or a_i + a_(i+1) with
  * b_j. */
 static double sim2(corpus *c, size_t i, size_t j, bool two_b) {
-    return sim_with_two(c, i, i + 1, j, j + 1, two_b);
+    if (two_b) return sim_with_two(c, bag_a(c, i), bag_b(c, j), bag_b(c, j + 1));
+    return sim_with_two(c, bag_b(c, j), bag_a(c, i), bag_a(c, i + 1));
 }
 
 /* How much of clause x's text (weighted) is found in clause y: |x ∩ y| / |x|. */
 static double containment(const corpus *c, const clause_bag *x, const clause_bag *y) {
     if (x->weight <= 0) return 0;
-    return dice(c, x->ids, x->count, x->n, x->weight, y->ids, y->count, y->n, y->weight) * (x->weight + y->weight) /
-           (2 * x->weight);
+    return dice(c, x, y) * (x->weight + y->weight) / (2 * x->weight);
 }
 
 double cq_text_similarity(const char *a, const char *b) {
@@ -551,7 +547,9 @@ cq_status cq_align_clauses(const cq_cmp_clause *a, size_t n_a, const cq_cmp_clau
             }
             if (best_m == chain.n) continue;
             match *m = &chain.m[best_m];
-            double joined = side ? sim_with_two(&c, m->i, 0, m->j, x, true) : sim_with_two(&c, m->i, x, m->j, 0, false);
+            const clause_bag *host = side ? bag_a(&c, m->i) : bag_b(&c, m->j);
+            const clause_bag *partner = side ? bag_b(&c, m->j) : bag_a(&c, m->i); /* the pair's clause on left's side */
+            double joined = sim_with_two(&c, host, partner, left);
             if (joined <= m->similarity) continue;
             m->similarity = joined;
             if (side) m->extra_b = (long)x;
@@ -653,6 +651,7 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
     } else if (!rc) {
         ops = malloc(n + m + 1);
         if (!ops) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        size_t at = n + m; /* the script comes last op first: written from the end (an op takes a token or two) */
         long x = (long)n, y = (long)m;
         for (long d = D; !rc && d > 0; d--) {
             const long *prev = trace + (d - 1) * (d - 1); /* index k: prev[k + d - 1] */
@@ -660,18 +659,14 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
             bool down = k == -d || (k != d && prev[k - 1 + d - 1] < prev[k + 1 + d - 1]);
             long pk = down ? k + 1 : k - 1;
             long px = prev[pk + d - 1], py = px - pk;
-            while (x > px && y > py) ops[k_ops++] = OP_EQ, x--, y--;
-            if (down) ops[k_ops++] = OP_INS, y--;
-            else ops[k_ops++] = OP_DEL, x--;
+            for (; x > px && y > py; x--, y--) ops[--at] = OP_EQ;
+            ops[--at] = down ? OP_INS : OP_DEL; /* the edit from (px, py) */
             x = px;
             y = py;
         }
-        while (!rc && x > 0 && y > 0) ops[k_ops++] = OP_EQ, x--, y--;
-        for (size_t a = 0, b = k_ops; b > a + 1; a++, b--) {
-            unsigned char t = ops[a];
-            ops[a] = ops[b - 1];
-            ops[b - 1] = t;
-        }
+        for (; !rc && x > 0 && y > 0; x--, y--) ops[--at] = OP_EQ;
+        k_ops = n + m - at;
+        if (!rc) memmove(ops, ops + at, k_ops);
     }
     free(trace);
     free(V);
@@ -703,12 +698,14 @@ static region *region_new(region_list *l) {
 
 static size_t chars(const cq_strbuf *b) { return b->data ? cq_utf8_count(b->data, b->len) : 0; }
 
+static void region_free(region *r) {
+    cq_strbuf_free(&r->eq);
+    cq_strbuf_free(&r->del);
+    cq_strbuf_free(&r->ins);
+}
+
 static void region_list_free(region_list *l) {
-    for (size_t i = 0; i < l->n; i++) {
-        cq_strbuf_free(&l->r[i].eq);
-        cq_strbuf_free(&l->r[i].del);
-        cq_strbuf_free(&l->r[i].ins);
-    }
+    for (size_t i = 0; i < l->n; i++) region_free(&l->r[i]);
     free(l->r);
 }
 
@@ -732,9 +729,7 @@ static void cleanup_semantic(region_list *l) {
             cq_strbuf_append(&p->ins, q->eq.data, q->eq.len);
             if (q->del.data) cq_strbuf_append(&p->del, q->del.data, q->del.len);
             if (q->ins.data) cq_strbuf_append(&p->ins, q->ins.data, q->ins.len);
-            cq_strbuf_free(&q->eq);
-            cq_strbuf_free(&q->del);
-            cq_strbuf_free(&q->ins);
+            region_free(q);
             memmove(q, q + 1, (l->n - i - 1) * sizeof *q);
             l->n--;
             changed = true;

@@ -69,6 +69,13 @@ void cq_hits_free(cq_hits *h) {
     memset(h, 0, sizeof *h);
 }
 
+/* The router hits lead the list: how many there are. */
+static size_t n_routed(const cq_hits *h) {
+    size_t routed = 0;
+    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    return routed;
+}
+
 static int has_clause(const cq_hits *h, int64_t id) {
     for (size_t i = 0; i < h->n; i++)
         if (h->hits[i].clause_id == id) return 1;
@@ -218,36 +225,16 @@ static cq_status fusion_for(const cq_retrieve_options *o, const cq_query *q, cq_
     return CQ_OK;
 }
 
-/* The score fusion (search/fusion_score.c) of BM25's hits x[0..nb) (ids in bm25) with the dense ids and cosines. */
-static cq_status score_fuse(const cq_retrieve_options *o, const cq_hit *x, const int64_t *bm25, size_t nb,
-                            const int64_t *ids, const float *cos, size_t nd, cq_fusion_params p, cq_fused *f,
-                            size_t *nf, cq_err *err) {
-    double *sc = malloc((nb + nd + 1) * sizeof *sc);
-    if (!sc) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < nb; i++) sc[i] = x[i].score;
-    for (size_t i = 0; i < nd; i++) sc[nb + i] = cos[i];
-    cq_status rc = cq_fusion_rank_scores(cq_dense_fusion(o->dense)->norm, p, bm25, sc, nb, ids, sc + nb, nd, f, nf,
-                                         err);
-    free(sc);
-    return rc;
-}
-
-/* Document routing's prior (search/doc_route.h) on the fused list f[0..nf): BM25's kept clauses stay. */
+/* Document routing's prior (search/doc_route.h) on the fused list f[0..nf): BM25's kept clauses stay (BM25's
+ * hits: ids bm25, scores bs). */
 static cq_status route(cq_store *s, const cq_retrieve_options *o, const cq_query *q, const cq_doc_route *r,
-                       const float *qv, const cq_hit *x, const int64_t *bm25, size_t nb, cq_fusion_method method,
+                       const float *qv, const int64_t *bm25, const double *bs, size_t nb, cq_fusion_method method,
                        cq_fusion_params p, cq_fused *f, size_t nf, cq_err *err) {
     const cq_ssm_model *m = cq_dense_model(o->dense);
     const int dim = cq_ssm_model_config(m)->d_embed;
     size_t kept = 0;
-    if (method == CQ_FUSION_KEEP) {
-        kept = p.m < 0 ? 0 : (size_t)p.m < nb ? (size_t)p.m : nb;
-    } else if (method == CQ_FUSION_SCORE) {
-        double *bs = malloc((nb + 1) * sizeof *bs);
-        if (!bs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < nb; i++) bs[i] = x[i].score;
-        kept = cq_fusion_score_kept(p, bm25, bs, nb);
-        free(bs);
-    }
+    if (method == CQ_FUSION_KEEP) kept = p.m < 0 ? 0 : (size_t)p.m < nb ? (size_t)p.m : nb;
+    else if (method == CQ_FUSION_SCORE) kept = cq_fusion_score_kept(p, bm25, bs, nb);
     return cq_doc_route_apply(r, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
                               cq_ssm_model_doc_head_id(m), dim, qv, f, nf, kept, err);
 }
@@ -263,35 +250,40 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
     if (rc) return rc;
     int64_t ids[DENSE_POOL];
     float cos[DENSE_POOL];
-    size_t nd = 0, nf = 0, routed = 0;
+    double ds[DENSE_POOL]; /* the cosines as the score fusion reads them */
+    size_t nd = 0, nf = 0;
     /* document routing (search/doc_route.h): the search inside the dense list, or the prior after the fusion */
     const cq_doc_routing *routing = cq_dense_doc_route(o->dense);
     const cq_doc_route *dr = cq_doc_routing_for(routing, q->lang == CQ_QUERY_ZH);
     const cq_ssm_model *m = cq_dense_model(o->dense);
     const int dim = cq_ssm_model_config(m)->d_embed;
-    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
-    const size_t nb = h->n - routed;
+    const size_t routed = n_routed(h), nb = h->n - routed;
     float *qv = malloc((size_t)dim * sizeof *qv);
     int64_t *bm25 = malloc((nb + 1) * sizeof *bm25);
+    double *bs = malloc((nb + 1) * sizeof *bs);
     cq_fused *f = NULL;
     cq_hits old = {malloc((nb + 1) * sizeof *old.hits), 0, 0}; /* the BM25 hits, moved aside */
-    if (!qv || !bm25 || !old.hits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    if (!qv || !bm25 || !bs || !old.hits) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = cq_dense_query_vector(o->dense, q->text, qv, err);
     if (!rc) rc = cq_dense_search_vec(o->dense, s, q->kb_id, qv, DENSE_POOL, ids, cos, &nd, err);
     if (!rc && dr && routing->method == CQ_DOC_ROUTE_SEARCH)
         rc = cq_doc_route_search(dr, cq_dense_doc_route_cache(o->dense), s, q->kb_id, cq_ssm_model_id(m),
                                  cq_ssm_model_doc_head_id(m), dim, qv, ids, cos, &nd, DENSE_POOL, err);
     if (!rc && !(f = malloc((nb + nd + 1) * sizeof *f))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < nb; i++) bm25[i] = h->hits[routed + i].clause_id;
-    if (!rc && method == CQ_FUSION_SCORE)
-        rc = score_fuse(o, h->hits + routed, bm25, nb, ids, cos, nd, params, f, &nf, err);
+    for (size_t i = 0; !rc && i < nb; i++) {
+        bm25[i] = h->hits[routed + i].clause_id;
+        bs[i] = h->hits[routed + i].score;
+    }
+    for (size_t i = 0; i < nd; i++) ds[i] = cos[i];
+    if (!rc && method == CQ_FUSION_SCORE) /* search/fusion_score.c */
+        rc = cq_fusion_rank_scores(cq_dense_fusion(o->dense)->norm, params, bm25, bs, nb, ids, ds, nd, f, &nf, err);
     else if (!rc)
         nf = cq_fusion_rank(method, params, bm25, nb, ids, nd, f);
     if (!rc && !(modes & CQ_RETRIEVE_BM25)) /* the dense list alone, in its order: its hits report their cosines */
         for (size_t i = 0; i < nf && i < nd; i++)
             if (f[i].id == ids[i]) f[i].score = cos[i];
     if (!rc && dr && routing->method == CQ_DOC_ROUTE_PRIOR)
-        rc = route(s, o, q, dr, qv, h->hits + routed, bm25, nb, method, params, f, nf, err);
+        rc = route(s, o, q, dr, qv, bm25, bs, nb, method, params, f, nf, err);
     if (!rc) { /* the list after the router hits rebuilt in the fused order; the BM25 hits freed after */
         memcpy(old.hits, h->hits + routed, nb * sizeof *old.hits);
         old.n = nb;
@@ -301,6 +293,7 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
         rc = add_hit(s, h, k, f[i].id, f[i].score, f[i].from_dense ? CQ_RETRIEVE_DENSE : CQ_RETRIEVE_BM25, 0, 0, err);
     cq_hits_free(&old);
     free(f);
+    free(bs);
     free(bm25);
     free(qv);
     return rc;
@@ -310,8 +303,7 @@ static cq_status dense_fuse(cq_store *s, const cq_retrieve_options *o, int modes
 
 /* The reranker's order for the first top_n hits after the router hits (stable: ties keep the fused order). */
 static cq_status rerank(const cq_retrieve_options *o, const cq_query *q, cq_hits *h, size_t top_n, cq_err *err) {
-    size_t routed = 0;
-    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    const size_t routed = n_routed(h);
     size_t n = h->n - routed < top_n ? h->n - routed : top_n;
     if (n == 0) return CQ_OK;
     double *scores = malloc(n * sizeof *scores);
@@ -427,8 +419,7 @@ static void hit_move(void *items, size_t from, size_t to) {
 /* Versions of a regulation among the hits: the version meant for the day first (router hits among router hits,
  * the others among the others); every hit gets its document's status on that day. */
 static void prefer_versions(prefer_ctx *x, cq_hits *h) {
-    size_t routed = 0;
-    while (routed < h->n && h->hits[routed].source == CQ_RETRIEVE_ROUTER) routed++;
+    const size_t routed = n_routed(h);
     prefer_order(x, routed, hit_doc, hit_move, NULL, h->hits);
     prefer_order(x, h->n - routed, hit_doc, hit_move, twins, h->hits + routed);
     for (size_t i = 0; i < h->n; i++) {

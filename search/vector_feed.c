@@ -1,4 +1,5 @@
-/* The per-node FAISS cache on PostgreSQL and the feed that keeps it current (vector_feed.h, vectors_internal.h). */
+/* The feed that keeps the per-node FAISS caches current on PostgreSQL, and their catch-up (vector_feed.h,
+ * vectors_internal.h; a cache is opened by search/vectors.c). */
 #include "search/vector_feed.h"
 
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <unistd.h>
 
 #include "core/grow.h"
-#include "core/fileio.h"
 #include "core/log.h"
 #include "db/db.h"
 #include "search/vectors_internal.h"
@@ -87,65 +87,6 @@ cq_status cq_vectors_catch_up(cq_store *s, cq_vectors *const *v, size_t n_v, int
     if (!rc)
         for (size_t j = 0; j < n_v; j++) set_seq(v[j], pos);
     if (last) *last = rc ? after : pos;
-    return rc;
-}
-
-/* The seq saved beside the FAISS file, or -1. */
-static int64_t read_seq_file(const cq_vectors *v) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s.seq", v->path);
-    char *data = NULL;
-    size_t len = 0;
-    cq_err e = {0};
-    if (access(path, R_OK) || cq_file_read(path, 64, &data, &len, &e)) return -1;
-    char *end;
-    long long seq = strtoll(data, &end, 10);
-    bool ok = end != data && (*end == '\n' || !*end) && seq >= 0;
-    free(data);
-    return ok ? seq : -1;
-}
-
-cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                                 cq_vectors **out, bool *rebuilt, cq_err *err) {
-    *out = NULL;
-    if (rebuilt) *rebuilt = false;
-    cq_vectors *v = NULL;
-    cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
-    if (rc) return rc;
-    cq_db *db = cq_store_conn(s);
-    /* one snapshot for the bounds, the catch-up and the count, when the connection is free */
-    bool began = !cq_db_in_transaction(db);
-    if (began) rc = cq_db_exec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
-    int64_t pruned_to = 0, last = 0;
-    if (!rc) rc = cq_store_vector_feed_bounds(s, &pruned_to, &last, err);
-    FaissIndex *idx = rc ? NULL : cq_vectors_read_file(v);
-    int64_t file_seq = idx ? read_seq_file(v) : -1;
-    bool use_file = idx && file_seq >= pruned_to && file_seq <= last;
-    if (idx && !use_file) {
-        CQ_INFO("vectors: %s is at feed position %lld, the feed keeps %lld..%lld: rebuilding", v->path,
-                (long long)file_seq, (long long)pruned_to, (long long)last);
-        faiss_Index_free(idx);
-    }
-    if (!rc && use_file) {
-        cq_vectors_adopt(v, idx);
-        v->seq = file_seq;
-        cq_vectors *const list[] = {v};
-        size_t n_rows = 0;
-        rc = cq_vectors_catch_up(s, list, 1, file_seq, NULL, NULL, err);
-        if (!rc) rc = cq_store_vectors_count(s, kb_id, model, &n_rows, err);
-        if (!rc && n_rows != cq_vectors_count(v)) {
-            CQ_WARN("vectors: %s holds %zu vectors after catching up, PostgreSQL %zu: rebuilding", v->path,
-                    cq_vectors_count(v), n_rows);
-            use_file = false;
-        }
-    }
-    if (!rc && !use_file) {
-        rc = cq_vectors_rebuild(v, s, err);
-        if (rebuilt) *rebuilt = true;
-    }
-    if (began) rc = cq_db_end(db, true, rc, err);
-    if (rc) cq_vectors_close(v);
-    else *out = v;
     return rc;
 }
 
@@ -319,7 +260,7 @@ cq_status cq_vector_feed_kb(cq_vector_feed *f, int64_t kb_id, const char *model,
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc && !*out) {
         bool rebuilt = false;
-        rc = cq_vectors_open_shared(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
+        rc = cq_vectors_load(f->s, f->data_dir, kb_id, model, dim, out, &rebuilt, err);
         if (!rc) {
             f->kbs[f->n_kbs++] = *out;
             if (rebuilt) f->stats.n_rebuilt++;

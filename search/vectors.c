@@ -20,6 +20,7 @@
 #include "core/fileio.h"
 #include "core/grow.h"
 #include "core/log.h"
+#include "db/db.h"
 #include "search/vector_feed.h"
 #include "search/vectors_internal.h"
 #include "ssm/ssm.h"
@@ -183,30 +184,69 @@ void cq_vectors_adopt(cq_vectors *v, FaissIndex *idx) {
     pthread_rwlock_unlock(&v->lock);
 }
 
-cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                          cq_vectors **out, cq_err *err) {
-    if (cq_store_vectors_shared(s)) return cq_vectors_open_shared(s, data_dir, kb_id, model, dim, out, NULL, err);
+/* The seq saved beside the FAISS file (PostgreSQL), or -1. */
+static int64_t read_seq_file(const cq_vectors *v) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s.seq", v->path);
+    char *data = NULL;
+    size_t len = 0;
+    cq_err e = {0};
+    if (access(path, R_OK) || cq_file_read(path, 64, &data, &len, &e)) return -1;
+    char *end;
+    long long seq = strtoll(data, &end, 10);
+    bool ok = end != data && (*end == '\n' || !*end) && seq >= 0;
+    free(data);
+    return ok ? seq : -1;
+}
+
+cq_status cq_vectors_load(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, bool *rebuilt, cq_err *err) {
+    *out = NULL;
+    if (rebuilt) *rebuilt = false;
     cq_vectors *v = NULL;
     cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
-    size_t n_rows = 0;
-    rc = cq_store_vectors_count(s, kb_id, v->model, &n_rows, err);
-    if (!rc) {
-        FaissIndex *idx = cq_vectors_read_file(v);
-        if (idx && (size_t)faiss_Index_ntotal(idx) == n_rows) {
-            cq_vectors_adopt(v, idx);
-        } else {
-            if (idx) {
-                CQ_WARN("vectors: %s holds %lld vectors, SQLite %zu: rebuilding", v->path,
-                        (long long)faiss_Index_ntotal(idx), n_rows);
-                faiss_Index_free(idx);
-            }
-            rc = cq_vectors_rebuild(v, s, err);
+    const bool shared = cq_store_vectors_shared(s);
+    cq_db *db = cq_store_conn(s);
+    /* PostgreSQL: one snapshot for the feed's bounds, the catch-up and the count, when the connection is free */
+    const bool began = shared && !cq_db_in_transaction(db);
+    if (began) rc = cq_db_exec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+    int64_t pruned_to = 0, last = 0;
+    if (!rc && shared) rc = cq_store_vector_feed_bounds(s, &pruned_to, &last, err);
+    FaissIndex *idx = rc ? NULL : cq_vectors_read_file(v);
+    const int64_t file_seq = idx && shared ? read_seq_file(v) : -1;
+    bool use_file = idx && (!shared || (file_seq >= pruned_to && file_seq <= last));
+    if (idx && !use_file) {
+        CQ_INFO("vectors: %s is at feed position %lld, the feed keeps %lld..%lld: rebuilding", v->path,
+                (long long)file_seq, (long long)pruned_to, (long long)last);
+        faiss_Index_free(idx);
+    }
+    if (!rc && use_file) {
+        cq_vectors_adopt(v, idx);
+        v->seq = file_seq;
+        cq_vectors *const list[] = {v};
+        size_t n_rows = 0;
+        if (shared) rc = cq_vectors_catch_up(s, list, 1, file_seq, NULL, NULL, err);
+        if (!rc) rc = cq_store_vectors_count(s, kb_id, model, &n_rows, err);
+        if (!rc && n_rows != cq_vectors_count(v)) {
+            CQ_WARN("vectors: %s holds %zu vectors%s, %s %zu: rebuilding", v->path, cq_vectors_count(v),
+                    shared ? " after catching up" : "", shared ? "PostgreSQL" : "SQLite", n_rows);
+            use_file = false;
         }
     }
+    if (!rc && !use_file) {
+        rc = cq_vectors_rebuild(v, s, err);
+        if (rebuilt) *rebuilt = true;
+    }
+    if (began) rc = cq_db_end(db, true, rc, err);
     if (rc) cq_vectors_close(v);
     else *out = v;
     return rc;
+}
+
+cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, cq_err *err) {
+    return cq_vectors_load(s, data_dir, kb_id, model, dim, out, NULL, err);
 }
 
 void cq_vectors_close(cq_vectors *v) {

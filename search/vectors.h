@@ -36,7 +36,7 @@ void cq_vectors_ivf_shape(size_t n, int *nlist, int *nprobe);
 
 typedef struct cq_vectors cq_vectors;
 
-/* Opens KB kb_id's index for vectors of `dim` floats made by `model`; repairs it from SQLite when needed. */
+/* Opens KB kb_id's index for vectors of `dim` floats made by `model`; rebuilds it from the store when needed. */
 cq_status cq_vectors_open(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
                           cq_vectors **out, cq_err *err);
 /* Saves the FAISS file when it changed, then frees. */

@@ -34,12 +34,13 @@ cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remov
 /* Sets the IVF search breadth for the index's size (a loaded IVF file). */
 void cq_vectors_adopt(cq_vectors *v, FaissIndex *index);
 
-/* ---- PostgreSQL (search/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
+/* cq_vectors_open, and *rebuilt (may be NULL) says whether the index was rebuilt: the node's FAISS file is used when
+ * it holds as many vectors as the store — on PostgreSQL when its seq is still covered by the feed, once caught up, in
+ * one snapshot — else the index is rebuilt from the store (cq_vectors_rebuild). */
+cq_status cq_vectors_load(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
+                          cq_vectors **out, bool *rebuilt, cq_err *err);
 
-/* Opens KB kb_id's cache over the store: the node's FAISS file when its seq is still covered by the feed, caught up;
- * else rebuilt from clause_vectors (cq_vectors_rebuild: one snapshot; *rebuilt, may be NULL, says so). */
-cq_status cq_vectors_open_shared(cq_store *s, const char *data_dir, int64_t kb_id, const char *model, int dim,
-                                 cq_vectors **out, bool *rebuilt, cq_err *err);
+/* ---- PostgreSQL (search/vector_feed.c): the vectors are shared (store/vectors.h) ---- */
 /* Applies the feed's changes after `after` to the indexes v[0..n) (those of other KBs are skipped; each index only
  * takes changes after its own seq), then moves every index's seq to the last change read. *last (may be NULL) gets
  * it, *applied (may be NULL) how many changes touched an index. */

@@ -279,18 +279,26 @@ static char *match_of(const char *const *terms, size_t n, const unsigned char *u
     return cq_strbuf_finish(&q);
 }
 
-/* Runs `SELECT rowid, <fn> AS r ... MATCH match [AND rowid BETWEEN lo AND hi] ORDER BY r LIMIT limit` and appends
- * the rows to out (score = -r). fn is bm25(...) or cq_bm25_score(fts, ?3) with sc bound. */
-static cq_status run_scan(sqlite3 *db, int64_t kb_id, const char *fn, const char *match, scan *sc, int64_t lo,
-                          int64_t hi, size_t limit, cq_bm25_hit *out, size_t *n_out, cq_err *err) {
-    char sql[512];
+/* Runs `SELECT rowid, <fn> AS r ... MATCH match [AND rowid BETWEEN lo AND hi] ORDER BY r LIMIT limit` and puts the
+ * rows in out (score = -r); frees match (NULL: out of memory). fn is FTS5's bm25() with the column weights, or
+ * cq_bm25_score(fts, ?3) with sc bound. */
+static cq_status run_scan(sqlite3 *db, int64_t kb_id, char *match, scan *sc, int64_t lo, int64_t hi, size_t limit,
+                          cq_bm25_hit *out, size_t *n_out, cq_err *err) {
+    if (!match) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    char fn[96], sql[512];
+    if (sc) snprintf(fn, sizeof fn, "cq_bm25_score(" CQ_FTS_TABLE_FMT ", ?3)", (long long)kb_id);
+    else
+        snprintf(fn, sizeof fn, "bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g)", (long long)kb_id, cq_bm25_column_weight[0],
+                 cq_bm25_column_weight[1], cq_bm25_column_weight[2]);
     snprintf(sql, sizeof sql,
              "SELECT rowid, %s AS r FROM " CQ_FTS_TABLE_FMT " WHERE " CQ_FTS_TABLE_FMT
              " MATCH ?1 %s ORDER BY r LIMIT ?2",
              fn, (long long)kb_id, (long long)kb_id, lo <= hi ? "AND rowid BETWEEN ?4 AND ?5" : "");
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        free(match);
         return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
+    }
     sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
     if (sc) sqlite3_bind_pointer(st, 3, sc, "cq_bm25_scan", NULL);
@@ -306,6 +314,7 @@ static cq_status run_scan(sqlite3 *db, int64_t kb_id, const char *fn, const char
         (*n_out)++;
     }
     sqlite3_finalize(st);
+    free(match);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? CQ_OK : cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
 }
 
@@ -313,14 +322,7 @@ cq_status cq_bm25_top_reference(cq_store *s, int64_t kb_id, const char *const *t
                                 int64_t hi, size_t limit, cq_bm25_hit *out, size_t *n_out, cq_err *err) {
     *n_out = 0;
     if (!n_terms || !limit) return CQ_OK;
-    char *match = match_of(terms, n_terms, NULL, NULL);
-    if (!match) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    char fn[96];
-    snprintf(fn, sizeof fn, "bm25(" CQ_FTS_TABLE_FMT ", %g, %g, %g)", (long long)kb_id, cq_bm25_column_weight[0],
-             cq_bm25_column_weight[1], cq_bm25_column_weight[2]);
-    cq_status rc = run_scan(cq_store_db(s), kb_id, fn, match, NULL, lo, hi, limit, out, n_out, err);
-    free(match);
-    return rc;
+    return run_scan(cq_store_db(s), kb_id, match_of(terms, n_terms, NULL, NULL), NULL, lo, hi, limit, out, n_out, err);
 }
 
 /* The rows holding each term with use[i], and the table's row and token counts, as bm25() gets them; r->done stays
@@ -383,13 +385,7 @@ static char *pass_match(const char *const *terms, size_t n_terms, scan *sc, work
 static cq_status pass(sqlite3 *db, int64_t kb_id, const char *const *terms, size_t n_terms, scan *sc, work *w,
                       const unsigned char *all, int64_t lo, int64_t hi, size_t limit, cq_bm25_hit *out,
                       size_t *n_out, cq_err *err) {
-    char *match = pass_match(terms, n_terms, sc, w, all);
-    if (!match) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    char fn[64];
-    snprintf(fn, sizeof fn, "cq_bm25_score(" CQ_FTS_TABLE_FMT ", ?3)", (long long)kb_id);
-    cq_status rc = run_scan(db, kb_id, fn, match, sc, lo, hi, limit, out, n_out, err);
-    free(match);
-    return rc;
+    return run_scan(db, kb_id, pass_match(terms, n_terms, sc, w, all), sc, lo, hi, limit, out, n_out, err);
 }
 
 cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, int64_t lo, int64_t hi,

@@ -81,7 +81,6 @@ void cq_db_finalize(cq_db_stmt *st) {
 }
 
 int64_t cq_db_changes(cq_db *db) { return db->drv->changes(db); }
-cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err) { return db->drv->last_id(db, id, err); }
 void cq_db_nowait(cq_db *db, bool on) {
     if (db->drv->nowait) db->drv->nowait(db, on);
 }

@@ -29,7 +29,6 @@ typedef struct cq_db_driver {
     const void *(*col_blob)(cq_db_stmt *st, int col, size_t *n);
     void (*finalize)(cq_db_stmt *st);
     int64_t (*changes)(cq_db *db);
-    cq_status (*last_id)(cq_db *db, int64_t *id, cq_err *err);
     void (*nowait)(cq_db *db, bool on); /* NULL: statements say so themselves (PostgreSQL) */
     cq_status (*bulk_begin)(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                             cq_err *err);

@@ -432,16 +432,6 @@ static const void *pg_col_blob(cq_db_stmt *s, int col, size_t *n) {
 
 static int64_t pg_changes(cq_db *db) { return as_pg(db)->changes; }
 
-static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
-    *id = 0;
-    pg_db *p = as_pg(db);
-    PGresult *r = PQexec(p->conn, "SELECT lastval()");
-    cq_status rc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? CQ_OK : result_error(p, r, "last id", err);
-    if (!rc) *id = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return rc;
-}
-
 /* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
 
 static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **out,
@@ -566,7 +556,6 @@ const cq_db_driver cq_db_pg_driver = {
     .col_blob = pg_col_blob,
     .finalize = pg_finalize,
     .changes = pg_changes,
-    .last_id = pg_last_id,
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,

@@ -129,11 +129,6 @@ static void lite_finalize(cq_db_stmt *st) {
     free(st);
 }
 static int64_t lite_changes(cq_db *db) { return sqlite3_changes64(conn_of(db)); }
-static cq_status lite_last_id(cq_db *db, int64_t *id, cq_err *err) {
-    (void)err;
-    *id = sqlite3_last_insert_rowid(conn_of(db));
-    return CQ_OK;
-}
 static void lite_nowait(cq_db *db, bool on) { sqlite3_busy_timeout(conn_of(db), on ? 0 : CQ_DB_BUSY_TIMEOUT_MS); }
 
 /* Bulk insert: one prepared INSERT stepped per row (SQLite has no faster path inside a transaction). */
@@ -184,7 +179,6 @@ const cq_db_driver cq_db_sqlite_driver = {
     .col_blob = lite_col_blob,
     .finalize = lite_finalize,
     .changes = lite_changes,
-    .last_id = lite_last_id,
     .nowait = lite_nowait,
     .bulk_begin = lite_bulk_begin,
     .bulk_row = lite_bulk_row,

@@ -184,10 +184,12 @@ typedef struct {
 static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
     cq_err ignored = {0};
     int64_t v[2];
-    bool ok = !cq_db_ints(db, "versions: count documents", v, 2, &ignored,
-                          "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id);
-    if (ok) *n = v[0], *max_id = v[1];
-    return ok;
+    if (cq_db_ints(db, "versions: count documents", v, 2, &ignored,
+                   "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
+        return false;
+    *n = v[0];
+    *max_id = v[1];
+    return true;
 }
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {

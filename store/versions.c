@@ -397,8 +397,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
-    if (rc == CQ_ERR_NOT_FOUND) cq_err_clear(err), rc = CQ_OK; /* in no group (g is empty): in force, alone */
-    if (rc) return rc;
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_clear(err); /* in no group (g is empty): in force, alone */
+    else if (rc) return rc;
     cq_version_status_in(&g, doc_id, on, out);
     cq_version_group_free(&g);
     return CQ_OK;
@@ -513,7 +513,7 @@ static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, co
     cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < nr;) {
         size_t j = i;
-        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
+        for (; j < nr && !strcmp(rows[j].key, rows[i].key); j++) v[j - i] = rows[j].e;
         cq_version_group g = {.v = v, .n = j - i};
         snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
         cq_date by = 0;

@@ -17,9 +17,8 @@ typedef struct cq_db_driver {
     cq_status (*prepare)(cq_db *db, const char *sql, cq_db_stmt **st, cq_err *err);
     void (*bind_int)(cq_db_stmt *st, int i, int64_t v);
     void (*bind_double)(cq_db_stmt *st, int i, double v);
-    void (*bind_text)(cq_db_stmt *st, int i, const char *s);
+    void (*bind_text)(cq_db_stmt *st, int i, const char *s); /* NULL: SQL NULL (cq_db_bind_null) */
     void (*bind_blob)(cq_db_stmt *st, int i, const void *p, size_t n);
-    void (*bind_null)(cq_db_stmt *st, int i);
     int (*step)(cq_db_stmt *st, const char *what, cq_err *err);
     void (*reset)(cq_db_stmt *st);
     int64_t (*col_int)(cq_db_stmt *st, int col);

@@ -312,14 +312,13 @@ static void pg_bind_double(cq_db_stmt *st, int i, double v) {
     int n = snprintf(text, sizeof text, "%.17g", v);
     set_param(st, i, text, (size_t)n, OID_FLOAT8, 0);
 }
+/* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
 static void pg_bind_text(cq_db_stmt *st, int i, const char *s) {
     set_param(st, i, s, s ? strlen(s) : 0, s ? OID_TEXT : 0, 0);
 }
 static void pg_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
     set_param(st, i, p ? p : "", n, OID_BYTEA, 1);
 }
-/* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
-static void pg_bind_null(cq_db_stmt *st, int i) { set_param(st, i, NULL, 0, 0, 0); }
 
 /* Sends the statement; streamed (cq_db_stream), its rows come one at a time, each a result of its own
  * (PQsetSingleRowMode). */
@@ -527,7 +526,6 @@ const cq_db_driver cq_db_pg_driver = {
     .bind_double = pg_bind_double,
     .bind_text = pg_bind_text,
     .bind_blob = pg_bind_blob,
-    .bind_null = pg_bind_null,
     .step = pg_step,
     .reset = pg_reset,
     .col_int = pg_col_int,

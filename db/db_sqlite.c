@@ -102,7 +102,6 @@ static void lite_bind_text(cq_db_stmt *st, int i, const char *s) {
 static void lite_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
     sqlite3_bind_blob64(st_of(st), i, n ? p : "", n, SQLITE_TRANSIENT);
 }
-static void lite_bind_null(cq_db_stmt *st, int i) { sqlite3_bind_null(st_of(st), i); }
 
 static int lite_step(cq_db_stmt *st, const char *what, cq_err *err) {
     int rc = sqlite3_step(st_of(st));
@@ -169,7 +168,6 @@ const cq_db_driver cq_db_sqlite_driver = {
     .bind_double = lite_bind_double,
     .bind_text = lite_bind_text,
     .bind_blob = lite_bind_blob,
-    .bind_null = lite_bind_null,
     .step = lite_step,
     .reset = lite_reset,
     .col_int = lite_col_int,

@@ -400,7 +400,10 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                 out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
-    for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
+    for (size_t j = 0; d && j < m; j++) {
+        free(d[j].e);
+        free(d[j].pos);
+    }
     free(d);
     free(rows);
     free(at);

@@ -42,7 +42,7 @@ void cq_db_bind_int(cq_db_stmt *st, int i, int64_t v) { st->db->drv->bind_int(st
 void cq_db_bind_double(cq_db_stmt *st, int i, double v) { st->db->drv->bind_double(st, i, v); }
 void cq_db_bind_text(cq_db_stmt *st, int i, const char *s) { st->db->drv->bind_text(st, i, s); }
 void cq_db_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) { st->db->drv->bind_blob(st, i, p, n); }
-void cq_db_bind_null(cq_db_stmt *st, int i) { st->db->drv->bind_null(st, i); }
+void cq_db_bind_null(cq_db_stmt *st, int i) { st->db->drv->bind_text(st, i, NULL); }
 int cq_db_step(cq_db_stmt *st, const char *what, cq_err *err) { return st->db->drv->step(st, what, err); }
 
 bool cq_db_next(cq_db_stmt *st, const char *what, cq_status *rc, cq_err *err) {
@@ -81,7 +81,6 @@ void cq_db_finalize(cq_db_stmt *st) {
 }
 
 int64_t cq_db_changes(cq_db *db) { return db->drv->changes(db); }
-cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err) { return db->drv->last_id(db, id, err); }
 void cq_db_nowait(cq_db *db, bool on) {
     if (db->drv->nowait) db->drv->nowait(db, on);
 }

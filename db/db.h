@@ -2,7 +2,7 @@
  * (db_pg.c) — so that a store module (store/) writes each statement once.
  *
  * A cq_db is one connection with its driver table (db_internal.h: begin, commit, rollback, prepare, bind, step,
- * column readers, changes, last id, bulk insert). SQL is written once in SQLite's syntax with numbered placeholders
+ * column readers, changes, bulk insert). SQL is written once in SQLite's syntax with numbered placeholders
  * ?1, ?2, … (a placeholder may appear several times); the PostgreSQL driver rewrites them to $1, $2, …. What really
  * differs between the two (FOR UPDATE SKIP LOCKED, upsert forms, DDL types) is a statement of db/dialect.h, chosen
  * by the connection's kind. Errors are CQ_ERR_DB with the server's message ("what: message"), CQ_ERR_EXISTS for a
@@ -131,9 +131,6 @@ cq_status cq_db_prepare_in(cq_db *db, const char *what, cq_db_stmt **st, cq_err 
 
 /* Rows changed by the last INSERT, UPDATE or DELETE stepped to its end on this connection. */
 int64_t cq_db_changes(cq_db *db);
-/* The id the last INSERT on this connection gave its row (SQLite's rowid; PostgreSQL's lastval()). Prefer
- * INSERT … RETURNING id, which both run, where a statement is written for it. */
-cq_status cq_db_last_id(cq_db *db, int64_t *id, cq_err *err);
 
 /* One statement, stepped to its end: prepare, bind (a printf-like list of kinds: 'i' int64, 't' text, 'd' double,
  * 'b' blob as two values (const void *, size_t), 'n' null: no value), step, finalize. *changed (may be NULL) gets the rows it changed. For the many one-line writes. */

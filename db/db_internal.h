@@ -17,9 +17,8 @@ typedef struct cq_db_driver {
     cq_status (*prepare)(cq_db *db, const char *sql, cq_db_stmt **st, cq_err *err);
     void (*bind_int)(cq_db_stmt *st, int i, int64_t v);
     void (*bind_double)(cq_db_stmt *st, int i, double v);
-    void (*bind_text)(cq_db_stmt *st, int i, const char *s);
+    void (*bind_text)(cq_db_stmt *st, int i, const char *s); /* NULL: SQL NULL (cq_db_bind_null) */
     void (*bind_blob)(cq_db_stmt *st, int i, const void *p, size_t n);
-    void (*bind_null)(cq_db_stmt *st, int i);
     int (*step)(cq_db_stmt *st, const char *what, cq_err *err);
     void (*reset)(cq_db_stmt *st);
     int64_t (*col_int)(cq_db_stmt *st, int col);
@@ -29,7 +28,6 @@ typedef struct cq_db_driver {
     const void *(*col_blob)(cq_db_stmt *st, int col, size_t *n);
     void (*finalize)(cq_db_stmt *st);
     int64_t (*changes)(cq_db *db);
-    cq_status (*last_id)(cq_db *db, int64_t *id, cq_err *err);
     void (*nowait)(cq_db *db, bool on); /* NULL: statements say so themselves (PostgreSQL) */
     cq_status (*bulk_begin)(cq_db *db, const char *table, const char *columns, int n_columns, cq_db_stmt **st,
                             cq_err *err);

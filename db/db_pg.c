@@ -57,7 +57,7 @@ typedef struct {
     unsigned char **blobs;      /* per column: bytea decoded for the current row */
     size_t *blob_len;
     int n_cols;
-    bool stream, streaming; /* cq_db_stream: rows fetched one at a time (single-row mode); a query in flight */
+    bool stream, in_flight; /* cq_db_stream: rows fetched one at a time (single-row mode); results to read */
     cq_strbuf buf; /* bulk insert (COPY) */
     int64_t bulk_rows;
 } pg_stmt;
@@ -204,12 +204,12 @@ static void drop_blobs(pg_stmt *st) {
     }
 }
 
-/* Reads what is left of a streamed query, so that the connection is free again. */
+/* Reads what is left of a statement sent, so that the connection is free again. */
 static void drain(pg_stmt *st) {
-    if (!st->streaming) return;
+    if (!st->in_flight) return;
     PGresult *r;
     while ((r = PQgetResult(as_pg(st->base.db)->conn))) PQclear(r);
-    st->streaming = false;
+    st->in_flight = false;
 }
 
 static void blobs_free(pg_stmt *st) {
@@ -312,81 +312,61 @@ static void pg_bind_double(cq_db_stmt *st, int i, double v) {
     int n = snprintf(text, sizeof text, "%.17g", v);
     set_param(st, i, text, (size_t)n, OID_FLOAT8, 0);
 }
+/* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
 static void pg_bind_text(cq_db_stmt *st, int i, const char *s) {
     set_param(st, i, s, s ? strlen(s) : 0, s ? OID_TEXT : 0, 0);
 }
 static void pg_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
     set_param(st, i, p ? p : "", n, OID_BYTEA, 1);
 }
-/* A NULL's type is left to the server (0): it is whatever the column or expression needs. */
-static void pg_bind_null(cq_db_stmt *st, int i) { set_param(st, i, NULL, 0, 0, 0); }
 
-/* A row of a streamed query: each row is a result of its own (PQsetSingleRowMode). */
-static int stream_step(pg_stmt *st, const char *what, cq_err *err) {
-    pg_db *db = as_pg(st->base.db);
-    if (!st->streaming && !st->res) {
-        if (pg_ready(db, what, err)) return -1;
-        if (!PQsendQueryParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
-                               st->formats, 0)) {
-            result_error(db, NULL, what, err);
-            return -1;
-        }
-        st->streaming = true;
-        if (!PQsetSingleRowMode(db->conn)) {
-            drain(st);
-            cq_err_set(err, CQ_ERR_DB, "%s: cannot read the rows one at a time", what);
-            return -1;
-        }
+/* Sends the statement; streamed (cq_db_stream), its rows come one at a time, each a result of its own
+ * (PQsetSingleRowMode). */
+static bool send(pg_stmt *st, pg_db *db, const char *what, cq_err *err) {
+    if (pg_ready(db, what, err)) return false;
+    if (!PQsendQueryParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
+                           st->formats, 0)) {
+        result_error(db, NULL, what, err);
+        return false;
     }
-    if (!st->streaming) return CQ_DB_DONE;
-    blobs_free(st);
-    PQclear(st->res);
-    st->res = PQgetResult(db->conn);
-    ExecStatusType rs = st->res ? PQresultStatus(st->res) : PGRES_TUPLES_OK;
-    if (rs == PGRES_SINGLE_TUPLE) {
-        st->rows = 1;
-        st->row = 0;
-        return columns_new(st, err) ? CQ_DB_ROW : -1;
-    }
-    int out = CQ_DB_DONE;
-    if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
-        result_error(db, st->res, what, err);
-        out = -1;
-    }
-    PQclear(st->res);
-    st->res = NULL;
-    drain(st); /* the final NULL */
-    st->rows = st->row = st->n_cols = 0;
-    return out;
+    st->in_flight = true;
+    if (!st->stream || PQsetSingleRowMode(db->conn)) return true;
+    drain(st);
+    cq_err_set(err, CQ_ERR_DB, "%s: cannot read the rows one at a time", what);
+    return false;
 }
 
+/* The next row: of the result held, else of the next result (a streamed statement's next row, or the whole result
+ * of one not streamed, after which the connection is free again). */
 static int pg_step(cq_db_stmt *s, const char *what, cq_err *err) {
     pg_stmt *st = as_st(s);
     pg_db *db = as_pg(s->db);
-    if (st->stream) return stream_step(st, what, err);
-    if (!st->res) {
-        if (pg_ready(db, what, err)) return -1;
-        st->res = PQexecParams(db->conn, st->sql, st->n, st->types, (const char *const *)st->values, st->lengths,
-                               st->formats, 0);
+    if (!st->res && !st->in_flight && !send(st, db, what, err)) return -1;
+    drop_blobs(st);
+    while (st->row + 1 >= st->rows) {
+        st->row = st->rows;
+        if (!st->in_flight) return CQ_DB_DONE;
+        blobs_free(st);
+        PQclear(st->res);
+        st->res = PQgetResult(db->conn);
         ExecStatusType rs = PQresultStatus(st->res);
-        if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
+        if (rs != PGRES_SINGLE_TUPLE && rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
+            /* not streamed: read to the end first, as PQexecParams does, so that a server that died after its last
+             * message (FATAL, then the socket closed) is seen gone: store_unreachable, not a database error */
+            if (!st->stream) drain(st);
             result_error(db, st->res, what, err);
             drop_result(st);
             return -1;
         }
+        if (rs != PGRES_SINGLE_TUPLE) drain(st); /* the statement's last result */
         const char *changed = PQcmdTuples(st->res);
-        db->changes = changed && *changed ? atoll(changed) : 0;
-        st->rows = rs == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
+        if (!st->stream) db->changes = changed && *changed ? atoll(changed) : 0;
+        st->rows = rs == PGRES_COMMAND_OK ? 0 : PQntuples(st->res);
         st->row = -1;
         if (!columns_new(st, err)) return -1;
     }
-    drop_blobs(st);
-    if (st->row + 1 < st->rows) {
-        st->row++;
-        return CQ_DB_ROW;
-    }
-    st->row = st->rows;
-    return CQ_DB_DONE;
+    st->row++;
+    return CQ_DB_ROW;
 }
 
 static void pg_reset(cq_db_stmt *st) { drop_result(as_st(st)); }
@@ -431,16 +411,6 @@ static const void *pg_col_blob(cq_db_stmt *s, int col, size_t *n) {
 }
 
 static int64_t pg_changes(cq_db *db) { return as_pg(db)->changes; }
-
-static cq_status pg_last_id(cq_db *db, int64_t *id, cq_err *err) {
-    *id = 0;
-    pg_db *p = as_pg(db);
-    PGresult *r = PQexec(p->conn, "SELECT lastval()");
-    cq_status rc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? CQ_OK : result_error(p, r, "last id", err);
-    if (!rc) *id = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return rc;
-}
 
 /* ---- bulk insert: COPY ------------------------------------------------------------------------------------- */
 
@@ -556,7 +526,6 @@ const cq_db_driver cq_db_pg_driver = {
     .bind_double = pg_bind_double,
     .bind_text = pg_bind_text,
     .bind_blob = pg_bind_blob,
-    .bind_null = pg_bind_null,
     .step = pg_step,
     .reset = pg_reset,
     .col_int = pg_col_int,
@@ -566,7 +535,6 @@ const cq_db_driver cq_db_pg_driver = {
     .col_blob = pg_col_blob,
     .finalize = pg_finalize,
     .changes = pg_changes,
-    .last_id = pg_last_id,
     .bulk_begin = pg_bulk_begin,
     .bulk_row = pg_bulk_row,
     .bulk_end = pg_bulk_end,

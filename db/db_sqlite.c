@@ -102,7 +102,6 @@ static void lite_bind_text(cq_db_stmt *st, int i, const char *s) {
 static void lite_bind_blob(cq_db_stmt *st, int i, const void *p, size_t n) {
     sqlite3_bind_blob64(st_of(st), i, n ? p : "", n, SQLITE_TRANSIENT);
 }
-static void lite_bind_null(cq_db_stmt *st, int i) { sqlite3_bind_null(st_of(st), i); }
 
 static int lite_step(cq_db_stmt *st, const char *what, cq_err *err) {
     int rc = sqlite3_step(st_of(st));
@@ -129,11 +128,6 @@ static void lite_finalize(cq_db_stmt *st) {
     free(st);
 }
 static int64_t lite_changes(cq_db *db) { return sqlite3_changes64(conn_of(db)); }
-static cq_status lite_last_id(cq_db *db, int64_t *id, cq_err *err) {
-    (void)err;
-    *id = sqlite3_last_insert_rowid(conn_of(db));
-    return CQ_OK;
-}
 static void lite_nowait(cq_db *db, bool on) { sqlite3_busy_timeout(conn_of(db), on ? 0 : CQ_DB_BUSY_TIMEOUT_MS); }
 
 /* Bulk insert: one prepared INSERT stepped per row (SQLite has no faster path inside a transaction). */
@@ -174,7 +168,6 @@ const cq_db_driver cq_db_sqlite_driver = {
     .bind_double = lite_bind_double,
     .bind_text = lite_bind_text,
     .bind_blob = lite_bind_blob,
-    .bind_null = lite_bind_null,
     .step = lite_step,
     .reset = lite_reset,
     .col_int = lite_col_int,
@@ -184,7 +177,6 @@ const cq_db_driver cq_db_sqlite_driver = {
     .col_blob = lite_col_blob,
     .finalize = lite_finalize,
     .changes = lite_changes,
-    .last_id = lite_last_id,
     .nowait = lite_nowait,
     .bulk_begin = lite_bulk_begin,
     .bulk_row = lite_bulk_row,

@@ -371,7 +371,9 @@ cq_status cq_store_doc_names(cq_store *s, const int64_t *ids, size_t n, char **n
         }
         cq_db_finalize(st);
     }
-    if (rc)
-        for (size_t i = 0; i < n; i++) free(names[i]), names[i] = NULL;
+    for (size_t i = 0; rc && i < n; i++) {
+        free(names[i]);
+        names[i] = NULL;
+    }
     return rc;
 }

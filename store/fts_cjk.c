@@ -324,9 +324,9 @@ typedef struct {
 static int collect_token(void *ctx, const char *tok, size_t len, size_t start, size_t end, unsigned flags) {
     tokens_build *b = ctx;
     cq_fts_tokens *t = b->t;
-    if (!cq_grow((void **)&t->tokens, &b->cap, t->n + 1, sizeof *t->tokens) ||
-        !cq_grow((void **)&t->bytes, &b->cap_bytes, b->n_bytes + len, 1))
-        return b->failed = true, 1;
+    b->failed = !cq_grow((void **)&t->tokens, &b->cap, t->n + 1, sizeof *t->tokens) ||
+                !cq_grow((void **)&t->bytes, &b->cap_bytes, b->n_bytes + len, 1);
+    if (b->failed) return 1;
     memcpy(t->bytes + b->n_bytes, tok, len);
     t->tokens[t->n++] = (struct cq_fts_token){(uint32_t)b->n_bytes, (uint32_t)len, (uint32_t)start, (uint32_t)end,
                                               flags};

@@ -101,8 +101,10 @@ static void builder_flush_clause(doc_builder *b, int64_t id, uint32_t D) {
         for (uint32_t col = 0; col < CQ_BM25_N_COLUMNS; col++) {
             size_t j = i, n = 0;
             uint32_t prev = UINT32_MAX;
-            for (; j < b->n_occ && b->occ[j].token == t && b->occ[j].column == col; j++)
-                if (b->occ[j].position != prev) n++, prev = b->occ[j].position;
+            for (; j < b->n_occ && b->occ[j].token == t && b->occ[j].column == col; j++) {
+                n += b->occ[j].position != prev;
+                prev = b->occ[j].position;
+            }
             put_varint(out, n);
             prev = UINT32_MAX;
             uint32_t last = 0;
@@ -398,7 +400,10 @@ static cq_status phrase_matches(const cq_keyword_search *s, const phrase *p, mat
                 out->m[out->n++] = (match){e0->id, doc_id, e0->positions, freq};
         }
     }
-    for (size_t j = 0; d && j < m; j++) free(d[j].e), free(d[j].pos);
+    for (size_t j = 0; d && j < m; j++) {
+        free(d[j].e);
+        free(d[j].pos);
+    }
     free(d);
     free(rows);
     free(at);

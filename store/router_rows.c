@@ -18,7 +18,9 @@ cq_status cq_store_router_docs_stat(cq_store *s, int64_t kb_id, int64_t *n_docs,
     cq_status rc = cq_db_ints(cq_store_conn(s), "router", v, 3, err,
                               "SELECT count(*), coalesce(max(id), 0), coalesce(min(id), 0) FROM documents "
                               "WHERE kb_id = ?1 AND status = 'ready'", "i", kb_id);
-    *n_docs = v[0], *max_id = v[1], *min_id = v[2];
+    *n_docs = v[0];
+    *max_id = v[1];
+    *min_id = v[2];
     return rc;
 }
 

@@ -287,8 +287,8 @@ static cq_status fts5_clause_add(cq_store *s, int64_t kb_id, int64_t doc_id, con
     cq_store_bind_clause(st, 1, doc_id, c);
     int step = cq_db_step(st, "add clause", err);
     cq_db_reset(st);
-    int64_t id = 0;
-    if (step < 0 || cq_db_last_id(s->conn, &id, err)) return err->code;
+    if (step < 0) return err->code;
+    const int64_t id = sqlite3_last_insert_rowid(s->db); /* the clause's id (FTS5 is SQLite's own) */
     st = s->fts_insert;
     cq_db_bind_int(st, 1, id);
     cq_db_bind_text(st, 2, doc_label ? doc_label : "");
@@ -347,7 +347,8 @@ static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64
     cq_status rc = cq_db_ints(s->conn, "bm25", v, 2, err,
                               "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM clauses WHERE doc_id = ?1", "i",
                               doc_id);
-    *lo = rc ? 1 : v[0], *hi = rc ? 0 : v[1];
+    *lo = rc ? 1 : v[0];
+    *hi = rc ? 0 : v[1];
     return rc;
 }
 

@@ -371,7 +371,8 @@ cq_status cq_store_doc_vectors_stamp(cq_store *s, int64_t kb_id, const char *mod
     cq_status rc = cq_db_ints(cq_store_conn(s), "count document vectors", v, 2, err,
                               "SELECT count(*), coalesce(max(doc_id), 0) FROM doc_vectors WHERE kb_id = ?1 AND "
                               "model = ?2 AND head = ?3", "itt", kb_id, model, head);
-    *count = v[0], *max_doc = v[1];
+    *count = v[0];
+    *max_doc = v[1];
     return rc;
 }
 
@@ -444,7 +445,8 @@ cq_status cq_store_vector_feed_bounds(cq_store *s, int64_t *pruned_to, int64_t *
                         "SELECT pruned_to, coalesce(pg_sequence_last_value(pg_get_serial_sequence("
                         "'vector_changes', 'seq')), 0) FROM vector_changes_horizon",
                         "");
-    *pruned_to = v[0], *last = v[1];
+    *pruned_to = v[0];
+    *last = v[1];
     return rc;
 }
 

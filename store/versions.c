@@ -184,10 +184,12 @@ typedef struct {
 static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
     cq_err ignored = {0};
     int64_t v[2];
-    bool ok = !cq_db_ints(db, "versions: count documents", v, 2, &ignored,
-                          "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id);
-    if (ok) *n = v[0], *max_id = v[1];
-    return ok;
+    if (cq_db_ints(db, "versions: count documents", v, 2, &ignored,
+                   "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
+        return false;
+    *n = v[0];
+    *max_id = v[1];
+    return true;
 }
 
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
@@ -395,8 +397,8 @@ void cq_version_status_in(const cq_version_group *g, int64_t doc_id, cq_date on,
 cq_status cq_versions_status(cq_store *s, int64_t doc_id, cq_date on, cq_version_status *out, cq_err *err) {
     cq_version_group g;
     cq_status rc = cq_versions_group_of(s, doc_id, &g, err);
-    if (rc == CQ_ERR_NOT_FOUND) cq_err_clear(err), rc = CQ_OK; /* in no group (g is empty): in force, alone */
-    if (rc) return rc;
+    if (rc == CQ_ERR_NOT_FOUND) cq_err_clear(err); /* in no group (g is empty): in force, alone */
+    else if (rc) return rc;
     cq_version_status_in(&g, doc_id, on, out);
     cq_version_group_free(&g);
     return CQ_OK;
@@ -511,7 +513,7 @@ static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, co
     cq_status rc = *out && v ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < nr;) {
         size_t j = i;
-        while (j < nr && !strcmp(rows[j].key, rows[i].key)) v[j - i] = rows[j].e, j++;
+        for (; j < nr && !strcmp(rows[j].key, rows[i].key); j++) v[j - i] = rows[j].e;
         cq_version_group g = {.v = v, .n = j - i};
         snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
         cq_date by = 0;

@@ -287,9 +287,6 @@ static void test_db_driver(void **state) {
                      CQ_ERR_EXISTS);
     assert_int_equal(cq_db_run(db, "insert", NULL, &err, "INSERT INTO t(n, s) VALUES(?1, ?2)", "in", (int64_t)-7),
                      CQ_OK);
-    int64_t last = 0;
-    assert_int_equal(cq_db_last_id(db, &last, &err), CQ_OK);
-    assert_true(last > id);
     assert_int_equal(cq_db_prepare(db, "SELECT id, n, x, s, b, s IS NULL FROM t WHERE id >= ?1 ORDER BY id", &st, &err), CQ_OK);
     cq_db_bind_int(st, 1, id);
     assert_int_equal(cq_db_step(st, "select", &err), CQ_DB_ROW);
@@ -305,7 +302,7 @@ static void test_db_driver(void **state) {
     assert_memory_equal(b, blob, sizeof blob);
     assert_int_equal(cq_db_col_int(st, 5), 0);
     assert_int_equal(cq_db_step(st, "select", &err), CQ_DB_ROW);
-    assert_int_equal(cq_db_col_int(st, 0), last);
+    assert_true(cq_db_col_int(st, 0) > id);
     assert_int_equal(cq_db_col_int(st, 1), -7);
     assert_true(cq_db_col_null(st, 3));
     assert_null(cq_db_col_text(st, 3));

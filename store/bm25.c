@@ -215,8 +215,10 @@ static void load_doc_len(sqlite3 *db, kb_cache *k) {
     snprintf(sql, sizeof sql, "SELECT min(id), max(id) FROM " CQ_FTS_TABLE_FMT "_docsize", (long long)k->kb_id);
     int64_t first = 0, last = -1;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_column_type(st, 0) != SQLITE_NULL)
-        first = sqlite3_column_int64(st, 0), last = sqlite3_column_int64(st, 1);
+        sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        first = sqlite3_column_int64(st, 0);
+        last = sqlite3_column_int64(st, 1);
+    }
     sqlite3_finalize(st);
     k->doc_len_failed = 1;
     if (last < first || last - first >= 64 * (k->n_row + 1024)) return; /* sparse: not worth an array */
@@ -241,7 +243,9 @@ static void load_doc_len(sqlite3 *db, kb_cache *k) {
         free(len);
         return;
     }
-    k->doc_len = len, k->doc_len_first = first, k->doc_len_count = last - first + 1;
+    k->doc_len = len;
+    k->doc_len_first = first;
+    k->doc_len_count = last - first + 1;
     k->doc_len_failed = 0;
 }
 
@@ -358,8 +362,14 @@ typedef struct {
 } work;
 
 static void work_free(work *w) {
-    free(w->n_hit), free(w->stat_hit), free(w->idf), free(w->freq), free(w->by_rows), free(w->phrase_term);
-    free(w->use), free(w->live);
+    free(w->n_hit);
+    free(w->stat_hit);
+    free(w->idf);
+    free(w->freq);
+    free(w->by_rows);
+    free(w->phrase_term);
+    free(w->use);
+    free(w->live);
 }
 
 static _Thread_local const sqlite3_int64 *t_sort_rows; /* cmp_rows' context (threads search at once) */
@@ -447,8 +457,11 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
     for (size_t i = 0; i < n_terms; i++) w.idf[i] = cq_bm25_idf(n_row, w.n_hit[i]);
     scan sc = {.n_terms = n_terms, .idf = w.idf, .avgdl = (double)n_tok / (double)n_row,
                .phrase_term = w.phrase_term, .freq = w.freq};
-    if (k && k->doc_len)
-        sc.doc_len = k->doc_len, sc.doc_len_first = k->doc_len_first, sc.doc_len_count = k->doc_len_count;
+    if (k && k->doc_len) {
+        sc.doc_len = k->doc_len;
+        sc.doc_len_first = k->doc_len_first;
+        sc.doc_len_count = k->doc_len_count;
+    }
 
     /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
     size_t n_live = 0;

@@ -56,7 +56,10 @@ log "bench_ssm rc $?"; grep -E "^#|tokens/s" $OUT/speed.txt
 # 2. weights
 NEW=${NEW:-$(ls /tmp/stash14/runs 2>/dev/null | tr '\n' ' ')}
 TAGS=""
-rm -rf /tmp/d_*; mkdir -p $OUT/ev
+# only this call's own data folders (old and NEW's tags): a KB another run keeps under /tmp/d_<other> stays (a blanket
+# /tmp/d_* removed a laws-zh ingest running beside a TINY call on the dev box, 2026-12-07)
+for t in old $NEW; do rm -rf /tmp/d_$t /tmp/d_${t}_*; done
+mkdir -p $OUT/ev
 setup() {  # tag source
   mkdir -p /tmp/d_$1/models/ssm && cp $2/ssm.json $2/ssm.safetensors /tmp/d_$1/models/ssm/ &&
   ln -sf $W/gemma-trim.gguf /tmp/d_$1/models/gemma-3-270m-q4_k_m.gguf

@@ -292,10 +292,19 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
                                 .min_confidence = o->min_confidence,
                                 .refusal_min_p = cq_answer_refusal_min_p(
                                     o->refusal_min_p, o->decoder ? cq_decoder_adapter(o->decoder) : NULL, q->lang)};
-    if (cq_gen_answer_run(o->decoder, q, &out->hits, &go, o->on_text, o->user, &g, &e)) {
+    /* the clauses the reader is shown (cq_answer_reader_passages): a view of out->hits, its clause mapped back */
+    size_t *keep = malloc((out->hits.n ? out->hits.n : 1) * sizeof *keep);
+    cq_hits view = {NULL, 0, out->hits.n_query_terms};
+    if (keep) view.n = cq_answer_reader_passages(&out->hits, o, keep);
+    if (view.n) view.hits = malloc(view.n * sizeof *view.hits);
+    for (size_t i = 0; view.hits && i < view.n; i++) view.hits[i] = out->hits.hits[keep[i]];
+    const cq_status grc = view.hits ? cq_gen_answer_run(o->decoder, q, &view, &go, o->on_text, o->user, &g, &e)
+                                    : cq_err_set(&e, CQ_ERR_NOMEM, "out of memory");
+    if (grc) {
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {
+        if (g.clause < view.n) g.clause = keep[g.clause];
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;
         out->confidence = g.new_tokens ? exp(g.mean_logprob) : 0;
@@ -338,17 +347,73 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         }
         cq_gen_answer_free(&g);
     }
+    free(view.hits);
+    free(keep);
     if (why) out->notice = strdup(why);
+}
+
+/* CLAUSEQA_READER_MARGIN: a positive number, or off; unset or anything else (with one warning): the default. */
+static double reader_margin_setting(void) {
+    const char *v = getenv("CLAUSEQA_READER_MARGIN");
+    if (!v || !*v) return CQ_ANSWER_READER_MARGIN;
+    if (!strcmp(v, "off")) return -1.0;
+    char *end = NULL;
+    const double m = strtod(v, &end);
+    if (end != v && !*end && m > 0) return m;
+    static int warned; /* once a process: this is read for every question */
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        CQ_WARN("CLAUSEQA_READER_MARGIN is a positive number or off, not '%s': using the default", v);
+    return CQ_ANSWER_READER_MARGIN;
+}
+
+/* CLAUSEQA_READER_MAX: a positive whole number; unset or anything else (with one warning): no cap. */
+static size_t reader_max_setting(void) {
+    const char *v = getenv("CLAUSEQA_READER_MAX");
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    const long n = strtol(v, &end, 10);
+    if (end != v && !*end && n > 0) return (size_t)n;
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        CQ_WARN("CLAUSEQA_READER_MAX is a positive whole number, not '%s': no cap", v);
+    return 0;
 }
 
 static cq_answer_options with_defaults(const cq_answer_options *opt) {
     cq_answer_options o = opt ? *opt : (cq_answer_options){0};
+    if (o.reader_margin == 0) o.reader_margin = reader_margin_setting();
+    if (o.reader_max == 0) o.reader_max = reader_max_setting();
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
     if (o.keyless_min_confidence == 0) o.keyless_min_confidence = CQ_ANSWER_KEYLESS_MIN_CONFIDENCE;
     if (o.min_confidence == 0)
         o.min_confidence = o.decoder && cq_decoder_adapter(o.decoder) ? CQ_ANSWER_MIN_CONFIDENCE_TRAINED
                                                                       : CQ_ANSWER_MIN_CONFIDENCE;
     return o;
+}
+
+size_t cq_answer_reader_passages(const cq_hits *h, const cq_answer_options *opt, size_t *keep) {
+    const cq_answer_options o = with_defaults(opt);
+    bool judged = false;
+    double best = 0; /* the best relevance judged */
+    for (size_t i = 0; i < h->n; i++) {
+        if (!h->hits[i].reranked) continue;
+        if (!judged || h->hits[i].relevance > best) best = h->hits[i].relevance;
+        judged = true;
+    }
+    const bool by_margin = o.reader_margin >= 0;
+    size_t n = 0;
+    if (!judged || (!by_margin && !o.reader_max)) {
+        for (size_t i = 0; i < h->n; i++) keep[n++] = i;
+        return n;
+    }
+    const double ref = h->n && h->hits[0].reranked ? h->hits[0].relevance : best;
+    for (size_t i = 0; i < h->n; i++) {
+        if (o.reader_max && n == o.reader_max) break;
+        const cq_hit *x = &h->hits[i];
+        const bool within = !by_margin || (x->reranked && x->relevance >= ref - o.reader_margin);
+        if (i == 0 || within) keep[n++] = i;
+    }
+    return n;
 }
 
 cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_options *opt, cq_answer *out,

@@ -99,6 +99,11 @@ double cq_answer_refusal_min_p(double caller, const cq_adapter_info *ai, cq_quer
 #define CQ_ANSWER_KEYLESS_MIN_CONFIDENCE 0.8
 /* The sentence shown around a short span (context) is cut to this many characters around it. */
 #define CQ_ANSWER_CONTEXT_CHARS 160
+/* Reader passages pruned by rerank margin (issue 26, docs/EVAL.md "Issue 26: reader passages pruned by rerank
+ * margin"): when the reranker judged the retrieved clauses, the reader may be shown only the first clause and the
+ * judged ones whose relevance (cq_hit.relevance) is at most the margin below the first's, at most reader_max of
+ * them. The default margin: negative, off (measured on the CPU with the Gemma reader: see that section). */
+#define CQ_ANSWER_READER_MARGIN (-1.0)
 
 typedef struct {
     cq_retrieve_options retrieve; /* how cq_answer_question retrieves (zeroed: the default, search/retrieve.h) */
@@ -113,6 +118,11 @@ typedef struct {
     double keyless_min_confidence; /* a generated answer whose clause holds none of the question's key terms is
                               refused below this confidence (default CQ_ANSWER_KEYLESS_MIN_CONFIDENCE; negative:
                               never) */
+    double reader_margin;  /* the reader sees the first clause and the clauses the reranker judged at most this
+                              below it (relevance; unjudged ones not) when the reranker ran (0: CLAUSEQA_READER_MARGIN
+                              of the environment, else CQ_ANSWER_READER_MARGIN; negative: every clause, no pruning) */
+    size_t reader_max;     /* with the reranker run, at most this many clauses for the reader (0:
+                              CLAUSEQA_READER_MAX of the environment, else no cap) */
     cq_answer_text_fn on_text; /* generated answer text as it is written (may be NULL) */
     void *user;
 } cq_answer_options;
@@ -127,6 +137,13 @@ cq_status cq_answer_question(cq_store *s, const cq_query *q, const cq_answer_opt
 cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err);
 void cq_answer_free(cq_answer *a);
+
+/* The clauses of h the reader is shown under opt's reader_margin and reader_max (resolved as above): their indices
+ * into keep (room for h->n), in order; returns how many. Every clause when no clause was judged by the reranker,
+ * or neither a margin nor a cap is set; else hits[0] always, then the judged clauses whose relevance is at least
+ * the reference's minus the margin (the reference: hits[0]'s relevance, or the best judged one when hits[0] was not
+ * judged), at most reader_max in all. */
+size_t cq_answer_reader_passages(const cq_hits *h, const cq_answer_options *opt, size_t *keep);
 
 /* Share of terms (a query's all_terms) that occur in text after folding; 0 when there are no terms. */
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text);

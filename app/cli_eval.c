@@ -27,7 +27,7 @@ static void usage(FILE *f) {
                " [--out FILE] [--json]\n"
                "                     [--min-coverage X] [--min-confidence X] [--refusal-min-p X] [--rerank-top-n N]\n"
                "                     [--keyless-min-confidence X] [--rerank-keep-doc 0|1|2|3]\n"
-               "                     [--fusion weights|rrf|keep|score]\n"
+               "                     [--fusion weights|rrf|keep|score] [--reader-margin off|inf|X[,...]] [--reader-max N]\n"
                "Scores the suite in DIR (docs/ + questions.jsonl, see shared/eval/FORMAT.md). Documents not yet in KB\n"
                "are ingested first. --k is the number of clauses the answer step sees; hit@1/3/5/10 and MRR are\n"
                "always reported. --out writes one JSON line per question (with the answer's coverage, the rank of the\n"
@@ -48,13 +48,19 @@ static void usage(FILE *f) {
                "--rerank-chars N cuts each candidate's text to N characters in its relevance prompt (at most 400);\n"
                "--rerank-sure-margin X with --rerank-sure-top-n N rescores only the first N candidates when the first\n"
                "leads the second by X of its score (docs/EVAL.md).\n"
+               "--reader-margin off|inf|X: with the reranker run, the reader sees the first clause and the clauses the\n"
+               "reranker judged at most X below it (inf: every judged one; off: every clause); several, comma-separated\n"
+               "(at most 8), answer each question under each and print one table a setting (an answer whose reader\n"
+               "passages are those of an earlier setting is reused; --out lines carry reader_margin). --reader-max N: at\n"
+               "most N clauses for the reader (defaults: CLAUSEQA_READER_MARGIN, CLAUSEQA_READER_MAX; docs/API.md).\n"
+               "The scores add cited_gold: the share of answerable questions with gold whose cited clause is a gold one.\n"
                CQ_CLI_FUSION_USAGE CQ_CLI_ANSWER_USAGE);
 }
 
 typedef struct {
     char name[40];
     long n_questions, n_retrieval, hits[4], n_answers, n_unanswerable, abstained_right, n_answerable,
-        false_abstain;
+        false_abstain, cited_gold;
     double mrr, em, f1;
 } type_stats;
 
@@ -137,6 +143,7 @@ static cJSON *stats_json(const type_stats *t) {
         cJSON_AddNumberToObject(o, key, t->n_retrieval ? (double)t->hits[i] / (double)t->n_retrieval : 0);
     }
     cJSON_AddNumberToObject(o, "mrr", t->n_retrieval ? t->mrr / (double)t->n_retrieval : 0);
+    cJSON_AddNumberToObject(o, "cited_gold", t->n_retrieval ? (double)t->cited_gold / (double)t->n_retrieval : 0);
     cJSON_AddNumberToObject(o, "answer_questions", (double)t->n_answers);
     cJSON_AddNumberToObject(o, "em", t->n_answers ? t->em / (double)t->n_answers : 0);
     cJSON_AddNumberToObject(o, "f1", t->n_answers ? t->f1 / (double)t->n_answers : 0);
@@ -170,6 +177,67 @@ static void accumulate(type_stats *dst, const type_stats *src) {
     dst->abstained_right += src->abstained_right;
     dst->n_answerable += src->n_answerable;
     dst->false_abstain += src->false_abstain;
+    dst->cited_gold += src->cited_gold;
+}
+
+/* Is retrieved clause h one of the question's gold passages (shared/eval/FORMAT.md)? */
+static bool is_gold(const cq_hit *h, const cJSON *gold) {
+    cq_eval_passage r = {h->doc_name, h->text, h->page_first, h->page_last};
+    const cJSON *g;
+    cJSON_ArrayForEach(g, gold) {
+        const cJSON *gd = cJSON_GetObjectItem(g, "doc"), *gp = cJSON_GetObjectItem(g, "page"),
+                    *gt = cJSON_GetObjectItem(g, "text");
+        cq_eval_gold gg = {cJSON_IsString(gd) ? gd->valuestring : NULL, cJSON_IsNumber(gp) ? gp->valueint : 0,
+                           cJSON_IsString(gt) ? gt->valuestring : NULL};
+        if (cq_eval_is_hit(&r, &gg)) return true;
+    }
+    return false;
+}
+
+#define MAX_READER_SETTINGS 8
+
+/* --reader-margin's list: off (-1), inf, or positive numbers. Returns how many, 0 when one is not valid. */
+static size_t parse_reader_margins(const char *arg, double *out) {
+    size_t n = 0;
+    const char *p = arg;
+    for (;;) {
+        const size_t len = strcspn(p, ",");
+        char word[32];
+        if (len == 0 || len >= sizeof word || n == MAX_READER_SETTINGS) return 0;
+        memcpy(word, p, len);
+        word[len] = 0;
+        char *end = NULL;
+        const double m = strcmp(word, "off") ? strtod(word, &end) : -1.0;
+        if (strcmp(word, "off") && (end == word || *end || !(m > 0))) return 0;
+        out[n++] = m;
+        if (!p[len]) return n;
+        p += len + 1;
+    }
+}
+
+/* One question's answer under one reader setting, as scored. */
+typedef struct {
+    double em, f1;
+    bool abstained, cited_gold;
+    size_t reader[CQ_PROMPT_ANSWER_PASSAGES + 1]; /* the clauses the reader was shown (its first ones) */
+    size_t n_reader;
+} eval_result;
+
+/* Adds result r of a question (answerable or not, with reference answers or not, with gold or not) to t. */
+static void count_answer(type_stats *t, const eval_result *r, int answerable, int n_ans, bool with_gold) {
+    if (!answerable) {
+        t->n_unanswerable++;
+        if (r->abstained) t->abstained_right++;
+        return;
+    }
+    t->n_answerable++;
+    if (r->abstained) t->false_abstain++;
+    if (n_ans > 0) {
+        t->n_answers++;
+        t->em += r->em;
+        t->f1 += r->f1;
+    }
+    if (with_gold && r->cited_gold) t->cited_gold++;
 }
 
 int cq_cmd_eval(int argc, char **argv) {
@@ -182,12 +250,16 @@ int cq_cmd_eval(int argc, char **argv) {
         {"fusion", required_argument, 0, 'u'}, {"keyless-min-confidence", required_argument, 0, 'y'},
         {"rerank-chars", required_argument, 0, 'C'}, {"rerank-sure-margin", required_argument, 0, 'M'},
         {"rerank-sure-top-n", required_argument, 0, 'N'}, {"rerank-keep-doc", required_argument, 0, 'K'},
+        {"reader-margin", required_argument, 0, 'R'}, {"reader-max", required_argument, 0, 'X'},
         CQ_CLI_ANSWER_OPTIONS, {0, 0, 0, 0}};
     cq_answer_cli answer_cli = {0};
     const char *kb = NULL, *suite = NULL, *mode = NULL, *out_path = NULL;
     long k = CQ_RETRIEVE_DEFAULT_K, limit = 0, every = 1, rerank_top_n = 0, rerank_chars = -1, sure_top_n = -1;
     double sure_margin = -1;
     int keep_doc = 0;
+    double margins[MAX_READER_SETTINGS] = {0}; /* one setting, 0: the default (the environment's) */
+    size_t n_settings = 1;
+    long reader_max = 0;
     double min_coverage = 0, min_confidence = 0, refusal_min_p = 0, keyless_min_confidence = 0;
     cq_fusion_method fusion = CQ_FUSION_WEIGHTS;
     int json = 0, c;
@@ -227,6 +299,16 @@ int cq_cmd_eval(int argc, char **argv) {
                 return 2;
             }
             keep_doc = optarg[0] == '0' ? -1 : optarg[0] - '0';
+            break;
+        case 'R':
+            if (!(n_settings = parse_reader_margins(optarg, margins))) {
+                fprintf(stderr, "clauseqa eval: --reader-margin takes off, inf or positive numbers, at most %d, "
+                                "comma-separated\n", MAX_READER_SETTINGS);
+                return 2;
+            }
+            break;
+        case 'X':
+            if ((reader_max = cq_cli_positive("--reader-max", optarg)) < 0) return 2;
             break;
         case 'N':
             if ((sure_top_n = cq_cli_positive("--rerank-sure-top-n", optarg)) < 0) return 2;
@@ -298,7 +380,7 @@ int cq_cmd_eval(int argc, char **argv) {
     }
     FILE *out = out_path ? fopen(out_path, "w") : NULL;
     if (out_path && !out) fprintf(stderr, "clauseqa eval: cannot write %s\n", out_path);
-    stats_table table = {0};
+    stats_table tables[MAX_READER_SETTINGS] = {{0}};
     double *latencies = NULL;
     size_t n_lat = 0, cap_lat = 0;
     long n = 0, seen = 0;
@@ -313,7 +395,8 @@ int cq_cmd_eval(int argc, char **argv) {
     if (sure_top_n >= 0) reranker.sure_top_n = (size_t)sure_top_n;
     cq_answer_options aopt = {.min_coverage = min_coverage,
                               .min_confidence = min_confidence, .refusal_min_p = refusal_min_p,
-                              .keyless_min_confidence = keyless_min_confidence, .decoder = dec};
+                              .keyless_min_confidence = keyless_min_confidence, .decoder = dec,
+                              .reader_max = (size_t)reader_max};
     while (kb_id && (line = cq_read_line(qf)) && (!limit || n < limit)) {
         cJSON *q = cJSON_Parse(line);
         free(line);
@@ -332,9 +415,7 @@ int cq_cmd_eval(int argc, char **argv) {
         const cJSON *gold = cJSON_GetObjectItem(q, "gold");
         const cJSON *answers = cJSON_GetObjectItem(q, "answers");
         int answerable = !cJSON_IsFalse(cJSON_GetObjectItem(q, "answerable"));
-        type_stats *t = stats_for(&table, cJSON_IsString(type) ? type->valuestring : "unknown");
-        if (!t) break;
-        t->n_questions++;
+        const char *type_name = cJSON_IsString(type) ? type->valuestring : "unknown";
         double t0 = cq_clock_seconds();
         cq_query query;
         cq_hits hits;
@@ -354,128 +435,155 @@ int cq_cmd_eval(int argc, char **argv) {
         }
         if (n_lat < cap_lat)
             latencies[n_lat++] = retrieve_ms;
+        const bool with_gold = answerable && cJSON_GetArraySize(gold) > 0;
         int rank = 0;
-        if (answerable && cJSON_GetArraySize(gold) > 0) {
-            t->n_retrieval++;
-            for (size_t i = 0; i < hits.n && !rank; i++) {
-                const cq_hit *h = &hits.hits[i];
-                cq_eval_passage r = {h->doc_name, h->text, h->page_first, h->page_last};
-                const cJSON *g;
-                cJSON_ArrayForEach(g, gold) {
-                    const cJSON *gd = cJSON_GetObjectItem(g, "doc"), *gp = cJSON_GetObjectItem(g, "page"),
-                                *gt = cJSON_GetObjectItem(g, "text");
-                    cq_eval_gold gg = {cJSON_IsString(gd) ? gd->valuestring : NULL,
-                                       cJSON_IsNumber(gp) ? gp->valueint : 0,
-                                       cJSON_IsString(gt) ? gt->valuestring : NULL};
-                    if (cq_eval_is_hit(&r, &gg)) {
-                        rank = (int)i + 1;
-                        break;
-                    }
-                }
+        for (size_t i = 0; with_gold && i < hits.n && !rank; i++)
+            if (is_gold(&hits.hits[i], gold)) rank = (int)i + 1;
+        const int n_ans = cJSON_GetArraySize(answers);
+        /* The answer step sees the same ranking (it builds on the best clauses), under each reader setting. */
+        eval_result res[MAX_READER_SETTINGS];
+        for (size_t si = 0; si < n_settings && !status; si++) {
+            type_stats *t = stats_for(&tables[si], type_name);
+            if (!t) {
+                status = 1;
+                break;
             }
-            for (int i = 0; i < 4; i++)
-                if (rank && rank <= ks[i]) t->hits[i]++;
-            if (rank) t->mrr += 1.0 / rank;
+            t->n_questions++;
+            if (with_gold) {
+                t->n_retrieval++;
+                for (int i = 0; i < 4; i++)
+                    if (rank && rank <= ks[i]) t->hits[i]++;
+                if (rank) t->mrr += 1.0 / rank;
+            }
+            aopt.reader_margin = margins[si];
+            eval_result *r = &res[si];
+            memset(r, 0, sizeof *r);
+            size_t *keep = malloc((hits.n ? hits.n : 1) * sizeof *keep);
+            const size_t n_keep = keep ? cq_answer_reader_passages(&hits, &aopt, keep) : 0;
+            for (size_t i = 0; i < n_keep && i < CQ_PROMPT_ANSWER_PASSAGES; i++) r->reader[r->n_reader++] = keep[i];
+            free(keep);
+            size_t same = si; /* an earlier setting whose reader saw the same clauses: the same answer */
+            for (size_t sj = 0; sj < si && same == si; sj++)
+                if (res[sj].n_reader == r->n_reader && !memcmp(res[sj].reader, r->reader, r->n_reader * sizeof *r->reader))
+                    same = sj;
+            if (same < si) {
+                *r = res[same];
+                count_answer(t, r, answerable, n_ans, with_gold);
+                if (out) {
+                    cJSON *o = cJSON_CreateObject();
+                    cJSON_AddItemToObject(o, "id", cJSON_Duplicate(cJSON_GetObjectItem(q, "id"), 1));
+                    cJSON_AddNumberToObject(o, "reader_margin", margins[si]);
+                    cJSON_AddNumberToObject(o, "same_as", margins[same]);
+                    cq_json_print_line(o, out);
+                }
+                continue;
+            }
+            cq_answer a;
+            if (cq_answer_from_hits(&query, &hits, &aopt, &a, &err)) {
+                fprintf(stderr, "clauseqa eval: %s\n", err.msg);
+                status = 1;
+                break;
+            }
+            double em = 0, f1 = 0;
+            const cJSON *ans;
+            cJSON_ArrayForEach(ans, answers) {
+                if (!answerable || !cJSON_IsString(ans)) continue;
+                const char *pred = a.abstained ? "" : eval_prediction(&a, t->name);
+                if (cq_eval_exact(pred, ans->valuestring)) em = 1;
+                double f = cq_eval_char_f1(pred, ans->valuestring);
+                if (f > f1) f1 = f;
+            }
+            r->em = em;
+            r->f1 = f1;
+            r->abstained = a.abstained;
+            for (size_t i = 0; with_gold && a.n_citations && i < a.hits.n && !r->cited_gold; i++)
+                if (a.hits.hits[i].clause_id == a.citations[0].clause_id) r->cited_gold = is_gold(&a.hits.hits[i], gold);
+            count_answer(t, r, answerable, n_ans, with_gold);
+            if (out) {
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddItemToObject(o, "id", cJSON_Duplicate(cJSON_GetObjectItem(q, "id"), 1));
+                if (n_settings > 1 || margins[0] != 0) cJSON_AddNumberToObject(o, "reader_margin", margins[si]);
+                cJSON_AddNumberToObject(o, "rank", rank);
+                cJSON_AddNumberToObject(o, "em", em);
+                cJSON_AddNumberToObject(o, "f1", f1);
+                cJSON *ja = cq_json_answer(&a);
+                cJSON_AddItemToObject(o, "prediction", ja);
+                if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
+                if (a.key_terms >= 0) cJSON_AddNumberToObject(o, "key_terms", a.key_terms);
+                if (a.key_terms_sentence >= 0) cJSON_AddNumberToObject(o, "key_terms_sentence", a.key_terms_sentence);
+                if (a.tokens_generated) cJSON_AddNumberToObject(o, "n_key_terms", a.n_key_terms);
+                if (a.tokens_generated) cJSON_AddNumberToObject(o, "confidence", a.confidence);
+                /* retrieval's side of the refusal (tools/decoder_train/refusal_rule.py): the share of the question's
+                 * terms in the best clause, and which retrieved clause (1-based, 0: none) the answer cites */
+                cJSON_AddNumberToObject(o, "coverage", a.coverage);
+                int cited = 0;
+                for (size_t i = 0; a.n_citations && i < a.hits.n && !cited; i++)
+                    if (a.hits.hits[i].clause_id == a.citations[0].clause_id) cited = (int)i + 1;
+                cJSON_AddNumberToObject(o, "cited", cited);
+                cJSON_AddBoolToObject(o, "cited_gold", r->cited_gold);
+                cJSON_AddNumberToObject(o, "reader", (double)r->n_reader); /* clauses the reader was shown, at most 5 */
+                cJSON *top = cJSON_CreateArray();
+                for (size_t i = 0; i < a.hits.n && i < 3; i++) {
+                    cJSON *h = cJSON_CreateObject();
+                    cJSON_AddStringToObject(h, "doc", a.hits.hits[i].doc_name);
+                    cJSON_AddStringToObject(h, "path", a.hits.hits[i].path ? a.hits.hits[i].path : "");
+                    cJSON_AddNumberToObject(h, "score", a.hits.hits[i].score);
+                    if (a.hits.hits[i].reranked) cJSON_AddNumberToObject(h, "relevance", a.hits.hits[i].relevance);
+                    cJSON_AddItemToArray(top, h);
+                }
+                cJSON_AddItemToObject(o, "top", top);
+                cq_json_print_line(o, out);
+            }
+            hits = a.hits; /* the clauses back, for the next setting */
+            memset(&a.hits, 0, sizeof a.hits);
+            cq_answer_free(&a);
         }
-        /* The answer step sees the same ranking (it builds on the best clauses). */
-        cq_answer a;
-        cq_status arc = cq_answer_from_hits(&query, &hits, &aopt, &a, &err);
+        cq_hits_free(&hits);
         cq_query_free(&query);
-        if (arc) {
-            fprintf(stderr, "clauseqa eval: %s\n", err.msg);
-            cJSON_Delete(q);
-            status = 1;
-            break;
-        }
-        double em = 0, f1 = 0;
-        int n_ans = cJSON_GetArraySize(answers);
-        if (!answerable) {
-            t->n_unanswerable++;
-            if (a.abstained) t->abstained_right++;
-        } else {
-            t->n_answerable++;
-            if (a.abstained) t->false_abstain++;
-            if (n_ans > 0) {
-                t->n_answers++;
-                const cJSON *ans;
-                cJSON_ArrayForEach(ans, answers) {
-                    if (!cJSON_IsString(ans)) continue;
-                    const char *pred = a.abstained ? "" : eval_prediction(&a, t->name);
-                    if (cq_eval_exact(pred, ans->valuestring)) em = 1;
-                    double f = cq_eval_char_f1(pred, ans->valuestring);
-                    if (f > f1) f1 = f;
-                }
-                t->em += em;
-                t->f1 += f1;
-            }
-        }
-        if (out) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "id", cJSON_Duplicate(cJSON_GetObjectItem(q, "id"), 1));
-            cJSON_AddNumberToObject(o, "rank", rank);
-            cJSON_AddNumberToObject(o, "em", em);
-            cJSON_AddNumberToObject(o, "f1", f1);
-            cJSON *ja = cq_json_answer(&a);
-            cJSON_AddItemToObject(o, "prediction", ja);
-            if (a.refusal_p > 0) cJSON_AddNumberToObject(o, "refusal_p", a.refusal_p);
-            if (a.key_terms >= 0) cJSON_AddNumberToObject(o, "key_terms", a.key_terms);
-            if (a.key_terms_sentence >= 0) cJSON_AddNumberToObject(o, "key_terms_sentence", a.key_terms_sentence);
-            if (a.tokens_generated) cJSON_AddNumberToObject(o, "n_key_terms", a.n_key_terms);
-            if (a.tokens_generated) cJSON_AddNumberToObject(o, "confidence", a.confidence);
-            /* retrieval's side of the refusal (tools/decoder_train/refusal_rule.py): the share of the question's
-             * terms in the best clause, and which retrieved clause (1-based, 0: none) the answer cites */
-            cJSON_AddNumberToObject(o, "coverage", a.coverage);
-            int cited = 0;
-            for (size_t i = 0; a.n_citations && i < a.hits.n && !cited; i++)
-                if (a.hits.hits[i].clause_id == a.citations[0].clause_id) cited = (int)i + 1;
-            cJSON_AddNumberToObject(o, "cited", cited);
-            cJSON *top = cJSON_CreateArray();
-            for (size_t i = 0; i < a.hits.n && i < 3; i++) {
-                cJSON *h = cJSON_CreateObject();
-                cJSON_AddStringToObject(h, "doc", a.hits.hits[i].doc_name);
-                cJSON_AddStringToObject(h, "path", a.hits.hits[i].path ? a.hits.hits[i].path : "");
-                cJSON_AddNumberToObject(h, "score", a.hits.hits[i].score);
-                cJSON_AddItemToArray(top, h);
-            }
-            cJSON_AddItemToObject(o, "top", top);
-            cq_json_print_line(o, out);
-        }
-        cq_answer_free(&a);
         cJSON_Delete(q);
+        if (status) break;
     }
     fclose(qf);
     if (out) fclose(out);
-    type_stats all = {.name = "all"};
-    for (size_t i = 0; i < table.n; i++) accumulate(&all, &table.v[i]);
     double p50 = 0, p95 = 0;
     if (n_lat) {
         qsort(latencies, n_lat, sizeof *latencies, cmp_double);
         p50 = latencies[n_lat / 2];
         p95 = latencies[(size_t)floor(0.95 * (double)(n_lat - 1))];
     }
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "suite", suite);
-        cJSON_AddStringToObject(o, "kb", kb);
-        cJSON_AddStringToObject(o, "mode", mode ? mode : CQ_RETRIEVE_DEFAULT_MODE);
-        cJSON *types = cJSON_CreateObject();
-        for (size_t i = 0; i < table.n; i++) cJSON_AddItemToObject(types, table.v[i].name, stats_json(&table.v[i]));
-        cJSON_AddItemToObject(o, "types", types);
-        cJSON_AddItemToObject(o, "all", stats_json(&all));
-        cJSON_AddNumberToObject(o, "retrieve_ms_p50", p50);
-        cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
-        cq_json_print_line(o, stdout);
-    } else if (kb_id) {
-        printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb,
-               mode ? mode : CQ_RETRIEVE_DEFAULT_MODE, dec ? "generated" : "extractive", k);
-        printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
-               "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
-        for (size_t i = 0; i < table.n; i++) print_row(&table.v[i]);
-        print_row(&all);
-        printf("retrieve latency: p50 %.1f ms, p95 %.1f ms over %zu questions\n", p50, p95, n_lat);
+    for (size_t si = 0; si < n_settings; si++) {
+        const stats_table *table = &tables[si];
+        type_stats all = {.name = "all"};
+        for (size_t i = 0; i < table->n; i++) accumulate(&all, &table->v[i]);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "suite", suite);
+            cJSON_AddStringToObject(o, "kb", kb);
+            cJSON_AddStringToObject(o, "mode", mode ? mode : CQ_RETRIEVE_DEFAULT_MODE);
+            if (n_settings > 1 || margins[0] != 0) cJSON_AddNumberToObject(o, "reader_margin", margins[si]);
+            cJSON *types = cJSON_CreateObject();
+            for (size_t i = 0; i < table->n; i++)
+                cJSON_AddItemToObject(types, table->v[i].name, stats_json(&table->v[i]));
+            cJSON_AddItemToObject(o, "types", types);
+            cJSON_AddItemToObject(o, "all", stats_json(&all));
+            cJSON_AddNumberToObject(o, "retrieve_ms_p50", p50);
+            cJSON_AddNumberToObject(o, "retrieve_ms_p95", p95);
+            cq_json_print_line(o, stdout);
+        } else if (kb_id) {
+            printf("suite %s  (kb %s, mode %s, %s answers from top %ld)\n", suite, kb,
+                   mode ? mode : CQ_RETRIEVE_DEFAULT_MODE, dec ? "generated" : "extractive", k);
+            if (n_settings > 1 || margins[0] != 0) printf("reader margin %g\n", margins[si]);
+            printf("%-18s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s  %6s %6s\n", "type", "n", "n_ret", "hit@1", "hit@3",
+                   "hit@5", "hit@10", "MRR", "n_ans", "EM", "F1", "abst", "falseA");
+            for (size_t i = 0; i < table->n; i++) print_row(&table->v[i]);
+            print_row(&all);
+            printf("cited clause is gold: %.3f of %ld answerable questions with gold\n",
+                   all.n_retrieval ? (double)all.cited_gold / (double)all.n_retrieval : 0, all.n_retrieval);
+        }
     }
+    if (!json && kb_id) printf("retrieve latency: p50 %.1f ms, p95 %.1f ms over %zu questions\n", p50, p95, n_lat);
     free(latencies);
-    free(table.v);
+    for (size_t si = 0; si < MAX_READER_SETTINGS; si++) free(tables[si].v);
     cq_store_close(s);
     cq_dense_close(dense);
     cq_decoder_close(dec);

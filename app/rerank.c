@@ -7,7 +7,8 @@
 
 #include "app/generate_answer.h"
 
-cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, cq_err *err) {
+cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, double *relevance,
+                          cq_err *err) {
     const cq_reranker *r = ctx;
     if (!r || !r->decoder || !cq_decoder_adapter(r->decoder))
         return cq_err_set(err, CQ_ERR_UNSUPPORTED, "reranking needs the decoder's trained adapter (docs/ANSWERS.md)");
@@ -38,6 +39,7 @@ cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size
     double low = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         scores[i] = (double)logits[2 * i] - (double)logits[2 * i + 1];
+        if (relevance) relevance[i] = scores[i]; /* keep-doc below may move the order, not the judgement */
         if (i == 0 || scores[i] < low) low = scores[i];
     }
     for (size_t i = n; !rc && i < all; i++) scores[i] = low - 1.0 - (double)(i - n); /* unscored: after, in order */

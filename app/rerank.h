@@ -61,9 +61,12 @@ bool cq_rerank_doc_leads(const cq_hit *hits, size_t n, double lead);
  * the first place. */
 void cq_rerank_keep_doc(const cq_hit *hits, size_t n, double *scores, bool first_only);
 
-/* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q. ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when
- * the decoder runs no trained adapter (a base model's yes/no says nothing). */
-cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, cq_err *err);
+/* A cq_rerank_fn: scores[i] = the relevance score of hits[i] for q, moved by keep-doc where it applies; relevance[i]
+ * (relevance may be NULL) = the relevance score itself, for the candidates scored (the others' left as they are).
+ * ctx is a cq_reranker. CQ_ERR_UNSUPPORTED when the decoder runs no trained adapter (a base model's yes/no says
+ * nothing). */
+cq_status cq_rerank_score(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, double *relevance,
+                          cq_err *err);
 
 /* Makes r (decoder d) the reranker of o when d runs a trained adapter: o->rerank, o->rerank_ctx, and
  * o->rerank_top_n when it is 0 (CQ_RERANK_TOP_N_GPU or _CPU by d's device). Leaves o as it is otherwise, so a

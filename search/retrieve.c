@@ -1,5 +1,6 @@
 #include "search/retrieve.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,11 +307,17 @@ static cq_status rerank(const cq_retrieve_options *o, const cq_query *q, cq_hits
     const size_t routed = n_routed(h);
     size_t n = h->n - routed < top_n ? h->n - routed : top_n;
     if (n == 0) return CQ_OK;
-    double *scores = malloc(n * sizeof *scores);
+    double *scores = malloc(2 * n * sizeof *scores);
     if (!scores) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    double *relevance = scores + n;
+    for (size_t i = 0; i < n; i++) relevance[i] = NAN;
     cq_hit *x = h->hits + routed;
-    cq_status rc = o->rerank(o->rerank_ctx, q, x, n, scores, err);
-    for (size_t i = 0; !rc && i < n; i++) x[i].score = scores[i];
+    cq_status rc = o->rerank(o->rerank_ctx, q, x, n, scores, relevance, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        x[i].score = scores[i];
+        x[i].reranked = !isnan(relevance[i]);
+        x[i].relevance = x[i].reranked ? relevance[i] : 0;
+    }
     for (size_t i = 1; !rc && i < n; i++) /* insertion sort: n is a few dozen at most */
         for (size_t j = i; j > 0 && x[j].score > x[j - 1].score; j--) {
             cq_hit t = x[j];

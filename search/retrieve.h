@@ -61,6 +61,9 @@ typedef struct {
     char *text;       /* clause text */
     int page_first, page_last; /* 0 for documents without pages */
     double score;     /* higher is better; router hits score 1000; a reranker's score when it reordered the hit */
+    bool reranked;    /* the reranker judged this hit (mode rerank): relevance holds its judgement */
+    double relevance; /* the reranker's own relevance score of the hit, before any ordering rule (keep-doc) moved
+                       * it: what the answer step's passage pruning compares (app/answer.h); 0 when not reranked */
     int source;       /* CQ_RETRIEVE_ROUTER, CQ_RETRIEVE_BM25 or CQ_RETRIEVE_DENSE: the list it came from */
     int paragraph;    /* 款 the question named (router), 0 none */
     int item;         /* 项 the question named with it (router), 0 none */
@@ -78,10 +81,12 @@ typedef struct {
 
 typedef struct cq_dense cq_dense; /* search/vectors.h */
 
-/* A reranker: scores hits[0..n) for the question into scores[0..n) (higher is better). Returns an error code to
- * fail the retrieval. Called on the retrieval's thread with the caller's store connection idle. */
+/* A reranker: scores hits[0..n) for the question into scores[0..n) (higher is better: the order they are put in),
+ * and into relevance[0..n) its own judgement of each hit, before any rule that orders them otherwise (NAN, as the
+ * caller fills it, for a hit it did not judge). Returns an error code to fail the retrieval. Called on the
+ * retrieval's thread with the caller's store connection idle. */
 typedef cq_status (*cq_rerank_fn)(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores,
-                                  cq_err *err);
+                                  double *relevance, cq_err *err);
 
 /* How to retrieve. A zeroed struct (or NULL) is the default: router + BM25, 5 clauses, no dense, no reranking. */
 typedef struct {

@@ -1,5 +1,6 @@
 /* app/answer.c: answers from retrieved clauses — recitation of a named article, its paragraphs (款) and items (项),
  * extractive sentences, abstention. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,10 +138,79 @@ static void test_refusal_threshold_by_language(void **state) {
     assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_ZH) == CQ_ANSWER_REFUSAL_MIN_P);
 }
 
+/* Reader passages pruned by rerank margin (cq_answer_reader_passages): only when the reranker judged the clauses;
+ * hits[0] always; judged clauses within the margin of hits[0]'s relevance; unjudged ones dropped; a cap; the
+ * environment's settings when the options leave them. */
+static void test_reader_passages(void **state) {
+    (void)state;
+    cq_hit x[6] = {{.clause_id = 1}, {.clause_id = 2}, {.clause_id = 3}, {.clause_id = 4}, {.clause_id = 5},
+                   {.clause_id = 6}};
+    cq_hits h = {x, 6, 0};
+    size_t keep[6];
+    unsetenv("CLAUSEQA_READER_MARGIN");
+    unsetenv("CLAUSEQA_READER_MAX");
+    /* no rerank: every clause, whatever the settings */
+    cq_answer_options o = {.reader_margin = 0.5, .reader_max = 2};
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 6);
+    for (size_t i = 0; i < 6; i++) assert_int_equal(keep[i], i);
+    /* reranked: relevance 1.05, 0.05, -1.71 (the demo question's), then one judged higher, two not judged */
+    const double rel[4] = {1.05, 0.05, -1.71, 2.0};
+    for (size_t i = 0; i < 4; i++) {
+        x[i].reranked = true;
+        x[i].relevance = rel[i];
+    }
+    o = (cq_answer_options){.reader_margin = -1};
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 6); /* off: every clause */
+    o.reader_margin = 1.5;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 3); /* 1.05 - 1.5 = -0.45: the third is out */
+    assert_int_equal(keep[0], 0);
+    assert_int_equal(keep[1], 1);
+    assert_int_equal(keep[2], 3); /* above the first: kept; the unjudged 5th and 6th are not */
+    o.reader_margin = 0.5;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 2);
+    assert_int_equal(keep[1], 3);
+    o.reader_margin = INFINITY; /* every judged clause */
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 4);
+    o.reader_max = 2;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 2);
+    assert_int_equal(keep[1], 1);
+    o = (cq_answer_options){.reader_margin = -1, .reader_max = 5}; /* a cap alone */
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 5);
+    /* the first clause stays when it is below the margin itself (keep-doc put it first) */
+    x[0].relevance = -9;
+    o = (cq_answer_options){.reader_margin = 1};
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 4);
+    /* not judged first (a version put first): the reference is the best judged one, 2.0 */
+    x[0].reranked = false;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 2);
+    assert_int_equal(keep[0], 0);
+    assert_int_equal(keep[1], 3);
+    x[0].reranked = true;
+    x[0].relevance = 1.05;
+    /* the environment's settings when the options leave them (0); the options win */
+    setenv("CLAUSEQA_READER_MARGIN", "1.5", 1);
+    o = (cq_answer_options){0};
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 3);
+    o.reader_margin = -1;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 6);
+    setenv("CLAUSEQA_READER_MAX", "1", 1);
+    o.reader_margin = 0;
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 1);
+    setenv("CLAUSEQA_READER_MARGIN", "off", 1);
+    unsetenv("CLAUSEQA_READER_MAX");
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), 6);
+    size_t want[6];
+    const size_t n_default = cq_answer_reader_passages(&h, &(cq_answer_options){.reader_margin = CQ_ANSWER_READER_MARGIN}, want);
+    setenv("CLAUSEQA_READER_MARGIN", "wide", 1); /* not a setting: the default (with one warning) */
+    assert_int_equal(cq_answer_reader_passages(&h, &o, keep), n_default);
+    unsetenv("CLAUSEQA_READER_MARGIN");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_recite), cmocka_unit_test(test_paragraph_and_item),
                                        cmocka_unit_test(test_extractive_and_abstain),
                                        cmocka_unit_test(test_extractive_one_item),
-                                       cmocka_unit_test(test_refusal_threshold_by_language)};
+                                       cmocka_unit_test(test_refusal_threshold_by_language),
+                                       cmocka_unit_test(test_reader_passages)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,7 +146,7 @@ static void test_rerank(void **state) {
     assert_int_equal(cq_query_parse(NULL, 0, text, &q, &err), CQ_OK);
     cq_reranker r = {.decoder = dec};
     double scores[7];
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_ERR_UNSUPPORTED); /* the base model */
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, NULL, &err), CQ_ERR_UNSUPPORTED); /* the base model */
     cq_retrieve_options o = {0};
     cq_rerank_attach(&o, &r, dec, true);
     assert_null(o.rerank); /* no adapter: nothing attached, so mode rerank fails with the reason */
@@ -162,7 +162,7 @@ static void test_rerank(void **state) {
     for (size_t batch = 0; batch < 3; batch++) {
         r.batch = batch;
         for (size_t i = 0; i < h.n; i++) scores[i] = NAN;
-        assert_int_equal(cq_rerank_score(&r, &q, h.hits, h.n, scores, &err), CQ_OK);
+        assert_int_equal(cq_rerank_score(&r, &q, h.hits, h.n, scores, NULL, &err), CQ_OK);
         for (size_t i = 0; i < h.n; i++) assert_true(fabs(scores[i] - want[i]) < 1e-4);
         assert_true(fabs(scores[2] - scores[4]) < 1e-6); /* the same clause twice: the same score */
         fprintf(stderr, "  batch %zu: scores %.3f %.3f %.3f %.3f\n", batch, scores[1], scores[2], scores[3], scores[4]);
@@ -171,17 +171,17 @@ static void test_rerank(void **state) {
     /* the cheaper first stage: retrieval sure (the first leads the second, 8 vs 7, by 1/8 of its score): only the
      * first two of hits 1-4 are scored, the others after them in their order; not sure enough: all four */
     r.sure_margin = 0.1, r.sure_top_n = 2;
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, NULL, &err), CQ_OK);
     assert_true(fabs(scores[0] - want[1]) < 1e-4 && fabs(scores[1] - want[2]) < 1e-4);
     const double low = scores[0] < scores[1] ? scores[0] : scores[1];
     assert_true(scores[2] < low && scores[3] < scores[2]);
     r.sure_margin = 0.2;
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 4, scores, NULL, &err), CQ_OK);
     for (size_t i = 0; i < 4; i++) assert_true(fabs(scores[i] - want[i + 1]) < 1e-4);
     r.sure_margin = 0, r.sure_top_n = 0;
     /* candidates' text cut to 12 characters: each scores as its cut prompt alone */
     r.chars = 12;
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 2, scores, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 2, scores, NULL, &err), CQ_OK);
     for (size_t i = 0; i < 2; i++) assert_true(fabs(scores[i] - relevance_cut(text, &h.hits[i + 1], 12)) < 1e-4);
     assert_true(fabs(scores[0] - want[1]) > 1e-6); /* the cut changed the prompt */
     r.chars = 0;
@@ -284,9 +284,9 @@ static void test_keep_doc_rerank(void **state) {
     h.hits[2].doc_id = h.hits[4].doc_id = 2; /* hits 1..5 scored: documents 1, 2, 1, 2, 1 */
     double off[5], on[5];
     r.keep_doc = -1;
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, off, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, off, NULL, &err), CQ_OK);
     r.keep_doc = 1;
-    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, on, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, h.hits + 1, 5, on, NULL, &err), CQ_OK);
     const size_t kept[3] = {0, 2, 4}, other[2] = {1, 3};
     for (size_t i = 0; i < 3; i++) {
         assert_true(on[kept[i]] == off[kept[i]]);
@@ -303,23 +303,24 @@ static void test_keep_doc_rerank(void **state) {
         x[0] = x[4], x[4] = t;
         best = 4;
         r.keep_doc = -1;
-        assert_int_equal(cq_rerank_score(&r, &q, x, 5, off, &err), CQ_OK);
+        assert_int_equal(cq_rerank_score(&r, &q, x, 5, off, NULL, &err), CQ_OK);
     }
     for (size_t i = 0; i < 5; i++) x[i].doc_id = i == best ? 2 : 1;
     if (best > 2) x[1].doc_id = 3; /* another document among the first three */
-    double first[5], lead[5];
+    double first[5], lead[5], judged[5];
     r.keep_doc = 2;
-    assert_int_equal(cq_rerank_score(&r, &q, x, 5, first, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, first, judged, &err), CQ_OK);
     assert_true(first[best] == off[best]);
+    for (size_t i = 0; i < 5; i++) assert_true(judged[i] == off[i]); /* the judgement, not keep-doc's order */
     bool moved = false;
     for (size_t i = 0; i < 5; i++) moved |= first[i] > off[best];
     assert_true(moved);
     r.keep_doc = 3;
     x[0].score = 10.0, x[1].score = 9.5, x[2].score = 9.2; /* the first other document 5-8 % behind */
-    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, NULL, &err), CQ_OK);
     for (size_t i = 0; i < 5; i++) assert_true(lead[i] == off[i]);
     x[1].score = 7.0, x[2].score = 6.0; /* 30-40 % behind: the first one's document leads */
-    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, &err), CQ_OK);
+    assert_int_equal(cq_rerank_score(&r, &q, x, 5, lead, NULL, &err), CQ_OK);
     for (size_t i = 0; i < 5; i++) assert_true(lead[i] == first[i]);
     cq_query_free(&q);
     cq_hits_free(&h);
@@ -383,6 +384,61 @@ static void test_answer_with_adapter(void **state) {
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
 }
 
+/* The reader sees only the passages the reranker stands behind (app/answer.h reader_margin): the answer prompt holds
+ * exactly the kept clauses, and an answer quotes one of them. */
+static void test_answer_reader_pruned(void **state) {
+    (void)state;
+    cq_err err = {0};
+    assert_int_equal(cq_decoder_load_adapter(dec, adapter, &err), CQ_OK);
+    const char *question = "试用期最长多长时间？";
+    cq_hits all = candidates();
+    const double rel[5] = {1.05, 0.05, -1.71, 0.5, -3.0}; /* hits 1..5; the router hit 0 is left out */
+    for (size_t i = 1; i < all.n; i++) {
+        all.hits[i].reranked = i <= 5;
+        all.hits[i].relevance = i <= 5 ? rel[i - 1] : 0;
+    }
+    const struct {
+        double margin;
+        size_t n;
+        size_t kept[5]; /* indices into hits 1..6 */
+    } cases[] = {{-1, 5, {0, 1, 2, 3, 4}}, {1.2, 3, {0, 1, 3}}, {0.7, 2, {0, 3}}, {0.1, 1, {0}}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        cq_hits h = {calloc(all.n - 1, sizeof(cq_hit)), all.n - 1, 0};
+        for (size_t i = 1; i < all.n; i++) { /* a deep copy: the answer takes the hits */
+            cq_hit *x = &h.hits[i - 1];
+            *x = all.hits[i];
+            x->doc_name = strdup(x->doc_name);
+            x->doc_title = strdup(x->doc_title);
+            x->label = strdup(x->label);
+            x->path = strdup(x->path);
+            x->text = strdup(x->text);
+        }
+        /* the prompt of the kept clauses alone */
+        cq_prompt_passage p[5];
+        for (size_t i = 0; i < cases[c].n; i++) p[i] = cq_prompt_passage_of(&h.hits[cases[c].kept[i]]);
+        char *prompt = cq_prompt_answer(question, p, cases[c].n, NULL);
+        size_t want;
+        free(encode(prompt, &want));
+        free(prompt);
+        cq_query q;
+        assert_int_equal(cq_query_parse(NULL, 0, question, &q, &err), CQ_OK);
+        cq_answer a;
+        cq_answer_options ao = {.decoder = dec, .reader_margin = cases[c].margin, .refusal_min_p = 2};
+        assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+        cq_query_free(&q);
+        fprintf(stderr, "  margin %.1f: prompt %d tokens (want %zu), answer \"%s\"\n", cases[c].margin, a.prompt_tokens,
+                want, a.answer);
+        assert_int_equal(a.prompt_tokens, (int)want);
+        bool cited_kept = a.n_citations == 0;
+        for (size_t i = 0; i < cases[c].n && !cited_kept; i++)
+            cited_kept = a.citations[0].clause_id == a.hits.hits[cases[c].kept[i]].clause_id;
+        assert_true(cited_kept);
+        cq_answer_free(&a);
+    }
+    cq_hits_free(&all);
+    assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_score_prompts),
@@ -390,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_keep_doc_order),
         cmocka_unit_test(test_keep_doc_rerank),
         cmocka_unit_test(test_answer_with_adapter),
+        cmocka_unit_test(test_answer_reader_pruned),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,7 @@
 /* index/query and index/retrieve: the parsed question (type, language, reference, terms, titles), retrieval
  * modes and their default, BM25 with the named documents first and the local-regulation prior (LOCAL_PRIOR),
  * fusion order (router hits first, then BM25, no duplicates), k, and the reranking stage. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,14 +331,17 @@ typedef struct {
 
 /* Scores a hit by its clause id (higher id, better): the reverse of nothing in particular, so any order change
  * shows. */
-static cq_status by_clause_id(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores, cq_err *err) {
+static cq_status by_clause_id(void *ctx, const cq_query *q, const cq_hit *hits, size_t n, double *scores,
+                              double *relevance, cq_err *err) {
     rerank_probe *p = ctx;
     assert_non_null(q->text);
     p->calls++;
     p->seen = n;
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(hits[i].source == CQ_RETRIEVE_ROUTER, 0); /* router hits are not rescored */
+        assert_true(isnan(relevance[i])); /* not judged until the reranker says */
         scores[i] = (double)hits[i].clause_id;
+        if (i + 1 < n) relevance[i] = -(double)hits[i].clause_id; /* the last one left unjudged */
     }
     return p->fail ? cq_err_set(err, CQ_ERR_INTERNAL, "reranker failed") : CQ_OK;
 }
@@ -352,6 +356,7 @@ static void test_rerank(void **state) {
     assert_int_equal(retrieve(f, "工资 劳动者 会议", &(cq_retrieve_options){.k = 4}, &fused, &err), CQ_OK);
     assert_int_equal(fused.n, 4);
     int64_t best = 0, second = 0;
+    const int64_t fourth = fused.hits[3].clause_id;
     for (size_t i = 0; i < 4; i++) {
         int64_t id = fused.hits[i].clause_id;
         if (id > best) second = best, best = id;
@@ -374,6 +379,10 @@ static void test_rerank(void **state) {
     assert_int_equal(h.hits[0].clause_id, best);
     assert_int_equal(h.hits[1].clause_id, second);
     assert_true(h.hits[0].score == (double)best); /* the reranker's score */
+    for (size_t i = 0; i < h.n; i++) { /* its judgement, where it gave one: the fourth candidate's it did not */
+        assert_int_equal(h.hits[i].reranked, h.hits[i].clause_id != fourth);
+        assert_true(h.hits[i].relevance == (h.hits[i].reranked ? -(double)h.hits[i].clause_id : 0));
+    }
     cq_hits_free(&h);
     /* Router hits stay first; only what follows them is rescored (top_n 0: k). */
     p = (rerank_probe){0};
@@ -383,6 +392,7 @@ static void test_rerank(void **state) {
     assert_int_equal(h.n, 3);
     assert_int_equal(h.hits[0].source, CQ_RETRIEVE_ROUTER);
     assert_string_equal(h.hits[0].label, "第三条");
+    assert_false(h.hits[0].reranked);
     assert_int_equal(p.seen, 2);
     assert_true(h.hits[1].clause_id > h.hits[2].clause_id);
     assert_no_duplicates(&h);

@@ -82,8 +82,9 @@ typedef struct {
  * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle.
  * The base model's floor. A trained adapter carries its own, chosen on the dev suites' train parts for that adapter
  * (adapter.json "min_confidence", one number or {"zh": f, "en": f}; docs/ANSWERS.md, docs/EVAL.md "Issue 26: the
- * trained reader's confidence floor"); an adapter that names none (or none for the question's language) gets
- * CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1: no floor, since its answers were not measured below any. */
+ * trained reader's confidence floor"; the Gemma adapter's: {"zh": 0.5}); an adapter that names none (or none for
+ * the question's language) gets CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1: no floor (the Qwen adapter's answers were not
+ * measured below any yet; in English the Gemma one's fallback mostly abstains). */
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
 #define CQ_ANSWER_MIN_CONFIDENCE_TRAINED (-1.0)
 /* The confidence floor a question in language lang gets: caller (the option's, non-zero; negative: none) if given,

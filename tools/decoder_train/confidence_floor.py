@@ -9,7 +9,8 @@ generated span or its confidence is at least f, else takes its extractive line.
 Runs are RUNS/SUITE.TAG.jsonl (clauseqa eval --out). Per suite and f: F1 and EM over answerable questions with
 reference answers (an abstention scores 0), cited gold (hit of the cited clause over answerable questions with gold),
 false abstention on answerable questions, abstention on unanswerable ones, how many answers changed, and the F1 of
-the answers that fell back before (generated) and after (extractive).
+the answers that fell back before (generated) and after (extractive), and the generated spans still shown (answerable
+questions with reference answers): how many, their F1, how many are wrong (F1 below WRONG_F1).
 
     python3 tools/decoder_train/confidence_floor.py --runs DIR --gen g-train --ext x-train --questions ../shared/eval
     python3 tools/decoder_train/confidence_floor.py --runs DIR --gen g-val --ext x-val --at 0.3 --suites cuad-dev
@@ -23,6 +24,7 @@ import json
 import os
 import sys
 
+WRONG_F1 = 0.1  # a shown answer this far from every reference counts as wrong
 GRID = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7]  # 0: no floor
 
 
@@ -79,7 +81,8 @@ def load(runs, gen_tag, ext_tag, questions_dir):
 def at(rows, f):
     """The scores with floor f (0: none)."""
     s = {"n": len(rows), "f1": 0.0, "em": 0.0, "n_ref": 0, "cited": 0, "n_gold": 0, "falseA": 0, "n_ans": 0,
-         "abst": 0, "n_un": 0, "changed": 0, "f1_before": 0.0, "f1_after": 0.0, "n_changed_ref": 0}
+         "abst": 0, "n_un": 0, "changed": 0, "f1_before": 0.0, "f1_after": 0.0, "n_changed_ref": 0,
+         "shown": 0, "shown_f1": 0.0, "shown_wrong": 0}
     for r in rows:
         swap = r["swappable"] and r["confidence"] < f
         a = r["ext"] if swap else r["gen"]
@@ -91,6 +94,10 @@ def at(rows, f):
                 s["n_ref"] += 1
                 s["f1"] += a["f1"]
                 s["em"] += a["em"]
+                if r["swappable"] and not swap:  # a generated span still shown
+                    s["shown"] += 1
+                    s["shown_f1"] += a["f1"]
+                    s["shown_wrong"] += a["f1"] < WRONG_F1
                 if swap:
                     s["n_changed_ref"] += 1
                     s["f1_before"] += r["gen"]["f1"]
@@ -114,12 +121,13 @@ def fmt(v):
 
 def line(name, f, s):
     return ("f %-5s %-17s n %4d  F1 %s  EM %s  cited %s  falseA %s (%d/%d)  abst %s  changed %3d  "
-            "their F1 %s -> %s" % ("none" if f == 0 else "%.2f" % f, name, s["n"], fmt(ratio(s["f1"], s["n_ref"])),
+            "their F1 %s -> %s  generated shown %d, F1 %s, wrong %d" % ("none" if f == 0 else "%g" % f, name, s["n"], fmt(ratio(s["f1"], s["n_ref"])),
                                    fmt(ratio(s["em"], s["n_ref"])), fmt(ratio(s["cited"], s["n_gold"])),
                                    fmt(ratio(s["falseA"], s["n_ans"])), s["falseA"], s["n_ans"],
                                    fmt(ratio(s["abst"], s["n_un"])), s["changed"],
                                    fmt(ratio(s["f1_before"], s["n_changed_ref"])),
-                                   fmt(ratio(s["f1_after"], s["n_changed_ref"]))))
+                                   fmt(ratio(s["f1_after"], s["n_changed_ref"])), s["shown"],
+                                   fmt(ratio(s["shown_f1"], s["shown"])), s["shown_wrong"]))
 
 
 def main():
@@ -143,7 +151,7 @@ def main():
             print(line(n, f, s))
             if s["n_ref"]:
                 f1s.append(s["f1"] / s["n_ref"])
-        print("f %-5s mean F1 over the suites with reference answers: %s" % ("none" if f == 0 else "%.2f" % f,
+        print("f %-5s mean F1 over the suites with reference answers: %s" % ("none" if f == 0 else "%g" % f,
                                                                              fmt(sum(f1s) / len(f1s) if f1s else None)))
 
 

@@ -275,6 +275,14 @@ double cq_answer_refusal_min_p(double caller, const cq_adapter_info *ai, cq_quer
     return t > 0 ? t : CQ_ANSWER_REFUSAL_MIN_P;
 }
 
+/* The adapter's floor was chosen on the dev suites' train parts for it (docs/EVAL.md). */
+double cq_answer_min_confidence(double caller, const cq_adapter_info *ai, cq_query_lang lang) {
+    if (caller != 0) return caller;
+    if (!ai) return CQ_ANSWER_MIN_CONFIDENCE;
+    const double f = lang == CQ_QUERY_EN ? ai->min_confidence_en : ai->min_confidence;
+    return f > 0 ? f : CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
+}
+
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
  * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer.
@@ -288,10 +296,11 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
     /* The small base model declines answerable questions too readily: it may decline only when the best clause
      * holds less than REFUSAL_COVERAGE of the question's terms, which is where unanswerable questions mostly are.
      * The trained model may always decline (generate_answer.c). */
+    const cq_adapter_info *ai = o->decoder ? cq_decoder_adapter(o->decoder) : NULL;
+    const double min_confidence = cq_answer_min_confidence(o->min_confidence, ai, q->lang);
     cq_gen_answer_options go = {.allow_refusal = out->coverage < REFUSAL_COVERAGE,
-                                .min_confidence = o->min_confidence,
-                                .refusal_min_p = cq_answer_refusal_min_p(
-                                    o->refusal_min_p, o->decoder ? cq_decoder_adapter(o->decoder) : NULL, q->lang)};
+                                .min_confidence = min_confidence,
+                                .refusal_min_p = cq_answer_refusal_min_p(o->refusal_min_p, ai, q->lang)};
     /* the clauses the reader is shown (cq_answer_reader_passages): a view of out->hits, its clause mapped back */
     size_t *keep = malloc((out->hits.n ? out->hits.n : 1) * sizeof *keep);
     cq_hits view = {NULL, 0, out->hits.n_query_terms};
@@ -330,7 +339,7 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
             g.text = NULL;
             out->verdict = g.verdict;
             out->generated = true;
-        } else if (g.text && out->confidence < o->min_confidence) {
+        } else if (g.text && out->confidence < min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_is_title(g.text, &out->hits, g.clause)) {
@@ -385,9 +394,6 @@ static cq_answer_options with_defaults(const cq_answer_options *opt) {
     if (o.reader_max == 0) o.reader_max = reader_max_setting();
     if (o.min_coverage <= 0) o.min_coverage = DEFAULT_MIN_COVERAGE;
     if (o.keyless_min_confidence == 0) o.keyless_min_confidence = CQ_ANSWER_KEYLESS_MIN_CONFIDENCE;
-    if (o.min_confidence == 0)
-        o.min_confidence = o.decoder && cq_decoder_adapter(o.decoder) ? CQ_ANSWER_MIN_CONFIDENCE_TRAINED
-                                                                      : CQ_ANSWER_MIN_CONFIDENCE;
     return o;
 }
 

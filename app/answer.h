@@ -80,10 +80,17 @@ typedef struct {
 
 /* Below this geometric-mean token probability a generated answer is replaced by the extractive one: on the dev
  * suites (docs/EVAL.md) the answers under it were mostly wrong spans; 0.2-0.4 scored alike, 0.3 is the middle.
- * The base model's floor; with the trained adapter there is none by default (CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1:
- * never), since its answers were not measured below any floor yet (docs/EVAL.md says when they are). */
+ * The base model's floor. A trained adapter carries its own, chosen on the dev suites' train parts for that adapter
+ * (adapter.json "min_confidence", one number or {"zh": f, "en": f}; docs/ANSWERS.md, docs/EVAL.md "Issue 26: the
+ * trained reader's confidence floor"; the Gemma adapter's: {"zh": 0.5}); an adapter that names none (or none for
+ * the question's language) gets CQ_ANSWER_MIN_CONFIDENCE_TRAINED, -1: no floor (the Qwen adapter's answers were not
+ * measured below any yet; in English the Gemma one's fallback mostly abstains). */
 #define CQ_ANSWER_MIN_CONFIDENCE 0.3
 #define CQ_ANSWER_MIN_CONFIDENCE_TRAINED (-1.0)
+/* The confidence floor a question in language lang gets: caller (the option's, non-zero; negative: none) if given,
+ * else with an adapter ai its floor for that language (adapter.json "min_confidence") or
+ * CQ_ANSWER_MIN_CONFIDENCE_TRAINED when it names none, else (the base model, ai NULL) CQ_ANSWER_MIN_CONFIDENCE. */
+double cq_answer_min_confidence(double caller, const cq_adapter_info *ai, cq_query_lang lang);
 /* The trained model refuses only when it gives the refusal at least this probability. Chosen on the dev suites'
  * train parts (docs/EVAL.md, tools/decoder_train/refusal_threshold.py): the model's refusal separates unanswerable
  * questions only partly, so refusing whenever it is the likeliest start refused a third of the answerable ones;
@@ -110,9 +117,9 @@ typedef struct {
     double min_coverage; /* abstain below this share of question terms in the best clause (default 0.25), unless
                           * the trained model answers */
     cq_decoder *decoder; /* generate answers with it; NULL: extractive answers */
-    double min_confidence; /* a generated answer less likely than this falls back to the extractive one (default
-                              CQ_ANSWER_MIN_CONFIDENCE, with an adapter CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
-                              negative: never) */
+    double min_confidence; /* a generated answer less likely than this falls back to the extractive one (0: the
+                              default, cq_answer_min_confidence: the adapter's floor, CQ_ANSWER_MIN_CONFIDENCE
+                              without one; negative: never) */
     double refusal_min_p;  /* the trained model may refuse only when it gives the refusal at least this probability
                               (default CQ_ANSWER_REFUSAL_MIN_P; above 1: never), generate_answer.h */
     double keyless_min_confidence; /* a generated answer whose clause holds none of the question's key terms is

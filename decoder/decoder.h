@@ -195,6 +195,11 @@ typedef struct {
                               * per language ({"zh": t, "en": t}); 0 when it names none (the runtime's default then,
                               * CQ_ANSWER_REFUSAL_MIN_P) */
     double refusal_min_p_en; /* the same for English questions (a single number: both the same) */
+    double min_confidence;   /* "min_confidence" of adapter.json: the confidence floor chosen for this adapter (a
+                              * generated answer less likely falls back to the extractive one, app/answer.h), for
+                              * Chinese questions when it names one per language; 0 when it names none (the
+                              * runtime's default then, CQ_ANSWER_MIN_CONFIDENCE_TRAINED: no floor) */
+    double min_confidence_en; /* the same for English questions */
 } cq_adapter_info;
 
 /* The folder's name next to the default model: DATA/models/answer. */

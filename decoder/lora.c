@@ -50,26 +50,45 @@ static bool is_hex64(const char *s) {
     return true;
 }
 
-/* adapter.json "refusal_min_p": one threshold for every question, or one per question language ({"zh": t, "en": t},
- * either may be left out: the runtime's default then). Each in (0, 2]; above 1: never refuse. */
-static bool refusal_ok(const cJSON *v) { return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble <= 2; }
+/* A per-language setting of adapter.json: one number for every question, or one per question language ({"zh": x,
+ * "en": x}, either may be left out: the runtime's default then). "refusal_min_p" (the refusal threshold) is each in
+ * (0, 2], above 1: never refuse; "min_confidence" (the confidence floor) each in (0, 1). */
+typedef struct {
+    const char *key;
+    double max;          /* the largest value allowed */
+    bool max_inclusive;
+    const char *what;    /* the error: what the value must be */
+} per_language_field;
 
-static cq_status refusal_thresholds(const cJSON *r, cq_adapter_info *i, cq_err *err) {
-    const char *what = "\"refusal_min_p\" must be a number above 0 and at most 2 (above 1: never refuse), or "
-                       "{\"zh\": number, \"en\": number}";
+static const per_language_field refusal_field = {
+    "refusal_min_p", 2, true,
+    "\"refusal_min_p\" must be a number above 0 and at most 2 (above 1: never refuse), or {\"zh\": number, \"en\": number}"};
+static const per_language_field floor_field = {
+    "min_confidence", 1, false,
+    "\"min_confidence\" must be a number above 0 and below 1, or {\"zh\": number, \"en\": number}"};
+
+static bool per_language_ok(const cJSON *v, const per_language_field *f) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return false;
+    return f->max_inclusive ? v->valuedouble <= f->max : v->valuedouble < f->max;
+}
+
+/* The field's value r (when adapter.json names it) into *zh and *en. */
+static cq_status per_language(const cJSON *r, const per_language_field *f, double *zh, double *en, cq_err *err) {
+    if (!r) return CQ_OK;
     if (cJSON_IsNumber(r)) {
-        if (!refusal_ok(r)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
-        i->refusal_min_p = i->refusal_min_p_en = r->valuedouble;
+        if (!per_language_ok(r, f)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", f->what);
+        *zh = r->valuedouble;
+        *en = r->valuedouble;
         return CQ_OK;
     }
-    if (!cJSON_IsObject(r) || !r->child) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
+    if (!cJSON_IsObject(r) || !r->child) return cq_err_set(err, CQ_ERR_FORMAT, "%s", f->what);
     for (const cJSON *c = r->child; c; c = c->next) {
-        const bool zh = !strcmp(c->string, "zh");
-        if (!zh && strcmp(c->string, "en"))
-            return cq_err_set(err, CQ_ERR_FORMAT, "\"refusal_min_p\": \"%s\" is not a language it knows (zh, en)",
+        const bool is_zh = !strcmp(c->string, "zh");
+        if (!is_zh && strcmp(c->string, "en"))
+            return cq_err_set(err, CQ_ERR_FORMAT, "\"%s\": \"%s\" is not a language it knows (zh, en)", f->key,
                               c->string);
-        if (!refusal_ok(c)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", what);
-        *(zh ? &i->refusal_min_p : &i->refusal_min_p_en) = c->valuedouble;
+        if (!per_language_ok(c, f)) return cq_err_set(err, CQ_ERR_FORMAT, "%s", f->what);
+        *(is_zh ? zh : en) = c->valuedouble;
     }
     return CQ_OK;
 }
@@ -90,7 +109,8 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(base, "sha256");
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(base, "file");
     const cJSON *man = cJSON_GetObjectItemCaseSensitive(root, "manifest");
-    const cJSON *refusal = cJSON_GetObjectItemCaseSensitive(root, "refusal_min_p");
+    const cJSON *refusal = cJSON_GetObjectItemCaseSensitive(root, refusal_field.key);
+    const cJSON *min_conf = cJSON_GetObjectItemCaseSensitive(root, floor_field.key);
     cq_status rc = CQ_OK;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "clauseqa-lora-v1"))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"format\" must be \"clauseqa-lora-v1\"");
@@ -108,8 +128,9 @@ static cq_status parse_manifest(const char *text, const char *dir, cq_lora *l, c
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"base\": {\"sha256\"} must be the base model file's SHA-256 (64 hex digits)");
     else if (man && !cJSON_IsObject(man))
         rc = cq_err_set(err, CQ_ERR_FORMAT, "\"manifest\" must be an object");
-    else if (refusal)
-        rc = refusal_thresholds(refusal, i, err);
+    else
+        rc = per_language(refusal, &refusal_field, &i->refusal_min_p, &i->refusal_min_p_en, err);
+    if (!rc) rc = per_language(min_conf, &floor_field, &i->min_confidence, &i->min_confidence_en, err);
     if (!rc) {
         i->rank = (int32_t)rank->valuedouble;
         i->alpha = (float)alpha->valuedouble;

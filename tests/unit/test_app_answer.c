@@ -138,6 +138,25 @@ static void test_refusal_threshold_by_language(void **state) {
     assert_true(cq_answer_refusal_min_p(0, &ai, CQ_QUERY_ZH) == CQ_ANSWER_REFUSAL_MIN_P);
 }
 
+/* The confidence floor by question language: the caller's first (negative: none), then with an adapter its floor for
+ * the language (a single number holds for both), none where it names none; without an adapter the base model's. */
+static void test_confidence_floor_by_language(void **state) {
+    (void)state;
+    cq_adapter_info ai = {0};
+    assert_true(cq_answer_min_confidence(0, NULL, CQ_QUERY_ZH) == CQ_ANSWER_MIN_CONFIDENCE);
+    assert_true(cq_answer_min_confidence(0, &ai, CQ_QUERY_ZH) == CQ_ANSWER_MIN_CONFIDENCE_TRAINED); /* none named */
+    assert_true(cq_answer_min_confidence(0, &ai, CQ_QUERY_EN) == CQ_ANSWER_MIN_CONFIDENCE_TRAINED);
+    ai.min_confidence = 0.2;
+    ai.min_confidence_en = 0.4;
+    assert_true(cq_answer_min_confidence(0, &ai, CQ_QUERY_ZH) == 0.2);
+    assert_true(cq_answer_min_confidence(0, &ai, CQ_QUERY_EN) == 0.4);
+    assert_true(cq_answer_min_confidence(0.5, &ai, CQ_QUERY_ZH) == 0.5); /* --min-confidence: every language */
+    assert_true(cq_answer_min_confidence(-1, &ai, CQ_QUERY_EN) == -1);   /* negative: no floor */
+    assert_true(cq_answer_min_confidence(-1, NULL, CQ_QUERY_ZH) == -1);
+    ai.min_confidence = 0; /* {"en": 0.4}: Chinese gets none */
+    assert_true(cq_answer_min_confidence(0, &ai, CQ_QUERY_ZH) == CQ_ANSWER_MIN_CONFIDENCE_TRAINED);
+}
+
 /* Reader passages pruned by rerank margin (cq_answer_reader_passages): only when the reranker judged the clauses;
  * hits[0] always; judged clauses within the margin of hits[0]'s relevance; unjudged ones dropped; a cap; the
  * environment's settings when the options leave them. */
@@ -211,6 +230,7 @@ int main(void) {
                                        cmocka_unit_test(test_extractive_and_abstain),
                                        cmocka_unit_test(test_extractive_one_item),
                                        cmocka_unit_test(test_refusal_threshold_by_language),
+                                       cmocka_unit_test(test_confidence_floor_by_language),
                                        cmocka_unit_test(test_reader_passages)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

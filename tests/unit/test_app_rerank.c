@@ -27,18 +27,19 @@
 
 static cq_decoder *dec;
 static char adapter[256];
+static char base_sha[65]; /* the real model's, for the adapters the tests write */
 
 static int setup(void **state) {
     (void)state;
     cq_decoder_options o = {CQ_DEVICE_CPU, 0, false};
     if (!(dec = test_open_real_model(&o))) return -1;
     const char *root = getenv("CLAUSEQA_SOURCE_DIR");
-    char model[4096], sha[65];
+    char model[4096];
     snprintf(model, sizeof model, "%s/data/models/gemma-3-270m-q4_k_m.gguf", root ? root : ".");
     cq_err err = {0};
-    if (cq_model_file_sha256(model, sha, &err)) return -1;
+    if (cq_model_file_sha256(model, base_sha, &err)) return -1;
     snprintf(adapter, sizeof adapter, "/tmp/cq_test_rerank_adapter_%d", (int)getpid());
-    test_adapter_spec spec = {.rank = 4, .alpha = 4, .b_gain = 0.1f, .layer_stride = 4, .base_sha256 = sha};
+    test_adapter_spec spec = {.rank = 4, .alpha = 4, .b_gain = 0.1f, .layer_stride = 4, .base_sha256 = base_sha};
     return test_write_adapter(adapter, cq_decoder_get_info(dec), &spec, NULL);
 }
 
@@ -439,6 +440,97 @@ static void test_answer_reader_pruned(void **state) {
     assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
 }
 
+/* The adapter's own confidence floor (adapter.json "min_confidence") is applied: the same adapter's answer is the
+ * generated span with a floor below its confidence and falls back to the extractive answer (with the notice) with
+ * one above it, per question language; an explicit min_confidence overrides the adapter's. */
+static char *floor_adapter(const char *floor) {
+    static char dir[300];
+    snprintf(dir, sizeof dir, "%s_floor", adapter);
+    char json[512];
+    snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 4, \"prompt_format\": "
+             "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"min_confidence\": %s}", base_sha, floor);
+    test_adapter_spec spec = {.rank = 4, .alpha = 4, .b_gain = 0.1f, .layer_stride = 4, .base_sha256 = base_sha,
+                              .json_override = json};
+    assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(dec), &spec, NULL), 0);
+    return dir;
+}
+
+static cq_answer answer_floor(const char *adapter_dir, double min_confidence) {
+    cq_err err = {0};
+    assert_int_equal(cq_decoder_load_adapter(dec, adapter_dir, &err), CQ_OK);
+    cq_hits all = candidates(); /* without the router's hit, which would be recited, not answered */
+    cq_hits h = {0};
+    for (size_t i = 1; i < all.n; i++) {
+        const cq_hit *x = &all.hits[i];
+        add_hit(&h, x->clause_id, x->label, x->text, x->source);
+    }
+    cq_hits_free(&all);
+    cq_query q;
+    assert_int_equal(cq_query_parse(NULL, 0, "休息日安排劳动者工作又不能安排补休的，支付多少工资报酬？", &q, &err), CQ_OK);
+    cq_answer a;
+    cq_answer_options ao = {.decoder = dec, .min_confidence = min_confidence, .refusal_min_p = 2,
+                            .keyless_min_confidence = -1};
+    assert_int_equal(cq_answer_from_hits(&q, &h, &ao, &a, &err), CQ_OK);
+    cq_query_free(&q);
+    fprintf(stderr, "  floor option %.2f: \"%s\" generated %d, confidence %.4f, notice %s\n", min_confidence, a.answer,
+            a.generated, a.confidence, a.notice ? a.notice : "-");
+    return a;
+}
+
+static void test_answer_adapter_floor(void **state) {
+    (void)state;
+    /* the adapter without a floor: a generated span, not a verdict, at some confidence c in (0, 1) */
+    cq_answer a = answer_floor(adapter, 0);
+    assert_true(a.generated);
+    assert_null(a.verdict);
+    assert_null(a.notice);
+    const double c = a.confidence;
+    assert_true(c > 0 && c < 1);
+    char *generated = strdup(a.answer);
+    cq_answer_free(&a);
+    char below[64], above[64], per_lang[192];
+    snprintf(below, sizeof below, "%.6f", c / 2);
+    snprintf(above, sizeof above, "%.6f", (c + 1) / 2);
+    /* a floor below c: the same generated answer */
+    a = answer_floor(floor_adapter(below), 0);
+    assert_true(a.generated);
+    assert_string_equal(a.answer, generated);
+    cq_answer_free(&a);
+    /* a floor above c: the extractive answer (sentences of the first clause, 第四十四条), with the notice saying why */
+    a = answer_floor(floor_adapter(above), 0);
+    assert_false(a.generated);
+    assert_false(a.abstained);
+    assert_non_null(a.notice);
+    assert_non_null(strstr(a.notice, "把握不足"));
+    assert_int_equal(a.n_citations, 1);
+    assert_true(a.citations[0].clause_id == 2);
+    assert_non_null(strstr(a.answer, "百分之二百"));
+    assert_true(a.confidence == c); /* the same generation, only not used */
+    cq_answer_free(&a);
+    /* ... unless the caller sets its own (negative: no floor) */
+    a = answer_floor(floor_adapter(above), -1);
+    assert_true(a.generated);
+    assert_string_equal(a.answer, generated);
+    cq_answer_free(&a);
+    /* one floor per language: a Chinese question takes the zh one */
+    snprintf(per_lang, sizeof per_lang, "{\"zh\": %s, \"en\": %s}", above, below);
+    a = answer_floor(floor_adapter(per_lang), 0);
+    assert_false(a.generated);
+    cq_answer_free(&a);
+    snprintf(per_lang, sizeof per_lang, "{\"zh\": %s, \"en\": %s}", below, above);
+    a = answer_floor(floor_adapter(per_lang), 0);
+    assert_true(a.generated);
+    cq_answer_free(&a);
+    snprintf(per_lang, sizeof per_lang, "{\"en\": %s}", above); /* none for Chinese: no floor */
+    a = answer_floor(floor_adapter(per_lang), 0);
+    assert_true(a.generated);
+    cq_answer_free(&a);
+    free(generated);
+    test_rm_adapter(floor_adapter("0.5"));
+    cq_err err = {0};
+    assert_int_equal(cq_decoder_load_adapter(dec, NULL, &err), CQ_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_score_prompts),
@@ -447,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_keep_doc_rerank),
         cmocka_unit_test(test_answer_with_adapter),
         cmocka_unit_test(test_answer_reader_pruned),
+        cmocka_unit_test(test_answer_adapter_floor),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

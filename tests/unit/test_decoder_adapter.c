@@ -325,16 +325,25 @@ static void test_bad_adapters(void **state) {
         snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
                  "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": \"0.4\"}", base_sha);
         expect_error(&s, "\"refusal_min_p\" must be a number above 0 and at most 2");
-        /* or one per question language, each in (0, 2], no other key */
-        const char *per_lang[][2] = {{"{}", "must be a number above 0 and at most 2 (above 1: never refuse), or {"},
-                                     {"{\"zh\": 0.9, \"en\": 2.5}", "must be a number above 0 and at most 2"},
-                                     {"{\"zh\": \"0.9\"}", "must be a number above 0 and at most 2"},
-                                     {"{\"fr\": 0.9}", "\"refusal_min_p\": \"fr\" is not a language it knows (zh, en)"},
-                                     {"[0.9]", "must be a number above 0 and at most 2"}};
-        for (size_t k = 0; k < sizeof per_lang / sizeof *per_lang; k++) {
+        /* or one per question language, each in (0, 2], no other key; the confidence floor likewise, each in (0, 1) */
+        const char *fields[][3] = {
+            {"refusal_min_p", "{}", "must be a number above 0 and at most 2 (above 1: never refuse), or {"},
+            {"refusal_min_p", "{\"zh\": 0.9, \"en\": 2.5}", "must be a number above 0 and at most 2"},
+            {"refusal_min_p", "{\"zh\": \"0.9\"}", "must be a number above 0 and at most 2"},
+            {"refusal_min_p", "{\"fr\": 0.9}", "\"refusal_min_p\": \"fr\" is not a language it knows (zh, en)"},
+            {"refusal_min_p", "[0.9]", "must be a number above 0 and at most 2"},
+            {"min_confidence", "0", "\"min_confidence\" must be a number above 0 and below 1, or {\"zh\": number, \"en\": number}"},
+            {"min_confidence", "1", "\"min_confidence\" must be a number above 0 and below 1"},
+            {"min_confidence", "-0.2", "\"min_confidence\" must be a number above 0 and below 1"},
+            {"min_confidence", "\"0.3\"", "\"min_confidence\" must be a number above 0 and below 1"},
+            {"min_confidence", "{}", "\"min_confidence\" must be a number above 0 and below 1"},
+            {"min_confidence", "{\"zh\": 0.2, \"en\": 1.5}", "\"min_confidence\" must be a number above 0 and below 1"},
+            {"min_confidence", "{\"de\": 0.2}", "\"min_confidence\": \"de\" is not a language it knows (zh, en)"},
+            {"min_confidence", "[0.2]", "\"min_confidence\" must be a number above 0 and below 1"}};
+        for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) {
             snprintf(json, sizeof json, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
-                     "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": %s}", base_sha, per_lang[k][0]);
-            expect_error(&s, per_lang[k][1]);
+                     "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"%s\": %s}", base_sha, fields[k][0], fields[k][1]);
+            expect_error(&s, fields[k][2]);
         }
         /* a truncated weights file, and a missing folder */
         char dir[256];
@@ -384,6 +393,22 @@ static void test_bad_adapters(void **state) {
                 assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
                 assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p - want[k][0]) < 1e-12);
                 assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p_en - want[k][1]) < 1e-12);
+                test_rm_adapter(dir);
+            }
+            /* its confidence floor: none named (0, the runtime's default), one number, one per language */
+            assert_true(cq_decoder_adapter(fast)->min_confidence == 0);
+            assert_true(cq_decoder_adapter(fast)->min_confidence_en == 0);
+            const char *floors[] = {"0.25", "{\"zh\": 0.2, \"en\": 0.45}", "{\"en\": 0.45}"};
+            const double want_floor[][2] = {{0.25, 0.25}, {0.2, 0.45}, {0, 0.45}};
+            for (int k = 0; k < 3; k++) {
+                snprintf(js, sizeof js, "{\"format\": \"clauseqa-lora-v1\", \"rank\": 4, \"alpha\": 8, \"prompt_format\": "
+                         "\"cq-prompt-v1\", \"base\": {\"sha256\": \"%s\"}, \"refusal_min_p\": 0.9, "
+                         "\"min_confidence\": %s}", base_sha, floors[k]);
+                assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &named, NULL), 0);
+                assert_int_equal(cq_decoder_load_adapter(fast, dir, &err), CQ_OK);
+                assert_true(fabs(cq_decoder_adapter(fast)->min_confidence - want_floor[k][0]) < 1e-12);
+                assert_true(fabs(cq_decoder_adapter(fast)->min_confidence_en - want_floor[k][1]) < 1e-12);
+                assert_true(fabs(cq_decoder_adapter(fast)->refusal_min_p - 0.9) < 1e-12); /* read beside it */
                 test_rm_adapter(dir);
             }
             assert_int_equal(test_write_adapter(dir, cq_decoder_get_info(fast), &ok, NULL), 0);

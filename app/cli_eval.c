@@ -441,7 +441,9 @@ int cq_cmd_eval(int argc, char **argv) {
         for (size_t i = 0; with_gold && i < hits.n && !rank; i++)
             if (is_gold(&hits.hits[i], gold)) rank = (int)i + 1;
         const int n_ans = cJSON_GetArraySize(answers);
-        /* The answer step sees the same ranking (it builds on the best clauses), under each reader setting. */
+        /* The answer step sees the first k clauses of the same ranking, as an ask with that k would, under each
+         * reader setting. */
+        cq_hits_truncate(&hits, (size_t)k);
         eval_result res[MAX_READER_SETTINGS];
         for (size_t si = 0; si < n_settings && !status; si++) {
             type_stats *t = stats_for(&tables[si], type_name);

@@ -70,6 +70,10 @@ void cq_hits_free(cq_hits *h) {
     memset(h, 0, sizeof *h);
 }
 
+void cq_hits_truncate(cq_hits *h, size_t k) {
+    while (h->n > k) hit_free(&h->hits[--h->n]);
+}
+
 /* The router hits lead the list: how many there are. */
 static size_t n_routed(const cq_hits *h) {
     size_t routed = 0;
@@ -505,6 +509,6 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
     if (!rc) prefer_versions(&versions, out);
     group_cache_free(&groups);
     if (rc) cq_hits_free(out); /* n = 0 */
-    while (out->n > k) hit_free(&out->hits[--out->n]); /* candidates that were there for the reranker */
+    cq_hits_truncate(out, k); /* candidates that were there for the reranker */
     return rc;
 }

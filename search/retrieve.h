@@ -115,5 +115,7 @@ typedef struct {
 /* The clauses of KB q->kb_id (q parsed with a store) that answer q, best first, at most k. */
 cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options *opt, cq_hits *out, cq_err *err);
 void cq_hits_free(cq_hits *h);
+/* Keeps the first k hits, freeing the others. */
+void cq_hits_truncate(cq_hits *h, size_t k);
 
 #endif

@@ -7,6 +7,7 @@ documents, CPU, mode router,bm25,rerank, the trained adapter the tree holds:
   answer it is (`same_as`, only where the reader was shown the same clauses);
 - the clauses the reader is shown follow the rule: off offers up to 5; inf only the reranked ones (3 on the CPU); 0.5
   the first and those whose relevance is at most 0.5 below it; an answer cites one of them;
+- `--k 2`: the reader is shown the first 2 clauses, the retrieval scores unchanged;
 - a margin that is not off, inf or positive is refused.
 
 Skipped (77) when the model or the adapter is not installed.
@@ -97,6 +98,16 @@ def main():
                 allowed = range(1, len(judged) + 1) if m == 'inf' else [i + 1 for i in kept]
                 check('%s %s: the answer cites a clause the reader was shown' % (qid, m),
                       x['prediction'].get('abstained') or cited in allowed, (cited, list(allowed)))
+
+        # --k: the answer step sees the first k clauses, as an ask with that k would; hit@10 still reported
+        r = subprocess.run(cmd + ['--k', '2'], capture_output=True, text=True, timeout=580)
+        check('eval --k 2 ran', r.returncode == 0, r.stderr[-2000:])
+        lines = [json.loads(line) for line in open(out, encoding='utf-8')]
+        check('--k 2: the reader shown the first 2 clauses', len(lines) == 3 and
+              all(x.get('reader') == min(2, by[x['id']][-1].get('reader')) for x in lines),
+              [(x['id'], x.get('reader')) for x in lines])
+        check('--k 2: the same retrieval scores', [json.loads(r.stdout)['all'][k] for k in ('hit@1', 'mrr')] ==
+              [scores[0]['all'][k] for k in ('hit@1', 'mrr')], r.stdout[-500:])
 
         bad = subprocess.run(cmd + ['--reader-margin', '0'], capture_output=True, text=True, timeout=60)
         check('margin 0 refused', bad.returncode == 2 and 'reader-margin' in bad.stderr, bad.stderr)

@@ -405,12 +405,10 @@ static void prefer_order(prefer_ctx *x, size_t n, int64_t (*doc)(void *, size_t)
 
 static int64_t title_doc(void *items, size_t i) { return ((cq_title_match *)items)[i].doc_id; }
 static void title_move(void *items, size_t from, size_t to) {
-    cq_title_match *t = items, x = t[from];
-    t[from] = t[to];
-    t[to] = x;
-    double score = t[from].score; /* places keep their scores */
-    t[from].score = t[to].score;
-    t[to].score = score;
+    cq_title_match *t = items;
+    int64_t doc = t[from].doc_id; /* places keep their scores: only the documents trade */
+    t[from].doc_id = t[to].doc_id;
+    t[to].doc_id = doc;
 }
 static int64_t hit_doc(void *items, size_t i) { return ((cq_hit *)items)[i].doc_id; }
 static void hit_move(void *items, size_t from, size_t to) {

@@ -641,12 +641,10 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
         }
         memcpy(trace + d * d, V + off - d, (size_t)(2 * d + 1) * sizeof *trace);
     }
-    unsigned char *ops = NULL;
-    size_t k_ops = 0;
     if (!rc && D < 0) {
         *gave_up = true;
     } else if (!rc) {
-        ops = malloc(n + m + 1);
+        unsigned char *ops = malloc(n + m + 1);
         if (!ops) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         size_t at = n + m; /* the script comes last op first: written from the end (an op takes a token or two) */
         long x = (long)n, y = (long)m;
@@ -662,17 +660,16 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
             y = py;
         }
         for (; !rc && x > 0 && y > 0; x--, y--) ops[--at] = OP_EQ;
-        k_ops = n + m - at;
-        if (!rc) memmove(ops, ops + at, k_ops);
+        if (rc) {
+            free(ops);
+        } else {
+            *n_ops = n + m - at;
+            memmove(ops, ops + at, *n_ops);
+            *ops_out = ops;
+        }
     }
     free(trace);
     free(V);
-    if (rc) {
-        free(ops);
-    } else {
-        *ops_out = ops;
-        *n_ops = k_ops;
-    }
     return rc;
 }
 

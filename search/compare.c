@@ -67,10 +67,14 @@ static size_t tokenize(const char *text, token **out) {
 
 /* ---- similarity ----------------------------------------------------------------------------------------------- */
 
-/* A clause as the similarity sees it: its bigram ids (sorted, with counts) and their total weight. */
+/* A bigram of a clause: its id in the corpus's vocabulary and how often the clause holds it. */
 typedef struct {
-    uint32_t *ids;
-    uint32_t *count;
+    uint32_t id, count;
+} bigram;
+
+/* A clause as the similarity sees it: its bigrams (sorted by id) and their total weight. */
+typedef struct {
+    bigram *bigrams;
     size_t n;
     double weight;  /* Σ count × idf */
     char *norm;     /* folded body without white space (equal norms: the same clause) */
@@ -82,8 +86,7 @@ typedef struct {
     clause_bag *bags;
     size_t n_a, n_b;
     double *idf;
-    uint32_t *scratch_ids, *scratch_count; /* a merged pair of bags */
-    size_t scratch_cap;
+    bigram *scratch; /* a merged pair of bags */
 } corpus;
 
 /* The body of a clause: its text without the label it starts with ("第六十条 …"). */
@@ -157,14 +160,12 @@ static long number_of(const char *key) {
 
 static void corpus_free(corpus *c) {
     for (size_t i = 0; c->bags && i < c->n_a + c->n_b; i++) {
-        free(c->bags[i].ids);
-        free(c->bags[i].count);
+        free(c->bags[i].bigrams);
         free(c->bags[i].norm);
     }
     free(c->bags);
     free(c->idf);
-    free(c->scratch_ids);
-    free(c->scratch_count);
+    free(c->scratch);
     memset(c, 0, sizeof *c);
 }
 
@@ -206,26 +207,22 @@ static cq_status corpus_make(const cq_cmp_clause *a, size_t n_a, const cq_cmp_cl
         nv = u;
         df = calloc(nv + 1, sizeof *df);
         c->idf = malloc((nv + 1) * sizeof *c->idf);
-        c->scratch_cap = 2 * longest + 2;
-        c->scratch_ids = malloc(c->scratch_cap * sizeof *c->scratch_ids);
-        c->scratch_count = malloc(c->scratch_cap * sizeof *c->scratch_count);
-        failed = !df || !c->idf || !c->scratch_ids || !c->scratch_count;
+        c->scratch = malloc((2 * longest + 2) * sizeof *c->scratch);
+        failed = !df || !c->idf || !c->scratch;
     }
     for (size_t i = 0; !failed && i < n; i++) {
         clause_bag *g = &c->bags[i];
-        g->ids = malloc((raw_n[i] + 1) * sizeof *g->ids);
-        g->count = malloc((raw_n[i] + 1) * sizeof *g->count);
-        if (!g->ids || !g->count) {
+        g->bigrams = malloc((raw_n[i] + 1) * sizeof *g->bigrams);
+        if (!g->bigrams) {
             failed = true;
             break;
         }
         for (size_t k = 0; k < raw_n[i]; k++) {
             uint32_t id = (uint32_t)((uint64_t *)bsearch(&raw[i][k], vocab, nv, sizeof *vocab, cmp_u64) - vocab);
-            if (g->n && g->ids[g->n - 1] == id) {
-                g->count[g->n - 1]++;
+            if (g->n && g->bigrams[g->n - 1].id == id) {
+                g->bigrams[g->n - 1].count++;
             } else {
-                g->ids[g->n] = id;
-                g->count[g->n++] = 1;
+                g->bigrams[g->n++] = (bigram){id, 1};
                 df[id]++;
             }
         }
@@ -234,7 +231,7 @@ static cq_status corpus_make(const cq_cmp_clause *a, size_t n_a, const cq_cmp_cl
         for (size_t v = 0; v < nv; v++) c->idf[v] = log(1.0 + (double)n / df[v]);
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < c->bags[i].n; k++)
-                c->bags[i].weight += c->bags[i].count[k] * c->idf[c->bags[i].ids[k]];
+                c->bags[i].weight += c->bags[i].bigrams[k].count * c->idf[c->bags[i].bigrams[k].id];
     }
     for (size_t i = 0; raw && i < n; i++) free(raw[i]);
     free(raw);
@@ -254,10 +251,11 @@ static double dice(const corpus *c, const clause_bag *a, const clause_bag *b) {
     double inter = 0;
     size_t x = 0, y = 0;
     while (x < a->n && y < b->n) {
-        if (a->ids[x] < b->ids[y]) x++;
-        else if (a->ids[x] > b->ids[y]) y++;
+        const bigram *u = &a->bigrams[x], *v = &b->bigrams[y];
+        if (u->id < v->id) x++;
+        else if (u->id > v->id) y++;
         else {
-            inter += (a->count[x] < b->count[y] ? a->count[x] : b->count[y]) * c->idf[a->ids[x]];
+            inter += (u->count < v->count ? u->count : v->count) * c->idf[u->id];
             x++;
             y++;
         }
@@ -278,18 +276,17 @@ static double sim(const corpus *c, size_t i, size_t j) {
 static double sim_with_two(corpus *c, const clause_bag *one, const clause_bag *p, const clause_bag *q) {
     size_t x = 0, y = 0, n = 0;
     while (x < p->n || y < q->n) {
-        if (y >= q->n || (x < p->n && p->ids[x] < q->ids[y])) {
-            c->scratch_ids[n] = p->ids[x];
-            c->scratch_count[n++] = p->count[x++];
-        } else if (x >= p->n || q->ids[y] < p->ids[x]) {
-            c->scratch_ids[n] = q->ids[y];
-            c->scratch_count[n++] = q->count[y++];
+        if (y >= q->n || (x < p->n && p->bigrams[x].id < q->bigrams[y].id)) {
+            c->scratch[n++] = p->bigrams[x++];
+        } else if (x >= p->n || q->bigrams[y].id < p->bigrams[x].id) {
+            c->scratch[n++] = q->bigrams[y++];
         } else {
-            c->scratch_ids[n] = p->ids[x];
-            c->scratch_count[n++] = p->count[x++] + q->count[y++];
+            c->scratch[n++] = (bigram){p->bigrams[x].id, p->bigrams[x].count + q->bigrams[y].count};
+            x++;
+            y++;
         }
     }
-    const clause_bag both = {.ids = c->scratch_ids, .count = c->scratch_count, .n = n, .weight = p->weight + q->weight};
+    const clause_bag both = {.bigrams = c->scratch, .n = n, .weight = p->weight + q->weight};
     return dice(c, one, &both);
 }
 
@@ -644,12 +641,10 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
         }
         memcpy(trace + d * d, V + off - d, (size_t)(2 * d + 1) * sizeof *trace);
     }
-    unsigned char *ops = NULL;
-    size_t k_ops = 0;
     if (!rc && D < 0) {
         *gave_up = true;
     } else if (!rc) {
-        ops = malloc(n + m + 1);
+        unsigned char *ops = malloc(n + m + 1);
         if (!ops) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         size_t at = n + m; /* the script comes last op first: written from the end (an op takes a token or two) */
         long x = (long)n, y = (long)m;
@@ -665,17 +660,16 @@ static cq_status myers(const token *ta, size_t n, const token *tb, size_t m, uns
             y = py;
         }
         for (; !rc && x > 0 && y > 0; x--, y--) ops[--at] = OP_EQ;
-        k_ops = n + m - at;
-        if (!rc) memmove(ops, ops + at, k_ops);
+        if (rc) {
+            free(ops);
+        } else {
+            *n_ops = n + m - at;
+            memmove(ops, ops + at, *n_ops);
+            *ops_out = ops;
+        }
     }
     free(trace);
     free(V);
-    if (rc) {
-        free(ops);
-    } else {
-        *ops_out = ops;
-        *n_ops = k_ops;
-    }
     return rc;
 }
 
@@ -772,11 +766,10 @@ cq_status cq_diff_texts(const char *a, const char *b, cq_diff *out, cq_err *err)
     size_t x = 0, y = 0;
     for (size_t k = 0; !rc && k < n_ops; k++) {
         if (ops[k] == OP_EQ) {
-            if (cur->del.len || cur->ins.len) { /* an equal run after a change starts the next region */
-                if (!(cur = region_new(&l))) {
-                    rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                    break;
-                }
+            /* an equal run after a change starts the next region */
+            if ((cur->del.len || cur->ins.len) && !(cur = region_new(&l))) {
+                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+                break;
             }
             cq_strbuf_append(&cur->eq, a + ta[x].start, ta[x].end - ta[x].start);
             x++, y++;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/json.h"
 #include "store/vectors.h"
 
@@ -137,11 +138,7 @@ void cq_doc_route_prefer(cq_fused *f, int64_t *doc_of, size_t n, size_t kept, co
                          size_t n_routed, double beta) {
     if (kept > n) kept = n;
     for (size_t i = kept; i < n; i++)
-        for (size_t r = 0; r < n_routed; r++)
-            if (doc_of[i] == routed[r]) {
-                f[i].score += beta;
-                break;
-            }
+        if (cq_fusion_index_of(routed, n_routed, doc_of[i]) < n_routed) f[i].score += beta;
     for (size_t i = kept + 1; i < n; i++) { /* stable insertion sort: the fused list is a hundred clauses at most */
         cq_fused x = f[i];
         int64_t d = doc_of[i];
@@ -319,11 +316,8 @@ static cq_status vectors_of(cq_store *s, const char *model, int dim, const int64
 /* The distinct documents (≥ 0) of doc_of[0..n) into docs; how many. */
 static size_t distinct(const int64_t *doc_of, size_t n, int64_t *docs) {
     size_t nd = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < nd && docs[j] != doc_of[i]) j++;
-        if (j == nd && doc_of[i] >= 0) docs[nd++] = doc_of[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        if (doc_of[i] >= 0 && cq_fusion_index_of(docs, nd, doc_of[i]) == nd) docs[nd++] = doc_of[i];
     return nd;
 }
 
@@ -378,7 +372,7 @@ cq_status cq_doc_route_search(const cq_doc_route *r, cq_doc_route_cache *cache, 
     int64_t *all = NULL, *routed = NULL, *rids = NULL;
     float *kb_vecs = NULL, *vecs = NULL, *rx = NULL;
     cand *c = NULL;
-    size_t kb_n = 0, ne = 0, nr = 0, nrc = 0;
+    size_t kb_n = 0, ne = 0, nr = 0, nrc = 0, cap_rids = 0, cap_rx = 0;
     cq_status rc = doc_of && extra ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) rc = kb_doc_vectors(cache, s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
     if (!rc && nl) rc = cq_store_clause_docs(s, ids, nl, doc_of, err);
@@ -403,11 +397,9 @@ cq_status cq_doc_route_search(const cq_doc_route *r, cq_doc_route_cache *cache, 
         int64_t *cids = NULL;
         size_t nc = 0;
         rc = cq_vectors_doc_clause_ids(s, routed[k], &cids, &nc, err);
-        int64_t *ri = rc ? NULL : realloc(rids, (nrc + nc + 1) * sizeof *rids);
-        float *rxx = ri ? realloc(rx, (nrc + nc + 1) * D * sizeof *rx) : NULL;
-        if (ri) rids = ri;
-        if (rxx) rx = rxx;
-        if (!rc && (!ri || !rxx)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!rc && (!cq_grow((void **)&rids, &cap_rids, nrc + nc + 1, sizeof *rids) ||
+                    !cq_grow((void **)&rx, &cap_rx, nrc + nc + 1, D * sizeof *rx)))
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         size_t got = 0;
         if (!rc && nc) rc = cq_store_vectors_get(s, kb_id, model, dim, cids, nc, rids + nrc, rx + nrc * D, &got, err);
         nrc += got;
@@ -416,14 +408,11 @@ cq_status cq_doc_route_search(const cq_doc_route *r, cq_doc_route_cache *cache, 
     if (!rc && !(c = malloc((nl + nrc + 1) * sizeof *c))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     size_t nc = 0;
     for (size_t i = 0; !rc && i < nl; i++) {
-        bool in = false;
-        for (size_t k = 0; k < nr && !in; k++) in = doc_of[i] == routed[k];
+        const bool in = cq_fusion_index_of(routed, nr, doc_of[i]) < nr;
         c[nc++] = (cand){ids[i], (double)cos[i] + (in ? r->beta : 0.0), i};
     }
     for (size_t j = 0; !rc && j < nrc; j++) {
-        size_t i = 0;
-        while (i < nl && ids[i] != rids[j]) i++;
-        if (i < nl) continue; /* in the list already: boosted above */
+        if (cq_fusion_index_of(ids, nl, rids[j]) < nl) continue; /* in the list already: boosted above */
         double d = 0.0;
         for (size_t t = 0; t < D; t++) d += (double)rx[j * D + t] * (double)q[t];
         c[nc++] = (cand){rids[j], (double)(float)d + r->beta, nl + j};

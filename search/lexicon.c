@@ -1,6 +1,7 @@
 /* Lay words → statutory words for BM25 (search/lexicon.h). */
 #include "search/lexicon.h"
 #include "core/log.h"
+#include "core/strbuf.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -137,19 +138,6 @@ static int has_word_ci(const char *text, const char *word) {
     return 0;
 }
 
-/* Appends phrase to *out (space-separated) unless text or *out already holds it. */
-static int add(char **out, size_t *len, const char *text, const char *phrase) {
-    if (strstr(text, phrase) || (*out && strstr(*out, phrase))) return 0;
-    size_t n = strlen(phrase);
-    char *grown = realloc(*out, *len + n + 2);
-    if (!grown) return -1;
-    if (*len) grown[(*len)++] = ' ';
-    memcpy(grown + *len, phrase, n + 1);
-    *len += n;
-    *out = grown;
-    return 0;
-}
-
 /* The next space-separated phrase of *p into buf (phrases of sizeof buf bytes or more skipped); *p moves past it.
  * 0 at the end of the list. */
 static int next_phrase(const char **p, char (*buf)[128]) {
@@ -166,12 +154,12 @@ static int next_phrase(const char **p, char (*buf)[128]) {
     return 0;
 }
 
-/* Adds each space-separated phrase of legal. */
-static int add_all(char **out, size_t *len, const char *text, const char *legal) {
+/* Appends each space-separated phrase of legal to out (space-separated) unless text or out already holds it. */
+static void add_all(cq_strbuf *out, const char *text, const char *legal) {
     char phrase[128];
     for (const char *p = legal; next_phrase(&p, &phrase);)
-        if (add(out, len, text, phrase)) return -1;
-    return 0;
+        if (!strstr(text, phrase) && !(out->data && strstr(out->data, phrase)))
+            cq_strbuf_printf(out, "%s%s", out->len ? " " : "", phrase);
 }
 
 size_t cq_lexicon_phrases_in(const char *expansion, const char *text) {
@@ -184,15 +172,13 @@ size_t cq_lexicon_phrases_in(const char *expansion, const char *text) {
 char *cq_lexicon_expand(const char *text, int *failed) {
     *failed = 0;
     if (!text || !cq_lexicon_enabled()) return NULL;
-    char *out = NULL;
-    size_t len = 0;
-    for (size_t i = 0; i < sizeof zh / sizeof zh[0] && !*failed; i++)
-        if (strstr(text, zh[i].lay)) *failed = add_all(&out, &len, text, zh[i].legal) != 0;
-    for (size_t i = 0; i < sizeof en / sizeof en[0] && !*failed; i++)
-        if (has_word_ci(text, en[i].lay)) *failed = add_all(&out, &len, text, en[i].legal) != 0;
-    if (*failed) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    cq_strbuf out = {0};
+    for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
+        if (strstr(text, zh[i].lay)) add_all(&out, text, zh[i].legal);
+    for (size_t i = 0; i < sizeof en / sizeof en[0]; i++)
+        if (has_word_ci(text, en[i].lay)) add_all(&out, text, en[i].legal);
+    *failed = out.failed;
+    if (out.len) return cq_strbuf_finish(&out); /* NULL when it failed */
+    cq_strbuf_free(&out);
+    return NULL;
 }

@@ -70,9 +70,9 @@ static void terms_free(char **terms, size_t n) {
 static int terms_of(const char *text, char ***terms, size_t *n) {
     term_list l = {0};
     cq_fts_cjk_tokenize(text, strlen(text), CQ_FTS_CJK_QUERY, collect_term, &l);
-    if (l.failed) terms_free(l.terms, l.n), l.terms = NULL, l.n = 0;
-    *terms = l.terms;
-    *n = l.n;
+    if (l.failed) terms_free(l.terms, l.n);
+    *terms = l.failed ? NULL : l.terms;
+    *n = l.failed ? 0 : l.n;
     return l.failed ? -1 : 0;
 }
 

@@ -131,17 +131,13 @@ static cq_status apply_local_prior(cq_store *s, const char *question, cq_bm25_hi
     char **names = calloc(n, sizeof *names);
     size_t n_docs = 0;
     cq_status rc = docs && names ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < n; i++) {
-        size_t j = 0;
-        while (j < n_docs && docs[j] != doc_of[i]) j++;
-        if (j == n_docs) docs[n_docs++] = doc_of[i];
-    }
+    for (size_t i = 0; !rc && i < n; i++)
+        if (cq_fusion_index_of(docs, n_docs, doc_of[i]) == n_docs) docs[n_docs++] = doc_of[i];
     if (!rc) rc = cq_store_doc_names(s, docs, n_docs, names, err);
     for (size_t i = 0; !rc && i < n; i++) {
-        size_t j = 0;
-        while (docs[j] != doc_of[i]) j++;
+        const char *name = names[cq_fusion_index_of(docs, n_docs, doc_of[i])];
         char place[64];
-        if (names[j] && cq_router_local_place(names[j], place, sizeof place)) {
+        if (name && cq_router_local_place(name, place, sizeof place)) {
             /* "上海市" is also asked as "上海": drop the last character (省/市/县) before looking. */
             size_t len = strlen(place);
             if (len > 3) place[len - 3] = 0;
@@ -413,12 +409,10 @@ static void prefer_order(prefer_ctx *x, size_t n, int64_t (*doc)(void *, size_t)
 
 static int64_t title_doc(void *items, size_t i) { return ((cq_title_match *)items)[i].doc_id; }
 static void title_move(void *items, size_t from, size_t to) {
-    cq_title_match *t = items, x = t[from];
-    t[from] = t[to];
-    t[to] = x;
-    double score = t[from].score; /* places keep their scores */
-    t[from].score = t[to].score;
-    t[to].score = score;
+    cq_title_match *t = items;
+    int64_t doc = t[from].doc_id; /* places keep their scores: only the documents trade */
+    t[from].doc_id = t[to].doc_id;
+    t[to].doc_id = doc;
 }
 static int64_t hit_doc(void *items, size_t i) { return ((cq_hit *)items)[i].doc_id; }
 static void hit_move(void *items, size_t from, size_t to) {
@@ -455,8 +449,7 @@ cq_status cq_retrieve(cq_store *s, const cq_query *q, const cq_retrieve_options 
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,
                           "dense retrieval is off: it needs trained SSM encoder weights (models/ssm/ in a models folder) and, "
                           "without a GPU, CLAUSEQA_DENSE=on (docs/SSM.md); use --mode router,bm25");
-    if (opt->fusion != CQ_FUSION_WEIGHTS && opt->fusion != CQ_FUSION_RRF && opt->fusion != CQ_FUSION_KEEP &&
-        opt->fusion != CQ_FUSION_SCORE)
+    if ((unsigned)opt->fusion > CQ_FUSION_SCORE)
         return cq_err_set(err, CQ_ERR_INVALID, "unknown fusion %d", (int)opt->fusion);
     if ((modes & CQ_RETRIEVE_RERANK) && !opt->rerank)
         return cq_err_set(err, CQ_ERR_UNSUPPORTED,

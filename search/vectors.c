@@ -139,8 +139,9 @@ cq_status cq_vectors_rebuild(cq_vectors *v, cq_store *s, cq_err *err) {
     return rc;
 }
 
-cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
-                         cq_err *err) {
+/* An object without an index yet (DATA/vectors created; path set). */
+static cq_status vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
+                             cq_err *err) {
     *out = NULL;
     pthread_once(&blas_once, blas_init); /* before FAISS's first product */
     if (dim <= 0 || !model || !*model || strlen(model) >= sizeof ((cq_vectors *)0)->model)
@@ -161,7 +162,8 @@ cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model,
     return CQ_OK;
 }
 
-FaissIndex *cq_vectors_read_file(const cq_vectors *v) {
+/* The saved FAISS file when it is one of ours of dimension dim, else NULL. */
+static FaissIndex *read_file(const cq_vectors *v) {
     FaissIndex *idx = NULL;
     if (access(v->path, R_OK) || faiss_read_index_fname(v->path, 0, &idx)) return NULL;
     if ((!faiss_IndexIVF_cast(idx) && !faiss_IndexIDMap_cast(idx)) || faiss_Index_d(idx) != v->dim) {
@@ -171,7 +173,8 @@ FaissIndex *cq_vectors_read_file(const cq_vectors *v) {
     return idx;
 }
 
-void cq_vectors_adopt(cq_vectors *v, FaissIndex *idx) {
+/* The loaded index, an IVF one with the search breadth for its size. */
+static void adopt(cq_vectors *v, FaissIndex *idx) {
     pthread_rwlock_wrlock(&v->lock);
     if (v->index) faiss_Index_free(v->index);
     v->index = idx;
@@ -204,7 +207,7 @@ cq_status cq_vectors_load(cq_store *s, const char *data_dir, int64_t kb_id, cons
     *out = NULL;
     if (rebuilt) *rebuilt = false;
     cq_vectors *v = NULL;
-    cq_status rc = cq_vectors_new(data_dir, kb_id, model, dim, &v, err);
+    cq_status rc = vectors_new(data_dir, kb_id, model, dim, &v, err);
     if (rc) return rc;
     const bool shared = cq_store_vectors_shared(s);
     cq_db *db = cq_store_conn(s);
@@ -213,7 +216,7 @@ cq_status cq_vectors_load(cq_store *s, const char *data_dir, int64_t kb_id, cons
     if (began) rc = cq_db_exec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
     int64_t pruned_to = 0, last = 0;
     if (!rc && shared) rc = cq_store_vector_feed_bounds(s, &pruned_to, &last, err);
-    FaissIndex *idx = rc ? NULL : cq_vectors_read_file(v);
+    FaissIndex *idx = rc ? NULL : read_file(v);
     const int64_t file_seq = idx && shared ? read_seq_file(v) : -1;
     bool use_file = idx && (!shared || (file_seq >= pruned_to && file_seq <= last));
     if (idx && !use_file) {
@@ -222,7 +225,7 @@ cq_status cq_vectors_load(cq_store *s, const char *data_dir, int64_t kb_id, cons
         faiss_Index_free(idx);
     }
     if (!rc && use_file) {
-        cq_vectors_adopt(v, idx);
+        adopt(v, idx);
         v->seq = file_seq;
         cq_vectors *const list[] = {v};
         size_t n_rows = 0;

@@ -22,17 +22,10 @@ struct cq_vectors {
     pthread_rwlock_t lock;
 };
 
-/* An object without an index yet (DATA/vectors created; path set). */
-cq_status cq_vectors_new(const char *data_dir, int64_t kb_id, const char *model, int dim, cq_vectors **out,
-                         cq_err *err);
-/* The saved FAISS file when it is one of ours of dimension dim, else NULL. */
-FaissIndex *cq_vectors_read_file(const cq_vectors *v);
 /* Removes the ids remove[0..n_remove) and adds ids[0..n) with their vectors x, under the write lock. When the
  * flat index would grow past CQ_VECTORS_IVF_MIN it changes nothing and sets *rebuild: the caller rebuilds. */
 cq_status cq_vectors_update(cq_vectors *v, const int64_t *remove, size_t n_remove, const int64_t *ids, const float *x,
                             size_t n, bool *rebuild, cq_err *err);
-/* Sets the IVF search breadth for the index's size (a loaded IVF file). */
-void cq_vectors_adopt(cq_vectors *v, FaissIndex *index);
 
 /* cq_vectors_open, and *rebuilt (may be NULL) says whether the index was rebuilt: the node's FAISS file is used when
  * it holds as many vectors as the store — on PostgreSQL when its seq is still covered by the feed, once caught up, in

@@ -8,6 +8,7 @@
 
 #include "core/grow.h"
 #include "core/strbuf.h"
+#include "db/db.h"
 #include "store/fts_cjk.h"
 #include "store/strmap.h"
 #include "store/store_internal.h"
@@ -155,25 +156,19 @@ void cq_bm25_cache_free(void *p) {
     free(c);
 }
 
-static sqlite3_int64 data_version(sqlite3 *db) {
-    sqlite3_stmt *st;
-    sqlite3_int64 v = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK) return -1;
-    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* The KB's entry, emptied when the database changed since the last search; NULL when out of memory (no cache). */
 static kb_cache *cache_for(cq_store *s, int64_t kb_id) {
     void **slot = cq_store_bm25_slot(s);
     bm25_cache *c = *slot;
     if (!c && !(c = *slot = calloc(1, sizeof *c))) return NULL;
-    sqlite3 *db = cq_store_db(s);
-    const sqlite3_int64 dv = data_version(db), tc = sqlite3_total_changes64(db);
+    int64_t dv;
+    cq_err ignored = {0};
+    if (cq_db_int(cq_store_conn(s), "bm25", &dv, &ignored, "PRAGMA data_version", "")) dv = -1;
+    const sqlite3_int64 tc = sqlite3_total_changes64(cq_store_db(s));
     if (dv < 0 || dv != c->data_version || tc != c->total_changes) {
         for (int i = 0; i < CACHE_KBS; i++) kb_cache_clear(&c->kb[i]);
-        c->data_version = dv, c->total_changes = tc;
+        c->data_version = dv;
+        c->total_changes = tc;
         if (dv < 0) return NULL;
     }
     for (int i = 0; i < CACHE_KBS; i++)
@@ -209,34 +204,35 @@ static int read_varint(const unsigned char *p, int n, int *at, uint64_t *v) {
 
 /* Every row's length from the FTS table's docsize records; kept only when they add up to FTS5's own row and token
  * counts (else the lookups go on). */
-static void load_doc_len(sqlite3 *db, kb_cache *k) {
+static void load_doc_len(cq_store *s, kb_cache *k) {
     char sql[160];
-    sqlite3_stmt *st;
-    snprintf(sql, sizeof sql, "SELECT min(id), max(id) FROM " CQ_FTS_TABLE_FMT "_docsize", (long long)k->kb_id);
-    int64_t first = 0, last = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        first = sqlite3_column_int64(st, 0);
-        last = sqlite3_column_int64(st, 1);
-    }
-    sqlite3_finalize(st);
+    snprintf(sql, sizeof sql, "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM " CQ_FTS_TABLE_FMT "_docsize",
+             (long long)k->kb_id);
+    int64_t range[2]; /* none: 1, 0 */
+    cq_err ignored = {0};
     k->doc_len_failed = 1;
+    if (cq_db_ints(cq_store_conn(s), "bm25", range, 2, &ignored, sql, "")) return;
+    const int64_t first = range[0], last = range[1];
     if (last < first || last - first >= 64 * (k->n_row + 1024)) return; /* sparse: not worth an array */
     int32_t *len = malloc((size_t)(last - first + 1) * sizeof *len);
     if (!len) return;
     for (int64_t i = 0; i <= last - first; i++) len[i] = -1;
     snprintf(sql, sizeof sql, "SELECT id, sz FROM " CQ_FTS_TABLE_FMT "_docsize", (long long)k->kb_id);
     sqlite3_int64 rows = 0, tokens = 0;
-    int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+    sqlite3_stmt *st;
+    int ok = sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL) == SQLITE_OK;
     while (ok && sqlite3_step(st) == SQLITE_ROW) {
         const int64_t id = sqlite3_column_int64(st, 0);
         const unsigned char *p = sqlite3_column_blob(st, 1);
         const int n = sqlite3_column_bytes(st, 1);
         uint64_t sum = 0, v;
         int at = 0, cols = 0;
-        while (at < n && read_varint(p, n, &at, &v)) sum += v, cols++;
+        for (; at < n && read_varint(p, n, &at, &v); cols++) sum += v;
         ok = id >= first && id <= last && cols == CQ_BM25_N_COLUMNS && sum <= INT32_MAX;
-        if (ok) len[id - first] = (int32_t)sum, rows++, tokens += (sqlite3_int64)sum;
+        if (!ok) break;
+        len[id - first] = (int32_t)sum;
+        rows++;
+        tokens += (sqlite3_int64)sum;
     }
     sqlite3_finalize(st);
     if (!ok || rows != k->n_row || tokens != k->n_tok) {
@@ -425,10 +421,12 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         size_t n_unknown = 0;
         for (size_t i = 0; i < n_terms; i++) {
             const long e = k ? cq_strmap_find(&k->terms, terms[i], strlen(terms[i]), false) : -1;
-            if (e >= 0) w.n_hit[i] = k->term_hits[e], w.use[i] = 0;
-            else w.use[i] = 1, n_unknown++;
+            w.use[i] = e < 0; /* counted below */
+            if (e >= 0) w.n_hit[i] = k->term_hits[e];
+            else n_unknown++;
         }
-        n_row = k ? k->n_row : 0, n_tok = k ? k->n_tok : 0;
+        n_row = k ? k->n_row : 0;
+        n_tok = k ? k->n_tok : 0;
         if (!n_unknown) break;
         stats_request req = {n_unknown, w.stat_hit, 0, 0, 0};
         rc = term_stats(db, kb_id, terms, n_terms, w.use, &req, err);
@@ -440,8 +438,14 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
             k->kb_id = id;
             continue;
         }
-        if (req.done) n_row = req.n_row, n_tok = req.n_tok;
-        if (k && req.done) k->n_row = n_row, k->n_tok = n_tok;
+        if (req.done) {
+            n_row = req.n_row;
+            n_tok = req.n_tok;
+        }
+        if (k) { /* the counts kept (the same ones when none were made) */
+            k->n_row = n_row;
+            k->n_tok = n_tok;
+        }
         for (size_t i = 0, j = 0; i < n_terms; i++) {
             if (!w.use[i]) continue;
             w.n_hit[i] = req.done ? req.n_hit[j++] : 0;
@@ -465,8 +469,10 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
 
     /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
     size_t n_live = 0;
-    for (size_t i = 0; i < n_terms; i++)
-        if (w.n_hit[i] > 0) w.by_rows[n_live++] = i, w.live[i] = 1;
+    for (size_t i = 0; i < n_terms; i++) {
+        w.live[i] = w.n_hit[i] > 0;
+        if (w.live[i]) w.by_rows[n_live++] = i;
+    }
     if (!n_live) { /* no row holds any term */
         work_free(&w);
         return CQ_OK;
@@ -506,7 +512,7 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         memcpy(w.use, w.live, n_terms);
     }
     if (!rc) rc = pass(db, kb_id, terms, n_terms, &sc, &w, n_pruned ? w.live : NULL, lo, hi, limit, out, n_out, err);
-    if (k && !k->doc_len && !k->doc_len_failed && (k->lookups += sc.lookups) > k->n_row / 8) load_doc_len(db, k);
+    if (k && !k->doc_len && !k->doc_len_failed && (k->lookups += sc.lookups) > k->n_row / 8) load_doc_len(s, k);
     if (trace) {
         trace->kept_lengths = sc.doc_len != NULL;
         trace->passes = passes;

@@ -132,19 +132,7 @@ cq_status cq_store_feedback_rated(cq_store *s, int64_t kb_id, cq_feedback **out,
 
 /* ---- the quality log ---- */
 
-static int cmp_id(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq_quality_answer *a, cq_err *err) {
-    int64_t *docs = NULL;
-    if (a->n_cited) {
-        docs = malloc(a->n_cited * sizeof *docs);
-        if (!docs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        memcpy(docs, a->cited_docs, a->n_cited * sizeof *docs);
-        qsort(docs, a->n_cited, sizeof *docs, cmp_id);
-    }
     char day[11];
     cq_quality_day_of(at, day);
     bool low = !a->abstained && a->confidence < CQ_QUALITY_LOW_CONFIDENCE;
@@ -158,12 +146,10 @@ cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq
                        "confidence) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
                        "itiiiid", kb_id, day, at, (int64_t)a->abstained, (int64_t)(!a->abstained && a->fallback),
                        (int64_t)low, a->abstained ? 0.0 : a->confidence);
-    for (size_t i = 0; !rc && i < a->n_cited; i++) {
-        if (i && docs[i] == docs[i - 1]) continue;
-        rc = cq_db_run(db, "log answer", NULL, err, "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2)",
-                       "ii", id, docs[i]);
-    }
-    free(docs);
+    for (size_t i = 0; !rc && i < a->n_cited; i++) /* a document cited twice is one row */
+        rc = cq_db_run(db, "log answer", NULL, err,
+                       "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2) ON CONFLICT DO NOTHING", "ii", id,
+                       a->cited_docs[i]);
     return cq_db_end(db, own, rc, err);
 }
 

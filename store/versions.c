@@ -181,31 +181,24 @@ typedef struct {
     int64_t kb_id, n_docs, max_id;
 } seen_kb;
 
-static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
-    cq_err ignored = {0};
-    int64_t v[2];
-    if (cq_db_ints(db, "versions: count documents", v, 2, &ignored,
-                   "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
-        return false;
-    *n = v[0];
-    *max_id = v[1];
-    return true;
-}
-
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     if (n_analysed) *n_analysed = 0;
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
-    int64_t n_docs = -1, max_id = 0;
-    bool one_writer = cq_db_kind_of(cq_store_conn(s)) == CQ_DB_SQLITE;
-    if (!redo && one_writer && kb_documents(cq_store_conn(s), kb_id, &n_docs, &max_id) && *slot)
-        for (int i = 0; i < SEEN_KBS; i++)
-            if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == n_docs && (*slot)[i].max_id == max_id) return CQ_OK;
+    cq_db *db = cq_store_conn(s);
+    int64_t docs[2] = {0, 0}; /* the KB's documents: count, largest id */
+    cq_err ignored = {0};
+    const bool counted = !redo && cq_db_kind_of(db) == CQ_DB_SQLITE &&
+                         !cq_db_ints(db, "versions: count documents", docs, 2, &ignored,
+                                     "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i",
+                                     kb_id);
+    for (int i = 0; counted && *slot && i < SEEN_KBS; i++)
+        if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == docs[0] && (*slot)[i].max_id == docs[1]) return CQ_OK;
     cq_status rc = ensure(s, kb_id, redo, n_analysed, err);
-    if (!rc && n_docs >= 0 && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
+    if (!rc && counted && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
         int k = 0; /* its entry, else a free one, else the first */
         for (int i = SEEN_KBS - 1; i >= 0; i--)
             if ((*slot)[i].kb_id == kb_id || (*slot)[i].kb_id == 0) k = i;
-        (*slot)[k] = (seen_kb){kb_id, n_docs, max_id};
+        (*slot)[k] = (seen_kb){kb_id, docs[0], docs[1]};
     }
     return rc;
 }

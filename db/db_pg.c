@@ -90,6 +90,11 @@ static void quiet_notice(void *arg, const char *message) {
     (void)arg, (void)message; /* "relation already exists, skipping" and the like */
 }
 
+static void pg_close(cq_db *db) {
+    PQfinish(as_pg(db)->conn);
+    free(db);
+}
+
 cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
     *out = NULL;
     pg_db *db = calloc(1, sizeof *db);
@@ -101,18 +106,12 @@ cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
     db->base.drv = &cq_db_pg_driver;
     if (PQstatus(db->conn) != CONNECTION_OK) {
         cq_status rc = pg_error_code(&db->base, err, CQ_ERR_DB, "cannot connect to PostgreSQL");
-        PQfinish(db->conn);
-        free(db);
+        pg_close(&db->base);
         return rc;
     }
     PQsetNoticeProcessor(db->conn, quiet_notice, NULL);
     *out = &db->base;
     return CQ_OK;
-}
-
-static void pg_close(cq_db *db) {
-    PQfinish(as_pg(db)->conn);
-    free(db);
 }
 
 /* Has the server closed this idle connection? A closed socket is readable and reads end-of-file; anything else

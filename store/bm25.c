@@ -294,24 +294,22 @@ static cq_status run_scan(sqlite3 *db, int64_t kb_id, char *match, scan *sc, int
              "SELECT rowid, %s AS r FROM " CQ_FTS_TABLE_FMT " WHERE " CQ_FTS_TABLE_FMT
              " MATCH ?1 %s ORDER BY r LIMIT ?2",
              fn, (long long)kb_id, (long long)kb_id, lo <= hi ? "AND rowid BETWEEN ?4 AND ?5" : "");
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        free(match);
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    }
-    sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-    if (sc) sqlite3_bind_pointer(st, 3, sc, "cq_bm25_scan", NULL);
-    if (lo <= hi) {
-        sqlite3_bind_int64(st, 4, lo);
-        sqlite3_bind_int64(st, 5, hi);
-    }
-    int rc;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     *n_out = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n_out < limit) {
-        out[*n_out].id = sqlite3_column_int64(st, 0);
-        out[*n_out].score = -sqlite3_column_double(st, 1); /* bm25 is negative: more negative is better */
-        (*n_out)++;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+        if (sc) sqlite3_bind_pointer(st, 3, sc, "cq_bm25_scan", NULL);
+        if (lo <= hi) {
+            sqlite3_bind_int64(st, 4, lo);
+            sqlite3_bind_int64(st, 5, hi);
+        }
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n_out < limit) {
+            out[*n_out].id = sqlite3_column_int64(st, 0);
+            out[*n_out].score = -sqlite3_column_double(st, 1); /* bm25 is negative: more negative is better */
+            (*n_out)++;
+        }
     }
     sqlite3_finalize(st);
     free(match);

@@ -15,7 +15,7 @@
 #include "db/dialect.h"
 #include "store/store_internal.h"
 
-/* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
+/* clauses.kind (reader/reader.h's cq_clause_kind; store/ does not include reader/) */
 #define KIND_ARTICLE 1
 #define KIND_PARAGRAPH 3
 

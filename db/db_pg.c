@@ -420,18 +420,13 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     cq_db_stmt *s;
     cq_status rc = pg_prepare(db, "", &s, err);
     if (rc) return rc;
-    pg_stmt *st = as_st(s);
-    if (!params_new(st, n_columns)) {
-        pg_finalize(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (!params_new(as_st(s), n_columns)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_strbuf sql = {0};
     cq_strbuf_printf(&sql, "COPY %s(%s) FROM STDIN", table, columns);
-    PGresult *r = PQexec(p->conn, sql.data ? sql.data : "");
-    cq_strbuf_free(&sql);
-    bool ready = PQresultStatus(r) == PGRES_COPY_IN;
-    if (!ready) rc = result_error(p, r, "bulk insert", err);
+    PGresult *r = rc ? NULL : PQexec(p->conn, sql.data ? sql.data : "");
+    if (!rc && PQresultStatus(r) != PGRES_COPY_IN) rc = result_error(p, r, "bulk insert", err);
     PQclear(r);
+    cq_strbuf_free(&sql);
     if (rc) pg_finalize(s);
     else *out = s;
     return rc;

@@ -386,12 +386,6 @@ static char *pass_match(const char *const *terms, size_t n_terms, scan *sc, work
     return match_of(terms, n_terms, w->use, all);
 }
 
-static cq_status pass(sqlite3 *db, int64_t kb_id, const char *const *terms, size_t n_terms, scan *sc, work *w,
-                      const unsigned char *all, int64_t lo, int64_t hi, size_t limit, cq_bm25_hit *out,
-                      size_t *n_out, cq_err *err) {
-    return run_scan(db, kb_id, pass_match(terms, n_terms, sc, w, all), sc, lo, hi, limit, out, n_out, err);
-}
-
 cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, int64_t lo, int64_t hi,
                       size_t limit, cq_bm25_hit *out, size_t *n_out, cq_bm25_trace *trace, cq_err *err) {
     *n_out = 0;
@@ -452,7 +446,13 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         break;
     }
     memset(w.use, 0, n_terms);
-    if (rc || !n_row) { /* an error, or no row holds any term */
+    /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
+    size_t n_live = 0;
+    for (size_t i = 0; i < n_terms; i++) {
+        w.live[i] = w.n_hit[i] > 0;
+        if (w.live[i]) w.by_rows[n_live++] = i;
+    }
+    if (rc || !n_row || !n_live) { /* an error, or no row holds any term */
         work_free(&w);
         return rc;
     }
@@ -463,17 +463,6 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         sc.doc_len = k->doc_len;
         sc.doc_len_first = k->doc_len_first;
         sc.doc_len_count = k->doc_len_count;
-    }
-
-    /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
-    size_t n_live = 0;
-    for (size_t i = 0; i < n_terms; i++) {
-        w.live[i] = w.n_hit[i] > 0;
-        if (w.live[i]) w.by_rows[n_live++] = i;
-    }
-    if (!n_live) { /* no row holds any term */
-        work_free(&w);
-        return CQ_OK;
     }
     t_sort_rows = w.n_hit;
     qsort(w.by_rows, n_live, sizeof *w.by_rows, cmp_rows);
@@ -489,7 +478,7 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         /* first pass: the rarest terms' rows (few), scored in full; their limit-th best, theta, is at most the final
          * limit-th best */
         for (size_t i = 0; i < n_first; i++) w.use[w.by_rows[i]] = 1;
-        rc = pass(db, kb_id, terms, n_terms, &sc, &w, w.live, lo, hi, limit, out, n_out, err);
+        rc = run_scan(db, kb_id, pass_match(terms, n_terms, &sc, &w, w.live), &sc, lo, hi, limit, out, n_out, err);
         const double theta = !rc && *n_out == limit ? out[limit - 1].score : 0.0;
         /* the most frequent terms while their bounds idf (k1 + 1) add up to less than theta: a row with none of the
          * other terms scores less than theta, and is not visited */
@@ -509,7 +498,9 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
     } else {
         memcpy(w.use, w.live, n_terms);
     }
-    if (!rc) rc = pass(db, kb_id, terms, n_terms, &sc, &w, n_pruned ? w.live : NULL, lo, hi, limit, out, n_out, err);
+    if (!rc)
+        rc = run_scan(db, kb_id, pass_match(terms, n_terms, &sc, &w, n_pruned ? w.live : NULL), &sc, lo, hi, limit, out,
+                      n_out, err);
     if (k && !k->doc_len && !k->doc_len_failed && (k->lookups += sc.lookups) > k->n_row / 8) load_doc_len(s, k);
     if (trace) {
         trace->kept_lengths = sc.doc_len != NULL;

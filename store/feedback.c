@@ -152,18 +152,14 @@ cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq
     return cq_db_end(db, own, rc, err);
 }
 
-/* A row of cq_store_quality_days' statement. */
+/* A row of cq_store_quality_days' statement: KB, day, then the counts in this order. */
 static bool day_read(cq_db_stmt *st, void *elem) {
     cq_quality_day *d = elem;
+    int64_t *const counts[] = {&d->answers,       &d->abstentions, &d->fallbacks,  &d->low_confidence,
+                               &d->cited_deleted, &d->thumbs_up,   &d->thumbs_down};
     cq_db_col_copy(st, 0, d->kb, sizeof d->kb);
     cq_db_col_copy(st, 1, d->day, sizeof d->day);
-    d->answers = cq_db_col_int(st, 2);
-    d->abstentions = cq_db_col_int(st, 3);
-    d->fallbacks = cq_db_col_int(st, 4);
-    d->low_confidence = cq_db_col_int(st, 5);
-    d->cited_deleted = cq_db_col_int(st, 6);
-    d->thumbs_up = cq_db_col_int(st, 7);
-    d->thumbs_down = cq_db_col_int(st, 8);
+    for (int i = 0; i < (int)(sizeof counts / sizeof counts[0]); i++) *counts[i] = cq_db_col_int(st, 2 + i);
     return true;
 }
 

@@ -413,7 +413,7 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         size_t n_unknown = 0;
         for (size_t i = 0; i < n_terms; i++) {
             const long e = k ? cq_strmap_find(&k->terms, terms[i], strlen(terms[i]), false) : -1;
-            w.use[i] = e < 0; /* counted below */
+            w.use[i] = e < 0; /* not kept: its rows are counted below */
             if (e >= 0) w.n_hit[i] = k->term_hits[e];
             else n_unknown++;
         }

@@ -136,13 +136,10 @@ cq_status cq_db_runv(cq_db *db, const char *what, int64_t *changed, cq_err *err,
     cq_db_stmt *st;
     if (changed) *changed = 0;
     cq_status rc = queryv(db, what, &st, err, sql, kinds, ap);
-    if (rc) return rc;
-    int step;
-    while ((step = cq_db_step(st, what, err)) == CQ_DB_ROW) {}
+    while (cq_db_next(st, what, &rc, err)) {}
     cq_db_finalize(st);
-    if (step < 0) return err ? err->code : CQ_ERR_DB;
-    if (changed) *changed = cq_db_changes(db);
-    return CQ_OK;
+    if (!rc && changed) *changed = cq_db_changes(db);
+    return rc;
 }
 
 cq_status cq_db_query(cq_db *db, const char *what, cq_db_stmt **st, cq_err *err, const char *sql, const char *kinds,

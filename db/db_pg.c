@@ -90,6 +90,11 @@ static void quiet_notice(void *arg, const char *message) {
     (void)arg, (void)message; /* "relation already exists, skipping" and the like */
 }
 
+static void pg_close(cq_db *db) {
+    PQfinish(as_pg(db)->conn);
+    free(db);
+}
+
 cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
     *out = NULL;
     pg_db *db = calloc(1, sizeof *db);
@@ -101,18 +106,12 @@ cq_status cq_db_pg_open(const char *conninfo, cq_db **out, cq_err *err) {
     db->base.drv = &cq_db_pg_driver;
     if (PQstatus(db->conn) != CONNECTION_OK) {
         cq_status rc = pg_error_code(&db->base, err, CQ_ERR_DB, "cannot connect to PostgreSQL");
-        PQfinish(db->conn);
-        free(db);
+        pg_close(&db->base);
         return rc;
     }
     PQsetNoticeProcessor(db->conn, quiet_notice, NULL);
     *out = &db->base;
     return CQ_OK;
-}
-
-static void pg_close(cq_db *db) {
-    PQfinish(as_pg(db)->conn);
-    free(db);
 }
 
 /* Has the server closed this idle connection? A closed socket is readable and reads end-of-file; anything else
@@ -421,18 +420,13 @@ static cq_status pg_bulk_begin(cq_db *db, const char *table, const char *columns
     cq_db_stmt *s;
     cq_status rc = pg_prepare(db, "", &s, err);
     if (rc) return rc;
-    pg_stmt *st = as_st(s);
-    if (!params_new(st, n_columns)) {
-        pg_finalize(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
+    if (!params_new(as_st(s), n_columns)) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     cq_strbuf sql = {0};
     cq_strbuf_printf(&sql, "COPY %s(%s) FROM STDIN", table, columns);
-    PGresult *r = PQexec(p->conn, sql.data ? sql.data : "");
-    cq_strbuf_free(&sql);
-    bool ready = PQresultStatus(r) == PGRES_COPY_IN;
-    if (!ready) rc = result_error(p, r, "bulk insert", err);
+    PGresult *r = rc ? NULL : PQexec(p->conn, sql.data ? sql.data : "");
+    if (!rc && PQresultStatus(r) != PGRES_COPY_IN) rc = result_error(p, r, "bulk insert", err);
     PQclear(r);
+    cq_strbuf_free(&sql);
     if (rc) pg_finalize(s);
     else *out = s;
     return rc;

@@ -28,6 +28,11 @@ static cq_status lite_error(cq_db *db, cq_err *err, const char *what) {
     return cq_err_set(err, rc, "%s: %s", what, sqlite3_errmsg(c));
 }
 
+static void lite_close(cq_db *db) {
+    sqlite3_close(conn_of(db));
+    free(db);
+}
+
 cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err) {
     *out = NULL;
     lite_db *db = calloc(1, sizeof *db);
@@ -41,8 +46,7 @@ cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err) {
         SQLITE_OK) {
         cq_err_set(err, CQ_ERR_DB, "cannot open database %s: %s", path,
                    db->conn ? sqlite3_errmsg(db->conn) : "out of memory");
-        sqlite3_close(db->conn);
-        free(db);
+        lite_close(&db->base);
         return CQ_ERR_DB;
     }
     sqlite3_busy_timeout(db->conn, CQ_DB_BUSY_TIMEOUT_MS);
@@ -58,11 +62,6 @@ cq_status cq_db_sqlite_open(const char *path, cq_db **out, cq_err *err) {
 }
 
 sqlite3 *cq_db_sqlite(cq_db *db) { return db && db->drv == &cq_db_sqlite_driver ? conn_of(db) : NULL; }
-
-static void lite_close(cq_db *db) {
-    sqlite3_close(conn_of(db));
-    free(db);
-}
 
 static cq_status lite_exec(cq_db *db, const char *sql, cq_err *err) {
     char *msg = NULL;

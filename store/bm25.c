@@ -8,6 +8,7 @@
 
 #include "core/grow.h"
 #include "core/strbuf.h"
+#include "db/db.h"
 #include "store/fts_cjk.h"
 #include "store/strmap.h"
 #include "store/store_internal.h"
@@ -155,25 +156,19 @@ void cq_bm25_cache_free(void *p) {
     free(c);
 }
 
-static sqlite3_int64 data_version(sqlite3 *db) {
-    sqlite3_stmt *st;
-    sqlite3_int64 v = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK) return -1;
-    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* The KB's entry, emptied when the database changed since the last search; NULL when out of memory (no cache). */
 static kb_cache *cache_for(cq_store *s, int64_t kb_id) {
     void **slot = cq_store_bm25_slot(s);
     bm25_cache *c = *slot;
     if (!c && !(c = *slot = calloc(1, sizeof *c))) return NULL;
-    sqlite3 *db = cq_store_db(s);
-    const sqlite3_int64 dv = data_version(db), tc = sqlite3_total_changes64(db);
+    int64_t dv;
+    cq_err ignored = {0};
+    if (cq_db_int(cq_store_conn(s), "bm25", &dv, &ignored, "PRAGMA data_version", "")) dv = -1;
+    const sqlite3_int64 tc = sqlite3_total_changes64(cq_store_db(s));
     if (dv < 0 || dv != c->data_version || tc != c->total_changes) {
         for (int i = 0; i < CACHE_KBS; i++) kb_cache_clear(&c->kb[i]);
-        c->data_version = dv, c->total_changes = tc;
+        c->data_version = dv;
+        c->total_changes = tc;
         if (dv < 0) return NULL;
     }
     for (int i = 0; i < CACHE_KBS; i++)
@@ -209,34 +204,35 @@ static int read_varint(const unsigned char *p, int n, int *at, uint64_t *v) {
 
 /* Every row's length from the FTS table's docsize records; kept only when they add up to FTS5's own row and token
  * counts (else the lookups go on). */
-static void load_doc_len(sqlite3 *db, kb_cache *k) {
+static void load_doc_len(cq_store *s, kb_cache *k) {
     char sql[160];
-    sqlite3_stmt *st;
-    snprintf(sql, sizeof sql, "SELECT min(id), max(id) FROM " CQ_FTS_TABLE_FMT "_docsize", (long long)k->kb_id);
-    int64_t first = 0, last = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        first = sqlite3_column_int64(st, 0);
-        last = sqlite3_column_int64(st, 1);
-    }
-    sqlite3_finalize(st);
+    snprintf(sql, sizeof sql, "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM " CQ_FTS_TABLE_FMT "_docsize",
+             (long long)k->kb_id);
+    int64_t range[2]; /* none: 1, 0 */
+    cq_err ignored = {0};
     k->doc_len_failed = 1;
+    if (cq_db_ints(cq_store_conn(s), "bm25", range, 2, &ignored, sql, "")) return;
+    const int64_t first = range[0], last = range[1];
     if (last < first || last - first >= 64 * (k->n_row + 1024)) return; /* sparse: not worth an array */
     int32_t *len = malloc((size_t)(last - first + 1) * sizeof *len);
     if (!len) return;
     for (int64_t i = 0; i <= last - first; i++) len[i] = -1;
     snprintf(sql, sizeof sql, "SELECT id, sz FROM " CQ_FTS_TABLE_FMT "_docsize", (long long)k->kb_id);
     sqlite3_int64 rows = 0, tokens = 0;
-    int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+    sqlite3_stmt *st;
+    int ok = sqlite3_prepare_v2(cq_store_db(s), sql, -1, &st, NULL) == SQLITE_OK;
     while (ok && sqlite3_step(st) == SQLITE_ROW) {
         const int64_t id = sqlite3_column_int64(st, 0);
         const unsigned char *p = sqlite3_column_blob(st, 1);
         const int n = sqlite3_column_bytes(st, 1);
         uint64_t sum = 0, v;
         int at = 0, cols = 0;
-        while (at < n && read_varint(p, n, &at, &v)) sum += v, cols++;
+        for (; at < n && read_varint(p, n, &at, &v); cols++) sum += v;
         ok = id >= first && id <= last && cols == CQ_BM25_N_COLUMNS && sum <= INT32_MAX;
-        if (ok) len[id - first] = (int32_t)sum, rows++, tokens += (sqlite3_int64)sum;
+        if (!ok) break;
+        len[id - first] = (int32_t)sum;
+        rows++;
+        tokens += (sqlite3_int64)sum;
     }
     sqlite3_finalize(st);
     if (!ok || rows != k->n_row || tokens != k->n_tok) {
@@ -298,24 +294,22 @@ static cq_status run_scan(sqlite3 *db, int64_t kb_id, char *match, scan *sc, int
              "SELECT rowid, %s AS r FROM " CQ_FTS_TABLE_FMT " WHERE " CQ_FTS_TABLE_FMT
              " MATCH ?1 %s ORDER BY r LIMIT ?2",
              fn, (long long)kb_id, (long long)kb_id, lo <= hi ? "AND rowid BETWEEN ?4 AND ?5" : "");
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        free(match);
-        return cq_err_set(err, CQ_ERR_DB, "bm25: %s", sqlite3_errmsg(db));
-    }
-    sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-    if (sc) sqlite3_bind_pointer(st, 3, sc, "cq_bm25_scan", NULL);
-    if (lo <= hi) {
-        sqlite3_bind_int64(st, 4, lo);
-        sqlite3_bind_int64(st, 5, hi);
-    }
-    int rc;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     *n_out = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n_out < limit) {
-        out[*n_out].id = sqlite3_column_int64(st, 0);
-        out[*n_out].score = -sqlite3_column_double(st, 1); /* bm25 is negative: more negative is better */
-        (*n_out)++;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+        if (sc) sqlite3_bind_pointer(st, 3, sc, "cq_bm25_scan", NULL);
+        if (lo <= hi) {
+            sqlite3_bind_int64(st, 4, lo);
+            sqlite3_bind_int64(st, 5, hi);
+        }
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n_out < limit) {
+            out[*n_out].id = sqlite3_column_int64(st, 0);
+            out[*n_out].score = -sqlite3_column_double(st, 1); /* bm25 is negative: more negative is better */
+            (*n_out)++;
+        }
     }
     sqlite3_finalize(st);
     free(match);
@@ -392,12 +386,6 @@ static char *pass_match(const char *const *terms, size_t n_terms, scan *sc, work
     return match_of(terms, n_terms, w->use, all);
 }
 
-static cq_status pass(sqlite3 *db, int64_t kb_id, const char *const *terms, size_t n_terms, scan *sc, work *w,
-                      const unsigned char *all, int64_t lo, int64_t hi, size_t limit, cq_bm25_hit *out,
-                      size_t *n_out, cq_err *err) {
-    return run_scan(db, kb_id, pass_match(terms, n_terms, sc, w, all), sc, lo, hi, limit, out, n_out, err);
-}
-
 cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms, int64_t lo, int64_t hi,
                       size_t limit, cq_bm25_hit *out, size_t *n_out, cq_bm25_trace *trace, cq_err *err) {
     *n_out = 0;
@@ -425,10 +413,12 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         size_t n_unknown = 0;
         for (size_t i = 0; i < n_terms; i++) {
             const long e = k ? cq_strmap_find(&k->terms, terms[i], strlen(terms[i]), false) : -1;
-            if (e >= 0) w.n_hit[i] = k->term_hits[e], w.use[i] = 0;
-            else w.use[i] = 1, n_unknown++;
+            w.use[i] = e < 0; /* not kept: its rows are counted below */
+            if (e >= 0) w.n_hit[i] = k->term_hits[e];
+            else n_unknown++;
         }
-        n_row = k ? k->n_row : 0, n_tok = k ? k->n_tok : 0;
+        n_row = k ? k->n_row : 0;
+        n_tok = k ? k->n_tok : 0;
         if (!n_unknown) break;
         stats_request req = {n_unknown, w.stat_hit, 0, 0, 0};
         rc = term_stats(db, kb_id, terms, n_terms, w.use, &req, err);
@@ -440,8 +430,14 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
             k->kb_id = id;
             continue;
         }
-        if (req.done) n_row = req.n_row, n_tok = req.n_tok;
-        if (k && req.done) k->n_row = n_row, k->n_tok = n_tok;
+        if (req.done) {
+            n_row = req.n_row;
+            n_tok = req.n_tok;
+        }
+        if (k) { /* the counts kept (the same ones when none were made) */
+            k->n_row = n_row;
+            k->n_tok = n_tok;
+        }
         for (size_t i = 0, j = 0; i < n_terms; i++) {
             if (!w.use[i]) continue;
             w.n_hit[i] = req.done ? req.n_hit[j++] : 0;
@@ -450,7 +446,13 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         break;
     }
     memset(w.use, 0, n_terms);
-    if (rc || !n_row) { /* an error, or no row holds any term */
+    /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
+    size_t n_live = 0;
+    for (size_t i = 0; i < n_terms; i++) {
+        w.live[i] = w.n_hit[i] > 0;
+        if (w.live[i]) w.by_rows[n_live++] = i;
+    }
+    if (rc || !n_row || !n_live) { /* an error, or no row holds any term */
         work_free(&w);
         return rc;
     }
@@ -461,15 +463,6 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         sc.doc_len = k->doc_len;
         sc.doc_len_first = k->doc_len_first;
         sc.doc_len_count = k->doc_len_count;
-    }
-
-    /* terms by their rows, rarest first; a term in no row is left out of every MATCH (it would add +0.0) */
-    size_t n_live = 0;
-    for (size_t i = 0; i < n_terms; i++)
-        if (w.n_hit[i] > 0) w.by_rows[n_live++] = i, w.live[i] = 1;
-    if (!n_live) { /* no row holds any term */
-        work_free(&w);
-        return CQ_OK;
     }
     t_sort_rows = w.n_hit;
     qsort(w.by_rows, n_live, sizeof *w.by_rows, cmp_rows);
@@ -485,7 +478,7 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
         /* first pass: the rarest terms' rows (few), scored in full; their limit-th best, theta, is at most the final
          * limit-th best */
         for (size_t i = 0; i < n_first; i++) w.use[w.by_rows[i]] = 1;
-        rc = pass(db, kb_id, terms, n_terms, &sc, &w, w.live, lo, hi, limit, out, n_out, err);
+        rc = run_scan(db, kb_id, pass_match(terms, n_terms, &sc, &w, w.live), &sc, lo, hi, limit, out, n_out, err);
         const double theta = !rc && *n_out == limit ? out[limit - 1].score : 0.0;
         /* the most frequent terms while their bounds idf (k1 + 1) add up to less than theta: a row with none of the
          * other terms scores less than theta, and is not visited */
@@ -505,8 +498,10 @@ cq_status cq_bm25_top(cq_store *s, int64_t kb_id, const char *const *terms, size
     } else {
         memcpy(w.use, w.live, n_terms);
     }
-    if (!rc) rc = pass(db, kb_id, terms, n_terms, &sc, &w, n_pruned ? w.live : NULL, lo, hi, limit, out, n_out, err);
-    if (k && !k->doc_len && !k->doc_len_failed && (k->lookups += sc.lookups) > k->n_row / 8) load_doc_len(db, k);
+    if (!rc)
+        rc = run_scan(db, kb_id, pass_match(terms, n_terms, &sc, &w, n_pruned ? w.live : NULL), &sc, lo, hi, limit, out,
+                      n_out, err);
+    if (k && !k->doc_len && !k->doc_len_failed && (k->lookups += sc.lookups) > k->n_row / 8) load_doc_len(s, k);
     if (trace) {
         trace->kept_lengths = sc.doc_len != NULL;
         trace->passes = passes;

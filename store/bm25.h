@@ -11,7 +11,7 @@
  * expressions below are written in FTS5's order of operations, so the two stores agree to the last bit (the files
  * that use them are built with -ffp-contract=off: no fused multiply-add, whatever -march a build adds).
  *
- * The SQLite store's search (internal to index/): the best clauses for a query's terms OR-ed, ranked by FTS5's
+ * The SQLite store's search (internal to store/): the best clauses for a query's terms OR-ed, ranked by FTS5's
  * bm25() with the column weights title 2, path 1.5, body 1.
  *
  * cq_bm25_top returns what cq_bm25_top_reference returns — the same rows, the same scores bit for bit, in the same

@@ -119,12 +119,11 @@ cq_status cq_store_conversation_list_owned(cq_store *s, int64_t key_id, int64_t 
     return list(s, user_id ? 0 : key_id < 0 ? 0 : key_id, user_id, with_open, kb_id, limit, out, n, err);
 }
 
-/* A write of conversation id: NOT_FOUND when no row changed. */
+/* A write of conversation id (?1; text ?2 when kinds names it): NOT_FOUND when no row changed. */
 static cq_status change_one(cq_store *s, const char *what, int64_t id, cq_err *err, const char *sql, const char *kinds,
                             const char *text) {
     int64_t changed = 0;
-    cq_status rc = kinds[1] ? cq_db_run(cq_store_conn(s), what, &changed, err, sql, kinds, id, text)
-                            : cq_db_run(cq_store_conn(s), what, &changed, err, sql, kinds, id);
+    cq_status rc = cq_db_run(cq_store_conn(s), what, &changed, err, sql, kinds, id, text);
     if (rc) return rc;
     return changed ? CQ_OK : cq_err_set(err, CQ_ERR_NOT_FOUND, "no conversation %lld", (long long)id);
 }

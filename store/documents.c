@@ -214,15 +214,15 @@ cq_status cq_store_doc_finish(cq_store *s, int64_t doc_id, cq_doc_state state, c
 }
 
 cq_status cq_store_doc_delete(cq_store *s, int64_t doc_id, cq_err *err) {
-    cq_doc_info d;
-    cq_status rc = cq_store_doc_get(s, doc_id, &d, err);
-    if (rc) {
-        if (rc == CQ_ERR_NOT_FOUND) cq_store_keyword_doc_drop(s, 0, doc_id, NULL);
-        return rc;
-    }
-    int64_t kb_id = d.kb_id;
-    cq_doc_info_free(&d);
     cq_db *db = cq_store_conn(s);
+    int64_t kb_id;
+    cq_status rc =
+        cq_db_int(db, "find document", &kb_id, err, "SELECT kb_id FROM documents WHERE id = ?1", "i", doc_id);
+    if (rc == CQ_ERR_NOT_FOUND) {
+        cq_store_keyword_doc_drop(s, 0, doc_id, NULL);
+        return cq_err_set(err, rc, "no such document");
+    }
+    if (rc) return rc;
     bool own;
     rc = cq_db_begin_own(db, &own, err);
     if (rc) return rc;

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/grow.h"
 #include "core/utf8.h"
 #include "db/db.h"
 
@@ -132,19 +131,7 @@ cq_status cq_store_feedback_rated(cq_store *s, int64_t kb_id, cq_feedback **out,
 
 /* ---- the quality log ---- */
 
-static int cmp_id(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq_quality_answer *a, cq_err *err) {
-    int64_t *docs = NULL;
-    if (a->n_cited) {
-        docs = malloc(a->n_cited * sizeof *docs);
-        if (!docs) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        memcpy(docs, a->cited_docs, a->n_cited * sizeof *docs);
-        qsort(docs, a->n_cited, sizeof *docs, cmp_id);
-    }
     char day[11];
     cq_quality_day_of(at, day);
     bool low = !a->abstained && a->confidence < CQ_QUALITY_LOW_CONFIDENCE;
@@ -158,25 +145,22 @@ cq_status cq_store_quality_note(cq_store *s, int64_t kb_id, int64_t at, const cq
                        "confidence) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
                        "itiiiid", kb_id, day, at, (int64_t)a->abstained, (int64_t)(!a->abstained && a->fallback),
                        (int64_t)low, a->abstained ? 0.0 : a->confidence);
-    for (size_t i = 0; !rc && i < a->n_cited; i++) {
-        if (i && docs[i] == docs[i - 1]) continue;
-        rc = cq_db_run(db, "log answer", NULL, err, "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2)",
-                       "ii", id, docs[i]);
-    }
-    free(docs);
+    for (size_t i = 0; !rc && i < a->n_cited; i++) /* a document cited twice is one row */
+        rc = cq_db_run(db, "log answer", NULL, err,
+                       "INSERT INTO answer_log_docs(answer_id, doc_id) VALUES(?1, ?2) ON CONFLICT DO NOTHING", "ii", id,
+                       a->cited_docs[i]);
     return cq_db_end(db, own, rc, err);
 }
 
-/* The row of (kb, day) in *list, added when absent; NULL when out of memory. */
-static cq_quality_day *day_row(cq_quality_day **list, size_t *n, size_t *cap, const char *kb, const char *day) {
-    for (size_t i = 0; i < *n; i++)
-        if (!strcmp((*list)[i].kb, kb) && !strcmp((*list)[i].day, day)) return &(*list)[i];
-    if (!cq_grow((void **)list, cap, *n + 1, sizeof **list)) return NULL;
-    cq_quality_day *d = &(*list)[(*n)++];
-    memset(d, 0, sizeof *d);
-    snprintf(d->kb, sizeof d->kb, "%s", kb);
-    snprintf(d->day, sizeof d->day, "%s", day);
-    return d;
+/* A row of cq_store_quality_days' statement: KB, day, then the counts in this order. */
+static bool day_read(cq_db_stmt *st, void *elem) {
+    cq_quality_day *d = elem;
+    int64_t *const counts[] = {&d->answers,       &d->abstentions, &d->fallbacks,  &d->low_confidence,
+                               &d->cited_deleted, &d->thumbs_up,   &d->thumbs_down};
+    cq_db_col_copy(st, 0, d->kb, sizeof d->kb);
+    cq_db_col_copy(st, 1, d->day, sizeof d->day);
+    for (int i = 0; i < (int)(sizeof counts / sizeof counts[0]); i++) *counts[i] = cq_db_col_int(st, 2 + i);
+    return true;
 }
 
 static int cmp_day(const void *a, const void *b) {
@@ -187,55 +171,21 @@ static int cmp_day(const void *a, const void *b) {
 
 cq_status cq_store_quality_days(cq_store *s, int64_t kb_id, const char *since, cq_quality_day **out, size_t *n,
                                 cq_err *err) {
-    *out = NULL;
-    *n = 0;
-    static const char *const sql[2] = {
-        /* the answers of each day, and those whose cited documents are not all there any more */
-        "SELECT k.name, a.day, count(*), sum(a.abstained), sum(a.fallback), sum(a.low_confidence), "
-        "sum(CASE WHEN EXISTS (SELECT 1 FROM answer_log_docs d WHERE d.answer_id = a.id AND NOT EXISTS "
-        "(SELECT 1 FROM documents x WHERE x.id = d.doc_id)) THEN 1 ELSE 0 END) "
-        "FROM answer_log a JOIN kbs k ON k.id = a.kb_id WHERE a.day >= ?1 AND (?2 = 0 OR a.kb_id = ?2) "
-        "GROUP BY k.name, a.day",
-        /* the ratings given (last changed) each day */
-        "SELECT k.name, f.day, sum(CASE WHEN f.rating > 0 THEN 1 ELSE 0 END), "
-        "sum(CASE WHEN f.rating < 0 THEN 1 ELSE 0 END) FROM turn_feedback f JOIN kbs k ON k.id = f.kb_id "
-        "WHERE f.day >= ?1 AND (?2 = 0 OR f.kb_id = ?2) GROUP BY k.name, f.day",
-    };
-    cq_quality_day *list = NULL;
-    size_t count = 0, cap = 0;
-    cq_status rc = CQ_OK;
-    for (int q = 0; q < 2 && !rc; q++) {
-        cq_db_stmt *st;
-        if ((rc = cq_db_query(cq_store_conn(s), "quality", &st, err, sql[q], "ti", since, kb_id))) break;
-        while (cq_db_next(st, "quality", &rc, err)) {
-            char kb[128], day[16];
-            cq_db_col_copy(st, 0, kb, sizeof kb);
-            cq_db_col_copy(st, 1, day, sizeof day);
-            cq_quality_day *d = day_row(&list, &count, &cap, kb, day);
-            if (!d) {
-                rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if (q == 0) {
-                d->answers = cq_db_col_int(st, 2);
-                d->abstentions = cq_db_col_int(st, 3);
-                d->fallbacks = cq_db_col_int(st, 4);
-                d->low_confidence = cq_db_col_int(st, 5);
-                d->cited_deleted = cq_db_col_int(st, 6);
-            } else {
-                d->thumbs_up = cq_db_col_int(st, 2);
-                d->thumbs_down = cq_db_col_int(st, 3);
-            }
-        }
-        cq_db_finalize(st);
-    }
-    if (!rc && count) qsort(list, count, sizeof *list, cmp_day);
-    if (rc) {
-        free(list);
-    } else {
-        *out = list;
-        *n = count;
-    }
+    /* Per KB and day, in one statement: the answers (and those whose cited documents are not all there any more)
+     * and the ratings given (last changed). Ordered here: KB names as bytes on both stores. */
+    cq_status rc = cq_db_list(
+        cq_store_conn(s), "quality", sizeof **out, day_read, NULL, (void **)out, n, err,
+        "SELECT name, day, sum(answers), sum(abstained), sum(fallback), sum(low_confidence), sum(cited_deleted), "
+        "sum(up), sum(down) FROM (SELECT k.name AS name, a.day AS day, 1 AS answers, a.abstained AS abstained, "
+        "a.fallback AS fallback, a.low_confidence AS low_confidence, CASE WHEN EXISTS (SELECT 1 FROM "
+        "answer_log_docs d WHERE d.answer_id = a.id AND NOT EXISTS (SELECT 1 FROM documents x WHERE x.id = d.doc_id)) "
+        "THEN 1 ELSE 0 END AS cited_deleted, 0 AS up, 0 AS down FROM answer_log a JOIN kbs k ON k.id = a.kb_id "
+        "WHERE a.day >= ?1 AND (?2 = 0 OR a.kb_id = ?2) "
+        "UNION ALL SELECT k.name, f.day, 0, 0, 0, 0, 0, CASE WHEN f.rating > 0 THEN 1 ELSE 0 END, "
+        "CASE WHEN f.rating < 0 THEN 1 ELSE 0 END FROM turn_feedback f JOIN kbs k ON k.id = f.kb_id "
+        "WHERE f.day >= ?1 AND (?2 = 0 OR f.kb_id = ?2)) q GROUP BY name, day",
+        "ti", since, kb_id);
+    if (!rc && *n) qsort(*out, *n, sizeof **out, cmp_day);
     return rc;
 }
 

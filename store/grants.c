@@ -48,9 +48,6 @@ cq_status cq_grants_check(cq_key_role role, const char *kbs, const char *what, c
     if (!kbs || !*kbs)
         return cq_err_set(err, CQ_ERR_INVALID, "a %s %s needs a KB (one or more names, or * for every KB)",
                           cq_key_role_name(role), what);
-    if (strlen(kbs) >= CQ_GRANT_BYTES)
-        return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases for one %s (at most %d)", what,
-                          CQ_GRANT_MAX_KBS);
     if (!strcmp(kbs, "*")) {
         if (norm) snprintf(norm, CQ_GRANT_BYTES, "*");
         return CQ_OK;
@@ -58,7 +55,7 @@ cq_status cq_grants_check(cq_key_role role, const char *kbs, const char *what, c
     char buf[CQ_GRANT_BYTES];
     const char *names[CQ_GRANT_MAX_KBS];
     size_t n;
-    if (!split(kbs, buf, names, &n))
+    if (strlen(kbs) >= CQ_GRANT_BYTES || !split(kbs, buf, names, &n))
         return cq_err_set(err, CQ_ERR_INVALID, "too many knowledge bases for one %s (at most %d)", what,
                           CQ_GRANT_MAX_KBS);
     if (n == 0) return cq_err_set(err, CQ_ERR_INVALID, "a %s needs a KB name", what);

@@ -65,31 +65,21 @@ static bool key_from_row(cq_db_stmt *st, void *elem) {
 
 cq_status cq_store_key_create(cq_store *s, const char *name, cq_key_role role, const char *kb,
                               char secret[CQ_KEY_SECRET_BYTES], cq_key_info *info, cq_err *err) {
-    cq_db *db = cq_store_conn(s);
     char hash[65], prefix[CQ_KEY_PREFIX_CHARS + 1], grant[CQ_GRANT_BYTES];
     if (cq_grants_check(role, kb, "key", grant, err)) return err->code;
     if (!name || !*name) name = cq_key_role_name(role);
     if (strlen(name) >= sizeof((cq_key_info *)0)->name)
         return cq_err_set(err, CQ_ERR_INVALID, "key name too long (at most 63 bytes)");
-    cq_status rc = cq_secret_new(secret, CQ_KEY_SECRET_BYTES, "cq_", hash, err);
-    if (rc) return rc;
+    if (cq_secret_new(secret, CQ_KEY_SECRET_BYTES, "cq_", hash, err)) return err->code;
     snprintf(prefix, sizeof prefix, "%.*s", CQ_KEY_PREFIX_CHARS, secret);
-    int64_t now = (int64_t)time(NULL), id = 0;
     /* The key, its KBs and "authentication is required" come together, or nothing does. */
-    bool own;
-    rc = cq_db_begin_own(db, &own, err);
-    if (!rc) rc = cq_store_auth_set_required(s, true, err);
-    if (!rc)
-        rc = cq_db_int(db, "create key", &id, err,
-                       "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-                       "ttttti", name, prefix, hash, cq_key_role_name(role), grant[0] ? grant : NULL, now);
-    if (!rc) rc = cq_grants_write(db, "key", id, grant, err);
-    rc = cq_db_end(db, own, rc, err);
-    if (!rc && info) {
-        cq_principal_set(&KEY, info, id, name, role, grant, now);
-        snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
-    }
+    int64_t now = (int64_t)time(NULL);
+    cq_status rc = cq_principal_insert(s, &KEY, name, role, grant, now, info, err,
+                                       "INSERT INTO api_keys(name, prefix, hash, role, kb, created_at) "
+                                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                                       "ttttti", name, prefix, hash, cq_key_role_name(role), grant[0] ? grant : NULL,
+                                       now);
+    if (!rc && info) snprintf(info->prefix, sizeof info->prefix, "%s", prefix);
     return rc;
 }
 

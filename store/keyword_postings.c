@@ -223,19 +223,17 @@ static int phrase_token(void *ctx, const char *tok, size_t len, size_t start, si
 cq_status cq_keyword_search_new(const char *const *terms, size_t n_terms, cq_keyword_search **out, cq_err *err) {
     *out = NULL;
     cq_keyword_search *s = calloc(1, sizeof *s);
-    if (!s || !(s->phrases = calloc(n_terms ? n_terms : 1, sizeof *s->phrases))) {
-        free(s);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n_terms; i++) {
+    bool failed = !s || !(s->phrases = calloc(n_terms ? n_terms : 1, sizeof *s->phrases));
+    for (size_t i = 0; !failed && i < n_terms; i++) {
         phrase_ctx x = {&s->phrases[s->n_phrases], &s->tokens, false};
         cq_fts_cjk_tokenize(terms[i], strlen(terms[i]), CQ_FTS_CJK_QUERY, phrase_token, &x);
-        if (x.failed) {
-            s->n_phrases++;
-            cq_keyword_search_free(s);
-            return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        }
-        if (x.p->n) s->n_phrases++; /* a term without tokens matches nothing and adds nothing to a score */
+        failed = x.failed;
+        /* a term without tokens matches nothing and adds nothing to a score (a failed one is kept to be freed) */
+        if (x.p->n || failed) s->n_phrases++;
+    }
+    if (failed) {
+        cq_keyword_search_free(s);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     *out = s;
     return CQ_OK;

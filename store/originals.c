@@ -20,15 +20,11 @@ cq_status cq_store_original_put_file(cq_store *s, const char *sha256, const char
     FILE *fp = fopen(path, "rb");
     if (!fp) return cq_err_set(err, CQ_ERR_IO, "store original: cannot open %s: %s", path, strerror(errno));
     unsigned char *buf = malloc(CQ_STORE_ORIGINAL_PART_BYTES);
-    if (!buf) {
-        fclose(fp);
-        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-    }
     /* Content-addressed: whoever stored it first stored the same bytes. Part 0 goes first with ON CONFLICT DO
      * NOTHING: a node storing the same new content meanwhile holds that key until it commits (then nothing is
      * inserted here: the original is there) or rolls back (then this one stores it). An original of one part is
      * that one statement; a longer one needs a transaction, the caller's or its own. */
-    cq_status rc = CQ_OK;
+    cq_status rc = buf ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     bool own = false;
     cq_db_stmt *st = NULL;
     for (int part = 0; !rc; part++) {

@@ -576,6 +576,5 @@ cq_status cq_store_migrate(cq_db *db, cq_err *err) {
     cq_status rc = migrate_steps(db, target, err);
     cq_err ignored = {0};
     if (cq_db_exec(db, "PRAGMA foreign_keys=ON", rc ? &ignored : err) && !rc) rc = CQ_ERR_DB;
-    cq_err_clear(&ignored);
     return rc;
 }

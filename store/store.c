@@ -341,18 +341,8 @@ static cq_status postings_flush(cq_store *s, int64_t doc_id, cq_err *err) {
 
 /* ---- keyword search: BM25 through either index ---- */
 
-/* The rowid range of a document's clauses (they are inserted together, so their ids are consecutive). */
-static cq_status doc_rowid_range(cq_store *s, int64_t doc_id, int64_t *lo, int64_t *hi, cq_err *err) {
-    int64_t v[2]; /* none: 1, 0 (an empty range) */
-    cq_status rc = cq_db_ints(s->conn, "bm25", v, 2, err,
-                              "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM clauses WHERE doc_id = ?1", "i",
-                              doc_id);
-    *lo = rc ? 1 : v[0];
-    *hi = rc ? 0 : v[1];
-    return rc;
-}
-
-/* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn. */
+/* FTS5 (store/bm25.h): over the KB, or each document's rowid range in turn (a document's clauses are inserted
+ * together, so their ids are consecutive). */
 static cq_status fts5_bm25(cq_store *s, int64_t kb_id, const char *const *terms, size_t n_terms,
                            const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit *found, int64_t *doc_of,
                            size_t *n, cq_err *err) {
@@ -368,10 +358,13 @@ static cq_status fts5_bm25(cq_store *s, int64_t kb_id, const char *const *terms,
         return rc;
     }
     for (size_t i = 0; !rc && i < n_docs; i++) {
-        int64_t lo = 1, hi = 0;
+        int64_t range[2]; /* none: 1, 0 (empty) */
         size_t got = 0;
-        rc = doc_rowid_range(s, doc_ids[i], &lo, &hi, err);
-        if (!rc && lo <= hi) rc = cq_bm25_top(s, kb_id, terms, n_terms, lo, hi, want, found + *n, &got, NULL, err);
+        rc = cq_db_ints(s->conn, "bm25", range, 2, err,
+                        "SELECT coalesce(min(id), 1), coalesce(max(id), 0) FROM clauses WHERE doc_id = ?1", "i",
+                        doc_ids[i]);
+        if (!rc && range[0] <= range[1])
+            rc = cq_bm25_top(s, kb_id, terms, n_terms, range[0], range[1], want, found + *n, &got, NULL, err);
         for (size_t j = 0; j < got; j++) doc_of[*n + j] = doc_ids[i];
         *n += got;
     }

@@ -48,7 +48,7 @@ cq_status cq_store_open(const char *path, cq_store **out, cq_err *err);
  * name the store without it (db/db.h: cq_db_where_kind, cq_db_where_redact). */
 cq_status cq_store_open_uri(const char *where, cq_store **out, cq_err *err);
 void cq_store_close(cq_store *s);
-sqlite3 *cq_store_db(cq_store *s); /* for index/ modules that run their own queries; NULL on PostgreSQL */
+sqlite3 *cq_store_db(cq_store *s); /* for store/ modules that run their own queries; NULL on PostgreSQL */
 /* The store's connection through db/db.h, on either database: what the store/ modules write their SQL against. */
 typedef struct cq_db cq_db;
 cq_db *cq_store_conn(cq_store *s);

@@ -121,7 +121,7 @@ cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const c
     }
     if (rc == CQ_ERR_EXISTS) cq_err_set(err, rc, "a %s named '%s' exists already", l->subject, name);
     if (!rc) rc = cq_grants_write(db, l->subject, id, grant, err);
-    if (!rc && !strcmp(l->subject, "user")) rc = cq_store_auth_set_required(s, true, err);
+    if (!rc && strcmp(l->subject, "group")) rc = cq_store_auth_set_required(s, true, err); /* a key or a user */
     rc = cq_db_end(db, own, rc, err);
     if (!rc && info) cq_principal_set(l, info, id, name, role, grant, now);
     return rc;
@@ -234,6 +234,12 @@ cq_status cq_store_user_remove(cq_store *s, const char *name, cq_err *err) {
     return cq_principal_remove(s, "user", name, "DELETE FROM sessions WHERE user_id = ?1", err);
 }
 
+/* Ends the user's sessions at now. */
+static cq_status sign_out(cq_db *db, const char *what, int64_t user_id, int64_t now, cq_err *err) {
+    return cq_db_run(db, what, NULL, err, "UPDATE sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
+                     "ii", user_id, now);
+}
+
 cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *password, cq_err *err) {
     char hash[CQ_PASSWORD_HASH_BYTES];
     if (cq_password_check(password, err) || cq_password_hash(password, hash, err)) return err->code;
@@ -248,10 +254,7 @@ cq_status cq_store_user_passwd(cq_store *s, const char *name, const char *passwo
     if (!rc)
         rc = cq_db_run(db, "set password", NULL, err, "UPDATE users SET password_hash = ?2, updated_at = ?3 WHERE id = ?1",
                        "iti", u.id, hash, now);
-    /* whoever knew the old password is signed out */
-    if (!rc)
-        rc = cq_db_run(db, "set password", NULL, err,
-                       "UPDATE sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL", "ii", u.id, now);
+    if (!rc) rc = sign_out(db, "set password", u.id, now, err); /* whoever knew the old password */
     memset(hash, 0, sizeof hash);
     return cq_db_end(db, own, rc, err);
 }
@@ -283,12 +286,9 @@ cq_status cq_store_user_verify(cq_store *s, const char *name, const char *passwo
     if (rc && usable) verify_dummy(password); /* an unknown name costs what a wrong password costs */
     const bool ok = !rc && usable && cq_password_verify(hash, password);
     memset(hash, 0, sizeof hash);
-    if (!ok) {
-        memset(out, 0, sizeof *out);
-        return cq_err_set(err, CQ_ERR_NOT_FOUND, WRONG_LOGIN);
-    }
-    if (out->disabled_at) {
-        cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", out->name);
+    if (!ok) cq_err_set(err, CQ_ERR_NOT_FOUND, WRONG_LOGIN);
+    else if (out->disabled_at) cq_err_set(err, CQ_ERR_NOT_FOUND, "the account %s is disabled: ask an admin", out->name);
+    if (!ok || out->disabled_at) {
         memset(out, 0, sizeof *out);
         return CQ_ERR_NOT_FOUND;
     }
@@ -311,16 +311,13 @@ cq_status cq_store_user_disable(cq_store *s, const char *name, bool disabled, cq
     bool own;
     cq_status rc = cq_db_begin_own(db, &own, err);
     if (!rc) rc = user_find(db, name, &u, NULL, err);
-    if (!rc && disabled)
-        rc = cq_db_run(db, "disable user", NULL, err,
-                       "UPDATE users SET disabled_at = coalesce(disabled_at, ?2), updated_at = ?2 WHERE id = ?1", "ii",
-                       u.id, now);
-    if (!rc && disabled)
-        rc = cq_db_run(db, "disable user", NULL, err,
-                       "UPDATE sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL", "ii", u.id, now);
-    if (!rc && !disabled)
-        rc = cq_db_run(db, "enable user", NULL, err,
-                       "UPDATE users SET disabled_at = NULL, updated_at = ?2 WHERE id = ?1", "ii", u.id, now);
+    if (!rc)
+        rc = cq_db_run(db, disabled ? "disable user" : "enable user", NULL, err,
+                       disabled ? "UPDATE users SET disabled_at = coalesce(disabled_at, ?2), updated_at = ?2 "
+                                  "WHERE id = ?1"
+                                : "UPDATE users SET disabled_at = NULL, updated_at = ?2 WHERE id = ?1",
+                       "ii", u.id, now);
+    if (!rc && disabled) rc = sign_out(db, "disable user", u.id, now, err);
     return cq_db_end(db, own, rc, err);
 }
 

@@ -72,8 +72,8 @@ cq_status cq_principal_name_check(const char *name, const char *what, cq_err *er
 cq_status cq_principal_id(cq_db *db, const char *what, const char *name, int64_t *id, cq_err *err);
 /* Opens a transaction (*own: whether this call began it; close it with cq_db_end), then cq_principal_id. */
 cq_status cq_principal_begin(cq_db *db, const char *what, const char *name, int64_t *id, bool *own, cq_err *err);
-/* Adds a user or a group (l) in one transaction (or the caller's): sql, an INSERT … RETURNING id of values as
- * cq_db_run's, then its grant; a user, as a key, turns authentication on. info (may be NULL) gets what was made
+/* Adds a key, a user or a group (l) in one transaction (or the caller's): sql, an INSERT … RETURNING id of values as
+ * cq_db_run's, then its grant; a key or a user turns authentication on. info (may be NULL) gets what was made
  * (cq_principal_set). EXISTS ("a user named 'x' exists already") for a name taken; nothing changed on a failure. */
 cq_status cq_principal_insert(cq_store *s, const cq_principal_layout *l, const char *name, cq_key_role role,
                               const char *grant, int64_t now, void *info, cq_err *err, const char *sql,

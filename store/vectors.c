@@ -49,7 +49,6 @@ static cq_status store_rows(cq_db *db, int64_t kb_id, const char *model, int dim
         if (step < 0) {
             rc = e.code;
             if (err) *err = e;
-            else cq_err_clear(&e);
         }
     }
     cq_db_finalize(ins);

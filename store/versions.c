@@ -15,17 +15,19 @@
 #include "db/dialect.h"
 #include "store/store_internal.h"
 
-/* clauses.kind (reader/reader.h's cq_clause_kind; index/ does not include reader/) */
+/* clauses.kind (reader/reader.h's cq_clause_kind; store/ does not include reader/) */
 #define KIND_ARTICLE 1
 #define KIND_PARAGRAPH 3
 
 #define CQ_VERSION_HEADER_MAX_BYTES 6000 /* the header (preamble clauses) read for dates */
 #define CQ_VERSION_TAIL_CLAUSES 3        /* the last articles read for 施行 and 废止 */
 
-/* A KB's version rows with their keys (an empty key stands alone). */
+/* A KB's version rows with their keys (an empty key stands alone) and the day another document repeals their
+ * regulation (0: none). */
 typedef struct {
     char key[CQ_VERSION_KEY_MAX];
     cq_version_entry e;
+    cq_date repealed_by;
 } cq_version_keyed;
 
 const char *cq_version_state_name(cq_version_state s) {
@@ -181,31 +183,24 @@ typedef struct {
     int64_t kb_id, n_docs, max_id;
 } seen_kb;
 
-static bool kb_documents(cq_db *db, int64_t kb_id, int64_t *n, int64_t *max_id) {
-    cq_err ignored = {0};
-    int64_t v[2];
-    if (cq_db_ints(db, "versions: count documents", v, 2, &ignored,
-                   "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i", kb_id))
-        return false;
-    *n = v[0];
-    *max_id = v[1];
-    return true;
-}
-
 cq_status cq_versions_ensure(cq_store *s, int64_t kb_id, bool redo, size_t *n_analysed, cq_err *err) {
     if (n_analysed) *n_analysed = 0;
     seen_kb **slot = (seen_kb **)cq_store_versions_slot(s);
-    int64_t n_docs = -1, max_id = 0;
-    bool one_writer = cq_db_kind_of(cq_store_conn(s)) == CQ_DB_SQLITE;
-    if (!redo && one_writer && kb_documents(cq_store_conn(s), kb_id, &n_docs, &max_id) && *slot)
-        for (int i = 0; i < SEEN_KBS; i++)
-            if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == n_docs && (*slot)[i].max_id == max_id) return CQ_OK;
+    cq_db *db = cq_store_conn(s);
+    int64_t docs[2] = {0, 0}; /* the KB's documents: count, largest id */
+    cq_err ignored = {0};
+    const bool counted = !redo && cq_db_kind_of(db) == CQ_DB_SQLITE &&
+                         !cq_db_ints(db, "versions: count documents", docs, 2, &ignored,
+                                     "SELECT count(*), coalesce(max(id), 0) FROM documents WHERE kb_id = ?1", "i",
+                                     kb_id);
+    for (int i = 0; counted && *slot && i < SEEN_KBS; i++)
+        if ((*slot)[i].kb_id == kb_id && (*slot)[i].n_docs == docs[0] && (*slot)[i].max_id == docs[1]) return CQ_OK;
     cq_status rc = ensure(s, kb_id, redo, n_analysed, err);
-    if (!rc && n_docs >= 0 && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
+    if (!rc && counted && (*slot || (*slot = calloc(SEEN_KBS, sizeof **slot)))) {
         int k = 0; /* its entry, else a free one, else the first */
         for (int i = SEEN_KBS - 1; i >= 0; i--)
             if ((*slot)[i].kb_id == kb_id || (*slot)[i].kb_id == 0) k = i;
-        (*slot)[k] = (seen_kb){kb_id, n_docs, max_id};
+        (*slot)[k] = (seen_kb){kb_id, docs[0], docs[1]};
     }
     return rc;
 }
@@ -230,7 +225,7 @@ static int cmp_entry(const void *a, const void *b) {
 }
 
 /* The day each regulation of a KB is repealed by another document of the KB (from the day that document takes
- * effect): (key, day) rows. */
+ * effect): (key, day) rows, joined to the versions as `rep`. */
 #define REPEALS_SQL                                                                                                 \
     "SELECT r.key AS key, min(CASE WHEN v.effective > 0 THEN v.effective ELSE v.promulgated END) AS day "          \
     "FROM doc_repeals r "                                                                                           \
@@ -265,27 +260,23 @@ static cq_status load_group(cq_db *db, int64_t kb_id, const char *key, cq_versio
     memset(g, 0, sizeof *g);
     snprintf(g->key, sizeof g->key, "%s", key);
     cq_db_stmt *st;
-    /* one statement, one snapshot: the versions and the repeal that applies to them (a row without doc_id) */
+    /* one statement, one snapshot: the versions, each with the repeal that applies to them */
     if (cq_db_query(db, "versions: load group", &st, err,
-                    "SELECT " ENTRY_COLUMNS ", CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
-                    "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready' "
-                    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, day FROM (" REPEALS_SQL
-                    " AND r.key = ?2 GROUP BY r.key) rep",
+                    "SELECT " ENTRY_COLUMNS ", rep.day FROM doc_versions v JOIN documents d ON d.id = v.doc_id "
+                    "LEFT JOIN (" REPEALS_SQL " AND r.key = ?2 GROUP BY r.key) rep ON rep.key = v.key "
+                    "WHERE v.kb_id = ?1 AND v.key = ?2 AND d.status = 'ready'",
                     "it", kb_id, key))
         return err->code;
     size_t cap = 0;
     cq_date repealed = 0;
     cq_status rc = CQ_OK;
     while (cq_db_next(st, "versions: load group", &rc, err)) {
-        if (cq_db_col_null(st, 0)) {
-            repealed = (cq_date)cq_db_col_int(st, 7);
-            continue;
-        }
         if (!cq_grow((void **)&g->v, &cap, g->n + 1, sizeof *g->v)) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
         }
         read_entry(st, &g->v[g->n++]);
+        repealed = (cq_date)cq_db_col_int(st, 7);
     }
     cq_db_finalize(st);
     if (rc) cq_version_group_free(g);
@@ -498,10 +489,9 @@ static int cmp_status_doc(const void *a, const void *b) {
     return (x->doc_id > y->doc_id) - (x->doc_id < y->doc_id);
 }
 
-/* Every ready document's status on `on` from the KB's version rows (sorted in place) and the days regulations are
- * repealed by other documents (key, e.repealed), ordered by document id. */
-static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, const cq_version_keyed *rep,
-                                           size_t n_rep, cq_date on, cq_version_status **out, size_t *n, cq_err *err) {
+/* Every ready document's status on `on` from the KB's version rows (sorted in place), ordered by document id. */
+static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, cq_date on, cq_version_status **out,
+                                           size_t *n, cq_err *err) {
     *out = NULL;
     *n = 0;
     if (!nr) return CQ_OK;
@@ -516,10 +506,7 @@ static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, co
         for (; j < nr && !strcmp(rows[j].key, rows[i].key); j++) v[j - i] = rows[j].e;
         cq_version_group g = {.v = v, .n = j - i};
         snprintf(g.key, sizeof g.key, "%s", rows[i].key[0] == '#' ? "" : rows[i].key);
-        cq_date by = 0;
-        for (size_t r = 0; r < n_rep; r++)
-            if (!strcmp(rep[r].key, rows[i].key)) by = rep[r].e.repealed;
-        cq_version_group_finish(&g, by);
+        cq_version_group_finish(&g, rows[i].repealed_by);
         for (size_t k = 0; k < g.n; k++) cq_version_status_in(&g, g.v[k].doc_id, on, &(*out)[(*n)++]);
         i = j;
     }
@@ -533,40 +520,29 @@ static cq_status cq_versions_statuses_from(cq_version_keyed *rows, size_t nr, co
     return rc;
 }
 
+static bool keyed_read(cq_db_stmt *st, void *elem) {
+    cq_version_keyed *k = elem;
+    read_entry(st, &k->e);
+    cq_db_col_copy(st, 7, k->key, sizeof k->key);
+    k->repealed_by = (cq_date)cq_db_col_int(st, 8);
+    return true;
+}
+
 cq_status cq_versions_statuses(cq_store *s, int64_t kb_id, cq_date on, cq_version_status **out, size_t *n,
                                cq_err *err) {
     *out = NULL;
     *n = 0;
-    cq_db_stmt *st;
-    /* the versions and the cross-document repeals in one statement (one snapshot); repeal rows have no doc_id */
-    if (cq_db_query(cq_store_conn(s), "versions: load versions", &st, err,
-                    "SELECT " ENTRY_COLUMNS ", v.key, CAST(NULL AS INTEGER) FROM doc_versions v JOIN documents d "
-                    "ON d.id = v.doc_id WHERE v.kb_id = ?1 AND d.status = 'ready' "
-                    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, day FROM (" REPEALS_SQL
-                    " GROUP BY r.key) rep",
-                    "i", kb_id))
-        return err->code;
-    cq_version_keyed *rows = NULL, *rep = NULL;
-    size_t nr = 0, cap = 0, n_rep = 0, cap_rep = 0;
-    cq_status rc = CQ_OK;
-    while (cq_db_next(st, "versions: load versions", &rc, err)) {
-        bool is_repeal = cq_db_col_null(st, 0);
-        cq_version_keyed **list = is_repeal ? &rep : &rows;
-        size_t *count = is_repeal ? &n_rep : &nr;
-        if (!cq_grow((void **)list, is_repeal ? &cap_rep : &cap, *count + 1, sizeof **list)) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-            break;
-        }
-        cq_version_keyed *k = &(*list)[(*count)++];
-        memset(k, 0, sizeof *k);
-        if (is_repeal) k->e.repealed = (cq_date)cq_db_col_int(st, 8);
-        else read_entry(st, &k->e);
-        cq_db_col_copy(st, 7, k->key, sizeof k->key);
-    }
-    cq_db_finalize(st);
-    if (!rc) rc = cq_versions_statuses_from(rows, nr, rep, n_rep, on, out, n, err);
+    cq_version_keyed *rows;
+    size_t nr;
+    /* the versions and the cross-document repeals in one statement (one snapshot; an empty key stands alone) */
+    cq_status rc = cq_db_list(cq_store_conn(s), "versions: load versions", sizeof *rows, keyed_read, NULL,
+                              (void **)&rows, &nr, err,
+                              "SELECT " ENTRY_COLUMNS ", v.key, rep.day FROM doc_versions v JOIN documents d "
+                              "ON d.id = v.doc_id LEFT JOIN (" REPEALS_SQL " GROUP BY r.key) rep "
+                              "ON rep.key = v.key AND v.key <> '' WHERE v.kb_id = ?1 AND d.status = 'ready'",
+                              "i", kb_id);
+    if (!rc) rc = cq_versions_statuses_from(rows, nr, on, out, n, err);
     free(rows);
-    free(rep);
     return rc;
 }
 

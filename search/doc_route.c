@@ -334,7 +334,7 @@ cq_status cq_doc_route_apply(const cq_doc_route *r, cq_doc_route_cache *cache, c
     size_t nd = rc ? 0 : distinct(doc_of, n, docs); /* the candidates' documents, each once */
     if (!rc) rc = kb_doc_vectors(cache, s, kb_id, model, head, dim, &kb_ids, &kb_vecs, &kb_n, err);
     if (!rc) rc = vectors_of(s, model, dim, kb_ids, kb_vecs, kb_n, docs, nd, vecs, err);
-    if (!rc && !(routed = malloc((r->top < nd ? r->top : nd) * sizeof *routed + 1)))
+    if (!rc && !(routed = malloc(((r->top < nd ? r->top : nd) + 1) * sizeof *routed)))
         rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc) {
         size_t nr = cq_doc_route_top(vecs, docs, nd, dim, q, r->top, routed);

@@ -19,6 +19,16 @@ DEMO_PDF = os.path.join(SOURCE_DIR, 'data', 'demo', '劳动法(2018-12-29).pdf')
 DEMO_MD = os.path.join(SOURCE_DIR, 'data', 'demo', 'sample-services-agreement.md')
 
 
+def require_models(*names):
+    """Exit 77 (skipped) unless every file of names is in data/models (the model and adapter `make setup` fetches)."""
+    models = os.path.join(SOURCE_DIR, 'data', 'models')
+    for need in names:
+        if not os.path.exists(os.path.join(models, need)):
+            print(f'skipped: {need} is not in {models} (make setup)')
+            sys.exit(77)
+    return models
+
+
 class Checks:
     """Counts checks; a failure is reported and the test goes on."""
 

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_server import SOURCE_DIR, Checks  # noqa: E402
+from http_server import SOURCE_DIR, Checks, require_models  # noqa: E402
 
 MODELS = os.path.join(SOURCE_DIR, 'data', 'models')
 T = Checks('test_eval_reader_margin')
@@ -40,10 +40,7 @@ QUESTIONS = [
 
 def main():
     binary = os.path.abspath(sys.argv[1])
-    for need in ('gemma-3-270m-q4_k_m.gguf', os.path.join('answer', 'adapter.safetensors')):
-        if not os.path.exists(os.path.join(MODELS, need)):
-            print(f'skipped: {need} is not in {MODELS} (make setup)')
-            sys.exit(77)
+    require_models('gemma-3-270m-q4_k_m.gguf', os.path.join('answer', 'adapter.safetensors'))
     work = tempfile.mkdtemp(prefix='cq-margin-')
     try:
         suite = os.path.join(work, 'demo-suite')

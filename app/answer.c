@@ -239,6 +239,34 @@ static char *span_context(const char *text, const char *span) {
     return out;
 }
 
+/* A verdict on a question asking leave (可以…吗) where a clause the reader was shown forbids the act outright
+ * (cq_span_forbids): the answer is 否 whatever the reader said (the 270M reader says 是 to nearly every yes/no
+ * question, docs/EVAL.md), cited from the forbidding clause, with the forbidding sentence as the quote. */
+static void forbidden_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
+    for (size_t j = 0; j < out->hits.n; j++) {
+        const char *t = out->hits.hits[j].text;
+        cq_text_range s;
+        if (!t || !cq_span_forbids(q->text, t, strlen(t), &s)) continue;
+        char *no = strdup("否"), *said = strndup(t + s.start, s.end - s.start);
+        if (!no || !said) {
+            free(no);
+            free(said);
+            return;
+        }
+        if (strcmp(out->verdict, "no") != 0) {
+            free(out->notice);
+            out->notice = strdup("条文明确禁止此行为，回答依条文原文给出。");
+        }
+        free(*answer);
+        *answer = no;
+        *clause = j;
+        *quote = said;
+        out->verdict = "no";
+        out->forbidden = true;
+        return;
+    }
+}
+
 /* The best sentences of a clause for the question: the highest-scoring sentence, plus its neighbour when that
  * one also matches, in document order, at most MAX_QUOTE_CHARS characters. */
 static char *best_sentences(const char *text, char **terms, size_t n_terms) {
@@ -503,8 +531,10 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         if ((out->coverage >= o.min_coverage || trained) && o.decoder) {
             size_t clause = 0;
             generate(q, &o, out, &answer, &clause, &declined);
+            char *quote = NULL;
+            if (answer && out->verdict && zh) forbidden_verdict(q, out, &answer, &clause, &quote);
             if (answer && out->verdict) { /* the quote: the first clause's sentences that match the question best */
-                char *quote = best_sentences(out->hits.hits[clause].text, terms, n_terms);
+                if (!quote) quote = best_sentences(out->hits.hits[clause].text, terms, n_terms);
                 rc = quote ? cite(out, &out->hits.hits[clause], quote, err)
                            : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
                 free(quote);

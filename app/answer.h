@@ -58,6 +58,8 @@ typedef struct {
     double coverage;     /* share of the question's terms found in the cited text */
     bool generated;      /* the answer was written by the decoder */
     const char *verdict; /* "yes" / "no" when the answer is the trained model's verdict on a yes/no question */
+    bool forbidden;      /* the verdict is "no" because a clause forbids what the question asks leave for
+                          * (cq_span_forbids), whatever the reader said; its quote is the forbidding sentence */
     char *notice;        /* why a generated answer was not used (then the answer is extractive or an abstention),
                           * or NULL */
     char *context;       /* a generated span: the sentence of its clause around it (flattened; "…" marks where a

@@ -563,3 +563,157 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
     }
     return (cq_text_range){a, b};
 }
+
+/* ---- a question asking leave, a clause that forbids it -------------------------------------------------------- */
+
+/* Asking leave in a question; a longer word first where one holds another. */
+static const char *const ZH_PERMISSION[] = {
+    "可不可以", "能不能", "是否可以", "是否能够", "是否允许", "是否有权", "是否能", "可以", "可否", "能否", "能够",
+    "允许", "有权利", "有权", "准许",
+};
+/* Forbidding in a clause. 不能 / 不可 are as often "unable to" (不能胜任工作的) as "must not": a phrase that ends
+ * in 的 is a condition, not a forbidding, and the act's verb must follow the word (cq_span_forbids). */
+static const char *const ZH_PROHIBITION[] = {
+    "不得", "禁止", "严禁", "不准", "不允许", "不可以", "不可", "不能", "无权", "不应当", "不应",
+};
+
+static bool cjk(uint32_t cp) { return cp >= 0x3400 && cp <= 0x9FFF; }
+
+/* The distinct pairs of adjacent CJK characters of t[a, b) as byte offsets into t (at most max). */
+static size_t cjk_pairs(const char *t, size_t a, size_t b, size_t *at, size_t max) {
+    size_t n = 0, i = a;
+    while (i < b && n < max) {
+        size_t l1, l2;
+        uint32_t c1 = char_at(t, b, i, &l1);
+        uint32_t c2 = i + l1 < b ? char_at(t, b, i + l1, &l2) : 0;
+        if (cjk(c1) && cjk(c2)) {
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++) seen = !memcmp(t + at[k], t + i, l1 + l2);
+            if (!seen) at[n++] = i;
+        }
+        i += l1;
+    }
+    return n;
+}
+
+static size_t pair_len(const char *t, size_t n, size_t i) {
+    size_t l1, l2;
+    char_at(t, n, i, &l1);
+    char_at(t, n, i + l1, &l2);
+    return l1 + l2;
+}
+
+/* How many of the pairs (at, of q) occur in t[a, b). */
+static size_t pairs_in(const char *q, size_t qn, const size_t *at, size_t n_pairs, const char *t, size_t a, size_t b) {
+    size_t found = 0;
+    for (size_t k = 0; k < n_pairs; k++) {
+        const size_t l = pair_len(q, qn, at[k]);
+        if (b - a >= l && memmem(t + a, b - a, q + at[k], l)) found++;
+    }
+    return found;
+}
+
+/* The first word of words[] at t[i..n), or NULL. */
+static const char *word_at(const char *t, size_t n, size_t i, const char *const *words, size_t n_words) {
+    for (size_t w = 0; w < n_words; w++)
+        if (has_at(t, n, i, words[w])) return words[w];
+    return NULL;
+}
+
+#define MAX_ACT_PAIRS 64
+
+bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence) {
+    const size_t qn = strlen(question);
+    /* the question: [subject] permission-word act [吗/呢/？] */
+    size_t p = SIZE_MAX, act = 0;
+    for (size_t i = 0; i < qn && p == SIZE_MAX; i++) {
+        const char *w = word_at(question, qn, i, ZH_PERMISSION, COUNT(ZH_PERMISSION));
+        if (!w) continue;
+        /* 所有权, 享有权利, 拥有权: ownership, not leave */
+        if (i > 0 && !strncmp(w, "有权", 6)) {
+            size_t k = prev_char(question, i), l;
+            uint32_t c = char_at(question, qn, k, &l);
+            if (c == 0x6240 || c == 0x4EAB || c == 0x62E5 || c == 0x5177) continue; /* 所 享 拥 具 */
+        }
+        p = i, act = i + strlen(w);
+    }
+    if (p == SIZE_MAX) return false;
+    size_t act_end = act;
+    while (act_end < qn) {
+        size_t l;
+        uint32_t c = char_at(question, qn, act_end, &l);
+        if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
+        act_end += l;
+    }
+    /* a question that is itself negative (可以不交…吗, 是否不得…) is not asking leave */
+    for (size_t i = 0; i < qn; i++) /* (可不可以 holds 不可以: the permission word itself does not count) */
+        if ((i < p || i >= act) && word_at(question, qn, i, ZH_PROHIBITION, COUNT(ZH_PROHIBITION))) return false;
+    {
+        size_t l;
+        uint32_t c = char_at(question, qn, act, &l);
+        if (c == 0x4E0D || c == 0x672A || c == 0x6CA1 || c == 0x65E0 || c == 0x975E) return false; /* 不 未 没 无 非 */
+    }
+    size_t pa[MAX_ACT_PAIRS], ps[MAX_ACT_PAIRS];
+    const size_t n_act = cjk_pairs(question, act, act_end, pa, MAX_ACT_PAIRS);
+    if (n_act < 2) return false;
+    /* the subject: what comes before the permission word, 是否 and a leading comma's phrase left out */
+    size_t subj = 0;
+    for (size_t i = 0; i < p;) {
+        size_t l;
+        uint32_t c = char_at(question, qn, i, &l);
+        i += l;
+        if (phrase_mark(c)) subj = i;
+    }
+    size_t subj_end = p;
+    if (subj_end >= subj + 6 && !memcmp(question + subj_end - 6, "是否", 6)) subj_end -= 6;
+    const size_t n_subj = cjk_pairs(question, subj, subj_end, ps, MAX_ACT_PAIRS);
+
+    for (size_t i = 0; i < n;) {
+        const char *w = word_at(text, n, i, ZH_PROHIBITION, COUNT(ZH_PROHIBITION));
+        if (!w) {
+            size_t l;
+            char_at(text, n, i, &l);
+            i += l;
+            continue;
+        }
+        const size_t m = i, after = i + strlen(w);
+        i = after;
+        if (has_at(text, n, after, "不")) continue; /* 不得不: must */
+        /* what is forbidden: up to the end of its phrase (、 does not end it: 泄露、使用) */
+        size_t b = after;
+        while (b < n) {
+            size_t l;
+            uint32_t c = char_at(text, n, b, &l);
+            if (sentence_mark(c) || c == 0xFF0C || c == ',' || c == 0xFF1A || c == ':') break;
+            b += l;
+        }
+        if (b >= after + 3 && has_at(text, b, b - 3, "的")) continue; /* 不能胜任工作的，…: a condition */
+        /* the act's first pair (its verb: 扣押, 翻唱, 安排 …) and at least half of its pairs */
+        const size_t hit = pairs_in(question, qn, pa, n_act, text, after, b);
+        if (hit < 2 || 2 * hit < n_act || !pairs_in(question, qn, pa, 1, text, after, b)) continue;
+        /* whom: the phrase before the word; when it names someone, the question's subject must be among them */
+        size_t a = m;
+        while (a > 0) {
+            size_t k = prev_char(text, a), l;
+            uint32_t c = char_at(text, n, k, &l);
+            if (sentence_mark(c) || c == 0xFF0C || c == ',') break;
+            a = k;
+        }
+        if (has_at(text, m, a, "第")) { /* the clause's own label (第十五条 禁止…) names no one */
+            size_t k = a;
+            while (k < m && !blank(text[k])) k++;
+            while (k < m && blank(text[k])) k++;
+            if (k < m || (k == m && k > a)) a = k;
+        }
+        if (n_subj && cjk_pairs(text, a, m, (size_t[1]){0}, 1) && !memmem(text + a, m - a, "任何", 6) &&
+            !pairs_in(question, qn, ps, n_subj, text, a, m))
+            continue; /* 任何人 / 任何单位 不得: everyone */
+        /* a forbidding under a condition (…的，用人单位不得…) says nothing of the general case */
+        cq_text_range s = cq_span_sentence(text, n, m, b, 0, NULL, NULL);
+        if (s.start < m && (memmem(text + s.start, m - s.start, "的，", 6) || memmem(text + s.start, m - s.start, "的,", 4)))
+            continue;
+        if (sentence) *sentence = s;
+        return true;
+    }
+    return false;
+}

@@ -66,6 +66,7 @@ cJSON *cq_json_answer(const cq_answer *a) {
     cJSON_AddBoolToObject(o, "abstained", a->abstained);
     cJSON_AddBoolToObject(o, "generated", a->generated);
     if (a->verdict) cJSON_AddStringToObject(o, "verdict", a->verdict);
+    if (a->forbidden) cJSON_AddBoolToObject(o, "forbidden", true);
     if (a->notice) cJSON_AddStringToObject(o, "notice", a->notice);
     if (a->context) cJSON_AddStringToObject(o, "context", a->context);
     if (a->tokens_generated) cJSON_AddNumberToObject(o, "confidence", (double)(long long)(a->confidence * 1e4) / 1e4);

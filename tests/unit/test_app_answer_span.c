@@ -3,6 +3,7 @@
  * before a limit word); spans with nothing to keep are left alone; items (项) of clauses; the sentence around a
  * span. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -301,13 +302,75 @@ static void test_sentence(void **state) {
     assert_true(cb && ca);
 }
 
+/* cq_span_forbids: a question asking leave for an act the clause forbids outright. Every forbidding word of the
+ * list in the same clause templates (the labour-law cases of the demo KB); then what must not count as forbidding. */
+static bool forbids(const char *question, const char *clause, char *sentence, size_t cap) {
+    cq_text_range r = {0, 0};
+    const bool f = cq_span_forbids(question, clause, strlen(clause), &r);
+    if (sentence) snprintf(sentence, cap, "%.*s", (int)(r.end - r.start), clause + r.start);
+    return f;
+}
+
+static void test_forbids(void **state) {
+    (void)state;
+    static const char *const words[] = {"不得", "禁止", "严禁", "不准", "不允许", "不可以", "不可", "不能", "无权",
+                                        "不应当", "不应"};
+    static const char *const asks[] = {"用人单位可以扣押劳动者的身份证吗？", "用人单位能否扣押劳动者的身份证？",
+                                       "用人单位是否可以扣押劳动者的身份证", "用人单位有权扣押劳动者的身份证吗",
+                                       "用人单位可不可以扣押劳动者的身份证？"};
+    char clause[512], sentence[512];
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++)
+        for (size_t a = 0; a < sizeof asks / sizeof *asks; a++) {
+            snprintf(clause, sizeof clause, "第九条 用人单位招用劳动者，%s扣押劳动者的居民身份证和其他证件。另有规定。",
+                     words[w]);
+            if (!forbids(asks[a], clause, sentence, sizeof sentence)) fail_msg("%s | %s: not forbidden", asks[a], clause);
+            char want[256];
+            snprintf(want, sizeof want, "第九条 用人单位招用劳动者，%s扣押劳动者的居民身份证和其他证件。", words[w]);
+            assert_string_equal(sentence, want);
+        }
+    /* the subject named after the word, the label before it; everyone (任何单位) */
+    assert_true(forbids("用人单位是否可以招用未满十六周岁的未成年人？", "第十五条 禁止用人单位招用未满十六周岁的未成年人。",
+                        sentence, sizeof sentence));
+    assert_string_equal(sentence, "第十五条 禁止用人单位招用未满十六周岁的未成年人。");
+    assert_true(forbids("他人是否可以翻唱该歌曲？", "未经许可，任何单位和个人不得翻唱该歌曲。", NULL, 0));
+    /* a second forbidding in the sentence (收取财物 after 不得要求…) */
+    assert_true(forbids("用人单位可以向劳动者收取押金吗？",
+                        "用人单位招用劳动者，不得扣押劳动者的居民身份证，不得要求劳动者提供担保或者以其他名义向劳动者收取财物。",
+                        NULL, 0));
+
+    /* not forbidden: another verb (强迫 is forbidden, 安排 is not) */
+    assert_false(forbids("用人单位可以安排劳动者加班吗？", "用人单位不得强迫或者变相强迫劳动者加班。", NULL, 0));
+    /* someone else is forbidden */
+    assert_false(forbids("劳动者可以解除劳动合同吗？", "用人单位不得解除劳动合同。", NULL, 0));
+    /* only under a condition */
+    assert_false(forbids("用人单位可以解除劳动合同吗？",
+                         "劳动者有下列情形之一的，用人单位不得依照本法第四十条的规定解除劳动合同。", NULL, 0));
+    /* 不得不: must; 不能 … 的: a condition (unable to), not a forbidding */
+    assert_false(forbids("用人单位可以解除劳动合同吗？", "用人单位不得不解除劳动合同。", NULL, 0));
+    assert_false(forbids("劳动者可以胜任工作吗？", "劳动者不能胜任工作的，可以解除。", NULL, 0));
+    assert_true(forbids("松香类物质是否可以用于食品加工？", "鉴定意见：受鉴的物品的主要成分为松香类物质，不能用于食品加工。",
+                        NULL, 0));
+    /* the act must be in the forbidding word's own phrase */
+    assert_false(forbids("用人单位可以扣押劳动者的身份证吗？", "用人单位不得拖欠工资，扣押劳动者的身份证的，依法处罚。",
+                         NULL, 0));
+    /* no leave asked, or a negative question; ownership (所有权) is no leave */
+    assert_false(forbids("用人单位扣押劳动者的身份证吗？", "用人单位不得扣押劳动者的身份证。", NULL, 0));
+    assert_false(forbids("用人单位可以不扣押劳动者的身份证吗？", "用人单位不得扣押劳动者的身份证。", NULL, 0));
+    assert_false(forbids("是否不得扣押劳动者的身份证？", "用人单位不得扣押劳动者的身份证。", NULL, 0));
+    assert_false(forbids("房屋所有权证是否为伪造？", "任何人不得伪造房屋所有权证。", NULL, 0));
+    /* an act of a single pair says too little */
+    assert_false(forbids("可以加班吗？", "不得加班。", NULL, 0));
+    assert_false(forbids("", "用人单位不得扣押劳动者的身份证。", NULL, 0));
+    assert_false(forbids("用人单位可以扣押劳动者的身份证吗？", "", NULL, 0));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated_zh_before), cmocka_unit_test(test_generated_zh_after),
         cmocka_unit_test(test_generated_chu_wai),   cmocka_unit_test(test_generated_en_before),
         cmocka_unit_test(test_generated_en_after),  cmocka_unit_test(test_unchanged),
         cmocka_unit_test(test_issue_cases),         cmocka_unit_test(test_items),
-        cmocka_unit_test(test_sentence),
+        cmocka_unit_test(test_sentence),            cmocka_unit_test(test_forbids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@ adapter the tree holds): each is answered right or refused.
   the known limit of the 270M reader today — show the condition it is quoted under (逾期不支付, 第八十五条).
 - "公司的注册资本最低限额是多少？" (no company law in the KB): refused, or — the 270M reader's known limit, docs/EVAL.md —
   answered with a context that shows whose registered capital the clause is about (劳务派遣).
+- "用人单位可以扣押劳动者的身份证吗？": 否 from 劳动合同法 第九条 (不得扣押…), not the reader's 是 (docs/ANSWERS.md).
 
 Skipped (77) when the model or the adapter is not installed.
 
@@ -78,6 +79,17 @@ def main():
               f'context: {a.get("context")}')
         check('company capital: refused, or the context says whose capital it is', a.get('abstained')
               or '劳务派遣' in (a.get('context') or ''), a)
+
+        # a question asking leave for what a clause forbids: 否 from that clause, whatever the reader's verdict
+        # (the 270M said 是 here, its quote saying 不得扣押…); an act only a neighbour of forbids (安排 vs 强迫 加班) is not
+        a = ask(binary, data, '用人单位可以扣押劳动者的身份证吗？')
+        doc, clause = cited(a)
+        quote = ((a.get('citations') or [{}])[0].get('quote') or '')
+        check('ID card: 否 from 劳动合同法 第九条', a.get('answer') == '否' and a.get('verdict') == 'no'
+              and a.get('forbidden') is True and doc.startswith('劳动合同法') and clause == '第九条', a)
+        check('ID card: the forbidding sentence as the quote', '不得扣押劳动者的居民身份证' in quote, quote)
+        a = ask(binary, data, '用人单位可以安排劳动者加班吗？')
+        check('overtime arranged: not answered as forbidden', not a.get('forbidden'), a)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

@@ -622,9 +622,30 @@ static const char *word_at(const char *t, size_t n, size_t i, const char *const 
 
 #define MAX_ACT_PAIRS 64
 
+/* Does any pair of the act (pa, of q) occur in t[a, b) followed by 的 where the question does not follow it so? Then
+ * the act only qualifies a noun there: 不得撤销的…赠与合同, 不能作为遗嘱的见证人, 应当享有的…经营权. */
+static bool act_as_modifier(const char *q, size_t qn, const size_t *pa, size_t n_pairs, const char *t, size_t a,
+                            size_t b) {
+    for (size_t k = 0; k < n_pairs; k++) {
+        const size_t l = pair_len(q, qn, pa[k]);
+        if (has_at(q, qn, pa[k] + l, "的")) continue;
+        for (const char *x = b - a >= l ? memmem(t + a, b - a, q + pa[k], l) : NULL; x;) {
+            const size_t at = (size_t)(x - t) + l;
+            if (has_at(t, b, at, "的") && at + 3 < b) return true;
+            x = at < b && b - at >= l ? memmem(t + at, b - at, q + pa[k], l) : NULL;
+        }
+    }
+    return false;
+}
+
+/* A question's phrase mark for its subject: ，, ; and the sentence marks, not 、 (笔名、艺名、网名 is one subject). */
+static bool clause_mark(uint32_t cp) { return sentence_mark(cp) || cp == 0xFF0C || cp == ','; }
+
+#define VERB_WITHIN 6 /* characters after the forbidding word where the act's verb must start (禁止用人单位招用) */
+
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence) {
     const size_t qn = strlen(question);
-    /* the question: [subject] permission-word act [吗/呢/？] */
+    /* the question: [condition，] [subject] permission-word act [吗/呢/？] */
     size_t p = SIZE_MAX, act = 0;
     for (size_t i = 0; i < qn && p == SIZE_MAX; i++) {
         const char *w = word_at(question, qn, i, ZH_PERMISSION, COUNT(ZH_PERMISSION));
@@ -645,25 +666,28 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
         if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
         act_end += l;
     }
-    /* a question that is itself negative (可以不交…吗, 是否不得…) is not asking leave */
+    /* a question that is itself negative (可以不交…吗, 注册后不使用, 是否不得…) is not asking leave */
     for (size_t i = 0; i < qn; i++) /* (可不可以 holds 不可以: the permission word itself does not count) */
         if ((i < p || i >= act) && word_at(question, qn, i, ZH_PROHIBITION, COUNT(ZH_PROHIBITION))) return false;
-    {
+    for (size_t i = act; i < act_end;) {
         size_t l;
-        uint32_t c = char_at(question, qn, act, &l);
-        if (c == 0x4E0D || c == 0x672A || c == 0x6CA1 || c == 0x65E0 || c == 0x975E) return false; /* 不 未 没 无 非 */
+        uint32_t c = char_at(question, qn, i, &l);
+        if (c == 0x4E0D || c == 0x6CA1) return false;                                /* 不 没 */
+        if (i == act && (c == 0x672A || c == 0x65E0 || c == 0x975E)) return false; /* 未… 无… 非… (未满: a limit) */
+        i += l;
     }
     size_t pa[MAX_ACT_PAIRS], ps[MAX_ACT_PAIRS];
     const size_t n_act = cjk_pairs(question, act, act_end, pa, MAX_ACT_PAIRS);
     if (n_act < 2) return false;
-    /* the subject: what comes before the permission word, 是否 and a leading comma's phrase left out */
+    /* the subject: what comes before the permission word after the last ，(a condition before it), 是否 left out */
     size_t subj = 0;
     for (size_t i = 0; i < p;) {
         size_t l;
         uint32_t c = char_at(question, qn, i, &l);
         i += l;
-        if (phrase_mark(c)) subj = i;
+        if (clause_mark(c)) subj = i;
     }
+    const bool conditioned = subj > 0; /* 受让方擅自改变土地用途，承包方可以解除合同吗 */
     size_t subj_end = p;
     if (subj_end >= subj + 6 && !memcmp(question + subj_end - 6, "是否", 6)) subj_end -= 6;
     const size_t n_subj = cjk_pairs(question, subj, subj_end, ps, MAX_ACT_PAIRS);
@@ -688,17 +712,20 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
             b += l;
         }
         if (b >= after + 3 && has_at(text, b, b - 3, "的")) continue; /* 不能胜任工作的，…: a condition */
-        /* the act's first pair (its verb: 扣押, 翻唱, 安排 …) and at least half of its pairs */
-        const size_t hit = pairs_in(question, qn, pa, n_act, text, after, b);
-        if (hit < 2 || 2 * hit < n_act || !pairs_in(question, qn, pa, 1, text, after, b)) continue;
-        /* whom: the phrase before the word; when it names someone, the question's subject must be among them */
-        size_t a = m;
-        while (a > 0) {
-            size_t k = prev_char(text, a), l;
-            uint32_t c = char_at(text, n, k, &l);
-            if (sentence_mark(c) || c == 0xFF0C || c == ',') break;
-            a = k;
+        /* the act's first pair (its verb: 扣押, 翻唱 …) right after the word, and at least half of its pairs */
+        size_t vb = after;
+        for (int k = 0; k < VERB_WITHIN + 1 && vb < b; k++) {
+            size_t l;
+            char_at(text, n, vb, &l);
+            vb += l;
         }
+        const size_t hit = pairs_in(question, qn, pa, n_act, text, after, b);
+        if (hit < 2 || 2 * hit < n_act || !pairs_in(question, qn, pa, 1, text, after, vb)) continue;
+        if (act_as_modifier(question, qn, pa, n_act, text, after, b)) continue;
+        /* whom: the sentence before the word (its label left out); when it names someone, the question's subject
+         * must be among them, or everyone (任何人 / 任何单位 不得) */
+        cq_text_range s = cq_span_sentence(text, n, m, b, 0, NULL, NULL);
+        size_t a = s.start < m ? s.start : m;
         if (has_at(text, m, a, "第")) { /* the clause's own label (第十五条 禁止…) names no one */
             size_t k = a;
             while (k < m && !blank(text[k])) k++;
@@ -707,10 +734,12 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
         }
         if (n_subj && cjk_pairs(text, a, m, (size_t[1]){0}, 1) && !memmem(text + a, m - a, "任何", 6) &&
             !pairs_in(question, qn, ps, n_subj, text, a, m))
-            continue; /* 任何人 / 任何单位 不得: everyone */
+            continue;
         /* a forbidding under a condition (…的，用人单位不得…) says nothing of the general case */
-        cq_text_range s = cq_span_sentence(text, n, m, b, 0, NULL, NULL);
-        if (s.start < m && (memmem(text + s.start, m - s.start, "的，", 6) || memmem(text + s.start, m - s.start, "的,", 4)))
+        if (memmem(text + a, m - a, "的，", 6) || memmem(text + a, m - a, "的,", 4)) continue;
+        /* nor one with an exception (…，但…除外; 除…外，不得…) when the question puts a condition of its own */
+        if (conditioned && (memmem(text + s.start, s.end - s.start, "除外", 6) ||
+                            memmem(text + s.start, s.end - s.start, "但", 3) || has_at(text, n, a, "除")))
             continue;
         if (sentence) *sentence = s;
         return true;

@@ -333,8 +333,8 @@ static void test_forbids(void **state) {
                         sentence, sizeof sentence));
     assert_string_equal(sentence, "第十五条 禁止用人单位招用未满十六周岁的未成年人。");
     assert_true(forbids("他人是否可以翻唱该歌曲？", "未经许可，任何单位和个人不得翻唱该歌曲。", NULL, 0));
-    /* a second forbidding in the sentence (收取财物 after 不得要求…) */
-    assert_true(forbids("用人单位可以向劳动者收取押金吗？",
+    /* the second forbidding word of a sentence */
+    assert_true(forbids("用人单位可以要求劳动者提供担保吗？",
                         "用人单位招用劳动者，不得扣押劳动者的居民身份证，不得要求劳动者提供担保或者以其他名义向劳动者收取财物。",
                         NULL, 0));
 
@@ -358,6 +358,25 @@ static void test_forbids(void **state) {
     assert_false(forbids("用人单位可以不扣押劳动者的身份证吗？", "用人单位不得扣押劳动者的身份证。", NULL, 0));
     assert_false(forbids("是否不得扣押劳动者的身份证？", "用人单位不得扣押劳动者的身份证。", NULL, 0));
     assert_false(forbids("房屋所有权证是否为伪造？", "任何人不得伪造房屋所有权证。", NULL, 0));
+    /* the act only qualifies a noun there (不得撤销的…合同, 不能作为遗嘱的见证人, 应当享有的…经营权) */
+    assert_false(forbids("婚内赠与协议可以撤销赠与吗？",
+                         "经过公证的赠与合同或者依法不得撤销的具有救灾、扶贫等公益性质的赠与合同，不适用前款规定。", NULL, 0));
+    assert_false(forbids("临终遗言能否作为遗嘱？", "继承人的债权人，也不能作为遗嘱的见证人。", NULL, 0));
+    assert_false(forbids("外嫁的妇女是否可以享有土地承包经营权？",
+                         "任何组织和个人不得剥夺、侵害妇女应当享有的土地承包经营权。", NULL, 0));
+    /* the verb far from the word (不能证明…使用过该注册商标), a negative act (注册后不使用) */
+    assert_false(forbids("我可以注册商标后使用吗？", "权利人不能证明此前三年内实际使用过该注册商标。", NULL, 0));
+    assert_false(forbids("我可以注册商标后不使用吗？", "不得注册商标后不使用。", NULL, 0));
+    /* a sentence whose subject is someone else, before a comma (议定书…备案后，不得任意变更); 、 joins a subject */
+    assert_false(forbids("我的笔名、艺名、网名可以任意变更吗？", "第十条 议定书报送国家体委备案后，不得任意变更。", NULL, 0));
+    assert_true(forbids("笔名、网名可以任意变更吗？", "笔名、网名一经登记，不得任意变更。", NULL, 0));
+    /* an exception in the sentence: outright unless the question puts a condition of its own */
+    static const char EXC[] = "第四十二条 承包方不得单方解除土地经营权流转合同，但受让方有下列情形之一的除外：";
+    assert_true(forbids("承包方可以单方解除土地经营权流转合同吗？", EXC, sentence, sizeof sentence));
+    assert_string_equal(sentence, "第四十二条 承包方不得单方解除土地经营权流转合同，但受让方有下列情形之一的除外：");
+    assert_false(forbids("受让方擅自改变土地用途，承包方可以单方解除土地经营权流转合同吗？", EXC, NULL, 0));
+    assert_true(forbids("保管人可以改变保管场所吗？", "除紧急情况外，保管人不得擅自改变保管场所。", NULL, 0));
+    assert_false(forbids("遇到紧急情况，保管人可以改变保管场所吗？", "除紧急情况外，保管人不得擅自改变保管场所。", NULL, 0));
     /* an act of a single pair says too little */
     assert_false(forbids("可以加班吗？", "不得加班。", NULL, 0));
     assert_false(forbids("", "用人单位不得扣押劳动者的身份证。", NULL, 0));

@@ -370,6 +370,8 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         } else if (g.text && out->confidence < min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
+        } else if (g.text && zh && cq_gen_answer_in_question(g.text, q->text)) {
+            why = "生成的回答只重复了问题中的词语，以下为条文原文摘录。";
         } else if (g.text && cq_gen_answer_is_title(g.text, &out->hits, g.clause)) {
             why = zh ? "生成的回答只重复了文件标题，以下为条文原文摘录。"
                      : "The generated answer only repeated the document's title; quoted from the clause instead.";

@@ -242,6 +242,15 @@ bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clau
     return is;
 }
 
+bool cq_gen_answer_in_question(const char *answer, const char *question) {
+    if (!answer || !question) return false;
+    char *a = cq_text_norm_key(answer, strlen(answer)), *q = cq_text_norm_key(question, strlen(question));
+    const bool in = a && q && cq_utf8_count(a, strlen(a)) >= 2 && strstr(q, a);
+    free(a);
+    free(q);
+    return in;
+}
+
 void cq_gen_answer_free(cq_gen_answer *g) {
     free(g->text);
     memset(g, 0, sizeof *g);

@@ -90,6 +90,12 @@ def main():
         check('ID card: the forbidding sentence as the quote', '不得扣押劳动者的居民身份证' in quote, quote)
         a = ask(binary, data, '用人单位可以安排劳动者加班吗？')
         check('overtime arranged: not answered as forbidden', not a.get('forbidden'), a)
+
+        # a span that only repeats the question's words (the 270M quoted "三个月以上") is no answer: the clause's
+        # sentence is quoted instead, which holds the answer (一个月)
+        a = ask(binary, data, '劳动合同期限三个月以上不满一年的，试用期不得超过多久？')
+        check('trial period: not the question\'s own words', a.get('answer') != '三个月以上'
+              and (a.get('abstained') or '一个月' in a.get('answer', '')), a)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

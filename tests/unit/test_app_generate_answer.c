@@ -157,6 +157,19 @@ static void test_is_title(void **state) {
     cq_hits_free(&h);
 }
 
+static void test_in_question(void **state) {
+    (void)state;
+    const char *q = "劳动合同期限三个月以上不满一年的，试用期不得超过多久？";
+    assert_true(cq_gen_answer_in_question("三个月以上", q));
+    assert_true(cq_gen_answer_in_question(" 三个月 以上", q)); /* white space aside, as norm() */
+    assert_false(cq_gen_answer_in_question("一个月", q));      /* the answer */
+    assert_false(cq_gen_answer_in_question("试用期不得超过一个月", q));
+    assert_false(cq_gen_answer_in_question("月", q)); /* one character says nothing */
+    assert_false(cq_gen_answer_in_question("", q));
+    assert_false(cq_gen_answer_in_question(NULL, q));
+    assert_false(cq_gen_answer_in_question("三个月", NULL));
+}
+
 /* The constraint: no span crosses items; the item the question's terms match best is the only one quotable. */
 static void test_constraint_items(void **state) {
     (void)state;
@@ -326,7 +339,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_en),
         cmocka_unit_test(test_prompt_language_is_the_querys),
         cmocka_unit_test(test_supported),
-        cmocka_unit_test(test_is_title),
+        cmocka_unit_test(test_is_title), cmocka_unit_test(test_in_question),
         cmocka_unit_test(test_constraint_items),
     };
     const struct CMUnitTest model[] = {

@@ -643,6 +643,9 @@ static bool clause_mark(uint32_t cp) { return sentence_mark(cp) || cp == 0xFF0C 
 
 #define VERB_WITHIN 6 /* characters after the forbidding word where the act's verb must start (禁止用人单位招用) */
 
+/* How the question may qualify its act before the verb (可以随意延长…吗): the verb is the pair after it. */
+static const char *const ZH_ADVERB[] = {"随意", "随便", "任意", "擅自", "私自", "自行", "单方面", "单方", "直接", "强行"};
+
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence) {
     const size_t qn = strlen(question);
     /* the question: [condition，] [subject] permission-word act [吗/呢/？] */
@@ -679,6 +682,10 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
     size_t pa[MAX_ACT_PAIRS], ps[MAX_ACT_PAIRS];
     const size_t n_act = cjk_pairs(question, act, act_end, pa, MAX_ACT_PAIRS);
     if (n_act < 2) return false;
+    size_t verb = n_act; /* after an adverb the question puts first, the pair that is its verb */
+    const char *adv = word_at(question, act_end, act, ZH_ADVERB, COUNT(ZH_ADVERB));
+    for (size_t k = 0; adv && k < n_act; k++)
+        if (pa[k] == act + strlen(adv)) verb = k;
     /* the subject: what comes before the permission word after the last ，(a condition before it), 是否 left out */
     size_t subj = 0;
     for (size_t i = 0; i < p;) {
@@ -690,7 +697,8 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
     const bool conditioned = subj > 0; /* 受让方擅自改变土地用途，承包方可以解除合同吗 */
     size_t subj_end = p;
     if (subj_end >= subj + 6 && !memcmp(question + subj_end - 6, "是否", 6)) subj_end -= 6;
-    const size_t n_subj = cjk_pairs(question, subj, subj_end, ps, MAX_ACT_PAIRS);
+    size_t n_subj = cjk_pairs(question, subj, subj_end, ps, MAX_ACT_PAIRS);
+    if (!n_subj) n_subj = cjk_pairs(question, 0, subj_end, ps, MAX_ACT_PAIRS); /* 妻子未经丈夫同意，能否… */
 
     for (size_t i = 0; i < n;) {
         const char *w = word_at(text, n, i, ZH_PROHIBITION, COUNT(ZH_PROHIBITION));
@@ -714,13 +722,20 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
         if (b >= after + 3 && has_at(text, b, b - 3, "的")) continue; /* 不能胜任工作的，…: a condition */
         /* the act's first pair (its verb: 扣押, 翻唱 …) right after the word, and at least half of its pairs */
         size_t vb = after;
+        if (has_at(text, b, after, "违反")) { /* 不得违反本法规定延长…: the verb comes after the idiom */
+            const char *r = memmem(text + after, b - after, "规定", 6);
+            if (r && cq_utf8_count(text + after, (size_t)(r - text) - after) <= 12) vb = (size_t)(r - text) + 6;
+        }
         for (int k = 0; k < VERB_WITHIN + 1 && vb < b; k++) {
             size_t l;
             char_at(text, n, vb, &l);
             vb += l;
         }
         const size_t hit = pairs_in(question, qn, pa, n_act, text, after, b);
-        if (hit < 2 || 2 * hit < n_act || !pairs_in(question, qn, pa, 1, text, after, vb)) continue;
+        if (hit < 2 || 2 * hit < n_act) continue;
+        if (!pairs_in(question, qn, pa, 1, text, after, vb) &&
+            !(verb < n_act && pairs_in(question, qn, pa + verb, 1, text, after, vb)))
+            continue;
         if (act_as_modifier(question, qn, pa, n_act, text, after, b)) continue;
         /* whom: the sentence before the word (its label left out); when it names someone, the question's subject
          * must be among them, or everyone (任何人 / 任何单位 不得) */
@@ -732,9 +747,9 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
             while (k < m && blank(text[k])) k++;
             if (k < m || (k == m && k > a)) a = k;
         }
-        if (n_subj && cjk_pairs(text, a, m, (size_t[1]){0}, 1) && !memmem(text + a, m - a, "任何", 6) &&
+        if (cjk_pairs(text, a, m, (size_t[1]){0}, 1) && !memmem(text + a, m - a, "任何", 6) &&
             !pairs_in(question, qn, ps, n_subj, text, a, m))
-            continue;
+            continue; /* (a question naming no one: only what forbids no one or everyone) */
         /* a forbidding under a condition (…的，用人单位不得…) says nothing of the general case */
         if (memmem(text + a, m - a, "的，", 6) || memmem(text + a, m - a, "的,", 4)) continue;
         /* nor one with an exception (…，但…除外; 除…外，不得…) when the question puts a condition of its own */

@@ -63,7 +63,8 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
 /* Does the clause text[0..n) forbid what the Chinese question asks leave for? The question asks with 可以, 能否,
  * 是否允许, 有权 … and names an act after it ("用人单位可以扣押劳动者的身份证吗"); the clause forbids it when a
  * 不得 / 禁止 / 严禁 / 不准 / 不能 / 无权 … is followed, within its phrase, by the act's first pair of adjacent
- * characters (its verb) within VERB_WITHIN characters and by at least two and at least half of its pairs
+ * characters (its verb; after an adverb the question puts first, 随意…) within VERB_WITHIN characters (after a
+ * 违反…规定 there) and by at least two and at least half of its pairs
  * ("不得扣押劳动者的居民身份证"), none of which qualifies a noun there (不得撤销的…合同); the sentence before the word
  * names no one, everyone (任何…) or the question's subject and puts no condition before it ("…的，用人单位不得…":
  * only under that condition); the phrase is no condition itself ("不能胜任工作的，"); an exception in the sentence

@@ -90,6 +90,10 @@ def main():
         check('ID card: the forbidding sentence as the quote', '不得扣押劳动者的居民身份证' in quote, quote)
         a = ask(binary, data, '用人单位可以安排劳动者加班吗？')
         check('overtime arranged: not answered as forbidden', not a.get('forbidden'), a)
+        a = ask(binary, data, '用人单位可以随意延长劳动者的工作时间吗？')  # 不得违反本法规定延长…
+        doc, clause = cited(a)
+        check('hours extended at will: 否 from 劳动法 第四十三条', a.get('answer') == '否' and a.get('forbidden') is True
+              and doc.startswith('劳动法') and clause == '第四十三条', a)
 
         # a span that only repeats the question's words (the 270M quoted "三个月以上") is no answer: the clause's
         # sentence is quoted instead, which holds the answer (一个月)

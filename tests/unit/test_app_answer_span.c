@@ -333,6 +333,15 @@ static void test_forbids(void **state) {
                         sentence, sizeof sentence));
     assert_string_equal(sentence, "第十五条 禁止用人单位招用未满十六周岁的未成年人。");
     assert_true(forbids("他人是否可以翻唱该歌曲？", "未经许可，任何单位和个人不得翻唱该歌曲。", NULL, 0));
+    /* the question's subject in its condition; a sentence forbidding others */
+    assert_false(forbids("妻子未经丈夫同意，能否自行终止妊娠？", "药品批发企业不得将终止妊娠药品销售给个人。", NULL, 0));
+    assert_false(forbids("能否终止妊娠？", "药品批发企业不得终止妊娠。", NULL, 0));
+    assert_true(forbids("能否终止妊娠？", "任何人不得终止妊娠。", NULL, 0));
+    /* someone named between the word and a verb more than six characters after it (禁止药品零售企业销售终止妊娠药品) */
+    assert_false(forbids("妻子未经丈夫同意，能否自行终止妊娠？", "第十四条 禁止药品零售企业销售终止妊娠药品。", NULL, 0));
+    /* an adverb of the question's own before the verb; the verb after 违反…规定 */
+    assert_true(forbids("用人单位可以随意延长劳动者的工作时间吗？", "第四十三条 用人单位不得违反本法规定延长劳动者的工作时间。",
+                        NULL, 0));
     /* the second forbidding word of a sentence */
     assert_true(forbids("用人单位可以要求劳动者提供担保吗？",
                         "用人单位招用劳动者，不得扣押劳动者的居民身份证，不得要求劳动者提供担保或者以其他名义向劳动者收取财物。",

@@ -596,6 +596,12 @@ static size_t cjk_pairs(const char *t, size_t a, size_t b, size_t *at, size_t ma
     return n;
 }
 
+/* Does t[a, b) hold two adjacent CJK characters (does it name anything)? */
+static bool has_cjk_pair(const char *t, size_t a, size_t b) {
+    size_t first;
+    return cjk_pairs(t, a, b, &first, 1) > 0;
+}
+
 static size_t pair_len(const char *t, size_t n, size_t i) {
     size_t l1, l2;
     char_at(t, n, i, &l1);
@@ -747,7 +753,7 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
             while (k < m && blank(text[k])) k++;
             if (k < m || (k == m && k > a)) a = k;
         }
-        if (cjk_pairs(text, a, m, (size_t[1]){0}, 1) && !memmem(text + a, m - a, "任何", 6) &&
+        if (has_cjk_pair(text, a, m) && !memmem(text + a, m - a, "任何", 6) &&
             !pairs_in(question, qn, ps, n_subj, text, a, m))
             continue; /* (a question naming no one: only what forbids no one or everyone) */
         /* a forbidding under a condition (…的，用人单位不得…) says nothing of the general case */

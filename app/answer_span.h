@@ -68,8 +68,9 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
  * ("不得扣押劳动者的居民身份证"), none of which qualifies a noun there (不得撤销的…合同); the sentence before the word
  * names no one, everyone (任何…) or the question's subject and puts no condition before it ("…的，用人单位不得…":
  * only under that condition); the phrase is no condition itself ("不能胜任工作的，"); an exception in the sentence
- * (但…除外, 除…外) counts only when the question puts a condition of its own before its subject. A question that is itself negative (可以不…, 是否不得…) is not asking leave. *sentence (may be NULL)
- * receives the forbidding sentence. */
+ * (但…除外, 除…外) counts only when the question puts a condition of its own before its subject. A question that
+ * is itself negative (可以不…, 是否不得…) is not asking leave. *sentence (may be NULL) receives the forbidding
+ * sentence. */
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence);
 
 #endif

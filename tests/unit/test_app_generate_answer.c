@@ -165,6 +165,7 @@ static void test_in_question(void **state) {
     assert_false(cq_gen_answer_in_question("一个月", q));      /* the answer */
     assert_false(cq_gen_answer_in_question("试用期不得超过一个月", q));
     assert_false(cq_gen_answer_in_question("月", q)); /* one character says nothing */
+    assert_false(cq_gen_answer_in_question("长张高速", "长张高速公路的简称是什么？")); /* a short name asked for */
     assert_false(cq_gen_answer_in_question("", q));
     assert_false(cq_gen_answer_in_question(NULL, q));
     assert_false(cq_gen_answer_in_question("三个月", NULL));

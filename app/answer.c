@@ -370,8 +370,9 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         } else if (g.text && out->confidence < min_confidence) {
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
-        } else if (g.text && zh && cq_gen_answer_in_question(g.text, q->text)) {
-            why = "生成的回答只重复了问题中的词语，以下为条文原文摘录。";
+        } else if (g.text && cq_gen_answer_in_question(g.text, q->text)) {
+            why = zh ? "生成的回答只重复了问题中的词语，以下为条文原文摘录。"
+                     : "The generated answer only repeated words of the question; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_is_title(g.text, &out->hits, g.clause)) {
             why = zh ? "生成的回答只重复了文件标题，以下为条文原文摘录。"
                      : "The generated answer only repeated the document's title; quoted from the clause instead.";
@@ -548,6 +549,29 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
             answer = best_sentences(top->text, terms, n_terms);
             if (answer) rc = cite(out, top, answer, err);
+        }
+    }
+    if (!rc && answer && q->absent_words && top && top->source != CQ_RETRIEVE_ROUTER) {
+        /* Words the question is about that no clause holds: what is quoted may be about something else. */
+        cq_strbuf b = {0};
+        if (out->notice) cq_strbuf_printf(&b, "%s ", out->notice);
+        cq_strbuf_puts(&b, "No clause in the knowledge base uses the word");
+        const char *w = q->absent_words;
+        const bool several = strchr(w, ' ') != NULL;
+        cq_strbuf_puts(&b, several ? "s " : " ");
+        for (const char *p = w; *p;) {
+            const size_t n = strcspn(p, " ");
+            const bool last = !p[n];
+            cq_strbuf_printf(&b, "%s\"%.*s\"", p == w ? "" : last ? " or " : ", ", (int)n, p);
+            p += n + !last;
+        }
+        cq_strbuf_puts(&b, "; the clause quoted may not answer the question.");
+        char *notice = cq_strbuf_take(&b);
+        if (!notice) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        } else {
+            free(out->notice);
+            out->notice = notice;
         }
     }
     if (!rc && !answer) {

@@ -242,14 +242,15 @@ bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clau
     return is;
 }
 
-/* Questions that ask for a shorter name of what they name themselves: the answer may rightly lie inside them
- * ("长张高速公路的简称是什么？" → "长张高速"). */
-static const char *const ASKS_SHORT_NAME[] = {"简称", "缩写", "简写", "略称"};
+/* Questions that ask for a name or a shorter name of what they name themselves: the answer may rightly lie inside
+ * them ("长张高速公路的简称是什么？" → "长张高速"; CUAD's "Document Name" questions hold the contract's name). English
+ * words are matched case aside. */
+static const char *const ASKS_NAME[] = {"简称", "缩写", "简写", "略称", "name", "title", "called", "entitled"};
 
 bool cq_gen_answer_in_question(const char *answer, const char *question) {
     if (!answer || !question) return false;
-    for (size_t i = 0; i < sizeof ASKS_SHORT_NAME / sizeof *ASKS_SHORT_NAME; i++)
-        if (strstr(question, ASKS_SHORT_NAME[i])) return false;
+    for (size_t i = 0; i < sizeof ASKS_NAME / sizeof *ASKS_NAME; i++)
+        if (strcasestr(question, ASKS_NAME[i])) return false;
     char *a = cq_text_norm_key(answer, strlen(answer)), *q = cq_text_norm_key(question, strlen(question));
     const bool in = a && q && cq_utf8_count(a, strlen(a)) >= 2 && strstr(q, a);
     free(a);

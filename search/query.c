@@ -3,6 +3,7 @@
 #include "search/query.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,6 +303,86 @@ static cq_status find_absent_name(cq_store *s, int64_t kb_id, cq_query *q, cq_er
     return rc;
 }
 
+/* Words of an English question that frame it rather than say what it is about: a contract question's "clause",
+ * "party", "agreement", a request's "highlight", "mention". Not checked by find_absent_words. */
+static const char *const frame_words[] = {
+    "clause", "clauses", "section", "sections", "article", "articles", "provision", "provisions", "contract",
+    "contracts", "agreement", "agreements", "document", "documents", "party", "parties", "either", "each", "can",
+    "could", "would", "should", "must", "will", "have", "has", "had", "about", "mention", "mentions", "state",
+    "states", "say", "says", "indicate", "indicates", "allow", "allows", "permit", "permits", "include", "includes",
+    "specify", "specifies", "require", "requires", "highlight", "parts", "part", "related", "reviewed", "lawyer",
+    "details", "consider", "some", "their", "they", "them", "even", "upon", "without", "here", "when", "where",
+    "why", "whether", "other", "between", "you", "your", "our", "all", "also", "been", "being", "both", "get",
+    "got", "more", "most", "only", "own", "same", "too", "very", "way", "happens", "happen", "tell", "show", "give",
+    "find", "mean", "means", "need", "needs", "regarding",
+};
+
+/* Endings tried after a word's stem, so that "assign" is held by "assignment" and "compete" by "competition". */
+static const char *const word_endings[] = {
+    "", "e", "s", "es", "ed", "d", "ing", "er", "ers", "or", "ors", "ion", "ions", "ation", "ations", "ition",
+    "itions", "itive", "ment", "ments", "able", "ability", "ly", "al", "ive", "ee", "ees", "ity", "ies", "y",
+};
+
+/* A word's stem: the longest ending of word_endings removed while three letters remain ("competition" → "compet",
+ * "pays" → "pay"). */
+static size_t stem_len(const char *w) {
+    const size_t n = strlen(w);
+    size_t best = 0;
+    for (size_t i = 0; i < sizeof word_endings / sizeof *word_endings; i++) {
+        const size_t e = strlen(word_endings[i]);
+        if (e > best && n >= e + 3 && !strcmp(w + n - e, word_endings[i])) best = e;
+    }
+    return n - best;
+}
+
+/* Whether some clause of KB kb_id holds the word or another of its forms (its stem with one of word_endings). */
+static cq_status kb_holds_form(cq_store *s, int64_t kb_id, const char *word, bool *holds, cq_err *err) {
+    char form[96];
+    const size_t stem = stem_len(word);
+    *holds = false;
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i <= sizeof word_endings / sizeof *word_endings && !*holds && !rc; i++) {
+        if (i == 0) snprintf(form, sizeof form, "%s", word); /* the word as written first */
+        else snprintf(form, sizeof form, "%.*s%s", (int)stem, word, word_endings[i - 1]);
+        if (i > 0 && !strcmp(form, word)) continue;
+        const char *one[1] = {form};
+        cq_bm25_hit hit;
+        int64_t doc;
+        size_t found = 0;
+        rc = cq_store_keyword_bm25(s, kb_id, one, 1, NULL, 0, 1, &hit, &doc, &found, err);
+        *holds = !rc && found;
+    }
+    return rc;
+}
+
+/* An English question's topic words (its BM25 terms of three letters or more, frame_words aside) that no clause of
+ * KB kb_id holds in any form, into q->absent_words ("assign consent"), when they are at least half of its topic
+ * words: "Can either party assign the agreement without consent?" of a services agreement that says neither. */
+static cq_status find_absent_words(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
+    cq_strbuf b = {0};
+    size_t topic = 0, absent = 0;
+    cq_status rc = CQ_OK;
+    for (size_t i = 0; i < q->n_terms && !rc; i++) {
+        const char *t = q->terms[i];
+        bool word = strlen(t) >= 3 && strlen(t) < 64;
+        for (const char *p = t; *p && word; p++) word = islower((unsigned char)*p) != 0;
+        for (size_t f = 0; f < sizeof frame_words / sizeof *frame_words && word; f++) word = strcmp(t, frame_words[f]) != 0;
+        if (!word) continue;
+        topic++;
+        bool held = true;
+        rc = kb_holds_form(s, kb_id, t, &held, err);
+        if (!rc && !held) cq_strbuf_printf(&b, "%s%s", absent++ ? " " : "", t);
+    }
+    char *words = cq_strbuf_take(&b);
+    if (!rc && absent && absent * 2 >= topic) {
+        if (!words) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        q->absent_words = words;
+        return CQ_OK;
+    }
+    free(words);
+    return rc;
+}
+
 /* ---- the query ---------------------------------------------------------------------------------------------- */
 
 void cq_query_free(cq_query *q) {
@@ -311,6 +392,7 @@ void cq_query_free(cq_query *q) {
     terms_free(q->all_terms, q->n_all_terms);
     terms_free(q->exp_terms, q->n_exp_terms);
     free(q->absent_name);
+    free(q->absent_words);
     free(q->expansion);
     memset(q, 0, sizeof *q);
 }
@@ -353,6 +435,7 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
         rc = cq_router_titles(s, kb_id, question, out->titles, CQ_QUERY_MAX_TITLES, &out->n_titles, err);
         if (!rc && kb_id)
             rc = out->lang == CQ_QUERY_EN ? find_absent_name(s, kb_id, out, err) : find_absent_titles(s, kb_id, out, err);
+        if (!rc && kb_id && out->lang == CQ_QUERY_EN && !out->absent_name) rc = find_absent_words(s, kb_id, out, err);
     }
     if (rc) cq_query_free(out);
     return rc;

@@ -14,8 +14,10 @@
  *     compare    it compares versions: "新旧版本第六十条有何不同？"
  *     absent_name  (English) a proper name it gives that the KB holds nowhere: the answer says so instead of quoting
  *                another document's clause (app/answer.c)
+ *     absent_words (English) the words of its topic that no clause holds in any form, when they are half of them
+ *                or more: the answer says so beside what it quotes (app/answer.c)
  *
- * Everything but the titles and absent_name is a function of the text alone; those need the KB (the router's title cache).
+ * Everything but the titles, absent_name and absent_words is a function of the text alone; those need the KB (the router's title cache).
  * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
 #ifndef CQ_SEARCH_QUERY_H
 #define CQ_SEARCH_QUERY_H
@@ -66,6 +68,10 @@ typedef struct {
     char *absent_name;   /* an English question's proper name that no clause of the KB mentions and no document's name
                           * or title holds ("Consider FNHA's Non-Disclosure Agreement" of a KB without FNHA's): the
                           * question is about a document the KB lacks. NULL otherwise, and without a KB */
+    char *absent_words;  /* an English question's topic words (space-separated) that no clause of the KB holds in any
+                          * form ("assign consent" of "Can either party assign the agreement without consent?" asked
+                          * of a contract with no assignment clause), when they are half of its topic words or more;
+                          * frame words ("clause", "party", "agreement" …) aside. NULL otherwise, and without a KB */
     char *expansion;     /* the statutory phrases for the question's everyday words (exp_terms), space-separated
                           * ("延长工作时间 劳动者" for "员工加班费怎么算？"); NULL when none (search/lexicon.h) */
 } cq_query;

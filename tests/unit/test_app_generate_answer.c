@@ -169,6 +169,17 @@ static void test_in_question(void **state) {
     assert_false(cq_gen_answer_in_question("", q));
     assert_false(cq_gen_answer_in_question(NULL, q));
     assert_false(cq_gen_answer_in_question("三个月", NULL));
+    /* English: a fragment of the question's words, a contract's name quoted for another category */
+    assert_true(cq_gen_answer_in_question("non", "Is there a non-compete clause?"));
+    const char *cuad = "Highlight the parts (if any) of this contract related to \"Anti-Assignment\" that should be "
+                       "reviewed by a lawyer. Contract: MARKETING AFFILIATE AGREEMENT (file Cybergy_Affiliate_Agreement)";
+    assert_true(cq_gen_answer_in_question("MARKETING AFFILIATE AGREEMENT", cuad));
+    assert_false(cq_gen_answer_in_question("Company may not assign this Agreement", cuad));
+    /* a name asked for (CUAD's "Document Name", "title", "called") may be the question's own words */
+    assert_false(cq_gen_answer_in_question("MARKETING AFFILIATE AGREEMENT",
+                                           "Highlight the parts (if any) of this contract related to \"Document Name\" "
+                                           "that should be reviewed by a lawyer. Contract: MARKETING AFFILIATE AGREEMENT"));
+    assert_false(cq_gen_answer_in_question("Services Agreement", "What is the title of the Services Agreement?"));
 }
 
 /* The constraint: no span crosses items; the item the question's terms match best is the only one quotable. */

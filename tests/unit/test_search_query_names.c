@@ -3,7 +3,8 @@
  * that do not begin a sentence; a run is held when one of its words is in some clause (the keyword index) or is a
  * whole word of a document's name or title (file names: "NDA-SqillerBetaTesters", "..._20by_20SWA"). Chinese: the
  * 《titles》 it names, held when a document's title matches (the router's variants) or a clause quotes it; the
- * question is refused only when every title it names is missing. */
+ * question is refused only when every title it names is missing. English topic words that no clause holds in any
+ * form (cq_query.absent_words), when half of the question's or more: the answer says so beside its quote. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,12 +159,81 @@ static void test_answer_says_it_is_not_here(void **state) {
     }
 }
 
+/* The topic words cq_query_parse finds absent for question in kb (NULL: none), as a copy. */
+static char *absent_words(cq_store *s, int64_t kb, const char *question) {
+    cq_query q;
+    cq_err err = {0};
+    if (cq_query_parse(s, kb, question, &q, &err)) fail_msg("%s", err.msg);
+    char *words = q.absent_words ? strdup(q.absent_words) : NULL;
+    cq_query_free(&q);
+    return words;
+}
+
+static void expect_words(cq_store *s, int64_t kb, const char *question, const char *words) {
+    char *got = absent_words(s, kb, question);
+    if (!words && got) fail_msg("'%s': '%s' taken for words the KB lacks", question, got);
+    if (words && (!got || strcmp(got, words)))
+        fail_msg("'%s': expected '%s' absent, got '%s'", question, words, got ? got : "(none)");
+    free(got);
+}
+
+/* An English question about what no clause says: half or more of its topic words held by no clause in any form. */
+static void test_words_the_kb_lacks(void **state) {
+    cq_store *s = *state;
+    const int64_t kb = kb_with_ndas(s);
+    /* neither word anywhere; "party", "agreement", "either", "without" frame the question */
+    expect_words(s, kb, "Can either party assign the agreement without consent?", "assign consent");
+    /* one of two topic words ("non" is held: the keyword index has "Non-Disclosure") */
+    expect_words(s, kb, "Is there a non-compete clause?", "compete");
+    /* two of five topic words: "confidential", "information", "confidence" are held */
+    expect_words(s, kb, "Is there a non-compete clause on confidential information in confidence?", NULL);
+    /* other forms count: "terminated" by "termination", "disclosing" by "disclose", "returns" by "returned",
+     * "participant" by "participants" */
+    expect_words(s, kb, "How can the agreement be terminated?", NULL);
+    expect_words(s, kb, "Does the recipient avoid disclosing it to a participant?", NULL);
+    expect_words(s, kb, "What returns are made?", NULL);
+    /* less than half missing: "during" and "arbitration" are not held, the other four are */
+    expect_words(s, kb, "Is confidential information returned upon termination during arbitration?", NULL);
+    /* half is enough */
+    expect_words(s, kb, "Is confidential information kept during arbitration?", "kept during arbitration");
+    /* Chinese questions and questions that name a missing document are left to the other checks */
+    expect_words(s, kb, "公司的注册资本最低限额是多少？", NULL);
+    expect_words(s, kb, "Consider FNHA's Non-Disclosure Agreement; Can it be assigned without consent?", NULL);
+    /* no KB: nothing is checked */
+    expect_words(NULL, 0, "Can either party assign the agreement without consent?", NULL);
+}
+
+/* The answer keeps its quote and says which words no clause uses. */
+static void test_answer_names_missing_words(void **state) {
+    cq_store *s = *state;
+    const int64_t kb = kb_with_ndas(s);
+    cq_err err = {0};
+    cq_query q;
+    cq_answer a;
+    assert_int_equal(cq_query_parse(s, kb, "Can the Receiving Party assign it to affiliates?", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+    assert_false(a.abstained);
+    assert_true(a.n_citations > 0);
+    assert_non_null(a.notice);
+    assert_non_null(strstr(a.notice, "No clause in the knowledge base uses the words \"assign\" or \"affiliates\""));
+    cq_answer_free(&a);
+    cq_query_free(&q);
+    assert_int_equal(cq_query_parse(s, kb, "Must the recipient hold confidential information in confidence?", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+    assert_false(a.abstained);
+    assert_true(!a.notice || !strstr(a.notice, "No clause in the knowledge base uses"));
+    cq_answer_free(&a);
+    cq_query_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_names_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_names_the_kb_holds, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_titles_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_answer_says_it_is_not_here, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_words_the_kb_lacks, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_answer_names_missing_words, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@ adapter the tree holds): each is answered right or refused.
 - "公司的注册资本最低限额是多少？" (no company law in the KB): refused, or — the 270M reader's known limit, docs/EVAL.md —
   answered with a context that shows whose registered capital the clause is about (劳务派遣).
 - "用人单位可以扣押劳动者的身份证吗？": 否 from 劳动合同法 第九条 (不得扣押…), not the reader's 是 (docs/ANSWERS.md).
+- English questions of the services agreement about what it does not say: the words no clause uses are named.
 
 Skipped (77) when the model or the adapter is not installed.
 
@@ -100,6 +101,18 @@ def main():
         a = ask(binary, data, '劳动合同期限三个月以上不满一年的，试用期不得超过多久？')
         check('trial period: not the question\'s own words', a.get('answer') != '三个月以上'
               and (a.get('abstained') or '一个月' in a.get('answer', '')), a)
+
+        # English, of the services agreement: a question about what no clause says (assignment, consent) is answered
+        # with a notice naming the words no clause uses; a fragment of the question's own words ("non" of
+        # "non-compete") is no answer; a question the contract answers carries no such notice
+        a = ask(binary, data, 'Can either party assign the agreement without consent?')
+        check('assignment: the missing words named', 'uses the words "assign" or "consent"' in (a.get('notice') or '')
+              or a.get('abstained'), a)
+        a = ask(binary, data, 'Is there a non-compete clause?')
+        check('non-compete: not "non", "compete" named', a.get('answer', '').strip().lower() != 'non'
+              and '"compete"' in (a.get('notice') or ''), a)
+        a = ask(binary, data, 'What happens if the client pays late?')
+        check('late payment: no missing words', 'uses the word' not in (a.get('notice') or ''), a)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

@@ -17,6 +17,7 @@
 #define DEFAULT_MIN_COVERAGE 0.25
 #define REFUSAL_COVERAGE 0.5
 #define MAX_QUOTE_CHARS 400
+#define FALLBACK_CLAUSES 3 /* the clauses cq_answer_fallback_quote looks through */
 
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     if (n_terms == 0) return 0;
@@ -311,12 +312,27 @@ double cq_answer_min_confidence(double caller, const cq_adapter_info *ai, cq_que
     return f > 0 ? f : CQ_ANSWER_MIN_CONFIDENCE_TRAINED;
 }
 
+char *cq_answer_fallback_quote(const cq_query *q, const cq_hits *hits, char **terms, size_t n_terms, size_t *clause) {
+    for (size_t i = 0; i < hits->n && i < FALLBACK_CLAUSES; i++) {
+        char *quote = best_sentences(hits->hits[i].text, terms, n_terms);
+        if (!quote) return NULL;
+        if (*quote && !cq_gen_answer_is_title(quote, hits, i) && !cq_gen_answer_in_question(quote, q->text)) {
+            *clause = i;
+            return quote;
+        }
+        free(quote);
+    }
+    return NULL;
+}
+
 /* The decoder's answer (app/generate_answer.h) into *answer with the index of the clause it quotes, or *declined
  * when the model says the clauses do not answer the question. An answer that is empty or not a span of its clause,
- * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer.
+ * and a decoder failure, leave *answer NULL with a notice in out, so the caller falls back to the extractive answer;
+ * *repeated is set when the model answered with only the question's words or a document's title: it took the
+ * question for answerable, so the caller quotes a clause whatever the coverage (cq_answer_fallback_quote).
  * A verdict (trained model) is the answer word with out->verdict set; it cites the first clause. */
 static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *out, char **answer, size_t *clause,
-                     bool *declined) {
+                     bool *declined, bool *repeated) {
     const bool zh = q->lang == CQ_QUERY_ZH;
     cq_gen_answer g;
     cq_err e = {0};
@@ -371,9 +387,11 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
             why = zh ? "生成的回答把握不足，以下为条文原文摘录。"
                      : "The generated answer was too uncertain; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_in_question(g.text, q->text)) {
+            *repeated = true;
             why = zh ? "生成的回答只重复了问题中的词语，以下为条文原文摘录。"
                      : "The generated answer only repeated words of the question; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_is_title(g.text, &out->hits, g.clause)) {
+            *repeated = true;
             why = zh ? "生成的回答只重复了文件标题，以下为条文原文摘录。"
                      : "The generated answer only repeated the document's title; quoted from the clause instead.";
         } else if (g.text && cq_gen_answer_supported(g.text, &out->hits, g.clause)) {
@@ -531,9 +549,10 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         bool declined = false;
         /* the trained model answers whatever the coverage: it decides when to abstain */
         const bool trained = o.decoder && cq_decoder_adapter(o.decoder);
+        bool repeated = false;
         if ((out->coverage >= o.min_coverage || trained) && o.decoder) {
             size_t clause = 0;
-            generate(q, &o, out, &answer, &clause, &declined);
+            generate(q, &o, out, &answer, &clause, &declined, &repeated);
             char *quote = NULL;
             if (answer && out->verdict && zh) forbidden_verdict(q, out, &answer, &clause, &quote);
             if (answer && out->verdict) { /* the quote: the first clause's sentences that match the question best */
@@ -545,6 +564,11 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
                 rc = cite(out, &out->hits.hits[clause], answer, err);
                 if (!rc) out->context = span_context(out->hits.hits[clause].text, answer);
             }
+        }
+        if (!rc && !answer && !declined && repeated) {
+            size_t clause = 0;
+            answer = cq_answer_fallback_quote(q, &out->hits, terms, n_terms, &clause);
+            if (answer) rc = cite(out, &out->hits.hits[clause], answer, err);
         }
         if (!rc && !answer && !declined && out->coverage >= o.min_coverage) {
             answer = best_sentences(top->text, terms, n_terms);

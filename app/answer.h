@@ -157,4 +157,11 @@ size_t cq_answer_reader_passages(const cq_hits *h, const cq_answer_options *opt,
 /* Share of terms (a query's all_terms) that occur in text after folding; 0 when there are no terms. */
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text);
 
+/* The quote when the reader's span only repeated the question's words or a document's title (the reader took the
+ * question for answerable; the answer step quotes whatever the coverage): the best sentences for terms of the first
+ * of hits' first three clauses whose best sentences are neither, malloc'd, its index into *clause; NULL when there is
+ * none (or out of memory). CUAD's title clause ("Exhibit 10.27 MARKETING AFFILIATE AGREEMENT") ranks first for the
+ * questions that name their contract: the clause after it is the one quoted. */
+char *cq_answer_fallback_quote(const cq_query *q, const cq_hits *hits, char **terms, size_t n_terms, size_t *clause);
+
 #endif

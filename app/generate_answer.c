@@ -251,6 +251,9 @@ bool cq_gen_answer_in_question(const char *answer, const char *question) {
     if (!answer || !question) return false;
     for (size_t i = 0; i < sizeof ASKS_NAME / sizeof *ASKS_NAME; i++)
         if (strcasestr(question, ASKS_NAME[i])) return false;
+    /* A capital letter: a name the question gives too may be the answer (a party, "Sponsor", "ADAMS GOLF"). */
+    for (const char *p = answer; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') return false;
     char *a = cq_text_norm_key(answer, strlen(answer)), *q = cq_text_norm_key(question, strlen(question));
     const bool in = a && q && cq_utf8_count(a, strlen(a)) >= 2 && strstr(q, a);
     free(a);

@@ -83,10 +83,10 @@ bool cq_gen_answer_supported(const char *answer, const cq_hits *hits, size_t cla
 bool cq_gen_answer_is_title(const char *answer, const cq_hits *hits, size_t clause);
 
 /* True when the answer only repeats words of the question (both as norm() sees them; two characters or more):
- * "劳动合同期限三个月以上不满一年的，试用期不得超过多久？" → "三个月以上", "Is there a non-compete clause?" → "non",
- * a CUAD question's "Contract: MARKETING AFFILIATE AGREEMENT" quoted for its "Anti-Assignment". Not for a question
- * asking a name (简称, 缩写 …, name, title, called: "长张高速公路的简称是什么？" → "长张高速", CUAD's "Document Name"
- * → the contract's name, are right). */
+ * "劳动合同期限三个月以上不满一年的，试用期不得超过多久？" → "三个月以上", "Is there a non-compete clause?" → "non".
+ * Not for a question asking a name (简称, 缩写 …, name, title, called: "长张高速公路的简称是什么？" → "长张高速" is
+ * right), nor for an answer with a capital letter: a name the question gives may answer it (CUAD's "Parties" →
+ * "Sponsor", "ADAMS GOLF"; on cuad-dev's train part such answers lost as often as they gained). */
 bool cq_gen_answer_in_question(const char *answer, const char *question);
 
 /* The refusal phrase the prompt teaches, for the question's language. */

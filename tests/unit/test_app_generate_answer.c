@@ -157,6 +157,36 @@ static void test_is_title(void **state) {
     cq_hits_free(&h);
 }
 
+/* The quote after a span that repeated a title or the question: the first clause whose best sentences are neither. */
+static void test_fallback_quote(void **state) {
+    (void)state;
+    cq_hits h = {0};
+    const char *title = "MARKETING AFFILIATE AGREEMENT";
+    add_hit(&h, 1, "Affiliate_Agreement", title, NULL, "Exhibit 10.27\nMARKETING AFFILIATE AGREEMENT");
+    add_hit(&h, 2, "Affiliate_Agreement", title, NULL,
+            "Company may not assign this Agreement without the prior written consent of MA. Notices go to MA.");
+    cq_query q;
+    cq_err err = {0};
+    assert_int_equal(cq_query_parse(NULL, 0,
+                                    "Highlight the parts (if any) of this contract related to \"Anti-Assignment\" that "
+                                    "should be reviewed by a lawyer. Contract: MARKETING AFFILIATE AGREEMENT", &q, &err),
+                     CQ_OK);
+    size_t clause = 9;
+    char *quote = cq_answer_fallback_quote(&q, &h, q.all_terms, q.n_all_terms, &clause);
+    assert_non_null(quote);
+    assert_int_equal(clause, 1);
+    assert_non_null(strstr(quote, "may not assign"));
+    free(quote);
+    /* the title clause alone: nothing to quote */
+    h.n = 1;
+    clause = 9;
+    assert_null(cq_answer_fallback_quote(&q, &h, q.all_terms, q.n_all_terms, &clause));
+    assert_int_equal(clause, 9);
+    h.n = 2;
+    cq_query_free(&q);
+    cq_hits_free(&h);
+}
+
 static void test_in_question(void **state) {
     (void)state;
     const char *q = "劳动合同期限三个月以上不满一年的，试用期不得超过多久？";
@@ -169,17 +199,22 @@ static void test_in_question(void **state) {
     assert_false(cq_gen_answer_in_question("", q));
     assert_false(cq_gen_answer_in_question(NULL, q));
     assert_false(cq_gen_answer_in_question("三个月", NULL));
-    /* English: a fragment of the question's words, a contract's name quoted for another category */
+    /* English: a fragment of the question's words */
     assert_true(cq_gen_answer_in_question("non", "Is there a non-compete clause?"));
     const char *cuad = "Highlight the parts (if any) of this contract related to \"Anti-Assignment\" that should be "
                        "reviewed by a lawyer. Contract: MARKETING AFFILIATE AGREEMENT (file Cybergy_Affiliate_Agreement)";
-    assert_true(cq_gen_answer_in_question("MARKETING AFFILIATE AGREEMENT", cuad));
+    assert_true(cq_gen_answer_in_question("affiliate agreement", cuad));
     assert_false(cq_gen_answer_in_question("Company may not assign this Agreement", cuad));
+    /* a capitalised answer may be a name the question gives: a party, a defined term */
+    assert_false(cq_gen_answer_in_question("MARKETING AFFILIATE AGREEMENT", cuad));
+    assert_false(cq_gen_answer_in_question("ADAMS GOLF", "Highlight the parts (if any) of this contract related to "
+                                                         "\"Parties\". Contract: ADAMS GOLF ENDORSEMENT AGREEMENT"));
     /* a name asked for (CUAD's "Document Name", "title", "called") may be the question's own words */
-    assert_false(cq_gen_answer_in_question("MARKETING AFFILIATE AGREEMENT",
+    assert_false(cq_gen_answer_in_question("marketing affiliate agreement",
                                            "Highlight the parts (if any) of this contract related to \"Document Name\" "
-                                           "that should be reviewed by a lawyer. Contract: MARKETING AFFILIATE AGREEMENT"));
-    assert_false(cq_gen_answer_in_question("Services Agreement", "What is the title of the Services Agreement?"));
+                                           "that should be reviewed by a lawyer. Contract: marketing affiliate agreement"));
+    assert_false(cq_gen_answer_in_question("services agreement", "What is the title of the services agreement?"));
+    assert_true(cq_gen_answer_in_question("services agreement", "Who signed the services agreement?"));
 }
 
 /* The constraint: no span crosses items; the item the question's terms match best is the only one quotable. */
@@ -351,7 +386,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_en),
         cmocka_unit_test(test_prompt_language_is_the_querys),
         cmocka_unit_test(test_supported),
-        cmocka_unit_test(test_is_title), cmocka_unit_test(test_in_question),
+        cmocka_unit_test(test_is_title), cmocka_unit_test(test_in_question), cmocka_unit_test(test_fallback_quote),
         cmocka_unit_test(test_constraint_items),
     };
     const struct CMUnitTest model[] = {

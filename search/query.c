@@ -335,43 +335,78 @@ static size_t stem_len(const char *w) {
     return n - best;
 }
 
-/* Whether some clause of KB kb_id holds the word or another of its forms (its stem with one of word_endings). */
-static cq_status kb_holds_form(cq_store *s, int64_t kb_id, const char *word, bool *holds, cq_err *err) {
+#define MAX_FORMS 256 /* other forms of a question's words searched at most */
+
+/* The other forms of word (its stem with each of word_endings) into forms, those already in terms aside. */
+static void word_forms(const char *word, char *const *terms, size_t n_terms, term_list *forms) {
     char form[96];
     const size_t stem = stem_len(word);
-    *holds = false;
-    cq_status rc = CQ_OK;
-    for (size_t i = 0; i <= sizeof word_endings / sizeof *word_endings && !*holds && !rc; i++) {
-        if (i == 0) snprintf(form, sizeof form, "%s", word); /* the word as written first */
-        else snprintf(form, sizeof form, "%.*s%s", (int)stem, word, word_endings[i - 1]);
-        if (i > 0 && !strcmp(form, word)) continue;
-        const char *one[1] = {form};
-        cq_bm25_hit hit;
-        int64_t doc;
-        size_t found = 0;
-        rc = cq_store_keyword_bm25(s, kb_id, one, 1, NULL, 0, 1, &hit, &doc, &found, err);
-        *holds = !rc && found;
+    for (size_t i = 0; i < sizeof word_endings / sizeof *word_endings && forms->n < MAX_FORMS; i++) {
+        snprintf(form, sizeof form, "%.*s%s", (int)stem, word, word_endings[i]);
+        bool known = !strcmp(form, word);
+        for (size_t t = 0; t < n_terms && !known; t++) known = !strcmp(form, terms[t]);
+        for (size_t t = 0; t < forms->n && !known; t++) known = !strcmp(form, forms->terms[t]);
+        if (known) continue;
+        char *d = strdup(form);
+        if (!d || !cq_grow((void **)&forms->terms, &forms->cap, forms->n + 1, sizeof *forms->terms)) {
+            free(d);
+            forms->failed = 1;
+            return;
+        }
+        forms->terms[forms->n++] = d;
     }
-    return rc;
+}
+
+/* Whether term is an English word of three letters or more (a's to z's). */
+static bool is_word(const char *t) {
+    bool word = strlen(t) >= 3 && strlen(t) < 64;
+    for (const char *p = t; *p && word; p++) word = islower((unsigned char)*p) != 0;
+    return word;
+}
+
+/* The other forms of an English question's BM25 terms, into q->form_terms ("invoice", "invoicing" … for
+ * "invoices": the keyword index does not stem); the forms no clause holds cost the search nothing. -1 when out of
+ * memory. */
+static int find_forms(cq_query *q) {
+    term_list forms = {0};
+    for (size_t i = 0; i < q->n_terms && !forms.failed; i++)
+        if (is_word(q->terms[i])) word_forms(q->terms[i], q->terms, q->n_terms, &forms);
+    if (forms.failed) {
+        terms_free(forms.terms, forms.n);
+        return -1;
+    }
+    q->form_terms = forms.terms;
+    q->n_form_terms = forms.n;
+    return 0;
 }
 
 /* An English question's topic words (its BM25 terms of three letters or more, frame_words aside) that no clause of
- * KB kb_id holds in any form, into q->absent_words ("assign consent"), when they are at least half of its topic
- * words: "Can either party assign the agreement without consent?" of a services agreement that says neither. */
+ * KB kb_id holds in any form (the word or its stem with one of word_endings), into q->absent_words ("assign
+ * consent"), when they are at least half of its topic words: "Can either party assign the agreement without
+ * consent?" of a services agreement that says neither. */
 static cq_status find_absent_words(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
     cq_strbuf b = {0};
     size_t topic = 0, absent = 0;
     cq_status rc = CQ_OK;
     for (size_t i = 0; i < q->n_terms && !rc; i++) {
         const char *t = q->terms[i];
-        bool word = strlen(t) >= 3 && strlen(t) < 64;
-        for (const char *p = t; *p && word; p++) word = islower((unsigned char)*p) != 0;
-        for (size_t f = 0; f < sizeof frame_words / sizeof *frame_words && word; f++) word = strcmp(t, frame_words[f]) != 0;
-        if (!word) continue;
+        bool frame = !is_word(t);
+        for (size_t f = 0; f < sizeof frame_words / sizeof *frame_words && !frame; f++) frame = !strcmp(t, frame_words[f]);
+        if (frame) continue;
         topic++;
-        bool held = true;
-        rc = kb_holds_form(s, kb_id, t, &held, err);
-        if (!rc && !held) cq_strbuf_printf(&b, "%s%s", absent++ ? " " : "", t);
+        term_list forms = {0};
+        word_forms(t, NULL, 0, &forms);
+        if (!forms.failed && cq_grow((void **)&forms.terms, &forms.cap, forms.n + 1, sizeof *forms.terms))
+            forms.terms[forms.n++] = strdup(t); /* freed with the list; NULL (out of memory) checked below */
+        bool ok = !forms.failed && forms.n && forms.terms[forms.n - 1];
+        cq_bm25_hit hit;
+        int64_t doc;
+        size_t found = 0;
+        rc = ok ? cq_store_keyword_bm25(s, kb_id, (const char *const *)forms.terms, forms.n, NULL, 0, 1, &hit, &doc,
+                                        &found, err)
+                : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        terms_free(forms.terms, forms.n);
+        if (!rc && !found) cq_strbuf_printf(&b, "%s%s", absent++ ? " " : "", t);
     }
     char *words = cq_strbuf_take(&b);
     if (!rc && absent && absent * 2 >= topic) {
@@ -391,6 +426,7 @@ void cq_query_free(cq_query *q) {
     terms_free(q->terms, q->n_terms);
     terms_free(q->all_terms, q->n_all_terms);
     terms_free(q->exp_terms, q->n_exp_terms);
+    terms_free(q->form_terms, q->n_form_terms);
     free(q->absent_name);
     free(q->absent_words);
     free(q->expansion);
@@ -429,6 +465,7 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
         free(topic);
     }
     failed |= terms_of(question, &out->all_terms, &out->n_all_terms);
+    if (!failed && out->lang == CQ_QUERY_EN) failed |= find_forms(out);
     cq_status rc = failed ? cq_err_set(err, CQ_ERR_NOMEM, "out of memory") : CQ_OK;
     if (!rc && s) {
         out->kb_id = kb_id;

@@ -16,6 +16,8 @@
  *                another document's clause (app/answer.c)
  *     absent_words (English) the words of its topic that no clause holds in any form, when they are half of them
  *                or more: the answer says so beside what it quotes (app/answer.c)
+ *     form_terms (English) other forms of its terms ("invoice", "invoicing" … for "invoices": the keyword index does
+ *                not stem); searched beside terms with weight CQ_QUERY_FORMS_WEIGHT (search/retrieve.c)
  *
  * Everything but the titles, absent_name and absent_words is a function of the text alone; those need the KB (the router's title cache).
  * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
@@ -44,6 +46,8 @@ typedef enum {
 
 #define CQ_QUERY_MAX_TERMS 40  /* a long question keeps its first CQ_QUERY_MAX_TERMS distinct terms */
 #define CQ_QUERY_MAX_TITLES 64 /* documents a question may name */
+#define CQ_QUERY_FORMS_WEIGHT 0.5 /* the BM25 share of a term's other forms (form_terms); CLAUSEQA_FORMS_WEIGHT, in
+                                     [0, 4], overrides it (0: not searched) */
 
 typedef struct {
     char *text;          /* the question */
@@ -55,6 +59,8 @@ typedef struct {
     size_t n_terms;
     char **exp_terms;    /* terms of the expansion (below) that terms lacks */
     size_t n_exp_terms;
+    char **form_terms;   /* English: other forms of terms (see above): the stem of each with common endings */
+    size_t n_form_terms;
     char **all_terms;    /* terms of the whole question */
     size_t n_all_terms;
     cq_date as_of;       /* the day asked about (the last day of a period the question names), 0: today */

@@ -150,13 +150,14 @@ static cq_status apply_local_prior(cq_store *s, const char *question, cq_bm25_hi
     return rc;
 }
 
-/* The lexicon's expansion (search/lexicon.h): its terms searched alone, and cq_lexicon_weight() × their score added
- * to each clause's — to the clauses the question's own terms found, and the others appended with that share alone.
- * *found and *doc_of (n entries) grow to hold them. */
-static cq_status add_expansion(cq_store *s, const cq_query *q, const int64_t *doc_ids, size_t n_docs, size_t want,
-                               cq_bm25_hit **found, int64_t **doc_of, size_t *n, cq_err *err) {
-    const double weight = cq_lexicon_weight();
-    if (weight <= 0.0) return CQ_OK;
+/* Terms searched beside the question's own (the lexicon's expansion, search/lexicon.h; an English term's other
+ * forms, query.h form_terms): searched alone, and weight × their score added to each clause's — to the clauses the
+ * question's own terms found, and the others appended with that share alone. *found and *doc_of (n entries) grow to
+ * hold them. */
+static cq_status add_expansion(cq_store *s, const cq_query *q, char *const *terms, size_t n_terms, double weight,
+                               const int64_t *doc_ids, size_t n_docs, size_t want, cq_bm25_hit **found,
+                               int64_t **doc_of, size_t *n, cq_err *err) {
+    if (weight <= 0.0 || !n_terms) return CQ_OK;
     size_t cap = want * (n_docs ? n_docs : 1), m = 0;
     cq_bm25_hit *more = malloc(cap * sizeof *more);
     int64_t *more_doc = malloc(cap * sizeof *more_doc);
@@ -166,8 +167,8 @@ static cq_status add_expansion(cq_store *s, const cq_query *q, const int64_t *do
     if (d) *doc_of = d;
     cq_status rc = more && more_doc && f && d ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     if (!rc)
-        rc = cq_store_keyword_bm25(s, q->kb_id, (const char *const *)q->exp_terms, q->n_exp_terms, doc_ids, n_docs,
-                                   want, more, more_doc, &m, err);
+        rc = cq_store_keyword_bm25(s, q->kb_id, (const char *const *)terms, n_terms, doc_ids, n_docs, want, more,
+                                   more_doc, &m, err);
     const size_t own = *n;
     for (size_t i = 0; !rc && i < m; i++) {
         size_t j = 0;
@@ -184,6 +185,14 @@ static cq_status add_expansion(cq_store *s, const cq_query *q, const int64_t *do
     return rc;
 }
 
+/* CQ_QUERY_FORMS_WEIGHT, or CLAUSEQA_FORMS_WEIGHT when it is a number in [0, 4]. */
+static double forms_weight(void) {
+    const char *v = getenv("CLAUSEQA_FORMS_WEIGHT");
+    char *end = NULL;
+    const double w = v ? strtod(v, &end) : -1.0;
+    return v && end != v && !*end && w >= 0.0 && w <= 4.0 ? w : CQ_QUERY_FORMS_WEIGHT;
+}
+
 /* BM25 through the store's keyword index (store/store.h cq_store_keyword_bm25: FTS5 or postings): the query's terms
  * OR-ed; when docs are given, only their clauses (best first over all of them), with the local prior. Adds the
  * results to h after what it holds. */
@@ -198,7 +207,12 @@ static cq_status bm25(cq_store *s, const cq_query *query, const cq_title_match *
     cq_status rc = found && doc_of && (doc_ids || !n_docs) ? CQ_OK : cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_docs; i++) doc_ids[i] = docs[i].doc_id;
     if (!rc) rc = cq_store_keyword_bm25(s, kb_id, terms, query->n_terms, doc_ids, n_docs, want, found, doc_of, &n, err);
-    if (!rc && query->n_exp_terms) rc = add_expansion(s, query, doc_ids, n_docs, want, &found, &doc_of, &n, err);
+    if (!rc)
+        rc = add_expansion(s, query, query->exp_terms, query->n_exp_terms, cq_lexicon_weight(), doc_ids, n_docs, want,
+                           &found, &doc_of, &n, err);
+    if (!rc)
+        rc = add_expansion(s, query, query->form_terms, query->n_form_terms, forms_weight(), doc_ids, n_docs, want,
+                           &found, &doc_of, &n, err);
     if (!rc) rc = apply_local_prior(s, query->text, found, doc_of, n, err);
     free(doc_of);
     free(doc_ids);

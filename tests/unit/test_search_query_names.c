@@ -4,7 +4,8 @@
  * whole word of a document's name or title (file names: "NDA-SqillerBetaTesters", "..._20by_20SWA"). Chinese: the
  * 《titles》 it names, held when a document's title matches (the router's variants) or a clause quotes it; the
  * question is refused only when every title it names is missing. English topic words that no clause holds in any
- * form (cq_query.absent_words), when half of the question's or more: the answer says so beside its quote. */
+ * form (cq_query.absent_words), when half of the question's or more: the answer says so beside its quote. The other
+ * forms of an English question's terms searched beside them (cq_query.form_terms). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,6 +227,46 @@ static void test_answer_names_missing_words(void **state) {
     cq_query_free(&q);
 }
 
+/* An English term's other forms: the keyword index does not stem, so "invoices" finds a clause that says "invoice"
+ * through q.form_terms, and the question's own form still ranks first. */
+static void test_other_forms(void **state) {
+    cq_store *s = *state;
+    cq_err err = {0};
+    int64_t kb;
+    assert_int_equal(cq_store_kb_create(s, "services", &kb, &err), CQ_OK);
+    static const char *const clauses[][4] = {
+        {"Section 3.1", "3.1", "Section 3.1", "Customer shall pay each correct invoice within thirty days of receipt."},
+        {"Section 5.2", "5.2", "Section 5.2", "Either party may terminate on sixty days' written notice."},
+        {"Section 3.3", "3.3", "Section 3.3", "Invoices are sent monthly by email."}};
+    test_add_doc(s, kb, "services", NULL, "s1", clauses, 3);
+    cq_query q;
+    assert_int_equal(cq_query_parse(s, kb, "When are invoices due?", &q, &err), CQ_OK);
+    bool invoice = false;
+    for (size_t i = 0; i < q.n_form_terms; i++) {
+        invoice |= !strcmp(q.form_terms[i], "invoice");
+        assert_string_not_equal(q.form_terms[i], "invoices"); /* the question's own term is not its other form */
+    }
+    assert_true(invoice);
+    cq_hits h = {0};
+    assert_int_equal(cq_retrieve(s, &q, NULL, &h, &err), CQ_OK);
+    assert_int_equal(h.n, 2);                                       /* the notice clause has no form of either word */
+    assert_non_null(strstr(h.hits[0].text, "Invoices are sent"));   /* its own form first */
+    assert_non_null(strstr(h.hits[1].text, "correct invoice"));     /* found through "invoice" */
+    cq_hits_free(&h);
+    cq_query_free(&q);
+    /* Chinese questions have no forms; the weight 0 turns the search of forms off */
+    assert_int_equal(cq_query_parse(s, kb, "发票什么时候到期？", &q, &err), CQ_OK);
+    assert_int_equal(q.n_form_terms, 0);
+    cq_query_free(&q);
+    setenv("CLAUSEQA_FORMS_WEIGHT", "0", 1);
+    assert_int_equal(cq_query_parse(s, kb, "When are invoices due?", &q, &err), CQ_OK);
+    assert_int_equal(cq_retrieve(s, &q, NULL, &h, &err), CQ_OK);
+    unsetenv("CLAUSEQA_FORMS_WEIGHT");
+    assert_int_equal(h.n, 1);
+    cq_hits_free(&h);
+    cq_query_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_names_the_kb_lacks, test_store_setup, test_store_teardown),
@@ -234,6 +275,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_answer_says_it_is_not_here, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_words_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_answer_names_missing_words, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_other_forms, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

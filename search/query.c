@@ -314,7 +314,9 @@ static const char *const frame_words[] = {
     "details", "consider", "some", "their", "they", "them", "even", "upon", "without", "here", "when", "where",
     "why", "whether", "other", "between", "you", "your", "our", "all", "also", "been", "being", "both", "get",
     "got", "more", "most", "only", "own", "same", "too", "very", "way", "happens", "happen", "tell", "show", "give",
-    "find", "mean", "means", "need", "needs", "regarding",
+    "find", "mean", "means", "need", "needs", "regarding", "long", "much", "many", "often",
+    /* prefixes a hyphen leaves alone: "non-compete" is about competing */
+    "non", "anti", "pre", "post", "sub", "multi", "inter", "self",
 };
 
 /* Endings tried after a word's stem, so that "assign" is held by "assignment" and "compete" by "competition". */
@@ -382,7 +384,7 @@ static int find_forms(cq_query *q) {
 
 /* An English question's topic words (its BM25 terms of three letters or more, frame_words aside) that no clause of
  * KB kb_id holds in any form (the word or its stem with one of word_endings), into q->absent_words ("assign
- * consent"), when they are at least half of its topic words: "Can either party assign the agreement without
+ * consent"), when they are more than half of its topic words: "Can either party assign the agreement without
  * consent?" of a services agreement that says neither. */
 static cq_status find_absent_words(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
     cq_strbuf b = {0};
@@ -409,7 +411,7 @@ static cq_status find_absent_words(cq_store *s, int64_t kb_id, cq_query *q, cq_e
         if (!rc && !found) cq_strbuf_printf(&b, "%s%s", absent++ ? " " : "", t);
     }
     char *words = cq_strbuf_take(&b);
-    if (!rc && absent && absent * 2 >= topic) {
+    if (!rc && absent && absent * 2 > topic) {
         if (!words) return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         q->absent_words = words;
         return CQ_OK;

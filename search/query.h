@@ -14,8 +14,8 @@
  *     compare    it compares versions: "新旧版本第六十条有何不同？"
  *     absent_name  (English) a proper name it gives that the KB holds nowhere: the answer says so instead of quoting
  *                another document's clause (app/answer.c)
- *     absent_words (English) the words of its topic that no clause holds in any form, when they are half of them
- *                or more: the answer says so beside what it quotes (app/answer.c)
+ *     absent_words (English) the words of its topic that no clause holds in any form, when they are more than
+ *                half of them: the answer says so beside what it quotes (app/answer.c)
  *     form_terms (English) other forms of its terms ("invoice", "invoicing" … for "invoices": the keyword index does
  *                not stem); searched beside terms with weight CQ_QUERY_FORMS_WEIGHT (search/retrieve.c)
  *
@@ -76,7 +76,7 @@ typedef struct {
                           * question is about a document the KB lacks. NULL otherwise, and without a KB */
     char *absent_words;  /* an English question's topic words (space-separated) that no clause of the KB holds in any
                           * form ("assign consent" of "Can either party assign the agreement without consent?" asked
-                          * of a contract with no assignment clause), when they are half of its topic words or more;
+                          * of a contract with no assignment clause), when they are more than half of its topic words;
                           * frame words ("clause", "party", "agreement" …) aside. NULL otherwise, and without a KB */
     char *expansion;     /* the statutory phrases for the question's everyday words (exp_terms), space-separated
                           * ("延长工作时间 劳动者" for "员工加班费怎么算？"); NULL when none (search/lexicon.h) */

@@ -185,12 +185,17 @@ static cq_status add_expansion(cq_store *s, const cq_query *q, char *const *term
     return rc;
 }
 
-/* CQ_QUERY_FORMS_WEIGHT, or CLAUSEQA_FORMS_WEIGHT when it is a number in [0, 4]. */
+/* CQ_QUERY_FORMS_WEIGHT, or CLAUSEQA_FORMS_WEIGHT when it is a number in [0, 4] (anything else: one warning). */
 static double forms_weight(void) {
     const char *v = getenv("CLAUSEQA_FORMS_WEIGHT");
+    if (!v) return CQ_QUERY_FORMS_WEIGHT;
     char *end = NULL;
-    const double w = v ? strtod(v, &end) : -1.0;
-    return v && end != v && !*end && w >= 0.0 && w <= 4.0 ? w : CQ_QUERY_FORMS_WEIGHT;
+    const double w = strtod(v, &end);
+    if (end != v && !*end && w >= 0.0 && w <= 4.0) return w;
+    static int warned; /* once a process: this is read for every question */
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        CQ_WARN("CLAUSEQA_FORMS_WEIGHT is a number in [0, 4], not '%s': using %.1f", v, CQ_QUERY_FORMS_WEIGHT);
+    return CQ_QUERY_FORMS_WEIGHT;
 }
 
 /* BM25 through the store's keyword index (store/store.h cq_store_keyword_bm25: FTS5 or postings): the query's terms

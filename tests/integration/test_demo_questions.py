@@ -11,7 +11,8 @@ adapter the tree holds): each is answered right or refused.
 - "公司的注册资本最低限额是多少？" (no company law in the KB): refused, or — the 270M reader's known limit, docs/EVAL.md —
   answered with a context that shows whose registered capital the clause is about (劳务派遣).
 - "用人单位可以扣押劳动者的身份证吗？": 否 from 劳动合同法 第九条 (不得扣押…), not the reader's 是 (docs/ANSWERS.md).
-- English questions of the services agreement about what it does not say: the words no clause uses are named.
+- English questions of the services agreement about what it does not say: the words no clause uses are named; those it
+  answers carry no such notice; "When are invoices due?" is answered from the clause that says "invoice".
 
 Skipped (77) when the model or the adapter is not installed.
 
@@ -111,8 +112,13 @@ def main():
         a = ask(binary, data, 'Is there a non-compete clause?')
         check('non-compete: not "non", "compete" named', a.get('answer', '').strip().lower() != 'non'
               and '"compete"' in (a.get('notice') or ''), a)
-        a = ask(binary, data, 'What happens if the client pays late?')
-        check('late payment: no missing words', 'uses the word' not in (a.get('notice') or ''), a)
+        for q in ('What happens if the client pays late?', 'How long is the notice period for termination?'):
+            a = ask(binary, data, q)
+            check(f'{q}: no missing words', not a.get('abstained') and 'uses the word' not in (a.get('notice') or ''), a)
+        # "invoices" finds the clause that says "invoice" (the keyword index does not stem; its other forms are searched)
+        a = ask(binary, data, 'When are invoices due?')
+        doc, clause = cited(a)
+        check('invoices: answered from Section 3.1', not a.get('abstained') and clause == 'Section 3.1', a)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     T.finish()

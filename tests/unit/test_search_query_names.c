@@ -42,21 +42,31 @@ static int64_t kb_with_ndas(cq_store *s) {
     return kb;
 }
 
-/* The absent name cq_query_parse finds for question in kb (NULL: none), as a copy. */
-static char *absent(cq_store *s, int64_t kb, const char *question) {
+/* What cq_query_parse finds missing for question in kb (NULL: none), as a copy: the absent name, or with words the
+ * absent topic words. */
+static char *absent_of(cq_store *s, int64_t kb, const char *question, bool words) {
     cq_query q;
     cq_err err = {0};
     if (cq_query_parse(s, kb, question, &q, &err)) fail_msg("%s", err.msg);
-    char *name = q.absent_name ? strdup(q.absent_name) : NULL;
+    const char *found = words ? q.absent_words : q.absent_name;
+    char *copy = found ? strdup(found) : NULL;
     cq_query_free(&q);
-    return name;
+    return copy;
+}
+
+static void expect_missing(cq_store *s, int64_t kb, const char *question, const char *want, bool words) {
+    char *got = absent_of(s, kb, question, words);
+    if (!want && got) fail_msg("'%s': '%s' taken for %s the KB lacks", question, got, words ? "words" : "a name");
+    if (want && (!got || strcmp(got, want))) fail_msg("'%s': expected '%s' absent, got '%s'", question, want, got ? got : "(none)");
+    free(got);
 }
 
 static void expect_absent(cq_store *s, int64_t kb, const char *question, const char *name) {
-    char *got = absent(s, kb, question);
-    if (!name && got) fail_msg("'%s': '%s' taken for a name the KB lacks", question, got);
-    if (name && (!got || strcmp(got, name))) fail_msg("'%s': expected '%s' absent, got '%s'", question, name, got ? got : "(none)");
-    free(got);
+    expect_missing(s, kb, question, name, false);
+}
+
+static void expect_words(cq_store *s, int64_t kb, const char *question, const char *words) {
+    expect_missing(s, kb, question, words, true);
 }
 
 static void test_names_the_kb_lacks(void **state) {
@@ -158,24 +168,6 @@ static void test_answer_says_it_is_not_here(void **state) {
         cq_answer_free(&a);
         cq_query_free(&q);
     }
-}
-
-/* The topic words cq_query_parse finds absent for question in kb (NULL: none), as a copy. */
-static char *absent_words(cq_store *s, int64_t kb, const char *question) {
-    cq_query q;
-    cq_err err = {0};
-    if (cq_query_parse(s, kb, question, &q, &err)) fail_msg("%s", err.msg);
-    char *words = q.absent_words ? strdup(q.absent_words) : NULL;
-    cq_query_free(&q);
-    return words;
-}
-
-static void expect_words(cq_store *s, int64_t kb, const char *question, const char *words) {
-    char *got = absent_words(s, kb, question);
-    if (!words && got) fail_msg("'%s': '%s' taken for words the KB lacks", question, got);
-    if (words && (!got || strcmp(got, words)))
-        fail_msg("'%s': expected '%s' absent, got '%s'", question, words, got ? got : "(none)");
-    free(got);
 }
 
 /* An English question about what no clause says: more than half of its topic words held by no clause in any form. */

@@ -1,6 +1,7 @@
 #include "app/answer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +20,26 @@
 #define MAX_QUOTE_CHARS 400
 #define FALLBACK_CLAUSES 3 /* the clauses cq_answer_fallback_quote looks through */
 
+/* Whether term is an English word (three lower-case letters or more). */
+static bool english_word(const char *t) {
+    size_t n = 0;
+    for (; t[n]; n++)
+        if (t[n] < 'a' || t[n] > 'z') return false;
+    return n >= 3;
+}
+
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     if (n_terms == 0) return 0;
     char *f = cq_text_norm_key(text, strlen(text));
     if (!f) return 0;
     size_t found = 0;
-    for (size_t i = 0; i < n_terms; i++)
-        if (strstr(f, terms[i])) found++;
+    for (size_t i = 0; i < n_terms; i++) {
+        /* an English word in another form counts: its stem ("invoices" is held by "invoice") */
+        const size_t n = english_word(terms[i]) ? cq_query_stem_len(terms[i]) : strlen(terms[i]);
+        char part[72];
+        snprintf(part, sizeof part, "%.*s", (int)(n < sizeof part ? n : sizeof part - 1), terms[i]);
+        if (strstr(f, part)) found++;
+    }
     free(f);
     return (double)found / (double)n_terms;
 }

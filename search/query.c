@@ -327,7 +327,7 @@ static const char *const word_endings[] = {
 
 /* A word's stem: the longest ending of word_endings removed while three letters remain ("competition" → "compet",
  * "pays" → "pay"). */
-static size_t stem_len(const char *w) {
+size_t cq_query_stem_len(const char *w) {
     const size_t n = strlen(w);
     size_t best = 0;
     for (size_t i = 0; i < sizeof word_endings / sizeof *word_endings; i++) {
@@ -342,7 +342,7 @@ static size_t stem_len(const char *w) {
 /* The other forms of word (its stem with each of word_endings) into forms, those already in terms aside. */
 static void word_forms(const char *word, char *const *terms, size_t n_terms, term_list *forms) {
     char form[96];
-    const size_t stem = stem_len(word);
+    const size_t stem = cq_query_stem_len(word);
     for (size_t i = 0; i < sizeof word_endings / sizeof *word_endings && forms->n < MAX_FORMS; i++) {
         snprintf(form, sizeof form, "%.*s%s", (int)stem, word, word_endings[i]);
         bool known = !strcmp(form, word);

@@ -87,6 +87,10 @@ typedef struct {
 cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_query *out, cq_err *err);
 void cq_query_free(cq_query *q);
 
+/* The stem of an English word: its length once the longest common ending is removed while three letters remain
+ * ("invoices" → 6, "invoic"; "pays" → 3, "pay"): what form_terms are made from. */
+size_t cq_query_stem_len(const char *word);
+
 /* The day a request asks about (REST "as_of", CLI --as-of): it overrides a date found in the question. */
 void cq_query_set_as_of(cq_query *q, cq_date day);
 

@@ -187,6 +187,20 @@ static void test_fallback_quote(void **state) {
     cq_hits_free(&h);
 }
 
+/* Coverage: an English word counts in another form (its stem), other terms as written. */
+static void test_coverage_forms(void **state) {
+    (void)state;
+    char *en[] = {"invoices", "due", "pays"};
+    assert_float_equal(cq_answer_coverage(en, 3, "Customer shall pay each correct invoice within thirty days."), 2.0 / 3,
+                       1e-9); /* invoice, pay; not due */
+    char *zh[] = {"试用", "用期"};
+    assert_float_equal(cq_answer_coverage(zh, 2, "试用期不得超过六个月"), 1.0, 1e-9);
+    assert_float_equal(cq_answer_coverage(zh, 2, "试验期间"), 0.0, 1e-9);
+    char *mixed[] = {"sla", "99"};
+    assert_float_equal(cq_answer_coverage(mixed, 2, "The SLA is 99.9%"), 1.0, 1e-9);
+    assert_float_equal(cq_answer_coverage(en, 0, "anything"), 0.0, 1e-9);
+}
+
 static void test_in_question(void **state) {
     (void)state;
     const char *q = "劳动合同期限三个月以上不满一年的，试用期不得超过多久？";
@@ -387,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_language_is_the_querys),
         cmocka_unit_test(test_supported),
         cmocka_unit_test(test_is_title), cmocka_unit_test(test_in_question), cmocka_unit_test(test_fallback_quote),
+        cmocka_unit_test(test_coverage_forms),
         cmocka_unit_test(test_constraint_items),
     };
     const struct CMUnitTest model[] = {

@@ -282,6 +282,32 @@ static void forbidden_verdict(const cq_query *q, cq_answer *out, char **answer, 
     }
 }
 
+/* A 是 on a "X是否Y" question where a clause the reader was shown states Y negated (cq_span_denies: "被告未按照协议
+ *支付抚养费"): the answer is 否, cited from that clause with the denying sentence as the quote, and a notice. */
+static void denied_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
+    for (size_t j = 0; j < out->hits.n; j++) {
+        if (out->hits.hits[j].doc_id != out->hits.hits[0].doc_id) continue; /* the document the question is about */
+        const char *t = out->hits.hits[j].text;
+        cq_text_range s;
+        if (!t || !cq_span_denies(q->text, t, strlen(t), &s)) continue;
+        char *no = strdup("否"), *said = strndup(t + s.start, s.end - s.start), *notice = strdup("条文原文的表述是否定的，回答依条文原文给出。");
+        if (!no || !said || !notice) {
+            free(no);
+            free(said);
+            free(notice);
+            return;
+        }
+        free(out->notice);
+        out->notice = notice;
+        free(*answer);
+        *answer = no;
+        *clause = j;
+        *quote = said;
+        out->verdict = "no";
+        return;
+    }
+}
+
 /* The best sentences of a clause for the question: the highest-scoring sentence, plus its neighbour when that
  * one also matches, in document order, at most MAX_QUOTE_CHARS characters. */
 static char *best_sentences(const char *text, char **terms, size_t n_terms) {
@@ -569,6 +595,8 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
             generate(q, &o, out, &answer, &clause, &declined, &repeated);
             char *quote = NULL;
             if (answer && out->verdict && zh) forbidden_verdict(q, out, &answer, &clause, &quote);
+            if (answer && out->verdict && zh && !out->forbidden && !strcmp(out->verdict, "yes"))
+                denied_verdict(q, out, &answer, &clause, &quote);
             if (answer && out->verdict) { /* the quote: the first clause's sentences that match the question best */
                 if (!quote) quote = best_sentences(out->hits.hits[clause].text, terms, n_terms);
                 rc = quote ? cite(out, &out->hits.hits[clause], quote, err)

@@ -767,3 +767,120 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
     }
     return false;
 }
+
+/* ---- a yes/no question the clause answers with a negation (cq_span_denies) ---------------------------------- */
+
+/* Words that deny what follows them; longer first where one holds another. */
+static const char *const ZH_DENY[] = {"并未", "从未", "尚未", "没有", "拒不", "拒绝", "否认", "未", "没", "不", "无", "非"};
+/* How a question may lead its predicate (是否已经支付…, 是否有房屋): left out before it is looked for. */
+static const char *const ZH_PRED_LEAD[] = {"已经", "可以", "应当", "应该", "已", "曾", "有", "会", "能", "要"};
+
+#define DENY_MAX_CHARS 64 /* a predicate's characters looked at */
+#define DENY_WINDOW 2 /* characters a denying word may stand before the predicate */
+
+/* Whether s[0..n) starts with one of words (set *len to its length). */
+static bool starts_with_any(const char *s, size_t n, const char *const *words, size_t n_words, size_t *len) {
+    for (size_t i = 0; i < n_words; i++) {
+        const size_t l = strlen(words[i]);
+        if (l <= n && !memcmp(s, words[i], l)) {
+            if (len) *len = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The byte offsets of the characters of s[0..n), at most max (the last entry the end), into at; their count. */
+static size_t char_offsets(const char *s, size_t n, size_t *at, size_t max) {
+    size_t k = 0, i = 0;
+    while (i < n && k < max) {
+        at[k++] = i;
+        size_t len = 1;
+        cq_utf8_decode(s + i, n - i, &len);
+        i += len ? len : 1;
+    }
+    at[k] = i;
+    return k;
+}
+
+/* Whether the sentence end at text[i]: 。；！？ or a line break (its length into *len). */
+static bool sentence_end_at(const char *text, size_t n, size_t i, size_t *len) {
+    static const char *const ends[] = {"\xe3\x80\x82", "\xef\xbc\x9b", "\xef\xbc\x81", "\xef\xbc\x9f", "\n"};
+    return starts_with_any(text + i, n - i, ends, sizeof ends / sizeof *ends, len);
+}
+
+bool cq_span_denies(const char *question, const char *text, size_t n, cq_text_range *sentence) {
+    const char *p = question ? strstr(question, "是否") : NULL;
+    if (!p || !text) return false;
+    const char *pred = p + strlen("是否");
+    size_t plen = strlen(pred), lead = 0;
+    static const char *const tail[] = {"？", "?", "吗", "呢", " "};
+    for (bool trimmed = true; trimmed;) { /* "…抚养费吗？ " → "…抚养费" */
+        trimmed = false;
+        for (size_t t = 0; t < sizeof tail / sizeof *tail; t++) {
+            const size_t l = strlen(tail[t]);
+            if (plen >= l && !memcmp(pred + plen - l, tail[t], l)) plen -= l, trimmed = true;
+        }
+    }
+    if (starts_with_any(pred, plen, ZH_PRED_LEAD, sizeof ZH_PRED_LEAD / sizeof *ZH_PRED_LEAD, &lead)) pred += lead, plen -= lead;
+    if (starts_with_any(pred, plen, ZH_DENY, sizeof ZH_DENY / sizeof *ZH_DENY, NULL)) return false; /* 是否不…: asks a negation */
+    size_t at[DENY_MAX_CHARS + 1];
+    const size_t chars = char_offsets(pred, plen, at, DENY_MAX_CHARS);
+    if (chars < 2) return false;
+    const size_t head = at[2]; /* the bytes of its first two characters */
+    size_t n_pairs = 0;        /* its distinct pairs of adjacent characters: [at[i], at[i + 2]) */
+    size_t pair[DENY_MAX_CHARS];
+    for (size_t i = 0; i + 1 < chars; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < n_pairs && !seen; j++)
+            seen = at[i + 2] - at[i] == at[pair[j] + 2] - at[pair[j]] &&
+                   !memcmp(pred + at[i], pred + at[pair[j]], at[i + 2] - at[i]);
+        if (!seen) pair[n_pairs++] = i;
+    }
+    double best = 0;
+    size_t best_start = 0, best_end = 0, best_at = 0;
+    for (size_t start = 0; start < n;) {
+        size_t end = start, len = 0;
+        while (end < n && !sentence_end_at(text, n, end, &len)) end++;
+        const char *sent = text + start;
+        const size_t slen = end - start;
+        const char *hit = memmem(sent, slen, pred, head);
+        if (hit) {
+            size_t held = 0;
+            for (size_t j = 0; j < n_pairs; j++)
+                held += memmem(sent, slen, pred + at[pair[j]], at[pair[j] + 2] - at[pair[j]]) != NULL;
+            const double share = (double)held / (double)n_pairs;
+            if (share >= 0.5 && share > best) {
+                best = share;
+                best_start = start;
+                best_end = end;
+                best_at = (size_t)(hit - text);
+            }
+        }
+        start = end < n ? end + (len ? len : 1) : n;
+    }
+    if (best <= 0) return false;
+    /* a denying word that ends at most DENY_WINDOW characters before the predicate, within its sentence */
+    bool denied = false;
+    size_t end = best_at;
+    for (int k = 0; k <= DENY_WINDOW && !denied; k++) {
+        for (size_t w = 0; w < sizeof ZH_DENY / sizeof *ZH_DENY && !denied; w++) {
+            const size_t l = strlen(ZH_DENY[w]);
+            denied = end >= best_start + l && !memcmp(text + end - l, ZH_DENY[w], l);
+        }
+        if (end <= best_start) break;
+        end--; /* one character back */
+        while (end > best_start && ((unsigned char)text[end] & 0xC0) == 0x80) end--;
+    }
+    /* the question's subject (before 是否), when it has two characters or more: one of its pairs in the sentence
+     * before the predicate ("王x2与王x5是否办理了结婚登记" → "被告王x2与王x5(已死亡)未办理…") */
+    const size_t slen = (size_t)(p - question);
+    size_t sat[DENY_MAX_CHARS + 1];
+    const size_t schars = char_offsets(question, slen, sat, DENY_MAX_CHARS);
+    bool subject = schars < 2;
+    for (size_t i = 0; denied && !subject && i + 1 < schars; i++)
+        subject = memmem(text + best_start, best_at - best_start, question + sat[i], sat[i + 2] - sat[i]) != NULL;
+    denied = denied && subject;
+    if (denied && sentence) *sentence = (cq_text_range){best_start, best_end};
+    return denied;
+}

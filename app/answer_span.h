@@ -73,4 +73,13 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
  * sentence. */
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence);
 
+/* Does the clause text[0..n) state the negation of what the Chinese yes/no question asks? The question asks
+ * "X是否Y" ("被告是否按照协议支付抚养费？"); Y, without a leading 已经 / 曾 / 有 / 能 / 可以 … and not itself negative,
+ * is found in the sentence (split at 。；！？ and line breaks) that holds its first two characters and the largest share
+ * of its pairs of adjacent characters, at least half; the clause denies it when a 未 / 没有 / 不 / 无 / 拒不 / 否认 …
+ * ends at most two characters before those two ("被告未按照协议支付抚养费", "至今未退还") and the sentence before them
+ * holds a pair of the question's subject X (when X has two characters or more). *sentence (may be NULL) receives that
+ * sentence. Measured on cjrc-dev's yes/no questions (docs/EVAL.md). */
+bool cq_span_denies(const char *question, const char *text, size_t n, cq_text_range *sentence);
+
 #endif

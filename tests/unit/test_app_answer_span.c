@@ -311,6 +311,42 @@ static bool forbids(const char *question, const char *clause, char *sentence, si
     return f;
 }
 
+/* A "X是否Y" question the clause answers with Y negated (cq_span_denies). */
+static void expect_denies(const char *question, const char *text, const char *sentence) {
+    cq_text_range r = {0, 0};
+    const bool denies = cq_span_denies(question, text, strlen(text), &r);
+    if (!sentence && denies) fail_msg("'%s' taken as denied by '%.*s'", question, (int)(r.end - r.start), text + r.start);
+    if (sentence && !denies) fail_msg("'%s' not denied by '%s'", question, text);
+    if (sentence && (r.end - r.start != strlen(sentence) || memcmp(text + r.start, sentence, r.end - r.start)))
+        fail_msg("'%s': sentence '%.*s', expected '%s'", question, (int)(r.end - r.start), text + r.start, sentence);
+}
+
+static void test_denies(void **state) {
+    (void)state;
+    expect_denies("被告是否按照协议支付抚养费？", "经审理查明，被告未按照协议支付抚养费。原告诉至本院。",
+                  "经审理查明，被告未按照协议支付抚养费");
+    expect_denies("王x2与王x5是否办理了结婚登记？", "1.被告王x2与王x5(已死亡)未办理结婚登记,于2013年11月份开始同居生活",
+                  "1.被告王x2与王x5(已死亡)未办理结婚登记,于2013年11月份开始同居生活");
+    /* the question's 已经 is left out before the predicate is looked for */
+    expect_denies("挪用的资金是否已经退还？", "案发后被告人认罪。\n上述资金至案发至今未退还给某某公司；", "上述资金至案发至今未退还给某某公司");
+    expect_denies("双方是否签订了书面合同？", "双方一直没有签订书面合同，口头约定租金。", "双方一直没有签订书面合同，口头约定租金");
+    /* a word between the denial and the predicate (未能按时还款), not more than two */
+    expect_denies("被告是否按时还款？", "被告未能按时还款。", "被告未能按时还款");
+    /* the sentence is about someone else: no pair of the question's subject before the predicate */
+    expect_denies("原告是否有民事行为能力？", "被继承人之子张亚系无民事行为能力人。", NULL);
+    /* affirmed, not denied */
+    expect_denies("双方是否签订了租赁合同？", "双方签订了租赁合同，约定租期一年。", NULL);
+    expect_denies("原告是否再婚？", "原告于2015年再婚。", NULL);
+    /* a negation far before the predicate is not its own */
+    expect_denies("被告是否支付货款？", "被告没有在约定期限内支付货款。", NULL);
+    /* less than half the predicate's pairs in the sentence */
+    expect_denies("原告是否按照操作规程对首件孔的尺寸进行检验？", "原告未按照规定操作。", NULL);
+    /* a negative question, and one without 是否 */
+    expect_denies("被告是否不同意离婚？", "被告不同意离婚。", NULL);
+    expect_denies("被告支付了抚养费吗？", "被告未支付抚养费。", NULL);
+    expect_denies(NULL, "被告未支付抚养费。", NULL);
+}
+
 static void test_forbids(void **state) {
     (void)state;
     static const char *const words[] = {"不得", "禁止", "严禁", "不准", "不允许", "不可以", "不可", "不能", "无权",
@@ -398,7 +434,7 @@ int main(void) {
         cmocka_unit_test(test_generated_chu_wai),   cmocka_unit_test(test_generated_en_before),
         cmocka_unit_test(test_generated_en_after),  cmocka_unit_test(test_unchanged),
         cmocka_unit_test(test_issue_cases),         cmocka_unit_test(test_items),
-        cmocka_unit_test(test_sentence),            cmocka_unit_test(test_forbids),
+        cmocka_unit_test(test_sentence),            cmocka_unit_test(test_forbids), cmocka_unit_test(test_denies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

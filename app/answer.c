@@ -20,14 +20,6 @@
 #define MAX_QUOTE_CHARS 400
 #define FALLBACK_CLAUSES 3 /* the clauses cq_answer_fallback_quote looks through */
 
-/* Whether term is an English word (three lower-case letters or more). */
-static bool english_word(const char *t) {
-    size_t n = 0;
-    for (; t[n]; n++)
-        if (t[n] < 'a' || t[n] > 'z') return false;
-    return n >= 3;
-}
-
 double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     if (n_terms == 0) return 0;
     char *f = cq_text_norm_key(text, strlen(text));
@@ -35,7 +27,7 @@ double cq_answer_coverage(char **terms, size_t n_terms, const char *text) {
     size_t found = 0;
     for (size_t i = 0; i < n_terms; i++) {
         /* an English word in another form counts: its stem ("invoices" is held by "invoice") */
-        const size_t n = english_word(terms[i]) ? cq_query_stem_len(terms[i]) : strlen(terms[i]);
+        const size_t n = cq_query_is_word(terms[i]) ? cq_query_stem_len(terms[i]) : strlen(terms[i]);
         char part[72];
         snprintf(part, sizeof part, "%.*s", (int)(n < sizeof part ? n : sizeof part - 1), terms[i]);
         if (strstr(f, part)) found++;
@@ -254,58 +246,49 @@ static char *span_context(const char *text, const char *span) {
     return out;
 }
 
-/* A verdict on a question asking leave (可以…吗) where a clause the reader was shown forbids the act outright
- * (cq_span_forbids): the answer is 否 whatever the reader said (the 270M reader says 是 to nearly every yes/no
- * question, docs/EVAL.md), cited from the forbidding clause, with the forbidding sentence as the quote. */
-static void forbidden_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
+/* Makes the verdict 否 when one of the clauses the reader was shown says no (says: cq_span_forbids,
+ * cq_span_denies), only those of the first hit's document with same_doc: cited from that clause with the sentence
+ * that says it as the quote, and notice when the reader had said otherwise. False when none does (or out of memory). */
+static bool verdict_no(const cq_query *q, cq_answer *out, bool (*says)(const char *, const char *, size_t, cq_text_range *),
+                       bool same_doc, const char *notice, char **answer, size_t *clause, char **quote) {
     for (size_t j = 0; j < out->hits.n; j++) {
+        if (same_doc && out->hits.hits[j].doc_id != out->hits.hits[0].doc_id) continue;
         const char *t = out->hits.hits[j].text;
         cq_text_range s;
-        if (!t || !cq_span_forbids(q->text, t, strlen(t), &s)) continue;
+        if (!t || !says(q->text, t, strlen(t), &s)) continue;
         char *no = strdup("否"), *said = strndup(t + s.start, s.end - s.start);
         if (!no || !said) {
             free(no);
             free(said);
-            return;
+            return false;
         }
         if (strcmp(out->verdict, "no") != 0) {
             free(out->notice);
-            out->notice = strdup("条文明确禁止此行为，回答依条文原文给出。");
+            out->notice = strdup(notice);
         }
         free(*answer);
         *answer = no;
         *clause = j;
         *quote = said;
         out->verdict = "no";
-        out->forbidden = true;
-        return;
+        return true;
     }
+    return false;
 }
 
-/* A 是 on a "X是否Y" question where a clause the reader was shown states Y negated (cq_span_denies: "被告未按照协议
- *支付抚养费"): the answer is 否, cited from that clause with the denying sentence as the quote, and a notice. */
+/* A verdict on a question asking leave (可以…吗) where a clause the reader was shown forbids the act outright
+ * (cq_span_forbids): the answer is 否 whatever the reader said (the 270M reader says 是 to nearly every yes/no
+ * question, docs/EVAL.md), cited from the forbidding clause, with the forbidding sentence as the quote. */
+static void forbidden_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
+    if (verdict_no(q, out, cq_span_forbids, false, "条文明确禁止此行为，回答依条文原文给出。", answer, clause, quote))
+        out->forbidden = true;
+}
+
+/* A 是 on a "X是否Y" question where a clause of the document the question is about (the first hit's) states Y
+ * negated (cq_span_denies: "被告未按照协议支付抚养费"): the answer is 否, cited from that clause with the denying
+ * sentence as the quote, and a notice. */
 static void denied_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
-    for (size_t j = 0; j < out->hits.n; j++) {
-        if (out->hits.hits[j].doc_id != out->hits.hits[0].doc_id) continue; /* the document the question is about */
-        const char *t = out->hits.hits[j].text;
-        cq_text_range s;
-        if (!t || !cq_span_denies(q->text, t, strlen(t), &s)) continue;
-        char *no = strdup("否"), *said = strndup(t + s.start, s.end - s.start), *notice = strdup("条文原文的表述是否定的，回答依条文原文给出。");
-        if (!no || !said || !notice) {
-            free(no);
-            free(said);
-            free(notice);
-            return;
-        }
-        free(out->notice);
-        out->notice = notice;
-        free(*answer);
-        *answer = no;
-        *clause = j;
-        *quote = said;
-        out->verdict = "no";
-        return;
-    }
+    verdict_no(q, out, cq_span_denies, true, "条文原文的表述是否定的，回答依条文原文给出。", answer, clause, quote);
 }
 
 /* The best sentences of a clause for the question: the highest-scoring sentence, plus its neighbour when that

@@ -778,52 +778,43 @@ static const char *const ZH_PRED_LEAD[] = {"已经", "可以", "应当", "应该
 #define DENY_MAX_CHARS 64 /* a predicate's characters looked at */
 #define DENY_WINDOW 2 /* characters a denying word may stand before the predicate */
 
-/* Whether s[0..n) starts with one of words (set *len to its length). */
-static bool starts_with_any(const char *s, size_t n, const char *const *words, size_t n_words, size_t *len) {
-    for (size_t i = 0; i < n_words; i++) {
-        const size_t l = strlen(words[i]);
-        if (l <= n && !memcmp(s, words[i], l)) {
-            if (len) *len = l;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* The byte offsets of the characters of s[0..n), at most max (the last entry the end), into at; their count. */
 static size_t char_offsets(const char *s, size_t n, size_t *at, size_t max) {
     size_t k = 0, i = 0;
     while (i < n && k < max) {
+        size_t len;
         at[k++] = i;
-        size_t len = 1;
-        cq_utf8_decode(s + i, n - i, &len);
-        i += len ? len : 1;
+        char_at(s, n, i, &len);
+        i += len;
     }
     at[k] = i;
     return k;
 }
 
-/* Whether the sentence end at text[i]: 。；！？ or a line break (its length into *len). */
+/* Whether a sentence ends at text[i]: 。；！？ or a line break (its length into *len). */
 static bool sentence_end_at(const char *text, size_t n, size_t i, size_t *len) {
     static const char *const ends[] = {"\xe3\x80\x82", "\xef\xbc\x9b", "\xef\xbc\x81", "\xef\xbc\x9f", "\n"};
-    return starts_with_any(text + i, n - i, ends, sizeof ends / sizeof *ends, len);
+    const char *end = word_at(text, n, i, ends, COUNT(ends));
+    if (end) *len = strlen(end);
+    return end != NULL;
 }
 
 bool cq_span_denies(const char *question, const char *text, size_t n, cq_text_range *sentence) {
     const char *p = question ? strstr(question, "是否") : NULL;
     if (!p || !text) return false;
     const char *pred = p + strlen("是否");
-    size_t plen = strlen(pred), lead = 0;
+    size_t plen = strlen(pred);
     static const char *const tail[] = {"？", "?", "吗", "呢", " "};
     for (bool trimmed = true; trimmed;) { /* "…抚养费吗？ " → "…抚养费" */
         trimmed = false;
-        for (size_t t = 0; t < sizeof tail / sizeof *tail; t++) {
+        for (size_t t = 0; t < COUNT(tail); t++) {
             const size_t l = strlen(tail[t]);
             if (plen >= l && !memcmp(pred + plen - l, tail[t], l)) plen -= l, trimmed = true;
         }
     }
-    if (starts_with_any(pred, plen, ZH_PRED_LEAD, sizeof ZH_PRED_LEAD / sizeof *ZH_PRED_LEAD, &lead)) pred += lead, plen -= lead;
-    if (starts_with_any(pred, plen, ZH_DENY, sizeof ZH_DENY / sizeof *ZH_DENY, NULL)) return false; /* 是否不…: asks a negation */
+    const char *lead = word_at(pred, plen, 0, ZH_PRED_LEAD, COUNT(ZH_PRED_LEAD));
+    if (lead) pred += strlen(lead), plen -= strlen(lead);
+    if (word_at(pred, plen, 0, ZH_DENY, COUNT(ZH_DENY))) return false; /* 是否不…: asks a negation */
     size_t at[DENY_MAX_CHARS + 1];
     const size_t chars = char_offsets(pred, plen, at, DENY_MAX_CHARS);
     if (chars < 2) return false;
@@ -864,13 +855,12 @@ bool cq_span_denies(const char *question, const char *text, size_t n, cq_text_ra
     bool denied = false;
     size_t end = best_at;
     for (int k = 0; k <= DENY_WINDOW && !denied; k++) {
-        for (size_t w = 0; w < sizeof ZH_DENY / sizeof *ZH_DENY && !denied; w++) {
+        for (size_t w = 0; w < COUNT(ZH_DENY) && !denied; w++) {
             const size_t l = strlen(ZH_DENY[w]);
-            denied = end >= best_start + l && !memcmp(text + end - l, ZH_DENY[w], l);
+            denied = end >= best_start + l && has_at(text, end, end - l, ZH_DENY[w]);
         }
         if (end <= best_start) break;
-        end--; /* one character back */
-        while (end > best_start && ((unsigned char)text[end] & 0xC0) == 0x80) end--;
+        end = prev_char(text, end); /* one character back */
     }
     /* the question's subject (before 是否), when it has two characters or more: one of its pairs in the sentence
      * before the predicate ("王x2与王x5是否办理了结婚登记" → "被告王x2与王x5(已死亡)未办理…") */

@@ -359,8 +359,7 @@ static void word_forms(const char *word, char *const *terms, size_t n_terms, ter
     }
 }
 
-/* Whether term is an English word of three letters or more (a's to z's). */
-static bool is_word(const char *t) {
+bool cq_query_is_word(const char *t) {
     bool word = strlen(t) >= 3 && strlen(t) < 64;
     for (const char *p = t; *p && word; p++) word = islower((unsigned char)*p) != 0;
     return word;
@@ -372,7 +371,7 @@ static bool is_word(const char *t) {
 static int find_forms(cq_query *q) {
     term_list forms = {0};
     for (size_t i = 0; i < q->n_terms && !forms.failed; i++)
-        if (is_word(q->terms[i])) word_forms(q->terms[i], q->terms, q->n_terms, &forms);
+        if (cq_query_is_word(q->terms[i])) word_forms(q->terms[i], q->terms, q->n_terms, &forms);
     if (forms.failed) {
         terms_free(forms.terms, forms.n);
         return -1;
@@ -392,7 +391,7 @@ static cq_status find_absent_words(cq_store *s, int64_t kb_id, cq_query *q, cq_e
     cq_status rc = CQ_OK;
     for (size_t i = 0; i < q->n_terms && !rc; i++) {
         const char *t = q->terms[i];
-        bool frame = !is_word(t);
+        bool frame = !cq_query_is_word(t);
         for (size_t f = 0; f < sizeof frame_words / sizeof *frame_words && !frame; f++) frame = !strcmp(t, frame_words[f]);
         if (frame) continue;
         topic++;

@@ -91,6 +91,10 @@ void cq_query_free(cq_query *q);
  * ("invoices" → 6, "invoic"; "pays" → 3, "pay"): what form_terms are made from. */
 size_t cq_query_stem_len(const char *word);
 
+/* Whether a BM25 term is an English word: three lower-case letters (a to z) or more, under 64 (those have other
+ * forms, form_terms; the answer step counts them by their stem). */
+bool cq_query_is_word(const char *term);
+
 /* The day a request asks about (REST "as_of", CLI --as-of): it overrides a date found in the question. */
 void cq_query_set_as_of(cq_query *q, cq_date day);
 

@@ -18,6 +18,8 @@
 # The refusal fit (refusal_report.sh) wants all of cjrc's calibration part, in the mode that ships: EVERY=1
 # SUITES=cjrc-dev ORDER="train-rerank train-hybrid" LIMIT=540 (912 questions, 210 unanswerable; about 215 + 135 s on
 # an H100 at the third sitting's rates), then ORDER=val-rerank for the whole cjrc validation part (~270 s).
+# ORDER tag val-rerankN (e.g. val-rerank10): the validation part reranked with N candidates (--rerank-top-n N; the GPU's
+# default is 20) — what a cheaper relevance pass costs in quality (issue 31: the passes bound the default mode).
 # Held-out-document unanswerables (heldout_unans.py; bundle_eval.sh suites writes tqh/ and vsh/): the ORDER tags
 # train-rerank-heldout, val-rerank-heldout, train-hybrid-heldout and val-hybrid-heldout score the calibration (tqh/)
 # and validation (vsh/) parts against a KB WITHOUT their held-out documents, each in its own data dir
@@ -124,6 +126,7 @@ run)
       train-rerank) one $s train-rerank $W/tq/$s --mode router,bm25,rerank --every $every ;;
       val-rerank) one $s val-rerank $W/vs/$s --mode router,bm25,rerank ;;
       val-hybrid) one $s val-hybrid $W/vs/$s --mode router,bm25 ;;
+      val-rerank[0-9]*) one $s $r $W/vs/$s --mode router,bm25,rerank --rerank-top-n ${r#val-rerank} ;; # e.g. val-rerank10: 10 candidates
       train-hybrid) one $s train-hybrid $W/tq/$s --mode router,bm25 --every $every ;;
       train-rerank-heldout) DATA=$W/cth_$s one $s $r $W/tqh/$s --mode router,bm25,rerank --every $every ;;
       val-rerank-heldout) DATA=$W/cvh_$s one $s $r $W/vsh/$s --mode router,bm25,rerank ;;

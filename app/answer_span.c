@@ -60,8 +60,9 @@ static bool alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= '
 static bool blank(char c) { return c == ' ' || c == '\t'; }
 static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
 
-/* The start of the character before byte i (i > 0). */
+/* The start of the character before byte i (0 when i is 0). */
 static size_t prev_char(const char *t, size_t i) {
+    if (i == 0) return 0;
     size_t k = i - 1;
     while (k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80) k--;
     return k;
@@ -548,7 +549,7 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
             size_t la = after < room - lb ? after : room - lb;
             lb = before < room - la ? before : room - la; /* room one side leaves goes to the other */
             size_t na = start;
-            for (size_t i = 0; i < lb; i++) na = prev_char(text, na);
+            for (size_t i = 0; i < lb && na > a; i++) na = prev_char(text, na);
             size_t nb = end;
             for (size_t i = 0; i < la && nb < b; i++) {
                 size_t len;

@@ -519,6 +519,23 @@ cq_status cq_answer_question(cq_store *st, const cq_query *q, const cq_answer_op
     return rc;
 }
 
+/* b's text after the answer's notice (a space between), or as the notice; b is freed. */
+static cq_status add_notice(cq_answer *out, cq_strbuf *b, cq_err *err) {
+    cq_strbuf j = {0};
+    if (out->notice) cq_strbuf_printf(&j, "%s ", out->notice);
+    cq_strbuf_append(&j, b->data ? b->data : "", b->len);
+    const bool failed = b->failed;
+    cq_strbuf_free(b);
+    char *notice = cq_strbuf_finish(&j);
+    if (failed || !notice) {
+        free(notice);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    free(out->notice);
+    out->notice = notice;
+    return CQ_OK;
+}
+
 cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
@@ -603,7 +620,6 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
     if (!rc && answer && q->absent_words && top && top->source != CQ_RETRIEVE_ROUTER) {
         /* Words the question is about that no clause holds: what is quoted may be about something else. */
         cq_strbuf b = {0};
-        if (out->notice) cq_strbuf_printf(&b, "%s ", out->notice);
         cq_strbuf_puts(&b, "No clause in the knowledge base uses the word");
         const char *w = q->absent_words;
         const bool several = strchr(w, ' ') != NULL;
@@ -615,12 +631,27 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
             p += n + !last;
         }
         cq_strbuf_puts(&b, "; the clause quoted may not answer the question.");
-        char *notice = cq_strbuf_take(&b);
-        if (!notice) {
-            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
-        } else {
-            free(out->notice);
-            out->notice = notice;
+        rc = add_notice(out, &b, err);
+    }
+    if (!rc && q->ambiguous) {
+        /* "第四十四条" without a document where several have one: the router resolved it to none; say which. */
+        cq_strbuf b = {0};
+        const int len = (int)(q->ref.end - q->ref.start);
+        const char *ref = q->text + q->ref.start;
+        if (zh) cq_strbuf_printf(&b, "知识库中有几个文件都有%.*s：", len, ref);
+        else cq_strbuf_printf(&b, "Several documents of the knowledge base have %.*s: ", len, ref);
+        for (const char *p = q->ambiguous; *p;) {
+            const size_t n = strcspn(p, "\n");
+            cq_strbuf_printf(&b, zh ? "%s《%.*s》" : "%s%.*s", p == q->ambiguous ? "" : zh ? "、" : "; ", (int)n, p);
+            p += n + (p[n] == '\n');
+        }
+        if (zh) cq_strbuf_printf(&b, "。请在问题中写明是哪个文件的%.*s。", len, ref);
+        else cq_strbuf_puts(&b, ". Name the document in the question.");
+        if (answer) {
+            rc = add_notice(out, &b, err); /* beside an answer found some other way (the question's other words) */
+        } else { /* the answer is the question back, not "the documents do not contain…" */
+            out->abstained = true;
+            if (!(answer = cq_strbuf_finish(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
         }
     }
     if (!rc && !answer) {

@@ -109,6 +109,19 @@ long cq_number_parse(const char *s, size_t n, size_t *used) {
     return total;
 }
 
+long cq_number_parse_ref(const char *s, size_t n, size_t *used) {
+    long v = cq_number_parse(s, n, used);
+    if (v >= 0) return v;
+    size_t i = 0, len;
+    while (i < n) {
+        uint32_t cp = cq_utf8_decode(s + i, n - i, &len);
+        if (!((cp >= '0' && cp <= '9') || (cp >= 0xFF10 && cp <= 0xFF19) || cq_is_cn_numeral(cp))) break;
+        i += len;
+    }
+    *used = i;
+    return i ? CQ_NUMBER_TOO_LARGE : -1;
+}
+
 char *cq_number_format_cn(long v, char *out) {
     static const char *digits[] = {"零", "一", "二", "三", "四", "五", "六", "七", "八", "九"};
     static const char *units[] = {"", "十", "百", "千"};

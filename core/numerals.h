@@ -10,6 +10,14 @@
  * (with *used = 0) when s does not start with a number. Values above 99,999,999 are rejected. */
 long cq_number_parse(const char *s, size_t n, size_t *used);
 
+/* What cq_number_parse_ref reads a numeral run too large for cq_number_parse as: beyond any document's numbering. */
+#define CQ_NUMBER_TOO_LARGE 100000000L
+
+/* cq_number_parse for the number of a reference (第…条, 第…款): a run of numerals too large for it is still read,
+ * *used its bytes, as CQ_NUMBER_TOO_LARGE — "第99999999999条" names an article no document has (and is answered so),
+ * it is not words to search for. -1 (with *used = 0) when s does not start with a numeral. */
+long cq_number_parse_ref(const char *s, size_t n, size_t *used);
+
 /* Writes v (0 <= v < 100,000,000) in Chinese numerals as used in labels (10 → 十, 12 → 十二, 105 → 一百零五,
  * 110 → 一百一十) to out (64 bytes room). Returns out. */
 char *cq_number_format_cn(long v, char *out);

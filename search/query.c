@@ -14,6 +14,7 @@
 #include "search/lexicon.h"
 #include "store/bm25.h"
 #include "store/fts_cjk.h"
+#include "store/router_rows.h"
 
 /* ---- terms -------------------------------------------------------------------------------------------------- */
 
@@ -104,7 +105,7 @@ static int expansion_terms(cq_query *q) {
 static size_t paragraph_ref_at(const char *s) {
     if (strncmp(s, "第", 3)) return 0;
     size_t used;
-    if (cq_number_parse(s + 3, strlen(s + 3), &used) <= 0) return 0;
+    if (cq_number_parse_ref(s + 3, strlen(s + 3), &used) <= 0) return 0;
     const char *u = s + 3 + used;
     size_t len;
     uint32_t cp = cq_utf8_decode(u, strlen(u), &len);
@@ -430,8 +431,34 @@ void cq_query_free(cq_query *q) {
     terms_free(q->form_terms, q->n_form_terms);
     free(q->absent_name);
     free(q->absent_words);
+    free(q->ambiguous);
     free(q->expansion);
     memset(q, 0, sizeof *q);
+}
+
+/* A clause reference without a document that several documents of KB kb_id have: what to call them, one a line,
+ * into q->ambiguous (versions of one regulation share a title: named once). */
+static cq_status find_ambiguous(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
+    if (q->type != CQ_QUERY_CLAUSE || !q->ref.key[0] || q->n_titles) return CQ_OK;
+    enum { MAX_DOCS = 32 };
+    int64_t ids[MAX_DOCS];
+    char *names[MAX_DOCS];
+    size_t n = 0, kept = 0;
+    cq_status rc = cq_store_router_docs_with_key(s, kb_id, q->ref.key, ids, names, MAX_DOCS, &n, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) { /* distinct names, in the documents' order */
+        bool seen = false;
+        for (size_t k = 0; k < kept && !seen; k++) seen = !strcmp(names[k], names[i]);
+        if (seen) free(names[i]);
+        else names[kept++] = names[i];
+    }
+    if (kept > 1) {
+        cq_strbuf b = {0};
+        for (size_t i = 0; i < kept && i < CQ_QUERY_MAX_AMBIGUOUS; i++) cq_strbuf_printf(&b, "%s%s", i ? "\n" : "", names[i]);
+        if (!(q->ambiguous = cq_strbuf_take(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < kept; i++) free(names[i]);
+    return rc;
 }
 
 cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_query *out, cq_err *err) {
@@ -474,6 +501,7 @@ cq_status cq_query_parse(cq_store *s, int64_t kb_id, const char *question, cq_qu
         if (!rc && kb_id)
             rc = out->lang == CQ_QUERY_EN ? find_absent_name(s, kb_id, out, err) : find_absent_titles(s, kb_id, out, err);
         if (!rc && kb_id && out->lang == CQ_QUERY_EN && !out->absent_name) rc = find_absent_words(s, kb_id, out, err);
+        if (!rc && kb_id && !out->absent_name) rc = find_ambiguous(s, kb_id, out, err);
     }
     if (rc) cq_query_free(out);
     return rc;

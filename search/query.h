@@ -18,8 +18,11 @@
  *                half of them: the answer says so beside what it quotes (app/answer.c)
  *     form_terms (English) other forms of its terms ("invoice", "invoicing" … for "invoices": the keyword index does
  *                not stem); searched beside terms with weight CQ_QUERY_FORMS_WEIGHT (search/retrieve.c)
+ *     ambiguous  a clause it names without naming a document ("第四十四条规定了什么？") that several of the KB's
+ *                documents have: their names, so that the answer asks which one is meant (app/answer.c)
  *
- * Everything but the titles, absent_name and absent_words is a function of the text alone; those need the KB (the router's title cache).
+ * Everything but the titles, absent_name, absent_words and ambiguous is a function of the text alone; those need the
+ * KB (the router's title cache, the keyword index, the clauses' labels).
  * A question completed by follow-up resolution (app/followup.h) is a new text and is parsed again. */
 #ifndef CQ_SEARCH_QUERY_H
 #define CQ_SEARCH_QUERY_H
@@ -46,6 +49,7 @@ typedef enum {
 
 #define CQ_QUERY_MAX_TERMS 40  /* a long question keeps its first CQ_QUERY_MAX_TERMS distinct terms */
 #define CQ_QUERY_MAX_TITLES 64 /* documents a question may name */
+#define CQ_QUERY_MAX_AMBIGUOUS 5 /* documents named in cq_query.ambiguous */
 #define CQ_QUERY_FORMS_WEIGHT 0.5 /* the BM25 share of a term's other forms (form_terms); CLAUSEQA_FORMS_WEIGHT, in
                                      [0, 4], overrides it (0: not searched) */
 
@@ -78,6 +82,10 @@ typedef struct {
                           * form ("assign consent" of "Can either party assign the agreement without consent?" asked
                           * of a contract with no assignment clause), when they are more than half of its topic words;
                           * frame words ("clause", "party", "agreement" …) aside. NULL otherwise, and without a KB */
+    char *ambiguous;     /* a clause reference without a document ("第四十四条规定了什么？") that several documents of
+                          * the KB have ("44" in 劳动法 and 劳动合同法): what to call those documents (their titles, else
+                          * names; versions of one named once), one a line, at most CQ_QUERY_MAX_AMBIGUOUS; the router
+                          * resolves it to none of them, and the answer asks which is meant. NULL otherwise */
     char *expansion;     /* the statutory phrases for the question's everyday words (exp_terms), space-separated
                           * ("延长工作时间 劳动者" for "员工加班费怎么算？"); NULL when none (search/lexicon.h) */
 } cq_query;

@@ -30,7 +30,7 @@ static long parse_di(const char *p, uint32_t *unit_cp, const char **end) {
     if (strncmp(p, di, sizeof di - 1) != 0) return -1;
     const char *q = skip_spaces(p + sizeof di - 1);
     size_t used;
-    long v = cq_number_parse(q, strlen(q), &used);
+    long v = cq_number_parse_ref(q, strlen(q), &used);
     if (v <= 0) return -1;
     q = skip_spaces(q + used);
     size_t len;
@@ -534,7 +534,11 @@ static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clau
         if (!rc) *doc_id = c->single_doc;
         return rc;
     }
-    return cq_store_router_unique_doc(s, kb_id, ref->key, doc_id, err);
+    int64_t ids[2];
+    size_t n = 0;
+    cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, ids, NULL, 2, &n, err);
+    if (!rc && n == 1) *doc_id = ids[0];
+    return rc;
 }
 
 cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *titles, size_t n_titles,

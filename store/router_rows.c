@@ -1,6 +1,8 @@
 /* The router's reads (store/router_rows.h), written once for SQLite and PostgreSQL on db/db.h. */
 #include "store/router_rows.h"
 
+#include <stdlib.h>
+
 #include "db/db.h"
 
 /* Steps st to its end, the first column of each row into out[*n] while *n < max; finalizes it. */
@@ -59,16 +61,26 @@ cq_status cq_store_router_by_path(cq_store *s, int64_t doc_id, const char *patte
     return ids_into(st, out, max, n, err);
 }
 
-cq_status cq_store_router_unique_doc(cq_store *s, int64_t kb_id, const char *key, int64_t *doc_id, cq_err *err) {
-    *doc_id = 0;
-    int64_t found[2];
-    size_t n = 0;
+cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, int64_t *ids, char **names,
+                                       size_t max, size_t *n, cq_err *err) {
+    *n = 0;
     cq_db_stmt *st;
     if (cq_db_query(cq_store_conn(s), "router", &st, err,
-                    "SELECT DISTINCT c.doc_id FROM clauses c JOIN documents d ON d.id = c.doc_id "
-                    "WHERE c.label_key = ?1 AND d.kb_id = ?2 AND d.status = 'ready' LIMIT 2", "ti", key, kb_id))
+                    "SELECT d.id, coalesce(d.title, d.name) FROM documents d WHERE d.kb_id = ?2 AND d.status = 'ready' "
+                    "AND EXISTS (SELECT 1 FROM clauses c WHERE c.doc_id = d.id AND c.label_key = ?1) "
+                    "ORDER BY d.id LIMIT ?3", "tii", key, kb_id, (int64_t)max))
         return err->code;
-    cq_status rc = ids_into(st, found, 2, &n, err);
-    if (!rc && n == 1) *doc_id = found[0];
+    cq_status rc = CQ_OK;
+    while (cq_db_next(st, "router", &rc, err) && *n < max) {
+        if (names && !(names[*n] = cq_db_col_strdup(st, 1))) {
+            rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        ids[(*n)++] = cq_db_col_int(st, 0);
+    }
+    cq_db_finalize(st);
+    if (rc && names)
+        for (size_t i = 0; i < *n; i++) free(names[i]);
+    if (rc) *n = 0;
     return rc;
 }

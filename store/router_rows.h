@@ -24,7 +24,9 @@ cq_status cq_store_router_by_key(cq_store *s, int64_t doc_id, const char *key, i
 /* The document's articles (kind 1) whose path is LIKE pattern, in order: out[*n..max). */
 cq_status cq_store_router_by_path(cq_store *s, int64_t doc_id, const char *pattern, int64_t *out, size_t max,
                                   size_t *n, cq_err *err);
-/* The one ready document of the KB with a clause whose label_key is key; 0 when none or several. */
-cq_status cq_store_router_unique_doc(cq_store *s, int64_t kb_id, const char *key, int64_t *doc_id, cq_err *err);
+/* The ready documents of KB kb_id with a clause whose label_key is key, by id, at most max: their ids into ids and,
+ * when names is not NULL, what to call each (its title, else its name; malloc'd) into names; *n how many. */
+cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, int64_t *ids, char **names,
+                                       size_t max, size_t *n, cq_err *err);
 
 #endif

@@ -48,15 +48,15 @@ static void conf_router_seen_doc(void *ctx, int64_t doc_id, const char *name, co
 static void conf_router_rows(void **state) {
     cq_store *s = conf_store(state);
     cq_err err = {0};
-    int64_t kb, kb2, n_docs = -1, max_id = -1, min_id = -1, found = -1, ids[4], out[8];
+    int64_t kb, kb2, n_docs = -1, max_id = -1, min_id = -1, ids[4], out[8];
     size_t n = 0;
     CONF_EXPECT(cq_store_kb_ensure(s, "k", &kb, &err), CQ_OK);
     CONF_EXPECT(cq_store_kb_ensure(s, "k2", &kb2, &err), CQ_OK);
     /* an empty KB */
     CONF_EXPECT(cq_store_router_docs_stat(s, kb, &n_docs, &max_id, &min_id, &err), CQ_OK);
     assert_true(n_docs == 0 && max_id == 0 && min_id == 0);
-    CONF_EXPECT(cq_store_router_unique_doc(s, kb, "1", &found, &err), CQ_OK);
-    assert_int_equal(found, 0);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", ids, NULL, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
 
     /* documents: named so that their ids and their names sort differently; one failed, one in another KB */
     int64_t b = conf_router_doc(s, kb, "b-law", "乙法", "h1", 4, CQ_DOC_READY, ids);
@@ -97,16 +97,29 @@ static void conf_router_rows(void **state) {
     CONF_EXPECT(cq_store_router_by_path(s, b, "%第一章%", out, 2, &n, &err), CQ_OK);
     assert_int_equal(n, 2);
 
-    /* the one ready document of the KB with a label: "3" and "4" are b's only (c failed, d is another KB's);
-     * "1" is a's and b's */
-    CONF_EXPECT(cq_store_router_unique_doc(s, kb, "3", &found, &err), CQ_OK);
-    assert_int_equal(found, b);
-    CONF_EXPECT(cq_store_router_unique_doc(s, kb, "1", &found, &err), CQ_OK);
-    assert_int_equal(found, 0);
-    CONF_EXPECT(cq_store_router_unique_doc(s, kb, "5", &found, &err), CQ_OK);
-    assert_int_equal(found, 0);
-    CONF_EXPECT(cq_store_router_unique_doc(s, kb2, "5", &found, &err), CQ_OK);
-    assert_int_equal(found, other);
+    /* the ready documents of the KB with a label, by id, with what to call them (the title, else the name):
+     * "3" and "4" are b's only (c failed, d is another KB's); "1" is b's and a's; never past max */
+    char *names[4] = {0};
+    int64_t docs[4];
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "3", docs, names, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(docs[0], b);
+    assert_string_equal(names[0], "乙法");
+    free(names[0]);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, names, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_true(docs[0] == b && docs[1] == a);
+    assert_string_equal(names[0], "乙法");
+    assert_string_equal(names[1], "a-law");
+    free(names[0]);
+    free(names[1]);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, NULL, 1, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "5", docs, NULL, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 0);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb2, "5", docs, NULL, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(docs[0], other);
 }
 
 #endif

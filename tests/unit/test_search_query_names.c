@@ -261,6 +261,59 @@ static void test_other_forms(void **state) {
     cq_query_free(&q);
 }
 
+/* "第十二条" without a document in a KB where two laws have one: named in the question's ambiguous, and the answer asks
+ * which is meant instead of saying the documents lack it; versions of one law count once; a named or unique one is
+ * not ambiguous. */
+static void test_reference_several_documents_have(void **state) {
+    cq_store *s = *state;
+    const int64_t kb = kb_with_ndas(s);
+    cq_err err = {0};
+    static const char *const contract[][4] = {
+        {"第十二条", "12", "第十二条", "第十二条 劳动合同期限分为固定期限、无固定期限和以完成一定工作任务为期限的劳动合同。"}};
+    test_add_doc(s, kb, "劳动合同法", "中华人民共和国劳动合同法", "b1", contract, 1);
+    test_add_doc(s, kb, "劳动合同法(旧)", "中华人民共和国劳动合同法", "b2", contract, 1); /* a version: the same title */
+    cq_query q;
+    cq_answer a;
+    assert_int_equal(cq_query_parse(s, kb, "第十二条规定了什么？", &q, &err), CQ_OK);
+    assert_non_null(q.ambiguous);
+    assert_string_equal(q.ambiguous, "中华人民共和国劳动法\n中华人民共和国劳动合同法");
+    assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+    assert_true(a.abstained);
+    assert_int_equal(a.n_citations, 0);
+    assert_string_equal(a.answer, "知识库中有几个文件都有第十二条：《中华人民共和国劳动法》、《中华人民共和国劳动合同法》。"
+                                  "请在问题中写明是哪个文件的第十二条。");
+    cq_answer_free(&a);
+    cq_query_free(&q);
+    /* named, or one only one document has: resolved, nothing asked */
+    const char *resolved[] = {"劳动法第十二条规定了什么？", "What does Section 3 say?", "第四十四条规定了什么？"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(cq_query_parse(s, kb, resolved[i], &q, &err), CQ_OK);
+        if (q.ambiguous) fail_msg("'%s' taken as ambiguous: %s", resolved[i], q.ambiguous);
+        assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+        assert_false(a.abstained);
+        assert_true(a.n_citations > 0);
+        cq_answer_free(&a);
+        cq_query_free(&q);
+    }
+    /* English: two NDAs have a Section 1 */
+    assert_int_equal(cq_query_parse(s, kb, "What does Section 1 say?", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+    assert_true(a.abstained);
+    assert_string_equal(a.answer, "Several documents of the knowledge base have Section 1: NDA-SqillerBetaTesters; "
+                                  "Model_20NDA_20(recommended_20by_20SWA). Name the document in the question.");
+    cq_answer_free(&a);
+    cq_query_free(&q);
+    /* a question whose other words find an answer keeps it, the question back beside it */
+    assert_int_equal(cq_query_parse(s, kb, "第十二条关于劳动合同期限是怎么规定的？", &q, &err), CQ_OK);
+    assert_int_equal(cq_answer_question(s, &q, NULL, &a, &err), CQ_OK);
+    assert_false(a.abstained);
+    assert_true(a.n_citations > 0);
+    assert_non_null(a.notice);
+    assert_non_null(strstr(a.notice, "知识库中有几个文件都有第十二条"));
+    cq_answer_free(&a);
+    cq_query_free(&q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_names_the_kb_lacks, test_store_setup, test_store_teardown),
@@ -270,6 +323,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_words_the_kb_lacks, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_answer_names_missing_words, test_store_setup, test_store_teardown),
         cmocka_unit_test_setup_teardown(test_other_forms, test_store_setup, test_store_teardown),
+        cmocka_unit_test_setup_teardown(test_reference_several_documents_have, test_store_setup, test_store_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,18 @@ static void test_number_parse(void **state) {
     assert_int_equal(cq_number_parse("条", 3, &used), -1);
     assert_int_equal(used, 0);
     assert_int_equal(cq_number_parse("", 0, &used), -1);
+    /* a reference's number: a run too large is still read whole, as CQ_NUMBER_TOO_LARGE */
+    assert_int_equal(cq_number_parse_ref("12条", 5, &used), 12);
+    assert_int_equal(used, 2);
+    assert_int_equal(cq_number_parse_ref("99999999999条", 14, &used), CQ_NUMBER_TOO_LARGE);
+    assert_int_equal(used, 11);
+    const char *cn = "九九九九九九九九九九条"; /* ten 九: positional, too large */
+    assert_int_equal(cq_number_parse_ref(cn, strlen(cn), &used), CQ_NUMBER_TOO_LARGE);
+    assert_int_equal(used, 30);
+    assert_int_equal(cq_number_parse_ref("１２３４５６７８９０条", 33, &used), CQ_NUMBER_TOO_LARGE);
+    assert_int_equal(used, 30);
+    assert_int_equal(cq_number_parse_ref("条", 3, &used), -1);
+    assert_int_equal(used, 0);
 }
 
 static void test_number_format(void **state) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/numerals.h"
 #include "search/router.h"
 #include "test_store_util.h"
 
@@ -57,6 +58,9 @@ static void test_parse_chinese(void **state) {
     assert_int_equal(r.part, 2);
     assert_int_equal(r.chapter, 1);
     assert_int_equal(r.section, 4);
+    /* A number too large for any document is still a reference (to a clause none has), not words to search. */
+    r = parse_ok("第99999999999条规定了什么", "100000000", "第99999999999条");
+    assert_int_equal(r.article, CQ_NUMBER_TOO_LARGE);
     /* Not references. */
     cq_clause_ref none;
     assert_false(cq_router_parse("员工加班费怎么算？", &none));

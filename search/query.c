@@ -436,28 +436,29 @@ void cq_query_free(cq_query *q) {
     memset(q, 0, sizeof *q);
 }
 
-/* A clause reference without a document that several documents of KB kb_id have: what to call them, one a line,
- * into q->ambiguous (versions of one regulation share a title: named once). */
+/* A clause reference without a document that several documents of KB kb_id have, not all versions of one
+ * regulation (the router resolves those): what to call them, one a line, into q->ambiguous (one name a version
+ * group, or before the versions are analysed, one a name). */
 static cq_status find_ambiguous(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
     if (q->type != CQ_QUERY_CLAUSE || !q->ref.key[0] || q->n_titles) return CQ_OK;
     enum { MAX_DOCS = 32 };
-    int64_t ids[MAX_DOCS];
-    char *names[MAX_DOCS];
+    cq_store_label_doc docs[MAX_DOCS];
     size_t n = 0, kept = 0;
-    cq_status rc = cq_store_router_docs_with_key(s, kb_id, q->ref.key, ids, names, MAX_DOCS, &n, err);
+    const char *names[MAX_DOCS];
+    cq_status rc = cq_store_router_docs_with_key(s, kb_id, q->ref.key, docs, MAX_DOCS, &n, err);
     if (rc) return rc;
-    for (size_t i = 0; i < n; i++) { /* distinct names, in the documents' order */
+    for (size_t i = 0; i < n; i++) { /* one name a version group (before the versions are analysed: a name) */
         bool seen = false;
-        for (size_t k = 0; k < kept && !seen; k++) seen = !strcmp(names[k], names[i]);
-        if (seen) free(names[i]);
-        else names[kept++] = names[i];
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = docs[i].group[0] ? !strcmp(docs[k].group, docs[i].group) : !strcmp(docs[k].name, docs[i].name);
+        if (!seen) names[kept++] = docs[i].name;
     }
     if (kept > 1) {
         cq_strbuf b = {0};
         for (size_t i = 0; i < kept && i < CQ_QUERY_MAX_AMBIGUOUS; i++) cq_strbuf_printf(&b, "%s%s", i ? "\n" : "", names[i]);
-        if (!(q->ambiguous = cq_strbuf_take(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+        if (!(q->ambiguous = cq_strbuf_finish(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
-    for (size_t i = 0; i < kept; i++) free(names[i]);
+    cq_store_label_docs_free(docs, n);
     return rc;
 }
 

@@ -523,21 +523,26 @@ static cq_status lookup(cq_store *s, int64_t doc_id, const cq_clause_ref *ref, i
     return cq_store_router_by_path(s, doc_id, pattern, out, max, n, err);
 }
 
-/* The one ready document of the KB that has a clause labelled ref->key (or, for a chapter reference, the KB's only
- * document); *doc_id = 0 when there are none or several. */
-static cq_status unique_doc_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref *ref, int64_t *doc_id,
-                                       cq_err *err) {
-    *doc_id = 0;
+/* The documents a reference without a document means: the one ready document of the KB that has a clause labelled
+ * ref->key, or the versions of one regulation (one version group) when only they have it — retrieval puts the
+ * version meant for the day first (search/retrieve.c); for a chapter reference, the KB's only document. Into
+ * docs[0..*n) (scores alike: one tier); none when there are none or several documents that are not versions of one. */
+static cq_status docs_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref *ref, cq_title_match *docs, size_t *n,
+                                 cq_err *err) {
+    *n = 0;
     if (!ref->key[0]) {
         router_cache *c = NULL;
         cq_status rc = load_cache(s, kb_id, &c, err);
-        if (!rc) *doc_id = c->single_doc;
+        if (!rc && c->single_doc) docs[(*n)++] = (cq_title_match){c->single_doc, 1.0};
         return rc;
     }
-    int64_t ids[2];
-    size_t n = 0;
-    cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, ids, NULL, 2, &n, err);
-    if (!rc && n == 1) *doc_id = ids[0];
+    cq_store_label_doc found[CQ_ROUTER_MAX_VERSIONS];
+    size_t nf = 0;
+    cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, found, CQ_ROUTER_MAX_VERSIONS, &nf, err);
+    bool one = !rc && nf > 0;
+    for (size_t i = 1; one && i < nf; i++) one = found[0].group[0] && !strcmp(found[i].group, found[0].group);
+    for (size_t i = 0; one && i < nf; i++) docs[(*n)++] = (cq_title_match){found[i].doc_id, 1.0};
+    cq_store_label_docs_free(found, nf);
     return rc;
 }
 
@@ -546,14 +551,14 @@ cq_status cq_router_resolve(cq_store *s, int64_t kb_id, const cq_title_match *ti
     *n = 0;
     const cq_title_match *m = titles;
     size_t nm = n_titles;
-    cq_title_match only = {0, 0};
+    cq_title_match only[CQ_ROUTER_MAX_VERSIONS];
     if (nm == 0) {
         /* No document named: the reference is unambiguous only when one document of the KB has such a clause
-         * (a KB of one contract, or "Section 7.2" where the other documents are Chinese laws). */
-        cq_status rc = unique_doc_with_label(s, kb_id, ref, &only.doc_id, err);
-        if (rc || !only.doc_id) return rc;
-        m = &only;
-        nm = 1;
+         * (a KB of one contract, or "Section 7.2" where the other documents are Chinese laws), or only the versions
+         * of one regulation do. */
+        cq_status rc = docs_with_label(s, kb_id, ref, only, &nm, err);
+        if (rc || !nm) return rc;
+        m = only;
     }
     /* Only the best-matching title tier: a reference that is not in the named document is not looked up in
      * another one (that would be a wrong clause, not a near miss). Versions of one law share the tier. */

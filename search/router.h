@@ -29,6 +29,9 @@ typedef struct {
 /* Parses the first clause reference in question. Returns 1 when one was found, else 0 (ref zeroed). */
 int cq_router_parse(const char *question, cq_clause_ref *ref);
 
+/* Versions of one regulation a reference without a document may mean (search/router.c docs_with_label). */
+#define CQ_ROUTER_MAX_VERSIONS 16
+
 /* A document named by the question. */
 typedef struct {
     int64_t doc_id;

@@ -61,26 +61,40 @@ cq_status cq_store_router_by_path(cq_store *s, int64_t doc_id, const char *patte
     return ids_into(st, out, max, n, err);
 }
 
-cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, int64_t *ids, char **names,
+cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, cq_store_label_doc *out,
                                        size_t max, size_t *n, cq_err *err) {
     *n = 0;
     cq_db_stmt *st;
     if (cq_db_query(cq_store_conn(s), "router", &st, err,
-                    "SELECT d.id, coalesce(d.title, d.name) FROM documents d WHERE d.kb_id = ?2 AND d.status = 'ready' "
+                    "SELECT d.id, coalesce(d.title, d.name), coalesce(v.key, '') FROM documents d "
+                    "LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.kb_id = ?2 AND d.status = 'ready' "
                     "AND EXISTS (SELECT 1 FROM clauses c WHERE c.doc_id = d.id AND c.label_key = ?1) "
                     "ORDER BY d.id LIMIT ?3", "tii", key, kb_id, (int64_t)max))
         return err->code;
     cq_status rc = CQ_OK;
     while (cq_db_next(st, "router", &rc, err) && *n < max) {
-        if (names && !(names[*n] = cq_db_col_strdup(st, 1))) {
+        cq_store_label_doc *d = &out[*n];
+        d->doc_id = cq_db_col_int(st, 0);
+        d->name = cq_db_col_strdup(st, 1);
+        d->group = cq_db_col_strdup(st, 2);
+        ++*n;
+        if (!d->name || !d->group) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
         }
-        ids[(*n)++] = cq_db_col_int(st, 0);
     }
     cq_db_finalize(st);
-    if (rc && names)
-        for (size_t i = 0; i < *n; i++) free(names[i]);
-    if (rc) *n = 0;
+    if (rc) {
+        cq_store_label_docs_free(out, *n);
+        *n = 0;
+    }
     return rc;
+}
+
+void cq_store_label_docs_free(cq_store_label_doc *docs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(docs[i].name);
+        free(docs[i].group);
+        docs[i].name = docs[i].group = NULL;
+    }
 }

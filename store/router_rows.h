@@ -24,9 +24,17 @@ cq_status cq_store_router_by_key(cq_store *s, int64_t doc_id, const char *key, i
 /* The document's articles (kind 1) whose path is LIKE pattern, in order: out[*n..max). */
 cq_status cq_store_router_by_path(cq_store *s, int64_t doc_id, const char *pattern, int64_t *out, size_t max,
                                   size_t *n, cq_err *err);
-/* The ready documents of KB kb_id with a clause whose label_key is key, by id, at most max: their ids into ids and,
- * when names is not NULL, what to call each (its title, else its name; malloc'd) into names; *n how many. */
-cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, int64_t *ids, char **names,
+/* A document that has a given clause label (cq_store_router_docs_with_key). */
+typedef struct {
+    int64_t doc_id;
+    char *name;  /* what to call it: its title, else its name */
+    char *group; /* its version group's key (store/versions.h), "" when it has none: then it stands alone */
+} cq_store_label_doc;
+
+/* The ready documents of KB kb_id with a clause whose label_key is key, by id, at most max, into out[0..*n) (free
+ * with cq_store_label_docs_free). */
+cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *key, cq_store_label_doc *out,
                                        size_t max, size_t *n, cq_err *err);
+void cq_store_label_docs_free(cq_store_label_doc *docs, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
 #define CQ_TESTS_STORE_ROUTER_BODIES_H
 
 #include "store/router_rows.h"
+#include "store/versions.h"
 #include "tests/store/conformance.h"
 
 /* A document of kb with its articles (label_key "1" … "n", chapter path "第一章" for the first two, "第二章" after)
@@ -55,7 +56,8 @@ static void conf_router_rows(void **state) {
     /* an empty KB */
     CONF_EXPECT(cq_store_router_docs_stat(s, kb, &n_docs, &max_id, &min_id, &err), CQ_OK);
     assert_true(n_docs == 0 && max_id == 0 && min_id == 0);
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", ids, NULL, 4, &n, &err), CQ_OK);
+    cq_store_label_doc docs[4];
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
 
     /* documents: named so that their ids and their names sort differently; one failed, one in another KB */
@@ -97,29 +99,36 @@ static void conf_router_rows(void **state) {
     CONF_EXPECT(cq_store_router_by_path(s, b, "%第一章%", out, 2, &n, &err), CQ_OK);
     assert_int_equal(n, 2);
 
-    /* the ready documents of the KB with a label, by id, with what to call them (the title, else the name):
-     * "3" and "4" are b's only (c failed, d is another KB's); "1" is b's and a's; never past max */
-    char *names[4] = {0};
-    int64_t docs[4];
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "3", docs, names, 4, &n, &err), CQ_OK);
+    /* the ready documents of the KB with a label, by id, with what to call them (the title, else the name) and
+     * their version group ("" before the versions are analysed): "3" and "4" are b's only (c failed, d is another
+     * KB's); "1" is b's and a's; never past max */
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "3", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(docs[0], b);
-    assert_string_equal(names[0], "乙法");
-    free(names[0]);
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, names, 4, &n, &err), CQ_OK);
+    assert_int_equal(docs[0].doc_id, b);
+    assert_string_equal(docs[0].name, "乙法");
+    assert_string_equal(docs[0].group, "");
+    cq_store_label_docs_free(docs, n);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 2);
-    assert_true(docs[0] == b && docs[1] == a);
-    assert_string_equal(names[0], "乙法");
-    assert_string_equal(names[1], "a-law");
-    free(names[0]);
-    free(names[1]);
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, NULL, 1, &n, &err), CQ_OK);
+    assert_true(docs[0].doc_id == b && docs[1].doc_id == a);
+    assert_string_equal(docs[0].name, "乙法");
+    assert_string_equal(docs[1].name, "a-law");
+    cq_store_label_docs_free(docs, n);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, 1, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "5", docs, NULL, 4, &n, &err), CQ_OK);
+    cq_store_label_docs_free(docs, n);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "5", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 0);
-    CONF_EXPECT(cq_store_router_docs_with_key(s, kb2, "5", docs, NULL, 4, &n, &err), CQ_OK);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb2, "5", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(docs[0], other);
+    assert_int_equal(docs[0].doc_id, other);
+    cq_store_label_docs_free(docs, n);
+    /* with the versions analysed, each document's group */
+    CONF_EXPECT(cq_versions_ensure(s, kb, false, NULL, &err), CQ_OK);
+    CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, 4, &n, &err), CQ_OK);
+    assert_int_equal(n, 2);
+    assert_true(docs[0].group[0] && docs[1].group[0] && strcmp(docs[0].group, docs[1].group));
+    cq_store_label_docs_free(docs, n);
 }
 
 #endif

@@ -536,6 +536,26 @@ static cq_status add_notice(cq_answer *out, cq_strbuf *b, cq_err *err) {
     return CQ_OK;
 }
 
+/* The question asked of the document called name[0..n) (one of q->ambiguous), into out->choices: Chinese names it
+ * before the reference (《name》第四十四条…), English after it (Section 1 of name). */
+static cq_status add_choice(cq_answer *out, const cq_query *q, const char *name, size_t n, cq_err *err) {
+    cq_strbuf b = {0};
+    const size_t at = q->lang == CQ_QUERY_ZH ? q->ref.start : q->ref.end;
+    cq_strbuf_append(&b, q->text, at);
+    cq_strbuf_printf(&b, q->lang == CQ_QUERY_ZH ? "《%.*s》" : " of %.*s", (int)n, name);
+    cq_strbuf_puts(&b, q->text + at);
+    char *question = cq_strbuf_finish(&b), *document = strndup(name, n);
+    cq_answer_choice *grown = question && document ? realloc(out->choices, (out->n_choices + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(question);
+        free(document);
+        return cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
+    }
+    out->choices = grown;
+    out->choices[out->n_choices++] = (cq_answer_choice){document, question};
+    return CQ_OK;
+}
+
 cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_options *opt, cq_answer *out,
                               cq_err *err) {
     memset(out, 0, sizeof *out);
@@ -640,14 +660,17 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         const char *ref = q->text + q->ref.start;
         if (zh) cq_strbuf_printf(&b, "知识库中有几个文件都有%.*s：", len, ref);
         else cq_strbuf_printf(&b, "Several documents of the knowledge base have %.*s: ", len, ref);
-        for (const char *p = q->ambiguous; *p;) {
+        for (const char *p = q->ambiguous; *p && !rc;) {
             const size_t n = strcspn(p, "\n");
             cq_strbuf_printf(&b, zh ? "%s《%.*s》" : "%s%.*s", p == q->ambiguous ? "" : zh ? "、" : "; ", (int)n, p);
+            rc = add_choice(out, q, p, n, err);
             p += n + (p[n] == '\n');
         }
         if (zh) cq_strbuf_printf(&b, "。请在问题中写明是哪个文件的%.*s。", len, ref);
         else cq_strbuf_puts(&b, ". Name the document in the question.");
-        if (answer) {
+        if (rc) {
+            cq_strbuf_free(&b);
+        } else if (answer) {
             rc = add_notice(out, &b, err); /* beside an answer found some other way (the question's other words) */
         } else { /* the answer is the question back, not "the documents do not contain…" */
             out->abstained = true;
@@ -677,6 +700,11 @@ void cq_answer_free(cq_answer *a) {
     free(a->notice);
     free(a->context);
     free(a->version_notice);
+    for (size_t i = 0; i < a->n_choices; i++) {
+        free(a->choices[i].document);
+        free(a->choices[i].question);
+    }
+    free(a->choices);
     if (a->compare) {
         cq_answer_compare_free(a->compare);
         free(a->compare);

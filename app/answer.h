@@ -49,6 +49,12 @@ typedef struct {
     char key[32];               /* the article asked about (its label key), "" for the whole regulation */
 } cq_answer_compare;
 
+/* A document a clause reference may mean, and the question asked of it (cq_answer.choices). */
+typedef struct {
+    char *document; /* what to call it (its title, else its name) */
+    char *question; /* the question with the document named: "《中华人民共和国劳动法》第四十四条规定了什么？" */
+} cq_answer_choice;
+
 typedef struct {
     char *answer;
     bool abstained;
@@ -67,6 +73,9 @@ typedef struct {
     int key_terms;       /* a generated answer: how many of the question's key terms its clause holds; -1: none */
     int key_terms_sentence; /* a generated span: how many the sentence around it holds (context); -1: none */
     int n_key_terms;     /* the question's key terms (search/query.h terms) */
+    cq_answer_choice *choices; /* a clause the question names without its document that several documents have
+                                * (search/query.h ambiguous): each of them, with the question naming it */
+    size_t n_choices;
     char *version_notice; /* which version the answer rests on, when that matters (see above), or NULL */
     cq_date as_of;        /* the day the question asked about (its own date or the request's), 0: none */
     cq_answer_compare *compare; /* a question comparing versions: what was compared, or NULL */

@@ -86,6 +86,16 @@ cJSON *cq_json_answer(const cq_answer *a) {
         cJSON_AddItemToArray(cites, x);
     }
     cJSON_AddItemToObject(o, "citations", cites);
+    if (a->n_choices) {
+        cJSON *ch = cJSON_CreateArray();
+        for (size_t i = 0; i < a->n_choices; i++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "document", a->choices[i].document);
+            cJSON_AddStringToObject(x, "question", a->choices[i].question);
+            cJSON_AddItemToArray(ch, x);
+        }
+        cJSON_AddItemToObject(o, "choices", ch);
+    }
     if (a->version_notice) cJSON_AddStringToObject(o, "version_notice", a->version_notice);
     if (a->as_of) cJSON_AddItemToObject(o, "as_of", date_or_null(a->as_of));
     if (a->compare) cJSON_AddItemToObject(o, "compare", answer_compare(a->compare));

@@ -6,6 +6,8 @@
 - conversations kept by the server: reopened after a reload, follow-ups resolved from them, listed, renamed and
   deleted in the sidebar; regenerate (the last turn replaced), copy, the view brought to the citations;
 - the notice of a generated answer that fell back to quoted text, shown with the answer;
+- a clause named without its document that two documents have: the answer asks which, one button a document, and
+  a click asks the question of that one;
 - at 390 px: one pane at a time (chat, conversations, library, page) with tabs to switch, a header whose buttons
   stay on one line, the page image full width and zoomable.
 Screenshots of both widths go to tests/browser/out/ (ignored by git). Skips (77) without Selenium or Chromium.
@@ -17,7 +19,7 @@ import tempfile
 import time
 
 from chromium import OUT, By, Keys, session, waiter  # skips (77) without Chromium
-from http_server import DEMO_PDF, Checks, Server
+from http_server import DEMO_PDF, SOURCE_DIR, Checks, Server
 
 T = Checks('test_browser_chat')
 check = T.check
@@ -208,6 +210,33 @@ def context(driver, clause_id):
               msg.text)
 
 
+def choices(driver, s):
+    """With 劳动合同法 beside 劳动法, "第四十四条规定了什么？" names a clause both have: the answer asks which one, a
+    button a document; clicking 劳动法's asks the question of it."""
+    law = os.path.join(SOURCE_DIR, 'data', 'demo', '劳动合同法(2012-12-28).md')
+    job = s.wait_job(s.upload(KB, law).json()['job']['id'])
+    check('the second law ready', job.get('state') == 'ready', job)
+    driver.find_element(By.ID, 'new-chat').click()
+    ask(driver, '第四十四条规定了什么？')
+    buttons = wait(driver, lambda d: css(d, '.msg.assistant .choices .chip.choice'), 'the documents to choose from')
+    if not buttons:
+        return
+    msg = buttons[0].find_element(By.XPATH, '../..')
+    check('asks which document', '请在问题中写明' in msg.find_element(By.CSS_SELECTOR, '.bubble').text, msg.text)
+    check('badge: which document', '请指明文件' in msg.find_element(By.CSS_SELECTOR, '.badge').text, msg.text)
+    names = [b.text for b in buttons]
+    check('one button a law', names == ['中华人民共和国劳动法', '中华人民共和国劳动合同法'], names)
+    shot(driver, 'desktop-choices.png')
+    buttons[0].click()
+    wait(driver, lambda d: answers_done(d) and len(css(d, '.msg.assistant')) == 2, 'the chosen question answered')
+    user = css(driver, '.msg.user')
+    check('the question asked of 劳动法', user and user[-1].text == '《中华人民共和国劳动法》第四十四条规定了什么？',
+          user and user[-1].text)
+    cites = css(driver, '.msg.assistant')[-1].find_elements(By.CSS_SELECTOR, '.chip.cite')
+    check('answered from 劳动法 第四十四条', cites and '劳动法' in cites[0].text and '第四十四条' in cites[0].text,
+          cites and cites[0].text)
+
+
 def conversations(driver, s):
     driver.find_element(By.CSS_SELECTOR, '[data-side-tab=convs]').click()
     items = wait(driver, lambda d: [e for e in css(d, '.conv') if e.is_displayed()], 'conversations listed')
@@ -368,6 +397,10 @@ def main():
         wait(driver, lambda d: d.find_element(By.ID, 'kb-select').get_attribute('value') == KB, 'reload')
         conversations(driver, s)
         mobile(driver, s, tmp)
+        driver.execute_cdp_cmd('Emulation.clearDeviceMetricsOverride', {})  # desktop again, after the other steps:
+        driver.get(base)                                                    # a second law changes what they ask of
+        wait(driver, lambda d: d.find_element(By.ID, 'kb-select').get_attribute('value') == KB, 'desktop again')
+        choices(driver, s)
 
         severe = [e for e in driver.get_log('browser') if e['level'] == 'SEVERE'
                   and 'Failed to load resource' not in e['message']]  # the refused upload's 415

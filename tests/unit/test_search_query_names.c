@@ -282,6 +282,25 @@ static void test_reference_several_documents_have(void **state) {
     assert_int_equal(a.n_citations, 0);
     assert_string_equal(a.answer, "知识库中有几个文件都有第十二条：《中华人民共和国劳动法》、《中华人民共和国劳动合同法》。"
                                   "请在问题中写明是哪个文件的第十二条。");
+    /* one choice a document: the question asked of it, which the router then resolves */
+    assert_int_equal(a.n_choices, 2);
+    assert_string_equal(a.choices[0].document, "中华人民共和国劳动法");
+    assert_string_equal(a.choices[0].question, "《中华人民共和国劳动法》第十二条规定了什么？");
+    assert_string_equal(a.choices[1].question, "《中华人民共和国劳动合同法》第十二条规定了什么？");
+    for (size_t i = 0; i < 2; i++) {
+        cq_query cq;
+        cq_answer ca;
+        assert_int_equal(cq_query_parse(s, kb, a.choices[i].question, &cq, &err), CQ_OK);
+        assert_null(cq.ambiguous);
+        assert_int_equal(cq_answer_question(s, &cq, NULL, &ca, &err), CQ_OK);
+        assert_false(ca.abstained);
+        assert_true(ca.n_citations > 0);
+        assert_string_equal(ca.citations[0].clause, "第十二条");
+        const char *want = i == 0 ? "中华人民共和国劳动法" : "劳动合同法"; /* either version of it */
+        assert_int_equal(strncmp(ca.citations[0].doc, want, strlen(want)), 0);
+        cq_answer_free(&ca);
+        cq_query_free(&cq);
+    }
     cq_answer_free(&a);
     cq_query_free(&q);
     /* named, or one only one document has: resolved, nothing asked */
@@ -301,6 +320,8 @@ static void test_reference_several_documents_have(void **state) {
     assert_true(a.abstained);
     assert_string_equal(a.answer, "Several documents of the knowledge base have Section 1: NDA-SqillerBetaTesters; "
                                   "Model_20NDA_20(recommended_20by_20SWA). Name the document in the question.");
+    assert_int_equal(a.n_choices, 2);
+    assert_string_equal(a.choices[0].question, "What does Section 1 of NDA-SqillerBetaTesters say?");
     cq_answer_free(&a);
     cq_query_free(&q);
     /* a question whose other words find an answer keeps it, the question back beside it */

@@ -35,7 +35,7 @@ const I18N = {
     confirmDelete: '删除文档“{0}”？它的条款和索引会一并删除。',
     confirmDeleteKb: '删除知识库“{0}”及其全部文档？', kbName: '新知识库名称（字母、数字、中文、-、_、.）',
     noKb: '没有知识库，请先新建一个。', page: '第 {0} 页', of: '共 {0} 页', sources: '出处',
-    abstained: '未找到依据', resolved: '理解为：', context: '原文：', failedAsk: '提问失败：',
+    abstained: '未找到依据', whichDocument: '请指明文件', choose: '指的是：', resolved: '理解为：', context: '原文：', failedAsk: '提问失败：',
     openMode: '开放模式：无需密钥', authOn: '已启用密钥', qualityWarn: '文字质量较低',
     examples: ['劳动法第四十四条规定了什么？', '试用期最长多长时间？', 'What does Section 5.2 say?'],
     timing: '检索 {0} ms · 生成 {1} ms', docs: '{0} 份文档', removed: '已删除',
@@ -107,7 +107,7 @@ const I18N = {
     confirmDeleteKb: 'Delete knowledge base “{0}” and all its documents?',
     kbName: 'Name of the new knowledge base (letters, digits, Chinese, - _ .)',
     noKb: 'No knowledge base yet: create one first.', page: 'Page {0}', of: 'of {0}', sources: 'Sources',
-    abstained: 'No support found', resolved: 'Read as: ', context: 'In context: ', failedAsk: 'The question failed: ',
+    abstained: 'No support found', whichDocument: 'Which document?', choose: 'Did you mean: ', resolved: 'Read as: ', context: 'In context: ', failedAsk: 'The question failed: ',
     openMode: 'open mode: no key needed', authOn: 'keys required', qualityWarn: 'low text quality',
     examples: ['What does Section 5.2 say?', '劳动法第四十四条规定了什么？', 'How many days of notice are needed to terminate?'],
     timing: 'retrieve {0} ms · generate {1} ms', docs: '{0} documents', removed: 'deleted',
@@ -960,7 +960,17 @@ function renderAnswer(m, a) {
   body.classList.remove('streaming');
   body.textContent = a.answer || '';
   msg.dataset.question = a.question || '';
-  if (a.abstained) { msg.classList.add('abstained'); body.prepend(el('span', { class: 'badge warn' }, t('abstained')), ' '); }
+  const choices = a.choices || [];
+  if (a.abstained) {
+    msg.classList.add('abstained');
+    body.prepend(el('span', { class: 'badge warn' }, t(choices.length ? 'whichDocument' : 'abstained')), ' ');
+  }
+  /* a clause named without its document that several have: one button a document, asking the question of it */
+  if (choices.length) {
+    body.after(el('div', { class: 'choices' }, el('span', { class: 'muted small' }, t('choose')),
+      choices.map((c) => el('button', { class: 'chip choice', type: 'button', title: c.question,
+        onclick: () => { $('question').value = c.question; ask(); } }, c.document))));
+  }
   if (a.resolved_question) msg.prepend(el('div', { class: 'resolved muted small' }, t('resolved') + a.resolved_question));
   if (a.notice) msg.insertBefore(el('div', { class: 'notice', role: 'note' }, '⚠ ' + a.notice), body);
   /* a short generated span: the sentence of its clause around it, muted under the answer */

@@ -16,6 +16,9 @@
  *   cq_answer_from_hits (extractive, as without a decoder), cq_answer_fallback_quote
  *                                  every quote verbatim in its own clause's text; an answer valid UTF-8 when the
  *                                  inputs are
+ *   and the whole ask on a KB (cq_query_parse with the store: titles, missing names and words, references several
+ *   documents have; then cq_answer_question: BM25's query built from any text, the router, the answer): OK or an
+ *   error with a message, quotes verbatim in the clauses retrieved, choices that name a document
  *
  * The generator is seeded (CLAUSEQA_TEST_SEED overrides; the seed is printed), so a failure replays. */
 #include <setjmp.h>
@@ -34,6 +37,8 @@
 #include "app/generate_answer.h"
 #include "core/utf8.h"
 #include "search/query.h"
+#include "search/retrieve.h"
+#include "test_store_util.h"
 
 #define CASES 6000
 #define MAX_TEXT 4096
@@ -322,7 +327,68 @@ static void test_generated(void **state) {
     assert_true(n_extended > 0 && n_items > CASES / 20 && n_said_no > CASES / 50 && n_fallback > 0 && n_cited > CASES / 20);
 }
 
+/* Generated questions asked of a small KB: two laws that both have 第十二条, a contract with Sections 1 and 7.2. */
+static void test_generated_asks(void **state) {
+    cq_store *s = *state;
+    cq_err err = {0};
+    int64_t kb;
+    assert_int_equal(cq_store_kb_create(s, "mixed", &kb, &err), CQ_OK);
+    static const char *const labour[][4] = {
+        {"第十二条", "12", "第十二条", "第十二条 劳动者就业，不因民族、种族、性别、宗教信仰不同而受歧视。"},
+        {"第四十四条", "44", "第四十四条",
+         "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：（一）安排劳动者"
+         "延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；（二）休息日安排劳动者工作又不能安排补休的，支付不低于"
+         "工资的百分之二百的工资报酬；（三）法定休假日安排劳动者工作的，支付不低于工资的百分之三百的工资报酬。"}};
+    test_add_doc(s, kb, "劳动法", "中华人民共和国劳动法", "t1", labour, 2);
+    static const char *const contract_law[][4] = {
+        {"第十二条", "12", "第十二条", "第十二条 劳动合同期限分为固定期限、无固定期限和以完成一定工作任务为期限的劳动合同。"},
+        {"第三十一条", "31", "第三十一条", "第三十一条 用人单位不得强迫或者变相强迫劳动者加班。用人单位安排加班的，应当支付加班费。"}};
+    test_add_doc(s, kb, "劳动合同法", "中华人民共和国劳动合同法", "t2", contract_law, 2);
+    static const char *const services[][4] = {
+        {"Section 1", "1", "Section 1", "The Customer may not assign this Agreement without the prior written consent of the Supplier."},
+        {"Section 7.2", "7.2", "Section 7.2", "Invoices are due within sixty (60) days of receipt, unless disputed in good faith."}};
+    test_add_doc(s, kb, "services-agreement", NULL, "t3", services, 2);
+    static char question[512];
+    size_t n_answered = 0, n_choices = 0;
+    for (int c = 0; c < CASES / 6; c++) {
+        const bool broken = rnd(8) == 0;
+        make_text(question, sizeof question, 1 + rnd(16), broken);
+        if (!broken && !cq_utf8_valid(question, strlen(question))) continue;
+        cq_query q;
+        cq_answer a;
+        if (cq_query_parse(s, kb, question, &q, &err) != CQ_OK) {
+            if (!err.msg[0]) fail_case("cq_query_parse failed without a message", question, "");
+            continue;
+        }
+        if (cq_answer_question(s, &q, NULL, &a, &err) != CQ_OK) {
+            if (!err.msg[0]) fail_case("cq_answer_question failed without a message", question, "");
+            cq_query_free(&q);
+            continue;
+        }
+        if (!a.answer) fail_case("an answer without text", question, "");
+        if (!broken && !cq_utf8_valid(a.answer, strlen(a.answer))) fail_case("an answer that is not UTF-8", question, "");
+        for (size_t i = 0; i < a.n_citations; i++) {
+            const cq_hit *own = NULL;
+            for (size_t h = 0; h < a.hits.n; h++)
+                if (a.hits.hits[h].clause_id == a.citations[i].clause_id) own = &a.hits.hits[h];
+            if (!own || (a.citations[i].quote && !strstr(own->text, a.citations[i].quote)))
+                fail_case("a citation not verbatim in a retrieved clause", question, a.answer);
+        }
+        for (size_t i = 0; i < a.n_choices; i++)
+            if (!a.choices[i].document[0] || !strstr(a.choices[i].question, a.choices[i].document))
+                fail_case("a choice that does not name its document", question, a.answer);
+        n_answered += !a.abstained;
+        n_choices += a.n_choices > 0;
+        cq_answer_free(&a);
+        cq_query_free(&q);
+    }
+    fprintf(stderr, "  asks of the KB: %zu answered, %zu asked which document\n", n_answered, n_choices);
+    assert_true(n_answered > 0 && n_choices > 0);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_generated)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_generated),
+                                       cmocka_unit_test_setup_teardown(test_generated_asks, test_store_setup,
+                                                                       test_store_teardown)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -536,10 +536,10 @@ static cq_status docs_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref
         if (!rc && c->single_doc) docs[(*n)++] = (cq_title_match){c->single_doc, 1.0};
         return rc;
     }
-    cq_store_label_doc found[CQ_ROUTER_MAX_VERSIONS];
+    cq_store_label_doc found[CQ_ROUTER_MAX_VERSIONS + 1]; /* one more: more versions than that are not resolved */
     size_t nf = 0;
-    cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, found, CQ_ROUTER_MAX_VERSIONS, &nf, err);
-    bool one = !rc && nf > 0;
+    cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, found, CQ_ROUTER_MAX_VERSIONS + 1, &nf, err);
+    bool one = !rc && nf > 0 && nf <= CQ_ROUTER_MAX_VERSIONS;
     for (size_t i = 1; one && i < nf; i++) one = found[0].group[0] && !strcmp(found[i].group, found[0].group);
     for (size_t i = 0; one && i < nf; i++) docs[(*n)++] = (cq_title_match){found[i].doc_id, 1.0};
     cq_store_label_docs_free(found, nf);

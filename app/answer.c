@@ -658,16 +658,19 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
         cq_strbuf b = {0};
         const int len = (int)(q->ref.end - q->ref.start);
         const char *ref = q->text + q->ref.start;
-        if (zh) cq_strbuf_printf(&b, "知识库中有几个文件都有%.*s：", len, ref);
-        else cq_strbuf_printf(&b, "Several documents of the knowledge base have %.*s: ", len, ref);
+        const bool all = q->n_ambiguous <= CQ_QUERY_MAX_AMBIGUOUS; /* every one named, else the first few */
+        const char *more = q->ambiguous_more ? (zh ? "以上" : " or more") : "";
+        if (zh) cq_strbuf_printf(&b, "知识库中有%zu个%s文件都有%.*s%s", q->n_ambiguous, more, len, ref, all ? "：" : "，如");
+        else cq_strbuf_printf(&b, "%zu%s documents of the knowledge base have %.*s%s", q->n_ambiguous, more, len, ref,
+                              all ? ": " : ", among them ");
         for (const char *p = q->ambiguous; *p && !rc;) {
             const size_t n = strcspn(p, "\n");
             cq_strbuf_printf(&b, zh ? "%s《%.*s》" : "%s%.*s", p == q->ambiguous ? "" : zh ? "、" : "; ", (int)n, p);
             rc = add_choice(out, q, p, n, err);
             p += n + (p[n] == '\n');
         }
-        if (zh) cq_strbuf_printf(&b, "。请在问题中写明是哪个文件的%.*s。", len, ref);
-        else cq_strbuf_puts(&b, ". Name the document in the question.");
+        if (zh) cq_strbuf_printf(&b, "%s。请在问题中写明是哪个文件的%.*s。", all ? "" : "等", len, ref);
+        else cq_strbuf_printf(&b, "%s. Name the document in the question.", all ? "" : " …");
         if (rc) {
             cq_strbuf_free(&b);
         } else if (answer) {

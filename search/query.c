@@ -438,22 +438,28 @@ void cq_query_free(cq_query *q) {
 
 /* A clause reference without a document that several documents of KB kb_id have, not all versions of one
  * regulation (the router resolves those): what to call them, one a line, into q->ambiguous (one name a version
- * group, or before the versions are analysed, one a name). */
+ * group, and a name once: the same title twice would tell the reader nothing). */
 static cq_status find_ambiguous(cq_store *s, int64_t kb_id, cq_query *q, cq_err *err) {
     if (q->type != CQ_QUERY_CLAUSE || !q->ref.key[0] || q->n_titles) return CQ_OK;
     enum { MAX_DOCS = 32 };
     cq_store_label_doc docs[MAX_DOCS];
     size_t n = 0, kept = 0;
-    const char *names[MAX_DOCS];
+    const char *names[MAX_DOCS], *groups[MAX_DOCS];
     cq_status rc = cq_store_router_docs_with_key(s, kb_id, q->ref.key, docs, MAX_DOCS, &n, err);
     if (rc) return rc;
-    for (size_t i = 0; i < n; i++) { /* one name a version group (before the versions are analysed: a name) */
+    for (size_t i = 0; i < n; i++) { /* one name a version group, a name once */
+        if (!cq_router_label_fits(&q->ref, docs[i].label)) continue; /* "Section 5" is not 第五条 */
         bool seen = false;
-        for (size_t k = 0; k < i && !seen; k++)
-            seen = docs[i].group[0] ? !strcmp(docs[k].group, docs[i].group) : !strcmp(docs[k].name, docs[i].name);
-        if (!seen) names[kept++] = docs[i].name;
+        for (size_t k = 0; k < kept && !seen; k++)
+            seen = (docs[i].group[0] && !strcmp(groups[k], docs[i].group)) || !strcmp(names[k], docs[i].name);
+        if (!seen) {
+            groups[kept] = docs[i].group;
+            names[kept++] = docs[i].name;
+        }
     }
     if (kept > 1) {
+        q->n_ambiguous = kept;
+        q->ambiguous_more = n == MAX_DOCS;
         cq_strbuf b = {0};
         for (size_t i = 0; i < kept && i < CQ_QUERY_MAX_AMBIGUOUS; i++) cq_strbuf_printf(&b, "%s%s", i ? "\n" : "", names[i]);
         if (!(q->ambiguous = cq_strbuf_finish(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");

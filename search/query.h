@@ -86,6 +86,8 @@ typedef struct {
                           * the KB have ("44" in 劳动法 and 劳动合同法): what to call those documents (their titles, else
                           * names; versions of one named once), one a line, at most CQ_QUERY_MAX_AMBIGUOUS; the router
                           * resolves it to none of them, and the answer asks which is meant. NULL otherwise */
+    size_t n_ambiguous;  /* how many (distinct) documents have it: more than the names when ambiguous_more */
+    bool ambiguous_more; /* there may be more than n_ambiguous (the store was read that far) */
     char *expansion;     /* the statutory phrases for the question's everyday words (exp_terms), space-separated
                           * ("延长工作时间 劳动者" for "员工加班费怎么算？"); NULL when none (search/lexicon.h) */
 } cq_query;

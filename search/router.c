@@ -63,6 +63,7 @@ static int parse_english(const char *q, const char *p, cq_clause_ref *ref) {
             snprintf(key, sizeof key, "%ld", r);
         }
         snprintf(ref->key, sizeof ref->key, "%s", key);
+        ref->latin = true;
         ref->article = atol(key);
         ref->start = (size_t)(p - q);
         ref->end = (size_t)(s + n - q);
@@ -523,8 +524,12 @@ static cq_status lookup(cq_store *s, int64_t doc_id, const cq_clause_ref *ref, i
     return cq_store_router_by_path(s, doc_id, pattern, out, max, n, err);
 }
 
+bool cq_router_label_fits(const cq_clause_ref *ref, const char *label) {
+    return !label || !*label || cq_utf8_has_cjk(label) != ref->latin;
+}
+
 /* The documents a reference without a document means: the one ready document of the KB that has a clause labelled
- * ref->key, or the versions of one regulation (one version group) when only they have it — retrieval puts the
+ * ref->key, or the versions of one regulation (one version group, or one title) when only they have it — retrieval puts the
  * version meant for the day first (search/retrieve.c); for a chapter reference, the KB's only document. Into
  * docs[0..*n) (scores alike: one tier); none when there are none or several documents that are not versions of one. */
 static cq_status docs_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref *ref, cq_title_match *docs, size_t *n,
@@ -539,9 +544,15 @@ static cq_status docs_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref
     cq_store_label_doc found[CQ_ROUTER_MAX_VERSIONS + 1]; /* one more: more versions than that are not resolved */
     size_t nf = 0;
     cq_status rc = cq_store_router_docs_with_key(s, kb_id, ref->key, found, CQ_ROUTER_MAX_VERSIONS + 1, &nf, err);
-    bool one = !rc && nf > 0 && nf <= CQ_ROUTER_MAX_VERSIONS;
-    for (size_t i = 1; one && i < nf; i++) one = found[0].group[0] && !strcmp(found[i].group, found[0].group);
-    for (size_t i = 0; one && i < nf; i++) docs[(*n)++] = (cq_title_match){found[i].doc_id, 1.0};
+    size_t pick[CQ_ROUTER_MAX_VERSIONS + 1], kept = 0; /* of the reference's kind: "Section 5" is not 第五条 */
+    for (size_t i = 0; !rc && i < nf; i++)
+        if (cq_router_label_fits(ref, found[i].label)) pick[kept++] = i;
+    bool one = !rc && kept > 0 && nf <= CQ_ROUTER_MAX_VERSIONS;
+    for (size_t i = 1; one && i < kept; i++) { /* one version group, or one title (versions not yet analysed) */
+        const cq_store_label_doc *a = &found[pick[0]], *b = &found[pick[i]];
+        one = (a->group[0] && !strcmp(a->group, b->group)) || !strcmp(a->name, b->name);
+    }
+    for (size_t i = 0; one && i < kept; i++) docs[(*n)++] = (cq_title_match){found[pick[i]].doc_id, 1.0};
     cq_store_label_docs_free(found, nf);
     return rc;
 }

@@ -11,6 +11,7 @@
 #ifndef CQ_SEARCH_ROUTER_H
 #define CQ_SEARCH_ROUTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,10 +25,15 @@ typedef struct {
     long paragraph, item;        /* 款 项, 0 when absent */
     char key[32];                /* label_key to look up: "12", "20-1", "7.2"; "" when no clause is named */
     size_t start, end;           /* byte span of the reference in the question */
+    bool latin;                  /* an English reference ("Section 7.2", "Article 5"): it means clauses labelled so,
+                                  * not a Chinese document's 第五条 of the same key */
 } cq_clause_ref;
 
 /* Parses the first clause reference in question. Returns 1 when one was found, else 0 (ref zeroed). */
 int cq_router_parse(const char *question, cq_clause_ref *ref);
+
+/* Whether a clause labelled label is of the reference's kind: 第…条 (Han) for a Chinese reference, Latin otherwise. */
+bool cq_router_label_fits(const cq_clause_ref *ref, const char *label);
 
 /* Versions of one regulation a reference without a document may mean (search/router.c docs_with_label). */
 #define CQ_ROUTER_MAX_VERSIONS 16

@@ -66,7 +66,8 @@ cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *
     *n = 0;
     cq_db_stmt *st;
     if (cq_db_query(cq_store_conn(s), "router", &st, err,
-                    "SELECT d.id, coalesce(d.title, d.name), coalesce(v.key, '') FROM documents d "
+                    "SELECT d.id, coalesce(d.title, d.name), coalesce(v.key, ''), coalesce((SELECT c.label FROM clauses c "
+                    "WHERE c.doc_id = d.id AND c.label_key = ?1 ORDER BY c.ord LIMIT 1), '') FROM documents d "
                     "LEFT JOIN doc_versions v ON v.doc_id = d.id WHERE d.kb_id = ?2 AND d.status = 'ready' "
                     "AND EXISTS (SELECT 1 FROM clauses c WHERE c.doc_id = d.id AND c.label_key = ?1) "
                     "ORDER BY d.id LIMIT ?3", "tii", key, kb_id, (int64_t)max))
@@ -77,8 +78,9 @@ cq_status cq_store_router_docs_with_key(cq_store *s, int64_t kb_id, const char *
         d->doc_id = cq_db_col_int(st, 0);
         d->name = cq_db_col_strdup(st, 1);
         d->group = cq_db_col_strdup(st, 2);
+        d->label = cq_db_col_strdup(st, 3);
         ++*n;
-        if (!d->name || !d->group) {
+        if (!d->name || !d->group || !d->label) {
             rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
             break;
         }
@@ -95,6 +97,7 @@ void cq_store_label_docs_free(cq_store_label_doc *docs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(docs[i].name);
         free(docs[i].group);
-        docs[i].name = docs[i].group = NULL;
+        free(docs[i].label);
+        docs[i].name = docs[i].group = docs[i].label = NULL;
     }
 }

@@ -29,6 +29,7 @@ typedef struct {
     int64_t doc_id;
     char *name;  /* what to call it: its title, else its name */
     char *group; /* its version group's key (store/versions.h), "" when it has none: then it stands alone */
+    char *label; /* the label of its first clause with the key ("第五条", "Section 5"), "" when it has none */
 } cq_store_label_doc;
 
 /* The ready documents of KB kb_id with a clause whose label_key is key, by id, at most max, into out[0..*n) (free

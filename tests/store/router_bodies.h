@@ -99,14 +99,15 @@ static void conf_router_rows(void **state) {
     CONF_EXPECT(cq_store_router_by_path(s, b, "%第一章%", out, 2, &n, &err), CQ_OK);
     assert_int_equal(n, 2);
 
-    /* the ready documents of the KB with a label, by id, with what to call them (the title, else the name) and
-     * their version group ("" before the versions are analysed): "3" and "4" are b's only (c failed, d is another
+    /* the ready documents of the KB with a label, by id, with what to call them (the title, else the name), their
+     * version group ("" before the versions are analysed) and that clause's label: "3" and "4" are b's only (c failed, d is another
      * KB's); "1" is b's and a's; never past max */
     CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "3", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 1);
     assert_int_equal(docs[0].doc_id, b);
     assert_string_equal(docs[0].name, "乙法");
     assert_string_equal(docs[0].group, "");
+    assert_string_equal(docs[0].label, "第3条"); /* its clause's label: a Chinese reference's kind */
     cq_store_label_docs_free(docs, n);
     CONF_EXPECT(cq_store_router_docs_with_key(s, kb, "1", docs, 4, &n, &err), CQ_OK);
     assert_int_equal(n, 2);

@@ -266,14 +266,16 @@ static void test_resolve(void **state) {
     assert_int_equal(resolve(f, f->kb, "第三条说了什么", ids, 8), 1);
     check_label(f, ids[0], f->labour, "第三条");
     assert_int_equal(resolve(f, f->kb, "What does Section 1 say?", ids, 8), 0); /* key "1": six documents */
-    /* Only the versions of one law have it: once the versions are analysed (ingest does it), the reference means
-     * them (retrieval puts the version meant for the day first); before, nothing tells them from two laws. */
-    assert_int_equal(resolve(f, f->kb, "第十二条说了什么", ids, 8), 0);
+    /* Only the versions of one law have it (one title; after the versions analysis, which ingest runs, one version
+     * group): the reference means them (retrieval puts the version meant for the day first). Three NDAs titled
+     * alike and one named otherwise are not one document's versions. */
     cq_err err = {0};
-    assert_int_equal(cq_versions_ensure(f->s, f->kb, false, NULL, &err), CQ_OK);
-    assert_int_equal(resolve(f, f->kb, "第十二条说了什么", ids, 8), 2);
-    check_label(f, ids[0], f->company_2013, "第十二条");
-    check_label(f, ids[1], f->company_2018, "第十二条");
+    for (int analysed = 0; analysed < 2; analysed++) {
+        if (analysed) assert_int_equal(cq_versions_ensure(f->s, f->kb, false, NULL, &err), CQ_OK);
+        assert_int_equal(resolve(f, f->kb, "第十二条说了什么", ids, 8), 2);
+        check_label(f, ids[0], f->company_2013, "第十二条");
+        check_label(f, ids[1], f->company_2018, "第十二条");
+    }
     assert_int_equal(resolve(f, f->kb, "第一条说了什么", ids, 8), 0); /* 公司法's versions and 劳动法 */
     assert_int_equal(resolve(f, f->kb, "What does Section 1 say?", ids, 8), 0);
 }

@@ -57,7 +57,10 @@ def main():
         chip = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '.msg.assistant .chip.cite'), 'citation chip')
         if chip:
             chip[0].click()
-        wait(driver, lambda d: 'open' in d.find_element(By.ID, 'drawer').get_attribute('class'), 'drawer opens')
+        # open and done sliding in: a click during the slide lands on whatever is at that point then (zoom-out)
+        wait(driver, lambda d: d.execute_script(
+            "const d = document.getElementById('drawer'); return d.classList.contains('open') && "
+            "Math.abs(d.getBoundingClientRect().right - window.innerWidth) < 1"), 'drawer opens')
         # the drawer's clause arrives by a request of its own
         if wait(driver, lambda d: d.find_element(By.ID, 'drawer-title').text == '第四十四条', 'the cited clause', 10):
             check('the cited clause', True)

@@ -444,24 +444,20 @@ static cq_status find_ambiguous(cq_store *s, int64_t kb_id, cq_query *q, cq_err 
     enum { MAX_DOCS = 32 };
     cq_store_label_doc docs[MAX_DOCS];
     size_t n = 0, kept = 0;
-    const char *names[MAX_DOCS], *groups[MAX_DOCS];
+    const cq_store_label_doc *kept_docs[MAX_DOCS];
     cq_status rc = cq_store_router_docs_with_key(s, kb_id, q->ref.key, docs, MAX_DOCS, &n, err);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) { /* one name a version group, a name once */
         if (!cq_router_label_fits(&q->ref, docs[i].label)) continue; /* "Section 5" is not 第五条 */
         bool seen = false;
-        for (size_t k = 0; k < kept && !seen; k++)
-            seen = (docs[i].group[0] && !strcmp(groups[k], docs[i].group)) || !strcmp(names[k], docs[i].name);
-        if (!seen) {
-            groups[kept] = docs[i].group;
-            names[kept++] = docs[i].name;
-        }
+        for (size_t k = 0; k < kept && !seen; k++) seen = cq_router_same_regulation(kept_docs[k], &docs[i]);
+        if (!seen) kept_docs[kept++] = &docs[i];
     }
     if (kept > 1) {
         q->n_ambiguous = kept;
         q->ambiguous_more = n == MAX_DOCS;
         cq_strbuf b = {0};
-        for (size_t i = 0; i < kept && i < CQ_QUERY_MAX_AMBIGUOUS; i++) cq_strbuf_printf(&b, "%s%s", i ? "\n" : "", names[i]);
+        for (size_t i = 0; i < kept && i < CQ_QUERY_MAX_AMBIGUOUS; i++) cq_strbuf_printf(&b, "%s%s", i ? "\n" : "", kept_docs[i]->name);
         if (!(q->ambiguous = cq_strbuf_finish(&b))) rc = cq_err_set(err, CQ_ERR_NOMEM, "out of memory");
     }
     cq_store_label_docs_free(docs, n);

@@ -528,6 +528,10 @@ bool cq_router_label_fits(const cq_clause_ref *ref, const char *label) {
     return !label || !*label || cq_utf8_has_cjk(label) != ref->latin;
 }
 
+bool cq_router_same_regulation(const cq_store_label_doc *a, const cq_store_label_doc *b) {
+    return (a->group[0] && !strcmp(a->group, b->group)) || !strcmp(a->name, b->name);
+}
+
 /* The documents a reference without a document means: the one ready document of the KB that has a clause labelled
  * ref->key, or the versions of one regulation (one version group, or one title) when only they have it — retrieval puts the
  * version meant for the day first (search/retrieve.c); for a chapter reference, the KB's only document. Into
@@ -548,10 +552,7 @@ static cq_status docs_with_label(cq_store *s, int64_t kb_id, const cq_clause_ref
     for (size_t i = 0; !rc && i < nf; i++)
         if (cq_router_label_fits(ref, found[i].label)) pick[kept++] = i;
     bool one = !rc && kept > 0 && nf <= CQ_ROUTER_MAX_VERSIONS;
-    for (size_t i = 1; one && i < kept; i++) { /* one version group, or one title (versions not yet analysed) */
-        const cq_store_label_doc *a = &found[pick[0]], *b = &found[pick[i]];
-        one = (a->group[0] && !strcmp(a->group, b->group)) || !strcmp(a->name, b->name);
-    }
+    for (size_t i = 1; one && i < kept; i++) one = cq_router_same_regulation(&found[pick[0]], &found[pick[i]]);
     for (size_t i = 0; one && i < kept; i++) docs[(*n)++] = (cq_title_match){found[pick[i]].doc_id, 1.0};
     cq_store_label_docs_free(found, nf);
     return rc;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "store/router_rows.h"
 #include "store/store.h"
 
 typedef struct {
@@ -34,6 +35,10 @@ int cq_router_parse(const char *question, cq_clause_ref *ref);
 
 /* Whether a clause labelled label is of the reference's kind: 第…条 (Han) for a Chinese reference, Latin otherwise. */
 bool cq_router_label_fits(const cq_clause_ref *ref, const char *label);
+
+/* Whether two documents having a label (store/router_rows.h) are versions of one regulation: one version group, or
+ * one title (what they are called: before the versions analysis, and where the same title twice tells no one apart). */
+bool cq_router_same_regulation(const cq_store_label_doc *a, const cq_store_label_doc *b);
 
 /* Versions of one regulation a reference without a document may mean (search/router.c docs_with_label). */
 #define CQ_ROUTER_MAX_VERSIONS 16

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "app/answer_span.h"
 #include "app/answer_versions.h"
@@ -201,9 +202,38 @@ static int key_terms_around(const cq_query *q, const char *text, const char *spa
     return found;
 }
 
-/* The sentence around a generated span in its clause (flattened; "…" where it was cut), or NULL when the span is
- * the whole sentence or is not found. */
-static char *span_context(const char *text, const char *span) {
+/* Whether the sentence ending at end leads in the items that start at item: it ends with a colon and only white
+ * space lies between. */
+static bool leads_items(const char *flat, size_t end, size_t item) {
+    if (end > item) return false;
+    for (size_t k = end; k < item; k++)
+        if (flat[k] != ' ' && flat[k] != '\t') return false;
+    return (end >= 3 && !memcmp(flat + end - 3, "：", 3)) || (end >= 1 && flat[end - 1] == ':');
+}
+
+/* Whether the question asks for several things (哪些条款, 哪几种, which / what are): its answer is a clause's list. */
+static bool asks_for_list(const char *question) {
+    static const char *const zh[] = {"哪些", "哪几", "几种", "几类", "几项"};
+    for (size_t i = 0; question && i < sizeof zh / sizeof *zh; i++)
+        if (strstr(question, zh[i])) return true;
+    return question && (!strncasecmp(question, "what are ", 9) || !strncasecmp(question, "which ", 6));
+}
+
+/* The end of the last of the items it[0..n) that fit, whole, in room characters with one space each (0 when none
+ * does); *shown receives their number. */
+static size_t items_that_fit(const char *flat, const cq_text_range *it, size_t n, size_t room, size_t *shown) {
+    size_t end = 0;
+    for (*shown = 0; *shown < n; ++*shown) {
+        const size_t c = cq_utf8_count(flat + it[*shown].start, it[*shown].end - it[*shown].start) + 1;
+        if (c > room) break;
+        room -= c;
+        end = it[*shown].end;
+    }
+    return end;
+}
+
+/* cq_answer_span_context (answer.h). */
+char *cq_answer_span_context(const char *text, const char *span, const char *question) {
     const size_t n = strlen(text);
     char *flat = strdup(text);
     if (!flat) return NULL;
@@ -218,6 +248,7 @@ static char *span_context(const char *text, const char *span) {
         /* a span in an item (项) is read with the words that lead the items in: "…应当具备下列条件：（一）…" */
         cq_text_range it[CQ_SPAN_MAX_ITEMS], lead = {0, 0};
         const size_t n_items = cq_span_items(text, n, it, CQ_SPAN_MAX_ITEMS);
+        size_t in_item = n_items;
         for (size_t i = 0; i < n_items; i++) {
             if (s < it[i].start || e > it[i].end || it[0].start == 0) continue;
             size_t k = it[0].start;
@@ -227,17 +258,37 @@ static char *span_context(const char *text, const char *span) {
             if (lead.end > k) lead.end = k; /* items in the line: the lead ends where they begin */
             /* too long to show whole, or in the span's sentence already */
             if (lead_cut || lead.start >= r.start) lead = (cq_text_range){0, 0};
+            in_item = i;
             break;
         }
-        if (lead.end > lead.start || r.start < s || r.end > e) {
+        size_t tail = 0, shown_items = 0;
+        bool whole_list = false; /* the lead, then the items from the first */
+        if (n_items && e <= it[0].start && !cut_after && leads_items(flat, r.end, it[0].start)) {
+            const size_t used = cq_utf8_count(flat + r.start, r.end - r.start);
+            tail = items_that_fit(flat, it, n_items, 2 * CQ_ANSWER_CONTEXT_CHARS > used ? 2 * CQ_ANSWER_CONTEXT_CHARS - used : 0,
+                                  &shown_items);
+        } else if (in_item < n_items && lead.end > lead.start && asks_for_list(question)) {
+            const size_t used = cq_utf8_count(flat + lead.start, lead.end - lead.start);
+            tail = items_that_fit(flat, it, n_items, 2 * CQ_ANSWER_CONTEXT_CHARS > used ? 2 * CQ_ANSWER_CONTEXT_CHARS - used : 0,
+                                  &shown_items);
+            whole_list = shown_items > in_item;
+            if (whole_list) r = lead;
+            else tail = 0;
+        }
+        if (lead.end > lead.start || r.start < s || r.end > e || tail) {
             cq_strbuf b = {0};
-            if (lead.end > lead.start) {
+            if (lead.end > lead.start && !whole_list) {
                 cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);
                 cq_strbuf_puts(&b, it[0].start >= r.start ? " " : " … "); /* "…" where items were left out */
             }
-            if (cut_before) cq_strbuf_puts(&b, "…");
+            if (cut_before && !whole_list) cq_strbuf_puts(&b, "…");
             cq_strbuf_append(&b, flat + r.start, r.end - r.start);
-            if (cut_after) cq_strbuf_puts(&b, "…");
+            if (cut_after && !whole_list) cq_strbuf_puts(&b, "…");
+            if (tail) {
+                if (whole_list) cq_strbuf_puts(&b, " ");
+                cq_strbuf_append(&b, flat + it[0].start, tail - it[0].start);
+                if (shown_items < n_items) cq_strbuf_puts(&b, "…");
+            }
             out = b.failed ? NULL : cq_strbuf_take(&b);
             if (!out) cq_strbuf_free(&b);
         }
@@ -624,7 +675,7 @@ cq_status cq_answer_from_hits(const cq_query *q, cq_hits *hits, const cq_answer_
                 free(quote);
             } else if (answer) {
                 rc = cite(out, &out->hits.hits[clause], answer, err);
-                if (!rc) out->context = span_context(out->hits.hits[clause].text, answer);
+                if (!rc) out->context = cq_answer_span_context(out->hits.hits[clause].text, answer, q->text);
             }
         }
         if (!rc && !answer && !declined && repeated) {

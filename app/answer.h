@@ -117,6 +117,14 @@ double cq_answer_refusal_min_p(double caller, const cq_adapter_info *ai, cq_quer
 #define CQ_ANSWER_KEYLESS_MIN_CONFIDENCE 0.8
 /* The sentence shown around a short span (context) is cut to this many characters around it. */
 #define CQ_ANSWER_CONTEXT_CHARS 160
+
+/* The context of a generated span in its clause's text (cq_answer.context): the sentence around it (flattened,
+ * "…" where cut), or NULL when the span is that whole sentence or is not in the text (or out of memory). A clause's
+ * list is shown with the words that lead it in and as many whole items as fit in twice CQ_ANSWER_CONTEXT_CHARS:
+ * after a span in the sentence that announces the items ("…按照下列标准支付…工资报酬：" — "怎么算" is answered by
+ * the rates), and around a span in one of them when the question asks for several (哪些, 哪几, which, what are);
+ * a span in one item otherwise gets the lead-in and its item ("… " for those left out). */
+char *cq_answer_span_context(const char *text, const char *span, const char *question);
 /* Reader passages pruned by rerank margin (issue 26, docs/EVAL.md "Issue 26: reader passages pruned by rerank
  * margin"): when the reranker judged the retrieved clauses, the reader may be shown only the first clause and the
  * judged ones whose relevance (cq_hit.relevance) is at most the margin below the first's, at most reader_max of

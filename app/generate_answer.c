@@ -3,6 +3,8 @@
 #include "app/generate_answer.h"
 #include "app/answer_span.h"
 #include "core/clock.h"
+#include "core/log.h"
+#include "search/lexicon.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -380,6 +382,19 @@ static size_t whole_chars(const char *s, size_t n) {
 
 /* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
  * dropped, as the first token's are) begins it. */
+/* n without the commas, colons, semicolons and spaces that end s[0..n): at the end of an answer they say nothing. */
+static size_t without_dangling(const char *s, size_t n) {
+    static const char *const dangling[] = {" ", ",", "，", "、", "；", "："};
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < sizeof dangling / sizeof *dangling; i++) {
+            const size_t l = strlen(dangling[i]);
+            if (n >= l && !memcmp(s + n - l, dangling[i], l)) n -= l, again = 1;
+        }
+    }
+    return n;
+}
+
 static double refusal_start_p(const cq_tokenizer *tok, const cq_top *top, const char *refusal) {
     double p = 0;
     char piece[MAX_PIECE];
@@ -415,7 +430,12 @@ cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hit
     if (trained) {
         cq_prompt_passage *pp = calloc(hits->n, sizeof *pp);
         for (size_t i = 0; pp && i < hits->n; i++) pp[i] = cq_prompt_passage_of(&hits->hits[i]);
-        if (pp) prompt = prompt_answer(q->text, zh, pp, hits->n, &shown);
+        /* the question in the words of the first passage (search/lexicon.h); retrieval and checks keep its own */
+        int reword_failed = 0;
+        char *asked = pp ? cq_lexicon_reword(q->text, hits->hits[0].text, &reword_failed) : NULL;
+        if (asked) CQ_DEBUG("answer: the reader reads '%s' as '%s'", q->text, asked);
+        if (pp && !reword_failed) prompt = prompt_answer(asked ? asked : q->text, zh, pp, hits->n, &shown);
+        free(asked);
         free(pp);
     } else {
         prompt = cq_gen_answer_prompt(q, hits, o.max_context_chars, &shown);
@@ -493,7 +513,8 @@ cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hit
         bool sure = out->new_tokens >= STREAM_AFTER_TOKENS &&
                     exp(logprob_sum / out->new_tokens) >= o.min_confidence;
         if (on_text && which < hits->n && sure) {
-            size_t ready = whole_chars(ans.data + streamed, ans.len - streamed);
+            /* marks at the end wait for what follows them: an answer that ends there leaves them out */
+            size_t ready = without_dangling(ans.data + streamed, whole_chars(ans.data + streamed, ans.len - streamed));
             if (ready && !streamed) { /* a qualifier before the span goes first (answer_span.h) */
                 char *lead = lead_words(&con[which], hits->hits[which].text, ans.data, ans.len);
                 if (lead && *lead) {
@@ -526,23 +547,8 @@ cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hit
                 out->text = cq_strbuf_take(&ans);
             }
         } else {
-            ans.len = whole_chars(ans.data, ans.len); /* a byte token may have left half a character */
+            ans.len = without_dangling(ans.data, whole_chars(ans.data, ans.len)); /* a byte token may have left half a character */
             ans.data[ans.len] = 0;
-            /* A dangling comma or space at the end says nothing. */
-            while (ans.len && (ans.data[ans.len - 1] == ' ' || ans.data[ans.len - 1] == ','))
-                ans.data[--ans.len] = 0;
-            static const char *const dangling[] = {"，", "、", "；", "："};
-            for (int again = 1; again;) {
-                again = 0;
-                for (size_t i = 0; i < sizeof dangling / sizeof *dangling; i++) {
-                    size_t l = strlen(dangling[i]);
-                    if (ans.len >= l && !memcmp(ans.data + ans.len - l, dangling[i], l)) {
-                        ans.len -= l;
-                        ans.data[ans.len] = 0;
-                        again = 1;
-                    }
-                }
-            }
             /* The first clause, in rank order, that holds the whole answer. */
             for (size_t i = 0; i < hits->n; i++)
                 if (constraint_find(&con[i], ans.data, ans.len)) {

@@ -20,6 +20,15 @@ char *cq_lexicon_expand(const char *text, int *failed);
 /* How many of the space-separated phrases of expansion (cq_lexicon_expand's) text holds whole. */
 size_t cq_lexicon_phrases_in(const char *expansion, const char *text);
 
+/* The question in the words of a passage, for the reader (app/generate_answer.c): each lay word of question
+ * that the passage lacks, where the passage holds the first of its statutory phrases, replaced by the table's
+ * drop-in for it ("员工加班费怎么算？" with 劳动法 第四十四条 → "劳动者延长工作时间的工资报酬怎么算？"): a reader matches
+ * the question's words against the passages and, asked about 加班费, quotes the penalty clause that says 加班费
+ * rather than the article that sets the rates. Lay words with no drop-in (打工, 辞退, 儿子 …), or whose drop-in the
+ * question already holds, stay. malloc'd; NULL when nothing changes, when the lexicon is off, or out of memory
+ * (*failed). */
+char *cq_lexicon_reword(const char *question, const char *passage, int *failed);
+
 /* Whether the expansion is on: CLAUSEQA_QUERY_EXPAND unset, or anything but "0", "off", "no", "false". */
 int cq_lexicon_enabled(void);
 

@@ -394,6 +394,58 @@ static void test_generate_item_context_keyless(void **state) {
     cq_query_free(&q);
 }
 
+/* The context shown with a span (cq_answer_span_context): the sentence; a list with its lead-in and whole items. */
+static void expect_context(const char *text, const char *span, const char *question, const char *want) {
+    char *c = cq_answer_span_context(text, span, question);
+    if (!want && c) fail_msg("'%s': no context expected, got '%s'", span, c);
+    if (want && (!c || strcmp(c, want))) fail_msg("'%s' / '%s':\n expected '%s'\n      got '%s'", span, question, want, c ? c : "(none)");
+    free(c);
+}
+
+static void test_span_context(void **state) {
+    (void)state;
+    const char *lead44 = "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：";
+    const char *i1 = "（一）安排劳动者延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；";
+    const char *i2 = "（二）休息日安排劳动者工作又不能安排补休的，支付不低于工资的百分之二百的工资报酬；";
+    const char *i3 = "（三）法定休假日安排劳动者工作的，支付不低于工资的百分之三百的工资报酬。";
+    char all[1024], want[1024];
+    /* a span in the lead-in sentence: the sentence and the items it announces ("怎么算" is answered by the rates) */
+    snprintf(want, sizeof want, "%s%s %s %s", lead44, i1, i2, i3);
+    expect_context(article44, "工资报酬", "员工加班费怎么算？", want);
+    /* a span in one item: the lead-in, "…" for the items before it, the item */
+    snprintf(want, sizeof want, "%s … %s", lead44, i2);
+    expect_context(article44, "不低于工资的百分之二百", "休息日加班工资怎么算？", want);
+    /* … unless the question asks for several: the lead-in and every item */
+    snprintf(want, sizeof want, "%s %s %s %s", lead44, i1, i2, i3);
+    expect_context(article44, "不低于工资的百分之二百", "有哪些情形要支付更高的工资报酬？", want);
+    /* items that do not fit in 320 characters are left out whole, "…" saying so; the span's item must be shown */
+    snprintf(all, sizeof all, "第五条 应当具备下列条件：\n（一）%s；\n（二）%s；\n（三）末项。", 
+             "甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲"
+             "甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲"
+             "甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲甲",
+             "乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙"
+             "乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙"
+             "乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙乙");
+    char *c = cq_answer_span_context(all, "应当具备下列条件", "条件是什么？");
+    assert_non_null(c);
+    assert_non_null(strstr(c, "（一）甲"));
+    assert_null(strstr(c, "（二）"));
+    assert_true(strlen(c) > 3 && !strcmp(c + strlen(c) - 3, "…"));
+    free(c);
+    c = cq_answer_span_context(all, "末项", "有哪些条件？"); /* the list cut before the span's item: as without 哪些 */
+    assert_non_null(c);
+    assert_string_equal(c, "第五条 应当具备下列条件： … （三）末项。");
+    free(c);
+    /* a sentence that does not end with a colon leads no items in; a span that is its whole sentence has no context */
+    expect_context("第一条 本法适用于劳动者。（一）甲；（二）乙。", "劳动者", "谁？", "第一条 本法适用于劳动者。");
+    expect_context("试用期最长不得超过六个月。", "试用期最长不得超过六个月。", "试用期多久？", NULL);
+    expect_context(article36, "不在其中", "?", NULL);
+    /* English: "What are" asks for several */
+    const char *en = "7.1 The Supplier shall: (a) deliver the goods; (b) invoice monthly; (c) keep records.";
+    expect_context(en, "invoice monthly", "What are the Supplier's duties?",
+                   "7.1 The Supplier shall: (a) deliver the goods; (b) invoice monthly; (c) keep records.");
+}
+
 int main(void) {
     const struct CMUnitTest plain[] = {
         cmocka_unit_test(test_prompt_zh),
@@ -403,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_is_title), cmocka_unit_test(test_in_question), cmocka_unit_test(test_fallback_quote),
         cmocka_unit_test(test_coverage_forms),
         cmocka_unit_test(test_constraint_items),
+        cmocka_unit_test(test_span_context),
     };
     const struct CMUnitTest model[] = {
         cmocka_unit_test(test_generate_span),

@@ -48,6 +48,49 @@ static void test_expand(void **state) {
     assert_int_equal(cq_lexicon_phrases_in(NULL, "延长工作时间"), 0);
 }
 
+/* The question in the words of the passage the reader reads first (cq_lexicon_reword). */
+static void expect_reword(const char *question, const char *passage, const char *want) {
+    int failed = 1;
+    char *r = cq_lexicon_reword(question, passage, &failed);
+    assert_int_equal(failed, 0);
+    if (!want && r) fail_msg("'%s' reworded as '%s' for '%s'", question, r, passage);
+    if (want && (!r || strcmp(r, want))) fail_msg("'%s': expected '%s', got '%s'", question, want, r ? r : "(unchanged)");
+    free(r);
+}
+
+static void test_reword(void **state) {
+    (void)state;
+    unsetenv("CLAUSEQA_QUERY_EXPAND");
+    const char *a44 = "第四十四条 有下列情形之一的，用人单位应当按照下列标准支付高于劳动者正常工作时间工资的工资报酬：（一）安排劳动者"
+                      "延长工作时间的，支付不低于工资的百分之一百五十的工资报酬；";
+    const char *a85 = "第八十五条 用人单位有下列情形之一的，由劳动行政部门责令限期支付劳动报酬、加班费或者经济补偿；";
+    /* the longest lay word (加班费, not 加班) and each one the passage lacks while it holds the statutory phrase */
+    expect_reword("员工加班费怎么算？", a44, "劳动者延长工作时间的工资报酬怎么算？");
+    expect_reword("加班工资怎么计算？", a44, "延长工作时间工资怎么计算？"); /* 工资: the passage says it too */
+    /* a passage that says the lay word itself (85: 加班费), or none of the statutory phrases: unchanged */
+    expect_reword("加班费怎么算？", a85, NULL);
+    expect_reword("员工加班费怎么算？", "第三十六条 国家实行每日工作时间不超过八小时的工时制度。", NULL);
+    /* lay words with no drop-in stay (打工, 辞退 …), and so does one whose drop-in the question already holds */
+    expect_reword("我在工厂打工被辞退了怎么办？", "劳动者 用人单位 解除劳动合同", NULL);
+    expect_reword("装饰装修的标准是什么？", "住宅室内装饰装修管理", NULL);
+    expect_reword("房东可以随时进屋吗？", "出租人应当按照约定将租赁物交付承租人", "出租人可以随时进屋吗？");
+    /* English: whole words, any case, the plural's s kept; not inside another word */
+    expect_reword("Can the Landlord enter?", "The Lessor may enter the premises.", "Can the lessor enter?");
+    expect_reword("What may landlords charge tenants?", "the lessor and the lessee", "What may lessors charge lessees?");
+    expect_reword("Is the bosses' rule valid?", "the employer", NULL); /* bosses: not boss + s */
+    expect_reword("Landlordship?", "the lessor", NULL);
+    /* broken UTF-8 and a character cut at the end are copied as they are */
+    expect_reword("员工\xff加班费怎么\xe7", a44, "劳动者\xff延长工作时间的工资报酬怎么\xe7");
+    /* off with the expansion */
+    setenv("CLAUSEQA_QUERY_EXPAND", "0", 1);
+    expect_reword("员工加班费怎么算？", a44, NULL);
+    unsetenv("CLAUSEQA_QUERY_EXPAND");
+    int failed = 1;
+    assert_null(cq_lexicon_reword(NULL, a44, &failed));
+    assert_null(cq_lexicon_reword("员工加班费", NULL, &failed));
+    assert_int_equal(failed, 0);
+}
+
 static void test_switch(void **state) {
     (void)state;
     int failed = 1;
@@ -153,6 +196,7 @@ static void test_retrieval(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_reword),
         cmocka_unit_test(test_switch),
         cmocka_unit_test(test_query_terms),
         cmocka_unit_test_setup_teardown(test_retrieval, test_store_setup, test_store_teardown),

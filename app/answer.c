@@ -232,6 +232,24 @@ static size_t items_that_fit(const char *flat, const cq_text_range *it, size_t n
     return end;
 }
 
+/* Where the text after a clause label at a ("5.2 ", "第五条 ") begins: its label a number ("5.2", "12(a)") or
+ * 第…条, then white space, all before s; a when there is none. */
+static size_t after_label(const char *flat, size_t a, size_t s) {
+    size_t k = a;
+    while (k < s && flat[k] != ' ' && flat[k] != '\t') k++;
+    const size_t len = k - a;
+    if (k == a || k == s || len > 24) return a;
+    bool label = len >= 6 && !memcmp(flat + a, "第", 3) && !memcmp(flat + k - 3, "条", 3);
+    if (!label && flat[a] >= '0' && flat[a] <= '9') {
+        label = true;
+        for (size_t i = a; i < k && label; i++)
+            label = (flat[i] >= '0' && flat[i] <= '9') || flat[i] == '.' || flat[i] == '(' || flat[i] == ')' ||
+                    (flat[i] >= 'a' && flat[i] <= 'z');
+    }
+    while (label && k < s && (flat[k] == ' ' || flat[k] == '\t')) k++;
+    return label ? k : a;
+}
+
 /* cq_answer_span_context (answer.h). */
 char *cq_answer_span_context(const char *text, const char *span, const char *question) {
     const size_t n = strlen(text);
@@ -275,7 +293,8 @@ char *cq_answer_span_context(const char *text, const char *span, const char *que
             if (whole_list) r = lead;
             else tail = 0;
         }
-        if (lead.end > lead.start || r.start < s || r.end > e || tail) {
+        /* the sentence says more than the span: not only the clause's label before it ("5.2 Either party may…") */
+        if (lead.end > lead.start || after_label(flat, r.start, s) < s || r.end > e || tail) {
             cq_strbuf b = {0};
             if (lead.end > lead.start && !whole_list) {
                 cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);

@@ -440,6 +440,11 @@ static void test_span_context(void **state) {
     expect_context("第一条 本法适用于劳动者。（一）甲；（二）乙。", "劳动者", "谁？", "第一条 本法适用于劳动者。");
     expect_context("试用期最长不得超过六个月。", "试用期最长不得超过六个月。", "试用期多久？", NULL);
     expect_context(article36, "不在其中", "?", NULL);
+    /* nor one that is its whole sentence but for the clause's label */
+    expect_context("5.2 Either party may terminate on notice.", "Either party may terminate on notice.", "Can I?", NULL);
+    expect_context("第六十二条 女职工生育享受不少于九十天的产假。", "女职工生育享受不少于九十天的产假。", "产假？", NULL);
+    expect_context("第六十二条 女职工生育享受不少于九十天的产假。", "不少于九十天", "产假？", "第六十二条 女职工生育享受不少于九十天的产假。");
+    expect_context("See 5.2 Either party may terminate.", "Either party may terminate.", "?", "See 5.2 Either party may terminate.");
     /* English: "What are" asks for several */
     const char *en = "7.1 The Supplier shall: (a) deliver the goods; (b) invoice monthly; (c) keep records.";
     expect_context(en, "invoice monthly", "What are the Supplier's duties?",

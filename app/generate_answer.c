@@ -380,8 +380,43 @@ static size_t whole_chars(const char *s, size_t n) {
     return i;
 }
 
-/* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
- * dropped, as the first token's are) begins it. */
+/* The answer with the negation the question gives one of its words put back, when a shown clause says it so
+ * (malloc'd; its clause in *which), or NULL. "什么情况下可以签无固定期限劳动合同？" read "…可以订立" and then took
+ * "固定期限劳动合同" from 第十三条, the next shown clause that continued so, while 第十四条 says "…可以订立无固定期限
+ * 劳动合同": copy-constrained decoding lets a span slip into a look-alike clause one token at a time. Only a word of
+ * the question that follows 无, 非, 不 or 未 there, two characters or more, found in the answer without it. */
+static char *with_questions_negation(const char *question, const constraint *con, size_t n_con, const char *ans,
+                                     size_t n, size_t *which) {
+    static const char *const neg[] = {"无", "非", "不", "未"};
+    const size_t qn = strlen(question);
+    for (size_t i = 0; i + 3 < qn; i++) {
+        size_t k = 0;
+        while (k < sizeof neg / sizeof *neg && memcmp(question + i, neg[k], 3)) k++;
+        if (k == sizeof neg / sizeof *neg) continue;
+        /* the longest word after it (2-8 characters) that the answer holds without the negation before it */
+        const char *w = question + i + 3;
+        for (size_t chars = 8; chars >= 2; chars--) {
+            const size_t wl = prefix_bytes(w, chars);
+            if (cq_utf8_count(w, wl) != chars || !cq_utf8_valid(w, wl)) continue;
+            for (const char *at = memmem(ans, n, w, wl); at; at = memmem(at + 1, n - (size_t)(at + 1 - ans), w, wl)) {
+                if (at >= ans + 3 && !memcmp(at - 3, neg[k], 3)) continue;
+                cq_strbuf b = {0};
+                cq_strbuf_append(&b, ans, (size_t)(at - ans));
+                cq_strbuf_puts(&b, neg[k]);
+                cq_strbuf_append(&b, at, n - (size_t)(at - ans));
+                for (size_t c = 0; !b.failed && c < n_con; c++)
+                    if (constraint_find(&con[c], b.data, b.len)) {
+                        *which = c;
+                        return cq_strbuf_take(&b);
+                    }
+                cq_strbuf_free(&b);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* n without the commas, colons, semicolons and spaces that end s[0..n): at the end of an answer they say nothing. */
 static size_t without_dangling(const char *s, size_t n) {
     static const char *const dangling[] = {" ", ",", "，", "、", "；", "："};
@@ -395,6 +430,8 @@ static size_t without_dangling(const char *s, size_t n) {
     return n;
 }
 
+/* The probability of starting the refusal phrase: the softmax mass of the candidate tokens whose text (leading spaces
+ * dropped, as the first token's are) begins it. */
 static double refusal_start_p(const cq_tokenizer *tok, const cq_top *top, const char *refusal) {
     double p = 0;
     char piece[MAX_PIECE];
@@ -555,6 +592,13 @@ cq_status cq_gen_answer_run(cq_decoder *d, const cq_query *q, const cq_hits *hit
                     which = i;
                     break;
                 }
+            /* the question's 无/非/不/未 the span dropped, where a clause shown says the span with it */
+            char *neg = which < hits->n ? with_questions_negation(q->text, con, hits->n, ans.data, ans.len, &which) : NULL;
+            if (neg) {
+                ans.len = 0;
+                cq_strbuf_puts(&ans, neg);
+                free(neg);
+            }
             /* the span keeps the negation and limit words at its edges (answer_span.h) */
             const char *at = ans.len && which < hits->n ? constraint_find(&con[which], ans.data, ans.len) : NULL;
             if (at) {

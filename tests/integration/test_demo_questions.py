@@ -6,6 +6,7 @@ adapter the tree holds): each is answered right or refused.
   with its 不 ("不低于工资的百分之二百", not "低于工资的…"), and the item as its context.
 - "员工加班费怎么算？": 劳动法 第四十四条 holds no word of the question; since search/lexicon.c (加班 → 延长工作时间, …) BM25
   ranks it first, and the reader reads the question in its words: answered from it, with the rates, or refused.
+- "什么情况下可以签无固定期限劳动合同？": not "…可以订立固定期限劳动合同" (第十三条, the question's 无 dropped).
 - "劳动合同应当具备哪些条款？": the clause's whole list as the context, the answer printed once in the terminal.
 - "公司的注册资本最低限额是多少？" (no company law in the KB): refused, or — the 270M reader's known limit, docs/EVAL.md —
   answered with a context that shows whose registered capital the clause is about (劳务派遣).
@@ -84,6 +85,13 @@ def main():
         lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
         check('contract terms: the answer printed once', r.returncode == 0 and len(lines) > 2 and lines[0] == a.get('answer')
               and lines[1].startswith('（原文：'), r.stdout)
+
+        # the question's 无 kept: the reader took "…可以订立" + "固定期限劳动合同" from 第十三条 (copy-constrained decoding
+        # slipped into the look-alike clause); 第十四条, shown too, says "…可以订立无固定期限劳动合同"
+        a = ask(binary, data, '什么情况下可以签无固定期限劳动合同？')
+        doc, clause = cited(a)
+        check('open-ended contract: not the fixed-term clause', a.get('abstained') or ('无固定期限' in a.get('answer', '')
+              or '连续工作满十年' in a.get('answer', '')) and clause != '第十三条', (a.get('answer'), doc, clause))
 
         a = ask(binary, data, '公司的注册资本最低限额是多少？')
         doc, clause = cited(a)

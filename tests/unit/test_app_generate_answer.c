@@ -439,6 +439,7 @@ static void test_span_context(void **state) {
     /* a sentence that does not end with a colon leads no items in; a span that is its whole sentence has no context */
     expect_context("第一条 本法适用于劳动者。（一）甲；（二）乙。", "劳动者", "谁？", "第一条 本法适用于劳动者。");
     expect_context("试用期最长不得超过六个月。", "试用期最长不得超过六个月。", "试用期多久？", NULL);
+    expect_context("试用期最长不得超过六个月。", "试用期最长不得超过六个月", "试用期多久？", NULL); /* but its 。 */
     expect_context(article36, "不在其中", "?", NULL);
     /* nor one that is its whole sentence but for the clause's label */
     expect_context("5.2 Either party may terminate on notice.", "Either party may terminate on notice.", "Can I?", NULL);

@@ -10,6 +10,8 @@
  *   cq_span_extend_answer          a span of the text that holds the answer
  *   cq_span_items                  items in order, inside the text, not overlapping
  *   cq_span_sentence               inside the text, at character boundaries; without a limit it holds the span
+ *   cq_answer_span_context         holds the span; valid UTF-8 when the text is
+ *   cq_lexicon_reword              never fails for want of anything but memory; valid UTF-8 when the question is
  *   cq_span_forbids, cq_span_denies  a sentence inside the text when they say yes
  *   cq_answer_coverage             in [0, 1]
  *   cq_prompt_answer, _relevance   valid UTF-8 when the inputs are; shown bytes within each passage
@@ -36,6 +38,7 @@
 #include "app/answer_span.h"
 #include "app/generate_answer.h"
 #include "core/utf8.h"
+#include "search/lexicon.h"
 #include "search/query.h"
 #include "search/retrieve.h"
 #include "test_store_util.h"
@@ -189,6 +192,21 @@ static void check_spans(const char *question, const char *text, size_t n, bool v
             free(ext);
             free(answer);
         }
+        if (b > a) { /* the context shown with a span: it holds the span (flattened), valid UTF-8 when the text is */
+            char *span = strndup(text + a, b - a);
+            for (char *c = span; *c; c++)
+                if (*c == '\n' || *c == '\r') *c = ' ';
+            char *ctx = cq_answer_span_context(text, span, question);
+            if (ctx && !strstr(ctx, span)) fail_case("answer_span_context does not hold the span", question, text);
+            if (ctx && valid && !cq_utf8_valid(ctx, strlen(ctx))) fail_case("answer_span_context not UTF-8", question, text);
+            free(ctx);
+            free(span);
+        }
+        int reword_failed = 1;
+        char *reword = cq_lexicon_reword(question, text, &reword_failed);
+        if (reword_failed) fail_case("lexicon_reword failed", question, text);
+        if (reword && valid && !cq_utf8_valid(reword, strlen(reword))) fail_case("lexicon_reword not UTF-8", question, text);
+        free(reword);
         bool cut_before = false, cut_after = false;
         const size_t max_chars = rnd(3) ? 0 : 1 + rnd(80);
         cq_text_range r = cq_span_sentence(text, n, a, b, max_chars, &cut_before, &cut_after);

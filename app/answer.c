@@ -250,6 +250,19 @@ static size_t after_label(const char *flat, size_t a, size_t s) {
     return label ? k : a;
 }
 
+/* Whether s[0..n) is only sentence marks and white space (what ends the sentence after a span says nothing more). */
+static bool only_marks(const char *s, size_t n) {
+    static const char *const marks[] = {"。", "；", "！", "？", ".", ";", "!", "?", " ", "\t"};
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        while (k < sizeof marks / sizeof *marks && (strlen(marks[k]) > n - i || memcmp(s + i, marks[k], strlen(marks[k]))))
+            k++;
+        if (k == sizeof marks / sizeof *marks) return false;
+        i += strlen(marks[k]);
+    }
+    return true;
+}
+
 /* cq_answer_span_context (answer.h). */
 char *cq_answer_span_context(const char *text, const char *span, const char *question) {
     const size_t n = strlen(text);
@@ -294,7 +307,7 @@ char *cq_answer_span_context(const char *text, const char *span, const char *que
             else tail = 0;
         }
         /* the sentence says more than the span: not only the clause's label before it ("5.2 Either party may…") */
-        if (lead.end > lead.start || after_label(flat, r.start, s) < s || r.end > e || tail) {
+        if (lead.end > lead.start || after_label(flat, r.start, s) < s || !only_marks(flat + e, r.end - e) || tail) {
             cq_strbuf b = {0};
             if (lead.end > lead.start && !whole_list) {
                 cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);
@@ -450,6 +463,16 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {
+        /* a verdict (是/否) rests on the shown clause that holds the most of the question's key terms, the first
+         * shown among equals: the reader's verdict cites no span, and the first clause may be about something else
+         * ("劳动合同必须是书面的吗？" was cited to 劳动法 第八十一条, on who sits on the arbitration committee) */
+        if (g.verdict && g.clause < view.n) {
+            size_t best = key_terms_in(q, view.hits[g.clause].text);
+            for (size_t i = 0; i < view.n; i++) {
+                const size_t k = i == g.clause ? 0 : key_terms_in(q, view.hits[i].text);
+                if (k > best) best = k, g.clause = i;
+            }
+        }
         if (g.clause < view.n) g.clause = keep[g.clause];
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;

@@ -10,6 +10,7 @@ adapter the tree holds): each is answered right or refused.
 - "劳动合同应当具备哪些条款？": the clause's whole list as the context, the answer printed once in the terminal.
 - "公司的注册资本最低限额是多少？" (no company law in the KB): refused, or — the 270M reader's known limit, docs/EVAL.md —
   answered with a context that shows whose registered capital the clause is about (劳务派遣).
+- A verdict (是/否) the reader gives with a confidence under its floor carries a notice that it is unsure.
 - "用人单位可以扣押劳动者的身份证吗？": 否 from 劳动合同法 第九条 (不得扣押…), not the reader's 是 (docs/ANSWERS.md).
 - English questions of the services agreement about what it does not say: the words no clause uses are named; those it
   answers carry no such notice; "When are invoices due?" is answered from the clause that says "invoice".
@@ -114,6 +115,15 @@ def main():
         doc, clause = cited(a)
         check('hours extended at will: 否 from 劳动法 第四十三条', a.get('answer') == '否' and a.get('forbidden') is True
               and doc.startswith('劳动法') and clause == '第四十三条', a)
+
+        # a verdict the reader is unsure of (confidence under the adapter's floor, 0.5 in Chinese) says so; one a
+        # clause's prohibition makes (否, forbidden) does not
+        for q in ('试用期可以不交社保吗？', '用人单位能随意调岗吗？', '劳动合同必须是书面的吗？', '女职工怀孕期间可以被辞退吗？'):
+            a = ask(binary, data, q)
+            if a.get('verdict') and not a.get('forbidden'):
+                unsure = (a.get('confidence') or 0) < 0.5
+                check(f'{q}: a verdict under the floor says it is unsure, one over it does not',
+                      unsure == ('把握不足' in (a.get('notice') or '')), a)
 
         # a span that only repeats the question's words (the 270M quoted "三个月以上") is no answer: the clause's
         # sentence is quoted instead, which holds the answer (一个月)

@@ -307,7 +307,7 @@ char *cq_answer_span_context(const char *text, const char *span, const char *que
             else tail = 0;
         }
         /* the sentence says more than the span: not only the clause's label before it ("5.2 Either party may…") */
-        if (lead.end > lead.start || after_label(flat, r.start, s) < s || !only_marks(flat + e, r.end - e) || tail) {
+        if (lead.end > lead.start || after_label(flat, r.start, s) < s || (r.end > e && !only_marks(flat + e, r.end - e)) || tail) {
             cq_strbuf b = {0};
             if (lead.end > lead.start && !whole_list) {
                 cq_strbuf_append(&b, flat + lead.start, lead.end - lead.start);

@@ -117,8 +117,10 @@ int cq_cmd_ask(int argc, char **argv) {
                 if (vn && !strncmp(said, a.version_notice, vn) && said[vn] == '\n') said += vn + 1;
                 const bool on_screen = printed.printed && a.generated && printed.text.data &&
                                        !strcmp(printed.text.data, said);
-                if (on_screen) printf("\n");
-                else {
+                if (on_screen) {
+                    printf("\n");
+                    if (a.notice) printf("(%s)\n", a.notice); /* after the answer it qualifies, as it was written first */
+                } else {
                     if (printed.printed) printf("\n");
                     if (a.notice) printf("(%s)\n", a.notice);
                     printf("%s\n", a.answer);

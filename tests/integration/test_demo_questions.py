@@ -140,6 +140,10 @@ def main():
         a = ask(binary, data, 'Is there a non-compete clause?')
         check('non-compete: not "non", "compete" named', a.get('answer', '').strip().lower() != 'non'
               and '"compete"' in (a.get('notice') or ''), a)
+        # in the terminal too, after an answer that streamed (it was printed only when the answer had not)
+        r = subprocess.run([binary, 'ask', '--data', data, '--kb', 'demo', '--models', MODELS,
+                            'Does the agreement allow subcontracting?'], capture_output=True, text=True, timeout=600)
+        check('subcontracting: the notice printed in the terminal', 'uses the word "subcontracting"' in r.stdout, r.stdout)
         for q in ('What happens if the client pays late?', 'How long is the notice period for termination?'):
             a = ask(binary, data, q)
             check(f'{q}: no missing words', not a.get('abstained') and 'uses the word' not in (a.get('notice') or ''), a)

@@ -362,7 +362,8 @@ static bool verdict_no(const cq_query *q, cq_answer *out, bool (*says)(const cha
  * (cq_span_forbids): the answer is 否 whatever the reader said (the 270M reader says 是 to nearly every yes/no
  * question, docs/EVAL.md), cited from the forbidding clause, with the forbidding sentence as the quote. */
 static void forbidden_verdict(const cq_query *q, cq_answer *out, char **answer, size_t *clause, char **quote) {
-    if (verdict_no(q, out, cq_span_forbids, false, "条文明确禁止此行为，回答依条文原文给出。", answer, clause, quote))
+    if (verdict_no(q, out, cq_span_forbids, false, "条文明确禁止此行为，回答依条文原文给出。", answer, clause, quote) ||
+        verdict_no(q, out, cq_span_protects, false, "条文规定此情形下不得如此，回答依条文原文给出。", answer, clause, quote))
         out->forbidden = true;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/numerals.h"
 #include "core/utf8.h"
+#include "search/lexicon.h"
 
 /* ---- the word lists (the only place they are) ------------------------------------------------------------- */
 
@@ -767,6 +768,87 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
         return true;
     }
     return false;
+}
+
+/* ---- a question whether someone may be subjected to an act a clause forbids in their case ------------------- */
+
+/* cq_span_protects (answer_span.h). */
+bool cq_span_protects(const char *question, const char *text, size_t n, cq_text_range *sentence) {
+    const size_t qn = strlen(question);
+    /* the question: [who and when] permission-word 被 act [吗/呢/？] */
+    size_t p = SIZE_MAX, act = 0;
+    static const char *const may_be[] = {"能", "会"}; /* 能被 / 会被 辞退吗: may, or will, they be */
+    for (size_t i = 0; i < qn && p == SIZE_MAX; i++) {
+        const char *w = word_at(question, qn, i, ZH_PERMISSION, COUNT(ZH_PERMISSION));
+        if (!w) w = word_at(question, qn, i, may_be, COUNT(may_be));
+        if (w && has_at(question, qn, i + strlen(w), "被")) p = i, act = i + strlen(w) + 3;
+    }
+    if (p == SIZE_MAX) return false;
+    size_t act_end = act;
+    while (act_end < qn) {
+        size_t l;
+        uint32_t c = char_at(question, qn, act_end, &l);
+        if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
+        if (c == 0x4E0D || c == 0x6CA1) return false;               /* 不 没: not asking leave */
+        act_end += l;
+    }
+    if (act_end - act < 6) return false;
+    /* the act as asked and in the statutes' words (辞退 → 解除劳动合同) */
+    char *asked = strndup(question + act, act_end - act);
+    int failed = 0;
+    char *legal = asked ? cq_lexicon_expand(asked, &failed) : NULL;
+    /* who and when: the question's pairs before the permission word */
+    size_t pw[MAX_ACT_PAIRS];
+    const size_t n_who = cjk_pairs(question, 0, p, pw, MAX_ACT_PAIRS);
+    cq_text_range it[CQ_SPAN_MAX_ITEMS];
+    const size_t n_items = n_who >= 2 && asked ? cq_span_items(text, n, it, CQ_SPAN_MAX_ITEMS) : 0;
+    bool found = false;
+    /* the items' lead: "…有下列情形之一的，[X]不得…<act>…：" right before the first item */
+    const char *cond = n_items ? memmem(text, it[0].start, "下列情形之一", 18) : NULL;
+    if (cond) {
+        const size_t c0 = (size_t)(cond - text), lead_end = it[0].start;
+        size_t m = c0;
+        const char *w = NULL;
+        while (m < lead_end && !(w = word_at(text, lead_end, m, ZH_PROHIBITION, COUNT(ZH_PROHIBITION)))) {
+            size_t l;
+            char_at(text, n, m, &l);
+            m += l;
+        }
+        bool act_there = false;
+        if (w) {
+            const size_t a = m + strlen(w);
+            act_there = memmem(text + a, lead_end - a, asked, strlen(asked)) != NULL;
+            char phrase[128];
+            for (const char *x = legal; x && *x && !act_there;) {
+                const size_t l = strcspn(x, " ");
+                if (l && l < sizeof phrase) {
+                    memcpy(phrase, x, l);
+                    phrase[l] = 0;
+                    act_there = memmem(text + a, lead_end - a, phrase, l) != NULL;
+                }
+                x += l + (x[l] == ' ');
+            }
+        }
+        /* the question's case is one of the items: two of its pairs there that the lead does not hold */
+        for (size_t k = 0; act_there && k < n_items && !found; k++) {
+            size_t in_item = 0;
+            for (size_t j = 0; j < n_who; j++) {
+                const size_t l = pair_len(question, qn, pw[j]);
+                const bool in_lead = memmem(text, lead_end, question + pw[j], l) != NULL;
+                in_item += !in_lead && memmem(text + it[k].start, it[k].end - it[k].start, question + pw[j], l);
+            }
+            if (in_item >= 2) {
+                found = true;
+                if (sentence) {
+                    cq_text_range s = cq_span_sentence(text, n, m, m, 0, NULL, NULL);
+                    *sentence = (cq_text_range){s.start < m ? s.start : m, it[k].end};
+                }
+            }
+        }
+    }
+    free(legal);
+    free(asked);
+    return found;
 }
 
 /* ---- a yes/no question the clause answers with a negation (cq_span_denies) ---------------------------------- */

@@ -73,6 +73,15 @@ cq_text_range cq_span_sentence(const char *text, size_t n, size_t start, size_t 
  * sentence. */
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence);
 
+/* Does the clause text[0..n) forbid the act a Chinese question asks whether someone may be subjected to, in the case
+ * the question puts? "女职工怀孕期间可以被辞退吗？" (能被, 会被, 能否被 …) of "劳动者有下列情形之一的，用人单位不得依照本法第四十条、第四十一条的
+ * 规定解除劳动合同：…（四）女职工在孕期、产期、哺乳期的；…": the question asks leave passively (可以/能/能否… 被 act),
+ * the act as asked or in the statutes' words (search/lexicon.h: 辞退 → 解除劳动合同) follows a prohibition word in the
+ * sentence that leads the items in with 下列情形之一, and one item holds two of the pairs of characters the question
+ * puts before its permission word that the lead does not (女职工, 孕期). *sentence (may be NULL) receives the text from
+ * that sentence to the end of the item. */
+bool cq_span_protects(const char *question, const char *text, size_t n, cq_text_range *sentence);
+
 /* Does the clause text[0..n) state the negation of what the Chinese yes/no question asks? The question asks
  * "X是否Y" ("被告是否按照协议支付抚养费？"); Y, without a leading 已经 / 曾 / 有 / 能 / 可以 … and not itself negative,
  * is found in the sentence (split at 。；！？ and line breaks) that holds its first two characters and the largest share

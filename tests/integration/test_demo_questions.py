@@ -116,6 +116,12 @@ def main():
         check('hours extended at will: 否 from 劳动法 第四十三条', a.get('answer') == '否' and a.get('forbidden') is True
               and doc.startswith('劳动法') and clause == '第四十三条', a)
 
+        # someone a clause's items protect: 否 from 劳动合同法 第四十二条 (辞退 read as 解除劳动合同), the reader having said 是
+        a = ask(binary, data, '女职工怀孕期间可以被辞退吗？')
+        doc, clause = cited(a)
+        check('pregnant employee: 否 from 劳动合同法 第四十二条', a.get('answer') == '否' and a.get('forbidden') is True
+              and doc.startswith('劳动合同法') and clause == '第四十二条', a)
+
         # a verdict the reader is unsure of (confidence under the adapter's floor, 0.5 in Chinese) says so; one a
         # clause's prohibition makes (否, forbidden) does not
         for q in ('试用期可以不交社保吗？', '用人单位能随意调岗吗？', '劳动合同必须是书面的吗？', '女职工怀孕期间可以被辞退吗？'):

@@ -428,13 +428,44 @@ static void test_forbids(void **state) {
     assert_false(forbids("用人单位可以扣押劳动者的身份证吗？", "", NULL, 0));
 }
 
+/* A passive question about someone in a case a clause's items protect (cq_span_protects). */
+static void test_protects(void **state) {
+    (void)state;
+    const char *a42 = "第四十二条 劳动者有下列情形之一的，用人单位不得依照本法第四十条、第四十一条的规定解除劳动合同：\n"
+                      "（一）从事接触职业病危害作业的劳动者未进行离岗前职业健康检查的；\n"
+                      "（二）患病或者非因工负伤，在规定的医疗期内的；\n"
+                      "（三）女职工在孕期、产期、哺乳期的；\n"
+                      "（四）法律、行政法规规定的其他情形。";
+    const size_t n = strlen(a42);
+    cq_text_range s = {0, 0};
+    assert_true(cq_span_protects("女职工怀孕期间可以被辞退吗？", a42, n, &s)); /* 辞退 → 解除劳动合同 */
+    char *said = strndup(a42 + s.start, s.end - s.start);
+    assert_non_null(strstr(said, "劳动者有下列情形之一的，用人单位不得"));
+    assert_non_null(strstr(said, "（三）女职工在孕期、产期、哺乳期的")); /* up to the item, not past it */
+    assert_null(strstr(said, "（四）"));
+    free(said);
+    assert_true(cq_span_protects("劳动者患病医疗期内能被解雇吗？", a42, n, NULL));
+    assert_true(cq_span_protects("在医疗期内患病的员工会被解除劳动合同吗", a42, n, NULL)); /* the act as the statute says */
+    /* not passive, not leave, a case no item holds, an act the lead does not forbid, a negative question */
+    assert_false(cq_span_protects("女职工怀孕期间可以辞职吗？", a42, n, NULL));
+    assert_false(cq_span_protects("女职工怀孕期间辞退合法吗？", a42, n, NULL));
+    assert_false(cq_span_protects("劳动者严重违纪可以被辞退吗？", a42, n, NULL));
+    assert_false(cq_span_protects("女职工怀孕期间可以被调岗吗？", a42, n, NULL));
+    assert_false(cq_span_protects("女职工怀孕期间可以被不辞退吗？", a42, n, NULL));
+    /* a prohibition without items, or items without 下列情形之一 leading them */
+    assert_false(cq_span_protects("女职工怀孕期间可以被辞退吗？", "第一条 用人单位不得解除劳动合同。", 37, NULL));
+    const char *other = "第五条 用人单位可以解除劳动合同：（一）女职工在孕期的；（二）患病的。";
+    assert_false(cq_span_protects("女职工怀孕期间可以被辞退吗？", other, strlen(other), NULL));
+    assert_false(cq_span_protects("", a42, n, NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated_zh_before), cmocka_unit_test(test_generated_zh_after),
         cmocka_unit_test(test_generated_chu_wai),   cmocka_unit_test(test_generated_en_before),
         cmocka_unit_test(test_generated_en_after),  cmocka_unit_test(test_unchanged),
         cmocka_unit_test(test_issue_cases),         cmocka_unit_test(test_items),
-        cmocka_unit_test(test_sentence),            cmocka_unit_test(test_forbids), cmocka_unit_test(test_denies),
+        cmocka_unit_test(test_sentence),            cmocka_unit_test(test_forbids), cmocka_unit_test(test_protects), cmocka_unit_test(test_denies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
  *   cq_span_sentence               inside the text, at character boundaries; without a limit it holds the span
  *   cq_answer_span_context         holds the span; valid UTF-8 when the text is
  *   cq_lexicon_reword              never fails for want of anything but memory; valid UTF-8 when the question is
- *   cq_span_forbids, cq_span_denies  a sentence inside the text when they say yes
+ *   cq_span_forbids, _protects, _denies  a sentence inside the text when they say yes
  *   cq_answer_coverage             in [0, 1]
  *   cq_prompt_answer, _relevance   valid UTF-8 when the inputs are; shown bytes within each passage
  *   cq_answer_from_hits (extractive, as without a decoder), cq_answer_fallback_quote
@@ -232,6 +232,11 @@ static void check_spans(const char *question, const char *text, size_t n, bool v
     if (cq_span_forbids(question, text, n, &sentence)) {
         n_said_no++;
         if (sentence.start > sentence.end || sentence.end > n) fail_case("span_forbids' sentence outside the text", question, text);
+    }
+    sentence = (cq_text_range){0, 0};
+    if (cq_span_protects(question, text, n, &sentence)) {
+        n_said_no++;
+        if (sentence.start > sentence.end || sentence.end > n) fail_case("span_protects' sentence outside the text", question, text);
     }
     sentence = (cq_text_range){0, 0};
     if (cq_span_denies(question, text, n, &sentence)) {

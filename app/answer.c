@@ -463,16 +463,6 @@ static void generate(const cq_query *q, const cq_answer_options *o, cq_answer *o
         CQ_WARN("answer generation failed, answering extractively: %s", e.msg);
         why = zh ? "生成回答时出错，以下为条文原文摘录。" : "The answer could not be generated; quoted from the clause instead.";
     } else {
-        /* a verdict (是/否) rests on the shown clause that holds the most of the question's key terms, the first
-         * shown among equals: the reader's verdict cites no span, and the first clause may be about something else
-         * ("劳动合同必须是书面的吗？" was cited to 劳动法 第八十一条, on who sits on the arbitration committee) */
-        if (g.verdict && g.clause < view.n) {
-            size_t best = key_terms_in(q, view.hits[g.clause].text);
-            for (size_t i = 0; i < view.n; i++) {
-                const size_t k = i == g.clause ? 0 : key_terms_in(q, view.hits[i].text);
-                if (k > best) best = k, g.clause = i;
-            }
-        }
         if (g.clause < view.n) g.clause = keep[g.clause];
         out->prompt_tokens = g.prompt_tokens;
         out->tokens_generated = g.new_tokens;

@@ -654,6 +654,18 @@ static bool clause_mark(uint32_t cp) { return sentence_mark(cp) || cp == 0xFF0C 
 /* How the question may qualify its act before the verb (可以随意延长…吗): the verb is the pair after it. */
 static const char *const ZH_ADVERB[] = {"随意", "随便", "任意", "擅自", "私自", "自行", "单方面", "单方", "直接", "强行"};
 
+/* Where the act a question asks leave for ends: at its first sentence mark, 吗 or 呢 from act on. */
+static size_t act_end_at(const char *question, size_t qn, size_t act) {
+    size_t end = act;
+    while (end < qn) {
+        size_t l;
+        const uint32_t c = char_at(question, qn, end, &l);
+        if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
+        end += l;
+    }
+    return end;
+}
+
 bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_range *sentence) {
     const size_t qn = strlen(question);
     /* the question: [condition，] [subject] permission-word act [吗/呢/？] */
@@ -670,13 +682,7 @@ bool cq_span_forbids(const char *question, const char *text, size_t n, cq_text_r
         p = i, act = i + strlen(w);
     }
     if (p == SIZE_MAX) return false;
-    size_t act_end = act;
-    while (act_end < qn) {
-        size_t l;
-        uint32_t c = char_at(question, qn, act_end, &l);
-        if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
-        act_end += l;
-    }
+    const size_t act_end = act_end_at(question, qn, act);
     /* a question that is itself negative (可以不交…吗, 注册后不使用, 是否不得…) is not asking leave */
     for (size_t i = 0; i < qn; i++) /* (可不可以 holds 不可以: the permission word itself does not count) */
         if ((i < p || i >= act) && word_at(question, qn, i, ZH_PROHIBITION, COUNT(ZH_PROHIBITION))) return false;
@@ -784,15 +790,14 @@ bool cq_span_protects(const char *question, const char *text, size_t n, cq_text_
         if (w && has_at(question, qn, i + strlen(w), "被")) p = i, act = i + strlen(w) + 3;
     }
     if (p == SIZE_MAX) return false;
-    size_t act_end = act;
-    while (act_end < qn) {
-        size_t l;
-        uint32_t c = char_at(question, qn, act_end, &l);
-        if (sentence_mark(c) || c == 0x5417 || c == 0x5462) break; /* 吗 呢 */
-        if (c == 0x4E0D || c == 0x6CA1) return false;               /* 不 没: not asking leave */
-        act_end += l;
-    }
+    const size_t act_end = act_end_at(question, qn, act);
     if (act_end - act < 6) return false;
+    for (size_t i = act; i < act_end;) {
+        size_t l;
+        const uint32_t c = char_at(question, qn, i, &l);
+        if (c == 0x4E0D || c == 0x6CA1) return false; /* 不 没: not asking leave */
+        i += l;
+    }
     /* the act as asked and in the statutes' words (辞退 → 解除劳动合同) */
     char *asked = strndup(question + act, act_end - act);
     int failed = 0;

@@ -820,19 +820,11 @@ bool cq_span_protects(const char *question, const char *text, size_t n, cq_text_
             m += l;
         }
         bool act_there = false;
-        if (w) {
+        if (w) { /* after the prohibition word, before the items */
             const size_t a = m + strlen(w);
-            act_there = memmem(text + a, lead_end - a, asked, strlen(asked)) != NULL;
-            char phrase[128];
-            for (const char *x = legal; x && *x && !act_there;) {
-                const size_t l = strcspn(x, " ");
-                if (l && l < sizeof phrase) {
-                    memcpy(phrase, x, l);
-                    phrase[l] = 0;
-                    act_there = memmem(text + a, lead_end - a, phrase, l) != NULL;
-                }
-                x += l + (x[l] == ' ');
-            }
+            char *forbidden = strndup(text + a, lead_end - a);
+            act_there = forbidden && (strstr(forbidden, asked) || cq_lexicon_phrases_in(legal, forbidden) > 0);
+            free(forbidden);
         }
         /* the question's case is one of the items: two of its pairs there that the lead does not hold */
         for (size_t k = 0; act_there && k < n_items && !found; k++) {

@@ -131,15 +131,18 @@ double cq_lexicon_weight(void) {
     return CQ_LEXICON_WEIGHT;
 }
 
-/* Whether word occurs in text as a whole word or its plural in s, any case (word characters: ASCII letters and
- * digits). */
+/* Whether word starts at p in text as a whole word or its plural in s, any case (word characters: ASCII letters and
+ * digits); has_word_ci: anywhere in text. */
+static int word_here_ci(const char *text, const char *p, const char *word) {
+    const size_t n = strlen(word);
+    if (strncasecmp(p, word, n) || (p > text && isalnum((unsigned char)p[-1]))) return 0;
+    const size_t end = n + ((p[n] == 's' || p[n] == 'S') && !isalnum((unsigned char)p[n + 1]));
+    return !isalnum((unsigned char)p[end]);
+}
+
 static int has_word_ci(const char *text, const char *word) {
-    size_t n = strlen(word);
-    for (const char *p = text; *p; p++) {
-        if (strncasecmp(p, word, n) || (p > text && isalnum((unsigned char)p[-1]))) continue;
-        size_t end = n + ((p[n] == 's' || p[n] == 'S') && !isalnum((unsigned char)p[n + 1]));
-        if (!isalnum((unsigned char)p[end])) return 1;
-    }
+    for (const char *p = text; *p; p++)
+        if (word_here_ci(text, p, word)) return 1;
     return 0;
 }
 
@@ -197,13 +200,9 @@ static const entry *lay_at(const char *text, const char *p, size_t *n) {
         size_t l = strlen(zh[i].lay);
         if (l > *n && !strncmp(p, zh[i].lay, l)) best = &zh[i], *n = l;
     }
-    if (best || (p > text && isalnum((unsigned char)p[-1]))) return best;
-    for (size_t i = 0; i < sizeof en / sizeof en[0]; i++) {
-        size_t l = strlen(en[i].lay);
-        if (l <= *n || strncasecmp(p, en[i].lay, l)) continue;
-        size_t end = l + ((p[l] == 's' || p[l] == 'S') && !isalnum((unsigned char)p[l + 1]));
-        if (!isalnum((unsigned char)p[end])) best = &en[i], *n = l;
-    }
+    if (best) return best;
+    for (size_t i = 0; i < sizeof en / sizeof en[0]; i++)
+        if (strlen(en[i].lay) > *n && word_here_ci(text, p, en[i].lay)) best = &en[i], *n = strlen(en[i].lay);
     return best;
 }
 
